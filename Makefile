@@ -1,0 +1,164 @@
+# ember - build, run and test. Everything is built out of tree in build/.
+#
+#   make            build the binaries (build/bin/ember-agent, ember-server, ember)
+#   make run        install what is missing, build, start server + agent (Ctrl-C stops)
+#   make test       every test: unit (ASan+UBSan), fuzz smoke, integration, browser
+#   make bench      the benchmarks under bench/
+#   make clean
+
+BUILD   ?= build
+CC      ?= gcc
+CLANG   ?= clang
+BPFTOOL ?= bpftool
+ARCH    := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
+
+PKGS := libbpf libelf zlib libzstd libmicrohttpd jansson libcurl sqlite3 \
+        libprotobuf-c libpcre2-8 libcrypto libxxhash
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+WARN    := -Wall -Wextra -Werror -Wshadow -Wno-missing-field-initializers
+CFLAGS  ?= -O2 -g
+ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) -D_GNU_SOURCE -I. -Ilib -I$(BUILD)/gen -I$(BUILD)/bpf -Ibpf \
+              $(PKG_CFLAGS) -MMD -MP
+LDLIBS  := $(PKG_LIBS) -lpthread -lm
+SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+
+LIB_SRCS    := $(wildcard lib/*.c)
+AGENT_SRCS  := $(filter-out agent/main.c,$(wildcard agent/*.c))
+SERVER_SRCS := $(filter-out server/main.c,$(wildcard server/*.c))
+CLI_SRCS    := $(filter-out cli/main.c,$(wildcard cli/*.c))
+BPF_SRCS    := $(wildcard bpf/*.bpf.c)
+SKELS       := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.skel.h,$(BPF_SRCS))
+GEN_SRCS    := $(BUILD)/gen/ingest.pb-c.c
+ASSET_SRC   := $(BUILD)/gen/assets.c
+WEB_FILES   := $(sort $(wildcard web/*.html web/*.js web/*.css web/*.svg)) server/openapi.json
+
+obj  = $(patsubst %.c,$(BUILD)/obj/%.o,$(patsubst $(BUILD)/%,%,$(1)))
+aobj = $(patsubst %.c,$(BUILD)/asan/%.o,$(patsubst $(BUILD)/%,%,$(1)))
+
+LIB_OBJS    := $(call obj,$(LIB_SRCS) $(GEN_SRCS))
+AGENT_OBJS  := $(call obj,$(AGENT_SRCS))
+SERVER_OBJS := $(call obj,$(SERVER_SRCS) $(ASSET_SRC))
+CLI_OBJS    := $(call obj,$(CLI_SRCS))
+
+BINS := $(BUILD)/bin/ember-agent $(BUILD)/bin/ember-server $(BUILD)/bin/ember
+
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
+WORKLOAD_SRCS := $(wildcard tests/workloads/*.c)
+WORKLOADS := $(patsubst tests/workloads/%.c,$(BUILD)/workloads/%,$(WORKLOAD_SRCS))
+
+.PHONY: all deps run test unit fuzz integration browser bench clean
+.DELETE_ON_ERROR:
+.SECONDARY:
+
+all: $(BINS)
+
+deps:
+	@scripts/install-deps.sh
+
+# --- generated sources -------------------------------------------------
+
+$(BUILD)/vmlinux.h:
+	@mkdir -p $(@D)
+	@test -r /sys/kernel/btf/vmlinux || { echo "this kernel has no BTF (/sys/kernel/btf/vmlinux): ember needs Linux >= 5.10 built with CONFIG_DEBUG_INFO_BTF" >&2; exit 1; }
+	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@
+
+$(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(wildcard bpf/*.h) $(BUILD)/vmlinux.h
+	@mkdir -p $(@D)
+	$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(BUILD) -Ibpf -Wall -Werror -c $< -o $@
+
+$(BUILD)/bpf/%.skel.h: $(BUILD)/bpf/%.bpf.o
+	$(BPFTOOL) gen skeleton $< name $*_bpf > $@
+
+$(BUILD)/gen/ingest.pb-c.c $(BUILD)/gen/ingest.pb-c.h: lib/proto/ingest.proto
+	@mkdir -p $(BUILD)/gen
+	protoc-c --c_out=$(BUILD)/gen -Ilib/proto $<
+
+$(ASSET_SRC): scripts/embed-assets.sh $(WEB_FILES)
+	@mkdir -p $(@D)
+	scripts/embed-assets.sh $(WEB_FILES) > $@
+
+# Every object may include the generated headers.
+GEN_HEADERS := $(BUILD)/gen/ingest.pb-c.h $(SKELS)
+
+# --- objects and binaries ------------------------------------------------
+
+$(BUILD)/obj/%.o: %.c | $(GEN_HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c | $(GEN_HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -Wno-unused-parameter -c $< -o $@
+
+$(BUILD)/asan/%.o: %.c | $(GEN_HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(SAN) -O1 -c $< -o $@
+
+$(BUILD)/asan/gen/%.o: $(BUILD)/gen/%.c | $(GEN_HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(SAN) -O1 -Wno-unused-parameter -c $< -o $@
+
+$(BUILD)/bin/ember-agent: $(call obj,agent/main.c) $(AGENT_OBJS) $(LIB_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/bin/ember-server: $(call obj,server/main.c) $(SERVER_OBJS) $(LIB_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/bin/ember: $(call obj,cli/main.c) $(CLI_OBJS) $(LIB_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+# --- tests ---------------------------------------------------------------
+
+ASAN_LIB    := $(BUILD)/asan/libember.a
+ASAN_OBJS   := $(call aobj,$(LIB_SRCS) $(GEN_SRCS) $(AGENT_SRCS) $(SERVER_SRCS) $(ASSET_SRC) $(CLI_SRCS))
+
+$(ASAN_LIB): $(ASAN_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/tests/%: tests/unit/%.c tests/unit/testutil.h $(ASAN_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(SAN) -O1 -Itests/unit $< -o $@ $(ASAN_LIB) $(LDLIBS) -lcmocka
+
+# Fuzz targets are built with clang's libFuzzer; the sources they exercise
+# are compiled again with clang so one sanitizer runtime is used.
+FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -I. -Ilib -I$(BUILD)/gen -I$(BUILD)/bpf -Ibpf $(PKG_CFLAGS) \
+               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Wall -Wextra -Werror \
+               -Wno-unused-parameter -Wno-missing-field-initializers
+FUZZ_DEPS   := $(LIB_SRCS) $(GEN_SRCS) $(SERVER_SRCS) $(ASSET_SRC)
+
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_DEPS) | $(GEN_HEADERS)
+	@mkdir -p $(@D)
+	$(CLANG) $(FUZZ_CFLAGS) $< $(FUZZ_DEPS) -o $@ $(LDLIBS)
+
+$(BUILD)/workloads/%: tests/workloads/%.c
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O1 -g -fno-omit-frame-pointer -fno-inline -Wall -Wextra -Werror $< -o $@ -lpthread
+
+unit: $(UNIT_BINS)
+fuzz: $(FUZZ_BINS)
+
+run: deps
+	@$(MAKE) --no-print-directory all $(WORKLOADS)
+	@scripts/run.sh
+
+test: deps
+	@$(MAKE) --no-print-directory all $(UNIT_BINS) $(FUZZ_BINS) $(WORKLOADS)
+	@scripts/test.sh
+
+bench: deps
+	@$(MAKE) --no-print-directory all $(WORKLOADS)
+	@scripts/bench.sh
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,101 @@
+/* batch.h - the agent's per-interval aggregation, which is also the batch
+ * it sends.
+ *
+ * Samples are added as (stack, resource, kind, value); strings, files,
+ * frames, stacks and resources are interned in per-batch tables, so equal
+ * stacks are stored and sent once with a count. batch_encode() writes the
+ * tables as one ember.ingest.v1.Batch protobuf, compressed with zstd
+ * (docs/protocol.md). batch_reset() empties the tables for the next
+ * interval and keeps their memory.
+ */
+#ifndef EMBER_AGENT_BATCH_H
+#define EMBER_AGENT_BATCH_H
+
+#include <stdint.h>
+
+#include "buf.h"
+#include "fileid.h"
+#include "hmap.h"
+#include "strtab.h"
+
+/* Values match ember.ingest.v1.FrameType / EventKind. */
+enum frame_type { FT_KERNEL = 1, FT_NATIVE = 2, FT_ERROR = 15 };
+enum event_kind { EK_ON_CPU = 1 };
+
+struct bframe {
+	uint8_t type;
+	uint32_t file; /* 1-based index in files; 0 = none */
+	uint64_t address;
+	uint32_t name;
+	uint32_t binary;
+};
+
+struct bfile {
+	struct file_id id;
+	uint32_t name;
+	uint8_t build_id[64];
+	uint8_t build_id_len;
+	uint32_t agent_index; /* registry index, to reset the lookup table */
+};
+
+struct bsample {
+	uint32_t stack, resource;
+	uint8_t kind;
+	uint64_t value;
+};
+
+struct batch {
+	struct strtab strings;
+	struct bfile *files;
+	size_t nfiles, capfiles;
+	uint32_t *file_slot; /* registry index -> batch file index + 1 */
+	size_t capslot;
+	struct bframe *frames;
+	size_t nframes, capframes;
+	struct hmap frame_index;
+	/* stacks and resources: runs of ids in one flat array each */
+	uint32_t *stack_ids;
+	size_t nstack_ids, capstack_ids;
+	uint32_t *stack_off; /* stack i = stack_ids[stack_off[i] .. stack_off[i+1]) */
+	size_t nstacks, capstacks;
+	struct hmap stack_index;
+	uint32_t *res_ids;
+	size_t nres_ids, capres_ids;
+	uint32_t *res_off;
+	size_t nres, capres;
+	struct hmap res_index;
+	struct bsample *samples;
+	size_t nsamples, capsamples;
+	struct hmap sample_index;
+	uint64_t total_value;
+};
+
+struct batch_meta {
+	const char *agent_instance;
+	uint64_t sequence;
+	const char *project;
+	int64_t start_unix_ms, end_unix_ms;
+	uint32_t sample_rate_hz;
+};
+
+void batch_init(struct batch *b);
+void batch_free(struct batch *b);
+void batch_reset(struct batch *b);
+
+uint32_t batch_string(struct batch *b, const char *s, size_t n);
+/* Index (1-based) of the file with this registry index in the batch. */
+uint32_t batch_file(struct batch *b, uint32_t agent_index, const struct file_id *id,
+		    const char *name, const uint8_t *build_id, int build_id_len);
+uint32_t batch_frame(struct batch *b, const struct bframe *f);
+/* frames: outermost caller first. */
+uint32_t batch_stack(struct batch *b, const uint32_t *frames, size_t n);
+/* kv: pairs of string ids (key, value), n = number of ids (even). */
+uint32_t batch_resource(struct batch *b, const uint32_t *kv, size_t n);
+void batch_add(struct batch *b, uint32_t stack, uint32_t resource, uint8_t kind, uint64_t value);
+static inline size_t batch_samples(const struct batch *b) { return b->nsamples; }
+
+/* Appends the zstd-compressed protobuf encoding of the batch to out.
+ * Returns 0 or -1. */
+int batch_encode(const struct batch *b, const struct batch_meta *meta, struct buf *out);
+
+#endif

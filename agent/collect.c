@@ -1,0 +1,136 @@
+/* collect.c - see collect.h. */
+#include "collect.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include <linux/types.h>
+
+#include "oncpu_types.h"
+#include "util.h"
+
+#define MAX_STACK (2 * ONCPU_MAX_FRAMES + 4)
+
+static uint32_t str(struct collector *c, const char *s)
+{
+	return batch_string(c->batch, s, strlen(s));
+}
+
+static uint32_t error_frame(struct collector *c, const char *what)
+{
+	struct bframe f = { .type = FT_ERROR, .name = str(c, what) };
+	return batch_frame(c->batch, &f);
+}
+
+static uint32_t user_frame(struct collector *c, struct proc *p, uint64_t addr, uint64_t now_ns)
+{
+	const struct mapping *m = proc_find_mapping(c->procs, p, addr, now_ns);
+	struct bframe f = { .type = FT_NATIVE };
+	if (!m) {
+		c->stats.unknown_frames++;
+		return error_frame(c, "[unknown mapping]");
+	}
+	switch (m->kind) {
+	case MAPPING_VDSO: {
+		uint64_t off = addr - m->start;
+		const char *name = vdso_lookup(c->vdso, off);
+		f.binary = str(c, "[vdso]");
+		if (name)
+			f.name = str(c, name);
+		else
+			f.address = off;
+		break;
+	}
+	case MAPPING_ANON:
+		f.binary = str(c, "[anon]");
+		f.name = str(c, "[anonymous code]");
+		c->stats.unknown_frames++;
+		break;
+	default:
+		if (m->file == FILE_NONE) {
+			f.binary = str(c, "[unreadable]");
+			f.name = str(c, "[unreadable file]");
+			c->stats.unknown_frames++;
+		} else {
+			const struct agent_file *af = files_at(c->files, m->file);
+			f.file = batch_file(c->batch, m->file, &af->id, af->name, af->build_id,
+					    af->build_id_len);
+			f.address = addr - m->start + m->offset;
+		}
+		break;
+	}
+	return batch_frame(c->batch, &f);
+}
+
+static uint32_t kernel_frame(struct collector *c, uint64_t addr)
+{
+	const char *module = NULL;
+	const char *name = kallsyms_lookup(c->ksyms, addr, &module);
+	struct bframe f = { .type = FT_KERNEL };
+	if (name) {
+		f.name = str(c, name);
+		f.binary = str(c, module && *module ? module : "vmlinux");
+	} else {
+		f.binary = str(c, "vmlinux");
+		f.address = addr;
+		c->stats.unknown_frames++;
+	}
+	return batch_frame(c->batch, &f);
+}
+
+void collect_sample(struct collector *c, const void *data, size_t size, uint64_t now_ns)
+{
+	const struct oncpu_sample *s = data;
+	if (size < ONCPU_HDR_SIZE) {
+		c->stats.malformed++;
+		return;
+	}
+	uint32_t nu = s->ustack_len > 0 ? (uint32_t)s->ustack_len : 0;
+	uint32_t nk = s->kstack_len > 0 ? (uint32_t)s->kstack_len : 0;
+	if (nu > ONCPU_MAX_FRAMES || nk > ONCPU_MAX_FRAMES ||
+	    size < ONCPU_HDR_SIZE + (size_t)(nu + nk) * sizeof(__u64)) {
+		c->stats.malformed++;
+		return;
+	}
+	char comm[ONCPU_COMM_LEN + 1];
+	memcpy(comm, s->comm, ONCPU_COMM_LEN);
+	comm[ONCPU_COMM_LEN] = '\0';
+
+	struct proc *p = proc_table_get(c->procs, (int32_t)s->pid,
+					s->proc_start_ns / c->ns_per_tick, comm, now_ns);
+
+	uint32_t stack[MAX_STACK];
+	size_t n = 0;
+	if (s->ustack_len < 0)
+		stack[n++] = error_frame(c, "[user stack unreadable]");
+	else if (nu == ONCPU_MAX_FRAMES) {
+		stack[n++] = error_frame(c, "[truncated stack]");
+		c->stats.truncated++;
+	}
+	/* BPF gives innermost first; the batch wants the outermost first. */
+	for (uint32_t i = nu; i-- > 0;) {
+		uint64_t a = s->frames[i];
+		stack[n++] = user_frame(c, p, i == 0 ? a : a - 1, now_ns);
+	}
+	if (s->kstack_len < 0)
+		stack[n++] = error_frame(c, "[kernel stack unreadable]");
+	for (uint32_t i = nk; i-- > 0;) {
+		uint64_t a = s->frames[nu + i];
+		stack[n++] = kernel_frame(c, i == 0 ? a : a - 1);
+	}
+	c->stats.frames += nu + nk;
+	c->stats.samples++;
+
+	char pid[16];
+	snprintf(pid, sizeof(pid), "%u", s->pid);
+	uint32_t kv[] = {
+		str(c, "host.name"), str(c, c->host_name),
+		str(c, "host.arch"), str(c, c->host_arch),
+		str(c, "process.executable.name"), str(c, p->exe_name),
+		str(c, "process.pid"), str(c, pid),
+		str(c, "thread.name"), str(c, comm),
+	};
+	uint32_t res = batch_resource(c->batch, kv, ARRAY_SIZE(kv));
+	uint32_t st = batch_stack(c->batch, stack, n);
+	batch_add(c->batch, st, res, EK_ON_CPU, 1);
+}

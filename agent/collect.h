@@ -1,0 +1,48 @@
+/* collect.h - turning one raw on-CPU sample from BPF into an aggregated
+ * stack in the current batch.
+ *
+ * User frames become (file, offset within the file) for the server to
+ * symbolize; kernel frames are named here from kallsyms and vDSO frames
+ * from the agent's own vDSO. Return addresses (every frame but the
+ * innermost) are looked up at address - 1, so a call that is the last
+ * instruction of a function is not blamed on the next one. Frames that
+ * cannot be resolved become explicit error frames, never silent gaps.
+ */
+#ifndef EMBER_AGENT_COLLECT_H
+#define EMBER_AGENT_COLLECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "batch.h"
+#include "files.h"
+#include "kallsyms.h"
+#include "proc.h"
+#include "vdso.h"
+
+struct collector_stats {
+	uint64_t samples;
+	uint64_t frames;
+	uint64_t unknown_frames;
+	uint64_t truncated;
+	uint64_t malformed;
+};
+
+struct collector {
+	struct batch *batch;
+	struct proc_table *procs;
+	struct file_registry *files;
+	const struct kallsyms *ksyms;
+	const struct vdso *vdso;
+	const char *host_name;
+	const char *host_arch;
+	uint64_t ns_per_tick; /* to convert start times to /proc clock ticks */
+	struct collector_stats stats;
+};
+
+struct oncpu_sample;
+
+/* Adds the sample (size bytes as read from the ring buffer) to the batch. */
+void collect_sample(struct collector *c, const void *sample, size_t size, uint64_t now_ns);
+
+#endif

@@ -1,0 +1,81 @@
+/* config.c - see config.h. */
+#include "config.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#include "flags.h"
+#include "util.h"
+
+#define OFF(f) offsetof(struct agent_config, f)
+
+static const struct flag_def defs[] = {
+	{ "collection-agent", FLAG_STRING, "", OFF(collection_agent), 0, 0,
+	  "host:port of ember-server, e.g. 127.0.0.1:8080" },
+	{ "disable-tls", FLAG_BOOL, "false", OFF(disable_tls), 0, 0,
+	  "send to the server over plain HTTP" },
+	{ "insecure", FLAG_BOOL, "false", OFF(insecure), 0, 0,
+	  "use TLS but do not verify the server's certificate" },
+	{ "project", FLAG_STRING, "default", OFF(project), 0, 0,
+	  "project the samples belong to (created on the server when new)" },
+	{ "auth-token", FLAG_STRING, "", OFF(auth_token), 0, 0, "bearer token sent to the server" },
+	{ "on-cpu-sampling-rate", FLAG_UINT, "19", OFF(on_cpu_hz), 1, 1000,
+	  "on-CPU samples per second per CPU (Hz)" },
+	{ "reporter-interval", FLAG_DURATION, "5s", OFF(reporter_interval_ms), 1000, 3600000,
+	  "how often a batch is sent to the server" },
+	{ "v", FLAG_BOOL, "false", OFF(verbose), 0, 0, "verbose (debug) logging" },
+	{ "json-log", FLAG_BOOL, "false", OFF(json_log), 0, 0, "log one JSON object per line" },
+	{ "config", FLAG_STRING, "", OFF(config_path), 0, 0,
+	  "file of 'name value' lines with lower-precedence settings" },
+	{ "help", FLAG_BOOL, "false", OFF(help), 0, 0, "print this help and exit" },
+};
+
+static const struct flag_set agent_flags = {
+	.program = "ember-agent",
+	.env_prefix = "EMBER_",
+	.defs = defs,
+	.count = ARRAY_SIZE(defs),
+	.config_flag = "config",
+};
+
+int agent_config_load(struct agent_config *cfg, int argc, char **argv, char **envp,
+		      struct buf *err)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	if (flags_load(&agent_flags, cfg, argc, argv, envp, err) < 0)
+		return -1;
+	if (cfg->help)
+		return 0;
+	if (!*cfg->collection_agent) {
+		buf_puts(err, "-collection-agent: not set; expected host:port of ember-server, e.g. -collection-agent=127.0.0.1:8080");
+		return -1;
+	}
+	const char *colon = strrchr(cfg->collection_agent, ':');
+	uint64_t port;
+	if (!colon || colon == cfg->collection_agent || parse_u64(colon + 1, &port) < 0 ||
+	    port == 0 || port > 65535 || strpbrk(cfg->collection_agent, "/ ?#@")) {
+		buf_printf(err, "-collection-agent: expected host:port, got \"%s\"",
+			   cfg->collection_agent);
+		return -1;
+	}
+	if (cfg->insecure && cfg->disable_tls) {
+		buf_puts(err, "-insecure: cannot be used together with -disable-tls");
+		return -1;
+	}
+	if (!*cfg->project || strlen(cfg->project) > 128 || strpbrk(cfg->project, " \t\r\n/")) {
+		buf_printf(err, "-project: expected a name of 1 to 128 characters without spaces or '/', got \"%s\"",
+			   cfg->project);
+		return -1;
+	}
+	return 0;
+}
+
+void agent_config_free(struct agent_config *cfg)
+{
+	flags_free(&agent_flags, cfg);
+}
+
+void agent_config_usage(struct buf *out)
+{
+	flags_usage(&agent_flags, "-collection-agent=HOST:PORT [flags]", out);
+}

@@ -1,0 +1,35 @@
+/* config.h - the agent's configuration: flags, EMBER_* environment
+ * variables and the -config file.
+ * The parsing rules (dashes, values, precedence) are lib/flags.h's.
+ */
+#ifndef EMBER_AGENT_CONFIG_H
+#define EMBER_AGENT_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "buf.h"
+
+struct agent_config {
+	char *collection_agent;     /* host:port of ember-server */
+	bool disable_tls;
+	bool insecure;
+	char *project;
+	char *auth_token;
+	uint64_t on_cpu_hz;
+	int64_t reporter_interval_ms;
+	bool verbose;
+	bool json_log;
+	char *config_path;
+	bool help;
+};
+
+/* Fills cfg from defaults, the config file, envp and argv (argv[0] is the
+ * program). Returns 0, or -1 with a message in err. */
+int agent_config_load(struct agent_config *cfg, int argc, char **argv, char **envp,
+		      struct buf *err);
+void agent_config_free(struct agent_config *cfg);
+/* Appends the flag reference (name, default, meaning) to out. */
+void agent_config_usage(struct buf *out);
+
+#endif

@@ -1,0 +1,121 @@
+/* http.c - see http.h. */
+#include "http.h"
+
+#include <curl/curl.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+#define MAX_RESPONSE (1u << 20)
+
+struct http_client {
+	CURL *curl;
+	char *base;
+	char *auth_header;
+	long timeout_ms;
+	int insecure;
+};
+
+int http_global_init(void)
+{
+	return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
+}
+
+void http_global_cleanup(void)
+{
+	curl_global_cleanup();
+}
+
+struct http_client *http_client_new(const struct http_opts *o)
+{
+	struct http_client *c = xcalloc(1, sizeof(*c));
+	c->curl = curl_easy_init();
+	if (!c->curl) {
+		free(c);
+		return NULL;
+	}
+	struct buf b = { 0 };
+	buf_printf(&b, "%s://%s", o->disable_tls ? "http" : "https", o->host_port);
+	c->base = buf_steal(&b, NULL);
+	if (o->auth_token && *o->auth_token) {
+		buf_printf(&b, "Authorization: Bearer %s", o->auth_token);
+		c->auth_header = buf_steal(&b, NULL);
+	}
+	c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 30000;
+	c->insecure = o->insecure;
+	return c;
+}
+
+void http_client_free(struct http_client *c)
+{
+	if (!c)
+		return;
+	curl_easy_cleanup(c->curl);
+	free(c->base);
+	free(c->auth_header);
+	free(c);
+}
+
+static size_t on_data(char *p, size_t size, size_t n, void *ud)
+{
+	struct buf *b = ud;
+	size_t len = size * n;
+	if (b->len + len > MAX_RESPONSE)
+		return 0; /* aborts the transfer */
+	buf_append(b, p, len);
+	return len;
+}
+
+int http_send(struct http_client *c, const char *method, const char *path,
+	      const char *content_type, const char *content_encoding, const void *body,
+	      size_t len, struct buf *resp, struct buf *err)
+{
+	CURL *h = c->curl;
+	curl_easy_reset(h);
+	struct buf url = { 0 };
+	buf_printf(&url, "%s%s", c->base, path);
+	struct curl_slist *hdrs = NULL;
+	struct buf line = { 0 };
+	buf_printf(&line, "Content-Type: %s", content_type);
+	hdrs = curl_slist_append(hdrs, line.data);
+	if (content_encoding) {
+		buf_reset(&line);
+		buf_printf(&line, "Content-Encoding: %s", content_encoding);
+		hdrs = curl_slist_append(hdrs, line.data);
+	}
+	if (c->auth_header)
+		hdrs = curl_slist_append(hdrs, c->auth_header);
+	hdrs = curl_slist_append(hdrs, "Expect:");
+	buf_free(&line);
+
+	buf_reset(resp);
+	char errbuf[CURL_ERROR_SIZE] = "";
+	curl_easy_setopt(h, CURLOPT_URL, url.data);
+	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, resp);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->timeout_ms);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, MIN(c->timeout_ms, 10000L));
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(h, CURLOPT_USERAGENT, "ember-agent/0.1");
+	if (c->insecure) {
+		curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+		curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+	}
+	CURLcode rc = curl_easy_perform(h);
+	long status = -1;
+	if (rc == CURLE_OK) {
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	} else {
+		buf_printf(err, "%s %s: %s", method, url.data, errbuf[0] ? errbuf : curl_easy_strerror(rc));
+		status = -1;
+	}
+	curl_slist_free_all(hdrs);
+	buf_free(&url);
+	return (int)status;
+}

@@ -1,0 +1,264 @@
+/* main.c - ember-agent: samples every process on this host and reports
+ * the stacks to ember-server. See docs/architecture.md for the path a
+ * sample takes, and agent/config.h for the flags. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "batch.h"
+#include "collect.h"
+#include "config.h"
+#include "files.h"
+#include "http.h"
+#include "kallsyms.h"
+#include "log.h"
+#include "oncpu.h"
+#include "proc.h"
+#include "reporter.h"
+#include "symupload.h"
+#include "util.h"
+#include "vdso.h"
+
+#define DRAIN_INTERVAL_MS 200
+#define SWEEP_INTERVAL_NS (10ull * 1000000000ull)
+#define PROC_IDLE_NS (120ull * 1000000000ull)
+#define SEND_QUEUE_BYTES (64u << 20)
+
+/* Set from the signal handler, read by the main loop: the only way a
+ * handler may talk to the rest of the program. */
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+struct agent {
+	struct agent_config cfg;
+	char instance[37];
+	char host_name[256];
+	const char *host_arch;
+	struct kallsyms ksyms;
+	struct vdso vdso;
+	struct file_registry files;
+	struct proc_table procs;
+	struct batch batch;
+	struct collector collector;
+	struct oncpu *oncpu;
+	struct reporter *reporter;
+	struct symupload *symupload;
+	uint64_t sequence;
+	int64_t interval_start_ms;
+};
+
+static void on_new_file(void *ctx, uint32_t index, const struct agent_file *f, int fd)
+{
+	struct agent *a = ctx;
+	(void)index;
+	symupload_add(a->symupload, &f->id, f->name, fd);
+}
+
+static void on_sample(void *ctx, const void *data, size_t size)
+{
+	struct agent *a = ctx;
+	collect_sample(&a->collector, data, size, now_mono_ns());
+}
+
+static void flush_batch(struct agent *a)
+{
+	int64_t now = now_unix_ms();
+	if (batch_samples(&a->batch) == 0) {
+		a->interval_start_ms = now;
+		return;
+	}
+	struct batch_meta meta = {
+		.agent_instance = a->instance,
+		.sequence = ++a->sequence,
+		.project = a->cfg.project,
+		.start_unix_ms = a->interval_start_ms,
+		.end_unix_ms = now,
+		.sample_rate_hz = (uint32_t)a->cfg.on_cpu_hz,
+	};
+	struct buf out = { 0 };
+	if (batch_encode(&a->batch, &meta, &out) < 0) {
+		log_error("encoding batch %llu failed; its samples are lost",
+			  (unsigned long long)meta.sequence);
+		buf_free(&out);
+	} else {
+		size_t len;
+		char *data = buf_steal(&out, &len);
+		log_debug("batch %llu: %zu stacks, %zu frames, %llu samples, %zu bytes",
+			  (unsigned long long)meta.sequence, a->batch.nstacks, a->batch.nframes,
+			  (unsigned long long)a->batch.total_value, len);
+		reporter_enqueue(a->reporter, data, len, meta.sequence);
+	}
+	batch_reset(&a->batch);
+	a->interval_start_ms = now;
+}
+
+static void log_stats(struct agent *a)
+{
+	uint64_t bpf[ONCPU_STAT_MAX];
+	oncpu_read_stats(a->oncpu, bpf);
+	struct reporter_stats rs;
+	reporter_get_stats(a->reporter, &rs);
+	struct symupload_stats us;
+	symupload_get_stats(a->symupload, &us);
+	const struct collector_stats *cs = &a->collector.stats;
+	log_info("stats: samples=%llu lost=%llu unknown_frames=%llu truncated=%llu processes=%zu files=%zu "
+		 "batches_sent=%llu bytes_sent=%llu queued=%zu dropped=%llu symbols_uploaded=%llu symbols_present=%llu",
+		 (unsigned long long)cs->samples, (unsigned long long)bpf[ONCPU_STAT_RB_FULL],
+		 (unsigned long long)cs->unknown_frames, (unsigned long long)cs->truncated,
+		 proc_table_count(&a->procs), a->files.count,
+		 (unsigned long long)rs.sent_batches, (unsigned long long)rs.sent_bytes,
+		 rs.queued_batches, (unsigned long long)rs.dropped_batches,
+		 (unsigned long long)us.uploaded, (unsigned long long)us.present);
+}
+
+static const char *host_arch(void)
+{
+	struct utsname u;
+	if (uname(&u) != 0)
+		return "unknown";
+	if (strcmp(u.machine, "x86_64") == 0)
+		return "amd64";
+	if (strcmp(u.machine, "aarch64") == 0)
+		return "arm64";
+	static char machine[sizeof(u.machine)];
+	snprintf(machine, sizeof(machine), "%s", u.machine);
+	return machine;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL); /* a signal cuts it short, which is what we want */
+}
+
+int main(int argc, char **argv, char **envp)
+{
+	static struct agent a;
+	struct buf err = { 0 };
+	if (agent_config_load(&a.cfg, argc, argv, envp, &err) < 0) {
+		fprintf(stderr, "ember-agent: %s\n", err.data);
+		return 2;
+	}
+	if (a.cfg.help) {
+		struct buf u = { 0 };
+		agent_config_usage(&u);
+		fputs(u.data, stdout);
+		buf_free(&u);
+		return 0;
+	}
+	log_init("ember-agent", a.cfg.verbose ? LOG_DEBUG : LOG_INFO, a.cfg.json_log);
+	if (geteuid() != 0)
+		log_warn("not running as root: loading BPF programs needs CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN");
+	if (http_global_init() < 0) {
+		log_error("cannot initialise libcurl");
+		return 1;
+	}
+	uuid_v4(a.instance);
+	if (gethostname(a.host_name, sizeof(a.host_name) - 1) != 0)
+		snprintf(a.host_name, sizeof(a.host_name), "unknown");
+	a.host_arch = host_arch();
+
+	int rc = kallsyms_load(&a.ksyms, "/proc/kallsyms");
+	if (rc < 0)
+		log_warn("cannot read /proc/kallsyms (%s): kernel frames will have addresses only",
+			 strerror(-rc));
+	else
+		log_info("kernel symbols: %zu from /proc/kallsyms", a.ksyms.count);
+	if (vdso_load(&a.vdso) < 0)
+		log_warn("cannot read the vDSO's symbols: vDSO frames will have offsets only");
+
+	struct http_opts hopts = {
+		.host_port = a.cfg.collection_agent,
+		.disable_tls = a.cfg.disable_tls,
+		.insecure = a.cfg.insecure,
+		.auth_token = a.cfg.auth_token,
+		.timeout_ms = 10000,
+	};
+	a.reporter = reporter_start(&hopts, SEND_QUEUE_BYTES);
+	a.symupload = symupload_start(&hopts);
+	if (!a.reporter || !a.symupload) {
+		log_error("cannot start the reporter threads");
+		return 1;
+	}
+	files_init(&a.files, "/proc", on_new_file, &a);
+	proc_table_init(&a.procs, &a.files, "/proc");
+	batch_init(&a.batch);
+	long ticks = sysconf(_SC_CLK_TCK);
+	a.collector = (struct collector){
+		.batch = &a.batch,
+		.procs = &a.procs,
+		.files = &a.files,
+		.ksyms = &a.ksyms,
+		.vdso = &a.vdso,
+		.host_name = a.host_name,
+		.host_arch = a.host_arch,
+		.ns_per_tick = ticks > 0 ? 1000000000ull / (uint64_t)ticks : 10000000ull,
+	};
+
+	if (oncpu_open(&a.oncpu, a.cfg.on_cpu_hz, on_sample, &a, &err) < 0) {
+		log_error("%s", err.data);
+		reporter_stop(a.reporter, 0);
+		symupload_stop(a.symupload);
+		return 1;
+	}
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	log_info("ember-agent %s started: reporting to %s://%s every %lldms, project %s, host %s",
+		 a.instance, a.cfg.disable_tls ? "http" : "https", a.cfg.collection_agent,
+		 (long long)a.cfg.reporter_interval_ms, a.cfg.project, a.host_name);
+
+	a.interval_start_ms = now_unix_ms();
+	uint64_t next_report = now_mono_ns() + (uint64_t)a.cfg.reporter_interval_ms * 1000000ull;
+	uint64_t next_sweep = now_mono_ns() + SWEEP_INTERVAL_NS;
+	uint64_t next_stats = now_mono_ns() + 60ull * 1000000000ull;
+	while (!stop_requested) {
+		sleep_ms(DRAIN_INTERVAL_MS);
+		if (oncpu_drain(a.oncpu) < 0)
+			log_warn("reading the ring buffer failed: %s", strerror(errno));
+		uint64_t now = now_mono_ns();
+		if (now >= next_report) {
+			flush_batch(&a);
+			next_report += (uint64_t)a.cfg.reporter_interval_ms * 1000000ull;
+			if (next_report < now)
+				next_report = now + (uint64_t)a.cfg.reporter_interval_ms * 1000000ull;
+		}
+		if (now >= next_sweep) {
+			proc_table_sweep(&a.procs, now, PROC_IDLE_NS);
+			next_sweep = now + SWEEP_INTERVAL_NS;
+		}
+		if (now >= next_stats) {
+			log_stats(&a);
+			next_stats = now + 60ull * 1000000000ull;
+		}
+	}
+	log_info("stopping: sending what is left");
+	oncpu_drain(a.oncpu);
+	flush_batch(&a);
+	log_stats(&a);
+	oncpu_close(a.oncpu);
+	reporter_stop(a.reporter, 5000);
+	symupload_stop(a.symupload);
+	batch_free(&a.batch);
+	proc_table_free(&a.procs);
+	files_free(&a.files);
+	vdso_free(&a.vdso);
+	kallsyms_free(&a.ksyms);
+	agent_config_free(&a.cfg);
+	buf_free(&err);
+	http_global_cleanup();
+	return 0;
+}

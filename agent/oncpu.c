@@ -1,0 +1,218 @@
+/* oncpu.c - see oncpu.h. */
+#include "oncpu.h"
+
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "log.h"
+#include "oncpu.skel.h"
+#include "util.h"
+
+#define MAX_CPUS 4096
+
+struct oncpu {
+	struct oncpu_bpf *skel;
+	struct ring_buffer *rb;
+	int *fds;
+	struct bpf_link **links;
+	int ncpu;
+	oncpu_sample_fn fn;
+	void *ctx;
+};
+
+int parse_cpu_list(const char *s, int *ids, int max)
+{
+	int n = 0;
+	const char *p = s;
+	while (*p && *p != '\n') {
+		char *end;
+		errno = 0;
+		long a = strtol(p, &end, 10);
+		if (end == p || errno || a < 0 || a >= MAX_CPUS)
+			return -1;
+		long b = a;
+		p = end;
+		if (*p == '-') {
+			p++;
+			b = strtol(p, &end, 10);
+			if (end == p || errno || b < a || b >= MAX_CPUS)
+				return -1;
+			p = end;
+		}
+		for (long c = a; c <= b; c++) {
+			if (n >= max)
+				return -1;
+			ids[n++] = (int)c;
+		}
+		if (*p == ',')
+			p++;
+		else if (*p && *p != '\n')
+			return -1;
+	}
+	return n;
+}
+
+static int on_event(void *ctx, void *data, size_t size)
+{
+	struct oncpu *o = ctx;
+	o->fn(o->ctx, data, size);
+	return 0;
+}
+
+static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	if (level == LIBBPF_DEBUG && !log_enabled(LOG_DEBUG))
+		return 0;
+	struct buf b = { 0 };
+	buf_vprintf(&b, fmt, ap);
+	while (b.len && b.data[b.len - 1] == '\n')
+		b.data[--b.len] = '\0';
+	log_msg(level == LIBBPF_WARN ? LOG_WARN : LOG_DEBUG, "libbpf: %s", b.data);
+	buf_free(&b);
+	return 0;
+}
+
+static size_t next_pow2(size_t v)
+{
+	size_t p = 1;
+	while (p < v)
+		p <<= 1;
+	return p;
+}
+
+int oncpu_open(struct oncpu **out, uint64_t hz, oncpu_sample_fn fn, void *ctx, struct buf *err)
+{
+	libbpf_set_print(libbpf_log);
+	if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) {
+		buf_puts(err, "this kernel exposes no BTF (/sys/kernel/btf/vmlinux); ember-agent needs Linux >= 5.10 with CONFIG_DEBUG_INFO_BTF=y");
+		return -1;
+	}
+	if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, NULL) != 1) {
+		buf_puts(err, "this kernel has no BPF ring buffer (Linux >= 5.8 needed)");
+		return -1;
+	}
+	char *online;
+	int cpus[MAX_CPUS];
+	if (read_file("/sys/devices/system/cpu/online", 65536, &online, NULL) < 0) {
+		buf_puts(err, "cannot read /sys/devices/system/cpu/online");
+		return -1;
+	}
+	int ncpu = parse_cpu_list(online, cpus, MAX_CPUS);
+	free(online);
+	if (ncpu <= 0) {
+		buf_puts(err, "cannot parse /sys/devices/system/cpu/online");
+		return -1;
+	}
+
+	struct oncpu *o = xcalloc(1, sizeof(*o));
+	o->fn = fn;
+	o->ctx = ctx;
+	o->skel = oncpu_bpf__open();
+	if (!o->skel) {
+		buf_printf(err, "opening the BPF object failed: %s", strerror(errno));
+		goto fail;
+	}
+	/* One second of worst-case records (both stacks full) per CPU; the
+	 * agent drains every 200 ms. */
+	size_t rb = next_pow2(MAX((size_t)hz * (size_t)ncpu * sizeof(struct oncpu_sample),
+				  (size_t)256 << 10));
+	rb = MIN(rb, (size_t)256 << 20);
+	bpf_map__set_max_entries(o->skel->maps.samples, (uint32_t)rb);
+	if (oncpu_bpf__load(o->skel) != 0) {
+		buf_printf(err, "loading the BPF program failed (%s); run as root with CAP_BPF and CAP_PERFMON",
+			   strerror(errno));
+		goto fail;
+	}
+	o->rb = ring_buffer__new(bpf_map__fd(o->skel->maps.samples), on_event, o, NULL);
+	if (!o->rb) {
+		buf_printf(err, "creating the ring buffer reader failed: %s", strerror(errno));
+		goto fail;
+	}
+	o->fds = xcalloc((size_t)ncpu, sizeof(int));
+	o->links = xcalloc((size_t)ncpu, sizeof(*o->links));
+	for (int i = 0; i < ncpu; i++)
+		o->fds[i] = -1;
+	o->ncpu = ncpu;
+	for (int i = 0; i < ncpu; i++) {
+		struct perf_event_attr attr = {
+			.type = PERF_TYPE_SOFTWARE,
+			.size = sizeof(attr),
+			.config = PERF_COUNT_SW_CPU_CLOCK,
+			.sample_period = 1000000000ull / hz,
+		};
+		int fd = (int)syscall(__NR_perf_event_open, &attr, -1, cpus[i], -1,
+				      PERF_FLAG_FD_CLOEXEC);
+		if (fd < 0) {
+			if (errno == ENODEV)
+				continue; /* went offline meanwhile */
+			buf_printf(err, "perf_event_open(cpu-clock, cpu %d) failed: %s", cpus[i],
+				   strerror(errno));
+			goto fail;
+		}
+		o->fds[i] = fd;
+		o->links[i] = bpf_program__attach_perf_event(o->skel->progs.oncpu_sample, fd);
+		if (!o->links[i]) {
+			buf_printf(err, "attaching to the perf event of cpu %d failed: %s", cpus[i],
+				   strerror(errno));
+			goto fail;
+		}
+	}
+	log_info("on-CPU sampling: cpu-clock at %llu Hz on %d CPUs, frame-pointer user stacks, ring buffer %zu KiB",
+		 (unsigned long long)hz, ncpu, rb >> 10);
+	*out = o;
+	return 0;
+fail:
+	oncpu_close(o);
+	return -1;
+}
+
+int oncpu_drain(struct oncpu *o)
+{
+	return ring_buffer__consume(o->rb);
+}
+
+void oncpu_read_stats(struct oncpu *o, uint64_t out[ONCPU_STAT_MAX])
+{
+	int ncpus = libbpf_num_possible_cpus();
+	memset(out, 0, ONCPU_STAT_MAX * sizeof(uint64_t));
+	if (ncpus <= 0)
+		return;
+	uint64_t *vals = xcalloc((size_t)ncpus, sizeof(uint64_t));
+	int fd = bpf_map__fd(o->skel->maps.oncpu_stats);
+	for (uint32_t k = 0; k < ONCPU_STAT_MAX; k++) {
+		if (bpf_map_lookup_elem(fd, &k, vals) != 0)
+			continue;
+		for (int c = 0; c < ncpus; c++)
+			out[k] += vals[c];
+	}
+	free(vals);
+}
+
+int oncpu_cpu_count(const struct oncpu *o)
+{
+	return o->ncpu;
+}
+
+void oncpu_close(struct oncpu *o)
+{
+	if (!o)
+		return;
+	for (int i = 0; i < o->ncpu; i++) {
+		if (o->links && o->links[i])
+			bpf_link__destroy(o->links[i]);
+		if (o->fds && o->fds[i] >= 0)
+			close(o->fds[i]);
+	}
+	free(o->links);
+	free(o->fds);
+	ring_buffer__free(o->rb);
+	oncpu_bpf__destroy(o->skel);
+	free(o);
+}

@@ -1,0 +1,36 @@
+/* oncpu.h - on-CPU sampling: loads bpf/oncpu.bpf.c, opens one cpu-clock
+ * perf event per online CPU at the configured rate and attaches the
+ * program to each, and drains the ring buffer the program writes to.
+ *
+ * cpu-clock is a software event, so sampling works on virtual machines
+ * without a PMU; the period is exact (1e9 / Hz nanoseconds of CPU time).
+ */
+#ifndef EMBER_AGENT_ONCPU_H
+#define EMBER_AGENT_ONCPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+
+#include <linux/types.h>
+#include "oncpu_types.h"
+
+struct oncpu;
+typedef void (*oncpu_sample_fn)(void *ctx, const void *data, size_t size);
+
+/* Returns 0, or -1 with the reason in err. */
+int oncpu_open(struct oncpu **out, uint64_t hz, oncpu_sample_fn fn, void *ctx, struct buf *err);
+/* Hands every sample waiting in the ring buffer to fn. Returns how many
+ * or -1. Called from one thread. */
+int oncpu_drain(struct oncpu *o);
+/* Sums the program's per-CPU counters (enum oncpu_stat). */
+void oncpu_read_stats(struct oncpu *o, uint64_t out[ONCPU_STAT_MAX]);
+int oncpu_cpu_count(const struct oncpu *o);
+void oncpu_close(struct oncpu *o);
+
+/* Parses a CPU list such as "0-3,8,10-11" into ids (at most max).
+ * Returns the count, or -1 when malformed. Exposed for tests. */
+int parse_cpu_list(const char *s, int *ids, int max);
+
+#endif

@@ -1,0 +1,72 @@
+/* proc.h - what the agent knows about each process it has sampled.
+ *
+ * Processes are discovered lazily: the first sample of an unknown pid
+ * reads /proc/PID/stat (start time, to detect pid reuse), the executable
+ * name and the executable mappings. A user address that falls in no known
+ * mapping triggers a re-read of the maps (at most once per second per
+ * process), which covers dlopen() without tracing mmap. Processes that
+ * have exited are dropped by proc_table_sweep().
+ */
+#ifndef EMBER_AGENT_PROC_H
+#define EMBER_AGENT_PROC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "files.h"
+#include "hmap.h"
+
+enum mapping_kind {
+	MAPPING_FILE = 0, /* a file-backed executable mapping */
+	MAPPING_VDSO,
+	MAPPING_ANON,     /* anonymous executable memory, e.g. JIT code */
+};
+
+struct mapping {
+	uint64_t start, end, offset;
+	uint32_t file; /* index in the file registry, or FILE_NONE */
+	uint8_t kind;
+};
+
+struct proc {
+	int32_t pid;
+	bool live;           /* /proc/PID could be read */
+	uint64_t start_time; /* clock ticks since boot, from /proc/PID/stat */
+	char exe_name[64];   /* base name of /proc/PID/exe, else the comm */
+	struct mapping *maps;
+	size_t nmaps, capmaps;
+	uint64_t maps_read_ns;
+	uint64_t last_sample_ns;
+};
+
+struct proc_table {
+	struct proc *procs; /* slots; free ones have pid == 0 */
+	size_t count, cap;
+	uint32_t *free_slots;
+	size_t nfree, capfree;
+	struct hmap index;
+	struct file_registry *files;
+	const char *proc_root;
+};
+
+void proc_table_init(struct proc_table *t, struct file_registry *files, const char *proc_root);
+void proc_table_free(struct proc_table *t);
+/* The process with this pid, created (and read from /proc) on first
+ * sight. start_ticks is the process start time in clock ticks since boot
+ * as the sample saw it: a cached entry with another start time belongs
+ * to an earlier process that had the same pid, and is replaced. comm
+ * names processes whose /proc entry is already gone. */
+struct proc *proc_table_get(struct proc_table *t, int32_t pid, uint64_t start_ticks,
+			    const char *comm, uint64_t now_ns);
+/* The mapping containing addr, re-reading the maps (rate-limited) when
+ * no known mapping contains it. */
+const struct mapping *proc_find_mapping(struct proc_table *t, struct proc *p, uint64_t addr,
+					uint64_t now_ns);
+/* Drops processes that exited or were not sampled for idle_ns. */
+void proc_table_sweep(struct proc_table *t, uint64_t now_ns, uint64_t idle_ns);
+size_t proc_table_count(const struct proc_table *t);
+
+/* Exposed for tests: reads start time (field 22) from /proc/PID/stat text. */
+int proc_parse_stat_start(const char *text, size_t len, uint64_t *start_time);
+
+#endif

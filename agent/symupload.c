@@ -1,0 +1,285 @@
+/* symupload.c - see symupload.h. */
+#include "symupload.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "compress.h"
+#include "elfsyms.h"
+#include "log.h"
+#include "util.h"
+
+#define MAX_JOBS 4096
+#define BATCH_JOBS 256
+#define MAX_ATTEMPTS 3
+#define MAX_SYMFILE (256u << 20)
+
+struct job {
+	struct file_id id;
+	char name[256];
+	int fd;
+	int attempts;
+};
+
+struct symupload {
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct job *jobs;
+	size_t njobs, capjobs;
+	struct http_client *http;
+	struct symupload_stats stats;
+	int stopping;
+};
+
+static void wait_ms(struct symupload *u, long ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	while (!u->stopping && pthread_cond_timedwait(&u->cond, &u->lock, &ts) != ETIMEDOUT)
+		;
+}
+
+/* Asks which of the jobs' files the server lacks. Fills missing[i].
+ * Returns 0 or -1 (transport or protocol failure). */
+static int query_missing(struct symupload *u, struct job *jobs, size_t n, char *missing)
+{
+	json_t *ids = json_array();
+	for (size_t i = 0; i < n; i++) {
+		char hex[FILE_ID_HEX_LEN + 1];
+		fileid_hex(&jobs[i].id, hex);
+		json_array_append_new(ids, json_string(hex));
+	}
+	json_t *req = json_pack("{s:o}", "file_ids", ids);
+	char *body = json_dumps(req, JSON_COMPACT);
+	json_decref(req);
+	struct buf resp = { 0 }, err = { 0 };
+	int status = http_send(u->http, "POST", "/ingest/v1/symbols/missing", "application/json",
+			       NULL, body, strlen(body), &resp, &err);
+	free(body);
+	int rc = -1;
+	if (status != 200) {
+		log_warn("symbol check failed: %s", status < 0 ? err.data : "unexpected status");
+		goto out;
+	}
+	json_error_t jerr;
+	json_t *doc = json_loadb(resp.data, resp.len, 0, &jerr);
+	json_t *arr = doc ? json_object_get(doc, "missing") : NULL;
+	if (!json_is_array(arr)) {
+		log_warn("symbol check: malformed answer");
+		json_decref(doc);
+		goto out;
+	}
+	memset(missing, 0, n);
+	size_t k;
+	json_t *v;
+	json_array_foreach(arr, k, v)
+	{
+		struct file_id id;
+		if (!json_is_string(v) || fileid_parse_hex(json_string_value(v), &id) < 0)
+			continue;
+		for (size_t i = 0; i < n; i++)
+			if (fileid_equal(&id, &jobs[i].id))
+				missing[i] = 1;
+	}
+	json_decref(doc);
+	rc = 0;
+out:
+	buf_free(&resp);
+	buf_free(&err);
+	return rc;
+}
+
+/* Returns 1 uploaded, 0 retry, -1 give up. */
+static int upload(struct symupload *u, struct job *j)
+{
+	struct buf sym = { 0 }, z = { 0 }, resp = { 0 }, err = { 0 }, path = { 0 };
+	const char *why = NULL;
+	int result = -1;
+	long n = elfsyms_extract(j->fd, &sym, &why);
+	if (n < 0) {
+		log_debug("no symbols for %s: %s", j->name, why);
+		goto out;
+	}
+	if (sym.len > MAX_SYMFILE || zstd_compress_buf(sym.data, sym.len, 3, &z) < 0) {
+		log_warn("symbols of %s too large to upload (%zu bytes)", j->name, sym.len);
+		goto out;
+	}
+	char hex[FILE_ID_HEX_LEN + 1];
+	fileid_hex(&j->id, hex);
+	buf_printf(&path, "/ingest/v1/symbols/%s?name=", hex);
+	for (const char *c = j->name; *c; c++) {
+		if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+		    *c == '.' || *c == '-' || *c == '_' || *c == '+')
+			buf_putc(&path, *c);
+		else
+			buf_printf(&path, "%%%02X", (unsigned char)*c);
+	}
+	int status = http_send(u->http, "PUT", path.data, "application/x-ember-symfile", "zstd",
+			       z.data, z.len, &resp, &err);
+	if (status >= 200 && status < 300) {
+		log_debug("uploaded %ld symbols of %s (%s, %zu bytes)", n, j->name, hex, z.len);
+		pthread_mutex_lock(&u->lock);
+		u->stats.uploaded_bytes += z.len;
+		pthread_mutex_unlock(&u->lock);
+		result = 1;
+	} else if (status < 0 || status >= 500 || status == 429) {
+		log_warn("uploading symbols of %s: %s", j->name,
+			 status < 0 ? err.data : "server error");
+		result = 0;
+	} else {
+		log_warn("server refused symbols of %s (%d): %.200s", j->name, status,
+			 resp.data ? resp.data : "");
+		result = -1;
+	}
+out:
+	buf_free(&sym);
+	buf_free(&z);
+	buf_free(&resp);
+	buf_free(&err);
+	buf_free(&path);
+	return result;
+}
+
+static void *run(void *arg)
+{
+	struct symupload *u = arg;
+	struct job *work = xcalloc(BATCH_JOBS, sizeof(*work));
+	char missing[BATCH_JOBS];
+	long backoff = 0;
+	pthread_mutex_lock(&u->lock);
+	while (!u->stopping) {
+		if (!u->njobs) {
+			pthread_cond_wait(&u->cond, &u->lock);
+			continue;
+		}
+		size_t n = MIN(u->njobs, (size_t)BATCH_JOBS);
+		memcpy(work, u->jobs, n * sizeof(*work));
+		memmove(u->jobs, u->jobs + n, (u->njobs - n) * sizeof(*work));
+		u->njobs -= n;
+		pthread_mutex_unlock(&u->lock);
+
+		size_t retry = 0;
+		if (query_missing(u, work, n, missing) < 0) {
+			retry = n;
+		} else {
+			for (size_t i = 0; i < n; i++) {
+				int r = missing[i] ? upload(u, &work[i]) : 1;
+				pthread_mutex_lock(&u->lock);
+				u->stats.checked++;
+				if (!missing[i])
+					u->stats.present++;
+				else if (r == 1)
+					u->stats.uploaded++;
+				else if (r < 0)
+					u->stats.failed++;
+				pthread_mutex_unlock(&u->lock);
+				if (r == 0)
+					work[retry++] = work[i];
+				else
+					close(work[i].fd);
+			}
+		}
+		pthread_mutex_lock(&u->lock);
+		size_t kept = 0;
+		for (size_t i = 0; i < retry; i++) {
+			if (++work[i].attempts >= MAX_ATTEMPTS || u->njobs >= MAX_JOBS) {
+				u->stats.failed++;
+				close(work[i].fd);
+				continue;
+			}
+			xgrow((void **)&u->jobs, &u->capjobs, u->njobs + 1, sizeof(*u->jobs));
+			u->jobs[u->njobs++] = work[i];
+			kept++;
+		}
+		if (kept) {
+			backoff = backoff ? MIN(backoff * 2, 60000L) : 2000L;
+			wait_ms(u, backoff);
+		} else {
+			backoff = 0;
+		}
+	}
+	for (size_t i = 0; i < u->njobs; i++)
+		close(u->jobs[i].fd);
+	u->njobs = 0;
+	pthread_mutex_unlock(&u->lock);
+	free(work);
+	return NULL;
+}
+
+struct symupload *symupload_start(const struct http_opts *opts)
+{
+	struct symupload *u = xcalloc(1, sizeof(*u));
+	u->http = http_client_new(opts);
+	if (!u->http) {
+		free(u);
+		return NULL;
+	}
+	pthread_mutex_init(&u->lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&u->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	if (pthread_create(&u->thread, NULL, run, u) != 0) {
+		http_client_free(u->http);
+		free(u);
+		return NULL;
+	}
+	return u;
+}
+
+void symupload_add(struct symupload *u, const struct file_id *id, const char *name, int fd)
+{
+	pthread_mutex_lock(&u->lock);
+	if (u->njobs >= MAX_JOBS || u->stopping) {
+		u->stats.skipped++;
+		pthread_mutex_unlock(&u->lock);
+		close(fd);
+		return;
+	}
+	xgrow((void **)&u->jobs, &u->capjobs, u->njobs + 1, sizeof(*u->jobs));
+	struct job *j = &u->jobs[u->njobs++];
+	memset(j, 0, sizeof(*j));
+	j->id = *id;
+	snprintf(j->name, sizeof(j->name), "%s", name);
+	j->fd = fd;
+	u->stats.queued++;
+	pthread_cond_signal(&u->cond);
+	pthread_mutex_unlock(&u->lock);
+}
+
+void symupload_get_stats(struct symupload *u, struct symupload_stats *out)
+{
+	pthread_mutex_lock(&u->lock);
+	*out = u->stats;
+	pthread_mutex_unlock(&u->lock);
+}
+
+void symupload_stop(struct symupload *u)
+{
+	if (!u)
+		return;
+	pthread_mutex_lock(&u->lock);
+	u->stopping = 1;
+	pthread_cond_broadcast(&u->cond);
+	pthread_mutex_unlock(&u->lock);
+	pthread_join(u->thread, NULL);
+	http_client_free(u->http);
+	free(u->jobs);
+	pthread_mutex_destroy(&u->lock);
+	pthread_cond_destroy(&u->cond);
+	free(u);
+}

@@ -1,0 +1,32 @@
+/* symupload.h - the thread that uploads the ELF symbols of every
+ * executable and library the agent sees, once per file.
+ *
+ * For each new file the agent hands over an open descriptor. The thread
+ * asks the server which file ids it lacks (POST /ingest/v1/symbols/missing)
+ * and uploads a symbol file (symfile.h, zstd-compressed) for each
+ * (PUT /ingest/v1/symbols/{file id}). A file the server already has costs
+ * one id in one request. Failed requests are retried with backoff up to
+ * three times per file; the queue is bounded.
+ */
+#ifndef EMBER_AGENT_SYMUPLOAD_H
+#define EMBER_AGENT_SYMUPLOAD_H
+
+#include <stdint.h>
+
+#include "fileid.h"
+#include "http.h"
+
+struct symupload_stats {
+	uint64_t queued, checked, uploaded, present, failed, skipped;
+	uint64_t uploaded_bytes;
+};
+
+struct symupload;
+
+struct symupload *symupload_start(const struct http_opts *opts);
+/* Takes ownership of fd. */
+void symupload_add(struct symupload *u, const struct file_id *id, const char *name, int fd);
+void symupload_get_stats(struct symupload *u, struct symupload_stats *out);
+void symupload_stop(struct symupload *u);
+
+#endif

@@ -1,0 +1,21 @@
+/* compress.h - zstd compression with hard output bounds.
+ *
+ * Decompression never produces more than the caller's limit, whatever the
+ * frame header claims, so a small hostile body cannot make the server
+ * allocate gigabytes.
+ */
+#ifndef EMBER_COMPRESS_H
+#define EMBER_COMPRESS_H
+
+#include <stddef.h>
+
+#include "buf.h"
+
+/* Appends the zstd frame of in[0..n) to out. Returns 0 or -1. */
+int zstd_compress_buf(const void *in, size_t n, int level, struct buf *out);
+/* Appends the decompressed bytes of one or more zstd frames to out.
+ * Returns 0, -1 for malformed input, or -2 when the output would exceed
+ * max_out bytes. */
+int zstd_decompress_bounded(const void *in, size_t n, size_t max_out, struct buf *out);
+
+#endif

@@ -1,0 +1,41 @@
+/* hmap.h - an open-addressing hash index over entries the caller owns.
+ *
+ * ember keeps most of its tables as plain arrays (strings, frames, stacks,
+ * processes) and indexes them by hash. hmap stores only (hash, entry index)
+ * pairs; equality is decided by a caller callback, so one index type
+ * serves every table. Linear probing, power-of-two capacity, load factor
+ * at most 1/2, deletion by backward shifting (no tombstones).
+ */
+#ifndef EMBER_HMAP_H
+#define EMBER_HMAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct hmap {
+	uint64_t *hashes;
+	uint32_t *idx; /* entry index + 1; 0 = empty slot */
+	size_t mask;   /* capacity - 1, or 0 when unallocated */
+	size_t count;
+};
+
+/* Returns true when the entry with index idx equals the key in ctx. */
+typedef bool (*hmap_eq_fn)(const void *ctx, uint32_t idx);
+
+bool hmap_find(const struct hmap *m, uint64_t hash, hmap_eq_fn eq, const void *ctx,
+	       uint32_t *idx_out);
+/* Adds (hash, idx); the caller has checked it is absent. */
+void hmap_insert(struct hmap *m, uint64_t hash, uint32_t idx);
+/* Removes the entry that eq() matches; returns true when one was found. */
+bool hmap_remove(struct hmap *m, uint64_t hash, hmap_eq_fn eq, const void *ctx);
+void hmap_clear(struct hmap *m);
+void hmap_free(struct hmap *m);
+
+/* 64-bit hash of bytes (XXH3). */
+uint64_t hash_bytes(const void *p, size_t n);
+uint64_t hash_u64(uint64_t v);
+/* Combines a running hash with another value. */
+uint64_t hash_mix(uint64_t h, uint64_t v);
+
+#endif

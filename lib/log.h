@@ -1,0 +1,28 @@
+/* log.h - leveled logging to stderr, as text or one JSON object per line.
+ *
+ * The log configuration is process-wide state set once by main() before
+ * any thread starts (the only writers are log_init/log_set_level); every
+ * message is written with a single write(2) so lines from different
+ * threads never interleave.
+ */
+#ifndef EMBER_LOG_H
+#define EMBER_LOG_H
+
+#include <stdbool.h>
+
+enum log_level { LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3 };
+
+void log_init(const char *program, enum log_level level, bool json);
+bool log_enabled(enum log_level level);
+void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
+#define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)
+#define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)
+#define log_debug(...)                                   \
+	do {                                             \
+		if (log_enabled(LOG_DEBUG))              \
+			log_msg(LOG_DEBUG, __VA_ARGS__); \
+	} while (0)
+
+#endif

@@ -1,0 +1,96 @@
+/* strtab.c - see strtab.h. */
+#include "strtab.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+struct key {
+	const struct strtab *t;
+	const char *s;
+	size_t n;
+};
+
+static bool eq_key(const void *ctx, uint32_t idx)
+{
+	const struct key *k = ctx;
+	return k->t->lengths[idx] == k->n &&
+	       memcmp(k->t->bytes.data + k->t->offsets[idx], k->s, k->n) == 0;
+}
+
+void strtab_init(struct strtab *t)
+{
+	memset(t, 0, sizeof(*t));
+	strtab_intern(t, "", 0);
+}
+
+void strtab_free(struct strtab *t)
+{
+	buf_free(&t->bytes);
+	free(t->offsets);
+	free(t->lengths);
+	hmap_free(&t->index);
+	memset(t, 0, sizeof(*t));
+}
+
+void strtab_reset(struct strtab *t)
+{
+	buf_reset(&t->bytes);
+	hmap_clear(&t->index);
+	t->count = 0;
+	strtab_intern(t, "", 0);
+}
+
+uint32_t strtab_lookup(const struct strtab *t, const char *s, size_t n)
+{
+	struct key k = { t, s, n };
+	uint32_t idx;
+	if (hmap_find(&t->index, hash_bytes(s, n), eq_key, &k, &idx))
+		return idx;
+	return UINT32_MAX;
+}
+
+uint32_t strtab_intern(struct strtab *t, const char *s, size_t n)
+{
+	uint64_t h = hash_bytes(s, n);
+	struct key k = { t, s, n };
+	uint32_t idx;
+	if (hmap_find(&t->index, h, eq_key, &k, &idx))
+		return idx;
+	if (t->count >= UINT32_MAX - 1 || t->bytes.len + n + 1 > UINT32_MAX) {
+		/* 4 GiB of distinct strings: callers bound their inputs far below
+		 * this, so reaching it is a bug, not an input error. */
+		abort();
+	}
+	if (t->count == t->cap) {
+		size_t cap = t->cap;
+		xgrow((void **)&t->offsets, &cap, t->count + 1, sizeof(uint32_t));
+		t->lengths = xrealloc(t->lengths, cap * sizeof(uint32_t));
+		t->cap = cap;
+	}
+	idx = (uint32_t)t->count++;
+	t->offsets[idx] = (uint32_t)t->bytes.len;
+	t->lengths[idx] = (uint32_t)n;
+	buf_append(&t->bytes, s, n);
+	buf_putc(&t->bytes, '\0');
+	hmap_insert(&t->index, h, idx);
+	return idx;
+}
+
+uint32_t strtab_intern_cstr(struct strtab *t, const char *s)
+{
+	return strtab_intern(t, s, strlen(s));
+}
+
+const char *strtab_get(const struct strtab *t, uint32_t id)
+{
+	if (id >= t->count)
+		return "";
+	return t->bytes.data + t->offsets[id];
+}
+
+uint32_t strtab_len(const struct strtab *t, uint32_t id)
+{
+	return id < t->count ? t->lengths[id] : 0;
+}

@@ -1,0 +1,271 @@
+/* util.c - see util.h. */
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static void oom(size_t n)
+{
+	fprintf(stderr, "ember: out of memory allocating %zu bytes\n", n);
+	abort();
+}
+
+void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p)
+		oom(n);
+	return p;
+}
+
+void *xcalloc(size_t count, size_t size)
+{
+	void *p = calloc(count ? count : 1, size ? size : 1);
+	if (!p)
+		oom(count * size);
+	return p;
+}
+
+void *xrealloc(void *p, size_t n)
+{
+	void *q = realloc(p, n ? n : 1);
+	if (!q)
+		oom(n);
+	return q;
+}
+
+void xgrow(void **p, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return;
+	size_t c = *cap ? *cap : 8;
+	while (c < need) {
+		if (c > SIZE_MAX / 2)
+			oom(SIZE_MAX);
+		c *= 2;
+	}
+	if (elem && c > SIZE_MAX / elem)
+		oom(SIZE_MAX);
+	*p = xrealloc(*p, c * elem);
+	*cap = c;
+}
+
+char *xstrdup(const char *s)
+{
+	return xstrndup(s, strlen(s));
+}
+
+char *xstrndup(const char *s, size_t n)
+{
+	char *d = xmalloc(n + 1);
+	memcpy(d, s, n);
+	d[n] = '\0';
+	return d;
+}
+
+int64_t now_unix_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+uint64_t now_mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void hex_encode(const uint8_t *in, size_t n, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = digits[in[i] >> 4];
+		out[2 * i + 1] = digits[in[i] & 15];
+	}
+	out[2 * n] = '\0';
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int hex_decode(const char *in, size_t inlen, uint8_t *out, size_t n)
+{
+	if (inlen != 2 * n)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		int hi = hexval(in[2 * i]), lo = hexval(in[2 * i + 1]);
+		if (hi < 0 || lo < 0)
+			return -1;
+		out[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return 0;
+}
+
+int read_file(const char *path, size_t max, char **out, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	size_t cap = 4096, n = 0;
+	char *buf = xmalloc(cap + 1);
+	for (;;) {
+		if (n == cap) {
+			if (cap >= max) {
+				free(buf);
+				close(fd);
+				return -EFBIG;
+			}
+			cap = MIN(cap * 2, max);
+			buf = xrealloc(buf, cap + 1);
+		}
+		ssize_t r = read(fd, buf + n, cap - n);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			int e = -errno;
+			free(buf);
+			close(fd);
+			return e;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	buf[n] = '\0';
+	*out = buf;
+	if (len)
+		*len = n;
+	return 0;
+}
+
+int parse_duration_ms(const char *s, int64_t *out_ms)
+{
+	if (!s || !*s)
+		return -1;
+	if (strcmp(s, "0") == 0) {
+		*out_ms = 0;
+		return 0;
+	}
+	int64_t total = 0;
+	const char *p = s;
+	while (*p) {
+		if (*p < '0' || *p > '9')
+			return -1;
+		int64_t v = 0;
+		while (*p >= '0' && *p <= '9') {
+			if (v > INT64_MAX / 10 - 10)
+				return -1;
+			v = v * 10 + (*p++ - '0');
+		}
+		int64_t mult;
+		if (strncmp(p, "ms", 2) == 0) {
+			mult = 1;
+			p += 2;
+		} else if (*p == 's') {
+			mult = 1000;
+			p++;
+		} else if (*p == 'm') {
+			mult = 60000;
+			p++;
+		} else if (*p == 'h') {
+			mult = 3600000;
+			p++;
+		} else {
+			return -1;
+		}
+		if (v > (INT64_MAX - total) / mult)
+			return -1;
+		total += v * mult;
+	}
+	*out_ms = total;
+	return 0;
+}
+
+int parse_u64(const char *s, uint64_t *out)
+{
+	if (!s || *s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	char *end;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || *end)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int parse_bool(const char *s, bool *out)
+{
+	static const char *yes[] = { "1", "t", "true", "TRUE", "True", "yes", "on" };
+	static const char *no[] = { "0", "f", "false", "FALSE", "False", "no", "off" };
+	for (size_t i = 0; i < ARRAY_SIZE(yes); i++)
+		if (strcmp(s, yes[i]) == 0) {
+			*out = true;
+			return 0;
+		}
+	for (size_t i = 0; i < ARRAY_SIZE(no); i++)
+		if (strcmp(s, no[i]) == 0) {
+			*out = false;
+			return 0;
+		}
+	return -1;
+}
+
+void uuid_v4(char out[37])
+{
+	uint8_t b[16];
+	size_t got = 0;
+	while (got < sizeof(b)) {
+		ssize_t r = getrandom(b + got, sizeof(b) - got, 0);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			/* getrandom cannot fail on Linux >= 3.17 once the pool is
+			 * initialised; fall back to time-seeded bytes rather than
+			 * crash. */
+			uint64_t t = now_mono_ns();
+			for (size_t i = got; i < sizeof(b); i++)
+				b[i] = (uint8_t)(t >> ((i % 8) * 8));
+			break;
+		}
+		got += (size_t)r;
+	}
+	b[6] = (b[6] & 0x0f) | 0x40;
+	b[8] = (b[8] & 0x3f) | 0x80;
+	snprintf(out, 37,
+		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9],
+		 b[10], b[11], b[12], b[13], b[14], b[15]);
+}
+
+bool uuid_valid(const char *s)
+{
+	for (int i = 0; i < 36; i++) {
+		char c = s[i];
+		if (i == 8 || i == 13 || i == 18 || i == 23) {
+			if (c != '-')
+				return false;
+		} else if (hexval(c) < 0) {
+			return false;
+		}
+	}
+	return s[36] == '\0';
+}

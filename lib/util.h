@@ -1,0 +1,55 @@
+/* util.h - small helpers shared by every ember binary.
+ *
+ * Allocation: the x* functions never return NULL. Running out of memory
+ * in ember is treated like git and redis treat it: the process reports it
+ * and aborts, because every caller would otherwise need a recovery path
+ * it cannot meaningfully take. Bounding *how much* we allocate from
+ * untrusted input is the caller's job and is done before allocating.
+ */
+#ifndef EMBER_UTIL_H
+#define EMBER_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+
+void *xmalloc(size_t n);
+void *xcalloc(size_t count, size_t size);
+void *xrealloc(void *p, size_t n);
+/* Grows *p (an array of elem-sized items with capacity *cap) so that it
+ * holds at least need items. Doubles the capacity. */
+void xgrow(void **p, size_t *cap, size_t need, size_t elem);
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
+
+/* Wall-clock time in Unix milliseconds / monotonic nanoseconds. */
+int64_t now_unix_ms(void);
+uint64_t now_mono_ns(void);
+
+/* Lower-case hex of n bytes into out (2n+1 bytes, NUL-terminated). */
+void hex_encode(const uint8_t *in, size_t n, char *out);
+/* Parses exactly 2n hex digits into out. Returns 0 or -1. */
+int hex_decode(const char *in, size_t inlen, uint8_t *out, size_t n);
+
+/* Reads a whole file of at most max bytes. Returns 0 and a malloc'ed,
+ * NUL-terminated buffer, or -errno (-EFBIG when larger than max). */
+int read_file(const char *path, size_t max, char **out, size_t *len);
+
+/* Parses a Go-style duration ("250ms", "5s", "1m", "2m30s", "1h"):
+ * returns 0 and milliseconds, or -1. */
+int parse_duration_ms(const char *s, int64_t *out_ms);
+
+/* Strict unsigned / signed / boolean parsing of a whole string. */
+int parse_u64(const char *s, uint64_t *out);
+int parse_bool(const char *s, bool *out);
+
+/* Fills buf with a random RFC 4122 version 4 UUID string (37 bytes). */
+void uuid_v4(char out[37]);
+/* True when s is a canonical lower- or upper-case UUID. */
+bool uuid_valid(const char *s);
+
+#endif

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs every Debian package ember's build, run and tests need.
+# Idempotent: packages already present are not touched, and apt is not
+# called at all when nothing is missing. Needs root (or sudo) only when
+# something must be installed.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  make gcc clang llvm pkg-config
+  # BPF: libbpf + skeleton generator; kernel headers for uapi types
+  libbpf-dev bpftool linux-libc-dev
+  # libraries the binaries link
+  libelf-dev libdw-dev zlib1g-dev libzstd-dev libssl-dev libxxhash-dev
+  libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev libsqlite3-dev
+  libprotobuf-c-dev protobuf-c-compiler libpcre2-dev
+  # tests: unit framework, sanitizers and fuzzing runtimes, integration harness
+  libcmocka-dev libclang-rt-14-dev python3 python3-pytest python3-websocket
+  # browser tests
+  chromium
+  # tools the tests and `make run` use
+  curl procps util-linux
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  SUDO="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

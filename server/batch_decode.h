@@ -1,0 +1,31 @@
+/* batch_decode.h - decoding and validating one agent batch
+ * (ember.ingest.v1.Batch, zstd-compressed; docs/protocol.md).
+ *
+ * Everything in a batch is hostile until this returns: the compressed and
+ * decompressed sizes are capped, the protobuf is parsed by protobuf-c, and
+ * then every index, count, length and enum is checked so that code after
+ * it may index the tables without further checks. The same function reads
+ * batches back from the write-ahead log at startup.
+ */
+#ifndef EMBER_SERVER_BATCH_DECODE_H
+#define EMBER_SERVER_BATCH_DECODE_H
+
+#include <stddef.h>
+
+#include "buf.h"
+#include "ingest.pb-c.h"
+
+#define BATCH_MAX_COMPRESSED (64u << 20)
+#define BATCH_MAX_DECOMPRESSED (256u << 20)
+#define BATCH_MAX_STACK_DEPTH 4096
+#define BATCH_MAX_ATTRIBUTES 128
+#define BATCH_MAX_STRING 65536
+
+/* Decodes zbody. Returns the batch (free it with batch_decode_free) or
+ * NULL with a message for the client in err. */
+Ember__Ingest__V1__Batch *batch_decode(const void *zbody, size_t len, struct buf *err);
+/* Validates an already unpacked batch. Returns 0 or -1 with err set. */
+int batch_validate(const Ember__Ingest__V1__Batch *b, struct buf *err);
+void batch_decode_free(Ember__Ingest__V1__Batch *b);
+
+#endif

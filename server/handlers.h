@@ -1,0 +1,20 @@
+/* handlers.h - the HTTP handlers of ember-server, by area:
+ * server/ingest.c (agent protocol) and server/api.c (REST API, health,
+ * metrics, UI assets). The route table is in server/routes.c. */
+#ifndef EMBER_SERVER_HANDLERS_H
+#define EMBER_SERVER_HANDLERS_H
+
+#include "http.h"
+#include "server.h"
+
+void handle_ingest_batch(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_symbols_missing(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_symbols_put(struct server *srv, const struct http_req *req, struct http_resp *resp);
+
+void handle_healthz(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_metrics(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_projects(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_flamegraph(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_asset(struct server *srv, const struct http_req *req, struct http_resp *resp);
+
+#endif

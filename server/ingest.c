@@ -1,0 +1,154 @@
+/* ingest.c - the agent protocol's endpoints (docs/protocol.md):
+ * POST /ingest/v1/batch, POST /ingest/v1/symbols/missing and
+ * PUT /ingest/v1/symbols/{file id}. */
+#include <jansson.h>
+#include <string.h>
+
+#include "batch_decode.h"
+#include "compress.h"
+#include "handlers.h"
+#include "jsonw.h"
+#include "log.h"
+#include "util.h"
+
+#define MAX_MISSING_QUERY 100000
+
+static void count(uint64_t *c, uint64_t v)
+{
+	__atomic_add_fetch(c, v, __ATOMIC_RELAXED);
+}
+
+void handle_ingest_batch(struct server *srv, const struct http_req *req, struct http_resp *resp)
+{
+	const char *enc = http_header(req, "Content-Encoding");
+	if (!enc || strcmp(enc, "zstd") != 0) {
+		count(&srv->counters.ingest_rejected, 1);
+		http_error(resp, 415, "batches must be sent with Content-Encoding: zstd");
+		return;
+	}
+	struct buf err = { 0 };
+	Ember__Ingest__V1__Batch *b = batch_decode(req->body, req->body_len, &err);
+	if (!b) {
+		count(&srv->counters.ingest_rejected, 1);
+		http_error(resp, 400, "invalid batch: %s", err.data);
+		buf_free(&err);
+		return;
+	}
+	char project[37];
+	int rc = projects_by_name(srv->projects, b->project, true, project, &err);
+	if (rc < 0) {
+		count(&srv->counters.ingest_failed, 1);
+		log_error("ingest: project \"%s\": %s", b->project, err.data);
+		http_error(resp, 503, "cannot resolve the project: %s", err.data);
+		resp->retry_after = "5";
+		goto out;
+	}
+	rc = store_append(srv->store, project, b, req->body, req->body_len, &err);
+	if (rc < 0) {
+		count(&srv->counters.ingest_failed, 1);
+		log_error("ingest: %s", err.data);
+		http_error(resp, 503, "the batch could not be stored: %s", err.data);
+		resp->retry_after = "5";
+		goto out;
+	}
+	uint64_t samples = 0;
+	for (size_t i = 0; i < b->n_samples; i++)
+		samples += b->samples[i]->value;
+	if (rc == 1) {
+		count(&srv->counters.ingest_duplicates, 1);
+	} else {
+		count(&srv->counters.ingest_batches, 1);
+		count(&srv->counters.ingest_samples, samples);
+		count(&srv->counters.ingest_bytes, req->body_len);
+	}
+	buf_printf(&resp->body, "{\"stored\":%s,\"duplicate\":%s,\"samples\":%llu,\"project_id\":",
+		   rc == 0 ? "true" : "false", rc == 1 ? "true" : "false",
+		   (unsigned long long)samples);
+	jsonw_str(&resp->body, project);
+	buf_puts(&resp->body, "}\n");
+	http_json(resp, 200);
+out:
+	batch_decode_free(b);
+	buf_free(&err);
+}
+
+void handle_symbols_missing(struct server *srv, const struct http_req *req, struct http_resp *resp)
+{
+	json_error_t jerr;
+	json_t *doc = json_loadb(req->body, req->body_len, 0, &jerr);
+	json_t *ids = doc ? json_object_get(doc, "file_ids") : NULL;
+	if (!json_is_array(ids) || json_array_size(ids) > MAX_MISSING_QUERY) {
+		http_error(resp, 400, "expected {\"file_ids\": [hex ids]} with at most %d ids",
+			   MAX_MISSING_QUERY);
+		json_decref(doc);
+		return;
+	}
+	buf_puts(&resp->body, "{\"missing\":[");
+	size_t i, n = 0;
+	json_t *v;
+	json_array_foreach(ids, i, v)
+	{
+		struct file_id id;
+		const char *s = json_string_value(v);
+		if (!s || fileid_parse_hex(s, &id) < 0) {
+			http_error(resp, 400, "file_ids[%zu]: expected %d hex digits", i,
+				   FILE_ID_HEX_LEN);
+			json_decref(doc);
+			return;
+		}
+		if (!symbols_have(srv->symbols, &id)) {
+			if (n++)
+				buf_putc(&resp->body, ',');
+			jsonw_str(&resp->body, s);
+		}
+	}
+	buf_puts(&resp->body, "]}\n");
+	json_decref(doc);
+	http_json(resp, 200);
+}
+
+void handle_symbols_put(struct server *srv, const struct http_req *req, struct http_resp *resp)
+{
+	struct file_id id;
+	if (fileid_parse_hex(req->params[0], &id) < 0) {
+		http_error(resp, 400, "file id: expected %d hex digits", FILE_ID_HEX_LEN);
+		return;
+	}
+	const char *enc = http_header(req, "Content-Encoding");
+	struct buf raw = { 0 }, err = { 0 };
+	const void *data = req->body;
+	size_t len = req->body_len;
+	if (enc && strcmp(enc, "zstd") == 0) {
+		int rc = zstd_decompress_bounded(req->body, req->body_len, SYMBOLS_MAX_UPLOAD, &raw);
+		if (rc < 0) {
+			count(&srv->counters.symbols_rejected, 1);
+			http_error(resp, rc == -2 ? 413 : 400, rc == -2 ? "symbol file too large"
+									 : "body is not a valid zstd frame");
+			buf_free(&raw);
+			return;
+		}
+		data = raw.data;
+		len = raw.len;
+	} else if (enc && strcmp(enc, "identity") != 0) {
+		http_error(resp, 415, "unsupported Content-Encoding %s (use zstd or none)", enc);
+		return;
+	}
+	int rc = symbols_put(srv->symbols, &id, data, len, &err);
+	if (rc == -1) {
+		count(&srv->counters.symbols_rejected, 1);
+		http_error(resp, 400, "%s", err.data);
+	} else if (rc < 0) {
+		log_error("symbols: %s", err.data);
+		http_error(resp, 503, "the symbol file could not be stored: %s", err.data);
+		resp->retry_after = "30";
+	} else {
+		count(&srv->counters.symbols_uploaded, 1);
+		const char *name = http_query_arg(req, "name");
+		log_debug("symbols stored for %s (%s, %zu bytes)", req->params[0],
+			 name ? name : "unnamed", len);
+		buf_puts(&resp->body, "{\"stored\":true}\n");
+		http_json(resp, 201);
+	}
+	buf_free(&raw);
+	buf_free(&err);
+}

@@ -1,0 +1,98 @@
+/* main.c - ember-server: ingest, store, symbols, query API and web UI.
+ * Flags: --listen ADDR, --data-dir DIR, --config FILE (and EMBER_SERVER_*). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "flags.h"
+#include "http.h"
+#include "log.h"
+#include "server.h"
+#include "util.h"
+
+struct server_config {
+	char *listen;
+	char *data_dir;
+	char *config;
+	bool verbose;
+	bool json_log;
+	bool help;
+};
+
+#define OFF(f) offsetof(struct server_config, f)
+
+static const struct flag_def defs[] = {
+	{ "listen", FLAG_STRING, "127.0.0.1:8080", OFF(listen), 0, 0,
+	  "address to serve HTTP on (host:port; 0.0.0.0:8080 for every interface)" },
+	{ "data-dir", FLAG_STRING, "./data", OFF(data_dir), 0, 0,
+	  "directory of the store, symbols and metadata" },
+	{ "config", FLAG_STRING, "", OFF(config), 0, 0,
+	  "file of 'name value' lines with lower-precedence settings" },
+	{ "v", FLAG_BOOL, "false", OFF(verbose), 0, 0, "verbose (debug) logging" },
+	{ "json-log", FLAG_BOOL, "false", OFF(json_log), 0, 0, "log one JSON object per line" },
+	{ "help", FLAG_BOOL, "false", OFF(help), 0, 0, "print this help and exit" },
+};
+
+static const struct flag_set server_flags = {
+	.program = "ember-server",
+	.env_prefix = "EMBER_SERVER_",
+	.defs = defs,
+	.count = ARRAY_SIZE(defs),
+	.config_flag = "config",
+};
+
+int main(int argc, char **argv, char **envp)
+{
+	struct server_config cfg = { 0 };
+	struct buf err = { 0 };
+	if (flags_load(&server_flags, &cfg, argc, argv, envp, &err) < 0) {
+		fprintf(stderr, "ember-server: %s\n", err.data);
+		return 2;
+	}
+	if (cfg.help) {
+		struct buf u = { 0 };
+		flags_usage(&server_flags, "[--listen HOST:PORT] [--data-dir DIR] [--config FILE]", &u);
+		fputs(u.data, stdout);
+		buf_free(&u);
+		return 0;
+	}
+	log_init("ember-server", cfg.verbose ? LOG_DEBUG : LOG_INFO, cfg.json_log);
+
+	/* Block the stop signals in every thread; main waits for them. */
+	sigset_t stop;
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &stop, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	struct server srv = { .started_ms = now_unix_ms() };
+	int rc = 1;
+	struct http_server *http = NULL;
+	if (store_open(cfg.data_dir, &srv.store, &err) < 0 ||
+	    symbols_open(cfg.data_dir, &srv.symbols, &err) < 0 ||
+	    projects_open(cfg.data_dir, &srv.projects, &err) < 0) {
+		log_error("%s", err.data);
+		goto out;
+	}
+	http = http_start(cfg.listen, server_routes, server_route_count, &srv, &err);
+	if (!http) {
+		log_error("%s", err.data);
+		goto out;
+	}
+	log_info("ember-server listening on http://%s (data in %s)", cfg.listen, cfg.data_dir);
+	int sig = 0;
+	sigwait(&stop, &sig);
+	log_info("received %s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
+	rc = 0;
+out:
+	http_stop(http);
+	projects_close(srv.projects);
+	symbols_close(srv.symbols);
+	store_close(srv.store);
+	flags_free(&server_flags, &cfg);
+	buf_free(&err);
+	return rc;
+}

@@ -1,0 +1,31 @@
+/* projects.h - the project catalog, kept in SQLite (DATA_DIR/meta.db).
+ *
+ * A project has a UUID and a unique name. The project "default" with the
+ * all-zero UUID always exists; agents name their project with -project
+ * and an unknown name is created on first use. Lookups are served from an
+ * in-memory copy; SQLite is touched only when a project is created.
+ * Thread-safe.
+ */
+#ifndef EMBER_SERVER_PROJECTS_H
+#define EMBER_SERVER_PROJECTS_H
+
+#include <stdbool.h>
+
+#include "buf.h"
+
+#define DEFAULT_PROJECT_ID "00000000-0000-0000-0000-000000000000"
+#define DEFAULT_PROJECT_NAME "default"
+
+struct projects;
+
+int projects_open(const char *dir, struct projects **out, struct buf *err);
+void projects_close(struct projects *p);
+/* The id of the project called name, created when create is set.
+ * Returns 0, 1 when absent (and not created), -1 on error. */
+int projects_by_name(struct projects *p, const char *name, bool create, char id[37],
+		     struct buf *err);
+bool projects_exists(struct projects *p, const char *id);
+/* Appends [{"id":..,"name":..,"created_at":..}, ...] to out. */
+void projects_list_json(struct projects *p, struct buf *out);
+
+#endif

@@ -1,0 +1,33 @@
+/* server.h - the state ember-server's handlers share. */
+#ifndef EMBER_SERVER_SERVER_H
+#define EMBER_SERVER_SERVER_H
+
+#include <stdint.h>
+
+#include "projects.h"
+#include "store.h"
+#include "symbols.h"
+
+/* Counters exported on /metrics; updated with atomic adds. */
+struct server_counters {
+	uint64_t http_requests, http_errors;
+	uint64_t ingest_batches, ingest_duplicates, ingest_rejected, ingest_failed;
+	uint64_t ingest_samples, ingest_bytes;
+	uint64_t symbols_uploaded, symbols_rejected;
+	uint64_t flamegraph_queries;
+};
+
+struct server {
+	struct store *store;
+	struct symbols *symbols;
+	struct projects *projects;
+	struct server_counters counters;
+	int64_t started_ms;
+};
+
+struct route;
+/* The route table: ingest (server/ingest.c), API and UI (server/api.c). */
+extern const struct route server_routes[];
+extern const unsigned server_route_count;
+
+#endif

@@ -1,0 +1,240 @@
+/* symbols.c - see symbols.h. */
+#include "symbols.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "hmap.h"
+#include "log.h"
+#include "symfile.h"
+#include "util.h"
+
+enum state { PRESENT = 0, LOADED, BROKEN };
+
+struct entry {
+	struct file_id id;
+	uint8_t state;
+	void *map;
+	size_t len;
+	struct symfile_view view;
+};
+
+struct symbols {
+	pthread_mutex_t mu;
+	char *dir;
+	struct entry *entries;
+	size_t count, cap;
+	struct hmap index;
+};
+
+struct key {
+	const struct symbols *s;
+	const struct file_id *id;
+};
+
+static bool eq_key(const void *ctx, uint32_t idx)
+{
+	const struct key *k = ctx;
+	return fileid_equal(&k->s->entries[idx].id, k->id);
+}
+
+static struct entry *find(struct symbols *s, const struct file_id *id)
+{
+	struct key k = { s, id };
+	uint32_t idx;
+	if (hmap_find(&s->index, hash_bytes(id->b, FILE_ID_LEN), eq_key, &k, &idx))
+		return &s->entries[idx];
+	return NULL;
+}
+
+static struct entry *add(struct symbols *s, const struct file_id *id)
+{
+	xgrow((void **)&s->entries, &s->cap, s->count + 1, sizeof(*s->entries));
+	struct entry *e = &s->entries[s->count];
+	memset(e, 0, sizeof(*e));
+	e->id = *id;
+	e->state = PRESENT;
+	hmap_insert(&s->index, hash_bytes(id->b, FILE_ID_LEN), (uint32_t)s->count);
+	s->count++;
+	return e;
+}
+
+static void path_of(const struct symbols *s, const struct file_id *id, const char *suffix,
+		    struct buf *out)
+{
+	char hex[FILE_ID_HEX_LEN + 1];
+	fileid_hex(id, hex);
+	buf_printf(out, "%s/%s%s", s->dir, hex, suffix);
+}
+
+int symbols_open(const char *data_dir, struct symbols **out, struct buf *err)
+{
+	struct symbols *s = xcalloc(1, sizeof(*s));
+	pthread_mutex_init(&s->mu, NULL);
+	struct buf d = { 0 };
+	buf_printf(&d, "%s/symbols", data_dir);
+	s->dir = buf_steal(&d, NULL);
+	if (mkdir(s->dir, 0755) < 0 && errno != EEXIST) {
+		buf_printf(err, "cannot create %s: %s", s->dir, strerror(errno));
+		symbols_close(s);
+		return -1;
+	}
+	DIR *dir = opendir(s->dir);
+	if (!dir) {
+		buf_printf(err, "cannot read %s: %s", s->dir, strerror(errno));
+		symbols_close(s);
+		return -1;
+	}
+	struct dirent *de;
+	while ((de = readdir(dir)) != NULL) {
+		size_t n = strlen(de->d_name);
+		struct file_id id;
+		if (n == FILE_ID_HEX_LEN + 4 && strcmp(de->d_name + FILE_ID_HEX_LEN, ".sym") == 0 &&
+		    hex_decode(de->d_name, FILE_ID_HEX_LEN, id.b, FILE_ID_LEN) == 0 && !find(s, &id))
+			add(s, &id);
+	}
+	closedir(dir);
+	*out = s;
+	return 0;
+}
+
+void symbols_close(struct symbols *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->count; i++)
+		if (s->entries[i].map)
+			munmap(s->entries[i].map, s->entries[i].len);
+	free(s->entries);
+	hmap_free(&s->index);
+	free(s->dir);
+	pthread_mutex_destroy(&s->mu);
+	free(s);
+}
+
+bool symbols_have(struct symbols *s, const struct file_id *id)
+{
+	pthread_mutex_lock(&s->mu);
+	bool have = find(s, id) != NULL;
+	pthread_mutex_unlock(&s->mu);
+	return have;
+}
+
+size_t symbols_count(struct symbols *s)
+{
+	pthread_mutex_lock(&s->mu);
+	size_t n = s->count;
+	pthread_mutex_unlock(&s->mu);
+	return n;
+}
+
+int symbols_put(struct symbols *s, const struct file_id *id, const void *data, size_t len,
+		struct buf *err)
+{
+	struct symfile_view v;
+	const char *why;
+	if (len > SYMBOLS_MAX_UPLOAD) {
+		buf_printf(err, "symbol file larger than %u bytes", SYMBOLS_MAX_UPLOAD);
+		return -1;
+	}
+	if (symfile_parse(data, len, &v, &why) < 0) {
+		buf_printf(err, "invalid symbol file: %s", why);
+		return -1;
+	}
+	struct buf tmp = { 0 }, final = { 0 };
+	path_of(s, id, ".tmp", &tmp);
+	path_of(s, id, ".sym", &final);
+	int rc = -2;
+	pthread_mutex_lock(&s->mu);
+	struct entry *e = find(s, id);
+	if (e) {
+		rc = 0; /* already stored: uploads of one file id are identical */
+		goto out;
+	}
+	int fd = open(tmp.data, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		buf_printf(err, "cannot create %s: %s", tmp.data, strerror(errno));
+		goto out;
+	}
+	size_t done = 0;
+	while (done < len) {
+		ssize_t w = write(fd, (const char *)data + done, len - done);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break;
+		done += (size_t)w;
+	}
+	if (done != len || fsync(fd) < 0) {
+		buf_printf(err, "cannot write %s: %s", tmp.data, strerror(errno));
+		close(fd);
+		unlink(tmp.data);
+		goto out;
+	}
+	close(fd);
+	if (rename(tmp.data, final.data) < 0) {
+		buf_printf(err, "cannot rename %s: %s", tmp.data, strerror(errno));
+		unlink(tmp.data);
+		goto out;
+	}
+	add(s, id);
+	rc = 0;
+out:
+	pthread_mutex_unlock(&s->mu);
+	buf_free(&tmp);
+	buf_free(&final);
+	return rc;
+}
+
+/* Maps and validates the file of e. Called with the lock held. */
+static void load(struct symbols *s, struct entry *e)
+{
+	struct buf path = { 0 };
+	path_of(s, &e->id, ".sym", &path);
+	e->state = BROKEN;
+	int fd = open(path.data, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0 || st.st_size <= 0 ||
+	    (uint64_t)st.st_size > SYMBOLS_MAX_UPLOAD) {
+		log_error("symbols: cannot open %s: %s", path.data, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		buf_free(&path);
+		return;
+	}
+	void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	const char *why;
+	if (m == MAP_FAILED) {
+		log_error("symbols: cannot map %s: %s", path.data, strerror(errno));
+	} else if (symfile_parse(m, (size_t)st.st_size, &e->view, &why) < 0) {
+		log_error("symbols: %s is damaged (%s); ignoring it", path.data, why);
+		munmap(m, (size_t)st.st_size);
+	} else {
+		e->map = m;
+		e->len = (size_t)st.st_size;
+		e->state = LOADED;
+	}
+	buf_free(&path);
+}
+
+const char *symbols_lookup(struct symbols *s, const struct file_id *id, uint64_t offset)
+{
+	pthread_mutex_lock(&s->mu);
+	struct entry *e = find(s, id);
+	if (e && e->state == PRESENT)
+		load(s, e);
+	const char *name = NULL;
+	if (e && e->state == LOADED)
+		name = symfile_lookup(&e->view, offset, NULL);
+	pthread_mutex_unlock(&s->mu);
+	return name;
+}
