@@ -129,19 +129,33 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/testutil.h $(ASAN_LIB)
 	$(CC) $(ALL_CFLAGS) $(SAN) -O1 -Itests/unit $< -o $@ $(ASAN_LIB) $(LDLIBS) -lcmocka
 
 # Fuzz targets are built with clang's libFuzzer; the sources they exercise
-# are compiled again with clang so one sanitizer runtime is used.
+# are compiled again with clang (into one archive) so a single sanitizer
+# runtime is linked.
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -I. -Ilib -I$(BUILD)/gen -I$(BUILD)/bpf -Ibpf $(PKG_CFLAGS) \
-               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Wall -Wextra -Werror \
+               -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -Wall -Wextra -Werror \
                -Wno-unused-parameter -Wno-missing-field-initializers
-FUZZ_DEPS   := $(LIB_SRCS) $(GEN_SRCS) $(SERVER_SRCS) $(ASSET_SRC)
+FUZZ_LIB    := $(BUILD)/fuzz/libember-fuzz.a
+FUZZ_OBJS   := $(patsubst %.c,$(BUILD)/fuzz/obj/%.o,$(patsubst $(BUILD)/%,%,$(LIB_SRCS) $(GEN_SRCS) $(AGENT_SRCS) $(SERVER_SRCS) $(ASSET_SRC)))
 
-$(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_DEPS) | $(GEN_HEADERS)
+$(BUILD)/fuzz/obj/%.o: %.c | $(GEN_HEADERS)
 	@mkdir -p $(@D)
-	$(CLANG) $(FUZZ_CFLAGS) $< $(FUZZ_DEPS) -o $@ $(LDLIBS)
+	$(CLANG) $(FUZZ_CFLAGS) -c $< -o $@
 
-$(BUILD)/workloads/%: tests/workloads/%.c
+$(BUILD)/fuzz/obj/gen/%.o: $(BUILD)/gen/%.c | $(GEN_HEADERS)
 	@mkdir -p $(@D)
-	$(CC) -std=gnu11 -O1 -g -fno-omit-frame-pointer -fno-inline -Wall -Wextra -Werror $< -o $@ -lpthread
+	$(CLANG) $(FUZZ_CFLAGS) -c $< -o $@
+
+$(FUZZ_LIB): $(FUZZ_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB)
+	@mkdir -p $(@D)
+	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_LIB) -o $@ $(LDLIBS)
+
+$(BUILD)/workloads/%: tests/workloads/%.c Makefile
+	@mkdir -p $(@D)
+	$(CLANG) -std=gnu11 -O1 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-inline -Wall -Wextra -Werror $< -o $@ -lpthread
 
 unit: $(UNIT_BINS)
 fuzz: $(FUZZ_BINS)

@@ -79,7 +79,8 @@ size_t kallsyms_parse(struct kallsyms *k, const char *text, size_t len)
 		k->syms[k->count].module = module;
 		k->count++;
 	}
-	qsort(k->syms, k->count, sizeof(*k->syms), cmp_ksym);
+	if (k->count > 1)
+		qsort(k->syms, k->count, sizeof(*k->syms), cmp_ksym);
 	return k->count;
 }
 

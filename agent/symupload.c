@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,7 @@ struct symupload {
 	struct http_client *http;
 	struct symupload_stats stats;
 	int stopping;
+	bool check_failing; /* only the uploader thread touches it */
 };
 
 static void wait_ms(struct symupload *u, long ms)
@@ -71,9 +73,15 @@ static int query_missing(struct symupload *u, struct job *jobs, size_t n, char *
 	free(body);
 	int rc = -1;
 	if (status != 200) {
-		log_warn("symbol check failed: %s", status < 0 ? err.data : "unexpected status");
+		if (!u->check_failing)
+			log_warn("cannot ask the server which symbols it lacks: %s (will retry)",
+				 status < 0 ? err.data : "unexpected status");
+		u->check_failing = true;
 		goto out;
 	}
+	if (u->check_failing)
+		log_info("symbol uploads resumed");
+	u->check_failing = false;
 	json_error_t jerr;
 	json_t *doc = json_loadb(resp.data, resp.len, 0, &jerr);
 	json_t *arr = doc ? json_object_get(doc, "missing") : NULL;
@@ -171,8 +179,12 @@ static void *run(void *arg)
 		u->njobs -= n;
 		pthread_mutex_unlock(&u->lock);
 
+		/* An unreachable server costs no attempts: the files wait (the
+		 * queue is bounded) and are asked about again after a backoff.
+		 * Only uploads the server failed count towards MAX_ATTEMPTS. */
 		size_t retry = 0;
-		if (query_missing(u, work, n, missing) < 0) {
+		bool unreachable = query_missing(u, work, n, missing) < 0;
+		if (unreachable) {
 			retry = n;
 		} else {
 			for (size_t i = 0; i < n; i++) {
@@ -183,29 +195,31 @@ static void *run(void *arg)
 					u->stats.present++;
 				else if (r == 1)
 					u->stats.uploaded++;
-				else if (r < 0)
-					u->stats.failed++;
 				pthread_mutex_unlock(&u->lock);
-				if (r == 0)
+				if (r == 0 && ++work[i].attempts < MAX_ATTEMPTS) {
 					work[retry++] = work[i];
-				else
-					close(work[i].fd);
+					continue;
+				}
+				if (r != 1) {
+					pthread_mutex_lock(&u->lock);
+					u->stats.failed++;
+					pthread_mutex_unlock(&u->lock);
+				}
+				close(work[i].fd);
 			}
 		}
 		pthread_mutex_lock(&u->lock);
-		size_t kept = 0;
 		for (size_t i = 0; i < retry; i++) {
-			if (++work[i].attempts >= MAX_ATTEMPTS || u->njobs >= MAX_JOBS) {
-				u->stats.failed++;
+			if (u->njobs >= MAX_JOBS) {
+				u->stats.skipped++;
 				close(work[i].fd);
 				continue;
 			}
 			xgrow((void **)&u->jobs, &u->capjobs, u->njobs + 1, sizeof(*u->jobs));
 			u->jobs[u->njobs++] = work[i];
-			kept++;
 		}
-		if (kept) {
-			backoff = backoff ? MIN(backoff * 2, 60000L) : 2000L;
+		if (retry) {
+			backoff = backoff ? MIN(backoff * 2, 30000L) : 1000L;
 			wait_ms(u, backoff);
 		} else {
 			backoff = 0;

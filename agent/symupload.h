@@ -5,8 +5,10 @@
  * asks the server which file ids it lacks (POST /ingest/v1/symbols/missing)
  * and uploads a symbol file (symfile.h, zstd-compressed) for each
  * (PUT /ingest/v1/symbols/{file id}). A file the server already has costs
- * one id in one request. Failed requests are retried with backoff up to
- * three times per file; the queue is bounded.
+ * one id in one request. While the server is unreachable the files wait
+ * (the queue is bounded: 4096 files) and are asked about again after an
+ * exponential backoff of 1 s to 30 s; an upload the server fails is tried
+ * at most three times.
  */
 #ifndef EMBER_AGENT_SYMUPLOAD_H
 #define EMBER_AGENT_SYMUPLOAD_H

@@ -77,8 +77,10 @@ void buf_free(struct buf *b)
 
 char *buf_steal(struct buf *b, size_t *len)
 {
-	if (!b->data)
+	if (!b->data) {
 		buf_reserve(b, 0);
+		b->data[0] = '\0';
+	}
 	char *d = b->data;
 	if (len)
 		*len = b->len;

@@ -211,13 +211,9 @@ size_t symfile_builder_symbols(const struct symfile_builder *b)
 	return b->nsym;
 }
 
-/* The builder's name buffer; qsort needs it without a context argument,
- * so the comparison reads names through this thread-local pointer that is
- * set only for the duration of one symfile_finish() call. */
-static _Thread_local const char *sort_names;
-
-static int cmp_bsym(const void *a, const void *b)
+static int cmp_bsym(const void *a, const void *b, void *ctx)
 {
+	const char *names = ctx;
 	const struct bsym *x = a, *y = b;
 	if (x->vaddr != y->vaddr)
 		return x->vaddr < y->vaddr ? -1 : 1;
@@ -226,17 +222,15 @@ static int cmp_bsym(const void *a, const void *b)
 	/* Larger size first, then the name, for a deterministic choice. */
 	if (x->size != y->size)
 		return x->size > y->size ? -1 : 1;
-	return strcmp(sort_names + x->name_off, sort_names + y->name_off);
+	return strcmp(names + x->name_off, names + y->name_off);
 }
 
 int symfile_finish(struct symfile_builder *b, struct buf *out)
 {
 	if (b->nseg > SYMFILE_MAX_SEGMENTS)
 		return -1;
-	sort_names = b->names.data;
-	if (b->nsym)
-		qsort(b->syms, b->nsym, sizeof(*b->syms), cmp_bsym);
-	sort_names = NULL;
+	if (b->nsym > 1)
+		qsort_r(b->syms, b->nsym, sizeof(*b->syms), cmp_bsym, b->names.data);
 	/* Keep the first (best) symbol per address. */
 	size_t n = 0;
 	for (size_t i = 0; i < b->nsym; i++)

@@ -123,16 +123,16 @@ int read_file(const char *path, size_t max, char **out, size_t *len)
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	size_t cap = 4096, n = 0;
+	/* Read up to max + 1 bytes: getting the extra byte proves the file
+	 * is larger than allowed. */
+	size_t limit = max < SIZE_MAX - 1 ? max + 1 : max;
+	size_t cap = MIN((size_t)4096, limit), n = 0;
 	char *buf = xmalloc(cap + 1);
 	for (;;) {
 		if (n == cap) {
-			if (cap >= max) {
-				free(buf);
-				close(fd);
-				return -EFBIG;
-			}
-			cap = MIN(cap * 2, max);
+			if (cap >= limit)
+				break;
+			cap = cap > limit / 2 ? limit : cap * 2;
 			buf = xrealloc(buf, cap + 1);
 		}
 		ssize_t r = read(fd, buf + n, cap - n);
@@ -149,6 +149,10 @@ int read_file(const char *path, size_t max, char **out, size_t *len)
 		n += (size_t)r;
 	}
 	close(fd);
+	if (n > max) {
+		free(buf);
+		return -EFBIG;
+	}
 	buf[n] = '\0';
 	*out = buf;
 	if (len)

@@ -76,6 +76,9 @@ static void route_request(struct http_server *h, const char *method, const char 
 		size_t lens[HTTP_MAX_PARAMS];
 		if (!http_match(r->pattern, url, params, lens, &n))
 			continue;
+		/* A path an endpoint owns is never served as a page. */
+		if (strcmp(r->pattern, "*") == 0 && cs->status_hint == 405)
+			continue;
 		if (strcmp(r->method, method) != 0 &&
 		    !(strcmp(method, "HEAD") == 0 && strcmp(r->method, "GET") == 0)) {
 			if (strcmp(r->pattern, "*") != 0)

@@ -7,7 +7,9 @@
  * the same mix. It measures the CPU time it actually spent in each
  * function and, at exit, prints it as JSON on stdout:
  *   {"hot_a": 0.601, "hot_b": 0.299, "cold_c": 0.099, "cpu_seconds": 10.0}
- * Built with frame pointers (-fno-omit-frame-pointer) and without inlining.
+ * Built with clang, with frame pointers in every function (GCC 12 leaves
+ * them out of leaf functions even with -fno-omit-frame-pointer) and
+ * without inlining.
  *
  * usage: cpu_split SECONDS
  */

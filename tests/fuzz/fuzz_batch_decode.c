@@ -1,0 +1,68 @@
+/* Fuzz target: the server's batch decoder and validator, and the store
+ * indexing what it accepts. Input: a zstd-compressed protobuf, or raw
+ * protobuf bytes when the first byte is 'R' (so mutations reach the
+ * protobuf parser and validator without first having to form zstd). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "compress.h"
+#include "server/batch_decode.h"
+#include "server/flamegraph.h"
+#include "server/store.h"
+#include "server/symbols.h"
+
+static char dir[] = "/tmp/ember-fuzz-store-XXXXXX";
+static struct store *store;
+static struct symbols *symbols;
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (!store) {
+		struct buf err = { 0 };
+		if (!mkdtemp(dir) || store_open(dir, &store, &err) < 0 ||
+		    symbols_open(dir, &symbols, &err) < 0)
+			abort();
+		buf_free(&err);
+	}
+	struct buf z = { 0 }, err = { 0 };
+	const void *body = data;
+	size_t len = size;
+	if (size > 0 && data[0] == 'R') {
+		zstd_compress_buf(data + 1, size - 1, 1, &z);
+		body = z.data;
+		len = z.len;
+	}
+	Ember__Ingest__V1__Batch *b = batch_decode(body, len, &err);
+	if (b) {
+		/* Accepted batches must index and query without harm. Keep the
+		 * store small: start over now and then. */
+		static int n;
+		if (++n % 64 == 0) {
+			store_close(store);
+			char wal[256];
+			snprintf(wal, sizeof(wal), "%s/samples.wal", dir);
+			unlink(wal);
+			if (store_open(dir, &store, &err) < 0)
+				abort();
+		}
+		if (store_append(store, "00000000-0000-0000-0000-000000000000", b, body, len, &err) < 0)
+			abort();
+		struct fg_request r;
+		const char *q = "{\"filter\":{\"start_ts\":0,\"end_ts\":32503680000000},"
+				"\"synthetic_frames\":[\"executable\",\"thread\"]}";
+		if (fg_request_parse(&r, q, strlen(q), &err) == 0) {
+			strcpy(r.project_id, "00000000-0000-0000-0000-000000000000");
+			struct buf out = { 0 };
+			flamegraph_query(store, symbols, &r, &out, &err);
+			buf_free(&out);
+			fg_request_free(&r);
+		}
+		batch_decode_free(b);
+	}
+	buf_free(&z);
+	buf_free(&err);
+	return 0;
+}

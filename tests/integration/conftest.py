@@ -1,0 +1,37 @@
+"""Fixtures for the integration tests: real ember-server and ember-agent
+binaries from build/bin, each test with its own data directory and port."""
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+
+from harness import Agent, Server  # noqa: E402
+
+
+@pytest.fixture
+def server(tmp_path):
+    srv = Server(tmp_path / "data").start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def agent_factory():
+    started = []
+
+    def make(server_url, *flags):
+        a = Agent(server_url, *flags)
+        started.append(a)
+        return a
+
+    yield make
+    for a in started:
+        a.stop(timeout=20)
+
+
+def require_root():
+    if os.geteuid() != 0:
+        pytest.fail("this test loads BPF programs and must run as root (CI runs as root)")

@@ -1,0 +1,168 @@
+"""Builds and sends ember agent batches (ember.ingest.v1.Batch, see
+lib/proto/ingest.proto) without the agent, root, BPF or a protobuf library.
+
+The protobuf wire format is written by hand: a field is a varint key
+(field number << 3 | wire type) followed by a varint (wire type 0) or a
+length-prefixed payload (wire type 2: strings, bytes, sub-messages and
+packed repeated integers). Fields at their default value are left out.
+
+    b = Batch(sample_rate_hz=19)
+    b.add(["main", "compute"], {"process.executable.name": "myapp"}, value=60)
+    send_batch("http://127.0.0.1:8080", b.encode(sequence=1, start_ms=..., end_ms=...))
+"""
+
+import json
+import subprocess
+import time
+import urllib.request
+import uuid
+
+# enum FrameType
+FRAME_TYPES = {
+    "kernel": 1, "native": 2, "cpython": 3, "go": 4, "jvm": 5, "v8": 6, "ruby": 7,
+    "php": 8, "perl": 9, "dotnet": 10, "cuda_launch": 11, "cuda_kernel": 12,
+    "cuda_sass": 13, "cuda_stall": 14, "error": 15,
+}
+# enum EventKind
+EVENT_KINDS = {"on_cpu": 1, "off_cpu": 2, "cuda": 3, "alloc": 4}
+
+VARINT, LEN = 0, 2
+
+
+def varint(n):
+    """The base-128 varint of a non-negative integer (negative int64 values
+    are sent as their 64-bit two's complement, as protobuf does)."""
+    if n < 0:
+        n += 1 << 64
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def key(field, wire_type):
+    return varint(field << 3 | wire_type)
+
+
+def field_varint(field, n):
+    return key(field, VARINT) + varint(n) if n else b""
+
+
+def field_bytes(field, data):
+    return key(field, LEN) + varint(len(data)) + data
+
+
+def field_string(field, s):
+    return field_bytes(field, s.encode()) if s else b""
+
+
+def field_packed(field, values):
+    if not values:
+        return b""
+    return field_bytes(field, b"".join(varint(v) for v in values))
+
+
+class Batch:
+    """Interns strings, frames, stacks and resources the way the agent does,
+    into the per-batch tables of one ember.ingest.v1.Batch."""
+
+    def __init__(self, project="default", agent_instance=None, sample_rate_hz=19):
+        self.project = project
+        self.agent_instance = agent_instance or str(uuid.uuid4())
+        self.sample_rate_hz = sample_rate_hz
+        self.strings = [""]
+        self._string_ids = {"": 0}
+        self.frames = []  # (type, name id, binary id)
+        self._frame_ids = {}
+        self.stacks = []  # tuples of frame indexes, outermost first
+        self._stack_ids = {}
+        self.resources = []  # tuples of string ids: key, value, key, value, ...
+        self._resource_ids = {}
+        self.samples = []  # (stack, resource, kind, value)
+
+    def string(self, s):
+        if s not in self._string_ids:
+            self._string_ids[s] = len(self.strings)
+            self.strings.append(s)
+        return self._string_ids[s]
+
+    def frame(self, name, frame_type="native", binary=""):
+        k = (FRAME_TYPES[frame_type], self.string(name), self.string(binary))
+        if k not in self._frame_ids:
+            self._frame_ids[k] = len(self.frames)
+            self.frames.append(k)
+        return self._frame_ids[k]
+
+    def stack(self, frames, binary="myapp"):
+        """frames: outermost first; each a name (a native frame in binary),
+        a (name, type) or a (name, type, binary) tuple."""
+        ids = []
+        for f in frames:
+            if isinstance(f, str):
+                f = (f, "native")
+            name, frame_type = f[0], f[1]
+            ids.append(self.frame(name, frame_type, f[2] if len(f) > 2 else
+                                  ("vmlinux" if frame_type == "kernel" else binary)))
+        k = tuple(ids)
+        if k not in self._stack_ids:
+            self._stack_ids[k] = len(self.stacks)
+            self.stacks.append(k)
+        return self._stack_ids[k]
+
+    def resource(self, attributes):
+        k = tuple(i for kv in attributes.items() for i in (self.string(kv[0]), self.string(kv[1])))
+        if k not in self._resource_ids:
+            self._resource_ids[k] = len(self.resources)
+            self.resources.append(k)
+        return self._resource_ids[k]
+
+    def add(self, frames, attributes, value, kind="on_cpu", binary="myapp"):
+        self.samples.append((self.stack(frames, binary), self.resource(attributes),
+                             EVENT_KINDS[kind], value))
+
+    def encode(self, sequence, start_ms=None, end_ms=None):
+        """The Batch message, uncompressed."""
+        now = int(time.time() * 1000)
+        end_ms = now if end_ms is None else end_ms
+        start_ms = end_ms - 5000 if start_ms is None else start_ms
+        out = [
+            field_string(1, self.agent_instance),
+            field_varint(2, sequence),
+            field_string(3, self.project),
+            field_varint(4, start_ms),
+            field_varint(5, end_ms),
+            field_varint(6, self.sample_rate_hz),
+        ]
+        # strings[0] is "" and must be sent (an empty length-delimited field).
+        out += [field_bytes(7, s.encode()) for s in self.strings]
+        for frame_type, name, binary in self.frames:
+            out.append(field_bytes(9, field_varint(1, frame_type) + field_varint(4, name) +
+                                   field_varint(5, binary)))
+        for frames in self.stacks:
+            out.append(field_bytes(10, field_packed(1, frames)))
+        for attrs in self.resources:
+            out.append(field_bytes(11, field_packed(1, attrs)))
+        for stack, resource, kind, value in self.samples:
+            out.append(field_bytes(12, field_varint(1, stack) + field_varint(2, resource) +
+                                   field_varint(3, kind) + field_varint(4, value)))
+        return b"".join(out)
+
+
+def zstd_compress(data):
+    """zstd through the zstd command-line tool (Debian package zstd)."""
+    return subprocess.run(["zstd", "-q", "-c"], input=data, stdout=subprocess.PIPE,
+                          check=True).stdout
+
+
+def send_batch(base_url, raw, timeout=10):
+    """POSTs an encoded batch to ember-server; returns its JSON answer."""
+    req = urllib.request.Request(
+        base_url.rstrip("/") + "/ingest/v1/batch", data=zstd_compress(raw), method="POST",
+        headers={"Content-Type": "application/x-protobuf", "Content-Encoding": "zstd"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return json.loads(resp.read())

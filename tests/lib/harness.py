@@ -1,0 +1,184 @@
+"""Starting ember's real binaries for integration tests, and reading
+their answers.
+
+    srv = Server(tmp_path / "data"); srv.start()
+    agent = Agent(srv.url, "-on-cpu-sampling-rate=97"); agent.start()
+    tree = srv.flamegraph(query='process.executable.name == "cpu_split"')
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BIN = os.path.join(ROOT, "build", "bin")
+WORKLOADS = os.path.join(ROOT, "build", "workloads")
+ARTIFACTS = os.path.join(ROOT, "build", "test-results")
+DEFAULT_PROJECT = "00000000-0000-0000-0000-000000000000"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(pred, timeout, interval=0.1, what="condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def http(method, url, body=None, headers=None, timeout=30):
+    """Returns (status, body bytes); never raises for HTTP errors."""
+    data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+class Process:
+    """A child process whose output goes to a log file under build/test-results."""
+
+    def __init__(self, name, argv):
+        self.name = name
+        self.argv = argv
+        self.proc = None
+        os.makedirs(ARTIFACTS, exist_ok=True)
+        self.log_path = os.path.join(ARTIFACTS, f"{name}-{os.getpid()}-{time.time_ns()}.log")
+
+    def start(self):
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.argv, stdout=self.log, stderr=subprocess.STDOUT)
+        return self
+
+    def stop(self, sig=signal.SIGTERM, timeout=15):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc:
+            self.log.close()
+        rc = self.proc.returncode if self.proc else None
+        self.proc = None
+        return rc
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def output(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+
+class Server(Process):
+    def __init__(self, data_dir, port=None):
+        self.port = port or free_port()
+        self.data_dir = str(data_dir)
+        self.url = f"http://127.0.0.1:{self.port}"
+        super().__init__("ember-server", [os.path.join(BIN, "ember-server"), "--listen",
+                                          f"127.0.0.1:{self.port}", "--data-dir", self.data_dir])
+
+    def start(self, wait=True):
+        super().start()
+        if wait:
+            wait_until(self.healthy, 20, what="ember-server /healthz")
+        return self
+
+    def healthy(self):
+        if not self.running():
+            raise AssertionError("ember-server exited:\n" + self.output())
+        try:
+            status, body = http("GET", self.url + "/healthz", timeout=2)
+            return status == 200 and body == b"ok\n"
+        except OSError:
+            return False
+
+    def restart(self, sig=signal.SIGTERM):
+        self.stop(sig)
+        self.argv = list(self.argv)
+        return Process.__init__(self, "ember-server", self.argv) or self.start()
+
+    def flamegraph(self, query=None, synthetic=(), start_ms=946684800000, end_ms=4102444800000,
+                   project=DEFAULT_PROJECT, **extra):
+        body = {"filter": {"start_ts": start_ms, "end_ts": end_ms, "event_kind": "on_cpu",
+                           "frame_mask": {"patterns": []}, "query": query},
+                "num_samples": None, "num_stat_buckets": None,
+                "synthetic_frames": list(synthetic)}
+        body.update(extra)
+        status, data = http("POST", f"{self.url}/public/api/v1/project/{project}/flamegraph/json",
+                            body, {"Content-Type": "application/json"})
+        assert status == 200, f"flamegraph query failed with {status}: {data!r}"
+        return json.loads(data)
+
+
+class Agent(Process):
+    def __init__(self, server_url, *flags):
+        hostport = server_url.split("://", 1)[1]
+        super().__init__("ember-agent", [os.path.join(BIN, "ember-agent"),
+                                         f"-collection-agent={hostport}", "-disable-tls",
+                                         "-reporter-interval=1s", *flags])
+
+    def start(self):
+        super().start()
+        wait_until(lambda: "started" in self.output() or not self.running(), 30,
+                   what="ember-agent to start")
+        assert self.running(), "ember-agent exited:\n" + self.output()
+        return self
+
+
+def run_workload(name, *args, timeout=120):
+    """Runs a workload from build/workloads and returns its JSON report."""
+    out = subprocess.run([os.path.join(WORKLOADS, name), *map(str, args)], check=True,
+                         stdout=subprocess.PIPE, timeout=timeout).stdout
+    return json.loads(out)
+
+
+def walk(node, path=()):
+    """Yields (path of names, node) for every node of a flamegraph tree."""
+    path = path + (node["name"],)
+    yield path, node
+    for c in node.get("children", []):
+        yield from walk(c, path)
+
+
+def find(node, name, binary=None):
+    """The first node (depth first, largest first) with this name."""
+    for _, n in walk(node):
+        if n["name"] == name and (binary is None or n.get("binary") == binary):
+            return n
+    return None
+
+
+def subtree_total(node, name):
+    """Sum of the totals of the topmost nodes called name below node."""
+    total = 0
+    for c in node.get("children", []):
+        total += c["total"] if c["name"] == name else subtree_total(c, name)
+    return total
+
+
+def check_tree(node):
+    """Invariants every flamegraph answer keeps: totals add up, children
+    are sorted by total, largest first."""
+    kids = node.get("children", [])
+    assert node["total"] == node["self"] + sum(c["total"] for c in kids), node["name"]
+    assert [c["total"] for c in kids] == sorted((c["total"] for c in kids), reverse=True)
+    for c in kids:
+        check_tree(c)

@@ -1,0 +1,400 @@
+/* Unit tests: the agent's parsers, configuration, queue, batch builder and
+ * the conversion of raw BPF samples into batch stacks. */
+#include "testutil.h"
+
+#include <linux/types.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include "agent/batch.h"
+#include "agent/collect.h"
+#include "agent/config.h"
+#include "agent/kallsyms.h"
+#include "agent/maps.h"
+#include "agent/oncpu.h"
+#include "agent/proc.h"
+#include "agent/sendq.h"
+#include "oncpu_types.h"
+#include "server/batch_decode.h"
+#include "util.h"
+
+static void test_config_precedence(void **state)
+{
+	(void)state;
+	char *dir = make_temp_dir();
+	char path[256];
+	snprintf(path, sizeof(path), "%s/agent.conf", dir);
+	write_text(path, "# comment\n"
+			 "collection-agent file:1\n"
+			 "project from-file\n"
+			 "reporter-interval 10s   # trailing comment\n"
+			 "on-cpu-sampling-rate=7\n"
+			 "disable-tls\n");
+	char cfgarg[300];
+	snprintf(cfgarg, sizeof(cfgarg), "-config=%s", path);
+	char *argv[] = { "ember-agent", cfgarg, "--project", "from-cli", "-v", NULL };
+	char *envp[] = { "EMBER_PROJECT=from-env", "EMBER_REPORTER_INTERVAL=20s",
+			 "EMBER_COLLECTION_AGENT=env:2", NULL };
+	struct agent_config cfg;
+	struct buf err = { 0 };
+	assert_int_equal(agent_config_load(&cfg, 5, argv, envp, &err), 0);
+	assert_string_equal(cfg.project, "from-cli");         /* cli > env > file */
+	assert_int_equal(cfg.reporter_interval_ms, 20000);    /* env > file */
+	assert_string_equal(cfg.collection_agent, "env:2");
+	assert_int_equal(cfg.on_cpu_hz, 7);                   /* file > default */
+	assert_true(cfg.disable_tls);
+	assert_true(cfg.verbose);
+	agent_config_free(&cfg);
+	buf_free(&err);
+	rm_rf(dir);
+	free(dir);
+}
+
+static void expect_error(char **argv, int argc, char **envp, const char *needle)
+{
+	struct agent_config cfg;
+	struct buf err = { 0 };
+	assert_int_equal(agent_config_load(&cfg, argc, argv, envp, &err), -1);
+	if (!strstr(err.data, needle))
+		fail_msg("error \"%s\" does not mention \"%s\"", err.data, needle);
+	agent_config_free(&cfg);
+	buf_free(&err);
+}
+
+static void test_config_errors(void **state)
+{
+	(void)state;
+	char *envp[] = { NULL };
+	char *a1[] = { "a", "-collection-agent=h:1", "-on-cpu-sampling-rate=0", NULL };
+	expect_error(a1, 3, envp, "-on-cpu-sampling-rate");
+	char *a2[] = { "a", "-collection-agent=h:1", "-reporter-interval", "soon", NULL };
+	expect_error(a2, 4, envp, "-reporter-interval");
+	char *a3[] = { "a", "-bogus", NULL };
+	expect_error(a3, 2, envp, "unknown flag -bogus");
+	char *a4[] = { "a", NULL };
+	expect_error(a4, 1, envp, "-collection-agent");
+	char *a5[] = { "a", "-collection-agent=nohostport", NULL };
+	expect_error(a5, 2, envp, "host:port");
+	char *a6[] = { "a", "-collection-agent=h:1", "-insecure", "-disable-tls", NULL };
+	expect_error(a6, 4, envp, "-insecure");
+	char *a7[] = { "a", "-collection-agent=h:1", "-project", NULL };
+	expect_error(a7, 3, envp, "missing value");
+	char *e8[] = { "EMBER_ON_CPU_SAMPLING_RATE=fast", NULL };
+	char *a8[] = { "a", "-collection-agent=h:1", NULL };
+	expect_error(a8, 2, e8, "EMBER_ON_CPU_SAMPLING_RATE");
+	char *a9[] = { "a", "-collection-agent=h:1", "-config=/nonexistent.conf", NULL };
+	expect_error(a9, 3, envp, "cannot read");
+	char *a10[] = { "a", "-collection-agent=h:1", "-disable-tls=perhaps", NULL };
+	expect_error(a10, 3, envp, "true or false");
+}
+
+static const char kallsyms_text[] =
+	"ffffffff81000000 T _stext\n"
+	"ffffffff81000100 t leaf_fn\n"
+	"ffffffff81000200 T outer_fn\n"
+	"ffffffff81000300 D some_data\n"
+	"garbage line without fields\n"
+	"zzzzzzzzzzzzzzzz T bad_address\n"
+	"ffffffffc0000000 t mod_fn\t[mymod]\n"
+	"0000000000000000 T zero_is_hidden\n";
+
+static void test_kallsyms(void **state)
+{
+	(void)state;
+	struct kallsyms k = { 0 };
+	assert_int_equal(kallsyms_parse(&k, kallsyms_text, sizeof(kallsyms_text) - 1), 4);
+	const char *mod;
+	assert_string_equal(kallsyms_lookup(&k, 0xffffffff81000150, &mod), "leaf_fn");
+	assert_string_equal(mod, "");
+	assert_string_equal(kallsyms_lookup(&k, 0xffffffff81000200, &mod), "outer_fn");
+	assert_string_equal(kallsyms_lookup(&k, 0xffffffffc0000010, &mod), "mod_fn");
+	assert_string_equal(mod, "mymod");
+	assert_null(kallsyms_lookup(&k, 0x1000, &mod));
+	/* Far above every symbol: unknown, not the last symbol. */
+	assert_null(kallsyms_lookup(&k, 0xffffffffc8000000, &mod));
+	kallsyms_free(&k);
+}
+
+static void test_maps_and_stat(void **state)
+{
+	(void)state;
+	struct maps_line m;
+	const char *l1 = "7f1c2a000000-7f1c2a1c5000 r-xp 00028000 fe:01 1835  /usr/lib/x86_64-linux-gnu/libc.so.6\n";
+	assert_int_equal(maps_parse_line(l1, strlen(l1), &m), 0);
+	assert_int_equal(m.start, 0x7f1c2a000000);
+	assert_int_equal(m.end, 0x7f1c2a1c5000);
+	assert_int_equal(m.offset, 0x28000);
+	assert_true(m.exec);
+	assert_int_equal(m.dev_major, 0xfe);
+	assert_int_equal(m.inode, 1835);
+	assert_int_equal(m.path_len, strlen("/usr/lib/x86_64-linux-gnu/libc.so.6"));
+	const char *l2 = "00400000-00452000 r-xp 00000000 08:02 173521 /tmp/a b (deleted)";
+	assert_int_equal(maps_parse_line(l2, strlen(l2), &m), 0);
+	assert_true(m.deleted);
+	assert_int_equal(m.path_len, strlen("/tmp/a b"));
+	const char *l3 = "7ffd1b5f0000-7ffd1b5f2000 r-xp 00000000 00:00 0                          [vdso]";
+	assert_int_equal(maps_parse_line(l3, strlen(l3), &m), 0);
+	assert_int_equal(m.inode, 0);
+	const char *bad[] = { "", "zzzz-1 r-xp 0 0:0 0", "2000-1000 r-xp 00000000 00:00 0",
+			      "1000-2000 r-xp", "1000-2000 r-x 0 0:0 0", "11111111111111111-2 r-xp 0 0:0 0" };
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		assert_int_equal(maps_parse_line(bad[i], strlen(bad[i]), &m), -1);
+
+	uint64_t st;
+	const char *stat = "4242 (we (ird) name) S 1 4242 4242 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 1 0 987654 1000 100";
+	assert_int_equal(proc_parse_stat_start(stat, strlen(stat), &st), 0);
+	assert_int_equal(st, 987654);
+	assert_int_equal(proc_parse_stat_start("4242 no paren", 13, &st), -1);
+	assert_int_equal(proc_parse_stat_start("1 (x) S 1", 9, &st), -1);
+}
+
+static void test_cpu_list(void **state)
+{
+	(void)state;
+	int ids[16];
+	assert_int_equal(parse_cpu_list("0-3,8,10-11\n", ids, 16), 7);
+	assert_int_equal(ids[4], 8);
+	assert_int_equal(ids[6], 11);
+	assert_int_equal(parse_cpu_list("0", ids, 16), 1);
+	assert_int_equal(parse_cpu_list("3-1", ids, 16), -1);
+	assert_int_equal(parse_cpu_list("0-100", ids, 16), -1);
+	assert_int_equal(parse_cpu_list("x", ids, 16), -1);
+}
+
+static void test_sendq_drops_oldest(void **state)
+{
+	(void)state;
+	struct sendq q;
+	sendq_init(&q, 100);
+	for (uint64_t i = 1; i <= 5; i++)
+		sendq_push(&q, xstrdup("0123456789012345678901234567890123456789"), 40, i);
+	/* 100 bytes hold two 40-byte batches: 1..3 were dropped. */
+	assert_int_equal(q.count, 2);
+	assert_int_equal(q.dropped_batches, 3);
+	assert_int_equal(q.dropped_bytes, 120);
+	struct sendq_item *it = sendq_pop(&q);
+	assert_int_equal(it->seq, 4);
+	/* Sending failed: it goes back first. */
+	sendq_push_front(&q, it);
+	assert_int_equal(q.head->seq, 4);
+	sendq_push(&q, xstrdup("x"), 30, 6); /* evicts 4 */
+	assert_int_equal(q.head->seq, 5);
+	it = sendq_pop(&q);
+	assert_int_equal(it->seq, 5);
+	sendq_push(&q, xstrdup("y"), 60, 7); /* queue: 6 (30) + 7 (60) */
+	/* Putting 5 back would exceed the budget: the oldest is dropped. */
+	sendq_push_front(&q, it);
+	assert_int_equal(q.count, 2);
+	assert_int_equal(q.head->seq, 6);
+	/* A batch larger than the budget is dropped at once. */
+	sendq_push(&q, xstrdup("z"), 1000, 8);
+	assert_int_equal(q.count, 2);
+	assert_int_equal(q.bytes, 90);
+	sendq_free(&q);
+}
+
+static void test_batch_roundtrip(void **state)
+{
+	(void)state;
+	struct batch b;
+	batch_init(&b);
+	struct file_id fid;
+	memset(fid.b, 7, sizeof(fid.b));
+	uint32_t file = batch_file(&b, 3, &fid, "app", (const uint8_t *)"\x01\x02", 2);
+	assert_int_equal(batch_file(&b, 3, &fid, "app", NULL, 0), file);
+	struct bframe f1 = { .type = FT_NATIVE, .file = file, .address = 0x1234 };
+	struct bframe f2 = { .type = FT_KERNEL, .name = batch_string(&b, "schedule", 8),
+			     .binary = batch_string(&b, "vmlinux", 7) };
+	uint32_t i1 = batch_frame(&b, &f1), i2 = batch_frame(&b, &f2);
+	assert_int_equal(batch_frame(&b, &f1), i1);
+	uint32_t frames[] = { i1, i2 };
+	uint32_t st = batch_stack(&b, frames, 2);
+	assert_int_equal(batch_stack(&b, frames, 2), st);
+	uint32_t kv[] = { batch_string(&b, "host.name", 9), batch_string(&b, "h1", 2) };
+	uint32_t res = batch_resource(&b, kv, 2);
+	batch_add(&b, st, res, EK_ON_CPU, 1);
+	batch_add(&b, st, res, EK_ON_CPU, 2);
+	assert_int_equal(batch_samples(&b), 1);
+
+	struct batch_meta meta = { "inst", 9, "default", 1700000000000, 1700000005000, 19 };
+	struct buf z = { 0 }, err = { 0 };
+	assert_int_equal(batch_encode(&b, &meta, &z), 0);
+	Ember__Ingest__V1__Batch *d = batch_decode(z.data, z.len, &err);
+	if (!d)
+		fail_msg("decode: %s", err.data);
+	assert_int_equal(d->sequence, 9);
+	assert_int_equal(d->n_samples, 1);
+	assert_int_equal(d->samples[0]->value, 3);
+	assert_int_equal(d->n_files, 1);
+	assert_memory_equal(d->files[0]->file_id.data, fid.b, 16);
+	assert_int_equal(d->files[0]->build_id.len, 2);
+	assert_int_equal(d->n_stacks, 1);
+	assert_int_equal(d->stacks[0]->n_frames, 2);
+	const Ember__Ingest__V1__Frame *k = d->frames[d->stacks[0]->frames[1]];
+	assert_string_equal(d->strings[k->name], "schedule");
+	batch_decode_free(d);
+
+	/* Reset keeps nothing from the previous interval. */
+	batch_reset(&b);
+	assert_int_equal(batch_samples(&b), 0);
+	assert_int_equal(b.nfiles, 0);
+	assert_int_equal(batch_file(&b, 3, &fid, "app", NULL, 0), 1);
+	batch_free(&b);
+	buf_free(&z);
+	buf_free(&err);
+}
+
+/* --- collect: raw samples against a fake /proc ------------------------- */
+
+struct new_files {
+	int count;
+	char name[64];
+};
+
+static void on_new_file(void *ctx, uint32_t index, const struct agent_file *f, int fd)
+{
+	struct new_files *nf = ctx;
+	(void)index;
+	nf->count++;
+	snprintf(nf->name, sizeof(nf->name), "%s", f->name);
+	close(fd);
+}
+
+static void test_collect(void **state)
+{
+	(void)state;
+	char *root = make_temp_dir();
+	char path[512], exe[512];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	assert_true(n > 0);
+	exe[n] = '\0';
+	struct stat st;
+	assert_int_equal(stat(exe, &st), 0);
+
+	snprintf(path, sizeof(path), "%s/4242", root);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/4242/stat", root);
+	write_text(path, "4242 (worker) R 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 500 0 0\n");
+	snprintf(path, sizeof(path), "%s/4242/exe", root);
+	assert_int_equal(symlink("/opt/app/bin/fake_app", path), 0);
+	snprintf(path, sizeof(path), "%s/4242/root", root);
+	assert_int_equal(symlink("/", path), 0);
+	char maps[2048];
+	snprintf(maps, sizeof(maps),
+		 "00400000-00500000 r-xp 00001000 %02x:%02x %llu %s\n"
+		 "00600000-00601000 rw-p 00000000 00:00 0\n"
+		 "00700000-00710000 r-xp 00000000 00:00 0\n"
+		 "7fff00000000-7fff00002000 r-xp 00000000 00:00 0 [vdso]\n",
+		 major(st.st_dev), minor(st.st_dev), (unsigned long long)st.st_ino, exe);
+	snprintf(path, sizeof(path), "%s/4242/maps", root);
+	write_text(path, maps);
+
+	struct kallsyms k = { 0 };
+	kallsyms_parse(&k, kallsyms_text, sizeof(kallsyms_text) - 1);
+	struct vdso v;
+	vdso_load(&v);
+	struct new_files nf = { 0 };
+	struct file_registry files;
+	files_init(&files, root, on_new_file, &nf);
+	struct proc_table procs;
+	proc_table_init(&procs, &files, root);
+	struct batch b;
+	batch_init(&b);
+	struct collector c = { &b, &procs, &files, &k, &v, "testhost", "amd64", 10000000, { 0 } };
+
+	struct oncpu_sample s;
+	memset(&s, 0, sizeof(s));
+	s.pid = 4242;
+	s.tid = 4243;
+	s.proc_start_ns = 500ull * 10000000ull;
+	memcpy(s.comm, "worker-1", 9);
+	s.ustack_len = 4;
+	s.frames[0] = 0x400100; /* leaf: exact address */
+	s.frames[1] = 0x400201; /* return address: looked up at - 1 */
+	s.frames[2] = 0x700010; /* anonymous executable memory */
+	s.frames[3] = 0x900000; /* in no mapping */
+	s.kstack_len = 2;
+	s.frames[4] = 0xffffffff81000110; /* leaf_fn */
+	s.frames[5] = 0xffffffff81000201; /* returns into outer_fn */
+	size_t size = ONCPU_HDR_SIZE + 6 * sizeof(__u64);
+	collect_sample(&c, &s, size, 1000);
+	collect_sample(&c, &s, size, 2000);
+	/* A truncated record is counted, not used. */
+	collect_sample(&c, &s, ONCPU_HDR_SIZE + 8, 3000);
+	assert_int_equal(c.stats.samples, 2);
+	assert_int_equal(c.stats.malformed, 1);
+	assert_int_equal(nf.count, 1);
+	assert_int_equal(batch_samples(&b), 1);
+	assert_int_equal(b.samples[0].value, 2);
+
+	/* The stack, outermost first. */
+	uint32_t st_idx = b.samples[0].stack;
+	uint32_t *ids = b.stack_ids + b.stack_off[st_idx];
+	size_t depth = b.stack_off[st_idx + 1] - b.stack_off[st_idx];
+	assert_int_equal(depth, 6);
+	assert_int_equal(b.frames[ids[0]].type, FT_ERROR);
+	assert_string_equal(strtab_get(&b.strings, b.frames[ids[0]].name), "[unknown mapping]");
+	assert_string_equal(strtab_get(&b.strings, b.frames[ids[1]].name), "[anonymous code]");
+	assert_int_equal(b.frames[ids[2]].type, FT_NATIVE);
+	assert_int_equal(b.frames[ids[2]].address, 0x400200 - 0x400000 + 0x1000);
+	assert_int_equal(b.frames[ids[3]].address, 0x400100 - 0x400000 + 0x1000);
+	assert_int_equal(b.frames[ids[2]].file, 1);
+	assert_string_equal(strtab_get(&b.strings, b.frames[ids[4]].name), "outer_fn");
+	assert_string_equal(strtab_get(&b.strings, b.frames[ids[5]].name), "leaf_fn");
+	assert_string_equal(strtab_get(&b.strings, b.frames[ids[5]].binary), "vmlinux");
+
+	/* The resource names the executable and the thread. */
+	uint32_t r = b.samples[0].resource;
+	bool saw_exe = false, saw_thread = false;
+	for (uint32_t i = b.res_off[r]; i < b.res_off[r + 1]; i += 2) {
+		const char *key = strtab_get(&b.strings, b.res_ids[i]);
+		const char *val = strtab_get(&b.strings, b.res_ids[i + 1]);
+		if (strcmp(key, "process.executable.name") == 0) {
+			assert_string_equal(val, "fake_app");
+			saw_exe = true;
+		}
+		if (strcmp(key, "thread.name") == 0) {
+			assert_string_equal(val, "worker-1");
+			saw_thread = true;
+		}
+	}
+	assert_true(saw_exe && saw_thread);
+
+	/* The pid is reused by another program: the entry is replaced. */
+	snprintf(path, sizeof(path), "%s/4242/exe", root);
+	unlink(path);
+	assert_int_equal(symlink("/usr/bin/other", path), 0);
+	s.proc_start_ns = 900ull * 10000000ull;
+	struct proc *p = proc_table_get(&procs, 4242, 900, "x", 5000);
+	assert_string_equal(p->exe_name, "other");
+	assert_int_equal(proc_table_count(&procs), 1);
+
+	/* Exited processes are swept. */
+	snprintf(path, sizeof(path), "rm -rf %s/4242", root);
+	assert_int_equal(system(path), 0);
+	proc_table_sweep(&procs, 6000, 1000000000ull);
+	assert_int_equal(proc_table_count(&procs), 0);
+
+	batch_free(&b);
+	proc_table_free(&procs);
+	files_free(&files);
+	vdso_free(&v);
+	kallsyms_free(&k);
+	rm_rf(root);
+	free(root);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_config_precedence),
+		cmocka_unit_test(test_config_errors),
+		cmocka_unit_test(test_kallsyms),
+		cmocka_unit_test(test_maps_and_stat),
+		cmocka_unit_test(test_cpu_list),
+		cmocka_unit_test(test_sendq_drops_oldest),
+		cmocka_unit_test(test_batch_roundtrip),
+		cmocka_unit_test(test_collect),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

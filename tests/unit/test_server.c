@@ -1,0 +1,546 @@
+/* Unit tests: batch validation, the store (durability and replay), the CEL
+ * filter, the flamegraph query and HTTP route matching. */
+#include "testutil.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "agent/batch.h"
+#include "compress.h"
+#include "server/batch_decode.h"
+#include "server/cel.h"
+#include "server/flamegraph.h"
+#include "server/http.h"
+#include "server/store.h"
+#include "server/symbols.h"
+#include "symfile.h"
+#include "util.h"
+
+#define T0 1700000000000LL
+
+/* Builds a batch: each stack is a list of names (outermost first);
+ * "file:0x..." names a native frame of file id 0x11.. at that offset. */
+struct spec {
+	const char *frames[6];
+	const char *exe;
+	const char *thread;
+	uint64_t value;
+};
+
+static void make_batch(const struct spec *specs, size_t n, uint64_t seq, int64_t start,
+		       struct buf *out)
+{
+	struct batch b;
+	batch_init(&b);
+	struct file_id fid;
+	memset(fid.b, 0x11, sizeof(fid.b));
+	for (size_t i = 0; i < n; i++) {
+		uint32_t ids[6];
+		size_t depth = 0;
+		for (; depth < 6 && specs[i].frames[depth]; depth++) {
+			const char *name = specs[i].frames[depth];
+			struct bframe f = { .type = FT_NATIVE };
+			if (strncmp(name, "file:", 5) == 0) {
+				f.file = batch_file(&b, 0, &fid, "libfoo.so", NULL, 0);
+				f.address = strtoull(name + 5, NULL, 16);
+			} else if (strncmp(name, "k:", 2) == 0) {
+				f.type = FT_KERNEL;
+				f.name = batch_string(&b, name + 2, strlen(name + 2));
+				f.binary = batch_string(&b, "vmlinux", 7);
+			} else {
+				f.name = batch_string(&b, name, strlen(name));
+				f.binary = batch_string(&b, specs[i].exe, strlen(specs[i].exe));
+			}
+			ids[depth] = batch_frame(&b, &f);
+		}
+		uint32_t kv[] = {
+			batch_string(&b, "process.executable.name", 23),
+			batch_string(&b, specs[i].exe, strlen(specs[i].exe)),
+			batch_string(&b, "thread.name", 11),
+			batch_string(&b, specs[i].thread, strlen(specs[i].thread)),
+			batch_string(&b, "host.name", 9),
+			batch_string(&b, "h1", 2),
+		};
+		batch_add(&b, batch_stack(&b, ids, depth), batch_resource(&b, kv, 6), EK_ON_CPU,
+			  specs[i].value);
+	}
+	struct batch_meta meta = { "agent-1", seq, "default", start, start + 5000, 19 };
+	assert_int_equal(batch_encode(&b, &meta, out), 0);
+	batch_free(&b);
+}
+
+static const struct spec sample_specs[] = {
+	{ { "main", "run", "hot_a", NULL }, "app", "main", 60 },
+	{ { "main", "run", "hot_b", NULL }, "app", "main", 30 },
+	{ { "main", "run", "hot_b", "k:do_syscall_64", NULL }, "app", "main", 5 },
+	{ { "main", "file:0x1010", NULL }, "app", "worker", 4 },
+	{ { "main", "idle_loop", NULL }, "other", "main", 1 },
+};
+
+static void append(struct store *s, const struct buf *z)
+{
+	struct buf err = { 0 };
+	Ember__Ingest__V1__Batch *b = batch_decode(z->data, z->len, &err);
+	if (!b)
+		fail_msg("decode: %s", err.data);
+	int rc = store_append(s, "00000000-0000-0000-0000-000000000000", b, z->data, z->len, &err);
+	if (rc != 0)
+		fail_msg("append returned %d: %s", rc, err.data);
+	batch_decode_free(b);
+	buf_free(&err);
+}
+
+static void sum_rows(void *ctx, const struct store_row *row)
+{
+	*(uint64_t *)ctx += row->value;
+}
+
+static uint64_t total(struct store *s)
+{
+	uint64_t t = 0;
+	store_read_lock(s);
+	uint32_t p = store_project_id(s, "00000000-0000-0000-0000-000000000000");
+	if (p != UINT32_MAX)
+		store_scan(s, p, SEK_ON_CPU, 0, INT64_MAX, sum_rows, &t);
+	store_read_unlock(s);
+	return t;
+}
+
+static void test_batch_rejects(void **state)
+{
+	(void)state;
+	struct buf z = { 0 }, err = { 0 }, raw = { 0 };
+	make_batch(sample_specs, 5, 1, T0, &z);
+	/* Valid as produced. */
+	Ember__Ingest__V1__Batch *b = batch_decode(z.data, z.len, &err);
+	assert_non_null(b);
+	/* Each corruption of an index is refused with a message. */
+	b->stacks[0]->frames[0] = 9999;
+	assert_int_equal(batch_validate(b, &err), -1);
+	assert_non_null(strstr(err.data, "stacks[0]"));
+	b->stacks[0]->frames[0] = 0;
+	b->samples[0]->kind = 42;
+	buf_reset(&err);
+	assert_int_equal(batch_validate(b, &err), -1);
+	b->samples[0]->kind = 1;
+	b->sample_rate_hz = 0;
+	assert_int_equal(batch_validate(b, &err), -1);
+	b->sample_rate_hz = 19;
+	b->end_unix_ms = b->start_unix_ms - 1;
+	assert_int_equal(batch_validate(b, &err), -1);
+	b->end_unix_ms = b->start_unix_ms;
+	b->resources[0]->n_attributes = 3;
+	assert_int_equal(batch_validate(b, &err), -1);
+	b->resources[0]->n_attributes = 6;
+	assert_int_equal(batch_validate(b, &err), 0);
+	batch_decode_free(b);
+	/* Not zstd; zstd of garbage; a decompression bomb. */
+	buf_reset(&err);
+	assert_null(batch_decode("hello", 5, &err));
+	assert_non_null(strstr(err.data, "zstd"));
+	assert_int_equal(zstd_compress_buf("\xff\xff\xff", 3, 1, &raw), 0);
+	buf_reset(&err);
+	assert_null(batch_decode(raw.data, raw.len, &err));
+	assert_non_null(strstr(err.data, "protobuf"));
+	buf_reset(&raw);
+	char *zeros = calloc(1, BATCH_MAX_DECOMPRESSED + 1);
+	assert_int_equal(zstd_compress_buf(zeros, BATCH_MAX_DECOMPRESSED + 1, 1, &raw), 0);
+	free(zeros);
+	buf_reset(&err);
+	assert_null(batch_decode(raw.data, raw.len, &err));
+	assert_non_null(strstr(err.data, "more than"));
+	buf_free(&raw);
+	buf_free(&z);
+	buf_free(&err);
+}
+
+static void test_store_durable_and_dedup(void **state)
+{
+	(void)state;
+	char *dir = make_temp_dir();
+	struct store *s;
+	struct buf err = { 0 }, z1 = { 0 }, z2 = { 0 };
+	assert_int_equal(store_open(dir, &s, &err), 0);
+	make_batch(sample_specs, 5, 1, T0, &z1);
+	make_batch(sample_specs, 2, 2, T0 + 5000, &z2);
+	append(s, &z1);
+	append(s, &z2);
+	assert_int_equal(total(s), 100 + 90);
+	/* The same batch again (a retry after a lost answer) is a duplicate. */
+	Ember__Ingest__V1__Batch *b = batch_decode(z1.data, z1.len, &err);
+	assert_int_equal(store_append(s, "00000000-0000-0000-0000-000000000000", b, z1.data, z1.len,
+				      &err), 1);
+	batch_decode_free(b);
+	assert_int_equal(total(s), 190);
+	store_close(s);
+
+	/* Reopened: everything acknowledged is back, duplicates still known. */
+	assert_int_equal(store_open(dir, &s, &err), 0);
+	assert_int_equal(total(s), 190);
+	b = batch_decode(z2.data, z2.len, &err);
+	assert_int_equal(store_append(s, "00000000-0000-0000-0000-000000000000", b, z2.data, z2.len,
+				      &err), 1);
+	batch_decode_free(b);
+	struct store_stats st;
+	store_get_stats(s, &st);
+	assert_int_equal(st.batches, 2);
+	store_close(s);
+	buf_free(&z1);
+	buf_free(&z2);
+	buf_free(&err);
+	rm_rf(dir);
+	free(dir);
+}
+
+static off_t file_size(const char *path)
+{
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	return st.st_size;
+}
+
+static void test_store_torn_and_corrupt(void **state)
+{
+	(void)state;
+	char *dir = make_temp_dir();
+	char wal[512];
+	snprintf(wal, sizeof(wal), "%s/samples.wal", dir);
+	struct store *s;
+	struct buf err = { 0 }, z = { 0 };
+	assert_int_equal(store_open(dir, &s, &err), 0);
+	for (uint64_t seq = 1; seq <= 3; seq++) {
+		buf_reset(&z);
+		make_batch(sample_specs, 1, seq, T0 + (int64_t)seq * 5000, &z);
+		append(s, &z);
+	}
+	store_close(s);
+	off_t size = file_size(wal);
+	off_t rec = size / 3;
+
+	/* A torn tail (half a record, as a crash during write leaves it) is
+	 * cut off; the whole records before it are kept. */
+	int fd = open(wal, O_WRONLY | O_APPEND);
+	assert_int_equal(write(fd, "EMBWxxxxxxx", 11), 11);
+	close(fd);
+	assert_int_equal(store_open(dir, &s, &err), 0);
+	assert_int_equal(total(s), 180);
+	store_close(s);
+	assert_int_equal(file_size(wal), size);
+
+	/* A flipped byte inside the second record: its checksum fails, it is
+	 * skipped, and the first and third records are still served. */
+	fd = open(wal, O_RDWR);
+	char c;
+	assert_int_equal(pread(fd, &c, 1, rec + rec / 2), 1);
+	c ^= 0x5a;
+	assert_int_equal(pwrite(fd, &c, 1, rec + rec / 2), 1);
+	close(fd);
+	assert_int_equal(store_open(dir, &s, &err), 0);
+	assert_int_equal(total(s), 120);
+	struct store_stats st;
+	store_get_stats(s, &st);
+	assert_int_equal(st.wal_skipped_records, 1);
+	/* And the store still takes new batches after the damage. */
+	buf_reset(&z);
+	make_batch(sample_specs, 1, 4, T0 + 20000, &z);
+	append(s, &z);
+	assert_int_equal(total(s), 180);
+	store_close(s);
+	assert_int_equal(store_open(dir, &s, &err), 0);
+	assert_int_equal(total(s), 180);
+	store_close(s);
+	buf_free(&z);
+	buf_free(&err);
+	rm_rf(dir);
+	free(dir);
+}
+
+struct attrs {
+	const char *kv[8];
+};
+
+static const char *lookup(void *ctx, const char *name)
+{
+	struct attrs *a = ctx;
+	for (int i = 0; a->kv[i]; i += 2)
+		if (strcmp(a->kv[i], name) == 0)
+			return a->kv[i + 1];
+	return NULL;
+}
+
+static bool eval(const char *src, struct attrs *a)
+{
+	struct buf err = { 0 };
+	struct cel_program *p = cel_compile(src, &err);
+	if (!p)
+		fail_msg("compile %s: %s", src, err.data);
+	bool r = cel_eval(p, lookup, a);
+	cel_free(p);
+	buf_free(&err);
+	return r;
+}
+
+static void cel_error(const char *src, const char *needle)
+{
+	struct buf err = { 0 };
+	struct cel_program *p = cel_compile(src, &err);
+	assert_null(p);
+	if (!strstr(err.data, needle))
+		fail_msg("error for %s: \"%s\" lacks \"%s\"", src, err.data, needle);
+	buf_free(&err);
+}
+
+static void test_cel(void **state)
+{
+	(void)state;
+	struct attrs a = { { "host.name", "node-1", "process.executable.name", "python3",
+			     "k8s.pod.label[app]", "web", NULL } };
+	assert_true(eval("host.name == \"node-1\"", &a));
+	assert_false(eval("host.name == 'node-2'", &a));
+	assert_true(eval("host.name == \"node-2\" || host.name == \"node-1\"", &a));
+	assert_false(eval("host.name == \"node-1\" && process.executable.name == \"java\"", &a));
+	assert_true(eval("!(host.name != \"node-1\")", &a));
+	assert_true(eval("k8s.namespace.name != \"staging\"", &a)); /* absent = "" */
+	assert_true(eval("k8s.pod.label[\"app\"] == \"web\"", &a));
+	assert_true(eval("\"python3\" == process.executable.name", &a));
+	assert_true(eval("true", &a));
+	assert_true(eval("(host.name == \"x\" || (true && !false))", &a));
+	assert_true(eval("thread.name == \"a\\\"b\" || true", &a));
+	cel_error("host.name ==", "column 13");
+	cel_error("host.name = \"x\"", "expected == or !=");
+	cel_error("host.name == \"x", "unterminated");
+	cel_error("(host.name == \"x\"", "expected ')'");
+	cel_error("host.name == \"x\" junk", "unexpected text");
+	cel_error("", "end of the query");
+	cel_error("host.name == \"\\q\"", "escape");
+	char deep[400];
+	memset(deep, '(', 200);
+	strcpy(deep + 200, "true");
+	cel_error(deep, "nested");
+	char many[300];
+	memset(many, '!', 100);
+	strcpy(many + 100, "true");
+	cel_error(many, "nested");
+}
+
+/* Finds a child by name in the flamegraph JSON (via jansson). */
+#include <jansson.h>
+
+static json_t *child_named(json_t *node, const char *name)
+{
+	size_t i;
+	json_t *c;
+	json_array_foreach(json_object_get(node, "children"), i, c)
+	if (strcmp(json_string_value(json_object_get(c, "name")), name) == 0)
+		return c;
+	return NULL;
+}
+
+static json_int_t total_of(json_t *n)
+{
+	return n ? json_integer_value(json_object_get(n, "total")) : -1;
+}
+
+static json_t *run_query(struct store *s, struct symbols *sym, const char *body)
+{
+	struct fg_request r;
+	struct buf err = { 0 }, out = { 0 };
+	if (fg_request_parse(&r, body, strlen(body), &err) < 0)
+		fail_msg("parse: %s", err.data);
+	strcpy(r.project_id, "00000000-0000-0000-0000-000000000000");
+	if (flamegraph_query(s, sym, &r, &out, &err) < 0)
+		fail_msg("query: %s", err.data);
+	json_error_t je;
+	json_t *doc = json_loads(out.data, 0, &je);
+	if (!doc)
+		fail_msg("answer is not JSON: %s", je.text);
+	fg_request_free(&r);
+	buf_free(&err);
+	buf_free(&out);
+	return doc;
+}
+
+static void test_flamegraph(void **state)
+{
+	(void)state;
+	char *dir = make_temp_dir();
+	struct store *s;
+	struct symbols *sym;
+	struct buf err = { 0 }, z = { 0 }, sf = { 0 };
+	assert_int_equal(store_open(dir, &s, &err), 0);
+	assert_int_equal(symbols_open(dir, &sym, &err), 0);
+	make_batch(sample_specs, 5, 1, T0, &z);
+	append(s, &z);
+
+	/* Without symbols the native frame is named by binary and offset. */
+	json_t *d = run_query(s, sym,
+			      "{\"filter\":{\"start_ts\":946684800000,\"end_ts\":4102444800000,"
+			      "\"event_kind\":\"on_cpu\",\"frame_mask\":{\"patterns\":[]},\"query\":null},"
+			      "\"num_samples\":null,\"num_stat_buckets\":null,\"synthetic_frames\":[]}");
+	assert_int_equal(json_integer_value(json_object_get(d, "total")), 100);
+	assert_int_equal(json_integer_value(json_object_get(d, "sample_rate_hz")), 19);
+	assert_string_equal(json_string_value(json_object_get(d, "unit")), "samples");
+	json_t *root = json_object_get(d, "root");
+	assert_string_equal(json_string_value(json_object_get(root, "frame_type")), "root");
+	/* "main" of app and "main" of other are different frames (binaries
+	 * differ); the larger comes first. */
+	json_t *main_ = child_named(root, "main");
+	assert_string_equal(json_string_value(json_object_get(main_, "binary")), "app");
+	assert_int_equal(total_of(main_), 99);
+	assert_int_equal(json_array_size(json_object_get(root, "children")), 2);
+	json_t *run = child_named(main_, "run");
+	assert_int_equal(total_of(run), 95);
+	/* Children sorted by total, largest first. */
+	json_t *first = json_array_get(json_object_get(run, "children"), 0);
+	assert_string_equal(json_string_value(json_object_get(first, "name")), "hot_a");
+	json_t *hot_b = child_named(run, "hot_b");
+	assert_int_equal(total_of(hot_b), 35);
+	assert_int_equal(json_integer_value(json_object_get(hot_b, "self")), 30);
+	json_t *k = child_named(hot_b, "do_syscall_64");
+	assert_string_equal(json_string_value(json_object_get(k, "frame_type")), "kernel");
+	assert_non_null(child_named(main_, "libfoo.so+0x1010"));
+	json_decref(d);
+
+	/* Symbols arrive later: the same stored samples now have names. */
+	struct symfile_builder *b = symfile_builder_new();
+	symfile_add_segment(b, 0x1000, 0x1000, 0x1000);
+	symfile_add_symbol(b, "foo_compute", 0x1000, 0x40, 1);
+	assert_int_equal(symfile_finish(b, &sf), 0);
+	symfile_builder_free(b);
+	struct file_id fid;
+	memset(fid.b, 0x11, sizeof(fid.b));
+	assert_int_equal(symbols_put(sym, &fid, sf.data, sf.len, &err), 0);
+
+	/* Synthetic frames group by executable then thread; a CEL filter and
+	 * a frame mask apply. */
+	d = run_query(s, sym,
+		      "{\"filter\":{\"start_ts\":946684800000,\"end_ts\":4102444800000,"
+		      "\"query\":\"process.executable.name == \\\"app\\\"\","
+		      "\"frame_mask\":{\"patterns\":[\"^run$\"]}},"
+		      "\"synthetic_frames\":[\"executable\",\"thread\",\"deployment\"]}");
+	assert_int_equal(json_integer_value(json_object_get(d, "total")), 99);
+	root = json_object_get(d, "root");
+	json_t *app = child_named(root, "app");
+	assert_string_equal(json_string_value(json_object_get(app, "frame_type")), "synthetic");
+	assert_null(child_named(root, "other"));
+	json_t *worker = child_named(child_named(app, "worker"), "[no deployment]");
+	assert_non_null(worker);
+	json_t *named = child_named(child_named(worker, "main"), "foo_compute");
+	assert_non_null(named);
+	assert_string_equal(json_string_value(json_object_get(named, "binary")), "libfoo.so");
+	json_t *mainthr = child_named(child_named(child_named(app, "main"), "[no deployment]"), "main");
+	/* "run" is masked: its children hang from main directly. */
+	assert_null(child_named(mainthr, "run"));
+	assert_int_equal(total_of(child_named(mainthr, "hot_a")), 60);
+	json_decref(d);
+
+	/* A time range without data, and time buckets. */
+	d = run_query(s, sym, "{\"filter\":{\"start_ts\":1,\"end_ts\":2}}");
+	assert_int_equal(json_integer_value(json_object_get(d, "total")), 0);
+	json_decref(d);
+	d = run_query(s, sym,
+		      "{\"filter\":{\"start_ts\":1699999990000,\"end_ts\":1700000010000},\"num_stat_buckets\":4}");
+	json_t *vals = json_object_get(json_object_get(d, "stats"), "values");
+	assert_int_equal(json_array_size(vals), 4);
+	assert_int_equal(json_integer_value(json_array_get(vals, 2)), 100);
+	json_decref(d);
+	/* num_samples: a deterministic subset, never more than the whole. */
+	d = run_query(s, sym, "{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000},\"num_samples\":50}");
+	assert_int_equal(json_integer_value(json_object_get(d, "sampled_from")), 100);
+	assert_true(json_integer_value(json_object_get(d, "total")) <= 100);
+	json_decref(d);
+
+	store_close(s);
+	symbols_close(sym);
+	buf_free(&z);
+	buf_free(&sf);
+	buf_free(&err);
+	rm_rf(dir);
+	free(dir);
+}
+
+static void parse_error(const char *body, const char *needle)
+{
+	struct fg_request r;
+	struct buf err = { 0 };
+	assert_int_equal(fg_request_parse(&r, body, strlen(body), &err), -1);
+	if (!strstr(err.data, needle))
+		fail_msg("error for %s: \"%s\" lacks \"%s\"", body, err.data, needle);
+	buf_free(&err);
+}
+
+static void test_flamegraph_request_errors(void **state)
+{
+	(void)state;
+	parse_error("not json", "not valid JSON");
+	parse_error("[]", "JSON object");
+	parse_error("{}", "filter");
+	parse_error("{\"filter\":{\"start_ts\":5,\"end_ts\":5}}", "end_ts must be after");
+	parse_error("{\"filter\":{\"start_ts\":\"5\",\"end_ts\":6}}", "start_ts");
+	parse_error("{\"filter\":{\"start_ts\":-1,\"end_ts\":6}}", "start_ts");
+	parse_error("{\"filter\":{\"start_ts\":1,\"end_ts\":6,\"event_kind\":\"gpu\"}}", "event_kind");
+	parse_error("{\"filter\":{\"start_ts\":1,\"end_ts\":6,\"query\":5}}", "query");
+	parse_error("{\"filter\":{\"start_ts\":1,\"end_ts\":6},\"synthetic_frames\":[\"planet\"]}",
+		    "synthetic_frames");
+	parse_error("{\"filter\":{\"start_ts\":1,\"end_ts\":6},\"num_samples\":0}", "num_samples");
+	parse_error("{\"filter\":{\"start_ts\":1,\"end_ts\":6,\"frame_mask\":{\"patterns\":[1]}}}",
+		    "patterns");
+	parse_error("{\"filter\":{\"start_ts\":1,\"end_ts\":6,\"start_ts\":2}}", "duplicate");
+
+	/* A bad regular expression or CEL query fails the query itself. */
+	char *dir = make_temp_dir();
+	struct store *s;
+	struct symbols *sym;
+	struct buf err = { 0 }, out = { 0 };
+	assert_int_equal(store_open(dir, &s, &err), 0);
+	assert_int_equal(symbols_open(dir, &sym, &err), 0);
+	struct fg_request r;
+	const char *bad_re = "{\"filter\":{\"start_ts\":1,\"end_ts\":6,\"frame_mask\":{\"patterns\":[\"(\"]}}}";
+	assert_int_equal(fg_request_parse(&r, bad_re, strlen(bad_re), &err), 0);
+	assert_int_equal(flamegraph_query(s, sym, &r, &out, &err), -1);
+	assert_non_null(strstr(err.data, "patterns[0]"));
+	fg_request_free(&r);
+	buf_reset(&err);
+	const char *bad_cel = "{\"filter\":{\"start_ts\":1,\"end_ts\":6,\"query\":\"host.name ==\"}}";
+	assert_int_equal(fg_request_parse(&r, bad_cel, strlen(bad_cel), &err), 0);
+	assert_int_equal(flamegraph_query(s, sym, &r, &out, &err), -1);
+	assert_non_null(strstr(err.data, "column"));
+	fg_request_free(&r);
+	store_close(s);
+	symbols_close(sym);
+	buf_free(&err);
+	buf_free(&out);
+	rm_rf(dir);
+	free(dir);
+}
+
+static void test_route_match(void **state)
+{
+	(void)state;
+	const char *p[HTTP_MAX_PARAMS];
+	size_t l[HTTP_MAX_PARAMS], n;
+	assert_true(http_match("/public/api/v1/project/{id}/flamegraph/json",
+			       "/public/api/v1/project/abc/flamegraph/json", p, l, &n));
+	assert_int_equal(n, 1);
+	assert_int_equal(l[0], 3);
+	assert_memory_equal(p[0], "abc", 3);
+	assert_false(http_match("/public/api/v1/project/{id}/flamegraph/json",
+				"/public/api/v1/project//flamegraph/json", p, l, &n));
+	assert_false(http_match("/healthz", "/healthz/", p, l, &n));
+	assert_false(http_match("/a/{x}", "/a/b/c", p, l, &n));
+	assert_true(http_match("*", "/anything", p, l, &n));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_batch_rejects),
+		cmocka_unit_test(test_store_durable_and_dedup),
+		cmocka_unit_test(test_store_torn_and_corrupt),
+		cmocka_unit_test(test_cel),
+		cmocka_unit_test(test_flamegraph),
+		cmocka_unit_test(test_flamegraph_request_errors),
+		cmocka_unit_test(test_route_match),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

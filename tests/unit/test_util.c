@@ -1,0 +1,190 @@
+/* Unit tests: lib/util, lib/buf, lib/jsonw, lib/hmap, lib/strtab. */
+#include "testutil.h"
+
+#include "buf.h"
+#include "hmap.h"
+#include "jsonw.h"
+#include "strtab.h"
+#include "util.h"
+
+static void test_duration(void **state)
+{
+	(void)state;
+	int64_t ms;
+	assert_int_equal(parse_duration_ms("5s", &ms), 0);
+	assert_int_equal(ms, 5000);
+	assert_int_equal(parse_duration_ms("250ms", &ms), 0);
+	assert_int_equal(ms, 250);
+	assert_int_equal(parse_duration_ms("2m30s", &ms), 0);
+	assert_int_equal(ms, 150000);
+	assert_int_equal(parse_duration_ms("1h", &ms), 0);
+	assert_int_equal(ms, 3600000);
+	assert_int_equal(parse_duration_ms("0", &ms), 0);
+	assert_int_equal(ms, 0);
+	assert_int_equal(parse_duration_ms("", &ms), -1);
+	assert_int_equal(parse_duration_ms("5", &ms), -1);
+	assert_int_equal(parse_duration_ms("5x", &ms), -1);
+	assert_int_equal(parse_duration_ms("-5s", &ms), -1);
+	assert_int_equal(parse_duration_ms("99999999999999999999h", &ms), -1);
+}
+
+static void test_numbers(void **state)
+{
+	(void)state;
+	uint64_t v;
+	bool b;
+	assert_int_equal(parse_u64("19", &v), 0);
+	assert_int_equal(v, 19);
+	assert_int_equal(parse_u64("-1", &v), -1);
+	assert_int_equal(parse_u64("1a", &v), -1);
+	assert_int_equal(parse_u64("", &v), -1);
+	assert_int_equal(parse_u64("99999999999999999999999", &v), -1);
+	assert_int_equal(parse_bool("true", &b), 0);
+	assert_true(b);
+	assert_int_equal(parse_bool("0", &b), 0);
+	assert_false(b);
+	assert_int_equal(parse_bool("maybe", &b), -1);
+}
+
+static void test_hex_uuid(void **state)
+{
+	(void)state;
+	uint8_t in[3] = { 0x00, 0xab, 0xff }, out[3];
+	char hex[7];
+	hex_encode(in, 3, hex);
+	assert_string_equal(hex, "00abff");
+	assert_int_equal(hex_decode("00ABff", 6, out, 3), 0);
+	assert_memory_equal(in, out, 3);
+	assert_int_equal(hex_decode("00abf", 5, out, 3), -1);
+	assert_int_equal(hex_decode("00abzz", 6, out, 3), -1);
+	char u[37];
+	uuid_v4(u);
+	assert_true(uuid_valid(u));
+	assert_int_equal(u[14], '4');
+	assert_true(uuid_valid("00000000-0000-0000-0000-000000000000"));
+	assert_false(uuid_valid("00000000-0000-0000-0000-00000000000"));
+	assert_false(uuid_valid("00000000x0000-0000-0000-000000000000"));
+}
+
+static void test_json_writer(void **state)
+{
+	(void)state;
+	struct buf b = { 0 };
+	jsonw_str(&b, "a\"b\\c\n\x01");
+	assert_string_equal(b.data, "\"a\\\"b\\\\c\\n\\u0001\"");
+	buf_reset(&b);
+	jsonw_str(&b, "caf\xc3\xa9");
+	assert_string_equal(b.data, "\"caf\xc3\xa9\"");
+	buf_reset(&b);
+	jsonw_strn(&b, "x\xff\xc3", 3); /* invalid UTF-8 is replaced */
+	assert_string_equal(b.data, "\"x\\ufffd\\ufffd\"");
+	buf_reset(&b);
+	jsonw_double(&b, 0.5);
+	buf_putc(&b, ' ');
+	jsonw_double(&b, 1.0 / 0.0);
+	assert_string_equal(b.data, "0.5 null");
+	buf_free(&b);
+}
+
+struct ints {
+	uint64_t *v;
+};
+
+static bool eq_int(const void *ctx, uint32_t idx)
+{
+	const uint64_t *want = ((const uint64_t *const *)ctx)[0];
+	const uint64_t *arr = ((const uint64_t *const *)ctx)[1];
+	return arr[idx] == *want;
+}
+
+static void test_hmap_against_reference(void **state)
+{
+	(void)state;
+	/* Insert, find and remove keys in a pattern that exercises probe runs
+	 * wrapping around and backward-shift deletion, checked against a
+	 * plain array. */
+	enum { N = 5000 };
+	uint64_t *vals = calloc(N, sizeof(uint64_t));
+	bool *present = calloc(N, sizeof(bool));
+	struct hmap m = { 0 };
+	for (uint32_t i = 0; i < N; i++) {
+		vals[i] = (uint64_t)i * 7919u;
+		/* A weak hash forces collisions. */
+		hmap_insert(&m, vals[i] % 97, i);
+		present[i] = true;
+	}
+	for (uint32_t i = 0; i < N; i += 3) {
+		const void *ctx[2] = { &vals[i], vals };
+		assert_true(hmap_remove(&m, vals[i] % 97, eq_int, ctx));
+		present[i] = false;
+	}
+	for (uint32_t i = 0; i < N; i++) {
+		const void *ctx[2] = { &vals[i], vals };
+		uint32_t idx;
+		bool found = hmap_find(&m, vals[i] % 97, eq_int, ctx, &idx);
+		assert_int_equal(found, present[i]);
+		if (found)
+			assert_int_equal(idx, i);
+	}
+	assert_int_equal(m.count, N - (N + 2) / 3);
+	hmap_free(&m);
+	free(vals);
+	free(present);
+}
+
+static void test_strtab(void **state)
+{
+	(void)state;
+	struct strtab t;
+	strtab_init(&t);
+	assert_int_equal(strtab_intern_cstr(&t, ""), 0);
+	uint32_t a = strtab_intern_cstr(&t, "alpha");
+	uint32_t b = strtab_intern(&t, "beta\0x", 6);
+	assert_int_equal(strtab_intern_cstr(&t, "alpha"), a);
+	assert_int_not_equal(a, b);
+	assert_string_equal(strtab_get(&t, a), "alpha");
+	assert_int_equal(strtab_len(&t, b), 6);
+	assert_int_equal(strtab_lookup(&t, "gamma", 5), UINT32_MAX);
+	for (int i = 0; i < 10000; i++) {
+		char s[32];
+		snprintf(s, sizeof(s), "s%d", i);
+		strtab_intern_cstr(&t, s);
+	}
+	assert_string_equal(strtab_get(&t, a), "alpha");
+	assert_int_equal(strtab_count(&t), 10003);
+	strtab_reset(&t);
+	assert_int_equal(strtab_count(&t), 1);
+	assert_int_equal(strtab_lookup(&t, "alpha", 5), UINT32_MAX);
+	strtab_free(&t);
+}
+
+static void test_read_file_limit(void **state)
+{
+	(void)state;
+	char *dir = make_temp_dir();
+	char path[256];
+	snprintf(path, sizeof(path), "%s/f", dir);
+	write_text(path, "0123456789");
+	char *data;
+	size_t len;
+	assert_int_equal(read_file(path, 100, &data, &len), 0);
+	assert_int_equal(len, 10);
+	free(data);
+	assert_int_equal(read_file(path, 5, &data, &len), -EFBIG);
+	rm_rf(dir);
+	free(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_duration),
+		cmocka_unit_test(test_numbers),
+		cmocka_unit_test(test_hex_uuid),
+		cmocka_unit_test(test_json_writer),
+		cmocka_unit_test(test_hmap_against_reference),
+		cmocka_unit_test(test_strtab),
+		cmocka_unit_test(test_read_file_limit),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,43 @@
+/* testutil.h - what every ember unit test includes: cmocka and helpers.
+ * Unit tests are built with AddressSanitizer and UndefinedBehaviorSanitizer
+ * and run by scripts/test.sh (TAP output). */
+#ifndef EMBER_TESTUTIL_H
+#define EMBER_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+/* A fresh empty directory under /tmp; the caller removes it with rm_rf. */
+static inline char *make_temp_dir(void)
+{
+	char tmpl[] = "/tmp/ember-test-XXXXXX";
+	char *d = mkdtemp(tmpl);
+	assert_non_null(d);
+	return strdup(d);
+}
+
+static inline void rm_rf(const char *dir)
+{
+	char cmd[512];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+static inline void write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+#endif
