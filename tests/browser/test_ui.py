@@ -1,0 +1,459 @@
+"""Browser tests of ember's web UI: a real ember-server filled with batches
+sent the way the agent sends them, and the page driven in headless
+Chromium over the DevTools Protocol (cdp.py).
+
+Run from the repository root after `make all`:
+    /usr/bin/python3 -m pytest -q tests/browser
+Screenshots land in build/test-artifacts/screenshots/.
+"""
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import urllib.parse
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+
+from cdp import Chromium  # noqa: E402
+from ember_batch import Batch, send_batch  # noqa: E402  (tests/lib)
+from harness import Server, http  # noqa: E402  (tests/lib)
+
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+SERVER = os.path.join(ROOT, "build", "bin", "ember-server")
+SHOTS = os.path.join(ROOT, "build", "test-artifacts", "screenshots")
+PROJECT = "00000000-0000-0000-0000-000000000000"
+FG_URL = f"/public/api/v1/project/{PROJECT}/flamegraph/json"
+
+
+def flamegraph(base, query=None, group="executable", seconds=900):
+    """The flamegraph API's answer (status, JSON) for the last `seconds`,
+    the request the page makes."""
+    end = int(time.time() * 1000)
+    body = {"filter": {"start_ts": end - seconds * 1000, "end_ts": end, "event_kind": "on_cpu",
+                       "frame_mask": {"patterns": []}, "query": query},
+            "num_samples": None, "num_stat_buckets": None,
+            "synthetic_frames": [group] if group else []}
+    status, data = http("POST", base + FG_URL, body, {"Content-Type": "application/json"})
+    return status, json.loads(data)
+
+
+def start_server(request):
+    """An ember-server on a free port with a data directory of its own;
+    both go away when the requesting fixture is finalized."""
+    if not os.access(SERVER, os.X_OK):
+        pytest.fail(f"{SERVER} is missing: run `make all` first")
+    data_dir = tempfile.mkdtemp(prefix="ember-browser-test-")
+    request.addfinalizer(lambda: shutil.rmtree(data_dir, ignore_errors=True))
+    srv = Server(os.path.join(data_dir, "data"))
+    request.addfinalizer(srv.stop)
+    srv.start()
+    srv.base = srv.url
+    return srv
+
+
+# One thread's profile: main -> compute (60%), main -> parse (30%), main
+# itself 10%, with kernel frames under both. Values add up to 100.
+PROFILE = [
+    (["main"], 10),
+    (["main", "compute"], 20),
+    (["main", "compute", "hash_block"], 25),
+    (["main", "compute", "sort_keys"], 8),
+    (["main", "compute", "sort_keys", ("asm_exc_page_fault", "kernel"),
+      ("handle_mm_fault", "kernel")], 7),
+    (["main", "parse"], 5),
+    (["main", "parse", "read_input", ("ksys_read", "kernel"), ("vfs_read", "kernel")], 12),
+    (["main", "parse", "read_input"], 5),
+    (["main", "parse", "tokenize"], 8),
+]
+# Two threads of one process, in two batches: 700 + 300 samples.
+THREADS = [("main", 7), ("worker-1", 3)]
+
+
+def populate(base):
+    now = int(time.time() * 1000)
+    agent = "3f2a9c4e-8b1d-4e6f-9a7c-2d5e8f1b6c3a"
+    for seq, (thread, weight) in enumerate(THREADS, start=1):
+        b = Batch(agent_instance=agent, sample_rate_hz=19)
+        attrs = {"process.executable.name": "myapp", "host.name": "testhost",
+                 "thread.name": thread, "process.pid": "4242"}
+        for frames, value in PROFILE:
+            b.add(frames, attrs, value * weight)
+        start = now - 120_000 + seq * 10_000
+        answer = send_batch(base, b.encode(sequence=seq, start_ms=start, end_ms=start + 5_000))
+        assert answer["stored"], answer
+    status, fg = flamegraph(base)
+    assert status == 200 and fg["total"] == 1000, fg
+
+
+@pytest.fixture(scope="module")
+def server(request):
+    srv = start_server(request)
+    populate(srv.base)
+    return srv
+
+
+@pytest.fixture(scope="module")
+def empty_server(request):
+    return start_server(request)
+
+
+@pytest.fixture(scope="module")
+def browser(request):
+    if not os.access("/usr/bin/chromium", os.X_OK) and "EMBER_CHROMIUM" not in os.environ:
+        pytest.skip("no /usr/bin/chromium (Debian package chromium)")
+    b = Chromium(width=1280, height=800)
+    request.addfinalizer(b.close)
+    return b
+
+
+@pytest.fixture
+def page(browser, request):
+    p = browser.new_page()
+    request.addfinalizer(lambda: browser.close_page(p))
+    return p
+
+
+def shot(page, name, full_page=False):
+    return page.screenshot(os.path.join(SHOTS, name + ".png"), full_page=full_page)
+
+
+def no_errors(page, allow=()):
+    """Asserts that the page logged no console error and threw nothing,
+    apart from entries matching one of allow (predicates)."""
+    page.pump(0.1)
+    errors = [e for e in page.errors if not any(a(e) for a in allow)]
+    assert not errors, "console errors or uncaught exceptions:\n" + "\n".join(map(str, errors))
+
+
+def open_ui(page, base, path="/", state="ready"):
+    page.navigate(base + path)
+    return wait_state(page, state)
+
+
+def wait_state(page, state, timeout=15):
+    page.wait_for("document.body.dataset.state !== 'loading'", timeout=timeout)
+    got = page.evaluate("document.body.dataset.state")
+    assert got == state, f"page state {got!r}, expected {state!r}; message: " + str(
+        page.evaluate("document.getElementById('message').innerText"))
+    return got
+
+
+def frames(page):
+    return page.evaluate("window.emberFlamegraph.frames")
+
+
+def frame(page, name):
+    found = [f for f in frames(page) if f["name"] == name]
+    assert found, f"no frame {name!r} drawn"
+    return found[0]
+
+
+def canvas_rect(page):
+    return page.evaluate("""(() => { const r = document.getElementById('flamegraph')
+        .getBoundingClientRect(); return {x: r.left, y: r.top, width: r.width, height: r.height}; })()""")
+
+
+def frame_point(page, name):
+    """The viewport point at the middle of a drawn frame."""
+    f = frame(page, name)
+    r = canvas_rect(page)
+    return r["x"] + f["x"] + f["width"] / 2, r["y"] + f["depth"] * 18 + 9
+
+
+def search_params(page):
+    return urllib.parse.parse_qs(urllib.parse.urlsplit(page.evaluate("location.href")).query)
+
+
+# --- the tests ------------------------------------------------------------
+
+def test_flamegraph_shows_the_profile(server, page):
+    open_ui(page, server.base)
+    fg = page.evaluate("({total: emberFlamegraph.total, width: emberFlamegraph.width})")
+    assert fg["total"] == 1000
+    compute, parse, main = frame(page, "compute"), frame(page, "parse"), frame(page, "main")
+    assert compute["frame_type"] == "native" and compute["total"] == 600
+    assert parse["total"] == 300
+    # Widths in proportion to the samples: 60 : 30 : 100.
+    assert compute["width"] / parse["width"] == pytest.approx(2.0, rel=0.03)
+    assert compute["width"] / fg["width"] == pytest.approx(0.6, rel=0.03)
+    assert main["width"] == pytest.approx(fg["width"], rel=0.01)
+    # Icicle: root on top, the executable group, then main and its callees.
+    assert frame(page, "root")["depth"] == 0
+    assert frame(page, "myapp")["frame_type"] == "synthetic"
+    assert compute["depth"] == main["depth"] + 1 == parse["depth"]
+    # Left-heavy: the larger callee comes first.
+    assert compute["x"] < parse["x"]
+    kernel = [f for f in frames(page) if f["frame_type"] == "kernel"]
+    assert {"asm_exc_page_fault", "ksys_read"} <= {f["name"] for f in kernel}
+    # The canvas fills the width and is sized in device pixels.
+    size = page.evaluate("""(() => { const c = document.getElementById('flamegraph');
+        return {w: c.width, h: c.height, cw: c.clientWidth, gw: c.parentElement.clientWidth}; })()""")
+    assert size["w"] == size["cw"] == size["gw"]
+    legend = page.evaluate("document.getElementById('legend').innerText")
+    for t in ("kernel", "native", "synthetic", "error"):
+        assert t in legend
+    summary = page.evaluate("document.getElementById('summary').innerText")
+    assert "1,000 samples" in summary and "19 Hz" in summary
+    shot(page, "flamegraph")
+
+    # Hovering a frame shows what it is and what it costs.
+    x, y = frame_point(page, "compute")
+    page.mouse_move(x, y)
+    text = page.wait_for("!tooltip.hidden && tooltip.innerText")
+    assert "compute" in text and "native" in text and "myapp" in text
+    assert "600 samples" in text and "60.0%" in text
+    # 600 samples / 19 Hz / 900 s = 0.035 cores
+    assert "0.04 cores" in text or "0.035" in text
+    shot(page, "tooltip")
+    page.mouse_move(5, 5)
+    page.wait_for("tooltip.hidden")
+    no_errors(page)
+
+
+def test_search_highlights_matches(server, page):
+    open_ui(page, server.base)
+    page.evaluate("document.getElementById('search').focus()")
+    page.insert_text("COMP")
+    page.wait_for("emberFlamegraph.matches === 1")
+    fg = page.evaluate("({m: emberFlamegraph.matchedShare, t: emberFlamegraph.matchedTotal})")
+    assert fg["t"] == 600 and fg["m"] == pytest.approx(0.6)
+    assert page.evaluate("document.getElementById('match-info').innerText").endswith("60.0% of total")
+    marked = [f["name"] for f in frames(page) if f["matched"]]
+    assert marked == ["compute"]
+    assert search_params(page)["s"] == ["COMP"]
+    # A regular expression between slashes; a match inside a match
+    # (vfs_read under read_input) is not counted twice in the share.
+    page.evaluate("document.getElementById('search').select()")
+    page.insert_text("/^(read_input|vfs_read|tokenize)$/")
+    page.press("Enter")
+    page.wait_for("emberFlamegraph.matches === 3")
+    # read_input (12 + 5) and tokenize (8), times 10; vfs_read is inside read_input.
+    assert page.evaluate("emberFlamegraph.matchedTotal") == (17 + 8) * 10
+    shot(page, "search")
+    # An invalid regular expression is reported, not thrown.
+    page.evaluate("document.getElementById('search').select()")
+    page.insert_text("/([/")
+    page.press("Enter")
+    page.wait_for("document.getElementById('match-info').innerText.includes('invalid')")
+    assert page.evaluate("emberFlamegraph.matches") == 0
+    # Escape in the search box clears it.
+    page.press("Escape")
+    page.wait_for("document.getElementById('search').value === '' && !emberFlamegraph.search")
+    no_errors(page)
+
+
+def test_click_zooms_and_the_url_keeps_the_focus(server, page):
+    open_ui(page, server.base)
+    width = page.evaluate("emberFlamegraph.width")
+    x, y = frame_point(page, "compute")
+    page.click(x, y)
+    page.wait_for("emberFlamegraph.focus.at(-1) === 'compute'")
+    compute = frame(page, "compute")
+    assert compute["x"] == 0 and compute["width"] == pytest.approx(width)
+    # Its ancestors stay, full width; its siblings are gone.
+    for name in ("root", "myapp", "main"):
+        f = frame(page, name)
+        assert f["x"] == 0 and f["width"] == pytest.approx(width)
+    names = {f["name"] for f in frames(page)}
+    assert "parse" not in names and "hash_block" in names
+    assert frame(page, "hash_block")["width"] / width == pytest.approx(25 / 60, rel=0.03)
+    assert search_params(page)["f"] == ["myapp", "main", "compute"]
+    assert not page.evaluate("document.getElementById('reset-zoom').hidden")
+    shot(page, "zoomed")
+
+    # The link restores the view.
+    page.reload()
+    wait_state(page, "ready")
+    assert page.evaluate("emberFlamegraph.focus") == ["myapp", "main", "compute"]
+    assert frame(page, "compute")["width"] == pytest.approx(width)
+
+    # Clicking the root zooms out; the back button zooms in again.
+    page.click(*frame_point(page, "root"))
+    page.wait_for("emberFlamegraph.focus.length === 0")
+    assert "f" not in search_params(page)
+    assert frame(page, "parse")["width"] > 0
+    page.evaluate("history.back()")
+    page.wait_for("emberFlamegraph.focus.at(-1) === 'compute'")
+
+    # Escape zooms out too.
+    page.press("Escape")
+    page.wait_for("emberFlamegraph.focus.length === 0")
+    assert frame(page, "compute")["width"] / width == pytest.approx(0.6, rel=0.03)
+
+    # A link to a frame that is not there shows its deepest ancestor that is.
+    open_ui(page, server.base, "/?f=myapp&f=main&f=parse&f=gone")
+    assert page.evaluate("emberFlamegraph.focus") == ["myapp", "main", "parse"]
+    assert search_params(page)["f"] == ["myapp", "main", "parse"]
+    no_errors(page)
+
+
+def test_keyboard_selects_and_zooms(server, page):
+    open_ui(page, server.base)
+    page.evaluate("document.getElementById('flamegraph').focus()")
+    for key in ("ArrowDown", "ArrowDown", "ArrowDown", "ArrowDown", "ArrowRight"):
+        page.press(key)
+    text = page.wait_for("!tooltip.hidden && tooltip.innerText")
+    assert text.startswith("parse")
+    page.press("Enter")
+    page.wait_for("emberFlamegraph.focus.at(-1) === 'parse'")
+    no_errors(page)
+
+
+def test_query_and_group_by(server, page):
+    open_ui(page, server.base, "/?group=thread&range=1h")
+    assert page.evaluate("document.getElementById('group').value") == "thread"
+    assert page.evaluate("document.getElementById('range').value") == "1h"
+    threads = {f["name"]: f["total"] for f in frames(page) if f["frame_type"] == "synthetic"}
+    assert threads == {"main": 700, "worker-1": 300}
+
+    # A CEL query (Enter applies) keeps one thread.
+    page.evaluate("document.getElementById('query').focus()")
+    page.insert_text('thread.name == "worker-1"')
+    page.press("Enter")
+    page.wait_for("emberFlamegraph.total === 300")
+    assert search_params(page)["q"] == ['thread.name == "worker-1"']
+    assert frame(page, "compute")["total"] == 180
+
+    # Changing the grouping through the select.
+    page.evaluate("""(() => { const s = document.getElementById('group');
+        s.value = 'none'; s.dispatchEvent(new Event('change')); })()""")
+    page.wait_for("emberFlamegraph.frames.length && emberFlamegraph.frames[1].name === 'main'")
+    assert search_params(page)["group"] == ["none"]
+    no_errors(page)
+
+
+def test_bad_query_shows_the_server_error(server, page):
+    open_ui(page, server.base)
+    bad = "process.executable.name =="
+    status, answer = flamegraph(server.base, query=bad)
+    assert status == 400
+    page.evaluate("document.getElementById('query').focus()")
+    page.insert_text(bad)
+    page.press("Enter")
+    page.wait_for("document.body.dataset.state === 'error'")
+    message = page.evaluate("document.getElementById('message').innerText")
+    assert answer["error"] in message
+    assert page.evaluate("emberFlamegraph.frames.length") == 0
+    shot(page, "error")
+
+    # Fixing the query brings the graph back.
+    page.evaluate("document.getElementById('query').value = ''")
+    page.insert_text('process.executable.name == "myapp" && !(host.name == "elsewhere")')
+    page.press("Enter")
+    wait_state(page, "ready")
+    assert page.evaluate("emberFlamegraph.total") == 1000
+    # The browser itself reports the 400 answer; that one is expected.
+    no_errors(page, allow=[lambda e: e.get("source") == "network" and FG_URL in e.get("url", "")
+                           and "400" in e.get("text", "")])
+
+
+def test_empty_data_dir_explains_what_to_do(empty_server, page):
+    open_ui(page, empty_server.base, state="empty")
+    text = page.evaluate("document.getElementById('message').innerText")
+    assert "No samples in this time range" in text
+    assert "ember-agent" in text
+    assert f"-collection-agent=127.0.0.1:{empty_server.port} -disable-tls" in text
+    assert page.evaluate("emberFlamegraph.total") == 0
+    assert page.evaluate("document.getElementById('graph').hidden")
+    shot(page, "empty")
+    no_errors(page)
+
+
+def test_high_dpi_canvas(server, page):
+    page.set_viewport(900, 700, scale=2)
+    open_ui(page, server.base)
+    size = page.evaluate("""(() => { const c = document.getElementById('flamegraph');
+        return {w: c.width, h: c.height, cw: c.clientWidth, ch: c.clientHeight}; })()""")
+    assert size["w"] == 2 * size["cw"] and size["h"] == 2 * size["ch"]
+    assert page.evaluate("emberFlamegraph.width") == size["cw"]
+    shot(page, "hidpi")
+    no_errors(page)
+
+
+PERF_JS = """(async () => {
+    const { FlameGraph } = await import('/flamegraph.js');
+    // Two trees of 100 000 nodes. wide: 2 000 stacks 50 deep side by side,
+    // every frame about 0.6 px wide, so that all of them are drawn. bushy:
+    // 12 levels of uneven fan-out, most frames too narrow to draw.
+    function wide() {
+        const root = { name: 'root', frame_type: 'root', self: 0, total: 2000 * 50, children: [] };
+        for (let s = 0; s < 2000; s++) {
+            let parent = root;
+            for (let d = 0; d < 50; d++) {
+                const node = { name: `fn_${d}_${s % 97}`, frame_type: d < 40 ? 'native' : 'kernel',
+                               self: d === 49 ? 50 : 0, total: 50, children: [] };
+                parent.children.push(node);
+                parent = node;
+            }
+        }
+        return root;
+    }
+    function bushy() {
+        let made = 0, seed = 7;
+        const rnd = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+        function build(depth, total) {
+            const node = { name: 'fn_' + (made++) + '_' + depth, frame_type: depth % 4 ? 'native' : 'kernel',
+                           self: 0, total, children: [] };
+            if (depth < 12 && made < 100000) {
+                const n = 2 + Math.floor(rnd() * 6);
+                let left = total;
+                for (let i = 0; i < n && made < 100000 && left > 1; i++) {
+                    const t = i === n - 1 ? left : Math.max(1, Math.floor(left * (0.2 + rnd() * 0.5)));
+                    node.children.push(build(depth + 1, t));
+                    left -= t;
+                }
+                node.self = left;
+            } else node.self = total;
+            node.children.sort((a, b) => b.total - a.total);
+            return node;
+        }
+        const root = build(0, 1e9);
+        root.name = 'root';
+        root.frame_type = 'root';
+        return root;
+    }
+    const out = {};
+    for (const [name, make] of [['wide', wide], ['bushy', bushy]]) {
+        // Through JSON, as the page gets it from the API.
+        const data = JSON.parse(JSON.stringify({ total: 0, root: make() }));
+        const canvas = document.createElement('canvas');
+        document.body.append(canvas);
+        const g = new FlameGraph(canvas);
+        const t = performance.now();
+        g.setData(data);
+        const flattenMs = performance.now() - t;
+        // Reading a pixel back waits for the drawing to be done, not queued.
+        const timed = () => {
+            const t0 = performance.now();
+            g.render(1280);
+            g.ctx.getImageData(0, 0, 1, 1);
+            return performance.now() - t0;
+        };
+        const times = [];
+        for (let i = 0; i < 5; i++) times.push(timed());
+        g.setSearch('fn_1');
+        const searchRenderMs = timed();
+        canvas.remove();
+        out[name] = { nodes: g.n, drawn: g.drawnCount, flattenMs, renderMs: Math.min(...times), searchRenderMs };
+    }
+    return out;
+})()"""
+
+
+def test_renders_100k_nodes_fast(server, page):
+    open_ui(page, server.base)
+    result = page.evaluate(PERF_JS)
+    print("100k-node trees:", result)
+    assert result["wide"]["nodes"] == 100001 and result["wide"]["drawn"] == 100001
+    assert result["bushy"]["nodes"] >= 99000
+    for r in result.values():
+        assert r["renderMs"] < 100, result
+        assert r["flattenMs"] < 1000, result
+    no_errors(page)
