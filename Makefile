@@ -17,6 +17,16 @@ PKGS := libbpf libelf zlib libzstd libmicrohttpd jansson libcurl sqlite3 \
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
+# V=1 shows every command.
+V       ?= 0
+ifeq ($(V),0)
+Q       := @
+say      = @printf '  %-7s %s\n' $(1) $(2);
+else
+Q       :=
+say      =
+endif
+
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-missing-field-initializers
 CFLAGS  ?= -O2 -g
 ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) -D_GNU_SOURCE -I. -Ilib -I$(BUILD)/gen -I$(BUILD)/bpf -Ibpf \
@@ -65,22 +75,22 @@ deps:
 $(BUILD)/vmlinux.h:
 	@mkdir -p $(@D)
 	@test -r /sys/kernel/btf/vmlinux || { echo "this kernel has no BTF (/sys/kernel/btf/vmlinux): ember needs Linux >= 5.10 built with CONFIG_DEBUG_INFO_BTF" >&2; exit 1; }
-	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@
+	$(call say,GEN,$@)$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@
 
 $(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(wildcard bpf/*.h) $(BUILD)/vmlinux.h
 	@mkdir -p $(@D)
-	$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(BUILD) -Ibpf -Wall -Werror -c $< -o $@
+	$(call say,BPF,$@)$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(BUILD) -Ibpf -Wall -Werror -c $< -o $@
 
 $(BUILD)/bpf/%.skel.h: $(BUILD)/bpf/%.bpf.o
-	$(BPFTOOL) gen skeleton $< name $*_bpf > $@
+	$(call say,SKEL,$@)$(BPFTOOL) gen skeleton $< name $*_bpf > $@
 
 $(BUILD)/gen/ingest.pb-c.c $(BUILD)/gen/ingest.pb-c.h: lib/proto/ingest.proto
 	@mkdir -p $(BUILD)/gen
-	protoc-c --c_out=$(BUILD)/gen -Ilib/proto $<
+	$(call say,PROTO,$<)protoc-c --c_out=$(BUILD)/gen -Ilib/proto $<
 
 $(ASSET_SRC): scripts/embed-assets.sh $(WEB_FILES)
 	@mkdir -p $(@D)
-	scripts/embed-assets.sh $(WEB_FILES) > $@
+	$(call say,GEN,$@)scripts/embed-assets.sh $(WEB_FILES) > $@
 
 # Every object may include the generated headers.
 GEN_HEADERS := $(BUILD)/gen/ingest.pb-c.h $(SKELS)
@@ -89,31 +99,31 @@ GEN_HEADERS := $(BUILD)/gen/ingest.pb-c.h $(SKELS)
 
 $(BUILD)/obj/%.o: %.c | $(GEN_HEADERS)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+	$(call say,CC,$@)$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c | $(GEN_HEADERS)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) -Wno-unused-parameter -c $< -o $@
+	$(call say,CC,$@)$(CC) $(ALL_CFLAGS) -Wno-unused-parameter -c $< -o $@
 
 $(BUILD)/asan/%.o: %.c | $(GEN_HEADERS)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(SAN) -O1 -c $< -o $@
+	$(call say,CC,$@)$(CC) $(ALL_CFLAGS) $(SAN) -O1 -c $< -o $@
 
 $(BUILD)/asan/gen/%.o: $(BUILD)/gen/%.c | $(GEN_HEADERS)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(SAN) -O1 -Wno-unused-parameter -c $< -o $@
+	$(call say,CC,$@)$(CC) $(ALL_CFLAGS) $(SAN) -O1 -Wno-unused-parameter -c $< -o $@
 
 $(BUILD)/bin/ember-agent: $(call obj,agent/main.c) $(AGENT_OBJS) $(LIB_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	$(call say,CC,$@)$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/bin/ember-server: $(call obj,server/main.c) $(SERVER_OBJS) $(LIB_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	$(call say,CC,$@)$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/bin/ember: $(call obj,cli/main.c) $(CLI_OBJS) $(LIB_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	$(call say,CC,$@)$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 # --- tests ---------------------------------------------------------------
 
@@ -122,11 +132,11 @@ ASAN_OBJS   := $(call aobj,$(LIB_SRCS) $(GEN_SRCS) $(AGENT_SRCS) $(SERVER_SRCS) 
 
 $(ASAN_LIB): $(ASAN_OBJS)
 	@rm -f $@
-	ar rcs $@ $^
+	$(call say,AR,$@)ar rcs $@ $^
 
 $(BUILD)/tests/%: tests/unit/%.c tests/unit/testutil.h $(ASAN_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(SAN) -O1 -Itests/unit $< -o $@ $(ASAN_LIB) $(LDLIBS) -lcmocka
+	$(call say,CC,$@)$(CC) $(ALL_CFLAGS) $(SAN) -O1 -Itests/unit $< -o $@ $(ASAN_LIB) $(LDLIBS) -lcmocka
 
 # Fuzz targets are built with clang's libFuzzer; the sources they exercise
 # are compiled again with clang (into one archive) so a single sanitizer
@@ -139,23 +149,30 @@ FUZZ_OBJS   := $(patsubst %.c,$(BUILD)/fuzz/obj/%.o,$(patsubst $(BUILD)/%,%,$(LI
 
 $(BUILD)/fuzz/obj/%.o: %.c | $(GEN_HEADERS)
 	@mkdir -p $(@D)
-	$(CLANG) $(FUZZ_CFLAGS) -c $< -o $@
+	$(call say,CLANG,$@)$(CLANG) $(FUZZ_CFLAGS) -c $< -o $@
 
 $(BUILD)/fuzz/obj/gen/%.o: $(BUILD)/gen/%.c | $(GEN_HEADERS)
 	@mkdir -p $(@D)
-	$(CLANG) $(FUZZ_CFLAGS) -c $< -o $@
+	$(call say,CLANG,$@)$(CLANG) $(FUZZ_CFLAGS) -c $< -o $@
 
 $(FUZZ_LIB): $(FUZZ_OBJS)
 	@rm -f $@
-	ar rcs $@ $^
+	$(call say,AR,$@)ar rcs $@ $^
 
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB)
 	@mkdir -p $(@D)
-	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_LIB) -o $@ $(LDLIBS)
+	$(call say,CLANG,$@)$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_LIB) -o $@ $(LDLIBS)
 
 $(BUILD)/workloads/%: tests/workloads/%.c Makefile
 	@mkdir -p $(@D)
-	$(CLANG) -std=gnu11 -O1 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-inline -Wall -Wextra -Werror $< -o $@ -lpthread
+	$(call say,CLANG,$@)$(CLANG) -std=gnu11 -O1 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-inline -Wall -Wextra -Werror $< -o $@ -lpthread
+
+BENCH_SRCS := $(wildcard bench/*.c)
+BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
+
+$(BUILD)/bench/%: $(call obj,bench/%.c) $(AGENT_OBJS) $(SERVER_OBJS) $(LIB_OBJS)
+	@mkdir -p $(@D)
+	$(call say,CC,$@)$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 unit: $(UNIT_BINS)
 fuzz: $(FUZZ_BINS)
@@ -169,7 +186,7 @@ test: deps
 	@scripts/test.sh
 
 bench: deps
-	@$(MAKE) --no-print-directory all $(WORKLOADS)
+	@$(MAKE) --no-print-directory all $(WORKLOADS) $(BENCH_BINS)
 	@scripts/bench.sh
 
 clean:

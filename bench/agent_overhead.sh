@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# agent_overhead - what ember-agent costs on this host with every core busy.
+# Runs one cpu_split workload per CPU for DURATION seconds (default 60) at
+# RATE Hz (default 19) and reports: samples, agent CPU (user+sys of the
+# agent process) per sample and as a share of one core, BPF program time
+# per sample (kernel.bpf_stats_enabled), agent resident memory, and bytes
+# sent per sample. Needs root. usage: bench/agent_overhead.sh [DURATION] [RATE]
+set -eu
+cd "$(dirname "$0")/.."
+duration=${1:-60}
+rate=${2:-19}
+ncpu=$(nproc)
+tmp=$(mktemp -d /tmp/ember-bench-XXXXXX)
+port=$(/usr/bin/python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
+cleanup() {
+  [ -n "${agent:-}" ] && kill -TERM "$agent" 2>/dev/null && wait "$agent" 2>/dev/null
+  [ -n "${server:-}" ] && kill -TERM "$server" 2>/dev/null && wait "$server" 2>/dev/null
+  sysctl -q kernel.bpf_stats_enabled="${old_stats:-0}" >/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# Nanoseconds on CPU of every thread of a process (schedstat is exact;
+# /proc/PID/stat counts 10 ms ticks).
+cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%d\n", s}'; }
+bpf_stats() { # run_time_ns run_cnt of the on-CPU program
+  bpftool prog show --json | /usr/bin/python3 -c '
+import json,sys
+for p in json.load(sys.stdin):
+    if p.get("name") == "oncpu_sample":
+        print(p.get("run_time_ns", 0), p.get("run_cnt", 0)); break
+else:
+    print(0, 0)'
+}
+
+old_stats=$(sysctl -n kernel.bpf_stats_enabled)
+sysctl -q kernel.bpf_stats_enabled=1
+build/bin/ember-server --listen "127.0.0.1:$port" --data-dir "$tmp/data" 2>"$tmp/server.log" &
+server=$!
+for _ in $(seq 50); do curl -fs "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
+build/bin/ember-agent -collection-agent="127.0.0.1:$port" -disable-tls \
+  -on-cpu-sampling-rate="$rate" 2>"$tmp/agent.log" &
+agent=$!
+sleep 5 # start-up (kallsyms, first symbol uploads) is not steady state
+
+read -r bpf_ns0 bpf_cnt0 < <(bpf_stats)
+t0=$(cpu_ns "$agent")
+start_ms=$(($(date +%s%N) / 1000000))
+pids=()
+for _ in $(seq "$ncpu"); do build/workloads/cpu_split "$duration" >/dev/null & pids+=($!); done
+wait "${pids[@]}"
+end_ms=$(($(date +%s%N) / 1000000))
+t1=$(cpu_ns "$agent")
+read -r bpf_ns1 bpf_cnt1 < <(bpf_stats)
+rss=$(awk '/VmRSS/{print $2}' "/proc/$agent/status")
+hwm=$(awk '/VmHWM/{print $2}' "/proc/$agent/status")
+sleep 3 # let the last batch arrive
+total=$(curl -fs -X POST "http://127.0.0.1:$port/public/api/v1/project/00000000-0000-0000-0000-000000000000/flamegraph/json" \
+  -d "{\"filter\":{\"start_ts\":$((start_ms - 6000)),\"end_ts\":$((end_ms + 6000))}}" |
+  /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["total"])')
+bytes=$(curl -fs "http://127.0.0.1:$port/metrics" | awk '/^ember_ingest_bytes_total/{print $2}')
+allsamples=$(curl -fs "http://127.0.0.1:$port/metrics" | awk '/^ember_ingest_samples_total/{print $2}')
+
+/usr/bin/python3 - "$duration" "$rate" "$ncpu" "$t0" "$t1" "$bpf_ns0" "$bpf_cnt0" \
+  "$bpf_ns1" "$bpf_cnt1" "$rss" "$hwm" "$total" "$bytes" "$allsamples" <<'PY'
+import sys
+(duration, rate, ncpu, t0, t1, bns0, bc0, bns1, bc1, rss, hwm, total, byts, alls) = map(float, sys.argv[1:])
+cpu_s = (t1 - t0) / 1e9
+runs = bc1 - bc0
+print(f"load: {int(ncpu)} busy threads for {int(duration)} s at {int(rate)} Hz")
+print(f"samples stored for the window: {int(total)} (expected about {int(ncpu * rate * duration)})")
+print(f"agent CPU: {cpu_s:.3f} s = {100 * cpu_s / duration:.3f}% of one core, "
+      f"{1e6 * cpu_s / max(total, 1):.1f} us per sample")
+print(f"BPF program: {runs:.0f} runs, {(bns1 - bns0) / max(runs, 1):.0f} ns per run "
+      f"({100 * (bns1 - bns0) / 1e9 / duration:.4f}% of one core)")
+print(f"agent memory: {rss / 1024:.1f} MiB resident, {hwm / 1024:.1f} MiB peak")
+print(f"wire: {byts / max(alls, 1):.1f} bytes per sample sent (zstd protobuf, all processes)")
+PY

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# `make bench`: runs every benchmark under bench/ and prints its figures.
+# docs/performance.md quotes them.
+set -eu
+cd "$(dirname "$0")/.."
+echo "== store_bench (ingest and flamegraph query)"
+build/bench/store_bench
+echo
+echo "== agent_overhead (needs root)"
+bench/agent_overhead.sh "${EMBER_BENCH_SECONDS:-60}"
+echo
+echo "== ui_render (headless Chromium)"
+/usr/bin/python3 bench/ui_render.py
