@@ -16,28 +16,6 @@ static int cmp_ksym(const void *a, const void *b)
 	return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
-static int parse_hex(const char *s, size_t n, uint64_t *out)
-{
-	if (n == 0 || n > 16)
-		return -1;
-	uint64_t v = 0;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-		int d;
-		if (c >= '0' && c <= '9')
-			d = c - '0';
-		else if (c >= 'a' && c <= 'f')
-			d = c - 'a' + 10;
-		else if (c >= 'A' && c <= 'F')
-			d = c - 'A' + 10;
-		else
-			return -1;
-		v = v << 4 | (uint64_t)d;
-	}
-	*out = v;
-	return 0;
-}
-
 size_t kallsyms_parse(struct kallsyms *k, const char *text, size_t len)
 {
 	if (!k->names.count)
@@ -55,7 +33,7 @@ size_t kallsyms_parse(struct kallsyms *k, const char *text, size_t len)
 		if (!sp || le - sp < 4 || sp[2] != ' ')
 			continue;
 		uint64_t addr;
-		if (parse_hex(line, (size_t)(sp - line), &addr) < 0 || addr == 0)
+		if (parse_hex_u64(line, (size_t)(sp - line), &addr) < 0 || addr == 0)
 			continue;
 		char type = sp[1];
 		if (type != 't' && type != 'T' && type != 'w' && type != 'W')

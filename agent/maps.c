@@ -3,30 +3,15 @@
 
 #include <string.h>
 
+#include "util.h"
+
+/* Parses hex digits up to the stop character and steps past it. */
 static bool hexnum(const char **p, const char *end, uint64_t *out, char stop)
 {
-	uint64_t v = 0;
-	int digits = 0;
-	while (*p < end && **p != stop) {
-		char c = **p;
-		int d;
-		if (c >= '0' && c <= '9')
-			d = c - '0';
-		else if (c >= 'a' && c <= 'f')
-			d = c - 'a' + 10;
-		else if (c >= 'A' && c <= 'F')
-			d = c - 'A' + 10;
-		else
-			return false;
-		if (++digits > 16)
-			return false;
-		v = v << 4 | (uint64_t)d;
-		(*p)++;
-	}
-	if (digits == 0 || *p >= end)
+	const char *s = memchr(*p, stop, (size_t)(end - *p));
+	if (!s || parse_hex_u64(*p, (size_t)(s - *p), out) < 0)
 		return false;
-	(*p)++; /* the stop character */
-	*out = v;
+	*p = s + 1;
 	return true;
 }
 

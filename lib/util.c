@@ -105,6 +105,21 @@ static int hexval(char c)
 	return -1;
 }
 
+int parse_hex_u64(const char *s, size_t n, uint64_t *out)
+{
+	if (n == 0 || n > 16)
+		return -1;
+	uint64_t v = 0;
+	for (size_t i = 0; i < n; i++) {
+		int d = hexval(s[i]);
+		if (d < 0)
+			return -1;
+		v = v << 4 | (uint64_t)d;
+	}
+	*out = v;
+	return 0;
+}
+
 int hex_decode(const char *in, size_t inlen, uint8_t *out, size_t n)
 {
 	if (inlen != 2 * n)

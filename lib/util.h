@@ -32,6 +32,9 @@ uint64_t now_mono_ns(void);
 
 /* Lower-case hex of n bytes into out (2n+1 bytes, NUL-terminated). */
 void hex_encode(const uint8_t *in, size_t n, char *out);
+/* Parses s[0..n) (1 to 16 hex digits, nothing else) as a number.
+ * Returns 0 or -1. */
+int parse_hex_u64(const char *s, size_t n, uint64_t *out);
 /* Parses exactly 2n hex digits into out. Returns 0 or -1. */
 int hex_decode(const char *in, size_t inlen, uint8_t *out, size_t n);
 

@@ -56,6 +56,14 @@ static void test_hex_uuid(void **state)
 	assert_int_equal(hex_decode("00ABff", 6, out, 3), 0);
 	assert_memory_equal(in, out, 3);
 	assert_int_equal(hex_decode("00abf", 5, out, 3), -1);
+	uint64_t v;
+	assert_int_equal(parse_hex_u64("ffffffff81000000", 16, &v), 0);
+	assert_true(v == 0xffffffff81000000ull);
+	assert_int_equal(parse_hex_u64("1A", 2, &v), 0);
+	assert_int_equal(v, 26);
+	assert_int_equal(parse_hex_u64("", 0, &v), -1);
+	assert_int_equal(parse_hex_u64("12345678901234567", 17, &v), -1);
+	assert_int_equal(parse_hex_u64("12 4", 4, &v), -1);
 	assert_int_equal(hex_decode("00abzz", 6, out, 3), -1);
 	char u[37];
 	uuid_v4(u);
