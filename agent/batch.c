@@ -116,7 +116,8 @@ static bool eq_run(const void *ctx, uint32_t idx)
 {
 	const struct run_key *k = ctx;
 	size_t len = k->off[idx + 1] - k->off[idx];
-	return len == k->n && memcmp(k->ids + k->off[idx], k->want, k->n * sizeof(uint32_t)) == 0;
+	return len == k->n &&
+	       (k->n == 0 || memcmp(k->ids + k->off[idx], k->want, k->n * sizeof(uint32_t)) == 0);
 }
 
 /* Interns a run of ids in (ids, off) indexed by index. */
@@ -133,9 +134,10 @@ static uint32_t intern_run(uint32_t **ids, size_t *nids, size_t *capids, uint32_
 	uint32_t idx;
 	if (hmap_find(index, h, eq_run, &k, &idx))
 		return idx;
-	xgrow((void **)ids, capids, *nids + n, sizeof(uint32_t));
-	if (n)
+	if (n) {
+		xgrow((void **)ids, capids, *nids + n, sizeof(uint32_t));
 		memcpy(*ids + *nids, want, n * sizeof(uint32_t));
+	}
 	*nids += n;
 	xgrow((void **)off, capruns, *nruns + 2, sizeof(uint32_t));
 	idx = (uint32_t)(*nruns)++;

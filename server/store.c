@@ -150,8 +150,8 @@ static bool eq_labels(const void *ctx, uint32_t idx)
 {
 	const struct label_key *k = ctx;
 	size_t len = k->s->label_off[idx + 1] - k->s->label_off[idx];
-	return len == k->n &&
-	       memcmp(k->s->label_ids + k->s->label_off[idx], k->kv, k->n * sizeof(uint32_t)) == 0;
+	return len == k->n && (k->n == 0 || memcmp(k->s->label_ids + k->s->label_off[idx], k->kv,
+						   k->n * sizeof(uint32_t)) == 0);
 }
 
 static uint32_t intern_labels(struct store *s, const uint32_t *kv, size_t n)
@@ -161,8 +161,10 @@ static uint32_t intern_labels(struct store *s, const uint32_t *kv, size_t n)
 	uint32_t idx;
 	if (hmap_find(&s->label_index, h, eq_labels, &k, &idx))
 		return idx;
-	xgrow((void **)&s->label_ids, &s->caplabel_ids, s->nlabel_ids + n, sizeof(uint32_t));
-	memcpy(s->label_ids + s->nlabel_ids, kv, n * sizeof(uint32_t));
+	if (n) {
+		xgrow((void **)&s->label_ids, &s->caplabel_ids, s->nlabel_ids + n, sizeof(uint32_t));
+		memcpy(s->label_ids + s->nlabel_ids, kv, n * sizeof(uint32_t));
+	}
 	s->nlabel_ids += n;
 	xgrow((void **)&s->label_off, &s->caplabels, s->nlabels + 2, sizeof(uint32_t));
 	idx = (uint32_t)s->nlabels++;
@@ -634,7 +636,7 @@ size_t store_labels(const struct store *s, uint32_t labels, const uint32_t **kv)
 		*kv = NULL;
 		return 0;
 	}
-	*kv = s->label_ids + s->label_off[labels];
+	*kv = s->label_ids ? s->label_ids + s->label_off[labels] : NULL;
 	return (s->label_off[labels + 1] - s->label_off[labels]) / 2;
 }
 
