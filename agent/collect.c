@@ -1,6 +1,7 @@
 /* collect.c - see collect.h. */
 #include "collect.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -22,14 +23,14 @@ static uint32_t error_frame(struct collector *c, const char *what)
 	return batch_frame(c->batch, &f);
 }
 
+/* The frame for a user address, or UINT32_MAX when it lies in no
+ * executable mapping. */
 static uint32_t user_frame(struct collector *c, struct proc *p, uint64_t addr, uint64_t now_ns)
 {
 	const struct mapping *m = proc_find_mapping(c->procs, p, addr, now_ns);
 	struct bframe f = { .type = FT_NATIVE };
-	if (!m) {
-		c->stats.unknown_frames++;
-		return error_frame(c, "[unknown mapping]");
-	}
+	if (!m)
+		return UINT32_MAX;
 	switch (m->kind) {
 	case MAPPING_VDSO: {
 		uint64_t off = addr - m->start;
@@ -107,11 +108,30 @@ void collect_sample(struct collector *c, const void *data, size_t size, uint64_t
 		stack[n++] = error_frame(c, "[truncated stack]");
 		c->stats.truncated++;
 	}
-	/* BPF gives innermost first; the batch wants the outermost first. */
-	for (uint32_t i = nu; i-- > 0;) {
+	/* Resolve innermost first: an address in no executable mapping means
+	 * the frame-pointer chain broke there (code without frame pointers),
+	 * so the frames beyond it are not trustworthy and are replaced by one
+	 * error frame. The batch wants the outermost frame first. */
+	uint32_t user[ONCPU_MAX_FRAMES];
+	uint32_t nres = 0;
+	bool broken = false;
+	for (uint32_t i = 0; i < nu; i++) {
 		uint64_t a = s->frames[i];
-		stack[n++] = user_frame(c, p, i == 0 ? a : a - 1, now_ns);
+		uint32_t f = user_frame(c, p, i == 0 ? a : a - 1, now_ns);
+		if (f == UINT32_MAX) {
+			broken = true;
+			break;
+		}
+		user[nres++] = f;
 	}
+	if (broken) {
+		c->stats.unknown_frames++;
+		if (n == 1) /* "[truncated stack]" says less than this */
+			n = 0;
+		stack[n++] = error_frame(c, "[unknown mapping]");
+	}
+	for (uint32_t i = nres; i-- > 0;)
+		stack[n++] = user[i];
 	if (s->kstack_len < 0)
 		stack[n++] = error_frame(c, "[kernel stack unreadable]");
 	for (uint32_t i = nk; i-- > 0;) {

@@ -6,7 +6,10 @@
  * from the agent's own vDSO. Return addresses (every frame but the
  * innermost) are looked up at address - 1, so a call that is the last
  * instruction of a function is not blamed on the next one. Frames that
- * cannot be resolved become explicit error frames, never silent gaps.
+ * cannot be resolved become explicit error frames, never silent gaps: a
+ * user address in no executable mapping ends the user stack there (the
+ * frame-pointer chain broke; what lies beyond is not trustworthy) under
+ * one "[unknown mapping]" frame.
  */
 #ifndef EMBER_AGENT_COLLECT_H
 #define EMBER_AGENT_COLLECT_H

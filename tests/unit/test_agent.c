@@ -312,7 +312,7 @@ static void test_collect(void **state)
 	s.frames[0] = 0x400100; /* leaf: exact address */
 	s.frames[1] = 0x400201; /* return address: looked up at - 1 */
 	s.frames[2] = 0x700010; /* anonymous executable memory */
-	s.frames[3] = 0x900000; /* in no mapping */
+	s.frames[3] = 0x900000; /* in no mapping: the chain broke here */
 	s.kstack_len = 2;
 	s.frames[4] = 0xffffffff81000110; /* leaf_fn */
 	s.frames[5] = 0xffffffff81000201; /* returns into outer_fn */
@@ -323,6 +323,7 @@ static void test_collect(void **state)
 	collect_sample(&c, &s, ONCPU_HDR_SIZE + 8, 3000);
 	assert_int_equal(c.stats.samples, 2);
 	assert_int_equal(c.stats.malformed, 1);
+	assert_int_equal(c.stats.unknown_frames, 4); /* per sample: anonymous code, broken chain */
 	assert_int_equal(nf.count, 1);
 	assert_int_equal(batch_samples(&b), 1);
 	assert_int_equal(b.samples[0].value, 2);
@@ -342,6 +343,22 @@ static void test_collect(void **state)
 	assert_string_equal(strtab_get(&b.strings, b.frames[ids[4]].name), "outer_fn");
 	assert_string_equal(strtab_get(&b.strings, b.frames[ids[5]].name), "leaf_fn");
 	assert_string_equal(strtab_get(&b.strings, b.frames[ids[5]].binary), "vmlinux");
+
+	/* A broken chain in the middle: the frames beyond it are dropped under
+	 * one error frame, not shown as a ladder of garbage. */
+	struct oncpu_sample s2 = s;
+	s2.ustack_len = 4;
+	s2.frames[0] = 0x400100;
+	s2.frames[1] = 0x900000;
+	s2.frames[2] = 0x400201;
+	s2.frames[3] = 0x900010;
+	s2.kstack_len = 0;
+	collect_sample(&c, &s2, ONCPU_HDR_SIZE + 4 * sizeof(__u64), 2500);
+	uint32_t st2 = b.samples[1].stack;
+	uint32_t *ids2 = b.stack_ids + b.stack_off[st2];
+	assert_int_equal(b.stack_off[st2 + 1] - b.stack_off[st2], 2);
+	assert_string_equal(strtab_get(&b.strings, b.frames[ids2[0]].name), "[unknown mapping]");
+	assert_int_equal(b.frames[ids2[1]].address, 0x1100);
 
 	/* The resource names the executable and the thread. */
 	uint32_t r = b.samples[0].resource;
