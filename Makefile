@@ -12,7 +12,7 @@ CLANG   ?= clang
 BPFTOOL ?= bpftool
 ARCH    := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
 
-PKGS := libbpf libelf zlib libzstd libmicrohttpd jansson libcurl sqlite3 \
+PKGS := libbpf libelf libdw zlib libzstd libmicrohttpd jansson libcurl sqlite3 \
         libprotobuf-c libpcre2-8 libcrypto libxxhash
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
@@ -58,8 +58,7 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
-WORKLOAD_SRCS := $(wildcard tests/workloads/*.c)
-WORKLOADS := $(patsubst tests/workloads/%.c,$(BUILD)/workloads/%,$(WORKLOAD_SRCS))
+WORKLOADS := $(addprefix $(BUILD)/workloads/,cpu_split unwind_c unwind_lib unwind_cpp unwind_rust unwind_go)
 
 .PHONY: all deps run test unit fuzz integration browser bench clean
 .DELETE_ON_ERROR:
@@ -163,9 +162,34 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB)
 	@mkdir -p $(@D)
 	$(call say,CLANG,$@)$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_LIB) -o $@ $(LDLIBS)
 
-$(BUILD)/workloads/%: tests/workloads/%.c Makefile
+# Test workloads (tests/workloads/): programs with a known shape of CPU
+# time. cpu_split keeps frame pointers in every function (clang; GCC 12
+# drops them from leaf functions); the unwind_* ones are built the way
+# production code is, without frame pointers.
+RUSTC ?= $(shell command -v rustc 2>/dev/null || echo $(HOME)/.cargo/bin/rustc)
+GO    ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+CXX   ?= g++
+NOFP  := -O2 -fomit-frame-pointer -Wall -Wextra -Werror
+
+$(BUILD)/workloads/cpu_split: tests/workloads/cpu_split.c Makefile
 	@mkdir -p $(@D)
-	$(call say,CLANG,$@)$(CLANG) -std=gnu11 -O1 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-inline -Wall -Wextra -Werror $< -o $@ -lpthread
+	$(call say,CLANG,$@)$(CLANG) -std=gnu11 -O1 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-inline -Wall -Wextra -Werror $< -o $@
+
+$(BUILD)/workloads/unwind_c $(BUILD)/workloads/unwind_lib: $(BUILD)/workloads/%: tests/workloads/%.c Makefile
+	@mkdir -p $(@D)
+	$(call say,CC,$@)$(CC) -std=gnu11 $(NOFP) $< -o $@ -lrt
+
+$(BUILD)/workloads/unwind_cpp: tests/workloads/unwind_cpp.cpp Makefile
+	@mkdir -p $(@D)
+	$(call say,CXX,$@)$(CXX) -std=c++17 $(NOFP) $< -o $@
+
+$(BUILD)/workloads/unwind_rust: tests/workloads/unwind_rust.rs Makefile
+	@mkdir -p $(@D)
+	$(call say,RUSTC,$@)$(RUSTC) --edition 2021 -C opt-level=3 -o $@ $<
+
+$(BUILD)/workloads/unwind_go: tests/workloads/unwind_go.go Makefile
+	@mkdir -p $(@D) $(BUILD)/go-cache
+	$(call say,GO,$@)cd tests/workloads && GOCACHE=$(abspath $(BUILD))/go-cache $(GO) build -o $(abspath $@) unwind_go.go
 
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))

@@ -8,9 +8,10 @@
 #include <linux/types.h>
 
 #include "oncpu_types.h"
+#include "unwind_types.h"
 #include "util.h"
 
-#define MAX_STACK (2 * ONCPU_MAX_FRAMES + 4)
+#define MAX_STACK (ONCPU_MAX_FRAMES + 4)
 
 static uint32_t str(struct collector *c, const char *s)
 {
@@ -79,6 +80,15 @@ static uint32_t kernel_frame(struct collector *c, uint64_t addr)
 	return batch_frame(c->batch, &f);
 }
 
+static const char *const unwind_errors[UWE_MAX] = {
+	[UWE_NONE] = NULL,
+	[UWE_NO_MAPPING] = "[unknown mapping]",
+	[UWE_READ] = "[unwinding stopped: stack unreadable]",
+	[UWE_NO_PROGRESS] = "[unwinding stopped: stack pointer did not move]",
+	[UWE_TRUNCATED] = "[truncated stack]",
+	[UWE_NO_FP] = "[unwinding stopped: no unwind information and no frame pointer]",
+};
+
 void collect_sample(struct collector *c, const void *data, size_t size, uint64_t now_ns)
 {
 	const struct oncpu_sample *s = data;
@@ -86,9 +96,9 @@ void collect_sample(struct collector *c, const void *data, size_t size, uint64_t
 		c->stats.malformed++;
 		return;
 	}
-	uint32_t nu = s->ustack_len > 0 ? (uint32_t)s->ustack_len : 0;
 	uint32_t nk = s->kstack_len > 0 ? (uint32_t)s->kstack_len : 0;
-	if (nu > ONCPU_MAX_FRAMES || nk > ONCPU_MAX_FRAMES ||
+	uint32_t nu = s->ustack_len > 0 ? (uint32_t)s->ustack_len : 0;
+	if (nk > ONCPU_MAX_KFRAMES || nu > ONCPU_MAX_UFRAMES ||
 	    size < ONCPU_HDR_SIZE + (size_t)(nu + nk) * sizeof(__u64)) {
 		c->stats.malformed++;
 		return;
@@ -99,43 +109,47 @@ void collect_sample(struct collector *c, const void *data, size_t size, uint64_t
 
 	struct proc *p = proc_table_get(c->procs, (int32_t)s->pid,
 					s->proc_start_ns / c->ns_per_tick, comm, now_ns);
+	const __u64 *kframes = s->frames, *uframes = s->frames + nk;
 
 	uint32_t stack[MAX_STACK];
 	size_t n = 0;
+	const char *why = s->unwind_error < UWE_MAX ? unwind_errors[s->unwind_error] : "[unwinding stopped]";
 	if (s->ustack_len < 0)
-		stack[n++] = error_frame(c, "[user stack unreadable]");
-	else if (nu == ONCPU_MAX_FRAMES) {
-		stack[n++] = error_frame(c, "[truncated stack]");
-		c->stats.truncated++;
-	}
-	/* Resolve innermost first: an address in no executable mapping means
-	 * the frame-pointer chain broke there (code without frame pointers),
-	 * so the frames beyond it are not trustworthy and are replaced by one
-	 * error frame. The batch wants the outermost frame first. */
-	uint32_t user[ONCPU_MAX_FRAMES];
+		why = "[user stack unreadable]";
+	else if (s->unwind_mode == UWM_KERNEL_FP && nu == ONCPU_MAX_KFRAMES)
+		why = unwind_errors[UWE_TRUNCATED];
+	if (s->unwind_mode == UWM_CFI)
+		c->stats.cfi_stacks++;
+	else if (s->unwind_mode == UWM_KERNEL_FP)
+		c->stats.fp_stacks++;
+
+	/* Resolve innermost first. An address in no executable mapping means
+	 * the stack broke there (a frame-pointer chain through code without
+	 * frame pointers): the frames beyond it are not trustworthy and are
+	 * replaced by one error frame. The batch wants the outermost first. */
+	uint32_t user[ONCPU_MAX_UFRAMES];
 	uint32_t nres = 0;
-	bool broken = false;
 	for (uint32_t i = 0; i < nu; i++) {
-		uint64_t a = s->frames[i];
+		uint64_t a = uframes[i];
 		uint32_t f = user_frame(c, p, i == 0 ? a : a - 1, now_ns);
 		if (f == UINT32_MAX) {
-			broken = true;
+			why = unwind_errors[UWE_NO_MAPPING];
 			break;
 		}
 		user[nres++] = f;
 	}
-	if (broken) {
+	if (why) {
 		c->stats.unknown_frames++;
-		if (n == 1) /* "[truncated stack]" says less than this */
-			n = 0;
-		stack[n++] = error_frame(c, "[unknown mapping]");
+		if (why == unwind_errors[UWE_TRUNCATED])
+			c->stats.truncated++;
+		stack[n++] = error_frame(c, why);
 	}
 	for (uint32_t i = nres; i-- > 0;)
 		stack[n++] = user[i];
 	if (s->kstack_len < 0)
 		stack[n++] = error_frame(c, "[kernel stack unreadable]");
 	for (uint32_t i = nk; i-- > 0;) {
-		uint64_t a = s->frames[nu + i];
+		uint64_t a = kframes[i];
 		stack[n++] = kernel_frame(c, i == 0 ? a : a - 1);
 	}
 	c->stats.frames += nu + nk;

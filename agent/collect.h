@@ -29,6 +29,8 @@ struct collector_stats {
 	uint64_t unknown_frames;
 	uint64_t truncated;
 	uint64_t malformed;
+	uint64_t cfi_stacks; /* user stacks from ember's unwinder */
+	uint64_t fp_stacks;  /* user stacks from the kernel's frame-pointer walk */
 };
 
 struct collector {

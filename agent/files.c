@@ -57,6 +57,27 @@ static int open_mapping(const struct file_registry *r, int pid, const struct map
 	return open(path, O_RDONLY | O_CLOEXEC);
 }
 
+/* Reads what ember needs from the file (build ID, executable segments),
+ * stores it and announces it. Takes ownership of fd. */
+static uint32_t add(struct file_registry *r, struct agent_file *f, int fd)
+{
+	int bl = elfsyms_build_id(fd, f->build_id);
+	f->build_id_len = bl > 0 ? bl : 0;
+	struct elf_segment segs[FILE_MAX_SEGMENTS];
+	int ns = elfsyms_exec_segments(fd, segs, FILE_MAX_SEGMENTS);
+	for (int i = 0; i < ns; i++)
+		f->segs[i] = (struct file_segment){ segs[i].offset, segs[i].vaddr, segs[i].size };
+	f->nsegs = ns > 0 ? ns : 0;
+	xgrow((void **)&r->files, &r->cap, r->count + 1, sizeof(*r->files));
+	uint32_t idx = (uint32_t)r->count++;
+	r->files[idx] = *f;
+	if (r->on_new)
+		r->on_new(r->on_new_ctx, idx, &r->files[idx], fd);
+	else
+		close(fd);
+	return idx;
+}
+
 uint32_t files_get(struct file_registry *r, int pid, const struct maps_line *m)
 {
 	uint64_t dev = (uint64_t)m->dev_major << 32 | m->dev_minor;
@@ -84,16 +105,39 @@ uint32_t files_get(struct file_registry *r, int pid, const struct maps_line *m)
 	f.name = blen ? xstrndup(base, MIN(blen, 255)) : xstrdup("[unknown]");
 	f.dev = dev;
 	f.ino = m->inode;
-	int bl = elfsyms_build_id(fd, f.build_id);
-	f.build_id_len = bl > 0 ? bl : 0;
-
-	xgrow((void **)&r->files, &r->cap, r->count + 1, sizeof(*r->files));
-	idx = (uint32_t)r->count++;
-	r->files[idx] = f;
+	idx = add(r, &f, fd);
 	hmap_insert(&r->index, h, idx);
-	if (r->on_new)
-		r->on_new(r->on_new_ctx, idx, &r->files[idx], fd);
-	else
-		close(fd);
 	return idx;
+}
+
+uint32_t files_add_image(struct file_registry *r, const char *name, int fd)
+{
+	struct agent_file f = { 0 };
+	if (fileid_from_fd(fd, &f.id) < 0) {
+		close(fd);
+		return FILE_NONE;
+	}
+	f.name = xstrdup(name);
+	return add(r, &f, fd); /* not in the (device, inode) index */
+}
+
+int files_mapping_bias(const struct file_registry *r, uint32_t index, uint64_t start,
+		       uint64_t offset, uint64_t *bias)
+{
+	if (index >= r->count)
+		return -1;
+	const struct agent_file *f = &r->files[index];
+	for (int i = 0; i < f->nsegs; i++) {
+		const struct file_segment *s = &f->segs[i];
+		/* Mappings start on a page: the segment's first page may begin
+		 * before its p_offset (e.g. 0x18000 for p_offset 0x182f0). */
+		uint64_t first = s->offset & ~(uint64_t)0xfff;
+		if (offset >= first && offset - first < MAX(s->size + (s->offset - first), (uint64_t)1)) {
+			/* address a holds file offset offset + (a - start), which is
+			 * vaddr s->vaddr + (that - s->offset). */
+			*bias = start - offset + s->offset - s->vaddr;
+			return 0;
+		}
+	}
+	return -1;
 }

@@ -19,12 +19,21 @@
 
 #define FILE_NONE UINT32_MAX
 
+#define FILE_MAX_SEGMENTS 4
+
+/* An executable PT_LOAD segment: file offset -> ELF virtual address. */
+struct file_segment {
+	uint64_t offset, vaddr, size;
+};
+
 struct agent_file {
 	struct file_id id;
 	char *name; /* base name */
 	uint64_t dev, ino;
 	uint8_t build_id[ELF_BUILD_ID_MAX];
 	int build_id_len;
+	struct file_segment segs[FILE_MAX_SEGMENTS];
+	int nsegs;
 };
 
 /* Receives ownership of fd. */
@@ -44,6 +53,15 @@ void files_free(struct file_registry *r);
 /* Returns the index of the file behind mapping m of process pid, or
  * FILE_NONE when it cannot be opened. */
 uint32_t files_get(struct file_registry *r, int pid, const struct maps_line *m);
+/* Registers a file that exists only in memory (the vDSO image), given an
+ * open descriptor to a copy of it (which the registry then owns or hands
+ * to new_file). Returns its index or FILE_NONE. */
+uint32_t files_add_image(struct file_registry *r, const char *name, int fd);
+/* The bias of a mapping of file index that starts at start with file
+ * offset offset: its addresses minus the bias are the file's ELF virtual
+ * addresses. Returns 0, or -1 when no executable segment holds offset. */
+int files_mapping_bias(const struct file_registry *r, uint32_t index, uint64_t start,
+		       uint64_t offset, uint64_t *bias);
 static inline const struct agent_file *files_at(const struct file_registry *r, uint32_t i)
 {
 	return &r->files[i];

@@ -21,6 +21,7 @@
 #include "proc.h"
 #include "reporter.h"
 #include "symupload.h"
+#include "unwinder.h"
 #include "util.h"
 #include "vdso.h"
 
@@ -28,6 +29,7 @@
 #define SWEEP_INTERVAL_NS (10ull * 1000000000ull)
 #define PROC_IDLE_NS (120ull * 1000000000ull)
 #define SEND_QUEUE_BYTES (64u << 20)
+#define UNWIND_ENTRIES (1u << 21) /* 2 M rows, 16 MiB of kernel memory */
 
 /* Set from the signal handler, read by the main loop: the only way a
  * handler may talk to the rest of the program. */
@@ -53,6 +55,7 @@ struct agent {
 	struct oncpu *oncpu;
 	struct reporter *reporter;
 	struct symupload *symupload;
+	struct unwinder *unwinder;
 	uint64_t sequence;
 	int64_t interval_start_ms;
 };
@@ -60,8 +63,43 @@ struct agent {
 static void on_new_file(void *ctx, uint32_t index, const struct agent_file *f, int fd)
 {
 	struct agent *a = ctx;
-	(void)index;
+	int fd2 = a->unwinder ? dup(fd) : -1;
 	symupload_add(a->symupload, &f->id, f->name, fd);
+	if (fd2 >= 0)
+		unwinder_add_file(a->unwinder, index, &f->id, f->name, fd2);
+}
+
+/* Mirrors a process's executable mappings into the BPF unwinder. */
+static void on_proc_maps(void *ctx, const struct proc *p)
+{
+	struct agent *a = ctx;
+	if (!a->unwinder || !p->live)
+		return;
+	size_t n = MIN(p->nmaps, (size_t)UNWIND_MAX_MAPPINGS);
+	struct unwind_mapping *maps = xcalloc(n ? n : 1, sizeof(*maps));
+	for (size_t i = 0; i < n; i++) {
+		const struct mapping *m = &p->maps[i];
+		maps[i].start = m->start;
+		maps[i].end = m->end;
+		maps[i].file = UNWIND_NO_FILE;
+		uint64_t bias;
+		if (m->file != FILE_NONE &&
+		    files_mapping_bias(&a->files, m->file, m->start, m->offset, &bias) == 0) {
+			maps[i].file = m->file;
+			maps[i].bias = bias;
+		}
+	}
+	int rc = unwinder_set_process(a->unwinder, (uint32_t)p->pid, p->start_time, maps, n);
+	if (rc < 0)
+		log_debug("cannot describe pid %d to the unwinder: %s", p->pid, strerror(-rc));
+	free(maps);
+}
+
+static void on_proc_gone(void *ctx, int32_t pid)
+{
+	struct agent *a = ctx;
+	if (a->unwinder)
+		unwinder_remove_process(a->unwinder, (uint32_t)pid);
 }
 
 static void on_sample(void *ctx, const void *data, size_t size)
@@ -110,15 +148,22 @@ static void log_stats(struct agent *a)
 	reporter_get_stats(a->reporter, &rs);
 	struct symupload_stats us;
 	symupload_get_stats(a->symupload, &us);
+	struct unwinder_stats ws;
+	unwinder_get_stats(a->unwinder, &ws);
 	const struct collector_stats *cs = &a->collector.stats;
-	log_info("stats: samples=%llu lost=%llu unknown_frames=%llu truncated=%llu processes=%zu files=%zu "
+	log_info("stats: samples=%llu lost=%llu cfi_stacks=%llu fp_stacks=%llu errors=%llu truncated=%llu "
+		 "processes=%zu files=%zu tables=%llu shared=%llu failed=%llu rows=%llu/%llu rules=%llu "
 		 "batches_sent=%llu bytes_sent=%llu queued=%zu dropped=%llu symbols_uploaded=%llu symbols_present=%llu",
 		 (unsigned long long)cs->samples, (unsigned long long)bpf[ONCPU_STAT_RB_FULL],
+		 (unsigned long long)cs->cfi_stacks, (unsigned long long)cs->fp_stacks,
 		 (unsigned long long)cs->unknown_frames, (unsigned long long)cs->truncated,
-		 proc_table_count(&a->procs), a->files.count,
-		 (unsigned long long)rs.sent_batches, (unsigned long long)rs.sent_bytes,
-		 rs.queued_batches, (unsigned long long)rs.dropped_batches,
-		 (unsigned long long)us.uploaded, (unsigned long long)us.present);
+		 proc_table_count(&a->procs), a->files.count, (unsigned long long)ws.files_loaded,
+		 (unsigned long long)ws.files_shared, (unsigned long long)ws.files_failed,
+		 (unsigned long long)ws.entries_used, (unsigned long long)ws.entries_cap,
+		 (unsigned long long)ws.rules, (unsigned long long)rs.sent_batches,
+		 (unsigned long long)rs.sent_bytes, rs.queued_batches,
+		 (unsigned long long)rs.dropped_batches, (unsigned long long)us.uploaded,
+		 (unsigned long long)us.present);
 }
 
 static const char *host_arch(void)
@@ -192,6 +237,9 @@ int main(int argc, char **argv, char **envp)
 	}
 	files_init(&a.files, "/proc", on_new_file, &a);
 	proc_table_init(&a.procs, &a.files, "/proc");
+	a.procs.on_maps = on_proc_maps;
+	a.procs.on_gone = on_proc_gone;
+	a.procs.hook_ctx = &a;
 	batch_init(&a.batch);
 	long ticks = sysconf(_SC_CLK_TCK);
 	a.collector = (struct collector){
@@ -205,11 +253,22 @@ int main(int argc, char **argv, char **envp)
 		.ns_per_tick = ticks > 0 ? 1000000000ull / (uint64_t)ticks : 10000000ull,
 	};
 
-	if (oncpu_open(&a.oncpu, a.cfg.on_cpu_hz, on_sample, &a, &err) < 0) {
+	if (oncpu_open(&a.oncpu, a.cfg.on_cpu_hz, UNWIND_ENTRIES, on_sample, &a, &err) < 0) {
 		log_error("%s", err.data);
 		reporter_stop(a.reporter, 0);
 		symupload_stop(a.symupload);
 		return 1;
+	}
+	struct unwind_map_fds fds;
+	oncpu_unwind_maps(a.oncpu, &fds);
+	a.unwinder = unwinder_start(&fds, &err);
+	if (!a.unwinder) {
+		log_error("%s", err.data);
+		return 1;
+	}
+	if (a.vdso.fd >= 0) {
+		a.procs.vdso_file = files_add_image(&a.files, "[vdso]", a.vdso.fd);
+		a.vdso.fd = -1; /* the registry owns it now */
 	}
 	struct sigaction sa = { .sa_handler = on_signal };
 	sigemptyset(&sa.sa_mask);
@@ -249,6 +308,7 @@ int main(int argc, char **argv, char **envp)
 	oncpu_drain(a.oncpu);
 	flush_batch(&a);
 	log_stats(&a);
+	unwinder_stop(a.unwinder); /* before the maps it writes are closed */
 	oncpu_close(a.oncpu);
 	reporter_stop(a.reporter, 5000);
 	symupload_stop(a.symupload);

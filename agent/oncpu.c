@@ -2,6 +2,7 @@
 #include "oncpu.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <linux/perf_event.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@ struct oncpu {
 	int ncpu;
 	oncpu_sample_fn fn;
 	void *ctx;
+	bool has_task_pt_regs;
 };
 
 int parse_cpu_list(const char *s, int *ids, int max)
@@ -87,7 +89,8 @@ static size_t next_pow2(size_t v)
 	return p;
 }
 
-int oncpu_open(struct oncpu **out, uint64_t hz, oncpu_sample_fn fn, void *ctx, struct buf *err)
+int oncpu_open(struct oncpu **out, uint64_t hz, uint32_t unwind_entries, oncpu_sample_fn fn,
+	       void *ctx, struct buf *err)
 {
 	libbpf_set_print(libbpf_log);
 	if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) {
@@ -125,9 +128,21 @@ int oncpu_open(struct oncpu **out, uint64_t hz, oncpu_sample_fn fn, void *ctx, s
 				  (size_t)256 << 10));
 	rb = MIN(rb, (size_t)256 << 20);
 	bpf_map__set_max_entries(o->skel->maps.samples, (uint32_t)rb);
+	bpf_map__set_max_entries(o->skel->maps.unwind_entries, (uint32_t)unwind_entries);
+	long tck = sysconf(_SC_CLK_TCK);
+	o->skel->rodata->ns_per_tick = tck > 0 ? 1000000000ull / (uint64_t)tck : 10000000ull;
+	o->has_task_pt_regs =
+		libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_task_pt_regs, NULL) == 1;
+	o->skel->rodata->has_task_pt_regs = o->has_task_pt_regs;
 	if (oncpu_bpf__load(o->skel) != 0) {
 		buf_printf(err, "loading the BPF program failed (%s); run as root with CAP_BPF and CAP_PERFMON",
 			   strerror(errno));
+		goto fail;
+	}
+	int prog_fd = bpf_program__fd(o->skel->progs.oncpu_unwind);
+	uint32_t key = 0;
+	if (bpf_map_update_elem(bpf_map__fd(o->skel->maps.unwind_progs), &key, &prog_fd, BPF_ANY) != 0) {
+		buf_printf(err, "installing the unwinder's tail call failed: %s", strerror(errno));
 		goto fail;
 	}
 	o->rb = ring_buffer__new(bpf_map__fd(o->skel->maps.samples), on_event, o, NULL);
@@ -164,8 +179,13 @@ int oncpu_open(struct oncpu **out, uint64_t hz, oncpu_sample_fn fn, void *ctx, s
 			goto fail;
 		}
 	}
-	log_info("on-CPU sampling: cpu-clock at %llu Hz on %d CPUs, frame-pointer user stacks, ring buffer %zu KiB",
-		 (unsigned long long)hz, ncpu, rb >> 10);
+	log_info("on-CPU sampling: cpu-clock at %llu Hz on %d CPUs, ring buffer %zu KiB; user stacks: "
+		 "ember's DWARF-CFI unwinder (up to %d frames, %u table rows) once a process is "
+		 "read, the kernel's frame-pointer walk before that%s",
+		 (unsigned long long)hz, ncpu, rb >> 10, ONCPU_MAX_UFRAMES, (unsigned)unwind_entries,
+		 o->has_task_pt_regs ? ""
+				     : "; this kernel lacks bpf_task_pt_regs (< 5.15): samples taken "
+				       "inside system calls use the frame-pointer walk");
 	*out = o;
 	return 0;
 fail:
@@ -193,6 +213,17 @@ void oncpu_read_stats(struct oncpu *o, uint64_t out[ONCPU_STAT_MAX])
 			out[k] += vals[c];
 	}
 	free(vals);
+}
+
+void oncpu_unwind_maps(const struct oncpu *o, struct unwind_map_fds *out)
+{
+	out->rules = bpf_map__fd(o->skel->maps.unwind_rules);
+	out->rules_cap = bpf_map__max_entries(o->skel->maps.unwind_rules);
+	out->entries = bpf_map__fd(o->skel->maps.unwind_entries);
+	out->entries_cap = bpf_map__max_entries(o->skel->maps.unwind_entries);
+	out->files = bpf_map__fd(o->skel->maps.unwind_files);
+	out->files_cap = bpf_map__max_entries(o->skel->maps.unwind_files);
+	out->procs = bpf_map__fd(o->skel->maps.unwind_procs);
 }
 
 int oncpu_cpu_count(const struct oncpu *o)

@@ -1,6 +1,7 @@
 /* oncpu.h - on-CPU sampling: loads bpf/oncpu.bpf.c, opens one cpu-clock
  * perf event per online CPU at the configured rate and attaches the
- * program to each, and drains the ring buffer the program writes to.
+ * program to each, and drains the ring buffer the program writes to. The
+ * unwinder's maps are filled by agent/unwinder.c.
  *
  * cpu-clock is a software event, so sampling works on virtual machines
  * without a PMU; the period is exact (1e9 / Hz nanoseconds of CPU time).
@@ -19,8 +20,17 @@
 struct oncpu;
 typedef void (*oncpu_sample_fn)(void *ctx, const void *data, size_t size);
 
-/* Returns 0, or -1 with the reason in err. */
-int oncpu_open(struct oncpu **out, uint64_t hz, oncpu_sample_fn fn, void *ctx, struct buf *err);
+/* The BPF maps ember's unwinder reads, for agent/unwinder.c to fill. */
+struct unwind_map_fds {
+	int rules, entries, files, procs;
+	uint32_t rules_cap, entries_cap, files_cap;
+};
+
+/* Loads and attaches the sampler; unwind_entries sizes the table of unwind
+ * rows shared by all files. Returns 0, or -1 with the reason in err. */
+int oncpu_open(struct oncpu **out, uint64_t hz, uint32_t unwind_entries, oncpu_sample_fn fn,
+	       void *ctx, struct buf *err);
+void oncpu_unwind_maps(const struct oncpu *o, struct unwind_map_fds *out);
 /* Hands every sample waiting in the ring buffer to fn. Returns how many
  * or -1. Called from one thread. */
 int oncpu_drain(struct oncpu *o);

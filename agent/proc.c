@@ -31,6 +31,7 @@ void proc_table_init(struct proc_table *t, struct file_registry *files, const ch
 	memset(t, 0, sizeof(*t));
 	t->files = files;
 	t->proc_root = proc_root;
+	t->vdso_file = FILE_NONE;
 }
 
 void proc_table_free(struct proc_table *t)
@@ -130,8 +131,10 @@ static void read_maps(struct proc_table *t, struct proc *p, uint64_t now_ns)
 		struct maps_line ml;
 		if (maps_parse_line(s, (size_t)(le - s), &ml) == 0 && ml.exec) {
 			struct mapping m = { ml.start, ml.end, ml.offset, FILE_NONE, MAPPING_FILE };
-			if (ml.path_len == 6 && memcmp(ml.path, "[vdso]", 6) == 0)
+			if (ml.path_len == 6 && memcmp(ml.path, "[vdso]", 6) == 0) {
 				m.kind = MAPPING_VDSO;
+				m.file = t->vdso_file;
+			}
 			else if (ml.inode == 0)
 				m.kind = MAPPING_ANON;
 			else
@@ -143,6 +146,8 @@ static void read_maps(struct proc_table *t, struct proc *p, uint64_t now_ns)
 	}
 	free(text);
 	/* /proc/PID/maps is sorted by address already; the lookup relies on it. */
+	if (t->on_maps)
+		t->on_maps(t->hook_ctx, p);
 }
 
 static uint32_t alloc_slot(struct proc_table *t)
@@ -159,6 +164,8 @@ static void release(struct proc_table *t, uint32_t idx)
 	struct proc *p = &t->procs[idx];
 	struct key k = { t, p->pid };
 	hmap_remove(&t->index, hash_u64((uint64_t)p->pid), eq_key, &k);
+	if (t->on_gone)
+		t->on_gone(t->hook_ctx, p->pid);
 	free(p->maps);
 	memset(p, 0, sizeof(*p));
 	xgrow((void **)&t->free_slots, &t->capfree, t->nfree + 1, sizeof(uint32_t));

@@ -39,6 +39,11 @@ struct proc {
 	uint64_t last_sample_ns;
 };
 
+/* Called after a process's mappings were (re)read, and when a process is
+ * forgotten: the unwinder mirrors the table into BPF maps. */
+typedef void (*proc_maps_fn)(void *ctx, const struct proc *p);
+typedef void (*proc_gone_fn)(void *ctx, int32_t pid);
+
 struct proc_table {
 	struct proc *procs; /* slots; free ones have pid == 0 */
 	size_t count, cap;
@@ -47,6 +52,10 @@ struct proc_table {
 	struct hmap index;
 	struct file_registry *files;
 	const char *proc_root;
+	uint32_t vdso_file; /* registry index of the vDSO image, or FILE_NONE */
+	proc_maps_fn on_maps;
+	proc_gone_fn on_gone;
+	void *hook_ctx;
 };
 
 void proc_table_init(struct proc_table *t, struct file_registry *files, const char *proc_root);

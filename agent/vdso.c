@@ -34,6 +34,7 @@ static size_t vdso_size(uint64_t base)
 int vdso_load(struct vdso *v)
 {
 	memset(v, 0, sizeof(*v));
+	v->fd = -1;
 	uint64_t base = getauxval(AT_SYSINFO_EHDR);
 	if (!base)
 		return -1;
@@ -49,11 +50,12 @@ int vdso_load(struct vdso *v)
 	long n = -1;
 	if (w == (ssize_t)size)
 		n = elfsyms_extract(fd, &v->image, &err);
-	close(fd);
 	if (n < 0 || symfile_parse(v->image.data, v->image.len, &v->view, &err) < 0) {
+		close(fd);
 		buf_free(&v->image);
 		return -1;
 	}
+	v->fd = fd;
 	v->ok = 1;
 	return 0;
 }
@@ -68,6 +70,8 @@ const char *vdso_lookup(const struct vdso *v, uint64_t off)
 
 void vdso_free(struct vdso *v)
 {
+	if (v->fd >= 0)
+		close(v->fd);
 	buf_free(&v->image);
 	memset(v, 0, sizeof(*v));
 }

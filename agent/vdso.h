@@ -17,9 +17,12 @@ struct vdso {
 	struct buf image; /* the symbol file built from the vDSO */
 	struct symfile_view view;
 	int ok;
+	int fd; /* a memfd holding a copy of the vDSO image, or -1 */
 };
 
-/* Reads the agent's own vDSO. Returns 0, or -1 when there is none. */
+/* Reads the agent's own vDSO. Returns 0, or -1 when there is none. The
+ * image stays available as v->fd (for the unwinder's table) until
+ * vdso_free or until the caller takes it (sets v->fd to -1). */
 int vdso_load(struct vdso *v);
 /* The function at offset off of the vDSO mapping, or NULL. */
 const char *vdso_lookup(const struct vdso *v, uint64_t off);

@@ -4,34 +4,43 @@
 #ifndef EMBER_BPF_ONCPU_TYPES_H
 #define EMBER_BPF_ONCPU_TYPES_H
 
-#define ONCPU_MAX_FRAMES 127 /* the kernel's perf_event_max_stack limit */
+#define ONCPU_MAX_KFRAMES 127 /* the kernel's perf_event_max_stack limit */
+#define ONCPU_MAX_UFRAMES 384 /* ember's own unwinder goes deeper */
+#define ONCPU_MAX_FRAMES (ONCPU_MAX_KFRAMES + ONCPU_MAX_UFRAMES)
 #define ONCPU_COMM_LEN 16
 
 struct oncpu_sample {
 	__u64 ktime_ns;
 	__u64 proc_start_ns; /* boot-time start of the process, tells reused pids apart */
-	__u32 pid;      /* thread group id */
+	__u32 pid;           /* thread group id */
 	__u32 tid;
 	__u32 cpu;
-	__s32 ustack_len; /* frames, or a negative errno from bpf_get_stack */
-	__s32 kstack_len;
-	__u32 flags;
+	__s32 kstack_len;    /* frames, or a negative errno from bpf_get_stack */
+	__s32 ustack_len;    /* frames, or a negative errno */
+	__u16 unwind_mode;   /* enum unwind_mode (unwind_types.h) */
+	__u16 unwind_error;  /* enum unwind_error: why the user stack ended early */
 	char comm[ONCPU_COMM_LEN]; /* thread name */
-	/* ustack_len user frames, then kstack_len kernel frames; each run is
+	/* kstack_len kernel frames, then ustack_len user frames; each run is
 	 * innermost (leaf) first. Only the used part is sent. */
-	__u64 frames[2 * ONCPU_MAX_FRAMES];
+	__u64 frames[ONCPU_MAX_FRAMES];
 };
 
-#define ONCPU_HDR_SIZE (sizeof(struct oncpu_sample) - 2 * ONCPU_MAX_FRAMES * sizeof(__u64))
+#define ONCPU_HDR_SIZE (sizeof(struct oncpu_sample) - ONCPU_MAX_FRAMES * sizeof(__u64))
 
-/* Indexes of the per-CPU counters the program keeps in oncpu_stats. */
+/* Indexes of the per-CPU counters the programs keep in oncpu_stats. */
 enum oncpu_stat {
 	ONCPU_STAT_SAMPLES = 0,   /* samples sent */
 	ONCPU_STAT_IDLE,          /* interrupts that hit the idle task */
 	ONCPU_STAT_RB_FULL,       /* samples lost: ring buffer full */
-	ONCPU_STAT_USTACK_ERR,    /* user stack could not be read */
+	ONCPU_STAT_USTACK_ERR,    /* user stack could not be read by the kernel walker */
 	ONCPU_STAT_KSTACK_ERR,    /* kernel stack could not be read */
-	ONCPU_STAT_MAX,
+	ONCPU_STAT_KERNEL_FP,     /* user stacks from the kernel's frame-pointer walk */
+	ONCPU_STAT_CFI,           /* user stacks from ember's unwinder */
+	ONCPU_STAT_CFI_FRAMES,    /* frames ember's unwinder produced */
+	ONCPU_STAT_FP_FRAMES,     /* of those, frames found by the frame-pointer fallback */
+	ONCPU_STAT_TAIL_CALLS,    /* tail calls of the unwinder */
+	ONCPU_STAT_ERR_BASE,      /* + enum unwind_error: stacks ended by that error */
+	ONCPU_STAT_MAX = ONCPU_STAT_ERR_BASE + 8,
 };
 
 #endif

@@ -3,6 +3,7 @@
 
 #include <gelf.h>
 #include <libelf.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "symfile.h"
@@ -13,6 +14,13 @@ static void elf_lib_init(void)
 	/* elf_version() only records the version the caller expects; calling
 	 * it from several threads is harmless. */
 	(void)elf_version(EV_CURRENT);
+}
+
+/* A segment whose end wraps around the address space is not one a loader
+ * would map: a damaged or hostile file. */
+static bool sane_segment(const GElf_Phdr *ph)
+{
+	return ph->p_offset + ph->p_filesz >= ph->p_offset && ph->p_vaddr + ph->p_filesz >= ph->p_vaddr;
 }
 
 /* Ranks aliases at the same address: a global name beats a weak one,
@@ -79,7 +87,7 @@ long elfsyms_extract(int fd, struct buf *out, const char **err)
 		GElf_Phdr ph;
 		if (!gelf_getphdr(elf, (int)i, &ph))
 			continue;
-		if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X))
+		if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X) && sane_segment(&ph))
 			symfile_add_segment(b, ph.p_offset, ph.p_vaddr, ph.p_filesz);
 	}
 	Elf_Scn *scn = NULL;
@@ -104,6 +112,29 @@ out:
 	symfile_builder_free(b);
 	elf_end(elf);
 	return rc;
+}
+
+int elfsyms_exec_segments(int fd, struct elf_segment *out, int max)
+{
+	elf_lib_init();
+	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf || elf_kind(elf) != ELF_K_ELF) {
+		if (elf)
+			elf_end(elf);
+		return -1;
+	}
+	size_t phnum;
+	int n = 0;
+	if (elf_getphdrnum(elf, &phnum) == 0) {
+		for (size_t i = 0; i < phnum && i < 256 && n < max; i++) {
+			GElf_Phdr ph;
+			if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD && (ph.p_flags & PF_X) &&
+			    sane_segment(&ph))
+				out[n++] = (struct elf_segment){ ph.p_offset, ph.p_vaddr, ph.p_filesz };
+		}
+	}
+	elf_end(elf);
+	return n;
 }
 
 static int note_build_id(Elf_Data *data, uint8_t *id)

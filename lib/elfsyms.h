@@ -20,6 +20,14 @@
  * -1 with *err set to a static description. */
 long elfsyms_extract(int fd, struct buf *out, const char **err);
 
+struct elf_segment {
+	uint64_t offset, vaddr, size;
+};
+
+/* The executable PT_LOAD segments (file offset, virtual address, size in
+ * the file), at most max. Returns how many, or -1 when not ELF. */
+int elfsyms_exec_segments(int fd, struct elf_segment *out, int max);
+
 /* Copies the GNU build ID into id (up to ELF_BUILD_ID_MAX bytes).
  * Returns its length, 0 when the file has none, -1 on error. */
 int elfsyms_build_id(int fd, uint8_t *id);

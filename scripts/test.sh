@@ -32,7 +32,7 @@ run_unit() {
     name=$(basename "$t")
     log="$out/unit-$name.log"
     CMOCKA_MESSAGE_OUTPUT=TAP ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
-      UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 "$t" >"$log" 2>&1
+      UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 timeout 600 "$t" >"$log" 2>&1
     rc=$?
     ok=$(grep -c '^ok ' "$log")
     notok=$(grep -c '^not ok ' "$log")
@@ -58,7 +58,7 @@ run_fuzz() {
     mkdir -p "$work"
     [ -d "tests/fuzz/corpus/$name" ] && cp -r "tests/fuzz/corpus/$name/." "$work/"
     log="$out/fuzz-$name.log"
-    if "$f" -max_total_time="$fuzz_seconds" -rss_limit_mb=2048 -timeout=10 \
+    if timeout $((fuzz_seconds + 120)) "$f" -max_total_time="$fuzz_seconds" -rss_limit_mb=2048 -timeout=10 \
          -artifact_prefix="$out/$name-" "$work" >"$log" 2>&1; then
       pass=$((pass + 1))
     else
@@ -75,7 +75,7 @@ run_pytest() { # suite dir
     report "$suite" 0 0
     return
   fi
-  "$python" -m pytest -v -p no:cacheprovider --junitxml="$xml" "$dir" >"$log" 2>&1
+  timeout 2400 "$python" -m pytest -v -p no:cacheprovider --junitxml="$xml" "$dir" >"$log" 2>&1
   local rc=$?
   local counts
   counts=$("$python" - "$xml" <<'PY'

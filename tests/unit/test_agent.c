@@ -15,6 +15,7 @@
 #include "agent/proc.h"
 #include "agent/sendq.h"
 #include "oncpu_types.h"
+#include "unwind_types.h"
 #include "server/batch_decode.h"
 #include "util.h"
 
@@ -308,14 +309,16 @@ static void test_collect(void **state)
 	s.tid = 4243;
 	s.proc_start_ns = 500ull * 10000000ull;
 	memcpy(s.comm, "worker-1", 9);
-	s.ustack_len = 4;
-	s.frames[0] = 0x400100; /* leaf: exact address */
-	s.frames[1] = 0x400201; /* return address: looked up at - 1 */
-	s.frames[2] = 0x700010; /* anonymous executable memory */
-	s.frames[3] = 0x900000; /* in no mapping: the chain broke here */
+	s.unwind_mode = UWM_CFI;
+	/* Kernel frames first, then user frames, each innermost first. */
 	s.kstack_len = 2;
-	s.frames[4] = 0xffffffff81000110; /* leaf_fn */
-	s.frames[5] = 0xffffffff81000201; /* returns into outer_fn */
+	s.frames[0] = 0xffffffff81000110; /* leaf_fn */
+	s.frames[1] = 0xffffffff81000201; /* returns into outer_fn */
+	s.ustack_len = 4;
+	s.frames[2] = 0x400100; /* leaf: exact address */
+	s.frames[3] = 0x400201; /* return address: looked up at - 1 */
+	s.frames[4] = 0x700010; /* anonymous executable memory */
+	s.frames[5] = 0x900000; /* in no mapping: the stack broke here */
 	size_t size = ONCPU_HDR_SIZE + 6 * sizeof(__u64);
 	collect_sample(&c, &s, size, 1000);
 	collect_sample(&c, &s, size, 2000);
@@ -323,7 +326,8 @@ static void test_collect(void **state)
 	collect_sample(&c, &s, ONCPU_HDR_SIZE + 8, 3000);
 	assert_int_equal(c.stats.samples, 2);
 	assert_int_equal(c.stats.malformed, 1);
-	assert_int_equal(c.stats.unknown_frames, 4); /* per sample: anonymous code, broken chain */
+	assert_int_equal(c.stats.cfi_stacks, 2);
+	assert_int_equal(c.stats.unknown_frames, 4); /* per sample: anonymous code, broken stack */
 	assert_int_equal(nf.count, 1);
 	assert_int_equal(batch_samples(&b), 1);
 	assert_int_equal(b.samples[0].value, 2);
@@ -347,18 +351,31 @@ static void test_collect(void **state)
 	/* A broken chain in the middle: the frames beyond it are dropped under
 	 * one error frame, not shown as a ladder of garbage. */
 	struct oncpu_sample s2 = s;
+	s2.unwind_mode = UWM_KERNEL_FP;
+	s2.kstack_len = 0;
 	s2.ustack_len = 4;
 	s2.frames[0] = 0x400100;
 	s2.frames[1] = 0x900000;
 	s2.frames[2] = 0x400201;
 	s2.frames[3] = 0x900010;
-	s2.kstack_len = 0;
 	collect_sample(&c, &s2, ONCPU_HDR_SIZE + 4 * sizeof(__u64), 2500);
 	uint32_t st2 = b.samples[1].stack;
 	uint32_t *ids2 = b.stack_ids + b.stack_off[st2];
 	assert_int_equal(b.stack_off[st2 + 1] - b.stack_off[st2], 2);
 	assert_string_equal(strtab_get(&b.strings, b.frames[ids2[0]].name), "[unknown mapping]");
 	assert_int_equal(b.frames[ids2[1]].address, 0x1100);
+
+	/* The BPF unwinder reports why it stopped: an error frame says so. */
+	struct oncpu_sample s3 = s;
+	s3.kstack_len = 0;
+	s3.ustack_len = 1;
+	s3.frames[0] = 0x400100;
+	s3.unwind_error = UWE_TRUNCATED;
+	collect_sample(&c, &s3, ONCPU_HDR_SIZE + sizeof(__u64), 2600);
+	uint32_t st3 = b.samples[2].stack;
+	uint32_t *ids3 = b.stack_ids + b.stack_off[st3];
+	assert_string_equal(strtab_get(&b.strings, b.frames[ids3[0]].name), "[truncated stack]");
+	assert_int_equal(c.stats.truncated, 1);
 
 	/* The resource names the executable and the thread. */
 	uint32_t r = b.samples[0].resource;

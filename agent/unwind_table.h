@@ -1,0 +1,68 @@
+/* unwind_table.h - turning one ELF file's call-frame information into the
+ * rows ember's BPF unwinder reads (bpf/unwind_types.h).
+ *
+ * The CFI is read with elfutils' libdw: the start of every function's FDE
+ * comes from .eh_frame_hdr's search table (or from the FDEs of
+ * .debug_frame, for Go and other programs without .eh_frame), and for each
+ * address range libdw evaluates the CFI program (dwarf_cfi_addrframe); the
+ * resulting frame state is matched against the handful of shapes real code
+ * uses (CFA = SP or BP + offset, return address and BP saved at CFA +
+ * offset, the lazy-binding PLT expression, signal trampolines, the
+ * outermost frame). Anything else becomes UW_INVALID, which makes the BPF
+ * program fall back to the frame pointer for that address. Gaps between
+ * functions are UW_INVALID too.
+ *
+ * Building is bounded: at most max_rows rows and deadline_ns of time per
+ * file; a file over budget gets no table (and is unwound by frame
+ * pointers). Rules are interned in a rule_set shared by all files.
+ * Functions known to be the bottom of a stack without saying so in their
+ * CFI (the Go runtime's goexit, mstart, rt0_go) get the UW_STOP rule.
+ */
+#ifndef EMBER_AGENT_UNWIND_TABLE_H
+#define EMBER_AGENT_UNWIND_TABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <linux/types.h>
+
+#include "buf.h"
+#include "hmap.h"
+#include "unwind_types.h"
+
+struct rule_set {
+	struct unwind_rule *rules;
+	size_t count, cap;
+	struct hmap index;
+	size_t max; /* capacity of the BPF rule map */
+};
+
+void rule_set_init(struct rule_set *rs, size_t max);
+void rule_set_free(struct rule_set *rs);
+/* The id of r, added when new. Returns UINT32_MAX when the set is full. */
+uint32_t rule_set_intern(struct rule_set *rs, const struct unwind_rule *r);
+
+struct unwind_row {
+	uint64_t vaddr;
+	uint32_t rule;
+};
+
+struct unwind_rows {
+	struct unwind_row *rows;
+	size_t count, cap;
+	const char *source; /* ".eh_frame" or ".debug_frame" */
+};
+
+struct unwind_budget {
+	size_t max_rows;
+	uint64_t deadline_ns; /* on the CLOCK_MONOTONIC clock of now_mono_ns() */
+};
+
+/* Builds the rows of the ELF file open on fd, sorted by address, adjacent
+ * equal rules merged. Returns 0, or -1 with the reason in err (no CFI,
+ * over budget, not ELF, rule set full). */
+int unwind_table_build(int fd, struct rule_set *rs, const struct unwind_budget *budget,
+		       struct unwind_rows *out, struct buf *err);
+void unwind_rows_free(struct unwind_rows *r);
+
+#endif

@@ -1,0 +1,139 @@
+/* unwind_step.h - one step of ember's native unwinder: from the registers
+ * of one frame, the registers of its caller.
+ *
+ * The same code runs in the BPF program (bpf/oncpu.bpf.c) and, compiled as
+ * ordinary C, in the tests that replay a stopped process's memory
+ * (tests/unit/test_unwind.c). The includer provides:
+ *   UW_INLINE                     how to declare the functions here
+ *   UW_READ_U64(addr, out)        read 8 bytes of user memory; 0 on success
+ *   UW_ENTRY(index)               const struct unwind_entry *, or NULL
+ *   UW_RULE(id)                   const struct unwind_rule *, or NULL
+ *   UW_FILE(index)                const struct unwind_file_info *, or NULL
+ *   UW_MAPPING_INDEX(p, pid, pc)  index of the mapping holding pc, or < 0
+ *   UW_RULE_ID(file, vaddr)       rule id for vaddr in a file, or < 0
+ * The last two may simply call uw_find_mapping and uw_find_rule_id below;
+ * the BPF program wraps them in global functions, which the verifier checks
+ * once instead of at every call (their loops would otherwise exceed its
+ * budget). */
+#ifndef EMBER_BPF_UNWIND_STEP_H
+#define EMBER_BPF_UNWIND_STEP_H
+
+enum { UW_CONTINUE = 1, UW_DONE = 0 };
+
+/* The mapping containing pc: a binary search over the sorted mappings. */
+UW_INLINE int uw_find_mapping(const struct unwind_proc *p, __u64 pc)
+{
+	__u32 lo = 0, hi = p->nmaps;
+	if (hi > UNWIND_MAX_MAPPINGS)
+		hi = UNWIND_MAX_MAPPINGS;
+	for (int i = 0; i < 9; i++) {
+		if (lo >= hi)
+			break;
+		__u32 mid = (lo + hi) / 2;
+		if (p->maps[mid & (UNWIND_MAX_MAPPINGS - 1)].start <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return -1;
+	__u32 idx = (lo - 1) & (UNWIND_MAX_MAPPINGS - 1);
+	if (pc >= p->maps[idx].end)
+		return -1;
+	return (int)idx;
+}
+
+/* The rule id for vaddr in a file's table, or -1. */
+UW_INLINE int uw_find_rule_id(const struct unwind_file_info *fi, __u64 vaddr)
+{
+	if (!fi || fi->count == 0 || vaddr < fi->base || vaddr - fi->base > 0xffffffffull)
+		return -1;
+	__u32 rel = (__u32)(vaddr - fi->base);
+	__u32 start = fi->start, lo = 0, hi = fi->count;
+	for (int i = 0; i < 25; i++) {
+		if (lo >= hi)
+			break;
+		__u32 mid = (lo + hi) / 2;
+		const struct unwind_entry *e = UW_ENTRY(start + mid);
+		if (!e)
+			return -1;
+		if (e->addr <= rel)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return -1;
+	const struct unwind_entry *e = UW_ENTRY(start + lo - 1);
+	return e ? (int)e->rule : -1;
+}
+
+/* Moves r to the caller's frame. Returns UW_CONTINUE, UW_DONE when the
+ * outermost frame was reached, or -enum unwind_error. */
+UW_INLINE int uw_step(const struct unwind_proc *p, __u32 pid, struct unwind_regs *r)
+{
+	int mi = UW_MAPPING_INDEX(p, pid, r->pc);
+	if (mi < 0)
+		return -UWE_NO_MAPPING;
+	const struct unwind_mapping *m = &p->maps[mi & (UNWIND_MAX_MAPPINGS - 1)];
+	const struct unwind_rule *rule = 0;
+	if (m->file != UNWIND_NO_FILE) {
+		/* A return address is looked up one byte back, inside the call:
+		 * a call that ends a function must not get the next function's
+		 * rule. */
+		__u64 lookup = r->exact ? r->pc : r->pc - 1;
+		int id = UW_RULE_ID(m->file, lookup - m->bias);
+		if (id >= 0)
+			rule = UW_RULE((__u32)id);
+	}
+	__u64 npc = 0, nsp = 0, nbp = r->bp, cfa = 0;
+	__u8 kind = rule ? rule->kind : UW_INVALID;
+	switch (kind) {
+	case UW_STOP:
+		return UW_DONE;
+	case UW_SIGNAL:
+		if (UW_READ_U64(r->sp + rule->cfa_off, &nsp) || UW_READ_U64(r->sp + rule->bp_off, &nbp) ||
+		    UW_READ_U64(r->sp + rule->ra_off, &npc))
+			return -UWE_READ;
+		r->pc = npc;
+		r->sp = nsp;
+		r->bp = nbp;
+		r->exact = 1; /* the interrupted instruction itself */
+		return npc ? UW_CONTINUE : UW_DONE;
+	case UW_CFA_SP:
+	case UW_CFA_BP:
+	case UW_PLT:
+		if (kind == UW_CFA_SP)
+			cfa = r->sp + rule->cfa_off;
+		else if (kind == UW_CFA_BP)
+			cfa = r->bp + rule->cfa_off;
+		else
+			cfa = r->sp + rule->cfa_off + ((r->pc & 15) >= (__u64)rule->aux ? 8 : 0);
+		if (UW_READ_U64(cfa + rule->ra_off, &npc))
+			return -UWE_READ;
+		if (rule->bp_saved && UW_READ_U64(cfa + rule->bp_off, &nbp))
+			return -UWE_READ;
+		nsp = cfa;
+		break;
+	default:
+		/* No rule: follow the frame pointer, as code without unwind
+		 * tables (JIT code, some hand-written assembly) expects. */
+		if (r->bp == 0 || r->bp < r->sp)
+			return -UWE_NO_FP;
+		if (UW_READ_U64(r->bp, &nbp) || UW_READ_U64(r->bp + 8, &npc))
+			return -UWE_READ;
+		nsp = r->bp + 16;
+		break;
+	}
+	if (npc == 0)
+		return UW_DONE; /* a zero return address ends the stack */
+	if (nsp <= r->sp)
+		return -UWE_NO_PROGRESS;
+	r->pc = npc;
+	r->sp = nsp;
+	r->bp = nbp;
+	r->exact = 0;
+	return UW_CONTINUE;
+}
+
+#endif

@@ -1,0 +1,94 @@
+/* unwind_types.h - the tables ember's native unwinder reads, shared by the
+ * BPF programs (bpf/oncpu.bpf.c) and the agent that fills them
+ * (agent/unwinder.c, agent/unwind_table.c).
+ *
+ * For every executable file the agent turns its call-frame information
+ * (.eh_frame, or .debug_frame) into a sorted array of (address, rule id)
+ * entries: from that address on, until the next entry, the rule says how
+ * to find the caller's registers. Rules are deduplicated across all files
+ * (a few thousand distinct rules cover a whole system). Each process has
+ * a sorted list of its executable mappings with the file each belongs to
+ * and the bias that turns an address into the file's virtual address.
+ *
+ * x86-64 only for now: registers are PC (rip), SP (rsp) and BP (rbp). */
+#ifndef EMBER_BPF_UNWIND_TYPES_H
+#define EMBER_BPF_UNWIND_TYPES_H
+
+enum unwind_kind {
+	UW_INVALID = 0, /* no call-frame information here: use the frame pointer */
+	UW_CFA_SP,      /* CFA = SP + cfa_off */
+	UW_CFA_BP,      /* CFA = BP + cfa_off */
+	UW_PLT,         /* lazy-binding PLT: CFA = SP + cfa_off + ((PC & 15) >= aux ? 8 : 0) */
+	UW_SIGNAL,      /* signal trampoline: the interrupted SP, BP and PC are
+			   saved at SP + cfa_off, SP + bp_off, SP + ra_off */
+	UW_STOP,        /* the outermost frame: the return address is undefined */
+};
+
+/* For UW_CFA_*: the return address is at CFA + ra_off; the caller's BP is
+ * at CFA + bp_off when bp_saved, else BP is unchanged. */
+struct unwind_rule {
+	__u8 kind;
+	__u8 bp_saved;
+	__s16 bp_off;
+	__s16 ra_off;
+	__s16 aux;
+	__s32 cfa_off;
+};
+
+/* One row of a file's table: from vaddr (relative to the file's table
+ * base) on, rule applies. */
+struct unwind_entry {
+	__u32 addr;
+	__u32 rule;
+};
+
+/* Where a file's rows are in the global entry array; count 0 = none (yet). */
+struct unwind_file_info {
+	__u64 base;
+	__u32 start;
+	__u32 count;
+};
+
+#define UNWIND_MAX_MAPPINGS 256
+#define UNWIND_NO_FILE 0xffffffffu
+
+struct unwind_mapping {
+	__u64 start, end; /* [start, end) in the process */
+	__u64 bias;       /* file vaddr = address - bias */
+	__u32 file;       /* index into the file table, or UNWIND_NO_FILE */
+	__u32 pad;
+};
+
+struct unwind_proc {
+	__u64 start_ticks; /* process start in clock ticks since boot: tells reused pids apart */
+	__u32 nmaps;
+	__u32 pad;
+	struct unwind_mapping maps[UNWIND_MAX_MAPPINGS]; /* sorted by start */
+};
+
+/* The registers the unwinder tracks for one frame. */
+struct unwind_regs {
+	__u64 pc, sp, bp;
+	__u32 exact; /* pc is the interrupted instruction, not a return address */
+	__u32 pad;
+};
+
+/* Why a user stack ended early (struct oncpu_sample.unwind_error). */
+enum unwind_error {
+	UWE_NONE = 0,
+	UWE_NO_MAPPING,  /* a return address in no executable mapping */
+	UWE_READ,        /* reading the stack failed */
+	UWE_NO_PROGRESS, /* the stack pointer did not move outwards */
+	UWE_TRUNCATED,   /* more frames than ember keeps */
+	UWE_NO_FP,       /* no unwind information and no frame pointer */
+	UWE_MAX,
+};
+
+/* How the user stack of a sample was taken (oncpu_sample.unwind_mode). */
+enum unwind_mode {
+	UWM_NONE = 0,    /* no user stack (kernel thread) */
+	UWM_KERNEL_FP,   /* the kernel's frame-pointer walk: process not known yet */
+	UWM_CFI,         /* ember's unwinder, from the call-frame tables */
+};
+
+#endif
