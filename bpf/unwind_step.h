@@ -117,8 +117,12 @@ UW_INLINE int uw_step(const struct unwind_proc *p, __u32 pid, struct unwind_regs
 		break;
 	default:
 		/* No rule: follow the frame pointer, as code without unwind
-		 * tables (JIT code, some hand-written assembly) expects. */
-		if (r->bp == 0 || r->bp < r->sp)
+		 * tables (JIT code, stripped Go binaries, some hand-written
+		 * assembly) expects. A zero frame pointer is how the outermost
+		 * frame ends the chain (_start, Go's goexit). */
+		if (r->bp == 0)
+			return UW_DONE;
+		if (r->bp < r->sp)
 			return -UWE_NO_FP;
 		if (UW_READ_U64(r->bp, &nbp) || UW_READ_U64(r->bp + 8, &npc))
 			return -UWE_READ;

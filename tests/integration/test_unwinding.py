@@ -98,3 +98,30 @@ def walk_named(node, name):
         yield node
     for c in node["children"]:
         yield from walk_named(c, name)
+
+
+def test_process_in_its_own_mount_and_pid_namespace(server, agent_factory):
+    """Like a container: the program's file exists only inside a private
+    mount namespace (a tmpfs), and it runs in its own pid namespace. The
+    agent reads the file through /proc/PID/map_files to build its unwind
+    table and upload its symbols."""
+    require_root()
+    import os
+    import subprocess
+    from harness import WORKLOADS
+    agent_factory(server.url, f"-on-cpu-sampling-rate={RATE}").start()
+    script = (f"mount -t tmpfs ember-test /mnt && cp {WORKLOADS}/unwind_c /mnt/ctr_unwind && "
+              "exec /mnt/ctr_unwind chain 8")
+    subprocess.run(["unshare", "--mount", "--pid", "--fork", "--mount-proc", "sh", "-c", script],
+                   check=True, stdout=subprocess.DEVNULL, timeout=60)
+    assert not os.path.exists("/mnt/ctr_unwind")
+    q = 'process.executable.name == "ctr_unwind"'
+    wait_until(lambda: server.flamegraph(q)["total"] > RATE * 8 * 0.8, 30, interval=1.0,
+               what="samples of the namespaced process")
+    tree = server.flamegraph(q)
+    total = tree["total"]
+    reached = total_named(tree["root"], "main")
+    named = total_named(tree["root"], "stage_two")
+    print(f"namespaced: {reached}/{total} reach main, {named} in stage_two (symbolized)")
+    assert reached / total >= 0.95
+    assert named / total >= 0.8
