@@ -173,15 +173,15 @@ static void unwind_once(struct proc *p, const char *want, const char *count_name
 	free(up);
 }
 
-static pid_t busiest_thread(pid_t pid)
+/* CPU ticks of each thread of pid: tids[i], ticks[i]. Returns the count. */
+static int thread_ticks(pid_t pid, pid_t *tids, unsigned long long *ticks, int max)
 {
 	char path[128];
 	snprintf(path, sizeof(path), "ls /proc/%d/task", pid);
 	FILE *f = popen(path, "r");
-	pid_t best = pid;
-	unsigned long long best_t = 0;
+	int n = 0;
 	char line[64];
-	while (f && fgets(line, sizeof(line), f)) {
+	while (f && n < max && fgets(line, sizeof(line), f)) {
 		pid_t tid = atoi(line);
 		char stat[128], *text;
 		size_t len;
@@ -190,15 +190,40 @@ static pid_t busiest_thread(pid_t pid)
 			continue;
 		const char *rp = strrchr(text, ')');
 		unsigned long long ut = 0, st = 0;
-		if (rp && sscanf(rp + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) == 2 &&
-		    ut + st >= best_t) {
-			best_t = ut + st;
-			best = tid;
+		if (rp && sscanf(rp + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) == 2) {
+			tids[n] = tid;
+			ticks[n++] = ut + st;
 		}
 		free(text);
 	}
 	if (f)
 		pclose(f);
+	return n;
+}
+
+/* The thread that used the most CPU over the next 100 ms: the busy one
+ * (Go runs main.main on whichever thread its scheduler picks, and may move
+ * it). */
+static pid_t busiest_thread(pid_t pid)
+{
+	pid_t t0[64], t1[64];
+	unsigned long long c0[64], c1[64];
+	int n0 = thread_ticks(pid, t0, c0, 64);
+	usleep(100000);
+	int n1 = thread_ticks(pid, t1, c1, 64);
+	pid_t best = pid;
+	long long best_d = -1;
+	for (int i = 0; i < n1; i++) {
+		unsigned long long before = 0;
+		for (int j = 0; j < n0; j++)
+			if (t0[j] == t1[i])
+				before = c0[j];
+		long long d = (long long)(c1[i] - before);
+		if (d > best_d) {
+			best_d = d;
+			best = t1[i];
+		}
+	}
 	return best;
 }
 
@@ -217,29 +242,30 @@ static void check_workload(char *const argv[], const char *want, const char *cou
 	if (pid == 0) {
 		int devnull = open("/dev/null", O_WRONLY);
 		dup2(devnull, 1);
+		setenv("GOMAXPROCS", "1", 1); /* one thread runs Go code at a time */
 		execv(argv[0], argv);
 		_exit(127);
 	}
 	usleep(300000);
-	/* The busy thread: the one with the most CPU time (Go runs main.main
-	 * on whichever thread the scheduler picks). */
-	target = busiest_thread(pid);
-	assert_int_equal(ptrace(PTRACE_SEIZE, target, NULL, NULL), 0);
 	int ok = 0;
 	for (int shot = 0; shot < 8; shot++) {
-		usleep(20000 + (useconds_t)shot * 7000);
+		usleep((useconds_t)shot * 7000);
+		target = busiest_thread(pid);
+		assert_int_equal(ptrace(PTRACE_SEIZE, target, NULL, NULL), 0);
 		assert_int_equal(ptrace(PTRACE_INTERRUPT, target, NULL, NULL), 0);
 		int status;
 		assert_int_equal(waitpid(target, &status, __WALL), target);
 		struct proc *p = proc_table_get(&procs, pid, 0, "w", 0);
 		struct result res;
 		unwind_once(p, want, count_name, &res);
-		if (res.rc != UW_DONE || !res.reached || res.count_of_name < min_count)
+		if (res.rc != UW_DONE || !res.reached || res.count_of_name < min_count) {
+			kill(pid, SIGKILL);
 			fail_msg("%s: stack %d did not unwind to %s (rc %d, %d frames, %d x %s):%s",
 				 argv[0], shot, want, res.rc, res.frames, res.count_of_name,
 				 count_name ? count_name : "-", res.trace);
+		}
 		ok++;
-		assert_int_equal(ptrace(PTRACE_CONT, target, NULL, NULL), 0);
+		assert_int_equal(ptrace(PTRACE_DETACH, target, NULL, NULL), 0);
 	}
 	kill(pid, SIGKILL);
 	/* Reap the traced thread and the process (the leader of a process
