@@ -13,7 +13,7 @@ BPFTOOL ?= bpftool
 ARCH    := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
 
 PKGS := libbpf libelf libdw zlib libzstd libmicrohttpd jansson libcurl sqlite3 \
-        libprotobuf-c libpcre2-8 libcrypto libxxhash
+        libprotobuf-c libpcre2-8 libcrypto libxxhash libdebuginfod
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -31,7 +31,7 @@ WARN    := -Wall -Wextra -Werror -Wshadow -Wno-missing-field-initializers
 CFLAGS  ?= -O2 -g
 ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) -D_GNU_SOURCE -I. -Ilib -I$(BUILD)/gen -I$(BUILD)/bpf -Ibpf \
               $(PKG_CFLAGS) -MMD -MP
-LDLIBS  := $(PKG_LIBS) -lpthread -lm
+LDLIBS  := $(PKG_LIBS) -liberty -lpthread -lm
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 LIB_SRCS    := $(wildcard lib/*.c)
@@ -58,7 +58,8 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
-WORKLOADS := $(addprefix $(BUILD)/workloads/,cpu_split unwind_c unwind_lib unwind_cpp unwind_rust unwind_go)
+WORKLOADS := $(addprefix $(BUILD)/workloads/,cpu_split unwind_c unwind_lib unwind_cpp unwind_rust \
+               unwind_go unwind_go_stripped symbols_cpp symbols_cpp.stripped)
 
 .PHONY: all deps run test unit fuzz integration browser bench clean
 .DELETE_ON_ERROR:
@@ -190,6 +191,21 @@ $(BUILD)/workloads/unwind_rust: tests/workloads/unwind_rust.rs Makefile
 $(BUILD)/workloads/unwind_go: tests/workloads/unwind_go.go Makefile
 	@mkdir -p $(@D) $(BUILD)/go-cache
 	$(call say,GO,$@)cd tests/workloads && GOCACHE=$(abspath $(BUILD))/go-cache $(GO) build -o $(abspath $@) unwind_go.go
+
+# The same Go program stripped of its symbol table and DWARF (-s -w): only
+# .gopclntab is left to name its functions.
+$(BUILD)/workloads/unwind_go_stripped: tests/workloads/unwind_go.go Makefile
+	@mkdir -p $(@D) $(BUILD)/go-cache
+	$(call say,GO,$@)cd tests/workloads && GOCACHE=$(abspath $(BUILD))/go-cache $(GO) build -ldflags='-s -w' -o $(abspath $@) unwind_go.go
+
+# A C++ program with DWARF, and its stripped copy (which is what runs and
+# is profiled; the unstripped one is what a user uploads symbols from).
+$(BUILD)/workloads/symbols_cpp: tests/workloads/symbols_cpp.cpp Makefile
+	@mkdir -p $(@D)
+	$(call say,CXX,$@)$(CXX) -std=c++17 -g $(NOFP) $< -o $@
+
+$(BUILD)/workloads/symbols_cpp.stripped: $(BUILD)/workloads/symbols_cpp
+	$(call say,STRIP,$@)objcopy --strip-all $< $@
 
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))

@@ -55,7 +55,8 @@ uint32_t batch_string(struct batch *b, const char *s, size_t n)
 }
 
 uint32_t batch_file(struct batch *b, uint32_t agent_index, const struct file_id *id,
-		    const char *name, const uint8_t *build_id, int build_id_len)
+		    const char *name, const uint8_t *build_id, int build_id_len,
+		    const uint64_t (*segs)[3], int nsegs)
 {
 	if (agent_index >= b->capslot) {
 		size_t old = b->capslot;
@@ -72,6 +73,10 @@ uint32_t batch_file(struct batch *b, uint32_t agent_index, const struct file_id 
 	if (build_id_len > 0 && build_id_len <= (int)sizeof(f->build_id)) {
 		memcpy(f->build_id, build_id, (size_t)build_id_len);
 		f->build_id_len = (uint8_t)build_id_len;
+	}
+	for (int i = 0; i < nsegs && i < 4; i++) {
+		memcpy(f->segs[i], segs[i], sizeof(f->segs[i]));
+		f->nsegs++;
 	}
 	f->agent_index = agent_index;
 	b->file_slot[agent_index] = (uint32_t)b->nfiles;
@@ -213,6 +218,8 @@ int batch_encode(const struct batch *b, const struct batch_meta *meta, struct bu
 		files[i].name = b->files[i].name;
 		files[i].build_id.data = (uint8_t *)b->files[i].build_id;
 		files[i].build_id.len = b->files[i].build_id_len;
+		files[i].n_exec_segments = (size_t)b->files[i].nsegs * 3;
+		files[i].exec_segments = (uint64_t *)b->files[i].segs;
 		filep[i] = &files[i];
 	}
 	msg.n_files = b->nfiles;

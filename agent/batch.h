@@ -35,6 +35,8 @@ struct bfile {
 	uint32_t name;
 	uint8_t build_id[64];
 	uint8_t build_id_len;
+	uint8_t nsegs;
+	uint64_t segs[4][3]; /* executable segments: offset, vaddr, size */
 	uint32_t agent_index; /* registry index, to reset the lookup table */
 };
 
@@ -85,7 +87,8 @@ void batch_reset(struct batch *b);
 uint32_t batch_string(struct batch *b, const char *s, size_t n);
 /* Index (1-based) of the file with this registry index in the batch. */
 uint32_t batch_file(struct batch *b, uint32_t agent_index, const struct file_id *id,
-		    const char *name, const uint8_t *build_id, int build_id_len);
+		    const char *name, const uint8_t *build_id, int build_id_len,
+		    const uint64_t (*segs)[3], int nsegs);
 uint32_t batch_frame(struct batch *b, const struct bframe *f);
 /* frames: outermost caller first. */
 uint32_t batch_stack(struct batch *b, const uint32_t *frames, size_t n);

@@ -55,8 +55,14 @@ static uint32_t user_frame(struct collector *c, struct proc *p, uint64_t addr, u
 			c->stats.unknown_frames++;
 		} else {
 			const struct agent_file *af = files_at(c->files, m->file);
+			uint64_t segs[FILE_MAX_SEGMENTS][3];
+			for (int i = 0; i < af->nsegs; i++) {
+				segs[i][0] = af->segs[i].offset;
+				segs[i][1] = af->segs[i].vaddr;
+				segs[i][2] = af->segs[i].size;
+			}
 			f.file = batch_file(c->batch, m->file, &af->id, af->name, af->build_id,
-					    af->build_id_len);
+					    af->build_id_len, (const uint64_t(*)[3])segs, af->nsegs);
 			f.address = addr - m->start + m->offset;
 		}
 		break;

@@ -20,6 +20,9 @@ struct agent_config {
 	int64_t reporter_interval_ms;
 	bool verbose;
 	bool json_log;
+	bool dwarf;
+	uint64_t max_input_file_size;
+	uint64_t max_symbfile_size;
 	char *config_path;
 	bool help;
 };

@@ -14,7 +14,7 @@
 #include "collect.h"
 #include "config.h"
 #include "files.h"
-#include "http.h"
+#include "httpc.h"
 #include "kallsyms.h"
 #include "log.h"
 #include "oncpu.h"
@@ -230,7 +230,8 @@ int main(int argc, char **argv, char **envp)
 		.timeout_ms = 10000,
 	};
 	a.reporter = reporter_start(&hopts, SEND_QUEUE_BYTES);
-	a.symupload = symupload_start(&hopts);
+	struct symupload_opts sopts = { a.cfg.dwarf, a.cfg.max_input_file_size, a.cfg.max_symbfile_size };
+	a.symupload = symupload_start(&hopts, &sopts);
 	if (!a.reporter || !a.symupload) {
 		log_error("cannot start the reporter threads");
 		return 1;

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "http.h"
+#include "httpc.h"
 
 struct reporter_stats {
 	uint64_t sent_batches, sent_bytes;

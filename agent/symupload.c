@@ -14,6 +14,7 @@
 #include "compress.h"
 #include "elfsyms.h"
 #include "log.h"
+#include "symfile.h"
 #include "util.h"
 
 #define MAX_JOBS 4096
@@ -35,6 +36,7 @@ struct symupload {
 	struct job *jobs;
 	size_t njobs, capjobs;
 	struct http_client *http;
+	struct symupload_opts opts;
 	struct symupload_stats stats;
 	int stopping;
 	bool check_failing; /* only the uploader thread touches it */
@@ -64,7 +66,8 @@ static int query_missing(struct symupload *u, struct job *jobs, size_t n, char *
 		fileid_hex(&jobs[i].id, hex);
 		json_array_append_new(ids, json_string(hex));
 	}
-	json_t *req = json_pack("{s:o}", "file_ids", ids);
+	json_t *req = json_pack("{s:o, s:i}", "file_ids", ids, "quality",
+				(int)(u->opts.dwarf ? SYMFILE_HAS_LINES | SYMFILE_HAS_INLINES : 0));
 	char *body = json_dumps(req, JSON_COMPACT);
 	json_decref(req);
 	struct buf resp = { 0 }, err = { 0 };
@@ -116,12 +119,21 @@ static int upload(struct symupload *u, struct job *j)
 	struct buf sym = { 0 }, z = { 0 }, resp = { 0 }, err = { 0 }, path = { 0 };
 	const char *why = NULL;
 	int result = -1;
-	long n = elfsyms_extract(j->fd, &sym, &why);
+	struct elfsyms_opts eo = { u->opts.dwarf, u->opts.max_input, now_mono_ns() + 30000000000ull };
+	long n = elfsyms_extract(j->fd, j->fd, &eo, &sym, &why);
+	if (n >= 0 && eo.dwarf && sym.len > u->opts.max_symbfile) {
+		log_info("symbols of %s with DWARF are %zu bytes (more than %llu): uploading ELF symbols only",
+			 j->name, sym.len, (unsigned long long)u->opts.max_symbfile);
+		buf_reset(&sym);
+		eo.dwarf = false;
+		n = elfsyms_extract(j->fd, j->fd, &eo, &sym, &why);
+	}
 	if (n < 0) {
 		log_debug("no symbols for %s: %s", j->name, why);
 		goto out;
 	}
-	if (sym.len > MAX_SYMFILE || zstd_compress_buf(sym.data, sym.len, 3, &z) < 0) {
+	if (sym.len > MIN((uint64_t)MAX_SYMFILE, u->opts.max_symbfile) ||
+	    zstd_compress_buf(sym.data, sym.len, 3, &z) < 0) {
 		log_warn("symbols of %s too large to upload (%zu bytes)", j->name, sym.len);
 		goto out;
 	}
@@ -233,9 +245,10 @@ static void *run(void *arg)
 	return NULL;
 }
 
-struct symupload *symupload_start(const struct http_opts *opts)
+struct symupload *symupload_start(const struct http_opts *opts, const struct symupload_opts *so)
 {
 	struct symupload *u = xcalloc(1, sizeof(*u));
+	u->opts = *so;
 	u->http = http_client_new(opts);
 	if (!u->http) {
 		free(u);

@@ -2,10 +2,13 @@
  * executable and library the agent sees, once per file.
  *
  * For each new file the agent hands over an open descriptor. The thread
- * asks the server which file ids it lacks (POST /ingest/v1/symbols/missing)
- * and uploads a symbol file (symfile.h, zstd-compressed) for each
- * (PUT /ingest/v1/symbols/{file id}). A file the server already has costs
- * one id in one request. While the server is unreachable the files wait
+ * asks the server which file ids it lacks at the quality the agent can
+ * provide (POST /ingest/v1/symbols/missing; with -dwarf, a file the server
+ * knows only by ELF symbols counts as lacking) and uploads a symbol file
+ * (symfile.h, zstd-compressed) for each (PUT /ingest/v1/symbols/{file id}).
+ * A file the server already has costs one id in one request. With -dwarf,
+ * a file larger than max_input, or whose symbol file would exceed
+ * max_symbfile, is uploaded with its ELF symbols only. While the server is unreachable the files wait
  * (the queue is bounded: 4096 files) and are asked about again after an
  * exponential backoff of 1 s to 30 s; an upload the server fails is tried
  * at most three times.
@@ -13,10 +16,11 @@
 #ifndef EMBER_AGENT_SYMUPLOAD_H
 #define EMBER_AGENT_SYMUPLOAD_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "fileid.h"
-#include "http.h"
+#include "httpc.h"
 
 struct symupload_stats {
 	uint64_t queued, checked, uploaded, present, failed, skipped;
@@ -25,7 +29,13 @@ struct symupload_stats {
 
 struct symupload;
 
-struct symupload *symupload_start(const struct http_opts *opts);
+struct symupload_opts {
+	bool dwarf;             /* -dwarf: upload source lines and inlined functions */
+	uint64_t max_input;     /* EMBER_MAX_INPUT_FILE_SIZE: no DWARF for larger files */
+	uint64_t max_symbfile;  /* EMBER_MAX_SYMBFILE_SIZE: larger symbol files lose their DWARF */
+};
+
+struct symupload *symupload_start(const struct http_opts *opts, const struct symupload_opts *so);
 /* Takes ownership of fd. */
 void symupload_add(struct symupload *u, const struct file_id *id, const char *name, int fd);
 void symupload_get_stats(struct symupload *u, struct symupload_stats *out);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gopclntab.h"
 #include "util.h"
 
 /* DWARF register numbers on x86-64. */
@@ -383,6 +384,82 @@ static void mark_stack_bottoms(Elf *elf, struct rule_set *rs, struct unwind_rows
 	}
 }
 
+struct go_rows {
+	struct rule_set *rs;
+	struct unwind_rows *out;
+	uint64_t last_end;
+	uint32_t invalid;
+	bool full;
+};
+
+static void on_go_sp(void *ctx, uint64_t lo, uint64_t hi, int32_t sp_delta, const char *name,
+		     size_t name_len)
+{
+	struct go_rows *g = ctx;
+	struct unwind_rule r = { 0 };
+	bool bottom = false;
+	for (size_t i = 0; i < ARRAY_SIZE(stack_bottoms); i++)
+		bottom |= strlen(stack_bottoms[i]) == name_len &&
+			  memcmp(stack_bottoms[i], name, name_len) == 0;
+	if (bottom) {
+		r.kind = UW_STOP;
+	} else {
+		/* Go's frame: the return address at the entry SP, the caller's BP
+		 * just below it once the frame is set up. */
+		r.kind = UW_CFA_SP;
+		r.cfa_off = sp_delta + 8;
+		r.ra_off = -8;
+		if (sp_delta > 0) {
+			r.bp_saved = 1;
+			r.bp_off = -16;
+		}
+	}
+	uint32_t id = rule_set_intern(g->rs, &r);
+	if (id == UINT32_MAX) {
+		g->full = true;
+		return;
+	}
+	if (g->last_end && lo > g->last_end)
+		push_row(g->out, g->last_end, g->invalid);
+	push_row(g->out, lo, id);
+	g->last_end = hi;
+}
+
+/* Unwind rules from Go's own pc-to-SP-delta table: present even in Go
+ * binaries stripped of DWARF. */
+static int rows_from_gopclntab(Elf *elf, struct rule_set *rs, struct unwind_rows *out)
+{
+	size_t shstrndx;
+	if (elf_getshdrstrndx(elf, &shstrndx) != 0)
+		return -1;
+	uint64_t text = 0;
+	Elf_Data *tab = NULL;
+	Elf_Scn *scn = NULL;
+	while ((scn = elf_nextscn(elf, scn)) != NULL) {
+		GElf_Shdr sh;
+		const char *name;
+		if (!gelf_getshdr(scn, &sh) || !(name = elf_strptr(elf, shstrndx, sh.sh_name)))
+			continue;
+		if (strcmp(name, ".text") == 0)
+			text = sh.sh_addr;
+		else if (strcmp(name, ".gopclntab") == 0)
+			tab = elf_getdata(scn, NULL);
+	}
+	if (!tab || !tab->d_buf)
+		return -1;
+	struct unwind_rule invalid = { 0 };
+	struct go_rows g = { rs, out, 0, rule_set_intern(rs, &invalid), false };
+	if (gopclntab_sp_deltas(tab->d_buf, tab->d_size, text, on_go_sp, &g) <= 0 || g.full)
+		return -1;
+	if (g.last_end)
+		push_row(out, g.last_end, g.invalid);
+	/* Go's table lists functions in address order; make sure. */
+	for (size_t i = 1; i < out->count; i++)
+		if (out->rows[i].vaddr <= out->rows[i - 1].vaddr)
+			return -1;
+	return 0;
+}
+
 int unwind_table_build(int fd, struct rule_set *rs, const struct unwind_budget *budget,
 		       struct unwind_rows *out, struct buf *err)
 {
@@ -404,7 +481,11 @@ int unwind_table_build(int fd, struct rule_set *rs, const struct unwind_budget *
 		out->source = ".eh_frame";
 		rc = walk(cfi, starts, nstarts, rs, budget, out, err);
 		dwarf_cfi_end(cfi);
+	} else if (rows_from_gopclntab(elf, rs, out) == 0) {
+		out->source = ".gopclntab";
+		rc = 0;
 	} else {
+		unwind_rows_free(out);
 		free(starts);
 		starts = NULL;
 		if (fde_starts_from_debug_frame(elf, &starts, &nstarts) == 0 &&

@@ -3,7 +3,7 @@
  *
  * The CFI is read with elfutils' libdw: the start of every function's FDE
  * comes from .eh_frame_hdr's search table (or from the FDEs of
- * .debug_frame, for Go and other programs without .eh_frame), and for each
+ * .debug_frame, for programs without .eh_frame), and for each
  * address range libdw evaluates the CFI program (dwarf_cfi_addrframe); the
  * resulting frame state is matched against the handful of shapes real code
  * uses (CFA = SP or BP + offset, return address and BP saved at CFA +
@@ -11,6 +11,9 @@
  * outermost frame). Anything else becomes UW_INVALID, which makes the BPF
  * program fall back to the frame pointer for that address. Gaps between
  * functions are UW_INVALID too.
+ *
+ * Go binaries without .eh_frame are described from their own pc-to-SP-delta
+ * table in .gopclntab (which stripping keeps): CFA = SP + delta + 8.
  *
  * Building is bounded: at most max_rows rows and deadline_ns of time per
  * file; a file over budget gets no table (and is unwound by frame

@@ -49,7 +49,7 @@ int vdso_load(struct vdso *v)
 	const char *err = NULL;
 	long n = -1;
 	if (w == (ssize_t)size)
-		n = elfsyms_extract(fd, &v->image, &err);
+		n = elfsyms_extract(fd, fd, NULL, &v->image, &err);
 	if (n < 0 || symfile_parse(v->image.data, v->image.len, &v->view, &err) < 0) {
 		close(fd);
 		buf_free(&v->image);
@@ -65,7 +65,8 @@ const char *vdso_lookup(const struct vdso *v, uint64_t off)
 	if (!v->ok)
 		return NULL;
 	/* The vDSO image is mapped from its start: mapping offset = file offset. */
-	return symfile_lookup(&v->view, off, NULL);
+	struct sym_frame f;
+	return symfile_lookup(&v->view, off, &f, 1) ? f.name : NULL;
 }
 
 void vdso_free(struct vdso *v)

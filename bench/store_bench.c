@@ -54,7 +54,7 @@ static double query_ms(struct store *st, struct symbols *sym, const char *body, 
 	}
 	strcpy(r.project_id, "00000000-0000-0000-0000-000000000000");
 	uint64_t t0 = now_mono_ns();
-	if (flamegraph_query(st, sym, &r, &out, &err) < 0) {
+	if (flamegraph_query(st, sym, NULL, &r, &out, &err) < 0) {
 		fprintf(stderr, "query failed: %s\n", err.data);
 		exit(1);
 	}

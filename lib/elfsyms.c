@@ -3,17 +3,34 @@
 
 #include <gelf.h>
 #include <libelf.h>
-#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "dwarfsyms.h"
+#include "gopclntab.h"
 #include "symfile.h"
 #include "util.h"
+
+#define MAX_SYMBOLS (16u << 20)
+#define RANK_GOPCLNTAB 5
 
 static void elf_lib_init(void)
 {
 	/* elf_version() only records the version the caller expects; calling
 	 * it from several threads is harmless. */
 	(void)elf_version(EV_CURRENT);
+}
+
+static Elf *open_elf(int fd)
+{
+	elf_lib_init();
+	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (elf && elf_kind(elf) != ELF_K_ELF) {
+		elf_end(elf);
+		return NULL;
+	}
+	return elf;
 }
 
 /* A segment whose end wraps around the address space is not one a loader
@@ -23,31 +40,35 @@ static bool sane_segment(const GElf_Phdr *ph)
 	return ph->p_offset + ph->p_filesz >= ph->p_offset && ph->p_vaddr + ph->p_filesz >= ph->p_vaddr;
 }
 
+struct sym {
+	uint64_t addr, size;
+	const char *name;
+	int rank;
+};
+
 /* Ranks aliases at the same address: a global name beats a weak one,
  * which beats a local one; names from .symtab beat .dynsym duplicates. */
 static int symbol_rank(const GElf_Sym *sym, int from_symtab)
 {
-	int r = 0;
+	int r;
 	switch (GELF_ST_BIND(sym->st_info)) {
 	case STB_GLOBAL: r = 3; break;
 	case STB_WEAK: r = 2; break;
 	default: r = 1; break;
 	}
-	return r * 2 + from_symtab;
+	return 10 + r * 2 + from_symtab;
 }
 
-static int add_symbols(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, int from_symtab,
-		       struct symfile_builder *b)
+static void collect_symbols(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, int from_symtab,
+			    struct sym **syms, size_t *n, size_t *cap)
 {
 	if (sh->sh_entsize == 0)
-		return 0;
+		return;
 	Elf_Data *data = elf_getdata(scn, NULL);
 	if (!data)
-		return -1;
-	size_t count = sh->sh_size / sh->sh_entsize;
-	if (count > SYMFILE_MAX_SYMBOLS)
-		count = SYMFILE_MAX_SYMBOLS;
-	for (size_t i = 0; i < count; i++) {
+		return;
+	size_t count = MIN(sh->sh_size / sh->sh_entsize, (size_t)MAX_SYMBOLS);
+	for (size_t i = 0; i < count && *n < MAX_SYMBOLS; i++) {
 		GElf_Sym sym;
 		if (!gelf_getsym(data, (int)i, &sym))
 			break;
@@ -59,21 +80,96 @@ static int add_symbols(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, int from_sym
 		const char *name = elf_strptr(elf, sh->sh_link, sym.st_name);
 		if (!name || !*name)
 			continue;
-		if (symfile_builder_symbols(b) >= SYMFILE_MAX_SYMBOLS)
-			return 0;
-		symfile_add_symbol(b, name, sym.st_value, sym.st_size, symbol_rank(&sym, from_symtab));
+		xgrow((void **)syms, cap, *n + 1, sizeof(**syms));
+		(*syms)[(*n)++] = (struct sym){ sym.st_value, sym.st_size, name,
+						symbol_rank(&sym, from_symtab) };
 	}
-	return 0;
 }
 
-long elfsyms_extract(int fd, struct buf *out, const char **err)
+static int cmp_sym(const void *a, const void *b)
 {
-	elf_lib_init();
-	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (!elf || elf_kind(elf) != ELF_K_ELF) {
+	const struct sym *x = a, *y = b;
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+struct go_ctx {
+	struct symfile_builder *b;
+	char name[4097];
+};
+
+static void on_go_func(void *ctx, uint64_t lo, uint64_t hi, const char *name, size_t len)
+{
+	struct go_ctx *g = ctx;
+	memcpy(g->name, name, len);
+	g->name[len] = '\0';
+	symfile_add_range(g->b, lo, hi, symfile_chain(g->b, g->name, NULL, 0, 0), RANK_GOPCLNTAB);
+}
+
+static void add_elf_symbols(Elf *elf, struct symfile_builder *b)
+{
+	struct sym *syms = NULL;
+	size_t n = 0, cap = 0;
+	size_t shstrndx = 0;
+	bool have_shstr = elf_getshdrstrndx(elf, &shstrndx) == 0;
+	uint64_t text_vaddr = 0;
+	Elf_Scn *scn = NULL;
+	while (have_shstr && (scn = elf_nextscn(elf, scn)) != NULL) {
+		GElf_Shdr sh;
+		const char *name;
+		if (gelf_getshdr(scn, &sh) && (name = elf_strptr(elf, shstrndx, sh.sh_name)) &&
+		    strcmp(name, ".text") == 0)
+			text_vaddr = sh.sh_addr;
+	}
+	scn = NULL;
+	while ((scn = elf_nextscn(elf, scn)) != NULL) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		if (sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM) {
+			collect_symbols(elf, scn, &sh, sh.sh_type == SHT_SYMTAB, &syms, &n, &cap);
+		} else if (have_shstr && sh.sh_type == SHT_PROGBITS) {
+			const char *name = elf_strptr(elf, shstrndx, sh.sh_name);
+			Elf_Data *d;
+			if (name && strcmp(name, ".gopclntab") == 0 && (d = elf_getdata(scn, NULL)) &&
+			    d->d_buf) {
+				struct go_ctx *g = xmalloc(sizeof(*g));
+				g->b = b;
+				gopclntab_functions(d->d_buf, d->d_size, text_vaddr, on_go_func, g);
+				free(g);
+			}
+		}
+	}
+	if (n > 1)
+		qsort(syms, n, sizeof(*syms), cmp_sym);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t hi = syms[i].addr + syms[i].size;
+		if (syms[i].size == 0 || hi < syms[i].addr) {
+			/* No size: up to the next symbol at a higher address. */
+			size_t j = i + 1;
+			while (j < n && syms[j].addr == syms[i].addr)
+				j++;
+			if (j == n)
+				continue;
+			hi = syms[j].addr;
+		}
+		symfile_add_range(b, syms[i].addr, hi, symfile_chain(b, syms[i].name, NULL, 0, 0),
+				  syms[i].rank);
+	}
+	free(syms);
+}
+
+long elfsyms_extract(int fd, int debug_fd, const struct elfsyms_opts *o, struct buf *out,
+		     const char **err)
+{
+	Elf *elf = open_elf(fd);
+	if (!elf) {
 		*err = "not an ELF file";
-		if (elf)
-			elf_end(elf);
+		return -1;
+	}
+	Elf *dbg = debug_fd == fd ? elf : open_elf(debug_fd);
+	if (!dbg) {
+		*err = "the debug file is not an ELF file";
+		elf_end(elf);
 		return -1;
 	}
 	struct symfile_builder *b = symfile_builder_new();
@@ -83,26 +179,29 @@ long elfsyms_extract(int fd, struct buf *out, const char **err)
 		*err = "cannot read program headers";
 		goto out;
 	}
-	for (size_t i = 0; i < phnum && i < SYMFILE_MAX_SEGMENTS; i++) {
-		GElf_Phdr ph;
-		if (!gelf_getphdr(elf, (int)i, &ph))
-			continue;
-		if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X) && sane_segment(&ph))
-			symfile_add_segment(b, ph.p_offset, ph.p_vaddr, ph.p_filesz);
-	}
-	Elf_Scn *scn = NULL;
-	while ((scn = elf_nextscn(elf, scn)) != NULL) {
-		GElf_Shdr sh;
-		if (!gelf_getshdr(scn, &sh))
-			continue;
-		if (sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM) {
-			if (add_symbols(elf, scn, &sh, sh.sh_type == SHT_SYMTAB, b) < 0) {
-				*err = "cannot read a symbol table";
-				goto out;
-			}
+	if (o && o->nsegments > 0) {
+		for (int i = 0; i < o->nsegments && i < SYMFILE_MAX_SEGMENTS; i++)
+			symfile_add_segment(b, o->segments[i].offset, o->segments[i].vaddr,
+					    o->segments[i].size);
+	} else {
+		for (size_t i = 0; i < phnum && i < SYMFILE_MAX_SEGMENTS; i++) {
+			GElf_Phdr ph;
+			if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD && (ph.p_flags & PF_X) &&
+			    sane_segment(&ph))
+				symfile_add_segment(b, ph.p_offset, ph.p_vaddr, ph.p_filesz);
 		}
 	}
-	size_t n = symfile_builder_symbols(b);
+	add_elf_symbols(dbg, b);
+	if (dbg != elf)
+		add_elf_symbols(elf, b); /* names the debug file may lack (.dynsym) */
+	struct stat st;
+	if (o && o->dwarf && fstat(debug_fd, &st) == 0 &&
+	    (o->max_input == 0 || (uint64_t)st.st_size <= o->max_input)) {
+		long d = dwarfsyms_add(dbg, b, o->deadline_ns ? o->deadline_ns : UINT64_MAX);
+		if (d > 0)
+			symfile_set_flags(b, SYMFILE_HAS_LINES | SYMFILE_HAS_INLINES);
+	}
+	size_t n = symfile_builder_ranges(b);
 	if (symfile_finish(b, out) < 0) {
 		*err = "symbol file limits exceeded";
 		goto out;
@@ -110,19 +209,17 @@ long elfsyms_extract(int fd, struct buf *out, const char **err)
 	rc = (long)n;
 out:
 	symfile_builder_free(b);
+	if (dbg != elf)
+		elf_end(dbg);
 	elf_end(elf);
 	return rc;
 }
 
 int elfsyms_exec_segments(int fd, struct elf_segment *out, int max)
 {
-	elf_lib_init();
-	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (!elf || elf_kind(elf) != ELF_K_ELF) {
-		if (elf)
-			elf_end(elf);
+	Elf *elf = open_elf(fd);
+	if (!elf)
 		return -1;
-	}
 	size_t phnum;
 	int n = 0;
 	if (elf_getphdrnum(elf, &phnum) == 0) {
@@ -156,13 +253,9 @@ static int note_build_id(Elf_Data *data, uint8_t *id)
 
 int elfsyms_build_id(int fd, uint8_t *id)
 {
-	elf_lib_init();
-	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (!elf || elf_kind(elf) != ELF_K_ELF) {
-		if (elf)
-			elf_end(elf);
+	Elf *elf = open_elf(fd);
+	if (!elf)
 		return -1;
-	}
 	int found = 0;
 	Elf_Scn *scn = NULL;
 	while (!found && (scn = elf_nextscn(elf, scn)) != NULL) {
@@ -190,4 +283,52 @@ int elfsyms_build_id(int fd, uint8_t *id)
 	}
 	elf_end(elf);
 	return found;
+}
+
+static Elf_Scn *section_named(Elf *elf, const char *want)
+{
+	size_t shstrndx;
+	if (elf_getshdrstrndx(elf, &shstrndx) != 0)
+		return NULL;
+	Elf_Scn *scn = NULL;
+	while ((scn = elf_nextscn(elf, scn)) != NULL) {
+		GElf_Shdr sh;
+		const char *name;
+		if (gelf_getshdr(scn, &sh) && (name = elf_strptr(elf, shstrndx, sh.sh_name)) &&
+		    strcmp(name, want) == 0)
+			return scn;
+	}
+	return NULL;
+}
+
+int elfsyms_debuglink(int fd, char *name, size_t n)
+{
+	Elf *elf = open_elf(fd);
+	if (!elf)
+		return -1;
+	int rc = -1;
+	Elf_Scn *scn = section_named(elf, ".gnu_debuglink");
+	Elf_Data *d = scn ? elf_getdata(scn, NULL) : NULL;
+	if (d && d->d_buf && d->d_size > 4) {
+		size_t l = strnlen(d->d_buf, d->d_size);
+		if (l > 0 && l < d->d_size && l < n && !memchr(d->d_buf, '/', l)) {
+			memcpy(name, d->d_buf, l);
+			name[l] = '\0';
+			rc = 0;
+		}
+	}
+	elf_end(elf);
+	return rc;
+}
+
+bool elfsyms_has_dwarf(int fd)
+{
+	Elf *elf = open_elf(fd);
+	if (!elf)
+		return false;
+	Elf_Scn *scn = section_named(elf, ".debug_info");
+	GElf_Shdr sh;
+	bool has = scn && gelf_getshdr(scn, &sh) && sh.sh_type != SHT_NOBITS && sh.sh_size > 0;
+	elf_end(elf);
+	return has;
 }

@@ -1,14 +1,18 @@
-/* elfsyms.h - reading what ember needs from an ELF file with libelf.
+/* elfsyms.h - reading what ember needs from an ELF file with libelf/libdw.
  *
- * elfsyms_extract() turns the function symbols of .symtab and .dynsym and
- * the executable PT_LOAD segments into an ember symbol file (symfile.h).
- * elfsyms_build_id() reads the GNU build ID note. Both take an open file
- * descriptor, read through libelf's mmap mode and never trust the file:
- * counts are bounded and every libelf error is a clean failure.
+ * elfsyms_extract() builds an ember symbol file (symfile.h) for an
+ * executable or library: its executable PT_LOAD segments, and its
+ * functions from .symtab and .dynsym, from .gopclntab (Go binaries, even
+ * stripped ones) and, when asked, from DWARF (source lines and inlined
+ * functions; dwarfsyms.h). The symbols may come from a separate debug file
+ * (e.g. found through .gnu_debuglink or a build ID). elfsyms_build_id()
+ * reads the GNU build ID. Nothing in the file is trusted: counts are
+ * bounded and every libelf/libdw error is a clean failure.
  */
 #ifndef EMBER_ELFSYMS_H
 #define EMBER_ELFSYMS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,13 +20,25 @@
 
 #define ELF_BUILD_ID_MAX 64
 
-/* Appends a symbol file to out. Returns the number of symbols (>= 0), or
- * -1 with *err set to a static description. */
-long elfsyms_extract(int fd, struct buf *out, const char **err);
-
 struct elf_segment {
 	uint64_t offset, vaddr, size;
 };
+
+struct elfsyms_opts {
+	bool dwarf;           /* read DWARF lines and inlined functions too */
+	uint64_t max_input;   /* no DWARF for symbol sources larger than this; 0 = any */
+	uint64_t deadline_ns; /* stop reading DWARF after this (now_mono_ns clock); 0 = none */
+	/* The executable's segments when fd cannot tell them (a separate debug
+	 * file's program headers carry no file offsets); nsegments 0 = read fd's. */
+	const struct elf_segment *segments;
+	int nsegments;
+};
+
+/* Appends the symbol file of the ELF file `fd` to out, with symbols read
+ * from `debug_fd` (pass fd itself when there is no separate debug file).
+ * Returns the number of address ranges (>= 0), or -1 with *err set. */
+long elfsyms_extract(int fd, int debug_fd, const struct elfsyms_opts *o, struct buf *out,
+		     const char **err);
 
 /* The executable PT_LOAD segments (file offset, virtual address, size in
  * the file), at most max. Returns how many, or -1 when not ELF. */
@@ -31,5 +47,11 @@ int elfsyms_exec_segments(int fd, struct elf_segment *out, int max);
 /* Copies the GNU build ID into id (up to ELF_BUILD_ID_MAX bytes).
  * Returns its length, 0 when the file has none, -1 on error. */
 int elfsyms_build_id(int fd, uint8_t *id);
+
+/* The file name in .gnu_debuglink. Returns 0, or -1 when there is none. */
+int elfsyms_debuglink(int fd, char *name, size_t n);
+
+/* Whether the file has DWARF debugging information (.debug_info). */
+bool elfsyms_has_dwarf(int fd);
 
 #endif

@@ -2,14 +2,18 @@
 #include "symfile.h"
 
 #include <endian.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "hmap.h"
+#include "strtab.h"
 #include "util.h"
 
-#define HDR_LEN 32
+#define HDR_LEN 48
 #define SEG_LEN 24
-#define SYM_LEN 16
+#define ROW_LEN 8
+#define CHAIN_LEN 16
 
 static uint32_t ld32(const uint8_t *p)
 {
@@ -41,33 +45,32 @@ int symfile_parse(const void *data, size_t len, struct symfile_view *out, const 
 {
 	const uint8_t *p = data;
 	if (len < HDR_LEN || memcmp(p, SYMFILE_MAGIC, 8) != 0) {
-		*err = "not an ember symbol file (bad magic)";
+		*err = "not an ember symbol file (bad magic or version)";
 		return -1;
 	}
-	uint32_t nseg = ld32(p + 8), nsym = ld32(p + 12), strtab_len = ld32(p + 16);
-	if (ld32(p + 20) != 0 || ld64(p + 24) != 0) {
+	uint32_t nseg = ld32(p + 8), nrow = ld32(p + 12), nchain = ld32(p + 16);
+	uint32_t strtab_len = ld32(p + 20), flags = ld32(p + 32);
+	uint64_t vbase = ld64(p + 24);
+	if (ld32(p + 36) != 0 || ld64(p + 40) != 0 || (flags & ~(SYMFILE_HAS_LINES | SYMFILE_HAS_INLINES))) {
 		*err = "unsupported symbol file flags";
 		return -1;
 	}
-	if (nseg > SYMFILE_MAX_SEGMENTS) {
-		*err = "too many segments";
+	if (nseg > SYMFILE_MAX_SEGMENTS || nrow > SYMFILE_MAX_ROWS || nchain > SYMFILE_MAX_ROWS) {
+		*err = "too many segments, rows or frames";
 		return -1;
 	}
-	if (nsym > SYMFILE_MAX_SYMBOLS) {
-		*err = "too many symbols";
-		return -1;
-	}
-	uint64_t need = (uint64_t)HDR_LEN + (uint64_t)nseg * SEG_LEN + (uint64_t)nsym * SYM_LEN +
-			strtab_len;
+	uint64_t need = (uint64_t)HDR_LEN + (uint64_t)nseg * SEG_LEN + (uint64_t)nrow * ROW_LEN +
+			(uint64_t)nchain * CHAIN_LEN + strtab_len;
 	if (need != len) {
 		*err = "symbol file size does not match its header";
 		return -1;
 	}
 	const uint8_t *segs = p + HDR_LEN;
-	const uint8_t *syms = segs + (size_t)nseg * SEG_LEN;
-	const char *strtab = (const char *)(syms + (size_t)nsym * SYM_LEN);
-	if (strtab_len > 0 && strtab[strtab_len - 1] != '\0') {
-		*err = "string table is not NUL-terminated";
+	const uint8_t *rows = segs + (size_t)nseg * SEG_LEN;
+	const uint8_t *chains = rows + (size_t)nrow * ROW_LEN;
+	const char *strtab = (const char *)(chains + (size_t)nchain * CHAIN_LEN);
+	if (strtab_len == 0 || strtab[0] != '\0' || strtab[strtab_len - 1] != '\0') {
+		*err = "string table must start and end with NUL";
 		return -1;
 	}
 	for (uint32_t i = 0; i < nseg; i++) {
@@ -78,38 +81,35 @@ int symfile_parse(const void *data, size_t len, struct symfile_view *out, const 
 			return -1;
 		}
 	}
-	uint64_t prev = 0;
-	for (uint32_t i = 0; i < nsym; i++) {
-		const uint8_t *s = syms + (size_t)i * SYM_LEN;
-		uint64_t va = ld64(s);
-		uint32_t name = ld32(s + 12);
-		if (i > 0 && va <= prev) {
-			*err = "symbols are not sorted by address";
+	for (uint32_t i = 0; i < nrow; i++) {
+		const uint8_t *r = rows + (size_t)i * ROW_LEN;
+		if (i > 0 && ld32(r) <= ld32(r - ROW_LEN)) {
+			*err = "rows are not sorted by address";
 			return -1;
 		}
-		if (name >= strtab_len) {
-			*err = "symbol name outside the string table";
+		if (ld32(r + 4) > nchain) {
+			*err = "row refers to a frame that does not exist";
 			return -1;
 		}
-		prev = va;
 	}
-	out->base = p;
-	out->len = len;
-	out->nseg = nseg;
-	out->nsym = nsym;
-	out->strtab_len = strtab_len;
-	out->segs = segs;
-	out->syms = syms;
-	out->strtab = strtab;
+	for (uint32_t i = 0; i < nchain; i++) {
+		const uint8_t *c = chains + (size_t)i * CHAIN_LEN;
+		uint32_t name = ld32(c), file = ld32(c + 4), parent = ld32(c + 12);
+		if (name >= strtab_len || (file != SYMFILE_NO_FILE && file >= strtab_len)) {
+			*err = "frame name or file outside the string table";
+			return -1;
+		}
+		if (parent > i) { /* 1-based parent must come before this frame */
+			*err = "frame refers to a caller defined after it";
+			return -1;
+		}
+	}
+	*out = (struct symfile_view){ p, len, nseg, nrow, nchain, strtab_len, flags, vbase,
+				      segs, rows, chains, strtab };
 	return 0;
 }
 
-uint32_t symfile_symbol_count(const struct symfile_view *v)
-{
-	return v->nsym;
-}
-
-const char *symfile_lookup(const struct symfile_view *v, uint64_t file_offset, uint64_t *func_off)
+int symfile_lookup(const struct symfile_view *v, uint64_t file_offset, struct sym_frame *out, int max)
 {
 	uint64_t va = 0;
 	bool mapped = false;
@@ -122,61 +122,73 @@ const char *symfile_lookup(const struct symfile_view *v, uint64_t file_offset, u
 			break;
 		}
 	}
-	if (!mapped || v->nsym == 0)
-		return NULL;
-	/* Largest symbol start <= va. */
-	uint32_t lo = 0, hi = v->nsym;
+	if (!mapped || v->nrow == 0 || va < v->vbase || va - v->vbase > UINT32_MAX)
+		return 0;
+	uint32_t rel = (uint32_t)(va - v->vbase);
+	uint32_t lo = 0, hi = v->nrow;
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
-		if (ld64(v->syms + (size_t)mid * SYM_LEN) <= va)
+		if (ld32(v->rows + (size_t)mid * ROW_LEN) <= rel)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
 	if (lo == 0)
-		return NULL;
-	const uint8_t *s = v->syms + (size_t)(lo - 1) * SYM_LEN;
-	uint64_t start = ld64(s);
-	uint32_t size = ld32(s + 8);
-	if (size != 0) {
-		if (va - start >= size)
-			return NULL;
-	} else if (lo < v->nsym) {
-		if (va >= ld64(v->syms + (size_t)lo * SYM_LEN))
-			return NULL;
+		return 0;
+	uint32_t chain = ld32(v->rows + (size_t)(lo - 1) * ROW_LEN + 4);
+	int n = 0;
+	while (chain && n < max && n < SYMFILE_MAX_DEPTH) {
+		const uint8_t *c = v->chains + (size_t)(chain - 1) * CHAIN_LEN;
+		uint32_t file = ld32(c + 4);
+		out[n].name = v->strtab + ld32(c);
+		out[n].file = file == SYMFILE_NO_FILE ? NULL : v->strtab + file;
+		out[n].line = ld32(c + 8);
+		n++;
+		chain = ld32(c + 12);
 	}
-	if (func_off)
-		*func_off = va - start;
-	return v->strtab + ld32(s + 12);
+	return n;
 }
 
-struct bsym {
-	uint64_t vaddr;
-	uint64_t size;
-	uint32_t name_off; /* into the builder's name buffer */
+/* --- building ------------------------------------------------------------ */
+
+struct brange {
+	uint64_t lo, hi;
+	uint32_t chain;
 	int rank;
 };
 
+struct bchain {
+	uint32_t name, file, line, parent;
+};
+
 struct symfile_builder {
-	struct bsym *syms;
-	size_t nsym, capsym;
+	struct brange *ranges;
+	size_t nranges, capranges;
 	uint64_t (*segs)[3];
 	size_t nseg, capseg;
-	struct buf names;
+	struct strtab strings;
+	struct bchain *chains;
+	size_t nchains, capchains;
+	struct hmap chain_index;
+	uint32_t flags;
 };
 
 struct symfile_builder *symfile_builder_new(void)
 {
-	return xcalloc(1, sizeof(struct symfile_builder));
+	struct symfile_builder *b = xcalloc(1, sizeof(*b));
+	strtab_init(&b->strings);
+	return b;
 }
 
 void symfile_builder_free(struct symfile_builder *b)
 {
 	if (!b)
 		return;
-	free(b->syms);
+	free(b->ranges);
 	free(b->segs);
-	buf_free(&b->names);
+	strtab_free(&b->strings);
+	free(b->chains);
+	hmap_free(&b->chain_index);
 	free(b);
 }
 
@@ -190,92 +202,180 @@ void symfile_add_segment(struct symfile_builder *b, uint64_t file_offset, uint64
 	b->nseg++;
 }
 
-void symfile_add_symbol(struct symfile_builder *b, const char *name, uint64_t vaddr,
-			uint64_t size, int rank)
+struct chain_key {
+	const struct symfile_builder *b;
+	const struct bchain *c;
+};
+
+static bool eq_chain(const void *ctx, uint32_t idx)
 {
-	size_t n = strnlen(name, SYMFILE_MAX_NAME);
-	if (n == 0)
+	const struct chain_key *k = ctx;
+	return memcmp(&k->b->chains[idx], k->c, sizeof(*k->c)) == 0;
+}
+
+uint32_t symfile_chain(struct symfile_builder *b, const char *name, const char *file,
+		       uint32_t line, uint32_t parent)
+{
+	struct bchain c = {
+		strtab_intern(&b->strings, name, strnlen(name, SYMFILE_MAX_NAME)),
+		file ? strtab_intern(&b->strings, file, strnlen(file, SYMFILE_MAX_NAME)) : SYMFILE_NO_FILE,
+		line,
+		parent <= b->nchains ? parent : 0,
+	};
+	uint64_t h = hash_bytes(&c, sizeof(c));
+	struct chain_key k = { b, &c };
+	uint32_t idx;
+	if (hmap_find(&b->chain_index, h, eq_chain, &k, &idx))
+		return idx + 1;
+	xgrow((void **)&b->chains, &b->capchains, b->nchains + 1, sizeof(*b->chains));
+	idx = (uint32_t)b->nchains++;
+	b->chains[idx] = c;
+	hmap_insert(&b->chain_index, h, idx);
+	return idx + 1;
+}
+
+void symfile_add_range(struct symfile_builder *b, uint64_t lo, uint64_t hi, uint32_t chain,
+		       int rank)
+{
+	if (hi <= lo || chain == 0 || chain > b->nchains)
 		return;
-	xgrow((void **)&b->syms, &b->capsym, b->nsym + 1, sizeof(*b->syms));
-	struct bsym *s = &b->syms[b->nsym++];
-	s->vaddr = vaddr;
-	s->size = size;
-	s->rank = rank;
-	s->name_off = (uint32_t)b->names.len;
-	buf_append(&b->names, name, n);
-	buf_putc(&b->names, '\0');
+	xgrow((void **)&b->ranges, &b->capranges, b->nranges + 1, sizeof(*b->ranges));
+	b->ranges[b->nranges++] = (struct brange){ lo, hi, chain, rank };
 }
 
-size_t symfile_builder_symbols(const struct symfile_builder *b)
+void symfile_set_flags(struct symfile_builder *b, uint32_t flags)
 {
-	return b->nsym;
+	b->flags = flags;
 }
 
-static int cmp_bsym(const void *a, const void *b, void *ctx)
+size_t symfile_builder_ranges(const struct symfile_builder *b)
 {
-	const char *names = ctx;
-	const struct bsym *x = a, *y = b;
-	if (x->vaddr != y->vaddr)
-		return x->vaddr < y->vaddr ? -1 : 1;
+	return b->nranges;
+}
+
+static int cmp_range(const void *a, const void *b)
+{
+	const struct brange *x = a, *y = b;
 	if (x->rank != y->rank)
 		return x->rank > y->rank ? -1 : 1;
-	/* Larger size first, then the name, for a deterministic choice. */
-	if (x->size != y->size)
-		return x->size > y->size ? -1 : 1;
-	return strcmp(names + x->name_off, names + y->name_off);
+	if (x->lo != y->lo)
+		return x->lo < y->lo ? -1 : 1;
+	return x->hi < y->hi ? -1 : x->hi > y->hi; /* the tighter range first */
+}
+
+/* Merges the sorted, disjoint ranges `low` into the gaps of the sorted,
+ * disjoint `high`; out (sorted, disjoint) holds at most nl + 2 nh ranges. */
+static size_t merge_into_gaps(const struct brange *high, size_t nh, const struct brange *low,
+			      size_t nl, struct brange *out)
+{
+	size_t n = 0, i = 0;
+	for (size_t j = 0; j < nl; j++) {
+		uint64_t lo = low[j].lo, hi = low[j].hi;
+		while (lo < hi) {
+			while (i < nh && high[i].hi <= lo)
+				out[n++] = high[i++];
+			if (i < nh && high[i].lo <= lo) {
+				lo = high[i].hi; /* covered by a higher rank */
+				continue;
+			}
+			uint64_t end = (i < nh && high[i].lo < hi) ? high[i].lo : hi;
+			out[n++] = (struct brange){ lo, end, low[j].chain, low[j].rank };
+			lo = end;
+		}
+	}
+	while (i < nh)
+		out[n++] = high[i++];
+	return n;
 }
 
 int symfile_finish(struct symfile_builder *b, struct buf *out)
 {
-	if (b->nseg > SYMFILE_MAX_SEGMENTS)
+	if (b->nseg > SYMFILE_MAX_SEGMENTS || b->nranges > SYMFILE_MAX_ROWS / 2)
 		return -1;
-	if (b->nsym > 1)
-		qsort_r(b->syms, b->nsym, sizeof(*b->syms), cmp_bsym, b->names.data);
-	/* Keep the first (best) symbol per address. */
-	size_t n = 0;
-	for (size_t i = 0; i < b->nsym; i++)
-		if (n == 0 || b->syms[n - 1].vaddr != b->syms[i].vaddr)
-			b->syms[n++] = b->syms[i];
-	if (n > SYMFILE_MAX_SYMBOLS)
-		return -1;
-
-	/* Strings: only the names of the symbols kept. */
-	struct buf strtab = { 0 };
-	uint32_t *name_off = xmalloc((n ? n : 1) * sizeof(uint32_t));
-	for (size_t i = 0; i < n; i++) {
-		name_off[i] = (uint32_t)strtab.len;
-		buf_puts(&strtab, b->names.data + b->syms[i].name_off);
-		buf_putc(&strtab, '\0');
+	if (b->nranges)
+		qsort(b->ranges, b->nranges, sizeof(*b->ranges), cmp_range);
+	/* Per rank (highest first): clip overlaps inside the rank, then merge
+	 * into the gaps of what higher ranks already cover. */
+	struct brange *acc = NULL, *tmp = NULL;
+	size_t nacc = 0;
+	for (size_t i = 0; i < b->nranges;) {
+		size_t j = i;
+		size_t k = 0;
+		while (j < b->nranges && b->ranges[j].rank == b->ranges[i].rank) {
+			struct brange r = b->ranges[j++];
+			if (k && r.lo < b->ranges[i + k - 1].hi)
+				r.lo = b->ranges[i + k - 1].hi;
+			if (r.hi > r.lo)
+				b->ranges[i + k++] = r;
+		}
+		tmp = xrealloc(tmp, (2 * nacc + k + 1) * sizeof(*tmp));
+		size_t n = merge_into_gaps(acc, nacc, b->ranges + i, k, tmp);
+		struct brange *swap = acc;
+		acc = tmp;
+		tmp = swap;
+		nacc = n;
+		i = j;
 	}
-	if (strtab.len > UINT32_MAX) {
-		free(name_off);
-		buf_free(&strtab);
+	free(tmp);
+	uint64_t vbase = nacc ? acc[0].lo : 0;
+	if (nacc && acc[nacc - 1].hi - vbase > UINT32_MAX) {
+		free(acc);
 		return -1;
 	}
-	size_t total = HDR_LEN + b->nseg * SEG_LEN + n * SYM_LEN + strtab.len;
+	/* Rows: each range, and a gap row where the next range does not
+	 * start right at its end. */
+	size_t nrow = 0;
+	uint8_t *rowbuf = xmalloc((2 * nacc + 1) * ROW_LEN);
+	for (size_t i = 0; i < nacc; i++) {
+		uint32_t addr = (uint32_t)(acc[i].lo - vbase);
+		if (nrow && ld32(rowbuf + (nrow - 1) * ROW_LEN) == addr)
+			nrow--; /* a gap row at exactly this address is replaced */
+		if (!(nrow && ld32(rowbuf + (nrow - 1) * ROW_LEN + 4) == acc[i].chain)) {
+			st32(rowbuf + nrow * ROW_LEN, addr);
+			st32(rowbuf + nrow * ROW_LEN + 4, acc[i].chain);
+			nrow++;
+		}
+		if (i + 1 == nacc || acc[i + 1].lo > acc[i].hi) {
+			st32(rowbuf + nrow * ROW_LEN, (uint32_t)(acc[i].hi - vbase));
+			st32(rowbuf + nrow * ROW_LEN + 4, 0);
+			nrow++;
+		}
+	}
+	free(acc);
+	size_t strtab_len = b->strings.bytes.len;
+	if (strtab_len > UINT32_MAX || b->nchains > SYMFILE_MAX_ROWS) {
+		free(rowbuf);
+		return -1;
+	}
+	size_t total = HDR_LEN + b->nseg * SEG_LEN + nrow * ROW_LEN + b->nchains * CHAIN_LEN + strtab_len;
 	buf_reserve(out, total);
 	uint8_t *p = (uint8_t *)out->data + out->len;
 	memset(p, 0, HDR_LEN);
 	memcpy(p, SYMFILE_MAGIC, 8);
 	st32(p + 8, (uint32_t)b->nseg);
-	st32(p + 12, (uint32_t)n);
-	st32(p + 16, (uint32_t)strtab.len);
+	st32(p + 12, (uint32_t)nrow);
+	st32(p + 16, (uint32_t)b->nchains);
+	st32(p + 20, (uint32_t)strtab_len);
+	st64(p + 24, vbase);
+	st32(p + 32, b->flags);
 	uint8_t *q = p + HDR_LEN;
 	for (size_t i = 0; i < b->nseg; i++, q += SEG_LEN) {
 		st64(q, b->segs[i][0]);
 		st64(q + 8, b->segs[i][1]);
 		st64(q + 16, b->segs[i][2]);
 	}
-	for (size_t i = 0; i < n; i++, q += SYM_LEN) {
-		st64(q, b->syms[i].vaddr);
-		st32(q + 8, b->syms[i].size > UINT32_MAX ? UINT32_MAX : (uint32_t)b->syms[i].size);
-		st32(q + 12, name_off[i]);
+	memcpy(q, rowbuf, nrow * ROW_LEN);
+	q += nrow * ROW_LEN;
+	for (size_t i = 0; i < b->nchains; i++, q += CHAIN_LEN) {
+		st32(q, b->strings.offsets[b->chains[i].name]);
+		st32(q + 4, b->chains[i].file == SYMFILE_NO_FILE ? SYMFILE_NO_FILE
+								 : b->strings.offsets[b->chains[i].file]);
+		st32(q + 8, b->chains[i].line);
+		st32(q + 12, b->chains[i].parent);
 	}
-	if (strtab.len)
-		memcpy(q, strtab.data, strtab.len);
+	memcpy(q, b->strings.bytes.data, strtab_len);
 	out->len += total;
 	out->data[out->len] = '\0';
-	free(name_off);
-	buf_free(&strtab);
+	free(rowbuf);
 	return 0;
 }

@@ -1,21 +1,31 @@
-/* symfile.h - ember's symbol file: function address ranges of one ELF file.
+/* symfile.h - ember's symbol file: what the code of one ELF file is.
  *
  * A symbol file maps offsets *within the ELF file* (what the agent sends
- * for each native frame) to function names. It holds the file's
- * executable PT_LOAD segments, used to turn a file offset into the ELF
- * virtual address, and a sorted table of functions. Everything is
- * little-endian and fixed-width so a file can be used in place (read or
- * mmap'ed) after one validation pass. Layout:
+ * for each native frame) to a chain of frames: the function, and when the
+ * compiler inlined functions into it, each inlined function, innermost
+ * first, with the source file and line of each (for the outer frames the
+ * line is where the inner one was called). It is built from ELF symbols
+ * (names only), from DWARF (lines and inlined functions) or both; the
+ * design follows LLVM's GSYM: a sorted address table over deduplicated
+ * records. Little-endian and fixed-width, so a file is used in place
+ * (mmap'ed) after one validation pass:
  *
- *   header  32 bytes  magic "EMSYM001", u32 nseg, u32 nsym,
- *                     u32 strtab_len, u32 flags (0), u64 reserved (0)
- *   seg[nseg] 24 B    u64 file_offset, u64 vaddr, u64 size
- *   sym[nsym] 16 B    u64 vaddr, u32 size, u32 name_off  (sorted by vaddr)
- *   strtab            strtab_len bytes of NUL-terminated names
+ *   header  48 bytes  magic "EMSYM002", u32 nseg, u32 nrow, u32 nchain,
+ *                     u32 strtab_len, u64 base, u32 flags, u32 0, u64 0
+ *   seg[nseg]  24 B   u64 file_offset, u64 vaddr, u64 size  (executable PT_LOAD)
+ *   row[nrow]   8 B   u32 addr (vaddr - base), u32 chain (1-based; 0 = no code
+ *                     known here)    sorted by addr, unique
+ *   chain[nchain] 16 B u32 name, u32 file (string offsets; file 0xffffffff =
+ *                     unknown), u32 line (0 = unknown), u32 parent (1-based
+ *                     chain of the caller this was inlined into; 0 = none;
+ *                     always smaller than its own 1-based index)
+ *   strtab            NUL-terminated strings; offset 0 is ""
  *
- * A symbol of size 0 extends to the next symbol's start. The format is
- * produced by the agent (and, later, the CLI) and validated by the server
- * before it is stored, so symfile_parse() is written for hostile input.
+ * A row covers the addresses from its addr up to the next row's. Names are
+ * stored as the compiler wrote them (mangled); the server demangles when it
+ * shows them. Produced by the agent, `ember upload-symbols` and the
+ * server's debuginfod fetcher; symfile_parse() is written for hostile
+ * input.
  */
 #ifndef EMBER_SYMFILE_H
 #define EMBER_SYMFILE_H
@@ -25,45 +35,57 @@
 
 #include "buf.h"
 
-#define SYMFILE_MAGIC "EMSYM001"
+#define SYMFILE_MAGIC "EMSYM002"
 #define SYMFILE_MAX_SEGMENTS 256
-#define SYMFILE_MAX_SYMBOLS (16u << 20)
+#define SYMFILE_MAX_ROWS (64u << 20)
 #define SYMFILE_MAX_NAME 4096
+#define SYMFILE_MAX_DEPTH 64 /* inline depth a lookup follows */
+#define SYMFILE_NO_FILE 0xffffffffu
+
+/* Header flags: what the file was built from. */
+#define SYMFILE_HAS_LINES 1u   /* source files and lines (DWARF) */
+#define SYMFILE_HAS_INLINES 2u /* inlined functions (DWARF) */
 
 struct symfile_view {
 	const uint8_t *base;
 	size_t len;
-	uint32_t nseg;
-	uint32_t nsym;
-	uint32_t strtab_len;
-	const uint8_t *segs;
-	const uint8_t *syms;
+	uint32_t nseg, nrow, nchain, strtab_len, flags;
+	uint64_t vbase;
+	const uint8_t *segs, *rows, *chains;
 	const char *strtab;
 };
 
-/* Validates data[0..len) completely. On success fills *out (which points
- * into data; data must outlive it) and returns 0; otherwise returns -1 and
- * sets *err to a static description. */
+struct sym_frame {
+	const char *name;
+	const char *file; /* NULL when unknown */
+	uint32_t line;    /* 0 when unknown */
+};
+
+/* Validates data[0..len) completely. On success fills *out (pointing into
+ * data) and returns 0; otherwise returns -1 with a static reason in *err. */
 int symfile_parse(const void *data, size_t len, struct symfile_view *out, const char **err);
 
-/* Looks up the function containing the given file offset. Returns its name
- * (pointing into the view) and the offset into the function, or NULL. */
-const char *symfile_lookup(const struct symfile_view *v, uint64_t file_offset, uint64_t *func_off);
+/* The frames at a file offset, innermost first, at most max. Returns how
+ * many (0 when no function is known there). */
+int symfile_lookup(const struct symfile_view *v, uint64_t file_offset, struct sym_frame *out, int max);
 
-uint32_t symfile_symbol_count(const struct symfile_view *v);
-
-/* Building: add segments and symbols in any order, then finish. */
+/* Building. Ranges are [lo, hi) in ELF virtual addresses; where ranges
+ * overlap, the higher rank wins, and within a rank the earlier start. */
 struct symfile_builder;
 struct symfile_builder *symfile_builder_new(void);
 void symfile_builder_free(struct symfile_builder *b);
 void symfile_add_segment(struct symfile_builder *b, uint64_t file_offset, uint64_t vaddr,
 			 uint64_t size);
-/* rank breaks ties between symbols at the same address: higher wins. */
-void symfile_add_symbol(struct symfile_builder *b, const char *name, uint64_t vaddr,
-			uint64_t size, int rank);
-size_t symfile_builder_symbols(const struct symfile_builder *b);
-/* Sorts, removes duplicates and appends the encoded file to out.
- * Returns 0, or -1 when limits are exceeded. */
+/* A frame record (deduplicated); file may be NULL, parent 0. Returns its
+ * 1-based id. */
+uint32_t symfile_chain(struct symfile_builder *b, const char *name, const char *file,
+		       uint32_t line, uint32_t parent);
+void symfile_add_range(struct symfile_builder *b, uint64_t lo, uint64_t hi, uint32_t chain,
+		       int rank);
+void symfile_set_flags(struct symfile_builder *b, uint32_t flags);
+size_t symfile_builder_ranges(const struct symfile_builder *b);
+/* Resolves overlaps and appends the encoded file to out. Returns 0, or -1
+ * when limits are exceeded. */
 int symfile_finish(struct symfile_builder *b, struct buf *out);
 
 #endif

@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 echo "== store_bench (ingest and flamegraph query)"
 build/bench/store_bench
 echo
+echo "== symbols_bench (symbol storage and lookup)"
+build/bench/symbols_bench
+echo
 echo "== agent_overhead (needs root)"
 bench/agent_overhead.sh "${EMBER_BENCH_SECONDS:-60}"
 echo

@@ -13,13 +13,14 @@ packages=(
   # libraries the binaries link
   libelf-dev libdw-dev zlib1g-dev libzstd-dev libssl-dev libxxhash-dev
   libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev libsqlite3-dev
-  libprotobuf-c-dev protobuf-c-compiler libpcre2-dev
+  libprotobuf-c-dev protobuf-c-compiler libpcre2-dev libiberty-dev libdebuginfod-dev
   # tests: unit framework, sanitizers and fuzzing runtimes, integration harness
   libcmocka-dev libclang-rt-14-dev python3 python3-pytest python3-websocket
   # browser tests
   chromium
-  # tools the tests and `make run` use
-  curl procps util-linux
+  # tools the tests and `make run` use; perf to compare against, a
+  # debuginfod server and glibc's detached debug info to symbolize from
+  curl procps util-linux linux-perf debuginfod libc6-dbg
 )
 
 missing=()

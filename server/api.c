@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "assets.h"
+#include "debuginfod.h"
 #include "flamegraph.h"
 #include "handlers.h"
 #include "jsonw.h"
@@ -55,6 +56,11 @@ void handle_metrics(struct server *srv, const struct http_req *req, struct http_
 	metric(b, "ember_store_wal_bytes", "gauge", "bytes in the write-ahead log", st.wal_bytes);
 	metric(b, "ember_store_wal_skipped_records", "gauge", "corrupt log records skipped at startup", st.wal_skipped_records);
 	metric(b, "ember_symbols_files", "gauge", "symbol files stored", symbols_count(srv->symbols));
+	struct fetcher_stats fs;
+	fetcher_get_stats(srv->fetcher, &fs);
+	metric(b, "ember_debuginfod_requests_total", "counter", "symbol files asked of debuginfod", fs.requested);
+	metric(b, "ember_debuginfod_fetched_total", "counter", "symbol files built from debuginfod", fs.fetched);
+	metric(b, "ember_debuginfod_failed_total", "counter", "debuginfod fetches that found nothing", fs.failed);
 	resp->status = 200;
 	resp->content_type = "text/plain; version=0.0.4";
 }
@@ -90,7 +96,7 @@ void handle_flamegraph(struct server *srv, const struct http_req *req, struct ht
 	for (char *p = r.project_id; *p; p++)
 		if (*p >= 'A' && *p <= 'F')
 			*p = (char)(*p - 'A' + 'a');
-	if (flamegraph_query(srv->store, srv->symbols, &r, &resp->body, &err) < 0) {
+	if (flamegraph_query(srv->store, srv->symbols, srv->fetcher, &r, &resp->body, &err) < 0) {
 		http_error(resp, 400, "%s", err.data);
 	} else {
 		__atomic_add_fetch(&srv->counters.flamegraph_queries, 1, __ATOMIC_RELAXED);

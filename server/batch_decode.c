@@ -46,8 +46,9 @@ int batch_validate(const Ember__Ingest__V1__Batch *b, struct buf *err)
 	}
 	for (size_t i = 0; i < b->n_files; i++) {
 		const Ember__Ingest__V1__File *f = b->files[i];
-		if (f->file_id.len != FILE_ID_LEN || f->name >= ns || f->build_id.len > 64) {
-			buf_printf(err, "files[%zu]: bad file_id, name or build_id", i);
+		if (f->file_id.len != FILE_ID_LEN || f->name >= ns || f->build_id.len > 64 ||
+		    f->n_exec_segments % 3 || f->n_exec_segments > 12) {
+			buf_printf(err, "files[%zu]: bad file_id, name, build_id or exec_segments", i);
 			return -1;
 		}
 	}

@@ -8,8 +8,10 @@
 #include <string.h>
 
 #include "cel.h"
+#include "debuginfod.h"
 #include "hmap.h"
 #include "jsonw.h"
+#include "names.h"
 #include "strtab.h"
 #include "util.h"
 
@@ -199,6 +201,22 @@ int fg_request_parse(struct fg_request *r, const char *body, size_t len, struct 
 			goto out;
 		r->num_stat_buckets = (uint32_t)v;
 	}
+	json_t *raw = json_object_get(doc, "raw_names");
+	if (raw && !json_is_null(raw)) {
+		if (!json_is_boolean(raw)) {
+			buf_puts(err, "raw_names: expected true or false");
+			goto out;
+		}
+		r->raw_names = json_is_true(raw);
+	}
+	json_t *verbose = json_object_get(doc, "verbose_names");
+	if (verbose && !json_is_null(verbose)) {
+		if (!json_is_boolean(verbose)) {
+			buf_puts(err, "verbose_names: expected true or false");
+			goto out;
+		}
+		r->verbose_names = json_is_true(verbose);
+	}
 	json_t *syn = json_object_get(doc, "synthetic_frames");
 	if (syn && !json_is_null(syn)) {
 		if (!json_is_array(syn) || json_array_size(syn) > FG_MAX_SYNTHETIC) {
@@ -242,6 +260,13 @@ struct key {          /* one display identity: what a tree node is */
 	bool masked;
 	uint32_t name;        /* query strtab id */
 	uint32_t binary;      /* query strtab id */
+	uint32_t file;        /* query strtab id of the source file; 0 = unknown */
+};
+
+/* One frame of a symbolized stored frame (several when inlined). */
+struct run_item {
+	uint32_t key;
+	uint32_t line;
 };
 
 struct tnode {
@@ -249,6 +274,8 @@ struct tnode {
 	uint32_t parent;
 	uint32_t first_child, next_sibling; /* node index + 1, 0 = none */
 	uint64_t self, total;
+	uint32_t line;   /* the line most samples are at (majority vote) */
+	uint64_t votes;
 };
 
 struct agg {
@@ -279,8 +306,11 @@ struct query {
 	struct key *keys;
 	size_t nkeys, capkeys;
 	struct hmap key_index;
-	uint32_t *frame_key; /* store frame id -> key + 1 */
-	size_t nframe_key;
+	uint64_t *frame_run; /* store frame id -> (start + 1) << 32 | count in runs */
+	size_t nframe_run;
+	struct run_item *runs;
+	size_t nruns, capruns;
+	struct fetcher *fetch;
 	/* the tree */
 	struct tnode *nodes;
 	size_t nnodes, capnodes;
@@ -388,15 +418,20 @@ static bool eq_keyid(const void *ctx, uint32_t idx)
 	return k->type == want->type && k->name == want->name && k->binary == want->binary;
 }
 
-static uint32_t intern_key(struct query *q, uint8_t type, const char *name, const char *binary)
+static uint32_t intern_key(struct query *q, uint8_t type, const char *name, const char *binary,
+			   const char *file)
 {
 	struct key want = { type, false, strtab_intern_cstr(&q->names, name),
-			    strtab_intern_cstr(&q->names, binary ? binary : "") };
+			    strtab_intern_cstr(&q->names, binary ? binary : ""),
+			    file ? strtab_intern_cstr(&q->names, file) : 0 };
 	uint64_t h = hash_mix(hash_u64((uint64_t)want.name << 32 | want.binary), type);
 	const void *kctx[2] = { q, &want };
 	uint32_t idx;
-	if (hmap_find(&q->key_index, h, eq_keyid, kctx, &idx))
+	if (hmap_find(&q->key_index, h, eq_keyid, kctx, &idx)) {
+		if (!q->keys[idx].file)
+			q->keys[idx].file = want.file;
 		return idx;
+	}
 	if (type != T_SYNTHETIC && type != T_ROOT) {
 		size_t nlen = strlen(name);
 		for (size_t i = 0; i < q->req->nmasks && !want.masked; i++)
@@ -410,34 +445,80 @@ static uint32_t intern_key(struct query *q, uint8_t type, const char *name, cons
 	return idx;
 }
 
-/* The display identity of a stored frame, symbolized on first use. */
-static uint32_t frame_key(struct query *q, uint32_t frame_id)
+static void push_run(struct query *q, uint32_t key, uint32_t line)
 {
-	if (frame_id < q->nframe_key && q->frame_key[frame_id])
-		return q->frame_key[frame_id] - 1;
+	xgrow((void **)&q->runs, &q->capruns, q->nruns + 1, sizeof(*q->runs));
+	q->runs[q->nruns++] = (struct run_item){ key, line };
+}
+
+/* The display frames of a stored frame (outermost first), symbolized on
+ * first use: returns the first item and sets *n. */
+static const struct run_item *frame_run(struct query *q, uint32_t frame_id, uint32_t *n)
+{
+	if (frame_id < q->nframe_run && q->frame_run[frame_id]) {
+		uint64_t v = q->frame_run[frame_id];
+		*n = (uint32_t)v;
+		return q->runs + ((v >> 32) - 1);
+	}
+	size_t start = q->nruns;
 	const struct store_frame *f = store_frame(q->st, frame_id);
-	if (!f)
-		return intern_key(q, SFT_ERROR, "[missing frame]", "");
-	char tmp[512];
-	const char *name = f->name ? store_string(q->st, f->name) : NULL;
-	const char *binary = f->binary ? store_string(q->st, f->binary) : "";
-	if (f->file) {
-		const struct store_file *sf = store_file(q->st, f->file - 1);
-		if (sf) {
+	struct buf name = { 0 };
+	if (!f) {
+		push_run(q, intern_key(q, SFT_ERROR, "[missing frame]", "", NULL), 0);
+	} else {
+		const char *binary = f->binary ? store_string(q->st, f->binary) : "";
+		const struct store_file *sf = f->file ? store_file(q->st, f->file - 1) : NULL;
+		if (sf)
 			binary = store_string(q->st, sf->name);
-			if (!name)
-				name = symbols_lookup(q->sym, &sf->id, f->address);
+		struct sym_frame frames[SYMFILE_MAX_DEPTH];
+		int nf = 0;
+		if (f->name) {
+			display_name(store_string(q->st, f->name), binary, q->req->raw_names,
+				     q->req->verbose_names, &name);
+			push_run(q, intern_key(q, f->type, name.data, binary, NULL), 0);
+		} else if (sf && (nf = symbols_lookup(q->sym, &sf->id, f->address, frames,
+						      SYMFILE_MAX_DEPTH)) > 0) {
+			for (int i = nf; i-- > 0;) {
+				buf_reset(&name);
+				display_name(frames[i].name, binary, q->req->raw_names,
+					     q->req->verbose_names, &name);
+				push_run(q, intern_key(q, f->type, name.data, binary, frames[i].file),
+					 frames[i].line);
+			}
+		} else {
+			buf_printf(&name, "%s+0x%llx", *binary ? binary : "[unknown]",
+				   (unsigned long long)f->address);
+			push_run(q, intern_key(q, f->type, name.data, binary, NULL), 0);
+		}
+		/* No source lines for this file yet: global symbolization may
+		 * have them (asked once per file; the answer comes later). */
+		if (sf && q->fetch && (nf == 0 || !frames[0].file)) {
+			int quality = symbols_quality(q->sym, &sf->id);
+			if (quality < 0 || !(quality & SYMFILE_HAS_LINES))
+				fetcher_request(q->fetch, sf);
 		}
 	}
-	if (!name) {
-		snprintf(tmp, sizeof(tmp), "%s+0x%llx", *binary ? binary : "[unknown]",
-			 (unsigned long long)f->address);
-		name = tmp;
+	buf_free(&name);
+	*n = (uint32_t)(q->nruns - start);
+	if (frame_id < q->nframe_run)
+		q->frame_run[frame_id] = (uint64_t)(start + 1) << 32 | *n;
+	return q->runs + start;
+}
+
+/* Boyer-Moore majority vote, weighted: after all votes, node->line is the
+ * line holding more than half of the node's samples whenever one does. */
+static void vote(struct tnode *t, uint32_t line, uint64_t w)
+{
+	if (!line)
+		return;
+	if (t->line == line) {
+		t->votes += w;
+	} else if (t->votes >= w) {
+		t->votes -= w;
+	} else {
+		t->line = line;
+		t->votes = w - t->votes;
 	}
-	uint32_t k = intern_key(q, f->type, name, binary);
-	if (frame_id < q->nframe_key)
-		q->frame_key[frame_id] = k + 1;
-	return k;
 }
 
 struct node_key {
@@ -461,7 +542,7 @@ static uint32_t child(struct query *q, uint32_t parent, uint32_t key)
 		return idx;
 	xgrow((void **)&q->nodes, &q->capnodes, q->nnodes + 1, sizeof(*q->nodes));
 	idx = (uint32_t)q->nnodes++;
-	q->nodes[idx] = (struct tnode){ key, parent, 0, q->nodes[parent].first_child, 0, 0 };
+	q->nodes[idx] = (struct tnode){ key, parent, 0, q->nodes[parent].first_child, 0, 0, 0, 0 };
 	q->nodes[parent].first_child = idx + 1;
 	hmap_insert(&q->node_index, h, idx);
 	return idx;
@@ -489,6 +570,14 @@ static void write_node(struct query *q, uint32_t n, struct buf *out, int depth)
 	if (*binary) {
 		buf_puts(out, ",\"binary\":");
 		jsonw_str(out, binary);
+	}
+	if (k->file) {
+		buf_puts(out, ",\"file\":");
+		jsonw_str(out, strtab_get(&q->names, k->file));
+		if (t->line) {
+			buf_puts(out, ",\"line\":");
+			jsonw_u64(out, t->line);
+		}
 	}
 	buf_puts(out, ",\"self\":");
 	jsonw_u64(out, t->self);
@@ -527,16 +616,18 @@ static void query_free(struct query *q)
 	strtab_free(&q->names);
 	free(q->keys);
 	hmap_free(&q->key_index);
-	free(q->frame_key);
+	free(q->frame_run);
+	free(q->runs);
 	free(q->nodes);
 	hmap_free(&q->node_index);
 }
 
-int flamegraph_query(struct store *st, struct symbols *sym, const struct fg_request *r,
-		     struct buf *out, struct buf *err)
+int flamegraph_query(struct store *st, struct symbols *sym, struct fetcher *fetch,
+		     const struct fg_request *r, struct buf *out, struct buf *err)
 {
 	uint64_t t0 = now_mono_ns();
-	struct query q = { .st = st, .sym = sym, .req = r, .keep_threshold = UINT64_MAX };
+	struct query q = { .st = st, .sym = sym, .req = r, .keep_threshold = UINT64_MAX,
+			   .fetch = fetch };
 	strtab_init(&q.names);
 	if (r->query && !(q.cel = cel_compile(r->query, err))) {
 		query_free(&q);
@@ -580,10 +671,11 @@ int flamegraph_query(struct store *st, struct symbols *sym, const struct fg_requ
 
 	/* Build the tree: root, synthetic levels, then the stack's frames. */
 	xgrow((void **)&q.nodes, &q.capnodes, 1, sizeof(*q.nodes));
-	q.nodes[0] = (struct tnode){ intern_key(&q, T_ROOT, "root", ""), UINT32_MAX, 0, 0, 0, 0 };
+	q.nodes[0] = (struct tnode){ intern_key(&q, T_ROOT, "root", "", NULL), UINT32_MAX, 0, 0, 0, 0,
+				     0, 0 };
 	q.nnodes = 1;
-	q.nframe_key = store_frame_count(st);
-	q.frame_key = xcalloc(q.nframe_key ? q.nframe_key : 1, sizeof(uint32_t));
+	q.nframe_run = store_frame_count(st);
+	q.frame_run = xcalloc(q.nframe_run ? q.nframe_run : 1, sizeof(uint64_t));
 	uint32_t *frames = xmalloc(MAX_DEPTH * sizeof(uint32_t));
 	for (size_t i = 0; i < q.naggs; i++) {
 		const struct agg *a = &q.aggs[i];
@@ -596,16 +688,22 @@ int flamegraph_query(struct store *st, struct symbols *sym, const struct fg_requ
 				snprintf(none, sizeof(none), "[no %s]", synthetic_names[r->synthetic[s]]);
 				v = none;
 			}
-			node = child(&q, node, intern_key(&q, T_SYNTHETIC, v, ""));
+			node = child(&q, node, intern_key(&q, T_SYNTHETIC, v, "", NULL));
 			q.nodes[node].total += a->value;
 		}
 		size_t depth = MIN(store_stack(st, a->stack, frames, MAX_DEPTH), (size_t)MAX_DEPTH);
 		for (size_t d = 0; d < depth; d++) {
-			uint32_t k = frame_key(&q, frames[d]);
-			if (q.keys[k].masked)
-				continue;
-			node = child(&q, node, k);
-			q.nodes[node].total += a->value;
+			uint32_t n;
+			const struct run_item *run = frame_run(&q, frames[d], &n);
+			for (uint32_t j = 0; j < n; j++) {
+				uint32_t line = run[j].line;
+				uint32_t k = run[j].key;
+				if (q.keys[k].masked)
+					continue;
+				node = child(&q, node, k);
+				q.nodes[node].total += a->value;
+				vote(&q.nodes[node], line, a->value);
+			}
 		}
 		q.nodes[node].self += a->value;
 	}

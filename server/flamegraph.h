@@ -2,8 +2,12 @@
  * kind and time range, filtered by a CEL query, merged into a tree of
  * functions and written as the JSON of SPEC.md's flamegraph endpoint.
  *
- * Frames are symbolized here, at query time, from the symbol store; two
- * frames with the same display name, type and binary are one node. Frames
+ * Frames are symbolized here, at query time, from the symbol store: a
+ * native frame becomes the chain of functions inlined at that address,
+ * each its own node; names are demangled and glibc's internal aliases shown
+ * by their common names (unless raw_names). Two frames with the same
+ * display name, type and binary are one node; a node reports its
+ * function's source file and the line most of its samples were at. Frames
  * whose name matches a frame-mask pattern are left out of their stacks.
  * Synthetic frames (executable, host, thread, ...) add grouping levels
  * above the stacks. Children are sorted by total, largest first.
@@ -11,6 +15,7 @@
 #ifndef EMBER_SERVER_FLAMEGRAPH_H
 #define EMBER_SERVER_FLAMEGRAPH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,6 +42,8 @@ struct fg_request {
 	size_t nsynthetic;
 	uint64_t num_samples;  /* 0 = all */
 	uint32_t num_stat_buckets; /* 0 = no time series */
+	bool raw_names;        /* names as compiled: no demangling, no libc common names */
+	bool verbose_names;    /* demangled names with their parameter lists */
 };
 
 /* Parses the JSON request body. Returns 0, or -1 with a message for the
@@ -49,8 +56,11 @@ const char *fg_synthetic_attribute(enum fg_synthetic s);
 
 /* Runs the query and appends the JSON answer to out. Returns 0, or -1
  * with a message for the client in err (e.g. a bad regular expression). */
-int flamegraph_query(struct store *st, struct symbols *sym, const struct fg_request *r,
-		     struct buf *out, struct buf *err);
+struct fetcher;
+/* fetch (may be NULL) is asked for the symbols of files that have none
+ * with source lines yet (server/debuginfod.h). */
+int flamegraph_query(struct store *st, struct symbols *sym, struct fetcher *fetch,
+		     const struct fg_request *r, struct buf *out, struct buf *err);
 
 /* The SPEC name of a frame type ("native", "kernel", ...). */
 const char *frame_type_name(uint8_t type);

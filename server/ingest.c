@@ -83,6 +83,10 @@ void handle_symbols_missing(struct server *srv, const struct http_req *req, stru
 		json_decref(doc);
 		return;
 	}
+	/* "quality": the symbol-file flags the asker could provide; a file
+	 * stored with fewer counts as missing. */
+	json_t *qv = json_object_get(doc, "quality");
+	int want = json_is_integer(qv) ? (int)json_integer_value(qv) : 0;
 	buf_puts(&resp->body, "{\"missing\":[");
 	size_t i, n = 0;
 	json_t *v;
@@ -96,7 +100,8 @@ void handle_symbols_missing(struct server *srv, const struct http_req *req, stru
 			json_decref(doc);
 			return;
 		}
-		if (!symbols_have(srv->symbols, &id)) {
+		int have = symbols_quality(srv->symbols, &id);
+		if (have < 0 || __builtin_popcount((unsigned)have) < __builtin_popcount((unsigned)want & 3u)) {
 			if (n++)
 				buf_putc(&resp->body, ',');
 			jsonw_str(&resp->body, s);
@@ -112,6 +117,11 @@ void handle_symbols_put(struct server *srv, const struct http_req *req, struct h
 	struct file_id id;
 	if (fileid_parse_hex(req->params[0], &id) < 0) {
 		http_error(resp, 400, "file id: expected %d hex digits", FILE_ID_HEX_LEN);
+		return;
+	}
+	const char *project = http_query_arg(req, "project");
+	if (project && (!uuid_valid(project) || !projects_exists(srv->projects, project))) {
+		http_error(resp, 404, "no project with id %s", project);
 		return;
 	}
 	const char *enc = http_header(req, "Content-Encoding");
@@ -134,7 +144,10 @@ void handle_symbols_put(struct server *srv, const struct http_req *req, struct h
 		return;
 	}
 	int rc = symbols_put(srv->symbols, &id, data, len, &err);
-	if (rc == -1) {
+	if (rc == 1) {
+		buf_puts(&resp->body, "{\"stored\":false,\"kept\":\"the stored symbols are at least as complete\"}\n");
+		http_json(resp, 200);
+	} else if (rc == -1) {
 		count(&srv->counters.symbols_rejected, 1);
 		http_error(resp, 400, "%s", err.data);
 	} else if (rc < 0) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "flags.h"
+#include "debuginfod.h"
 #include "http.h"
 #include "log.h"
 #include "server.h"
@@ -15,6 +16,7 @@
 struct server_config {
 	char *listen;
 	char *data_dir;
+	char *debuginfod_urls;
 	char *config;
 	bool verbose;
 	bool json_log;
@@ -28,6 +30,8 @@ static const struct flag_def defs[] = {
 	  "address to serve HTTP on (host:port; 0.0.0.0:8080 for every interface)" },
 	{ "data-dir", FLAG_STRING, "./data", OFF(data_dir), 0, 0,
 	  "directory of the store, symbols and metadata" },
+	{ "debuginfod-urls", FLAG_STRING, "", OFF(debuginfod_urls), 0, 0,
+	  "space-separated debuginfod servers to fetch symbols from by build ID (global symbolization)" },
 	{ "config", FLAG_STRING, "", OFF(config), 0, 0,
 	  "file of 'name value' lines with lower-precedence settings" },
 	{ "v", FLAG_BOOL, "false", OFF(verbose), 0, 0, "verbose (debug) logging" },
@@ -77,6 +81,14 @@ int main(int argc, char **argv, char **envp)
 		log_error("%s", err.data);
 		goto out;
 	}
+	if (*cfg.debuginfod_urls) {
+		srv.fetcher = fetcher_start(srv.symbols, cfg.debuginfod_urls, cfg.data_dir, &err);
+		if (!srv.fetcher) {
+			log_error("%s", err.data);
+			goto out;
+		}
+		log_info("global symbolization from %s", cfg.debuginfod_urls);
+	}
 	http = http_start(cfg.listen, server_routes, server_route_count, &srv, &err);
 	if (!http) {
 		log_error("%s", err.data);
@@ -89,6 +101,7 @@ int main(int argc, char **argv, char **envp)
 	rc = 0;
 out:
 	http_stop(http);
+	fetcher_stop(srv.fetcher);
 	projects_close(srv.projects);
 	symbols_close(srv.symbols);
 	store_close(srv.store);

@@ -17,10 +17,13 @@ struct server_counters {
 	uint64_t flamegraph_queries;
 };
 
+struct fetcher;
+
 struct server {
 	struct store *store;
 	struct symbols *symbols;
 	struct projects *projects;
+	struct fetcher *fetcher; /* global symbolization; NULL when not configured */
 	struct server_counters counters;
 	int64_t started_ms;
 };

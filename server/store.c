@@ -72,18 +72,31 @@ static bool eq_file(const void *ctx, uint32_t idx)
 	return memcmp(k->s->files[idx].id.b, k->id, FILE_ID_LEN) == 0;
 }
 
-static uint32_t intern_file(struct store *s, const uint8_t *id, uint32_t name)
+static uint32_t intern_file(struct store *s, const Ember__Ingest__V1__File *f, uint32_t name)
 {
-	uint64_t h = hash_bytes(id, FILE_ID_LEN);
-	struct file_key k = { s, id };
+	uint64_t h = hash_bytes(f->file_id.data, FILE_ID_LEN);
+	struct file_key k = { s, f->file_id.data };
 	uint32_t idx;
-	if (hmap_find(&s->file_index, h, eq_file, &k, &idx))
-		return idx;
-	xgrow((void **)&s->files, &s->capfiles, s->nfiles + 1, sizeof(*s->files));
-	idx = (uint32_t)s->nfiles++;
-	memcpy(s->files[idx].id.b, id, FILE_ID_LEN);
-	s->files[idx].name = name;
-	hmap_insert(&s->file_index, h, idx);
+	if (!hmap_find(&s->file_index, h, eq_file, &k, &idx)) {
+		xgrow((void **)&s->files, &s->capfiles, s->nfiles + 1, sizeof(*s->files));
+		idx = (uint32_t)s->nfiles++;
+		memset(&s->files[idx], 0, sizeof(s->files[idx]));
+		memcpy(s->files[idx].id.b, f->file_id.data, FILE_ID_LEN);
+		s->files[idx].name = name;
+		hmap_insert(&s->file_index, h, idx);
+	}
+	/* A later batch may know more about the file than the first did. */
+	struct store_file *sf = &s->files[idx];
+	if (!sf->build_id_len && f->build_id.len) {
+		memcpy(sf->build_id, f->build_id.data, f->build_id.len);
+		sf->build_id_len = (uint8_t)f->build_id.len;
+	}
+	if (!sf->nsegs && f->n_exec_segments) {
+		for (size_t i = 0; i + 2 < f->n_exec_segments && sf->nsegs < STORE_FILE_SEGMENTS; i += 3) {
+			memcpy(sf->segs[sf->nsegs], f->exec_segments + i, 3 * sizeof(uint64_t));
+			sf->nsegs++;
+		}
+	}
 	return idx;
 }
 
@@ -237,7 +250,7 @@ static void index_batch(struct store *s, const char *project_id, const Ember__In
 		smap[i] = strtab_intern_cstr(&s->strings, b->strings[i]);
 	uint32_t *fmap = xmalloc((b->n_files + 1) * sizeof(uint32_t));
 	for (size_t i = 0; i < b->n_files; i++)
-		fmap[i] = intern_file(s, b->files[i]->file_id.data, smap[b->files[i]->name]);
+		fmap[i] = intern_file(s, b->files[i], smap[b->files[i]->name]);
 	uint32_t *frmap = xmalloc((b->n_frames + 1) * sizeof(uint32_t));
 	for (size_t i = 0; i < b->n_frames; i++) {
 		const Ember__Ingest__V1__Frame *f = b->frames[i];

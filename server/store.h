@@ -37,9 +37,15 @@ enum store_frame_type {
 /* Event kinds, numbered as ember.ingest.v1.EventKind. */
 enum store_event_kind { SEK_ON_CPU = 1, SEK_OFF_CPU, SEK_CUDA, SEK_ALLOC };
 
+#define STORE_FILE_SEGMENTS 4
+
 struct store_file {
 	struct file_id id;
 	uint32_t name; /* string id */
+	uint8_t build_id[64];
+	uint8_t build_id_len;
+	uint8_t nsegs;
+	uint64_t segs[STORE_FILE_SEGMENTS][3]; /* executable segments: offset, vaddr, size */
 };
 
 struct store_frame {

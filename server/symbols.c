@@ -14,7 +14,6 @@
 
 #include "hmap.h"
 #include "log.h"
-#include "symfile.h"
 #include "util.h"
 
 enum state { PRESENT = 0, LOADED, BROKEN };
@@ -22,9 +21,15 @@ enum state { PRESENT = 0, LOADED, BROKEN };
 struct entry {
 	struct file_id id;
 	uint8_t state;
+	int quality; /* symfile flags; -1 until read */
 	void *map;
 	size_t len;
 	struct symfile_view view;
+};
+
+struct retired {
+	void *map;
+	size_t len;
 };
 
 struct symbols {
@@ -33,6 +38,8 @@ struct symbols {
 	struct entry *entries;
 	size_t count, cap;
 	struct hmap index;
+	struct retired *retired; /* replaced mappings, unmapped at close */
+	size_t nretired, capretired;
 };
 
 struct key {
@@ -62,6 +69,7 @@ static struct entry *add(struct symbols *s, const struct file_id *id)
 	memset(e, 0, sizeof(*e));
 	e->id = *id;
 	e->state = PRESENT;
+	e->quality = -1;
 	hmap_insert(&s->index, hash_bytes(id->b, FILE_ID_LEN), (uint32_t)s->count);
 	s->count++;
 	return e;
@@ -73,6 +81,39 @@ static void path_of(const struct symbols *s, const struct file_id *id, const cha
 	char hex[FILE_ID_HEX_LEN + 1];
 	fileid_hex(id, hex);
 	buf_printf(out, "%s/%s%s", s->dir, hex, suffix);
+}
+
+/* Maps and validates the file of e. Called with the lock held. */
+static void load(struct symbols *s, struct entry *e)
+{
+	struct buf path = { 0 };
+	path_of(s, &e->id, ".sym", &path);
+	e->state = BROKEN;
+	int fd = open(path.data, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0 || st.st_size <= 0 ||
+	    (uint64_t)st.st_size > SYMBOLS_MAX_UPLOAD) {
+		log_error("symbols: cannot open %s: %s", path.data, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		buf_free(&path);
+		return;
+	}
+	void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	const char *why;
+	if (m == MAP_FAILED) {
+		log_error("symbols: cannot map %s: %s", path.data, strerror(errno));
+	} else if (symfile_parse(m, (size_t)st.st_size, &e->view, &why) < 0) {
+		log_error("symbols: %s is damaged or of an older format (%s); ignoring it", path.data, why);
+		munmap(m, (size_t)st.st_size);
+	} else {
+		e->map = m;
+		e->len = (size_t)st.st_size;
+		e->state = LOADED;
+		e->quality = (int)e->view.flags;
+	}
+	buf_free(&path);
 }
 
 int symbols_open(const char *data_dir, struct symbols **out, struct buf *err)
@@ -113,6 +154,9 @@ void symbols_close(struct symbols *s)
 	for (size_t i = 0; i < s->count; i++)
 		if (s->entries[i].map)
 			munmap(s->entries[i].map, s->entries[i].len);
+	for (size_t i = 0; i < s->nretired; i++)
+		munmap(s->retired[i].map, s->retired[i].len);
+	free(s->retired);
 	free(s->entries);
 	hmap_free(&s->index);
 	free(s->dir);
@@ -120,12 +164,15 @@ void symbols_close(struct symbols *s)
 	free(s);
 }
 
-bool symbols_have(struct symbols *s, const struct file_id *id)
+int symbols_quality(struct symbols *s, const struct file_id *id)
 {
 	pthread_mutex_lock(&s->mu);
-	bool have = find(s, id) != NULL;
+	struct entry *e = find(s, id);
+	if (e && e->state == PRESENT)
+		load(s, e);
+	int q = e ? (e->state == LOADED ? e->quality : 0) : -1;
 	pthread_mutex_unlock(&s->mu);
-	return have;
+	return q;
 }
 
 size_t symbols_count(struct symbols *s)
@@ -134,6 +181,11 @@ size_t symbols_count(struct symbols *s)
 	size_t n = s->count;
 	pthread_mutex_unlock(&s->mu);
 	return n;
+}
+
+static int quality_rank(int flags)
+{
+	return __builtin_popcount((unsigned)flags);
 }
 
 int symbols_put(struct symbols *s, const struct file_id *id, const void *data, size_t len,
@@ -155,8 +207,10 @@ int symbols_put(struct symbols *s, const struct file_id *id, const void *data, s
 	int rc = -2;
 	pthread_mutex_lock(&s->mu);
 	struct entry *e = find(s, id);
-	if (e) {
-		rc = 0; /* already stored: uploads of one file id are identical */
+	if (e && e->state == PRESENT)
+		load(s, e);
+	if (e && e->state == LOADED && quality_rank(e->quality) >= quality_rank((int)v.flags)) {
+		rc = 1; /* what is stored is at least as good */
 		goto out;
 	}
 	int fd = open(tmp.data, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -185,7 +239,16 @@ int symbols_put(struct symbols *s, const struct file_id *id, const void *data, s
 		unlink(tmp.data);
 		goto out;
 	}
-	add(s, id);
+	if (!e) {
+		e = add(s, id);
+	} else if (e->map) {
+		/* Queries may still hold names from the old mapping. */
+		xgrow((void **)&s->retired, &s->capretired, s->nretired + 1, sizeof(*s->retired));
+		s->retired[s->nretired++] = (struct retired){ e->map, e->len };
+		e->map = NULL;
+	}
+	e->state = PRESENT; /* mapped again on next use */
+	e->quality = -1;
 	rc = 0;
 out:
 	pthread_mutex_unlock(&s->mu);
@@ -194,47 +257,16 @@ out:
 	return rc;
 }
 
-/* Maps and validates the file of e. Called with the lock held. */
-static void load(struct symbols *s, struct entry *e)
-{
-	struct buf path = { 0 };
-	path_of(s, &e->id, ".sym", &path);
-	e->state = BROKEN;
-	int fd = open(path.data, O_RDONLY | O_CLOEXEC);
-	struct stat st;
-	if (fd < 0 || fstat(fd, &st) < 0 || st.st_size <= 0 ||
-	    (uint64_t)st.st_size > SYMBOLS_MAX_UPLOAD) {
-		log_error("symbols: cannot open %s: %s", path.data, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		buf_free(&path);
-		return;
-	}
-	void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-	close(fd);
-	const char *why;
-	if (m == MAP_FAILED) {
-		log_error("symbols: cannot map %s: %s", path.data, strerror(errno));
-	} else if (symfile_parse(m, (size_t)st.st_size, &e->view, &why) < 0) {
-		log_error("symbols: %s is damaged (%s); ignoring it", path.data, why);
-		munmap(m, (size_t)st.st_size);
-	} else {
-		e->map = m;
-		e->len = (size_t)st.st_size;
-		e->state = LOADED;
-	}
-	buf_free(&path);
-}
-
-const char *symbols_lookup(struct symbols *s, const struct file_id *id, uint64_t offset)
+int symbols_lookup(struct symbols *s, const struct file_id *id, uint64_t offset,
+		   struct sym_frame *out, int max)
 {
 	pthread_mutex_lock(&s->mu);
 	struct entry *e = find(s, id);
 	if (e && e->state == PRESENT)
 		load(s, e);
-	const char *name = NULL;
+	int n = 0;
 	if (e && e->state == LOADED)
-		name = symfile_lookup(&e->view, offset, NULL);
+		n = symfile_lookup(&e->view, offset, out, max);
 	pthread_mutex_unlock(&s->mu);
-	return name;
+	return n;
 }

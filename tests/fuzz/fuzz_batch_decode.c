@@ -56,7 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (fg_request_parse(&r, q, strlen(q), &err) == 0) {
 			strcpy(r.project_id, "00000000-0000-0000-0000-000000000000");
 			struct buf out = { 0 };
-			flamegraph_query(store, symbols, &r, &out, &err);
+			flamegraph_query(store, symbols, NULL, &r, &out, &err);
 			buf_free(&out);
 			fg_request_free(&r);
 		}

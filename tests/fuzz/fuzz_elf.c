@@ -1,7 +1,7 @@
-/* Fuzz target: everything the agent reads from an executable file of
- * another process: ELF symbols and segments (lib/elfsyms.c, with libelf)
- * and the unwind table (agent/unwind_table.c: .eh_frame_hdr's search table
- * and .debug_frame, with libdw). The input is the whole file. */
+/* Fuzz target: everything ember reads from an executable or debug file:
+ * ELF symbols, .gopclntab, DWARF lines and inlined functions and segments
+ * (lib/elfsyms.c, gopclntab.c, dwarfsyms.c) and the unwind table
+ * (agent/unwind_table.c). The input is the whole file. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -21,7 +21,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	struct buf sym = { 0 };
 	const char *why;
-	if (elfsyms_extract(fd, &sym, &why) >= 0) {
+	struct elfsyms_opts o = { .dwarf = true, .deadline_ns = now_mono_ns() + 1000000000ull };
+	if (elfsyms_extract(fd, fd, &o, &sym, &why) >= 0) {
 		struct symfile_view v;
 		if (symfile_parse(sym.data, sym.len, &v, &why) < 0)
 			abort(); /* what ember writes, ember must read back */

@@ -201,8 +201,9 @@ static void test_batch_roundtrip(void **state)
 	batch_init(&b);
 	struct file_id fid;
 	memset(fid.b, 7, sizeof(fid.b));
-	uint32_t file = batch_file(&b, 3, &fid, "app", (const uint8_t *)"\x01\x02", 2);
-	assert_int_equal(batch_file(&b, 3, &fid, "app", NULL, 0), file);
+	const uint64_t segs[1][3] = { { 0x1000, 0x401000, 0x2000 } };
+	uint32_t file = batch_file(&b, 3, &fid, "app", (const uint8_t *)"\x01\x02", 2, segs, 1);
+	assert_int_equal(batch_file(&b, 3, &fid, "app", NULL, 0, NULL, 0), file);
 	struct bframe f1 = { .type = FT_NATIVE, .file = file, .address = 0x1234 };
 	struct bframe f2 = { .type = FT_KERNEL, .name = batch_string(&b, "schedule", 8),
 			     .binary = batch_string(&b, "vmlinux", 7) };
@@ -229,6 +230,8 @@ static void test_batch_roundtrip(void **state)
 	assert_int_equal(d->n_files, 1);
 	assert_memory_equal(d->files[0]->file_id.data, fid.b, 16);
 	assert_int_equal(d->files[0]->build_id.len, 2);
+	assert_int_equal(d->files[0]->n_exec_segments, 3);
+	assert_true(d->files[0]->exec_segments[1] == 0x401000);
 	assert_int_equal(d->n_stacks, 1);
 	assert_int_equal(d->stacks[0]->n_frames, 2);
 	const Ember__Ingest__V1__Frame *k = d->frames[d->stacks[0]->frames[1]];
@@ -239,7 +242,7 @@ static void test_batch_roundtrip(void **state)
 	batch_reset(&b);
 	assert_int_equal(batch_samples(&b), 0);
 	assert_int_equal(b.nfiles, 0);
-	assert_int_equal(batch_file(&b, 3, &fid, "app", NULL, 0), 1);
+	assert_int_equal(batch_file(&b, 3, &fid, "app", NULL, 0, NULL, 0), 1);
 	batch_free(&b);
 	buf_free(&z);
 	buf_free(&err);

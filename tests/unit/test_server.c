@@ -41,7 +41,7 @@ static void make_batch(const struct spec *specs, size_t n, uint64_t seq, int64_t
 			const char *name = specs[i].frames[depth];
 			struct bframe f = { .type = FT_NATIVE };
 			if (strncmp(name, "file:", 5) == 0) {
-				f.file = batch_file(&b, 0, &fid, "libfoo.so", NULL, 0);
+				f.file = batch_file(&b, 0, &fid, "libfoo.so", NULL, 0, NULL, 0);
 				f.address = strtoull(name + 5, NULL, 16);
 			} else if (strncmp(name, "k:", 2) == 0) {
 				f.type = FT_KERNEL;
@@ -348,7 +348,7 @@ static json_t *run_query(struct store *s, struct symbols *sym, const char *body)
 	if (fg_request_parse(&r, body, strlen(body), &err) < 0)
 		fail_msg("parse: %s", err.data);
 	strcpy(r.project_id, "00000000-0000-0000-0000-000000000000");
-	if (flamegraph_query(s, sym, &r, &out, &err) < 0)
+	if (flamegraph_query(s, sym, NULL, &r, &out, &err) < 0)
 		fail_msg("query: %s", err.data);
 	json_error_t je;
 	json_t *doc = json_loads(out.data, 0, &je);
@@ -401,10 +401,14 @@ static void test_flamegraph(void **state)
 	assert_non_null(child_named(main_, "libfoo.so+0x1010"));
 	json_decref(d);
 
-	/* Symbols arrive later: the same stored samples now have names. */
+	/* Symbols arrive later: the same stored samples now have names, and
+	 * the C++ function inlined at that address is a frame of its own. */
 	struct symfile_builder *b = symfile_builder_new();
 	symfile_add_segment(b, 0x1000, 0x1000, 0x1000);
-	symfile_add_symbol(b, "foo_compute", 0x1000, 0x40, 1);
+	uint32_t outer = symfile_chain(b, "foo_compute", "src/foo.c", 12, 0);
+	uint32_t inner = symfile_chain(b, "_ZN2ns6helperEv", "src/helper.h", 7, outer);
+	symfile_add_range(b, 0x1000, 0x1040, inner, 100);
+	symfile_set_flags(b, SYMFILE_HAS_LINES | SYMFILE_HAS_INLINES);
 	assert_int_equal(symfile_finish(b, &sf), 0);
 	symfile_builder_free(b);
 	struct file_id fid;
@@ -428,6 +432,13 @@ static void test_flamegraph(void **state)
 	json_t *named = child_named(child_named(worker, "main"), "foo_compute");
 	assert_non_null(named);
 	assert_string_equal(json_string_value(json_object_get(named, "binary")), "libfoo.so");
+	assert_string_equal(json_string_value(json_object_get(named, "file")), "src/foo.c");
+	assert_int_equal(json_integer_value(json_object_get(named, "line")), 12);
+	json_t *inl = child_named(named, "ns::helper"); /* demangled */
+	assert_non_null(inl);
+	assert_string_equal(json_string_value(json_object_get(inl, "file")), "src/helper.h");
+	assert_int_equal(json_integer_value(json_object_get(inl, "line")), 7);
+	assert_int_equal(json_integer_value(json_object_get(inl, "self")), 4);
 	json_t *mainthr = child_named(child_named(child_named(app, "main"), "[no deployment]"), "main");
 	/* "run" is masked: its children hang from main directly. */
 	assert_null(child_named(mainthr, "run"));
@@ -497,13 +508,13 @@ static void test_flamegraph_request_errors(void **state)
 	struct fg_request r;
 	const char *bad_re = "{\"filter\":{\"start_ts\":1,\"end_ts\":6,\"frame_mask\":{\"patterns\":[\"(\"]}}}";
 	assert_int_equal(fg_request_parse(&r, bad_re, strlen(bad_re), &err), 0);
-	assert_int_equal(flamegraph_query(s, sym, &r, &out, &err), -1);
+	assert_int_equal(flamegraph_query(s, sym, NULL, &r, &out, &err), -1);
 	assert_non_null(strstr(err.data, "patterns[0]"));
 	fg_request_free(&r);
 	buf_reset(&err);
 	const char *bad_cel = "{\"filter\":{\"start_ts\":1,\"end_ts\":6,\"query\":\"host.name ==\"}}";
 	assert_int_equal(fg_request_parse(&r, bad_cel, strlen(bad_cel), &err), 0);
-	assert_int_equal(flamegraph_query(s, sym, &r, &out, &err), -1);
+	assert_int_equal(flamegraph_query(s, sym, NULL, &r, &out, &err), -1);
 	assert_non_null(strstr(err.data, "column"));
 	fg_request_free(&r);
 	store_close(s);

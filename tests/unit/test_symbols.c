@@ -1,12 +1,17 @@
-/* Unit tests: lib/symfile, lib/elfsyms, lib/fileid, lib/compress and the
- * server's symbol store. */
+/* Unit tests: the symbol-file format (lib/symfile), extraction from ELF
+ * symbols, DWARF and .gopclntab (lib/elfsyms, dwarfsyms, gopclntab), display
+ * names (lib/names), file ids, zstd, and the server's symbol store. */
 #include "testutil.h"
 
 #include <fcntl.h>
+#include <gelf.h>
+#include <stdbool.h>
 
 #include "compress.h"
 #include "elfsyms.h"
 #include "fileid.h"
+#include "gopclntab.h"
+#include "names.h"
 #include "server/symbols.h"
 #include "symfile.h"
 #include "util.h"
@@ -16,12 +21,27 @@ static void build_sample(struct buf *out)
 	struct symfile_builder *b = symfile_builder_new();
 	/* text mapped from file offset 0x1000 at vaddr 0x401000 */
 	symfile_add_segment(b, 0x1000, 0x401000, 0x3000);
-	symfile_add_symbol(b, "gamma", 0x403000, 0x100, 1);
-	symfile_add_symbol(b, "alpha", 0x401000, 0x80, 1);
-	symfile_add_symbol(b, "alias_local", 0x401000, 0x80, 0); /* loses to alpha */
-	symfile_add_symbol(b, "beta", 0x401100, 0, 1);            /* size 0: up to gamma */
+	uint32_t alpha = symfile_chain(b, "alpha", NULL, 0, 0);
+	uint32_t alias = symfile_chain(b, "alias_local", NULL, 0, 0);
+	uint32_t beta = symfile_chain(b, "beta", NULL, 0, 0);
+	uint32_t gamma = symfile_chain(b, "gamma", NULL, 0, 0);
+	symfile_add_range(b, 0x403000, 0x403100, gamma, 1);
+	symfile_add_range(b, 0x401000, 0x401080, alpha, 2);
+	symfile_add_range(b, 0x401000, 0x401080, alias, 1); /* loses to alpha */
+	symfile_add_range(b, 0x401100, 0x403000, beta, 1);
+	/* DWARF (higher rank): inside beta, an inlined helper with lines. */
+	uint32_t outer = symfile_chain(b, "beta", "beta.c", 40, 0);
+	uint32_t inner = symfile_chain(b, "helper", "helper.h", 7, outer);
+	symfile_add_range(b, 0x401200, 0x401210, inner, 100);
+	symfile_set_flags(b, SYMFILE_HAS_LINES | SYMFILE_HAS_INLINES);
 	assert_int_equal(symfile_finish(b, out), 0);
 	symfile_builder_free(b);
+}
+
+static const char *name_at(const struct symfile_view *v, uint64_t off)
+{
+	struct sym_frame f[8];
+	return symfile_lookup(v, off, f, 8) ? f[0].name : NULL;
 }
 
 static void test_symfile_roundtrip(void **state)
@@ -32,17 +52,30 @@ static void test_symfile_roundtrip(void **state)
 	struct symfile_view v;
 	const char *err = NULL;
 	assert_int_equal(symfile_parse(data.data, data.len, &v, &err), 0);
-	assert_int_equal(symfile_symbol_count(&v), 3);
-	uint64_t off;
-	assert_string_equal(symfile_lookup(&v, 0x1000, &off), "alpha");
-	assert_int_equal(off, 0);
-	assert_string_equal(symfile_lookup(&v, 0x107f, NULL), "alpha");
-	assert_null(symfile_lookup(&v, 0x1080, NULL)); /* gap after alpha */
-	assert_string_equal(symfile_lookup(&v, 0x1100, NULL), "beta");
-	assert_string_equal(symfile_lookup(&v, 0x2fff, NULL), "beta");
-	assert_string_equal(symfile_lookup(&v, 0x3000, NULL), "gamma");
-	assert_null(symfile_lookup(&v, 0x3100, NULL));
-	assert_null(symfile_lookup(&v, 0x500, NULL)); /* outside any segment */
+	assert_int_equal(v.flags, SYMFILE_HAS_LINES | SYMFILE_HAS_INLINES);
+	assert_string_equal(name_at(&v, 0x1000), "alpha");
+	assert_string_equal(name_at(&v, 0x107f), "alpha");
+	assert_null(name_at(&v, 0x1080)); /* gap after alpha */
+	assert_string_equal(name_at(&v, 0x1100), "beta");
+	assert_string_equal(name_at(&v, 0x2fff), "beta");
+	assert_string_equal(name_at(&v, 0x3000), "gamma");
+	assert_null(name_at(&v, 0x3100));
+	assert_null(name_at(&v, 0x500)); /* outside any segment */
+	/* The inline chain, innermost first, with files and lines. */
+	struct sym_frame f[8];
+	assert_int_equal(symfile_lookup(&v, 0x1205, f, 8), 2);
+	assert_string_equal(f[0].name, "helper");
+	assert_string_equal(f[0].file, "helper.h");
+	assert_int_equal(f[0].line, 7);
+	assert_string_equal(f[1].name, "beta");
+	assert_string_equal(f[1].file, "beta.c");
+	assert_int_equal(f[1].line, 40);
+	/* beta continues after the inlined piece */
+	assert_int_equal(symfile_lookup(&v, 0x1210, f, 8), 1);
+	assert_string_equal(f[0].name, "beta");
+	assert_null(f[0].file);
+	/* max limits the frames returned */
+	assert_int_equal(symfile_lookup(&v, 0x1205, f, 1), 1);
 	buf_free(&data);
 }
 
@@ -56,21 +89,31 @@ static void test_symfile_rejects_damage(void **state)
 	/* Every truncation is rejected. */
 	for (size_t n = 0; n < data.len; n++)
 		assert_int_equal(symfile_parse(data.data, n, &v, &err), -1);
-	/* A name offset past the string table. */
+	assert_int_equal(symfile_parse(data.data, data.len, &v, &err), 0);
+	size_t rows = 48 + 24 * v.nseg;
+	size_t chains = rows + 8 * v.nrow;
 	struct buf bad = { 0 };
 	buf_append(&bad, data.data, data.len);
-	size_t sym0 = 32 + 24;
-	bad.data[sym0 + 12] = (char)0xff;
-	bad.data[sym0 + 13] = (char)0xff;
+	/* A row pointing past the frames. */
+	bad.data[rows + 4] = (char)0xff;
 	assert_int_equal(symfile_parse(bad.data, bad.len, &v, &err), -1);
-	assert_non_null(strstr(err, "string table"));
-	/* Unsorted symbols. */
+	/* Unsorted rows. */
 	memcpy(bad.data, data.data, data.len);
-	memset(bad.data + sym0, 0xff, 8);
+	memset(bad.data + rows, 0xff, 4);
 	assert_int_equal(symfile_parse(bad.data, bad.len, &v, &err), -1);
-	/* Bad magic. */
+	assert_non_null(strstr(err, "sorted"));
+	/* A frame whose caller comes after it (a cycle would follow). */
 	memcpy(bad.data, data.data, data.len);
-	bad.data[0] = 'X';
+	bad.data[chains + 12] = 9;
+	assert_int_equal(symfile_parse(bad.data, bad.len, &v, &err), -1);
+	assert_non_null(strstr(err, "caller"));
+	/* A name past the strings. */
+	memcpy(bad.data, data.data, data.len);
+	memset(bad.data + chains, 0xee, 4);
+	assert_int_equal(symfile_parse(bad.data, bad.len, &v, &err), -1);
+	/* The older format is refused, not misread. */
+	memcpy(bad.data, data.data, data.len);
+	memcpy(bad.data, "EMSYM001", 8);
 	assert_int_equal(symfile_parse(bad.data, bad.len, &v, &err), -1);
 	buf_free(&bad);
 	buf_free(&data);
@@ -82,6 +125,21 @@ __attribute__((noinline)) int ember_test_marker_function(int x)
 	return x * 3 + 1;
 }
 
+static uint64_t self_offset(uintptr_t addr)
+{
+	FILE *maps = fopen("/proc/self/maps", "r");
+	char line[512];
+	uint64_t off = 0;
+	while (fgets(line, sizeof(line), maps)) {
+		unsigned long long s, e, o;
+		char perms[8];
+		if (sscanf(line, "%llx-%llx %7s %llx", &s, &e, perms, &o) == 4 && addr >= s && addr < e)
+			off = addr - s + o;
+	}
+	fclose(maps);
+	return off;
+}
+
 static void test_elfsyms_on_self(void **state)
 {
 	(void)state;
@@ -89,29 +147,14 @@ static void test_elfsyms_on_self(void **state)
 	assert_true(fd >= 0);
 	struct buf data = { 0 };
 	const char *err = NULL;
-	long n = elfsyms_extract(fd, &data, &err);
+	long n = elfsyms_extract(fd, fd, NULL, &data, &err);
 	assert_true(n > 10);
 	struct symfile_view v;
 	assert_int_equal(symfile_parse(data.data, data.len, &v, &err), 0);
-	/* The marker's file offset: its address minus where the text of this
-	 * executable is mapped, plus that mapping's file offset. */
-	FILE *maps = fopen("/proc/self/maps", "r");
-	char line[512];
-	uintptr_t addr = (uintptr_t)ember_test_marker_function;
-	uint64_t file_off = 0;
-	bool found = false;
-	while (fgets(line, sizeof(line), maps)) {
-		unsigned long long s, e, off;
-		char perms[8];
-		if (sscanf(line, "%llx-%llx %7s %llx", &s, &e, perms, &off) == 4 && addr >= s &&
-		    addr < e) {
-			file_off = addr - s + off;
-			found = true;
-		}
-	}
-	fclose(maps);
-	assert_true(found);
-	assert_string_equal(symfile_lookup(&v, file_off + 2, NULL), "ember_test_marker_function");
+	assert_int_equal(v.flags, 0); /* ELF symbols only */
+	uint64_t off = self_offset((uintptr_t)ember_test_marker_function);
+	assert_true(off != 0);
+	assert_string_equal(name_at(&v, off + 2), "ember_test_marker_function");
 	uint8_t bid[ELF_BUILD_ID_MAX];
 	assert_true(elfsyms_build_id(fd, bid) >= 0);
 	close(fd);
@@ -119,23 +162,211 @@ static void test_elfsyms_on_self(void **state)
 	assert_int_equal(ember_test_marker_function(1), 4);
 }
 
-static void test_elfsyms_not_elf(void **state)
+/* The address of a symbol in an ELF file, from readelf. */
+static uint64_t symbol_addr(const char *path, const char *name, uint64_t *size)
+{
+	char cmd[512], line[256];
+	snprintf(cmd, sizeof(cmd), "readelf -sW %s | awk '$8==\"%s\"{print $2, $3; exit}'", path, name);
+	FILE *f = popen(cmd, "r");
+	uint64_t v = 0;
+	unsigned long long sz = 0;
+	char hex[64] = "";
+	if (f && fgets(line, sizeof(line), f) && sscanf(line, "%63s %llu", hex, &sz) == 2)
+		v = strtoull(hex, NULL, 16);
+	if (f)
+		pclose(f);
+	*size = sz;
+	return v;
+}
+
+static void test_dwarf_inlines_and_lines(void **state)
 {
 	(void)state;
-	char *dir = make_temp_dir();
-	char path[256];
-	snprintf(path, sizeof(path), "%s/x", dir);
-	write_text(path, "#!/bin/sh\necho not an elf\n");
+	const char *path = "build/workloads/symbols_cpp";
+	const char *fn = "_ZN4work13process_batchERKSt6vectorImSaImEEm";
 	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		fail_msg("%s not built: run make first", path);
+	assert_true(elfsyms_has_dwarf(fd));
+	uint64_t size;
+	uint64_t addr = symbol_addr(path, fn, &size);
+	assert_true(addr && size);
+	struct elfsyms_opts o = { .dwarf = true };
 	struct buf data = { 0 };
 	const char *err = NULL;
-	assert_int_equal(elfsyms_extract(fd, &data, &err), -1);
-	assert_non_null(err);
-	uint8_t bid[ELF_BUILD_ID_MAX];
-	assert_int_equal(elfsyms_build_id(fd, bid), -1);
+	assert_true(elfsyms_extract(fd, fd, &o, &data, &err) > 0);
+	struct symfile_view v;
+	assert_int_equal(symfile_parse(data.data, data.len, &v, &err), 0);
+	assert_int_equal(v.flags, SYMFILE_HAS_LINES | SYMFILE_HAS_INLINES);
+	/* Somewhere in process_batch the inlined mix_word sits inside the
+	 * inlined checksum, inside process_batch, each with file and line.
+	 * (vaddr = file offset in this non-PIE-offset layout: first segment
+	 * maps offset 0 at vaddr 0.) */
+	struct elf_segment segs[4];
+	int ns = elfsyms_exec_segments(fd, segs, 4);
+	assert_true(ns > 0);
+	bool seen = false;
+	for (uint64_t a = addr; a < addr + size && !seen; a++) {
+		uint64_t off = a - segs[0].vaddr + segs[0].offset;
+		struct sym_frame f[8];
+		int n = symfile_lookup(&v, off, f, 8);
+		if (n == 3 && strstr(f[0].name, "mix_word") && strstr(f[1].name, "checksum") &&
+		    strcmp(f[2].name, fn) == 0) {
+			seen = true;
+			for (int i = 0; i < 3; i++) {
+				assert_non_null(f[i].file);
+				assert_non_null(strstr(f[i].file, "symbols_cpp.cpp"));
+				assert_true(f[i].line > 0);
+			}
+		}
+	}
+	assert_true(seen);
+	/* Without DWARF: only the ELF symbols, and no lines. */
+	buf_reset(&data);
+	assert_true(elfsyms_extract(fd, fd, NULL, &data, &err) > 0);
+	assert_int_equal(symfile_parse(data.data, data.len, &v, &err), 0);
+	assert_int_equal(v.flags, 0);
 	close(fd);
+	buf_free(&data);
+}
+
+static void test_separate_debug_file(void **state)
+{
+	(void)state;
+	/* Identity from the stripped file, symbols from the unstripped one,
+	 * found through .gnu_debuglink. */
+	char *dir = make_temp_dir();
+	char cmd[2048], exe[256], dbg[256];
+	snprintf(dbg, sizeof(dbg), "%s/symbols_cpp.debug", dir);
+	snprintf(exe, sizeof(exe), "%s/symbols_cpp", dir);
+	snprintf(cmd, sizeof(cmd),
+		 "objcopy --only-keep-debug build/workloads/symbols_cpp %s && "
+		 "objcopy --strip-all --add-gnu-debuglink=%s build/workloads/symbols_cpp %s", dbg, dbg, exe);
+	assert_int_equal(system(cmd), 0);
+	int fd = open(exe, O_RDONLY), dfd = open(dbg, O_RDONLY);
+	assert_true(fd >= 0 && dfd >= 0);
+	char link[256];
+	assert_int_equal(elfsyms_debuglink(fd, link, sizeof(link)), 0);
+	assert_string_equal(link, "symbols_cpp.debug");
+	assert_false(elfsyms_has_dwarf(fd));
+	assert_true(elfsyms_has_dwarf(dfd));
+	struct elfsyms_opts o = { .dwarf = true };
+	struct buf data = { 0 };
+	const char *err = NULL;
+	assert_true(elfsyms_extract(fd, dfd, &o, &data, &err) > 0);
+	struct symfile_view v;
+	assert_int_equal(symfile_parse(data.data, data.len, &v, &err), 0);
+	assert_true(v.flags & SYMFILE_HAS_LINES);
+	/* The segments are the stripped executable's: the debug file's own
+	 * program headers carry no file offsets. */
+	struct elf_segment segs[4];
+	assert_true(elfsyms_exec_segments(fd, segs, 4) > 0);
+	uint64_t size, addr = symbol_addr("build/workloads/symbols_cpp", "main", &size);
+	struct sym_frame f[8];
+	assert_true(symfile_lookup(&v, addr - segs[0].vaddr + segs[0].offset, f, 8) >= 1);
+	assert_string_equal(f[symfile_lookup(&v, addr - segs[0].vaddr + segs[0].offset, f, 8) - 1].name, "main");
+	close(fd);
+	close(dfd);
+	buf_free(&data);
 	rm_rf(dir);
 	free(dir);
+}
+
+struct go_seen {
+	uint64_t lo;
+	int count;
+};
+
+static void on_go(void *ctx, uint64_t lo, uint64_t hi, const char *name, size_t len)
+{
+	struct go_seen *g = ctx;
+	(void)hi;
+	g->count++;
+	if (len == strlen("main.hashBlock") && memcmp(name, "main.hashBlock", len) == 0)
+		g->lo = lo;
+}
+
+static void test_gopclntab_stripped_go(void **state)
+{
+	(void)state;
+	const char *path = "build/workloads/unwind_go_stripped";
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		fail_msg("%s not built: run make first", path);
+	/* No symbol table at all: only .gopclntab names the functions. */
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd), "readelf -S %s | grep -q '\\.symtab'", path);
+	assert_int_not_equal(system(cmd), 0);
+	struct buf data = { 0 };
+	const char *err = NULL;
+	assert_true(elfsyms_extract(fd, fd, NULL, &data, &err) > 1000);
+	struct symfile_view v;
+	assert_int_equal(symfile_parse(data.data, data.len, &v, &err), 0);
+	/* Find main.hashBlock's address through the table itself, then look
+	 * it up through the symbol file by file offset. */
+	/* The section's bytes, read with libelf. */
+	struct buf tab = { 0 };
+	(void)elf_version(EV_CURRENT);
+	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+	size_t shstrndx;
+	assert_int_equal(elf_getshdrstrndx(elf, &shstrndx), 0);
+	for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn)) != NULL;) {
+		GElf_Shdr sh;
+		gelf_getshdr(scn, &sh);
+		if (strcmp(elf_strptr(elf, shstrndx, sh.sh_name), ".gopclntab") == 0) {
+			Elf_Data *d = elf_getdata(scn, NULL);
+			buf_append(&tab, d->d_buf, d->d_size);
+		}
+	}
+	elf_end(elf);
+	assert_true(tab.len > 0);
+	struct go_seen g = { 0, 0 };
+	assert_true(gopclntab_functions((const uint8_t *)tab.data, tab.len, 0x401000, on_go, &g) > 1000);
+	assert_true(g.lo != 0);
+	struct elf_segment segs[4];
+	assert_true(elfsyms_exec_segments(fd, segs, 4) > 0);
+	const char *found = name_at(&v, g.lo + 8 - segs[0].vaddr + segs[0].offset);
+	assert_non_null(found);
+	assert_string_equal(found, "main.hashBlock");
+	/* Garbage is refused. */
+	assert_int_equal(gopclntab_functions((const uint8_t *)"\xf1\xff\xff\xff\0\0\1\x08", 8, 0, on_go, &g), -1);
+	buf_free(&tab);
+	buf_free(&data);
+	close(fd);
+}
+
+static void check_name(const char *raw, const char *binary, const char *want)
+{
+	struct buf b = { 0 };
+	display_name(raw, binary, false, false, &b);
+	if (strcmp(b.data, want) != 0)
+		fail_msg("display_name(%s) = %s, want %s", raw, b.data, want);
+	buf_reset(&b);
+	display_name(raw, binary, true, false, &b);
+	assert_string_equal(b.data, raw); /* raw names stay as they are */
+	buf_free(&b);
+}
+
+static void test_display_names(void **state)
+{
+	(void)state;
+	check_name("_ZN9SortStage7processERSt6vectorImSaImEE", "app", "SortStage::process");
+	check_name("_ZN11unwind_rust9mix_block17h1c0fac3cfcb01fe5E", "app", "unwind_rust::mix_block");
+	check_name("_RNvNtCsjrHSEGnQ3l9_3std2rt19lang_start_internal", "app", "std::rt::lang_start_internal");
+	check_name("__GI___libc_write", "libc.so.6", "write");
+	check_name("__memcpy_avx_unaligned_erms", "libc.so.6", "memcpy");
+	check_name("__read_nocancel", "libc.so.6", "read");
+	check_name("__libc_start_main", "libc.so.6", "start_main");
+	check_name("main", "app", "main");
+	check_name("__GI___libc_write", "libfoo.so", "__GI___libc_write"); /* only glibc */
+	check_name("_Znot_really_mangled", "app", "_Znot_really_mangled");
+	struct buf b = { 0 };
+	display_name("_ZN9SortStage7processERSt6vectorImSaImEE", "app", false, true, &b);
+	assert_string_equal(b.data, "SortStage::process(std::vector<unsigned long, std::allocator<unsigned long> >&)");
+	buf_free(&b);
+	assert_true(is_libc("/lib/x86_64-linux-gnu/libc.so.6"));
+	assert_true(is_libc("libc-2.31.so"));
+	assert_false(is_libc("libcrypto.so.3"));
 }
 
 static void test_fileid(void **state)
@@ -158,9 +389,8 @@ static void test_fileid(void **state)
 	struct file_id back;
 	assert_int_equal(fileid_parse_hex(hex, &back), 0);
 	assert_true(fileid_equal(&ia, &back));
-	/* The definition: SHA-256(head 4 KiB || tail 4 KiB || be64 length)[:16].
-	 * For "hello" head == tail == the whole file. Value from
-	 * `printf 'hellohello\0\0\0\0\0\0\0\5' | sha256sum`. */
+	/* SHA-256(head 4 KiB || tail 4 KiB || be64 length)[:16]; for "hello"
+	 * head == tail == the file: printf 'hellohello\0\0\0\0\0\0\0\5' | sha256sum */
 	assert_string_equal(hex, "b2c90e0c61910efa8c079b70039694de");
 	assert_int_equal(fileid_from_path("/nonexistent/file", &ia), -ENOENT);
 	rm_rf(dir);
@@ -178,11 +408,9 @@ static void test_compress(void **state)
 	assert_int_equal(zstd_decompress_bounded(z.data, z.len, in.len, &out), 0);
 	assert_int_equal(out.len, in.len);
 	assert_memory_equal(out.data, in.data, in.len);
-	/* One byte less than needed: refused as too large, nothing kept. */
 	buf_reset(&out);
 	assert_int_equal(zstd_decompress_bounded(z.data, z.len, in.len - 1, &out), -2);
 	assert_int_equal(out.len, 0);
-	/* Truncated and garbage input. */
 	assert_int_equal(zstd_decompress_bounded(z.data, z.len / 2, in.len, &out), -1);
 	assert_int_equal(zstd_decompress_bounded("garbage!", 8, 100, &out), -1);
 	assert_int_equal(zstd_decompress_bounded("", 0, 100, &out), -1);
@@ -191,33 +419,55 @@ static void test_compress(void **state)
 	buf_free(&out);
 }
 
+static void symbols_only(struct buf *out, const char *name)
+{
+	struct symfile_builder *b = symfile_builder_new();
+	symfile_add_segment(b, 0x1000, 0x401000, 0x3000);
+	symfile_add_range(b, 0x401000, 0x401080, symfile_chain(b, name, NULL, 0, 0), 1);
+	assert_int_equal(symfile_finish(b, out), 0);
+	symfile_builder_free(b);
+}
+
 static void test_symbol_store(void **state)
 {
 	(void)state;
 	char *dir = make_temp_dir();
 	struct symbols *s;
-	struct buf err = { 0 }, data = { 0 };
+	struct buf err = { 0 }, rich = { 0 }, poor = { 0 };
 	assert_int_equal(symbols_open(dir, &s, &err), 0);
 	struct file_id id;
 	memset(id.b, 0xab, sizeof(id.b));
-	assert_false(symbols_have(s, &id));
-	assert_null(symbols_lookup(s, &id, 0x1000));
+	struct sym_frame f[8];
+	assert_int_equal(symbols_quality(s, &id), -1);
+	assert_int_equal(symbols_lookup(s, &id, 0x1000, f, 8), 0);
 	/* Garbage is refused and nothing is stored. */
 	assert_int_equal(symbols_put(s, &id, "nonsense", 8, &err), -1);
 	assert_false(symbols_have(s, &id));
-	build_sample(&data);
-	buf_reset(&err);
-	assert_int_equal(symbols_put(s, &id, data.data, data.len, &err), 0);
-	assert_true(symbols_have(s, &id));
-	assert_string_equal(symbols_lookup(s, &id, 0x1010), "alpha");
+	/* ELF symbols first (as an agent uploads them). */
+	symbols_only(&poor, "alpha_from_agent");
+	assert_int_equal(symbols_put(s, &id, poor.data, poor.len, &err), 0);
+	assert_int_equal(symbols_quality(s, &id), 0);
+	assert_int_equal(symbols_lookup(s, &id, 0x1010, f, 8), 1);
+	assert_string_equal(f[0].name, "alpha_from_agent");
+	/* DWARF replaces them (as `ember upload-symbols` does)... */
+	build_sample(&rich);
+	assert_int_equal(symbols_put(s, &id, rich.data, rich.len, &err), 0);
+	assert_int_equal(symbols_quality(s, &id), SYMFILE_HAS_LINES | SYMFILE_HAS_INLINES);
+	assert_int_equal(symbols_lookup(s, &id, 0x1205, f, 8), 2);
+	assert_string_equal(f[0].name, "helper");
+	/* ...and an agent's later ELF-symbol upload does not undo that. */
+	assert_int_equal(symbols_put(s, &id, poor.data, poor.len, &err), 1);
+	assert_int_equal(symbols_quality(s, &id), SYMFILE_HAS_LINES | SYMFILE_HAS_INLINES);
 	symbols_close(s);
-	/* Reopened, the file is still known and used. */
+	/* Reopened, the stored file is still known and used. */
 	assert_int_equal(symbols_open(dir, &s, &err), 0);
 	assert_true(symbols_have(s, &id));
 	assert_int_equal(symbols_count(s), 1);
-	assert_string_equal(symbols_lookup(s, &id, 0x3010), "gamma");
+	assert_int_equal(symbols_lookup(s, &id, 0x3010, f, 8), 1);
+	assert_string_equal(f[0].name, "gamma");
 	symbols_close(s);
-	buf_free(&data);
+	buf_free(&rich);
+	buf_free(&poor);
 	buf_free(&err);
 	rm_rf(dir);
 	free(dir);
@@ -229,7 +479,10 @@ int main(void)
 		cmocka_unit_test(test_symfile_roundtrip),
 		cmocka_unit_test(test_symfile_rejects_damage),
 		cmocka_unit_test(test_elfsyms_on_self),
-		cmocka_unit_test(test_elfsyms_not_elf),
+		cmocka_unit_test(test_dwarf_inlines_and_lines),
+		cmocka_unit_test(test_separate_debug_file),
+		cmocka_unit_test(test_gopclntab_stripped_go),
+		cmocka_unit_test(test_display_names),
 		cmocka_unit_test(test_fileid),
 		cmocka_unit_test(test_compress),
 		cmocka_unit_test(test_symbol_store),

@@ -91,7 +91,7 @@ static void on_new_file(void *ctx, uint32_t index, const struct agent_file *f, i
 		unwind_rows_free(&rows);
 	}
 	const char *why;
-	if (index < ARRAY_SIZE(syms) && elfsyms_extract(fd, &syms[index].data, &why) >= 0 &&
+	if (index < ARRAY_SIZE(syms) && elfsyms_extract(fd, fd, NULL, &syms[index].data, &why) >= 0 &&
 	    symfile_parse(syms[index].data.data, syms[index].data.len, &syms[index].view, &why) == 0)
 		syms[index].ok = true;
 	buf_free(&err);
@@ -125,7 +125,8 @@ static const char *name_of(struct proc *p, uint64_t pc, bool exact)
 	if (!m || m->file == FILE_NONE || !syms[m->file].ok)
 		return NULL;
 	uint64_t off = (exact ? pc : pc - 1) - m->start + m->offset;
-	return symfile_lookup(&syms[m->file].view, off, NULL);
+	struct sym_frame f;
+	return symfile_lookup(&syms[m->file].view, off, &f, 1) ? f.name : NULL;
 }
 
 struct result {
@@ -311,6 +312,14 @@ static void test_go(void **state)
 	check_workload(argv, "runtime.main", NULL, 0);
 }
 
+static void test_go_stripped(void **state)
+{
+	(void)state;
+	/* No DWARF, no symbol table: unwound from .gopclntab's SP deltas. */
+	char *argv[] = { "build/workloads/unwind_go_stripped", "30", NULL };
+	check_workload(argv, "runtime.main", "main.hashRounds", 0);
+}
+
 static void test_through_libc_callbacks(void **state)
 {
 	(void)state;
@@ -412,6 +421,7 @@ int main(void)
 		cmocka_unit_test(test_cpp_inlining_exceptions),
 		cmocka_unit_test(test_rust_release),
 		cmocka_unit_test(test_go),
+		cmocka_unit_test(test_go_stripped),
 		cmocka_unit_test(test_through_libc_callbacks),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);

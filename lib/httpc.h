@@ -1,11 +1,13 @@
-/* http.h - the agent's HTTP client (libcurl), one per thread.
+/* httpc.h - the HTTP client of the agent and the command line (libcurl);
+ * one client per thread.
  *
- * Builds URLs from -collection-agent, chooses http or https from
- * -disable-tls, skips certificate checks with -insecure, and sends
- * -auth-token as a bearer token. Responses are capped at 1 MiB.
+ * The agent builds it from -collection-agent (http or https from
+ * -disable-tls; -insecure skips certificate checks; -auth-token is sent as
+ * a bearer token); the CLI from an endpoint URL and EMBER_SERVICE_TOKEN.
+ * Responses are capped (1 MiB by default).
  */
-#ifndef EMBER_AGENT_HTTP_H
-#define EMBER_AGENT_HTTP_H
+#ifndef EMBER_HTTPC_H
+#define EMBER_HTTPC_H
 
 #include <stddef.h>
 
@@ -26,6 +28,10 @@ int http_global_init(void);
 void http_global_cleanup(void);
 
 struct http_client *http_client_new(const struct http_opts *o);
+/* A client for base_url ("http://host:port"), with an optional bearer
+ * token, answers of at most max_response bytes. */
+struct http_client *http_client_new_url(const char *base_url, const char *token, long timeout_ms,
+					size_t max_response);
 void http_client_free(struct http_client *c);
 
 /* Sends method (POST or PUT) to path with body. content_encoding may be

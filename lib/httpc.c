@@ -1,5 +1,5 @@
-/* http.c - see http.h. */
-#include "http.h"
+/* httpc.c - see httpc.h. */
+#include "httpc.h"
 
 #include <curl/curl.h>
 #include <stdlib.h>
@@ -15,6 +15,7 @@ struct http_client {
 	char *auth_header;
 	long timeout_ms;
 	int insecure;
+	size_t max_response;
 };
 
 int http_global_init(void)
@@ -44,6 +45,30 @@ struct http_client *http_client_new(const struct http_opts *o)
 	}
 	c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 30000;
 	c->insecure = o->insecure;
+	c->max_response = MAX_RESPONSE;
+	return c;
+}
+
+struct http_client *http_client_new_url(const char *base_url, const char *token, long timeout_ms,
+					size_t max_response)
+{
+	struct http_client *c = xcalloc(1, sizeof(*c));
+	c->curl = curl_easy_init();
+	if (!c->curl) {
+		free(c);
+		return NULL;
+	}
+	size_t n = strlen(base_url);
+	while (n && base_url[n - 1] == '/')
+		n--;
+	c->base = xstrndup(base_url, n);
+	if (token && *token) {
+		struct buf b = { 0 };
+		buf_printf(&b, "Authorization: Bearer %s", token);
+		c->auth_header = buf_steal(&b, NULL);
+	}
+	c->timeout_ms = timeout_ms > 0 ? timeout_ms : 30000;
+	c->max_response = max_response ? max_response : MAX_RESPONSE;
 	return c;
 }
 
@@ -57,13 +82,18 @@ void http_client_free(struct http_client *c)
 	free(c);
 }
 
+struct sink {
+	struct buf *b;
+	size_t max;
+};
+
 static size_t on_data(char *p, size_t size, size_t n, void *ud)
 {
-	struct buf *b = ud;
+	struct sink *s = ud;
 	size_t len = size * n;
-	if (b->len + len > MAX_RESPONSE)
+	if (s->b->len + len > s->max)
 		return 0; /* aborts the transfer */
-	buf_append(b, p, len);
+	buf_append(s->b, p, len);
 	return len;
 }
 
@@ -77,8 +107,10 @@ int http_send(struct http_client *c, const char *method, const char *path,
 	buf_printf(&url, "%s%s", c->base, path);
 	struct curl_slist *hdrs = NULL;
 	struct buf line = { 0 };
-	buf_printf(&line, "Content-Type: %s", content_type);
-	hdrs = curl_slist_append(hdrs, line.data);
+	if (content_type) {
+		buf_printf(&line, "Content-Type: %s", content_type);
+		hdrs = curl_slist_append(hdrs, line.data);
+	}
 	if (content_encoding) {
 		buf_reset(&line);
 		buf_printf(&line, "Content-Encoding: %s", content_encoding);
@@ -90,19 +122,22 @@ int http_send(struct http_client *c, const char *method, const char *path,
 	buf_free(&line);
 
 	buf_reset(resp);
+	struct sink sink = { resp, c->max_response };
 	char errbuf[CURL_ERROR_SIZE] = "";
 	curl_easy_setopt(h, CURLOPT_URL, url.data);
 	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-	curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-	curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+	if (body) {
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+	}
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, resp);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->timeout_ms);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, MIN(c->timeout_ms, 10000L));
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-	curl_easy_setopt(h, CURLOPT_USERAGENT, "ember-agent/0.1");
+	curl_easy_setopt(h, CURLOPT_USERAGENT, "ember/0.1");
 	if (c->insecure) {
 		curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
 		curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);

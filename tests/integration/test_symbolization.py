@@ -1,0 +1,182 @@
+"""Symbolization end to end, as root with real BPF sampling: a stripped
+C++ binary named after `ember upload-symbols` (inlined frames, files and
+lines, for samples stored before the upload), a stripped Go binary named
+from its .gopclntab, glibc internals named through a local debuginfod
+server, and the agent's -dwarf upload."""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import require_root
+from harness import BIN, Server, WORKLOADS, free_port, http, run_workload, wait_until
+
+RATE = 97
+EMBER = os.path.join(BIN, "ember")
+
+
+def find_all(node, pred, path=()):
+    path = path + (node,)
+    if pred(node):
+        yield path
+    for c in node["children"]:
+        yield from find_all(c, pred, path)
+
+
+def names(tree):
+    out = set()
+
+    def walk(n):
+        out.add(n["name"])
+        for c in n["children"]:
+            walk(c)
+    walk(tree["root"])
+    return out
+
+
+def test_upload_symbols_names_old_samples(server, agent_factory):
+    require_root()
+    agent = agent_factory(server.url, f"-on-cpu-sampling-rate={RATE}").start()
+    run_workload("symbols_cpp.stripped", 6)
+    q = 'process.executable.name == "symbols_cpp.stripped"'
+    wait_until(lambda: server.flamegraph(q)["total"] > RATE * 6 * 0.8, 30, interval=1.0,
+               what="samples of the stripped binary")
+    agent.stop()  # nothing new arrives: what follows renames stored samples
+    before = server.flamegraph(q)
+    seen = names(before)
+    assert any(n.startswith("symbols_cpp.stripped+0x") for n in seen), seen
+    assert "work::process_batch" not in seen
+
+    r = subprocess.run([EMBER, "upload-symbols", "-e", server.url, "-p",
+                        "00000000-0000-0000-0000-000000000000",
+                        os.path.join(WORKLOADS, "symbols_cpp.stripped"),
+                        os.path.join(WORKLOADS, "symbols_cpp")],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "with source lines and inlined functions" in r.stdout, r.stdout
+
+    after = server.flamegraph(q)
+    assert after["total"] == before["total"]
+    batches = [p for p in find_all(after["root"], lambda n: n["name"] == "work::process_batch")]
+    assert batches, names(after)
+    pb = batches[0][-1]
+    assert pb["frame_type"] == "native" and pb["file"].endswith("symbols_cpp.cpp") and pb["line"] > 0
+    # The inlined functions are frames of their own, under process_batch.
+    chk = next((c for c in pb["children"] if c["name"] == "work::checksum"), None)
+    assert chk is not None, [c["name"] for c in pb["children"]]
+    assert chk["file"].endswith("symbols_cpp.cpp") and chk["line"] > 0
+    mix = next((c for c in chk["children"] if c["name"] == "work::mix_word"), None)
+    assert mix is not None and mix["line"] > 0
+    # Most of the time is in process_batch and what it inlined, under main.
+    mains = [p[-1] for p in find_all(after["root"], lambda n: n["name"] == "main")]
+    assert sum(m["total"] for m in mains) / after["total"] >= 0.9
+    assert pb["total"] / after["total"] >= 0.8
+
+    # An agent's automatic ELF-symbol upload does not undo the DWARF.
+    r = subprocess.run([EMBER, "upload-symbols", "-e", server.url, "--no-dwarf",
+                        os.path.join(WORKLOADS, "symbols_cpp.stripped"),
+                        os.path.join(WORKLOADS, "symbols_cpp")],
+                       stdout=subprocess.PIPE, text=True)
+    assert r.returncode == 0 and "already had" in r.stdout
+    assert "work::checksum" in names(server.flamegraph(q))
+
+    # Errors are explained.
+    r = subprocess.run([EMBER, "upload-symbols", "-e", server.url, "-p", "not-a-uuid", EMBER],
+                       stderr=subprocess.PIPE, text=True)
+    assert r.returncode == 2 and "--project-id" in r.stderr
+    r = subprocess.run([EMBER, "upload-symbols", "-e", server.url, "-p",
+                        "123e4567-e89b-12d3-a456-426614174000", EMBER],
+                       stderr=subprocess.PIPE, text=True)
+    assert r.returncode == 1 and "no project" in r.stderr
+
+
+def test_stripped_go_named_from_gopclntab(server, agent_factory):
+    require_root()
+    agent_factory(server.url, f"-on-cpu-sampling-rate={RATE}").start()
+    run_workload("unwind_go_stripped", 6)
+    q = 'process.executable.name == "unwind_go_stripped"'
+    wait_until(lambda: "main.hashBlock" in names(server.flamegraph(q)), 30, interval=1.0,
+               what="Go names in the stripped binary's profile")
+    tree = server.flamegraph(q)
+    total = tree["total"]
+    main = sum(p[-1]["total"] for p in find_all(tree["root"], lambda n: n["name"] == "main.main"))
+    assert main / total >= 0.9
+    assert {"main.run", "main.hashRounds", "runtime.main"} <= names(tree)
+
+
+@pytest.fixture
+def debuginfod(tmp_path):
+    """A debuginfod server on loopback that serves glibc's debug info (and
+    nothing else ember could find on its own)."""
+    libc = "/lib/x86_64-linux-gnu/libc.so.6"
+    out = subprocess.run(["readelf", "-n", libc], stdout=subprocess.PIPE, text=True).stdout
+    bid = next(l.split()[-1] for l in out.splitlines() if "Build ID" in l)
+    debug = f"/usr/lib/debug/.build-id/{bid[:2]}/{bid[2:]}.debug"
+    if not os.path.exists(debug):
+        pytest.fail(f"{debug} missing: install libc6-dbg (scripts/install-deps.sh does)")
+    served = tmp_path / "served"
+    served.mkdir()
+    shutil.copy(debug, served / "libc6.debug")
+    port = free_port()
+    log = open(tmp_path / "debuginfod.log", "wb")
+    p = subprocess.Popen(["debuginfod", "-F", str(served), "-p", str(port), "-d",
+                          str(tmp_path / "debuginfod.sqlite"), "-t", "1"],
+                         stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+
+    def indexed():
+        try:
+            return http("GET", f"{url}/buildid/{bid}/debuginfo", timeout=5)[0] == 200
+        except OSError:
+            return False  # not listening yet
+    try:
+        wait_until(indexed, 120, interval=1.0, what="debuginfod to index the debug file")
+        yield url
+    finally:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+        log.close()
+
+
+def test_global_symbolization_through_debuginfod(tmp_path, agent_factory, debuginfod):
+    require_root()
+    server = Server(tmp_path / "data")
+    server.argv += ["--debuginfod-urls", debuginfod]
+    server.start()
+    try:
+        agent_factory(server.url, f"-on-cpu-sampling-rate={RATE}").start()
+        run_workload("unwind_lib", 6)
+        q = 'process.executable.name == "unwind_lib"'
+        wait_until(lambda: server.flamegraph(q)["total"] > RATE * 6 * 0.8, 30, interval=1.0,
+                   what="samples")
+
+        # glibc's qsort sorts with msort_with_tmp, a function whose name is
+        # not in the shipped library: it comes from the debug info.
+        def named():
+            t = server.flamegraph(q)
+            hits = [p[-1] for p in find_all(t["root"], lambda n: n["name"] == "msort_with_tmp")]
+            return hits if hits and hits[0].get("line") else None
+        hits = wait_until(named, 90, interval=2.0, what="glibc names from debuginfod")
+        assert hits[0]["binary"] == "libc.so.6"
+        assert hits[0]["file"].endswith("msort.c")
+        st, body = http("GET", server.url + "/metrics")
+        assert b"ember_debuginfod_fetched_total 1" in body
+    finally:
+        server.stop()
+
+
+def test_agent_dwarf_upload(server, agent_factory):
+    require_root()
+    agent_factory(server.url, f"-on-cpu-sampling-rate={RATE}", "-dwarf").start()
+    run_workload("symbols_cpp", 5)
+    q = 'process.executable.name == "symbols_cpp"'
+    wait_until(lambda: "work::mix_word" in names(server.flamegraph(q)), 30, interval=1.0,
+               what="inlined frames from the agent's DWARF upload")
