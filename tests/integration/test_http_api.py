@@ -136,14 +136,26 @@ def test_symbols_missing_and_upload(server):
                     {"file_ids": [fid, "ef" * 16]})
     assert st == 200 and sorted(json.loads(body)["missing"]) == sorted([fid, "ef" * 16])
     import struct
-    strtab = b"do_work\x00"
-    symfile = (b"EMSYM001" + struct.pack("<IIIIQ", 1, 1, len(strtab), 0, 0) +
+    strtab = b"\x00do_work\x00"
+    # EMSYM002: one segment, rows [0x1000 -> frame 1, 0x1100 -> gap], one frame.
+    symfile = (b"EMSYM002" + struct.pack("<IIIIQIIQ", 1, 2, 1, len(strtab), 0x1000, 0, 0, 0) +
                struct.pack("<QQQ", 0x1000, 0x1000, 0x1000) +
-               struct.pack("<QII", 0x1000, 0x100, 0) + strtab)
+               struct.pack("<IIII", 0, 1, 0x100, 0) +
+               struct.pack("<IIII", 1, 0xffffffff, 0, 0) + strtab)
     st, _ = http("PUT", server.url + "/ingest/v1/symbols/" + fid + "?name=libw.so", symfile)
     assert st == 201
     st, body = http("POST", server.url + "/ingest/v1/symbols/missing", {"file_ids": [fid]})
     assert json.loads(body)["missing"] == []
+    # ...but missing for an asker that could send source lines.
+    st, body = http("POST", server.url + "/ingest/v1/symbols/missing",
+                    {"file_ids": [fid], "quality": 3})
+    assert json.loads(body)["missing"] == [fid]
+    # The same again is kept, not stored twice; an unknown project is refused.
+    st, body = http("PUT", server.url + "/ingest/v1/symbols/" + fid, symfile)
+    assert st == 200 and b"kept" in body
+    st, _ = http("PUT", server.url + "/ingest/v1/symbols/" + fid +
+                 "?project=123e4567-e89b-12d3-a456-426614174000", symfile)
+    assert st == 404
 
 
 def test_sigkill_during_ingest_loses_nothing_acknowledged(tmp_path):
