@@ -147,6 +147,13 @@ static int upload(struct symupload *u, struct job *j)
 		else
 			buf_printf(&path, "%%%02X", (unsigned char)*c);
 	}
+	uint8_t bid[ELF_BUILD_ID_MAX];
+	int bl = elfsyms_build_id(j->fd, bid);
+	if (bl > 0) {
+		char bhex[2 * ELF_BUILD_ID_MAX + 1];
+		hex_encode(bid, (size_t)bl, bhex);
+		buf_printf(&path, "&build_id=%s", bhex);
+	}
 	int status = http_send(u->http, "PUT", path.data, "application/x-ember-symfile", "zstd",
 			       z.data, z.len, &resp, &err);
 	if (status >= 200 && status < 300) {

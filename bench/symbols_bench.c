@@ -66,7 +66,7 @@ static void bench(const char *label, const char *path, const char *debug, bool d
 	symbols_open(dir, &s, &err);
 	struct file_id id;
 	fileid_from_fd(fd, &id);
-	symbols_put(s, &id, sf.data, sf.len, &err);
+	symbols_put(s, &id, NULL, 0, sf.data, sf.len, &err);
 	symbols_close(s);
 	struct elf_segment seg[4];
 	int ns = elfsyms_exec_segments(fd, seg, 4);
@@ -74,7 +74,7 @@ static void bench(const char *label, const char *path, const char *debug, bool d
 	symbols_open(dir, &s, &err);
 	struct sym_frame f[SYMFILE_MAX_DEPTH];
 	t0 = now_mono_ns();
-	symbols_lookup(s, &id, seg[0].offset + seg[0].size / 2, f, SYMFILE_MAX_DEPTH);
+	symbols_lookup(s, &id, NULL, 0, seg[0].offset + seg[0].size / 2, f, SYMFILE_MAX_DEPTH);
 	double cold_us = (double)(now_mono_ns() - t0) / 1e3;
 	/* Warm: random offsets across the text. */
 	const int N = 2000000;
@@ -82,7 +82,7 @@ static void bench(const char *label, const char *path, const char *debug, bool d
 	t0 = now_mono_ns();
 	for (int i = 0; i < N; i++) {
 		const struct elf_segment *sg = &seg[next() % (uint64_t)(ns > 0 ? ns : 1)];
-		int k = symbols_lookup(s, &id, sg->offset + next() % (sg->size ? sg->size : 1), f,
+		int k = symbols_lookup(s, &id, NULL, 0, sg->offset + next() % (sg->size ? sg->size : 1), f,
 				       SYMFILE_MAX_DEPTH);
 		hits += k > 0;
 		frames += k;

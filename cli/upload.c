@@ -123,6 +123,13 @@ int cmd_upload_symbols(const struct cli_opts *o)
 	free(copy);
 	if (o->project)
 		buf_printf(&path, "&project=%s", o->project);
+	uint8_t bid[ELF_BUILD_ID_MAX];
+	int bl = elfsyms_build_id(fd, bid);
+	if (bl > 0) {
+		char bhex[2 * ELF_BUILD_ID_MAX + 1];
+		hex_encode(bid, (size_t)bl, bhex);
+		buf_printf(&path, "&build_id=%s", bhex);
+	}
 	if (cli_request(o, "PUT", path.data, "application/x-ember-symfile", "zstd", z.data, z.len,
 			&resp) < 0)
 		goto out;

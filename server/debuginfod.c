@@ -100,7 +100,8 @@ static bool fetch(struct fetcher *f, debuginfod_client *c, const struct store_fi
 		if (n < 0) {
 			log_warn("debuginfod: cannot read the debug info of %s (%s): %s", hex, path, why);
 		} else {
-			int rc = symbols_put(f->sym, &file->id, sf.data, sf.len, &err);
+			int rc = symbols_put(f->sym, &file->id, file->build_id, file->build_id_len, sf.data,
+					     sf.len, &err);
 			ok = rc >= 0;
 			if (rc < 0)
 				log_warn("debuginfod: storing symbols of %s failed: %s", hex, err.data);

@@ -476,8 +476,8 @@ static const struct run_item *frame_run(struct query *q, uint32_t frame_id, uint
 			display_name(store_string(q->st, f->name), binary, q->req->raw_names,
 				     q->req->verbose_names, &name);
 			push_run(q, intern_key(q, f->type, name.data, binary, NULL), 0);
-		} else if (sf && (nf = symbols_lookup(q->sym, &sf->id, f->address, frames,
-						      SYMFILE_MAX_DEPTH)) > 0) {
+		} else if (sf && (nf = symbols_lookup(q->sym, &sf->id, sf->build_id, sf->build_id_len,
+						      f->address, frames, SYMFILE_MAX_DEPTH)) > 0) {
 			for (int i = nf; i-- > 0;) {
 				buf_reset(&name);
 				display_name(frames[i].name, binary, q->req->raw_names,
@@ -493,7 +493,7 @@ static const struct run_item *frame_run(struct query *q, uint32_t frame_id, uint
 		/* No source lines for this file yet: global symbolization may
 		 * have them (asked once per file; the answer comes later). */
 		if (sf && q->fetch && (nf == 0 || !frames[0].file)) {
-			int quality = symbols_quality(q->sym, &sf->id);
+			int quality = symbols_quality_any(q->sym, &sf->id, sf->build_id, sf->build_id_len);
 			if (quality < 0 || !(quality & SYMFILE_HAS_LINES))
 				fetcher_request(q->fetch, sf);
 		}

@@ -143,7 +143,19 @@ void handle_symbols_put(struct server *srv, const struct http_req *req, struct h
 		http_error(resp, 415, "unsupported Content-Encoding %s (use zstd or none)", enc);
 		return;
 	}
-	int rc = symbols_put(srv->symbols, &id, data, len, &err);
+	uint8_t bid[64];
+	int blen = 0;
+	const char *bq = http_query_arg(req, "build_id");
+	if (bq) {
+		size_t bl = strlen(bq);
+		if (bl < 2 || bl > 128 || bl % 2 || hex_decode(bq, bl, bid, bl / 2) < 0) {
+			http_error(resp, 400, "build_id: expected 2 to 128 hex digits");
+			buf_free(&raw);
+			return;
+		}
+		blen = (int)(bl / 2);
+	}
+	int rc = symbols_put(srv->symbols, &id, blen ? bid : NULL, blen, data, len, &err);
 	if (rc == 1) {
 		buf_puts(&resp->body, "{\"stored\":false,\"kept\":\"the stored symbols are at least as complete\"}\n");
 		http_json(resp, 200);

@@ -32,12 +32,21 @@ struct retired {
 	size_t len;
 };
 
+struct bid {
+	uint8_t id[64];
+	uint8_t len;
+	struct file_id file;
+};
+
 struct symbols {
 	pthread_mutex_t mu;
 	char *dir;
 	struct entry *entries;
 	size_t count, cap;
 	struct hmap index;
+	struct bid *bids; /* build ID -> file id */
+	size_t nbids, capbids;
+	struct hmap bid_index;
 	struct retired *retired; /* replaced mappings, unmapped at close */
 	size_t nretired, capretired;
 };
@@ -60,6 +69,43 @@ static struct entry *find(struct symbols *s, const struct file_id *id)
 	if (hmap_find(&s->index, hash_bytes(id->b, FILE_ID_LEN), eq_key, &k, &idx))
 		return &s->entries[idx];
 	return NULL;
+}
+
+struct bkey {
+	const struct symbols *s;
+	const uint8_t *id;
+	int len;
+};
+
+static bool eq_bid(const void *ctx, uint32_t idx)
+{
+	const struct bkey *k = ctx;
+	return k->s->bids[idx].len == k->len && memcmp(k->s->bids[idx].id, k->id, (size_t)k->len) == 0;
+}
+
+static struct bid *find_bid(struct symbols *s, const uint8_t *id, int len)
+{
+	if (len <= 0 || len > 64)
+		return NULL;
+	struct bkey k = { s, id, len };
+	uint32_t idx;
+	if (hmap_find(&s->bid_index, hash_bytes(id, (size_t)len), eq_bid, &k, &idx))
+		return &s->bids[idx];
+	return NULL;
+}
+
+static void set_bid(struct symbols *s, const uint8_t *id, int len, const struct file_id *file)
+{
+	struct bid *b = find_bid(s, id, len);
+	if (!b) {
+		xgrow((void **)&s->bids, &s->capbids, s->nbids + 1, sizeof(*s->bids));
+		b = &s->bids[s->nbids];
+		memcpy(b->id, id, (size_t)len);
+		b->len = (uint8_t)len;
+		hmap_insert(&s->bid_index, hash_bytes(id, (size_t)len), (uint32_t)s->nbids);
+		s->nbids++;
+	}
+	b->file = *file;
 }
 
 static struct entry *add(struct symbols *s, const struct file_id *id)
@@ -139,8 +185,20 @@ int symbols_open(const char *data_dir, struct symbols **out, struct buf *err)
 		size_t n = strlen(de->d_name);
 		struct file_id id;
 		if (n == FILE_ID_HEX_LEN + 4 && strcmp(de->d_name + FILE_ID_HEX_LEN, ".sym") == 0 &&
-		    hex_decode(de->d_name, FILE_ID_HEX_LEN, id.b, FILE_ID_LEN) == 0 && !find(s, &id))
+		    hex_decode(de->d_name, FILE_ID_HEX_LEN, id.b, FILE_ID_LEN) == 0 && !find(s, &id)) {
 			add(s, &id);
+		} else if (n > 4 && n <= 128 + 4 && n % 2 == 0 && strcmp(de->d_name + n - 4, ".bid") == 0) {
+			uint8_t bid[64];
+			struct buf p = { 0 };
+			char *text = NULL;
+			buf_printf(&p, "%s/%s", s->dir, de->d_name);
+			if (hex_decode(de->d_name, n - 4, bid, (n - 4) / 2) == 0 &&
+			    read_file(p.data, 64, &text, NULL) == 0 &&
+			    hex_decode(text, strnlen(text, FILE_ID_HEX_LEN + 1), id.b, FILE_ID_LEN) == 0)
+				set_bid(s, bid, (int)(n - 4) / 2, &id);
+			free(text);
+			buf_free(&p);
+		}
 	}
 	closedir(dir);
 	*out = s;
@@ -159,6 +217,8 @@ void symbols_close(struct symbols *s)
 	free(s->retired);
 	free(s->entries);
 	hmap_free(&s->index);
+	free(s->bids);
+	hmap_free(&s->bid_index);
 	free(s->dir);
 	pthread_mutex_destroy(&s->mu);
 	free(s);
@@ -188,8 +248,31 @@ static int quality_rank(int flags)
 	return __builtin_popcount((unsigned)flags);
 }
 
-int symbols_put(struct symbols *s, const struct file_id *id, const void *data, size_t len,
-		struct buf *err)
+/* Records that build ID bid's symbols are those of file id (a small file
+ * beside the symbol files, written atomically). Lock held. */
+static void save_bid(struct symbols *s, const uint8_t *bid, int len, const struct file_id *id)
+{
+	char bhex[129], fhex[FILE_ID_HEX_LEN + 1];
+	hex_encode(bid, (size_t)len, bhex);
+	fileid_hex(id, fhex);
+	struct buf tmp = { 0 }, final = { 0 };
+	buf_printf(&tmp, "%s/%s.bid.tmp", s->dir, bhex);
+	buf_printf(&final, "%s/%s.bid", s->dir, bhex);
+	int fd = open(tmp.data, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd >= 0) {
+		bool ok = write(fd, fhex, FILE_ID_HEX_LEN) == FILE_ID_HEX_LEN && fsync(fd) == 0;
+		close(fd);
+		if (ok && rename(tmp.data, final.data) == 0)
+			set_bid(s, bid, len, id);
+		else
+			unlink(tmp.data);
+	}
+	buf_free(&tmp);
+	buf_free(&final);
+}
+
+int symbols_put(struct symbols *s, const struct file_id *id, const uint8_t *build_id,
+		int build_id_len, const void *data, size_t len, struct buf *err)
 {
 	struct symfile_view v;
 	const char *why;
@@ -251,19 +334,54 @@ int symbols_put(struct symbols *s, const struct file_id *id, const void *data, s
 	e->quality = -1;
 	rc = 0;
 out:
+	if (rc >= 0 && build_id_len > 0 && build_id_len <= 64) {
+		/* The build ID leads to the best symbols stored for it. */
+		struct bid *b = find_bid(s, build_id, build_id_len);
+		struct entry *cur = b ? find(s, &b->file) : NULL;
+		if (cur && cur->state == PRESENT)
+			load(s, cur);
+		struct entry *mine = find(s, id);
+		if (mine && mine->state == PRESENT)
+			load(s, mine);
+		if (!b || !cur || (mine && quality_rank(mine->quality) > quality_rank(cur->quality)))
+			save_bid(s, build_id, build_id_len, id);
+	}
 	pthread_mutex_unlock(&s->mu);
 	buf_free(&tmp);
 	buf_free(&final);
 	return rc;
 }
 
-int symbols_lookup(struct symbols *s, const struct file_id *id, uint64_t offset,
-		   struct sym_frame *out, int max)
+/* The entry lookups use: the file id's, else the build ID's. Lock held. */
+static struct entry *resolve(struct symbols *s, const struct file_id *id, const uint8_t *build_id,
+			     int build_id_len)
 {
-	pthread_mutex_lock(&s->mu);
 	struct entry *e = find(s, id);
+	if (!e) {
+		struct bid *b = find_bid(s, build_id, build_id_len);
+		if (b)
+			e = find(s, &b->file);
+	}
 	if (e && e->state == PRESENT)
 		load(s, e);
+	return e;
+}
+
+int symbols_quality_any(struct symbols *s, const struct file_id *id, const uint8_t *build_id,
+			int build_id_len)
+{
+	pthread_mutex_lock(&s->mu);
+	struct entry *e = resolve(s, id, build_id, build_id_len);
+	int q = e ? (e->state == LOADED ? e->quality : 0) : -1;
+	pthread_mutex_unlock(&s->mu);
+	return q;
+}
+
+int symbols_lookup(struct symbols *s, const struct file_id *id, const uint8_t *build_id,
+		   int build_id_len, uint64_t offset, struct sym_frame *out, int max)
+{
+	pthread_mutex_lock(&s->mu);
+	struct entry *e = resolve(s, id, build_id, build_id_len);
 	int n = 0;
 	if (e && e->state == LOADED)
 		n = symfile_lookup(&e->view, offset, out, max);

@@ -11,7 +11,10 @@
  * first use and stay mapped (a replaced file's old mapping too) until
  * symbols_close(), so names returned by symbols_lookup() stay valid.
  * Frames are stored as (file, offset) and symbolized when queried, so
- * symbols uploaded later name old samples too. Thread-safe.
+ * symbols uploaded later name old samples too. A symbol file can also be
+ * found by GNU build ID (DATA_DIR/symbols/<build id>.bid names the file
+ * id), so symbols uploaded from the unstripped build serve the stripped
+ * binary that runs. Thread-safe.
  */
 #ifndef EMBER_SERVER_SYMBOLS_H
 #define EMBER_SERVER_SYMBOLS_H
@@ -36,14 +39,21 @@ static inline bool symbols_have(struct symbols *s, const struct file_id *id)
 {
 	return symbols_quality(s, id) >= 0;
 }
-/* Validates and stores a symbol file. Returns 0 stored, 1 kept the stored
- * file (at least as good), -1 invalid input (err set), -2 storage failure. */
-int symbols_put(struct symbols *s, const struct file_id *id, const void *data, size_t len,
-		struct buf *err);
-/* The frames at offset in the file, innermost first (at most max).
- * Returns how many; 0 when unknown. */
-int symbols_lookup(struct symbols *s, const struct file_id *id, uint64_t offset,
-		   struct sym_frame *out, int max);
+/* Validates and stores a symbol file for a file id; with a GNU build ID
+ * (build_id_len > 0), other files with that build ID (a stripped copy of
+ * the same build) use it too when they have no symbol file of their own.
+ * Returns 0 stored, 1 kept the stored file (at least as good), -1 invalid
+ * input (err set), -2 storage failure. */
+int symbols_put(struct symbols *s, const struct file_id *id, const uint8_t *build_id,
+		int build_id_len, const void *data, size_t len, struct buf *err);
+/* The frames at offset in the file, innermost first (at most max): from
+ * the file id's symbol file, else from the build ID's. Returns how many; 0
+ * when unknown. */
+int symbols_lookup(struct symbols *s, const struct file_id *id, const uint8_t *build_id,
+		   int build_id_len, uint64_t offset, struct sym_frame *out, int max);
+/* The quality of what symbols_lookup would use, or -1 when nothing. */
+int symbols_quality_any(struct symbols *s, const struct file_id *id, const uint8_t *build_id,
+			int build_id_len);
 size_t symbols_count(struct symbols *s);
 
 #endif

@@ -180,3 +180,22 @@ def test_agent_dwarf_upload(server, agent_factory):
     q = 'process.executable.name == "symbols_cpp"'
     wait_until(lambda: "work::mix_word" in names(server.flamegraph(q)), 30, interval=1.0,
                what="inlined frames from the agent's DWARF upload")
+
+
+def test_symbols_of_the_unstripped_build_serve_the_stripped_one(server, agent_factory):
+    """Uploading only the unstripped build (another file, same GNU build
+    ID) names the stripped binary that ran: symbols are found by build ID."""
+    require_root()
+    agent = agent_factory(server.url, f"-on-cpu-sampling-rate={RATE}").start()
+    run_workload("symbols_cpp.stripped", 4)
+    q = 'process.executable.name == "symbols_cpp.stripped"'
+    wait_until(lambda: server.flamegraph(q)["total"] > RATE * 4 * 0.8, 30, interval=1.0,
+               what="samples")
+    agent.stop()
+    assert "work::process_batch" not in names(server.flamegraph(q))
+    r = subprocess.run([EMBER, "upload-symbols", "-e", server.url,
+                        os.path.join(WORKLOADS, "symbols_cpp")],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert r.returncode == 0, r.stderr
+    got = names(server.flamegraph(q))
+    assert {"work::process_batch", "work::checksum", "work::mix_word"} <= got, got

@@ -413,7 +413,7 @@ static void test_flamegraph(void **state)
 	symfile_builder_free(b);
 	struct file_id fid;
 	memset(fid.b, 0x11, sizeof(fid.b));
-	assert_int_equal(symbols_put(sym, &fid, sf.data, sf.len, &err), 0);
+	assert_int_equal(symbols_put(sym, &fid, NULL, 0, sf.data, sf.len, &err), 0);
 
 	/* Synthetic frames group by executable then thread; a CEL filter and
 	 * a frame mask apply. */

@@ -439,32 +439,43 @@ static void test_symbol_store(void **state)
 	memset(id.b, 0xab, sizeof(id.b));
 	struct sym_frame f[8];
 	assert_int_equal(symbols_quality(s, &id), -1);
-	assert_int_equal(symbols_lookup(s, &id, 0x1000, f, 8), 0);
+	assert_int_equal(symbols_lookup(s, &id, NULL, 0, 0x1000, f, 8), 0);
 	/* Garbage is refused and nothing is stored. */
-	assert_int_equal(symbols_put(s, &id, "nonsense", 8, &err), -1);
+	assert_int_equal(symbols_put(s, &id, NULL, 0, "nonsense", 8, &err), -1);
 	assert_false(symbols_have(s, &id));
 	/* ELF symbols first (as an agent uploads them). */
 	symbols_only(&poor, "alpha_from_agent");
-	assert_int_equal(symbols_put(s, &id, poor.data, poor.len, &err), 0);
+	assert_int_equal(symbols_put(s, &id, NULL, 0, poor.data, poor.len, &err), 0);
 	assert_int_equal(symbols_quality(s, &id), 0);
-	assert_int_equal(symbols_lookup(s, &id, 0x1010, f, 8), 1);
+	assert_int_equal(symbols_lookup(s, &id, NULL, 0, 0x1010, f, 8), 1);
 	assert_string_equal(f[0].name, "alpha_from_agent");
 	/* DWARF replaces them (as `ember upload-symbols` does)... */
 	build_sample(&rich);
-	assert_int_equal(symbols_put(s, &id, rich.data, rich.len, &err), 0);
+	assert_int_equal(symbols_put(s, &id, NULL, 0, rich.data, rich.len, &err), 0);
 	assert_int_equal(symbols_quality(s, &id), SYMFILE_HAS_LINES | SYMFILE_HAS_INLINES);
-	assert_int_equal(symbols_lookup(s, &id, 0x1205, f, 8), 2);
+	assert_int_equal(symbols_lookup(s, &id, NULL, 0, 0x1205, f, 8), 2);
 	assert_string_equal(f[0].name, "helper");
 	/* ...and an agent's later ELF-symbol upload does not undo that. */
-	assert_int_equal(symbols_put(s, &id, poor.data, poor.len, &err), 1);
+	assert_int_equal(symbols_put(s, &id, NULL, 0, poor.data, poor.len, &err), 1);
 	assert_int_equal(symbols_quality(s, &id), SYMFILE_HAS_LINES | SYMFILE_HAS_INLINES);
+	/* A stripped copy of the same build (another file id, same build ID)
+	 * finds the symbols through the build ID once they were stored with it. */
+	struct file_id copy;
+	memset(copy.b, 0xcd, sizeof(copy.b));
+	const uint8_t bid[4] = { 0xde, 0xad, 0xbe, 0xef };
+	assert_int_equal(symbols_lookup(s, &copy, bid, 4, 0x1205, f, 8), 0);
+	assert_int_equal(symbols_put(s, &id, bid, 4, rich.data, rich.len, &err), 1);
+	assert_int_equal(symbols_lookup(s, &copy, bid, 4, 0x1205, f, 8), 2);
+	assert_int_equal(symbols_quality_any(s, &copy, bid, 4), SYMFILE_HAS_LINES | SYMFILE_HAS_INLINES);
+	assert_int_equal(symbols_quality_any(s, &copy, NULL, 0), -1);
 	symbols_close(s);
 	/* Reopened, the stored file is still known and used. */
 	assert_int_equal(symbols_open(dir, &s, &err), 0);
 	assert_true(symbols_have(s, &id));
 	assert_int_equal(symbols_count(s), 1);
-	assert_int_equal(symbols_lookup(s, &id, 0x3010, f, 8), 1);
+	assert_int_equal(symbols_lookup(s, &id, NULL, 0, 0x3010, f, 8), 1);
 	assert_string_equal(f[0].name, "gamma");
+	assert_int_equal(symbols_lookup(s, &copy, bid, 4, 0x1205, f, 8), 2); /* the build ID, too */
 	symbols_close(s);
 	buf_free(&rich);
 	buf_free(&poor);
