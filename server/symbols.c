@@ -352,18 +352,23 @@ out:
 	return rc;
 }
 
-/* The entry lookups use: the file id's, else the build ID's. Lock held. */
+/* The entry lookups use: the file id's own, unless the build ID leads to
+ * more complete symbols (an agent uploads the stripped binary's few ELF
+ * symbols; a user the unstripped build's DWARF). Lock held. */
 static struct entry *resolve(struct symbols *s, const struct file_id *id, const uint8_t *build_id,
 			     int build_id_len)
 {
 	struct entry *e = find(s, id);
-	if (!e) {
-		struct bid *b = find_bid(s, build_id, build_id_len);
-		if (b)
-			e = find(s, &b->file);
-	}
 	if (e && e->state == PRESENT)
 		load(s, e);
+	struct bid *b = find_bid(s, build_id, build_id_len);
+	struct entry *o = b ? find(s, &b->file) : NULL;
+	if (o && o->state == PRESENT)
+		load(s, o);
+	if (!e || e->state != LOADED)
+		return o ? o : e;
+	if (o && o->state == LOADED && quality_rank(o->quality) > quality_rank(e->quality))
+		return o;
 	return e;
 }
 
