@@ -191,92 +191,91 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* The section called name, or NULL. */
+static Elf_Scn *section_named(Elf *elf, const char *want, GElf_Shdr *sh)
+{
+	size_t shstrndx;
+	if (elf_getshdrstrndx(elf, &shstrndx) != 0)
+		return NULL;
+	Elf_Scn *scn = NULL;
+	while ((scn = elf_nextscn(elf, scn)) != NULL) {
+		if (!gelf_getshdr(scn, sh))
+			continue;
+		const char *name = elf_strptr(elf, shstrndx, sh->sh_name);
+		if (name && strcmp(name, want) == 0)
+			return scn;
+	}
+	return NULL;
+}
+
 /* FDE start addresses from .eh_frame_hdr's binary-search table. Only the
  * encodings every Linux linker writes are accepted (table: datarel|sdata4). */
 static int fde_starts_from_hdr(Elf *elf, uint64_t **out, size_t *n)
 {
-	size_t shstrndx;
-	if (elf_getshdrstrndx(elf, &shstrndx) != 0)
+	GElf_Shdr sh;
+	Elf_Scn *scn = section_named(elf, ".eh_frame_hdr", &sh);
+	if (!scn)
 		return -1;
-	Elf_Scn *scn = NULL;
-	while ((scn = elf_nextscn(elf, scn)) != NULL) {
-		GElf_Shdr sh;
-		if (!gelf_getshdr(scn, &sh))
-			continue;
-		const char *name = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (!name || strcmp(name, ".eh_frame_hdr") != 0)
-			continue;
-		Elf_Data *d = elf_getdata(scn, NULL);
-		if (!d || d->d_size < 12)
-			return -1;
-		const uint8_t *p = d->d_buf;
-		if (p[0] != 1 || p[3] != 0x3b) /* version 1; DW_EH_PE_datarel|sdata4 */
-			return -1;
-		size_t pos = 4;
-		/* eh_frame_ptr: 4 bytes for the sdata4/udata4 encodings used. */
-		if ((p[1] & 0x0f) != 0x0b && (p[1] & 0x0f) != 0x03)
-			return -1;
-		pos += 4;
-		if ((p[2] & 0x0f) != 0x03 && (p[2] & 0x0f) != 0x0b)
-			return -1;
-		uint32_t count;
-		memcpy(&count, p + pos, 4);
-		pos += 4;
-		if ((uint64_t)count * 8 > d->d_size - pos)
-			return -1;
-		uint64_t *starts = xmalloc((count ? count : 1) * sizeof(uint64_t));
-		for (uint32_t i = 0; i < count; i++) {
-			int32_t loc;
-			memcpy(&loc, p + pos + (size_t)i * 8, 4);
-			starts[i] = sh.sh_addr + (uint64_t)(int64_t)loc;
-		}
-		*out = starts;
-		*n = count;
-		return 0;
+	Elf_Data *d = elf_getdata(scn, NULL);
+	if (!d || d->d_size < 12)
+		return -1;
+	const uint8_t *p = d->d_buf;
+	if (p[0] != 1 || p[3] != 0x3b) /* version 1; DW_EH_PE_datarel|sdata4 */
+		return -1;
+	size_t pos = 4;
+	/* eh_frame_ptr: 4 bytes for the sdata4/udata4 encodings used. */
+	if ((p[1] & 0x0f) != 0x0b && (p[1] & 0x0f) != 0x03)
+		return -1;
+	pos += 4;
+	if ((p[2] & 0x0f) != 0x03 && (p[2] & 0x0f) != 0x0b)
+		return -1;
+	uint32_t count;
+	memcpy(&count, p + pos, 4);
+	pos += 4;
+	if ((uint64_t)count * 8 > d->d_size - pos)
+		return -1;
+	uint64_t *starts = xmalloc((count ? count : 1) * sizeof(uint64_t));
+	for (uint32_t i = 0; i < count; i++) {
+		int32_t loc;
+		memcpy(&loc, p + pos + (size_t)i * 8, 4);
+		starts[i] = sh.sh_addr + (uint64_t)(int64_t)loc;
 	}
-	return -1;
+	*out = starts;
+	*n = count;
+	return 0;
 }
 
 /* FDE start addresses of .debug_frame (absolute, address-sized). */
 static int fde_starts_from_debug_frame(Elf *elf, uint64_t **out, size_t *n)
 {
-	size_t shstrndx;
-	if (elf_getshdrstrndx(elf, &shstrndx) != 0)
+	GElf_Shdr sh;
+	Elf_Scn *scn = section_named(elf, ".debug_frame", &sh);
+	if (!scn)
 		return -1;
-	Elf_Scn *scn = NULL;
-	while ((scn = elf_nextscn(elf, scn)) != NULL) {
-		GElf_Shdr sh;
-		if (!gelf_getshdr(scn, &sh))
-			continue;
-		const char *name = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (!name || strcmp(name, ".debug_frame") != 0)
-			continue;
-		if ((sh.sh_flags & SHF_COMPRESSED) && elf_compress(scn, 0, 0) < 0)
-			return -1;
-		Elf_Data *d = elf_getdata(scn, NULL);
-		if (!d)
-			return -1;
-		const unsigned char *ident = (const unsigned char *)elf_getident(elf, NULL);
-		size_t cap = 0, cnt = 0;
-		uint64_t *starts = NULL;
-		Dwarf_Off off = 0, next;
-		Dwarf_CFI_Entry e;
-		while (dwarf_next_cfi(ident, d, false, off, &next, &e) == 0) {
-			if (!dwarf_cfi_cie_p(&e) && e.fde.end - e.fde.start >= 16) {
-				uint64_t loc;
-				memcpy(&loc, e.fde.start, 8);
-				xgrow((void **)&starts, &cap, cnt + 1, sizeof(uint64_t));
-				starts[cnt++] = loc;
-			}
-			if (next <= off || next == (Dwarf_Off)-1)
-				break;
-			off = next;
+	if ((sh.sh_flags & SHF_COMPRESSED) && elf_compress(scn, 0, 0) < 0)
+		return -1;
+	Elf_Data *d = elf_getdata(scn, NULL);
+	if (!d)
+		return -1;
+	const unsigned char *ident = (const unsigned char *)elf_getident(elf, NULL);
+	size_t cap = 0, cnt = 0;
+	uint64_t *starts = NULL;
+	Dwarf_Off off = 0, next;
+	Dwarf_CFI_Entry e;
+	while (dwarf_next_cfi(ident, d, false, off, &next, &e) == 0) {
+		if (!dwarf_cfi_cie_p(&e) && e.fde.end - e.fde.start >= 16) {
+			uint64_t loc;
+			memcpy(&loc, e.fde.start, 8);
+			xgrow((void **)&starts, &cap, cnt + 1, sizeof(uint64_t));
+			starts[cnt++] = loc;
 		}
-		*out = starts;
-		*n = cnt;
-		return cnt ? 0 : -1;
+		if (next <= off || next == (Dwarf_Off)-1)
+			break;
+		off = next;
 	}
-	return -1;
+	*out = starts;
+	*n = cnt;
+	return cnt ? 0 : -1;
 }
 
 static int walk(Dwarf_CFI *cfi, uint64_t *starts, size_t nstarts, struct rule_set *rs,
