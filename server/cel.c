@@ -1,23 +1,62 @@
-/* cel.c - see cel.h. A recursive-descent parser into a small tree. */
+/* cel.c - see cel.h. A recursive-descent parser into a small tree of nodes
+ * (indexes into one array). Everything evaluation needs is prepared here:
+ * literal lengths, sorted `in` lists, compiled regular expressions and one
+ * PCRE2 match block, so cel_eval does not allocate. */
+#define PCRE2_CODE_UNIT_WIDTH 8
 #include "cel.h"
 
+#include <pcre2.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util.h"
 
-enum node_kind { N_TRUE, N_FALSE, N_NOT, N_AND, N_OR, N_EQ, N_NE, N_ATTR, N_STR };
+/* Patterns are UTF-8; a value that is not valid UTF-8 (a thread name cut in
+ * the middle of a character) can still match in its valid parts. \C (one
+ * byte, even inside a character) is refused. */
+#ifdef PCRE2_MATCH_INVALID_UTF
+#define CEL_RE_OPTIONS (PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | PCRE2_NEVER_BACKSLASH_C)
+#else
+#define CEL_RE_OPTIONS PCRE2_NEVER_BACKSLASH_C
+#endif
+#define CEL_MATCH_LIMIT 1000000
+#define CEL_HEAP_LIMIT_KIB 16384
+
+enum node_kind {
+	N_TRUE,
+	N_FALSE,
+	N_NOT,
+	N_AND,
+	N_OR,
+	N_EQ,
+	N_NE,
+	N_ATTR,
+	N_STR,
+	N_IN,       /* value of a is one of items[0..nitems) (sorted) */
+	N_MATCHES,  /* re finds a match in the value of a */
+	N_STARTS,   /* the value of a starts with the value of b */
+	N_ENDS,     /* ... ends with ... */
+	N_CONTAINS, /* ... contains ... */
+};
 
 struct node {
 	enum node_kind kind;
 	int a, b;   /* children (indexes), -1 when unused */
 	char *text; /* attribute name or string value */
+	char **items;
+	size_t nitems;
+	pcre2_code *re;
 };
 
 struct cel_program {
 	struct node *nodes;
 	size_t count, cap;
 	int root;
+	size_t nregex;
+	pcre2_match_context *mctx; /* with the match and heap limits */
+	pcre2_match_data *md;      /* shared by every regex of the program */
 };
 
 struct parser {
@@ -29,27 +68,72 @@ struct parser {
 	bool failed;
 };
 
-static int fail(struct parser *ps, const char *msg)
+/* The functions, in both forms: name(subject, arg) and subject.name(arg). */
+static const struct {
+	const char *name;
+	enum node_kind kind;
+} funcs[] = {
+	{ "matches", N_MATCHES },
+	{ "startsWith", N_STARTS },
+	{ "endsWith", N_ENDS },
+	{ "contains", N_CONTAINS },
+};
+#define FUNC_NAMES "matches, startsWith, endsWith, contains"
+
+static int func_index(const char *s, size_t n)
+{
+	for (size_t i = 0; i < sizeof(funcs) / sizeof(funcs[0]); i++)
+		if (strlen(funcs[i].name) == n && memcmp(funcs[i].name, s, n) == 0)
+			return (int)i;
+	return -1;
+}
+
+static int fail_at(struct parser *ps, size_t at, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Records the first error only, naming the 1-based column of at. */
+static int fail_at(struct parser *ps, size_t at, const char *fmt, ...)
 {
 	if (!ps->failed) {
-		buf_printf(ps->err, "query: column %zu: %s", ps->pos + 1, msg);
+		buf_printf(ps->err, "query: column %zu: ", at + 1);
+		va_list ap;
+		va_start(ap, fmt);
+		buf_vprintf(ps->err, fmt, ap);
+		va_end(ap);
 		ps->failed = true;
 	}
 	return -1;
+}
+
+static int fail(struct parser *ps, const char *msg)
+{
+	return fail_at(ps, ps->pos, "%s", msg);
 }
 
 static int new_node(struct parser *ps, enum node_kind k, int a, int b, char *text)
 {
 	struct cel_program *p = ps->p;
 	xgrow((void **)&p->nodes, &p->cap, p->count + 1, sizeof(*p->nodes));
-	p->nodes[p->count] = (struct node){ k, a, b, text };
+	p->nodes[p->count] = (struct node){ .kind = k, .a = a, .b = b, .text = text };
 	return (int)p->count++;
+}
+
+static bool is_space(char c)
+{
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n';
 }
 
 static void skip_ws(struct parser *ps)
 {
-	while (ps->pos < ps->len && strchr(" \t\r\n", ps->src[ps->pos]))
+	while (ps->pos < ps->len && is_space(ps->src[ps->pos]))
 		ps->pos++;
+}
+
+static size_t ws_end(const struct parser *ps, size_t at)
+{
+	while (at < ps->len && is_space(ps->src[at]))
+		at++;
+	return at;
 }
 
 static bool eat(struct parser *ps, const char *tok)
@@ -73,11 +157,36 @@ static bool is_ident(char c)
 	return is_ident_start(c) || (c >= '0' && c <= '9');
 }
 
+static size_t ident_end(const struct parser *ps, size_t at)
+{
+	while (at < ps->len && is_ident(ps->src[at]))
+		at++;
+	return at;
+}
+
+/* Eats the word kw when it is not the start of a longer identifier. */
+static bool eat_keyword(struct parser *ps, const char *kw)
+{
+	skip_ws(ps);
+	size_t n = strlen(kw);
+	if (ps->len - ps->pos >= n && memcmp(ps->src + ps->pos, kw, n) == 0 &&
+	    (ps->pos + n == ps->len || !is_ident(ps->src[ps->pos + n]))) {
+		ps->pos += n;
+		return true;
+	}
+	return false;
+}
+
+static bool at_quote(const struct parser *ps)
+{
+	return ps->pos < ps->len && (ps->src[ps->pos] == '"' || ps->src[ps->pos] == '\'');
+}
+
 /* Parses a string literal at the current position into out. */
 static int string_lit(struct parser *ps, struct buf *out)
 {
 	skip_ws(ps);
-	if (ps->pos >= ps->len || (ps->src[ps->pos] != '"' && ps->src[ps->pos] != '\''))
+	if (!at_quote(ps))
 		return fail(ps, "expected a string literal");
 	char q = ps->src[ps->pos++];
 	while (ps->pos < ps->len && ps->src[ps->pos] != q) {
@@ -106,29 +215,47 @@ static int string_lit(struct parser *ps, struct buf *out)
 	return 0;
 }
 
+/* A string literal as a freshly allocated C string, or NULL. */
+static char *string_value(struct parser *ps)
+{
+	struct buf text = { 0 };
+	if (string_lit(ps, &text) < 0) {
+		buf_free(&text);
+		return NULL;
+	}
+	return buf_steal(&text, NULL);
+}
+
+/* An attribute or a string literal. A dotted name stops before a segment
+ * followed by "(": in host.name.matches("x") the attribute is host.name
+ * and .matches( is a method call, left for the caller. */
 static int operand(struct parser *ps)
 {
 	skip_ws(ps);
 	if (ps->pos >= ps->len)
 		return fail(ps, "expected an attribute or a string, found the end of the query");
 	char c = ps->src[ps->pos];
-	struct buf text = { 0 };
 	if (c == '"' || c == '\'') {
-		if (string_lit(ps, &text) < 0) {
-			buf_free(&text);
-			return -1;
-		}
-		return new_node(ps, N_STR, -1, -1, buf_steal(&text, NULL));
+		char *s = string_value(ps);
+		return s ? new_node(ps, N_STR, -1, -1, s) : -1;
 	}
 	if (!is_ident_start(c))
 		return fail(ps, "expected an attribute name or a string literal");
+	size_t first_end = ident_end(ps, ps->pos);
+	size_t next = ws_end(ps, first_end);
+	if (next < ps->len && ps->src[next] == '(')
+		return fail_at(ps, ps->pos,
+			       "a function call is a condition, not a value: expected an attribute or a string");
+	struct buf text = { 0 };
 	for (;;) {
 		size_t start = ps->pos;
-		while (ps->pos < ps->len && is_ident(ps->src[ps->pos]))
-			ps->pos++;
+		ps->pos = ident_end(ps, ps->pos);
 		buf_append(&text, ps->src + start, ps->pos - start);
-		if (ps->pos < ps->len && ps->src[ps->pos] == '.' && ps->pos + 1 < ps->len &&
+		if (ps->pos + 1 < ps->len && ps->src[ps->pos] == '.' &&
 		    is_ident_start(ps->src[ps->pos + 1])) {
+			size_t after = ws_end(ps, ident_end(ps, ps->pos + 1));
+			if (after < ps->len && ps->src[after] == '(')
+				break; /* .method( */
 			buf_putc(&text, '.');
 			ps->pos++;
 			continue;
@@ -148,6 +275,150 @@ static int operand(struct parser *ps)
 	return new_node(ps, N_ATTR, -1, -1, buf_steal(&text, NULL));
 }
 
+static int cmp_strp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* After "in": a list of string literals, "[" [string ("," string)* [","]] "]". */
+static int in_list(struct parser *ps, int l)
+{
+	if (!eat(ps, "["))
+		return fail(ps, "expected '[' after in");
+	int n = new_node(ps, N_IN, l, -1, NULL);
+	struct node *nd = &ps->p->nodes[n]; /* stays valid: no node is added below */
+	size_t cap = 0;
+	if (!eat(ps, "]")) {
+		for (;;) {
+			skip_ws(ps);
+			if (nd->nitems >= CEL_MAX_LIST)
+				return fail_at(ps, ps->pos, "a list of more than %d strings", CEL_MAX_LIST);
+			if (!at_quote(ps))
+				return fail(ps, "expected a string literal in the list");
+			char *s = string_value(ps);
+			if (!s)
+				return -1;
+			xgrow((void **)&nd->items, &cap, nd->nitems + 1, sizeof(*nd->items));
+			nd->items[nd->nitems++] = s;
+			if (eat(ps, ",")) {
+				if (eat(ps, "]"))
+					break; /* a trailing comma */
+				continue;
+			}
+			if (eat(ps, "]"))
+				break;
+			return fail(ps, "expected ',' or ']' in the list");
+		}
+	}
+	if (nd->nitems > 1)
+		qsort(nd->items, nd->nitems, sizeof(*nd->items), cmp_strp);
+	return n;
+}
+
+/* The pattern of matches(): a string literal, compiled now. */
+static pcre2_code *regex_arg(struct parser *ps)
+{
+	skip_ws(ps);
+	size_t at = ps->pos;
+	if (!at_quote(ps)) {
+		fail(ps, "the pattern of matches() must be a string literal");
+		return NULL;
+	}
+	struct cel_program *p = ps->p;
+	if (p->nregex >= CEL_MAX_REGEX) {
+		fail_at(ps, at, "more than %d regular expressions", CEL_MAX_REGEX);
+		return NULL;
+	}
+	struct buf pat = { 0 };
+	if (string_lit(ps, &pat) < 0) {
+		buf_free(&pat);
+		return NULL;
+	}
+	int ec;
+	PCRE2_SIZE off;
+	pcre2_code *re = pcre2_compile((PCRE2_SPTR)(pat.data ? pat.data : ""), pat.len,
+				       CEL_RE_OPTIONS, &ec, &off, NULL);
+	buf_free(&pat);
+	if (!re) {
+		PCRE2_UCHAR msg[256];
+		if (pcre2_get_error_message(ec, msg, sizeof(msg)) == PCRE2_ERROR_BADDATA)
+			strcpy((char *)msg, "unknown error");
+		fail_at(ps, at, "bad regular expression: %s (at offset %zu of the pattern)",
+			(const char *)msg, (size_t)off);
+		return NULL;
+	}
+	p->nregex++;
+	if (!p->mctx) {
+		p->mctx = pcre2_match_context_create(NULL);
+		p->md = pcre2_match_data_create(1, NULL);
+		if (!p->mctx || !p->md) {
+			fprintf(stderr, "ember: out of memory creating a PCRE2 match block\n");
+			abort();
+		}
+		pcre2_set_match_limit(p->mctx, CEL_MATCH_LIMIT);
+		pcre2_set_heap_limit(p->mctx, CEL_HEAP_LIMIT_KIB);
+	}
+	return re;
+}
+
+/* The rest of a call after "(" and, in the function form, the subject and
+ * ",": the last argument and ")". */
+static int call_rest(struct parser *ps, int fi, int subject)
+{
+	int n;
+	if (funcs[fi].kind == N_MATCHES) {
+		pcre2_code *re = regex_arg(ps);
+		if (!re)
+			return -1;
+		n = new_node(ps, N_MATCHES, subject, -1, NULL);
+		ps->p->nodes[n].re = re;
+	} else {
+		int arg = operand(ps);
+		if (arg < 0)
+			return -1;
+		n = new_node(ps, funcs[fi].kind, subject, arg, NULL);
+	}
+	if (!eat(ps, ")"))
+		return fail_at(ps, ps->pos, "expected ')' after the argument of %s()", funcs[fi].name);
+	return n;
+}
+
+/* name "(" operand "," arg ")" with pos at name. */
+static int function_call(struct parser *ps)
+{
+	size_t at = ps->pos, end = ident_end(ps, at);
+	int fi = func_index(ps->src + at, end - at);
+	if (fi < 0)
+		return fail_at(ps, at, "unknown function '%.*s' (known: " FUNC_NAMES ")",
+			       (int)(end - at), ps->src + at);
+	ps->pos = end;
+	eat(ps, "(");
+	int subject = operand(ps);
+	if (subject < 0)
+		return -1;
+	if (!eat(ps, ","))
+		return fail_at(ps, ps->pos, "expected ',' after the first argument of %s()",
+			       funcs[fi].name);
+	return call_rest(ps, fi, subject);
+}
+
+/* "." name "(" arg ")" with pos at the dot, after the receiver. */
+static int method_call(struct parser *ps, int receiver)
+{
+	ps->pos++;
+	size_t at = ps->pos, end = ident_end(ps, at);
+	if (end == at || !is_ident_start(ps->src[at]))
+		return fail(ps, "expected a method name after '.'");
+	int fi = func_index(ps->src + at, end - at);
+	if (fi < 0)
+		return fail_at(ps, at, "unknown method '%.*s' (known: " FUNC_NAMES ")",
+			       (int)(end - at), ps->src + at);
+	ps->pos = end;
+	if (!eat(ps, "("))
+		return fail_at(ps, ps->pos, "expected '(' after %s", funcs[fi].name);
+	return call_rest(ps, fi, receiver);
+}
+
 static int expr(struct parser *ps);
 
 static int primary(struct parser *ps)
@@ -163,11 +434,7 @@ static int primary(struct parser *ps)
 	skip_ws(ps);
 	size_t save = ps->pos;
 	for (int i = 0; i < 2; i++) {
-		const char *kw = i ? "false" : "true";
-		size_t n = strlen(kw);
-		if (ps->len - ps->pos >= n && memcmp(ps->src + ps->pos, kw, n) == 0 &&
-		    (ps->pos + n == ps->len || !is_ident(ps->src[ps->pos + n]))) {
-			ps->pos += n;
+		if (eat_keyword(ps, i ? "false" : "true")) {
 			skip_ws(ps);
 			if (ps->pos < ps->len && (ps->src[ps->pos] == '=' || ps->src[ps->pos] == '!')) {
 				ps->pos = save; /* "true == x" style: treat as operand */
@@ -176,16 +443,26 @@ static int primary(struct parser *ps)
 			return new_node(ps, i ? N_FALSE : N_TRUE, -1, -1, NULL);
 		}
 	}
+	if (ps->pos < ps->len && is_ident_start(ps->src[ps->pos])) {
+		size_t next = ws_end(ps, ident_end(ps, ps->pos));
+		if (next < ps->len && ps->src[next] == '(')
+			return function_call(ps);
+	}
 	int l = operand(ps);
 	if (l < 0)
 		return -1;
+	skip_ws(ps);
+	if (ps->pos < ps->len && ps->src[ps->pos] == '.')
+		return method_call(ps, l);
 	enum node_kind k;
 	if (eat(ps, "=="))
 		k = N_EQ;
 	else if (eat(ps, "!="))
 		k = N_NE;
+	else if (eat_keyword(ps, "in"))
+		return in_list(ps, l);
 	else
-		return fail(ps, "expected == or != after the operand");
+		return fail(ps, "expected == or != or in after the operand");
 	int r = operand(ps);
 	if (r < 0)
 		return -1;
@@ -266,6 +543,22 @@ static const char *value_of(const struct cel_program *p, int n, cel_lookup_fn lo
 	return v ? v : "";
 }
 
+static bool in_items(const struct node *nd, const char *v)
+{
+	size_t lo = 0, hi = nd->nitems;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(v, nd->items[mid]);
+		if (c == 0)
+			return true;
+		if (c < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return false;
+}
+
 static bool eval(const struct cel_program *p, int n, cel_lookup_fn lookup, void *ctx)
 {
 	const struct node *nd = &p->nodes[n];
@@ -279,6 +572,24 @@ static bool eval(const struct cel_program *p, int n, cel_lookup_fn lookup, void 
 		return strcmp(value_of(p, nd->a, lookup, ctx), value_of(p, nd->b, lookup, ctx)) == 0;
 	case N_NE:
 		return strcmp(value_of(p, nd->a, lookup, ctx), value_of(p, nd->b, lookup, ctx)) != 0;
+	case N_IN:
+		return in_items(nd, value_of(p, nd->a, lookup, ctx));
+	case N_MATCHES: {
+		const char *s = value_of(p, nd->a, lookup, ctx);
+		/* No match, the match limit and invalid input all read as false. */
+		return pcre2_match(nd->re, (PCRE2_SPTR)s, strlen(s), 0, 0, p->md, p->mctx) >= 0;
+	}
+	case N_STARTS:
+	case N_ENDS: {
+		const char *s = value_of(p, nd->a, lookup, ctx);
+		const char *x = value_of(p, nd->b, lookup, ctx);
+		size_t ls = strlen(s), lx = strlen(x);
+		if (lx > ls)
+			return false;
+		return memcmp(nd->kind == N_STARTS ? s : s + ls - lx, x, lx) == 0;
+	}
+	case N_CONTAINS:
+		return strstr(value_of(p, nd->a, lookup, ctx), value_of(p, nd->b, lookup, ctx)) != NULL;
 	case N_ATTR:
 	case N_STR:
 		break;
@@ -295,8 +606,16 @@ void cel_free(struct cel_program *p)
 {
 	if (!p)
 		return;
-	for (size_t i = 0; i < p->count; i++)
-		free(p->nodes[i].text);
+	for (size_t i = 0; i < p->count; i++) {
+		struct node *nd = &p->nodes[i];
+		free(nd->text);
+		for (size_t j = 0; j < nd->nitems; j++)
+			free(nd->items[j]);
+		free(nd->items);
+		pcre2_code_free(nd->re);
+	}
 	free(p->nodes);
+	pcre2_match_data_free(p->md);
+	pcre2_match_context_free(p->mctx);
 	free(p);
 }

@@ -5,15 +5,37 @@
  *   or       := and ("||" and)*
  *   and      := unary ("&&" unary)*
  *   unary    := "!" unary | primary
- *   primary  := "(" expr ")" | "true" | "false" | operand ("==" | "!=") operand
+ *   primary  := "(" expr ")" | "true" | "false"
+ *             | operand ("==" | "!=") operand
+ *             | operand "in" list
+ *             | func "(" operand "," arg ")"          e.g. startsWith(host.name, "node-")
+ *             | operand "." func "(" arg ")"          e.g. host.name.startsWith("node-")
+ *   func     := "matches" | "startsWith" | "endsWith" | "contains"
+ *   arg      := operand, except for matches: string (a regular expression)
+ *   list     := "[" (string ("," string)* ","?)? "]"  at most CEL_MAX_LIST strings
  *   operand  := attribute | string
  *   attribute:= ident ("." ident)* ("[" string "]")?     e.g. host.name, k8s.pod.label["app"]
- *   string   := "..." or '...' with \\ \" \' \n \t escapes
+ *   string   := "..." or '...' with \\ \" \' \n \t \r escapes
  *
- * An attribute a sample does not carry compares as the empty string, so
+ * An attribute a sample does not carry reads as the empty string, so
  * `k8s.namespace.name != "staging"` holds for processes outside
- * Kubernetes. A program is compiled once per query and evaluated once per
- * label set, never per sample. Errors name the 1-based column.
+ * Kubernetes, and any operand may be an attribute or a string on either
+ * side. In a dotted name, a last segment that is followed by "(" is a
+ * method call, not part of the attribute: host.name.matches("x") calls
+ * matches on host.name. `x in [...]` holds when x equals one of the
+ * strings (an empty list holds for nothing).
+ *
+ * matches(s, re) holds when the regular expression re (PCRE2 syntax, UTF-8)
+ * finds a match anywhere in s; anchor it with ^ and $ to match all of s.
+ * re must be a string literal: it is compiled with the program, and a bad
+ * one fails the compile with a message naming the column of the literal.
+ * A match that exceeds the match limit (1,000,000 steps) counts as no
+ * match. startsWith, endsWith and contains compare bytes.
+ *
+ * A program is compiled once per query and evaluated once per label set,
+ * never per sample; cel_eval does not allocate, and it reuses one match
+ * block per program, so one program must not be evaluated by two threads
+ * at once. Errors name the 1-based column ("query: column N: ...").
  */
 #ifndef EMBER_SERVER_CEL_H
 #define EMBER_SERVER_CEL_H
@@ -23,7 +45,9 @@
 #include "buf.h"
 
 #define CEL_MAX_SOURCE 4096
-#define CEL_MAX_DEPTH 64
+#define CEL_MAX_DEPTH 64   /* nested parentheses and "!" */
+#define CEL_MAX_LIST 1024  /* strings in one "in" list */
+#define CEL_MAX_REGEX 32   /* matches() calls in one program */
 
 struct cel_program;
 

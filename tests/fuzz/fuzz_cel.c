@@ -1,4 +1,5 @@
 /* Fuzz target: the CEL filter compiler and evaluator. */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,7 +9,13 @@
 static const char *lookup(void *ctx, const char *name)
 {
 	(void)ctx;
-	return strcmp(name, "host.name") == 0 ? "node-1" : NULL;
+	if (strcmp(name, "host.name") == 0)
+		return "node-1";
+	if (strcmp(name, "thread.name") == 0)
+		return "gc-w\xc3\xb6rker\xff"; /* ends in a byte that is not UTF-8 */
+	if (strcmp(name, "k8s.pod.label[app]") == 0)
+		return "aaaaaaaaaaaaaaaaaaaaaaaaaaaa!"; /* for backtracking patterns */
+	return NULL;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -21,7 +28,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct buf err = { 0 };
 	struct cel_program *p = cel_compile(src, &err);
 	if (p) {
-		cel_eval(p, lookup, NULL);
+		bool first = cel_eval(p, lookup, NULL);
+		if (cel_eval(p, lookup, NULL) != first)
+			abort(); /* evaluation is deterministic */
 		cel_free(p);
 	} else if (!err.data || !strstr(err.data, "query:")) {
 		abort(); /* every failure explains itself */
