@@ -201,6 +201,7 @@ int batch_encode(const struct batch *b, const struct batch_meta *meta, struct bu
 	msg.start_unix_ms = meta->start_unix_ms;
 	msg.end_unix_ms = meta->end_unix_ms;
 	msg.sample_rate_hz = meta->sample_rate_hz;
+	msg.host_cpus = meta->host_cpus;
 
 	size_t ns = strtab_count(&b->strings);
 	char **strings = xmalloc(ns * sizeof(char *));

@@ -78,6 +78,7 @@ struct batch_meta {
 	const char *project;
 	int64_t start_unix_ms, end_unix_ms;
 	uint32_t sample_rate_hz;
+	uint32_t host_cpus; /* logical CPUs of the host, 0 = unknown */
 };
 
 void batch_init(struct batch *b);

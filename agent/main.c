@@ -122,6 +122,7 @@ static void flush_batch(struct agent *a)
 		.start_unix_ms = a->interval_start_ms,
 		.end_unix_ms = now,
 		.sample_rate_hz = (uint32_t)a->cfg.on_cpu_hz,
+		.host_cpus = (uint32_t)MAX(sysconf(_SC_NPROCESSORS_ONLN), 0L),
 	};
 	struct buf out = { 0 };
 	if (batch_encode(&a->batch, &meta, &out) < 0) {

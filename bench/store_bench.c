@@ -52,7 +52,7 @@ static double query_ms(struct store *st, struct symbols *sym, const char *body, 
 		fprintf(stderr, "bad request: %s\n", err.data);
 		exit(1);
 	}
-	strcpy(r.project_id, "00000000-0000-0000-0000-000000000000");
+	strcpy(r.scope.project_id, "00000000-0000-0000-0000-000000000000");
 	uint64_t t0 = now_mono_ns();
 	if (flamegraph_query(st, sym, NULL, &r, &out, &err) < 0) {
 		fprintf(stderr, "query failed: %s\n", err.data);
@@ -92,7 +92,9 @@ int main(int argc, char **argv)
 	struct store *st;
 	struct symbols *sym;
 	struct buf err = { 0 };
-	if (store_open(dir, &st, &err) < 0 || symbols_open(dir, &sym, &err) < 0) {
+	struct store_config cfg;
+	store_config_default(&cfg);
+	if (store_open(dir, &cfg, &st, &err) < 0 || symbols_open(dir, &sym, &err) < 0) {
 		fprintf(stderr, "%s\n", err.data);
 		return 1;
 	}
@@ -168,9 +170,7 @@ int main(int argc, char **argv)
 	store_get_stats(st, &ss);
 	printf("data: %d hosts x %d batches = %llu batches, %llu samples, %d distinct stacks in the pool\n",
 	       hosts, per_host, (unsigned long long)batches, (unsigned long long)samples, nstacks);
-	printf("store: %llu rows, %llu stack nodes, %llu frames, %llu label sets\n",
-	       (unsigned long long)ss.rows, (unsigned long long)ss.stack_nodes,
-	       (unsigned long long)ss.frames, (unsigned long long)ss.label_sets);
+	printf("store: %llu rows\n", (unsigned long long)ss.rows);
 	printf("wire: %.1f bytes per sample (zstd protobuf, %.0f KiB per batch)\n",
 	       (double)bytes / (double)samples, (double)bytes / (double)batches / 1024.0);
 	printf("encode (agent):  %.3f us per sample\n", enc_ms * 1000.0 / (double)samples);
@@ -199,7 +199,7 @@ int main(int argc, char **argv)
 	printf("peak RSS: %.1f MiB\n", (double)ru.ru_maxrss / 1024.0);
 	uint64_t t0 = now_mono_ns();
 	store_close(st);
-	if (store_open(dir, &st, &err) < 0)
+	if (store_open(dir, &cfg, &st, &err) < 0)
 		return 1;
 	printf("reopen (log replay): %.1f ms for %.1f MiB of log\n", ms_since(t0),
 	       (double)ss.wal_bytes / 1048576.0);

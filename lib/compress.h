@@ -18,4 +18,10 @@ int zstd_compress_buf(const void *in, size_t n, int level, struct buf *out);
  * max_out bytes. */
 int zstd_decompress_bounded(const void *in, size_t n, size_t max_out, struct buf *out);
 
+/* Decompresses one zstd frame whose decompressed size the caller knows
+ * (from a checksummed index) into out[0..raw_len). Returns 0, or -1 when
+ * the frame is malformed or does not hold exactly raw_len bytes. Uses one
+ * decompression context per thread, kept for the thread's life. */
+int zstd_decompress_exact(const void *in, size_t n, void *out, size_t raw_len);
+
 #endif

@@ -207,6 +207,9 @@ int parse_duration_ms(const char *s, int64_t *out_ms)
 		} else if (*p == 'h') {
 			mult = 3600000;
 			p++;
+		} else if (*p == 'd') {
+			mult = 86400000;
+			p++;
 		} else {
 			return -1;
 		}

@@ -42,7 +42,7 @@ int hex_decode(const char *in, size_t inlen, uint8_t *out, size_t n);
  * NUL-terminated buffer, or -errno (-EFBIG when larger than max). */
 int read_file(const char *path, size_t max, char **out, size_t *len);
 
-/* Parses a Go-style duration ("250ms", "5s", "1m", "2m30s", "1h"):
+/* Parses a Go-style duration ("250ms", "5s", "1m", "2m30s", "1h", "14d"):
  * returns 0 and milliseconds, or -1. */
 int parse_duration_ms(const char *s, int64_t *out_ms);
 

@@ -5,7 +5,10 @@
 
 #include "assets.h"
 #include "debuginfod.h"
+#include "entities.h"
+#include "events.h"
 #include "flamegraph.h"
+#include "functions.h"
 #include "handlers.h"
 #include "jsonw.h"
 #include "util.h"
@@ -48,13 +51,23 @@ void handle_metrics(struct server *srv, const struct http_req *req, struct http_
 	metric(b, "ember_symbols_uploaded_total", "counter", "symbol files stored", load(&c->symbols_uploaded));
 	metric(b, "ember_symbols_rejected_total", "counter", "symbol files refused as invalid", load(&c->symbols_rejected));
 	metric(b, "ember_flamegraph_queries_total", "counter", "flamegraph queries answered", load(&c->flamegraph_queries));
-	metric(b, "ember_store_rows", "gauge", "sample rows in the store", st.rows);
-	metric(b, "ember_store_stack_nodes", "gauge", "distinct stack prefix-tree nodes", st.stack_nodes);
-	metric(b, "ember_store_frames", "gauge", "distinct frames", st.frames);
-	metric(b, "ember_store_strings", "gauge", "distinct strings", st.strings);
-	metric(b, "ember_store_label_sets", "gauge", "distinct label sets", st.label_sets);
-	metric(b, "ember_store_wal_bytes", "gauge", "bytes in the write-ahead log", st.wal_bytes);
+	metric(b, "ember_queries_total", "counter", "queries answered (every REST query endpoint)", load(&c->queries));
+	metric(b, "ember_store_rows_total", "counter", "sample rows stored since start (including replayed)", st.rows);
+	metric(b, "ember_store_head_rows", "gauge", "sample rows in the in-memory head", st.head_rows);
+	metric(b, "ember_store_unflushed_rows", "gauge", "sample rows in memory not yet written to blocks", st.unflushed_rows);
+	metric(b, "ember_store_blocks", "gauge", "block files", st.blocks);
+	metric(b, "ember_store_block_bytes", "gauge", "bytes of block files on disk", st.block_bytes);
+	metric(b, "ember_store_block_rows", "gauge", "sample rows in block files", st.block_rows);
+	metric(b, "ember_store_block_samples", "gauge", "sample values in block files", st.block_samples);
+	metric(b, "ember_store_memory_bytes", "gauge", "memory of the head, sealed parts and cached block dictionaries", st.memory_bytes);
+	metric(b, "ember_store_cache_bytes", "gauge", "memory of cached block dictionaries", st.cache_bytes);
+	metric(b, "ember_store_wal_bytes", "gauge", "bytes in the active write-ahead log", st.wal_bytes);
 	metric(b, "ember_store_wal_skipped_records", "gauge", "corrupt log records skipped at startup", st.wal_skipped_records);
+	metric(b, "ember_store_flushes_total", "counter", "in-memory parts written as blocks", st.flushes);
+	metric(b, "ember_store_compactions_total", "counter", "partitions compacted", st.compactions);
+	metric(b, "ember_store_retention_deleted_total", "counter", "blocks deleted by the retention", st.retention_deleted);
+	metric(b, "ember_store_corrupt_blocks_total", "counter", "damaged blocks found, skipped and kept aside", st.corrupt_blocks);
+	metric(b, "ember_store_refused_busy_total", "counter", "batches refused while too much waited to be written", st.refused_busy);
 	metric(b, "ember_symbols_files", "gauge", "symbol files stored", symbols_count(srv->symbols));
 	struct fetcher_stats fs;
 	fetcher_get_stats(srv->fetcher, &fs);
@@ -74,36 +87,136 @@ void handle_projects(struct server *srv, const struct http_req *req, struct http
 	http_json(resp, 200);
 }
 
-void handle_flamegraph(struct server *srv, const struct http_req *req, struct http_resp *resp)
+/* The project of a /project/{project_id}/... request, lower-cased, or
+ * false with the error answered. */
+static bool project_of(struct server *srv, const struct http_req *req, struct http_resp *resp,
+		       char out[37])
 {
 	const char *project = req->params[0];
 	if (!uuid_valid(project)) {
 		http_error(resp, 400, "project id: expected a UUID, got \"%s\"", project);
-		return;
+		return false;
 	}
 	if (!projects_exists(srv->projects, project)) {
 		http_error(resp, 404, "no project with id %s", project);
-		return;
+		return false;
 	}
+	snprintf(out, 37, "%s", project);
+	for (char *p = out; *p; p++)
+		if (*p >= 'A' && *p <= 'F')
+			*p = (char)(*p - 'A' + 'a');
+	return true;
+}
+
+static void answer(struct server *srv, struct http_resp *resp, int rc, struct buf *err)
+{
+	if (rc < 0) {
+		http_error(resp, 400, "%s", err->data);
+	} else {
+		__atomic_add_fetch(&srv->counters.queries, 1, __ATOMIC_RELAXED);
+		http_json(resp, 200);
+	}
+	buf_free(err);
+}
+
+void handle_flamegraph(struct server *srv, const struct http_req *req, struct http_resp *resp)
+{
+	char project[37];
+	if (!project_of(srv, req, resp, project))
+		return;
 	struct fg_request r;
 	struct buf err = { 0 };
 	if (fg_request_parse(&r, req->body, req->body_len, &err) < 0) {
-		http_error(resp, 400, "%s", err.data);
-		buf_free(&err);
+		answer(srv, resp, -1, &err);
 		return;
 	}
-	snprintf(r.project_id, sizeof(r.project_id), "%s", project);
-	for (char *p = r.project_id; *p; p++)
-		if (*p >= 'A' && *p <= 'F')
-			*p = (char)(*p - 'A' + 'a');
-	if (flamegraph_query(srv->store, srv->symbols, srv->fetcher, &r, &resp->body, &err) < 0) {
-		http_error(resp, 400, "%s", err.data);
-	} else {
+	memcpy(r.scope.project_id, project, sizeof(project));
+	int rc = flamegraph_query(srv->store, srv->symbols, srv->fetcher, &r, &resp->body, &err);
+	if (rc == 0)
 		__atomic_add_fetch(&srv->counters.flamegraph_queries, 1, __ATOMIC_RELAXED);
-		http_json(resp, 200);
-	}
+	answer(srv, resp, rc, &err);
 	fg_request_free(&r);
-	buf_free(&err);
+}
+
+static void functions(struct server *srv, const struct http_req *req, struct http_resp *resp,
+		      enum fn_query what)
+{
+	char project[37];
+	if (!project_of(srv, req, resp, project))
+		return;
+	struct fn_request r;
+	struct buf err = { 0 };
+	if (fn_request_parse(&r, what, req->body, req->body_len, &err) < 0) {
+		answer(srv, resp, -1, &err);
+		return;
+	}
+	fn_request_set_project(&r, project);
+	answer(srv, resp, functions_query(srv->store, srv->symbols, srv->fetcher, &r, &resp->body, &err),
+	       &err);
+	fn_request_free(&r);
+}
+
+void handle_top_functions(struct server *srv, const struct http_req *req, struct http_resp *resp)
+{
+	functions(srv, req, resp, FN_TOP);
+}
+
+void handle_sandwich(struct server *srv, const struct http_req *req, struct http_resp *resp)
+{
+	functions(srv, req, resp, FN_SANDWICH);
+}
+
+void handle_diff(struct server *srv, const struct http_req *req, struct http_resp *resp)
+{
+	functions(srv, req, resp, FN_DIFF);
+}
+
+static void entities(struct server *srv, const struct http_req *req, struct http_resp *resp,
+		     enum ent_query what)
+{
+	char project[37];
+	if (!project_of(srv, req, resp, project))
+		return;
+	struct ent_request r;
+	struct buf err = { 0 };
+	if (ent_request_parse(&r, what, req->body, req->body_len, &err) < 0) {
+		answer(srv, resp, -1, &err);
+		return;
+	}
+	memcpy(r.scope.project_id, project, sizeof(project));
+	answer(srv, resp, entities_query(srv->store, &r, &resp->body, &err), &err);
+	ent_request_free(&r);
+}
+
+void handle_top_entities(struct server *srv, const struct http_req *req, struct http_resp *resp)
+{
+	entities(srv, req, resp, ENT_TOP);
+}
+
+void handle_labels(struct server *srv, const struct http_req *req, struct http_resp *resp)
+{
+	entities(srv, req, resp, ENT_LABELS);
+}
+
+void handle_timeseries(struct server *srv, const struct http_req *req, struct http_resp *resp)
+{
+	entities(srv, req, resp, ENT_TIMESERIES);
+}
+
+void handle_events(struct server *srv, const struct http_req *req, struct http_resp *resp)
+{
+	char project[37];
+	if (!project_of(srv, req, resp, project))
+		return;
+	struct ev_request r;
+	struct buf err = { 0 };
+	if (ev_request_parse(&r, req->body, req->body_len, &err) < 0) {
+		answer(srv, resp, -1, &err);
+		return;
+	}
+	memcpy(r.scope.project_id, project, sizeof(project));
+	answer(srv, resp, events_query(srv->store, srv->symbols, &r, &resp->body, &err), &err);
+	ev_request_free(&r);
 }
 
 const struct asset *asset_find(const char *path)

@@ -2,15 +2,22 @@
  * kind and time range, filtered by a CEL query, merged into a tree of
  * functions and written as the JSON of SPEC.md's flamegraph endpoint.
  *
- * Frames are symbolized here, at query time, from the symbol store: a
- * native frame becomes the chain of functions inlined at that address,
- * each its own node; names are demangled and glibc's internal aliases shown
- * by their common names (unless raw_names). Two frames with the same
- * display name, type and binary are one node; a node reports its
- * function's source file and the line most of its samples were at. Frames
- * whose name matches a frame-mask pattern are left out of their stacks.
- * Synthetic frames (executable, host, thread, ...) add grouping levels
- * above the stacks. Children are sorted by total, largest first.
+ * Frames are symbolized at query time (server/display.h): a native frame
+ * becomes the chain of functions inlined at its address, each its own
+ * node; two frames with the same display name, type and binary are one
+ * node; a node reports its function's source file and the line most of
+ * its samples were at. Frames whose name matches a frame-mask pattern are
+ * left out of their stacks; a search pattern keeps only the stacks that
+ * pass through a matching function. Synthetic frames (executable, host,
+ * thread, ...) add grouping levels above the stacks. Children are sorted
+ * by total, largest first. Beyond max_nodes, the smallest nodes are folded
+ * into one "[other]" node per parent, so the answer stays bounded and its
+ * totals exact.
+ *
+ * The tree is built per part (server/part.h): values are added to the
+ * part's own stack prefix tree, totals propagated from leaves to parents
+ * in one pass over node ids, and each touched node mapped once onto the
+ * output tree -- the cost grows with distinct stacks, not with samples.
  */
 #ifndef EMBER_SERVER_FLAMEGRAPH_H
 #define EMBER_SERVER_FLAMEGRAPH_H
@@ -20,11 +27,14 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "scan.h"
 #include "store.h"
 #include "symbols.h"
 
 #define FG_MAX_MASKS 64
 #define FG_MAX_SYNTHETIC 8
+#define FG_DEFAULT_MAX_NODES 200000
+#define FG_LIMIT_MAX_NODES 5000000
 
 enum fg_synthetic {
 	SYN_DEPLOYMENT, SYN_CONTAINER, SYN_HOST, SYN_EXECUTABLE, SYN_THREAD, SYN_SCRIPT,
@@ -32,16 +42,15 @@ enum fg_synthetic {
 };
 
 struct fg_request {
-	char project_id[37];
-	int64_t start_ms, end_ms;
-	uint8_t kind;          /* enum store_event_kind */
-	char *query;           /* CEL, or NULL */
+	struct scope scope;    /* scope.project_id is set by the caller */
 	char *masks[FG_MAX_MASKS];
 	size_t nmasks;
+	char *search;          /* regex: keep stacks through a matching function */
 	enum fg_synthetic synthetic[FG_MAX_SYNTHETIC];
 	size_t nsynthetic;
 	uint64_t num_samples;  /* 0 = all */
 	uint32_t num_stat_buckets; /* 0 = no time series */
+	uint32_t max_nodes;    /* FG_DEFAULT_MAX_NODES unless asked */
 	bool raw_names;        /* names as compiled: no demangling, no libc common names */
 	bool verbose_names;    /* demangled names with their parameter lists */
 };
@@ -53,16 +62,14 @@ void fg_request_free(struct fg_request *r);
 /* Name of a synthetic level ("deployment") and the attribute it groups by. */
 int fg_synthetic_from_name(const char *name);
 const char *fg_synthetic_attribute(enum fg_synthetic s);
+const char *fg_synthetic_name(enum fg_synthetic s);
 
 /* Runs the query and appends the JSON answer to out. Returns 0, or -1
- * with a message for the client in err (e.g. a bad regular expression). */
-struct fetcher;
-/* fetch (may be NULL) is asked for the symbols of files that have none
+ * with a message for the client in err (e.g. a bad regular expression).
+ * fetch (may be NULL) is asked for the symbols of files that have none
  * with source lines yet (server/debuginfod.h). */
+struct fetcher;
 int flamegraph_query(struct store *st, struct symbols *sym, struct fetcher *fetch,
 		     const struct fg_request *r, struct buf *out, struct buf *err);
-
-/* The SPEC name of a frame type ("native", "kernel", ...). */
-const char *frame_type_name(uint8_t type);
 
 #endif

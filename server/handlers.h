@@ -15,6 +15,13 @@ void handle_healthz(struct server *srv, const struct http_req *req, struct http_
 void handle_metrics(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_projects(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_flamegraph(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_top_functions(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_sandwich(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_diff(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_top_entities(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_labels(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_timeseries(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_events(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_asset(struct server *srv, const struct http_req *req, struct http_resp *resp);
 
 #endif

@@ -44,6 +44,12 @@ void handle_ingest_batch(struct server *srv, const struct http_req *req, struct 
 		goto out;
 	}
 	rc = store_append(srv->store, project, b, req->body, req->body_len, &err);
+	if (rc == -2) {
+		count(&srv->counters.ingest_failed, 1);
+		http_error(resp, 503, "the server is busy writing earlier data; retry later");
+		resp->retry_after = "2";
+		goto out;
+	}
 	if (rc < 0) {
 		count(&srv->counters.ingest_failed, 1);
 		log_error("ingest: %s", err.data);

@@ -18,6 +18,11 @@ struct server_config {
 	char *data_dir;
 	char *debuginfod_urls;
 	char *config;
+	int64_t retention_ms;
+	int64_t block_resolution_ms;
+	uint64_t cache_mib;
+	uint64_t max_unflushed_rows;
+	int64_t flush_after_ms;
 	bool verbose;
 	bool json_log;
 	bool help;
@@ -32,6 +37,16 @@ static const struct flag_def defs[] = {
 	  "directory of the store, symbols and metadata" },
 	{ "debuginfod-urls", FLAG_STRING, "", OFF(debuginfod_urls), 0, 0,
 	  "space-separated debuginfod servers to fetch symbols from by build ID (global symbolization)" },
+	{ "retention", FLAG_DURATION, "14d", OFF(retention_ms), 3600000, 3650ULL * 86400000,
+	  "how long samples are kept (partitions older than this are deleted)" },
+	{ "block-resolution", FLAG_DURATION, "10s", OFF(block_resolution_ms), 1, 3600000,
+	  "time resolution of compacted samples (finer costs disk)" },
+	{ "cache-size", FLAG_UINT, "1024", OFF(cache_mib), 16, 1 << 20,
+	  "MiB of block dictionaries kept in memory" },
+	{ "max-unflushed-rows", FLAG_UINT, "16000000", OFF(max_unflushed_rows), 1000, 1ULL << 40,
+	  "sample rows held in memory before ingest answers 503 (while blocks cannot be written)" },
+	{ "flush-after", FLAG_DURATION, "60s", OFF(flush_after_ms), 1000, 3600000,
+	  "write samples from memory into a block file once the oldest is this old" },
 	{ "config", FLAG_STRING, "", OFF(config), 0, 0,
 	  "file of 'name value' lines with lower-precedence settings" },
 	{ "v", FLAG_BOOL, "false", OFF(verbose), 0, 0, "verbose (debug) logging" },
@@ -75,7 +90,14 @@ int main(int argc, char **argv, char **envp)
 	struct server srv = { .started_ms = now_unix_ms() };
 	int rc = 1;
 	struct http_server *http = NULL;
-	if (store_open(cfg.data_dir, &srv.store, &err) < 0 ||
+	struct store_config sc;
+	store_config_default(&sc);
+	sc.retention_ms = cfg.retention_ms;
+	sc.block_granularity_ms = (uint32_t)cfg.block_resolution_ms;
+	sc.cache_bytes = cfg.cache_mib << 20;
+	sc.max_unflushed_rows = cfg.max_unflushed_rows;
+	sc.head_max_age_ms = cfg.flush_after_ms;
+	if (store_open(cfg.data_dir, &sc, &srv.store, &err) < 0 ||
 	    symbols_open(cfg.data_dir, &srv.symbols, &err) < 0 ||
 	    projects_open(cfg.data_dir, &srv.projects, &err) < 0) {
 		log_error("%s", err.data);

@@ -14,6 +14,13 @@ const struct route server_routes[] = {
 	{ "PUT", "/ingest/v1/symbols/{file_id}", handle_symbols_put, 256 * MiB },
 	{ "GET", "/public/api/v1/projects", handle_projects, 0 },
 	{ "POST", "/public/api/v1/project/{project_id}/flamegraph/json", handle_flamegraph, 1 * MiB },
+	{ "POST", "/public/api/v1/project/{project_id}/top_functions", handle_top_functions, 1 * MiB },
+	{ "POST", "/public/api/v1/project/{project_id}/sandwich", handle_sandwich, 1 * MiB },
+	{ "POST", "/public/api/v1/project/{project_id}/diff", handle_diff, 1 * MiB },
+	{ "POST", "/public/api/v1/project/{project_id}/top_entities", handle_top_entities, 1 * MiB },
+	{ "POST", "/public/api/v1/project/{project_id}/labels", handle_labels, 1 * MiB },
+	{ "POST", "/public/api/v1/project/{project_id}/timeseries", handle_timeseries, 1 * MiB },
+	{ "POST", "/public/api/v1/project/{project_id}/events", handle_events, 1 * MiB },
 	{ "GET", "*", handle_asset, 0 },
 };
 

@@ -15,6 +15,7 @@ struct server_counters {
 	uint64_t ingest_samples, ingest_bytes;
 	uint64_t symbols_uploaded, symbols_rejected;
 	uint64_t flamegraph_queries;
+	uint64_t queries; /* every query endpoint, the flamegraph included */
 };
 
 struct fetcher;

@@ -1,352 +1,415 @@
-/* store.c - see store.h. The write-ahead log format is described in
+/* store.c - see store.h; formats and recovery rules are described in
  * docs/internals/store.md. */
 #include "store.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "batch_decode.h"
-#include "hmap.h"
+#include "block.h"
 #include "log.h"
+#include "merge.h"
+#include "part.h"
 #include "strtab.h"
 #include "util.h"
+#include "wal.h"
 
-#define WAL_MAGIC 0x57424d45u /* "EMBW" little-endian */
-#define WAL_HDR 16
-#define WAL_MAX_RECORD (BATCH_MAX_COMPRESSED + 256)
-
-struct node {
-	uint32_t parent;
-	uint32_t frame;
+/* One part the store knows: the head, a sealed in-memory part or a block. */
+struct sref {
+	struct part part;     /* the dictionaries (and, in memory, the rows) */
+	bool loaded;          /* part is valid */
+	struct block *blk;    /* NULL: an in-memory part */
+	uint64_t gen;         /* blocks: the file's generation */
+	uint64_t wal_lo, wal_hi; /* in-memory parts: the logs holding their batches */
+	int64_t partition_ms, min_ts, max_ts;
+	int refs;             /* the store's list + open views; under list_mu */
+	int readers;          /* views between begin and end; under mu */
+	bool broken, retired;
+	uint64_t last_used;
+	size_t mem;           /* bytes of a loaded block's dictionaries */
+	pthread_rwlock_t rw;  /* in-memory parts: the head's appends vs readers */
+	pthread_mutex_t mu;   /* blocks: loading and eviction */
+	int64_t first_row_mono_ms; /* head: when its first row came */
 };
 
-struct agent_seq {
-	uint32_t instance; /* string id */
-	uint64_t seq;
+struct commit {
+	const char *project;
+	const Ember__Ingest__V1__Batch *b;
+	uint32_t agent;       /* index in the agent table, or UINT32_MAX */
+	uint64_t prev_seq;
+	int rc;
+	bool done;
+	struct commit *next;
 };
 
 struct store {
-	pthread_rwlock_t lock;   /* tables and rows */
-	pthread_mutex_t wal_mu;  /* serialises appends: dedup check, write, fsync, index */
-	int wal_fd;
-	uint64_t wal_size;
-	struct strtab strings;
-	struct store_file *files;
-	size_t nfiles, capfiles;
-	struct hmap file_index;
-	struct store_frame *frames;
-	size_t nframes, capframes;
-	struct hmap frame_index;
-	struct node *nodes; /* nodes[0] is the root; a stack is a node id */
-	size_t nnodes, capnodes;
-	struct hmap node_index;
-	uint32_t *label_ids; /* pairs of string ids, runs per label set */
-	size_t nlabel_ids, caplabel_ids;
-	uint32_t *label_off;
-	size_t nlabels, caplabels;
-	struct hmap label_index;
-	struct store_row *rows;
-	size_t nrows, caprows;
-	struct agent_seq *agents;
-	size_t nagents, capagents;
-	struct hmap agent_index;
-	struct store_stats stats;
+	char *dir, *blocks_dir, *wal_dir;
+	struct store_config cfg;
+
+	/* Commit: the log, the queue of appends waiting for a sync, the agent
+	 * sequence table, sealing. All under mu. */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct wal_file wal;
+	uint64_t wal_synced;
+	bool syncing, sealing;
+	struct commit *queue, **queue_tail;
+	struct strtab agent_names;
+	uint64_t *agent_seq;
+	size_t cap_agent_seq;
+	uint64_t next_gen;
+
+	/* The parts. list_mu guards the array, refs and the head pointer. */
+	pthread_mutex_t list_mu;
+	struct sref *head;
+	struct sref **parts; /* sealed parts and blocks, oldest first */
+	size_t nparts, capparts;
+	uint64_t cache_used, tick;
+
+	/* Maintenance. */
+	pthread_mutex_t maint_mu; /* one flush/compaction/retention at a time */
+	pthread_t thread;
+	bool thread_started, stop;
+	pthread_mutex_t stop_mu;
+	pthread_cond_t stop_cv;
+
+	struct store_stats stats; /* counters under list_mu */
 };
 
-/* --- interning helpers (called with the write lock held) ----------------- */
-
-struct file_key {
-	const struct store *s;
-	const uint8_t *id;
-};
-
-static bool eq_file(const void *ctx, uint32_t idx)
+void store_config_default(struct store_config *c)
 {
-	const struct file_key *k = ctx;
-	return memcmp(k->s->files[idx].id.b, k->id, FILE_ID_LEN) == 0;
+	*c = (struct store_config){
+		.retention_ms = 14LL * 24 * 3600 * 1000,
+		.block_granularity_ms = 10000,
+		.head_max_rows = 2000000,
+		.head_max_age_ms = 60000,
+		.max_unflushed_rows = 16000000,
+		.cache_bytes = 1ull << 30,
+		.compact_after = 8,
+		.background = true,
+	};
 }
 
-static uint32_t intern_file(struct store *s, const Ember__Ingest__V1__File *f, uint32_t name)
+static int64_t mono_ms(void)
 {
-	uint64_t h = hash_bytes(f->file_id.data, FILE_ID_LEN);
-	struct file_key k = { s, f->file_id.data };
-	uint32_t idx;
-	if (!hmap_find(&s->file_index, h, eq_file, &k, &idx)) {
-		xgrow((void **)&s->files, &s->capfiles, s->nfiles + 1, sizeof(*s->files));
-		idx = (uint32_t)s->nfiles++;
-		memset(&s->files[idx], 0, sizeof(s->files[idx]));
-		memcpy(s->files[idx].id.b, f->file_id.data, FILE_ID_LEN);
-		s->files[idx].name = name;
-		hmap_insert(&s->file_index, h, idx);
+	return (int64_t)(now_mono_ns() / 1000000);
+}
+
+static int64_t floor_partition(int64_t t)
+{
+	int64_t r = t % STORE_PARTITION_MS;
+	return r < 0 ? t - r - STORE_PARTITION_MS : t - r;
+}
+
+/* --- parts and references ------------------------------------------------------- */
+
+static struct sref *sref_new(void)
+{
+	struct sref *r = xcalloc(1, sizeof(*r));
+	pthread_rwlock_init(&r->rw, NULL);
+	pthread_mutex_init(&r->mu, NULL);
+	r->refs = 1;
+	r->min_ts = INT64_MAX;
+	r->max_ts = INT64_MIN;
+	return r;
+}
+
+static void sref_free(struct sref *r)
+{
+	if (r->loaded)
+		part_free(&r->part);
+	block_close(r->blk);
+	pthread_rwlock_destroy(&r->rw);
+	pthread_mutex_destroy(&r->mu);
+	free(r);
+}
+
+/* Drops one reference; list_mu held. Returns true when r was freed. */
+static bool sref_put_locked(struct store *s, struct sref *r)
+{
+	if (--r->refs > 0)
+		return false;
+	if (r->loaded && r->blk)
+		s->cache_used -= r->mem;
+	sref_free(r);
+	return true;
+}
+
+static void sref_put(struct store *s, struct sref *r)
+{
+	pthread_mutex_lock(&s->list_mu);
+	sref_put_locked(s, r);
+	pthread_mutex_unlock(&s->list_mu);
+}
+
+static struct sref *sref_from_block(struct block *b)
+{
+	struct sref *r = sref_new();
+	const struct block_info *in = block_info(b);
+	r->blk = b;
+	r->gen = in->gen;
+	r->partition_ms = in->partition_ms;
+	r->min_ts = in->min_ts;
+	r->max_ts = in->max_ts;
+	return r;
+}
+
+/* Moves a damaged block aside so that it is kept for inspection but never
+ * read again, here or after a restart. */
+static void quarantine(struct store *s, struct sref *r, const char *why)
+{
+	struct buf to = { 0 };
+	buf_printf(&to, "%s.corrupt", block_path(r->blk));
+	if (rename(block_path(r->blk), to.data) < 0)
+		log_error("cannot move %s aside: %s", block_path(r->blk), strerror(errno));
+	log_error("store: %s; the block is skipped and kept as %s", why, to.data);
+	buf_free(&to);
+	pthread_mutex_lock(&s->list_mu);
+	s->stats.corrupt_blocks++;
+	pthread_mutex_unlock(&s->list_mu);
+}
+
+/* Loads a block's dictionaries unless loaded; r->mu held. */
+static int sref_load_locked(struct store *s, struct sref *r)
+{
+	if (r->loaded)
+		return 0;
+	if (r->broken)
+		return -1;
+	struct buf err = { 0 };
+	if (block_load(r->blk, &r->part, &err) < 0) {
+		r->broken = true;
+		quarantine(s, r, err.data);
+		buf_free(&err);
+		return -1;
 	}
-	/* A later batch may know more about the file than the first did. */
-	struct store_file *sf = &s->files[idx];
-	if (!sf->build_id_len && f->build_id.len) {
-		memcpy(sf->build_id, f->build_id.data, f->build_id.len);
-		sf->build_id_len = (uint8_t)f->build_id.len;
-	}
-	if (!sf->nsegs && f->n_exec_segments) {
-		for (size_t i = 0; i + 2 < f->n_exec_segments && sf->nsegs < STORE_FILE_SEGMENTS; i += 3) {
-			memcpy(sf->segs[sf->nsegs], f->exec_segments + i, 3 * sizeof(uint64_t));
-			sf->nsegs++;
+	r->loaded = true;
+	r->mem = part_memory(&r->part);
+	pthread_mutex_lock(&s->list_mu);
+	s->cache_used += r->mem;
+	pthread_mutex_unlock(&s->list_mu);
+	return 0;
+}
+
+/* Frees loaded dictionaries of blocks nobody reads, least recently used
+ * first, until the cache fits its budget. */
+static void evict(struct store *s)
+{
+	for (;;) {
+		pthread_mutex_lock(&s->list_mu);
+		if (s->cache_used <= s->cfg.cache_bytes) {
+			pthread_mutex_unlock(&s->list_mu);
+			return;
 		}
+		struct sref *victim = NULL;
+		for (size_t i = 0; i < s->nparts; i++) {
+			struct sref *r = s->parts[i];
+			if (r->blk && r->loaded && r->readers == 0 &&
+			    (!victim || r->last_used < victim->last_used))
+				victim = r;
+		}
+		if (victim)
+			victim->refs++;
+		pthread_mutex_unlock(&s->list_mu);
+		if (!victim)
+			return;
+		pthread_mutex_lock(&victim->mu);
+		bool freed = false;
+		if (victim->loaded && victim->readers == 0) {
+			part_free(&victim->part);
+			victim->loaded = false;
+			freed = true;
+		}
+		pthread_mutex_unlock(&victim->mu);
+		pthread_mutex_lock(&s->list_mu);
+		if (freed)
+			s->cache_used -= victim->mem;
+		sref_put_locked(s, victim);
+		pthread_mutex_unlock(&s->list_mu);
+		if (!freed)
+			return;
 	}
-	return idx;
 }
 
-struct frame_key {
-	const struct store *s;
-	const struct store_frame *f;
-};
+/* --- the agent sequence table (under mu) ------------------------------------------ */
 
-static bool eq_frame(const void *ctx, uint32_t idx)
+static uint32_t agent_index(struct store *s, const char *instance, bool create)
 {
-	const struct frame_key *k = ctx;
-	const struct store_frame *a = &k->s->frames[idx], *b = k->f;
-	return a->type == b->type && a->file == b->file && a->address == b->address &&
-	       a->name == b->name && a->binary == b->binary;
-}
-
-static uint32_t intern_frame(struct store *s, const struct store_frame *f)
-{
-	uint64_t h = hash_mix(hash_mix(hash_mix(hash_u64(f->type), f->file), f->address),
-			      (uint64_t)f->name << 32 | f->binary);
-	struct frame_key k = { s, f };
-	uint32_t idx;
-	if (hmap_find(&s->frame_index, h, eq_frame, &k, &idx))
-		return idx;
-	xgrow((void **)&s->frames, &s->capframes, s->nframes + 1, sizeof(*s->frames));
-	idx = (uint32_t)s->nframes++;
-	s->frames[idx] = *f;
-	hmap_insert(&s->frame_index, h, idx);
-	return idx;
-}
-
-struct node_key {
-	const struct store *s;
-	uint32_t parent, frame;
-};
-
-static bool eq_node(const void *ctx, uint32_t idx)
-{
-	const struct node_key *k = ctx;
-	return k->s->nodes[idx].parent == k->parent && k->s->nodes[idx].frame == k->frame;
-}
-
-static uint32_t intern_node(struct store *s, uint32_t parent, uint32_t frame)
-{
-	uint64_t h = hash_u64((uint64_t)parent << 32 | frame);
-	struct node_key k = { s, parent, frame };
-	uint32_t idx;
-	if (hmap_find(&s->node_index, h, eq_node, &k, &idx))
-		return idx;
-	xgrow((void **)&s->nodes, &s->capnodes, s->nnodes + 1, sizeof(*s->nodes));
-	idx = (uint32_t)s->nnodes++;
-	s->nodes[idx] = (struct node){ parent, frame };
-	hmap_insert(&s->node_index, h, idx);
-	return idx;
-}
-
-struct label_key {
-	const struct store *s;
-	const uint32_t *kv;
-	size_t n;
-};
-
-static bool eq_labels(const void *ctx, uint32_t idx)
-{
-	const struct label_key *k = ctx;
-	size_t len = k->s->label_off[idx + 1] - k->s->label_off[idx];
-	return len == k->n && (k->n == 0 || memcmp(k->s->label_ids + k->s->label_off[idx], k->kv,
-						   k->n * sizeof(uint32_t)) == 0);
-}
-
-static uint32_t intern_labels(struct store *s, const uint32_t *kv, size_t n)
-{
-	uint64_t h = hash_bytes(kv, n * sizeof(uint32_t));
-	struct label_key k = { s, kv, n };
-	uint32_t idx;
-	if (hmap_find(&s->label_index, h, eq_labels, &k, &idx))
-		return idx;
-	if (n) {
-		xgrow((void **)&s->label_ids, &s->caplabel_ids, s->nlabel_ids + n, sizeof(uint32_t));
-		memcpy(s->label_ids + s->nlabel_ids, kv, n * sizeof(uint32_t));
-	}
-	s->nlabel_ids += n;
-	xgrow((void **)&s->label_off, &s->caplabels, s->nlabels + 2, sizeof(uint32_t));
-	idx = (uint32_t)s->nlabels++;
-	s->label_off[idx + 1] = (uint32_t)s->nlabel_ids;
-	hmap_insert(&s->label_index, h, idx);
-	return idx;
-}
-
-struct agent_key {
-	const struct store *s;
-	uint32_t instance;
-};
-
-static bool eq_agent(const void *ctx, uint32_t idx)
-{
-	const struct agent_key *k = ctx;
-	return k->s->agents[idx].instance == k->instance;
-}
-
-static struct agent_seq *agent_seq(struct store *s, const char *instance, bool create)
-{
-	uint32_t id = create ? strtab_intern_cstr(&s->strings, instance)
-			     : strtab_lookup(&s->strings, instance, strlen(instance));
+	uint32_t id = create ? strtab_intern_cstr(&s->agent_names, instance)
+			     : strtab_lookup(&s->agent_names, instance, strlen(instance));
 	if (id == UINT32_MAX)
-		return NULL;
-	uint64_t h = hash_u64(id);
-	struct agent_key k = { s, id };
-	uint32_t idx;
-	if (hmap_find(&s->agent_index, h, eq_agent, &k, &idx))
-		return &s->agents[idx];
-	if (!create)
-		return NULL;
-	xgrow((void **)&s->agents, &s->capagents, s->nagents + 1, sizeof(*s->agents));
-	idx = (uint32_t)s->nagents++;
-	s->agents[idx] = (struct agent_seq){ id, 0 };
-	hmap_insert(&s->agent_index, h, idx);
-	return &s->agents[idx];
+		return id;
+	if (id >= s->cap_agent_seq) {
+		size_t old = s->cap_agent_seq;
+		xgrow((void **)&s->agent_seq, &s->cap_agent_seq, id + 1, sizeof(uint64_t));
+		memset(s->agent_seq + old, 0, (s->cap_agent_seq - old) * sizeof(uint64_t));
+	}
+	return id;
 }
 
-/* Sorts label pairs by key id and drops repeated keys (first wins). */
-static size_t canonical_labels(uint32_t *kv, size_t npairs)
+static void note_agent(struct store *s, const char *instance, uint64_t seq)
 {
-	for (size_t i = 1; i < npairs; i++) {
-		uint32_t k = kv[2 * i], v = kv[2 * i + 1];
-		size_t j = i;
-		while (j > 0 && kv[2 * (j - 1)] > k) {
-			kv[2 * j] = kv[2 * (j - 1)];
-			kv[2 * j + 1] = kv[2 * (j - 1) + 1];
-			j--;
+	uint32_t a = agent_index(s, instance, true);
+	s->agent_seq[a] = MAX(s->agent_seq[a], seq);
+}
+
+/* --- opening: blocks, lineage, log replay ----------------------------------------- */
+
+static int parse_gen(const char *name, const char *suffix, uint64_t *gen)
+{
+	size_t n = strlen(name), sl = strlen(suffix);
+	if (n <= sl || strcmp(name + n - sl, suffix) != 0 || n - sl > 20)
+		return -1;
+	char digits[24];
+	memcpy(digits, name, n - sl);
+	digits[n - sl] = '\0';
+	return parse_u64(digits, gen);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static int cmp_sref_gen(const void *a, const void *b)
+{
+	const struct sref *x = *(struct sref *const *)a, *y = *(struct sref *const *)b;
+	return x->gen < y->gen ? -1 : x->gen > y->gen;
+}
+
+/* Lists names ending in suffix in dir as generations, sorted. */
+static int list_gens(const char *dir, const char *suffix, uint64_t **out, size_t *n,
+		     struct buf *err)
+{
+	DIR *d = opendir(dir);
+	if (!d) {
+		buf_printf(err, "cannot read %s: %s", dir, strerror(errno));
+		return -1;
+	}
+	size_t cap = 0;
+	*n = 0;
+	*out = NULL;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		uint64_t g;
+		if (parse_gen(e->d_name, suffix, &g) == 0) {
+			xgrow((void **)out, &cap, *n + 1, sizeof(uint64_t));
+			(*out)[(*n)++] = g;
 		}
-		kv[2 * j] = k;
-		kv[2 * j + 1] = v;
 	}
-	size_t n = 0;
-	for (size_t i = 0; i < npairs; i++)
-		if (n == 0 || kv[2 * (n - 1)] != kv[2 * i]) {
-			kv[2 * n] = kv[2 * i];
-			kv[2 * n + 1] = kv[2 * i + 1];
-			n++;
+	closedir(d);
+	if (*n)
+		qsort(*out, *n, sizeof(uint64_t), cmp_u64);
+	return 0;
+}
+
+static void block_file(const struct store *s, uint64_t gen, const char *suffix, struct buf *out)
+{
+	buf_reset(out);
+	buf_printf(out, "%s/%016llu%s", s->blocks_dir, (unsigned long long)gen, suffix);
+}
+
+static void remove_file(const char *path, const char *why)
+{
+	if (unlink(path) < 0 && errno != ENOENT)
+		log_error("cannot delete %s: %s", path, strerror(errno));
+	else
+		log_info("store: deleted %s (%s)", path, why);
+}
+
+static bool gen_in(const uint64_t *set, size_t n, uint64_t g)
+{
+	return n && bsearch(&g, set, n, sizeof(uint64_t), cmp_u64) != NULL;
+}
+
+static int open_blocks(struct store *s, const uint64_t *wals, size_t nwals, struct buf *err)
+{
+	uint64_t *gens;
+	size_t n;
+	if (list_gens(s->blocks_dir, ".blk", &gens, &n, err) < 0)
+		return -1;
+	struct block **blks = xcalloc(n ? n : 1, sizeof(*blks));
+	uint64_t *superseded = NULL;
+	size_t nsup = 0, capsup = 0;
+	struct buf path = { 0 };
+	for (size_t i = 0; i < n; i++) {
+		block_file(s, gens[i], ".blk", &path);
+		struct buf berr = { 0 };
+		if (block_open(path.data, &blks[i], &berr) < 0) {
+			log_error("store: %s; the block is skipped and kept as %s.corrupt", berr.data,
+				  path.data);
+			struct buf to = { 0 };
+			buf_printf(&to, "%s.corrupt", path.data);
+			if (rename(path.data, to.data) < 0)
+				log_error("cannot move %s aside: %s", path.data, strerror(errno));
+			buf_free(&to);
+			s->stats.corrupt_blocks++;
+			buf_free(&berr);
+			continue;
 		}
-	return n;
-}
-
-/* Adds a validated batch to the in-memory tables. Write lock held. */
-static void index_batch(struct store *s, const char *project_id, const Ember__Ingest__V1__Batch *b)
-{
-	uint32_t project = strtab_intern_cstr(&s->strings, project_id);
-	uint32_t *smap = xmalloc(b->n_strings * sizeof(uint32_t));
-	for (size_t i = 0; i < b->n_strings; i++)
-		smap[i] = strtab_intern_cstr(&s->strings, b->strings[i]);
-	uint32_t *fmap = xmalloc((b->n_files + 1) * sizeof(uint32_t));
-	for (size_t i = 0; i < b->n_files; i++)
-		fmap[i] = intern_file(s, b->files[i], smap[b->files[i]->name]);
-	uint32_t *frmap = xmalloc((b->n_frames + 1) * sizeof(uint32_t));
-	for (size_t i = 0; i < b->n_frames; i++) {
-		const Ember__Ingest__V1__Frame *f = b->frames[i];
-		struct store_frame sf = {
-			.type = (uint8_t)f->type,
-			.file = f->file ? fmap[f->file - 1] + 1 : 0,
-			.address = f->address,
-			.name = smap[f->name],
-			.binary = smap[f->binary],
-		};
-		frmap[i] = intern_frame(s, &sf);
-	}
-	uint32_t *stmap = xmalloc((b->n_stacks + 1) * sizeof(uint32_t));
-	for (size_t i = 0; i < b->n_stacks; i++) {
-		uint32_t node = 0;
-		for (size_t j = 0; j < b->stacks[i]->n_frames; j++)
-			node = intern_node(s, node, frmap[b->stacks[i]->frames[j]]);
-		stmap[i] = node;
-	}
-	uint32_t *lmap = xmalloc((b->n_resources + 1) * sizeof(uint32_t));
-	uint32_t kv[2 * BATCH_MAX_ATTRIBUTES];
-	for (size_t i = 0; i < b->n_resources; i++) {
-		const Ember__Ingest__V1__Resource *r = b->resources[i];
-		for (size_t j = 0; j < r->n_attributes; j++)
-			kv[j] = smap[r->attributes[j]];
-		size_t pairs = canonical_labels(kv, r->n_attributes / 2);
-		lmap[i] = intern_labels(s, kv, 2 * pairs);
-	}
-	for (size_t i = 0; i < b->n_samples; i++) {
-		const Ember__Ingest__V1__Sample *sm = b->samples[i];
-		xgrow((void **)&s->rows, &s->caprows, s->nrows + 1, sizeof(*s->rows));
-		s->rows[s->nrows++] = (struct store_row){
-			.ts_ms = b->start_unix_ms,
-			.project = project,
-			.stack = stmap[sm->stack],
-			.labels = lmap[sm->resource],
-			.hz = (uint16_t)MIN(b->sample_rate_hz, 65535u),
-			.kind = (uint8_t)sm->kind,
-			.value = sm->value,
-		};
-		s->stats.samples += sm->value;
-	}
-	s->stats.batches++;
-	if (b->agent_instance[0]) {
-		struct agent_seq *a = agent_seq(s, b->agent_instance, true);
-		if (b->sequence > a->seq)
-			a->seq = b->sequence;
-	}
-	free(smap);
-	free(fmap);
-	free(frmap);
-	free(stmap);
-	free(lmap);
-}
-
-/* --- write-ahead log --------------------------------------------------- */
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	memcpy(p, &v, 4);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v;
-	memcpy(&v, p, 4);
-	return v;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	uint64_t v;
-	memcpy(&v, p, 8);
-	return v;
-}
-
-static int pread_full(int fd, void *buf, size_t n, uint64_t off)
-{
-	size_t done = 0;
-	while (done < n) {
-		ssize_t r = pread(fd, (char *)buf + done, n - done, (off_t)(off + done));
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
+		const struct block_info *in = block_info(blks[i]);
+		for (size_t k = 0; k < in->nsources; k++) {
+			xgrow((void **)&superseded, &capsup, nsup + 1, sizeof(uint64_t));
+			superseded[nsup++] = in->sources[k];
 		}
-		if (r == 0)
-			break;
-		done += (size_t)r;
+		s->next_gen = MAX(s->next_gen, gens[i] + 1);
 	}
-	return (int)(done == n);
+	if (nsup)
+		qsort(superseded, nsup, sizeof(uint64_t), cmp_u64);
+	for (size_t i = 0; i < n; i++) {
+		if (!blks[i])
+			continue;
+		const struct block_info *in = block_info(blks[i]);
+		bool replaced = gen_in(superseded, nsup, gens[i]);
+		/* Flushed from logs that still exist: the flush did not finish
+		 * (the log's deletion is its commit), so the logs are replayed. */
+		bool unfinished = false;
+		for (size_t w = 0; in->wal_lo && w < nwals; w++)
+			if (wals[w] >= in->wal_lo && wals[w] <= in->wal_hi)
+				unfinished = true;
+		if (replaced || unfinished || in->gen != gens[i]) {
+			block_close(blks[i]);
+			block_file(s, gens[i], ".blk", &path);
+			remove_file(path.data, replaced ? "replaced by a compacted block"
+					       : unfinished ? "an unfinished flush; its log is replayed"
+							    : "its name and footer disagree");
+			continue;
+		}
+		for (size_t k = 0; k < in->nagents; k++)
+			note_agent(s, in->agents[k].instance, in->agents[k].seq);
+		xgrow((void **)&s->parts, &s->capparts, s->nparts + 1, sizeof(*s->parts));
+		s->parts[s->nparts++] = sref_from_block(blks[i]);
+		s->stats.blocks++;
+		s->stats.block_bytes += in->file_bytes;
+		s->stats.block_rows += in->rows;
+		s->stats.block_samples += in->samples;
+	}
+	buf_free(&path);
+	free(superseded);
+	free(blks);
+	free(gens);
+	if (s->nparts)
+		qsort(s->parts, s->nparts, sizeof(*s->parts), cmp_sref_gen);
+	return 0;
 }
 
-/* Replays one record's payload. Returns 0 or -1 when it does not decode. */
-static int replay_payload(struct store *s, const uint8_t *p, size_t len)
+struct replay_ctx {
+	struct store *s;
+	struct part *head;
+};
+
+/* A log record: u8 n, n bytes of project id, then the batch as received. */
+static int replay_record(void *ctx, const uint8_t *p, size_t len)
 {
+	struct replay_ctx *rc = ctx;
 	if (len < 1 || p[0] == 0 || (size_t)p[0] + 1 > len)
 		return -1;
 	char project[256];
@@ -357,152 +420,143 @@ static int replay_payload(struct store *s, const uint8_t *p, size_t len)
 	buf_free(&err);
 	if (!b)
 		return -1;
-	index_batch(s, project, b);
+	part_add_batch(rc->head, project, b);
+	if (b->agent_instance[0])
+		note_agent(rc->s, b->agent_instance, b->sequence);
+	rc->s->stats.batches++;
 	batch_decode_free(b);
 	return 0;
 }
 
-/* Finds the next offset > from holding the record magic, or size. */
-static uint64_t resync(int fd, uint64_t from, uint64_t size)
+static int noop_record(void *ctx, const uint8_t *p, size_t len)
 {
-	uint8_t chunk[65536];
-	uint64_t off = from;
-	while (off + 4 <= size) {
-		size_t n = (size_t)MIN((uint64_t)sizeof(chunk), size - off);
-		if (pread_full(fd, chunk, n, off) != 1)
-			return size;
-		for (size_t i = 0; i + 4 <= n; i++)
-			if (get32(chunk + i) == WAL_MAGIC)
-				return off + i;
-		off += n - 3;
-	}
-	return size;
-}
-
-static int replay_wal(struct store *s, const char *path, struct buf *err)
-{
-	struct stat st;
-	if (fstat(s->wal_fd, &st) < 0) {
-		buf_printf(err, "stat %s: %s", path, strerror(errno));
-		return -1;
-	}
-	uint64_t size = (uint64_t)st.st_size, off = 0;
-	uint8_t *payload = NULL;
-	size_t cap = 0;
-	while (off < size) {
-		uint8_t hdr[WAL_HDR];
-		if (off + WAL_HDR > size) {
-			log_warn("%s: incomplete record header at offset %llu: truncating the unacknowledged tail",
-				 path, (unsigned long long)off);
-			break;
-		}
-		if (pread_full(s->wal_fd, hdr, WAL_HDR, off) != 1) {
-			buf_printf(err, "reading %s: %s", path, strerror(errno));
-			free(payload);
-			return -1;
-		}
-		uint32_t len = get32(hdr + 4);
-		if (get32(hdr) != WAL_MAGIC || len > WAL_MAX_RECORD) {
-			uint64_t next = resync(s->wal_fd, off + 1, size);
-			log_error("%s: corrupt record at offset %llu (bad header); skipping %llu bytes",
-				  path, (unsigned long long)off, (unsigned long long)(next - off));
-			s->stats.wal_skipped_records++;
-			off = next;
-			continue;
-		}
-		if (off + WAL_HDR + len > size) {
-			log_warn("%s: record at offset %llu is cut short: truncating the unacknowledged tail",
-				 path, (unsigned long long)off);
-			break;
-		}
-		xgrow((void **)&payload, &cap, len, 1);
-		if (pread_full(s->wal_fd, payload, len, off + WAL_HDR) != 1) {
-			buf_printf(err, "reading %s: %s", path, strerror(errno));
-			free(payload);
-			return -1;
-		}
-		if (XXH64(payload, len, 0) != get64(hdr + 8)) {
-			uint64_t next = resync(s->wal_fd, off + 1, size);
-			log_error("%s: record at offset %llu fails its checksum; skipping %llu bytes",
-				  path, (unsigned long long)off, (unsigned long long)(next - off));
-			s->stats.wal_skipped_records++;
-			off = next;
-			continue;
-		}
-		if (replay_payload(s, payload, len) < 0) {
-			log_error("%s: record at offset %llu does not decode; skipped", path,
-				  (unsigned long long)off);
-			s->stats.wal_skipped_records++;
-		}
-		off += WAL_HDR + len;
-	}
-	free(payload);
-	if (off < size && ftruncate(s->wal_fd, (off_t)off) < 0) {
-		buf_printf(err, "truncating %s: %s", path, strerror(errno));
-		return -1;
-	}
-	s->wal_size = off;
+	(void)ctx;
+	(void)p;
+	(void)len;
 	return 0;
 }
 
-static int write_full(int fd, const void *p, size_t n)
+static void *maintenance(void *arg);
+
+static int make_dir(const char *path, struct buf *err)
 {
-	size_t done = 0;
-	while (done < n) {
-		ssize_t w = write(fd, (const char *)p + done, n - done);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		done += (size_t)w;
+	if (mkdir(path, 0755) < 0 && errno != EEXIST) {
+		buf_printf(err, "cannot create %s: %s", path, strerror(errno));
+		return -1;
 	}
 	return 0;
 }
 
-/* --- public API ---------------------------------------------------------- */
-
-int store_open(const char *dir, struct store **out, struct buf *err)
+int store_open(const char *dir, const struct store_config *cfg, struct store **out,
+	       struct buf *err)
 {
-	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-		buf_printf(err, "cannot create data directory %s: %s", dir, strerror(errno));
-		return -1;
-	}
 	struct store *s = xcalloc(1, sizeof(*s));
-	pthread_rwlock_init(&s->lock, NULL);
-	pthread_mutex_init(&s->wal_mu, NULL);
-	strtab_init(&s->strings);
-	xgrow((void **)&s->nodes, &s->capnodes, 1, sizeof(*s->nodes));
-	s->nodes[0] = (struct node){ 0, UINT32_MAX };
-	s->nnodes = 1;
-	xgrow((void **)&s->label_off, &s->caplabels, 1, sizeof(uint32_t));
-	s->label_off[0] = 0;
-
-	struct buf path = { 0 };
-	buf_printf(&path, "%s/samples.wal", dir);
-	s->wal_fd = open(path.data, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (s->wal_fd < 0) {
-		buf_printf(err, "cannot open %s: %s", path.data, strerror(errno));
-		buf_free(&path);
+	if (cfg)
+		s->cfg = *cfg;
+	else
+		store_config_default(&s->cfg);
+	if (!s->cfg.block_granularity_ms)
+		s->cfg.block_granularity_ms = 1;
+	s->dir = xstrdup(dir);
+	struct buf p = { 0 };
+	buf_printf(&p, "%s/blocks", dir);
+	s->blocks_dir = buf_steal(&p, NULL);
+	buf_printf(&p, "%s/wal", dir);
+	s->wal_dir = buf_steal(&p, NULL);
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->cv, NULL);
+	pthread_mutex_init(&s->list_mu, NULL);
+	pthread_mutex_init(&s->maint_mu, NULL);
+	pthread_mutex_init(&s->stop_mu, NULL);
+	pthread_cond_init(&s->stop_cv, NULL);
+	strtab_init(&s->agent_names);
+	s->queue_tail = &s->queue;
+	s->wal.fd = -1;
+	s->next_gen = 1;
+	if (make_dir(dir, err) < 0 || make_dir(s->blocks_dir, err) < 0 ||
+	    make_dir(s->wal_dir, err) < 0) {
 		store_close(s);
 		return -1;
 	}
 	uint64_t t0 = now_mono_ns();
-	if (replay_wal(s, path.data, err) < 0) {
-		buf_free(&path);
+	/* The log of the first storage engine, replayed once as generation 1. */
+	buf_printf(&p, "%s/samples.wal", dir);
+	struct stat st;
+	uint64_t *wals = NULL;
+	size_t nwals = 0;
+	if (stat(p.data, &st) == 0) {
+		struct buf to = { 0 };
+		if (list_gens(s->wal_dir, ".log", &wals, &nwals, err) < 0) {
+			buf_free(&p);
+			store_close(s);
+			return -1;
+		}
+		wal_path(s->wal_dir, nwals ? wals[0] - 1 : 1, &to);
+		if (!nwals || wals[0] > 1) {
+			if (rename(p.data, to.data) < 0)
+				log_error("cannot move %s to %s: %s", p.data, to.data, strerror(errno));
+			else
+				log_info("store: the old log %s is replayed as %s", p.data, to.data);
+		}
+		buf_free(&to);
+		free(wals);
+	}
+	buf_free(&p);
+	if (list_gens(s->wal_dir, ".log", &wals, &nwals, err) < 0 ||
+	    open_blocks(s, wals, nwals, err) < 0) {
+		free(wals);
 		store_close(s);
 		return -1;
 	}
-	if (lseek(s->wal_fd, 0, SEEK_END) < 0) {
-		buf_printf(err, "seeking %s: %s", path.data, strerror(errno));
-		buf_free(&path);
+	for (size_t i = 0; i < nwals; i++)
+		s->next_gen = MAX(s->next_gen, wals[i] + 1);
+
+	/* Every log left is replayed into the head, which then covers them. */
+	s->head = sref_new();
+	part_init(&s->head->part, 1);
+	s->head->loaded = true;
+	struct replay_ctx rc = { s, &s->head->part };
+	for (size_t i = 0; i < nwals; i++) {
+		struct wal_file w;
+		if (wal_open(s->wal_dir, wals[i], replay_record, &rc, &w,
+			     &s->stats.wal_skipped_records, err) < 0) {
+			free(wals);
+			store_close(s);
+			return -1;
+		}
+		if (!s->head->wal_lo)
+			s->head->wal_lo = wals[i];
+		wal_close(&w);
+	}
+	free(wals);
+	uint64_t gen = s->next_gen++;
+	if (wal_open(s->wal_dir, gen, noop_record, NULL, &s->wal, &s->stats.wal_skipped_records,
+		     err) < 0) {
 		store_close(s);
 		return -1;
 	}
-	log_info("store: %s replayed in %.1f ms: %llu batches, %zu rows, %llu bytes",
-		 path.data, (double)(now_mono_ns() - t0) / 1e6,
-		 (unsigned long long)s->stats.batches, s->nrows, (unsigned long long)s->wal_size);
-	buf_free(&path);
+	s->wal_synced = s->wal.size;
+	if (!s->head->wal_lo)
+		s->head->wal_lo = gen;
+	s->head->wal_hi = gen;
+	s->head->min_ts = s->head->part.min_ts;
+	s->head->max_ts = s->head->part.max_ts;
+	if (s->head->part.rows)
+		s->head->first_row_mono_ms = mono_ms();
+	s->stats.rows = s->head->part.rows;
+	s->stats.samples = s->head->part.samples;
+	s->stats.head_rows = s->stats.unflushed_rows = s->head->part.rows;
+	log_info("store: %s opened in %.1f ms: %zu blocks (%llu rows), %llu rows replayed from logs",
+		 dir, (double)(now_mono_ns() - t0) / 1e6, s->nparts,
+		 (unsigned long long)s->stats.block_rows, (unsigned long long)s->head->part.rows);
+	if (s->cfg.background) {
+		if (pthread_create(&s->thread, NULL, maintenance, s) != 0) {
+			buf_puts(err, "cannot start the store's maintenance thread");
+			store_close(s);
+			return -1;
+		}
+		s->thread_started = true;
+	}
 	*out = s;
 	return 0;
 }
@@ -511,24 +565,42 @@ void store_close(struct store *s)
 {
 	if (!s)
 		return;
-	if (s->wal_fd >= 0)
-		close(s->wal_fd);
-	strtab_free(&s->strings);
-	free(s->files);
-	hmap_free(&s->file_index);
-	free(s->frames);
-	hmap_free(&s->frame_index);
-	free(s->nodes);
-	hmap_free(&s->node_index);
-	free(s->label_ids);
-	free(s->label_off);
-	hmap_free(&s->label_index);
-	free(s->rows);
-	free(s->agents);
-	hmap_free(&s->agent_index);
-	pthread_rwlock_destroy(&s->lock);
-	pthread_mutex_destroy(&s->wal_mu);
+	if (s->thread_started) {
+		pthread_mutex_lock(&s->stop_mu);
+		s->stop = true;
+		pthread_cond_signal(&s->stop_cv);
+		pthread_mutex_unlock(&s->stop_mu);
+		pthread_join(s->thread, NULL);
+	}
+	if (s->wal.path)
+		wal_close(&s->wal);
+	if (s->head)
+		sref_put(s, s->head);
+	for (size_t i = 0; i < s->nparts; i++)
+		sref_put(s, s->parts[i]);
+	free(s->parts);
+	strtab_free(&s->agent_names);
+	free(s->agent_seq);
+	pthread_mutex_destroy(&s->mu);
+	pthread_cond_destroy(&s->cv);
+	pthread_mutex_destroy(&s->list_mu);
+	pthread_mutex_destroy(&s->maint_mu);
+	pthread_mutex_destroy(&s->stop_mu);
+	pthread_cond_destroy(&s->stop_cv);
+	free(s->dir);
+	free(s->blocks_dir);
+	free(s->wal_dir);
 	free(s);
+}
+
+/* --- appending: the log and group commit -------------------------------------------- */
+
+static uint64_t unflushed_rows(struct store *s)
+{
+	pthread_mutex_lock(&s->list_mu);
+	uint64_t n = s->stats.unflushed_rows;
+	pthread_mutex_unlock(&s->list_mu);
+	return n;
 }
 
 int store_append(struct store *s, const char *project_id, const Ember__Ingest__V1__Batch *b,
@@ -539,135 +611,682 @@ int store_append(struct store *s, const char *project_id, const Ember__Ingest__V
 		buf_puts(err, "invalid project id or batch size");
 		return -1;
 	}
-	pthread_mutex_lock(&s->wal_mu);
+	pthread_mutex_lock(&s->mu);
+	while (s->sealing)
+		pthread_cond_wait(&s->cv, &s->mu);
+	if (unflushed_rows(s) > s->cfg.max_unflushed_rows) {
+		pthread_mutex_unlock(&s->mu);
+		pthread_mutex_lock(&s->list_mu);
+		s->stats.refused_busy++;
+		pthread_mutex_unlock(&s->list_mu);
+		buf_puts(err, "the store is behind writing blocks (disk full or slow?): retry later");
+		return -2;
+	}
+	struct commit c = { .project = project_id, .b = b, .agent = UINT32_MAX };
 	if (b->agent_instance[0]) {
-		pthread_rwlock_rdlock(&s->lock);
-		struct agent_seq *a = agent_seq(s, b->agent_instance, false);
-		bool dup = a && b->sequence <= a->seq;
-		pthread_rwlock_unlock(&s->lock);
-		if (dup) {
-			pthread_mutex_unlock(&s->wal_mu);
+		uint32_t a = agent_index(s, b->agent_instance, true);
+		if (b->sequence <= s->agent_seq[a]) {
+			pthread_mutex_unlock(&s->mu);
 			return 1;
 		}
+		c.agent = a;
+		c.prev_seq = s->agent_seq[a];
+		s->agent_seq[a] = b->sequence;
 	}
-	size_t len = 1 + plen + zlen;
-	uint8_t *rec = xmalloc(WAL_HDR + len);
-	put32(rec, WAL_MAGIC);
-	put32(rec + 4, (uint32_t)len);
-	rec[WAL_HDR] = (uint8_t)plen;
-	memcpy(rec + WAL_HDR + 1, project_id, plen);
-	memcpy(rec + WAL_HDR + 1 + plen, zbody, zlen);
-	uint64_t sum = XXH64(rec + WAL_HDR, len, 0);
-	memcpy(rec + 8, &sum, 8);
-	int rc = write_full(s->wal_fd, rec, WAL_HDR + len);
-	if (rc == 0)
-		rc = fdatasync(s->wal_fd);
-	free(rec);
-	if (rc < 0) {
-		int e = errno;
-		buf_printf(err, "writing the log failed: %s", strerror(e));
-		/* Cut off whatever part of the record reached the file, so the
-		 * log stays a sequence of whole records. */
-		if (ftruncate(s->wal_fd, (off_t)s->wal_size) < 0 ||
-		    lseek(s->wal_fd, 0, SEEK_END) < 0)
-			log_error("cannot roll back a failed log write: %s", strerror(errno));
-		pthread_mutex_unlock(&s->wal_mu);
-		errno = e;
+	uint8_t head[256];
+	head[0] = (uint8_t)plen;
+	memcpy(head + 1, project_id, plen);
+	if (wal_append(&s->wal, head, 1 + plen, zbody, zlen) < 0) {
+		buf_printf(err, "writing the log failed: %s", strerror(errno));
+		if (c.agent != UINT32_MAX)
+			s->agent_seq[c.agent] = c.prev_seq;
+		pthread_mutex_unlock(&s->mu);
 		return -1;
 	}
-	s->wal_size += WAL_HDR + len;
-	pthread_rwlock_wrlock(&s->lock);
-	index_batch(s, project_id, b);
-	pthread_rwlock_unlock(&s->lock);
-	pthread_mutex_unlock(&s->wal_mu);
+	*s->queue_tail = &c;
+	s->queue_tail = &c.next;
+	while (!c.done) {
+		if (s->syncing) {
+			pthread_cond_wait(&s->cv, &s->mu);
+			continue;
+		}
+		/* Lead: sync everything written so far, then index it. */
+		s->syncing = true;
+		struct commit *batch = s->queue;
+		s->queue = NULL;
+		s->queue_tail = &s->queue;
+		uint64_t target = s->wal.size;
+		int fd = s->wal.fd;
+		struct sref *hd = s->head;
+		pthread_mutex_unlock(&s->mu);
+		int rc = fdatasync(fd);
+		int e = errno;
+		uint64_t rows = 0, samples = 0, n = 0;
+		if (rc == 0) {
+			pthread_rwlock_wrlock(&hd->rw);
+			uint64_t r0 = hd->part.rows, s0 = hd->part.samples;
+			for (struct commit *q = batch; q; q = q->next, n++)
+				part_add_batch(&hd->part, q->project, q->b);
+			rows = hd->part.rows - r0;
+			samples = hd->part.samples - s0;
+			pthread_rwlock_unlock(&hd->rw);
+		}
+		pthread_mutex_lock(&s->mu);
+		if (rc == 0) {
+			s->wal_synced = target;
+		} else {
+			/* Nothing after the last good sync is acknowledged: cut it
+			 * off and fail every append written since, queued or not. */
+			log_error("store: syncing the log failed: %s", strerror(e));
+			if (wal_truncate(&s->wal, s->wal_synced) < 0)
+				log_error("cannot roll back the log: %s", strerror(errno));
+			for (struct commit *q = s->queue; q; q = q->next) {
+				q->rc = -1;
+				q->done = true;
+				if (q->agent != UINT32_MAX && s->agent_seq[q->agent] == q->b->sequence)
+					s->agent_seq[q->agent] = q->prev_seq;
+			}
+			s->queue = NULL;
+			s->queue_tail = &s->queue;
+		}
+		for (struct commit *q = batch; q; q = q->next) {
+			q->rc = rc == 0 ? 0 : -1;
+			if (rc != 0 && q->agent != UINT32_MAX &&
+			    s->agent_seq[q->agent] == q->b->sequence)
+				s->agent_seq[q->agent] = q->prev_seq;
+		}
+		/* Mark done last: a follower may return (and free its commit)
+		 * as soon as it sees done. */
+		for (struct commit *q = batch, *next; q; q = next) {
+			next = q->next;
+			q->done = true;
+		}
+		s->syncing = false;
+		if (rc == 0) {
+			pthread_mutex_lock(&s->list_mu);
+			s->stats.batches += n;
+			s->stats.rows += rows;
+			s->stats.samples += samples;
+			s->stats.head_rows += rows;
+			s->stats.unflushed_rows += rows;
+			if (!hd->first_row_mono_ms && rows)
+				hd->first_row_mono_ms = mono_ms();
+			pthread_mutex_unlock(&s->list_mu);
+		}
+		pthread_cond_broadcast(&s->cv);
+	}
+	int rc = c.rc;
+	pthread_mutex_unlock(&s->mu);
+	if (rc < 0)
+		buf_puts(err, "syncing the log failed");
+	return rc;
+}
+
+/* --- sealing, flushing, compaction, retention ------------------------------------------ */
+
+/* Makes the head a sealed part and starts a new head with a new log. */
+static int seal(struct store *s, struct buf *err)
+{
+	pthread_mutex_lock(&s->mu);
+	s->sealing = true;
+	while (s->syncing || s->queue)
+		pthread_cond_wait(&s->cv, &s->mu);
+	int rc = 0;
+	if (s->head->part.rows) {
+		uint64_t gen = s->next_gen++;
+		struct wal_file w;
+		uint64_t skipped = 0;
+		if (wal_open(s->wal_dir, gen, noop_record, NULL, &w, &skipped, err) < 0) {
+			rc = -1;
+		} else {
+			struct sref *n = sref_new();
+			part_init(&n->part, 1);
+			n->loaded = true;
+			n->wal_lo = n->wal_hi = gen;
+			pthread_mutex_lock(&s->list_mu);
+			struct sref *old = s->head;
+			old->min_ts = old->part.min_ts;
+			old->max_ts = old->part.max_ts;
+			xgrow((void **)&s->parts, &s->capparts, s->nparts + 1, sizeof(*s->parts));
+			s->parts[s->nparts++] = old;
+			s->head = n;
+			s->stats.head_rows = 0;
+			pthread_mutex_unlock(&s->list_mu);
+			wal_close(&s->wal);
+			s->wal = w;
+			s->wal_synced = 0;
+		}
+	}
+	s->sealing = false;
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	return rc;
+}
+
+/* Replaces the parts olds[0..nold) in the list by news[0..nnew). */
+static void replace_parts(struct store *s, struct sref **olds, size_t nold, struct sref **news,
+			  size_t nnew)
+{
+	pthread_mutex_lock(&s->list_mu);
+	size_t j = 0;
+	for (size_t i = 0; i < s->nparts; i++) {
+		bool gone = false;
+		for (size_t k = 0; k < nold && !gone; k++)
+			gone = s->parts[i] == olds[k];
+		if (!gone)
+			s->parts[j++] = s->parts[i];
+	}
+	s->nparts = j;
+	for (size_t k = 0; k < nnew; k++) {
+		xgrow((void **)&s->parts, &s->capparts, s->nparts + 1, sizeof(*s->parts));
+		s->parts[s->nparts++] = news[k];
+		const struct block_info *in = block_info(news[k]->blk);
+		s->stats.blocks++;
+		s->stats.block_bytes += in->file_bytes;
+		s->stats.block_rows += in->rows;
+		s->stats.block_samples += in->samples;
+		s->cache_used += news[k]->mem;
+	}
+	for (size_t k = 0; k < nold; k++) {
+		struct sref *r = olds[k];
+		r->retired = true;
+		if (r->blk) {
+			const struct block_info *in = block_info(r->blk);
+			s->stats.blocks--;
+			s->stats.block_bytes -= in->file_bytes;
+			s->stats.block_rows -= in->rows;
+			s->stats.block_samples -= in->samples;
+		}
+		sref_put_locked(s, r);
+	}
+	qsort(s->parts, s->nparts, sizeof(*s->parts), cmp_sref_gen);
+	pthread_mutex_unlock(&s->list_mu);
+}
+
+/* Writes sources (all loaded and pinned) rows in [from, to) as one block.
+ * Returns the new part's reference, or NULL. */
+static struct sref *write_block(struct store *s, struct merge_source *src, size_t nsrc,
+				int64_t from, int64_t to, uint32_t granularity,
+				const struct block_meta *meta, int *bad, struct buf *err)
+{
+	struct buf tmp = { 0 }, fin = { 0 };
+	block_file(s, meta->gen, ".tmp", &tmp);
+	block_file(s, meta->gen, ".blk", &fin);
+	struct merge_target t = { from, to, granularity, *meta, tmp.data, fin.data };
+	struct sref *r = sref_new();
+	struct sref *out = NULL;
+	if (merge_write(src, nsrc, &t, &r->part, bad, err) == 0) {
+		r->loaded = true;
+		r->mem = part_memory(&r->part);
+		if (block_open(fin.data, &r->blk, err) == 0) {
+			r->gen = meta->gen;
+			r->partition_ms = meta->partition_ms;
+			r->min_ts = block_info(r->blk)->min_ts;
+			r->max_ts = block_info(r->blk)->max_ts;
+			out = r;
+		}
+	}
+	if (!out) {
+		unlink(tmp.data);
+		sref_free(r);
+	}
+	buf_free(&tmp);
+	buf_free(&fin);
+	return out;
+}
+
+/* Writes the oldest sealed in-memory part as blocks, one per partition,
+ * then deletes its logs. Returns 1 done, 0 nothing to do, -1 failure (the
+ * part stays in memory and in its logs). */
+static int flush_one(struct store *s, struct buf *err)
+{
+	struct sref *r = NULL;
+	pthread_mutex_lock(&s->list_mu);
+	for (size_t i = 0; i < s->nparts && !r; i++)
+		if (!s->parts[i]->blk)
+			r = s->parts[i];
+	if (r)
+		r->refs++;
+	pthread_mutex_unlock(&s->list_mu);
+	if (!r)
+		return 0;
+	struct sref **news = NULL;
+	size_t nnew = 0, cap = 0;
+	int rc = 0;
+	int64_t first = r->part.rows ? floor_partition(r->part.min_ts) : 0;
+	int64_t last = r->part.rows ? floor_partition(r->part.max_ts) : -1;
+	for (int64_t p = first; p <= last && rc == 0; p += STORE_PARTITION_MS) {
+		bool any = false;
+		for (size_t i = 0; i < r->part.nseries && !any; i++)
+			any = r->part.series[i].nrows && r->part.series[i].max_ts >= p &&
+			      r->part.series[i].min_ts < p + STORE_PARTITION_MS;
+		if (!any)
+			continue;
+		pthread_mutex_lock(&s->mu);
+		uint64_t gen = s->next_gen++;
+		pthread_mutex_unlock(&s->mu);
+		struct block_meta meta = { .gen = gen, .partition_ms = p, .level = 0,
+					   .wal_lo = r->wal_lo, .wal_hi = r->wal_hi };
+		struct merge_source src = { &r->part, NULL };
+		int bad;
+		struct sref *n = write_block(s, &src, 1, p, p + STORE_PARTITION_MS, 1, &meta, &bad, err);
+		if (!n) {
+			rc = -1;
+			break;
+		}
+		xgrow((void **)&news, &cap, nnew + 1, sizeof(*news));
+		news[nnew++] = n;
+	}
+	if (rc < 0) {
+		/* Blocks already written name these logs: they would be deleted
+		 * at a restart; delete them now and try the whole part again. */
+		struct buf path = { 0 };
+		for (size_t i = 0; i < nnew; i++) {
+			block_file(s, news[i]->gen, ".blk", &path);
+			unlink(path.data);
+			sref_free(news[i]);
+		}
+		buf_free(&path);
+		free(news);
+		sref_put(s, r);
+		return -1;
+	}
+	replace_parts(s, &r, 1, news, nnew);
+	pthread_mutex_lock(&s->list_mu);
+	s->stats.unflushed_rows -= r->part.rows;
+	pthread_mutex_unlock(&s->list_mu);
+	/* The commit point of a flush: its logs go. */
+	struct buf path = { 0 };
+	for (uint64_t g = r->wal_lo; g && g <= r->wal_hi; g++) {
+		wal_path(s->wal_dir, g, &path);
+		if (unlink(path.data) < 0 && errno != ENOENT)
+			log_error("cannot delete %s: %s", path.data, strerror(errno));
+	}
+	int dfd = open(s->wal_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		if (fsync(dfd) < 0)
+			log_warn("syncing %s: %s", s->wal_dir, strerror(errno));
+		close(dfd);
+	}
+	buf_free(&path);
+	pthread_mutex_lock(&s->list_mu);
+	s->stats.flushes++;
+	pthread_mutex_unlock(&s->list_mu);
+	sref_put(s, r);
+	free(news);
+	return 1;
+}
+
+int store_flush(struct store *s, struct buf *err)
+{
+	pthread_mutex_lock(&s->maint_mu);
+	int rc = seal(s, err);
+	while (rc == 0) {
+		int f = flush_one(s, err);
+		if (f <= 0) {
+			rc = f;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&s->maint_mu);
+	return rc;
+}
+
+/* Pins and loads a block for a merge; false when it cannot be read. */
+static bool pin_loaded(struct store *s, struct sref *r)
+{
+	pthread_mutex_lock(&r->mu);
+	bool ok = sref_load_locked(s, r) == 0;
+	if (ok)
+		r->readers++;
+	pthread_mutex_unlock(&r->mu);
+	return ok;
+}
+
+static void unpin(struct sref *r)
+{
+	pthread_mutex_lock(&r->mu);
+	r->readers--;
+	pthread_mutex_unlock(&r->mu);
+}
+
+/* Merges the blocks of one partition. Returns 1 merged, 0 nothing to do,
+ * -1 failure. */
+static int compact_partition(struct store *s, int64_t partition, bool all, struct buf *err)
+{
+	int64_t now = now_unix_ms();
+	bool closed = partition + STORE_PARTITION_MS + 10 * 60000 < now;
+	struct sref **srcs = NULL;
+	size_t n = 0, cap = 0;
+	bool fresh = false;
+	uint32_t level = 0;
+	pthread_mutex_lock(&s->list_mu);
+	for (size_t i = 0; i < s->nparts; i++) {
+		struct sref *r = s->parts[i];
+		if (!r->blk || r->broken || r->partition_ms != partition)
+			continue;
+		r->refs++;
+		xgrow((void **)&srcs, &cap, n + 1, sizeof(*srcs));
+		srcs[n++] = r;
+		const struct block_info *in = block_info(r->blk);
+		fresh |= in->granularity_ms != s->cfg.block_granularity_ms;
+		level = MAX(level, in->level);
+	}
+	pthread_mutex_unlock(&s->list_mu);
+	bool want = n >= 2 && (all || closed || n >= s->cfg.compact_after);
+	want |= n >= 1 && fresh && (all || closed);
+	int rc = 0;
+	if (!want)
+		goto out;
+	struct merge_source *ms = xcalloc(n, sizeof(*ms));
+	uint64_t *gens = xcalloc(n, sizeof(uint64_t));
+	size_t pinned = 0;
+	for (; pinned < n; pinned++) {
+		if (!pin_loaded(s, srcs[pinned]))
+			break;
+		ms[pinned] = (struct merge_source){ &srcs[pinned]->part, srcs[pinned]->blk };
+		gens[pinned] = srcs[pinned]->gen;
+	}
+	if (pinned < n) {
+		rc = -1; /* a damaged block: quarantined; the next round goes without it */
+		buf_printf(err, "block %llu of partition %lld cannot be read",
+			   (unsigned long long)srcs[pinned]->gen, (long long)partition);
+	} else {
+		pthread_mutex_lock(&s->mu);
+		uint64_t gen = s->next_gen++;
+		pthread_mutex_unlock(&s->mu);
+		struct block_meta meta = { .gen = gen, .partition_ms = partition, .level = level + 1,
+					   .sources = gens, .nsources = n };
+		int bad = -1;
+		struct sref *out = write_block(s, ms, n, partition, partition + STORE_PARTITION_MS,
+					       s->cfg.block_granularity_ms, &meta, &bad, err);
+		if (!out) {
+			if (bad >= 0) {
+				srcs[bad]->broken = true;
+				quarantine(s, srcs[bad], err->data);
+			}
+			rc = -1;
+		} else {
+			replace_parts(s, srcs, n, &out, 1);
+			/* The new block is in place and names its sources, so
+			 * deleting them is safe whenever it happens; open views keep
+			 * reading their open files. */
+			struct buf path = { 0 };
+			for (size_t i = 0; i < n; i++) {
+				block_file(s, gens[i], ".blk", &path);
+				if (unlink(path.data) < 0 && errno != ENOENT)
+					log_error("cannot delete %s: %s", path.data, strerror(errno));
+			}
+			buf_free(&path);
+			pthread_mutex_lock(&s->list_mu);
+			s->stats.compactions++;
+			pthread_mutex_unlock(&s->list_mu);
+			rc = 1;
+		}
+	}
+	for (size_t i = 0; i < pinned; i++)
+		unpin(srcs[i]);
+	free(ms);
+	free(gens);
+out:
+	for (size_t i = 0; i < n; i++)
+		sref_put(s, srcs[i]);
+	free(srcs);
+	return rc;
+}
+
+static int64_t *partitions(struct store *s, size_t *n)
+{
+	int64_t *ps = NULL;
+	size_t cap = 0;
+	*n = 0;
+	pthread_mutex_lock(&s->list_mu);
+	for (size_t i = 0; i < s->nparts; i++) {
+		if (!s->parts[i]->blk)
+			continue;
+		bool seen = false;
+		for (size_t k = 0; k < *n && !seen; k++)
+			seen = ps[k] == s->parts[i]->partition_ms;
+		if (!seen) {
+			xgrow((void **)&ps, &cap, *n + 1, sizeof(*ps));
+			ps[(*n)++] = s->parts[i]->partition_ms;
+		}
+	}
+	pthread_mutex_unlock(&s->list_mu);
+	return ps;
+}
+
+int store_compact(struct store *s, bool all, struct buf *err)
+{
+	pthread_mutex_lock(&s->maint_mu);
+	size_t n;
+	int64_t *ps = partitions(s, &n);
+	int rc = 0;
+	for (size_t i = 0; i < n; i++)
+		if (compact_partition(s, ps[i], all, err) < 0)
+			rc = -1;
+	free(ps);
+	pthread_mutex_unlock(&s->maint_mu);
+	return rc;
+}
+
+int store_retention(struct store *s, int64_t now_ms, struct buf *err)
+{
+	(void)err;
+	pthread_mutex_lock(&s->maint_mu);
+	int64_t cutoff = now_ms - s->cfg.retention_ms;
+	struct sref **old = NULL;
+	size_t n = 0, cap = 0;
+	pthread_mutex_lock(&s->list_mu);
+	for (size_t i = 0; i < s->nparts; i++) {
+		struct sref *r = s->parts[i];
+		if (r->blk && r->partition_ms + STORE_PARTITION_MS <= cutoff) {
+			r->refs++;
+			xgrow((void **)&old, &cap, n + 1, sizeof(*old));
+			old[n++] = r;
+		}
+	}
+	pthread_mutex_unlock(&s->list_mu);
+	struct buf path = { 0 };
+	for (size_t i = 0; i < n; i++) {
+		block_file(s, old[i]->gen, ".blk", &path);
+		remove_file(path.data, "older than the retention");
+	}
+	buf_free(&path);
+	if (n) {
+		replace_parts(s, old, n, NULL, 0);
+		pthread_mutex_lock(&s->list_mu);
+		s->stats.retention_deleted += n;
+		for (size_t i = 0; i < n; i++)
+			sref_put_locked(s, old[i]);
+		pthread_mutex_unlock(&s->list_mu);
+	}
+	free(old);
+	pthread_mutex_unlock(&s->maint_mu);
 	return 0;
 }
 
-void store_read_lock(struct store *s)
+static bool head_due(struct store *s)
 {
-	pthread_rwlock_rdlock(&s->lock);
+	pthread_mutex_lock(&s->list_mu);
+	const struct sref *h = s->head;
+	bool due = s->stats.head_rows >= s->cfg.head_max_rows ||
+		   (h->first_row_mono_ms && mono_ms() - h->first_row_mono_ms >= s->cfg.head_max_age_ms) ||
+		   s->stats.unflushed_rows > s->stats.head_rows; /* a sealed part is waiting */
+	pthread_mutex_unlock(&s->list_mu);
+	return due;
 }
 
-void store_read_unlock(struct store *s)
+static void *maintenance(void *arg)
 {
-	pthread_rwlock_unlock(&s->lock);
-}
-
-void store_scan(struct store *s, uint32_t project, uint8_t kind, int64_t start_ms, int64_t end_ms,
-		store_row_fn fn, void *ctx)
-{
-	for (size_t i = 0; i < s->nrows; i++) {
-		const struct store_row *r = &s->rows[i];
-		if (r->project == project && r->kind == kind && r->ts_ms >= start_ms &&
-		    r->ts_ms < end_ms)
-			fn(ctx, r);
+	struct store *s = arg;
+	int64_t last_retention = 0;
+	for (;;) {
+		pthread_mutex_lock(&s->stop_mu);
+		if (!s->stop) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += 1;
+			pthread_cond_timedwait(&s->stop_cv, &s->stop_mu, &ts);
+		}
+		bool stop = s->stop;
+		pthread_mutex_unlock(&s->stop_mu);
+		if (stop)
+			break;
+		struct buf err = { 0 };
+		if (head_due(s)) {
+			if (store_flush(s, &err) < 0)
+				log_error("store: writing a block failed: %s (the data stays in the log; retrying)",
+					  err.data);
+			buf_reset(&err);
+		}
+		if (store_compact(s, false, &err) < 0)
+			log_error("store: compaction failed: %s", err.data);
+		buf_reset(&err);
+		int64_t now = mono_ms();
+		if (now - last_retention >= 60000) {
+			store_retention(s, now_unix_ms(), &err);
+			last_retention = now;
+		}
+		evict(s);
+		buf_free(&err);
 	}
-}
-
-uint32_t store_project_id(struct store *s, const char *uuid)
-{
-	return strtab_lookup(&s->strings, uuid, strlen(uuid));
-}
-
-const char *store_string(const struct store *s, uint32_t id)
-{
-	return strtab_get(&s->strings, id);
-}
-
-const struct store_frame *store_frame(const struct store *s, uint32_t id)
-{
-	return id < s->nframes ? &s->frames[id] : NULL;
-}
-
-size_t store_frame_count(const struct store *s)
-{
-	return s->nframes;
-}
-
-const struct store_file *store_file(const struct store *s, uint32_t index)
-{
-	return index < s->nfiles ? &s->files[index] : NULL;
-}
-
-size_t store_stack(const struct store *s, uint32_t stack, uint32_t *out, size_t max)
-{
-	size_t depth = 0;
-	for (uint32_t n = stack; n != 0 && n < s->nnodes; n = s->nodes[n].parent)
-		depth++;
-	size_t i = depth;
-	for (uint32_t n = stack; n != 0 && n < s->nnodes; n = s->nodes[n].parent) {
-		i--;
-		if (i < max)
-			out[i] = s->nodes[n].frame;
-	}
-	return depth;
-}
-
-size_t store_labels(const struct store *s, uint32_t labels, const uint32_t **kv)
-{
-	if (labels >= s->nlabels) {
-		*kv = NULL;
-		return 0;
-	}
-	*kv = s->label_ids ? s->label_ids + s->label_off[labels] : NULL;
-	return (s->label_off[labels + 1] - s->label_off[labels]) / 2;
-}
-
-size_t store_label_set_count(const struct store *s)
-{
-	return s->nlabels;
+	return NULL;
 }
 
 void store_get_stats(struct store *s, struct store_stats *out)
 {
-	pthread_rwlock_rdlock(&s->lock);
+	pthread_mutex_lock(&s->list_mu);
 	*out = s->stats;
-	out->rows = s->nrows;
-	out->strings = strtab_count(&s->strings);
-	out->files = s->nfiles;
-	out->frames = s->nframes;
-	out->stack_nodes = s->nnodes;
-	out->label_sets = s->nlabels;
-	out->wal_bytes = s->wal_size;
-	pthread_rwlock_unlock(&s->lock);
+	out->cache_bytes = s->cache_used;
+	out->memory_bytes = s->cache_used;
+	for (size_t i = 0; i < s->nparts; i++)
+		if (!s->parts[i]->blk) /* sealed: no longer written */
+			out->memory_bytes += part_memory(&s->parts[i]->part);
+	pthread_mutex_unlock(&s->list_mu);
+	/* Memory of the in-memory parts, measured under their own locks. */
+	pthread_mutex_lock(&s->list_mu);
+	struct sref *head = s->head;
+	head->refs++;
+	pthread_mutex_unlock(&s->list_mu);
+	pthread_rwlock_rdlock(&head->rw);
+	out->memory_bytes += part_memory(&head->part);
+	pthread_rwlock_unlock(&head->rw);
+	sref_put(s, head);
+	pthread_mutex_lock(&s->mu);
+	out->wal_bytes = s->wal.size;
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* --- views ---------------------------------------------------------------------------- */
+
+struct store_view {
+	struct store *s;
+	struct sref **parts;
+	size_t n;
+	struct buf scratch;
+	struct store_view_stats stats;
+};
+
+struct store_view *store_view_open(struct store *s, int64_t from_ms, int64_t to_ms)
+{
+	struct store_view *v = xcalloc(1, sizeof(*v));
+	v->s = s;
+	pthread_mutex_lock(&s->list_mu);
+	v->parts = xcalloc(s->nparts + 1, sizeof(*v->parts));
+	for (size_t i = 0; i <= s->nparts; i++) {
+		struct sref *r = i < s->nparts ? s->parts[i] : s->head;
+		/* In-memory parts grow: their range is checked per series. */
+		if (r->blk && (r->max_ts < from_ms || r->min_ts >= to_ms))
+			continue;
+		if (r->broken)
+			continue;
+		r->refs++;
+		v->parts[v->n++] = r;
+	}
+	pthread_mutex_unlock(&s->list_mu);
+	return v;
+}
+
+size_t store_view_count(const struct store_view *v)
+{
+	return v->n;
+}
+
+const struct part *store_view_begin(struct store_view *v, size_t i)
+{
+	struct sref *r = v->parts[i];
+	if (!r->blk) {
+		pthread_rwlock_rdlock(&r->rw);
+		v->stats.parts++;
+		return &r->part;
+	}
+	pthread_mutex_lock(&r->mu);
+	if (sref_load_locked(v->s, r) < 0) {
+		pthread_mutex_unlock(&r->mu);
+		v->stats.parts_skipped++;
+		return NULL;
+	}
+	r->readers++;
+	pthread_mutex_unlock(&r->mu);
+	v->stats.parts++;
+	return &r->part;
+}
+
+long store_view_rows(struct store_view *v, size_t i, const struct part_series *s,
+		     const struct part_row **rows)
+{
+	struct sref *r = v->parts[i];
+	v->stats.series_read++;
+	if (!r->blk) {
+		*rows = s->rows;
+		v->stats.rows_read += s->nrows;
+		return (long)s->nrows;
+	}
+	struct buf err = { 0 };
+	long n = block_rows(r->blk, &r->part, s, &v->scratch, rows, &v->stats.bytes_read, &err);
+	if (n < 0) {
+		log_error("store: %s; those rows are skipped", err.data);
+		v->stats.chunks_skipped++;
+	} else {
+		v->stats.rows_read += (uint64_t)n;
+	}
+	buf_free(&err);
+	return n;
+}
+
+void store_view_end(struct store_view *v, size_t i)
+{
+	struct sref *r = v->parts[i];
+	if (!r->blk) {
+		pthread_rwlock_unlock(&r->rw);
+		return;
+	}
+	pthread_mutex_lock(&v->s->list_mu);
+	uint64_t tick = ++v->s->tick;
+	pthread_mutex_unlock(&v->s->list_mu);
+	pthread_mutex_lock(&r->mu);
+	r->readers--;
+	r->last_used = tick;
+	pthread_mutex_unlock(&r->mu);
+}
+
+const struct store_view_stats *store_view_stats(const struct store_view *v)
+{
+	return &v->stats;
+}
+
+void store_view_close(struct store_view *v)
+{
+	if (!v)
+		return;
+	pthread_mutex_lock(&v->s->list_mu);
+	for (size_t i = 0; i < v->n; i++)
+		sref_put_locked(v->s, v->parts[i]);
+	pthread_mutex_unlock(&v->s->list_mu);
+	struct store *s = v->s;
+	free(v->parts);
+	buf_free(&v->scratch);
+	free(v);
+	evict(s);
 }

@@ -1,20 +1,27 @@
-/* store.h - the profile store behind every query.
+/* store.h - the embedded profile store behind every query.
  *
- * The store keeps samples as rows (time, project, event kind, stack,
- * label set, value) over deduplicated tables: strings, files, frames,
- * stacks (a parent-pointer prefix tree, so a stack is one node id) and
- * label sets (sorted key/value pairs). It is durable: store_append()
- * writes the batch to a checksummed write-ahead log and fsyncs it before
- * it returns, and store_open() replays the log, so an acknowledged batch
- * survives a crash. A torn or corrupt record is reported and skipped.
+ * Samples live in parts (server/part.h), each with its own dictionaries:
  *
- * This is the first engine; its contract (append durably, scan rows,
- * resolve ids) is what the query code relies on, and a later engine with
- * segments and compaction replaces the internals behind it.
+ *   head     the part being built in memory; every acknowledged batch is
+ *            first in a write-ahead log file (server/wal.h)
+ *   sealed   former heads waiting to be written (still queryable)
+ *   blocks   immutable files (server/block.h) in DATA/blocks, one time
+ *            partition (an hour) each; compaction merges the blocks of a
+ *            partition into one, with rows rounded to the block granularity
  *
- * Threading: appends take the write lock; readers bracket their use of
- * scan and the accessors with store_read_lock/unlock. Pointers returned
- * by the accessors are valid until the read lock is released.
+ * store_append() acknowledges a batch only once its log record is on disk;
+ * concurrent appends share one fdatasync (group commit). A background
+ * thread seals the head (by row count or age), writes sealed parts as
+ * blocks and then deletes their logs, compacts partitions and deletes
+ * partitions older than the retention. Lineage in each block's footer
+ * makes every replacement crash-safe (docs/internals/store.md).
+ *
+ * Readers take a view: the parts overlapping a time range, pinned until
+ * the view is closed. A block's dictionaries are read on first use and
+ * kept in a cache bounded by cache_bytes; a damaged block is logged,
+ * renamed aside (*.corrupt) and skipped, and the rest is served.
+ *
+ * Threading: every function may be called from any thread.
  */
 #ifndef EMBER_SERVER_STORE_H
 #define EMBER_SERVER_STORE_H
@@ -38,10 +45,11 @@ enum store_frame_type {
 enum store_event_kind { SEK_ON_CPU = 1, SEK_OFF_CPU, SEK_CUDA, SEK_ALLOC };
 
 #define STORE_FILE_SEGMENTS 4
+#define STORE_PARTITION_MS 3600000LL
 
 struct store_file {
 	struct file_id id;
-	uint32_t name; /* string id */
+	uint32_t name; /* symbol string id */
 	uint8_t build_id[64];
 	uint8_t build_id_len;
 	uint8_t nsegs;
@@ -50,61 +58,87 @@ struct store_file {
 
 struct store_frame {
 	uint8_t type;
-	uint32_t file;  /* store file index + 1, or 0 */
+	uint32_t file;  /* file index + 1, or 0 */
 	uint64_t address;
-	uint32_t name;   /* string id, 0 = none */
-	uint32_t binary; /* string id, 0 = none */
+	uint32_t name;   /* symbol string id, 0 = none */
+	uint32_t binary; /* symbol string id, 0 = none */
 };
 
-struct store_row {
-	int64_t ts_ms;
-	uint32_t project; /* string id of the project's uuid */
-	uint32_t stack;   /* stack node id; 0 = empty stack */
-	uint32_t labels;  /* label set id */
-	uint16_t hz;      /* sample rate of the batch */
-	uint8_t kind;
-	uint64_t value;
+struct store_config {
+	int64_t retention_ms;          /* partitions older than this are deleted */
+	uint32_t block_granularity_ms; /* time resolution of compacted rows */
+	uint64_t head_max_rows;        /* seal the head at this many rows ... */
+	int64_t head_max_age_ms;       /* ... or when its first row is this old */
+	uint64_t max_unflushed_rows;   /* beyond this many rows in memory, refuse ingest */
+	uint64_t cache_bytes;          /* block dictionaries kept in memory */
+	uint32_t compact_after;        /* merge a partition once it has this many blocks */
+	bool background;               /* run the maintenance thread */
 };
+
+void store_config_default(struct store_config *c);
 
 struct store_stats {
-	uint64_t batches, rows, samples;
-	uint64_t strings, files, frames, stack_nodes, label_sets;
+	uint64_t batches, rows, samples;          /* stored since start, incl. replayed */
+	uint64_t head_rows, unflushed_rows;       /* in memory, not yet in blocks */
+	uint64_t blocks, block_bytes, block_rows, block_samples;
+	uint64_t memory_bytes;                    /* head + sealed parts + cached dictionaries */
+	uint64_t cache_bytes;
 	uint64_t wal_bytes, wal_skipped_records;
+	uint64_t flushes, compactions, retention_deleted, corrupt_blocks, refused_busy;
 };
 
 struct store;
 
-/* Opens (creating) the store in dir and replays its log. */
-int store_open(const char *dir, struct store **out, struct buf *err);
+int store_open(const char *dir, const struct store_config *cfg, struct store **out,
+	       struct buf *err);
+/* Stops the maintenance thread and closes. Data not yet in blocks stays in
+ * the logs and is replayed by the next store_open(). */
 void store_close(struct store *s);
 
 /* Appends a batch that batch_decode() accepted; zbody is its encoded
  * form, which is what the log keeps. Returns 0 stored, 1 duplicate (the
  * same agent instance and sequence was stored before: nothing is done),
- * -1 failure (err set; nothing was acknowledged). */
+ * -1 failure (err set; nothing was acknowledged), -2 busy (too much data
+ * waiting to be written: retry later). */
 int store_append(struct store *s, const char *project_id, const Ember__Ingest__V1__Batch *b,
 		 const void *zbody, size_t zlen, struct buf *err);
 
-void store_read_lock(struct store *s);
-void store_read_unlock(struct store *s);
+/* Maintenance, normally done by the store's own thread. store_flush seals
+ * the head and writes every sealed part; store_compact merges partitions
+ * (all = every partition with more than one block or any uncompacted
+ * block, regardless of age); store_retention deletes partitions that end
+ * before now_ms - retention. Each returns 0 or -1 (err set). */
+int store_flush(struct store *s, struct buf *err);
+int store_compact(struct store *s, bool all, struct buf *err);
+int store_retention(struct store *s, int64_t now_ms, struct buf *err);
 
-typedef void (*store_row_fn)(void *ctx, const struct store_row *row);
-/* Visits the rows of project (string id) and kind with start <= ts < end. */
-void store_scan(struct store *s, uint32_t project, uint8_t kind, int64_t start_ms, int64_t end_ms,
-		store_row_fn fn, void *ctx);
-/* String id of a project uuid, or UINT32_MAX when the store has none. */
-uint32_t store_project_id(struct store *s, const char *uuid);
-
-const char *store_string(const struct store *s, uint32_t id);
-const struct store_frame *store_frame(const struct store *s, uint32_t id);
-size_t store_frame_count(const struct store *s);
-const struct store_file *store_file(const struct store *s, uint32_t index);
-/* Frames of stack node id, outermost first, into out (at most max).
- * Returns the depth (which may exceed max; only max are written). */
-size_t store_stack(const struct store *s, uint32_t stack, uint32_t *out, size_t max);
-/* The key/value string ids of a label set, as pairs. Returns the pair count. */
-size_t store_labels(const struct store *s, uint32_t labels, const uint32_t **kv);
-size_t store_label_set_count(const struct store *s);
 void store_get_stats(struct store *s, struct store_stats *out);
+
+/* --- reading ----------------------------------------------------------------- */
+
+struct part;
+struct part_series;
+struct part_row;
+
+struct store_view_stats {
+	uint64_t parts, parts_skipped, series_read, chunks_skipped, rows_read, bytes_read;
+};
+
+struct store_view;
+
+/* The parts holding rows in [from_ms, to_ms), pinned. */
+struct store_view *store_view_open(struct store *s, int64_t from_ms, int64_t to_ms);
+size_t store_view_count(const struct store_view *v);
+/* Begins reading part i: its dictionaries are loaded and it cannot change
+ * until store_view_end(). NULL when the part cannot be read (damaged:
+ * logged, counted, skipped). */
+const struct part *store_view_begin(struct store_view *v, size_t i);
+/* The rows of series s of the part begun as i; -1 when they cannot be read
+ * (a damaged chunk: logged and counted). Valid until the next call. */
+long store_view_rows(struct store_view *v, size_t i, const struct part_series *s,
+		     const struct part_row **rows);
+void store_view_end(struct store_view *v, size_t i);
+const struct store_view_stats *store_view_stats(const struct store_view *v);
+void store_view_close(struct store_view *v);
 
 #endif

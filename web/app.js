@@ -316,7 +316,7 @@ function updateSummary() {
 	if (c !== null) parts.push(`${c} cores avg over ${RANGES[state.range][1]}`);
 	el.summary.textContent = parts.join(' \u00b7 ');
 	const qs = data.query_stats;
-	el.summary.title = qs ? `server query: ${qs.time_ms} ms, ${qs.rows_matched} rows, ${qs.distinct_stacks} stacks, ${qs.nodes} nodes; fetched in ${Math.round(data.fetchMs)} ms` : '';
+	el.summary.title = qs ? `server query: ${qs.time_ms} ms, ${qs.rows_matched} rows, ${data.distinct_stacks} stacks, ${data.nodes} nodes; fetched in ${Math.round(data.fetchMs)} ms` : '';
 }
 
 function updateLegend() {

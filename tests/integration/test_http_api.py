@@ -120,7 +120,7 @@ def test_health_metrics_openapi_ui(server):
     assert st == 200
     text = body.decode()
     assert "ember_ingest_batches_total 1" in text
-    assert "ember_store_rows 3" in text
+    assert "ember_store_rows_total 3" in text
     st, body = http("GET", server.url + "/public/api/v1/openapi.json")
     assert st == 200
     doc = json.loads(body)

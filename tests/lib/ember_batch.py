@@ -71,8 +71,9 @@ class Batch:
     """Interns strings, frames, stacks and resources the way the agent does,
     into the per-batch tables of one ember.ingest.v1.Batch."""
 
-    def __init__(self, project="default", agent_instance=None, sample_rate_hz=19):
+    def __init__(self, project="default", agent_instance=None, sample_rate_hz=19, host_cpus=0):
         self.project = project
+        self.host_cpus = host_cpus
         self.agent_instance = agent_instance or str(uuid.uuid4())
         self.sample_rate_hz = sample_rate_hz
         self.strings = [""]
@@ -150,6 +151,7 @@ class Batch:
         for stack, resource, kind, value in self.samples:
             out.append(field_bytes(12, field_varint(1, stack) + field_varint(2, resource) +
                                    field_varint(3, kind) + field_varint(4, value)))
+        out.append(field_varint(13, self.host_cpus))
         return b"".join(out)
 
 

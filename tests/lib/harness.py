@@ -88,12 +88,13 @@ class Process:
 
 
 class Server(Process):
-    def __init__(self, data_dir, port=None):
+    def __init__(self, data_dir, port=None, *flags):
         self.port = port or free_port()
         self.data_dir = str(data_dir)
         self.url = f"http://127.0.0.1:{self.port}"
         super().__init__("ember-server", [os.path.join(BIN, "ember-server"), "--listen",
-                                          f"127.0.0.1:{self.port}", "--data-dir", self.data_dir])
+                                          f"127.0.0.1:{self.port}", "--data-dir", self.data_dir,
+                                          *flags])
 
     def start(self, wait=True):
         super().start()

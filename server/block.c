@@ -1,0 +1,791 @@
+/* block.c - see block.h; the byte layout is in docs/internals/store.md. */
+#include "block.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "compress.h"
+#include "util.h"
+#include "varint.h"
+
+#define BLOCK_MAGIC "EMBRBLK1"
+#define BLOCK_END "EMBREND1"
+#define BLOCK_VERSION 1
+#define HEADER_LEN 16
+#define TRAILER_LEN 24
+#define MAX_FOOTER (16u << 20)
+#define ZLEVEL 3
+
+enum section {
+	SEC_LSTR = 1, SEC_SSTR, SEC_FILES, SEC_FRAMES, SEC_NODES, SEC_LABELS, SEC_SERIES,
+	SEC_MINUTES, SEC_HOSTS, SEC_COUNT
+};
+
+struct section_ref {
+	uint64_t off, len, raw, sum;
+};
+
+struct block {
+	int fd;
+	char *path;
+	struct block_info info;
+	struct section_ref sec[SEC_COUNT];
+};
+
+static int pread_all(int fd, void *buf, size_t n, uint64_t off)
+{
+	size_t done = 0;
+	while (done < n) {
+		ssize_t r = pread(fd, (char *)buf + done, n - done, (off_t)(off + done));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		done += (size_t)r;
+	}
+	return 0;
+}
+
+static int write_all(int fd, const void *p, size_t n)
+{
+	size_t done = 0;
+	while (done < n) {
+		ssize_t w = write(fd, (const char *)p + done, n - done);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		done += (size_t)w;
+	}
+	return 0;
+}
+
+static void put_u32(struct buf *b, uint32_t v)
+{
+	buf_append(b, &v, 4);
+}
+
+static void put_u64(struct buf *b, uint64_t v)
+{
+	buf_append(b, &v, 8);
+}
+
+static uint64_t get_u64(struct cursor *c)
+{
+	uint64_t v = 0;
+	cursor_bytes(c, &v, 8);
+	return v;
+}
+
+static uint32_t get_u32(struct cursor *c)
+{
+	uint32_t v = 0;
+	cursor_bytes(c, &v, 4);
+	return v;
+}
+
+/* --- opening -------------------------------------------------------------- */
+
+int block_open(const char *path, struct block **out, struct buf *err)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		buf_printf(err, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	struct stat st;
+	uint8_t head[HEADER_LEN], trail[TRAILER_LEN];
+	uint8_t *footer = NULL;
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < HEADER_LEN + TRAILER_LEN ||
+	    pread_all(fd, head, HEADER_LEN, 0) < 0 ||
+	    pread_all(fd, trail, TRAILER_LEN, (uint64_t)st.st_size - TRAILER_LEN) < 0) {
+		buf_printf(err, "%s: too short or unreadable", path);
+		goto fail;
+	}
+	uint32_t version;
+	memcpy(&version, head + 8, 4);
+	if (memcmp(head, BLOCK_MAGIC, 8) != 0 || version != BLOCK_VERSION ||
+	    memcmp(trail + 16, BLOCK_END, 8) != 0) {
+		buf_printf(err, "%s: not an ember block (bad magic or version)", path);
+		goto fail;
+	}
+	uint64_t flen, fsum;
+	memcpy(&flen, trail, 8);
+	memcpy(&fsum, trail + 8, 8);
+	uint64_t size = (uint64_t)st.st_size;
+	if (flen == 0 || flen > MAX_FOOTER || flen > size - HEADER_LEN - TRAILER_LEN) {
+		buf_printf(err, "%s: bad footer length", path);
+		goto fail;
+	}
+	uint64_t foff = size - TRAILER_LEN - flen;
+	footer = xmalloc(flen);
+	if (pread_all(fd, footer, flen, foff) < 0 || XXH64(footer, flen, 0) != fsum) {
+		buf_printf(err, "%s: footer checksum mismatch", path);
+		goto fail;
+	}
+	struct block *b = xcalloc(1, sizeof(*b));
+	b->fd = fd;
+	struct cursor c = { footer, footer + flen, false };
+	uint32_t nsec = get_u32(&c);
+	for (uint32_t i = 0; i < nsec && !c.bad; i++) {
+		uint32_t id = get_u32(&c);
+		struct section_ref r = { get_u64(&c), get_u64(&c), get_u64(&c), get_u64(&c) };
+		if (id == 0 || id >= SEC_COUNT || r.off < HEADER_LEN || r.off > foff ||
+		    r.len > foff - r.off || r.raw > BLOCK_MAX_SECTION) {
+			c.bad = true;
+			break;
+		}
+		b->sec[id] = r;
+	}
+	struct block_info *in = &b->info;
+	in->partition_ms = (int64_t)get_u64(&c);
+	in->min_ts = (int64_t)get_u64(&c);
+	in->max_ts = (int64_t)get_u64(&c);
+	in->granularity_ms = get_u32(&c);
+	in->level = get_u32(&c);
+	in->rows = get_u64(&c);
+	in->samples = get_u64(&c);
+	in->nseries = get_u64(&c);
+	in->file_bytes = size;
+	in->gen = get_u64(&c);
+	in->wal_lo = get_u64(&c);
+	in->wal_hi = get_u64(&c);
+	uint64_t nsrc = get_u32(&c);
+	if (nsrc > cursor_left(&c) / 8)
+		c.bad = true;
+	else if (nsrc) {
+		in->sources = xmalloc(nsrc * sizeof(uint64_t));
+		for (uint64_t i = 0; i < nsrc; i++)
+			in->sources[in->nsources++] = get_u64(&c);
+	}
+	uint64_t nag = c.bad ? 0 : varint_get_max(&c, cursor_left(&c) / 2);
+	if (nag)
+		in->agents = xcalloc(nag, sizeof(*in->agents));
+	for (uint64_t i = 0; i < nag && !c.bad; i++) {
+		uint64_t len = varint_get_max(&c, MIN(cursor_left(&c), 256));
+		if (c.bad)
+			break;
+		in->agents[in->nagents].instance = xstrndup((const char *)c.p, len);
+		c.p += len;
+		in->agents[in->nagents++].seq = varint_get(&c);
+	}
+	if (cursor_left(&c) != 0)
+		c.bad = true;
+	for (int i = 1; i < SEC_COUNT && !c.bad; i++)
+		if (!b->sec[i].len)
+			c.bad = true;
+	if (c.bad || in->granularity_ms == 0) {
+		buf_printf(err, "%s: malformed footer", path);
+		b->fd = -1;
+		block_close(b);
+		goto fail;
+	}
+	free(footer);
+	b->path = xstrdup(path);
+	*out = b;
+	return 0;
+fail:
+	free(footer);
+	close(fd);
+	return -1;
+}
+
+void block_close(struct block *b)
+{
+	if (!b)
+		return;
+	if (b->fd >= 0)
+		close(b->fd);
+	for (size_t i = 0; i < b->info.nagents; i++)
+		free(b->info.agents[i].instance);
+	free(b->info.agents);
+	free(b->info.sources);
+	free(b->path);
+	free(b);
+}
+
+const struct block_info *block_info(const struct block *b)
+{
+	return &b->info;
+}
+
+const char *block_path(const struct block *b)
+{
+	return b->path;
+}
+
+/* --- loading the dictionaries ---------------------------------------------------- */
+
+/* Reads, checks and decompresses one section into raw. */
+static int read_section(struct block *b, int id, struct buf *raw, struct buf *err)
+{
+	const struct section_ref *r = &b->sec[id];
+	char *z = xmalloc(r->len ? r->len : 1);
+	int rc = -1;
+	if (pread_all(b->fd, z, r->len, r->off) < 0) {
+		buf_printf(err, "%s: reading section %d: %s", b->path, id, strerror(errno));
+	} else if (XXH64(z, r->len, 0) != r->sum) {
+		buf_printf(err, "%s: section %d fails its checksum", b->path, id);
+	} else {
+		buf_reset(raw);
+		buf_reserve(raw, r->raw + 1);
+		if (zstd_decompress_exact(z, r->len, raw->data, r->raw) < 0) {
+			buf_printf(err, "%s: section %d does not decompress", b->path, id);
+		} else {
+			raw->len = r->raw;
+			rc = 0;
+		}
+	}
+	free(z);
+	return rc;
+}
+
+static int load_strings(struct strtab *t, struct cursor *c)
+{
+	uint64_t n = varint_get_max(c, cursor_left(c));
+	for (uint64_t i = 0; i < n && !c->bad; i++) {
+		uint64_t len = varint_get_max(c, cursor_left(c));
+		if (c->bad)
+			break;
+		uint32_t id = strtab_intern(t, (const char *)c->p, len);
+		c->p += len;
+		if (id != i + 1)
+			c->bad = true; /* a repeated string: the ids would shift */
+	}
+	return c->bad ? -1 : 0;
+}
+
+static int load_tables(struct part *p, int id, struct cursor *c, const struct block_info *in)
+{
+	uint64_t n;
+	switch (id) {
+	case SEC_LSTR:
+		return load_strings(&p->lstr, c);
+	case SEC_SSTR:
+		return load_strings(&p->sstr, c);
+	case SEC_FILES:
+		n = varint_get_max(c, cursor_left(c) / 18);
+		p->files = xcalloc(n ? n : 1, sizeof(*p->files));
+		p->capfiles = n ? n : 1;
+		for (uint64_t i = 0; i < n && !c->bad; i++) {
+			struct store_file *f = &p->files[p->nfiles++];
+			cursor_bytes(c, f->id.b, FILE_ID_LEN);
+			f->name = (uint32_t)varint_get_max(c, strtab_count(&p->sstr) - 1);
+			f->build_id_len = cursor_u8(c);
+			if (f->build_id_len > sizeof(f->build_id))
+				c->bad = true;
+			else
+				cursor_bytes(c, f->build_id, f->build_id_len);
+			f->nsegs = cursor_u8(c);
+			if (f->nsegs > STORE_FILE_SEGMENTS)
+				c->bad = true;
+			for (int s = 0; s < f->nsegs && !c->bad; s++)
+				for (int k = 0; k < 3; k++)
+					f->segs[s][k] = varint_get(c);
+		}
+		return c->bad ? -1 : 0;
+	case SEC_FRAMES:
+		n = varint_get_max(c, cursor_left(c) / 5);
+		p->frames = xcalloc(n ? n : 1, sizeof(*p->frames));
+		p->capframes = n ? n : 1;
+		for (uint64_t i = 0; i < n && !c->bad; i++) {
+			struct store_frame *f = &p->frames[p->nframes++];
+			f->type = cursor_u8(c);
+			f->file = (uint32_t)varint_get_max(c, p->nfiles);
+			f->address = varint_get(c);
+			f->name = (uint32_t)varint_get_max(c, strtab_count(&p->sstr) - 1);
+			f->binary = (uint32_t)varint_get_max(c, strtab_count(&p->sstr) - 1);
+			if (f->type == 0 || f->type > SFT_MAX)
+				c->bad = true;
+		}
+		return c->bad ? -1 : 0;
+	case SEC_NODES:
+		n = varint_get_max(c, cursor_left(c) / 2);
+		p->node_parent = xrealloc(p->node_parent, (n + 1) * sizeof(uint32_t));
+		p->node_frame = xrealloc(p->node_frame, (n + 1) * sizeof(uint32_t));
+		p->capnodes = n + 1;
+		for (uint64_t i = 1; i <= n && !c->bad; i++) {
+			uint64_t back = varint_get_max(c, i);
+			p->node_parent[i] = (uint32_t)(i - back);
+			p->node_frame[i] = (uint32_t)varint_get_max(c, p->nframes ? p->nframes - 1 : 0);
+			if (back == 0 || !p->nframes)
+				c->bad = true;
+		}
+		p->nnodes = n + 1;
+		return c->bad ? -1 : 0;
+	case SEC_LABELS:
+		n = varint_get_max(c, cursor_left(c));
+		p->label_off = xrealloc(p->label_off, (n + 1) * sizeof(uint32_t));
+		p->caplabels = n + 1;
+		p->label_off[0] = 0;
+		for (uint64_t i = 0; i < n && !c->bad; i++) {
+			uint64_t pairs = varint_get_max(c, cursor_left(c) / 2);
+			xgrow((void **)&p->label_kv, &p->caplabel_kv, p->nlabel_kv + 2 * pairs,
+			      sizeof(uint32_t));
+			for (uint64_t j = 0; j < 2 * pairs; j++)
+				p->label_kv[p->nlabel_kv++] =
+					(uint32_t)varint_get_max(c, strtab_count(&p->lstr) - 1);
+			p->label_off[++p->nlabels] = (uint32_t)p->nlabel_kv;
+		}
+		return c->bad ? -1 : 0;
+	case SEC_SERIES:
+		n = varint_get_max(c, cursor_left(c) / 10);
+		p->series = xcalloc(n ? n : 1, sizeof(*p->series));
+		p->capseries = n ? n : 1;
+		for (uint64_t i = 0; i < n && !c->bad; i++) {
+			struct part_series *s = &p->series[p->nseries++];
+			s->project = (uint32_t)varint_get_max(c, strtab_count(&p->lstr) - 1);
+			s->labels = (uint32_t)varint_get_max(c, p->nlabels ? p->nlabels - 1 : 0);
+			s->kind = cursor_u8(c);
+			s->hz = (uint16_t)varint_get_max(c, 65535);
+			s->total = varint_get(c);
+			s->nrows = varint_get(c);
+			s->min_ts = unzigzag(varint_get(c));
+			s->max_ts = s->min_ts + (int64_t)varint_get_max(c, (uint64_t)1 << 50);
+			s->chunk_off = varint_get(c);
+			s->chunk_len = varint_get_max(c, BLOCK_MAX_CHUNK);
+			s->chunk_raw = varint_get_max(c, BLOCK_MAX_CHUNK);
+			cursor_bytes(c, &s->chunk_sum, 8);
+			if (!p->nlabels || s->kind == 0 || s->kind > SEK_ALLOC ||
+			    s->chunk_off < HEADER_LEN || s->chunk_off > in->file_bytes ||
+			    s->chunk_len > in->file_bytes - s->chunk_off ||
+			    s->nrows > s->chunk_raw ||
+			    (s->nrows && (s->min_ts < in->min_ts || s->max_ts > in->max_ts)))
+				c->bad = true;
+			p->rows += s->nrows;
+			p->samples += s->total;
+		}
+		return c->bad ? -1 : 0;
+	case SEC_MINUTES:
+		for (size_t i = 0; i < p->nseries && !c->bad; i++) {
+			struct part_series *s = &p->series[i];
+			uint64_t m = varint_get_max(c, cursor_left(c) / 2);
+			s->minutes = xcalloc(m ? m : 1, sizeof(*s->minutes));
+			s->capminutes = m ? m : 1;
+			int64_t t = unzigzag(varint_get(c)) * 60000;
+			for (uint64_t j = 0; j < m && !c->bad; j++) {
+				if (j)
+					t += (int64_t)varint_get_max(c, (uint64_t)1 << 40) * 60000;
+				s->minutes[s->nminutes++] =
+					(struct part_minute){ t, varint_get(c) };
+			}
+		}
+		return c->bad ? -1 : 0;
+	case SEC_HOSTS:
+		n = varint_get_max(c, cursor_left(c) / 2);
+		for (uint64_t i = 0; i < n && !c->bad; i++) {
+			uint32_t name = (uint32_t)varint_get_max(c, strtab_count(&p->lstr) - 1);
+			uint32_t cpus = (uint32_t)varint_get_max(c, UINT32_MAX);
+			if (!c->bad)
+				part_note_host(p, name, cpus);
+		}
+		return c->bad ? -1 : 0;
+	}
+	return -1;
+}
+
+int block_load(struct block *b, struct part *p, struct buf *err)
+{
+	part_init(p, b->info.granularity_ms);
+	struct buf raw = { 0 };
+	int rc = 0;
+	for (int id = 1; id < SEC_COUNT && rc == 0; id++) {
+		if (read_section(b, id, &raw, err) < 0) {
+			rc = -1;
+			break;
+		}
+		struct cursor c = { (const uint8_t *)raw.data, (const uint8_t *)raw.data + raw.len,
+				    false };
+		if (load_tables(p, id, &c, &b->info) < 0 || cursor_left(&c) != 0) {
+			buf_printf(err, "%s: section %d is malformed", b->path, id);
+			rc = -1;
+		}
+	}
+	buf_free(&raw);
+	if (rc == 0) {
+		p->min_ts = b->info.min_ts;
+		p->max_ts = b->info.max_ts;
+	} else {
+		part_free(p);
+	}
+	return rc;
+}
+
+long block_rows(struct block *b, const struct part *p, const struct part_series *s,
+		struct buf *scratch, const struct part_row **rows, uint64_t *bytes_read,
+		struct buf *err)
+{
+	/* scratch holds the rows first, then the raw and compressed bytes. */
+	size_t rows_bytes = s->nrows * sizeof(struct part_row);
+	buf_reset(scratch);
+	buf_reserve(scratch, rows_bytes + s->chunk_raw + s->chunk_len + 16);
+	struct part_row *out = (struct part_row *)scratch->data;
+	uint8_t *raw = (uint8_t *)scratch->data + rows_bytes;
+	uint8_t *z = raw + s->chunk_raw;
+	if (pread_all(b->fd, z, s->chunk_len, s->chunk_off) < 0) {
+		buf_printf(err, "%s: reading rows: %s", b->path, strerror(errno));
+		return -1;
+	}
+	*bytes_read += s->chunk_len;
+	if (XXH64(z, s->chunk_len, 0) != s->chunk_sum) {
+		buf_printf(err, "%s: a row chunk fails its checksum", b->path);
+		return -1;
+	}
+	if (zstd_decompress_exact(z, s->chunk_len, raw, s->chunk_raw) < 0) {
+		buf_printf(err, "%s: a row chunk does not decompress", b->path);
+		return -1;
+	}
+	struct cursor c = { raw, raw + s->chunk_raw, false };
+	uint64_t groups = varint_get_max(&c, s->nrows);
+	int64_t ts = s->min_ts, g = p->granularity_ms;
+	size_t n = 0;
+	for (uint64_t i = 0; i < groups && !c.bad; i++) {
+		ts += (int64_t)varint_get_max(&c, (uint64_t)1 << 50) * g;
+		uint64_t k = varint_get_max(&c, s->nrows - n);
+		uint32_t stack = 0;
+		for (uint64_t j = 0; j < k; j++) {
+			stack += (uint32_t)varint_get_max(&c, p->nnodes);
+			out[n + j] = (struct part_row){ .ts_ms = ts, .stack = stack };
+			if (stack >= p->nnodes)
+				c.bad = true;
+		}
+		for (uint64_t j = 0; j < k; j++)
+			out[n + j].value = varint_get(&c);
+		n += k;
+	}
+	if (c.bad || n != s->nrows || cursor_left(&c) != 0 || ts > s->max_ts) {
+		buf_printf(err, "%s: a row chunk is malformed", b->path);
+		return -1;
+	}
+	*rows = out;
+	return (long)n;
+}
+
+/* --- writing ---------------------------------------------------------------- */
+
+struct block_writer {
+	int fd;
+	char *tmp_path;
+	uint64_t off;
+	struct buf raw, z;
+	struct section_ref sec[SEC_COUNT];
+};
+
+struct block_writer *block_writer_create(const char *tmp_path, struct buf *err)
+{
+	int fd = open(tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		buf_printf(err, "%s: %s", tmp_path, strerror(errno));
+		return NULL;
+	}
+	uint8_t head[HEADER_LEN] = BLOCK_MAGIC;
+	uint32_t v = BLOCK_VERSION;
+	memcpy(head + 8, &v, 4);
+	if (write_all(fd, head, HEADER_LEN) < 0) {
+		buf_printf(err, "%s: %s", tmp_path, strerror(errno));
+		close(fd);
+		unlink(tmp_path);
+		return NULL;
+	}
+	struct block_writer *w = xcalloc(1, sizeof(*w));
+	w->fd = fd;
+	w->tmp_path = xstrdup(tmp_path);
+	w->off = HEADER_LEN;
+	return w;
+}
+
+void block_writer_abort(struct block_writer *w)
+{
+	if (!w)
+		return;
+	close(w->fd);
+	unlink(w->tmp_path);
+	free(w->tmp_path);
+	buf_free(&w->raw);
+	buf_free(&w->z);
+	free(w);
+}
+
+/* Compresses w->raw and appends it to the file; returns its reference. */
+static int emit(struct block_writer *w, struct section_ref *ref, struct buf *err)
+{
+	buf_reset(&w->z);
+	if (zstd_compress_buf(w->raw.data ? w->raw.data : "", w->raw.len, ZLEVEL, &w->z) < 0 ||
+	    write_all(w->fd, w->z.data, w->z.len) < 0) {
+		buf_printf(err, "writing %s: %s", w->tmp_path, errno ? strerror(errno) : "zstd failed");
+		return -1;
+	}
+	*ref = (struct section_ref){ w->off, w->z.len, w->raw.len, XXH64(w->z.data, w->z.len, 0) };
+	w->off += w->z.len;
+	return 0;
+}
+
+static int cmp_row(const void *a, const void *b)
+{
+	const struct part_row *x = a, *y = b;
+	if (x->ts_ms != y->ts_ms)
+		return x->ts_ms < y->ts_ms ? -1 : 1;
+	return x->stack < y->stack ? -1 : x->stack > y->stack;
+}
+
+int block_writer_chunk(struct block_writer *w, struct part *dst, uint32_t series,
+		       struct part_row *rows, size_t n, struct buf *err)
+{
+	struct part_series *s = &dst->series[series];
+	int64_t g = dst->granularity_ms;
+	for (size_t i = 0; i < n; i++) {
+		int64_t r = rows[i].ts_ms % g;
+		rows[i].ts_ms -= r < 0 ? r + g : r;
+	}
+	qsort(rows, n, sizeof(*rows), cmp_row);
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (m && rows[m - 1].ts_ms == rows[i].ts_ms && rows[m - 1].stack == rows[i].stack)
+			rows[m - 1].value += rows[i].value;
+		else
+			rows[m++] = rows[i];
+	}
+	s->nrows = m;
+	s->total = 0;
+	s->nminutes = 0;
+	s->min_ts = m ? rows[0].ts_ms : 0;
+	s->max_ts = m ? rows[m - 1].ts_ms : 0;
+	/* Groups of one time each: delta time, count, stack deltas, values. */
+	buf_reset(&w->raw);
+	size_t groups = 0;
+	for (size_t i = 0; i < m; i++)
+		if (i == 0 || rows[i].ts_ms != rows[i - 1].ts_ms)
+			groups++;
+	varint_put(&w->raw, groups);
+	int64_t prev = s->min_ts;
+	for (size_t i = 0; i < m;) {
+		size_t j = i;
+		while (j < m && rows[j].ts_ms == rows[i].ts_ms)
+			j++;
+		varint_put(&w->raw, (uint64_t)((rows[i].ts_ms - prev) / g));
+		prev = rows[i].ts_ms;
+		varint_put(&w->raw, j - i);
+		uint32_t last = 0;
+		for (size_t k = i; k < j; k++) {
+			varint_put(&w->raw, rows[k].stack - last);
+			last = rows[k].stack;
+		}
+		for (size_t k = i; k < j; k++) {
+			varint_put(&w->raw, rows[k].value);
+			s->total += rows[k].value;
+			int64_t minute = rows[k].ts_ms - ((rows[k].ts_ms % 60000) + 60000) % 60000;
+			part_add_minute(s, minute, rows[k].value);
+		}
+		i = j;
+	}
+	struct section_ref ref;
+	if (emit(w, &ref, err) < 0)
+		return -1;
+	s->chunk_off = ref.off;
+	s->chunk_len = ref.len;
+	s->chunk_raw = ref.raw;
+	s->chunk_sum = ref.sum;
+	return 0;
+}
+
+static void enc_strings(struct buf *b, const struct strtab *t)
+{
+	varint_put(b, strtab_count(t) - 1);
+	for (uint32_t i = 1; i < strtab_count(t); i++) {
+		varint_put(b, strtab_len(t, i));
+		buf_append(b, strtab_get(t, i), strtab_len(t, i));
+	}
+}
+
+static void enc_section(struct buf *b, const struct part *p, int id)
+{
+	switch (id) {
+	case SEC_LSTR:
+		enc_strings(b, &p->lstr);
+		break;
+	case SEC_SSTR:
+		enc_strings(b, &p->sstr);
+		break;
+	case SEC_FILES:
+		varint_put(b, p->nfiles);
+		for (size_t i = 0; i < p->nfiles; i++) {
+			const struct store_file *f = &p->files[i];
+			buf_append(b, f->id.b, FILE_ID_LEN);
+			varint_put(b, f->name);
+			buf_putc(b, (char)f->build_id_len);
+			buf_append(b, f->build_id, f->build_id_len);
+			buf_putc(b, (char)f->nsegs);
+			for (int s = 0; s < f->nsegs; s++)
+				for (int k = 0; k < 3; k++)
+					varint_put(b, f->segs[s][k]);
+		}
+		break;
+	case SEC_FRAMES:
+		varint_put(b, p->nframes);
+		for (size_t i = 0; i < p->nframes; i++) {
+			const struct store_frame *f = &p->frames[i];
+			buf_putc(b, (char)f->type);
+			varint_put(b, f->file);
+			varint_put(b, f->address);
+			varint_put(b, f->name);
+			varint_put(b, f->binary);
+		}
+		break;
+	case SEC_NODES:
+		varint_put(b, p->nnodes - 1);
+		for (size_t i = 1; i < p->nnodes; i++) {
+			varint_put(b, i - p->node_parent[i]);
+			varint_put(b, p->node_frame[i]);
+		}
+		break;
+	case SEC_LABELS:
+		varint_put(b, p->nlabels);
+		for (size_t i = 0; i < p->nlabels; i++) {
+			uint32_t a = p->label_off[i], e = p->label_off[i + 1];
+			varint_put(b, (e - a) / 2);
+			for (uint32_t j = a; j < e; j++)
+				varint_put(b, p->label_kv[j]);
+		}
+		break;
+	case SEC_SERIES:
+		varint_put(b, p->nseries);
+		for (size_t i = 0; i < p->nseries; i++) {
+			const struct part_series *s = &p->series[i];
+			varint_put(b, s->project);
+			varint_put(b, s->labels);
+			buf_putc(b, (char)s->kind);
+			varint_put(b, s->hz);
+			varint_put(b, s->total);
+			varint_put(b, s->nrows);
+			varint_put(b, zigzag(s->min_ts));
+			varint_put(b, (uint64_t)(s->max_ts - s->min_ts));
+			varint_put(b, s->chunk_off);
+			varint_put(b, s->chunk_len);
+			varint_put(b, s->chunk_raw);
+			buf_append(b, &s->chunk_sum, 8);
+		}
+		break;
+	case SEC_MINUTES:
+		for (size_t i = 0; i < p->nseries; i++) {
+			const struct part_series *s = &p->series[i];
+			varint_put(b, s->nminutes);
+			int64_t prev = s->nminutes ? s->minutes[0].minute_ms : 0;
+			varint_put(b, zigzag(prev / 60000));
+			for (size_t j = 0; j < s->nminutes; j++) {
+				if (j)
+					varint_put(b, (uint64_t)((s->minutes[j].minute_ms - prev) / 60000));
+				prev = s->minutes[j].minute_ms;
+				varint_put(b, s->minutes[j].value);
+			}
+		}
+		break;
+	case SEC_HOSTS:
+		varint_put(b, p->nhosts);
+		for (size_t i = 0; i < p->nhosts; i++) {
+			varint_put(b, p->hosts[i].name);
+			varint_put(b, p->hosts[i].cpus);
+		}
+		break;
+	}
+}
+
+static int fsync_dir_of(const char *path)
+{
+	char *copy = xstrdup(path);
+	int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	free(copy);
+	if (fd < 0)
+		return -1;
+	int rc = fsync(fd);
+	close(fd);
+	return rc;
+}
+
+int block_writer_finish(struct block_writer *w, const struct part *dst,
+			const struct block_meta *meta, const char *final_path, struct buf *err)
+{
+	for (int id = 1; id < SEC_COUNT; id++) {
+		buf_reset(&w->raw);
+		enc_section(&w->raw, dst, id);
+		if (emit(w, &w->sec[id], err) < 0) {
+			block_writer_abort(w);
+			return -1;
+		}
+	}
+	int64_t min_ts = INT64_MAX, max_ts = INT64_MIN;
+	uint64_t rows = 0, samples = 0;
+	for (size_t i = 0; i < dst->nseries; i++) {
+		const struct part_series *s = &dst->series[i];
+		if (!s->nrows)
+			continue;
+		min_ts = MIN(min_ts, s->min_ts);
+		max_ts = MAX(max_ts, s->max_ts);
+		rows += s->nrows;
+		samples += s->total;
+	}
+	if (min_ts > max_ts)
+		min_ts = max_ts = meta->partition_ms;
+	struct buf f = { 0 };
+	put_u32(&f, SEC_COUNT - 1);
+	for (int id = 1; id < SEC_COUNT; id++) {
+		put_u32(&f, (uint32_t)id);
+		put_u64(&f, w->sec[id].off);
+		put_u64(&f, w->sec[id].len);
+		put_u64(&f, w->sec[id].raw);
+		put_u64(&f, w->sec[id].sum);
+	}
+	put_u64(&f, (uint64_t)meta->partition_ms);
+	put_u64(&f, (uint64_t)min_ts);
+	put_u64(&f, (uint64_t)max_ts);
+	put_u32(&f, dst->granularity_ms);
+	put_u32(&f, meta->level);
+	put_u64(&f, rows);
+	put_u64(&f, samples);
+	put_u64(&f, dst->nseries);
+	put_u64(&f, meta->gen);
+	put_u64(&f, meta->wal_lo);
+	put_u64(&f, meta->wal_hi);
+	put_u32(&f, (uint32_t)meta->nsources);
+	for (size_t i = 0; i < meta->nsources; i++)
+		put_u64(&f, meta->sources[i]);
+	varint_put(&f, dst->nagents);
+	for (size_t i = 0; i < dst->nagents; i++) {
+		uint32_t id = dst->agents[i].instance;
+		varint_put(&f, strtab_len(&dst->lstr, id));
+		buf_append(&f, strtab_get(&dst->lstr, id), strtab_len(&dst->lstr, id));
+		varint_put(&f, dst->agents[i].seq);
+	}
+	uint64_t flen = f.len;
+	put_u64(&f, flen);
+	put_u64(&f, XXH64(f.data, flen, 0));
+	buf_append(&f, BLOCK_END, 8);
+	int rc = -1;
+	if (write_all(w->fd, f.data, f.len) < 0 || fsync(w->fd) < 0) {
+		buf_printf(err, "writing %s: %s", w->tmp_path, strerror(errno));
+	} else if (rename(w->tmp_path, final_path) < 0) {
+		buf_printf(err, "renaming %s: %s", w->tmp_path, strerror(errno));
+	} else if (fsync_dir_of(final_path) < 0) {
+		buf_printf(err, "syncing the directory of %s: %s", final_path, strerror(errno));
+		rc = 0; /* the block is in place; only its directory entry may lag */
+	} else {
+		rc = 0;
+	}
+	buf_free(&f);
+	if (rc == 0) {
+		close(w->fd);
+		free(w->tmp_path);
+		buf_free(&w->raw);
+		buf_free(&w->z);
+		free(w);
+	} else {
+		block_writer_abort(w);
+	}
+	return rc;
+}

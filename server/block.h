@@ -1,0 +1,102 @@
+/* block.h - block files: a part of the store written to disk, immutable,
+ * compressed and checksummed (format: docs/internals/store.md).
+ *
+ *   header   "EMBRBLK1", version
+ *   chunks   one zstd frame per series: its rows, sorted by (time, stack)
+ *   sections one zstd frame per dictionary table (strings, files, frames,
+ *            stack nodes, label sets, series with their chunk locations
+ *            and minute totals, hosts, agents)
+ *   footer   section table with XXH64 sums, time range, counts, lineage,
+ *            agent sequences
+ *   trailer  footer length, XXH64 of the footer, "EMBREND1"
+ *
+ * A block is written once (block_writer_*), fsynced and renamed into
+ * place, and never changed after: compaction writes a new block and
+ * deletes the old ones. Reading verifies every checksum before it trusts a
+ * byte, bounds every count by the bytes that hold it and every id by its
+ * table, so a damaged file is reported, never followed.
+ *
+ * Ownership: struct block owns its file descriptor; the part a block is
+ * loaded into belongs to the caller.
+ */
+#ifndef EMBER_SERVER_BLOCK_H
+#define EMBER_SERVER_BLOCK_H
+
+#include <stdint.h>
+
+#include "buf.h"
+#include "part.h"
+
+#define BLOCK_MAX_SECTION (1ull << 30)
+#define BLOCK_MAX_CHUNK (1ull << 30)
+
+struct block_agent {
+	char *instance;
+	uint64_t seq;
+};
+
+/* What the footer says. Lineage makes replacing files crash-safe: a block
+ * names the blocks it was compacted from (sources) and the write-ahead
+ * log files it was flushed from (wal_lo..wal_hi); at startup a block named
+ * as a source by another is deleted, and a block whose log files still
+ * exist is deleted and the logs replayed (docs/internals/store.md). */
+struct block_info {
+	uint64_t gen;          /* unique, increasing: the file's name */
+	int64_t partition_ms;  /* start of the time partition (hour) */
+	int64_t min_ts, max_ts;
+	uint32_t granularity_ms;
+	uint32_t level;        /* 0 = flushed from memory, 1+ = compacted */
+	uint64_t rows, samples, nseries;
+	uint64_t file_bytes;
+	uint64_t wal_lo, wal_hi; /* log generations flushed into it; 0 = none */
+	uint64_t *sources;       /* generations of the blocks it replaces */
+	size_t nsources;
+	struct block_agent *agents; /* highest batch sequence per agent */
+	size_t nagents;
+};
+
+/* Lineage and identity of a block being written. */
+struct block_meta {
+	uint64_t gen;
+	int64_t partition_ms;
+	uint32_t level;
+	uint64_t wal_lo, wal_hi;
+	const uint64_t *sources;
+	size_t nsources;
+};
+
+struct block;
+
+/* Opens a block file and checks its footer. Returns 0 or -1 (err set). */
+int block_open(const char *path, struct block **out, struct buf *err);
+void block_close(struct block *b);
+const struct block_info *block_info(const struct block *b);
+const char *block_path(const struct block *b);
+/* Reads every dictionary section into p (initialised here). Series come
+ * with their chunk locations and minute totals, not their rows. */
+int block_load(struct block *b, struct part *p, struct buf *err);
+/* Decodes the rows of series s of the part loaded from b into *rows
+ * (owned by scratch, valid until its next use). Adds the compressed bytes
+ * read to *bytes_read. Returns the row count, or -1 (err set). */
+long block_rows(struct block *b, const struct part *p, const struct part_series *s,
+		struct buf *scratch, const struct part_row **rows, uint64_t *bytes_read,
+		struct buf *err);
+
+/* --- writing ---------------------------------------------------------------- */
+
+struct block_writer;
+
+/* Starts a block at tmp_path (created; replaced if present). */
+struct block_writer *block_writer_create(const char *tmp_path, struct buf *err);
+/* Writes the rows of series `series` of dst: sorts them by (time, stack),
+ * merges equal keys, and records the chunk's location, totals, time range
+ * and minute totals in dst->series[series]. rows is reordered. */
+int block_writer_chunk(struct block_writer *w, struct part *dst, uint32_t series,
+		       struct part_row *rows, size_t n, struct buf *err);
+/* Writes dst's dictionaries and the footer, fsyncs, renames the file to
+ * final_path and fsyncs its directory. The writer is freed either way. */
+int block_writer_finish(struct block_writer *w, const struct part *dst,
+			const struct block_meta *meta, const char *final_path, struct buf *err);
+void block_writer_abort(struct block_writer *w);
+
+#endif

@@ -1,0 +1,271 @@
+/* display.c - see display.h. */
+#include "display.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "debuginfod.h"
+#include "hmap.h"
+#include "names.h"
+#include "util.h"
+
+static const char *const frame_types[] = {
+	[0] = "native",
+	[SFT_KERNEL] = "kernel",
+	[SFT_NATIVE] = "native",
+	[SFT_CPYTHON] = "cpython",
+	[SFT_GO] = "go",
+	[SFT_JVM] = "jvm",
+	[SFT_V8] = "v8",
+	[SFT_RUBY] = "ruby",
+	[SFT_PHP] = "php",
+	[SFT_PERL] = "perl",
+	[SFT_DOTNET] = "dotnet",
+	[SFT_CUDA_LAUNCH] = "cuda_launch",
+	[SFT_CUDA_KERNEL] = "cuda_kernel",
+	[SFT_CUDA_SASS] = "cuda_sass",
+	[SFT_CUDA_STALL] = "cuda_stall",
+	[SFT_ERROR] = "error",
+};
+
+const char *frame_type_name(uint8_t type)
+{
+	if (type == DT_ROOT)
+		return "root";
+	if (type == DT_SYNTHETIC || type == DT_OTHER)
+		return "synthetic";
+	return type <= SFT_MAX ? frame_types[type] : "native";
+}
+
+struct display {
+	struct symbols *sym;
+	struct fetcher *fetch;
+	bool raw, verbose;
+	pcre2_code *masks[DISPLAY_MAX_MASKS];
+	size_t nmasks;
+	pcre2_code *search;
+	pcre2_match_data *md;
+	struct strtab names;
+	struct dkey *keys;
+	size_t nkeys, capkeys;
+	struct hmap key_index;
+	/* the current part: stored frame -> (first run item + 1) << 32 | count */
+	const struct part *p;
+	uint64_t *frame_run;
+	size_t capframe_run;
+	struct drun *runs;
+	size_t nruns, capruns;
+	struct buf name;
+};
+
+static pcre2_code *compile(const char *pat, const char *what, struct buf *err)
+{
+	int ec;
+	PCRE2_SIZE off;
+	pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, 0, &ec, &off, NULL);
+	if (!re) {
+		PCRE2_UCHAR msg[256];
+		pcre2_get_error_message(ec, msg, sizeof(msg));
+		buf_printf(err, "%s: %s at offset %zu", what, (const char *)msg, (size_t)off);
+	}
+	return re;
+}
+
+struct display *display_new(struct symbols *sym, struct fetcher *fetch,
+			    const struct display_opts *o, const char *what_masks, struct buf *err)
+{
+	struct display *d = xcalloc(1, sizeof(*d));
+	d->sym = sym;
+	d->fetch = fetch;
+	d->raw = o->raw_names;
+	d->verbose = o->verbose_names;
+	strtab_init(&d->names);
+	char what[96];
+	for (size_t i = 0; i < o->nmasks && i < DISPLAY_MAX_MASKS; i++) {
+		snprintf(what, sizeof(what), "%s[%zu]", what_masks, i);
+		if (!(d->masks[i] = compile(o->masks[i], what, err)))
+			goto fail;
+		d->nmasks++;
+	}
+	if (o->search && !(d->search = compile(o->search, "search", err)))
+		goto fail;
+	d->md = pcre2_match_data_create(4, NULL);
+	return d;
+fail:
+	display_free(d);
+	return NULL;
+}
+
+void display_free(struct display *d)
+{
+	if (!d)
+		return;
+	for (size_t i = 0; i < d->nmasks; i++)
+		pcre2_code_free(d->masks[i]);
+	pcre2_code_free(d->search);
+	pcre2_match_data_free(d->md);
+	strtab_free(&d->names);
+	free(d->keys);
+	hmap_free(&d->key_index);
+	free(d->frame_run);
+	free(d->runs);
+	buf_free(&d->name);
+	free(d);
+}
+
+struct key_ctx {
+	const struct display *d;
+	const struct dkey *want;
+};
+
+static bool eq_key(const void *ctx, uint32_t idx)
+{
+	const struct key_ctx *c = ctx;
+	const struct dkey *k = &c->d->keys[idx];
+	return k->type == c->want->type && k->name == c->want->name &&
+	       k->binary == c->want->binary;
+}
+
+static bool matches(struct display *d, pcre2_code *re, const char *s)
+{
+	return pcre2_match(re, (PCRE2_SPTR)s, strlen(s), 0, 0, d->md, NULL) >= 0;
+}
+
+uint32_t display_key(struct display *d, uint8_t type, const char *name, const char *binary,
+		     const char *file)
+{
+	struct dkey want = { .type = type,
+			     .name = strtab_intern_cstr(&d->names, name),
+			     .binary = strtab_intern_cstr(&d->names, binary ? binary : ""),
+			     .file = file && *file ? strtab_intern_cstr(&d->names, file) : 0 };
+	uint64_t h = hash_mix(hash_u64((uint64_t)want.name << 32 | want.binary), type);
+	struct key_ctx c = { d, &want };
+	uint32_t idx;
+	if (hmap_find(&d->key_index, h, eq_key, &c, &idx)) {
+		if (!d->keys[idx].file)
+			d->keys[idx].file = want.file;
+		return idx;
+	}
+	if (type != DT_SYNTHETIC && type != DT_ROOT && type != DT_OTHER) {
+		for (size_t i = 0; i < d->nmasks && !want.masked; i++)
+			want.masked = matches(d, d->masks[i], name);
+		want.matched = d->search && matches(d, d->search, name);
+	}
+	xgrow((void **)&d->keys, &d->capkeys, d->nkeys + 1, sizeof(*d->keys));
+	idx = (uint32_t)d->nkeys++;
+	d->keys[idx] = want;
+	hmap_insert(&d->key_index, h, idx);
+	return idx;
+}
+
+const struct dkey *display_get(const struct display *d, uint32_t key)
+{
+	return &d->keys[key];
+}
+
+const char *display_str(const struct display *d, uint32_t id)
+{
+	return strtab_get(&d->names, id);
+}
+
+size_t display_count(const struct display *d)
+{
+	return d->nkeys;
+}
+
+bool display_has_search(const struct display *d)
+{
+	return d->search != NULL;
+}
+
+void display_part(struct display *d, const struct part *p)
+{
+	d->p = p;
+	xgrow((void **)&d->frame_run, &d->capframe_run, p->nframes + 1, sizeof(uint64_t));
+	memset(d->frame_run, 0, (p->nframes + 1) * sizeof(uint64_t));
+	d->nruns = 0;
+}
+
+static void push_run(struct display *d, uint32_t key, uint32_t line)
+{
+	xgrow((void **)&d->runs, &d->capruns, d->nruns + 1, sizeof(*d->runs));
+	d->runs[d->nruns++] = (struct drun){ key, line };
+}
+
+static void symbolize(struct display *d, const struct store_frame *f)
+{
+	const struct part *p = d->p;
+	const char *binary = f->binary ? strtab_get(&p->sstr, f->binary) : "";
+	const struct store_file *sf = f->file && f->file <= p->nfiles ? &p->files[f->file - 1] : NULL;
+	if (sf)
+		binary = strtab_get(&p->sstr, sf->name);
+	struct sym_frame frames[SYMFILE_MAX_DEPTH];
+	int nf = 0;
+	struct buf *name = &d->name;
+	buf_reset(name);
+	if (f->name) {
+		display_name(strtab_get(&p->sstr, f->name), binary, d->raw, d->verbose, name);
+		push_run(d, display_key(d, f->type, name->data, binary, NULL), 0);
+	} else if (sf && (nf = symbols_lookup(d->sym, &sf->id, sf->build_id, sf->build_id_len,
+					      f->address, frames, SYMFILE_MAX_DEPTH)) > 0) {
+		for (int i = nf; i-- > 0;) {
+			buf_reset(name);
+			display_name(frames[i].name, binary, d->raw, d->verbose, name);
+			push_run(d, display_key(d, f->type, name->data, binary, frames[i].file),
+				 frames[i].line);
+		}
+	} else {
+		buf_printf(name, "%s+0x%llx", *binary ? binary : "[unknown]",
+			   (unsigned long long)f->address);
+		push_run(d, display_key(d, f->type, name->data, binary, NULL), 0);
+	}
+	/* No source lines for this file yet: global symbolization may have
+	 * them (asked once per file; the answer comes later). */
+	if (sf && d->fetch && (nf == 0 || !frames[0].file)) {
+		int quality = symbols_quality_any(d->sym, &sf->id, sf->build_id, sf->build_id_len);
+		if (quality < 0 || !(quality & SYMFILE_HAS_LINES))
+			fetcher_request(d->fetch, sf);
+	}
+}
+
+const struct drun *display_frame(struct display *d, uint32_t frame, uint32_t *n)
+{
+	if (frame < d->p->nframes && d->frame_run[frame]) {
+		uint64_t v = d->frame_run[frame];
+		*n = (uint32_t)v;
+		return d->runs + ((v >> 32) - 1);
+	}
+	size_t start = d->nruns;
+	if (frame >= d->p->nframes)
+		push_run(d, display_key(d, SFT_ERROR, "[missing frame]", "", NULL), 0);
+	else
+		symbolize(d, &d->p->frames[frame]);
+	*n = (uint32_t)(d->nruns - start);
+	if (frame < d->p->nframes)
+		d->frame_run[frame] = (uint64_t)(start + 1) << 32 | *n;
+	return d->runs + start;
+}
+
+size_t display_stack(struct display *d, uint32_t stack, uint32_t *keys, uint32_t *lines,
+		     size_t max)
+{
+	uint32_t frames[DISPLAY_MAX_DEPTH];
+	size_t depth = MIN(part_stack(d->p, stack, frames, DISPLAY_MAX_DEPTH),
+			   (size_t)DISPLAY_MAX_DEPTH);
+	size_t n = 0;
+	for (size_t i = 0; i < depth && n < max; i++) {
+		uint32_t nr;
+		const struct drun *r = display_frame(d, frames[i], &nr);
+		for (uint32_t j = 0; j < nr && n < max; j++) {
+			if (d->keys[r[j].key].masked)
+				continue;
+			if (lines)
+				lines[n] = r[j].line;
+			keys[n++] = r[j].key;
+		}
+	}
+	return n;
+}

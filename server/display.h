@@ -1,0 +1,88 @@
+/* display.h - what a stored frame looks like to a user: its function
+ * names, symbolized at query time.
+ *
+ * A stored frame becomes one or more display frames (the chain of
+ * functions inlined at its address, outermost first), each named by a
+ * key: (frame type, display name, binary) interned across every part a
+ * query reads, so the same function in two blocks is one key. Names are
+ * demangled and glibc's internal aliases shown by their common names
+ * unless raw; a native frame with no symbol is `<binary>+0x<offset>`.
+ * Keys whose name matches a frame-mask pattern are marked masked; keys
+ * matching the search pattern are marked matched.
+ *
+ * Symbolization is cached per stored frame of the part begun with
+ * display_part(); the cache is rebuilt for each part.
+ *
+ * Ownership: the display owns its keys, strings and compiled patterns.
+ * Threading: one query, one thread.
+ */
+#ifndef EMBER_SERVER_DISPLAY_H
+#define EMBER_SERVER_DISPLAY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "part.h"
+#include "strtab.h"
+#include "symbols.h"
+
+/* Pseudo frame types of output nodes that are not frames. */
+#define DT_ROOT 254
+#define DT_SYNTHETIC 253
+#define DT_OTHER 252
+
+#define DISPLAY_MAX_MASKS 64
+#define DISPLAY_MAX_DEPTH 4096
+
+struct dkey {
+	uint8_t type;
+	bool masked, matched;
+	uint32_t name, binary, file; /* display string ids; file 0 = unknown */
+};
+
+/* One display frame of a stored frame. */
+struct drun {
+	uint32_t key;
+	uint32_t line; /* 0 = unknown */
+};
+
+struct display_opts {
+	bool raw_names, verbose_names;
+	const char *const *masks; /* regular expressions of frames to hide */
+	size_t nmasks;
+	const char *search;       /* regular expression marking keys matched, or NULL */
+};
+
+struct fetcher;
+struct display;
+
+/* Returns NULL with a message for the client in err (a bad pattern);
+ * what_masks names the mask array in that message. fetch may be NULL. */
+struct display *display_new(struct symbols *sym, struct fetcher *fetch,
+			    const struct display_opts *o, const char *what_masks, struct buf *err);
+void display_free(struct display *d);
+
+uint32_t display_key(struct display *d, uint8_t type, const char *name, const char *binary,
+		     const char *file);
+const struct dkey *display_get(const struct display *d, uint32_t key);
+const char *display_str(const struct display *d, uint32_t id);
+size_t display_count(const struct display *d);
+/* Whether a search pattern was given (keys then carry `matched`). */
+bool display_has_search(const struct display *d);
+
+/* Starts symbolizing the frames of part p (valid until the next call). */
+void display_part(struct display *d, const struct part *p);
+/* The display frames of stored frame `frame` of the current part. */
+const struct drun *display_frame(struct display *d, uint32_t frame, uint32_t *n);
+/* The unmasked display keys of stack node `stack`, outermost first, with
+ * their lines (lines may be NULL). Returns the count written (at most
+ * max; deeper stacks are cut at the leaf end). */
+size_t display_stack(struct display *d, uint32_t stack, uint32_t *keys, uint32_t *lines,
+		     size_t max);
+
+/* The SPEC name of a frame type ("native", "kernel", "root", ...). */
+const char *frame_type_name(uint8_t type);
+
+#endif

@@ -1,0 +1,628 @@
+/* entities.c - see entities.h. */
+#include "entities.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flamegraph.h"
+#include "jsonw.h"
+#include "strtab.h"
+#include "util.h"
+
+#define DEFAULT_LIMIT 20
+#define DEFAULT_BUCKETS 60
+
+/* --- requests ---------------------------------------------------------------- */
+
+static int get_count(const json_t *doc, const char *name, uint32_t max, uint32_t *out,
+		     struct buf *err)
+{
+	const json_t *v = json_object_get(doc, name);
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > max) {
+		buf_printf(err, "%s: expected an integer from 1 to %u", name, max);
+		return -1;
+	}
+	*out = (uint32_t)json_integer_value(v);
+	return 0;
+}
+
+/* An entity or attribute name: "host", "shared_object" or an attribute
+ * such as "k8s.pod.label[app]". */
+static int parse_attribute(const json_t *doc, const char *field, bool required,
+			   struct ent_request *r, struct buf *err)
+{
+	const json_t *v = json_object_get(doc, field);
+	if (!v || json_is_null(v)) {
+		if (required)
+			buf_printf(err, "%s: expected an entity (host, namespace, deployment, pod, container, executable, thread, shared_object, ...) or an attribute name", field);
+		return required ? -1 : 0;
+	}
+	const char *s = json_string_value(v);
+	if (!s || !*s || json_string_length(v) > 256) {
+		buf_printf(err, "%s: expected a name of at most 256 bytes", field);
+		return -1;
+	}
+	if (strcmp(s, "shared_object") == 0) {
+		if (r->what != ENT_TOP) {
+			buf_printf(err, "%s: shared_object is an entity of top entities only", field);
+			return -1;
+		}
+		r->shared_objects = true;
+		return 0;
+	}
+	int syn = fg_synthetic_from_name(s);
+	r->attribute = xstrdup(syn >= 0 ? fg_synthetic_attribute((enum fg_synthetic)syn) : s);
+	return 0;
+}
+
+int ent_request_parse(struct ent_request *r, enum ent_query what, const char *body, size_t len,
+		      struct buf *err)
+{
+	memset(r, 0, sizeof(*r));
+	r->what = what;
+	r->limit = DEFAULT_LIMIT;
+	r->num_buckets = DEFAULT_BUCKETS;
+	json_error_t jerr;
+	json_t *doc = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!doc) {
+		buf_printf(err, "request body is not valid JSON: %s (line %d, column %d)", jerr.text,
+			   jerr.line, jerr.column);
+		return -1;
+	}
+	int rc = -1;
+	if (!json_is_object(doc)) {
+		buf_puts(err, "request body: expected a JSON object");
+		goto out;
+	}
+	if (scope_parse(json_object_get(doc, "filter"), "filter", &r->scope, err) < 0)
+		goto out;
+	if (what == ENT_TOP && parse_attribute(doc, "entity", true, r, err) < 0)
+		goto out;
+	if (what == ENT_LABELS && parse_attribute(doc, "name", false, r, err) < 0)
+		goto out;
+	if (what == ENT_TIMESERIES && parse_attribute(doc, "group_by", false, r, err) < 0)
+		goto out;
+	if (get_count(doc, "limit", ENT_MAX_LIMIT, &r->limit, err) < 0 ||
+	    get_count(doc, "num_buckets", ENT_MAX_BUCKETS, &r->num_buckets, err) < 0)
+		goto out;
+	const json_t *mode = json_object_get(doc, "cpu_mode");
+	if (mode && !json_is_null(mode)) {
+		const char *m = json_string_value(mode);
+		if (!m || (strcmp(m, "relative") != 0 && strcmp(m, "absolute") != 0)) {
+			buf_puts(err, "cpu_mode: expected \"relative\" or \"absolute\"");
+			goto out;
+		}
+		r->absolute = strcmp(m, "absolute") == 0;
+	}
+	rc = 0;
+out:
+	json_decref(doc);
+	if (rc < 0)
+		ent_request_free(r);
+	return rc;
+}
+
+void ent_request_free(struct ent_request *r)
+{
+	scope_free(&r->scope);
+	free(r->attribute);
+	r->attribute = NULL;
+}
+
+/* --- groups ---------------------------------------------------------------------- */
+
+struct group {
+	uint64_t self, total;
+	uint32_t cpus;     /* hosts: their logical CPUs */
+	uint32_t nvalues;  /* label names: distinct values */
+	uint32_t stamp;
+	double *cores;     /* time series: per bucket */
+};
+
+struct groups {
+	struct strtab names;
+	struct group *g;
+	size_t cap;
+	uint16_t hz[8];
+	uint64_t hz_value[8];
+	uint32_t nbuckets;
+};
+
+static void groups_init(struct groups *gs, uint32_t nbuckets)
+{
+	memset(gs, 0, sizeof(*gs));
+	strtab_init(&gs->names);
+	gs->nbuckets = nbuckets;
+}
+
+static void groups_free(struct groups *gs)
+{
+	for (size_t i = 0; i < strtab_count(&gs->names) && i < gs->cap; i++)
+		free(gs->g[i].cores);
+	free(gs->g);
+	strtab_free(&gs->names);
+}
+
+static struct group *group(struct groups *gs, const char *name, size_t len)
+{
+	uint32_t id = strtab_intern(&gs->names, name, len);
+	if (id >= gs->cap) {
+		size_t old = gs->cap;
+		xgrow((void **)&gs->g, &gs->cap, id + 1, sizeof(*gs->g));
+		memset(gs->g + old, 0, (gs->cap - old) * sizeof(*gs->g));
+	}
+	struct group *g = &gs->g[id];
+	if (gs->nbuckets && !g->cores)
+		g->cores = xcalloc(gs->nbuckets, sizeof(double));
+	return g;
+}
+
+static void vote_hz(struct groups *gs, uint16_t hz, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		if (gs->hz[i] == hz || gs->hz[i] == 0) {
+			gs->hz[i] = hz;
+			gs->hz_value[i] += v;
+			return;
+		}
+}
+
+static uint16_t groups_hz(const struct groups *gs)
+{
+	uint16_t hz = 0;
+	uint64_t best = 0;
+	for (int i = 0; i < 8; i++)
+		if (gs->hz_value[i] > best) {
+			best = gs->hz_value[i];
+			hz = gs->hz[i];
+		}
+	return hz;
+}
+
+static const char *entity_label(const struct ent_request *r)
+{
+	if (r->shared_objects)
+		return "shared_object";
+	for (int i = 0; i < SYN_COUNT; i++)
+		if (strcmp(fg_synthetic_attribute((enum fg_synthetic)i), r->attribute) == 0)
+			return fg_synthetic_name((enum fg_synthetic)i);
+	return r->attribute;
+}
+
+/* --- reading ---------------------------------------------------------------------- */
+
+static uint32_t host_cpus(const struct part *p, const char *host)
+{
+	uint32_t id = strtab_lookup(&p->lstr, host, strlen(host));
+	for (size_t i = 0; id != UINT32_MAX && i < p->nhosts; i++)
+		if (p->hosts[i].name == id)
+			return p->hosts[i].cpus;
+	return 0;
+}
+
+/* Top entities / labels: series totals into groups. */
+static void by_series(struct groups *gs, struct scan *scan, const struct part *p,
+		      const struct ent_request *r)
+{
+	static uint32_t none_stamp; /* unused: stamps are per group */
+	(void)none_stamp;
+	char none[300];
+	for (uint32_t j = 0; j < p->nseries; j++) {
+		if (!scan_selected(scan, j))
+			continue;
+		const struct part_series *ps = &p->series[j];
+		int64_t v = scan_series_total(scan, j);
+		if (v <= 0)
+			continue;
+		vote_hz(gs, ps->hz, (uint64_t)v);
+		if (r->what == ENT_LABELS && !r->attribute) {
+			const uint32_t *kv;
+			size_t n = part_label_pairs(p, ps->labels, &kv);
+			for (size_t k = 0; k < n; k++) {
+				const char *key = strtab_get(&p->lstr, kv[2 * k]);
+				group(gs, key, strlen(key))->total += (uint64_t)v;
+			}
+			continue;
+		}
+		const char *val = part_label_value(p, ps->labels, r->attribute);
+		if (!val || !*val) {
+			snprintf(none, sizeof(none), "[no %s]", entity_label(r));
+			val = none;
+		}
+		struct group *g = group(gs, val, strlen(val));
+		g->total += (uint64_t)v;
+		g->self += (uint64_t)v;
+		if (strcmp(r->attribute, "host.name") == 0 && val != none)
+			g->cpus = MAX(g->cpus, host_cpus(p, val));
+	}
+}
+
+/* Label names: how many distinct values each has. */
+static void count_values(struct groups *gs, struct strtab *seen, const struct part *p,
+			 struct scan *scan)
+{
+	struct buf kv = { 0 };
+	for (uint32_t j = 0; j < p->nseries; j++) {
+		if (!scan_selected(scan, j))
+			continue;
+		const uint32_t *pairs;
+		size_t n = part_label_pairs(p, p->series[j].labels, &pairs);
+		for (size_t k = 0; k < n; k++) {
+			buf_reset(&kv);
+			buf_puts(&kv, strtab_get(&p->lstr, pairs[2 * k]));
+			buf_putc(&kv, '=');
+			buf_puts(&kv, strtab_get(&p->lstr, pairs[2 * k + 1]));
+			size_t before = strtab_count(seen);
+			strtab_intern(seen, kv.data, kv.len);
+			if (strtab_count(seen) != before) {
+				const char *key = strtab_get(&p->lstr, pairs[2 * k]);
+				group(gs, key, strlen(key))->nvalues++;
+			}
+		}
+	}
+	buf_free(&kv);
+}
+
+/* Shared objects: the binaries of each stack. */
+static void by_binary(struct groups *gs, struct scan *scan, const struct part *p,
+		      struct stack_sums *ss, uint32_t *stamp_gen)
+{
+	stack_sums_add_part(ss, scan, p);
+	uint32_t *frame_group = xmalloc((p->nframes + 1) * sizeof(uint32_t));
+	for (size_t f = 0; f < p->nframes; f++) {
+		const struct store_frame *fr = &p->frames[f];
+		const char *name = fr->type == SFT_KERNEL ? "[kernel]" : NULL;
+		if (!name && fr->file && fr->file <= p->nfiles)
+			name = strtab_get(&p->sstr, p->files[fr->file - 1].name);
+		if (!name && fr->binary)
+			name = strtab_get(&p->sstr, fr->binary);
+		if (!name || !*name)
+			name = "[unknown]";
+		group(gs, name, strlen(name));
+		frame_group[f] = strtab_lookup(&gs->names, name, strlen(name));
+	}
+	for (size_t i = 0; i < ss->n; i++) {
+		uint32_t leaf = ss->leaves[i];
+		uint64_t v = ss->v[leaf];
+		if (++*stamp_gen == 0)
+			*stamp_gen = 1;
+		bool first = true;
+		for (uint32_t n = leaf; n && n < p->nnodes; n = p->node_parent[n]) {
+			uint32_t f = p->node_frame[n];
+			if (f >= p->nframes)
+				continue;
+			struct group *g = &gs->g[frame_group[f]];
+			if (first)
+				g->self += v;
+			first = false;
+			if (g->stamp != *stamp_gen) {
+				g->stamp = *stamp_gen;
+				g->total += v;
+			}
+		}
+	}
+	vote_hz(gs, stack_sums_hz(ss), ss->total);
+	memset(ss->hz_value, 0, sizeof(ss->hz_value));
+	ss->total = 0;
+	stack_sums_clear(ss);
+	free(frame_group);
+}
+
+/* Time series: per bucket, in cores (values for allocations). */
+static void by_time(struct groups *gs, struct scan *scan, const struct part *p,
+		    const struct ent_request *r)
+{
+	const struct scope *sc = &r->scope;
+	double width = (double)(sc->end_ms - sc->start_ms) / r->num_buckets;
+	int64_t iwidth = (sc->end_ms - sc->start_ms) / r->num_buckets;
+	bool minutes_ok = (sc->end_ms - sc->start_ms) % r->num_buckets == 0 && iwidth % 60000 == 0 &&
+			  sc->start_ms % 60000 == 0;
+	char none[300];
+	for (uint32_t j = 0; j < p->nseries; j++) {
+		if (!scan_selected(scan, j))
+			continue;
+		const struct part_series *ps = &p->series[j];
+		const char *val = r->attribute ? part_label_value(p, ps->labels, r->attribute) : "all";
+		if (!val || !*val) {
+			snprintf(none, sizeof(none), "[no %s]", entity_label(r));
+			val = none;
+		}
+		struct group *g = group(gs, val, strlen(val));
+		/* One unit of value in cores for one bucket of this series. */
+		double unit = 1.0;
+		if (sc->kind == SEK_ON_CPU)
+			unit = ps->hz ? 1.0 / ps->hz / (width / 1000.0) : 0;
+		else if (sc->kind == SEK_OFF_CPU || sc->kind == SEK_CUDA)
+			unit = 1e-9 / (width / 1000.0);
+		uint64_t sum = 0;
+		if (minutes_ok && scan_series_inside(scan, ps)) {
+			for (size_t m = 0; m < ps->nminutes; m++) {
+				int64_t b = (ps->minutes[m].minute_ms - sc->start_ms) / iwidth;
+				if (b < 0 || b >= r->num_buckets)
+					continue;
+				g->cores[b] += (double)ps->minutes[m].value * unit;
+				sum += ps->minutes[m].value;
+			}
+		} else {
+			const struct part_row *rows;
+			long n = scan_rows(scan, j, &rows);
+			uint64_t matched = 0;
+			for (long i = 0; i < n; i++) {
+				if (!scan_in_range(sc, rows[i].ts_ms))
+					continue;
+				size_t b = (size_t)((double)(rows[i].ts_ms - sc->start_ms) / width);
+				if (b >= r->num_buckets)
+					b = r->num_buckets - 1;
+				g->cores[b] += (double)rows[i].value * unit;
+				sum += rows[i].value;
+				matched++;
+			}
+			scan_count_matched(scan, matched);
+		}
+		g->total += sum;
+		vote_hz(gs, ps->hz, sum);
+	}
+}
+
+/* --- answers ----------------------------------------------------------------------- */
+
+struct order_ctx {
+	const struct groups *gs;
+};
+
+static int cmp_groups(const void *a, const void *b, void *ctx)
+{
+	const struct groups *gs = ctx;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	if (gs->g[x].total != gs->g[y].total)
+		return gs->g[x].total > gs->g[y].total ? -1 : 1;
+	return strcmp(strtab_get(&gs->names, x), strtab_get(&gs->names, y));
+}
+
+static uint32_t *ordered(const struct groups *gs, size_t *n)
+{
+	size_t count = strtab_count(&gs->names);
+	uint32_t *ids = xmalloc((count + 1) * sizeof(uint32_t));
+	*n = 0;
+	for (uint32_t i = 1; i < count; i++)
+		if (gs->g[i].total)
+			ids[(*n)++] = i;
+	qsort_r(ids, *n, sizeof(uint32_t), cmp_groups, (void *)gs);
+	return ids;
+}
+
+static void put_num(struct buf *out, const char *name, double v)
+{
+	buf_printf(out, ",\"%s\":", name);
+	if (isfinite(v))
+		jsonw_double(out, v);
+	else
+		buf_puts(out, "null");
+}
+
+static void put_context(struct buf *out, const struct scope_context *c, uint16_t hz)
+{
+	buf_puts(out, ",\"scope\":{\"sample_rate_hz\":");
+	jsonw_u64(out, hz);
+	buf_puts(out, ",\"seconds\":");
+	jsonw_double(out, c->seconds);
+	buf_puts(out, ",\"all_total\":");
+	jsonw_u64(out, c->total);
+	buf_puts(out, ",\"hosts\":");
+	jsonw_u64(out, c->hosts);
+	buf_puts(out, ",\"host_cpus\":");
+	jsonw_u64(out, c->host_cpus);
+	buf_putc(out, '}');
+}
+
+static void write_top(const struct ent_request *r, struct groups *gs,
+		      const struct scope_context *ctx, struct buf *out)
+{
+	uint16_t hz = groups_hz(gs);
+	size_t n;
+	uint32_t *ids = ordered(gs, &n);
+	uint64_t total = 0;
+	for (size_t i = 0; i < n; i++)
+		total += gs->g[ids[i]].self;
+	buf_puts(out, "{\"entity\":");
+	jsonw_str(out, entity_label(r));
+	if (r->attribute) {
+		buf_puts(out, ",\"attribute\":");
+		jsonw_str(out, r->attribute);
+	}
+	buf_puts(out, ",\"unit\":");
+	jsonw_str(out, event_kind_unit(r->scope.kind));
+	buf_puts(out, ",\"cpu_mode\":");
+	jsonw_str(out, r->absolute ? "absolute" : "relative");
+	buf_puts(out, ",\"total\":");
+	jsonw_u64(out, r->shared_objects ? total : total);
+	put_context(out, ctx, hz);
+	buf_puts(out, ",\"entities_total\":");
+	jsonw_u64(out, n);
+	buf_puts(out, ",\"entities\":[");
+	for (size_t i = 0; i < n && i < r->limit; i++) {
+		const struct group *g = &gs->g[ids[i]];
+		if (i)
+			buf_putc(out, ',');
+		buf_puts(out, "{\"name\":");
+		jsonw_str(out, strtab_get(&gs->names, ids[i]));
+		if (r->shared_objects) {
+			buf_puts(out, ",\"self\":");
+			jsonw_u64(out, g->self);
+		}
+		buf_puts(out, ",\"total\":");
+		jsonw_u64(out, g->total);
+		double cores = scope_cores(ctx, r->scope.kind, hz, g->total);
+		put_num(out, "cores", cores);
+		double pct;
+		if (r->absolute && r->scope.kind == SEK_ON_CPU) {
+			uint32_t cpus = g->cpus ? g->cpus : (uint32_t)ctx->host_cpus;
+			pct = cpus ? cores / cpus * 100.0 : NAN;
+		} else {
+			pct = ctx->total ? (double)g->total / (double)ctx->total * 100.0 : NAN;
+		}
+		put_num(out, "percent", pct);
+		if (g->cpus) {
+			buf_puts(out, ",\"cpus\":");
+			jsonw_u64(out, g->cpus);
+		}
+		buf_putc(out, '}');
+	}
+	buf_putc(out, ']');
+	free(ids);
+}
+
+static void write_labels(const struct ent_request *r, struct groups *gs,
+			 const struct scope_context *ctx, uint64_t total, struct buf *out)
+{
+	size_t n;
+	uint32_t *ids = ordered(gs, &n);
+	buf_puts(out, "{\"unit\":");
+	jsonw_str(out, event_kind_unit(r->scope.kind));
+	buf_puts(out, ",\"total\":");
+	jsonw_u64(out, total);
+	if (r->attribute) {
+		buf_puts(out, ",\"name\":");
+		jsonw_str(out, r->attribute);
+	}
+	buf_puts(out, r->attribute ? ",\"values_total\":" : ",\"names_total\":");
+	jsonw_u64(out, n);
+	buf_puts(out, r->attribute ? ",\"values\":[" : ",\"names\":[");
+	for (size_t i = 0; i < n && i < r->limit; i++) {
+		const struct group *g = &gs->g[ids[i]];
+		if (i)
+			buf_putc(out, ',');
+		buf_puts(out, r->attribute ? "{\"value\":" : "{\"name\":");
+		jsonw_str(out, strtab_get(&gs->names, ids[i]));
+		buf_puts(out, ",\"total\":");
+		jsonw_u64(out, g->total);
+		put_num(out, "percent", total ? (double)g->total / (double)total * 100.0 : NAN);
+		if (!r->attribute) {
+			buf_puts(out, ",\"values\":");
+			jsonw_u64(out, g->nvalues);
+		}
+		buf_putc(out, '}');
+	}
+	buf_putc(out, ']');
+	(void)ctx;
+	free(ids);
+}
+
+static void write_series(struct buf *out, const char *name, const double *cores, uint32_t nb,
+			 uint64_t total)
+{
+	buf_puts(out, "{\"name\":");
+	jsonw_str(out, name);
+	buf_puts(out, ",\"total\":");
+	jsonw_u64(out, total);
+	buf_puts(out, ",\"values\":[");
+	for (uint32_t b = 0; b < nb; b++) {
+		if (b)
+			buf_putc(out, ',');
+		jsonw_double(out, cores[b]);
+	}
+	buf_puts(out, "]}");
+}
+
+static void write_timeseries(const struct ent_request *r, struct groups *gs, struct buf *out)
+{
+	size_t n;
+	uint32_t *ids = ordered(gs, &n);
+	const struct scope *sc = &r->scope;
+	buf_puts(out, "{\"unit\":");
+	jsonw_str(out, sc->kind == SEK_ALLOC ? "bytes" : "cores");
+	buf_puts(out, ",\"start_ts\":");
+	jsonw_i64(out, sc->start_ms);
+	buf_puts(out, ",\"bucket_ms\":");
+	jsonw_double(out, (double)(sc->end_ms - sc->start_ms) / r->num_buckets);
+	if (r->attribute) {
+		buf_puts(out, ",\"group_by\":");
+		jsonw_str(out, r->attribute);
+	}
+	buf_puts(out, ",\"groups_total\":");
+	jsonw_u64(out, n);
+	buf_puts(out, ",\"series\":[");
+	double *other = xcalloc(r->num_buckets, sizeof(double));
+	uint64_t other_total = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct group *g = &gs->g[ids[i]];
+		if (i >= r->limit) {
+			for (uint32_t b = 0; b < r->num_buckets; b++)
+				other[b] += g->cores[b];
+			other_total += g->total;
+			continue;
+		}
+		if (i)
+			buf_putc(out, ',');
+		write_series(out, strtab_get(&gs->names, ids[i]), g->cores, r->num_buckets, g->total);
+	}
+	if (other_total) {
+		buf_putc(out, ',');
+		write_series(out, "[other]", other, r->num_buckets, other_total);
+	}
+	buf_putc(out, ']');
+	free(other);
+	free(ids);
+}
+
+int entities_query(struct store *st, const struct ent_request *r, struct buf *out,
+		   struct buf *err)
+{
+	uint64_t t0 = now_mono_ns();
+	struct scan *scan = scan_open(st, &r->scope, err);
+	if (!scan)
+		return -1;
+	struct groups gs;
+	groups_init(&gs, r->what == ENT_TIMESERIES ? r->num_buckets : 0);
+	struct strtab seen;
+	strtab_init(&seen);
+	struct stack_sums ss = { 0 };
+	uint32_t stamp_gen = 0;
+	uint64_t total = 0;
+	for (size_t i = 0; i < scan_parts(scan); i++) {
+		const struct part *p = scan_begin(scan, i);
+		if (!p)
+			continue;
+		if (r->what == ENT_TIMESERIES) {
+			by_time(&gs, scan, p, r);
+		} else if (r->shared_objects) {
+			by_binary(&gs, scan, p, &ss, &stamp_gen);
+		} else {
+			if (r->what == ENT_LABELS && !r->attribute)
+				count_values(&gs, &seen, p, scan);
+			/* The total of the selection, for the label shares. */
+			if (r->what == ENT_LABELS)
+				for (uint32_t j = 0; j < p->nseries; j++)
+					if (scan_selected(scan, j) && !r->attribute) {
+						int64_t v = scan_series_total(scan, j);
+						total += v > 0 ? (uint64_t)v : 0;
+					}
+			by_series(&gs, scan, p, r);
+		}
+		scan_end(scan, i);
+	}
+	if (r->what == ENT_LABELS && r->attribute)
+		for (size_t i = 1; i < strtab_count(&gs.names); i++)
+			total += gs.g[i].total;
+	struct scope_context ctx;
+	if (r->what == ENT_TOP) {
+		scope_context_read(st, &r->scope, &ctx);
+		write_top(r, &gs, &ctx, out);
+	} else if (r->what == ENT_LABELS) {
+		write_labels(r, &gs, NULL, total, out);
+	} else {
+		write_timeseries(r, &gs, out);
+	}
+	buf_putc(out, ',');
+	scan_stats_json(scan, t0, out);
+	buf_putc(out, '}');
+	stack_sums_free(&ss);
+	strtab_free(&seen);
+	groups_free(&gs);
+	scan_close(scan);
+	return 0;
+}

@@ -1,0 +1,206 @@
+/* events.c - see events.h. */
+#include "events.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "display.h"
+#include "jsonw.h"
+#include "util.h"
+
+int ev_request_parse(struct ev_request *r, const char *body, size_t len, struct buf *err)
+{
+	memset(r, 0, sizeof(*r));
+	r->limit = EVENTS_DEFAULT_LIMIT;
+	json_error_t jerr;
+	json_t *doc = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!doc) {
+		buf_printf(err, "request body is not valid JSON: %s (line %d, column %d)", jerr.text,
+			   jerr.line, jerr.column);
+		return -1;
+	}
+	int rc = -1;
+	if (!json_is_object(doc)) {
+		buf_puts(err, "request body: expected a JSON object");
+		goto out;
+	}
+	if (scope_parse(json_object_get(doc, "filter"), "filter", &r->scope, err) < 0)
+		goto out;
+	const json_t *lim = json_object_get(doc, "limit");
+	if (lim && !json_is_null(lim)) {
+		if (!json_is_integer(lim) || json_integer_value(lim) < 1 ||
+		    json_integer_value(lim) > EVENTS_MAX_LIMIT) {
+			buf_printf(err, "limit: expected an integer from 1 to %d", EVENTS_MAX_LIMIT);
+			goto out;
+		}
+		r->limit = (uint32_t)json_integer_value(lim);
+	}
+	const json_t *raw = json_object_get(doc, "raw_names");
+	if (raw && !json_is_null(raw)) {
+		if (!json_is_boolean(raw)) {
+			buf_puts(err, "raw_names: expected true or false");
+			goto out;
+		}
+		r->raw_names = json_is_true(raw);
+	}
+	rc = 0;
+out:
+	json_decref(doc);
+	if (rc < 0)
+		ev_request_free(r);
+	return rc;
+}
+
+void ev_request_free(struct ev_request *r)
+{
+	scope_free(&r->scope);
+}
+
+struct event {
+	int64_t ts;
+	uint64_t value;
+	char *json; /* the rest of the object, written while its part was read */
+};
+
+static int cmp_events(const void *a, const void *b)
+{
+	const struct event *x = a, *y = b;
+	if (x->ts != y->ts)
+		return x->ts > y->ts ? -1 : 1;
+	return x->value > y->value ? -1 : x->value < y->value;
+}
+
+struct cand {
+	int64_t ts;
+	uint64_t value;
+	uint32_t series, stack;
+};
+
+static int cmp_cand(const void *a, const void *b)
+{
+	const struct cand *x = a, *y = b;
+	if (x->ts != y->ts)
+		return x->ts > y->ts ? -1 : 1;
+	if (x->value != y->value)
+		return x->value > y->value ? -1 : 1;
+	return x->stack < y->stack ? -1 : x->stack > y->stack;
+}
+
+static char *describe(struct display *d, const struct part *p, const struct cand *c)
+{
+	struct buf b = { 0 };
+	const struct part_series *ps = &p->series[c->series];
+	buf_puts(&b, ",\"labels\":{");
+	const uint32_t *kv;
+	size_t n = part_label_pairs(p, ps->labels, &kv);
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			buf_putc(&b, ',');
+		jsonw_str(&b, strtab_get(&p->lstr, kv[2 * i]));
+		buf_putc(&b, ':');
+		jsonw_str(&b, strtab_get(&p->lstr, kv[2 * i + 1]));
+	}
+	buf_puts(&b, "},\"stack\":[");
+	uint32_t *k = xmalloc(DISPLAY_MAX_DEPTH * sizeof(uint32_t));
+	uint32_t *l = xmalloc(DISPLAY_MAX_DEPTH * sizeof(uint32_t));
+	size_t depth = display_stack(d, c->stack, k, l, DISPLAY_MAX_DEPTH);
+	for (size_t i = 0; i < depth; i++) {
+		const struct dkey *dk = display_get(d, k[i]);
+		if (i)
+			buf_putc(&b, ',');
+		buf_puts(&b, "{\"name\":");
+		jsonw_str(&b, display_str(d, dk->name));
+		buf_puts(&b, ",\"frame_type\":");
+		jsonw_str(&b, frame_type_name(dk->type));
+		if (*display_str(d, dk->binary)) {
+			buf_puts(&b, ",\"binary\":");
+			jsonw_str(&b, display_str(d, dk->binary));
+		}
+		if (dk->file) {
+			buf_puts(&b, ",\"file\":");
+			jsonw_str(&b, display_str(d, dk->file));
+			if (l[i]) {
+				buf_puts(&b, ",\"line\":");
+				jsonw_u64(&b, l[i]);
+			}
+		}
+		buf_putc(&b, '}');
+	}
+	buf_puts(&b, "]}");
+	free(k);
+	free(l);
+	return b.data; /* the buf's bytes, NUL-terminated, now the caller's */
+}
+
+int events_query(struct store *st, struct symbols *sym, const struct ev_request *r,
+		 struct buf *out, struct buf *err)
+{
+	uint64_t t0 = now_mono_ns();
+	struct display_opts o = { .raw_names = r->raw_names };
+	struct display *d = display_new(sym, NULL, &o, "", err);
+	if (!d)
+		return -1;
+	struct scan *scan = scan_open(st, &r->scope, err);
+	if (!scan) {
+		display_free(d);
+		return -1;
+	}
+	struct event *ev = NULL;
+	size_t nev = 0, capev = 0;
+	struct cand *c = NULL;
+	size_t nc = 0, capc = 0;
+	for (size_t i = 0; i < scan_parts(scan); i++) {
+		const struct part *p = scan_begin(scan, i);
+		if (!p)
+			continue;
+		nc = 0;
+		for (uint32_t s = 0; s < p->nseries; s++) {
+			if (!scan_selected(scan, s))
+				continue;
+			const struct part_row *rows;
+			long n = scan_rows(scan, s, &rows);
+			uint64_t matched = 0;
+			for (long j = 0; j < n; j++) {
+				if (!scan_in_range(&r->scope, rows[j].ts_ms))
+					continue;
+				xgrow((void **)&c, &capc, nc + 1, sizeof(*c));
+				c[nc++] = (struct cand){ rows[j].ts_ms, rows[j].value, s,
+							 rows[j].stack < p->nnodes ? rows[j].stack : 0 };
+				matched++;
+			}
+			scan_count_matched(scan, matched);
+		}
+		/* The newest `limit` of this part are candidates. */
+		qsort(c, nc, sizeof(*c), cmp_cand);
+		display_part(d, p);
+		for (size_t j = 0; j < nc && j < r->limit; j++) {
+			xgrow((void **)&ev, &capev, nev + 1, sizeof(*ev));
+			ev[nev++] = (struct event){ c[j].ts, c[j].value, describe(d, p, &c[j]) };
+		}
+		scan_end(scan, i);
+	}
+	qsort(ev, nev, sizeof(*ev), cmp_events);
+	buf_puts(out, "{\"unit\":");
+	jsonw_str(out, event_kind_unit(r->scope.kind));
+	buf_puts(out, ",\"events\":[");
+	for (size_t i = 0; i < nev && i < r->limit; i++) {
+		if (i)
+			buf_putc(out, ',');
+		buf_puts(out, "{\"ts\":");
+		jsonw_i64(out, ev[i].ts);
+		buf_puts(out, ",\"value\":");
+		jsonw_u64(out, ev[i].value);
+		buf_puts(out, ev[i].json);
+	}
+	buf_puts(out, "],");
+	scan_stats_json(scan, t0, out);
+	buf_putc(out, '}');
+	for (size_t i = 0; i < nev; i++)
+		free(ev[i].json);
+	free(ev);
+	free(c);
+	scan_close(scan);
+	display_free(d);
+	return 0;
+}

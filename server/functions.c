@@ -1,0 +1,616 @@
+/* functions.c - see functions.h. */
+#include "functions.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "display.h"
+#include "jsonw.h"
+#include "tree.h"
+#include "util.h"
+
+#define SANDWICH_DEFAULT_NODES 2000
+
+/* --- requests ---------------------------------------------------------------- */
+
+static int parse_masks(const json_t *mask, const char *what, struct fn_request *r,
+		       struct buf *err)
+{
+	if (!mask || json_is_null(mask))
+		return 0;
+	const json_t *pats = json_is_object(mask) ? json_object_get(mask, "patterns") : NULL;
+	if (!json_is_array(pats) || json_array_size(pats) > FN_MAX_MASKS) {
+		buf_printf(err, "%s.patterns: expected an array of at most %d strings", what,
+			   FN_MAX_MASKS);
+		return -1;
+	}
+	size_t i;
+	const json_t *v;
+	json_array_foreach(pats, i, v)
+	{
+		if (!json_is_string(v) || json_string_length(v) > 1024) {
+			buf_printf(err, "%s.patterns: expected strings of at most 1024 bytes", what);
+			return -1;
+		}
+		r->masks[r->nmasks++] = xstrdup(json_string_value(v));
+	}
+	return 0;
+}
+
+static int get_string(const json_t *doc, const char *name, size_t max, char **out,
+		      struct buf *err)
+{
+	const json_t *v = json_object_get(doc, name);
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_string(v) || json_string_length(v) > max) {
+		buf_printf(err, "%s: expected a string of at most %zu bytes", name, max);
+		return -1;
+	}
+	*out = xstrdup(json_string_value(v));
+	return 0;
+}
+
+static int get_bool(const json_t *doc, const char *name, bool *out, struct buf *err)
+{
+	const json_t *v = json_object_get(doc, name);
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_boolean(v)) {
+		buf_printf(err, "%s: expected true or false", name);
+		return -1;
+	}
+	*out = json_is_true(v);
+	return 0;
+}
+
+static int get_choice(const json_t *doc, const char *name, const char *a, const char *b,
+		      bool *is_b, struct buf *err)
+{
+	const json_t *v = json_object_get(doc, name);
+	if (!v || json_is_null(v))
+		return 0;
+	const char *s = json_string_value(v);
+	if (!s || (strcmp(s, a) != 0 && strcmp(s, b) != 0)) {
+		buf_printf(err, "%s: expected \"%s\" or \"%s\"", name, a, b);
+		return -1;
+	}
+	*is_b = strcmp(s, b) == 0;
+	return 0;
+}
+
+static int get_count(const json_t *doc, const char *name, uint32_t max, uint32_t *out,
+		     struct buf *err)
+{
+	const json_t *v = json_object_get(doc, name);
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > max) {
+		buf_printf(err, "%s: expected an integer from 1 to %u", name, max);
+		return -1;
+	}
+	*out = (uint32_t)json_integer_value(v);
+	return 0;
+}
+
+int fn_request_parse(struct fn_request *r, enum fn_query what, const char *body, size_t len,
+		     struct buf *err)
+{
+	memset(r, 0, sizeof(*r));
+	r->what = what;
+	r->limit = FN_DEFAULT_LIMIT;
+	r->max_nodes = SANDWICH_DEFAULT_NODES;
+	json_error_t jerr;
+	json_t *doc = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!doc) {
+		buf_printf(err, "request body is not valid JSON: %s (line %d, column %d)", jerr.text,
+			   jerr.line, jerr.column);
+		return -1;
+	}
+	int rc = -1;
+	if (!json_is_object(doc)) {
+		buf_puts(err, "request body: expected a JSON object");
+		goto out;
+	}
+	if (what == FN_DIFF) {
+		if (scope_parse(json_object_get(doc, "baseline"), "baseline", &r->baseline, err) < 0 ||
+		    scope_parse(json_object_get(doc, "comparison"), "comparison", &r->scope, err) < 0)
+			goto out;
+		if (r->baseline.kind != r->scope.kind) {
+			buf_puts(err, "baseline.event_kind and comparison.event_kind must be the same");
+			goto out;
+		}
+		if (parse_masks(json_object_get(doc, "frame_mask"), "frame_mask", r, err) < 0)
+			goto out;
+	} else {
+		const json_t *filter = json_object_get(doc, "filter");
+		if (scope_parse(filter, "filter", &r->scope, err) < 0 ||
+		    parse_masks(json_object_get(filter, "frame_mask"), "filter.frame_mask", r, err) < 0)
+			goto out;
+	}
+	if (get_string(doc, "search", 1024, &r->search, err) < 0 ||
+	    get_bool(doc, "raw_names", &r->raw_names, err) < 0 ||
+	    get_bool(doc, "verbose_names", &r->verbose_names, err) < 0 ||
+	    get_choice(doc, "sort", "self", "total", &r->sort_total, err) < 0 ||
+	    get_choice(doc, "cpu_mode", "relative", "absolute", &r->absolute, err) < 0 ||
+	    get_count(doc, "limit", FN_MAX_LIMIT, &r->limit, err) < 0 ||
+	    get_count(doc, "max_nodes", 1000000, &r->max_nodes, err) < 0)
+		goto out;
+	if (r->search && !*r->search) {
+		free(r->search);
+		r->search = NULL;
+	}
+	if (what == FN_SANDWICH) {
+		if (get_string(doc, "function", 4096, &r->function, err) < 0 ||
+		    get_string(doc, "binary", 4096, &r->binary, err) < 0)
+			goto out;
+		if (!r->function || !*r->function) {
+			buf_puts(err, "function: expected the name of the function to center on");
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	json_decref(doc);
+	if (rc < 0)
+		fn_request_free(r);
+	return rc;
+}
+
+void fn_request_set_project(struct fn_request *r, const char *project_id)
+{
+	snprintf(r->scope.project_id, sizeof(r->scope.project_id), "%s", project_id);
+	snprintf(r->baseline.project_id, sizeof(r->baseline.project_id), "%s", project_id);
+}
+
+void fn_request_free(struct fn_request *r)
+{
+	scope_free(&r->scope);
+	scope_free(&r->baseline);
+	for (size_t i = 0; i < r->nmasks; i++)
+		free(r->masks[i]);
+	r->nmasks = 0;
+	free(r->search);
+	free(r->function);
+	free(r->binary);
+	r->search = r->function = r->binary = NULL;
+}
+
+/* --- the per-function table ------------------------------------------------- */
+
+struct fstat {
+	uint64_t self, total;
+};
+
+struct ftab {
+	struct fstat *v;
+	size_t cap;
+	uint64_t total;
+	uint16_t hz;
+	struct scope_context ctx;
+};
+
+/* What one pass over a scope needs, shared by the tables of a diff. */
+struct fn_pass {
+	struct display *d;
+	uint32_t *stamp; /* per key: the stack it was last counted for */
+	size_t capstamp;
+	uint32_t stack_gen;
+	uint32_t keys[DISPLAY_MAX_DEPTH], lines[DISPLAY_MAX_DEPTH];
+	/* sandwich */
+	int8_t *target; /* per key: -1 not yet known, 0 no, 1 the function */
+	size_t captarget;
+	const struct fn_request *r;
+	struct otree callers, callees;
+	struct fstat center;
+};
+
+static void grow_keys(struct fn_pass *f, struct ftab *t)
+{
+	size_t n = display_count(f->d);
+	if (t && t->cap < n) {
+		size_t old = t->cap;
+		xgrow((void **)&t->v, &t->cap, n, sizeof(*t->v));
+		memset(t->v + old, 0, (t->cap - old) * sizeof(*t->v));
+	}
+	if (f->capstamp < n) {
+		size_t old = f->capstamp;
+		xgrow((void **)&f->stamp, &f->capstamp, n, sizeof(uint32_t));
+		memset(f->stamp + old, 0, (f->capstamp - old) * sizeof(uint32_t));
+	}
+	if (f->captarget < n) {
+		size_t old = f->captarget;
+		xgrow((void **)&f->target, &f->captarget, n, 1);
+		memset(f->target + old, -1, f->captarget - old);
+	}
+}
+
+static bool is_target(struct fn_pass *f, uint32_t key)
+{
+	if (f->target[key] < 0) {
+		const struct dkey *k = display_get(f->d, key);
+		f->target[key] = strcmp(display_str(f->d, k->name), f->r->function) == 0 &&
+				 (!f->r->binary || strcmp(display_str(f->d, k->binary), f->r->binary) == 0);
+	}
+	return f->target[key] == 1;
+}
+
+/* One stack with value v: function totals, or the sandwich trees. */
+static void add_stack(struct fn_pass *f, struct ftab *t, size_t n, uint64_t v)
+{
+	if (f->r->what == FN_SANDWICH) {
+		size_t at = 0;
+		while (at < n && !is_target(f, f->keys[at]))
+			at++;
+		if (at == n)
+			return;
+		f->center.total += v;
+		if (at == n - 1)
+			f->center.self += v;
+		/* Callees from the outermost call of the function (recursion
+		 * below it stays in the callee tree), callers upwards. */
+		uint32_t node = 0;
+		f->callees.nodes[0].total += v;
+		for (size_t i = at + 1; i < n; i++) {
+			node = otree_child(&f->callees, node, f->keys[i]);
+			f->callees.nodes[node].total += v;
+			otree_vote(&f->callees, node, f->lines[i], v);
+		}
+		f->callees.nodes[node].self += v;
+		node = 0;
+		f->callers.nodes[0].total += v;
+		for (size_t i = at; i-- > 0;) {
+			node = otree_child(&f->callers, node, f->keys[i]);
+			f->callers.nodes[node].total += v;
+			otree_vote(&f->callers, node, f->lines[i], v);
+		}
+		f->callers.nodes[node].self += v;
+		return;
+	}
+	if (!n)
+		return;
+	t->v[f->keys[n - 1]].self += v;
+	if (++f->stack_gen == 0) { /* wrapped: forget every stamp */
+		memset(f->stamp, 0, f->capstamp * sizeof(uint32_t));
+		f->stack_gen = 1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		uint32_t k = f->keys[i];
+		if (f->stamp[k] != f->stack_gen) {
+			f->stamp[k] = f->stack_gen;
+			t->v[k].total += v;
+		}
+	}
+}
+
+/* Reads one scope into t (or, for a sandwich, into the pass's trees). */
+static int collect(struct fn_pass *f, struct store *st, const struct scope *sc, struct ftab *t,
+		   uint64_t t0, struct buf *stats, struct buf *err)
+{
+	struct scan *scan = scan_open(st, sc, err);
+	if (!scan)
+		return -1;
+	struct stack_sums ss = { 0 };
+	for (size_t i = 0; i < scan_parts(scan); i++) {
+		const struct part *p = scan_begin(scan, i);
+		if (!p)
+			continue;
+		display_part(f->d, p);
+		stack_sums_add_part(&ss, scan, p);
+		for (size_t j = 0; j < ss.n; j++) {
+			uint32_t leaf = ss.leaves[j];
+			size_t n = display_stack(f->d, leaf, f->keys, f->lines, DISPLAY_MAX_DEPTH);
+			grow_keys(f, t);
+			add_stack(f, t, n, ss.v[leaf]);
+		}
+		stack_sums_clear(&ss);
+		scan_end(scan, i);
+	}
+	t->total = ss.total;
+	t->hz = stack_sums_hz(&ss);
+	stack_sums_free(&ss);
+	scope_context_read(st, sc, &t->ctx);
+	scan_stats_json(scan, t0, stats);
+	scan_close(scan);
+	return 0;
+}
+
+/* --- answers ------------------------------------------------------------------- */
+
+static void put_num(struct buf *out, const char *name, double v)
+{
+	buf_printf(out, ",\"%s\":", name);
+	if (isfinite(v))
+		jsonw_double(out, v);
+	else
+		buf_puts(out, "null");
+}
+
+static double percent(const struct fn_request *r, const struct ftab *t, uint64_t v)
+{
+	if (r->absolute && r->scope.kind == SEK_ON_CPU) {
+		if (!t->ctx.host_cpus)
+			return NAN;
+		return scope_cores(&t->ctx, r->scope.kind, t->hz, v) / (double)t->ctx.host_cpus * 100.0;
+	}
+	return t->ctx.total ? (double)v / (double)t->ctx.total * 100.0 : NAN;
+}
+
+static void put_key(struct buf *out, const struct display *d, uint32_t key)
+{
+	const struct dkey *k = display_get(d, key);
+	buf_puts(out, "{\"name\":");
+	jsonw_str(out, display_str(d, k->name));
+	buf_puts(out, ",\"frame_type\":");
+	jsonw_str(out, frame_type_name(k->type));
+	if (*display_str(d, k->binary)) {
+		buf_puts(out, ",\"binary\":");
+		jsonw_str(out, display_str(d, k->binary));
+	}
+	if (k->file) {
+		buf_puts(out, ",\"file\":");
+		jsonw_str(out, display_str(d, k->file));
+	}
+}
+
+static void put_values(struct buf *out, const struct fn_request *r, const struct ftab *t,
+		       const struct fstat *v, const char *prefix)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "%sself", prefix);
+	buf_printf(out, ",\"%s\":", name);
+	jsonw_u64(out, v->self);
+	snprintf(name, sizeof(name), "%stotal", prefix);
+	buf_printf(out, ",\"%s\":", name);
+	jsonw_u64(out, v->total);
+	snprintf(name, sizeof(name), "%sself_cores", prefix);
+	put_num(out, name, scope_cores(&t->ctx, r->scope.kind, t->hz, v->self));
+	snprintf(name, sizeof(name), "%stotal_cores", prefix);
+	put_num(out, name, scope_cores(&t->ctx, r->scope.kind, t->hz, v->total));
+	snprintf(name, sizeof(name), "%sself_percent", prefix);
+	put_num(out, name, percent(r, t, v->self));
+	snprintf(name, sizeof(name), "%stotal_percent", prefix);
+	put_num(out, name, percent(r, t, v->total));
+}
+
+static void put_context(struct buf *out, const char *name, const struct ftab *t)
+{
+	buf_printf(out, ",\"%s\":{\"total\":", name);
+	jsonw_u64(out, t->total);
+	buf_puts(out, ",\"sample_rate_hz\":");
+	jsonw_u64(out, t->hz);
+	buf_puts(out, ",\"seconds\":");
+	jsonw_double(out, t->ctx.seconds);
+	buf_puts(out, ",\"all_total\":");
+	jsonw_u64(out, t->ctx.total);
+	buf_puts(out, ",\"hosts\":");
+	jsonw_u64(out, t->ctx.hosts);
+	buf_puts(out, ",\"host_cpus\":");
+	jsonw_u64(out, t->ctx.host_cpus);
+	buf_putc(out, '}');
+}
+
+struct sort_ctx {
+	const struct ftab *a, *b; /* b: the comparison of a diff, else NULL */
+	bool by_total;
+	uint8_t kind;
+};
+
+/* The change of key k in cores, comparison minus baseline. */
+static double diff_of(const struct sort_ctx *c, uint32_t k)
+{
+	uint64_t x = c->by_total ? c->a->v[k].total : c->a->v[k].self;
+	uint64_t y = c->by_total ? c->b->v[k].total : c->b->v[k].self;
+	return scope_cores(&c->b->ctx, c->kind, c->b->hz, y) -
+	       scope_cores(&c->a->ctx, c->kind, c->a->hz, x);
+}
+
+static int cmp_keys(const void *pa, const void *pb, void *ctx)
+{
+	const struct sort_ctx *c = ctx;
+	uint32_t x = *(const uint32_t *)pa, y = *(const uint32_t *)pb;
+	if (c->b) {
+		/* A diff: the largest change in cores first, either way. */
+		double dx = fabs(diff_of(c, x)), dy = fabs(diff_of(c, y));
+		if (dx != dy)
+			return dx > dy ? -1 : 1;
+	} else {
+		uint64_t vx = c->by_total ? c->a->v[x].total : c->a->v[x].self;
+		uint64_t vy = c->by_total ? c->a->v[y].total : c->a->v[y].self;
+		if (vx != vy)
+			return vx > vy ? -1 : 1;
+	}
+	return x < y ? -1 : x > y;
+}
+
+/* The keys worth listing: real functions with a value, matching search. */
+static uint32_t *listed(const struct display *d, const struct ftab *a, const struct ftab *b,
+			size_t *n)
+{
+	size_t nk = display_count(d);
+	uint32_t *keys = xmalloc((nk + 1) * sizeof(uint32_t));
+	*n = 0;
+	for (uint32_t k = 0; k < nk; k++) {
+		const struct dkey *dk = display_get(d, k);
+		if (dk->type == DT_ROOT || dk->type == DT_SYNTHETIC || dk->type == DT_OTHER ||
+		    dk->masked)
+			continue;
+		bool has = (k < a->cap && a->v[k].total) || (b && k < b->cap && b->v[k].total);
+		if (!has)
+			continue;
+		if (display_has_search(d) && !dk->matched)
+			continue;
+		keys[(*n)++] = k;
+	}
+	return keys;
+}
+
+static void write_top(struct fn_pass *f, const struct fn_request *r, struct ftab *t,
+		      struct buf *out)
+{
+	size_t n;
+	uint32_t *keys = listed(f->d, t, NULL, &n);
+	struct sort_ctx sc = { t, NULL, r->sort_total, r->scope.kind };
+	qsort_r(keys, n, sizeof(uint32_t), cmp_keys, &sc);
+	buf_puts(out, "{\"unit\":");
+	jsonw_str(out, event_kind_unit(r->scope.kind));
+	buf_puts(out, ",\"sample_rate_hz\":");
+	jsonw_u64(out, t->hz);
+	buf_puts(out, ",\"total\":");
+	jsonw_u64(out, t->total);
+	buf_puts(out, ",\"cpu_mode\":");
+	jsonw_str(out, r->absolute ? "absolute" : "relative");
+	put_context(out, "scope", t);
+	buf_puts(out, ",\"functions_total\":");
+	jsonw_u64(out, n);
+	buf_puts(out, ",\"functions\":[");
+	for (size_t i = 0; i < n && i < r->limit; i++) {
+		if (i)
+			buf_putc(out, ',');
+		put_key(out, f->d, keys[i]);
+		put_values(out, r, t, &t->v[keys[i]], "");
+		buf_putc(out, '}');
+	}
+	buf_puts(out, "]");
+	free(keys);
+}
+
+static void write_diff(struct fn_pass *f, const struct fn_request *r, struct ftab *base,
+		       struct ftab *cmp, struct buf *out)
+{
+	/* Both tables cover every key. */
+	size_t nk = display_count(f->d);
+	struct ftab *tabs[2] = { base, cmp };
+	for (int i = 0; i < 2; i++)
+		if (tabs[i]->cap < nk) {
+			size_t old = tabs[i]->cap;
+			xgrow((void **)&tabs[i]->v, &tabs[i]->cap, nk, sizeof(struct fstat));
+			memset(tabs[i]->v + old, 0, (tabs[i]->cap - old) * sizeof(struct fstat));
+		}
+	size_t n;
+	uint32_t *keys = listed(f->d, base, cmp, &n);
+	/* The largest change in cores first, as scopes may differ in length
+	 * and sample rate. */
+	struct sort_ctx sc = { base, cmp, r->sort_total, r->scope.kind };
+	qsort_r(keys, n, sizeof(uint32_t), cmp_keys, &sc);
+	buf_puts(out, "{\"unit\":");
+	jsonw_str(out, event_kind_unit(r->scope.kind));
+	put_context(out, "baseline", base);
+	put_context(out, "comparison", cmp);
+	buf_puts(out, ",\"cpu_mode\":");
+	jsonw_str(out, r->absolute ? "absolute" : "relative");
+	size_t added = 0, removed = 0;
+	for (size_t i = 0; i < n; i++) {
+		added += base->v[keys[i]].total == 0;
+		removed += cmp->v[keys[i]].total == 0;
+	}
+	buf_puts(out, ",\"functions_total\":");
+	jsonw_u64(out, n);
+	buf_puts(out, ",\"functions_new\":");
+	jsonw_u64(out, added);
+	buf_puts(out, ",\"functions_removed\":");
+	jsonw_u64(out, removed);
+	buf_puts(out, ",\"functions\":[");
+	for (size_t i = 0; i < n && i < r->limit; i++) {
+		uint32_t k = keys[i];
+		if (i)
+			buf_putc(out, ',');
+		put_key(out, f->d, k);
+		const char *status = base->v[k].total == 0 ? "new"
+				   : cmp->v[k].total == 0  ? "removed"
+							   : "changed";
+		buf_puts(out, ",\"status\":");
+		jsonw_str(out, status);
+		put_values(out, r, base, &base->v[k], "baseline_");
+		put_values(out, r, cmp, &cmp->v[k], "comparison_");
+		double bs = scope_cores(&base->ctx, r->scope.kind, base->hz, base->v[k].self);
+		double bt = scope_cores(&base->ctx, r->scope.kind, base->hz, base->v[k].total);
+		double cs = scope_cores(&cmp->ctx, r->scope.kind, cmp->hz, cmp->v[k].self);
+		double ct = scope_cores(&cmp->ctx, r->scope.kind, cmp->hz, cmp->v[k].total);
+		put_num(out, "self_cores_change", cs - bs);
+		put_num(out, "total_cores_change", ct - bt);
+		put_num(out, "self_change_percent", bs > 0 ? (cs - bs) / bs * 100.0 : NAN);
+		put_num(out, "total_change_percent", bt > 0 ? (ct - bt) / bt * 100.0 : NAN);
+		buf_putc(out, '}');
+	}
+	buf_puts(out, "]");
+	free(keys);
+}
+
+static void write_sandwich(struct fn_pass *f, const struct fn_request *r, struct ftab *t,
+			   struct buf *out)
+{
+	buf_puts(out, "{\"unit\":");
+	jsonw_str(out, event_kind_unit(r->scope.kind));
+	buf_puts(out, ",\"sample_rate_hz\":");
+	jsonw_u64(out, t->hz);
+	buf_puts(out, ",\"total\":");
+	jsonw_u64(out, t->total);
+	put_context(out, "scope", t);
+	buf_puts(out, ",\"function\":{\"name\":");
+	jsonw_str(out, r->function);
+	if (r->binary) {
+		buf_puts(out, ",\"binary\":");
+		jsonw_str(out, r->binary);
+	}
+	put_values(out, r, t, &f->center, "");
+	buf_puts(out, "},\"callers\":");
+	f->callers.nodes[0].self = 0;
+	otree_write(&f->callers, f->d, r->max_nodes, out);
+	buf_puts(out, ",\"callees\":");
+	otree_write(&f->callees, f->d, r->max_nodes, out);
+}
+
+int functions_query(struct store *st, struct symbols *sym, struct fetcher *fetch,
+		    const struct fn_request *r, struct buf *out, struct buf *err)
+{
+	uint64_t t0 = now_mono_ns();
+	struct display_opts o = { .raw_names = r->raw_names, .verbose_names = r->verbose_names,
+				  .masks = (const char *const *)r->masks, .nmasks = r->nmasks,
+				  .search = r->search };
+	struct fn_pass f = { .r = r };
+	if (!(f.d = display_new(sym, fetch, &o,
+				r->what == FN_DIFF ? "frame_mask.patterns" : "filter.frame_mask.patterns",
+				err)))
+		return -1;
+	uint32_t center = display_key(f.d, DT_SYNTHETIC, r->function ? r->function : "", "", NULL);
+	otree_init(&f.callers, center);
+	otree_init(&f.callees, center);
+	struct ftab a = { 0 }, b = { 0 };
+	struct buf stats_a = { 0 }, stats_b = { 0 };
+	int rc = -1;
+	if (r->what == FN_DIFF) {
+		if (collect(&f, st, &r->baseline, &a, t0, &stats_a, err) < 0 ||
+		    collect(&f, st, &r->scope, &b, t0, &stats_b, err) < 0)
+			goto out;
+		write_diff(&f, r, &a, &b, out);
+		buf_puts(out, ",\"baseline_");
+		buf_append(out, stats_a.data + 1, stats_a.len - 1);
+		buf_puts(out, ",");
+		buf_append(out, stats_b.data, stats_b.len);
+	} else {
+		if (collect(&f, st, &r->scope, &a, t0, &stats_a, err) < 0)
+			goto out;
+		if (r->what == FN_TOP)
+			write_top(&f, r, &a, out);
+		else
+			write_sandwich(&f, r, &a, out);
+		buf_putc(out, ',');
+		buf_append(out, stats_a.data, stats_a.len);
+	}
+	buf_puts(out, "}");
+	rc = 0;
+out:
+	free(a.v);
+	free(b.v);
+	buf_free(&stats_a);
+	buf_free(&stats_b);
+	otree_free(&f.callers);
+	otree_free(&f.callees);
+	free(f.stamp);
+	free(f.target);
+	display_free(f.d);
+	return rc;
+}

@@ -1,0 +1,38 @@
+/* merge.h - writing parts into a new block: flushing the in-memory head
+ * and compacting blocks are the same operation.
+ *
+ * The rows of every source that fall in [from_ms, to_ms) are re-interned
+ * into a fresh part (only the strings, frames, stack nodes and label sets
+ * they use), rounded down to the granularity, merged where (series, time,
+ * stack) repeat and written one series at a time, so memory holds the new
+ * dictionaries and one series' rows, never a whole block of rows.
+ */
+#ifndef EMBER_SERVER_MERGE_H
+#define EMBER_SERVER_MERGE_H
+
+#include <stdint.h>
+
+#include "block.h"
+#include "buf.h"
+#include "part.h"
+
+struct merge_source {
+	const struct part *p;
+	struct block *blk; /* where p's rows are; NULL when they are in memory */
+};
+
+struct merge_target {
+	int64_t from_ms, to_ms;   /* rows kept: from <= ts < to */
+	uint32_t granularity_ms;
+	struct block_meta meta;   /* lineage written into the footer */
+	const char *tmp_path, *final_path;
+};
+
+/* Writes the block. On success *out is the new part, loaded and ready to
+ * query (its rows are in the file). On failure returns -1 with err set and
+ * *bad_source set to the index of a source whose rows could not be read
+ * (or -1 when the failure was writing). */
+int merge_write(const struct merge_source *src, size_t nsrc, const struct merge_target *t,
+		struct part *out, int *bad_source, struct buf *err);
+
+#endif

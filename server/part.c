@@ -1,0 +1,480 @@
+/* part.c - see part.h. */
+#include "part.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "batch_decode.h"
+#include "util.h"
+
+void part_init(struct part *p, uint32_t granularity_ms)
+{
+	memset(p, 0, sizeof(*p));
+	strtab_init(&p->lstr);
+	strtab_init(&p->sstr);
+	xgrow((void **)&p->node_parent, &p->capnodes, 1, sizeof(uint32_t));
+	p->node_frame = xrealloc(p->node_frame, p->capnodes * sizeof(uint32_t));
+	p->node_parent[0] = 0;
+	p->node_frame[0] = UINT32_MAX;
+	p->nnodes = 1;
+	xgrow((void **)&p->label_off, &p->caplabels, 1, sizeof(uint32_t));
+	p->label_off[0] = 0;
+	p->min_ts = INT64_MAX;
+	p->max_ts = INT64_MIN;
+	p->granularity_ms = granularity_ms ? granularity_ms : 1;
+}
+
+void part_free(struct part *p)
+{
+	strtab_free(&p->lstr);
+	strtab_free(&p->sstr);
+	free(p->files);
+	free(p->frames);
+	free(p->node_parent);
+	free(p->node_frame);
+	free(p->label_kv);
+	free(p->label_off);
+	for (size_t i = 0; i < p->nseries; i++) {
+		free(p->series[i].minutes);
+		free(p->series[i].rows);
+	}
+	free(p->series);
+	free(p->hosts);
+	free(p->agents);
+	hmap_free(&p->file_index);
+	hmap_free(&p->frame_index);
+	hmap_free(&p->node_index);
+	hmap_free(&p->label_index);
+	hmap_free(&p->series_index);
+	hmap_free(&p->host_index);
+	hmap_free(&p->agent_index);
+	memset(p, 0, sizeof(*p));
+}
+
+/* --- interning ------------------------------------------------------------ */
+
+struct file_key {
+	const struct part *p;
+	const uint8_t *id;
+};
+
+static bool eq_file(const void *ctx, uint32_t idx)
+{
+	const struct file_key *k = ctx;
+	return memcmp(k->p->files[idx].id.b, k->id, FILE_ID_LEN) == 0;
+}
+
+uint32_t part_file(struct part *p, const struct store_file *f)
+{
+	uint64_t h = hash_bytes(f->id.b, FILE_ID_LEN);
+	struct file_key k = { p, f->id.b };
+	uint32_t idx;
+	if (!hmap_find(&p->file_index, h, eq_file, &k, &idx)) {
+		xgrow((void **)&p->files, &p->capfiles, p->nfiles + 1, sizeof(*p->files));
+		idx = (uint32_t)p->nfiles++;
+		p->files[idx] = *f;
+		hmap_insert(&p->file_index, h, idx);
+		return idx;
+	}
+	/* A later batch may know more about the file than the first did. */
+	struct store_file *sf = &p->files[idx];
+	if (!sf->build_id_len && f->build_id_len) {
+		memcpy(sf->build_id, f->build_id, f->build_id_len);
+		sf->build_id_len = f->build_id_len;
+	}
+	if (!sf->nsegs && f->nsegs) {
+		memcpy(sf->segs, f->segs, sizeof(sf->segs));
+		sf->nsegs = f->nsegs;
+	}
+	return idx;
+}
+
+struct frame_key {
+	const struct part *p;
+	const struct store_frame *f;
+};
+
+static bool eq_frame(const void *ctx, uint32_t idx)
+{
+	const struct frame_key *k = ctx;
+	const struct store_frame *a = &k->p->frames[idx], *b = k->f;
+	return a->type == b->type && a->file == b->file && a->address == b->address &&
+	       a->name == b->name && a->binary == b->binary;
+}
+
+uint32_t part_frame(struct part *p, const struct store_frame *f)
+{
+	uint64_t h = hash_mix(hash_mix(hash_mix(hash_u64(f->type), f->file), f->address),
+			      (uint64_t)f->name << 32 | f->binary);
+	struct frame_key k = { p, f };
+	uint32_t idx;
+	if (hmap_find(&p->frame_index, h, eq_frame, &k, &idx))
+		return idx;
+	xgrow((void **)&p->frames, &p->capframes, p->nframes + 1, sizeof(*p->frames));
+	idx = (uint32_t)p->nframes++;
+	p->frames[idx] = *f;
+	hmap_insert(&p->frame_index, h, idx);
+	return idx;
+}
+
+struct node_key {
+	const struct part *p;
+	uint32_t parent, frame;
+};
+
+static bool eq_node(const void *ctx, uint32_t idx)
+{
+	const struct node_key *k = ctx;
+	return k->p->node_parent[idx] == k->parent && k->p->node_frame[idx] == k->frame;
+}
+
+uint32_t part_node(struct part *p, uint32_t parent, uint32_t frame)
+{
+	uint64_t h = hash_u64((uint64_t)parent << 32 | frame);
+	struct node_key k = { p, parent, frame };
+	uint32_t idx;
+	if (hmap_find(&p->node_index, h, eq_node, &k, &idx))
+		return idx;
+	if (p->nnodes == p->capnodes) {
+		size_t cap = p->capnodes;
+		xgrow((void **)&p->node_parent, &cap, p->nnodes + 1, sizeof(uint32_t));
+		p->node_frame = xrealloc(p->node_frame, cap * sizeof(uint32_t));
+		p->capnodes = cap;
+	}
+	idx = (uint32_t)p->nnodes++;
+	p->node_parent[idx] = parent;
+	p->node_frame[idx] = frame;
+	hmap_insert(&p->node_index, h, idx);
+	return idx;
+}
+
+struct label_key {
+	const struct part *p;
+	const uint32_t *kv;
+	size_t n;
+};
+
+static bool eq_labels(const void *ctx, uint32_t idx)
+{
+	const struct label_key *k = ctx;
+	size_t len = k->p->label_off[idx + 1] - k->p->label_off[idx];
+	return len == k->n && (k->n == 0 || memcmp(k->p->label_kv + k->p->label_off[idx], k->kv,
+						   k->n * sizeof(uint32_t)) == 0);
+}
+
+uint32_t part_labels(struct part *p, const uint32_t *kv, size_t npairs)
+{
+	size_t n = 2 * npairs;
+	uint64_t h = hash_bytes(kv, n * sizeof(uint32_t));
+	struct label_key k = { p, kv, n };
+	uint32_t idx;
+	if (hmap_find(&p->label_index, h, eq_labels, &k, &idx))
+		return idx;
+	if (n) {
+		xgrow((void **)&p->label_kv, &p->caplabel_kv, p->nlabel_kv + n, sizeof(uint32_t));
+		memcpy(p->label_kv + p->nlabel_kv, kv, n * sizeof(uint32_t));
+	}
+	p->nlabel_kv += n;
+	xgrow((void **)&p->label_off, &p->caplabels, p->nlabels + 2, sizeof(uint32_t));
+	idx = (uint32_t)p->nlabels++;
+	p->label_off[idx + 1] = (uint32_t)p->nlabel_kv;
+	hmap_insert(&p->label_index, h, idx);
+	return idx;
+}
+
+struct series_key {
+	const struct part *p;
+	uint32_t project, labels;
+	uint8_t kind;
+	uint16_t hz;
+};
+
+static bool eq_series(const void *ctx, uint32_t idx)
+{
+	const struct series_key *k = ctx;
+	const struct part_series *s = &k->p->series[idx];
+	return s->project == k->project && s->labels == k->labels && s->kind == k->kind &&
+	       s->hz == k->hz;
+}
+
+uint32_t part_series_id(struct part *p, uint32_t project, uint8_t kind, uint16_t hz,
+			uint32_t labels)
+{
+	uint64_t h = hash_mix(hash_u64((uint64_t)project << 32 | labels), (uint64_t)kind << 16 | hz);
+	struct series_key k = { p, project, labels, kind, hz };
+	uint32_t idx;
+	if (hmap_find(&p->series_index, h, eq_series, &k, &idx))
+		return idx;
+	xgrow((void **)&p->series, &p->capseries, p->nseries + 1, sizeof(*p->series));
+	idx = (uint32_t)p->nseries++;
+	p->series[idx] = (struct part_series){ .project = project, .labels = labels, .kind = kind,
+					       .hz = hz, .min_ts = INT64_MAX, .max_ts = INT64_MIN };
+	hmap_insert(&p->series_index, h, idx);
+	return idx;
+}
+
+void part_add_minute(struct part_series *s, int64_t minute_ms, uint64_t value)
+{
+	/* Rows come mostly in time order: look from the end. */
+	size_t i = s->nminutes;
+	while (i > 0 && s->minutes[i - 1].minute_ms > minute_ms)
+		i--;
+	if (i > 0 && s->minutes[i - 1].minute_ms == minute_ms) {
+		s->minutes[i - 1].value += value;
+		return;
+	}
+	xgrow((void **)&s->minutes, &s->capminutes, s->nminutes + 1, sizeof(*s->minutes));
+	memmove(s->minutes + i + 1, s->minutes + i, (s->nminutes - i) * sizeof(*s->minutes));
+	s->minutes[i] = (struct part_minute){ minute_ms, value };
+	s->nminutes++;
+}
+
+static int64_t floor_to(int64_t t, int64_t g)
+{
+	int64_t r = t % g;
+	return r < 0 ? t - r - g : t - r;
+}
+
+void part_add_row(struct part *p, uint32_t series, int64_t ts_ms, uint32_t stack, uint64_t value)
+{
+	struct part_series *s = &p->series[series];
+	int64_t ts = floor_to(ts_ms, p->granularity_ms);
+	xgrow((void **)&s->rows, &s->caprows, s->nrows + 1, sizeof(*s->rows));
+	s->rows[s->nrows++] = (struct part_row){ .ts_ms = ts, .value = value, .stack = stack };
+	s->total += value;
+	s->min_ts = MIN(s->min_ts, ts);
+	s->max_ts = MAX(s->max_ts, ts);
+	part_add_minute(s, floor_to(ts, 60000), value);
+	p->min_ts = MIN(p->min_ts, ts);
+	p->max_ts = MAX(p->max_ts, ts);
+	p->rows++;
+	p->samples += value;
+}
+
+struct host_key {
+	const struct part *p;
+	uint32_t name;
+};
+
+static bool eq_host(const void *ctx, uint32_t idx)
+{
+	const struct host_key *k = ctx;
+	return k->p->hosts[idx].name == k->name;
+}
+
+void part_note_host(struct part *p, uint32_t name, uint32_t cpus)
+{
+	struct host_key k = { p, name };
+	uint64_t h = hash_u64(name);
+	uint32_t idx;
+	if (hmap_find(&p->host_index, h, eq_host, &k, &idx)) {
+		p->hosts[idx].cpus = MAX(p->hosts[idx].cpus, cpus);
+		return;
+	}
+	xgrow((void **)&p->hosts, &p->caphosts, p->nhosts + 1, sizeof(*p->hosts));
+	idx = (uint32_t)p->nhosts++;
+	p->hosts[idx] = (struct part_host){ name, cpus };
+	hmap_insert(&p->host_index, h, idx);
+}
+
+struct agent_key {
+	const struct part *p;
+	uint32_t instance;
+};
+
+static bool eq_agent(const void *ctx, uint32_t idx)
+{
+	const struct agent_key *k = ctx;
+	return k->p->agents[idx].instance == k->instance;
+}
+
+void part_note_agent(struct part *p, uint32_t instance, uint64_t seq)
+{
+	struct agent_key k = { p, instance };
+	uint64_t h = hash_u64(instance);
+	uint32_t idx;
+	if (hmap_find(&p->agent_index, h, eq_agent, &k, &idx)) {
+		p->agents[idx].seq = MAX(p->agents[idx].seq, seq);
+		return;
+	}
+	xgrow((void **)&p->agents, &p->capagents, p->nagents + 1, sizeof(*p->agents));
+	idx = (uint32_t)p->nagents++;
+	p->agents[idx] = (struct part_agent){ instance, seq };
+	hmap_insert(&p->agent_index, h, idx);
+}
+
+uint64_t part_agent_seq(const struct part *p, const char *instance)
+{
+	uint32_t id = strtab_lookup(&p->lstr, instance, strlen(instance));
+	if (id == UINT32_MAX)
+		return 0;
+	struct agent_key k = { p, id };
+	uint32_t idx;
+	if (hmap_find(&p->agent_index, hash_u64(id), eq_agent, &k, &idx))
+		return p->agents[idx].seq;
+	return 0;
+}
+
+size_t part_canonical_labels(uint32_t *kv, size_t npairs)
+{
+	for (size_t i = 1; i < npairs; i++) {
+		uint32_t k = kv[2 * i], v = kv[2 * i + 1];
+		size_t j = i;
+		while (j > 0 && kv[2 * (j - 1)] > k) {
+			kv[2 * j] = kv[2 * (j - 1)];
+			kv[2 * j + 1] = kv[2 * (j - 1) + 1];
+			j--;
+		}
+		kv[2 * j] = k;
+		kv[2 * j + 1] = v;
+	}
+	size_t n = 0;
+	for (size_t i = 0; i < npairs; i++)
+		if (n == 0 || kv[2 * (n - 1)] != kv[2 * i]) {
+			kv[2 * n] = kv[2 * i];
+			kv[2 * n + 1] = kv[2 * i + 1];
+			n++;
+		}
+	return n;
+}
+
+void part_add_batch(struct part *p, const char *project_id, const Ember__Ingest__V1__Batch *b)
+{
+	uint32_t project = strtab_intern_cstr(&p->lstr, project_id);
+	/* Batch strings serve as labels and as symbols: each table gets them
+	 * on first use only. */
+	size_t ns = b->n_strings;
+	uint32_t *lmap = xmalloc((ns + 1) * sizeof(uint32_t) * 2);
+	uint32_t *smap = lmap + ns + 1;
+	memset(lmap, 0xff, (ns + 1) * sizeof(uint32_t) * 2);
+#define LSTR(i) (lmap[i] != UINT32_MAX ? lmap[i] : (lmap[i] = strtab_intern_cstr(&p->lstr, b->strings[i])))
+#define SSTR(i) (smap[i] != UINT32_MAX ? smap[i] : (smap[i] = strtab_intern_cstr(&p->sstr, b->strings[i])))
+	uint32_t *fmap = xmalloc((b->n_files + 1) * sizeof(uint32_t));
+	for (size_t i = 0; i < b->n_files; i++) {
+		const Ember__Ingest__V1__File *f = b->files[i];
+		struct store_file sf = { .name = SSTR(f->name) };
+		memcpy(sf.id.b, f->file_id.data, FILE_ID_LEN);
+		if (f->build_id.len) {
+			memcpy(sf.build_id, f->build_id.data, f->build_id.len);
+			sf.build_id_len = (uint8_t)f->build_id.len;
+		}
+		for (size_t j = 0; j + 2 < f->n_exec_segments && sf.nsegs < STORE_FILE_SEGMENTS; j += 3) {
+			memcpy(sf.segs[sf.nsegs], f->exec_segments + j, 3 * sizeof(uint64_t));
+			sf.nsegs++;
+		}
+		fmap[i] = part_file(p, &sf);
+	}
+	uint32_t *frmap = xmalloc((b->n_frames + 1) * sizeof(uint32_t));
+	for (size_t i = 0; i < b->n_frames; i++) {
+		const Ember__Ingest__V1__Frame *f = b->frames[i];
+		struct store_frame sf = {
+			.type = (uint8_t)f->type,
+			.file = f->file ? fmap[f->file - 1] + 1 : 0,
+			.address = f->address,
+			.name = f->name ? SSTR(f->name) : 0,
+			.binary = f->binary ? SSTR(f->binary) : 0,
+		};
+		frmap[i] = part_frame(p, &sf);
+	}
+	uint32_t *stmap = xmalloc((b->n_stacks + 1) * sizeof(uint32_t));
+	for (size_t i = 0; i < b->n_stacks; i++) {
+		uint32_t node = 0;
+		for (size_t j = 0; j < b->stacks[i]->n_frames; j++)
+			node = part_node(p, node, frmap[b->stacks[i]->frames[j]]);
+		stmap[i] = node;
+	}
+	uint16_t hz = (uint16_t)MIN(b->sample_rate_hz, 65535u);
+	/* Series per (resource, kind): kinds are few, so a small cache. */
+	uint32_t *sermap = xmalloc((b->n_resources + 1) * 4 * sizeof(uint32_t));
+	memset(sermap, 0xff, (b->n_resources + 1) * 4 * sizeof(uint32_t));
+	uint32_t *labmap = xmalloc((b->n_resources + 1) * sizeof(uint32_t));
+	uint32_t kv[2 * BATCH_MAX_ATTRIBUTES];
+	uint32_t host_key = strtab_lookup(&p->lstr, "host.name", 9);
+	for (size_t i = 0; i < b->n_resources; i++) {
+		const Ember__Ingest__V1__Resource *r = b->resources[i];
+		for (size_t j = 0; j < r->n_attributes; j++)
+			kv[j] = LSTR(r->attributes[j]);
+		size_t pairs = part_canonical_labels(kv, r->n_attributes / 2);
+		labmap[i] = part_labels(p, kv, pairs);
+		if (host_key == UINT32_MAX)
+			host_key = strtab_lookup(&p->lstr, "host.name", 9);
+		for (size_t j = 0; b->host_cpus && j < pairs; j++)
+			if (kv[2 * j] == host_key)
+				part_note_host(p, kv[2 * j + 1], b->host_cpus);
+	}
+	for (size_t i = 0; i < b->n_samples; i++) {
+		const Ember__Ingest__V1__Sample *sm = b->samples[i];
+		size_t slot = (size_t)sm->resource * 4 + ((unsigned)sm->kind - 1) % 4;
+		if (sermap[slot] == UINT32_MAX)
+			sermap[slot] = part_series_id(p, project, (uint8_t)sm->kind, hz,
+						      labmap[sm->resource]);
+		part_add_row(p, sermap[slot], b->start_unix_ms, stmap[sm->stack], sm->value);
+	}
+	if (b->agent_instance[0])
+		part_note_agent(p, strtab_intern_cstr(&p->lstr, b->agent_instance), b->sequence);
+#undef LSTR
+#undef SSTR
+	free(lmap);
+	free(fmap);
+	free(frmap);
+	free(stmap);
+	free(sermap);
+	free(labmap);
+}
+
+/* --- reading ---------------------------------------------------------------- */
+
+size_t part_stack(const struct part *p, uint32_t stack, uint32_t *out, size_t max)
+{
+	size_t depth = 0;
+	for (uint32_t n = stack; n != 0 && n < p->nnodes; n = p->node_parent[n])
+		depth++;
+	size_t i = depth;
+	for (uint32_t n = stack; n != 0 && n < p->nnodes; n = p->node_parent[n]) {
+		i--;
+		if (i < max)
+			out[i] = p->node_frame[n];
+	}
+	return depth;
+}
+
+size_t part_label_pairs(const struct part *p, uint32_t labels, const uint32_t **kv)
+{
+	if (labels >= p->nlabels) {
+		*kv = NULL;
+		return 0;
+	}
+	*kv = p->label_kv ? p->label_kv + p->label_off[labels] : NULL;
+	return (p->label_off[labels + 1] - p->label_off[labels]) / 2;
+}
+
+const char *part_label_value(const struct part *p, uint32_t labels, const char *key)
+{
+	const uint32_t *kv;
+	size_t n = part_label_pairs(p, labels, &kv);
+	uint32_t k = strtab_lookup(&p->lstr, key, strlen(key));
+	if (k == UINT32_MAX)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (kv[2 * i] == k)
+			return strtab_get(&p->lstr, kv[2 * i + 1]);
+	return NULL;
+}
+
+size_t part_memory(const struct part *p)
+{
+	size_t m = p->lstr.bytes.cap + p->sstr.bytes.cap + (p->lstr.cap + p->sstr.cap) * 8 +
+		   p->capfiles * sizeof(*p->files) + p->capframes * sizeof(*p->frames) +
+		   p->capnodes * 8 + p->caplabel_kv * 4 + p->caplabels * 4 +
+		   p->capseries * sizeof(*p->series) + p->caphosts * sizeof(*p->hosts) +
+		   p->capagents * sizeof(*p->agents);
+	const struct hmap *maps[] = { &p->lstr.index, &p->sstr.index, &p->file_index,
+				      &p->frame_index, &p->node_index, &p->label_index,
+				      &p->series_index, &p->host_index, &p->agent_index };
+	for (size_t i = 0; i < ARRAY_SIZE(maps); i++)
+		m += maps[i]->mask ? (maps[i]->mask + 1) * 12 : 0;
+	for (size_t i = 0; i < p->nseries; i++)
+		m += p->series[i].caprows * sizeof(struct part_row) +
+		     p->series[i].capminutes * sizeof(struct part_minute);
+	return m;
+}

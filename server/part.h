@@ -1,0 +1,145 @@
+/* part.h - one part of the profile store: a self-contained set of sample
+ * rows with the dictionaries they reference.
+ *
+ * Every part owns its tables, so a part can be written, read, compacted
+ * and deleted on its own (docs/internals/store.md):
+ *
+ *   lstr     label strings: attribute keys and values, project ids, agent
+ *            instances, host names
+ *   sstr     symbol strings: function names, binaries, file names
+ *   files    executables and libraries (file id, build id, segments)
+ *   frames   (type, file, address, name, binary), deduplicated
+ *   nodes    the stack prefix tree: node = (parent node, frame); node 0 is
+ *            the root and a stack is the id of its leaf node. A parent's id
+ *            is always below its children's, so one pass in id order visits
+ *            parents first.
+ *   labels   label sets: sorted (key, value) lstr-id pairs
+ *   series   (project, event kind, sample rate, label set): the unit rows
+ *            are grouped, filtered and totalled by. Each series carries its
+ *            total, time range and per-minute totals.
+ *   hosts    host name -> logical CPU count (absolute CPU mode)
+ *   agents   agent instance -> highest batch sequence stored (dedup)
+ *
+ * Rows are (time, stack, value) per series. A part being built (the head)
+ * holds its rows in memory; a part read from a block file holds only the
+ * location of each series' rows and decodes them when asked
+ * (part_series_rows). Row times are multiples of the part's granularity.
+ *
+ * Ownership: a part owns every array below. Threading: a part is not
+ * synchronised; the store serialises writers and readers around it.
+ */
+#ifndef EMBER_SERVER_PART_H
+#define EMBER_SERVER_PART_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "hmap.h"
+#include "store.h"
+#include "strtab.h"
+
+struct part_row {
+	int64_t ts_ms;
+	uint64_t value;
+	uint32_t stack;
+	uint32_t pad;
+};
+
+struct part_minute {
+	int64_t minute_ms; /* start of the minute */
+	uint64_t value;
+};
+
+struct part_series {
+	uint32_t project; /* lstr id of the project's UUID */
+	uint32_t labels;  /* label set id */
+	uint8_t kind;     /* enum store_event_kind */
+	uint16_t hz;      /* sample rate of its batches */
+	int64_t min_ts, max_ts;
+	uint64_t total, nrows;
+	struct part_minute *minutes; /* sorted by minute */
+	size_t nminutes, capminutes;
+	/* rows in memory (a part being built) */
+	struct part_row *rows;
+	size_t caprows;
+	/* rows in a block file */
+	uint64_t chunk_off, chunk_len, chunk_raw, chunk_sum;
+};
+
+struct part_host {
+	uint32_t name; /* lstr id */
+	uint32_t cpus;
+};
+
+struct part_agent {
+	uint32_t instance; /* lstr id */
+	uint64_t seq;
+};
+
+struct part {
+	struct strtab lstr, sstr;
+	struct store_file *files;
+	size_t nfiles, capfiles;
+	struct store_frame *frames;
+	size_t nframes, capframes;
+	uint32_t *node_parent, *node_frame;
+	size_t nnodes, capnodes;
+	uint32_t *label_kv, *label_off; /* set i = kv[off[i] .. off[i+1]) */
+	size_t nlabel_kv, caplabel_kv, nlabels, caplabels;
+	struct part_series *series;
+	size_t nseries, capseries;
+	struct part_host *hosts;
+	size_t nhosts, caphosts;
+	struct part_agent *agents;
+	size_t nagents, capagents;
+	/* interning indexes (parts being built only) */
+	struct hmap file_index, frame_index, node_index, label_index, series_index, host_index,
+		agent_index;
+	int64_t min_ts, max_ts;     /* INT64_MAX / INT64_MIN when empty */
+	uint32_t granularity_ms;    /* 1 for exact batch times */
+	uint64_t rows, samples;     /* row count, sum of values */
+};
+
+void part_init(struct part *p, uint32_t granularity_ms);
+void part_free(struct part *p);
+
+/* --- building ------------------------------------------------------------ */
+
+uint32_t part_file(struct part *p, const struct store_file *f); /* f->name is an sstr id */
+uint32_t part_frame(struct part *p, const struct store_frame *f);
+uint32_t part_node(struct part *p, uint32_t parent, uint32_t frame);
+/* kv: sorted, duplicate-free key/value lstr-id pairs (2 * npairs ids). */
+uint32_t part_labels(struct part *p, const uint32_t *kv, size_t npairs);
+uint32_t part_series_id(struct part *p, uint32_t project, uint8_t kind, uint16_t hz,
+			uint32_t labels);
+/* Adds value to (series, ts rounded down to the granularity, stack). In
+ * memory the row is appended; rows are merged when written out. */
+void part_add_row(struct part *p, uint32_t series, int64_t ts_ms, uint32_t stack, uint64_t value);
+/* Adds value to a series' minute totals without a row (reading blocks). */
+void part_add_minute(struct part_series *s, int64_t minute_ms, uint64_t value);
+void part_note_host(struct part *p, uint32_t name, uint32_t cpus);
+void part_note_agent(struct part *p, uint32_t instance, uint64_t seq);
+/* Highest sequence stored for an agent instance, 0 when none. */
+uint64_t part_agent_seq(const struct part *p, const char *instance);
+/* Adds a batch that batch_decode() accepted. */
+void part_add_batch(struct part *p, const char *project_id, const Ember__Ingest__V1__Batch *b);
+
+/* Sorts label pairs by key id and drops repeated keys (first wins).
+ * Returns the number of pairs left. */
+size_t part_canonical_labels(uint32_t *kv, size_t npairs);
+
+/* --- reading ------------------------------------------------------------- */
+
+/* Frames of stack node id, outermost first, into out (at most max).
+ * Returns the depth (which may exceed max; only max are written). */
+size_t part_stack(const struct part *p, uint32_t stack, uint32_t *out, size_t max);
+/* The key/value lstr ids of a label set, as pairs. Returns the pair count. */
+size_t part_label_pairs(const struct part *p, uint32_t labels, const uint32_t **kv);
+/* Value of attribute key in label set labels, or NULL. */
+const char *part_label_value(const struct part *p, uint32_t labels, const char *key);
+/* Bytes of memory the part's tables use. */
+size_t part_memory(const struct part *p);
+
+#endif

@@ -1,0 +1,439 @@
+/* scan.c - see scan.h. */
+#include "scan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cel.h"
+#include "jsonw.h"
+#include "util.h"
+
+static const struct {
+	const char *name;
+	uint8_t kind;
+	const char *unit;
+} event_kinds[] = {
+	{ "on_cpu", SEK_ON_CPU, "samples" },
+	{ "off_cpu", SEK_OFF_CPU, "nanoseconds" },
+	{ "cuda", SEK_CUDA, "nanoseconds" },
+	{ "alloc", SEK_ALLOC, "bytes" },
+};
+
+const char *event_kind_name(uint8_t kind)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(event_kinds); i++)
+		if (event_kinds[i].kind == kind)
+			return event_kinds[i].name;
+	return "on_cpu";
+}
+
+const char *event_kind_unit(uint8_t kind)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(event_kinds); i++)
+		if (event_kinds[i].kind == kind)
+			return event_kinds[i].unit;
+	return "samples";
+}
+
+/* Year 3000 in Unix milliseconds: later times are typing mistakes. */
+#define MAX_TS 32503680000000LL
+
+static int get_ts(const json_t *v, const char *what, const char *field, int64_t *out,
+		  struct buf *err)
+{
+	if (!json_is_integer(v)) {
+		buf_printf(err, "%s.%s: expected an integer (Unix milliseconds)", what, field);
+		return -1;
+	}
+	json_int_t x = json_integer_value(v);
+	if (x < 0 || x > MAX_TS) {
+		buf_printf(err, "%s.%s: expected 0 to %lld, got %lld", what, field, MAX_TS,
+			   (long long)x);
+		return -1;
+	}
+	*out = x;
+	return 0;
+}
+
+int scope_parse(const json_t *filter, const char *what, struct scope *sc, struct buf *err)
+{
+	memset(sc, 0, sizeof(*sc));
+	sc->kind = SEK_ON_CPU;
+	if (!json_is_object(filter)) {
+		buf_printf(err, "%s: expected an object with start_ts and end_ts", what);
+		return -1;
+	}
+	if (get_ts(json_object_get(filter, "start_ts"), what, "start_ts", &sc->start_ms, err) < 0 ||
+	    get_ts(json_object_get(filter, "end_ts"), what, "end_ts", &sc->end_ms, err) < 0)
+		return -1;
+	if (sc->end_ms <= sc->start_ms) {
+		buf_printf(err, "%s: end_ts must be after start_ts", what);
+		return -1;
+	}
+	const json_t *kind = json_object_get(filter, "event_kind");
+	if (kind && !json_is_null(kind)) {
+		const char *k = json_string_value(kind);
+		size_t i;
+		for (i = 0; k && i < ARRAY_SIZE(event_kinds); i++)
+			if (strcmp(k, event_kinds[i].name) == 0)
+				break;
+		if (!k || i == ARRAY_SIZE(event_kinds)) {
+			buf_printf(err, "%s.event_kind: expected one of on_cpu, off_cpu, cuda, alloc",
+				   what);
+			return -1;
+		}
+		sc->kind = event_kinds[i].kind;
+	}
+	const json_t *q = json_object_get(filter, "query");
+	if (q && !json_is_null(q)) {
+		if (!json_is_string(q)) {
+			buf_printf(err, "%s.query: expected a CEL string or null", what);
+			return -1;
+		}
+		const char *qs = json_string_value(q);
+		if (json_string_length(q) > CEL_MAX_SOURCE) {
+			buf_printf(err, "%s.query: at most %d bytes", what, CEL_MAX_SOURCE);
+			return -1;
+		}
+		if (qs[strspn(qs, " \t\r\n")])
+			sc->query = xstrdup(qs);
+	}
+	return 0;
+}
+
+void scope_free(struct scope *sc)
+{
+	free(sc->query);
+	sc->query = NULL;
+}
+
+struct scan {
+	struct store_view *view;
+	const struct scope *sc;
+	struct cel_program *cel;
+	/* the part begun */
+	const struct part *p;
+	size_t cur;
+	uint32_t project; /* its lstr id of the project, UINT32_MAX when absent */
+	int8_t *label_ok; /* per label set: -1 not yet evaluated, 0 out, 1 in */
+	size_t caplabel_ok;
+	uint64_t series_selected, rows_matched;
+};
+
+struct scan *scan_open(struct store *st, const struct scope *sc, struct buf *err)
+{
+	struct cel_program *cel = NULL;
+	if (sc->query) {
+		struct buf e = { 0 };
+		cel = cel_compile(sc->query, &e);
+		if (!cel) {
+			buf_printf(err, "filter.query: %s", e.data);
+			buf_free(&e);
+			return NULL;
+		}
+	}
+	struct scan *s = xcalloc(1, sizeof(*s));
+	s->sc = sc;
+	s->cel = cel;
+	s->view = store_view_open(st, sc->start_ms, sc->end_ms);
+	return s;
+}
+
+void scan_close(struct scan *s)
+{
+	if (!s)
+		return;
+	store_view_close(s->view);
+	cel_free(s->cel);
+	free(s->label_ok);
+	free(s);
+}
+
+size_t scan_parts(const struct scan *s)
+{
+	return store_view_count(s->view);
+}
+
+const struct scope *scan_scope(const struct scan *s)
+{
+	return s->sc;
+}
+
+const struct part *scan_begin(struct scan *s, size_t i)
+{
+	const struct part *p = store_view_begin(s->view, i);
+	if (!p)
+		return NULL;
+	uint32_t project = strtab_lookup(&p->lstr, s->sc->project_id, strlen(s->sc->project_id));
+	if (project == UINT32_MAX || p->max_ts < s->sc->start_ms || p->min_ts >= s->sc->end_ms) {
+		store_view_end(s->view, i);
+		return NULL;
+	}
+	s->p = p;
+	s->cur = i;
+	s->project = project;
+	xgrow((void **)&s->label_ok, &s->caplabel_ok, p->nlabels + 1, 1);
+	memset(s->label_ok, -1, p->nlabels + 1);
+	return p;
+}
+
+void scan_end(struct scan *s, size_t i)
+{
+	store_view_end(s->view, i);
+	s->p = NULL;
+}
+
+struct lookup_ctx {
+	const struct part *p;
+	const uint32_t *kv;
+	size_t n;
+};
+
+static const char *label_lookup(void *ctx, const char *name)
+{
+	const struct lookup_ctx *c = ctx;
+	for (size_t i = 0; i < c->n; i++)
+		if (strcmp(strtab_get(&c->p->lstr, c->kv[2 * i]), name) == 0)
+			return strtab_get(&c->p->lstr, c->kv[2 * i + 1]);
+	return NULL;
+}
+
+bool scan_selected(struct scan *s, uint32_t series)
+{
+	const struct part *p = s->p;
+	if (series >= p->nseries)
+		return false;
+	const struct part_series *ps = &p->series[series];
+	if (ps->project != s->project || ps->kind != s->sc->kind || ps->nrows == 0 ||
+	    ps->max_ts < s->sc->start_ms || ps->min_ts >= s->sc->end_ms)
+		return false;
+	if (!s->cel)
+		return true;
+	if (ps->labels >= p->nlabels)
+		return false;
+	int8_t *ok = &s->label_ok[ps->labels];
+	if (*ok < 0) {
+		struct lookup_ctx c = { p, NULL, 0 };
+		c.n = part_label_pairs(p, ps->labels, &c.kv);
+		*ok = cel_eval(s->cel, label_lookup, &c) ? 1 : 0;
+	}
+	return *ok == 1;
+}
+
+bool scan_series_inside(const struct scan *s, const struct part_series *ps)
+{
+	return ps->min_ts >= s->sc->start_ms && ps->max_ts < s->sc->end_ms;
+}
+
+long scan_rows(struct scan *s, uint32_t series, const struct part_row **rows)
+{
+	s->series_selected++;
+	return store_view_rows(s->view, s->cur, &s->p->series[series], rows);
+}
+
+void scan_count_matched(struct scan *s, uint64_t rows)
+{
+	s->rows_matched += rows;
+}
+
+int64_t scan_series_total(struct scan *s, uint32_t series)
+{
+	const struct part_series *ps = &s->p->series[series];
+	if (scan_series_inside(s, ps)) {
+		s->series_selected++;
+		return (int64_t)ps->total;
+	}
+	const struct part_row *rows;
+	long n = scan_rows(s, series, &rows);
+	if (n < 0)
+		return -1;
+	uint64_t sum = 0, matched = 0;
+	for (long i = 0; i < n; i++)
+		if (scan_in_range(s->sc, rows[i].ts_ms)) {
+			sum += rows[i].value;
+			matched++;
+		}
+	s->rows_matched += matched;
+	return (int64_t)sum;
+}
+
+void scan_stats_json(const struct scan *s, uint64_t start_ns, struct buf *out)
+{
+	const struct store_view_stats *v = store_view_stats(s->view);
+	buf_puts(out, "\"query_stats\":{\"parts\":");
+	jsonw_u64(out, v->parts);
+	buf_puts(out, ",\"parts_skipped\":");
+	jsonw_u64(out, v->parts_skipped);
+	buf_puts(out, ",\"series_read\":");
+	jsonw_u64(out, s->series_selected);
+	buf_puts(out, ",\"rows_read\":");
+	jsonw_u64(out, v->rows_read);
+	buf_puts(out, ",\"rows_matched\":");
+	jsonw_u64(out, s->rows_matched);
+	buf_puts(out, ",\"bytes_read\":");
+	jsonw_u64(out, v->bytes_read);
+	buf_puts(out, ",\"chunks_skipped\":");
+	jsonw_u64(out, v->chunks_skipped);
+	buf_puts(out, ",\"time_ms\":");
+	jsonw_double(out, (double)(now_mono_ns() - start_ns) / 1e6);
+	buf_putc(out, '}');
+}
+
+/* --- per-stack sums ---------------------------------------------------------- */
+
+void stack_sums_add_series(struct stack_sums *ss, struct scan *scan, const struct part *p,
+			   uint32_t series)
+{
+	if (ss->cap < p->nnodes + 1) {
+		size_t old = ss->cap;
+		xgrow((void **)&ss->v, &ss->cap, p->nnodes + 1, sizeof(uint64_t));
+		memset(ss->v + old, 0, (ss->cap - old) * sizeof(uint64_t));
+	}
+	const struct part_row *rows;
+	long n = scan_rows(scan, series, &rows);
+	if (n <= 0)
+		return;
+	const struct part_series *ps = &p->series[series];
+	bool inside = scan_series_inside(scan, ps);
+	uint64_t matched = 0, value = 0;
+	for (long i = 0; i < n; i++) {
+		if (!rows[i].value || (!inside && !scan_in_range(scan->sc, rows[i].ts_ms)))
+			continue;
+		uint32_t stack = rows[i].stack < p->nnodes ? rows[i].stack : 0;
+		if (!ss->v[stack]) {
+			xgrow((void **)&ss->leaves, &ss->capleaves, ss->n + 1, sizeof(uint32_t));
+			ss->leaves[ss->n++] = stack;
+		}
+		ss->v[stack] += rows[i].value;
+		value += rows[i].value;
+		matched++;
+	}
+	scan_count_matched(scan, matched);
+	ss->total += value;
+	for (int i = 0; i < 8; i++) {
+		if (ss->hz[i] == ps->hz || ss->hz[i] == 0) {
+			ss->hz[i] = ps->hz;
+			ss->hz_value[i] += value;
+			break;
+		}
+	}
+}
+
+void stack_sums_add_part(struct stack_sums *ss, struct scan *scan, const struct part *p)
+{
+	for (uint32_t s = 0; s < p->nseries; s++)
+		if (scan_selected(scan, s))
+			stack_sums_add_series(ss, scan, p, s);
+}
+
+void stack_sums_clear(struct stack_sums *ss)
+{
+	for (size_t i = 0; i < ss->n; i++)
+		ss->v[ss->leaves[i]] = 0;
+	ss->n = 0;
+}
+
+void stack_sums_free(struct stack_sums *ss)
+{
+	free(ss->v);
+	free(ss->leaves);
+	memset(ss, 0, sizeof(*ss));
+}
+
+uint16_t stack_sums_hz(const struct stack_sums *ss)
+{
+	uint16_t hz = 0;
+	uint64_t best = 0;
+	for (int i = 0; i < 8; i++)
+		if (ss->hz_value[i] > best) {
+			best = ss->hz_value[i];
+			hz = ss->hz[i];
+		}
+	return hz;
+}
+
+/* --- the unfiltered context ---------------------------------------------------- */
+
+/* Rows carry the start of the interval they were sampled in; the data of
+ * the last row reaches about one reporting interval further. */
+#define ROW_SPAN_MS 10000
+
+void scope_context_read(struct store *st, const struct scope *sc, struct scope_context *out)
+{
+	*out = (struct scope_context){ .min_ts = INT64_MAX, .max_ts = INT64_MIN };
+	struct scope all = *sc;
+	all.query = NULL;
+	struct buf err = { 0 };
+	struct scan *s = scan_open(st, &all, &err);
+	buf_free(&err);
+	if (!s)
+		return;
+	struct strtab hosts;
+	strtab_init(&hosts);
+	uint32_t *cpus = NULL;
+	size_t capcpus = 0;
+	for (size_t i = 0; i < scan_parts(s); i++) {
+		const struct part *p = scan_begin(s, i);
+		if (!p)
+			continue;
+		uint32_t host_key = strtab_lookup(&p->lstr, "host.name", 9);
+		for (uint32_t j = 0; j < p->nseries; j++) {
+			if (!scan_selected(s, j))
+				continue;
+			const struct part_series *ps = &p->series[j];
+			int64_t v = scan_series_total(s, j);
+			if (v <= 0)
+				continue;
+			out->total += (uint64_t)v;
+			out->min_ts = MIN(out->min_ts, MAX(ps->min_ts, sc->start_ms));
+			out->max_ts = MAX(out->max_ts, MIN(ps->max_ts, sc->end_ms - 1));
+			if (host_key == UINT32_MAX)
+				continue;
+			const uint32_t *kv;
+			size_t n = part_label_pairs(p, ps->labels, &kv);
+			for (size_t k = 0; k < n; k++) {
+				if (kv[2 * k] != host_key)
+					continue;
+				uint32_t name = kv[2 * k + 1];
+				uint32_t c = 0;
+				for (size_t h = 0; h < p->nhosts; h++)
+					if (p->hosts[h].name == name)
+						c = p->hosts[h].cpus;
+				const char *hn = strtab_get(&p->lstr, name);
+				uint32_t id = strtab_intern_cstr(&hosts, hn);
+				if (id >= capcpus) {
+					size_t old = capcpus;
+					xgrow((void **)&cpus, &capcpus, id + 1, sizeof(uint32_t));
+					memset(cpus + old, 0, (capcpus - old) * sizeof(uint32_t));
+				}
+				cpus[id] = MAX(cpus[id], c);
+			}
+		}
+		scan_end(s, i);
+	}
+	for (uint32_t id = 1; id < strtab_count(&hosts); id++) {
+		out->hosts++;
+		out->host_cpus += cpus[id];
+	}
+	free(cpus);
+	strtab_free(&hosts);
+	scan_close(s);
+	int64_t lo = sc->start_ms, hi = sc->end_ms;
+	if (out->min_ts != INT64_MAX) {
+		lo = MAX(lo, out->min_ts);
+		hi = MIN(hi, out->max_ts + ROW_SPAN_MS);
+	}
+	out->seconds = MAX((double)(hi - lo) / 1000.0, 1.0);
+}
+
+double scope_cores(const struct scope_context *c, uint8_t kind, uint16_t hz, uint64_t value)
+{
+	double v = (double)value;
+	if (kind == SEK_ON_CPU)
+		v = hz ? v / hz : 0;
+	else if (kind == SEK_OFF_CPU || kind == SEK_CUDA)
+		v /= 1e9;
+	else
+		return 0; /* bytes are not time */
+	return v / c->seconds;
+}

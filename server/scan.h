@@ -1,0 +1,133 @@
+/* scan.h - reading what a query selects: the samples of one project and
+ * event kind, in a time range, whose label set passes a CEL filter.
+ *
+ * Every query (flamegraph, top functions, diff, entities, time series,
+ * labels, events) reads through a scan:
+ *
+ *   scan_open      compiles the filter and pins the parts of the range
+ *   scan_begin(i)  loads part i; then scan_selected() says which of its
+ *                  series the query takes (project, kind and CEL, the CEL
+ *                  evaluated once per label set of the part) and
+ *                  scan_rows() gives a series' rows
+ *   scan_end(i)
+ *   scan_stats_json writes the statistics every answer carries
+ *
+ * Rows returned by scan_rows() may lie outside the range: callers keep
+ * those with scan_in_range() unless scan_series_inside() says the whole
+ * series lies inside it.
+ *
+ * Ownership: the scan owns its view and compiled filter; parts and rows
+ * belong to the store and are valid between scan_begin and scan_end.
+ * Threading: one scan is used by one thread.
+ */
+#ifndef EMBER_SERVER_SCAN_H
+#define EMBER_SERVER_SCAN_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "part.h"
+#include "store.h"
+
+/* What a query selects. */
+struct scope {
+	char project_id[37];
+	uint8_t kind;          /* enum store_event_kind */
+	int64_t start_ms, end_ms;
+	char *query;           /* CEL source, or NULL for everything */
+};
+
+/* Parses {"start_ts", "end_ts", "event_kind", "query"} (what names the
+ * object in error messages, e.g. "filter"). The project id is set by the
+ * caller. Returns 0, or -1 with a message for the client in err. */
+int scope_parse(const json_t *filter, const char *what, struct scope *sc, struct buf *err);
+void scope_free(struct scope *sc);
+
+/* Event kinds: name ("on_cpu") and unit ("samples"). */
+const char *event_kind_name(uint8_t kind);
+const char *event_kind_unit(uint8_t kind);
+
+struct scan;
+
+/* Returns NULL with a message for the client in err (a bad CEL filter). */
+struct scan *scan_open(struct store *st, const struct scope *sc, struct buf *err);
+void scan_close(struct scan *s);
+
+size_t scan_parts(const struct scan *s);
+/* Loads part i. NULL when it is damaged (skipped, counted) or holds
+ * nothing the query selects. */
+const struct part *scan_begin(struct scan *s, size_t i);
+void scan_end(struct scan *s, size_t i);
+/* Whether series `series` of the part begun is selected. */
+bool scan_selected(struct scan *s, uint32_t series);
+/* Whether every row of a selected series lies inside the range. */
+bool scan_series_inside(const struct scan *s, const struct part_series *ps);
+static inline bool scan_in_range(const struct scope *sc, int64_t ts)
+{
+	return ts >= sc->start_ms && ts < sc->end_ms;
+}
+/* The rows of series `series` of the part begun (see above); -1 when they
+ * cannot be read (skipped, counted). Valid until the next call. */
+long scan_rows(struct scan *s, uint32_t series, const struct part_row **rows);
+const struct scope *scan_scope(const struct scan *s);
+
+/* Counts rows a query used (the rest were read but outside the range or
+ * left out by sampling). */
+void scan_count_matched(struct scan *s, uint64_t rows);
+/* Appends "query_stats":{...} (no leading comma) with the time since
+ * start_ns (now_mono_ns()). */
+void scan_stats_json(const struct scan *s, uint64_t start_ns, struct buf *out);
+
+/* Sum of the values of the selected rows of part i's series `series`
+ * that lie in the range, using the minute totals when the series lies
+ * inside it. -1 when its rows cannot be read. */
+int64_t scan_series_total(struct scan *s, uint32_t series);
+
+
+/* --- per-stack sums of one part ------------------------------------------ */
+
+/* The values of the selected, in-range rows of one part summed per stack
+ * node: v[stack] for each stack in leaves[0..n). Also the sample-rate vote
+ * and the time range seen. */
+struct stack_sums {
+	uint64_t *v;
+	size_t cap;
+	uint32_t *leaves;
+	size_t n, capleaves;
+	uint64_t total;
+	uint64_t hz_value[8];
+	uint16_t hz[8];
+};
+
+/* Adds the part begun in scan (all its selected series) to ss. */
+void stack_sums_add_part(struct stack_sums *ss, struct scan *scan, const struct part *p);
+/* Adds one selected series of the part begun. */
+void stack_sums_add_series(struct stack_sums *ss, struct scan *scan, const struct part *p,
+			   uint32_t series);
+/* Forgets the per-stack values (keeps total and the rate vote). */
+void stack_sums_clear(struct stack_sums *ss);
+void stack_sums_free(struct stack_sums *ss);
+/* The sample rate most of the value came at (0 = none). */
+uint16_t stack_sums_hz(const struct stack_sums *ss);
+
+/* --- what the range holds, unfiltered ------------------------------------ */
+
+/* The whole project and event kind in the scope's time range, ignoring
+ * the CEL filter: the denominators of relative and absolute percentages. */
+struct scope_context {
+	uint64_t total;          /* every value in the range */
+	int64_t min_ts, max_ts;  /* of the rows in the range (INT64_MAX/MIN: none) */
+	uint64_t host_cpus;      /* logical CPUs of the hosts that sent samples */
+	uint64_t hosts;
+	double seconds;          /* the range, cut to the data it holds (>= 1 s) */
+};
+
+/* Reads the context with a second view (cheap: series totals). */
+void scope_context_read(struct store *st, const struct scope *sc, struct scope_context *out);
+/* Cores (or GPUs) a value amounts to over the context's seconds. */
+double scope_cores(const struct scope_context *c, uint8_t kind, uint16_t hz, uint64_t value);
+
+#endif

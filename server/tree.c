@@ -1,0 +1,195 @@
+/* tree.c - see tree.h. */
+#include "tree.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "jsonw.h"
+#include "util.h"
+
+void otree_init(struct otree *t, uint32_t root_key)
+{
+	memset(t, 0, sizeof(*t));
+	xgrow((void **)&t->nodes, &t->cap, 1, sizeof(*t->nodes));
+	t->nodes[0] = (struct tnode){ .key = root_key, .parent = UINT32_MAX };
+	t->n = 1;
+}
+
+void otree_free(struct otree *t)
+{
+	free(t->nodes);
+	hmap_free(&t->index);
+	memset(t, 0, sizeof(*t));
+}
+
+struct node_key {
+	const struct otree *t;
+	uint32_t parent, key;
+};
+
+static bool eq_child(const void *ctx, uint32_t idx)
+{
+	const struct node_key *k = ctx;
+	return k->t->nodes[idx].key == k->key && k->t->nodes[idx].parent == k->parent;
+}
+
+uint32_t otree_child(struct otree *t, uint32_t parent, uint32_t key)
+{
+	uint64_t h = hash_u64((uint64_t)parent << 32 | key);
+	struct node_key k = { t, parent, key };
+	uint32_t idx;
+	if (hmap_find(&t->index, h, eq_child, &k, &idx))
+		return idx;
+	xgrow((void **)&t->nodes, &t->cap, t->n + 1, sizeof(*t->nodes));
+	idx = (uint32_t)t->n++;
+	t->nodes[idx] = (struct tnode){ .key = key, .parent = parent,
+					.next_sibling = t->nodes[parent].first_child };
+	t->nodes[parent].first_child = idx + 1;
+	hmap_insert(&t->index, h, idx);
+	return idx;
+}
+
+/* Boyer-Moore majority vote, weighted. */
+void otree_vote(struct otree *t, uint32_t node, uint32_t line, uint64_t w)
+{
+	struct tnode *n = &t->nodes[node];
+	if (!line)
+		return;
+	if (n->line == line) {
+		n->votes += w;
+	} else if (n->votes >= w) {
+		n->votes -= w;
+	} else {
+		n->line = line;
+		n->votes = w - n->votes;
+	}
+}
+
+struct sort_ctx {
+	const struct otree *t;
+	const struct display *d;
+};
+
+static int cmp_nodes(const void *a, const void *b, void *ctx)
+{
+	const struct sort_ctx *c = ctx;
+	const struct tnode *x = &c->t->nodes[*(const uint32_t *)a];
+	const struct tnode *y = &c->t->nodes[*(const uint32_t *)b];
+	if (x->total != y->total)
+		return x->total > y->total ? -1 : 1;
+	return strcmp(display_str(c->d, display_get(c->d, x->key)->name),
+		      display_str(c->d, display_get(c->d, y->key)->name));
+}
+
+static bool keep(struct otree *t, uint64_t total)
+{
+	if (total > t->min_total)
+		return true;
+	if (total == t->min_total && t->at_min_budget) {
+		t->at_min_budget--;
+		return true;
+	}
+	return false;
+}
+
+static void write_other(struct buf *out, uint64_t total)
+{
+	buf_puts(out, "{\"name\":\"[other]\",\"frame_type\":\"synthetic\",\"self\":");
+	jsonw_u64(out, total);
+	buf_puts(out, ",\"total\":");
+	jsonw_u64(out, total);
+	buf_puts(out, ",\"children\":[]}");
+}
+
+static void write_node(struct otree *t, const struct display *d, uint32_t n, struct buf *out,
+		       int depth)
+{
+	const struct tnode *tn = &t->nodes[n];
+	const struct dkey *k = display_get(d, tn->key);
+	t->written++;
+	buf_puts(out, "{\"name\":");
+	jsonw_str(out, display_str(d, k->name));
+	buf_puts(out, ",\"frame_type\":");
+	jsonw_str(out, frame_type_name(k->type));
+	const char *binary = display_str(d, k->binary);
+	if (*binary) {
+		buf_puts(out, ",\"binary\":");
+		jsonw_str(out, binary);
+	}
+	if (k->file) {
+		buf_puts(out, ",\"file\":");
+		jsonw_str(out, display_str(d, k->file));
+		if (tn->line) {
+			buf_puts(out, ",\"line\":");
+			jsonw_u64(out, tn->line);
+		}
+	}
+	buf_puts(out, ",\"self\":");
+	jsonw_u64(out, tn->self);
+	buf_puts(out, ",\"total\":");
+	jsonw_u64(out, tn->total);
+	buf_puts(out, ",\"children\":[");
+	size_t nc = 0;
+	for (uint32_t c = tn->first_child; c; c = t->nodes[c - 1].next_sibling)
+		nc++;
+	/* Deeper than any stack can be: only a bug would get here. */
+	if (nc && depth < DISPLAY_MAX_DEPTH * 2) {
+		uint32_t *kids = xmalloc(nc * sizeof(uint32_t));
+		size_t i = 0;
+		for (uint32_t c = tn->first_child; c; c = t->nodes[c - 1].next_sibling)
+			kids[i++] = c - 1;
+		struct sort_ctx sc = { t, d };
+		qsort_r(kids, nc, sizeof(uint32_t), cmp_nodes, &sc);
+		uint64_t other = 0;
+		size_t written = 0;
+		for (i = 0; i < nc; i++) {
+			if (!keep(t, t->nodes[kids[i]].total)) {
+				other += t->nodes[kids[i]].total;
+				continue;
+			}
+			if (written++)
+				buf_putc(out, ',');
+			write_node(t, d, kids[i], out, depth + 1);
+		}
+		if (other) {
+			if (written)
+				buf_putc(out, ',');
+			write_other(out, other);
+		}
+		free(kids);
+	}
+	buf_puts(out, "]}");
+}
+
+static int cmp_u64_desc(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x > y ? -1 : x < y;
+}
+
+/* Chooses the smallest total kept so that at most max_nodes are written. */
+static void node_limit(struct otree *t, size_t max_nodes)
+{
+	t->min_total = 0;
+	t->at_min_budget = UINT64_MAX;
+	if (t->n <= max_nodes || max_nodes == 0)
+		return;
+	uint64_t *v = xmalloc(t->n * sizeof(uint64_t));
+	for (size_t i = 0; i < t->n; i++)
+		v[i] = t->nodes[i].total;
+	qsort(v, t->n, sizeof(uint64_t), cmp_u64_desc);
+	t->min_total = v[max_nodes - 1];
+	size_t above = 0;
+	while (above < max_nodes && v[above] > t->min_total)
+		above++;
+	t->at_min_budget = max_nodes - above;
+	free(v);
+}
+
+size_t otree_write(struct otree *t, const struct display *d, size_t max_nodes, struct buf *out)
+{
+	node_limit(t, max_nodes);
+	t->written = 0;
+	write_node(t, d, 0, out, 0);
+	return t->written;
+}

@@ -1,0 +1,53 @@
+/* tree.h - the trees queries answer with (flamegraphs, the callers and
+ * callees of a sandwich view): nodes named by display keys
+ * (server/display.h) with self and total values, written as the JSON of
+ * SPEC.md's flamegraph answer.
+ *
+ * Children are written sorted by total, largest first (then by name).
+ * When a tree has more nodes than asked, the smallest are folded into
+ * one "[other]" node per parent: a parent's total is never below a
+ * child's, so the nodes kept hang together from the root, and every total
+ * stays exact.
+ *
+ * Ownership: the tree owns its nodes. Node 0 is the root.
+ */
+#ifndef EMBER_SERVER_TREE_H
+#define EMBER_SERVER_TREE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "display.h"
+#include "hmap.h"
+
+struct tnode {
+	uint32_t key;
+	uint32_t parent;                    /* UINT32_MAX for the root */
+	uint32_t first_child, next_sibling; /* node index + 1, 0 = none */
+	uint64_t self, total;
+	uint32_t line;  /* the line most of the value is at (majority vote) */
+	uint64_t votes;
+};
+
+struct otree {
+	struct tnode *nodes;
+	size_t n, cap;
+	struct hmap index;
+	/* writing */
+	uint64_t min_total, at_min_budget;
+	size_t written;
+};
+
+void otree_init(struct otree *t, uint32_t root_key);
+void otree_free(struct otree *t);
+/* The child of parent with display key `key`, created when new. */
+uint32_t otree_child(struct otree *t, uint32_t parent, uint32_t key);
+/* Weighted majority vote for the node's line: after all votes, the line
+ * holding more than half of the node's value whenever one does. */
+void otree_vote(struct otree *t, uint32_t node, uint32_t line, uint64_t w);
+/* Writes the tree from the root, at most max_nodes nodes (plus the
+ * "[other]" nodes). Returns the number of tree nodes written. */
+size_t otree_write(struct otree *t, const struct display *d, size_t max_nodes, struct buf *out);
+
+#endif

@@ -1,0 +1,232 @@
+/* wal.c - see wal.h. */
+#include "wal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "log.h"
+#include "util.h"
+
+#define WAL_MAGIC 0x57424d45u /* "EMBW" little-endian */
+#define WAL_HDR 16
+
+static uint32_t get32(const uint8_t *p)
+{
+	uint32_t v;
+	memcpy(&v, p, 4);
+	return v;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	uint64_t v;
+	memcpy(&v, p, 8);
+	return v;
+}
+
+static int pread_full(int fd, void *buf, size_t n, uint64_t off)
+{
+	size_t done = 0;
+	while (done < n) {
+		ssize_t r = pread(fd, (char *)buf + done, n - done, (off_t)(off + done));
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (r == 0)
+			break;
+		done += (size_t)r;
+	}
+	return (int)(done == n);
+}
+
+/* Finds the next offset > from holding the record magic, or size. */
+static uint64_t resync(int fd, uint64_t from, uint64_t size)
+{
+	uint8_t chunk[65536];
+	uint64_t off = from;
+	while (off + 4 <= size) {
+		size_t n = (size_t)MIN((uint64_t)sizeof(chunk), size - off);
+		if (pread_full(fd, chunk, n, off) != 1)
+			return size;
+		for (size_t i = 0; i + 4 <= n; i++)
+			if (get32(chunk + i) == WAL_MAGIC)
+				return off + i;
+		off += n - 3;
+	}
+	return size;
+}
+
+static int replay(struct wal_file *w, wal_record_fn fn, void *ctx, uint64_t *skipped,
+		  struct buf *err)
+{
+	struct stat st;
+	if (fstat(w->fd, &st) < 0) {
+		buf_printf(err, "stat %s: %s", w->path, strerror(errno));
+		return -1;
+	}
+	uint64_t size = (uint64_t)st.st_size, off = 0;
+	uint8_t *payload = NULL;
+	size_t cap = 0;
+	while (off < size) {
+		uint8_t hdr[WAL_HDR];
+		if (off + WAL_HDR > size) {
+			log_warn("%s: incomplete record header at offset %llu: truncating the unacknowledged tail",
+				 w->path, (unsigned long long)off);
+			break;
+		}
+		if (pread_full(w->fd, hdr, WAL_HDR, off) != 1) {
+			buf_printf(err, "reading %s: %s", w->path, strerror(errno));
+			free(payload);
+			return -1;
+		}
+		uint32_t len = get32(hdr + 4);
+		if (get32(hdr) != WAL_MAGIC || len > WAL_MAX_RECORD) {
+			uint64_t next = resync(w->fd, off + 1, size);
+			log_error("%s: corrupt record at offset %llu (bad header); skipping %llu bytes",
+				  w->path, (unsigned long long)off, (unsigned long long)(next - off));
+			(*skipped)++;
+			off = next;
+			continue;
+		}
+		if (off + WAL_HDR + len > size) {
+			log_warn("%s: record at offset %llu is cut short: truncating the unacknowledged tail",
+				 w->path, (unsigned long long)off);
+			break;
+		}
+		xgrow((void **)&payload, &cap, len ? len : 1, 1);
+		if (pread_full(w->fd, payload, len, off + WAL_HDR) != 1) {
+			buf_printf(err, "reading %s: %s", w->path, strerror(errno));
+			free(payload);
+			return -1;
+		}
+		if (XXH64(payload, len, 0) != get64(hdr + 8)) {
+			uint64_t next = resync(w->fd, off + 1, size);
+			log_error("%s: record at offset %llu fails its checksum; skipping %llu bytes",
+				  w->path, (unsigned long long)off, (unsigned long long)(next - off));
+			(*skipped)++;
+			off = next;
+			continue;
+		}
+		if (fn(ctx, payload, len) < 0) {
+			log_error("%s: record at offset %llu does not decode; skipped", w->path,
+				  (unsigned long long)off);
+			(*skipped)++;
+		}
+		off += WAL_HDR + len;
+	}
+	free(payload);
+	if (off < size && ftruncate(w->fd, (off_t)off) < 0) {
+		buf_printf(err, "truncating %s: %s", w->path, strerror(errno));
+		return -1;
+	}
+	w->size = off;
+	return 0;
+}
+
+void wal_path(const char *dir, uint64_t gen, struct buf *out)
+{
+	buf_reset(out);
+	buf_printf(out, "%s/%016llu.log", dir, (unsigned long long)gen);
+}
+
+int wal_open(const char *dir, uint64_t gen, wal_record_fn fn, void *ctx, struct wal_file *out,
+	     uint64_t *skipped, struct buf *err)
+{
+	struct buf path = { 0 };
+	wal_path(dir, gen, &path);
+	memset(out, 0, sizeof(*out));
+	out->gen = gen;
+	out->path = buf_steal(&path, NULL);
+	out->fd = open(out->path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (out->fd < 0) {
+		buf_printf(err, "cannot open %s: %s", out->path, strerror(errno));
+		wal_close(out);
+		return -1;
+	}
+	if (replay(out, fn, ctx, skipped, err) < 0 || lseek(out->fd, 0, SEEK_END) < 0) {
+		if (!err->len)
+			buf_printf(err, "seeking %s: %s", out->path, strerror(errno));
+		wal_close(out);
+		return -1;
+	}
+	return 0;
+}
+
+int wal_truncate(struct wal_file *w, uint64_t size)
+{
+	if (ftruncate(w->fd, (off_t)size) < 0 || lseek(w->fd, 0, SEEK_END) < 0)
+		return -1;
+	w->size = size;
+	return 0;
+}
+
+int wal_append(struct wal_file *w, const void *head, size_t hlen, const void *body, size_t blen)
+{
+	size_t len = hlen + blen;
+	if (len > WAL_MAX_RECORD) {
+		errno = EFBIG;
+		return -1;
+	}
+	uint8_t hdr[WAL_HDR];
+	uint32_t magic = WAL_MAGIC, l32 = (uint32_t)len;
+	memcpy(hdr, &magic, 4);
+	memcpy(hdr + 4, &l32, 4);
+	XXH64_state_t *st = XXH64_createState();
+	XXH64_reset(st, 0);
+	XXH64_update(st, head, hlen);
+	XXH64_update(st, body, blen);
+	uint64_t sum = XXH64_digest(st);
+	XXH64_freeState(st);
+	memcpy(hdr + 8, &sum, 8);
+	struct iovec iov[3] = { { hdr, WAL_HDR }, { (void *)head, hlen }, { (void *)body, blen } };
+	size_t total = WAL_HDR + len, done = 0;
+	int e = 0;
+	while (done < total) {
+		/* Skip the iovecs already written. */
+		struct iovec v[3];
+		int nv = 0;
+		size_t skip = done;
+		for (int i = 0; i < 3; i++) {
+			if (skip >= iov[i].iov_len) {
+				skip -= iov[i].iov_len;
+				continue;
+			}
+			v[nv].iov_base = (char *)iov[i].iov_base + skip;
+			v[nv++].iov_len = iov[i].iov_len - skip;
+			skip = 0;
+		}
+		ssize_t n = writev(w->fd, v, nv);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			e = n < 0 ? errno : EIO;
+			break;
+		}
+		done += (size_t)n;
+	}
+	if (e) {
+		if (wal_truncate(w, w->size) < 0)
+			log_error("%s: cannot roll back a failed write: %s", w->path, strerror(errno));
+		errno = e;
+		return -1;
+	}
+	w->size += total;
+	return 0;
+}
+
+void wal_close(struct wal_file *w)
+{
+	if (w->fd >= 0)
+		close(w->fd);
+	free(w->path);
+	w->fd = -1;
+	w->path = NULL;
+}
