@@ -1,211 +1,701 @@
-/* store_bench - what ingest and the flamegraph query cost on this machine.
+/* store_bench - what the store and the query engine cost at fleet scale.
  *
- * Builds synthetic agent batches shaped like a fleet (hosts x processes x
- * threads, a pool of distinct stacks 8 to 40 frames deep drawn from a
- * vocabulary of function names), then measures, with the real code:
- *   encode   agent batch building + protobuf + zstd, per sample
- *   decode   server zstd + protobuf + validation, per batch
- *   append   store_append (write-ahead log + fdatasync + indexing), per batch
- *   query    flamegraph over everything, with a CEL filter, with grouping
- * usage: store_bench [HOSTS] [BATCHES_PER_HOST] [DISTINCT_STACKS] [DIR]
+ * Synthesizes what a fleet's agents send: HOSTS hosts x 16 cores sampled
+ * at 19 Hz for SECONDS, one batch per host per 5 s (as ember-agent
+ * reports), each host running 8 of 12 services with 4 threads each and
+ * OpenTelemetry resource attributes (host, cluster, namespace,
+ * deployment, pod, container, executable, thread). Each service has a
+ * pool of distinct stacks (8 to 40 frames with shared entry paths, some
+ * ending in kernel frames) drawn with a skew (the top 1% of stacks take
+ * about a fifth of the samples), so the whole pool is seen over the hour.
+ *
+ * A generator thread builds and encodes the batches (agent work, not
+ * counted); INGEST_THREADS threads decode and store_append() them (the
+ * server's ingest path: zstd + protobuf + validation + write-ahead log
+ * with group commit + indexing) while the store's own thread writes
+ * blocks and compacts, all with the default configuration. Then every
+ * partition is compacted and the queries run over the whole range.
+ *
+ * Reported: ingest samples/s per core of server CPU, bytes on disk per
+ * sample after compaction, each query's time (first run and again), peak
+ * memory. Usage:
+ *   store_bench [HOSTS] [SECONDS] [DIR]     (defaults 100, 3600, /tmp/ember-store-bench)
+ *   store_bench --queries [DIR]             the queries again over a store built before
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include "agent/batch.h"
 #include "server/batch_decode.h"
+#include "server/entities.h"
 #include "server/flamegraph.h"
+#include "server/functions.h"
 #include "server/store.h"
 #include "server/symbols.h"
 #include "util.h"
 
-#define SAMPLES_PER_BATCH (19 * 16 * 5) /* 19 Hz x 16 cores x 5 s */
+#define CORES 16
+#define HZ 19
+#define INTERVAL_S 5
+#define SERVICES 12
+#define PROCS_PER_HOST 8
+#define THREADS_PER_PROC 4
+#define STACKS_PER_SERVICE 21000
+#define VOCAB 3000
+#define ENTRIES 64
+#define QUEUE 32
+#define INGEST_THREADS 4
 
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static const char *const service_names[SERVICES] = {
+	"api-gateway", "checkout", "search", "inference-server", "postgres", "redis",
+	"kafka", "envoy", "recommender", "payments", "trainer", "indexer",
+};
+static const char *const namespaces[4] = { "prod", "staging", "ml", "data" };
 
-static uint64_t next(void)
+static const char PROJECT[] = "00000000-0000-0000-0000-000000000000";
+
+/* --- the workload -------------------------------------------------------------- */
+
+static uint64_t splitmix(uint64_t *s)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
 }
 
+static double unit(uint64_t *s)
+{
+	return (double)(splitmix(s) >> 11) / 9007199254740992.0;
+}
+
+/* Frames are numbered globally: service functions, then shared ones. */
+#define SHARED_FRAMES 64
+#define KERNEL_FRAMES 32
+#define NFRAMES (SERVICES * VOCAB + SHARED_FRAMES + KERNEL_FRAMES)
+
 struct stack {
-	uint16_t depth;
-	uint16_t names[40];
+	uint8_t depth;
+	uint32_t frames[44];
 };
+
+struct workload {
+	struct stack *stacks; /* SERVICES * STACKS_PER_SERVICE */
+	char (*frame_names)[48];
+	uint8_t *frame_kernel;
+};
+
+/* Each service's stacks are paths down a random call tree: every call
+ * site has up to FANOUT callees, the first far more likely than the
+ * rest, and a path stops with some probability after depth 8. Distinct
+ * paths are collected until the pool is full, in the order found, so the
+ * first found (the likeliest) are the hot ones. */
+#define FANOUT 6
+#define MAX_DEPTH 40
+
+static void workload_init(struct workload *w)
+{
+	uint64_t rng = 42;
+	w->frame_names = xcalloc(NFRAMES, sizeof(*w->frame_names));
+	w->frame_kernel = xcalloc(NFRAMES, 1);
+	for (int s = 0; s < SERVICES; s++)
+		for (int v = 0; v < VOCAB; v++)
+			snprintf(w->frame_names[s * VOCAB + v], 48, "%s::fn_%d", service_names[s], v);
+	for (int i = 0; i < SHARED_FRAMES; i++)
+		snprintf(w->frame_names[SERVICES * VOCAB + i], 48, "libc_fn_%d", i);
+	for (int i = 0; i < KERNEL_FRAMES; i++) {
+		snprintf(w->frame_names[SERVICES * VOCAB + SHARED_FRAMES + i], 48, "k_fn_%d", i);
+		w->frame_kernel[SERVICES * VOCAB + SHARED_FRAMES + i] = 1;
+	}
+	/* Callee choice: P(k) proportional to 1 / (k + 1)^2. */
+	double cdf[FANOUT], sum = 0;
+	for (int k = 0; k < FANOUT; k++)
+		sum += 1.0 / ((k + 1) * (k + 1));
+	for (int k = 0, acc = 0; k < FANOUT; k++) {
+		(void)acc;
+		cdf[k] = (k ? cdf[k - 1] : 0) + 1.0 / ((k + 1) * (k + 1)) / sum;
+	}
+	w->stacks = xcalloc((size_t)SERVICES * STACKS_PER_SERVICE, sizeof(struct stack));
+	size_t cap = 1 << 17;
+	uint64_t *seen = xmalloc(cap * sizeof(uint64_t));
+	for (int s = 0; s < SERVICES; s++) {
+		memset(seen, 0, cap * sizeof(uint64_t));
+		int n = 0;
+		while (n < STACKS_PER_SERVICE) {
+			struct stack st = { 0 };
+			uint64_t site = 0x51ed27 + (uint64_t)s; /* the call path so far */
+			for (int d = 0; d < MAX_DEPTH; d++) {
+				if (d >= 8 && unit(&rng) < 0.07)
+					break;
+				double u = unit(&rng);
+				int k = 0;
+				while (k < FANOUT - 1 && u > cdf[k])
+					k++;
+				uint64_t x = site * 0x9e3779b97f4a7c15ull + (uint64_t)k + 1;
+				site = splitmix(&x);
+				/* The callee's function: a service function, now and then
+				 * a library one. */
+				uint32_t f = site % 16 == 0 && d > 4
+						     ? (uint32_t)(SERVICES * VOCAB + site % SHARED_FRAMES)
+						     : (uint32_t)(s * VOCAB + site % VOCAB);
+				st.frames[st.depth++] = f;
+				if (f >= SERVICES * VOCAB)
+					break; /* libraries are leaves or go to the kernel */
+			}
+			if (site % 5 == 0) {
+				int kd = 2 + (int)(site % 3);
+				for (int k = 0; k < kd && st.depth < MAX_DEPTH; k++)
+					st.frames[st.depth++] = (uint32_t)(SERVICES * VOCAB + SHARED_FRAMES +
+									   (site >> (8 * k)) % KERNEL_FRAMES);
+			}
+			/* Distinct paths only (the site hash names the path). */
+			size_t i = site & (cap - 1);
+			while (seen[i] && seen[i] != site)
+				i = (i + 1) & (cap - 1);
+			if (seen[i])
+				continue;
+			seen[i] = site;
+			w->stacks[(size_t)s * STACKS_PER_SERVICE + (size_t)n++] = st;
+		}
+	}
+	free(seen);
+}
+
+static void workload_free(struct workload *w)
+{
+	free(w->stacks);
+	free(w->frame_names);
+	free(w->frame_kernel);
+}
+
+/* --- generating batches ---------------------------------------------------------- */
+
+struct item {
+	struct buf z;
+	uint64_t samples;
+};
+
+struct queue {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct item items[QUEUE];
+	size_t head, tail; /* tail - head items waiting */
+	bool done;
+};
+
+struct gen {
+	struct workload *w;
+	struct queue *q;
+	int hosts;
+	int seconds;
+	int64_t start_ms;
+	double cpu_s;
+	uint64_t samples, batches, bytes;
+	uint64_t stacks_seen;
+};
+
+static double thread_cpu_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void *generate(void *arg)
+{
+	struct gen *g = arg;
+	struct workload *w = g->w;
+	struct batch b;
+	batch_init(&b);
+	uint32_t *frame_slot = xcalloc(NFRAMES, sizeof(uint32_t));
+	uint32_t *frame_stamp = xcalloc(NFRAMES, sizeof(uint32_t));
+	size_t nstacks = (size_t)SERVICES * STACKS_PER_SERVICE;
+	uint32_t *stack_slot = xcalloc(nstacks, sizeof(uint32_t));
+	uint32_t *stack_stamp = xcalloc(nstacks, sizeof(uint32_t));
+	uint8_t *seen = xcalloc(nstacks, 1);
+	uint32_t stamp = 0;
+	uint64_t rng = 7;
+	char name[96], inst[32];
+	int rounds = g->seconds / INTERVAL_S;
+	for (int round = 0; round < rounds; round++) {
+		int64_t t = g->start_ms + (int64_t)round * INTERVAL_S * 1000;
+		for (int h = 0; h < g->hosts; h++) {
+			batch_reset(&b);
+			stamp++;
+			uint32_t res[PROCS_PER_HOST][THREADS_PER_PROC];
+			int svc[PROCS_PER_HOST];
+			char host[32];
+			snprintf(host, sizeof(host), "node-%03d", h);
+			for (int p = 0; p < PROCS_PER_HOST; p++) {
+				svc[p] = (h + p * 5) % SERVICES;
+				const char *sname = service_names[svc[p]];
+				char pod[64], deploy[64], ns[16];
+				snprintf(deploy, sizeof(deploy), "%s", sname);
+				snprintf(pod, sizeof(pod), "%s-%05x-%d", sname, (unsigned)(h * 2654435761u) & 0xfffff, p);
+				snprintf(ns, sizeof(ns), "%s", namespaces[svc[p] % 4]);
+				char cluster[16];
+				snprintf(cluster, sizeof(cluster), "cluster-%d", h % 4);
+				for (int t2 = 0; t2 < THREADS_PER_PROC; t2++) {
+					char thread[32];
+					snprintf(thread, sizeof(thread), "%s-worker-%d", sname, t2);
+#define S(x) batch_string(&b, x, strlen(x))
+					uint32_t kv[] = {
+						S("host.name"), S(host), S("cluster.name"), S(cluster),
+						S("k8s.namespace.name"), S(ns), S("k8s.deployment.name"), S(deploy),
+						S("k8s.pod.name"), S(pod), S("container.name"), S(sname),
+						S("process.executable.name"), S(sname), S("thread.name"), S(thread),
+					};
+					res[p][t2] = batch_resource(&b, kv, ARRAY_SIZE(kv));
+				}
+			}
+			uint32_t app_bin[SERVICES];
+			for (int s = 0; s < SERVICES; s++)
+				app_bin[s] = S(service_names[s]);
+			uint32_t libc = S("libc.so.6"), vmlinux = S("vmlinux");
+#undef S
+			int samples = CORES * HZ * INTERVAL_S;
+			for (int i = 0; i < samples; i++) {
+				int p = (int)(splitmix(&rng) % PROCS_PER_HOST);
+				int t2 = (int)(splitmix(&rng) % THREADS_PER_PROC);
+				double u = unit(&rng);
+				size_t si = (size_t)svc[p] * STACKS_PER_SERVICE +
+					    (size_t)(u * u * u * STACKS_PER_SERVICE);
+				if (stack_stamp[si] != stamp) {
+					const struct stack *st = &w->stacks[si];
+					uint32_t ids[44];
+					for (int d = 0; d < st->depth; d++) {
+						uint32_t f = st->frames[d];
+						if (frame_stamp[f] != stamp) {
+							bool kernel = w->frame_kernel[f];
+							bool shared = f >= SERVICES * VOCAB;
+							struct bframe bf = {
+								.type = kernel ? FT_KERNEL : FT_NATIVE,
+								.name = batch_string(&b, w->frame_names[f], strlen(w->frame_names[f])),
+								.binary = kernel ? vmlinux : shared ? libc : app_bin[svc[p]],
+							};
+							frame_slot[f] = batch_frame(&b, &bf);
+							frame_stamp[f] = stamp;
+						}
+						ids[d] = frame_slot[f];
+					}
+					stack_slot[si] = batch_stack(&b, ids, st->depth);
+					stack_stamp[si] = stamp;
+					if (!seen[si]) {
+						seen[si] = 1;
+						g->stacks_seen++;
+					}
+				}
+				batch_add(&b, stack_slot[si], res[p][t2], EK_ON_CPU, 1);
+			}
+			snprintf(inst, sizeof(inst), "agent-%03d", h);
+			snprintf(name, sizeof(name), "default");
+			struct batch_meta meta = { inst, (uint64_t)round + 1, name, t,
+						   t + INTERVAL_S * 1000, HZ, CORES };
+			struct item it = { { 0 }, (uint64_t)samples };
+			if (batch_encode(&b, &meta, &it.z) < 0) {
+				fprintf(stderr, "encode failed\n");
+				exit(1);
+			}
+			g->samples += (uint64_t)samples;
+			g->batches++;
+			g->bytes += it.z.len;
+			struct queue *q = g->q;
+			pthread_mutex_lock(&q->mu);
+			while (q->tail - q->head == QUEUE)
+				pthread_cond_wait(&q->cv, &q->mu);
+			q->items[q->tail++ % QUEUE] = it;
+			pthread_cond_broadcast(&q->cv);
+			pthread_mutex_unlock(&q->mu);
+		}
+	}
+	pthread_mutex_lock(&g->q->mu);
+	g->q->done = true;
+	pthread_cond_broadcast(&g->q->cv);
+	pthread_mutex_unlock(&g->q->mu);
+	g->cpu_s = thread_cpu_s();
+	batch_free(&b);
+	free(frame_slot);
+	free(frame_stamp);
+	free(stack_slot);
+	free(stack_stamp);
+	free(seen);
+	return NULL;
+}
+
+/* --- ingest ---------------------------------------------------------------------- */
+
+struct ingester {
+	struct queue *q;
+	struct store *st;
+	double cpu_s, decode_s;
+	uint64_t busy_retries;
+};
+
+static void *ingest(void *arg)
+{
+	struct ingester *in = arg;
+	struct buf err = { 0 };
+	for (;;) {
+		struct queue *q = in->q;
+		pthread_mutex_lock(&q->mu);
+		while (q->tail == q->head && !q->done)
+			pthread_cond_wait(&q->cv, &q->mu);
+		if (q->tail == q->head) {
+			pthread_mutex_unlock(&q->mu);
+			break;
+		}
+		struct item it = q->items[q->head++ % QUEUE];
+		pthread_cond_broadcast(&q->cv);
+		pthread_mutex_unlock(&q->mu);
+		double c0 = thread_cpu_s();
+		Ember__Ingest__V1__Batch *d = batch_decode(it.z.data, it.z.len, &err);
+		in->decode_s += thread_cpu_s() - c0;
+		if (!d) {
+			fprintf(stderr, "decode: %s\n", err.data);
+			exit(1);
+		}
+		int rc;
+		while ((rc = store_append(in->st, PROJECT, d, it.z.data, it.z.len, &err)) == -2) {
+			in->busy_retries++; /* the store is writing blocks: as an agent would, wait */
+			struct timespec ts = { 0, 20 * 1000000 };
+			nanosleep(&ts, NULL);
+			buf_reset(&err);
+		}
+		if (rc != 0) {
+			fprintf(stderr, "append: %d %s\n", rc, err.data);
+			exit(1);
+		}
+		batch_decode_free(d);
+		buf_free(&it.z);
+	}
+	in->cpu_s = thread_cpu_s();
+	buf_free(&err);
+	return NULL;
+}
+
+/* --- queries --------------------------------------------------------------------- */
 
 static double ms_since(uint64_t t0)
 {
 	return (double)(now_mono_ns() - t0) / 1e6;
 }
 
-static double query_ms(struct store *st, struct symbols *sym, const char *body, uint64_t *total,
-		       size_t *nodes)
+static const char *json_field(const char *json, const char *name)
 {
-	struct fg_request r;
-	struct buf err = { 0 }, out = { 0 };
-	if (fg_request_parse(&r, body, strlen(body), &err) < 0) {
-		fprintf(stderr, "bad request: %s\n", err.data);
-		exit(1);
+	char key[64];
+	snprintf(key, sizeof(key), "\"%s\":", name);
+	const char *p = strstr(json, key);
+	return p ? p + strlen(key) : "?";
+}
+
+static void report_query(const char *what, double ms[2], const struct buf *out)
+{
+	printf("  %-34s %8.1f ms first, %8.1f ms again   (%.200s...)\n", what, ms[0], ms[1],
+	       out->data ? out->data : "");
+}
+
+static void run_flamegraph(struct store *st, struct symbols *sym, const char *what,
+			   const char *body)
+{
+	double ms[2];
+	struct buf out = { 0 };
+	for (int rep = 0; rep < 2; rep++) {
+		struct fg_request r;
+		struct buf err = { 0 };
+		buf_reset(&out);
+		if (fg_request_parse(&r, body, strlen(body), &err) < 0) {
+			fprintf(stderr, "%s\n", err.data);
+			exit(1);
+		}
+		strcpy(r.scope.project_id, PROJECT);
+		uint64_t t0 = now_mono_ns();
+		if (flamegraph_query(st, sym, NULL, &r, &out, &err) < 0) {
+			fprintf(stderr, "%s\n", err.data);
+			exit(1);
+		}
+		ms[rep] = ms_since(t0);
+		fg_request_free(&r);
+		buf_free(&err);
 	}
-	strcpy(r.scope.project_id, "00000000-0000-0000-0000-000000000000");
-	uint64_t t0 = now_mono_ns();
-	if (flamegraph_query(st, sym, NULL, &r, &out, &err) < 0) {
-		fprintf(stderr, "query failed: %s\n", err.data);
-		exit(1);
-	}
-	double ms = ms_since(t0);
-	const char *t = strstr(out.data, "\"total\":");
-	*total = t ? strtoull(t + 8, NULL, 10) : 0;
-	const char *n = strstr(out.data, "\"nodes\":");
-	*nodes = n ? strtoull(n + 8, NULL, 10) : 0;
-	fg_request_free(&r);
+	char summary[512];
+	snprintf(summary, sizeof(summary), "total %.20s nodes %.10s written %.10s stacks %.10s",
+		 json_field(out.data, "total"), json_field(out.data, "nodes"),
+		 json_field(out.data, "nodes_written"), json_field(out.data, "distinct_stacks"));
+	printf("  %-34s %8.1f ms first, %8.1f ms again   %s, %zu KiB JSON\n", what, ms[0], ms[1],
+	       summary, out.len / 1024);
 	buf_free(&out);
+}
+
+static void run_functions(struct store *st, struct symbols *sym, const char *what,
+			  enum fn_query kind, const char *body)
+{
+	double ms[2];
+	struct buf out = { 0 };
+	for (int rep = 0; rep < 2; rep++) {
+		struct fn_request r;
+		struct buf err = { 0 };
+		buf_reset(&out);
+		if (fn_request_parse(&r, kind, body, strlen(body), &err) < 0) {
+			fprintf(stderr, "%s\n", err.data);
+			exit(1);
+		}
+		fn_request_set_project(&r, PROJECT);
+		uint64_t t0 = now_mono_ns();
+		if (functions_query(st, sym, NULL, &r, &out, &err) < 0) {
+			fprintf(stderr, "%s\n", err.data);
+			exit(1);
+		}
+		ms[rep] = ms_since(t0);
+		fn_request_free(&r);
+		buf_free(&err);
+	}
+	report_query(what, ms, &out);
+	buf_free(&out);
+}
+
+static void run_entities(struct store *st, const char *what, enum ent_query kind,
+			 const char *body)
+{
+	double ms[2];
+	struct buf out = { 0 };
+	for (int rep = 0; rep < 2; rep++) {
+		struct ent_request r;
+		struct buf err = { 0 };
+		buf_reset(&out);
+		if (ent_request_parse(&r, kind, body, strlen(body), &err) < 0) {
+			fprintf(stderr, "%s\n", err.data);
+			exit(1);
+		}
+		strcpy(r.scope.project_id, PROJECT);
+		uint64_t t0 = now_mono_ns();
+		if (entities_query(st, &r, &out, &err) < 0) {
+			fprintf(stderr, "%s\n", err.data);
+			exit(1);
+		}
+		ms[rep] = ms_since(t0);
+		ent_request_free(&r);
+		buf_free(&err);
+	}
+	report_query(what, ms, &out);
+	buf_free(&out);
+}
+
+static double rss_mib(const char *field)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	double v = 0;
+	while (f && fgets(line, sizeof(line), f))
+		if (strncmp(line, field, strlen(field)) == 0)
+			v = strtod(line + strlen(field), NULL) / 1024.0;
+	if (f)
+		fclose(f);
+	return v;
+}
+
+static double process_cpu_s(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+static void run_queries(struct store *st, struct symbols *sym, int64_t start_ms, int64_t end_ms);
+
+/* The range a run ingested, kept beside the store for --queries. */
+static int range_file(const char *dir, int64_t *start_ms, int64_t *end_ms, bool write)
+{
+	char path[600];
+	snprintf(path, sizeof(path), "%s/bench-range", dir);
+	FILE *f = fopen(path, write ? "w" : "r");
+	if (!f)
+		return -1;
+	long long a = *start_ms, b = *end_ms;
+	int rc = write ? (fprintf(f, "%lld %lld\n", a, b) > 0 ? 0 : -1)
+		       : (fscanf(f, "%lld %lld", &a, &b) == 2 ? 0 : -1);
+	fclose(f);
+	*start_ms = a;
+	*end_ms = b;
+	return rc;
+}
+
+static int queries_only(const char *dir)
+{
+	struct store_config cfg;
+	store_config_default(&cfg);
+	struct store *st;
+	struct symbols *sym;
+	struct buf err = { 0 };
+	int64_t start_ms = 0, end_ms = 0;
+	if (range_file(dir, &start_ms, &end_ms, false) < 0) {
+		fprintf(stderr, "%s: no store built by store_bench\n", dir);
+		return 1;
+	}
+	uint64_t t0 = now_mono_ns();
+	if (store_open(dir, &cfg, &st, &err) < 0 || symbols_open(dir, &sym, &err) < 0) {
+		fprintf(stderr, "%s\n", err.data);
+		return 1;
+	}
+	printf("open: %.1f ms\n", ms_since(t0));
+	run_queries(st, sym, start_ms, end_ms);
+	store_close(st);
+	symbols_close(sym);
 	buf_free(&err);
-	return ms;
+	return 0;
 }
 
 int main(int argc, char **argv)
 {
-	int hosts = argc > 1 ? atoi(argv[1]) : 20;
-	int per_host = argc > 2 ? atoi(argv[2]) : 12;
-	int nstacks = argc > 3 ? atoi(argv[3]) : 20000;
-	const char *dir = argc > 4 ? argv[4] : "/tmp/ember-store-bench";
+	if (argc > 1 && strcmp(argv[1], "--queries") == 0)
+		return queries_only(argc > 2 ? argv[2] : "/tmp/ember-store-bench");
+	int hosts = argc > 1 ? atoi(argv[1]) : 100;
+	int seconds = argc > 2 ? atoi(argv[2]) : 3600;
+	const char *dir = argc > 3 ? argv[3] : "/tmp/ember-store-bench";
+	if (hosts < 1 || hosts > 10000 || seconds < INTERVAL_S) {
+		fprintf(stderr, "usage: store_bench [HOSTS] [SECONDS] [DIR] | --queries [DIR]\n");
+		return 2;
+	}
 	char cmd[512];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	if (system(cmd) != 0)
 		return 1;
 
-	struct stack *stacks = xcalloc((size_t)nstacks, sizeof(*stacks));
-	for (int i = 0; i < nstacks; i++) {
-		stacks[i].depth = (uint16_t)(8 + next() % 33);
-		/* Shared prefixes, as real stacks have: the first frames come
-		 * from a small set, deeper ones from the whole vocabulary. */
-		for (int d = 0; d < stacks[i].depth; d++)
-			stacks[i].names[d] = (uint16_t)(d < 4 ? next() % (4 + d * 4) : next() % 5000);
-	}
-
+	struct workload w;
+	workload_init(&w);
+	struct store_config cfg;
+	store_config_default(&cfg);
 	struct store *st;
 	struct symbols *sym;
 	struct buf err = { 0 };
-	struct store_config cfg;
-	store_config_default(&cfg);
 	if (store_open(dir, &cfg, &st, &err) < 0 || symbols_open(dir, &sym, &err) < 0) {
 		fprintf(stderr, "%s\n", err.data);
 		return 1;
 	}
-	double enc_ms = 0, dec_ms = 0, app_ms = 0;
-	uint64_t samples = 0, bytes = 0, batches = 0;
-	int64_t t = 1700000000000LL;
-	struct batch b;
-	batch_init(&b);
-	char name[64];
-	for (int round = 0; round < per_host; round++) {
-		for (int h = 0; h < hosts; h++) {
-			uint64_t t0 = now_mono_ns();
-			batch_reset(&b);
-			snprintf(name, sizeof(name), "host-%03d", h);
-			uint32_t host = batch_string(&b, name, strlen(name));
-			for (int s = 0; s < SAMPLES_PER_BATCH; s++) {
-				/* Skewed: a few stacks are hot. */
-				uint64_t r = next();
-				int si = (int)((r % 4 == 0 ? r % (uint64_t)nstacks : r % 64) % (uint64_t)nstacks);
-				uint32_t ids[40];
-				for (int d = 0; d < stacks[si].depth; d++) {
-					snprintf(name, sizeof(name), "fn_%u", stacks[si].names[d]);
-					struct bframe f = { .type = FT_NATIVE,
-							    .name = batch_string(&b, name, strlen(name)),
-							    .binary = batch_string(&b, "app", 3) };
-					ids[d] = batch_frame(&b, &f);
-				}
-				int proc = (int)(r >> 32) % 8;
-				snprintf(name, sizeof(name), "svc-%d", proc);
-				char tname[32];
-				snprintf(tname, sizeof(tname), "worker-%d", (int)(r >> 40) % 4);
-				uint32_t kv[] = {
-					batch_string(&b, "host.name", 9), host,
-					batch_string(&b, "process.executable.name", 23),
-					batch_string(&b, name, strlen(name)),
-					batch_string(&b, "thread.name", 11),
-					batch_string(&b, tname, strlen(tname)),
-				};
-				batch_add(&b, batch_stack(&b, ids, stacks[si].depth),
-					  batch_resource(&b, kv, 6), EK_ON_CPU, 1);
-			}
-			struct batch_meta meta = { name, (uint64_t)round + 1, "default", t, t + 5000, 19 };
-			char inst[32];
-			snprintf(inst, sizeof(inst), "agent-%d", h);
-			meta.agent_instance = inst;
-			struct buf z = { 0 };
-			batch_encode(&b, &meta, &z);
-			enc_ms += ms_since(t0);
-			t0 = now_mono_ns();
-			Ember__Ingest__V1__Batch *d = batch_decode(z.data, z.len, &err);
-			dec_ms += ms_since(t0);
-			if (!d) {
-				fprintf(stderr, "decode: %s\n", err.data);
-				return 1;
-			}
-			t0 = now_mono_ns();
-			if (store_append(st, "00000000-0000-0000-0000-000000000000", d, z.data, z.len,
-					 &err) != 0) {
-				fprintf(stderr, "append: %s\n", err.data);
-				return 1;
-			}
-			app_ms += ms_since(t0);
-			batch_decode_free(d);
-			samples += SAMPLES_PER_BATCH;
-			bytes += z.len;
-			batches++;
-			buf_free(&z);
-		}
-		t += 5000;
+	/* The simulated range ends at the last whole minute, so its partitions
+	 * are live ones, and whole-minute queries cover whole series. */
+	int64_t end_ms = now_unix_ms() / 60000 * 60000;
+	int64_t start_ms = end_ms - (int64_t)seconds * 1000;
+	struct queue q = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+	struct gen g = { &w, &q, hosts, seconds, start_ms, 0, 0, 0, 0, 0 };
+	struct ingester ins[INGEST_THREADS];
+	pthread_t gt, it[INGEST_THREADS];
+	double cpu0 = process_cpu_s();
+	uint64_t t0 = now_mono_ns();
+	pthread_create(&gt, NULL, generate, &g);
+	for (int i = 0; i < INGEST_THREADS; i++) {
+		ins[i] = (struct ingester){ &q, st, 0, 0, 0 };
+		pthread_create(&it[i], NULL, ingest, &ins[i]);
 	}
-	batch_free(&b);
+	pthread_join(gt, NULL);
+	double ingest_cpu = 0, decode_cpu = 0;
+	uint64_t busy = 0;
+	for (int i = 0; i < INGEST_THREADS; i++) {
+		pthread_join(it[i], NULL);
+		ingest_cpu += ins[i].cpu_s;
+		decode_cpu += ins[i].decode_s;
+		busy += ins[i].busy_retries;
+	}
+	double wall_s = ms_since(t0) / 1000.0;
+	double server_cpu = process_cpu_s() - cpu0 - g.cpu_s;
 	struct store_stats ss;
 	store_get_stats(st, &ss);
-	printf("data: %d hosts x %d batches = %llu batches, %llu samples, %d distinct stacks in the pool\n",
-	       hosts, per_host, (unsigned long long)batches, (unsigned long long)samples, nstacks);
-	printf("store: %llu rows\n", (unsigned long long)ss.rows);
-	printf("wire: %.1f bytes per sample (zstd protobuf, %.0f KiB per batch)\n",
-	       (double)bytes / (double)samples, (double)bytes / (double)batches / 1024.0);
-	printf("encode (agent):  %.3f us per sample\n", enc_ms * 1000.0 / (double)samples);
-	printf("decode (server): %.3f ms per batch, %.0f samples/s\n", dec_ms / (double)batches,
-	       (double)samples / (dec_ms / 1000.0));
-	printf("append (durable, fdatasync per batch): %.3f ms per batch, %.0f samples/s\n",
-	       app_ms / (double)batches, (double)samples / (app_ms / 1000.0));
-	uint64_t total;
-	size_t nodes;
-	const char *all = "{\"filter\":{\"start_ts\":0,\"end_ts\":4102444800000}}";
-	const char *filt = "{\"filter\":{\"start_ts\":0,\"end_ts\":4102444800000,\"query\":\"host.name == \\\"host-003\\\" || process.executable.name == \\\"svc-1\\\"\"}}";
-	const char *grp = "{\"filter\":{\"start_ts\":0,\"end_ts\":4102444800000},\"synthetic_frames\":[\"host\",\"executable\"]}";
-	for (int rep = 0; rep < 2; rep++) {
-		double q1 = query_ms(st, sym, all, &total, &nodes);
-		printf("query, everything:        %8.1f ms  (%llu samples, %zu nodes)%s\n", q1,
-		       (unsigned long long)total, nodes, rep ? "" : " [first run]");
-	}
-	double q2 = query_ms(st, sym, filt, &total, &nodes);
-	printf("query, CEL filter:        %8.1f ms  (%llu samples, %zu nodes)\n", q2,
-	       (unsigned long long)total, nodes);
-	double q3 = query_ms(st, sym, grp, &total, &nodes);
-	printf("query, host+exe groups:   %8.1f ms  (%llu samples, %zu nodes)\n", q3,
-	       (unsigned long long)total, nodes);
-	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
-	printf("peak RSS: %.1f MiB\n", (double)ru.ru_maxrss / 1024.0);
-	uint64_t t0 = now_mono_ns();
-	store_close(st);
-	if (store_open(dir, &cfg, &st, &err) < 0)
+	printf("workload: %d hosts x %d cores x %d Hz x %d s = %llu samples in %llu batches; "
+	       "%llu distinct stacks seen (pool %d), %d label sets\n",
+	       hosts, CORES, HZ, seconds, (unsigned long long)g.samples,
+	       (unsigned long long)g.batches, (unsigned long long)g.stacks_seen,
+	       SERVICES * STACKS_PER_SERVICE, hosts * PROCS_PER_HOST * THREADS_PER_PROC);
+	printf("wire: %.2f bytes per sample (%.1f KiB per batch); generating took %.1f s of CPU\n",
+	       (double)g.bytes / (double)g.samples, (double)g.bytes / (double)g.batches / 1024.0,
+	       g.cpu_s);
+	printf("ingest: %.1f s wall, %llu rows; ingest threads %.1f s CPU = %.2f M samples/s per core; "
+	       "with the store's own thread (blocks, compaction) %.1f s CPU = %.2f M samples/s per core; "
+	       "%llu busy answers\n",
+	       wall_s, (unsigned long long)ss.rows, ingest_cpu, (double)g.samples / ingest_cpu / 1e6,
+	       server_cpu, (double)g.samples / server_cpu / 1e6, (unsigned long long)busy);
+	printf("  of which decoding (zstd + protobuf + validation) %.1f s = %.2f M samples/s per core, "
+	       "storing (log + group commit + indexing) %.1f s = %.2f M samples/s per core\n",
+	       decode_cpu, (double)g.samples / decode_cpu / 1e6, ingest_cpu - decode_cpu,
+	       (double)g.samples / (ingest_cpu - decode_cpu) / 1e6);
+	printf("memory after ingest: RSS %.0f MiB, peak %.0f MiB; store %.0f MiB (%llu rows unflushed)\n",
+	       rss_mib("VmRSS:"), rss_mib("VmHWM:"), (double)ss.memory_bytes / 1048576.0,
+	       (unsigned long long)ss.unflushed_rows);
+
+	t0 = now_mono_ns();
+	double c0 = process_cpu_s();
+	if (store_flush(st, &err) < 0 || store_compact(st, true, &err) < 0) {
+		fprintf(stderr, "%s\n", err.data);
 		return 1;
-	printf("reopen (log replay): %.1f ms for %.1f MiB of log\n", ms_since(t0),
-	       (double)ss.wal_bytes / 1048576.0);
+	}
+	store_get_stats(st, &ss);
+	printf("final flush + compaction: %.1f s wall, %.1f s CPU\n", ms_since(t0) / 1000.0,
+	       process_cpu_s() - c0);
+	printf("disk: %llu blocks, %.1f MiB, %llu rows = %.2f bytes per sample, %.2f bytes per row "
+	       "(%.2f rows per sample)\n",
+	       (unsigned long long)ss.blocks, (double)ss.block_bytes / 1048576.0,
+	       (unsigned long long)ss.block_rows, (double)ss.block_bytes / (double)ss.block_samples,
+	       (double)ss.block_bytes / (double)ss.block_rows,
+	       (double)ss.block_rows / (double)ss.block_samples);
+
+	range_file(dir, &start_ms, &end_ms, true);
+	run_queries(st, sym, start_ms, end_ms);
+	store_get_stats(st, &ss);
+	printf("memory at the end: RSS %.0f MiB, peak %.0f MiB; store %.0f MiB (cache %.0f MiB)\n",
+	       rss_mib("VmRSS:"), rss_mib("VmHWM:"), (double)ss.memory_bytes / 1048576.0,
+	       (double)ss.cache_bytes / 1048576.0);
+	t0 = now_mono_ns();
+	store_close(st);
+	if (store_open(dir, &cfg, &st, &err) < 0) {
+		fprintf(stderr, "%s\n", err.data);
+		return 1;
+	}
+	printf("reopen: %.1f ms\n", ms_since(t0));
 	store_close(st);
 	symbols_close(sym);
-	free(stacks);
+	workload_free(&w);
 	buf_free(&err);
 	return 0;
+}
+
+static void run_queries(struct store *st, struct symbols *sym, int64_t start_ms, int64_t end_ms)
+{
+	int seconds = (int)((end_ms - start_ms) / 1000);
+	char all[256], first[256], second[256], cel[512];
+	int64_t mid = start_ms + (end_ms - start_ms) / 2;
+	snprintf(all, sizeof(all), "{\"start_ts\":%lld,\"end_ts\":%lld}", (long long)start_ms,
+		 (long long)end_ms);
+	snprintf(first, sizeof(first), "{\"start_ts\":%lld,\"end_ts\":%lld}", (long long)start_ms,
+		 (long long)mid);
+	snprintf(second, sizeof(second), "{\"start_ts\":%lld,\"end_ts\":%lld}", (long long)mid,
+		 (long long)end_ms);
+	snprintf(cel, sizeof(cel),
+		 "{\"start_ts\":%lld,\"end_ts\":%lld,\"query\":\"k8s.namespace.name == \\\"prod\\\" && "
+		 "thread.name.startsWith(\\\"checkout\\\")\"}",
+		 (long long)start_ms, (long long)end_ms);
+	char body[2048];
+	printf("queries over the whole range (%d s):\n", seconds);
+	snprintf(body, sizeof(body), "{\"filter\":%s}", all);
+	run_flamegraph(st, sym, "flamegraph", body);
+	snprintf(body, sizeof(body), "{\"filter\":%s}", cel);
+	run_flamegraph(st, sym, "flamegraph, CEL filter", body);
+	snprintf(body, sizeof(body), "{\"filter\":%s,\"synthetic_frames\":[\"host\",\"executable\"]}", all);
+	run_flamegraph(st, sym, "flamegraph by host, executable", body);
+	snprintf(body, sizeof(body), "{\"filter\":%s,\"limit\":100}", all);
+	run_functions(st, sym, "top functions", FN_TOP, body);
+	snprintf(body, sizeof(body), "{\"baseline\":%s,\"comparison\":%s,\"limit\":100}", first, second);
+	run_functions(st, sym, "diff (first vs second half)", FN_DIFF, body);
+	snprintf(body, sizeof(body), "{\"filter\":%s,\"function\":\"checkout::fn_3\"}", all);
+	run_functions(st, sym, "sandwich", FN_SANDWICH, body);
+	snprintf(body, sizeof(body), "{\"filter\":%s,\"entity\":\"pod\"}", all);
+	run_entities(st, "top entities (pods)", ENT_TOP, body);
+	snprintf(body, sizeof(body), "{\"filter\":%s,\"entity\":\"shared_object\"}", all);
+	run_entities(st, "top entities (shared objects)", ENT_TOP, body);
+	snprintf(body, sizeof(body), "{\"filter\":%s,\"group_by\":\"host\",\"num_buckets\":60}", all);
+	run_entities(st, "time series by host", ENT_TIMESERIES, body);
+	snprintf(body, sizeof(body), "{\"filter\":%s}", all);
+	run_entities(st, "label names", ENT_LABELS, body);
 }

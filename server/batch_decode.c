@@ -1,10 +1,14 @@
 /* batch_decode.c - see batch_decode.h. */
 #include "batch_decode.h"
 
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "compress.h"
 #include "fileid.h"
+#include "util.h"
 
 #define MAX_TABLE (16u << 20)
 
@@ -106,6 +110,75 @@ int batch_validate(const Ember__Ingest__V1__Batch *b, struct buf *err)
 	return 0;
 }
 
+/* protobuf-c allocates every submessage, string and array separately; a
+ * batch has thousands. They all come from one arena here, freed at once.
+ * The arena's header sits in front of the first allocation, which
+ * protobuf-c makes for the top-level message: batch_decode checks that,
+ * so batch_decode_free can find the arena from the message. */
+struct arena_chunk {
+	struct arena_chunk *next;
+	size_t used, cap;
+	max_align_t data[];
+};
+
+struct arena {
+	struct arena_chunk *chunks;
+	max_align_t first[]; /* the message */
+};
+
+#define ARENA_CHUNK (256u << 10)
+
+static void *arena_alloc(void *data, size_t size)
+{
+	struct arena *a = data;
+	size = (size + sizeof(max_align_t) - 1) & ~(sizeof(max_align_t) - 1);
+	struct arena_chunk *c = a->chunks;
+	if (!c || c->cap - c->used < size) {
+		size_t cap = size > ARENA_CHUNK ? size : ARENA_CHUNK;
+		struct arena_chunk *n = malloc(sizeof(*n) + cap);
+		if (!n)
+			return NULL;
+		n->next = c;
+		n->used = 0;
+		n->cap = cap;
+		a->chunks = c = n;
+	}
+	void *p = (char *)c->data + c->used;
+	c->used += size;
+	return p;
+}
+
+static void arena_free_one(void *data, void *p)
+{
+	(void)data;
+	(void)p; /* everything goes with the arena */
+}
+
+static void arena_release(struct arena *a)
+{
+	for (struct arena_chunk *c = a->chunks, *next; c; c = next) {
+		next = c->next;
+		free(c);
+	}
+	free(a);
+}
+
+/* The first allocation is placed in the header's own block. */
+struct arena_first {
+	struct arena *a;
+	bool used;
+};
+
+static void *first_alloc(void *data, size_t size)
+{
+	struct arena_first *f = data;
+	if (!f->used && size <= sizeof(Ember__Ingest__V1__Batch)) {
+		f->used = true;
+		return f->a->first;
+	}
+	return arena_alloc(f->a, size);
+}
+
 Ember__Ingest__V1__Batch *batch_decode(const void *zbody, size_t len, struct buf *err)
 {
 	if (len > BATCH_MAX_COMPRESSED) {
@@ -124,15 +197,26 @@ Ember__Ingest__V1__Batch *batch_decode(const void *zbody, size_t len, struct buf
 		buf_free(&raw);
 		return NULL;
 	}
+	struct arena *a = xcalloc(1, sizeof(*a) + sizeof(Ember__Ingest__V1__Batch));
+	struct arena_first f = { a, false };
+	ProtobufCAllocator alloc = { first_alloc, arena_free_one, &f };
 	Ember__Ingest__V1__Batch *b =
-		ember__ingest__v1__batch__unpack(NULL, raw.len, (const uint8_t *)raw.data);
+		ember__ingest__v1__batch__unpack(&alloc, raw.len, (const uint8_t *)raw.data);
 	buf_free(&raw);
 	if (!b) {
+		arena_release(a);
 		buf_puts(err, "body is not a valid ember.ingest.v1.Batch protobuf");
 		return NULL;
 	}
+	if ((void *)b != (void *)a->first) {
+		/* protobuf-c allocated something else first: cannot happen with
+		 * the versions ember supports, and must not be freed wrongly. */
+		arena_release(a);
+		buf_puts(err, "internal error: unexpected protobuf-c allocation order");
+		return NULL;
+	}
 	if (batch_validate(b, err) < 0) {
-		ember__ingest__v1__batch__free_unpacked(b, NULL);
+		arena_release(a);
 		return NULL;
 	}
 	return b;
@@ -141,5 +225,5 @@ Ember__Ingest__V1__Batch *batch_decode(const void *zbody, size_t len, struct buf
 void batch_decode_free(Ember__Ingest__V1__Batch *b)
 {
 	if (b)
-		ember__ingest__v1__batch__free_unpacked(b, NULL);
+		arena_release((struct arena *)((char *)b - offsetof(struct arena, first)));
 }

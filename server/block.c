@@ -17,7 +17,7 @@
 
 #define BLOCK_MAGIC "EMBRBLK1"
 #define BLOCK_END "EMBREND1"
-#define BLOCK_VERSION 1
+#define BLOCK_VERSION 2
 #define HEADER_LEN 16
 #define TRAILER_LEN 24
 #define MAX_FOOTER (16u << 20)
@@ -349,14 +349,19 @@ static int load_tables(struct part *p, int id, struct cursor *c, const struct bl
 			s->nrows = varint_get(c);
 			s->min_ts = unzigzag(varint_get(c));
 			s->max_ts = s->min_ts + (int64_t)varint_get_max(c, (uint64_t)1 << 50);
+			s->nstacks = varint_get_max(c, s->nrows);
+			s->sums_len = varint_get_max(c, BLOCK_MAX_CHUNK);
+			s->sums_raw = varint_get_max(c, BLOCK_MAX_CHUNK);
+			cursor_bytes(c, &s->sums_sum, 8);
 			s->chunk_off = varint_get(c);
 			s->chunk_len = varint_get_max(c, BLOCK_MAX_CHUNK);
 			s->chunk_raw = varint_get_max(c, BLOCK_MAX_CHUNK);
 			cursor_bytes(c, &s->chunk_sum, 8);
 			if (!p->nlabels || s->kind == 0 || s->kind > SEK_ALLOC ||
-			    s->chunk_off < HEADER_LEN || s->chunk_off > in->file_bytes ||
+			    s->chunk_off < HEADER_LEN + s->sums_len || s->chunk_off > in->file_bytes ||
 			    s->chunk_len > in->file_bytes - s->chunk_off ||
-			    s->nrows > s->chunk_raw ||
+			    s->nrows > s->chunk_raw || s->nstacks > s->sums_raw ||
+			    (s->nrows && !s->nstacks) ||
 			    (s->nrows && (s->min_ts < in->min_ts || s->max_ts > in->max_ts)))
 				c->bad = true;
 			p->rows += s->nrows;
@@ -418,53 +423,143 @@ int block_load(struct block *b, struct part *p, struct buf *err)
 	return rc;
 }
 
-long block_rows(struct block *b, const struct part *p, const struct part_series *s,
-		struct buf *scratch, const struct part_row **rows, uint64_t *bytes_read,
-		struct buf *err)
+/* Reads and checks the series' frames: the stack sums always, the rows
+ * when rows is set. scratch is laid out as [rows][dict][sums][raw sums]
+ * [raw rows][compressed]; the caller's pointers point into it. */
+struct chunk_view {
+	uint32_t *dict;  /* nstacks distinct stacks, ascending */
+	uint64_t *sums;  /* their totals */
+	struct part_row *rows;
+	uint8_t *raw_rows;
+};
+
+static int read_chunk(struct block *b, const struct part *p, const struct part_series *s,
+		      bool rows, struct buf *scratch, struct chunk_view *v, uint64_t *bytes_read,
+		      struct buf *err)
 {
-	/* scratch holds the rows first, then the raw and compressed bytes. */
-	size_t rows_bytes = s->nrows * sizeof(struct part_row);
+	size_t rows_bytes = rows ? s->nrows * sizeof(struct part_row) : 0;
+	size_t dict_bytes = (s->nstacks * sizeof(uint32_t) + 7) & ~(size_t)7;
+	size_t sums_bytes = s->nstacks * sizeof(uint64_t);
+	size_t raw_rows = rows ? s->chunk_raw : 0;
+	size_t zlen = s->sums_len + (rows ? s->chunk_len : 0);
 	buf_reset(scratch);
-	buf_reserve(scratch, rows_bytes + s->chunk_raw + s->chunk_len + 16);
-	struct part_row *out = (struct part_row *)scratch->data;
-	uint8_t *raw = (uint8_t *)scratch->data + rows_bytes;
-	uint8_t *z = raw + s->chunk_raw;
-	if (pread_all(b->fd, z, s->chunk_len, s->chunk_off) < 0) {
+	buf_reserve(scratch, rows_bytes + dict_bytes + sums_bytes + s->sums_raw + raw_rows + zlen + 16);
+	char *at = scratch->data;
+	v->rows = (struct part_row *)at;
+	v->dict = (uint32_t *)(at += rows_bytes);
+	v->sums = (uint64_t *)(at += dict_bytes);
+	uint8_t *raw_sums = (uint8_t *)(at += sums_bytes);
+	v->raw_rows = raw_sums + s->sums_raw;
+	uint8_t *z = v->raw_rows + raw_rows;
+	if (pread_all(b->fd, z, zlen, s->chunk_off - s->sums_len) < 0) {
 		buf_printf(err, "%s: reading rows: %s", b->path, strerror(errno));
 		return -1;
 	}
-	*bytes_read += s->chunk_len;
-	if (XXH64(z, s->chunk_len, 0) != s->chunk_sum) {
+	*bytes_read += zlen;
+	if (XXH64(z, s->sums_len, 0) != s->sums_sum ||
+	    (rows && XXH64(z + s->sums_len, s->chunk_len, 0) != s->chunk_sum)) {
 		buf_printf(err, "%s: a row chunk fails its checksum", b->path);
 		return -1;
 	}
-	if (zstd_decompress_exact(z, s->chunk_len, raw, s->chunk_raw) < 0) {
+	if (zstd_decompress_exact(z, s->sums_len, raw_sums, s->sums_raw) < 0 ||
+	    (rows && zstd_decompress_exact(z + s->sums_len, s->chunk_len, v->raw_rows, s->chunk_raw) < 0)) {
 		buf_printf(err, "%s: a row chunk does not decompress", b->path);
 		return -1;
 	}
-	struct cursor c = { raw, raw + s->chunk_raw, false };
+	struct cursor c = { raw_sums, raw_sums + s->sums_raw, false };
+	uint32_t stack = 0;
+	uint64_t total = 0;
+	for (uint64_t i = 0; i < s->nstacks && !c.bad; i++) {
+		stack += (uint32_t)varint_get_max(&c, p->nnodes);
+		v->dict[i] = stack;
+		if (stack >= p->nnodes || (i && stack == v->dict[i - 1]))
+			c.bad = true;
+	}
+	for (uint64_t i = 0; i < s->nstacks && !c.bad; i++) {
+		v->sums[i] = varint_get(&c);
+		total += v->sums[i];
+	}
+	if (c.bad || cursor_left(&c) != 0 || total != s->total) {
+		buf_printf(err, "%s: a row chunk is malformed", b->path);
+		return -1;
+	}
+	return 0;
+}
+
+/* Decodes the rows frame: calls back per group of one time. */
+static int decode_rows(const struct part *p, const struct part_series *s,
+		       const struct chunk_view *v, struct part_row *out)
+{
+	struct cursor c = { v->raw_rows, v->raw_rows + s->chunk_raw, false };
 	uint64_t groups = varint_get_max(&c, s->nrows);
 	int64_t ts = s->min_ts, g = p->granularity_ms;
 	size_t n = 0;
 	for (uint64_t i = 0; i < groups && !c.bad; i++) {
 		ts += (int64_t)varint_get_max(&c, (uint64_t)1 << 50) * g;
 		uint64_t k = varint_get_max(&c, s->nrows - n);
-		uint32_t stack = 0;
+		uint64_t local = 0;
 		for (uint64_t j = 0; j < k; j++) {
-			stack += (uint32_t)varint_get_max(&c, p->nnodes);
-			out[n + j] = (struct part_row){ .ts_ms = ts, .stack = stack };
-			if (stack >= p->nnodes)
+			local += varint_get_max(&c, s->nstacks);
+			if (local >= s->nstacks) {
 				c.bad = true;
+				break;
+			}
+			/* The local index, until the caller maps it. */
+			out[n + j] = (struct part_row){ .ts_ms = ts, .stack = (uint32_t)local };
 		}
-		for (uint64_t j = 0; j < k; j++)
+		for (uint64_t j = 0; j < k && !c.bad; j++)
 			out[n + j].value = varint_get(&c);
 		n += k;
 	}
-	if (c.bad || n != s->nrows || cursor_left(&c) != 0 || ts > s->max_ts) {
+	if (c.bad || n != s->nrows || cursor_left(&c) != 0 || ts > s->max_ts)
+		return -1;
+	return 0;
+}
+
+long block_rows(struct block *b, const struct part *p, const struct part_series *s,
+		struct buf *scratch, const struct part_row **rows, uint64_t *bytes_read,
+		struct buf *err)
+{
+	struct chunk_view v;
+	if (read_chunk(b, p, s, true, scratch, &v, bytes_read, err) < 0)
+		return -1;
+	if (decode_rows(p, s, &v, v.rows) < 0) {
 		buf_printf(err, "%s: a row chunk is malformed", b->path);
 		return -1;
 	}
-	*rows = out;
+	for (size_t i = 0; i < s->nrows; i++)
+		v.rows[i].stack = v.dict[v.rows[i].stack];
+	*rows = v.rows;
+	return (long)s->nrows;
+}
+
+long block_sums(struct block *b, const struct part *p, const struct part_series *s,
+		int64_t from_ms, int64_t to_ms, struct buf *scratch, const uint32_t **stacks,
+		const uint64_t **sums, uint64_t *rows_read, uint64_t *bytes_read, struct buf *err)
+{
+	bool inside = s->min_ts >= from_ms && s->max_ts < to_ms;
+	struct chunk_view v;
+	if (read_chunk(b, p, s, !inside, scratch, &v, bytes_read, err) < 0)
+		return -1;
+	if (!inside) {
+		if (decode_rows(p, s, &v, v.rows) < 0) {
+			buf_printf(err, "%s: a row chunk is malformed", b->path);
+			return -1;
+		}
+		*rows_read += s->nrows;
+		memset(v.sums, 0, s->nstacks * sizeof(uint64_t));
+		for (size_t i = 0; i < s->nrows; i++)
+			if (v.rows[i].ts_ms >= from_ms && v.rows[i].ts_ms < to_ms)
+				v.sums[v.rows[i].stack] += v.rows[i].value;
+	}
+	size_t n = 0;
+	for (size_t i = 0; i < s->nstacks; i++)
+		if (v.sums[i]) {
+			v.dict[n] = v.dict[i];
+			v.sums[n++] = v.sums[i];
+		}
+	*stacks = v.dict;
+	*sums = v.sums;
 	return (long)n;
 }
 
@@ -475,6 +570,9 @@ struct block_writer {
 	char *tmp_path;
 	uint64_t off;
 	struct buf raw, z;
+	uint32_t *dict, *local;
+	uint64_t *sums;
+	size_t capdict, caplocal, capsums;
 	struct section_ref sec[SEC_COUNT];
 };
 
@@ -510,6 +608,9 @@ void block_writer_abort(struct block_writer *w)
 	free(w->tmp_path);
 	buf_free(&w->raw);
 	buf_free(&w->z);
+	free(w->dict);
+	free(w->local);
+	free(w->sums);
 	free(w);
 }
 
@@ -525,6 +626,12 @@ static int emit(struct block_writer *w, struct section_ref *ref, struct buf *err
 	*ref = (struct section_ref){ w->off, w->z.len, w->raw.len, XXH64(w->z.data, w->z.len, 0) };
 	w->off += w->z.len;
 	return 0;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
 }
 
 static int cmp_row(const void *a, const void *b)
@@ -557,7 +664,46 @@ int block_writer_chunk(struct block_writer *w, struct part *dst, uint32_t series
 	s->nminutes = 0;
 	s->min_ts = m ? rows[0].ts_ms : 0;
 	s->max_ts = m ? rows[m - 1].ts_ms : 0;
-	/* Groups of one time each: delta time, count, stack deltas, values. */
+	/* The series' distinct stacks, ascending, with their totals: the
+	 * first frame, all a query over the whole series needs. Rows name
+	 * stacks by their index in this list, which keeps them small. */
+	xgrow((void **)&w->dict, &w->capdict, m + 1, sizeof(uint32_t));
+	for (size_t i = 0; i < m; i++)
+		w->dict[i] = rows[i].stack;
+	qsort(w->dict, m, sizeof(uint32_t), cmp_u32);
+	size_t ndict = 0;
+	for (size_t i = 0; i < m; i++)
+		if (!ndict || w->dict[ndict - 1] != w->dict[i])
+			w->dict[ndict++] = w->dict[i];
+	xgrow((void **)&w->sums, &w->capsums, ndict + 1, sizeof(uint64_t));
+	memset(w->sums, 0, (ndict + 1) * sizeof(uint64_t));
+	/* Rows in (time, stack) order; local index by a moving search. */
+	xgrow((void **)&w->local, &w->caplocal, m + 1, sizeof(uint32_t));
+	for (size_t i = 0; i < m; i++) {
+		size_t lo = i && rows[i].ts_ms == rows[i - 1].ts_ms ? w->local[i - 1] : 0, hi = ndict;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			if (w->dict[mid] < rows[i].stack)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		w->local[i] = (uint32_t)lo;
+		w->sums[lo] += rows[i].value;
+	}
+	buf_reset(&w->raw);
+	uint32_t prev_stack = 0;
+	for (size_t i = 0; i < ndict; i++) {
+		varint_put(&w->raw, w->dict[i] - prev_stack);
+		prev_stack = w->dict[i];
+	}
+	for (size_t i = 0; i < ndict; i++)
+		varint_put(&w->raw, w->sums[i]);
+	struct section_ref sums;
+	if (emit(w, &sums, err) < 0)
+		return -1;
+	/* Then the rows: groups of one time each: delta time, count, local
+	 * index deltas, values. */
 	buf_reset(&w->raw);
 	size_t groups = 0;
 	for (size_t i = 0; i < m; i++)
@@ -574,8 +720,8 @@ int block_writer_chunk(struct block_writer *w, struct part *dst, uint32_t series
 		varint_put(&w->raw, j - i);
 		uint32_t last = 0;
 		for (size_t k = i; k < j; k++) {
-			varint_put(&w->raw, rows[k].stack - last);
-			last = rows[k].stack;
+			varint_put(&w->raw, w->local[k] - last);
+			last = w->local[k];
 		}
 		for (size_t k = i; k < j; k++) {
 			varint_put(&w->raw, rows[k].value);
@@ -588,6 +734,10 @@ int block_writer_chunk(struct block_writer *w, struct part *dst, uint32_t series
 	struct section_ref ref;
 	if (emit(w, &ref, err) < 0)
 		return -1;
+	s->nstacks = ndict;
+	s->sums_len = sums.len;
+	s->sums_raw = sums.raw;
+	s->sums_sum = sums.sum;
 	s->chunk_off = ref.off;
 	s->chunk_len = ref.len;
 	s->chunk_raw = ref.raw;
@@ -666,6 +816,10 @@ static void enc_section(struct buf *b, const struct part *p, int id)
 			varint_put(b, s->nrows);
 			varint_put(b, zigzag(s->min_ts));
 			varint_put(b, (uint64_t)(s->max_ts - s->min_ts));
+			varint_put(b, s->nstacks);
+			varint_put(b, s->sums_len);
+			varint_put(b, s->sums_raw);
+			buf_append(b, &s->sums_sum, 8);
 			varint_put(b, s->chunk_off);
 			varint_put(b, s->chunk_len);
 			varint_put(b, s->chunk_raw);
@@ -783,6 +937,9 @@ int block_writer_finish(struct block_writer *w, const struct part *dst,
 		free(w->tmp_path);
 		buf_free(&w->raw);
 		buf_free(&w->z);
+		free(w->dict);
+		free(w->local);
+		free(w->sums);
 		free(w);
 	} else {
 		block_writer_abort(w);

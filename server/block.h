@@ -82,6 +82,15 @@ long block_rows(struct block *b, const struct part *p, const struct part_series 
 		struct buf *scratch, const struct part_row **rows, uint64_t *bytes_read,
 		struct buf *err);
 
+/* The distinct stacks of series s with the sum of their rows in
+ * [from_ms, to_ms) (only the stacks with a value): read from the series'
+ * stack totals alone when the series lies inside the range, else from its
+ * rows (counted in *rows_read). Arrays owned by scratch. Returns the count
+ * or -1 (err set). */
+long block_sums(struct block *b, const struct part *p, const struct part_series *s,
+		int64_t from_ms, int64_t to_ms, struct buf *scratch, const uint32_t **stacks,
+		const uint64_t **sums, uint64_t *rows_read, uint64_t *bytes_read, struct buf *err);
+
 /* --- writing ---------------------------------------------------------------- */
 
 struct block_writer;

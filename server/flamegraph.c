@@ -253,15 +253,50 @@ static bool test_set(struct fg *q, uint32_t n)
 	return false;
 }
 
-/* Adds the rows of one selected series to the scratch tree. */
+static void add_leaf(struct fg *q, uint32_t stack, uint64_t value)
+{
+	if (!q->self[stack] && !(q->bits[stack >> 6] & (1ull << (stack & 63)))) {
+		xgrow((void **)&q->leaves, &q->capleaves, q->nleaves + 1, sizeof(uint32_t));
+		q->leaves[q->nleaves++] = stack;
+	}
+	q->self[stack] += value;
+}
+
+static void vote_hz(struct fg *q, uint16_t hz, uint64_t value)
+{
+	for (int i = 0; i < 8; i++) {
+		if (q->hz[i] == hz || q->hz[i] == 0) {
+			q->hz[i] = hz;
+			q->hz_value[i] += value;
+			break;
+		}
+	}
+}
+
+/* Adds one selected series to the scratch tree: its stack totals when
+ * neither sampling nor time buckets need its rows. */
 static void add_series(struct fg *q, const struct part *p, uint32_t series)
 {
 	const struct scope *sc = &q->r->scope;
+	const struct part_series *ps = &p->series[series];
+	if (q->keep_threshold == UINT64_MAX && !q->buckets) {
+		const uint32_t *stacks;
+		const uint64_t *sums;
+		long n = scan_sums(q->scan, series, &stacks, &sums);
+		uint64_t value = 0;
+		for (long i = 0; i < n; i++) {
+			if (!sums[i])
+				continue;
+			add_leaf(q, stacks[i] < p->nnodes ? stacks[i] : 0, sums[i]);
+			value += sums[i];
+		}
+		vote_hz(q, ps->hz, value);
+		return;
+	}
 	const struct part_row *rows;
 	long n = scan_rows(q->scan, series, &rows);
 	if (n <= 0)
 		return;
-	const struct part_series *ps = &p->series[series];
 	bool inside = scan_series_inside(q->scan, ps);
 	uint64_t matched = 0, value = 0;
 	for (long i = 0; i < n; i++) {
@@ -274,14 +309,9 @@ static void add_series(struct fg *q, const struct part *p, uint32_t series)
 		    hash_mix(hash_u64((uint64_t)row->ts_ms), (uint64_t)row->stack << 32 | ps->labels) >=
 			    q->keep_threshold)
 			continue;
-		uint32_t stack = row->stack < p->nnodes ? row->stack : 0;
 		matched++;
 		value += row->value;
-		if (!q->self[stack] && !(q->bits[stack >> 6] & (1ull << (stack & 63)))) {
-			xgrow((void **)&q->leaves, &q->capleaves, q->nleaves + 1, sizeof(uint32_t));
-			q->leaves[q->nleaves++] = stack;
-		}
-		q->self[stack] += row->value;
+		add_leaf(q, row->stack < p->nnodes ? row->stack : 0, row->value);
 		if (q->buckets) {
 			uint64_t span = (uint64_t)(sc->end_ms - sc->start_ms);
 			uint64_t b = (uint64_t)(row->ts_ms - sc->start_ms) * q->r->num_stat_buckets / span;
@@ -290,13 +320,7 @@ static void add_series(struct fg *q, const struct part *p, uint32_t series)
 		}
 	}
 	scan_count_matched(q->scan, matched);
-	for (int i = 0; i < 8; i++) {
-		if (q->hz[i] == ps->hz || q->hz[i] == 0) {
-			q->hz[i] = ps->hz;
-			q->hz_value[i] += value;
-			break;
-		}
-	}
+	vote_hz(q, ps->hz, value);
 }
 
 #define FOR_BITS_UP(q, n)                                                             \
@@ -309,6 +333,12 @@ static void add_series(struct fg *q, const struct part *p, uint32_t series)
  * `group`, then clears the scratch. */
 static void fold_group(struct fg *q, const struct part *p, uint32_t group)
 {
+	/* No row of the group was kept (none in the time range, sampled out,
+	 * or a damaged chunk): nothing to fold, and the scratch is clear. The
+	 * code below assumes a touched root: without one, tot[0] is stale and
+	 * the touched-word range [lo, hi) is empty-inverted (SIZE_MAX, 0). */
+	if (!q->nleaves)
+		return;
 	/* Mark every touched node: the leaves and their ancestors. */
 	for (size_t i = 0; i < q->nleaves; i++)
 		for (uint32_t n = q->leaves[i];; n = p->node_parent[n]) {

@@ -209,6 +209,7 @@ int merge_write(const struct merge_source *src, size_t nsrc, const struct merge_
 	hmap_free(&dst->file_index);
 	hmap_free(&dst->frame_index);
 	hmap_free(&dst->node_index);
+	hmap_free(&dst->stack_index);
 	hmap_free(&dst->label_index);
 	hmap_free(&dst->series_index);
 	dst->rows = dst->samples = 0;

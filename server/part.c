@@ -44,6 +44,7 @@ void part_free(struct part *p)
 	hmap_free(&p->file_index);
 	hmap_free(&p->frame_index);
 	hmap_free(&p->node_index);
+	hmap_free(&p->stack_index);
 	hmap_free(&p->label_index);
 	hmap_free(&p->series_index);
 	hmap_free(&p->host_index);
@@ -102,10 +103,25 @@ static bool eq_frame(const void *ctx, uint32_t idx)
 	       a->name == b->name && a->binary == b->binary;
 }
 
+/* Frames are indexed by content (strings by their bytes, not their ids),
+ * so a batch's frame is found before its strings are interned. */
+static uint64_t frame_hash(uint8_t type, uint32_t file, uint64_t address, uint64_t name_hash,
+			   uint64_t binary_hash)
+{
+	return hash_mix(hash_mix(hash_mix(hash_u64((uint64_t)type << 32 | file), address),
+				 name_hash),
+			binary_hash);
+}
+
+static uint64_t sstr_hash(const struct part *p, uint32_t id)
+{
+	return hash_bytes(strtab_get(&p->sstr, id), strtab_len(&p->sstr, id));
+}
+
 uint32_t part_frame(struct part *p, const struct store_frame *f)
 {
-	uint64_t h = hash_mix(hash_mix(hash_mix(hash_u64(f->type), f->file), f->address),
-			      (uint64_t)f->name << 32 | f->binary);
+	uint64_t h = frame_hash(f->type, f->file, f->address, sstr_hash(p, f->name),
+				sstr_hash(p, f->binary));
 	struct frame_key k = { p, f };
 	uint32_t idx;
 	if (hmap_find(&p->frame_index, h, eq_frame, &k, &idx))
@@ -115,6 +131,26 @@ uint32_t part_frame(struct part *p, const struct store_frame *f)
 	p->frames[idx] = *f;
 	hmap_insert(&p->frame_index, h, idx);
 	return idx;
+}
+
+struct frame_text_key {
+	const struct part *p;
+	uint8_t type;
+	uint32_t file;
+	uint64_t address;
+	const char *name, *binary;
+	size_t name_len, binary_len;
+};
+
+static bool eq_frame_text(const void *ctx, uint32_t idx)
+{
+	const struct frame_text_key *k = ctx;
+	const struct store_frame *a = &k->p->frames[idx];
+	return a->type == k->type && a->file == k->file && a->address == k->address &&
+	       strtab_len(&k->p->sstr, a->name) == k->name_len &&
+	       strtab_len(&k->p->sstr, a->binary) == k->binary_len &&
+	       memcmp(strtab_get(&k->p->sstr, a->name), k->name, k->name_len) == 0 &&
+	       memcmp(strtab_get(&k->p->sstr, a->binary), k->binary, k->binary_len) == 0;
 }
 
 struct node_key {
@@ -146,6 +182,41 @@ uint32_t part_node(struct part *p, uint32_t parent, uint32_t frame)
 	p->node_frame[idx] = frame;
 	hmap_insert(&p->node_index, h, idx);
 	return idx;
+}
+
+struct stack_key {
+	const struct part *p;
+	const uint32_t *frames;
+	size_t n;
+};
+
+/* Whether node idx is the leaf of exactly the frames in ctx. */
+static bool eq_stack(const void *ctx, uint32_t idx)
+{
+	const struct stack_key *k = ctx;
+	uint32_t node = idx;
+	for (size_t i = k->n; i-- > 0;) {
+		if (node == 0 || k->p->node_frame[node] != k->frames[i])
+			return false;
+		node = k->p->node_parent[node];
+	}
+	return node == 0;
+}
+
+uint32_t part_stack_id(struct part *p, const uint32_t *frames, size_t n)
+{
+	if (n == 0)
+		return 0;
+	uint64_t h = hash_bytes(frames, n * sizeof(uint32_t));
+	struct stack_key k = { p, frames, n };
+	uint32_t idx;
+	if (hmap_find(&p->stack_index, h, eq_stack, &k, &idx))
+		return idx;
+	uint32_t node = 0;
+	for (size_t i = 0; i < n; i++)
+		node = part_node(p, node, frames[i]);
+	hmap_insert(&p->stack_index, h, node);
+	return node;
 }
 
 struct label_key {
@@ -364,25 +435,52 @@ void part_add_batch(struct part *p, const char *project_id, const Ember__Ingest_
 		}
 		fmap[i] = part_file(p, &sf);
 	}
+	/* Frames by content: a frame seen before costs one lookup, and its
+	 * strings are interned only when it is new. */
 	uint32_t *frmap = xmalloc((b->n_frames + 1) * sizeof(uint32_t));
+	uint64_t *shash = xmalloc((ns + 1) * sizeof(uint64_t));
+	uint32_t *slen = xmalloc((ns + 1) * sizeof(uint32_t));
+	uint8_t *shashed = xcalloc(ns + 1, 1);
 	for (size_t i = 0; i < b->n_frames; i++) {
 		const Ember__Ingest__V1__Frame *f = b->frames[i];
-		struct store_frame sf = {
-			.type = (uint8_t)f->type,
-			.file = f->file ? fmap[f->file - 1] + 1 : 0,
-			.address = f->address,
-			.name = f->name ? SSTR(f->name) : 0,
-			.binary = f->binary ? SSTR(f->binary) : 0,
+		uint32_t sid[2] = { f->name, f->binary };
+		for (int j = 0; j < 2; j++)
+			if (!shashed[sid[j]]) {
+				slen[sid[j]] = (uint32_t)strlen(b->strings[sid[j]]);
+				shash[sid[j]] = hash_bytes(b->strings[sid[j]], slen[sid[j]]);
+				shashed[sid[j]] = 1;
+			}
+		struct frame_text_key k = {
+			p, (uint8_t)f->type, f->file ? fmap[f->file - 1] + 1 : 0, f->address,
+			b->strings[f->name], b->strings[f->binary], slen[f->name], slen[f->binary],
 		};
-		frmap[i] = part_frame(p, &sf);
+		uint64_t h = frame_hash(k.type, k.file, k.address, shash[f->name], shash[f->binary]);
+		uint32_t idx;
+		if (!hmap_find(&p->frame_index, h, eq_frame_text, &k, &idx)) {
+			xgrow((void **)&p->frames, &p->capframes, p->nframes + 1, sizeof(*p->frames));
+			idx = (uint32_t)p->nframes++;
+			p->frames[idx] = (struct store_frame){
+				.type = k.type, .file = k.file, .address = k.address,
+				.name = f->name ? SSTR(f->name) : 0, .binary = f->binary ? SSTR(f->binary) : 0,
+			};
+			hmap_insert(&p->frame_index, h, idx);
+		}
+		frmap[i] = idx;
 	}
+	free(shash);
+	free(slen);
+	free(shashed);
 	uint32_t *stmap = xmalloc((b->n_stacks + 1) * sizeof(uint32_t));
+	uint32_t *frames = NULL;
+	size_t capframes = 0;
 	for (size_t i = 0; i < b->n_stacks; i++) {
-		uint32_t node = 0;
-		for (size_t j = 0; j < b->stacks[i]->n_frames; j++)
-			node = part_node(p, node, frmap[b->stacks[i]->frames[j]]);
-		stmap[i] = node;
+		const Ember__Ingest__V1__Stack *st = b->stacks[i];
+		xgrow((void **)&frames, &capframes, st->n_frames + 1, sizeof(uint32_t));
+		for (size_t j = 0; j < st->n_frames; j++)
+			frames[j] = frmap[st->frames[j]];
+		stmap[i] = part_stack_id(p, frames, st->n_frames);
 	}
+	free(frames);
 	uint16_t hz = (uint16_t)MIN(b->sample_rate_hz, 65535u);
 	/* Series per (resource, kind): kinds are few, so a small cache. */
 	uint32_t *sermap = xmalloc((b->n_resources + 1) * 4 * sizeof(uint32_t));
@@ -469,7 +567,7 @@ size_t part_memory(const struct part *p)
 		   p->capseries * sizeof(*p->series) + p->caphosts * sizeof(*p->hosts) +
 		   p->capagents * sizeof(*p->agents);
 	const struct hmap *maps[] = { &p->lstr.index, &p->sstr.index, &p->file_index,
-				      &p->frame_index, &p->node_index, &p->label_index,
+				      &p->frame_index, &p->node_index, &p->stack_index, &p->label_index,
 				      &p->series_index, &p->host_index, &p->agent_index };
 	for (size_t i = 0; i < ARRAY_SIZE(maps); i++)
 		m += maps[i]->mask ? (maps[i]->mask + 1) * 12 : 0;

@@ -64,8 +64,12 @@ struct part_series {
 	/* rows in memory (a part being built) */
 	struct part_row *rows;
 	size_t caprows;
-	/* rows in a block file */
+	/* rows in a block file: two zstd frames, adjacent. The first holds
+	 * the series' distinct stacks with their totals (nstacks of them),
+	 * the second the rows, which name stacks by their index in the first. */
+	uint64_t sums_len, sums_raw, sums_sum; /* at chunk_off - sums_len */
 	uint64_t chunk_off, chunk_len, chunk_raw, chunk_sum;
+	uint64_t nstacks;
 };
 
 struct part_host {
@@ -95,7 +99,8 @@ struct part {
 	struct part_agent *agents;
 	size_t nagents, capagents;
 	/* interning indexes (parts being built only) */
-	struct hmap file_index, frame_index, node_index, label_index, series_index, host_index,
+	struct hmap file_index, frame_index, node_index, stack_index, label_index, series_index,
+		host_index,
 		agent_index;
 	int64_t min_ts, max_ts;     /* INT64_MAX / INT64_MIN when empty */
 	uint32_t granularity_ms;    /* 1 for exact batch times */
@@ -110,6 +115,9 @@ void part_free(struct part *p);
 uint32_t part_file(struct part *p, const struct store_file *f); /* f->name is an sstr id */
 uint32_t part_frame(struct part *p, const struct store_frame *f);
 uint32_t part_node(struct part *p, uint32_t parent, uint32_t frame);
+/* The leaf node of a whole stack (frames outermost first): one hash
+ * lookup when the stack was seen before, else a walk of part_node(). */
+uint32_t part_stack_id(struct part *p, const uint32_t *frames, size_t n);
 /* kv: sorted, duplicate-free key/value lstr-id pairs (2 * npairs ids). */
 uint32_t part_labels(struct part *p, const uint32_t *kv, size_t npairs);
 uint32_t part_series_id(struct part *p, uint32_t project, uint8_t kind, uint16_t hz,

@@ -231,6 +231,13 @@ long scan_rows(struct scan *s, uint32_t series, const struct part_row **rows)
 	return store_view_rows(s->view, s->cur, &s->p->series[series], rows);
 }
 
+long scan_sums(struct scan *s, uint32_t series, const uint32_t **stacks, const uint64_t **sums)
+{
+	s->series_selected++;
+	return store_view_sums(s->view, s->cur, &s->p->series[series], s->sc->start_ms,
+			       s->sc->end_ms, stacks, sums);
+}
+
 void scan_count_matched(struct scan *s, uint64_t rows)
 {
 	s->rows_matched += rows;
@@ -270,6 +277,8 @@ void scan_stats_json(const struct scan *s, uint64_t start_ns, struct buf *out)
 	jsonw_u64(out, v->rows_read);
 	buf_puts(out, ",\"rows_matched\":");
 	jsonw_u64(out, s->rows_matched);
+	buf_puts(out, ",\"stack_sums_read\":");
+	jsonw_u64(out, v->stack_sums_read);
 	buf_puts(out, ",\"bytes_read\":");
 	jsonw_u64(out, v->bytes_read);
 	buf_puts(out, ",\"chunks_skipped\":");
@@ -289,27 +298,25 @@ void stack_sums_add_series(struct stack_sums *ss, struct scan *scan, const struc
 		xgrow((void **)&ss->v, &ss->cap, p->nnodes + 1, sizeof(uint64_t));
 		memset(ss->v + old, 0, (ss->cap - old) * sizeof(uint64_t));
 	}
-	const struct part_row *rows;
-	long n = scan_rows(scan, series, &rows);
+	const uint32_t *stacks;
+	const uint64_t *sums;
+	long n = scan_sums(scan, series, &stacks, &sums);
 	if (n <= 0)
 		return;
-	const struct part_series *ps = &p->series[series];
-	bool inside = scan_series_inside(scan, ps);
-	uint64_t matched = 0, value = 0;
+	uint64_t value = 0;
 	for (long i = 0; i < n; i++) {
-		if (!rows[i].value || (!inside && !scan_in_range(scan->sc, rows[i].ts_ms)))
+		if (!sums[i])
 			continue;
-		uint32_t stack = rows[i].stack < p->nnodes ? rows[i].stack : 0;
+		uint32_t stack = stacks[i] < p->nnodes ? stacks[i] : 0;
 		if (!ss->v[stack]) {
 			xgrow((void **)&ss->leaves, &ss->capleaves, ss->n + 1, sizeof(uint32_t));
 			ss->leaves[ss->n++] = stack;
 		}
-		ss->v[stack] += rows[i].value;
-		value += rows[i].value;
-		matched++;
+		ss->v[stack] += sums[i];
+		value += sums[i];
 	}
-	scan_count_matched(scan, matched);
 	ss->total += value;
+	const struct part_series *ps = &p->series[series];
 	for (int i = 0; i < 8; i++) {
 		if (ss->hz[i] == ps->hz || ss->hz[i] == 0) {
 			ss->hz[i] = ps->hz;

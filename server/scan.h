@@ -72,6 +72,9 @@ static inline bool scan_in_range(const struct scope *sc, int64_t ts)
 /* The rows of series `series` of the part begun (see above); -1 when they
  * cannot be read (skipped, counted). Valid until the next call. */
 long scan_rows(struct scan *s, uint32_t series, const struct part_row **rows);
+/* The stacks of series `series` of the part begun with their summed
+ * values in the range (see store_view_sums); -1 when unreadable. */
+long scan_sums(struct scan *s, uint32_t series, const uint32_t **stacks, const uint64_t **sums);
 const struct scope *scan_scope(const struct scan *s);
 
 /* Counts rows a query used (the rest were read but outside the range or

@@ -1255,6 +1255,41 @@ long store_view_rows(struct store_view *v, size_t i, const struct part_series *s
 	return n;
 }
 
+long store_view_sums(struct store_view *v, size_t i, const struct part_series *s,
+		     int64_t from_ms, int64_t to_ms, const uint32_t **stacks,
+		     const uint64_t **sums)
+{
+	struct sref *r = v->parts[i];
+	v->stats.series_read++;
+	if (!r->blk) {
+		buf_reset(&v->scratch);
+		buf_reserve(&v->scratch, s->nrows * (sizeof(uint32_t) + sizeof(uint64_t)) + 16);
+		uint64_t *vals = (uint64_t *)v->scratch.data;
+		uint32_t *ids = (uint32_t *)(vals + s->nrows);
+		size_t n = 0;
+		for (size_t j = 0; j < s->nrows; j++)
+			if (s->rows[j].ts_ms >= from_ms && s->rows[j].ts_ms < to_ms) {
+				ids[n] = s->rows[j].stack;
+				vals[n++] = s->rows[j].value;
+			}
+		v->stats.rows_read += s->nrows;
+		*stacks = ids;
+		*sums = vals;
+		return (long)n;
+	}
+	struct buf err = { 0 };
+	long n = block_sums(r->blk, &r->part, s, from_ms, to_ms, &v->scratch, stacks, sums,
+			    &v->stats.rows_read, &v->stats.bytes_read, &err);
+	if (n < 0) {
+		log_error("store: %s; those rows are skipped", err.data);
+		v->stats.chunks_skipped++;
+	} else {
+		v->stats.stack_sums_read += (uint64_t)n;
+	}
+	buf_free(&err);
+	return n;
+}
+
 void store_view_end(struct store_view *v, size_t i)
 {
 	struct sref *r = v->parts[i];

@@ -122,6 +122,7 @@ struct part_row;
 
 struct store_view_stats {
 	uint64_t parts, parts_skipped, series_read, chunks_skipped, rows_read, bytes_read;
+	uint64_t stack_sums_read; /* per-series stack totals used instead of rows */
 };
 
 struct store_view;
@@ -137,6 +138,14 @@ const struct part *store_view_begin(struct store_view *v, size_t i);
  * (a damaged chunk: logged and counted). Valid until the next call. */
 long store_view_rows(struct store_view *v, size_t i, const struct part_series *s,
 		     const struct part_row **rows);
+/* The stacks of series s of the part begun as i with the sum of their
+ * values in [from_ms, to_ms): from the series' stored stack totals when
+ * it lies inside the range (no rows read), else from its rows. Stacks of
+ * an in-memory part may repeat. -1 when they cannot be read (logged,
+ * counted). Valid until the next call. */
+long store_view_sums(struct store_view *v, size_t i, const struct part_series *s,
+		     int64_t from_ms, int64_t to_ms, const uint32_t **stacks,
+		     const uint64_t **sums);
 void store_view_end(struct store_view *v, size_t i);
 const struct store_view_stats *store_view_stats(const struct store_view *v);
 void store_view_close(struct store_view *v);

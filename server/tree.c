@@ -33,18 +33,39 @@ static bool eq_child(const void *ctx, uint32_t idx)
 	return k->t->nodes[idx].key == k->key && k->t->nodes[idx].parent == k->parent;
 }
 
+static uint32_t add_child(struct otree *t, uint32_t parent, uint32_t key)
+{
+	xgrow((void **)&t->nodes, &t->cap, t->n + 1, sizeof(*t->nodes));
+	uint32_t idx = (uint32_t)t->n++;
+	t->nodes[idx] = (struct tnode){ .key = key, .parent = parent,
+					.next_sibling = t->nodes[parent].first_child };
+	t->nodes[parent].first_child = idx + 1;
+	return idx;
+}
+
 uint32_t otree_child(struct otree *t, uint32_t parent, uint32_t key)
 {
+	if (!t->nodes[parent].indexed) {
+		uint32_t seen = 0;
+		for (uint32_t c = t->nodes[parent].first_child; c; c = t->nodes[c - 1].next_sibling) {
+			if (t->nodes[c - 1].key == key)
+				return c - 1;
+			seen++;
+		}
+		if (seen < OTREE_LIST_MAX)
+			return add_child(t, parent, key);
+		/* Many children: index them all from now on. */
+		for (uint32_t c = t->nodes[parent].first_child; c; c = t->nodes[c - 1].next_sibling)
+			hmap_insert(&t->index, hash_u64((uint64_t)parent << 32 | t->nodes[c - 1].key),
+				    c - 1);
+		t->nodes[parent].indexed = 1;
+	}
 	uint64_t h = hash_u64((uint64_t)parent << 32 | key);
 	struct node_key k = { t, parent, key };
 	uint32_t idx;
 	if (hmap_find(&t->index, h, eq_child, &k, &idx))
 		return idx;
-	xgrow((void **)&t->nodes, &t->cap, t->n + 1, sizeof(*t->nodes));
-	idx = (uint32_t)t->n++;
-	t->nodes[idx] = (struct tnode){ .key = key, .parent = parent,
-					.next_sibling = t->nodes[parent].first_child };
-	t->nodes[parent].first_child = idx + 1;
+	idx = add_child(t, parent, key);
 	hmap_insert(&t->index, h, idx);
 	return idx;
 }
@@ -161,10 +182,37 @@ static void write_node(struct otree *t, const struct display *d, uint32_t n, str
 	buf_puts(out, "]}");
 }
 
-static int cmp_u64_desc(const void *a, const void *b)
+/* The k-th largest (0-based) of v[0..n), reordering v: quickselect. */
+static uint64_t kth_largest(uint64_t *v, size_t n, size_t k)
 {
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x > y ? -1 : x < y;
+	size_t lo = 0, hi = n - 1;
+	while (lo < hi) {
+		uint64_t a = v[lo], b = v[lo + (hi - lo) / 2], c = v[hi];
+		uint64_t pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+		size_t i = lo, j = hi;
+		while (i <= j) {
+			while (v[i] > pivot)
+				i++;
+			while (v[j] < pivot)
+				j--;
+			if (i <= j) {
+				uint64_t x = v[i];
+				v[i] = v[j];
+				v[j] = x;
+				i++;
+				if (j == 0)
+					break;
+				j--;
+			}
+		}
+		if (k <= j)
+			hi = j;
+		else if (k >= i)
+			lo = i;
+		else
+			return v[k];
+	}
+	return v[k];
 }
 
 /* Chooses the smallest total kept so that at most max_nodes are written. */
@@ -177,11 +225,10 @@ static void node_limit(struct otree *t, size_t max_nodes)
 	uint64_t *v = xmalloc(t->n * sizeof(uint64_t));
 	for (size_t i = 0; i < t->n; i++)
 		v[i] = t->nodes[i].total;
-	qsort(v, t->n, sizeof(uint64_t), cmp_u64_desc);
-	t->min_total = v[max_nodes - 1];
+	t->min_total = kth_largest(v, t->n, max_nodes - 1);
 	size_t above = 0;
-	while (above < max_nodes && v[above] > t->min_total)
-		above++;
+	for (size_t i = 0; i < t->n; i++)
+		above += t->nodes[i].total > t->min_total;
 	t->at_min_budget = max_nodes - above;
 	free(v);
 }

@@ -27,13 +27,18 @@ struct tnode {
 	uint32_t first_child, next_sibling; /* node index + 1, 0 = none */
 	uint64_t self, total;
 	uint32_t line;  /* the line most of the value is at (majority vote) */
+	uint32_t indexed; /* its children are in the hash index (many children) */
 	uint64_t votes;
 };
+
+/* A node's children are found by walking its child list while it has at
+ * most this many; beyond, by a hash index of (parent, key). */
+#define OTREE_LIST_MAX 16
 
 struct otree {
 	struct tnode *nodes;
 	size_t n, cap;
-	struct hmap index;
+	struct hmap index; /* children of nodes with many */
 	/* writing */
 	uint64_t min_total, at_min_budget;
 	size_t written;

@@ -13,7 +13,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
 from ember_batch import Batch, send_batch  # noqa: E402
-from harness import DEFAULT_PROJECT, Server, check_tree, find, http  # noqa: E402
+from harness import DEFAULT_PROJECT, Server, check_tree, find, http, wait_until  # noqa: E402
 
 API = "/public/api/v1/project/{}/{}"
 HOUR = 3600000
@@ -39,9 +39,20 @@ TOTAL = BATCHES * sum(v for h in HOSTS.values() for _, v in h["stacks"])
 SECONDS = (BATCHES - 1) * 10 + 10  # rows reach one interval past the last
 
 
-@pytest.fixture(scope="module")
-def srv(tmp_path_factory):
-    s = Server(tmp_path_factory.mktemp("queries")).start()
+def metric(s, name):
+    status, body = http("GET", s.url + "/metrics")
+    for line in body.decode().splitlines():
+        if line.startswith(name + " "):
+            return int(line.split()[1])
+    raise AssertionError(name + " missing from /metrics")
+
+
+# Every query runs twice: over the in-memory head, and over compacted
+# block files (flushed after a second, then compacted: the hour is over).
+@pytest.fixture(scope="module", params=["memory", "blocks"])
+def srv(tmp_path_factory, request):
+    flags = ["--flush-after", "1s"] if request.param == "blocks" else []
+    s = Server(tmp_path_factory.mktemp("queries"), None, *flags).start()
     for host, spec in HOSTS.items():
         for i in range(BATCHES):
             b = Batch(agent_instance="agent-" + host, host_cpus=spec["cpus"], sample_rate_hz=HZ)
@@ -51,6 +62,11 @@ def srv(tmp_path_factory):
             start = T0 + i * 10000
             assert send_batch(s.url, b.encode(sequence=i + 1, start_ms=start,
                                               end_ms=start + 10000))["stored"]
+    if request.param == "blocks":
+        wait_until(lambda: metric(s, "ember_store_unflushed_rows") == 0 and
+                   metric(s, "ember_store_compactions_total") >= 1, 30,
+                   what="the samples to be written and compacted")
+        assert metric(s, "ember_store_blocks") == 1
     yield s
     s.stop()
 
