@@ -141,7 +141,7 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/testutil.h $(ASAN_LIB)
 # Fuzz targets are built with clang's libFuzzer; the sources they exercise
 # are compiled again with clang (into one archive) so a single sanitizer
 # runtime is linked.
-FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -I. -Ilib -I$(BUILD)/gen -I$(BUILD)/bpf -Ibpf $(PKG_CFLAGS) \
+FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -I. -Ilib -I$(BUILD)/gen -I$(BUILD)/bpf -Ibpf $(PKG_CFLAGS) \
                -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -Wall -Wextra -Werror \
                -Wno-unused-parameter -Wno-missing-field-initializers
 FUZZ_LIB    := $(BUILD)/fuzz/libember-fuzz.a

@@ -20,7 +20,8 @@
  * sample after compaction, each query's time (first run and again), peak
  * memory. Usage:
  *   store_bench [HOSTS] [SECONDS] [DIR]     (defaults 100, 3600, /tmp/ember-store-bench)
- *   store_bench --queries [DIR]             the queries again over a store built before
+ *   store_bench --queries [DIR [NAME]]      the queries again over a store built
+ *                                           before (only those whose name has NAME)
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -57,6 +58,14 @@ static const char *const service_names[SERVICES] = {
 static const char *const namespaces[4] = { "prod", "staging", "ml", "data" };
 
 static const char PROJECT[] = "00000000-0000-0000-0000-000000000000";
+
+/* --queries NAME: run only the queries whose name contains it. */
+static const char *only;
+
+static bool wanted(const char *what)
+{
+	return !only || strstr(what, only);
+}
 
 /* --- the workload -------------------------------------------------------------- */
 
@@ -401,6 +410,8 @@ static void report_query(const char *what, double ms[2], const struct buf *out)
 static void run_flamegraph(struct store *st, struct symbols *sym, const char *what,
 			   const char *body)
 {
+	if (!wanted(what))
+		return;
 	double ms[2];
 	struct buf out = { 0 };
 	for (int rep = 0; rep < 2; rep++) {
@@ -433,6 +444,8 @@ static void run_flamegraph(struct store *st, struct symbols *sym, const char *wh
 static void run_functions(struct store *st, struct symbols *sym, const char *what,
 			  enum fn_query kind, const char *body)
 {
+	if (!wanted(what))
+		return;
 	double ms[2];
 	struct buf out = { 0 };
 	for (int rep = 0; rep < 2; rep++) {
@@ -460,6 +473,8 @@ static void run_functions(struct store *st, struct symbols *sym, const char *wha
 static void run_entities(struct store *st, const char *what, enum ent_query kind,
 			 const char *body)
 {
+	if (!wanted(what))
+		return;
 	double ms[2];
 	struct buf out = { 0 };
 	for (int rep = 0; rep < 2; rep++) {
@@ -551,8 +566,10 @@ static int queries_only(const char *dir)
 
 int main(int argc, char **argv)
 {
-	if (argc > 1 && strcmp(argv[1], "--queries") == 0)
+	if (argc > 1 && strcmp(argv[1], "--queries") == 0) {
+		only = argc > 3 ? argv[3] : NULL;
 		return queries_only(argc > 2 ? argv[2] : "/tmp/ember-store-bench");
+	}
 	int hosts = argc > 1 ? atoi(argv[1]) : 100;
 	int seconds = argc > 2 ? atoi(argv[2]) : 3600;
 	const char *dir = argc > 3 ? argv[3] : "/tmp/ember-store-bench";
@@ -679,7 +696,7 @@ static void run_queries(struct store *st, struct symbols *sym, int64_t start_ms,
 	char body[2048];
 	printf("queries over the whole range (%d s):\n", seconds);
 	snprintf(body, sizeof(body), "{\"filter\":%s}", all);
-	run_flamegraph(st, sym, "flamegraph", body);
+	run_flamegraph(st, sym, "flamegraph (all)", body);
 	snprintf(body, sizeof(body), "{\"filter\":%s}", cel);
 	run_flamegraph(st, sym, "flamegraph, CEL filter", body);
 	snprintf(body, sizeof(body), "{\"filter\":%s,\"synthetic_frames\":[\"host\",\"executable\"]}", all);

@@ -1,6 +1,8 @@
 /* merge.c - see merge.h. */
 #include "merge.h"
 
+#include "log.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -130,9 +132,8 @@ static int cmp_pick(const void *a, const void *b)
 }
 
 int merge_write(const struct merge_source *src, size_t nsrc, const struct merge_target *t,
-		struct part *out, int *bad_source, struct buf *err)
+		struct part *out, bool *damaged, struct buf *err)
 {
-	*bad_source = -1;
 	struct part *dst = out;
 	part_init(dst, t->granularity_ms);
 	struct src_map *maps = xcalloc(nsrc ? nsrc : 1, sizeof(*maps));
@@ -178,12 +179,16 @@ int merge_write(const struct merge_source *src, size_t nsrc, const struct merge_
 			struct merge_source s = src[picks[i].src];
 			if (s.blk) {
 				uint64_t bytes = 0;
-				nin = block_rows(s.blk, s.p, ps, &scratch, &in, &bytes, err);
+				struct buf rerr = { 0 };
+				nin = block_rows(s.blk, s.p, ps, &scratch, &in, &bytes, &rerr);
 				if (nin < 0) {
-					*bad_source = (int)picks[i].src;
-					block_writer_abort(w);
-					goto out;
+					log_error("merge: %s; those rows are lost, the file is kept aside",
+						  rerr.data);
+					if (damaged)
+						damaged[picks[i].src] = true;
+					nin = 0;
 				}
+				buf_free(&rerr);
 			}
 			xgrow((void **)&rows, &caprows, n + (size_t)nin, sizeof(*rows));
 			for (long r = 0; r < nin; r++) {
@@ -210,6 +215,9 @@ int merge_write(const struct merge_source *src, size_t nsrc, const struct merge_
 	hmap_free(&dst->frame_index);
 	hmap_free(&dst->node_index);
 	hmap_free(&dst->stack_index);
+	free(dst->stack_keys);
+	dst->stack_keys = NULL;
+	dst->nstack_keys = dst->capstack_keys = 0;
 	hmap_free(&dst->label_index);
 	hmap_free(&dst->series_index);
 	dst->rows = dst->samples = 0;

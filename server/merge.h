@@ -10,6 +10,7 @@
 #ifndef EMBER_SERVER_MERGE_H
 #define EMBER_SERVER_MERGE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "block.h"
@@ -29,10 +30,12 @@ struct merge_target {
 };
 
 /* Writes the block. On success *out is the new part, loaded and ready to
- * query (its rows are in the file). On failure returns -1 with err set and
- * *bad_source set to the index of a source whose rows could not be read
- * (or -1 when the failure was writing). */
+ * query (its rows are in the file). A source chunk that cannot be read
+ * (damaged) is logged and left out, and damaged[i] (when damaged is not
+ * NULL) set for its source, so that the caller keeps that file aside
+ * rather than deleting it. Returns 0, or -1 with err set when the block
+ * could not be written. */
 int merge_write(const struct merge_source *src, size_t nsrc, const struct merge_target *t,
-		struct part *out, int *bad_source, struct buf *err);
+		struct part *out, bool *damaged, struct buf *err);
 
 #endif

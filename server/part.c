@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "batch_decode.h"
 #include "util.h"
@@ -45,6 +46,7 @@ void part_free(struct part *p)
 	hmap_free(&p->frame_index);
 	hmap_free(&p->node_index);
 	hmap_free(&p->stack_index);
+	free(p->stack_keys);
 	hmap_free(&p->label_index);
 	hmap_free(&p->series_index);
 	hmap_free(&p->host_index);
@@ -184,38 +186,37 @@ uint32_t part_node(struct part *p, uint32_t parent, uint32_t frame)
 	return idx;
 }
 
+/* Whole stacks are indexed by a 128-bit hash of their frame ids: 64 bits
+ * pick the slot, the other 64 are compared, so a stack seen before costs
+ * one lookup and no walk up the tree. Two different stacks of one part
+ * would have to collide in all 128 bits to be confused. */
 struct stack_key {
 	const struct part *p;
-	const uint32_t *frames;
-	size_t n;
+	uint64_t hi;
 };
 
-/* Whether node idx is the leaf of exactly the frames in ctx. */
 static bool eq_stack(const void *ctx, uint32_t idx)
 {
 	const struct stack_key *k = ctx;
-	uint32_t node = idx;
-	for (size_t i = k->n; i-- > 0;) {
-		if (node == 0 || k->p->node_frame[node] != k->frames[i])
-			return false;
-		node = k->p->node_parent[node];
-	}
-	return node == 0;
+	return k->p->stack_keys[idx].hi == k->hi;
 }
 
 uint32_t part_stack_id(struct part *p, const uint32_t *frames, size_t n)
 {
 	if (n == 0)
 		return 0;
-	uint64_t h = hash_bytes(frames, n * sizeof(uint32_t));
-	struct stack_key k = { p, frames, n };
+	XXH128_hash_t h = XXH3_128bits(frames, n * sizeof(uint32_t));
+	struct stack_key k = { p, h.high64 };
 	uint32_t idx;
-	if (hmap_find(&p->stack_index, h, eq_stack, &k, &idx))
-		return idx;
+	if (hmap_find(&p->stack_index, h.low64, eq_stack, &k, &idx))
+		return p->stack_keys[idx].leaf;
 	uint32_t node = 0;
 	for (size_t i = 0; i < n; i++)
 		node = part_node(p, node, frames[i]);
-	hmap_insert(&p->stack_index, h, node);
+	xgrow((void **)&p->stack_keys, &p->capstack_keys, p->nstack_keys + 1,
+	      sizeof(*p->stack_keys));
+	p->stack_keys[p->nstack_keys] = (struct part_stack_key){ h.high64, node };
+	hmap_insert(&p->stack_index, h.low64, (uint32_t)p->nstack_keys++);
 	return node;
 }
 
@@ -565,6 +566,7 @@ size_t part_memory(const struct part *p)
 		   p->capfiles * sizeof(*p->files) + p->capframes * sizeof(*p->frames) +
 		   p->capnodes * 8 + p->caplabel_kv * 4 + p->caplabels * 4 +
 		   p->capseries * sizeof(*p->series) + p->caphosts * sizeof(*p->hosts) +
+		   p->capstack_keys * sizeof(*p->stack_keys) +
 		   p->capagents * sizeof(*p->agents);
 	const struct hmap *maps[] = { &p->lstr.index, &p->sstr.index, &p->file_index,
 				      &p->frame_index, &p->node_index, &p->stack_index, &p->label_index,

@@ -72,6 +72,11 @@ struct part_series {
 	uint64_t nstacks;
 };
 
+struct part_stack_key {
+	uint64_t hi;   /* the high half of the stack's 128-bit hash */
+	uint32_t leaf;
+};
+
 struct part_host {
 	uint32_t name; /* lstr id */
 	uint32_t cpus;
@@ -99,6 +104,8 @@ struct part {
 	struct part_agent *agents;
 	size_t nagents, capagents;
 	/* interning indexes (parts being built only) */
+	struct part_stack_key *stack_keys;
+	size_t nstack_keys, capstack_keys;
 	struct hmap file_index, frame_index, node_index, stack_index, label_index, series_index,
 		host_index,
 		agent_index;

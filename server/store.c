@@ -171,8 +171,13 @@ static void quarantine(struct store *s, struct sref *r, const char *why)
 		log_error("cannot move %s aside: %s", block_path(r->blk), strerror(errno));
 	log_error("store: %s; the block is skipped and kept as %s", why, to.data);
 	buf_free(&to);
+	const struct block_info *in = block_info(r->blk);
 	pthread_mutex_lock(&s->list_mu);
 	s->stats.corrupt_blocks++;
+	s->stats.blocks--;
+	s->stats.block_bytes -= in->file_bytes;
+	s->stats.block_rows -= in->rows;
+	s->stats.block_samples -= in->samples;
 	pthread_mutex_unlock(&s->list_mu);
 }
 
@@ -340,7 +345,23 @@ static int open_blocks(struct store *s, const uint64_t *wals, size_t nwals, stru
 	uint64_t *superseded = NULL;
 	size_t nsup = 0, capsup = 0;
 	struct buf path = { 0 };
+	/* Unfinished writes: never referenced, deleted. */
+	uint64_t *tmps;
+	size_t ntmp;
+	if (list_gens(s->blocks_dir, ".tmp", &tmps, &ntmp, err) < 0) {
+		free(gens);
+		free(blks);
+		return -1;
+	}
+	for (size_t i = 0; i < ntmp; i++) {
+		block_file(s, tmps[i], ".tmp", &path);
+		remove_file(path.data, "an unfinished block write");
+		s->next_gen = MAX(s->next_gen, tmps[i] + 1);
+	}
+	free(tmps);
 	for (size_t i = 0; i < n; i++) {
+		/* Numbers are never reused, even a damaged block's. */
+		s->next_gen = MAX(s->next_gen, gens[i] + 1);
 		block_file(s, gens[i], ".blk", &path);
 		struct buf berr = { 0 };
 		if (block_open(path.data, &blks[i], &berr) < 0) {
@@ -807,7 +828,7 @@ static void replace_parts(struct store *s, struct sref **olds, size_t nold, stru
  * Returns the new part's reference, or NULL. */
 static struct sref *write_block(struct store *s, struct merge_source *src, size_t nsrc,
 				int64_t from, int64_t to, uint32_t granularity,
-				const struct block_meta *meta, int *bad, struct buf *err)
+				const struct block_meta *meta, bool *damaged, struct buf *err)
 {
 	struct buf tmp = { 0 }, fin = { 0 };
 	block_file(s, meta->gen, ".tmp", &tmp);
@@ -815,7 +836,7 @@ static struct sref *write_block(struct store *s, struct merge_source *src, size_
 	struct merge_target t = { from, to, granularity, *meta, tmp.data, fin.data };
 	struct sref *r = sref_new();
 	struct sref *out = NULL;
-	if (merge_write(src, nsrc, &t, &r->part, bad, err) == 0) {
+	if (merge_write(src, nsrc, &t, &r->part, damaged, err) == 0) {
 		r->loaded = true;
 		r->mem = part_memory(&r->part);
 		if (block_open(fin.data, &r->blk, err) == 0) {
@@ -868,8 +889,7 @@ static int flush_one(struct store *s, struct buf *err)
 		struct block_meta meta = { .gen = gen, .partition_ms = p, .level = 0,
 					   .wal_lo = r->wal_lo, .wal_hi = r->wal_hi };
 		struct merge_source src = { &r->part, NULL };
-		int bad;
-		struct sref *n = write_block(s, &src, 1, p, p + STORE_PARTITION_MS, 1, &meta, &bad, err);
+		struct sref *n = write_block(s, &src, 1, p, p + STORE_PARTITION_MS, 1, &meta, NULL, err);
 		if (!n) {
 			rc = -1;
 			break;
@@ -973,6 +993,7 @@ static int compact_partition(struct store *s, int64_t partition, bool all, struc
 		level = MAX(level, in->level);
 	}
 	pthread_mutex_unlock(&s->list_mu);
+	bool *damaged = NULL;
 	bool want = n >= 2 && (all || closed || n >= s->cfg.compact_after);
 	want |= n >= 1 && fresh && (all || closed);
 	int rc = 0;
@@ -997,27 +1018,34 @@ static int compact_partition(struct store *s, int64_t partition, bool all, struc
 		pthread_mutex_unlock(&s->mu);
 		struct block_meta meta = { .gen = gen, .partition_ms = partition, .level = level + 1,
 					   .sources = gens, .nsources = n };
-		int bad = -1;
+		damaged = xcalloc(n, sizeof(bool));
 		struct sref *out = write_block(s, ms, n, partition, partition + STORE_PARTITION_MS,
-					       s->cfg.block_granularity_ms, &meta, &bad, err);
+					       s->cfg.block_granularity_ms, &meta, damaged, err);
 		if (!out) {
-			if (bad >= 0) {
-				srcs[bad]->broken = true;
-				quarantine(s, srcs[bad], err->data);
-			}
 			rc = -1;
 		} else {
 			replace_parts(s, srcs, n, &out, 1);
 			/* The new block is in place and names its sources, so
 			 * deleting them is safe whenever it happens; open views keep
-			 * reading their open files. */
-			struct buf path = { 0 };
+			 * reading their open files. A source with a damaged chunk is
+			 * kept aside instead, for inspection. */
+			struct buf path = { 0 }, aside = { 0 };
 			for (size_t i = 0; i < n; i++) {
 				block_file(s, gens[i], ".blk", &path);
-				if (unlink(path.data) < 0 && errno != ENOENT)
+				if (damaged[i]) {
+					buf_reset(&aside);
+					buf_printf(&aside, "%s.corrupt", path.data);
+					if (rename(path.data, aside.data) < 0)
+						log_error("cannot move %s aside: %s", path.data, strerror(errno));
+					pthread_mutex_lock(&s->list_mu);
+					s->stats.corrupt_blocks++;
+					pthread_mutex_unlock(&s->list_mu);
+				} else if (unlink(path.data) < 0 && errno != ENOENT) {
 					log_error("cannot delete %s: %s", path.data, strerror(errno));
+				}
 			}
 			buf_free(&path);
+			buf_free(&aside);
 			pthread_mutex_lock(&s->list_mu);
 			s->stats.compactions++;
 			pthread_mutex_unlock(&s->list_mu);
@@ -1028,6 +1056,7 @@ static int compact_partition(struct store *s, int64_t partition, bool all, struc
 		unpin(srcs[i]);
 	free(ms);
 	free(gens);
+	free(damaged);
 out:
 	for (size_t i = 0; i < n; i++)
 		sref_put(s, srcs[i]);

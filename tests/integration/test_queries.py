@@ -220,6 +220,21 @@ def test_events(srv):
         [f["name"] for f in ev[0]["stack"]][:2] == ["main", "rec"]
 
 
+def test_ranges_that_cut_series(srv):
+    # One batch per host in [T0 + 10 s, T0 + 20 s): every series is cut by
+    # the range, so rows are read; parts and groups with nothing in range
+    # must add nothing.
+    one = sum(v for h in HOSTS.values() for _, v in h["stacks"])
+    tree = srv.flamegraph(start_ms=T0 + 10000, end_ms=T0 + 20000, synthetic=["host"])
+    assert tree["total"] == one
+    assert {c["name"]: c["total"] for c in tree["root"]["children"]} == {"h1": 100, "h2": 60, "h3": 60}
+    tree = srv.flamegraph(start_ms=T0 + 10000, end_ms=T0 + 20000, query='host.name == "h2"')
+    assert tree["total"] == 60
+    ans = ok(srv, "top_functions", {"filter": flt(start=T0 + 10000, end=T0 + 30000)})
+    assert ans["total"] == 2 * one and fn(ans, "compute")["self"] == 2 * 110
+    assert srv.flamegraph(start_ms=T0 - 60000, end_ms=T0)["total"] == 0
+
+
 def test_flamegraph_node_limit_and_search(srv):
     tree = srv.flamegraph(max_nodes=3)
     check_tree(tree["root"])
