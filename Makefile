@@ -143,7 +143,7 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/testutil.h $(ASAN_LIB)
 # runtime is linked.
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -I. -Ilib -I$(BUILD)/gen -I$(BUILD)/bpf -Ibpf $(PKG_CFLAGS) \
                -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -Wall -Wextra -Werror \
-               -Wno-unused-parameter -Wno-missing-field-initializers
+               -Wno-unused-parameter -Wno-missing-field-initializers -MMD -MP
 FUZZ_LIB    := $(BUILD)/fuzz/libember-fuzz.a
 FUZZ_OBJS   := $(patsubst %.c,$(BUILD)/fuzz/obj/%.o,$(patsubst $(BUILD)/%,%,$(LIB_SRCS) $(GEN_SRCS) $(AGENT_SRCS) $(SERVER_SRCS) $(ASSET_SRC)))
 

@@ -691,7 +691,7 @@ static void run_queries(struct store *st, struct symbols *sym, int64_t start_ms,
 		 (long long)end_ms);
 	snprintf(cel, sizeof(cel),
 		 "{\"start_ts\":%lld,\"end_ts\":%lld,\"query\":\"k8s.namespace.name == \\\"prod\\\" && "
-		 "thread.name.startsWith(\\\"checkout\\\")\"}",
+		 "thread.name.startsWith(\\\"api-gateway\\\")\"}",
 		 (long long)start_ms, (long long)end_ms);
 	char body[2048];
 	printf("queries over the whole range (%d s):\n", seconds);
@@ -703,6 +703,13 @@ static void run_queries(struct store *st, struct symbols *sym, int64_t start_ms,
 	run_flamegraph(st, sym, "flamegraph by host, executable", body);
 	snprintf(body, sizeof(body), "{\"filter\":%s,\"limit\":100}", all);
 	run_functions(st, sym, "top functions", FN_TOP, body);
+	char c0[512], c1[512];
+	snprintf(c0, sizeof(c0), "{\"start_ts\":%lld,\"end_ts\":%lld,\"query\":\"cluster.name == \\\"cluster-0\\\"\"}",
+		 (long long)start_ms, (long long)end_ms);
+	snprintf(c1, sizeof(c1), "{\"start_ts\":%lld,\"end_ts\":%lld,\"query\":\"cluster.name == \\\"cluster-1\\\"\"}",
+		 (long long)start_ms, (long long)end_ms);
+	snprintf(body, sizeof(body), "{\"baseline\":%s,\"comparison\":%s,\"limit\":100}", c0, c1);
+	run_functions(st, sym, "diff (two clusters, whole range)", FN_DIFF, body);
 	snprintf(body, sizeof(body), "{\"baseline\":%s,\"comparison\":%s,\"limit\":100}", first, second);
 	run_functions(st, sym, "diff (first vs second half)", FN_DIFF, body);
 	snprintf(body, sizeof(body), "{\"filter\":%s,\"function\":\"checkout::fn_3\"}", all);

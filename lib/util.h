@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
+#include <stdlib.h>
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
@@ -54,5 +55,13 @@ int parse_bool(const char *s, bool *out);
 void uuid_v4(char out[37]);
 /* True when s is a canonical lower- or upper-case UUID. */
 bool uuid_valid(const char *s);
+
+/* qsort that accepts an empty (possibly NULL) array. */
+static inline void xqsort(void *base, size_t n, size_t size,
+			  int (*cmp)(const void *, const void *))
+{
+	if (n > 1)
+		qsort(base, n, size, cmp);
+}
 
 #endif

@@ -17,7 +17,7 @@
 
 #define BLOCK_MAGIC "EMBRBLK1"
 #define BLOCK_END "EMBREND1"
-#define BLOCK_VERSION 2
+#define BLOCK_VERSION 3
 
 /* Fuzz builds let damaged checksums through so that mutations reach the
  * parsers behind them (tests/fuzz/fuzz_block.c); every other build checks. */
@@ -33,7 +33,7 @@
 
 enum section {
 	SEC_LSTR = 1, SEC_SSTR, SEC_FILES, SEC_FRAMES, SEC_NODES, SEC_LABELS, SEC_SERIES,
-	SEC_MINUTES, SEC_HOSTS, SEC_COUNT
+	SEC_MINUTES, SEC_HOSTS, SEC_ROLLUPS, SEC_COUNT
 };
 
 struct section_ref {
@@ -426,6 +426,36 @@ static int load_tables(struct part *p, int id, struct cursor *c, const struct bl
 				part_note_host(p, name, cpus);
 		}
 		return c->bad ? -1 : 0;
+	case SEC_ROLLUPS:
+		n = varint_get_max(c, MIN(cursor_left(c) / 4, 4096));
+		for (uint64_t i = 0; i < n && !c->bad; i++) {
+			uint32_t project = (uint32_t)varint_get_max(c, strtab_count(&p->lstr) - 1);
+			uint8_t kind = cursor_u8(c);
+			uint16_t hz = (uint16_t)varint_get_max(c, 65535);
+			uint64_t m = varint_get_max(c, MIN(p->nnodes, cursor_left(c) / 2));
+			if (c->bad || kind == 0 || kind > SEK_ALLOC) {
+				c->bad = true;
+				break;
+			}
+			struct part_rollup *r = part_rollup_get(p, project, kind, hz);
+			if (r->n) {
+				c->bad = true; /* the same group twice */
+				break;
+			}
+			r->stacks = xmalloc((m + 1) * sizeof(uint32_t));
+			r->sums = xmalloc((m + 1) * sizeof(uint64_t));
+			uint32_t stack = 0;
+			for (uint64_t j = 0; j < m && !c->bad; j++) {
+				stack += (uint32_t)varint_get_max(c, p->nnodes);
+				if (stack >= p->nnodes || (j && stack == r->stacks[j - 1]))
+					c->bad = true;
+				r->stacks[j] = stack;
+			}
+			for (uint64_t j = 0; j < m && !c->bad; j++)
+				r->sums[j] = varint_get(c);
+			r->n = c->bad ? 0 : m;
+		}
+		return c->bad ? -1 : 0;
 	}
 	return -1;
 }
@@ -633,12 +663,9 @@ struct block_writer *block_writer_create(const char *tmp_path, struct buf *err)
 	return w;
 }
 
-void block_writer_abort(struct block_writer *w)
+static void writer_free(struct block_writer *w)
 {
-	if (!w)
-		return;
 	close(w->fd);
-	unlink(w->tmp_path);
 	free(w->tmp_path);
 	buf_free(&w->raw);
 	buf_free(&w->z);
@@ -646,6 +673,14 @@ void block_writer_abort(struct block_writer *w)
 	free(w->local);
 	free(w->sums);
 	free(w);
+}
+
+void block_writer_abort(struct block_writer *w)
+{
+	if (!w)
+		return;
+	unlink(w->tmp_path);
+	writer_free(w);
 }
 
 /* Compresses w->raw and appends it to the file; returns its reference. */
@@ -685,7 +720,7 @@ int block_writer_chunk(struct block_writer *w, struct part *dst, uint32_t series
 		int64_t r = rows[i].ts_ms % g;
 		rows[i].ts_ms -= r < 0 ? r + g : r;
 	}
-	qsort(rows, n, sizeof(*rows), cmp_row);
+	xqsort(rows, n, sizeof(*rows), cmp_row);
 	size_t m = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (m && rows[m - 1].ts_ms == rows[i].ts_ms && rows[m - 1].stack == rows[i].stack)
@@ -704,7 +739,7 @@ int block_writer_chunk(struct block_writer *w, struct part *dst, uint32_t series
 	xgrow((void **)&w->dict, &w->capdict, m + 1, sizeof(uint32_t));
 	for (size_t i = 0; i < m; i++)
 		w->dict[i] = rows[i].stack;
-	qsort(w->dict, m, sizeof(uint32_t), cmp_u32);
+	xqsort(w->dict, m, sizeof(uint32_t), cmp_u32);
 	size_t ndict = 0;
 	for (size_t i = 0; i < m; i++)
 		if (!ndict || w->dict[ndict - 1] != w->dict[i])
@@ -736,6 +771,15 @@ int block_writer_chunk(struct block_writer *w, struct part *dst, uint32_t series
 	struct section_ref sums;
 	if (emit(w, &sums, err) < 0)
 		return -1;
+	/* And into the rollup of its (project, kind, rate). */
+	struct part_rollup *ru = part_rollup_get(dst, s->project, s->kind, s->hz);
+	if (ru->capacc < dst->nnodes) {
+		size_t old = ru->capacc;
+		xgrow((void **)&ru->acc, &ru->capacc, dst->nnodes, sizeof(uint64_t));
+		memset(ru->acc + old, 0, (ru->capacc - old) * sizeof(uint64_t));
+	}
+	for (size_t i = 0; i < ndict; i++)
+		ru->acc[w->dict[i]] += w->sums[i];
 	/* Then the rows: groups of one time each: delta time, count, local
 	 * index deltas, values. */
 	buf_reset(&w->raw);
@@ -881,6 +925,48 @@ static void enc_section(struct buf *b, const struct part *p, int id)
 			varint_put(b, p->hosts[i].cpus);
 		}
 		break;
+	case SEC_ROLLUPS:
+		varint_put(b, p->nrollups);
+		for (size_t i = 0; i < p->nrollups; i++) {
+			const struct part_rollup *r = &p->rollups[i];
+			varint_put(b, r->project);
+			buf_putc(b, (char)r->kind);
+			varint_put(b, r->hz);
+			varint_put(b, r->n);
+			uint32_t prev = 0;
+			for (size_t j = 0; j < r->n; j++) {
+				varint_put(b, r->stacks[j] - prev);
+				prev = r->stacks[j];
+			}
+			for (size_t j = 0; j < r->n; j++)
+				varint_put(b, r->sums[j]);
+		}
+		break;
+	}
+}
+
+/* Turns the dense sums gathered while writing chunks into the sorted
+ * stack lists that are written and queried. */
+static void finish_rollups(struct part *p)
+{
+	for (size_t i = 0; i < p->nrollups; i++) {
+		struct part_rollup *r = &p->rollups[i];
+		size_t n = 0;
+		for (size_t j = 0; j < r->capacc; j++)
+			n += r->acc[j] != 0;
+		free(r->stacks);
+		free(r->sums);
+		r->stacks = xmalloc((n + 1) * sizeof(uint32_t));
+		r->sums = xmalloc((n + 1) * sizeof(uint64_t));
+		r->n = 0;
+		for (size_t j = 0; j < r->capacc; j++)
+			if (r->acc[j]) {
+				r->stacks[r->n] = (uint32_t)j;
+				r->sums[r->n++] = r->acc[j];
+			}
+		free(r->acc);
+		r->acc = NULL;
+		r->capacc = 0;
 	}
 }
 
@@ -896,9 +982,10 @@ static int fsync_dir_of(const char *path)
 	return rc;
 }
 
-int block_writer_finish(struct block_writer *w, const struct part *dst,
+int block_writer_finish(struct block_writer *w, struct part *dst,
 			const struct block_meta *meta, const char *final_path, struct buf *err)
 {
+	finish_rollups(dst);
 	for (int id = 1; id < SEC_COUNT; id++) {
 		buf_reset(&w->raw);
 		enc_section(&w->raw, dst, id);
@@ -966,17 +1053,9 @@ int block_writer_finish(struct block_writer *w, const struct part *dst,
 		rc = 0;
 	}
 	buf_free(&f);
-	if (rc == 0) {
-		close(w->fd);
-		free(w->tmp_path);
-		buf_free(&w->raw);
-		buf_free(&w->z);
-		free(w->dict);
-		free(w->local);
-		free(w->sums);
-		free(w);
-	} else {
+	if (rc == 0)
+		writer_free(w);
+	else
 		block_writer_abort(w);
-	}
 	return rc;
 }

@@ -2,10 +2,12 @@
  * compressed and checksummed (format: docs/internals/store.md).
  *
  *   header   "EMBRBLK1", version
- *   chunks   one zstd frame per series: its rows, sorted by (time, stack)
+ *   chunks   per series, two zstd frames: its stack totals, then its rows
+ *            sorted by (time, stack)
  *   sections one zstd frame per dictionary table (strings, files, frames,
  *            stack nodes, label sets, series with their chunk locations
- *            and minute totals, hosts, agents)
+ *            and minute totals, hosts) and the rollups: the stack totals
+ *            of all series of one (project, kind, rate) together
  *   footer   section table with XXH64 sums, time range, counts, lineage,
  *            agent sequences
  *   trailer  footer length, XXH64 of the footer, "EMBREND1"
@@ -104,7 +106,7 @@ int block_writer_chunk(struct block_writer *w, struct part *dst, uint32_t series
 		       struct part_row *rows, size_t n, struct buf *err);
 /* Writes dst's dictionaries and the footer, fsyncs, renames the file to
  * final_path and fsyncs its directory. The writer is freed either way. */
-int block_writer_finish(struct block_writer *w, const struct part *dst,
+int block_writer_finish(struct block_writer *w, struct part *dst,
 			const struct block_meta *meta, const char *final_path, struct buf *err);
 void block_writer_abort(struct block_writer *w);
 

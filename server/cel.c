@@ -311,7 +311,7 @@ static int in_list(struct parser *ps, int l)
 		}
 	}
 	if (nd->nitems > 1)
-		qsort(nd->items, nd->nitems, sizeof(*nd->items), cmp_strp);
+		xqsort(nd->items, nd->nitems, sizeof(*nd->items), cmp_strp);
 	return n;
 }
 

@@ -8,6 +8,7 @@
 
 #include "flamegraph.h"
 #include "jsonw.h"
+#include "request.h"
 #include "strtab.h"
 #include "util.h"
 
@@ -15,20 +16,6 @@
 #define DEFAULT_BUCKETS 60
 
 /* --- requests ---------------------------------------------------------------- */
-
-static int get_count(const json_t *doc, const char *name, uint32_t max, uint32_t *out,
-		     struct buf *err)
-{
-	const json_t *v = json_object_get(doc, name);
-	if (!v || json_is_null(v))
-		return 0;
-	if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > max) {
-		buf_printf(err, "%s: expected an integer from 1 to %u", name, max);
-		return -1;
-	}
-	*out = (uint32_t)json_integer_value(v);
-	return 0;
-}
 
 /* An entity or attribute name: "host", "shared_object" or an attribute
  * such as "k8s.pod.label[app]". */
@@ -66,18 +53,10 @@ int ent_request_parse(struct ent_request *r, enum ent_query what, const char *bo
 	r->what = what;
 	r->limit = DEFAULT_LIMIT;
 	r->num_buckets = DEFAULT_BUCKETS;
-	json_error_t jerr;
-	json_t *doc = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!doc) {
-		buf_printf(err, "request body is not valid JSON: %s (line %d, column %d)", jerr.text,
-			   jerr.line, jerr.column);
+	json_t *doc = req_load(body, len, err);
+	if (!doc)
 		return -1;
-	}
 	int rc = -1;
-	if (!json_is_object(doc)) {
-		buf_puts(err, "request body: expected a JSON object");
-		goto out;
-	}
 	if (scope_parse(json_object_get(doc, "filter"), "filter", &r->scope, err) < 0)
 		goto out;
 	if (what == ENT_TOP && parse_attribute(doc, "entity", true, r, err) < 0)
@@ -86,18 +65,13 @@ int ent_request_parse(struct ent_request *r, enum ent_query what, const char *bo
 		goto out;
 	if (what == ENT_TIMESERIES && parse_attribute(doc, "group_by", false, r, err) < 0)
 		goto out;
-	if (get_count(doc, "limit", ENT_MAX_LIMIT, &r->limit, err) < 0 ||
-	    get_count(doc, "num_buckets", ENT_MAX_BUCKETS, &r->num_buckets, err) < 0)
+	uint64_t limit = r->limit, buckets = r->num_buckets;
+	if (req_count(doc, "limit", ENT_MAX_LIMIT, &limit, err) < 0 ||
+	    req_count(doc, "num_buckets", ENT_MAX_BUCKETS, &buckets, err) < 0 ||
+	    req_choice(doc, "cpu_mode", "relative", "absolute", &r->absolute, err) < 0)
 		goto out;
-	const json_t *mode = json_object_get(doc, "cpu_mode");
-	if (mode && !json_is_null(mode)) {
-		const char *m = json_string_value(mode);
-		if (!m || (strcmp(m, "relative") != 0 && strcmp(m, "absolute") != 0)) {
-			buf_puts(err, "cpu_mode: expected \"relative\" or \"absolute\"");
-			goto out;
-		}
-		r->absolute = strcmp(m, "absolute") == 0;
-	}
+	r->limit = (uint32_t)limit;
+	r->num_buckets = (uint32_t)buckets;
 	rc = 0;
 out:
 	json_decref(doc);
@@ -127,8 +101,7 @@ struct groups {
 	struct strtab names;
 	struct group *g;
 	size_t cap;
-	uint16_t hz[8];
-	uint64_t hz_value[8];
+	struct hz_vote hz;
 	uint32_t nbuckets;
 };
 
@@ -161,28 +134,6 @@ static struct group *group(struct groups *gs, const char *name, size_t len)
 	return g;
 }
 
-static void vote_hz(struct groups *gs, uint16_t hz, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		if (gs->hz[i] == hz || gs->hz[i] == 0) {
-			gs->hz[i] = hz;
-			gs->hz_value[i] += v;
-			return;
-		}
-}
-
-static uint16_t groups_hz(const struct groups *gs)
-{
-	uint16_t hz = 0;
-	uint64_t best = 0;
-	for (int i = 0; i < 8; i++)
-		if (gs->hz_value[i] > best) {
-			best = gs->hz_value[i];
-			hz = gs->hz[i];
-		}
-	return hz;
-}
-
 static const char *entity_label(const struct ent_request *r)
 {
 	if (r->shared_objects)
@@ -208,8 +159,6 @@ static uint32_t host_cpus(const struct part *p, const char *host)
 static void by_series(struct groups *gs, struct scan *scan, const struct part *p,
 		      const struct ent_request *r)
 {
-	static uint32_t none_stamp; /* unused: stamps are per group */
-	(void)none_stamp;
 	char none[300];
 	for (uint32_t j = 0; j < p->nseries; j++) {
 		if (!scan_selected(scan, j))
@@ -218,7 +167,7 @@ static void by_series(struct groups *gs, struct scan *scan, const struct part *p
 		int64_t v = scan_series_total(scan, j);
 		if (v <= 0)
 			continue;
-		vote_hz(gs, ps->hz, (uint64_t)v);
+		hz_vote_add(&gs->hz, ps->hz, (uint64_t)v);
 		if (r->what == ENT_LABELS && !r->attribute) {
 			const uint32_t *kv;
 			size_t n = part_label_pairs(p, ps->labels, &kv);
@@ -305,8 +254,8 @@ static void by_binary(struct groups *gs, struct scan *scan, const struct part *p
 			}
 		}
 	}
-	vote_hz(gs, stack_sums_hz(ss), ss->total);
-	memset(ss->hz_value, 0, sizeof(ss->hz_value));
+	hz_vote_add(&gs->hz, hz_vote_best(&ss->hz), ss->total);
+	memset(&ss->hz, 0, sizeof(ss->hz));
 	ss->total = 0;
 	stack_sums_clear(ss);
 	free(frame_group);
@@ -364,15 +313,11 @@ static void by_time(struct groups *gs, struct scan *scan, const struct part *p,
 			scan_count_matched(scan, matched);
 		}
 		g->total += sum;
-		vote_hz(gs, ps->hz, sum);
+		hz_vote_add(&gs->hz, ps->hz, sum);
 	}
 }
 
 /* --- answers ----------------------------------------------------------------------- */
-
-struct order_ctx {
-	const struct groups *gs;
-};
 
 static int cmp_groups(const void *a, const void *b, void *ctx)
 {
@@ -422,7 +367,7 @@ static void put_context(struct buf *out, const struct scope_context *c, uint16_t
 static void write_top(const struct ent_request *r, struct groups *gs,
 		      const struct scope_context *ctx, struct buf *out)
 {
-	uint16_t hz = groups_hz(gs);
+	uint16_t hz = hz_vote_best(&gs->hz);
 	size_t n;
 	uint32_t *ids = ordered(gs, &n);
 	uint64_t total = 0;
@@ -439,7 +384,7 @@ static void write_top(const struct ent_request *r, struct groups *gs,
 	buf_puts(out, ",\"cpu_mode\":");
 	jsonw_str(out, r->absolute ? "absolute" : "relative");
 	buf_puts(out, ",\"total\":");
-	jsonw_u64(out, r->shared_objects ? total : total);
+	jsonw_u64(out, total);
 	put_context(out, ctx, hz);
 	buf_puts(out, ",\"entities_total\":");
 	jsonw_u64(out, n);
@@ -476,8 +421,8 @@ static void write_top(const struct ent_request *r, struct groups *gs,
 	free(ids);
 }
 
-static void write_labels(const struct ent_request *r, struct groups *gs,
-			 const struct scope_context *ctx, uint64_t total, struct buf *out)
+static void write_labels(const struct ent_request *r, struct groups *gs, uint64_t total,
+			 struct buf *out)
 {
 	size_t n;
 	uint32_t *ids = ordered(gs, &n);
@@ -508,7 +453,6 @@ static void write_labels(const struct ent_request *r, struct groups *gs,
 		buf_putc(out, '}');
 	}
 	buf_putc(out, ']');
-	(void)ctx;
 	free(ids);
 }
 
@@ -613,7 +557,7 @@ int entities_query(struct store *st, const struct ent_request *r, struct buf *ou
 		scope_context_read(st, &r->scope, &ctx);
 		write_top(r, &gs, &ctx, out);
 	} else if (r->what == ENT_LABELS) {
-		write_labels(r, &gs, NULL, total, out);
+		write_labels(r, &gs, total, out);
 	} else {
 		write_timeseries(r, &gs, out);
 	}

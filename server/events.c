@@ -7,45 +7,23 @@
 
 #include "display.h"
 #include "jsonw.h"
+#include "request.h"
 #include "util.h"
 
 int ev_request_parse(struct ev_request *r, const char *body, size_t len, struct buf *err)
 {
 	memset(r, 0, sizeof(*r));
 	r->limit = EVENTS_DEFAULT_LIMIT;
-	json_error_t jerr;
-	json_t *doc = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!doc) {
-		buf_printf(err, "request body is not valid JSON: %s (line %d, column %d)", jerr.text,
-			   jerr.line, jerr.column);
+	json_t *doc = req_load(body, len, err);
+	if (!doc)
 		return -1;
-	}
-	int rc = -1;
-	if (!json_is_object(doc)) {
-		buf_puts(err, "request body: expected a JSON object");
-		goto out;
-	}
-	if (scope_parse(json_object_get(doc, "filter"), "filter", &r->scope, err) < 0)
-		goto out;
-	const json_t *lim = json_object_get(doc, "limit");
-	if (lim && !json_is_null(lim)) {
-		if (!json_is_integer(lim) || json_integer_value(lim) < 1 ||
-		    json_integer_value(lim) > EVENTS_MAX_LIMIT) {
-			buf_printf(err, "limit: expected an integer from 1 to %d", EVENTS_MAX_LIMIT);
-			goto out;
-		}
-		r->limit = (uint32_t)json_integer_value(lim);
-	}
-	const json_t *raw = json_object_get(doc, "raw_names");
-	if (raw && !json_is_null(raw)) {
-		if (!json_is_boolean(raw)) {
-			buf_puts(err, "raw_names: expected true or false");
-			goto out;
-		}
-		r->raw_names = json_is_true(raw);
-	}
-	rc = 0;
-out:
+	uint64_t limit = r->limit;
+	int rc = scope_parse(json_object_get(doc, "filter"), "filter", &r->scope, err) < 0 ||
+			 req_count(doc, "limit", EVENTS_MAX_LIMIT, &limit, err) < 0 ||
+			 req_bool(doc, "raw_names", &r->raw_names, err) < 0
+		 ? -1
+		 : 0;
+	r->limit = (uint32_t)limit;
 	json_decref(doc);
 	if (rc < 0)
 		ev_request_free(r);
@@ -172,7 +150,7 @@ int events_query(struct store *st, struct symbols *sym, const struct ev_request 
 			scan_count_matched(scan, matched);
 		}
 		/* The newest `limit` of this part are candidates. */
-		qsort(c, nc, sizeof(*c), cmp_cand);
+		xqsort(c, nc, sizeof(*c), cmp_cand);
 		display_part(d, p);
 		for (size_t j = 0; j < nc && j < r->limit; j++) {
 			xgrow((void **)&ev, &capev, nev + 1, sizeof(*ev));
@@ -180,7 +158,7 @@ int events_query(struct store *st, struct symbols *sym, const struct ev_request 
 		}
 		scan_end(scan, i);
 	}
-	qsort(ev, nev, sizeof(*ev), cmp_events);
+	xqsort(ev, nev, sizeof(*ev), cmp_events);
 	buf_puts(out, "{\"unit\":");
 	jsonw_str(out, event_kind_unit(r->scope.kind));
 	buf_puts(out, ",\"events\":[");

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "display.h"
+#include "request.h"
 #include "hmap.h"
 #include "tree.h"
 #include "jsonw.h"
@@ -52,110 +53,32 @@ const char *fg_synthetic_name(enum fg_synthetic s)
 
 /* --- request parsing ----------------------------------------------------- */
 
-static int get_int(json_t *v, const char *what, int64_t min, int64_t max, int64_t *out,
-		   struct buf *err)
-{
-	if (!json_is_integer(v)) {
-		buf_printf(err, "%s: expected an integer", what);
-		return -1;
-	}
-	json_int_t x = json_integer_value(v);
-	if (x < min || x > max) {
-		buf_printf(err, "%s: expected %lld to %lld, got %lld", what, (long long)min,
-			   (long long)max, (long long)x);
-		return -1;
-	}
-	*out = x;
-	return 0;
-}
-
-static int get_bool(json_t *doc, const char *name, bool *out, struct buf *err)
-{
-	json_t *v = json_object_get(doc, name);
-	if (!v || json_is_null(v))
-		return 0;
-	if (!json_is_boolean(v)) {
-		buf_printf(err, "%s: expected true or false", name);
-		return -1;
-	}
-	*out = json_is_true(v);
-	return 0;
-}
-
 int fg_request_parse(struct fg_request *r, const char *body, size_t len, struct buf *err)
 {
 	memset(r, 0, sizeof(*r));
 	r->max_nodes = FG_DEFAULT_MAX_NODES;
-	json_error_t jerr;
-	json_t *doc = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!doc) {
-		buf_printf(err, "request body is not valid JSON: %s (line %d, column %d)", jerr.text,
-			   jerr.line, jerr.column);
+	json_t *doc = req_load(body, len, err);
+	if (!doc)
 		return -1;
-	}
 	int rc = -1;
-	if (!json_is_object(doc)) {
-		buf_puts(err, "request body: expected a JSON object");
-		goto out;
-	}
 	json_t *filter = json_object_get(doc, "filter");
-	if (scope_parse(filter, "filter", &r->scope, err) < 0)
+	uint64_t buckets = 0, max_nodes = r->max_nodes;
+	if (scope_parse(filter, "filter", &r->scope, err) < 0 ||
+	    req_patterns(json_object_get(filter, "frame_mask"), "filter.frame_mask", FG_MAX_MASKS,
+			 r->masks, &r->nmasks, err) < 0 ||
+	    req_string(doc, "search", 1024, &r->search, err) < 0 ||
+	    req_count(doc, "num_samples", INT64_MAX, &r->num_samples, err) < 0 ||
+	    req_count(doc, "num_stat_buckets", 10000, &buckets, err) < 0 ||
+	    req_count(doc, "max_nodes", FG_LIMIT_MAX_NODES, &max_nodes, err) < 0 ||
+	    req_bool(doc, "raw_names", &r->raw_names, err) < 0 ||
+	    req_bool(doc, "verbose_names", &r->verbose_names, err) < 0)
 		goto out;
-	json_t *mask = json_object_get(filter, "frame_mask");
-	if (mask && !json_is_null(mask)) {
-		json_t *pats = json_is_object(mask) ? json_object_get(mask, "patterns") : NULL;
-		if (pats && !json_is_array(pats)) {
-			buf_puts(err, "filter.frame_mask.patterns: expected an array of strings");
-			goto out;
-		}
-		if (json_array_size(pats) > FG_MAX_MASKS) {
-			buf_printf(err, "filter.frame_mask.patterns: at most %d patterns", FG_MAX_MASKS);
-			goto out;
-		}
-		size_t i;
-		json_t *v;
-		json_array_foreach(pats, i, v)
-		{
-			if (!json_is_string(v) || json_string_length(v) > 1024) {
-				buf_puts(err, "filter.frame_mask.patterns: expected strings of at most 1024 bytes");
-				goto out;
-			}
-			r->masks[r->nmasks++] = xstrdup(json_string_value(v));
-		}
+	r->num_stat_buckets = (uint32_t)buckets;
+	r->max_nodes = (uint32_t)max_nodes;
+	if (r->search && !*r->search) {
+		free(r->search);
+		r->search = NULL;
 	}
-	json_t *search = json_object_get(doc, "search");
-	if (search && !json_is_null(search)) {
-		if (!json_is_string(search) || json_string_length(search) > 1024) {
-			buf_puts(err, "search: expected a regular expression of at most 1024 bytes");
-			goto out;
-		}
-		if (json_string_length(search))
-			r->search = xstrdup(json_string_value(search));
-	}
-	json_t *ns = json_object_get(doc, "num_samples");
-	if (ns && !json_is_null(ns)) {
-		int64_t v;
-		if (get_int(ns, "num_samples", 1, INT64_MAX, &v, err) < 0)
-			goto out;
-		r->num_samples = (uint64_t)v;
-	}
-	json_t *nb = json_object_get(doc, "num_stat_buckets");
-	if (nb && !json_is_null(nb)) {
-		int64_t v;
-		if (get_int(nb, "num_stat_buckets", 1, 10000, &v, err) < 0)
-			goto out;
-		r->num_stat_buckets = (uint32_t)v;
-	}
-	json_t *mn = json_object_get(doc, "max_nodes");
-	if (mn && !json_is_null(mn)) {
-		int64_t v;
-		if (get_int(mn, "max_nodes", 1, FG_LIMIT_MAX_NODES, &v, err) < 0)
-			goto out;
-		r->max_nodes = (uint32_t)v;
-	}
-	if (get_bool(doc, "raw_names", &r->raw_names, err) < 0 ||
-	    get_bool(doc, "verbose_names", &r->verbose_names, err) < 0)
-		goto out;
 	json_t *syn = json_object_get(doc, "synthetic_frames");
 	if (syn && !json_is_null(syn)) {
 		if (!json_is_array(syn) || json_array_size(syn) > FG_MAX_SYNTHETIC) {
@@ -217,9 +140,12 @@ struct fg {
 	/* answer */
 	uint64_t total, sampled_from, distinct_stacks;
 	uint64_t keep_threshold;
-	uint64_t hz_value[8];
-	uint16_t hz[8];
+	struct hz_vote hz;
 	uint64_t *buckets;
+	/* memory bound: prune the tree once it has this many nodes */
+	size_t prune_at, keep_after_prune;
+	uint32_t other_key;
+	uint32_t pruned;
 };
 
 /* --- one part ------------------------------------------------------------ */
@@ -262,17 +188,6 @@ static void add_leaf(struct fg *q, uint32_t stack, uint64_t value)
 	q->self[stack] += value;
 }
 
-static void vote_hz(struct fg *q, uint16_t hz, uint64_t value)
-{
-	for (int i = 0; i < 8; i++) {
-		if (q->hz[i] == hz || q->hz[i] == 0) {
-			q->hz[i] = hz;
-			q->hz_value[i] += value;
-			break;
-		}
-	}
-}
-
 /* Adds one selected series to the scratch tree: its stack totals when
  * neither sampling nor time buckets need its rows. */
 static void add_series(struct fg *q, const struct part *p, uint32_t series)
@@ -290,7 +205,7 @@ static void add_series(struct fg *q, const struct part *p, uint32_t series)
 			add_leaf(q, stacks[i] < p->nnodes ? stacks[i] : 0, sums[i]);
 			value += sums[i];
 		}
-		vote_hz(q, ps->hz, value);
+		hz_vote_add(&q->hz, ps->hz, value);
 		return;
 	}
 	const struct part_row *rows;
@@ -320,7 +235,7 @@ static void add_series(struct fg *q, const struct part *p, uint32_t series)
 		}
 	}
 	scan_count_matched(q->scan, matched);
-	vote_hz(q, ps->hz, value);
+	hz_vote_add(&q->hz, ps->hz, value);
 }
 
 #define FOR_BITS_UP(q, n)                                                             \
@@ -390,7 +305,10 @@ static void fold_group(struct fg *q, const struct part *p, uint32_t group)
 			for (uint32_t j = 0; j < nr; j++) {
 				if (display_get(q->disp, run[j].key)->masked)
 					continue;
-				o = otree_child(&q->tree, o, run[j].key);
+				uint32_t c = otree_child(&q->tree, o, run[j].key);
+				if (c == o)
+					continue; /* an [other] node takes its whole subtree once */
+				o = c;
 				q->tree.nodes[o].total += t;
 				otree_vote(&q->tree, o, run[j].line, t);
 			}
@@ -433,6 +351,21 @@ static uint32_t group_node(struct fg *q, const struct part *p, uint32_t labels)
 	return node;
 }
 
+/* Keeps the tree's memory bounded (otree_prune): the group nodes held
+ * for the rest of the part are renamed with it. */
+static void prune(struct fg *q, const struct part *p)
+{
+	uint32_t *remap = otree_prune(&q->tree, q->keep_after_prune, q->other_key);
+	for (size_t i = 0; i < q->nsel; i++)
+		q->sel[i].group = remap[q->sel[i].group];
+	for (size_t i = 0; q->r->nsynthetic && i < p->nlabels; i++)
+		if (q->group_of[i] != UINT32_MAX)
+			q->group_of[i] = remap[q->group_of[i]];
+	free(remap);
+	q->prune_at = MAX(q->prune_at, 2 * q->tree.n);
+	q->pruned++;
+}
+
 static int cmp_sel(const void *a, const void *b)
 {
 	const uint32_t *x = a, *y = b;
@@ -443,6 +376,22 @@ static void do_part(struct fg *q, const struct part *p)
 {
 	display_part(q->disp, p);
 	grow_scratch(q, p->nnodes + 1);
+	/* No grouping, no sampling, no time buckets: the part's rollup, when
+	 * the query may read it, holds everything in one list. */
+	const struct part_rollup *ru;
+	if (!q->r->nsynthetic && q->keep_threshold == UINT64_MAX && !q->buckets &&
+	    (ru = scan_rollup(q->scan))) {
+		uint64_t value = 0;
+		for (size_t i = 0; i < ru->n; i++) {
+			if (!ru->sums[i])
+				continue;
+			add_leaf(q, ru->stacks[i], ru->sums[i]);
+			value += ru->sums[i];
+		}
+		hz_vote_add(&q->hz, ru->hz, value);
+		fold_group(q, p, 0);
+		return;
+	}
 	xgrow((void **)&q->group_of, &q->capgroup_of, p->nlabels + 1, sizeof(uint32_t));
 	memset(q->group_of, 0xff, (p->nlabels + 1) * sizeof(uint32_t));
 	q->nsel = 0;
@@ -453,12 +402,14 @@ static void do_part(struct fg *q, const struct part *p)
 		q->sel[q->nsel].group = group_node(q, p, p->series[s].labels);
 		q->sel[q->nsel++].series = s;
 	}
-	qsort(q->sel, q->nsel, sizeof(*q->sel), cmp_sel);
+	xqsort(q->sel, q->nsel, sizeof(*q->sel), cmp_sel);
 	for (size_t i = 0; i < q->nsel;) {
 		uint32_t g = q->sel[i].group;
 		for (; i < q->nsel && q->sel[i].group == g; i++)
 			add_series(q, p, q->sel[i].series);
 		fold_group(q, p, g);
+		if (q->tree.n > q->prune_at)
+			prune(q, p);
 	}
 }
 
@@ -494,6 +445,13 @@ int flamegraph_query(struct store *st, struct symbols *sym, struct fetcher *fetc
 	if (r->num_stat_buckets)
 		q.buckets = xcalloc(r->num_stat_buckets, sizeof(uint64_t));
 	otree_init(&q.tree, display_key(q.disp, DT_ROOT, "root", "", NULL));
+	q.other_key = display_key(q.disp, DT_OTHER, "[other]", "", NULL);
+	q.keep_after_prune = MAX((size_t)r->max_nodes * 2, (size_t)100000);
+	q.prune_at = MAX(q.keep_after_prune * 2, (size_t)FG_PRUNE_AT);
+	if (r->prune_at) {
+		q.prune_at = r->prune_at;
+		q.keep_after_prune = MAX(r->prune_at / 2, 1);
+	}
 
 	size_t nparts = scan_parts(q.scan);
 	if (r->num_samples) {
@@ -519,13 +477,7 @@ int flamegraph_query(struct store *st, struct symbols *sym, struct fetcher *fetc
 		scan_end(q.scan, i);
 	}
 
-	uint16_t hz = 0;
-	uint64_t best = 0;
-	for (int i = 0; i < 8; i++)
-		if (q.hz_value[i] > best) {
-			best = q.hz_value[i];
-			hz = q.hz[i];
-		}
+	uint16_t hz = hz_vote_best(&q.hz);
 	buf_puts(out, "{\"unit\":");
 	jsonw_str(out, event_kind_unit(r->scope.kind));
 	buf_puts(out, ",\"sample_rate_hz\":");
@@ -557,6 +509,10 @@ int flamegraph_query(struct store *st, struct symbols *sym, struct fetcher *fetc
 	jsonw_u64(out, written);
 	buf_puts(out, ",\"distinct_stacks\":");
 	jsonw_u64(out, q.distinct_stacks);
+	if (q.pruned) {
+		buf_puts(out, ",\"tree_pruned\":");
+		jsonw_u64(out, q.pruned);
+	}
 	buf_putc(out, ',');
 	scan_stats_json(q.scan, t0, out);
 	buf_puts(out, "}");

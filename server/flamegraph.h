@@ -34,7 +34,11 @@
 #define FG_MAX_MASKS 64
 #define FG_MAX_SYNTHETIC 8
 #define FG_DEFAULT_MAX_NODES 200000
-#define FG_LIMIT_MAX_NODES 5000000
+#define FG_LIMIT_MAX_NODES 2000000
+/* While building, a tree over this many nodes (or 8 x max_nodes) is
+ * pruned to 2 x max_nodes, folding the rest into "[other]" nodes: a
+ * query's memory stays bounded whatever it groups by. */
+#define FG_PRUNE_AT 4000000
 
 enum fg_synthetic {
 	SYN_DEPLOYMENT, SYN_CONTAINER, SYN_HOST, SYN_EXECUTABLE, SYN_THREAD, SYN_SCRIPT,
@@ -51,6 +55,7 @@ struct fg_request {
 	uint64_t num_samples;  /* 0 = all */
 	uint32_t num_stat_buckets; /* 0 = no time series */
 	uint32_t max_nodes;    /* FG_DEFAULT_MAX_NODES unless asked */
+	size_t prune_at;       /* tests: prune at this many nodes (0 = the default) */
 	bool raw_names;        /* names as compiled: no demangling, no libc common names */
 	bool verbose_names;    /* demangled names with their parameter lists */
 };

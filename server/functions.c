@@ -7,93 +7,15 @@
 #include <string.h>
 
 #include "display.h"
+#include "request.h"
 #include "jsonw.h"
 #include "tree.h"
 #include "util.h"
 
 #define SANDWICH_DEFAULT_NODES 2000
+#define SANDWICH_PRUNE_AT 4000000
 
 /* --- requests ---------------------------------------------------------------- */
-
-static int parse_masks(const json_t *mask, const char *what, struct fn_request *r,
-		       struct buf *err)
-{
-	if (!mask || json_is_null(mask))
-		return 0;
-	const json_t *pats = json_is_object(mask) ? json_object_get(mask, "patterns") : NULL;
-	if (!json_is_array(pats) || json_array_size(pats) > FN_MAX_MASKS) {
-		buf_printf(err, "%s.patterns: expected an array of at most %d strings", what,
-			   FN_MAX_MASKS);
-		return -1;
-	}
-	size_t i;
-	const json_t *v;
-	json_array_foreach(pats, i, v)
-	{
-		if (!json_is_string(v) || json_string_length(v) > 1024) {
-			buf_printf(err, "%s.patterns: expected strings of at most 1024 bytes", what);
-			return -1;
-		}
-		r->masks[r->nmasks++] = xstrdup(json_string_value(v));
-	}
-	return 0;
-}
-
-static int get_string(const json_t *doc, const char *name, size_t max, char **out,
-		      struct buf *err)
-{
-	const json_t *v = json_object_get(doc, name);
-	if (!v || json_is_null(v))
-		return 0;
-	if (!json_is_string(v) || json_string_length(v) > max) {
-		buf_printf(err, "%s: expected a string of at most %zu bytes", name, max);
-		return -1;
-	}
-	*out = xstrdup(json_string_value(v));
-	return 0;
-}
-
-static int get_bool(const json_t *doc, const char *name, bool *out, struct buf *err)
-{
-	const json_t *v = json_object_get(doc, name);
-	if (!v || json_is_null(v))
-		return 0;
-	if (!json_is_boolean(v)) {
-		buf_printf(err, "%s: expected true or false", name);
-		return -1;
-	}
-	*out = json_is_true(v);
-	return 0;
-}
-
-static int get_choice(const json_t *doc, const char *name, const char *a, const char *b,
-		      bool *is_b, struct buf *err)
-{
-	const json_t *v = json_object_get(doc, name);
-	if (!v || json_is_null(v))
-		return 0;
-	const char *s = json_string_value(v);
-	if (!s || (strcmp(s, a) != 0 && strcmp(s, b) != 0)) {
-		buf_printf(err, "%s: expected \"%s\" or \"%s\"", name, a, b);
-		return -1;
-	}
-	*is_b = strcmp(s, b) == 0;
-	return 0;
-}
-
-static int get_count(const json_t *doc, const char *name, uint32_t max, uint32_t *out,
-		     struct buf *err)
-{
-	const json_t *v = json_object_get(doc, name);
-	if (!v || json_is_null(v))
-		return 0;
-	if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > max) {
-		buf_printf(err, "%s: expected an integer from 1 to %u", name, max);
-		return -1;
-	}
-	*out = (uint32_t)json_integer_value(v);
-	return 0;
-}
 
 int fn_request_parse(struct fn_request *r, enum fn_query what, const char *body, size_t len,
 		     struct buf *err)
@@ -102,18 +24,10 @@ int fn_request_parse(struct fn_request *r, enum fn_query what, const char *body,
 	r->what = what;
 	r->limit = FN_DEFAULT_LIMIT;
 	r->max_nodes = SANDWICH_DEFAULT_NODES;
-	json_error_t jerr;
-	json_t *doc = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!doc) {
-		buf_printf(err, "request body is not valid JSON: %s (line %d, column %d)", jerr.text,
-			   jerr.line, jerr.column);
+	json_t *doc = req_load(body, len, err);
+	if (!doc)
 		return -1;
-	}
 	int rc = -1;
-	if (!json_is_object(doc)) {
-		buf_puts(err, "request body: expected a JSON object");
-		goto out;
-	}
 	if (what == FN_DIFF) {
 		if (scope_parse(json_object_get(doc, "baseline"), "baseline", &r->baseline, err) < 0 ||
 		    scope_parse(json_object_get(doc, "comparison"), "comparison", &r->scope, err) < 0)
@@ -122,29 +36,34 @@ int fn_request_parse(struct fn_request *r, enum fn_query what, const char *body,
 			buf_puts(err, "baseline.event_kind and comparison.event_kind must be the same");
 			goto out;
 		}
-		if (parse_masks(json_object_get(doc, "frame_mask"), "frame_mask", r, err) < 0)
+		if (req_patterns(json_object_get(doc, "frame_mask"), "frame_mask", FN_MAX_MASKS,
+				 r->masks, &r->nmasks, err) < 0)
 			goto out;
 	} else {
 		const json_t *filter = json_object_get(doc, "filter");
 		if (scope_parse(filter, "filter", &r->scope, err) < 0 ||
-		    parse_masks(json_object_get(filter, "frame_mask"), "filter.frame_mask", r, err) < 0)
+		    req_patterns(json_object_get(filter, "frame_mask"), "filter.frame_mask",
+				 FN_MAX_MASKS, r->masks, &r->nmasks, err) < 0)
 			goto out;
 	}
-	if (get_string(doc, "search", 1024, &r->search, err) < 0 ||
-	    get_bool(doc, "raw_names", &r->raw_names, err) < 0 ||
-	    get_bool(doc, "verbose_names", &r->verbose_names, err) < 0 ||
-	    get_choice(doc, "sort", "self", "total", &r->sort_total, err) < 0 ||
-	    get_choice(doc, "cpu_mode", "relative", "absolute", &r->absolute, err) < 0 ||
-	    get_count(doc, "limit", FN_MAX_LIMIT, &r->limit, err) < 0 ||
-	    get_count(doc, "max_nodes", 1000000, &r->max_nodes, err) < 0)
+	uint64_t limit = r->limit, max_nodes = r->max_nodes;
+	if (req_string(doc, "search", 1024, &r->search, err) < 0 ||
+	    req_bool(doc, "raw_names", &r->raw_names, err) < 0 ||
+	    req_bool(doc, "verbose_names", &r->verbose_names, err) < 0 ||
+	    req_choice(doc, "sort", "self", "total", &r->sort_total, err) < 0 ||
+	    req_choice(doc, "cpu_mode", "relative", "absolute", &r->absolute, err) < 0 ||
+	    req_count(doc, "limit", FN_MAX_LIMIT, &limit, err) < 0 ||
+	    req_count(doc, "max_nodes", 1000000, &max_nodes, err) < 0)
 		goto out;
+	r->limit = (uint32_t)limit;
+	r->max_nodes = (uint32_t)max_nodes;
 	if (r->search && !*r->search) {
 		free(r->search);
 		r->search = NULL;
 	}
 	if (what == FN_SANDWICH) {
-		if (get_string(doc, "function", 4096, &r->function, err) < 0 ||
-		    get_string(doc, "binary", 4096, &r->binary, err) < 0)
+		if (req_string(doc, "function", 4096, &r->function, err) < 0 ||
+		    req_string(doc, "binary", 4096, &r->binary, err) < 0)
 			goto out;
 		if (!r->function || !*r->function) {
 			buf_puts(err, "function: expected the name of the function to center on");
@@ -204,6 +123,7 @@ struct fn_pass {
 	size_t captarget;
 	const struct fn_request *r;
 	struct otree callers, callees;
+	uint32_t other_key;
 	struct fstat center;
 };
 
@@ -254,7 +174,10 @@ static void add_stack(struct fn_pass *f, struct ftab *t, size_t n, uint64_t v)
 		uint32_t node = 0;
 		f->callees.nodes[0].total += v;
 		for (size_t i = at + 1; i < n; i++) {
-			node = otree_child(&f->callees, node, f->keys[i]);
+			uint32_t c = otree_child(&f->callees, node, f->keys[i]);
+			if (c == node)
+				break;
+			node = c;
 			f->callees.nodes[node].total += v;
 			otree_vote(&f->callees, node, f->lines[i], v);
 		}
@@ -262,11 +185,20 @@ static void add_stack(struct fn_pass *f, struct ftab *t, size_t n, uint64_t v)
 		node = 0;
 		f->callers.nodes[0].total += v;
 		for (size_t i = at; i-- > 0;) {
-			node = otree_child(&f->callers, node, f->keys[i]);
+			uint32_t c = otree_child(&f->callers, node, f->keys[i]);
+			if (c == node)
+				break; /* an [other] node takes the rest once */
+			node = c;
 			f->callers.nodes[node].total += v;
 			otree_vote(&f->callers, node, f->lines[i], v);
 		}
 		f->callers.nodes[node].self += v;
+		/* Memory stays bounded whatever the function (tree.h). */
+		struct otree *trees[2] = { &f->callers, &f->callees };
+		for (int i = 0; i < 2; i++)
+			if (trees[i]->n > SANDWICH_PRUNE_AT)
+				free(otree_prune(trees[i], MAX((size_t)f->r->max_nodes * 2, (size_t)100000),
+						 f->other_key));
 		return;
 	}
 	if (!n)
@@ -309,7 +241,7 @@ static int collect(struct fn_pass *f, struct store *st, const struct scope *sc, 
 		scan_end(scan, i);
 	}
 	t->total = ss.total;
-	t->hz = stack_sums_hz(&ss);
+	t->hz = hz_vote_best(&ss.hz);
 	stack_sums_free(&ss);
 	scope_context_read(st, sc, &t->ctx);
 	scan_stats_json(scan, t0, stats);
@@ -578,6 +510,7 @@ int functions_query(struct store *st, struct symbols *sym, struct fetcher *fetch
 	uint32_t center = display_key(f.d, DT_SYNTHETIC, r->function ? r->function : "", "", NULL);
 	otree_init(&f.callers, center);
 	otree_init(&f.callees, center);
+	f.other_key = display_key(f.d, DT_OTHER, "[other]", "", NULL);
 	struct ftab a = { 0 }, b = { 0 };
 	struct buf stats_a = { 0 }, stats_b = { 0 };
 	int rc = -1;

@@ -44,6 +44,11 @@ void handle_ingest_batch(struct server *srv, const struct http_req *req, struct 
 		goto out;
 	}
 	rc = store_append(srv->store, project, b, req->body, req->body_len, &err);
+	if (rc == -3) {
+		count(&srv->counters.ingest_rejected, 1);
+		http_error(resp, 422, "%s", err.data);
+		goto out;
+	}
 	if (rc == -2) {
 		count(&srv->counters.ingest_failed, 1);
 		http_error(resp, 503, "the server is busy writing earlier data; retry later");

@@ -157,7 +157,7 @@ int merge_write(const struct merge_source *src, size_t nsrc, const struct merge_
 			part_note_agent(dst, map_lstr(dst, &maps[i], p->agents[a].instance),
 					p->agents[a].seq);
 	}
-	qsort(picks, npicks, sizeof(*picks), cmp_pick);
+	xqsort(picks, npicks, sizeof(*picks), cmp_pick);
 
 	int rc = -1;
 	struct block_writer *w = block_writer_create(t->tmp_path, err);

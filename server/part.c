@@ -47,6 +47,12 @@ void part_free(struct part *p)
 	hmap_free(&p->node_index);
 	hmap_free(&p->stack_index);
 	free(p->stack_keys);
+	for (size_t i = 0; i < p->nrollups; i++) {
+		free(p->rollups[i].stacks);
+		free(p->rollups[i].sums);
+		free(p->rollups[i].acc);
+	}
+	free(p->rollups);
 	hmap_free(&p->label_index);
 	hmap_free(&p->series_index);
 	hmap_free(&p->host_index);
@@ -560,6 +566,19 @@ const char *part_label_value(const struct part *p, uint32_t labels, const char *
 	return NULL;
 }
 
+struct part_rollup *part_rollup_get(struct part *p, uint32_t project, uint8_t kind, uint16_t hz)
+{
+	for (size_t i = 0; i < p->nrollups; i++) {
+		struct part_rollup *r = &p->rollups[i];
+		if (r->project == project && r->kind == kind && r->hz == hz)
+			return r;
+	}
+	xgrow((void **)&p->rollups, &p->caprollups, p->nrollups + 1, sizeof(*p->rollups));
+	struct part_rollup *r = &p->rollups[p->nrollups++];
+	*r = (struct part_rollup){ .project = project, .kind = kind, .hz = hz };
+	return r;
+}
+
 size_t part_memory(const struct part *p)
 {
 	size_t m = p->lstr.bytes.cap + p->sstr.bytes.cap + (p->lstr.cap + p->sstr.cap) * 8 +
@@ -576,5 +595,7 @@ size_t part_memory(const struct part *p)
 	for (size_t i = 0; i < p->nseries; i++)
 		m += p->series[i].caprows * sizeof(struct part_row) +
 		     p->series[i].capminutes * sizeof(struct part_minute);
+	for (size_t i = 0; i < p->nrollups; i++)
+		m += p->rollups[i].n * 12 + p->rollups[i].capacc * 8;
 	return m;
 }

@@ -72,6 +72,21 @@ struct part_series {
 	uint64_t nstacks;
 };
 
+/* The stack totals of every series of one (project, event kind, rate)
+ * together: what a query without a filter over a whole part reads
+ * instead of its series. Blocks only. */
+struct part_rollup {
+	uint32_t project; /* lstr id */
+	uint8_t kind;
+	uint16_t hz;
+	uint32_t *stacks; /* ascending */
+	uint64_t *sums;
+	size_t n;
+	/* while a block is written: dense sums by stack id */
+	uint64_t *acc;
+	size_t capacc;
+};
+
 struct part_stack_key {
 	uint64_t hi;   /* the high half of the stack's 128-bit hash */
 	uint32_t leaf;
@@ -103,6 +118,8 @@ struct part {
 	size_t nhosts, caphosts;
 	struct part_agent *agents;
 	size_t nagents, capagents;
+	struct part_rollup *rollups;
+	size_t nrollups, caprollups;
 	/* interning indexes (parts being built only) */
 	struct part_stack_key *stack_keys;
 	size_t nstack_keys, capstack_keys;
@@ -154,6 +171,8 @@ size_t part_stack(const struct part *p, uint32_t stack, uint32_t *out, size_t ma
 size_t part_label_pairs(const struct part *p, uint32_t labels, const uint32_t **kv);
 /* Value of attribute key in label set labels, or NULL. */
 const char *part_label_value(const struct part *p, uint32_t labels, const char *key);
+/* The rollup of (project, kind, hz), created when absent (block writing). */
+struct part_rollup *part_rollup_get(struct part *p, uint32_t project, uint8_t kind, uint16_t hz);
 /* Bytes of memory the part's tables use. */
 size_t part_memory(const struct part *p);
 

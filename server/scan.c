@@ -117,7 +117,7 @@ struct scan {
 	uint32_t project; /* its lstr id of the project, UINT32_MAX when absent */
 	int8_t *label_ok; /* per label set: -1 not yet evaluated, 0 out, 1 in */
 	size_t caplabel_ok;
-	uint64_t series_selected, rows_matched;
+	uint64_t series_selected, rows_matched, rollup_stacks;
 };
 
 struct scan *scan_open(struct store *st, const struct scope *sc, struct buf *err)
@@ -238,6 +238,25 @@ long scan_sums(struct scan *s, uint32_t series, const uint32_t **stacks, const u
 			       s->sc->end_ms, stacks, sums);
 }
 
+const struct part_rollup *scan_rollup(struct scan *s)
+{
+	const struct part *p = s->p;
+	if (s->cel || !p->nrollups || p->min_ts < s->sc->start_ms || p->max_ts >= s->sc->end_ms)
+		return NULL;
+	const struct part_rollup *found = NULL;
+	for (size_t i = 0; i < p->nrollups; i++) {
+		const struct part_rollup *r = &p->rollups[i];
+		if (r->project != s->project || r->kind != s->sc->kind)
+			continue;
+		if (found)
+			return NULL; /* two sample rates: the series know which is which */
+		found = r;
+	}
+	if (found)
+		s->rollup_stacks += found->n;
+	return found;
+}
+
 void scan_count_matched(struct scan *s, uint64_t rows)
 {
 	s->rows_matched += rows;
@@ -279,6 +298,8 @@ void scan_stats_json(const struct scan *s, uint64_t start_ns, struct buf *out)
 	jsonw_u64(out, s->rows_matched);
 	buf_puts(out, ",\"stack_sums_read\":");
 	jsonw_u64(out, v->stack_sums_read);
+	buf_puts(out, ",\"rollup_stacks_read\":");
+	jsonw_u64(out, s->rollup_stacks);
 	buf_puts(out, ",\"bytes_read\":");
 	jsonw_u64(out, v->bytes_read);
 	buf_puts(out, ",\"chunks_skipped\":");
@@ -316,18 +337,33 @@ void stack_sums_add_series(struct stack_sums *ss, struct scan *scan, const struc
 		value += sums[i];
 	}
 	ss->total += value;
-	const struct part_series *ps = &p->series[series];
-	for (int i = 0; i < 8; i++) {
-		if (ss->hz[i] == ps->hz || ss->hz[i] == 0) {
-			ss->hz[i] = ps->hz;
-			ss->hz_value[i] += value;
-			break;
-		}
-	}
+	hz_vote_add(&ss->hz, p->series[series].hz, value);
 }
 
 void stack_sums_add_part(struct stack_sums *ss, struct scan *scan, const struct part *p)
 {
+	const struct part_rollup *r = scan_rollup(scan);
+	if (r) {
+		if (ss->cap < p->nnodes + 1) {
+			size_t old = ss->cap;
+			xgrow((void **)&ss->v, &ss->cap, p->nnodes + 1, sizeof(uint64_t));
+			memset(ss->v + old, 0, (ss->cap - old) * sizeof(uint64_t));
+		}
+		uint64_t value = 0;
+		for (size_t i = 0; i < r->n; i++) {
+			if (!r->sums[i])
+				continue;
+			if (!ss->v[r->stacks[i]]) {
+				xgrow((void **)&ss->leaves, &ss->capleaves, ss->n + 1, sizeof(uint32_t));
+				ss->leaves[ss->n++] = r->stacks[i];
+			}
+			ss->v[r->stacks[i]] += r->sums[i];
+			value += r->sums[i];
+		}
+		ss->total += value;
+		hz_vote_add(&ss->hz, r->hz, value);
+		return;
+	}
 	for (uint32_t s = 0; s < p->nseries; s++)
 		if (scan_selected(scan, s))
 			stack_sums_add_series(ss, scan, p, s);
@@ -347,14 +383,24 @@ void stack_sums_free(struct stack_sums *ss)
 	memset(ss, 0, sizeof(*ss));
 }
 
-uint16_t stack_sums_hz(const struct stack_sums *ss)
+void hz_vote_add(struct hz_vote *v, uint16_t hz, uint64_t value)
+{
+	for (int i = 0; i < 8; i++)
+		if (v->hz[i] == hz || v->value[i] == 0) {
+			v->hz[i] = hz;
+			v->value[i] += value;
+			return;
+		}
+}
+
+uint16_t hz_vote_best(const struct hz_vote *v)
 {
 	uint16_t hz = 0;
 	uint64_t best = 0;
 	for (int i = 0; i < 8; i++)
-		if (ss->hz_value[i] > best) {
-			best = ss->hz_value[i];
-			hz = ss->hz[i];
+		if (v->value[i] > best) {
+			best = v->value[i];
+			hz = v->hz[i];
 		}
 	return hz;
 }

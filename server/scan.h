@@ -75,6 +75,10 @@ long scan_rows(struct scan *s, uint32_t series, const struct part_row **rows);
 /* The stacks of series `series` of the part begun with their summed
  * values in the range (see store_view_sums); -1 when unreadable. */
 long scan_sums(struct scan *s, uint32_t series, const uint32_t **stacks, const uint64_t **sums);
+/* The rollup the query may read instead of every series of the part
+ * begun: when there is no CEL filter, the part is a block lying inside
+ * the range, and one rollup holds the project and kind. NULL otherwise. */
+const struct part_rollup *scan_rollup(struct scan *s);
 const struct scope *scan_scope(const struct scan *s);
 
 /* Counts rows a query used (the rest were read but outside the range or
@@ -90,6 +94,18 @@ void scan_stats_json(const struct scan *s, uint64_t start_ns, struct buf *out);
 int64_t scan_series_total(struct scan *s, uint32_t series);
 
 
+/* --- the sample rate of an answer --------------------------------------- */
+
+/* Which sample rate most of a value came at: answers report one rate, and
+ * series may differ (agents configured differently). */
+struct hz_vote {
+	uint16_t hz[8];
+	uint64_t value[8];
+};
+
+void hz_vote_add(struct hz_vote *v, uint16_t hz, uint64_t value);
+uint16_t hz_vote_best(const struct hz_vote *v); /* 0 = nothing voted */
+
 /* --- per-stack sums of one part ------------------------------------------ */
 
 /* The values of the selected, in-range rows of one part summed per stack
@@ -101,8 +117,7 @@ struct stack_sums {
 	uint32_t *leaves;
 	size_t n, capleaves;
 	uint64_t total;
-	uint64_t hz_value[8];
-	uint16_t hz[8];
+	struct hz_vote hz;
 };
 
 /* Adds the part begun in scan (all its selected series) to ss. */
@@ -113,8 +128,6 @@ void stack_sums_add_series(struct stack_sums *ss, struct scan *scan, const struc
 /* Forgets the per-stack values (keeps total and the rate vote). */
 void stack_sums_clear(struct stack_sums *ss);
 void stack_sums_free(struct stack_sums *ss);
-/* The sample rate most of the value came at (0 = none). */
-uint16_t stack_sums_hz(const struct stack_sums *ss);
 
 /* --- what the range holds, unfiltered ------------------------------------ */
 

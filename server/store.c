@@ -94,6 +94,7 @@ void store_config_default(struct store_config *c)
 		.cache_bytes = 1ull << 30,
 		.compact_after = 8,
 		.background = true,
+		.time_window = true,
 	};
 }
 
@@ -284,6 +285,12 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
 static int cmp_sref_gen(const void *a, const void *b)
 {
 	const struct sref *x = *(struct sref *const *)a, *y = *(struct sref *const *)b;
@@ -312,7 +319,7 @@ static int list_gens(const char *dir, const char *suffix, uint64_t **out, size_t
 	}
 	closedir(d);
 	if (*n)
-		qsort(*out, *n, sizeof(uint64_t), cmp_u64);
+		xqsort(*out, *n, sizeof(uint64_t), cmp_u64);
 	return 0;
 }
 
@@ -384,7 +391,7 @@ static int open_blocks(struct store *s, const uint64_t *wals, size_t nwals, stru
 		s->next_gen = MAX(s->next_gen, gens[i] + 1);
 	}
 	if (nsup)
-		qsort(superseded, nsup, sizeof(uint64_t), cmp_u64);
+		xqsort(superseded, nsup, sizeof(uint64_t), cmp_u64);
 	for (size_t i = 0; i < n; i++) {
 		if (!blks[i])
 			continue;
@@ -418,7 +425,7 @@ static int open_blocks(struct store *s, const uint64_t *wals, size_t nwals, stru
 	free(blks);
 	free(gens);
 	if (s->nparts)
-		qsort(s->parts, s->nparts, sizeof(*s->parts), cmp_sref_gen);
+		xqsort(s->parts, s->nparts, sizeof(*s->parts), cmp_sref_gen);
 	return 0;
 }
 
@@ -632,6 +639,16 @@ int store_append(struct store *s, const char *project_id, const Ember__Ingest__V
 		buf_puts(err, "invalid project id or batch size");
 		return -1;
 	}
+	if (s->cfg.time_window) {
+		int64_t now = now_unix_ms();
+		if ((int64_t)b->start_unix_ms < now - s->cfg.retention_ms ||
+		    (int64_t)b->start_unix_ms > now + 86400000) {
+			buf_printf(err, "the batch's time (%lld ms) lies outside what this server keeps "
+				   "(the last %lld days, up to a day ahead): check the agent's clock",
+				   (long long)b->start_unix_ms, (long long)(s->cfg.retention_ms / 86400000));
+			return -3;
+		}
+	}
 	pthread_mutex_lock(&s->mu);
 	while (s->sealing)
 		pthread_cond_wait(&s->cv, &s->mu);
@@ -820,7 +837,7 @@ static void replace_parts(struct store *s, struct sref **olds, size_t nold, stru
 		}
 		sref_put_locked(s, r);
 	}
-	qsort(s->parts, s->nparts, sizeof(*s->parts), cmp_sref_gen);
+	xqsort(s->parts, s->nparts, sizeof(*s->parts), cmp_sref_gen);
 	pthread_mutex_unlock(&s->list_mu);
 }
 
@@ -874,15 +891,27 @@ static int flush_one(struct store *s, struct buf *err)
 	struct sref **news = NULL;
 	size_t nnew = 0, cap = 0;
 	int rc = 0;
-	int64_t first = r->part.rows ? floor_partition(r->part.min_ts) : 0;
-	int64_t last = r->part.rows ? floor_partition(r->part.max_ts) : -1;
-	for (int64_t p = first; p <= last && rc == 0; p += STORE_PARTITION_MS) {
-		bool any = false;
-		for (size_t i = 0; i < r->part.nseries && !any; i++)
-			any = r->part.series[i].nrows && r->part.series[i].max_ts >= p &&
-			      r->part.series[i].min_ts < p + STORE_PARTITION_MS;
-		if (!any)
-			continue;
+	/* The partitions its rows fall in (not every hour between the first
+	 * and the last: a part may hold rows years apart). */
+	int64_t *parts = NULL;
+	size_t np = 0, capp = 0;
+	for (size_t i = 0; i < r->part.nseries; i++) {
+		const struct part_series *ps = &r->part.series[i];
+		for (size_t j = 0; j < ps->nrows; j++) {
+			int64_t p = floor_partition(ps->rows[j].ts_ms);
+			if (np && parts[np - 1] == p)
+				continue;
+			xgrow((void **)&parts, &capp, np + 1, sizeof(int64_t));
+			parts[np++] = p;
+		}
+	}
+	xqsort(parts, np, sizeof(int64_t), cmp_i64);
+	size_t nd = 0;
+	for (size_t i = 0; i < np; i++)
+		if (!nd || parts[nd - 1] != parts[i])
+			parts[nd++] = parts[i];
+	for (size_t k = 0; k < nd && rc == 0; k++) {
+		int64_t p = parts[k];
 		pthread_mutex_lock(&s->mu);
 		uint64_t gen = s->next_gen++;
 		pthread_mutex_unlock(&s->mu);
@@ -897,6 +926,7 @@ static int flush_one(struct store *s, struct buf *err)
 		xgrow((void **)&news, &cap, nnew + 1, sizeof(*news));
 		news[nnew++] = n;
 	}
+	free(parts);
 	if (rc < 0) {
 		/* Blocks already written name these logs: they would be deleted
 		 * at a restart; delete them now and try the whole part again. */

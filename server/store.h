@@ -73,6 +73,8 @@ struct store_config {
 	uint64_t cache_bytes;          /* block dictionaries kept in memory */
 	uint32_t compact_after;        /* merge a partition once it has this many blocks */
 	bool background;               /* run the maintenance thread */
+	bool time_window;              /* refuse batches older than the retention or over a
+					* day ahead (tests turn it off to store fixed times) */
 };
 
 void store_config_default(struct store_config *c);
@@ -99,7 +101,8 @@ void store_close(struct store *s);
  * form, which is what the log keeps. Returns 0 stored, 1 duplicate (the
  * same agent instance and sequence was stored before: nothing is done),
  * -1 failure (err set; nothing was acknowledged), -2 busy (too much data
- * waiting to be written: retry later). */
+ * waiting to be written: retry later), -3 refused (its time lies outside
+ * what the store keeps: err says why; retrying will not help). */
 int store_append(struct store *s, const char *project_id, const Ember__Ingest__V1__Batch *b,
 		 const void *zbody, size_t zlen, struct buf *err);
 

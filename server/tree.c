@@ -45,6 +45,8 @@ static uint32_t add_child(struct otree *t, uint32_t parent, uint32_t key)
 
 uint32_t otree_child(struct otree *t, uint32_t parent, uint32_t key)
 {
+	if (t->pruned && t->nodes[parent].key == t->other_key)
+		return parent;
 	if (!t->nodes[parent].indexed) {
 		uint32_t seen = 0;
 		for (uint32_t c = t->nodes[parent].first_child; c; c = t->nodes[c - 1].next_sibling) {
@@ -52,6 +54,8 @@ uint32_t otree_child(struct otree *t, uint32_t parent, uint32_t key)
 				return c - 1;
 			seen++;
 		}
+		if (t->nodes[parent].other)
+			return t->nodes[parent].other - 1; /* pruned: the rest is [other] */
 		if (seen < OTREE_LIST_MAX)
 			return add_child(t, parent, key);
 		/* Many children: index them all from now on. */
@@ -65,6 +69,8 @@ uint32_t otree_child(struct otree *t, uint32_t parent, uint32_t key)
 	uint32_t idx;
 	if (hmap_find(&t->index, h, eq_child, &k, &idx))
 		return idx;
+	if (t->nodes[parent].other)
+		return t->nodes[parent].other - 1;
 	idx = add_child(t, parent, key);
 	hmap_insert(&t->index, h, idx);
 	return idx;
@@ -164,7 +170,8 @@ static void write_node(struct otree *t, const struct display *d, uint32_t n, str
 		uint64_t other = 0;
 		size_t written = 0;
 		for (i = 0; i < nc; i++) {
-			if (!keep(t, t->nodes[kids[i]].total)) {
+			if ((t->pruned && t->nodes[kids[i]].key == t->other_key) ||
+			    !keep(t, t->nodes[kids[i]].total)) {
 				other += t->nodes[kids[i]].total;
 				continue;
 			}
@@ -231,6 +238,89 @@ static void node_limit(struct otree *t, size_t max_nodes)
 		above += t->nodes[i].total > t->min_total;
 	t->at_min_budget = max_nodes - above;
 	free(v);
+}
+
+uint32_t *otree_prune(struct otree *t, size_t keep_n, uint32_t other_key)
+{
+	size_t n = t->n;
+	uint32_t *remap = xmalloc(n * sizeof(uint32_t));
+	node_limit(t, keep_n);
+	/* Parents come before children in the array: one pass decides. */
+	struct tnode *nn = xmalloc((keep_n + n / 4 + 16) * sizeof(*nn));
+	size_t cap = keep_n + n / 4 + 16, m = 0;
+	uint32_t *other_of = xmalloc(n * sizeof(uint32_t)); /* new parent -> its [other] + 1 */
+	for (size_t i = 0; i < n; i++) {
+		const struct tnode *o = &t->nodes[i];
+		other_of[i] = 0;
+		if (i == 0) {
+			nn[m] = *o;
+			nn[m].other = 0;
+			remap[0] = (uint32_t)m++;
+			continue;
+		}
+		uint32_t np = remap[o->parent];
+		bool parent_folded = nn[np].key == other_key && t->nodes[o->parent].key != other_key;
+		bool kept = !parent_folded && o->key != other_key && keep(t, o->total);
+		if (parent_folded || (nn[np].key == other_key)) {
+			/* Inside a folded subtree: its [other] already counts it. */
+			remap[i] = np;
+			continue;
+		}
+		if (kept) {
+			if (m == cap) {
+				cap *= 2;
+				nn = xrealloc(nn, cap * sizeof(*nn));
+			}
+			nn[m] = *o;
+			nn[m].parent = np;
+			nn[m].first_child = nn[m].next_sibling = 0;
+			nn[m].indexed = 0;
+			nn[m].other = 0;
+			remap[i] = (uint32_t)m++;
+			continue;
+		}
+		/* Folded: into its new parent's [other]. */
+		if (!other_of[np]) {
+			if (m == cap) {
+				cap *= 2;
+				nn = xrealloc(nn, cap * sizeof(*nn));
+			}
+			nn[m] = (struct tnode){ .key = other_key, .parent = np };
+			nn[np].other = (uint32_t)m + 1;
+			other_of[np] = (uint32_t)m++ + 1;
+		}
+		uint32_t on = other_of[np] - 1;
+		nn[on].total += o->total;
+		nn[on].self += o->total;
+		remap[i] = on;
+	}
+	free(other_of);
+	/* Child lists and the index again. */
+	for (size_t i = 0; i < m; i++)
+		nn[i].first_child = nn[i].next_sibling = 0, nn[i].indexed = 0;
+	for (size_t i = m; i-- > 1;) {
+		nn[i].next_sibling = nn[nn[i].parent].first_child;
+		nn[nn[i].parent].first_child = (uint32_t)i + 1;
+	}
+	free(t->nodes);
+	t->nodes = nn;
+	t->n = m;
+	t->cap = cap;
+	hmap_free(&t->index);
+	memset(&t->index, 0, sizeof(t->index));
+	for (size_t i = 0; i < m; i++) {
+		size_t kids = 0;
+		for (uint32_t c = nn[i].first_child; c; c = nn[c - 1].next_sibling)
+			kids++;
+		if (kids > OTREE_LIST_MAX) {
+			for (uint32_t c = nn[i].first_child; c; c = nn[c - 1].next_sibling)
+				hmap_insert(&t->index, hash_u64((uint64_t)i << 32 | nn[c - 1].key), c - 1);
+			nn[i].indexed = 1;
+		}
+	}
+	t->other_key = other_key;
+	t->pruned = true;
+	return remap;
 }
 
 size_t otree_write(struct otree *t, const struct display *d, size_t max_nodes, struct buf *out)

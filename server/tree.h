@@ -14,6 +14,7 @@
 #ifndef EMBER_SERVER_TREE_H
 #define EMBER_SERVER_TREE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,7 +28,8 @@ struct tnode {
 	uint32_t first_child, next_sibling; /* node index + 1, 0 = none */
 	uint64_t self, total;
 	uint32_t line;  /* the line most of the value is at (majority vote) */
-	uint32_t indexed; /* its children are in the hash index (many children) */
+	uint32_t other : 31; /* its "[other]" child + 1 once children were pruned */
+	uint32_t indexed : 1; /* its children are in the hash index (many children) */
 	uint64_t votes;
 };
 
@@ -38,6 +40,8 @@ struct tnode {
 struct otree {
 	struct tnode *nodes;
 	size_t n, cap;
+	uint32_t other_key; /* nodes with this key swallow their descendants */
+	bool pruned;
 	struct hmap index; /* children of nodes with many */
 	/* writing */
 	uint64_t min_total, at_min_budget;
@@ -51,6 +55,16 @@ uint32_t otree_child(struct otree *t, uint32_t parent, uint32_t key);
 /* Weighted majority vote for the node's line: after all votes, the line
  * holding more than half of the node's value whenever one does. */
 void otree_vote(struct otree *t, uint32_t node, uint32_t line, uint64_t w);
+/* Bounds the memory of a tree being built: keeps the `keep` nodes with
+ * the largest totals (a connected tree from the root) and folds every
+ * other node into one node named by other_key per parent. From then on,
+ * a child not found under a parent with an "[other]" child is that
+ * "[other]", and a child asked of an "[other]" is itself, so later values
+ * of folded paths flow into it: every total stays exact; only which nodes
+ * are shown may differ from building everything. Returns remap (owned by
+ * the caller, old node count entries): each old node's new id, for folded
+ * nodes the "[other]" that took them. */
+uint32_t *otree_prune(struct otree *t, size_t keep, uint32_t other_key);
 /* Writes the tree from the root, at most max_nodes nodes (plus the
  * "[other]" nodes). Returns the number of tree nodes written. */
 size_t otree_write(struct otree *t, const struct display *d, size_t max_nodes, struct buf *out);

@@ -103,6 +103,15 @@ def test_bad_requests_get_clear_4xx(server):
     st, msg = error_of(http("POST", server.url + "/ingest/v1/batch",
                             zstd_compress(b.encode(sequence=1)), {"Content-Encoding": "zstd"}))
     assert st == 400 and "samples[0]" in msg
+    # A batch from a clock a year off is refused, not kept for ever.
+    b = Batch()
+    b.add(["main"], {"thread.name": "t"}, value=1)
+    year_ago = int(time.time() * 1000) - 365 * 86400000
+    st, msg = error_of(http("POST", server.url + "/ingest/v1/batch",
+                            zstd_compress(b.encode(sequence=1, start_ms=year_ago,
+                                                   end_ms=year_ago + 5000)),
+                            {"Content-Encoding": "zstd"}))
+    assert st == 422 and "clock" in msg
     st, msg = error_of(http("PUT", server.url + "/ingest/v1/symbols/zz", b"x"))
     assert st == 400
     st, msg = error_of(http("PUT", server.url + "/ingest/v1/symbols/" + "ab" * 16, b"junk"))

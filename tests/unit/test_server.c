@@ -130,6 +130,7 @@ static int open_store(const char *dir, struct store **s, struct buf *err)
 	struct store_config cfg;
 	store_config_default(&cfg);
 	cfg.background = false;
+	cfg.time_window = false; /* fixed times, years ago */
 	return store_open(dir, &cfg, s, err);
 }
 
@@ -602,6 +603,87 @@ static void test_store_blocks(void **state)
 	free(dir);
 }
 
+/* A tree pruned while it is built (memory bound) keeps every total exact:
+ * the root's total, and every node it shows has the same total as in the
+ * unpruned tree; the rest is in [other] nodes. */
+static void check_pruned(json_t *full, json_t *pruned)
+{
+	if (total_of(full) != total_of(pruned)) {
+		char *a = json_dumps(full, JSON_COMPACT), *b = json_dumps(pruned, JSON_COMPACT);
+		print_message("full %s\npruned %s\n", a, b);
+		free(a);
+		free(b);
+	}
+	assert_int_equal(total_of(full), total_of(pruned));
+	size_t i;
+	json_t *c;
+	json_int_t sum = 0;
+	json_array_foreach(json_object_get(pruned, "children"), i, c)
+	{
+		sum += total_of(c);
+		const char *name = json_string_value(json_object_get(c, "name"));
+		if (strcmp(name, "[other]") == 0)
+			continue;
+		json_t *same = child_named(full, name);
+		assert_non_null(same);
+		check_pruned(same, c);
+	}
+	assert_true(sum <= total_of(pruned));
+}
+
+static json_t *run_query_pruned(struct store *s, struct symbols *sym, const char *body,
+				size_t prune_at)
+{
+	struct fg_request r;
+	struct buf err = { 0 }, out = { 0 };
+	assert_int_equal(fg_request_parse(&r, body, strlen(body), &err), 0);
+	strcpy(r.scope.project_id, PROJECT);
+	r.prune_at = prune_at;
+	assert_int_equal(flamegraph_query(s, sym, NULL, &r, &out, &err), 0);
+	json_t *doc = json_loads(out.data, 0, NULL);
+	assert_non_null(doc);
+	fg_request_free(&r);
+	buf_free(&err);
+	buf_free(&out);
+	return doc;
+}
+
+static void test_flamegraph_pruning(void **state)
+{
+	(void)state;
+	char *dir = make_temp_dir();
+	struct store *s;
+	struct symbols *sym;
+	struct buf err = { 0 }, z = { 0 };
+	assert_int_equal(open_store(dir, &s, &err), 0);
+	assert_int_equal(symbols_open(dir, &sym, &err), 0);
+	for (uint64_t k = 0; k < 4; k++) {
+		buf_reset(&z);
+		make_batch(sample_specs, 5, k + 1, T0 + (int64_t)k * 1800000, &z);
+		append(s, &z);
+	}
+	assert_int_equal(store_flush(s, &err), 0);
+	buf_reset(&z);
+	make_batch(sample_specs, 5, 9, T0 + 1000, &z);
+	append(s, &z); /* and some in memory */
+	const char *body = "{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000},"
+			   "\"synthetic_frames\":[\"thread\",\"executable\"]}";
+	json_t *full = run_query_pruned(s, sym, body, 0);
+	for (size_t at = 2; at <= 12; at += 2) {
+		json_t *pruned = run_query_pruned(s, sym, body, at);
+		assert_true(json_integer_value(json_object_get(pruned, "tree_pruned")) >= 1);
+		check_pruned(json_object_get(full, "root"), json_object_get(pruned, "root"));
+		json_decref(pruned);
+	}
+	json_decref(full);
+	store_close(s);
+	symbols_close(sym);
+	buf_free(&z);
+	buf_free(&err);
+	rm_rf(dir);
+	free(dir);
+}
+
 static void parse_error(const char *body, const char *needle)
 {
 	struct fg_request r;
@@ -682,6 +764,7 @@ int main(void)
 		cmocka_unit_test(test_store_torn_and_corrupt),
 		cmocka_unit_test(test_flamegraph),
 		cmocka_unit_test(test_store_blocks),
+		cmocka_unit_test(test_flamegraph_pruning),
 		cmocka_unit_test(test_flamegraph_request_errors),
 		cmocka_unit_test(test_route_match),
 	};
