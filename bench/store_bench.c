@@ -33,6 +33,7 @@
 #include "agent/batch.h"
 #include "server/batch_decode.h"
 #include "server/entities.h"
+#include "server/events.h"
 #include "server/flamegraph.h"
 #include "server/functions.h"
 #include "server/store.h"
@@ -499,6 +500,34 @@ static void run_entities(struct store *st, const char *what, enum ent_query kind
 	buf_free(&out);
 }
 
+static void run_events(struct store *st, struct symbols *sym, const char *what, const char *body)
+{
+	if (!wanted(what))
+		return;
+	double ms[2];
+	struct buf out = { 0 };
+	for (int rep = 0; rep < 2; rep++) {
+		struct ev_request r;
+		struct buf err = { 0 };
+		buf_reset(&out);
+		if (ev_request_parse(&r, body, strlen(body), &err) < 0) {
+			fprintf(stderr, "%s\n", err.data);
+			exit(1);
+		}
+		strcpy(r.scope.project_id, PROJECT);
+		uint64_t t0 = now_mono_ns();
+		if (events_query(st, sym, &r, &out, &err) < 0) {
+			fprintf(stderr, "%s\n", err.data);
+			exit(1);
+		}
+		ms[rep] = ms_since(t0);
+		ev_request_free(&r);
+		buf_free(&err);
+	}
+	report_query(what, ms, &out);
+	buf_free(&out);
+}
+
 static double rss_mib(const char *field)
 {
 	FILE *f = fopen("/proc/self/status", "r");
@@ -722,4 +751,6 @@ static void run_queries(struct store *st, struct symbols *sym, int64_t start_ms,
 	run_entities(st, "time series by host", ENT_TIMESERIES, body);
 	snprintf(body, sizeof(body), "{\"filter\":%s}", all);
 	run_entities(st, "label names", ENT_LABELS, body);
+	snprintf(body, sizeof(body), "{\"filter\":%s,\"limit\":100}", all);
+	run_events(st, sym, "raw events (newest 100)", body);
 }

@@ -128,24 +128,38 @@ int events_query(struct store *st, struct symbols *sym, const struct ev_request 
 	size_t nev = 0, capev = 0;
 	struct cand *c = NULL;
 	size_t nc = 0, capc = 0;
-	for (size_t i = 0; i < scan_parts(scan); i++) {
-		const struct part *p = scan_begin(scan, i);
+	/* Newest parts first; once `limit` events are known, older rows and
+	 * whole older series and parts are skipped, and candidates are cut back
+	 * to `limit` as they pile up, so memory stays bounded by the limit. */
+	int64_t cutoff = INT64_MIN;
+	for (size_t k = scan_parts(scan); k-- > 0;) {
+		const struct part *p = scan_begin(scan, k);
 		if (!p)
 			continue;
+		if (p->max_ts < cutoff) {
+			scan_end(scan, k);
+			continue;
+		}
 		nc = 0;
+		int64_t local = cutoff;
 		for (uint32_t s = 0; s < p->nseries; s++) {
-			if (!scan_selected(scan, s))
+			if (!scan_selected(scan, s) || p->series[s].max_ts < local)
 				continue;
 			const struct part_row *rows;
 			long n = scan_rows(scan, s, &rows);
 			uint64_t matched = 0;
 			for (long j = 0; j < n; j++) {
-				if (!scan_in_range(&r->scope, rows[j].ts_ms))
+				if (!scan_in_range(&r->scope, rows[j].ts_ms) || rows[j].ts_ms < local)
 					continue;
 				xgrow((void **)&c, &capc, nc + 1, sizeof(*c));
 				c[nc++] = (struct cand){ rows[j].ts_ms, rows[j].value, s,
 							 rows[j].stack < p->nnodes ? rows[j].stack : 0 };
 				matched++;
+				if (nc >= 4 * (size_t)r->limit + 64) {
+					xqsort(c, nc, sizeof(*c), cmp_cand);
+					nc = r->limit;
+					local = MAX(local, c[nc - 1].ts);
+				}
 			}
 			scan_count_matched(scan, matched);
 		}
@@ -156,7 +170,12 @@ int events_query(struct store *st, struct symbols *sym, const struct ev_request 
 			xgrow((void **)&ev, &capev, nev + 1, sizeof(*ev));
 			ev[nev++] = (struct event){ c[j].ts, c[j].value, describe(d, p, &c[j]) };
 		}
-		scan_end(scan, i);
+		scan_end(scan, k);
+		xqsort(ev, nev, sizeof(*ev), cmp_events);
+		while (nev > r->limit)
+			free(ev[--nev].json);
+		if (nev == r->limit)
+			cutoff = ev[nev - 1].ts;
 	}
 	xqsort(ev, nev, sizeof(*ev), cmp_events);
 	buf_puts(out, "{\"unit\":");
