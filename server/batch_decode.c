@@ -37,6 +37,12 @@ int batch_validate(const Ember__Ingest__V1__Batch *b, struct buf *err)
 		buf_puts(err, "sample_rate_hz: expected 1 to 100000");
 		return -1;
 	}
+	/* Logical CPUs of the host (0 = unknown): bounded so that absolute
+	 * CPU percentages stay meaningful. */
+	if (b->host_cpus > 65536) {
+		buf_puts(err, "host_cpus: expected 0 (unknown) to 65536");
+		return -1;
+	}
 	if (b->start_unix_ms <= 0 || b->end_unix_ms < b->start_unix_ms ||
 	    b->end_unix_ms - b->start_unix_ms > 86400000LL ||
 	    b->end_unix_ms > 32503680000000LL) {
