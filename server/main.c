@@ -23,6 +23,7 @@ struct server_config {
 	uint64_t cache_mib;
 	uint64_t max_unflushed_rows;
 	int64_t flush_after_ms;
+	int64_t compact_delay_ms;
 	bool verbose;
 	bool json_log;
 	bool help;
@@ -47,6 +48,8 @@ static const struct flag_def defs[] = {
 	  "sample rows held in memory before ingest answers 503 (while blocks cannot be written)" },
 	{ "flush-after", FLAG_DURATION, "60s", OFF(flush_after_ms), 1000, 3600000,
 	  "write samples from memory into a block file once the oldest is this old" },
+	{ "compact-delay", FLAG_DURATION, "5m", OFF(compact_delay_ms), 0, 86400000,
+	  "how long late data for a past hour is gathered before that hour's block is rewritten" },
 	{ "config", FLAG_STRING, "", OFF(config), 0, 0,
 	  "file of 'name value' lines with lower-precedence settings" },
 	{ "v", FLAG_BOOL, "false", OFF(verbose), 0, 0, "verbose (debug) logging" },
@@ -97,6 +100,7 @@ int main(int argc, char **argv, char **envp)
 	sc.cache_bytes = cfg.cache_mib << 20;
 	sc.max_unflushed_rows = cfg.max_unflushed_rows;
 	sc.head_max_age_ms = cfg.flush_after_ms;
+	sc.late_data_wait_ms = cfg.compact_delay_ms;
 	if (store_open(cfg.data_dir, &sc, &srv.store, &err) < 0 ||
 	    symbols_open(cfg.data_dir, &srv.symbols, &err) < 0 ||
 	    projects_open(cfg.data_dir, &srv.projects, &err) < 0) {

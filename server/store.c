@@ -37,6 +37,7 @@ struct sref {
 	pthread_rwlock_t rw;  /* in-memory parts: the head's appends vs readers */
 	pthread_mutex_t mu;   /* blocks: loading and eviction */
 	int64_t first_row_mono_ms; /* head: when its first row came */
+	int64_t written_mono_ms;   /* blocks written by this process: when (0 = earlier) */
 };
 
 struct commit {
@@ -95,6 +96,7 @@ void store_config_default(struct store_config *c)
 		.compact_after = 8,
 		.background = true,
 		.time_window = true,
+		.late_data_wait_ms = 5 * 60000,
 	};
 }
 
@@ -858,6 +860,7 @@ static struct sref *write_block(struct store *s, struct merge_source *src, size_
 		r->mem = part_memory(&r->part);
 		if (block_open(fin.data, &r->blk, err) == 0) {
 			r->gen = meta->gen;
+			r->written_mono_ms = mono_ms();
 			r->partition_ms = meta->partition_ms;
 			r->min_ts = block_info(r->blk)->min_ts;
 			r->max_ts = block_info(r->blk)->max_ts;
@@ -1022,10 +1025,16 @@ static int compact_partition(struct store *s, int64_t partition, bool all, struc
 		fresh |= in->granularity_ms != s->cfg.block_granularity_ms;
 		level = MAX(level, in->level);
 	}
+	int64_t newest = 0;
+	for (size_t i = 0; i < n; i++)
+		newest = MAX(newest, srcs[i]->written_mono_ms);
 	pthread_mutex_unlock(&s->list_mu);
 	bool *damaged = NULL;
-	bool want = n >= 2 && (all || closed || n >= s->cfg.compact_after);
-	want |= n >= 1 && fresh && (all || closed);
+	/* Late data for a closed hour is gathered a few minutes before the
+	 * hour's block is rewritten with it, not rewritten per flush. */
+	bool settled = !newest || mono_ms() - newest >= s->cfg.late_data_wait_ms;
+	bool want = n >= 2 && (all || (closed && settled) || n >= s->cfg.compact_after);
+	want |= n >= 1 && fresh && (all || (closed && settled));
 	int rc = 0;
 	if (!want)
 		goto out;

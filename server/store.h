@@ -72,6 +72,8 @@ struct store_config {
 	uint64_t max_unflushed_rows;   /* beyond this many rows in memory, refuse ingest */
 	uint64_t cache_bytes;          /* block dictionaries kept in memory */
 	uint32_t compact_after;        /* merge a partition once it has this many blocks */
+	int64_t late_data_wait_ms;     /* a closed hour's new blocks wait this long for more
+					* late data before the hour is compacted again */
 	bool background;               /* run the maintenance thread */
 	bool time_window;              /* refuse batches older than the retention or over a
 					* day ahead (tests turn it off to store fixed times) */

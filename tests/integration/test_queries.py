@@ -51,7 +51,7 @@ def metric(s, name):
 # block files (flushed after a second, then compacted: the hour is over).
 @pytest.fixture(scope="module", params=["memory", "blocks"])
 def srv(tmp_path_factory, request):
-    flags = ["--flush-after", "1s"] if request.param == "blocks" else []
+    flags = ["--flush-after", "1s", "--compact-delay", "0s"] if request.param == "blocks" else []
     s = Server(tmp_path_factory.mktemp("queries"), None, *flags).start()
     for host, spec in HOSTS.items():
         for i in range(BATCHES):
@@ -271,3 +271,26 @@ def test_wrong_input_gets_4xx(srv, what):
     status, data = http("POST", srv.url + API.format(DEFAULT_PROJECT, what),
                         b" " * (2 * 1024 * 1024), {"Content-Type": "application/json"})
     assert status == 413
+
+
+def test_late_data_for_a_closed_hour_waits_before_compaction(tmp_path):
+    # Data for an hour that is over is flushed at once but compacted only
+    # after --compact-delay, so a trickle of late batches does not rewrite
+    # the hour's block again and again.
+    for delay, compacted in (("1h", False), ("1s", True)):
+        s = Server(tmp_path / delay, None, "--flush-after", "1s", "--compact-delay", delay).start()
+        try:
+            b = Batch(agent_instance="late", host_cpus=4)
+            b.add(["main", "work"], {"host.name": "h1"}, value=7)
+            assert send_batch(s.url, b.encode(sequence=1, start_ms=T0, end_ms=T0 + 5000))["stored"]
+            wait_until(lambda: metric(s, "ember_store_unflushed_rows") == 0 and
+                       metric(s, "ember_store_blocks") == 1, 30, what="the flush")
+            if compacted:
+                wait_until(lambda: metric(s, "ember_store_compactions_total") == 1, 30,
+                           what="the compaction")
+            else:
+                time.sleep(3)
+                assert metric(s, "ember_store_compactions_total") == 0
+            assert s.flamegraph()["total"] == 7
+        finally:
+            s.stop()

@@ -157,7 +157,7 @@ def test_corrupted_block_is_detected_and_skipped(tmp_path):
     now_h = int(time.time() * 1000) // HOUR * HOUR
     partitions = [now_h - k * HOUR for k in (5, 4, 3, 2)]
     totals = {}
-    srv = Server(data, None, "--flush-after", "1s").start()
+    srv = Server(data, None, "--flush-after", "1s", "--compact-delay", "0s").start()
     try:
         for p, pms in enumerate(partitions):
             t, raws = partition_batches(pms, p)
@@ -205,7 +205,7 @@ def test_corrupted_block_is_detected_and_skipped(tmp_path):
     flip_byte(section_blk, (first_section + x["footer_off"]) // 2)
     intact_bytes = open(intact_blk, "rb").read()
 
-    srv = Server(data, None, "--flush-after", "1s").start()
+    srv = Server(data, None, "--flush-after", "1s", "--compact-delay", "0s").start()
     try:
         assert srv.healthy()
         # The footer is checked when the block is opened: moved aside at once.
@@ -316,7 +316,7 @@ def test_full_disk_answers_503_and_keeps_acknowledged(tmp_path, flush_after):
         pytest.skip("cannot mount a tmpfs: " + r.stderr.decode(errors="replace"))
     srv = None
     try:
-        srv = Server(disk, None, "--flush-after", flush_after).start()
+        srv = Server(disk, None, "--flush-after", flush_after, "--compact-delay", "0s").start()
         acked, refused = {}, {}
         t0 = time.monotonic()
         for i, (z, tot) in enumerate(batches):
@@ -403,7 +403,7 @@ def recent_batch(agent, seq, value, host):
 
 def test_sigkill_after_flush_keeps_everything(tmp_path):
     data = tmp_path / "data"
-    srv = Server(data, None, "--flush-after", "1s").start()
+    srv = Server(data, None, "--flush-after", "1s", "--compact-delay", "0s").start()
     sent = []  # (raw, total) of every acknowledged batch
     try:
         for seq in range(1, 7):
