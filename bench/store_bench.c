@@ -402,130 +402,92 @@ static const char *json_field(const char *json, const char *name)
 	return p ? p + strlen(key) : "?";
 }
 
-static void report_query(const char *what, double ms[2], const struct buf *out)
+/* One query of the bench: parses body, runs it into out. 0 or -1 (err). */
+struct bench_ctx {
+	struct store *st;
+	struct symbols *sym;
+	int kind; /* enum fn_query / enum ent_query where it applies */
+};
+
+typedef int (*bench_query_fn)(const struct bench_ctx *c, const char *body, struct buf *out,
+			      struct buf *err);
+
+static int q_flamegraph(const struct bench_ctx *c, const char *body, struct buf *out,
+			struct buf *err)
 {
-	printf("  %-34s %8.1f ms first, %8.1f ms again   (%.200s...)\n", what, ms[0], ms[1],
-	       out->data ? out->data : "");
+	struct fg_request r;
+	if (fg_request_parse(&r, body, strlen(body), err) < 0)
+		return -1;
+	strcpy(r.scope.project_id, PROJECT);
+	int rc = flamegraph_query(c->st, c->sym, NULL, &r, out, err);
+	fg_request_free(&r);
+	return rc;
 }
 
-static void run_flamegraph(struct store *st, struct symbols *sym, const char *what,
-			   const char *body)
+static int q_functions(const struct bench_ctx *c, const char *body, struct buf *out,
+		       struct buf *err)
+{
+	struct fn_request r;
+	if (fn_request_parse(&r, (enum fn_query)c->kind, body, strlen(body), err) < 0)
+		return -1;
+	fn_request_set_project(&r, PROJECT);
+	int rc = functions_query(c->st, c->sym, NULL, &r, out, err);
+	fn_request_free(&r);
+	return rc;
+}
+
+static int q_entities(const struct bench_ctx *c, const char *body, struct buf *out,
+		      struct buf *err)
+{
+	struct ent_request r;
+	if (ent_request_parse(&r, (enum ent_query)c->kind, body, strlen(body), err) < 0)
+		return -1;
+	strcpy(r.scope.project_id, PROJECT);
+	int rc = entities_query(c->st, &r, out, err);
+	ent_request_free(&r);
+	return rc;
+}
+
+static int q_events(const struct bench_ctx *c, const char *body, struct buf *out,
+		    struct buf *err)
+{
+	struct ev_request r;
+	if (ev_request_parse(&r, body, strlen(body), err) < 0)
+		return -1;
+	strcpy(r.scope.project_id, PROJECT);
+	int rc = events_query(c->st, c->sym, &r, out, err);
+	ev_request_free(&r);
+	return rc;
+}
+
+/* Runs a query twice (the first run loads block dictionaries) and prints
+ * both times and the start of the answer (flamegraphs: their sizes). */
+static void run(const struct bench_ctx *c, bench_query_fn fn, const char *what, const char *body)
 {
 	if (!wanted(what))
 		return;
 	double ms[2];
-	struct buf out = { 0 };
+	struct buf out = { 0 }, err = { 0 };
 	for (int rep = 0; rep < 2; rep++) {
-		struct fg_request r;
-		struct buf err = { 0 };
 		buf_reset(&out);
-		if (fg_request_parse(&r, body, strlen(body), &err) < 0) {
-			fprintf(stderr, "%s\n", err.data);
-			exit(1);
-		}
-		strcpy(r.scope.project_id, PROJECT);
 		uint64_t t0 = now_mono_ns();
-		if (flamegraph_query(st, sym, NULL, &r, &out, &err) < 0) {
-			fprintf(stderr, "%s\n", err.data);
+		if (fn(c, body, &out, &err) < 0) {
+			fprintf(stderr, "%s: %s\n", what, err.data);
 			exit(1);
 		}
 		ms[rep] = ms_since(t0);
-		fg_request_free(&r);
-		buf_free(&err);
 	}
-	char summary[512];
-	snprintf(summary, sizeof(summary), "total %.20s nodes %.10s written %.10s stacks %.10s",
-		 json_field(out.data, "total"), json_field(out.data, "nodes"),
-		 json_field(out.data, "nodes_written"), json_field(out.data, "distinct_stacks"));
-	printf("  %-34s %8.1f ms first, %8.1f ms again   %s, %zu KiB JSON\n", what, ms[0], ms[1],
-	       summary, out.len / 1024);
+	if (fn == q_flamegraph)
+		printf("  %-34s %8.1f ms first, %8.1f ms again   total %.20s nodes %.10s written %.10s "
+		       "stacks %.10s, %zu KiB JSON\n",
+		       what, ms[0], ms[1], json_field(out.data, "total"), json_field(out.data, "nodes"),
+		       json_field(out.data, "nodes_written"), json_field(out.data, "distinct_stacks"),
+		       out.len / 1024);
+	else
+		printf("  %-34s %8.1f ms first, %8.1f ms again   (%.200s...)\n", what, ms[0], ms[1],
+		       out.data ? out.data : "");
 	buf_free(&out);
-}
-
-static void run_functions(struct store *st, struct symbols *sym, const char *what,
-			  enum fn_query kind, const char *body)
-{
-	if (!wanted(what))
-		return;
-	double ms[2];
-	struct buf out = { 0 };
-	for (int rep = 0; rep < 2; rep++) {
-		struct fn_request r;
-		struct buf err = { 0 };
-		buf_reset(&out);
-		if (fn_request_parse(&r, kind, body, strlen(body), &err) < 0) {
-			fprintf(stderr, "%s\n", err.data);
-			exit(1);
-		}
-		fn_request_set_project(&r, PROJECT);
-		uint64_t t0 = now_mono_ns();
-		if (functions_query(st, sym, NULL, &r, &out, &err) < 0) {
-			fprintf(stderr, "%s\n", err.data);
-			exit(1);
-		}
-		ms[rep] = ms_since(t0);
-		fn_request_free(&r);
-		buf_free(&err);
-	}
-	report_query(what, ms, &out);
-	buf_free(&out);
-}
-
-static void run_entities(struct store *st, const char *what, enum ent_query kind,
-			 const char *body)
-{
-	if (!wanted(what))
-		return;
-	double ms[2];
-	struct buf out = { 0 };
-	for (int rep = 0; rep < 2; rep++) {
-		struct ent_request r;
-		struct buf err = { 0 };
-		buf_reset(&out);
-		if (ent_request_parse(&r, kind, body, strlen(body), &err) < 0) {
-			fprintf(stderr, "%s\n", err.data);
-			exit(1);
-		}
-		strcpy(r.scope.project_id, PROJECT);
-		uint64_t t0 = now_mono_ns();
-		if (entities_query(st, &r, &out, &err) < 0) {
-			fprintf(stderr, "%s\n", err.data);
-			exit(1);
-		}
-		ms[rep] = ms_since(t0);
-		ent_request_free(&r);
-		buf_free(&err);
-	}
-	report_query(what, ms, &out);
-	buf_free(&out);
-}
-
-static void run_events(struct store *st, struct symbols *sym, const char *what, const char *body)
-{
-	if (!wanted(what))
-		return;
-	double ms[2];
-	struct buf out = { 0 };
-	for (int rep = 0; rep < 2; rep++) {
-		struct ev_request r;
-		struct buf err = { 0 };
-		buf_reset(&out);
-		if (ev_request_parse(&r, body, strlen(body), &err) < 0) {
-			fprintf(stderr, "%s\n", err.data);
-			exit(1);
-		}
-		strcpy(r.scope.project_id, PROJECT);
-		uint64_t t0 = now_mono_ns();
-		if (events_query(st, sym, &r, &out, &err) < 0) {
-			fprintf(stderr, "%s\n", err.data);
-			exit(1);
-		}
-		ms[rep] = ms_since(t0);
-		ev_request_free(&r);
-		buf_free(&err);
-	}
-	report_query(what, ms, &out);
-	buf_free(&out);
+	buf_free(&err);
 }
 
 static double rss_mib(const char *field)
@@ -723,34 +685,37 @@ static void run_queries(struct store *st, struct symbols *sym, int64_t start_ms,
 		 "thread.name.startsWith(\\\"api-gateway\\\")\"}",
 		 (long long)start_ms, (long long)end_ms);
 	char body[2048];
+	struct bench_ctx fg = { st, sym, 0 }, top = { st, sym, FN_TOP }, diff = { st, sym, FN_DIFF },
+			 sand = { st, sym, FN_SANDWICH }, ent = { st, sym, ENT_TOP },
+			 ts = { st, sym, ENT_TIMESERIES }, lab = { st, sym, ENT_LABELS };
 	printf("queries over the whole range (%d s):\n", seconds);
 	snprintf(body, sizeof(body), "{\"filter\":%s}", all);
-	run_flamegraph(st, sym, "flamegraph (all)", body);
+	run(&fg, q_flamegraph, "flamegraph (all)", body);
 	snprintf(body, sizeof(body), "{\"filter\":%s}", cel);
-	run_flamegraph(st, sym, "flamegraph, CEL filter", body);
+	run(&fg, q_flamegraph, "flamegraph, CEL filter", body);
 	snprintf(body, sizeof(body), "{\"filter\":%s,\"synthetic_frames\":[\"host\",\"executable\"]}", all);
-	run_flamegraph(st, sym, "flamegraph by host, executable", body);
+	run(&fg, q_flamegraph, "flamegraph by host, executable", body);
 	snprintf(body, sizeof(body), "{\"filter\":%s,\"limit\":100}", all);
-	run_functions(st, sym, "top functions", FN_TOP, body);
+	run(&top, q_functions, "top functions", body);
 	char c0[512], c1[512];
 	snprintf(c0, sizeof(c0), "{\"start_ts\":%lld,\"end_ts\":%lld,\"query\":\"cluster.name == \\\"cluster-0\\\"\"}",
 		 (long long)start_ms, (long long)end_ms);
 	snprintf(c1, sizeof(c1), "{\"start_ts\":%lld,\"end_ts\":%lld,\"query\":\"cluster.name == \\\"cluster-1\\\"\"}",
 		 (long long)start_ms, (long long)end_ms);
 	snprintf(body, sizeof(body), "{\"baseline\":%s,\"comparison\":%s,\"limit\":100}", c0, c1);
-	run_functions(st, sym, "diff (two clusters, whole range)", FN_DIFF, body);
+	run(&diff, q_functions, "diff (two clusters, whole range)", body);
 	snprintf(body, sizeof(body), "{\"baseline\":%s,\"comparison\":%s,\"limit\":100}", first, second);
-	run_functions(st, sym, "diff (first vs second half)", FN_DIFF, body);
+	run(&diff, q_functions, "diff (first vs second half)", body);
 	snprintf(body, sizeof(body), "{\"filter\":%s,\"function\":\"checkout::fn_3\"}", all);
-	run_functions(st, sym, "sandwich", FN_SANDWICH, body);
+	run(&sand, q_functions, "sandwich", body);
 	snprintf(body, sizeof(body), "{\"filter\":%s,\"entity\":\"pod\"}", all);
-	run_entities(st, "top entities (pods)", ENT_TOP, body);
+	run(&ent, q_entities, "top entities (pods)", body);
 	snprintf(body, sizeof(body), "{\"filter\":%s,\"entity\":\"shared_object\"}", all);
-	run_entities(st, "top entities (shared objects)", ENT_TOP, body);
+	run(&ent, q_entities, "top entities (shared objects)", body);
 	snprintf(body, sizeof(body), "{\"filter\":%s,\"group_by\":\"host\",\"num_buckets\":60}", all);
-	run_entities(st, "time series by host", ENT_TIMESERIES, body);
+	run(&ts, q_entities, "time series by host", body);
 	snprintf(body, sizeof(body), "{\"filter\":%s}", all);
-	run_entities(st, "label names", ENT_LABELS, body);
+	run(&lab, q_entities, "label names", body);
 	snprintf(body, sizeof(body), "{\"filter\":%s,\"limit\":100}", all);
-	run_events(st, sym, "raw events (newest 100)", body);
+	run(&fg, q_events, "raw events (newest 100)", body);
 }

@@ -318,13 +318,17 @@ static json_int_t total_of(json_t *n)
 	return n ? json_integer_value(json_object_get(n, "total")) : -1;
 }
 
-static json_t *run_query(struct store *s, struct symbols *sym, const char *body)
+/* The flamegraph answer to body; prune_at (0 = the default) as in
+ * struct fg_request. */
+static json_t *run_query_pruned(struct store *s, struct symbols *sym, const char *body,
+				size_t prune_at)
 {
 	struct fg_request r;
 	struct buf err = { 0 }, out = { 0 };
 	if (fg_request_parse(&r, body, strlen(body), &err) < 0)
 		fail_msg("parse: %s", err.data);
 	strcpy(r.scope.project_id, PROJECT);
+	r.prune_at = prune_at;
 	if (flamegraph_query(s, sym, NULL, &r, &out, &err) < 0)
 		fail_msg("query: %s", err.data);
 	json_error_t je;
@@ -335,6 +339,11 @@ static json_t *run_query(struct store *s, struct symbols *sym, const char *body)
 	buf_free(&err);
 	buf_free(&out);
 	return doc;
+}
+
+static json_t *run_query(struct store *s, struct symbols *sym, const char *body)
+{
+	return run_query_pruned(s, sym, body, 0);
 }
 
 static void test_flamegraph(void **state)
@@ -629,23 +638,6 @@ static void check_pruned(json_t *full, json_t *pruned)
 		check_pruned(same, c);
 	}
 	assert_true(sum <= total_of(pruned));
-}
-
-static json_t *run_query_pruned(struct store *s, struct symbols *sym, const char *body,
-				size_t prune_at)
-{
-	struct fg_request r;
-	struct buf err = { 0 }, out = { 0 };
-	assert_int_equal(fg_request_parse(&r, body, strlen(body), &err), 0);
-	strcpy(r.scope.project_id, PROJECT);
-	r.prune_at = prune_at;
-	assert_int_equal(flamegraph_query(s, sym, NULL, &r, &out, &err), 0);
-	json_t *doc = json_loads(out.data, 0, NULL);
-	assert_non_null(doc);
-	fg_request_free(&r);
-	buf_free(&err);
-	buf_free(&out);
-	return doc;
 }
 
 static void test_flamegraph_pruning(void **state)
