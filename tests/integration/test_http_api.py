@@ -4,6 +4,7 @@ every kind of wrong input."""
 
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -135,6 +136,16 @@ def test_health_metrics_openapi_ui(server):
     doc = json.loads(body)
     assert doc["openapi"].startswith("3.")
     assert "/public/api/v1/project/{project_id}/flamegraph/json" in doc["paths"]
+    # Every public route of the server is described, with the method it takes.
+    routes = os.path.join(os.path.dirname(__file__), "..", "..", "server", "routes.c")
+    with open(routes) as f:
+        public = re.findall(r'\{ "(GET|POST|PUT)", "(/public/api/v1/[^"]+)"', f.read())
+    assert len(public) >= 9
+    for method, path in public:
+        assert method.lower() in doc["paths"].get(path, {}), (method, path)
+    # and every schema it refers to exists.
+    refs = set(re.findall(r'"#/components/schemas/([A-Za-z]+)"', body.decode()))
+    assert refs and refs <= set(doc["components"]["schemas"]), refs - set(doc["components"]["schemas"])
     st, body = http("GET", server.url + "/")
     assert st == 200 and b"<canvas" in body.lower() or b"flamegraph" in body.lower()
 

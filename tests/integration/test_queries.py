@@ -204,6 +204,13 @@ def test_timeseries(srv):
     (s,) = ans["series"]
     assert s["name"] == "all" and s["total"] == TOTAL
     assert s["values"][0] == pytest.approx(TOTAL / HZ / 60, rel=1e-5) and s["values"][1] == 0
+    # Buckets that are not whole minutes read rows: the same cores.
+    ans = ok(srv, "timeseries", {"filter": flt(start=T0 + 5000, end=T0 + 65000),
+                                 "group_by": "executable", "num_buckets": 4})
+    series = {s["name"]: s for s in ans["series"]}
+    # (the batches at T0 + 10 s ... T0 + 50 s: five of the six)
+    assert series["api"]["total"] == 800 and series["batch"]["total"] == 300
+    assert sum(series["api"]["values"]) == pytest.approx(800 / HZ / 15, rel=1e-5)
     # Groups beyond the limit are summed into [other].
     ans = ok(srv, "timeseries", {"filter": flt(), "group_by": "host", "limit": 1})
     assert [s["name"] for s in ans["series"]] == ["h1", "[other]"]
