@@ -32,6 +32,7 @@ struct sref {
 	int refs;             /* the store's list + open views; under list_mu */
 	int readers;          /* views between begin and end; under mu */
 	bool broken, retired;
+	bool warmed;          /* warm_cache has read it once; under list_mu */
 	uint64_t last_used;
 	size_t mem;           /* bytes of a loaded block's dictionaries */
 	pthread_rwlock_t rw;  /* in-memory parts: the head's appends vs readers */
@@ -1185,10 +1186,42 @@ static bool head_due(struct store *s)
 	return due;
 }
 
+/* Reads the dictionaries of the newest blocks into the cache, up to half
+ * of it, so the first queries after a start do not wait for them. Stops
+ * early when the store is closing. */
+static void warm_cache(struct store *s)
+{
+	for (;;) {
+		struct sref *r = NULL;
+		pthread_mutex_lock(&s->list_mu);
+		bool room = s->cache_used < s->cfg.cache_bytes / 2;
+		for (size_t i = s->nparts; room && i-- > 0 && !r;)
+			if (s->parts[i]->blk && !s->parts[i]->broken &&
+			    !s->parts[i]->warmed)
+				r = s->parts[i];
+		if (r) {
+			r->refs++;
+			r->warmed = true;
+		}
+		pthread_mutex_unlock(&s->list_mu);
+		if (!r)
+			return;
+		if (pin_loaded(s, r))
+			unpin(r);
+		sref_put(s, r);
+		pthread_mutex_lock(&s->stop_mu);
+		bool stop = s->stop;
+		pthread_mutex_unlock(&s->stop_mu);
+		if (stop)
+			return;
+	}
+}
+
 static void *maintenance(void *arg)
 {
 	struct store *s = arg;
 	int64_t last_retention = 0;
+	warm_cache(s);
 	for (;;) {
 		pthread_mutex_lock(&s->stop_mu);
 		if (!s->stop) {

@@ -209,8 +209,10 @@ def test_corrupted_block_is_detected_and_skipped(tmp_path):
     try:
         assert srv.healthy()
         # The footer is checked when the block is opened: moved aside at once.
+        # (The section damage is found when the block is first read, which
+        # the cache warm-up after a start may already have done.)
         assert not os.path.exists(footer_blk) and os.path.exists(footer_blk + ".corrupt")
-        assert metrics(srv)["ember_store_corrupt_blocks_total"] == 1
+        assert metrics(srv)["ember_store_corrupt_blocks_total"] in (1, 2)
 
         # Rows of partition 0 from its 3rd batch on: a query that must read
         # the row chunks. Every host but the one whose chunk was hit.
@@ -247,8 +249,9 @@ def test_corrupted_block_is_detected_and_skipped(tmp_path):
         assert total(srv) == fg["total"]
         expected = fg["total"]
 
-        # The section is checked when the block is first read: moved aside
-        # then. The block with a bad chunk stays: the rest of it is served.
+        # The section is checked when the block is first read (by a query or
+        # the warm-up): moved aside then. The block with a bad chunk stays:
+        # the rest of it is served.
         assert not os.path.exists(section_blk) and os.path.exists(section_blk + ".corrupt")
         assert os.path.exists(chunk_blk) and not os.path.exists(chunk_blk + ".corrupt")
         assert open(intact_blk, "rb").read() == intact_bytes
