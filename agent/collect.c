@@ -163,14 +163,23 @@ void collect_sample(struct collector *c, const void *data, size_t size, uint64_t
 
 	char pid[16];
 	snprintf(pid, sizeof(pid), "%u", s->pid);
-	uint32_t kv[] = {
+	uint32_t kv[16] = {
 		str(c, "host.name"), str(c, c->host_name),
 		str(c, "host.arch"), str(c, c->host_arch),
 		str(c, "process.executable.name"), str(c, p->exe_name),
 		str(c, "process.pid"), str(c, pid),
 		str(c, "thread.name"), str(c, comm),
 	};
-	uint32_t res = batch_resource(c->batch, kv, ARRAY_SIZE(kv));
+	size_t nkv = 10;
+	const char *const host_attrs[3][2] = { { "cluster.name", c->cluster_name },
+					       { "host.type", c->host_type },
+					       { "host.id", c->host_id } };
+	for (int i = 0; i < 3; i++)
+		if (host_attrs[i][1] && *host_attrs[i][1]) {
+			kv[nkv++] = str(c, host_attrs[i][0]);
+			kv[nkv++] = str(c, host_attrs[i][1]);
+		}
+	uint32_t res = batch_resource(c->batch, kv, nkv);
 	uint32_t st = batch_stack(c->batch, stack, n);
 	batch_add(c->batch, st, res, EK_ON_CPU, 1);
 }

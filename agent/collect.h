@@ -41,6 +41,8 @@ struct collector {
 	const struct vdso *vdso;
 	const char *host_name;
 	const char *host_arch;
+	/* host attributes of every sample; "" = absent */
+	const char *cluster_name, *host_type, *host_id;
 	uint64_t ns_per_tick; /* to convert start times to /proc clock ticks */
 	struct collector_stats stats;
 };

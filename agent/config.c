@@ -1,6 +1,7 @@
 /* config.c - see config.h. */
 #include "config.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -19,6 +20,12 @@ static const struct flag_def defs[] = {
 	{ "project", FLAG_STRING, "default", OFF(project), 0, 0,
 	  "project the samples belong to (created on the server when new)" },
 	{ "auth-token", FLAG_STRING, "", OFF(auth_token), 0, 0, "bearer token sent to the server" },
+	{ "cluster-name", FLAG_STRING, "", OFF(cluster_name), 0, 0,
+	  "cluster.name attribute of every sample (filter and group by it)" },
+	{ "host-type", FLAG_STRING, "", OFF(host_type), 0, 0,
+	  "host.type attribute of every sample, e.g. the instance type" },
+	{ "machine-id", FLAG_STRING, "", OFF(machine_id), 0, 0,
+	  "host.id attribute of every sample (default: /etc/machine-id)" },
 	{ "on-cpu-sampling-rate", FLAG_UINT, "19", OFF(on_cpu_hz), 1, 1000,
 	  "on-CPU samples per second per CPU (Hz)" },
 	{ "reporter-interval", FLAG_DURATION, "5s", OFF(reporter_interval_ms), 1000, 3600000,
@@ -67,6 +74,20 @@ int agent_config_load(struct agent_config *cfg, int argc, char **argv, char **en
 	if (cfg->insecure && cfg->disable_tls) {
 		buf_puts(err, "-insecure: cannot be used together with -disable-tls");
 		return -1;
+	}
+	const struct {
+		const char *flag, *value;
+	} attrs[] = { { "cluster-name", cfg->cluster_name }, { "host-type", cfg->host_type },
+		      { "machine-id", cfg->machine_id } };
+	for (size_t i = 0; i < ARRAY_SIZE(attrs); i++) {
+		const char *v = attrs[i].value;
+		bool printable = true;
+		for (const char *c = v; *c; c++)
+			printable &= (unsigned char)*c >= 0x20 && *c != 0x7f;
+		if (strlen(v) > 128 || !printable) {
+			buf_printf(err, "-%s: expected at most 128 printable characters", attrs[i].flag);
+			return -1;
+		}
 	}
 	if (!*cfg->project || strlen(cfg->project) > 128 || strpbrk(cfg->project, " \t\r\n/")) {
 		buf_printf(err, "-project: expected a name of 1 to 128 characters without spaces or '/', got \"%s\"",

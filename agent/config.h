@@ -16,6 +16,9 @@ struct agent_config {
 	bool insecure;
 	char *project;
 	char *auth_token;
+	char *cluster_name;         /* cluster.name of every sample, or "" */
+	char *host_type;            /* host.type, or "" */
+	char *machine_id;           /* host.id: "" = /etc/machine-id when readable */
 	uint64_t on_cpu_hz;
 	int64_t reporter_interval_ms;
 	bool verbose;

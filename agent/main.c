@@ -46,6 +46,7 @@ struct agent {
 	char instance[37];
 	char host_name[256];
 	const char *host_arch;
+	char machine_id[64]; /* /etc/machine-id, or "" */
 	struct kallsyms ksyms;
 	struct vdso vdso;
 	struct file_registry files;
@@ -167,6 +168,24 @@ static void log_stats(struct agent *a)
 		 (unsigned long long)us.present);
 }
 
+/* The host's machine id (32 hex digits), or "" when unreadable. */
+static void read_machine_id(char *out, size_t n)
+{
+	out[0] = '\0';
+	FILE *f = fopen("/etc/machine-id", "re");
+	if (!f)
+		return;
+	char line[64];
+	if (fgets(line, sizeof(line), f)) {
+		size_t len = strspn(line, "0123456789abcdef");
+		if (len == 32 && len < n) {
+			memcpy(out, line, len);
+			out[len] = '\0';
+		}
+	}
+	fclose(f);
+}
+
 static const char *host_arch(void)
 {
 	struct utsname u;
@@ -213,6 +232,7 @@ int main(int argc, char **argv, char **envp)
 	if (gethostname(a.host_name, sizeof(a.host_name) - 1) != 0)
 		snprintf(a.host_name, sizeof(a.host_name), "unknown");
 	a.host_arch = host_arch();
+	read_machine_id(a.machine_id, sizeof(a.machine_id));
 
 	int rc = kallsyms_load(&a.ksyms, "/proc/kallsyms");
 	if (rc < 0)
@@ -252,6 +272,9 @@ int main(int argc, char **argv, char **envp)
 		.vdso = &a.vdso,
 		.host_name = a.host_name,
 		.host_arch = a.host_arch,
+		.cluster_name = a.cfg.cluster_name,
+		.host_type = a.cfg.host_type,
+		.host_id = *a.cfg.machine_id ? a.cfg.machine_id : a.machine_id,
 		.ns_per_tick = ticks > 0 ? 1000000000ull / (uint64_t)ticks : 10000000ull,
 	};
 

@@ -4,10 +4,12 @@ reference's example flamegraph request (sent with curl, body verbatim)
 shows the workload's two hot functions under main with the right shares."""
 
 import json
+import os
 import subprocess
 
 from conftest import require_root
-from harness import DEFAULT_PROJECT, check_tree, find, run_workload, subtree_total, wait_until
+from harness import (DEFAULT_PROJECT, check_tree, find, http, run_workload, subtree_total,
+                     wait_until)
 
 # The reference's example request body, verbatim.
 REFERENCE_BODY = """{
@@ -99,3 +101,26 @@ def test_filter_by_executable_and_thread(server, agent_factory):
     assert other["total"] == 0 and other["root"]["children"] == []
     either = server.flamegraph('process.executable.name == "no-such-program" || ' + q)
     assert either["total"] >= tree["total"]
+
+
+def test_host_attributes_from_flags(server, agent_factory):
+    # -cluster-name, -host-type and -machine-id become cluster.name,
+    # host.type and host.id of every sample: filterable and groupable, with
+    # the host's CPU count for absolute percentages.
+    require_root()
+    agent_factory(server.url, "-on-cpu-sampling-rate=97", "-cluster-name=training-east",
+                  "-host-type=gpu.8x", "-machine-id=0123456789abcdef0123456789abcdef").start()
+    run_workload("cpu_split", 3)
+    q = 'cluster.name == "training-east" && host.type == "gpu.8x" && ' \
+        'host.id == "0123456789abcdef0123456789abcdef" && process.executable.name == "cpu_split"'
+    wait_until(lambda: server.flamegraph(q)["total"] > 100, 30, interval=1.0,
+               what="samples with the host attributes")
+    status, data = http("POST", f"{server.url}/public/api/v1/project/{DEFAULT_PROJECT}/top_entities",
+                        {"filter": {"start_ts": 946684800000, "end_ts": 4102444800000},
+                         "entity": "cluster", "cpu_mode": "absolute"},
+                        {"Content-Type": "application/json"})
+    assert status == 200
+    ans = json.loads(data)
+    assert [e["name"] for e in ans["entities"]] == ["training-east"]
+    assert ans["scope"]["host_cpus"] == os.cpu_count()
+    assert ans["entities"][0]["percent"] > 0
