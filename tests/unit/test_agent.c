@@ -87,6 +87,15 @@ static void test_config_errors(void **state)
 	expect_error(a9, 3, envp, "cannot read");
 	char *a10[] = { "a", "-collection-agent=h:1", "-disable-tls=perhaps", NULL };
 	expect_error(a10, 3, envp, "true or false");
+	char *a11[] = { "a", "-collection-agent=h:1", "-cluster-name=bad\nname", NULL };
+	expect_error(a11, 3, envp, "-cluster-name");
+	char long_type[160];
+	memset(long_type, 'x', sizeof(long_type) - 1);
+	long_type[sizeof(long_type) - 1] = '\0';
+	char *a12[] = { "a", "-collection-agent=h:1", "-host-type", long_type, NULL };
+	expect_error(a12, 4, envp, "-host-type");
+	char *e13[] = { "EMBER_MACHINE_ID=\x01", NULL };
+	expect_error(a8, 2, e13, "-machine-id");
 }
 
 static const char kallsyms_text[] =
@@ -304,7 +313,9 @@ static void test_collect(void **state)
 	proc_table_init(&procs, &files, root);
 	struct batch b;
 	batch_init(&b);
-	struct collector c = { &b, &procs, &files, &k, &v, "testhost", "amd64", 10000000, { 0 } };
+	struct collector c = { .batch = &b, .procs = &procs, .files = &files, .ksyms = &k, .vdso = &v,
+			       .host_name = "testhost", .host_arch = "amd64", .cluster_name = "c1",
+			       .ns_per_tick = 10000000 };
 
 	struct oncpu_sample s;
 	memset(&s, 0, sizeof(s));
@@ -382,10 +393,16 @@ static void test_collect(void **state)
 
 	/* The resource names the executable and the thread. */
 	uint32_t r = b.samples[0].resource;
-	bool saw_exe = false, saw_thread = false;
+	bool saw_exe = false, saw_thread = false, saw_cluster = false, saw_type = false;
 	for (uint32_t i = b.res_off[r]; i < b.res_off[r + 1]; i += 2) {
 		const char *key = strtab_get(&b.strings, b.res_ids[i]);
 		const char *val = strtab_get(&b.strings, b.res_ids[i + 1]);
+		/* Host attributes from flags: set ones only. */
+		if (strcmp(key, "cluster.name") == 0) {
+			assert_string_equal(val, "c1");
+			saw_cluster = true;
+		}
+		saw_type |= strcmp(key, "host.type") == 0;
 		if (strcmp(key, "process.executable.name") == 0) {
 			assert_string_equal(val, "fake_app");
 			saw_exe = true;
@@ -395,7 +412,7 @@ static void test_collect(void **state)
 			saw_thread = true;
 		}
 	}
-	assert_true(saw_exe && saw_thread);
+	assert_true(saw_exe && saw_thread && saw_cluster && !saw_type);
 
 	/* The pid is reused by another program: the entry is replaced. */
 	snprintf(path, sizeof(path), "%s/4242/exe", root);
