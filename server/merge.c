@@ -218,6 +218,9 @@ int merge_write(const struct merge_source *src, size_t nsrc, const struct merge_
 	free(dst->stack_keys);
 	dst->stack_keys = NULL;
 	dst->nstack_keys = dst->capstack_keys = 0;
+	free(dst->frame_hi);
+	dst->frame_hi = NULL;
+	dst->capframe_hi = 0;
 	hmap_free(&dst->label_index);
 	hmap_free(&dst->series_index);
 	dst->rows = dst->samples = 0;

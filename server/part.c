@@ -47,6 +47,7 @@ void part_free(struct part *p)
 	hmap_free(&p->node_index);
 	hmap_free(&p->stack_index);
 	free(p->stack_keys);
+	free(p->frame_hi);
 	for (size_t i = 0; i < p->nrollups; i++) {
 		free(p->rollups[i].stacks);
 		free(p->rollups[i].sums);
@@ -98,67 +99,52 @@ uint32_t part_file(struct part *p, const struct store_file *f)
 	return idx;
 }
 
+/* Frames are indexed by a 128-bit hash of their content (strings by their
+ * bytes, not their ids): 64 bits pick the slot, the other 64 are compared,
+ * so a batch's frame seen before costs one lookup and no string compare,
+ * and is found before its strings are interned. Two different frames of
+ * one part would have to collide in all 128 bits to be confused. */
+static XXH128_hash_t frame_hash(uint8_t type, uint32_t file, uint64_t address, const char *name,
+				size_t name_len, uint64_t binary_hash)
+{
+	uint64_t seed = hash_mix(hash_mix(hash_u64((uint64_t)type << 32 | file), address),
+				 binary_hash);
+	return XXH3_128bits_withSeed(name, name_len, seed);
+}
+
 struct frame_key {
 	const struct part *p;
-	const struct store_frame *f;
+	uint64_t hi;
 };
 
 static bool eq_frame(const void *ctx, uint32_t idx)
 {
 	const struct frame_key *k = ctx;
-	const struct store_frame *a = &k->p->frames[idx], *b = k->f;
-	return a->type == b->type && a->file == b->file && a->address == b->address &&
-	       a->name == b->name && a->binary == b->binary;
+	return k->p->frame_hi[idx] == k->hi;
 }
 
-/* Frames are indexed by content (strings by their bytes, not their ids),
- * so a batch's frame is found before its strings are interned. */
-static uint64_t frame_hash(uint8_t type, uint32_t file, uint64_t address, uint64_t name_hash,
-			   uint64_t binary_hash)
+static uint32_t frame_find_or_add(struct part *p, XXH128_hash_t h, const struct store_frame *f)
 {
-	return hash_mix(hash_mix(hash_mix(hash_u64((uint64_t)type << 32 | file), address),
-				 name_hash),
-			binary_hash);
-}
-
-static uint64_t sstr_hash(const struct part *p, uint32_t id)
-{
-	return hash_bytes(strtab_get(&p->sstr, id), strtab_len(&p->sstr, id));
+	struct frame_key k = { p, h.high64 };
+	uint32_t idx;
+	if (hmap_find(&p->frame_index, h.low64, eq_frame, &k, &idx))
+		return idx;
+	xgrow((void **)&p->frames, &p->capframes, p->nframes + 1, sizeof(*p->frames));
+	xgrow((void **)&p->frame_hi, &p->capframe_hi, p->nframes + 1, sizeof(uint64_t));
+	idx = (uint32_t)p->nframes++;
+	p->frames[idx] = *f;
+	p->frame_hi[idx] = h.high64;
+	hmap_insert(&p->frame_index, h.low64, idx);
+	return idx;
 }
 
 uint32_t part_frame(struct part *p, const struct store_frame *f)
 {
-	uint64_t h = frame_hash(f->type, f->file, f->address, sstr_hash(p, f->name),
-				sstr_hash(p, f->binary));
-	struct frame_key k = { p, f };
-	uint32_t idx;
-	if (hmap_find(&p->frame_index, h, eq_frame, &k, &idx))
-		return idx;
-	xgrow((void **)&p->frames, &p->capframes, p->nframes + 1, sizeof(*p->frames));
-	idx = (uint32_t)p->nframes++;
-	p->frames[idx] = *f;
-	hmap_insert(&p->frame_index, h, idx);
-	return idx;
-}
-
-struct frame_text_key {
-	const struct part *p;
-	uint8_t type;
-	uint32_t file;
-	uint64_t address;
-	const char *name, *binary;
-	size_t name_len, binary_len;
-};
-
-static bool eq_frame_text(const void *ctx, uint32_t idx)
-{
-	const struct frame_text_key *k = ctx;
-	const struct store_frame *a = &k->p->frames[idx];
-	return a->type == k->type && a->file == k->file && a->address == k->address &&
-	       strtab_len(&k->p->sstr, a->name) == k->name_len &&
-	       strtab_len(&k->p->sstr, a->binary) == k->binary_len &&
-	       memcmp(strtab_get(&k->p->sstr, a->name), k->name, k->name_len) == 0 &&
-	       memcmp(strtab_get(&k->p->sstr, a->binary), k->binary, k->binary_len) == 0;
+	const char *binary = strtab_get(&p->sstr, f->binary);
+	XXH128_hash_t h = frame_hash(f->type, f->file, f->address, strtab_get(&p->sstr, f->name),
+				     strtab_len(&p->sstr, f->name),
+				     hash_bytes(binary, strtab_len(&p->sstr, f->binary)));
+	return frame_find_or_add(p, h, f);
 }
 
 struct node_key {
@@ -457,20 +443,18 @@ void part_add_batch(struct part *p, const char *project_id, const Ember__Ingest_
 				shash[sid[j]] = hash_bytes(b->strings[sid[j]], slen[sid[j]]);
 				shashed[sid[j]] = 1;
 			}
-		struct frame_text_key k = {
-			p, (uint8_t)f->type, f->file ? fmap[f->file - 1] + 1 : 0, f->address,
-			b->strings[f->name], b->strings[f->binary], slen[f->name], slen[f->binary],
-		};
-		uint64_t h = frame_hash(k.type, k.file, k.address, shash[f->name], shash[f->binary]);
+		XXH128_hash_t h = frame_hash((uint8_t)f->type, f->file ? fmap[f->file - 1] + 1 : 0,
+					     f->address, b->strings[f->name], slen[f->name],
+					     shash[f->binary]);
+		struct frame_key k = { p, h.high64 };
 		uint32_t idx;
-		if (!hmap_find(&p->frame_index, h, eq_frame_text, &k, &idx)) {
-			xgrow((void **)&p->frames, &p->capframes, p->nframes + 1, sizeof(*p->frames));
-			idx = (uint32_t)p->nframes++;
-			p->frames[idx] = (struct store_frame){
-				.type = k.type, .file = k.file, .address = k.address,
+		if (!hmap_find(&p->frame_index, h.low64, eq_frame, &k, &idx)) {
+			struct store_frame sf = {
+				.type = (uint8_t)f->type, .file = f->file ? fmap[f->file - 1] + 1 : 0,
+				.address = f->address,
 				.name = f->name ? SSTR(f->name) : 0, .binary = f->binary ? SSTR(f->binary) : 0,
 			};
-			hmap_insert(&p->frame_index, h, idx);
+			idx = frame_find_or_add(p, h, &sf);
 		}
 		frmap[i] = idx;
 	}
@@ -585,7 +569,7 @@ size_t part_memory(const struct part *p)
 		   p->capfiles * sizeof(*p->files) + p->capframes * sizeof(*p->frames) +
 		   p->capnodes * 8 + p->caplabel_kv * 4 + p->caplabels * 4 +
 		   p->capseries * sizeof(*p->series) + p->caphosts * sizeof(*p->hosts) +
-		   p->capstack_keys * sizeof(*p->stack_keys) +
+		   p->capstack_keys * sizeof(*p->stack_keys) + p->capframe_hi * 8 +
 		   p->capagents * sizeof(*p->agents);
 	const struct hmap *maps[] = { &p->lstr.index, &p->sstr.index, &p->file_index,
 				      &p->frame_index, &p->node_index, &p->stack_index, &p->label_index,

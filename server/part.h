@@ -123,6 +123,8 @@ struct part {
 	/* interning indexes (parts being built only) */
 	struct part_stack_key *stack_keys;
 	size_t nstack_keys, capstack_keys;
+	uint64_t *frame_hi; /* per frame: the high half of its 128-bit content hash */
+	size_t capframe_hi;
 	struct hmap file_index, frame_index, node_index, stack_index, label_index, series_index,
 		host_index,
 		agent_index;
