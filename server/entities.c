@@ -156,9 +156,11 @@ static uint32_t host_cpus(const struct part *p, const char *host)
 }
 
 /* Top entities / labels: series totals into groups. */
-static void by_series(struct groups *gs, struct scan *scan, const struct part *p,
-		      const struct ent_request *r)
+/* Returns the sum of the selected series' values in the range. */
+static uint64_t by_series(struct groups *gs, struct scan *scan, const struct part *p,
+			  const struct ent_request *r)
 {
+	uint64_t sum = 0;
 	char none[300];
 	for (uint32_t j = 0; j < p->nseries; j++) {
 		if (!scan_selected(scan, j))
@@ -167,6 +169,7 @@ static void by_series(struct groups *gs, struct scan *scan, const struct part *p
 		int64_t v = scan_series_total(scan, j);
 		if (v <= 0)
 			continue;
+		sum += (uint64_t)v;
 		hz_vote_add(&gs->hz, ps->hz, (uint64_t)v);
 		if (r->what == ENT_LABELS && !r->attribute) {
 			const uint32_t *kv;
@@ -188,6 +191,7 @@ static void by_series(struct groups *gs, struct scan *scan, const struct part *p
 		if (strcmp(r->attribute, "host.name") == 0 && val != none)
 			g->cpus = MAX(g->cpus, host_cpus(p, val));
 	}
+	return sum;
 }
 
 /* Label names: how many distinct values each has. */
@@ -538,14 +542,10 @@ int entities_query(struct store *st, const struct ent_request *r, struct buf *ou
 		} else {
 			if (r->what == ENT_LABELS && !r->attribute)
 				count_values(&gs, &seen, p, scan);
-			/* The total of the selection, for the label shares. */
-			if (r->what == ENT_LABELS)
-				for (uint32_t j = 0; j < p->nseries; j++)
-					if (scan_selected(scan, j) && !r->attribute) {
-						int64_t v = scan_series_total(scan, j);
-						total += v > 0 ? (uint64_t)v : 0;
-					}
-			by_series(&gs, scan, p, r);
+			/* The total of the selection: the label names' shares. */
+			uint64_t sum = by_series(&gs, scan, p, r);
+			if (r->what == ENT_LABELS && !r->attribute)
+				total += sum;
 		}
 		scan_end(scan, i);
 	}

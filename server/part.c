@@ -431,21 +431,25 @@ void part_add_batch(struct part *p, const char *project_id, const Ember__Ingest_
 	/* Frames by content: a frame seen before costs one lookup, and its
 	 * strings are interned only when it is new. */
 	uint32_t *frmap = xmalloc((b->n_frames + 1) * sizeof(uint32_t));
-	uint64_t *shash = xmalloc((ns + 1) * sizeof(uint64_t));
+	/* Per batch string: its length, and for binaries (few) a hash. */
 	uint32_t *slen = xmalloc((ns + 1) * sizeof(uint32_t));
-	uint8_t *shashed = xcalloc(ns + 1, 1);
+	uint64_t *bhash = xmalloc((ns + 1) * sizeof(uint64_t));
+	uint8_t *known = xcalloc(ns + 1, 1); /* bit 0: slen set, bit 1: bhash set */
 	for (size_t i = 0; i < b->n_frames; i++) {
 		const Ember__Ingest__V1__Frame *f = b->frames[i];
 		uint32_t sid[2] = { f->name, f->binary };
 		for (int j = 0; j < 2; j++)
-			if (!shashed[sid[j]]) {
+			if (!(known[sid[j]] & 1)) {
 				slen[sid[j]] = (uint32_t)strlen(b->strings[sid[j]]);
-				shash[sid[j]] = hash_bytes(b->strings[sid[j]], slen[sid[j]]);
-				shashed[sid[j]] = 1;
+				known[sid[j]] |= 1;
 			}
+		if (!(known[f->binary] & 2)) {
+			bhash[f->binary] = hash_bytes(b->strings[f->binary], slen[f->binary]);
+			known[f->binary] |= 2;
+		}
 		XXH128_hash_t h = frame_hash((uint8_t)f->type, f->file ? fmap[f->file - 1] + 1 : 0,
 					     f->address, b->strings[f->name], slen[f->name],
-					     shash[f->binary]);
+					     bhash[f->binary]);
 		struct frame_key k = { p, h.high64 };
 		uint32_t idx;
 		if (!hmap_find(&p->frame_index, h.low64, eq_frame, &k, &idx)) {
@@ -458,9 +462,9 @@ void part_add_batch(struct part *p, const char *project_id, const Ember__Ingest_
 		}
 		frmap[i] = idx;
 	}
-	free(shash);
+	free(bhash);
 	free(slen);
-	free(shashed);
+	free(known);
 	uint32_t *stmap = xmalloc((b->n_stacks + 1) * sizeof(uint32_t));
 	uint32_t *frames = NULL;
 	size_t capframes = 0;
