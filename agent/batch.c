@@ -49,6 +49,32 @@ void batch_reset(struct batch *b)
 	b->total_value = 0;
 }
 
+void batch_freeze(struct batch *b)
+{
+	hmap_free(&b->strings.index);
+	hmap_free(&b->frame_index);
+	hmap_free(&b->stack_index);
+	hmap_free(&b->res_index);
+	hmap_free(&b->sample_index);
+}
+
+static size_t hmap_bytes(const struct hmap *m)
+{
+	return m->mask ? (m->mask + 1) * (sizeof(uint64_t) + sizeof(uint32_t)) : 0;
+}
+
+size_t batch_memory(const struct batch *b)
+{
+	return sizeof(*b) + b->strings.bytes.cap + b->strings.cap * 2 * sizeof(uint32_t) +
+	       hmap_bytes(&b->strings.index) + b->capfiles * sizeof(*b->files) +
+	       b->capslot * sizeof(uint32_t) + b->capframes * sizeof(*b->frames) +
+	       hmap_bytes(&b->frame_index) + b->capstack_ids * sizeof(uint32_t) +
+	       b->capstacks * sizeof(uint32_t) + hmap_bytes(&b->stack_index) +
+	       b->capres_ids * sizeof(uint32_t) + b->capres * sizeof(uint32_t) +
+	       hmap_bytes(&b->res_index) + b->capsamples * sizeof(*b->samples) +
+	       hmap_bytes(&b->sample_index);
+}
+
 uint32_t batch_string(struct batch *b, const char *s, size_t n)
 {
 	return strtab_intern(&b->strings, s, n);

@@ -97,6 +97,11 @@ uint32_t batch_stack(struct batch *b, const uint32_t *frames, size_t n);
 uint32_t batch_resource(struct batch *b, const uint32_t *kv, size_t n);
 void batch_add(struct batch *b, uint32_t stack, uint32_t resource, uint8_t kind, uint64_t value);
 static inline size_t batch_samples(const struct batch *b) { return b->nsamples; }
+/* Drops the lookup indexes of a finished batch (it is only read after
+ * this: encoded, queued); batch_reset() makes it usable again. */
+void batch_freeze(struct batch *b);
+/* Bytes the batch holds. */
+size_t batch_memory(const struct batch *b);
 
 /* Appends the zstd-compressed protobuf encoding of the batch to out.
  * Returns 0 or -1. */

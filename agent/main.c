@@ -29,6 +29,8 @@
 #define SWEEP_INTERVAL_NS (10ull * 1000000000ull)
 #define PROC_IDLE_NS (120ull * 1000000000ull)
 #define SEND_QUEUE_BYTES (64u << 20)
+/* A session's dictionary past this size is replaced by a new session. */
+#define SESSION_MAX_BYTES (32u << 20)
 #define UNWIND_ENTRIES (1u << 21) /* 2 M rows, 16 MiB of kernel memory */
 
 /* Set from the signal handler, read by the main loop: the only way a
@@ -51,7 +53,7 @@ struct agent {
 	struct vdso vdso;
 	struct file_registry files;
 	struct proc_table procs;
-	struct batch batch;
+	struct batch *batch; /* the interval being collected */
 	struct collector collector;
 	struct oncpu *oncpu;
 	struct reporter *reporter;
@@ -112,7 +114,7 @@ static void on_sample(void *ctx, const void *data, size_t size)
 static void flush_batch(struct agent *a)
 {
 	int64_t now = now_unix_ms();
-	if (batch_samples(&a->batch) == 0) {
+	if (batch_samples(a->batch) == 0) {
 		a->interval_start_ms = now;
 		return;
 	}
@@ -125,20 +127,13 @@ static void flush_batch(struct agent *a)
 		.sample_rate_hz = (uint32_t)a->cfg.on_cpu_hz,
 		.host_cpus = (uint32_t)MAX(sysconf(_SC_NPROCESSORS_ONLN), 0L),
 	};
-	struct buf out = { 0 };
-	if (batch_encode(&a->batch, &meta, &out) < 0) {
-		log_error("encoding batch %llu failed; its samples are lost",
-			  (unsigned long long)meta.sequence);
-		buf_free(&out);
-	} else {
-		size_t len;
-		char *data = buf_steal(&out, &len);
-		log_debug("batch %llu: %zu stacks, %zu frames, %llu samples, %zu bytes",
-			  (unsigned long long)meta.sequence, a->batch.nstacks, a->batch.nframes,
-			  (unsigned long long)a->batch.total_value, len);
-		reporter_enqueue(a->reporter, data, len, meta.sequence);
-	}
-	batch_reset(&a->batch);
+	log_debug("batch %llu: %zu stacks, %zu frames, %llu samples",
+		  (unsigned long long)meta.sequence, a->batch->nstacks, a->batch->nframes,
+		  (unsigned long long)a->batch->total_value);
+	reporter_enqueue(a->reporter, a->batch, &meta);
+	a->batch = xmalloc(sizeof(*a->batch));
+	batch_init(a->batch);
+	a->collector.batch = a->batch;
 	a->interval_start_ms = now;
 }
 
@@ -155,7 +150,8 @@ static void log_stats(struct agent *a)
 	const struct collector_stats *cs = &a->collector.stats;
 	log_info("stats: samples=%llu lost=%llu cfi_stacks=%llu fp_stacks=%llu errors=%llu truncated=%llu "
 		 "processes=%zu files=%zu tables=%llu shared=%llu failed=%llu rows=%llu/%llu rules=%llu "
-		 "batches_sent=%llu bytes_sent=%llu queued=%zu dropped=%llu symbols_uploaded=%llu symbols_present=%llu",
+		 "batches_sent=%llu bytes_sent=%llu queued=%zu dropped=%llu resyncs=%llu sessions=%llu session_bytes=%zu "
+		 "symbols_uploaded=%llu symbols_present=%llu",
 		 (unsigned long long)cs->samples, (unsigned long long)bpf[ONCPU_STAT_RB_FULL],
 		 (unsigned long long)cs->cfi_stacks, (unsigned long long)cs->fp_stacks,
 		 (unsigned long long)cs->unknown_frames, (unsigned long long)cs->truncated,
@@ -164,7 +160,8 @@ static void log_stats(struct agent *a)
 		 (unsigned long long)ws.entries_used, (unsigned long long)ws.entries_cap,
 		 (unsigned long long)ws.rules, (unsigned long long)rs.sent_batches,
 		 (unsigned long long)rs.sent_bytes, rs.queued_batches,
-		 (unsigned long long)rs.dropped_batches, (unsigned long long)us.uploaded,
+		 (unsigned long long)rs.dropped_batches, (unsigned long long)rs.resyncs,
+		 (unsigned long long)rs.sessions, rs.session_bytes, (unsigned long long)us.uploaded,
 		 (unsigned long long)us.present);
 }
 
@@ -250,7 +247,7 @@ int main(int argc, char **argv, char **envp)
 		.auth_token = a.cfg.auth_token,
 		.timeout_ms = 10000,
 	};
-	a.reporter = reporter_start(&hopts, SEND_QUEUE_BYTES);
+	a.reporter = reporter_start(&hopts, SEND_QUEUE_BYTES, SESSION_MAX_BYTES);
 	struct symupload_opts sopts = { a.cfg.dwarf, a.cfg.max_input_file_size, a.cfg.max_symbfile_size };
 	a.symupload = symupload_start(&hopts, &sopts);
 	if (!a.reporter || !a.symupload) {
@@ -262,10 +259,11 @@ int main(int argc, char **argv, char **envp)
 	a.procs.on_maps = on_proc_maps;
 	a.procs.on_gone = on_proc_gone;
 	a.procs.hook_ctx = &a;
-	batch_init(&a.batch);
+	a.batch = xmalloc(sizeof(*a.batch));
+	batch_init(a.batch);
 	long ticks = sysconf(_SC_CLK_TCK);
 	a.collector = (struct collector){
-		.batch = &a.batch,
+		.batch = a.batch,
 		.procs = &a.procs,
 		.files = &a.files,
 		.ksyms = &a.ksyms,
@@ -337,7 +335,8 @@ int main(int argc, char **argv, char **envp)
 	oncpu_close(a.oncpu);
 	reporter_stop(a.reporter, 5000);
 	symupload_stop(a.symupload);
-	batch_free(&a.batch);
+	batch_free(a.batch);
+	free(a.batch);
 	proc_table_free(&a.procs);
 	files_free(&a.files);
 	vdso_free(&a.vdso);

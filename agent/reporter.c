@@ -3,16 +3,29 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "log.h"
 #include "sendq.h"
+#include "session.h"
 #include "util.h"
 
 #define BACKOFF_MIN_MS 1000
 #define BACKOFF_MAX_MS 30000
+
+/* A finished batch waiting in the queue, and its encoding once it has been
+ * tried (kept so a retry sends the same bytes in the same session). */
+struct pending {
+	struct batch *b;
+	struct batch_meta meta;
+	char *enc;
+	size_t enc_len;
+	uint64_t session_serial; /* the session it was encoded in */
+	bool fresh;              /* encoded as a session's first batch */
+};
 
 struct reporter {
 	pthread_t thread;
@@ -25,7 +38,39 @@ struct reporter {
 	uint64_t flush_deadline_ns;
 	uint64_t streak;      /* consecutive failed attempts */
 	uint64_t last_warn_ns;
+	/* Set (under lock) when an encoded batch is dropped unsent: the
+	 * server may lack its definitions, so the session must restart. */
+	bool session_dirty;
+	/* Owned by the thread, used outside the lock. */
+	struct session sess;
+	uint64_t session_serial;
+	size_t max_session_bytes;
 };
+
+static void pending_free(struct pending *p)
+{
+	if (!p)
+		return;
+	batch_free(p->b);
+	free(p->b);
+	free(p->enc);
+	free(p);
+}
+
+/* sendq's destroy: called under r->lock. */
+static void drop_pending(void *ctx, void *data)
+{
+	struct reporter *r = ctx;
+	struct pending *p = data;
+	if (p->enc)
+		r->session_dirty = true;
+	pending_free(p);
+}
+
+static size_t pending_bytes(const struct pending *p)
+{
+	return sizeof(*p) + batch_memory(p->b) + p->enc_len;
+}
 
 static void deadline_in(struct timespec *ts, long ms)
 {
@@ -38,26 +83,73 @@ static void deadline_in(struct timespec *ts, long ms)
 	}
 }
 
-/* Sends one batch. Returns 1 delivered, 0 retry later, -1 drop; why
- * describes a failure. */
-static int deliver(struct reporter *r, const struct sendq_item *it, struct buf *why)
+static void new_session(struct reporter *r)
 {
+	session_reset(&r->sess);
+	r->session_serial++;
+	pthread_mutex_lock(&r->lock);
+	r->stats.sessions++;
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* Encodes p in the current session unless it already is. Returns 0/-1. */
+static int encode(struct reporter *r, struct pending *p, struct buf *why)
+{
+	if (p->enc && p->session_serial == r->session_serial)
+		return 0;
+	pthread_mutex_lock(&r->lock);
+	bool dirty = r->session_dirty;
+	r->session_dirty = false;
+	pthread_mutex_unlock(&r->lock);
+	if (dirty || session_memory(&r->sess) > r->max_session_bytes)
+		new_session(r);
+	free(p->enc);
+	p->enc = NULL;
+	p->enc_len = 0;
+	uint64_t t0 = now_mono_ns();
+	struct buf out = { 0 };
+	p->fresh = r->sess.batches == 0;
+	if (session_encode(&r->sess, p->b, &p->meta, &out) < 0) {
+		buf_free(&out);
+		buf_puts(why, "encoding failed");
+		return -1;
+	}
+	p->enc = buf_steal(&out, &p->enc_len);
+	p->session_serial = r->session_serial;
+	pthread_mutex_lock(&r->lock);
+	r->stats.encode_ns += now_mono_ns() - t0;
+	r->stats.session_bytes = session_memory(&r->sess);
+	pthread_mutex_unlock(&r->lock);
+	return 0;
+}
+
+enum outcome { DELIVERED, RETRY, RESYNC, DROP };
+
+/* Sends one batch; why describes a failure. */
+static enum outcome deliver(struct reporter *r, struct pending *p, struct buf *why)
+{
+	if (encode(r, p, why) < 0)
+		return DROP;
 	struct buf resp = { 0 };
-	int status = http_send(r->http, "POST", "/ingest/v1/batch", "application/x-protobuf",
-			       "zstd", it->data, it->len, &resp, why);
-	int result;
+	int status = http_send(r->http, "POST", "/ingest/v2/batch", "application/x-protobuf",
+			       "zstd", p->enc, p->enc_len, &resp, why);
+	enum outcome result;
 	if (status >= 200 && status < 300) {
-		result = 1;
+		result = DELIVERED;
 	} else if (status < 0) {
-		result = 0;
-	} else if (status == 408 || status == 429 || status == 401 || status == 403 ||
-		   status >= 500) {
+		result = RETRY;
+	} else if (status == 409 && !p->fresh) {
+		buf_printf(why, "the server asks for a new session: %.200s",
+			   resp.data ? resp.data : "");
+		result = RESYNC;
+	} else if (status == 408 || status == 409 || status == 429 || status == 401 ||
+		   status == 403 || status >= 500) {
 		buf_printf(why, "server answered %d: %.200s", status, resp.data ? resp.data : "");
-		result = 0;
+		result = RETRY;
 	} else {
 		buf_printf(why, "server rejected it with %d: %.200s", status,
 			   resp.data ? resp.data : "");
-		result = -1;
+		result = DROP;
 	}
 	buf_free(&resp);
 	return result;
@@ -65,13 +157,13 @@ static int deliver(struct reporter *r, const struct sendq_item *it, struct buf *
 
 /* A streak of failures is logged when it starts, then at most once a
  * minute, and once more when delivery works again. */
-static void note_failure(struct reporter *r, const struct sendq_item *it, const char *why)
+static void note_failure(struct reporter *r, uint64_t seq, const char *why)
 {
 	uint64_t now = now_mono_ns();
 	r->streak++;
 	if (r->streak == 1 || now - r->last_warn_ns >= 60ull * 1000000000ull) {
 		log_warn("cannot deliver batch %llu (%llu failed attempts in a row, %zu batches queued): %s; retrying",
-			 (unsigned long long)it->seq, (unsigned long long)r->streak, r->q.count + 1, why);
+			 (unsigned long long)seq, (unsigned long long)r->streak, r->q.count + 1, why);
 		r->last_warn_ns = now;
 	}
 }
@@ -88,29 +180,44 @@ static void *run(void *arg)
 			break;
 		struct sendq_item *it = sendq_pop(&r->q);
 		pthread_mutex_unlock(&r->lock);
+		struct pending *p = it->data;
 		struct buf why = { 0 };
-		int res = deliver(r, it, &why);
+		enum outcome res = deliver(r, p, &why);
+		if (res == RESYNC) {
+			log_info("batch %llu: %s; starting a new session",
+				 (unsigned long long)it->seq, why.data);
+			new_session(r);
+		}
+		it->len = pending_bytes(p);
 		pthread_mutex_lock(&r->lock);
-		if (res == 1) {
+		if (res == RESYNC) {
+			r->stats.resyncs++;
+			sendq_push_front(&r->q, it);
+			buf_free(&why);
+			continue;
+		}
+		if (res == DELIVERED) {
 			if (r->streak)
 				log_info("delivering batches again after %llu failed attempts",
 					 (unsigned long long)r->streak);
 			r->streak = 0;
 			r->stats.sent_batches++;
-			r->stats.sent_bytes += it->len;
-			sendq_item_free(it);
+			r->stats.sent_bytes += p->enc_len;
+			free(p->enc); /* delivered: not a lost definition */
+			p->enc = NULL;
+			sendq_item_free(&r->q, it);
 			buf_free(&why);
 			backoff = 0;
 			continue;
 		}
-		if (res < 0) {
+		if (res == DROP) {
 			log_error("batch %llu dropped: %s", (unsigned long long)it->seq, why.data);
 			r->stats.rejected_batches++;
-			sendq_item_free(it);
+			sendq_item_free(&r->q, it); /* marks the session dirty */
 			buf_free(&why);
 			continue;
 		}
-		note_failure(r, it, why.data);
+		note_failure(r, it->seq, why.data);
 		buf_free(&why);
 		r->stats.failed_attempts++;
 		sendq_push_front(&r->q, it);
@@ -136,7 +243,8 @@ static void *run(void *arg)
 	return NULL;
 }
 
-struct reporter *reporter_start(const struct http_opts *opts, size_t max_queue_bytes)
+struct reporter *reporter_start(const struct http_opts *opts, size_t max_queue_bytes,
+				size_t max_session_bytes)
 {
 	struct reporter *r = xcalloc(1, sizeof(*r));
 	r->http = http_client_new(opts);
@@ -145,6 +253,11 @@ struct reporter *reporter_start(const struct http_opts *opts, size_t max_queue_b
 		return NULL;
 	}
 	sendq_init(&r->q, max_queue_bytes);
+	r->q.destroy = drop_pending;
+	r->q.destroy_ctx = r;
+	session_init(&r->sess);
+	r->stats.sessions = 1;
+	r->max_session_bytes = max_session_bytes;
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
@@ -153,17 +266,22 @@ struct reporter *reporter_start(const struct http_opts *opts, size_t max_queue_b
 	pthread_condattr_destroy(&ca);
 	if (pthread_create(&r->thread, NULL, run, r) != 0) {
 		http_client_free(r->http);
+		session_free(&r->sess);
 		free(r);
 		return NULL;
 	}
 	return r;
 }
 
-void reporter_enqueue(struct reporter *r, char *data, size_t len, uint64_t seq)
+void reporter_enqueue(struct reporter *r, struct batch *b, const struct batch_meta *meta)
 {
+	batch_freeze(b);
+	struct pending *p = xcalloc(1, sizeof(*p));
+	p->b = b;
+	p->meta = *meta;
 	pthread_mutex_lock(&r->lock);
 	uint64_t dropped = r->q.dropped_batches;
-	sendq_push(&r->q, data, len, seq);
+	sendq_push(&r->q, p, pending_bytes(p), meta->sequence);
 	if (r->q.dropped_batches != dropped)
 		log_warn("send queue full (%zu bytes): dropped %llu oldest batch(es), %llu in total",
 			 r->q.max_bytes, (unsigned long long)(r->q.dropped_batches - dropped),
@@ -196,6 +314,7 @@ void reporter_stop(struct reporter *r, long flush_ms)
 	if (r->q.count)
 		log_warn("stopping with %zu batch(es) not delivered", r->q.count);
 	sendq_free(&r->q);
+	session_free(&r->sess);
 	http_client_free(r->http);
 	pthread_mutex_destroy(&r->lock);
 	pthread_cond_destroy(&r->cond);

@@ -16,10 +16,10 @@ static void drop(struct sendq *q, struct sendq_item *it)
 {
 	q->dropped_batches++;
 	q->dropped_bytes += it->len;
-	sendq_item_free(it);
+	sendq_item_free(q, it);
 }
 
-void sendq_push(struct sendq *q, char *data, size_t len, uint64_t seq)
+void sendq_push(struct sendq *q, void *data, size_t len, uint64_t seq)
 {
 	struct sendq_item *it = xcalloc(1, sizeof(*it));
 	it->data = data;
@@ -68,11 +68,14 @@ struct sendq_item *sendq_pop(struct sendq *q)
 	return it;
 }
 
-void sendq_item_free(struct sendq_item *it)
+void sendq_item_free(struct sendq *q, struct sendq_item *it)
 {
 	if (!it)
 		return;
-	free(it->data);
+	if (q->destroy)
+		q->destroy(q->destroy_ctx, it->data);
+	else
+		free(it->data);
 	free(it);
 }
 
@@ -80,5 +83,5 @@ void sendq_free(struct sendq *q)
 {
 	struct sendq_item *it;
 	while ((it = sendq_pop(q)) != NULL)
-		sendq_item_free(it);
+		sendq_item_free(q, it);
 }

@@ -11,6 +11,7 @@
 #include "functions.h"
 #include "handlers.h"
 #include "jsonw.h"
+#include "sessions.h"
 #include "util.h"
 
 void handle_healthz(struct server *srv, const struct http_req *req, struct http_resp *resp)
@@ -38,6 +39,8 @@ void handle_metrics(struct server *srv, const struct http_req *req, struct http_
 	(void)req;
 	struct store_stats st;
 	store_get_stats(srv->store, &st);
+	struct sessions_stats ses;
+	sessions_get_stats(srv->sessions, &ses);
 	const struct server_counters *c = &srv->counters;
 	struct buf *b = &resp->body;
 	metric(b, "ember_http_requests_total", "counter", "HTTP requests answered", load(&c->http_requests));
@@ -48,6 +51,11 @@ void handle_metrics(struct server *srv, const struct http_req *req, struct http_
 	metric(b, "ember_ingest_failed_total", "counter", "agent batches that could not be stored", load(&c->ingest_failed));
 	metric(b, "ember_ingest_samples_total", "counter", "sample values stored", load(&c->ingest_samples));
 	metric(b, "ember_ingest_bytes_total", "counter", "compressed batch bytes stored", load(&c->ingest_bytes));
+	metric(b, "ember_ingest_resyncs_total", "counter", "version 2 batches answered 409 (the agent starts a new session)", load(&c->ingest_resyncs));
+	metric(b, "ember_sessions", "gauge", "agent sessions held (protocol version 2)", ses.count);
+	metric(b, "ember_session_bytes", "gauge", "memory of the agent sessions", ses.bytes);
+	metric(b, "ember_sessions_evicted_total", "counter", "sessions forgotten to stay within --session-memory", ses.evicted);
+	metric(b, "ember_sessions_expired_total", "counter", "sessions forgotten after --session-idle unused", ses.expired);
 	metric(b, "ember_symbols_uploaded_total", "counter", "symbol files stored", load(&c->symbols_uploaded));
 	metric(b, "ember_symbols_rejected_total", "counter", "symbol files refused as invalid", load(&c->symbols_rejected));
 	metric(b, "ember_flamegraph_queries_total", "counter", "flamegraph queries answered", load(&c->flamegraph_queries));

@@ -172,20 +172,24 @@ static void arena_release(struct arena *a)
 /* The first allocation is placed in the header's own block. */
 struct arena_first {
 	struct arena *a;
+	size_t first_size;
 	bool used;
 };
 
 static void *first_alloc(void *data, size_t size)
 {
 	struct arena_first *f = data;
-	if (!f->used && size <= sizeof(Ember__Ingest__V1__Batch)) {
+	if (!f->used && size <= f->first_size) {
 		f->used = true;
 		return f->a->first;
 	}
 	return arena_alloc(f->a, size);
 }
 
-Ember__Ingest__V1__Batch *batch_decode(const void *zbody, size_t len, struct buf *err)
+/* Decompresses zbody (bounded) and unpacks one message of desc into an
+ * arena. Returns the message or NULL with err set. */
+static ProtobufCMessage *decode_message(const void *zbody, size_t len,
+					const ProtobufCMessageDescriptor *desc, struct buf *err)
 {
 	if (len > BATCH_MAX_COMPRESSED) {
 		buf_printf(err, "batch larger than %u bytes", BATCH_MAX_COMPRESSED);
@@ -203,26 +207,39 @@ Ember__Ingest__V1__Batch *batch_decode(const void *zbody, size_t len, struct buf
 		buf_free(&raw);
 		return NULL;
 	}
-	struct arena *a = xcalloc(1, sizeof(*a) + sizeof(Ember__Ingest__V1__Batch));
-	struct arena_first f = { a, false };
+	struct arena *a = xcalloc(1, sizeof(*a) + desc->sizeof_message);
+	struct arena_first f = { a, desc->sizeof_message, false };
 	ProtobufCAllocator alloc = { first_alloc, arena_free_one, &f };
-	Ember__Ingest__V1__Batch *b =
-		ember__ingest__v1__batch__unpack(&alloc, raw.len, (const uint8_t *)raw.data);
+	ProtobufCMessage *m = protobuf_c_message_unpack(desc, &alloc, raw.len,
+							(const uint8_t *)raw.data);
 	buf_free(&raw);
-	if (!b) {
+	if (!m) {
 		arena_release(a);
-		buf_puts(err, "body is not a valid ember.ingest.v1.Batch protobuf");
+		buf_printf(err, "body is not a valid %s protobuf", desc->name);
 		return NULL;
 	}
-	if ((void *)b != (void *)a->first) {
+	if ((void *)m != (void *)a->first) {
 		/* protobuf-c allocated something else first: cannot happen with
 		 * the versions ember supports, and must not be freed wrongly. */
 		arena_release(a);
 		buf_puts(err, "internal error: unexpected protobuf-c allocation order");
 		return NULL;
 	}
-	if (batch_validate(b, err) < 0) {
-		arena_release(a);
+	return m;
+}
+
+static void decode_free(void *m)
+{
+	if (m)
+		arena_release((struct arena *)((char *)m - offsetof(struct arena, first)));
+}
+
+Ember__Ingest__V1__Batch *batch_decode(const void *zbody, size_t len, struct buf *err)
+{
+	Ember__Ingest__V1__Batch *b = (Ember__Ingest__V1__Batch *)decode_message(
+		zbody, len, &ember__ingest__v1__batch__descriptor, err);
+	if (b && batch_validate(b, err) < 0) {
+		decode_free(b);
 		return NULL;
 	}
 	return b;
@@ -230,6 +247,17 @@ Ember__Ingest__V1__Batch *batch_decode(const void *zbody, size_t len, struct buf
 
 void batch_decode_free(Ember__Ingest__V1__Batch *b)
 {
-	if (b)
-		arena_release((struct arena *)((char *)b - offsetof(struct arena, first)));
+	decode_free(b);
+}
+
+Ember__Ingest__V1__SessionBatch *session_batch_decode(const void *zbody, size_t len,
+						       struct buf *err)
+{
+	return (Ember__Ingest__V1__SessionBatch *)decode_message(
+		zbody, len, &ember__ingest__v1__session_batch__descriptor, err);
+}
+
+void session_batch_free(Ember__Ingest__V1__SessionBatch *m)
+{
+	decode_free(m);
 }

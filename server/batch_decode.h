@@ -1,5 +1,5 @@
 /* batch_decode.h - decoding and validating one agent batch
- * (ember.ingest.v1.Batch, zstd-compressed; docs/protocol.md).
+ * (ember.ingest.v1.Batch or SessionBatch, zstd-compressed; docs/protocol.md).
  *
  * Everything in a batch is hostile until this returns: the compressed and
  * decompressed sizes are capped, the protobuf is parsed by protobuf-c, and
@@ -27,5 +27,12 @@ Ember__Ingest__V1__Batch *batch_decode(const void *zbody, size_t len, struct buf
 /* Validates an already unpacked batch. Returns 0 or -1 with err set. */
 int batch_validate(const Ember__Ingest__V1__Batch *b, struct buf *err);
 void batch_decode_free(Ember__Ingest__V1__Batch *b);
+
+/* Decodes a protocol version 2 batch (zstd, bounded like batch_decode).
+ * Only the protobuf is checked: its ids refer to a session, so
+ * sessions_ingest() validates them. */
+Ember__Ingest__V1__SessionBatch *session_batch_decode(const void *zbody, size_t len,
+						       struct buf *err);
+void session_batch_free(Ember__Ingest__V1__SessionBatch *m);
 
 #endif

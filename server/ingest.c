@@ -1,5 +1,6 @@
 /* ingest.c - the agent protocol's endpoints (docs/protocol.md):
- * POST /ingest/v1/batch, POST /ingest/v1/symbols/missing and
+ * POST /ingest/v1/batch, POST /ingest/v2/batch (sessions.h),
+ * POST /ingest/v1/symbols/missing and
  * PUT /ingest/v1/symbols/{file id}. */
 #include <jansson.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "handlers.h"
 #include "jsonw.h"
 #include "log.h"
+#include "sessions.h"
 #include "util.h"
 
 #define MAX_MISSING_QUERY 100000
@@ -18,14 +20,74 @@ static void count(uint64_t *c, uint64_t v)
 	__atomic_add_fetch(c, v, __ATOMIC_RELAXED);
 }
 
-void handle_ingest_batch(struct server *srv, const struct http_req *req, struct http_resp *resp)
+/* Resolves the project of b and stores it. Returns store_append's result
+ * (0 stored, 1 duplicate, -3 outside the time kept, -2 busy, -1 failed)
+ * with the project id in project. */
+static int store_batch(struct server *srv, const Ember__Ingest__V1__Batch *b, const void *zbody,
+		       size_t zlen, char project[37], struct buf *err)
 {
-	const char *enc = http_header(req, "Content-Encoding");
-	if (!enc || strcmp(enc, "zstd") != 0) {
+	if (projects_by_name(srv->projects, b->project, true, project, err) < 0) {
+		log_error("ingest: project \"%s\": %s", b->project, err->data);
+		buf_puts(err, " (cannot resolve the project)");
+		return -1;
+	}
+	return store_append(srv->store, project, b, zbody, zlen, err);
+}
+
+/* Answers a stored (rc 0) or duplicate (1) batch, or the error rc says. */
+static void answer(struct server *srv, int rc, uint64_t samples, size_t body_len,
+		   const char *project, const struct buf *err, struct http_resp *resp)
+{
+	if (rc == -3) {
 		count(&srv->counters.ingest_rejected, 1);
-		http_error(resp, 415, "batches must be sent with Content-Encoding: zstd");
+		http_error(resp, 422, "%s", err->data);
 		return;
 	}
+	if (rc == -2) {
+		count(&srv->counters.ingest_failed, 1);
+		http_error(resp, 503, "the server is busy writing earlier data; retry later");
+		resp->retry_after = "2";
+		return;
+	}
+	if (rc < 0) {
+		count(&srv->counters.ingest_failed, 1);
+		log_error("ingest: %s", err->data);
+		http_error(resp, 503, "the batch could not be stored: %s", err->data);
+		resp->retry_after = "5";
+		return;
+	}
+	if (rc == 1) {
+		count(&srv->counters.ingest_duplicates, 1);
+	} else {
+		count(&srv->counters.ingest_batches, 1);
+		count(&srv->counters.ingest_samples, samples);
+		count(&srv->counters.ingest_bytes, body_len);
+	}
+	buf_printf(&resp->body, "{\"stored\":%s,\"duplicate\":%s,\"samples\":%llu,\"project_id\":",
+		   rc == 0 ? "true" : "false", rc == 1 ? "true" : "false",
+		   (unsigned long long)samples);
+	if (project)
+		jsonw_str(&resp->body, project);
+	else
+		buf_puts(&resp->body, "null");
+	buf_puts(&resp->body, "}\n");
+	http_json(resp, 200);
+}
+
+static bool zstd_encoded(struct server *srv, const struct http_req *req, struct http_resp *resp)
+{
+	const char *enc = http_header(req, "Content-Encoding");
+	if (enc && strcmp(enc, "zstd") == 0)
+		return true;
+	count(&srv->counters.ingest_rejected, 1);
+	http_error(resp, 415, "batches must be sent with Content-Encoding: zstd");
+	return false;
+}
+
+void handle_ingest_batch(struct server *srv, const struct http_req *req, struct http_resp *resp)
+{
+	if (!zstd_encoded(srv, req, resp))
+		return;
 	struct buf err = { 0 };
 	Ember__Ingest__V1__Batch *b = batch_decode(req->body, req->body_len, &err);
 	if (!b) {
@@ -35,51 +97,75 @@ void handle_ingest_batch(struct server *srv, const struct http_req *req, struct 
 		return;
 	}
 	char project[37];
-	int rc = projects_by_name(srv->projects, b->project, true, project, &err);
-	if (rc < 0) {
-		count(&srv->counters.ingest_failed, 1);
-		log_error("ingest: project \"%s\": %s", b->project, err.data);
-		http_error(resp, 503, "cannot resolve the project: %s", err.data);
-		resp->retry_after = "5";
-		goto out;
-	}
-	rc = store_append(srv->store, project, b, req->body, req->body_len, &err);
-	if (rc == -3) {
-		count(&srv->counters.ingest_rejected, 1);
-		http_error(resp, 422, "%s", err.data);
-		goto out;
-	}
-	if (rc == -2) {
-		count(&srv->counters.ingest_failed, 1);
-		http_error(resp, 503, "the server is busy writing earlier data; retry later");
-		resp->retry_after = "2";
-		goto out;
-	}
-	if (rc < 0) {
-		count(&srv->counters.ingest_failed, 1);
-		log_error("ingest: %s", err.data);
-		http_error(resp, 503, "the batch could not be stored: %s", err.data);
-		resp->retry_after = "5";
-		goto out;
-	}
+	int rc = store_batch(srv, b, req->body, req->body_len, project, &err);
 	uint64_t samples = 0;
 	for (size_t i = 0; i < b->n_samples; i++)
 		samples += b->samples[i]->value;
-	if (rc == 1) {
-		count(&srv->counters.ingest_duplicates, 1);
-	} else {
-		count(&srv->counters.ingest_batches, 1);
-		count(&srv->counters.ingest_samples, samples);
-		count(&srv->counters.ingest_bytes, req->body_len);
-	}
-	buf_printf(&resp->body, "{\"stored\":%s,\"duplicate\":%s,\"samples\":%llu,\"project_id\":",
-		   rc == 0 ? "true" : "false", rc == 1 ? "true" : "false",
-		   (unsigned long long)samples);
-	jsonw_str(&resp->body, project);
-	buf_puts(&resp->body, "}\n");
-	http_json(resp, 200);
-out:
+	answer(srv, rc, samples, req->body_len, project, &err, resp);
 	batch_decode_free(b);
+	buf_free(&err);
+}
+
+/* Protocol version 2: the session expands the batch into a version 1
+ * batch, which the write-ahead log keeps self-contained (zstd level 1:
+ * cheap next to decoding). */
+struct v2_store {
+	struct server *srv;
+	char project[37];
+	struct buf *err;
+};
+
+static int store_expanded(void *ctx, const Ember__Ingest__V1__Batch *b)
+{
+	struct v2_store *st = ctx;
+	size_t len = ember__ingest__v1__batch__get_packed_size(b);
+	uint8_t *raw = xmalloc(len + 1);
+	ember__ingest__v1__batch__pack(b, raw);
+	struct buf z = { 0 };
+	int rc = zstd_compress_buf(raw, len, 1, &z);
+	free(raw);
+	if (rc < 0) {
+		buf_puts(st->err, "compressing the batch for the log failed");
+		buf_free(&z);
+		return -1;
+	}
+	rc = store_batch(st->srv, b, z.data, z.len, st->project, st->err);
+	buf_free(&z);
+	return rc;
+}
+
+void handle_ingest_session_batch(struct server *srv, const struct http_req *req,
+				 struct http_resp *resp)
+{
+	if (!zstd_encoded(srv, req, resp))
+		return;
+	struct buf err = { 0 };
+	Ember__Ingest__V1__SessionBatch *m = session_batch_decode(req->body, req->body_len, &err);
+	if (!m) {
+		count(&srv->counters.ingest_rejected, 1);
+		http_error(resp, 400, "invalid batch: %s", err.data);
+		buf_free(&err);
+		return;
+	}
+	struct v2_store st = { .srv = srv, .err = &err };
+	int rc = sessions_ingest(srv->sessions, m, now_unix_ms(), store_expanded, &st, &err);
+	uint64_t samples = 0;
+	for (size_t i = 0; i < m->n_sample_values; i++)
+		samples += m->sample_values[i];
+	if (rc == SESSION_INVALID) {
+		count(&srv->counters.ingest_rejected, 1);
+		http_error(resp, 400, "invalid batch: %s", err.data);
+	} else if (rc == SESSION_RESYNC) {
+		count(&srv->counters.ingest_resyncs, 1);
+		buf_puts(&resp->body, "{\"error\":");
+		jsonw_str(&resp->body, err.data ? err.data : "start a new session");
+		buf_puts(&resp->body, ",\"resync\":true}\n");
+		http_json(resp, 409);
+	} else {
+		answer(srv, rc == SESSION_SEEN ? 1 : rc, samples, req->body_len,
+		       st.project[0] ? st.project : NULL, &err, resp);
+	}
+	session_batch_free(m);
 	buf_free(&err);
 }
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "flags.h"
+#include "sessions.h"
 #include "debuginfod.h"
 #include "http.h"
 #include "log.h"
@@ -24,6 +25,8 @@ struct server_config {
 	uint64_t max_unflushed_rows;
 	int64_t flush_after_ms;
 	int64_t compact_delay_ms;
+	uint64_t session_memory_mib;
+	int64_t session_idle_ms;
 	bool verbose;
 	bool json_log;
 	bool help;
@@ -50,6 +53,10 @@ static const struct flag_def defs[] = {
 	  "write samples from memory into a block file once the oldest is this old" },
 	{ "compact-delay", FLAG_DURATION, "5m", OFF(compact_delay_ms), 0, 86400000,
 	  "how long late data for a past hour is gathered before that hour's block is rewritten" },
+	{ "session-memory", FLAG_UINT, "1024", OFF(session_memory_mib), 16, 1 << 20,
+	  "MiB of agent sessions (protocol version 2 dictionaries); the least recently used are forgotten beyond it" },
+	{ "session-idle", FLAG_DURATION, "30m", OFF(session_idle_ms), 10000, 7ULL * 86400000,
+	  "forget an agent session unused this long" },
 	{ "config", FLAG_STRING, "", OFF(config), 0, 0,
 	  "file of 'name value' lines with lower-precedence settings" },
 	{ "v", FLAG_BOOL, "false", OFF(verbose), 0, 0, "verbose (debug) logging" },
@@ -107,6 +114,9 @@ int main(int argc, char **argv, char **envp)
 		log_error("%s", err.data);
 		goto out;
 	}
+	srv.sessions = sessions_new(cfg.session_memory_mib << 20,
+				    MIN(cfg.session_memory_mib << 20, (uint64_t)SESSION_MAX_BYTES),
+				    cfg.session_idle_ms);
 	if (*cfg.debuginfod_urls) {
 		srv.fetcher = fetcher_start(srv.symbols, cfg.debuginfod_urls, cfg.data_dir, &err);
 		if (!srv.fetcher) {
@@ -128,6 +138,7 @@ int main(int argc, char **argv, char **envp)
 out:
 	http_stop(http);
 	fetcher_stop(srv.fetcher);
+	sessions_free(srv.sessions);
 	projects_close(srv.projects);
 	symbols_close(srv.symbols);
 	store_close(srv.store);

@@ -12,18 +12,20 @@
 struct server_counters {
 	uint64_t http_requests, http_errors;
 	uint64_t ingest_batches, ingest_duplicates, ingest_rejected, ingest_failed;
-	uint64_t ingest_samples, ingest_bytes;
+	uint64_t ingest_samples, ingest_bytes, ingest_resyncs;
 	uint64_t symbols_uploaded, symbols_rejected;
 	uint64_t flamegraph_queries;
 	uint64_t queries; /* every query endpoint, the flamegraph included */
 };
 
 struct fetcher;
+struct sessions;
 
 struct server {
 	struct store *store;
 	struct symbols *symbols;
 	struct projects *projects;
+	struct sessions *sessions; /* protocol version 2 */
 	struct fetcher *fetcher; /* global symbolization; NULL when not configured */
 	struct server_counters counters;
 	int64_t started_ms;

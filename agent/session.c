@@ -1,0 +1,222 @@
+/* session.c - see session.h. */
+#include "session.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "compress.h"
+#include "ingest.pb-c.h"
+#include "util.h"
+
+void session_init(struct session *s)
+{
+	memset(s, 0, sizeof(*s));
+	batch_init(&s->dict);
+	uuid_v4(s->id);
+}
+
+void session_free(struct session *s)
+{
+	batch_free(&s->dict);
+}
+
+void session_reset(struct session *s)
+{
+	batch_reset(&s->dict);
+	s->sent_strings = s->sent_files = s->sent_frames = s->sent_stacks = s->sent_res = 0;
+	s->batches = 0;
+	s->resets++;
+	uuid_v4(s->id);
+}
+
+size_t session_memory(const struct session *s)
+{
+	return batch_memory(&s->dict);
+}
+
+/* The batch's tables translated to session ids; entries the session has
+ * not seen are added to its dictionary (and so become definitions). */
+struct idmap {
+	uint32_t *str, *file, *frame, *stack, *res;
+};
+
+static void map_batch(struct batch *d, const struct batch *b, struct idmap *m)
+{
+	size_t ns = strtab_count(&b->strings);
+	m->str = xmalloc((ns ? ns : 1) * sizeof(uint32_t));
+	for (size_t i = 0; i < ns; i++)
+		m->str[i] = batch_string(d, strtab_get(&b->strings, (uint32_t)i),
+					 strtab_len(&b->strings, (uint32_t)i));
+	m->file = xmalloc((b->nfiles + 1) * sizeof(uint32_t));
+	for (size_t i = 0; i < b->nfiles; i++) {
+		const struct bfile *f = &b->files[i];
+		m->file[i] = batch_file(d, f->agent_index, &f->id, strtab_get(&b->strings, f->name),
+					f->build_id, f->build_id_len, (const uint64_t(*)[3])f->segs,
+					f->nsegs);
+	}
+	m->frame = xmalloc((b->nframes + 1) * sizeof(uint32_t));
+	for (size_t i = 0; i < b->nframes; i++) {
+		const struct bframe *f = &b->frames[i];
+		struct bframe g = {
+			.type = f->type, .file = f->file ? m->file[f->file - 1] : 0,
+			.address = f->address, .name = m->str[f->name], .binary = m->str[f->binary],
+		};
+		m->frame[i] = batch_frame(d, &g);
+	}
+	uint32_t *tmp = NULL;
+	size_t cap = 0;
+	m->stack = xmalloc((b->nstacks + 1) * sizeof(uint32_t));
+	for (size_t i = 0; i < b->nstacks; i++) {
+		size_t n = b->stack_off[i + 1] - b->stack_off[i];
+		xgrow((void **)&tmp, &cap, n + 1, sizeof(uint32_t));
+		for (size_t j = 0; j < n; j++)
+			tmp[j] = m->frame[b->stack_ids[b->stack_off[i] + j]];
+		m->stack[i] = batch_stack(d, tmp, n);
+	}
+	m->res = xmalloc((b->nres + 1) * sizeof(uint32_t));
+	for (size_t i = 0; i < b->nres; i++) {
+		size_t n = b->res_off[i + 1] - b->res_off[i];
+		xgrow((void **)&tmp, &cap, n + 1, sizeof(uint32_t));
+		for (size_t j = 0; j < n; j++)
+			tmp[j] = m->str[b->res_ids[b->res_off[i] + j]];
+		m->res[i] = batch_resource(d, tmp, n);
+	}
+	free(tmp);
+}
+
+static void idmap_free(struct idmap *m)
+{
+	free(m->str);
+	free(m->file);
+	free(m->frame);
+	free(m->stack);
+	free(m->res);
+}
+
+int session_encode(struct session *s, const struct batch *b, const struct batch_meta *meta,
+		   struct buf *out)
+{
+	struct batch *d = &s->dict;
+	struct idmap m;
+	map_batch(d, b, &m);
+
+	Ember__Ingest__V1__SessionBatch msg = EMBER__INGEST__V1__SESSION_BATCH__INIT;
+	msg.session = s->id;
+	msg.agent_instance = (char *)meta->agent_instance;
+	msg.sequence = meta->sequence;
+	msg.project = (char *)meta->project;
+	msg.start_unix_ms = meta->start_unix_ms;
+	msg.end_unix_ms = meta->end_unix_ms;
+	msg.sample_rate_hz = meta->sample_rate_hz;
+	msg.host_cpus = meta->host_cpus;
+
+	/* Definitions: everything the dictionary holds beyond what was sent. */
+	size_t ns = strtab_count(&d->strings);
+	msg.strings_base = (uint32_t)s->sent_strings;
+	msg.n_strings = ns - s->sent_strings;
+	msg.strings = xmalloc((msg.n_strings + 1) * sizeof(char *));
+	for (size_t i = 0; i < msg.n_strings; i++)
+		msg.strings[i] = (char *)strtab_get(&d->strings, (uint32_t)(s->sent_strings + i));
+
+	msg.files_base = (uint32_t)s->sent_files;
+	msg.n_files = d->nfiles - s->sent_files;
+	Ember__Ingest__V1__File *files = xcalloc(msg.n_files + 1, sizeof(*files));
+	msg.files = xcalloc(msg.n_files + 1, sizeof(*msg.files));
+	for (size_t i = 0; i < msg.n_files; i++) {
+		const struct bfile *f = &d->files[s->sent_files + i];
+		ember__ingest__v1__file__init(&files[i]);
+		files[i].file_id.data = (uint8_t *)f->id.b;
+		files[i].file_id.len = FILE_ID_LEN;
+		files[i].name = f->name;
+		files[i].build_id.data = (uint8_t *)f->build_id;
+		files[i].build_id.len = f->build_id_len;
+		files[i].n_exec_segments = (size_t)f->nsegs * 3;
+		files[i].exec_segments = (uint64_t *)f->segs;
+		msg.files[i] = &files[i];
+	}
+
+	size_t nf = d->nframes - s->sent_frames;
+	msg.frames_base = (uint32_t)s->sent_frames;
+	msg.n_frame_types = msg.n_frame_files = msg.n_frame_addresses = msg.n_frame_names =
+		msg.n_frame_binaries = nf;
+	msg.frame_types = xmalloc((nf + 1) * sizeof(*msg.frame_types));
+	msg.frame_files = xmalloc((nf + 1) * sizeof(uint32_t));
+	msg.frame_addresses = xmalloc((nf + 1) * sizeof(uint64_t));
+	msg.frame_names = xmalloc((nf + 1) * sizeof(uint32_t));
+	msg.frame_binaries = xmalloc((nf + 1) * sizeof(uint32_t));
+	for (size_t i = 0; i < nf; i++) {
+		const struct bframe *f = &d->frames[s->sent_frames + i];
+		msg.frame_types[i] = (Ember__Ingest__V1__FrameType)f->type;
+		msg.frame_files[i] = f->file;
+		msg.frame_addresses[i] = f->address;
+		msg.frame_names[i] = f->name;
+		msg.frame_binaries[i] = f->binary;
+	}
+
+	size_t nst = d->nstacks - s->sent_stacks;
+	msg.stacks_base = (uint32_t)s->sent_stacks;
+	msg.n_stack_lengths = nst;
+	msg.stack_lengths = xmalloc((nst + 1) * sizeof(uint32_t));
+	for (size_t i = 0; i < nst; i++)
+		msg.stack_lengths[i] = d->stack_off[s->sent_stacks + i + 1] -
+				       d->stack_off[s->sent_stacks + i];
+	if (nst) {
+		msg.n_stack_frames = d->nstack_ids - d->stack_off[s->sent_stacks];
+		msg.stack_frames = d->stack_ids + d->stack_off[s->sent_stacks];
+	}
+
+	size_t nr = d->nres - s->sent_res;
+	msg.resources_base = (uint32_t)s->sent_res;
+	msg.n_resource_lengths = nr;
+	msg.resource_lengths = xmalloc((nr + 1) * sizeof(uint32_t));
+	for (size_t i = 0; i < nr; i++)
+		msg.resource_lengths[i] = d->res_off[s->sent_res + i + 1] - d->res_off[s->sent_res + i];
+	if (nr) {
+		msg.n_resource_attributes = d->nres_ids - d->res_off[s->sent_res];
+		msg.resource_attributes = d->res_ids + d->res_off[s->sent_res];
+	}
+
+	size_t n = b->nsamples;
+	msg.n_sample_stacks = msg.n_sample_resources = msg.n_sample_kinds = msg.n_sample_values = n;
+	msg.sample_stacks = xmalloc((n + 1) * sizeof(uint32_t));
+	msg.sample_resources = xmalloc((n + 1) * sizeof(uint32_t));
+	msg.sample_kinds = xmalloc((n + 1) * sizeof(*msg.sample_kinds));
+	msg.sample_values = xmalloc((n + 1) * sizeof(uint64_t));
+	for (size_t i = 0; i < n; i++) {
+		const struct bsample *sm = &b->samples[i];
+		msg.sample_stacks[i] = m.stack[sm->stack];
+		msg.sample_resources[i] = m.res[sm->resource];
+		msg.sample_kinds[i] = (Ember__Ingest__V1__EventKind)sm->kind;
+		msg.sample_values[i] = sm->value;
+	}
+
+	size_t len = ember__ingest__v1__session_batch__get_packed_size(&msg);
+	uint8_t *raw = xmalloc(len + 1);
+	ember__ingest__v1__session_batch__pack(&msg, raw);
+	int rc = zstd_compress_buf(raw, len, 3, out);
+	free(raw);
+	if (rc == 0) {
+		s->sent_strings = ns;
+		s->sent_files = d->nfiles;
+		s->sent_frames = d->nframes;
+		s->sent_stacks = d->nstacks;
+		s->sent_res = d->nres;
+		s->batches++;
+	}
+	free(msg.strings);
+	free(files);
+	free(msg.files);
+	free(msg.frame_types);
+	free(msg.frame_files);
+	free(msg.frame_addresses);
+	free(msg.frame_names);
+	free(msg.frame_binaries);
+	free(msg.stack_lengths);
+	free(msg.resource_lengths);
+	free(msg.sample_stacks);
+	free(msg.sample_resources);
+	free(msg.sample_kinds);
+	free(msg.sample_values);
+	idmap_free(&m);
+	return rc;
+}

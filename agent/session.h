@@ -1,0 +1,49 @@
+/* session.h - the agent's half of protocol version 2 (docs/protocol.md §2):
+ * a session in which every string, file, frame, stack and resource is sent
+ * once and then named by its session id.
+ *
+ * The session keeps, as a dictionary, everything it has sent so far,
+ * numbered in the order it was sent. session_encode() translates one
+ * interval's batch (batch.h, with its own per-batch numbering) into session
+ * ids, appends the entries the session has not sent yet as the batch's
+ * definitions, and encodes the result as a zstd-compressed
+ * ember.ingest.v1.SessionBatch. The caller sends encoded batches in the
+ * order they were encoded; when one is lost (dropped, refused) or the
+ * server answers 409, it calls session_reset() and encodes again: a new
+ * session starts from empty tables and redefines what it references.
+ *
+ * Memory: the dictionary grows with the distinct stacks a host produces;
+ * session_memory() reports it and the reporter starts a new session past
+ * its limit. Not thread-safe: the reporter thread owns it.
+ */
+#ifndef EMBER_AGENT_SESSION_H
+#define EMBER_AGENT_SESSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "batch.h"
+#include "buf.h"
+
+struct session {
+	char id[37];        /* UUID; a new one after every reset */
+	struct batch dict;  /* everything sent in this session, by session id */
+	/* Table sizes the server has been sent (the next batch's bases). */
+	size_t sent_strings, sent_files, sent_frames, sent_stacks, sent_res;
+	uint64_t batches;   /* batches encoded in this session */
+	uint64_t resets;    /* sessions started after the first */
+};
+
+void session_init(struct session *s);
+void session_free(struct session *s);
+/* Forgets everything sent: a new id and empty tables. */
+void session_reset(struct session *s);
+/* Appends the encoding of b as the session's next batch to out and records
+ * its definitions as sent. Returns 0, or -1 (out unchanged in length
+ * meaning, session unchanged) when encoding fails. */
+int session_encode(struct session *s, const struct batch *b, const struct batch_meta *meta,
+		   struct buf *out);
+/* Bytes the session's dictionary holds. */
+size_t session_memory(const struct session *s);
+
+#endif
