@@ -40,7 +40,7 @@ SERVER_SRCS := $(filter-out server/main.c,$(wildcard server/*.c))
 CLI_SRCS    := $(filter-out cli/main.c,$(wildcard cli/*.c))
 BPF_SRCS    := $(wildcard bpf/*.bpf.c)
 SKELS       := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.skel.h,$(BPF_SRCS))
-GEN_SRCS    := $(BUILD)/gen/ingest.pb-c.c
+GEN_SRCS    := $(BUILD)/gen/ingest.pb-c.c $(BUILD)/gen/otlp_profiles.pb-c.c
 ASSET_SRC   := $(BUILD)/gen/assets.c
 WEB_FILES   := $(sort $(wildcard web/*.html web/*.js web/*.css web/*.svg)) server/openapi.json
 
@@ -84,7 +84,7 @@ $(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(wildcard bpf/*.h) $(BUILD)/vmlinux.h
 $(BUILD)/bpf/%.skel.h: $(BUILD)/bpf/%.bpf.o
 	$(call say,SKEL,$@)$(BPFTOOL) gen skeleton $< name $*_bpf > $@
 
-$(BUILD)/gen/ingest.pb-c.c $(BUILD)/gen/ingest.pb-c.h: lib/proto/ingest.proto
+$(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: lib/proto/%.proto
 	@mkdir -p $(BUILD)/gen
 	$(call say,PROTO,$<)protoc-c --c_out=$(BUILD)/gen -Ilib/proto $<
 
@@ -93,7 +93,7 @@ $(ASSET_SRC): scripts/embed-assets.sh $(WEB_FILES)
 	$(call say,GEN,$@)scripts/embed-assets.sh $(WEB_FILES) > $@
 
 # Every object may include the generated headers.
-GEN_HEADERS := $(BUILD)/gen/ingest.pb-c.h $(SKELS)
+GEN_HEADERS := $(BUILD)/gen/ingest.pb-c.h $(BUILD)/gen/otlp_profiles.pb-c.h $(SKELS)
 
 # --- objects and binaries ------------------------------------------------
 
@@ -222,6 +222,7 @@ run: deps
 	@scripts/run.sh
 
 test: deps
+	@scripts/install-test-pydeps.sh
 	@$(MAKE) --no-print-directory all $(UNIT_BINS) $(FUZZ_BINS) $(WORKLOADS)
 	@scripts/test.sh
 

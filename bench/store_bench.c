@@ -16,6 +16,12 @@
  * blocks and compacts, all with the default configuration. Then every
  * partition is compacted and the queries run over the whole range.
  *
+ * With EMBER_BENCH_PROTOCOL=2 the batches are those of protocol version 2
+ * (each host an agent session, agent/session.c) and the ingest threads
+ * run the server's version 2 path (session_batch_decode, sessions_ingest,
+ * which expands each batch and packs it for the log, then store_append);
+ * each host's batches go to one ingest thread, in order.
+ *
  * Reported: ingest samples/s per core of server CPU, bytes on disk per
  * sample after compaction, each query's time (first run and again), peak
  * memory. Usage:
@@ -31,11 +37,13 @@
 #include <time.h>
 
 #include "agent/batch.h"
+#include "agent/session.h"
 #include "server/batch_decode.h"
 #include "server/entities.h"
 #include "server/events.h"
 #include "server/flamegraph.h"
 #include "server/functions.h"
+#include "server/sessions.h"
 #include "server/store.h"
 #include "server/symbols.h"
 #include "util.h"
@@ -59,6 +67,9 @@ static const char *const service_names[SERVICES] = {
 static const char *const namespaces[4] = { "prod", "staging", "ml", "data" };
 
 static const char PROJECT[] = "00000000-0000-0000-0000-000000000000";
+
+/* EMBER_BENCH_PROTOCOL: 1 (default) or 2, read once in main. */
+static int protocol = 1;
 
 /* --queries NAME: run only the queries whose name contains it. */
 static const char *only;
@@ -199,13 +210,14 @@ struct queue {
 
 struct gen {
 	struct workload *w;
-	struct queue *q;
+	struct queue *q; /* INGEST_THREADS queues: host h goes to h % INGEST_THREADS */
 	int hosts;
 	int seconds;
 	int64_t start_ms;
 	double cpu_s;
 	uint64_t samples, batches, bytes;
 	uint64_t stacks_seen;
+	double encode_s;
 };
 
 static double thread_cpu_s(void)
@@ -229,6 +241,12 @@ static void *generate(void *arg)
 	uint8_t *seen = xcalloc(nstacks, 1);
 	uint32_t stamp = 0;
 	uint64_t rng = 7;
+	struct session *sessions = NULL;
+	if (protocol == 2) {
+		sessions = xcalloc((size_t)g->hosts, sizeof(*sessions));
+		for (int h = 0; h < g->hosts; h++)
+			session_init(&sessions[h]);
+	}
 	char name[96], inst[32];
 	int rounds = g->seconds / INTERVAL_S;
 	for (int round = 0; round < rounds; round++) {
@@ -306,14 +324,18 @@ static void *generate(void *arg)
 			struct batch_meta meta = { inst, (uint64_t)round + 1, name, t,
 						   t + INTERVAL_S * 1000, HZ, CORES };
 			struct item it = { { 0 }, (uint64_t)samples };
-			if (batch_encode(&b, &meta, &it.z) < 0) {
+			double e0 = thread_cpu_s();
+			int rc = protocol == 2 ? session_encode(&sessions[h], &b, &meta, &it.z)
+					       : batch_encode(&b, &meta, &it.z);
+			g->encode_s += thread_cpu_s() - e0;
+			if (rc < 0) {
 				fprintf(stderr, "encode failed\n");
 				exit(1);
 			}
 			g->samples += (uint64_t)samples;
 			g->batches++;
 			g->bytes += it.z.len;
-			struct queue *q = g->q;
+			struct queue *q = &g->q[h % INGEST_THREADS];
 			pthread_mutex_lock(&q->mu);
 			while (q->tail - q->head == QUEUE)
 				pthread_cond_wait(&q->cv, &q->mu);
@@ -322,11 +344,16 @@ static void *generate(void *arg)
 			pthread_mutex_unlock(&q->mu);
 		}
 	}
-	pthread_mutex_lock(&g->q->mu);
-	g->q->done = true;
-	pthread_cond_broadcast(&g->q->cv);
-	pthread_mutex_unlock(&g->q->mu);
+	for (int i = 0; i < INGEST_THREADS; i++) {
+		pthread_mutex_lock(&g->q[i].mu);
+		g->q[i].done = true;
+		pthread_cond_broadcast(&g->q[i].cv);
+		pthread_mutex_unlock(&g->q[i].mu);
+	}
 	g->cpu_s = thread_cpu_s();
+	for (int h = 0; sessions && h < g->hosts; h++)
+		session_free(&sessions[h]);
+	free(sessions);
 	batch_free(&b);
 	free(frame_slot);
 	free(frame_stamp);
@@ -343,7 +370,61 @@ struct ingester {
 	struct store *st;
 	double cpu_s, decode_s;
 	uint64_t busy_retries;
+	struct sessions *sessions;
+	double session_s, pack_s, append_s; /* version 2: sessions_ingest, of which packing, storing */
 };
+
+/* store_append, waiting while the store is writing blocks, as an agent
+ * would. */
+static int append_waiting(struct ingester *in, const Ember__Ingest__V1__Batch *d, const void *z,
+			  size_t zlen)
+{
+	struct buf err = { 0 };
+	int rc;
+	while ((rc = store_append(in->st, PROJECT, d, z, zlen, &err)) == -2) {
+		in->busy_retries++;
+		struct timespec ts = { 0, 20 * 1000000 };
+		nanosleep(&ts, NULL);
+		buf_reset(&err);
+	}
+	if (rc != 0)
+		fprintf(stderr, "append: %d %s\n", rc, err.data);
+	buf_free(&err);
+	return rc;
+}
+
+/* Version 2: the server's path (server/ingest.c store_expanded). */
+static int store_expanded(void *ctx, const Ember__Ingest__V1__Batch *b)
+{
+	struct ingester *in = ctx;
+	struct buf z = { 0 };
+	double c0 = thread_cpu_s();
+	int rc = batch_pack(b, 1, &z);
+	in->pack_s += thread_cpu_s() - c0;
+	c0 = thread_cpu_s();
+	if (rc == 0)
+		rc = append_waiting(ctx, b, z.data, z.len);
+	in->append_s += thread_cpu_s() - c0;
+	buf_free(&z);
+	return rc;
+}
+
+static void ingest_v2(struct ingester *in, const struct item *it)
+{
+	struct buf err = { 0 };
+	double c0 = thread_cpu_s();
+	Ember__Ingest__V1__SessionBatch *m = session_batch_decode(it->z.data, it->z.len, &err);
+	in->decode_s += thread_cpu_s() - c0;
+	c0 = thread_cpu_s();
+	int rc = m ? sessions_ingest(in->sessions, m, now_unix_ms(), store_expanded, in, &err) : -1;
+	in->session_s += thread_cpu_s() - c0;
+	if (rc != 0) {
+		fprintf(stderr, "version 2 ingest: %d %s\n", rc, err.data);
+		exit(1);
+	}
+	session_batch_free(m);
+	buf_free(&err);
+}
 
 static void *ingest(void *arg)
 {
@@ -361,6 +442,11 @@ static void *ingest(void *arg)
 		struct item it = q->items[q->head++ % QUEUE];
 		pthread_cond_broadcast(&q->cv);
 		pthread_mutex_unlock(&q->mu);
+		if (protocol == 2) {
+			ingest_v2(in, &it);
+			buf_free(&it.z);
+			continue;
+		}
 		double c0 = thread_cpu_s();
 		Ember__Ingest__V1__Batch *d = batch_decode(it.z.data, it.z.len, &err);
 		in->decode_s += thread_cpu_s() - c0;
@@ -368,17 +454,8 @@ static void *ingest(void *arg)
 			fprintf(stderr, "decode: %s\n", err.data);
 			exit(1);
 		}
-		int rc;
-		while ((rc = store_append(in->st, PROJECT, d, it.z.data, it.z.len, &err)) == -2) {
-			in->busy_retries++; /* the store is writing blocks: as an agent would, wait */
-			struct timespec ts = { 0, 20 * 1000000 };
-			nanosleep(&ts, NULL);
-			buf_reset(&err);
-		}
-		if (rc != 0) {
-			fprintf(stderr, "append: %d %s\n", rc, err.data);
+		if (append_waiting(in, d, it.z.data, it.z.len) != 0)
 			exit(1);
-		}
 		batch_decode_free(d);
 		buf_free(&it.z);
 	}
@@ -561,6 +638,8 @@ int main(int argc, char **argv)
 		only = argc > 3 ? argv[3] : NULL;
 		return queries_only(argc > 2 ? argv[2] : "/tmp/ember-store-bench");
 	}
+	const char *pv = getenv("EMBER_BENCH_PROTOCOL");
+	protocol = pv && strcmp(pv, "2") == 0 ? 2 : 1;
 	int hosts = argc > 1 ? atoi(argv[1]) : 100;
 	int seconds = argc > 2 ? atoi(argv[2]) : 3600;
 	const char *dir = argc > 3 ? argv[3] : "/tmp/ember-store-bench";
@@ -588,24 +667,33 @@ int main(int argc, char **argv)
 	 * are live ones, and whole-minute queries cover whole series. */
 	int64_t end_ms = now_unix_ms() / 60000 * 60000;
 	int64_t start_ms = end_ms - (int64_t)seconds * 1000;
-	struct queue q = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
-	struct gen g = { &w, &q, hosts, seconds, start_ms, 0, 0, 0, 0, 0 };
+	struct queue q[INGEST_THREADS];
+	for (int i = 0; i < INGEST_THREADS; i++) {
+		memset(&q[i], 0, sizeof(q[i]));
+		pthread_mutex_init(&q[i].mu, NULL);
+		pthread_cond_init(&q[i].cv, NULL);
+	}
+	struct sessions *sessions = sessions_new(4ull << 30, SESSION_MAX_BYTES, 3600000);
+	struct gen g = { .w = &w, .q = q, .hosts = hosts, .seconds = seconds, .start_ms = start_ms };
 	struct ingester ins[INGEST_THREADS];
 	pthread_t gt, it[INGEST_THREADS];
 	double cpu0 = process_cpu_s();
 	uint64_t t0 = now_mono_ns();
 	pthread_create(&gt, NULL, generate, &g);
 	for (int i = 0; i < INGEST_THREADS; i++) {
-		ins[i] = (struct ingester){ &q, st, 0, 0, 0 };
+		ins[i] = (struct ingester){ .q = &q[i], .st = st, .sessions = sessions };
 		pthread_create(&it[i], NULL, ingest, &ins[i]);
 	}
 	pthread_join(gt, NULL);
-	double ingest_cpu = 0, decode_cpu = 0;
+	double ingest_cpu = 0, decode_cpu = 0, session_cpu = 0, pack_cpu = 0, append_cpu = 0;
 	uint64_t busy = 0;
 	for (int i = 0; i < INGEST_THREADS; i++) {
 		pthread_join(it[i], NULL);
 		ingest_cpu += ins[i].cpu_s;
 		decode_cpu += ins[i].decode_s;
+		session_cpu += ins[i].session_s;
+		pack_cpu += ins[i].pack_s;
+		append_cpu += ins[i].append_s;
 		busy += ins[i].busy_retries;
 	}
 	double wall_s = ms_since(t0) / 1000.0;
@@ -617,18 +705,26 @@ int main(int argc, char **argv)
 	       hosts, CORES, HZ, seconds, (unsigned long long)g.samples,
 	       (unsigned long long)g.batches, (unsigned long long)g.stacks_seen,
 	       SERVICES * STACKS_PER_SERVICE, hosts * PROCS_PER_HOST * THREADS_PER_PROC);
-	printf("wire: %.2f bytes per sample (%.1f KiB per batch); generating took %.1f s of CPU\n",
-	       (double)g.bytes / (double)g.samples, (double)g.bytes / (double)g.batches / 1024.0,
-	       g.cpu_s);
+	printf("wire (protocol version %d): %.2f bytes per sample (%.1f KiB per batch); generating took "
+	       "%.1f s of CPU, of which encoding %.1f s = %.0f ns per sample\n",
+	       protocol, (double)g.bytes / (double)g.samples, (double)g.bytes / (double)g.batches / 1024.0,
+	       g.cpu_s, g.encode_s, g.encode_s * 1e9 / (double)g.samples);
 	printf("ingest: %.1f s wall, %llu rows; ingest threads %.1f s CPU = %.2f M samples/s per core; "
 	       "with the store's own thread (blocks, compaction) %.1f s CPU = %.2f M samples/s per core; "
 	       "%llu busy answers\n",
 	       wall_s, (unsigned long long)ss.rows, ingest_cpu, (double)g.samples / ingest_cpu / 1e6,
 	       server_cpu, (double)g.samples / server_cpu / 1e6, (unsigned long long)busy);
-	printf("  of which decoding (zstd + protobuf + validation) %.1f s = %.2f M samples/s per core, "
-	       "storing (log + group commit + indexing) %.1f s = %.2f M samples/s per core\n",
-	       decode_cpu, (double)g.samples / decode_cpu / 1e6, ingest_cpu - decode_cpu,
-	       (double)g.samples / (ingest_cpu - decode_cpu) / 1e6);
+	printf("  of which decoding (zstd + protobuf%s) %.1f s = %.2f M samples/s per core, "
+	       "storing (%slog + group commit + indexing) %.1f s = %.2f M samples/s per core\n",
+	       protocol == 2 ? "" : " + validation",
+	       decode_cpu, (double)g.samples / decode_cpu / 1e6,
+	       protocol == 2 ? "session: validation, expansion, packing for the " : "",
+	       ingest_cpu - decode_cpu, (double)g.samples / (ingest_cpu - decode_cpu) / 1e6);
+	if (protocol == 2)
+		printf("  version 2: sessions_ingest %.1f s, of which packing for the log %.1f s and storing "
+		       "%.1f s; the session itself (validation, expansion) %.1f s = %.0f ns per sample\n",
+		       session_cpu, pack_cpu, append_cpu, session_cpu - pack_cpu - append_cpu,
+		       (session_cpu - pack_cpu - append_cpu) * 1e9 / (double)g.samples);
 	printf("memory after ingest: RSS %.0f MiB, peak %.0f MiB; store %.0f MiB (%llu rows unflushed)\n",
 	       rss_mib("VmRSS:"), rss_mib("VmHWM:"), (double)ss.memory_bytes / 1048576.0,
 	       (unsigned long long)ss.unflushed_rows);
@@ -663,6 +759,7 @@ int main(int argc, char **argv)
 	}
 	printf("reopen: %.1f ms\n", ms_since(t0));
 	store_close(st);
+	sessions_free(sessions);
 	symbols_close(sym);
 	workload_free(&w);
 	buf_free(&err);

@@ -1,6 +1,9 @@
 /* compress.c - see compress.h. */
 #include "compress.h"
 
+#include <stdint.h>
+#include <string.h>
+#include <zlib.h>
 #include <zstd.h>
 
 int zstd_compress_buf(const void *in, size_t n, int level, struct buf *out)
@@ -79,4 +82,61 @@ int zstd_decompress_exact(const void *in, size_t n, void *out, size_t raw_len)
 		return -1;
 	size_t r = ZSTD_decompressDCtx(tls_dctx, out, raw_len, in, n);
 	return ZSTD_isError(r) || r != raw_len ? -1 : 0;
+}
+
+int gzip_decompress_bounded(const void *in, size_t n, size_t max_out, struct buf *out)
+{
+	z_stream zs;
+	memset(&zs, 0, sizeof(zs));
+	if (inflateInit2(&zs, 15 + 32) != Z_OK) /* gzip or zlib header */
+		return -1;
+	zs.next_in = (Bytef *)(uintptr_t)in;
+	size_t left = n, produced = 0;
+	int rc = -1;
+	for (;;) {
+		uInt chunk = left > (1u << 30) ? (1u << 30) : (uInt)left;
+		zs.avail_in = chunk;
+		size_t room = 256u << 10;
+		buf_reserve(out, room);
+		zs.next_out = (Bytef *)out->data + out->len;
+		zs.avail_out = (uInt)room;
+		int zr = inflate(&zs, Z_NO_FLUSH);
+		size_t got = room - zs.avail_out;
+		left -= chunk - zs.avail_in;
+		out->len += got;
+		produced += got;
+		if (produced > max_out) {
+			rc = -2;
+			break;
+		}
+		if (zr == Z_STREAM_END) {
+			rc = left == 0 ? 0 : -1;
+			break;
+		}
+		if (zr != Z_OK && !(zr == Z_BUF_ERROR && got > 0))
+			break;
+		if (got == 0 && zs.avail_in == 0 && left == 0)
+			break; /* truncated */
+	}
+	inflateEnd(&zs);
+	return rc;
+}
+
+int gzip_compress_buf(const void *in, size_t n, int level, struct buf *out)
+{
+	z_stream zs;
+	memset(&zs, 0, sizeof(zs));
+	if (deflateInit2(&zs, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+		return -1;
+	size_t bound = deflateBound(&zs, (uLong)n);
+	buf_reserve(out, bound);
+	zs.next_in = (Bytef *)(uintptr_t)in;
+	zs.avail_in = (uInt)n;
+	zs.next_out = (Bytef *)out->data + out->len;
+	zs.avail_out = (uInt)bound;
+	int zr = deflate(&zs, Z_FINISH);
+	if (zr == Z_STREAM_END)
+		out->len += bound - zs.avail_out;
+	deflateEnd(&zs);
+	return zr == Z_STREAM_END ? 0 : -1;
 }

@@ -1,4 +1,5 @@
-/* compress.h - zstd compression with hard output bounds.
+/* compress.h - zstd (and gzip, for OTLP) compression with hard output
+ * bounds.
  *
  * Decompression never produces more than the caller's limit, whatever the
  * frame header claims, so a small hostile body cannot make the server
@@ -23,5 +24,11 @@ int zstd_decompress_bounded(const void *in, size_t n, size_t max_out, struct buf
  * the frame is malformed or does not hold exactly raw_len bytes. Uses one
  * decompression context per thread, kept for the thread's life. */
 int zstd_decompress_exact(const void *in, size_t n, void *out, size_t raw_len);
+
+/* Appends the decompressed bytes of a gzip (or zlib) stream to out, as
+ * zstd_decompress_bounded: 0, -1 malformed or truncated, -2 over max_out. */
+int gzip_decompress_bounded(const void *in, size_t n, size_t max_out, struct buf *out);
+/* Appends the gzip encoding of in[0..n) to out. Returns 0 or -1. */
+int gzip_compress_buf(const void *in, size_t n, int level, struct buf *out);
 
 #endif

@@ -15,7 +15,7 @@ packages=(
   libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev libsqlite3-dev
   libprotobuf-c-dev protobuf-c-compiler libpcre2-dev libiberty-dev libdebuginfod-dev
   # tests: unit framework, sanitizers and fuzzing runtimes, integration harness
-  libcmocka-dev libclang-rt-14-dev python3 python3-pytest python3-websocket
+  libcmocka-dev libclang-rt-14-dev python3 python3-pytest python3-websocket python3-pip
   # browser tests
   chromium
   # tools the tests and `make run` use; perf to compare against, a

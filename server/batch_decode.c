@@ -7,23 +7,14 @@
 #include <string.h>
 
 #include "compress.h"
+#include "pbarena.h"
 #include "fileid.h"
 #include "util.h"
 
 #define MAX_TABLE (16u << 20)
 
-int batch_validate(const Ember__Ingest__V1__Batch *b, struct buf *err)
+int batch_validate_meta(const Ember__Ingest__V1__Batch *b, struct buf *err)
 {
-	size_t ns = b->n_strings;
-	if (ns == 0 || ns > MAX_TABLE || b->strings[0][0] != '\0') {
-		buf_puts(err, "strings: the table must start with the empty string");
-		return -1;
-	}
-	for (size_t i = 0; i < ns; i++)
-		if (strlen(b->strings[i]) > BATCH_MAX_STRING) {
-			buf_printf(err, "strings[%zu]: longer than %u bytes", i, BATCH_MAX_STRING);
-			return -1;
-		}
 	size_t plen = strlen(b->project);
 	if (plen == 0 || plen > 128) {
 		buf_puts(err, "project: expected a name of 1 to 128 bytes");
@@ -49,6 +40,23 @@ int batch_validate(const Ember__Ingest__V1__Batch *b, struct buf *err)
 		buf_puts(err, "start_unix_ms/end_unix_ms: not a plausible interval (at most one day, after 1970)");
 		return -1;
 	}
+	return 0;
+}
+
+int batch_validate(const Ember__Ingest__V1__Batch *b, struct buf *err)
+{
+	size_t ns = b->n_strings;
+	if (ns == 0 || ns > MAX_TABLE || b->strings[0][0] != '\0') {
+		buf_puts(err, "strings: the table must start with the empty string");
+		return -1;
+	}
+	for (size_t i = 0; i < ns; i++)
+		if (strlen(b->strings[i]) > BATCH_MAX_STRING) {
+			buf_printf(err, "strings[%zu]: longer than %u bytes", i, BATCH_MAX_STRING);
+			return -1;
+		}
+	if (batch_validate_meta(b, err) < 0)
+		return -1;
 	if (b->n_files > MAX_TABLE || b->n_frames > MAX_TABLE || b->n_stacks > MAX_TABLE ||
 	    b->n_resources > MAX_TABLE || b->n_samples > MAX_TABLE) {
 		buf_puts(err, "a table has more than 16M entries");
@@ -116,78 +124,8 @@ int batch_validate(const Ember__Ingest__V1__Batch *b, struct buf *err)
 	return 0;
 }
 
-/* protobuf-c allocates every submessage, string and array separately; a
- * batch has thousands. They all come from one arena here, freed at once.
- * The arena's header sits in front of the first allocation, which
- * protobuf-c makes for the top-level message: batch_decode checks that,
- * so batch_decode_free can find the arena from the message. */
-struct arena_chunk {
-	struct arena_chunk *next;
-	size_t used, cap;
-	max_align_t data[];
-};
-
-struct arena {
-	struct arena_chunk *chunks;
-	max_align_t first[]; /* the message */
-};
-
-#define ARENA_CHUNK (256u << 10)
-
-static void *arena_alloc(void *data, size_t size)
-{
-	struct arena *a = data;
-	size = (size + sizeof(max_align_t) - 1) & ~(sizeof(max_align_t) - 1);
-	struct arena_chunk *c = a->chunks;
-	if (!c || c->cap - c->used < size) {
-		size_t cap = size > ARENA_CHUNK ? size : ARENA_CHUNK;
-		struct arena_chunk *n = malloc(sizeof(*n) + cap);
-		if (!n)
-			return NULL;
-		n->next = c;
-		n->used = 0;
-		n->cap = cap;
-		a->chunks = c = n;
-	}
-	void *p = (char *)c->data + c->used;
-	c->used += size;
-	return p;
-}
-
-static void arena_free_one(void *data, void *p)
-{
-	(void)data;
-	(void)p; /* everything goes with the arena */
-}
-
-static void arena_release(struct arena *a)
-{
-	for (struct arena_chunk *c = a->chunks, *next; c; c = next) {
-		next = c->next;
-		free(c);
-	}
-	free(a);
-}
-
-/* The first allocation is placed in the header's own block. */
-struct arena_first {
-	struct arena *a;
-	size_t first_size;
-	bool used;
-};
-
-static void *first_alloc(void *data, size_t size)
-{
-	struct arena_first *f = data;
-	if (!f->used && size <= f->first_size) {
-		f->used = true;
-		return f->a->first;
-	}
-	return arena_alloc(f->a, size);
-}
-
-/* Decompresses zbody (bounded) and unpacks one message of desc into an
- * arena. Returns the message or NULL with err set. */
+/* Decompresses zbody (bounded) and unpacks one message of desc. Returns
+ * the message (free with pb_free) or NULL with err set. */
 static ProtobufCMessage *decode_message(const void *zbody, size_t len,
 					const ProtobufCMessageDescriptor *desc, struct buf *err)
 {
@@ -207,31 +145,9 @@ static ProtobufCMessage *decode_message(const void *zbody, size_t len,
 		buf_free(&raw);
 		return NULL;
 	}
-	struct arena *a = xcalloc(1, sizeof(*a) + desc->sizeof_message);
-	struct arena_first f = { a, desc->sizeof_message, false };
-	ProtobufCAllocator alloc = { first_alloc, arena_free_one, &f };
-	ProtobufCMessage *m = protobuf_c_message_unpack(desc, &alloc, raw.len,
-							(const uint8_t *)raw.data);
+	ProtobufCMessage *m = pb_unpack(desc, raw.data, raw.len, err);
 	buf_free(&raw);
-	if (!m) {
-		arena_release(a);
-		buf_printf(err, "body is not a valid %s protobuf", desc->name);
-		return NULL;
-	}
-	if ((void *)m != (void *)a->first) {
-		/* protobuf-c allocated something else first: cannot happen with
-		 * the versions ember supports, and must not be freed wrongly. */
-		arena_release(a);
-		buf_puts(err, "internal error: unexpected protobuf-c allocation order");
-		return NULL;
-	}
 	return m;
-}
-
-static void decode_free(void *m)
-{
-	if (m)
-		arena_release((struct arena *)((char *)m - offsetof(struct arena, first)));
 }
 
 Ember__Ingest__V1__Batch *batch_decode(const void *zbody, size_t len, struct buf *err)
@@ -239,7 +155,7 @@ Ember__Ingest__V1__Batch *batch_decode(const void *zbody, size_t len, struct buf
 	Ember__Ingest__V1__Batch *b = (Ember__Ingest__V1__Batch *)decode_message(
 		zbody, len, &ember__ingest__v1__batch__descriptor, err);
 	if (b && batch_validate(b, err) < 0) {
-		decode_free(b);
+		pb_free(b);
 		return NULL;
 	}
 	return b;
@@ -247,7 +163,17 @@ Ember__Ingest__V1__Batch *batch_decode(const void *zbody, size_t len, struct buf
 
 void batch_decode_free(Ember__Ingest__V1__Batch *b)
 {
-	decode_free(b);
+	pb_free(b);
+}
+
+int batch_pack(const Ember__Ingest__V1__Batch *b, int level, struct buf *out)
+{
+	size_t len = ember__ingest__v1__batch__get_packed_size(b);
+	uint8_t *raw = xmalloc(len + 1);
+	ember__ingest__v1__batch__pack(b, raw);
+	int rc = zstd_compress_buf(raw, len, level, out);
+	free(raw);
+	return rc;
 }
 
 Ember__Ingest__V1__SessionBatch *session_batch_decode(const void *zbody, size_t len,
@@ -259,5 +185,5 @@ Ember__Ingest__V1__SessionBatch *session_batch_decode(const void *zbody, size_t 
 
 void session_batch_free(Ember__Ingest__V1__SessionBatch *m)
 {
-	decode_free(m);
+	pb_free(m);
 }

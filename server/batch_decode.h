@@ -26,7 +26,13 @@
 Ember__Ingest__V1__Batch *batch_decode(const void *zbody, size_t len, struct buf *err);
 /* Validates an already unpacked batch. Returns 0 or -1 with err set. */
 int batch_validate(const Ember__Ingest__V1__Batch *b, struct buf *err);
+/* Only the batch's own fields (project, agent, rate, CPUs, interval), for
+ * batches whose tables are valid by construction. */
+int batch_validate_meta(const Ember__Ingest__V1__Batch *b, struct buf *err);
 void batch_decode_free(Ember__Ingest__V1__Batch *b);
+/* Appends b as a zstd-compressed (level) protobuf to out: the form the
+ * write-ahead log keeps. Returns 0 or -1. */
+int batch_pack(const Ember__Ingest__V1__Batch *b, int level, struct buf *out);
 
 /* Decodes a protocol version 2 batch (zstd, bounded like batch_decode).
  * Only the protobuf is checked: its ids refer to a session, so

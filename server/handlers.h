@@ -8,6 +8,7 @@
 #include "server.h"
 
 void handle_ingest_batch(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_otlp_profiles(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_ingest_session_batch(struct server *srv, const struct http_req *req,
 				 struct http_resp *resp);
 void handle_symbols_missing(struct server *srv, const struct http_req *req, struct http_resp *resp);

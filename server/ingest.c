@@ -1,5 +1,6 @@
 /* ingest.c - the agent protocol's endpoints (docs/protocol.md):
  * POST /ingest/v1/batch, POST /ingest/v2/batch (sessions.h),
+ * POST /v1development/profiles (OTLP, otlp.h),
  * POST /ingest/v1/symbols/missing and
  * PUT /ingest/v1/symbols/{file id}. */
 #include <jansson.h>
@@ -10,6 +11,7 @@
 #include "handlers.h"
 #include "jsonw.h"
 #include "log.h"
+#include "otlp.h"
 #include "sessions.h"
 #include "util.h"
 
@@ -118,12 +120,8 @@ struct v2_store {
 static int store_expanded(void *ctx, const Ember__Ingest__V1__Batch *b)
 {
 	struct v2_store *st = ctx;
-	size_t len = ember__ingest__v1__batch__get_packed_size(b);
-	uint8_t *raw = xmalloc(len + 1);
-	ember__ingest__v1__batch__pack(b, raw);
 	struct buf z = { 0 };
-	int rc = zstd_compress_buf(raw, len, 1, &z);
-	free(raw);
+	int rc = batch_pack(b, 1, &z);
 	if (rc < 0) {
 		buf_puts(st->err, "compressing the batch for the log failed");
 		buf_free(&z);
@@ -166,6 +164,98 @@ void handle_ingest_session_batch(struct server *srv, const struct http_req *req,
 		       st.project[0] ? st.project : NULL, &err, resp);
 	}
 	session_batch_free(m);
+	buf_free(&err);
+}
+
+/* OTLP: each converted profile is stored like a version 1 batch. */
+struct otlp_store {
+	struct server *srv;
+	char project[37];
+	struct buf *err;
+	int last_rc;
+};
+
+static int store_otlp(void *ctx, const Ember__Ingest__V1__Batch *b)
+{
+	struct otlp_store *st = ctx;
+	struct buf z = { 0 };
+	int rc = batch_pack(b, 1, &z);
+	if (rc == 0)
+		rc = store_batch(st->srv, b, z.data, z.len, st->project, st->err);
+	else
+		buf_puts(st->err, "compressing the batch for the log failed");
+	buf_free(&z);
+	st->last_rc = rc;
+	return rc < 0 ? -2 : 0; /* -1 is otlp_convert's "invalid" */
+}
+
+void handle_otlp_profiles(struct server *srv, const struct http_req *req, struct http_resp *resp)
+{
+	const char *ct = http_header(req, "Content-Type");
+	if (!ct || strncmp(ct, "application/x-protobuf", 22) != 0) {
+		count(&srv->counters.otlp_rejected, 1);
+		http_error(resp, 415, "send OTLP Profiles as Content-Type: application/x-protobuf "
+				      "(JSON is not accepted)");
+		return;
+	}
+	const char *enc = http_header(req, "Content-Encoding");
+	int gzip = enc && strcmp(enc, "gzip") == 0;
+	if (enc && !gzip && strcmp(enc, "identity") != 0) {
+		count(&srv->counters.otlp_rejected, 1);
+		http_error(resp, 415, "unsupported Content-Encoding %s (use gzip or none)", enc);
+		return;
+	}
+	const char *project = http_query_arg(req, "project");
+	if (!project)
+		project = "default";
+	size_t plen = strlen(project);
+	if (plen == 0 || plen > 128) {
+		http_error(resp, 400, "project: expected a name of 1 to 128 bytes");
+		return;
+	}
+	struct buf err = { 0 };
+	int too_large;
+	Ember__Otlp__ExportProfilesServiceRequest *r =
+		otlp_decode(req->body, req->body_len, gzip, &too_large, &err);
+	if (!r) {
+		count(&srv->counters.otlp_rejected, 1);
+		http_error(resp, too_large ? 413 : 400, "invalid OTLP request: %s", err.data);
+		buf_free(&err);
+		return;
+	}
+	struct otlp_store st = { .srv = srv, .err = &err };
+	struct otlp_result res = { 0 };
+	int rc = otlp_convert(r, project, now_unix_ms(), store_otlp, &st, &res, &err);
+	if (rc == -1) {
+		count(&srv->counters.otlp_rejected, 1);
+		http_error(resp, 400, "invalid OTLP request: %s", err.data);
+	} else if (rc < 0) {
+		answer(srv, st.last_rc, 0, req->body_len, NULL, &err, resp);
+	} else {
+		count(&srv->counters.otlp_requests, 1);
+		count(&srv->counters.ingest_batches, res.batches);
+		count(&srv->counters.ingest_samples, res.samples);
+		count(&srv->counters.ingest_bytes, req->body_len);
+		/* ExportProfilesServiceResponse: partial_success only when
+		 * profiles were left out. */
+		Ember__Otlp__ExportProfilesServiceResponse out =
+			EMBER__OTLP__EXPORT_PROFILES_SERVICE_RESPONSE__INIT;
+		Ember__Otlp__ExportProfilesPartialSuccess ps =
+			EMBER__OTLP__EXPORT_PROFILES_PARTIAL_SUCCESS__INIT;
+		if (res.rejected_profiles) {
+			ps.rejected_profiles = (int64_t)res.rejected_profiles;
+			ps.error_message = res.message.data;
+			out.partial_success = &ps;
+		}
+		size_t n = ember__otlp__export_profiles_service_response__get_packed_size(&out);
+		buf_reserve(&resp->body, n + 1);
+		ember__otlp__export_profiles_service_response__pack(&out, (uint8_t *)resp->body.data);
+		resp->body.len = n;
+		resp->content_type = "application/x-protobuf";
+		resp->status = 200;
+	}
+	buf_free(&res.message);
+	otlp_free(r);
 	buf_free(&err);
 }
 

@@ -11,6 +11,7 @@ const struct route server_routes[] = {
 	{ "GET", "/metrics", handle_metrics, 0 },
 	{ "POST", "/ingest/v1/batch", handle_ingest_batch, 64 * MiB },
 	{ "POST", "/ingest/v2/batch", handle_ingest_session_batch, 64 * MiB },
+	{ "POST", "/v1development/profiles", handle_otlp_profiles, 64 * MiB },
 	{ "POST", "/ingest/v1/symbols/missing", handle_symbols_missing, 8 * MiB },
 	{ "PUT", "/ingest/v1/symbols/{file_id}", handle_symbols_put, 256 * MiB },
 	{ "GET", "/public/api/v1/projects", handle_projects, 0 },

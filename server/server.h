@@ -13,6 +13,7 @@ struct server_counters {
 	uint64_t http_requests, http_errors;
 	uint64_t ingest_batches, ingest_duplicates, ingest_rejected, ingest_failed;
 	uint64_t ingest_samples, ingest_bytes, ingest_resyncs;
+	uint64_t otlp_requests, otlp_rejected;
 	uint64_t symbols_uploaded, symbols_rejected;
 	uint64_t flamegraph_queries;
 	uint64_t queries; /* every query endpoint, the flamegraph included */

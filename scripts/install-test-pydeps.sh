@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the Python packages the tests need that Debian does not ship,
+# from PyPI, into build/pydeps (not the system's Python): an independent
+# OTLP Profiles encoder (opentelemetry-proto, with the protobuf runtime it
+# needs) for the OTLP interop test. Idempotent: nothing happens when the
+# pinned version is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+target=build/pydeps
+want=opentelemetry-proto==1.45.2
+if [ -f "$target/.installed" ] && [ "$(cat "$target/.installed")" = "$want" ]; then
+  exit 0
+fi
+python=/usr/bin/python3
+if ! "$python" -m pip --version >/dev/null 2>&1; then
+  echo "install-test-pydeps: pip is missing (apt install python3-pip)" >&2
+  exit 1
+fi
+rm -rf "$target"
+"$python" -m pip install --quiet --disable-pip-version-check --no-warn-script-location --root-user-action=ignore \
+  --target "$target" "$want"
+echo "$want" > "$target/.installed"

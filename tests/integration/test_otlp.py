@@ -1,0 +1,183 @@
+"""OTLP Profiles interop: requests built by an independent encoder (the
+opentelemetry-proto package from PyPI, installed by
+scripts/install-test-pydeps.sh) are accepted on POST
+/v1development/profiles and show up correctly in the flamegraph; hostile
+requests get 4xx, never a crash."""
+
+import gzip
+import json
+import os
+import sys
+import time
+
+from harness import ROOT, find, http
+
+sys.path.insert(0, os.path.join(ROOT, "build", "pydeps"))
+
+from opentelemetry.proto.collector.profiles.v1development import profiles_service_pb2 as svc  # noqa: E402
+from opentelemetry.proto.common.v1 import common_pb2  # noqa: E402
+from opentelemetry.proto.profiles.v1development import profiles_pb2 as pb  # noqa: E402
+
+
+class Dict:
+    """Builds a ProfilesDictionary with index 0 the zero value everywhere."""
+
+    def __init__(self):
+        self.d = pb.ProfilesDictionary()
+        self.strings = {}
+        self.s("")
+        self.d.mapping_table.add()
+        self.d.location_table.add()
+        self.d.function_table.add()
+        self.d.link_table.add()
+        self.d.attribute_table.add()
+        self.d.stack_table.add()
+
+    def s(self, text):
+        if text not in self.strings:
+            self.strings[text] = len(self.d.string_table)
+            self.d.string_table.append(text)
+        return self.strings[text]
+
+    def attr(self, key, value):
+        a = self.d.attribute_table.add(key_strindex=self.s(key))
+        a.value.string_value = value
+        return len(self.d.attribute_table) - 1
+
+    def function(self, name, filename="app.py"):
+        self.d.function_table.add(name_strindex=self.s(name), filename_strindex=self.s(filename))
+        return len(self.d.function_table) - 1
+
+    def location(self, *functions, frame_type="native", mapping=0, address=0):
+        loc = self.d.location_table.add(mapping_index=mapping, address=address)
+        for f in functions:  # inlined first, caller last
+            loc.lines.add(function_index=f, line=10)
+        loc.attribute_indices.append(self.attr("profile.frame.type", frame_type))
+        return len(self.d.location_table) - 1
+
+    def stack(self, *locations):  # leaf first
+        self.d.stack_table.add(location_indices=list(locations))
+        return len(self.d.stack_table) - 1
+
+
+def build_request(exe="otlp_app", start_ns=None):
+    d = Dict()
+    main = d.location(d.function("main"))
+    work_a = d.location(d.function("work_a"))
+    # work_b with helper inlined into it: one location, two lines.
+    work_b = d.location(d.function("helper_inlined"), d.function("work_b"))
+    py = d.location(d.function("handler", "server.py"), frame_type="cpython")
+    mapping = d.d.mapping_table.add(memory_start=0x400000, memory_limit=0x500000,
+                                    file_offset=0x1000, filename_strindex=d.s("/usr/lib/libz.so.1"))
+    unsym = d.location(mapping=len(d.d.mapping_table) - 1, address=0x401234)
+    del mapping
+    s_a = d.stack(work_a, main)
+    s_b = d.stack(work_b, main)
+    s_py = d.stack(py, main)
+    s_un = d.stack(unsym, main)
+    thread = [d.attr("thread.name", "worker-1"), d.attr("thread.name", "worker-2")]
+
+    prof = pb.Profile()
+    prof.sample_type.type_strindex = d.s("samples")
+    prof.sample_type.unit_strindex = d.s("count")
+    prof.period_type.type_strindex = d.s("cpu")
+    prof.period_type.unit_strindex = d.s("nanoseconds")
+    prof.period = 1_000_000_000 // 20
+    prof.time_unix_nano = start_ns or time.time_ns() - 10_000_000_000
+    prof.duration_nano = 5_000_000_000
+    for stack, n, t in ((s_a, 60, 0), (s_b, 30, 1), (s_py, 7, 0), (s_un, 3, 1)):
+        prof.samples.add(stack_index=stack, values=[n], attribute_indices=[thread[t]])
+
+    req = svc.ExportProfilesServiceRequest()
+    req.dictionary.CopyFrom(d.d)
+    rp = req.resource_profiles.add()
+    for k, v in (("host.name", "otlp-host"), ("process.executable.name", exe),
+                 ("service.name", "checkout")):
+        rp.resource.attributes.add(key=k, value=common_pb2.AnyValue(string_value=v))
+    rp.resource.attributes.add(key="process.pid", value=common_pb2.AnyValue(int_value=4242))
+    rp.scope_profiles.add().profiles.append(prof)
+    return req
+
+
+def post(server, body, ctype="application/x-protobuf", encoding=None):
+    headers = {"Content-Type": ctype}
+    if encoding:
+        headers["Content-Encoding"] = encoding
+    return http("POST", server.url + "/v1development/profiles", body, headers)
+
+
+def test_independent_encoder_shows_in_flamegraph(server):
+    status, body = post(server, build_request().SerializeToString())
+    assert status == 200, body
+    resp = svc.ExportProfilesServiceResponse.FromString(body)
+    assert resp.partial_success.rejected_profiles == 0
+    # The same again, gzip-compressed, for another executable.
+    status, body = post(server, gzip.compress(build_request("otlp_gz").SerializeToString()),
+                        encoding="gzip")
+    assert status == 200, body
+
+    fg = server.flamegraph('process.executable.name == "otlp_app"')
+    assert fg["total"] == 100, json.dumps(fg)[:2000]
+    main = find(fg["root"], "main")
+    assert main and main["total"] == 100
+    kids = {c["name"]: c for c in main["children"]}
+    assert kids["work_a"]["total"] == 60 and kids["work_a"]["self"] == 60
+    # The inlined helper sits under the function it was inlined into.
+    assert kids["work_b"]["total"] == 30
+    assert [c["name"] for c in kids["work_b"]["children"]] == ["helper_inlined"]
+    assert kids["handler"]["frame_type"] == "cpython"
+    # An unsymbolized native location: its file offset in the mapping.
+    assert kids["libz.so.1+0x2234"]["total"] == 3
+    # Attributes: resource, and sample (thread.name) ones.
+    assert server.flamegraph('thread.name == "worker-2" && host.name == "otlp-host"')["total"] == 66
+    assert server.flamegraph('service.name == "checkout" && process.pid == "4242"')["total"] == 200
+    assert server.flamegraph('process.executable.name == "otlp_gz"')["total"] == 100
+    # The sampling period gives the rate.
+    assert fg["sample_rate_hz"] == 20
+
+
+def test_unknown_sample_type_is_a_partial_success(server):
+    req = build_request()
+    d = req.dictionary
+    d.string_table.append("wall_clock_widgets")
+    req.resource_profiles[0].scope_profiles[0].profiles[0].sample_type.type_strindex = \
+        len(d.string_table) - 1
+    status, body = post(server, req.SerializeToString())
+    assert status == 200
+    resp = svc.ExportProfilesServiceResponse.FromString(body)
+    assert resp.partial_success.rejected_profiles == 1
+    assert "wall_clock_widgets" in resp.partial_success.error_message
+
+
+def test_hostile_requests_get_4xx(server):
+    good = build_request().SerializeToString()
+    cases = [
+        (b"\xff\xff\xff\xff garbage", 400),
+        (good[: len(good) // 2], 400),   # truncated
+        (good[:-3], 400),
+    ]
+    for body, want in cases:
+        status, resp = post(server, body)
+        assert status == want, (status, resp)
+    # An index beyond its table, named in the answer.
+    req = build_request()
+    req.resource_profiles[0].scope_profiles[0].profiles[0].samples[0].stack_index = 999
+    status, resp = post(server, req.SerializeToString())
+    assert status == 400 and b"samples[0]" in resp, resp
+    req = build_request()
+    req.dictionary.location_table[1].lines[0].function_index = -5
+    status, resp = post(server, req.SerializeToString())
+    assert status == 400 and b"location_table[1]" in resp, resp
+    req = build_request()
+    s = req.resource_profiles[0].scope_profiles[0].profiles[0].samples[0]
+    s.timestamps_unix_nano.extend([1, 2, 3])
+    status, resp = post(server, req.SerializeToString())
+    assert status == 400 and b"timestamps" in resp, resp
+    # Wrong media type, wrong encoding, a gzip bomb.
+    assert post(server, good, ctype="application/json")[0] == 415
+    assert post(server, good, encoding="br")[0] == 415
+    assert post(server, b"\x1f\x8b not gzip", encoding="gzip")[0] == 400
+    bomb = gzip.compress(b"\0" * (80 << 20))
+    assert post(server, bomb, encoding="gzip")[0] == 413
+    # Still healthy, and nothing of the refused requests was stored.
+    assert server.flamegraph()["total"] == 0

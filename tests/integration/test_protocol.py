@@ -1,0 +1,111 @@
+"""Protocol version 2 end to end: the agent's session survives the server
+being killed and restarted (409, a new session, no batch lost or counted
+twice) and a long outage (bounded memory, then everything delivered)."""
+
+import re
+import signal
+import subprocess
+import threading
+import time
+import os
+
+from conftest import require_root
+from harness import WORKLOADS, Server, http, run_workload, wait_until
+
+
+def agent_samples(agent):
+    """The sample count of the agent's last stats line (written at stop)."""
+    found = re.findall(r"stats: samples=(\d+)", agent.output())
+    assert found, agent.output()
+    return int(found[-1])
+
+
+def metric(server, name):
+    status, body = http("GET", server.url + "/metrics")
+    assert status == 200
+    m = re.search(rf"^{name} (\d+)$", body.decode(), re.M)
+    return int(m.group(1)) if m else 0
+
+
+def settle(server):
+    hist = []
+
+    def settled():
+        hist.append(server.flamegraph()["total"])
+        return len(hist) >= 3 and hist[-3:] == [hist[-1]] * 3
+    wait_until(settled, 30, interval=1.0, what="ingest to settle")
+    return hist[-1]
+
+
+def test_server_killed_mid_run_agent_resyncs_without_loss(tmp_path, agent_factory):
+    require_root()
+    server = Server(tmp_path / "data").start()
+    agent = agent_factory(server.url, "-on-cpu-sampling-rate=97").start()
+    run_workload("cpu_split", 3)
+    wait_until(lambda: server.flamegraph()["total"] > 100, 20, what="first batches")
+    # Killed without warning while the agent keeps sending; batches it had
+    # not acknowledged are retried, and the agent's session is gone.
+    server.restart(signal.SIGKILL)
+    run_workload("cpu_split", 3)
+    wait_until(lambda: "starting a new session" in agent.output(), 30,
+               what="the agent to resync")
+    assert metric(server, "ember_ingest_resyncs_total") >= 1
+    agent.stop(timeout=30)
+    sampled = agent_samples(agent)
+    stored = settle(server)
+    # Every sample the agent took is stored exactly once.
+    assert stored == sampled, (stored, sampled, agent.output()[-2000:])
+    assert "dropped" not in agent.output().split("stats:")[-1].replace("dropped=0", "")
+    server.stop()
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+OUTAGE_S = int(os.environ.get("EMBER_TEST_OUTAGE_SECONDS", "120"))
+
+
+def test_server_down_two_minutes(tmp_path, agent_factory):
+    require_root()
+    server = Server(tmp_path / "data").start()
+    agent = agent_factory(server.url, "-on-cpu-sampling-rate=97").start()
+    run_workload("cpu_split", 2)
+    wait_until(lambda: server.flamegraph()["total"] > 50, 20, what="first batches")
+    server.stop()
+    t_down = time.time()
+    # A workload keeps every CPU busy through the outage.
+    stop = threading.Event()
+
+    def busy():
+        while not stop.is_set():
+            subprocess.run([os.path.join(WORKLOADS, "cpu_split"), "2"],
+                           stdout=subprocess.DEVNULL, timeout=60)
+    worker = threading.Thread(target=busy)
+    worker.start()
+    rss = []
+    try:
+        while time.time() - t_down < OUTAGE_S:
+            rss.append(rss_kib(agent.proc.pid))
+            time.sleep(5)
+    finally:
+        stop.set()
+        worker.join()
+    assert agent.running()
+    # Memory stays bounded: the first and the last minute look alike.
+    assert max(rss) < 100 * 1024, rss
+    assert max(rss) - min(rss) < 24 * 1024, rss
+    out = agent.output()
+    assert out.count("cannot deliver batch") <= 1 + OUTAGE_S // 60, out
+    server.start()
+    wait_until(lambda: "delivering batches again" in agent.output(), 60,
+               what="the agent to report recovery")
+    agent.stop(timeout=60)
+    sampled = agent_samples(agent)
+    stored = settle(server)
+    assert stored == sampled, (stored, sampled)
+    server.stop()
