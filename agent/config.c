@@ -30,6 +30,8 @@ static const struct flag_def defs[] = {
 	  "on-CPU samples per second per CPU (Hz)" },
 	{ "reporter-interval", FLAG_DURATION, "5s", OFF(reporter_interval_ms), 1000, 3600000,
 	  "how often a batch is sent to the server" },
+	{ "ember-protocol", FLAG_BOOL, "true", OFF(ember_protocol), 0, 0,
+	  "send with ember's session protocol; false: OTLP Profiles over HTTP (/v1development/profiles)" },
 	{ "v", FLAG_BOOL, "false", OFF(verbose), 0, 0, "verbose (debug) logging" },
 	{ "json-log", FLAG_BOOL, "false", OFF(json_log), 0, 0, "log one JSON object per line" },
 	{ "dwarf", FLAG_BOOL, "false", OFF(dwarf), 0, 0,

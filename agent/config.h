@@ -24,6 +24,7 @@ struct agent_config {
 	bool verbose;
 	bool json_log;
 	bool dwarf;
+	bool ember_protocol;         /* false: OTLP Profiles */
 	uint64_t max_input_file_size;
 	uint64_t max_symbfile_size;
 	char *config_path;

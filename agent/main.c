@@ -150,7 +150,7 @@ static void log_stats(struct agent *a)
 	const struct collector_stats *cs = &a->collector.stats;
 	log_info("stats: samples=%llu lost=%llu cfi_stacks=%llu fp_stacks=%llu errors=%llu truncated=%llu "
 		 "processes=%zu files=%zu tables=%llu shared=%llu failed=%llu rows=%llu/%llu rules=%llu "
-		 "batches_sent=%llu bytes_sent=%llu queued=%zu dropped=%llu resyncs=%llu sessions=%llu session_bytes=%zu "
+		 "batches_sent=%llu bytes_sent=%llu encode_ms=%llu queued=%zu dropped=%llu resyncs=%llu sessions=%llu session_bytes=%zu "
 		 "symbols_uploaded=%llu symbols_present=%llu",
 		 (unsigned long long)cs->samples, (unsigned long long)bpf[ONCPU_STAT_RB_FULL],
 		 (unsigned long long)cs->cfi_stacks, (unsigned long long)cs->fp_stacks,
@@ -159,7 +159,8 @@ static void log_stats(struct agent *a)
 		 (unsigned long long)ws.files_shared, (unsigned long long)ws.files_failed,
 		 (unsigned long long)ws.entries_used, (unsigned long long)ws.entries_cap,
 		 (unsigned long long)ws.rules, (unsigned long long)rs.sent_batches,
-		 (unsigned long long)rs.sent_bytes, rs.queued_batches,
+		 (unsigned long long)rs.sent_bytes, (unsigned long long)(rs.encode_ns / 1000000),
+		 rs.queued_batches,
 		 (unsigned long long)rs.dropped_batches, (unsigned long long)rs.resyncs,
 		 (unsigned long long)rs.sessions, rs.session_bytes, (unsigned long long)us.uploaded,
 		 (unsigned long long)us.present);
@@ -247,7 +248,8 @@ int main(int argc, char **argv, char **envp)
 		.auth_token = a.cfg.auth_token,
 		.timeout_ms = 10000,
 	};
-	a.reporter = reporter_start(&hopts, SEND_QUEUE_BYTES, SESSION_MAX_BYTES);
+	a.reporter = reporter_start(&hopts, SEND_QUEUE_BYTES, SESSION_MAX_BYTES,
+				    a.cfg.ember_protocol ? NULL : a.cfg.project);
 	struct symupload_opts sopts = { a.cfg.dwarf, a.cfg.max_input_file_size, a.cfg.max_symbfile_size };
 	a.symupload = symupload_start(&hopts, &sopts);
 	if (!a.reporter || !a.symupload) {
@@ -299,9 +301,10 @@ int main(int argc, char **argv, char **envp)
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	log_info("ember-agent %s started: reporting to %s://%s every %lldms, project %s, host %s",
+	log_info("ember-agent %s started: reporting to %s://%s every %lldms (%s), project %s, host %s",
 		 a.instance, a.cfg.disable_tls ? "http" : "https", a.cfg.collection_agent,
-		 (long long)a.cfg.reporter_interval_ms, a.cfg.project, a.host_name);
+		 (long long)a.cfg.reporter_interval_ms,
+		 a.cfg.ember_protocol ? "ember protocol" : "OTLP Profiles", a.cfg.project, a.host_name);
 
 	a.interval_start_ms = now_unix_ms();
 	uint64_t next_report = now_mono_ns() + (uint64_t)a.cfg.reporter_interval_ms * 1000000ull;

@@ -2,6 +2,7 @@
 #include "reporter.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "otlp_export.h"
 #include "sendq.h"
 #include "session.h"
 #include "util.h"
@@ -45,6 +47,8 @@ struct reporter {
 	struct session sess;
 	uint64_t session_serial;
 	size_t max_session_bytes;
+	bool otlp;          /* OTLP Profiles instead of protocol version 2 */
+	char otlp_path[512];
 };
 
 static void pending_free(struct pending *p)
@@ -62,7 +66,7 @@ static void drop_pending(void *ctx, void *data)
 {
 	struct reporter *r = ctx;
 	struct pending *p = data;
-	if (p->enc)
+	if (p->enc && !r->otlp)
 		r->session_dirty = true;
 	pending_free(p);
 }
@@ -95,8 +99,22 @@ static void new_session(struct reporter *r)
 /* Encodes p in the current session unless it already is. Returns 0/-1. */
 static int encode(struct reporter *r, struct pending *p, struct buf *why)
 {
-	if (p->enc && p->session_serial == r->session_serial)
+	if (p->enc && (r->otlp || p->session_serial == r->session_serial))
 		return 0;
+	if (r->otlp) {
+		uint64_t t0 = now_mono_ns();
+		struct buf out = { 0 };
+		if (otlp_encode(p->b, &p->meta, &out) < 0) {
+			buf_free(&out);
+			buf_puts(why, "encoding failed");
+			return -1;
+		}
+		p->enc = buf_steal(&out, &p->enc_len);
+		pthread_mutex_lock(&r->lock);
+		r->stats.encode_ns += now_mono_ns() - t0;
+		pthread_mutex_unlock(&r->lock);
+		return 0;
+	}
 	pthread_mutex_lock(&r->lock);
 	bool dirty = r->session_dirty;
 	r->session_dirty = false;
@@ -109,6 +127,7 @@ static int encode(struct reporter *r, struct pending *p, struct buf *why)
 	uint64_t t0 = now_mono_ns();
 	struct buf out = { 0 };
 	p->fresh = r->sess.batches == 0;
+	size_t st0 = r->sess.sent_strings, fr0 = r->sess.sent_frames, sk0 = r->sess.sent_stacks;
 	if (session_encode(&r->sess, p->b, &p->meta, &out) < 0) {
 		buf_free(&out);
 		buf_puts(why, "encoding failed");
@@ -116,6 +135,9 @@ static int encode(struct reporter *r, struct pending *p, struct buf *why)
 	}
 	p->enc = buf_steal(&out, &p->enc_len);
 	p->session_serial = r->session_serial;
+	log_debug("batch %llu: %zu bytes for %zu sample rows; defines %zu strings, %zu frames, %zu stacks",
+		  (unsigned long long)p->meta.sequence, p->enc_len, p->b->nsamples,
+		  r->sess.sent_strings - st0, r->sess.sent_frames - fr0, r->sess.sent_stacks - sk0);
 	pthread_mutex_lock(&r->lock);
 	r->stats.encode_ns += now_mono_ns() - t0;
 	r->stats.session_bytes = session_memory(&r->sess);
@@ -131,8 +153,10 @@ static enum outcome deliver(struct reporter *r, struct pending *p, struct buf *w
 	if (encode(r, p, why) < 0)
 		return DROP;
 	struct buf resp = { 0 };
-	int status = http_send(r->http, "POST", "/ingest/v2/batch", "application/x-protobuf",
-			       "zstd", p->enc, p->enc_len, &resp, why);
+	int status = r->otlp ? http_send(r->http, "POST", r->otlp_path, "application/x-protobuf",
+					 "gzip", p->enc, p->enc_len, &resp, why)
+			     : http_send(r->http, "POST", "/ingest/v2/batch", "application/x-protobuf",
+					 "zstd", p->enc, p->enc_len, &resp, why);
 	enum outcome result;
 	if (status >= 200 && status < 300) {
 		result = DELIVERED;
@@ -243,10 +267,33 @@ static void *run(void *arg)
 	return NULL;
 }
 
+/* The OTLP path with ?project=, the name percent-encoded. */
+static void make_otlp_path(struct reporter *r, const char *project)
+{
+	static const char hexd[] = "0123456789ABCDEF";
+	size_t n = (size_t)snprintf(r->otlp_path, sizeof(r->otlp_path),
+				    "/v1development/profiles?project=");
+	for (const unsigned char *c = (const unsigned char *)project; *c && n + 4 < sizeof(r->otlp_path); c++) {
+		if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+		    *c == '-' || *c == '_' || *c == '.' || *c == '~') {
+			r->otlp_path[n++] = (char)*c;
+		} else {
+			r->otlp_path[n++] = '%';
+			r->otlp_path[n++] = hexd[*c >> 4];
+			r->otlp_path[n++] = hexd[*c & 15];
+		}
+	}
+	r->otlp_path[n] = '\0';
+}
+
 struct reporter *reporter_start(const struct http_opts *opts, size_t max_queue_bytes,
-				size_t max_session_bytes)
+				size_t max_session_bytes, const char *otlp_project)
 {
 	struct reporter *r = xcalloc(1, sizeof(*r));
+	if (otlp_project) {
+		r->otlp = true;
+		make_otlp_path(r, otlp_project);
+	}
 	r->http = http_client_new(opts);
 	if (!r->http) {
 		free(r);

@@ -45,8 +45,11 @@ struct reporter_stats {
 
 struct reporter;
 
+/* With otlp_project set, batches go as OTLP Profiles (otlp_export.h) to
+ * /v1development/profiles?project=otlp_project instead: no session, the
+ * same queue, retries and answers (a 409 is retried like a 5xx). */
 struct reporter *reporter_start(const struct http_opts *opts, size_t max_queue_bytes,
-				size_t max_session_bytes);
+				size_t max_session_bytes, const char *otlp_project);
 /* Takes ownership of b (a finished batch, allocated with xmalloc and
  * batch_init). meta's strings must outlive the reporter. */
 void reporter_enqueue(struct reporter *r, struct batch *b, const struct batch_meta *meta);

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# protocol_compare - what ember's session protocol (version 2) saves over
+# OTLP Profiles, on the wire and in the agent. Profiles the same workload
+# set twice for DURATION seconds each (default 300), once with the
+# default -ember-protocol=true and once with -ember-protocol=false (OTLP
+# Profiles over HTTP, gzip, as OpenTelemetry's eBPF profiler sends), at
+# RATE Hz (default 97: on this 2-CPU host about the samples per second of
+# a 16-core host at ember's default 19 Hz). The workload set: C, C++,
+# Rust and Go programs with distinct call paths, a shell loop spawning
+# short-lived processes, and a Python loop, all at once.
+# Reports per protocol: samples stored, bytes on the wire per sample
+# (request bodies as sent, from the server's ember_ingest_bytes_total,
+# start-up included), agent CPU per sample over the measured window
+# (all threads, schedstat), of which encoding (the agent's encode_ms), and
+# the ratios. Needs root.
+# usage: bench/protocol_compare.sh [DURATION] [RATE]
+set -eu
+cd "$(dirname "$0")/.."
+duration=${1:-300}
+rate=${2:-97}
+tmp=$(mktemp -d /tmp/ember-bench-XXXXXX)
+cleanup() {
+  [ -n "${agent:-}" ] && kill -TERM "$agent" 2>/dev/null && wait "$agent" 2>/dev/null
+  [ -n "${server:-}" ] && kill -TERM "$server" 2>/dev/null && wait "$server" 2>/dev/null
+  pkill -f "$tmp/loop" 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%d\n", s}'; }
+metric() { curl -fs "http://127.0.0.1:$port/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
+
+cat > "$tmp/loop.sh" <<'SH'
+#!/bin/sh
+end=$(($(date +%s) + $1))
+while [ "$(date +%s)" -lt "$end" ]; do ls -R /usr/share/doc > /dev/null; sha256sum /usr/bin/* > /dev/null 2>&1; done
+SH
+cat > "$tmp/loop.py" <<'PY'
+import sys, time, json
+end = time.time() + float(sys.argv[1])
+def build(n): return [{"k": i, "v": str(i) * 3} for i in range(n)]
+while time.time() < end:
+    json.loads(json.dumps(build(2000)))
+    sorted(str(i) for i in range(5000))
+PY
+chmod +x "$tmp/loop.sh"
+
+run() { # protocol-flag name
+  port=$(/usr/bin/python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
+  rm -rf "$tmp/data"
+  build/bin/ember-server --listen "127.0.0.1:$port" --data-dir "$tmp/data" 2>"$tmp/server-$2.log" &
+  server=$!
+  for _ in $(seq 50); do curl -fs "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
+  build/bin/ember-agent -collection-agent="127.0.0.1:$port" -disable-tls \
+    -on-cpu-sampling-rate="$rate" -ember-protocol="$1" 2>"$tmp/agent-$2.log" &
+  agent=$!
+  sleep 5
+  local secs=$((duration + 10)) pids=()
+  build/workloads/unwind_cpp "$secs" >/dev/null & pids+=($!)
+  build/workloads/unwind_c chain "$secs" >/dev/null & pids+=($!)
+  build/workloads/unwind_rust "$secs" >/dev/null & pids+=($!)
+  build/workloads/unwind_go "$secs" >/dev/null & pids+=($!)
+  build/workloads/symbols_cpp "$secs" >/dev/null & pids+=($!)
+  "$tmp/loop.sh" "$secs" & pids+=($!)
+  /usr/bin/python3 "$tmp/loop.py" "$secs" & pids+=($!)
+  sleep 5 # the workloads' files are read once; the window is steady state
+  local t0 t1 start_ms end_ms
+  t0=$(cpu_ns "$agent")
+  start_ms=$(($(date +%s%N) / 1000000))
+  sleep "$duration"
+  end_ms=$(($(date +%s%N) / 1000000))
+  t1=$(cpu_ns "$agent")
+  wait "${pids[@]}" || true
+  kill -TERM "$agent"; wait "$agent" || true; agent=
+  local window
+  window=$(curl -fs -X POST "http://127.0.0.1:$port/public/api/v1/project/00000000-0000-0000-0000-000000000000/flamegraph/json" \
+    -d "{\"filter\":{\"start_ts\":$start_ms,\"end_ts\":$end_ms}}" |
+    /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["total"])')
+  local enc
+  enc=$(grep -o 'encode_ms=[0-9]*' "$tmp/agent-$2.log" | tail -1 | cut -d= -f2)
+  echo "$2 $(metric ember_ingest_samples_total) $(metric ember_ingest_bytes_total) $window $((t1 - t0)) $enc" >> "$tmp/results"
+  kill -TERM "$server"; wait "$server" || true; server=
+}
+
+run true ember
+run false otlp
+/usr/bin/python3 - "$duration" "$rate" "$tmp/results" <<'PY'
+import sys
+duration, rate, path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+rows = {}
+for line in open(path):
+    name, samples, byts, window, cpu_ns, enc_ms = line.split()
+    rows[name] = dict(samples=int(samples), bytes=int(byts), window=int(window),
+                      cpu_ns=int(cpu_ns), enc_ms=int(enc_ms or 0))
+print(f"workload set for {duration} s at {rate} Hz, once per protocol")
+for name, r in rows.items():
+    print(f"{name:6s} samples {r['samples']:8d}  wire {r['bytes'] / r['samples']:7.2f} bytes/sample "
+          f"({r['bytes'] / 1024:.0f} KiB)  agent CPU {r['cpu_ns'] / max(r['window'], 1) / 1000:6.2f} us/sample "
+          f"in the window ({r['window']} samples), encoding {1e3 * r['enc_ms'] / r['samples']:.2f} us/sample")
+e, o = rows["ember"], rows["otlp"]
+print(f"OTLP / ember: {(o['bytes'] / o['samples']) / (e['bytes'] / e['samples']):.1f}x the bytes per sample, "
+      f"{(o['cpu_ns'] / o['window']) / (e['cpu_ns'] / e['window']):.2f}x the agent CPU per sample, "
+      f"{(o['enc_ms'] / o['samples']) / max(e['enc_ms'] / e['samples'], 1e-9):.1f}x the encoding CPU per sample")
+PY
