@@ -127,7 +127,7 @@ static int encode(struct reporter *r, struct pending *p, struct buf *why)
 	uint64_t t0 = now_mono_ns();
 	struct buf out = { 0 };
 	p->fresh = r->sess.batches == 0;
-	size_t st0 = r->sess.sent_strings, fr0 = r->sess.sent_frames, sk0 = r->sess.sent_stacks;
+	size_t st0 = r->sess.sent_strings, fr0 = r->sess.sent_frames, sk0 = r->sess.sent_nodes;
 	if (session_encode(&r->sess, p->b, &p->meta, &out) < 0) {
 		buf_free(&out);
 		buf_puts(why, "encoding failed");
@@ -135,9 +135,9 @@ static int encode(struct reporter *r, struct pending *p, struct buf *why)
 	}
 	p->enc = buf_steal(&out, &p->enc_len);
 	p->session_serial = r->session_serial;
-	log_debug("batch %llu: %zu bytes for %zu sample rows; defines %zu strings, %zu frames, %zu stacks",
+	log_debug("batch %llu: %zu bytes for %zu sample rows; defines %zu strings, %zu frames, %zu stack nodes",
 		  (unsigned long long)p->meta.sequence, p->enc_len, p->b->nsamples,
-		  r->sess.sent_strings - st0, r->sess.sent_frames - fr0, r->sess.sent_stacks - sk0);
+		  r->sess.sent_strings - st0, r->sess.sent_frames - fr0, r->sess.sent_nodes - sk0);
 	pthread_mutex_lock(&r->lock);
 	r->stats.encode_ns += now_mono_ns() - t0;
 	r->stats.session_bytes = session_memory(&r->sess);

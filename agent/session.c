@@ -1,6 +1,7 @@
 /* session.c - see session.h. */
 #include "session.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,12 +19,17 @@ void session_init(struct session *s)
 void session_free(struct session *s)
 {
 	batch_free(&s->dict);
+	free(s->node_parent);
+	free(s->node_frame);
+	hmap_free(&s->node_index);
 }
 
 void session_reset(struct session *s)
 {
 	batch_reset(&s->dict);
-	s->sent_strings = s->sent_files = s->sent_frames = s->sent_stacks = s->sent_res = 0;
+	s->nnodes = 0;
+	hmap_clear(&s->node_index);
+	s->sent_strings = s->sent_files = s->sent_frames = s->sent_nodes = s->sent_res = 0;
 	s->batches = 0;
 	s->resets++;
 	uuid_v4(s->id);
@@ -31,17 +37,53 @@ void session_reset(struct session *s)
 
 size_t session_memory(const struct session *s)
 {
-	return batch_memory(&s->dict);
+	return batch_memory(&s->dict) + s->capnodes * 2 * sizeof(uint32_t) +
+	       (s->node_index.mask ? (s->node_index.mask + 1) * 12 : 0);
+}
+
+struct node_key {
+	const struct session *s;
+	uint32_t parent, frame;
+};
+
+static bool eq_node(const void *ctx, uint32_t idx)
+{
+	const struct node_key *k = ctx;
+	return k->s->node_parent[idx] == k->parent && k->s->node_frame[idx] == k->frame;
+}
+
+/* The node of frame under parent (a node id + 1, 0 = none), added when new. */
+static uint32_t node(struct session *s, uint32_t parent, uint32_t frame)
+{
+	uint64_t h = hash_u64((uint64_t)parent << 32 | frame);
+	struct node_key k = { s, parent, frame };
+	uint32_t idx;
+	if (hmap_find(&s->node_index, h, eq_node, &k, &idx))
+		return idx;
+	if (s->nnodes + 1 > s->capnodes) {
+		size_t cap = s->capnodes;
+		xgrow((void **)&s->node_parent, &cap, s->nnodes + 1, sizeof(uint32_t));
+		size_t cap2 = s->capnodes;
+		xgrow((void **)&s->node_frame, &cap2, s->nnodes + 1, sizeof(uint32_t));
+		s->capnodes = cap;
+	}
+	idx = (uint32_t)s->nnodes++;
+	s->node_parent[idx] = parent;
+	s->node_frame[idx] = frame;
+	hmap_insert(&s->node_index, h, idx);
+	return idx;
 }
 
 /* The batch's tables translated to session ids; entries the session has
- * not seen are added to its dictionary (and so become definitions). */
+ * not seen are added to its dictionary (and so become definitions). A
+ * stack maps to its leaf node, UINT32_MAX for an empty stack. */
 struct idmap {
 	uint32_t *str, *file, *frame, *stack, *res;
 };
 
-static void map_batch(struct batch *d, const struct batch *b, struct idmap *m)
+static void map_batch(struct session *s, const struct batch *b, struct idmap *m)
 {
+	struct batch *d = &s->dict;
 	size_t ns = strtab_count(&b->strings);
 	m->str = xmalloc((ns ? ns : 1) * sizeof(uint32_t));
 	for (size_t i = 0; i < ns; i++)
@@ -67,11 +109,12 @@ static void map_batch(struct batch *d, const struct batch *b, struct idmap *m)
 	size_t cap = 0;
 	m->stack = xmalloc((b->nstacks + 1) * sizeof(uint32_t));
 	for (size_t i = 0; i < b->nstacks; i++) {
-		size_t n = b->stack_off[i + 1] - b->stack_off[i];
-		xgrow((void **)&tmp, &cap, n + 1, sizeof(uint32_t));
-		for (size_t j = 0; j < n; j++)
-			tmp[j] = m->frame[b->stack_ids[b->stack_off[i] + j]];
-		m->stack[i] = batch_stack(d, tmp, n);
+		uint32_t parent = 0, leaf = UINT32_MAX;
+		for (uint32_t j = b->stack_off[i]; j < b->stack_off[i + 1]; j++) {
+			leaf = node(s, parent, m->frame[b->stack_ids[j]]);
+			parent = leaf + 1;
+		}
+		m->stack[i] = leaf;
 	}
 	m->res = xmalloc((b->nres + 1) * sizeof(uint32_t));
 	for (size_t i = 0; i < b->nres; i++) {
@@ -93,12 +136,27 @@ static void idmap_free(struct idmap *m)
 	free(m->res);
 }
 
+/* Samples sorted by node, so the node deltas are small. */
+struct srow {
+	uint32_t node, res;
+	uint64_t value;
+	uint8_t kind;
+};
+
+static int cmp_row(const void *a, const void *b)
+{
+	const struct srow *x = a, *y = b;
+	if (x->node != y->node)
+		return x->node < y->node ? -1 : 1;
+	return x->res < y->res ? -1 : x->res > y->res;
+}
+
 int session_encode(struct session *s, const struct batch *b, const struct batch_meta *meta,
 		   struct buf *out)
 {
 	struct batch *d = &s->dict;
 	struct idmap m;
-	map_batch(d, b, &m);
+	map_batch(s, b, &m);
 
 	Ember__Ingest__V1__SessionBatch msg = EMBER__INGEST__V1__SESSION_BATCH__INIT;
 	msg.session = s->id;
@@ -153,17 +211,11 @@ int session_encode(struct session *s, const struct batch *b, const struct batch_
 		msg.frame_binaries[i] = f->binary;
 	}
 
-	size_t nst = d->nstacks - s->sent_stacks;
-	msg.stacks_base = (uint32_t)s->sent_stacks;
-	msg.n_stack_lengths = nst;
-	msg.stack_lengths = xmalloc((nst + 1) * sizeof(uint32_t));
-	for (size_t i = 0; i < nst; i++)
-		msg.stack_lengths[i] = d->stack_off[s->sent_stacks + i + 1] -
-				       d->stack_off[s->sent_stacks + i];
-	if (nst) {
-		msg.n_stack_frames = d->nstack_ids - d->stack_off[s->sent_stacks];
-		msg.stack_frames = d->stack_ids + d->stack_off[s->sent_stacks];
-	}
+	size_t nn = s->nnodes - s->sent_nodes;
+	msg.nodes_base = (uint32_t)s->sent_nodes;
+	msg.n_node_parents = msg.n_node_frames = nn;
+	msg.node_parents = s->node_parent + s->sent_nodes;
+	msg.node_frames = s->node_frame + s->sent_nodes;
 
 	size_t nr = d->nres - s->sent_res;
 	msg.resources_base = (uint32_t)s->sent_res;
@@ -176,19 +228,32 @@ int session_encode(struct session *s, const struct batch *b, const struct batch_
 		msg.resource_attributes = d->res_ids + d->res_off[s->sent_res];
 	}
 
-	size_t n = b->nsamples;
-	msg.n_sample_stacks = msg.n_sample_resources = msg.n_sample_kinds = msg.n_sample_values = n;
-	msg.sample_stacks = xmalloc((n + 1) * sizeof(uint32_t));
+	struct srow *rows = xmalloc((b->nsamples + 1) * sizeof(*rows));
+	size_t n = 0;
+	bool all_on_cpu = true;
+	for (size_t i = 0; i < b->nsamples; i++) {
+		const struct bsample *sm = &b->samples[i];
+		if (m.stack[sm->stack] == UINT32_MAX)
+			continue; /* an empty stack: nothing to show */
+		rows[n++] = (struct srow){ m.stack[sm->stack], m.res[sm->resource], sm->value, sm->kind };
+		all_on_cpu &= sm->kind == EK_ON_CPU;
+	}
+	qsort(rows, n, sizeof(*rows), cmp_row);
+	msg.n_sample_nodes = msg.n_sample_resources = msg.n_sample_values = n;
+	msg.n_sample_kinds = all_on_cpu ? 0 : n;
+	msg.sample_nodes = xmalloc((n + 1) * sizeof(uint32_t));
 	msg.sample_resources = xmalloc((n + 1) * sizeof(uint32_t));
 	msg.sample_kinds = xmalloc((n + 1) * sizeof(*msg.sample_kinds));
 	msg.sample_values = xmalloc((n + 1) * sizeof(uint64_t));
+	uint32_t prev = 0;
 	for (size_t i = 0; i < n; i++) {
-		const struct bsample *sm = &b->samples[i];
-		msg.sample_stacks[i] = m.stack[sm->stack];
-		msg.sample_resources[i] = m.res[sm->resource];
-		msg.sample_kinds[i] = (Ember__Ingest__V1__EventKind)sm->kind;
-		msg.sample_values[i] = sm->value;
+		msg.sample_nodes[i] = rows[i].node - prev;
+		prev = rows[i].node;
+		msg.sample_resources[i] = rows[i].res;
+		msg.sample_kinds[i] = (Ember__Ingest__V1__EventKind)rows[i].kind;
+		msg.sample_values[i] = rows[i].value;
 	}
+	free(rows);
 
 	size_t len = ember__ingest__v1__session_batch__get_packed_size(&msg);
 	uint8_t *raw = xmalloc(len + 1);
@@ -199,7 +264,7 @@ int session_encode(struct session *s, const struct batch *b, const struct batch_
 		s->sent_strings = ns;
 		s->sent_files = d->nfiles;
 		s->sent_frames = d->nframes;
-		s->sent_stacks = d->nstacks;
+		s->sent_nodes = s->nnodes;
 		s->sent_res = d->nres;
 		s->batches++;
 	}
@@ -211,9 +276,8 @@ int session_encode(struct session *s, const struct batch *b, const struct batch_
 	free(msg.frame_addresses);
 	free(msg.frame_names);
 	free(msg.frame_binaries);
-	free(msg.stack_lengths);
 	free(msg.resource_lengths);
-	free(msg.sample_stacks);
+	free(msg.sample_nodes);
 	free(msg.sample_resources);
 	free(msg.sample_kinds);
 	free(msg.sample_values);

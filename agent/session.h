@@ -1,6 +1,8 @@
 /* session.h - the agent's half of protocol version 2 (docs/protocol.md §2):
- * a session in which every string, file, frame, stack and resource is sent
- * once and then named by its session id.
+ * a session in which every string, file, frame, stack node and resource is
+ * sent once and then named by its session id. Stacks are paths in a tree
+ * of nodes (a frame under a parent node), so a new stack costs only the
+ * frames it does not share with stacks sent before.
  *
  * The session keeps, as a dictionary, everything it has sent so far,
  * numbered in the order it was sent. session_encode() translates one
@@ -27,9 +29,16 @@
 
 struct session {
 	char id[37];        /* UUID; a new one after every reset */
-	struct batch dict;  /* everything sent in this session, by session id */
+	/* Strings, files, frames and resources sent in this session, by
+	 * session id (its stacks are unused: the nodes below replace them). */
+	struct batch dict;
+	/* Stack nodes: node i is frame node_frame[i] under node
+	 * node_parent[i] - 1 (0: outermost). */
+	uint32_t *node_parent, *node_frame;
+	size_t nnodes, capnodes;
+	struct hmap node_index;
 	/* Table sizes the server has been sent (the next batch's bases). */
-	size_t sent_strings, sent_files, sent_frames, sent_stacks, sent_res;
+	size_t sent_strings, sent_files, sent_frames, sent_nodes, sent_res;
 	uint64_t batches;   /* batches encoded in this session */
 	uint64_t resets;    /* sessions started after the first */
 };

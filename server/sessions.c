@@ -56,7 +56,11 @@ struct sess {
 	size_t nfiles, capfiles;
 	struct sframe *frames;
 	size_t nframes, capframes;
-	struct runs stacks, res;
+	/* stack nodes: frame node_frame[i] under node node_parent[i] - 1 */
+	uint32_t *node_parent, *node_frame;
+	uint16_t *node_depth;
+	size_t nnodes, capnodes;
+	struct runs res;
 	/* While expanding a batch: mark[t][id] = stamp << 32 | batch index. */
 	uint64_t *mark[T_COUNT];
 	size_t capmark[T_COUNT];
@@ -83,8 +87,9 @@ static void sess_free(struct sess *s)
 	free(s->soff);
 	free(s->files);
 	free(s->frames);
-	free(s->stacks.ids);
-	free(s->stacks.off);
+	free(s->node_parent);
+	free(s->node_frame);
+	free(s->node_depth);
 	free(s->res.ids);
 	free(s->res.off);
 	for (int t = 0; t < T_COUNT; t++)
@@ -96,7 +101,7 @@ static void sess_free(struct sess *s)
 static size_t sess_bytes(const struct sess *s)
 {
 	size_t b = sizeof(*s) + s->sbytes.cap + s->capsoff * 4 + s->capfiles * sizeof(struct sfile) +
-		   s->capframes * sizeof(struct sframe) + (s->stacks.capids + s->stacks.capoff) * 4 +
+		   s->capframes * sizeof(struct sframe) + s->capnodes * 10 +
 		   (s->res.capids + s->res.capoff) * 4;
 	for (int t = 0; t < T_COUNT; t++)
 		b += s->capmark[t] * sizeof(uint64_t);
@@ -199,7 +204,7 @@ void sessions_get_stats(struct sessions *ss, struct sessions_stats *out)
 
 static bool all_bases_zero(const Ember__Ingest__V1__SessionBatch *m)
 {
-	return !m->strings_base && !m->files_base && !m->frames_base && !m->stacks_base &&
+	return !m->strings_base && !m->files_base && !m->frames_base && !m->nodes_base &&
 	       !m->resources_base;
 }
 
@@ -216,30 +221,22 @@ static int check_shape(const Ember__Ingest__V1__SessionBatch *m, struct buf *err
 		buf_puts(err, "frame_*: the frame arrays differ in length");
 		return -1;
 	}
-	size_t n = m->n_sample_stacks;
-	if (m->n_sample_resources != n || m->n_sample_kinds != n || m->n_sample_values != n) {
+	size_t n = m->n_sample_nodes;
+	if (m->n_sample_resources != n || (m->n_sample_kinds != n && m->n_sample_kinds != 0) ||
+	    m->n_sample_values != n) {
 		buf_puts(err, "sample_*: the sample arrays differ in length");
 		return -1;
 	}
+	if (m->n_node_parents != m->n_node_frames) {
+		buf_puts(err, "node_*: the node arrays differ in length");
+		return -1;
+	}
 	if (m->n_strings > MAX_TABLE || m->n_files > MAX_TABLE || nf > MAX_TABLE ||
-	    m->n_stack_lengths > MAX_TABLE || m->n_resource_lengths > MAX_TABLE || n > MAX_TABLE) {
+	    m->n_node_parents > MAX_TABLE || m->n_resource_lengths > MAX_TABLE || n > MAX_TABLE) {
 		buf_puts(err, "a table has more than 16M entries");
 		return -1;
 	}
 	uint64_t total = 0;
-	for (size_t i = 0; i < m->n_stack_lengths; i++) {
-		if (m->stack_lengths[i] > BATCH_MAX_STACK_DEPTH) {
-			buf_printf(err, "stack_lengths[%zu]: deeper than %u frames", i,
-				   BATCH_MAX_STACK_DEPTH);
-			return -1;
-		}
-		total += m->stack_lengths[i];
-	}
-	if (total != m->n_stack_frames) {
-		buf_puts(err, "stack_frames: does not hold the sum of stack_lengths ids");
-		return -1;
-	}
-	total = 0;
 	for (size_t i = 0; i < m->n_resource_lengths; i++) {
 		if (m->resource_lengths[i] % 2 || m->resource_lengths[i] > 2 * BATCH_MAX_ATTRIBUTES) {
 			buf_printf(err, "resource_lengths[%zu]: expected at most %u key/value pairs", i,
@@ -260,13 +257,13 @@ static int check_shape(const Ember__Ingest__V1__SessionBatch *m, struct buf *err
 }
 
 struct counts {
-	size_t ns, slen, nfiles, nframes, nstacks, nstack_ids, nres, nres_ids;
+	size_t ns, slen, nfiles, nframes, nnodes, nres, nres_ids;
 };
 
 static void save_counts(const struct sess *s, struct counts *c)
 {
-	*c = (struct counts){ s->ns, s->sbytes.len, s->nfiles, s->nframes, s->stacks.n,
-			      s->stacks.nids, s->res.n, s->res.nids };
+	*c = (struct counts){ s->ns, s->sbytes.len, s->nfiles, s->nframes, s->nnodes, s->res.n,
+			      s->res.nids };
 }
 
 static void restore_counts(struct sess *s, const struct counts *c)
@@ -275,8 +272,7 @@ static void restore_counts(struct sess *s, const struct counts *c)
 	s->sbytes.len = c->slen;
 	s->nfiles = c->nfiles;
 	s->nframes = c->nframes;
-	s->stacks.n = c->nstacks;
-	s->stacks.nids = c->nstack_ids;
+	s->nnodes = c->nnodes;
 	s->res.n = c->nres;
 	s->res.nids = c->nres_ids;
 }
@@ -300,7 +296,7 @@ static int append_definitions(struct sess *s, const Ember__Ingest__V1__SessionBa
 			      struct buf *err)
 {
 	if (s->ns + m->n_strings > MAX_TABLE || s->nfiles + m->n_files > MAX_TABLE ||
-	    s->nframes + m->n_frame_types > MAX_TABLE || s->stacks.n + m->n_stack_lengths > MAX_TABLE ||
+	    s->nframes + m->n_frame_types > MAX_TABLE || s->nnodes + m->n_node_parents > MAX_TABLE ||
 	    s->res.n + m->n_resource_lengths > MAX_TABLE) {
 		buf_puts(err, "the session would hold more than 16M entries in a table");
 		return -1;
@@ -355,17 +351,31 @@ static int append_definitions(struct sess *s, const Ember__Ingest__V1__SessionBa
 			.name = m->frame_names[i], .binary = m->frame_binaries[i], .type = (uint8_t)type,
 		};
 	}
-	const uint32_t *ids = m->stack_frames;
-	for (size_t i = 0; i < m->n_stack_lengths; i++) {
-		for (size_t j = 0; j < m->stack_lengths[i]; j++)
-			if (ids[j] >= s->nframes) {
-				buf_printf(err, "stacks[%zu]: a frame not defined in the session", i);
-				return -1;
-			}
-		runs_add(&s->stacks, ids, m->stack_lengths[i]);
-		ids += m->stack_lengths[i];
+	if (s->nnodes + m->n_node_parents > s->capnodes) {
+		size_t need = s->nnodes + m->n_node_parents, c1 = s->capnodes, c2 = c1;
+		xgrow((void **)&s->node_parent, &c1, need, sizeof(uint32_t));
+		xgrow((void **)&s->node_frame, &c2, need, sizeof(uint32_t));
+		c2 = s->capnodes;
+		xgrow((void **)&s->node_depth, &c2, need, sizeof(uint16_t));
+		s->capnodes = c1;
 	}
-	ids = m->resource_attributes;
+	for (size_t i = 0; i < m->n_node_parents; i++) {
+		uint32_t parent = m->node_parents[i], frame = m->node_frames[i];
+		if (parent > s->nnodes || frame >= s->nframes) {
+			buf_printf(err, "nodes[%zu]: parent or frame not defined in the session", i);
+			return -1;
+		}
+		unsigned depth = parent ? s->node_depth[parent - 1] + 1u : 1u;
+		if (depth > BATCH_MAX_STACK_DEPTH) {
+			buf_printf(err, "nodes[%zu]: deeper than %u frames", i, BATCH_MAX_STACK_DEPTH);
+			return -1;
+		}
+		s->node_parent[s->nnodes] = parent;
+		s->node_frame[s->nnodes] = frame;
+		s->node_depth[s->nnodes] = (uint16_t)depth;
+		s->nnodes++;
+	}
+	const uint32_t *ids = m->resource_attributes;
 	for (size_t i = 0; i < m->n_resource_lengths; i++) {
 		for (size_t j = 0; j < m->resource_lengths[i]; j++)
 			if (ids[j] >= s->ns || (j % 2 == 0 && ids[j] == 0)) {
@@ -396,7 +406,7 @@ static size_t table_size(const struct sess *s, int t)
 	case T_STR: return s->ns;
 	case T_FILE: return s->nfiles;
 	case T_FRAME: return s->nframes;
-	case T_STACK: return s->stacks.n;
+	case T_STACK: return s->nnodes;
 	default: return s->res.n;
 	}
 }
@@ -464,11 +474,13 @@ static void v1_free(struct v1 *v)
 static int expand(struct sess *s, const Ember__Ingest__V1__SessionBatch *m, struct v1 *v,
 		  struct buf *err)
 {
-	size_t n = m->n_sample_stacks;
+	size_t n = m->n_sample_nodes;
+	uint64_t node = 0;
 	for (size_t i = 0; i < n; i++) {
-		int kind = (int)m->sample_kinds[i];
-		if (m->sample_stacks[i] >= s->stacks.n || m->sample_resources[i] >= s->res.n) {
-			buf_printf(err, "samples[%zu]: stack or resource not defined in the session", i);
+		int kind = m->n_sample_kinds ? (int)m->sample_kinds[i] : EMBER__INGEST__V1__EVENT_KIND__ON_CPU;
+		node += m->sample_nodes[i];
+		if (node >= s->nnodes || m->sample_resources[i] >= s->res.n) {
+			buf_printf(err, "samples[%zu]: node or resource not defined in the session", i);
 			return -1;
 		}
 		if (kind <= 0 || kind > EMBER__INGEST__V1__EVENT_KIND__ALLOC) {
@@ -489,21 +501,22 @@ static int expand(struct sess *s, const Ember__Ingest__V1__SessionBatch *m, stru
 	use(&x, T_STR, 0); /* version 1 batches start with "" */
 	v->samples = xcalloc(n + 1, sizeof(*v->samples));
 	v->samplep = xmalloc((n + 1) * sizeof(*v->samplep));
+	node = 0;
 	for (size_t i = 0; i < n; i++) {
 		Ember__Ingest__V1__Sample *sm = &v->samples[i];
 		ember__ingest__v1__sample__init(sm);
-		sm->stack = use(&x, T_STACK, m->sample_stacks[i]);
+		node += m->sample_nodes[i];
+		sm->stack = use(&x, T_STACK, (uint32_t)node);
 		sm->resource = use(&x, T_RES, m->sample_resources[i]);
-		sm->kind = m->sample_kinds[i];
+		sm->kind = m->n_sample_kinds ? m->sample_kinds[i] : EMBER__INGEST__V1__EVENT_KIND__ON_CPU;
 		sm->value = m->sample_values[i];
 		v->samplep[i] = sm;
 	}
 	size_t nids = 0;
 	for (size_t i = 0; i < x.l[T_STACK].n; i++) {
-		uint32_t st = x.l[T_STACK].v[i];
-		for (uint32_t j = s->stacks.off[st]; j < s->stacks.off[st + 1]; j++)
-			use(&x, T_FRAME, s->stacks.ids[j]);
-		nids += s->stacks.off[st + 1] - s->stacks.off[st];
+		for (uint32_t nd = x.l[T_STACK].v[i] + 1; nd; nd = s->node_parent[nd - 1])
+			use(&x, T_FRAME, s->node_frame[nd - 1]);
+		nids += s->node_depth[x.l[T_STACK].v[i]];
 	}
 	for (size_t i = 0; i < x.l[T_RES].n; i++) {
 		uint32_t r = x.l[T_RES].v[i];
@@ -583,13 +596,15 @@ static int expand(struct sess *s, const Ember__Ingest__V1__SessionBatch *m, stru
 	v->stacks = xcalloc(l->n + 1, sizeof(*v->stacks));
 	v->stackp = xmalloc((l->n + 1) * sizeof(*v->stackp));
 	for (size_t i = 0; i < l->n; i++) {
-		uint32_t st = l->v[i];
 		Ember__Ingest__V1__Stack *o = &v->stacks[i];
 		ember__ingest__v1__stack__init(o);
 		o->frames = ids;
-		for (uint32_t j = s->stacks.off[st]; j < s->stacks.off[st + 1]; j++)
-			*ids++ = (uint32_t)s->mark[T_FRAME][s->stacks.ids[j]];
-		o->n_frames = (size_t)(ids - o->frames);
+		o->n_frames = s->node_depth[l->v[i]];
+		/* From the leaf up, written from the end: outermost first. */
+		size_t k = o->n_frames;
+		for (uint32_t nd = l->v[i] + 1; nd; nd = s->node_parent[nd - 1])
+			o->frames[--k] = (uint32_t)s->mark[T_FRAME][s->node_frame[nd - 1]];
+		ids += o->n_frames;
 		v->stackp[i] = o;
 	}
 	b->n_stacks = l->n;
@@ -686,7 +701,7 @@ int sessions_ingest(struct sessions *ss, const Ember__Ingest__V1__SessionBatch *
 	} else if (s->last_seq && m->sequence <= s->last_seq) {
 		rc = SESSION_SEEN;
 	} else if (m->strings_base != s->ns || m->files_base != s->nfiles ||
-		   m->frames_base != s->nframes || m->stacks_base != s->stacks.n ||
+		   m->frames_base != s->nframes || m->nodes_base != s->nnodes ||
 		   m->resources_base != s->res.n) {
 		buf_printf(err, "session %s is out of step (a batch was lost): start a new one",
 			   s->id);

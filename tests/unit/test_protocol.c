@@ -290,7 +290,7 @@ static void test_hostile_batches(void **state)
 	Ember__Ingest__V1__FrameType types[] = { EMBER__INGEST__V1__FRAME_TYPE__NATIVE };
 	uint32_t ffile[] = { 0 }, fname[] = { 1 }, fbin[] = { 2 };
 	uint64_t faddr[] = { 0 };
-	uint32_t slen[] = { 1 }, sframes[] = { 0 };
+	uint32_t nparent[] = { 0 }, nframe[] = { 0 };
 	uint32_t rlen[] = { 2 }, rattr[] = { 3, 2 };
 	uint32_t sst[] = { 0 }, sres[] = { 0 };
 	Ember__Ingest__V1__EventKind skind[] = { EMBER__INGEST__V1__EVENT_KIND__ON_CPU };
@@ -312,17 +312,16 @@ static void test_hostile_batches(void **state)
 	good.frame_addresses = faddr;
 	good.frame_names = fname;
 	good.frame_binaries = fbin;
-	good.n_stack_lengths = 1;
-	good.stack_lengths = slen;
-	good.n_stack_frames = 1;
-	good.stack_frames = sframes;
+	good.n_node_parents = good.n_node_frames = 1;
+	good.node_parents = nparent;
+	good.node_frames = nframe;
 	good.n_resource_lengths = 1;
 	good.resource_lengths = rlen;
 	good.n_resource_attributes = 2;
 	good.resource_attributes = rattr;
-	good.n_sample_stacks = good.n_sample_resources = good.n_sample_kinds =
+	good.n_sample_nodes = good.n_sample_resources = good.n_sample_kinds =
 		good.n_sample_values = 1;
-	good.sample_stacks = sst;
+	good.sample_nodes = sst;
 	good.sample_resources = sres;
 	good.sample_kinds = skind;
 	good.sample_values = sval;
@@ -345,9 +344,12 @@ static void test_hostile_batches(void **state)
 	uint32_t badname[] = { 9 };
 	BAD(m.frame_names = badname, "not defined");
 	uint32_t badframe[] = { 5 };
-	BAD(m.stack_frames = badframe, "not defined");
-	uint32_t badstack[] = { 1 };
-	BAD(m.sample_stacks = badstack, "not defined");
+	BAD(m.node_frames = badframe, "not defined");
+	uint32_t badparent[] = { 2 };
+	BAD(m.node_parents = badparent, "not defined");
+	BAD(m.n_node_frames = 0, "node");
+	uint32_t badnode[] = { 1 };
+	BAD(m.sample_nodes = badnode, "not defined");
 	uint32_t oddlen[] = { 1 };
 	BAD(m.resource_lengths = oddlen, "pairs");
 	uint32_t emptykey[] = { 0, 2 };
@@ -358,12 +360,17 @@ static void test_hostile_batches(void **state)
 	BAD(m.sample_values = zero, "value");
 	Ember__Ingest__V1__FrameType badtype[] = { 99 };
 	BAD(m.frame_types = badtype, "frame type");
-	uint32_t deep[] = { 5000 };
-	BAD(m.stack_lengths = deep, "deeper");
 	BAD(m.sample_rate_hz = 0, "sample_rate_hz");
 	BAD(m.project = "", "project");
 	assert_int_equal(k.calls, 0);
 
+	/* A chain of nodes deeper than a stack may be. */
+	uint32_t *chain_p = xmalloc(4097 * sizeof(uint32_t)), *chain_f = xcalloc(4097, sizeof(uint32_t));
+	for (uint32_t i = 0; i < 4097; i++)
+		chain_p[i] = i;
+	BAD((m.node_parents = chain_p, m.node_frames = chain_f, m.n_node_parents = m.n_node_frames = 4097), "deeper");
+	free(chain_p);
+	free(chain_f);
 	/* After all that, the session still takes its first batch. */
 	assert_int_equal(sessions_ingest(ss, &good, T0, sink_store, &k, &err), 0);
 	assert_int_equal(k.calls, 1);
@@ -371,10 +378,11 @@ static void test_hostile_batches(void **state)
 	m = good;
 	m.sequence = 2;
 	m.strings_base = 4;
-	m.frames_base = m.stacks_base = m.resources_base = 1;
+	m.frames_base = m.nodes_base = m.resources_base = 1;
 	m.n_strings = m.n_frame_types = m.n_frame_files = m.n_frame_addresses = m.n_frame_names =
-		m.n_frame_binaries = m.n_stack_lengths = m.n_stack_frames = m.n_resource_lengths =
+		m.n_frame_binaries = m.n_node_parents = m.n_node_frames = m.n_resource_lengths =
 			m.n_resource_attributes = 0;
+	m.n_sample_kinds = 0; /* all on-CPU */
 	m.project = "other";
 	buf_reset(&err);
 	assert_int_equal(sessions_ingest(ss, &m, T0, sink_store, &k, &err), SESSION_INVALID);
