@@ -70,7 +70,32 @@ static uint32_t user_frame(struct collector *c, struct proc *p, uint64_t addr, u
 	return batch_frame(c->batch, &f);
 }
 
+void collector_set_batch(struct collector *c, struct batch *b)
+{
+	c->batch = b;
+	if (++c->batch_gen == 0) { /* wrapped: no entry may look current */
+		memset(c->res_cache, 0, sizeof(c->res_cache));
+		memset(c->kframe_cache, 0, sizeof(c->kframe_cache));
+		c->batch_gen = 1;
+	}
+}
+
+static uint32_t kernel_frame_uncached(struct collector *c, uint64_t addr);
+
 static uint32_t kernel_frame(struct collector *c, uint64_t addr)
+{
+	size_t slot = (size_t)(hash_u64(addr) & (ARRAY_SIZE(c->kframe_cache) - 1));
+	if (c->batch_gen && c->kframe_cache[slot].gen == c->batch_gen &&
+	    c->kframe_cache[slot].addr == addr)
+		return c->kframe_cache[slot].frame;
+	uint32_t f = kernel_frame_uncached(c, addr);
+	c->kframe_cache[slot].gen = c->batch_gen;
+	c->kframe_cache[slot].addr = addr;
+	c->kframe_cache[slot].frame = f;
+	return f;
+}
+
+static uint32_t kernel_frame_uncached(struct collector *c, uint64_t addr)
 {
 	const char *module = NULL;
 	const char *name = kallsyms_lookup(c->ksyms, addr, &module);
@@ -161,6 +186,14 @@ void collect_sample(struct collector *c, const void *data, size_t size, uint64_t
 	c->stats.frames += nu + nk;
 	c->stats.samples++;
 
+	uint32_t st = batch_stack(c->batch, stack, n);
+	size_t slot = (size_t)(hash_mix(hash_u64(s->pid), hash_bytes(comm, strlen(comm))) &
+			       (ARRAY_SIZE(c->res_cache) - 1));
+	if (c->batch_gen && c->res_cache[slot].gen == c->batch_gen && c->res_cache[slot].pid == s->pid &&
+	    strcmp(c->res_cache[slot].comm, comm) == 0) {
+		batch_add(c->batch, st, c->res_cache[slot].res, EK_ON_CPU, 1);
+		return;
+	}
 	char pid[16];
 	snprintf(pid, sizeof(pid), "%u", s->pid);
 	uint32_t kv[16] = {
@@ -180,6 +213,9 @@ void collect_sample(struct collector *c, const void *data, size_t size, uint64_t
 			kv[nkv++] = str(c, host_attrs[i][1]);
 		}
 	uint32_t res = batch_resource(c->batch, kv, nkv);
-	uint32_t st = batch_stack(c->batch, stack, n);
+	c->res_cache[slot].gen = c->batch_gen;
+	c->res_cache[slot].pid = s->pid;
+	memcpy(c->res_cache[slot].comm, comm, strlen(comm) + 1);
+	c->res_cache[slot].res = res;
 	batch_add(c->batch, st, res, EK_ON_CPU, 1);
 }

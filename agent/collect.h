@@ -45,10 +45,25 @@ struct collector {
 	const char *cluster_name, *host_type, *host_id;
 	uint64_t ns_per_tick; /* to convert start times to /proc clock ticks */
 	struct collector_stats stats;
+	/* Per-batch caches (valid while gen matches batch_gen): the resource
+	 * of a (pid, thread name) and the frame of a kernel address, so a
+	 * sample costs no string interning once its thread and kernel frames
+	 * were seen in the interval. */
+	uint32_t batch_gen; /* bumped by collector_set_batch; 0 = no caching */
+	struct {
+		uint32_t gen, pid, res;
+		char comm[17];
+	} res_cache[256];
+	struct {
+		uint32_t gen, frame;
+		uint64_t addr;
+	} kframe_cache[1024];
 };
 
 struct oncpu_sample;
 
+/* Makes b the batch samples go to (the caches start over). */
+void collector_set_batch(struct collector *c, struct batch *b);
 /* Adds the sample (size bytes as read from the ring buffer) to the batch. */
 void collect_sample(struct collector *c, const void *sample, size_t size, uint64_t now_ns);
 

@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "flags.h"
 #include "util.h"
@@ -17,6 +18,8 @@ static const struct flag_def defs[] = {
 	  "send to the server over plain HTTP" },
 	{ "insecure", FLAG_BOOL, "false", OFF(insecure), 0, 0,
 	  "use TLS but do not verify the server's certificate" },
+	{ "tls-ca-file", FLAG_STRING, "", OFF(tls_ca_file), 0, 0,
+	  "PEM file of the CA certificates to trust for the server (default: the system's)" },
 	{ "project", FLAG_STRING, "default", OFF(project), 0, 0,
 	  "project the samples belong to (created on the server when new)" },
 	{ "auth-token", FLAG_STRING, "", OFF(auth_token), 0, 0, "bearer token sent to the server" },
@@ -71,6 +74,10 @@ int agent_config_load(struct agent_config *cfg, int argc, char **argv, char **en
 	    port == 0 || port > 65535 || strpbrk(cfg->collection_agent, "/ ?#@")) {
 		buf_printf(err, "-collection-agent: expected host:port, got \"%s\"",
 			   cfg->collection_agent);
+		return -1;
+	}
+	if (*cfg->tls_ca_file && access(cfg->tls_ca_file, R_OK) != 0) {
+		buf_printf(err, "-tls-ca-file: cannot read \"%s\"", cfg->tls_ca_file);
 		return -1;
 	}
 	if (cfg->insecure && cfg->disable_tls) {

@@ -14,6 +14,7 @@ struct agent_config {
 	char *collection_agent;     /* host:port of ember-server */
 	bool disable_tls;
 	bool insecure;
+	char *tls_ca_file;          /* CAs to trust, "" = the system's */
 	char *project;
 	char *auth_token;
 	char *cluster_name;         /* cluster.name of every sample, or "" */

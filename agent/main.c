@@ -133,7 +133,7 @@ static void flush_batch(struct agent *a)
 	reporter_enqueue(a->reporter, a->batch, &meta);
 	a->batch = xmalloc(sizeof(*a->batch));
 	batch_init(a->batch);
-	a->collector.batch = a->batch;
+	collector_set_batch(&a->collector, a->batch);
 	a->interval_start_ms = now;
 }
 
@@ -246,6 +246,7 @@ int main(int argc, char **argv, char **envp)
 		.disable_tls = a.cfg.disable_tls,
 		.insecure = a.cfg.insecure,
 		.auth_token = a.cfg.auth_token,
+		.ca_file = a.cfg.tls_ca_file,
 		.timeout_ms = 10000,
 	};
 	a.reporter = reporter_start(&hopts, SEND_QUEUE_BYTES, SESSION_MAX_BYTES,
@@ -277,6 +278,7 @@ int main(int argc, char **argv, char **envp)
 		.host_id = *a.cfg.machine_id ? a.cfg.machine_id : a.machine_id,
 		.ns_per_tick = ticks > 0 ? 1000000000ull / (uint64_t)ticks : 10000000ull,
 	};
+	collector_set_batch(&a.collector, a.batch);
 
 	if (oncpu_open(&a.oncpu, a.cfg.on_cpu_hz, UNWIND_ENTRIES, on_sample, &a, &err) < 0) {
 		log_error("%s", err.data);

@@ -13,6 +13,7 @@ struct http_client {
 	CURL *curl;
 	char *base;
 	char *auth_header;
+	char *ca_file;
 	long timeout_ms;
 	int insecure;
 	size_t max_response;
@@ -45,6 +46,8 @@ struct http_client *http_client_new(const struct http_opts *o)
 	}
 	c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 30000;
 	c->insecure = o->insecure;
+	if (o->ca_file && *o->ca_file)
+		c->ca_file = xstrdup(o->ca_file);
 	c->max_response = MAX_RESPONSE;
 	return c;
 }
@@ -79,6 +82,7 @@ void http_client_free(struct http_client *c)
 	curl_easy_cleanup(c->curl);
 	free(c->base);
 	free(c->auth_header);
+	free(c->ca_file);
 	free(c);
 }
 
@@ -138,6 +142,8 @@ int http_send(struct http_client *c, const char *method, const char *path,
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(h, CURLOPT_USERAGENT, "ember/0.1");
+	if (c->ca_file)
+		curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
 	if (c->insecure) {
 		curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
 		curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);

@@ -3,7 +3,8 @@
  *
  * The agent builds it from -collection-agent (http or https from
  * -disable-tls; -insecure skips certificate checks; -auth-token is sent as
- * a bearer token); the CLI from an endpoint URL and EMBER_SERVICE_TOKEN.
+ * a bearer token; -tls-ca-file names the CAs to trust); the CLI from an
+ * endpoint URL and EMBER_SERVICE_TOKEN.
  * Responses are capped (1 MiB by default).
  */
 #ifndef EMBER_HTTPC_H
@@ -20,6 +21,7 @@ struct http_opts {
 	int disable_tls;
 	int insecure;
 	const char *auth_token;
+	const char *ca_file;  /* CA certificates (PEM) to trust instead of the system's; NULL = system */
 	long timeout_ms;
 };
 

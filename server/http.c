@@ -5,6 +5,7 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -243,7 +244,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 }
 
 struct http_server *http_start(const char *addr, const struct route *routes, size_t nroutes,
-			       struct server *srv, struct buf *err)
+			       struct server *srv, const struct http_tls *tls, struct buf *err)
 {
 	const char *colon = strrchr(addr, ':');
 	if (!colon) {
@@ -277,7 +278,18 @@ struct http_server *http_start(const char *addr, const struct route *routes, siz
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
 	if (ai->ai_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
+	struct MHD_OptionItem tls_opts[] = {
+		{ MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)(uintptr_t)(tls ? tls->cert_pem : NULL) },
+		{ MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)(uintptr_t)(tls ? tls->key_pem : NULL) },
+		{ MHD_OPTION_END, 0, NULL },
+	};
+	if (tls) {
+		flags |= MHD_USE_TLS;
+	} else {
+		tls_opts[0].option = MHD_OPTION_END;
+	}
 	h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h,
+				MHD_OPTION_ARRAY, tls_opts,
 				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 				MHD_OPTION_SOCK_ADDR, ai->ai_addr,
 				MHD_OPTION_THREAD_POOL_SIZE, (unsigned)4,
@@ -287,7 +299,8 @@ struct http_server *http_start(const char *addr, const struct route *routes, siz
 				MHD_OPTION_END);
 	freeaddrinfo(ai);
 	if (!h->d) {
-		buf_printf(err, "cannot listen on %s (address in use, or not a local address?)", addr);
+		buf_printf(err, tls ? "cannot listen on %s over TLS (address in use, not a local address, or a certificate and key that do not match?)"
+				    : "cannot listen on %s (address in use, or not a local address?)", addr);
 		free(h);
 		return NULL;
 	}

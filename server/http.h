@@ -51,9 +51,15 @@ struct route {
 
 struct http_server;
 
-/* Starts listening on addr ("host:port"). Returns NULL with err set. */
+/* HTTPS: the server's certificate chain and private key, PEM. */
+struct http_tls {
+	const char *cert_pem, *key_pem;
+};
+
+/* Starts listening on addr ("host:port"), over TLS when tls is not NULL.
+ * Returns NULL with err set. */
 struct http_server *http_start(const char *addr, const struct route *routes, size_t nroutes,
-			       struct server *srv, struct buf *err);
+			       struct server *srv, const struct http_tls *tls, struct buf *err);
 void http_stop(struct http_server *h);
 
 const char *http_header(const struct http_req *req, const char *name);

@@ -4,6 +4,9 @@
  * POST /ingest/v1/symbols/missing and
  * PUT /ingest/v1/symbols/{file id}. */
 #include <jansson.h>
+#include <openssl/crypto.h>
+#include <stdbool.h>
+#include <strings.h>
 #include <string.h>
 
 #include "batch_decode.h"
@@ -20,6 +23,95 @@
 static void count(uint64_t *c, uint64_t v)
 {
 	__atomic_add_fetch(c, v, __ATOMIC_RELAXED);
+}
+
+#define MAX_TOKENS 1024
+#define MAX_TOKEN_LEN 4096
+
+static int add_token(struct server *srv, const char *t, size_t n, struct buf *err)
+{
+	while (n && (*t == ' ' || *t == '\t')) {
+		t++;
+		n--;
+	}
+	while (n && (t[n - 1] == ' ' || t[n - 1] == '\t' || t[n - 1] == '\r'))
+		n--;
+	if (!n)
+		return 0;
+	if (n > MAX_TOKEN_LEN || srv->ningest_tokens == MAX_TOKENS) {
+		buf_printf(err, "at most %d tokens of at most %d bytes", MAX_TOKENS, MAX_TOKEN_LEN);
+		return -1;
+	}
+	srv->ingest_tokens = xrealloc(srv->ingest_tokens,
+				      (srv->ningest_tokens + 1) * sizeof(*srv->ingest_tokens));
+	srv->ingest_tokens[srv->ningest_tokens++] = xstrndup(t, n);
+	return 0;
+}
+
+int ingest_tokens_load(struct server *srv, const char *spec, struct buf *err)
+{
+	char *file = NULL;
+	const char *list = spec;
+	char sep = ',';
+	if (spec[0] == '@') {
+		size_t n;
+		int rc = read_file(spec + 1, 1 << 20, &file, &n);
+		if (rc < 0) {
+			buf_printf(err, "cannot read %s: %s", spec + 1, strerror(-rc));
+			return -1;
+		}
+		list = file;
+		sep = '\n';
+	}
+	for (const char *p = list; *p;) {
+		const char *e = strchr(p, sep);
+		size_t n = e ? (size_t)(e - p) : strlen(p);
+		if (add_token(srv, p, n, err) < 0) {
+			free(file);
+			return -1;
+		}
+		p += n + (e ? 1 : 0);
+	}
+	free(file);
+	if (spec[0] == '@' && !srv->ningest_tokens) {
+		buf_printf(err, "%s holds no token", spec + 1);
+		return -1;
+	}
+	return 0;
+}
+
+void ingest_tokens_free(struct server *srv)
+{
+	for (size_t i = 0; i < srv->ningest_tokens; i++)
+		free(srv->ingest_tokens[i]);
+	free(srv->ingest_tokens);
+	srv->ingest_tokens = NULL;
+	srv->ningest_tokens = 0;
+}
+
+/* With --ingest-tokens, the request must carry one of them as a bearer
+ * token (compared in constant time); else 401 and false. */
+static bool authorized(struct server *srv, const struct http_req *req, struct http_resp *resp)
+{
+	if (!srv->ningest_tokens)
+		return true;
+	const char *h = http_header(req, "Authorization");
+	if (h && strncasecmp(h, "Bearer ", 7) == 0) {
+		const char *t = h + 7;
+		size_t n = strlen(t);
+		bool ok = false;
+		for (size_t i = 0; i < srv->ningest_tokens; i++) {
+			const char *want = srv->ingest_tokens[i];
+			size_t wn = strlen(want);
+			ok |= wn == n && CRYPTO_memcmp(want, t, n) == 0;
+		}
+		if (ok)
+			return true;
+	}
+	count(&srv->counters.ingest_unauthorized, 1);
+	http_error(resp, 401, h ? "the bearer token is not one this server accepts (--ingest-tokens)"
+				: "this server needs a bearer token (the agent's -auth-token)");
+	return false;
 }
 
 /* Resolves the project of b and stores it. Returns store_append's result
@@ -88,6 +180,8 @@ static bool zstd_encoded(struct server *srv, const struct http_req *req, struct 
 
 void handle_ingest_batch(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
+	if (!authorized(srv, req, resp))
+		return;
 	if (!zstd_encoded(srv, req, resp))
 		return;
 	struct buf err = { 0 };
@@ -135,6 +229,8 @@ static int store_expanded(void *ctx, const Ember__Ingest__V1__Batch *b)
 void handle_ingest_session_batch(struct server *srv, const struct http_req *req,
 				 struct http_resp *resp)
 {
+	if (!authorized(srv, req, resp))
+		return;
 	if (!zstd_encoded(srv, req, resp))
 		return;
 	struct buf err = { 0 };
@@ -191,6 +287,8 @@ static int store_otlp(void *ctx, const Ember__Ingest__V1__Batch *b)
 
 void handle_otlp_profiles(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
+	if (!authorized(srv, req, resp))
+		return;
 	const char *ct = http_header(req, "Content-Type");
 	if (!ct || strncmp(ct, "application/x-protobuf", 22) != 0) {
 		count(&srv->counters.otlp_rejected, 1);
@@ -261,6 +359,8 @@ void handle_otlp_profiles(struct server *srv, const struct http_req *req, struct
 
 void handle_symbols_missing(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
+	if (!authorized(srv, req, resp))
+		return;
 	json_error_t jerr;
 	json_t *doc = json_loadb(req->body, req->body_len, 0, &jerr);
 	json_t *ids = doc ? json_object_get(doc, "file_ids") : NULL;
@@ -301,6 +401,8 @@ void handle_symbols_missing(struct server *srv, const struct http_req *req, stru
 
 void handle_symbols_put(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
+	if (!authorized(srv, req, resp))
+		return;
 	struct file_id id;
 	if (fileid_parse_hex(req->params[0], &id) < 0) {
 		http_error(resp, 400, "file id: expected %d hex digits", FILE_ID_HEX_LEN);

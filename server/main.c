@@ -26,6 +26,8 @@ struct server_config {
 	int64_t flush_after_ms;
 	int64_t compact_delay_ms;
 	uint64_t session_memory_mib;
+	char *tls_cert, *tls_key;
+	char *ingest_tokens;
 	int64_t session_idle_ms;
 	bool verbose;
 	bool json_log;
@@ -53,6 +55,11 @@ static const struct flag_def defs[] = {
 	  "write samples from memory into a block file once the oldest is this old" },
 	{ "compact-delay", FLAG_DURATION, "5m", OFF(compact_delay_ms), 0, 86400000,
 	  "how long late data for a past hour is gathered before that hour's block is rewritten" },
+	{ "tls-cert", FLAG_STRING, "", OFF(tls_cert), 0, 0,
+	  "PEM file of the server's certificate (chain): serve HTTPS (with --tls-key)" },
+	{ "tls-key", FLAG_STRING, "", OFF(tls_key), 0, 0, "PEM file of the certificate's private key" },
+	{ "ingest-tokens", FLAG_STRING, "", OFF(ingest_tokens), 0, 0,
+	  "bearer tokens agents must send (comma-separated, or @FILE with one per line); empty: no check" },
 	{ "session-memory", FLAG_UINT, "1024", OFF(session_memory_mib), 16, 1 << 20,
 	  "MiB of agent sessions (protocol version 2 dictionaries); the least recently used are forgotten beyond it" },
 	{ "session-idle", FLAG_DURATION, "30m", OFF(session_idle_ms), 10000, 7ULL * 86400000,
@@ -125,12 +132,43 @@ int main(int argc, char **argv, char **envp)
 		}
 		log_info("global symbolization from %s", cfg.debuginfod_urls);
 	}
-	http = http_start(cfg.listen, server_routes, server_route_count, &srv, &err);
+	char *cert = NULL, *key = NULL;
+	struct http_tls tls = { 0 };
+	if (*cfg.tls_cert || *cfg.tls_key) {
+		size_t n;
+		if (!*cfg.tls_cert || !*cfg.tls_key) {
+			log_error("--tls-cert and --tls-key: give both, or neither");
+			goto out;
+		}
+		int rc1 = read_file(cfg.tls_cert, 1 << 20, &cert, &n);
+		int rc2 = rc1 < 0 ? 0 : read_file(cfg.tls_key, 1 << 20, &key, &n);
+		if (rc1 < 0 || rc2 < 0) {
+			log_error("--tls-cert/--tls-key: cannot read %s: %s",
+				  rc1 < 0 ? cfg.tls_cert : cfg.tls_key, strerror(rc1 < 0 ? -rc1 : -rc2));
+			free(cert);
+			free(key);
+			goto out;
+		}
+		tls.cert_pem = cert;
+		tls.key_pem = key;
+	}
+	if (ingest_tokens_load(&srv, cfg.ingest_tokens, &err) < 0) {
+		log_error("--ingest-tokens: %s", err.data);
+		free(cert);
+		free(key);
+		goto out;
+	}
+	http = http_start(cfg.listen, server_routes, server_route_count, &srv, cert ? &tls : NULL,
+			  &err);
+	/* libmicrohttpd keeps its own copies. */
+	free(cert);
+	free(key);
 	if (!http) {
 		log_error("%s", err.data);
 		goto out;
 	}
-	log_info("ember-server listening on http://%s (data in %s)", cfg.listen, cfg.data_dir);
+	log_info("ember-server listening on %s://%s (data in %s)%s", tls.cert_pem ? "https" : "http",
+		 cfg.listen, cfg.data_dir, srv.ningest_tokens ? "; agents must send a token" : "");
 	int sig = 0;
 	sigwait(&stop, &sig);
 	log_info("received %s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
@@ -139,6 +177,7 @@ out:
 	http_stop(http);
 	fetcher_stop(srv.fetcher);
 	sessions_free(srv.sessions);
+	ingest_tokens_free(&srv);
 	projects_close(srv.projects);
 	symbols_close(srv.symbols);
 	store_close(srv.store);

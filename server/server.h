@@ -14,6 +14,7 @@ struct server_counters {
 	uint64_t ingest_batches, ingest_duplicates, ingest_rejected, ingest_failed;
 	uint64_t ingest_samples, ingest_bytes, ingest_resyncs;
 	uint64_t otlp_requests, otlp_rejected;
+	uint64_t ingest_unauthorized;
 	uint64_t symbols_uploaded, symbols_rejected;
 	uint64_t flamegraph_queries;
 	uint64_t queries; /* every query endpoint, the flamegraph included */
@@ -27,10 +28,17 @@ struct server {
 	struct symbols *symbols;
 	struct projects *projects;
 	struct sessions *sessions; /* protocol version 2 */
+	/* --ingest-tokens: what agents must send as bearer tokens (none: no check) */
+	char **ingest_tokens;
+	size_t ningest_tokens;
 	struct fetcher *fetcher; /* global symbolization; NULL when not configured */
 	struct server_counters counters;
 	int64_t started_ms;
 };
+
+/* Loads --ingest-tokens (server/ingest.c): "a,b,c" or "@FILE". */
+int ingest_tokens_load(struct server *srv, const char *spec, struct buf *err);
+void ingest_tokens_free(struct server *srv);
 
 struct route;
 /* The route table: ingest (server/ingest.c), API and UI (server/api.c). */

@@ -39,12 +39,13 @@ def wait_until(pred, timeout, interval=0.1, what="condition"):
         time.sleep(interval)
 
 
-def http(method, url, body=None, headers=None, timeout=30):
-    """Returns (status, body bytes); never raises for HTTP errors."""
+def http(method, url, body=None, headers=None, timeout=30, context=None):
+    """Returns (status, body bytes); never raises for HTTP errors. context:
+    an ssl.SSLContext for https URLs."""
     data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
+        with urllib.request.urlopen(req, timeout=timeout, context=context) as r:
             return r.status, r.read()
     except urllib.error.HTTPError as e:
         return e.code, e.read()
@@ -88,10 +89,13 @@ class Process:
 
 
 class Server(Process):
-    def __init__(self, data_dir, port=None, *flags):
+    def __init__(self, data_dir, port=None, *flags, ssl_context=None):
+        """ssl_context: the server serves HTTPS (flags name its certificate)
+        and is asked through this context."""
         self.port = port or free_port()
         self.data_dir = str(data_dir)
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.ssl = ssl_context
+        self.url = f"{'https' if ssl_context else 'http'}://127.0.0.1:{self.port}"
         super().__init__("ember-server", [os.path.join(BIN, "ember-server"), "--listen",
                                           f"127.0.0.1:{self.port}", "--data-dir", self.data_dir,
                                           *flags])
@@ -106,7 +110,7 @@ class Server(Process):
         if not self.running():
             raise AssertionError("ember-server exited:\n" + self.output())
         try:
-            status, body = http("GET", self.url + "/healthz", timeout=2)
+            status, body = http("GET", self.url + "/healthz", timeout=2, context=self.ssl)
             return status == 200 and body == b"ok\n"
         except OSError:
             return False
@@ -124,16 +128,18 @@ class Server(Process):
                 "synthetic_frames": list(synthetic)}
         body.update(extra)
         status, data = http("POST", f"{self.url}/public/api/v1/project/{project}/flamegraph/json",
-                            body, {"Content-Type": "application/json"})
+                            body, {"Content-Type": "application/json"}, context=self.ssl)
         assert status == 200, f"flamegraph query failed with {status}: {data!r}"
         return json.loads(data)
 
 
 class Agent(Process):
     def __init__(self, server_url, *flags):
-        hostport = server_url.split("://", 1)[1]
+        """Plain HTTP unless server_url is https."""
+        scheme, hostport = server_url.split("://", 1)
+        tls = [] if scheme == "https" else ["-disable-tls"]
         super().__init__("ember-agent", [os.path.join(BIN, "ember-agent"),
-                                         f"-collection-agent={hostport}", "-disable-tls",
+                                         f"-collection-agent={hostport}", *tls,
                                          "-reporter-interval=1s", *flags])
 
     def start(self):
