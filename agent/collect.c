@@ -1,6 +1,8 @@
 /* collect.c - see collect.h. */
 #include "collect.h"
 
+#include "config.h"
+
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -196,7 +198,7 @@ void collect_sample(struct collector *c, const void *data, size_t size, uint64_t
 	}
 	char pid[16];
 	snprintf(pid, sizeof(pid), "%u", s->pid);
-	uint32_t kv[16] = {
+	uint32_t kv[2 * (8 + ATTRIB_MAX) + 2 * (AGENT_MAX_TAGS + 1)] = {
 		str(c, "host.name"), str(c, c->host_name),
 		str(c, "host.arch"), str(c, c->host_arch),
 		str(c, "process.executable.name"), str(c, p->exe_name),
@@ -212,6 +214,14 @@ void collect_sample(struct collector *c, const void *data, size_t size, uint64_t
 			kv[nkv++] = str(c, host_attrs[i][0]);
 			kv[nkv++] = str(c, host_attrs[i][1]);
 		}
+	for (size_t i = 0; i < p->attrs.n; i++) {
+		kv[nkv++] = str(c, p->attrs.key[i]);
+		kv[nkv++] = str(c, p->attrs.value[i]);
+	}
+	for (size_t i = 0; i + 1 < c->ntag_kv; i += 2) {
+		kv[nkv++] = str(c, c->tag_kv[i]);
+		kv[nkv++] = str(c, c->tag_kv[i + 1]);
+	}
 	uint32_t res = batch_resource(c->batch, kv, nkv);
 	c->res_cache[slot].gen = c->batch_gen;
 	c->res_cache[slot].pid = s->pid;

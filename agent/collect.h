@@ -43,6 +43,9 @@ struct collector {
 	const char *host_arch;
 	/* host attributes of every sample; "" = absent */
 	const char *cluster_name, *host_type, *host_id;
+	/* -tags as attribute pairs (user.tag, user.tag.KEY) */
+	char *const *tag_kv;
+	size_t ntag_kv;
 	uint64_t ns_per_tick; /* to convert start times to /proc clock ticks */
 	struct collector_stats stats;
 	/* Per-batch caches (valid while gen matches batch_gen): the resource

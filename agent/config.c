@@ -29,6 +29,12 @@ static const struct flag_def defs[] = {
 	  "host.type attribute of every sample, e.g. the instance type" },
 	{ "machine-id", FLAG_STRING, "", OFF(machine_id), 0, 0,
 	  "host.id attribute of every sample (default: /etc/machine-id)" },
+	{ "tags", FLAG_STRING, "", OFF(tags), 0, 0,
+	  "tags of every sample, ';'-separated (key:value or plain): user.tag, and user.tag.KEY=value" },
+	{ "job-tag-env", FLAG_STRING, "EMBER_JOB_TAG", OFF(job_tag_env), 0, 0,
+	  "environment variable of a process whose value becomes its job.tag attribute" },
+	{ "container-runtime-socket", FLAG_STRING, "", OFF(container_runtime_socket), 0, 0,
+	  "Docker-compatible or CRI-O API socket for container names (default: probe the usual ones; none: off)" },
 	{ "on-cpu-sampling-rate", FLAG_UINT, "19", OFF(on_cpu_hz), 1, 1000,
 	  "on-CPU samples per second per CPU (Hz)" },
 	{ "reporter-interval", FLAG_DURATION, "5s", OFF(reporter_interval_ms), 1000, 3600000,
@@ -55,6 +61,65 @@ static const struct flag_set agent_flags = {
 	.count = ARRAY_SIZE(defs),
 	.config_flag = "config",
 };
+
+static bool printable(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+			return false;
+	return true;
+}
+
+/* -tags "k:v;plain;k2:v2" -> user.tag = the tags sorted, ';'-joined, and
+ * user.tag.k = v for each key:value tag. */
+static int cmp_strp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int parse_tags(struct agent_config *cfg, struct buf *err)
+{
+	char *tags[AGENT_MAX_TAGS];
+	size_t n = 0;
+	int rc = 0;
+	for (const char *p = cfg->tags; *p && rc == 0;) {
+		const char *e = strchr(p, ';');
+		size_t len = e ? (size_t)(e - p) : strlen(p);
+		if (len) {
+			const char *colon = memchr(p, ':', len);
+			if (n == AGENT_MAX_TAGS || len > 128 || !printable(p, len) ||
+			    (colon && (colon == p || colon - p > 64))) {
+				buf_printf(err, "-tags: expected at most %d tags of at most 128 printable characters, "
+						"key:value with a key of 1 to 64, separated by ';', got \"%s\"",
+					   AGENT_MAX_TAGS, cfg->tags);
+				rc = -1;
+				break;
+			}
+			tags[n++] = xstrndup(p, len);
+		}
+		p += len + (e ? 1 : 0);
+	}
+	if (rc == 0 && n) {
+		qsort(tags, n, sizeof(*tags), cmp_strp);
+		struct buf all = { 0 };
+		for (size_t i = 0; i < n; i++)
+			buf_printf(&all, "%s%s", i ? ";" : "", tags[i]);
+		cfg->tag_kv[cfg->ntag_kv++] = xstrdup("user.tag");
+		cfg->tag_kv[cfg->ntag_kv++] = buf_steal(&all, NULL);
+		for (size_t i = 0; i < n; i++) {
+			char *colon = strchr(tags[i], ':');
+			if (!colon)
+				continue;
+			struct buf k = { 0 };
+			buf_printf(&k, "user.tag.%.*s", (int)(colon - tags[i]), tags[i]);
+			cfg->tag_kv[cfg->ntag_kv++] = buf_steal(&k, NULL);
+			cfg->tag_kv[cfg->ntag_kv++] = xstrdup(colon + 1);
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		free(tags[i]);
+	return rc;
+}
 
 int agent_config_load(struct agent_config *cfg, int argc, char **argv, char **envp,
 		      struct buf *err)
@@ -98,6 +163,8 @@ int agent_config_load(struct agent_config *cfg, int argc, char **argv, char **en
 			return -1;
 		}
 	}
+	if (parse_tags(cfg, err) < 0)
+		return -1;
 	if (!*cfg->project || strlen(cfg->project) > 128 || strpbrk(cfg->project, " \t\r\n/")) {
 		buf_printf(err, "-project: expected a name of 1 to 128 characters without spaces or '/', got \"%s\"",
 			   cfg->project);
@@ -108,6 +175,9 @@ int agent_config_load(struct agent_config *cfg, int argc, char **argv, char **en
 
 void agent_config_free(struct agent_config *cfg)
 {
+	for (size_t i = 0; i < cfg->ntag_kv; i++)
+		free(cfg->tag_kv[i]);
+	cfg->ntag_kv = 0;
 	flags_free(&agent_flags, cfg);
 }
 

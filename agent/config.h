@@ -10,6 +10,8 @@
 
 #include "buf.h"
 
+#define AGENT_MAX_TAGS 16
+
 struct agent_config {
 	char *collection_agent;     /* host:port of ember-server */
 	bool disable_tls;
@@ -20,6 +22,12 @@ struct agent_config {
 	char *cluster_name;         /* cluster.name of every sample, or "" */
 	char *host_type;            /* host.type, or "" */
 	char *machine_id;           /* host.id: "" = /etc/machine-id when readable */
+	char *tags;                 /* -tags "a:b;c": user.tag and user.tag.<key> */
+	char *job_tag_env;          /* environment variable whose value is job.tag */
+	char *container_runtime_socket;
+	/* -tags parsed: attribute key/value pairs (owned) */
+	char *tag_kv[2 * (AGENT_MAX_TAGS + 1)];
+	size_t ntag_kv;
 	uint64_t on_cpu_hz;
 	int64_t reporter_interval_ms;
 	bool verbose;

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "attrib.h"
 #include "batch.h"
 #include "collect.h"
 #include "config.h"
@@ -262,6 +263,7 @@ int main(int argc, char **argv, char **envp)
 	a.procs.on_maps = on_proc_maps;
 	a.procs.on_gone = on_proc_gone;
 	a.procs.hook_ctx = &a;
+	a.procs.attrib = attrib_new("/proc", a.cfg.container_runtime_socket, a.cfg.job_tag_env);
 	a.batch = xmalloc(sizeof(*a.batch));
 	batch_init(a.batch);
 	long ticks = sysconf(_SC_CLK_TCK);
@@ -276,6 +278,8 @@ int main(int argc, char **argv, char **envp)
 		.cluster_name = a.cfg.cluster_name,
 		.host_type = a.cfg.host_type,
 		.host_id = *a.cfg.machine_id ? a.cfg.machine_id : a.machine_id,
+		.tag_kv = a.cfg.tag_kv,
+		.ntag_kv = a.cfg.ntag_kv,
 		.ns_per_tick = ticks > 0 ? 1000000000ull / (uint64_t)ticks : 10000000ull,
 	};
 	collector_set_batch(&a.collector, a.batch);
@@ -342,7 +346,9 @@ int main(int argc, char **argv, char **envp)
 	symupload_stop(a.symupload);
 	batch_free(a.batch);
 	free(a.batch);
+	struct attrib *attrib = a.procs.attrib;
 	proc_table_free(&a.procs);
+	attrib_free(attrib);
 	files_free(&a.files);
 	vdso_free(&a.vdso);
 	kallsyms_free(&a.ksyms);

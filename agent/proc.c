@@ -36,8 +36,10 @@ void proc_table_init(struct proc_table *t, struct file_registry *files, const ch
 
 void proc_table_free(struct proc_table *t)
 {
-	for (size_t i = 0; i < t->count; i++)
+	for (size_t i = 0; i < t->count; i++) {
 		free(t->procs[i].maps);
+		proc_attrs_free(&t->procs[i].attrs);
+	}
 	free(t->procs);
 	free(t->free_slots);
 	hmap_free(&t->index);
@@ -167,6 +169,7 @@ static void release(struct proc_table *t, uint32_t idx)
 	if (t->on_gone)
 		t->on_gone(t->hook_ctx, p->pid);
 	free(p->maps);
+	proc_attrs_free(&p->attrs);
 	memset(p, 0, sizeof(*p));
 	xgrow((void **)&t->free_slots, &t->capfree, t->nfree + 1, sizeof(uint32_t));
 	t->free_slots[t->nfree++] = idx;
@@ -191,8 +194,11 @@ struct proc *proc_table_get(struct proc_table *t, int32_t pid, uint64_t start_ti
 	p->last_sample_ns = now_ns;
 	p->live = read_start_time(t, pid, &p->start_time) == 0;
 	read_exe_name(t, p, comm);
-	if (p->live)
+	if (p->live) {
 		read_maps(t, p, now_ns);
+		if (t->attrib)
+			attrib_read(t->attrib, pid, &p->attrs);
+	}
 	hmap_insert(&t->index, hash_u64((uint64_t)pid), idx);
 	return p;
 }
@@ -218,6 +224,16 @@ const struct mapping *proc_find_mapping(struct proc_table *t, struct proc *p, ui
 	const struct mapping *m = search(p, addr);
 	if (m || !p->live || now_ns - p->maps_read_ns < MAPS_REFRESH_NS)
 		return m;
+	/* New code was mapped, or the process exec'd another program: read
+	 * again what an exec changes (also where it runs: a launcher may
+	 * have moved itself into a container's cgroup before the exec). */
+	char comm[sizeof(p->exe_name)];
+	memcpy(comm, p->exe_name, sizeof(comm));
+	read_exe_name(t, p, comm);
+	if (t->attrib) {
+		proc_attrs_free(&p->attrs);
+		attrib_read(t->attrib, p->pid, &p->attrs);
+	}
 	read_maps(t, p, now_ns);
 	return search(p, addr);
 }

@@ -2,7 +2,7 @@
  *
  * Processes are discovered lazily: the first sample of an unknown pid
  * reads /proc/PID/stat (start time, to detect pid reuse), the executable
- * name and the executable mappings. A user address that falls in no known
+ * name, the executable mappings and where it runs (attrib.h). A user address that falls in no known
  * mapping triggers a re-read of the maps (at most once per second per
  * process), which covers dlopen() without tracing mmap. Processes that
  * have exited are dropped by proc_table_sweep().
@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "attrib.h"
 #include "files.h"
 #include "hmap.h"
 
@@ -33,6 +34,7 @@ struct proc {
 	bool live;           /* /proc/PID could be read */
 	uint64_t start_time; /* clock ticks since boot, from /proc/PID/stat */
 	char exe_name[64];   /* base name of /proc/PID/exe, else the comm */
+	struct proc_attrs attrs; /* container, pod, job (attrib.h) */
 	struct mapping *maps;
 	size_t nmaps, capmaps;
 	uint64_t maps_read_ns;
@@ -53,6 +55,7 @@ struct proc_table {
 	struct file_registry *files;
 	const char *proc_root;
 	uint32_t vdso_file; /* registry index of the vDSO image, or FILE_NONE */
+	struct attrib *attrib; /* where processes run; NULL = not read */
 	proc_maps_fn on_maps;
 	proc_gone_fn on_gone;
 	void *hook_ctx;

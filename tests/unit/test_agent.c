@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
+#include "agent/attrib.h"
 #include "agent/batch.h"
 #include "agent/collect.h"
 #include "agent/config.h"
@@ -438,6 +439,83 @@ static void test_collect(void **state)
 	free(root);
 }
 
+
+static void test_attrib_cgroup(void **state)
+{
+	(void)state;
+	struct cgroup_info cg;
+	const char *docker = "0::/system.slice/docker-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope\n";
+	attrib_parse_cgroup(docker, strlen(docker), &cg);
+	assert_string_equal(cg.container_id, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+	assert_string_equal(cg.pod_uid, "");
+	const char *k8s = "12:pids:/kubepods/burstable/pod5e6c7d8a-1b2c-4d3e-8f40-123456789abc/"
+			  "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210\n"
+			  "0::/\n";
+	attrib_parse_cgroup(k8s, strlen(k8s), &cg);
+	assert_string_equal(cg.container_id, "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210");
+	assert_string_equal(cg.pod_uid, "5e6c7d8a-1b2c-4d3e-8f40-123456789abc");
+	const char *systemd = "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod5e6c7d8a_1b2c_4d3e_8f40_123456789abc.slice/"
+			      "cri-containerd-aaaabbbbccccddddeeeeffff0000111122223333444455556666777788889999.scope";
+	attrib_parse_cgroup(systemd, strlen(systemd), &cg);
+	assert_string_equal(cg.pod_uid, "5e6c7d8a-1b2c-4d3e-8f40-123456789abc");
+	assert_string_equal(cg.container_id, "aaaabbbbccccddddeeeeffff0000111122223333444455556666777788889999");
+	const char *slurm = "4:memory:/slurm/uid_1000/job_4242/step_0/task_0\n";
+	attrib_parse_cgroup(slurm, strlen(slurm), &cg);
+	assert_string_equal(cg.slurm_job, "4242");
+	assert_string_equal(cg.container_id, "");
+	/* Hostile: no colons, a job_ outside slurm, uppercase hex, huge ids. */
+	const char *bad = "garbage\n1:cpu\n0::/job_7/DOCKER-0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF.scope/pod123\n";
+	attrib_parse_cgroup(bad, strlen(bad), &cg);
+	assert_string_equal(cg.slurm_job, "");
+	assert_string_equal(cg.container_id, "");
+	assert_string_equal(cg.pod_uid, "");
+}
+
+static void test_attrib_environ_and_deployment(void **state)
+{
+	(void)state;
+	const char env[] = "PATH=/bin\0SLURM_JOB_ID=77\0SLURM_JOB_NAME=train-llm\0SLURM_JOB_USER=ada\0"
+			   "EMBER_JOB_TAG=nightly\0HOSTNAME=web-7d9f8b6c5-x2x9k\0KUBERNETES_SERVICE_HOST=10.0.0.1\0NOEQUALS";
+	struct env_info e;
+	attrib_parse_environ(env, sizeof(env) - 1, "EMBER_JOB_TAG", &e);
+	assert_string_equal(e.slurm_job_id, "77");
+	assert_string_equal(e.slurm_job_name, "train-llm");
+	assert_string_equal(e.slurm_job_user, "ada");
+	assert_string_equal(e.job_tag, "nightly");
+	assert_string_equal(e.hostname, "web-7d9f8b6c5-x2x9k");
+	assert_true(e.k8s);
+	char dep[64];
+	assert_true(attrib_k8s_deployment("web-7d9f8b6c5-x2x9k", dep, sizeof(dep)));
+	assert_string_equal(dep, "web");
+	assert_true(attrib_k8s_deployment("payment-api-5b8c9d7f4-abcde", dep, sizeof(dep)));
+	assert_string_equal(dep, "payment-api");
+	assert_false(attrib_k8s_deployment("postgres-0", dep, sizeof(dep)));
+	assert_false(attrib_k8s_deployment("x-12-abcde", dep, sizeof(dep)));
+	assert_false(attrib_k8s_deployment("-abcdef-abcde", dep, sizeof(dep)));
+}
+
+static void test_tags_flag(void **state)
+{
+	(void)state;
+	struct agent_config cfg;
+	struct buf err = { 0 };
+	char *argv[] = { "ember-agent", "-collection-agent=h:1", "-tags=region:us-east;prod;gpu_type:h100", NULL };
+	assert_int_equal(agent_config_load(&cfg, 3, argv, NULL, &err), 0);
+	assert_int_equal((int)cfg.ntag_kv, 6);
+	assert_string_equal(cfg.tag_kv[0], "user.tag");
+	assert_string_equal(cfg.tag_kv[1], "gpu_type:h100;prod;region:us-east");
+	assert_string_equal(cfg.tag_kv[2], "user.tag.gpu_type");
+	assert_string_equal(cfg.tag_kv[3], "h100");
+	assert_string_equal(cfg.tag_kv[4], "user.tag.region");
+	assert_string_equal(cfg.tag_kv[5], "us-east");
+	agent_config_free(&cfg);
+	char *bad[] = { "ember-agent", "-collection-agent=h:1", "-tags=:nokey", NULL };
+	assert_int_equal(agent_config_load(&cfg, 3, bad, NULL, &err), -1);
+	assert_non_null(strstr(err.data, "-tags"));
+	agent_config_free(&cfg);
+	buf_free(&err);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -449,6 +527,9 @@ int main(void)
 		cmocka_unit_test(test_sendq_drops_oldest),
 		cmocka_unit_test(test_batch_roundtrip),
 		cmocka_unit_test(test_collect),
+		cmocka_unit_test(test_attrib_cgroup),
+		cmocka_unit_test(test_attrib_environ_and_deployment),
+		cmocka_unit_test(test_tags_flag),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

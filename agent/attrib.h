@@ -1,0 +1,71 @@
+/* attrib.h - where a process runs: its container, Kubernetes pod, SLURM
+ * job and job tag, as OpenTelemetry-named attributes of its samples.
+ *
+ * Read once per process (when the agent first sees it):
+ *   /proc/PID/cgroup   container.id (docker-<id>.scope, cri-containerd-,
+ *                      crio-, libpod-, or a 64-hex path component),
+ *                      k8s.pod.uid (pod<uid> / kubepods-...-pod<uid>.slice),
+ *                      slurm.job.id (.../slurm.../job_<id>/...)
+ *   /proc/PID/environ  SLURM_JOB_ID, SLURM_JOB_NAME, SLURM_JOB_USER
+ *                      (slurm.job.*), the job tag variable (job.tag,
+ *                      EMBER_JOB_TAG by default), and in a Kubernetes
+ *                      container HOSTNAME as k8s.pod.name
+ *   the container runtime's API, when a Docker-compatible socket (Docker,
+ *                      Podman) or CRI-O's is present: container.name and,
+ *                      for Kubernetes containers, k8s.pod.name,
+ *                      k8s.namespace.name, k8s.container.name; once per
+ *                      container (cached, failures too), 300 ms at most.
+ * k8s.deployment.name is derived from the pod name (a Deployment's pods
+ * are <deployment>-<replica set hash>-<5 characters>).
+ * Everything read is bounded (64 KiB of environ, 16 KiB of cgroup, 1 MiB of
+ * API answer) and values are cut to 128 bytes.
+ */
+#ifndef EMBER_AGENT_ATTRIB_H
+#define EMBER_AGENT_ATTRIB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define ATTRIB_MAX 12
+
+/* Attribute pairs of one process; owned strings. */
+struct proc_attrs {
+	size_t n;
+	char *key[ATTRIB_MAX], *value[ATTRIB_MAX];
+};
+
+void proc_attrs_free(struct proc_attrs *a);
+
+/* What /proc/PID/cgroup says. */
+struct cgroup_info {
+	char container_id[65];
+	char pod_uid[37];
+	char slurm_job[24];
+};
+void attrib_parse_cgroup(const char *text, size_t len, struct cgroup_info *out);
+
+/* What /proc/PID/environ says (NUL-separated). */
+struct env_info {
+	char slurm_job_id[24], slurm_job_name[129], slurm_job_user[65];
+	char job_tag[129];
+	char hostname[65];
+	bool k8s; /* KUBERNETES_SERVICE_HOST is set */
+};
+void attrib_parse_environ(const char *env, size_t len, const char *job_tag_var,
+			  struct env_info *out);
+
+/* The Deployment of a pod name, or false when it does not look like one. */
+bool attrib_k8s_deployment(const char *pod, char *out, size_t n);
+
+struct attrib;
+
+/* runtime_socket: the container runtime's API socket; "" probes
+ * /var/run/docker.sock, /run/podman/podman.sock, /var/run/crio/crio.sock;
+ * "none" disables it. job_tag_var: the environment variable of job.tag. */
+struct attrib *attrib_new(const char *proc_root, const char *runtime_socket,
+			  const char *job_tag_var);
+void attrib_free(struct attrib *a);
+/* Fills out with what is known about pid (out->n = 0 when nothing). */
+void attrib_read(struct attrib *a, int pid, struct proc_attrs *out);
+
+#endif
