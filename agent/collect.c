@@ -1,8 +1,6 @@
 /* collect.c - see collect.h. */
 #include "collect.h"
 
-#include "config.h"
-
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -198,7 +196,7 @@ void collect_sample(struct collector *c, const void *data, size_t size, uint64_t
 	}
 	char pid[16];
 	snprintf(pid, sizeof(pid), "%u", s->pid);
-	uint32_t kv[2 * (8 + ATTRIB_MAX) + 2 * (AGENT_MAX_TAGS + 1)] = {
+	uint32_t kv[2 * (5 + ATTRIB_MAX) + COLLECT_MAX_HOST_KV] = {
 		str(c, "host.name"), str(c, c->host_name),
 		str(c, "host.arch"), str(c, c->host_arch),
 		str(c, "process.executable.name"), str(c, p->exe_name),
@@ -206,21 +204,14 @@ void collect_sample(struct collector *c, const void *data, size_t size, uint64_t
 		str(c, "thread.name"), str(c, comm),
 	};
 	size_t nkv = 10;
-	const char *const host_attrs[3][2] = { { "cluster.name", c->cluster_name },
-					       { "host.type", c->host_type },
-					       { "host.id", c->host_id } };
-	for (int i = 0; i < 3; i++)
-		if (host_attrs[i][1] && *host_attrs[i][1]) {
-			kv[nkv++] = str(c, host_attrs[i][0]);
-			kv[nkv++] = str(c, host_attrs[i][1]);
+	for (size_t i = 0; i + 1 < c->nhost_kv; i += 2)
+		if (c->host_kv[i + 1] && *c->host_kv[i + 1]) {
+			kv[nkv++] = str(c, c->host_kv[i]);
+			kv[nkv++] = str(c, c->host_kv[i + 1]);
 		}
 	for (size_t i = 0; i < p->attrs.n; i++) {
 		kv[nkv++] = str(c, p->attrs.key[i]);
 		kv[nkv++] = str(c, p->attrs.value[i]);
-	}
-	for (size_t i = 0; i + 1 < c->ntag_kv; i += 2) {
-		kv[nkv++] = str(c, c->tag_kv[i]);
-		kv[nkv++] = str(c, c->tag_kv[i + 1]);
 	}
 	uint32_t res = batch_resource(c->batch, kv, nkv);
 	c->res_cache[slot].gen = c->batch_gen;

@@ -33,6 +33,9 @@ struct collector_stats {
 	uint64_t fp_stacks;  /* user stacks from the kernel's frame-pointer walk */
 };
 
+/* Most host attribute ids (pairs x 2) a collector takes. */
+#define COLLECT_MAX_HOST_KV 96
+
 struct collector {
 	struct batch *batch;
 	struct proc_table *procs;
@@ -41,11 +44,10 @@ struct collector {
 	const struct vdso *vdso;
 	const char *host_name;
 	const char *host_arch;
-	/* host attributes of every sample; "" = absent */
-	const char *cluster_name, *host_type, *host_id;
-	/* -tags as attribute pairs (user.tag, user.tag.KEY) */
-	char *const *tag_kv;
-	size_t ntag_kv;
+	/* Attributes of every sample of this host, key/value pairs (cluster,
+	 * host type and id, host facts, -tags); empty values are left out. */
+	const char *const *host_kv;
+	size_t nhost_kv;
 	uint64_t ns_per_tick; /* to convert start times to /proc clock ticks */
 	struct collector_stats stats;
 	/* Per-batch caches (valid while gen matches batch_gen): the resource

@@ -30,6 +30,9 @@ struct agent_config {
 	size_t ntag_kv;
 	uint64_t on_cpu_hz;
 	int64_t reporter_interval_ms;
+	int64_t log_rate_limit_ms;
+	uint64_t probabilistic_threshold; /* 1..100: percent of intervals profiled */
+	int64_t probabilistic_interval_ms;
 	bool verbose;
 	bool json_log;
 	bool dwarf;

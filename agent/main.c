@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -50,6 +51,10 @@ struct agent {
 	char host_name[256];
 	const char *host_arch;
 	char machine_id[64]; /* /etc/machine-id, or "" */
+	/* host facts and every other attribute of all samples (collect.h) */
+	char cpu_model[128], cpu_count[16], memory[24], kernel[128];
+	const char *host_kv[COLLECT_MAX_HOST_KV];
+	size_t nhost_kv;
 	struct kallsyms ksyms;
 	struct vdso vdso;
 	struct file_registry files;
@@ -138,6 +143,64 @@ static void flush_batch(struct agent *a)
 	a->interval_start_ms = now;
 }
 
+/* The host's facts: CPU model and count, memory, kernel. */
+static void read_host_facts(struct agent *a)
+{
+	FILE *f = fopen("/proc/cpuinfo", "re");
+	char line[512];
+	while (f && fgets(line, sizeof(line), f)) {
+		char *colon = strchr(line, ':');
+		if (!colon || (strncmp(line, "model name", 10) != 0 && strncmp(line, "Model", 5) != 0))
+			continue;
+		char *v = colon + 1 + strspn(colon + 1, " \t");
+		v[strcspn(v, "\n")] = '\0';
+		snprintf(a->cpu_model, sizeof(a->cpu_model), "%s", v);
+		break;
+	}
+	if (f)
+		fclose(f);
+	snprintf(a->cpu_count, sizeof(a->cpu_count), "%ld", MAX(sysconf(_SC_NPROCESSORS_ONLN), 0L));
+	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+	if (pages > 0 && psize > 0)
+		snprintf(a->memory, sizeof(a->memory), "%llu",
+			 (unsigned long long)pages * (unsigned long long)psize);
+	struct utsname u;
+	if (uname(&u) == 0)
+		snprintf(a->kernel, sizeof(a->kernel), "%s", u.release);
+}
+
+/* Every sample's host attributes (collect.h); returns their count. */
+static size_t host_attributes(struct agent *a)
+{
+	read_host_facts(a);
+	const char *fixed[] = {
+		"cluster.name", a->cfg.cluster_name,
+		"host.type", a->cfg.host_type,
+		"host.id", *a->cfg.machine_id ? a->cfg.machine_id : a->machine_id,
+		"host.cpu.model.name", a->cpu_model,
+		"host.cpu.count", a->cpu_count,
+		"host.memory.size", a->memory,
+		"os.type", "linux",
+		"os.version", a->kernel,
+	};
+	size_t n = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
+		a->host_kv[n++] = fixed[i];
+	for (size_t i = 0; i < a->cfg.ntag_kv && n < COLLECT_MAX_HOST_KV; i++)
+		a->host_kv[n++] = a->cfg.tag_kv[i];
+	a->nhost_kv = n;
+	return n;
+}
+
+/* A uniformly random number below n (from the kernel's generator). */
+static uint64_t random_below(uint64_t n)
+{
+	uint64_t v = 0;
+	if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v))
+		v = now_mono_ns();
+	return v % n;
+}
+
 static void log_stats(struct agent *a)
 {
 	uint64_t bpf[ONCPU_STAT_MAX];
@@ -221,6 +284,7 @@ int main(int argc, char **argv, char **envp)
 		return 0;
 	}
 	log_init("ember-agent", a.cfg.verbose ? LOG_DEBUG : LOG_INFO, a.cfg.json_log);
+	log_set_rate_limit(a.cfg.log_rate_limit_ms);
 	if (geteuid() != 0)
 		log_warn("not running as root: loading BPF programs needs CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN");
 	if (http_global_init() < 0) {
@@ -275,11 +339,8 @@ int main(int argc, char **argv, char **envp)
 		.vdso = &a.vdso,
 		.host_name = a.host_name,
 		.host_arch = a.host_arch,
-		.cluster_name = a.cfg.cluster_name,
-		.host_type = a.cfg.host_type,
-		.host_id = *a.cfg.machine_id ? a.cfg.machine_id : a.machine_id,
-		.tag_kv = a.cfg.tag_kv,
-		.ntag_kv = a.cfg.ntag_kv,
+		.host_kv = a.host_kv,
+		.nhost_kv = host_attributes(&a),
 		.ns_per_tick = ticks > 0 ? 1000000000ull / (uint64_t)ticks : 10000000ull,
 	};
 	collector_set_batch(&a.collector, a.batch);
@@ -316,7 +377,23 @@ int main(int argc, char **argv, char **envp)
 	uint64_t next_report = now_mono_ns() + (uint64_t)a.cfg.reporter_interval_ms * 1000000ull;
 	uint64_t next_sweep = now_mono_ns() + SWEEP_INTERVAL_NS;
 	uint64_t next_stats = now_mono_ns() + 60ull * 1000000000ull;
+	uint64_t next_draw = now_mono_ns();
+	bool sampling = true;
 	while (!stop_requested) {
+		if (a.cfg.probabilistic_threshold < 100 && now_mono_ns() >= next_draw) {
+			/* Probabilistic profiling: each interval, profile with a
+			 * chance of threshold percent. */
+			bool on = random_below(100) < a.cfg.probabilistic_threshold;
+			if (on != sampling) {
+				if (oncpu_set_enabled(a.oncpu, on) < 0)
+					log_warn("cannot %s the sampling timers: %s", on ? "start" : "stop",
+						 strerror(errno));
+				sampling = on;
+			}
+			log_info("probabilistic profiling: %s for the next %lld ms", on ? "on" : "off",
+				 (long long)a.cfg.probabilistic_interval_ms);
+			next_draw = now_mono_ns() + (uint64_t)a.cfg.probabilistic_interval_ms * 1000000ull;
+		}
 		sleep_ms(DRAIN_INTERVAL_MS);
 		if (oncpu_drain(a.oncpu) < 0)
 			log_warn("reading the ring buffer failed: %s", strerror(errno));

@@ -6,6 +6,7 @@
 #include <linux/perf_event.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -191,6 +192,16 @@ int oncpu_open(struct oncpu **out, uint64_t hz, uint32_t unwind_entries, oncpu_s
 fail:
 	oncpu_close(o);
 	return -1;
+}
+
+int oncpu_set_enabled(struct oncpu *o, bool on)
+{
+	int rc = 0;
+	for (int i = 0; i < o->ncpu; i++)
+		if (o->fds[i] >= 0 &&
+		    ioctl(o->fds[i], on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0) != 0)
+			rc = -1;
+	return rc;
 }
 
 int oncpu_drain(struct oncpu *o)

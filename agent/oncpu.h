@@ -9,6 +9,7 @@
 #ifndef EMBER_AGENT_ONCPU_H
 #define EMBER_AGENT_ONCPU_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,6 +35,9 @@ void oncpu_unwind_maps(const struct oncpu *o, struct unwind_map_fds *out);
 /* Hands every sample waiting in the ring buffer to fn. Returns how many
  * or -1. Called from one thread. */
 int oncpu_drain(struct oncpu *o);
+/* Starts or stops the sampling timers (probabilistic profiling); a stopped
+ * sampler costs nothing. Returns 0, or -1 when an ioctl failed. */
+int oncpu_set_enabled(struct oncpu *o, bool on);
 /* Sums the program's per-CPU counters (enum oncpu_stat). */
 void oncpu_read_stats(struct oncpu *o, uint64_t out[ONCPU_STAT_MAX]);
 int oncpu_cpu_count(const struct oncpu *o);

@@ -1,7 +1,9 @@
 /* log.c - see log.h. */
 #include "log.h"
 
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
@@ -15,7 +17,58 @@ static struct {
 	const char *program;
 	enum log_level level;
 	bool json;
-} log_cfg = { "ember", LOG_INFO, false };
+	long long window_ms;
+} log_cfg = { "ember", LOG_INFO, false, 0 };
+
+/* Per-statement counts for rate limiting; shared by every thread, so
+ * guarded by rate_mu. Direct-mapped by the format string's address: two
+ * statements in one slot simply share (and reset) it. */
+#define RATE_SLOTS 256
+static struct rate_slot {
+	const char *fmt;
+	long long window_start;
+	unsigned written, suppressed;
+} rate[RATE_SLOTS];
+static pthread_mutex_t rate_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void log_set_rate_limit(long long window_ms)
+{
+	log_cfg.window_ms = log_cfg.level >= LOG_DEBUG ? 0 : window_ms;
+}
+
+/* Whether a statement may be written now; *suppressed gets how many were
+ * dropped since it last was. */
+static bool rate_allows(const char *fmt, unsigned *suppressed)
+{
+	*suppressed = 0;
+	if (log_cfg.window_ms <= 0)
+		return true;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	long long now = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	struct rate_slot *r = &rate[((uintptr_t)fmt >> 3) % RATE_SLOTS];
+	bool ok;
+	pthread_mutex_lock(&rate_mu);
+	if (r->fmt != fmt || now - r->window_start >= log_cfg.window_ms) {
+		*suppressed = r->fmt == fmt ? r->suppressed : 0;
+		r->fmt = fmt;
+		r->window_start = now;
+		r->written = 0;
+		r->suppressed = 0;
+	}
+	ok = r->written < LOG_RATE_BURST;
+	if (ok) {
+		r->written++;
+		if (!*suppressed) {
+			*suppressed = r->suppressed;
+			r->suppressed = 0;
+		}
+	} else {
+		r->suppressed++;
+	}
+	pthread_mutex_unlock(&rate_mu);
+	return ok;
+}
 
 static const char *level_names[] = { "error", "warn", "info", "debug" };
 
@@ -35,6 +88,9 @@ void log_msg(enum log_level level, const char *fmt, ...)
 {
 	if (!log_enabled(level))
 		return;
+	unsigned suppressed;
+	if (!rate_allows(fmt, &suppressed))
+		return;
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	struct tm tm;
@@ -48,6 +104,8 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	va_start(ap, fmt);
 	buf_vprintf(&msg, fmt, ap);
 	va_end(ap);
+	if (suppressed)
+		buf_printf(&msg, " (%u more like this suppressed)", suppressed);
 
 	struct buf line = { 0 };
 	if (log_cfg.json) {

@@ -1,9 +1,14 @@
 /* log.h - leveled logging to stderr, as text or one JSON object per line.
  *
  * The log configuration is process-wide state set once by main() before
- * any thread starts (the only writers are log_init/log_set_level); every
- * message is written with a single write(2) so lines from different
+ * any thread starts (the only writers are log_init/log_set_rate_limit);
+ * every message is written with a single write(2) so lines from different
  * threads never interleave.
+ *
+ * Rate limiting (log_set_rate_limit): each log statement (told apart by
+ * its format string) is written at most LOG_RATE_BURST times per window;
+ * further ones are dropped and counted, and the next one written says how
+ * many were suppressed. Debug logging turns it off.
  */
 #ifndef EMBER_LOG_H
 #define EMBER_LOG_H
@@ -12,7 +17,11 @@
 
 enum log_level { LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3 };
 
+#define LOG_RATE_BURST 3
+
 void log_init(const char *program, enum log_level level, bool json);
+/* window_ms 0 (the default) writes everything. */
+void log_set_rate_limit(long long window_ms);
 bool log_enabled(enum log_level level);
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -124,3 +124,29 @@ def test_host_attributes_from_flags(server, agent_factory):
     assert [e["name"] for e in ans["entities"]] == ["training-east"]
     assert ans["scope"]["host_cpus"] == os.cpu_count()
     assert ans["entities"][0]["percent"] > 0
+
+
+def test_probabilistic_profiling(server, agent_factory):
+    # -probabilistic-threshold=1: each interval is profiled with a 1% chance.
+    # Whatever the draw, the agent says it, and the store agrees: an "off"
+    # interval holds no samples; an "on" one does.
+    require_root()
+    agent = agent_factory(server.url, "-on-cpu-sampling-rate=97",
+                          "-probabilistic-threshold=1", "-probabilistic-interval=1h").start()
+    wait_until(lambda: "probabilistic profiling:" in agent.output(), 10,
+               what="the first draw")
+    run_workload("cpu_split", 3)
+    agent.stop()
+    on = "probabilistic profiling: on" in agent.output()
+    got = server.flamegraph('process.executable.name == "cpu_split"')["total"]
+    if on:
+        assert got > 100
+    else:
+        assert got == 0, agent.output()[-2000:]
+    # The default threshold (100) always profiles and never draws.
+    a2 = agent_factory(server.url, "-on-cpu-sampling-rate=97").start()
+    run_workload("cpu_split", 2)
+    a2.stop()
+    assert "probabilistic" not in a2.output()
+    wait_until(lambda: server.flamegraph('process.executable.name == "cpu_split"')["total"] > got + 100,
+               20, what="samples with the default threshold")

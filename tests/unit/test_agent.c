@@ -314,8 +314,10 @@ static void test_collect(void **state)
 	proc_table_init(&procs, &files, root);
 	struct batch b;
 	batch_init(&b);
+	static const char *const host_kv[] = { "cluster.name", "c1", "host.type", "" };
 	struct collector c = { .batch = &b, .procs = &procs, .files = &files, .ksyms = &k, .vdso = &v,
-			       .host_name = "testhost", .host_arch = "amd64", .cluster_name = "c1",
+			       .host_name = "testhost", .host_arch = "amd64", .host_kv = host_kv,
+			       .nhost_kv = 4,
 			       .ns_per_tick = 10000000 };
 
 	struct oncpu_sample s;

@@ -4,6 +4,7 @@
 #include "buf.h"
 #include "hmap.h"
 #include "jsonw.h"
+#include "log.h"
 #include "strtab.h"
 #include "util.h"
 
@@ -183,10 +184,51 @@ static void test_read_file_limit(void **state)
 	free(dir);
 }
 
+
+/* Rate limiting: one statement at most LOG_RATE_BURST times per window,
+ * then a count of what was dropped; other statements are not affected. */
+static void test_log_rate_limit(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/ember-log-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	int saved = dup(STDERR_FILENO);
+	dup2(fd, STDERR_FILENO);
+	log_init("test", LOG_INFO, false);
+	log_set_rate_limit(300);
+	for (int i = 0; i < 10; i++)
+		log_warn("repeated %d", i);
+	log_info("another statement");
+	usleep(350 * 1000);
+	log_warn("repeated %d", 10);
+	log_set_rate_limit(0);
+	for (int i = 0; i < 5; i++)
+		log_info("unlimited");
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	char *text;
+	size_t len;
+	assert_int_equal(read_file(path, 1 << 20, &text, &len), 0);
+	unlink(path);
+	close(fd);
+	assert_non_null(strstr(text, "repeated 2\n"));
+	assert_null(strstr(text, "repeated 3"));
+	assert_non_null(strstr(text, "another statement"));
+	assert_non_null(strstr(text, "repeated 10 (7 more like this suppressed)"));
+	int n = 0;
+	for (const char *p = text; (p = strstr(p, "unlimited")); p++)
+		n++;
+	assert_int_equal(n, 5);
+	free(text);
+	log_init("test", LOG_INFO, false);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_duration),
+		cmocka_unit_test(test_log_rate_limit),
 		cmocka_unit_test(test_numbers),
 		cmocka_unit_test(test_hex_uuid),
 		cmocka_unit_test(test_json_writer),
