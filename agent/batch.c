@@ -218,6 +218,18 @@ void batch_add(struct batch *b, uint32_t stack, uint32_t resource, uint8_t kind,
 	hmap_insert(&b->sample_index, h, idx);
 }
 
+void batch_file_message(const struct bfile *f, Ember__Ingest__V1__File *out)
+{
+	ember__ingest__v1__file__init(out);
+	out->file_id.data = (uint8_t *)f->id.b;
+	out->file_id.len = FILE_ID_LEN;
+	out->name = f->name;
+	out->build_id.data = (uint8_t *)f->build_id;
+	out->build_id.len = f->build_id_len;
+	out->n_exec_segments = (size_t)f->nsegs * 3;
+	out->exec_segments = (uint64_t *)f->segs;
+}
+
 int batch_encode(const struct batch *b, const struct batch_meta *meta, struct buf *out)
 {
 	Ember__Ingest__V1__Batch msg = EMBER__INGEST__V1__BATCH__INIT;
@@ -239,14 +251,7 @@ int batch_encode(const struct batch *b, const struct batch_meta *meta, struct bu
 	Ember__Ingest__V1__File *files = xcalloc(b->nfiles, sizeof(*files));
 	Ember__Ingest__V1__File **filep = xcalloc(b->nfiles, sizeof(*filep));
 	for (size_t i = 0; i < b->nfiles; i++) {
-		ember__ingest__v1__file__init(&files[i]);
-		files[i].file_id.data = (uint8_t *)b->files[i].id.b;
-		files[i].file_id.len = FILE_ID_LEN;
-		files[i].name = b->files[i].name;
-		files[i].build_id.data = (uint8_t *)b->files[i].build_id;
-		files[i].build_id.len = b->files[i].build_id_len;
-		files[i].n_exec_segments = (size_t)b->files[i].nsegs * 3;
-		files[i].exec_segments = (uint64_t *)b->files[i].segs;
+		batch_file_message(&b->files[i], &files[i]);
 		filep[i] = &files[i];
 	}
 	msg.n_files = b->nfiles;

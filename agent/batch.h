@@ -16,6 +16,7 @@
 #include "buf.h"
 #include "fileid.h"
 #include "hmap.h"
+#include "ingest.pb-c.h"
 #include "strtab.h"
 
 /* Values match ember.ingest.v1.FrameType / EventKind. */
@@ -103,6 +104,8 @@ void batch_freeze(struct batch *b);
 /* Bytes the batch holds. */
 size_t batch_memory(const struct batch *b);
 
+/* Fills out (pointing into f) with f as a protobuf File. */
+void batch_file_message(const struct bfile *f, Ember__Ingest__V1__File *out);
 /* Appends the zstd-compressed protobuf encoding of the batch to out.
  * Returns 0 or -1. */
 int batch_encode(const struct batch *b, const struct batch_meta *meta, struct buf *out);

@@ -181,15 +181,7 @@ int session_encode(struct session *s, const struct batch *b, const struct batch_
 	Ember__Ingest__V1__File *files = xcalloc(msg.n_files + 1, sizeof(*files));
 	msg.files = xcalloc(msg.n_files + 1, sizeof(*msg.files));
 	for (size_t i = 0; i < msg.n_files; i++) {
-		const struct bfile *f = &d->files[s->sent_files + i];
-		ember__ingest__v1__file__init(&files[i]);
-		files[i].file_id.data = (uint8_t *)f->id.b;
-		files[i].file_id.len = FILE_ID_LEN;
-		files[i].name = f->name;
-		files[i].build_id.data = (uint8_t *)f->build_id;
-		files[i].build_id.len = f->build_id_len;
-		files[i].n_exec_segments = (size_t)f->nsegs * 3;
-		files[i].exec_segments = (uint64_t *)f->segs;
+		batch_file_message(&d->files[s->sent_files + i], &files[i]);
 		msg.files[i] = &files[i];
 	}
 

@@ -12,7 +12,7 @@
 # (request bodies as sent, from the server's ember_ingest_bytes_total,
 # start-up included), agent CPU per sample over the measured window
 # (all threads, schedstat), of which encoding (the agent's encode_ms), and
-# the ratios. Needs root.
+# the ratios. Needs root. Takes about 2 x (DURATION + 30) seconds.
 # usage: bench/protocol_compare.sh [DURATION] [RATE]
 set -eu
 cd "$(dirname "$0")/.."
@@ -69,7 +69,9 @@ run() { # protocol-flag name
   sleep "$duration"
   end_ms=$(($(date +%s%N) / 1000000))
   t1=$(cpu_ns "$agent")
-  wait "${pids[@]}" || true
+  # Some workloads count CPU time, not wall time: stop them all now.
+  kill "${pids[@]}" 2>/dev/null || true
+  wait "${pids[@]}" 2>/dev/null || true
   kill -TERM "$agent"; wait "$agent" || true; agent=
   local window
   window=$(curl -fs -X POST "http://127.0.0.1:$port/public/api/v1/project/00000000-0000-0000-0000-000000000000/flamegraph/json" \

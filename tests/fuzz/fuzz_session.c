@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "compress.h"
+#include "fuzz_check.h"
 #include "server/batch_decode.h"
 #include "server/sessions.h"
 
@@ -18,18 +19,7 @@ static struct sessions *sessions; /* across inputs: see above */
 static int check_expanded(void *ctx, const Ember__Ingest__V1__Batch *b)
 {
 	(void)ctx;
-	struct buf err = { 0 };
-	if (batch_validate(b, &err) < 0)
-		abort();
-	struct buf z = { 0 };
-	if (batch_pack(b, 1, &z) < 0)
-		abort();
-	Ember__Ingest__V1__Batch *back = batch_decode(z.data, z.len, &err);
-	if (!back || back->n_samples != b->n_samples)
-		abort();
-	batch_decode_free(back);
-	buf_free(&z);
-	buf_free(&err);
+	fuzz_check_batch(b);
 	return 0;
 }
 
