@@ -26,9 +26,15 @@ void session_free(struct session *s)
 
 void session_reset(struct session *s)
 {
-	batch_reset(&s->dict);
-	s->nnodes = 0;
-	hmap_clear(&s->node_index);
+	/* Releases the memory too: a session is reset when it grew too large
+	 * (or was lost), and its successor starts small. */
+	batch_free(&s->dict);
+	batch_init(&s->dict);
+	free(s->node_parent);
+	free(s->node_frame);
+	s->node_parent = s->node_frame = NULL;
+	s->nnodes = s->capnodes = 0;
+	hmap_free(&s->node_index);
 	s->sent_strings = s->sent_files = s->sent_frames = s->sent_nodes = s->sent_res = 0;
 	s->batches = 0;
 	s->resets++;

@@ -218,6 +218,7 @@ struct gen {
 	uint64_t samples, batches, bytes;
 	uint64_t stacks_seen;
 	double encode_s;
+	uint64_t session_resets;
 };
 
 static double thread_cpu_s(void)
@@ -325,6 +326,11 @@ static void *generate(void *arg)
 						   t + INTERVAL_S * 1000, HZ, CORES };
 			struct item it = { { 0 }, (uint64_t)samples };
 			double e0 = thread_cpu_s();
+			/* As ember-agent does: a new session past 32 MiB. */
+			if (protocol == 2 && session_memory(&sessions[h]) > (32u << 20)) {
+				session_reset(&sessions[h]);
+				g->session_resets++;
+			}
 			int rc = protocol == 2 ? session_encode(&sessions[h], &b, &meta, &it.z)
 					       : batch_encode(&b, &meta, &it.z);
 			g->encode_s += thread_cpu_s() - e0;
@@ -720,6 +726,13 @@ int main(int argc, char **argv)
 	       decode_cpu, (double)g.samples / decode_cpu / 1e6,
 	       protocol == 2 ? "session: validation, expansion, packing for the " : "",
 	       ingest_cpu - decode_cpu, (double)g.samples / (ingest_cpu - decode_cpu) / 1e6);
+	if (protocol == 2) {
+		struct sessions_stats sst;
+		sessions_get_stats(sessions, &sst);
+		printf("  version 2: %llu agent sessions restarted at 32 MiB; server sessions: %zu held, "
+		       "%.0f MiB, %llu forgotten (LRU)\n", (unsigned long long)g.session_resets, sst.count,
+		       (double)sst.bytes / 1048576.0, (unsigned long long)sst.evicted);
+	}
 	if (protocol == 2)
 		printf("  version 2: sessions_ingest %.1f s, of which packing for the log %.1f s and storing "
 		       "%.1f s; the session itself (validation, expansion) %.1f s = %.0f ns per sample\n",

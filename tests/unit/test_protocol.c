@@ -185,6 +185,12 @@ static void test_round_trip_and_definitions_once(void **state)
 	assert_int_equal(send_to(ss, &z, &k), SESSION_SEEN);
 	assert_int_equal(k.calls, calls);
 
+	/* A reset gives the memory back (the agent resets a session that grew
+	 * past its limit; the next must start small). */
+	assert_true(session_memory(&s) > 8192);
+	session_reset(&s);
+	assert_true(session_memory(&s) < 4096);
+
 	free_batch(b1);
 	free_batch(b3);
 	free(k.last);
