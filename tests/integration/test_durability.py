@@ -16,16 +16,6 @@ def workload_total(server):
     return m["total"] if m else 0
 
 
-def stable_total(server):
-    hist = []
-
-    def settled():
-        hist.append(server.flamegraph()["total"])
-        return len(hist) >= 3 and hist[-1] > 0 and hist[-3:] == [hist[-1]] * 3
-    wait_until(settled, 30, interval=1.0, what="ingest to settle")
-    return hist[-1]
-
-
 def test_server_restart_keeps_data(tmp_path, agent_factory):
     require_root()
     server = Server(tmp_path / "data").start()

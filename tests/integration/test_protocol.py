@@ -10,7 +10,7 @@ import time
 import os
 
 from conftest import require_root
-from harness import WORKLOADS, Server, http, run_workload, wait_until
+from harness import WORKLOADS, Server, http, run_workload, settled_total, wait_until
 
 
 def agent_samples(agent):
@@ -25,16 +25,6 @@ def metric(server, name):
     assert status == 200
     m = re.search(rf"^{name} (\d+)$", body.decode(), re.M)
     return int(m.group(1)) if m else 0
-
-
-def settle(server):
-    hist = []
-
-    def settled():
-        hist.append(server.flamegraph()["total"])
-        return len(hist) >= 3 and hist[-3:] == [hist[-1]] * 3
-    wait_until(settled, 30, interval=1.0, what="ingest to settle")
-    return hist[-1]
 
 
 def test_server_killed_mid_run_agent_resyncs_without_loss(tmp_path, agent_factory):
@@ -52,7 +42,7 @@ def test_server_killed_mid_run_agent_resyncs_without_loss(tmp_path, agent_factor
     assert metric(server, "ember_ingest_resyncs_total") >= 1
     agent.stop(timeout=30)
     sampled = agent_samples(agent)
-    stored = settle(server)
+    stored = settled_total(server)
     # Every sample the agent took is stored exactly once.
     assert stored == sampled, (stored, sampled, agent.output()[-2000:])
     assert "dropped" not in agent.output().split("stats:")[-1].replace("dropped=0", "")
@@ -106,6 +96,6 @@ def test_server_down_two_minutes(tmp_path, agent_factory):
                what="the agent to report recovery")
     agent.stop(timeout=60)
     sampled = agent_samples(agent)
-    stored = settle(server)
+    stored = settled_total(server)
     assert stored == sampled, (stored, sampled)
     server.stop()

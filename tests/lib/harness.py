@@ -157,6 +157,18 @@ def run_workload(name, *args, timeout=120):
     return json.loads(out)
 
 
+def settled_total(server):
+    """The flamegraph total once ingest has settled: non-zero and the same
+    three seconds in a row."""
+    hist = []
+
+    def settled():
+        hist.append(server.flamegraph()["total"])
+        return len(hist) >= 3 and hist[-1] > 0 and hist[-3:] == [hist[-1]] * 3
+    wait_until(settled, 30, interval=1.0, what="ingest to settle")
+    return hist[-1]
+
+
 def walk(node, path=()):
     """Yields (path of names, node) for every node of a flamegraph tree."""
     path = path + (node["name"],)
