@@ -2,6 +2,7 @@
 #include "attrib.h"
 
 #include <ctype.h>
+#include <fcntl.h>
 #include <curl/curl.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -338,23 +339,36 @@ static struct container *container(struct attrib *a, const char *id)
 	return &a->cs[a->ncs++];
 }
 
+/* The first n bytes (at most) of a /proc file; 0 on any failure. A
+ * process with a larger environment still gets what its first 64 KiB say. */
+static size_t read_prefix(const char *path, char *out, size_t n)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	size_t len = 0;
+	while (len < n) {
+		ssize_t r = read(fd, out + len, n - len);
+		if (r <= 0)
+			break;
+		len += (size_t)r;
+	}
+	close(fd);
+	return len;
+}
+
 void attrib_read(struct attrib *a, int pid, struct proc_attrs *out)
 {
 	out->n = 0;
-	char path[96], *text;
-	size_t len;
+	char path[96];
+	char *text = xmalloc(64 << 10);
 	struct cgroup_info cg = { 0 };
 	snprintf(path, sizeof(path), "%s/%d/cgroup", a->proc_root, pid);
-	if (read_file(path, 16 << 10, &text, &len) == 0) {
-		attrib_parse_cgroup(text, len, &cg);
-		free(text);
-	}
+	attrib_parse_cgroup(text, read_prefix(path, text, 16 << 10), &cg);
 	struct env_info env = { 0 };
 	snprintf(path, sizeof(path), "%s/%d/environ", a->proc_root, pid);
-	if (read_file(path, 64 << 10, &text, &len) == 0) {
-		attrib_parse_environ(text, len, a->job_tag_var, &env);
-		free(text);
-	}
+	attrib_parse_environ(text, read_prefix(path, text, 64 << 10), a->job_tag_var, &env);
+	free(text);
 	const struct container *c = cg.container_id[0] ? container(a, cg.container_id) : NULL;
 	if (c) {
 		put(out, "container.id", c->id);

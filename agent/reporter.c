@@ -96,51 +96,46 @@ static void new_session(struct reporter *r)
 	pthread_mutex_unlock(&r->lock);
 }
 
-/* Encodes p in the current session unless it already is. Returns 0/-1. */
+/* Encodes p (in the current session, or as OTLP) unless it already is.
+ * Returns 0/-1. */
 static int encode(struct reporter *r, struct pending *p, struct buf *why)
 {
 	if (p->enc && (r->otlp || p->session_serial == r->session_serial))
 		return 0;
-	if (r->otlp) {
-		uint64_t t0 = now_mono_ns();
-		struct buf out = { 0 };
-		if (otlp_encode(p->b, &p->meta, &out) < 0) {
-			buf_free(&out);
-			buf_puts(why, "encoding failed");
-			return -1;
-		}
-		p->enc = buf_steal(&out, &p->enc_len);
+	size_t st0 = 0, fr0 = 0, nd0 = 0;
+	if (!r->otlp) {
 		pthread_mutex_lock(&r->lock);
-		r->stats.encode_ns += now_mono_ns() - t0;
+		bool dirty = r->session_dirty;
+		r->session_dirty = false;
 		pthread_mutex_unlock(&r->lock);
-		return 0;
+		if (dirty || session_memory(&r->sess) > r->max_session_bytes)
+			new_session(r);
+		p->fresh = r->sess.batches == 0;
+		st0 = r->sess.sent_strings;
+		fr0 = r->sess.sent_frames;
+		nd0 = r->sess.sent_nodes;
 	}
-	pthread_mutex_lock(&r->lock);
-	bool dirty = r->session_dirty;
-	r->session_dirty = false;
-	pthread_mutex_unlock(&r->lock);
-	if (dirty || session_memory(&r->sess) > r->max_session_bytes)
-		new_session(r);
 	free(p->enc);
 	p->enc = NULL;
 	p->enc_len = 0;
 	uint64_t t0 = now_mono_ns();
 	struct buf out = { 0 };
-	p->fresh = r->sess.batches == 0;
-	size_t st0 = r->sess.sent_strings, fr0 = r->sess.sent_frames, sk0 = r->sess.sent_nodes;
-	if (session_encode(&r->sess, p->b, &p->meta, &out) < 0) {
+	int rc = r->otlp ? otlp_encode(p->b, &p->meta, &out)
+			 : session_encode(&r->sess, p->b, &p->meta, &out);
+	if (rc < 0) {
 		buf_free(&out);
 		buf_puts(why, "encoding failed");
 		return -1;
 	}
 	p->enc = buf_steal(&out, &p->enc_len);
 	p->session_serial = r->session_serial;
-	log_debug("batch %llu: %zu bytes for %zu sample rows; defines %zu strings, %zu frames, %zu stack nodes",
-		  (unsigned long long)p->meta.sequence, p->enc_len, p->b->nsamples,
-		  r->sess.sent_strings - st0, r->sess.sent_frames - fr0, r->sess.sent_nodes - sk0);
+	if (!r->otlp)
+		log_debug("batch %llu: %zu bytes for %zu sample rows; defines %zu strings, %zu frames, %zu stack nodes",
+			  (unsigned long long)p->meta.sequence, p->enc_len, p->b->nsamples,
+			  r->sess.sent_strings - st0, r->sess.sent_frames - fr0, r->sess.sent_nodes - nd0);
 	pthread_mutex_lock(&r->lock);
 	r->stats.encode_ns += now_mono_ns() - t0;
-	r->stats.session_bytes = session_memory(&r->sess);
+	r->stats.session_bytes = r->otlp ? 0 : session_memory(&r->sess);
 	pthread_mutex_unlock(&r->lock);
 	return 0;
 }

@@ -715,6 +715,9 @@ static int convert_profile(struct conv *c, const struct pairs *outer,
 	pairs_copy(&prof, outer);
 	pairs_from_indices(c, &prof, pr->attribute_indices, pr->n_attribute_indices);
 	uint32_t prof_res = UINT32_MAX;
+	/* One allocation for the profile's samples, not one per sample. */
+	Ember__Ingest__V1__Sample *rows = alloc(c, pr->n_samples * sizeof(*rows));
+	xgrow((void **)&c->samples, &c->capsamples, pr->n_samples + 1, sizeof(*c->samples));
 	for (size_t i = 0; i < pr->n_samples; i++) {
 		const Ember__Otlp__Sample *sm = pr->samples[i];
 		uint64_t v = 0;
@@ -742,13 +745,12 @@ static int convert_profile(struct conv *c, const struct pairs *outer,
 				prof_res = resource_of(c, &prof);
 			rs = prof_res;
 		}
-		Ember__Ingest__V1__Sample *s = alloc(c, sizeof(*s));
+		Ember__Ingest__V1__Sample *s = &rows[c->nsamples];
 		ember__ingest__v1__sample__init(s);
 		s->stack = st;
 		s->resource = rs;
 		s->kind = kind;
 		s->value = v;
-		xgrow((void **)&c->samples, &c->capsamples, c->nsamples + 1, sizeof(*c->samples));
 		c->samples[c->nsamples++] = s;
 	}
 	fix_strings(c);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "compress.h"
+#include "fuzz_check.h"
 #include "server/batch_decode.h"
 #include "server/flamegraph.h"
 #include "server/store.h"
@@ -41,13 +42,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		buf_free(&err);
 	}
 	struct buf z = { 0 }, err = { 0 };
-	const void *body = data;
-	size_t len = size;
-	if (size > 0 && data[0] == 'R') {
-		zstd_compress_buf(data + 1, size - 1, 1, &z);
-		body = z.data;
-		len = z.len;
-	}
+	const void *body;
+	size_t len;
+	fuzz_body(data, size, &z, &body, &len);
 	Ember__Ingest__V1__Batch *b = batch_decode(body, len, &err);
 	if (b) {
 		/* Accepted batches must index, flush to a block, compact and

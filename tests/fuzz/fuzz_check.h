@@ -1,13 +1,31 @@
-/* fuzz_check.h - what the fuzz targets that make version 1 batches
- * (sessions, OTLP) require of each: valid by batch_validate, and the same
- * after the write-ahead log's encoding and decoding. Aborts otherwise. */
+/* fuzz_check.h - helpers the batch fuzz targets share: the input as a
+ * zstd body (raw protobuf when it starts with 'R', so mutations reach the
+ * parsers without having to form zstd), and what every version 1 batch
+ * they make must satisfy. */
 #ifndef EMBER_FUZZ_CHECK_H
 #define EMBER_FUZZ_CHECK_H
 
+#include <stdint.h>
 #include <stdlib.h>
 
+#include "compress.h"
 #include "server/batch_decode.h"
 
+/* The body to decode: data itself, or 'R' + raw bytes compressed into z. */
+static inline void fuzz_body(const uint8_t *data, size_t size, struct buf *z, const void **body,
+			     size_t *len)
+{
+	*body = data;
+	*len = size;
+	if (size > 0 && data[0] == 'R') {
+		zstd_compress_buf(data + 1, size - 1, 1, z);
+		*body = z->data;
+		*len = z->len;
+	}
+}
+
+/* Valid by batch_validate, and the same after the write-ahead log's
+ * encoding and decoding; aborts otherwise. */
 static inline void fuzz_check_batch(const Ember__Ingest__V1__Batch *b)
 {
 	struct buf err = { 0 }, z = { 0 };

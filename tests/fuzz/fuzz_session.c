@@ -28,13 +28,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!sessions)
 		sessions = sessions_new(8u << 20, 4u << 20, 3600000);
 	struct buf z = { 0 }, err = { 0 };
-	const void *body = data;
-	size_t len = size;
-	if (size > 0 && data[0] == 'R') {
-		zstd_compress_buf(data + 1, size - 1, 1, &z);
-		body = z.data;
-		len = z.len;
-	}
+	const void *body;
+	size_t len;
+	fuzz_body(data, size, &z, &body, &len);
 	Ember__Ingest__V1__SessionBatch *m = session_batch_decode(body, len, &err);
 	if (m) {
 		sessions_ingest(sessions, m, 1700000000000LL, check_expanded, NULL, &err);

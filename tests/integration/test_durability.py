@@ -7,7 +7,7 @@ import signal
 import time
 
 from conftest import require_root
-from harness import Server, find, run_workload, wait_until
+from harness import Server, find, rss_kib, run_workload, wait_until
 
 
 def workload_total(server):
@@ -36,14 +36,6 @@ def test_server_restart_keeps_data(tmp_path, agent_factory):
     server.restart(signal.SIGKILL)
     assert server.flamegraph(synthetic=["executable"])["root"] == before["root"]
     server.stop()
-
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def test_agent_buffers_while_server_is_down(tmp_path, agent_factory):

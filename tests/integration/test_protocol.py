@@ -10,7 +10,7 @@ import time
 import os
 
 from conftest import require_root
-from harness import WORKLOADS, Server, http, run_workload, settled_total, wait_until
+from harness import WORKLOADS, Server, http, rss_kib, run_workload, settled_total, wait_until
 
 
 def agent_samples(agent):
@@ -47,14 +47,6 @@ def test_server_killed_mid_run_agent_resyncs_without_loss(tmp_path, agent_factor
     assert stored == sampled, (stored, sampled, agent.output()[-2000:])
     assert "dropped" not in agent.output().split("stats:")[-1].replace("dropped=0", "")
     server.stop()
-
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 OUTAGE_S = int(os.environ.get("EMBER_TEST_OUTAGE_SECONDS", "120"))

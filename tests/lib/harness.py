@@ -157,6 +157,15 @@ def run_workload(name, *args, timeout=120):
     return json.loads(out)
 
 
+def rss_kib(pid):
+    """Resident memory of a process, KiB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
 def settled_total(server):
     """The flamegraph total once ingest has settled: non-zero and the same
     three seconds in a row."""
