@@ -139,7 +139,7 @@ void collect_sample(struct collector *c, const void *data, size_t size, uint64_t
 	comm[ONCPU_COMM_LEN] = '\0';
 
 	struct proc *p = proc_table_get(c->procs, (int32_t)s->pid,
-					s->proc_start_ns / c->ns_per_tick, comm, now_ns);
+					s->proc_start_ns / c->ns_per_tick, s->exec_id, comm, now_ns);
 	const __u64 *kframes = s->frames, *uframes = s->frames + nk;
 
 	uint32_t stack[MAX_STACK];
@@ -168,6 +168,13 @@ void collect_sample(struct collector *c, const void *data, size_t size, uint64_t
 			break;
 		}
 		user[nres++] = f;
+	}
+	if (c->want_table && s->unwind_mode == UWM_CFI && nres == nu && nu > 0 &&
+	    (s->unwind_error == UWE_NO_FP || s->unwind_error == UWE_READ)) {
+		uint64_t a = uframes[nu - 1];
+		const struct mapping *m = proc_find_mapping(c->procs, p, nu == 1 ? a : a - 1, now_ns);
+		if (m && m->kind == MAPPING_FILE && m->file != FILE_NONE)
+			c->want_table(c->hook_ctx, m->file);
 	}
 	if (why) {
 		c->stats.unknown_frames++;

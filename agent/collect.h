@@ -49,6 +49,11 @@ struct collector {
 	const char *const *host_kv;
 	size_t nhost_kv;
 	uint64_t ns_per_tick; /* to convert start times to /proc clock ticks */
+	/* Called with the registry index of the file where ember's unwinder
+	 * stopped for want of a rule (its table may still be waiting to be
+	 * built), so that it is built next; NULL = not called. */
+	void (*want_table)(void *ctx, uint32_t file);
+	void *hook_ctx;
 	struct collector_stats stats;
 	/* Per-batch caches (valid while gen matches batch_gen): the resource
 	 * of a (pid, thread name) and the frame of a kernel address, so a

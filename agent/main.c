@@ -98,7 +98,8 @@ static void on_proc_maps(void *ctx, const struct proc *p)
 			maps[i].bias = bias;
 		}
 	}
-	int rc = unwinder_set_process(a->unwinder, (uint32_t)p->pid, p->start_time, maps, n);
+	int rc = unwinder_set_process(a->unwinder, (uint32_t)p->pid, p->start_time, p->exec_id,
+				      maps, n);
 	if (rc < 0)
 		log_debug("cannot describe pid %d to the unwinder: %s", p->pid, strerror(-rc));
 	free(maps);
@@ -109,6 +110,13 @@ static void on_proc_gone(void *ctx, int32_t pid)
 	struct agent *a = ctx;
 	if (a->unwinder)
 		unwinder_remove_process(a->unwinder, (uint32_t)pid);
+}
+
+static void want_table(void *ctx, uint32_t file)
+{
+	struct agent *a = ctx;
+	if (a->unwinder)
+		unwinder_prioritize(a->unwinder, file);
 }
 
 static void on_sample(void *ctx, const void *data, size_t size)
@@ -213,7 +221,7 @@ static void log_stats(struct agent *a)
 	unwinder_get_stats(a->unwinder, &ws);
 	const struct collector_stats *cs = &a->collector.stats;
 	log_info("stats: samples=%llu lost=%llu cfi_stacks=%llu fp_stacks=%llu errors=%llu truncated=%llu "
-		 "processes=%zu files=%zu tables=%llu shared=%llu failed=%llu rows=%llu/%llu rules=%llu "
+		 "processes=%zu files=%zu tables=%llu shared=%llu failed=%llu prioritized=%llu rows=%llu/%llu rules=%llu "
 		 "batches_sent=%llu bytes_sent=%llu encode_ms=%llu queued=%zu dropped=%llu resyncs=%llu sessions=%llu session_bytes=%zu "
 		 "symbols_uploaded=%llu symbols_present=%llu",
 		 (unsigned long long)cs->samples, (unsigned long long)bpf[ONCPU_STAT_RB_FULL],
@@ -221,6 +229,7 @@ static void log_stats(struct agent *a)
 		 (unsigned long long)cs->unknown_frames, (unsigned long long)cs->truncated,
 		 proc_table_count(&a->procs), a->files.count, (unsigned long long)ws.files_loaded,
 		 (unsigned long long)ws.files_shared, (unsigned long long)ws.files_failed,
+		 (unsigned long long)ws.files_prioritized,
 		 (unsigned long long)ws.entries_used, (unsigned long long)ws.entries_cap,
 		 (unsigned long long)ws.rules, (unsigned long long)rs.sent_batches,
 		 (unsigned long long)rs.sent_bytes, (unsigned long long)(rs.encode_ns / 1000000),
@@ -260,12 +269,6 @@ static const char *host_arch(void)
 	static char machine[sizeof(u.machine)];
 	snprintf(machine, sizeof(machine), "%s", u.machine);
 	return machine;
-}
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-	nanosleep(&ts, NULL); /* a signal cuts it short, which is what we want */
 }
 
 int main(int argc, char **argv, char **envp)
@@ -342,6 +345,8 @@ int main(int argc, char **argv, char **envp)
 		.host_kv = a.host_kv,
 		.nhost_kv = host_attributes(&a),
 		.ns_per_tick = ticks > 0 ? 1000000000ull / (uint64_t)ticks : 10000000ull,
+		.want_table = want_table,
+		.hook_ctx = &a,
 	};
 	collector_set_batch(&a.collector, a.batch);
 
@@ -378,6 +383,7 @@ int main(int argc, char **argv, char **envp)
 	uint64_t next_sweep = now_mono_ns() + SWEEP_INTERVAL_NS;
 	uint64_t next_stats = now_mono_ns() + 60ull * 1000000000ull;
 	uint64_t next_draw = now_mono_ns();
+	uint64_t next_drain = now_mono_ns() + DRAIN_INTERVAL_MS * 1000000ull;
 	bool sampling = true;
 	while (!stop_requested) {
 		if (a.cfg.probabilistic_threshold < 100 && now_mono_ns() >= next_draw) {
@@ -394,10 +400,20 @@ int main(int argc, char **argv, char **envp)
 				 (long long)a.cfg.probabilistic_interval_ms);
 			next_draw = now_mono_ns() + (uint64_t)a.cfg.probabilistic_interval_ms * 1000000ull;
 		}
-		sleep_ms(DRAIN_INTERVAL_MS);
-		if (oncpu_drain(a.oncpu) < 0)
-			log_warn("reading the ring buffer failed: %s", strerror(errno));
+		/* Sleeps until the next drain, or less when a new process's
+		 * sample wakes it (oncpu_wait). */
 		uint64_t now = now_mono_ns();
+		if (now < next_drain) {
+			int woke = oncpu_wait(a.oncpu, (int)((next_drain - now + 999999) / 1000000));
+			if (woke < 0)
+				log_warn("waiting for the ring buffer failed: %s", strerror(-woke));
+			now = now_mono_ns();
+		}
+		if (now >= next_drain) {
+			if (oncpu_drain(a.oncpu) < 0)
+				log_warn("reading the ring buffer failed: %s", strerror(errno));
+			next_drain = now + DRAIN_INTERVAL_MS * 1000000ull;
+		}
 		if (now >= next_report) {
 			flush_batch(&a);
 			next_report += (uint64_t)a.cfg.reporter_interval_ms * 1000000ull;

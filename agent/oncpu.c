@@ -209,6 +209,12 @@ int oncpu_drain(struct oncpu *o)
 	return ring_buffer__consume(o->rb);
 }
 
+int oncpu_wait(struct oncpu *o, int timeout_ms)
+{
+	int n = ring_buffer__poll(o->rb, timeout_ms);
+	return n == -EINTR ? 0 : n;
+}
+
 void oncpu_read_stats(struct oncpu *o, uint64_t out[ONCPU_STAT_MAX])
 {
 	int ncpus = libbpf_num_possible_cpus();

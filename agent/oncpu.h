@@ -35,6 +35,11 @@ void oncpu_unwind_maps(const struct oncpu *o, struct unwind_map_fds *out);
 /* Hands every sample waiting in the ring buffer to fn. Returns how many
  * or -1. Called from one thread. */
 int oncpu_drain(struct oncpu *o);
+/* Waits up to timeout_ms for a sample that asks to wake the agent (one of
+ * a process not described to the unwinder yet) and then hands every waiting
+ * sample to fn; ordinary samples do not wake it. Returns how many samples
+ * were handed over (0 on timeout or a signal) or a negative errno. */
+int oncpu_wait(struct oncpu *o, int timeout_ms);
 /* Starts or stops the sampling timers (probabilistic profiling); a stopped
  * sampler costs nothing. Returns 0, or -1 when an ioctl failed. */
 int oncpu_set_enabled(struct oncpu *o, bool on);

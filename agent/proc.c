@@ -13,6 +13,11 @@
 
 #define MAPS_MAX_BYTES (16u << 20)
 #define MAPS_MAX_ENTRIES 65536
+/* A process's maps are read again when a sample has an address in none of
+ * them, at most every MAPS_REFRESH_FIRST_NS at first, doubling each time up
+ * to MAPS_REFRESH_NS: a starting process maps its libraries within
+ * milliseconds, a JIT keeps mapping code forever. */
+#define MAPS_REFRESH_FIRST_NS 10000000ull
 #define MAPS_REFRESH_NS 1000000000ull
 
 struct key {
@@ -175,8 +180,23 @@ static void release(struct proc_table *t, uint32_t idx)
 	t->free_slots[t->nfree++] = idx;
 }
 
+/* Reads again what an exec changes: the executable's name, where the
+ * process runs (a launcher may have moved itself into a container's cgroup
+ * before the exec) and its mappings. */
+static void reread(struct proc_table *t, struct proc *p, uint64_t now_ns)
+{
+	char comm[sizeof(p->exe_name)];
+	memcpy(comm, p->exe_name, sizeof(comm));
+	read_exe_name(t, p, comm);
+	if (t->attrib) {
+		proc_attrs_free(&p->attrs);
+		attrib_read(t->attrib, p->pid, &p->attrs);
+	}
+	read_maps(t, p, now_ns);
+}
+
 struct proc *proc_table_get(struct proc_table *t, int32_t pid, uint64_t start_ticks,
-			    const char *comm, uint64_t now_ns)
+			    uint64_t exec_id, const char *comm, uint64_t now_ns)
 {
 	struct key k = { t, pid };
 	uint32_t idx;
@@ -184,6 +204,11 @@ struct proc *proc_table_get(struct proc_table *t, int32_t pid, uint64_t start_ti
 		struct proc *p = &t->procs[idx];
 		if (!p->live || p->start_time == start_ticks) {
 			p->last_sample_ns = now_ns;
+			if (p->live && exec_id > p->exec_id) {
+				p->exec_id = exec_id;
+				p->refreshes = 0;
+				reread(t, p, now_ns);
+			}
 			return p;
 		}
 		release(t, idx); /* the pid was reused */
@@ -191,6 +216,7 @@ struct proc *proc_table_get(struct proc_table *t, int32_t pid, uint64_t start_ti
 	idx = alloc_slot(t);
 	struct proc *p = &t->procs[idx];
 	p->pid = pid;
+	p->exec_id = exec_id;
 	p->last_sample_ns = now_ns;
 	p->live = read_start_time(t, pid, &p->start_time) == 0;
 	read_exe_name(t, p, comm);
@@ -222,19 +248,14 @@ const struct mapping *proc_find_mapping(struct proc_table *t, struct proc *p, ui
 					uint64_t now_ns)
 {
 	const struct mapping *m = search(p, addr);
-	if (m || !p->live || now_ns - p->maps_read_ns < MAPS_REFRESH_NS)
+	if (m || !p->live || now_ns - p->maps_read_ns < MIN(MAPS_REFRESH_FIRST_NS << p->refreshes,
+							    MAPS_REFRESH_NS))
 		return m;
-	/* New code was mapped, or the process exec'd another program: read
-	 * again what an exec changes (also where it runs: a launcher may
-	 * have moved itself into a container's cgroup before the exec). */
-	char comm[sizeof(p->exe_name)];
-	memcpy(comm, p->exe_name, sizeof(comm));
-	read_exe_name(t, p, comm);
-	if (t->attrib) {
-		proc_attrs_free(&p->attrs);
-		attrib_read(t->attrib, p->pid, &p->attrs);
-	}
-	read_maps(t, p, now_ns);
+	if (p->refreshes < 7)
+		p->refreshes++;
+	/* New code was mapped, or the process exec'd another program (when
+	 * the sample did not tell: OTLP-less paths, old kernels). */
+	reread(t, p, now_ns);
 	return search(p, addr);
 }
 

@@ -33,11 +33,13 @@ struct proc {
 	int32_t pid;
 	bool live;           /* /proc/PID could be read */
 	uint64_t start_time; /* clock ticks since boot, from /proc/PID/stat */
+	uint64_t exec_id;    /* the exec the mappings were read for (oncpu_sample.exec_id) */
 	char exe_name[64];   /* base name of /proc/PID/exe, else the comm */
 	struct proc_attrs attrs; /* container, pod, job (attrib.h) */
 	struct mapping *maps;
 	size_t nmaps, capmaps;
 	uint64_t maps_read_ns;
+	uint8_t refreshes;   /* re-reads of the maps since the exec (proc.c) */
 	uint64_t last_sample_ns;
 };
 
@@ -66,10 +68,13 @@ void proc_table_free(struct proc_table *t);
 /* The process with this pid, created (and read from /proc) on first
  * sight. start_ticks is the process start time in clock ticks since boot
  * as the sample saw it: a cached entry with another start time belongs
- * to an earlier process that had the same pid, and is replaced. comm
- * names processes whose /proc entry is already gone. */
+ * to an earlier process that had the same pid, and is replaced. exec_id
+ * is the process's exec count as the sample saw it: a higher one than the
+ * entry's means the process exec'd since it was read, and it is read
+ * again at once (name, attributes, mappings). comm names processes whose
+ * /proc entry is already gone. */
 struct proc *proc_table_get(struct proc_table *t, int32_t pid, uint64_t start_ticks,
-			    const char *comm, uint64_t now_ns);
+			    uint64_t exec_id, const char *comm, uint64_t now_ns);
 /* The mapping containing addr, re-reading the maps (rate-limited) when
  * no known mapping contains it. */
 const struct mapping *proc_find_mapping(struct proc_table *t, struct proc *p, uint64_t addr,

@@ -263,12 +263,27 @@ void unwinder_add_file(struct unwinder *u, uint32_t index, const struct file_id 
 	pthread_mutex_unlock(&u->mu);
 }
 
+void unwinder_prioritize(struct unwinder *u, uint32_t index)
+{
+	pthread_mutex_lock(&u->mu);
+	for (size_t i = 1; i < u->njobs; i++)
+		if (u->jobs[i].index == index) {
+			struct job j = u->jobs[i];
+			memmove(u->jobs + 1, u->jobs, i * sizeof(*u->jobs));
+			u->jobs[0] = j;
+			u->stats.files_prioritized++;
+			break;
+		}
+	pthread_mutex_unlock(&u->mu);
+}
+
 int unwinder_set_process(struct unwinder *u, uint32_t pid, uint64_t start_ticks,
-			 const struct unwind_mapping *maps, size_t n)
+			 uint64_t exec_id, const struct unwind_mapping *maps, size_t n)
 {
 	/* The value is 8 KiB: built on the heap, not the stack. */
 	struct unwind_proc *p = xcalloc(1, sizeof(*p));
 	p->start_ticks = start_ticks;
+	p->exec_id = exec_id;
 	p->nmaps = (uint32_t)MIN(n, (size_t)UNWIND_MAX_MAPPINGS);
 	memcpy(p->maps, maps, p->nmaps * sizeof(*maps));
 	int rc = bpf_map_update_elem(u->fds.procs, &pid, p, BPF_ANY) == 0 ? 0 : -errno;

@@ -10,8 +10,9 @@
  * in it are unwound by frame pointer.
  *
  * Processes: unwinder_set_process writes a process's executable mappings
- * (with each mapping's file and bias) into unwind_procs; from then on its
- * samples use the CFI unwinder. The entry array is a bump allocator: it is
+ * (with each mapping's file and bias) into unwind_procs, tagged with the
+ * exec they belong to; from then on its samples use the CFI unwinder, until
+ * the process execs (BPF sees another exec id and falls back). The entry array is a bump allocator: it is
  * not reclaimed while the agent runs, and when it is full further files
  * fall back to frame pointers (logged, counted).
  */
@@ -29,7 +30,8 @@
 #include "unwind_types.h"
 
 struct unwinder_stats {
-	uint64_t files_queued, files_loaded, files_shared, files_failed, files_skipped;
+	uint64_t files_queued, files_loaded, files_shared, files_failed, files_skipped,
+		 files_prioritized;
 	uint64_t rows, entries_used, entries_cap, rules;
 	uint64_t proc_updates, proc_failures;
 	uint64_t build_ns; /* total time spent building tables */
@@ -45,8 +47,13 @@ void unwinder_add_file(struct unwinder *u, uint32_t index, const struct file_id 
 		       const char *name, int fd);
 /* Describes a process's executable mappings (sorted by start; at most
  * UNWIND_MAX_MAPPINGS are used). Returns 0 or -errno. */
+/* Moves the file at this registry index to the front of the queue, when
+ * it is still waiting: a sample needed its table (the queue is otherwise
+ * first come, first built, and a new agent's backlog of every file on
+ * the host can take a second or two). */
+void unwinder_prioritize(struct unwinder *u, uint32_t index);
 int unwinder_set_process(struct unwinder *u, uint32_t pid, uint64_t start_ticks,
-			 const struct unwind_mapping *maps, size_t n);
+			 uint64_t exec_id, const struct unwind_mapping *maps, size_t n);
 void unwinder_remove_process(struct unwinder *u, uint32_t pid);
 void unwinder_get_stats(struct unwinder *u, struct unwinder_stats *out);
 

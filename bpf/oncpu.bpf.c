@@ -38,8 +38,17 @@ struct scratch {
 	struct oncpu_sample s;
 	struct unwind_regs regs;
 	__u32 tail_calls;
-	__u32 pad;
+	__u32 wake;	     /* wake the agent for this sample (submit) */
+	__u64 last_wake_ns;  /* this CPU's last forced wakeup */
 };
+
+/* Samples wait in the ring buffer until the agent's next drain (200 ms),
+ * except a sample of a process the agent has not described yet (or whose
+ * description lacks a mapping the stack went through): that one wakes it
+ * at once, so it reads the process and its next stacks are unwound by CFI
+ * within milliseconds instead of a whole drain interval.
+ * At most one forced wakeup per CPU per WAKE_MIN_NS, whatever happens. */
+#define WAKE_MIN_NS 10000000ull
 
 /* Per-CPU scratch record: far too large for the 512-byte BPF stack. */
 struct {
@@ -154,15 +163,30 @@ static __always_inline void submit(struct scratch *sc)
 	__u64 size = ONCPU_HDR_SIZE + (__u64)(nk + nu) * sizeof(__u64);
 	if (size > sizeof(*s))
 		size = sizeof(*s);
-	if (bpf_ringbuf_output(&samples, s, size, BPF_RB_NO_WAKEUP) < 0) {
+	__u64 flags = sc->wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_output(&samples, s, size, flags) < 0) {
 		count(ONCPU_STAT_RB_FULL, 1);
 		return;
 	}
 	count(ONCPU_STAT_SAMPLES, 1);
 }
 
+/* Asks submit to wake the agent, at most once per WAKE_MIN_NS per CPU. */
+static __always_inline void wake_agent(struct scratch *sc)
+{
+	if (sc->s.ktime_ns - sc->last_wake_ns >= WAKE_MIN_NS) {
+		sc->wake = 1;
+		sc->last_wake_ns = sc->s.ktime_ns;
+	}
+}
+
 static __always_inline void stop_unwind(struct scratch *sc, int err)
 {
+	/* A return address in no mapping the agent described: the process
+	 * has mapped code since (ld.so loading libraries, dlopen, JIT), and
+	 * the agent re-reads its maps when it sees this sample. */
+	if (err == UWE_NO_MAPPING)
+		wake_agent(sc);
 	if (err > 0 && err < 8) {
 		sc->s.unwind_error = (__u16)err;
 		count(ONCPU_STAT_ERR_BASE + err, 1);
@@ -264,6 +288,7 @@ int oncpu_sample(struct bpf_perf_event_data *ctx)
 	s->ktime_ns = bpf_ktime_get_ns();
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	s->proc_start_ns = BPF_CORE_READ(task, group_leader, start_boottime);
+	s->exec_id = BPF_CORE_READ(task, group_leader, self_exec_id);
 	s->pid = tgid;
 	s->tid = tid;
 	s->cpu = bpf_get_smp_processor_id();
@@ -271,6 +296,7 @@ int oncpu_sample(struct bpf_perf_event_data *ctx)
 	s->unwind_error = UWE_NONE;
 	s->ustack_len = 0;
 	sc->tail_calls = 0;
+	sc->wake = 0;
 	bpf_get_current_comm(s->comm, sizeof(s->comm));
 
 	long kn = bpf_get_stack(ctx, s->frames, ONCPU_MAX_KFRAMES * sizeof(__u64), 0);
@@ -290,17 +316,19 @@ int oncpu_sample(struct bpf_perf_event_data *ctx)
 		return 0;
 	}
 	const struct unwind_proc *p = bpf_map_lookup_elem(&unwind_procs, &tgid);
-	if (p && p->start_ticks == s->proc_start_ns / ns_per_tick) {
+	if (p && p->start_ticks == s->proc_start_ns / ns_per_tick && p->exec_id == s->exec_id) {
 		s->unwind_mode = UWM_CFI;
 		count(ONCPU_STAT_CFI, 1);
 		bpf_tail_call(ctx, &unwind_progs, 0);
 		/* Tail call failed: fall back to the kernel's walk below. */
 		s->unwind_mode = UWM_NONE;
 	}
-	/* Not described yet (or the pid was reused): the kernel's
-	 * frame-pointer walk, until the agent has read the process. */
+	/* Not described yet (or the pid was reused, or the process exec'd
+	 * since): the kernel's frame-pointer walk, until the agent has read
+	 * the process — which this sample asks it to do now. */
 	s->unwind_mode = UWM_KERNEL_FP;
 	count(ONCPU_STAT_KERNEL_FP, 1);
+	wake_agent(sc);
 	long un = bpf_get_stack(ctx, &s->frames[nk & 127], ONCPU_MAX_KFRAMES * sizeof(__u64),
 				BPF_F_USER_STACK);
 	if (un < 0) {

@@ -12,6 +12,7 @@
 struct oncpu_sample {
 	__u64 ktime_ns;
 	__u64 proc_start_ns; /* boot-time start of the process, tells reused pids apart */
+	__u64 exec_id;       /* the process's exec count (self_exec_id): an exec changes it */
 	__u32 pid;           /* thread group id */
 	__u32 tid;
 	__u32 cpu;

@@ -63,6 +63,7 @@ struct unwind_proc {
 	__u64 start_ticks; /* process start in clock ticks since boot: tells reused pids apart */
 	__u32 nmaps;
 	__u32 pad;
+	__u64 exec_id;     /* the exec these mappings belong to (oncpu_sample.exec_id) */
 	struct unwind_mapping maps[UNWIND_MAX_MAPPINGS]; /* sorted by start */
 };
 

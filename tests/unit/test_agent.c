@@ -422,8 +422,24 @@ static void test_collect(void **state)
 	unlink(path);
 	assert_int_equal(symlink("/usr/bin/other", path), 0);
 	s.proc_start_ns = 900ull * 10000000ull;
-	struct proc *p = proc_table_get(&procs, 4242, 900, "x", 5000);
+	struct proc *p = proc_table_get(&procs, 4242, 900, 0, "x", 5000);
 	assert_string_equal(p->exe_name, "other");
+	assert_int_equal(proc_table_count(&procs), 1);
+
+	/* The process (its /proc start time is 500) execs a third program: a
+	 * sample with a higher exec count has it read again at once, an
+	 * older or equal one does not. */
+	unlink(path);
+	assert_int_equal(symlink("/usr/bin/third", path), 0);
+	p = proc_table_get(&procs, 4242, 500, 0, "x", 5001);
+	assert_string_equal(p->exe_name, "other");
+	p = proc_table_get(&procs, 4242, 500, 3, "x", 5002);
+	assert_string_equal(p->exe_name, "third");
+	assert_int_equal(p->exec_id, 3);
+	assert_int_equal(p->maps_read_ns, 5002);
+	p = proc_table_get(&procs, 4242, 500, 2, "x", 5003);
+	assert_int_equal(p->exec_id, 3);
+	assert_int_equal(p->maps_read_ns, 5002);
 	assert_int_equal(proc_table_count(&procs), 1);
 
 	/* Exited processes are swept. */

@@ -256,7 +256,7 @@ static void check_workload(char *const argv[], const char *want, const char *cou
 		assert_int_equal(ptrace(PTRACE_INTERRUPT, target, NULL, NULL), 0);
 		int status;
 		assert_int_equal(waitpid(target, &status, __WALL), target);
-		struct proc *p = proc_table_get(&procs, pid, 0, "w", 0);
+		struct proc *p = proc_table_get(&procs, pid, 0, 0, "w", 0);
 		struct result res;
 		unwind_once(p, want, count_name, &res);
 		if (res.rc != UW_DONE || !res.reached || res.count_of_name < min_count) {
