@@ -357,6 +357,58 @@ static size_t read_prefix(const char *path, char *out, size_t n)
 	return len;
 }
 
+static const char *base_of(const char *path)
+{
+	const char *s = strrchr(path, '/');
+	return s ? s + 1 : path;
+}
+
+bool attrib_python_script(const char *cmdline, size_t len, char *out, size_t n)
+{
+	/* Copied so that every argument ends in a NUL, whatever was read. */
+	char buf[4096];
+	len = MIN(len, sizeof(buf) - 1);
+	memcpy(buf, cmdline, len);
+	buf[len] = '\0';
+	const char *args[64];
+	size_t na = 0;
+	for (size_t i = 0; i < len && na < ARRAY_SIZE(args); i += strlen(buf + i) + 1)
+		args[na++] = buf + i;
+	if (na == 0 || strncmp(base_of(args[0]), "python", 6) != 0 || n == 0)
+		return false;
+	for (size_t i = 1; i < na; i++) {
+		const char *a = args[i];
+		if (a[0] != '-' || strcmp(a, "-") == 0) {
+			snprintf(out, n, "%s", a[0] == '-' ? "-" : base_of(a));
+			return out[0] != '\0';
+		}
+		if (strcmp(a, "--") == 0)
+			continue;
+		/* Options: letters that take no value may be grouped (-uB);
+		 * -c and -m end the options, -W and -X take a value (joined or
+		 * the next argument). */
+		for (const char *o = a + 1; *o; o++) {
+			if (*o == 'c') {
+				snprintf(out, n, "-c");
+				return true;
+			}
+			if (*o == 'm') {
+				const char *mod = o[1] ? o + 1 : i + 1 < na ? args[i + 1] : "";
+				snprintf(out, n, "%s", mod);
+				return out[0] != '\0';
+			}
+			if (*o == 'W' || *o == 'X') {
+				if (!o[1])
+					i++;
+				break;
+			}
+			if (*o == '-')
+				break; /* --long-option */
+		}
+	}
+	return false;
+}
+
 void attrib_read(struct attrib *a, int pid, struct proc_attrs *out)
 {
 	out->n = 0;
@@ -390,4 +442,9 @@ void attrib_read(struct attrib *a, int pid, struct proc_attrs *out)
 	put(out, "slurm.job.name", env.slurm_job_name);
 	put(out, "slurm.job.user", env.slurm_job_user);
 	put(out, "job.tag", env.job_tag);
+	char cmdline[4096], script[VALUE_MAX + 1];
+	snprintf(path, sizeof(path), "%s/%d/cmdline", a->proc_root, pid);
+	size_t cl = read_prefix(path, cmdline, sizeof(cmdline));
+	if (attrib_python_script(cmdline, cl, script, sizeof(script)))
+		put(out, "script.name", script);
 }

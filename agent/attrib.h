@@ -26,7 +26,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define ATTRIB_MAX 12
+#define ATTRIB_MAX 13
 
 /* Attribute pairs of one process; owned strings. */
 struct proc_attrs {
@@ -53,6 +53,12 @@ struct env_info {
 };
 void attrib_parse_environ(const char *env, size_t len, const char *job_tag_var,
 			  struct env_info *out);
+
+/* script.name of a Python process from its command line (NUL-separated
+ * /proc/PID/cmdline): the base name of the script it runs, the module of
+ * `-m module`, "-c" for a command, "-" for standard input. False when
+ * argv[0] is not a python interpreter or no script is named. */
+bool attrib_python_script(const char *cmdline, size_t len, char *out, size_t n);
 
 /* The Deployment of a pod name, or false when it does not look like one. */
 bool attrib_k8s_deployment(const char *pod, char *out, size_t n);

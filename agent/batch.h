@@ -20,7 +20,7 @@
 #include "strtab.h"
 
 /* Values match ember.ingest.v1.FrameType / EventKind. */
-enum frame_type { FT_KERNEL = 1, FT_NATIVE = 2, FT_ERROR = 15 };
+enum frame_type { FT_KERNEL = 1, FT_NATIVE = 2, FT_CPYTHON = 3, FT_ERROR = 15 };
 enum event_kind { EK_ON_CPU = 1 };
 
 struct bframe {

@@ -8,6 +8,7 @@
 #include <linux/types.h>
 
 #include "oncpu_types.h"
+#include "python.h"
 #include "unwind_types.h"
 #include "util.h"
 
@@ -66,6 +67,24 @@ static uint32_t user_frame(struct collector *c, struct proc *p, uint64_t addr, u
 			f.address = addr - m->start + m->offset;
 		}
 		break;
+	}
+	return batch_frame(c->batch, &f);
+}
+
+/* A Python frame of the walker (python_types.h): its qualified name, with
+ * the source file as the binary and the line as the address. */
+static uint32_t python_frame(struct collector *c, const struct proc *p, uint64_t slot)
+{
+	struct bframe f = { .type = FT_CPYTHON };
+	struct py_sym ps;
+	if (c->python && python_symbolize(c->python, p->pid, slot, &ps) == 0) {
+		f.name = str(c, ps.name);
+		f.binary = str(c, ps.file);
+		f.address = ps.line;
+		c->stats.python_frames++;
+	} else {
+		f.name = str(c, "[unknown Python frame]");
+		c->stats.python_unknown++;
 	}
 	return batch_frame(c->batch, &f);
 }
@@ -162,6 +181,10 @@ void collect_sample(struct collector *c, const void *data, size_t size, uint64_t
 	uint32_t nres = 0;
 	for (uint32_t i = 0; i < nu; i++) {
 		uint64_t a = uframes[i];
+		if (a & PY_FRAME_FLAG) {
+			user[nres++] = python_frame(c, p, a);
+			continue;
+		}
 		uint32_t f = user_frame(c, p, i == 0 ? a : a - 1, now_ns);
 		if (f == UINT32_MAX) {
 			why = unwind_errors[UWE_NO_MAPPING];
@@ -172,7 +195,8 @@ void collect_sample(struct collector *c, const void *data, size_t size, uint64_t
 	if (c->want_table && s->unwind_mode == UWM_CFI && nres == nu && nu > 0 &&
 	    (s->unwind_error == UWE_NO_FP || s->unwind_error == UWE_READ)) {
 		uint64_t a = uframes[nu - 1];
-		const struct mapping *m = proc_find_mapping(c->procs, p, nu == 1 ? a : a - 1, now_ns);
+		const struct mapping *m = a & PY_FRAME_FLAG ? NULL :
+				proc_find_mapping(c->procs, p, nu == 1 ? a : a - 1, now_ns);
 		if (m && m->kind == MAPPING_FILE && m->file != FILE_NONE)
 			c->want_table(c->hook_ctx, m->file);
 	}

@@ -31,6 +31,7 @@ struct collector_stats {
 	uint64_t malformed;
 	uint64_t cfi_stacks; /* user stacks from ember's unwinder */
 	uint64_t fp_stacks;  /* user stacks from the kernel's frame-pointer walk */
+	uint64_t python_frames, python_unknown; /* Python frames named, not named */
 };
 
 /* Most host attribute ids (pairs x 2) a collector takes. */
@@ -54,6 +55,7 @@ struct collector {
 	 * built), so that it is built next; NULL = not called. */
 	void (*want_table)(void *ctx, uint32_t file);
 	void *hook_ctx;
+	struct python *python; /* names Python frames; NULL = none */
 	struct collector_stats stats;
 	/* Per-batch caches (valid while gen matches batch_gen): the resource
 	 * of a (pid, thread name) and the frame of a kernel address, so a

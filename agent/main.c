@@ -1,6 +1,7 @@
 /* main.c - ember-agent: samples every process on this host and reports
  * the stacks to ember-server. See docs/architecture.md for the path a
  * sample takes, and agent/config.h for the flags. */
+#include <bpf/bpf.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include "log.h"
 #include "oncpu.h"
 #include "proc.h"
+#include "python.h"
 #include "reporter.h"
 #include "symupload.h"
 #include "unwinder.h"
@@ -65,6 +67,12 @@ struct agent {
 	struct reporter *reporter;
 	struct symupload *symupload;
 	struct unwinder *unwinder;
+	/* CPython: the interpreter files seen (few: one per installed
+	 * version), the symbolizer, and the walker's process map. */
+	struct py_seen { uint32_t index; struct py_file file; } *pyfiles;
+	size_t npyfiles, cappyfiles;
+	struct python *python;
+	int py_procs_fd;
 	uint64_t sequence;
 	int64_t interval_start_ms;
 };
@@ -72,10 +80,43 @@ struct agent {
 static void on_new_file(void *ctx, uint32_t index, const struct agent_file *f, int fd)
 {
 	struct agent *a = ctx;
+	struct py_file pf;
+	if (python_file_name(f->name) && python_inspect_file(fd, &pf) == 0) {
+		xgrow((void **)&a->pyfiles, &a->cappyfiles, a->npyfiles + 1, sizeof(*a->pyfiles));
+		a->pyfiles[a->npyfiles++] = (struct py_seen){ index, pf };
+		log_debug("%s: CPython %u.%u interpreter", f->name, pf.version >> 24,
+			  (pf.version >> 16) & 0xff);
+	}
 	int fd2 = a->unwinder ? dup(fd) : -1;
 	symupload_add(a->symupload, &f->id, f->name, fd);
 	if (fd2 >= 0)
 		unwinder_add_file(a->unwinder, index, &f->id, f->name, fd2);
+}
+
+/* Tells the Python walker and symbolizer whether p runs a CPython
+ * interpreter ember knows, and where it is loaded. */
+static void describe_python(struct agent *a, const struct proc *p)
+{
+	uint32_t pid = (uint32_t)p->pid;
+	for (size_t i = 0; i < p->nmaps && a->npyfiles; i++) {
+		const struct mapping *m = &p->maps[i];
+		for (size_t k = 0; k < a->npyfiles; k++) {
+			struct py_proc rec;
+			uint64_t bias;
+			const struct py_file *f = &a->pyfiles[k].file;
+			if (a->pyfiles[k].index != m->file ||
+			    files_mapping_bias(&a->files, m->file, m->start, m->offset, &bias) != 0 ||
+			    python_describe(f, bias, p->start_time, p->exec_id, &rec) != 0)
+				continue;
+			if (bpf_map_update_elem(a->py_procs_fd, &pid, &rec, BPF_ANY) != 0)
+				log_debug("cannot describe pid %d to the Python walker: %s", p->pid,
+					  strerror(errno));
+			python_set_process(a->python, p->pid, f, bias);
+			return;
+		}
+	}
+	(void)bpf_map_delete_elem(a->py_procs_fd, &pid); /* may never have been written */
+	python_set_process(a->python, p->pid, NULL, 0);
 }
 
 /* Mirrors a process's executable mappings into the BPF unwinder. */
@@ -103,6 +144,7 @@ static void on_proc_maps(void *ctx, const struct proc *p)
 	if (rc < 0)
 		log_debug("cannot describe pid %d to the unwinder: %s", p->pid, strerror(-rc));
 	free(maps);
+	describe_python(a, p);
 }
 
 static void on_proc_gone(void *ctx, int32_t pid)
@@ -110,6 +152,9 @@ static void on_proc_gone(void *ctx, int32_t pid)
 	struct agent *a = ctx;
 	if (a->unwinder)
 		unwinder_remove_process(a->unwinder, (uint32_t)pid);
+	uint32_t key = (uint32_t)pid;
+	(void)bpf_map_delete_elem(a->py_procs_fd, &key); /* may never have been written */
+	python_set_process(a->python, pid, NULL, 0);
 }
 
 static void want_table(void *ctx, uint32_t file)
@@ -148,6 +193,7 @@ static void flush_batch(struct agent *a)
 	a->batch = xmalloc(sizeof(*a->batch));
 	batch_init(a->batch);
 	collector_set_batch(&a->collector, a->batch);
+	python_next_generation(a->python);
 	a->interval_start_ms = now;
 }
 
@@ -220,10 +266,13 @@ static void log_stats(struct agent *a)
 	struct unwinder_stats ws;
 	unwinder_get_stats(a->unwinder, &ws);
 	const struct collector_stats *cs = &a->collector.stats;
+	struct python_stats ps;
+	python_get_stats(a->python, &ps);
 	log_info("stats: samples=%llu lost=%llu cfi_stacks=%llu fp_stacks=%llu errors=%llu truncated=%llu "
 		 "processes=%zu files=%zu tables=%llu shared=%llu failed=%llu prioritized=%llu rows=%llu/%llu rules=%llu "
 		 "batches_sent=%llu bytes_sent=%llu encode_ms=%llu queued=%zu dropped=%llu resyncs=%llu sessions=%llu session_bytes=%zu "
-		 "symbols_uploaded=%llu symbols_present=%llu",
+		 "symbols_uploaded=%llu symbols_present=%llu python_stacks=%llu python_frames=%llu "
+		 "python_unnamed=%llu python_no_thread=%llu python_read_errors=%llu python_processes=%llu",
 		 (unsigned long long)cs->samples, (unsigned long long)bpf[ONCPU_STAT_RB_FULL],
 		 (unsigned long long)cs->cfi_stacks, (unsigned long long)cs->fp_stacks,
 		 (unsigned long long)cs->unknown_frames, (unsigned long long)cs->truncated,
@@ -236,7 +285,10 @@ static void log_stats(struct agent *a)
 		 rs.queued_batches,
 		 (unsigned long long)rs.dropped_batches, (unsigned long long)rs.resyncs,
 		 (unsigned long long)rs.sessions, rs.session_bytes, (unsigned long long)us.uploaded,
-		 (unsigned long long)us.present);
+		 (unsigned long long)us.present, (unsigned long long)bpf[ONCPU_STAT_PY_STACKS],
+		 (unsigned long long)cs->python_frames, (unsigned long long)cs->python_unknown,
+		 (unsigned long long)bpf[ONCPU_STAT_PY_NO_THREAD],
+		 (unsigned long long)bpf[ONCPU_STAT_PY_READ_ERR], (unsigned long long)ps.processes);
 }
 
 /* The host's machine id (32 hex digits), or "" when unreadable. */
@@ -334,7 +386,10 @@ int main(int argc, char **argv, char **envp)
 	a.batch = xmalloc(sizeof(*a.batch));
 	batch_init(a.batch);
 	long ticks = sysconf(_SC_CLK_TCK);
+	a.python = python_new();
+	a.py_procs_fd = -1;
 	a.collector = (struct collector){
+		.python = a.python,
 		.batch = a.batch,
 		.procs = &a.procs,
 		.files = &a.files,
@@ -358,6 +413,7 @@ int main(int argc, char **argv, char **envp)
 	}
 	struct unwind_map_fds fds;
 	oncpu_unwind_maps(a.oncpu, &fds);
+	a.py_procs_fd = oncpu_python_map(a.oncpu);
 	a.unwinder = unwinder_start(&fds, &err);
 	if (!a.unwinder) {
 		log_error("%s", err.data);
@@ -434,6 +490,8 @@ int main(int argc, char **argv, char **envp)
 	flush_batch(&a);
 	log_stats(&a);
 	unwinder_stop(a.unwinder); /* before the maps it writes are closed */
+	python_free(a.python);
+	free(a.pyfiles);
 	oncpu_close(a.oncpu);
 	reporter_stop(a.reporter, 5000);
 	symupload_stop(a.symupload);

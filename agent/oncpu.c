@@ -140,12 +140,15 @@ int oncpu_open(struct oncpu **out, uint64_t hz, uint32_t unwind_entries, oncpu_s
 			   strerror(errno));
 		goto fail;
 	}
-	int prog_fd = bpf_program__fd(o->skel->progs.oncpu_unwind);
-	uint32_t key = 0;
-	if (bpf_map_update_elem(bpf_map__fd(o->skel->maps.unwind_progs), &key, &prog_fd, BPF_ANY) != 0) {
-		buf_printf(err, "installing the unwinder's tail call failed: %s", strerror(errno));
-		goto fail;
-	}
+	/* The tail-call targets, at PROG_UNWIND and PROG_PYTHON. */
+	int progs[2] = { bpf_program__fd(o->skel->progs.oncpu_unwind),
+			 bpf_program__fd(o->skel->progs.oncpu_python) };
+	for (uint32_t key = 0; key < 2; key++)
+		if (bpf_map_update_elem(bpf_map__fd(o->skel->maps.unwind_progs), &key, &progs[key],
+					BPF_ANY) != 0) {
+			buf_printf(err, "installing the unwinder's tail calls failed: %s", strerror(errno));
+			goto fail;
+		}
 	o->rb = ring_buffer__new(bpf_map__fd(o->skel->maps.samples), on_event, o, NULL);
 	if (!o->rb) {
 		buf_printf(err, "creating the ring buffer reader failed: %s", strerror(errno));
@@ -241,6 +244,11 @@ void oncpu_unwind_maps(const struct oncpu *o, struct unwind_map_fds *out)
 	out->files = bpf_map__fd(o->skel->maps.unwind_files);
 	out->files_cap = bpf_map__max_entries(o->skel->maps.unwind_files);
 	out->procs = bpf_map__fd(o->skel->maps.unwind_procs);
+}
+
+int oncpu_python_map(const struct oncpu *o)
+{
+	return bpf_map__fd(o->skel->maps.py_procs);
 }
 
 int oncpu_cpu_count(const struct oncpu *o)

@@ -35,6 +35,9 @@ void oncpu_unwind_maps(const struct oncpu *o, struct unwind_map_fds *out);
 /* Hands every sample waiting in the ring buffer to fn. Returns how many
  * or -1. Called from one thread. */
 int oncpu_drain(struct oncpu *o);
+/* The map of Python processes the walker reads (py_procs: pid -> struct
+ * py_proc, python_types.h). */
+int oncpu_python_map(const struct oncpu *o);
 /* Waits up to timeout_ms for a sample that asks to wake the agent (one of
  * a process not described to the unwinder yet) and then hands every waiting
  * sample to fn; ordinary samples do not wake it. Returns how many samples

@@ -9,20 +9,37 @@
  * (unwind_step.h), UNWIND_FRAMES_PER_PROG frames per program, continuing
  * through tail calls; so code without frame pointers unwinds, and stacks
  * deeper than the kernel's 127-frame limit survive. Processes not described
- * yet (their first samples) use the kernel's frame-pointer walk. No
- * aggregation happens here: user space deduplicates. */
+ * yet (their first samples) use the kernel's frame-pointer walk. In a
+ * Python process (py_procs), each native frame of the interpreter loop is
+ * replaced by the Python frames it runs, read from the interpreter's frame
+ * chain by oncpu_python (python_types.h). No aggregation happens here:
+ * user space deduplicates. */
 #include "vmlinux.h"
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
 #include "oncpu_types.h"
+#include "python_types.h"
 #include "unwind_types.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
 #define UNWIND_FRAMES_PER_PROG 16
-#define UNWIND_MAX_TAIL_CALLS 26 /* the kernel allows 33 */
+/* Every tail call of a sample counts (native, into and out of the Python
+ * walker): the kernel allows 33. */
+#define UNWIND_MAX_TAIL_CALLS 32
+#define PY_FRAMES_PER_PROG 16
+#define PY_MAX_INTERPRETERS 4
+#define PY_MAX_THREADS 128
+/* idx < ONCPU_MAX_FRAMES is checked; the mask (ONCPU_MAX_FRAMES rounded
+ * up to a power of two, minus one) shows the verifier that the slot stays
+ * inside the scratch record, whatever the compiler did to the check. */
+#define FRAME_INDEX_MASK 511
+_Static_assert(FRAME_INDEX_MASK + 1 >= ONCPU_MAX_FRAMES, "mask covers the frames");
+_Static_assert(sizeof(struct oncpu_sample) + 8 <= 4216, "masked slot stays in the scratch record");
+#define PROG_UNWIND 0
+#define PROG_PYTHON 1
 #define PF_KTHREAD 0x00200000
 
 /* Set by the agent before load. */
@@ -40,6 +57,12 @@ struct scratch {
 	__u32 tail_calls;
 	__u32 wake;	     /* wake the agent for this sample (submit) */
 	__u64 last_wake_ns;  /* this CPU's last forced wakeup */
+	/* The Python walk of this sample: */
+	__u64 py_frame;      /* the next _PyInterpreterFrame to read, 0 = none left */
+	__u8 py_started;     /* py_frame was found from the thread state */
+	__u8 py_visited;     /* oncpu_python ran for the current native frame */
+	__u8 py_emitted;     /* ... and wrote Python frames for it */
+	__u8 py_pad[5];
 };
 
 /* Samples wait in the ring buffer until the agent's next drain (200 ms),
@@ -96,10 +119,27 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2); /* PROG_UNWIND, PROG_PYTHON */
 	__type(key, __u32);
 	__type(value, __u32);
 } unwind_progs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct py_proc);
+} py_procs SEC(".maps");
+
+/* tid -> its PyThreadState, checked on every use (thread states are freed
+ * and reused). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u64);
+} py_threads SEC(".maps");
 
 static __always_inline void count(__u32 stat, __u64 n)
 {
@@ -212,6 +252,9 @@ int oncpu_unwind(struct bpf_perf_event_data *ctx)
 	__u32 nk = sc->s.kstack_len > 0 ? (__u32)sc->s.kstack_len : 0;
 	if (nk > ONCPU_MAX_KFRAMES)
 		nk = ONCPU_MAX_KFRAMES;
+	const struct py_proc *py = bpf_map_lookup_elem(&py_procs, &pid);
+	if (py && (py->start_ticks != p->start_ticks || py->exec_id != p->exec_id))
+		py = NULL;
 	for (int i = 0; i < UNWIND_FRAMES_PER_PROG; i++) {
 		__u32 nu = (__u32)sc->s.ustack_len;
 		if (nu >= ONCPU_MAX_UFRAMES) {
@@ -223,9 +266,28 @@ int oncpu_unwind(struct bpf_perf_event_data *ctx)
 			stop_unwind(sc, UWE_TRUNCATED);
 			return 0;
 		}
-		sc->s.frames[idx] = sc->regs.pc;
-		sc->s.ustack_len = (__s32)(nu + 1);
-		count(ONCPU_STAT_CFI_FRAMES, 1);
+		bool native = true;
+		__u64 pc = sc->regs.pc;
+		if (py && ((pc >= py->eval_lo && pc < py->eval_hi) ||
+			   (pc >= py->cold_lo && pc < py->cold_hi))) {
+			/* The interpreter loop: its Python frames instead, once. */
+			if (!sc->py_visited && sc->tail_calls + 2 < UNWIND_MAX_TAIL_CALLS) {
+				sc->py_visited = 1;
+				sc->tail_calls++;
+				bpf_tail_call(ctx, &unwind_progs, PROG_PYTHON);
+			}
+			native = !sc->py_emitted;
+			sc->py_visited = 0;
+			sc->py_emitted = 0;
+		}
+		if (native) {
+			/* Masked: the compiler does not keep the bound
+			 * checked above across the tail-call branch. */
+			asm volatile("" : "+r"(idx));
+			sc->s.frames[idx & FRAME_INDEX_MASK] = pc;
+			sc->s.ustack_len = (__s32)(nu + 1);
+			count(ONCPU_STAT_CFI_FRAMES, 1);
+		}
 		int rc = uw_step(p, pid, &sc->regs);
 		if (rc != UW_CONTINUE) {
 			stop_unwind(sc, rc < 0 ? -rc : 0);
@@ -237,7 +299,147 @@ int oncpu_unwind(struct bpf_perf_event_data *ctx)
 		return 0;
 	}
 	count(ONCPU_STAT_TAIL_CALLS, 1);
-	bpf_tail_call(ctx, &unwind_progs, 0);
+	bpf_tail_call(ctx, &unwind_progs, PROG_UNWIND);
+	stop_unwind(sc, UWE_TRUNCATED); /* the tail call failed */
+	return 0;
+}
+
+static __always_inline int read_ptr(__u64 base, __u16 off, __u64 *out)
+{
+	*out = 0;
+	if (off == PY_NO_FIELD)
+		return 1;
+	return read_u64(base + off, out);
+}
+
+/* The thread state of the current thread: the one whose thread_id (its
+ * pthread_self(), which is the thread pointer on x86-64) is this thread's
+ * FS base. Unlike the native thread id, that needs no pid-namespace
+ * translation. Cached per tid, checked on every use. */
+static __always_inline __u64 py_thread_state(const struct py_proc *py, __u32 tid)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	__u64 fsbase = BPF_CORE_READ(task, thread.fsbase), id = 0, ts = 0, interp = 0;
+	if (!fsbase)
+		return 0;
+	__u64 *cached = bpf_map_lookup_elem(&py_threads, &tid);
+	if (cached && !read_ptr(*cached, py->off.tstate_thread_id, &id) && id == fsbase)
+		return *cached;
+	if (read_ptr(py->runtime, py->off.runtime_interpreters_head, &interp))
+		return 0;
+	for (int j = 0; j < PY_MAX_INTERPRETERS && interp; j++) {
+		if (read_ptr(interp, py->off.interp_threads_head, &ts))
+			return 0;
+		for (int k = 0; k < PY_MAX_THREADS && ts; k++) {
+			if (read_ptr(ts, py->off.tstate_thread_id, &id))
+				return 0;
+			if (id == fsbase) {
+				bpf_map_update_elem(&py_threads, &tid, &ts, BPF_ANY);
+				return ts;
+			}
+			if (read_ptr(ts, py->off.tstate_next, &ts))
+				return 0;
+		}
+		if (read_ptr(interp, py->off.interp_next, &interp))
+			return 0;
+	}
+	return 0;
+}
+
+/* The innermost Python frame of the thread, or 0. */
+static __always_inline __u64 py_current_frame(const struct py_proc *py, __u32 tid)
+{
+	__u64 ts = py_thread_state(py, tid), f = 0;
+	if (!ts || read_ptr(ts, py->off.tstate_frame, &f) || !f)
+		return 0;
+	if (py->off.cframe_current_frame != PY_NO_FIELD && read_ptr(f, py->off.cframe_current_frame, &f))
+		return 0;
+	return f;
+}
+
+/* Writes the Python frames of one invocation of the interpreter loop (the
+ * native frame oncpu_unwind is at), PY_FRAMES_PER_PROG per program, then
+ * goes back to the native unwinder. An invocation's frames end with its
+ * entry frame (3.11: is_entry) or at the marker frame below them (3.12+:
+ * owned by the C stack). */
+SEC("perf_event")
+int oncpu_python(struct bpf_perf_event_data *ctx)
+{
+	__u32 zero = 0;
+	struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+	if (!sc)
+		return 0;
+	__u32 pid = sc->s.pid;
+	const struct py_proc *py = bpf_map_lookup_elem(&py_procs, &pid);
+	if (!py)
+		goto back;
+	if (!sc->py_started) {
+		sc->py_started = 1;
+		sc->py_frame = py_current_frame(py, sc->s.tid);
+		count(sc->py_frame ? ONCPU_STAT_PY_STACKS : ONCPU_STAT_PY_NO_THREAD, 1);
+	}
+	__u32 nk = sc->s.kstack_len > 0 ? (__u32)sc->s.kstack_len : 0;
+	if (nk > ONCPU_MAX_KFRAMES)
+		nk = ONCPU_MAX_KFRAMES;
+	for (int i = 0; i < PY_FRAMES_PER_PROG; i++) {
+		__u64 f = sc->py_frame, code = 0, instr = 0, prev = 0;
+		if (!f)
+			goto back;
+		if (py->off.frame_owner != PY_NO_FIELD) {
+			__u8 owner = 0;
+			if (bpf_probe_read_user(&owner, 1, (const void *)(f + py->off.frame_owner)))
+				goto lost;
+			if (owner == PY_OWNED_BY_CSTACK) {
+				/* Below this invocation's frames: the next native
+				 * interpreter frame goes on from the one before. */
+				if (read_ptr(f, py->off.frame_previous, &prev))
+					goto lost;
+				sc->py_frame = prev;
+				if (sc->py_emitted)
+					goto back;
+				continue;
+			}
+		}
+		if (read_ptr(f, py->off.frame_code, &code) || read_ptr(f, py->off.frame_instr, &instr) ||
+		    read_ptr(f, py->off.frame_previous, &prev))
+			goto lost;
+		__u32 nu = (__u32)sc->s.ustack_len;
+		__u32 idx = nk + nu;
+		if (nu >= ONCPU_MAX_UFRAMES || idx >= ONCPU_MAX_FRAMES)
+			goto back; /* the native unwinder ends the stack as truncated */
+		__u64 first = code + py->off.code_adaptive, at = 0;
+		if (instr > first)
+			at = (instr - first) / 2;
+		if (at > PY_FRAME_INSTR_MAX)
+			at = PY_FRAME_INSTR_MAX;
+		if (idx >= ONCPU_MAX_FRAMES)
+			goto back;
+		asm volatile("" : "+r"(idx)); /* keeps the mask (FRAME_INDEX_MASK) */
+		sc->s.frames[idx & FRAME_INDEX_MASK] = PY_FRAME_FLAG | at << PY_FRAME_INSTR_SHIFT | (code & PY_FRAME_ADDR_MASK);
+		sc->s.ustack_len = (__s32)(nu + 1);
+		sc->py_emitted = 1;
+		count(ONCPU_STAT_PY_FRAMES, 1);
+		sc->py_frame = prev;
+		if (py->off.frame_is_entry != PY_NO_FIELD) {
+			__u8 entry = 0;
+			if (bpf_probe_read_user(&entry, 1, (const void *)(f + py->off.frame_is_entry)))
+				goto lost;
+			if (entry)
+				goto back;
+		}
+	}
+	/* More frames in this invocation: go on. */
+	if (sc->py_frame && sc->tail_calls + 2 < UNWIND_MAX_TAIL_CALLS) {
+		sc->tail_calls++;
+		bpf_tail_call(ctx, &unwind_progs, PROG_PYTHON);
+	}
+	goto back;
+lost:
+	count(ONCPU_STAT_PY_READ_ERR, 1);
+	sc->py_frame = 0;
+back:
+	sc->tail_calls++;
+	bpf_tail_call(ctx, &unwind_progs, PROG_UNWIND);
 	stop_unwind(sc, UWE_TRUNCATED); /* the tail call failed */
 	return 0;
 }
@@ -297,6 +499,10 @@ int oncpu_sample(struct bpf_perf_event_data *ctx)
 	s->ustack_len = 0;
 	sc->tail_calls = 0;
 	sc->wake = 0;
+	sc->py_frame = 0;
+	sc->py_started = 0;
+	sc->py_visited = 0;
+	sc->py_emitted = 0;
 	bpf_get_current_comm(s->comm, sizeof(s->comm));
 
 	long kn = bpf_get_stack(ctx, s->frames, ONCPU_MAX_KFRAMES * sizeof(__u64), 0);

@@ -40,6 +40,10 @@ enum oncpu_stat {
 	ONCPU_STAT_CFI_FRAMES,    /* frames ember's unwinder produced */
 	ONCPU_STAT_FP_FRAMES,     /* of those, frames found by the frame-pointer fallback */
 	ONCPU_STAT_TAIL_CALLS,    /* tail calls of the unwinder */
+	ONCPU_STAT_PY_STACKS,     /* Python stacks: the thread's frame chain was found */
+	ONCPU_STAT_PY_NO_THREAD,  /* in the interpreter loop, but no thread state or frame */
+	ONCPU_STAT_PY_FRAMES,     /* Python frames written */
+	ONCPU_STAT_PY_READ_ERR,   /* Python walks cut short by unreadable memory */
 	ONCPU_STAT_ERR_BASE,      /* + enum unwind_error: stacks ended by that error */
 	ONCPU_STAT_MAX = ONCPU_STAT_ERR_BASE + 8,
 };

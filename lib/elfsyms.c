@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "dwarfsyms.h"
 #include "gopclntab.h"
@@ -331,4 +332,75 @@ bool elfsyms_has_dwarf(int fd)
 	bool has = scn && gelf_getshdr(scn, &sh) && sh.sh_type != SHT_NOBITS && sh.sh_size > 0;
 	elf_end(elf);
 	return has;
+}
+
+static void lookup_in(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, struct elf_symbol_query *q,
+		      size_t n)
+{
+	Elf_Data *data = elf_getdata(scn, NULL);
+	if (!data || !sh->sh_entsize)
+		return;
+	size_t count = MIN(sh->sh_size / sh->sh_entsize, (size_t)MAX_SYMBOLS);
+	for (size_t i = 0; i < count; i++) {
+		GElf_Sym sym;
+		if (!gelf_getsym(data, (int)i, &sym) || sym.st_shndx == SHN_UNDEF || !sym.st_value)
+			continue;
+		const char *name = elf_strptr(elf, sh->sh_link, sym.st_name);
+		if (!name)
+			continue;
+		for (size_t k = 0; k < n; k++)
+			if (!q[k].found && strcmp(name, q[k].name) == 0) {
+				q[k].value = sym.st_value;
+				q[k].size = sym.st_size;
+				q[k].found = true;
+			}
+	}
+}
+
+int elfsyms_lookup(int fd, struct elf_symbol_query *q, size_t n)
+{
+	Elf *elf = open_elf(fd);
+	if (!elf)
+		return -1;
+	for (size_t k = 0; k < n; k++)
+		q[k].found = false;
+	/* .symtab first: it has the local symbols (e.g. a function's .cold
+	 * part) and the same values for the exported ones. */
+	for (int pass = 0; pass < 2; pass++) {
+		Elf_Scn *scn = NULL;
+		while ((scn = elf_nextscn(elf, scn)) != NULL) {
+			GElf_Shdr sh;
+			if (gelf_getshdr(scn, &sh) && sh.sh_type == (pass == 0 ? SHT_SYMTAB : SHT_DYNSYM))
+				lookup_in(elf, scn, &sh, q, n);
+		}
+	}
+	elf_end(elf);
+	int found = 0;
+	for (size_t k = 0; k < n; k++)
+		found += q[k].found;
+	return found;
+}
+
+int elfsyms_read_vaddr(int fd, uint64_t vaddr, void *out, size_t len)
+{
+	Elf *elf = open_elf(fd);
+	if (!elf)
+		return -1;
+	size_t nph = 0;
+	int rc = -1;
+	if (elf_getphdrnum(elf, &nph) == 0) {
+		for (size_t i = 0; i < nph && i < 256; i++) {
+			GElf_Phdr ph;
+			if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD || !sane_segment(&ph))
+				continue;
+			if (vaddr >= ph.p_vaddr && vaddr - ph.p_vaddr <= ph.p_filesz &&
+			    len <= ph.p_filesz - (vaddr - ph.p_vaddr)) {
+				off_t at = (off_t)(ph.p_offset + (vaddr - ph.p_vaddr));
+				rc = pread(fd, out, len, at) == (ssize_t)len ? 0 : -1;
+				break;
+			}
+		}
+	}
+	elf_end(elf);
+	return rc;
 }

@@ -54,4 +54,19 @@ int elfsyms_debuglink(int fd, char *name, size_t n);
 /* Whether the file has DWARF debugging information (.debug_info). */
 bool elfsyms_has_dwarf(int fd);
 
+/* A symbol looked up by name: value (its virtual address) and size. */
+struct elf_symbol_query {
+	const char *name;
+	uint64_t value, size;
+	bool found;
+};
+
+/* Fills in each named symbol from .symtab, else .dynsym (defined symbols
+ * only). Returns how many were found, or -1 when fd is not ELF. */
+int elfsyms_lookup(int fd, struct elf_symbol_query *q, size_t n);
+
+/* Copies len bytes stored at virtual address vaddr (in a PT_LOAD segment's
+ * file part) into out. Returns 0, or -1 when they are not all in the file. */
+int elfsyms_read_vaddr(int fd, uint64_t vaddr, void *out, size_t len);
+
 #endif

@@ -2,12 +2,13 @@
 # Installs the Python packages the tests need that Debian does not ship,
 # from PyPI, into build/pydeps (not the system's Python): an independent
 # OTLP Profiles encoder (opentelemetry-proto, with the protobuf runtime it
-# needs) for the OTLP interop test. Idempotent: nothing happens when the
-# pinned version is already there.
+# needs) for the OTLP interop test, and numpy for the Python unwinder's
+# test of native frames under Python ones. Idempotent: nothing happens
+# when the pinned versions are already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=build/pydeps
-want=opentelemetry-proto==1.45.2
+want="opentelemetry-proto==1.45.2 numpy==2.2.6"
 if [ -f "$target/.installed" ] && [ "$(cat "$target/.installed")" = "$want" ]; then
   exit 0
 fi
@@ -18,5 +19,5 @@ if ! "$python" -m pip --version >/dev/null 2>&1; then
 fi
 rm -rf "$target"
 "$python" -m pip install --quiet --disable-pip-version-check --no-warn-script-location --root-user-action=ignore \
-  --target "$target" "$want"
+  --target "$target" $want
 echo "$want" > "$target/.installed"

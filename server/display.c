@@ -206,6 +206,16 @@ static void symbolize(struct display *d, const struct store_frame *f)
 	int nf = 0;
 	struct buf *name = &d->name;
 	buf_reset(name);
+	if (f->type == SFT_CPYTHON && f->name) {
+		/* Interpreted frames carry their source file as the binary and
+		 * their line as the address (docs/protocol.md). */
+		const char *src = f->binary ? strtab_get(&p->sstr, f->binary) : "";
+		const char *base = strrchr(src, '/');
+		push_run(d, display_key(d, f->type, strtab_get(&p->sstr, f->name), base ? base + 1 : src,
+					src),
+			 (uint32_t)MIN(f->address, (uint64_t)UINT32_MAX));
+		return;
+	}
 	if (f->name) {
 		display_name(strtab_get(&p->sstr, f->name), binary, d->raw, d->verbose, name);
 		push_run(d, display_key(d, f->type, name->data, binary, NULL), 0);

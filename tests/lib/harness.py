@@ -16,7 +16,7 @@ import urllib.error
 import urllib.request
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-BIN = os.path.join(ROOT, "build", "bin")
+BIN = os.path.join(ROOT, os.environ.get("EMBER_BUILD", "build"), "bin")
 WORKLOADS = os.path.join(ROOT, "build", "workloads")
 ARTIFACTS = os.path.join(ROOT, "build", "test-results")
 DEFAULT_PROJECT = "00000000-0000-0000-0000-000000000000"

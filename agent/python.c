@@ -1,0 +1,461 @@
+/* python.c - see python.h. */
+#include "python.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "elfsyms.h"
+#include "python_layouts.h"
+#include "hmap.h"
+#include "util.h"
+
+#define MAX_STRING 1024          /* characters of a name or file name kept */
+#define MAX_LINETABLE (256 << 10) /* bytes of a location table read */
+#define MAX_CODES_PER_PROCESS 16384
+#define CODE_HEADER 160          /* bytes of a code object read: up to co_linetable */
+
+const struct py_layout *python_layout(uint32_t version)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(py_layouts); i++)
+		if (py_layouts[i].version == (version & 0xffff0000u))
+			return &py_layouts[i];
+	return NULL;
+}
+
+bool python_file_name(const char *name)
+{
+	return strncmp(name, "python3", 7) == 0 || strncmp(name, "libpython3", 10) == 0;
+}
+
+int python_inspect_file(int fd, struct py_file *out)
+{
+	struct elf_symbol_query q[] = {
+		{ .name = "_PyRuntime" }, { .name = "_PyEval_EvalFrameDefault" },
+		{ .name = "Py_Version" }, { .name = "_PyEval_EvalFrameDefault.cold" },
+		{ .name = "PyCode_Type" },
+	};
+	memset(out, 0, sizeof(*out));
+	if (elfsyms_lookup(fd, q, ARRAY_SIZE(q)) < 3 || !q[0].found || !q[1].found || !q[2].found)
+		return -1;
+	uint32_t version;
+	if (elfsyms_read_vaddr(fd, q[2].value, &version, sizeof(version)) < 0 || !python_layout(version))
+		return -1;
+	out->version = version;
+	out->runtime = q[0].value;
+	out->eval_lo = q[1].value;
+	out->eval_hi = q[1].value + MAX(q[1].size, (uint64_t)1);
+	if (q[3].found) {
+		out->cold_lo = q[3].value;
+		out->cold_hi = q[3].value + MAX(q[3].size, (uint64_t)1);
+	}
+	out->code_type = q[4].found ? q[4].value : 0;
+	return 0;
+}
+
+int python_describe(const struct py_file *f, uint64_t bias, uint64_t start_ticks,
+		    uint64_t exec_id, struct py_proc *out)
+{
+	const struct py_layout *l = python_layout(f->version);
+	if (!l)
+		return -1;
+	memset(out, 0, sizeof(*out));
+	out->start_ticks = start_ticks;
+	out->exec_id = exec_id;
+	out->runtime = f->runtime + bias;
+	out->eval_lo = f->eval_lo + bias;
+	out->eval_hi = f->eval_hi + bias;
+	if (f->cold_lo) {
+		out->cold_lo = f->cold_lo + bias;
+		out->cold_hi = f->cold_hi + bias;
+	}
+	out->off = l->off;
+	return 0;
+}
+
+/* Location tables (3.11+): entries of one byte, bit 7 set, code in bits
+ * 3..6, length - 1 in bits 0..2 (code units), then the code's operands:
+ * 15 no location; 14 long form (signed line delta, end line delta, column,
+ * end column as varints); 13 no column (signed line delta); 10..12 one
+ * line form (line delta code - 10, two column bytes); 0..9 short form (one
+ * column byte). Varints are 6 bits a byte, bit 6 = more follows. */
+static bool varint(const uint8_t **p, const uint8_t *end, uint32_t *out)
+{
+	uint32_t v = 0;
+	for (int shift = 0; *p < end && shift < 32; shift += 6) {
+		uint8_t b = *(*p)++;
+		v |= (uint32_t)(b & 63) << shift;
+		if (!(b & 64)) {
+			*out = v;
+			return true;
+		}
+	}
+	return false;
+}
+
+uint32_t python_line(const uint8_t *table, size_t len, uint32_t firstlineno, uint32_t instr)
+{
+	const uint8_t *p = table, *end = table + len;
+	int64_t line = firstlineno;
+	uint64_t at = 0;
+	while (p < end) {
+		uint8_t b = *p++;
+		if (!(b & 0x80))
+			return 0; /* not at an entry's first byte: damaged */
+		uint32_t code = (b >> 3) & 15, n = (b & 7) + 1, v = 0;
+		bool none = false;
+		switch (code) {
+		case 15:
+			none = true;
+			break;
+		case 14:
+		case 13:
+			if (!varint(&p, end, &v))
+				return 0;
+			line += (v & 1) ? -(int64_t)(v >> 1) : (int64_t)(v >> 1);
+			if (code == 14) {
+				for (int k = 0; k < 3; k++)
+					if (!varint(&p, end, &v))
+						return 0;
+			}
+			break;
+		case 12:
+		case 11:
+		case 10:
+			line += code - 10;
+			p += 2;
+			break;
+		default:
+			p += 1;
+			break;
+		}
+		if (instr < at + n)
+			return none || line <= 0 || line > UINT32_MAX ? 0 : (uint32_t)line;
+		at += n;
+	}
+	return 0;
+}
+
+struct code_entry {
+	uint64_t addr;
+	uint32_t gen;
+	uint64_t fp[5]; /* co_filename, co_name, co_qualname, co_linetable, co_firstlineno */
+	char *name, *file;
+	uint8_t *table;
+	size_t ntable;
+	uint32_t firstlineno;
+};
+
+struct pyproc {
+	int32_t pid; /* 0 = free slot */
+	const struct py_layout *l;
+	uint64_t code_type; /* &PyCode_Type in the process, 0 = unknown */
+	struct code_entry *codes;
+	size_t ncodes, capcodes;
+	struct hmap index;
+};
+
+struct python {
+	struct pyproc *procs;
+	size_t nprocs, cap;
+	uint32_t *free_slots;
+	size_t nfree, capfree;
+	struct hmap index;
+	uint32_t gen;
+	struct python_stats stats;
+};
+
+struct python *python_new(void)
+{
+	struct python *py = xcalloc(1, sizeof(*py));
+	py->gen = 1;
+	return py;
+}
+
+static void clear_codes(struct pyproc *p)
+{
+	for (size_t i = 0; i < p->ncodes; i++) {
+		free(p->codes[i].name);
+		free(p->codes[i].file);
+		free(p->codes[i].table);
+	}
+	p->ncodes = 0;
+	hmap_clear(&p->index);
+}
+
+static void proc_release(struct pyproc *p)
+{
+	clear_codes(p);
+	free(p->codes);
+	hmap_free(&p->index);
+	memset(p, 0, sizeof(*p));
+}
+
+void python_free(struct python *py)
+{
+	if (!py)
+		return;
+	for (size_t i = 0; i < py->nprocs; i++)
+		if (py->procs[i].pid)
+			proc_release(&py->procs[i]);
+	free(py->procs);
+	free(py->free_slots);
+	hmap_free(&py->index);
+	free(py);
+}
+
+struct pkey {
+	const struct python *py;
+	int32_t pid;
+};
+
+static bool eq_proc(const void *ctx, uint32_t idx)
+{
+	const struct pkey *k = ctx;
+	return k->py->procs[idx].pid == k->pid;
+}
+
+static struct pyproc *find_proc(struct python *py, int32_t pid)
+{
+	struct pkey k = { py, pid };
+	uint32_t idx;
+	return hmap_find(&py->index, hash_u64((uint64_t)pid), eq_proc, &k, &idx) ? &py->procs[idx] : NULL;
+}
+
+void python_set_process(struct python *py, int32_t pid, const struct py_file *f, uint64_t bias)
+{
+	struct pkey k = { py, pid };
+	uint32_t idx;
+	uint64_t h = hash_u64((uint64_t)pid);
+	if (hmap_find(&py->index, h, eq_proc, &k, &idx)) {
+		hmap_remove(&py->index, h, eq_proc, &k);
+		proc_release(&py->procs[idx]);
+		xgrow((void **)&py->free_slots, &py->capfree, py->nfree + 1, sizeof(uint32_t));
+		py->free_slots[py->nfree++] = idx;
+		py->stats.processes--;
+	}
+	const struct py_layout *l = f ? python_layout(f->version) : NULL;
+	if (!l || pid <= 0)
+		return;
+	if (py->nfree) {
+		idx = py->free_slots[--py->nfree];
+	} else {
+		xgrow((void **)&py->procs, &py->cap, py->nprocs + 1, sizeof(*py->procs));
+		idx = (uint32_t)py->nprocs++;
+	}
+	struct pyproc *p = &py->procs[idx];
+	memset(p, 0, sizeof(*p));
+	p->pid = pid;
+	p->l = l;
+	p->code_type = f->code_type ? f->code_type + bias : 0;
+	hmap_insert(&py->index, h, idx);
+	py->stats.processes++;
+}
+
+void python_next_generation(struct python *py)
+{
+	if (++py->gen == 0)
+		py->gen = 1;
+}
+
+static int rd(int32_t pid, uint64_t addr, void *out, size_t n)
+{
+	struct iovec l = { out, n }, r = { (void *)(uintptr_t)addr, n };
+	return process_vm_readv(pid, &l, 1, &r, 1, 0) == (ssize_t)n ? 0 : -1;
+}
+
+static uint64_t u64_at(const uint8_t *b, uint16_t off)
+{
+	uint64_t v;
+	memcpy(&v, b + off, sizeof(v));
+	return v;
+}
+
+static void put_utf8(char *out, size_t *n, uint32_t c)
+{
+	if (c < 0x80) {
+		out[(*n)++] = (char)c;
+	} else if (c < 0x800) {
+		out[(*n)++] = (char)(0xc0 | c >> 6);
+		out[(*n)++] = (char)(0x80 | (c & 63));
+	} else if (c < 0x10000) {
+		out[(*n)++] = (char)(0xe0 | c >> 12);
+		out[(*n)++] = (char)(0x80 | ((c >> 6) & 63));
+		out[(*n)++] = (char)(0x80 | (c & 63));
+	} else if (c < 0x110000) {
+		out[(*n)++] = (char)(0xf0 | c >> 18);
+		out[(*n)++] = (char)(0x80 | ((c >> 12) & 63));
+		out[(*n)++] = (char)(0x80 | ((c >> 6) & 63));
+		out[(*n)++] = (char)(0x80 | (c & 63));
+	} else {
+		out[(*n)++] = '?';
+	}
+}
+
+/* A str object of the process as UTF-8 (compact strings only), or NULL. */
+static char *read_str(int32_t pid, const struct py_layout *l, uint64_t addr)
+{
+	uint8_t hdr[80];
+	if (!addr || l->str_compact_data > sizeof(hdr) || rd(pid, addr, hdr, l->str_compact_data) < 0)
+		return NULL;
+	int64_t length = (int64_t)u64_at(hdr, l->str_length);
+	uint32_t state;
+	memcpy(&state, hdr + l->str_state, sizeof(state));
+	uint32_t kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
+	if (!compact || (kind != 1 && kind != 2 && kind != 4) || length < 0)
+		return NULL;
+	size_t n = (size_t)MIN(length, (int64_t)MAX_STRING);
+	uint8_t *raw = xmalloc(n * kind + 1);
+	uint64_t data = addr + (ascii ? l->str_ascii_data : l->str_compact_data);
+	if (n && rd(pid, data, raw, n * kind) < 0) {
+		free(raw);
+		return NULL;
+	}
+	char *out = xmalloc(n * 4 + 1);
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t c;
+		if (kind == 1)
+			c = raw[i];
+		else if (kind == 2)
+			c = (uint32_t)raw[2 * i] | (uint32_t)raw[2 * i + 1] << 8;
+		else
+			memcpy(&c, raw + 4 * i, 4);
+		put_utf8(out, &o, c ? c : '?');
+	}
+	out[o] = '\0';
+	free(raw);
+	return out;
+}
+
+/* The code object's header, checked to be a code object; fp gets the
+ * fields that tell one code object from another. */
+static int read_code(int32_t pid, const struct pyproc *p, uint64_t addr, uint64_t fp[5])
+{
+	const struct py_layout *l = p->l;
+	uint8_t hdr[CODE_HEADER];
+	if (rd(pid, addr, hdr, sizeof(hdr)) < 0)
+		return -1;
+	if (p->code_type && u64_at(hdr, 8) != p->code_type)
+		return -1; /* ob_type: not (or no longer) a code object */
+	int32_t first;
+	memcpy(&first, hdr + l->code_firstlineno, sizeof(first));
+	fp[0] = u64_at(hdr, l->code_filename);
+	fp[1] = u64_at(hdr, l->code_name);
+	fp[2] = u64_at(hdr, l->code_qualname);
+	fp[3] = u64_at(hdr, l->code_linetable);
+	fp[4] = (uint64_t)(uint32_t)first;
+	return 0;
+}
+
+static int fill_entry(int32_t pid, const struct pyproc *p, struct code_entry *e)
+{
+	const struct py_layout *l = p->l;
+	e->name = read_str(pid, l, e->fp[2]);
+	if (!e->name)
+		e->name = read_str(pid, l, e->fp[1]);
+	e->file = read_str(pid, l, e->fp[0]);
+	e->firstlineno = (uint32_t)e->fp[4];
+	if (!e->name)
+		return -1;
+	uint8_t hdr[64];
+	if (e->fp[3] && l->bytes_data <= sizeof(hdr) && rd(pid, e->fp[3], hdr, l->bytes_data) == 0) {
+		int64_t size = (int64_t)u64_at(hdr, l->bytes_size);
+		if (size > 0 && size <= MAX_LINETABLE) {
+			e->table = xmalloc((size_t)size);
+			if (rd(pid, e->fp[3] + l->bytes_data, e->table, (size_t)size) == 0) {
+				e->ntable = (size_t)size;
+			} else {
+				free(e->table);
+				e->table = NULL;
+			}
+		}
+	}
+	return 0;
+}
+
+struct ckey {
+	const struct pyproc *p;
+	uint64_t addr;
+};
+
+static bool eq_code(const void *ctx, uint32_t idx)
+{
+	const struct ckey *k = ctx;
+	return k->p->codes[idx].addr == k->addr;
+}
+
+int python_symbolize(struct python *py, int32_t pid, uint64_t slot, struct py_sym *out)
+{
+	struct pyproc *p = find_proc(py, pid);
+	if (!p)
+		return -1;
+	uint64_t addr = slot & PY_FRAME_ADDR_MASK;
+	uint32_t instr = (uint32_t)((slot >> PY_FRAME_INSTR_SHIFT) & PY_FRAME_INSTR_MAX);
+	struct ckey k = { p, addr };
+	uint64_t h = hash_u64(addr);
+	uint32_t idx;
+	struct code_entry *e = NULL;
+	if (hmap_find(&p->index, h, eq_code, &k, &idx)) {
+		e = &p->codes[idx];
+		if (e->gen != py->gen) {
+			/* Once per generation: is it still the same code object? */
+			uint64_t fp[5];
+			py->stats.revalidated++;
+			if (read_code(pid, p, addr, fp) < 0) {
+				/* Unreadable now (most often: the process has
+				 * exited since the sample): nothing says the code
+				 * object changed, so the cached names stand. */
+				memcpy(fp, e->fp, sizeof(fp));
+			}
+			if (memcmp(fp, e->fp, sizeof(fp)) != 0) {
+				free(e->name);
+				free(e->file);
+				free(e->table);
+				memset(e, 0, sizeof(*e));
+				e->addr = addr;
+				memcpy(e->fp, fp, sizeof(fp));
+				if (fill_entry(pid, p, e) < 0) {
+					py->stats.read_errors++;
+					return -1;
+				}
+			}
+			e->gen = py->gen;
+		} else {
+			py->stats.cache_hits++;
+		}
+	} else {
+		uint64_t fp[5];
+		if (read_code(pid, p, addr, fp) < 0) {
+			py->stats.read_errors++;
+			return -1;
+		}
+		if (p->ncodes >= MAX_CODES_PER_PROCESS)
+			clear_codes(p);
+		xgrow((void **)&p->codes, &p->capcodes, p->ncodes + 1, sizeof(*p->codes));
+		e = &p->codes[p->ncodes];
+		memset(e, 0, sizeof(*e));
+		e->addr = addr;
+		e->gen = py->gen;
+		memcpy(e->fp, fp, sizeof(fp));
+		if (fill_entry(pid, p, e) < 0) {
+			free(e->name);
+			free(e->file);
+			free(e->table);
+			py->stats.read_errors++;
+			return -1;
+		}
+		hmap_insert(&p->index, h, (uint32_t)p->ncodes++);
+	}
+	py->stats.symbolized++;
+	out->name = e->name;
+	out->file = e->file ? e->file : "";
+	out->line = e->table ? python_line(e->table, e->ntable, e->firstlineno, instr) : 0;
+	return 0;
+}
+
+void python_get_stats(const struct python *py, struct python_stats *out)
+{
+	*out = py->stats;
+}

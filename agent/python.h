@@ -1,0 +1,100 @@
+/* python.h - CPython processes: finding the interpreter in a process,
+ * describing it to the BPF walker, and naming the Python frames it sends.
+ *
+ * python_inspect_file() reads an ELF file whose name looks like a CPython
+ * interpreter (python3.X, libpython3.X.so) and finds what the walker needs:
+ * the version (Py_Version), _PyRuntime, _PyEval_EvalFrameDefault and its
+ * .cold part, PyCode_Type. python_describe() turns that, with the load bias
+ * of the process's mapping, into the BPF py_proc record (python_types.h)
+ * using the fixed layout of that version (python_layout()).
+ *
+ * python_symbolize() names a Python frame (a code object address and an
+ * instruction index, as the walker sends them) by reading the code object
+ * from the process's memory with process_vm_readv: its qualified name, file
+ * name, and the line of the instruction from its location table. Code
+ * objects are cached per process; a cached one is checked again (its
+ * header re-read and compared) once per generation (the agent bumps it per
+ * batch), so a freed and reused address is noticed. Every length read from
+ * the process is bounded; nothing read is trusted.
+ *
+ * Supported: CPython 3.11, 3.12 and 3.13 on x86-64 (their layouts are
+ * checked against each version's own headers by
+ * tests/integration/test_python.py).
+ *
+ * Ownership: struct python owns its process table and caches; strings it
+ * returns live until the next python_* call for the same process.
+ * Threading: one thread.
+ */
+#ifndef EMBER_AGENT_PYTHON_H
+#define EMBER_AGENT_PYTHON_H
+
+#include <linux/types.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "python_types.h"
+
+#define EMBER_PY_VERSION(major, minor) ((uint32_t)(major) << 24 | (uint32_t)(minor) << 16)
+
+/* What the walker and the symbolizer need to know of one CPython version
+ * beyond py_offsets: where a code object keeps its names and lines, and
+ * how strings and bytes are laid out. */
+struct py_layout {
+	uint32_t version; /* EMBER_PY_VERSION(3, minor) */
+	struct py_offsets off;
+	uint16_t code_filename, code_name, code_qualname, code_firstlineno, code_linetable;
+	uint16_t bytes_size, bytes_data;     /* PyBytesObject: ob_size, ob_sval */
+	uint16_t str_length, str_state;      /* PyASCIIObject: length, state */
+	uint16_t str_ascii_data, str_compact_data; /* where compact strings' characters start */
+};
+
+/* The layout of a version (major and minor only), or NULL. */
+const struct py_layout *python_layout(uint32_t version);
+
+/* An interpreter file; addresses are the file's virtual addresses. */
+struct py_file {
+	uint32_t version; /* Py_Version: 0x030B02F0 for 3.11.2 */
+	uint64_t runtime, eval_lo, eval_hi, cold_lo, cold_hi, code_type;
+};
+
+/* Whether a file name looks like an interpreter (cheap; checked first). */
+bool python_file_name(const char *name);
+/* Reads the interpreter's symbols from fd. Returns 0, or -1 when it is not
+ * an interpreter ember supports. */
+int python_inspect_file(int fd, struct py_file *out);
+
+/* The BPF record of a process running interpreter f loaded with bias.
+ * Returns 0, or -1 when f's version has no layout. */
+int python_describe(const struct py_file *f, uint64_t bias, uint64_t start_ticks,
+		    uint64_t exec_id, struct py_proc *out);
+
+struct python;
+
+struct python *python_new(void);
+void python_free(struct python *py);
+/* pid runs interpreter f with this bias (its cache starts over when that
+ * changes); f = NULL forgets it. */
+void python_set_process(struct python *py, int32_t pid, const struct py_file *f, uint64_t bias);
+/* The next generation: cached code objects are checked again on use. */
+void python_next_generation(struct python *py);
+
+struct py_sym {
+	const char *name; /* qualified name, e.g. "Worker.run" */
+	const char *file; /* co_filename */
+	uint32_t line;    /* 0 = unknown */
+};
+
+/* Names the Python frame (a sample's frame slot with PY_FRAME_FLAG set) of
+ * process pid. Returns 0, or -1 when the code object cannot be read. */
+int python_symbolize(struct python *py, int32_t pid, uint64_t slot, struct py_sym *out);
+
+/* The line of code unit `instr` in a 3.11+ location table; 0 = none. */
+uint32_t python_line(const uint8_t *table, size_t len, uint32_t firstlineno, uint32_t instr);
+
+struct python_stats {
+	uint64_t symbolized, cache_hits, revalidated, read_errors, processes;
+};
+void python_get_stats(const struct python *py, struct python_stats *out);
+
+#endif

@@ -1,0 +1,57 @@
+/* python_layouts.h - the fixed layouts of the CPython versions ember's
+ * walker supports: byte offsets of the interpreter's fields on x86-64,
+ * taken from each version's own headers. Included by agent/python.c and by
+ * tests/tools/pylayout_check.c, which compares them with offsetof() in the
+ * headers of every interpreter present (tests/integration/test_python.py).
+ * Only python.c (one copy of the table) and the checker include it. */
+#ifndef EMBER_AGENT_PYTHON_LAYOUTS_H
+#define EMBER_AGENT_PYTHON_LAYOUTS_H
+
+#include "python.h"
+
+static const struct py_layout py_layouts[] = {
+	{
+		.version = EMBER_PY_VERSION(3, 11),
+		.off = {
+			.runtime_interpreters_head = 40, .interp_next = 0, .interp_threads_head = 16,
+			.tstate_next = 8, .tstate_thread_id = 152, .tstate_frame = 56,
+			.cframe_current_frame = 8, .frame_previous = 48, .frame_code = 32,
+			.frame_instr = 56, .frame_owner = 69, .frame_is_entry = 68,
+			.code_adaptive = 184,
+		},
+		.code_filename = 112, .code_name = 120, .code_qualname = 128,
+		.code_firstlineno = 72, .code_linetable = 136,
+		.bytes_size = 16, .bytes_data = 32,
+		.str_length = 16, .str_state = 32, .str_ascii_data = 48, .str_compact_data = 72,
+	},
+	{
+		.version = EMBER_PY_VERSION(3, 12),
+		.off = {
+			.runtime_interpreters_head = 40, .interp_next = 0, .interp_threads_head = 72,
+			.tstate_next = 8, .tstate_thread_id = 136, .tstate_frame = 56,
+			.cframe_current_frame = 0, .frame_previous = 8, .frame_code = 0,
+			.frame_instr = 56, .frame_owner = 70, .frame_is_entry = PY_NO_FIELD,
+			.code_adaptive = 192,
+		},
+		.code_filename = 112, .code_name = 120, .code_qualname = 128,
+		.code_firstlineno = 68, .code_linetable = 136,
+		.bytes_size = 16, .bytes_data = 32,
+		.str_length = 16, .str_state = 32, .str_ascii_data = 40, .str_compact_data = 56,
+	},
+	{
+		.version = EMBER_PY_VERSION(3, 13),
+		.off = {
+			.runtime_interpreters_head = 632, .interp_next = 7264, .interp_threads_head = 7344,
+			.tstate_next = 8, .tstate_thread_id = 152, .tstate_frame = 72,
+			.cframe_current_frame = PY_NO_FIELD, .frame_previous = 8, .frame_code = 0,
+			.frame_instr = 56, .frame_owner = 70, .frame_is_entry = PY_NO_FIELD,
+			.code_adaptive = 200,
+		},
+		.code_filename = 112, .code_name = 120, .code_qualname = 128,
+		.code_firstlineno = 68, .code_linetable = 136,
+		.bytes_size = 16, .bytes_data = 32,
+		.str_length = 16, .str_state = 32, .str_ascii_data = 40, .str_compact_data = 56,
+	},
+};
+
+#endif

@@ -1,0 +1,53 @@
+/* python_types.h - what ember's BPF CPython walker (oncpu.bpf.c) knows of
+ * a Python process, shared with the agent (agent/python.c), and how a
+ * Python frame travels in a sample.
+ *
+ * A Python frame takes one slot of oncpu_sample.frames: bit 63 set, the
+ * instruction index within the code object (16 bits, saturated) in bits
+ * 47..62 and the address of the code object in bits 0..46 (user-space
+ * addresses on x86-64 are below 2^47). The agent reads the code object
+ * from the process's memory to name the frame. Like the other shared
+ * headers it uses only fixed-width kernel types, defined by the includer.
+ */
+#ifndef EMBER_BPF_PYTHON_TYPES_H
+#define EMBER_BPF_PYTHON_TYPES_H
+
+#define PY_FRAME_FLAG (1ull << 63)
+#define PY_FRAME_INSTR_SHIFT 47
+#define PY_FRAME_INSTR_MAX 0xffffull
+#define PY_FRAME_ADDR_MASK ((1ull << 47) - 1)
+#define PY_NO_FIELD 0xffff
+
+/* FRAME_OWNED_BY_CSTACK (3.12+): the marker frame an invocation of the
+ * interpreter pushes below its first frame. */
+#define PY_OWNED_BY_CSTACK 3
+
+/* Byte offsets of the fields the walker reads, for one CPython version;
+ * PY_NO_FIELD where the version has no such field. */
+struct py_offsets {
+	__u16 runtime_interpreters_head; /* _PyRuntimeState.interpreters.head */
+	__u16 interp_next;               /* PyInterpreterState.next */
+	__u16 interp_threads_head;       /* PyInterpreterState.threads.head */
+	__u16 tstate_next;               /* PyThreadState.next */
+	__u16 tstate_thread_id;          /* PyThreadState.thread_id: pthread_self() */
+	__u16 tstate_frame;              /* .cframe (3.11, 3.12) or .current_frame (3.13) */
+	__u16 cframe_current_frame;      /* _PyCFrame.current_frame, or PY_NO_FIELD */
+	__u16 frame_previous;            /* _PyInterpreterFrame.previous */
+	__u16 frame_code;                /* .f_code, or .f_executable (3.13) */
+	__u16 frame_instr;               /* .prev_instr, or .instr_ptr (3.13) */
+	__u16 frame_owner;               /* .owner */
+	__u16 frame_is_entry;            /* .is_entry (3.11), or PY_NO_FIELD */
+	__u16 code_adaptive;             /* PyCodeObject.co_code_adaptive */
+	__u16 pad[3];
+};
+
+/* A Python process (py_procs, keyed by pid). Addresses are the process's. */
+struct py_proc {
+	__u64 start_ticks, exec_id;  /* as in unwind_proc: which process, which exec */
+	__u64 runtime;               /* &_PyRuntime */
+	__u64 eval_lo, eval_hi;      /* _PyEval_EvalFrameDefault */
+	__u64 cold_lo, cold_hi;      /* its .cold part, when the symbols name it */
+	struct py_offsets off;
+};
+
+#endif

@@ -1,0 +1,74 @@
+/* pylayout_check.c - compares ember's fixed layout of a CPython version
+ * (agent/python_layouts.h) with offsetof() in that version's own headers.
+ * Built by tests/integration/test_python.py against each interpreter's
+ * include directory; prints every field and exits 1 on a mismatch, 2 when
+ * ember has no layout for the version. */
+#define Py_BUILD_CORE 1
+#include <Python.h>
+#include <internal/pycore_frame.h>
+#include <internal/pycore_interp.h>
+#include <internal/pycore_runtime.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "python_layouts.h"
+
+static int bad;
+
+static void check(const char *what, unsigned ember, size_t real)
+{
+	printf("%-40s ember %5u  headers %5zu%s\n", what, ember, real, ember == real ? "" : "  MISMATCH");
+	bad |= ember != real;
+}
+
+#define CHECK(field, expr) check(#field, l->field, (expr))
+
+int main(void)
+{
+	const struct py_layout *l = NULL;
+	for (size_t i = 0; i < sizeof(py_layouts) / sizeof(py_layouts[0]); i++)
+		if (py_layouts[i].version == EMBER_PY_VERSION(PY_MAJOR_VERSION, PY_MINOR_VERSION))
+			l = &py_layouts[i];
+	printf("CPython %s\n", PY_VERSION);
+	if (!l) {
+		printf("ember has no layout for this version\n");
+		return 2;
+	}
+	CHECK(off.runtime_interpreters_head, offsetof(_PyRuntimeState, interpreters.head));
+	CHECK(off.interp_next, offsetof(PyInterpreterState, next));
+	CHECK(off.interp_threads_head, offsetof(PyInterpreterState, threads.head));
+	CHECK(off.tstate_next, offsetof(PyThreadState, next));
+	CHECK(off.tstate_thread_id, offsetof(PyThreadState, thread_id));
+	CHECK(off.frame_previous, offsetof(_PyInterpreterFrame, previous));
+	CHECK(off.frame_owner, offsetof(_PyInterpreterFrame, owner));
+#if PY_VERSION_HEX >= 0x030D0000
+	CHECK(off.tstate_frame, offsetof(PyThreadState, current_frame));
+	check("off.cframe_current_frame (none)", l->off.cframe_current_frame, PY_NO_FIELD);
+	CHECK(off.frame_code, offsetof(_PyInterpreterFrame, f_executable));
+	CHECK(off.frame_instr, offsetof(_PyInterpreterFrame, instr_ptr));
+#else
+	CHECK(off.tstate_frame, offsetof(PyThreadState, cframe));
+	CHECK(off.cframe_current_frame, offsetof(_PyCFrame, current_frame));
+	CHECK(off.frame_code, offsetof(_PyInterpreterFrame, f_code));
+	CHECK(off.frame_instr, offsetof(_PyInterpreterFrame, prev_instr));
+#endif
+#if PY_VERSION_HEX < 0x030C0000
+	CHECK(off.frame_is_entry, offsetof(_PyInterpreterFrame, is_entry));
+#else
+	check("off.frame_is_entry (none)", l->off.frame_is_entry, PY_NO_FIELD);
+	check("FRAME_OWNED_BY_CSTACK", PY_OWNED_BY_CSTACK, FRAME_OWNED_BY_CSTACK);
+#endif
+	CHECK(off.code_adaptive, offsetof(PyCodeObject, co_code_adaptive));
+	CHECK(code_filename, offsetof(PyCodeObject, co_filename));
+	CHECK(code_name, offsetof(PyCodeObject, co_name));
+	CHECK(code_qualname, offsetof(PyCodeObject, co_qualname));
+	CHECK(code_firstlineno, offsetof(PyCodeObject, co_firstlineno));
+	CHECK(code_linetable, offsetof(PyCodeObject, co_linetable));
+	CHECK(bytes_size, offsetof(PyVarObject, ob_size));
+	CHECK(bytes_data, offsetof(PyBytesObject, ob_sval));
+	CHECK(str_length, offsetof(PyASCIIObject, length));
+	CHECK(str_state, offsetof(PyASCIIObject, state));
+	CHECK(str_ascii_data, sizeof(PyASCIIObject));
+	CHECK(str_compact_data, sizeof(PyCompactUnicodeObject));
+	return bad;
+}

@@ -1,0 +1,47 @@
+"""A Python workload with a known split of CPU time between three
+functions: each round runs alpha for 5 ms, beta for 3 ms and gamma for
+2 ms of this thread's CPU time (50 % / 30 % / 20 %), in pure Python.
+Prints a JSON report with the CPU time each really got.
+
+usage: py_split.py SECONDS"""
+import json
+import sys
+import time
+
+
+def spin(ms):
+    end = time.thread_time() + ms / 1000
+    x = 0
+    while time.thread_time() < end:
+        for i in range(200):
+            x += i * i
+    return x
+
+
+def alpha():
+    return spin(5)
+
+
+def beta():
+    return spin(3)
+
+
+def gamma():
+    return spin(2)
+
+
+def main(seconds):
+    used = {"alpha": 0.0, "beta": 0.0, "gamma": 0.0}
+    fns = {"alpha": alpha, "beta": beta, "gamma": gamma}
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for name, fn in fns.items():
+            t0 = time.thread_time()
+            fn()
+            used[name] += time.thread_time() - t0
+    total = sum(used.values())
+    print(json.dumps({"version": sys.version.split()[0],
+                      "shares": {k: v / total for k, v in used.items()}}))
+
+
+main(float(sys.argv[1]) if len(sys.argv) > 1 else 8)
