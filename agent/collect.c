@@ -73,11 +73,12 @@ static uint32_t user_frame(struct collector *c, struct proc *p, uint64_t addr, u
 
 /* A Python frame of the walker (python_types.h): its qualified name, with
  * the source file as the binary and the line as the address. */
-static uint32_t python_frame(struct collector *c, const struct proc *p, uint64_t slot)
+static uint32_t python_frame(struct collector *c, const struct proc *p, uint64_t slot,
+			     uint64_t qualname)
 {
 	struct bframe f = { .type = FT_CPYTHON };
 	struct py_sym ps;
-	if (c->python && python_symbolize(c->python, p->pid, slot, &ps) == 0) {
+	if (c->python && python_symbolize(c->python, p->pid, slot, qualname, &ps) == 0) {
 		f.name = str(c, ps.name);
 		f.binary = str(c, ps.file);
 		f.address = ps.line;
@@ -179,24 +180,28 @@ void collect_sample(struct collector *c, const void *data, size_t size, uint64_t
 	 * replaced by one error frame. The batch wants the outermost first. */
 	uint32_t user[ONCPU_MAX_UFRAMES];
 	uint32_t nres = 0;
+	bool broken = false, last_native = false;
+	uint64_t last = 0; /* the outermost native address looked up */
 	for (uint32_t i = 0; i < nu; i++) {
 		uint64_t a = uframes[i];
-		if (a & PY_FRAME_FLAG) {
-			user[nres++] = python_frame(c, p, a);
+		last_native = !(a & PY_FRAME_FLAG);
+		if (!last_native) {
+			/* Two slots: the frame, then its co_qualname pointer. */
+			user[nres++] = python_frame(c, p, a, i + 1 < nu ? uframes[++i] : 0);
 			continue;
 		}
-		uint32_t f = user_frame(c, p, i == 0 ? a : a - 1, now_ns);
+		last = i == 0 ? a : a - 1;
+		uint32_t f = user_frame(c, p, last, now_ns);
 		if (f == UINT32_MAX) {
 			why = unwind_errors[UWE_NO_MAPPING];
+			broken = true;
 			break;
 		}
 		user[nres++] = f;
 	}
-	if (c->want_table && s->unwind_mode == UWM_CFI && nres == nu && nu > 0 &&
+	if (c->want_table && s->unwind_mode == UWM_CFI && !broken && last_native &&
 	    (s->unwind_error == UWE_NO_FP || s->unwind_error == UWE_READ)) {
-		uint64_t a = uframes[nu - 1];
-		const struct mapping *m = a & PY_FRAME_FLAG ? NULL :
-				proc_find_mapping(c->procs, p, nu == 1 ? a : a - 1, now_ns);
+		const struct mapping *m = proc_find_mapping(c->procs, p, last, now_ns);
 		if (m && m->kind == MAPPING_FILE && m->file != FILE_NONE)
 			c->want_table(c->hook_ctx, m->file);
 	}

@@ -343,7 +343,7 @@ static int read_code(int32_t pid, const struct pyproc *p, uint64_t addr, uint64_
 	memcpy(&first, hdr + l->code_firstlineno, sizeof(first));
 	fp[0] = u64_at(hdr, l->code_filename);
 	fp[1] = u64_at(hdr, l->code_name);
-	fp[2] = u64_at(hdr, l->code_qualname);
+	fp[2] = u64_at(hdr, l->off.code_qualname);
 	fp[3] = u64_at(hdr, l->code_linetable);
 	fp[4] = (uint64_t)(uint32_t)first;
 	return 0;
@@ -386,7 +386,8 @@ static bool eq_code(const void *ctx, uint32_t idx)
 	return k->p->codes[idx].addr == k->addr;
 }
 
-int python_symbolize(struct python *py, int32_t pid, uint64_t slot, struct py_sym *out)
+int python_symbolize(struct python *py, int32_t pid, uint64_t slot, uint64_t qualname,
+		     struct py_sym *out)
 {
 	struct pyproc *p = find_proc(py, pid);
 	if (!p)
@@ -399,7 +400,7 @@ int python_symbolize(struct python *py, int32_t pid, uint64_t slot, struct py_sy
 	struct code_entry *e = NULL;
 	if (hmap_find(&p->index, h, eq_code, &k, &idx)) {
 		e = &p->codes[idx];
-		if (e->gen != py->gen) {
+		if (e->gen != py->gen || e->fp[2] != qualname) {
 			/* Once per generation: is it still the same code object? */
 			uint64_t fp[5];
 			py->stats.revalidated++;
@@ -422,6 +423,11 @@ int python_symbolize(struct python *py, int32_t pid, uint64_t slot, struct py_sy
 				}
 			}
 			e->gen = py->gen;
+			if (e->fp[2] != qualname) {
+				/* The sampled code object is gone. */
+				py->stats.stale++;
+				return -1;
+			}
 		} else {
 			py->stats.cache_hits++;
 		}
@@ -429,6 +435,10 @@ int python_symbolize(struct python *py, int32_t pid, uint64_t slot, struct py_sy
 		uint64_t fp[5];
 		if (read_code(pid, p, addr, fp) < 0) {
 			py->stats.read_errors++;
+			return -1;
+		}
+		if (fp[2] != qualname) {
+			py->stats.stale++;
 			return -1;
 		}
 		if (p->ncodes >= MAX_CODES_PER_PROCESS)

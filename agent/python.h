@@ -43,7 +43,7 @@
 struct py_layout {
 	uint32_t version; /* EMBER_PY_VERSION(3, minor) */
 	struct py_offsets off;
-	uint16_t code_filename, code_name, code_qualname, code_firstlineno, code_linetable;
+	uint16_t code_filename, code_name, code_firstlineno, code_linetable;
 	uint16_t bytes_size, bytes_data;     /* PyBytesObject: ob_size, ob_sval */
 	uint16_t str_length, str_state;      /* PyASCIIObject: length, state */
 	uint16_t str_ascii_data, str_compact_data; /* where compact strings' characters start */
@@ -85,15 +85,19 @@ struct py_sym {
 	uint32_t line;    /* 0 = unknown */
 };
 
-/* Names the Python frame (a sample's frame slot with PY_FRAME_FLAG set) of
- * process pid. Returns 0, or -1 when the code object cannot be read. */
-int python_symbolize(struct python *py, int32_t pid, uint64_t slot, struct py_sym *out);
+/* Names the Python frame of process pid: slot is the sample's frame slot
+ * with PY_FRAME_FLAG set, qualname the one after it (python_types.h).
+ * Returns 0, or -1 when the code object cannot be read or is no longer the
+ * one sampled. */
+int python_symbolize(struct python *py, int32_t pid, uint64_t slot, uint64_t qualname,
+		     struct py_sym *out);
 
 /* The line of code unit `instr` in a 3.11+ location table; 0 = none. */
 uint32_t python_line(const uint8_t *table, size_t len, uint32_t firstlineno, uint32_t instr);
 
 struct python_stats {
 	uint64_t symbolized, cache_hits, revalidated, read_errors, processes;
+	uint64_t stale; /* frames whose code object was freed before the agent read it */
 };
 void python_get_stats(const struct python *py, struct python_stats *out);
 

@@ -109,6 +109,24 @@ static bool sp_expr_rule(const Dwarf_Op *ops, size_t n, int64_t *off)
 	return false;
 }
 
+/* "register saved at BP + n": DW_OP_call_frame_cfa (libdw's implicit push
+ * for expression rules) then DW_OP_breg6 n. */
+static bool bp_expr_rule(const Dwarf_Op *ops, size_t n, int64_t *off)
+{
+	size_t i = (n >= 1 && ops[0].atom == DW_OP_call_frame_cfa) ? 1 : 0;
+	if (n - i != 1)
+		return false;
+	if (ops[i].atom == DW_OP_breg6) {
+		*off = (int64_t)ops[i].number;
+		return true;
+	}
+	if (ops[i].atom == DW_OP_bregx && ops[i].number == REG_RBP) {
+		*off = (int64_t)ops[i].number2;
+		return true;
+	}
+	return false;
+}
+
 static bool fits16(int64_t v)
 {
 	return v >= INT16_MIN && v <= INT16_MAX;
@@ -173,15 +191,27 @@ static void frame_rule(Dwarf_Frame *fr, bool signal, struct unwind_rule *r)
 			return;
 		r->kind = reg == REG_RSP ? UW_CFA_SP : UW_CFA_BP;
 		r->cfa_off = (int32_t)off;
+	} else if (ncfa == 2 && cfa[1].atom == DW_OP_deref &&
+		   (cfa[0].atom == DW_OP_breg6 || (cfa[0].atom == DW_OP_bregx && cfa[0].number == REG_RBP))) {
+		/* GCC's realigned stack: the DRAP register saved below BP. */
+		int64_t off = cfa[0].atom == DW_OP_bregx ? (int64_t)cfa[0].number2 : (int64_t)cfa[0].number;
+		if (off < INT32_MIN || off > INT32_MAX)
+			return;
+		r->kind = UW_CFA_DEREF_BP;
+		r->cfa_off = (int32_t)off;
 	} else if (!plt_rule(cfa, ncfa, r)) {
 		return;
 	}
 	r->ra_off = (int16_t)ra_off;
 	int64_t bp_off;
-	if (dwarf_frame_register(fr, REG_RBP, mem, &ops, &n) == 0 && cfa_offset_rule(ops, n, &bp_off) &&
-	    fits16(bp_off)) {
-		r->bp_saved = 1;
-		r->bp_off = (int16_t)bp_off;
+	if (dwarf_frame_register(fr, REG_RBP, mem, &ops, &n) == 0) {
+		if (cfa_offset_rule(ops, n, &bp_off) && fits16(bp_off)) {
+			r->bp_saved = UW_BP_AT_CFA;
+			r->bp_off = (int16_t)bp_off;
+		} else if (bp_expr_rule(ops, n, &bp_off) && fits16(bp_off)) {
+			r->bp_saved = UW_BP_AT_BP;
+			r->bp_off = (int16_t)bp_off;
+		}
 	}
 }
 
@@ -409,7 +439,7 @@ static void on_go_sp(void *ctx, uint64_t lo, uint64_t hi, int32_t sp_delta, cons
 		r.cfa_off = sp_delta + 8;
 		r.ra_off = -8;
 		if (sp_delta > 0) {
-			r.bp_saved = 1;
+			r.bp_saved = UW_BP_AT_CFA;
 			r.bp_off = -16;
 		}
 	}

@@ -32,6 +32,7 @@ char LICENSE[] SEC("license") = "GPL";
 #define PY_FRAMES_PER_PROG 16
 #define PY_MAX_INTERPRETERS 4
 #define PY_MAX_THREADS 128
+#define PY_YOUNG_NS 2000000000ull /* see oncpu_python */
 /* idx < ONCPU_MAX_FRAMES is checked; the mask (ONCPU_MAX_FRAMES rounded
  * up to a power of two, minus one) shows the verifier that the slot stays
  * inside the scratch record, whatever the compiler did to the check. */
@@ -377,6 +378,11 @@ int oncpu_python(struct bpf_perf_event_data *ctx)
 		sc->py_started = 1;
 		sc->py_frame = py_current_frame(py, sc->s.tid);
 		count(sc->py_frame ? ONCPU_STAT_PY_STACKS : ONCPU_STAT_PY_NO_THREAD, 1);
+		/* The agent names Python frames by reading the process's code
+		 * objects: a young process (maybe a short-lived one) wakes it
+		 * now, before the process exits and takes them with it. */
+		if (bpf_ktime_get_boot_ns() - sc->s.proc_start_ns < PY_YOUNG_NS)
+			wake_agent(sc);
 	}
 	__u32 nk = sc->s.kstack_len > 0 ? (__u32)sc->s.kstack_len : 0;
 	if (nk > ONCPU_MAX_KFRAMES)
@@ -400,12 +406,14 @@ int oncpu_python(struct bpf_perf_event_data *ctx)
 				continue;
 			}
 		}
+		__u64 qualname = 0;
 		if (read_ptr(f, py->off.frame_code, &code) || read_ptr(f, py->off.frame_instr, &instr) ||
-		    read_ptr(f, py->off.frame_previous, &prev))
+		    read_ptr(f, py->off.frame_previous, &prev) ||
+		    read_ptr(code, py->off.code_qualname, &qualname))
 			goto lost;
 		__u32 nu = (__u32)sc->s.ustack_len;
 		__u32 idx = nk + nu;
-		if (nu >= ONCPU_MAX_UFRAMES || idx >= ONCPU_MAX_FRAMES)
+		if (nu + 1 >= ONCPU_MAX_UFRAMES || idx + 1 >= ONCPU_MAX_FRAMES)
 			goto back; /* the native unwinder ends the stack as truncated */
 		__u64 first = code + py->off.code_adaptive, at = 0;
 		if (instr > first)
@@ -416,7 +424,10 @@ int oncpu_python(struct bpf_perf_event_data *ctx)
 			goto back;
 		asm volatile("" : "+r"(idx)); /* keeps the mask (FRAME_INDEX_MASK) */
 		sc->s.frames[idx & FRAME_INDEX_MASK] = PY_FRAME_FLAG | at << PY_FRAME_INSTR_SHIFT | (code & PY_FRAME_ADDR_MASK);
-		sc->s.ustack_len = (__s32)(nu + 1);
+		idx++;
+		asm volatile("" : "+r"(idx));
+		sc->s.frames[idx & FRAME_INDEX_MASK] = qualname;
+		sc->s.ustack_len = (__s32)(nu + 2);
 		sc->py_emitted = 1;
 		count(ONCPU_STAT_PY_FRAMES, 1);
 		sc->py_frame = prev;

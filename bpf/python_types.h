@@ -2,11 +2,15 @@
  * a Python process, shared with the agent (agent/python.c), and how a
  * Python frame travels in a sample.
  *
- * A Python frame takes one slot of oncpu_sample.frames: bit 63 set, the
- * instruction index within the code object (16 bits, saturated) in bits
- * 47..62 and the address of the code object in bits 0..46 (user-space
- * addresses on x86-64 are below 2^47). The agent reads the code object
- * from the process's memory to name the frame. Like the other shared
+ * A Python frame takes two slots of oncpu_sample.frames. The first: bit 63
+ * set, the instruction index within the code object (16 bits, saturated)
+ * in bits 47..62 and the address of the code object in bits 0..46
+ * (user-space addresses on x86-64 are below 2^47). The second: the code
+ * object's co_qualname pointer as the walker read it. The agent reads the
+ * code object from the process's memory to name the frame, later; the
+ * pointer tells it whether the object there is still the one sampled (code
+ * objects are freed, e.g. a module's after its import, and their memory
+ * reused), so a frame is never named after another function. Like the other shared
  * headers it uses only fixed-width kernel types, defined by the includer.
  */
 #ifndef EMBER_BPF_PYTHON_TYPES_H
@@ -38,7 +42,8 @@ struct py_offsets {
 	__u16 frame_owner;               /* .owner */
 	__u16 frame_is_entry;            /* .is_entry (3.11), or PY_NO_FIELD */
 	__u16 code_adaptive;             /* PyCodeObject.co_code_adaptive */
-	__u16 pad[3];
+	__u16 code_qualname;             /* PyCodeObject.co_qualname */
+	__u16 pad[2];
 };
 
 /* A Python process (py_procs, keyed by pid). Addresses are the process's. */

@@ -103,15 +103,20 @@ UW_INLINE int uw_step(const struct unwind_proc *p, __u32 pid, struct unwind_regs
 	case UW_CFA_SP:
 	case UW_CFA_BP:
 	case UW_PLT:
+	case UW_CFA_DEREF_BP:
 		if (kind == UW_CFA_SP)
 			cfa = r->sp + rule->cfa_off;
 		else if (kind == UW_CFA_BP)
 			cfa = r->bp + rule->cfa_off;
-		else
+		else if (kind == UW_PLT)
 			cfa = r->sp + rule->cfa_off + ((r->pc & 15) >= (__u64)rule->aux ? 8 : 0);
+		else if (UW_READ_U64(r->bp + rule->cfa_off, &cfa))
+			return -UWE_READ;
 		if (UW_READ_U64(cfa + rule->ra_off, &npc))
 			return -UWE_READ;
-		if (rule->bp_saved && UW_READ_U64(cfa + rule->bp_off, &nbp))
+		if (rule->bp_saved == UW_BP_AT_CFA && UW_READ_U64(cfa + rule->bp_off, &nbp))
+			return -UWE_READ;
+		if (rule->bp_saved == UW_BP_AT_BP && UW_READ_U64(r->bp + rule->bp_off, &nbp))
 			return -UWE_READ;
 		nsp = cfa;
 		break;

@@ -22,10 +22,19 @@ enum unwind_kind {
 	UW_SIGNAL,      /* signal trampoline: the interrupted SP, BP and PC are
 			   saved at SP + cfa_off, SP + bp_off, SP + ra_off */
 	UW_STOP,        /* the outermost frame: the return address is undefined */
+	UW_CFA_DEREF_BP, /* CFA = *(BP + cfa_off): a stack realigned through a
+			    DRAP register (GCC), e.g. for AVX-512 locals */
 };
 
-/* For UW_CFA_*: the return address is at CFA + ra_off; the caller's BP is
- * at CFA + bp_off when bp_saved, else BP is unchanged. */
+/* bp_saved: where the caller's BP is. */
+enum unwind_bp_saved {
+	UW_BP_SAME = 0, /* BP is unchanged */
+	UW_BP_AT_CFA,   /* at CFA + bp_off */
+	UW_BP_AT_BP,    /* at BP + bp_off (a DRAP frame keeps it at BP) */
+};
+
+/* For UW_CFA_* and UW_PLT: the return address is at CFA + ra_off; the
+ * caller's BP as bp_saved says. */
 struct unwind_rule {
 	__u8 kind;
 	__u8 bp_saved;

@@ -1,14 +1,18 @@
 /* Fuzz target: the agent's parsers of kernel-provided text that another
- * process can influence: /proc/PID/maps lines, /proc/PID/stat, CPU lists
- * and kallsyms. The first byte selects the parser. */
+ * process can influence: /proc/PID/maps lines, /proc/PID/stat, CPU lists,
+ * kallsyms, /proc/PID/cgroup, a Python command line (script.name) and a
+ * CPython location table read from process memory. The first byte selects
+ * the parser. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/attrib.h"
 #include "agent/kallsyms.h"
 #include "agent/maps.h"
 #include "agent/oncpu.h"
 #include "agent/proc.h"
+#include "agent/python.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -16,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	const char *text = (const char *)data + 1;
 	size_t n = size - 1;
-	switch (data[0] % 4) {
+	switch (data[0] % 7) {
 	case 0: {
 		struct maps_line m;
 		if (maps_parse_line(text, n, &m) == 0 && m.path_len > n)
@@ -35,6 +39,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		int ids[64];
 		parse_cpu_list(s, ids, 64);
 		free(s);
+		break;
+	}
+	case 4: {
+		/* A CPython location table from process memory. */
+		uint32_t line = python_line((const uint8_t *)text, n, 1, n > 0 ? (uint8_t)text[0] : 0);
+		(void)line;
+		break;
+	}
+	case 5: {
+		char script[129];
+		if (attrib_python_script(text, n, script, sizeof(script)) && strlen(script) >= sizeof(script))
+			abort();
+		break;
+	}
+	case 6: {
+		/* cgroup files and environments */
+		struct cgroup_info cg;
+		attrib_parse_cgroup(text, n, &cg);
 		break;
 	}
 	default: {

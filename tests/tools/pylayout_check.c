@@ -61,7 +61,7 @@ int main(void)
 	CHECK(off.code_adaptive, offsetof(PyCodeObject, co_code_adaptive));
 	CHECK(code_filename, offsetof(PyCodeObject, co_filename));
 	CHECK(code_name, offsetof(PyCodeObject, co_name));
-	CHECK(code_qualname, offsetof(PyCodeObject, co_qualname));
+	CHECK(off.code_qualname, offsetof(PyCodeObject, co_qualname));
 	CHECK(code_firstlineno, offsetof(PyCodeObject, co_firstlineno));
 	CHECK(code_linetable, offsetof(PyCodeObject, co_linetable));
 	CHECK(bytes_size, offsetof(PyVarObject, ob_size));

@@ -14,6 +14,7 @@
 #include "agent/maps.h"
 #include "agent/oncpu.h"
 #include "agent/proc.h"
+#include "agent/python.h"
 #include "agent/sendq.h"
 #include "oncpu_types.h"
 #include "unwind_types.h"
@@ -534,6 +535,50 @@ static void test_tags_flag(void **state)
 	buf_free(&err);
 }
 
+/* A location table and the line of every code unit, from CPython 3.11
+ * itself (co_linetable and co_positions() of a function with a loop, a
+ * branch and a try block; 0 = no line). */
+static void test_python_line(void **state)
+{
+	(void)state;
+	static const uint8_t table[] = { 0x80, 0x00, 0xd8, 0x0c, 0x0d, 0x80, 0x45, 0xdd, 0x0d, 0x12, 0x90, 0x31, 0x89, 0x58, 0x8c, 0x58, 0xf0, 0x00, 0x04, 0x05, 0x17, 0xf0, 0x00, 0x04, 0x05, 0x17, 0x88, 0x01, 0xd8, 0x0b, 0x0c, 0x88, 0x71, 0x89, 0x35, 0x90, 0x41, 0x8a, 0x3a, 0x88, 0x3a, 0xd8, 0x0c, 0x11, 0x90, 0x51, 0x98, 0x11, 0x91, 0x55, 0x89, 0x4e, 0x88, 0x45, 0x88, 0x45, 0xe0, 0x0c, 0x11, 0x90, 0x51, 0x89, 0x4a, 0x88, 0x45, 0x88, 0x45, 0xf0, 0x02, 0x03, 0x05, 0x0e, 0xd8, 0x0c, 0x0d, 0x90, 0x01, 0x89, 0x45, 0x88, 0x01, 0x88, 0x01, 0xf8, 0xdd, 0x0b, 0x1c, 0xf0, 0x00, 0x01, 0x05, 0x0e, 0xf0, 0x00, 0x01, 0x05, 0x0e, 0xf0, 0x00, 0x01, 0x05, 0x0e, 0xd8, 0x0c, 0x0d, 0x88, 0x01, 0x88, 0x01, 0x88, 0x01, 0xf0, 0x03, 0x01, 0x05, 0x0e, 0xf8, 0xf8, 0xf8, 0xe0, 0x0b, 0x10, 0x90, 0x31, 0x89, 0x39, 0xd0, 0x04, 0x14 };
+	static const uint32_t lines[] = { 1, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 4, 4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5, 5, 7, 7, 7, 7, 7, 7, 8, 9, 9, 9, 9, 9, 9, 0, 10, 10, 10, 10, 10, 10, 10, 10, 10, 11, 11, 11, 11, 10, 0, 0, 0, 12, 12, 12, 12, 12 };
+	for (uint32_t i = 0; i < ARRAY_SIZE(lines); i++)
+		assert_int_equal(python_line(table, sizeof(table), 1, i), lines[i]);
+	/* Past the end, truncated or damaged tables: no line, no crash. */
+	assert_int_equal(python_line(table, sizeof(table), 1, 1000), 0);
+	for (size_t n = 0; n < sizeof(table); n++)
+		(void)python_line(table, n, 1, (uint32_t)n);
+	static const uint8_t bad[] = { 0x05, 0xf0, 0xff };
+	assert_int_equal(python_line(bad, sizeof(bad), 1, 0), 0);
+	assert_int_equal(python_line(bad + 1, 2, 1, 0), 0);
+}
+
+static void test_python_script(void **state)
+{
+	(void)state;
+	char out[129];
+#define ARGV(s) s, sizeof(s) - 1
+	assert_true(attrib_python_script(ARGV("/usr/bin/python3\0-u\0/srv/app/train.py\0--lr\0"), out, sizeof(out)));
+	assert_string_equal(out, "train.py");
+	assert_true(attrib_python_script(ARGV("python3.11\0-X\0dev\0-W\0ignore\0serve.py"), out, sizeof(out)));
+	assert_string_equal(out, "serve.py");
+	assert_true(attrib_python_script(ARGV("python\0-Wignore\0-OO\0job.py"), out, sizeof(out)));
+	assert_string_equal(out, "job.py");
+	assert_true(attrib_python_script(ARGV("python3\0-m\0torch.distributed.run\0--nproc\0"), out, sizeof(out)));
+	assert_string_equal(out, "torch.distributed.run");
+	assert_true(attrib_python_script(ARGV("python3\0-uc\0print(1)"), out, sizeof(out)));
+	assert_string_equal(out, "-c");
+	assert_true(attrib_python_script(ARGV("python3\0-\0"), out, sizeof(out)));
+	assert_string_equal(out, "-");
+	/* Not a Python interpreter, or no script (the interactive prompt). */
+	assert_false(attrib_python_script(ARGV("/usr/bin/perl\0x.py"), out, sizeof(out)));
+	assert_false(attrib_python_script(ARGV("python3\0-i"), out, sizeof(out)));
+	assert_false(attrib_python_script(ARGV("python3\0-m"), out, sizeof(out)));
+	assert_false(attrib_python_script("", 0, out, sizeof(out)));
+#undef ARGV
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -548,6 +593,8 @@ int main(void)
 		cmocka_unit_test(test_attrib_cgroup),
 		cmocka_unit_test(test_attrib_environ_and_deployment),
 		cmocka_unit_test(test_tags_flag),
+		cmocka_unit_test(test_python_line),
+		cmocka_unit_test(test_python_script),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,9 +2,10 @@
  * -fomit-frame-pointer), for checking ember's DWARF-CFI unwinder.
  *
  *   unwind_c chain SECONDS      main -> stage_one -> stage_two -> stage_three
- *                               -> {mix_a, mix_b}: functions with stack frames
- *                               of different sizes, some calling through
- *                               function pointers
+ *                               -> realigned -> {mix_a, mix_b}: functions with
+ *                               stack frames of different sizes, one realigning
+ *                               the stack, some calling through function
+ *                               pointers
  *   unwind_c recurse DEPTH SECONDS
  *                               main -> descend x DEPTH -> spin: a recursion
  *                               DEPTH frames deep, busy at the bottom
@@ -58,9 +59,24 @@ NOINLINE uint64_t mix_b(uint64_t seed, int n)
 
 typedef uint64_t (*mixer)(uint64_t, int);
 
+/* A 64-byte aligned local next to a variable-size one: GCC realigns the
+ * stack through a DRAP register, and the CFA is the expression *(RBP - 8)
+ * (as in numpy's AVX-512 sorts). */
+NOINLINE uint64_t realigned(mixer m, uint64_t seed, int n)
+{
+	uint64_t buf[8] __attribute__((aligned(64)));
+	uint64_t *dyn = __builtin_alloca((size_t)n * sizeof(uint64_t));
+	for (int i = 0; i < 8; i++)
+		buf[i] = seed + (uint64_t)i;
+	for (int i = 0; i < n; i++)
+		dyn[i] = seed ^ (uint64_t)i;
+	__asm__ volatile("" : : "r"(buf), "r"(dyn) : "memory");
+	return m(buf[seed & 7] ^ dyn[0], 400) ^ buf[(seed + 3) & 7];
+}
+
 NOINLINE uint64_t stage_three(mixer m, uint64_t seed)
 {
-	return m(seed, 400);
+	return realigned(m, seed, 16);
 }
 
 NOINLINE uint64_t stage_two(int which, uint64_t seed)

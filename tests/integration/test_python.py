@@ -1,0 +1,194 @@
+"""ember's CPython unwinder, as root with real BPF sampling, on every
+interpreter present: Debian's python3 and any pyenv build of a supported
+version (3.11, 3.12, 3.13). Python frames carry their function, file and
+line; they sit between the native frames that call the interpreter and
+the native frames they call (numpy); script.name tells scripts run by the
+same interpreter apart; short-lived processes are attributed; and ember's
+fixed layout of each version matches that version's own headers."""
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from conftest import require_root
+from harness import ROOT, wait_until
+
+RATE = 499  # high, so that sampling noise stays far below the tolerance
+SUPPORTED = {(3, 11), (3, 12), (3, 13)}
+WORKLOADS = os.path.join(ROOT, "tests", "workloads")
+PYDEPS = os.path.join(ROOT, "build", "pydeps")
+DEBIAN = "/usr/bin/python3"
+
+
+def interpreters():
+    """(id, path) of every supported interpreter on the machine."""
+    out, seen = [], set()
+    paths = [DEBIAN] + sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.*/bin/python3")))
+    for path in paths:
+        real = os.path.realpath(path)
+        if not os.path.exists(real) or real in seen:
+            continue
+        seen.add(real)
+        v = subprocess.run([path, "-c", "import sys; print(*sys.version_info[:3])"],
+                           stdout=subprocess.PIPE, text=True, check=True).stdout.split()
+        if (int(v[0]), int(v[1])) in SUPPORTED:
+            out.append((("debian" if path == DEBIAN else "pyenv") + "-" + ".".join(v), path))
+    return out
+
+
+PYTHONS = interpreters()
+
+
+def nodes(node, name, path=()):
+    """(node, path of names above it) for every node called name."""
+    here = path + (node["name"],)
+    if node["name"] == name:
+        yield node, path
+    for c in node["children"]:
+        yield from nodes(c, name, here)
+
+
+def total(node, name):
+    return sum(n["total"] for n, _ in nodes(node, name))
+
+
+def source_line(path, text):
+    with open(path) as f:
+        for i, line in enumerate(f, 1):
+            if text in line:
+                return i
+    raise AssertionError(f"{text!r} not in {path}")
+
+
+def settled(server, query):
+    hist = []
+
+    def same():
+        hist.append(server.flamegraph(query)["total"])
+        return len(hist) >= 3 and hist[-1] > 0 and hist[-3:] == [hist[-1]] * 3
+    wait_until(same, 30, interval=1.0, what=f"samples of {query}")
+    return server.flamegraph(query)
+
+
+@pytest.mark.parametrize("python", [p for _, p in PYTHONS], ids=[i for i, _ in PYTHONS])
+def test_layout_matches_the_interpreters_headers(python, tmp_path):
+    include = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['include'])"],
+                             stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+    if not os.path.exists(os.path.join(include, "internal", "pycore_frame.h")):
+        if python == DEBIAN:
+            pytest.fail(f"no CPython headers in {include} (scripts/install-deps.sh installs python3-dev)")
+        pytest.skip(f"{python} has no internal headers")
+    exe = str(tmp_path / "check")
+    subprocess.run(["gcc", "-I", include, "-I", os.path.join(ROOT, "agent"), "-I", os.path.join(ROOT, "bpf"),
+                    "-include", "linux/types.h", "-o", exe,
+                    os.path.join(ROOT, "tests", "tools", "pylayout_check.c")], check=True)
+    r = subprocess.run([exe], stdout=subprocess.PIPE, text=True)
+    print(r.stdout)
+    assert r.returncode == 0, r.stdout
+
+
+@pytest.mark.parametrize("python", [p for _, p in PYTHONS], ids=[i for i, _ in PYTHONS])
+def test_known_split_between_three_functions(server, agent_factory, python):
+    require_root()
+    agent_factory(server.url, f"-on-cpu-sampling-rate={RATE}").start()
+    time.sleep(1)
+    script = os.path.join(WORKLOADS, "py_split.py")
+    w = subprocess.Popen([python, script, "8"], stdout=subprocess.PIPE, text=True)
+    report = json.loads(w.communicate(timeout=60)[0])
+    tree = settled(server, f'process.pid == "{w.pid}"')
+    root = tree["root"]
+    got = {f: total(root, f) for f in ("alpha", "beta", "gamma")}
+    n = sum(got.values())
+    print(f"{python} ({report['version']}): {tree['total']} samples, truth {report['shares']}, "
+          f"ember { {f: round(v / max(n, 1), 3) for f, v in got.items()} }")
+    assert n > RATE * 8 * 0.5
+    for f, truth in report["shares"].items():
+        assert abs(got[f] / n - truth) <= 0.05, (f, got[f] / n, truth)
+    # Each function's stack reaches <module> through main, with file and line.
+    for f, call in (("alpha", "return spin(5)"), ("beta", "return spin(3)"), ("gamma", "return spin(2)")):
+        for node, path in nodes(root, f):
+            assert node["frame_type"] == "cpython"
+            assert path[-2:] == ("<module>", "main"), path
+            assert node["file"] == script
+            assert node["line"] == source_line(script, call)
+    module = total(root, "<module>")
+    print(f"{module}/{tree['total']} samples reach <module>")
+    assert module / tree["total"] >= 0.95
+
+
+def test_numpy_frames_under_the_python_frame_that_called_them(server, agent_factory):
+    require_root()
+    if not os.path.isdir(os.path.join(PYDEPS, "numpy")):
+        pytest.fail("numpy is missing from build/pydeps (scripts/install-test-pydeps.sh installs it)")
+    agent_factory(server.url, f"-on-cpu-sampling-rate={RATE}").start()
+    time.sleep(1)
+    env = dict(os.environ, PYTHONPATH=PYDEPS)
+    w = subprocess.Popen([DEBIAN, os.path.join(WORKLOADS, "py_numpy.py"), "6"], env=env,
+                         stdout=subprocess.DEVNULL)
+    w.wait(60)
+    tree = settled(server, f'process.pid == "{w.pid}"')
+    crunch = [(n, p) for n, p in nodes(tree["root"], "crunch")]
+    assert crunch, "no crunch frame"
+    inside = sum(n["total"] for n, _ in crunch)
+
+    def numpy_native(node):
+        """Samples under node whose stack goes through numpy's C code."""
+        if node["frame_type"] == "native" and "_multiarray_umath" in (node.get("binary") or node["name"]):
+            return node["total"]
+        return sum(numpy_native(c) for c in node["children"])
+    in_numpy = sum(numpy_native(n) for n, _ in crunch)
+    print(f"numpy: {inside} samples in crunch, {in_numpy} of them in numpy's C code")
+    for _, path in crunch:
+        assert path[-2:] == ("<module>", "main"), path
+    assert inside > RATE * 6 * 0.5
+    assert in_numpy / inside >= 0.5
+
+
+def test_script_name_tells_two_scripts_apart(server, agent_factory, tmp_path):
+    require_root()
+    agent_factory(server.url, f"-on-cpu-sampling-rate={RATE}").start()
+    time.sleep(1)
+    procs = []
+    for name in ("train_a.py", "train_b.py"):
+        shutil.copy(os.path.join(WORKLOADS, "py_split.py"), tmp_path / name)
+        procs.append(subprocess.Popen([DEBIAN, str(tmp_path / name), "4"], stdout=subprocess.DEVNULL))
+    for p in procs:
+        p.wait(60)
+    for name, p in zip(("train_a.py", "train_b.py"), procs):
+        tree = settled(server, f'script.name == "{name}"')
+        same_pid = server.flamegraph(f'script.name == "{name}" && process.pid == "{p.pid}"')["total"]
+        print(f"{name}: {tree['total']} samples, {same_pid} of its own process")
+        assert tree["total"] > RATE * 4 * 0.5
+        assert same_pid == tree["total"]
+        assert total(tree["root"], "alpha") > 0
+    both = server.flamegraph('script.name == "train_a.py" || script.name == "train_b.py"')
+    exe = server.flamegraph(f'process.executable.name == "{os.path.basename(os.path.realpath(DEBIAN))}"'
+                            ' && (script.name == "train_a.py" || script.name == "train_b.py")')
+    assert exe["total"] == both["total"]
+
+
+def test_short_lived_processes_are_attributed(server, agent_factory):
+    require_root()
+    agent_factory(server.url, f"-on-cpu-sampling-rate={RATE}").start()
+    time.sleep(1)
+    runs, busy = 20, 0.15
+    for _ in range(runs):
+        subprocess.run([DEBIAN, os.path.join(WORKLOADS, "py_short.py"), str(busy)], check=True)
+    tree = settled(server, 'script.name == "py_short.py"')
+    burst = total(tree["root"], "burst")
+    expected = runs * busy * RATE
+    print(f"short-lived: {tree['total']} samples, {burst} of them in burst "
+          f"(its CPU time is {expected:.0f} samples' worth; the rest is interpreter start-up)")
+    # Every process is attributed (script.name), and the Python frame of
+    # its busy function is named in at least 80 % of the samples it should
+    # have: frames of a process that exited before the agent read its code
+    # objects are still named from the agent's cache or right after the
+    # sample (a new process's first sample wakes the agent).
+    assert burst >= 0.8 * expected
+    for n, path in nodes(tree["root"], "burst"):
+        assert path[-1] == "<module>", path
