@@ -35,6 +35,8 @@ static const struct flag_def defs[] = {
 	  "environment variable of a process whose value becomes its job.tag attribute" },
 	{ "container-runtime-socket", FLAG_STRING, "", OFF(container_runtime_socket), 0, 0,
 	  "Docker-compatible or CRI-O API socket for container names (default: probe the usual ones; none: off)" },
+	{ "tracers", FLAG_STRING, "all", OFF(tracers), 0, 0,
+	  "interpreter tracers, comma-separated: python; all; none" },
 	{ "on-cpu-sampling-rate", FLAG_UINT, "19", OFF(on_cpu_hz), 1, 1000,
 	  "on-CPU samples per second per CPU (Hz)" },
 	{ "reporter-interval", FLAG_DURATION, "5s", OFF(reporter_interval_ms), 1000, 3600000,
@@ -127,6 +129,41 @@ static int parse_tags(struct agent_config *cfg, struct buf *err)
 	return rc;
 }
 
+/* -tracers: "all", "none" or a list. Names of tracers ember does not have
+ * (the reference's nodejs, hotspot, ...) are accepted and logged by the
+ * agent, so a command line written for it still starts. */
+static const char *const known_tracers[] = { "python" };
+static const char *const other_tracers[] = { "perl", "php", "hotspot", "ruby", "v8", "nodejs",
+					     "dotnet", "beam", "go", "labels" };
+
+static int parse_tracers(struct agent_config *cfg, struct buf *err)
+{
+	const char *t = cfg->tracers;
+	if (strcmp(t, "all") == 0) {
+		cfg->trace_python = true;
+		return 0;
+	}
+	if (strcmp(t, "none") == 0 || !*t)
+		return 0;
+	for (const char *p = t; *p;) {
+		size_t len = strcspn(p, ",");
+		bool ok = false;
+		for (size_t i = 0; i < ARRAY_SIZE(known_tracers) && !ok; i++)
+			ok = strlen(known_tracers[i]) == len && memcmp(p, known_tracers[i], len) == 0;
+		if (ok)
+			cfg->trace_python = true;
+		for (size_t i = 0; i < ARRAY_SIZE(other_tracers) && !ok; i++)
+			ok = strlen(other_tracers[i]) == len && memcmp(p, other_tracers[i], len) == 0;
+		if (!ok) {
+			buf_printf(err, "-tracers: unknown tracer \"%.*s\"; expected all, none, or a comma-separated list of: python",
+				   (int)MIN(len, (size_t)64), p);
+			return -1;
+		}
+		p += len + (p[len] == ',');
+	}
+	return 0;
+}
+
 int agent_config_load(struct agent_config *cfg, int argc, char **argv, char **envp,
 		      struct buf *err)
 {
@@ -170,6 +207,8 @@ int agent_config_load(struct agent_config *cfg, int argc, char **argv, char **en
 		}
 	}
 	if (parse_tags(cfg, err) < 0)
+		return -1;
+	if (parse_tracers(cfg, err) < 0)
 		return -1;
 	if (!*cfg->project || strlen(cfg->project) > 128 || strpbrk(cfg->project, " \t\r\n/")) {
 		buf_printf(err, "-project: expected a name of 1 to 128 characters without spaces or '/', got \"%s\"",

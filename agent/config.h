@@ -25,6 +25,8 @@ struct agent_config {
 	char *tags;                 /* -tags "a:b;c": user.tag and user.tag.<key> */
 	char *job_tag_env;          /* environment variable whose value is job.tag */
 	char *container_runtime_socket;
+	char *tracers;              /* -tracers: "all", "none" or a list */
+	bool trace_python;          /* -tracers includes python */
 	/* -tags parsed: attribute key/value pairs (owned) */
 	char *tag_kv[2 * (AGENT_MAX_TAGS + 1)];
 	size_t ntag_kv;

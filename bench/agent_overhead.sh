@@ -10,7 +10,10 @@
 # sent per sample. Needs root.
 # usage: bench/agent_overhead.sh [DURATION] [RATE]
 # EMBER_BENCH_WORKLOAD="unwind_c recurse 200" runs that workload on every
-# CPU instead (the duration is appended to its arguments).
+# CPU instead (the duration is appended to its arguments);
+# EMBER_BENCH_COMMAND="/usr/bin/python3 tests/workloads/py_split.py" runs
+# any command so; EMBER_BENCH_AGENT_FLAGS adds agent flags (the Python
+# unwinder's cost: the Python workload with and without -tracers=none).
 set -eu
 cd "$(dirname "$0")/.."
 duration=${1:-60}
@@ -45,7 +48,7 @@ build/bin/ember-server --listen "127.0.0.1:$port" --data-dir "$tmp/data" 2>"$tmp
 server=$!
 for _ in $(seq 50); do curl -fs "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
 build/bin/ember-agent -collection-agent="127.0.0.1:$port" -disable-tls \
-  -on-cpu-sampling-rate="$rate" 2>"$tmp/agent.log" &
+  -on-cpu-sampling-rate="$rate" ${EMBER_BENCH_AGENT_FLAGS:-} 2>"$tmp/agent.log" &
 agent=$!
 sleep 5 # start-up (kallsyms, first symbol uploads) is not steady state
 
@@ -54,7 +57,10 @@ sleep 5 # start-up (kallsyms, first symbol uploads) is not steady state
 # measures the steady state.
 pids=()
 for i in $(seq "$ncpu"); do
-  if [ -n "${EMBER_BENCH_WORKLOAD:-}" ]; then
+  if [ -n "${EMBER_BENCH_COMMAND:-}" ]; then
+    # shellcheck disable=SC2086
+    $EMBER_BENCH_COMMAND $((duration + 10)) >/dev/null & pids+=($!)
+  elif [ -n "${EMBER_BENCH_WORKLOAD:-}" ]; then
     # shellcheck disable=SC2086
     build/workloads/$EMBER_BENCH_WORKLOAD $((duration + 10)) >/dev/null & pids+=($!)
   elif [ $((i % 2)) -eq 1 ]; then build/workloads/unwind_cpp $((duration + 10)) >/dev/null & pids+=($!)
