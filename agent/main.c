@@ -81,7 +81,7 @@ static void on_new_file(void *ctx, uint32_t index, const struct agent_file *f, i
 {
 	struct agent *a = ctx;
 	struct py_file pf;
-	if (a->cfg.trace_python && python_file_name(f->name) && python_inspect_file(fd, &pf) == 0) {
+	if (a->cfg.trace_python && python_file_name(f->name) && python_inspect_file(fd, f->name, &pf) == 0) {
 		xgrow((void **)&a->pyfiles, &a->cappyfiles, a->npyfiles + 1, sizeof(*a->pyfiles));
 		a->pyfiles[a->npyfiles++] = (struct py_seen){ index, pf };
 		log_debug("%s: CPython %u.%u interpreter", f->name, pf.version >> 24,

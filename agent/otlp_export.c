@@ -126,6 +126,8 @@ int otlp_encode(const struct batch *b, const struct batch_meta *meta, struct buf
 			funp[nfun] = &funs[nfun];
 			ember__otlp__line__init(&lines[i]);
 			lines[i].function_index = (int32_t)nfun++;
+			if (f->type == FT_CPYTHON) /* the source file and line */
+				lines[i].line = (int64_t)f->address;
 			linep[i] = &lines[i];
 			l->n_lines = 1;
 			l->lines = &linep[i];

@@ -29,7 +29,22 @@ bool python_file_name(const char *name)
 	return strncmp(name, "python3", 7) == 0 || strncmp(name, "libpython3", 10) == 0;
 }
 
-int python_inspect_file(int fd, struct py_file *out)
+/* 3.8-3.10 have no Py_Version: the minor version from "python3.X" or
+ * "libpython3.X...", as 0x030X0000, or 0. */
+static uint32_t version_from_name(const char *name)
+{
+	const char *p = strstr(name, "python3.");
+	if (!p)
+		return 0;
+	p += 8;
+	unsigned minor = 0;
+	int digits = 0;
+	for (; *p >= '0' && *p <= '9' && digits < 3; p++, digits++)
+		minor = minor * 10 + (unsigned)(*p - '0');
+	return digits && minor < 100 ? EMBER_PY_VERSION(3, minor) : 0;
+}
+
+int python_inspect_file(int fd, const char *name, struct py_file *out)
 {
 	struct elf_symbol_query q[] = {
 		{ .name = "_PyRuntime" }, { .name = "_PyEval_EvalFrameDefault" },
@@ -37,10 +52,16 @@ int python_inspect_file(int fd, struct py_file *out)
 		{ .name = "PyCode_Type" },
 	};
 	memset(out, 0, sizeof(*out));
-	if (elfsyms_lookup(fd, q, ARRAY_SIZE(q)) < 3 || !q[0].found || !q[1].found || !q[2].found)
+	if (elfsyms_lookup(fd, q, ARRAY_SIZE(q)) < 2 || !q[0].found || !q[1].found)
 		return -1;
-	uint32_t version;
-	if (elfsyms_read_vaddr(fd, q[2].value, &version, sizeof(version)) < 0 || !python_layout(version))
+	uint32_t version = 0;
+	if (q[2].found) {
+		if (elfsyms_read_vaddr(fd, q[2].value, &version, sizeof(version)) < 0)
+			return -1;
+	} else {
+		version = version_from_name(name);
+	}
+	if (!python_layout(version))
 		return -1;
 	out->version = version;
 	out->runtime = q[0].value;
@@ -94,7 +115,62 @@ static bool varint(const uint8_t **p, const uint8_t *end, uint32_t *out)
 	return false;
 }
 
-uint32_t python_line(const uint8_t *table, size_t len, uint32_t firstlineno, uint32_t instr)
+/* co_lnotab (3.8, 3.9): pairs of (bytes, signed line) increments; the line
+ * of byte offset `at` is the one after the last pair starting at or before
+ * it. */
+static uint32_t lnotab_line(const uint8_t *t, size_t len, uint32_t firstlineno, uint64_t at)
+{
+	int64_t line = firstlineno;
+	uint64_t addr = 0;
+	for (size_t i = 0; i + 1 < len; i += 2) {
+		addr += t[i];
+		if (addr > at)
+			break;
+		line += (int8_t)t[i + 1];
+	}
+	return line > 0 && line <= UINT32_MAX ? (uint32_t)line : 0;
+}
+
+/* co_linetable (3.10): pairs of (bytes, signed line delta) ranges, -128 =
+ * no line for the range. */
+static uint32_t linetable310_line(const uint8_t *t, size_t len, uint32_t firstlineno, uint64_t at)
+{
+	int64_t line = firstlineno;
+	uint64_t start = 0;
+	for (size_t i = 0; i + 1 < len; i += 2) {
+		uint64_t end = start + t[i];
+		int8_t d = (int8_t)t[i + 1];
+		bool none = d == -128;
+		if (!none)
+			line += d;
+		if (at >= start && at < end)
+			return none || line <= 0 || line > UINT32_MAX ? 0 : (uint32_t)line;
+		start = end;
+	}
+	return 0;
+}
+
+static uint32_t locations_line(const uint8_t *table, size_t len, uint32_t firstlineno,
+			       uint32_t instr);
+
+uint32_t python_line(int format, const uint8_t *table, size_t len, uint32_t firstlineno,
+		     uint32_t instr)
+{
+	/* The walker sends code units (2 bytes); the older tables count bytes. */
+	switch (format) {
+	case PY_LINES_LNOTAB:
+		return lnotab_line(table, len, firstlineno, (uint64_t)instr * 2);
+	case PY_LINES_310:
+		return linetable310_line(table, len, firstlineno, (uint64_t)instr * 2);
+	case PY_LINES_LOCATIONS:
+		return locations_line(table, len, firstlineno, instr);
+	default:
+		return 0;
+	}
+}
+
+static uint32_t locations_line(const uint8_t *table, size_t len, uint32_t firstlineno,
+			       uint32_t instr)
 {
 	const uint8_t *p = table, *end = table + len;
 	int64_t line = firstlineno;
@@ -461,7 +537,7 @@ int python_symbolize(struct python *py, int32_t pid, uint64_t slot, uint64_t qua
 	py->stats.symbolized++;
 	out->name = e->name;
 	out->file = e->file ? e->file : "";
-	out->line = e->table ? python_line(e->table, e->ntable, e->firstlineno, instr) : 0;
+	out->line = e->table ? python_line(p->l->lines, e->table, e->ntable, e->firstlineno, instr) : 0;
 	return 0;
 }
 

@@ -17,9 +17,8 @@
  * batch), so a freed and reused address is noticed. Every length read from
  * the process is bounded; nothing read is trusted.
  *
- * Supported: CPython 3.11, 3.12 and 3.13 on x86-64 (their layouts are
- * checked against each version's own headers by
- * tests/integration/test_python.py).
+ * Supported: CPython 3.8 to 3.13 on x86-64 (their layouts are checked
+ * against each version's own headers by tests/integration/test_python.py).
  *
  * Ownership: struct python owns its process table and caches; strings it
  * returns live until the next python_* call for the same process.
@@ -40,8 +39,15 @@
 /* What the walker and the symbolizer need to know of one CPython version
  * beyond py_offsets: where a code object keeps its names and lines, and
  * how strings and bytes are laid out. */
+enum py_lines {
+	PY_LINES_LNOTAB = 1, /* 3.8, 3.9: co_lnotab, (bytes, line) increments */
+	PY_LINES_310,        /* 3.10: co_linetable, (bytes, line) ranges */
+	PY_LINES_LOCATIONS,  /* 3.11+: co_linetable, the location table */
+};
+
 struct py_layout {
 	uint32_t version; /* EMBER_PY_VERSION(3, minor) */
+	uint8_t lines;    /* enum py_lines: the format of code_linetable */
 	struct py_offsets off;
 	uint16_t code_filename, code_name, code_firstlineno, code_linetable;
 	uint16_t bytes_size, bytes_data;     /* PyBytesObject: ob_size, ob_sval */
@@ -60,9 +66,10 @@ struct py_file {
 
 /* Whether a file name looks like an interpreter (cheap; checked first). */
 bool python_file_name(const char *name);
-/* Reads the interpreter's symbols from fd. Returns 0, or -1 when it is not
- * an interpreter ember supports. */
-int python_inspect_file(int fd, struct py_file *out);
+/* Reads the interpreter's symbols from fd (name: the file's base name, for
+ * the version of interpreters older than Py_Version, 3.11). Returns 0, or
+ * -1 when it is not an interpreter ember supports. */
+int python_inspect_file(int fd, const char *name, struct py_file *out);
 
 /* The BPF record of a process running interpreter f loaded with bias.
  * Returns 0, or -1 when f's version has no layout. */
@@ -92,8 +99,10 @@ struct py_sym {
 int python_symbolize(struct python *py, int32_t pid, uint64_t slot, uint64_t qualname,
 		     struct py_sym *out);
 
-/* The line of code unit `instr` in a 3.11+ location table; 0 = none. */
-uint32_t python_line(const uint8_t *table, size_t len, uint32_t firstlineno, uint32_t instr);
+/* The line of code unit `instr` in a line table of the given format (enum
+ * py_lines); 0 = none. */
+uint32_t python_line(int format, const uint8_t *table, size_t len, uint32_t firstlineno,
+		     uint32_t instr);
 
 struct python_stats {
 	uint64_t symbolized, cache_hits, revalidated, read_errors, processes;

@@ -362,7 +362,7 @@ static __always_inline __u64 py_current_frame(const struct py_proc *py, __u32 ti
  * native frame oncpu_unwind is at), PY_FRAMES_PER_PROG per program, then
  * goes back to the native unwinder. An invocation's frames end with its
  * entry frame (3.11: is_entry) or at the marker frame below them (3.12+:
- * owned by the C stack). */
+ * owned by the C stack); before 3.11 an invocation runs one frame. */
 SEC("perf_event")
 int oncpu_python(struct bpf_perf_event_data *ctx)
 {
@@ -406,18 +406,30 @@ int oncpu_python(struct bpf_perf_event_data *ctx)
 				continue;
 			}
 		}
-		__u64 qualname = 0;
-		if (read_ptr(f, py->off.frame_code, &code) || read_ptr(f, py->off.frame_instr, &instr) ||
-		    read_ptr(f, py->off.frame_previous, &prev) ||
+		__u64 qualname = 0, at = 0;
+		bool entry = false;
+		if (read_ptr(f, py->off.frame_code, &code) || read_ptr(f, py->off.frame_previous, &prev) ||
 		    read_ptr(code, py->off.code_qualname, &qualname))
 			goto lost;
+		if (py->off.flags & PY_F_FRAME_OBJECTS) {
+			/* One frame object per interpreter invocation. */
+			__s32 lasti = 0;
+			if (bpf_probe_read_user(&lasti, sizeof(lasti), (const void *)(f + py->off.frame_instr)))
+				goto lost;
+			if (lasti > 0)
+				at = (py->off.flags & PY_F_LASTI_BYTES) ? (__u64)lasti / 2 : (__u64)lasti;
+			entry = true;
+		} else {
+			if (read_ptr(f, py->off.frame_instr, &instr))
+				goto lost;
+			__u64 first = code + py->off.code_adaptive;
+			if (instr > first)
+				at = (instr - first) / 2;
+		}
 		__u32 nu = (__u32)sc->s.ustack_len;
 		__u32 idx = nk + nu;
 		if (nu + 1 >= ONCPU_MAX_UFRAMES || idx + 1 >= ONCPU_MAX_FRAMES)
 			goto back; /* the native unwinder ends the stack as truncated */
-		__u64 first = code + py->off.code_adaptive, at = 0;
-		if (instr > first)
-			at = (instr - first) / 2;
 		if (at > PY_FRAME_INSTR_MAX)
 			at = PY_FRAME_INSTR_MAX;
 		if (idx >= ONCPU_MAX_FRAMES)
@@ -431,11 +443,13 @@ int oncpu_python(struct bpf_perf_event_data *ctx)
 		sc->py_emitted = 1;
 		count(ONCPU_STAT_PY_FRAMES, 1);
 		sc->py_frame = prev;
+		if (entry)
+			goto back;
 		if (py->off.frame_is_entry != PY_NO_FIELD) {
-			__u8 entry = 0;
-			if (bpf_probe_read_user(&entry, 1, (const void *)(f + py->off.frame_is_entry)))
+			__u8 is_entry = 0;
+			if (bpf_probe_read_user(&is_entry, 1, (const void *)(f + py->off.frame_is_entry)))
 				goto lost;
-			if (entry)
+			if (is_entry)
 				goto back;
 		}
 	}

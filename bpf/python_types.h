@@ -26,8 +26,17 @@
  * interpreter pushes below its first frame. */
 #define PY_OWNED_BY_CSTACK 3
 
+/* py_offsets.flags */
+#define PY_F_FRAME_OBJECTS 1 /* 3.8-3.10: a chain of PyFrameObject, one per
+				invocation of the interpreter loop; frame_instr
+				is the int f_lasti */
+#define PY_F_LASTI_BYTES 2   /* 3.8, 3.9: f_lasti counts bytes, not code units */
+
 /* Byte offsets of the fields the walker reads, for one CPython version;
- * PY_NO_FIELD where the version has no such field. */
+ * PY_NO_FIELD where the version has no such field. 3.8-3.10 name them
+ * differently: interp_threads_head is tstate_head, tstate_frame is frame,
+ * frame_previous f_back, frame_code f_code, frame_instr f_lasti, and
+ * code_qualname is co_name (they have no co_qualname). */
 struct py_offsets {
 	__u16 runtime_interpreters_head; /* _PyRuntimeState.interpreters.head */
 	__u16 interp_next;               /* PyInterpreterState.next */
@@ -43,7 +52,8 @@ struct py_offsets {
 	__u16 frame_is_entry;            /* .is_entry (3.11), or PY_NO_FIELD */
 	__u16 code_adaptive;             /* PyCodeObject.co_code_adaptive */
 	__u16 code_qualname;             /* PyCodeObject.co_qualname */
-	__u16 pad[2];
+	__u16 flags;                     /* PY_F_* */
+	__u16 pad;
 };
 
 /* A Python process (py_procs, keyed by pid). Addresses are the process's. */

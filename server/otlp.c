@@ -521,11 +521,18 @@ static void location_frames(struct conv *c, int32_t li)
 		if (ni <= 0)
 			continue;
 		uint32_t b = binary;
-		if (!b && fn->filename_strindex > 0) {
+		uint64_t line = 0;
+		if (type == EMBER__INGEST__V1__FRAME_TYPE__CPYTHON) {
+			/* Interpreted frames: the source file as the binary,
+			 * the line as the address (docs/protocol.md). */
+			const char *src = fn->filename_strindex > 0 ? dstr(c, fn->filename_strindex) : "";
+			b = *src ? str_add(&c->strs, src, strlen(src)) : 0;
+			line = ln->line > 0 ? (uint64_t)ln->line : 0;
+		} else if (!b && fn->filename_strindex > 0) {
 			const char *fname = base_name(dstr(c, fn->filename_strindex));
 			b = str_add(&c->strs, fname, strlen(fname));
 		}
-		add_frame(c, type, 0, 0, (uint32_t)ni, b);
+		add_frame(c, type, 0, line, (uint32_t)ni, b);
 		named++;
 	}
 	if (!named) {

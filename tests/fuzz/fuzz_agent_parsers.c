@@ -43,8 +43,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	case 4: {
 		/* A CPython location table from process memory. */
-		uint32_t line = python_line((const uint8_t *)text, n, 1, n > 0 ? (uint8_t)text[0] : 0);
-		(void)line;
+		uint32_t at = n > 0 ? (uint8_t)text[0] : 0;
+		for (int f = PY_LINES_LNOTAB; f <= PY_LINES_LOCATIONS; f++)
+			(void)python_line(f, (const uint8_t *)text, n, 1, at);
 		break;
 	}
 	case 5: {

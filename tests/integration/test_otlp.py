@@ -126,6 +126,8 @@ def test_independent_encoder_shows_in_flamegraph(server):
     assert kids["work_b"]["total"] == 30
     assert [c["name"] for c in kids["work_b"]["children"]] == ["helper_inlined"]
     assert kids["handler"]["frame_type"] == "cpython"
+    # An interpreted frame keeps its source file and line.
+    assert (kids["handler"]["file"], kids["handler"]["line"]) == ("server.py", 10)
     # An unsymbolized native location: its file offset in the mapping.
     assert kids["libz.so.1+0x2234"]["total"] == 3
     # Attributes: resource, and sample (thread.name) ones.

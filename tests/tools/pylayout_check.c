@@ -5,9 +5,17 @@
  * ember has no layout for the version. */
 #define Py_BUILD_CORE 1
 #include <Python.h>
+#if PY_VERSION_HEX >= 0x030B0000
 #include <internal/pycore_frame.h>
+#else
+#include <frameobject.h>
+#endif
+#if PY_VERSION_HEX >= 0x03090000
 #include <internal/pycore_interp.h>
 #include <internal/pycore_runtime.h>
+#else
+#include <internal/pycore_pystate.h>
+#endif
 #include <stddef.h>
 #include <stdio.h>
 
@@ -36,11 +44,39 @@ int main(void)
 	}
 	CHECK(off.runtime_interpreters_head, offsetof(_PyRuntimeState, interpreters.head));
 	CHECK(off.interp_next, offsetof(PyInterpreterState, next));
-	CHECK(off.interp_threads_head, offsetof(PyInterpreterState, threads.head));
 	CHECK(off.tstate_next, offsetof(PyThreadState, next));
 	CHECK(off.tstate_thread_id, offsetof(PyThreadState, thread_id));
+#if PY_VERSION_HEX < 0x030B0000
+	/* A chain of frame objects, one per interpreter invocation. */
+	CHECK(off.interp_threads_head, offsetof(PyInterpreterState, tstate_head));
+	CHECK(off.tstate_frame, offsetof(PyThreadState, frame));
+	check("off.cframe_current_frame (none)", l->off.cframe_current_frame, PY_NO_FIELD);
+	CHECK(off.frame_previous, offsetof(PyFrameObject, f_back));
+	CHECK(off.frame_code, offsetof(PyFrameObject, f_code));
+	CHECK(off.frame_instr, offsetof(PyFrameObject, f_lasti));
+	check("f_lasti is an int", 4, sizeof(((PyFrameObject *)0)->f_lasti));
+	check("off.frame_owner (none)", l->off.frame_owner, PY_NO_FIELD);
+	check("off.frame_is_entry (none)", l->off.frame_is_entry, PY_NO_FIELD);
+	check("flags: frame objects", l->off.flags & PY_F_FRAME_OBJECTS, PY_F_FRAME_OBJECTS);
+	/* 3.10 counts f_lasti in code units, 3.8 and 3.9 in bytes. */
+	check("flags: f_lasti in bytes", !!(l->off.flags & PY_F_LASTI_BYTES), PY_VERSION_HEX < 0x030A0000);
+	CHECK(off.code_qualname, offsetof(PyCodeObject, co_name)); /* no co_qualname */
+	CHECK(code_name, offsetof(PyCodeObject, co_name));
+	CHECK(code_filename, offsetof(PyCodeObject, co_filename));
+	CHECK(code_firstlineno, offsetof(PyCodeObject, co_firstlineno));
+#if PY_VERSION_HEX >= 0x030A0000
+	CHECK(code_linetable, offsetof(PyCodeObject, co_linetable));
+	check("lines: 3.10 line table", l->lines, PY_LINES_310);
+#else
+	CHECK(code_linetable, offsetof(PyCodeObject, co_lnotab));
+	check("lines: lnotab", l->lines, PY_LINES_LNOTAB);
+#endif
+#else
+	CHECK(off.interp_threads_head, offsetof(PyInterpreterState, threads.head));
 	CHECK(off.frame_previous, offsetof(_PyInterpreterFrame, previous));
 	CHECK(off.frame_owner, offsetof(_PyInterpreterFrame, owner));
+	check("flags (none)", l->off.flags, 0);
+	check("lines: location table", l->lines, PY_LINES_LOCATIONS);
 #if PY_VERSION_HEX >= 0x030D0000
 	CHECK(off.tstate_frame, offsetof(PyThreadState, current_frame));
 	check("off.cframe_current_frame (none)", l->off.cframe_current_frame, PY_NO_FIELD);
@@ -64,6 +100,7 @@ int main(void)
 	CHECK(off.code_qualname, offsetof(PyCodeObject, co_qualname));
 	CHECK(code_firstlineno, offsetof(PyCodeObject, co_firstlineno));
 	CHECK(code_linetable, offsetof(PyCodeObject, co_linetable));
+#endif
 	CHECK(bytes_size, offsetof(PyVarObject, ob_size));
 	CHECK(bytes_data, offsetof(PyBytesObject, ob_sval));
 	CHECK(str_length, offsetof(PyASCIIObject, length));

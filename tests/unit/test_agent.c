@@ -552,23 +552,42 @@ static void test_tags_flag(void **state)
 	buf_free(&err);
 }
 
-/* A location table and the line of every code unit, from CPython 3.11
- * itself (co_linetable and co_positions() of a function with a loop, a
- * branch and a try block; 0 = no line). */
+/* Line tables and the line of every code unit, from CPython itself
+ * (co_linetable and co_positions() of 3.11 for a function with a loop, a
+ * branch and a try block; 0 = no line; then 3.9's and 3.10's tables). */
 static void test_python_line(void **state)
 {
 	(void)state;
 	static const uint8_t table[] = { 0x80, 0x00, 0xd8, 0x0c, 0x0d, 0x80, 0x45, 0xdd, 0x0d, 0x12, 0x90, 0x31, 0x89, 0x58, 0x8c, 0x58, 0xf0, 0x00, 0x04, 0x05, 0x17, 0xf0, 0x00, 0x04, 0x05, 0x17, 0x88, 0x01, 0xd8, 0x0b, 0x0c, 0x88, 0x71, 0x89, 0x35, 0x90, 0x41, 0x8a, 0x3a, 0x88, 0x3a, 0xd8, 0x0c, 0x11, 0x90, 0x51, 0x98, 0x11, 0x91, 0x55, 0x89, 0x4e, 0x88, 0x45, 0x88, 0x45, 0xe0, 0x0c, 0x11, 0x90, 0x51, 0x89, 0x4a, 0x88, 0x45, 0x88, 0x45, 0xf0, 0x02, 0x03, 0x05, 0x0e, 0xd8, 0x0c, 0x0d, 0x90, 0x01, 0x89, 0x45, 0x88, 0x01, 0x88, 0x01, 0xf8, 0xdd, 0x0b, 0x1c, 0xf0, 0x00, 0x01, 0x05, 0x0e, 0xf0, 0x00, 0x01, 0x05, 0x0e, 0xf0, 0x00, 0x01, 0x05, 0x0e, 0xd8, 0x0c, 0x0d, 0x88, 0x01, 0x88, 0x01, 0x88, 0x01, 0xf0, 0x03, 0x01, 0x05, 0x0e, 0xf8, 0xf8, 0xf8, 0xe0, 0x0b, 0x10, 0x90, 0x31, 0x89, 0x39, 0xd0, 0x04, 0x14 };
 	static const uint32_t lines[] = { 1, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 4, 4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5, 5, 7, 7, 7, 7, 7, 7, 8, 9, 9, 9, 9, 9, 9, 0, 10, 10, 10, 10, 10, 10, 10, 10, 10, 11, 11, 11, 11, 10, 0, 0, 0, 12, 12, 12, 12, 12 };
 	for (uint32_t i = 0; i < ARRAY_SIZE(lines); i++)
-		assert_int_equal(python_line(table, sizeof(table), 1, i), lines[i]);
+		assert_int_equal(python_line(PY_LINES_LOCATIONS, table, sizeof(table), 1, i), lines[i]);
 	/* Past the end, truncated or damaged tables: no line, no crash. */
-	assert_int_equal(python_line(table, sizeof(table), 1, 1000), 0);
+	assert_int_equal(python_line(PY_LINES_LOCATIONS, table, sizeof(table), 1, 1000), 0);
 	for (size_t n = 0; n < sizeof(table); n++)
-		(void)python_line(table, n, 1, (uint32_t)n);
+		(void)python_line(PY_LINES_LOCATIONS, table, n, 1, (uint32_t)n);
 	static const uint8_t bad[] = { 0x05, 0xf0, 0xff };
-	assert_int_equal(python_line(bad, sizeof(bad), 1, 0), 0);
-	assert_int_equal(python_line(bad + 1, 2, 1, 0), 0);
+	assert_int_equal(python_line(PY_LINES_LOCATIONS, bad, sizeof(bad), 1, 0), 0);
+	assert_int_equal(python_line(PY_LINES_LOCATIONS, bad + 1, 2, 1, 0), 0);
+	assert_int_equal(python_line(99, table, sizeof(table), 1, 0), 0);
+
+	/* The same function's tables in 3.9 (co_lnotab) and 3.10
+	 * (co_linetable), with the lines dis.findlinestarts() and
+	 * co_lines() give for each code unit (first line 2). */
+	static const uint8_t lnotab[] = { 0x00, 0x01, 0x04, 0x01, 0x0c, 0x01, 0x0c, 0x01, 0x0e, 0x02,
+					  0x0a, 0x01, 0x02, 0x01, 0x0c, 0x01, 0x0c, 0x01, 0x0a, 0x01 };
+	static const uint32_t lnotab_lines[] = {
+		3, 3, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 8, 8, 8, 8,
+		8, 9, 10, 10, 10, 10, 10, 10, 11, 11, 11, 11, 11, 11, 12, 12, 12, 12, 12, 13, 13, 13, 13 };
+	for (uint32_t i = 0; i < ARRAY_SIZE(lnotab_lines); i++)
+		assert_int_equal(python_line(PY_LINES_LNOTAB, lnotab, sizeof(lnotab), 2, i), lnotab_lines[i]);
+	static const uint8_t lt310[] = { 0x04, 0x01, 0x0c, 0x01, 0x0c, 0x01, 0x0e, 0x01, 0x0a, 0x02, 0x02, 0x01,
+					 0x0a, 0x01, 0x08, 0x03, 0x0c, 0xfe, 0x06, 0x01, 0x08, 0x01, 0x02, 0xfe };
+	static const uint32_t lt310_lines[] = {
+		3, 3, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 8, 8, 8, 8,
+		8, 9, 10, 10, 10, 10, 10, 13, 13, 13, 13, 11, 11, 11, 11, 11, 11, 12, 12, 12, 13, 13, 13, 13, 11 };
+	for (uint32_t i = 0; i < ARRAY_SIZE(lt310_lines); i++)
+		assert_int_equal(python_line(PY_LINES_310, lt310, sizeof(lt310), 2, i), lt310_lines[i]);
 }
 
 static void test_python_script(void **state)
