@@ -111,12 +111,12 @@ static void describe_python(struct agent *a, const struct proc *p)
 			if (bpf_map_update_elem(a->py_procs_fd, &pid, &rec, BPF_ANY) != 0)
 				log_debug("cannot describe pid %d to the Python walker: %s", p->pid,
 					  strerror(errno));
-			python_set_process(a->python, p->pid, f, bias);
+			python_set_process(a->python, p->pid, p->start_time, p->exec_id, f, bias);
 			return;
 		}
 	}
 	(void)bpf_map_delete_elem(a->py_procs_fd, &pid); /* may never have been written */
-	python_set_process(a->python, p->pid, NULL, 0);
+	python_set_process(a->python, p->pid, 0, 0, NULL, 0);
 }
 
 /* Mirrors a process's executable mappings into the BPF unwinder. */
@@ -154,7 +154,7 @@ static void on_proc_gone(void *ctx, int32_t pid)
 		unwinder_remove_process(a->unwinder, (uint32_t)pid);
 	uint32_t key = (uint32_t)pid;
 	(void)bpf_map_delete_elem(a->py_procs_fd, &key); /* may never have been written */
-	python_set_process(a->python, pid, NULL, 0);
+	python_set_process(a->python, pid, 0, 0, NULL, 0);
 }
 
 static void want_table(void *ctx, uint32_t file)
@@ -272,7 +272,8 @@ static void log_stats(struct agent *a)
 		 "processes=%zu files=%zu tables=%llu shared=%llu failed=%llu prioritized=%llu rows=%llu/%llu rules=%llu "
 		 "batches_sent=%llu bytes_sent=%llu encode_ms=%llu queued=%zu dropped=%llu resyncs=%llu sessions=%llu session_bytes=%zu "
 		 "symbols_uploaded=%llu symbols_present=%llu python_stacks=%llu python_frames=%llu "
-		 "python_unnamed=%llu python_no_thread=%llu python_read_errors=%llu python_processes=%llu",
+		 "python_unnamed=%llu python_stale=%llu python_no_thread=%llu python_read_errors=%llu "
+		 "python_processes=%llu",
 		 (unsigned long long)cs->samples, (unsigned long long)bpf[ONCPU_STAT_RB_FULL],
 		 (unsigned long long)cs->cfi_stacks, (unsigned long long)cs->fp_stacks,
 		 (unsigned long long)cs->unknown_frames, (unsigned long long)cs->truncated,
@@ -287,7 +288,7 @@ static void log_stats(struct agent *a)
 		 (unsigned long long)rs.sessions, rs.session_bytes, (unsigned long long)us.uploaded,
 		 (unsigned long long)us.present, (unsigned long long)bpf[ONCPU_STAT_PY_STACKS],
 		 (unsigned long long)cs->python_frames, (unsigned long long)cs->python_unknown,
-		 (unsigned long long)bpf[ONCPU_STAT_PY_NO_THREAD],
+		 (unsigned long long)ps.stale, (unsigned long long)bpf[ONCPU_STAT_PY_NO_THREAD],
 		 (unsigned long long)bpf[ONCPU_STAT_PY_READ_ERR], (unsigned long long)ps.processes);
 }
 

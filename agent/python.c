@@ -18,10 +18,7 @@
 
 const struct py_layout *python_layout(uint32_t version)
 {
-	for (size_t i = 0; i < ARRAY_SIZE(py_layouts); i++)
-		if (py_layouts[i].version == (version & 0xffff0000u))
-			return &py_layouts[i];
-	return NULL;
+	return py_layout_find(version);
 }
 
 bool python_file_name(const char *name)
@@ -227,6 +224,7 @@ struct pyproc {
 	int32_t pid; /* 0 = free slot */
 	const struct py_layout *l;
 	uint64_t code_type; /* &PyCode_Type in the process, 0 = unknown */
+	uint64_t start_ticks, exec_id; /* which process, which program */
 	struct code_entry *codes;
 	size_t ncodes, capcodes;
 	struct hmap index;
@@ -299,19 +297,25 @@ static struct pyproc *find_proc(struct python *py, int32_t pid)
 	return hmap_find(&py->index, hash_u64((uint64_t)pid), eq_proc, &k, &idx) ? &py->procs[idx] : NULL;
 }
 
-void python_set_process(struct python *py, int32_t pid, const struct py_file *f, uint64_t bias)
+void python_set_process(struct python *py, int32_t pid, uint64_t start_ticks, uint64_t exec_id,
+			const struct py_file *f, uint64_t bias)
 {
 	struct pkey k = { py, pid };
 	uint32_t idx;
 	uint64_t h = hash_u64((uint64_t)pid);
+	const struct py_layout *l = f ? python_layout(f->version) : NULL;
+	uint64_t code_type = f && f->code_type ? f->code_type + bias : 0;
 	if (hmap_find(&py->index, h, eq_proc, &k, &idx)) {
+		struct pyproc *old = &py->procs[idx];
+		if (l && old->l == l && old->code_type == code_type && old->start_ticks == start_ticks &&
+		    old->exec_id == exec_id)
+			return; /* the same program, the same interpreter: the cache stands */
 		hmap_remove(&py->index, h, eq_proc, &k);
 		proc_release(&py->procs[idx]);
 		xgrow((void **)&py->free_slots, &py->capfree, py->nfree + 1, sizeof(uint32_t));
 		py->free_slots[py->nfree++] = idx;
 		py->stats.processes--;
 	}
-	const struct py_layout *l = f ? python_layout(f->version) : NULL;
 	if (!l || pid <= 0)
 		return;
 	if (py->nfree) {
@@ -324,7 +328,9 @@ void python_set_process(struct python *py, int32_t pid, const struct py_file *f,
 	memset(p, 0, sizeof(*p));
 	p->pid = pid;
 	p->l = l;
-	p->code_type = f->code_type ? f->code_type + bias : 0;
+	p->code_type = code_type;
+	p->start_ticks = start_ticks;
+	p->exec_id = exec_id;
 	hmap_insert(&py->index, h, idx);
 	py->stats.processes++;
 }
@@ -406,7 +412,9 @@ static char *read_str(int32_t pid, const struct py_layout *l, uint64_t addr)
 }
 
 /* The code object's header, checked to be a code object; fp gets the
- * fields that tell one code object from another. */
+ * fields that tell one code object from another. Returns 0, -1 when the
+ * memory cannot be read (the process may be gone), -2 when it is not a
+ * code object (any more). */
 static int read_code(int32_t pid, const struct pyproc *p, uint64_t addr, uint64_t fp[5])
 {
 	const struct py_layout *l = p->l;
@@ -414,7 +422,7 @@ static int read_code(int32_t pid, const struct pyproc *p, uint64_t addr, uint64_
 	if (rd(pid, addr, hdr, sizeof(hdr)) < 0)
 		return -1;
 	if (p->code_type && u64_at(hdr, 8) != p->code_type)
-		return -1; /* ob_type: not (or no longer) a code object */
+		return -2; /* ob_type: not (or no longer) a code object */
 	int32_t first;
 	memcpy(&first, hdr + l->code_firstlineno, sizeof(first));
 	fp[0] = u64_at(hdr, l->code_filename);
@@ -480,7 +488,12 @@ int python_symbolize(struct python *py, int32_t pid, uint64_t slot, uint64_t qua
 			/* Once per generation: is it still the same code object? */
 			uint64_t fp[5];
 			py->stats.revalidated++;
-			if (read_code(pid, p, addr, fp) < 0) {
+			int rc = read_code(pid, p, addr, fp);
+			if (rc == -2) {
+				py->stats.stale++;
+				return -1; /* freed, and something else lives there */
+			}
+			if (rc < 0) {
 				/* Unreadable now (most often: the process has
 				 * exited since the sample): nothing says the code
 				 * object changed, so the cached names stand. */

@@ -46,7 +46,7 @@ enum py_lines {
 };
 
 struct py_layout {
-	uint32_t version; /* EMBER_PY_VERSION(3, minor) */
+	uint32_t version, last; /* the versions it is for: EMBER_PY_VERSION(3, minor) */
 	uint8_t lines;    /* enum py_lines: the format of code_linetable */
 	struct py_offsets off;
 	uint16_t code_filename, code_name, code_firstlineno, code_linetable;
@@ -80,9 +80,11 @@ struct python;
 
 struct python *python_new(void);
 void python_free(struct python *py);
-/* pid runs interpreter f with this bias (its cache starts over when that
- * changes); f = NULL forgets it. */
-void python_set_process(struct python *py, int32_t pid, const struct py_file *f, uint64_t bias);
+/* Process pid (started at start_ticks, in its exec_id-th program) runs
+ * interpreter f with this bias; f = NULL forgets it. Its code cache stands
+ * only while all of these stay the same (maps re-read after a dlopen). */
+void python_set_process(struct python *py, int32_t pid, uint64_t start_ticks, uint64_t exec_id,
+			const struct py_file *f, uint64_t bias);
 /* The next generation: cached code objects are checked again on use. */
 void python_next_generation(struct python *py);
 

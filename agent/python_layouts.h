@@ -11,7 +11,7 @@
 
 static const struct py_layout py_layouts[] = {
 	{
-		.version = EMBER_PY_VERSION(3, 8),
+		.version = EMBER_PY_VERSION(3, 8), .last = EMBER_PY_VERSION(3, 9),
 		.lines = PY_LINES_LNOTAB,
 		.off = {
 			.runtime_interpreters_head = 32, .interp_next = 0, .interp_threads_head = 8,
@@ -26,22 +26,7 @@ static const struct py_layout py_layouts[] = {
 		.str_length = 16, .str_state = 32, .str_ascii_data = 48, .str_compact_data = 72,
 	},
 	{
-		.version = EMBER_PY_VERSION(3, 9),
-		.lines = PY_LINES_LNOTAB,
-		.off = {
-			.runtime_interpreters_head = 32, .interp_next = 0, .interp_threads_head = 8,
-			.tstate_next = 8, .tstate_thread_id = 176, .tstate_frame = 24,
-			.cframe_current_frame = PY_NO_FIELD, .frame_previous = 24, .frame_code = 32,
-			.frame_instr = 104, .frame_owner = PY_NO_FIELD, .frame_is_entry = PY_NO_FIELD,
-			.code_adaptive = PY_NO_FIELD, .code_qualname = 112,
-			.flags = PY_F_FRAME_OBJECTS | PY_F_LASTI_BYTES,
-		},
-		.code_filename = 104, .code_name = 112, .code_firstlineno = 40, .code_linetable = 120,
-		.bytes_size = 16, .bytes_data = 32,
-		.str_length = 16, .str_state = 32, .str_ascii_data = 48, .str_compact_data = 72,
-	},
-	{
-		.version = EMBER_PY_VERSION(3, 10),
+		.version = EMBER_PY_VERSION(3, 10), .last = EMBER_PY_VERSION(3, 10),
 		.lines = PY_LINES_310,
 		.off = {
 			.runtime_interpreters_head = 32, .interp_next = 0, .interp_threads_head = 8,
@@ -56,7 +41,7 @@ static const struct py_layout py_layouts[] = {
 		.str_length = 16, .str_state = 32, .str_ascii_data = 48, .str_compact_data = 72,
 	},
 	{
-		.version = EMBER_PY_VERSION(3, 11),
+		.version = EMBER_PY_VERSION(3, 11), .last = EMBER_PY_VERSION(3, 11),
 		.lines = PY_LINES_LOCATIONS,
 		.off = {
 			.runtime_interpreters_head = 40, .interp_next = 0, .interp_threads_head = 16,
@@ -71,7 +56,7 @@ static const struct py_layout py_layouts[] = {
 		.str_length = 16, .str_state = 32, .str_ascii_data = 48, .str_compact_data = 72,
 	},
 	{
-		.version = EMBER_PY_VERSION(3, 12),
+		.version = EMBER_PY_VERSION(3, 12), .last = EMBER_PY_VERSION(3, 12),
 		.lines = PY_LINES_LOCATIONS,
 		.off = {
 			.runtime_interpreters_head = 40, .interp_next = 0, .interp_threads_head = 72,
@@ -86,7 +71,7 @@ static const struct py_layout py_layouts[] = {
 		.str_length = 16, .str_state = 32, .str_ascii_data = 40, .str_compact_data = 56,
 	},
 	{
-		.version = EMBER_PY_VERSION(3, 13),
+		.version = EMBER_PY_VERSION(3, 13), .last = EMBER_PY_VERSION(3, 13),
 		.lines = PY_LINES_LOCATIONS,
 		.off = {
 			.runtime_interpreters_head = 632, .interp_next = 7264, .interp_threads_head = 7344,
@@ -101,5 +86,15 @@ static const struct py_layout py_layouts[] = {
 		.str_length = 16, .str_state = 32, .str_ascii_data = 40, .str_compact_data = 56,
 	},
 };
+
+/* The layout of a version (major and minor only), or NULL. */
+static inline const struct py_layout *py_layout_find(uint32_t version)
+{
+	version &= 0xffff0000u;
+	for (size_t i = 0; i < sizeof(py_layouts) / sizeof(py_layouts[0]); i++)
+		if (version >= py_layouts[i].version && version <= py_layouts[i].last)
+			return &py_layouts[i];
+	return NULL;
+}
 
 #endif

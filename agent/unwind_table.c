@@ -91,36 +91,19 @@ static bool cfa_offset_rule(const Dwarf_Op *ops, size_t n, int64_t *off)
 	return false;
 }
 
-/* "register saved at SP + n" in a signal frame: DW_OP_call_frame_cfa (the
- * implicit push libdw adds for expression rules) then DW_OP_breg7 n. */
-static bool sp_expr_rule(const Dwarf_Op *ops, size_t n, int64_t *off)
+/* "register saved at REG + n" (REG_RSP in a signal frame, REG_RBP in a
+ * DRAP frame): DW_OP_call_frame_cfa (the implicit push libdw adds for
+ * expression rules) then DW_OP_breg<reg> n. */
+static bool reg_expr_rule(const Dwarf_Op *ops, size_t n, unsigned reg, int64_t *off)
 {
 	size_t i = (n >= 1 && ops[0].atom == DW_OP_call_frame_cfa) ? 1 : 0;
 	if (n - i != 1)
 		return false;
-	if (ops[i].atom == DW_OP_breg7) {
+	if (ops[i].atom == DW_OP_breg0 + reg) {
 		*off = (int64_t)ops[i].number;
 		return true;
 	}
-	if (ops[i].atom == DW_OP_bregx && ops[i].number == REG_RSP) {
-		*off = (int64_t)ops[i].number2;
-		return true;
-	}
-	return false;
-}
-
-/* "register saved at BP + n": DW_OP_call_frame_cfa (libdw's implicit push
- * for expression rules) then DW_OP_breg6 n. */
-static bool bp_expr_rule(const Dwarf_Op *ops, size_t n, int64_t *off)
-{
-	size_t i = (n >= 1 && ops[0].atom == DW_OP_call_frame_cfa) ? 1 : 0;
-	if (n - i != 1)
-		return false;
-	if (ops[i].atom == DW_OP_breg6) {
-		*off = (int64_t)ops[i].number;
-		return true;
-	}
-	if (ops[i].atom == DW_OP_bregx && ops[i].number == REG_RBP) {
+	if (ops[i].atom == DW_OP_bregx && ops[i].number == reg) {
 		*off = (int64_t)ops[i].number2;
 		return true;
 	}
@@ -161,9 +144,9 @@ static void frame_rule(Dwarf_Frame *fr, bool signal, struct unwind_rule *r)
 	if (signal) {
 		/* CFA = *(SP + off): the saved SP in the ucontext at SP. */
 		int64_t sp_off, bp_off, ra_off;
-		if (ncfa == 2 && cfa[1].atom == DW_OP_deref && sp_expr_rule(cfa, 1, &sp_off) &&
-		    dwarf_frame_register(fr, REG_RBP, mem, &ops, &n) == 0 && sp_expr_rule(ops, n, &bp_off) &&
-		    dwarf_frame_register(fr, REG_RA, mem, &ops, &n) == 0 && sp_expr_rule(ops, n, &ra_off) &&
+		if (ncfa == 2 && cfa[1].atom == DW_OP_deref && reg_expr_rule(cfa, 1, REG_RSP, &sp_off) &&
+		    dwarf_frame_register(fr, REG_RBP, mem, &ops, &n) == 0 && reg_expr_rule(ops, n, REG_RSP, &bp_off) &&
+		    dwarf_frame_register(fr, REG_RA, mem, &ops, &n) == 0 && reg_expr_rule(ops, n, REG_RSP, &ra_off) &&
 		    fits16(bp_off) && fits16(ra_off)) {
 			r->kind = UW_SIGNAL;
 			r->cfa_off = (int32_t)sp_off;
@@ -208,7 +191,7 @@ static void frame_rule(Dwarf_Frame *fr, bool signal, struct unwind_rule *r)
 		if (cfa_offset_rule(ops, n, &bp_off) && fits16(bp_off)) {
 			r->bp_saved = UW_BP_AT_CFA;
 			r->bp_off = (int16_t)bp_off;
-		} else if (bp_expr_rule(ops, n, &bp_off) && fits16(bp_off)) {
+		} else if (reg_expr_rule(ops, n, REG_RBP, &bp_off) && fits16(bp_off)) {
 			r->bp_saved = UW_BP_AT_BP;
 			r->bp_off = (int16_t)bp_off;
 		}

@@ -33,10 +33,7 @@ static void check(const char *what, unsigned ember, size_t real)
 
 int main(void)
 {
-	const struct py_layout *l = NULL;
-	for (size_t i = 0; i < sizeof(py_layouts) / sizeof(py_layouts[0]); i++)
-		if (py_layouts[i].version == EMBER_PY_VERSION(PY_MAJOR_VERSION, PY_MINOR_VERSION))
-			l = &py_layouts[i];
+	const struct py_layout *l = py_layout_find(EMBER_PY_VERSION(PY_MAJOR_VERSION, PY_MINOR_VERSION));
 	printf("CPython %s\n", PY_VERSION);
 	if (!l) {
 		printf("ember has no layout for this version\n");

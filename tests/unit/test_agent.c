@@ -615,6 +615,98 @@ static void test_python_script(void **state)
 #undef ARGV
 }
 
+/* A compact ASCII str object laid out as 3.11 has it (PyASCIIObject is 48
+ * bytes: length at 16, state at 32; the characters follow). */
+static void fake_str(uint8_t *obj, const char *s)
+{
+	memset(obj, 0, 48);
+	int64_t len = (int64_t)strlen(s);
+	memcpy(obj + 16, &len, sizeof(len));
+	uint32_t state = 1u << 2 | 1u << 5 | 1u << 6; /* kind 1, compact, ascii */
+	memcpy(obj + 32, &state, sizeof(state));
+	memcpy(obj + 48, s, (size_t)len + 1);
+}
+
+/* python_symbolize on this very process: fake 3.11 objects in memory, read
+ * back through process_vm_readv as the agent reads a Python process. */
+static void test_python_symbolize(void **state)
+{
+	(void)state;
+	const struct py_layout *l = python_layout(EMBER_PY_VERSION(3, 11));
+	assert_non_null(l);
+	static uint8_t type[64], code[256], name[128], qual[128], file[128], table[64];
+	fake_str(name, "work");
+	fake_str(qual, "Worker.work");
+	fake_str(file, "/srv/app/worker.py");
+	/* A bytes object: ob_size at 16, data at 32. The location table of
+	 * two lines: the first line, then +1 from code unit 1 on. */
+	static const uint8_t lt[] = { 0x80, 0x00, 0xd8, 0x0c, 0x0d, 0x80, 0x45 };
+	int64_t n = sizeof(lt);
+	memcpy(table + 16, &n, sizeof(n));
+	memcpy(table + 32, lt, sizeof(lt));
+	uint64_t p;
+	memset(code, 0, sizeof(code));
+	p = (uint64_t)(uintptr_t)type;
+	memcpy(code + 8, &p, 8);
+	p = (uint64_t)(uintptr_t)file;
+	memcpy(code + l->code_filename, &p, 8);
+	p = (uint64_t)(uintptr_t)name;
+	memcpy(code + l->code_name, &p, 8);
+	uint64_t qp = (uint64_t)(uintptr_t)qual;
+	memcpy(code + l->off.code_qualname, &qp, 8);
+	p = (uint64_t)(uintptr_t)table;
+	memcpy(code + l->code_linetable, &p, 8);
+	int32_t first = 10;
+	memcpy(code + l->code_firstlineno, &first, 4);
+
+	struct python *py = python_new();
+	struct py_file f = { .version = 0x030B02F0, .code_type = (uint64_t)(uintptr_t)type };
+	int32_t pid = (int32_t)getpid();
+	python_set_process(py, pid, 1, 1, &f, 0);
+	uint64_t slot = PY_FRAME_FLAG | 2ull << PY_FRAME_INSTR_SHIFT | (uint64_t)(uintptr_t)code;
+	struct py_sym s;
+	assert_int_equal(python_symbolize(py, pid, slot, qp, &s), 0);
+	assert_string_equal(s.name, "Worker.work");
+	assert_string_equal(s.file, "/srv/app/worker.py");
+	assert_int_equal(s.line, 11);
+	/* Cached: the same answer without reading again. */
+	assert_int_equal(python_symbolize(py, pid, slot, qp, &s), 0);
+	struct python_stats st;
+	python_get_stats(py, &st);
+	assert_int_equal(st.cache_hits, 1);
+	/* The sample saw another qualname pointer: the object was reused. */
+	assert_int_equal(python_symbolize(py, pid, slot, qp + 8, &s), -1);
+	/* Not a code object (wrong type), or not readable at all. */
+	uint64_t other = (uint64_t)(uintptr_t)name;
+	memcpy(code + 8, &other, 8);
+	python_next_generation(py);
+	assert_int_equal(python_symbolize(py, pid, slot, qp, &s), -1);
+	memcpy(code + 8, &f.code_type, 8);
+	assert_int_equal(python_symbolize(py, pid, PY_FRAME_FLAG | 16, qp, &s), -1);
+	/* A new generation sees a changed object and reads it again. */
+	fake_str(qual, "Worker.rest");
+	python_next_generation(py);
+	assert_int_equal(python_symbolize(py, pid, slot, qp, &s), 0);
+	assert_string_equal(s.name, "Worker.work"); /* same pointers: not re-read */
+	first = 20;
+	memcpy(code + l->code_firstlineno, &first, 4);
+	python_next_generation(py);
+	assert_int_equal(python_symbolize(py, pid, slot, qp, &s), 0);
+	assert_string_equal(s.name, "Worker.rest");
+	assert_int_equal(s.line, 21);
+	/* A hostile length: cut to the bound, no crash. */
+	int64_t huge = INT64_MAX;
+	memcpy(qual + 16, &huge, sizeof(huge));
+	first = 30;
+	memcpy(code + l->code_firstlineno, &first, 4);
+	python_next_generation(py);
+	(void)python_symbolize(py, pid, slot, qp, &s);
+	/* Another interpreter or process: forgotten. */
+	python_set_process(py, pid, 0, 0, NULL, 0);
+	assert_int_equal(python_symbolize(py, pid, slot, qp, &s), -1);
+	python_free(py);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -631,6 +723,7 @@ int main(void)
 		cmocka_unit_test(test_tags_flag),
 		cmocka_unit_test(test_python_line),
 		cmocka_unit_test(test_python_script),
+		cmocka_unit_test(test_python_symbolize),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
