@@ -361,6 +361,8 @@ static void put_utf8(char *out, size_t *n, uint32_t c)
 	} else if (c < 0x800) {
 		out[(*n)++] = (char)(0xc0 | c >> 6);
 		out[(*n)++] = (char)(0x80 | (c & 63));
+	} else if (c >= 0xd800 && c < 0xe000) {
+		out[(*n)++] = '?'; /* a lone surrogate: not valid UTF-8 */
 	} else if (c < 0x10000) {
 		out[(*n)++] = (char)(0xe0 | c >> 12);
 		out[(*n)++] = (char)(0x80 | ((c >> 6) & 63));
