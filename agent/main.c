@@ -84,8 +84,9 @@ static void on_new_file(void *ctx, uint32_t index, const struct agent_file *f, i
 	if (a->cfg.trace_python && python_file_name(f->name) && python_inspect_file(fd, f->name, &pf) == 0) {
 		xgrow((void **)&a->pyfiles, &a->cappyfiles, a->npyfiles + 1, sizeof(*a->pyfiles));
 		a->pyfiles[a->npyfiles++] = (struct py_seen){ index, pf };
-		log_debug("%s: CPython %u.%u interpreter", f->name, pf.version >> 24,
-			  (pf.version >> 16) & 0xff);
+		log_debug("%s: CPython %u.%u interpreter (%s)", f->name, pf.version >> 24,
+			  (pf.version >> 16) & 0xff,
+			  pf.debug_offsets ? "offsets from its _Py_DebugOffsets" : "ember's fixed layout");
 	}
 	int fd2 = a->unwinder ? dup(fd) : -1;
 	symupload_add(a->symupload, &f->id, f->name, fd);

@@ -15,6 +15,7 @@
 #define MAX_LINETABLE (256 << 10) /* bytes of a location table read */
 #define MAX_CODES_PER_PROCESS 16384
 #define CODE_HEADER 160          /* bytes of a code object read: up to co_linetable */
+#define DBG_SIZE 352             /* bytes of 3.13's _Py_DebugOffsets ember reads */
 
 const struct py_layout *python_layout(uint32_t version)
 {
@@ -58,9 +59,16 @@ int python_inspect_file(int fd, const char *name, struct py_file *out)
 	} else {
 		version = version_from_name(name);
 	}
-	if (!python_layout(version))
+	const struct py_layout *l = python_layout(version);
+	if (!l)
 		return -1;
 	out->version = version;
+	out->layout = *l;
+	uint8_t dbg[DBG_SIZE];
+	if (version >= EMBER_PY_VERSION(3, 13) &&
+	    elfsyms_read_vaddr(fd, q[0].value, dbg, sizeof(dbg)) == 0 &&
+	    python_apply_debug_offsets(dbg, sizeof(dbg), version, &out->layout) == 0)
+		out->debug_offsets = true;
 	out->runtime = q[0].value;
 	out->eval_lo = q[1].value;
 	out->eval_hi = q[1].value + MAX(q[1].size, (uint64_t)1);
@@ -72,12 +80,61 @@ int python_inspect_file(int fd, const char *name, struct py_file *out)
 	return 0;
 }
 
+/* _Py_DebugOffsets of 3.13 (Include/internal/pycore_runtime.h): 8 bytes
+ * of cookie, then 64-bit fields; where each one ember reads sits (checked
+ * against 3.13's headers by tests/tools/pylayout_check.c). */
+static const struct {
+	uint16_t at;     /* byte position in _Py_DebugOffsets */
+	size_t field;    /* offsetof in struct py_layout of the uint16_t it sets */
+} dbg_fields[] = {
+	{ 40, offsetof(struct py_layout, off.runtime_interpreters_head) },
+	{ 64, offsetof(struct py_layout, off.interp_next) },
+	{ 72, offsetof(struct py_layout, off.interp_threads_head) },
+	{ 168, offsetof(struct py_layout, off.tstate_next) },
+	{ 184, offsetof(struct py_layout, off.tstate_frame) },
+	{ 192, offsetof(struct py_layout, off.tstate_thread_id) },
+	{ 232, offsetof(struct py_layout, off.frame_previous) },
+	{ 240, offsetof(struct py_layout, off.frame_code) },
+	{ 248, offsetof(struct py_layout, off.frame_instr) },
+	{ 264, offsetof(struct py_layout, off.frame_owner) },
+	{ 280, offsetof(struct py_layout, code_filename) },
+	{ 288, offsetof(struct py_layout, code_name) },
+	{ 296, offsetof(struct py_layout, off.code_qualname) },
+	{ 304, offsetof(struct py_layout, code_linetable) },
+	{ 312, offsetof(struct py_layout, code_firstlineno) },
+	{ 344, offsetof(struct py_layout, off.code_adaptive) },
+};
+
+int python_apply_debug_offsets(const void *table, size_t n, uint32_t version, struct py_layout *l)
+{
+	const uint8_t *d = table;
+	uint64_t v;
+	if (n < DBG_SIZE || memcmp(d, "xdebugpy", 8) != 0 || (version & 0xffff0000u) != EMBER_PY_VERSION(3, 13))
+		return -1;
+	memcpy(&v, d + 8, sizeof(v));
+	if ((v & 0xffff0000u) != (version & 0xffff0000u))
+		return -1;
+	struct py_layout out = *l;
+	for (size_t i = 0; i < ARRAY_SIZE(dbg_fields); i++) {
+		memcpy(&v, d + dbg_fields[i].at, sizeof(v));
+		if (v >= PY_NO_FIELD)
+			return -1;
+		uint16_t o = (uint16_t)v;
+		memcpy((uint8_t *)&out + dbg_fields[i].field, &o, sizeof(o));
+	}
+	/* The symbolizer reads a code object's first CODE_HEADER bytes. */
+	uint16_t code[] = { out.code_filename, out.code_name, out.off.code_qualname,
+			    out.code_linetable, out.code_firstlineno };
+	for (size_t i = 0; i < ARRAY_SIZE(code); i++)
+		if (code[i] > CODE_HEADER - 8)
+			return -1;
+	*l = out;
+	return 0;
+}
+
 int python_describe(const struct py_file *f, uint64_t bias, uint64_t start_ticks,
 		    uint64_t exec_id, struct py_proc *out)
 {
-	const struct py_layout *l = python_layout(f->version);
-	if (!l)
-		return -1;
 	memset(out, 0, sizeof(*out));
 	out->start_ticks = start_ticks;
 	out->exec_id = exec_id;
@@ -88,7 +145,7 @@ int python_describe(const struct py_file *f, uint64_t bias, uint64_t start_ticks
 		out->cold_lo = f->cold_lo + bias;
 		out->cold_hi = f->cold_hi + bias;
 	}
-	out->off = l->off;
+	out->off = f->layout.off;
 	return 0;
 }
 
@@ -222,7 +279,7 @@ struct code_entry {
 
 struct pyproc {
 	int32_t pid; /* 0 = free slot */
-	const struct py_layout *l;
+	struct py_layout l; /* the interpreter's (a copy: py_file arrays move) */
 	uint64_t code_type; /* &PyCode_Type in the process, 0 = unknown */
 	uint64_t start_ticks, exec_id; /* which process, which program */
 	struct code_entry *codes;
@@ -303,12 +360,12 @@ void python_set_process(struct python *py, int32_t pid, uint64_t start_ticks, ui
 	struct pkey k = { py, pid };
 	uint32_t idx;
 	uint64_t h = hash_u64((uint64_t)pid);
-	const struct py_layout *l = f ? python_layout(f->version) : NULL;
+	const struct py_layout *l = f ? &f->layout : NULL;
 	uint64_t code_type = f && f->code_type ? f->code_type + bias : 0;
 	if (hmap_find(&py->index, h, eq_proc, &k, &idx)) {
 		struct pyproc *old = &py->procs[idx];
-		if (l && old->l == l && old->code_type == code_type && old->start_ticks == start_ticks &&
-		    old->exec_id == exec_id)
+		if (l && memcmp(&old->l, l, sizeof(*l)) == 0 && old->code_type == code_type &&
+		    old->start_ticks == start_ticks && old->exec_id == exec_id)
 			return; /* the same program, the same interpreter: the cache stands */
 		hmap_remove(&py->index, h, eq_proc, &k);
 		proc_release(&py->procs[idx]);
@@ -316,7 +373,7 @@ void python_set_process(struct python *py, int32_t pid, uint64_t start_ticks, ui
 		py->free_slots[py->nfree++] = idx;
 		py->stats.processes--;
 	}
-	if (!l || pid <= 0)
+	if (!l || !l->version || pid <= 0)
 		return;
 	if (py->nfree) {
 		idx = py->free_slots[--py->nfree];
@@ -327,7 +384,7 @@ void python_set_process(struct python *py, int32_t pid, uint64_t start_ticks, ui
 	struct pyproc *p = &py->procs[idx];
 	memset(p, 0, sizeof(*p));
 	p->pid = pid;
-	p->l = l;
+	p->l = *l;
 	p->code_type = code_type;
 	p->start_ticks = start_ticks;
 	p->exec_id = exec_id;
@@ -419,7 +476,7 @@ static char *read_str(int32_t pid, const struct py_layout *l, uint64_t addr)
  * code object (any more). */
 static int read_code(int32_t pid, const struct pyproc *p, uint64_t addr, uint64_t fp[5])
 {
-	const struct py_layout *l = p->l;
+	const struct py_layout *l = &p->l;
 	uint8_t hdr[CODE_HEADER];
 	if (rd(pid, addr, hdr, sizeof(hdr)) < 0)
 		return -1;
@@ -437,7 +494,7 @@ static int read_code(int32_t pid, const struct pyproc *p, uint64_t addr, uint64_
 
 static int fill_entry(int32_t pid, const struct pyproc *p, struct code_entry *e)
 {
-	const struct py_layout *l = p->l;
+	const struct py_layout *l = &p->l;
 	e->name = read_str(pid, l, e->fp[2]);
 	if (!e->name)
 		e->name = read_str(pid, l, e->fp[1]);
@@ -552,7 +609,7 @@ int python_symbolize(struct python *py, int32_t pid, uint64_t slot, uint64_t qua
 	py->stats.symbolized++;
 	out->name = e->name;
 	out->file = e->file ? e->file : "";
-	out->line = e->table ? python_line(p->l->lines, e->table, e->ntable, e->firstlineno, instr) : 0;
+	out->line = e->table ? python_line(p->l.lines, e->table, e->ntable, e->firstlineno, instr) : 0;
 	return 0;
 }
 

@@ -6,7 +6,8 @@
  * the version (Py_Version), _PyRuntime, _PyEval_EvalFrameDefault and its
  * .cold part, PyCode_Type. python_describe() turns that, with the load bias
  * of the process's mapping, into the BPF py_proc record (python_types.h)
- * using the fixed layout of that version (python_layout()).
+ * using the fixed layout of that version (python_layout()), or for 3.13
+ * the offsets the interpreter publishes in _Py_DebugOffsets.
  *
  * python_symbolize() names a Python frame (a code object address and an
  * instruction index, as the walker sends them) by reading the code object
@@ -62,7 +63,18 @@ const struct py_layout *python_layout(uint32_t version);
 struct py_file {
 	uint32_t version; /* Py_Version: 0x030B02F0 for 3.11.2 */
 	uint64_t runtime, eval_lo, eval_hi, cold_lo, cold_hi, code_type;
+	/* The version's fixed layout, with the offsets the interpreter
+	 * publishes itself (_Py_DebugOffsets, 3.13+) where it has them. */
+	struct py_layout layout;
+	bool debug_offsets; /* layout took the interpreter's own offsets */
 };
+
+/* Applies a _Py_DebugOffsets table (the start of _PyRuntime, n bytes, as
+ * the file's initialized data holds it) to l for an interpreter of
+ * `version`: every offset the walker and the symbolizer read. Returns 0,
+ * or -1 (l unchanged) when the table is not one ember knows (cookie,
+ * version, 3.13's shape) or an offset is out of range. */
+int python_apply_debug_offsets(const void *table, size_t n, uint32_t version, struct py_layout *l);
 
 /* Whether a file name looks like an interpreter (cheap; checked first). */
 bool python_file_name(const char *name);
@@ -71,8 +83,7 @@ bool python_file_name(const char *name);
  * -1 when it is not an interpreter ember supports. */
 int python_inspect_file(int fd, const char *name, struct py_file *out);
 
-/* The BPF record of a process running interpreter f loaded with bias.
- * Returns 0, or -1 when f's version has no layout. */
+/* The BPF record of a process running interpreter f loaded with bias. */
 int python_describe(const struct py_file *f, uint64_t bias, uint64_t start_ticks,
 		    uint64_t exec_id, struct py_proc *out);
 

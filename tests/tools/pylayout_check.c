@@ -91,6 +91,26 @@ int main(void)
 	check("off.frame_is_entry (none)", l->off.frame_is_entry, PY_NO_FIELD);
 	check("FRAME_OWNED_BY_CSTACK", PY_OWNED_BY_CSTACK, FRAME_OWNED_BY_CSTACK);
 #endif
+#if PY_VERSION_HEX >= 0x030D0000
+	/* Where ember reads 3.13's own offsets (agent/python.c dbg_fields). */
+	check("debug: interpreters_head", 40, offsetof(_Py_DebugOffsets, runtime_state.interpreters_head));
+	check("debug: interpreter next", 64, offsetof(_Py_DebugOffsets, interpreter_state.next));
+	check("debug: threads_head", 72, offsetof(_Py_DebugOffsets, interpreter_state.threads_head));
+	check("debug: thread next", 168, offsetof(_Py_DebugOffsets, thread_state.next));
+	check("debug: current_frame", 184, offsetof(_Py_DebugOffsets, thread_state.current_frame));
+	check("debug: thread_id", 192, offsetof(_Py_DebugOffsets, thread_state.thread_id));
+	check("debug: frame previous", 232, offsetof(_Py_DebugOffsets, interpreter_frame.previous));
+	check("debug: frame executable", 240, offsetof(_Py_DebugOffsets, interpreter_frame.executable));
+	check("debug: frame instr_ptr", 248, offsetof(_Py_DebugOffsets, interpreter_frame.instr_ptr));
+	check("debug: frame owner", 264, offsetof(_Py_DebugOffsets, interpreter_frame.owner));
+	check("debug: code filename", 280, offsetof(_Py_DebugOffsets, code_object.filename));
+	check("debug: code name", 288, offsetof(_Py_DebugOffsets, code_object.name));
+	check("debug: code qualname", 296, offsetof(_Py_DebugOffsets, code_object.qualname));
+	check("debug: code linetable", 304, offsetof(_Py_DebugOffsets, code_object.linetable));
+	check("debug: code firstlineno", 312, offsetof(_Py_DebugOffsets, code_object.firstlineno));
+	check("debug: co_code_adaptive", 344, offsetof(_Py_DebugOffsets, code_object.co_code_adaptive));
+	check("debug: table size", 352, offsetof(_Py_DebugOffsets, pyobject));
+#endif
 	CHECK(off.code_adaptive, offsetof(PyCodeObject, co_code_adaptive));
 	CHECK(code_filename, offsetof(PyCodeObject, co_filename));
 	CHECK(code_name, offsetof(PyCodeObject, co_name));

@@ -660,7 +660,7 @@ static void test_python_symbolize(void **state)
 	memcpy(code + l->code_firstlineno, &first, 4);
 
 	struct python *py = python_new();
-	struct py_file f = { .version = 0x030B02F0, .code_type = (uint64_t)(uintptr_t)type };
+	struct py_file f = { .version = 0x030B02F0, .code_type = (uint64_t)(uintptr_t)type, .layout = *l };
 	int32_t pid = (int32_t)getpid();
 	python_set_process(py, pid, 1, 1, &f, 0);
 	uint64_t slot = PY_FRAME_FLAG | 2ull << PY_FRAME_INSTR_SHIFT | (uint64_t)(uintptr_t)code;
@@ -701,6 +701,30 @@ static void test_python_symbolize(void **state)
 	memcpy(code + l->code_firstlineno, &first, 4);
 	python_next_generation(py);
 	(void)python_symbolize(py, pid, slot, qp, &s);
+	/* 3.13's own offset table: applied when it is one (cookie, version,
+	 * bounds), ignored otherwise. */
+	uint8_t dbg[352] = "xdebugpy";
+	uint64_t v = 0x030D00F0, o;
+	memcpy(dbg + 8, &v, 8);
+	struct py_layout l13 = *python_layout(EMBER_PY_VERSION(3, 13)), copy = l13;
+	const uint16_t at[] = { 40, 64, 72, 168, 184, 192, 232, 240, 248, 264, 280, 288, 296, 304, 312, 344 };
+	for (size_t i = 0; i < ARRAY_SIZE(at); i++) {
+		o = 16 + 8 * i;
+		memcpy(dbg + at[i], &o, 8);
+	}
+	assert_int_equal(python_apply_debug_offsets(dbg, sizeof(dbg), 0x030D00F0, &copy), 0);
+	assert_int_equal(copy.off.tstate_frame, 16 + 8 * 4);
+	assert_int_equal(copy.off.code_adaptive, 16 + 8 * 15);
+	assert_int_equal(copy.code_firstlineno, 16 + 8 * 14);
+	copy = l13;
+	assert_int_equal(python_apply_debug_offsets(dbg, sizeof(dbg), 0x030C01F0, &copy), -1);
+	assert_int_equal(python_apply_debug_offsets(dbg, 100, 0x030D00F0, &copy), -1);
+	o = 4096; /* a code field the symbolizer would not read */
+	memcpy(dbg + 288, &o, 8);
+	assert_int_equal(python_apply_debug_offsets(dbg, sizeof(dbg), 0x030D00F0, &copy), -1);
+	dbg[0] = 'X';
+	assert_int_equal(python_apply_debug_offsets(dbg, sizeof(dbg), 0x030D00F0, &copy), -1);
+	assert_memory_equal(&copy, &l13, sizeof(copy));
 	/* Another interpreter or process: forgotten. */
 	python_set_process(py, pid, 0, 0, NULL, 0);
 	assert_int_equal(python_symbolize(py, pid, slot, qp, &s), -1);
