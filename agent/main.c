@@ -106,9 +106,9 @@ static void describe_python(struct agent *a, const struct proc *p)
 			uint64_t bias;
 			const struct py_file *f = &a->pyfiles[k].file;
 			if (a->pyfiles[k].index != m->file ||
-			    files_mapping_bias(&a->files, m->file, m->start, m->offset, &bias) != 0 ||
-			    python_describe(f, bias, p->start_time, p->exec_id, &rec) != 0)
+			    files_mapping_bias(&a->files, m->file, m->start, m->offset, &bias) != 0)
 				continue;
+			python_describe(f, bias, p->start_time, p->exec_id, &rec);
 			if (bpf_map_update_elem(a->py_procs_fd, &pid, &rec, BPF_ANY) != 0)
 				log_debug("cannot describe pid %d to the Python walker: %s", p->pid,
 					  strerror(errno));

@@ -132,8 +132,8 @@ int python_apply_debug_offsets(const void *table, size_t n, uint32_t version, st
 	return 0;
 }
 
-int python_describe(const struct py_file *f, uint64_t bias, uint64_t start_ticks,
-		    uint64_t exec_id, struct py_proc *out)
+void python_describe(const struct py_file *f, uint64_t bias, uint64_t start_ticks,
+		     uint64_t exec_id, struct py_proc *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->start_ticks = start_ticks;
@@ -146,7 +146,6 @@ int python_describe(const struct py_file *f, uint64_t bias, uint64_t start_ticks
 		out->cold_hi = f->cold_hi + bias;
 	}
 	out->off = f->layout.off;
-	return 0;
 }
 
 /* Location tables (3.11+): entries of one byte, bit 7 set, code in bits

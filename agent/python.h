@@ -84,8 +84,8 @@ bool python_file_name(const char *name);
 int python_inspect_file(int fd, const char *name, struct py_file *out);
 
 /* The BPF record of a process running interpreter f loaded with bias. */
-int python_describe(const struct py_file *f, uint64_t bias, uint64_t start_ticks,
-		    uint64_t exec_id, struct py_proc *out);
+void python_describe(const struct py_file *f, uint64_t bias, uint64_t start_ticks,
+		     uint64_t exec_id, struct py_proc *out);
 
 struct python;
 
