@@ -134,6 +134,7 @@ struct result {
 	int frames;
 	int count_of_name; /* frames named `count_name` */
 	bool reached;      /* a frame named `want` */
+	bool in_go_runtime; /* the innermost frame is Go's runtime */
 	char trace[2048];
 };
 
@@ -163,6 +164,8 @@ static void unwind_once(struct proc *p, const char *want, const char *count_name
 		res->frames++;
 		if (name && strcmp(name, want) == 0)
 			res->reached = true;
+		if (i == 0 && name && strncmp(name, "runtime.", 8) == 0)
+			res->in_go_runtime = true;
 		if (name && count_name && strcmp(name, count_name) == 0)
 			res->count_of_name++;
 		if (tl < sizeof(res->trace) - 80)
@@ -248,7 +251,7 @@ static void check_workload(char *const argv[], const char *want, const char *cou
 		_exit(127);
 	}
 	usleep(300000);
-	int ok = 0;
+	int ok = 0, runtime_retries = 0;
 	for (int shot = 0; shot < 8; shot++) {
 		usleep((useconds_t)shot * 7000);
 		target = busiest_thread(pid);
@@ -259,7 +262,19 @@ static void check_workload(char *const argv[], const char *want, const char *cou
 		struct proc *p = proc_table_get(&procs, pid, 0, 0, "w", 0);
 		struct result res;
 		unwind_once(p, want, count_name, &res);
-		if (res.rc != UW_DONE || !res.reached || res.count_of_name < min_count) {
+		bool good = res.rc == UW_DONE && res.reached && res.count_of_name >= min_count;
+		/* A stop inside Go's runtime may land on the system stack (g0:
+		 * nanotime's vDSO call, the scheduler), whose frames end where
+		 * the runtime switched stacks: documented in
+		 * docs/internals/unwinding.md. Such a stop is taken again, a
+		 * few times at most; every counted stack must still unwind. */
+		if (!good && res.in_go_runtime && runtime_retries < 4) {
+			runtime_retries++;
+			assert_int_equal(ptrace(PTRACE_DETACH, target, NULL, NULL), 0);
+			shot--;
+			continue;
+		}
+		if (!good) {
 			kill(pid, SIGKILL);
 			fail_msg("%s: stack %d did not unwind to %s (rc %d, %d frames, %d x %s):%s",
 				 argv[0], shot, want, res.rc, res.frames, res.count_of_name,
