@@ -223,6 +223,7 @@ run: deps
 
 test: deps
 	@scripts/install-test-pydeps.sh
+	@scripts/install-test-python.sh
 	@$(MAKE) --no-print-directory all $(UNIT_BINS) $(FUZZ_BINS) $(WORKLOADS)
 	@scripts/test.sh
 
@@ -233,4 +234,4 @@ bench: deps
 clean:
 	rm -rf $(BUILD)
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) -path '$(BUILD)/python3*' -prune -o -path '$(BUILD)/pydeps' -prune -o -name '*.d' -type f -print 2>/dev/null)

@@ -15,7 +15,7 @@
 #define MAX_LINETABLE (256 << 10) /* bytes of a location table read */
 #define MAX_CODES_PER_PROCESS 16384
 #define CODE_HEADER 160          /* bytes of a code object read: up to co_linetable */
-#define DBG_SIZE 352             /* bytes of 3.13's _Py_DebugOffsets ember reads */
+#define DBG_SIZE 512             /* most bytes of a _Py_DebugOffsets table read */
 
 const struct py_layout *python_layout(uint32_t version)
 {
@@ -42,6 +42,18 @@ static uint32_t version_from_name(const char *name)
 	return digits && minor < 100 ? EMBER_PY_VERSION(3, minor) : 0;
 }
 
+/* "python3.13t", "libpython3.14t.so.1.0": a free-threaded build (no GIL),
+ * whose objects have another layout. */
+static bool free_threaded_name(const char *name)
+{
+	const char *p = strstr(name, "python3.");
+	if (!p)
+		return false;
+	for (p += 8; *p >= '0' && *p <= '9'; p++)
+		;
+	return *p == 't';
+}
+
 int python_inspect_file(int fd, const char *name, struct py_file *out)
 {
 	struct elf_symbol_query q[] = {
@@ -50,6 +62,8 @@ int python_inspect_file(int fd, const char *name, struct py_file *out)
 		{ .name = "PyCode_Type" },
 	};
 	memset(out, 0, sizeof(*out));
+	if (free_threaded_name(name))
+		return -1;
 	if (elfsyms_lookup(fd, q, ARRAY_SIZE(q)) < 2 || !q[0].found || !q[1].found)
 		return -1;
 	uint32_t version = 0;
@@ -65,10 +79,14 @@ int python_inspect_file(int fd, const char *name, struct py_file *out)
 	out->version = version;
 	out->layout = *l;
 	uint8_t dbg[DBG_SIZE];
-	if (version >= EMBER_PY_VERSION(3, 13) &&
-	    elfsyms_read_vaddr(fd, q[0].value, dbg, sizeof(dbg)) == 0 &&
-	    python_apply_debug_offsets(dbg, sizeof(dbg), version, &out->layout) == 0)
+	if (l->debug.size) {
+		/* A table that is not what ember expects (a free-threaded
+		 * build among them) is no interpreter ember can walk. */
+		if (elfsyms_read_vaddr(fd, q[0].value, dbg, l->debug.size) < 0 ||
+		    python_apply_debug_offsets(dbg, l->debug.size, version, &out->layout) < 0)
+			return -1;
 		out->debug_offsets = true;
+	}
 	out->runtime = q[0].value;
 	out->eval_lo = q[1].value;
 	out->eval_hi = q[1].value + MAX(q[1].size, (uint64_t)1);
@@ -80,43 +98,55 @@ int python_inspect_file(int fd, const char *name, struct py_file *out)
 	return 0;
 }
 
-/* _Py_DebugOffsets of 3.13 (Include/internal/pycore_runtime.h): 8 bytes
- * of cookie, then 64-bit fields; where each one ember reads sits (checked
- * against 3.13's headers by tests/tools/pylayout_check.c). */
+/* Which member of struct py_layout each debug-table position sets. */
+#define DBG(pos, field) { offsetof(struct py_debug_positions, pos), offsetof(struct py_layout, field) }
 static const struct {
-	uint16_t at;     /* byte position in _Py_DebugOffsets */
-	size_t field;    /* offsetof in struct py_layout of the uint16_t it sets */
+	size_t pos;   /* offsetof in struct py_debug_positions */
+	size_t field; /* offsetof in struct py_layout of the uint16_t it sets */
 } dbg_fields[] = {
-	{ 40, offsetof(struct py_layout, off.runtime_interpreters_head) },
-	{ 64, offsetof(struct py_layout, off.interp_next) },
-	{ 72, offsetof(struct py_layout, off.interp_threads_head) },
-	{ 168, offsetof(struct py_layout, off.tstate_next) },
-	{ 184, offsetof(struct py_layout, off.tstate_frame) },
-	{ 192, offsetof(struct py_layout, off.tstate_thread_id) },
-	{ 232, offsetof(struct py_layout, off.frame_previous) },
-	{ 240, offsetof(struct py_layout, off.frame_code) },
-	{ 248, offsetof(struct py_layout, off.frame_instr) },
-	{ 264, offsetof(struct py_layout, off.frame_owner) },
-	{ 280, offsetof(struct py_layout, code_filename) },
-	{ 288, offsetof(struct py_layout, code_name) },
-	{ 296, offsetof(struct py_layout, off.code_qualname) },
-	{ 304, offsetof(struct py_layout, code_linetable) },
-	{ 312, offsetof(struct py_layout, code_firstlineno) },
-	{ 344, offsetof(struct py_layout, off.code_adaptive) },
+	DBG(interpreters_head, off.runtime_interpreters_head),
+	DBG(interp_next, off.interp_next),
+	DBG(threads_head, off.interp_threads_head),
+	DBG(tstate_next, off.tstate_next),
+	DBG(current_frame, off.tstate_frame),
+	DBG(thread_id, off.tstate_thread_id),
+	DBG(frame_previous, off.frame_previous),
+	DBG(frame_executable, off.frame_code),
+	DBG(frame_instr_ptr, off.frame_instr),
+	DBG(frame_owner, off.frame_owner),
+	DBG(code_filename, code_filename),
+	DBG(code_name, code_name),
+	DBG(code_qualname, off.code_qualname),
+	DBG(code_linetable, code_linetable),
+	DBG(code_firstlineno, code_firstlineno),
+	DBG(code_adaptive, off.code_adaptive),
 };
+#undef DBG
+
+static uint64_t dbg_u64(const uint8_t *d, uint16_t at)
+{
+	uint64_t v;
+	memcpy(&v, d + at, sizeof(v));
+	return v;
+}
 
 int python_apply_debug_offsets(const void *table, size_t n, uint32_t version, struct py_layout *l)
 {
 	const uint8_t *d = table;
-	uint64_t v;
-	if (n < DBG_SIZE || memcmp(d, "xdebugpy", 8) != 0 || (version & 0xffff0000u) != EMBER_PY_VERSION(3, 13))
+	const struct py_debug_positions *pos = &l->debug;
+	if (!pos->size || pos->size > DBG_SIZE || n < pos->size || memcmp(d, "xdebugpy", 8) != 0)
 		return -1;
-	memcpy(&v, d + 8, sizeof(v));
-	if ((v & 0xffff0000u) != (version & 0xffff0000u))
+	if ((dbg_u64(d, 8) & 0xffff0000u) != (version & 0xffff0000u))
 		return -1;
+	if (pos->free_threaded && dbg_u64(d, pos->free_threaded) != 0)
+		return -1; /* no GIL: another object layout (python.h) */
 	struct py_layout out = *l;
 	for (size_t i = 0; i < ARRAY_SIZE(dbg_fields); i++) {
-		memcpy(&v, d + dbg_fields[i].at, sizeof(v));
+		uint16_t at;
+		memcpy(&at, (const uint8_t *)pos + dbg_fields[i].pos, sizeof(at));
+		if (at + 8u > pos->size)
+			return -1;
+		uint64_t v = dbg_u64(d, at);
 		if (v >= PY_NO_FIELD)
 			return -1;
 		uint16_t o = (uint16_t)v;

@@ -6,7 +6,7 @@
  * the version (Py_Version), _PyRuntime, _PyEval_EvalFrameDefault and its
  * .cold part, PyCode_Type. python_describe() turns that, with the load bias
  * of the process's mapping, into the BPF py_proc record (python_types.h)
- * using the fixed layout of that version (python_layout()), or for 3.13
+ * using the fixed layout of that version (python_layout()), or for 3.13+
  * the offsets the interpreter publishes in _Py_DebugOffsets.
  *
  * python_symbolize() names a Python frame (a code object address and an
@@ -18,8 +18,10 @@
  * batch), so a freed and reused address is noticed. Every length read from
  * the process is bounded; nothing read is trusted.
  *
- * Supported: CPython 3.8 to 3.13 on x86-64 (their layouts are checked
- * against each version's own headers by tests/integration/test_python.py).
+ * Supported: CPython 3.8 to 3.14 on x86-64, with the GIL (their layouts
+ * are checked against each version's own headers by
+ * tests/integration/test_python.py). Free-threaded builds (3.13t, 3.14t)
+ * are refused: their processes get native frames only.
  *
  * Ownership: struct python owns its process table and caches; strings it
  * returns live until the next python_* call for the same process.
@@ -46,6 +48,19 @@ enum py_lines {
 	PY_LINES_LOCATIONS,  /* 3.11+: co_linetable, the location table */
 };
 
+/* Where a version's _Py_DebugOffsets (3.13+: the first bytes of
+ * _PyRuntime) keeps each offset ember reads: byte positions of its 64-bit
+ * fields. size = 0: the version publishes no table. */
+struct py_debug_positions {
+	uint16_t size; /* bytes of the table ember reads */
+	uint16_t free_threaded; /* the Py_GIL_DISABLED flag (3.14+); 0 = no such field */
+	uint16_t interpreters_head, interp_next, threads_head;
+	uint16_t tstate_next, current_frame, thread_id;
+	uint16_t frame_previous, frame_executable, frame_instr_ptr, frame_owner;
+	uint16_t code_filename, code_name, code_qualname, code_linetable, code_firstlineno;
+	uint16_t code_adaptive;
+};
+
 struct py_layout {
 	uint32_t version, last; /* the versions it is for: EMBER_PY_VERSION(3, minor) */
 	uint8_t lines;    /* enum py_lines: the format of code_linetable */
@@ -54,6 +69,7 @@ struct py_layout {
 	uint16_t bytes_size, bytes_data;     /* PyBytesObject: ob_size, ob_sval */
 	uint16_t str_length, str_state;      /* PyASCIIObject: length, state */
 	uint16_t str_ascii_data, str_compact_data; /* where compact strings' characters start */
+	struct py_debug_positions debug;
 };
 
 /* The layout of a version (major and minor only), or NULL. */
@@ -71,9 +87,10 @@ struct py_file {
 
 /* Applies a _Py_DebugOffsets table (the start of _PyRuntime, n bytes, as
  * the file's initialized data holds it) to l for an interpreter of
- * `version`: every offset the walker and the symbolizer read. Returns 0,
- * or -1 (l unchanged) when the table is not one ember knows (cookie,
- * version, 3.13's shape) or an offset is out of range. */
+ * `version`, whose positions l->debug gives: every offset the walker and
+ * the symbolizer read. Returns 0, or -1 (l unchanged) when the table is not
+ * one ember knows (cookie, version), describes a free-threaded build, or
+ * an offset is out of range. */
 int python_apply_debug_offsets(const void *table, size_t n, uint32_t version, struct py_layout *l);
 
 /* Whether a file name looks like an interpreter (cheap; checked first). */

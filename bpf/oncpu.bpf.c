@@ -30,6 +30,7 @@ char LICENSE[] SEC("license") = "GPL";
  * walker): the kernel allows 33. */
 #define UNWIND_MAX_TAIL_CALLS 32
 #define PY_FRAMES_PER_PROG 16
+#define PY_SCAN_PER_PROG 64
 #define PY_MAX_INTERPRETERS 4
 #define PY_MAX_THREADS 128
 #define PY_YOUNG_NS 2000000000ull /* see oncpu_python */
@@ -60,6 +61,10 @@ struct scratch {
 	__u64 last_wake_ns;  /* this CPU's last forced wakeup */
 	/* The Python walk of this sample: */
 	__u64 py_frame;      /* the next _PyInterpreterFrame to read, 0 = none left */
+	__u64 py_scan;       /* PY_F_ENTRY_ON_STACK: the next frame the search for
+				the next marker reads, 0 = no search going on */
+	__u64 py_marker;     /* ... the marker frame found, 0 = none (left) */
+	__u64 py_native;     /* ... the native frame the Python frames replace */
 	__u8 py_started;     /* py_frame was found from the thread state */
 	__u8 py_visited;     /* oncpu_python ran for the current native frame */
 	__u8 py_emitted;     /* ... and wrote Python frames for it */
@@ -267,10 +272,15 @@ int oncpu_unwind(struct bpf_perf_event_data *ctx)
 			stop_unwind(sc, UWE_TRUNCATED);
 			return 0;
 		}
-		bool native = true;
+		bool native = true, on_stack = py && (py->off.flags & PY_F_ENTRY_ON_STACK);
 		__u64 pc = sc->regs.pc;
-		if (py && ((pc >= py->eval_lo && pc < py->eval_hi) ||
-			   (pc >= py->cold_lo && pc < py->cold_hi))) {
+		if (on_stack && !sc->py_started && sc->tail_calls + 2 < UNWIND_MAX_TAIL_CALLS) {
+			/* Find the thread's frames and the first marker. */
+			sc->tail_calls++;
+			bpf_tail_call(ctx, &unwind_progs, PROG_PYTHON);
+		}
+		if (py && !on_stack && ((pc >= py->eval_lo && pc < py->eval_hi) ||
+					(pc >= py->cold_lo && pc < py->cold_hi))) {
 			/* The interpreter loop: its Python frames instead, once. */
 			if (!sc->py_visited && sc->tail_calls + 2 < UNWIND_MAX_TAIL_CALLS) {
 				sc->py_visited = 1;
@@ -289,10 +299,23 @@ int oncpu_unwind(struct bpf_perf_event_data *ctx)
 			sc->s.ustack_len = (__s32)(nu + 1);
 			count(ONCPU_STAT_CFI_FRAMES, 1);
 		}
+		__u64 sp = sc->regs.sp;
 		int rc = uw_step(p, pid, &sc->regs);
 		if (rc != UW_CONTINUE) {
 			stop_unwind(sc, rc < 0 ? -rc : 0);
 			return 0;
+		}
+		if (on_stack && native && sc->py_marker >= sp && sc->py_marker < sc->regs.sp &&
+		    sc->tail_calls + 2 < UNWIND_MAX_TAIL_CALLS) {
+			/* The frame just written holds the next marker: it is
+			 * the interpreter invocation whose Python frames
+			 * replace it. The walk goes on from its caller. */
+			sc->py_native = pc;
+			sc->py_marker = 0;
+			sc->py_emitted = 0;
+			sc->s.ustack_len = (__s32)nu;
+			sc->tail_calls++;
+			bpf_tail_call(ctx, &unwind_progs, PROG_PYTHON);
 		}
 	}
 	if (++sc->tail_calls > UNWIND_MAX_TAIL_CALLS) {
@@ -358,11 +381,24 @@ static __always_inline __u64 py_current_frame(const struct py_proc *py, __u32 ti
 	return f;
 }
 
+/* PY_F_ENTRY_ON_STACK: an invocation with no Python frames of its own
+ * keeps its native frame. */
+static __always_inline void keep_native(struct scratch *sc, __u32 nk)
+{
+	__u32 nu = (__u32)sc->s.ustack_len;
+	__u32 idx = nk + nu;
+	if (nu >= ONCPU_MAX_UFRAMES || idx >= ONCPU_MAX_FRAMES)
+		return;
+	asm volatile("" : "+r"(idx));
+	sc->s.frames[idx & FRAME_INDEX_MASK] = sc->py_native;
+	sc->s.ustack_len = (__s32)(nu + 1);
+}
+
 /* Writes the Python frames of one invocation of the interpreter loop (the
  * native frame oncpu_unwind is at), PY_FRAMES_PER_PROG per program, then
  * goes back to the native unwinder. An invocation's frames end with its
  * entry frame (3.11: is_entry) or at the marker frame below them (3.12+:
- * owned by the C stack); before 3.11 an invocation runs one frame. */
+ * PY_OWNED_BY_ENTRY); before 3.11 an invocation runs one frame. */
 SEC("perf_event")
 int oncpu_python(struct bpf_perf_event_data *ctx)
 {
@@ -374,6 +410,7 @@ int oncpu_python(struct bpf_perf_event_data *ctx)
 	const struct py_proc *py = bpf_map_lookup_elem(&py_procs, &pid);
 	if (!py)
 		goto back;
+	bool on_stack = py->off.flags & PY_F_ENTRY_ON_STACK;
 	if (!sc->py_started) {
 		sc->py_started = 1;
 		sc->py_frame = py_current_frame(py, sc->s.tid);
@@ -383,33 +420,50 @@ int oncpu_python(struct bpf_perf_event_data *ctx)
 		 * now, before the process exits and takes them with it. */
 		if (bpf_ktime_get_boot_ns() - sc->s.proc_start_ns < PY_YOUNG_NS)
 			wake_agent(sc);
+		if (on_stack) {
+			sc->py_scan = sc->py_frame;
+			goto scan;
+		}
 	}
+	if (sc->py_scan)
+		goto scan;
 	__u32 nk = sc->s.kstack_len > 0 ? (__u32)sc->s.kstack_len : 0;
 	if (nk > ONCPU_MAX_KFRAMES)
 		nk = ONCPU_MAX_KFRAMES;
 	for (int i = 0; i < PY_FRAMES_PER_PROG; i++) {
 		__u64 f = sc->py_frame, code = 0, instr = 0, prev = 0;
-		if (!f)
+		if (!f) {
+			if (on_stack && !sc->py_emitted)
+				keep_native(sc, nk);
 			goto back;
+		}
 		if (py->off.frame_owner != PY_NO_FIELD) {
 			__u8 owner = 0;
 			if (bpf_probe_read_user(&owner, 1, (const void *)(f + py->off.frame_owner)))
 				goto lost;
-			if (owner == PY_OWNED_BY_CSTACK) {
-				/* Below this invocation's frames: the next native
-				 * interpreter frame goes on from the one before. */
+			if (owner >= PY_OWNED_BY_ENTRY) {
+				/* Below this invocation's frames: the next
+				 * invocation's go on from the one before. */
 				if (read_ptr(f, py->off.frame_previous, &prev))
 					goto lost;
 				sc->py_frame = prev;
-				if (sc->py_emitted)
-					goto back;
-				continue;
+				if (!on_stack) {
+					if (sc->py_emitted)
+						goto back;
+					continue;
+				}
+				if (!sc->py_emitted)
+					keep_native(sc, nk);
+				sc->py_scan = prev;
+				goto scan;
 			}
 		}
 		__u64 qualname = 0, at = 0;
 		bool entry = false;
-		if (read_ptr(f, py->off.frame_code, &code) || read_ptr(f, py->off.frame_previous, &prev) ||
-		    read_ptr(code, py->off.code_qualname, &qualname))
+		if (read_ptr(f, py->off.frame_code, &code))
+			goto lost;
+		code &= ~PY_CODE_TAG_MASK;
+		if (read_ptr(f, py->off.frame_previous, &prev) || read_ptr(code, py->off.code_qualname, &qualname))
 			goto lost;
 		if (py->off.flags & PY_F_FRAME_OBJECTS) {
 			/* One frame object per interpreter invocation. */
@@ -459,9 +513,35 @@ int oncpu_python(struct bpf_perf_event_data *ctx)
 		bpf_tail_call(ctx, &unwind_progs, PROG_PYTHON);
 	}
 	goto back;
+scan:
+	/* PY_F_ENTRY_ON_STACK: the next marker frame, which the native
+	 * unwinder looks for in each native frame's stack. */
+	for (int i = 0; i < PY_SCAN_PER_PROG; i++) {
+		__u64 f = sc->py_scan;
+		__u8 owner = 0;
+		if (!f)
+			goto no_marker;
+		if (bpf_probe_read_user(&owner, 1, (const void *)(f + py->off.frame_owner)))
+			goto lost;
+		if (owner >= PY_OWNED_BY_ENTRY) {
+			sc->py_marker = f;
+			sc->py_scan = 0;
+			goto back;
+		}
+		if (read_ptr(f, py->off.frame_previous, &sc->py_scan))
+			goto lost;
+	}
+	if (sc->py_scan && sc->tail_calls + 2 < UNWIND_MAX_TAIL_CALLS) {
+		sc->tail_calls++;
+		bpf_tail_call(ctx, &unwind_progs, PROG_PYTHON);
+	}
+	goto no_marker;
 lost:
 	count(ONCPU_STAT_PY_READ_ERR, 1);
 	sc->py_frame = 0;
+no_marker:
+	sc->py_scan = 0;
+	sc->py_marker = 0;
 back:
 	sc->tail_calls++;
 	bpf_tail_call(ctx, &unwind_progs, PROG_UNWIND);
@@ -525,6 +605,8 @@ int oncpu_sample(struct bpf_perf_event_data *ctx)
 	sc->tail_calls = 0;
 	sc->wake = 0;
 	sc->py_frame = 0;
+	sc->py_scan = 0;
+	sc->py_marker = 0;
 	sc->py_started = 0;
 	sc->py_visited = 0;
 	sc->py_emitted = 0;

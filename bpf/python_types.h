@@ -22,15 +22,28 @@
 #define PY_FRAME_ADDR_MASK ((1ull << 47) - 1)
 #define PY_NO_FIELD 0xffff
 
-/* FRAME_OWNED_BY_CSTACK (3.12+): the marker frame an invocation of the
- * interpreter pushes below its first frame. */
-#define PY_OWNED_BY_CSTACK 3
+/* The owner of the marker frame an invocation of the interpreter pushes
+ * below its first frame (3.12+): FRAME_OWNED_BY_CSTACK in 3.12 and 3.13,
+ * FRAME_OWNED_BY_INTERPRETER in 3.14 (which also marks the bottom frame
+ * of every thread), 3 in each. Like CPython's own stack readers, the
+ * walker takes any owner from this value up as such a marker. */
+#define PY_OWNED_BY_ENTRY 3
+
+/* A frame's code object reference may carry tag bits in its low bits
+ * (3.14's _PyStackRef); objects are 8-byte aligned. */
+#define PY_CODE_TAG_MASK 7ull
 
 /* py_offsets.flags */
 #define PY_F_FRAME_OBJECTS 1 /* 3.8-3.10: a chain of PyFrameObject, one per
 				invocation of the interpreter loop; frame_instr
 				is the int f_lasti */
 #define PY_F_LASTI_BYTES 2   /* 3.8, 3.9: f_lasti counts bytes, not code units */
+#define PY_F_ENTRY_ON_STACK 4 /* 3.12+: each invocation of the interpreter keeps
+				its marker frame (PY_OWNED_BY_ENTRY) in its own
+				native stack frame, which tells the walker which
+				native frame is that invocation, whatever its
+				code address (stripped, PGO-split, cloned or
+				tail-calling interpreter loops alike) */
 
 /* Byte offsets of the fields the walker reads, for one CPython version;
  * PY_NO_FIELD where the version has no such field. 3.8-3.10 name them
@@ -43,11 +56,11 @@ struct py_offsets {
 	__u16 interp_threads_head;       /* PyInterpreterState.threads.head */
 	__u16 tstate_next;               /* PyThreadState.next */
 	__u16 tstate_thread_id;          /* PyThreadState.thread_id: pthread_self() */
-	__u16 tstate_frame;              /* .cframe (3.11, 3.12) or .current_frame (3.13) */
+	__u16 tstate_frame;              /* .cframe (3.11, 3.12) or .current_frame (3.13+) */
 	__u16 cframe_current_frame;      /* _PyCFrame.current_frame, or PY_NO_FIELD */
 	__u16 frame_previous;            /* _PyInterpreterFrame.previous */
-	__u16 frame_code;                /* .f_code, or .f_executable (3.13) */
-	__u16 frame_instr;               /* .prev_instr, or .instr_ptr (3.13) */
+	__u16 frame_code;                /* .f_code, or .f_executable (3.13+) */
+	__u16 frame_instr;               /* .prev_instr, or .instr_ptr (3.13+) */
 	__u16 frame_owner;               /* .owner */
 	__u16 frame_is_entry;            /* .is_entry (3.11), or PY_NO_FIELD */
 	__u16 code_adaptive;             /* PyCodeObject.co_code_adaptive */

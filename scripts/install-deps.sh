@@ -16,8 +16,9 @@ packages=(
   libprotobuf-c-dev protobuf-c-compiler libpcre2-dev libiberty-dev libdebuginfod-dev
   # tests: unit framework, sanitizers and fuzzing runtimes, integration harness
   libcmocka-dev libclang-rt-14-dev python3 python3-pytest python3-websocket python3-pip
-  # the CPython headers the Python unwinder's layout check compiles against
-  python3-dev
+  # the CPython headers the Python unwinder's layout check compiles against;
+  # what scripts/install-test-python.sh needs to fetch and verify a newer one
+  python3-dev patchelf gpgv xz-utils debian-archive-keyring
   # browser tests
   chromium
   # tools the tests and `make run` use; perf to compare against, a

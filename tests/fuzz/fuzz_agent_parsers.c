@@ -1,8 +1,9 @@
 /* Fuzz target: the agent's parsers of kernel-provided text that another
  * process can influence: /proc/PID/maps lines, /proc/PID/stat, CPU lists,
- * kallsyms, /proc/PID/cgroup, a Python command line (script.name) and a
- * CPython location table read from process memory. The first byte selects
- * the parser. */
+ * kallsyms, /proc/PID/cgroup, a Python command line (script.name), a
+ * CPython location table read from process memory and a CPython
+ * _Py_DebugOffsets table read from an interpreter file. The first byte
+ * selects the parser. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	const char *text = (const char *)data + 1;
 	size_t n = size - 1;
-	switch (data[0] % 7) {
+	switch (data[0] % 8) {
 	case 0: {
 		struct maps_line m;
 		if (maps_parse_line(text, n, &m) == 0 && m.path_len > n)
@@ -58,6 +59,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		/* cgroup files and environments */
 		struct cgroup_info cg;
 		attrib_parse_cgroup(text, n, &cg);
+		break;
+	}
+	case 7: {
+		/* _Py_DebugOffsets: whatever it says, an applied table leaves
+		 * every code-object field inside what the symbolizer reads. */
+		for (uint32_t minor = 13; minor <= 14; minor++) {
+			struct py_layout l = *python_layout(EMBER_PY_VERSION(3, minor));
+			if (python_apply_debug_offsets(text, n, EMBER_PY_VERSION(3, minor), &l) == 0 &&
+			    (l.code_filename > 152 || l.code_name > 152 || l.off.code_qualname > 152 ||
+			     l.code_linetable > 152 || l.code_firstlineno > 152))
+				abort();
+		}
 		break;
 	}
 	default: {

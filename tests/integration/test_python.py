@@ -1,6 +1,7 @@
 """ember's CPython unwinder, as root with real BPF sampling, on every
-interpreter present: Debian's python3 and any pyenv build of a supported
-version (3.8 to 3.13). Python frames carry their function, file and
+interpreter present: Debian's python3, Debian unstable's 3.14 (which
+scripts/install-test-python.sh puts in build/python3.14) and any pyenv
+build of a supported version (3.8 to 3.14). Python frames carry their function, file and
 line; they sit between the native frames that call the interpreter and
 the native frames they call (numpy); script.name tells scripts run by the
 same interpreter apart; short-lived processes are attributed; and ember's
@@ -19,7 +20,7 @@ from conftest import require_root
 from harness import ROOT, wait_until
 
 RATE = 499  # high, so that sampling noise stays far below the tolerance
-SUPPORTED = {(3, 8), (3, 9), (3, 10), (3, 11), (3, 12), (3, 13)}
+SUPPORTED = {(3, 8), (3, 9), (3, 10), (3, 11), (3, 12), (3, 13), (3, 14)}
 WORKLOADS = os.path.join(ROOT, "tests", "workloads")
 PYDEPS = os.path.join(ROOT, "build", "pydeps")
 DEBIAN = "/usr/bin/python3"
@@ -28,7 +29,8 @@ DEBIAN = "/usr/bin/python3"
 def interpreters():
     """(id, path) of every supported interpreter on the machine."""
     out, seen = [], set()
-    paths = [DEBIAN] + sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.*/bin/python3")))
+    built = sorted(glob.glob(os.path.join(ROOT, "build", "python3.*", "usr", "bin", "python3")))
+    paths = [DEBIAN] + built + sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.*/bin/python3")))
     for path in paths:
         real = os.path.realpath(path)
         if not os.path.exists(real) or real in seen:
@@ -37,7 +39,8 @@ def interpreters():
         v = subprocess.run([path, "-c", "import sys; print(*sys.version_info[:3])"],
                            stdout=subprocess.PIPE, text=True, check=True).stdout.split()
         if (int(v[0]), int(v[1])) in SUPPORTED:
-            out.append((("debian" if path == DEBIAN else "pyenv") + "-" + ".".join(v), path))
+            kind = "debian" if path == DEBIAN else "debian-sid" if path in built else "pyenv"
+            out.append((kind + "-" + ".".join(v), path))
     return out
 
 
@@ -102,7 +105,9 @@ def test_layout_matches_the_interpreters_headers(python, tmp_path):
     if not has_internal_headers(python):
         pytest.fail(f"no CPython headers in {include} (scripts/install-deps.sh installs python3-dev)")
     exe = str(tmp_path / "check")
-    subprocess.run(["gcc", "-I", include, "-I", os.path.join(ROOT, "agent"), "-I", os.path.join(ROOT, "bpf"),
+    # Debian's pyconfig.h includes <x86_64-linux-gnu/python3.X/pyconfig.h>
+    subprocess.run(["gcc", "-I", include, "-I", os.path.dirname(include),
+                    "-I", os.path.join(ROOT, "agent"), "-I", os.path.join(ROOT, "bpf"),
                     "-include", "linux/types.h", "-o", exe,
                     os.path.join(ROOT, "tests", "tools", "pylayout_check.c")], check=True)
     r = subprocess.run([exe], stdout=subprocess.PIPE, text=True)
@@ -128,7 +133,7 @@ def test_known_split_between_three_functions(server, agent_factory, python):
     for f, truth in report["shares"].items():
         assert abs(got[f] / n - truth) <= 0.05, (f, got[f] / n, truth)
     # Each function's stack reaches <module> through main, with file and line.
-    for f, call in (("alpha", "return spin(5)"), ("beta", "return spin(3)"), ("gamma", "return spin(2)")):
+    for f, call in (("alpha", "return spin(5 * scale)"), ("beta", "return spin(3 * scale)"), ("gamma", "return spin(2 * scale)")):
         for node, path in nodes(root, f):
             assert node["frame_type"] == "cpython"
             assert path[-2:] == ("<module>", "main"), path
@@ -226,7 +231,7 @@ def test_python_frames_over_otlp(server, agent_factory):
     assert found, "no alpha frame"
     for node, path in found:
         assert node["frame_type"] == "cpython"
-        assert (node["file"], node["line"]) == (script, source_line(script, "return spin(5)"))
+        assert (node["file"], node["line"]) == (script, source_line(script, "return spin(5 * scale)"))
         assert path[-2:] == ("<module>", "main"), path
 
 

@@ -72,7 +72,8 @@ int main(void)
 	CHECK(off.interp_threads_head, offsetof(PyInterpreterState, threads.head));
 	CHECK(off.frame_previous, offsetof(_PyInterpreterFrame, previous));
 	CHECK(off.frame_owner, offsetof(_PyInterpreterFrame, owner));
-	check("flags (none)", l->off.flags, 0);
+	/* 3.12+ keep each invocation's marker frame on the native stack. */
+	check("flags", l->off.flags, PY_VERSION_HEX >= 0x030C0000 ? PY_F_ENTRY_ON_STACK : 0);
 	check("lines: location table", l->lines, PY_LINES_LOCATIONS);
 #if PY_VERSION_HEX >= 0x030D0000
 	CHECK(off.tstate_frame, offsetof(PyThreadState, current_frame));
@@ -89,27 +90,39 @@ int main(void)
 	CHECK(off.frame_is_entry, offsetof(_PyInterpreterFrame, is_entry));
 #else
 	check("off.frame_is_entry (none)", l->off.frame_is_entry, PY_NO_FIELD);
-	check("FRAME_OWNED_BY_CSTACK", PY_OWNED_BY_CSTACK, FRAME_OWNED_BY_CSTACK);
+	/* The owner of the marker frame an interpreter invocation pushes. */
+#if PY_VERSION_HEX >= 0x030E0000
+	check("FRAME_OWNED_BY_INTERPRETER", PY_OWNED_BY_ENTRY, FRAME_OWNED_BY_INTERPRETER);
+#else
+	check("FRAME_OWNED_BY_CSTACK", PY_OWNED_BY_ENTRY, FRAME_OWNED_BY_CSTACK);
+#endif
 #endif
 #if PY_VERSION_HEX >= 0x030D0000
-	/* Where ember reads 3.13's own offsets (agent/python.c dbg_fields). */
-	check("debug: interpreters_head", 40, offsetof(_Py_DebugOffsets, runtime_state.interpreters_head));
-	check("debug: interpreter next", 64, offsetof(_Py_DebugOffsets, interpreter_state.next));
-	check("debug: threads_head", 72, offsetof(_Py_DebugOffsets, interpreter_state.threads_head));
-	check("debug: thread next", 168, offsetof(_Py_DebugOffsets, thread_state.next));
-	check("debug: current_frame", 184, offsetof(_Py_DebugOffsets, thread_state.current_frame));
-	check("debug: thread_id", 192, offsetof(_Py_DebugOffsets, thread_state.thread_id));
-	check("debug: frame previous", 232, offsetof(_Py_DebugOffsets, interpreter_frame.previous));
-	check("debug: frame executable", 240, offsetof(_Py_DebugOffsets, interpreter_frame.executable));
-	check("debug: frame instr_ptr", 248, offsetof(_Py_DebugOffsets, interpreter_frame.instr_ptr));
-	check("debug: frame owner", 264, offsetof(_Py_DebugOffsets, interpreter_frame.owner));
-	check("debug: code filename", 280, offsetof(_Py_DebugOffsets, code_object.filename));
-	check("debug: code name", 288, offsetof(_Py_DebugOffsets, code_object.name));
-	check("debug: code qualname", 296, offsetof(_Py_DebugOffsets, code_object.qualname));
-	check("debug: code linetable", 304, offsetof(_Py_DebugOffsets, code_object.linetable));
-	check("debug: code firstlineno", 312, offsetof(_Py_DebugOffsets, code_object.firstlineno));
-	check("debug: co_code_adaptive", 344, offsetof(_Py_DebugOffsets, code_object.co_code_adaptive));
-	check("debug: table size", 352, offsetof(_Py_DebugOffsets, pyobject));
+	/* Where ember reads the version's own offsets (l->debug). */
+	CHECK(debug.interpreters_head, offsetof(_Py_DebugOffsets, runtime_state.interpreters_head));
+	CHECK(debug.interp_next, offsetof(_Py_DebugOffsets, interpreter_state.next));
+	CHECK(debug.threads_head, offsetof(_Py_DebugOffsets, interpreter_state.threads_head));
+	CHECK(debug.tstate_next, offsetof(_Py_DebugOffsets, thread_state.next));
+	CHECK(debug.current_frame, offsetof(_Py_DebugOffsets, thread_state.current_frame));
+	CHECK(debug.thread_id, offsetof(_Py_DebugOffsets, thread_state.thread_id));
+	CHECK(debug.frame_previous, offsetof(_Py_DebugOffsets, interpreter_frame.previous));
+	CHECK(debug.frame_executable, offsetof(_Py_DebugOffsets, interpreter_frame.executable));
+	CHECK(debug.frame_instr_ptr, offsetof(_Py_DebugOffsets, interpreter_frame.instr_ptr));
+	CHECK(debug.frame_owner, offsetof(_Py_DebugOffsets, interpreter_frame.owner));
+	CHECK(debug.code_filename, offsetof(_Py_DebugOffsets, code_object.filename));
+	CHECK(debug.code_name, offsetof(_Py_DebugOffsets, code_object.name));
+	CHECK(debug.code_qualname, offsetof(_Py_DebugOffsets, code_object.qualname));
+	CHECK(debug.code_linetable, offsetof(_Py_DebugOffsets, code_object.linetable));
+	CHECK(debug.code_firstlineno, offsetof(_Py_DebugOffsets, code_object.firstlineno));
+	CHECK(debug.code_adaptive, offsetof(_Py_DebugOffsets, code_object.co_code_adaptive));
+	CHECK(debug.size, offsetof(_Py_DebugOffsets, pyobject));
+#if PY_VERSION_HEX >= 0x030E0000
+	CHECK(debug.free_threaded, offsetof(_Py_DebugOffsets, free_threaded));
+#else
+	check("debug.free_threaded (none)", l->debug.free_threaded, 0);
+#endif
+#else
+	check("debug.size (no table)", l->debug.size, 0);
 #endif
 	CHECK(off.code_adaptive, offsetof(PyCodeObject, co_code_adaptive));
 	CHECK(code_filename, offsetof(PyCodeObject, co_filename));

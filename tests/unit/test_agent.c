@@ -2,6 +2,7 @@
  * the conversion of raw BPF samples into batch stacks. */
 #include "testutil.h"
 
+#include <fcntl.h>
 #include <linux/types.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -701,30 +702,67 @@ static void test_python_symbolize(void **state)
 	memcpy(code + l->code_firstlineno, &first, 4);
 	python_next_generation(py);
 	(void)python_symbolize(py, pid, slot, qp, &s);
-	/* 3.13's own offset table: applied when it is one (cookie, version,
-	 * bounds), ignored otherwise. */
-	uint8_t dbg[352] = "xdebugpy";
-	uint64_t v = 0x030D00F0, o;
-	memcpy(dbg + 8, &v, 8);
-	struct py_layout l13 = *python_layout(EMBER_PY_VERSION(3, 13)), copy = l13;
-	const uint16_t at[] = { 40, 64, 72, 168, 184, 192, 232, 240, 248, 264, 280, 288, 296, 304, 312, 344 };
-	for (size_t i = 0; i < ARRAY_SIZE(at); i++) {
-		o = 16 + 8 * i;
-		memcpy(dbg + at[i], &o, 8);
+	/* The interpreter's own offset table (3.13, 3.14): applied when it is
+	 * one (cookie, version, bounds, not free-threaded), ignored otherwise. */
+	for (uint32_t minor = 13; minor <= 14; minor++) {
+		uint8_t dbg[512] = "xdebugpy";
+		uint32_t version = EMBER_PY_VERSION(3, minor) | 0xF0;
+		uint64_t v = version, o;
+		memcpy(dbg + 8, &v, 8);
+		const struct py_layout *base = python_layout(version);
+		assert_non_null(base);
+		const struct py_debug_positions *d = &base->debug;
+		assert_true(d->size > 0 && d->size <= sizeof(dbg));
+		const uint16_t at[] = { d->interpreters_head, d->interp_next, d->threads_head,
+					d->tstate_next, d->current_frame, d->thread_id,
+					d->frame_previous, d->frame_executable, d->frame_instr_ptr,
+					d->frame_owner, d->code_filename, d->code_name,
+					d->code_qualname, d->code_linetable, d->code_firstlineno,
+					d->code_adaptive };
+		for (size_t i = 0; i < ARRAY_SIZE(at); i++) {
+			o = 16 + 8 * i;
+			memcpy(dbg + at[i], &o, 8);
+		}
+		struct py_layout copy = *base;
+		assert_int_equal(python_apply_debug_offsets(dbg, d->size, version, &copy), 0);
+		assert_int_equal(copy.off.runtime_interpreters_head, 16);
+		assert_int_equal(copy.off.tstate_frame, 16 + 8 * 4);
+		assert_int_equal(copy.off.frame_owner, 16 + 8 * 9);
+		assert_int_equal(copy.off.code_adaptive, 16 + 8 * 15);
+		assert_int_equal(copy.code_firstlineno, 16 + 8 * 14);
+		assert_int_equal(copy.str_compact_data, base->str_compact_data); /* not in the table */
+		copy = *base;
+		assert_int_equal(python_apply_debug_offsets(dbg, d->size, EMBER_PY_VERSION(3, 12), &copy), -1);
+		assert_int_equal(python_apply_debug_offsets(dbg, d->size - 1, version, &copy), -1);
+		if (d->free_threaded) {
+			o = 1; /* a build without the GIL: other object layouts */
+			memcpy(dbg + d->free_threaded, &o, 8);
+			assert_int_equal(python_apply_debug_offsets(dbg, d->size, version, &copy), -1);
+			o = 0;
+			memcpy(dbg + d->free_threaded, &o, 8);
+		}
+		o = 4096; /* a code field the symbolizer would not read */
+		memcpy(dbg + d->code_name, &o, 8);
+		assert_int_equal(python_apply_debug_offsets(dbg, d->size, version, &copy), -1);
+		dbg[0] = 'X';
+		assert_int_equal(python_apply_debug_offsets(dbg, d->size, version, &copy), -1);
+		assert_memory_equal(&copy, base, sizeof(copy));
 	}
-	assert_int_equal(python_apply_debug_offsets(dbg, sizeof(dbg), 0x030D00F0, &copy), 0);
-	assert_int_equal(copy.off.tstate_frame, 16 + 8 * 4);
-	assert_int_equal(copy.off.code_adaptive, 16 + 8 * 15);
-	assert_int_equal(copy.code_firstlineno, 16 + 8 * 14);
-	copy = l13;
-	assert_int_equal(python_apply_debug_offsets(dbg, sizeof(dbg), 0x030C01F0, &copy), -1);
-	assert_int_equal(python_apply_debug_offsets(dbg, 100, 0x030D00F0, &copy), -1);
-	o = 4096; /* a code field the symbolizer would not read */
-	memcpy(dbg + 288, &o, 8);
-	assert_int_equal(python_apply_debug_offsets(dbg, sizeof(dbg), 0x030D00F0, &copy), -1);
-	dbg[0] = 'X';
-	assert_int_equal(python_apply_debug_offsets(dbg, sizeof(dbg), 0x030D00F0, &copy), -1);
-	assert_memory_equal(&copy, &l13, sizeof(copy));
+	/* Debian's interpreter, found by its symbols; a free-threaded build
+	 * (by its name: python3.13t) is refused. */
+	int fd = open("/usr/bin/python3.11", O_RDONLY);
+	assert_true(fd >= 0);
+	struct py_file pf;
+	assert_int_equal(python_inspect_file(fd, "python3.11", &pf), 0);
+	assert_int_equal(pf.version & 0xffff0000u, EMBER_PY_VERSION(3, 11));
+	assert_true(pf.runtime && pf.eval_lo < pf.eval_hi && pf.code_type);
+	assert_int_equal(python_inspect_file(fd, "python3.13t", &pf), -1);
+	assert_int_equal(python_inspect_file(fd, "libpython3.14t.so.1.0", &pf), -1);
+	close(fd);
+	/* Versions without a table have none to apply. */
+	struct py_layout l12 = *python_layout(EMBER_PY_VERSION(3, 12));
+	uint8_t none[512] = "xdebugpy";
+	assert_int_equal(python_apply_debug_offsets(none, sizeof(none), EMBER_PY_VERSION(3, 12), &l12), -1);
 	/* Another interpreter or process: forgotten. */
 	python_set_process(py, pid, 0, 0, NULL, 0);
 	assert_int_equal(python_symbolize(py, pid, slot, qp, &s), -1);
