@@ -1,18 +1,22 @@
-// app.js - ember's flame graph page: the controls, the view state in the
-// URL, the API calls, the tooltip and the keyboard, around the renderer in
-// flamegraph.js.
+// app.js - ember's page: the views and their navigation, the controls of
+// the top bar, the whole view state in the URL, and the flame graph view
+// (its API call, tooltip and keyboard, around the renderer in
+// flamegraph.js). The other views are modules (view_*.js, see common.js
+// for their contract), loaded when first shown.
 
 import { FlameGraph, FRAME_TYPES, baseColor, typeLabel } from './flamegraph.js';
+import { DEFAULT_PROJECT, RANGES, api, escapeHTML, filterFor, withFilter, apiErrorHTML } from './common.js';
 
-const DEFAULT_PROJECT = '00000000-0000-0000-0000-000000000000';
-const RANGES = {
-	'5m': [5 * 60, '5 minutes'],
-	'15m': [15 * 60, '15 minutes'],
-	'1h': [3600, 'hour'],
-	'6h': [6 * 3600, '6 hours'],
-	'24h': [24 * 3600, '24 hours'],
-	'7d': [7 * 86400, '7 days'],
+// Every view: its URL name and title. The flame graph is the default.
+const VIEWS = {
+	iq: 'Efficiency IQ',
+	flamegraph: 'Flamegraph',
+	functions: 'Top functions',
+	entities: 'Top entities',
+	diff: 'Diff',
 };
+// URL parameters of the page itself; any other belongs to the active view.
+const PAGE_PARAMS = new Set(['view', 'project', 'range', 'group', 'q', 's', 'f']);
 const GROUPS = {
 	none: [],
 	executable: ['executable'],
@@ -20,12 +24,15 @@ const GROUPS = {
 	host: ['host'],
 	process: ['process'],
 };
-const DEFAULTS = { project: DEFAULT_PROJECT, range: '15m', group: 'executable', q: '', s: '', f: [] };
+const DEFAULTS = { view: 'flamegraph', project: DEFAULT_PROJECT, range: '15m', group: 'executable', q: '', s: '', f: [], extra: [] };
 const ALWAYS_IN_LEGEND = ['native', 'kernel', 'synthetic', 'error'];
 
 const $ = (id) => document.getElementById(id);
 const el = {
 	controls: $('controls'),
+	nav: document.querySelector('.views-nav'),
+	groupField: $('group-field'),
+	flamegraphView: $('view-flamegraph'),
 	projectField: $('project-field'),
 	project: $('project'),
 	range: $('range'),
@@ -63,6 +70,9 @@ const nf = new Intl.NumberFormat('en-US');
 function readURL() {
 	const p = new URLSearchParams(location.search);
 	const s = { ...DEFAULTS };
+	const view = p.get('view');
+	if (view && VIEWS[view]) s.view = view;
+	s.extra = [...p.entries()].filter(([k]) => !PAGE_PARAMS.has(k));
 	const range = p.get('range');
 	if (range && RANGES[range]) s.range = range;
 	const group = p.get('group');
@@ -77,12 +87,14 @@ function readURL() {
 
 function urlOf(s) {
 	const p = new URLSearchParams();
+	if (s.view !== DEFAULTS.view) p.set('view', s.view);
 	if (s.project !== DEFAULTS.project) p.set('project', s.project);
 	if (s.range !== DEFAULTS.range) p.set('range', s.range);
 	if (s.group !== DEFAULTS.group) p.set('group', s.group);
 	if (s.q) p.set('q', s.q);
 	if (s.s) p.set('s', s.s);
 	for (const name of s.f) p.append('f', name);
+	for (const [k, v] of s.extra) p.append(k, v);
 	const qs = p.toString();
 	return location.pathname + (qs ? '?' + qs : '');
 }
@@ -101,6 +113,13 @@ function dataKey(s) {
 }
 
 function syncControls() {
+	el.groupField.hidden = state.view !== 'flamegraph';
+	for (const a of el.nav.querySelectorAll('a')) {
+		const v = a.dataset.view;
+		a.href = urlOf({ ...state, view: v, extra: v === state.view ? state.extra : [], s: '', f: [] });
+		if (v === state.view) a.setAttribute('aria-current', 'page');
+		else a.removeAttribute('aria-current');
+	}
 	el.range.value = state.range;
 	el.group.value = state.group;
 	el.query.value = state.q;
@@ -119,10 +138,6 @@ function showMessage(kind, html) {
 	el.message.className = 'message message-' + kind;
 	el.message.innerHTML = html;
 	el.message.hidden = false;
-}
-
-function escapeHTML(s) {
-	return String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]);
 }
 
 function expose() {
@@ -149,17 +164,9 @@ function expose() {
 // --- loading ----------------------------------------------------------------
 
 function requestBody() {
-	const end = Date.now();
 	seconds = RANGES[state.range][0];
-	const q = state.q.trim();
 	return {
-		filter: {
-			start_ts: end - seconds * 1000,
-			end_ts: end,
-			event_kind: 'on_cpu',
-			frame_mask: { patterns: [] },
-			query: q ? q : null,
-		},
+		filter: filterFor(seconds, state.q),
 		num_samples: null,
 		num_stat_buckets: null,
 		synthetic_frames: GROUPS[state.group],
@@ -543,6 +550,7 @@ el.canvas.addEventListener('blur', () => {
 });
 
 document.addEventListener('keydown', (ev) => {
+	if (state.view !== 'flamegraph') return;
 	const t = ev.target;
 	const typing = t instanceof HTMLInputElement || t instanceof HTMLSelectElement || t instanceof HTMLTextAreaElement;
 	if (ev.key === 'Escape') {
@@ -577,8 +585,116 @@ function applyControls(push) {
 	if (next.group !== state.group || next.project !== state.project) next.f = [];
 	state = next;
 	writeURL(push);
-	load();
+	if (state.view === 'flamegraph') load();
+	else showView();
 }
+
+// --- the views --------------------------------------------------------------
+
+const modules = {}; // view id -> its module, once loaded
+let shown = 'flamegraph'; // the view on screen
+let showSeq = 0;
+
+// The context a view module gets (common.js).
+function contextFor(view) {
+	const params = new URLSearchParams(state.extra);
+	return {
+		project: state.project,
+		range: state.range,
+		seconds: RANGES[state.range][0],
+		q: state.q,
+		filter: () => filterFor(RANGES[state.range][0], state.q),
+		api: (name, body, signal) => api(state.project, name, body, signal),
+		param: (name) => params.get(name),
+		setParams(obj, push) {
+			if (state.view !== view) return;
+			const p = new URLSearchParams(state.extra);
+			for (const [k, v] of Object.entries(obj)) {
+				if (PAGE_PARAMS.has(k)) continue;
+				if (v === null || v === undefined || v === '') p.delete(k);
+				else p.set(k, String(v));
+			}
+			state.extra = [...p.entries()];
+			writeURL(push);
+			syncControls();
+			showView();
+		},
+		go: (target, p = {}) => go(target, p),
+		addFilter(attr, value) {
+			state.q = withFilter(state.q, attr, value);
+			writeURL(true);
+			syncControls();
+			if (state.view === 'flamegraph') load();
+			else showView();
+		},
+		setState,
+	};
+}
+
+// Switches to a view; params may set q, group, range and its own parameters.
+function go(view, params = {}) {
+	if (!VIEWS[view]) return;
+	const next = { ...state, view, extra: [], s: '', f: [] };
+	for (const [k, v] of Object.entries(params)) {
+		if (v === null || v === undefined) continue;
+		if (k === 'q' || k === 'group' || k === 'range' || k === 's') next[k] = String(v);
+		else if (k === 'f') next.f = Array.isArray(v) ? v.map(String) : [String(v)];
+		else if (!PAGE_PARAMS.has(k)) next.extra.push([k, String(v)]);
+	}
+	if (!RANGES[next.range]) next.range = state.range;
+	state = next;
+	writeURL(true);
+	syncControls();
+	activate();
+}
+
+// Shows the view of `state`, hiding the others.
+function activate() {
+	const view = state.view;
+	if (shown !== view && shown !== 'flamegraph' && modules[shown]) modules[shown].hide();
+	shown = view;
+	document.title = view === 'flamegraph' ? 'ember' : `${VIEWS[view]} \u00b7 ember`;
+	for (const id of Object.keys(VIEWS)) $(`view-${id}`).hidden = id !== view;
+	if (view === 'flamegraph') {
+		hideHover();
+		if (dataKey(state) !== loadedKey) load();
+		else applyView();
+		return;
+	}
+	if (inflight) {
+		inflight.abort();
+		inflight = null;
+	}
+	hideHover();
+	showView();
+}
+
+async function showView() {
+	const view = state.view;
+	if (view === 'flamegraph') return;
+	const root = $(`view-${view}`);
+	const seq = ++showSeq;
+	if (!modules[view]) {
+		setState('loading');
+		try {
+			modules[view] = (await import(`./view_${view}.js`)).default;
+		} catch (e) {
+			root.innerHTML = apiErrorHTML(e);
+			setState('error');
+			return;
+		}
+		if (seq !== showSeq || state.view !== view) return;
+	}
+	modules[view].show(root, contextFor(view));
+}
+
+el.nav.addEventListener('click', (ev) => {
+	const a = ev.target.closest('a[data-view]');
+	if (!a || ev.ctrlKey || ev.metaKey || ev.shiftKey || ev.button !== 0) return;
+	ev.preventDefault();
+	if (a.dataset.view === state.view) return;
+	go(a.dataset.view, { q: state.q, range: state.range, group: state.group });
+});
 
 el.controls.addEventListener('submit', (ev) => {
 	ev.preventDefault();
@@ -595,8 +711,7 @@ el.search.addEventListener('keydown', (ev) => {
 window.addEventListener('popstate', () => {
 	state = readURL();
 	syncControls();
-	if (dataKey(state) !== loadedKey) load();
-	else applyView();
+	activate();
 });
 
 // Redraw when the width changes (window resize, zoom, scroll bar).
@@ -642,4 +757,4 @@ async function loadProjects() {
 
 syncControls();
 loadProjects();
-load();
+activate();

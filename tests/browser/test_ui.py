@@ -9,26 +9,16 @@ Screenshots land in build/test-artifacts/screenshots/.
 
 import json
 import os
-import shutil
-import sys
-import tempfile
 import time
 import urllib.parse
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from conftest import (PROJECT, SHOTS, no_errors, open_ui, search_params, shot,  # noqa: F401
+                      start_server, wait_state)
+from ember_batch import Batch, send_batch  # (tests/lib, on the path through conftest)
+from harness import http  # (tests/lib)
 
-from cdp import Chromium  # noqa: E402
-from ember_batch import Batch, send_batch  # noqa: E402  (tests/lib)
-from harness import Server, http  # noqa: E402  (tests/lib)
-
-ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-SERVER = os.path.join(ROOT, "build", "bin", "ember-server")
-SHOTS = os.path.join(ROOT, "build", "test-artifacts", "screenshots")
-PROJECT = "00000000-0000-0000-0000-000000000000"
 FG_URL = f"/public/api/v1/project/{PROJECT}/flamegraph/json"
 
 
@@ -42,20 +32,6 @@ def flamegraph(base, query=None, group="executable", seconds=900):
             "synthetic_frames": [group] if group else []}
     status, data = http("POST", base + FG_URL, body, {"Content-Type": "application/json"})
     return status, json.loads(data)
-
-
-def start_server(request):
-    """An ember-server on a free port with a data directory of its own;
-    both go away when the requesting fixture is finalized."""
-    if not os.access(SERVER, os.X_OK):
-        pytest.fail(f"{SERVER} is missing: run `make all` first")
-    data_dir = tempfile.mkdtemp(prefix="ember-browser-test-")
-    request.addfinalizer(lambda: shutil.rmtree(data_dir, ignore_errors=True))
-    srv = Server(os.path.join(data_dir, "data"))
-    request.addfinalizer(srv.stop)
-    srv.start()
-    srv.base = srv.url
-    return srv
 
 
 # One thread's profile: main -> compute (60%), main -> parse (30%), main
@@ -104,47 +80,6 @@ def empty_server(request):
     return start_server(request)
 
 
-@pytest.fixture(scope="module")
-def browser(request):
-    if not os.access("/usr/bin/chromium", os.X_OK) and "EMBER_CHROMIUM" not in os.environ:
-        pytest.skip("no /usr/bin/chromium (Debian package chromium)")
-    b = Chromium(width=1280, height=800)
-    request.addfinalizer(b.close)
-    return b
-
-
-@pytest.fixture
-def page(browser, request):
-    p = browser.new_page()
-    request.addfinalizer(lambda: browser.close_page(p))
-    return p
-
-
-def shot(page, name, full_page=False):
-    return page.screenshot(os.path.join(SHOTS, name + ".png"), full_page=full_page)
-
-
-def no_errors(page, allow=()):
-    """Asserts that the page logged no console error and threw nothing,
-    apart from entries matching one of allow (predicates)."""
-    page.pump(0.1)
-    errors = [e for e in page.errors if not any(a(e) for a in allow)]
-    assert not errors, "console errors or uncaught exceptions:\n" + "\n".join(map(str, errors))
-
-
-def open_ui(page, base, path="/", state="ready"):
-    page.navigate(base + path)
-    return wait_state(page, state)
-
-
-def wait_state(page, state, timeout=15):
-    page.wait_for("document.body.dataset.state !== 'loading'", timeout=timeout)
-    got = page.evaluate("document.body.dataset.state")
-    assert got == state, f"page state {got!r}, expected {state!r}; message: " + str(
-        page.evaluate("document.getElementById('message').innerText"))
-    return got
-
-
 def frames(page):
     return page.evaluate("window.emberFlamegraph.frames")
 
@@ -165,10 +100,6 @@ def frame_point(page, name):
     f = frame(page, name)
     r = canvas_rect(page)
     return r["x"] + f["x"] + f["width"] / 2, r["y"] + f["depth"] * 18 + 9
-
-
-def search_params(page):
-    return urllib.parse.parse_qs(urllib.parse.urlsplit(page.evaluate("location.href")).query)
 
 
 # --- the tests ------------------------------------------------------------

@@ -1,0 +1,202 @@
+// common.js - what every view of ember's UI shares: the time ranges, the
+// API call, number formatting, and the page's messages.
+//
+// The page (app.js) owns the URL and the controls in the top bar (project,
+// time range, query). A view other than the flame graph is a module that
+// exports default { id, title, show(root, ctx), hide() }:
+//   show(root, ctx)  called when the view becomes active and again whenever
+//                    the state changes while it is (time range, query,
+//                    project, its own URL parameters). root is the view's
+//                    <section>; the view fetches again only when what it
+//                    shows changed (compare a key of ctx's state).
+//   hide()           called when another view becomes active: abort
+//                    requests, stop timers.
+// ctx (built by app.js for each call):
+//   ctx.project, ctx.range (a RANGES key), ctx.seconds, ctx.q (the CEL query)
+//   ctx.filter()            the API's filter for the range and query
+//   ctx.api(name, body, signal)  POST /public/api/v1/project/{p}/{name}:
+//                           the JSON answer, or throws ApiError
+//   ctx.param(name)         this view's URL parameter (string or null)
+//   ctx.setParams(obj, push)  sets (null deletes) this view's URL parameters;
+//                           push: a step the back button undoes
+//   ctx.go(view, params)    switches view; params may set q, group, range and
+//                           the new view's own parameters
+//   ctx.addFilter(attr, value)  adds `attr == "value"` to the query (&&)
+//   ctx.setState(name)      body[data-state]: loading, ready, empty, error
+//                           (the browser tests wait on it)
+
+export const DEFAULT_PROJECT = '00000000-0000-0000-0000-000000000000';
+
+export const RANGES = {
+	'5m': [5 * 60, '5 minutes'],
+	'15m': [15 * 60, '15 minutes'],
+	'1h': [3600, 'hour'],
+	'6h': [6 * 3600, '6 hours'],
+	'24h': [24 * 3600, '24 hours'],
+	'7d': [7 * 86400, '7 days'],
+};
+
+export class ApiError extends Error {
+	constructor(status, message) {
+		super(message);
+		this.status = status;
+	}
+}
+
+// POSTs body to one of the project's queries; the JSON answer, or an
+// ApiError carrying the server's message (or the network's).
+export async function api(project, name, body, signal) {
+	let res, text;
+	try {
+		res = await fetch(`/public/api/v1/project/${encodeURIComponent(project)}/${name}`, {
+			method: 'POST',
+			headers: { 'Content-Type': 'application/json' },
+			body: JSON.stringify(body),
+			signal,
+		});
+		text = await res.text();
+	} catch (e) {
+		if (e.name === 'AbortError') throw e;
+		throw new ApiError(0, `cannot reach ember-server: ${e.message || e}`);
+	}
+	let json = null;
+	try {
+		json = JSON.parse(text);
+	} catch {
+		json = null;
+	}
+	if (!res.ok) throw new ApiError(res.status, json && json.error ? json.error : `HTTP ${res.status} ${res.statusText}`);
+	if (!json) throw new ApiError(res.status, 'unexpected answer: ' + text.slice(0, 200));
+	return json;
+}
+
+// The filter of the API for the last `seconds` and a CEL query ('' = none).
+export function filterFor(seconds, q, end = Date.now()) {
+	const query = (q || '').trim();
+	return {
+		start_ts: end - seconds * 1000,
+		end_ts: end,
+		event_kind: 'on_cpu',
+		frame_mask: { patterns: [] },
+		query: query ? query : null,
+	};
+}
+
+// `attr == "value"` added to a query with &&.
+export function withFilter(q, attr, value) {
+	const term = `${attr} == ${JSON.stringify(String(value))}`;
+	const cur = (q || '').trim();
+	if (!cur) return term;
+	if (cur.includes(term)) return cur;
+	return `(${cur}) && ${term}`;
+}
+
+export function escapeHTML(s) {
+	return String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]);
+}
+
+const nf = new Intl.NumberFormat('en-US');
+
+export function fmtInt(n) {
+	return nf.format(n);
+}
+
+export function fmtSamples(n) {
+	return `${nf.format(n)} sample${n === 1 ? '' : 's'}`;
+}
+
+// A percentage with as many digits as it needs.
+export function fmtPct(v) {
+	if (v === null || v === undefined || Number.isNaN(v)) return '\u2013';
+	const a = Math.abs(v);
+	return (a >= 10 || a === 0 ? v.toFixed(1) : a >= 0.01 ? v.toFixed(2) : v > 0 ? '<0.01' : '>-0.01') + '%';
+}
+
+export function pct(part, whole) {
+	return whole > 0 ? fmtPct((100 * part) / whole) : '0%';
+}
+
+// Cores, three significant digits.
+export function fmtCores(c) {
+	if (c === null || c === undefined || Number.isNaN(c)) return '\u2013';
+	const a = Math.abs(c);
+	if (a === 0) return '0';
+	if (a < 0.001) return c > 0 ? '<0.001' : '>-0.001';
+	return a >= 100 ? c.toFixed(0) : String(Number(c.toPrecision(3)));
+}
+
+// The message box of a view: kind is info, empty or error.
+export function messageHTML(kind, html) {
+	return `<div class="message message-${kind}" role="status">${html}</div>`;
+}
+
+export function errorHTML(title, detail) {
+	return messageHTML('error', `<strong>${escapeHTML(title)}.</strong> <span class="detail">${escapeHTML(detail)}</span>`);
+}
+
+// What to do when a range holds no samples.
+export function emptyHTML(rangeKey, q) {
+	const host = location.host || '127.0.0.1:8080';
+	const cmd = `sudo build/bin/ember-agent -collection-agent=${host} -disable-tls`;
+	const query = (q || '').trim();
+	const what = query
+		? `<p>No samples match the query <code>${escapeHTML(query)}</code> in the last ${RANGES[rangeKey][1]}. Clear the query or pick a longer time range.</p>`
+		: `<p><strong>No samples in the last ${RANGES[rangeKey][1]}.</strong> Pick a longer time range, or check that an agent is sending data.</p>`;
+	return messageHTML('empty', `${what}<p>Is ember-agent running? Start it with:</p><pre><code>${escapeHTML(cmd)}</code></pre>`);
+}
+
+// An error of a view's request, for the user.
+export function apiErrorHTML(e) {
+	if (e instanceof ApiError && e.status === 400) return errorHTML('The query was rejected', e.message);
+	if (e instanceof ApiError && e.status) return errorHTML(`The server answered ${e.status}`, e.message);
+	return errorHTML('Cannot reach ember-server', e.message || String(e));
+}
+
+// A sortable table: columns [{key, label, num, render(row)}]; clicking a
+// header sorts by it (numbers largest first). Returns the <table>.
+export function sortableTable(columns, rows, { sortKey, onSort, onRow, rowTitle } = {}) {
+	const table = document.createElement('table');
+	table.className = 'data-table';
+	const thead = table.createTHead().insertRow();
+	for (const c of columns) {
+		const th = document.createElement('th');
+		th.textContent = c.label;
+		th.dataset.key = c.key;
+		if (c.num) th.className = 'num';
+		if (onSort) {
+			th.tabIndex = 0;
+			th.setAttribute('role', 'button');
+			th.setAttribute('aria-sort', c.key === sortKey ? 'descending' : 'none');
+			const go = () => onSort(c.key);
+			th.addEventListener('click', go);
+			th.addEventListener('keydown', (ev) => {
+				if (ev.key === 'Enter' || ev.key === ' ') {
+					ev.preventDefault();
+					go();
+				}
+			});
+		}
+		thead.append(th);
+	}
+	const tbody = table.createTBody();
+	for (const r of rows) {
+		const tr = tbody.insertRow();
+		for (const c of columns) {
+			const td = tr.insertCell();
+			if (c.num) td.className = 'num';
+			const v = c.render ? c.render(r) : r[c.key];
+			if (v instanceof Node) td.append(v);
+			else td.textContent = v === null || v === undefined ? '' : String(v);
+		}
+		if (onRow) {
+			tr.tabIndex = 0;
+			tr.classList.add('clickable');
+			if (rowTitle) tr.title = rowTitle;
+			tr.addEventListener('click', (ev) => onRow(r, ev));
+			tr.addEventListener('keydown', (ev) => {
+				if (ev.key === 'Enter') onRow(r, ev);
+			});
+		}
+	}
+	return table;
+}
