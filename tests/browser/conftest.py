@@ -15,10 +15,10 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 
 from cdp import Chromium  # noqa: E402
-from harness import Server  # noqa: E402  (tests/lib)
+from harness import BIN, Server  # noqa: E402  (tests/lib)
 
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-SERVER = os.path.join(ROOT, "build", "bin", "ember-server")
+SERVER = os.path.join(BIN, "ember-server")  # EMBER_BUILD picks another build directory
 SHOTS = os.path.join(ROOT, "build", "test-artifacts", "screenshots")
 PROJECT = "00000000-0000-0000-0000-000000000000"
 
