@@ -5,7 +5,7 @@
 // for their contract), loaded when first shown.
 
 import { FlameGraph, FRAME_TYPES, baseColor, typeLabel } from './flamegraph.js';
-import { DEFAULT_PROJECT, RANGES, api, escapeHTML, filterFor, withFilter, apiErrorHTML } from './common.js';
+import { DEFAULT_PROJECT, RANGES, api, escapeHTML, filterFor, withFilter, apiErrorHTML, rangeText } from './common.js';
 
 // Every view: its URL name and title. The flame graph is the default.
 const VIEWS = {
@@ -16,7 +16,7 @@ const VIEWS = {
 	diff: 'Diff',
 };
 // URL parameters of the page itself; any other belongs to the active view.
-const PAGE_PARAMS = new Set(['view', 'project', 'range', 'group', 'q', 's', 'f']);
+const PAGE_PARAMS = new Set(['view', 'project', 'range', 'from', 'to', 'group', 'q', 's', 'f']);
 const GROUPS = {
 	none: [],
 	executable: ['executable'],
@@ -24,7 +24,13 @@ const GROUPS = {
 	host: ['host'],
 	process: ['process'],
 };
-const DEFAULTS = { view: 'flamegraph', project: DEFAULT_PROJECT, range: '15m', group: 'executable', q: '', s: '', f: [], extra: [] };
+const DEFAULTS = { view: 'flamegraph', project: DEFAULT_PROJECT, range: '15m', from: 0, to: 0, group: 'executable', q: '', s: '', f: [], extra: [] };
+// The time window of a state: its length in seconds and its end (Unix ms).
+function windowOf(s) {
+	if (s.range === 'custom') return { seconds: (s.to - s.from) / 1000, end: s.to };
+	return { seconds: RANGES[s.range][0], end: Date.now() };
+}
+
 const ALWAYS_IN_LEGEND = ['native', 'kernel', 'synthetic', 'error'];
 
 const $ = (id) => document.getElementById(id);
@@ -57,7 +63,7 @@ let fontSet = false;
 let state = readURL();
 let data = null; // the last good answer
 let loadedKey = ''; // what `data` answers (project, range, group, query)
-let seconds = RANGES[state.range][0]; // length of the range `data` covers
+let seconds = windowOf(state).seconds; // length of the range `data` covers
 let inflight = null; // AbortController of the running request
 let requestSeq = 0;
 let selected = -1; // frame chosen with the keyboard
@@ -75,6 +81,12 @@ function readURL() {
 	s.extra = [...p.entries()].filter(([k]) => !PAGE_PARAMS.has(k));
 	const range = p.get('range');
 	if (range && RANGES[range]) s.range = range;
+	const from = Number(p.get('from')), to = Number(p.get('to'));
+	if (range === 'custom' && Number.isSafeInteger(from) && Number.isSafeInteger(to) && from >= 0 && to > from) {
+		s.range = 'custom';
+		s.from = from;
+		s.to = to;
+	}
 	const group = p.get('group');
 	if (group && GROUPS[group]) s.group = group;
 	const project = p.get('project');
@@ -90,6 +102,10 @@ function urlOf(s) {
 	if (s.view !== DEFAULTS.view) p.set('view', s.view);
 	if (s.project !== DEFAULTS.project) p.set('project', s.project);
 	if (s.range !== DEFAULTS.range) p.set('range', s.range);
+	if (s.range === 'custom') {
+		p.set('from', String(s.from));
+		p.set('to', String(s.to));
+	}
 	if (s.group !== DEFAULTS.group) p.set('group', s.group);
 	if (s.q) p.set('q', s.q);
 	if (s.s) p.set('s', s.s);
@@ -109,7 +125,7 @@ function writeURL(push) {
 }
 
 function dataKey(s) {
-	return JSON.stringify([s.project, s.range, s.group, s.q.trim()]);
+	return JSON.stringify([s.project, s.range, s.from, s.to, s.group, s.q.trim()]);
 }
 
 function syncControls() {
@@ -120,6 +136,15 @@ function syncControls() {
 		if (v === state.view) a.setAttribute('aria-current', 'page');
 		else a.removeAttribute('aria-current');
 	}
+	let custom = el.range.querySelector('option[value="custom"]');
+	if (state.range === 'custom') {
+		if (!custom) {
+			custom = document.createElement('option');
+			custom.value = 'custom';
+			el.range.append(custom);
+		}
+		custom.textContent = rangeText('custom', state.from, state.to);
+	} else if (custom) custom.remove();
 	el.range.value = state.range;
 	el.group.value = state.group;
 	el.query.value = state.q;
@@ -164,9 +189,10 @@ function expose() {
 // --- loading ----------------------------------------------------------------
 
 function requestBody() {
-	seconds = RANGES[state.range][0];
+	const w = windowOf(state);
+	seconds = w.seconds;
 	return {
-		filter: filterFor(seconds, state.q),
+		filter: filterFor(seconds, state.q, w.end),
 		num_samples: null,
 		num_stat_buckets: null,
 		synthetic_frames: GROUPS[state.group],
@@ -241,7 +267,7 @@ function showEmpty() {
 	el.graph.classList.remove('stale');
 	el.resetZoom.hidden = true;
 	el.matchInfo.textContent = '';
-	el.summary.textContent = `0 samples in the last ${RANGES[state.range][1]}`;
+	el.summary.textContent = `0 samples in ${rangeText(state.range, state.from, state.to)}`;
 	updateLegend();
 	const host = location.host || '127.0.0.1:8080';
 	const cmd = `sudo build/bin/ember-agent -collection-agent=${host} -disable-tls`;
@@ -320,7 +346,7 @@ function updateSummary() {
 	const parts = [samplesText(total)];
 	if (data.sample_rate_hz) parts.push(`${data.sample_rate_hz} Hz`);
 	const c = cores(total);
-	if (c !== null) parts.push(`${c} cores avg over ${RANGES[state.range][1]}`);
+	if (c !== null) parts.push(`${c} cores avg over ${rangeText(state.range, state.from, state.to).replace(/^the last /, 'the ')}`);
 	el.summary.textContent = parts.join(' \u00b7 ');
 	const qs = data.query_stats;
 	el.summary.title = qs ? `server query: ${qs.time_ms} ms, ${qs.rows_matched} rows, ${data.distinct_stacks} stacks, ${data.nodes} nodes; fetched in ${Math.round(data.fetchMs)} ms` : '';
@@ -598,12 +624,20 @@ let showSeq = 0;
 // The context a view module gets (common.js).
 function contextFor(view) {
 	const params = new URLSearchParams(state.extra);
+	const w = windowOf(state);
 	return {
 		project: state.project,
 		range: state.range,
-		seconds: RANGES[state.range][0],
+		seconds: w.seconds,
+		start_ts: w.end - w.seconds * 1000,
+		end_ts: w.end,
+		rangeText: rangeText(state.range, state.from, state.to),
 		q: state.q,
-		filter: () => filterFor(RANGES[state.range][0], state.q),
+		filter: () => {
+			const now = windowOf(state);
+			return filterFor(now.seconds, state.q, now.end);
+		},
+		setTimeRange: (from, to) => setTimeRange(from, to),
 		api: (name, body, signal) => api(state.project, name, body, signal),
 		param: (name) => params.get(name),
 		setParams(obj, push) {
@@ -631,6 +665,16 @@ function contextFor(view) {
 	};
 }
 
+// Makes [from, to) (Unix ms) the page's time range: a chart's drag-to-zoom.
+function setTimeRange(from, to) {
+	if (!(to > from)) return;
+	state = { ...state, range: 'custom', from: Math.floor(from), to: Math.ceil(to), f: [] };
+	writeURL(true);
+	syncControls();
+	if (state.view === 'flamegraph') load();
+	else showView();
+}
+
 // Switches to a view; params may set q, group, range and its own parameters.
 function go(view, params = {}) {
 	if (!VIEWS[view]) return;
@@ -641,7 +685,7 @@ function go(view, params = {}) {
 		else if (k === 'f') next.f = Array.isArray(v) ? v.map(String) : [String(v)];
 		else if (!PAGE_PARAMS.has(k)) next.extra.push([k, String(v)]);
 	}
-	if (!RANGES[next.range]) next.range = state.range;
+	if (!RANGES[next.range] && next.range !== 'custom') next.range = state.range;
 	state = next;
 	writeURL(true);
 	syncControls();

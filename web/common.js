@@ -12,8 +12,12 @@
 //   hide()           called when another view becomes active: abort
 //                    requests, stop timers.
 // ctx (built by app.js for each call):
-//   ctx.project, ctx.range (a RANGES key), ctx.seconds, ctx.q (the CEL query)
+//   ctx.project, ctx.range (a RANGES key, or 'custom'), ctx.seconds, ctx.q
+//                           (the CEL query), ctx.start_ts, ctx.end_ts (Unix ms)
+//   ctx.rangeText           "the last 15 minutes", or the custom range
 //   ctx.filter()            the API's filter for the range and query
+//   ctx.setTimeRange(startMs, endMs)  makes the page's range that absolute
+//                           range (a chart's drag-to-zoom)
 //   ctx.api(name, body, signal)  POST /public/api/v1/project/{p}/{name}:
 //                           the JSON answer, or throws ApiError
 //   ctx.param(name)         this view's URL parameter (string or null)
@@ -134,14 +138,23 @@ export function errorHTML(title, detail) {
 	return messageHTML('error', `<strong>${escapeHTML(title)}.</strong> <span class="detail">${escapeHTML(detail)}</span>`);
 }
 
-// What to do when a range holds no samples.
-export function emptyHTML(rangeKey, q) {
+// "the last 15 minutes" for a RANGES key; for a custom range, from - to.
+export function rangeText(range, startMs, endMs) {
+	if (RANGES[range]) return `the last ${RANGES[range][1]}`;
+	const f = (ms) => new Date(ms).toLocaleString();
+	return `${f(startMs)} \u2013 ${f(endMs)}`;
+}
+
+// What to do when a range holds no samples; range: a RANGES key or the
+// text of a range (ctx.rangeText).
+export function emptyHTML(range, q) {
+	const text = RANGES[range] ? `the last ${RANGES[range][1]}` : String(range);
 	const host = location.host || '127.0.0.1:8080';
 	const cmd = `sudo build/bin/ember-agent -collection-agent=${host} -disable-tls`;
 	const query = (q || '').trim();
 	const what = query
-		? `<p>No samples match the query <code>${escapeHTML(query)}</code> in the last ${RANGES[rangeKey][1]}. Clear the query or pick a longer time range.</p>`
-		: `<p><strong>No samples in the last ${RANGES[rangeKey][1]}.</strong> Pick a longer time range, or check that an agent is sending data.</p>`;
+		? `<p>No samples match the query <code>${escapeHTML(query)}</code> in ${escapeHTML(text)}. Clear the query or pick a longer time range.</p>`
+		: `<p><strong>No samples in ${escapeHTML(text)}.</strong> Pick a longer time range, or check that an agent is sending data.</p>`;
 	return messageHTML('empty', `${what}<p>Is ember-agent running? Start it with:</p><pre><code>${escapeHTML(cmd)}</code></pre>`);
 }
 
