@@ -5,7 +5,8 @@
 // for their contract), loaded when first shown.
 
 import { FlameGraph, FRAME_TYPES, baseColor, typeLabel } from './flamegraph.js';
-import { DEFAULT_PROJECT, RANGES, api, escapeHTML, filterFor, withFilter, apiErrorHTML, rangeText } from './common.js';
+import { DEFAULT_PROJECT, RANGES, api, escapeHTML, filterFor, withFilter, apiErrorHTML, rangeText, sortableTable, fmtPct, fmtCores } from './common.js';
+import { transformTree, settingsActive } from './fgtransform.js';
 
 // Every view: its URL name and title. The flame graph is the default.
 const VIEWS = {
@@ -16,15 +17,37 @@ const VIEWS = {
 	diff: 'Diff',
 };
 // URL parameters of the page itself; any other belongs to the active view.
-const PAGE_PARAMS = new Set(['view', 'project', 'range', 'from', 'to', 'group', 'q', 's', 'f']);
+const PAGE_PARAMS = new Set(['view', 'project', 'range', 'from', 'to', 'group', 'q', 's', 'f', 'hide', 'o']);
+// Display settings (URL parameter o, the ones that differ from the
+// defaults): unsym/rec = do not collapse unsymbolized runs / recursion,
+// raw = names as compiled, addr = addresses of unsymbolized frames,
+// verbose = parameter lists.
+const OPTIONS = ['unsym', 'rec', 'raw', 'addr', 'verbose'];
 const GROUPS = {
 	none: [],
 	executable: ['executable'],
 	thread: ['thread'],
 	host: ['host'],
 	process: ['process'],
+	script: ['script'],
+	container: ['container'],
+	deployment: ['deployment'],
+	namespace: ['namespace'],
+	pod: ['pod'],
 };
-const DEFAULTS = { view: 'flamegraph', project: DEFAULT_PROJECT, range: '15m', from: 0, to: 0, group: 'executable', q: '', s: '', f: [], extra: [] };
+// The attribute a group frame of each kind stands for (Add as filter).
+const GROUP_ATTRIBUTES = {
+	executable: 'process.executable.name',
+	thread: 'thread.name',
+	host: 'host.name',
+	process: 'process.pid',
+	script: 'script.name',
+	container: 'container.name',
+	deployment: 'k8s.deployment.name',
+	namespace: 'k8s.namespace.name',
+	pod: 'k8s.pod.name',
+};
+const DEFAULTS = { view: 'flamegraph', project: DEFAULT_PROJECT, range: '15m', from: 0, to: 0, group: 'executable', q: '', s: '', f: [], hide: [], o: [], extra: [] };
 // The time window of a state: its length in seconds and its end (Unix ms).
 function windowOf(s) {
 	if (s.range === 'custom') return { seconds: (s.to - s.from) / 1000, end: s.to };
@@ -52,6 +75,12 @@ const el = {
 	message: $('message'),
 	graph: $('graph'),
 	canvas: $('flamegraph'),
+	minimap: $('minimap'),
+	settings: $('settings'),
+	settingsButton: $('settings-button'),
+	helpButton: $('help-button'),
+	help: $('help'),
+	menu: $('context-menu'),
 	hoverBox: $('hover-box'),
 	hint: $('hint'),
 	tooltip: $('tooltip'),
@@ -94,6 +123,8 @@ function readURL() {
 	s.q = p.get('q') || '';
 	s.s = p.get('s') || '';
 	s.f = p.getAll('f');
+	s.hide = (p.get('hide') || '').split(',').filter((t) => FRAME_TYPES[t] && t !== 'root');
+	s.o = (p.get('o') || '').split(',').filter((o) => OPTIONS.includes(o));
 	return s;
 }
 
@@ -110,6 +141,8 @@ function urlOf(s) {
 	if (s.q) p.set('q', s.q);
 	if (s.s) p.set('s', s.s);
 	for (const name of s.f) p.append('f', name);
+	if (s.hide.length) p.set('hide', s.hide.join(','));
+	if (s.o.length) p.set('o', s.o.join(','));
 	for (const [k, v] of s.extra) p.append(k, v);
 	const qs = p.toString();
 	return location.pathname + (qs ? '?' + qs : '');
@@ -125,7 +158,7 @@ function writeURL(push) {
 }
 
 function dataKey(s) {
-	return JSON.stringify([s.project, s.range, s.from, s.to, s.group, s.q.trim()]);
+	return JSON.stringify([s.project, s.range, s.from, s.to, s.group, s.q.trim(), s.o.includes('raw'), s.o.includes('verbose')]);
 }
 
 function syncControls() {
@@ -147,6 +180,7 @@ function syncControls() {
 	} else if (custom) custom.remove();
 	el.range.value = state.range;
 	el.group.value = state.group;
+	syncSettings();
 	el.query.value = state.q;
 	if (document.activeElement !== el.search) el.search.value = state.s;
 	if (el.project.value !== state.project && [...el.project.options].some((o) => o.value === state.project))
@@ -180,6 +214,7 @@ function expose() {
 		matchedTotal: hasData ? fg.searchResult.total : 0,
 		matchedShare: hasData ? fg.searchResult.share : 0,
 		renderMs: fg.lastRenderMs || 0,
+		view: { x0: fg.viewX0, x1: fg.viewX1, scrollY: fg.scrollY, height: fg.viewHeight, content: fg.contentHeight },
 		width: fg.width,
 		truncated: fg.truncatedRows,
 		graph: fg,
@@ -196,6 +231,8 @@ function requestBody() {
 		num_samples: null,
 		num_stat_buckets: null,
 		synthetic_frames: GROUPS[state.group],
+		raw_names: state.o.includes('raw'),
+		verbose_names: state.o.includes('verbose'),
 	};
 }
 
@@ -241,7 +278,7 @@ async function load() {
 	data = json;
 	data.fetchMs = performance.now() - t0;
 	loadedKey = key;
-	fg.setData(data);
+	shownKey = '';
 	applyView();
 }
 
@@ -249,7 +286,9 @@ function showError(title, detail) {
 	data = null;
 	loadedKey = '';
 	fg.setData({ total: 0, root: { name: 'root', frame_type: 'root', self: 0, total: 0, children: [] } });
+	shownKey = '';
 	el.graph.hidden = true;
+	el.minimap.hidden = true;
 	el.hint.hidden = true;
 	el.graph.classList.remove('stale');
 	el.summary.textContent = '';
@@ -263,6 +302,7 @@ function showError(title, detail) {
 
 function showEmpty() {
 	el.graph.hidden = true;
+	el.minimap.hidden = true;
 	el.hint.hidden = true;
 	el.graph.classList.remove('stale');
 	el.resetZoom.hidden = true;
@@ -282,12 +322,49 @@ function showEmpty() {
 	expose();
 }
 
+// The display settings of the state, for fgtransform.js.
+function displayOptions(s) {
+	return {
+		hide: new Set(s.hide),
+		collapseRecursion: !s.o.includes('rec'),
+		collapseUnsymbolized: !s.o.includes('unsym'),
+		addresses: s.o.includes('addr'),
+	};
+}
+
+let shownKey = ''; // the settings the graph's tree was made with
+
+// Gives the renderer the loaded tree with the display settings applied.
+function applySettings() {
+	const key = JSON.stringify([state.hide, state.o]);
+	if (key === shownKey) return;
+	shownKey = key;
+	const opts = displayOptions(state);
+	const root = settingsActive(opts) ? transformTree(data.root, opts) : data.root;
+	fg.setData({ ...data, root });
+	fg.typesSeen = typesIn(data.root);
+}
+
+// Frame types present in the answer (the legend lists hidden ones too).
+function typesIn(root) {
+	const seen = new Set();
+	const stack = [root];
+	while (stack.length) {
+		const n = stack.pop();
+		if (n.frame_type) seen.add(n.frame_type);
+		if (n.children) for (const c of n.children) stack.push(c);
+	}
+	return seen;
+}
+
 // Applies the focus and search of `state` to the loaded data, then draws.
 function applyView() {
 	if (!data) return;
+	applySettings();
 	if (!(fg.grandTotal > 0)) return showEmpty();
 	el.message.hidden = true;
 	el.graph.hidden = false;
+	el.minimap.hidden = false;
 	el.hint.hidden = false;
 	el.graph.classList.remove('stale');
 	const { index, complete } = fg.findPath(state.f);
@@ -311,8 +388,11 @@ function draw() {
 		fg.font = `12px ${getComputedStyle(document.body).fontFamily}`;
 		fontSet = true;
 	}
-	fg.render(el.graph.clientWidth);
-	el.resetZoom.hidden = fg.focus === 0;
+	const top = el.graph.getBoundingClientRect().top;
+	const avail = Math.max(240, Math.floor(window.innerHeight - Math.max(top, 0) - 12));
+	fg.render(el.graph.clientWidth, avail);
+	drawMinimap();
+	el.resetZoom.hidden = fg.focus === 0 && !fg.zoomed;
 	const name = fg.focus ? String(fg.node(fg.focus).name) : '';
 	document.title = name ? `${name} \u00b7 ember` : 'ember';
 	if (selected >= 0) showSelection();
@@ -353,10 +433,10 @@ function updateSummary() {
 }
 
 function updateLegend() {
-	el.legend.hidden = !(fg.grandTotal > 0);
+	el.legend.hidden = !(data && data.total > 0);
 	const types = ALWAYS_IN_LEGEND.slice();
 	for (const t of Object.keys(FRAME_TYPES))
-		if (fg.typesSeen.has(t) && !types.includes(t) && t !== 'root') types.push(t);
+		if ((fg.typesSeen.has(t) || state.hide.includes(t)) && !types.includes(t) && t !== 'root') types.push(t);
 	el.legend.replaceChildren(
 		...types.map((t) => {
 			const li = document.createElement('li');
@@ -365,10 +445,40 @@ function updateLegend() {
 			sw.style.background = baseColor(t);
 			sw.setAttribute('aria-hidden', 'true');
 			li.append(sw, typeLabel(t));
+			li.dataset.type = t;
+			if (t !== 'synthetic') {
+				// Synthetic frames are the group-by levels: hide them
+				// with Group by: None.
+				const off = state.hide.includes(t);
+				li.className = 'toggle' + (off ? ' off' : '');
+				li.tabIndex = 0;
+				li.setAttribute('role', 'switch');
+				li.setAttribute('aria-checked', String(!off));
+				li.title = off ? `Show ${typeLabel(t)} frames` : `Hide ${typeLabel(t)} frames (their callees move up)`;
+			}
 			return li;
 		})
 	);
 }
+
+function toggleType(t) {
+	state.hide = state.hide.includes(t) ? state.hide.filter((x) => x !== t) : [...state.hide, t];
+	state.f = [];
+	writeURL(true);
+	applyView();
+}
+
+el.legend.addEventListener('click', (ev) => {
+	const li = ev.target.closest('li.toggle');
+	if (li) toggleType(li.dataset.type);
+});
+el.legend.addEventListener('keydown', (ev) => {
+	const li = ev.target.closest('li.toggle');
+	if (li && (ev.key === 'Enter' || ev.key === ' ')) {
+		ev.preventDefault();
+		toggleType(li.dataset.type);
+	}
+});
 
 // --- search -----------------------------------------------------------------
 
@@ -420,7 +530,7 @@ function zoomTo(i) {
 	draw();
 }
 
-el.resetZoom.addEventListener('click', () => zoomTo(0));
+el.resetZoom.addEventListener('click', () => resetZoom());
 
 // --- tooltip and hover ------------------------------------------------------
 
@@ -496,12 +606,308 @@ el.canvas.addEventListener('mousemove', (ev) => {
 });
 el.canvas.addEventListener('mouseleave', hideHover);
 el.canvas.addEventListener('click', (ev) => {
+	if (dragged) return; // the end of a pan, not a click
+	const [x, y] = canvasPoint(ev);
+	const i = fg.hit(x, y);
+	selected = -1;
+	if (i < 0) return resetZoom(); // empty space
+	zoomTo(i === fg.focus && i !== 0 ? fg.parent[i] : i);
+});
+
+function resetZoom() {
+	if (fg.focus !== 0) return zoomTo(0);
+	fg.resetView();
+	draw();
+}
+
+// --- pan and zoom: wheel, drag, minimap -------------------------------------
+
+// Redraws at most once per animation frame while panning.
+let panFrame = 0;
+function redrawSoon() {
+	if (panFrame) return;
+	panFrame = requestAnimationFrame(() => {
+		panFrame = 0;
+		draw();
+	});
+}
+
+el.canvas.addEventListener(
+	'wheel',
+	(ev) => {
+		if (!data || !(fg.grandTotal > 0)) return;
+		const unit = ev.deltaMode === 1 ? 18 : ev.deltaMode === 2 ? fg.viewHeight : 1;
+		if (ev.ctrlKey || ev.metaKey) {
+			const [x] = canvasPoint(ev);
+			fg.zoomAt(x, Math.exp(ev.deltaY * unit * 0.0025));
+		} else if (ev.shiftKey || Math.abs(ev.deltaX) > Math.abs(ev.deltaY)) {
+			const d = (ev.shiftKey && !ev.deltaX ? ev.deltaY : ev.deltaX) * unit;
+			fg.panBy(d, 0);
+		} else {
+			// Up and down; at the graph's ends the page scrolls.
+			const before = fg.scrollY;
+			fg.panBy(0, ev.deltaY * unit);
+			if (fg.scrollY === before) return;
+		}
+		ev.preventDefault();
+		hideHover();
+		redrawSoon();
+	},
+	{ passive: false }
+);
+
+let drag = null, dragged = false;
+el.canvas.addEventListener('mousedown', (ev) => {
+	if (ev.button !== 0 || !data) return;
+	drag = { x: ev.clientX, y: ev.clientY, moved: false };
+	dragged = false;
+});
+window.addEventListener('mousemove', (ev) => {
+	if (!drag) return;
+	const dx = ev.clientX - drag.x, dy = ev.clientY - drag.y;
+	if (!drag.moved && Math.abs(dx) + Math.abs(dy) < 4) return;
+	drag.moved = true;
+	el.canvas.classList.add('grabbing');
+	hideHover();
+	fg.panBy(-dx, -dy);
+	drag.x = ev.clientX;
+	drag.y = ev.clientY;
+	redrawSoon();
+});
+window.addEventListener('mouseup', () => {
+	if (!drag) return;
+	dragged = drag.moved;
+	drag = null;
+	el.canvas.classList.remove('grabbing');
+	// A click event follows mouseup: it sees `dragged`, then it resets.
+	setTimeout(() => (dragged = false), 0);
+});
+
+function drawMinimap() {
+	if (el.minimap.hidden) return;
+	fg.renderMinimap(el.minimap, el.graph.clientWidth, 48);
+}
+
+let miniDrag = false;
+function minimapMove(ev) {
+	const r = el.minimap.getBoundingClientRect();
+	fg.centerOn((ev.clientX - r.left) / r.width, (ev.clientY - r.top) / r.height);
+	redrawSoon();
+}
+el.minimap.addEventListener('mousedown', (ev) => {
+	if (ev.button !== 0 || !data) return;
+	miniDrag = true;
+	ev.preventDefault();
+	minimapMove(ev);
+});
+window.addEventListener('mousemove', (ev) => miniDrag && minimapMove(ev));
+window.addEventListener('mouseup', () => (miniDrag = false));
+
+// --- the context menu ---------------------------------------------------------
+
+function menuItems(i) {
+	const n = fg.node(i);
+	const name = String(n.name);
+	const items = [];
+	if (i !== fg.focus) items.push(['Focus on this frame', () => zoomTo(i)]);
+	if (fg.typeName(i) === 'synthetic') {
+		// A group-by level: its attribute is a filter.
+		const attr = GROUP_ATTRIBUTES[groupLevelOf(i)];
+		if (attr && !name.startsWith('[no ')) {
+			items.push([`Add filter ${attr} == "${name}"`, () => addQueryFilter(attr, name)]);
+			items.push([`Top functions of this ${groupLevelOf(i)}`, () => go('functions', { q: withFilter(state.q, attr, name) })]);
+		}
+	} else if (i !== 0) {
+		items.push(['Sandwich view: callers and callees', () => go('functions', { q: state.q, fn: name, bin: n.binary || null })]);
+		items.push(['Top functions under this frame', () => showTopUnder(i)]);
+		items.push(['Search for this function', () => setSearchTerm(name)]);
+	}
+	items.push(['Copy name', () => copyText(name)]);
+	return items;
+}
+
+// The group-by level of a synthetic frame (its depth among the levels).
+function groupLevelOf(i) {
+	const levels = GROUPS[state.group];
+	return levels[Math.max(0, Math.min(levels.length - 1, fg.depth[i] - 1))] || state.group;
+}
+
+function addQueryFilter(attr, value) {
+	state.q = withFilter(state.q, attr, value);
+	state.f = [];
+	writeURL(true);
+	syncControls();
+	load();
+}
+
+function setSearchTerm(term) {
+	state.s = term;
+	el.search.value = term;
+	writeURL(true);
+	runSearch();
+	draw();
+}
+
+async function copyText(text) {
+	try {
+		await navigator.clipboard.writeText(text);
+	} catch {
+		// No clipboard permission (plain HTTP, headless): the old way.
+		const ta = document.createElement('textarea');
+		ta.value = text;
+		document.body.append(ta);
+		ta.select();
+		document.execCommand('copy');
+		ta.remove();
+	}
+	el.summary.dataset.copied = text;
+}
+
+// The functions in node i's subtree: self and total samples per name (a
+// name on a path twice counts once in total), largest self first.
+function functionsUnder(i) {
+	const rows = new Map();
+	const path = [], onPath = new Map();
+	for (let j = i; j < fg.next[i]; j++) {
+		while (path.length && fg.next[path[path.length - 1]] <= j) {
+			const name = String(fg.node(path.pop()).name);
+			onPath.set(name, onPath.get(name) - 1);
+		}
+		const name = String(fg.node(j).name);
+		if (fg.typeName(j) !== 'synthetic' && j !== 0) {
+			let r = rows.get(name);
+			if (!r) rows.set(name, (r = { name, type: fg.typeName(j), self: 0, total: 0 }));
+			r.self += fg.self[j];
+			if (!onPath.get(name)) r.total += fg.total[j];
+		}
+		path.push(j);
+		onPath.set(name, (onPath.get(name) || 0) + 1);
+	}
+	return [...rows.values()].sort((a, b) => b.self - a.self || b.total - a.total);
+}
+
+function showTopUnder(i) {
+	const dlg = $('under-dialog');
+	const rows = functionsUnder(i).slice(0, 50);
+	const whole = fg.total[i];
+	const hz = data && data.sample_rate_hz;
+	const coresOf = (v) => (hz && seconds ? fmtCores(v / hz / seconds) : '\u2013');
+	dlg.querySelector('h2').textContent = `Top functions under ${i === 0 ? 'all samples' : fg.node(i).name}`;
+	const table = sortableTable(
+		[
+			{ key: 'name', label: 'Function', render: (r) => r.name },
+			{ key: 'self', label: 'Self cores', num: true, render: (r) => coresOf(r.self) },
+			{ key: 'selfp', label: 'Self % of frame', num: true, render: (r) => fmtPct((100 * r.self) / whole) },
+			{ key: 'total', label: 'Total % of frame', num: true, render: (r) => fmtPct((100 * r.total) / whole) },
+		],
+		rows,
+		{
+			onRow: (r) => {
+				dlg.close();
+				setSearchTerm(r.name);
+			},
+			rowTitle: 'Search the graph for this function',
+		}
+	);
+	table.querySelectorAll('tbody tr td:first-child').forEach((td) => td.classList.add('name'));
+	dlg.querySelector('.under-table').replaceChildren(table);
+	dlg.showModal();
+}
+
+function closeMenu() {
+	el.menu.hidden = true;
+	el.menu.replaceChildren();
+}
+
+el.canvas.addEventListener('contextmenu', (ev) => {
 	const [x, y] = canvasPoint(ev);
 	const i = fg.hit(x, y);
 	if (i < 0) return;
-	selected = -1;
-	zoomTo(i === fg.focus && i !== 0 ? fg.parent[i] : i);
+	ev.preventDefault();
+	hideHover();
+	const title = document.createElement('li');
+	title.className = 'title';
+	title.textContent = i === 0 ? 'all samples' : String(fg.node(i).name);
+	const lis = menuItems(i).map(([label, run]) => {
+		const li = document.createElement('li');
+		li.setAttribute('role', 'menuitem');
+		li.tabIndex = -1;
+		li.textContent = label;
+		li.addEventListener('click', () => {
+			closeMenu();
+			run();
+		});
+		li.addEventListener('keydown', (e) => {
+			if (e.key === 'Enter') {
+				closeMenu();
+				run();
+			}
+		});
+		return li;
+	});
+	el.menu.replaceChildren(title, ...lis);
+	el.menu.hidden = false;
+	const w = el.menu.offsetWidth, h = el.menu.offsetHeight;
+	el.menu.style.left = Math.min(ev.clientX, window.innerWidth - w - 4) + 'px';
+	el.menu.style.top = Math.min(ev.clientY, window.innerHeight - h - 4) + 'px';
+	lis[0].focus();
 });
+document.addEventListener('mousedown', (ev) => {
+	if (!el.menu.hidden && !el.menu.contains(ev.target)) closeMenu();
+	if (!el.settings.hidden && !el.settings.contains(ev.target) && ev.target !== el.settingsButton) toggleSettings(false);
+});
+el.menu.addEventListener('keydown', (ev) => {
+	const items = [...el.menu.querySelectorAll('[role="menuitem"]')];
+	const at = items.indexOf(document.activeElement);
+	if (ev.key === 'Escape') {
+		closeMenu();
+		el.canvas.focus();
+	} else if (ev.key === 'ArrowDown' || ev.key === 'ArrowUp') {
+		ev.preventDefault();
+		items[(at + (ev.key === 'ArrowDown' ? 1 : items.length - 1)) % items.length].focus();
+	}
+});
+
+// --- settings and help ----------------------------------------------------------
+
+function toggleSettings(open) {
+	el.settings.hidden = !open;
+	el.settingsButton.setAttribute('aria-expanded', String(open));
+}
+
+function syncSettings() {
+	const f = el.settings.elements;
+	f.unsym.checked = !state.o.includes('unsym');
+	f.rec.checked = !state.o.includes('rec');
+	f.common.checked = !state.o.includes('raw');
+	f.addr.checked = state.o.includes('addr');
+	f.verbose.checked = state.o.includes('verbose');
+}
+
+el.settingsButton.addEventListener('click', () => toggleSettings(el.settings.hidden));
+el.settings.addEventListener('change', () => {
+	const f = el.settings.elements;
+	const o = [];
+	if (!f.unsym.checked) o.push('unsym');
+	if (!f.rec.checked) o.push('rec');
+	if (!f.common.checked) o.push('raw');
+	if (f.addr.checked) o.push('addr');
+	if (f.verbose.checked) o.push('verbose');
+	applyOptions(o);
+});
+$('settings-reset').addEventListener('click', () => applyOptions([]));
+
+function applyOptions(o) {
+	const refetch = o.includes('raw') !== state.o.includes('raw') || o.includes('verbose') !== state.o.includes('verbose');
+	state.o = o;
+	state.f = [];
+	writeURL(true);
+	syncSettings();
+	if (refetch) load();
+	else applyView();
+}
+
+el.helpButton.addEventListener('click', () => el.help.showModal());
 
 // --- keyboard ---------------------------------------------------------------
 
@@ -580,6 +986,8 @@ document.addEventListener('keydown', (ev) => {
 	const t = ev.target;
 	const typing = t instanceof HTMLInputElement || t instanceof HTMLSelectElement || t instanceof HTMLTextAreaElement;
 	if (ev.key === 'Escape') {
+		if (!el.menu.hidden) return closeMenu();
+		if (!el.settings.hidden) return toggleSettings(false);
 		if (t === el.search && el.search.value) {
 			el.search.value = '';
 			applySearch();
@@ -588,7 +996,7 @@ document.addEventListener('keydown', (ev) => {
 		if (t === el.query) return;
 		hideHover();
 		selected = -1;
-		zoomTo(0);
+		resetZoom();
 		return;
 	}
 	if (ev.key === '/' && !typing && !ev.ctrlKey && !ev.metaKey && !ev.altKey) {

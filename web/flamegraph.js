@@ -10,6 +10,12 @@
 //
 // The graph is an icicle: the root on top, callees below, children left to
 // right in the order the API sends them (largest first).
+//
+// The canvas is the size of the viewport, not of the graph: the view is a
+// horizontal window [viewX0, viewX1) of the focused frame's width (1 = all
+// of it; Ctrl+wheel zooms, drag and Shift+wheel pan) and a vertical scroll
+// offset (scrollY, CSS px). Only frames inside the window are drawn, so a
+// pan redraws what is on screen, not the whole tree.
 
 export const ROW_HEIGHT = 18;
 const MIN_WIDTH = 0.5; // frames narrower than this (CSS px) are not drawn
@@ -131,6 +137,11 @@ export class FlameGraph {
 		this.width = 0; // CSS px, set by render()
 		this.height = 0;
 		this.truncatedRows = false;
+		this.viewX0 = 0; // the horizontal window, as fractions of the focus
+		this.viewX1 = 1;
+		this.scrollY = 0; // CSS px scrolled down
+		this.contentHeight = 0; // CSS px the focus's graph needs
+		this.viewHeight = 0; // CSS px of canvas
 		this.textWidths = new Map();
 		this.setData({ total: 0, root: { name: 'root', frame_type: 'root', self: 0, total: 0, children: [] } });
 		this.drawnCap = 0;
@@ -219,6 +230,7 @@ export class FlameGraph {
 		for (let k = 0; k < n; k++) size[k] += k;
 
 		this.grandTotal = this.total[0];
+		this.version = (this.version || 0) + 1;
 		this.typesSeen = typesSeen;
 		this.focus = 0;
 		this.searchTerm = '';
@@ -267,6 +279,58 @@ export class FlameGraph {
 
 	setFocus(i) {
 		this.focus = i >= 0 && i < this.n ? i : 0;
+		this.resetView();
+	}
+
+	// --- the viewport ----------------------------------------------------
+
+	resetView() {
+		this.viewX0 = 0;
+		this.viewX1 = 1;
+		this.scrollY = 0;
+	}
+
+	get zoomed() {
+		return this.viewX0 > 0 || this.viewX1 < 1;
+	}
+
+	// Zooms the horizontal window by factor (< 1 narrows it) around the
+	// CSS x coordinate x, which keeps showing the same point.
+	zoomAt(x, factor) {
+		const span = this.viewX1 - this.viewX0;
+		const minSpan = this.total[this.focus] > 0 ? Math.min(1, 2 / this.total[this.focus]) : 1;
+		const next = Math.min(1, Math.max(minSpan, 1e-9, span * factor));
+		const at = this.viewX0 + (this.width > 0 ? x / this.width : 0.5) * span;
+		let x0 = at - (at - this.viewX0) * (next / span);
+		x0 = Math.min(Math.max(0, x0), 1 - next);
+		this.viewX0 = x0;
+		this.viewX1 = x0 + next;
+	}
+
+	// Moves the window by dx, dy CSS px (positive: the graph moves left, up).
+	panBy(dx, dy) {
+		const span = this.viewX1 - this.viewX0;
+		if (dx && this.width > 0) {
+			let x0 = this.viewX0 + (dx / this.width) * span;
+			x0 = Math.min(Math.max(0, x0), 1 - span);
+			this.viewX0 = x0;
+			this.viewX1 = x0 + span;
+		}
+		if (dy) this.scrollY = this.clampScroll(this.scrollY + dy);
+	}
+
+	clampScroll(y) {
+		return Math.max(0, Math.min(y, this.contentHeight - this.viewHeight));
+	}
+
+	// Centres the window on fractions (fx of the focus's width, fy of the
+	// graph's height): the minimap's navigation.
+	centerOn(fx, fy) {
+		const span = this.viewX1 - this.viewX0;
+		const x0 = Math.min(Math.max(0, fx - span / 2), 1 - span);
+		this.viewX0 = x0;
+		this.viewX1 = x0 + span;
+		this.scrollY = this.clampScroll(fy * this.contentHeight - this.viewHeight / 2);
 	}
 
 	isAncestorOrSelf(a, i) {
@@ -326,13 +390,23 @@ export class FlameGraph {
 		this.drawnCap = cap;
 	}
 
-	// Draws the graph at width CSS pixels; returns the time it took in ms.
-	render(width) {
+	// Draws the graph at width CSS pixels into a canvas at most maxHeight
+	// CSS px high (default: as high as the graph, within the canvas limits);
+	// returns the time it took in ms.
+	render(width, maxHeight) {
 		const t0 = performance.now();
 		const dpr = window.devicePixelRatio || 1;
 		const W = Math.max(1, Math.floor(width));
 		const rowH = this.rowHeight;
-		const maxRows = Math.max(1, Math.floor(Math.min(MAX_CANVAS_PX / dpr, MAX_CANVAS_AREA / (W * dpr * dpr)) / rowH));
+		const limit = Math.min(MAX_CANVAS_PX / dpr, MAX_CANVAS_AREA / (W * dpr * dpr));
+		const maxRows = 65536;
+		const canvasMax = Math.max(rowH, Math.floor(Math.min(limit, maxHeight > 0 ? maxHeight : limit)));
+		// Rows in view: known once the depth of the graph is (below).
+		let rowLo = 0, rowHi = Math.floor(canvasMax / rowH) + 1;
+		if (maxHeight > 0) {
+			rowLo = Math.floor(this.scrollY / rowH);
+			rowHi = Math.ceil((this.scrollY + canvasMax) / rowH);
+		} else this.scrollY = 0;
 
 		// Pass 1: choose what is drawn. Ancestors of the focus span the
 		// width; the focus's subtree is scaled so that the focus does too.
@@ -342,22 +416,27 @@ export class FlameGraph {
 		const chain = [];
 		for (let a = this.parent[F]; a >= 0; a = this.parent[a]) chain.push(a);
 		this.growDrawn(chain.length + 1024);
+		let deepest = 0, truncated = false;
 		for (let k = chain.length - 1; k >= 0; k--) {
-			if (this.depth[chain[k]] >= maxRows) continue;
+			const d = this.depth[chain[k]];
+			if (d > deepest) deepest = d;
+			if (d < rowLo || d >= rowHi) continue;
 			this.drawnIdx[count] = chain[k];
 			this.drawnX[count] = 0;
 			this.drawnW[count] = W;
 			count++;
 		}
 		const total = this.total[F];
-		const scale = total > 0 ? W / total : 0;
-		const base = this.start[F];
+		const span = this.viewX1 - this.viewX0;
+		const scale = total > 0 ? W / (total * span) : 0;
+		const base = this.start[F] + this.viewX0 * total;
 		const end = this.next[F];
 		const next = this.next, depth = this.depth, start = this.start, tot = this.total;
-		let deepest = 0, truncated = false;
 		for (let i = F; i < end;) {
 			const w = tot[i] * scale;
-			if (w < MIN_WIDTH) {
+			const x = (start[i] - base) * scale;
+			// Too narrow, or outside the window: the whole subtree is.
+			if (w < MIN_WIDTH || x >= W || x + w <= 0) {
 				i = next[i];
 				continue;
 			}
@@ -367,12 +446,15 @@ export class FlameGraph {
 				i = next[i];
 				continue;
 			}
-			if (count === this.drawnCap) this.growDrawn(count + 1);
-			this.drawnIdx[count] = i;
-			this.drawnX[count] = (start[i] - base) * scale;
-			this.drawnW[count] = w;
-			count++;
 			if (d > deepest) deepest = d;
+			if (d >= rowLo && d < rowHi) {
+				if (count === this.drawnCap) this.growDrawn(count + 1);
+				const cx = x < 0 ? 0 : x;
+				this.drawnIdx[count] = i;
+				this.drawnX[count] = cx;
+				this.drawnW[count] = Math.min(x + w, W) - cx;
+				count++;
+			} else if (d >= rowHi) truncated = truncated || !(maxHeight > 0);
 			i++;
 		}
 		if (total <= 0 && F === 0) {
@@ -386,8 +468,11 @@ export class FlameGraph {
 		this.drawnCount = count;
 		this.truncatedRows = truncated;
 
-		// Size the canvas to what is drawn, in device pixels.
-		const H = (deepest + 1) * rowH;
+		// Size the canvas to the viewport (or to the graph), in device pixels.
+		this.contentHeight = (deepest + 1) * rowH;
+		const H = Math.min(this.contentHeight, canvasMax);
+		this.viewHeight = H;
+		const scrollY = maxHeight > 0 ? this.scrollY : 0;
 		const cw = Math.round(W * dpr), ch = Math.round(H * dpr);
 		const canvas = this.canvas, ctx = this.ctx;
 		if (canvas.width !== cw || canvas.height !== ch) {
@@ -432,7 +517,7 @@ export class FlameGraph {
 			if (depth[i] !== row) {
 				flush();
 				row = depth[i];
-				y = Math.round(row * rowH * dpr);
+				y = Math.round((row * rowH - scrollY) * dpr);
 			}
 			const dim = matched !== null && i > 0 && !matched[i];
 			const px0 = Math.round(x * dpr);
@@ -471,11 +556,75 @@ export class FlameGraph {
 			if (!text) continue;
 			const dim = matched && i > 0 && !matched[i];
 			if (dim) ctx.fillStyle = dimText;
-			ctx.fillText(text, xs[k] + LABEL_PAD, depth[i] * rowH + rowH / 2);
+			ctx.fillText(text, xs[k] + LABEL_PAD, depth[i] * rowH - scrollY + rowH / 2);
 			if (dim) ctx.fillStyle = '#1d2127';
 		}
 		this.lastRenderMs = performance.now() - t0;
+		if (maxHeight > 0 && this.scrollY !== this.clampScroll(this.scrollY)) {
+			// The graph got shorter than where it was scrolled to.
+			this.scrollY = this.clampScroll(this.scrollY);
+			return this.render(width, maxHeight);
+		}
 		return this.lastRenderMs;
+	}
+
+	// The minimap: the focused frame's whole graph squeezed into width x
+	// height CSS px of canvas, with the viewport's window outlined. The
+	// graph part is drawn once per data, focus, search and size; a pan only
+	// redraws the outline.
+	renderMinimap(canvas, width, height) {
+		const dpr = window.devicePixelRatio || 1;
+		const W = Math.max(1, Math.floor(width)), H = Math.max(1, Math.floor(height));
+		const cw = Math.round(W * dpr), ch = Math.round(H * dpr);
+		const key = `${this.version}|${this.focus}|${cw}x${ch}|${this.searchTerm}`;
+		if (!this.mini || this.miniKey !== key) {
+			const off = this.mini || document.createElement('canvas');
+			off.width = cw;
+			off.height = ch;
+			const c = off.getContext('2d');
+			c.fillStyle = '#fff';
+			c.fillRect(0, 0, cw, ch);
+			const F = this.focus, total = this.total[F];
+			const base = this.start[F], d0 = this.depth[F], end = this.next[F];
+			let rows = 1;
+			for (let i = F; i < end; i++) if (this.depth[i] - d0 + 1 > rows) rows = this.depth[i] - d0 + 1;
+			const rh = ch / rows, scale = total > 0 ? cw / total : 0;
+			const matched = this.matched;
+			for (let i = F; i < end;) {
+				const w = this.total[i] * scale;
+				if (w < 0.5) {
+					i = this.next[i];
+					continue;
+				}
+				const dim = matched !== null && i > 0 && !matched[i];
+				c.fillStyle = dim ? DIM_COLORS[this.type[i]] : BASE_COLORS[this.type[i]];
+				c.fillRect((this.start[i] - base) * scale, (this.depth[i] - d0) * rh, Math.max(w, 1), Math.max(rh, 1));
+				i++;
+			}
+			this.mini = off;
+			this.miniKey = key;
+			this.miniRows = rows;
+		}
+		if (canvas.width !== cw || canvas.height !== ch) {
+			canvas.width = cw;
+			canvas.height = ch;
+		}
+		canvas.style.width = W + 'px';
+		canvas.style.height = H + 'px';
+		const ctx = canvas.getContext('2d');
+		ctx.setTransform(1, 0, 0, 1, 0, 0);
+		ctx.drawImage(this.mini, 0, 0);
+		// The window: the part of the graph the main canvas shows.
+		const content = Math.max(this.contentHeight, 1);
+		const ancestors = this.depth[this.focus] * this.rowHeight;
+		const y0 = Math.max(0, (this.scrollY - ancestors) / Math.max(content - ancestors, 1)) * ch;
+		const y1 = Math.min(1, (this.scrollY + this.viewHeight - ancestors) / Math.max(content - ancestors, 1)) * ch;
+		const x0 = this.viewX0 * cw, x1 = this.viewX1 * cw;
+		ctx.fillStyle = 'rgba(37, 99, 235, 0.10)';
+		ctx.fillRect(x0, y0, x1 - x0, Math.max(y1 - y0, 2 * dpr));
+		ctx.strokeStyle = 'rgba(37, 99, 235, 0.9)';
+		ctx.lineWidth = Math.max(1, Math.round(dpr));
+		ctx.strokeRect(x0 + 0.5, y0 + 0.5, Math.max(x1 - x0 - 1, 1), Math.max(y1 - y0 - 1, 1));
 	}
 
 	labelOf(i) {
@@ -511,7 +660,7 @@ export class FlameGraph {
 
 	// The node drawn at (x, y) CSS px, or -1.
 	hit(x, y) {
-		const d = Math.floor(y / this.rowHeight);
+		const d = Math.floor((y + this.scrollY) / this.rowHeight);
 		if (x < 0 || d < 0) return -1;
 		for (let k = 0; k < this.drawnCount; k++) {
 			const i = this.drawnIdx[k];
@@ -526,7 +675,7 @@ export class FlameGraph {
 	box(i) {
 		for (let k = 0; k < this.drawnCount; k++) {
 			if (this.drawnIdx[k] === i)
-				return { x: this.drawnX[k], y: this.depth[i] * this.rowHeight, width: this.drawnW[k], height: this.rowHeight };
+				return { x: this.drawnX[k], y: this.depth[i] * this.rowHeight - this.scrollY, width: this.drawnW[k], height: this.rowHeight };
 		}
 		return null;
 	}

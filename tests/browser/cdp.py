@@ -272,6 +272,33 @@ class Page:
             self.send("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left",
                       buttons=1 if kind == "mousePressed" else 0, clickCount=1)
 
+    def right_click(self, x, y):
+        """A right button press and release (the page gets contextmenu)."""
+        self.mouse_move(x, y)
+        for kind in ("mousePressed", "mouseReleased"):
+            self.send("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="right",
+                      buttons=2 if kind == "mousePressed" else 0, clickCount=1)
+
+    def drag(self, x0, y0, x1, y1, steps=8):
+        """Left button down at (x0, y0), moved in steps to (x1, y1), released."""
+        self.mouse_move(x0, y0)
+        self.send("Input.dispatchMouseEvent", type="mousePressed", x=x0, y=y0, button="left",
+                  buttons=1, clickCount=1)
+        for k in range(1, steps + 1):
+            x = x0 + (x1 - x0) * k / steps
+            y = y0 + (y1 - y0) * k / steps
+            self.send("Input.dispatchMouseEvent", type="mouseMoved", x=x, y=y, button="left", buttons=1)
+        self.send("Input.dispatchMouseEvent", type="mouseReleased", x=x1, y=y1, button="left",
+                  buttons=0, clickCount=1)
+
+    # Modifier bits of Input.dispatchMouseEvent.
+    ALT, CTRL, META, SHIFT = 1, 2, 4, 8
+
+    def wheel(self, x, y, dx=0, dy=0, modifiers=0):
+        """A mouse wheel turn at (x, y) by (dx, dy) CSS px."""
+        self.send("Input.dispatchMouseEvent", type="mouseWheel", x=x, y=y, deltaX=dx, deltaY=dy,
+                  modifiers=modifiers)
+
     def insert_text(self, text):
         self.send("Input.insertText", text=text)
 

@@ -391,3 +391,163 @@ def test_renders_100k_nodes(server, page):
         assert r["renderMs"] < 1000, result
         assert r["flattenMs"] < 10000, result
     no_errors(page)
+
+
+# --- pan, zoom, menus, legend, settings ----------------------------------
+
+def view(page):
+    return page.evaluate("emberFlamegraph.view")
+
+
+def test_wheel_and_drag_pan_and_zoom(server, page):
+    open_ui(page, server.base)
+    r = canvas_rect(page)
+    x, y = frame_point(page, "compute")
+    before = frame(page, "compute")["width"]
+    # Ctrl+wheel zooms around the pointer: compute gets wider.
+    page.wheel(x, y, dy=-400, modifiers=page.CTRL)
+    page.wait_for("emberFlamegraph.view.x1 - emberFlamegraph.view.x0 < 0.9")
+    v = view(page)
+    assert 0 <= v["x0"] < v["x1"] <= 1
+    assert frame(page, "compute")["width"] > before * 1.1
+    # Shift+wheel pans right; dragging to the right pans back left.
+    page.wheel(x, y, dy=200, modifiers=page.SHIFT)
+    page.wait_for(f"emberFlamegraph.view.x0 > {v['x0'] + 1e-6}")
+    moved = view(page)
+    page.drag(x, y, x + 150, y)
+    page.wait_for(f"emberFlamegraph.view.x0 < {moved['x0'] - 1e-6}")
+    # A drag is not a click: the focus did not change.
+    assert page.evaluate("emberFlamegraph.focus") == []
+    shot(page, "zoomed_wheel")
+    # Clicking empty space (right of parse, below main) resets everything.
+    page.click(r["x"] + r["width"] - 5, r["y"] + 5 * 18 + 9)
+    page.wait_for("emberFlamegraph.view.x0 === 0 && emberFlamegraph.view.x1 === 1")
+    assert page.evaluate("emberFlamegraph.focus") == []
+    no_errors(page)
+
+
+def test_minimap_moves_the_view(server, page):
+    open_ui(page, server.base)
+    x, y = frame_point(page, "compute")
+    page.wheel(x, y, dy=-600, modifiers=page.CTRL)
+    page.wait_for("emberFlamegraph.view.x1 - emberFlamegraph.view.x0 < 0.6")
+    m = page.evaluate("""(() => { const r = document.getElementById('minimap').getBoundingClientRect();
+        return {x: r.left, y: r.top, width: r.width, height: r.height}; })()""")
+    assert m["height"] > 20
+    # Drag in the minimap to its right end: the window follows.
+    page.drag(m["x"] + m["width"] * 0.3, m["y"] + 10, m["x"] + m["width"] * 0.95, m["y"] + 10)
+    page.wait_for("emberFlamegraph.view.x1 > 0.99")
+    assert frame(page, "parse")["width"] > 0
+    shot(page, "minimap")
+    no_errors(page)
+
+
+def open_menu(page, name):
+    x, y = frame_point(page, name)
+    page.right_click(x, y)
+    page.wait_for("!document.getElementById('context-menu').hidden")
+    return page.evaluate("[...document.querySelectorAll('#context-menu li')].map(li => li.innerText)")
+
+
+def choose(page, label):
+    page.evaluate(f"""[...document.querySelectorAll('#context-menu [role=menuitem]')]
+        .find(li => li.innerText.startsWith({json.dumps(label)})).click()""")
+
+
+def test_right_click_menu(server, page):
+    open_ui(page, server.base)
+    items = open_menu(page, "compute")
+    assert items[0] == "compute"
+    for want in ("Sandwich view", "Top functions under this frame", "Search for this function", "Copy name"):
+        assert any(i.startswith(want) for i in items), items
+    shot(page, "context_menu")
+    # Top functions under compute: hash_block is 25 of its 60.
+    choose(page, "Top functions under this frame")
+    page.wait_for("document.getElementById('under-dialog').open")
+    text = page.evaluate("document.getElementById('under-dialog').innerText")
+    assert "hash_block" in text and "41.7%" in text, text
+    shot(page, "top_under_frame")
+    page.evaluate("document.getElementById('under-dialog').close()")
+    # Copy name.
+    open_menu(page, "tokenize")
+    choose(page, "Copy name")
+    page.wait_for("document.getElementById('summary').dataset.copied === 'tokenize'")
+    # A group frame's menu adds its attribute to the query.
+    items = open_menu(page, "myapp")
+    choose(page, 'Add filter process.executable.name == "myapp"')
+    page.wait_for("new URLSearchParams(location.search).get('q') === 'process.executable.name == \"myapp\"'")
+    wait_state(page, "ready")
+    assert page.evaluate("emberFlamegraph.total") == 1000
+    assert page.evaluate("document.getElementById('query').value") == 'process.executable.name == "myapp"'
+    # The sandwich view of a function is the functions view, for it.
+    open_menu(page, "sort_keys")
+    choose(page, "Sandwich view")
+    page.wait_for("new URLSearchParams(location.search).get('view') === 'functions'")
+    p = search_params(page)
+    assert p["fn"] == ["sort_keys"] and p["q"] == ['process.executable.name == "myapp"']
+    no_errors(page, allow=[lambda e: "view_functions" in str(e)])
+
+
+def test_legend_hides_a_frame_type(server, page):
+    open_ui(page, server.base)
+    assert any(f["frame_type"] == "kernel" for f in frames(page))
+    page.evaluate("document.querySelector('#legend li[data-type=kernel]').click()")
+    page.wait_for("new URLSearchParams(location.search).get('hide') === 'kernel'")
+    assert not any(f["frame_type"] == "kernel" for f in frames(page))
+    # Their samples stay with their callers: sort_keys has 15 with 15 of its own.
+    sk = frame(page, "sort_keys")
+    assert sk["total"] == 15 * 10 and sk["self"] == 15 * 10
+    assert page.evaluate("emberFlamegraph.total") == 1000
+    assert "off" in page.evaluate("document.querySelector('#legend li[data-type=kernel]').className")
+    shot(page, "legend_hidden_kernel")
+    # The link keeps it; a click shows them again.
+    page.reload()
+    wait_state(page, "ready")
+    assert not any(f["frame_type"] == "kernel" for f in frames(page))
+    page.evaluate("document.querySelector('#legend li[data-type=kernel]').click()")
+    page.wait_for("!new URLSearchParams(location.search).has('hide')")
+    assert any(f["frame_type"] == "kernel" for f in frames(page))
+    no_errors(page)
+
+
+def test_settings_and_help(server, page):
+    open_ui(page, server.base)
+    page.evaluate("document.getElementById('settings-button').click()")
+    page.wait_for("!document.getElementById('settings').hidden")
+    shot(page, "settings")
+    # Verbose names are the server's: the page asks again with them.
+    page.evaluate("""(() => { const c = document.querySelector('#settings [name=verbose]');
+        c.checked = true; c.dispatchEvent(new Event('change', {bubbles: true})); })()""")
+    page.wait_for("new URLSearchParams(location.search).get('o') === 'verbose'")
+    wait_state(page, "ready")
+    assert page.evaluate("emberFlamegraph.total") == 1000
+    page.evaluate("document.getElementById('settings-reset').click()")
+    page.wait_for("!new URLSearchParams(location.search).has('o')")
+    page.press("Escape")
+    page.wait_for("document.getElementById('settings').hidden")
+    # The collapse rules themselves, on a tree with recursion and a run of
+    # unsymbolized frames.
+    got = page.evaluate("""(async () => {
+        const { transformTree } = await import('/fgtransform.js');
+        const leaf = (name, n, type) => ({ name, frame_type: type || 'native', self: n, total: n, children: [] });
+        const t = { name: 'root', frame_type: 'root', self: 0, total: 100, children: [
+            { name: 'f', frame_type: 'native', self: 10, total: 60, children: [
+                { name: 'f', frame_type: 'native', self: 20, total: 50, children: [leaf('g', 30)] }] },
+            { name: 'lib.so+0x10', frame_type: 'native', self: 5, total: 40, children: [
+                { name: 'lib.so+0x20', frame_type: 'native', self: 15, total: 35, children: [leaf('read', 20, 'kernel')] }] }] };
+        const d = transformTree(t, { collapseRecursion: true, collapseUnsymbolized: true, addresses: false, hide: new Set() });
+        const k = transformTree(t, { hide: new Set(['kernel']), addresses: true });
+        return { d, k };
+    })()""")
+    f, lib = got["d"]["children"]
+    assert (f["name"], f["self"], f["total"], [c["name"] for c in f["children"]]) == ("f", 30, 60, ["g"])
+    assert (lib["name"], lib["self"], lib["total"], lib["children"][0]["name"]) == ("[lib.so]", 20, 40, "read")
+    lib = got["k"]["children"][1]
+    assert lib["children"][0]["self"] == 35 and lib["children"][0]["children"] == []
+    # Help.
+    page.evaluate("document.getElementById('help-button').click()")
+    page.wait_for("document.getElementById('help').open")
+    text = page.evaluate("document.getElementById('help').innerText")
+    assert "Ctrl" in text and "Right-click" in text and "Shift" in text
+    shot(page, "help")
+    no_errors(page)

@@ -1,0 +1,89 @@
+// fgtransform.js - the flame graph's display settings, applied to the tree
+// the API answers before it is drawn: hiding frame types (from the legend),
+// collapsing recursion, collapsing runs of unsymbolized frames, and naming
+// unsymbolized frames by their binary only. Each removes frames from the
+// stacks they are in: a removed frame's samples of its own (self) go to its
+// parent and its children move up, merged with the parent's children of
+// the same name, type and binary. Totals stay exact.
+//
+// transformTree(root, opts) returns a new tree (the input is not changed):
+//   opts.hide           Set of frame types to remove (root is never removed)
+//   opts.collapseRecursion  a frame called by a frame of the same name and
+//                       type is merged into its caller
+//   opts.collapseUnsymbolized  a run of unsymbolized frames of one binary
+//                       becomes one frame
+//   opts.addresses      false: an unsymbolized frame is named `[binary]`
+//                       (same-named siblings merge); true: `binary+0x...`
+
+const UNSYMBOLIZED = /^(.+)\+0x[0-9a-f]+$/;
+
+// The binary of an unsymbolized frame's name, or null.
+export function unsymbolizedBinary(node) {
+	if (node.frame_type && node.frame_type !== 'native') return null;
+	const m = UNSYMBOLIZED.exec(String(node.name));
+	return m ? m[1] : null;
+}
+
+function keyOf(n) {
+	return `${n.frame_type || ''}\u0000${n.binary || ''}\u0000${n.name}`;
+}
+
+function copyNode(n, name) {
+	const out = { name: name === undefined ? n.name : name, frame_type: n.frame_type, self: +n.self || 0, total: +n.total || 0, children: [] };
+	for (const k of ['binary', 'file', 'line']) if (n[k] !== undefined) out[k] = n[k];
+	return out;
+}
+
+export function settingsActive(opts) {
+	return (opts.hide && opts.hide.size > 0) || opts.collapseRecursion || opts.collapseUnsymbolized || !opts.addresses;
+}
+
+export function transformTree(root, opts) {
+	const hide = opts.hide || new Set();
+	const out = copyNode(root);
+	const index = new Map([[out, new Map()]]); // node -> its children by key
+	// Work items: a source node whose children go under `target`; `shown`
+	// is the source frame that target stands for (the collapse rules
+	// compare a child with it).
+	const work = [{ src: root, target: out, shown: null }];
+	while (work.length) {
+		const { src, target, shown } = work.pop();
+		for (const c of src.children || []) {
+			const type = c.frame_type || 'native';
+			const bin = unsymbolizedBinary(c);
+			const merge =
+				hide.has(type) ||
+				(opts.collapseRecursion && shown !== null && type === (shown.frame_type || 'native') && String(c.name) === String(shown.name)) ||
+				(opts.collapseUnsymbolized && bin !== null && shown !== null && unsymbolizedBinary(shown) === bin);
+			if (merge) {
+				// Removed: its own samples become target's, its children
+				// go under target.
+				target.self += +c.self || 0;
+				work.push({ src: c, target, shown });
+				continue;
+			}
+			const node = copyNode(c, bin !== null && !opts.addresses ? `[${bin}]` : undefined);
+			const siblings = index.get(target);
+			const k = keyOf(node);
+			const twin = siblings.get(k);
+			if (twin) {
+				twin.self += node.self;
+				twin.total += node.total;
+				work.push({ src: c, target: twin, shown: c });
+			} else {
+				target.children.push(node);
+				siblings.set(k, node);
+				index.set(node, new Map());
+				work.push({ src: c, target: node, shown: c });
+			}
+		}
+	}
+	// Children largest first, as the API sends them.
+	const stack = [out];
+	while (stack.length) {
+		const n = stack.pop();
+		n.children.sort((a, b) => b.total - a.total);
+		for (const c of n.children) stack.push(c);
+	}
+	return out;
+}
