@@ -7,6 +7,7 @@
 import { FlameGraph, FRAME_TYPES, baseColor, typeLabel } from './flamegraph.js';
 import { DEFAULT_PROJECT, RANGES, api, escapeHTML, filterFor, withFilter, apiErrorHTML, rangeText, sortableTable, fmtPct, fmtCores } from './common.js';
 import { transformTree, settingsActive } from './fgtransform.js';
+import { attachQueryBox } from './querybox.js';
 
 // Every view: its URL name and title. The flame graph is the default.
 const VIEWS = {
@@ -1206,6 +1207,15 @@ async function loadProjects() {
 		// The project list is a convenience: the default project still works.
 	}
 }
+
+// Suggestions for the query: names and values of the range (not narrowed
+// by the query itself, so that alternatives can be added).
+const labels = (body) => {
+	const w = windowOf(state);
+	return api(state.project, 'labels', { ...body, filter: filterFor(w.seconds, '', w.end) });
+};
+labels.scope = () => JSON.stringify([state.project, state.range, state.from, state.to]);
+attachQueryBox(el.query, $('add-filter'), { labels, apply: () => el.controls.requestSubmit() });
 
 syncControls();
 loadProjects();

@@ -551,3 +551,38 @@ def test_settings_and_help(server, page):
     assert "Ctrl" in text and "Right-click" in text and "Shift" in text
     shot(page, "help")
     no_errors(page)
+
+
+def suggestions(page):
+    return page.evaluate("""[...document.querySelectorAll('#query-suggest [role=option]')]
+        .map(li => li.innerText.replace(/\\s+/g, ' ').trim())""")
+
+
+def test_query_autocompletion(server, page):
+    open_ui(page, server.base)
+    page.evaluate("document.getElementById('query').focus()")
+    page.insert_text("thr")
+    page.wait_for("!document.getElementById('query-suggest').hidden")
+    got = suggestions(page)
+    assert got and got[0].startswith("thread.name") and "2 values" in got[0], got
+    page.press("Enter")  # takes the name; the values follow, with their share
+    page.wait_for("document.querySelectorAll('#query-suggest [role=option]').length === 2")
+    assert page.evaluate("document.getElementById('query').value") == 'thread.name == "'
+    values = suggestions(page)
+    assert values[0].startswith("main") and "70.0%" in values[0], values
+    assert values[1].startswith("worker-1") and "30.0%" in values[1], values
+    shot(page, "query_suggestions")
+    page.press("ArrowDown")
+    page.press("Enter")  # worker-1: the query runs
+    page.wait_for("new URLSearchParams(location.search).get('q') === 'thread.name == \"worker-1\"'")
+    wait_state(page, "ready")
+    assert page.evaluate("emberFlamegraph.total") == 300
+    # The Filter button adds another condition with &&.
+    page.evaluate("document.getElementById('add-filter').click()")
+    page.wait_for("!document.getElementById('query-suggest').hidden")
+    assert page.evaluate("document.getElementById('query').value") == 'thread.name == "worker-1" && '
+    names = suggestions(page)
+    assert any(n.startswith("host.name") for n in names), names
+    page.press("Escape")
+    page.wait_for("document.getElementById('query-suggest').hidden")
+    no_errors(page)

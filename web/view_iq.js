@@ -1,0 +1,616 @@
+// view_iq.js - the "Efficiency IQ" view, ember's landing overview: the
+// fleet's compute over time (stacked per host, drag to zoom the page's time
+// range), headline numbers (average and peak cores, hosts, the share of the
+// fleet's CPUs or of the profiled CPU time), the top 5 functions and the
+// top 5 hosts, deployments, containers or executables. A CPU tab and a GPU
+// tab (CUDA time, with an explanation while there is none).
+//
+// URL parameters: tab (cpu | gpu), mode (relative | absolute), etype (host |
+// deployment | container | executable), by (host | total).
+//
+// Four requests run in parallel, each panel with its own loading and error
+// state; a change of mode, entity type or stacking refetches only the
+// panels it concerns.
+
+import { escapeHTML, fmtCores, fmtInt, fmtPct, emptyHTML, apiErrorHTML, messageHTML, sortableTable, withFilter, ApiError } from './common.js';
+import { timeChart } from './chart.js';
+
+const ENTITY_TYPES = {
+	host: ['Hosts', 'host.name'],
+	deployment: ['Deployments', 'k8s.deployment.name'],
+	container: ['Containers', 'container.name'],
+	executable: ['Executables', 'process.executable.name'],
+};
+const MODE_NOTE = {
+	absolute:
+		'Absolute: percentages are of the logical CPUs of the hosts that sent samples, as htop shows \u2014 100% is every CPU busy (a host\u2019s row: of its own CPUs).',
+	relative:
+		'Relative: percentages are shares of all CPU time profiled in the project in this time range (whatever the query), to compare workloads with each other.',
+};
+const GPU_NOTE = 'GPU percentages are shares of all GPU time profiled in the project in this time range; values are GPUs busy on average (GPU-seconds per second).';
+const PANELS = ['series', 'hosts', 'functions', 'entities'];
+
+let cssLoaded = false;
+let v = null; // the view's state while shown (see show)
+
+function loadCSS() {
+	if (cssLoaded) return;
+	cssLoaded = true;
+	const link = document.createElement('link');
+	link.rel = 'stylesheet';
+	link.href = 'view_iq.css';
+	document.head.append(link);
+}
+
+// "2 min 10 s", "15 min", "6 h"
+function fmtDuration(sec) {
+	const s = Math.round(sec);
+	if (s < 60) return `${s} s`;
+	if (s < 3600) return s % 60 ? `${Math.floor(s / 60)} min ${s % 60} s` : `${s / 60} min`;
+	const h = Math.floor(s / 3600), m = Math.round((s % 3600) / 60);
+	if (s < 86400) return m ? `${h} h ${m} min` : `${h} h`;
+	return `${Number((s / 86400).toFixed(1))} days`;
+}
+
+const fmtTime = (ms) => new Date(ms).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+
+// The params of the view, with their defaults.
+function paramsOf(ctx) {
+	const tab = ctx.param('tab') === 'gpu' ? 'gpu' : 'cpu';
+	const mode = tab === 'gpu' ? 'relative' : ctx.param('mode') === 'absolute' ? 'absolute' : 'relative';
+	const etype = ENTITY_TYPES[ctx.param('etype')] ? ctx.param('etype') : 'host';
+	const by = ctx.param('by') === 'total' ? 'total' : 'host';
+	return { tab, mode, etype, by };
+}
+
+// A name like "[no host]" stands for samples without the attribute, which
+// compare as "" in a query.
+const filterValue = (name) => (/^\[no [^\]]*\]$/.test(name) ? '' : name);
+
+// --- the skeleton -------------------------------------------------------------
+
+function build(root) {
+	root.innerHTML = `<div class="view-body iq">
+	<div class="iq-head">
+		<h1>Efficiency IQ</h1>
+		<div class="iq-tabs" role="tablist" aria-label="Resource">
+			<button type="button" role="tab" data-tab="cpu">CPU</button>
+			<button type="button" role="tab" data-tab="gpu">GPU</button>
+		</div>
+		<div class="iq-mode" role="group" aria-label="CPU percentage mode">
+			<span class="iq-mode-label">CPU %</span>
+			<button type="button" data-mode="absolute" title="Percent of the hosts' logical CPUs, as htop shows">Absolute</button>
+			<button type="button" data-mode="relative" title="Percent of all CPU time profiled in this range">Relative</button>
+		</div>
+	</div>
+	<p class="iq-note"></p>
+	<div class="iq-message" hidden></div>
+	<div class="iq-content" hidden>
+		<div class="iq-cards">
+			<div class="iq-card" data-card="avg"><div class="iq-card-label"></div><div class="iq-card-value"></div><div class="iq-card-sub"></div></div>
+			<div class="iq-card" data-card="peak"><div class="iq-card-label"></div><div class="iq-card-value"></div><div class="iq-card-sub"></div></div>
+			<div class="iq-card" data-card="hosts"><div class="iq-card-label"></div><div class="iq-card-value"></div><div class="iq-card-sub"></div></div>
+			<div class="iq-card" data-card="share"><div class="iq-card-label"></div><div class="iq-card-value"></div><div class="iq-card-sub"></div></div>
+		</div>
+		<section class="panel iq-util">
+			<div class="iq-panel-head">
+				<h2></h2>
+				<div class="iq-small-tabs" role="group" aria-label="Stack by">
+					<button type="button" data-by="host">Per host</button>
+					<button type="button" data-by="total">Total</button>
+				</div>
+			</div>
+			<div class="iq-body" data-panel="series"></div>
+			<p class="iq-hint">Drag across the chart to zoom into that time range; click a host in the legend to filter by it.</p>
+		</section>
+		<div class="iq-grid">
+			<section class="panel iq-functions">
+				<div class="iq-panel-head">
+					<h2>Top 5 functions <span class="iq-h2-sub">by self time</span></h2>
+					<button type="button" class="iq-link" data-go="functions">All functions \u2192</button>
+				</div>
+				<div class="iq-body" data-panel="functions"></div>
+			</section>
+			<section class="panel iq-entities">
+				<div class="iq-panel-head">
+					<h2>Top 5 entities</h2>
+					<div class="iq-small-tabs" role="tablist" aria-label="Entity type">
+						${Object.entries(ENTITY_TYPES)
+							.map(([k, [label]]) => `<button type="button" role="tab" data-etype="${k}">${label}</button>`)
+							.join('')}
+					</div>
+					<button type="button" class="iq-link" data-go="entities">All entities \u2192</button>
+				</div>
+				<div class="iq-body" data-panel="entities"></div>
+			</section>
+		</div>
+	</div>
+</div>`;
+	const q = (sel) => root.querySelector(sel);
+	const els = {
+		root,
+		note: q('.iq-note'),
+		message: q('.iq-message'),
+		content: q('.iq-content'),
+		mode: q('.iq-mode'),
+		utilTitle: q('.iq-util h2'),
+		body: Object.fromEntries(PANELS.filter((p) => p !== 'hosts').map((p) => [p, q(`.iq-body[data-panel="${p}"]`)])),
+		cards: Object.fromEntries([...root.querySelectorAll('.iq-card')].map((c) => [c.dataset.card, c])),
+	};
+	root.querySelector('.iq-tabs').addEventListener('click', (ev) => {
+		const b = ev.target.closest('button[data-tab]');
+		if (b) setParam({ tab: b.dataset.tab === 'gpu' ? 'gpu' : null }, true);
+	});
+	root.querySelector('.iq-tabs').addEventListener('keydown', (ev) => {
+		if (ev.key !== 'ArrowLeft' && ev.key !== 'ArrowRight') return;
+		const next = v.params.tab === 'gpu' ? 'cpu' : 'gpu';
+		setParam({ tab: next === 'gpu' ? 'gpu' : null }, true);
+		root.querySelector(`.iq-tabs [data-tab="${next}"]`).focus();
+	});
+	els.mode.addEventListener('click', (ev) => {
+		const b = ev.target.closest('button[data-mode]');
+		if (b && b.dataset.mode !== v.params.mode) setParam({ mode: b.dataset.mode }, true);
+	});
+	q('.iq-util .iq-small-tabs').addEventListener('click', (ev) => {
+		const b = ev.target.closest('button[data-by]');
+		if (b) setParam({ by: b.dataset.by === 'total' ? 'total' : null }, false);
+	});
+	q('.iq-entities .iq-small-tabs').addEventListener('click', (ev) => {
+		const b = ev.target.closest('button[data-etype]');
+		if (b) setParam({ etype: b.dataset.etype === 'host' ? null : b.dataset.etype }, false);
+	});
+	for (const b of root.querySelectorAll('[data-go]'))
+		b.addEventListener('click', () => {
+			const ctx = v.ctx;
+			if (b.dataset.go === 'functions') ctx.go('functions', { q: ctx.q });
+			else ctx.go('entities', { q: ctx.q, entity: v.params.etype });
+		});
+	return els;
+}
+
+// Sets this view's URL parameters (show() runs again, knowing it was us).
+function setParam(obj, push) {
+	v.own = true;
+	try {
+		v.ctx.setParams(obj, push);
+	} finally {
+		v.own = false;
+	}
+}
+
+function syncControls() {
+	const { els, params } = v;
+	for (const b of els.root.querySelectorAll('[data-tab]')) {
+		const on = b.dataset.tab === params.tab;
+		b.setAttribute('aria-selected', String(on));
+		b.tabIndex = on ? 0 : -1;
+	}
+	for (const b of els.root.querySelectorAll('[data-mode]')) b.setAttribute('aria-pressed', String(b.dataset.mode === params.mode));
+	for (const b of els.root.querySelectorAll('[data-by]')) b.setAttribute('aria-pressed', String(b.dataset.by === params.by));
+	for (const b of els.root.querySelectorAll('[data-etype]')) b.setAttribute('aria-selected', String(b.dataset.etype === params.etype));
+	els.mode.hidden = params.tab === 'gpu';
+	els.note.textContent = params.tab === 'gpu' ? GPU_NOTE : MODE_NOTE[params.mode];
+	els.utilTitle.textContent = params.tab === 'gpu' ? 'GPU utilization over time' : 'Fleet compute utilization over time';
+}
+
+// --- the requests ---------------------------------------------------------------
+
+// What each panel's answer depends on.
+function keysOf(base, p) {
+	return {
+		series: JSON.stringify([base, p.by]),
+		hosts: base,
+		functions: JSON.stringify([base, p.mode]),
+		entities: JSON.stringify([base, p.etype, p.mode]),
+	};
+}
+
+function requestOf(panel, filter, p) {
+	switch (panel) {
+		case 'series':
+			return ['timeseries', { filter, group_by: p.by === 'host' ? 'host' : null, num_buckets: 60, limit: 10 }];
+		case 'hosts':
+			return ['top_entities', { filter, entity: 'host', limit: 1000, cpu_mode: 'absolute' }];
+		case 'functions':
+			return ['top_functions', { filter, limit: 5, sort: 'self', cpu_mode: p.mode }];
+		default:
+			return ['top_entities', { filter, entity: p.etype, limit: 5, cpu_mode: p.mode }];
+	}
+}
+
+async function load(panel, filter) {
+	const s = v;
+	if (s.ctl[panel]) s.ctl[panel].abort();
+	const ctl = new AbortController();
+	s.ctl[panel] = ctl;
+	s.pending.add(panel);
+	s.err[panel] = null;
+	renderLoading(panel);
+	const [name, body] = requestOf(panel, filter, s.params);
+	try {
+		const data = await s.ctx.api(name, body, ctl.signal);
+		if (s !== v || s.ctl[panel] !== ctl) return;
+		s.data[panel] = data;
+	} catch (e) {
+		if (e.name === 'AbortError' || s !== v || s.ctl[panel] !== ctl) return;
+		s.data[panel] = null;
+		s.err[panel] = e;
+	}
+	s.ctl[panel] = null;
+	s.pending.delete(panel);
+	render(panel);
+	settle();
+}
+
+// --- rendering ------------------------------------------------------------------
+
+const unitWord = () => (v.params.tab === 'gpu' ? 'GPUs' : 'cores');
+
+function renderLoading(panel) {
+	const body = v.els.body[panel];
+	if (body) {
+		if (body.childElementCount && !body.querySelector('.iq-loading')) body.classList.add('stale');
+		else body.innerHTML = '<p class="iq-loading">Loading\u2026</p>';
+	}
+	if (panel === 'series' || panel === 'hosts') renderCards();
+}
+
+function render(panel) {
+	if (panel === 'series') renderSeries();
+	else if (panel === 'functions') renderFunctions();
+	else if (panel === 'entities') renderEntities();
+	if (panel === 'series' || panel === 'hosts') renderCards();
+}
+
+function panelError(panel) {
+	const body = v.els.body[panel];
+	body.classList.remove('stale');
+	body.innerHTML = apiErrorHTML(v.err[panel]);
+}
+
+function emptyPanel(body, text) {
+	body.classList.remove('stale');
+	body.innerHTML = `<p class="iq-none">${escapeHTML(text)}</p>`;
+}
+
+function renderSeries() {
+	const body = v.els.body.series;
+	if (v.chart) {
+		v.chart.destroy();
+		v.chart = null;
+	}
+	if (v.err.series) return panelError('series');
+	const d = v.data.series;
+	if (!d || !d.series || !d.series.length) return emptyPanel(body, `No samples in ${v.ctx.rangeText}.`);
+	body.classList.remove('stale');
+	const grouped = v.params.by === 'host';
+	const series = d.series.map((s) => ({ name: grouped ? s.name : 'All hosts', values: s.values }));
+	const ctx = v.ctx;
+	v.chart = timeChart(body, {
+		start_ts: d.start_ts,
+		bucket_ms: d.bucket_ms,
+		series,
+		unit: unitWord(),
+		stacked: true,
+		height: 210,
+		format: fmtCores,
+		onZoom: (a, b) => ctx.setTimeRange(a, b),
+		onSeries: grouped ? (name) => name !== '[other]' && ctx.addFilter('host.name', filterValue(name)) : null,
+	});
+}
+
+// The cores of each bucket, summed over the series.
+function bucketSums(d) {
+	const n = d.series.reduce((m, s) => Math.max(m, s.values.length), 0);
+	const sums = new Array(n).fill(0);
+	for (const s of d.series) s.values.forEach((x, i) => (sums[i] += Number(x) || 0));
+	return sums;
+}
+
+function setCard(name, label, value, sub, title = '') {
+	const c = v.els.cards[name];
+	c.querySelector('.iq-card-label').textContent = label;
+	c.querySelector('.iq-card-value').textContent = value;
+	c.querySelector('.iq-card-sub').textContent = sub;
+	c.title = title;
+}
+
+function renderCards() {
+	const gpu = v.params.tab === 'gpu';
+	const unit = unitWord();
+	const loading = (p) => v.pending.has(p);
+	const failed = (p) => (v.err[p] ? `could not load: ${v.err[p].message}` : '');
+	const wait = '\u2026', none = '\u2013';
+
+	// Average, hosts and share: from the hosts' answer.
+	const h = v.data.hosts;
+	let avg = null, seconds = 0;
+	if (h && !loading('hosts')) {
+		const sc = h.scope || {};
+		seconds = sc.seconds || v.ctx.seconds;
+		const ents = h.entities || [];
+		if (ents.length >= (h.entities_total || 0)) avg = ents.reduce((a, e) => a + (e.cores || 0), 0);
+		else if (sc.sample_rate_hz || gpu) avg = (gpu ? h.total / 1e9 : h.total / sc.sample_rate_hz) / seconds;
+	}
+	const over =
+		seconds && Math.abs(seconds - v.ctx.seconds) > Math.max(2, v.ctx.seconds * 0.01)
+			? `over the ${fmtDuration(seconds)} with data`
+			: `over ${v.ctx.rangeText}`;
+	const hv = (x) => (loading('hosts') ? wait : h && !v.err.hosts ? x() : none);
+	setCard('avg', gpu ? 'Average GPUs busy' : 'Average cores used', hv(() => fmtCores(avg)), hv(() => over), failed('hosts'));
+
+	// Peak: the busiest bucket of the time series.
+	const d = v.data.series;
+	let peak = null, peakAt = 0;
+	if (d && !loading('series') && d.series && d.series.length) {
+		const sums = bucketSums(d);
+		sums.forEach((x, i) => {
+			if (peak === null || x > peak) {
+				peak = x;
+				peakAt = d.start_ts + i * d.bucket_ms;
+			}
+		});
+	}
+	const sv = (x) => (loading('series') ? wait : d && !v.err.series ? x() : none);
+	setCard(
+		'peak',
+		gpu ? 'Peak GPUs busy' : 'Peak cores used',
+		sv(() => (peak === null ? '0' : fmtCores(peak))),
+		sv(() => (peak === null ? 'no samples' : `at ${fmtTime(peakAt)}, ${fmtDuration(d.bucket_ms / 1000)} buckets`)),
+		failed('series')
+	);
+
+	// Hosts and their logical CPUs.
+	const ents = (h && h.entities) || [];
+	const withCpus = ents.filter((e) => e.cpus > 0);
+	const cpus = withCpus.reduce((a, e) => a + e.cpus, 0);
+	const hostCount = h ? h.entities_total ?? ents.length : 0;
+	setCard(
+		'hosts',
+		gpu ? 'Hosts with GPU time' : 'Hosts',
+		hv(() => fmtInt(hostCount)),
+		hv(() => (gpu ? 'sent GPU samples' : cpus ? `${fmtInt(cpus)} logical CPUs${withCpus.length < ents.length ? ` (${ents.length - withCpus.length} unknown)` : ''}` : 'CPU count unknown')),
+		failed('hosts')
+	);
+
+	// The share: of the fleet's CPUs (absolute) or of the profiled time (relative).
+	if (v.params.mode === 'absolute') {
+		const used = withCpus.reduce((a, e) => a + (e.cores || 0), 0);
+		setCard(
+			'share',
+			'Fleet CPU utilization',
+			hv(() => (cpus ? fmtPct((100 * used) / cpus) : none)),
+			hv(() => (cpus ? `${fmtCores(used)} of ${fmtInt(cpus)} CPUs busy on average` : 'the hosts sent no CPU count')),
+			failed('hosts')
+		);
+	} else {
+		const all = h && h.scope ? h.scope.all_total : 0;
+		setCard(
+			'share',
+			gpu ? 'Share of profiled GPU time' : 'Share of profiled CPU',
+			hv(() => (all ? fmtPct((100 * h.total) / all) : none)),
+			hv(() => (v.ctx.q.trim() ? 'what the query matches, of the whole project' : 'the whole project (no query)')),
+			failed('hosts')
+		);
+	}
+}
+
+// A percentage with a bar scaled to the largest of the list.
+function pctCell(percent, max) {
+	const span = document.createElement('span');
+	span.className = 'iq-pct';
+	const bar = document.createElement('span');
+	bar.className = 'bar';
+	bar.style.width = `${max > 0 ? Math.max(1, Math.round((60 * (percent || 0)) / max)) : 0}px`;
+	bar.setAttribute('aria-hidden', 'true');
+	const text = document.createElement('span');
+	text.textContent = fmtPct(percent);
+	span.append(bar, text);
+	return span;
+}
+
+function nameCell(name, title) {
+	const span = document.createElement('span');
+	span.textContent = name;
+	if (title) span.title = title;
+	return span;
+}
+
+function renderFunctions() {
+	const body = v.els.body.functions;
+	if (v.err.functions) return panelError('functions');
+	const d = v.data.functions;
+	const rows = (d && d.functions) || [];
+	if (!rows.length) return emptyPanel(body, 'No functions in this range.');
+	const max = Math.max(...rows.map((r) => r.self_percent || 0));
+	const ctx = v.ctx;
+	const unit = unitWord();
+	const table = sortableTable(
+		[
+			{ key: 'name', label: 'Function', render: (r) => nameCell(r.name, [r.binary, r.file].filter(Boolean).join(' \u00b7 ')) },
+			{ key: 'self_cores', label: `Self ${unit}`, num: true, render: (r) => fmtCores(r.self_cores) },
+			{ key: 'self_percent', label: v.params.tab === 'gpu' ? 'Self GPU %' : 'Self CPU %', num: true, render: (r) => pctCell(r.self_percent, max) },
+		],
+		rows,
+		{
+			onRow: (r) => ctx.go('flamegraph', { q: ctx.q, s: r.name }),
+			rowTitle: 'Open the flame graph with this function highlighted',
+		}
+	);
+	table.classList.add('iq-table');
+	table.querySelectorAll('tbody td:first-child').forEach((td) => td.classList.add('name'));
+	body.classList.remove('stale');
+	body.replaceChildren(table);
+}
+
+function renderEntities() {
+	const body = v.els.body.entities;
+	if (v.err.entities) return panelError('entities');
+	const d = v.data.entities;
+	const rows = (d && d.entities) || [];
+	const [label, defaultAttr] = ENTITY_TYPES[v.params.etype];
+	if (!rows.length) return emptyPanel(body, `No ${label.toLowerCase()} in this range.`);
+	const attr = (d && d.attribute) || defaultAttr;
+	const max = Math.max(...rows.map((r) => r.percent || 0));
+	const ctx = v.ctx;
+	const flame = (r) => {
+		const b = document.createElement('button');
+		b.type = 'button';
+		b.className = 'iq-flame';
+		b.textContent = 'Flamegraph';
+		b.title = `Open the flame graph of ${r.name}`;
+		const go = (ev) => {
+			ev.stopPropagation();
+			ctx.go('flamegraph', { q: withFilter(ctx.q, attr, filterValue(r.name)) });
+		};
+		b.addEventListener('click', go);
+		b.addEventListener('keydown', (ev) => ev.key === 'Enter' && ev.stopPropagation());
+		return b;
+	};
+	const absHost = v.params.mode === 'absolute' && v.params.etype === 'host';
+	const table = sortableTable(
+		[
+			{ key: 'name', label: label.replace(/s$/, ''), render: (r) => nameCell(r.name, absHost && r.cpus ? `${r.cpus} logical CPUs` : '') },
+			{ key: 'cores', label: unitWord()[0].toUpperCase() + unitWord().slice(1), num: true, render: (r) => fmtCores(r.cores) },
+			{ key: 'percent', label: absHost ? '% of its CPUs' : v.params.tab === 'gpu' ? 'GPU %' : 'CPU %', num: true, render: (r) => pctCell(r.percent, max) },
+			{ key: 'open', label: '', render: flame },
+		],
+		rows,
+		{
+			onRow: (r) => ctx.addFilter(attr, filterValue(r.name)),
+			rowTitle: `Filter the page by ${attr}`,
+		}
+	);
+	table.classList.add('iq-table');
+	table.querySelectorAll('tbody td:first-child').forEach((td) => td.classList.add('name'));
+	body.classList.remove('stale');
+	body.replaceChildren(table);
+}
+
+// --- the page's state -----------------------------------------------------------
+
+// The GPU tab with no GPU samples: what it needs.
+function gpuEmptyHTML() {
+	const host = location.host || '127.0.0.1:8080';
+	return messageHTML(
+		'empty',
+		`<p><strong>No GPU data yet: GPU profiling needs ember-agent on a host with NVIDIA GPUs.</strong></p>
+		<p>ember-agent samples CPUs today (native, kernel and Python frames); recording the CUDA kernels that CPU code launches is its next step, and no ember-agent flag turns it on yet. Until then this tab shows GPU time that any OpenTelemetry Profiles producer sends to this server: a <code>POST http://${escapeHTML(host)}/v1development/profiles</code> (protobuf) whose profile has the sample type <code>cuda</code>, <code>gpu_time</code> or <code>gpu_kernel_time</code> (nanoseconds).</p>
+		<p>The CPU tab shows the fleet\u2019s CPU time meanwhile.</p>`
+	);
+}
+
+const isKindRejected = (e) => e instanceof ApiError && e.status === 400 && /event_kind/.test(e.message);
+
+function settle() {
+	const s = v;
+	if (s.pending.size) {
+		s.ctx.setState('loading');
+		return;
+	}
+	const { els, params } = s;
+	const errs = PANELS.filter((p) => s.err[p]);
+	const gpu = params.tab === 'gpu';
+	const show = (html) => {
+		els.message.innerHTML = html;
+		els.message.hidden = false;
+		els.content.hidden = true;
+	};
+	expose();
+	if (gpu && errs.length && errs.every((p) => isKindRejected(s.err[p]))) {
+		show(gpuEmptyHTML());
+		return s.ctx.setState('empty');
+	}
+	if (errs.length === PANELS.length) {
+		show(apiErrorHTML(s.err.series));
+		return s.ctx.setState('error');
+	}
+	const totals = [];
+	if (s.data.series && !s.err.series) totals.push(s.data.series.series.reduce((a, x) => a + (x.total || 0), 0));
+	if (s.data.hosts && !s.err.hosts) totals.push(s.data.hosts.total || 0);
+	if (s.data.functions && !s.err.functions) totals.push(s.data.functions.total || 0);
+	if (totals.length && totals.every((t) => t === 0)) {
+		show(gpu && !s.ctx.q.trim() ? gpuEmptyHTML() : emptyHTML(s.ctx.rangeText, s.ctx.q));
+		return s.ctx.setState('empty');
+	}
+	els.message.hidden = true;
+	els.content.hidden = false;
+	s.ctx.setState('ready');
+}
+
+// For tests and the console: what the view shows.
+function expose() {
+	window.emberIQ = {
+		chart: v.chart,
+		params: { ...v.params },
+		data: { ...v.data },
+	};
+}
+
+// --- the contract ---------------------------------------------------------------
+
+function show(root, ctx) {
+	loadCSS();
+	if (!v || v.els.root !== root || !root.querySelector('.iq')) {
+		abortAll();
+		v = { els: null, ctx, params: null, keys: {}, data: {}, err: {}, ctl: {}, pending: new Set(), chart: null, own: false, fetchedAt: 0 };
+		v.els = build(root);
+	}
+	const own = v.own;
+	v.ctx = ctx;
+	const params = paramsOf(ctx);
+	const tabChanged = v.params && v.params.tab !== params.tab;
+	v.params = params;
+	syncControls();
+	const base = JSON.stringify([ctx.project, ctx.range, ctx.range === 'custom' ? [ctx.start_ts, ctx.end_ts] : 0, ctx.q.trim(), params.tab]);
+	const keys = keysOf(base, params);
+	// Shown again by the page (activation, Refresh, popstate) rather than
+	// by our own controls: fetch everything again, the data may be old.
+	if (!own && Date.now() - v.fetchedAt > 1000) v.keys = {};
+	const stale = PANELS.filter((p) => v.keys[p] !== keys[p]);
+	if (!stale.length) {
+		if (!v.pending.size) {
+			PANELS.forEach(render);
+			settle();
+		}
+		return;
+	}
+	if (tabChanged || !v.fetchedAt) {
+		els().content.hidden = true;
+		els().message.hidden = true;
+	}
+	const filter = ctx.filter();
+	filter.event_kind = params.tab === 'gpu' ? 'cuda' : 'on_cpu';
+	v.fetchedAt = Date.now();
+	for (const p of stale) {
+		v.keys[p] = keys[p];
+		if (tabChanged) v.data[p] = null;
+	}
+	if (!els().message.hidden && stale.length === PANELS.length) els().message.hidden = true;
+	if (els().content.hidden && els().message.hidden) {
+		els().message.innerHTML = messageHTML('info', 'Loading\u2026');
+		els().message.hidden = false;
+	}
+	ctx.setState('loading');
+	for (const p of stale) load(p, filter);
+	if (PANELS.some((p) => !stale.includes(p))) renderCards();
+}
+
+const els = () => v.els;
+
+function abortAll() {
+	if (!v) return;
+	for (const p of PANELS) if (v.ctl[p]) v.ctl[p].abort();
+	v.ctl = {};
+	v.pending.clear();
+}
+
+function hide() {
+	if (!v) return;
+	abortAll();
+	// The next show fetches again.
+	v.keys = {};
+	v.fetchedAt = 0;
+}
+
+export default { id: 'iq', title: 'Efficiency IQ', show, hide };
