@@ -6,7 +6,7 @@
 
 import { FlameGraph, FRAME_TYPES, baseColor, typeLabel } from './flamegraph.js';
 import { DEFAULT_PROJECT, RANGES, api, escapeHTML, filterFor, withFilter, apiErrorHTML, rangeText, sortableTable, fmtPct, fmtCores } from './common.js';
-import { transformTree, settingsActive } from './fgtransform.js';
+import { transformTree, needsTransform } from './fgtransform.js';
 import { attachQueryBox } from './querybox.js';
 
 // Every view: its URL name and title. The flame graph is the default.
@@ -341,7 +341,7 @@ function applySettings() {
 	if (key === shownKey) return;
 	shownKey = key;
 	const opts = displayOptions(state);
-	const root = settingsActive(opts) ? transformTree(data.root, opts) : data.root;
+	const root = needsTransform(data.root, opts) ? transformTree(data.root, opts) : data.root;
 	fg.setData({ ...data, root });
 	fg.typesSeen = typesIn(data.root);
 }

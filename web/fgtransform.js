@@ -34,14 +34,34 @@ function copyNode(n, name) {
 	return out;
 }
 
-export function settingsActive(opts) {
-	return (opts.hide && opts.hide.size > 0) || opts.collapseRecursion || opts.collapseUnsymbolized || !opts.addresses;
+// Whether transformTree would change anything in the tree (a scan without
+// allocation: most answers have nothing to collapse, and are drawn as
+// they came).
+export function needsTransform(root, opts) {
+	const hide = opts.hide || new Set();
+	const stack = [root];
+	while (stack.length) {
+		const n = stack.pop();
+		const kids = n.children;
+		if (!kids) continue;
+		for (let k = 0; k < kids.length; k++) {
+			const c = kids[k];
+			const type = c.frame_type || 'native';
+			if (hide.has(type)) return true;
+			if (opts.collapseRecursion && n !== root && type === (n.frame_type || 'native') && c.name === n.name) return true;
+			if ((opts.collapseUnsymbolized || !opts.addresses) && type === 'native' && UNSYMBOLIZED.test(String(c.name))) return true;
+			stack.push(c);
+		}
+	}
+	return false;
 }
 
 export function transformTree(root, opts) {
 	const hide = opts.hide || new Set();
 	const out = copyNode(root);
-	const index = new Map([[out, new Map()]]); // node -> its children by key
+	// Children by key, for all nodes in one map: "<node id>\0<key>".
+	const ids = new Map([[out, 0]]);
+	const index = new Map();
 	// Work items: a source node whose children go under `target`; `shown`
 	// is the source frame that target stands for (the collapse rules
 	// compare a child with it).
@@ -63,17 +83,16 @@ export function transformTree(root, opts) {
 				continue;
 			}
 			const node = copyNode(c, bin !== null && !opts.addresses ? `[${bin}]` : undefined);
-			const siblings = index.get(target);
-			const k = keyOf(node);
-			const twin = siblings.get(k);
+			const k = ids.get(target) + '\u0000' + keyOf(node);
+			const twin = index.get(k);
 			if (twin) {
 				twin.self += node.self;
 				twin.total += node.total;
 				work.push({ src: c, target: twin, shown: c });
 			} else {
 				target.children.push(node);
-				siblings.set(k, node);
-				index.set(node, new Map());
+				index.set(k, node);
+				ids.set(node, ids.size);
 				work.push({ src: c, target: node, shown: c });
 			}
 		}

@@ -193,7 +193,7 @@ function renderListFrame(p) {
 		modeToggle(p.mode),
 		el('span', { class: 'ent-count', 'aria-live': 'polite' }));
 	const explain = el('p', { class: 'ent-explain' });
-	const content = el('div', { class: 'ent-content' }, el('div', { innerHTML: '' }));
+	const content = el('div', { class: 'ent-content' });
 	content.innerHTML = messageHTML('info', `Loading ${escapeHTML(KIND[p.entity].label.toLowerCase())}\u2026`);
 	root.replaceChildren(el('div', { class: 'view-body ent' }, tabs, toolbar, explain, content));
 }
@@ -249,6 +249,7 @@ async function loadList(p, key) {
 function renderList() {
 	const p = params(cur);
 	const content = root.querySelector('.ent-content');
+	const focused = content.contains(document.activeElement) ? document.activeElement.dataset.key : null;
 	const count = root.querySelector('.ent-count');
 	const input = root.querySelector('#ent-match');
 	if (input && document.activeElement !== input && input.value !== p.match) input.value = p.match;
@@ -308,6 +309,7 @@ function renderList() {
 		content.replaceChildren(el('div', { class: 'panel ent-panel' }, table));
 		content.insertAdjacentHTML('beforeend', messageHTML('info', `No ${escapeHTML(k.one)} name contains \u201c${escapeHTML(p.match)}\u201d.`));
 	} else content.replaceChildren(el('div', { class: 'panel ent-panel' }, table));
+	if (focused) table.querySelector(`th[data-key="${focused}"]`)?.focus();
 	setState('ready');
 }
 
@@ -467,7 +469,7 @@ function renderRelated(panel, kind, a, q, whole) {
 				if (key === 'bar' || key === 'actions') return;
 				sortKey = key;
 				draw();
-				table.isConnected || panel.querySelector(`th[data-key="${key}"]`)?.focus();
+				panel.querySelector(`th[data-key="${key}"]`)?.focus();
 			},
 			onRow: (r) => (k.attr ? openEntity(kind, r.name) : cur.go('flamegraph', { q, s: r.name })),
 			rowTitle: k.attr ? 'Enter or click: this entity\u2019s page' : 'Enter or click: the flame graph with its frames highlighted',

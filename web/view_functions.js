@@ -819,6 +819,7 @@ async function copyName(name, from) {
 		ta.setAttribute('readonly', '');
 		ta.className = 'fn-copy-area';
 		document.body.append(ta);
+		ta.focus();
 		ta.select();
 		try {
 			ok = document.execCommand('copy');

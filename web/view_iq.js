@@ -569,10 +569,8 @@ function show(root, ctx) {
 	if (!own && Date.now() - v.fetchedAt > 1000) v.keys = {};
 	const stale = PANELS.filter((p) => v.keys[p] !== keys[p]);
 	if (!stale.length) {
-		if (!v.pending.size) {
-			PANELS.forEach(render);
-			settle();
-		}
+		renderCards();
+		if (!v.pending.size) settle();
 		return;
 	}
 	if (tabChanged || !v.fetchedAt) {
