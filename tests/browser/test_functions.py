@@ -218,13 +218,13 @@ def test_sorting_by_total_and_back(server, page):
     page.evaluate("history.back()")
     page.wait_for("!new URLSearchParams(location.search).has('sort')")
     wait_ready(page)
-    page.wait_for("!!document.querySelector('#view-functions .fn-table tbody tr').cells[0].innerText.trim() === 'compress_block'")
+    page.wait_for("document.querySelector('#view-functions .fn-table tbody tr')?.cells[0].innerText.trim() === 'compress_block'")
     # And with the keyboard: Enter on a header.
     page.evaluate("document.querySelector('#view-functions th[data-key=total_percent]').focus()")
     page.press("Enter")
     page.wait_for("new URLSearchParams(location.search).get('sort') === 'total'")
     wait_ready(page)
-    page.wait_for("!!document.querySelector('#view-functions .fn-table tbody tr').cells[0].innerText.trim() === 'main'")
+    page.wait_for("document.querySelector('#view-functions .fn-table tbody tr')?.cells[0].innerText.trim() === 'main'")
     no_errors(page)
 
 
@@ -282,7 +282,7 @@ def test_cel_query_narrows_the_table(server, page):
     page.press("Enter")
     page.wait_for("new URLSearchParams(location.search).get('q') === 'process.executable.name == \"batch-job\"'")
     wait_ready(page)
-    page.wait_for("!!document.querySelector('#view-functions .fn-table tbody tr').cells[0].innerText.trim() === 'sort_rows'")
+    page.wait_for("document.querySelector('#view-functions .fn-table tbody tr')?.cells[0].innerText.trim() === 'sort_rows'")
     got = rows(page)
     assert {(r["name"], r["binary"]) for r in got} == {
         ("sort_rows", "batch-job"), ("compress_block", "batch-job"), ("main", "batch-job"),
@@ -296,7 +296,7 @@ def test_cel_query_narrows_the_table(server, page):
         document.getElementById('refresh').click(); })()""")
     page.wait_for("new URLSearchParams(location.search).get('q') === 'host.name == \"web-1\"'")
     wait_ready(page)
-    page.wait_for("!!document.querySelector('#view-functions .fn-table tbody tr').cells[2].innerText === '2.25 c'")
+    page.wait_for("document.querySelector('#view-functions .fn-table tbody tr')?.cells[2].innerText === '2.25 c'")
     assert rows(page)[0]["name"] == "compress_block"  # 450 samples on web-1
     no_overflow(page)
     no_errors(page)
@@ -307,7 +307,7 @@ def test_absolute_mode(server, page):
     click(page, "#view-functions .fn-list .fn-mode-btn[data-mode=absolute]")
     page.wait_for("new URLSearchParams(location.search).get('mode') === 'absolute'")
     wait_ready(page)
-    page.wait_for("!!document.querySelector('#view-functions .fn-table tbody tr').cells[3].innerText === '18.8%'")
+    page.wait_for("document.querySelector('#view-functions .fn-table tbody tr')?.cells[3].innerText === '18.8%'")
     first = rows(page)[0]
     # 4.5 cores of the 24 CPUs of the three hosts.
     assert (first["name"], first["self"], first["self_pct"], first["total_pct"]) == (
@@ -319,7 +319,7 @@ def test_absolute_mode(server, page):
     shot(page, "functions-absolute")
     click(page, "#view-functions .fn-list .fn-mode-btn[data-mode=relative]")
     page.wait_for("!new URLSearchParams(location.search).has('mode')")
-    page.wait_for("!!document.querySelector('#view-functions .fn-table tbody tr').cells[3].innerText === '47.8%'")
+    page.wait_for("document.querySelector('#view-functions .fn-table tbody tr')?.cells[3].innerText === '47.8%'")
     no_errors(page)
 
 
