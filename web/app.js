@@ -170,15 +170,8 @@ function syncControls() {
 		if (v === state.view) a.setAttribute('aria-current', 'page');
 		else a.removeAttribute('aria-current');
 	}
-	let custom = el.range.querySelector('option[value="custom"]');
-	if (state.range === 'custom') {
-		if (!custom) {
-			custom = document.createElement('option');
-			custom.value = 'custom';
-			el.range.append(custom);
-		}
-		custom.textContent = rangeText('custom', state.from, state.to);
-	} else if (custom) custom.remove();
+	const custom = el.range.querySelector('option[value="custom"]');
+	custom.textContent = state.range === 'custom' ? rangeText('custom', state.from, state.to) : 'Custom range\u2026';
 	el.range.value = state.range;
 	el.group.value = state.group;
 	syncSettings();
@@ -1153,7 +1146,60 @@ el.controls.addEventListener('submit', (ev) => {
 	ev.preventDefault();
 	applyControls(dataKey({ ...state, q: el.query.value.trim() }) !== dataKey(state));
 });
-for (const s of [el.range, el.group, el.project]) s.addEventListener('change', () => applyControls(true));
+for (const s of [el.group, el.project]) s.addEventListener('change', () => applyControls(true));
+el.range.addEventListener('change', () => {
+	if (el.range.value === 'custom') return openCustomRange();
+	applyControls(true);
+});
+
+// --- the custom time range ----------------------------------------------------
+
+const customBox = $('custom-range');
+
+// A Unix ms time as the value of a datetime-local input (local time).
+function localInput(ms) {
+	const d = new Date(ms - new Date(ms).getTimezoneOffset() * 60000);
+	return d.toISOString().slice(0, 19);
+}
+
+function openCustomRange() {
+	const w = windowOf(state);
+	$('range-from').value = localInput(w.end - w.seconds * 1000);
+	$('range-to').value = localInput(w.end);
+	$('range-error').textContent = '';
+	customBox.hidden = false;
+	$('range-from').focus();
+}
+
+function closeCustomRange() {
+	customBox.hidden = true;
+	el.range.value = state.range;
+}
+
+$('range-apply').addEventListener('click', () => {
+	const from = new Date($('range-from').value).getTime();
+	const to = new Date($('range-to').value).getTime();
+	if (!Number.isFinite(from) || !Number.isFinite(to)) {
+		$('range-error').textContent = 'Enter both times.';
+		return;
+	}
+	if (to <= from) {
+		$('range-error').textContent = '"To" must be after "From".';
+		return;
+	}
+	customBox.hidden = true;
+	setTimeRange(from, to);
+});
+$('range-cancel').addEventListener('click', closeCustomRange);
+customBox.addEventListener('keydown', (ev) => {
+	if (ev.key === 'Escape') {
+		ev.stopPropagation();
+		closeCustomRange();
+	} else if (ev.key === 'Enter') {
+		ev.preventDefault();
+		$('range-apply').click();
+	}
+});
 el.search.addEventListener('keydown', (ev) => {
 	if (ev.key === 'Enter') {
 		ev.preventDefault();

@@ -249,6 +249,10 @@ function build(r) {
 		toast: $('.fn-toast'),
 		modes: [...r.querySelectorAll('.fn-mode')],
 	};
+	// The table's header sticks under the page's sticky top bar.
+	const bar = document.querySelector('.topbar');
+	if (bar && window.ResizeObserver)
+		new ResizeObserver(() => r.style.setProperty('--fn-sticky-top', `${bar.offsetHeight}px`)).observe(bar);
 	for (const group of el.modes) {
 		const label = make('span', 'fn-mode-label', 'CPU %');
 		label.setAttribute('aria-hidden', 'true');
@@ -585,7 +589,7 @@ function renderSandwich(loading) {
 	const info = { scope: data.scope, mode: slot.mode, fnTotal: fn.total, name: fn.name, type };
 	body.append(
 		treePanel('callers', 'Callers', `The paths that lead to ${fn.name}: the function on top, below it the functions that called it, then their callers.`, data.callers, info),
-		treePanel('callees', 'Callees', `What ${fn.name} calls: the function on top, below it the functions it called, then theirs. Its own code is its self time.`, data.callees, info)
+		treePanel('callees', 'Callees', `What ${fn.name} calls: the function on top, below it its own code (self) and the functions it called, then theirs.`, data.callees, info)
 	);
 	ctx.setState('ready');
 	focusSandwich();
@@ -694,13 +698,17 @@ function visibleRows(t) {
 		out.push({ n, path, depth, pos, size });
 		if (!t.expanded.has(path) || !n.children) return;
 		const kids = n.children;
-		for (let i = 0; i < kids.length; i++) walk(kids[i], `${path}/${i}`, depth + 1, i + 1, kids.length);
+		// A callee's own code, first among what it called.
+		const own = t.kind === 'callees' && n.self > 0 ? 1 : 0;
+		if (own) out.push({ n, own: true, path: `${path}/s`, depth: depth + 1, pos: 1, size: kids.length + 1 });
+		for (let i = 0; i < kids.length; i++) walk(kids[i], `${path}/${i}`, depth + 1, i + 1 + own, kids.length + own);
 	};
 	walk(t.root, '0', 0, 1, 1);
 	return out;
 }
 
 function rowHTML(t, r) {
+	if (r.own) return ownRowHTML(t, r);
 	const { n, path, depth } = r;
 	const { scope, mode, fnTotal } = t.info;
 	const kids = n.children ? n.children.length : 0;
@@ -716,6 +724,20 @@ function rowHTML(t, r) {
 		`<span class="num">${escapeHTML(fmtInt(n.total))}</span>` +
 		`<span class="num">${escapeHTML(fmtCoreUnits(coresOf(n.total, scope)))}</span>` +
 		`<span class="num">${escapeHTML(fmtPct(percentOf(n.total, scope, mode)))}</span>` +
+		`<span class="fn-share" aria-hidden="true"><span class="bar" style="width:${Math.min(100, 100 * share).toFixed(2)}%"></span></span></div>`;
+}
+
+// The samples of a callee in its own code (its self), not in what it called.
+function ownRowHTML(t, r) {
+	const { n, path, depth } = r;
+	const { scope, mode, fnTotal } = t.info;
+	const share = fnTotal > 0 ? n.self / fnTotal : 0;
+	return `<div class="fn-tree-row fn-tree-own" role="treeitem" aria-level="${depth + 1}" aria-setsize="${r.size}" aria-posinset="${r.pos}" tabindex="${path === t.focus ? 0 : -1}" data-path="${path}" title="${escapeHTML(`${fmtSamples(n.self)} in ${n.name}\u2019s own code, not in the functions it called`)}">` +
+		`<span class="fn-tree-name" style="--depth:${depth}"><span class="fn-twisty" aria-hidden="true"></span>` +
+		`<span class="fn-node-name">(own code)</span></span>` +
+		`<span class="num">${escapeHTML(fmtInt(n.self))}</span>` +
+		`<span class="num">${escapeHTML(fmtCoreUnits(coresOf(n.self, scope)))}</span>` +
+		`<span class="num">${escapeHTML(fmtPct(percentOf(n.self, scope, mode)))}</span>` +
 		`<span class="fn-share" aria-hidden="true"><span class="bar" style="width:${Math.min(100, 100 * share).toFixed(2)}%"></span></span></div>`;
 }
 

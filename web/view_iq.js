@@ -420,7 +420,8 @@ function renderFunctions() {
 	const body = v.els.body.functions;
 	if (v.err.functions) return panelError('functions');
 	const d = v.data.functions;
-	const rows = (d && d.functions) || [];
+	// Sorted by self time: a function with none (only calling) says nothing here.
+	const rows = ((d && d.functions) || []).filter((r) => r.self > 0);
 	if (!rows.length) return emptyPanel(body, 'No functions in this range.');
 	const max = Math.max(...rows.map((r) => r.self_percent || 0));
 	const ctx = v.ctx;

@@ -246,7 +246,7 @@ def test_entity_page_of_an_executable(server, page):
     page.evaluate("""[...document.querySelectorAll('.ent-content tbody tr')]
         .find((r) => r.querySelector('.ent-name').textContent === 'myapp').focus()""")
     page.press("Enter")
-    page.wait_for("document.body.dataset.state === 'ready' && document.querySelector('.ent-title-name')")
+    page.wait_for("document.body.dataset.state === 'ready' && !!document.querySelector('.ent-title-name')")
     params = search_params(page)
     assert params["entity"] == ["executable"] and params["name"] == ["myapp"]
     check_myapp_page(page, server)
@@ -264,7 +264,7 @@ def test_entity_page_of_an_executable(server, page):
         .find((r) => r.querySelector('.ent-name').textContent === 'web-2').click()""")
     page.wait_for("document.body.dataset.state === 'ready' && "
                   "document.querySelector('.ent-title-name')?.textContent === 'web-2' && "
-                  "document.querySelector('[data-related=executable] tbody')")
+                  "!!document.querySelector('[data-related=executable] tbody')")
     exes = table(page, "[data-related=executable] table")
     assert [r["Executable"] for r in exes] == ["nginx", "myapp"]
     assert exes[1]["Share"] == fmt_pct(100 * 250 / HOST_TOTALS["web-2"])
@@ -275,7 +275,7 @@ def test_entity_page_of_an_executable(server, page):
     page.wait_for("document.querySelector('.ent-title-name')?.textContent === 'myapp'")
     wait_state(page, "ready")
     click_selector(page, ".ent-back")
-    page.wait_for("document.body.dataset.state === 'ready' && document.querySelector('.ent-tabs')")
+    page.wait_for("document.body.dataset.state === 'ready' && !!document.querySelector('.ent-tabs')")
     assert "name" not in search_params(page)
     assert page.evaluate("document.querySelector('.ent-tab[aria-selected=true]').textContent") == "Executables"
     no_errors(page)

@@ -619,3 +619,36 @@ def test_query_autocompletion(server, page):
     page.press("Escape")
     page.wait_for("document.getElementById('query-suggest').hidden")
     no_errors(page)
+
+
+def test_custom_time_range(server, page):
+    open_ui(page, server.base)
+    page.evaluate("""(() => { const r = document.getElementById('range'); r.value = 'custom';
+        r.dispatchEvent(new Event('change', {bubbles: true})); })()""")
+    page.wait_for("!document.getElementById('custom-range').hidden")
+    shot(page, "custom_range")
+    # "To" before "From" is refused with a message.
+    page.evaluate("""(() => { const f = document.getElementById('range-from'), t = document.getElementById('range-to');
+        const v = f.value; f.value = t.value; t.value = v; document.getElementById('range-apply').click(); })()""")
+    assert "after" in page.evaluate("document.getElementById('range-error').innerText")
+    # The last 5 minutes hold the first batch's samples (2 minutes ago).
+    now = int(time.time() * 1000)
+    set_js = """((from, to) => { const f = (ms) => new Date(ms - new Date(ms).getTimezoneOffset() * 60000).toISOString().slice(0, 19);
+        document.getElementById('range-from').value = f(from); document.getElementById('range-to').value = f(to);
+        document.getElementById('range-apply').click(); })"""
+    page.evaluate(f"{set_js}({now - 300_000}, {now + 60_000})")
+    page.wait_for("new URLSearchParams(location.search).get('range') === 'custom'")
+    wait_state(page, "ready")
+    p = search_params(page)
+    assert abs(int(p["from"][0]) - (now - 300_000)) < 1000 and int(p["to"][0]) > int(p["from"][0])
+    assert page.evaluate("emberFlamegraph.total") == 1000
+    assert " \u2013 " in page.evaluate("document.getElementById('range').selectedOptions[0].text")
+    # A range before any data: the empty state, which says so.
+    page.evaluate(f"document.getElementById('range').value = 'custom'; document.getElementById('range').dispatchEvent(new Event('change', {{bubbles: true}}))")
+    page.evaluate(f"{set_js}({now - 3_600_000}, {now - 3_000_000})")
+    wait_state(page, "empty")
+    # The link restores it.
+    page.reload()
+    wait_state(page, "empty")
+    assert search_params(page)["range"] == ["custom"]
+    no_errors(page)
