@@ -337,7 +337,7 @@ export class FlameGraph {
 		return i >= a && i < this.next[a];
 	}
 
-	// Marks the frames whose name matches term. Returns {count, total, share}
+	// Marks the frames whose name or binary matches term. Returns {count, total, share}
 	// where total counts each matched subtree once (a match below a match is
 	// not counted again). Throws SyntaxError for a bad regular expression.
 	setSearch(term) {
@@ -352,12 +352,22 @@ export class FlameGraph {
 		const matched = new Uint8Array(this.n);
 		const cache = new Map();
 		let count = 0, total = 0, coveredUntil = 0;
+		const binaries = new Map();
 		for (let i = 1; i < this.n; i++) {
-			const name = String(this.nodes[i].name);
+			const node = this.nodes[i];
+			const name = String(node.name);
 			let m = cache.get(name);
 			if (m === undefined) {
 				m = test(name);
 				cache.set(name, m);
+			}
+			// A frame of a matching binary matches too (libc.so.6).
+			if (!m && node.binary) {
+				m = binaries.get(node.binary);
+				if (m === undefined) {
+					m = test(String(node.binary));
+					binaries.set(node.binary, m);
+				}
 			}
 			if (!m) continue;
 			matched[i] = 1;

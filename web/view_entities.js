@@ -18,12 +18,12 @@ import { timeChart } from './chart.js';
 // none is in the range, why that may be.
 const KINDS = [
 	{ id: 'host', label: 'Hosts', one: 'host', attr: 'host.name' },
-	{ id: 'deployment', label: 'Deployments', one: 'deployment', attr: 'k8s.deployment.name', why: 'Deployments come from Kubernetes attributes, which ember-agent records for processes running in Kubernetes pods (it reads the pod from the container runtime).' },
-	{ id: 'container', label: 'Containers', one: 'container', attr: 'container.name', why: 'Containers are recorded for processes that run in a container (Docker, containerd, CRI-O, Podman).' },
+	{ id: 'deployment', label: 'Deployments', one: 'deployment', attr: 'k8s.deployment.name', why: 'Deployments come from Kubernetes attributes: ember-agent derives the deployment from the pod name of processes running in Kubernetes pods.' },
+	{ id: 'container', label: 'Containers', one: 'container', attr: 'container.name', why: 'Container names come from the container runtime (a Docker, Podman or CRI-O socket) for processes that run in a container.' },
 	{ id: 'executable', label: 'Executables', one: 'executable', attr: 'process.executable.name' },
 	{ id: 'thread', label: 'Threads', one: 'thread', attr: 'thread.name' },
 	{ id: 'script', label: 'Scripts', one: 'script', attr: 'script.name', why: 'Script names are recorded for Python processes (the script, or the module of python -m).' },
-	{ id: 'namespace', label: 'Namespaces', one: 'namespace', attr: 'k8s.namespace.name', why: 'Namespaces come from Kubernetes attributes, which ember-agent records for processes running in Kubernetes pods.' },
+	{ id: 'namespace', label: 'Namespaces', one: 'namespace', attr: 'k8s.namespace.name', why: 'Namespaces come from Kubernetes attributes, which ember-agent reads from the container runtime for processes running in Kubernetes pods.' },
 	{ id: 'pod', label: 'Pods', one: 'pod', attr: 'k8s.pod.name', why: 'Pods come from Kubernetes attributes, which ember-agent records for processes running in Kubernetes pods.' },
 	{ id: 'process', label: 'Processes', one: 'process', attr: 'process.pid' },
 	{ id: 'shared_object', label: 'Shared objects', one: 'shared object', attr: null },
@@ -409,12 +409,13 @@ function renderStats(p, row, a) {
 	const k = KIND[p.entity];
 	const stats = root.querySelector('.ent-stats');
 	const item = (dt, dd, title) => el('div', { title }, el('dt', { text: dt }), el('dd', { text: dd }));
-	stats.replaceChildren(
+	const items = [
 		item('Cores', fmtCores(row.cores), 'CPUs kept busy on average over the range'),
 		item('CPU %', fmtPct(row.percent), explainText(p.entity, p.mode, a)),
-		row.cpus ? item('CPUs', fmtInt(row.cpus), 'logical CPUs of the host') : null,
-		item('Samples', fmtInt(row.total), `${fmtSamples(row.total)} in ${cur.rangeText}`),
-	);
+	];
+	if (row.cpus) items.push(item('CPUs', fmtInt(row.cpus), 'logical CPUs of the host'));
+	items.push(item('Samples', fmtInt(row.total), `${fmtSamples(row.total)} in ${cur.rangeText}`));
+	stats.replaceChildren(...items);
 	const filterValue = isNone(p.entity, p.name) ? '' : p.name;
 	const q = narrowed(cur.q, p.entity, p.name);
 	root.querySelector('.ent-page-actions').replaceChildren(
@@ -440,7 +441,7 @@ function renderChart(p, ts) {
 		format: (v) => fmtCores(v),
 		onZoom: (a, b) => cur.setTimeRange(a, b),
 	});
-	window.emberEntityChart = chart;
+	window.emberEntityChart = chart; // for the browser tests (clientXOf)
 }
 
 // A breakdown of the entity: q is the query narrowed to it, whole its samples.

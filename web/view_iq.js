@@ -52,7 +52,7 @@ function fmtDuration(sec) {
 	return `${Number((s / 86400).toFixed(1))} days`;
 }
 
-const fmtTime = (ms) => new Date(ms).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+const fmtTime = (ms) => new Date(ms).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23' });
 
 // The params of the view, with their defaults.
 function paramsOf(ctx) {
@@ -292,7 +292,7 @@ function renderSeries() {
 		series,
 		unit: unitWord(),
 		stacked: true,
-		height: 210,
+		height: 180,
 		format: fmtCores,
 		onZoom: (a, b) => ctx.setTimeRange(a, b),
 		onSeries: grouped ? (name) => name !== '[other]' && ctx.addFilter('host.name', filterValue(name)) : null,

@@ -337,6 +337,15 @@ def test_no_deployments_says_why(server, page):
     assert "No deployment in the last 15 minutes" in text
     assert f"None of the {ALL:,} samples has k8s.deployment.name" in text
     assert "Kubernetes" in text
+    shot(page, "entities_no_deployment")
+    # Processes: their PIDs, largest first.
+    open_ui(page, server.base, "/?view=entities&entity=process&mode=absolute")
+    rows = table(page)
+    assert [r["Process (PID)"] for r in rows][:2] == ["301", "101"]
+    explain = page.evaluate("document.querySelector('.ent-explain').textContent")
+    assert "of the 14 logical CPUs of the 3 hosts" in explain
+    assert rows[0]["CPU %"] == fmt_pct(100 * cores(900, server.scope) / 14)
+    shot(page, "entities_processes")
     no_errors(page)
 
 
@@ -345,6 +354,7 @@ def test_bad_query_shows_the_server_error(server, page):
     open_ui(page, server.base, "/?view=entities&q=" + urllib.parse.quote(bad), state="error")
     text = page.evaluate("document.querySelector('.ent-content').innerText")
     assert "The query was rejected" in text and "column" in text
+    shot(page, "entities_error")
     no_errors(page, allow=[lambda e: e.get("source") == "network" and "top_entities" in e.get("url", "")])
 
 
@@ -354,4 +364,14 @@ def test_empty_server(empty_server, page):
     assert "No samples in the last 15 minutes" in text and "ember-agent" in text
     open_ui(page, empty_server.base, "/?view=entities&entity=executable&name=myapp", state="empty")
     assert "No samples" in page.evaluate("document.querySelector('.ent-page').innerText")
+
+    # Data arrives; Refresh fetches again though nothing else changed.
+    open_ui(page, empty_server.base, "/?view=entities", state="empty")
+    b = Batch(sample_rate_hz=HZ, host_cpus=2)
+    b.add(["main"], {"host.name": "late-host", "process.executable.name": "x"}, 38)
+    now = int(time.time() * 1000)
+    assert send_batch(empty_server.base, b.encode(sequence=1, start_ms=now - 20_000, end_ms=now - 10_000))["stored"]
+    click_selector(page, "#refresh")
+    page.wait_for("document.body.dataset.state === 'ready'")
+    assert [r["Host"] for r in table(page)] == ["late-host"]
     no_errors(page)

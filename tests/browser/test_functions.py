@@ -345,9 +345,10 @@ def test_sandwich_shows_callers_and_callees(server, page):
     assert (1, "flush_cache", "400", "2 c", "21.2%") in callers
     assert [c[1] for c in callers] == ["compress_block", "write_segment", "serve", "main", "flush_cache", "main"]
     assert "run_job" not in [c[1] for c in callers]
-    # Callees: huffman_encode under it.
+    # Callees: its own code (self), then huffman_encode.
     callees = tree(page, "callees")
     assert callees == [(0, "compress_block", "1,200", "6 c", "63.7%"),
+                       (1, "(own code)", "900", "4.5 c", "47.8%"),
                        (1, "huffman_encode", "300", "1.5 c", "15.9%")]
     assert page.evaluate("document.title").startswith("compress_block")
     no_overflow(page)
@@ -392,7 +393,7 @@ def test_keyboard_opens_the_sandwich(server, page):
     # The focus moved to the function's name.
     assert page.evaluate("document.activeElement.classList.contains('fn-sw-name')")
     callees = tree(page, "callees")
-    assert callees[1][:3] == (1, "memchr", "160")
+    assert [c[:3] for c in callees] == [(0, "parse_request", "400"), (1, "(own code)", "240"), (1, "memchr", "160")]
     callers = tree(page, "callers")
     assert callers[:3] == [(0, "parse_request", "400", "2 c", "21.2%"),
                            (1, "serve", "400", "2 c", "21.2%"), (2, "main", "400", "2 c", "21.2%")]
@@ -541,4 +542,25 @@ def test_many_functions(request, page):
     assert took < 5, f"10,000 rows took {took:.1f} s"
     assert not page.evaluate("document.querySelector('#view-functions .fn-more')")
     no_overflow(page)
+    no_errors(page)
+
+
+def test_refresh_fetches_again(request, page):
+    """The top bar's Refresh runs the query again though nothing changed."""
+    srv = start_server(request)
+    now = int(time.time() * 1000)
+
+    def send(seq, frames, value):
+        b = Batch(agent_instance="5b1e0c7d-2a4f-4c8e-9d3b-7f6a1e2c4b50", sample_rate_hz=HZ)
+        b.add(frames, {"process.executable.name": "app", "host.name": "h"}, value, binary="app")
+        start = now - 60_000 + seq * 1000
+        assert send_batch(srv.base, b.encode(sequence=seq, start_ms=start, end_ms=start + 1000))["stored"]
+
+    send(1, ["main", "old_hot"], 50)
+    open_functions(page, srv.base)
+    assert names(page)[0] == "old_hot"
+    send(2, ["main", "new_hot"], 500)
+    click(page, "#refresh")
+    page.wait_for("document.querySelector('#view-functions .fn-table tbody tr')?.cells[0].innerText.trim() === 'new_hot'")
+    wait_ready(page)
     no_errors(page)
