@@ -169,6 +169,12 @@ function scopeFieldset(s) {
 	</fieldset>`;
 }
 
+// The top bar's Refresh runs the comparison again even when nothing changed
+// (a relative range moves on). Captured before app.js handles it.
+document.addEventListener('submit', (ev) => {
+	if (ev.target && ev.target.id === 'controls' && root && !root.hidden) force = true;
+}, true);
+
 function build(r) {
 	root = r;
 	if (!document.querySelector('link[href="view_diff.css"]')) {
@@ -395,7 +401,7 @@ async function showError(e, sc, ctl) {
 			try {
 				await ctx.api('top_functions', { filter: { start_ts: 0, end_ts: 1, event_kind: 'on_cpu', query: q }, limit: 1 }, ctl.signal);
 			} catch (err) {
-				if (err instanceof ApiError && err.status === 400) bad.push({ what, input, message: err.message });
+				if (err instanceof ApiError && err.status === 400) bad.push({ what, input, message: err.message.replace(/^filter\.query: /, '') });
 			}
 		}));
 		if (ctl !== diffCtl) return;
@@ -754,8 +760,7 @@ function renderTrend(fn, bin) {
 	const bSpan = sc.baseline.end - sc.baseline.start, cSpan = sc.comparison.end - sc.comparison.start;
 	const shift = sc.comparison.start - sc.baseline.start;
 	let how = '';
-	if (bSpan !== cSpan) how = 'The baseline is stretched to the comparison\u2019s range: points line up by position in their range.';
-	else if (shift) how = `The baseline is drawn ${fmtDuration(Math.abs(shift))} ${shift > 0 ? 'later' : 'earlier'}, over the comparison\u2019s range.`;
+	if (bSpan !== cSpan) how = 'The ranges differ in length: the baseline is stretched over the comparison\u2019s, points line up by their position in the range.';
 	el.innerHTML = `<div class="diff-trend-head">
 		<h2><span class="diff-trend-name">${escapeHTML(fn)}</span>${badge}</h2>
 		<button type="button" class="diff-trend-close" title="Close (Escape)" aria-label="Close the trend">\u00d7</button>
@@ -764,7 +769,7 @@ function renderTrend(fn, bin) {
 	${f ? numbersTable(f) : '<p class="muted">Not among the functions of this comparison.</p>'}
 	<h3>${m === 'self' ? 'Self' : 'Total'} cores over time</h3>
 	<div class="diff-trend-chart" data-state="${trend ? 'ready' : trendErr ? 'error' : 'loading'}"></div>
-	<p class="diff-trend-how muted">${escapeHTML(how)}</p>
+	${how ? `<p class="diff-trend-how muted">${escapeHTML(how)}</p>` : ''}
 	<ul class="diff-trend-ranges">
 		<li><span class="diff-dot diff-dot-baseline"></span>Baseline: ${scopeText(sc.baseline)}</li>
 		<li><span class="diff-dot diff-dot-comparison"></span>Comparison: ${scopeText(sc.comparison)}</li>
@@ -787,7 +792,7 @@ function renderTrend(fn, bin) {
 		box.innerHTML = '<p class="diff-trend-loading muted">Loading its CPU over time\u2026</p>';
 		return;
 	}
-	const bName = shift || bSpan !== cSpan ? `Baseline (${fmtRange(sc.baseline.start, sc.baseline.end)})` : 'Baseline';
+	const bName = bSpan !== cSpan ? 'Baseline (stretched)' : shift ? `Baseline (${fmtDuration(Math.abs(shift))} ${shift > 0 ? 'earlier' : 'later'})` : 'Baseline';
 	chart = timeChart(box, {
 		start_ts: trend.comparison.start,
 		bucket_ms: trend.comparison.bucket_ms,
@@ -796,7 +801,7 @@ function renderTrend(fn, bin) {
 			{ name: 'Comparison', values: trend.comparison[m], color: COLOR.comparison },
 		],
 		unit: 'cores',
-		height: 170,
+		height: 150,
 		format: fmtCores,
 	});
 }

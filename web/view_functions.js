@@ -23,6 +23,7 @@ const EXPAND_LEVELS = 4; // levels of the hottest paths open at first
 const EXPAND_CHAIN = 12; // an only child is opened down to this level
 const EXPAND_SHARE = 0.2; // a child this share of the function is opened too
 const SEARCH_DELAY_MS = 300;
+const CHUNK = 500; // table rows drawn at a time
 
 // The stylesheet of the view, once.
 if (!document.querySelector('link[href="view_functions.css"]')) {
@@ -46,6 +47,7 @@ let toastTimer = 0;
 let listScroll = 0; // where the list was scrolled when a sandwich opened
 let focusAfter = null; // 'sandwich', or { name, binary } of the row to focus
 let trees = []; // the sandwich's trees
+let list = null; // the table on screen: { data, fns, shown, tbody, more, all }
 
 // --- formatting ----------------------------------------------------------------
 
@@ -207,7 +209,7 @@ function build(r) {
       <label for="fn-search">Search functions</label>
       <input id="fn-search" type="search" spellcheck="false" autocomplete="off" autocapitalize="off"
              placeholder="substring or /regex/" aria-describedby="fn-search-help">
-      <span id="fn-search-help" class="visually-hidden">Text matches function names containing it, ignoring case; /regex/ is a regular expression. Applies as you type.</span>
+      <span id="fn-search-help" class="visually-hidden">Text matches function names containing it, ignoring case; /regex/ is a regular expression. Applies as you type; press / to come here.</span>
     </div>
     <div class="fn-mode" role="group" aria-label="CPU % mode"></div>
     <div class="field">
@@ -356,7 +358,7 @@ function shareCell(f) {
 	const track = make('span', 'fn-share');
 	track.title = `${fmtPct(100 * share)} of all samples (${shareOf.sort})`;
 	const bar = make('span', 'bar');
-	bar.style.width = `${Math.min(100, 100 * share)}%`;
+	bar.style.width = share > 0 ? `max(1px, ${Math.min(100, 100 * share)}%)` : '0';
 	track.append(bar);
 	return track;
 }
@@ -416,6 +418,12 @@ function renderList(loading) {
 		ctx.setState('empty');
 		return;
 	}
+	if (list && list.data === data && el.content.contains(list.tbody)) {
+		// What is on screen answers this already (back from a sandwich).
+		ctx.setState('ready');
+		return restoreListFocus();
+	}
+	list = null;
 	const fns = data.functions || [];
 	const sort = params.sort;
 	el.note.textContent = modeNote(data.scope, slot.mode);
@@ -429,8 +437,22 @@ function renderList(loading) {
 		return;
 	}
 	shareOf = { total: data.scope && data.scope.all_total ? data.scope.all_total : data.total, sort };
+	const table = buildTable([]);
+	const wrap = make('div', 'fn-table-wrap');
+	wrap.append(table);
+	const more = make('div', 'fn-more');
+	list = { data, fns, shown: 0, tbody: table.tBodies[0], more, all };
+	el.content.replaceChildren(wrap, more);
+	appendRows(Math.max(CHUNK, focusAfter && focusAfter.index !== undefined ? focusAfter.index + CHUNK : 0, wantedRow(fns) + 1));
+	ctx.setState('ready');
+	restoreListFocus();
+}
+
+// A table of rows (sortableTable) with the headers this view wants: only
+// self and total sort, both columns of the current order marked.
+function buildTable(fns) {
 	const table = sortableTable(COLUMNS, fns, {
-		sortKey: sort + '_cores',
+		sortKey: params.sort + '_cores',
 		onSort: (key) => {
 			const c = COLUMNS.find((x) => x.key === key);
 			if (c && c.sort && c.sort !== params.sort) ctx.setParams({ sort: c.sort === 'self' ? null : c.sort }, true);
@@ -449,52 +471,81 @@ function renderList(loading) {
 			th.removeAttribute('tabindex');
 			th.removeAttribute('role');
 			th.removeAttribute('aria-sort');
-		} else th.setAttribute('aria-sort', c.sort === sort ? 'descending' : 'none');
+		} else th.setAttribute('aria-sort', c.sort === params.sort ? 'descending' : 'none');
 		if (c.key === 'actions') th.innerHTML = '<span class="visually-hidden">Actions</span>';
 	}
-	const rows = table.tBodies[0].rows;
-	for (let i = 0; i < rows.length; i++) {
-		rows[i].dataset.index = String(i);
-		rows[i].setAttribute('aria-label', `${fns[i].name}${fns[i].binary ? ' in ' + fns[i].binary : ''}: self ${fmtPct(fns[i].self_percent)}, total ${fmtPct(fns[i].total_percent)}. Enter opens callers and callees.`);
-	}
-	const wrap = make('div', 'fn-table-wrap');
-	wrap.append(table);
-	const parts = [wrap];
-	if (shown < all) {
-		const more = make('div', 'fn-more');
-		more.append(make('span', null, `Showing the top ${fmtInt(shown)} of ${fmtInt(all)} functions.`));
-		const next = LIMITS.find((n) => n > params.limit) || Math.min(MAX_LIMIT, params.limit * 2);
-		if (next > params.limit) {
-			const b = make('button', 'fn-show-more', `Show ${fmtInt(Math.min(next, all) - shown)} more`);
-			b.type = 'button';
-			b.addEventListener('click', () => {
-				focusAfter = { index: shown };
-				setLimit(next);
-			});
-			more.append(b);
-		}
-		parts.push(more);
-	}
-	el.content.replaceChildren(...parts);
-	el.content.functions = fns;
-	ctx.setState('ready');
-	restoreListFocus(fns, rows);
+	return table;
 }
 
-function restoreListFocus(fns, rows) {
+// Draws up to n more of the fetched rows: a long list is drawn a part at a
+// time, as "Show more" asks for it, not all at once.
+function appendRows(n) {
+	const { fns } = list;
+	const from = list.shown, to = Math.min(fns.length, from + n);
+	if (to > from) {
+		const rows = [...buildTable(fns.slice(from, to)).tBodies[0].rows];
+		rows.forEach((tr, k) => {
+			const f = fns[from + k];
+			tr.dataset.index = String(from + k);
+			tr.setAttribute('aria-label', `${f.name}${f.binary ? ' in ' + f.binary : ''}: self ${fmtPct(f.self_percent)}, total ${fmtPct(f.total_percent)}. Enter opens callers and callees.`);
+		});
+		list.tbody.append(...rows);
+		list.shown = to;
+	}
+	updateMore();
+}
+
+// The line under the table: how many are shown, and a button for more
+// (drawn from what was fetched, else fetched with a larger limit).
+function updateMore() {
+	const { more, shown, fns, all } = list;
+	more.replaceChildren();
+	more.hidden = shown >= all;
+	if (more.hidden) return;
+	more.append(make('span', null, `Showing the top ${fmtInt(shown)} of ${fmtInt(all)} functions.`));
+	let count, action;
+	if (shown < fns.length) {
+		count = Math.min(CHUNK, fns.length - shown);
+		action = () => {
+			const first = list.shown;
+			appendRows(CHUNK);
+			const row = list.tbody.rows[first];
+			if (row) row.focus();
+		};
+	} else {
+		const next = LIMITS.find((x) => x > params.limit) || Math.min(MAX_LIMIT, params.limit * 2);
+		if (next <= params.limit) return;
+		count = Math.min(next, all) - shown;
+		action = () => {
+			focusAfter = { index: shown };
+			setLimit(next);
+		};
+	}
+	const b = make('button', 'fn-show-more', `Show ${fmtInt(count)} more`);
+	b.type = 'button';
+	b.addEventListener('click', action);
+	more.append(b);
+}
+
+// The index of the row to focus when the list is drawn again (back from a
+// sandwich), or -1.
+function wantedRow(fns, want = focusAfter) {
+	if (!want || want === 'sandwich' || want.name === undefined) return -1;
+	return fns.findIndex((f) => f.name === want.name && (f.binary || '') === (want.binary || ''));
+}
+
+function restoreListFocus() {
 	const want = focusAfter;
-	if (!want || want === 'sandwich') return;
+	if (!want || want === 'sandwich' || !list) return;
 	focusAfter = null;
-	let i = -1;
-	if (want.index !== undefined) i = Math.min(want.index, rows.length - 1);
-	else i = fns.findIndex((f) => f.name === want.name && (f.binary || '') === (want.binary || ''));
+	const i = want.index !== undefined ? Math.min(want.index, list.shown - 1) : wantedRow(list.fns, want);
 	if (want.scroll !== undefined) window.scrollTo(0, want.scroll);
-	if (i >= 0) rows[i].focus({ preventScroll: want.scroll !== undefined });
+	const row = i >= 0 ? list.tbody.rows[i] : null;
+	if (row) row.focus({ preventScroll: want.scroll !== undefined });
 }
 
 function rowFunction(tr) {
-	const fns = el.content.functions;
-	return tr && fns ? fns[Number(tr.dataset.index)] : null;
+	return tr && list ? list.fns[Number(tr.dataset.index)] : null;
 }
 
 function onListClick(ev) {
@@ -871,6 +922,16 @@ function onSubmit(ev) {
 	if (ev.target && ev.target.id === 'controls') refresh = true;
 }
 
+// "/" focuses the search box, as in the flamegraph view.
+function onKey(ev) {
+	if (ev.key !== '/' || ev.ctrlKey || ev.metaKey || ev.altKey || !el || el.list.hidden) return;
+	const t = ev.target;
+	if (t instanceof HTMLInputElement || t instanceof HTMLSelectElement || t instanceof HTMLTextAreaElement || t.isContentEditable) return;
+	ev.preventDefault();
+	el.search.focus();
+	el.search.select();
+}
+
 export default {
 	id: 'functions',
 	title: 'Top functions',
@@ -878,6 +939,7 @@ export default {
 		ctx = c;
 		if (root !== r || !el) build(r);
 		document.addEventListener('submit', onSubmit, true);
+		document.addEventListener('keydown', onKey);
 		params = readParams(c);
 		syncToolbar(params);
 		if (params.fn) {
@@ -896,6 +958,7 @@ export default {
 	},
 	hide() {
 		document.removeEventListener('submit', onSubmit, true);
+		document.removeEventListener('keydown', onKey);
 		clearTimeout(searchTimer);
 		if (pending) pending.ctl.abort();
 		pending = null;

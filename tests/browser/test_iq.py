@@ -124,9 +124,15 @@ def click_selector(page, selector):
     page.click(x, y)
 
 
-def wait_ready(page):
+def wait_ready(page, state="ready"):
     page.pump(0.05)
-    return wait_state(page, "ready")
+    page.wait_for("document.body.dataset.state !== 'loading'")
+    got = page.evaluate("document.body.dataset.state")
+    assert got == state, (got, page.evaluate("""({href: location.href,
+        message: document.querySelector('#view-iq .iq-message')?.innerText,
+        totals: window.emberIQ && Object.fromEntries(Object.entries(emberIQ.data)
+            .map(([k, d]) => [k, d && (d.total ?? d.series?.length)]))})"""))
+    return got
 
 
 # --- the tests ------------------------------------------------------------
