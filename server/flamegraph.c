@@ -127,6 +127,9 @@ struct fg {
 	uint64_t *self, *tot;
 	uint32_t *out;
 	uint8_t *match;
+	uint8_t *smemo; /* search and time buckets: per part node, 0 unknown,
+			   1 no matching frame on the way to the root, 2 one */
+	size_t capsmemo;
 	uint64_t *bits;
 	size_t capself, captot, capout, capmatch, capbits;
 	uint32_t *leaves;
@@ -159,6 +162,7 @@ static void grow_scratch(struct fg *q, size_t nnodes)
 	xgrow((void **)&q->tot, &q->captot, nnodes, sizeof(uint64_t));
 	xgrow((void **)&q->out, &q->capout, nnodes, sizeof(uint32_t));
 	xgrow((void **)&q->match, &q->capmatch, nnodes, 1);
+	xgrow((void **)&q->smemo, &q->capsmemo, nnodes, 1);
 	size_t words = (nnodes + 63) / 64;
 	old = q->capbits;
 	xgrow((void **)&q->bits, &q->capbits, words, sizeof(uint64_t));
@@ -186,6 +190,38 @@ static void add_leaf(struct fg *q, uint32_t stack, uint64_t value)
 		q->leaves[q->nleaves++] = stack;
 	}
 	q->self[stack] += value;
+}
+
+/* Whether stack node n of part p goes through a function matching the
+ * search (memoized per node: the time buckets must count only what the
+ * tree counts). */
+static bool stack_matches(struct fg *q, const struct part *p, uint32_t n)
+{
+	uint32_t path[64];
+	uint32_t depth = 0, at = n;
+	/* Climb to a known node (or the root), then fill in on the way down. */
+	while (!q->smemo[at] && at != 0) {
+		if (depth == ARRAY_SIZE(path)) {
+			/* A deep stack: decide the upper part first. */
+			(void)stack_matches(q, p, at);
+			break;
+		}
+		path[depth++] = at;
+		at = p->node_parent[at];
+	}
+	uint8_t m = at == 0 ? 1 : q->smemo[at];
+	while (depth--) {
+		uint32_t x = path[depth];
+		if (m != 2) {
+			uint32_t nr;
+			const struct drun *run = display_frame(q->disp, p->node_frame[x], &nr);
+			for (uint32_t j = 0; j < nr && m != 2; j++)
+				if (display_get(q->disp, run[j].key)->matched)
+					m = 2;
+		}
+		q->smemo[x] = m;
+	}
+	return m == 2;
 }
 
 /* Adds one selected series to the scratch tree: its stack totals when
@@ -227,7 +263,7 @@ static void add_series(struct fg *q, const struct part *p, uint32_t series)
 		matched++;
 		value += row->value;
 		add_leaf(q, row->stack < p->nnodes ? row->stack : 0, row->value);
-		if (q->buckets) {
+		if (q->buckets && (!q->r->search || stack_matches(q, p, row->stack < p->nnodes ? row->stack : 0))) {
 			uint64_t span = (uint64_t)(sc->end_ms - sc->start_ms);
 			uint64_t b = (uint64_t)(row->ts_ms - sc->start_ms) * q->r->num_stat_buckets / span;
 			if (b < q->r->num_stat_buckets)
@@ -376,6 +412,8 @@ static void do_part(struct fg *q, const struct part *p)
 {
 	display_part(q->disp, p);
 	grow_scratch(q, p->nnodes + 1);
+	if (q->buckets && q->r->search)
+		memset(q->smemo, 0, p->nnodes + 1);
 	/* No grouping, no sampling, no time buckets: the part's rollup, when
 	 * the query may read it, holds everything in one list. */
 	const struct part_rollup *ru;
@@ -422,6 +460,7 @@ static void fg_free(struct fg *q)
 	free(q->tot);
 	free(q->out);
 	free(q->match);
+	free(q->smemo);
 	free(q->bits);
 	free(q->leaves);
 	free(q->group_of);

@@ -59,6 +59,7 @@ int scope_parse(const json_t *filter, const char *what, struct scope *sc, struct
 {
 	memset(sc, 0, sizeof(*sc));
 	sc->kind = SEK_ON_CPU;
+	sc->what = what;
 	if (!json_is_object(filter)) {
 		buf_printf(err, "%s: expected an object with start_ts and end_ts", what);
 		return -1;
@@ -127,7 +128,7 @@ struct scan *scan_open(struct store *st, const struct scope *sc, struct buf *err
 		struct buf e = { 0 };
 		cel = cel_compile(sc->query, &e);
 		if (!cel) {
-			buf_printf(err, "filter.query: %s", e.data);
+			buf_printf(err, "%s.query: %s", sc->what ? sc->what : "filter", e.data);
 			buf_free(&e);
 			return NULL;
 		}

@@ -38,6 +38,7 @@ struct scope {
 	uint8_t kind;          /* enum store_event_kind */
 	int64_t start_ms, end_ms;
 	char *query;           /* CEL source, or NULL for everything */
+	const char *what;      /* what names it in errors ("filter", "baseline"); NULL = "filter" */
 };
 
 /* Parses {"start_ts", "end_ts", "event_kind", "query"} (what names the

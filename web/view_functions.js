@@ -46,7 +46,6 @@ let searchTimer = 0;
 let toastTimer = 0;
 let listScroll = 0; // where the list was scrolled when a sandwich opened
 let focusAfter = null; // 'sandwich', or { name, binary } of the row to focus
-let trees = []; // the sandwich's trees
 let list = null; // the table on screen: { data, fns, shown, tbody, more, all }
 
 // --- formatting ----------------------------------------------------------------
@@ -614,7 +613,6 @@ function renderSandwich(loading) {
 		return;
 	}
 	body.classList.remove('stale');
-	trees = [];
 	body.dataset.fn = params.fn;
 	if (slot.error) {
 		body.innerHTML = headHTML(null) + apiErrorHTML(slot.error);
@@ -636,7 +634,7 @@ function renderSandwich(loading) {
 		return focusSandwich();
 	}
 	const type = typeOf();
-	body.innerHTML = headHTML(fn, type, data, slot.mode) + `<p class="fn-note">${escapeHTML(modeNote(data.scope, slot.mode))}</p>`;
+	body.innerHTML = headHTML(fn, type, data) + `<p class="fn-note">${escapeHTML(modeNote(data.scope, slot.mode))}</p>`;
 	const info = { scope: data.scope, mode: slot.mode, fnTotal: fn.total, name: fn.name, type };
 	body.append(
 		treePanel('callers', 'Callers', `The paths that lead to ${fn.name}: the function on top, below it the functions that called it, then their callers.`, data.callers, info),
@@ -646,11 +644,12 @@ function renderSandwich(loading) {
 	focusSandwich();
 }
 
-// The function's frame type: as the table listed it, when it is there.
+// The function's frame type: as the table listed it, when it is there
+// (the sandwich API does not say); null when unknown.
 function typeOf() {
 	const fns = loaded.list.data && loaded.list.data.functions;
 	const f = fns && fns.find((x) => x.name === params.fn && (x.binary || '') === params.bin);
-	return f ? f.frame_type : 'native';
+	return f ? f.frame_type : null;
 }
 
 function focusSandwich() {
@@ -661,8 +660,8 @@ function focusSandwich() {
 	if (h) h.focus({ preventScroll: true });
 }
 
-function headHTML(fn, type, data, mode) {
-	const name = `<h2 class="fn-sw-name" tabindex="-1">${fn ? swatchHTML(type) : ''}<span>${escapeHTML(params.fn)}</span></h2>`;
+function headHTML(fn, type, data) {
+	const name = `<h2 class="fn-sw-name" tabindex="-1">${fn && type ? swatchHTML(type) : ''}<span>${escapeHTML(params.fn)}</span></h2>`;
 	const bin = params.bin ? `<div class="fn-sw-bin">in <span>${escapeHTML(params.bin)}</span></div>` : '';
 	if (!fn) return `<div class="panel fn-sw-head">${name}${bin}</div>`;
 	const stat = (label, samples, cores, percent, help) => `
@@ -681,7 +680,6 @@ function headHTML(fn, type, data, mode) {
 				<div class="fn-stat-small">${fmtInt(callers)} direct caller${callers === 1 ? '' : 's'}</div>
 				<div class="fn-stat-small">${fmtInt(callees)} direct callee${callees === 1 ? '' : 's'}</div></div>
 		</div>
-		<div class="fn-sw-mode visually-hidden">${escapeHTML(mode)} CPU %</div>
 	</div>`;
 }
 
@@ -717,7 +715,6 @@ function treePanel(kind, title, help, node, info) {
 	});
 	t.el.addEventListener('keydown', (ev) => treeKey(t, ev));
 	renderTree(t, false);
-	trees.push(t);
 	panel.append(head, p, cols, t.el);
 	return panel;
 }
@@ -770,7 +767,7 @@ function rowHTML(t, r) {
 		`total: ${fmtSamples(n.total)}`, t.kind === 'callees' && n.self ? `self: ${fmtSamples(n.self)}` : ''].filter(Boolean).join('\n');
 	return `<div class="fn-tree-row${depth === 0 ? ' fn-tree-root' : ''}" role="treeitem" aria-level="${depth + 1}" aria-setsize="${r.size}" aria-posinset="${r.pos}"${kids ? ` aria-expanded="${open}"` : ''} tabindex="${path === t.focus ? 0 : -1}" data-path="${path}" title="${escapeHTML(title)}">` +
 		`<span class="fn-tree-name" style="--depth:${depth}"><span class="fn-twisty" aria-hidden="true">${kids ? (open ? '\u25be' : '\u25b8') : ''}</span>` +
-		swatchHTML(type || 'native') + `<span class="fn-node-name">${escapeHTML(n.name)}</span>` +
+		(type ? swatchHTML(type) : '') + `<span class="fn-node-name">${escapeHTML(n.name)}</span>` +
 		(n.binary && depth > 0 ? `<span class="fn-node-bin">${escapeHTML(n.binary)}</span>` : '') + `</span>` +
 		`<span class="num">${escapeHTML(fmtInt(n.total))}</span>` +
 		`<span class="num">${escapeHTML(fmtCoreUnits(coresOf(n.total, scope)))}</span>` +

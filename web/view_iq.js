@@ -275,6 +275,7 @@ function emptyPanel(body, text) {
 
 function renderSeries() {
 	const body = v.els.body.series;
+	v.chartLater = false;
 	if (v.chart) {
 		v.chart.destroy();
 		v.chart = null;
@@ -282,6 +283,9 @@ function renderSeries() {
 	if (v.err.series) return panelError('series');
 	const d = v.data.series;
 	if (!d || !d.series || !d.series.length) return emptyPanel(body, `No samples in ${v.ctx.rangeText}.`);
+	// The chart takes its container's width: draw it once it is shown.
+	v.chartLater = v.els.content.hidden;
+	if (v.chartLater) return;
 	body.classList.remove('stale');
 	const grouped = v.params.by === 'host';
 	const series = d.series.map((s) => ({ name: grouped ? s.name : 'All hosts', values: s.values }));
@@ -536,6 +540,10 @@ function settle() {
 	}
 	els.message.hidden = true;
 	els.content.hidden = false;
+	if (s.chartLater) {
+		renderSeries();
+		expose();
+	}
 	s.ctx.setState('ready');
 }
 

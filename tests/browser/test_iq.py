@@ -142,6 +142,10 @@ def test_overview_matches_the_data(server, page):
     assert page.evaluate("document.title").startswith("Efficiency IQ")
     # One stacked series per host, the largest first.
     assert series(page) == ["db-1", "web-1", "web-2"]
+    # Drawn across the whole panel at once (not at a hidden container's width).
+    svg_w, body_w = page.evaluate("""(() => { const b = document.querySelector('#view-iq .iq-body[data-panel=series]');
+        return [Number(b.querySelector('svg').getAttribute('width')), b.clientWidth]; })()""")
+    assert svg_w == body_w and body_w > 1000
     legend = page.evaluate("[...document.querySelectorAll('#view-iq .chart-legend li')].map(l => l.textContent)")
     assert legend == ["db-1", "web-1", "web-2"]
     c = cards(page)
@@ -273,6 +277,7 @@ def test_entity_rows_filter_and_open_the_flamegraph(server, page):
 def test_drag_on_the_chart_zooms_the_time_range(server, page):
     open_ui(page, server.base, "/?view=iq")
     a, b = server.now - 5 * 60_000, server.now - 30_000
+    page.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
     xa, xb = page.evaluate(f"[emberIQ.chart.clientXOf({a}), emberIQ.chart.clientXOf({b})]")
     y = page.evaluate("(() => { const r = document.querySelector('#view-iq .chart-svg').getBoundingClientRect(); return r.top + r.height / 2; })()")
     page.mouse_move(xa, y)

@@ -448,6 +448,19 @@ static void test_flamegraph(void **state)
 	assert_int_equal(json_array_size(vals), 4);
 	assert_int_equal(json_integer_value(json_array_get(vals, 2)), 100);
 	json_decref(d);
+	/* With a search, the buckets count what the tree counts: the stacks
+	 * through a matching function. */
+	d = run_query(s, sym,
+		      "{\"filter\":{\"start_ts\":1699999990000,\"end_ts\":1700000010000},\"num_stat_buckets\":4,"
+		      "\"search\":\"^hot_a$\"}");
+	vals = json_object_get(json_object_get(d, "stats"), "values");
+	json_int_t sum = 0;
+	for (size_t i = 0; i < json_array_size(vals); i++)
+		sum += json_integer_value(json_array_get(vals, i));
+	assert_true(json_integer_value(json_object_get(d, "total")) > 0);
+	assert_true(json_integer_value(json_object_get(d, "total")) < 100);
+	assert_int_equal(sum, json_integer_value(json_object_get(d, "total")));
+	json_decref(d);
 	/* num_samples: a deterministic subset, never more than the whole. */
 	d = run_query(s, sym, "{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000},\"num_samples\":50}");
 	assert_int_equal(json_integer_value(json_object_get(d, "sampled_from")), 100);
