@@ -125,6 +125,7 @@ struct fn_pass {
 	struct otree callers, callees;
 	uint32_t other_key;
 	struct fstat center;
+	int center_type; /* the function's frame type (enum of dkey.type), -1 = not seen */
 };
 
 static void grow_keys(struct fn_pass *f, struct ftab *t)
@@ -153,6 +154,8 @@ static bool is_target(struct fn_pass *f, uint32_t key)
 		const struct dkey *k = display_get(f->d, key);
 		f->target[key] = strcmp(display_str(f->d, k->name), f->r->function) == 0 &&
 				 (!f->r->binary || strcmp(display_str(f->d, k->binary), f->r->binary) == 0);
+		if (f->target[key] == 1 && f->center_type < 0)
+			f->center_type = k->type;
 	}
 	return f->target[key] == 1;
 }
@@ -487,6 +490,10 @@ static void write_sandwich(struct fn_pass *f, const struct fn_request *r, struct
 		buf_puts(out, ",\"binary\":");
 		jsonw_str(out, r->binary);
 	}
+	if (f->center_type >= 0) {
+		buf_puts(out, ",\"frame_type\":");
+		jsonw_str(out, frame_type_name((uint8_t)f->center_type));
+	}
 	put_values(out, r, t, &f->center, "");
 	buf_puts(out, "},\"callers\":");
 	f->callers.nodes[0].self = 0;
@@ -502,7 +509,7 @@ int functions_query(struct store *st, struct symbols *sym, struct fetcher *fetch
 	struct display_opts o = { .raw_names = r->raw_names, .verbose_names = r->verbose_names,
 				  .masks = (const char *const *)r->masks, .nmasks = r->nmasks,
 				  .search = r->search };
-	struct fn_pass f = { .r = r };
+	struct fn_pass f = { .r = r, .center_type = -1 };
 	if (!(f.d = display_new(sym, fetch, &o,
 				r->what == FN_DIFF ? "frame_mask.patterns" : "filter.frame_mask.patterns",
 				err)))

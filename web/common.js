@@ -129,6 +129,19 @@ export function fmtCores(c) {
 	return a >= 100 ? c.toFixed(0) : String(Number(c.toPrecision(3)));
 }
 
+// Cores in the units of the reference: mc (1/1000 core), c, kc, Mc.
+export function fmtCoreUnits(c) {
+	if (c === null || c === undefined || !Number.isFinite(c)) return '\u2013';
+	if (c === 0) return '0';
+	const a = Math.abs(c), sign = c < 0 ? '-' : '';
+	for (const [scale, unit] of [[1e6, 'Mc'], [1e3, 'kc'], [1, 'c']]) {
+		const v = Number((a / scale).toPrecision(3));
+		if (v >= 1) return `${sign}${v} ${unit}`;
+	}
+	const m = a * 1000;
+	return m < 0.01 ? `${c < 0 ? '>-' : '<'}0.01 mc` : `${sign}${Number(m.toPrecision(3))} mc`;
+}
+
 // The message box of a view: kind is info, empty or error.
 export function messageHTML(kind, html) {
 	return `<div class="message message-${kind}" role="status">${html}</div>`;
@@ -165,8 +178,9 @@ export function apiErrorHTML(e) {
 	return errorHTML('Cannot reach ember-server', e.message || String(e));
 }
 
-// A sortable table: columns [{key, label, num, render(row)}]; clicking a
-// header sorts by it (numbers largest first). Returns the <table>.
+// A sortable table: columns [{key, label, num, render(row), sortable}];
+// clicking a header sorts by it (numbers largest first) unless the column
+// says sortable: false. Returns the <table>.
 export function sortableTable(columns, rows, { sortKey, onSort, onRow, rowTitle } = {}) {
 	const table = document.createElement('table');
 	table.className = 'data-table';
@@ -176,7 +190,7 @@ export function sortableTable(columns, rows, { sortKey, onSort, onRow, rowTitle 
 		th.textContent = c.label;
 		th.dataset.key = c.key;
 		if (c.num) th.className = 'num';
-		if (onSort) {
+		if (onSort && c.sortable !== false) {
 			th.tabIndex = 0;
 			th.setAttribute('role', 'button');
 			th.setAttribute('aria-sort', c.key === sortKey ? 'descending' : 'none');

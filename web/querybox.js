@@ -66,6 +66,7 @@ export function attachQueryBox(input, button, { labels, apply }) {
 	}
 
 	function close() {
+		seq++; // an answer still on its way must not reopen the list
 		list.hidden = true;
 		input.setAttribute('aria-expanded', 'false');
 		input.removeAttribute('aria-activedescendant');
@@ -124,7 +125,8 @@ export function attachQueryBox(input, button, { labels, apply }) {
 			if (mine === seq) render(ctx, [], `No suggestions: ${e.message || e}`);
 			return;
 		}
-		if (mine !== seq || document.activeElement !== input) return;
+		// Stale: a newer request, the focus gone, or the text changed.
+		if (mine !== seq || document.activeElement !== input || input.value.slice(0, pos) !== before) return;
 		const p = ctx.prefix.toLowerCase();
 		let rows;
 		if (ctx.kind === 'name') {

@@ -12,7 +12,7 @@
 // limit (rows shown), and fn + bin (the function of the sandwich), so that
 // a copied link restores what is on screen.
 
-import { apiErrorHTML, emptyHTML, errorHTML, escapeHTML, fmtInt, fmtPct, fmtSamples, messageHTML, sortableTable } from './common.js';
+import { apiErrorHTML, emptyHTML, errorHTML, escapeHTML, fmtCoreUnits, fmtInt, fmtPct, fmtSamples, messageHTML, sortableTable } from './common.js';
 import { baseColor, typeLabel } from './flamegraph.js';
 
 const LIMITS = [100, 500, 1000, 5000, 10000];
@@ -51,18 +51,6 @@ let list = null; // the table on screen: { data, fns, shown, tbody, more, all }
 // --- formatting ----------------------------------------------------------------
 
 // Cores in the units of the unit reference: mc (millicore), c, kc, Mc.
-export function fmtCoreUnits(c) {
-	if (c === null || c === undefined || !Number.isFinite(c)) return '\u2013';
-	if (c === 0) return '0';
-	const a = Math.abs(c), sign = c < 0 ? '-' : '';
-	for (const [scale, unit] of [[1e6, 'Mc'], [1e3, 'kc'], [1, 'c']]) {
-		const v = Number((a / scale).toPrecision(3));
-		if (v >= 1) return `${sign}${v} ${unit}`;
-	}
-	const m = a * 1000;
-	return m < 0.01 ? `${c < 0 ? '>-' : '<'}0.01 mc` : `${sign}${Number(m.toPrecision(3))} mc`;
-}
-
 function coresText(c) {
 	return c === null || c === undefined || !Number.isFinite(c) ? 'unknown' : `${Number(c.toPrecision(4))} cores`;
 }

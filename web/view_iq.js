@@ -321,7 +321,6 @@ function setCard(name, label, value, sub, title = '') {
 
 function renderCards() {
 	const gpu = v.params.tab === 'gpu';
-	const unit = unitWord();
 	const loading = (p) => v.pending.has(p);
 	const failed = (p) => (v.err[p] ? `could not load: ${v.err[p].message}` : '');
 	const wait = '\u2026', none = '\u2013';
@@ -575,7 +574,7 @@ function show(root, ctx) {
 	const keys = keysOf(base, params);
 	// Shown again by the page (activation, Refresh, popstate) rather than
 	// by our own controls: fetch everything again, the data may be old.
-	if (!own && Date.now() - v.fetchedAt > 1000) v.keys = {};
+	if (!own) v.keys = {};
 	const stale = PANELS.filter((p) => v.keys[p] !== keys[p]);
 	if (!stale.length) {
 		renderCards();

@@ -144,8 +144,14 @@ def tree(page, kind):
 
 
 def no_overflow(page):
+    """Nothing is wider than the window, and no table cell's content spills
+    out of it."""
     w = page.evaluate("[document.documentElement.scrollWidth, document.documentElement.clientWidth]")
     assert w[0] <= w[1], f"the page is {w[0]} px wide in a {w[1]} px window"
+    spilled = page.evaluate("""[...document.querySelectorAll('#view-functions td, #view-functions .fn-tree-row > *')]
+        .filter((c) => c.getClientRects().length && c.scrollWidth > c.clientWidth + 1)
+        .slice(0, 5).map((c) => c.innerText.slice(0, 60))""")
+    assert not spilled, f"cells whose content spills out: {spilled}"
 
 
 def wait_ready(page, state="ready"):
@@ -549,6 +555,8 @@ def test_many_functions(request, page):
     assert "10,001 functions" in summary and "top 10,000 by self" in summary
     more = page.evaluate("document.querySelector('#view-functions .fn-more').innerText")
     assert "top 500 of 10,001" in more and "Show 500 more" in more
+    page.evaluate("document.querySelector('#view-functions .fn-more').scrollIntoView({block: 'end'})")
+    shot(page, "functions-more")
     # Show more draws the next 500 of those fetched, without fetching again.
     page.evaluate("window.fetched = performance.getEntriesByType('resource').length")
     click(page, "#view-functions .fn-show-more")

@@ -199,6 +199,8 @@ def test_mode_toggle_changes_percentages_and_url(server, page):
     assert c["share"]["value"] == fmt_pct(100 * TOTAL / RATE / SECONDS / CPUS)  # 36.8%
     assert c["share"]["sub"] == f"{fmt_cores(TOTAL / RATE / SECONDS)} of {CPUS} CPUs busy on average"
 
+    shot(page, "iq_absolute")
+
     click_selector(page, '#view-iq [data-mode="relative"]')
     wait_ready(page)
     assert search_params(page)["mode"] == ["relative"]
@@ -346,3 +348,18 @@ def test_bad_query_is_an_error(server, page):
     text = page.evaluate("document.querySelector('#view-iq .iq-message').innerText")
     assert "The query was rejected" in text and "column" in text
     no_errors(page, allow=[lambda e: "400" in e.get("text", "")])
+
+
+def test_refresh_fetches_again(empty_server, page):
+    open_ui(page, empty_server.base, "/?view=iq", state="empty")
+    now = int(time.time() * 1000)
+    b = Batch(agent_instance="7e1d2c3b-0000-4000-8000-0000000000bb", sample_rate_hz=RATE, host_cpus=2)
+    b.add(["main", "spin"], {"host.name": "late-1", "process.executable.name": "spin"}, RATE * 10 * 3)
+    assert send_batch(empty_server.base, b.encode(sequence=1, start_ms=now - 30_000, end_ms=now - 25_000))["stored"]
+    click_selector(page, "#refresh")
+    wait_ready(page)
+    c = cards(page)
+    # 30 CPU-seconds in the one row's 10 s.
+    assert c["avg"]["value"] == "3" and c["hosts"]["value"] == "1" and c["hosts"]["sub"] == "2 logical CPUs"
+    assert [r[0] for r in table(page, "functions")] == ["spin"]
+    no_errors(page)

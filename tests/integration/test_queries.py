@@ -131,6 +131,7 @@ def test_top_functions_relative_and_absolute(srv):
 def test_sandwich(srv):
     ans = ok(srv, "sandwich", {"filter": flt(), "function": "serve"})
     assert ans["function"]["total"] == BATCHES * 150 and ans["function"]["self"] == 0
+    assert ans["function"]["frame_type"] == "native"
     callers, callees = ans["callers"], ans["callees"]
     check_tree(callers)
     check_tree(callees)
