@@ -38,6 +38,12 @@ def start_server(request):
 
 
 @pytest.fixture(scope="module")
+def empty_server(request):
+    """A server that holds nothing: every view's empty state."""
+    return start_server(request)
+
+
+@pytest.fixture(scope="module")
 def browser(request):
     if not os.access("/usr/bin/chromium", os.X_OK) and "EMBER_CHROMIUM" not in os.environ:
         pytest.skip("no /usr/bin/chromium (Debian package chromium)")

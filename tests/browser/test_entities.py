@@ -90,11 +90,6 @@ def server(request):
     return srv
 
 
-@pytest.fixture(scope="module")
-def empty_server(request):
-    return start_server(request)
-
-
 def fmt_cores(c):
     """common.js fmtCores for the values of these tests (0.001 .. 100)."""
     return f"{float(f'{c:.3g}'):g}"

@@ -87,11 +87,6 @@ def server(request):
     return srv
 
 
-@pytest.fixture(scope="module")
-def empty_server(request):
-    return start_server(request)
-
-
 # --- reading the page ---------------------------------------------------------
 
 def rows(page):

@@ -79,11 +79,6 @@ def server(request):
 
 
 @pytest.fixture(scope="module")
-def empty_server(request):
-    return start_server(request)
-
-
-@pytest.fixture(scope="module")
 def gpu_server(request):
     """CPU samples and CUDA kernel time (nanoseconds) of one host."""
     srv = start_server(request)

@@ -75,11 +75,6 @@ def server(request):
     return srv
 
 
-@pytest.fixture(scope="module")
-def empty_server(request):
-    return start_server(request)
-
-
 def frames(page):
     return page.evaluate("window.emberFlamegraph.frames")
 
