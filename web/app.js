@@ -18,7 +18,7 @@ const VIEWS = {
 	diff: 'Diff',
 };
 // URL parameters of the page itself; any other belongs to the active view.
-const PAGE_PARAMS = new Set(['view', 'project', 'range', 'from', 'to', 'group', 'q', 's', 'f', 'hide', 'o']);
+const PAGE_PARAMS = new Set(['view', 'project', 'range', 'from', 'to', 'group', 'q', 's', 'sf', 'f', 'hide', 'o']);
 // Display settings (URL parameter o, the ones that differ from the
 // defaults): unsym/rec = do not collapse unsymbolized runs / recursion,
 // raw = names as compiled, addr = addresses of unsymbolized frames,
@@ -48,7 +48,7 @@ const GROUP_ATTRIBUTES = {
 	namespace: 'k8s.namespace.name',
 	pod: 'k8s.pod.name',
 };
-const DEFAULTS = { view: 'flamegraph', project: DEFAULT_PROJECT, range: '15m', from: 0, to: 0, group: 'executable', q: '', s: '', f: [], hide: [], o: [], extra: [] };
+const DEFAULTS = { view: 'flamegraph', project: DEFAULT_PROJECT, range: '15m', from: 0, to: 0, group: 'executable', q: '', s: '', sf: false, f: [], hide: [], o: [], extra: [] };
 // The time window of a state: its length in seconds and its end (Unix ms).
 function windowOf(s) {
 	if (s.range === 'custom') return { seconds: (s.to - s.from) / 1000, end: s.to };
@@ -70,6 +70,7 @@ const el = {
 	query: $('query'),
 	search: $('search'),
 	matchInfo: $('match-info'),
+	searchFilter: $('search-filter'),
 	resetZoom: $('reset-zoom'),
 	summary: $('summary'),
 	legend: $('legend'),
@@ -123,6 +124,7 @@ function readURL() {
 	if (project) s.project = project;
 	s.q = p.get('q') || '';
 	s.s = p.get('s') || '';
+	s.sf = p.get('sf') === '1';
 	s.f = p.getAll('f');
 	s.hide = (p.get('hide') || '').split(',').filter((t) => FRAME_TYPES[t] && t !== 'root');
 	s.o = (p.get('o') || '').split(',').filter((o) => OPTIONS.includes(o));
@@ -141,6 +143,7 @@ function urlOf(s) {
 	if (s.group !== DEFAULTS.group) p.set('group', s.group);
 	if (s.q) p.set('q', s.q);
 	if (s.s) p.set('s', s.s);
+	if (s.sf) p.set('sf', '1');
 	for (const name of s.f) p.append('f', name);
 	if (s.hide.length) p.set('hide', s.hide.join(','));
 	if (s.o.length) p.set('o', s.o.join(','));
@@ -159,7 +162,8 @@ function writeURL(push) {
 }
 
 function dataKey(s) {
-	return JSON.stringify([s.project, s.range, s.from, s.to, s.group, s.q.trim(), s.o.includes('raw'), s.o.includes('verbose')]);
+	return JSON.stringify([s.project, s.range, s.from, s.to, s.group, s.q.trim(), s.o.includes('raw'), s.o.includes('verbose'),
+		s.sf ? s.s : '']);
 }
 
 function syncControls() {
@@ -177,6 +181,7 @@ function syncControls() {
 	syncSettings();
 	el.query.value = state.q;
 	if (document.activeElement !== el.search) el.search.value = state.s;
+	el.searchFilter.checked = state.sf;
 	if (el.project.value !== state.project && [...el.project.options].some((o) => o.value === state.project))
 		el.project.value = state.project;
 }
@@ -227,6 +232,7 @@ function requestBody() {
 		synthetic_frames: GROUPS[state.group],
 		raw_names: state.o.includes('raw'),
 		verbose_names: state.o.includes('verbose'),
+		search: state.sf && state.s ? serverPattern(state.s) : null,
 	};
 }
 
@@ -506,10 +512,27 @@ function applySearch() {
 	clearTimeout(searchTimer);
 	state.s = el.search.value.trim();
 	writeURL(false);
+	if (state.sf) return load(); // the server filters: ask again
 	if (!data || !(fg.grandTotal > 0)) return;
 	runSearch();
 	draw();
 }
+
+// The search box's term as the server's PCRE2 pattern: /re/ as written
+// (an i flag becomes (?i)), text as a case-insensitive literal.
+function serverPattern(term) {
+	const m = /^\/(.+)\/([a-z]*)$/.exec(term);
+	if (m) return (m[2].includes('i') ? '(?i)' : '') + m[1];
+	return '(?i)' + term.replace(/[\\^$.*+?()[\]{}|]/g, '\\$&');
+}
+
+el.searchFilter.addEventListener('change', () => {
+	state.sf = el.searchFilter.checked;
+	state.s = el.search.value.trim();
+	state.f = [];
+	writeURL(true);
+	if (state.s) load();
+});
 
 // --- zoom -------------------------------------------------------------------
 
@@ -715,6 +738,7 @@ function menuItems(i) {
 		items.push(['Sandwich view: callers and callees', () => go('functions', { q: state.q, fn: name, bin: n.binary || null })]);
 		items.push(['Top functions under this frame', () => showTopUnder(i)]);
 		items.push(['Search for this function', () => setSearchTerm(name)]);
+		items.push(['Show only stacks through this function', () => onlyThrough(name)]);
 	}
 	items.push(['Copy name', () => copyText(name)]);
 	return items;
@@ -728,6 +752,15 @@ function groupLevelOf(i) {
 
 function addQueryFilter(attr, value) {
 	state.q = withFilter(state.q, attr, value);
+	state.f = [];
+	writeURL(true);
+	syncControls();
+	load();
+}
+
+function onlyThrough(name) {
+	state.s = '/^' + name.replace(/[\\^$.*+?()[\]{}|/]/g, '\\$&') + '$/';
+	state.sf = true;
 	state.f = [];
 	writeURL(true);
 	syncControls();

@@ -647,3 +647,31 @@ def test_custom_time_range(server, page):
     wait_state(page, "empty")
     assert search_params(page)["range"] == ["custom"]
     no_errors(page)
+
+
+def test_search_can_filter_the_stacks(server, page):
+    open_ui(page, server.base)
+    # Highlight only: every sample still counts.
+    page.evaluate("document.getElementById('search').focus()")
+    page.insert_text("read_input")
+    page.wait_for("emberFlamegraph.matches > 0")
+    assert page.evaluate("emberFlamegraph.total") == 1000
+    # Only matching stacks: the server keeps the 170 through read_input.
+    page.evaluate("document.getElementById('search-filter').click()")
+    page.wait_for("new URLSearchParams(location.search).get('sf') === '1'")
+    wait_state(page, "ready")
+    page.wait_for("emberFlamegraph.total === 170")
+    assert {f["name"] for f in frames(page)} >= {"main", "parse", "read_input", "ksys_read"}
+    assert not any(f["name"] == "compute" for f in frames(page))
+    shot(page, "search_filter")
+    # The link keeps it; the menu's "only stacks through" sets it exactly.
+    page.reload()
+    wait_state(page, "ready")
+    assert page.evaluate("emberFlamegraph.total") == 170
+    page.evaluate("document.getElementById('search-filter').click()")
+    page.wait_for("emberFlamegraph.total === 1000")
+    open_menu(page, "sort_keys")
+    choose(page, "Show only stacks through this function")
+    page.wait_for("emberFlamegraph.total === 150")
+    assert search_params(page)["s"] == ["/^sort_keys$/"]
+    no_errors(page)
