@@ -285,15 +285,61 @@ static int store_otlp(void *ctx, const Ember__Ingest__V1__Batch *b)
 	return rc < 0 ? -2 : 0; /* -1 is otlp_convert's "invalid" */
 }
 
+/* 200 with an ExportProfilesServiceResponse, in the request's encoding:
+ * partial_success only when profiles were left out. */
+static void otlp_answer_protobuf(const struct otlp_result *res, struct http_resp *resp)
+{
+	Ember__Otlp__ExportProfilesServiceResponse out =
+		EMBER__OTLP__EXPORT_PROFILES_SERVICE_RESPONSE__INIT;
+	Ember__Otlp__ExportProfilesPartialSuccess ps =
+		EMBER__OTLP__EXPORT_PROFILES_PARTIAL_SUCCESS__INIT;
+	if (res->rejected_profiles) {
+		ps.rejected_profiles = (int64_t)res->rejected_profiles;
+		ps.error_message = res->message.data;
+		out.partial_success = &ps;
+	}
+	size_t n = ember__otlp__export_profiles_service_response__get_packed_size(&out);
+	buf_reserve(&resp->body, n + 1);
+	ember__otlp__export_profiles_service_response__pack(&out, (uint8_t *)resp->body.data);
+	resp->body.len = n;
+	resp->content_type = "application/x-protobuf";
+	resp->status = 200;
+}
+
+/* The same in the proto3 JSON mapping (int64 as a string). */
+static void otlp_answer_json(const struct otlp_result *res, struct http_resp *resp)
+{
+	buf_putc(&resp->body, '{');
+	if (res->rejected_profiles) {
+		buf_printf(&resp->body,
+			   "\"partialSuccess\":{\"rejectedProfiles\":\"%llu\",\"errorMessage\":",
+			   (unsigned long long)res->rejected_profiles);
+		jsonw_str(&resp->body, res->message.data ? res->message.data : "");
+		buf_putc(&resp->body, '}');
+	}
+	buf_puts(&resp->body, "}\n");
+	http_json(resp, 200);
+}
+
+/* True when the media type of Content-Type ct is type (parameters such
+ * as "; charset=utf-8" may follow). */
+static bool media_type_is(const char *ct, const char *type)
+{
+	size_t n = strlen(type);
+	return ct && strncasecmp(ct, type, n) == 0 &&
+	       (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ' || ct[n] == '\t');
+}
+
 void handle_otlp_profiles(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
 	if (!authorized(srv, req, resp))
 		return;
 	const char *ct = http_header(req, "Content-Type");
-	if (!ct || strncmp(ct, "application/x-protobuf", 22) != 0) {
+	bool json = media_type_is(ct, "application/json");
+	if (!json && !media_type_is(ct, "application/x-protobuf")) {
 		count(&srv->counters.otlp_rejected, 1);
 		http_error(resp, 415, "send OTLP Profiles as Content-Type: application/x-protobuf "
-				      "(JSON is not accepted)");
+				      "or application/json");
 		return;
 	}
 	const char *enc = http_header(req, "Content-Encoding");
@@ -314,7 +360,8 @@ void handle_otlp_profiles(struct server *srv, const struct http_req *req, struct
 	struct buf err = { 0 };
 	int too_large;
 	Ember__Otlp__ExportProfilesServiceRequest *r =
-		otlp_decode(req->body, req->body_len, gzip, &too_large, &err);
+		json ? otlp_decode_json(req->body, req->body_len, gzip, &too_large, &err)
+		     : otlp_decode(req->body, req->body_len, gzip, &too_large, &err);
 	if (!r) {
 		count(&srv->counters.otlp_rejected, 1);
 		http_error(resp, too_large ? 413 : 400, "invalid OTLP request: %s", err.data);
@@ -334,23 +381,10 @@ void handle_otlp_profiles(struct server *srv, const struct http_req *req, struct
 		count(&srv->counters.ingest_batches, res.batches);
 		count(&srv->counters.ingest_samples, res.samples);
 		count(&srv->counters.ingest_bytes, req->body_len);
-		/* ExportProfilesServiceResponse: partial_success only when
-		 * profiles were left out. */
-		Ember__Otlp__ExportProfilesServiceResponse out =
-			EMBER__OTLP__EXPORT_PROFILES_SERVICE_RESPONSE__INIT;
-		Ember__Otlp__ExportProfilesPartialSuccess ps =
-			EMBER__OTLP__EXPORT_PROFILES_PARTIAL_SUCCESS__INIT;
-		if (res.rejected_profiles) {
-			ps.rejected_profiles = (int64_t)res.rejected_profiles;
-			ps.error_message = res.message.data;
-			out.partial_success = &ps;
-		}
-		size_t n = ember__otlp__export_profiles_service_response__get_packed_size(&out);
-		buf_reserve(&resp->body, n + 1);
-		ember__otlp__export_profiles_service_response__pack(&out, (uint8_t *)resp->body.data);
-		resp->body.len = n;
-		resp->content_type = "application/x-protobuf";
-		resp->status = 200;
+		if (json)
+			otlp_answer_json(&res, resp);
+		else
+			otlp_answer_protobuf(&res, resp);
 	}
 	buf_free(&res.message);
 	otlp_free(r);

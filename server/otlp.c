@@ -12,38 +12,82 @@
 #include "fileid.h"
 #include "hmap.h"
 #include "pbarena.h"
+#include "pbjson.h"
 #include "util.h"
 
 #define MAX_TABLE (16u << 20)
 #define MAX_PAIRS BATCH_MAX_ATTRIBUTES
 
-Ember__Otlp__ExportProfilesServiceRequest *otlp_decode(const void *body, size_t len, int gzip,
-						       int *too_large, struct buf *err)
+/* The body, bounded and gunzipped into raw when gzip is set. Returns 0
+ * (*data, *len: the bytes to decode) or -1 with err set. */
+static int unzip(const void *body, size_t len, int gzip, int *too_large, struct buf *raw,
+		 const void **data, size_t *dlen, struct buf *err)
 {
 	*too_large = 0;
 	if (len > OTLP_MAX_BODY) {
 		*too_large = 1;
 		buf_printf(err, "request larger than %u bytes", OTLP_MAX_BODY);
-		return NULL;
+		return -1;
 	}
-	struct buf raw = { 0 };
+	*data = body;
+	*dlen = len;
 	if (gzip) {
-		int rc = gzip_decompress_bounded(body, len, OTLP_MAX_DECODED, &raw);
+		int rc = gzip_decompress_bounded(body, len, OTLP_MAX_DECODED, raw);
 		if (rc == -2) {
 			*too_large = 1;
 			buf_printf(err, "request decompresses to more than %u bytes", OTLP_MAX_DECODED);
 		} else if (rc < 0) {
 			buf_puts(err, "body is not a valid gzip stream");
 		}
-		if (rc < 0) {
-			buf_free(&raw);
-			return NULL;
-		}
-		body = raw.data;
-		len = raw.len;
+		if (rc < 0)
+			return -1;
+		*data = raw->data;
+		*dlen = raw->len;
 	}
-	ProtobufCMessage *m = pb_unpack(&ember__otlp__export_profiles_service_request__descriptor,
-					body, len, err);
+	return 0;
+}
+
+Ember__Otlp__ExportProfilesServiceRequest *otlp_decode(const void *body, size_t len, int gzip,
+						       int *too_large, struct buf *err)
+{
+	struct buf raw = { 0 };
+	const void *data;
+	size_t dlen;
+	ProtobufCMessage *m = NULL;
+	if (unzip(body, len, gzip, too_large, &raw, &data, &dlen, err) == 0)
+		m = pb_unpack(&ember__otlp__export_profiles_service_request__descriptor, data, dlen,
+			      err);
+	buf_free(&raw);
+	return (Ember__Otlp__ExportProfilesServiceRequest *)m;
+}
+
+/* OTLP/JSON sends trace, span and profile ids as hex, not base64. */
+static const char *const otlp_hex_bytes[] = {
+	"ember.otlp.Link.trace_id",
+	"ember.otlp.Link.span_id",
+	"ember.otlp.Profile.profile_id",
+	NULL,
+};
+
+static const struct pbjson_opts otlp_json_opts = {
+	.max_depth = OTLP_JSON_MAX_DEPTH,
+	.max_items = OTLP_JSON_MAX_VALUES,
+	.max_containers = OTLP_JSON_MAX_CONTAINERS,
+	.max_string = OTLP_MAX_DECODED,
+	.hex_bytes = otlp_hex_bytes,
+};
+
+Ember__Otlp__ExportProfilesServiceRequest *otlp_decode_json(const void *body, size_t len,
+							    int gzip, int *too_large,
+							    struct buf *err)
+{
+	struct buf raw = { 0 };
+	const void *data;
+	size_t dlen;
+	ProtobufCMessage *m = NULL;
+	if (unzip(body, len, gzip, too_large, &raw, &data, &dlen, err) == 0)
+		m = pbjson_decode(&ember__otlp__export_profiles_service_request__descriptor, data,
+				  dlen, &otlp_json_opts, too_large, err);
 	buf_free(&raw);
 	return (Ember__Otlp__ExportProfilesServiceRequest *)m;
 }

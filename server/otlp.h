@@ -2,7 +2,9 @@
  * an OTLP ExportProfilesServiceRequest from any producer, converted into
  * ember's own batches (docs/protocol.md §5).
  *
- * otlp_decode() bounds and unpacks the body (protobuf; gzip allowed).
+ * otlp_decode() bounds and unpacks the body (protobuf; gzip allowed);
+ * otlp_decode_json() makes the same message of the OTLP/JSON encoding
+ * (pbjson.h), so both go through the same checks and conversion.
  * otlp_convert() checks every index of the request against its dictionary
  * (anything out of range, values and timestamps of different lengths,
  * stacks deeper than 4096 frames: an error naming the field) and turns
@@ -34,6 +36,19 @@
  * was the reason (413). */
 Ember__Otlp__ExportProfilesServiceRequest *otlp_decode(const void *body, size_t len, int gzip,
 						       int *too_large, struct buf *err);
+/* The same for a JSON body (the proto3 JSON mapping, as pbjson.h reads
+ * it; trace, span and profile ids also as hex). Beyond the body limits, a
+ * document may hold at most OTLP_JSON_MAX_VALUES values and keys and
+ * OTLP_JSON_MAX_CONTAINERS objects and arrays (too_large), nested at most
+ * OTLP_JSON_MAX_DEPTH levels: jansson's tree then stays under about 2 GB,
+ * less than protobuf-c can need for the worst 64 MiB of protobuf. */
+#define OTLP_JSON_MAX_DEPTH 64
+#define OTLP_JSON_MAX_VALUES (16u << 20)
+#define OTLP_JSON_MAX_CONTAINERS (4u << 20)
+Ember__Otlp__ExportProfilesServiceRequest *otlp_decode_json(const void *body, size_t len,
+							    int gzip, int *too_large,
+							    struct buf *err);
+/* Frees a request from either decoder. */
 void otlp_free(Ember__Otlp__ExportProfilesServiceRequest *req);
 
 /* Stores one converted batch; returns 0 or a negative code that stops the

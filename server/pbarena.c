@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "util.h"
 
@@ -100,8 +101,29 @@ ProtobufCMessage *pb_unpack(const ProtobufCMessageDescriptor *desc, const void *
 	return m;
 }
 
+static struct arena *arena_of(void *m)
+{
+	return (struct arena *)((char *)m - offsetof(struct arena, first));
+}
+
+ProtobufCMessage *pb_new(const ProtobufCMessageDescriptor *desc)
+{
+	struct arena *a = xcalloc(1, sizeof(*a) + desc->sizeof_message);
+	ProtobufCMessage *m = (ProtobufCMessage *)a->first;
+	desc->message_init(m);
+	return m;
+}
+
+void *pb_alloc(ProtobufCMessage *root, size_t n)
+{
+	void *p = arena_alloc(arena_of(root), n);
+	if (p)
+		memset(p, 0, n);
+	return p;
+}
+
 void pb_free(void *m)
 {
 	if (m)
-		arena_release((struct arena *)((char *)m - offsetof(struct arena, first)));
+		arena_release(arena_of(m));
 }

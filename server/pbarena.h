@@ -17,7 +17,16 @@
 /* Returns the message or NULL with err set. */
 ProtobufCMessage *pb_unpack(const ProtobufCMessageDescriptor *desc, const void *data, size_t len,
 			    struct buf *err);
-/* Frees a message from pb_unpack (NULL is fine). */
+/* A new message of desc, initialized by the descriptor (proto3 defaults),
+ * at the start of its own arena: for decoders that fill a message
+ * themselves (pbjson.h). Never NULL. */
+ProtobufCMessage *pb_new(const ProtobufCMessageDescriptor *desc);
+/* n bytes, zeroed and aligned for any type, from the arena of root (a
+ * message from pb_new or pb_unpack); they are freed with root. NULL when
+ * memory ran out. */
+void *pb_alloc(ProtobufCMessage *root, size_t n);
+/* Frees a message from pb_unpack or pb_new, with everything allocated in
+ * its arena (NULL is fine). */
 void pb_free(void *msg);
 
 #endif

@@ -1,8 +1,9 @@
 """OTLP Profiles interop: requests built by an independent encoder (the
 opentelemetry-proto package from PyPI, installed by
 scripts/install-test-pydeps.sh) are accepted on POST
-/v1development/profiles and show up correctly in the flamegraph; hostile
-requests get 4xx, never a crash."""
+/v1development/profiles, as protobuf and as JSON (protobuf's own
+json_format), and show up correctly in the flamegraph; hostile requests
+get 4xx, never a crash."""
 
 import gzip
 import json
@@ -10,10 +11,11 @@ import os
 import sys
 import time
 
-from harness import ROOT, find, http
+from harness import DEFAULT_PROJECT, ROOT, find, http
 
 sys.path.insert(0, os.path.join(ROOT, "build", "pydeps"))
 
+from google.protobuf import json_format  # noqa: E402
 from opentelemetry.proto.collector.profiles.v1development import profiles_service_pb2 as svc  # noqa: E402
 from opentelemetry.proto.common.v1 import common_pb2  # noqa: E402
 from opentelemetry.proto.profiles.v1development import profiles_pb2 as pb  # noqa: E402
@@ -176,10 +178,149 @@ def test_hostile_requests_get_4xx(server):
     status, resp = post(server, req.SerializeToString())
     assert status == 400 and b"timestamps" in resp, resp
     # Wrong media type, wrong encoding, a gzip bomb.
-    assert post(server, good, ctype="application/json")[0] == 415
+    assert post(server, good, ctype="text/plain")[0] == 415
+    assert post(server, good, ctype="application/jsonx")[0] == 415
+    status, resp = post(server, good, ctype="application/json")  # protobuf sent as JSON
+    assert status == 400 and b"not valid JSON" in resp, resp
     assert post(server, good, encoding="br")[0] == 415
     assert post(server, b"\x1f\x8b not gzip", encoding="gzip")[0] == 400
     bomb = gzip.compress(b"\0" * (80 << 20))
     assert post(server, bomb, encoding="gzip")[0] == 413
     # Still healthy, and nothing of the refused requests was stored.
+    assert server.flamegraph()["total"] == 0
+
+
+# --- OTLP/JSON ------------------------------------------------------------------
+
+def labels(server, query, name=None):
+    body = {"filter": {"start_ts": 946684800000, "end_ts": 4102444800000,
+                       "event_kind": "on_cpu", "query": query}}
+    if name:
+        body["name"] = name
+    status, data = http("POST", f"{server.url}/public/api/v1/project/{DEFAULT_PROJECT}/labels",
+                        body, {"Content-Type": "application/json"})
+    assert status == 200, data
+    return json.loads(data)
+
+
+def as_stored(server, exe):
+    """What ember shows of the requests for one executable: the flamegraph
+    (tree, totals, rate) and every attribute with its values and shares."""
+    q = f'process.executable.name == "{exe}"'
+    fg = server.flamegraph(q)
+    names = labels(server, q)["names"]
+    values = {n["name"]: labels(server, q, n["name"])["values"] for n in names
+              if n["name"] != "process.executable.name"}
+    return {"root": fg["root"], "total": fg["total"], "rate": fg["sample_rate_hz"],
+            "names": names, "values": values}
+
+
+def profile_of(d, snake=False):
+    k = (lambda a, b: a) if snake else (lambda a, b: b)
+    return d[k("resource_profiles", "resourceProfiles")][0][k("scope_profiles", "scopeProfiles")][0]["profiles"][0]
+
+
+def test_json_request_is_stored_like_protobuf(server):
+    start = time.time_ns() - 10_000_000_000
+    status, body = post(server, build_request("otlp_pb", start).SerializeToString())
+    assert status == 200, body
+    want = as_stored(server, "otlp_pb")
+    assert want["total"] == 100
+
+    # protobuf's own JSON encoder: lowerCamelCase, 64-bit integers as strings.
+    text = json_format.MessageToJson(build_request("otlp_json", start))
+    assert '"stackIndex"' in text and f'"timeUnixNano": "{start}"' in text
+    status, body = post(server, text.encode(), ctype="application/json; charset=utf-8")
+    assert status == 200, body
+    assert json.loads(body) == {}  # an ExportProfilesServiceResponse, as JSON
+
+    # The .proto names, 64-bit integers as numbers, compact, gzip-compressed.
+    d = json_format.MessageToDict(build_request("otlp_snake", start),
+                                  preserving_proto_field_name=True)
+    prof = profile_of(d, snake=True)
+    prof["time_unix_nano"] = int(prof["time_unix_nano"])
+    prof["period"] = int(prof["period"])
+    for s in prof["samples"]:
+        s["values"] = [int(v) for v in s["values"]]
+    text = json.dumps(d, separators=(",", ":"))
+    assert '"stack_index"' in text and f'"time_unix_nano":{start}' in text
+    status, body = post(server, gzip.compress(text.encode()), ctype="application/json",
+                        encoding="gzip")
+    assert status == 200, body
+
+    for exe in ("otlp_json", "otlp_snake"):
+        assert as_stored(server, exe) == want, exe
+    # And the checks that the protobuf test makes, on the JSON request.
+    main = find(server.flamegraph('process.executable.name == "otlp_json"')["root"], "main")
+    kids = {c["name"]: c for c in main["children"]}
+    assert kids["work_a"]["total"] == 60 and kids["work_b"]["total"] == 30
+    assert kids["libz.so.1+0x2234"]["total"] == 3
+    assert server.flamegraph('thread.name == "worker-2" && process.executable.name == "otlp_json"')["total"] == 33
+
+
+def test_json_partial_success(server):
+    req = build_request()
+    req.dictionary.string_table.append("wall_clock_widgets")
+    req.resource_profiles[0].scope_profiles[0].profiles[0].sample_type.type_strindex = \
+        len(req.dictionary.string_table) - 1
+    status, body = post(server, json_format.MessageToJson(req).encode(), ctype="application/json")
+    assert status == 200, body
+    ps = json.loads(body)["partialSuccess"]
+    assert ps["rejectedProfiles"] == "1" and "wall_clock_widgets" in ps["errorMessage"]
+
+
+def test_hostile_json_gets_4xx_naming_the_field(server):
+    good = json_format.MessageToJson(build_request())
+
+    def changed(edit):
+        d = json.loads(good)
+        edit(d)
+        return json.dumps(d).encode()
+
+    def sample(d, i=0):
+        return profile_of(d)["samples"][i]
+
+    where = "resourceProfiles[0].scopeProfiles[0].profiles[0].samples[3]"
+    cases = [
+        (b"", 400, b"not valid JSON"),
+        (b"{not json", 400, b"not valid JSON"),
+        (good.encode()[: len(good) // 2], 400, b"not valid JSON"),   # truncated
+        (good.encode()[:-1], 400, b"not valid JSON"),
+        (good.encode() + b"}", 400, b"not valid JSON"),
+        (b"[]", 400, b"expected an object"),
+        (b'{"resourceProfiles": {}}', 400, b"resourceProfiles: expected an array"),
+        (changed(lambda d: sample(d, 3).update(stackIndex="abc")), 400,
+         where.encode() + b".stackIndex: expected an integer"),
+        (changed(lambda d: sample(d, 3).update(stackIndex=1.5)), 400,
+         where.encode() + b".stackIndex: expected an integer"),
+        (changed(lambda d: sample(d, 3).update(stackIndex=2**31)), 400,
+         where.encode() + b".stackIndex: out of range for int32"),
+        (changed(lambda d: sample(d, 3).update(values=["-"])), 400,
+         where.encode() + b".values[0]: expected an integer"),
+        (changed(lambda d: sample(d, 3).update(attributeIndices=[None])), 400,
+         where.encode() + b".attributeIndices[0]: null in a repeated field"),
+        (changed(lambda d: d["dictionary"]["stringTable"].append(7)), 400,
+         b"dictionary.stringTable[" ),
+        (changed(lambda d: profile_of(d).update(profileId="not base64!")), 400,
+         b"profiles[0].profileId: expected base64"),
+        (changed(lambda d: profile_of(d).update(sampleType=[])), 400,
+         b"profiles[0].sampleType: expected an object"),
+        (changed(lambda d: profile_of(d).update(sample_type={})), 400,
+         b"given twice"),
+        # Through to the same checks as protobuf: an index beyond its table.
+        (changed(lambda d: sample(d, 0).update(stackIndex=999)), 400, b"samples[0]"),
+        (b'{"a":' * 100 + b"1" + b"}" * 100, 400, b"nested deeper than 64"),
+        (b'{"x":[' + b"{}," * (4 << 20) + b'{}]}', 413, b"more than 4194304 objects and arrays"),
+        (b'{"x":[' + b"0," * (16 << 20) + b'0]}', 413, b"more than 16777216 values"),
+    ]
+    for body, want, msg in cases:
+        status, resp = post(server, body, ctype="application/json")
+        assert status == want and msg in resp, (body[:200], status, resp)
+        assert json.loads(resp)["error"]
+    assert post(server, b"\x1f\x8b not gzip", ctype="application/json", encoding="gzip")[0] == 400
+    status, resp = post(server, gzip.compress(good.encode()[:100]), ctype="application/json",
+                        encoding="gzip")
+    assert status == 400, resp
+    # Still healthy, and nothing of the refused requests was stored.
+    assert server.healthy()
     assert server.flamegraph()["total"] == 0
