@@ -22,6 +22,8 @@ struct arena_chunk {
 
 struct arena {
 	struct arena_chunk *chunks;
+	size_t allocated, budget; /* bytes of chunks; at most budget (0 = no limit) */
+	bool over_budget;
 	max_align_t first[]; /* the message */
 };
 
@@ -34,6 +36,11 @@ static void *arena_alloc(void *data, size_t size)
 	struct arena_chunk *c = a->chunks;
 	if (!c || c->cap - c->used < size) {
 		size_t cap = size > ARENA_CHUNK ? size : ARENA_CHUNK;
+		if (a->budget && (cap > a->budget || a->allocated > a->budget - cap)) {
+			a->over_budget = true;
+			return NULL; /* protobuf-c then gives up on the message */
+		}
+		a->allocated += cap;
 		struct arena_chunk *n = malloc(sizeof(*n) + cap);
 		if (!n)
 			return NULL;
@@ -79,16 +86,92 @@ static void *first_alloc(void *data, size_t size)
 	return arena_alloc(f->a, size);
 }
 
+/* Reads a varint at *p (< end); false when it is cut or too long. */
+static bool wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *out)
+{
+	uint64_t v = 0;
+	for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+		uint8_t b = *(*p)++;
+		v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80)) {
+			*out = v;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Whether the submessages of [p, end), a desc message, nest at most depth
+ * levels deeper. protobuf-c unpacks nested messages by recursion, with no
+ * limit: a few bytes per level (OTLP's AnyValue holds lists of AnyValues)
+ * would otherwise exhaust the stack. Anything else malformed is left to
+ * protobuf-c. */
+static bool depth_ok(const ProtobufCMessageDescriptor *desc, const uint8_t *p, const uint8_t *end,
+		     int depth)
+{
+	if (depth < 0)
+		return false;
+	while (p < end) {
+		uint64_t tag, n;
+		if (!wire_varint(&p, end, &tag))
+			return true;
+		switch (tag & 7) {
+		case 0:
+			if (!wire_varint(&p, end, &n))
+				return true;
+			break;
+		case 1:
+			if (end - p < 8)
+				return true;
+			p += 8;
+			break;
+		case 5:
+			if (end - p < 4)
+				return true;
+			p += 4;
+			break;
+		case 2: {
+			if (!wire_varint(&p, end, &n) || n > (uint64_t)(end - p))
+				return true;
+			const ProtobufCFieldDescriptor *f =
+				desc ? protobuf_c_message_descriptor_get_field(desc, (unsigned)(tag >> 3)) : NULL;
+			if (f && f->type == PROTOBUF_C_TYPE_MESSAGE &&
+			    !depth_ok(f->descriptor, p, p + n, depth - 1))
+				return false;
+			p += n;
+			break;
+		}
+		default:
+			return true; /* groups and bad wire types: protobuf-c refuses them */
+		}
+	}
+	return true;
+}
+
 ProtobufCMessage *pb_unpack(const ProtobufCMessageDescriptor *desc, const void *data, size_t len,
 			    struct buf *err)
 {
+	if (!depth_ok(desc, data, (const uint8_t *)data + len, PB_MAX_DEPTH)) {
+		buf_printf(err, "body is not a valid %s protobuf: messages nest more than %d levels deep",
+			   desc->name, PB_MAX_DEPTH);
+		return NULL;
+	}
 	struct arena *a = xcalloc(1, sizeof(*a) + desc->sizeof_message);
+	/* Decoded, a message may be many times its wire size (an empty
+	 * submessage is 2 bytes on the wire, a struct in memory): bounded. */
+	a->budget = len > (PB_MAX_DECODED - (16u << 20)) / 32 ? PB_MAX_DECODED : 32 * len + (16u << 20);
 	struct arena_first f = { a, desc->sizeof_message, false };
 	ProtobufCAllocator alloc = { first_alloc, arena_free_one, &f };
 	ProtobufCMessage *m = protobuf_c_message_unpack(desc, &alloc, len, (const uint8_t *)data);
 	if (!m) {
+		bool big = a->over_budget;
+		size_t budget = a->budget;
 		arena_release(a);
-		buf_printf(err, "body is not a valid %s protobuf", desc->name);
+		if (big)
+			buf_printf(err, "body is not a valid %s protobuf: it decodes to more than %zu MiB",
+				   desc->name, budget >> 20);
+		else
+			buf_printf(err, "body is not a valid %s protobuf", desc->name);
 		return NULL;
 	}
 	if ((void *)m != (void *)a->first) {

@@ -14,6 +14,12 @@
 
 #include "buf.h"
 
+/* Limits of pb_unpack: how deep messages may nest (protobuf-c recurses
+ * once per level), and how much memory the decoded message may take (32
+ * times the input plus 16 MiB, at most this). */
+#define PB_MAX_DEPTH 64
+#define PB_MAX_DECODED ((size_t)1 << 30)
+
 /* Returns the message or NULL with err set. */
 ProtobufCMessage *pb_unpack(const ProtobufCMessageDescriptor *desc, const void *data, size_t len,
 			    struct buf *err);

@@ -618,6 +618,76 @@ static void test_bounds(void **state)
 }
 
 /* OTLP's own bounds: refused by the count before jansson builds a tree. */
+static size_t put_varint(uint8_t *p, uint64_t v)
+{
+	size_t n = 0;
+	do {
+		p[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+		v >>= 7;
+	} while (v);
+	return n;
+}
+
+static size_t varint_len(uint64_t v)
+{
+	uint8_t tmp[10];
+	return put_varint(tmp, v);
+}
+
+/* An AnyValue holding an array holding an AnyValue ..., levels deep. */
+static uint8_t *nested_any_value(size_t levels, size_t *len)
+{
+	uint64_t *s = xcalloc(levels + 1, sizeof(*s)), *a = xcalloc(levels + 1, sizeof(*a));
+	for (size_t k = 1; k <= levels; k++) {
+		a[k] = 1 + varint_len(s[k - 1]) + s[k - 1];
+		s[k] = 1 + varint_len(a[k]) + a[k];
+	}
+	uint8_t *b = xmalloc(s[levels] + 1), *p = b;
+	for (size_t k = levels; k >= 1; k--) {
+		*p++ = 0x2a; /* array_value = 5 */
+		p += put_varint(p, a[k]);
+		*p++ = 0x0a; /* values = 1 */
+		p += put_varint(p, s[k - 1]);
+	}
+	*len = (size_t)(p - b);
+	assert_int_equal(*len, s[levels]);
+	free(s);
+	free(a);
+	return b;
+}
+
+/* The protobuf decoder's own bounds: nesting (protobuf-c recurses per
+ * level) and decoded size (an empty submessage is 2 bytes on the wire). */
+static void test_protobuf_bounds(void **state)
+{
+	(void)state;
+	struct buf err = { 0 };
+	size_t len;
+	uint8_t *b = nested_any_value(PB_MAX_DEPTH / 2 - 1, &len); /* two messages a level */
+	ProtobufCMessage *m = pb_unpack(&ember__otlp__any_value__descriptor, b, len, &err);
+	assert_non_null(m);
+	pb_free(m);
+	free(b);
+	b = nested_any_value(200000, &len);
+	m = pb_unpack(&ember__otlp__any_value__descriptor, b, len, &err);
+	assert_null(m);
+	assert_non_null(strstr(err.data, "nest more than"));
+	free(b);
+	/* A profile of 2 M empty samples: 4 MB on the wire, far more decoded. */
+	size_t n = 2000000;
+	b = xmalloc(2 * n);
+	for (size_t i = 0; i < n; i++) {
+		b[2 * i] = 0x12; /* samples = 2 */
+		b[2 * i + 1] = 0;
+	}
+	buf_reset(&err);
+	m = pb_unpack(&ember__otlp__profile__descriptor, b, 2 * n, &err);
+	assert_null(m);
+	assert_non_null(strstr(err.data, "decodes to more than"));
+	free(b);
+	buf_free(&err);
+}
+
 static void test_otlp_json_bounds(void **state)
 {
 	(void)state;
@@ -653,6 +723,7 @@ int main(void)
 		cmocka_unit_test(test_wrong_types),
 		cmocka_unit_test(test_bounds),
 		cmocka_unit_test(test_otlp_json_bounds),
+		cmocka_unit_test(test_protobuf_bounds),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
