@@ -20,6 +20,7 @@
 #include "batch.h"
 #include "files.h"
 #include "kallsyms.h"
+#include "kubelet.h"
 #include "proc.h"
 #include "vdso.h"
 
@@ -56,6 +57,12 @@ struct collector {
 	void (*want_table)(void *ctx, uint32_t file);
 	void *hook_ctx;
 	struct python *python; /* names Python frames; NULL = none */
+	/* Adds a pod's -k8s-pod-labels (and its name and namespace when the
+	 * process's attributes lack them) to the resource of its processes;
+	 * NULL = none. A process whose pod the latest list lacks is looked up
+	 * again at its next sample, so labels appear as soon as a list has
+	 * them. */
+	struct kubelet *kubelet;
 	struct collector_stats stats;
 	/* Per-batch caches (valid while gen matches batch_gen): the resource
 	 * of a (pid, thread name) and the frame of a kernel address, so a

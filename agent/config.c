@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "flags.h"
+#include "selfstats.h"
 #include "util.h"
 
 #define OFF(f) offsetof(struct agent_config, f)
@@ -35,6 +36,17 @@ static const struct flag_def defs[] = {
 	  "environment variable of a process whose value becomes its job.tag attribute" },
 	{ "container-runtime-socket", FLAG_STRING, "", OFF(container_runtime_socket), 0, 0,
 	  "Docker-compatible or CRI-O API socket for container names (default: probe the usual ones; none: off)" },
+	{ "k8s-pod-labels", FLAG_STRING, "", OFF(k8s_pod_labels), 0, 0,
+	  "Kubernetes pod labels to add to a pod's samples as k8s.pod.label[NAME], comma-separated (at most 16; keep them low-cardinality)" },
+	{ "kubelet-url", FLAG_STRING, "https://127.0.0.1:10250", OFF(kubelet_url), 0, 0,
+	  "with -k8s-pod-labels: the kubelet's API, whose /pods lists this node's pods (read-only port: http://127.0.0.1:10255)" },
+	{ "kubelet-token-file", FLAG_STRING, "/var/run/secrets/kubernetes.io/serviceaccount/token",
+	  OFF(kubelet_token_file), 0, 0,
+	  "with -k8s-pod-labels: bearer token for the kubelet, re-read at each request (absent: none sent)" },
+	{ "kubelet-insecure", FLAG_BOOL, "false", OFF(kubelet_insecure), 0, 0,
+	  "with -k8s-pod-labels: do not verify the kubelet's certificate (often self-signed)" },
+	{ "pprof", FLAG_STRING, "", OFF(pprof), 0, 0,
+	  "host:port to serve the agent's own stats on (GET /metrics, /debug/stats), e.g. 127.0.0.1:6060; empty: off" },
 	{ "tracers", FLAG_STRING, "all", OFF(tracers), 0, 0,
 	  "interpreter tracers, comma-separated: python; all; none" },
 	{ "on-cpu-sampling-rate", FLAG_UINT, "19", OFF(on_cpu_hz), 1, 1000,
@@ -164,6 +176,49 @@ static int parse_tracers(struct agent_config *cfg, struct buf *err)
 	return 0;
 }
 
+/* -k8s-pod-labels "app,tier": distinct label names, spaces around the
+ * commas ignored. */
+static int parse_pod_labels(struct agent_config *cfg, struct buf *err)
+{
+	for (const char *p = cfg->k8s_pod_labels; *p;) {
+		size_t len = strcspn(p, ",");
+		const char *s = p, *e = p + len;
+		while (s < e && (*s == ' ' || *s == '\t'))
+			s++;
+		while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
+			e--;
+		size_t n = (size_t)(e - s);
+		if (n) {
+			if (!kubelet_label_name_valid(s, n)) {
+				buf_printf(err, "-k8s-pod-labels: \"%.*s\" is not a Kubernetes label name; expected "
+						"comma-separated names such as app,app.kubernetes.io/name ([prefix/]name, "
+						"name of 1 to 63 letters, digits, '-', '_', '.')",
+					   (int)MIN(n, (size_t)80), s);
+				return -1;
+			}
+			bool dup = false;
+			for (size_t i = 0; i < cfg->npod_labels && !dup; i++)
+				dup = strlen(cfg->pod_labels[i]) == n && memcmp(cfg->pod_labels[i], s, n) == 0;
+			if (!dup && cfg->npod_labels == KUBELET_MAX_LABELS) {
+				buf_printf(err, "-k8s-pod-labels: at most %d labels", KUBELET_MAX_LABELS);
+				return -1;
+			}
+			if (!dup)
+				cfg->pod_labels[cfg->npod_labels++] = xstrndup(s, n);
+		}
+		p += len + (p[len] == ',');
+	}
+	const char *u = cfg->kubelet_url;
+	size_t ul = strlen(u);
+	const char *rest = strncmp(u, "http://", 7) == 0 ? u + 7 : strncmp(u, "https://", 8) == 0 ? u + 8 : NULL;
+	if (!rest || ul > 512 || !printable(u, ul) || strpbrk(u, " ?#@") || strcspn(rest, "/") == 0) {
+		buf_printf(err, "-kubelet-url: expected http://HOST:PORT or https://HOST:PORT (at most 512 characters), got \"%.*s\"",
+			   (int)MIN(strlen(u), (size_t)512), u);
+		return -1;
+	}
+	return 0;
+}
+
 int agent_config_load(struct agent_config *cfg, int argc, char **argv, char **envp,
 		      struct buf *err)
 {
@@ -210,6 +265,15 @@ int agent_config_load(struct agent_config *cfg, int argc, char **argv, char **en
 		return -1;
 	if (parse_tracers(cfg, err) < 0)
 		return -1;
+	if (parse_pod_labels(cfg, err) < 0)
+		return -1;
+	char host[256];
+	uint16_t pprof_port;
+	if (*cfg->pprof && selfstats_split_addr(cfg->pprof, host, sizeof(host), &pprof_port) < 0) {
+		buf_printf(err, "-pprof: expected host:port (port 1 to 65535; [v6 address]:port; :port for every address), e.g. 127.0.0.1:6060, got \"%.*s\"",
+			   (int)MIN(strlen(cfg->pprof), (size_t)300), cfg->pprof);
+		return -1;
+	}
 	if (!*cfg->project || strlen(cfg->project) > 128 || strpbrk(cfg->project, " \t\r\n/")) {
 		buf_printf(err, "-project: expected a name of 1 to 128 characters without spaces or '/', got \"%s\"",
 			   cfg->project);
@@ -223,6 +287,9 @@ void agent_config_free(struct agent_config *cfg)
 	for (size_t i = 0; i < cfg->ntag_kv; i++)
 		free(cfg->tag_kv[i]);
 	cfg->ntag_kv = 0;
+	for (size_t i = 0; i < cfg->npod_labels; i++)
+		free(cfg->pod_labels[i]);
+	cfg->npod_labels = 0;
 	flags_free(&agent_flags, cfg);
 }
 

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "kubelet.h"
 
 #define AGENT_MAX_TAGS 16
 
@@ -25,6 +26,13 @@ struct agent_config {
 	char *tags;                 /* -tags "a:b;c": user.tag and user.tag.<key> */
 	char *job_tag_env;          /* environment variable whose value is job.tag */
 	char *container_runtime_socket;
+	char *pprof;                /* -pprof: host:port of the stats server, "" = off */
+	char *k8s_pod_labels;       /* -k8s-pod-labels: comma-separated label names */
+	char *pod_labels[KUBELET_MAX_LABELS]; /* parsed, distinct (owned) */
+	size_t npod_labels;
+	char *kubelet_url;          /* base URL of the kubelet's API */
+	char *kubelet_token_file;
+	bool kubelet_insecure;
 	char *tracers;              /* -tracers: "all", "none" or a list */
 	bool trace_python;          /* -tracers includes python */
 	/* -tags parsed: attribute key/value pairs (owned) */

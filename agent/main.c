@@ -19,12 +19,15 @@
 #include "files.h"
 #include "httpc.h"
 #include "kallsyms.h"
+#include "kubelet.h"
 #include "log.h"
 #include "oncpu.h"
 #include "proc.h"
 #include "python.h"
 #include "reporter.h"
+#include "selfstats.h"
 #include "symupload.h"
+#include "unwind_types.h"
 #include "unwinder.h"
 #include "util.h"
 #include "vdso.h"
@@ -36,6 +39,7 @@
 /* A session's dictionary past this size is replaced by a new session. */
 #define SESSION_MAX_BYTES (32u << 20)
 #define UNWIND_ENTRIES (1u << 21) /* 2 M rows, 16 MiB of kernel memory */
+#define PUBLISH_INTERVAL_NS 1000000000ull /* -pprof's values: once a second */
 
 /* Set from the signal handler, read by the main loop: the only way a
  * handler may talk to the rest of the program. */
@@ -75,7 +79,21 @@ struct agent {
 	int py_procs_fd;
 	uint64_t sequence;
 	int64_t interval_start_ms;
+	struct kubelet *kubelet;           /* -k8s-pod-labels; NULL = off */
+	struct selfstats_server *stats_srv; /* -pprof; NULL = off */
+	bool sampling;                     /* false while probabilistic profiling is off */
+	int64_t start_unix_ms;
 };
+
+static void take_stats(struct agent *a, struct selfstats_values *s);
+static void publish_stats(struct agent *a)
+{
+	if (!a->stats_srv)
+		return;
+	struct selfstats_values v;
+	take_stats(a, &v);
+	selfstats_publish(a->stats_srv, &v);
+}
 
 static void on_new_file(void *ctx, uint32_t index, const struct agent_file *f, int fd)
 {
@@ -196,6 +214,8 @@ static void flush_batch(struct agent *a)
 	collector_set_batch(&a->collector, a->batch);
 	python_next_generation(a->python);
 	a->interval_start_ms = now;
+	/* What -pprof serves never counts fewer samples than were sent. */
+	publish_stats(a);
 }
 
 /* The host's facts: CPU model and count, memory, kernel. */
@@ -256,41 +276,124 @@ static uint64_t random_below(uint64_t n)
 	return v % n;
 }
 
-static void log_stats(struct agent *a)
+/* Every counter of the agent (selfstats.h), read now; the only place
+ * the agent's threads' statistics are gathered, for the stats: line and
+ * for -pprof. */
+static void take_stats(struct agent *a, struct selfstats_values *s)
 {
+	memset(s, 0, sizeof(*s));
+	uint64_t *v = s->v;
+	s->time_unix_ms = now_unix_ms();
+	const struct collector_stats *cs = &a->collector.stats;
+	v[SS_SAMPLES] = cs->samples;
+	v[SS_FRAMES] = cs->frames;
+	v[SS_ERROR_STACKS] = cs->unknown_frames;
+	v[SS_TRUNCATED] = cs->truncated;
+	v[SS_MALFORMED] = cs->malformed;
+	v[SS_CFI_STACKS] = cs->cfi_stacks;
+	v[SS_FP_STACKS] = cs->fp_stacks;
+	v[SS_PY_FRAMES] = cs->python_frames;
+	v[SS_PY_UNNAMED] = cs->python_unknown;
 	uint64_t bpf[ONCPU_STAT_MAX];
 	oncpu_read_stats(a->oncpu, bpf);
-	struct reporter_stats rs;
-	reporter_get_stats(a->reporter, &rs);
-	struct symupload_stats us;
-	symupload_get_stats(a->symupload, &us);
+	v[SS_BPF_SAMPLES] = bpf[ONCPU_STAT_SAMPLES];
+	v[SS_BPF_IDLE] = bpf[ONCPU_STAT_IDLE];
+	v[SS_LOST] = bpf[ONCPU_STAT_RB_FULL];
+	v[SS_BPF_USTACK_ERR] = bpf[ONCPU_STAT_USTACK_ERR];
+	v[SS_BPF_KSTACK_ERR] = bpf[ONCPU_STAT_KSTACK_ERR];
+	v[SS_BPF_KERNEL_FP] = bpf[ONCPU_STAT_KERNEL_FP];
+	v[SS_BPF_CFI] = bpf[ONCPU_STAT_CFI];
+	v[SS_BPF_CFI_FRAMES] = bpf[ONCPU_STAT_CFI_FRAMES];
+	v[SS_BPF_FP_FRAMES] = bpf[ONCPU_STAT_FP_FRAMES];
+	v[SS_BPF_TAIL_CALLS] = bpf[ONCPU_STAT_TAIL_CALLS];
+	v[SS_BPF_PY_STACKS] = bpf[ONCPU_STAT_PY_STACKS];
+	v[SS_BPF_PY_NO_THREAD] = bpf[ONCPU_STAT_PY_NO_THREAD];
+	v[SS_BPF_PY_FRAMES] = bpf[ONCPU_STAT_PY_FRAMES];
+	v[SS_BPF_PY_READ_ERR] = bpf[ONCPU_STAT_PY_READ_ERR];
+	v[SS_BPF_STOP_NO_MAPPING] = bpf[ONCPU_STAT_ERR_BASE + UWE_NO_MAPPING];
+	v[SS_BPF_STOP_READ] = bpf[ONCPU_STAT_ERR_BASE + UWE_READ];
+	v[SS_BPF_STOP_NO_PROGRESS] = bpf[ONCPU_STAT_ERR_BASE + UWE_NO_PROGRESS];
+	v[SS_BPF_STOP_TRUNCATED] = bpf[ONCPU_STAT_ERR_BASE + UWE_TRUNCATED];
+	v[SS_BPF_STOP_NO_FP] = bpf[ONCPU_STAT_ERR_BASE + UWE_NO_FP];
+	v[SS_PROCESSES] = proc_table_count(&a->procs);
+	v[SS_FILES] = a->files.count;
 	struct unwinder_stats ws;
 	unwinder_get_stats(a->unwinder, &ws);
-	const struct collector_stats *cs = &a->collector.stats;
+	v[SS_TABLES_QUEUED] = ws.files_queued;
+	v[SS_TABLES_LOADED] = ws.files_loaded;
+	v[SS_TABLES_SHARED] = ws.files_shared;
+	v[SS_TABLES_FAILED] = ws.files_failed;
+	v[SS_TABLES_SKIPPED] = ws.files_skipped;
+	v[SS_TABLES_PRIORITIZED] = ws.files_prioritized;
+	v[SS_TABLE_ROWS] = ws.rows;
+	v[SS_TABLE_ENTRIES_USED] = ws.entries_used;
+	v[SS_TABLE_ENTRIES_CAP] = ws.entries_cap;
+	v[SS_TABLE_RULES] = ws.rules;
+	v[SS_UNWIND_PROC_UPDATES] = ws.proc_updates;
+	v[SS_UNWIND_PROC_FAILURES] = ws.proc_failures;
+	v[SS_TABLE_BUILD_NS] = ws.build_ns;
+	struct reporter_stats rs;
+	reporter_get_stats(a->reporter, &rs);
+	v[SS_BATCHES_SENT] = rs.sent_batches;
+	v[SS_BYTES_SENT] = rs.sent_bytes;
+	v[SS_SEND_FAILURES] = rs.failed_attempts;
+	v[SS_BATCHES_REJECTED] = rs.rejected_batches;
+	v[SS_BATCHES_DROPPED] = rs.dropped_batches;
+	v[SS_BYTES_DROPPED] = rs.dropped_bytes;
+	v[SS_RESYNCS] = rs.resyncs;
+	v[SS_SESSIONS] = rs.sessions;
+	v[SS_QUEUED_BATCHES] = rs.queued_batches;
+	v[SS_QUEUED_BYTES] = rs.queued_bytes;
+	v[SS_SESSION_BYTES] = rs.session_bytes;
+	v[SS_ENCODE_NS] = rs.encode_ns;
+	struct symupload_stats us;
+	symupload_get_stats(a->symupload, &us);
+	v[SS_SYM_QUEUED] = us.queued;
+	v[SS_SYM_CHECKED] = us.checked;
+	v[SS_SYM_UPLOADED] = us.uploaded;
+	v[SS_SYM_PRESENT] = us.present;
+	v[SS_SYM_FAILED] = us.failed;
+	v[SS_SYM_SKIPPED] = us.skipped;
+	v[SS_SYM_UPLOADED_BYTES] = us.uploaded_bytes;
 	struct python_stats ps;
 	python_get_stats(a->python, &ps);
+	v[SS_PY_SYMBOLIZED] = ps.symbolized;
+	v[SS_PY_CACHE_HITS] = ps.cache_hits;
+	v[SS_PY_REVALIDATED] = ps.revalidated;
+	v[SS_PY_READ_ERRORS] = ps.read_errors;
+	v[SS_PY_STALE] = ps.stale;
+	v[SS_PY_PROCESSES] = ps.processes;
+	struct kubelet_stats ks;
+	kubelet_get_stats(a->kubelet, &ks);
+	v[SS_KUBELET_FETCHES] = ks.fetches;
+	v[SS_KUBELET_ERRORS] = ks.errors;
+	v[SS_KUBELET_PODS] = ks.pods;
+	v[SS_SAMPLING] = a->sampling;
+	v[SS_START_TIME] = (uint64_t)MAX(a->start_unix_ms / 1000, (int64_t)0);
+}
+
+static void log_stats(struct agent *a)
+{
+	struct selfstats_values s;
+	take_stats(a, &s);
+	const uint64_t *v = s.v;
+#define U(i) ((unsigned long long)v[i])
 	log_info("stats: samples=%llu lost=%llu cfi_stacks=%llu fp_stacks=%llu errors=%llu truncated=%llu "
-		 "processes=%zu files=%zu tables=%llu shared=%llu failed=%llu prioritized=%llu rows=%llu/%llu rules=%llu "
-		 "batches_sent=%llu bytes_sent=%llu encode_ms=%llu queued=%zu dropped=%llu resyncs=%llu sessions=%llu session_bytes=%zu "
+		 "processes=%llu files=%llu tables=%llu shared=%llu failed=%llu prioritized=%llu rows=%llu/%llu rules=%llu "
+		 "batches_sent=%llu bytes_sent=%llu encode_ms=%llu queued=%llu dropped=%llu resyncs=%llu sessions=%llu session_bytes=%llu "
 		 "symbols_uploaded=%llu symbols_present=%llu python_stacks=%llu python_frames=%llu "
 		 "python_unnamed=%llu python_stale=%llu python_no_thread=%llu python_read_errors=%llu "
 		 "python_processes=%llu",
-		 (unsigned long long)cs->samples, (unsigned long long)bpf[ONCPU_STAT_RB_FULL],
-		 (unsigned long long)cs->cfi_stacks, (unsigned long long)cs->fp_stacks,
-		 (unsigned long long)cs->unknown_frames, (unsigned long long)cs->truncated,
-		 proc_table_count(&a->procs), a->files.count, (unsigned long long)ws.files_loaded,
-		 (unsigned long long)ws.files_shared, (unsigned long long)ws.files_failed,
-		 (unsigned long long)ws.files_prioritized,
-		 (unsigned long long)ws.entries_used, (unsigned long long)ws.entries_cap,
-		 (unsigned long long)ws.rules, (unsigned long long)rs.sent_batches,
-		 (unsigned long long)rs.sent_bytes, (unsigned long long)(rs.encode_ns / 1000000),
-		 rs.queued_batches,
-		 (unsigned long long)rs.dropped_batches, (unsigned long long)rs.resyncs,
-		 (unsigned long long)rs.sessions, rs.session_bytes, (unsigned long long)us.uploaded,
-		 (unsigned long long)us.present, (unsigned long long)bpf[ONCPU_STAT_PY_STACKS],
-		 (unsigned long long)cs->python_frames, (unsigned long long)cs->python_unknown,
-		 (unsigned long long)ps.stale, (unsigned long long)bpf[ONCPU_STAT_PY_NO_THREAD],
-		 (unsigned long long)bpf[ONCPU_STAT_PY_READ_ERR], (unsigned long long)ps.processes);
+		 U(SS_SAMPLES), U(SS_LOST), U(SS_CFI_STACKS), U(SS_FP_STACKS), U(SS_ERROR_STACKS),
+		 U(SS_TRUNCATED), U(SS_PROCESSES), U(SS_FILES), U(SS_TABLES_LOADED), U(SS_TABLES_SHARED),
+		 U(SS_TABLES_FAILED), U(SS_TABLES_PRIORITIZED), U(SS_TABLE_ENTRIES_USED),
+		 U(SS_TABLE_ENTRIES_CAP), U(SS_TABLE_RULES), U(SS_BATCHES_SENT), U(SS_BYTES_SENT),
+		 U(SS_ENCODE_NS) / 1000000, U(SS_QUEUED_BATCHES), U(SS_BATCHES_DROPPED), U(SS_RESYNCS),
+		 U(SS_SESSIONS), U(SS_SESSION_BYTES), U(SS_SYM_UPLOADED), U(SS_SYM_PRESENT),
+		 U(SS_BPF_PY_STACKS), U(SS_PY_FRAMES), U(SS_PY_UNNAMED), U(SS_PY_STALE),
+		 U(SS_BPF_PY_NO_THREAD), U(SS_BPF_PY_READ_ERR), U(SS_PY_PROCESSES));
+#undef U
+	selfstats_publish(a->stats_srv, &s);
 }
 
 /* The host's machine id (32 hex digits), or "" when unreadable. */
@@ -348,6 +451,18 @@ int main(int argc, char **argv, char **envp)
 		log_error("cannot initialise libcurl");
 		return 1;
 	}
+	a.start_unix_ms = now_unix_ms();
+	a.sampling = true;
+	if (*a.cfg.pprof) {
+		/* First, so that a port in use stops the agent before it loads
+		 * anything. */
+		a.stats_srv = selfstats_start(a.cfg.pprof, &err);
+		if (!a.stats_srv) {
+			log_error("%s", err.data);
+			return 1;
+		}
+		log_info("serving the agent's stats on http://%s/metrics and /debug/stats", a.cfg.pprof);
+	}
 	uuid_v4(a.instance);
 	if (gethostname(a.host_name, sizeof(a.host_name) - 1) != 0)
 		snprintf(a.host_name, sizeof(a.host_name), "unknown");
@@ -385,6 +500,18 @@ int main(int argc, char **argv, char **envp)
 	a.procs.on_gone = on_proc_gone;
 	a.procs.hook_ctx = &a;
 	a.procs.attrib = attrib_new("/proc", a.cfg.container_runtime_socket, a.cfg.job_tag_env);
+	if (a.cfg.npod_labels) {
+		struct kubelet_opts ko = {
+			.url = a.cfg.kubelet_url,
+			.token_file = a.cfg.kubelet_token_file,
+			.insecure = a.cfg.kubelet_insecure,
+			.labels = (const char *const *)a.cfg.pod_labels,
+			.nlabels = a.cfg.npod_labels,
+		};
+		a.kubelet = kubelet_start(&ko);
+		if (!a.kubelet)
+			return 1;
+	}
 	a.batch = xmalloc(sizeof(*a.batch));
 	batch_init(a.batch);
 	long ticks = sysconf(_SC_CLK_TCK);
@@ -404,6 +531,7 @@ int main(int argc, char **argv, char **envp)
 		.ns_per_tick = ticks > 0 ? 1000000000ull / (uint64_t)ticks : 10000000ull,
 		.want_table = want_table,
 		.hook_ctx = &a,
+		.kubelet = a.kubelet,
 	};
 	collector_set_batch(&a.collector, a.batch);
 
@@ -442,17 +570,17 @@ int main(int argc, char **argv, char **envp)
 	uint64_t next_stats = now_mono_ns() + 60ull * 1000000000ull;
 	uint64_t next_draw = now_mono_ns();
 	uint64_t next_drain = now_mono_ns() + DRAIN_INTERVAL_MS * 1000000ull;
-	bool sampling = true;
+	uint64_t next_publish = now_mono_ns();
 	while (!stop_requested) {
 		if (a.cfg.probabilistic_threshold < 100 && now_mono_ns() >= next_draw) {
 			/* Probabilistic profiling: each interval, profile with a
 			 * chance of threshold percent. */
 			bool on = random_below(100) < a.cfg.probabilistic_threshold;
-			if (on != sampling) {
+			if (on != a.sampling) {
 				if (oncpu_set_enabled(a.oncpu, on) < 0)
 					log_warn("cannot %s the sampling timers: %s", on ? "start" : "stop",
 						 strerror(errno));
-				sampling = on;
+				a.sampling = on;
 			}
 			log_info("probabilistic profiling: %s for the next %lld ms", on ? "on" : "off",
 				 (long long)a.cfg.probabilistic_interval_ms);
@@ -486,11 +614,17 @@ int main(int argc, char **argv, char **envp)
 			log_stats(&a);
 			next_stats = now + 60ull * 1000000000ull;
 		}
+		if (a.stats_srv && now >= next_publish) {
+			publish_stats(&a);
+			next_publish = now + PUBLISH_INTERVAL_NS;
+		}
 	}
 	log_info("stopping: sending what is left");
 	oncpu_drain(a.oncpu);
 	flush_batch(&a);
 	log_stats(&a);
+	selfstats_stop(a.stats_srv);
+	kubelet_stop(a.kubelet);
 	unwinder_stop(a.unwinder); /* before the maps it writes are closed */
 	python_free(a.python);
 	free(a.pyfiles);

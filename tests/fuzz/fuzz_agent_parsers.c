@@ -1,15 +1,16 @@
 /* Fuzz target: the agent's parsers of kernel-provided text that another
  * process can influence: /proc/PID/maps lines, /proc/PID/stat, CPU lists,
  * kallsyms, /proc/PID/cgroup, a Python command line (script.name), a
- * CPython location table read from process memory and a CPython
- * _Py_DebugOffsets table read from an interpreter file. The first byte
- * selects the parser. */
+ * CPython location table read from process memory, a CPython
+ * _Py_DebugOffsets table read from an interpreter file and the kubelet's
+ * pod list (-k8s-pod-labels). The first byte selects the parser. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agent/attrib.h"
 #include "agent/kallsyms.h"
+#include "agent/kubelet.h"
 #include "agent/maps.h"
 #include "agent/oncpu.h"
 #include "agent/proc.h"
@@ -21,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	const char *text = (const char *)data + 1;
 	size_t n = size - 1;
-	switch (data[0] % 8) {
+	switch (data[0] % 9) {
 	case 0: {
 		struct maps_line m;
 		if (maps_parse_line(text, n, &m) == 0 && m.path_len > n)
@@ -71,6 +72,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			     l.code_linetable > 152 || l.code_firstlineno > 152))
 				abort();
 		}
+		break;
+	}
+	case 8: {
+		/* The kubelet's pod list: whatever it holds, the pods kept are
+		 * sorted, distinct, bounded, with clean values. */
+		static const char *const labels[] = { "app", "tier", "app.kubernetes.io/name" };
+		struct kube_pods pods;
+		struct buf err = { 0 };
+		if (kubelet_parse_pods(text, n, labels, 3, &pods, &err) == 0) {
+			if (pods.n > KUBELET_MAX_PODS)
+				abort();
+			for (size_t i = 0; i < pods.n; i++) {
+				const struct kube_pod *p = &pods.pods[i];
+				if (i && strcmp(pods.pods[i - 1].uid, p->uid) >= 0)
+					abort();
+				if (kube_pods_find(&pods, p->uid) != p)
+					abort();
+				for (size_t k = 0; k < 3; k++)
+					if (p->values[k] && (strlen(p->values[k]) > KUBELET_VALUE_MAX ||
+							     strpbrk(p->values[k], "\n\r\t")))
+						abort();
+			}
+		} else if (pods.n || pods.pods || !err.len) {
+			abort();
+		}
+		kube_pods_free(&pods);
+		buf_free(&err);
 		break;
 	}
 	default: {

@@ -1,18 +1,20 @@
 """Where every sample came from: a process in a cgroup named like a Docker
 container (its name and Kubernetes pod resolved through a Docker-compatible
 API socket), a process of a SLURM job (cgroup path and SLURM_* variables)
-with a job tag, and the agent's -tags, each found in the store by
-attribute."""
+with a job tag, the agent's -tags, and -k8s-pod-labels from a fake
+kubelet for processes in cgroups named like pods', each found in the store
+by attribute."""
 
 import json
 import os
 import socket
 import subprocess
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 from conftest import require_root
-from harness import WORKLOADS, wait_until
+from harness import DEFAULT_PROJECT, WORKLOADS, free_port, http, wait_until
 
 CID = "c0ffee" + "0123456789abcdef" * 3 + "0123456789"  # 64 hex digits
 
@@ -108,5 +110,159 @@ def test_container_slurm_and_tags(tmp_path, server, agent_factory):
                   f"{slurm_root}/uid_0/job_4242", f"{slurm_root}/uid_0", slurm_root):
             try:
                 os.rmdir(d)
+            except OSError:
+                pass
+
+
+# --- -k8s-pod-labels: labels from a fake kubelet ---------------------------------------
+
+POD_WEB = "5e6c7d8a-1b2c-4d3e-8f40-123456789abc"
+POD_BATCH = "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"  # listed only after the agent started
+POD_GONE = "11111111-2222-4333-8444-555555555555"   # never listed
+
+
+def pod(uid, name, namespace, labels):
+    return {"metadata": {"name": name, "namespace": namespace, "uid": uid, "labels": labels},
+            "spec": {"nodeName": "node-1", "containers": [{"name": "main"}]},
+            "status": {"phase": "Running"}}
+
+
+class FakeKubelet(BaseHTTPRequestHandler):
+    """GET /pods of the kubelet's API: the pods in self.server.pods; every
+    request is recorded with its Authorization header."""
+
+    def do_GET(self):
+        self.server.requests.append((self.path, self.headers.get("Authorization")))
+        if self.path == "/pods":
+            body = json.dumps({"kind": "PodList", "apiVersion": "v1", "metadata": {},
+                               "items": list(self.server.pods)}).encode()
+            self.send_response(200)
+        else:
+            body = b'{"message":"not found"}'
+            self.send_response(404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def attribute_names(server, query):
+    body = {"filter": {"start_ts": 946684800000, "end_ts": 4102444800000,
+                       "event_kind": "on_cpu", "query": query}}
+    status, data = http("POST", f"{server.url}/public/api/v1/project/{DEFAULT_PROJECT}/labels",
+                        body, {"Content-Type": "application/json"})
+    assert status == 200, data
+    return {n["name"] for n in json.loads(data)["names"]}
+
+
+def test_k8s_pod_labels(tmp_path, server, agent_factory):
+    require_root()
+    kubelet = HTTPServer(("127.0.0.1", 0), FakeKubelet)
+    kubelet.requests = []
+    kubelet.pods = [
+        pod(POD_WEB, "checkout-7d9f8b6c5-x2x9k", "shop",
+            {"app": "checkout", "tier": "web", "app.kubernetes.io/name": "checkout-svc",
+             "secret-label": "do-not-copy"}),
+        pod("99999999-8888-4777-8666-555555555555", "other-0", "kube-system", {"app": "other"}),
+    ]
+    threading.Thread(target=kubelet.serve_forever, daemon=True).start()
+    token = tmp_path / "token"
+    token.write_text("tok-123\n")
+    tag = f"ember-test-pods-{os.getpid()}"
+    root = f"/sys/fs/cgroup/unified/{tag}"
+    cgroups = {uid: f"{root}/kubepods/besteffort/pod{uid}/{uid.replace('-', '')[:16] * 4}"
+               for uid in (POD_WEB, POD_BATCH, POD_GONE)}
+    for d in cgroups.values():
+        os.makedirs(d)
+    started = time.monotonic()
+    stats_url = f"http://127.0.0.1:{free_port()}"
+
+    def agent_stats():
+        status, body = http("GET", stats_url + "/debug/stats", timeout=5)
+        assert status == 200, body
+        return json.loads(body)
+    try:
+        agent_factory(server.url, "-on-cpu-sampling-rate=97", "-container-runtime-socket=none",
+                      "-k8s-pod-labels=app, tier,app.kubernetes.io/name",
+                      f"-kubelet-url=http://127.0.0.1:{kubelet.server_port}",
+                      f"-kubelet-token-file={token}",
+                      f"-pprof={stats_url.split('//')[1]}").start()
+        # The list is read at start, with the token.
+        wait_until(lambda: agent_stats()["kubelet_fetches_total"] == 1, 10,
+                   what="the agent to read the pod list")
+        assert kubelet.requests == [("/pods", "Bearer tok-123")]
+        assert agent_stats()["kubelet_pods"] == 2
+        first_read = time.monotonic()
+        cpu_split = os.path.join(WORKLOADS, "cpu_split")
+        web = start_in_cgroup(cgroups[POD_WEB], [cpu_split, "3"])
+        assert web.wait(30) == 0
+        # A pod created after that list, and one the kubelet never lists:
+        # each unknown uid asks for one new list (no sooner than 5 s after
+        # the previous one).
+        kubelet.pods.append(pod(POD_BATCH, "nightly-report-28d9x", "jobs", {"app": "report"}))
+        time.sleep(max(0.0, 5.5 - (time.monotonic() - first_read)))
+        batch = start_in_cgroup(cgroups[POD_BATCH], [cpu_split, "3"])
+        gone = start_in_cgroup(cgroups[POD_GONE], [cpu_split, "2"])
+        assert batch.wait(30) == 0 and gone.wait(30) == 0
+
+        def total(q):
+            return server.flamegraph(q)["total"]
+        in_web = f'k8s.pod.uid == "{POD_WEB}"'
+        wait_until(lambda: total(in_web) > 150, 30, what="the web pod's samples")
+        n = total(in_web)
+        # Every sample of the pod carries its requested labels (the list
+        # was there before the process started); the CEL map-key filter
+        # selects them.
+        assert total('k8s.pod.label["app"] == "checkout"') == n
+        assert total(in_web + ' && k8s.pod.label["tier"] == "web"'
+                     ' && k8s.pod.label["app.kubernetes.io/name"] == "checkout-svc"'
+                     ' && k8s.pod.name == "checkout-7d9f8b6c5-x2x9k" && k8s.namespace.name == "shop"'
+                     ' && k8s.deployment.name == "checkout"') == n
+        assert total('k8s.pod.label["app"] in ["checkout", "report"] && '
+                     'process.executable.name == "cpu_split"') >= n
+        # Only the requested labels.
+        names = attribute_names(server, in_web)
+        assert {"k8s.pod.label[app]", "k8s.pod.label[tier]",
+                "k8s.pod.label[app.kubernetes.io/name]"} <= names
+        assert not [x for x in names if "secret" in x], names
+        assert total('k8s.pod.label["secret-label"] != ""') == 0
+
+        # The pod listed later: labelled once the new list came (its first
+        # drain or two may be without).
+        in_batch = f'k8s.pod.uid == "{POD_BATCH}"'
+        wait_until(lambda: total(in_batch) > 150, 30, what="the batch pod's samples")
+        m = total(in_batch)
+        labelled = total(in_batch + ' && k8s.pod.label["app"] == "report"'
+                         ' && k8s.namespace.name == "jobs" && k8s.pod.name == "nightly-report-28d9x"')
+        assert m - 60 <= labelled <= m
+        # The pod nobody lists: sampled, no labels.
+        in_gone = f'k8s.pod.uid == "{POD_GONE}"'
+        wait_until(lambda: total(in_gone) > 100, 30, what="the unlisted pod's samples")
+        assert total(in_gone + ' && k8s.pod.label["app"] != ""') == 0
+        assert total(in_gone + ' && k8s.namespace.name != ""') == 0
+        # Bounded: the first list, one for the two new uids (or one each),
+        # and one per 30 s of age at most.
+        elapsed = time.monotonic() - started
+        assert 2 <= len(kubelet.requests) <= 3 + int(elapsed // 30), kubelet.requests
+        assert all(r == ("/pods", "Bearer tok-123") for r in kubelet.requests)
+        # -pprof counts the same reads (one may still be on its way).
+        wait_until(lambda: agent_stats()["kubelet_fetches_total"] == len(kubelet.requests), 15,
+                   what="the agent's count of pod list reads")
+        st = agent_stats()
+        assert st["kubelet_fetch_errors_total"] == 0 and st["kubelet_pods"] == 3
+    finally:
+        kubelet.shutdown()
+        for d in cgroups.values():
+            for p in (d, os.path.dirname(d)):
+                try:
+                    os.rmdir(p)
+                except OSError:
+                    pass
+        for p in (f"{root}/kubepods/besteffort", f"{root}/kubepods", root):
+            try:
+                os.rmdir(p)
             except OSError:
                 pass

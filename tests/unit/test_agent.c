@@ -2,8 +2,14 @@
  * the conversion of raw BPF samples into batch stacks. */
 #include "testutil.h"
 
+#include <arpa/inet.h>
+#include <curl/curl.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <linux/types.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
@@ -12,10 +18,12 @@
 #include "agent/collect.h"
 #include "agent/config.h"
 #include "agent/kallsyms.h"
+#include "agent/kubelet.h"
 #include "agent/maps.h"
 #include "agent/oncpu.h"
 #include "agent/proc.h"
 #include "agent/python.h"
+#include "agent/selfstats.h"
 #include "agent/sendq.h"
 #include "oncpu_types.h"
 #include "unwind_types.h"
@@ -553,6 +561,436 @@ static void test_tags_flag(void **state)
 	buf_free(&err);
 }
 
+static void test_pprof_and_pod_label_flags(void **state)
+{
+	(void)state;
+	char *envp[] = { NULL };
+	struct agent_config cfg;
+	struct buf err = { 0 };
+	/* Defaults: both off, the kubelet's authenticated port. */
+	char *d[] = { "a", "-collection-agent=h:1", NULL };
+	assert_int_equal(agent_config_load(&cfg, 2, d, envp, &err), 0);
+	assert_string_equal(cfg.pprof, "");
+	assert_int_equal((int)cfg.npod_labels, 0);
+	assert_string_equal(cfg.kubelet_url, "https://127.0.0.1:10250");
+	assert_string_equal(cfg.kubelet_token_file, "/var/run/secrets/kubernetes.io/serviceaccount/token");
+	assert_false(cfg.kubelet_insecure);
+	agent_config_free(&cfg);
+	/* Values, from the command line and the environment; label names
+	 * trimmed and deduplicated, in order. */
+	char *e1[] = { "EMBER_PPROF=127.0.0.1:6060", "EMBER_KUBELET_URL=http://10.0.0.7:10255/", NULL };
+	char *a1[] = { "a", "-collection-agent=h:1", "--k8s-pod-labels", " app, tier ,app,app.kubernetes.io/name,",
+		       "-kubelet-insecure", NULL };
+	assert_int_equal(agent_config_load(&cfg, 5, a1, e1, &err), 0);
+	assert_string_equal(cfg.pprof, "127.0.0.1:6060");
+	assert_string_equal(cfg.kubelet_url, "http://10.0.0.7:10255/");
+	assert_true(cfg.kubelet_insecure);
+	assert_int_equal((int)cfg.npod_labels, 3);
+	assert_string_equal(cfg.pod_labels[0], "app");
+	assert_string_equal(cfg.pod_labels[1], "tier");
+	assert_string_equal(cfg.pod_labels[2], "app.kubernetes.io/name");
+	agent_config_free(&cfg);
+	const char *good_addr[] = { "-pprof=localhost:6060", "-pprof=:6060", "-pprof=[::1]:6060",
+				    "-pprof=0.0.0.0:65535" };
+	for (size_t i = 0; i < ARRAY_SIZE(good_addr); i++) {
+		char *g[] = { "a", "-collection-agent=h:1", (char *)good_addr[i], NULL };
+		assert_int_equal(agent_config_load(&cfg, 3, g, envp, &err), 0);
+		agent_config_free(&cfg);
+	}
+	/* Bad values name the flag. */
+	const char *bad_addr[] = { "-pprof=6060", "-pprof=nope", "-pprof=127.0.0.1:0",
+				   "-pprof=127.0.0.1:65536", "-pprof=::1:6060", "-pprof=127.0.0.1:",
+				   "-pprof=h/x:6060", "-pprof=[::1:6060", "-pprof=a b:1",
+				   "-pprof=127.0.0.1:60x" };
+	for (size_t i = 0; i < ARRAY_SIZE(bad_addr); i++) {
+		char *b[] = { "a", "-collection-agent=h:1", (char *)bad_addr[i], NULL };
+		expect_error(b, 3, envp, "-pprof: expected host:port");
+	}
+	const char *bad_labels[] = { "-k8s-pod-labels=app,bad label", "-k8s-pod-labels=-app",
+				     "-k8s-pod-labels=a/b/c", "-k8s-pod-labels=/app",
+				     "-k8s-pod-labels=Example.com/app", "-k8s-pod-labels=app!",
+				     "-k8s-pod-labels=app\x01" };
+	for (size_t i = 0; i < ARRAY_SIZE(bad_labels); i++) {
+		char *b[] = { "a", "-collection-agent=h:1", (char *)bad_labels[i], NULL };
+		expect_error(b, 3, envp, "-k8s-pod-labels: \"");
+	}
+	char many[256] = "-k8s-pod-labels=";
+	for (int i = 0; i < KUBELET_MAX_LABELS + 1; i++)
+		snprintf(many + strlen(many), sizeof(many) - strlen(many), "l%d,", i);
+	char *m[] = { "a", "-collection-agent=h:1", many, NULL };
+	expect_error(m, 3, envp, "-k8s-pod-labels: at most 16 labels");
+	char long_name[96]; /* a name part of 64 characters */
+	snprintf(long_name, sizeof(long_name), "-k8s-pod-labels=%0*d", 64, 0);
+	char *ln[] = { "a", "-collection-agent=h:1", long_name, NULL };
+	expect_error(ln, 3, envp, "-k8s-pod-labels");
+	const char *bad_urls[] = { "-kubelet-url=ftp://x:1", "-kubelet-url=127.0.0.1:10250",
+				   "-kubelet-url=https://", "-kubelet-url=http:///pods",
+				   "-kubelet-url=http://a b", "-kubelet-url=http://u@h:1",
+				   "-kubelet-url=http://h:1/?x" };
+	for (size_t i = 0; i < ARRAY_SIZE(bad_urls); i++) {
+		char *b[] = { "a", "-collection-agent=h:1", "-k8s-pod-labels=app", (char *)bad_urls[i], NULL };
+		expect_error(b, 4, envp, "-kubelet-url: expected");
+	}
+	/* From a config file. */
+	char *dir = make_temp_dir();
+	char path[256], cfgarg[300];
+	snprintf(path, sizeof(path), "%s/agent.conf", dir);
+	write_text(path, "k8s-pod-labels team,app\npprof 127.0.0.1:7070\n");
+	snprintf(cfgarg, sizeof(cfgarg), "-config=%s", path);
+	char *c[] = { "a", "-collection-agent=h:1", cfgarg, NULL };
+	assert_int_equal(agent_config_load(&cfg, 3, c, envp, &err), 0);
+	assert_string_equal(cfg.pprof, "127.0.0.1:7070");
+	assert_int_equal((int)cfg.npod_labels, 2);
+	assert_string_equal(cfg.pod_labels[0], "team");
+	agent_config_free(&cfg);
+	rm_rf(dir);
+	free(dir);
+	buf_free(&err);
+}
+
+static void test_kubelet_pods(void **state)
+{
+	(void)state;
+	const char *labels[] = { "app", "tier", "app.kubernetes.io/name" };
+	const char *list =
+		"{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{},\"items\":["
+		/* upper-case uid, every label */
+		"{\"metadata\":{\"name\":\"web-7d9f8b6c5-x2x9k\",\"namespace\":\"shop\","
+		"\"uid\":\"5E6C7D8A-1B2C-4D3E-8F40-123456789ABC\",\"labels\":{\"app\":\"web\","
+		"\"tier\":\"front\",\"app.kubernetes.io/name\":\"checkout\",\"secret\":\"s3cr3t\"}},"
+		"\"spec\":{\"containers\":[]},\"status\":{\"phase\":\"Running\"}},"
+		/* no labels, no namespace */
+		"{\"metadata\":{\"name\":\"db-0\",\"uid\":\"00000000-0000-4000-8000-000000000001\"}},"
+		/* hostile values: not strings, control characters, too long, empty */
+		"{\"metadata\":{\"name\":7,\"namespace\":\"a\\u0001b\",\"uid\":\"00000000-0000-4000-8000-000000000002\","
+		"\"labels\":{\"app\":[\"x\"],\"tier\":\"\",\"app.kubernetes.io/name\":\""
+		"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}}},"
+		/* no uid, a bad uid, not an object, labels not an object */
+		"{\"metadata\":{\"name\":\"nouid\"}},"
+		"{\"metadata\":{\"name\":\"baduid\",\"uid\":\"not-a-uuid\"}},"
+		"42, null, \"pod\", {\"metadata\":[]},"
+		"{\"metadata\":{\"uid\":\"00000000-0000-4000-8000-000000000003\",\"labels\":\"app=web\"}},"
+		/* the same uid again: one is kept */
+		"{\"metadata\":{\"name\":\"dup\",\"uid\":\"00000000-0000-4000-8000-000000000001\"}}"
+		"]}";
+	struct kube_pods pods;
+	struct buf err = { 0 };
+	assert_int_equal(kubelet_parse_pods(list, strlen(list), labels, 3, &pods, &err), 0);
+	assert_int_equal((int)pods.n, 4);
+	assert_false(pods.truncated);
+	const struct kube_pod *p = kube_pods_find(&pods, "5e6c7d8a-1b2c-4d3e-8f40-123456789abc");
+	assert_non_null(p);
+	assert_string_equal(p->name, "web-7d9f8b6c5-x2x9k");
+	assert_string_equal(p->ns, "shop");
+	assert_string_equal(p->values[0], "web");
+	assert_string_equal(p->values[1], "front");
+	assert_string_equal(p->values[2], "checkout");
+	assert_null(p->values[3]); /* "secret" was not asked for */
+	p = kube_pods_find(&pods, "00000000-0000-4000-8000-000000000001");
+	assert_non_null(p);
+	assert_null(p->ns);
+	assert_null(p->values[0]);
+	p = kube_pods_find(&pods, "00000000-0000-4000-8000-000000000002");
+	assert_non_null(p);
+	assert_null(p->name);
+	assert_string_equal(p->ns, "a?b");
+	assert_null(p->values[0]);
+	assert_null(p->values[1]);
+	assert_int_equal((int)strlen(p->values[2]), KUBELET_VALUE_MAX);
+	p = kube_pods_find(&pods, "00000000-0000-4000-8000-000000000003");
+	assert_non_null(p);
+	assert_null(p->values[0]);
+	assert_null(kube_pods_find(&pods, "00000000-0000-4000-8000-000000000009"));
+	assert_null(kube_pods_find(&pods, ""));
+	kube_pods_free(&pods);
+
+	/* Not a pod list. */
+	const char *bad[] = { "", "not json", "[]", "{\"items\":{}}", "{\"items\":null}", "{\"items\":[" };
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		buf_reset(&err);
+		assert_int_equal(kubelet_parse_pods(bad[i], strlen(bad[i]), labels, 3, &pods, &err), -1);
+		assert_true(err.len > 0);
+		assert_int_equal((int)pods.n, 0);
+		kube_pods_free(&pods);
+	}
+	/* Nested deeper than jansson's limit: refused, no crash. */
+	struct buf deep = { 0 };
+	buf_puts(&deep, "{\"items\":[");
+	for (int i = 0; i < 100000; i++)
+		buf_putc(&deep, '[');
+	assert_int_equal(kubelet_parse_pods(deep.data, deep.len, labels, 3, &pods, &err), -1);
+	kube_pods_free(&pods);
+	/* More pods than kept: the first KUBELET_MAX_PODS. */
+	buf_reset(&deep);
+	buf_puts(&deep, "{\"items\":[");
+	for (int i = 0; i < KUBELET_MAX_PODS + 10; i++)
+		buf_printf(&deep, "%s{\"metadata\":{\"uid\":\"00000000-0000-4000-8000-%012d\",\"labels\":{\"app\":\"a%d\"}}}",
+			   i ? "," : "", i, i);
+	buf_puts(&deep, "]}");
+	assert_int_equal(kubelet_parse_pods(deep.data, deep.len, labels, 1, &pods, &err), 0);
+	assert_true(pods.truncated);
+	assert_int_equal((int)pods.n, KUBELET_MAX_PODS);
+	p = kube_pods_find(&pods, "00000000-0000-4000-8000-000000000777");
+	assert_non_null(p);
+	assert_string_equal(p->values[0], "a777");
+	assert_null(kube_pods_find(&pods, "00000000-0000-4000-8000-000000002050"));
+	kube_pods_free(&pods);
+	/* An answer past the size limit is refused before parsing. */
+	assert_int_equal(kubelet_parse_pods(deep.data, (size_t)KUBELET_MAX_BODY + 1, labels, 1, &pods, &err), -1);
+	assert_non_null(strstr(err.data, "more than"));
+	buf_free(&deep);
+	buf_free(&err);
+	/* Label names. */
+	assert_true(kubelet_label_name_valid("app", 3));
+	assert_true(kubelet_label_name_valid("app.kubernetes.io/name", 22));
+	assert_true(kubelet_label_name_valid("A_b-c.D", 7));
+	assert_false(kubelet_label_name_valid("", 0));
+	assert_false(kubelet_label_name_valid("app-", 4));
+	assert_false(kubelet_label_name_valid("a/", 2));
+	assert_false(kubelet_label_name_valid("UPPER.io/x", 10));
+}
+
+static void test_selfstats(void **state)
+{
+	(void)state;
+	struct selfstats_values v;
+	memset(&v, 0, sizeof(v));
+	for (size_t i = 0; i < SS_COUNT; i++)
+		v.v[i] = 1000 + i;
+	v.v[SS_ENCODE_NS] = 1500000000ull; /* shown as seconds */
+	v.time_unix_ms = 1700000000123;
+	struct buf text = { 0 }, js = { 0 };
+	selfstats_prometheus(&v, &text);
+	selfstats_json(&v, &js);
+	/* Every metric has a line with its value, under one HELP and TYPE per
+	 * family. */
+	for (size_t i = 0; i < SS_COUNT; i++) {
+		const char *name = selfstats_name((enum selfstat)i);
+		assert_non_null(name);
+		char needle[200];
+		snprintf(needle, sizeof(needle), "# TYPE ember_agent_%s %s\n", name,
+			 strstr(name, "_total") ? "counter" : "gauge");
+		assert_non_null(strstr(text.data, needle));
+		snprintf(needle, sizeof(needle), "# HELP ember_agent_%s ", name);
+		const char *h = strstr(text.data, needle);
+		assert_non_null(h);
+		assert_null(strstr(h + 1, needle)); /* once */
+	}
+	assert_null(selfstats_name(SS_COUNT));
+	assert_non_null(strstr(text.data, "\nember_agent_samples_total 1000\n"));
+	assert_non_null(strstr(text.data, "\nember_agent_encode_seconds_total 1.500000000\n"));
+	assert_non_null(strstr(text.data, "\nember_agent_bpf_unwind_stopped_total{reason=\"no_fp\"} "));
+	/* Every line is a comment or "name[{labels}] value". */
+	size_t lines = 0;
+	for (char *l = text.data; *l; l = strchr(l, '\n') + 1, lines++) {
+		assert_non_null(strchr(l, '\n'));
+		assert_true(l[0] == '#' || strncmp(l, "ember_agent_", 12) == 0);
+	}
+	assert_true(lines >= SS_COUNT);
+	json_error_t jerr;
+	json_t *doc = json_loads(js.data, 0, &jerr);
+	assert_non_null(doc);
+	assert_int_equal(json_integer_value(json_object_get(doc, "time_unix_ms")), 1700000000123);
+	assert_int_equal(json_integer_value(json_object_get(doc, "samples_total")), 1000 + SS_SAMPLES);
+	assert_true(json_real_value(json_object_get(doc, "encode_seconds_total")) == 1.5);
+	json_t *stopped = json_object_get(doc, "bpf_unwind_stopped_total");
+	assert_true(json_is_object(stopped));
+	assert_int_equal(json_integer_value(json_object_get(stopped, "no_fp")), 1000 + SS_BPF_STOP_NO_FP);
+	assert_int_equal(json_object_size(stopped), 5);
+	json_decref(doc);
+	buf_free(&text);
+	buf_free(&js);
+
+	char host[64];
+	uint16_t port;
+	assert_int_equal(selfstats_split_addr("[::1]:80", host, sizeof(host), &port), 0);
+	assert_string_equal(host, "::1");
+	assert_int_equal(port, 80);
+	assert_int_equal(selfstats_split_addr(":9", host, sizeof(host), &port), 0);
+	assert_string_equal(host, "");
+	assert_int_equal(selfstats_split_addr("[]:9", host, sizeof(host), &port), -1);
+	assert_int_equal(selfstats_split_addr("x:", host, sizeof(host), &port), -1);
+	assert_int_equal(selfstats_split_addr("averyveryveryverylonghostname:1", host, 8, &port), -1);
+}
+
+static size_t to_buf(char *p, size_t size, size_t n, void *ud)
+{
+	buf_append(ud, p, size * n);
+	return size * n;
+}
+
+static long http_get(const char *url, const char *method, struct buf *out)
+{
+	CURL *h = curl_easy_init();
+	assert_non_null(h);
+	buf_reset(out);
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, to_buf);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 5000L);
+	long status = 0;
+	assert_int_equal(curl_easy_perform(h), CURLE_OK);
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_cleanup(h);
+	return status;
+}
+
+/* The -pprof server: serves what was published, 404/405 as JSON, and a
+ * port in use is reported as such. */
+static void test_selfstats_server(void **state)
+{
+	(void)state;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof(sa);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(fd, 1), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+	char addr[64], url[128];
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", ntohs(sa.sin_port));
+	struct buf err = { 0 };
+	assert_null(selfstats_start(addr, &err));
+	assert_non_null(strstr(err.data, "-pprof: cannot listen on"));
+	assert_non_null(strstr(err.data, "in use"));
+	close(fd);
+	buf_reset(&err);
+	struct selfstats_server *srv = selfstats_start(addr, &err);
+	assert_non_null(srv);
+	struct selfstats_values v;
+	memset(&v, 0, sizeof(v));
+	v.v[SS_SAMPLES] = 4242;
+	v.time_unix_ms = 1;
+	selfstats_publish(srv, &v);
+	struct buf body = { 0 };
+	snprintf(url, sizeof(url), "http://%s/metrics", addr);
+	assert_int_equal(http_get(url, "GET", &body), 200);
+	assert_non_null(strstr(body.data, "\nember_agent_samples_total 4242\n"));
+	v.v[SS_SAMPLES] = 4343;
+	selfstats_publish(srv, &v);
+	snprintf(url, sizeof(url), "http://%s/debug/stats", addr);
+	assert_int_equal(http_get(url, "GET", &body), 200);
+	assert_non_null(strstr(body.data, "\"samples_total\":4343,"));
+	assert_int_equal(http_get(url, "DELETE", &body), 405);
+	assert_non_null(strstr(body.data, "{\"error\":\"method DELETE not allowed"));
+	snprintf(url, sizeof(url), "http://%s/debug/pprof/", addr);
+	assert_int_equal(http_get(url, "GET", &body), 404);
+	assert_non_null(strstr(body.data, "{\"error\":\"no such endpoint: /debug/pprof/"));
+	selfstats_stop(srv);
+	/* The port is free again once stopped. */
+	srv = selfstats_start(addr, &err);
+	assert_non_null(srv);
+	selfstats_stop(srv);
+	selfstats_stop(NULL);
+	buf_free(&body);
+	buf_free(&err);
+}
+
+/* A fake kubelet for test_kubelet_client: answers every request with
+ * fake_status and fake_body, counting requests (read by the test after
+ * the client's statistics say it has its answer). */
+static unsigned fake_status = 200;
+static const char *fake_body = "";
+static int fake_requests;
+static char fake_auth[64];
+
+static enum MHD_Result fake_kubelet(void *cls, struct MHD_Connection *c, const char *url,
+				    const char *method, const char *version, const char *upload,
+				    size_t *upload_size, void **con_cls)
+{
+	(void)cls, (void)method, (void)version, (void)upload, (void)upload_size, (void)con_cls;
+	__atomic_add_fetch(&fake_requests, 1, __ATOMIC_SEQ_CST);
+	const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+	snprintf(fake_auth, sizeof(fake_auth), "%s", auth ? auth : "");
+	const char *body = strcmp(url, "/pods") == 0 ? fake_body : "{}";
+	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), (void *)body,
+								 MHD_RESPMEM_PERSISTENT);
+	enum MHD_Result ret = MHD_queue_response(c, fake_status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+struct seen {
+	char text[1024];
+};
+
+static void on_attr(void *ctx, const char *key, const char *value)
+{
+	struct seen *s = ctx;
+	snprintf(s->text + strlen(s->text), sizeof(s->text) - strlen(s->text), "%s=%s;", key, value);
+}
+
+static struct kubelet *kubelet_for(struct MHD_Daemon *d, const char *token_file)
+{
+	char url[64];
+	const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%u/", info->port);
+	const char *labels[] = { "app", "team" };
+	struct kubelet_opts o = { .url = url, .token_file = token_file, .labels = labels, .nlabels = 2 };
+	struct kubelet *k = kubelet_start(&o);
+	assert_non_null(k);
+	/* The first list is read at start. */
+	struct kubelet_stats st;
+	for (int i = 0; i < 500; i++) {
+		kubelet_get_stats(k, &st);
+		if (st.fetches + st.errors)
+			break;
+		usleep(10000);
+	}
+	return k;
+}
+
+/* The kubelet client's thread, lookups and errors (under ASan). */
+static void test_kubelet_client(void **state)
+{
+	(void)state;
+	struct MHD_Daemon *d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL,
+						fake_kubelet, NULL, MHD_OPTION_END);
+	assert_non_null(d);
+	char *dir = make_temp_dir();
+	char token[300];
+	snprintf(token, sizeof(token), "%s/token", dir);
+	write_text(token, "tok-abc\n");
+	fake_body = "{\"items\":[{\"metadata\":{\"name\":\"web-7d9f8b6c5-x2x9k\",\"namespace\":\"shop\","
+		    "\"uid\":\"5e6c7d8a-1b2c-4d3e-8f40-123456789abc\",\"labels\":{\"app\":\"web\",\"other\":\"x\"}}}]}";
+	struct kubelet *k = kubelet_for(d, token);
+	struct kubelet_stats st;
+	kubelet_get_stats(k, &st);
+	assert_int_equal((int)st.fetches, 1);
+	assert_int_equal((int)st.errors, 0);
+	assert_int_equal((int)st.pods, 1);
+	assert_int_equal(__atomic_load_n(&fake_requests, __ATOMIC_SEQ_CST), 1);
+	assert_string_equal(fake_auth, "Bearer tok-abc");
+	struct seen s = { "" };
+	/* Found whatever the case of the uid; only the labels asked for. */
+	assert_true(kubelet_pod_attributes(k, "5E6C7D8A-1B2C-4D3E-8F40-123456789ABC", now_mono_ns(), on_attr, &s));
+	assert_string_equal(s.text, "k8s.pod.label[app]=web;k8s.pod.name=web-7d9f8b6c5-x2x9k;k8s.namespace.name=shop;");
+	s.text[0] = '\0';
+	assert_false(kubelet_pod_attributes(k, "00000000-0000-4000-8000-000000000001", now_mono_ns(), on_attr, &s));
+	assert_false(kubelet_pod_attributes(k, "short", now_mono_ns(), on_attr, &s));
+	assert_string_equal(s.text, "");
+	kubelet_stop(k); /* while a new read waits for its 5 s gap */
+	/* Refused (no token file: no Authorization) and not a pod list: errors. */
+	fake_status = 403;
+	k = kubelet_for(d, "/nonexistent/token");
+	kubelet_get_stats(k, &st);
+	assert_int_equal((int)st.errors, 1);
+	assert_int_equal((int)st.fetches, 0);
+	assert_string_equal(fake_auth, "");
+	assert_false(kubelet_pod_attributes(k, "5e6c7d8a-1b2c-4d3e-8f40-123456789abc", now_mono_ns(), on_attr, &s));
+	kubelet_stop(k);
+	fake_status = 200;
+	fake_body = "{\"items\": 3}";
+	k = kubelet_for(d, "");
+	kubelet_get_stats(k, &st);
+	assert_int_equal((int)st.errors, 1);
+	kubelet_stop(k);
+	kubelet_stop(NULL);
+	MHD_stop_daemon(d);
+	rm_rf(dir);
+	free(dir);
+}
+
 /* Line tables and the line of every code unit, from CPython itself
  * (co_linetable and co_positions() of 3.11 for a function with a loop, a
  * branch and a try block; 0 = no line; then 3.9's and 3.10's tables). */
@@ -783,6 +1221,11 @@ int main(void)
 		cmocka_unit_test(test_attrib_cgroup),
 		cmocka_unit_test(test_attrib_environ_and_deployment),
 		cmocka_unit_test(test_tags_flag),
+		cmocka_unit_test(test_pprof_and_pod_label_flags),
+		cmocka_unit_test(test_kubelet_pods),
+		cmocka_unit_test(test_kubelet_client),
+		cmocka_unit_test(test_selfstats),
+		cmocka_unit_test(test_selfstats_server),
 		cmocka_unit_test(test_python_line),
 		cmocka_unit_test(test_python_script),
 		cmocka_unit_test(test_python_symbolize),

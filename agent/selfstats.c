@@ -1,0 +1,369 @@
+/* selfstats.c - see selfstats.h. */
+#include "selfstats.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "jsonw.h"
+#include "log.h"
+#include "util.h"
+
+#define PREFIX "ember_agent_"
+
+enum kind { COUNTER, GAUGE };
+
+struct metric {
+	const char *name;   /* without PREFIX */
+	enum kind kind;
+	const char *help;
+	const char *label;  /* the family's label name, or NULL */
+	const char *lvalue; /* this row's label value */
+	bool seconds;       /* the value is nanoseconds, shown as seconds */
+};
+
+/* Rows of one family (same name) are consecutive; HELP and TYPE are
+ * written before the first. */
+static const struct metric metrics[SS_COUNT] = {
+	[SS_SAMPLES] = { "samples_total", COUNTER, "On-CPU samples added to batches (what the server stores once they are sent)." },
+	[SS_FRAMES] = { "frames_total", COUNTER, "User and kernel frames of those samples." },
+	[SS_ERROR_STACKS] = { "error_stacks_total", COUNTER, "Samples whose stack ends in an error frame (unwinding stopped early)." },
+	[SS_TRUNCATED] = { "truncated_stacks_total", COUNTER, "Samples whose stack was cut at the frame limit." },
+	[SS_MALFORMED] = { "malformed_records_total", COUNTER, "Ring buffer records too short or inconsistent to use." },
+	[SS_CFI_STACKS] = { "cfi_stacks_total", COUNTER, "Samples whose user stack ember's DWARF unwinder took." },
+	[SS_FP_STACKS] = { "fp_stacks_total", COUNTER, "Samples whose user stack the kernel's frame-pointer walk took." },
+	[SS_PY_FRAMES] = { "python_frames_total", COUNTER, "Python frames named." },
+	[SS_PY_UNNAMED] = { "python_unnamed_frames_total", COUNTER, "Python frames that could not be named." },
+	[SS_BPF_SAMPLES] = { "bpf_samples_total", COUNTER, "Samples the BPF program wrote to the ring buffer." },
+	[SS_BPF_IDLE] = { "bpf_idle_ticks_total", COUNTER, "Timer ticks that hit the idle task (not sampled)." },
+	[SS_LOST] = { "samples_lost_total", COUNTER, "Samples lost because the ring buffer was full." },
+	[SS_BPF_USTACK_ERR] = { "bpf_user_stack_errors_total", COUNTER, "User stacks the kernel's walker could not read." },
+	[SS_BPF_KSTACK_ERR] = { "bpf_kernel_stack_errors_total", COUNTER, "Kernel stacks that could not be read." },
+	[SS_BPF_KERNEL_FP] = { "bpf_fp_stacks_total", COUNTER, "User stacks from the kernel's frame-pointer walk." },
+	[SS_BPF_CFI] = { "bpf_cfi_stacks_total", COUNTER, "User stacks from ember's unwinder." },
+	[SS_BPF_CFI_FRAMES] = { "bpf_cfi_frames_total", COUNTER, "Frames ember's unwinder produced." },
+	[SS_BPF_FP_FRAMES] = { "bpf_fp_fallback_frames_total", COUNTER, "Frames of ember's unwinder found by its frame-pointer fallback." },
+	[SS_BPF_TAIL_CALLS] = { "bpf_tail_calls_total", COUNTER, "Tail calls of the unwinder program." },
+	[SS_BPF_PY_STACKS] = { "bpf_python_stacks_total", COUNTER, "Python stacks whose frame chain was found." },
+	[SS_BPF_PY_NO_THREAD] = { "bpf_python_no_thread_total", COUNTER, "Samples in the interpreter loop without a thread state or frame." },
+	[SS_BPF_PY_FRAMES] = { "bpf_python_frames_total", COUNTER, "Python frames the BPF walker wrote." },
+	[SS_BPF_PY_READ_ERR] = { "bpf_python_read_errors_total", COUNTER, "Python walks cut short by unreadable memory." },
+	[SS_BPF_STOP_NO_MAPPING] = { "bpf_unwind_stopped_total", COUNTER, "User stacks ember's unwinder ended early, by reason.", "reason", "no_mapping" },
+	[SS_BPF_STOP_READ] = { "bpf_unwind_stopped_total", COUNTER, NULL, "reason", "read" },
+	[SS_BPF_STOP_NO_PROGRESS] = { "bpf_unwind_stopped_total", COUNTER, NULL, "reason", "no_progress" },
+	[SS_BPF_STOP_TRUNCATED] = { "bpf_unwind_stopped_total", COUNTER, NULL, "reason", "truncated" },
+	[SS_BPF_STOP_NO_FP] = { "bpf_unwind_stopped_total", COUNTER, NULL, "reason", "no_fp" },
+	[SS_PROCESSES] = { "processes", GAUGE, "Processes in the agent's table." },
+	[SS_FILES] = { "files", GAUGE, "Distinct executable files seen." },
+	[SS_TABLES_QUEUED] = { "unwind_tables_queued_total", COUNTER, "Files queued for an unwind table." },
+	[SS_TABLES_LOADED] = { "unwind_tables_loaded_total", COUNTER, "Unwind tables built and loaded." },
+	[SS_TABLES_SHARED] = { "unwind_tables_shared_total", COUNTER, "Files that reused an identical file's table." },
+	[SS_TABLES_FAILED] = { "unwind_tables_failed_total", COUNTER, "Files whose table could not be built or loaded." },
+	[SS_TABLES_SKIPPED] = { "unwind_tables_skipped_total", COUNTER, "Files not queued (queue full)." },
+	[SS_TABLES_PRIORITIZED] = { "unwind_tables_prioritized_total", COUNTER, "Tables moved to the front of the queue because a sample needed them." },
+	[SS_TABLE_ROWS] = { "unwind_table_rows_total", COUNTER, "Rows of the tables built." },
+	[SS_TABLE_ENTRIES_USED] = { "unwind_table_entries", GAUGE, "Entries of the shared BPF unwind array in use." },
+	[SS_TABLE_ENTRIES_CAP] = { "unwind_table_entries_capacity", GAUGE, "Entries of the shared BPF unwind array." },
+	[SS_TABLE_RULES] = { "unwind_rules", GAUGE, "Distinct unwind rules in the BPF map." },
+	[SS_UNWIND_PROC_UPDATES] = { "unwind_process_updates_total", COUNTER, "Processes described to the unwinder." },
+	[SS_UNWIND_PROC_FAILURES] = { "unwind_process_failures_total", COUNTER, "Processes that could not be described to the unwinder." },
+	[SS_TABLE_BUILD_NS] = { "unwind_table_build_seconds_total", COUNTER, "Time spent building unwind tables.", NULL, NULL, true },
+	[SS_BATCHES_SENT] = { "batches_sent_total", COUNTER, "Batches the server accepted." },
+	[SS_BYTES_SENT] = { "bytes_sent_total", COUNTER, "Bytes of the batches the server accepted." },
+	[SS_SEND_FAILURES] = { "send_failures_total", COUNTER, "Delivery attempts that failed and will be retried." },
+	[SS_BATCHES_REJECTED] = { "batches_rejected_total", COUNTER, "Batches the server refused for good." },
+	[SS_BATCHES_DROPPED] = { "batches_dropped_total", COUNTER, "Batches dropped because the send queue was full." },
+	[SS_BYTES_DROPPED] = { "bytes_dropped_total", COUNTER, "Memory of the batches dropped because the send queue was full." },
+	[SS_RESYNCS] = { "resyncs_total", COUNTER, "409 answers: the server lost the session." },
+	[SS_SESSIONS] = { "sessions_total", COUNTER, "Protocol sessions started." },
+	[SS_QUEUED_BATCHES] = { "queued_batches", GAUGE, "Batches waiting to be sent." },
+	[SS_QUEUED_BYTES] = { "queued_bytes", GAUGE, "Memory of the batches waiting to be sent." },
+	[SS_SESSION_BYTES] = { "session_dictionary_bytes", GAUGE, "Size of the current session's dictionary." },
+	[SS_ENCODE_NS] = { "encode_seconds_total", COUNTER, "Time spent encoding batches.", NULL, NULL, true },
+	[SS_SYM_QUEUED] = { "symbol_files_queued_total", COUNTER, "Files queued for the symbol uploader." },
+	[SS_SYM_CHECKED] = { "symbol_files_checked_total", COUNTER, "Files the server was asked about." },
+	[SS_SYM_UPLOADED] = { "symbol_files_uploaded_total", COUNTER, "Symbol files uploaded." },
+	[SS_SYM_PRESENT] = { "symbol_files_present_total", COUNTER, "Files whose symbols the server already had." },
+	[SS_SYM_FAILED] = { "symbol_files_failed_total", COUNTER, "Symbol uploads that failed." },
+	[SS_SYM_SKIPPED] = { "symbol_files_skipped_total", COUNTER, "Files skipped (queue full, no symbols, too large)." },
+	[SS_SYM_UPLOADED_BYTES] = { "symbol_bytes_uploaded_total", COUNTER, "Bytes of the symbol files uploaded." },
+	[SS_PY_SYMBOLIZED] = { "python_symbolized_total", COUNTER, "Python code objects named." },
+	[SS_PY_CACHE_HITS] = { "python_cache_hits_total", COUNTER, "Python frames named from the cache." },
+	[SS_PY_REVALIDATED] = { "python_revalidated_total", COUNTER, "Cached Python code objects checked again." },
+	[SS_PY_READ_ERRORS] = { "python_read_errors_total", COUNTER, "Python code objects that could not be read." },
+	[SS_PY_STALE] = { "python_stale_frames_total", COUNTER, "Python frames whose code object was freed before the agent read it." },
+	[SS_PY_PROCESSES] = { "python_processes", GAUGE, "CPython processes being walked." },
+	[SS_KUBELET_FETCHES] = { "kubelet_fetches_total", COUNTER, "Pod lists read from the kubelet (-k8s-pod-labels)." },
+	[SS_KUBELET_ERRORS] = { "kubelet_fetch_errors_total", COUNTER, "Pod list requests that failed." },
+	[SS_KUBELET_PODS] = { "kubelet_pods", GAUGE, "Pods in the last pod list." },
+	[SS_SAMPLING] = { "sampling", GAUGE, "1 while sampling, 0 while probabilistic profiling has it off." },
+	[SS_START_TIME] = { "start_time_seconds", GAUGE, "When the agent started, Unix seconds." },
+};
+
+const char *selfstats_name(enum selfstat i)
+{
+	return (unsigned)i < SS_COUNT ? metrics[i].name : NULL;
+}
+
+static void put_value(struct buf *out, const struct metric *m, uint64_t v)
+{
+	if (m->seconds)
+		buf_printf(out, "%llu.%09llu", (unsigned long long)(v / 1000000000ull),
+			   (unsigned long long)(v % 1000000000ull));
+	else
+		buf_printf(out, "%llu", (unsigned long long)v);
+}
+
+void selfstats_prometheus(const struct selfstats_values *s, struct buf *out)
+{
+	for (size_t i = 0; i < SS_COUNT; i++) {
+		const struct metric *m = &metrics[i];
+		if (i == 0 || strcmp(metrics[i - 1].name, m->name) != 0)
+			buf_printf(out, "# HELP " PREFIX "%s %s\n# TYPE " PREFIX "%s %s\n", m->name,
+				   m->help, m->name, m->kind == COUNTER ? "counter" : "gauge");
+		buf_printf(out, PREFIX "%s", m->name);
+		if (m->label)
+			buf_printf(out, "{%s=\"%s\"}", m->label, m->lvalue);
+		buf_putc(out, ' ');
+		put_value(out, m, s->v[i]);
+		buf_putc(out, '\n');
+	}
+}
+
+void selfstats_json(const struct selfstats_values *s, struct buf *out)
+{
+	buf_putc(out, '{');
+	jsonw_key(out, "time_unix_ms");
+	jsonw_i64(out, s->time_unix_ms);
+	for (size_t i = 0; i < SS_COUNT; i++) {
+		const struct metric *m = &metrics[i];
+		bool first = i == 0 || strcmp(metrics[i - 1].name, m->name) != 0;
+		bool last = i + 1 == SS_COUNT || strcmp(metrics[i + 1].name, m->name) != 0;
+		if (first) {
+			buf_putc(out, ',');
+			jsonw_key(out, m->name);
+			if (m->label)
+				buf_putc(out, '{');
+		} else {
+			buf_putc(out, ',');
+		}
+		if (m->label)
+			jsonw_key(out, m->lvalue);
+		put_value(out, m, s->v[i]);
+		if (last && m->label)
+			buf_putc(out, '}');
+	}
+	buf_puts(out, "}\n");
+}
+
+int selfstats_split_addr(const char *addr, char *host, size_t hostcap, uint16_t *port)
+{
+	const char *colon = strrchr(addr, ':');
+	if (!colon || hostcap == 0)
+		return -1;
+	const char *h = addr;
+	size_t hl = (size_t)(colon - addr);
+	if (hl && addr[0] == '[') {
+		if (hl < 3 || addr[hl - 1] != ']')
+			return -1;
+		h++;
+		hl -= 2;
+	} else if (memchr(addr, ':', hl)) {
+		return -1; /* an IPv6 address needs brackets */
+	}
+	if (hl >= hostcap)
+		return -1;
+	for (size_t i = 0; i < hl; i++) {
+		char c = h[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '-' || c == ':' || c == '%' || c == '_'))
+			return -1;
+	}
+	uint64_t p;
+	if (parse_u64(colon + 1, &p) < 0 || p == 0 || p > 65535)
+		return -1;
+	memcpy(host, h, hl);
+	host[hl] = '\0';
+	*port = (uint16_t)p;
+	return 0;
+}
+
+/* --- the server ------------------------------------------------------------------ */
+
+struct selfstats_server {
+	struct MHD_Daemon *d;
+	/* The latest published values: written by the main loop, read by
+	 * the server's thread, both under mu. */
+	pthread_mutex_t mu;
+	struct selfstats_values latest;
+};
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type,
+			     struct buf *body, const char *allow)
+{
+	size_t len = body->len;
+	char *data = buf_steal(body, NULL);
+	struct MHD_Response *r =
+		MHD_create_response_from_buffer(len, data ? data : xstrdup(""), MHD_RESPMEM_MUST_FREE);
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Content-Type", type);
+	MHD_add_response_header(r, "Cache-Control", "no-store");
+	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+	if (allow)
+		MHD_add_response_header(r, "Allow", allow);
+	enum MHD_Result ret = MHD_queue_response(c, status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+				  const char *method, const char *version,
+				  const char *upload_data, size_t *upload_data_size, void **con_cls)
+{
+	(void)version;
+	(void)upload_data;
+	(void)upload_data_size;
+	(void)con_cls;
+	struct selfstats_server *srv = cls;
+	struct buf body = { 0 };
+	bool metrics_path = strcmp(url, "/metrics") == 0;
+	bool stats_path = strcmp(url, "/debug/stats") == 0;
+	if (!metrics_path && !stats_path) {
+		buf_puts(&body, "{\"error\":");
+		struct buf msg = { 0 };
+		buf_printf(&msg, "no such endpoint: %.200s; the agent serves GET /metrics and GET /debug/stats",
+			   url);
+		jsonw_str(&body, msg.data);
+		buf_free(&msg);
+		buf_puts(&body, "}\n");
+		return reply(c, MHD_HTTP_NOT_FOUND, "application/json", &body, NULL);
+	}
+	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+		buf_puts(&body, "{\"error\":");
+		struct buf msg = { 0 };
+		buf_printf(&msg, "method %.32s not allowed on %s; use GET", method, url);
+		jsonw_str(&body, msg.data);
+		buf_free(&msg);
+		buf_puts(&body, "}\n");
+		return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "application/json", &body, "GET, HEAD");
+	}
+	struct selfstats_values v;
+	pthread_mutex_lock(&srv->mu);
+	v = srv->latest;
+	pthread_mutex_unlock(&srv->mu);
+	if (metrics_path) {
+		selfstats_prometheus(&v, &body);
+		return reply(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", &body, NULL);
+	}
+	selfstats_json(&v, &body);
+	return reply(c, MHD_HTTP_OK, "application/json", &body, NULL);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	(void)cls;
+	struct buf b = { 0 };
+	buf_vprintf(&b, fmt, ap);
+	while (b.len && b.data[b.len - 1] == '\n')
+		b.data[--b.len] = '\0';
+	log_debug("-pprof server: %s", b.data);
+	buf_free(&b);
+}
+
+struct selfstats_server *selfstats_start(const char *addr, struct buf *err)
+{
+	char host[256], port[8];
+	uint16_t p;
+	if (selfstats_split_addr(addr, host, sizeof(host), &p) < 0) {
+		buf_printf(err, "-pprof: expected host:port, e.g. 127.0.0.1:6060, got \"%s\"", addr);
+		return NULL;
+	}
+	snprintf(port, sizeof(port), "%u", p);
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
+	struct addrinfo *ai = NULL;
+	int gai = getaddrinfo(*host ? host : NULL, port, &hints, &ai);
+	if (gai != 0) {
+		buf_printf(err, "-pprof: cannot resolve \"%s\": %s", addr, gai_strerror(gai));
+		return NULL;
+	}
+	/* A name such as localhost: its IPv4 address first, as Go's
+	 * listeners do; every address (":6060"): IPv6 accepting IPv4 too,
+	 * when the host has IPv6. A family the host lacks is skipped; any
+	 * other failure (a port in use) is the answer. */
+	int want = *host ? AF_INET : AF_INET6;
+	int fd = -1, saved = EAFNOSUPPORT;
+	for (int pass = 0; pass < 2 && fd < 0; pass++) {
+		for (struct addrinfo *r = ai; r && fd < 0; r = r->ai_next) {
+			if ((r->ai_family == want) != (pass == 0))
+				continue;
+			fd = socket(r->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+			if (fd < 0) {
+				saved = errno;
+				continue;
+			}
+			int one = 1, zero = 0;
+			if (r->ai_family == AF_INET6 && !*host)
+				(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+			if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+			    bind(fd, r->ai_addr, r->ai_addrlen) != 0 || listen(fd, 16) != 0) {
+				saved = errno;
+				close(fd);
+				fd = -1;
+				pass = 2; /* not another address: this one's error is the answer */
+				break;
+			}
+		}
+	}
+	freeaddrinfo(ai);
+	if (fd < 0) {
+		buf_printf(err, "-pprof: cannot listen on %s: %s", addr, strerror(saved));
+		return NULL;
+	}
+	struct selfstats_server *srv = xcalloc(1, sizeof(*srv));
+	pthread_mutex_init(&srv->mu, NULL);
+	srv->latest.time_unix_ms = now_unix_ms();
+	srv->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+				  on_request, srv,
+				  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+				  MHD_OPTION_LISTEN_SOCKET, fd,
+				  MHD_OPTION_CONNECTION_LIMIT, (unsigned)16,
+				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
+				  MHD_OPTION_END);
+	if (!srv->d) {
+		buf_printf(err, "-pprof: cannot start the HTTP server on %s", addr);
+		close(fd);
+		pthread_mutex_destroy(&srv->mu);
+		free(srv);
+		return NULL;
+	}
+	return srv;
+}
+
+void selfstats_publish(struct selfstats_server *srv, const struct selfstats_values *s)
+{
+	if (!srv)
+		return;
+	pthread_mutex_lock(&srv->mu);
+	srv->latest = *s;
+	pthread_mutex_unlock(&srv->mu);
+}
+
+void selfstats_stop(struct selfstats_server *srv)
+{
+	if (!srv)
+		return;
+	MHD_stop_daemon(srv->d); /* closes the listening socket */
+	pthread_mutex_destroy(&srv->mu);
+	free(srv);
+}
