@@ -409,7 +409,6 @@ export class FlameGraph {
 		const W = Math.max(1, Math.floor(width));
 		const rowH = this.rowHeight;
 		const limit = Math.min(MAX_CANVAS_PX / dpr, MAX_CANVAS_AREA / (W * dpr * dpr));
-		const maxRows = 65536;
 		const canvasMax = Math.max(rowH, Math.floor(Math.min(limit, maxHeight > 0 ? maxHeight : limit)));
 		// Rows in view: known once the depth of the graph is (below).
 		let rowLo = 0, rowHi = Math.floor(canvasMax / rowH) + 1;
@@ -451,11 +450,6 @@ export class FlameGraph {
 				continue;
 			}
 			const d = depth[i];
-			if (d >= maxRows) {
-				truncated = true;
-				i = next[i];
-				continue;
-			}
 			if (d > deepest) deepest = d;
 			if (d >= rowLo && d < rowHi) {
 				if (count === this.drawnCap) this.growDrawn(count + 1);
@@ -464,7 +458,7 @@ export class FlameGraph {
 				this.drawnX[count] = cx;
 				this.drawnW[count] = Math.min(x + w, W) - cx;
 				count++;
-			} else if (d >= rowHi) truncated = truncated || !(maxHeight > 0);
+			} else if (d >= rowHi && !(maxHeight > 0)) truncated = true; // past the canvas limit
 			i++;
 		}
 		if (total <= 0 && F === 0) {
