@@ -19,7 +19,8 @@
  * With EMBER_BENCH_PROTOCOL=2 the batches are those of protocol version 2
  * (each host an agent session, agent/session.c) and the ingest threads
  * run the server's version 2 path (session_batch_decode, sessions_ingest,
- * which expands each batch and packs it for the log, then store_append);
+ * which logs each batch as received with the definitions it carries and
+ * indexes it through the session's map to the head part);
  * each host's batches go to one ingest thread, in order.
  *
  * Reported: ingest samples/s per core of server CPU, bytes on disk per
@@ -377,7 +378,7 @@ struct ingester {
 	double cpu_s, decode_s;
 	uint64_t busy_retries;
 	struct sessions *sessions;
-	double session_s, pack_s, append_s; /* version 2: sessions_ingest, of which packing, storing */
+	double session_s, append_s; /* version 2: sessions_ingest, of which storing */
 };
 
 /* store_append, waiting while the store is writing blocks, as an agent
@@ -399,19 +400,25 @@ static int append_waiting(struct ingester *in, const Ember__Ingest__V1__Batch *d
 	return rc;
 }
 
-/* Version 2: the server's path (server/ingest.c store_expanded). */
-static int store_expanded(void *ctx, const Ember__Ingest__V1__Batch *b)
+/* Version 2: the server's path (server/ingest.c store_session). */
+static int store_session(void *ctx, const char *project_name, struct store_entry *e)
 {
 	struct ingester *in = ctx;
-	struct buf z = { 0 };
+	(void)project_name;
+	e->project = PROJECT;
+	struct buf err = { 0 };
 	double c0 = thread_cpu_s();
-	int rc = batch_pack(b, 1, &z);
-	in->pack_s += thread_cpu_s() - c0;
-	c0 = thread_cpu_s();
-	if (rc == 0)
-		rc = append_waiting(ctx, b, z.data, z.len);
+	int rc;
+	while ((rc = store_append_entry(in->st, e, &err)) == -2) {
+		in->busy_retries++;
+		struct timespec ts = { 0, 20 * 1000000 };
+		nanosleep(&ts, NULL);
+		buf_reset(&err);
+	}
+	if (rc != 0)
+		fprintf(stderr, "append: %d %s\n", rc, err.data);
+	buf_free(&err);
 	in->append_s += thread_cpu_s() - c0;
-	buf_free(&z);
 	return rc;
 }
 
@@ -422,7 +429,9 @@ static void ingest_v2(struct ingester *in, const struct item *it)
 	Ember__Ingest__V1__SessionBatch *m = session_batch_decode(it->z.data, it->z.len, &err);
 	in->decode_s += thread_cpu_s() - c0;
 	c0 = thread_cpu_s();
-	int rc = m ? sessions_ingest(in->sessions, m, now_unix_ms(), store_expanded, in, &err) : -1;
+	int rc = m ? sessions_ingest(in->sessions, m, it->z.data, it->z.len, now_unix_ms(),
+				     store_session, in, &err)
+		   : -1;
 	in->session_s += thread_cpu_s() - c0;
 	if (rc != 0) {
 		fprintf(stderr, "version 2 ingest: %d %s\n", rc, err.data);
@@ -691,14 +700,13 @@ int main(int argc, char **argv)
 		pthread_create(&it[i], NULL, ingest, &ins[i]);
 	}
 	pthread_join(gt, NULL);
-	double ingest_cpu = 0, decode_cpu = 0, session_cpu = 0, pack_cpu = 0, append_cpu = 0;
+	double ingest_cpu = 0, decode_cpu = 0, session_cpu = 0, append_cpu = 0;
 	uint64_t busy = 0;
 	for (int i = 0; i < INGEST_THREADS; i++) {
 		pthread_join(it[i], NULL);
 		ingest_cpu += ins[i].cpu_s;
 		decode_cpu += ins[i].decode_s;
 		session_cpu += ins[i].session_s;
-		pack_cpu += ins[i].pack_s;
 		append_cpu += ins[i].append_s;
 		busy += ins[i].busy_retries;
 	}
@@ -724,7 +732,7 @@ int main(int argc, char **argv)
 	       "storing (%slog + group commit + indexing) %.1f s = %.2f M samples/s per core\n",
 	       protocol == 2 ? "" : " + validation",
 	       decode_cpu, (double)g.samples / decode_cpu / 1e6,
-	       protocol == 2 ? "session: validation, expansion, packing for the " : "",
+	       protocol == 2 ? "session: validation, definitions carried in the " : "",
 	       ingest_cpu - decode_cpu, (double)g.samples / (ingest_cpu - decode_cpu) / 1e6);
 	if (protocol == 2) {
 		struct sessions_stats sst;
@@ -734,10 +742,11 @@ int main(int argc, char **argv)
 		       (double)sst.bytes / 1048576.0, (unsigned long long)sst.evicted);
 	}
 	if (protocol == 2)
-		printf("  version 2: sessions_ingest %.1f s, of which packing for the log %.1f s and storing "
-		       "%.1f s; the session itself (validation, expansion) %.1f s = %.0f ns per sample\n",
-		       session_cpu, pack_cpu, append_cpu, session_cpu - pack_cpu - append_cpu,
-		       (session_cpu - pack_cpu - append_cpu) * 1e9 / (double)g.samples);
+		printf("  version 2: sessions_ingest %.1f s, of which storing (carried definitions, log, "
+		       "group commit, indexing) %.1f s = %.0f ns per sample; the session itself "
+		       "(validation, definitions) %.1f s = %.0f ns per sample\n",
+		       session_cpu, append_cpu, append_cpu * 1e9 / (double)g.samples,
+		       session_cpu - append_cpu, (session_cpu - append_cpu) * 1e9 / (double)g.samples);
 	printf("memory after ingest: RSS %.0f MiB, peak %.0f MiB; store %.0f MiB (%llu rows unflushed)\n",
 	       rss_mib("VmRSS:"), rss_mib("VmHWM:"), (double)ss.memory_bytes / 1048576.0,
 	       (unsigned long long)ss.unflushed_rows);

@@ -109,6 +109,20 @@ void hmap_clear(struct hmap *m)
 	m->count = 0;
 }
 
+void hmap_copy(struct hmap *dst, const struct hmap *src)
+{
+	*dst = *src;
+	if (!src->mask) {
+		dst->hashes = NULL;
+		dst->idx = NULL;
+		return;
+	}
+	dst->hashes = xmalloc((src->mask + 1) * sizeof(uint64_t));
+	dst->idx = xmalloc((src->mask + 1) * sizeof(uint32_t));
+	memcpy(dst->hashes, src->hashes, (src->mask + 1) * sizeof(uint64_t));
+	memcpy(dst->idx, src->idx, (src->mask + 1) * sizeof(uint32_t));
+}
+
 void hmap_free(struct hmap *m)
 {
 	free(m->hashes);

@@ -30,6 +30,8 @@ void hmap_insert(struct hmap *m, uint64_t hash, uint32_t idx);
 /* Removes the entry that eq() matches; returns true when one was found. */
 bool hmap_remove(struct hmap *m, uint64_t hash, hmap_eq_fn eq, const void *ctx);
 void hmap_clear(struct hmap *m);
+/* Makes dst (uninitialised or freed) an independent copy of src. */
+void hmap_copy(struct hmap *dst, const struct hmap *src);
 void hmap_free(struct hmap *m);
 
 /* 64-bit hash of bytes (XXH3). */

@@ -2,6 +2,7 @@
 #include "jsonw.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -92,18 +93,29 @@ void jsonw_key(struct buf *b, const char *key)
 	buf_putc(b, ':');
 }
 
-void jsonw_u64(struct buf *b, uint64_t v)
+/* Decimal digits without printf: flamegraphs write hundreds of thousands
+ * of numbers. */
+static void put_u64(struct buf *b, uint64_t v, bool neg)
 {
 	char tmp[24];
-	int n = snprintf(tmp, sizeof(tmp), "%llu", (unsigned long long)v);
-	buf_append(b, tmp, (size_t)n);
+	char *e = tmp + sizeof(tmp), *p = e;
+	do {
+		*--p = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	if (neg)
+		*--p = '-';
+	buf_append(b, p, (size_t)(e - p));
+}
+
+void jsonw_u64(struct buf *b, uint64_t v)
+{
+	put_u64(b, v, false);
 }
 
 void jsonw_i64(struct buf *b, int64_t v)
 {
-	char tmp[24];
-	int n = snprintf(tmp, sizeof(tmp), "%lld", (long long)v);
-	buf_append(b, tmp, (size_t)n);
+	put_u64(b, v < 0 ? 0 - (uint64_t)v : (uint64_t)v, v < 0);
 }
 
 void jsonw_double(struct buf *b, double v)

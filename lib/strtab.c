@@ -34,6 +34,18 @@ void strtab_free(struct strtab *t)
 	memset(t, 0, sizeof(*t));
 }
 
+void strtab_copy(struct strtab *dst, const struct strtab *src)
+{
+	memset(dst, 0, sizeof(*dst));
+	buf_append(&dst->bytes, src->bytes.data, src->bytes.len);
+	dst->count = dst->cap = src->count;
+	dst->offsets = xmalloc((src->count + 1) * sizeof(uint32_t));
+	dst->lengths = xmalloc((src->count + 1) * sizeof(uint32_t));
+	memcpy(dst->offsets, src->offsets, src->count * sizeof(uint32_t));
+	memcpy(dst->lengths, src->lengths, src->count * sizeof(uint32_t));
+	hmap_copy(&dst->index, &src->index);
+}
+
 void strtab_reset(struct strtab *t)
 {
 	buf_reset(&t->bytes);

@@ -23,6 +23,9 @@ struct strtab {
 
 void strtab_init(struct strtab *t);
 void strtab_free(struct strtab *t);
+/* Makes dst (uninitialised or freed) an independent copy of src: the same
+ * strings under the same ids. */
+void strtab_copy(struct strtab *dst, const struct strtab *src);
 /* Removes every string but "" (id 0), keeping the allocations. */
 void strtab_reset(struct strtab *t);
 uint32_t strtab_intern(struct strtab *t, const char *s, size_t n);

@@ -187,3 +187,15 @@ void session_batch_free(Ember__Ingest__V1__SessionBatch *m)
 {
 	pb_free(m);
 }
+
+Ember__Ingest__V1__SessionCarry *session_carry_decode(const void *zbody, size_t len,
+						     struct buf *err)
+{
+	return (Ember__Ingest__V1__SessionCarry *)decode_message(
+		zbody, len, &ember__ingest__v1__session_carry__descriptor, err);
+}
+
+void session_carry_free(Ember__Ingest__V1__SessionCarry *c)
+{
+	pb_free(c);
+}

@@ -40,5 +40,10 @@ int batch_pack(const Ember__Ingest__V1__Batch *b, int level, struct buf *out);
 Ember__Ingest__V1__SessionBatch *session_batch_decode(const void *zbody, size_t len,
 						       struct buf *err);
 void session_batch_free(Ember__Ingest__V1__SessionBatch *m);
+/* Decodes the definitions a log record carries beside a session batch
+ * (zstd, bounded like batch_decode; only the protobuf is checked). */
+Ember__Ingest__V1__SessionCarry *session_carry_decode(const void *zbody, size_t len,
+						     struct buf *err);
+void session_carry_free(Ember__Ingest__V1__SessionCarry *c);
 
 #endif

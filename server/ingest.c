@@ -202,28 +202,25 @@ void handle_ingest_batch(struct server *srv, const struct http_req *req, struct 
 	buf_free(&err);
 }
 
-/* Protocol version 2: the session expands the batch into a version 1
- * batch, which the write-ahead log keeps self-contained (zstd level 1:
- * cheap next to decoding). */
+/* Protocol version 2: the session gives the store an entry whose log
+ * record is the batch as received plus the definitions it needs
+ * (server/sessions.h). */
 struct v2_store {
 	struct server *srv;
 	char project[37];
 	struct buf *err;
 };
 
-static int store_expanded(void *ctx, const Ember__Ingest__V1__Batch *b)
+static int store_session(void *ctx, const char *project_name, struct store_entry *e)
 {
 	struct v2_store *st = ctx;
-	struct buf z = { 0 };
-	int rc = batch_pack(b, 1, &z);
-	if (rc < 0) {
-		buf_puts(st->err, "compressing the batch for the log failed");
-		buf_free(&z);
+	if (projects_by_name(st->srv->projects, project_name, true, st->project, st->err) < 0) {
+		log_error("ingest: project \"%s\": %s", project_name, st->err->data);
+		buf_puts(st->err, " (cannot resolve the project)");
 		return -1;
 	}
-	rc = store_batch(st->srv, b, z.data, z.len, st->project, st->err);
-	buf_free(&z);
-	return rc;
+	e->project = st->project;
+	return store_append_entry(st->srv->store, e, st->err);
 }
 
 void handle_ingest_session_batch(struct server *srv, const struct http_req *req,
@@ -242,7 +239,8 @@ void handle_ingest_session_batch(struct server *srv, const struct http_req *req,
 		return;
 	}
 	struct v2_store st = { .srv = srv, .err = &err };
-	int rc = sessions_ingest(srv->sessions, m, now_unix_ms(), store_expanded, &st, &err);
+	int rc = sessions_ingest(srv->sessions, m, req->body, req->body_len, now_unix_ms(),
+				 store_session, &st, &err);
 	uint64_t samples = 0;
 	for (size_t i = 0; i < m->n_sample_values; i++)
 		samples += m->sample_values[i];

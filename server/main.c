@@ -23,6 +23,7 @@ struct server_config {
 	int64_t block_resolution_ms;
 	uint64_t cache_mib;
 	uint64_t max_unflushed_rows;
+	uint64_t dictionary_mib;
 	int64_t flush_after_ms;
 	int64_t compact_delay_ms;
 	uint64_t session_memory_mib;
@@ -51,6 +52,9 @@ static const struct flag_def defs[] = {
 	  "MiB of block dictionaries kept in memory" },
 	{ "max-unflushed-rows", FLAG_UINT, "16000000", OFF(max_unflushed_rows), 1000, 1ULL << 40,
 	  "sample rows held in memory before ingest answers 503 (while blocks cannot be written)" },
+	{ "dictionary-memory", FLAG_UINT, "256", OFF(dictionary_mib), 0, 1 << 20,
+	  "MiB up to which the in-memory head's dictionaries (frames, stacks, strings) carry over to "
+	  "the next head, so stacks seen before are found rather than added again (0: never)" },
 	{ "flush-after", FLAG_DURATION, "60s", OFF(flush_after_ms), 1000, 3600000,
 	  "write samples from memory into a block file once the oldest is this old" },
 	{ "compact-delay", FLAG_DURATION, "5m", OFF(compact_delay_ms), 0, 86400000,
@@ -113,6 +117,7 @@ int main(int argc, char **argv, char **envp)
 	sc.block_granularity_ms = (uint32_t)cfg.block_resolution_ms;
 	sc.cache_bytes = cfg.cache_mib << 20;
 	sc.max_unflushed_rows = cfg.max_unflushed_rows;
+	sc.head_dict_bytes = cfg.dictionary_mib << 20;
 	sc.head_max_age_ms = cfg.flush_after_ms;
 	sc.late_data_wait_ms = cfg.compact_delay_ms;
 	if (store_open(cfg.data_dir, &sc, &srv.store, &err) < 0 ||

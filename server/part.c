@@ -8,9 +8,14 @@
 #include "batch_decode.h"
 #include "util.h"
 
+/* The last dict_id given: process-wide so that two parts never share one
+ * unless one is a copy of the other (part.h). */
+static uint64_t last_dict_id;
+
 void part_init(struct part *p, uint32_t granularity_ms)
 {
 	memset(p, 0, sizeof(*p));
+	p->dict_id = __atomic_add_fetch(&last_dict_id, 1, __ATOMIC_RELAXED);
 	strtab_init(&p->lstr);
 	strtab_init(&p->sstr);
 	xgrow((void **)&p->node_parent, &p->capnodes, 1, sizeof(uint32_t));
@@ -59,6 +64,62 @@ void part_free(struct part *p)
 	hmap_free(&p->host_index);
 	hmap_free(&p->agent_index);
 	memset(p, 0, sizeof(*p));
+}
+
+static void *dup_array(const void *src, size_t n, size_t size, size_t *cap)
+{
+	*cap = n + 1;
+	void *d = xmalloc(*cap * size);
+	if (n)
+		memcpy(d, src, n * size);
+	return d;
+}
+
+void part_copy_dictionaries(struct part *dst, const struct part *src)
+{
+	strtab_free(&dst->lstr);
+	strtab_free(&dst->sstr);
+	free(dst->node_parent);
+	free(dst->node_frame);
+	free(dst->label_off);
+	strtab_copy(&dst->lstr, &src->lstr);
+	strtab_copy(&dst->sstr, &src->sstr);
+	dst->files = dup_array(src->files, src->nfiles, sizeof(*src->files), &dst->capfiles);
+	dst->nfiles = src->nfiles;
+	dst->frames = dup_array(src->frames, src->nframes, sizeof(*src->frames), &dst->capframes);
+	dst->nframes = src->nframes;
+	size_t cap;
+	dst->frame_hi = dup_array(src->frame_hi, src->nframes, sizeof(uint64_t), &dst->capframe_hi);
+	dst->node_parent = dup_array(src->node_parent, src->nnodes, sizeof(uint32_t), &dst->capnodes);
+	dst->node_frame = dup_array(src->node_frame, src->nnodes, sizeof(uint32_t), &cap);
+	dst->nnodes = src->nnodes;
+	dst->label_kv = dup_array(src->label_kv, src->nlabel_kv, sizeof(uint32_t), &dst->caplabel_kv);
+	dst->nlabel_kv = src->nlabel_kv;
+	dst->label_off = dup_array(src->label_off, src->nlabels + 1, sizeof(uint32_t), &dst->caplabels);
+	dst->nlabels = src->nlabels;
+	dst->stack_keys = dup_array(src->stack_keys, src->nstack_keys, sizeof(*src->stack_keys),
+				    &dst->capstack_keys);
+	dst->nstack_keys = src->nstack_keys;
+	hmap_copy(&dst->file_index, &src->file_index);
+	hmap_copy(&dst->frame_index, &src->frame_index);
+	hmap_copy(&dst->node_index, &src->node_index);
+	hmap_copy(&dst->stack_index, &src->stack_index);
+	hmap_copy(&dst->label_index, &src->label_index);
+	dst->dict_id = src->dict_id;
+}
+
+size_t part_dict_memory(const struct part *p)
+{
+	size_t m = p->lstr.bytes.cap + p->sstr.bytes.cap + (p->lstr.cap + p->sstr.cap) * 8 +
+		   p->capfiles * sizeof(*p->files) + p->capframes * sizeof(*p->frames) +
+		   p->capnodes * 8 + p->caplabel_kv * 4 + p->caplabels * 4 +
+		   p->capstack_keys * sizeof(*p->stack_keys) + p->capframe_hi * 8;
+	const struct hmap *maps[] = { &p->lstr.index, &p->sstr.index, &p->file_index,
+				      &p->frame_index, &p->node_index, &p->stack_index,
+				      &p->label_index };
+	for (size_t i = 0; i < ARRAY_SIZE(maps); i++)
+		m += maps[i]->mask ? (maps[i]->mask + 1) * 12 : 0;
+	return m;
 }
 
 /* --- interning ------------------------------------------------------------ */
@@ -210,6 +271,22 @@ uint32_t part_stack_id(struct part *p, const uint32_t *frames, size_t n)
 	p->stack_keys[p->nstack_keys] = (struct part_stack_key){ h.high64, node };
 	hmap_insert(&p->stack_index, h.low64, (uint32_t)p->nstack_keys++);
 	return node;
+}
+
+uint32_t part_stack_by_hash(struct part *p, uint64_t lo, uint64_t hi)
+{
+	struct stack_key k = { p, hi };
+	uint32_t idx;
+	return hmap_find(&p->stack_index, lo, eq_stack, &k, &idx) ? p->stack_keys[idx].leaf
+								  : UINT32_MAX;
+}
+
+void part_stack_note_hash(struct part *p, uint64_t lo, uint64_t hi, uint32_t leaf)
+{
+	xgrow((void **)&p->stack_keys, &p->capstack_keys, p->nstack_keys + 1,
+	      sizeof(*p->stack_keys));
+	p->stack_keys[p->nstack_keys] = (struct part_stack_key){ hi, leaf };
+	hmap_insert(&p->stack_index, lo, (uint32_t)p->nstack_keys++);
 }
 
 struct label_key {
@@ -569,15 +646,9 @@ struct part_rollup *part_rollup_get(struct part *p, uint32_t project, uint8_t ki
 
 size_t part_memory(const struct part *p)
 {
-	size_t m = p->lstr.bytes.cap + p->sstr.bytes.cap + (p->lstr.cap + p->sstr.cap) * 8 +
-		   p->capfiles * sizeof(*p->files) + p->capframes * sizeof(*p->frames) +
-		   p->capnodes * 8 + p->caplabel_kv * 4 + p->caplabels * 4 +
-		   p->capseries * sizeof(*p->series) + p->caphosts * sizeof(*p->hosts) +
-		   p->capstack_keys * sizeof(*p->stack_keys) + p->capframe_hi * 8 +
-		   p->capagents * sizeof(*p->agents);
-	const struct hmap *maps[] = { &p->lstr.index, &p->sstr.index, &p->file_index,
-				      &p->frame_index, &p->node_index, &p->stack_index, &p->label_index,
-				      &p->series_index, &p->host_index, &p->agent_index };
+	size_t m = part_dict_memory(p) + p->capseries * sizeof(*p->series) +
+		   p->caphosts * sizeof(*p->hosts) + p->capagents * sizeof(*p->agents);
+	const struct hmap *maps[] = { &p->series_index, &p->host_index, &p->agent_index };
 	for (size_t i = 0; i < ARRAY_SIZE(maps); i++)
 		m += maps[i]->mask ? (maps[i]->mask + 1) * 12 : 0;
 	for (size_t i = 0; i < p->nseries; i++)

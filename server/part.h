@@ -128,6 +128,11 @@ struct part {
 	struct hmap file_index, frame_index, node_index, stack_index, label_index, series_index,
 		host_index,
 		agent_index;
+	/* Names the part's dictionaries (strings, files, frames, nodes, label
+	 * sets): unique to each part_init() in the process, shared by a copy
+	 * made with part_copy_dictionaries (whose ids are the source's), so a
+	 * cache of ids keyed by it stays valid across such a copy. */
+	uint64_t dict_id;
 	int64_t min_ts, max_ts;     /* INT64_MAX / INT64_MIN when empty */
 	uint32_t granularity_ms;    /* 1 for exact batch times */
 	uint64_t rows, samples;     /* row count, sum of values */
@@ -135,6 +140,14 @@ struct part {
 
 void part_init(struct part *p, uint32_t granularity_ms);
 void part_free(struct part *p);
+/* Makes dst (just initialised, empty) start with src's dictionaries and
+ * their indexes, under the same ids and dict_id; no series or rows. The
+ * store's new head does this so what agents send again is found, not
+ * added, and flushing keeps only what rows use (merge.h). */
+void part_copy_dictionaries(struct part *dst, const struct part *src);
+/* Bytes the dictionaries and their indexes use (part_memory less series,
+ * rows, hosts and agents). */
+size_t part_dict_memory(const struct part *p);
 
 /* --- building ------------------------------------------------------------ */
 
@@ -144,6 +157,12 @@ uint32_t part_node(struct part *p, uint32_t parent, uint32_t frame);
 /* The leaf node of a whole stack (frames outermost first): one hash
  * lookup when the stack was seen before, else a walk of part_node(). */
 uint32_t part_stack_id(struct part *p, const uint32_t *frames, size_t n);
+/* Whole stacks by a 128-bit hash (lo, hi) the caller computes from what
+ * their frames are rather than from this part's ids (sessions.c), kept in
+ * the same index as part_stack_id's hashes: the leaf noted for it, or
+ * UINT32_MAX. */
+uint32_t part_stack_by_hash(struct part *p, uint64_t lo, uint64_t hi);
+void part_stack_note_hash(struct part *p, uint64_t lo, uint64_t hi, uint32_t leaf);
 /* kv: sorted, duplicate-free key/value lstr-id pairs (2 * npairs ids). */
 uint32_t part_labels(struct part *p, const uint32_t *kv, size_t npairs);
 uint32_t part_series_id(struct part *p, uint32_t project, uint8_t kind, uint16_t hz,

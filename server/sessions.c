@@ -6,10 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "batch_decode.h"
+#include "compress.h"
 #include "fileid.h"
 #include "hmap.h"
+#include "part.h"
 #include "util.h"
 
 #define MAX_TABLE (16u << 20)
@@ -29,15 +32,18 @@ struct sframe {
 	uint8_t type;
 };
 
-/* Runs of ids: entry i is ids[off[i] .. off[i+1]). */
+/* Runs of ids: entry i is ids[start[i] .. start[i] + len[i]). The ids
+ * only grow; a replayed entry defined again points at its new run. */
 struct runs {
 	uint32_t *ids;
 	size_t nids, capids;
-	uint32_t *off; /* n + 1 entries once n > 0 */
-	size_t n, capoff;
+	uint32_t *start, *len;
+	size_t n, cap;
 };
 
-enum { T_STR, T_FILE, T_FRAME, T_STACK, T_RES, T_COUNT };
+/* The tables; T_LSTR is the strings again, as the store's label strings
+ * (resource attributes) rather than its symbol strings. */
+enum { T_STR, T_FILE, T_FRAME, T_STACK, T_RES, T_COUNT, T_LSTR = T_COUNT, T_MAPS };
 
 struct sess {
 	char id[37];
@@ -60,11 +66,34 @@ struct sess {
 	uint32_t *node_parent, *node_frame;
 	uint16_t *node_depth;
 	size_t nnodes, capnodes;
+	/* 128-bit content hashes (lo, hi) of each frame (what it is: type,
+	 * address, file id, name and binary bytes) and of each node's whole
+	 * stack (its frame's and its parent's), computed when defined: a
+	 * stack is found in any head part by one lookup. */
+	uint64_t *frame_h, *node_h;
+	size_t capframe_h, capnode_h;
 	struct runs res;
-	/* While expanding a batch: mark[t][id] = stamp << 32 | batch index. */
-	uint64_t *mark[T_COUNT];
-	size_t capmark[T_COUNT];
-	uint32_t stamp;
+	/* The store's side of each entry (docs/internals/ingest.md): the log
+	 * generation whose log file holds its definition, and the id the
+	 * head part of generation gen gave it, as gen << 32 | id. A
+	 * generation is one log file and one head part, so both are stale
+	 * after the store seals its head, and found again on first use. */
+	uint32_t *logged[T_COUNT];
+	size_t caplogged[T_COUNT];
+	uint64_t *pm[T_MAPS];
+	size_t cappm[T_MAPS];
+	/* series of (resource, kind) in the head of generation gen */
+	struct sseries *series;
+	size_t capseries;
+	/* Replayed sessions only: which entries are defined (a log file
+	 * defines what its records use, in any order). NULL when live. */
+	uint8_t *defined[T_COUNT];
+	size_t capdefined[T_COUNT];
+};
+
+struct sseries {
+	uint32_t gen, series;
+	uint16_t hz;
 };
 
 struct sessions {
@@ -90,10 +119,18 @@ static void sess_free(struct sess *s)
 	free(s->node_parent);
 	free(s->node_frame);
 	free(s->node_depth);
+	free(s->frame_h);
+	free(s->node_h);
 	free(s->res.ids);
-	free(s->res.off);
-	for (int t = 0; t < T_COUNT; t++)
-		free(s->mark[t]);
+	free(s->res.start);
+	free(s->res.len);
+	for (int t = 0; t < T_COUNT; t++) {
+		free(s->logged[t]);
+		free(s->defined[t]);
+	}
+	for (int t = 0; t < T_MAPS; t++)
+		free(s->pm[t]);
+	free(s->series);
 	pthread_mutex_destroy(&s->mu);
 	free(s);
 }
@@ -102,9 +139,12 @@ static size_t sess_bytes(const struct sess *s)
 {
 	size_t b = sizeof(*s) + s->sbytes.cap + s->capsoff * 4 + s->capfiles * sizeof(struct sfile) +
 		   s->capframes * sizeof(struct sframe) + s->capnodes * 10 +
-		   (s->res.capids + s->res.capoff) * 4;
+		   (s->res.capids + 2 * s->res.cap) * 4 + s->capseries * sizeof(struct sseries) +
+		   (s->capframe_h + s->capnode_h) * 8;
 	for (int t = 0; t < T_COUNT; t++)
-		b += s->capmark[t] * sizeof(uint64_t);
+		b += s->caplogged[t] * 4 + s->capdefined[t];
+	for (int t = 0; t < T_MAPS; t++)
+		b += s->cappm[t] * sizeof(uint64_t);
 	return b;
 }
 
@@ -277,128 +317,26 @@ static void restore_counts(struct sess *s, const struct counts *c)
 	s->res.nids = c->nres_ids;
 }
 
-static void runs_add(struct runs *r, const uint32_t *ids, size_t n)
+/* Sets run i to ids[0..n) (i <= r->n; i == r->n appends). */
+static void runs_set(struct runs *r, size_t i, const uint32_t *ids, size_t n)
 {
-	if (r->n == 0) {
-		xgrow((void **)&r->off, &r->capoff, 2, sizeof(uint32_t));
-		r->off[0] = 0;
-	}
 	xgrow((void **)&r->ids, &r->capids, r->nids + n + 1, sizeof(uint32_t));
 	if (n)
 		memcpy(r->ids + r->nids, ids, n * sizeof(uint32_t));
+	if (i == r->n) {
+		size_t c = r->cap;
+		xgrow((void **)&r->start, &c, r->n + 1, sizeof(uint32_t));
+		c = r->cap;
+		xgrow((void **)&r->len, &c, r->n + 1, sizeof(uint32_t));
+		r->cap = c;
+		r->n++;
+	}
+	r->start[i] = (uint32_t)r->nids;
+	r->len[i] = (uint32_t)n;
 	r->nids += n;
-	xgrow((void **)&r->off, &r->capoff, r->n + 2, sizeof(uint32_t));
-	r->off[++r->n] = (uint32_t)r->nids;
 }
 
-/* Validates m's definitions against the session and appends them. */
-static int append_definitions(struct sess *s, const Ember__Ingest__V1__SessionBatch *m,
-			      struct buf *err)
-{
-	if (s->ns + m->n_strings > MAX_TABLE || s->nfiles + m->n_files > MAX_TABLE ||
-	    s->nframes + m->n_frame_types > MAX_TABLE || s->nnodes + m->n_node_parents > MAX_TABLE ||
-	    s->res.n + m->n_resource_lengths > MAX_TABLE) {
-		buf_puts(err, "the session would hold more than 16M entries in a table");
-		return -1;
-	}
-	for (size_t i = 0; i < m->n_strings; i++) {
-		size_t len = strlen(m->strings[i]);
-		if (len > BATCH_MAX_STRING) {
-			buf_printf(err, "strings[%zu]: longer than %u bytes", i, BATCH_MAX_STRING);
-			return -1;
-		}
-		if (s->sbytes.len + len + 1 > UINT32_MAX) {
-			buf_puts(err, "the session's strings exceed 4 GiB");
-			return -1;
-		}
-		xgrow((void **)&s->soff, &s->capsoff, s->ns + 1, sizeof(uint32_t));
-		s->soff[s->ns++] = (uint32_t)s->sbytes.len;
-		buf_append(&s->sbytes, m->strings[i], len + 1);
-	}
-	for (size_t i = 0; i < m->n_files; i++) {
-		const Ember__Ingest__V1__File *f = m->files[i];
-		if (f->file_id.len != FILE_ID_LEN || f->name >= s->ns || f->build_id.len > 64 ||
-		    f->n_exec_segments % 3 || f->n_exec_segments > 12) {
-			buf_printf(err, "files[%zu]: bad file_id, name, build_id or exec_segments", i);
-			return -1;
-		}
-		xgrow((void **)&s->files, &s->capfiles, s->nfiles + 1, sizeof(*s->files));
-		struct sfile *sf = &s->files[s->nfiles++];
-		memset(sf, 0, sizeof(*sf));
-		memcpy(sf->id, f->file_id.data, FILE_ID_LEN);
-		sf->name = f->name;
-		sf->build_id_len = (uint8_t)f->build_id.len;
-		if (f->build_id.len)
-			memcpy(sf->build_id, f->build_id.data, f->build_id.len);
-		sf->nsegs = (uint8_t)(f->n_exec_segments / 3);
-		if (f->n_exec_segments)
-			memcpy(sf->segs, f->exec_segments, f->n_exec_segments * sizeof(uint64_t));
-	}
-	for (size_t i = 0; i < m->n_frame_types; i++) {
-		int type = (int)m->frame_types[i];
-		if (type <= 0 || type > EMBER__INGEST__V1__FRAME_TYPE__ERROR) {
-			buf_printf(err, "frame_types[%zu]: unknown frame type %d", i, type);
-			return -1;
-		}
-		if (m->frame_files[i] > s->nfiles || m->frame_names[i] >= s->ns ||
-		    m->frame_binaries[i] >= s->ns) {
-			buf_printf(err, "frames[%zu]: file, name or binary not defined in the session", i);
-			return -1;
-		}
-		xgrow((void **)&s->frames, &s->capframes, s->nframes + 1, sizeof(*s->frames));
-		s->frames[s->nframes++] = (struct sframe){
-			.address = m->frame_addresses[i], .file = m->frame_files[i],
-			.name = m->frame_names[i], .binary = m->frame_binaries[i], .type = (uint8_t)type,
-		};
-	}
-	if (s->nnodes + m->n_node_parents > s->capnodes) {
-		size_t need = s->nnodes + m->n_node_parents, c1 = s->capnodes, c2 = c1;
-		xgrow((void **)&s->node_parent, &c1, need, sizeof(uint32_t));
-		xgrow((void **)&s->node_frame, &c2, need, sizeof(uint32_t));
-		c2 = s->capnodes;
-		xgrow((void **)&s->node_depth, &c2, need, sizeof(uint16_t));
-		s->capnodes = c1;
-	}
-	for (size_t i = 0; i < m->n_node_parents; i++) {
-		uint32_t parent = m->node_parents[i], frame = m->node_frames[i];
-		if (parent > s->nnodes || frame >= s->nframes) {
-			buf_printf(err, "nodes[%zu]: parent or frame not defined in the session", i);
-			return -1;
-		}
-		unsigned depth = parent ? s->node_depth[parent - 1] + 1u : 1u;
-		if (depth > BATCH_MAX_STACK_DEPTH) {
-			buf_printf(err, "nodes[%zu]: deeper than %u frames", i, BATCH_MAX_STACK_DEPTH);
-			return -1;
-		}
-		s->node_parent[s->nnodes] = parent;
-		s->node_frame[s->nnodes] = frame;
-		s->node_depth[s->nnodes] = (uint16_t)depth;
-		s->nnodes++;
-	}
-	const uint32_t *ids = m->resource_attributes;
-	for (size_t i = 0; i < m->n_resource_lengths; i++) {
-		for (size_t j = 0; j < m->resource_lengths[i]; j++)
-			if (ids[j] >= s->ns || (j % 2 == 0 && ids[j] == 0)) {
-				buf_printf(err, "resources[%zu]: attribute not defined or empty key", i);
-				return -1;
-			}
-		runs_add(&s->res, ids, m->resource_lengths[i]);
-		ids += m->resource_lengths[i];
-	}
-	return 0;
-}
-
-/* --- expanding a batch into a self-contained version 1 batch ---------------- */
-
-struct idlist {
-	uint32_t *v;
-	size_t n, cap;
-};
-
-struct expand {
-	struct sess *s;
-	struct idlist l[T_COUNT];
-};
+/* --- defining entries ------------------------------------------------------- */
 
 static size_t table_size(const struct sess *s, int t)
 {
@@ -411,75 +349,237 @@ static size_t table_size(const struct sess *s, int t)
 	}
 }
 
-/* Prepares the marks for a new batch. */
-static void begin_marks(struct sess *s)
+static bool defined(const struct sess *s, int t, size_t id)
 {
-	if (++s->stamp == 0) {
-		for (int t = 0; t < T_COUNT; t++)
-			if (s->mark[t])
-				memset(s->mark[t], 0, s->capmark[t] * sizeof(uint64_t));
-		s->stamp = 1;
+	return id < table_size(s, t) && (!s->defined[t] || s->defined[t][id]);
+}
+
+/* Grows a zero-filled per-entry array to hold n entries. */
+static void grow_zero(void **a, size_t *cap, size_t n, size_t size)
+{
+	size_t old = *cap;
+	if (n <= old)
+		return;
+	xgrow(a, cap, n, size);
+	memset((char *)*a + old * size, 0, (*cap - old) * size);
+}
+
+/* A replayed session defines id of table t, which may lie past the end:
+ * the table grows, entries in between stay undefined. */
+static void replay_mark(struct sess *s, int t, size_t id)
+{
+	grow_zero((void **)&s->defined[t], &s->capdefined[t], id + 1, 1);
+	s->defined[t][id] = 1;
+}
+
+static int def_string(struct sess *s, size_t id, const char *str, struct buf *err)
+{
+	size_t len = strlen(str);
+	if (len > BATCH_MAX_STRING) {
+		buf_printf(err, "strings[%zu]: longer than %u bytes", id, BATCH_MAX_STRING);
+		return -1;
 	}
-	for (int t = 0; t < T_COUNT; t++) {
-		size_t need = table_size(s, t) + 1, old = s->capmark[t];
-		if (need > old) {
-			xgrow((void **)&s->mark[t], &s->capmark[t], need, sizeof(uint64_t));
-			memset(s->mark[t] + old, 0, (s->capmark[t] - old) * sizeof(uint64_t));
+	if (s->sbytes.len + len + 1 > UINT32_MAX) {
+		buf_puts(err, "the session's strings exceed 4 GiB");
+		return -1;
+	}
+	if (id >= s->ns) {
+		xgrow((void **)&s->soff, &s->capsoff, id + 1, sizeof(uint32_t));
+		for (size_t j = s->ns; j < id; j++)
+			s->soff[j] = 0; /* undefined (replay): never read */
+		s->ns = id + 1;
+	}
+	s->soff[id] = (uint32_t)s->sbytes.len;
+	buf_append(&s->sbytes, str, len + 1);
+	return 0;
+}
+
+static int def_file(struct sess *s, size_t id, const Ember__Ingest__V1__File *f, struct buf *err)
+{
+	if (f->file_id.len != FILE_ID_LEN || !defined(s, T_STR, f->name) || f->build_id.len > 64 ||
+	    f->n_exec_segments % 3 || f->n_exec_segments > 12) {
+		buf_printf(err, "files[%zu]: bad file_id, name, build_id or exec_segments", id);
+		return -1;
+	}
+	if (id >= s->nfiles) {
+		grow_zero((void **)&s->files, &s->capfiles, id + 1, sizeof(*s->files));
+		s->nfiles = id + 1;
+	}
+	struct sfile *sf = &s->files[id];
+	memset(sf, 0, sizeof(*sf));
+	memcpy(sf->id, f->file_id.data, FILE_ID_LEN);
+	sf->name = f->name;
+	sf->build_id_len = (uint8_t)f->build_id.len;
+	if (f->build_id.len)
+		memcpy(sf->build_id, f->build_id.data, f->build_id.len);
+	sf->nsegs = (uint8_t)(f->n_exec_segments / 3);
+	if (f->n_exec_segments)
+		memcpy(sf->segs, f->exec_segments, f->n_exec_segments * sizeof(uint64_t));
+	return 0;
+}
+
+static int def_frame(struct sess *s, size_t id, int type, uint32_t file, uint64_t address,
+		     uint32_t name, uint32_t binary, struct buf *err)
+{
+	if (type <= 0 || type > EMBER__INGEST__V1__FRAME_TYPE__ERROR) {
+		buf_printf(err, "frame_types[%zu]: unknown frame type %d", id, type);
+		return -1;
+	}
+	if ((file && !defined(s, T_FILE, file - 1)) || !defined(s, T_STR, name) ||
+	    !defined(s, T_STR, binary)) {
+		buf_printf(err, "frames[%zu]: file, name or binary not defined in the session", id);
+		return -1;
+	}
+	if (id >= s->nframes) {
+		grow_zero((void **)&s->frames, &s->capframes, id + 1, sizeof(*s->frames));
+		s->nframes = id + 1;
+	}
+	s->frames[id] = (struct sframe){ .address = address, .file = file, .name = name,
+					 .binary = binary, .type = (uint8_t)type };
+	grow_zero((void **)&s->frame_h, &s->capframe_h, 2 * (id + 1), sizeof(uint64_t));
+	const char *bin = s->sbytes.data + s->soff[binary], *nm = s->sbytes.data + s->soff[name];
+	uint64_t seed = hash_mix(hash_mix(hash_u64((uint64_t)type), address),
+				 hash_bytes(bin, strlen(bin)));
+	if (file)
+		seed = hash_mix(seed, hash_bytes(s->files[file - 1].id, FILE_ID_LEN));
+	XXH128_hash_t h = XXH3_128bits_withSeed(nm, strlen(nm), seed);
+	s->frame_h[2 * id] = h.low64;
+	s->frame_h[2 * id + 1] = h.high64;
+	return 0;
+}
+
+/* A node's parent (id + 1, 0 = none) is always defined before it and has
+ * a lower id, so every walk up a stack ends. */
+static int def_node(struct sess *s, size_t id, uint32_t parent, uint32_t frame, struct buf *err)
+{
+	if ((parent && (parent - 1 >= id || !defined(s, T_STACK, parent - 1))) ||
+	    !defined(s, T_FRAME, frame)) {
+		buf_printf(err, "nodes[%zu]: parent or frame not defined in the session", id);
+		return -1;
+	}
+	unsigned depth = parent ? s->node_depth[parent - 1] + 1u : 1u;
+	if (depth > BATCH_MAX_STACK_DEPTH) {
+		buf_printf(err, "nodes[%zu]: deeper than %u frames", id, BATCH_MAX_STACK_DEPTH);
+		return -1;
+	}
+	if (id >= s->capnodes) {
+		size_t c1 = s->capnodes, c2 = c1, c3 = c1;
+		xgrow((void **)&s->node_parent, &c1, id + 1, sizeof(uint32_t));
+		xgrow((void **)&s->node_frame, &c2, id + 1, sizeof(uint32_t));
+		xgrow((void **)&s->node_depth, &c3, id + 1, sizeof(uint16_t));
+		s->capnodes = c1;
+	}
+	for (size_t j = s->nnodes; j < id; j++) { /* undefined (replay): never read */
+		s->node_parent[j] = 0;
+		s->node_frame[j] = 0;
+		s->node_depth[j] = 1;
+	}
+	if (id >= s->nnodes)
+		s->nnodes = id + 1;
+	s->node_parent[id] = parent;
+	s->node_frame[id] = frame;
+	s->node_depth[id] = (uint16_t)depth;
+	grow_zero((void **)&s->node_h, &s->capnode_h, 2 * (id + 1), sizeof(uint64_t));
+	uint64_t in[4] = { s->frame_h[2 * frame], s->frame_h[2 * frame + 1],
+			   parent ? s->node_h[2 * (parent - 1)] : 0,
+			   parent ? s->node_h[2 * (parent - 1) + 1] : 0 };
+	XXH128_hash_t h = XXH3_128bits(in, sizeof(in));
+	s->node_h[2 * id] = h.low64;
+	s->node_h[2 * id + 1] = h.high64;
+	return 0;
+}
+
+static int def_resource(struct sess *s, size_t id, const uint32_t *ids, size_t n,
+			struct buf *err)
+{
+	if (n % 2 || n > 2 * BATCH_MAX_ATTRIBUTES) {
+		buf_printf(err, "resources[%zu]: expected at most %u key/value pairs", id,
+			   BATCH_MAX_ATTRIBUTES);
+		return -1;
+	}
+	for (size_t j = 0; j < n; j++)
+		if (!defined(s, T_STR, ids[j]) || (j % 2 == 0 && ids[j] == 0)) {
+			buf_printf(err, "resources[%zu]: attribute not defined or empty key", id);
+			return -1;
 		}
+	while (s->res.n < id)
+		runs_set(&s->res, s->res.n, NULL, 0); /* undefined (replay) */
+	runs_set(&s->res, id, ids, n);
+	return 0;
+}
+
+/* Validates m's definitions and sets them at its bases: a live session's
+ * bases are its table sizes (checked by the caller), a replayed one's are
+ * whatever the record says. */
+static int define_batch(struct sess *s, const Ember__Ingest__V1__SessionBatch *m, struct buf *err)
+{
+	if (m->strings_base + (uint64_t)m->n_strings > MAX_TABLE ||
+	    m->files_base + (uint64_t)m->n_files > MAX_TABLE ||
+	    m->frames_base + (uint64_t)m->n_frame_types > MAX_TABLE ||
+	    m->nodes_base + (uint64_t)m->n_node_parents > MAX_TABLE ||
+	    m->resources_base + (uint64_t)m->n_resource_lengths > MAX_TABLE) {
+		buf_puts(err, "the session would hold more than 16M entries in a table");
+		return -1;
 	}
+	bool replay = s->defined[T_STR] != NULL;
+	for (size_t i = 0; i < m->n_strings; i++) {
+		if (def_string(s, m->strings_base + i, m->strings[i], err) < 0)
+			return -1;
+		if (replay)
+			replay_mark(s, T_STR, m->strings_base + i);
+	}
+	for (size_t i = 0; i < m->n_files; i++) {
+		if (def_file(s, m->files_base + i, m->files[i], err) < 0)
+			return -1;
+		if (replay)
+			replay_mark(s, T_FILE, m->files_base + i);
+	}
+	for (size_t i = 0; i < m->n_frame_types; i++) {
+		if (def_frame(s, m->frames_base + i, (int)m->frame_types[i], m->frame_files[i],
+			      m->frame_addresses[i], m->frame_names[i], m->frame_binaries[i], err) < 0)
+			return -1;
+		if (replay)
+			replay_mark(s, T_FRAME, m->frames_base + i);
+	}
+	for (size_t i = 0; i < m->n_node_parents; i++) {
+		if (def_node(s, m->nodes_base + i, m->node_parents[i], m->node_frames[i], err) < 0)
+			return -1;
+		if (replay)
+			replay_mark(s, T_STACK, m->nodes_base + i);
+	}
+	const uint32_t *ids = m->resource_attributes;
+	for (size_t i = 0; i < m->n_resource_lengths; i++) {
+		if (def_resource(s, m->resources_base + i, ids, m->resource_lengths[i], err) < 0)
+			return -1;
+		if (replay)
+			replay_mark(s, T_RES, m->resources_base + i);
+		ids += m->resource_lengths[i];
+	}
+	return 0;
 }
 
-/* The batch index of session entry id of table t, assigned on first use. */
-static uint32_t use(struct expand *x, int t, uint32_t id)
+/* The samples refer to defined nodes and resources, with known kinds and
+ * plausible values; the batch's own fields are checked as a version 1
+ * batch's are. */
+static int check_samples(const struct sess *s, const Ember__Ingest__V1__SessionBatch *m,
+			 struct buf *err)
 {
-	uint64_t mk = x->s->mark[t][id];
-	if (mk >> 32 == x->s->stamp)
-		return (uint32_t)mk;
-	struct idlist *l = &x->l[t];
-	xgrow((void **)&l->v, &l->cap, l->n + 1, sizeof(uint32_t));
-	uint32_t idx = (uint32_t)l->n;
-	l->v[l->n++] = id;
-	x->s->mark[t][id] = (uint64_t)x->s->stamp << 32 | idx;
-	return idx;
-}
-
-/* The expanded batch's storage, freed together. */
-struct v1 {
-	Ember__Ingest__V1__Batch b;
-	char **strings;
-	Ember__Ingest__V1__File *files, **filep;
-	Ember__Ingest__V1__Frame *frames, **framep;
-	Ember__Ingest__V1__Stack *stacks, **stackp;
-	Ember__Ingest__V1__Resource *res, **resp;
-	Ember__Ingest__V1__Sample *samples, **samplep;
-	uint32_t *ids; /* stack frames, then resource attributes */
-};
-
-static void v1_free(struct v1 *v)
-{
-	free(v->strings);
-	free(v->files);
-	free(v->filep);
-	free(v->frames);
-	free(v->framep);
-	free(v->stacks);
-	free(v->stackp);
-	free(v->res);
-	free(v->resp);
-	free(v->samples);
-	free(v->samplep);
-	free(v->ids);
-}
-
-static int expand(struct sess *s, const Ember__Ingest__V1__SessionBatch *m, struct v1 *v,
-		  struct buf *err)
-{
-	size_t n = m->n_sample_nodes;
+	Ember__Ingest__V1__Batch meta = EMBER__INGEST__V1__BATCH__INIT;
+	meta.agent_instance = m->agent_instance;
+	meta.sequence = m->sequence;
+	meta.project = m->project;
+	meta.start_unix_ms = m->start_unix_ms;
+	meta.end_unix_ms = m->end_unix_ms;
+	meta.sample_rate_hz = m->sample_rate_hz;
+	meta.host_cpus = m->host_cpus;
+	if (batch_validate_meta(&meta, err) < 0)
+		return -1;
 	uint64_t node = 0;
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < m->n_sample_nodes; i++) {
 		int kind = m->n_sample_kinds ? (int)m->sample_kinds[i] : EMBER__INGEST__V1__EVENT_KIND__ON_CPU;
 		node += m->sample_nodes[i];
-		if (node >= s->nnodes || m->sample_resources[i] >= s->res.n) {
+		if (node >= UINT32_MAX || !defined(s, T_STACK, node) ||
+		    !defined(s, T_RES, m->sample_resources[i])) {
 			buf_printf(err, "samples[%zu]: node or resource not defined in the session", i);
 			return -1;
 		}
@@ -492,144 +592,430 @@ static int expand(struct sess *s, const Ember__Ingest__V1__SessionBatch *m, stru
 			return -1;
 		}
 	}
-	if (s->ns == 0) {
-		buf_puts(err, "strings: the session has none");
-		return -1;
-	}
-	begin_marks(s);
-	struct expand x = { .s = s };
-	use(&x, T_STR, 0); /* version 1 batches start with "" */
-	v->samples = xcalloc(n + 1, sizeof(*v->samples));
-	v->samplep = xmalloc((n + 1) * sizeof(*v->samplep));
-	node = 0;
-	for (size_t i = 0; i < n; i++) {
-		Ember__Ingest__V1__Sample *sm = &v->samples[i];
-		ember__ingest__v1__sample__init(sm);
-		node += m->sample_nodes[i];
-		sm->stack = use(&x, T_STACK, (uint32_t)node);
-		sm->resource = use(&x, T_RES, m->sample_resources[i]);
-		sm->kind = m->n_sample_kinds ? m->sample_kinds[i] : EMBER__INGEST__V1__EVENT_KIND__ON_CPU;
-		sm->value = m->sample_values[i];
-		v->samplep[i] = sm;
-	}
-	size_t nids = 0;
-	for (size_t i = 0; i < x.l[T_STACK].n; i++) {
-		for (uint32_t nd = x.l[T_STACK].v[i] + 1; nd; nd = s->node_parent[nd - 1])
-			use(&x, T_FRAME, s->node_frame[nd - 1]);
-		nids += s->node_depth[x.l[T_STACK].v[i]];
-	}
-	for (size_t i = 0; i < x.l[T_RES].n; i++) {
-		uint32_t r = x.l[T_RES].v[i];
-		for (uint32_t j = s->res.off[r]; j < s->res.off[r + 1]; j++)
-			use(&x, T_STR, s->res.ids[j]);
-		nids += s->res.off[r + 1] - s->res.off[r];
-	}
-	for (size_t i = 0; i < x.l[T_FRAME].n; i++) {
-		const struct sframe *f = &s->frames[x.l[T_FRAME].v[i]];
-		if (f->file)
-			use(&x, T_FILE, f->file - 1);
-		use(&x, T_STR, f->name);
-		use(&x, T_STR, f->binary);
-	}
-	for (size_t i = 0; i < x.l[T_FILE].n; i++)
-		use(&x, T_STR, s->files[x.l[T_FILE].v[i]].name);
+	return 0;
+}
 
-	/* Now the tables, in batch order. */
-	Ember__Ingest__V1__Batch *b = &v->b;
-	ember__ingest__v1__batch__init(b);
-	b->agent_instance = m->agent_instance;
-	b->sequence = m->sequence;
-	b->project = m->project;
-	b->start_unix_ms = m->start_unix_ms;
-	b->end_unix_ms = m->end_unix_ms;
-	b->sample_rate_hz = m->sample_rate_hz;
-	b->host_cpus = m->host_cpus;
-	b->n_samples = n;
-	b->samples = v->samplep;
+/* --- the log record: what the batch needs that its log file lacks ------------- */
 
-	const struct idlist *l = &x.l[T_STR];
-	v->strings = xmalloc((l->n + 1) * sizeof(char *));
+/* Session ids to carry, per table. */
+struct idlist {
+	uint32_t *v;
+	size_t n, cap;
+};
+
+struct carry {
+	struct sess *s;
+	uint32_t gen;
+	struct idlist l[T_COUNT];
+};
+
+/* Marks entry id of table t as in this generation's log; true when it was
+ * not (the caller then carries it). */
+static bool take(struct carry *c, int t, uint32_t id)
+{
+	if (c->s->logged[t][id] == c->gen)
+		return false;
+	c->s->logged[t][id] = c->gen;
+	struct idlist *l = &c->l[t];
+	xgrow((void **)&l->v, &l->cap, l->n + 1, sizeof(uint32_t));
+	l->v[l->n++] = id;
+	return true;
+}
+
+/* A node and its ancestors up to the first one already logged. */
+static void take_node(struct carry *c, uint32_t node)
+{
+	for (uint32_t n = node + 1; n && take(c, T_STACK, n - 1); n = c->s->node_parent[n - 1])
+		;
+}
+
+static void take_frame_refs(struct carry *c, const struct sframe *f)
+{
+	if (f->file)
+		take(c, T_FILE, f->file - 1);
+	take(c, T_STR, f->name);
+	take(c, T_STR, f->binary);
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The SessionCarry of c's lists, packed. */
+static void pack_carry(struct carry *c, struct buf *out)
+{
+	struct sess *s = c->s;
+	Ember__Ingest__V1__SessionCarry m = EMBER__INGEST__V1__SESSION_CARRY__INIT;
+	const struct idlist *l = &c->l[T_STR];
+	char **strings = xmalloc((l->n + 1) * sizeof(char *));
 	for (size_t i = 0; i < l->n; i++)
-		v->strings[i] = s->sbytes.data + s->soff[l->v[i]];
-	b->n_strings = l->n;
-	b->strings = v->strings;
+		strings[i] = s->sbytes.data + s->soff[l->v[i]];
+	m.string_ids = l->v;
+	m.n_string_ids = m.n_strings = l->n;
+	m.strings = strings;
 
-	l = &x.l[T_FILE];
-	v->files = xcalloc(l->n + 1, sizeof(*v->files));
-	v->filep = xmalloc((l->n + 1) * sizeof(*v->filep));
+	l = &c->l[T_FILE];
+	Ember__Ingest__V1__File *files = xcalloc(l->n + 1, sizeof(*files));
+	Ember__Ingest__V1__File **filep = xmalloc((l->n + 1) * sizeof(*filep));
 	for (size_t i = 0; i < l->n; i++) {
 		struct sfile *sf = &s->files[l->v[i]];
-		Ember__Ingest__V1__File *f = &v->files[i];
+		Ember__Ingest__V1__File *f = &files[i];
 		ember__ingest__v1__file__init(f);
 		f->file_id.data = sf->id;
 		f->file_id.len = FILE_ID_LEN;
-		f->name = (uint32_t)s->mark[T_STR][sf->name];
+		f->name = sf->name;
 		f->build_id.data = sf->build_id;
 		f->build_id.len = sf->build_id_len;
 		f->exec_segments = sf->segs;
 		f->n_exec_segments = (size_t)sf->nsegs * 3;
-		v->filep[i] = f;
+		filep[i] = f;
 	}
-	b->n_files = l->n;
-	b->files = v->filep;
+	m.file_ids = l->v;
+	m.n_file_ids = m.n_files = l->n;
+	m.files = filep;
 
-	l = &x.l[T_FRAME];
-	v->frames = xcalloc(l->n + 1, sizeof(*v->frames));
-	v->framep = xmalloc((l->n + 1) * sizeof(*v->framep));
+	l = &c->l[T_FRAME];
+	size_t nf = l->n;
+	uint32_t *u32 = xmalloc((3 * nf + 2 * c->l[T_STACK].n + 1) * sizeof(uint32_t));
+	uint64_t *addr = xmalloc((nf + 1) * sizeof(uint64_t));
+	Ember__Ingest__V1__FrameType *types = xmalloc((nf + 1) * sizeof(*types));
+	for (size_t i = 0; i < nf; i++) {
+		const struct sframe *f = &s->frames[l->v[i]];
+		types[i] = (Ember__Ingest__V1__FrameType)f->type;
+		u32[i] = f->file;
+		addr[i] = f->address;
+		u32[nf + i] = f->name;
+		u32[2 * nf + i] = f->binary;
+	}
+	m.frame_ids = l->v;
+	m.n_frame_ids = m.n_frame_types = m.n_frame_files = m.n_frame_addresses = m.n_frame_names =
+		m.n_frame_binaries = nf;
+	m.frame_types = types;
+	m.frame_files = u32;
+	m.frame_addresses = addr;
+	m.frame_names = u32 + nf;
+	m.frame_binaries = u32 + 2 * nf;
+
+	l = &c->l[T_STACK];
+	if (l->n > 1)
+		qsort(l->v, l->n, sizeof(uint32_t), cmp_u32); /* parents first */
+	uint32_t *np = u32 + 3 * nf, *nfr = np + l->n;
 	for (size_t i = 0; i < l->n; i++) {
-		const struct sframe *sf = &s->frames[l->v[i]];
-		Ember__Ingest__V1__Frame *f = &v->frames[i];
-		ember__ingest__v1__frame__init(f);
-		f->type = (Ember__Ingest__V1__FrameType)sf->type;
-		f->file = sf->file ? (uint32_t)s->mark[T_FILE][sf->file - 1] + 1 : 0;
-		f->address = sf->address;
-		f->name = (uint32_t)s->mark[T_STR][sf->name];
-		f->binary = (uint32_t)s->mark[T_STR][sf->binary];
-		v->framep[i] = f;
+		np[i] = s->node_parent[l->v[i]];
+		nfr[i] = s->node_frame[l->v[i]];
 	}
-	b->n_frames = l->n;
-	b->frames = v->framep;
+	m.node_ids = l->v;
+	m.n_node_ids = m.n_node_parents = m.n_node_frames = l->n;
+	m.node_parents = np;
+	m.node_frames = nfr;
 
-	v->ids = xmalloc((nids + 1) * sizeof(uint32_t));
-	uint32_t *ids = v->ids;
-	l = &x.l[T_STACK];
-	v->stacks = xcalloc(l->n + 1, sizeof(*v->stacks));
-	v->stackp = xmalloc((l->n + 1) * sizeof(*v->stackp));
-	for (size_t i = 0; i < l->n; i++) {
-		Ember__Ingest__V1__Stack *o = &v->stacks[i];
-		ember__ingest__v1__stack__init(o);
-		o->frames = ids;
-		o->n_frames = s->node_depth[l->v[i]];
-		/* From the leaf up, written from the end: outermost first. */
-		size_t k = o->n_frames;
-		for (uint32_t nd = l->v[i] + 1; nd; nd = s->node_parent[nd - 1])
-			o->frames[--k] = (uint32_t)s->mark[T_FRAME][s->node_frame[nd - 1]];
-		ids += o->n_frames;
-		v->stackp[i] = o;
-	}
-	b->n_stacks = l->n;
-	b->stacks = v->stackp;
-
-	l = &x.l[T_RES];
-	v->res = xcalloc(l->n + 1, sizeof(*v->res));
-	v->resp = xmalloc((l->n + 1) * sizeof(*v->resp));
+	l = &c->l[T_RES];
+	size_t nattr = 0;
+	for (size_t i = 0; i < l->n; i++)
+		nattr += s->res.len[l->v[i]];
+	uint32_t *rlen = xmalloc((l->n + 1) * sizeof(uint32_t));
+	uint32_t *rattr = xmalloc((nattr + 1) * sizeof(uint32_t));
+	nattr = 0;
 	for (size_t i = 0; i < l->n; i++) {
 		uint32_t r = l->v[i];
-		Ember__Ingest__V1__Resource *o = &v->res[i];
-		ember__ingest__v1__resource__init(o);
-		o->attributes = ids;
-		for (uint32_t j = s->res.off[r]; j < s->res.off[r + 1]; j++)
-			*ids++ = (uint32_t)s->mark[T_STR][s->res.ids[j]];
-		o->n_attributes = (size_t)(ids - o->attributes);
-		v->resp[i] = o;
+		rlen[i] = s->res.len[r];
+		memcpy(rattr + nattr, s->res.ids + s->res.start[r], rlen[i] * sizeof(uint32_t));
+		nattr += rlen[i];
 	}
-	b->n_resources = l->n;
-	b->resources = v->resp;
+	m.resource_ids = l->v;
+	m.n_resource_ids = m.n_resource_lengths = l->n;
+	m.resource_lengths = rlen;
+	m.n_resource_attributes = nattr;
+	m.resource_attributes = rattr;
+
+	size_t len = ember__ingest__v1__session_carry__get_packed_size(&m);
+	buf_reserve(out, out->len + len + 1);
+	ember__ingest__v1__session_carry__pack(&m, (uint8_t *)out->data + out->len);
+	out->len += len;
+	free(strings);
+	free(files);
+	free(filep);
+	free(u32);
+	free(addr);
+	free(types);
+	free(rlen);
+	free(rattr);
+}
+
+/* The entry sessions_ingest gives the store for one batch. */
+struct v2_entry {
+	struct sess *s;
+	const Ember__Ingest__V1__SessionBatch *m;
+	const void *zbody;
+	size_t zlen;
+	struct store_entry e;
+};
+
+/* record(): u32 length of the zstd SessionCarry (0: none), the carry, and
+ * then the batch as received. Everything the batch uses that was defined
+ * before it and is not yet in this generation's log is carried. */
+static int v2_record(void *ctx, uint64_t gen, struct buf *head, const void **body, size_t *blen,
+		     struct buf *err)
+{
+	struct v2_entry *v = ctx;
+	struct sess *s = v->s;
+	const Ember__Ingest__V1__SessionBatch *m = v->m;
+	struct carry c = { .s = s, .gen = (uint32_t)gen };
 	for (int t = 0; t < T_COUNT; t++)
-		free(x.l[t].v);
-	/* The tables are valid by construction: every id was checked when
-	 * it was defined. */
-	return batch_validate_meta(b, err);
+		grow_zero((void **)&s->logged[t], &s->caplogged[t], table_size(s, t) + 1,
+			  sizeof(uint32_t));
+	/* The batch's own definitions are in its body. */
+	size_t base[T_COUNT] = { m->strings_base, m->files_base, m->frames_base, m->nodes_base,
+				 m->resources_base };
+	for (int t = 0; t < T_COUNT; t++)
+		for (size_t id = base[t]; id < table_size(s, t); id++)
+			s->logged[t][id] = c.gen;
+	/* What its samples and its definitions refer to. */
+	uint64_t node = 0;
+	for (size_t i = 0; i < m->n_sample_nodes; i++) {
+		node += m->sample_nodes[i];
+		take_node(&c, (uint32_t)node);
+		take(&c, T_RES, m->sample_resources[i]);
+	}
+	for (size_t i = 0; i < m->n_node_parents; i++)
+		if (m->node_parents[i])
+			take_node(&c, m->node_parents[i] - 1);
+	for (size_t i = 0; i < c.l[T_STACK].n; i++)
+		take(&c, T_FRAME, s->node_frame[c.l[T_STACK].v[i]]);
+	for (size_t i = 0; i < m->n_node_frames; i++)
+		take(&c, T_FRAME, m->node_frames[i]);
+	for (size_t i = 0; i < c.l[T_FRAME].n; i++)
+		take_frame_refs(&c, &s->frames[c.l[T_FRAME].v[i]]);
+	for (size_t i = 0; i < m->n_frame_types; i++)
+		take_frame_refs(&c, &s->frames[m->frames_base + i]);
+	for (size_t i = 0; i < c.l[T_FILE].n; i++)
+		take(&c, T_STR, s->files[c.l[T_FILE].v[i]].name);
+	for (size_t i = 0; i < m->n_files; i++)
+		take(&c, T_STR, m->files[i]->name);
+	for (size_t i = 0; i < c.l[T_RES].n; i++) {
+		uint32_t r = c.l[T_RES].v[i];
+		for (uint32_t j = 0; j < s->res.len[r]; j++)
+			take(&c, T_STR, s->res.ids[s->res.start[r] + j]);
+	}
+	for (size_t i = 0; i < m->n_resource_attributes; i++)
+		take(&c, T_STR, m->resource_attributes[i]);
+
+	size_t at = head->len, n = 0;
+	uint32_t zl = 0;
+	buf_append(head, &zl, 4);
+	for (int t = 0; t < T_COUNT; t++)
+		n += c.l[t].n;
+	int rc = 0;
+	if (n) {
+		struct buf raw = { 0 };
+		pack_carry(&c, &raw);
+		rc = zstd_compress_buf(raw.data, raw.len, 1, head);
+		buf_free(&raw);
+		if (rc < 0 || head->len - at - 4 > BATCH_MAX_COMPRESSED) {
+			buf_puts(err, "compressing the session's definitions for the log failed");
+			rc = -1;
+		}
+		zl = (uint32_t)(head->len - at - 4);
+		memcpy(head->data + at, &zl, 4);
+	}
+	for (int t = 0; t < T_COUNT; t++)
+		free(c.l[t].v);
+	*body = v->zbody;
+	*blen = v->zlen;
+	return rc;
+}
+
+/* failed(): the record was cut off the log, so what it logged is not in
+ * the log: every entry counts as unlogged again (rare: a failed write or
+ * sync). */
+static void v2_failed(void *ctx)
+{
+	struct v2_entry *v = ctx;
+	for (int t = 0; t < T_COUNT; t++)
+		if (v->s->logged[t])
+			memset(v->s->logged[t], 0, v->s->caplogged[t] * sizeof(uint32_t));
+}
+
+/* --- indexing: session ids to the head part's ids ------------------------------ */
+
+#define MAP_FAIL UINT32_MAX
+
+struct mapper {
+	struct sess *s;
+	struct part *p;
+	uint32_t gen;    /* the part's dict_id: what pm entries are valid for */
+	uint32_t *chain; /* a stack's part frame ids, outermost first */
+	size_t capchain;
+};
+
+static uint32_t map_string(struct mapper *x, int t, uint32_t id)
+{
+	uint64_t *e = &x->s->pm[t][id];
+	if (*e >> 32 == x->gen)
+		return (uint32_t)*e;
+	if (!defined(x->s, T_STR, id))
+		return MAP_FAIL;
+	const char *str = x->s->sbytes.data + x->s->soff[id];
+	uint32_t pid = strtab_intern(t == T_LSTR ? &x->p->lstr : &x->p->sstr, str, strlen(str));
+	*e = (uint64_t)x->gen << 32 | pid;
+	return pid;
+}
+
+static uint32_t map_file(struct mapper *x, uint32_t id)
+{
+	uint64_t *e = &x->s->pm[T_FILE][id];
+	if (*e >> 32 == x->gen)
+		return (uint32_t)*e;
+	if (!defined(x->s, T_FILE, id))
+		return MAP_FAIL;
+	const struct sfile *f = &x->s->files[id];
+	struct store_file sf = { .name = map_string(x, T_STR, f->name) };
+	if (sf.name == MAP_FAIL)
+		return MAP_FAIL;
+	memcpy(sf.id.b, f->id, FILE_ID_LEN);
+	memcpy(sf.build_id, f->build_id, f->build_id_len);
+	sf.build_id_len = f->build_id_len;
+	sf.nsegs = MIN(f->nsegs, STORE_FILE_SEGMENTS);
+	memcpy(sf.segs, f->segs, (size_t)sf.nsegs * 3 * sizeof(uint64_t));
+	uint32_t pid = part_file(x->p, &sf);
+	*e = (uint64_t)x->gen << 32 | pid;
+	return pid;
+}
+
+static uint32_t map_frame(struct mapper *x, uint32_t id)
+{
+	uint64_t *e = &x->s->pm[T_FRAME][id];
+	if (*e >> 32 == x->gen)
+		return (uint32_t)*e;
+	if (!defined(x->s, T_FRAME, id))
+		return MAP_FAIL;
+	const struct sframe *f = &x->s->frames[id];
+	struct store_frame sf = { .type = f->type, .address = f->address };
+	uint32_t file = f->file ? map_file(x, f->file - 1) : 0;
+	sf.name = f->name ? map_string(x, T_STR, f->name) : 0;
+	sf.binary = f->binary ? map_string(x, T_STR, f->binary) : 0;
+	if (file == MAP_FAIL || sf.name == MAP_FAIL || sf.binary == MAP_FAIL)
+		return MAP_FAIL;
+	sf.file = f->file ? file + 1 : 0;
+	uint32_t pid = part_frame(x->p, &sf);
+	*e = (uint64_t)x->gen << 32 | pid;
+	return pid;
+}
+
+/* The part's stack (leaf node) of session node id: one lookup of its
+ * content hash when any session put it in this head before, so an agent's
+ * stack costs the head one lookup however many agents send it; else by
+ * its frames (part_stack_id), and noted by its content hash. Only the
+ * nodes samples name are kept in pm. */
+static uint32_t map_node(struct mapper *x, uint32_t id)
+{
+	uint64_t *e = &x->s->pm[T_STACK][id];
+	if (*e >> 32 == x->gen)
+		return (uint32_t)*e;
+	if (!defined(x->s, T_STACK, id))
+		return MAP_FAIL;
+	uint64_t lo = x->s->node_h[2 * (size_t)id], hi = x->s->node_h[2 * (size_t)id + 1];
+	uint32_t leaf = part_stack_by_hash(x->p, lo, hi);
+	if (leaf != UINT32_MAX) {
+		*e = (uint64_t)x->gen << 32 | leaf;
+		return leaf;
+	}
+	size_t n = 0;
+	for (uint32_t nd = id + 1; nd; nd = x->s->node_parent[nd - 1]) {
+		if (!defined(x->s, T_STACK, nd - 1) || n == BATCH_MAX_STACK_DEPTH)
+			return MAP_FAIL;
+		n++;
+	}
+	xgrow((void **)&x->chain, &x->capchain, n + 1, sizeof(uint32_t));
+	size_t k = n;
+	for (uint32_t nd = id + 1; nd; nd = x->s->node_parent[nd - 1])
+		if ((x->chain[--k] = map_frame(x, x->s->node_frame[nd - 1])) == MAP_FAIL)
+			return MAP_FAIL;
+	leaf = part_stack_id(x->p, x->chain, n);
+	part_stack_note_hash(x->p, lo, hi, leaf);
+	*e = (uint64_t)x->gen << 32 | leaf;
+	return leaf;
+}
+
+/* The part's label set of session resource id. */
+static uint32_t map_resource(struct mapper *x, uint32_t id, uint32_t host_cpus)
+{
+	uint64_t *e = &x->s->pm[T_RES][id];
+	if (*e >> 32 == x->gen)
+		return (uint32_t)*e;
+	if (!defined(x->s, T_RES, id))
+		return MAP_FAIL;
+	uint32_t kv[2 * BATCH_MAX_ATTRIBUTES];
+	uint32_t n = MIN(x->s->res.len[id], 2 * BATCH_MAX_ATTRIBUTES);
+	const uint32_t *ids = x->s->res.ids + x->s->res.start[id];
+	for (uint32_t j = 0; j < n; j++)
+		if ((kv[j] = map_string(x, T_LSTR, ids[j])) == MAP_FAIL)
+			return MAP_FAIL;
+	size_t pairs = part_canonical_labels(kv, n / 2);
+	uint32_t labels = part_labels(x->p, kv, pairs);
+	uint32_t host_key = strtab_lookup(&x->p->lstr, "host.name", 9);
+	for (size_t j = 0; host_cpus && j < pairs; j++)
+		if (kv[2 * j] == host_key)
+			part_note_host(x->p, kv[2 * j + 1], host_cpus);
+	*e = (uint64_t)x->gen << 32 | labels;
+	return labels;
+}
+
+/* Adds m's samples to p, the head of generation gen. Every entry is
+ * mapped first; only when all resolve are rows added (a replayed record
+ * that does not resolve adds nothing). */
+static int index_batch(struct sess *s, const Ember__Ingest__V1__SessionBatch *m,
+		       const char *project_id, struct part *p, uint32_t gen)
+{
+	for (int t = 0; t < T_MAPS; t++)
+		grow_zero((void **)&s->pm[t], &s->cappm[t], table_size(s, t == T_LSTR ? T_STR : t) + 1,
+			  sizeof(uint64_t));
+	grow_zero((void **)&s->series, &s->capseries, (s->res.n + 1) * 4, sizeof(*s->series));
+	/* Dictionary ids stay valid while the head's dictionaries do (a new
+	 * head may start with the old one's: part.h dict_id); series are the
+	 * head's own. */
+	struct mapper x = { .s = s, .p = p, .gen = (uint32_t)p->dict_id };
+	size_t n = m->n_sample_nodes;
+	uint32_t *stack = xmalloc((2 * n + 1) * sizeof(uint32_t)), *series = stack + n;
+	uint32_t project = strtab_intern_cstr(&p->lstr, project_id);
+	uint16_t hz = (uint16_t)MIN(m->sample_rate_hz, 65535u);
+	uint64_t node = 0;
+	int rc = 0;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		node += m->sample_nodes[i];
+		uint32_t r = m->sample_resources[i];
+		int kind = m->n_sample_kinds ? (int)m->sample_kinds[i] : EMBER__INGEST__V1__EVENT_KIND__ON_CPU;
+		stack[i] = map_node(&x, (uint32_t)node);
+		uint32_t labels = map_resource(&x, r, m->host_cpus);
+		if (stack[i] == MAP_FAIL || labels == MAP_FAIL) {
+			rc = -1;
+			break;
+		}
+		struct sseries *se = &s->series[(size_t)r * 4 + (unsigned)(kind - 1) % 4];
+		if (se->gen != gen || se->hz != hz) {
+			se->series = part_series_id(p, project, (uint8_t)kind, hz, labels);
+			se->gen = gen;
+			se->hz = hz;
+		}
+		series[i] = se->series;
+	}
+	if (rc == 0) {
+		for (size_t i = 0; i < n; i++)
+			part_add_row(p, series[i], m->start_unix_ms, stack[i], m->sample_values[i]);
+		if (m->agent_instance[0])
+			part_note_agent(p, strtab_intern_cstr(&p->lstr, m->agent_instance), m->sequence);
+	}
+	free(stack);
+	free(x.chain);
+	return rc;
+}
+
+static int v2_index(void *ctx, struct part *head, uint64_t gen)
+{
+	struct v2_entry *v = ctx;
+	return index_batch(v->s, v->m, v->e.project, head, (uint32_t)gen);
 }
 
 /* --- one batch ------------------------------------------------------------------ */
@@ -683,8 +1069,9 @@ static void release(struct sessions *ss, struct sess *s, int64_t now_ms)
 	pthread_mutex_unlock(&ss->mu);
 }
 
-int sessions_ingest(struct sessions *ss, const Ember__Ingest__V1__SessionBatch *m, int64_t now_ms,
-		    session_store_fn store, void *ctx, struct buf *err)
+int sessions_ingest(struct sessions *ss, const Ember__Ingest__V1__SessionBatch *m,
+		    const void *zbody, size_t zlen, int64_t now_ms, session_store_fn store, void *ctx,
+		    struct buf *err)
 {
 	if (check_shape(m, err) < 0)
 		return SESSION_INVALID;
@@ -706,16 +1093,24 @@ int sessions_ingest(struct sessions *ss, const Ember__Ingest__V1__SessionBatch *
 		buf_printf(err, "session %s is out of step (a batch was lost): start a new one",
 			   s->id);
 		rc = SESSION_RESYNC;
-	} else if (append_definitions(s, m, err) < 0) {
+	} else if (define_batch(s, m, err) < 0 || check_samples(s, m, err) < 0) {
+		rc = SESSION_INVALID;
+	} else if (s->ns == 0) {
+		buf_puts(err, "strings: the session has none");
 		rc = SESSION_INVALID;
 	} else if (sess_bytes(s) > ss->max_session_bytes) {
 		buf_printf(err, "session %s holds more than %zu MiB: start a new one", s->id,
 			   ss->max_session_bytes >> 20);
 		rc = SESSION_RESYNC;
 	} else {
-		struct v1 v = { 0 };
-		rc = expand(s, m, &v, err) < 0 ? SESSION_INVALID : store(ctx, &v.b);
-		v1_free(&v);
+		struct v2_entry v = { .s = s, .m = m, .zbody = zbody, .zlen = zlen };
+		v.e = (struct store_entry){
+			.agent_instance = m->agent_instance, .sequence = m->sequence,
+			.start_unix_ms = m->start_unix_ms, .record_type = STORE_RECORD_SESSION,
+			.record = v2_record, .index = v2_index,
+			.failed = v2_failed, .ctx = &v,
+		};
+		rc = store(ctx, m->project, &v.e);
 	}
 	if (rc == 0 || rc == 1) {
 		s->last_seq = m->sequence;
@@ -730,5 +1125,128 @@ int sessions_ingest(struct sessions *ss, const Ember__Ingest__V1__SessionBatch *
 	s->last_used_ms = now_ms;
 	pthread_mutex_unlock(&s->mu);
 	release(ss, s, now_ms);
+	return rc;
+}
+
+/* --- replaying log records ------------------------------------------------------- */
+
+struct session_replay {
+	struct sessions *ss;
+};
+
+struct session_replay *session_replay_new(void)
+{
+	struct session_replay *r = xcalloc(1, sizeof(*r));
+	r->ss = sessions_new(SIZE_MAX, SIZE_MAX, INT64_MAX);
+	return r;
+}
+
+void session_replay_free(struct session_replay *r)
+{
+	if (!r)
+		return;
+	sessions_free(r->ss);
+	free(r);
+}
+
+/* Sets the carried definitions (each entry's references must be defined
+ * before it: the record lists strings, files, frames, nodes ascending,
+ * resources). */
+static int define_carry(struct sess *s, const Ember__Ingest__V1__SessionCarry *c, struct buf *err)
+{
+	size_t nf = c->n_frame_ids;
+	if (c->n_strings != c->n_string_ids || c->n_files != c->n_file_ids ||
+	    c->n_frame_types != nf || c->n_frame_files != nf || c->n_frame_addresses != nf ||
+	    c->n_frame_names != nf || c->n_frame_binaries != nf ||
+	    c->n_node_parents != c->n_node_ids || c->n_node_frames != c->n_node_ids ||
+	    c->n_resource_lengths != c->n_resource_ids) {
+		buf_puts(err, "carried definitions: arrays differ in length");
+		return -1;
+	}
+	for (size_t i = 0; i < c->n_string_ids; i++) {
+		if (c->string_ids[i] >= MAX_TABLE || def_string(s, c->string_ids[i], c->strings[i], err) < 0)
+			return -1;
+		replay_mark(s, T_STR, c->string_ids[i]);
+	}
+	for (size_t i = 0; i < c->n_file_ids; i++) {
+		if (c->file_ids[i] >= MAX_TABLE || def_file(s, c->file_ids[i], c->files[i], err) < 0)
+			return -1;
+		replay_mark(s, T_FILE, c->file_ids[i]);
+	}
+	for (size_t i = 0; i < nf; i++) {
+		if (c->frame_ids[i] >= MAX_TABLE ||
+		    def_frame(s, c->frame_ids[i], (int)c->frame_types[i], c->frame_files[i],
+			      c->frame_addresses[i], c->frame_names[i], c->frame_binaries[i], err) < 0)
+			return -1;
+		replay_mark(s, T_FRAME, c->frame_ids[i]);
+	}
+	for (size_t i = 0; i < c->n_node_ids; i++) {
+		if (c->node_ids[i] >= MAX_TABLE ||
+		    def_node(s, c->node_ids[i], c->node_parents[i], c->node_frames[i], err) < 0)
+			return -1;
+		replay_mark(s, T_STACK, c->node_ids[i]);
+	}
+	const uint32_t *ids = c->resource_attributes;
+	size_t left = c->n_resource_attributes;
+	for (size_t i = 0; i < c->n_resource_ids; i++) {
+		if (c->resource_ids[i] >= MAX_TABLE || c->resource_lengths[i] > left ||
+		    def_resource(s, c->resource_ids[i], ids, c->resource_lengths[i], err) < 0)
+			return -1;
+		replay_mark(s, T_RES, c->resource_ids[i]);
+		ids += c->resource_lengths[i];
+		left -= c->resource_lengths[i];
+	}
+	return 0;
+}
+
+int session_replay_record(struct session_replay *r, const char *project_id, const uint8_t *p,
+			  size_t len, struct part *head, char agent[65], uint64_t *seq)
+{
+	struct buf err = { 0 };
+	uint32_t zl;
+	if (len < 4)
+		return -1;
+	memcpy(&zl, p, 4);
+	if (zl > len - 4)
+		return -1;
+	Ember__Ingest__V1__SessionCarry *c = NULL;
+	if (zl && !(c = session_carry_decode(p + 4, zl, &err))) {
+		buf_free(&err);
+		return -1;
+	}
+	Ember__Ingest__V1__SessionBatch *m = session_batch_decode(p + 4 + zl, len - 4 - zl, &err);
+	int rc = -1;
+	if (m && check_shape(m, &err) == 0) {
+		struct sessions *ss = r->ss;
+		pthread_mutex_lock(&ss->mu);
+		uint32_t i = find(ss, m->session);
+		struct sess *s;
+		if (i != UINT32_MAX) {
+			s = ss->v[i];
+		} else {
+			s = xcalloc(1, sizeof(*s));
+			snprintf(s->id, sizeof(s->id), "%s", m->session);
+			pthread_mutex_init(&s->mu, NULL);
+			for (int t = 0; t < T_COUNT; t++)
+				grow_zero((void **)&s->defined[t], &s->capdefined[t], 1, 1);
+			xgrow((void **)&ss->v, &ss->cap, ss->n + 1, sizeof(*ss->v));
+			ss->v[ss->n] = s;
+			hmap_insert(&ss->index, hash_bytes(s->id, strlen(s->id)), (uint32_t)ss->n);
+			ss->n++;
+		}
+		pthread_mutex_unlock(&ss->mu);
+		if ((!c || define_carry(s, c, &err) == 0) && define_batch(s, m, &err) == 0 &&
+		    check_samples(s, m, &err) == 0 &&
+		    index_batch(s, m, project_id, head, 1) == 0) {
+			snprintf(agent, 65, "%s", m->agent_instance);
+			*seq = m->sequence;
+			rc = 0;
+		}
+	}
+	if (m)
+		session_batch_free(m);
+	if (c)
+		session_carry_free(c);
+	buf_free(&err);
 	return rc;
 }

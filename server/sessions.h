@@ -5,12 +5,20 @@
  * sessions_ingest() takes one decoded SessionBatch: it finds (or, for a
  * session's first batch, creates) the session, checks that the batch
  * continues it (each table's base equals what the session holds), appends
- * the batch's definitions after validating every id and length, and
- * expands the batch into a self-contained ember.ingest.v1.Batch holding
- * only what its samples reference, which it hands to the caller's store
- * function (the same path, write-ahead log and store as version 1). When
- * storing fails, the definitions are taken back, so the agent's retry of
- * the same batch fits again.
+ * the batch's definitions after validating every id and length, and gives
+ * the store an entry (store.h, struct store_entry) for it:
+ *
+ *   the log record   the batch exactly as received, after the session
+ *                    entries it uses that are not yet in the current log
+ *                    file (a SessionCarry), so every log file replays
+ *                    without the session: session_replay_record()
+ *   the index        session ids mapped to the head part's ids, kept per
+ *                    entry until the store seals its head, so an entry
+ *                    is looked up in the part once per head, not once per
+ *                    batch
+ *
+ * When storing fails, the definitions are taken back, so the agent's retry
+ * of the same batch fits again.
  *
  * Memory is bounded: a session may hold at most max_session_bytes, all
  * sessions together max_bytes (the least recently used are forgotten
@@ -27,6 +35,7 @@
 
 #include "buf.h"
 #include "ingest.pb-c.h"
+#include "store.h"
 
 /* sessions_ingest() results besides what the store function returns. */
 #define SESSION_INVALID (-100) /* malformed: answer 400 with err */
@@ -47,14 +56,29 @@ struct sessions;
 struct sessions *sessions_new(size_t max_bytes, size_t max_session_bytes, int64_t idle_ms);
 void sessions_free(struct sessions *ss);
 
-/* Stores an expanded batch; returns 0 (stored), 1 (a duplicate the store
- * already had) or a negative code of the caller's (not stored). */
-typedef int (*session_store_fn)(void *ctx, const Ember__Ingest__V1__Batch *b);
+/* Stores a batch: resolves the project name, sets e->project to its id
+ * and returns what store_append_entry() returns (0 stored, 1 a duplicate
+ * the store already had, or a negative code of the caller's: not stored). */
+typedef int (*session_store_fn)(void *ctx, const char *project_name, struct store_entry *e);
 
-/* Applies m (see above) at now_ms. Returns what store returned,
- * SESSION_SEEN, SESSION_INVALID or SESSION_RESYNC (err says why). */
-int sessions_ingest(struct sessions *ss, const Ember__Ingest__V1__SessionBatch *m, int64_t now_ms,
-		    session_store_fn store, void *ctx, struct buf *err);
+/* Applies m, decoded from zbody[0..zlen) (what the log keeps), at now_ms.
+ * Returns what store returned, SESSION_SEEN, SESSION_INVALID or
+ * SESSION_RESYNC (err says why). */
+int sessions_ingest(struct sessions *ss, const Ember__Ingest__V1__SessionBatch *m,
+		    const void *zbody, size_t zlen, int64_t now_ms, session_store_fn store, void *ctx,
+		    struct buf *err);
+
+/* Replaying the log at start: the sessions rebuilt from the records, in
+ * log order, whose definitions are sparse (only what the records carry). */
+struct session_replay;
+struct session_replay *session_replay_new(void);
+void session_replay_free(struct session_replay *r);
+/* Adds one STORE_RECORD_SESSION record's samples (p: after the project
+ * id) to head. Returns 0 with the batch's agent instance and sequence, or
+ * -1 when it does not decode or refers to what no earlier record of the
+ * replay defined (nothing is added). */
+int session_replay_record(struct session_replay *r, const char *project_id, const uint8_t *p,
+			  size_t len, struct part *head, char agent[65], uint64_t *seq);
 
 void sessions_get_stats(struct sessions *ss, struct sessions_stats *out);
 

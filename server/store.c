@@ -17,6 +17,7 @@
 #include "log.h"
 #include "merge.h"
 #include "part.h"
+#include "sessions.h"
 #include "strtab.h"
 #include "util.h"
 #include "wal.h"
@@ -42,8 +43,8 @@ struct sref {
 };
 
 struct commit {
-	const char *project;
-	const Ember__Ingest__V1__Batch *b;
+	const struct store_entry *e;
+	bool recorded; /* e->record() was called */
 	uint32_t agent;       /* index in the agent table, or UINT32_MAX */
 	uint64_t prev_seq;
 	int rc;
@@ -94,6 +95,7 @@ void store_config_default(struct store_config *c)
 		.head_max_age_ms = 60000,
 		.max_unflushed_rows = 16000000,
 		.cache_bytes = 1ull << 30,
+		.head_dict_bytes = 256ull << 20,
 		.compact_after = 8,
 		.background = true,
 		.time_window = true,
@@ -435,19 +437,40 @@ static int open_blocks(struct store *s, const uint64_t *wals, size_t nwals, stru
 struct replay_ctx {
 	struct store *s;
 	struct part *head;
+	struct session_replay *sessions;
 };
 
-/* A log record: u8 n, n bytes of project id, then the batch as received. */
+/* A log record (store.h: the record payloads). */
 static int replay_record(void *ctx, const uint8_t *p, size_t len)
 {
 	struct replay_ctx *rc = ctx;
+	uint8_t type = 0;
+	if (len >= 2 && p[0] == 0) {
+		type = p[1];
+		p += 2;
+		len -= 2;
+	}
 	if (len < 1 || p[0] == 0 || (size_t)p[0] + 1 > len)
 		return -1;
 	char project[256];
 	memcpy(project, p + 1, p[0]);
 	project[p[0]] = '\0';
+	const uint8_t *body = p + 1 + p[0];
+	size_t blen = len - 1 - p[0];
+	if (type == STORE_RECORD_SESSION) {
+		char agent[65];
+		uint64_t seq;
+		if (session_replay_record(rc->sessions, project, body, blen, rc->head, agent, &seq) < 0)
+			return -1;
+		if (agent[0])
+			note_agent(rc->s, agent, seq);
+		rc->s->stats.batches++;
+		return 0;
+	}
+	if (type != 0)
+		return -1;
 	struct buf err = { 0 };
-	Ember__Ingest__V1__Batch *b = batch_decode(p + 1 + p[0], len - 1 - p[0], &err);
+	Ember__Ingest__V1__Batch *b = batch_decode(body, blen, &err);
 	buf_free(&err);
 	if (!b)
 		return -1;
@@ -546,12 +569,13 @@ int store_open(const char *dir, const struct store_config *cfg, struct store **o
 	s->head = sref_new();
 	part_init(&s->head->part, 1);
 	s->head->loaded = true;
-	struct replay_ctx rc = { s, &s->head->part };
+	struct replay_ctx rc = { s, &s->head->part, session_replay_new() };
 	for (size_t i = 0; i < nwals; i++) {
 		struct wal_file w;
 		if (wal_open(s->wal_dir, wals[i], replay_record, &rc, &w,
 			     &s->stats.wal_skipped_records, err) < 0) {
 			free(wals);
+			session_replay_free(rc.sessions);
 			store_close(s);
 			return -1;
 		}
@@ -560,6 +584,7 @@ int store_open(const char *dir, const struct store_config *cfg, struct store **o
 		wal_close(&w);
 	}
 	free(wals);
+	session_replay_free(rc.sessions);
 	uint64_t gen = s->next_gen++;
 	if (wal_open(s->wal_dir, gen, noop_record, NULL, &s->wal, &s->stats.wal_skipped_records,
 		     err) < 0) {
@@ -634,21 +659,74 @@ static uint64_t unflushed_rows(struct store *s)
 	return n;
 }
 
+/* A version 1 batch: the record is the batch as received. */
+struct v1_entry {
+	const Ember__Ingest__V1__Batch *b;
+	const char *project;
+	const void *zbody;
+	size_t zlen;
+};
+
+static int v1_record(void *ctx, uint64_t gen, struct buf *head, const void **body, size_t *blen,
+		     struct buf *err)
+{
+	(void)gen;
+	(void)head;
+	(void)err;
+	const struct v1_entry *v = ctx;
+	*body = v->zbody;
+	*blen = v->zlen;
+	return 0;
+}
+
+static int v1_index(void *ctx, struct part *head, uint64_t gen)
+{
+	(void)gen;
+	const struct v1_entry *v = ctx;
+	part_add_batch(head, v->project, v->b);
+	return 0;
+}
+
 int store_append(struct store *s, const char *project_id, const Ember__Ingest__V1__Batch *b,
 		 const void *zbody, size_t zlen, struct buf *err)
 {
-	size_t plen = strlen(project_id);
-	if (plen == 0 || plen > 255 || zlen > BATCH_MAX_COMPRESSED) {
-		buf_puts(err, "invalid project id or batch size");
+	if (zlen > BATCH_MAX_COMPRESSED) {
+		buf_puts(err, "invalid batch size");
+		return -1;
+	}
+	struct v1_entry v = { b, project_id, zbody, zlen };
+	struct store_entry e = {
+		.project = project_id, .agent_instance = b->agent_instance, .sequence = b->sequence,
+		.start_unix_ms = b->start_unix_ms, .record = v1_record, .index = v1_index, .ctx = &v,
+	};
+	return store_append_entry(s, &e, err);
+}
+
+/* Cuts everything after the last good sync off the log and fails every
+ * append written since (under s->mu): nothing there was acknowledged. */
+static void fail_commit(struct store *s, struct commit *q)
+{
+	q->rc = -1;
+	if (q->agent != UINT32_MAX && s->agent_seq[q->agent] == q->e->sequence)
+		s->agent_seq[q->agent] = q->prev_seq;
+	if (q->recorded && q->e->failed)
+		q->e->failed(q->e->ctx);
+}
+
+int store_append_entry(struct store *s, const struct store_entry *e, struct buf *err)
+{
+	size_t plen = strlen(e->project);
+	if (plen == 0 || plen > 255) {
+		buf_puts(err, "invalid project id");
 		return -1;
 	}
 	if (s->cfg.time_window) {
 		int64_t now = now_unix_ms();
-		if ((int64_t)b->start_unix_ms < now - s->cfg.retention_ms ||
-		    (int64_t)b->start_unix_ms > now + 86400000) {
+		if (e->start_unix_ms < now - s->cfg.retention_ms ||
+		    e->start_unix_ms > now + 86400000) {
 			buf_printf(err, "the batch's time (%lld ms) lies outside what this server keeps "
 				   "(the last %lld days, up to a day ahead): check the agent's clock",
-				   (long long)b->start_unix_ms, (long long)(s->cfg.retention_ms / 86400000));
+				   (long long)e->start_unix_ms, (long long)(s->cfg.retention_ms / 86400000));
 			return -3;
 		}
 	}
@@ -663,27 +741,42 @@ int store_append(struct store *s, const char *project_id, const Ember__Ingest__V
 		buf_puts(err, "the store is behind writing blocks (disk full or slow?): retry later");
 		return -2;
 	}
-	struct commit c = { .project = project_id, .b = b, .agent = UINT32_MAX };
-	if (b->agent_instance[0]) {
-		uint32_t a = agent_index(s, b->agent_instance, true);
-		if (b->sequence <= s->agent_seq[a]) {
+	struct commit c = { .e = e, .agent = UINT32_MAX };
+	if (e->agent_instance && e->agent_instance[0]) {
+		uint32_t a = agent_index(s, e->agent_instance, true);
+		if (e->sequence <= s->agent_seq[a]) {
 			pthread_mutex_unlock(&s->mu);
 			return 1;
 		}
 		c.agent = a;
 		c.prev_seq = s->agent_seq[a];
-		s->agent_seq[a] = b->sequence;
+		s->agent_seq[a] = e->sequence;
 	}
-	uint8_t head[256];
-	head[0] = (uint8_t)plen;
-	memcpy(head + 1, project_id, plen);
-	if (wal_append(&s->wal, head, 1 + plen, zbody, zlen) < 0) {
-		buf_printf(err, "writing the log failed: %s", strerror(errno));
-		if (c.agent != UINT32_MAX)
-			s->agent_seq[c.agent] = c.prev_seq;
+	/* The record's head: the project prefix, then what record() adds. */
+	struct buf head = { 0 };
+	const void *body = NULL;
+	size_t blen = 0;
+	if (e->record_type) {
+		buf_putc(&head, 0);
+		buf_putc(&head, (char)e->record_type);
+	}
+	buf_putc(&head, (char)plen);
+	buf_append(&head, e->project, plen);
+	c.recorded = true;
+	if (e->record(e->ctx, s->wal.gen, &head, &body, &blen, err) < 0) {
+		fail_commit(s, &c);
 		pthread_mutex_unlock(&s->mu);
+		buf_free(&head);
 		return -1;
 	}
+	if (wal_append(&s->wal, head.data, head.len, body, blen) < 0) {
+		buf_printf(err, "writing the log failed: %s", strerror(errno));
+		fail_commit(s, &c);
+		pthread_mutex_unlock(&s->mu);
+		buf_free(&head);
+		return -1;
+	}
+	buf_free(&head);
 	*s->queue_tail = &c;
 	s->queue_tail = &c.next;
 	while (!c.done) {
@@ -696,18 +789,20 @@ int store_append(struct store *s, const char *project_id, const Ember__Ingest__V
 		struct commit *batch = s->queue;
 		s->queue = NULL;
 		s->queue_tail = &s->queue;
-		uint64_t target = s->wal.size;
+		uint64_t target = s->wal.size, gen = s->wal.gen;
 		int fd = s->wal.fd;
 		struct sref *hd = s->head;
 		pthread_mutex_unlock(&s->mu);
 		int rc = fdatasync(fd);
-		int e = errno;
+		int serr = errno;
 		uint64_t rows = 0, samples = 0, n = 0;
 		if (rc == 0) {
 			pthread_rwlock_wrlock(&hd->rw);
 			uint64_t r0 = hd->part.rows, s0 = hd->part.samples;
 			for (struct commit *q = batch; q; q = q->next, n++)
-				part_add_batch(&hd->part, q->project, q->b);
+				if (q->e->index(q->e->ctx, &hd->part, gen) < 0)
+					log_error("store: a batch of project %s could not be indexed",
+						  q->e->project);
 			rows = hd->part.rows - r0;
 			samples = hd->part.samples - s0;
 			pthread_rwlock_unlock(&hd->rw);
@@ -718,23 +813,21 @@ int store_append(struct store *s, const char *project_id, const Ember__Ingest__V
 		} else {
 			/* Nothing after the last good sync is acknowledged: cut it
 			 * off and fail every append written since, queued or not. */
-			log_error("store: syncing the log failed: %s", strerror(e));
+			log_error("store: syncing the log failed: %s", strerror(serr));
 			if (wal_truncate(&s->wal, s->wal_synced) < 0)
 				log_error("cannot roll back the log: %s", strerror(errno));
 			for (struct commit *q = s->queue; q; q = q->next) {
-				q->rc = -1;
+				fail_commit(s, q);
 				q->done = true;
-				if (q->agent != UINT32_MAX && s->agent_seq[q->agent] == q->b->sequence)
-					s->agent_seq[q->agent] = q->prev_seq;
 			}
 			s->queue = NULL;
 			s->queue_tail = &s->queue;
 		}
 		for (struct commit *q = batch; q; q = q->next) {
-			q->rc = rc == 0 ? 0 : -1;
-			if (rc != 0 && q->agent != UINT32_MAX &&
-			    s->agent_seq[q->agent] == q->b->sequence)
-				s->agent_seq[q->agent] = q->prev_seq;
+			if (rc == 0)
+				q->rc = 0;
+			else
+				fail_commit(s, q);
 		}
 		/* Mark done last: a follower may return (and free its commit)
 		 * as soon as it sees done. */
@@ -782,6 +875,11 @@ static int seal(struct store *s, struct buf *err)
 		} else {
 			struct sref *n = sref_new();
 			part_init(&n->part, 1);
+			/* What the agents send next is mostly what they sent: found
+			 * in the copied dictionaries, not added again; the
+			 * sessions' maps to its ids stay valid (same dict_id). */
+			if (part_dict_memory(&s->head->part) <= s->cfg.head_dict_bytes)
+				part_copy_dictionaries(&n->part, &s->head->part);
 			n->loaded = true;
 			n->wal_lo = n->wal_hi = gen;
 			pthread_mutex_lock(&s->list_mu);

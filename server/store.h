@@ -71,6 +71,8 @@ struct store_config {
 	int64_t head_max_age_ms;       /* ... or when its first row is this old */
 	uint64_t max_unflushed_rows;   /* beyond this many rows in memory, refuse ingest */
 	uint64_t cache_bytes;          /* block dictionaries kept in memory */
+	uint64_t head_dict_bytes;      /* a new head starts with the sealed head's dictionaries
+					* while they use at most this much (0: never) */
 	uint32_t compact_after;        /* merge a partition once it has this many blocks */
 	int64_t late_data_wait_ms;     /* a closed hour's new blocks wait this long for more
 					* late data before the hour is compacted again */
@@ -108,6 +110,43 @@ void store_close(struct store *s);
 int store_append(struct store *s, const char *project_id, const Ember__Ingest__V1__Batch *b,
 		 const void *zbody, size_t zlen, struct buf *err);
 
+/* A batch as the store appends it, whatever its wire format: the log
+ * record it becomes and how it is added to the head part. store_append()
+ * makes one of a version 1 batch; sessions.c makes one of a session
+ * batch, whose record carries the session definitions it needs.
+ *
+ * record() is called under the store's commit lock, so gen is the log
+ * generation the record lands in (and the head it is indexed into): it
+ * fills head (after the project prefix the store has written) and sets
+ * *body and *blen to a piece written after it; 0, or -1 with err set. index()
+ * is called once the record is durable, by whichever append leads the
+ * group commit, with the head's writer lock held; phase 1 maps every
+ * dictionary entry and may fail (a log record that does not resolve: -1),
+ * rows are added only after it succeeded. failed() is called when record()
+ * was called but the append was not stored (the record was cut off the
+ * log). */
+struct part;
+struct store_entry {
+	const char *project;        /* the project's id (UUID) */
+	const char *agent_instance; /* "" or the agent instance, for duplicates */
+	uint64_t sequence;
+	int64_t start_unix_ms;
+	uint8_t record_type;        /* 0: a version 1 batch, else STORE_RECORD_* */
+	int (*record)(void *ctx, uint64_t gen, struct buf *head, const void **body, size_t *blen,
+		      struct buf *err);
+	int (*index)(void *ctx, struct part *head, uint64_t gen);
+	void (*failed)(void *ctx);
+	void *ctx;
+};
+
+/* Log record payloads: u8 n (1..255) and n bytes of project id, then a
+ * version 1 batch as received; or u8 0, u8 type, u8 n, project id and the
+ * type's own bytes. */
+#define STORE_RECORD_SESSION 1 /* sessions.c: carried definitions, then the batch */
+
+/* Appends e with the same results as store_append. */
+int store_append_entry(struct store *s, const struct store_entry *e, struct buf *err);
+
 /* Maintenance, normally done by the store's own thread. store_flush seals
  * the head and writes every sealed part; store_compact merges partitions
  * (all = every partition with more than one block or any uncompacted
@@ -121,7 +160,6 @@ void store_get_stats(struct store *s, struct store_stats *out);
 
 /* --- reading ----------------------------------------------------------------- */
 
-struct part;
 struct part_series;
 struct part_row;
 

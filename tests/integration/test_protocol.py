@@ -4,6 +4,8 @@ twice) and a long outage (bounded memory, then everything delivered)."""
 
 import re
 import signal
+
+import pytest
 import subprocess
 import threading
 import time
@@ -27,12 +29,21 @@ def metric(server, name):
     return int(m.group(1)) if m else 0
 
 
-def test_server_killed_mid_run_agent_resyncs_without_loss(tmp_path, agent_factory):
+# "sealing": the store seals its head (a new log file) every second, so
+# one agent session spans many log files and the one the kill leaves must
+# replay alone, from the definitions its records carry.
+@pytest.mark.parametrize("store", ["one-log", "sealing"])
+def test_server_killed_mid_run_agent_resyncs_without_loss(tmp_path, agent_factory, store):
     require_root()
-    server = Server(tmp_path / "data").start()
-    agent = agent_factory(server.url, "-on-cpu-sampling-rate=97").start()
+    flags = ["--flush-after", "1s", "--compact-delay", "0s"] if store == "sealing" else []
+    server = Server(tmp_path / "data", None, *flags).start()
+    agent = agent_factory(server.url, "-on-cpu-sampling-rate=97", "-reporter-interval=1s").start()
     run_workload("cpu_split", 3)
     wait_until(lambda: server.flamegraph()["total"] > 100, 20, what="first batches")
+    if store == "sealing":
+        wait_until(lambda: metric(server, "ember_store_flushes_total") >= 2, 20,
+                   what="the head to be sealed and written twice")
+        run_workload("cpu_split", 1)
     # Killed without warning while the agent keeps sending; batches it had
     # not acknowledged are retried, and the agent's session is gone.
     server.restart(signal.SIGKILL)

@@ -92,7 +92,48 @@ static void test_json_writer(void **state)
 	buf_putc(&b, ' ');
 	jsonw_double(&b, 1.0 / 0.0);
 	assert_string_equal(b.data, "0.5 null");
+	buf_reset(&b);
+	jsonw_u64(&b, 0);
+	buf_putc(&b, ' ');
+	jsonw_u64(&b, UINT64_MAX);
+	buf_putc(&b, ' ');
+	jsonw_i64(&b, INT64_MIN);
+	buf_putc(&b, ' ');
+	jsonw_i64(&b, -7);
+	buf_putc(&b, ' ');
+	jsonw_i64(&b, 1234567890);
+	assert_string_equal(b.data, "0 18446744073709551615 -9223372036854775808 -7 1234567890");
 	buf_free(&b);
+}
+
+/* A copied table answers like the original and grows on its own. */
+static void test_strtab_copy(void **state)
+{
+	(void)state;
+	struct strtab a, b;
+	strtab_init(&a);
+	char name[32];
+	for (int i = 0; i < 1000; i++) {
+		snprintf(name, sizeof(name), "s%d", i);
+		assert_int_equal(strtab_intern_cstr(&a, name), (uint32_t)i + 1);
+	}
+	strtab_copy(&b, &a);
+	for (int i = 0; i < 1000; i++) {
+		snprintf(name, sizeof(name), "s%d", i);
+		assert_int_equal(strtab_lookup(&b, name, strlen(name)), (uint32_t)i + 1);
+		assert_string_equal(strtab_get(&b, (uint32_t)i + 1), name);
+	}
+	assert_int_equal(strtab_intern_cstr(&b, "new"), 1001);
+	assert_int_equal(strtab_lookup(&a, "new", 3), UINT32_MAX);
+	assert_int_equal(strtab_intern_cstr(&a, "other"), 1001);
+	assert_string_equal(strtab_get(&b, 1001), "new");
+	assert_int_equal(strtab_lookup(&b, "", 0), 0);
+	strtab_free(&a);
+	strtab_free(&b);
+	struct hmap e = { 0 }, f;
+	hmap_copy(&f, &e); /* an empty index copies to an empty one */
+	assert_int_equal(f.count, 0);
+	hmap_free(&f);
 }
 
 struct ints {
@@ -232,6 +273,7 @@ int main(void)
 		cmocka_unit_test(test_numbers),
 		cmocka_unit_test(test_hex_uuid),
 		cmocka_unit_test(test_json_writer),
+		cmocka_unit_test(test_strtab_copy),
 		cmocka_unit_test(test_hmap_against_reference),
 		cmocka_unit_test(test_strtab),
 		cmocka_unit_test(test_read_file_limit),
