@@ -58,7 +58,7 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
-WORKLOADS := $(addprefix $(BUILD)/workloads/,cpu_split unwind_c unwind_lib unwind_cpp unwind_rust \
+WORKLOADS := $(addprefix $(BUILD)/workloads/,cpu_split offcpu_split unwind_c unwind_lib unwind_cpp unwind_rust \
                unwind_go unwind_go_stripped symbols_cpp symbols_cpp.stripped)
 
 .PHONY: all deps run test unit fuzz integration browser bench clean
@@ -175,6 +175,11 @@ NOFP  := -O2 -fomit-frame-pointer -Wall -Wextra -Werror
 $(BUILD)/workloads/cpu_split: tests/workloads/cpu_split.c Makefile
 	@mkdir -p $(@D)
 	$(call say,CLANG,$@)$(CLANG) -std=gnu11 -O1 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-inline -Wall -Wextra -Werror $< -o $@
+
+# offcpu_split: the same build, with threads.
+$(BUILD)/workloads/offcpu_split: tests/workloads/offcpu_split.c Makefile
+	@mkdir -p $(@D)
+	$(call say,CLANG,$@)$(CLANG) -std=gnu11 -O1 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-inline -Wall -Wextra -Werror -pthread $< -o $@
 
 $(BUILD)/workloads/unwind_c $(BUILD)/workloads/unwind_lib: $(BUILD)/workloads/%: tests/workloads/%.c Makefile
 	@mkdir -p $(@D)

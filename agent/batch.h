@@ -21,7 +21,7 @@
 
 /* Values match ember.ingest.v1.FrameType / EventKind. */
 enum frame_type { FT_KERNEL = 1, FT_NATIVE = 2, FT_CPYTHON = 3, FT_ERROR = 15 };
-enum event_kind { EK_ON_CPU = 1 };
+enum event_kind { EK_ON_CPU = 1, EK_OFF_CPU = 2 };
 
 struct bframe {
 	uint8_t type;

@@ -177,6 +177,15 @@ void collect_sample(struct collector *c, const void *data, size_t size, uint64_t
 		c->stats.malformed++;
 		return;
 	}
+	uint8_t kind;
+	if (s->kind == ONCPU_KIND_ON_CPU && s->value == 1) {
+		kind = EK_ON_CPU;
+	} else if (s->kind == ONCPU_KIND_OFF_CPU && s->value > 0 && s->value <= OFFCPU_MAX_VALUE_NS) {
+		kind = EK_OFF_CPU;
+	} else {
+		c->stats.malformed++;
+		return;
+	}
 	char comm[ONCPU_COMM_LEN + 1];
 	memcpy(comm, s->comm, ONCPU_COMM_LEN);
 	comm[ONCPU_COMM_LEN] = '\0';
@@ -243,14 +252,19 @@ void collect_sample(struct collector *c, const void *data, size_t size, uint64_t
 		stack[n++] = kernel_frame(c, i == 0 ? a : a - 1);
 	}
 	c->stats.frames += nu + nk;
-	c->stats.samples++;
+	if (kind == EK_ON_CPU) {
+		c->stats.samples++;
+	} else {
+		c->stats.offcpu_samples++;
+		c->stats.offcpu_ns += s->value;
+	}
 
 	uint32_t st = batch_stack(c->batch, stack, n);
 	size_t slot = (size_t)(hash_mix(hash_u64(s->pid), hash_bytes(comm, strlen(comm))) &
 			       (ARRAY_SIZE(c->res_cache) - 1));
 	if (c->batch_gen && c->res_cache[slot].gen == c->batch_gen && c->res_cache[slot].pid == s->pid &&
 	    strcmp(c->res_cache[slot].comm, comm) == 0) {
-		batch_add(c->batch, st, c->res_cache[slot].res, EK_ON_CPU, 1);
+		batch_add(c->batch, st, c->res_cache[slot].res, kind, s->value);
 		return;
 	}
 	char pid[16];
@@ -283,12 +297,12 @@ void collect_sample(struct collector *c, const void *data, size_t size, uint64_t
 	}
 	uint32_t res = batch_resource(c->batch, kv, nkv);
 	if (!cacheable) {
-		batch_add(c->batch, st, res, EK_ON_CPU, 1);
+		batch_add(c->batch, st, res, kind, s->value);
 		return;
 	}
 	c->res_cache[slot].gen = c->batch_gen;
 	c->res_cache[slot].pid = s->pid;
 	memcpy(c->res_cache[slot].comm, comm, strlen(comm) + 1);
 	c->res_cache[slot].res = res;
-	batch_add(c->batch, st, res, EK_ON_CPU, 1);
+	batch_add(c->batch, st, res, kind, s->value);
 }

@@ -1,5 +1,6 @@
-/* collect.h - turning one raw on-CPU sample from BPF into an aggregated
- * stack in the current batch.
+/* collect.h - turning one raw sample from BPF (on-CPU: a count of 1;
+ * off-CPU: nanoseconds of waiting) into an aggregated stack in the current
+ * batch.
  *
  * User frames become (file, offset within the file) for the server to
  * symbolize; kernel frames are named here from kallsyms and vDSO frames
@@ -25,7 +26,9 @@
 #include "vdso.h"
 
 struct collector_stats {
-	uint64_t samples;
+	uint64_t samples;        /* on-CPU samples */
+	uint64_t offcpu_samples; /* off-CPU samples */
+	uint64_t offcpu_ns;      /* the nanoseconds they stand for */
 	uint64_t frames;
 	uint64_t unknown_frames;
 	uint64_t truncated;
@@ -83,7 +86,10 @@ struct oncpu_sample;
 
 /* Makes b the batch samples go to (the caches start over). */
 void collector_set_batch(struct collector *c, struct batch *b);
-/* Adds the sample (size bytes as read from the ring buffer) to the batch. */
+/* Adds the sample (size bytes as read from the ring buffer) to the batch,
+ * as its kind (EK_ON_CPU with value 1, or EK_OFF_CPU with 1 to
+ * OFFCPU_MAX_VALUE_NS nanoseconds); any other kind or value is counted as
+ * malformed and dropped. */
 void collect_sample(struct collector *c, const void *sample, size_t size, uint64_t now_ns);
 
 #endif

@@ -51,6 +51,10 @@ static const struct flag_def defs[] = {
 	  "interpreter tracers, comma-separated: python; all; none" },
 	{ "on-cpu-sampling-rate", FLAG_UINT, "19", OFF(on_cpu_hz), 1, 1000,
 	  "on-CPU samples per second per CPU (Hz)" },
+	{ "enable-off-cpu", FLAG_BOOL, "false", OFF(enable_off_cpu), 0, 0,
+	  "record where threads wait off CPU in system calls (locks, sleeps, I/O) as off_cpu samples of nanoseconds" },
+	{ "off-cpu-sampling-rate", FLAG_UINT, "19", OFF(off_cpu_hz), 0, 1000,
+	  "off-CPU samples per second of waiting, per thread (Hz); setting it to a non-zero value also enables off-CPU profiling" },
 	{ "reporter-interval", FLAG_DURATION, "5s", OFF(reporter_interval_ms), 1000, 3600000,
 	  "how often a batch is sent to the server" },
 	{ "ember-protocol", FLAG_BOOL, "true", OFF(ember_protocol), 0, 0,
@@ -81,6 +85,32 @@ static const struct flag_set agent_flags = {
 	.count = ARRAY_SIZE(defs),
 	.config_flag = "config",
 };
+
+/* Whether -off-cpu-sampling-rate was set (command line, environment or
+ * config file) rather than left at its default, which a non-zero value
+ * must be to enable off-CPU profiling: the flags are loaded a second time
+ * with that flag turned into a string defaulting to "", so lib/flags.c's
+ * own rules (dashes, precedence, the config file) decide. Called after
+ * the first load succeeded. Returns 1, 0, or -1 with a message in err. */
+static int off_cpu_rate_given(int argc, char **argv, char **envp, struct buf *err)
+{
+	struct flag_def probe[ARRAY_SIZE(defs)];
+	memcpy(probe, defs, sizeof(defs));
+	for (size_t i = 0; i < ARRAY_SIZE(probe); i++)
+		if (strcmp(probe[i].name, "off-cpu-sampling-rate") == 0) {
+			probe[i].kind = FLAG_STRING;
+			probe[i].def = "";
+			probe[i].offset = OFF(off_cpu_rate_arg);
+		}
+	struct flag_set fs = agent_flags;
+	fs.defs = probe;
+	struct agent_config tmp;
+	memset(&tmp, 0, sizeof(tmp));
+	int rc = flags_load(&fs, &tmp, argc, argv, envp, err);
+	int given = rc == 0 && tmp.off_cpu_rate_arg && *tmp.off_cpu_rate_arg;
+	flags_free(&fs, &tmp);
+	return rc < 0 ? -1 : given;
+}
 
 static bool printable(const char *s, size_t n)
 {
@@ -227,6 +257,14 @@ int agent_config_load(struct agent_config *cfg, int argc, char **argv, char **en
 		return -1;
 	if (cfg->help)
 		return 0;
+	int rate_given = off_cpu_rate_given(argc, argv, envp, err);
+	if (rate_given < 0)
+		return -1;
+	if (cfg->enable_off_cpu && cfg->off_cpu_hz == 0) {
+		buf_puts(err, "-off-cpu-sampling-rate: 0 cannot be used with -enable-off-cpu; expected 1 to 1000 samples per second of waiting");
+		return -1;
+	}
+	cfg->off_cpu = cfg->enable_off_cpu || (rate_given && cfg->off_cpu_hz > 0);
 	if (!*cfg->collection_agent) {
 		buf_puts(err, "-collection-agent: not set; expected host:port of ember-server, e.g. -collection-agent=127.0.0.1:8080");
 		return -1;

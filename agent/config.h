@@ -39,6 +39,11 @@ struct agent_config {
 	char *tag_kv[2 * (AGENT_MAX_TAGS + 1)];
 	size_t ntag_kv;
 	uint64_t on_cpu_hz;
+	bool enable_off_cpu;        /* -enable-off-cpu as given */
+	uint64_t off_cpu_hz;        /* -off-cpu-sampling-rate: per second of waiting, per thread */
+	bool off_cpu;               /* off-CPU profiling on: -enable-off-cpu, or a non-zero
+				       -off-cpu-sampling-rate set explicitly */
+	char *off_cpu_rate_arg;     /* internal: how -off-cpu-sampling-rate was given, "" = not */
 	int64_t reporter_interval_ms;
 	int64_t log_rate_limit_ms;
 	uint64_t probabilistic_threshold; /* 1..100: percent of intervals profiled */

@@ -294,6 +294,8 @@ static void take_stats(struct agent *a, struct selfstats_values *s)
 	v[SS_FP_STACKS] = cs->fp_stacks;
 	v[SS_PY_FRAMES] = cs->python_frames;
 	v[SS_PY_UNNAMED] = cs->python_unknown;
+	v[SS_OFFCPU_SAMPLES] = cs->offcpu_samples;
+	v[SS_OFFCPU_NS] = cs->offcpu_ns;
 	uint64_t bpf[ONCPU_STAT_MAX];
 	oncpu_read_stats(a->oncpu, bpf);
 	v[SS_BPF_SAMPLES] = bpf[ONCPU_STAT_SAMPLES];
@@ -315,6 +317,11 @@ static void take_stats(struct agent *a, struct selfstats_values *s)
 	v[SS_BPF_STOP_NO_PROGRESS] = bpf[ONCPU_STAT_ERR_BASE + UWE_NO_PROGRESS];
 	v[SS_BPF_STOP_TRUNCATED] = bpf[ONCPU_STAT_ERR_BASE + UWE_TRUNCATED];
 	v[SS_BPF_STOP_NO_FP] = bpf[ONCPU_STAT_ERR_BASE + UWE_NO_FP];
+	v[SS_BPF_OFFCPU_WAITS] = bpf[ONCPU_STAT_OFFCPU_WAITS];
+	v[SS_BPF_OFFCPU_SAMPLED] = bpf[ONCPU_STAT_OFFCPU_SAMPLED];
+	v[SS_BPF_OFFCPU_SAMPLES] = bpf[ONCPU_STAT_OFFCPU_SAMPLES];
+	v[SS_OFFCPU_LOST] = bpf[ONCPU_STAT_OFFCPU_RB_FULL];
+	v[SS_BPF_OFFCPU_NO_SCRATCH] = bpf[ONCPU_STAT_OFFCPU_NO_SCRATCH];
 	v[SS_PROCESSES] = proc_table_count(&a->procs);
 	v[SS_FILES] = a->files.count;
 	struct unwinder_stats ws;
@@ -369,6 +376,7 @@ static void take_stats(struct agent *a, struct selfstats_values *s)
 	v[SS_KUBELET_ERRORS] = ks.errors;
 	v[SS_KUBELET_PODS] = ks.pods;
 	v[SS_SAMPLING] = a->sampling;
+	v[SS_OFFCPU_SAMPLING] = oncpu_offcpu_active(a->oncpu);
 	v[SS_START_TIME] = (uint64_t)MAX(a->start_unix_ms / 1000, (int64_t)0);
 }
 
@@ -378,13 +386,15 @@ static void log_stats(struct agent *a)
 	take_stats(a, &s);
 	const uint64_t *v = s.v;
 #define U(i) ((unsigned long long)v[i])
-	log_info("stats: samples=%llu lost=%llu cfi_stacks=%llu fp_stacks=%llu errors=%llu truncated=%llu "
+	log_info("stats: samples=%llu lost=%llu off_cpu_samples=%llu off_cpu_lost=%llu "
+		 "cfi_stacks=%llu fp_stacks=%llu errors=%llu truncated=%llu "
 		 "processes=%llu files=%llu tables=%llu shared=%llu failed=%llu prioritized=%llu rows=%llu/%llu rules=%llu "
 		 "batches_sent=%llu bytes_sent=%llu encode_ms=%llu queued=%llu dropped=%llu resyncs=%llu sessions=%llu session_bytes=%llu "
 		 "symbols_uploaded=%llu symbols_present=%llu python_stacks=%llu python_frames=%llu "
 		 "python_unnamed=%llu python_stale=%llu python_no_thread=%llu python_read_errors=%llu "
 		 "python_processes=%llu",
-		 U(SS_SAMPLES), U(SS_LOST), U(SS_CFI_STACKS), U(SS_FP_STACKS), U(SS_ERROR_STACKS),
+		 U(SS_SAMPLES), U(SS_LOST), U(SS_OFFCPU_SAMPLES), U(SS_OFFCPU_LOST), U(SS_CFI_STACKS),
+		 U(SS_FP_STACKS), U(SS_ERROR_STACKS),
 		 U(SS_TRUNCATED), U(SS_PROCESSES), U(SS_FILES), U(SS_TABLES_LOADED), U(SS_TABLES_SHARED),
 		 U(SS_TABLES_FAILED), U(SS_TABLES_PRIORITIZED), U(SS_TABLE_ENTRIES_USED),
 		 U(SS_TABLE_ENTRIES_CAP), U(SS_TABLE_RULES), U(SS_BATCHES_SENT), U(SS_BYTES_SENT),
@@ -535,7 +545,8 @@ int main(int argc, char **argv, char **envp)
 	};
 	collector_set_batch(&a.collector, a.batch);
 
-	if (oncpu_open(&a.oncpu, a.cfg.on_cpu_hz, UNWIND_ENTRIES, on_sample, &a, &err) < 0) {
+	if (oncpu_open(&a.oncpu, a.cfg.on_cpu_hz, a.cfg.off_cpu ? a.cfg.off_cpu_hz : 0, UNWIND_ENTRIES,
+		       on_sample, &a, &err) < 0) {
 		log_error("%s", err.data);
 		reporter_stop(a.reporter, 0);
 		symupload_stop(a.symupload);
@@ -578,7 +589,7 @@ int main(int argc, char **argv, char **envp)
 			bool on = random_below(100) < a.cfg.probabilistic_threshold;
 			if (on != a.sampling) {
 				if (oncpu_set_enabled(a.oncpu, on) < 0)
-					log_warn("cannot %s the sampling timers: %s", on ? "start" : "stop",
+					log_warn("cannot %s sampling: %s", on ? "start" : "stop",
 						 strerror(errno));
 				a.sampling = on;
 			}

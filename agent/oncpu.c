@@ -18,6 +18,10 @@
 #include "util.h"
 
 #define MAX_CPUS 4096
+/* Off-CPU records in progress per CPU (4.2 KB each, preallocated; a
+ * record lives from a switch-in to the end of a system call:
+ * microseconds). */
+#define OFFCPU_RECORDS_PER_CPU 4u
 
 struct oncpu {
 	struct oncpu_bpf *skel;
@@ -28,6 +32,9 @@ struct oncpu {
 	oncpu_sample_fn fn;
 	void *ctx;
 	bool has_task_pt_regs;
+	uint64_t offcpu_hz;            /* 0: off-CPU sampling off or unavailable */
+	struct bpf_link *off_links[4]; /* tp_btf/sched_process_fork, sys_exit, sched_process_exit,
+					  sched_switch; NULL: detached */
 };
 
 int parse_cpu_list(const char *s, int *ids, int max)
@@ -90,8 +97,154 @@ static size_t next_pow2(size_t v)
 	return p;
 }
 
-int oncpu_open(struct oncpu **out, uint64_t hz, uint32_t unwind_entries, oncpu_sample_fn fn,
-	       void *ctx, struct buf *err)
+/* Why this kernel cannot do off-CPU sampling, or NULL when it looks able
+ * to (the load and the attach may still fail; they are logged too). */
+static const char *offcpu_unsupported(bool has_task_pt_regs)
+{
+	if (!has_task_pt_regs)
+		return "it needs bpf_task_pt_regs (Linux >= 5.15) to find the user registers of a thread inside the kernel";
+	if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_TASK_STORAGE, NULL) != 1)
+		return "it needs BPF task storage (Linux >= 5.11)";
+	if (libbpf_find_vmlinux_btf_id("sched_switch", BPF_TRACE_RAW_TP) < 0)
+		return "the kernel's BTF has no sched_switch tracepoint for tp_btf";
+	if (libbpf_find_vmlinux_btf_id("sys_exit", BPF_TRACE_RAW_TP) < 0)
+		return "the kernel's BTF has no sys_exit tracepoint for tp_btf";
+	if (libbpf_find_vmlinux_btf_id("sched_process_fork", BPF_TRACE_RAW_TP) < 0)
+		return "the kernel's BTF has no sched_process_fork tracepoint for tp_btf";
+	return NULL;
+}
+
+/* Opens the skeleton and loads it, with the off-CPU programs and maps
+ * when offcpu_hz > 0 and without them otherwise. Returns the loaded
+ * skeleton, or NULL with the reason in err. */
+static struct oncpu_bpf *load_skel(struct oncpu *o, size_t rb, uint32_t unwind_entries, int ncpu,
+				   uint64_t offcpu_hz, struct buf *err)
+{
+	struct oncpu_bpf *skel = oncpu_bpf__open();
+	if (!skel) {
+		buf_printf(err, "opening the BPF object failed: %s", strerror(errno));
+		return NULL;
+	}
+	bpf_map__set_max_entries(skel->maps.samples, (uint32_t)rb);
+	bpf_map__set_max_entries(skel->maps.unwind_entries, (uint32_t)unwind_entries);
+	long tck = sysconf(_SC_CLK_TCK);
+	skel->rodata->ns_per_tick = tck > 0 ? 1000000000ull / (uint64_t)tck : 10000000ull;
+	skel->rodata->has_task_pt_regs = o->has_task_pt_regs;
+	skel->rodata->offcpu_period_ns = 1000000000ull / (offcpu_hz ? offcpu_hz : 1);
+	struct bpf_program *off_progs[] = { skel->progs.offcpu_switch, skel->progs.offcpu_sample,
+					    skel->progs.offcpu_unwind, skel->progs.offcpu_python,
+					    skel->progs.offcpu_exit, skel->progs.offcpu_fork,
+					    skel->progs.offcpu_threads };
+	for (size_t i = 0; i < ARRAY_SIZE(off_progs); i++)
+		bpf_program__set_autoload(off_progs[i], offcpu_hz > 0);
+	/* The off-CPU maps take kernel memory only when off-CPU is on. */
+	struct bpf_map *off_maps[] = { skel->maps.offcpu_scratch, skel->maps.offcpu_stage,
+				       skel->maps.offcpu_waits };
+	for (size_t i = 0; i < ARRAY_SIZE(off_maps); i++)
+		bpf_map__set_autocreate(off_maps[i], offcpu_hz > 0);
+	bpf_map__set_max_entries(skel->maps.offcpu_scratch,
+				 MIN(MAX((uint32_t)ncpu * OFFCPU_RECORDS_PER_CPU, 64u), 4096u));
+	if (oncpu_bpf__load(skel) != 0) {
+		buf_printf(err, "loading the BPF program failed (%s)", strerror(errno));
+		oncpu_bpf__destroy(skel);
+		return NULL;
+	}
+	return skel;
+}
+
+/* Fills a tail-call array: PROG_UNWIND, PROG_PYTHON. */
+static int install_tail_calls(struct bpf_map *map, struct bpf_program *unwind,
+			      struct bpf_program *python, struct buf *err)
+{
+	int progs[2] = { bpf_program__fd(unwind), bpf_program__fd(python) };
+	for (uint32_t key = 0; key < 2; key++)
+		if (bpf_map_update_elem(bpf_map__fd(map), &key, &progs[key], BPF_ANY) != 0) {
+			buf_printf(err, "installing the tail calls of %s failed: %s", bpf_map__name(map),
+				   strerror(errno));
+			return -1;
+		}
+	return 0;
+}
+
+static void offcpu_detach(struct oncpu *o)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(o->off_links); i++) {
+		bpf_link__destroy(o->off_links[i]);
+		o->off_links[i] = NULL;
+	}
+}
+
+/* Runs the task iterator offcpu_threads once: every thread there is gets
+ * its slot for switch-out times. Returns 0, or -1 with errno set and the
+ * reason in err. */
+static int offcpu_adopt_threads(struct oncpu *o, struct buf *err)
+{
+	struct bpf_link *link = bpf_program__attach_iter(o->skel->progs.offcpu_threads, NULL);
+	if (!link) {
+		int e = errno;
+		buf_printf(err, "attaching the task iterator (iter/task) failed: %s", strerror(e));
+		errno = e;
+		return -1;
+	}
+	int rc = 0, e = 0;
+	int fd = bpf_iter_create(bpf_link__fd(link));
+	if (fd < 0) {
+		e = errno;
+		buf_printf(err, "starting the task iterator failed: %s", strerror(e));
+		rc = -1;
+	} else {
+		char sink[64]; /* the program writes nothing: read() ends at once */
+		ssize_t n;
+		while ((n = read(fd, sink, sizeof(sink))) != 0)
+			if (n < 0 && errno != EINTR) {
+				e = errno;
+				buf_printf(err, "running the task iterator failed: %s", strerror(e));
+				rc = -1;
+				break;
+			}
+		close(fd);
+	}
+	bpf_link__destroy(link);
+	errno = e;
+	return rc;
+}
+
+/* Attaches the off-CPU programs; waits that began before now are not
+ * measured. Returns 0, or -1 with errno set and the reason in err. */
+static int offcpu_attach(struct oncpu *o, struct buf *err)
+{
+	if (o->off_links[0])
+		return 0;
+	o->skel->bss->offcpu_since_ns = now_mono_ns(); /* bpf_ktime_get_ns's clock */
+	/* New threads get their slot from the fork hook, then the threads
+	 * there are from the iterator; then the hooks that finish records,
+	 * so that every record the switch hook starts is finished. */
+	struct bpf_program *progs[] = { o->skel->progs.offcpu_fork, o->skel->progs.offcpu_sample,
+					o->skel->progs.offcpu_exit, o->skel->progs.offcpu_switch };
+	const char *names[] = { "tp_btf/sched_process_fork", "tp_btf/sys_exit",
+				"tp_btf/sched_process_exit", "tp_btf/sched_switch" };
+	_Static_assert(ARRAY_SIZE(progs) == ARRAY_SIZE(((struct oncpu *)0)->off_links), "a link per program");
+	for (size_t i = 0; i < ARRAY_SIZE(progs); i++) {
+		o->off_links[i] = bpf_program__attach(progs[i]);
+		if (!o->off_links[i]) {
+			int e = errno;
+			buf_printf(err, "attaching %s failed: %s", names[i], strerror(e));
+			offcpu_detach(o);
+			errno = e;
+			return -1;
+		}
+		if (i == 0 && offcpu_adopt_threads(o, err) < 0) {
+			int e = errno;
+			offcpu_detach(o);
+			errno = e;
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int oncpu_open(struct oncpu **out, uint64_t hz, uint64_t offcpu_hz, uint32_t unwind_entries,
+	       oncpu_sample_fn fn, void *ctx, struct buf *err)
 {
 	libbpf_set_print(libbpf_log);
 	if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) {
@@ -118,37 +271,49 @@ int oncpu_open(struct oncpu **out, uint64_t hz, uint32_t unwind_entries, oncpu_s
 	struct oncpu *o = xcalloc(1, sizeof(*o));
 	o->fn = fn;
 	o->ctx = ctx;
-	o->skel = oncpu_bpf__open();
-	if (!o->skel) {
-		buf_printf(err, "opening the BPF object failed: %s", strerror(errno));
-		goto fail;
-	}
-	/* One second of worst-case records (both stacks full) per CPU; the
-	 * agent drains every 200 ms. */
-	size_t rb = next_pow2(MAX((size_t)hz * (size_t)ncpu * sizeof(struct oncpu_sample),
-				  (size_t)256 << 10));
-	rb = MIN(rb, (size_t)256 << 20);
-	bpf_map__set_max_entries(o->skel->maps.samples, (uint32_t)rb);
-	bpf_map__set_max_entries(o->skel->maps.unwind_entries, (uint32_t)unwind_entries);
-	long tck = sysconf(_SC_CLK_TCK);
-	o->skel->rodata->ns_per_tick = tck > 0 ? 1000000000ull / (uint64_t)tck : 10000000ull;
 	o->has_task_pt_regs =
 		libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_task_pt_regs, NULL) == 1;
-	o->skel->rodata->has_task_pt_regs = o->has_task_pt_regs;
-	if (oncpu_bpf__load(o->skel) != 0) {
-		buf_printf(err, "loading the BPF program failed (%s); run as root with CAP_BPF and CAP_PERFMON",
-			   strerror(errno));
+	/* One second of worst-case records (both stacks full) per CPU; the
+	 * agent drains every 200 ms. Off-CPU records come at about offcpu_hz
+	 * per blocked thread: the same allowance per CPU again. */
+	size_t rb = next_pow2(MAX((size_t)(hz + offcpu_hz) * (size_t)ncpu * sizeof(struct oncpu_sample),
+				  (size_t)256 << 10));
+	rb = MIN(rb, (size_t)256 << 20);
+	const char *no_offcpu = offcpu_hz ? offcpu_unsupported(o->has_task_pt_regs) : NULL;
+	if (no_offcpu) {
+		log_warn("off-CPU profiling is off: %s; sampling on-CPU only", no_offcpu);
+		offcpu_hz = 0;
+	}
+	struct buf why = { 0 };
+	o->skel = load_skel(o, rb, unwind_entries, ncpu, offcpu_hz, &why);
+	if (!o->skel && offcpu_hz) {
+		log_warn("off-CPU profiling is off: loading its programs (tp_btf/sched_switch, tp_btf/sys_exit, "
+			 "tp_btf/sched_process_exit, tp_btf/sched_process_fork, iter/task) failed: %s; "
+			 "sampling on-CPU only", why.data);
+		offcpu_hz = 0;
+		buf_reset(&why);
+		o->skel = load_skel(o, rb, unwind_entries, ncpu, 0, &why);
+	}
+	if (!o->skel) {
+		buf_printf(err, "%s; run as root with CAP_BPF and CAP_PERFMON", why.data);
+		buf_free(&why);
 		goto fail;
 	}
 	/* The tail-call targets, at PROG_UNWIND and PROG_PYTHON. */
-	int progs[2] = { bpf_program__fd(o->skel->progs.oncpu_unwind),
-			 bpf_program__fd(o->skel->progs.oncpu_python) };
-	for (uint32_t key = 0; key < 2; key++)
-		if (bpf_map_update_elem(bpf_map__fd(o->skel->maps.unwind_progs), &key, &progs[key],
-					BPF_ANY) != 0) {
-			buf_printf(err, "installing the unwinder's tail calls failed: %s", strerror(errno));
-			goto fail;
+	if (install_tail_calls(o->skel->maps.unwind_progs, o->skel->progs.oncpu_unwind,
+			       o->skel->progs.oncpu_python, err) < 0)
+		goto fail;
+	if (offcpu_hz) {
+		buf_reset(&why);
+		if (install_tail_calls(o->skel->maps.offcpu_progs, o->skel->progs.offcpu_unwind,
+				       o->skel->progs.offcpu_python, &why) < 0 ||
+		    offcpu_attach(o, &why) < 0) {
+			log_warn("off-CPU profiling is off: %s; sampling on-CPU only", why.data);
+			offcpu_hz = 0;
 		}
+	}
+	buf_free(&why);
+	o->offcpu_hz = offcpu_hz;
 	o->rb = ring_buffer__new(bpf_map__fd(o->skel->maps.samples), on_event, o, NULL);
 	if (!o->rb) {
 		buf_printf(err, "creating the ring buffer reader failed: %s", strerror(errno));
@@ -190,6 +355,12 @@ int oncpu_open(struct oncpu **out, uint64_t hz, uint32_t unwind_entries, oncpu_s
 		 o->has_task_pt_regs ? ""
 				     : "; this kernel lacks bpf_task_pt_regs (< 5.15): samples taken "
 				       "inside system calls use the frame-pointer walk");
+	if (o->offcpu_hz)
+		log_info("off-CPU sampling: waits of user threads in system calls timed at each context "
+			 "switch (tp_btf/sched_switch), the kernel stack taken as a picked thread switches "
+			 "in, its user stack at the system call's exit (tp_btf/sys_exit); %llu samples per "
+			 "second of waiting per thread, each worth at least %.1f ms",
+			 (unsigned long long)o->offcpu_hz, 1e3 / (double)o->offcpu_hz);
 	*out = o;
 	return 0;
 fail:
@@ -197,13 +368,33 @@ fail:
 	return -1;
 }
 
+bool oncpu_offcpu_active(const struct oncpu *o)
+{
+	return o->off_links[0] != NULL;
+}
+
 int oncpu_set_enabled(struct oncpu *o, bool on)
 {
-	int rc = 0;
+	int rc = 0, e = 0;
 	for (int i = 0; i < o->ncpu; i++)
 		if (o->fds[i] >= 0 &&
-		    ioctl(o->fds[i], on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0) != 0)
+		    ioctl(o->fds[i], on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0) != 0) {
+			e = errno;
 			rc = -1;
+		}
+	if (o->offcpu_hz && on) {
+		struct buf why = { 0 };
+		if (offcpu_attach(o, &why) < 0) {
+			e = errno;
+			log_warn("off-CPU sampling: %s", why.data);
+			rc = -1;
+		}
+		buf_free(&why);
+	} else if (o->offcpu_hz) {
+		offcpu_detach(o);
+	}
+	if (rc < 0)
+		errno = e;
 	return rc;
 }
 
@@ -260,6 +451,7 @@ void oncpu_close(struct oncpu *o)
 {
 	if (!o)
 		return;
+	offcpu_detach(o);
 	for (int i = 0; i < o->ncpu; i++) {
 		if (o->links && o->links[i])
 			bpf_link__destroy(o->links[i]);

@@ -1,7 +1,10 @@
-/* oncpu.h - on-CPU sampling: loads bpf/oncpu.bpf.c, opens one cpu-clock
- * perf event per online CPU at the configured rate and attaches the
- * program to each, and drains the ring buffer the program writes to. The
- * unwinder's maps are filled by agent/unwinder.c.
+/* oncpu.h - sampling: loads bpf/oncpu.bpf.c, opens one cpu-clock perf
+ * event per online CPU at the configured rate and attaches the on-CPU
+ * program to each; with off-CPU sampling asked for, attaches the off-CPU
+ * programs (tp_btf/sched_switch, tp_btf/sys_exit) too, or says in the log
+ * why it cannot and goes on with on-CPU sampling only. Drains the ring
+ * buffer both write to. The unwinder's maps are filled by
+ * agent/unwinder.c.
  *
  * cpu-clock is a software event, so sampling works on virtual machines
  * without a PMU; the period is exact (1e9 / Hz nanoseconds of CPU time).
@@ -27,10 +30,15 @@ struct unwind_map_fds {
 	uint32_t rules_cap, entries_cap, files_cap;
 };
 
-/* Loads and attaches the sampler; unwind_entries sizes the table of unwind
- * rows shared by all files. Returns 0, or -1 with the reason in err. */
-int oncpu_open(struct oncpu **out, uint64_t hz, uint32_t unwind_entries, oncpu_sample_fn fn,
-	       void *ctx, struct buf *err);
+/* Loads and attaches the sampler: on-CPU at hz (1 to 1000) per CPU, and
+ * off-CPU at offcpu_hz (samples per second of blocked time per thread;
+ * 0 = off); unwind_entries sizes the table of unwind rows shared by all
+ * files. A kernel that cannot do off-CPU sampling is logged, not an error
+ * (oncpu_offcpu_active tells). Returns 0, or -1 with the reason in err. */
+int oncpu_open(struct oncpu **out, uint64_t hz, uint64_t offcpu_hz, uint32_t unwind_entries,
+	       oncpu_sample_fn fn, void *ctx, struct buf *err);
+/* Whether off-CPU sampling was asked for, loaded and is attached now. */
+bool oncpu_offcpu_active(const struct oncpu *o);
 void oncpu_unwind_maps(const struct oncpu *o, struct unwind_map_fds *out);
 /* Hands every sample waiting in the ring buffer to fn. Returns how many
  * or -1. Called from one thread. */
@@ -43,8 +51,11 @@ int oncpu_python_map(const struct oncpu *o);
  * sample to fn; ordinary samples do not wake it. Returns how many samples
  * were handed over (0 on timeout or a signal) or a negative errno. */
 int oncpu_wait(struct oncpu *o, int timeout_ms);
-/* Starts or stops the sampling timers (probabilistic profiling); a stopped
- * sampler costs nothing. Returns 0, or -1 when an ioctl failed. */
+/* Starts or stops sampling (probabilistic profiling): the on-CPU timers,
+ * and the off-CPU programs when they are loaded (detached while off, so a
+ * stopped sampler costs nothing; waits that began while off are not
+ * counted). Returns 0, or -1 (errno set) when an ioctl or an attach
+ * failed. */
 int oncpu_set_enabled(struct oncpu *o, bool on);
 /* Sums the program's per-CPU counters (enum oncpu_stat). */
 void oncpu_read_stats(struct oncpu *o, uint64_t out[ONCPU_STAT_MAX]);

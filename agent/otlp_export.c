@@ -212,44 +212,55 @@ int otlp_encode(const struct batch *b, const struct batch_meta *meta, struct buf
 			group_res[ngroups++] = (uint32_t)i;
 		group_of[i] = (uint32_t)g;
 	}
+	/* Within a process, one Profile per event kind present (each has one
+	 * sample type): on-CPU samples/count, off-CPU off_cpu/nanoseconds. */
+	enum { NKINDS = 2 }; /* slot 0: EK_ON_CPU, 1: EK_OFF_CPU */
+	size_t *per_prof = xcalloc(ngroups * NKINDS + 1, sizeof(size_t));
+	for (size_t i = 0; i < b->nsamples; i++)
+		per_prof[group_of[b->samples[i].resource] * NKINDS +
+			 (b->samples[i].kind == EK_OFF_CPU ? 1 : 0)]++;
+	size_t nprofs = 0;
+	for (size_t i = 0; i < ngroups * NKINDS; i++)
+		nprofs += per_prof[i] > 0;
 	Ember__Otlp__ResourceProfiles *rps = xcalloc(ngroups + 1, sizeof(*rps));
 	Ember__Otlp__ResourceProfiles **rpp = xcalloc(ngroups + 1, sizeof(*rpp));
 	Ember__Otlp__Resource *res = xcalloc(ngroups + 1, sizeof(*res));
 	Ember__Otlp__ScopeProfiles *sps = xcalloc(ngroups + 1, sizeof(*sps));
 	Ember__Otlp__ScopeProfiles **spp = xcalloc(ngroups + 1, sizeof(*spp));
-	Ember__Otlp__Profile *profs = xcalloc(ngroups + 1, sizeof(*profs));
-	Ember__Otlp__Profile **profp = xcalloc(ngroups + 1, sizeof(*profp));
-	Ember__Otlp__ValueType vt_sample = EMBER__OTLP__VALUE_TYPE__INIT;
-	Ember__Otlp__ValueType vt_period = EMBER__OTLP__VALUE_TYPE__INIT;
-	vt_sample.type_strindex = add_string(&r, "samples");
-	vt_sample.unit_strindex = add_string(&r, "count");
-	vt_period.type_strindex = add_string(&r, "cpu");
-	vt_period.unit_strindex = add_string(&r, "nanoseconds");
+	Ember__Otlp__Profile *profs = xcalloc(nprofs + 1, sizeof(*profs));
+	Ember__Otlp__Profile **profp = xcalloc(nprofs + 1, sizeof(*profp));
+	size_t *prof_of = xcalloc(ngroups * NKINDS + 1, sizeof(size_t)); /* (group, kind) -> profile */
+	Ember__Otlp__ValueType vt_sample[NKINDS], vt_period[NKINDS];
+	for (size_t k = 0; k < NKINDS; k++) {
+		ember__otlp__value_type__init(&vt_sample[k]);
+		ember__otlp__value_type__init(&vt_period[k]);
+	}
+	vt_sample[0].type_strindex = add_string(&r, "samples");
+	vt_sample[0].unit_strindex = add_string(&r, "count");
+	vt_period[0].type_strindex = add_string(&r, "cpu");
+	vt_period[0].unit_strindex = add_string(&r, "nanoseconds");
+	vt_sample[1].type_strindex = add_string(&r, "off_cpu");
+	vt_sample[1].unit_strindex = add_string(&r, "nanoseconds");
+	vt_period[1] = vt_period[0];
 	size_t nkv = b->nres_ids / 2 + 1;
 	Ember__Otlp__KeyValue *kvs = xcalloc(nkv, sizeof(*kvs));
 	Ember__Otlp__KeyValue **kvp = xcalloc(nkv, sizeof(*kvp));
 	Ember__Otlp__AnyValue *kvv = xcalloc(nkv, sizeof(*kvv));
-	size_t *per_group = xcalloc(ngroups + 1, sizeof(size_t));
-	for (size_t i = 0; i < b->nsamples; i++)
-		per_group[group_of[b->samples[i].resource]]++;
 	Ember__Otlp__Sample *samples = xcalloc(b->nsamples + 1, sizeof(*samples));
 	Ember__Otlp__Sample **samplep = xcalloc(b->nsamples + 1, sizeof(*samplep));
 	int64_t *values = xcalloc(b->nsamples + 1, sizeof(int64_t));
-	size_t *fill = xcalloc(ngroups + 1, sizeof(size_t));
-	size_t kvn = 0, so = 0;
+	size_t *fill = xcalloc(nprofs + 1, sizeof(size_t));
+	size_t kvn = 0, so = 0, np = 0;
 	for (size_t g = 0; g < ngroups; g++) {
 		ember__otlp__resource_profiles__init(&rps[g]);
 		ember__otlp__resource__init(&res[g]);
 		ember__otlp__scope_profiles__init(&sps[g]);
-		ember__otlp__profile__init(&profs[g]);
 		rpp[g] = &rps[g];
 		spp[g] = &sps[g];
-		profp[g] = &profs[g];
 		rps[g].resource = &res[g];
 		rps[g].n_scope_profiles = 1;
 		rps[g].scope_profiles = &spp[g];
-		sps[g].n_profiles = 1;
-		sps[g].profiles = &profp[g];
+		sps[g].profiles = profp + np;
 		uint32_t i = group_res[g], o = b->res_off[i], e = b->res_off[i + 1];
 		res[g].attributes = kvp + kvn;
 		for (uint32_t j = o; j + 1 < e; j += 2) {
@@ -265,20 +276,28 @@ int otlp_encode(const struct batch *b, const struct batch_meta *meta, struct buf
 			kvp[kvn++] = kv;
 			res[g].n_attributes++;
 		}
-		Ember__Otlp__Profile *p = &profs[g];
-		p->sample_type = &vt_sample;
-		p->period_type = &vt_period;
-		p->period = meta->sample_rate_hz ? 1000000000LL / meta->sample_rate_hz : 0;
-		p->time_unix_nano = (uint64_t)meta->start_unix_ms * 1000000ull;
-		p->duration_nano = (uint64_t)(meta->end_unix_ms - meta->start_unix_ms) * 1000000ull;
-		p->samples = samplep + so;
-		fill[g] = so;
-		so += per_group[g];
+		for (size_t k = 0; k < NKINDS; k++) {
+			if (!per_prof[g * NKINDS + k])
+				continue;
+			Ember__Otlp__Profile *p = &profs[np];
+			ember__otlp__profile__init(p);
+			profp[np] = p;
+			sps[g].n_profiles++;
+			p->sample_type = &vt_sample[k];
+			p->period_type = &vt_period[k];
+			p->period = meta->sample_rate_hz ? 1000000000LL / meta->sample_rate_hz : 0;
+			p->time_unix_nano = (uint64_t)meta->start_unix_ms * 1000000ull;
+			p->duration_nano = (uint64_t)(meta->end_unix_ms - meta->start_unix_ms) * 1000000ull;
+			p->samples = samplep + so;
+			fill[np] = so;
+			prof_of[g * NKINDS + k] = np++;
+			so += per_prof[g * NKINDS + k];
+		}
 	}
 	for (size_t i = 0; i < b->nsamples; i++) {
 		const struct bsample *s = &b->samples[i];
-		uint32_t g = group_of[s->resource];
-		size_t at = fill[g]++;
+		size_t pi = prof_of[group_of[s->resource] * NKINDS + (s->kind == EK_OFF_CPU ? 1 : 0)];
+		size_t at = fill[pi]++;
 		Ember__Otlp__Sample *o = &samples[at];
 		ember__otlp__sample__init(o);
 		o->stack_index = (int32_t)s->stack + 1;
@@ -290,7 +309,7 @@ int otlp_encode(const struct batch *b, const struct batch_meta *meta, struct buf
 			o->attribute_indices = &thread_attr[s->resource];
 		}
 		samplep[at] = o;
-		profs[g].n_samples++;
+		profs[pi].n_samples++;
 	}
 
 	Ember__Otlp__ProfilesDictionary dict = EMBER__OTLP__PROFILES_DICTIONARY__INIT;
@@ -346,7 +365,8 @@ int otlp_encode(const struct batch *b, const struct batch_meta *meta, struct buf
 	free(kvs);
 	free(kvp);
 	free(kvv);
-	free(per_group);
+	free(per_prof);
+	free(prof_of);
 	free(group_of);
 	free(group_res);
 	free(thread_attr);

@@ -7,8 +7,10 @@
  * ResourceProfiles per process, thread.name as a sample attribute, native
  * frames as (mapping, address) with the file id in the mapping's
  * process.executable.build_id.htlhash attribute, symbolized frames as
- * functions, profile.frame.type on every location, sample type
- * samples/count with period cpu/nanoseconds. Stateless: nothing is
+ * functions, profile.frame.type on every location, one Profile per event
+ * kind of a process: on-CPU with sample type samples/count, off-CPU with
+ * off_cpu/nanoseconds, both with period cpu/nanoseconds (1e9 / the on-CPU
+ * rate). Stateless: nothing is
  * remembered between requests. docs/protocol.md §5 says how ember-server
  * reads it back.
  */

@@ -36,6 +36,8 @@ enum selfstat {
 	SS_FP_STACKS,
 	SS_PY_FRAMES,
 	SS_PY_UNNAMED,
+	SS_OFFCPU_SAMPLES,
+	SS_OFFCPU_NS,
 	/* the BPF program's per-CPU counters (oncpu_types.h) */
 	SS_BPF_SAMPLES,
 	SS_BPF_IDLE,
@@ -56,6 +58,11 @@ enum selfstat {
 	SS_BPF_STOP_NO_PROGRESS,
 	SS_BPF_STOP_TRUNCATED,
 	SS_BPF_STOP_NO_FP,
+	SS_BPF_OFFCPU_WAITS,
+	SS_BPF_OFFCPU_SAMPLED,
+	SS_BPF_OFFCPU_SAMPLES,
+	SS_OFFCPU_LOST,
+	SS_BPF_OFFCPU_NO_SCRATCH,
 	/* processes and files (proc.h, files.h) */
 	SS_PROCESSES,
 	SS_FILES,
@@ -107,6 +114,7 @@ enum selfstat {
 	SS_KUBELET_PODS,
 	/* the agent */
 	SS_SAMPLING,
+	SS_OFFCPU_SAMPLING,
 	SS_START_TIME,
 	SS_COUNT
 };

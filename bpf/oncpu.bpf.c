@@ -2,7 +2,13 @@
 /* oncpu.bpf.c - on-CPU sampling: runs on every tick of the per-CPU
  * cpu-clock perf event the agent opens, captures the kernel stack and the
  * user stack of the interrupted thread and sends them through a ring
- * buffer.
+ * buffer. With -enable-off-cpu, off-CPU sampling too: tp_btf/sched_switch
+ * times how long each user thread stays switched out inside a system
+ * call, picks waits to sample with a probability proportional to their
+ * length and takes a picked thread's kernel stack as it switches in;
+ * tp_btf/sys_exit, in that thread, adds its user stack the same way as
+ * the on-CPU sampler and sends the record (see "Off-CPU" in
+ * docs/internals/agent.md).
  *
  * User stacks of processes the agent has described (unwind_procs) are
  * unwound by ember's own unwinder from DWARF call-frame tables
@@ -39,7 +45,6 @@ char LICENSE[] SEC("license") = "GPL";
  * inside the scratch record, whatever the compiler did to the check. */
 #define FRAME_INDEX_MASK 511
 _Static_assert(FRAME_INDEX_MASK + 1 >= ONCPU_MAX_FRAMES, "mask covers the frames");
-_Static_assert(sizeof(struct oncpu_sample) + 8 <= 4216, "masked slot stays in the scratch record");
 #define PROG_UNWIND 0
 #define PROG_PYTHON 1
 #define PF_KTHREAD 0x00200000
@@ -47,6 +52,17 @@ _Static_assert(sizeof(struct oncpu_sample) + 8 <= 4216, "masked slot stays in th
 /* Set by the agent before load. */
 const volatile __u64 ns_per_tick = 10000000; /* 1e9 / USER_HZ */
 const volatile __u32 has_task_pt_regs = 1;   /* bpf_task_pt_regs exists (Linux >= 5.15) */
+const volatile __u64 offcpu_period_ns = 52631578; /* 1e9 / -off-cpu-sampling-rate */
+
+/* Written by the agent while the programs run (the .bss map is mmap'd):
+ * waits that began before it are not measured (off-CPU sampling was off
+ * then, so their start times are stale). */
+volatile __u64 offcpu_since_ns;
+/* Off-CPU records started and not yet sent or dropped (offcpu_begin,
+ * offcpu_sample): while 0, as it nearly always is, the system-call exit
+ * hook returns at once. A record dropped with its thread leaves it above
+ * the truth, which costs a lookup per system call, nothing else. */
+__u64 offcpu_pending;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -58,7 +74,6 @@ struct scratch {
 	struct unwind_regs regs;
 	__u32 tail_calls;
 	__u32 wake;	     /* wake the agent for this sample (submit) */
-	__u64 last_wake_ns;  /* this CPU's last forced wakeup */
 	/* The Python walk of this sample: */
 	__u64 py_frame;      /* the next _PyInterpreterFrame to read, 0 = none left */
 	__u64 py_scan;       /* PY_F_ENTRY_ON_STACK: the next frame the search for
@@ -79,13 +94,64 @@ struct scratch {
  * At most one forced wakeup per CPU per WAKE_MIN_NS, whatever happens. */
 #define WAKE_MIN_NS 10000000ull
 
-/* Per-CPU scratch record: far too large for the 512-byte BPF stack. */
+/* The masked frame slot (FRAME_INDEX_MASK) stays inside the record. */
+_Static_assert(__builtin_offsetof(struct oncpu_sample, frames) + (FRAME_INDEX_MASK + 1) * 8 <=
+		       sizeof(struct scratch),
+	       "masked slot stays in the scratch record");
+
+/* The on-CPU sampler's scratch record, per CPU: far too large for the
+ * 512-byte BPF stack. Perf-event programs run in interrupt context, so
+ * nothing else on the CPU uses it meanwhile. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct scratch);
 } scratch SEC(".maps");
+
+/* The off-CPU sampler's records in progress, per thread id: one is
+ * started when the thread is switched in (on whichever CPU) and finished
+ * at its system call's exit, where the tracepoint may run preemptibly (and
+ * the cpu-clock interrupt may run the on-CPU sampler), so it cannot live
+ * in per-CPU memory. Preallocated: the switch hook runs with the run queue
+ * locked, where allocating memory is not safe on every kernel. Sized by
+ * the agent; a full map drops picked waits (counted). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, struct scratch);
+} offcpu_scratch SEC(".maps");
+
+/* Where the switch hook builds a record before it goes into
+ * offcpu_scratch: per CPU, as that hook runs with interrupts off. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct scratch);
+} offcpu_stage SEC(".maps");
+
+/* Per user thread: when it was last switched out inside a system call, 0
+ * = not waiting (offcpu_switch). Created outside the scheduler, which
+ * only looks it up (it runs with the run queue locked, where allocating
+ * memory is not safe on every kernel): for the threads there are when
+ * sampling starts by the task iterator offcpu_threads, which the agent
+ * runs, for new ones by offcpu_fork. Freed with the thread. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, __u64);
+} offcpu_waits SEC(".maps");
+
+/* Each CPU's last forced wakeup of the agent (wake_agent). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} wake_times SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -123,12 +189,22 @@ struct {
 	__type(value, struct unwind_proc);
 } unwind_procs SEC(".maps");
 
+/* Tail calls only reach programs of the caller's type (and, for tracing
+ * programs, of its attach target): the perf-event unwinder and the
+ * tp_btf/sys_exit one each have their own array. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
 	__uint(max_entries, 2); /* PROG_UNWIND, PROG_PYTHON */
 	__type(key, __u32);
 	__type(value, __u32);
 } unwind_progs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 2); /* PROG_UNWIND, PROG_PYTHON of the off-CPU path */
+	__type(key, __u32);
+	__type(value, __u32);
+} offcpu_progs SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -201,7 +277,11 @@ __noinline int uw_rule_id(__u32 file, __u64 vaddr)
 	return uw_find_rule_id(file_at(file), vaddr);
 }
 
-static __always_inline void submit(struct scratch *sc)
+/* Sends the record (only its used part) and counts it. off: the record is
+ * the off-CPU sampler's, in offcpu_scratch, which is deleted once sent.
+ * off is a constant in every caller, so the perf-event programs never
+ * refer to the off-CPU maps. */
+static __always_inline void submit(struct scratch *sc, const bool off)
 {
 	struct oncpu_sample *s = &sc->s;
 	__u32 nk = s->kstack_len > 0 ? (__u32)s->kstack_len : 0;
@@ -210,23 +290,29 @@ static __always_inline void submit(struct scratch *sc)
 	if (size > sizeof(*s))
 		size = sizeof(*s);
 	__u64 flags = sc->wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
-	if (bpf_ringbuf_output(&samples, s, size, flags) < 0) {
-		count(ONCPU_STAT_RB_FULL, 1);
-		return;
+	if (bpf_ringbuf_output(&samples, s, size, flags) < 0)
+		count(off ? ONCPU_STAT_OFFCPU_RB_FULL : ONCPU_STAT_RB_FULL, 1);
+	else
+		count(off ? ONCPU_STAT_OFFCPU_SAMPLES : ONCPU_STAT_SAMPLES, 1);
+	if (off) {
+		__u32 tid = (__u32)bpf_get_current_pid_tgid();
+		if (bpf_map_delete_elem(&offcpu_scratch, &tid) == 0)
+			__sync_fetch_and_add(&offcpu_pending, -1);
 	}
-	count(ONCPU_STAT_SAMPLES, 1);
 }
 
 /* Asks submit to wake the agent, at most once per WAKE_MIN_NS per CPU. */
 static __always_inline void wake_agent(struct scratch *sc)
 {
-	if (sc->s.ktime_ns - sc->last_wake_ns >= WAKE_MIN_NS) {
+	__u32 zero = 0;
+	__u64 *last = bpf_map_lookup_elem(&wake_times, &zero);
+	if (last && sc->s.ktime_ns - *last >= WAKE_MIN_NS) {
 		sc->wake = 1;
-		sc->last_wake_ns = sc->s.ktime_ns;
+		*last = sc->s.ktime_ns;
 	}
 }
 
-static __always_inline void stop_unwind(struct scratch *sc, int err)
+static __always_inline void stop_unwind(struct scratch *sc, int err, const bool off)
 {
 	/* A return address in no mapping the agent described: the process
 	 * has mapped code since (ld.so loading libraries, dlopen, JIT), and
@@ -237,22 +323,19 @@ static __always_inline void stop_unwind(struct scratch *sc, int err)
 		sc->s.unwind_error = (__u16)err;
 		count(ONCPU_STAT_ERR_BASE + err, 1);
 	}
-	submit(sc);
+	submit(sc, off);
 }
 
-/* Continues ember's unwinder from sc->regs: UNWIND_FRAMES_PER_PROG frames,
- * then a tail call into itself. */
-SEC("perf_event")
-int oncpu_unwind(struct bpf_perf_event_data *ctx)
+/* The body of the unwinder programs (oncpu_unwind, offcpu_unwind):
+ * continues ember's unwinder from sc->regs, UNWIND_FRAMES_PER_PROG frames,
+ * then a tail call into itself through progs (the caller's program
+ * array). */
+static __always_inline int unwind_body(void *ctx, struct scratch *sc, void *progs, const bool off)
 {
-	__u32 zero = 0;
-	struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
-	if (!sc)
-		return 0;
 	__u32 pid = sc->s.pid;
 	const struct unwind_proc *p = bpf_map_lookup_elem(&unwind_procs, &pid);
 	if (!p) {
-		stop_unwind(sc, UWE_NO_MAPPING);
+		stop_unwind(sc, UWE_NO_MAPPING, off);
 		return 0;
 	}
 	__u32 nk = sc->s.kstack_len > 0 ? (__u32)sc->s.kstack_len : 0;
@@ -264,12 +347,12 @@ int oncpu_unwind(struct bpf_perf_event_data *ctx)
 	for (int i = 0; i < UNWIND_FRAMES_PER_PROG; i++) {
 		__u32 nu = (__u32)sc->s.ustack_len;
 		if (nu >= ONCPU_MAX_UFRAMES) {
-			stop_unwind(sc, UWE_TRUNCATED);
+			stop_unwind(sc, UWE_TRUNCATED, off);
 			return 0;
 		}
 		__u32 idx = nk + nu;
 		if (idx >= ONCPU_MAX_FRAMES) {
-			stop_unwind(sc, UWE_TRUNCATED);
+			stop_unwind(sc, UWE_TRUNCATED, off);
 			return 0;
 		}
 		bool native = true, on_stack = py && (py->off.flags & PY_F_ENTRY_ON_STACK);
@@ -277,7 +360,7 @@ int oncpu_unwind(struct bpf_perf_event_data *ctx)
 		if (on_stack && !sc->py_started && sc->tail_calls + 2 < UNWIND_MAX_TAIL_CALLS) {
 			/* Find the thread's frames and the first marker. */
 			sc->tail_calls++;
-			bpf_tail_call(ctx, &unwind_progs, PROG_PYTHON);
+			bpf_tail_call(ctx, progs, PROG_PYTHON);
 		}
 		if (py && !on_stack && ((pc >= py->eval_lo && pc < py->eval_hi) ||
 					(pc >= py->cold_lo && pc < py->cold_hi))) {
@@ -285,7 +368,7 @@ int oncpu_unwind(struct bpf_perf_event_data *ctx)
 			if (!sc->py_visited && sc->tail_calls + 2 < UNWIND_MAX_TAIL_CALLS) {
 				sc->py_visited = 1;
 				sc->tail_calls++;
-				bpf_tail_call(ctx, &unwind_progs, PROG_PYTHON);
+				bpf_tail_call(ctx, progs, PROG_PYTHON);
 			}
 			native = !sc->py_emitted;
 			sc->py_visited = 0;
@@ -302,7 +385,7 @@ int oncpu_unwind(struct bpf_perf_event_data *ctx)
 		__u64 sp = sc->regs.sp;
 		int rc = uw_step(p, pid, &sc->regs);
 		if (rc != UW_CONTINUE) {
-			stop_unwind(sc, rc < 0 ? -rc : 0);
+			stop_unwind(sc, rc < 0 ? -rc : 0, off);
 			return 0;
 		}
 		if (on_stack && native && sc->py_marker >= sp && sc->py_marker < sc->regs.sp &&
@@ -315,16 +398,16 @@ int oncpu_unwind(struct bpf_perf_event_data *ctx)
 			sc->py_emitted = 0;
 			sc->s.ustack_len = (__s32)nu;
 			sc->tail_calls++;
-			bpf_tail_call(ctx, &unwind_progs, PROG_PYTHON);
+			bpf_tail_call(ctx, progs, PROG_PYTHON);
 		}
 	}
 	if (++sc->tail_calls > UNWIND_MAX_TAIL_CALLS) {
-		stop_unwind(sc, UWE_TRUNCATED);
+		stop_unwind(sc, UWE_TRUNCATED, off);
 		return 0;
 	}
 	count(ONCPU_STAT_TAIL_CALLS, 1);
-	bpf_tail_call(ctx, &unwind_progs, PROG_UNWIND);
-	stop_unwind(sc, UWE_TRUNCATED); /* the tail call failed */
+	bpf_tail_call(ctx, progs, PROG_UNWIND);
+	stop_unwind(sc, UWE_TRUNCATED, off); /* the tail call failed */
 	return 0;
 }
 
@@ -394,18 +477,15 @@ static __always_inline void keep_native(struct scratch *sc, __u32 nk)
 	sc->s.ustack_len = (__s32)(nu + 1);
 }
 
-/* Writes the Python frames of one invocation of the interpreter loop (the
- * native frame oncpu_unwind is at), PY_FRAMES_PER_PROG per program, then
- * goes back to the native unwinder. An invocation's frames end with its
- * entry frame (3.11: is_entry) or at the marker frame below them (3.12+:
- * PY_OWNED_BY_ENTRY); before 3.11 an invocation runs one frame. */
-SEC("perf_event")
-int oncpu_python(struct bpf_perf_event_data *ctx)
+/* The body of the Python walker programs (oncpu_python, offcpu_python):
+ * writes the Python frames of one invocation of the interpreter loop (the
+ * native frame the unwinder is at), PY_FRAMES_PER_PROG per program, then
+ * goes back to the native unwinder through progs. An invocation's frames
+ * end with its entry frame (3.11: is_entry) or at the marker frame below
+ * them (3.12+: PY_OWNED_BY_ENTRY); before 3.11 an invocation runs one
+ * frame. */
+static __always_inline int python_body(void *ctx, struct scratch *sc, void *progs, const bool off)
 {
-	__u32 zero = 0;
-	struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
-	if (!sc)
-		return 0;
 	__u32 pid = sc->s.pid;
 	const struct py_proc *py = bpf_map_lookup_elem(&py_procs, &pid);
 	if (!py)
@@ -510,7 +590,7 @@ int oncpu_python(struct bpf_perf_event_data *ctx)
 	/* More frames in this invocation: go on. */
 	if (sc->py_frame && sc->tail_calls + 2 < UNWIND_MAX_TAIL_CALLS) {
 		sc->tail_calls++;
-		bpf_tail_call(ctx, &unwind_progs, PROG_PYTHON);
+		bpf_tail_call(ctx, progs, PROG_PYTHON);
 	}
 	goto back;
 scan:
@@ -533,7 +613,7 @@ scan:
 	}
 	if (sc->py_scan && sc->tail_calls + 2 < UNWIND_MAX_TAIL_CALLS) {
 		sc->tail_calls++;
-		bpf_tail_call(ctx, &unwind_progs, PROG_PYTHON);
+		bpf_tail_call(ctx, progs, PROG_PYTHON);
 	}
 	goto no_marker;
 lost:
@@ -544,9 +624,27 @@ no_marker:
 	sc->py_marker = 0;
 back:
 	sc->tail_calls++;
-	bpf_tail_call(ctx, &unwind_progs, PROG_UNWIND);
-	stop_unwind(sc, UWE_TRUNCATED); /* the tail call failed */
+	bpf_tail_call(ctx, progs, PROG_UNWIND);
+	stop_unwind(sc, UWE_TRUNCATED, off); /* the tail call failed */
 	return 0;
+}
+
+/* The registers of a thread in the kernel: those saved when it entered it
+ * (system call, interrupt, fault). 0 when there are none: a kernel
+ * thread, or a kernel without bpf_task_pt_regs. */
+static __always_inline int entry_regs(struct unwind_regs *r)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	if (!has_task_pt_regs || (task->flags & PF_KTHREAD))
+		return 0;
+	struct pt_regs *u = (struct pt_regs *)bpf_task_pt_regs(task);
+	if (!u)
+		return 0;
+	r->pc = BPF_CORE_READ(u, ip);
+	r->sp = BPF_CORE_READ(u, sp);
+	r->bp = BPF_CORE_READ(u, bp);
+	r->exact = 0; /* the instruction after the system call */
+	return r->pc != 0;
 }
 
 /* The registers of the interrupted user code, or 0 when there is none. */
@@ -564,43 +662,28 @@ static __always_inline int user_regs(struct bpf_perf_event_data *ctx, struct unw
 		return 1;
 	}
 	/* In the kernel: the registers saved when the thread entered it. */
-	struct task_struct *task = bpf_get_current_task_btf();
-	if (!has_task_pt_regs || (task->flags & PF_KTHREAD))
-		return 0;
-	struct pt_regs *u = (struct pt_regs *)bpf_task_pt_regs(task);
-	if (!u)
-		return 0;
-	r->pc = BPF_CORE_READ(u, ip);
-	r->sp = BPF_CORE_READ(u, sp);
-	r->bp = BPF_CORE_READ(u, bp);
-	r->exact = 0; /* the instruction after the system call */
-	return r->pc != 0;
+	return entry_regs(r);
 }
 
-SEC("perf_event")
-int oncpu_sample(struct bpf_perf_event_data *ctx)
+/* Fills the record's header for the current thread and its kernel stack;
+ * returns the number of kernel frames. */
+static __always_inline __u32 begin_sample(void *ctx, struct scratch *sc, __u64 now, __u32 kind,
+					  __u64 value)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32, tid = (__u32)id;
-	__u32 zero = 0;
-
-	if (tid == 0) {
-		count(ONCPU_STAT_IDLE, 1);
-		return 0;
-	}
-	struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
-	if (!sc)
-		return 0;
 	struct oncpu_sample *s = &sc->s;
-	s->ktime_ns = bpf_ktime_get_ns();
+	s->ktime_ns = now;
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	s->proc_start_ns = BPF_CORE_READ(task, group_leader, start_boottime);
 	s->exec_id = BPF_CORE_READ(task, group_leader, self_exec_id);
-	s->pid = tgid;
-	s->tid = tid;
+	s->value = value;
+	s->pid = id >> 32;
+	s->tid = (__u32)id;
 	s->cpu = bpf_get_smp_processor_id();
 	s->unwind_mode = UWM_NONE;
 	s->unwind_error = UWE_NONE;
+	s->kind = kind;
+	s->reserved = 0;
 	s->ustack_len = 0;
 	sc->tail_calls = 0;
 	sc->wake = 0;
@@ -623,16 +706,26 @@ int oncpu_sample(struct bpf_perf_event_data *ctx)
 			nk = ONCPU_MAX_KFRAMES;
 		s->kstack_len = (__s32)nk;
 	}
+	return nk;
+}
 
-	if (!user_regs(ctx, &sc->regs)) {
-		submit(sc); /* a kernel thread: no user stack */
+/* Takes the user stack from sc->regs (has_regs = 0: none, a kernel
+ * thread) and sends the record: ember's unwinder through progs for a
+ * process the agent has described, else the kernel's frame-pointer walk. */
+static __always_inline int finish_sample(void *ctx, struct scratch *sc, __u32 nk, int has_regs,
+					 void *progs, const bool off)
+{
+	struct oncpu_sample *s = &sc->s;
+	if (!has_regs) {
+		submit(sc, off); /* a kernel thread: no user stack */
 		return 0;
 	}
+	__u32 tgid = s->pid;
 	const struct unwind_proc *p = bpf_map_lookup_elem(&unwind_procs, &tgid);
 	if (p && p->start_ticks == s->proc_start_ns / ns_per_tick && p->exec_id == s->exec_id) {
 		s->unwind_mode = UWM_CFI;
 		count(ONCPU_STAT_CFI, 1);
-		bpf_tail_call(ctx, &unwind_progs, 0);
+		bpf_tail_call(ctx, progs, PROG_UNWIND);
 		/* Tail call failed: fall back to the kernel's walk below. */
 		s->unwind_mode = UWM_NONE;
 	}
@@ -642,6 +735,9 @@ int oncpu_sample(struct bpf_perf_event_data *ctx)
 	s->unwind_mode = UWM_KERNEL_FP;
 	count(ONCPU_STAT_KERNEL_FP, 1);
 	wake_agent(sc);
+	/* Masked: the compiler drops the mask where it knows nk's bound,
+	 * which the verifier may not. */
+	asm volatile("" : "+r"(nk));
 	long un = bpf_get_stack(ctx, &s->frames[nk & 127], ONCPU_MAX_KFRAMES * sizeof(__u64),
 				BPF_F_USER_STACK);
 	if (un < 0) {
@@ -651,6 +747,263 @@ int oncpu_sample(struct bpf_perf_event_data *ctx)
 		__u32 nu = (__u32)un / sizeof(__u64);
 		s->ustack_len = (__s32)(nu > ONCPU_MAX_KFRAMES ? ONCPU_MAX_KFRAMES : nu);
 	}
-	submit(sc);
+	submit(sc, off);
+	return 0;
+}
+
+/* --- on-CPU: the cpu-clock perf event -------------------------------- */
+
+/* The on-CPU programs' scratch record: this CPU's. */
+static __always_inline struct scratch *cpu_scratch(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&scratch, &zero);
+}
+
+/* The on-CPU sampler's tail-call targets (unwind_progs: PROG_UNWIND,
+ * PROG_PYTHON). */
+SEC("perf_event")
+int oncpu_unwind(struct bpf_perf_event_data *ctx)
+{
+	struct scratch *sc = cpu_scratch();
+	return sc ? unwind_body(ctx, sc, &unwind_progs, false) : 0;
+}
+
+SEC("perf_event")
+int oncpu_python(struct bpf_perf_event_data *ctx)
+{
+	struct scratch *sc = cpu_scratch();
+	return sc ? python_body(ctx, sc, &unwind_progs, false) : 0;
+}
+
+/* At every cpu-clock tick: the stacks of the interrupted thread, as one
+ * on-CPU sample (the idle task is only counted). */
+SEC("perf_event")
+int oncpu_sample(struct bpf_perf_event_data *ctx)
+{
+	if ((__u32)bpf_get_current_pid_tgid() == 0) {
+		count(ONCPU_STAT_IDLE, 1);
+		return 0;
+	}
+	struct scratch *sc = cpu_scratch();
+	if (!sc)
+		return 0;
+	__u32 nk = begin_sample(ctx, sc, bpf_ktime_get_ns(), ONCPU_KIND_ON_CPU, 1);
+	int has_regs = user_regs(ctx, &sc->regs);
+	return finish_sample(ctx, sc, nk, has_regs, &unwind_progs, false);
+}
+
+/* --- off-CPU: tp_btf/sched_switch and tp_btf/sys_exit ---------------- */
+
+#define PF_IO_WORKER 0x00000010
+
+/* Whether thread t is inside the body of a system call: its registers
+ * saved at kernel entry hold the call's number in orig_ax (-1 for
+ * interrupts and exceptions, whose entry code overwrites the error code
+ * there), and ax still holds the -ENOSYS the entry code put there until
+ * the call returns (x86-64). A thread rescheduled after its call returned,
+ * on its way back to user space, is not: its sys_exit has already run. */
+static __always_inline bool in_syscall(struct task_struct *t)
+{
+	/* A BTF pointer: plain loads, cheaper than BPF_CORE_READ's helper
+	 * calls at every context switch. */
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(t);
+	return regs && (long)regs->orig_ax >= 0 && (long)regs->ax == -38 /* -ENOSYS */;
+}
+
+/* Starts the off-CPU record of next, whose wait was picked: the header and
+ * the kernel stack it waited with (next is not running yet, its kernel
+ * stack is still; the kernel's walk of a sleeping task leaves out the
+ * scheduler's own functions). offcpu_sample adds the user stack in next's
+ * own context, at the exit of the system call it waited in. A second wait
+ * picked in the same system call adds its value to that record. */
+static __always_inline void offcpu_begin(struct task_struct *next, __u32 tid, __u64 now,
+					 __u64 value)
+{
+	struct scratch *sc = bpf_map_lookup_elem(&offcpu_scratch, &tid);
+	if (sc && sc->s.ktime_ns >= offcpu_since_ns) {
+		__u64 v = sc->s.value + value;
+		sc->s.value = v < OFFCPU_MAX_VALUE_NS ? v : OFFCPU_MAX_VALUE_NS;
+		return;
+	}
+	/* None, or one left from before sampling was last switched on (its
+	 * system call returned unseen): a new one, built here and copied in. */
+	bool replaces = sc != NULL;
+	__u32 zero = 0;
+	sc = bpf_map_lookup_elem(&offcpu_stage, &zero);
+	if (!sc)
+		return;
+	struct oncpu_sample *s = &sc->s;
+	s->ktime_ns = now;
+	s->proc_start_ns = BPF_CORE_READ(next, group_leader, start_boottime);
+	s->exec_id = BPF_CORE_READ(next, group_leader, self_exec_id);
+	s->value = value < OFFCPU_MAX_VALUE_NS ? value : OFFCPU_MAX_VALUE_NS;
+	s->pid = next->tgid;
+	s->tid = next->pid;
+	s->cpu = bpf_get_smp_processor_id();
+	s->unwind_mode = UWM_NONE;
+	s->unwind_error = UWE_NONE;
+	s->kind = ONCPU_KIND_OFF_CPU;
+	s->reserved = 0;
+	s->ustack_len = 0;
+	bpf_probe_read_kernel(s->comm, sizeof(s->comm), next->comm);
+	long kn = bpf_get_task_stack(next, s->frames, ONCPU_MAX_KFRAMES * sizeof(__u64), 0);
+	if (kn < 0) {
+		count(ONCPU_STAT_KSTACK_ERR, 1);
+		s->kstack_len = (__s32)kn;
+	} else {
+		__u32 nk = (__u32)kn / sizeof(__u64);
+		s->kstack_len = (__s32)(nk > ONCPU_MAX_KFRAMES ? ONCPU_MAX_KFRAMES : nk);
+	}
+	if (bpf_map_update_elem(&offcpu_scratch, &tid, sc, BPF_ANY) != 0) {
+		count(ONCPU_STAT_OFFCPU_NO_SCRATCH, 1);
+		return;
+	}
+	if (!replaces)
+		__sync_fetch_and_add(&offcpu_pending, 1);
+}
+
+/* At every context switch (interrupts off, the run queue locked: keep it
+ * short). prev, a user thread that gives up the CPU itself inside a
+ * system call (it blocks, or yields), gets its switch-out time. next, if
+ * it has one, has waited now - start: the wait is picked for sampling with
+ * probability min(1, wait / offcpu_period_ns), and a picked one stands
+ * for max(wait, offcpu_period_ns) nanoseconds, so the expected sum of the
+ * samples is the time spent waiting. Not timed: waits outside system
+ * calls (page faults, preemption on the way back to user space) and
+ * preemption inside the kernel (preempt = true), which no hook here sees
+ * end in the thread's own context. */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(offcpu_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u64 *start;
+	if (!preempt && prev->pid && !(prev->flags & (PF_KTHREAD | PF_IO_WORKER)) && in_syscall(prev)) {
+		start = bpf_task_storage_get(&offcpu_waits, prev, 0, 0);
+		if (start)
+			*start = now;
+	}
+	if (!next->pid || (next->flags & (PF_KTHREAD | PF_IO_WORKER)))
+		return 0;
+	start = bpf_task_storage_get(&offcpu_waits, next, 0, 0);
+	if (!start || !*start)
+		return 0;
+	__u64 t = *start;
+	*start = 0;
+	__u32 tid = next->pid;
+	if (t < offcpu_since_ns || t >= now)
+		return 0;
+	__u64 wait = now - t, period = offcpu_period_ns;
+	count(ONCPU_STAT_OFFCPU_WAITS, 1);
+	if (wait < period) {
+		/* wait < period <= 1e9 < 2^30: the shift cannot overflow. */
+		if ((__u64)bpf_get_prandom_u32() >= (wait << 32) / period)
+			return 0;
+		wait = period;
+	}
+	count(ONCPU_STAT_OFFCPU_SAMPLED, 1);
+	offcpu_begin(next, tid, now, wait);
+	return 0;
+}
+
+/* The off-CPU programs' scratch record: the current thread's. */
+static __always_inline struct scratch *thread_scratch(void)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	return bpf_map_lookup_elem(&offcpu_scratch, &tid);
+}
+
+/* The off-CPU sampler's tail-call targets (offcpu_progs: PROG_UNWIND,
+ * PROG_PYTHON): loaded as tp_btf/sys_exit programs, like their caller
+ * offcpu_sample, and never attached. */
+SEC("tp_btf/sys_exit")
+int offcpu_unwind(__u64 *ctx)
+{
+	struct scratch *sc = thread_scratch();
+	return sc ? unwind_body(ctx, sc, &offcpu_progs, true) : 0;
+}
+
+SEC("tp_btf/sys_exit")
+int offcpu_python(__u64 *ctx)
+{
+	struct scratch *sc = thread_scratch();
+	return sc ? python_body(ctx, sc, &offcpu_progs, true) : 0;
+}
+
+/* At every system call's exit, in the calling thread: a thread with a
+ * record started at its switch-in (offcpu_begin) is back from the system
+ * call it waited in, with its user stack as it was while it waited. The
+ * stack is taken as the on-CPU sampler takes it and the record sent. */
+SEC("tp_btf/sys_exit")
+int BPF_PROG(offcpu_sample, struct pt_regs *regs, long ret)
+{
+	if (!offcpu_pending)
+		return 0;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct scratch *sc = bpf_map_lookup_elem(&offcpu_scratch, &tid);
+	if (!sc)
+		return 0;
+	/* Started before sampling was last switched on (its system call may
+	 * have returned unseen since), or before an exec: not this call's. */
+	struct task_struct *task = bpf_get_current_task_btf();
+	if (sc->s.ktime_ns < offcpu_since_ns ||
+	    sc->s.exec_id != BPF_CORE_READ(task, group_leader, self_exec_id)) {
+		if (bpf_map_delete_elem(&offcpu_scratch, &tid) == 0)
+			__sync_fetch_and_add(&offcpu_pending, -1);
+		return 0;
+	}
+	sc->regs.pc = BPF_CORE_READ(regs, ip);
+	sc->regs.sp = BPF_CORE_READ(regs, sp);
+	sc->regs.bp = BPF_CORE_READ(regs, bp);
+	sc->regs.exact = 0; /* the instruction after the system call */
+	sc->tail_calls = 0;
+	sc->wake = 0;
+	sc->py_frame = 0;
+	sc->py_scan = 0;
+	sc->py_marker = 0;
+	sc->py_started = 0;
+	sc->py_visited = 0;
+	sc->py_emitted = 0;
+	__u32 nk = sc->s.kstack_len > 0 ? (__u32)sc->s.kstack_len : 0;
+	if (nk > ONCPU_MAX_KFRAMES)
+		nk = ONCPU_MAX_KFRAMES;
+	return finish_sample(ctx, sc, nk, sc->regs.pc != 0, &offcpu_progs, true);
+}
+
+/* A thread that exits inside the system call it waited in (exit_group)
+ * never reaches its exit hook: its record is dropped here, out of the
+ * count of pending ones, and its thread id forgotten (ids are reused). */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(offcpu_exit, struct task_struct *p)
+{
+	__u32 tid = p->pid;
+	if (offcpu_pending && bpf_map_delete_elem(&offcpu_scratch, &tid) == 0)
+		__sync_fetch_and_add(&offcpu_pending, -1);
+	return 0;
+}
+
+/* Gives a user thread its offcpu_waits slot. */
+static __always_inline void offcpu_adopt(struct task_struct *t)
+{
+	if (t->pid && !(t->flags & (PF_KTHREAD | PF_IO_WORKER)))
+		bpf_task_storage_get(&offcpu_waits, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+}
+
+/* Every new thread or process, in its parent, before it first runs. */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(offcpu_fork, struct task_struct *parent, struct task_struct *child)
+{
+	offcpu_adopt(child);
+	return 0;
+}
+
+/* Every thread there is, once, when the agent starts off-CPU sampling
+ * (after attaching offcpu_fork, so none is missed). */
+SEC("iter/task")
+int offcpu_threads(struct bpf_iter__task *ctx)
+{
+	struct task_struct *t = ctx->task;
+	if (t)
+		offcpu_adopt(t);
 	return 0;
 }

@@ -1,6 +1,6 @@
-/* oncpu_types.h - the record the on-CPU sampler (oncpu.bpf.c) sends to the
- * agent (agent/oncpu.c) through the ring buffer. Shared by both sides, so
- * it uses only fixed-width kernel types. */
+/* oncpu_types.h - the record the samplers of oncpu.bpf.c (on-CPU and
+ * off-CPU) send to the agent (agent/oncpu.c) through the ring buffer.
+ * Shared by both sides, so it uses only fixed-width kernel types. */
 #ifndef EMBER_BPF_ONCPU_TYPES_H
 #define EMBER_BPF_ONCPU_TYPES_H
 
@@ -9,10 +9,22 @@
 #define ONCPU_MAX_FRAMES (ONCPU_MAX_KFRAMES + ONCPU_MAX_UFRAMES)
 #define ONCPU_COMM_LEN 16
 
+/* What a record measures (struct oncpu_sample.kind); the values are
+ * ember.ingest.v1.EventKind's (agent/batch.h enum event_kind). */
+enum oncpu_kind {
+	ONCPU_KIND_ON_CPU = 1,  /* value: 1 sample */
+	ONCPU_KIND_OFF_CPU = 2, /* value: nanoseconds off CPU this sample stands for */
+};
+
+/* Longest wait one off-CPU record may carry (a thread asleep for a day
+ * wakes up once); the agent refuses larger values as malformed. */
+#define OFFCPU_MAX_VALUE_NS (86400ull * 1000000000ull)
+
 struct oncpu_sample {
 	__u64 ktime_ns;
 	__u64 proc_start_ns; /* boot-time start of the process, tells reused pids apart */
 	__u64 exec_id;       /* the process's exec count (self_exec_id): an exec changes it */
+	__u64 value;         /* 1 for on-CPU; nanoseconds for off-CPU (enum oncpu_kind) */
 	__u32 pid;           /* thread group id */
 	__u32 tid;
 	__u32 cpu;
@@ -20,6 +32,8 @@ struct oncpu_sample {
 	__s32 ustack_len;    /* frames, or a negative errno */
 	__u16 unwind_mode;   /* enum unwind_mode (unwind_types.h) */
 	__u16 unwind_error;  /* enum unwind_error: why the user stack ended early */
+	__u32 kind;          /* enum oncpu_kind */
+	__u32 reserved;      /* 0 */
 	char comm[ONCPU_COMM_LEN]; /* thread name */
 	/* kstack_len kernel frames, then ustack_len user frames; each run is
 	 * innermost (leaf) first. Only the used part is sent. */
@@ -45,7 +59,13 @@ enum oncpu_stat {
 	ONCPU_STAT_PY_FRAMES,     /* Python frames written */
 	ONCPU_STAT_PY_READ_ERR,   /* Python walks cut short by unreadable memory */
 	ONCPU_STAT_ERR_BASE,      /* + enum unwind_error: stacks ended by that error */
-	ONCPU_STAT_MAX = ONCPU_STAT_ERR_BASE + 8,
+	/* Off-CPU (-enable-off-cpu): */
+	ONCPU_STAT_OFFCPU_WAITS = ONCPU_STAT_ERR_BASE + 8, /* waits measured (switch-ins) */
+	ONCPU_STAT_OFFCPU_SAMPLED,   /* of those, chosen to be sampled */
+	ONCPU_STAT_OFFCPU_SAMPLES,   /* off-CPU records sent */
+	ONCPU_STAT_OFFCPU_RB_FULL,   /* off-CPU records lost: ring buffer full */
+	ONCPU_STAT_OFFCPU_NO_SCRATCH, /* sampled waits dropped: no scratch record */
+	ONCPU_STAT_MAX,
 };
 
 #endif

@@ -16,9 +16,14 @@ import urllib.error
 import urllib.request
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-BIN = os.path.join(ROOT, os.environ.get("EMBER_BUILD", "build"), "bin")
-WORKLOADS = os.path.join(ROOT, "build", "workloads")
-ARTIFACTS = os.path.join(ROOT, "build", "test-results")
+# EMBER_BUILD picks another build directory (make BUILD=...): its binaries,
+# its workloads when it has them, and its test-results for the logs.
+BUILD = os.path.join(ROOT, os.environ.get("EMBER_BUILD", "build"))
+BIN = os.path.join(BUILD, "bin")
+WORKLOADS = os.path.join(BUILD, "workloads")
+if not os.path.isdir(WORKLOADS):
+    WORKLOADS = os.path.join(ROOT, "build", "workloads")
+ARTIFACTS = os.path.join(BUILD, "test-results")
 DEFAULT_PROJECT = "00000000-0000-0000-0000-000000000000"
 
 

@@ -21,6 +21,7 @@
 #include "agent/kubelet.h"
 #include "agent/maps.h"
 #include "agent/oncpu.h"
+#include "agent/otlp_export.h"
 #include "agent/proc.h"
 #include "agent/python.h"
 #include "agent/selfstats.h"
@@ -28,6 +29,9 @@
 #include "oncpu_types.h"
 #include "unwind_types.h"
 #include "server/batch_decode.h"
+#include "server/otlp.h"
+#include "compress.h"
+#include "otlp_profiles.pb-c.h"
 #include "util.h"
 
 static void test_config_precedence(void **state)
@@ -349,6 +353,8 @@ static void test_collect(void **state)
 
 	struct oncpu_sample s;
 	memset(&s, 0, sizeof(s));
+	s.kind = ONCPU_KIND_ON_CPU;
+	s.value = 1;
 	s.pid = 4242;
 	s.tid = 4243;
 	s.proc_start_ns = 500ull * 10000000ull;
@@ -482,6 +488,277 @@ static void test_collect(void **state)
 	kallsyms_free(&k);
 	rm_rf(root);
 	free(root);
+}
+
+
+/* -enable-off-cpu and -off-cpu-sampling-rate: off by default; the flag, or
+ * a non-zero rate set explicitly (command line, environment or config
+ * file, even to the default value), turns it on. */
+static bool off_cpu_loads(int argc, char **argv, char **envp, bool *on, uint64_t *hz)
+{
+	struct agent_config cfg;
+	struct buf err = { 0 };
+	int rc = agent_config_load(&cfg, argc, argv, envp, &err);
+	if (rc == 0) {
+		*on = cfg.off_cpu;
+		*hz = cfg.off_cpu_hz;
+	}
+	agent_config_free(&cfg);
+	buf_free(&err);
+	return rc == 0;
+}
+
+static void test_off_cpu_flags(void **state)
+{
+	(void)state;
+	char *envp[] = { NULL };
+	bool on = true;
+	uint64_t hz = 0;
+	char *d[] = { "a", "-collection-agent=h:1", NULL };
+	assert_true(off_cpu_loads(2, d, envp, &on, &hz));
+	assert_false(on);
+	assert_int_equal(hz, 19);
+	char *a1[] = { "a", "-collection-agent=h:1", "-enable-off-cpu", NULL };
+	assert_true(off_cpu_loads(3, a1, envp, &on, &hz));
+	assert_true(on);
+	assert_int_equal(hz, 19);
+	char *a2[] = { "a", "-collection-agent=h:1", "--off-cpu-sampling-rate", "50", NULL };
+	assert_true(off_cpu_loads(4, a2, envp, &on, &hz));
+	assert_true(on);
+	assert_int_equal(hz, 50);
+	/* Explicit, even at the default value. */
+	char *a3[] = { "a", "-collection-agent=h:1", "-off-cpu-sampling-rate=19", NULL };
+	assert_true(off_cpu_loads(3, a3, envp, &on, &hz));
+	assert_true(on);
+	/* 0 alone: off, not an error. */
+	char *a4[] = { "a", "-collection-agent=h:1", "-off-cpu-sampling-rate=0", NULL };
+	assert_true(off_cpu_loads(3, a4, envp, &on, &hz));
+	assert_false(on);
+	assert_int_equal(hz, 0);
+	/* -enable-off-cpu=false with a rate: the rate still enables it, as
+	 * the reference's flags do. */
+	char *a5[] = { "a", "-collection-agent=h:1", "-enable-off-cpu=false", "-off-cpu-sampling-rate=7", NULL };
+	assert_true(off_cpu_loads(4, a5, envp, &on, &hz));
+	assert_true(on);
+	assert_int_equal(hz, 7);
+	/* From the environment. */
+	char *e1[] = { "EMBER_OFF_CPU_SAMPLING_RATE=33", NULL };
+	assert_true(off_cpu_loads(2, d, e1, &on, &hz));
+	assert_true(on);
+	assert_int_equal(hz, 33);
+	char *e2[] = { "EMBER_ENABLE_OFF_CPU=true", NULL };
+	assert_true(off_cpu_loads(2, d, e2, &on, &hz));
+	assert_true(on);
+	assert_int_equal(hz, 19);
+	/* From the config file; the command line still wins. */
+	char *dir = make_temp_dir();
+	char path[256], cfgarg[300];
+	snprintf(path, sizeof(path), "%s/agent.conf", dir);
+	write_text(path, "off-cpu-sampling-rate 5\n");
+	snprintf(cfgarg, sizeof(cfgarg), "-config=%s", path);
+	char *c1[] = { "a", "-collection-agent=h:1", cfgarg, NULL };
+	assert_true(off_cpu_loads(3, c1, envp, &on, &hz));
+	assert_true(on);
+	assert_int_equal(hz, 5);
+	char *c2[] = { "a", "-collection-agent=h:1", cfgarg, "-off-cpu-sampling-rate=0", NULL };
+	assert_true(off_cpu_loads(4, c2, envp, &on, &hz));
+	assert_false(on);
+	write_text(path, "enable-off-cpu\n");
+	assert_true(off_cpu_loads(3, c1, envp, &on, &hz));
+	assert_true(on);
+	assert_int_equal(hz, 19);
+	rm_rf(dir);
+	free(dir);
+
+	/* Errors name the flag and what it expects. */
+	char *b1[] = { "a", "-collection-agent=h:1", "-enable-off-cpu", "-off-cpu-sampling-rate=0", NULL };
+	expect_error(b1, 4, envp, "-off-cpu-sampling-rate: 0 cannot be used with -enable-off-cpu");
+	char *e3[] = { "EMBER_ENABLE_OFF_CPU=1", "EMBER_OFF_CPU_SAMPLING_RATE=0", NULL };
+	expect_error(d, 2, e3, "cannot be used with -enable-off-cpu");
+	char *b2[] = { "a", "-collection-agent=h:1", "-off-cpu-sampling-rate=1001", NULL };
+	expect_error(b2, 3, envp, "-off-cpu-sampling-rate (command line): expected a whole number from 0 to 1000");
+	char *b3[] = { "a", "-collection-agent=h:1", "-off-cpu-sampling-rate=fast", NULL };
+	expect_error(b3, 3, envp, "-off-cpu-sampling-rate");
+	char *b4[] = { "a", "-collection-agent=h:1", "-enable-off-cpu=maybe", NULL };
+	expect_error(b4, 3, envp, "-enable-off-cpu");
+	char *e4[] = { "EMBER_OFF_CPU_SAMPLING_RATE=-1", NULL };
+	expect_error(d, 2, e4, "EMBER_OFF_CPU_SAMPLING_RATE");
+	/* -help lists both, with their variables. */
+	struct buf u = { 0 };
+	agent_config_usage(&u);
+	assert_non_null(strstr(u.data, "-enable-off-cpu"));
+	assert_non_null(strstr(u.data, "EMBER_OFF_CPU_SAMPLING_RATE"));
+	buf_free(&u);
+}
+
+/* Off-CPU records: their nanoseconds become the value of an off_cpu
+ * sample, kept apart from on-CPU samples of the same stack; a record of
+ * an unknown kind or with an impossible value is malformed. */
+static void test_collect_off_cpu(void **state)
+{
+	(void)state;
+	char *root = make_temp_dir();
+	char path[512];
+	snprintf(path, sizeof(path), "%s/77", root);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/77/stat", root);
+	write_text(path, "77 (sleeper) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 500 0 0\n");
+	snprintf(path, sizeof(path), "%s/77/exe", root);
+	assert_int_equal(symlink("/opt/app/bin/sleeper", path), 0);
+	snprintf(path, sizeof(path), "%s/77/maps", root);
+	write_text(path, "00700000-00710000 r-xp 00000000 00:00 0\n");
+
+	struct kallsyms k = { 0 };
+	kallsyms_parse(&k, kallsyms_text, sizeof(kallsyms_text) - 1);
+	struct vdso v;
+	vdso_load(&v);
+	struct new_files nf = { 0 };
+	struct file_registry files;
+	files_init(&files, root, on_new_file, &nf);
+	struct proc_table procs;
+	proc_table_init(&procs, &files, root);
+	struct batch b;
+	batch_init(&b);
+	struct collector c = { .batch = &b, .procs = &procs, .files = &files, .ksyms = &k, .vdso = &v,
+			       .host_name = "h", .host_arch = "amd64", .ns_per_tick = 10000000 };
+
+	struct oncpu_sample s;
+	memset(&s, 0, sizeof(s));
+	s.pid = 77;
+	s.tid = 78;
+	s.proc_start_ns = 500ull * 10000000ull;
+	memcpy(s.comm, "sleeper", 8);
+	s.unwind_mode = UWM_CFI;
+	s.kstack_len = 1;
+	s.frames[0] = 0xffffffff81000110;
+	s.ustack_len = 1;
+	s.frames[1] = 0x700010;
+	size_t size = ONCPU_HDR_SIZE + 2 * sizeof(__u64);
+	s.kind = ONCPU_KIND_OFF_CPU;
+	s.value = 30000000; /* 30 ms */
+	collect_sample(&c, &s, size, 1000);
+	s.value = 52631578;
+	collect_sample(&c, &s, size, 1100);
+	s.kind = ONCPU_KIND_ON_CPU;
+	s.value = 1;
+	collect_sample(&c, &s, size, 1200);
+	assert_int_equal(c.stats.samples, 1);
+	assert_int_equal(c.stats.offcpu_samples, 2);
+	assert_int_equal(c.stats.offcpu_ns, 30000000 + 52631578);
+	assert_int_equal(batch_samples(&b), 2);
+	assert_int_equal(b.samples[0].kind, EK_OFF_CPU);
+	assert_int_equal(b.samples[0].value, 30000000 + 52631578);
+	assert_int_equal(b.samples[1].kind, EK_ON_CPU);
+	assert_int_equal(b.samples[1].value, 1);
+	assert_int_equal(b.samples[0].stack, b.samples[1].stack);
+
+	/* Malformed: no kind, an unknown kind, an on-CPU record not worth one
+	 * sample, an off-CPU record of 0 ns or of more than a day. */
+	const struct { uint32_t kind; uint64_t value; } bad[] = {
+		{ 0, 1 }, { 3, 1 }, { ONCPU_KIND_ON_CPU, 2 }, { ONCPU_KIND_OFF_CPU, 0 },
+		{ ONCPU_KIND_OFF_CPU, OFFCPU_MAX_VALUE_NS + 1 },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		s.kind = bad[i].kind;
+		s.value = bad[i].value;
+		collect_sample(&c, &s, size, 1300);
+	}
+	assert_int_equal(c.stats.malformed, 5);
+	assert_int_equal(batch_samples(&b), 2);
+	s.kind = ONCPU_KIND_OFF_CPU;
+	s.value = OFFCPU_MAX_VALUE_NS;
+	collect_sample(&c, &s, size, 1400);
+	assert_int_equal(c.stats.offcpu_samples, 3);
+
+	batch_free(&b);
+	proc_table_free(&procs);
+	files_free(&files);
+	vdso_free(&v);
+	kallsyms_free(&k);
+	rm_rf(root);
+	free(root);
+}
+
+/* Keeps the converted batches' samples: (kind, value) pairs. */
+struct kinds_seen {
+	int n;
+	int kind[8];
+	uint64_t value[8];
+};
+
+static int keep_kinds(void *ctx, const Ember__Ingest__V1__Batch *b)
+{
+	struct kinds_seen *k = ctx;
+	for (size_t i = 0; i < b->n_samples && k->n < 8; i++) {
+		k->kind[k->n] = b->samples[i]->kind;
+		k->value[k->n++] = b->samples[i]->value;
+	}
+	return 0;
+}
+
+/* OTLP: a process's off-CPU samples go in a profile of their own, sample
+ * type off_cpu/nanoseconds, which ember-server reads back as OFF_CPU with
+ * the same nanoseconds. */
+static void test_otlp_off_cpu(void **state)
+{
+	(void)state;
+	struct batch b;
+	batch_init(&b);
+	struct bframe f = { .type = FT_KERNEL, .name = batch_string(&b, "schedule", 8),
+			    .binary = batch_string(&b, "vmlinux", 7) };
+	uint32_t fr = batch_frame(&b, &f);
+	uint32_t st = batch_stack(&b, &fr, 1);
+	uint32_t kv[] = { batch_string(&b, "process.pid", 11), batch_string(&b, "7", 1),
+			  batch_string(&b, "thread.name", 11), batch_string(&b, "t1", 2) };
+	uint32_t res = batch_resource(&b, kv, 4);
+	uint32_t kv2[] = { kv[0], batch_string(&b, "8", 1), kv[2], kv[3] };
+	uint32_t res2 = batch_resource(&b, kv2, 4);
+	batch_add(&b, st, res2, EK_OFF_CPU, 5000);
+	batch_add(&b, st, res, EK_ON_CPU, 3);
+	batch_add(&b, st, res, EK_OFF_CPU, 123456789);
+	struct batch_meta meta = { "inst", 1, "default", 1700000000000, 1700000005000, 19 };
+	struct buf z = { 0 }, raw = { 0 }, err = { 0 };
+	assert_int_equal(otlp_encode(&b, &meta, &z), 0);
+	assert_int_equal(gzip_decompress_bounded(z.data, z.len, 1 << 20, &raw), 0);
+	Ember__Otlp__ExportProfilesServiceRequest *req =
+		ember__otlp__export_profiles_service_request__unpack(NULL, raw.len, (const uint8_t *)raw.data);
+	assert_non_null(req);
+	/* One ResourceProfiles per process, in the order of their resources:
+	 * pid 7, then pid 8 (off-CPU only). */
+	assert_int_equal(req->n_resource_profiles, 2);
+	const char *const *strs = (const char *const *)req->dictionary->string_table;
+	const Ember__Otlp__ScopeProfiles *sp8 = req->resource_profiles[1]->scope_profiles[0];
+	assert_int_equal(sp8->n_profiles, 1);
+	assert_string_equal(strs[sp8->profiles[0]->sample_type->type_strindex], "off_cpu");
+	assert_int_equal(sp8->profiles[0]->n_samples, 1);
+	assert_int_equal(sp8->profiles[0]->samples[0]->values[0], 5000);
+	const Ember__Otlp__ScopeProfiles *sp = req->resource_profiles[0]->scope_profiles[0];
+	assert_int_equal(sp->n_profiles, 2);
+	assert_string_equal(strs[sp->profiles[0]->sample_type->type_strindex], "samples");
+	assert_string_equal(strs[sp->profiles[0]->sample_type->unit_strindex], "count");
+	assert_int_equal(sp->profiles[0]->samples[0]->values[0], 3);
+	assert_string_equal(strs[sp->profiles[1]->sample_type->type_strindex], "off_cpu");
+	assert_string_equal(strs[sp->profiles[1]->sample_type->unit_strindex], "nanoseconds");
+	assert_int_equal(sp->profiles[1]->n_samples, 1);
+	assert_int_equal(sp->profiles[1]->samples[0]->values[0], 123456789);
+
+	struct kinds_seen seen = { 0 };
+	struct otlp_result ores = { 0 };
+	assert_int_equal(otlp_convert(req, "p", 1700000000000LL, keep_kinds, &seen, &ores, &err), 0);
+	assert_int_equal(ores.rejected_profiles, 0);
+	assert_int_equal(seen.n, 3);
+	assert_int_equal(seen.kind[0], EMBER__INGEST__V1__EVENT_KIND__ON_CPU);
+	assert_int_equal(seen.value[0], 3);
+	assert_int_equal(seen.kind[1], EMBER__INGEST__V1__EVENT_KIND__OFF_CPU);
+	assert_int_equal(seen.value[1], 123456789);
+	assert_int_equal(seen.kind[2], EMBER__INGEST__V1__EVENT_KIND__OFF_CPU);
+	assert_int_equal(seen.value[2], 5000);
+	buf_free(&ores.message);
+	ember__otlp__export_profiles_service_request__free_unpacked(req, NULL);
+	batch_free(&b);
+	buf_free(&z);
+	buf_free(&raw);
+	buf_free(&err);
 }
 
 
@@ -1218,6 +1495,9 @@ int main(void)
 		cmocka_unit_test(test_sendq_drops_oldest),
 		cmocka_unit_test(test_batch_roundtrip),
 		cmocka_unit_test(test_collect),
+		cmocka_unit_test(test_collect_off_cpu),
+		cmocka_unit_test(test_otlp_off_cpu),
+		cmocka_unit_test(test_off_cpu_flags),
 		cmocka_unit_test(test_attrib_cgroup),
 		cmocka_unit_test(test_attrib_environ_and_deployment),
 		cmocka_unit_test(test_tags_flag),
