@@ -5,7 +5,7 @@
 // for their contract), loaded when first shown.
 
 import { FlameGraph, FRAME_TYPES, baseColor, typeLabel } from './flamegraph.js';
-import { DEFAULT_PROJECT, RANGES, api, escapeHTML, filterFor, withFilter, apiErrorHTML, rangeText, sortableTable, fmtPct, fmtCores } from './common.js';
+import { DEFAULT_PROJECT, RANGES, api, escapeHTML, filterFor, withFilter, apiErrorHTML, rangeText, sortableTable, fmtPct } from './common.js';
 import { transformTree, needsTransform } from './fgtransform.js';
 import { attachQueryBox } from './querybox.js';
 
@@ -18,7 +18,9 @@ const VIEWS = {
 	diff: 'Diff',
 };
 // URL parameters of the page itself; any other belongs to the active view.
-const PAGE_PARAMS = new Set(['view', 'project', 'range', 'from', 'to', 'group', 'q', 's', 'sf', 'f', 'hide', 'o']);
+const PAGE_PARAMS = new Set(['view', 'project', 'range', 'from', 'to', 'group', 'kind', 'q', 's', 'sf', 'f', 'hide', 'o']);
+// What the flamegraph weighs: CPU samples, or time spent waiting (off-CPU, nanoseconds).
+const KINDS = { on_cpu: 'On-CPU', off_cpu: 'Off-CPU' };
 // Display settings (URL parameter o, the ones that differ from the
 // defaults): unsym/rec = do not collapse unsymbolized runs / recursion,
 // raw = names as compiled, addr = addresses of unsymbolized frames,
@@ -48,7 +50,7 @@ const GROUP_ATTRIBUTES = {
 	namespace: 'k8s.namespace.name',
 	pod: 'k8s.pod.name',
 };
-const DEFAULTS = { view: 'flamegraph', project: DEFAULT_PROJECT, range: '15m', from: 0, to: 0, group: 'executable', q: '', s: '', sf: false, f: [], hide: [], o: [], extra: [] };
+const DEFAULTS = { view: 'flamegraph', project: DEFAULT_PROJECT, range: '15m', from: 0, to: 0, group: 'executable', kind: 'on_cpu', q: '', s: '', sf: false, f: [], hide: [], o: [], extra: [] };
 // The time window of a state: its length in seconds and its end (Unix ms).
 function windowOf(s) {
 	if (s.range === 'custom') return { seconds: (s.to - s.from) / 1000, end: s.to };
@@ -67,6 +69,8 @@ const el = {
 	project: $('project'),
 	range: $('range'),
 	group: $('group'),
+	kind: $('kind'),
+	kindField: $('kind-field'),
 	query: $('query'),
 	search: $('search'),
 	matchInfo: $('match-info'),
@@ -120,6 +124,8 @@ function readURL() {
 	}
 	const group = p.get('group');
 	if (group && GROUPS[group]) s.group = group;
+	const kind = p.get('kind');
+	if (kind && KINDS[kind]) s.kind = kind;
 	const project = p.get('project');
 	if (project) s.project = project;
 	s.q = p.get('q') || '';
@@ -141,6 +147,7 @@ function urlOf(s) {
 		p.set('to', String(s.to));
 	}
 	if (s.group !== DEFAULTS.group) p.set('group', s.group);
+	if (s.kind !== DEFAULTS.kind) p.set('kind', s.kind);
 	if (s.q) p.set('q', s.q);
 	if (s.s) p.set('s', s.s);
 	if (s.sf) p.set('sf', '1');
@@ -162,12 +169,13 @@ function writeURL(push) {
 }
 
 function dataKey(s) {
-	return JSON.stringify([s.project, s.range, s.from, s.to, s.group, s.q.trim(), s.o.includes('raw'), s.o.includes('verbose'),
+	return JSON.stringify([s.project, s.range, s.from, s.to, s.group, s.kind, s.q.trim(), s.o.includes('raw'), s.o.includes('verbose'),
 		s.sf ? s.s : '']);
 }
 
 function syncControls() {
 	el.groupField.hidden = state.view !== 'flamegraph';
+	el.kindField.hidden = state.view !== 'flamegraph';
 	for (const a of el.nav.querySelectorAll('a')) {
 		const v = a.dataset.view;
 		a.href = urlOf({ ...state, view: v, extra: v === state.view ? state.extra : [], s: '', f: [] });
@@ -178,6 +186,7 @@ function syncControls() {
 	custom.textContent = state.range === 'custom' ? rangeText('custom', state.from, state.to) : 'Custom range\u2026';
 	el.range.value = state.range;
 	el.group.value = state.group;
+	el.kind.value = state.kind;
 	syncSettings();
 	el.query.value = state.q;
 	if (document.activeElement !== el.search) el.search.value = state.s;
@@ -206,6 +215,8 @@ function expose() {
 		},
 		total: hasData ? fg.grandTotal : 0,
 		sampleRateHz: data ? data.sample_rate_hz : 0,
+		unit: data ? data.unit : '',
+		kind: state.kind,
 		seconds,
 		focus: hasData ? fg.pathOf(fg.focus) : [],
 		search: fg.searchTerm,
@@ -226,7 +237,7 @@ function requestBody() {
 	const w = windowOf(state);
 	seconds = w.seconds;
 	return {
-		filter: filterFor(seconds, state.q, w.end),
+		filter: filterFor(seconds, state.q, w.end, state.kind),
 		num_samples: null,
 		num_stat_buckets: null,
 		synthetic_frames: GROUPS[state.group],
@@ -310,13 +321,15 @@ function showEmpty() {
 	el.summary.textContent = `0 samples in ${rangeText(state.range, state.from, state.to)}`;
 	updateLegend();
 	const host = location.host || '127.0.0.1:8080';
-	const cmd = `sudo build/bin/ember-agent -collection-agent=${host} -disable-tls`;
+	const off = state.kind === 'off_cpu';
+	const cmd = `sudo build/bin/ember-agent -collection-agent=${host} -disable-tls${off ? ' -enable-off-cpu' : ''}`;
 	const q = state.q.trim();
+	const what = off ? 'off-CPU samples (time threads spent waiting)' : 'samples';
 	const filter = q
-		? `<p>No samples match the query <code>${escapeHTML(q)}</code> in this time range. Clear the query or pick a longer time range.</p>`
-		: `<p><strong>No samples in this time range.</strong> Pick a longer time range, or check that an agent is sending data.</p>`;
+		? `<p>No ${what} match the query <code>${escapeHTML(q)}</code> in this time range. Clear the query or pick a longer time range.</p>`
+		: `<p><strong>No ${what} in this time range.</strong> Pick a longer time range, or check that an agent is sending data.</p>`;
 	showMessage('empty', `${filter}
-		<p>Is ember-agent running? Start it with:</p>
+		<p>Is ember-agent running${off ? ' with off-CPU profiling' : ''}? Start it with:</p>
 		<pre><code>${escapeHTML(cmd)}</code></pre>`);
 	setState('empty');
 	expose();
@@ -408,25 +421,53 @@ function pct(part, whole) {
 	return (v >= 10 || v === 0 ? v.toFixed(1) : v >= 0.01 ? v.toFixed(2) : '<0.01') + '%';
 }
 
-function cores(samples) {
-	const hz = data && data.sample_rate_hz;
-	if (!hz || !seconds) return null;
-	const c = samples / hz / seconds;
+// Off-CPU values are nanoseconds waited; on-CPU values are samples.
+function waited() {
+	return !!data && data.unit === 'nanoseconds';
+}
+
+// The average number of cores busy (on-CPU) or threads waiting (off-CPU)
+// over the range, or null when unknown.
+function cores(v) {
+	let c;
+	if (waited()) {
+		if (!seconds) return null;
+		c = v / 1e9 / seconds;
+	} else {
+		const hz = data && data.sample_rate_hz;
+		if (!hz || !seconds) return null;
+		c = v / hz / seconds;
+	}
 	if (c === 0) return '0';
 	if (c < 0.001) return '<0.001';
 	return c >= 100 ? c.toFixed(0) : String(Number(c.toPrecision(3)));
 }
 
+function durationText(ns) {
+	const s = ns / 1e9;
+	if (s >= 3600) return `${(s / 3600).toPrecision(3)} h`;
+	if (s >= 60) return `${(s / 60).toPrecision(3)} min`;
+	if (s >= 1) return `${s.toPrecision(3)} s`;
+	if (s >= 1e-3) return `${(s * 1e3).toPrecision(3)} ms`;
+	return `${(s * 1e6).toPrecision(3)} \u00b5s`;
+}
+
 function samplesText(n) {
+	if (waited()) return `${durationText(n)} waited`;
 	return `${nf.format(n)} sample${n === 1 ? '' : 's'}`;
+}
+
+// " cores" or " threads waiting", after a cores() figure.
+function coresUnit() {
+	return waited() ? ' threads waiting' : ' cores';
 }
 
 function updateSummary() {
 	const total = fg.grandTotal;
 	const parts = [samplesText(total)];
-	if (data.sample_rate_hz) parts.push(`${data.sample_rate_hz} Hz`);
+	if (data.sample_rate_hz && !waited()) parts.push(`${data.sample_rate_hz} Hz`);
 	const c = cores(total);
-	if (c !== null) parts.push(`${c} cores avg over ${rangeText(state.range, state.from, state.to).replace(/^the last /, 'the ')}`);
+	if (c !== null) parts.push(`${c}${coresUnit()} avg over ${rangeText(state.range, state.from, state.to).replace(/^the last /, 'the ')}`);
 	el.summary.textContent = parts.join(' \u00b7 ');
 	const qs = data.query_stats;
 	el.summary.title = qs ? `server query: ${qs.time_ms} ms, ${qs.rows_matched} rows, ${data.distinct_stacks} stacks, ${data.nodes} nodes; fetched in ${Math.round(data.fetchMs)} ms` : '';
@@ -561,7 +602,7 @@ function tooltipHTML(i) {
 	if (n.file) row('source', escapeHTML(n.file + (n.line ? ':' + n.line : '')));
 	const line = (v) => {
 		const c = cores(v);
-		return `${escapeHTML(samplesText(v))} \u00b7 ${pct(v, all)}${c !== null ? ` \u00b7 ${c} cores` : ''}`;
+		return `${escapeHTML(samplesText(v))} \u00b7 ${pct(v, all)}${c !== null ? ` \u00b7 ${c}${coresUnit()}` : ''}`;
 	};
 	row('total', line(total));
 	row('self', line(self));
@@ -817,13 +858,15 @@ function showTopUnder(i) {
 	const dlg = $('under-dialog');
 	const rows = functionsUnder(i).slice(0, 50);
 	const whole = fg.total[i];
-	const hz = data && data.sample_rate_hz;
-	const coresOf = (v) => (hz && seconds ? fmtCores(v / hz / seconds) : '\u2013');
+	const coresOf = (v) => {
+		const c = cores(v);
+		return c === null ? '\u2013' : c;
+	};
 	dlg.querySelector('h2').textContent = `Top functions under ${i === 0 ? 'all samples' : fg.node(i).name}`;
 	const table = sortableTable(
 		[
 			{ key: 'name', label: 'Function', render: (r) => r.name },
-			{ key: 'self', label: 'Self cores', num: true, render: (r) => coresOf(r.self) },
+			{ key: 'self', label: waited() ? 'Self threads waiting' : 'Self cores', num: true, render: (r) => coresOf(r.self) },
 			{ key: 'selfp', label: 'Self % of frame', num: true, render: (r) => fmtPct((100 * r.self) / whole) },
 			{ key: 'total', label: 'Total % of frame', num: true, render: (r) => fmtPct((100 * r.total) / whole) },
 		],
@@ -1041,6 +1084,7 @@ function applyControls(push) {
 		project: el.project.value || state.project,
 		range: el.range.value,
 		group: el.group.value,
+		kind: el.kind.value,
 		q: el.query.value.trim(),
 	};
 	if (next.group !== state.group || next.project !== state.project) next.f = [];
@@ -1179,7 +1223,7 @@ el.controls.addEventListener('submit', (ev) => {
 	ev.preventDefault();
 	applyControls(dataKey({ ...state, q: el.query.value.trim() }) !== dataKey(state));
 });
-for (const s of [el.group, el.project]) s.addEventListener('change', () => applyControls(true));
+for (const s of [el.group, el.kind, el.project]) s.addEventListener('change', () => applyControls(true));
 el.range.addEventListener('change', () => {
 	if (el.range.value === 'custom') return openCustomRange();
 	applyControls(true);

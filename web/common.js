@@ -74,13 +74,14 @@ export async function api(project, name, body, signal) {
 	return json;
 }
 
-// The filter of the API for the last `seconds` and a CEL query ('' = none).
-export function filterFor(seconds, q, end = Date.now()) {
+// The filter of the API for the last `seconds`, a CEL query ('' = none)
+// and an event kind (on_cpu, off_cpu, cuda).
+export function filterFor(seconds, q, end = Date.now(), kind = 'on_cpu') {
 	const query = (q || '').trim();
 	return {
 		start_ts: end - seconds * 1000,
 		end_ts: end,
-		event_kind: 'on_cpu',
+		event_kind: kind,
 		frame_mask: { patterns: [] },
 		query: query ? query : null,
 	};
