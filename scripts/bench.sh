@@ -12,5 +12,8 @@ echo
 echo "== agent_overhead (needs root)"
 bench/agent_overhead.sh "${EMBER_BENCH_SECONDS:-60}"
 echo
+echo "== offcpu_overhead (needs root)"
+bench/offcpu_overhead.sh
+echo
 echo "== ui_render (headless Chromium)"
 /usr/bin/python3 bench/ui_render.py
