@@ -134,7 +134,7 @@ $(ASAN_LIB): $(ASAN_OBJS)
 	@rm -f $@
 	$(call say,AR,$@)ar rcs $@ $^
 
-$(BUILD)/tests/%: tests/unit/%.c tests/unit/testutil.h $(ASAN_LIB)
+$(BUILD)/tests/%: tests/unit/%.c tests/unit/testutil.h tests/unit/storeutil.h $(ASAN_LIB)
 	@mkdir -p $(@D)
 	$(call say,CC,$@)$(CC) $(ALL_CFLAGS) $(SAN) -O1 -Itests/unit $< -o $@ $(ASAN_LIB) $(LDLIBS) -lcmocka
 

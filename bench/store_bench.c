@@ -381,14 +381,15 @@ struct ingester {
 	double session_s, append_s; /* version 2: sessions_ingest, of which storing */
 };
 
-/* store_append, waiting while the store is writing blocks, as an agent
- * would. */
+/* store_append (or store_append_entry of e), waiting while the store is
+ * writing blocks, as an agent would. */
 static int append_waiting(struct ingester *in, const Ember__Ingest__V1__Batch *d, const void *z,
-			  size_t zlen)
+			  size_t zlen, struct store_entry *e)
 {
 	struct buf err = { 0 };
 	int rc;
-	while ((rc = store_append(in->st, PROJECT, d, z, zlen, &err)) == -2) {
+	while ((rc = e ? store_append_entry(in->st, e, &err)
+		       : store_append(in->st, PROJECT, d, z, zlen, &err)) == -2) {
 		in->busy_retries++;
 		struct timespec ts = { 0, 20 * 1000000 };
 		nanosleep(&ts, NULL);
@@ -406,18 +407,8 @@ static int store_session(void *ctx, const char *project_name, struct store_entry
 	struct ingester *in = ctx;
 	(void)project_name;
 	e->project = PROJECT;
-	struct buf err = { 0 };
 	double c0 = thread_cpu_s();
-	int rc;
-	while ((rc = store_append_entry(in->st, e, &err)) == -2) {
-		in->busy_retries++;
-		struct timespec ts = { 0, 20 * 1000000 };
-		nanosleep(&ts, NULL);
-		buf_reset(&err);
-	}
-	if (rc != 0)
-		fprintf(stderr, "append: %d %s\n", rc, err.data);
-	buf_free(&err);
+	int rc = append_waiting(in, NULL, NULL, 0, e);
 	in->append_s += thread_cpu_s() - c0;
 	return rc;
 }
@@ -469,7 +460,7 @@ static void *ingest(void *arg)
 			fprintf(stderr, "decode: %s\n", err.data);
 			exit(1);
 		}
-		if (append_waiting(in, d, it.z.data, it.z.len) != 0)
+		if (append_waiting(in, d, it.z.data, it.z.len, NULL) != 0)
 			exit(1);
 		batch_decode_free(d);
 		buf_free(&it.z);

@@ -667,24 +667,32 @@ static __always_inline int user_regs(struct bpf_perf_event_data *ctx, struct unw
 
 /* Fills the record's header for the current thread and its kernel stack;
  * returns the number of kernel frames. */
-static __always_inline __u32 begin_sample(void *ctx, struct scratch *sc, __u64 now, __u32 kind,
-					  __u64 value)
+/* The record's header for thread tid of process pid (task), before any
+ * frame: both samplers' records start the same way. */
+static __always_inline void fill_header(struct oncpu_sample *s, struct task_struct *task,
+					__u32 pid, __u32 tid, __u64 now, __u32 kind, __u64 value)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	struct oncpu_sample *s = &sc->s;
 	s->ktime_ns = now;
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	s->proc_start_ns = BPF_CORE_READ(task, group_leader, start_boottime);
 	s->exec_id = BPF_CORE_READ(task, group_leader, self_exec_id);
 	s->value = value;
-	s->pid = id >> 32;
-	s->tid = (__u32)id;
+	s->pid = pid;
+	s->tid = tid;
 	s->cpu = bpf_get_smp_processor_id();
 	s->unwind_mode = UWM_NONE;
 	s->unwind_error = UWE_NONE;
 	s->kind = kind;
 	s->reserved = 0;
 	s->ustack_len = 0;
+}
+
+static __always_inline __u32 begin_sample(void *ctx, struct scratch *sc, __u64 now, __u32 kind,
+					  __u64 value)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct oncpu_sample *s = &sc->s;
+	fill_header(s, (struct task_struct *)bpf_get_current_task(), id >> 32, (__u32)id, now, kind,
+		    value);
 	sc->tail_calls = 0;
 	sc->wake = 0;
 	sc->py_frame = 0;
@@ -834,18 +842,8 @@ static __always_inline void offcpu_begin(struct task_struct *next, __u32 tid, __
 	if (!sc)
 		return;
 	struct oncpu_sample *s = &sc->s;
-	s->ktime_ns = now;
-	s->proc_start_ns = BPF_CORE_READ(next, group_leader, start_boottime);
-	s->exec_id = BPF_CORE_READ(next, group_leader, self_exec_id);
-	s->value = value < OFFCPU_MAX_VALUE_NS ? value : OFFCPU_MAX_VALUE_NS;
-	s->pid = next->tgid;
-	s->tid = next->pid;
-	s->cpu = bpf_get_smp_processor_id();
-	s->unwind_mode = UWM_NONE;
-	s->unwind_error = UWE_NONE;
-	s->kind = ONCPU_KIND_OFF_CPU;
-	s->reserved = 0;
-	s->ustack_len = 0;
+	fill_header(s, next, next->tgid, next->pid, now, ONCPU_KIND_OFF_CPU,
+		    value < OFFCPU_MAX_VALUE_NS ? value : OFFCPU_MAX_VALUE_NS);
 	bpf_probe_read_kernel(s->comm, sizeof(s->comm), next->comm);
 	long kn = bpf_get_task_stack(next, s->frames, ONCPU_MAX_KFRAMES * sizeof(__u64), 0);
 	if (kn < 0) {

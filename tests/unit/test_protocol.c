@@ -4,6 +4,7 @@
  * duplicates, lost batches, restarts, failed stores, hostile input and the
  * memory bounds. */
 #include "testutil.h"
+#include "storeutil.h"
 
 #include "agent/batch.h"
 #include "agent/session.h"
@@ -695,24 +696,7 @@ static void test_memory_bounds(void **state)
 
 static uint64_t store_total(struct store *st)
 {
-	struct scope sc = { .kind = SEK_ON_CPU, .start_ms = 0, .end_ms = INT64_MAX / 2 };
-	strcpy(sc.project_id, PROJECT_ID);
-	struct buf err = { 0 };
-	struct scan *scan = scan_open(st, &sc, &err);
-	assert_non_null(scan);
-	uint64_t t = 0;
-	for (size_t i = 0; i < scan_parts(scan); i++) {
-		const struct part *p = scan_begin(scan, i);
-		if (!p)
-			continue;
-		for (uint32_t j = 0; j < p->nseries; j++)
-			if (scan_selected(scan, j))
-				t += (uint64_t)scan_series_total(scan, j);
-		scan_end(scan, i);
-	}
-	scan_close(scan);
-	buf_free(&err);
-	return t;
+	return store_sum(st, PROJECT_ID, 0, INT64_MAX / 2);
 }
 
 static int real_store(void *ctx, const char *project_name, struct store_entry *e)

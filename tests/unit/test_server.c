@@ -2,6 +2,7 @@
  * compaction, damage, retention), the flamegraph query and HTTP route
  * matching. The CEL filter has its own file (test_cel.c). */
 #include "testutil.h"
+#include "storeutil.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -95,28 +96,10 @@ static void append(struct store *s, const struct buf *z)
 
 static const char PROJECT[] = "00000000-0000-0000-0000-000000000000";
 
-/* Sum of the on-CPU values of the test project in [from, to), read the
- * way every query reads. */
+/* Sum of the on-CPU values of the test project in [from, to). */
 static uint64_t total_range(struct store *s, int64_t from, int64_t to)
 {
-	struct scope sc = { .kind = SEK_ON_CPU, .start_ms = from, .end_ms = to };
-	strcpy(sc.project_id, PROJECT);
-	struct buf err = { 0 };
-	struct scan *scan = scan_open(s, &sc, &err);
-	assert_non_null(scan);
-	uint64_t t = 0;
-	for (size_t i = 0; i < scan_parts(scan); i++) {
-		const struct part *p = scan_begin(scan, i);
-		if (!p)
-			continue;
-		for (uint32_t j = 0; j < p->nseries; j++)
-			if (scan_selected(scan, j))
-				t += (uint64_t)scan_series_total(scan, j);
-		scan_end(scan, i);
-	}
-	scan_close(scan);
-	buf_free(&err);
-	return t;
+	return store_sum(s, PROJECT, from, to);
 }
 
 static uint64_t total(struct store *s)
