@@ -702,8 +702,9 @@ int store_append(struct store *s, const char *project_id, const Ember__Ingest__V
 	return store_append_entry(s, &e, err);
 }
 
-/* Cuts everything after the last good sync off the log and fails every
- * append written since (under s->mu): nothing there was acknowledged. */
+/* Fails one append that will not be acknowledged (under s->mu): its agent
+ * sequence is given back, and its entry is told when its record was made
+ * (the record is not in the log, or is cut off it). */
 static void fail_commit(struct store *s, struct commit *q)
 {
 	q->rc = -1;
