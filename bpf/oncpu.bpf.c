@@ -686,13 +686,9 @@ static __always_inline void fill_header(struct oncpu_sample *s, struct task_stru
 	s->ustack_len = 0;
 }
 
-static __always_inline __u32 begin_sample(void *ctx, struct scratch *sc, __u64 now, __u32 kind,
-					  __u64 value)
+/* A new walk of the user stack: no tail call made, no Python frame seen. */
+static __always_inline void reset_walk(struct scratch *sc)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	struct oncpu_sample *s = &sc->s;
-	fill_header(s, (struct task_struct *)bpf_get_current_task(), id >> 32, (__u32)id, now, kind,
-		    value);
 	sc->tail_calls = 0;
 	sc->wake = 0;
 	sc->py_frame = 0;
@@ -701,6 +697,16 @@ static __always_inline __u32 begin_sample(void *ctx, struct scratch *sc, __u64 n
 	sc->py_started = 0;
 	sc->py_visited = 0;
 	sc->py_emitted = 0;
+}
+
+static __always_inline __u32 begin_sample(void *ctx, struct scratch *sc, __u64 now, __u32 kind,
+					  __u64 value)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct oncpu_sample *s = &sc->s;
+	fill_header(s, (struct task_struct *)bpf_get_current_task(), id >> 32, (__u32)id, now, kind,
+		    value);
+	reset_walk(sc);
 	bpf_get_current_comm(s->comm, sizeof(s->comm));
 
 	long kn = bpf_get_stack(ctx, s->frames, ONCPU_MAX_KFRAMES * sizeof(__u64), 0);
@@ -954,14 +960,7 @@ int BPF_PROG(offcpu_sample, struct pt_regs *regs, long ret)
 	sc->regs.sp = BPF_CORE_READ(regs, sp);
 	sc->regs.bp = BPF_CORE_READ(regs, bp);
 	sc->regs.exact = 0; /* the instruction after the system call */
-	sc->tail_calls = 0;
-	sc->wake = 0;
-	sc->py_frame = 0;
-	sc->py_scan = 0;
-	sc->py_marker = 0;
-	sc->py_started = 0;
-	sc->py_visited = 0;
-	sc->py_emitted = 0;
+	reset_walk(sc);
 	__u32 nk = sc->s.kstack_len > 0 ? (__u32)sc->s.kstack_len : 0;
 	if (nk > ONCPU_MAX_KFRAMES)
 		nk = ONCPU_MAX_KFRAMES;
