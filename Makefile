@@ -59,7 +59,7 @@ UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 WORKLOADS := $(addprefix $(BUILD)/workloads/,cpu_split offcpu_split unwind_c unwind_lib unwind_cpp unwind_rust \
-               unwind_go unwind_go_stripped symbols_cpp symbols_cpp.stripped)
+               unwind_go unwind_go_stripped symbols_cpp symbols_cpp.stripped metrics_load)
 
 .PHONY: all deps run test unit fuzz integration browser bench clean
 .DELETE_ON_ERROR:
@@ -184,6 +184,11 @@ $(BUILD)/workloads/offcpu_split: tests/workloads/offcpu_split.c Makefile
 $(BUILD)/workloads/unwind_c $(BUILD)/workloads/unwind_lib: $(BUILD)/workloads/%: tests/workloads/%.c Makefile
 	@mkdir -p $(@D)
 	$(call say,CC,$@)$(CC) -std=gnu11 $(NOFP) $< -o $@ -lrt
+
+# metrics_load: one core, a known RSS and a known write rate (test_metrics.py).
+$(BUILD)/workloads/metrics_load: tests/workloads/metrics_load.c Makefile
+	@mkdir -p $(@D)
+	$(call say,CC,$@)$(CC) -std=gnu11 -O1 -Wall -Wextra -Werror $< -o $@
 
 $(BUILD)/workloads/unwind_cpp: tests/workloads/unwind_cpp.cpp Makefile
 	@mkdir -p $(@D)

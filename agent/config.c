@@ -57,6 +57,16 @@ static const struct flag_def defs[] = {
 	  "off-CPU samples per second of waiting, per thread (Hz); setting it to a non-zero value also enables off-CPU profiling" },
 	{ "reporter-interval", FLAG_DURATION, "5s", OFF(reporter_interval_ms), 1000, 3600000,
 	  "how often a batch is sent to the server" },
+	{ "collect-metrics-interval", FLAG_DURATION, "30s", OFF(metrics_interval_ms), 1000, 3600000,
+	  "how often host and GPU metrics are collected and sent (1s to 1h)" },
+	{ "enable-host-metrics", FLAG_BOOL, "true", OFF(host_metrics), 0, 0,
+	  "collect host, process, cgroup and disk metrics from /proc and /sys/fs/cgroup" },
+	{ "enable-gpu-metrics", FLAG_BOOL, "true", OFF(gpu_metrics), 0, 0,
+	  "collect NVIDIA GPU metrics through NVML (libnvidia-ml.so) when it can be loaded" },
+	{ "nvml-path", FLAG_STRING, "", OFF(nvml_path), 0, 0,
+	  "path of libnvidia-ml.so to load (default: the soname libnvidia-ml.so.1 through the dynamic loader)" },
+	{ "nvml-auto-scan", FLAG_BOOL, "false", OFF(nvml_auto_scan), 0, 0,
+	  "when NVML is not found by its soname, scan the usual driver library directories for libnvidia-ml.so.1" },
 	{ "ember-protocol", FLAG_BOOL, "true", OFF(ember_protocol), 0, 0,
 	  "send with ember's session protocol; false: OTLP Profiles over HTTP (/v1development/profiles)" },
 	{ "probabilistic-threshold", FLAG_UINT, "100", OFF(probabilistic_threshold), 1, 100,
@@ -310,6 +320,12 @@ int agent_config_load(struct agent_config *cfg, int argc, char **argv, char **en
 	if (*cfg->pprof && selfstats_split_addr(cfg->pprof, host, sizeof(host), &pprof_port) < 0) {
 		buf_printf(err, "-pprof: expected host:port (port 1 to 65535; [v6 address]:port; :port for every address), e.g. 127.0.0.1:6060, got \"%.*s\"",
 			   (int)MIN(strlen(cfg->pprof), (size_t)300), cfg->pprof);
+		return -1;
+	}
+	size_t nl = strlen(cfg->nvml_path);
+	if (nl > 1024 || (nl && (cfg->nvml_path[0] != '/' || !printable(cfg->nvml_path, nl)))) {
+		buf_printf(err, "-nvml-path: expected an absolute path of libnvidia-ml.so (at most 1024 printable characters), got \"%.*s\"",
+			   (int)MIN(nl, (size_t)300), cfg->nvml_path);
 		return -1;
 	}
 	if (!*cfg->project || strlen(cfg->project) > 128 || strpbrk(cfg->project, " \t\r\n/")) {

@@ -45,6 +45,11 @@ struct agent_config {
 				       -off-cpu-sampling-rate set explicitly */
 	char *off_cpu_rate_arg;     /* internal: how -off-cpu-sampling-rate was given, "" = not */
 	int64_t reporter_interval_ms;
+	int64_t metrics_interval_ms;  /* -collect-metrics-interval */
+	bool host_metrics;            /* -enable-host-metrics */
+	bool gpu_metrics;             /* -enable-gpu-metrics */
+	char *nvml_path;              /* -nvml-path: "" = the soname (and the scan) */
+	bool nvml_auto_scan;          /* -nvml-auto-scan */
 	int64_t log_rate_limit_ms;
 	uint64_t probabilistic_threshold; /* 1..100: percent of intervals profiled */
 	int64_t probabilistic_interval_ms;

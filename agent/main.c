@@ -21,6 +21,7 @@
 #include "kallsyms.h"
 #include "kubelet.h"
 #include "log.h"
+#include "metricsender.h"
 #include "oncpu.h"
 #include "proc.h"
 #include "python.h"
@@ -36,6 +37,7 @@
 #define SWEEP_INTERVAL_NS (10ull * 1000000000ull)
 #define PROC_IDLE_NS (120ull * 1000000000ull)
 #define SEND_QUEUE_BYTES (64u << 20)
+#define METRICS_QUEUE_BYTES (8u << 20) /* encoded metric batches waiting for the server */
 /* A session's dictionary past this size is replaced by a new session. */
 #define SESSION_MAX_BYTES (32u << 20)
 #define UNWIND_ENTRIES (1u << 21) /* 2 M rows, 16 MiB of kernel memory */
@@ -81,6 +83,8 @@ struct agent {
 	int64_t interval_start_ms;
 	struct kubelet *kubelet;           /* -k8s-pod-labels; NULL = off */
 	struct selfstats_server *stats_srv; /* -pprof; NULL = off */
+	struct attrib *metrics_attrib;     /* the metrics thread's own (attrib.h is single-threaded) */
+	struct metricsender *metrics;      /* NULL = no host or GPU metrics */
 	bool sampling;                     /* false while probabilistic profiling is off */
 	int64_t start_unix_ms;
 };
@@ -267,6 +271,55 @@ static size_t host_attributes(struct agent *a)
 	return n;
 }
 
+/* Host and GPU metrics (metricsender.h): a thread of their own, in both
+ * protocol modes. NVML that cannot be loaded is logged once, never fatal. */
+static void start_metrics(struct agent *a, const struct http_opts *hopts)
+{
+	struct gpumetrics *gpu = NULL;
+	if (a->cfg.gpu_metrics) {
+		struct buf why = { 0 };
+		gpu = gpumetrics_open(a->cfg.nvml_path, a->cfg.nvml_auto_scan, &why);
+		if (gpu)
+			log_info("GPU metrics: NVML from %s, %u GPU(s)", gpumetrics_library(gpu),
+				 gpumetrics_devices(gpu));
+		else
+			log_info("GPU metrics off: NVML could not be loaded; tried %s", why.data ? why.data : "nothing");
+		buf_free(&why);
+	}
+	if (!a->cfg.host_metrics && !gpu) {
+		log_info("metrics: host metrics disabled (-enable-host-metrics=false) and no GPU metrics: not collecting");
+		return;
+	}
+	a->metrics_attrib = attrib_new("/proc", a->cfg.container_runtime_socket, a->cfg.job_tag_env);
+	struct hostmetrics_opts ho = {
+		.proc_root = "/proc",
+		.cgroup_root = "/sys/fs/cgroup",
+		.sys_block = "/sys/block",
+		.host_name = a->host_name,
+		.host_arch = a->host_arch,
+		.host_kv = a->host_kv,
+		.nhost_kv = a->nhost_kv,
+		.attrib = a->metrics_attrib,
+	};
+	struct metricsender_opts mo = {
+		.http = hopts,
+		.project = a->cfg.project,
+		.agent_instance = a->instance,
+		.interval_ms = a->cfg.metrics_interval_ms,
+		.max_queue_bytes = METRICS_QUEUE_BYTES,
+		.host = hostmetrics_new(&ho),
+		.host_metrics = a->cfg.host_metrics,
+		.gpu = gpu,
+	};
+	a->metrics = metricsender_start(&mo);
+	if (!a->metrics)
+		log_warn("metrics: cannot start the metrics thread; going on without host and GPU metrics");
+	else
+		log_info("metrics: collecting every %lld ms (host metrics %s, GPU metrics %s) for /ingest/v1/metrics",
+			 (long long)a->cfg.metrics_interval_ms, a->cfg.host_metrics ? "on" : "off",
+			 gpu ? "on" : "off");
+}
+
 /* A uniformly random number below n (from the kernel's generator). */
 static uint64_t random_below(uint64_t n)
 {
@@ -384,6 +437,8 @@ static void log_stats(struct agent *a)
 {
 	struct selfstats_values s;
 	take_stats(a, &s);
+	struct metricsender_stats ms;
+	metricsender_get_stats(a->metrics, &ms);
 	const uint64_t *v = s.v;
 #define U(i) ((unsigned long long)v[i])
 	log_info("stats: samples=%llu lost=%llu off_cpu_samples=%llu off_cpu_lost=%llu "
@@ -392,7 +447,8 @@ static void log_stats(struct agent *a)
 		 "batches_sent=%llu bytes_sent=%llu encode_ms=%llu queued=%llu dropped=%llu resyncs=%llu sessions=%llu session_bytes=%llu "
 		 "symbols_uploaded=%llu symbols_present=%llu python_stacks=%llu python_frames=%llu "
 		 "python_unnamed=%llu python_stale=%llu python_no_thread=%llu python_read_errors=%llu "
-		 "python_processes=%llu",
+		 "python_processes=%llu metrics_points=%llu metrics_batches_sent=%llu metrics_dropped=%llu "
+		 "metrics_collect_us=%llu metrics_processes_dropped=%llu",
 		 U(SS_SAMPLES), U(SS_LOST), U(SS_OFFCPU_SAMPLES), U(SS_OFFCPU_LOST), U(SS_CFI_STACKS),
 		 U(SS_FP_STACKS), U(SS_ERROR_STACKS),
 		 U(SS_TRUNCATED), U(SS_PROCESSES), U(SS_FILES), U(SS_TABLES_LOADED), U(SS_TABLES_SHARED),
@@ -401,7 +457,10 @@ static void log_stats(struct agent *a)
 		 U(SS_ENCODE_NS) / 1000000, U(SS_QUEUED_BATCHES), U(SS_BATCHES_DROPPED), U(SS_RESYNCS),
 		 U(SS_SESSIONS), U(SS_SESSION_BYTES), U(SS_SYM_UPLOADED), U(SS_SYM_PRESENT),
 		 U(SS_BPF_PY_STACKS), U(SS_PY_FRAMES), U(SS_PY_UNNAMED), U(SS_PY_STALE),
-		 U(SS_BPF_PY_NO_THREAD), U(SS_BPF_PY_READ_ERR), U(SS_PY_PROCESSES));
+		 U(SS_BPF_PY_NO_THREAD), U(SS_BPF_PY_READ_ERR), U(SS_PY_PROCESSES),
+		 (unsigned long long)ms.points, (unsigned long long)ms.batches_sent,
+		 (unsigned long long)ms.dropped_batches, (unsigned long long)(ms.last_collect_ns / 1000),
+		 (unsigned long long)ms.processes_dropped);
 #undef U
 	selfstats_publish(a->stats_srv, &s);
 }
@@ -564,6 +623,7 @@ int main(int argc, char **argv, char **envp)
 		a.procs.vdso_file = files_add_image(&a.files, "[vdso]", a.vdso.fd);
 		a.vdso.fd = -1; /* the registry owns it now */
 	}
+	start_metrics(&a, &hopts);
 	struct sigaction sa = { .sa_handler = on_signal };
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
@@ -634,6 +694,8 @@ int main(int argc, char **argv, char **envp)
 	oncpu_drain(a.oncpu);
 	flush_batch(&a);
 	log_stats(&a);
+	metricsender_stop(a.metrics);
+	attrib_free(a.metrics_attrib);
 	selfstats_stop(a.stats_srv);
 	kubelet_stop(a.kubelet);
 	unwinder_stop(a.unwinder); /* before the maps it writes are closed */

@@ -96,26 +96,31 @@ static int read_start_time(const struct proc_table *t, int32_t pid, uint64_t *st
 	return rc;
 }
 
-static void read_exe_name(const struct proc_table *t, struct proc *p, const char *comm)
+void proc_exe_name(const char *proc_root, int32_t pid, const char *comm, char *out, size_t n)
 {
 	char path[64], target[4096];
-	snprintf(path, sizeof(path), "%s/%d/exe", t->proc_root, p->pid);
-	ssize_t n = readlink(path, target, sizeof(target) - 1);
-	if (n > 0) {
-		target[n] = '\0';
+	snprintf(path, sizeof(path), "%s/%d/exe", proc_root, pid);
+	ssize_t len = readlink(path, target, sizeof(target) - 1);
+	if (len > 0) {
+		target[len] = '\0';
 		static const char del[] = " (deleted)";
-		size_t l = (size_t)n;
+		size_t l = (size_t)len;
 		if (l > sizeof(del) - 1 && strcmp(target + l - (sizeof(del) - 1), del) == 0)
 			target[l - (sizeof(del) - 1)] = '\0';
 		const char *base = strrchr(target, '/');
 		base = base ? base + 1 : target;
 		if (*base) {
-			snprintf(p->exe_name, sizeof(p->exe_name), "%.63s", base);
+			snprintf(out, n, "%.63s", base);
 			return;
 		}
 	}
 	/* Kernel threads have no executable; exited processes no /proc. */
-	snprintf(p->exe_name, sizeof(p->exe_name), "%.63s", comm && *comm ? comm : "[unknown]");
+	snprintf(out, n, "%.63s", comm && *comm ? comm : "[unknown]");
+}
+
+static void read_exe_name(const struct proc_table *t, struct proc *p, const char *comm)
+{
+	proc_exe_name(t->proc_root, p->pid, comm, p->exe_name, sizeof(p->exe_name));
 }
 
 static void read_maps(struct proc_table *t, struct proc *p, uint64_t now_ns)

@@ -11,6 +11,7 @@
 #include "functions.h"
 #include "handlers.h"
 #include "jsonw.h"
+#include "metrics.h"
 #include "sessions.h"
 #include "util.h"
 
@@ -79,6 +80,13 @@ void handle_metrics(struct server *srv, const struct http_req *req, struct http_
 	metric(b, "ember_store_retention_deleted_total", "counter", "blocks deleted by the retention", st.retention_deleted);
 	metric(b, "ember_store_corrupt_blocks_total", "counter", "damaged blocks found, skipped and kept aside", st.corrupt_blocks);
 	metric(b, "ember_store_refused_busy_total", "counter", "batches refused while too much waited to be written", st.refused_busy);
+	metric(b, "ember_metrics_batches_total", "counter", "host and GPU metric batches stored", load(&c->metrics_batches));
+	metric(b, "ember_metrics_points_total", "counter", "host and GPU metric points stored", load(&c->metrics_points));
+	metric(b, "ember_metrics_rejected_total", "counter", "metric batches refused as invalid or over the bounds", load(&c->metrics_rejected));
+	metric(b, "ember_metrics_failed_total", "counter", "metric batches that could not be stored", load(&c->metrics_failed));
+	struct metrics_stats ms;
+	metrics_get_stats(srv->metrics, &ms);
+	metric(b, "ember_metrics_retention_deleted_total", "counter", "metric points deleted by the retention", ms.retention_deleted);
 	metric(b, "ember_symbols_files", "gauge", "symbol files stored", symbols_count(srv->symbols));
 	struct fetcher_stats fs;
 	fetcher_get_stats(srv->fetcher, &fs);
@@ -128,6 +136,38 @@ static void answer(struct server *srv, struct http_resp *resp, int rc, struct bu
 		http_json(resp, 200);
 	}
 	buf_free(err);
+}
+
+static void metrics_answer(struct server *srv, struct http_resp *resp, int status, struct buf *err)
+{
+	if (status == 0) {
+		__atomic_add_fetch(&srv->counters.queries, 1, __ATOMIC_RELAXED);
+		http_json(resp, 200);
+	} else {
+		buf_reset(&resp->body);
+		http_error(resp, status, "%s", err->data ? err->data : "error");
+	}
+	buf_free(err);
+}
+
+void handle_metrics_query(struct server *srv, const struct http_req *req, struct http_resp *resp)
+{
+	char project[37];
+	if (!project_of(srv, req, resp, project))
+		return;
+	struct buf err = { 0 };
+	int status = metrics_query(srv->metrics, project, req->body, req->body_len, &resp->body, &err);
+	metrics_answer(srv, resp, status, &err);
+}
+
+void handle_metrics_names(struct server *srv, const struct http_req *req, struct http_resp *resp)
+{
+	char project[37];
+	if (!project_of(srv, req, resp, project))
+		return;
+	struct buf err = { 0 };
+	int status = metrics_names(srv->metrics, project, req->body, req->body_len, &resp->body, &err);
+	metrics_answer(srv, resp, status, &err);
 }
 
 void handle_flamegraph(struct server *srv, const struct http_req *req, struct http_resp *resp)

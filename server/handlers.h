@@ -11,6 +11,7 @@ void handle_ingest_batch(struct server *srv, const struct http_req *req, struct 
 void handle_otlp_profiles(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_ingest_session_batch(struct server *srv, const struct http_req *req,
 				 struct http_resp *resp);
+void handle_ingest_metrics(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_symbols_missing(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_symbols_put(struct server *srv, const struct http_req *req, struct http_resp *resp);
 
@@ -25,6 +26,8 @@ void handle_top_entities(struct server *srv, const struct http_req *req, struct 
 void handle_labels(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_timeseries(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_events(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_metrics_query(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_metrics_names(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_asset(struct server *srv, const struct http_req *req, struct http_resp *resp);
 
 #endif

@@ -1,6 +1,7 @@
 /* ingest.c - the agent protocol's endpoints (docs/protocol.md):
  * POST /ingest/v1/batch, POST /ingest/v2/batch (sessions.h),
  * POST /v1development/profiles (OTLP, otlp.h),
+ * POST /ingest/v1/metrics (metrics.h),
  * POST /ingest/v1/symbols/missing and
  * PUT /ingest/v1/symbols/{file id}. */
 #include <jansson.h>
@@ -14,6 +15,7 @@
 #include "handlers.h"
 #include "jsonw.h"
 #include "log.h"
+#include "metrics.h"
 #include "otlp.h"
 #include "sessions.h"
 #include "util.h"
@@ -199,6 +201,43 @@ void handle_ingest_batch(struct server *srv, const struct http_req *req, struct 
 		samples += b->samples[i]->value;
 	answer(srv, rc, samples, req->body_len, project, &err, resp);
 	batch_decode_free(b);
+	buf_free(&err);
+}
+
+/* Host and GPU metrics: 200 only once the batch is committed; 400 for a
+ * batch outside the bounds (never retried by the agent), 503 when it
+ * could not be stored (retried). */
+void handle_ingest_metrics(struct server *srv, const struct http_req *req, struct http_resp *resp)
+{
+	if (!authorized(srv, req, resp))
+		return;
+	if (!zstd_encoded(srv, req, resp))
+		return;
+	struct buf err = { 0 };
+	Ember__Ingest__V1__MetricsBatch *b = metrics_decode(req->body, req->body_len, &err);
+	if (!b) {
+		count(&srv->counters.metrics_rejected, 1);
+		http_error(resp, 400, "invalid metrics batch: %s", err.data);
+		buf_free(&err);
+		return;
+	}
+	char project[37];
+	if (projects_by_name(srv->projects, b->project, true, project, &err) < 0 ||
+	    metrics_store_batch(srv->metrics, project, b, now_unix_ms(), &err) < 0) {
+		count(&srv->counters.metrics_failed, 1);
+		log_error("ingest metrics: %s", err.data);
+		http_error(resp, 503, "the metrics could not be stored: %s", err.data);
+		resp->retry_after = "5";
+	} else {
+		count(&srv->counters.metrics_batches, 1);
+		count(&srv->counters.metrics_points, b->n_point_series);
+		buf_printf(&resp->body, "{\"stored\":true,\"points\":%zu,\"series\":%zu,\"project_id\":",
+			   b->n_point_series, b->n_series_names);
+		jsonw_str(&resp->body, project);
+		buf_puts(&resp->body, "}\n");
+		http_json(resp, 200);
+	}
+	metrics_decode_free(b);
 	buf_free(&err);
 }
 

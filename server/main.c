@@ -11,6 +11,7 @@
 #include "debuginfod.h"
 #include "http.h"
 #include "log.h"
+#include "metrics.h"
 #include "server.h"
 #include "util.h"
 
@@ -122,7 +123,8 @@ int main(int argc, char **argv, char **envp)
 	sc.late_data_wait_ms = cfg.compact_delay_ms;
 	if (store_open(cfg.data_dir, &sc, &srv.store, &err) < 0 ||
 	    symbols_open(cfg.data_dir, &srv.symbols, &err) < 0 ||
-	    projects_open(cfg.data_dir, &srv.projects, &err) < 0) {
+	    projects_open(cfg.data_dir, &srv.projects, &err) < 0 ||
+	    metrics_open(cfg.data_dir, cfg.retention_ms, &srv.metrics, &err) < 0) {
 		log_error("%s", err.data);
 		goto out;
 	}
@@ -184,6 +186,7 @@ out:
 	sessions_free(srv.sessions);
 	ingest_tokens_free(&srv);
 	projects_close(srv.projects);
+	metrics_close(srv.metrics);
 	symbols_close(srv.symbols);
 	store_close(srv.store);
 	flags_free(&server_flags, &cfg);

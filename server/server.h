@@ -18,9 +18,11 @@ struct server_counters {
 	uint64_t symbols_uploaded, symbols_rejected;
 	uint64_t flamegraph_queries;
 	uint64_t queries; /* every query endpoint, the flamegraph included */
+	uint64_t metrics_batches, metrics_points, metrics_rejected, metrics_failed;
 };
 
 struct fetcher;
+struct metrics_store;
 struct sessions;
 
 struct server {
@@ -28,6 +30,7 @@ struct server {
 	struct symbols *symbols;
 	struct projects *projects;
 	struct sessions *sessions; /* protocol version 2 */
+	struct metrics_store *metrics; /* host and GPU metrics (metrics.h) */
 	/* --ingest-tokens: what agents must send as bearer tokens (none: no check) */
 	char **ingest_tokens;
 	size_t ningest_tokens;

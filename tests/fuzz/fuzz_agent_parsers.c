@@ -3,12 +3,15 @@
  * kallsyms, /proc/PID/cgroup, a Python command line (script.name), a
  * CPython location table read from process memory, a CPython
  * _Py_DebugOffsets table read from an interpreter file and the kubelet's
- * pod list (-k8s-pod-labels). The first byte selects the parser. */
+ * pod list (-k8s-pod-labels), and the metrics collector's /proc and
+ * cgroup parsers (agent/hostmetrics.h; first byte 0xf0 and above). The
+ * first byte selects the parser. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agent/attrib.h"
+#include "agent/hostmetrics.h"
 #include "agent/kallsyms.h"
 #include "agent/kubelet.h"
 #include "agent/maps.h"
@@ -22,6 +25,49 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	const char *text = (const char *)data + 1;
 	size_t n = size - 1;
+	if (data[0] >= 0xf0) {
+		/* The metrics collector's parsers: whatever the text, results
+		 * stay inside their buffers and bounds. */
+		struct hm_cpu c;
+		struct hm_meminfo m;
+		struct hm_pstat ps;
+		struct hm_disk d[8];
+		uint64_t a, b;
+		char cg[64];
+		switch (data[0] & 7) {
+		case 0:
+			(void)hm_parse_stat(text, n, &c);
+			break;
+		case 1:
+			(void)hm_parse_meminfo(text, n, &m);
+			break;
+		case 2:
+			if (hm_parse_pid_stat(text, n, &ps) == 0 && strlen(ps.comm) >= sizeof(ps.comm))
+				abort();
+			break;
+		case 3:
+			(void)hm_parse_pid_io(text, n, &a, &b);
+			break;
+		case 4:
+			if (hm_parse_cgroup2_path(text, n, cg, sizeof(cg)) == 0 &&
+			    (strlen(cg) >= sizeof(cg) || cg[0] != '/' || strstr(cg, "/..")))
+				abort();
+			break;
+		case 5:
+			(void)hm_parse_memory_stat(text, n, &a);
+			break;
+		default: {
+			size_t nd = hm_parse_diskstats(text, n, d, 8);
+			if (nd > 8)
+				abort();
+			for (size_t i = 0; i < nd; i++)
+				if (strlen(d[i].name) >= sizeof(d[i].name) || !d[i].name[0])
+					abort();
+			break;
+		}
+		}
+		return 0;
+	}
 	switch (data[0] % 9) {
 	case 0: {
 		struct maps_line m;

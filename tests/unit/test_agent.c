@@ -77,6 +77,43 @@ static void expect_error(char **argv, int argc, char **envp, const char *needle)
 	buf_free(&err);
 }
 
+static void test_metrics_flags(void **state)
+{
+	(void)state;
+	char *envp[] = { NULL };
+	struct agent_config cfg;
+	struct buf err = { 0 };
+	char *d[] = { "a", "-collection-agent=h:1", NULL };
+	assert_int_equal(agent_config_load(&cfg, 2, d, envp, &err), 0);
+	assert_int_equal(cfg.metrics_interval_ms, 30000);
+	assert_true(cfg.host_metrics);
+	assert_true(cfg.gpu_metrics);
+	assert_string_equal(cfg.nvml_path, "");
+	assert_false(cfg.nvml_auto_scan);
+	agent_config_free(&cfg);
+	char *e[] = { "EMBER_COLLECT_METRICS_INTERVAL=5s", "EMBER_ENABLE_GPU_METRICS=false",
+		      "EMBER_NVML_PATH=/opt/nv/libnvidia-ml.so.1", NULL };
+	char *s[] = { "a", "-collection-agent=h:1", "--enable-host-metrics=false", "-nvml-auto-scan", NULL };
+	assert_int_equal(agent_config_load(&cfg, 4, s, e, &err), 0);
+	assert_int_equal(cfg.metrics_interval_ms, 5000);
+	assert_false(cfg.host_metrics);
+	assert_false(cfg.gpu_metrics);
+	assert_true(cfg.nvml_auto_scan);
+	assert_string_equal(cfg.nvml_path, "/opt/nv/libnvidia-ml.so.1");
+	agent_config_free(&cfg);
+	buf_free(&err);
+	char *b1[] = { "a", "-collection-agent=h:1", "-collect-metrics-interval=500ms", NULL };
+	expect_error(b1, 3, envp, "-collect-metrics-interval");
+	char *b2[] = { "a", "-collection-agent=h:1", "-collect-metrics-interval=2h", NULL };
+	expect_error(b2, 3, envp, "-collect-metrics-interval");
+	char *b3[] = { "a", "-collection-agent=h:1", "-enable-host-metrics=maybe", NULL };
+	expect_error(b3, 3, envp, "-enable-host-metrics");
+	char *b4[] = { "a", "-collection-agent=h:1", "-nvml-path=relative/libnvidia-ml.so", NULL };
+	expect_error(b4, 3, envp, "-nvml-path");
+	char *b5[] = { "a", "-collection-agent=h:1", "-enable-gpu-metrics=2", NULL };
+	expect_error(b5, 3, envp, "-enable-gpu-metrics");
+}
+
 static void test_config_errors(void **state)
 {
 	(void)state;
@@ -1489,6 +1526,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_config_precedence),
 		cmocka_unit_test(test_config_errors),
+		cmocka_unit_test(test_metrics_flags),
 		cmocka_unit_test(test_kallsyms),
 		cmocka_unit_test(test_maps_and_stat),
 		cmocka_unit_test(test_cpu_list),

@@ -1,0 +1,524 @@
+/* Unit tests: host and GPU metrics - the /proc parsers (fixture text), the
+ * collector over a fake /proc, the agent's batch encoding and the server's
+ * decoder, store (insert, query aggregation, retention, bounds). */
+#include "testutil.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <sys/stat.h>
+
+#include "agent/gpumetrics.h"
+#include "agent/hostmetrics.h"
+#include "agent/metricbatch.h"
+#include "compress.h"
+#include "server/metrics.h"
+#include "util.h"
+
+static void test_parsers(void **state)
+{
+	(void)state;
+	struct hm_cpu c;
+	const char *stat = "cpu  100 5 50 1000 7 1 2 3 0 0\ncpu0 50 2 25 500 3 0 1 1 0 0\nintr 1\n";
+	assert_int_equal(hm_parse_stat(stat, strlen(stat), &c), 0);
+	assert_int_equal(c.user, 100);
+	assert_int_equal(c.nice, 5);
+	assert_int_equal(c.system, 50);
+	assert_int_equal(c.idle, 1000);
+	assert_int_equal(c.iowait, 7);
+	assert_int_equal(c.steal, 3);
+	assert_int_equal(hm_parse_stat("cpu0 1 2 3 4\n", 13, &c), -1);
+	assert_int_equal(hm_parse_stat("cpu  1 2\n", 9, &c), -1);
+
+	struct hm_meminfo m;
+	const char *mi = "MemTotal:       16000 kB\nMemFree:  1000 kB\nMemAvailable:   8000 kB\nBuffers: 10 kB\nCached: 20 kB\n";
+	assert_int_equal(hm_parse_meminfo(mi, strlen(mi), &m), 0);
+	assert_int_equal(m.total, 16000 * 1024);
+	assert_int_equal(m.available, 8000 * 1024);
+	const char *old = "MemTotal: 100 kB\nMemFree: 10 kB\nBuffers: 1 kB\nCached: 2 kB\n";
+	assert_int_equal(hm_parse_meminfo(old, strlen(old), &m), 0);
+	assert_int_equal(m.available, 13 * 1024);
+	assert_int_equal(hm_parse_meminfo("MemFree: 1 kB\n", 14, &m), -1);
+	assert_int_equal(hm_parse_meminfo("MemTotal: x kB\n", 15, &m), -1);
+
+	/* A comm with spaces and parentheses; fields counted after the last ')'. */
+	struct hm_pstat ps;
+	const char *pst = "4242 (a) b (c)) S 1 4242 4242 0 -1 4194304 100 0 0 0 "
+			  "250 75 0 0 20 0 1 0 123456 1000000 51200 18446744073709551615 0 0";
+	assert_int_equal(hm_parse_pid_stat(pst, strlen(pst), &ps), 0);
+	assert_int_equal(ps.utime, 250);
+	assert_int_equal(ps.stime, 75);
+	assert_int_equal(ps.start_time, 123456);
+	assert_int_equal(ps.rss_pages, 51200);
+	assert_string_equal(ps.comm, "a) b (c)");
+	assert_int_equal(hm_parse_pid_stat(pst, 40, &ps), -1); /* cut short */
+	assert_int_equal(hm_parse_pid_stat("no parens", 9, &ps), -1);
+	const char *huge = "1 (x) S 1 1 1 0 -1 0 0 0 0 0 99999999999999999999999 1 0 0 20 0 1 0 5 1 7";
+	assert_int_equal(hm_parse_pid_stat(huge, strlen(huge), &ps), 0);
+	assert_true(ps.utime == UINT64_MAX); /* saturates */
+
+	uint64_t rb, wb;
+	const char *io = "rchar: 10\nwchar: 20\nsyscr: 1\nsyscw: 2\nread_bytes: 4096\nwrite_bytes: 8192\ncancelled_write_bytes: 0\n";
+	assert_int_equal(hm_parse_pid_io(io, strlen(io), &rb, &wb), 0);
+	assert_int_equal(rb, 4096);
+	assert_int_equal(wb, 8192);
+	assert_int_equal(hm_parse_pid_io("rchar: 10\n", 10, &rb, &wb), -1);
+
+	char cg[256];
+	const char *cgt = "12:cpu:/old\n0::/system.slice/docker-abc.scope\n";
+	assert_int_equal(hm_parse_cgroup2_path(cgt, strlen(cgt), cg, sizeof(cg)), 0);
+	assert_string_equal(cg, "/system.slice/docker-abc.scope");
+	assert_int_equal(hm_parse_cgroup2_path("0::/a/../../etc\n", 16, cg, sizeof(cg)), -1);
+	assert_int_equal(hm_parse_cgroup2_path("1:name=x:/a\n", 12, cg, sizeof(cg)), -1);
+	assert_int_equal(hm_parse_cgroup2_path("0::/abcdef\n", 11, cg, 4), -1);
+
+	uint64_t inact;
+	const char *ms = "anon 100\nfile 200\ninactive_anon 5\ninactive_file 150\nactive_file 50\n";
+	assert_int_equal(hm_parse_memory_stat(ms, strlen(ms), &inact), 0);
+	assert_int_equal(inact, 150);
+	assert_int_equal(hm_parse_memory_stat("anon 1\n", 7, &inact), -1);
+
+	struct hm_disk d[4];
+	const char *ds = "   8       0 sda 100 0 800 50 200 0 1600 70 0 100 120 0 0 0 0\n"
+			 "   8       1 sda1 1 0 8 1 2 0 16 1 0 1 2\n"
+			 " bad line\n"
+			 "   7       0 loop0 1 0 2 3 4 0 5 6 0 1 1\n";
+	assert_int_equal(hm_parse_diskstats(ds, strlen(ds), d, 4), 3);
+	assert_string_equal(d[0].name, "sda");
+	assert_int_equal(d[0].reads, 100);
+	assert_int_equal(d[0].read_sectors, 800);
+	assert_int_equal(d[0].read_ms, 50);
+	assert_int_equal(d[0].writes, 200);
+	assert_int_equal(d[0].write_sectors, 1600);
+	assert_int_equal(d[0].write_ms, 70);
+	assert_int_equal(hm_parse_diskstats(ds, strlen(ds), d, 1), 1); /* bounded */
+}
+
+static void put(const char *dir, const char *rel, const char *text)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", dir, rel);
+	write_text(path, text);
+}
+
+static void sub(const char *dir, const char *rel)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", dir, rel);
+	assert_int_equal(mkdir(path, 0755), 0);
+}
+
+/* The value of metric name in b for the series whose labels hold key=value
+ * (NULL: any); NAN when absent. */
+static double value_of(const struct metric_batch *b, const char *name, const char *key,
+		       const char *value)
+{
+	for (size_t i = 0; i < b->npoints; i++) {
+		const struct mb_series *s = &b->series[b->point_series[i]];
+		if (strcmp(strtab_get(&b->strings, s->name), name) != 0)
+			continue;
+		const uint32_t *kv = b->set_strings + b->set_offsets[s->labels];
+		bool ok = !key;
+		for (uint32_t k = 0; k + 1 < b->set_lengths[s->labels] && !ok; k += 2)
+			ok = strcmp(strtab_get(&b->strings, kv[k]), key) == 0 &&
+			     strcmp(strtab_get(&b->strings, kv[k + 1]), value) == 0;
+		if (ok)
+			return b->point_values[i];
+	}
+	return NAN;
+}
+
+static void fake_round(const char *proc, const char *cg, int r)
+{
+	char t[1024];
+	snprintf(t, sizeof(t), "cpu  %d 0 %d %d 0 0 0 0 0 0\n", 100 + r * 150, 50 + r * 50, 1000 + r * 100);
+	put(proc, "stat", t);
+	put(proc, "meminfo", "MemTotal: 1000 kB\nMemFree: 100 kB\nMemAvailable: 400 kB\n");
+	snprintf(t, sizeof(t), "   8 0 sda %d 0 %d %d %d 0 %d %d 0 0 0\n   8 1 sda1 1 0 1 1 1 0 1 1 0 0 0\n",
+		 10 + r * 10, 100 + r * 2048, 5 + r * 40, 20 + r * 4, 200 + r * 4096, 8 + r * 8);
+	put(proc, "diskstats", t);
+	/* pid 100: 1 core user + 0.25 system over one second at 100 ticks/s */
+	snprintf(t, sizeof(t), "100 (worker) R 1 1 1 0 -1 0 0 0 0 0 %d %d 0 0 20 0 1 0 777 1 2560 0 0\n",
+		 300 + r * 100, 40 + r * 25);
+	put(proc, "100/stat", t);
+	snprintf(t, sizeof(t), "read_bytes: %d\nwrite_bytes: %d\n", 1000 + r * 4096, r * 1048576);
+	put(proc, "100/io", t);
+	put(proc, "100/cgroup", "0::/app.slice\n");
+	/* pid 200: idle; pid 300: a kernel thread (no memory) */
+	put(proc, "200/stat", "200 (idle) S 1 1 1 0 -1 0 0 0 0 0 5 5 0 0 20 0 1 0 888 1 100 0 0\n");
+	put(proc, "200/io", "read_bytes: 0\nwrite_bytes: 0\n");
+	put(proc, "200/cgroup", "0::/app.slice\n");
+	put(proc, "300/stat", "300 (kworker/0:1) I 2 0 0 0 -1 0 0 0 0 0 0 9 0 0 20 0 1 0 5 0 0 0 0\n");
+	put(cg, "app.slice/memory.current", "1000000\n");
+	put(cg, "app.slice/memory.stat", "anon 1\ninactive_file 250000\n");
+}
+
+static void test_collector(void **state)
+{
+	(void)state;
+	char *dir = make_temp_dir();
+	char proc[300], cg[300], blk[300];
+	snprintf(proc, sizeof(proc), "%s/proc", dir);
+	snprintf(cg, sizeof(cg), "%s/cg", dir);
+	snprintf(blk, sizeof(blk), "%s/block", dir);
+	assert_int_equal(mkdir(proc, 0755), 0);
+	assert_int_equal(mkdir(cg, 0755), 0);
+	assert_int_equal(mkdir(blk, 0755), 0);
+	sub(proc, "100");
+	sub(proc, "200");
+	sub(proc, "300");
+	sub(cg, "app.slice");
+	sub(blk, "sda");
+	const char *host_kv[] = { "cluster.name", "c1", "host.type", "" };
+	struct hostmetrics_opts o = { .proc_root = proc, .cgroup_root = cg, .sys_block = blk,
+				      .host_name = "h1", .host_arch = "amd64", .host_kv = host_kv,
+				      .nhost_kv = 4, .ticks_per_s = 100, .page_size = 4096,
+				      .max_procs = 1 };
+	struct hostmetrics *h = hostmetrics_new(&o);
+	struct metric_batch b;
+	metric_batch_init(&b);
+	fake_round(proc, cg, 0);
+	hostmetrics_collect(h, &b, 1000, 1000000000ull);
+	/* First reading: levels, no rates. */
+	assert_true(isnan(value_of(&b, "process.utime", NULL, NULL)));
+	assert_true(isnan(value_of(&b, "host.cpu.user", NULL, NULL)));
+	assert_true(value_of(&b, "process.rss", "process.executable.name", "worker") == 2560.0 * 4096);
+	assert_true(value_of(&b, "host.memory.used", NULL, NULL) == 600.0 * 1024);
+	assert_true(value_of(&b, "process.wss", "cgroup.path", "/app.slice") == 750000.0);
+	assert_int_equal(b.dropped_processes, 1); /* max_procs 1: "idle" dropped, the kworker not counted */
+	metric_batch_free(&b);
+
+	metric_batch_init(&b);
+	fake_round(proc, cg, 1);
+	hostmetrics_collect(h, &b, 2000, 2000000000ull);
+	assert_true(fabs(value_of(&b, "process.utime", "process.pid", "100") - 1.0) < 1e-9);
+	assert_true(fabs(value_of(&b, "process.stime", "process.pid", "100") - 0.25) < 1e-9);
+	assert_true(fabs(value_of(&b, "io.write_throughput", "process.pid", "100") - 1048576.0) < 1e-6);
+	assert_true(fabs(value_of(&b, "io.read_throughput", "process.pid", "100") - 4096.0) < 1e-6);
+	assert_true(isnan(value_of(&b, "process.rss", "process.pid", "200"))); /* dropped */
+	assert_true(fabs(value_of(&b, "host.cpu.user", NULL, NULL) - 1.5) < 1e-9);
+	assert_true(fabs(value_of(&b, "host.cpu.idle", NULL, NULL) - 1.0) < 1e-9);
+	assert_true(fabs(value_of(&b, "io.disk.write_throughput", "disk.device", "sda") - 4096.0 * 512) < 1e-6);
+	assert_true(fabs(value_of(&b, "io.disk.read_latency", "disk.device", "sda") - 4.0) < 1e-9);
+	assert_true(isnan(value_of(&b, "io.disk.read_latency", "disk.device", "sda1")));
+	/* Every process series carries the host's attributes; empty ones are left out. */
+	assert_true(!isnan(value_of(&b, "process.utime", "cluster.name", "c1")));
+	assert_true(isnan(value_of(&b, "process.utime", "host.type", "")));
+	assert_true(!isnan(value_of(&b, "process.utime", "host.name", "h1")));
+	/* Label sets are interned: the worker's 5 metrics share one. */
+	size_t sets = b.nsets;
+	assert_true(sets < b.nseries);
+
+	/* Encoded by the agent, decoded and stored by the server, queried. */
+	struct buf z = { 0 }, err = { 0 }, out = { 0 };
+	struct metric_batch_meta meta = { "inst", 7, "default", 1000, 2000 };
+	/* Times must be real: move the points to now. */
+	int64_t now = now_unix_ms();
+	for (size_t i = 0; i < b.npoints; i++)
+		b.point_ms[i] = now - 500;
+	meta.start_unix_ms = now - 1000;
+	meta.end_unix_ms = now;
+	assert_int_equal(metric_batch_encode(&b, &meta, &z), 0);
+	Ember__Ingest__V1__MetricsBatch *m = metrics_decode(z.data, z.len, &err);
+	if (!m)
+		fail_msg("decode: %s", err.data);
+	assert_int_equal(m->n_point_series, b.npoints);
+	assert_int_equal(m->n_label_set_lengths, sets);
+	struct metrics_store *st;
+	assert_int_equal(metrics_open(dir, 3600000, &st, &err), 0);
+	assert_int_equal(metrics_store_batch(st, "p1", m, now, &err), 0);
+	char body[512];
+	snprintf(body, sizeof(body), "{\"filter\":{\"start_ts\":%lld,\"end_ts\":%lld,\"query\":\"process.executable.name == 'worker'\"},\"metric\":\"process.utime\",\"num_buckets\":1}",
+		 (long long)(now - 1000), (long long)now);
+	assert_int_equal(metrics_query(st, "p1", body, strlen(body), &out, &err), 0);
+	json_t *doc = json_loads(out.data, 0, NULL);
+	assert_non_null(doc);
+	json_t *pt = json_array_get(json_object_get(json_array_get(json_object_get(doc, "series"), 0), "points"), 0);
+	assert_true(fabs(json_number_value(json_array_get(pt, 1)) - 1.0) < 1e-6);
+	json_decref(doc);
+	metrics_close(st);
+	metrics_decode_free(m);
+	buf_free(&z);
+	buf_free(&err);
+	buf_free(&out);
+	metric_batch_free(&b);
+	hostmetrics_free(h);
+	rm_rf(dir);
+	free(dir);
+}
+
+static void test_metric_batch_bounds(void **state)
+{
+	(void)state;
+	struct metric_batch b;
+	metric_batch_init(&b);
+	uint32_t kv[2 * (MB_MAX_LABELS + 4)];
+	for (size_t i = 0; i < ARRAY_SIZE(kv); i++) {
+		char s[16];
+		snprintf(s, sizeof(s), "%c%zu", i % 2 ? 'v' : 'k', i / 2);
+		kv[i] = metric_batch_str(&b, s);
+	}
+	uint32_t ls = metric_batch_labels(&b, kv, ARRAY_SIZE(kv));
+	assert_int_equal(b.set_lengths[ls], 2 * MB_MAX_LABELS);
+	assert_int_equal(metric_batch_labels(&b, kv, ARRAY_SIZE(kv)), ls);
+	assert_int_equal(metric_batch_add(&b, "m", "u", ls, 1, NAN), -1);
+	assert_int_equal(metric_batch_add(&b, "m", "u", ls + 5, 1, 1.0), -1);
+	assert_int_equal(b.refused, 2);
+	for (int i = 0; i < MB_MAX_POINTS; i++)
+		assert_int_equal(metric_batch_add(&b, "m", "u", ls, i, 1.0), 0);
+	assert_int_equal(metric_batch_add(&b, "m", "u", ls, 1, 1.0), -1);
+	assert_int_equal(b.nseries, 1);
+	metric_batch_free(&b);
+}
+
+/* A batch of n series "cpu" with host.name = h<i>, points (ts, v). */
+static Ember__Ingest__V1__MetricsBatch *make_batch(const char *const *hosts, size_t nh,
+						   const int64_t *ts, const double *v,
+						   const uint32_t *series, size_t np, struct buf *err)
+{
+	struct metric_batch b;
+	metric_batch_init(&b);
+	uint32_t sets[8];
+	for (size_t i = 0; i < nh; i++) {
+		uint32_t kv[4] = { metric_batch_str(&b, "host.name"), metric_batch_str(&b, hosts[i]),
+				   metric_batch_str(&b, "role"), metric_batch_str(&b, i % 2 ? "odd" : "even") };
+		sets[i] = metric_batch_labels(&b, kv, 4);
+	}
+	for (size_t i = 0; i < np; i++)
+		assert_int_equal(metric_batch_add(&b, "cpu", "cores", sets[series[i]], ts[i], v[i]), 0);
+	struct metric_batch_meta meta = { "inst", 1, "default", ts[0] - 1, ts[np - 1] };
+	struct buf z = { 0 };
+	assert_int_equal(metric_batch_encode(&b, &meta, &z), 0);
+	Ember__Ingest__V1__MetricsBatch *m = metrics_decode(z.data, z.len, err);
+	buf_free(&z);
+	metric_batch_free(&b);
+	return m;
+}
+
+static json_t *run_query(struct metrics_store *st, const char *fmt, ...)
+{
+	char body[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(body, sizeof(body), fmt, ap);
+	va_end(ap);
+	struct buf out = { 0 }, err = { 0 };
+	int rc = metrics_query(st, "p", body, strlen(body), &out, &err);
+	if (rc != 0)
+		fail_msg("query %s: %d %s", body, rc, err.data);
+	json_t *doc = json_loads(out.data, 0, NULL);
+	assert_non_null(doc);
+	buf_free(&out);
+	buf_free(&err);
+	return doc;
+}
+
+static double point(json_t *doc, size_t group, size_t i, int64_t *ts)
+{
+	json_t *p = json_array_get(json_object_get(json_array_get(json_object_get(doc, "series"), group), "points"), i);
+	assert_non_null(p);
+	if (ts)
+		*ts = json_integer_value(json_array_get(p, 0));
+	return json_number_value(json_array_get(p, 1));
+}
+
+static void test_store_queries(void **state)
+{
+	(void)state;
+	char *dir = make_temp_dir();
+	struct metrics_store *st;
+	struct buf err = { 0 };
+	assert_int_equal(metrics_open(dir, 3600000, &st, &err), 0);
+	int64_t t = now_unix_ms() - 60000;
+	t -= t % 1000;
+	const char *hosts[] = { "h0", "h1", "h2" };
+	/* h0: 1, 3 in bucket 0, 5 in bucket 1; h1: 2 in bucket 0, 4 in bucket 1; h2: 10 in bucket 1 */
+	int64_t ts[] = { t, t + 500, t + 1000, t + 100, t + 1100, t + 1200 };
+	double v[] = { 1, 3, 5, 2, 4, 10 };
+	uint32_t se[] = { 0, 0, 0, 1, 1, 2 };
+	Ember__Ingest__V1__MetricsBatch *m = make_batch(hosts, 3, ts, v, se, 6, &err);
+	assert_non_null(m);
+	assert_int_equal(metrics_store_batch(st, "p", m, t, &err), 0);
+	assert_int_equal(metrics_store_batch(st, "p", m, t, &err), 0); /* again: no duplicates */
+	metrics_decode_free(m);
+	struct metrics_stats ss;
+	metrics_get_stats(st, &ss);
+	assert_int_equal(ss.points, 12);
+	assert_int_equal(ss.batches, 2);
+
+	/* avg over time, sum over series */
+	const char *q = "{\"filter\":{\"start_ts\":%lld,\"end_ts\":%lld,\"query\":%s},\"metric\":\"cpu\","
+			"\"group_by\":%s,\"temporal\":\"%s\",\"spatial\":\"%s\",\"num_buckets\":%d}";
+	long long s0 = t, e0 = t + 2000;
+	json_t *d = run_query(st, q, s0, e0, "null", "null", "avg", "sum", 2);
+	int64_t pts;
+	assert_true(point(d, 0, 0, &pts) == 2.0 + 2.0);
+	assert_int_equal(pts, t);
+	assert_true(point(d, 0, 1, &pts) == 5.0 + 4.0 + 10.0);
+	assert_int_equal(pts, t + 1000);
+	assert_int_equal(json_integer_value(json_object_get(d, "buckets_ms")), 1000);
+	assert_string_equal(json_string_value(json_object_get(d, "unit")), "cores");
+	json_decref(d);
+	/* max over time, max over series */
+	d = run_query(st, q, s0, e0, "null", "null", "max", "max", 2);
+	assert_true(point(d, 0, 0, NULL) == 3.0);
+	assert_true(point(d, 0, 1, NULL) == 10.0);
+	json_decref(d);
+	/* avg over series; one bucket */
+	d = run_query(st, q, s0, e0, "null", "null", "avg", "avg", 1);
+	assert_true(fabs(point(d, 0, 0, NULL) - (3.0 + 3.0 + 10.0) / 3) < 1e-5);
+	json_decref(d);
+	/* group by role; a CEL filter evaluated per series */
+	d = run_query(st, q, s0, e0, "null", "\"role\"", "max", "sum", 1);
+	json_t *series = json_object_get(d, "series");
+	assert_int_equal(json_array_size(series), 2);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(series, 0), "group")), "even");
+	assert_true(point(d, 0, 0, NULL) == 5.0 + 10.0);
+	assert_true(point(d, 1, 0, NULL) == 4.0);
+	json_decref(d);
+	d = run_query(st, q, s0, e0, "\"host.name.startsWith('h') && host.name != 'h2'\"", "null", "max", "sum", 1);
+	assert_true(point(d, 0, 0, NULL) == 9.0);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(d, "stats"), "series_matched")), 2);
+	json_decref(d);
+	/* a range holding nothing of a known metric: empty, not an error */
+	d = run_query(st, q, s0 - 100000, s0 - 50000, "null", "null", "avg", "sum", 10);
+	assert_int_equal(json_array_size(json_object_get(d, "series")), 0);
+	json_decref(d);
+
+	/* errors */
+	struct buf out = { 0 };
+	char body[512];
+	snprintf(body, sizeof(body), "{\"filter\":{\"start_ts\":%lld,\"end_ts\":%lld},\"metric\":\"nope\"}", s0, e0);
+	assert_int_equal(metrics_query(st, "p", body, strlen(body), &out, &err), 404);
+	assert_non_null(strstr(err.data, "no metric named"));
+	buf_reset(&err);
+	assert_int_equal(metrics_query(st, "other", body, strlen(body), &out, &err), 404);
+	buf_reset(&err);
+	snprintf(body, sizeof(body), "{\"filter\":{\"start_ts\":%lld,\"end_ts\":%lld,\"query\":\"host.name ==\"},\"metric\":\"cpu\"}", s0, e0);
+	assert_int_equal(metrics_query(st, "p", body, strlen(body), &out, &err), 400);
+	assert_non_null(strstr(err.data, "query"));
+	buf_reset(&err);
+	snprintf(body, sizeof(body), "{\"filter\":{\"start_ts\":%lld,\"end_ts\":%lld},\"metric\":\"cpu\"}", e0, s0);
+	assert_int_equal(metrics_query(st, "p", body, strlen(body), &out, &err), 400);
+	buf_reset(&err);
+
+	/* names */
+	snprintf(body, sizeof(body), "{\"filter\":{\"start_ts\":%lld,\"end_ts\":%lld,\"query\":\"role == 'odd'\"}}", s0, e0);
+	assert_int_equal(metrics_names(st, "p", body, strlen(body), &out, &err), 0);
+	assert_string_equal(out.data, "{\"names\":[{\"name\":\"cpu\",\"unit\":\"cores\",\"series\":1}]}\n");
+	buf_reset(&out);
+
+	/* retention: everything is older than now + 2 h - 1 h */
+	assert_int_equal(metrics_retention(st, now_unix_ms() + 7200000, &err), 0);
+	metrics_get_stats(st, &ss);
+	assert_int_equal(ss.retention_deleted, 6);
+	snprintf(body, sizeof(body), "{\"filter\":{\"start_ts\":%lld,\"end_ts\":%lld}}", s0, e0);
+	assert_int_equal(metrics_names(st, "p", body, strlen(body), &out, &err), 0);
+	assert_string_equal(out.data, "{\"names\":[]}\n");
+	buf_free(&out);
+	buf_free(&err);
+	metrics_close(st);
+	rm_rf(dir);
+	free(dir);
+}
+
+static void test_decoder_bounds(void **state)
+{
+	(void)state;
+	struct buf err = { 0 }, z = { 0 };
+	/* Not zstd; zstd of garbage. */
+	assert_null(metrics_decode("abc", 3, &err));
+	assert_non_null(strstr(err.data, "zstd"));
+	buf_reset(&err);
+	assert_int_equal(zstd_compress_buf("\xff\xff\xff", 3, 1, &z), 0);
+	assert_null(metrics_decode(z.data, z.len, &err));
+	buf_free(&z);
+	buf_reset(&err);
+	/* Hand-built messages against metrics_validate. */
+	char *strs[] = { "", "m", "k", "v" };
+	uint32_t lens[] = { 2 }, ids[] = { 2, 3 }, names[] = { 1 }, units[] = { 0 }, sets[] = { 0 };
+	uint32_t ps[] = { 0 };
+	int64_t pt[] = { now_unix_ms() };
+	double pv[] = { 1.5 };
+	Ember__Ingest__V1__MetricsBatch b = EMBER__INGEST__V1__METRICS_BATCH__INIT;
+	b.project = "default";
+	b.start_unix_ms = pt[0] - 1;
+	b.end_unix_ms = pt[0];
+	b.n_strings = 4;
+	b.strings = strs;
+	b.n_label_set_lengths = 1;
+	b.label_set_lengths = lens;
+	b.n_label_set_strings = 2;
+	b.label_set_strings = ids;
+	b.n_series_names = b.n_series_units = b.n_series_label_sets = 1;
+	b.series_names = names;
+	b.series_units = units;
+	b.series_label_sets = sets;
+	b.n_point_series = b.n_point_times_ms = b.n_point_values = 1;
+	b.point_series = ps;
+	b.point_times_ms = pt;
+	b.point_values = pv;
+	assert_int_equal(metrics_validate(&b, &err), 0);
+	ids[0] = 9; /* string id out of range */
+	assert_int_equal(metrics_validate(&b, &err), -1);
+	ids[0] = 0; /* empty key */
+	assert_int_equal(metrics_validate(&b, &err), -1);
+	ids[0] = 2;
+	lens[0] = 3; /* odd */
+	assert_int_equal(metrics_validate(&b, &err), -1);
+	lens[0] = 2;
+	pv[0] = INFINITY;
+	assert_int_equal(metrics_validate(&b, &err), -1);
+	pv[0] = 1;
+	pt[0] = 12;
+	assert_int_equal(metrics_validate(&b, &err), -1);
+	pt[0] = now_unix_ms();
+	sets[0] = 1;
+	assert_int_equal(metrics_validate(&b, &err), -1);
+	sets[0] = 0;
+	names[0] = 0; /* the empty name */
+	assert_int_equal(metrics_validate(&b, &err), -1);
+	names[0] = 1;
+	b.n_point_values = 0; /* counts disagree */
+	assert_int_equal(metrics_validate(&b, &err), -1);
+	b.n_point_values = 1;
+	char longs[MET_MAX_STRING + 2];
+	memset(longs, 'x', sizeof(longs) - 1);
+	longs[sizeof(longs) - 1] = '\0';
+	strs[3] = longs;
+	assert_int_equal(metrics_validate(&b, &err), -1);
+	strs[3] = "v";
+	strs[0] = "x"; /* strings[0] must be "" */
+	assert_int_equal(metrics_validate(&b, &err), -1);
+	strs[0] = "";
+	b.project = "a b";
+	assert_int_equal(metrics_validate(&b, &err), -1);
+	b.project = "default";
+	assert_int_equal(metrics_validate(&b, &err), 0);
+	buf_free(&err);
+}
+
+static void test_nvml_missing(void **state)
+{
+	(void)state;
+	struct buf why = { 0 };
+	assert_null(gpumetrics_open("/nonexistent/libnvidia-ml.so", false, &why));
+	assert_non_null(strstr(why.data, "/nonexistent/libnvidia-ml.so"));
+	buf_reset(&why);
+	/* A library that is not NVML is refused by its missing symbols. */
+	assert_null(gpumetrics_open("libz.so.1", false, &why));
+	assert_non_null(strstr(why.data, "not NVML"));
+	buf_free(&why);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_parsers),
+		cmocka_unit_test(test_collector),
+		cmocka_unit_test(test_metric_batch_bounds),
+		cmocka_unit_test(test_store_queries),
+		cmocka_unit_test(test_decoder_bounds),
+		cmocka_unit_test(test_nvml_missing),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
