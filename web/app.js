@@ -16,6 +16,7 @@ const VIEWS = {
 	functions: 'Top functions',
 	entities: 'Top entities',
 	diff: 'Diff',
+	metrics: 'Metrics',
 };
 // URL parameters of the page itself; any other belongs to the active view.
 const PAGE_PARAMS = new Set(['view', 'project', 'range', 'from', 'to', 'group', 'kind', 'q', 's', 'sf', 'f', 'hide', 'o']);
@@ -1133,6 +1134,7 @@ function contextFor(view) {
 			showView();
 		},
 		go: (target, p = {}) => go(target, p),
+		href: (target, p = {}) => urlOf(stateFor(target, p)),
 		addFilter(attr, value) {
 			state.q = withFilter(state.q, attr, value);
 			writeURL(true);
@@ -1154,18 +1156,31 @@ function setTimeRange(from, to) {
 	else showView();
 }
 
-// Switches to a view; params may set q, group, range and its own parameters.
-function go(view, params = {}) {
-	if (!VIEWS[view]) return;
+// The state of a view with params: they may set q, group, range (with
+// from and to, Unix ms, for a custom one) and the view's own parameters.
+function stateFor(view, params = {}) {
 	const next = { ...state, view, extra: [], s: '', f: [] };
 	for (const [k, v] of Object.entries(params)) {
 		if (v === null || v === undefined) continue;
 		if (k === 'q' || k === 'group' || k === 'range' || k === 's') next[k] = String(v);
+		else if (k === 'from' || k === 'to') next[k] = Math.round(Number(v));
 		else if (k === 'f') next.f = Array.isArray(v) ? v.map(String) : [String(v)];
 		else if (!PAGE_PARAMS.has(k)) next.extra.push([k, String(v)]);
 	}
 	if (!RANGES[next.range] && next.range !== 'custom') next.range = state.range;
-	state = next;
+	if (next.range === 'custom' && !(Number.isSafeInteger(next.from) && Number.isSafeInteger(next.to) && next.to > next.from && next.from >= 0)) {
+		next.range = state.range === 'custom' ? DEFAULTS.range : state.range;
+		if (state.range === 'custom' && state.to > state.from) next.range = 'custom';
+		next.from = state.from;
+		next.to = state.to;
+	}
+	return next;
+}
+
+// Switches to a view; params as stateFor's.
+function go(view, params = {}) {
+	if (!VIEWS[view]) return;
+	state = stateFor(view, params);
 	writeURL(true);
 	syncControls();
 	activate();

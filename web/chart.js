@@ -11,7 +11,12 @@
 //     stacked: false,               // stacked areas instead of lines
 //     height: 180,
 //     format: (v) => string,        // a value in the readout and on the axis
+//     axisFormat: (v) => string,    // the axis' labels, when not format
+//     ticks: (max) => [0, ..., top], // the value axis' ticks (default 1-2-5 steps)
+//     gaps: false,                  // lines break where a value is null (stacked:
+//                                   // where every series is null; else null is 0)
 //     onZoom: (startMs, endMs) => {},   // drag across the chart
+//     onClick: (ms, i, ev) => {},   // a click (not a drag) on bucket i starting at ms
 //     onSeries: (name) => {},       // a click on a legend entry
 //   });
 //   c.destroy();
@@ -97,7 +102,7 @@ export function timeChart(container, opts) {
 	});
 	let max = 0;
 	for (const t of tops) for (let i = 0; i < n; i++) max = Math.max(max, t[i]);
-	const ticks = niceTicks(max || 1);
+	const ticks = (o.ticks || niceTicks)(max || 1);
 	const ymax = ticks[ticks.length - 1];
 	const t0 = o.start_ts, t1 = o.start_ts + n * o.bucket_ms;
 
@@ -117,7 +122,7 @@ export function timeChart(container, opts) {
 			const y = yOf(v);
 			node('line', { x1: PAD.left, x2: PAD.left + plotW, y1: y, y2: y, class: 'chart-grid' }, axis);
 			const label = node('text', { x: PAD.left - 6, y: y + 4, 'text-anchor': 'end' }, axis);
-			label.textContent = o.format(v);
+			label.textContent = (o.axisFormat || o.format)(v);
 		}
 		const labels = Math.max(2, Math.min(8, Math.floor(plotW / 90)));
 		for (let k = 0; k <= labels; k++) {
@@ -127,18 +132,42 @@ export function timeChart(container, opts) {
 			label.textContent = timeLabel(ms, t1 - t0);
 		}
 		const step = n ? plotW / n : 0;
+		const missing = (s, i) => s.values[i] === null || s.values[i] === undefined || Number.isNaN(Number(s.values[i]));
+		// The runs of buckets drawn: all of them, or with gaps, those with a
+		// value (stacked: in any series). A lone bucket is a short dash.
+		const runsOf = (has) => {
+			const out = [];
+			for (let i = 0; i < n; i++) {
+				if (!has(i)) continue;
+				const a = i;
+				while (i + 1 < n && has(i + 1)) i++;
+				out.push([a, i]);
+			}
+			return out;
+		};
+		const shared = o.gaps && o.stacked ? runsOf((i) => series.some((s) => !missing(s, i))) : null;
 		series.forEach((s, si) => {
 			const top = tops[si];
-			let d = '';
-			for (let i = 0; i < n; i++) d += `${i ? 'L' : 'M'}${(xOf(i) + step / 2).toFixed(1)},${yOf(top[i]).toFixed(1)}`;
-			if (!d) return;
-			if (o.stacked) {
-				const below = si ? tops[si - 1] : null;
-				let back = '';
-				for (let i = n - 1; i >= 0; i--) back += `L${(xOf(i) + step / 2).toFixed(1)},${yOf(below ? below[i] : 0).toFixed(1)}`;
-				node('path', { d: d + back + 'Z', fill: s.color, 'fill-opacity': 0.35, stroke: 'none' }, svg);
+			const below = o.stacked && si ? tops[si - 1] : null;
+			const runs = !o.gaps ? (n ? [[0, n - 1]] : []) : shared || runsOf((i) => !missing(s, i));
+			let line = '', area = '';
+			for (const [a, b] of runs) {
+				const pts = [];
+				if (a === b) {
+					const x = xOf(a) + step / 2, w = Math.min(2, step / 2);
+					pts.push([x - w, a], [x + w, a]);
+				} else for (let i = a; i <= b; i++) pts.push([xOf(i) + step / 2, i]);
+				const fwd = pts.map(([x, i], k) => `${k ? 'L' : 'M'}${x.toFixed(1)},${yOf(top[i]).toFixed(1)}`).join('');
+				line += fwd;
+				if (o.stacked) {
+					let back = '';
+					for (let k = pts.length - 1; k >= 0; k--) back += `L${pts[k][0].toFixed(1)},${yOf(below ? below[pts[k][1]] : 0).toFixed(1)}`;
+					area += fwd + back + 'Z';
+				}
 			}
-			node('path', { d, fill: 'none', stroke: s.color, 'stroke-width': 1.6, 'data-series': s.name }, svg);
+			if (!line) return;
+			if (area) node('path', { d: area, fill: s.color, 'fill-opacity': 0.35, stroke: 'none' }, svg);
+			node('path', { d: line, fill: 'none', stroke: s.color, 'stroke-width': 1.6, 'data-series': s.name }, svg);
 		});
 		cursor = node('line', { y1: PAD.top, y2: PAD.top + plotH, class: 'chart-cursor', visibility: 'hidden' }, svg);
 		selection = node('rect', { y: PAD.top, height: plotH, class: 'chart-selection', visibility: 'hidden' }, svg);
@@ -156,11 +185,12 @@ export function timeChart(container, opts) {
 		cursor.setAttribute('x2', x);
 		cursor.setAttribute('visibility', 'visible');
 		const rows = series
+			.filter((s) => !o.gaps || (s.values[i] !== null && s.values[i] !== undefined))
 			.map((s) => [s, Number(s.values[i]) || 0])
 			.sort((a, b) => b[1] - a[1])
 			.slice(0, 8)
 			.map(([s, v]) => `<div><span class="swatch" style="background:${s.color}"></span>${escape(s.name)} <b>${escape(o.format(v))}</b>${o.unit ? ' ' + escape(o.unit) : ''}</div>`);
-		readout.innerHTML = `<div class="chart-when">${escape(new Date(t0 + i * o.bucket_ms).toLocaleString())}</div>${rows.join('')}`;
+		readout.innerHTML = `<div class="chart-when">${escape(new Date(t0 + i * o.bucket_ms).toLocaleString())}</div>${rows.join('') || '<div class="muted">no data</div>'}`;
 		readout.hidden = false;
 		const r = wrap.getBoundingClientRect();
 		let left = ev.clientX - r.left + 12;
@@ -176,7 +206,7 @@ export function timeChart(container, opts) {
 			return;
 		}
 		showReadout(bucketAt(x), ev);
-		if (dragFrom !== null) {
+		if (dragFrom !== null && o.onZoom) {
 			const a = Math.min(dragFrom, x), b = Math.max(dragFrom, x);
 			selection.setAttribute('x', a);
 			selection.setAttribute('width', Math.max(1, b - a));
@@ -188,7 +218,7 @@ export function timeChart(container, opts) {
 		readout.hidden = true;
 	}
 	function onDown(ev) {
-		if (ev.button !== 0 || !o.onZoom) return;
+		if (ev.button !== 0 || (!o.onZoom && !o.onClick)) return;
 		const x = localX(ev);
 		if (x < PAD.left || x > PAD.left + plotW) return;
 		dragFrom = x;
@@ -198,9 +228,17 @@ export function timeChart(container, opts) {
 		if (dragFrom === null) return;
 		const x = Math.max(PAD.left, Math.min(PAD.left + plotW, localX(ev)));
 		const a = Math.min(dragFrom, x), b = Math.max(dragFrom, x);
+		const dragFrom0 = dragFrom;
 		dragFrom = null;
 		selection.setAttribute('visibility', 'hidden');
-		if (b - a < 4) return; // a click, not a drag
+		if (b - a < 4 || !o.onZoom) {
+			// A click, not a drag.
+			if (o.onClick && b - a < 4 && n) {
+				const i = bucketAt(dragFrom0);
+				o.onClick(t0 + i * o.bucket_ms, i, ev);
+			}
+			return;
+		}
 		const ms = (px) => t0 + ((px - PAD.left) / plotW) * (t1 - t0);
 		o.onZoom(Math.floor(ms(a)), Math.ceil(ms(b)));
 	}
@@ -211,6 +249,7 @@ export function timeChart(container, opts) {
 	svg.addEventListener('mousedown', onDown);
 	window.addEventListener('mouseup', onUp);
 	if (o.onZoom) svg.classList.add('zoomable');
+	else if (o.onClick) svg.classList.add('pointable');
 
 	draw();
 	let lastW = width;

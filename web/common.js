@@ -23,8 +23,10 @@
 //   ctx.param(name)         this view's URL parameter (string or null)
 //   ctx.setParams(obj, push)  sets (null deletes) this view's URL parameters;
 //                           push: a step the back button undoes
-//   ctx.go(view, params)    switches view; params may set q, group, range and
-//                           the new view's own parameters
+//   ctx.go(view, params)    switches view; params may set q, group, range
+//                           (custom: with from and to, Unix ms) and the new
+//                           view's own parameters
+//   ctx.href(view, params)  the address ctx.go(view, params) leads to (links)
 //   ctx.addFilter(attr, value)  adds `attr == "value"` to the query (&&)
 //   ctx.setState(name)      body[data-state]: loading, ready, empty, error
 //                           (the browser tests wait on it)

@@ -129,6 +129,7 @@ function actionsFor(kind, name, q) {
 		out.push(button('Flamegraph', `Flame graph of ${name}`, () => cur.go('flamegraph', { q: nq })));
 		out.push(button('Functions', `Top functions of ${name}`, () => cur.go('functions', { q: nq })));
 		out.push(button('Filter', `Add ${k.attr} == "${isNone(kind, name) ? '' : name}" to the query`, () => cur.addFilter(k.attr, isNone(kind, name) ? '' : name)));
+		if (kind === 'host' && !isNone(kind, name)) out.push(metricsButton(name, nq));
 	} else {
 		// A shared object is not a resource attribute: search its frames.
 		out.push(button('Flamegraph search', `Flame graph with frames of ${name} highlighted (a shared object cannot be a query filter)`, () => cur.go('flamegraph', { q: q || '', s: name })));
@@ -138,6 +139,11 @@ function actionsFor(kind, name, q) {
 	cell.addEventListener('keydown', (ev) => ev.stopPropagation());
 	cell.addEventListener('click', (ev) => ev.stopPropagation());
 	return cell;
+}
+
+// A host's metrics (CPU, memory, disk, GPU) in the Metrics view.
+function metricsButton(name, q) {
+	return button('Metrics', `Host metrics of ${name} (CPU, memory, disk, GPU)`, () => cur.go('metrics', { q }));
 }
 
 function openEntity(kind, name) {
@@ -422,6 +428,7 @@ function renderStats(p, row, a) {
 		button('Flamegraph', `Flame graph of ${p.name}`, () => cur.go('flamegraph', { q })),
 		button('Top functions', `Top functions of ${p.name}`, () => cur.go('functions', { q })),
 		button('Add as filter', `Add ${k.attr} == "${filterValue}" to the query`, () => cur.addFilter(k.attr, filterValue)),
+		...(p.entity === 'host' && filterValue ? [metricsButton(p.name, q)] : []),
 	);
 }
 
