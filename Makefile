@@ -40,7 +40,7 @@ SERVER_SRCS := $(filter-out server/main.c,$(wildcard server/*.c))
 CLI_SRCS    := $(filter-out cli/main.c,$(wildcard cli/*.c))
 BPF_SRCS    := $(wildcard bpf/*.bpf.c)
 SKELS       := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.skel.h,$(BPF_SRCS))
-GEN_SRCS    := $(BUILD)/gen/ingest.pb-c.c $(BUILD)/gen/otlp_profiles.pb-c.c
+GEN_SRCS    := $(BUILD)/gen/ingest.pb-c.c $(BUILD)/gen/otlp_profiles.pb-c.c $(BUILD)/gen/containerd.pb-c.c
 ASSET_SRC   := $(BUILD)/gen/assets.c
 WEB_FILES   := $(sort $(wildcard web/*.html web/*.js web/*.css web/*.svg)) server/openapi.json
 
@@ -93,7 +93,7 @@ $(ASSET_SRC): scripts/embed-assets.sh $(WEB_FILES)
 	$(call say,GEN,$@)scripts/embed-assets.sh $(WEB_FILES) > $@
 
 # Every object may include the generated headers.
-GEN_HEADERS := $(BUILD)/gen/ingest.pb-c.h $(BUILD)/gen/otlp_profiles.pb-c.h $(SKELS)
+GEN_HEADERS := $(BUILD)/gen/ingest.pb-c.h $(BUILD)/gen/otlp_profiles.pb-c.h $(BUILD)/gen/containerd.pb-c.h $(SKELS)
 
 # --- objects and binaries ------------------------------------------------
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "containerd.h"
 #include "hmap.h"
 #include "log.h"
 #include "util.h"
@@ -18,6 +19,10 @@
 #define VALUE_MAX 128
 #define API_MAX (1u << 20)
 #define API_TIMEOUT_MS 300L
+/* Containers remembered; when full, all are forgotten (and asked again,
+ * once each, when seen again), so a host that runs many short-lived
+ * containers does not grow the table without end. */
+#define CONTAINERS_MAX 4096
 
 void proc_attrs_free(struct proc_attrs *a)
 {
@@ -68,7 +73,7 @@ static void component(const char *c, size_t n, bool in_slurm, struct cgroup_info
 	if (m > 6 && memcmp(s + m - 6, ".scope", 6) == 0)
 		m -= 6;
 	static const char *const prefixes[] = { "docker-", "cri-containerd-", "crio-", "libpod-",
-						"containerd-" };
+						"containerd-", "nerdctl-" };
 	for (size_t i = 0; i < ARRAY_SIZE(prefixes); i++) {
 		size_t pl = strlen(prefixes[i]);
 		if (m > pl && memcmp(s, prefixes[i], pl) == 0) {
@@ -204,7 +209,7 @@ struct container {
 struct attrib {
 	char *proc_root;
 	char *socket; /* NULL: no runtime API */
-	bool crio;    /* CRI-O's info API rather than Docker's */
+	enum attrib_api api;
 	char *job_tag_var;
 	struct container *cs;
 	size_t ncs, capcs;
@@ -218,6 +223,15 @@ static bool eq_container(const void *ctx, uint32_t idx)
 	return strcmp(a->cs[idx].id, (const char *)k[1]) == 0;
 }
 
+enum attrib_api attrib_runtime_api(const char *socket_path)
+{
+	const char *base = strrchr(socket_path, '/');
+	base = base ? base + 1 : socket_path;
+	if (strstr(base, "containerd"))
+		return ATTRIB_API_CONTAINERD;
+	return strstr(socket_path, "crio") ? ATTRIB_API_CRIO : ATTRIB_API_DOCKER;
+}
+
 struct attrib *attrib_new(const char *proc_root, const char *runtime_socket,
 			  const char *job_tag_var)
 {
@@ -229,29 +243,39 @@ struct attrib *attrib_new(const char *proc_root, const char *runtime_socket,
 	} else if (runtime_socket && *runtime_socket) {
 		a->socket = xstrdup(runtime_socket);
 	} else {
-		static const char *const probe[] = { "/var/run/docker.sock", "/run/podman/podman.sock",
-						     "/var/run/crio/crio.sock" };
+		static const char *const probe[] = { "/var/run/docker.sock",
+						     "/run/containerd/containerd.sock",
+						     "/var/run/containerd/containerd.sock",
+						     "/run/podman/podman.sock", "/var/run/crio/crio.sock" };
 		for (size_t i = 0; i < ARRAY_SIZE(probe) && !a->socket; i++)
 			if (access(probe[i], W_OK) == 0)
 				a->socket = xstrdup(probe[i]);
 	}
 	if (a->socket) {
-		a->crio = strstr(a->socket, "crio") != NULL;
-		log_info("container names from the runtime API at %s", a->socket);
+		a->api = attrib_runtime_api(a->socket);
+		static const char *const api_names[] = { "Docker", "CRI-O", "containerd" };
+		log_info("container names from the %s API at %s", api_names[a->api], a->socket);
 	}
 	return a;
 }
 
-void attrib_free(struct attrib *a)
+static void forget_containers(struct attrib *a)
 {
-	if (!a)
-		return;
 	for (size_t i = 0; i < a->ncs; i++) {
 		free(a->cs[i].name);
 		free(a->cs[i].pod);
 		free(a->cs[i].ns);
 		free(a->cs[i].cname);
 	}
+	a->ncs = 0;
+	hmap_clear(&a->index);
+}
+
+void attrib_free(struct attrib *a)
+{
+	if (!a)
+		return;
+	forget_containers(a);
 	free(a->cs);
 	hmap_free(&a->index);
 	free(a->proc_root);
@@ -278,12 +302,28 @@ static char *json_str(json_t *o, const char *key)
 /* Asks the runtime about container c (once). */
 static void resolve(struct attrib *a, struct container *c)
 {
+	if (a->api == ATTRIB_API_CONTAINERD) {
+		struct ctr_names n;
+		if (containerd_lookup(a->socket, c->id, API_TIMEOUT_MS, &n)) {
+			/* The strings change owner. */
+			c->name = n.name;
+			c->pod = n.pod;
+			c->ns = n.ns;
+			c->cname = n.cname;
+		} else {
+			log_debug("container %.12s: the containerd at %s does not know it", c->id,
+				  a->socket);
+		}
+		return;
+	}
 	CURL *h = curl_easy_init();
 	if (!h)
 		return;
 	char url[160];
-	snprintf(url, sizeof(url), a->crio ? "http://localhost/containers/%s"
-					   : "http://localhost/containers/%s/json", c->id);
+	snprintf(url, sizeof(url),
+		 a->api == ATTRIB_API_CRIO ? "http://localhost/containers/%s"
+					   : "http://localhost/containers/%s/json",
+		 c->id);
 	struct buf body = { 0 };
 	curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, a->socket);
 	curl_easy_setopt(h, CURLOPT_URL, url);
@@ -303,7 +343,7 @@ static void resolve(struct attrib *a, struct container *c)
 		return;
 	}
 	json_t *labels;
-	if (a->crio) {
+	if (a->api == ATTRIB_API_CRIO) {
 		c->name = json_str(doc, "name");
 		labels = json_object_get(doc, "labels");
 	} else {
@@ -329,6 +369,8 @@ static struct container *container(struct attrib *a, const char *id)
 	uint32_t idx;
 	if (hmap_find(&a->index, h, eq_container, k, &idx))
 		return &a->cs[idx];
+	if (a->ncs == CONTAINERS_MAX)
+		forget_containers(a);
 	xgrow((void **)&a->cs, &a->capcs, a->ncs + 1, sizeof(*a->cs));
 	struct container *c = &a->cs[a->ncs];
 	memset(c, 0, sizeof(*c));

@@ -3,7 +3,7 @@
  *
  * Read once per process (when the agent first sees it):
  *   /proc/PID/cgroup   container.id (docker-<id>.scope, cri-containerd-,
- *                      crio-, libpod-, or a 64-hex path component),
+ *                      crio-, libpod-, nerdctl-, or a 64-hex path component),
  *                      k8s.pod.uid (pod<uid> / kubepods-...-pod<uid>.slice),
  *                      slurm.job.id (.../slurm.../job_<id>/...)
  *   /proc/PID/environ  SLURM_JOB_ID, SLURM_JOB_NAME, SLURM_JOB_USER
@@ -11,10 +11,12 @@
  *                      EMBER_JOB_TAG by default), and in a Kubernetes
  *                      container HOSTNAME as k8s.pod.name
  *   the container runtime's API, when a Docker-compatible socket (Docker,
- *                      Podman) or CRI-O's is present: container.name and,
- *                      for Kubernetes containers, k8s.pod.name,
+ *                      Podman), containerd's (gRPC, agent/containerd.h)
+ *                      or CRI-O's is present: container.name and, for
+ *                      Kubernetes containers, k8s.pod.name,
  *                      k8s.namespace.name, k8s.container.name; once per
- *                      container (cached, failures too), 300 ms at most.
+ *                      container (cached, failures too; 4 096 containers
+ *                      at most, then all are forgotten), 300 ms a call.
  * k8s.deployment.name is derived from the pod name (a Deployment's pods
  * are <deployment>-<replica set hash>-<5 characters>).
  * Everything read is bounded (64 KiB of environ, 16 KiB of cgroup, 1 MiB of
@@ -65,12 +67,25 @@ bool attrib_k8s_deployment(const char *pod, char *out, size_t n);
 
 struct attrib;
 
-/* runtime_socket: the container runtime's API socket; "" probes
- * /var/run/docker.sock, /run/podman/podman.sock, /var/run/crio/crio.sock;
+/* runtime_socket: the container runtime's API socket; "" probes, in this
+ * order, /var/run/docker.sock, /run/containerd/containerd.sock,
+ * /var/run/containerd/containerd.sock, /run/podman/podman.sock,
+ * /var/run/crio/crio.sock and takes the first one the agent may write to;
  * "none" disables it. job_tag_var: the environment variable of job.tag. */
 struct attrib *attrib_new(const char *proc_root, const char *runtime_socket,
 			  const char *job_tag_var);
 void attrib_free(struct attrib *a);
+/* The API a runtime socket speaks, decided by its path (what answers on
+ * it is not probed): containerd's gRPC when the file name contains
+ * "containerd" (containerd.sock, also k3s's and Docker's own containerd),
+ * CRI-O's info API when the path contains "crio", else Docker's Engine
+ * API (Docker, Podman). */
+enum attrib_api {
+	ATTRIB_API_DOCKER,     /* GET /containers/{id}/json */
+	ATTRIB_API_CRIO,       /* GET /containers/{id} */
+	ATTRIB_API_CONTAINERD, /* gRPC Containers/Get (containerd.h) */
+};
+enum attrib_api attrib_runtime_api(const char *socket_path);
 /* Fills out with what is known about pid (out->n = 0 when nothing). */
 void attrib_read(struct attrib *a, int pid, struct proc_attrs *out);
 

@@ -35,7 +35,7 @@ static const struct flag_def defs[] = {
 	{ "job-tag-env", FLAG_STRING, "EMBER_JOB_TAG", OFF(job_tag_env), 0, 0,
 	  "environment variable of a process whose value becomes its job.tag attribute" },
 	{ "container-runtime-socket", FLAG_STRING, "", OFF(container_runtime_socket), 0, 0,
-	  "Docker-compatible or CRI-O API socket for container names (default: probe the usual ones; none: off)" },
+	  "container runtime API socket for container names: Docker-compatible, containerd (file name containing \"containerd\") or CRI-O (path containing \"crio\") (default: probe the usual ones; none: off)" },
 	{ "k8s-pod-labels", FLAG_STRING, "", OFF(k8s_pod_labels), 0, 0,
 	  "Kubernetes pod labels to add to a pod's samples as k8s.pod.label[NAME], comma-separated (at most 16; keep them low-cardinality)" },
 	{ "kubelet-url", FLAG_STRING, "https://127.0.0.1:10250", OFF(kubelet_url), 0, 0,

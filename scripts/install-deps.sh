@@ -21,6 +21,10 @@ packages=(
   python3-dev patchelf gpgv xz-utils debian-archive-keyring
   # browser tests
   chromium
+  # the container-name test runs a containerd of its own (private root,
+  # state and socket; tests/integration/test_containerd.py); the system
+  # service the package brings is neither started nor enabled (below)
+  containerd
   # tools the tests and `make run` use; perf to compare against, a
   # debuginfod server and glibc's detached debug info to symbolize from
   curl procps util-linux linux-perf debuginfod libc6-dbg
@@ -44,4 +48,17 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
+# No service of a package installed here is started (the tests start what
+# they need, privately): a policy-rc.d refusing every start, unless the
+# host has its own; a containerd newly installed is not enabled either.
+policy=""
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  policy=/usr/sbin/policy-rc.d
+  printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$policy" >/dev/null
+  $SUDO chmod 755 "$policy"
+  trap '$SUDO rm -f "$policy"' EXIT
+fi
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [[ " ${missing[*]} " == *" containerd "* ]] && command -v systemctl >/dev/null; then
+  $SUDO systemctl disable containerd.service >/dev/null 2>&1 || true
+fi

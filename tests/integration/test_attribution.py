@@ -1,6 +1,7 @@
 """Where every sample came from: a process in a cgroup named like a Docker
 container (its name and Kubernetes pod resolved through a Docker-compatible
-API socket), a process of a SLURM job (cgroup path and SLURM_* variables)
+API socket), one named like a CRI-O container (through CRI-O's info API;
+containerd's gRPC API is test_containerd.py's), a process of a SLURM job (cgroup path and SLURM_* variables)
 with a job tag, the agent's -tags, and -k8s-pod-labels from a fake
 kubelet for processes in cgroups named like pods', each found in the store
 by attribute."""
@@ -78,7 +79,7 @@ def test_container_slurm_and_tags(tmp_path, server, agent_factory):
         agent_factory(server.url, "-on-cpu-sampling-rate=97", f"-container-runtime-socket={sock}",
                       "-tags=team:ml;canary").start()
         env = dict(os.environ, SLURM_JOB_ID="4242", SLURM_JOB_NAME="train-llm",
-                   SLURM_JOB_USER="ada", EMBER_JOB_TAG="nightly")
+                   SLURM_JOB_USER="trainer", EMBER_JOB_TAG="nightly")
         procs = [start_in_cgroup(container_cg, [os.path.join(WORKLOADS, "cpu_split"), "3"]),
                  start_in_cgroup(slurm_cg, [os.path.join(WORKLOADS, "unwind_c"), "chain", "3"],
                                  env=env)]
@@ -107,7 +108,7 @@ def test_container_slurm_and_tags(tmp_path, server, agent_factory):
         workload = total('process.executable.name == "unwind_c"')
         assert total(slurm + ' && process.executable.name == "unwind_c"') == workload
         assert job - workload <= 3
-        assert total(slurm + ' && slurm.job.name == "train-llm" && slurm.job.user == "ada"'
+        assert total(slurm + ' && slurm.job.name == "train-llm" && slurm.job.user == "trainer"'
                      ' && job.tag == "nightly"') == total(slurm)
         assert total(container + ' && ' + slurm) == 0
         # -tags on every sample.
@@ -117,6 +118,79 @@ def test_container_slurm_and_tags(tmp_path, server, agent_factory):
         api.shutdown()
         for d in (container_cg, f"/sys/fs/cgroup/unified/{tag}", slurm_cg,
                   f"{slurm_root}/uid_0/job_4242", f"{slurm_root}/uid_0", slurm_root):
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass
+
+
+# --- CRI-O's info API ----------------------------------------------------------------
+
+CRIO_CID = "d00d" + "fedcba9876543210" * 3 + "fedcba987654"  # 64 hex digits
+
+
+class FakeCrio(BaseHTTPRequestHandler):
+    """CRI-O's info API, GET /containers/{id}: the ContainerInfo JSON of a
+    Kubernetes container (CRI-O's own name, the CRI labels); everything
+    asked is recorded."""
+
+    def do_GET(self):
+        self.server.requests.append(self.path)
+        if self.path == f"/containers/{CRIO_CID}":
+            body = json.dumps({
+                "name": "k8s_api_payments-5c8d7f9b4-qr7tz_billing_0f1e2d3c_0", "pid": 4242,
+                "image": "registry.example/api:1", "created_time": 1700000000000000000,
+                "labels": {"io.kubernetes.container.name": "api",
+                           "io.kubernetes.pod.name": "payments-5c8d7f9b4-qr7tz",
+                           "io.kubernetes.pod.namespace": "billing"},
+                "annotations": {}, "crio_annotations": {}, "log_path": "", "root": "",
+                "sandbox": "", "ip_addresses": []}).encode()
+            self.send_response(200)
+        else:
+            body = b"can't find the container"
+            self.send_response(404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_crio_info_api(tmp_path, server, agent_factory):
+    """A socket whose path names CRI-O is asked GET /containers/{id} (not
+    Docker's /containers/{id}/json), once per container."""
+    require_root()
+    sock_dir = tmp_path / "crio"
+    sock_dir.mkdir()
+    sock = str(sock_dir / "crio.sock")
+    api = UnixHTTPServer(sock, FakeCrio)
+    api.requests = []
+    threading.Thread(target=api.serve_forever, daemon=True).start()
+    root = f"/sys/fs/cgroup/unified/ember-test-crio-{os.getpid()}"
+    cg = f"{root}/crio-{CRIO_CID}.scope"
+    os.makedirs(cg)
+    try:
+        agent_factory(server.url, "-on-cpu-sampling-rate=97",
+                      f"-container-runtime-socket={sock}").start()
+        p = start_in_cgroup(cg, [os.path.join(WORKLOADS, "cpu_split"), "3"])
+        assert p.wait(30) == 0
+
+        def total(q):
+            return server.flamegraph(q)["total"]
+        q = f'container.id == "{CRIO_CID}"'
+        wait_until(lambda: total(q) > 150, 30, what="the container's samples")
+        n = total(q)
+        assert total(q + ' && container.name == "k8s_api_payments-5c8d7f9b4-qr7tz_billing_0f1e2d3c_0"'
+                     ' && k8s.container.name == "api" && k8s.pod.name == "payments-5c8d7f9b4-qr7tz"'
+                     ' && k8s.namespace.name == "billing" && k8s.deployment.name == "payments"') == n
+        # Asked once per table (the profiler's processes, the host metrics').
+        assert api.requests and set(api.requests) == {f"/containers/{CRIO_CID}"}
+        assert len(api.requests) <= 2, api.requests
+    finally:
+        api.shutdown()
+        for d in (cg, root):
             try:
                 os.rmdir(d)
             except OSError:
