@@ -176,6 +176,11 @@ size_t display_count(const struct display *d)
 	return d->nkeys;
 }
 
+bool display_has_masks(const struct display *d)
+{
+	return d->nmasks > 0;
+}
+
 bool display_has_search(const struct display *d)
 {
 	return d->search != NULL;

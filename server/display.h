@@ -71,6 +71,8 @@ const char *display_str(const struct display *d, uint32_t id);
 size_t display_count(const struct display *d);
 /* Whether a search pattern was given (keys then carry `matched`). */
 bool display_has_search(const struct display *d);
+/* Whether mask patterns were given (else no key is masked). */
+bool display_has_masks(const struct display *d);
 
 /* Starts symbolizing the frames of part p (valid until the next call). */
 void display_part(struct display *d, const struct part *p);

@@ -274,6 +274,10 @@ static void add_series(struct fg *q, const struct part *p, uint32_t series)
 	hz_vote_add(&q->hz, ps->hz, value);
 }
 
+/* A group with at least one leaf per this many part nodes is folded
+ * over every node of the part rather than only the touched ones. */
+#define DENSE_LEAVES 16
+
 #define FOR_BITS_UP(q, n)                                                             \
 	for (size_t w_ = (q)->lo_word; w_ < (q)->hi_word; w_++)                       \
 		for (uint64_t b_ = (q)->bits[w_]; b_; b_ &= b_ - 1)                  \
@@ -290,12 +294,25 @@ static void fold_group(struct fg *q, const struct part *p, uint32_t group)
 	 * the touched-word range [lo, hi) is empty-inverted (SIZE_MAX, 0). */
 	if (!q->nleaves)
 		return;
-	/* Mark every touched node: the leaves and their ancestors. */
-	for (size_t i = 0; i < q->nleaves; i++)
-		for (uint32_t n = q->leaves[i];; n = p->node_parent[n]) {
-			if (test_set(q, n) || n == 0)
-				break;
-		}
+	/* Mark every touched node: the leaves and their ancestors. When the
+	 * leaves are many (a whole part's rollup: every node is an ancestor
+	 * of some leaf), every node is marked instead: the passes below then
+	 * run over the arrays in order, and an untouched node adds zeros. */
+	if (p->nnodes && q->nleaves * DENSE_LEAVES >= p->nnodes) {
+		size_t words = (p->nnodes + 63) / 64;
+		memset(q->bits, 0xff, words * sizeof(uint64_t));
+		if (p->nnodes % 64)
+			q->bits[words - 1] = (1ull << (p->nnodes % 64)) - 1;
+		memset(q->tot, 0, p->nnodes * sizeof(uint64_t));
+		q->lo_word = 0;
+		q->hi_word = words;
+	} else {
+		for (size_t i = 0; i < q->nleaves; i++)
+			for (uint32_t n = q->leaves[i];; n = p->node_parent[n]) {
+				if (test_set(q, n) || n == 0)
+					break;
+			}
+	}
 	q->distinct_stacks += q->nleaves;
 	/* Search: only stacks through a matching function count. */
 	if (q->r->search) {
@@ -327,6 +344,7 @@ static void fold_group(struct fg *q, const struct part *p, uint32_t group)
 		}
 	}
 	/* Map each touched node onto the output tree, parents first. */
+	bool masking = display_has_masks(q->disp);
 	q->out[0] = group;
 	q->tree.nodes[group].self += q->self[0];
 	FOR_BITS_UP(q, n)
@@ -339,7 +357,7 @@ static void fold_group(struct fg *q, const struct part *p, uint32_t group)
 			uint32_t nr;
 			const struct drun *run = display_frame(q->disp, p->node_frame[n], &nr);
 			for (uint32_t j = 0; j < nr; j++) {
-				if (display_get(q->disp, run[j].key)->masked)
+				if (masking && display_get(q->disp, run[j].key)->masked)
 					continue;
 				uint32_t c = otree_child(&q->tree, o, run[j].key);
 				if (c == o)

@@ -76,22 +76,6 @@ uint32_t otree_child(struct otree *t, uint32_t parent, uint32_t key)
 	return idx;
 }
 
-/* Boyer-Moore majority vote, weighted. */
-void otree_vote(struct otree *t, uint32_t node, uint32_t line, uint64_t w)
-{
-	struct tnode *n = &t->nodes[node];
-	if (!line)
-		return;
-	if (n->line == line) {
-		n->votes += w;
-	} else if (n->votes >= w) {
-		n->votes -= w;
-	} else {
-		n->line = line;
-		n->votes = w - n->votes;
-	}
-}
-
 struct sort_ctx {
 	const struct otree *t;
 	const struct display *d;
@@ -222,22 +206,46 @@ static uint64_t kth_largest(uint64_t *v, size_t n, size_t k)
 	return v[k];
 }
 
-/* Chooses the smallest total kept so that at most max_nodes are written. */
+/* A total's bucket, in decreasing order of totals: its bit length and the
+ * 4 bits below its leading one (65 x 16 buckets, totals in a bucket
+ * within 1/16 of each other). */
+#define LIMIT_BUCKETS (65 * 16)
+
+static unsigned limit_bucket(uint64_t v)
+{
+	if (v < 16)
+		return (unsigned)v;
+	unsigned bits = 64 - (unsigned)__builtin_clzll(v);
+	return (bits - 4) * 16 + (unsigned)((v >> (bits - 5)) & 15);
+}
+
+/* Chooses the smallest total kept so that at most max_nodes are written:
+ * the max_nodes-th largest total, found by counting totals per bucket and
+ * selecting only among those of the bucket that holds it. */
 static void node_limit(struct otree *t, size_t max_nodes)
 {
 	t->min_total = 0;
 	t->at_min_budget = UINT64_MAX;
 	if (t->n <= max_nodes || max_nodes == 0)
 		return;
-	uint64_t *v = xmalloc(t->n * sizeof(uint64_t));
+	size_t *count = xcalloc(LIMIT_BUCKETS, sizeof(size_t));
 	for (size_t i = 0; i < t->n; i++)
-		v[i] = t->nodes[i].total;
-	t->min_total = kth_largest(v, t->n, max_nodes - 1);
-	size_t above = 0;
+		count[limit_bucket(t->nodes[i].total)]++;
+	size_t above = 0; /* totals in buckets above b */
+	unsigned b = LIMIT_BUCKETS;
+	while (b-- > 0 && above + count[b] < max_nodes)
+		above += count[b];
+	uint64_t *v = xmalloc(count[b] * sizeof(uint64_t));
+	size_t m = 0;
 	for (size_t i = 0; i < t->n; i++)
-		above += t->nodes[i].total > t->min_total;
+		if (limit_bucket(t->nodes[i].total) == b)
+			v[m++] = t->nodes[i].total;
+	t->min_total = kth_largest(v, m, max_nodes - above - 1);
+	for (size_t i = 0; i < m; i++)
+		above += v[i] > t->min_total;
 	t->at_min_budget = max_nodes - above;
 	free(v);
+	free(count);
 }
 
 uint32_t *otree_prune(struct otree *t, size_t keep_n, uint32_t other_key)

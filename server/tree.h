@@ -53,8 +53,22 @@ void otree_free(struct otree *t);
 /* The child of parent with display key `key`, created when new. */
 uint32_t otree_child(struct otree *t, uint32_t parent, uint32_t key);
 /* Weighted majority vote for the node's line: after all votes, the line
- * holding more than half of the node's value whenever one does. */
-void otree_vote(struct otree *t, uint32_t node, uint32_t line, uint64_t w);
+ * holding more than half of the node's value whenever one does
+ * (Boyer-Moore, weighted; inline: once per node mapped by a query). */
+static inline void otree_vote(struct otree *t, uint32_t node, uint32_t line, uint64_t w)
+{
+	struct tnode *n = &t->nodes[node];
+	if (!line)
+		return;
+	if (n->line == line) {
+		n->votes += w;
+	} else if (n->votes >= w) {
+		n->votes -= w;
+	} else {
+		n->line = line;
+		n->votes = w - n->votes;
+	}
+}
 /* Bounds the memory of a tree being built: keeps the `keep` nodes with
  * the largest totals (a connected tree from the root) and folds every
  * other node into one node named by other_key per parent. From then on,
