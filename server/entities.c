@@ -385,8 +385,7 @@ static void write_top(const struct ent_request *r, struct groups *gs,
 	}
 	buf_puts(out, ",\"unit\":");
 	jsonw_str(out, event_kind_unit(r->scope.kind));
-	buf_puts(out, ",\"cpu_mode\":");
-	jsonw_str(out, r->absolute ? "absolute" : "relative");
+	event_kind_mode_json(out, r->scope.kind, r->absolute);
 	buf_puts(out, ",\"total\":");
 	jsonw_u64(out, total);
 	put_context(out, ctx, hz);
@@ -482,7 +481,11 @@ static void write_timeseries(const struct ent_request *r, struct groups *gs, str
 	uint32_t *ids = ordered(gs, &n);
 	const struct scope *sc = &r->scope;
 	buf_puts(out, "{\"unit\":");
-	jsonw_str(out, sc->kind == SEK_ALLOC ? "bytes" : "cores");
+	/* Per bucket: cores busy (on_cpu), threads waiting (off_cpu), GPUs
+	 * busy (cuda) on average, or bytes (alloc). */
+	jsonw_str(out, event_kind_rate_unit(sc->kind));
+	buf_puts(out, ",\"value_unit\":");
+	jsonw_str(out, event_kind_unit(sc->kind));
 	buf_puts(out, ",\"start_ts\":");
 	jsonw_i64(out, sc->start_ms);
 	buf_puts(out, ",\"bucket_ms\":");

@@ -395,8 +395,7 @@ static void write_top(struct fn_pass *f, const struct fn_request *r, struct ftab
 	jsonw_u64(out, t->hz);
 	buf_puts(out, ",\"total\":");
 	jsonw_u64(out, t->total);
-	buf_puts(out, ",\"cpu_mode\":");
-	jsonw_str(out, r->absolute ? "absolute" : "relative");
+	event_kind_mode_json(out, r->scope.kind, r->absolute);
 	put_context(out, "scope", t);
 	buf_puts(out, ",\"functions_total\":");
 	jsonw_u64(out, n);
@@ -434,8 +433,7 @@ static void write_diff(struct fn_pass *f, const struct fn_request *r, struct fta
 	jsonw_str(out, event_kind_unit(r->scope.kind));
 	put_context(out, "baseline", base);
 	put_context(out, "comparison", cmp);
-	buf_puts(out, ",\"cpu_mode\":");
-	jsonw_str(out, r->absolute ? "absolute" : "relative");
+	event_kind_mode_json(out, r->scope.kind, r->absolute);
 	size_t added = 0, removed = 0;
 	for (size_t i = 0; i < n; i++) {
 		added += base->v[keys[i]].total == 0;
@@ -484,6 +482,7 @@ static void write_sandwich(struct fn_pass *f, const struct fn_request *r, struct
 	buf_puts(out, ",\"total\":");
 	jsonw_u64(out, t->total);
 	put_context(out, "scope", t);
+	event_kind_mode_json(out, r->scope.kind, r->absolute);
 	buf_puts(out, ",\"function\":{\"name\":");
 	jsonw_str(out, r->function);
 	if (r->binary) {

@@ -35,6 +35,39 @@ const char *event_kind_unit(uint8_t kind)
 	return "samples";
 }
 
+const char *event_kind_rate_unit(uint8_t kind)
+{
+	switch (kind) {
+	case SEK_ON_CPU:
+		return "cores";
+	case SEK_OFF_CPU:
+		return "threads";
+	case SEK_CUDA:
+		return "gpus";
+	default:
+		return "bytes";
+	}
+}
+
+bool event_kind_absolute_ok(uint8_t kind)
+{
+	return kind == SEK_ON_CPU;
+}
+
+void event_kind_mode_json(struct buf *out, uint8_t kind, bool absolute)
+{
+	bool abs_ok = absolute && event_kind_absolute_ok(kind);
+	buf_puts(out, ",\"cpu_mode\":");
+	jsonw_str(out, abs_ok ? "absolute" : "relative");
+	buf_puts(out, ",\"cores_unit\":");
+	jsonw_str(out, event_kind_rate_unit(kind));
+	if (absolute && !abs_ok) {
+		buf_puts(out, ",\"cpu_mode_note\":");
+		buf_printf(out, "\"absolute CPU %% applies to on_cpu only; %s percentages are relative\"",
+			   event_kind_name(kind));
+	}
+}
+
 /* Year 3000 in Unix milliseconds: later times are typing mistakes. */
 #define MAX_TS 32503680000000LL
 

@@ -50,6 +50,17 @@ void scope_free(struct scope *sc);
 /* Event kinds: name ("on_cpu") and unit ("samples"). */
 const char *event_kind_name(uint8_t kind);
 const char *event_kind_unit(uint8_t kind);
+/* What the "cores" fields of an answer count for a kind: "cores" (on_cpu:
+ * samples / rate / seconds), "threads" (off_cpu: threads waiting on average,
+ * ns / 1e9 / seconds), "gpus" (cuda: GPUs busy on average), "bytes" (alloc). */
+const char *event_kind_rate_unit(uint8_t kind);
+/* Whether absolute CPU % (a share of the hosts' logical CPUs) means anything
+ * for a kind: on_cpu only. Other kinds answer relative percentages. */
+bool event_kind_absolute_ok(uint8_t kind);
+/* Writes ,"cpu_mode":"...","cores_unit":"..." for a request that asked for
+ * absolute (or not): the mode the percentages are in, and a
+ * "cpu_mode_note" when absolute was asked for a kind without it. */
+void event_kind_mode_json(struct buf *out, uint8_t kind, bool absolute);
 
 struct scan;
 

@@ -51,6 +51,8 @@ const GROUP_ATTRIBUTES = {
 	namespace: 'k8s.namespace.name',
 	pod: 'k8s.pod.name',
 };
+// The views the Show switch (On-CPU / Off-CPU, `kind`) applies to.
+const KIND_VIEWS = new Set(['flamegraph', 'functions', 'entities', 'diff']);
 const DEFAULTS = { view: 'flamegraph', project: DEFAULT_PROJECT, range: '15m', from: 0, to: 0, group: 'executable', kind: 'on_cpu', q: '', s: '', sf: false, f: [], hide: [], o: [], extra: [] };
 // The time window of a state: its length in seconds and its end (Unix ms).
 function windowOf(s) {
@@ -176,7 +178,9 @@ function dataKey(s) {
 
 function syncControls() {
 	el.groupField.hidden = state.view !== 'flamegraph';
-	el.kindField.hidden = state.view !== 'flamegraph';
+	// The Show switch is the page's: the views that can show off-CPU time
+	// (Efficiency IQ and Metrics are on-CPU and host metrics).
+	el.kindField.hidden = !KIND_VIEWS.has(state.view);
 	for (const a of el.nav.querySelectorAll('a')) {
 		const v = a.dataset.view;
 		a.href = urlOf({ ...state, view: v, extra: v === state.view ? state.extra : [], s: '', f: [] });
@@ -1113,9 +1117,10 @@ function contextFor(view) {
 		end_ts: w.end,
 		rangeText: rangeText(state.range, state.from, state.to),
 		q: state.q,
+		kind: state.kind,
 		filter: () => {
 			const now = windowOf(state);
-			return filterFor(now.seconds, state.q, now.end);
+			return filterFor(now.seconds, state.q, now.end, state.kind);
 		},
 		setTimeRange: (from, to) => setTimeRange(from, to),
 		api: (name, body, signal) => api(state.project, name, body, signal),
@@ -1163,6 +1168,7 @@ function stateFor(view, params = {}) {
 	for (const [k, v] of Object.entries(params)) {
 		if (v === null || v === undefined) continue;
 		if (k === 'q' || k === 'group' || k === 'range' || k === 's') next[k] = String(v);
+		else if (k === 'kind') next.kind = KINDS[v] ? String(v) : state.kind;
 		else if (k === 'from' || k === 'to') next[k] = Math.round(Number(v));
 		else if (k === 'f') next.f = Array.isArray(v) ? v.map(String) : [String(v)];
 		else if (!PAGE_PARAMS.has(k)) next.extra.push([k, String(v)]);

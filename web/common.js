@@ -15,7 +15,9 @@
 //   ctx.project, ctx.range (a RANGES key, or 'custom'), ctx.seconds, ctx.q
 //                           (the CEL query), ctx.start_ts, ctx.end_ts (Unix ms)
 //   ctx.rangeText           "the last 15 minutes", or the custom range
-//   ctx.filter()            the API's filter for the range and query
+//   ctx.kind                the page's event kind (the Show switch, `kind` in
+//                           the URL): 'on_cpu' or 'off_cpu' (kindInfo)
+//   ctx.filter()            the API's filter for the range, query and kind
 //   ctx.setTimeRange(startMs, endMs)  makes the page's range that absolute
 //                           range (a chart's drag-to-zoom)
 //   ctx.api(name, body, signal)  POST /public/api/v1/project/{p}/{name}:
@@ -163,15 +165,69 @@ export function rangeText(range, startMs, endMs) {
 
 // What to do when a range holds no samples; range: a RANGES key or the
 // text of a range (ctx.rangeText).
-export function emptyHTML(range, q) {
+// kind: the page's event kind; off-CPU names the agent's -enable-off-cpu.
+export function emptyHTML(range, q, kind = 'on_cpu') {
 	const text = RANGES[range] ? `the last ${RANGES[range][1]}` : String(range);
 	const host = location.host || '127.0.0.1:8080';
-	const cmd = `sudo build/bin/ember-agent -collection-agent=${host} -disable-tls`;
+	const off = kind === 'off_cpu';
+	const cmd = `sudo build/bin/ember-agent -collection-agent=${host} -disable-tls${off ? ' -enable-off-cpu' : ''}`;
 	const query = (q || '').trim();
+	const samples = off ? 'off-CPU samples (time threads spent waiting)' : 'samples';
 	const what = query
-		? `<p>No samples match the query <code>${escapeHTML(query)}</code> in ${escapeHTML(text)}. Clear the query or pick a longer time range.</p>`
-		: `<p><strong>No samples in ${escapeHTML(text)}.</strong> Pick a longer time range, or check that an agent is sending data.</p>`;
-	return messageHTML('empty', `${what}<p>Is ember-agent running? Start it with:</p><pre><code>${escapeHTML(cmd)}</code></pre>`);
+		? `<p>No ${samples} match the query <code>${escapeHTML(query)}</code> in ${escapeHTML(text)}. Clear the query or pick a longer time range.</p>`
+		: `<p><strong>No ${samples} in ${escapeHTML(text)}.</strong> Pick a longer time range, or check that an agent is sending data.</p>`;
+	const running = off ? 'Is ember-agent running with off-CPU profiling (<code>-enable-off-cpu</code>)?' : 'Is ember-agent running?';
+	return messageHTML('empty', `${what}<p>${running} Start it with:</p><pre><code>${escapeHTML(cmd)}</code></pre>`);
+}
+
+// The event kinds of the Show switch: what their values are and how a view
+// names and formats them. On-CPU values are samples (cores = samples ÷ rate
+// ÷ seconds); off-CPU values are nanoseconds waited (threads waiting on
+// average = ns ÷ 1e9 ÷ seconds), and only relative percentages mean
+// something for them.
+export function kindInfo(kind) {
+	if (kind === 'off_cpu') {
+		return {
+			kind, off: true,
+			label: 'Off-CPU',
+			rate: 'threads waiting', Rate: 'Threads waiting',
+			pct: 'Wait %', valueWord: 'time waited', ValueWord: 'Waited',
+			// threads waiting on average, from nanoseconds and a scope
+			rateOf: (ns, scope) => (scope && scope.seconds ? ns / 1e9 / scope.seconds : null),
+			fmtRate: fmtThreads,
+			rateText: (c) => (c === null || c === undefined || !Number.isFinite(c) ? 'unknown' : `${Number(c.toPrecision(4))} threads waiting on average`),
+			fmtValue: (ns) => `${fmtWaited(ns)} waited`,
+		};
+	}
+	return {
+		kind: 'on_cpu', off: false,
+		label: 'On-CPU',
+		rate: 'cores', Rate: 'Cores',
+		pct: 'CPU %', valueWord: 'samples', ValueWord: 'Samples',
+		rateOf: (samples, scope) => (scope && scope.sample_rate_hz && scope.seconds ? samples / scope.sample_rate_hz / scope.seconds : null),
+		fmtRate: fmtCoreUnits,
+		rateText: (c) => (c === null || c === undefined || !Number.isFinite(c) ? 'unknown' : `${Number(c.toPrecision(4))} cores`),
+		fmtValue: fmtSamples,
+	};
+}
+
+// Time waited, from nanoseconds: h, min, s, ms, µs.
+export function fmtWaited(ns) {
+	if (ns === null || ns === undefined || !Number.isFinite(ns)) return '\u2013';
+	const a = Math.abs(ns) / 1e9, sign = ns < 0 ? '-' : '';
+	if (a === 0) return '0 s';
+	const p = (v) => String(Number(v.toPrecision(3)));
+	if (a >= 3600) return `${sign}${p(a / 3600)} h`;
+	if (a >= 60) return `${sign}${p(a / 60)} min`;
+	if (a >= 1) return `${sign}${p(a)} s`;
+	if (a >= 1e-3) return `${sign}${p(a * 1e3)} ms`;
+	return `${sign}${p(a * 1e6)} \u00b5s`;
+}
+
+// Threads waiting on average, three significant digits and the word.
+export function fmtThreads(c) {
+	if (c === null || c === undefined || !Number.isFinite(c)) return '\u2013';
+	return `${fmtCores(c)} thr`;
 }
 
 // An error of a view's request, for the user.

@@ -19,7 +19,7 @@
 //   find     the table's search
 //   fn bin   the function whose trend is open, and its binary
 
-import { ApiError, escapeHTML, fmtCores, fmtPct, messageHTML, errorHTML, apiErrorHTML, emptyHTML, sortableTable } from './common.js';
+import { ApiError, escapeHTML, fmtCores, fmtPct, messageHTML, errorHTML, apiErrorHTML, emptyHTML, sortableTable, kindInfo } from './common.js';
 import { timeChart } from './chart.js';
 
 const PRESETS = {
@@ -52,6 +52,19 @@ let trend = null; // {n, baseline: {...}, comparison: {...}} of the open functio
 let trendCtl = null;
 let trendErr = null;
 let chart = null;
+
+// The page's event kind (the Show switch): on-CPU cores, or off-CPU threads
+// waiting (time waited ÷ seconds); both scopes ask for it.
+function kindOf() {
+	return ctx && ctx.kind === 'off_cpu' ? 'off_cpu' : 'on_cpu';
+}
+function K() {
+	return kindInfo(kindOf());
+}
+// What the table's numbers are, after a number: " cores" / " threads waiting".
+function unitWord() {
+	return K().off ? 'threads waiting' : 'cores';
+}
 
 // --- scopes -------------------------------------------------------------------
 
@@ -102,11 +115,11 @@ function keyOf(c, sc) {
 	const times = sc.preset === 'custom' || c.range === 'custom'
 		? [sc.baseline.start, sc.baseline.end, sc.comparison.start, sc.comparison.end]
 		: c.range;
-	return JSON.stringify([c.project, sc.preset, times, sc.baseline.query, sc.comparison.query, metricOf(c)]);
+	return JSON.stringify([c.project, c.kind, sc.preset, times, sc.baseline.query, sc.comparison.query, metricOf(c)]);
 }
 
 function filterOf(scope) {
-	return { start_ts: scope.start, end_ts: scope.end, event_kind: 'on_cpu', frame_mask: { patterns: [] }, query: scope.query || null };
+	return { start_ts: scope.start, end_ts: scope.end, event_kind: kindOf(), frame_mask: { patterns: [] }, query: scope.query || null };
 }
 
 // --- time formatting ----------------------------------------------------------
@@ -371,19 +384,19 @@ function showEmpty(sc, bEmpty, cEmpty) {
 	data = null;
 	els.results.hidden = true;
 	if (bEmpty && cEmpty && !sc.baseline.filter && !sc.comparison.filter && sc.preset !== 'custom') {
-		els.status.innerHTML = emptyHTML(ctx.rangeText, ctx.q);
+		els.status.innerHTML = emptyHTML(ctx.rangeText, ctx.q, ctx.kind);
 	} else {
 		const which = bEmpty && cEmpty ? 'either scope' : bEmpty ? 'the baseline' : 'the comparison';
 		const rows = SCOPES.map((s) => {
 			const empty = s === 'baseline' ? bEmpty : cEmpty;
-			return `<li><strong>${LABEL[s]}</strong>: ${scopeText(sc[s])}${empty ? ' \u2014 <strong>no samples</strong>' : ''}</li>`;
+			return `<li><strong>${LABEL[s]}</strong>: ${scopeText(sc[s])}${empty ? ` \u2014 <strong>no ${K().off ? 'off-CPU ' : ''}samples</strong>` : ''}</li>`;
 		}).join('');
 		const advice = bEmpty && !cEmpty
 			? 'Every function would show as new. Pick a baseline range that holds data (e.g. a longer or later one), or loosen its filter.'
 			: !bEmpty && cEmpty
 				? 'Every function would show as removed. Pick a comparison range that holds data, or loosen its filter.'
-				: 'Pick time ranges that hold data, or loosen the filters. Is ember-agent running?';
-		els.status.innerHTML = messageHTML('empty', `<p><strong>No samples in ${which}.</strong></p><ul class="diff-scope-list">${rows}</ul><p>${advice}</p>`);
+				: `Pick time ranges that hold data, or loosen the filters. Is ember-agent running${K().off ? ' with -enable-off-cpu' : ''}?`;
+		els.status.innerHTML = messageHTML('empty', `<p><strong>No ${K().off ? 'off-CPU ' : ''}samples in ${which}.</strong></p><ul class="diff-scope-list">${rows}</ul><p>${advice}</p>`);
 	}
 	closeChart();
 	setPhase('empty');
@@ -399,7 +412,7 @@ async function showError(e, sc, ctl) {
 		const bad = [];
 		await Promise.all(checks.map(async ([what, q, input]) => {
 			try {
-				await ctx.api('top_functions', { filter: { start_ts: 0, end_ts: 1, event_kind: 'on_cpu', query: q }, limit: 1 }, ctl.signal);
+				await ctx.api('top_functions', { filter: { start_ts: 0, end_ts: 1, event_kind: kindOf(), query: q }, limit: 1 }, ctl.signal);
 			} catch (err) {
 				if (err instanceof ApiError && err.status === 400) bad.push({ what, input, message: err.message.replace(/^filter\.query: /, '') });
 			}
@@ -519,7 +532,7 @@ function renderResults() {
 	const sort = sortOf(c);
 	sortRows(rows, sort);
 	const shown = rows.slice(0, SHOWN);
-	const word = m === 'self' ? 'self' : 'total';
+	const word = (m === 'self' ? 'self' : 'total') + (K().off ? ' waiting' : '');
 	const columns = [
 		{ key: 'name', label: 'Function', render: nameCell },
 		{ key: 'base', label: `Baseline ${word}`, num: true, render: (r) => fmtCores(r.base) },
@@ -540,7 +553,7 @@ function renderResults() {
 		th.setAttribute('aria-sort', active ? (sort.dir === 'asc' ? 'ascending' : 'descending') : 'none');
 		if (sort.key === 'abs' && key === 'change') th.classList.add('diff-sort-abs');
 		th.title = key === 'change'
-			? 'Cores in the comparison minus the baseline. Sorted by the size of the change either way, then click: the largest increase first, the largest decrease first'
+			? `${K().off ? 'Threads waiting' : 'Cores'} in the comparison minus the baseline. Sorted by the size of the change either way, then click: the largest increase first, the largest decrease first`
 			: key === 'name' ? 'Sort by name' : 'Sort by this column';
 	}
 	table.tHead.rows[0].cells[1].classList.add('diff-col-baseline');
@@ -567,7 +580,7 @@ function renderResults() {
 	if (!rows.length) {
 		const p = document.createElement('p');
 		p.className = 'diff-none muted';
-		p.textContent = find ? `No function matches \u201c${c.param('find')}\u201d.` : `No function has ${word} CPU in either scope.`;
+		p.textContent = find ? `No function matches \u201c${c.param('find')}\u201d.` : `No function has ${word}${K().off ? '' : ' CPU'} in either scope.`;
 		els.table.append(p);
 	}
 	const sortText = {
@@ -600,6 +613,7 @@ function nextSort(cur, key) {
 
 function coresOf(ctxOfScope) {
 	const c = ctxOfScope || {};
+	if (K().off) return c.seconds ? c.total / 1e9 / c.seconds : 0;
 	return c.sample_rate_hz && c.seconds ? c.total / c.sample_rate_hz / c.seconds : 0;
 }
 
@@ -612,15 +626,15 @@ function renderSummary(rows, m) {
 	const dk = Math.abs(d) < 1e-9 ? '' : d > 0 ? 'worse' : 'better';
 	const fn = (n) => `${n} function${n === 1 ? '' : 's'}`;
 	const parts = [
-		`<span class="${slower ? 'worse' : ''}"><strong>${fn(slower)}</strong> got slower</span>`,
-		`<span class="${faster ? 'better' : ''}"><strong>${faster}</strong> faster</span>`,
+		`<span class="${slower ? 'worse' : ''}"><strong>${fn(slower)}</strong> ${K().off ? 'wait more' : 'got slower'}</span>`,
+		`<span class="${faster ? 'better' : ''}"><strong>${faster}</strong> ${K().off ? 'wait less' : 'faster'}</span>`,
 		`<strong>${data.functions_new || 0}</strong> new`,
 		`<strong>${data.functions_removed || 0}</strong> removed`,
 	];
-	const total = `total <strong class="${dk}">${escapeHTML(signed(d, fmtCores))} cores</strong>` +
+	const total = `total <strong class="${dk}">${escapeHTML(signed(d, fmtCores))} ${unitWord()}</strong>` +
 		` <span class="muted">(${escapeHTML(fmtCores(b))} \u2192 ${escapeHTML(fmtCores(c))}${b > 0 ? ', ' + escapeHTML(signed((100 * d) / b, fmtPct)) : ''})</span>`;
 	els.summary.innerHTML = `${parts.join(', ')}; ${total}` +
-		`<span class="diff-summary-note muted">${m === 'self' ? 'Self' : 'Total'} cores; changes under ${SIGNIFICANT_PCT}% count as unchanged.</span>`;
+		`<span class="diff-summary-note muted">${m === 'self' ? 'Self' : 'Total'} ${unitWord()}${K().off ? ' (off-CPU: time waited \u00f7 seconds)' : ''}; changes under ${SIGNIFICANT_PCT}% count as unchanged.</span>`;
 }
 
 // --- the trend of one function ----------------------------------------------
@@ -688,6 +702,7 @@ async function scopeTrend(c, scope, n, fn, bin, signal) {
 		const ans = await c.api('top_functions', { filter: filterOf({ start: a, end: b, query: scope.query }), search, sort: 'total', limit: 50 }, signal);
 		const f = (ans.functions || []).find((x) => x.name === fn && (x.binary || '') === bin);
 		const hz = ans.sample_rate_hz, secs = (b - a) / 1000;
+		if (ans.unit === 'nanoseconds') return f ? [f.self / 1e9 / secs, f.total / 1e9 / secs] : [0, 0];
 		return f && hz ? [f.self / hz / secs, f.total / hz / secs] : [0, 0];
 	});
 	const res = await pool(jobs, 4);
@@ -703,7 +718,7 @@ function updateTrend() {
 	}
 	const bin = ctx.param('bin') || '';
 	const sc = shownScopes;
-	const key = JSON.stringify([ctx.project, sc.baseline, sc.comparison, fn, bin]);
+	const key = JSON.stringify([ctx.project, ctx.kind, sc.baseline, sc.comparison, fn, bin]);
 	if (key !== trendKey) {
 		trendKey = key;
 		trend = null;
@@ -746,7 +761,7 @@ function numbersTable(f) {
 			<td class="num ${kind}">${escapeHTML(signed(d, fmtCores))}</td>
 			<td class="num ${kind}">${pct === null || pct === undefined ? (cmp > 0 && !base ? 'new' : '\u2013') : escapeHTML(signed(pct, fmtPct))}</td></tr>`;
 	}).join('');
-	return `<table class="data-table diff-numbers"><thead><tr><th>Cores</th><th class="num diff-col-baseline">Baseline</th><th class="num diff-col-comparison">Comparison</th><th class="num">Change</th><th class="num">%</th></tr></thead><tbody>${rows}</tbody></table>`;
+	return `<table class="data-table diff-numbers"><thead><tr><th>${K().off ? 'Threads waiting' : 'Cores'}</th><th class="num diff-col-baseline">Baseline</th><th class="num diff-col-comparison">Comparison</th><th class="num">Change</th><th class="num">%</th></tr></thead><tbody>${rows}</tbody></table>`;
 }
 
 function renderTrend(fn, bin) {
@@ -767,7 +782,7 @@ function renderTrend(fn, bin) {
 	</div>
 	${where ? `<p class="diff-trend-where muted">${where}</p>` : ''}
 	${f ? numbersTable(f) : '<p class="muted">Not among the functions of this comparison.</p>'}
-	<h3>${m === 'self' ? 'Self' : 'Total'} cores over time</h3>
+	<h3>${m === 'self' ? 'Self' : 'Total'} ${unitWord()} over time</h3>
 	<div class="diff-trend-chart" data-state="${trend ? 'ready' : trendErr ? 'error' : 'loading'}"></div>
 	${how ? `<p class="diff-trend-how muted">${escapeHTML(how)}</p>` : ''}
 	<ul class="diff-trend-ranges">
@@ -789,7 +804,7 @@ function renderTrend(fn, bin) {
 		return;
 	}
 	if (!trend) {
-		box.innerHTML = '<p class="diff-trend-loading muted">Loading its CPU over time\u2026</p>';
+		box.innerHTML = '<p class="diff-trend-loading muted">Loading it over time\u2026</p>';
 		return;
 	}
 	const bName = bSpan !== cSpan ? 'Baseline (stretched)' : shift ? `Baseline (${fmtDuration(Math.abs(shift))} ${shift > 0 ? 'earlier' : 'later'})` : 'Baseline';
@@ -800,7 +815,7 @@ function renderTrend(fn, bin) {
 			{ name: bName, values: trend.baseline[m], color: COLOR.baseline },
 			{ name: 'Comparison', values: trend.comparison[m], color: COLOR.comparison },
 		],
-		unit: 'cores',
+		unit: unitWord(),
 		height: 150,
 		format: fmtCores,
 	});

@@ -10,7 +10,7 @@
 // URL parameters: entity (the tab, default host), name (an entity's page),
 // mode (relative | absolute CPU %), sort, match (the name filter).
 
-import { emptyHTML, apiErrorHTML, messageHTML, escapeHTML, withFilter, sortableTable, fmtCores, fmtPct, fmtInt, fmtSamples } from './common.js';
+import { emptyHTML, apiErrorHTML, messageHTML, escapeHTML, withFilter, sortableTable, fmtCores, fmtPct, fmtInt, fmtSamples, kindInfo } from './common.js';
 import { timeChart } from './chart.js';
 
 // The kinds of entity: their tab, their attribute (null: not a resource
@@ -93,7 +93,18 @@ function params(ctx) {
 
 function keyOf(ctx, p) {
 	const when = ctx.range === 'custom' ? [ctx.start_ts, ctx.end_ts] : ctx.range;
-	return JSON.stringify([ctx.project, when, (ctx.q || '').trim(), p.entity, p.mode, p.name]);
+	return JSON.stringify([ctx.project, ctx.kind, when, (ctx.q || '').trim(), p.entity, p.mode, p.name]);
+}
+
+// The page's event kind (the Show switch): on-CPU samples and cores, or
+// off-CPU time waited and threads waiting (common.js kindInfo).
+function K() {
+	return kindInfo(cur && cur.kind);
+}
+
+// A row's value: samples (on-CPU) or time waited (off-CPU).
+function fmtValue(v) {
+	return K().off ? K().fmtValue(v) : fmtSamples(v);
 }
 
 // --- entities and queries ---------------------------------------------------
@@ -117,7 +128,7 @@ function filterWith(q) {
 }
 
 function topEntities(kind, q, limit, signal) {
-	return cur.api('top_entities', { filter: filterWith(q), entity: kind, limit, cpu_mode: params(cur).mode }, signal);
+	return cur.api('top_entities', { filter: filterWith(q), entity: kind, limit, cpu_mode: K().off ? 'relative' : params(cur).mode }, signal);
 }
 
 // Where a row leads: q is the query its numbers were read with.
@@ -205,7 +216,8 @@ function renderListFrame(p) {
 }
 
 function modeToggle(mode) {
-	const group = el('div', { class: 'ent-mode', role: 'group', 'aria-label': 'CPU % mode' }, el('span', { class: 'ent-mode-label', text: 'CPU %' }));
+	// Off-CPU time has no absolute CPU %: its percentages are relative only.
+	const group = el('div', { class: 'ent-mode', role: 'group', 'aria-label': 'CPU % mode', hidden: K().off }, el('span', { class: 'ent-mode-label', text: 'CPU %' }));
 	for (const [m, text, title] of [
 		['relative', 'Relative', 'CPU % = share of all CPU time profiled in the range'],
 		['absolute', 'Absolute', 'CPU % = cores as a share of the logical CPUs, as htop shows'],
@@ -221,6 +233,8 @@ function modeToggle(mode) {
 // One line on what the numbers mean.
 function explainText(kind, mode, a) {
 	const s = a.scope || {};
+	if (K().off)
+		return `Off-CPU: time threads spent waiting (locks, sleeps, I/O). Wait %: each ${KIND[kind].one}'s share of all the time waited in ${cur.rangeText}${(cur.q || '').trim() ? ', whatever the query' : ''}. Threads waiting: threads blocked on average (time waited \u00f7 ${fmtInt(Math.round(s.seconds || 0))} s with data).`;
 	const coresHow = s.sample_rate_hz ? `Cores: CPUs kept busy on average (samples \u00f7 ${s.sample_rate_hz} Hz \u00f7 ${fmtInt(Math.round(s.seconds))} s with data).` : '';
 	if (mode === 'relative')
 		return `CPU %: each ${KIND[kind].one}'s share of all CPU time profiled in ${cur.rangeText}${(cur.q || '').trim() ? ', whatever the query' : ''}. ${coresHow}`;
@@ -266,28 +280,32 @@ function renderList() {
 	const rows = a.entities || [];
 	if (!rows.length) {
 		count.textContent = '';
-		content.innerHTML = emptyHTML(cur.rangeText, cur.q);
+		content.innerHTML = emptyHTML(cur.rangeText, cur.q, cur.kind);
 		return setState('empty');
 	}
 	if (rows.every((r) => isNone(kind, r.name))) {
 		count.textContent = '';
 		const samples = rows.reduce((s, r) => s + r.total, 0);
-		content.innerHTML = messageHTML('empty', `<p><strong>No ${escapeHTML(k.one)} in ${escapeHTML(cur.rangeText)}.</strong> None of the ${escapeHTML(fmtSamples(samples))}${(cur.q || '').trim() ? ' that match the query' : ''} has <code>${escapeHTML(k.attr)}</code>.</p>${k.why ? `<p>${escapeHTML(k.why)}</p>` : ''}`);
+		content.innerHTML = messageHTML('empty', `<p><strong>No ${escapeHTML(k.one)} in ${escapeHTML(cur.rangeText)}.</strong> None of the ${escapeHTML(fmtValue(samples))}${(cur.q || '').trim() ? ' that match the query' : ''} has <code>${escapeHTML(k.attr)}</code>.</p>${k.why ? `<p>${escapeHTML(k.why)}</p>` : ''}`);
 		return setState('empty');
 	}
 	const needle = p.match.toLowerCase();
 	const shown = needle ? rows.filter((r) => String(r.name).toLowerCase().includes(needle)) : rows.slice();
 	const so = kind === 'shared_object';
 	const hz = a.scope?.sample_rate_hz, secs = a.scope?.seconds;
+	const off = K().off;
+	const selfRate = (r) => (off ? (secs ? r.self / 1e9 / secs : null) : hz && secs ? r.self / hz / secs : null);
+	const word = off ? 'waiting' : 'cores', Word = off ? 'Threads waiting' : 'Cores', pctWord = off ? 'Wait %' : 'CPU %';
 	const maxCores = rows.reduce((m, r) => Math.max(m, r.cores || 0), 0);
 	const columns = [
 		{ key: 'name', label: kind === 'process' ? 'Process (PID)' : k.one[0].toUpperCase() + k.one.slice(1), render: (r) => nameCell(kind, r.name) },
 	];
 	if (kind === 'host') columns.push({ key: 'cpus', label: 'CPUs', num: true, render: (r) => (r.cpus ? fmtInt(r.cpus) : '\u2013') });
-	if (so) columns.push({ key: 'self', label: 'Self cores', num: true, render: (r) => fmtCores(hz && secs ? r.self / hz / secs : null) });
-	columns.push({ key: 'cores', label: so ? 'Total cores' : 'Cores', num: true, render: (r) => fmtCores(r.cores) });
-	if (so) columns.push({ key: 'self_percent', label: 'Self CPU %', num: true, render: (r) => fmtPct(r.total ? (r.percent * r.self) / r.total : null) });
-	columns.push({ key: 'percent', label: so ? 'Total CPU %' : 'CPU %', num: true, render: (r) => fmtPct(r.percent) });
+	if (so) columns.push({ key: 'self', label: `Self ${word}`, num: true, render: (r) => fmtCores(selfRate(r)) });
+	columns.push({ key: 'cores', label: so ? `Total ${word}` : Word, num: true, render: (r) => fmtCores(r.cores) });
+	if (off) columns.push({ key: 'total', label: 'Waited', num: true, render: (r) => K().fmtValue(r.total).replace(/ waited$/, '') });
+	if (so) columns.push({ key: 'self_percent', label: `Self ${pctWord}`, num: true, render: (r) => fmtPct(r.total ? (r.percent * r.self) / r.total : null) });
+	columns.push({ key: 'percent', label: so ? `Total ${pctWord}` : pctWord, num: true, render: (r) => fmtPct(r.percent) });
 	columns.push({ key: 'share', label: '', render: (r) => shareBar(maxCores ? r.cores / maxCores : 0) });
 	columns.push({ key: 'actions', label: '', render: (r) => actionsFor(kind, r.name, cur.q) });
 	const sortKey = columns.some((c) => c.key === p.sort && c.label) ? p.sort : 'cores';
@@ -343,7 +361,7 @@ function renderPageFrame(p) {
 		el('span', { class: 'ent-page-actions' }),
 		modeToggle(p.mode));
 	const chartPanel = el('section', { class: 'panel ent-chart-panel' },
-		el('h2', { text: 'CPU usage over time (cores)' }),
+		el('h2', { text: K().off ? 'Time waited over time (threads waiting)' : 'CPU usage over time (cores)' }),
 		el('div', { class: 'ent-chart' }),
 		el('p', { class: 'ent-hint', text: 'Drag across the chart to zoom into that time range.' }));
 	const related = el('div', { class: 'ent-related' });
@@ -381,7 +399,7 @@ async function loadPage(p, key) {
 	model = { page: 'entity', kind: p.entity, answer: a };
 	if (!row) {
 		root.querySelector('.ent-chart-panel').hidden = true;
-		root.querySelector('.ent-related').innerHTML = emptyHTML(cur.rangeText, q);
+		root.querySelector('.ent-related').innerHTML = emptyHTML(cur.rangeText, q, cur.kind);
 		related.forEach((r) => r.catch(() => {}));
 		return setState('empty');
 	}
@@ -415,12 +433,15 @@ function renderStats(p, row, a) {
 	const k = KIND[p.entity];
 	const stats = root.querySelector('.ent-stats');
 	const item = (dt, dd, title) => el('div', { title }, el('dt', { text: dt }), el('dd', { text: dd }));
-	const items = [
-		item('Cores', fmtCores(row.cores), 'CPUs kept busy on average over the range'),
-		item('CPU %', fmtPct(row.percent), explainText(p.entity, p.mode, a)),
-	];
+	const off = K().off;
+	const items = off
+		? [item('Threads waiting', fmtCores(row.cores), 'threads blocked on average over the range'),
+			item('Wait %', fmtPct(row.percent), explainText(p.entity, p.mode, a))]
+		: [item('Cores', fmtCores(row.cores), 'CPUs kept busy on average over the range'),
+			item('CPU %', fmtPct(row.percent), explainText(p.entity, p.mode, a))];
 	if (row.cpus) items.push(item('CPUs', fmtInt(row.cpus), 'logical CPUs of the host'));
-	items.push(item('Samples', fmtInt(row.total), `${fmtSamples(row.total)} in ${cur.rangeText}`));
+	if (off) items.push(item('Waited', K().fmtValue(row.total).replace(/ waited$/, ''), `${K().fmtValue(row.total)} in ${cur.rangeText}`));
+	else items.push(item('Samples', fmtInt(row.total), `${fmtSamples(row.total)} in ${cur.rangeText}`));
 	stats.replaceChildren(...items);
 	const filterValue = isNone(p.entity, p.name) ? '' : p.name;
 	const q = narrowed(cur.q, p.entity, p.name);
@@ -436,14 +457,14 @@ function renderChart(p, ts) {
 	const box = root.querySelector('.ent-chart');
 	const s = (ts.series || [])[0];
 	if (!s) {
-		box.innerHTML = messageHTML('info', 'No samples over time.');
+		box.innerHTML = messageHTML('info', K().off ? 'No off-CPU samples over time.' : 'No samples over time.');
 		return;
 	}
 	chart = timeChart(box, {
 		start_ts: ts.start_ts,
 		bucket_ms: ts.bucket_ms,
 		series: [{ name: p.name, values: s.values }],
-		unit: ts.unit || 'cores',
+		unit: ts.unit === 'threads' ? 'threads waiting' : ts.unit || 'cores',
 		height: 200,
 		format: (v) => fmtCores(v),
 		onZoom: (a, b) => cur.setTimeRange(a, b),
@@ -464,7 +485,7 @@ function renderRelated(panel, kind, a, q, whole) {
 	const columns = [{ key: 'name', label: k.one[0].toUpperCase() + k.one.slice(1), render: (r) => nameCell(kind, r.name) }];
 	if (kind === 'host') columns.push({ key: 'cpus', label: 'CPUs', num: true, render: (r) => (r.cpus ? fmtInt(r.cpus) : '\u2013') });
 	if (so) columns.push({ key: 'self', label: 'Self', num: true, render: (r) => fmtPct(whole ? (100 * r.self) / whole : null) });
-	columns.push({ key: 'cores', label: 'Cores', num: true, render: (r) => fmtCores(r.cores) });
+	columns.push({ key: 'cores', label: K().off ? 'Threads waiting' : 'Cores', num: true, render: (r) => fmtCores(r.cores) });
 	columns.push({ key: 'total', label: so ? 'Total' : 'Share', num: true, render: (r) => fmtPct(whole ? (100 * r.total) / whole : null) });
 	columns.push({ key: 'bar', label: '', render: (r) => shareBar(max ? r.total / max : 0) });
 	columns.push({ key: 'actions', label: '', render: (r) => actionsFor(kind, r.name, q) });
@@ -494,9 +515,10 @@ function renderRelated(panel, kind, a, q, whole) {
 		else panel.append(table);
 	};
 	draw();
+	const what = K().off ? 'time waited' : 'samples';
 	const note = so
-		? `Share of this ${KIND[model.kind].one}'s samples: self (in the object's own code) and total (with what it calls).`
-		: `Share: of this ${KIND[model.kind].one}'s samples.`;
+		? `Share of this ${KIND[model.kind].one}'s ${what}: self (in the object's own code) and total (with what it calls).`
+		: `Share: of this ${KIND[model.kind].one}'s ${what}.`;
 	panel.append(el('p', { class: 'ent-note', text: a.entities_total > rows.length ? `${note} The top ${fmtInt(rows.length)} of ${fmtInt(a.entities_total)}.` : note }));
 }
 

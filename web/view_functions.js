@@ -12,7 +12,7 @@
 // limit (rows shown), and fn + bin (the function of the sandwich), so that
 // a copied link restores what is on screen.
 
-import { apiErrorHTML, emptyHTML, errorHTML, escapeHTML, fmtCoreUnits, fmtInt, fmtPct, fmtSamples, messageHTML, sortableTable } from './common.js';
+import { apiErrorHTML, emptyHTML, errorHTML, escapeHTML, fmtInt, fmtPct, kindInfo, messageHTML, sortableTable } from './common.js';
 import { baseColor, typeLabel } from './flamegraph.js';
 
 const LIMITS = [100, 500, 1000, 5000, 10000];
@@ -50,19 +50,24 @@ let list = null; // the table on screen: { data, fns, shown, tbody, more, all }
 
 // --- formatting ----------------------------------------------------------------
 
-// Cores in the units of the unit reference: mc (millicore), c, kc, Mc.
+// The page's event kind (the Show switch): how values are named and
+// formatted (common.js kindInfo). On-CPU: samples and cores; off-CPU:
+// nanoseconds waited and threads waiting on average.
+let K = kindInfo('on_cpu');
+
+// Cores in the units of the reference (mc, c, kc, Mc), or threads waiting.
 function coresText(c) {
-	return c === null || c === undefined || !Number.isFinite(c) ? 'unknown' : `${Number(c.toPrecision(4))} cores`;
+	return K.rateText(c);
 }
 
-// The samples of a scope (an API answer's `scope`) in cores and in the
-// percent of a CPU mode, as the server computes them.
+// The values of a scope (an API answer's `scope`) in cores (threads
+// waiting) and in the percent of a CPU mode, as the server computes them.
 function coresOf(samples, scope) {
-	return scope && scope.sample_rate_hz && scope.seconds ? samples / scope.sample_rate_hz / scope.seconds : null;
+	return K.rateOf(samples, scope);
 }
 
 function percentOf(samples, scope, mode) {
-	if (mode === 'absolute') {
+	if (mode === 'absolute' && !K.off) {
 		const c = coresOf(samples, scope);
 		return c === null || !scope.host_cpus ? null : (100 * c) / scope.host_cpus;
 	}
@@ -83,13 +88,18 @@ function modeNote(scope, mode) {
 	const span = ctx.seconds && Math.abs(scope.seconds - ctx.seconds) > 0.01 * ctx.seconds
 		? `the ${secondsText(scope.seconds)} of ${range} that hold samples`
 		: range;
+	if (K.off) {
+		const all = `${K.fmtValue(scope.all_total)} (${K.fmtRate(coresOf(scope.all_total, scope))})`;
+		const q = (ctx.q || '').trim() ? ', whether they match the query or not' : '';
+		return `Off-CPU: time threads spent waiting (locks, sleeps, I/O). Wait %: the share of all ${all} the project recorded in ${range}${q}. Threads waiting (thr): threads blocked on average over ${span}. Self: waiting in the function itself; total: with the functions it calls.`;
+	}
 	const cores = `Cores: CPU cores used on average over ${span}. Self: in the function's own code; total: with the functions it calls.`;
 	if (mode === 'absolute') {
 		if (!scope.host_cpus)
 			return `Absolute CPU %: the hosts did not report how many CPUs they have, so the percentages are unknown (\u2013); Relative mode still works. ${cores}`;
 		return `Absolute CPU %: the share of the ${fmtInt(scope.host_cpus)} logical CPUs of the ${fmtInt(scope.hosts)} host${scope.hosts === 1 ? '' : 's'} that sent samples, as htop shows it (100% = all of them busy). ${cores}`;
 	}
-	const all = `${fmtSamples(scope.all_total)} (${fmtCoreUnits(coresOf(scope.all_total, scope))})`;
+	const all = `${K.fmtValue(scope.all_total)} (${K.fmtRate(coresOf(scope.all_total, scope))})`;
 	const q = (ctx.q || '').trim() ? ', whether they match the query or not' : '';
 	return `Relative CPU %: the share of all ${all} the project recorded in ${range}${q}. ${cores}`;
 }
@@ -142,11 +152,11 @@ export function searchPattern(term) {
 }
 
 function listKey(c, p) {
-	return JSON.stringify([c.project, ...rangeKey(c), (c.q || '').trim(), p.sort, p.search, p.mode, p.limit]);
+	return JSON.stringify([c.project, c.kind, ...rangeKey(c), (c.q || '').trim(), p.sort, p.search, p.mode, p.limit]);
 }
 
 function sandwichKey(c, p) {
-	return JSON.stringify([c.project, ...rangeKey(c), (c.q || '').trim(), p.fn, p.bin, p.mode]);
+	return JSON.stringify([c.project, c.kind, ...rangeKey(c), (c.q || '').trim(), p.fn, p.bin, p.mode]);
 }
 
 // Fetches what `kind` shows for `key` unless it is loaded (or loading);
@@ -200,7 +210,7 @@ function build(r) {
     </div>
     <div class="fn-mode" role="group" aria-label="CPU % mode"></div>
     <div class="field">
-      <label for="fn-limit">Show</label>
+      <label for="fn-limit">Rows</label>
       <select id="fn-limit"></select>
     </div>
     <span class="fn-summary" aria-live="polite"></span>
@@ -291,8 +301,11 @@ function syncToolbar(p) {
 	if (el.limit.options.length !== options.length || [...el.limit.options].some((o, i) => Number(o.value) !== options[i]))
 		el.limit.replaceChildren(...options.map((n) => new Option(`top ${fmtInt(n)}`, String(n))));
 	el.limit.value = String(p.limit);
-	for (const group of el.modes)
+	for (const group of el.modes) {
+		// Absolute CPU % has no meaning for time waited: off-CPU is relative.
+		group.hidden = K.off;
 		for (const b of group.querySelectorAll('button')) b.setAttribute('aria-pressed', String(b.dataset.mode === p.mode));
+	}
 }
 
 function applySearch() {
@@ -308,7 +321,7 @@ function setLimit(n) {
 
 // --- the list ------------------------------------------------------------------
 
-const COLUMNS = [
+const COLUMNS_ON = [
 	{ key: 'name', label: 'Function', render: nameCell },
 	{ key: 'binary', label: 'Binary / file', render: binaryCell },
 	{ key: 'self_cores', label: 'Self', num: true, sort: 'self', title: 'Cores used in the function\u2019s own code (average over the range); click to sort by self', render: (f) => coresCell(f.self_cores, f.self) },
@@ -318,6 +331,18 @@ const COLUMNS = [
 	{ key: 'share', label: 'Share', title: 'Share of all samples of the sorted value', render: shareCell },
 	{ key: 'actions', label: 'Actions', render: actionsCell },
 ];
+// Off-CPU: the same columns in time waited and threads waiting.
+const COLUMNS_OFF = COLUMNS_ON.map((c) => ({
+	...c,
+	...({
+		self_cores: { label: 'Self waiting', title: 'Threads waiting in the function itself (average over the range; hover: time waited); click to sort by self' },
+		self_percent: { label: 'Self wait %', title: 'Share of all the time waited, in the function itself; click to sort by self' },
+		total_cores: { label: 'Total waiting', title: 'Threads waiting in the function and everything it calls; click to sort by total' },
+		total_percent: { label: 'Total wait %', title: 'Share of all the time waited, in the function and everything it calls; click to sort by total' },
+		share: { title: 'Share of all the time waited of the sorted value' },
+	})[c.key],
+}));
+let COLUMNS = COLUMNS_ON;
 let shareOf = { total: 0, sort: 'self' }; // what the share bars of the current render measure
 
 function nameCell(f) {
@@ -334,8 +359,8 @@ function binaryCell(f) {
 }
 
 function coresCell(c, samples) {
-	const s = make('span', null, fmtCoreUnits(c));
-	s.title = `${coresText(c)} \u00b7 ${fmtSamples(samples)}`;
+	const s = make('span', null, K.fmtRate(c));
+	s.title = `${coresText(c)} \u00b7 ${K.fmtValue(samples)}`;
 	return s;
 }
 
@@ -343,7 +368,7 @@ function shareCell(f) {
 	const v = shareOf.sort === 'total' ? f.total : f.self;
 	const share = shareOf.total > 0 ? v / shareOf.total : 0;
 	const track = make('span', 'fn-share');
-	track.title = `${fmtPct(100 * share)} of all samples (${shareOf.sort})`;
+	track.title = `${fmtPct(100 * share)} of all ${K.valueWord} (${shareOf.sort})`;
 	const bar = make('span', 'bar');
 	bar.style.width = share > 0 ? `max(1px, ${Math.min(100, 100 * share)}%)` : '0';
 	track.append(bar);
@@ -399,7 +424,7 @@ function renderList(loading) {
 	}
 	const data = slot.data;
 	if (!data || !(data.total > 0)) {
-		el.content.innerHTML = emptyHTML(ctx.rangeText || ctx.range, ctx.q);
+		el.content.innerHTML = emptyHTML(ctx.rangeText || ctx.range, ctx.q, ctx.kind);
 		el.summary.textContent = '';
 		el.note.textContent = '';
 		ctx.setState('empty');
@@ -451,6 +476,7 @@ function buildTable(fns) {
 		rowTitle: 'Open the sandwich view: its callers and callees',
 	});
 	table.classList.add('fn-table');
+	if (K.off) table.classList.add('fn-off');
 	for (const th of table.tHead.rows[0].cells) {
 		const c = COLUMNS.find((x) => x.key === th.dataset.key);
 		if (c.title) th.title = c.title;
@@ -586,7 +612,7 @@ function showSandwich(p) {
 function flamegraphHref(name) {
 	const cur = new URLSearchParams(location.search);
 	const p = new URLSearchParams();
-	for (const k of ['project', 'range', 'from', 'to', 'group', 'q']) for (const v of cur.getAll(k)) p.append(k, v);
+	for (const k of ['project', 'range', 'from', 'to', 'group', 'kind', 'q']) for (const v of cur.getAll(k)) p.append(k, v);
 	p.set('s', name);
 	return `${location.pathname}?${p}`;
 }
@@ -609,7 +635,7 @@ function renderSandwich(loading) {
 	}
 	const data = slot.data;
 	if (!data || !(data.total > 0)) {
-		body.innerHTML = headHTML(null) + emptyHTML(ctx.rangeText || ctx.range, ctx.q);
+		body.innerHTML = headHTML(null) + emptyHTML(ctx.rangeText || ctx.range, ctx.q, ctx.kind);
 		ctx.setState('empty');
 		return focusSandwich();
 	}
@@ -617,7 +643,7 @@ function renderSandwich(loading) {
 	if (!(fn.total > 0)) {
 		const where = (ctx.q || '').trim() ? ` matching the query <code>${escapeHTML(ctx.q.trim())}</code>` : '';
 		body.innerHTML = headHTML(null) + messageHTML('empty',
-			`<p><code>${escapeHTML(params.fn)}</code>${params.bin ? ` in <code>${escapeHTML(params.bin)}</code>` : ''} has no samples in ${escapeHTML(ctx.rangeText || 'this time range')}${where}.</p><p>Pick a longer time range, or go back to the top functions.</p>`);
+			`<p><code>${escapeHTML(params.fn)}</code>${params.bin ? ` in <code>${escapeHTML(params.bin)}</code>` : ''} has no ${K.off ? 'off-CPU samples' : 'samples'} in ${escapeHTML(ctx.rangeText || 'this time range')}${where}.</p><p>Pick a longer time range, or go back to the top functions.</p>`);
 		ctx.setState('empty');
 		return focusSandwich();
 	}
@@ -655,8 +681,8 @@ function headHTML(fn, type, data) {
 	const stat = (label, samples, cores, percent, help) => `
 		<div class="fn-stat" title="${escapeHTML(help)}">
 			<div class="fn-stat-label">${label}</div>
-			<div class="fn-stat-value">${escapeHTML(fmtCoreUnits(cores))}<span class="fn-stat-pct">${escapeHTML(fmtPct(percent))}</span></div>
-			<div class="fn-stat-samples">${escapeHTML(fmtSamples(samples))}</div>
+			<div class="fn-stat-value">${escapeHTML(K.fmtRate(cores))}<span class="fn-stat-pct">${escapeHTML(fmtPct(percent))}</span></div>
+			<div class="fn-stat-samples">${escapeHTML(K.fmtValue(samples))}</div>
 		</div>`;
 	const callers = data.callers.children.length, callees = data.callees.children.length;
 	return `<div class="panel fn-sw-head">
@@ -690,7 +716,9 @@ function treePanel(kind, title, help, node, info) {
 	const p = make('p', 'fn-tree-help', help);
 	const cols = make('div', 'fn-tree-row fn-tree-cols');
 	cols.setAttribute('aria-hidden', 'true');
-	cols.innerHTML = `<span>Function</span><span class="num">Samples</span><span class="num">Cores</span><span class="num">${info.mode === 'absolute' ? 'Abs' : 'Rel'} CPU %</span><span>Of the function</span>`;
+	cols.innerHTML = K.off
+		? '<span>Function</span><span class="num">Waited</span><span class="num">Threads</span><span class="num">Wait %</span><span>Of the function</span>'
+		: `<span>Function</span><span class="num">Samples</span><span class="num">Cores</span><span class="num">${info.mode === 'absolute' ? 'Abs' : 'Rel'} CPU %</span><span>Of the function</span>`;
 	t.el.setAttribute('role', 'tree');
 	t.el.setAttribute('aria-labelledby', h.id);
 	initialExpand(t);
@@ -752,13 +780,13 @@ function rowHTML(t, r) {
 	const share = fnTotal > 0 ? n.total / fnTotal : 0;
 	const type = depth === 0 ? t.info.type : n.frame_type;
 	const title = [`${n.name}`, n.binary ? `binary: ${n.binary}` : '', n.file ? `source: ${n.file}${n.line ? ':' + n.line : ''}` : '',
-		`total: ${fmtSamples(n.total)}`, t.kind === 'callees' && n.self ? `self: ${fmtSamples(n.self)}` : ''].filter(Boolean).join('\n');
+		`total: ${K.fmtValue(n.total)}`, t.kind === 'callees' && n.self ? `self: ${K.fmtValue(n.self)}` : ''].filter(Boolean).join('\n');
 	return `<div class="fn-tree-row${depth === 0 ? ' fn-tree-root' : ''}" role="treeitem" aria-level="${depth + 1}" aria-setsize="${r.size}" aria-posinset="${r.pos}"${kids ? ` aria-expanded="${open}"` : ''} tabindex="${path === t.focus ? 0 : -1}" data-path="${path}" title="${escapeHTML(title)}">` +
 		`<span class="fn-tree-name" style="--depth:${depth}"><span class="fn-twisty" aria-hidden="true">${kids ? (open ? '\u25be' : '\u25b8') : ''}</span>` +
 		(type ? swatchHTML(type) : '') + `<span class="fn-node-name">${escapeHTML(n.name)}</span>` +
 		(n.binary && depth > 0 ? `<span class="fn-node-bin">${escapeHTML(n.binary)}</span>` : '') + `</span>` +
-		`<span class="num">${escapeHTML(fmtInt(n.total))}</span>` +
-		`<span class="num">${escapeHTML(fmtCoreUnits(coresOf(n.total, scope)))}</span>` +
+		`<span class="num">${escapeHTML(valueCell(n.total))}</span>` +
+		`<span class="num">${escapeHTML(K.fmtRate(coresOf(n.total, scope)))}</span>` +
 		`<span class="num">${escapeHTML(fmtPct(percentOf(n.total, scope, mode)))}</span>` +
 		`<span class="fn-share" aria-hidden="true"><span class="bar" style="width:${Math.min(100, 100 * share).toFixed(2)}%"></span></span></div>`;
 }
@@ -768,13 +796,18 @@ function ownRowHTML(t, r) {
 	const { n, path, depth } = r;
 	const { scope, mode, fnTotal } = t.info;
 	const share = fnTotal > 0 ? n.self / fnTotal : 0;
-	return `<div class="fn-tree-row fn-tree-own" role="treeitem" aria-level="${depth + 1}" aria-setsize="${r.size}" aria-posinset="${r.pos}" tabindex="${path === t.focus ? 0 : -1}" data-path="${path}" title="${escapeHTML(`${fmtSamples(n.self)} in ${n.name}\u2019s own code, not in the functions it called`)}">` +
+	return `<div class="fn-tree-row fn-tree-own" role="treeitem" aria-level="${depth + 1}" aria-setsize="${r.size}" aria-posinset="${r.pos}" tabindex="${path === t.focus ? 0 : -1}" data-path="${path}" title="${escapeHTML(`${K.fmtValue(n.self)} in ${n.name}\u2019s own code, not in the functions it called`)}">` +
 		`<span class="fn-tree-name" style="--depth:${depth}"><span class="fn-twisty" aria-hidden="true"></span>` +
 		`<span class="fn-node-name">(own code)</span></span>` +
-		`<span class="num">${escapeHTML(fmtInt(n.self))}</span>` +
-		`<span class="num">${escapeHTML(fmtCoreUnits(coresOf(n.self, scope)))}</span>` +
+		`<span class="num">${escapeHTML(valueCell(n.self))}</span>` +
+		`<span class="num">${escapeHTML(K.fmtRate(coresOf(n.self, scope)))}</span>` +
 		`<span class="num">${escapeHTML(fmtPct(percentOf(n.self, scope, mode)))}</span>` +
 		`<span class="fn-share" aria-hidden="true"><span class="bar" style="width:${Math.min(100, 100 * share).toFixed(2)}%"></span></span></div>`;
+}
+
+// A tree row's value: samples, or time waited (off-CPU).
+function valueCell(v) {
+	return K.off ? K.fmtValue(v).replace(/ waited$/, '') : fmtInt(v);
 }
 
 function renderTree(t, keepFocus) {
@@ -922,6 +955,8 @@ export default {
 	title: 'Top functions',
 	show(r, c) {
 		ctx = c;
+		K = kindInfo(c.kind);
+		COLUMNS = K.off ? COLUMNS_OFF : COLUMNS_ON;
 		if (root !== r || !el) build(r);
 		document.addEventListener('submit', onSubmit, true);
 		document.addEventListener('keydown', onKey);

@@ -84,6 +84,7 @@ function build(root) {
 		</div>
 	</div>
 	<p class="iq-note"></p>
+	<p class="iq-kind-note" hidden>Efficiency IQ shows CPU and GPU use (on-CPU samples). The Off-CPU choice applies to the flame graph, Top functions, Top entities and Diff.</p>
 	<div class="iq-message" hidden></div>
 	<div class="iq-content" hidden>
 		<div class="iq-cards">
@@ -566,6 +567,8 @@ function show(root, ctx) {
 	}
 	const own = v.own;
 	v.ctx = ctx;
+	// The page's Show switch is off-CPU: this view stays on CPU and GPU use.
+	root.querySelector('.iq-kind-note').hidden = ctx.kind !== 'off_cpu';
 	const params = paramsOf(ctx);
 	const tabChanged = v.params && v.params.tab !== params.tab;
 	v.params = params;

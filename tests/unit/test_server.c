@@ -5,13 +5,17 @@
 #include "storeutil.h"
 
 #include <dirent.h>
+#include <math.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 
 #include "agent/batch.h"
 #include "compress.h"
 #include "server/batch_decode.h"
+#include "server/entities.h"
+#include "server/events.h"
 #include "server/flamegraph.h"
+#include "server/functions.h"
 #include "server/http.h"
 #include "server/part.h"
 #include "server/scan.h"
@@ -31,8 +35,8 @@ struct spec {
 	uint64_t value;
 };
 
-static void make_batch(const struct spec *specs, size_t n, uint64_t seq, int64_t start,
-		       struct buf *out)
+static void make_batch_kind(const struct spec *specs, size_t n, uint64_t seq, int64_t start,
+			    enum event_kind kind, struct buf *out)
 {
 	struct batch b;
 	batch_init(&b);
@@ -65,12 +69,18 @@ static void make_batch(const struct spec *specs, size_t n, uint64_t seq, int64_t
 			batch_string(&b, "host.name", 9),
 			batch_string(&b, "h1", 2),
 		};
-		batch_add(&b, batch_stack(&b, ids, depth), batch_resource(&b, kv, 6), EK_ON_CPU,
+		batch_add(&b, batch_stack(&b, ids, depth), batch_resource(&b, kv, 6), kind,
 			  specs[i].value);
 	}
 	struct batch_meta meta = { "agent-1", seq, "default", start, start + 5000, 19 };
 	assert_int_equal(batch_encode(&b, &meta, out), 0);
 	batch_free(&b);
+}
+
+static void make_batch(const struct spec *specs, size_t n, uint64_t seq, int64_t start,
+		       struct buf *out)
+{
+	make_batch_kind(specs, n, seq, start, EK_ON_CPU, out);
 }
 
 static const struct spec sample_specs[] = {
@@ -744,6 +754,188 @@ static void test_route_match(void **state)
 	assert_true(http_match("*", "/anything", p, l, &n));
 }
 
+
+/* --- off-CPU samples in every query ------------------------------------------ */
+
+static json_t *answer_of(struct buf *out)
+{
+	json_error_t je;
+	json_t *doc = json_loads(out->data, 0, &je);
+	if (!doc)
+		fail_msg("answer is not JSON: %s", je.text);
+	buf_free(out);
+	return doc;
+}
+
+static json_t *run_fn(struct store *s, struct symbols *sym, enum fn_query what, const char *body)
+{
+	struct fn_request r;
+	struct buf err = { 0 }, out = { 0 };
+	if (fn_request_parse(&r, what, body, strlen(body), &err) < 0)
+		fail_msg("parse: %s", err.data);
+	fn_request_set_project(&r, PROJECT);
+	if (functions_query(s, sym, NULL, &r, &out, &err) < 0)
+		fail_msg("query: %s", err.data);
+	fn_request_free(&r);
+	buf_free(&err);
+	return answer_of(&out);
+}
+
+static json_t *run_ent(struct store *s, enum ent_query what, const char *body)
+{
+	struct ent_request r;
+	struct buf err = { 0 }, out = { 0 };
+	if (ent_request_parse(&r, what, body, strlen(body), &err) < 0)
+		fail_msg("parse: %s", err.data);
+	strcpy(r.scope.project_id, PROJECT);
+	if (entities_query(s, &r, &out, &err) < 0)
+		fail_msg("query: %s", err.data);
+	ent_request_free(&r);
+	buf_free(&err);
+	return answer_of(&out);
+}
+
+static json_t *fn_named(json_t *list, const char *name)
+{
+	size_t i;
+	json_t *f;
+	json_array_foreach(list, i, f)
+		if (strcmp(json_string_value(json_object_get(f, "name")), name) == 0)
+			return f;
+	return NULL;
+}
+
+static const char *str_of(json_t *o, const char *key)
+{
+	const char *v = json_string_value(json_object_get(o, key));
+	return v ? v : "(absent)";
+}
+
+#define RANGE_ALL "\"start_ts\":946684800000,\"end_ts\":4102444800000"
+#define OFF "{" RANGE_ALL ",\"event_kind\":\"off_cpu\",\"query\":null}"
+#define ON "{" RANGE_ALL ",\"event_kind\":\"on_cpu\",\"query\":null}"
+
+static void test_offcpu_queries(void **state)
+{
+	(void)state;
+	char *dir = make_temp_dir();
+	struct store *s;
+	struct symbols *sym;
+	struct buf err = { 0 }, z = { 0 };
+	assert_int_equal(open_store(dir, &s, &err), 0);
+	assert_int_equal(symbols_open(dir, &sym, &err), 0);
+	/* On-CPU: 100 samples in hot_a/hot_b; off-CPU: 3 s waited in
+	 * futex_wait and 1 s in read_wait, over one 5 s batch. */
+	make_batch(sample_specs, 5, 1, T0, &z);
+	append(s, &z);
+	buf_free(&z);
+	static const struct spec off_specs[] = {
+		{ { "main", "lock_all", "futex_wait", NULL }, "app", "main", 3000000000ULL },
+		{ { "main", "read_wait", NULL }, "other", "io", 1000000000ULL },
+	};
+	make_batch_kind(off_specs, 2, 2, T0, EK_OFF_CPU, &z);
+	append(s, &z);
+	buf_free(&z);
+
+	/* top_functions: only the off-CPU functions, in nanoseconds, the
+	 * "cores" fields are threads waiting; absolute falls back to relative
+	 * and says so. */
+	json_t *d = run_fn(s, sym, FN_TOP,
+			   "{\"filter\":" OFF ",\"sort\":\"self\",\"cpu_mode\":\"absolute\"}");
+	assert_string_equal(str_of(d, "unit"), "nanoseconds");
+	assert_string_equal(str_of(d, "cores_unit"), "threads");
+	assert_string_equal(str_of(d, "cpu_mode"), "relative");
+	assert_non_null(json_object_get(d, "cpu_mode_note"));
+	assert_int_equal(json_integer_value(json_object_get(d, "total")), 4000000000LL);
+	json_t *fns = json_object_get(d, "functions");
+	assert_null(fn_named(fns, "hot_a"));
+	json_t *fw = fn_named(fns, "futex_wait");
+	assert_non_null(fw);
+	assert_int_equal(json_integer_value(json_object_get(fw, "self")), 3000000000LL);
+	double secs = json_number_value(json_object_get(json_object_get(d, "scope"), "seconds"));
+	assert_true(secs >= 1.0);
+	assert_true(fabs(json_number_value(json_object_get(fw, "self_cores")) - 3.0 / secs) < 1e-9);
+	assert_true(fabs(json_number_value(json_object_get(fw, "self_percent")) - 75.0) < 1e-9);
+	json_decref(d);
+
+	/* The same request for on_cpu: samples, cores, absolute kept. */
+	d = run_fn(s, sym, FN_TOP, "{\"filter\":" ON ",\"cpu_mode\":\"absolute\"}");
+	assert_string_equal(str_of(d, "unit"), "samples");
+	assert_string_equal(str_of(d, "cores_unit"), "cores");
+	assert_string_equal(str_of(d, "cpu_mode"), "absolute");
+	assert_null(json_object_get(d, "cpu_mode_note"));
+	assert_non_null(fn_named(json_object_get(d, "functions"), "hot_a"));
+	assert_null(fn_named(json_object_get(d, "functions"), "futex_wait"));
+	json_decref(d);
+
+	/* sandwich and diff honour the kind. */
+	d = run_fn(s, sym, FN_SANDWICH, "{\"filter\":" OFF ",\"function\":\"lock_all\"}");
+	assert_string_equal(str_of(d, "unit"), "nanoseconds");
+	assert_string_equal(str_of(d, "cores_unit"), "threads");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(d, "function"), "total")),
+			 3000000000LL);
+	json_decref(d);
+	d = run_fn(s, sym, FN_DIFF, "{\"baseline\":" OFF ",\"comparison\":" OFF "}");
+	assert_string_equal(str_of(d, "unit"), "nanoseconds");
+	assert_string_equal(str_of(d, "cores_unit"), "threads");
+	assert_non_null(fn_named(json_object_get(d, "functions"), "futex_wait"));
+	assert_null(fn_named(json_object_get(d, "functions"), "hot_a"));
+	json_decref(d);
+
+	/* top_entities: threads waiting, relative only. */
+	d = run_ent(s, ENT_TOP,
+		    "{\"filter\":" OFF ",\"entity\":\"executable\",\"cpu_mode\":\"absolute\"}");
+	assert_string_equal(str_of(d, "unit"), "nanoseconds");
+	assert_string_equal(str_of(d, "cores_unit"), "threads");
+	assert_string_equal(str_of(d, "cpu_mode"), "relative");
+	json_t *ents = json_object_get(d, "entities");
+	json_t *app = fn_named(ents, "app");
+	assert_int_equal(json_integer_value(json_object_get(app, "total")), 3000000000LL);
+	assert_true(fabs(json_number_value(json_object_get(app, "percent")) - 75.0) < 1e-9);
+	json_decref(d);
+
+	/* labels: off-CPU totals. */
+	d = run_ent(s, ENT_LABELS, "{\"filter\":" OFF ",\"name\":\"thread.name\"}");
+	assert_string_equal(str_of(d, "unit"), "nanoseconds");
+	assert_int_equal(json_integer_value(json_object_get(d, "total")), 4000000000LL);
+	json_decref(d);
+
+	/* timeseries: threads waiting per bucket; the sum over buckets of
+	 * value * bucket seconds is the time waited. */
+	d = run_ent(s, ENT_TIMESERIES, "{\"filter\":{\"start_ts\":1700000000000,\"end_ts\":1700000010000,"
+				       "\"event_kind\":\"off_cpu\",\"query\":null},\"num_buckets\":10}");
+	assert_string_equal(str_of(d, "unit"), "threads");
+	assert_string_equal(str_of(d, "value_unit"), "nanoseconds");
+	json_t *series = json_array_get(json_object_get(d, "series"), 0);
+	assert_int_equal(json_integer_value(json_object_get(series, "total")), 4000000000LL);
+	double waited = 0;
+	size_t i;
+	json_t *v;
+	json_array_foreach(json_object_get(series, "values"), i, v)
+		waited += json_number_value(v) * 1.0;
+	assert_true(fabs(waited - 4.0) < 1e-6);
+	json_decref(d);
+
+	/* events: nanoseconds, only off-CPU stacks. */
+	struct ev_request er;
+	struct buf out = { 0 };
+	const char *eb = "{\"filter\":" OFF ",\"limit\":10}";
+	assert_int_equal(ev_request_parse(&er, eb, strlen(eb), &err), 0);
+	strcpy(er.scope.project_id, PROJECT);
+	assert_int_equal(events_query(s, sym, &er, &out, &err), 0);
+	ev_request_free(&er);
+	d = answer_of(&out);
+	assert_string_equal(str_of(d, "unit"), "nanoseconds");
+	assert_int_equal(json_array_size(json_object_get(d, "events")), 2);
+	json_decref(d);
+
+	symbols_close(sym);
+	store_close(s);
+	buf_free(&err);
+	rm_rf(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -755,6 +947,7 @@ int main(void)
 		cmocka_unit_test(test_flamegraph_pruning),
 		cmocka_unit_test(test_flamegraph_request_errors),
 		cmocka_unit_test(test_route_match),
+		cmocka_unit_test(test_offcpu_queries),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
