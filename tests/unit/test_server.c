@@ -682,6 +682,91 @@ static void test_flamegraph_pruning(void **state)
 	free(dir);
 }
 
+/* A group folds either over the nodes its stacks touch (few leaves for
+ * the part's size) or over every node of the part in order (many): both
+ * must give the same tree. One part holds a big executable (64 distinct
+ * stacks, about 140 nodes) and a small one (one stack): a query for the
+ * small one folds sparsely, one for the big one densely. */
+static void test_flamegraph_sparse_dense(void **state)
+{
+	(void)state;
+	char *dir = make_temp_dir();
+	struct store *s;
+	struct symbols *sym;
+	struct buf err = { 0 }, z = { 0 };
+	assert_int_equal(open_store(dir, &s, &err), 0);
+	assert_int_equal(symbols_open(dir, &sym, &err), 0);
+	static char names[3][64][16];
+	struct spec specs[65];
+	uint64_t big = 0, per_a[8] = { 0 };
+	for (int i = 0; i < 64; i++) {
+		snprintf(names[0][i], sizeof(names[0][i]), "a%d", i / 8);
+		snprintf(names[1][i], sizeof(names[1][i]), "b%d", i);
+		snprintf(names[2][i], sizeof(names[2][i]), "leaf%d", i);
+		specs[i] = (struct spec){ { "main", names[0][i], names[1][i], names[2][i], NULL },
+					  "big", "t", (uint64_t)(i + 1) };
+		big += (uint64_t)(i + 1);
+		per_a[i / 8] += (uint64_t)(i + 1);
+	}
+	specs[64] = (struct spec){ { "main", "s_run", "s_leaf", NULL }, "small", "t", 7 };
+	make_batch(specs, 65, 1, T0, &z);
+	append(s, &z);
+	buf_free(&z);
+	for (int flushed = 0; flushed < 2; flushed++) {
+		json_t *doc = run_query(s, sym, "{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000,"
+						 "\"query\":\"process.executable.name == \\\"small\\\"\"}}");
+		json_t *root = json_object_get(doc, "root"), *m = child_named(root, "main");
+		assert_int_equal(total_of(root), 7);
+		assert_int_equal(json_array_size(json_object_get(root, "children")), 1);
+		assert_int_equal(total_of(m), 7);
+		assert_int_equal(json_array_size(json_object_get(m, "children")), 1);
+		json_t *leaf = child_named(child_named(m, "s_run"), "s_leaf");
+		assert_int_equal(total_of(leaf), 7);
+		assert_int_equal(json_integer_value(json_object_get(leaf, "self")), 7);
+		assert_int_equal(json_integer_value(json_object_get(doc, "distinct_stacks")), 1);
+		json_decref(doc);
+
+		doc = run_query(s, sym, "{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000,"
+					"\"query\":\"process.executable.name == \\\"big\\\"\"}}");
+		root = json_object_get(doc, "root");
+		m = child_named(root, "main");
+		assert_int_equal(total_of(root), (json_int_t)big);
+		assert_int_equal(total_of(m), (json_int_t)big);
+		assert_int_equal(json_array_size(json_object_get(m, "children")), 8);
+		assert_null(child_named(m, "s_run"));
+		for (int a = 0; a < 8; a++) {
+			char an[16];
+			snprintf(an, sizeof(an), "a%d", a);
+			json_t *na = child_named(m, an);
+			assert_int_equal(total_of(na), (json_int_t)per_a[a]);
+			assert_int_equal(json_array_size(json_object_get(na, "children")), 8);
+		}
+		json_t *l9 = child_named(child_named(child_named(m, "a1"), "b9"), "leaf9");
+		assert_int_equal(json_integer_value(json_object_get(l9, "self")), 10);
+		json_decref(doc);
+
+		/* Everything, and a search (dense, then only the stacks through
+		 * s_leaf count). */
+		doc = run_query(s, sym, "{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000}}");
+		root = json_object_get(doc, "root"); /* main of big, main of small */
+		assert_int_equal(total_of(root), (json_int_t)big + 7);
+		assert_int_equal(json_array_size(json_object_get(root, "children")), 2);
+		assert_int_equal(total_of(child_named(root, "main")), (json_int_t)big);
+		json_decref(doc);
+		doc = run_query(s, sym, "{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000},"
+					"\"search\":\"s_leaf\"}");
+		assert_int_equal(total_of(json_object_get(doc, "root")), 7);
+		json_decref(doc);
+		assert_int_equal(store_flush(s, &err), 0); /* the same from a block */
+	}
+	store_close(s);
+	symbols_close(sym);
+	buf_free(&z);
+	buf_free(&err);
+	rm_rf(dir);
+	free(dir);
+}
+
 static void parse_error(const char *body, const char *needle)
 {
 	struct fg_request r;
@@ -945,6 +1030,7 @@ int main(void)
 		cmocka_unit_test(test_flamegraph),
 		cmocka_unit_test(test_store_blocks),
 		cmocka_unit_test(test_flamegraph_pruning),
+		cmocka_unit_test(test_flamegraph_sparse_dense),
 		cmocka_unit_test(test_flamegraph_request_errors),
 		cmocka_unit_test(test_route_match),
 		cmocka_unit_test(test_offcpu_queries),
