@@ -428,6 +428,17 @@ static void take_stats(struct agent *a, struct selfstats_values *s)
 	v[SS_KUBELET_FETCHES] = ks.fetches;
 	v[SS_KUBELET_ERRORS] = ks.errors;
 	v[SS_KUBELET_PODS] = ks.pods;
+	struct metricsender_stats ms;
+	metricsender_get_stats(a->metrics, &ms);
+	v[SS_MET_COLLECTIONS] = ms.collections;
+	v[SS_MET_POINTS] = ms.points;
+	v[SS_MET_BATCHES_SENT] = ms.batches_sent;
+	v[SS_MET_BYTES_SENT] = ms.bytes_sent;
+	v[SS_MET_SEND_FAILURES] = ms.send_failures;
+	v[SS_MET_BATCHES_REJECTED] = ms.rejected_batches;
+	v[SS_MET_BATCHES_DROPPED] = ms.dropped_batches;
+	v[SS_MET_COLLECT_NS] = ms.last_collect_ns;
+	v[SS_MET_PROCESSES_DROPPED] = ms.processes_dropped;
 	v[SS_SAMPLING] = a->sampling;
 	v[SS_OFFCPU_SAMPLING] = oncpu_offcpu_active(a->oncpu);
 	v[SS_START_TIME] = (uint64_t)MAX(a->start_unix_ms / 1000, (int64_t)0);
@@ -437,8 +448,6 @@ static void log_stats(struct agent *a)
 {
 	struct selfstats_values s;
 	take_stats(a, &s);
-	struct metricsender_stats ms;
-	metricsender_get_stats(a->metrics, &ms);
 	const uint64_t *v = s.v;
 #define U(i) ((unsigned long long)v[i])
 	log_info("stats: samples=%llu lost=%llu off_cpu_samples=%llu off_cpu_lost=%llu "
@@ -458,9 +467,8 @@ static void log_stats(struct agent *a)
 		 U(SS_SESSIONS), U(SS_SESSION_BYTES), U(SS_SYM_UPLOADED), U(SS_SYM_PRESENT),
 		 U(SS_BPF_PY_STACKS), U(SS_PY_FRAMES), U(SS_PY_UNNAMED), U(SS_PY_STALE),
 		 U(SS_BPF_PY_NO_THREAD), U(SS_BPF_PY_READ_ERR), U(SS_PY_PROCESSES),
-		 (unsigned long long)ms.points, (unsigned long long)ms.batches_sent,
-		 (unsigned long long)ms.dropped_batches, (unsigned long long)(ms.last_collect_ns / 1000),
-		 (unsigned long long)ms.processes_dropped);
+		 U(SS_MET_POINTS), U(SS_MET_BATCHES_SENT), U(SS_MET_BATCHES_DROPPED),
+		 U(SS_MET_COLLECT_NS) / 1000, U(SS_MET_PROCESSES_DROPPED));
 #undef U
 	selfstats_publish(a->stats_srv, &s);
 }

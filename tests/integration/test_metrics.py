@@ -16,7 +16,7 @@ import subprocess
 import time
 
 from conftest import require_root
-from harness import DEFAULT_PROJECT, WORKLOADS, http, wait_until
+from harness import DEFAULT_PROJECT, WORKLOADS, free_port, http, wait_until
 
 from ember_batch import zstd_compress  # noqa: E402
 
@@ -123,13 +123,43 @@ def test_without_host_metrics_and_without_nvml(server, agent_factory, tmp_path):
     assert q[0] == 404 and "no metric named" in q[1]["error"], q
 
 
+def server_metric(server, name):
+    status, body = http("GET", server.url + "/metrics", timeout=5)
+    assert status == 200, body
+    for line in body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} missing from the server's /metrics")
+
+
 def test_otlp_mode_still_sends_metrics(server, agent_factory):
     require_root()
     t0 = int(time.time() * 1000)
+    port = free_port()
     agent_factory(server.url, "-collect-metrics-interval=1s", "-ember-protocol=false",
-                  "-enable-gpu-metrics=false").start()
+                  "-enable-gpu-metrics=false", f"-pprof=127.0.0.1:{port}").start()
     wait_until(lambda: "process.rss" in names(server, t0 - 1000, int(time.time() * 1000) + 5000),
                20, what="metrics in OTLP mode")
+
+    # The agent's own stats count the collections and what was sent, and
+    # the server stored every batch the agent counts as sent.
+    def agent_stat(name):
+        status, body = http("GET", f"http://127.0.0.1:{port}/metrics", timeout=5)
+        assert status == 200, body
+        for line in body.decode().splitlines():
+            if line.startswith(f"ember_agent_{name} "):
+                return float(line.split()[1])
+        raise AssertionError(f"ember_agent_{name} missing")
+
+    wait_until(lambda: agent_stat("metrics_batches_sent_total") >= 2, 20, what="two batches sent")
+    assert agent_stat("metrics_collections_total") >= agent_stat("metrics_batches_sent_total")
+    assert agent_stat("metrics_points_total") > 0
+    assert agent_stat("metrics_bytes_sent_total") > 0
+    assert 0 < agent_stat("metrics_last_collect_ns") < 5e9
+    assert agent_stat("metrics_batches_rejected_total") == 0
+    sent = agent_stat("metrics_batches_sent_total")
+    stored = server_metric(server, "ember_metrics_batches_total")
+    assert stored >= sent, (stored, sent)
 
 
 def query_status(server, body, project=DEFAULT_PROJECT, path="metrics"):
