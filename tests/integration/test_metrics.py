@@ -11,7 +11,6 @@ logged and the agent keeps profiling; bad batches and bad queries are
 import json
 import math
 import os
-import struct
 import subprocess
 import time
 
@@ -19,6 +18,7 @@ from conftest import require_root
 from harness import DEFAULT_PROJECT, WORKLOADS, free_port, http, wait_until
 
 from ember_batch import zstd_compress  # noqa: E402
+from metrics_batch import encode_raw as metrics_batch  # noqa: E402  (tests/lib)
 
 MiB = 1 << 20
 
@@ -170,45 +170,6 @@ def query_status(server, body, project=DEFAULT_PROJECT, path="metrics"):
         return status, json.loads(resp)
     except ValueError:
         return status, {"raw": resp}
-
-
-# --- a MetricsBatch written by hand (lib/proto/ingest.proto) ---------------------
-
-def varint(v):
-    out = bytearray()
-    v &= (1 << 64) - 1
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        out.append(b | (0x80 if v else 0))
-        if not v:
-            return bytes(out)
-
-
-def field_bytes(n, data):
-    return varint(n << 3 | 2) + varint(len(data)) + data
-
-
-def field_varint(n, v):
-    return varint(n << 3) + varint(v)
-
-
-def packed(n, values):
-    return field_bytes(n, b"".join(varint(v) for v in values)) if values else b""
-
-
-def metrics_batch(strings, set_lengths, set_strings, s_names, s_units, s_sets, p_series, p_times,
-                  p_values, project="default", seq=1):
-    now = int(time.time() * 1000)
-    m = field_bytes(1, b"00000000-0000-4000-8000-00000000abcd") + field_varint(2, seq)
-    m += field_bytes(3, project.encode()) + field_varint(4, now - 1000) + field_varint(5, now)
-    for s in strings:
-        m += field_bytes(6, s.encode())
-    m += packed(7, set_lengths) + packed(8, set_strings) + packed(9, s_names) + packed(10, s_units)
-    m += packed(11, s_sets) + packed(12, p_series) + packed(13, p_times)
-    if p_values:
-        m += field_bytes(14, b"".join(struct.pack("<d", v) for v in p_values))
-    return m
 
 
 def post_batch(server, raw, compress=True):

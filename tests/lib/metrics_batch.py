@@ -1,7 +1,8 @@
-"""A MetricsBatch (lib/proto/ingest.proto) built by hand for the browser
-tests: series are added by name, unit and labels, points by time and
-value; encode() writes the protobuf, post() sends it to an ember-server's
-POST /ingest/v1/metrics as ember-agent does (zstd).
+"""A MetricsBatch (lib/proto/ingest.proto) built by hand for the tests:
+series are added by name, unit and labels, points by time and value;
+encode() writes the protobuf, post() sends it to an ember-server's
+POST /ingest/v1/metrics as ember-agent does (zstd). encode_raw() writes
+any tables as given, consistent or not, for the tests of bad batches.
 
     b = MetricsBatch()
     s = b.series("process.utime", "cores", {"host.name": "h1", "process.executable.name": "app"})
@@ -85,16 +86,29 @@ class MetricsBatch:
     def encode(self, sequence=1):
         now = int(time.time() * 1000)
         start = min(self.p_times) if self.p_times else now - 1000
-        m = _bytes(1, self.agent_instance.encode()) + _uint(2, sequence)
-        m += _bytes(3, self.project.encode()) + _uint(4, start) + _uint(5, now)
-        for s in self.strings:
-            m += _bytes(6, s.encode())
-        m += _packed(7, self.set_lengths) + _packed(8, self.set_strings)
-        m += _packed(9, self.s_names) + _packed(10, self.s_units) + _packed(11, self.s_sets)
-        m += _packed(12, self.p_series) + _packed(13, self.p_times)
-        if self.p_values:
-            m += _bytes(14, b"".join(struct.pack("<d", v) for v in self.p_values))
-        return m
+        return encode_raw(self.strings, self.set_lengths, self.set_strings, self.s_names,
+                          self.s_units, self.s_sets, self.p_series, self.p_times, self.p_values,
+                          project=self.project, seq=sequence, start_ms=start,
+                          agent_instance=self.agent_instance)
+
+
+def encode_raw(strings, set_lengths, set_strings, s_names, s_units, s_sets, p_series, p_times,
+               p_values, project="default", seq=1, start_ms=None,
+               agent_instance="00000000-0000-4000-8000-00000000abcd"):
+    """The MetricsBatch of exactly these tables (string ids, label sets,
+    series, points), ending now."""
+    now = int(time.time() * 1000)
+    m = _bytes(1, agent_instance.encode()) + _uint(2, seq)
+    m += _bytes(3, project.encode()) + _uint(4, now - 1000 if start_ms is None else start_ms)
+    m += _uint(5, now)
+    for s in strings:
+        m += _bytes(6, s.encode())
+    m += _packed(7, set_lengths) + _packed(8, set_strings)
+    m += _packed(9, s_names) + _packed(10, s_units) + _packed(11, s_sets)
+    m += _packed(12, p_series) + _packed(13, p_times)
+    if p_values:
+        m += _bytes(14, b"".join(struct.pack("<d", v) for v in p_values))
+    return m
 
 
 def post(base_url, batch, sequence=1, timeout=10):
