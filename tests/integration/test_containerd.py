@@ -29,6 +29,8 @@ from conftest import require_root
 from harness import WORKLOADS, wait_until
 from test_attribution import start_in_cgroup
 
+from ember_batch import varint  # noqa: E402  (tests/lib)
+
 CID_K8S = "a1" * 32
 CID_NERD = "b2" * 32
 CID_UNKNOWN = "c3" * 32
@@ -49,18 +51,6 @@ disabled_plugins = [
 
 
 # --- a few protobuf fields, by hand ------------------------------------------------
-
-def varint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
 
 def field(number, value):
     """A length-delimited field (string, bytes or message)."""
