@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 echo "== store_bench (ingest and flamegraph query)"
 build/bench/store_bench
 echo
+echo "== metrics_bench (host metrics: ingest, disk, queries)"
+build/bench/metrics_bench 100 20
+echo
 echo "== symbols_bench (symbol storage and lookup)"
 build/bench/symbols_bench
 echo
