@@ -1,6 +1,7 @@
 /* metrics.c - see metrics.h. */
 #include "metrics.h"
 
+#include <endian.h>
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
@@ -25,7 +26,7 @@ struct metrics_store {
 	int64_t retention_ms;
 	pthread_mutex_t wmu, rmu;
 	sqlite3 *w, *r;
-	sqlite3_stmt *find_series, *add_series, *touch_series, *add_point;
+	sqlite3_stmt *find_series, *add_series, *touch_series, *get_chunk, *put_chunk;
 	int64_t last_retention_ms;
 	struct metrics_stats stats; /* under wmu */
 };
@@ -203,9 +204,9 @@ int metrics_open(const char *dir, int64_t retention_ms, struct metrics_store **o
 				" labels TEXT NOT NULL, unit TEXT NOT NULL,"
 				" first_ms INTEGER NOT NULL, last_ms INTEGER NOT NULL,"
 				" UNIQUE(project, name, labels));"
-				"CREATE TABLE IF NOT EXISTS points ("
-				" series INTEGER NOT NULL, ts_ms INTEGER NOT NULL, value REAL NOT NULL,"
-				" PRIMARY KEY(series, ts_ms)) WITHOUT ROWID;",
+				"CREATE TABLE IF NOT EXISTS chunks ("
+				" series INTEGER NOT NULL, start_ms INTEGER NOT NULL, data BLOB NOT NULL,"
+				" PRIMARY KEY(series, start_ms));",
 			  err);
 	if (rc == 0)
 		rc = open_db(path.data, &m->r, err);
@@ -219,8 +220,11 @@ int metrics_open(const char *dir, int64_t retention_ms, struct metrics_store **o
 		rc = prepare(m->w, "UPDATE series SET unit = ?2, first_ms = MIN(first_ms, ?3), "
 				   "last_ms = MAX(last_ms, ?4) WHERE id = ?1", &m->touch_series, err);
 	if (rc == 0)
-		rc = prepare(m->w, "INSERT OR REPLACE INTO points(series, ts_ms, value) VALUES (?, ?, ?)",
-			     &m->add_point, err);
+		rc = prepare(m->w, "SELECT data FROM chunks WHERE series = ? AND start_ms = ?",
+			     &m->get_chunk, err);
+	if (rc == 0)
+		rc = prepare(m->w, "INSERT OR REPLACE INTO chunks(series, start_ms, data) VALUES (?, ?, ?)",
+			     &m->put_chunk, err);
 	buf_free(&path);
 	if (rc == 0)
 		rc = metrics_retention(m, now_unix_ms(), err);
@@ -239,7 +243,8 @@ void metrics_close(struct metrics_store *m)
 	sqlite3_finalize(m->find_series);
 	sqlite3_finalize(m->add_series);
 	sqlite3_finalize(m->touch_series);
-	sqlite3_finalize(m->add_point);
+	sqlite3_finalize(m->get_chunk);
+	sqlite3_finalize(m->put_chunk);
 	if (m->r)
 		sqlite3_close(m->r);
 	if (m->w)
@@ -296,6 +301,104 @@ static int step_done(sqlite3 *db, sqlite3_stmt *st, struct buf *err)
 		return -1;
 	}
 	return 0;
+}
+
+/* --- chunks --------------------------------------------------------------------
+ * A series' points of one hour (CHUNK_MS, aligned to the hour) are one row:
+ * sorted by time, one point per time, each 12 bytes: the milliseconds since
+ * the chunk's start (u32) and the value (IEEE double), both little-endian.
+ * A batch merges its points into the stored chunk (a point at a time
+ * already there replaces it), so a chunk grows by 12 bytes per point. */
+#define CHUNK_MS 3600000LL
+#define POINT_BYTES 12
+
+struct mpoint {
+	int64_t ts;
+	double v;
+	uint32_t series, order; /* while merging a batch: its series, its place in the batch */
+};
+
+static int64_t chunk_start(int64_t ts)
+{
+	return ts - ts % CHUNK_MS;
+}
+
+/* The points of a stored chunk into *pts (grown as needed): their count, or
+ * -1 when the blob is not a chunk (length, order, range). */
+static long chunk_decode(int64_t start, const void *data, size_t n, struct mpoint **pts, size_t *cap)
+{
+	const uint8_t *d = data;
+	if (n % POINT_BYTES || n / POINT_BYTES > METRICS_CHUNK_MAX_POINTS)
+		return -1;
+	size_t np = n / POINT_BYTES;
+	xgrow((void **)pts, cap, np + 1, sizeof(**pts));
+	for (size_t i = 0; i < np; i++) {
+		uint32_t off;
+		uint64_t bits;
+		double v;
+		memcpy(&off, d + i * POINT_BYTES, 4);
+		memcpy(&bits, d + i * POINT_BYTES + 4, 8);
+		off = le32toh(off);
+		bits = le64toh(bits);
+		memcpy(&v, &bits, 8);
+		if (off >= CHUNK_MS || (i && start + off <= (*pts)[i - 1].ts))
+			return -1;
+		(*pts)[i] = (struct mpoint){ .ts = start + off, .v = v };
+	}
+	return (long)np;
+}
+
+static void chunk_encode(int64_t start, const struct mpoint *p, size_t n, struct buf *out)
+{
+	buf_reset(out);
+	buf_reserve(out, n * POINT_BYTES);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t off = htole32((uint32_t)(p[i].ts - start));
+		uint64_t bits;
+		memcpy(&bits, &p[i].v, 8);
+		bits = htole64(bits);
+		buf_append(out, &off, 4);
+		buf_append(out, &bits, 8);
+	}
+}
+
+static int cmp_batch_point(const void *a, const void *b)
+{
+	const struct mpoint *x = a, *y = b;
+	if (x->series != y->series)
+		return x->series < y->series ? -1 : 1;
+	if (x->ts != y->ts)
+		return x->ts < y->ts ? -1 : 1;
+	return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* Merges the batch's points add[0..nadd) (one series, one chunk, sorted by
+ * time then place in the batch) into the stored ones old[0..nold) (sorted,
+ * one per time): the last of the batch wins a time. Returns the count in
+ * out (at most METRICS_CHUNK_MAX_POINTS; *dropped counts the rest). */
+static size_t chunk_merge(const struct mpoint *old, size_t nold, const struct mpoint *add, size_t nadd,
+			  struct mpoint *out, uint64_t *dropped)
+{
+	size_t i = 0, j = 0, n = 0;
+	while (i < nold || j < nadd) {
+		struct mpoint p;
+		if (j < nadd && (i == nold || add[j].ts <= old[i].ts)) {
+			while (j + 1 < nadd && add[j + 1].ts == add[j].ts)
+				j++; /* the last of the batch at this time */
+			p = add[j];
+			if (i < nold && old[i].ts == p.ts)
+				i++; /* replaced */
+			j++;
+		} else {
+			p = old[i++];
+		}
+		if (n == METRICS_CHUNK_MAX_POINTS) {
+			(*dropped)++;
+			continue;
+		}
+		out[n++] = p;
+	}
+	return n;
 }
 
 static int store_locked(struct metrics_store *m, const char *project,
@@ -359,13 +462,55 @@ static int store_locked(struct metrics_store *m, const char *project,
 			rc = -1;
 		}
 	}
-	for (size_t i = 0; i < b->n_point_series && rc == 0; i++) {
-		sqlite3_stmt *p = m->add_point;
-		sqlite3_bind_int64(p, 1, ids[b->point_series[i]]);
-		sqlite3_bind_int64(p, 2, b->point_times_ms[i]);
-		sqlite3_bind_double(p, 3, b->point_values[i]);
+	/* The points, by series and chunk, merged into the stored chunks. */
+	size_t np = b->n_point_series;
+	struct mpoint *pts = xcalloc(np + 1, sizeof(*pts)), *old = NULL, *merged = NULL;
+	size_t capold = 0, capmerged = 0;
+	for (size_t i = 0; i < np; i++)
+		pts[i] = (struct mpoint){ .ts = b->point_times_ms[i], .v = b->point_values[i],
+					  .series = b->point_series[i], .order = (uint32_t)i };
+	xqsort(pts, np, sizeof(*pts), cmp_batch_point);
+	struct buf blob = { 0 };
+	for (size_t i = 0; i < np && rc == 0;) {
+		int64_t start = chunk_start(pts[i].ts);
+		size_t j = i;
+		while (j < np && pts[j].series == pts[i].series && chunk_start(pts[j].ts) == start)
+			j++;
+		int64_t id = ids[pts[i].series];
+		sqlite3_stmt *g = m->get_chunk;
+		sqlite3_bind_int64(g, 1, id);
+		sqlite3_bind_int64(g, 2, start);
+		long nold = 0;
+		int st = sqlite3_step(g);
+		if (st == SQLITE_ROW) {
+			nold = chunk_decode(start, sqlite3_column_blob(g, 0), (size_t)sqlite3_column_bytes(g, 0),
+					    &old, &capold);
+			if (nold < 0) {
+				log_warn("metrics.db: series %lld's chunk at %lld is damaged: replaced",
+					 (long long)id, (long long)start);
+				nold = 0;
+			}
+		} else if (st != SQLITE_DONE) {
+			buf_printf(err, "metrics.db: %s", sqlite3_errmsg(m->w));
+			rc = -1;
+		}
+		sqlite3_reset(g);
+		if (rc < 0)
+			break;
+		xgrow((void **)&merged, &capmerged, (size_t)nold + (j - i) + 1, sizeof(*merged));
+		size_t n = chunk_merge(old, (size_t)nold, pts + i, j - i, merged, &m->stats.points_refused);
+		chunk_encode(start, merged, n, &blob);
+		sqlite3_stmt *p = m->put_chunk;
+		sqlite3_bind_int64(p, 1, id);
+		sqlite3_bind_int64(p, 2, start);
+		sqlite3_bind_blob(p, 3, blob.data ? blob.data : "", (int)blob.len, SQLITE_STATIC);
 		rc = step_done(m->w, p, err);
+		i = j;
 	}
+	buf_free(&blob);
+	free(pts);
+	free(old);
+	free(merged);
 	buf_free(&labels);
 	free(offsets);
 	free(ids);
@@ -406,36 +551,80 @@ int metrics_retention(struct metrics_store *m, int64_t now_ms, struct buf *err)
 	int64_t cutoff = now_ms - m->retention_ms;
 	pthread_mutex_lock(&m->wmu);
 	m->last_retention_ms = now_ms;
-	sqlite3_stmt *sel = NULL, *del = NULL, *upd = NULL, *drop = NULL;
+	/* Chunks wholly older than the cutoff go; the chunks it cuts keep their
+	 * points at or after it; series first start at it; series whose last
+	 * point is older go. */
+	sqlite3_stmt *count = NULL, *del = NULL, *cut = NULL, *first = NULL, *drop = NULL, *del1 = NULL;
 	int rc = exec(m->w, "BEGIN IMMEDIATE", err);
 	if (rc == 0)
-		rc = prepare(m->w, "SELECT id FROM series WHERE first_ms < ?", &sel, err);
+		rc = prepare(m->w, "SELECT COALESCE(SUM(length(data)), 0) FROM chunks WHERE start_ms <= ?",
+			     &count, err);
 	if (rc == 0)
-		rc = prepare(m->w, "DELETE FROM points WHERE series = ? AND ts_ms < ?", &del, err);
+		rc = prepare(m->w, "DELETE FROM chunks WHERE start_ms <= ?", &del, err);
 	if (rc == 0)
-		rc = prepare(m->w, "UPDATE series SET first_ms = "
-				   "(SELECT MIN(ts_ms) FROM points WHERE series = ?1) WHERE id = ?1 "
-				   "AND EXISTS (SELECT 1 FROM points WHERE series = ?1)", &upd, err);
+		rc = prepare(m->w, "SELECT series, start_ms, data FROM chunks WHERE start_ms > ? AND start_ms < ?",
+			     &cut, err);
+	if (rc == 0)
+		rc = prepare(m->w, "DELETE FROM chunks WHERE series = ? AND start_ms = ?", &del1, err);
+	if (rc == 0)
+		rc = prepare(m->w, "UPDATE series SET first_ms = ?1 WHERE first_ms < ?1", &first, err);
 	if (rc == 0)
 		rc = prepare(m->w, "DELETE FROM series WHERE last_ms < ?", &drop, err);
 	uint64_t deleted = 0;
-	int64_t *ids = NULL;
-	size_t n = 0, cap = 0;
 	if (rc == 0) {
-		sqlite3_bind_int64(sel, 1, cutoff);
-		while (sqlite3_step(sel) == SQLITE_ROW) {
-			xgrow((void **)&ids, &cap, n + 1, sizeof(*ids));
-			ids[n++] = sqlite3_column_int64(sel, 0);
-		}
-	}
-	for (size_t i = 0; i < n && rc == 0; i++) {
-		sqlite3_bind_int64(del, 1, ids[i]);
-		sqlite3_bind_int64(del, 2, cutoff);
+		sqlite3_bind_int64(count, 1, cutoff - CHUNK_MS);
+		if (sqlite3_step(count) == SQLITE_ROW)
+			deleted += (uint64_t)sqlite3_column_int64(count, 0) / POINT_BYTES;
+		sqlite3_bind_int64(del, 1, cutoff - CHUNK_MS);
 		rc = step_done(m->w, del, err);
-		deleted += (uint64_t)sqlite3_changes(m->w);
-		sqlite3_bind_int64(upd, 1, ids[i]);
-		if (rc == 0)
-			rc = step_done(m->w, upd, err);
+	}
+	/* The chunks the cutoff falls in: read them all, then rewrite. */
+	struct cut_chunk {
+		int64_t series, start;
+		struct mpoint *p;
+		size_t n;
+	} *cuts = NULL;
+	size_t ncuts = 0, capcuts = 0;
+	if (rc == 0) {
+		sqlite3_bind_int64(cut, 1, cutoff - CHUNK_MS);
+		sqlite3_bind_int64(cut, 2, cutoff);
+		while (sqlite3_step(cut) == SQLITE_ROW) {
+			struct mpoint *p = NULL;
+			size_t cap = 0;
+			int64_t start = sqlite3_column_int64(cut, 1);
+			long n = chunk_decode(start, sqlite3_column_blob(cut, 2),
+					      (size_t)sqlite3_column_bytes(cut, 2), &p, &cap);
+			xgrow((void **)&cuts, &capcuts, ncuts + 1, sizeof(*cuts));
+			cuts[ncuts++] = (struct cut_chunk){ sqlite3_column_int64(cut, 0), start, p,
+							    n < 0 ? 0 : (size_t)n };
+		}
+		sqlite3_reset(cut);
+	}
+	struct buf blob = { 0 };
+	for (size_t i = 0; i < ncuts; i++) {
+		size_t keep = 0;
+		while (keep < cuts[i].n && cuts[i].p[keep].ts < cutoff)
+			keep++;
+		deleted += keep;
+		if (rc == 0 && keep == cuts[i].n) { /* nothing left (or damaged): the row goes */
+			sqlite3_bind_int64(del1, 1, cuts[i].series);
+			sqlite3_bind_int64(del1, 2, cuts[i].start);
+			rc = step_done(m->w, del1, err);
+		} else if (rc == 0 && keep) {
+			chunk_encode(cuts[i].start, cuts[i].p + keep, cuts[i].n - keep, &blob);
+			sqlite3_stmt *p = m->put_chunk;
+			sqlite3_bind_int64(p, 1, cuts[i].series);
+			sqlite3_bind_int64(p, 2, cuts[i].start);
+			sqlite3_bind_blob(p, 3, blob.data ? blob.data : "", (int)blob.len, SQLITE_STATIC);
+			rc = step_done(m->w, p, err);
+		}
+		free(cuts[i].p);
+	}
+	free(cuts);
+	buf_free(&blob);
+	if (rc == 0) {
+		sqlite3_bind_int64(first, 1, cutoff);
+		rc = step_done(m->w, first, err);
 	}
 	if (rc == 0) {
 		sqlite3_bind_int64(drop, 1, cutoff);
@@ -447,11 +636,12 @@ int metrics_retention(struct metrics_store *m, int64_t now_ms, struct buf *err)
 		(void)sqlite3_exec(m->w, "ROLLBACK", NULL, NULL, NULL); /* may not have begun */
 	if (rc == 0)
 		m->stats.retention_deleted += deleted;
-	free(ids);
-	sqlite3_finalize(sel);
+	sqlite3_finalize(count);
 	sqlite3_finalize(del);
-	sqlite3_finalize(upd);
+	sqlite3_finalize(cut);
+	sqlite3_finalize(first);
 	sqlite3_finalize(drop);
+	sqlite3_finalize(del1);
 	pthread_mutex_unlock(&m->wmu);
 	return rc;
 }
@@ -607,11 +797,13 @@ int metrics_query(struct metrics_store *m, const char *project, const char *body
 	uint32_t *sn = xcalloc(nb, sizeof(*sn));
 	char *unit = NULL;
 	uint64_t scanned = 0, matched = 0, points = 0;
+	struct mpoint *cp = NULL; /* a chunk's points */
+	size_t capcp = 0;
 	sqlite3_stmt *ss = NULL, *ps = NULL;
 	pthread_mutex_lock(&m->rmu);
 	if (prepare(m->r, "SELECT id, unit, labels FROM series WHERE project = ? AND name = ? "
 			  "AND last_ms >= ? AND first_ms < ?", &ss, err) < 0 ||
-	    prepare(m->r, "SELECT ts_ms, value FROM points WHERE series = ? AND ts_ms >= ? AND ts_ms < ?",
+	    prepare(m->r, "SELECT start_ms, data FROM chunks WHERE series = ? AND start_ms > ? AND start_ms < ?",
 		    &ps, err) < 0) {
 		status = 500;
 		goto done;
@@ -664,19 +856,25 @@ int metrics_query(struct metrics_store *m, const char *project, const char *body
 		memset(sv, 0, nb * sizeof(*sv));
 		memset(sn, 0, nb * sizeof(*sn));
 		sqlite3_bind_int64(ps, 1, sqlite3_column_int64(ss, 0));
-		sqlite3_bind_int64(ps, 2, q.start);
+		sqlite3_bind_int64(ps, 2, q.start - CHUNK_MS);
 		sqlite3_bind_int64(ps, 3, q.end);
 		while (sqlite3_step(ps) == SQLITE_ROW) {
-			size_t bi = (size_t)((sqlite3_column_int64(ps, 0) - q.start) / step);
-			double v = sqlite3_column_double(ps, 1);
-			if (bi >= nb)
-				continue;
-			points++;
-			if (q.temporal == AGG_MAX)
-				sv[bi] = sn[bi] ? MAX(sv[bi], v) : v;
-			else
-				sv[bi] += v;
-			sn[bi]++;
+			long n = chunk_decode(sqlite3_column_int64(ps, 0), sqlite3_column_blob(ps, 1),
+					      (size_t)sqlite3_column_bytes(ps, 1), &cp, &capcp);
+			for (long k = 0; k < n; k++) {
+				if (cp[k].ts < q.start || cp[k].ts >= q.end)
+					continue;
+				size_t bi = (size_t)((cp[k].ts - q.start) / step);
+				double v = cp[k].v;
+				if (bi >= nb)
+					continue;
+				points++;
+				if (q.temporal == AGG_MAX)
+					sv[bi] = sn[bi] ? MAX(sv[bi], v) : v;
+				else
+					sv[bi] += v;
+				sn[bi]++;
+			}
 		}
 		sqlite3_reset(ps);
 		/* Spatial: into the group. */
@@ -713,6 +911,7 @@ done:
 	sqlite3_finalize(ss);
 	sqlite3_finalize(ps);
 	pthread_mutex_unlock(&m->rmu);
+	free(cp);
 	if (status == 0) {
 		xqsort(groups, ngroups, sizeof(*groups), cmp_group);
 		buf_puts(out, "{\"metric\":");

@@ -5,9 +5,12 @@
  * MetricsBatch (lib/proto/ingest.proto) and checks every count, index,
  * length and value against the MET_MAX_* bounds; metrics_store_batch()
  * writes it in one transaction: a series is (project, metric name, label
- * set) with the label set kept as canonical JSON (keys sorted), a point is
- * (series, ts_ms, value), stored once per (series, ts_ms) (a batch sent
- * again replaces, never duplicates). It returns only once committed.
+ * set) with the label set kept as canonical JSON (keys sorted); its points
+ * of one hour are one chunk row (12 bytes a point, sorted by time), into
+ * which a batch's points are merged: one point per (series, ts_ms), so a
+ * batch sent again replaces, never duplicates. At most
+ * METRICS_CHUNK_MAX_POINTS per series and hour (the rest are counted in
+ * points_refused). It returns only once committed.
  * Retention: points older than retention_ms are deleted, and series left
  * without points, by metrics_retention(), which metrics_store_batch runs
  * at most every METRICS_RETENTION_EVERY_MS (and metrics_open once).
@@ -41,12 +44,14 @@
 #define MET_MAX_GROUPS 1000
 #define MET_MAX_QUERY_SERIES 200000
 #define METRICS_RETENTION_EVERY_MS 600000
+#define METRICS_CHUNK_MAX_POINTS 65536 /* points of one series in one hour */
 
 struct metrics_store;
 
 struct metrics_stats {
 	uint64_t batches, points;      /* stored since start */
 	uint64_t retention_deleted;    /* points deleted by the retention */
+	uint64_t points_refused;       /* past METRICS_CHUNK_MAX_POINTS in an hour */
 };
 
 int metrics_open(const char *dir, int64_t retention_ms, struct metrics_store **out, struct buf *err);

@@ -421,6 +421,66 @@ static void test_store_queries(void **state)
 	free(dir);
 }
 
+/* A series' points of an hour are one chunk: points on both sides of an
+ * hour boundary, later batches merging into a chunk (a point at a time
+ * already stored replaces it), and a retention cutoff inside a chunk
+ * (the points before it go, the rest stay). */
+static void test_store_chunks(void **state)
+{
+	(void)state;
+	char *dir = make_temp_dir();
+	struct metrics_store *st;
+	struct buf err = { 0 };
+	const int64_t day = 86400000;
+	assert_int_equal(metrics_open(dir, 10 * day, &st, &err), 0);
+	const int64_t H = 1796000400000LL; /* on the hour */
+	const char *hosts[] = { "h0" };
+	uint32_t se[] = { 0, 0, 0, 0 };
+	int64_t ts1[] = { H - 1000, H + 1000, H + 2000, H + 3600005 };
+	double v1[] = { 1, 2, 3, 4 };
+	Ember__Ingest__V1__MetricsBatch *m = make_batch(hosts, 1, ts1, v1, se, 4, &err);
+	assert_non_null(m);
+	assert_int_equal(metrics_store_batch(st, "p", m, H, &err), 0);
+	metrics_decode_free(m);
+	/* A later batch: H + 2000 again (replaced), H + 1500 between (merged). */
+	int64_t ts2[] = { H + 1500, H + 2000 };
+	double v2[] = { 5, 7 };
+	m = make_batch(hosts, 1, ts2, v2, se, 2, &err);
+	assert_non_null(m);
+	assert_int_equal(metrics_store_batch(st, "p", m, H, &err), 0);
+	metrics_decode_free(m);
+	const char *q = "{\"filter\":{\"start_ts\":%lld,\"end_ts\":%lld},\"metric\":\"cpu\","
+			"\"temporal\":\"max\",\"spatial\":\"sum\",\"num_buckets\":%d}";
+	/* One bucket per 500 ms from H - 1000 to H + 2500: 1, -, -, 2, 5, 7, - */
+	json_t *d = run_query(st, q, (long long)(H - 1000), (long long)(H + 2500), 7);
+	int64_t t;
+	double want[][2] = { { -1000, 1 }, { 1000, 2 }, { 1500, 5 }, { 2000, 7 } };
+	for (size_t i = 0; i < 4; i++) {
+		assert_true(point(d, 0, i, &t) == want[i][1]);
+		assert_int_equal(t, H + (int64_t)want[i][0]);
+	}
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(d, "stats"), "points_read")), 4);
+	json_decref(d);
+	/* A range starting inside a chunk reads only its points. */
+	d = run_query(st, q, (long long)(H + 1600), (long long)(H + 3600006), 1);
+	assert_true(point(d, 0, 0, NULL) == 7);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(d, "stats"), "points_read")), 2);
+	json_decref(d);
+	/* Retention with its cutoff at H + 1600: H - 1000, H + 1000 and H + 1500 go. */
+	assert_int_equal(metrics_retention(st, H + 1600 + 10 * day, &err), 0);
+	struct metrics_stats ss;
+	metrics_get_stats(st, &ss);
+	assert_int_equal(ss.retention_deleted, 3);
+	d = run_query(st, q, (long long)(H - 3600000), (long long)(H + 7200000), 1);
+	assert_true(point(d, 0, 0, NULL) == 7);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(d, "stats"), "points_read")), 2);
+	json_decref(d);
+	buf_free(&err);
+	metrics_close(st);
+	rm_rf(dir);
+	free(dir);
+}
+
 static void test_decoder_bounds(void **state)
 {
 	(void)state;
@@ -517,6 +577,7 @@ int main(void)
 		cmocka_unit_test(test_collector),
 		cmocka_unit_test(test_metric_batch_bounds),
 		cmocka_unit_test(test_store_queries),
+		cmocka_unit_test(test_store_chunks),
 		cmocka_unit_test(test_decoder_bounds),
 		cmocka_unit_test(test_nvml_missing),
 	};
