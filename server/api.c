@@ -87,6 +87,7 @@ void handle_metrics(struct server *srv, const struct http_req *req, struct http_
 	struct metrics_stats ms;
 	metrics_get_stats(srv->metrics, &ms);
 	metric(b, "ember_metrics_retention_deleted_total", "counter", "metric points deleted by the retention", ms.retention_deleted);
+	metric(b, "ember_metrics_points_refused_total", "counter", "metric points dropped past 65536 per series and hour", ms.points_refused);
 	metric(b, "ember_symbols_files", "gauge", "symbol files stored", symbols_count(srv->symbols));
 	struct fetcher_stats fs;
 	fetcher_get_stats(srv->fetcher, &fs);
