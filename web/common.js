@@ -80,6 +80,15 @@ export async function api(project, name, body, signal) {
 
 // The filter of the API for the last `seconds`, a CEL query ('' = none)
 // and an event kind (on_cpu, off_cpu, cuda).
+// Adds a view's stylesheet to the page once (views load theirs when first shown).
+export function loadStylesheet(href) {
+	if (document.querySelector(`link[rel="stylesheet"][href="${href}"]`)) return;
+	const link = document.createElement('link');
+	link.rel = 'stylesheet';
+	link.href = href;
+	document.head.append(link);
+}
+
 export function filterFor(seconds, q, end = Date.now(), kind = 'on_cpu') {
 	const query = (q || '').trim();
 	return {

@@ -19,7 +19,7 @@
 //   find     the table's search
 //   fn bin   the function whose trend is open, and its binary
 
-import { ApiError, escapeHTML, fmtCores, fmtPct, messageHTML, errorHTML, apiErrorHTML, emptyHTML, sortableTable, kindInfo } from './common.js';
+import { ApiError, escapeHTML, fmtCores, fmtPct, messageHTML, errorHTML, apiErrorHTML, emptyHTML, sortableTable, kindInfo, loadStylesheet } from './common.js';
 import { timeChart } from './chart.js';
 
 const PRESETS = {
@@ -190,12 +190,7 @@ document.addEventListener('submit', (ev) => {
 
 function build(r) {
 	root = r;
-	if (!document.querySelector('link[href="view_diff.css"]')) {
-		const link = document.createElement('link');
-		link.rel = 'stylesheet';
-		link.href = 'view_diff.css';
-		document.head.append(link);
-	}
+	loadStylesheet('view_diff.css');
 	const presetOptions = Object.entries(PRESETS).map(([k, v]) => `<option value="${k}">${escapeHTML(v)}</option>`).join('');
 	r.innerHTML = `<div class="view-body diff-view">
 	<form class="panel diff-form" novalidate autocomplete="off">

@@ -10,7 +10,7 @@
 // URL parameters: entity (the tab, default host), name (an entity's page),
 // mode (relative | absolute CPU %), sort, match (the name filter).
 
-import { emptyHTML, apiErrorHTML, messageHTML, escapeHTML, withFilter, sortableTable, fmtCores, fmtPct, fmtInt, fmtSamples, kindInfo } from './common.js';
+import { emptyHTML, apiErrorHTML, messageHTML, escapeHTML, withFilter, sortableTable, fmtCores, fmtPct, fmtInt, fmtSamples, kindInfo, loadStylesheet } from './common.js';
 import { timeChart } from './chart.js';
 
 // The kinds of entity: their tab, their attribute (null: not a resource
@@ -536,7 +536,7 @@ export default {
 		root = r;
 		if (!styled) {
 			styled = true;
-			document.head.append(el('link', { rel: 'stylesheet', href: 'view_entities.css' }));
+			loadStylesheet('view_entities.css');
 			// Refresh (the top bar's form) fetches again even when nothing changed;
 			// the capture phase runs before the page's own handler.
 			document.addEventListener('submit', onSubmit, true);

@@ -12,7 +12,7 @@
 // limit (rows shown), and fn + bin (the function of the sandwich), so that
 // a copied link restores what is on screen.
 
-import { apiErrorHTML, emptyHTML, errorHTML, escapeHTML, fmtInt, fmtPct, kindInfo, messageHTML, sortableTable } from './common.js';
+import { apiErrorHTML, emptyHTML, errorHTML, escapeHTML, fmtInt, fmtPct, kindInfo, messageHTML, sortableTable, loadStylesheet } from './common.js';
 import { baseColor, typeLabel } from './flamegraph.js';
 
 const LIMITS = [100, 500, 1000, 5000, 10000];
@@ -25,13 +25,7 @@ const EXPAND_SHARE = 0.2; // a child this share of the function is opened too
 const SEARCH_DELAY_MS = 300;
 const CHUNK = 500; // table rows drawn at a time
 
-// The stylesheet of the view, once.
-if (!document.querySelector('link[href="view_functions.css"]')) {
-	const link = document.createElement('link');
-	link.rel = 'stylesheet';
-	link.href = 'view_functions.css';
-	document.head.append(link);
-}
+loadStylesheet('view_functions.css');
 
 // --- state ---------------------------------------------------------------------
 

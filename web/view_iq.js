@@ -12,7 +12,7 @@
 // state; a change of mode, entity type or stacking refetches only the
 // panels it concerns.
 
-import { escapeHTML, fmtCores, fmtInt, fmtPct, emptyHTML, apiErrorHTML, messageHTML, sortableTable, withFilter, ApiError } from './common.js';
+import { escapeHTML, fmtCores, fmtInt, fmtPct, emptyHTML, apiErrorHTML, messageHTML, sortableTable, withFilter, ApiError, loadStylesheet } from './common.js';
 import { timeChart } from './chart.js';
 
 const ENTITY_TYPES = {
@@ -30,17 +30,7 @@ const MODE_NOTE = {
 const GPU_NOTE = 'GPU percentages are shares of all GPU time profiled in the project in this time range; values are GPUs busy on average (GPU-seconds per second).';
 const PANELS = ['series', 'hosts', 'functions', 'entities'];
 
-let cssLoaded = false;
 let v = null; // the view's state while shown (see show)
-
-function loadCSS() {
-	if (cssLoaded) return;
-	cssLoaded = true;
-	const link = document.createElement('link');
-	link.rel = 'stylesheet';
-	link.href = 'view_iq.css';
-	document.head.append(link);
-}
 
 // "2 min 10 s", "15 min", "6 h"
 function fmtDuration(sec) {
@@ -559,7 +549,7 @@ function expose() {
 // --- the contract ---------------------------------------------------------------
 
 function show(root, ctx) {
-	loadCSS();
+	loadStylesheet('view_iq.css');
 	if (!v || v.els.root !== root || !root.querySelector('.iq')) {
 		abortAll();
 		v = { els: null, ctx, params: null, keys: {}, data: {}, err: {}, ctl: {}, pending: new Set(), chart: null, own: false, fetchedAt: 0 };

@@ -15,7 +15,7 @@
 // default interval) so that each series has about one point per bucket;
 // a gap of one or two buckets inside a series is interpolated.
 
-import { escapeHTML, fmtCores, messageHTML, apiErrorHTML, sortableTable, withFilter, ApiError } from './common.js';
+import { escapeHTML, fmtCores, messageHTML, apiErrorHTML, sortableTable, withFilter, ApiError, loadStylesheet } from './common.js';
 import { timeChart, niceTicks } from './chart.js';
 
 // The group-by choices: the label of the consumers, and the label the
@@ -176,17 +176,7 @@ function panelsFor(by, names) {
 
 // --- the view's state -----------------------------------------------------------
 
-let cssLoaded = false;
 let v = null;
-
-function loadCSS() {
-	if (cssLoaded) return;
-	cssLoaded = true;
-	const link = document.createElement('link');
-	link.rel = 'stylesheet';
-	link.href = 'view_metrics.css';
-	document.head.append(link);
-}
 
 function paramsOf(ctx) {
 	const by = GROUPS[ctx.param('by')] ? ctx.param('by') : 'executable';
@@ -721,7 +711,7 @@ function expose() {
 // --- the contract ----------------------------------------------------------------------
 
 function show(root, ctx) {
-	loadCSS();
+	loadStylesheet('view_metrics.css');
 	if (!v || v.els.root !== root || !root.querySelector('.met')) {
 		if (v && v.ctl) v.ctl.abort();
 		v = { els: build(root), ctx, params: null, key: '', ctl: null, names: null, data: {}, charts: {}, panels: [], requests: [], own: false };
