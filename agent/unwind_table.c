@@ -230,7 +230,7 @@ static int fde_starts_from_hdr(Elf *elf, uint64_t **out, size_t *n)
 	if (!scn)
 		return -1;
 	Elf_Data *d = elf_getdata(scn, NULL);
-	if (!d || d->d_size < 12)
+	if (!d || !d->d_buf || d->d_size < 12) /* SHT_NOBITS: a size, no bytes */
 		return -1;
 	const uint8_t *p = d->d_buf;
 	if (p[0] != 1 || p[3] != 0x3b) /* version 1; DW_EH_PE_datarel|sdata4 */
@@ -268,7 +268,7 @@ static int fde_starts_from_debug_frame(Elf *elf, uint64_t **out, size_t *n)
 	if ((sh.sh_flags & SHF_COMPRESSED) && elf_compress(scn, 0, 0) < 0)
 		return -1;
 	Elf_Data *d = elf_getdata(scn, NULL);
-	if (!d)
+	if (!d || !d->d_buf || !d->d_size) /* SHT_NOBITS: a size, no bytes */
 		return -1;
 	const unsigned char *ident = (const unsigned char *)elf_getident(elf, NULL);
 	size_t cap = 0, cnt = 0;
@@ -377,7 +377,7 @@ static void mark_stack_bottoms(Elf *elf, struct rule_set *rs, struct unwind_rows
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB || sh.sh_entsize == 0)
 			continue;
 		Elf_Data *d = elf_getdata(scn, NULL);
-		size_t n = d ? sh.sh_size / sh.sh_entsize : 0;
+		size_t n = d && d->d_buf ? sh.sh_size / sh.sh_entsize : 0;
 		for (size_t i = 0; i < n && i < (16u << 20); i++) {
 			GElf_Sym sym;
 			if (!gelf_getsym(d, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||

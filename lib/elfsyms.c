@@ -66,7 +66,7 @@ static void collect_symbols(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, int fro
 	if (sh->sh_entsize == 0)
 		return;
 	Elf_Data *data = elf_getdata(scn, NULL);
-	if (!data)
+	if (!data || !data->d_buf) /* SHT_NOBITS: a size, no bytes */
 		return;
 	size_t count = MIN(sh->sh_size / sh->sh_entsize, (size_t)MAX_SYMBOLS);
 	for (size_t i = 0; i < count && *n < MAX_SYMBOLS; i++) {
@@ -264,7 +264,7 @@ int elfsyms_build_id(int fd, uint8_t *id)
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
 			continue;
 		Elf_Data *data = elf_getdata(scn, NULL);
-		if (data)
+		if (data && data->d_buf)
 			found = note_build_id(data, id);
 	}
 	if (!found) {
@@ -338,7 +338,7 @@ static void lookup_in(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, struct elf_sy
 		      size_t n)
 {
 	Elf_Data *data = elf_getdata(scn, NULL);
-	if (!data || !sh->sh_entsize)
+	if (!data || !data->d_buf || !sh->sh_entsize)
 		return;
 	size_t count = MIN(sh->sh_size / sh->sh_entsize, (size_t)MAX_SYMBOLS);
 	for (size_t i = 0; i < count; i++) {
