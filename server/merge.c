@@ -131,6 +131,45 @@ static int cmp_pick(const void *a, const void *b)
 	return x->src < y->src ? -1 : x->src > y->src;
 }
 
+/* Interns every stack the kept rows use before any row is written, then
+ * numbers the new part's stack tree depth first (part_sort_nodes), so a
+ * block's nodes are in the order queries walk them. A block source gives
+ * its series' distinct stacks (block_sums) rather than its rows. A stack
+ * this misses (its rows sum to zero) is interned when its rows are
+ * written, after the others: correct, only out of order. */
+static void intern_stacks(struct part *dst, struct src_map *maps, const struct merge_source *src,
+			  size_t nsrc, const struct pick *picks, size_t npicks,
+			  const struct merge_target *t,
+			  uint32_t **chain, size_t *capchain, struct buf *scratch)
+{
+	for (size_t i = 0; i < npicks; i++) {
+		struct src_map *m = &maps[picks[i].src];
+		const struct part_series *ps = &m->p->series[picks[i].src_series];
+		struct block *blk = src[picks[i].src].blk;
+		if (!blk) {
+			for (size_t r = 0; r < ps->nrows; r++)
+				if (ps->rows[r].ts_ms >= t->from_ms && ps->rows[r].ts_ms < t->to_ms)
+					map_node(dst, m, ps->rows[r].stack, chain, capchain);
+			continue;
+		}
+		const uint32_t *stacks;
+		const uint64_t *sums;
+		uint64_t rows_read = 0, bytes_read = 0;
+		struct buf err = { 0 };
+		long n = block_sums(blk, m->p, ps, t->from_ms, t->to_ms, scratch, &stacks, &sums,
+				    &rows_read, &bytes_read, &err);
+		buf_free(&err);
+		for (long k = 0; k < n; k++)
+			map_node(dst, m, stacks[k], chain, capchain);
+	}
+	uint32_t *order = part_sort_nodes(dst);
+	for (size_t i = 0; i < nsrc; i++)
+		for (size_t j = 0; j < maps[i].p->nnodes; j++)
+			if (maps[i].nodes[j] != UINT32_MAX)
+				maps[i].nodes[j] = order[maps[i].nodes[j]];
+	free(order);
+}
+
 int merge_write(const struct merge_source *src, size_t nsrc, const struct merge_target *t,
 		struct part *out, bool *damaged, struct buf *err)
 {
@@ -168,6 +207,7 @@ int merge_write(const struct merge_source *src, size_t nsrc, const struct merge_
 	struct buf scratch = { 0 };
 	if (!w)
 		goto out;
+	intern_stacks(dst, maps, src, nsrc, picks, npicks, t, &chain, &capchain, &scratch);
 	for (size_t i = 0; i < npicks;) {
 		uint32_t d = picks[i].dst_series;
 		size_t n = 0;

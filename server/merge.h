@@ -5,7 +5,10 @@
  * into a fresh part (only the strings, frames, stack nodes and label sets
  * they use), rounded down to the granularity, merged where (series, time,
  * stack) repeat and written one series at a time, so memory holds the new
- * dictionaries and one series' rows, never a whole block of rows.
+ * dictionaries and one series' rows, never a whole block of rows. The
+ * new part's stack tree is numbered depth first (part_sort_nodes): the
+ * stacks are interned before any row is written, from the sources' rows
+ * (in memory) or their series' distinct stacks (blocks).
  */
 #ifndef EMBER_SERVER_MERGE_H
 #define EMBER_SERVER_MERGE_H

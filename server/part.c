@@ -219,8 +219,18 @@ static bool eq_node(const void *ctx, uint32_t idx)
 	return k->p->node_parent[idx] == k->parent && k->p->node_frame[idx] == k->frame;
 }
 
+/* The node index of a part whose tree was renumbered (part_sort_nodes). */
+static void index_nodes(struct part *p)
+{
+	for (size_t i = 1; i < p->nnodes; i++)
+		hmap_insert(&p->node_index,
+			    hash_u64((uint64_t)p->node_parent[i] << 32 | p->node_frame[i]), (uint32_t)i);
+}
+
 uint32_t part_node(struct part *p, uint32_t parent, uint32_t frame)
 {
+	if (!p->node_index.count && p->nnodes > 1)
+		index_nodes(p);
 	uint64_t h = hash_u64((uint64_t)parent << 32 | frame);
 	struct node_key k = { p, parent, frame };
 	uint32_t idx;
@@ -287,6 +297,48 @@ void part_stack_note_hash(struct part *p, uint64_t lo, uint64_t hi, uint32_t lea
 	      sizeof(*p->stack_keys));
 	p->stack_keys[p->nstack_keys] = (struct part_stack_key){ hi, leaf };
 	hmap_insert(&p->stack_index, lo, (uint32_t)p->nstack_keys++);
+}
+
+uint32_t *part_sort_nodes(struct part *p)
+{
+	size_t n = p->nnodes;
+	/* Two passes, no child lists: parents come before children, so the
+	 * sizes of all subtrees add up in one pass downwards, and one pass
+	 * upwards gives each child, in id order, the next free place after
+	 * its parent's earlier children. at[] holds a subtree's size until
+	 * its node is placed, then the next free place under it. */
+	uint32_t *at = xmalloc((n ? n : 1) * sizeof(uint32_t));
+	uint32_t *map = xmalloc((n ? n : 1) * sizeof(uint32_t));
+	for (size_t i = 0; i < n; i++)
+		at[i] = 1;
+	for (size_t i = n; i-- > 1;)
+		at[p->node_parent[i]] += at[i];
+	map[0] = 0;
+	at[0] = 1;
+	for (size_t i = 1; i < n; i++) {
+		uint32_t up = p->node_parent[i];
+		map[i] = at[up];
+		at[up] += at[i];
+		at[i] = map[i] + 1;
+	}
+	free(at);
+	uint32_t *parent = xmalloc(p->capnodes * sizeof(uint32_t));
+	uint32_t *frame = xmalloc(p->capnodes * sizeof(uint32_t));
+	parent[0] = 0;
+	frame[0] = p->node_frame[0];
+	for (size_t i = 1; i < n; i++) {
+		parent[map[i]] = map[p->node_parent[i]];
+		frame[map[i]] = p->node_frame[i];
+	}
+	free(p->node_parent);
+	free(p->node_frame);
+	p->node_parent = parent;
+	p->node_frame = frame;
+	/* Its keys name parents by id: built again when next needed. */
+	hmap_free(&p->node_index);
+	for (size_t i = 0; i < p->nstack_keys; i++)
+		p->stack_keys[i].leaf = map[p->stack_keys[i].leaf];
+	return map;
 }
 
 struct label_key {

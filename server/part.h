@@ -163,6 +163,15 @@ uint32_t part_stack_id(struct part *p, const uint32_t *frames, size_t n);
  * UINT32_MAX. */
 uint32_t part_stack_by_hash(struct part *p, uint64_t lo, uint64_t hi);
 void part_stack_note_hash(struct part *p, uint64_t lo, uint64_t hi, uint32_t leaf);
+/* Renumbers the stack tree depth first: every node is followed by its
+ * whole subtree, children in the order of their old ids. A query that
+ * walks a part's nodes in id order then touches the tree it builds in
+ * nearly the same order (docs/internals/store.md, "node order"). The
+ * part's own indexes (node_index, stack_keys) follow; everything else
+ * that holds node ids (rows, rollups, a caller's maps) is the caller's to
+ * translate through the returned map, old id -> new id, nnodes entries,
+ * which the caller frees. Node 0 stays the root. */
+uint32_t *part_sort_nodes(struct part *p);
 /* kv: sorted, duplicate-free key/value lstr-id pairs (2 * npairs ids). */
 uint32_t part_labels(struct part *p, const uint32_t *kv, size_t npairs);
 uint32_t part_series_id(struct part *p, uint32_t project, uint8_t kind, uint16_t hz,

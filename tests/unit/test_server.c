@@ -17,6 +17,7 @@
 #include "server/flamegraph.h"
 #include "server/functions.h"
 #include "server/http.h"
+#include "server/merge.h"
 #include "server/part.h"
 #include "server/scan.h"
 #include "server/store.h"
@@ -618,6 +619,120 @@ static void test_store_blocks(void **state)
 	free(dir);
 }
 
+/* Depth-first node order: node i's parent is node i - 1 or one of its
+ * ancestors, and parents come before children. */
+static void assert_preorder(const struct part *p)
+{
+	for (size_t i = 1; i < p->nnodes; i++) {
+		uint32_t parent = p->node_parent[i];
+		assert_true(parent < i);
+		uint32_t a = (uint32_t)i - 1;
+		while (a != parent && a != 0)
+			a = p->node_parent[a];
+		assert_int_equal(a, parent);
+	}
+}
+
+static const uint32_t sort_stacks[][4] = {
+	{ 1, 2, 3, 0 }, { 4, 5, 0, 0 }, { 1, 2, 6, 0 }, { 4, 7, 8, 0 }, { 1, 9, 0, 0 }, { 4, 5, 10, 11 },
+};
+
+static size_t stack_depth(const uint32_t *f)
+{
+	size_t n = 0;
+	while (n < 4 && f[n])
+		n++;
+	return n;
+}
+
+/* Stack i of sort_stacks as frame ids of p: frame k is "fk". */
+static size_t sort_stack(struct part *p, size_t i, uint32_t *frames)
+{
+	size_t d = stack_depth(sort_stacks[i]);
+	for (size_t j = 0; j < d; j++) {
+		char name[16];
+		snprintf(name, sizeof(name), "f%u", sort_stacks[i][j]);
+		struct store_frame f = { .type = SFT_NATIVE,
+					 .name = strtab_intern(&p->sstr, name, strlen(name)) };
+		frames[j] = part_frame(p, &f);
+	}
+	return d;
+}
+
+/* part_sort_nodes renumbers a tree built in first-use order depth first,
+ * keeps every stack and its indexes; merge_write leaves blocks so. */
+static void test_part_sort_nodes(void **state)
+{
+	(void)state;
+	struct part p;
+	part_init(&p, 1);
+	size_t ns = ARRAY_SIZE(sort_stacks);
+	uint32_t leaf[ARRAY_SIZE(sort_stacks)];
+	uint32_t frames[ARRAY_SIZE(sort_stacks)][4];
+	size_t depth[ARRAY_SIZE(sort_stacks)];
+	for (size_t i = 0; i < ns; i++) {
+		depth[i] = sort_stack(&p, i, frames[i]);
+		leaf[i] = part_stack_id(&p, frames[i], depth[i]);
+	}
+	/* First-use order interleaves the subtrees of 1 and 4. */
+	assert_int_not_equal(p.node_parent[leaf[2]] + 1, leaf[2]);
+	size_t nnodes = p.nnodes;
+	uint32_t *map = part_sort_nodes(&p);
+	assert_int_equal(p.nnodes, nnodes);
+	assert_int_equal(map[0], 0);
+	assert_preorder(&p);
+	for (size_t i = 0; i < ns; i++) {
+		uint32_t got[8];
+		size_t d = depth[i];
+		assert_int_equal(part_stack(&p, map[leaf[i]], got, 8), d);
+		assert_memory_equal(got, frames[i], d * sizeof(uint32_t));
+		/* The whole-stack index and the node index find the new ids. */
+		assert_int_equal(part_stack_id(&p, frames[i], d), map[leaf[i]]);
+		assert_int_equal(part_node(&p, p.node_parent[map[leaf[i]]], frames[i][d - 1]),
+				 map[leaf[i]]);
+	}
+	assert_int_equal(p.nnodes, nnodes);
+
+	/* A block written from this part: depth first, rows on the same stacks. */
+	uint32_t proj = strtab_intern(&p.lstr, "p", 1);
+	uint32_t series = part_series_id(&p, proj, SEK_ON_CPU, 19, part_labels(&p, NULL, 0));
+	for (size_t i = ns; i-- > 0;) /* newest stacks first: another order again */
+		part_add_row(&p, series, T0 + (int64_t)i, map[leaf[i]], i + 1);
+	char *dir = make_temp_dir();
+	char tmp[600], fin[600];
+	snprintf(tmp, sizeof(tmp), "%s/b.tmp", dir);
+	snprintf(fin, sizeof(fin), "%s/b.blk", dir);
+	struct merge_source src = { &p, NULL };
+	struct merge_target t = { T0, T0 + 3600000, 1, { .gen = 1, .partition_ms = T0 }, tmp, fin };
+	struct part out;
+	struct buf err = { 0 }, scratch = { 0 };
+	assert_int_equal(merge_write(&src, 1, &t, &out, NULL, &err), 0);
+	assert_int_equal(out.nnodes, nnodes);
+	assert_preorder(&out);
+	struct block *blk;
+	assert_int_equal(block_open(fin, &blk, &err), 0);
+	const struct part_row *rows;
+	uint64_t bytes = 0;
+	assert_int_equal(block_rows(blk, &out, &out.series[0], &scratch, &rows, &bytes, &err), (long)ns);
+	for (size_t r = 0; r < ns; r++) {
+		size_t i = (size_t)(rows[r].ts_ms - T0);
+		uint32_t got[8];
+		assert_int_equal(rows[r].value, i + 1);
+		assert_int_equal(part_stack(&out, rows[r].stack, got, 8), depth[i]);
+		for (size_t j = 0; j < depth[i]; j++) /* the same names, new ids */
+			assert_string_equal(strtab_get(&out.sstr, out.frames[got[j]].name),
+					    strtab_get(&p.sstr, p.frames[frames[i][j]].name));
+	}
+	block_close(blk);
+	part_free(&out);
+	part_free(&p);
+	free(map);
+	buf_free(&err);
+	buf_free(&scratch);
+	rm_rf(dir);
+	free(dir);
+}
+
 /* A tree pruned while it is built (memory bound) keeps every total exact:
  * the root's total, and every node it shows has the same total as in the
  * unpruned tree; the rest is in [other] nodes. */
@@ -1029,6 +1144,7 @@ int main(void)
 		cmocka_unit_test(test_store_torn_and_corrupt),
 		cmocka_unit_test(test_flamegraph),
 		cmocka_unit_test(test_store_blocks),
+		cmocka_unit_test(test_part_sort_nodes),
 		cmocka_unit_test(test_flamegraph_pruning),
 		cmocka_unit_test(test_flamegraph_sparse_dense),
 		cmocka_unit_test(test_flamegraph_request_errors),
