@@ -122,14 +122,6 @@ static int off_cpu_rate_given(int argc, char **argv, char **envp, struct buf *er
 	return rc < 0 ? -1 : given;
 }
 
-static bool printable(const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
-			return false;
-	return true;
-}
-
 /* -tags "k:v;plain;k2:v2" -> user.tag = the tags sorted, ';'-joined, and
  * user.tag.k = v for each key:value tag. */
 static int cmp_strp(const void *a, const void *b)
@@ -147,7 +139,7 @@ static int parse_tags(struct agent_config *cfg, struct buf *err)
 		size_t len = e ? (size_t)(e - p) : strlen(p);
 		if (len) {
 			const char *colon = memchr(p, ':', len);
-			if (n == AGENT_MAX_TAGS || len > 128 || !printable(p, len) ||
+			if (n == AGENT_MAX_TAGS || len > 128 || !str_printable(p, len) ||
 			    (colon && (colon == p || colon - p > 64))) {
 				buf_printf(err, "-tags: expected at most %d tags of at most 128 printable characters, "
 						"key:value with a key of 1 to 64, separated by ';', got \"%s\"",
@@ -251,7 +243,7 @@ static int parse_pod_labels(struct agent_config *cfg, struct buf *err)
 	const char *u = cfg->kubelet_url;
 	size_t ul = strlen(u);
 	const char *rest = strncmp(u, "http://", 7) == 0 ? u + 7 : strncmp(u, "https://", 8) == 0 ? u + 8 : NULL;
-	if (!rest || ul > 512 || !printable(u, ul) || strpbrk(u, " ?#@") || strcspn(rest, "/") == 0) {
+	if (!rest || ul > 512 || !str_printable(u, ul) || strpbrk(u, " ?#@") || strcspn(rest, "/") == 0) {
 		buf_printf(err, "-kubelet-url: expected http://HOST:PORT or https://HOST:PORT (at most 512 characters), got \"%.*s\"",
 			   (int)MIN(strlen(u), (size_t)512), u);
 		return -1;
@@ -301,10 +293,7 @@ int agent_config_load(struct agent_config *cfg, int argc, char **argv, char **en
 		      { "machine-id", cfg->machine_id } };
 	for (size_t i = 0; i < ARRAY_SIZE(attrs); i++) {
 		const char *v = attrs[i].value;
-		bool printable = true;
-		for (const char *c = v; *c; c++)
-			printable &= (unsigned char)*c >= 0x20 && *c != 0x7f;
-		if (strlen(v) > 128 || !printable) {
+		if (strlen(v) > 128 || !str_printable(v, strlen(v))) {
 			buf_printf(err, "-%s: expected at most 128 printable characters", attrs[i].flag);
 			return -1;
 		}
@@ -323,7 +312,7 @@ int agent_config_load(struct agent_config *cfg, int argc, char **argv, char **en
 		return -1;
 	}
 	size_t nl = strlen(cfg->nvml_path);
-	if (nl > 1024 || (nl && (cfg->nvml_path[0] != '/' || !printable(cfg->nvml_path, nl)))) {
+	if (nl > 1024 || (nl && (cfg->nvml_path[0] != '/' || !str_printable(cfg->nvml_path, nl)))) {
 		buf_printf(err, "-nvml-path: expected an absolute path of libnvidia-ml.so (at most 1024 printable characters), got \"%.*s\"",
 			   (int)MIN(nl, (size_t)300), cfg->nvml_path);
 		return -1;

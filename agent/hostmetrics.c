@@ -175,9 +175,8 @@ int hm_parse_cgroup2_path(const char *text, size_t len, char *out, size_t n)
 			size_t l = (size_t)(e - s);
 			if (l >= n || l > 1024)
 				return -1;
-			for (size_t i = 0; i < l; i++)
-				if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
-					return -1;
+			if (!str_printable(s, l))
+				return -1;
 			if (memmem(s, l, "/..", 3) || memmem(s, l, "../", 3))
 				return -1;
 			memcpy(out, s, l);
@@ -424,11 +423,26 @@ static void name_proc(struct hostmetrics *h, struct hm_proc *p, const char *comm
 		attrib_read(h->o.attrib, p->pid, &p->attrs);
 }
 
+struct label_kv {
+	struct metric_batch *b;
+	uint32_t *kv;
+	size_t n;
+};
+
+static void add_label(void *ctx, const char *key, const char *value)
+{
+	struct label_kv *l = ctx;
+	l->kv[l->n++] = metric_batch_str(l->b, key);
+	l->kv[l->n++] = metric_batch_str(l->b, value);
+}
+
+/* A process's series carry what its samples carry: its attributes, and
+ * what its pod's entry in the kubelet's list adds (names, labels). */
 static uint32_t proc_labels(struct hostmetrics *h, struct metric_batch *b, const struct hm_proc *p,
 			    bool with_process, const char *cgroup)
 {
 	uint32_t kv[2 * MB_MAX_LABELS];
-	size_t n = host_kv(h, b, kv, ARRAY_SIZE(kv) - 2 * (ATTRIB_MAX + 2));
+	size_t n = host_kv(h, b, kv, ARRAY_SIZE(kv) - 2 * (ATTRIB_MAX + KUBELET_MAX_ATTRS + 2));
 	if (with_process) {
 		char pid[16];
 		snprintf(pid, sizeof(pid), "%d", p->pid);
@@ -444,7 +458,9 @@ static uint32_t proc_labels(struct hostmetrics *h, struct metric_batch *b, const
 		kv[n++] = metric_batch_str(b, p->attrs.key[i]);
 		kv[n++] = metric_batch_str(b, p->attrs.value[i]);
 	}
-	return metric_batch_labels(b, kv, n);
+	struct label_kv l = { b, kv, n };
+	(void)kubelet_process_attributes(h->o.kubelet, &p->attrs, now_mono_ns(), add_label, &l);
+	return metric_batch_labels(b, kv, l.n);
 }
 
 uint32_t hostmetrics_process_labels(struct hostmetrics *h, struct metric_batch *b, int32_t pid)

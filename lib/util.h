@@ -56,6 +56,16 @@ void uuid_v4(char out[37]);
 /* True when s is a canonical lower- or upper-case UUID. */
 bool uuid_valid(const char *s);
 
+/* True when s[0..n) has no ASCII control character (below 0x20, or 0x7f):
+ * what a name or value from outside may hold before ember logs or stores it. */
+static inline bool str_printable(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+			return false;
+	return true;
+}
+
 /* qsort that accepts an empty (possibly NULL) array. */
 static inline void xqsort(void *base, size_t n, size_t size,
 			  int (*cmp)(const void *, const void *))

@@ -5,7 +5,6 @@
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +15,8 @@
 #include "log.h"
 #include "pbarena.h"
 #include "request.h"
+#include "scan.h"
+#include "sqldb.h"
 #include "util.h"
 
 /* Times outside 2000-01-01 .. 2100-01-01 are refused. */
@@ -65,18 +66,10 @@ void metrics_decode_free(Ember__Ingest__V1__MetricsBatch *b)
 		pb_free(b);
 }
 
-static bool printable(const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
-			return false;
-	return true;
-}
-
 int metrics_validate(const Ember__Ingest__V1__MetricsBatch *b, struct buf *err)
 {
 	size_t pl = b->project ? strlen(b->project) : 0;
-	if (!pl || pl > 128 || strpbrk(b->project, " \t\r\n/") || !printable(b->project, pl)) {
+	if (!pl || pl > 128 || strpbrk(b->project, " \t\r\n/") || !str_printable(b->project, pl)) {
 		buf_puts(err, "project: expected a name of 1 to 128 printable characters without spaces or '/'");
 		return -1;
 	}
@@ -90,7 +83,7 @@ int metrics_validate(const Ember__Ingest__V1__MetricsBatch *b, struct buf *err)
 	}
 	for (size_t i = 0; i < b->n_strings; i++) {
 		size_t n = strlen(b->strings[i]);
-		if (n > MET_MAX_STRING || !printable(b->strings[i], n)) {
+		if (n > MET_MAX_STRING || !str_printable(b->strings[i], n)) {
 			buf_printf(err, "strings[%zu]: longer than %d bytes or not printable", i, MET_MAX_STRING);
 			return -1;
 		}
@@ -157,37 +150,6 @@ int metrics_validate(const Ember__Ingest__V1__MetricsBatch *b, struct buf *err)
 
 /* --- storing ------------------------------------------------------------------- */
 
-static int exec(sqlite3 *db, const char *sql, struct buf *err)
-{
-	char *msg = NULL;
-	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-		buf_printf(err, "metrics.db: %s", msg ? msg : "error");
-		sqlite3_free(msg);
-		return -1;
-	}
-	return 0;
-}
-
-static int open_db(const char *path, sqlite3 **db, struct buf *err)
-{
-	if (sqlite3_open_v2(path, db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-			    NULL) != SQLITE_OK) {
-		buf_printf(err, "cannot open %s: %s", path, *db ? sqlite3_errmsg(*db) : "out of memory");
-		return -1;
-	}
-	sqlite3_busy_timeout(*db, 10000);
-	return 0;
-}
-
-static int prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st, struct buf *err)
-{
-	if (sqlite3_prepare_v2(db, sql, -1, st, NULL) != SQLITE_OK) {
-		buf_printf(err, "metrics.db: %s", sqlite3_errmsg(db));
-		return -1;
-	}
-	return 0;
-}
-
 int metrics_open(const char *dir, int64_t retention_ms, struct metrics_store **out, struct buf *err)
 {
 	struct metrics_store *m = xcalloc(1, sizeof(*m));
@@ -196,10 +158,9 @@ int metrics_open(const char *dir, int64_t retention_ms, struct metrics_store **o
 	m->retention_ms = retention_ms;
 	struct buf path = { 0 };
 	buf_printf(&path, "%s/metrics.db", dir);
-	int rc = open_db(path.data, &m->w, err);
+	int rc = sqldb_open(path.data, &m->w, err);
 	if (rc == 0)
-		rc = exec(m->w, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
-				"CREATE TABLE IF NOT EXISTS series ("
+		rc = sqldb_exec(m->w, "CREATE TABLE IF NOT EXISTS series ("
 				" id INTEGER PRIMARY KEY, project TEXT NOT NULL, name TEXT NOT NULL,"
 				" labels TEXT NOT NULL, unit TEXT NOT NULL,"
 				" first_ms INTEGER NOT NULL, last_ms INTEGER NOT NULL,"
@@ -207,24 +168,24 @@ int metrics_open(const char *dir, int64_t retention_ms, struct metrics_store **o
 				"CREATE TABLE IF NOT EXISTS chunks ("
 				" series INTEGER NOT NULL, start_ms INTEGER NOT NULL, data BLOB NOT NULL,"
 				" PRIMARY KEY(series, start_ms));",
-			  err);
+				err);
 	if (rc == 0)
-		rc = open_db(path.data, &m->r, err);
+		rc = sqldb_open(path.data, &m->r, err);
 	if (rc == 0)
-		rc = prepare(m->w, "SELECT id FROM series WHERE project = ? AND name = ? AND labels = ?",
-			     &m->find_series, err);
+		rc = sqldb_prepare(m->w, "SELECT id FROM series WHERE project = ? AND name = ? AND labels = ?",
+				   &m->find_series, err);
 	if (rc == 0)
-		rc = prepare(m->w, "INSERT INTO series(project, name, labels, unit, first_ms, last_ms) "
+		rc = sqldb_prepare(m->w, "INSERT INTO series(project, name, labels, unit, first_ms, last_ms) "
 				   "VALUES (?, ?, ?, ?, ?, ?)", &m->add_series, err);
 	if (rc == 0)
-		rc = prepare(m->w, "UPDATE series SET unit = ?2, first_ms = MIN(first_ms, ?3), "
+		rc = sqldb_prepare(m->w, "UPDATE series SET unit = ?2, first_ms = MIN(first_ms, ?3), "
 				   "last_ms = MAX(last_ms, ?4) WHERE id = ?1", &m->touch_series, err);
 	if (rc == 0)
-		rc = prepare(m->w, "SELECT data FROM chunks WHERE series = ? AND start_ms = ?",
-			     &m->get_chunk, err);
+		rc = sqldb_prepare(m->w, "SELECT data FROM chunks WHERE series = ? AND start_ms = ?",
+				   &m->get_chunk, err);
 	if (rc == 0)
-		rc = prepare(m->w, "INSERT OR REPLACE INTO chunks(series, start_ms, data) VALUES (?, ?, ?)",
-			     &m->put_chunk, err);
+		rc = sqldb_prepare(m->w, "INSERT OR REPLACE INTO chunks(series, start_ms, data) VALUES (?, ?, ?)",
+				   &m->put_chunk, err);
 	buf_free(&path);
 	if (rc == 0)
 		rc = metrics_retention(m, now_unix_ms(), err);
@@ -296,10 +257,8 @@ static int step_done(sqlite3 *db, sqlite3_stmt *st, struct buf *err)
 {
 	int rc = sqlite3_step(st);
 	sqlite3_reset(st);
-	if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
-		buf_printf(err, "metrics.db: %s", sqlite3_errmsg(db));
-		return -1;
-	}
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+		return sqldb_error(db, err);
 	return 0;
 }
 
@@ -458,8 +417,7 @@ static int store_locked(struct metrics_store *m, const char *project,
 			ids[i] = sqlite3_last_insert_rowid(m->w);
 		} else {
 			sqlite3_reset(f);
-			buf_printf(err, "metrics.db: %s", sqlite3_errmsg(m->w));
-			rc = -1;
+			rc = sqldb_error(m->w, err);
 		}
 	}
 	/* The points, by series and chunk, merged into the stored chunks. */
@@ -491,8 +449,7 @@ static int store_locked(struct metrics_store *m, const char *project,
 				nold = 0;
 			}
 		} else if (st != SQLITE_DONE) {
-			buf_printf(err, "metrics.db: %s", sqlite3_errmsg(m->w));
-			rc = -1;
+			rc = sqldb_error(m->w, err);
 		}
 		sqlite3_reset(g);
 		if (rc < 0)
@@ -523,11 +480,11 @@ int metrics_store_batch(struct metrics_store *m, const char *project_id,
 			const Ember__Ingest__V1__MetricsBatch *b, int64_t now_ms, struct buf *err)
 {
 	pthread_mutex_lock(&m->wmu);
-	int rc = exec(m->w, "BEGIN IMMEDIATE", err);
+	int rc = sqldb_exec(m->w, "BEGIN IMMEDIATE", err);
 	if (rc == 0) {
 		rc = store_locked(m, project_id, b, err);
 		if (rc == 0)
-			rc = exec(m->w, "COMMIT", err);
+			rc = sqldb_exec(m->w, "COMMIT", err);
 		if (rc < 0)
 			(void)sqlite3_exec(m->w, "ROLLBACK", NULL, NULL, NULL); /* may have ended already */
 	}
@@ -555,21 +512,21 @@ int metrics_retention(struct metrics_store *m, int64_t now_ms, struct buf *err)
 	 * points at or after it; series first start at it; series whose last
 	 * point is older go. */
 	sqlite3_stmt *count = NULL, *del = NULL, *cut = NULL, *first = NULL, *drop = NULL, *del1 = NULL;
-	int rc = exec(m->w, "BEGIN IMMEDIATE", err);
+	int rc = sqldb_exec(m->w, "BEGIN IMMEDIATE", err);
 	if (rc == 0)
-		rc = prepare(m->w, "SELECT COALESCE(SUM(length(data)), 0) FROM chunks WHERE start_ms <= ?",
-			     &count, err);
+		rc = sqldb_prepare(m->w, "SELECT COALESCE(SUM(length(data)), 0) FROM chunks WHERE start_ms <= ?",
+				   &count, err);
 	if (rc == 0)
-		rc = prepare(m->w, "DELETE FROM chunks WHERE start_ms <= ?", &del, err);
+		rc = sqldb_prepare(m->w, "DELETE FROM chunks WHERE start_ms <= ?", &del, err);
 	if (rc == 0)
-		rc = prepare(m->w, "SELECT series, start_ms, data FROM chunks WHERE start_ms > ? AND start_ms < ?",
-			     &cut, err);
+		rc = sqldb_prepare(m->w, "SELECT series, start_ms, data FROM chunks WHERE start_ms > ? AND start_ms < ?",
+				   &cut, err);
 	if (rc == 0)
-		rc = prepare(m->w, "DELETE FROM chunks WHERE series = ? AND start_ms = ?", &del1, err);
+		rc = sqldb_prepare(m->w, "DELETE FROM chunks WHERE series = ? AND start_ms = ?", &del1, err);
 	if (rc == 0)
-		rc = prepare(m->w, "UPDATE series SET first_ms = ?1 WHERE first_ms < ?1", &first, err);
+		rc = sqldb_prepare(m->w, "UPDATE series SET first_ms = ?1 WHERE first_ms < ?1", &first, err);
 	if (rc == 0)
-		rc = prepare(m->w, "DELETE FROM series WHERE last_ms < ?", &drop, err);
+		rc = sqldb_prepare(m->w, "DELETE FROM series WHERE last_ms < ?", &drop, err);
 	uint64_t deleted = 0;
 	if (rc == 0) {
 		sqlite3_bind_int64(count, 1, cutoff - CHUNK_MS);
@@ -631,7 +588,7 @@ int metrics_retention(struct metrics_store *m, int64_t now_ms, struct buf *err)
 		rc = step_done(m->w, drop, err);
 	}
 	if (rc == 0)
-		rc = exec(m->w, "COMMIT", err);
+		rc = sqldb_exec(m->w, "COMMIT", err);
 	else
 		(void)sqlite3_exec(m->w, "ROLLBACK", NULL, NULL, NULL); /* may not have begun */
 	if (rc == 0)
@@ -659,34 +616,17 @@ struct mquery {
 	uint64_t buckets;
 };
 
-static int int_field(const json_t *o, const char *what, const char *name, int64_t *out,
-		     struct buf *err)
-{
-	const json_t *v = json_object_get(o, name);
-	if (!v || !json_is_integer(v)) {
-		buf_printf(err, "%s.%s: expected Unix milliseconds (an integer)", what, name);
-		return -1;
-	}
-	*out = json_integer_value(v);
-	return 0;
-}
-
+/* The filter every query takes (scope_parse); event_kind means nothing
+ * to metrics and is ignored. */
 static int parse_filter(const json_t *doc, struct mquery *q, struct buf *err)
 {
-	const json_t *f = json_object_get(doc, "filter");
-	if (!f || !json_is_object(f)) {
-		buf_puts(err, "filter: expected an object with start_ts and end_ts");
+	struct scope sc;
+	if (scope_parse(json_object_get(doc, "filter"), "filter", &sc, err) < 0)
 		return -1;
-	}
-	if (int_field(f, "filter", "start_ts", &q->start, err) < 0 ||
-	    int_field(f, "filter", "end_ts", &q->end, err) < 0)
-		return -1;
-	if (q->start < 0 || q->end <= q->start || q->end > MAX_TS_MS * 10) {
-		buf_printf(err, "filter: expected 0 <= start_ts < end_ts, got %lld and %lld",
-			   (long long)q->start, (long long)q->end);
-		return -1;
-	}
-	return req_string(f, "query", CEL_MAX_SOURCE, &q->cel, err);
+	q->start = sc.start_ms;
+	q->end = sc.end_ms;
+	q->cel = sc.query; /* now q's */
+	return 0;
 }
 
 static int parse_agg(const json_t *doc, const char *name, bool allow_sum, int def, int *out,
@@ -801,10 +741,10 @@ int metrics_query(struct metrics_store *m, const char *project, const char *body
 	size_t capcp = 0;
 	sqlite3_stmt *ss = NULL, *ps = NULL;
 	pthread_mutex_lock(&m->rmu);
-	if (prepare(m->r, "SELECT id, unit, labels FROM series WHERE project = ? AND name = ? "
+	if (sqldb_prepare(m->r, "SELECT id, unit, labels FROM series WHERE project = ? AND name = ? "
 			  "AND last_ms >= ? AND first_ms < ?", &ss, err) < 0 ||
-	    prepare(m->r, "SELECT start_ms, data FROM chunks WHERE series = ? AND start_ms > ? AND start_ms < ?",
-		    &ps, err) < 0) {
+	    sqldb_prepare(m->r, "SELECT start_ms, data FROM chunks WHERE series = ? AND start_ms > ? AND start_ms < ?",
+			  &ps, err) < 0) {
 		status = 500;
 		goto done;
 	}
@@ -895,7 +835,7 @@ int metrics_query(struct metrics_store *m, const char *project, const char *body
 	if (status == 0 && scanned == 0) {
 		/* Nothing in the range: an unknown metric is an error, a quiet one is not. */
 		sqlite3_stmt *ex = NULL;
-		if (prepare(m->r, "SELECT 1 FROM series WHERE project = ? AND name = ? LIMIT 1", &ex, err) < 0) {
+		if (sqldb_prepare(m->r, "SELECT 1 FROM series WHERE project = ? AND name = ? LIMIT 1", &ex, err) < 0) {
 			status = 500;
 		} else {
 			sqlite3_bind_text(ex, 1, project, -1, SQLITE_STATIC);
@@ -986,7 +926,7 @@ int metrics_names(struct metrics_store *m, const char *project, const char *body
 	int status = 0;
 	sqlite3_stmt *st = NULL;
 	pthread_mutex_lock(&m->rmu);
-	if (prepare(m->r, "SELECT name, unit, labels FROM series WHERE project = ? AND last_ms >= ? "
+	if (sqldb_prepare(m->r, "SELECT name, unit, labels FROM series WHERE project = ? AND last_ms >= ? "
 			  "AND first_ms < ? ORDER BY name", &st, err) < 0) {
 		status = 500;
 	} else {

@@ -2,7 +2,6 @@
 #include "projects.h"
 
 #include <pthread.h>
-#include <sqlite3.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,6 +9,7 @@
 
 #include "jsonw.h"
 #include "log.h"
+#include "sqldb.h"
 #include "util.h"
 
 struct project {
@@ -34,36 +34,20 @@ static void add_cached(struct projects *p, const char *id, const char *name, int
 	pr->created_ms = created;
 }
 
-static int exec(sqlite3 *db, const char *sql, struct buf *err)
-{
-	char *msg = NULL;
-	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-		buf_printf(err, "sqlite: %s", msg ? msg : "error");
-		sqlite3_free(msg);
-		return -1;
-	}
-	return 0;
-}
-
 static int insert(struct projects *p, const char *id, const char *name, int64_t created,
 		  struct buf *err)
 {
 	sqlite3_stmt *st;
-	if (sqlite3_prepare_v2(p->db,
-			       "INSERT OR IGNORE INTO projects(id, name, created_ms) VALUES (?, ?, ?)",
-			       -1, &st, NULL) != SQLITE_OK) {
-		buf_printf(err, "sqlite: %s", sqlite3_errmsg(p->db));
+	if (sqldb_prepare(p->db, "INSERT OR IGNORE INTO projects(id, name, created_ms) VALUES (?, ?, ?)",
+			  &st, err) < 0)
 		return -1;
-	}
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 3, created);
 	int rc = sqlite3_step(st);
 	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE) {
-		buf_printf(err, "sqlite: %s", sqlite3_errmsg(p->db));
-		return -1;
-	}
+	if (rc != SQLITE_DONE)
+		return sqldb_error(p->db, err);
 	return 0;
 }
 
@@ -73,18 +57,9 @@ int projects_open(const char *dir, struct projects **out, struct buf *err)
 	pthread_mutex_init(&p->mu, NULL);
 	struct buf path = { 0 };
 	buf_printf(&path, "%s/meta.db", dir);
-	int rc = sqlite3_open_v2(path.data, &p->db,
-				 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL);
+	int rc = sqldb_open(path.data, &p->db, err);
 	buf_free(&path);
-	if (rc != SQLITE_OK) {
-		buf_printf(err, "cannot open %s/meta.db: %s", dir,
-			   p->db ? sqlite3_errmsg(p->db) : "out of memory");
-		projects_close(p);
-		return -1;
-	}
-	sqlite3_busy_timeout(p->db, 5000);
-	if (exec(p->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
-			"CREATE TABLE IF NOT EXISTS projects ("
+	if (rc < 0 || sqldb_exec(p->db, "CREATE TABLE IF NOT EXISTS projects ("
 			" id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, created_ms INTEGER NOT NULL)",
 		 err) < 0 ||
 	    insert(p, DEFAULT_PROJECT_ID, DEFAULT_PROJECT_NAME, now_unix_ms(), err) < 0) {
@@ -92,9 +67,8 @@ int projects_open(const char *dir, struct projects **out, struct buf *err)
 		return -1;
 	}
 	sqlite3_stmt *st;
-	if (sqlite3_prepare_v2(p->db, "SELECT id, name, created_ms FROM projects ORDER BY created_ms",
-			       -1, &st, NULL) != SQLITE_OK) {
-		buf_printf(err, "sqlite: %s", sqlite3_errmsg(p->db));
+	if (sqldb_prepare(p->db, "SELECT id, name, created_ms FROM projects ORDER BY created_ms", &st,
+			  err) < 0) {
 		projects_close(p);
 		return -1;
 	}
