@@ -140,12 +140,9 @@ static const char *const unwind_errors[UWE_MAX] = {
 	[UWE_NO_FP] = "[unwinding stopped: no unwind information and no frame pointer]",
 };
 
-/* Adds what the kubelet says about a process's pod to its resource,
- * leaving out what the process's own attributes already have (a name or
- * namespace from the container runtime). */
+/* Adds what the kubelet says about a process's pod to its resource. */
 struct pod_kv {
 	struct collector *c;
-	const struct proc *p;
 	uint32_t *kv;
 	size_t nkv;
 };
@@ -153,14 +150,8 @@ struct pod_kv {
 static void add_pod_kv(void *ctx, const char *key, const char *value)
 {
 	struct pod_kv *pk = ctx;
-	for (size_t i = 0; i < pk->p->attrs.n; i++)
-		if (strcmp(pk->p->attrs.key[i], key) == 0)
-			return;
 	pk->kv[pk->nkv++] = str(pk->c, key);
 	pk->kv[pk->nkv++] = str(pk->c, value);
-	char dep[KUBELET_VALUE_MAX + 1];
-	if (strcmp(key, "k8s.pod.name") == 0 && attrib_k8s_deployment(value, dep, sizeof(dep)))
-		add_pod_kv(ctx, "k8s.deployment.name", dep);
 }
 
 void collect_sample(struct collector *c, const void *data, size_t size, uint64_t now_ns)
@@ -282,19 +273,13 @@ void collect_sample(struct collector *c, const void *data, size_t size, uint64_t
 			kv[nkv++] = str(c, c->host_kv[i]);
 			kv[nkv++] = str(c, c->host_kv[i + 1]);
 		}
-	const char *pod_uid = NULL;
 	for (size_t i = 0; i < p->attrs.n; i++) {
 		kv[nkv++] = str(c, p->attrs.key[i]);
 		kv[nkv++] = str(c, p->attrs.value[i]);
-		if (strcmp(p->attrs.key[i], "k8s.pod.uid") == 0)
-			pod_uid = p->attrs.value[i];
 	}
-	bool cacheable = true;
-	if (c->kubelet && pod_uid) {
-		struct pod_kv pk = { c, p, kv, nkv };
-		cacheable = kubelet_pod_attributes(c->kubelet, pod_uid, now_ns, add_pod_kv, &pk);
-		nkv = pk.nkv;
-	}
+	struct pod_kv pk = { c, kv, nkv };
+	bool cacheable = kubelet_process_attributes(c->kubelet, &p->attrs, now_ns, add_pod_kv, &pk);
+	nkv = pk.nkv;
 	uint32_t res = batch_resource(c->batch, kv, nkv);
 	if (!cacheable) {
 		batch_add(c->batch, st, res, kind, s->value);

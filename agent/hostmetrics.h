@@ -41,6 +41,7 @@
 #include <stdint.h>
 
 #include "attrib.h"
+#include "kubelet.h"
 #include "metricbatch.h"
 
 #define HM_MAX_SCAN 65536     /* /proc entries read per interval */
@@ -99,6 +100,7 @@ struct hostmetrics_opts {
 	const char *const *host_kv;
 	size_t nhost_kv;
 	struct attrib *attrib;    /* where processes run; NULL = not read */
+	struct kubelet *kubelet;  /* pod names and labels (-k8s-pod-labels); NULL = none */
 	size_t max_procs;         /* processes kept per interval; 0 = HM_DEFAULT_PROCS */
 	long ticks_per_s;         /* sysconf(_SC_CLK_TCK); 0 = that */
 	long page_size;           /* 0 = sysconf(_SC_PAGESIZE) */

@@ -454,6 +454,38 @@ bool kubelet_pod_attributes(struct kubelet *k, const char *uid, uint64_t now_ns,
 	return p != NULL;
 }
 
+/* Passes on what the process's own attributes lack. */
+struct proc_pod {
+	const struct proc_attrs *attrs;
+	kubelet_attr_fn fn;
+	void *ctx;
+};
+
+static void add_missing(void *ctx, const char *key, const char *value)
+{
+	struct proc_pod *pp = ctx;
+	for (size_t i = 0; i < pp->attrs->n; i++)
+		if (strcmp(pp->attrs->key[i], key) == 0)
+			return;
+	pp->fn(pp->ctx, key, value);
+	char dep[KUBELET_VALUE_MAX + 1];
+	if (strcmp(key, "k8s.pod.name") == 0 && attrib_k8s_deployment(value, dep, sizeof(dep)))
+		add_missing(ctx, "k8s.deployment.name", dep);
+}
+
+bool kubelet_process_attributes(struct kubelet *k, const struct proc_attrs *attrs,
+				uint64_t now_ns, kubelet_attr_fn fn, void *ctx)
+{
+	if (!k)
+		return true;
+	for (size_t i = 0; i < attrs->n; i++)
+		if (strcmp(attrs->key[i], "k8s.pod.uid") == 0) {
+			struct proc_pod pp = { attrs, fn, ctx };
+			return kubelet_pod_attributes(k, attrs->value[i], now_ns, add_missing, &pp);
+		}
+	return true;
+}
+
 void kubelet_get_stats(struct kubelet *k, struct kubelet_stats *out)
 {
 	memset(out, 0, sizeof(*out));

@@ -5,9 +5,10 @@
  * authenticated port https://127.0.0.1:10250, which needs the service
  * account token and get on nodes/proxy; or the read-only port
  * http://127.0.0.1:10255) and keeps, per pod uid, its name, namespace and
- * the values of the requested labels only. The main loop asks for a pod by
- * uid (kubelet_pod_attributes) without waiting: the answer comes from the
- * latest list, under a mutex the thread holds only to swap lists.
+ * the values of the requested labels only. The sampling loop and the
+ * metrics thread ask for a pod by uid (kubelet_pod_attributes) without
+ * waiting: the answer comes from the latest list, under a mutex the
+ * thread holds only to swap lists.
  *
  * When the list is read:
  *   - at start, so pods already running are known from their first sample;
@@ -35,6 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attrib.h"
 #include "buf.h"
 
 #define KUBELET_MAX_LABELS 16
@@ -95,10 +97,18 @@ typedef void (*kubelet_attr_fn)(void *ctx, const char *key, const char *value);
 /* Calls fn for each attribute the latest list gives the pod with this uid:
  * "k8s.pod.label[NAME]" for each requested label it has, "k8s.pod.name"
  * and "k8s.namespace.name". Never waits for the network: an unknown uid
- * asks the thread for a new list (see above) and returns false. Called
- * from one thread (the main loop). */
+ * asks the thread for a new list (see above) and returns false. Safe
+ * from any thread: the sampling loop and the metrics thread both ask. */
 bool kubelet_pod_attributes(struct kubelet *k, const char *uid, uint64_t now_ns,
 			    kubelet_attr_fn fn, void *ctx);
+/* What a process gets from its pod, for samples and metrics alike: when
+ * attrs (the process's own, attrib_read) hold a k8s.pod.uid, the
+ * attributes kubelet_pod_attributes gives that attrs lack, and
+ * k8s.deployment.name derived from the pod name. Returns false when the
+ * pod is missing from the latest list (ask again later); true otherwise,
+ * also without a pod uid or without a kubelet (k NULL). */
+bool kubelet_process_attributes(struct kubelet *k, const struct proc_attrs *attrs,
+				uint64_t now_ns, kubelet_attr_fn fn, void *ctx);
 void kubelet_get_stats(struct kubelet *k, struct kubelet_stats *out);
 
 #endif

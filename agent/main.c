@@ -300,6 +300,7 @@ static void start_metrics(struct agent *a, const struct http_opts *hopts)
 		.host_kv = a->host_kv,
 		.nhost_kv = a->nhost_kv,
 		.attrib = a->metrics_attrib,
+		.kubelet = a->kubelet,
 	};
 	struct metricsender_opts mo = {
 		.http = hopts,

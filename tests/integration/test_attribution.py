@@ -261,6 +261,7 @@ def test_k8s_pod_labels(tmp_path, server, agent_factory):
     for d in cgroups.values():
         os.makedirs(d)
     started = time.monotonic()
+    started_ms = time.time() * 1000
     stats_url = f"http://127.0.0.1:{free_port()}"
 
     def agent_stats():
@@ -271,7 +272,7 @@ def test_k8s_pod_labels(tmp_path, server, agent_factory):
         agent_factory(server.url, "-on-cpu-sampling-rate=97", "-container-runtime-socket=none",
                       "-k8s-pod-labels=app, tier,app.kubernetes.io/name",
                       f"-kubelet-url=http://127.0.0.1:{kubelet.server_port}",
-                      f"-kubelet-token-file={token}",
+                      f"-kubelet-token-file={token}", "-collect-metrics-interval=1s",
                       f"-pprof={stats_url.split('//')[1]}").start()
         # The list is read at start, with the token.
         wait_until(lambda: agent_stats()["kubelet_fetches_total"] == 1, 10,
@@ -312,6 +313,19 @@ def test_k8s_pod_labels(tmp_path, server, agent_factory):
                 "k8s.pod.label[app.kubernetes.io/name]"} <= names
         assert not [x for x in names if "secret" in x], names
         assert total('k8s.pod.label["secret-label"] != ""') == 0
+        # The pod's process metrics carry the same pod attributes.
+        web_pod = ('k8s.pod.label["app"] == "checkout" && k8s.pod.label["tier"] == "web"'
+                   ' && k8s.pod.name == "checkout-7d9f8b6c5-x2x9k" && k8s.namespace.name == "shop"'
+                   ' && k8s.deployment.name == "checkout" && process.executable.name == "cpu_split"')
+
+        def web_metrics():
+            status, data = http(
+                "POST", f"{server.url}/public/api/v1/project/{DEFAULT_PROJECT}/metrics/names",
+                {"filter": {"start_ts": int(started_ms), "end_ts": int(time.time() * 1000) + 1000,
+                            "query": web_pod}}, {"Content-Type": "application/json"})
+            assert status == 200, data
+            return {n["name"] for n in json.loads(data)["names"]}
+        wait_until(lambda: "process.rss" in web_metrics(), 15, what="the web pod's process metrics")
 
         # The pod listed later: labelled once the new list came (its first
         # drain or two may be without).
