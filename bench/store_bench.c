@@ -29,6 +29,8 @@
  *   store_bench [HOSTS] [SECONDS] [DIR]     (defaults 100, 3600, /tmp/ember-store-bench)
  *   store_bench --queries [DIR [NAME]]      the queries again over a store built
  *                                           before (only those whose name has NAME)
+ * With EMBER_BENCH_ANSWERS=DIR each query's answer is written to
+ * DIR/<query name>.json, its query_stats empty (to compare two builds).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -545,6 +547,31 @@ static int q_events(const struct bench_ctx *c, const char *body, struct buf *out
 
 /* Runs a query twice (the first run loads block dictionaries) and prints
  * both times and the start of the answer (flamegraphs: their sizes). */
+/* EMBER_BENCH_ANSWERS=DIR: the answer, less its timings, to DIR/<what>.json. */
+static void save_answer(const char *what, const struct buf *out)
+{
+	const char *dir = getenv("EMBER_BENCH_ANSWERS");
+	if (!dir || !out->data)
+		return;
+	char path[1024];
+	snprintf(path, sizeof(path), "%s/%s.json", dir, what);
+	FILE *f = fopen(path, "w");
+	if (!f) {
+		fprintf(stderr, "cannot write %s\n", path);
+		return;
+	}
+	/* Every ..."query_stats":{...} object (flat) is written empty. */
+	const char *at = out->data, *end = out->data + out->len;
+	for (const char *q; (q = strstr(at, "query_stats\":{")) != NULL;) {
+		q += strlen("query_stats\":{");
+		fwrite(at, 1, (size_t)(q - at), f);
+		const char *close = strchr(q, '}');
+		at = close ? close : end;
+	}
+	fwrite(at, 1, (size_t)(end - at), f);
+	fclose(f);
+}
+
 static void run(const struct bench_ctx *c, bench_query_fn fn, const char *what, const char *body)
 {
 	if (!wanted(what))
@@ -560,6 +587,7 @@ static void run(const struct bench_ctx *c, bench_query_fn fn, const char *what, 
 		}
 		ms[rep] = ms_since(t0);
 	}
+	save_answer(what, &out);
 	if (fn == q_flamegraph)
 		printf("  %-34s %8.1f ms first, %8.1f ms again   total %.20s nodes %.10s written %.10s "
 		       "stacks %.10s, %zu KiB JSON\n",

@@ -328,6 +328,7 @@ static void put_context(struct buf *out, const char *name, const struct ftab *t)
 }
 
 struct sort_ctx {
+	const struct display *d;
 	const struct ftab *a, *b; /* b: the comparison of a diff, else NULL */
 	bool by_total;
 	uint8_t kind;
@@ -357,7 +358,12 @@ static int cmp_keys(const void *pa, const void *pb, void *ctx)
 		if (vx != vy)
 			return vx > vy ? -1 : 1;
 	}
-	return x < y ? -1 : x > y;
+	/* Ties by name and binary, not by the order keys were met in. */
+	const struct dkey *kx = display_get(c->d, x), *ky = display_get(c->d, y);
+	int by = strcmp(display_str(c->d, kx->name), display_str(c->d, ky->name));
+	if (!by)
+		by = strcmp(display_str(c->d, kx->binary), display_str(c->d, ky->binary));
+	return by ? by : (x < y ? -1 : x > y);
 }
 
 /* The keys worth listing: real functions with a value, matching search. */
@@ -387,7 +393,7 @@ static void write_top(struct fn_pass *f, const struct fn_request *r, struct ftab
 {
 	size_t n;
 	uint32_t *keys = listed(f->d, t, NULL, &n);
-	struct sort_ctx sc = { t, NULL, r->sort_total, r->scope.kind };
+	struct sort_ctx sc = { f->d, t, NULL, r->sort_total, r->scope.kind };
 	qsort_r(keys, n, sizeof(uint32_t), cmp_keys, &sc);
 	buf_puts(out, "{\"unit\":");
 	jsonw_str(out, event_kind_unit(r->scope.kind));
@@ -427,7 +433,7 @@ static void write_diff(struct fn_pass *f, const struct fn_request *r, struct fta
 	uint32_t *keys = listed(f->d, base, cmp, &n);
 	/* The largest change in cores first, as scopes may differ in length
 	 * and sample rate. */
-	struct sort_ctx sc = { base, cmp, r->sort_total, r->scope.kind };
+	struct sort_ctx sc = { f->d, base, cmp, r->sort_total, r->scope.kind };
 	qsort_r(keys, n, sizeof(uint32_t), cmp_keys, &sc);
 	buf_puts(out, "{\"unit\":");
 	jsonw_str(out, event_kind_unit(r->scope.kind));

@@ -1015,6 +1015,40 @@ static const char *str_of(json_t *o, const char *key)
 #define OFF "{" RANGE_ALL ",\"event_kind\":\"off_cpu\",\"query\":null}"
 #define ON "{" RANGE_ALL ",\"event_kind\":\"on_cpu\",\"query\":null}"
 
+/* Functions with equal values are listed by name, whatever order their
+ * stacks were stored or read in. */
+static void test_functions_tie_order(void **state)
+{
+	(void)state;
+	char *dir = make_temp_dir();
+	struct store *s;
+	struct symbols *sym;
+	struct buf err = { 0 }, z = { 0 };
+	assert_int_equal(open_store(dir, &s, &err), 0);
+	assert_int_equal(symbols_open(dir, &sym, &err), 0);
+	static const struct spec ties[] = {
+		{ { "zeta", NULL }, "app", "main", 10 },
+		{ { "mid", NULL }, "app", "main", 10 },
+		{ { "alpha", NULL }, "app", "main", 10 },
+		{ { "big", NULL }, "app", "main", 11 },
+	};
+	make_batch(ties, 4, 1, T0, &z);
+	append(s, &z);
+	json_t *d = run_fn(s, sym, FN_TOP, "{\"filter\":" ON ",\"sort\":\"self\"}");
+	json_t *fns = json_object_get(d, "functions");
+	const char *want[] = { "big", "alpha", "mid", "zeta" };
+	assert_int_equal(json_array_size(fns), 4);
+	for (size_t i = 0; i < 4; i++)
+		assert_string_equal(str_of(json_array_get(fns, i), "name"), want[i]);
+	json_decref(d);
+	store_close(s);
+	symbols_close(sym);
+	buf_free(&z);
+	buf_free(&err);
+	rm_rf(dir);
+	free(dir);
+}
+
 static void test_offcpu_queries(void **state)
 {
 	(void)state;
@@ -1150,6 +1184,7 @@ int main(void)
 		cmocka_unit_test(test_flamegraph_request_errors),
 		cmocka_unit_test(test_route_match),
 		cmocka_unit_test(test_offcpu_queries),
+		cmocka_unit_test(test_functions_tie_order),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
