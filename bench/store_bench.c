@@ -41,6 +41,7 @@
 
 #include "agent/batch.h"
 #include "agent/session.h"
+#include "bench/benchutil.h"
 #include "server/batch_decode.h"
 #include "server/entities.h"
 #include "server/events.h"
@@ -614,14 +615,6 @@ static double rss_mib(const char *field)
 	return v;
 }
 
-static double process_cpu_s(void)
-{
-	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
-	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
-
 static void run_queries(struct store *st, struct symbols *sym, int64_t start_ms, int64_t end_ms);
 
 /* The range a run ingested, kept beside the store for --queries. */
@@ -711,7 +704,7 @@ int main(int argc, char **argv)
 	struct gen g = { .w = &w, .q = q, .hosts = hosts, .seconds = seconds, .start_ms = start_ms };
 	struct ingester ins[INGEST_THREADS];
 	pthread_t gt, it[INGEST_THREADS];
-	double cpu0 = process_cpu_s();
+	double cpu0 = bench_cpu_s();
 	uint64_t t0 = now_mono_ns();
 	pthread_create(&gt, NULL, generate, &g);
 	for (int i = 0; i < INGEST_THREADS; i++) {
@@ -730,7 +723,7 @@ int main(int argc, char **argv)
 		busy += ins[i].busy_retries;
 	}
 	double wall_s = ms_since(t0) / 1000.0;
-	double server_cpu = process_cpu_s() - cpu0 - g.cpu_s;
+	double server_cpu = bench_cpu_s() - cpu0 - g.cpu_s;
 	struct store_stats ss;
 	store_get_stats(st, &ss);
 	printf("workload: %d hosts x %d cores x %d Hz x %d s = %llu samples in %llu batches; "
@@ -771,14 +764,14 @@ int main(int argc, char **argv)
 	       (unsigned long long)ss.unflushed_rows);
 
 	t0 = now_mono_ns();
-	double c0 = process_cpu_s();
+	double c0 = bench_cpu_s();
 	if (store_flush(st, &err) < 0 || store_compact(st, true, &err) < 0) {
 		fprintf(stderr, "%s\n", err.data);
 		return 1;
 	}
 	store_get_stats(st, &ss);
 	printf("final flush + compaction: %.1f s wall, %.1f s CPU\n", ms_since(t0) / 1000.0,
-	       process_cpu_s() - c0);
+	       bench_cpu_s() - c0);
 	printf("disk: %llu blocks, %.1f MiB, %llu rows = %.2f bytes per sample, %.2f bytes per row "
 	       "(%.2f rows per sample)\n",
 	       (unsigned long long)ss.blocks, (double)ss.block_bytes / 1048576.0,

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench/benchutil.h"
 #include "elfsyms.h"
 #include "fileid.h"
 #include "server/symbols.h"
@@ -22,10 +23,7 @@
 static uint64_t rng = 88172645463325252ull;
 static uint64_t next(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
+	return bench_next(&rng);
 }
 
 static void bench(const char *label, const char *path, const char *debug, bool dwarf)

@@ -12,6 +12,9 @@ echo
 echo "== symbols_bench (symbol storage and lookup)"
 build/bench/symbols_bench
 echo
+echo "== collect_bench (agent: a raw sample into the batch)"
+build/bench/collect_bench
+echo
 echo "== agent_overhead (needs root)"
 bench/agent_overhead.sh "${EMBER_BENCH_SECONDS:-60}"
 echo
