@@ -577,14 +577,19 @@ int python_symbolize(struct python *py, int32_t pid, uint64_t slot, uint64_t qua
 			uint64_t fp[5];
 			py->stats.revalidated++;
 			int rc = read_code(pid, p, addr, fp);
-			if (rc == -2) {
+			if (rc == -2 && e->fp[2] != qualname) {
 				py->stats.stale++;
 				return -1; /* freed, and something else lives there */
 			}
 			if (rc < 0) {
 				/* Unreadable now (most often: the process has
-				 * exited since the sample): nothing says the code
-				 * object changed, so the cached names stand. */
+				 * exited since the sample), or no longer a code
+				 * object while the sample saw the cached one's
+				 * co_qualname (a process frees its code objects as
+				 * it shuts down, after its last samples were taken
+				 * and before the agent drains them): nothing says
+				 * the object the sample saw changed, so the cached
+				 * names stand. */
 				memcpy(fp, e->fp, sizeof(fp));
 			}
 			if (memcmp(fp, e->fp, sizeof(fp)) != 0) {
