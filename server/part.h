@@ -166,9 +166,10 @@ void part_stack_note_hash(struct part *p, uint64_t lo, uint64_t hi, uint32_t lea
 /* Renumbers the stack tree depth first: every node is followed by its
  * whole subtree, children in the order of their old ids. A query that
  * walks a part's nodes in id order then touches the tree it builds in
- * nearly the same order (docs/internals/store.md, "node order"). The
- * part's own indexes (node_index, stack_keys) follow; everything else
- * that holds node ids (rows, rollups, a caller's maps) is the caller's to
+ * nearly the same order (docs/internals/store.md, "Node order"). The
+ * whole-stack index follows; the node index (keyed by parent id) is
+ * dropped and built again by the next part_node. Everything else that
+ * holds node ids (rows, rollups, a caller's maps) is the caller's to
  * translate through the returned map, old id -> new id, nnodes entries,
  * which the caller frees. Node 0 stays the root. */
 uint32_t *part_sort_nodes(struct part *p);
