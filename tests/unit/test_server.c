@@ -340,15 +340,51 @@ static json_t *run_query(struct store *s, struct symbols *sym, const char *body)
 	return run_query_pruned(s, sym, body, 0);
 }
 
-static void test_flamegraph(void **state)
-{
-	(void)state;
-	char *dir = make_temp_dir();
+/* The fixture of the query tests: a store and symbols in a fresh
+ * directory, closed and removed after the test (cmocka setup/teardown). */
+struct world {
+	char *dir;
 	struct store *s;
 	struct symbols *sym;
+};
+
+static int world_setup(void **state)
+{
+	struct world *w = xcalloc(1, sizeof(*w));
+	struct buf err = { 0 };
+	w->dir = make_temp_dir();
+	if (open_store(w->dir, &w->s, &err) < 0 || symbols_open(w->dir, &w->sym, &err) < 0) {
+		print_error("fixture: %s\n", err.data ? err.data : "?");
+		if (w->s)
+			store_close(w->s);
+		rm_rf(w->dir);
+		free(w->dir);
+		free(w);
+		buf_free(&err);
+		return -1;
+	}
+	buf_free(&err);
+	*state = w;
+	return 0;
+}
+
+static int world_teardown(void **state)
+{
+	struct world *w = *state;
+	symbols_close(w->sym);
+	store_close(w->s);
+	rm_rf(w->dir);
+	free(w->dir);
+	free(w);
+	return 0;
+}
+
+static void test_flamegraph(void **state)
+{
+	struct world *w = *state;
+	struct store *s = w->s;
+	struct symbols *sym = w->sym;
 	struct buf err = { 0 }, z = { 0 }, sf = { 0 };
-	assert_int_equal(open_store(dir, &s, &err), 0);
-	assert_int_equal(symbols_open(dir, &sym, &err), 0);
 	make_batch(sample_specs, 5, 1, T0, &z);
 	append(s, &z);
 
@@ -461,13 +497,9 @@ static void test_flamegraph(void **state)
 	assert_true(json_integer_value(json_object_get(d, "total")) <= 100);
 	json_decref(d);
 
-	store_close(s);
-	symbols_close(sym);
 	buf_free(&z);
 	buf_free(&sf);
 	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
 }
 
 /* The names of the block files of the store in dir, sorted. */
@@ -763,13 +795,10 @@ static void check_pruned(json_t *full, json_t *pruned)
 
 static void test_flamegraph_pruning(void **state)
 {
-	(void)state;
-	char *dir = make_temp_dir();
-	struct store *s;
-	struct symbols *sym;
+	struct world *w = *state;
+	struct store *s = w->s;
+	struct symbols *sym = w->sym;
 	struct buf err = { 0 }, z = { 0 };
-	assert_int_equal(open_store(dir, &s, &err), 0);
-	assert_int_equal(symbols_open(dir, &sym, &err), 0);
 	for (uint64_t k = 0; k < 4; k++) {
 		buf_reset(&z);
 		make_batch(sample_specs, 5, k + 1, T0 + (int64_t)k * 1800000, &z);
@@ -789,12 +818,8 @@ static void test_flamegraph_pruning(void **state)
 		json_decref(pruned);
 	}
 	json_decref(full);
-	store_close(s);
-	symbols_close(sym);
 	buf_free(&z);
 	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
 }
 
 /* A group folds either over the nodes its stacks touch (few leaves for
@@ -804,13 +829,10 @@ static void test_flamegraph_pruning(void **state)
  * small one folds sparsely, one for the big one densely. */
 static void test_flamegraph_sparse_dense(void **state)
 {
-	(void)state;
-	char *dir = make_temp_dir();
-	struct store *s;
-	struct symbols *sym;
+	struct world *w = *state;
+	struct store *s = w->s;
+	struct symbols *sym = w->sym;
 	struct buf err = { 0 }, z = { 0 };
-	assert_int_equal(open_store(dir, &s, &err), 0);
-	assert_int_equal(symbols_open(dir, &sym, &err), 0);
 	static char names[3][64][16];
 	struct spec specs[65];
 	uint64_t big = 0, per_a[8] = { 0 };
@@ -874,12 +896,8 @@ static void test_flamegraph_sparse_dense(void **state)
 		json_decref(doc);
 		assert_int_equal(store_flush(s, &err), 0); /* the same from a block */
 	}
-	store_close(s);
-	symbols_close(sym);
 	buf_free(&z);
 	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
 }
 
 static void parse_error(const char *body, const char *needle)
@@ -894,7 +912,6 @@ static void parse_error(const char *body, const char *needle)
 
 static void test_flamegraph_request_errors(void **state)
 {
-	(void)state;
 	parse_error("not json", "not valid JSON");
 	parse_error("[]", "JSON object");
 	parse_error("{}", "filter");
@@ -911,12 +928,10 @@ static void test_flamegraph_request_errors(void **state)
 	parse_error("{\"filter\":{\"start_ts\":1,\"end_ts\":6,\"start_ts\":2}}", "duplicate");
 
 	/* A bad regular expression or CEL query fails the query itself. */
-	char *dir = make_temp_dir();
-	struct store *s;
-	struct symbols *sym;
+	struct world *w = *state;
+	struct store *s = w->s;
+	struct symbols *sym = w->sym;
 	struct buf err = { 0 }, out = { 0 };
-	assert_int_equal(open_store(dir, &s, &err), 0);
-	assert_int_equal(symbols_open(dir, &sym, &err), 0);
 	struct fg_request r;
 	const char *bad_re = "{\"filter\":{\"start_ts\":1,\"end_ts\":6,\"frame_mask\":{\"patterns\":[\"(\"]}}}";
 	assert_int_equal(fg_request_parse(&r, bad_re, strlen(bad_re), &err), 0);
@@ -929,12 +944,8 @@ static void test_flamegraph_request_errors(void **state)
 	assert_int_equal(flamegraph_query(s, sym, NULL, &r, &out, &err), -1);
 	assert_non_null(strstr(err.data, "column"));
 	fg_request_free(&r);
-	store_close(s);
-	symbols_close(sym);
 	buf_free(&err);
 	buf_free(&out);
-	rm_rf(dir);
-	free(dir);
 }
 
 static void test_route_match(void **state)
@@ -1019,13 +1030,10 @@ static const char *str_of(json_t *o, const char *key)
  * stacks were stored or read in. */
 static void test_functions_tie_order(void **state)
 {
-	(void)state;
-	char *dir = make_temp_dir();
-	struct store *s;
-	struct symbols *sym;
+	struct world *w = *state;
+	struct store *s = w->s;
+	struct symbols *sym = w->sym;
 	struct buf err = { 0 }, z = { 0 };
-	assert_int_equal(open_store(dir, &s, &err), 0);
-	assert_int_equal(symbols_open(dir, &sym, &err), 0);
 	static const struct spec ties[] = {
 		{ { "zeta", NULL }, "app", "main", 10 },
 		{ { "mid", NULL }, "app", "main", 10 },
@@ -1041,23 +1049,16 @@ static void test_functions_tie_order(void **state)
 	for (size_t i = 0; i < 4; i++)
 		assert_string_equal(str_of(json_array_get(fns, i), "name"), want[i]);
 	json_decref(d);
-	store_close(s);
-	symbols_close(sym);
 	buf_free(&z);
 	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
 }
 
 static void test_offcpu_queries(void **state)
 {
-	(void)state;
-	char *dir = make_temp_dir();
-	struct store *s;
-	struct symbols *sym;
+	struct world *w = *state;
+	struct store *s = w->s;
+	struct symbols *sym = w->sym;
 	struct buf err = { 0 }, z = { 0 };
-	assert_int_equal(open_store(dir, &s, &err), 0);
-	assert_int_equal(symbols_open(dir, &sym, &err), 0);
 	/* On-CPU: 100 samples in hot_a/hot_b; off-CPU: 3 s waited in
 	 * futex_wait and 1 s in read_wait, over one 5 s batch. */
 	make_batch(sample_specs, 5, 1, T0, &z);
@@ -1163,11 +1164,7 @@ static void test_offcpu_queries(void **state)
 	assert_int_equal(json_array_size(json_object_get(d, "events")), 2);
 	json_decref(d);
 
-	symbols_close(sym);
-	store_close(s);
 	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
 }
 
 int main(void)
@@ -1176,15 +1173,15 @@ int main(void)
 		cmocka_unit_test(test_batch_rejects),
 		cmocka_unit_test(test_store_durable_and_dedup),
 		cmocka_unit_test(test_store_torn_and_corrupt),
-		cmocka_unit_test(test_flamegraph),
+		cmocka_unit_test_setup_teardown(test_flamegraph, world_setup, world_teardown),
 		cmocka_unit_test(test_store_blocks),
 		cmocka_unit_test(test_part_sort_nodes),
-		cmocka_unit_test(test_flamegraph_pruning),
-		cmocka_unit_test(test_flamegraph_sparse_dense),
-		cmocka_unit_test(test_flamegraph_request_errors),
+		cmocka_unit_test_setup_teardown(test_flamegraph_pruning, world_setup, world_teardown),
+		cmocka_unit_test_setup_teardown(test_flamegraph_sparse_dense, world_setup, world_teardown),
+		cmocka_unit_test_setup_teardown(test_flamegraph_request_errors, world_setup, world_teardown),
 		cmocka_unit_test(test_route_match),
-		cmocka_unit_test(test_offcpu_queries),
-		cmocka_unit_test(test_functions_tie_order),
+		cmocka_unit_test_setup_teardown(test_offcpu_queries, world_setup, world_teardown),
+		cmocka_unit_test_setup_teardown(test_functions_tie_order, world_setup, world_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
