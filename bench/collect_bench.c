@@ -186,9 +186,7 @@ int main(int argc, char **argv)
 	kallsyms_free(&k);
 	buf_free(&ktext);
 	free(raws);
-	char cmd[1200];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
-	if (system(cmd) != 0)
+	if (bench_rm_rf(root) < 0) /* the mkdtemp directory made above */
 		fprintf(stderr, "cannot remove %s\n", root);
 	return 0;
 }

@@ -674,9 +674,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: store_bench [HOSTS] [SECONDS] [DIR] | --queries [DIR]\n");
 		return 2;
 	}
-	char cmd[512];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	if (system(cmd) != 0)
+	if (bench_rm_rf(dir) < 0)
 		return 1;
 
 	struct workload w;

@@ -87,9 +87,7 @@ static void bench(const char *label, const char *path, const char *debug, bool d
 	}
 	double warm_ns = (double)(now_mono_ns() - t0) / N;
 	symbols_close(s);
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	if (system(cmd) != 0)
+	if (bench_rm_rf(dir) < 0)
 		return;
 	printf("%-34s %7u functions %8u rows %8u frames %9zu bytes = %5.1f B/function; built in %6.1f ms; "
 	       "first lookup (map+validate) %7.1f us; warm %4.0f ns/lookup = %.1f M frames/s (%.0f%% hits, %.2f frames/hit)\n",
