@@ -78,8 +78,6 @@ export async function api(project, name, body, signal) {
 	return json;
 }
 
-// The filter of the API for the last `seconds`, a CEL query ('' = none)
-// and an event kind (on_cpu, off_cpu, cuda).
 // Adds a view's stylesheet to the page once (views load theirs when first shown).
 export function loadStylesheet(href) {
 	if (document.querySelector(`link[rel="stylesheet"][href="${href}"]`)) return;
@@ -89,6 +87,8 @@ export function loadStylesheet(href) {
 	document.head.append(link);
 }
 
+// The filter of the API for the last `seconds`, a CEL query ('' = none)
+// and an event kind (on_cpu, off_cpu, cuda).
 export function filterFor(seconds, q, end = Date.now(), kind = 'on_cpu') {
 	const query = (q || '').trim();
 	return {
