@@ -58,11 +58,6 @@ void batch_freeze(struct batch *b)
 	hmap_free(&b->sample_index);
 }
 
-static size_t hmap_bytes(const struct hmap *m)
-{
-	return m->mask ? (m->mask + 1) * (sizeof(uint64_t) + sizeof(uint32_t)) : 0;
-}
-
 size_t batch_memory(const struct batch *b)
 {
 	return sizeof(*b) + b->strings.bytes.cap + b->strings.cap * 2 * sizeof(uint32_t) +

@@ -44,7 +44,7 @@ void session_reset(struct session *s)
 size_t session_memory(const struct session *s)
 {
 	return batch_memory(&s->dict) + s->capnodes * 2 * sizeof(uint32_t) +
-	       (s->node_index.mask ? (s->node_index.mask + 1) * 12 : 0);
+	       hmap_bytes(&s->node_index);
 }
 
 struct node_key {

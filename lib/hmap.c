@@ -28,104 +28,103 @@ uint64_t hash_mix(uint64_t h, uint64_t v)
 	return hash_u64(h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2)));
 }
 
+static inline uint64_t slot_hash(const struct hmap_slot *s)
+{
+	return (uint64_t)s->hash_hi << 32 | s->hash_lo;
+}
+
 bool hmap_find(const struct hmap *m, uint64_t hash, hmap_eq_fn eq, const void *ctx,
 	       uint32_t *idx_out)
 {
-	if (!m->mask && !m->idx)
+	if (!m->slots)
 		return false;
 	for (size_t i = hash & m->mask;; i = (i + 1) & m->mask) {
-		uint32_t v = m->idx[i];
-		if (v == 0)
+		const struct hmap_slot *s = &m->slots[i];
+		if (s->idx == 0)
 			return false;
-		if (m->hashes[i] == hash && eq(ctx, v - 1)) {
-			*idx_out = v - 1;
+		if (slot_hash(s) == hash && eq(ctx, s->idx - 1)) {
+			*idx_out = s->idx - 1;
 			return true;
 		}
 	}
 }
 
-static void place(uint64_t *hashes, uint32_t *idx, size_t mask, uint64_t hash, uint32_t v)
+static void place(struct hmap_slot *slots, size_t mask, uint64_t hash, uint32_t v)
 {
 	size_t i = hash & mask;
-	while (idx[i])
+	while (slots[i].idx)
 		i = (i + 1) & mask;
-	hashes[i] = hash;
-	idx[i] = v;
+	slots[i] = (struct hmap_slot){ v, (uint32_t)hash, (uint32_t)(hash >> 32) };
 }
 
 void hmap_insert(struct hmap *m, uint64_t hash, uint32_t idx)
 {
-	size_t cap = m->idx ? m->mask + 1 : 0;
+	size_t cap = m->slots ? m->mask + 1 : 0;
 	if ((m->count + 1) * 2 > cap) {
 		size_t ncap = cap ? cap * 2 : 16;
-		uint64_t *nh = xmalloc(ncap * sizeof(uint64_t));
-		uint32_t *ni = xcalloc(ncap, sizeof(uint32_t));
+		struct hmap_slot *ns = xcalloc(ncap, sizeof(*ns));
 		for (size_t i = 0; i < cap; i++)
-			if (m->idx[i])
-				place(nh, ni, ncap - 1, m->hashes[i], m->idx[i]);
-		free(m->hashes);
-		free(m->idx);
-		m->hashes = nh;
-		m->idx = ni;
+			if (m->slots[i].idx)
+				place(ns, ncap - 1, slot_hash(&m->slots[i]), m->slots[i].idx);
+		free(m->slots);
+		m->slots = ns;
 		m->mask = ncap - 1;
 	}
-	place(m->hashes, m->idx, m->mask, hash, idx + 1);
+	place(m->slots, m->mask, hash, idx + 1);
 	m->count++;
 }
 
 bool hmap_remove(struct hmap *m, uint64_t hash, hmap_eq_fn eq, const void *ctx)
 {
-	if (!m->idx)
+	if (!m->slots)
 		return false;
 	size_t i = hash & m->mask;
 	for (;; i = (i + 1) & m->mask) {
-		uint32_t v = m->idx[i];
-		if (v == 0)
+		const struct hmap_slot *s = &m->slots[i];
+		if (s->idx == 0)
 			return false;
-		if (m->hashes[i] == hash && eq(ctx, v - 1))
+		if (slot_hash(s) == hash && eq(ctx, s->idx - 1))
 			break;
 	}
 	/* Backward-shift: move later entries of the probe run into the gap
 	 * when their home slot is not between the gap and themselves. */
 	size_t gap = i;
-	for (size_t j = (i + 1) & m->mask; m->idx[j]; j = (j + 1) & m->mask) {
-		size_t home = m->hashes[j] & m->mask;
+	for (size_t j = (i + 1) & m->mask; m->slots[j].idx; j = (j + 1) & m->mask) {
+		size_t home = slot_hash(&m->slots[j]) & m->mask;
 		bool movable = gap <= j ? (home <= gap || home > j) : (home <= gap && home > j);
 		if (movable) {
-			m->hashes[gap] = m->hashes[j];
-			m->idx[gap] = m->idx[j];
+			m->slots[gap] = m->slots[j];
 			gap = j;
 		}
 	}
-	m->idx[gap] = 0;
+	m->slots[gap].idx = 0;
 	m->count--;
 	return true;
 }
 
 void hmap_clear(struct hmap *m)
 {
-	if (m->idx)
-		memset(m->idx, 0, (m->mask + 1) * sizeof(uint32_t));
+	if (m->slots)
+		memset(m->slots, 0, (m->mask + 1) * sizeof(*m->slots));
 	m->count = 0;
 }
 
 void hmap_copy(struct hmap *dst, const struct hmap *src)
 {
 	*dst = *src;
-	if (!src->mask) {
-		dst->hashes = NULL;
-		dst->idx = NULL;
+	if (!src->slots)
 		return;
-	}
-	dst->hashes = xmalloc((src->mask + 1) * sizeof(uint64_t));
-	dst->idx = xmalloc((src->mask + 1) * sizeof(uint32_t));
-	memcpy(dst->hashes, src->hashes, (src->mask + 1) * sizeof(uint64_t));
-	memcpy(dst->idx, src->idx, (src->mask + 1) * sizeof(uint32_t));
+	dst->slots = xmalloc((src->mask + 1) * sizeof(*src->slots));
+	memcpy(dst->slots, src->slots, (src->mask + 1) * sizeof(*src->slots));
 }
 
 void hmap_free(struct hmap *m)
 {
-	free(m->hashes);
-	free(m->idx);
+	free(m->slots);
 	memset(m, 0, sizeof(*m));
+}
+
+size_t hmap_bytes(const struct hmap *m)
+{
+	return m->slots ? (m->mask + 1) * sizeof(*m->slots) : 0;
 }

@@ -5,6 +5,10 @@
  * pairs; equality is decided by a caller callback, so one index type
  * serves every table. Linear probing, power-of-two capacity, load factor
  * at most 1/2, deletion by backward shifting (no tombstones).
+ *
+ * A slot holds its entry index and its hash side by side (12 bytes), so a
+ * lookup in a table of millions waits for memory once for the slot, then
+ * once for the entry the callback compares.
  */
 #ifndef EMBER_HMAP_H
 #define EMBER_HMAP_H
@@ -13,10 +17,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct hmap_slot {
+	uint32_t idx; /* entry index + 1; 0 = empty slot */
+	uint32_t hash_lo, hash_hi;
+};
+
 struct hmap {
-	uint64_t *hashes;
-	uint32_t *idx; /* entry index + 1; 0 = empty slot */
-	size_t mask;   /* capacity - 1, or 0 when unallocated */
+	struct hmap_slot *slots;
+	size_t mask; /* capacity - 1, or 0 when unallocated */
 	size_t count;
 };
 
@@ -33,6 +41,8 @@ void hmap_clear(struct hmap *m);
 /* Makes dst (uninitialised or freed) an independent copy of src. */
 void hmap_copy(struct hmap *dst, const struct hmap *src);
 void hmap_free(struct hmap *m);
+/* Bytes the index holds (its slots). */
+size_t hmap_bytes(const struct hmap *m);
 
 /* 64-bit hash of bytes (XXH3). */
 uint64_t hash_bytes(const void *p, size_t n);

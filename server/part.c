@@ -118,7 +118,7 @@ size_t part_dict_memory(const struct part *p)
 				      &p->frame_index, &p->node_index, &p->stack_index,
 				      &p->label_index };
 	for (size_t i = 0; i < ARRAY_SIZE(maps); i++)
-		m += maps[i]->mask ? (maps[i]->mask + 1) * 12 : 0;
+		m += hmap_bytes(maps[i]);
 	return m;
 }
 
@@ -702,7 +702,7 @@ size_t part_memory(const struct part *p)
 		   p->caphosts * sizeof(*p->hosts) + p->capagents * sizeof(*p->agents);
 	const struct hmap *maps[] = { &p->series_index, &p->host_index, &p->agent_index };
 	for (size_t i = 0; i < ARRAY_SIZE(maps); i++)
-		m += maps[i]->mask ? (maps[i]->mask + 1) * 12 : 0;
+		m += hmap_bytes(maps[i]);
 	for (size_t i = 0; i < p->nseries; i++)
 		m += p->series[i].caprows * sizeof(struct part_row) +
 		     p->series[i].capminutes * sizeof(struct part_minute);
