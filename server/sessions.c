@@ -17,6 +17,17 @@
 
 #define MAX_TABLE (16u << 20)
 
+/* How many entries ahead the loops over a batch prefetch the session
+ * entries (and their log and head marks) the entry will read. A session
+ * holds millions of nodes and frames, and a batch names them at random,
+ * so without it every entry waits for memory in turn. */
+#define AHEAD 8
+
+static inline void prefetch(const void *p)
+{
+	__builtin_prefetch(p);
+}
+
 struct sfile {
 	uint8_t id[FILE_ID_LEN];
 	uint32_t name;
@@ -436,7 +447,7 @@ static int def_frame(struct sess *s, size_t id, int type, uint32_t file, uint64_
 	}
 	s->frames[id] = (struct sframe){ .address = address, .file = file, .name = name,
 					 .binary = binary, .type = (uint8_t)type };
-	grow_zero((void **)&s->frame_h, &s->capframe_h, 2 * (id + 1), sizeof(uint64_t));
+	xgrow((void **)&s->frame_h, &s->capframe_h, 2 * (id + 1), sizeof(uint64_t));
 	const char *bin = s->sbytes.data + s->soff[binary], *nm = s->sbytes.data + s->soff[name];
 	uint64_t seed = hash_mix(hash_mix(hash_u64((uint64_t)type), address),
 				 hash_bytes(bin, strlen(bin)));
@@ -446,6 +457,19 @@ static int def_frame(struct sess *s, size_t id, int type, uint32_t file, uint64_
 	s->frame_h[2 * id] = h.low64;
 	s->frame_h[2 * id + 1] = h.high64;
 	return 0;
+}
+
+/* What def_node will read for a node of that parent and frame, when
+ * they are defined already (a node may name one defined just before it:
+ * that is in the cache). */
+static void prefetch_node_inputs(const struct sess *s, uint32_t parent, uint32_t frame)
+{
+	if (frame < s->nframes)
+		prefetch(&s->frame_h[2 * (size_t)frame]);
+	if (parent && parent - 1 < s->nnodes) {
+		prefetch(&s->node_depth[parent - 1]);
+		prefetch(&s->node_h[2 * (size_t)(parent - 1)]);
+	}
 }
 
 /* A node's parent (id + 1, 0 = none) is always defined before it and has
@@ -479,7 +503,7 @@ static int def_node(struct sess *s, size_t id, uint32_t parent, uint32_t frame, 
 	s->node_parent[id] = parent;
 	s->node_frame[id] = frame;
 	s->node_depth[id] = (uint16_t)depth;
-	grow_zero((void **)&s->node_h, &s->capnode_h, 2 * (id + 1), sizeof(uint64_t));
+	xgrow((void **)&s->node_h, &s->capnode_h, 2 * (id + 1), sizeof(uint64_t));
 	uint64_t in[4] = { s->frame_h[2 * frame], s->frame_h[2 * frame + 1],
 			   parent ? s->node_h[2 * (parent - 1)] : 0,
 			   parent ? s->node_h[2 * (parent - 1) + 1] : 0 };
@@ -542,6 +566,8 @@ static int define_batch(struct sess *s, const Ember__Ingest__V1__SessionBatch *m
 			replay_mark(s, T_FRAME, m->frames_base + i);
 	}
 	for (size_t i = 0; i < m->n_node_parents; i++) {
+		if (i + AHEAD < m->n_node_parents)
+			prefetch_node_inputs(s, m->node_parents[i + AHEAD], m->node_frames[i + AHEAD]);
 		if (def_node(s, m->nodes_base + i, m->node_parents[i], m->node_frames[i], err) < 0)
 			return -1;
 		if (replay)
@@ -617,16 +643,34 @@ static bool take(struct carry *c, int t, uint32_t id)
 		return false;
 	c->s->logged[t][id] = c->gen;
 	struct idlist *l = &c->l[t];
-	xgrow((void **)&l->v, &l->cap, l->n + 1, sizeof(uint32_t));
+	if (l->n == l->cap)
+		xgrow((void **)&l->v, &l->cap, l->n + 1, sizeof(uint32_t));
 	l->v[l->n++] = id;
 	return true;
 }
 
-/* A node and its ancestors up to the first one already logged. */
-static void take_node(struct carry *c, uint32_t node)
+/* Takes the nodes front[0..n) and their ancestors up to the first one
+ * already logged (front is overwritten). The first batch of a session in
+ * a new log names thousands of stacks none of whose nodes are logged:
+ * walked one stack at a time, every step up waits for memory; walked a
+ * level at a time across all of them, the reads of a level are
+ * independent and are prefetched. */
+static void take_nodes(struct carry *c, uint32_t *front, size_t n)
 {
-	for (uint32_t n = node + 1; n && take(c, T_STACK, n - 1); n = c->s->node_parent[n - 1])
-		;
+	const struct sess *s = c->s;
+	while (n) {
+		size_t next = 0;
+		for (size_t i = 0; i < n; i++) {
+			if (i + AHEAD < n) {
+				prefetch(&s->logged[T_STACK][front[i + AHEAD]]);
+				prefetch(&s->node_parent[front[i + AHEAD]]);
+			}
+			uint32_t id = front[i];
+			if (take(c, T_STACK, id) && s->node_parent[id])
+				front[next++] = s->node_parent[id] - 1;
+		}
+		n = next;
+	}
 }
 
 static void take_frame_refs(struct carry *c, const struct sframe *f)
@@ -703,6 +747,10 @@ static void pack_carry(struct carry *c, struct buf *out)
 		qsort(l->v, l->n, sizeof(uint32_t), cmp_u32); /* parents first */
 	uint32_t *np = u32 + 3 * nf, *nfr = np + l->n;
 	for (size_t i = 0; i < l->n; i++) {
+		if (i + AHEAD < l->n) {
+			prefetch(&s->node_parent[l->v[i + AHEAD]]);
+			prefetch(&s->node_frame[l->v[i + AHEAD]]);
+		}
 		np[i] = s->node_parent[l->v[i]];
 		nfr[i] = s->node_frame[l->v[i]];
 	}
@@ -772,22 +820,49 @@ static int v2_record(void *ctx, uint64_t gen, struct buf *head, const void **bod
 	for (int t = 0; t < T_COUNT; t++)
 		for (size_t id = base[t]; id < table_size(s, t); id++)
 			s->logged[t][id] = c.gen;
-	/* What its samples and its definitions refer to. */
-	uint64_t node = 0;
-	for (size_t i = 0; i < m->n_sample_nodes; i++) {
+	/* What its samples and its definitions refer to (check_samples and
+	 * define_batch checked every id). */
+	uint64_t node = 0, ahead = 0;
+	size_t n = m->n_sample_nodes, nfront = 0;
+	uint32_t *front = xmalloc((n + m->n_node_parents + 1) * sizeof(uint32_t));
+	for (size_t i = 0; i < MIN(n, (size_t)AHEAD); i++)
+		prefetch(&s->logged[T_STACK][ahead += m->sample_nodes[i]]);
+	for (size_t i = 0; i < n; i++) {
+		if (i + AHEAD < n)
+			prefetch(&s->logged[T_STACK][ahead += m->sample_nodes[i + AHEAD]]);
 		node += m->sample_nodes[i];
-		take_node(&c, (uint32_t)node);
+		if (s->logged[T_STACK][node] != c.gen)
+			front[nfront++] = (uint32_t)node;
 		take(&c, T_RES, m->sample_resources[i]);
 	}
-	for (size_t i = 0; i < m->n_node_parents; i++)
-		if (m->node_parents[i])
-			take_node(&c, m->node_parents[i] - 1);
-	for (size_t i = 0; i < c.l[T_STACK].n; i++)
-		take(&c, T_FRAME, s->node_frame[c.l[T_STACK].v[i]]);
-	for (size_t i = 0; i < m->n_node_frames; i++)
+	for (size_t i = 0; i < m->n_node_parents; i++) {
+		if (i + AHEAD < m->n_node_parents && m->node_parents[i + AHEAD])
+			prefetch(&s->logged[T_STACK][m->node_parents[i + AHEAD] - 1]);
+		uint32_t p = m->node_parents[i];
+		if (p && s->logged[T_STACK][p - 1] != c.gen)
+			front[nfront++] = p - 1;
+	}
+	take_nodes(&c, front, nfront);
+	free(front);
+	const struct idlist *l = &c.l[T_STACK];
+	for (size_t i = 0; i < l->n; i++) {
+		if (i + 2 * AHEAD < l->n)
+			prefetch(&s->node_frame[l->v[i + 2 * AHEAD]]);
+		if (i + AHEAD < l->n)
+			prefetch(&s->logged[T_FRAME][s->node_frame[l->v[i + AHEAD]]]);
+		take(&c, T_FRAME, s->node_frame[l->v[i]]);
+	}
+	for (size_t i = 0; i < m->n_node_frames; i++) {
+		if (i + AHEAD < m->n_node_frames)
+			prefetch(&s->logged[T_FRAME][m->node_frames[i + AHEAD]]);
 		take(&c, T_FRAME, m->node_frames[i]);
-	for (size_t i = 0; i < c.l[T_FRAME].n; i++)
-		take_frame_refs(&c, &s->frames[c.l[T_FRAME].v[i]]);
+	}
+	l = &c.l[T_FRAME];
+	for (size_t i = 0; i < l->n; i++) {
+		if (i + AHEAD < l->n)
+			prefetch(&s->frames[l->v[i + AHEAD]]);
+		take_frame_refs(&c, &s->frames[l->v[i]]);
+	}
 	for (size_t i = 0; i < m->n_frame_types; i++)
 		take_frame_refs(&c, &s->frames[m->frames_base + i]);
 	for (size_t i = 0; i < c.l[T_FILE].n; i++)
@@ -802,9 +877,10 @@ static int v2_record(void *ctx, uint64_t gen, struct buf *head, const void **bod
 	for (size_t i = 0; i < m->n_resource_attributes; i++)
 		take(&c, T_STR, m->resource_attributes[i]);
 
-	size_t at = head->len, n = 0;
+	size_t at = head->len;
 	uint32_t zl = 0;
 	buf_append(head, &zl, 4);
+	n = 0;
 	for (int t = 0; t < T_COUNT; t++)
 		n += c.l[t].n;
 	int rc = 0;
@@ -981,9 +1057,13 @@ static int index_batch(struct sess *s, const Ember__Ingest__V1__SessionBatch *m,
 	uint32_t *stack = xmalloc((2 * n + 1) * sizeof(uint32_t)), *series = stack + n;
 	uint32_t project = strtab_intern_cstr(&p->lstr, project_id);
 	uint16_t hz = (uint16_t)MIN(m->sample_rate_hz, 65535u);
-	uint64_t node = 0;
+	uint64_t node = 0, ahead = 0;
 	int rc = 0;
+	for (size_t i = 0; i < MIN(n, (size_t)AHEAD); i++)
+		prefetch(&s->pm[T_STACK][ahead += m->sample_nodes[i]]);
 	for (size_t i = 0; i < n && rc == 0; i++) {
+		if (i + AHEAD < n)
+			prefetch(&s->pm[T_STACK][ahead += m->sample_nodes[i + AHEAD]]);
 		node += m->sample_nodes[i];
 		uint32_t r = m->sample_resources[i];
 		int kind = m->n_sample_kinds ? (int)m->sample_kinds[i] : EMBER__INGEST__V1__EVENT_KIND__ON_CPU;
