@@ -91,7 +91,11 @@ void store_config_default(struct store_config *c)
 	*c = (struct store_config){
 		.retention_ms = 14LL * 24 * 3600 * 1000,
 		.block_granularity_ms = 10000,
-		.head_max_rows = 2000000,
+		/* Each head is a new log file, in which every agent session
+		 * carries again the definitions its batches use: fewer, larger
+		 * heads carry less per sample (half the unflushed limit, so a
+		 * sealed head can be flushing while the next one fills). */
+		.head_max_rows = 8000000,
 		.head_max_age_ms = 60000,
 		.max_unflushed_rows = 16000000,
 		.cache_bytes = 1ull << 30,
