@@ -877,14 +877,13 @@ static int v2_record(void *ctx, uint64_t gen, struct buf *head, const void **bod
 	for (size_t i = 0; i < m->n_resource_attributes; i++)
 		take(&c, T_STR, m->resource_attributes[i]);
 
-	size_t at = head->len;
+	size_t at = head->len, carried = 0;
 	uint32_t zl = 0;
 	buf_append(head, &zl, 4);
-	n = 0;
 	for (int t = 0; t < T_COUNT; t++)
-		n += c.l[t].n;
+		carried += c.l[t].n;
 	int rc = 0;
-	if (n) {
+	if (carried) {
 		struct buf raw = { 0 };
 		pack_carry(&c, &raw);
 		rc = zstd_compress_buf(raw.data, raw.len, 1, head);
