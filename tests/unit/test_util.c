@@ -147,6 +147,14 @@ static bool eq_int(const void *ctx, uint32_t idx)
 	return arr[idx] == *want;
 }
 
+/* Every entry matches: only the stored hash tells entries apart. */
+static bool eq_any(const void *ctx, uint32_t idx)
+{
+	(void)ctx;
+	(void)idx;
+	return true;
+}
+
 static void test_hmap_against_reference(void **state)
 {
 	(void)state;
@@ -177,7 +185,30 @@ static void test_hmap_against_reference(void **state)
 			assert_int_equal(idx, i);
 	}
 	assert_int_equal(m.count, N - (N + 2) / 3);
+	/* A copy finds the same entries; a cleared map finds none. */
+	struct hmap c;
+	hmap_copy(&c, &m);
+	hmap_clear(&m);
+	for (uint32_t i = 0; i < N; i++) {
+		const void *ctx[2] = { &vals[i], vals };
+		uint32_t idx;
+		assert_false(hmap_find(&m, vals[i] % 97, eq_int, ctx, &idx));
+		assert_int_equal(hmap_find(&c, vals[i] % 97, eq_int, ctx, &idx), present[i]);
+	}
+	assert_int_equal(hmap_bytes(&c), (c.mask + 1) * sizeof(struct hmap_slot));
+	hmap_free(&c);
 	hmap_free(&m);
+	assert_int_equal(hmap_bytes(&m), 0);
+	/* Hashes equal in their low 32 bits are still told apart. */
+	struct hmap h = { 0 };
+	hmap_insert(&h, 5 | 1ull << 40, 0);
+	hmap_insert(&h, 5, 1);
+	uint32_t idx;
+	assert_true(hmap_find(&h, 5, eq_any, NULL, &idx));
+	assert_int_equal(idx, 1);
+	assert_true(hmap_find(&h, 5 | 1ull << 40, eq_any, NULL, &idx));
+	assert_int_equal(idx, 0);
+	hmap_free(&h);
 	free(vals);
 	free(present);
 }
