@@ -66,6 +66,12 @@ static inline bool str_printable(const char *s, size_t n)
 	return true;
 }
 
+/* Asks for the cache line holding p ahead of its use; never faults. */
+static inline void prefetch(const void *p)
+{
+	__builtin_prefetch(p);
+}
+
 /* qsort that accepts an empty (possibly NULL) array. */
 static inline void xqsort(void *base, size_t n, size_t size,
 			  int (*cmp)(const void *, const void *))

@@ -3,6 +3,7 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -234,6 +235,7 @@ static int collect(struct fn_pass *f, struct store *st, const struct scope *sc, 
 			continue;
 		display_part(f->d, p);
 		stack_sums_add_part(&ss, scan, p);
+		stack_sums_order(&ss, p->nnodes + 1);
 		for (size_t j = 0; j < ss.n; j++) {
 			uint32_t leaf = ss.leaves[j];
 			size_t n = display_stack(f->d, leaf, f->keys, f->lines, DISPLAY_MAX_DEPTH);
@@ -250,6 +252,52 @@ static int collect(struct fn_pass *f, struct store *st, const struct scope *sc, 
 	scan_stats_json(scan, t0, stats);
 	scan_close(scan);
 	return 0;
+}
+
+/* The comparison of a diff is read on its own thread, with its own
+ * display, while the caller reads the baseline: the two scopes share
+ * nothing but the store and the symbols, which serve concurrent queries
+ * anyway. Its table is then moved into the baseline display's keys. */
+struct side {
+	struct fn_pass f;
+	struct store *st;
+	const struct scope *sc;
+	struct ftab t;
+	uint64_t t0;
+	struct buf stats, err;
+	int rc;
+};
+
+static void *collect_side(void *arg)
+{
+	struct side *x = arg;
+	x->rc = collect(&x->f, x->st, x->sc, &x->t, x->t0, &x->stats, &x->err);
+	return NULL;
+}
+
+/* Re-keys t, counted in display from, by the same functions' keys in to. */
+static void rekey(struct ftab *t, const struct display *from, struct display *to)
+{
+	struct fstat *v = NULL;
+	size_t cap = 0, nk = MIN(t->cap, display_count(from));
+	for (uint32_t k = 0; k < nk; k++) {
+		if (!t->v[k].total && !t->v[k].self)
+			continue;
+		const struct dkey *dk = display_get(from, k);
+		uint32_t at = display_key(to, dk->type, display_str(from, dk->name),
+					  display_str(from, dk->binary),
+					  dk->file ? display_str(from, dk->file) : NULL);
+		if (cap <= at) {
+			size_t old = cap;
+			xgrow((void **)&v, &cap, (size_t)at + 1, sizeof(*v));
+			memset(v + old, 0, (cap - old) * sizeof(*v));
+		}
+		v[at].self += t->v[k].self;
+		v[at].total += t->v[k].total;
+	}
+	free(t->v);
+	t->v = v;
+	t->cap = cap;
 }
 
 /* --- answers ------------------------------------------------------------------- */
@@ -527,8 +575,30 @@ int functions_query(struct store *st, struct symbols *sym, struct fetcher *fetch
 	struct buf stats_a = { 0 }, stats_b = { 0 };
 	int rc = -1;
 	if (r->what == FN_DIFF) {
-		if (collect(&f, st, &r->baseline, &a, t0, &stats_a, err) < 0 ||
-		    collect(&f, st, &r->scope, &b, t0, &stats_b, err) < 0)
+		struct side cmp = { .f = { .r = r, .center_type = -1 }, .st = st, .sc = &r->scope,
+				    .t0 = t0 };
+		pthread_t th;
+		bool threaded = false;
+		if ((cmp.f.d = display_new(sym, fetch, &o, "frame_mask.patterns", err)))
+			threaded = pthread_create(&th, NULL, collect_side, &cmp) == 0;
+		int rca = collect(&f, st, &r->baseline, &a, t0, &stats_a, err);
+		if (threaded)
+			pthread_join(th, NULL);
+		else if (cmp.f.d)
+			collect_side(&cmp);
+		else
+			cmp.rc = -1; /* display_new wrote err */
+		if (rca == 0 && cmp.rc < 0 && cmp.err.len)
+			buf_append(err, cmp.err.data, cmp.err.len);
+		if (rca == 0 && cmp.rc == 0)
+			rekey(&cmp.t, cmp.f.d, f.d);
+		b = cmp.t;
+		stats_b = cmp.stats;
+		buf_free(&cmp.err);
+		free(cmp.f.stamp);
+		free(cmp.f.target);
+		display_free(cmp.f.d);
+		if (rca < 0 || cmp.rc < 0)
 			goto out;
 		write_diff(&f, r, &a, &b, out);
 		buf_puts(out, ",\"baseline_");

@@ -345,6 +345,9 @@ void scan_stats_json(const struct scan *s, uint64_t start_ns, struct buf *out)
 
 /* --- per-stack sums ---------------------------------------------------------- */
 
+/* How many stacks ahead the sums are prefetched. */
+#define SUMS_AHEAD 16
+
 void stack_sums_add_series(struct stack_sums *ss, struct scan *scan, const struct part *p,
 			   uint32_t series)
 {
@@ -360,6 +363,11 @@ void stack_sums_add_series(struct stack_sums *ss, struct scan *scan, const struc
 		return;
 	uint64_t value = 0;
 	for (long i = 0; i < n; i++) {
+		/* A series' stacks are a few of the part's millions, ascending
+		 * but far apart: each value waits for memory unless asked for
+		 * ahead. */
+		if (i + SUMS_AHEAD < n && stacks[i + SUMS_AHEAD] < p->nnodes)
+			prefetch(&ss->v[stacks[i + SUMS_AHEAD]]);
 		if (!sums[i])
 			continue;
 		uint32_t stack = stacks[i] < p->nnodes ? stacks[i] : 0;
@@ -401,6 +409,27 @@ void stack_sums_add_part(struct stack_sums *ss, struct scan *scan, const struct 
 	for (uint32_t s = 0; s < p->nseries; s++)
 		if (scan_selected(scan, s))
 			stack_sums_add_series(ss, scan, p, s);
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+void stack_sums_order(struct stack_sums *ss, size_t nnodes)
+{
+	if (ss->n < 2)
+		return;
+	if (ss->n * 16 < nnodes) {
+		xqsort(ss->leaves, ss->n, sizeof(uint32_t), cmp_u32);
+		return;
+	}
+	/* Dense: one pass over the values finds them in order. */
+	size_t n = 0;
+	for (size_t i = 0; i < nnodes && i < ss->cap && n < ss->n; i++)
+		if (ss->v[i])
+			ss->leaves[n++] = (uint32_t)i;
 }
 
 void stack_sums_clear(struct stack_sums *ss)

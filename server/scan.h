@@ -137,6 +137,12 @@ void stack_sums_add_part(struct stack_sums *ss, struct scan *scan, const struct 
 /* Adds one selected series of the part begun. */
 void stack_sums_add_series(struct stack_sums *ss, struct scan *scan, const struct part *p,
 			   uint32_t series);
+/* Puts the leaves in id order. Blocks number nodes depth first, so a
+ * stack walked after the one before it finds most of its nodes, and the
+ * answer's entries they map to, still in the cache (docs/internals/store.md,
+ * "Node order"); in arrival order each walk waits for memory. nnodes: the
+ * part's node count (every leaf is below it). */
+void stack_sums_order(struct stack_sums *ss, size_t nnodes);
 /* Forgets the per-stack values (keeps total and the rate vote). */
 void stack_sums_clear(struct stack_sums *ss);
 void stack_sums_free(struct stack_sums *ss);

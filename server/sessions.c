@@ -23,11 +23,6 @@
  * so without it every entry waits for memory in turn. */
 #define AHEAD 8
 
-static inline void prefetch(const void *p)
-{
-	__builtin_prefetch(p);
-}
-
 struct sfile {
 	uint8_t id[FILE_ID_LEN];
 	uint32_t name;

@@ -693,6 +693,43 @@ static size_t sort_stack(struct part *p, size_t i, uint32_t *frames)
 
 /* part_sort_nodes renumbers a tree built in first-use order depth first,
  * keeps every stack and its indexes; merge_write leaves blocks so. */
+/* stack_sums_order gives every leaf once, in id order, whether it sorts
+ * the list (few leaves) or collects them from the values (many). */
+static void check_order(const uint32_t *in, size_t n, size_t nnodes)
+{
+	struct stack_sums ss = { 0 };
+	ss.cap = nnodes;
+	ss.v = calloc(nnodes, sizeof(uint64_t));
+	ss.leaves = malloc(n * sizeof(uint32_t));
+	ss.capleaves = n;
+	for (size_t i = 0; i < n; i++) {
+		ss.leaves[ss.n++] = in[i];
+		ss.v[in[i]] = 10 + i;
+	}
+	stack_sums_order(&ss, nnodes);
+	assert_int_equal(ss.n, n);
+	for (size_t i = 1; i < n; i++)
+		assert_true(ss.leaves[i - 1] < ss.leaves[i]);
+	for (size_t i = 0; i < n; i++) {
+		bool found = false;
+		for (size_t j = 0; j < n; j++)
+			found |= ss.leaves[j] == in[i];
+		assert_true(found);
+	}
+	stack_sums_free(&ss);
+}
+
+static void test_stack_sums_order(void **state)
+{
+	(void)state;
+	const uint32_t sparse[] = { 500, 3, 999, 0, 42 };
+	check_order(sparse, 5, 1000);
+	const uint32_t dense[] = { 30, 2, 0, 17, 39 };
+	check_order(dense, 5, 40);
+	const uint32_t one[] = { 7 };
+	check_order(one, 1, 8);
+}
+
 static void test_part_sort_nodes(void **state)
 {
 	(void)state;
@@ -1176,6 +1213,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_flamegraph, world_setup, world_teardown),
 		cmocka_unit_test(test_store_blocks),
 		cmocka_unit_test(test_part_sort_nodes),
+		cmocka_unit_test(test_stack_sums_order),
 		cmocka_unit_test_setup_teardown(test_flamegraph_pruning, world_setup, world_teardown),
 		cmocka_unit_test_setup_teardown(test_flamegraph_sparse_dense, world_setup, world_teardown),
 		cmocka_unit_test_setup_teardown(test_flamegraph_request_errors, world_setup, world_teardown),
