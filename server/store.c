@@ -351,7 +351,7 @@ static bool gen_in(const uint64_t *set, size_t n, uint64_t g)
 	return n && bsearch(&g, set, n, sizeof(uint64_t), cmp_u64) != NULL;
 }
 
-static int open_blocks(struct store *s, const uint64_t *wals, size_t nwals, struct buf *err)
+static int open_blocks(struct store *s, uint64_t *wals, size_t *nwals, struct buf *err)
 {
 	uint64_t *gens;
 	size_t n;
@@ -406,12 +406,26 @@ static int open_blocks(struct store *s, const uint64_t *wals, size_t nwals, stru
 			continue;
 		const struct block_info *in = block_info(blks[i]);
 		bool replaced = gen_in(superseded, nsup, gens[i]);
-		/* Flushed from logs that still exist: the flush did not finish
-		 * (the log's deletion is its commit), so the logs are replayed. */
-		bool unfinished = false;
-		for (size_t w = 0; in->wal_lo && w < nwals; w++)
-			if (wals[w] >= in->wal_lo && wals[w] <= in->wal_hi)
-				unfinished = true;
+		/* A flush deletes its logs lowest first, and that first
+		 * deletion is its commit: while the lowest log exists the flush
+		 * did not finish, the block goes and the logs are replayed.
+		 * Once it is gone, logs of the block's range still here are
+		 * the rest of a deletion a crash cut short: they are deleted,
+		 * not replayed (their rows are in the block). No other part
+		 * ever covers them: a log belongs to one head. */
+		bool unfinished = in->wal_lo && gen_in(wals, *nwals, in->wal_lo);
+		if (!replaced && !unfinished && in->gen == gens[i] && in->wal_lo) {
+			size_t kept = 0;
+			for (size_t w = 0; w < *nwals; w++) {
+				if (wals[w] > in->wal_lo && wals[w] <= in->wal_hi) {
+					wal_path(s->wal_dir, wals[w], &path);
+					remove_file(path.data, "the rest of a flushed log range");
+					continue;
+				}
+				wals[kept++] = wals[w];
+			}
+			*nwals = kept;
+		}
 		if (replaced || unfinished || in->gen != gens[i]) {
 			block_close(blks[i]);
 			block_file(s, gens[i], ".blk", &path);
@@ -561,7 +575,7 @@ int store_open(const char *dir, const struct store_config *cfg, struct store **o
 	}
 	buf_free(&p);
 	if (list_gens(s->wal_dir, ".log", &wals, &nwals, err) < 0 ||
-	    open_blocks(s, wals, nwals, err) < 0) {
+	    open_blocks(s, wals, &nwals, err) < 0) {
 		free(wals);
 		store_close(s);
 		return -1;
@@ -1052,12 +1066,16 @@ static int flush_one(struct store *s, struct buf *err)
 	pthread_mutex_lock(&s->list_mu);
 	s->stats.unflushed_rows -= r->part.rows;
 	pthread_mutex_unlock(&s->list_mu);
-	/* The commit point of a flush: its logs go. */
+	/* The commit point of a flush: its logs go, lowest first; the
+	 * first deletion commits (open_blocks). One that fails stops the
+	 * rest: at the next start the block is dropped and all replayed. */
 	struct buf path = { 0 };
 	for (uint64_t g = r->wal_lo; g && g <= r->wal_hi; g++) {
 		wal_path(s->wal_dir, g, &path);
-		if (unlink(path.data) < 0 && errno != ENOENT)
+		if (unlink(path.data) < 0 && errno != ENOENT) {
 			log_error("cannot delete %s: %s", path.data, strerror(errno));
+			break;
+		}
 	}
 	int dfd = open(s->wal_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd >= 0) {
