@@ -346,6 +346,17 @@ static void remove_file(const char *path, const char *why)
 		log_info("store: deleted %s (%s)", path, why);
 }
 
+/* Makes the creations and deletions of names in dir durable. */
+static void sync_dir(const char *dir)
+{
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return;
+	if (fsync(dfd) < 0)
+		log_warn("syncing %s: %s", dir, strerror(errno));
+	close(dfd);
+}
+
 static bool gen_in(const uint64_t *set, size_t n, uint64_t g)
 {
 	return n && bsearch(&g, set, n, sizeof(uint64_t), cmp_u64) != NULL;
@@ -1067,8 +1078,9 @@ static int flush_one(struct store *s, struct buf *err)
 	s->stats.unflushed_rows -= r->part.rows;
 	pthread_mutex_unlock(&s->list_mu);
 	/* The commit point of a flush: its logs go, lowest first; the
-	 * first deletion commits (open_blocks). One that fails stops the
-	 * rest: at the next start the block is dropped and all replayed. */
+	 * first deletion commits (open_blocks), and is made durable before
+	 * any other. One that fails stops the rest: at the next start the
+	 * block is dropped and all replayed. */
 	struct buf path = { 0 };
 	for (uint64_t g = r->wal_lo; g && g <= r->wal_hi; g++) {
 		wal_path(s->wal_dir, g, &path);
@@ -1076,12 +1088,8 @@ static int flush_one(struct store *s, struct buf *err)
 			log_error("cannot delete %s: %s", path.data, strerror(errno));
 			break;
 		}
-	}
-	int dfd = open(s->wal_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd >= 0) {
-		if (fsync(dfd) < 0)
-			log_warn("syncing %s: %s", s->wal_dir, strerror(errno));
-		close(dfd);
+		if (g == r->wal_lo || g == r->wal_hi)
+			sync_dir(s->wal_dir);
 	}
 	buf_free(&path);
 	pthread_mutex_lock(&s->list_mu);
