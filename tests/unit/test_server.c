@@ -234,8 +234,8 @@ static void test_store_durable_and_dedup(void **state)
 /* The log files of the store in dir, sorted, each read whole. */
 struct saved_logs {
 	char names[8][64];
-	struct buf data[8];
-	size_t n;
+	char *data[8];
+	size_t len[8], n;
 };
 
 static void save_logs(const char *dir, struct saved_logs *out)
@@ -255,14 +255,7 @@ static void save_logs(const char *dir, struct saved_logs *out)
 	qsort(out->names, out->n, 64, (int (*)(const void *, const void *))strcmp);
 	for (size_t i = 0; i < out->n; i++) {
 		snprintf(path, sizeof(path), "%s/%s", wdir, out->names[i]);
-		out->data[i] = (struct buf){ 0 };
-		FILE *f = fopen(path, "rb");
-		assert_non_null(f);
-		char chunk[4096];
-		size_t got;
-		while ((got = fread(chunk, 1, sizeof(chunk), f)) > 0)
-			buf_append(&out->data[i], chunk, got);
-		fclose(f);
+		assert_int_equal(read_file(path, 1 << 20, &out->data[i], &out->len[i]), 0);
 	}
 }
 
@@ -274,8 +267,8 @@ static void restore_logs(const char *dir, const struct saved_logs *l, size_t fro
 		snprintf(path, sizeof(path), "%s/wal/%s", dir, l->names[i]);
 		FILE *f = fopen(path, "wb");
 		assert_non_null(f);
-		if (l->data[i].len)
-			assert_int_equal(fwrite(l->data[i].data, 1, l->data[i].len, f), l->data[i].len);
+		if (l->len[i])
+			assert_int_equal(fwrite(l->data[i], 1, l->len[i], f), l->len[i]);
 		fclose(f);
 	}
 }
@@ -326,7 +319,7 @@ static void test_store_flush_of_several_logs(void **state)
 	store_close(s);
 
 	for (size_t i = 0; i < logs.n; i++)
-		buf_free(&logs.data[i]);
+		free(logs.data[i]);
 	buf_free(&z1);
 	buf_free(&z2);
 	buf_free(&err);
