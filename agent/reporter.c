@@ -108,7 +108,8 @@ static int encode(struct reporter *r, struct pending *p, struct buf *why)
 		bool dirty = r->session_dirty;
 		r->session_dirty = false;
 		pthread_mutex_unlock(&r->lock);
-		if (dirty || session_memory(&r->sess) > r->max_session_bytes)
+		if (dirty || session_memory(&r->sess) > r->max_session_bytes ||
+		    !session_fits(&r->sess, p->b))
 			new_session(r);
 		p->fresh = r->sess.batches == 0;
 		st0 = r->sess.sent_strings;

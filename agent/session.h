@@ -21,6 +21,7 @@
 #ifndef EMBER_AGENT_SESSION_H
 #define EMBER_AGENT_SESSION_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,12 +37,18 @@ struct session {
 	 * node_parent[i] - 1 (0: outermost). */
 	uint32_t *node_parent, *node_frame;
 	size_t nnodes, capnodes;
-	struct hmap node_index;
+	/* Index of the nodes by (parent, frame): session.c, node_slots. */
+	uint32_t *node_slots;
+	size_t node_mask; /* slots - 1; 0 while there are none */
 	/* Table sizes the server has been sent (the next batch's bases). */
 	size_t sent_strings, sent_files, sent_frames, sent_nodes, sent_res;
 	uint64_t batches;   /* batches encoded in this session */
 	uint64_t resets;    /* sessions started after the first */
 };
+
+/* The most stack nodes a session holds (far beyond what its memory limit
+ * lets it reach: 8 bytes of arrays per node alone make 128 MiB). */
+#define SESSION_MAX_NODES ((1u << 24) - 1)
 
 void session_init(struct session *s);
 void session_free(struct session *s);
@@ -54,5 +61,9 @@ int session_encode(struct session *s, const struct batch *b, const struct batch_
 		   struct buf *out);
 /* Bytes the session's dictionary holds. */
 size_t session_memory(const struct session *s);
+/* Whether b's stacks, at most one new node per frame, stay within
+ * SESSION_MAX_NODES: when not, the caller starts a new session first
+ * (session_encode refuses a batch that does not fit). */
+bool session_fits(const struct session *s, const struct batch *b);
 
 #endif

@@ -29,6 +29,8 @@
  *   store_bench [HOSTS] [SECONDS] [DIR]     (defaults 100, 3600, /tmp/ember-store-bench)
  *   store_bench --queries [DIR [NAME]]      the queries again over a store built
  *                                           before (only those whose name has NAME)
+ * EMBER_BENCH_SESSION_MIB sets the agent sessions' limit (ember-agent's:
+ * 32 MiB), to see what starting sessions over costs the server.
  * With EMBER_BENCH_ANSWERS=DIR each query's answer is written to
  * DIR/<query name>.json, its query_stats empty (to compare two builds).
  */
@@ -74,6 +76,9 @@ static const char PROJECT[] = "00000000-0000-0000-0000-000000000000";
 
 /* EMBER_BENCH_PROTOCOL: 1 (default) or 2, read once in main. */
 static int protocol = 1;
+
+/* EMBER_BENCH_SESSION_MIB: the agent sessions' limit (ember-agent: 32 MiB). */
+static size_t session_limit = 32u << 20;
 
 /* --queries NAME: run only the queries whose name contains it. */
 static const char *only;
@@ -331,7 +336,8 @@ static void *generate(void *arg)
 			struct item it = { { 0 }, (uint64_t)samples };
 			double e0 = thread_cpu_s();
 			/* As ember-agent does: a new session past 32 MiB. */
-			if (protocol == 2 && session_memory(&sessions[h]) > (32u << 20)) {
+			if (protocol == 2 && (session_memory(&sessions[h]) > session_limit ||
+					      !session_fits(&sessions[h], &b))) {
 				session_reset(&sessions[h]);
 				g->session_resets++;
 			}
@@ -665,6 +671,9 @@ int main(int argc, char **argv)
 		only = argc > 3 ? argv[3] : NULL;
 		return queries_only(argc > 2 ? argv[2] : "/tmp/ember-store-bench");
 	}
+	const char *sl = getenv("EMBER_BENCH_SESSION_MIB");
+	if (sl && atoi(sl) > 0)
+		session_limit = (size_t)atoi(sl) << 20;
 	const char *pv = getenv("EMBER_BENCH_PROTOCOL");
 	protocol = pv && strcmp(pv, "2") == 0 ? 2 : 1;
 	int hosts = argc > 1 ? atoi(argv[1]) : 100;
@@ -698,7 +707,9 @@ int main(int argc, char **argv)
 		pthread_mutex_init(&q[i].mu, NULL);
 		pthread_cond_init(&q[i].cv, NULL);
 	}
-	struct sessions *sessions = sessions_new(4ull << 30, SESSION_MAX_BYTES, 3600000);
+	/* Room for every host's session for the whole hour (about 80 MiB each
+	 * with 1.3 M stack nodes): --session-memory sized for the fleet. */
+	struct sessions *sessions = sessions_new(8ull << 30, SESSION_MAX_BYTES, 3600000);
 	struct gen g = { .w = &w, .q = q, .hosts = hosts, .seconds = seconds, .start_ms = start_ms };
 	struct ingester ins[INGEST_THREADS];
 	pthread_t gt, it[INGEST_THREADS];

@@ -692,6 +692,90 @@ static void test_memory_bounds(void **state)
 	session_free(&c);
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The agent's node index: a tree of 4^8 stacks (every path of 8 levels,
+ * 4 frames a level) has 87 380 nodes; each is defined once, the index
+ * grows through several sizes on the way, and a node costs well under
+ * the 32-64 bytes of a general hash index. */
+static void test_node_index(void **state)
+{
+	(void)state;
+	struct batch *b = xmalloc(sizeof(*b));
+	batch_init(b);
+	uint32_t fr[8][4];
+	for (int d = 0; d < 8; d++)
+		for (int k = 0; k < 4; k++) {
+			char name[32];
+			snprintf(name, sizeof(name), "l%d_%d", d, k);
+			struct bframe f = { .type = FT_NATIVE, .name = batch_string(b, name, strlen(name)),
+					    .binary = batch_string(b, "app", 3) };
+			fr[d][k] = batch_frame(b, &f);
+		}
+	uint32_t kv[] = { batch_string(b, "host.name", 9), batch_string(b, "h1", 2) };
+	uint32_t res = batch_resource(b, kv, 2);
+	for (uint32_t k = 0; k < 65536; k++) {
+		uint32_t ids[8];
+		for (int d = 0; d < 8; d++)
+			ids[d] = fr[d][(k >> (14 - 2 * d)) & 3];
+		batch_add(b, batch_stack(b, ids, 8), res, EK_ON_CPU, 1);
+	}
+	const size_t want = 4 + 16 + 64 + 256 + 1024 + 4096 + 16384 + 65536;
+	struct session s;
+	session_init(&s);
+	struct buf z = { 0 };
+	encode(&s, b, 1, &z);
+	assert_int_equal(s.nnodes, want);
+	assert_int_equal(s.sent_nodes, want);
+	uint64_t *pairs = xmalloc(want * sizeof(uint64_t));
+	for (size_t i = 0; i < want; i++)
+		pairs[i] = (uint64_t)s.node_parent[i] << 32 | s.node_frame[i];
+	qsort(pairs, want, sizeof(uint64_t), cmp_u64);
+	for (size_t i = 1; i < want; i++)
+		assert_true(pairs[i] != pairs[i - 1]); /* no node twice */
+	free(pairs);
+	assert_true(session_memory(&s) < want * 24 + (64u << 10));
+
+	/* Everything again: nothing new is defined, every sample names a leaf. */
+	encode(&s, b, 2, &z);
+	assert_int_equal(s.nnodes, want);
+	struct buf err = { 0 };
+	Ember__Ingest__V1__SessionBatch *m = session_batch_decode(z.data, z.len, &err);
+	assert_non_null(m);
+	assert_int_equal(m->n_node_parents, 0);
+	assert_int_equal(m->n_sample_nodes, 65536);
+	uint64_t node = 0;
+	for (size_t i = 0; i < m->n_sample_nodes; i++) {
+		node += m->sample_nodes[i];
+		size_t depth = 0;
+		for (uint64_t n = node + 1; n; n = s.node_parent[n - 1])
+			depth++;
+		assert_int_equal(depth, 8);
+	}
+	session_batch_free(m);
+
+	/* A batch that would pass the node limit is refused, nothing changed;
+	 * the reporter starts a new session for it first. */
+	size_t had = s.nnodes;
+	s.nnodes = SESSION_MAX_NODES - 1000;
+	assert_false(session_fits(&s, b));
+	size_t zlen = z.len;
+	struct batch_meta meta = { "agent-a", 3, "default", T0, T0 + 5000, 19, 4 };
+	assert_int_equal(session_encode(&s, b, &meta, &z), -1);
+	assert_int_equal(z.len, zlen);
+	s.nnodes = had;
+	assert_true(session_fits(&s, b));
+
+	buf_free(&err);
+	buf_free(&z);
+	session_free(&s);
+	free_batch(b);
+}
+
 /* --- through the real store ------------------------------------------------------ */
 
 static uint64_t store_total(struct store *st)
@@ -813,6 +897,7 @@ int main(void)
 		cmocka_unit_test(test_failed_store_rolls_back),
 		cmocka_unit_test(test_hostile_batches),
 		cmocka_unit_test(test_memory_bounds),
+		cmocka_unit_test(test_node_index),
 		cmocka_unit_test(test_store_replays_sessions_across_seals),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
