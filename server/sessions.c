@@ -80,15 +80,15 @@ struct sess {
 	size_t capframe_h, capnode_h;
 	struct runs res;
 	/* The store's side of each entry (docs/internals/ingest.md): the log
-	 * generation whose log file holds its definition, and the id the
-	 * head part of generation gen gave it, as gen << 32 | id. A
-	 * generation is one log file and one head part, so both are stale
-	 * after the store seals its head, and found again on first use. */
+	 * generation whose log file holds its definition (stale once the
+	 * store starts a new log), and the id the head part's dictionaries
+	 * gave it, as dict_id << 32 | id (stale once a head starts with new
+	 * dictionaries); either is found again on first use. */
 	uint32_t *logged[T_COUNT];
 	size_t caplogged[T_COUNT];
 	uint64_t *pm[T_MAPS];
 	size_t cappm[T_MAPS];
-	/* series of (resource, kind) in the head of generation gen */
+	/* series of (resource, kind) in the head numbered gen (store.c) */
 	struct sseries *series;
 	size_t capseries;
 	/* Replayed sessions only: which entries are defined (a log file
@@ -1033,7 +1033,7 @@ static uint32_t map_resource(struct mapper *x, uint32_t id, uint32_t host_cpus)
 	return labels;
 }
 
-/* Adds m's samples to p, the head of generation gen. Every entry is
+/* Adds m's samples to p, the head numbered gen. Every entry is
  * mapped first; only when all resolve are rows added (a replayed record
  * that does not resolve adds nothing). */
 static int index_batch(struct sess *s, const Ember__Ingest__V1__SessionBatch *m,

@@ -27,7 +27,8 @@ struct sref {
 	struct part part;     /* the dictionaries (and, in memory, the rows) */
 	bool loaded;          /* part is valid */
 	struct block *blk;    /* NULL: an in-memory part */
-	uint64_t gen;         /* blocks: the file's generation */
+	uint64_t gen;         /* blocks: the file's generation; in-memory parts: the
+			       * head's own number (index() keys its caches by it) */
 	uint64_t wal_lo, wal_hi; /* in-memory parts: the logs holding their batches */
 	int64_t partition_ms, min_ts, max_ts;
 	int refs;             /* the store's list + open views; under list_mu */
@@ -52,6 +53,11 @@ struct commit {
 	struct commit *next;
 };
 
+/* The most heads one log file holds: with heads sealed every minute
+ * (--flush-after), a log lives about 8 minutes, and its blocks wait that
+ * long to be compacted. */
+#define LOG_MAX_HEADS 8
+
 struct store {
 	char *dir, *blocks_dir, *wal_dir;
 	struct store_config cfg;
@@ -68,6 +74,22 @@ struct store {
 	uint64_t *agent_seq;
 	size_t cap_agent_seq;
 	uint64_t next_gen;
+	/* The log files that exist, ascending (the current one last), and
+	 * the rows appended to and heads sealed in the current one. A log
+	 * outlives the heads that wrote to it until it holds
+	 * max_unflushed_rows rows or LOG_MAX_HEADS heads: every agent
+	 * session writes into each new log the definitions its batches
+	 * use, so fewer logs carry less; the blocks of a log are committed
+	 * (and compacted) only once it goes. rotate_next: the head
+	 * covers several logs (a start replayed some), so its next seal
+	 * starts a new log (a log shared by heads is never part of a
+	 * range: open_blocks). Only release_logs() removes entries, under
+	 * maint_mu. */
+	uint64_t *logs;
+	size_t nlogs, caplogs;
+	uint64_t log_rows, log_heads;
+	int64_t sealed_mono_ms; /* the last seal */
+	bool rotate_next;
 
 	/* The parts. list_mu guards the array, refs and the head pointer. */
 	pthread_mutex_t list_mu;
@@ -423,7 +445,9 @@ static int open_blocks(struct store *s, uint64_t *wals, size_t *nwals, struct bu
 		 * Once it is gone, logs of the block's range still here are
 		 * the rest of a deletion a crash cut short: they are deleted,
 		 * not replayed (their rows are in the block). No other part
-		 * ever covers them: a log belongs to one head. */
+		 * ever covers them: only a head that replayed logs at a start
+		 * covers several, and its first seal starts a new log, so
+		 * heads share only a log that is a whole range of each. */
 		bool unfinished = in->wal_lo && gen_in(wals, *nwals, in->wal_lo);
 		if (!replaced && !unfinished && in->gen == gens[i] && in->wal_lo) {
 			size_t kept = 0;
@@ -612,14 +636,20 @@ int store_open(const char *dir, const struct store_config *cfg, struct store **o
 			s->head->wal_lo = wals[i];
 		wal_close(&w);
 	}
-	free(wals);
+	s->logs = wals;
+	s->nlogs = s->caplogs = nwals;
+	s->rotate_next = nwals > 0;
 	session_replay_free(rc.sessions);
+	s->head->gen = s->next_gen++;
 	uint64_t gen = s->next_gen++;
 	if (wal_open(s->wal_dir, gen, noop_record, NULL, &s->wal, &s->stats.wal_skipped_records,
 		     err) < 0) {
 		store_close(s);
 		return -1;
 	}
+	xgrow((void **)&s->logs, &s->caplogs, s->nlogs + 1, sizeof(uint64_t));
+	s->logs[s->nlogs++] = gen;
+	s->log_heads = 1;
 	s->wal_synced = s->wal.size;
 	if (!s->head->wal_lo)
 		s->head->wal_lo = gen;
@@ -664,6 +694,7 @@ void store_close(struct store *s)
 	for (size_t i = 0; i < s->nparts; i++)
 		sref_put(s, s->parts[i]);
 	free(s->parts);
+	free(s->logs);
 	strtab_free(&s->agent_names);
 	free(s->agent_seq);
 	pthread_mutex_destroy(&s->mu);
@@ -819,7 +850,7 @@ int store_append_entry(struct store *s, const struct store_entry *e, struct buf 
 		struct commit *batch = s->queue;
 		s->queue = NULL;
 		s->queue_tail = &s->queue;
-		uint64_t target = s->wal.size, gen = s->wal.gen;
+		uint64_t target = s->wal.size;
 		int fd = s->wal.fd;
 		struct sref *hd = s->head;
 		pthread_mutex_unlock(&s->mu);
@@ -830,7 +861,7 @@ int store_append_entry(struct store *s, const struct store_entry *e, struct buf 
 			pthread_rwlock_wrlock(&hd->rw);
 			uint64_t r0 = hd->part.rows, s0 = hd->part.samples;
 			for (struct commit *q = batch; q; q = q->next, n++)
-				if (q->e->index(q->e->ctx, &hd->part, gen) < 0)
+				if (q->e->index(q->e->ctx, &hd->part, hd->gen) < 0)
 					log_error("store: a batch of project %s could not be indexed",
 						  q->e->project);
 			rows = hd->part.rows - r0;
@@ -840,6 +871,7 @@ int store_append_entry(struct store *s, const struct store_entry *e, struct buf 
 		pthread_mutex_lock(&s->mu);
 		if (rc == 0) {
 			s->wal_synced = target;
+			s->log_rows += rows;
 		} else {
 			/* Nothing after the last good sync is acknowledged: cut it
 			 * off and fail every append written since, queued or not. */
@@ -888,21 +920,41 @@ int store_append_entry(struct store *s, const struct store_entry *e, struct buf 
 
 /* --- sealing, flushing, compaction, retention ------------------------------------------ */
 
-/* Makes the head a sealed part and starts a new head with a new log. */
-static int seal(struct store *s, struct buf *err)
+/* Opens the next log as the current one (under mu, not sealing). */
+static int rotate_log(struct store *s, struct buf *err)
+{
+	uint64_t gen = s->next_gen++;
+	struct wal_file w;
+	uint64_t skipped = 0;
+	if (wal_open(s->wal_dir, gen, noop_record, NULL, &w, &skipped, err) < 0)
+		return -1;
+	wal_close(&s->wal);
+	s->wal = w;
+	s->wal_synced = 0;
+	xgrow((void **)&s->logs, &s->caplogs, s->nlogs + 1, sizeof(uint64_t));
+	s->logs[s->nlogs++] = gen;
+	s->log_rows = s->log_heads = 0;
+	s->rotate_next = false;
+	return 0;
+}
+
+/* Makes the head a sealed part and starts a new head: in a new log when
+ * rotate is set, the current one holds max_unflushed_rows rows or
+ * LOG_MAX_HEADS heads, or the head covers several logs; else in the same
+ * log. With rotate and an
+ * empty head, only the log is new, so every log before it can go once
+ * what it holds is in blocks. */
+static int seal(struct store *s, bool rotate, struct buf *err)
 {
 	pthread_mutex_lock(&s->mu);
 	s->sealing = true;
 	while (s->syncing || s->queue)
 		pthread_cond_wait(&s->cv, &s->mu);
+	rotate |= s->rotate_next || s->log_rows >= s->cfg.max_unflushed_rows ||
+		  s->log_heads >= LOG_MAX_HEADS;
 	int rc = 0;
 	if (s->head->part.rows) {
-		uint64_t gen = s->next_gen++;
-		struct wal_file w;
-		uint64_t skipped = 0;
-		if (wal_open(s->wal_dir, gen, noop_record, NULL, &w, &skipped, err) < 0) {
-			rc = -1;
-		} else {
+		if (!rotate || (rc = rotate_log(s, err)) == 0) {
 			struct sref *n = sref_new();
 			part_init(&n->part, 1);
 			/* What the agents send next is mostly what they sent: found
@@ -911,7 +963,9 @@ static int seal(struct store *s, struct buf *err)
 			if (part_dict_memory(&s->head->part) <= s->cfg.head_dict_bytes)
 				part_copy_dictionaries(&n->part, &s->head->part);
 			n->loaded = true;
-			n->wal_lo = n->wal_hi = gen;
+			n->gen = s->next_gen++;
+			n->wal_lo = n->wal_hi = s->wal.gen;
+			s->log_heads++;
 			pthread_mutex_lock(&s->list_mu);
 			struct sref *old = s->head;
 			old->min_ts = old->part.min_ts;
@@ -921,15 +975,79 @@ static int seal(struct store *s, struct buf *err)
 			s->head = n;
 			s->stats.head_rows = 0;
 			pthread_mutex_unlock(&s->list_mu);
-			wal_close(&s->wal);
-			s->wal = w;
-			s->wal_synced = 0;
 		}
+	} else if (rotate && (s->log_rows || s->head->wal_lo != s->wal.gen) &&
+		   (rc = rotate_log(s, err)) == 0) {
+		pthread_mutex_lock(&s->list_mu);
+		s->head->wal_lo = s->head->wal_hi = s->wal.gen;
+		pthread_mutex_unlock(&s->list_mu);
+		s->log_heads = 1;
 	}
+	s->sealed_mono_ms = mono_ms();
 	s->sealing = false;
 	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->mu);
 	return rc;
+}
+
+/* Deletes the logs no in-memory part needs any more: those below the
+ * current one and below every unflushed part's range, lowest first. The
+ * first deletion of a log commits the blocks that name it as their
+ * lowest (open_blocks) and is made durable before the next; one that
+ * fails stops the rest (tried again after the next flush). Under
+ * maint_mu. */
+static void release_logs(struct store *s)
+{
+	pthread_mutex_lock(&s->mu);
+	uint64_t needed = s->wal.gen;
+	pthread_mutex_lock(&s->list_mu);
+	if (s->head->wal_lo)
+		needed = MIN(needed, s->head->wal_lo);
+	for (size_t i = 0; i < s->nparts; i++)
+		if (!s->parts[i]->blk && s->parts[i]->wal_lo)
+			needed = MIN(needed, s->parts[i]->wal_lo);
+	pthread_mutex_unlock(&s->list_mu);
+	size_t n = 0;
+	while (n < s->nlogs && s->logs[n] < needed)
+		n++;
+	uint64_t *dead = xmalloc((n + 1) * sizeof(uint64_t));
+	memcpy(dead, s->logs, n * sizeof(uint64_t));
+	pthread_mutex_unlock(&s->mu);
+	struct buf path = { 0 };
+	size_t done = 0;
+	for (; done < n; done++) {
+		wal_path(s->wal_dir, dead[done], &path);
+		if (unlink(path.data) < 0 && errno != ENOENT) {
+			log_error("cannot delete %s: %s", path.data, strerror(errno));
+			break;
+		}
+		if (done == 0 || done + 1 == n)
+			sync_dir(s->wal_dir);
+	}
+	buf_free(&path);
+	free(dead);
+	pthread_mutex_lock(&s->mu);
+	memmove(s->logs, s->logs + done, (s->nlogs - done) * sizeof(uint64_t));
+	s->nlogs -= done;
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* The lowest log that exists (UINT64_MAX: none). A block whose lowest log
+ * is this or later is not committed yet (its log may be replayed): it is
+ * kept out of compaction and retention. Under maint_mu, so no log goes
+ * meanwhile. */
+static uint64_t lowest_log(struct store *s)
+{
+	pthread_mutex_lock(&s->mu);
+	uint64_t g = s->nlogs ? s->logs[0] : UINT64_MAX;
+	pthread_mutex_unlock(&s->mu);
+	return g;
+}
+
+static bool committed(const struct sref *r, uint64_t lowest)
+{
+	const struct block_info *in = block_info(r->blk);
+	return !in->wal_lo || in->wal_lo < lowest;
 }
 
 /* Replaces the parts olds[0..nold) in the list by news[0..nnew). */
@@ -1077,21 +1195,8 @@ static int flush_one(struct store *s, struct buf *err)
 	pthread_mutex_lock(&s->list_mu);
 	s->stats.unflushed_rows -= r->part.rows;
 	pthread_mutex_unlock(&s->list_mu);
-	/* The commit point of a flush: its logs go, lowest first; the
-	 * first deletion commits (open_blocks), and is made durable before
-	 * any other. One that fails stops the rest: at the next start the
-	 * block is dropped and all replayed. */
-	struct buf path = { 0 };
-	for (uint64_t g = r->wal_lo; g && g <= r->wal_hi; g++) {
-		wal_path(s->wal_dir, g, &path);
-		if (unlink(path.data) < 0 && errno != ENOENT) {
-			log_error("cannot delete %s: %s", path.data, strerror(errno));
-			break;
-		}
-		if (g == r->wal_lo || g == r->wal_hi)
-			sync_dir(s->wal_dir);
-	}
-	buf_free(&path);
+	/* Its logs go once no other part needs them (release_logs, called
+	 * after each flush): their deletion is the commit. */
 	pthread_mutex_lock(&s->list_mu);
 	s->stats.flushes++;
 	pthread_mutex_unlock(&s->list_mu);
@@ -1100,19 +1205,29 @@ static int flush_one(struct store *s, struct buf *err)
 	return 1;
 }
 
-int store_flush(struct store *s, struct buf *err)
+/* Seals the head and writes every sealed part as blocks, deleting the
+ * logs that are then no longer needed after each. */
+static int flush_all(struct store *s, bool rotate, struct buf *err)
 {
 	pthread_mutex_lock(&s->maint_mu);
-	int rc = seal(s, err);
+	int rc = seal(s, rotate, err);
 	while (rc == 0) {
 		int f = flush_one(s, err);
 		if (f <= 0) {
 			rc = f;
 			break;
 		}
+		release_logs(s);
 	}
+	if (rc == 0)
+		release_logs(s);
 	pthread_mutex_unlock(&s->maint_mu);
 	return rc;
+}
+
+int store_flush(struct store *s, struct buf *err)
+{
+	return flush_all(s, true, err);
 }
 
 /* Pins and loads a block for a merge; false when it cannot be read. */
@@ -1143,10 +1258,11 @@ static int compact_partition(struct store *s, int64_t partition, bool all, struc
 	size_t n = 0, cap = 0;
 	bool fresh = false;
 	uint32_t level = 0;
+	uint64_t lowest = lowest_log(s);
 	pthread_mutex_lock(&s->list_mu);
 	for (size_t i = 0; i < s->nparts; i++) {
 		struct sref *r = s->parts[i];
-		if (!r->blk || r->broken || r->partition_ms != partition)
+		if (!r->blk || r->broken || r->partition_ms != partition || !committed(r, lowest))
 			continue;
 		r->refs++;
 		xgrow((void **)&srcs, &cap, n + 1, sizeof(*srcs));
@@ -1275,10 +1391,11 @@ int store_retention(struct store *s, int64_t now_ms, struct buf *err)
 	int64_t cutoff = now_ms - s->cfg.retention_ms;
 	struct sref **old = NULL;
 	size_t n = 0, cap = 0;
+	uint64_t lowest = lowest_log(s);
 	pthread_mutex_lock(&s->list_mu);
 	for (size_t i = 0; i < s->nparts; i++) {
 		struct sref *r = s->parts[i];
-		if (r->blk && r->partition_ms + STORE_PARTITION_MS <= cutoff) {
+		if (r->blk && r->partition_ms + STORE_PARTITION_MS <= cutoff && committed(r, lowest)) {
 			r->refs++;
 			xgrow((void **)&old, &cap, n + 1, sizeof(*old));
 			old[n++] = r;
@@ -1313,6 +1430,21 @@ static bool head_due(struct store *s)
 		   s->stats.unflushed_rows > s->stats.head_rows; /* a sealed part is waiting */
 	pthread_mutex_unlock(&s->list_mu);
 	return due;
+}
+
+/* Whether the current log holds only flushed heads' rows and nothing
+ * came for a head's age since: then it is closed, so that its blocks
+ * are committed (and compacted) although no new head fills. */
+static bool log_idle(struct store *s)
+{
+	pthread_mutex_lock(&s->mu);
+	bool idle = s->log_rows && !s->syncing && !s->queue &&
+		    mono_ms() - s->sealed_mono_ms >= s->cfg.head_max_age_ms;
+	pthread_mutex_unlock(&s->mu);
+	pthread_mutex_lock(&s->list_mu);
+	idle = idle && !s->stats.unflushed_rows;
+	pthread_mutex_unlock(&s->list_mu);
+	return idle;
 }
 
 /* Reads the dictionaries of the newest blocks into the cache, up to half
@@ -1364,8 +1496,9 @@ static void *maintenance(void *arg)
 		if (stop)
 			break;
 		struct buf err = { 0 };
-		if (head_due(s)) {
-			if (store_flush(s, &err) < 0)
+		bool due = head_due(s);
+		if (due || log_idle(s)) {
+			if (flush_all(s, !due, &err) < 0)
 				log_error("store: writing a block failed: %s (the data stays in the log; retrying)",
 					  err.data);
 			buf_reset(&err);

@@ -116,7 +116,8 @@ int store_append(struct store *s, const char *project_id, const Ember__Ingest__V
  * batch, whose record carries the session definitions it needs.
  *
  * record() is called under the store's commit lock, so gen is the log
- * generation the record lands in (and the head it is indexed into): it
+ * generation the record lands in (a log may hold the records of several
+ * heads in turn; index() gets the head's own number as gen): it
  * fills head (after the project prefix the store has written) and sets
  * *body and *blen to a piece written after it; 0, or -1 with err set. index()
  * is called once the record is durable, by whichever append leads the

@@ -327,6 +327,122 @@ static void test_store_flush_of_several_logs(void **state)
 	free(dir);
 }
 
+static void wait_flushes(struct store *s, uint64_t n)
+{
+	struct store_stats st;
+	for (int i = 0; i < 1000; i++) {
+		store_get_stats(s, &st);
+		if (st.flushes >= n)
+			return;
+		usleep(10000);
+	}
+	fail_msg("no flush after 10 s (%llu of %llu)", (unsigned long long)st.flushes,
+		 (unsigned long long)n);
+}
+
+/* Heads share a log until it holds max_unflushed_rows rows (each agent
+ * session writes its definitions into every new log again). The blocks of
+ * a log that still exists are not committed: compaction and retention
+ * leave them alone, and a crash drops them and replays the log, so every
+ * batch comes back once. A flush that starts a new log commits them. */
+static void test_store_shared_log(void **state)
+{
+	(void)state;
+	char *dir = make_temp_dir();
+	struct store_config cfg;
+	store_config_default(&cfg);
+	cfg.time_window = false;
+	cfg.retention_ms = INT64_MAX / 4;
+	cfg.head_max_rows = 1; /* the maintenance thread seals after every batch */
+	struct store *s;
+	struct store_stats st;
+	struct buf err = { 0 }, z1 = { 0 }, z2 = { 0 };
+	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
+	make_batch(sample_specs, 5, 1, T0, &z1);
+	append(s, &z1);
+	wait_flushes(s, 1);
+	make_batch(sample_specs, 2, 2, T0 + 5000, &z2);
+	append(s, &z2);
+	wait_flushes(s, 2);
+	struct saved_logs logs;
+	save_logs(dir, &logs);
+	assert_int_equal(logs.n, 1); /* both heads wrote to one log, still there */
+	for (size_t i = 0; i < logs.n; i++)
+		free(logs.data[i]);
+	store_get_stats(s, &st);
+	assert_int_equal(st.blocks, 2);
+	assert_int_equal(total(s), 190);
+	assert_int_equal(store_compact(s, true, &err), 0);
+	assert_int_equal(store_retention(s, INT64_MAX / 2, &err), 0);
+	store_get_stats(s, &st);
+	assert_int_equal(st.compactions, 0);
+	assert_int_equal(st.retention_deleted, 0);
+	assert_int_equal(total(s), 190);
+	store_close(s); /* as a crash leaves it: the log is still there */
+
+	cfg.background = false;
+	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
+	store_get_stats(s, &st);
+	assert_int_equal(st.blocks, 0); /* dropped: the log is replayed */
+	assert_int_equal(total(s), 190);
+	assert_int_equal(store_flush(s, &err), 0);
+	save_logs(dir, &logs);
+	assert_int_equal(logs.n, 1); /* only the new current log */
+	for (size_t i = 0; i < logs.n; i++)
+		free(logs.data[i]);
+	assert_int_equal(total(s), 190);
+	store_close(s);
+	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
+	store_get_stats(s, &st);
+	assert_true(st.blocks >= 1);
+	assert_int_equal(total(s), 190);
+	assert_int_equal(store_retention(s, INT64_MAX / 2, &err), 0);
+	assert_int_equal(total(s), 0); /* committed now: retention may take it */
+	store_close(s);
+
+	/* A log to which nothing more comes is closed a head's age after the
+	 * last seal, so its blocks are committed without a new head. */
+	cfg.background = true;
+	cfg.head_max_age_ms = 200;
+	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
+	make_batch(sample_specs, 1, 3, T0 + 10000, &z1);
+	append(s, &z1);
+	wait_flushes(s, 1); /* in a new log: the start had a log to replay */
+	make_batch(sample_specs, 1, 4, T0 + 15000, &z2);
+	append(s, &z2);
+	wait_flushes(s, 2); /* in the same log as the head after it */
+	uint64_t t3 = total(s);
+	assert_true(t3 > 0);
+	save_logs(dir, &logs);
+	assert_int_equal(logs.n, 1);
+	char held[64];
+	snprintf(held, sizeof(held), "%s", logs.names[0]);
+	free(logs.data[0]);
+	for (int i = 0; i < 1000; i++) {
+		save_logs(dir, &logs);
+		bool gone = logs.n == 1 && strcmp(logs.names[0], held) != 0;
+		for (size_t j = 0; j < logs.n; j++)
+			free(logs.data[j]);
+		if (gone)
+			break;
+		assert_true(i < 999);
+		usleep(10000);
+	}
+	store_close(s);
+	cfg.background = false;
+	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
+	store_get_stats(s, &st);
+	assert_int_equal(st.unflushed_rows, 0); /* nothing replayed: the block is committed */
+	assert_int_equal(total(s), t3);
+	store_close(s);
+
+	buf_free(&z1);
+	buf_free(&z2);
+	buf_free(&err);
+	rm_rf(dir);
+	free(dir);
+}
+
 static off_t file_size(const char *path)
 {
 	struct stat st;
@@ -1307,6 +1423,7 @@ int main(void)
 		cmocka_unit_test(test_store_durable_and_dedup),
 		cmocka_unit_test(test_store_torn_and_corrupt),
 		cmocka_unit_test(test_store_flush_of_several_logs),
+		cmocka_unit_test(test_store_shared_log),
 		cmocka_unit_test_setup_teardown(test_flamegraph, world_setup, world_teardown),
 		cmocka_unit_test(test_store_blocks),
 		cmocka_unit_test(test_part_sort_nodes),
