@@ -360,13 +360,28 @@ static bool defined(const struct sess *s, int t, size_t id)
 	return id < table_size(s, t) && (!s->defined[t] || s->defined[t][id]);
 }
 
+/* Grows a per-entry array to hold n entries, by half again (not twice)
+ * its capacity: a session lasts as long as its agent, up to millions of
+ * nodes, and spare capacity is most of what doubling costs it (a table
+ * ends 1.25 times its entries on average instead of 1.5). */
+static void grow_entries(void **a, size_t *cap, size_t n, size_t size)
+{
+	if (n <= *cap)
+		return;
+	size_t c = MAX(MAX(n, *cap + *cap / 2), (size_t)16);
+	if (c > SIZE_MAX / size)
+		c = n;
+	*a = xrealloc(*a, c * size);
+	*cap = c;
+}
+
 /* Grows a zero-filled per-entry array to hold n entries. */
 static void grow_zero(void **a, size_t *cap, size_t n, size_t size)
 {
 	size_t old = *cap;
 	if (n <= old)
 		return;
-	xgrow(a, cap, n, size);
+	grow_entries(a, cap, n, size);
 	memset((char *)*a + old * size, 0, (*cap - old) * size);
 }
 
@@ -442,7 +457,7 @@ static int def_frame(struct sess *s, size_t id, int type, uint32_t file, uint64_
 	}
 	s->frames[id] = (struct sframe){ .address = address, .file = file, .name = name,
 					 .binary = binary, .type = (uint8_t)type };
-	xgrow((void **)&s->frame_h, &s->capframe_h, 2 * (id + 1), sizeof(uint64_t));
+	grow_entries((void **)&s->frame_h, &s->capframe_h, 2 * (id + 1), sizeof(uint64_t));
 	const char *bin = s->sbytes.data + s->soff[binary], *nm = s->sbytes.data + s->soff[name];
 	uint64_t seed = hash_mix(hash_mix(hash_u64((uint64_t)type), address),
 				 hash_bytes(bin, strlen(bin)));
@@ -483,9 +498,9 @@ static int def_node(struct sess *s, size_t id, uint32_t parent, uint32_t frame, 
 	}
 	if (id >= s->capnodes) {
 		size_t c1 = s->capnodes, c2 = c1, c3 = c1;
-		xgrow((void **)&s->node_parent, &c1, id + 1, sizeof(uint32_t));
-		xgrow((void **)&s->node_frame, &c2, id + 1, sizeof(uint32_t));
-		xgrow((void **)&s->node_depth, &c3, id + 1, sizeof(uint16_t));
+		grow_entries((void **)&s->node_parent, &c1, id + 1, sizeof(uint32_t));
+		grow_entries((void **)&s->node_frame, &c2, id + 1, sizeof(uint32_t));
+		grow_entries((void **)&s->node_depth, &c3, id + 1, sizeof(uint16_t));
 		s->capnodes = c1;
 	}
 	for (size_t j = s->nnodes; j < id; j++) { /* undefined (replay): never read */
@@ -498,7 +513,7 @@ static int def_node(struct sess *s, size_t id, uint32_t parent, uint32_t frame, 
 	s->node_parent[id] = parent;
 	s->node_frame[id] = frame;
 	s->node_depth[id] = (uint16_t)depth;
-	xgrow((void **)&s->node_h, &s->capnode_h, 2 * (id + 1), sizeof(uint64_t));
+	grow_entries((void **)&s->node_h, &s->capnode_h, 2 * (id + 1), sizeof(uint64_t));
 	uint64_t in[4] = { s->frame_h[2 * frame], s->frame_h[2 * frame + 1],
 			   parent ? s->node_h[2 * (parent - 1)] : 0,
 			   parent ? s->node_h[2 * (parent - 1) + 1] : 0 };
