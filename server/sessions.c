@@ -369,8 +369,10 @@ static void grow_entries(void **a, size_t *cap, size_t n, size_t size)
 	if (n <= *cap)
 		return;
 	size_t c = MAX(MAX(n, *cap + *cap / 2), (size_t)16);
-	if (c > SIZE_MAX / size)
-		c = n;
+	if (c > SIZE_MAX / size) {
+		xgrow(a, cap, n, size); /* refuses a size that cannot be */
+		return;
+	}
 	*a = xrealloc(*a, c * size);
 	*cap = c;
 }
