@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 echo "== store_bench (ingest and flamegraph query)"
 build/bench/store_bench
 echo
+echo "== wal_bench (one commit of the write-ahead log)"
+build/bench/wal_bench
+echo
 echo "== metrics_bench (host metrics: ingest, disk, queries)"
 build/bench/metrics_bench 100 20
 echo

@@ -15,6 +15,9 @@
 
 #define WAL_MAGIC 0x57424d45u /* "EMBW" little-endian */
 #define WAL_HDR 16
+/* A log file grows by this much at a time, in zeros that the next sync
+ * makes durable with the record that needed them (wal.h). */
+#define WAL_CHUNK (4u << 20)
 
 static uint32_t get32(const uint8_t *p)
 {
@@ -47,6 +50,41 @@ static int pread_full(int fd, void *buf, size_t n, uint64_t off)
 	return (int)(done == n);
 }
 
+/* 1 when bytes [from, to) of the file are all zero, 0 when not, -1 on a
+ * read error. */
+static int all_zero(int fd, uint64_t from, uint64_t to)
+{
+	uint8_t chunk[65536];
+	while (from < to) {
+		size_t n = (size_t)MIN((uint64_t)sizeof(chunk), to - from);
+		if (pread_full(fd, chunk, n, from) != 1)
+			return -1;
+		for (size_t i = 0; i < n; i++)
+			if (chunk[i])
+				return 0;
+		from += n;
+	}
+	return 1;
+}
+
+/* The offset just after the last byte of the file that is not zero (0 for
+ * a file of zeros), or -1 on a read error: where the zeros written ahead
+ * begin. */
+static int64_t data_end(int fd, uint64_t size)
+{
+	uint8_t chunk[65536];
+	while (size > 0) {
+		size_t n = (size_t)MIN((uint64_t)sizeof(chunk), size);
+		if (pread_full(fd, chunk, n, size - n) != 1)
+			return -1;
+		for (size_t i = n; i-- > 0;)
+			if (chunk[i])
+				return (int64_t)(size - n + i + 1);
+		size -= n;
+	}
+	return 0;
+}
+
 /* Finds the next offset > from holding the record magic, or size. */
 static uint64_t resync(int fd, uint64_t from, uint64_t size)
 {
@@ -73,9 +111,16 @@ static int replay(struct wal_file *w, wal_record_fn fn, void *ctx, uint64_t *ski
 		return -1;
 	}
 	uint64_t size = (uint64_t)st.st_size, off = 0;
+	/* Records end where the zeros written ahead (wal_append) begin, or
+	 * within the last record when its own bytes end in zeros. */
+	int64_t end = data_end(w->fd, size);
+	if (end < 0) {
+		buf_printf(err, "reading %s: %s", w->path, strerror(errno));
+		return -1;
+	}
 	uint8_t *payload = NULL;
 	size_t cap = 0;
-	while (off < size) {
+	while (off < (uint64_t)end) {
 		uint8_t hdr[WAL_HDR];
 		if (off + WAL_HDR > size) {
 			log_warn("%s: incomplete record header at offset %llu: truncating the unacknowledged tail",
@@ -89,7 +134,7 @@ static int replay(struct wal_file *w, wal_record_fn fn, void *ctx, uint64_t *ski
 		}
 		uint32_t len = get32(hdr + 4);
 		if (get32(hdr) != WAL_MAGIC || len > WAL_MAX_RECORD) {
-			uint64_t next = resync(w->fd, off + 1, size);
+			uint64_t next = resync(w->fd, off + 1, (uint64_t)end);
 			log_error("%s: corrupt record at offset %llu (bad header); skipping %llu bytes",
 				  w->path, (unsigned long long)off, (unsigned long long)(next - off));
 			(*skipped)++;
@@ -108,7 +153,16 @@ static int replay(struct wal_file *w, wal_record_fn fn, void *ctx, uint64_t *ski
 			return -1;
 		}
 		if (XXH64(payload, len, 0) != get64(hdr + 8)) {
-			uint64_t next = resync(w->fd, off + 1, size);
+			/* A record whose last bytes, and all after it, are still
+			 * the zeros written ahead: a write cut short by a crash,
+			 * never synced, so never acknowledged. */
+			uint64_t rend = off + WAL_HDR + len;
+			if (all_zero(w->fd, rend - MIN(len, 8u), size) == 1) {
+				log_warn("%s: record at offset %llu was cut short: truncating the unacknowledged tail",
+					 w->path, (unsigned long long)off);
+				break;
+			}
+			uint64_t next = resync(w->fd, off + 1, (uint64_t)end);
 			log_error("%s: record at offset %llu fails its checksum; skipping %llu bytes",
 				  w->path, (unsigned long long)off, (unsigned long long)(next - off));
 			(*skipped)++;
@@ -127,7 +181,7 @@ static int replay(struct wal_file *w, wal_record_fn fn, void *ctx, uint64_t *ski
 		buf_printf(err, "truncating %s: %s", w->path, strerror(errno));
 		return -1;
 	}
-	w->size = off;
+	w->size = w->alloc = off;
 	return 0;
 }
 
@@ -151,9 +205,7 @@ int wal_open(const char *dir, uint64_t gen, wal_record_fn fn, void *ctx, struct 
 		wal_close(out);
 		return -1;
 	}
-	if (replay(out, fn, ctx, skipped, err) < 0 || lseek(out->fd, 0, SEEK_END) < 0) {
-		if (!err->len)
-			buf_printf(err, "seeking %s: %s", out->path, strerror(errno));
+	if (replay(out, fn, ctx, skipped, err) < 0) {
 		wal_close(out);
 		return -1;
 	}
@@ -162,9 +214,55 @@ int wal_open(const char *dir, uint64_t gen, wal_record_fn fn, void *ctx, struct 
 
 int wal_truncate(struct wal_file *w, uint64_t size)
 {
-	if (ftruncate(w->fd, (off_t)size) < 0 || lseek(w->fd, 0, SEEK_END) < 0)
+	if (ftruncate(w->fd, (off_t)size) < 0)
 		return -1;
-	w->size = size;
+	w->size = w->alloc = size;
+	return 0;
+}
+
+/* Writes zeros over [from, to). */
+static int write_zeros(int fd, uint64_t from, uint64_t to)
+{
+	static const uint8_t zeros[65536]; /* read only */
+	while (from < to) {
+		size_t n = (size_t)MIN((uint64_t)sizeof(zeros), to - from);
+		ssize_t r = pwrite(fd, zeros, n, (off_t)from);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			if (r == 0)
+				errno = EIO;
+			return -1;
+		}
+		from += (uint64_t)r;
+	}
+	return 0;
+}
+
+/* Makes the file at least need bytes long in written zeros: a chunk at a
+ * time, or, when the disk has no room for a chunk, just what is needed.
+ * On failure the file is cut back and errno set. */
+static int reserve(struct wal_file *w, uint64_t need)
+{
+	if (need <= w->alloc)
+		return 0;
+	uint64_t to = (need + WAL_CHUNK - 1) / WAL_CHUNK * WAL_CHUNK;
+	int rc = write_zeros(w->fd, w->alloc, to);
+	if (rc < 0 && (errno == ENOSPC || errno == EDQUOT)) {
+		if (ftruncate(w->fd, (off_t)w->alloc) == 0) {
+			to = need;
+			rc = write_zeros(w->fd, w->alloc, to);
+		}
+	}
+	if (rc < 0) {
+		int e = errno;
+		if (ftruncate(w->fd, (off_t)w->alloc) < 0)
+			log_error("%s: cannot cut back a failed extension: %s", w->path,
+				  strerror(errno));
+		errno = e;
+		return -1;
+	}
+	w->alloc = to;
 	return 0;
 }
 
@@ -188,6 +286,8 @@ int wal_append(struct wal_file *w, const void *head, size_t hlen, const void *bo
 	memcpy(hdr + 8, &sum, 8);
 	struct iovec iov[3] = { { hdr, WAL_HDR }, { (void *)head, hlen }, { (void *)body, blen } };
 	size_t total = WAL_HDR + len, done = 0;
+	if (reserve(w, w->size + total) < 0)
+		return -1;
 	int e = 0;
 	while (done < total) {
 		/* Skip the iovecs already written. */
@@ -203,7 +303,7 @@ int wal_append(struct wal_file *w, const void *head, size_t hlen, const void *bo
 			v[nv++].iov_len = iov[i].iov_len - skip;
 			skip = 0;
 		}
-		ssize_t n = writev(w->fd, v, nv);
+		ssize_t n = pwritev(w->fd, v, nv, (off_t)(w->size + done));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
@@ -224,6 +324,9 @@ int wal_append(struct wal_file *w, const void *head, size_t hlen, const void *bo
 
 void wal_close(struct wal_file *w)
 {
+	/* A clean close leaves only whole records (what replay would keep). */
+	if (w->fd >= 0 && w->alloc > w->size && ftruncate(w->fd, (off_t)w->size) < 0)
+		log_warn("%s: cannot cut off the zeros written ahead: %s", w->path, strerror(errno));
 	if (w->fd >= 0)
 		close(w->fd);
 	free(w->path);

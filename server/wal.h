@@ -11,6 +11,15 @@
  * truncates a torn tail, and skips (logs and counts) a record whose magic,
  * length or checksum is wrong, resynchronising on the next magic.
  *
+ * The file grows ahead of its records, 4 MiB at a time, in written zeros
+ * (docs/internals/store.md, "Log files"): a sync of a record inside that
+ * part writes only the record's pages, not the file's size and block
+ * map, which about halves what a commit costs. Replay stops at zeros
+ * that run to the end; a record whose checksum fails and whose last
+ * bytes and all after them are zeros is a write cut short (never
+ * acknowledged) and truncated like a torn tail. A clean close cuts the
+ * zeros off.
+ *
  * The caller serialises appends and syncs on one file (store.c does it
  * under its commit lock).
  */
@@ -28,6 +37,7 @@ struct wal_file {
 	int fd;
 	uint64_t gen;
 	uint64_t size;    /* bytes of whole records */
+	uint64_t alloc;   /* bytes of the file: size, then zeros written ahead */
 	char *path;
 };
 
@@ -37,10 +47,13 @@ struct wal_file {
 typedef int (*wal_record_fn)(void *ctx, const uint8_t *payload, size_t len);
 int wal_open(const char *dir, uint64_t gen, wal_record_fn fn, void *ctx, struct wal_file *out,
 	     uint64_t *skipped, struct buf *err);
-/* Appends one record of two pieces (head, body). On failure the file is
- * cut back to its previous size and -1 is returned with errno set. */
+/* Appends one record of two pieces (head, body) at size, first writing
+ * zeros ahead when the file is too short (a chunk, or only what the record
+ * needs when the disk has no room for a chunk). On failure the file is cut
+ * back to its previous size and -1 is returned with errno set. */
 int wal_append(struct wal_file *w, const void *head, size_t hlen, const void *body, size_t blen);
-/* Cuts the file back to size (after a failed sync). */
+/* Cuts the file back to size, zeros written ahead included (after a
+ * failed sync). */
 int wal_truncate(struct wal_file *w, uint64_t size);
 void wal_close(struct wal_file *w);
 /* Path of the log of generation gen in dir, into out. */
