@@ -699,6 +699,29 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Sorts v[0..n), distinct ids below universe, ascending. A session's
+ * first batch in a new log carries hundreds of thousands of nodes, and
+ * a comparison sort of those took most of the carry's time: a long list
+ * is sorted by setting its ids in a bitmap of the universe and reading
+ * them back in order, in time linear in both. */
+static void sort_ids(uint32_t *v, size_t n, size_t universe)
+{
+	if (n < 2)
+		return;
+	if (n < 256 || universe / 64 > 16 * n) {
+		qsort(v, n, sizeof(uint32_t), cmp_u32);
+		return;
+	}
+	size_t words = (universe + 63) / 64, k = 0;
+	uint64_t *bits = xcalloc(words, sizeof(uint64_t));
+	for (size_t i = 0; i < n; i++)
+		bits[v[i] >> 6] |= 1ull << (v[i] & 63);
+	for (size_t w = 0; w < words; w++)
+		for (uint64_t b = bits[w]; b; b &= b - 1)
+			v[k++] = (uint32_t)(w * 64 + (size_t)__builtin_ctzll(b));
+	free(bits);
+}
+
 /* The SessionCarry of c's lists, packed. */
 static void pack_carry(struct carry *c, struct buf *out)
 {
@@ -755,8 +778,7 @@ static void pack_carry(struct carry *c, struct buf *out)
 	m.frame_binaries = u32 + 2 * nf;
 
 	l = &c->l[T_STACK];
-	if (l->n > 1)
-		qsort(l->v, l->n, sizeof(uint32_t), cmp_u32); /* parents first */
+	sort_ids(l->v, l->n, s->nnodes); /* parents first; take() adds each once */
 	uint32_t *np = u32 + 3 * nf, *nfr = np + l->n;
 	for (size_t i = 0; i < l->n; i++) {
 		if (i + AHEAD < l->n) {
