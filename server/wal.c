@@ -142,6 +142,18 @@ static int replay(struct wal_file *w, wal_record_fn fn, void *ctx, uint64_t *ski
 			continue;
 		}
 		if (off + WAL_HDR + len > size) {
+			/* Only the last record can be cut short: a length that
+			 * runs over a later record is damage, skipped. (Truncating
+			 * there would let the next append hide under it.) */
+			uint64_t next = resync(w->fd, off + 1, (uint64_t)end);
+			if (next < (uint64_t)end) {
+				log_error("%s: corrupt record at offset %llu (its length runs past the records after it); skipping %llu bytes",
+					  w->path, (unsigned long long)off,
+					  (unsigned long long)(next - off));
+				(*skipped)++;
+				off = next;
+				continue;
+			}
 			log_warn("%s: record at offset %llu is cut short: truncating the unacknowledged tail",
 				 w->path, (unsigned long long)off);
 			break;
