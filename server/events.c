@@ -55,6 +55,9 @@ struct cand {
 	uint32_t series, stack;
 };
 
+/* The first window read of a part's newest rows: one block time slice. */
+#define EVENTS_FIRST_WINDOW_MS 120000
+
 static int cmp_cand(const void *a, const void *b)
 {
 	const struct cand *x = a, *y = b;
@@ -63,6 +66,35 @@ static int cmp_cand(const void *a, const void *b)
 	if (x->value != y->value)
 		return x->value > y->value ? -1 : 1;
 	return x->stack < y->stack ? -1 : x->stack > y->stack;
+}
+
+/* Adds to c the rows of part p in the query's range, at or after since
+ * and cutoff, cutting c back to the newest `limit` as they pile up. */
+static void collect(struct scan *scan, const struct ev_request *r, const struct part *p,
+		    int64_t since, int64_t cutoff, struct cand **c, size_t *nc, size_t *capc)
+{
+	int64_t local = MAX(cutoff, since);
+	for (uint32_t s = 0; s < p->nseries; s++) {
+		if (!scan_selected(scan, s) || p->series[s].max_ts < local)
+			continue;
+		const struct part_row *rows;
+		long n = scan_rows_since(scan, s, local, &rows);
+		uint64_t matched = 0;
+		for (long j = 0; j < n; j++) {
+			if (!scan_in_range(&r->scope, rows[j].ts_ms) || rows[j].ts_ms < local)
+				continue;
+			xgrow((void **)c, capc, *nc + 1, sizeof(**c));
+			(*c)[(*nc)++] = (struct cand){ rows[j].ts_ms, rows[j].value, s,
+						       rows[j].stack < p->nnodes ? rows[j].stack : 0 };
+			matched++;
+			if (*nc >= 4 * (size_t)r->limit + 64) {
+				xqsort(*c, *nc, sizeof(**c), cmp_cand);
+				*nc = r->limit;
+				local = MAX(local, (*c)[*nc - 1].ts);
+			}
+		}
+		scan_count_matched(scan, matched);
+	}
 }
 
 static char *describe(struct display *d, const struct part *p, const struct cand *c)
@@ -130,7 +162,10 @@ int events_query(struct store *st, struct symbols *sym, const struct ev_request 
 	size_t nc = 0, capc = 0;
 	/* Newest parts first; once `limit` events are known, older rows and
 	 * whole older series and parts are skipped, and candidates are cut back
-	 * to `limit` as they pile up, so memory stays bounded by the limit. */
+	 * to `limit` as they pile up, so memory stays bounded by the limit.
+	 * Within a part, the newest minutes are read first (a block's time
+	 * slices): when they hold `limit` events, nothing older can be among
+	 * the newest; else the window grows fourfold. */
 	int64_t cutoff = INT64_MIN;
 	for (size_t k = scan_parts(scan); k-- > 0;) {
 		const struct part *p = scan_begin(scan, k);
@@ -140,28 +175,13 @@ int events_query(struct store *st, struct symbols *sym, const struct ev_request 
 			scan_end(scan, k);
 			continue;
 		}
-		nc = 0;
-		int64_t local = cutoff;
-		for (uint32_t s = 0; s < p->nseries; s++) {
-			if (!scan_selected(scan, s) || p->series[s].max_ts < local)
-				continue;
-			const struct part_row *rows;
-			long n = scan_rows(scan, s, &rows);
-			uint64_t matched = 0;
-			for (long j = 0; j < n; j++) {
-				if (!scan_in_range(&r->scope, rows[j].ts_ms) || rows[j].ts_ms < local)
-					continue;
-				xgrow((void **)&c, &capc, nc + 1, sizeof(*c));
-				c[nc++] = (struct cand){ rows[j].ts_ms, rows[j].value, s,
-							 rows[j].stack < p->nnodes ? rows[j].stack : 0 };
-				matched++;
-				if (nc >= 4 * (size_t)r->limit + 64) {
-					xqsort(c, nc, sizeof(*c), cmp_cand);
-					nc = r->limit;
-					local = MAX(local, c[nc - 1].ts);
-				}
-			}
-			scan_count_matched(scan, matched);
+		int64_t top = MIN(p->max_ts, r->scope.end_ms - 1), floor = MAX(cutoff, r->scope.start_ms);
+		for (int64_t window = EVENTS_FIRST_WINDOW_MS;; window *= 4) {
+			int64_t since = top - window > floor ? top - window : INT64_MIN;
+			nc = 0;
+			collect(scan, r, p, since, cutoff, &c, &nc, &capc);
+			if (since == INT64_MIN || nc >= r->limit)
+				break;
 		}
 		/* The newest `limit` of this part are candidates. */
 		xqsort(c, nc, sizeof(*c), cmp_cand);

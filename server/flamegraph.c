@@ -434,17 +434,20 @@ static void do_part(struct fg *q, const struct part *p)
 		memset(q->smemo, 0, p->nnodes + 1);
 	/* No grouping, no sampling, no time buckets: the part's rollup, when
 	 * the query may read it, holds everything in one list. */
-	const struct part_rollup *ru;
+	const uint32_t *stacks;
+	const uint64_t *sums;
+	uint16_t hz;
+	long n;
 	if (!q->r->nsynthetic && q->keep_threshold == UINT64_MAX && !q->buckets &&
-	    (ru = scan_rollup(q->scan))) {
+	    (n = scan_rollup_sums(q->scan, &stacks, &sums, &hz)) >= 0) {
 		uint64_t value = 0;
-		for (size_t i = 0; i < ru->n; i++) {
-			if (!ru->sums[i])
+		for (long i = 0; i < n; i++) {
+			if (!sums[i])
 				continue;
-			add_leaf(q, ru->stacks[i], ru->sums[i]);
-			value += ru->sums[i];
+			add_leaf(q, stacks[i], sums[i]);
+			value += sums[i];
 		}
-		hz_vote_add(&q->hz, ru->hz, value);
+		hz_vote_add(&q->hz, hz, value);
 		fold_group(q, p, 0);
 		return;
 	}

@@ -220,7 +220,7 @@ int merge_write(const struct merge_source *src, size_t nsrc, const struct merge_
 			if (s.blk) {
 				uint64_t bytes = 0;
 				struct buf rerr = { 0 };
-				nin = block_rows(s.blk, s.p, ps, &scratch, &in, &bytes, &rerr);
+				nin = block_rows(s.blk, s.p, ps, INT64_MIN, &scratch, &in, &bytes, &rerr);
 				if (nin < 0) {
 					log_error("merge: %s; those rows are lost, the file is kept aside",
 						  rerr.data);

@@ -59,6 +59,7 @@ void part_free(struct part *p)
 		free(p->rollups[i].acc);
 	}
 	free(p->rollups);
+	free(p->slices);
 	hmap_free(&p->label_index);
 	hmap_free(&p->series_index);
 	hmap_free(&p->host_index);
@@ -699,7 +700,8 @@ struct part_rollup *part_rollup_get(struct part *p, uint32_t project, uint8_t ki
 size_t part_memory(const struct part *p)
 {
 	size_t m = part_dict_memory(p) + p->capseries * sizeof(*p->series) +
-		   p->caphosts * sizeof(*p->hosts) + p->capagents * sizeof(*p->agents);
+		   p->caphosts * sizeof(*p->hosts) + p->capagents * sizeof(*p->agents) +
+		   p->capslices * sizeof(*p->slices);
 	const struct hmap *maps[] = { &p->series_index, &p->host_index, &p->agent_index };
 	for (size_t i = 0; i < ARRAY_SIZE(maps); i++)
 		m += hmap_bytes(maps[i]);

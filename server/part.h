@@ -64,12 +64,28 @@ struct part_series {
 	/* rows in memory (a part being built) */
 	struct part_row *rows;
 	size_t caprows;
-	/* rows in a block file: two zstd frames, adjacent. The first holds
-	 * the series' distinct stacks with their totals (nstacks of them),
-	 * the second the rows, which name stacks by their index in the first. */
-	uint64_t sums_len, sums_raw, sums_sum; /* at chunk_off - sums_len */
-	uint64_t chunk_off, chunk_len, chunk_raw, chunk_sum;
+	/* rows in a block file: zstd frames, adjacent. The first holds the
+	 * series' distinct stacks (nstacks of them), the second their totals;
+	 * then one frame of rows per time slice the series has rows in
+	 * (part.slices[slice0 ..]), which name stacks by their index in the
+	 * first. A version 3 block has stacks and totals in one frame
+	 * (sums_len 0). */
+	uint64_t stacks_off, stacks_len, stacks_raw, stacks_sum;
+	uint64_t sums_len, sums_raw, sums_sum; /* at stacks_off + stacks_len */
 	uint64_t nstacks;
+	uint32_t slice0, nslices;
+};
+
+/* One time slice of a block's series (its rows) or of a rollup (its stack
+ * totals): a zstd frame in the block file. A slice holds what lies in
+ * [from_ms, from_ms + part.slice_ms), cut to its series' or its block's
+ * time range; from_ms is a multiple of slice_ms. In a block written
+ * before slices (version 3) each series has one slice, from its first
+ * row to its last, and slice_ms is 0. */
+struct part_slice {
+	int64_t from_ms;
+	uint64_t off, len, raw, sum; /* the frame: offset, length, raw length, XXH64 */
+	uint64_t n;                  /* rows (series) or stacks (rollup) */
 };
 
 /* The stack totals of every series of one (project, event kind, rate)
@@ -82,6 +98,8 @@ struct part_rollup {
 	uint32_t *stacks; /* ascending */
 	uint64_t *sums;
 	size_t n;
+	/* the same by time slice (part.slices[slice0 ..]), read on demand */
+	uint32_t slice0, nslices;
 	/* while a block is written: dense sums by stack id */
 	uint64_t *acc;
 	size_t capacc;
@@ -120,6 +138,9 @@ struct part {
 	size_t nagents, capagents;
 	struct part_rollup *rollups;
 	size_t nrollups, caprollups;
+	struct part_slice *slices; /* blocks: of every series, then of every rollup */
+	size_t nslices, capslices;
+	uint32_t slice_ms;         /* blocks: the slices' length; 0 = a slice spans its series */
 	/* interning indexes (parts being built only) */
 	struct part_stack_key *stack_keys;
 	size_t nstack_keys, capstack_keys;

@@ -261,8 +261,14 @@ bool scan_series_inside(const struct scan *s, const struct part_series *ps)
 
 long scan_rows(struct scan *s, uint32_t series, const struct part_row **rows)
 {
+	return scan_rows_since(s, series, INT64_MIN, rows);
+}
+
+long scan_rows_since(struct scan *s, uint32_t series, int64_t since_ms,
+		     const struct part_row **rows)
+{
 	s->series_selected++;
-	return store_view_rows(s->view, s->cur, &s->p->series[series], rows);
+	return store_view_rows(s->view, s->cur, &s->p->series[series], since_ms, rows);
 }
 
 long scan_sums(struct scan *s, uint32_t series, const uint32_t **stacks, const uint64_t **sums)
@@ -272,28 +278,47 @@ long scan_sums(struct scan *s, uint32_t series, const uint32_t **stacks, const u
 			       s->sc->end_ms, stacks, sums);
 }
 
-const struct part_rollup *scan_rollup(struct scan *s)
+long scan_rollup_sums(struct scan *s, const uint32_t **stacks, const uint64_t **sums,
+		      uint16_t *hz)
 {
 	const struct part *p = s->p;
-	if (s->cel || !p->nrollups || p->min_ts < s->sc->start_ms || p->max_ts >= s->sc->end_ms)
-		return NULL;
+	if (s->cel || !p->nrollups)
+		return -1;
 	const struct part_rollup *found = NULL;
 	for (size_t i = 0; i < p->nrollups; i++) {
 		const struct part_rollup *r = &p->rollups[i];
 		if (r->project != s->project || r->kind != s->sc->kind)
 			continue;
 		if (found)
-			return NULL; /* two sample rates: the series know which is which */
+			return -1; /* two sample rates: the series know which is which */
 		found = r;
 	}
-	if (found)
-		s->rollup_stacks += found->n;
-	return found;
+	if (!found)
+		return -1;
+	*hz = found->hz;
+	long n;
+	if (p->min_ts >= s->sc->start_ms && p->max_ts < s->sc->end_ms) {
+		*stacks = found->stacks;
+		*sums = found->sums;
+		n = (long)found->n;
+	} else {
+		n = store_view_rollup_sums(s->view, s->cur, found, s->sc->start_ms, s->sc->end_ms,
+					   stacks, sums);
+	}
+	if (n >= 0)
+		s->rollup_stacks += (uint64_t)n;
+	return n;
 }
 
 void scan_count_matched(struct scan *s, uint64_t rows)
 {
 	s->rows_matched += rows;
+}
+
+static int64_t floor_mod(int64_t a, int64_t m)
+{
+	int64_t r = a % m;
+	return r < 0 ? r + m : r;
 }
 
 int64_t scan_series_total(struct scan *s, uint32_t series)
@@ -303,18 +328,26 @@ int64_t scan_series_total(struct scan *s, uint32_t series)
 		s->series_selected++;
 		return (int64_t)ps->total;
 	}
-	const struct part_row *rows;
-	long n = scan_rows(s, series, &rows);
-	if (n < 0)
+	/* Whole minutes of the range from the minute totals; rows only for
+	 * the parts of minutes at its two ends. */
+	int64_t from = s->sc->start_ms, to = s->sc->end_ms;
+	int64_t lo = from - floor_mod(from, 60000) + (floor_mod(from, 60000) ? 60000 : 0);
+	int64_t hi = to - floor_mod(to, 60000);
+	if (lo >= hi)
+		return store_view_total(s->view, s->cur, ps, from, to);
+	uint64_t sum = 0;
+	for (size_t i = 0; i < ps->nminutes; i++)
+		if (ps->minutes[i].minute_ms >= lo && ps->minutes[i].minute_ms < hi)
+			sum += ps->minutes[i].value;
+	int64_t edge[2] = { 0, 0 };
+	if (from < lo && ps->min_ts < lo && ps->max_ts >= from)
+		edge[0] = store_view_total(s->view, s->cur, ps, from, lo);
+	if (hi < to && ps->max_ts >= hi && ps->min_ts < to)
+		edge[1] = store_view_total(s->view, s->cur, ps, hi, to);
+	if (edge[0] < 0 || edge[1] < 0)
 		return -1;
-	uint64_t sum = 0, matched = 0;
-	for (long i = 0; i < n; i++)
-		if (scan_in_range(s->sc, rows[i].ts_ms)) {
-			sum += rows[i].value;
-			matched++;
-		}
-	s->rows_matched += matched;
-	return (int64_t)sum;
+	s->series_selected++;
+	return (int64_t)(sum + (uint64_t)edge[0] + (uint64_t)edge[1]);
 }
 
 void scan_stats_json(const struct scan *s, uint64_t start_ns, struct buf *out)
@@ -384,26 +417,29 @@ void stack_sums_add_series(struct stack_sums *ss, struct scan *scan, const struc
 
 void stack_sums_add_part(struct stack_sums *ss, struct scan *scan, const struct part *p)
 {
-	const struct part_rollup *r = scan_rollup(scan);
-	if (r) {
+	const uint32_t *stacks;
+	const uint64_t *sums;
+	uint16_t hz;
+	long n = scan_rollup_sums(scan, &stacks, &sums, &hz);
+	if (n >= 0) {
 		if (ss->cap < p->nnodes + 1) {
 			size_t old = ss->cap;
 			xgrow((void **)&ss->v, &ss->cap, p->nnodes + 1, sizeof(uint64_t));
 			memset(ss->v + old, 0, (ss->cap - old) * sizeof(uint64_t));
 		}
 		uint64_t value = 0;
-		for (size_t i = 0; i < r->n; i++) {
-			if (!r->sums[i])
+		for (long i = 0; i < n; i++) {
+			if (!sums[i])
 				continue;
-			if (!ss->v[r->stacks[i]]) {
+			if (!ss->v[stacks[i]]) {
 				xgrow((void **)&ss->leaves, &ss->capleaves, ss->n + 1, sizeof(uint32_t));
-				ss->leaves[ss->n++] = r->stacks[i];
+				ss->leaves[ss->n++] = stacks[i];
 			}
-			ss->v[r->stacks[i]] += r->sums[i];
-			value += r->sums[i];
+			ss->v[stacks[i]] += sums[i];
+			value += sums[i];
 		}
 		ss->total += value;
-		hz_vote_add(&ss->hz, r->hz, value);
+		hz_vote_add(&ss->hz, hz, value);
 		return;
 	}
 	for (uint32_t s = 0; s < p->nseries; s++)

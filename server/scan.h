@@ -84,13 +84,22 @@ static inline bool scan_in_range(const struct scope *sc, int64_t ts)
 /* The rows of series `series` of the part begun (see above); -1 when they
  * cannot be read (skipped, counted). Valid until the next call. */
 long scan_rows(struct scan *s, uint32_t series, const struct part_row **rows);
+/* The same, reading only what holds rows at or after since_ms (older ones
+ * may come too): in a block, the time slices that meet [since_ms, end). */
+long scan_rows_since(struct scan *s, uint32_t series, int64_t since_ms,
+		     const struct part_row **rows);
 /* The stacks of series `series` of the part begun with their summed
  * values in the range (see store_view_sums); -1 when unreadable. */
 long scan_sums(struct scan *s, uint32_t series, const uint32_t **stacks, const uint64_t **sums);
-/* The rollup the query may read instead of every series of the part
- * begun: when there is no CEL filter, the part is a block lying inside
- * the range, and one rollup holds the project and kind. NULL otherwise. */
-const struct part_rollup *scan_rollup(struct scan *s);
+/* The stack totals (ascending) of everything the query selects in the
+ * part begun, read from a rollup instead of series by series: when there
+ * is no CEL filter, the part is a block and one rollup holds the project
+ * and kind (hz: its rate). A block inside the range gives the rollup
+ * itself; one the range cuts, the rollup's time slices inside the range
+ * and the rows of the slices at its ends (store_view_rollup_sums). -1
+ * when the query must read the series. Valid until the next call. */
+long scan_rollup_sums(struct scan *s, const uint32_t **stacks, const uint64_t **sums,
+		      uint16_t *hz);
 const struct scope *scan_scope(const struct scan *s);
 
 /* Counts rows a query used (the rest were read but outside the range or
@@ -100,9 +109,11 @@ void scan_count_matched(struct scan *s, uint64_t rows);
  * start_ns (now_mono_ns()). */
 void scan_stats_json(const struct scan *s, uint64_t start_ns, struct buf *out);
 
-/* Sum of the values of the selected rows of part i's series `series`
- * that lie in the range, using the minute totals when the series lies
- * inside it. -1 when its rows cannot be read. */
+/* Sum of the values of the rows of series `series` of the part begun that
+ * lie in the range: its total when the series lies inside it, else its
+ * minute totals for the range's whole minutes and rows only for the parts
+ * of minutes at the range's ends (store_view_total). -1 when those rows
+ * cannot be read. */
 int64_t scan_series_total(struct scan *s, uint32_t series);
 
 

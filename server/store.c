@@ -1547,7 +1547,7 @@ struct store_view {
 	struct store *s;
 	struct sref **parts;
 	size_t n;
-	struct buf scratch;
+	struct buf scratch, acc;
 	struct store_view_stats stats;
 };
 
@@ -1597,7 +1597,7 @@ const struct part *store_view_begin(struct store_view *v, size_t i)
 }
 
 long store_view_rows(struct store_view *v, size_t i, const struct part_series *s,
-		     const struct part_row **rows)
+		     int64_t since_ms, const struct part_row **rows)
 {
 	struct sref *r = v->parts[i];
 	v->stats.series_read++;
@@ -1607,7 +1607,7 @@ long store_view_rows(struct store_view *v, size_t i, const struct part_series *s
 		return (long)s->nrows;
 	}
 	struct buf err = { 0 };
-	long n = block_rows(r->blk, &r->part, s, &v->scratch, rows, &v->stats.bytes_read, &err);
+	long n = block_rows(r->blk, &r->part, s, since_ms, &v->scratch, rows, &v->stats.bytes_read, &err);
 	if (n < 0) {
 		log_error("store: %s; those rows are skipped", err.data);
 		v->stats.chunks_skipped++;
@@ -1653,6 +1653,53 @@ long store_view_sums(struct store_view *v, size_t i, const struct part_series *s
 	return n;
 }
 
+int64_t store_view_total(struct store_view *v, size_t i, const struct part_series *s,
+			 int64_t from_ms, int64_t to_ms)
+{
+	struct sref *r = v->parts[i];
+	v->stats.series_read++;
+	if (!r->blk) {
+		uint64_t sum = 0;
+		for (size_t j = 0; j < s->nrows; j++)
+			if (s->rows[j].ts_ms >= from_ms && s->rows[j].ts_ms < to_ms)
+				sum += s->rows[j].value;
+		v->stats.rows_read += s->nrows;
+		return (int64_t)sum;
+	}
+	struct buf err = { 0 };
+	int64_t n = block_total(r->blk, &r->part, s, from_ms, to_ms, &v->scratch,
+				&v->stats.rows_read, &v->stats.bytes_read, &err);
+	if (n < 0) {
+		log_error("store: %s; those rows are skipped", err.data);
+		v->stats.chunks_skipped++;
+	}
+	buf_free(&err);
+	return n;
+}
+
+long store_view_rollup_sums(struct store_view *v, size_t i, const struct part_rollup *r,
+			    int64_t from_ms, int64_t to_ms, const uint32_t **stacks,
+			    const uint64_t **sums)
+{
+	struct sref *ref = v->parts[i];
+	if (!ref->blk || !r->nslices)
+		return -1;
+	struct block_read_stats st = { 0 };
+	struct buf err = { 0 };
+	long n = block_rollup_sums(ref->blk, &ref->part, r, from_ms, to_ms, &v->scratch, &v->acc,
+				   stacks, sums, &st, &err);
+	if (err.len)
+		log_error("store: %s; %s", err.data,
+			  n < 0 ? "the query reads the series instead" : "those rows are skipped");
+	buf_free(&err);
+	v->stats.series_read += st.series_read;
+	v->stats.rows_read += st.rows_read;
+	v->stats.bytes_read += st.bytes_read;
+	v->stats.stack_sums_read += st.stack_sums_read;
+	v->stats.chunks_skipped += st.chunks_skipped;
+	return n;
+}
+
 void store_view_end(struct store_view *v, size_t i)
 {
 	struct sref *r = v->parts[i];
@@ -1685,6 +1732,7 @@ void store_view_close(struct store_view *v)
 	struct store *s = v->s;
 	free(v->parts);
 	buf_free(&v->scratch);
+	buf_free(&v->acc);
 	free(v);
 	evict(s);
 }

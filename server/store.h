@@ -162,6 +162,7 @@ void store_get_stats(struct store *s, struct store_stats *out);
 /* --- reading ----------------------------------------------------------------- */
 
 struct part_series;
+struct part_rollup;
 struct part_row;
 
 struct store_view_stats {
@@ -178,10 +179,12 @@ size_t store_view_count(const struct store_view *v);
  * until store_view_end(). NULL when the part cannot be read (damaged:
  * logged, counted, skipped). */
 const struct part *store_view_begin(struct store_view *v, size_t i);
-/* The rows of series s of the part begun as i; -1 when they cannot be read
- * (a damaged chunk: logged and counted). Valid until the next call. */
+/* The rows of series s of the part begun as i, at least those at or after
+ * since_ms (INT64_MIN: all; a block gives the time slices that hold them,
+ * so older rows may come too); -1 when they cannot be read (a damaged
+ * chunk: logged and counted). Valid until the next call. */
 long store_view_rows(struct store_view *v, size_t i, const struct part_series *s,
-		     const struct part_row **rows);
+		     int64_t since_ms, const struct part_row **rows);
 /* The stacks of series s of the part begun as i with the sum of their
  * values in [from_ms, to_ms): from the series' stored stack totals when
  * it lies inside the range (no rows read), else from its rows. Stacks of
@@ -190,6 +193,20 @@ long store_view_rows(struct store_view *v, size_t i, const struct part_series *s
 long store_view_sums(struct store_view *v, size_t i, const struct part_series *s,
 		     int64_t from_ms, int64_t to_ms, const uint32_t **stacks,
 		     const uint64_t **sums);
+/* The sum of series s's values in [from_ms, to_ms) in the part begun as
+ * i: from the rows of the slices that meet the range only (a block), or
+ * its rows in memory. -1 when they cannot be read (logged, counted). */
+int64_t store_view_total(struct store_view *v, size_t i, const struct part_series *s,
+			 int64_t from_ms, int64_t to_ms);
+/* The stack totals, ascending, of every series of rollup r of the part
+ * begun as i (a block) in [from_ms, to_ms), read from the rollup's time
+ * slices and the rows of the slices the range cuts (block_rollup_sums).
+ * -1 when the part cannot answer so (in memory, a block without slices,
+ * a damaged rollup slice: logged): read its series instead. Valid until
+ * the next call. */
+long store_view_rollup_sums(struct store_view *v, size_t i, const struct part_rollup *r,
+			    int64_t from_ms, int64_t to_ms, const uint32_t **stacks,
+			    const uint64_t **sums);
 void store_view_end(struct store_view *v, size_t i);
 const struct store_view_stats *store_view_stats(const struct store_view *v);
 void store_view_close(struct store_view *v);

@@ -1,6 +1,6 @@
 /* Fuzz target: block files as the store reads them from disk -- footer,
- * sections, series chunks (stack totals and rows) -- at every level a
- * damaged or hostile file can reach. The fuzz build skips the checksum
+ * sections, series chunks (stack totals and rows by time slice), rollup
+ * slices -- at every level a damaged or hostile file can reach. The fuzz build skips the checksum
  * comparisons (FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION) so that
  * mutations get past them to the parsers behind. Seeds: real blocks. */
 #include <fcntl.h>
@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			uint64_t bytes = 0, rows_read = 0;
 			for (size_t i = 0; i < p.nseries; i++) {
 				const struct part_row *rows;
-				long n = block_rows(b, &p, &p.series[i], &scratch, &rows, &bytes, &err);
+				long n = block_rows(b, &p, &p.series[i], INT64_MIN, &scratch, &rows, &bytes, &err);
 				for (long j = 0; j < n; j++)
 					if (rows[j].stack >= p.nnodes)
 						abort(); /* the reader promised ids within the table */
@@ -47,6 +47,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				for (long j = 0; j < n; j++)
 					part_stack(&p, stacks[j], frames, 64);
 			}
+			struct buf acc = { 0 };
+			struct block_read_stats st = { 0 };
+			for (size_t i = 0; i < p.nrollups; i++) {
+				const uint32_t *stacks;
+				const uint64_t *sums;
+				/* A range that cuts the first and last slices. */
+				long n = block_rollup_sums(b, &p, &p.rollups[i], p.min_ts + 1, p.max_ts,
+							   &scratch, &acc, &stacks, &sums, &st, &err);
+				for (long j = 0; j < n; j++)
+					if (stacks[j] >= p.nnodes || (j && stacks[j] <= stacks[j - 1]))
+						abort();
+			}
+			buf_free(&acc);
 			part_free(&p);
 		}
 		block_close(b);

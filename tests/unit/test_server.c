@@ -3,6 +3,7 @@
  * matching. The CEL filter has its own file (test_cel.c). */
 #include "testutil.h"
 #include "storeutil.h"
+#include "slicefixture.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -1106,7 +1107,7 @@ static void test_part_sort_nodes(void **state)
 	assert_int_equal(block_open(fin, &blk, &err), 0);
 	const struct part_row *rows;
 	uint64_t bytes = 0;
-	assert_int_equal(block_rows(blk, &out, &out.series[0], &scratch, &rows, &bytes, &err), (long)ns);
+	assert_int_equal(block_rows(blk, &out, &out.series[0], INT64_MIN, &scratch, &rows, &bytes, &err), (long)ns);
 	for (size_t r = 0; r < ns; r++) {
 		size_t i = (size_t)(rows[r].ts_ms - T0);
 		uint32_t got[8];
@@ -1124,6 +1125,246 @@ static void test_part_sort_nodes(void **state)
 	buf_free(&scratch);
 	rm_rf(dir);
 	free(dir);
+}
+
+/* --- blocks by time slice -------------------------------------------------- */
+
+/* Stack totals as text, one "frames=sum" line per stack, sorted: comparable
+ * across parts whose node ids differ. */
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static char *sums_text(const struct part *p, const uint32_t *stacks, const uint64_t *sums, long n)
+{
+	char **lines = calloc((size_t)n + 1, sizeof(char *));
+	size_t nl = 0;
+	for (long i = 0; i < n; i++) {
+		if (!sums[i])
+			continue;
+		uint32_t frames[16];
+		size_t d = part_stack(p, stacks[i], frames, 16);
+		struct buf b = { 0 };
+		for (size_t j = 0; j < d && j < 16; j++)
+			buf_printf(&b, "%s;", strtab_get(&p->sstr, p->frames[frames[j]].name));
+		buf_printf(&b, "=%llu", (unsigned long long)sums[i]);
+		lines[nl++] = b.data;
+	}
+	qsort(lines, nl, sizeof(char *), cmp_str);
+	struct buf out = { 0 };
+	buf_puts(&out, "");
+	for (size_t i = 0; i < nl; i++) {
+		buf_printf(&out, "%s\n", lines[i]);
+		free(lines[i]);
+	}
+	free(lines);
+	return out.data;
+}
+
+/* What a block of the fixture at 10 s must answer for [from, to): the
+ * in-memory rows, times rounded down to 10 s, of the series in mask. */
+static char *expected_text(const struct part *mem, unsigned mask, int64_t from, int64_t to)
+{
+	uint64_t *v = calloc(mem->nnodes, sizeof(uint64_t));
+	uint32_t *ids = calloc(mem->nnodes, sizeof(uint32_t));
+	for (uint32_t s = 0; s < mem->nseries; s++) {
+		if (!(mask & (1u << s)))
+			continue;
+		for (size_t r = 0; r < mem->series[s].nrows; r++) {
+			const struct part_row *row = &mem->series[s].rows[r];
+			int64_t t = row->ts_ms - row->ts_ms % 10000;
+			if (t >= from && t < to)
+				v[row->stack] += row->value;
+		}
+	}
+	for (uint32_t i = 0; i < mem->nnodes; i++)
+		ids[i] = i;
+	char *text = sums_text(mem, ids, v, (long)mem->nnodes);
+	free(v);
+	free(ids);
+	return text;
+}
+
+/* The ranges the slice tests ask: whole, halves, inside one slice, across
+ * slice edges, outside, and pseudo-random ones. */
+static size_t slice_ranges(int64_t (*r)[2], size_t max)
+{
+	const int64_t T = T_SLICE, M = 60000;
+	int64_t fixed[][2] = {
+		{ T, T + 60 * M },		{ T, T + 25 * M },
+		{ T + 25 * M + 3000, T + 60 * M }, { T + 61000, T + 119000 },
+		{ T + 119000, T + 121000 },	{ T + 7 * M + 13000, T + 31 * M + 17000 },
+		{ T + 4 * M, T + 6 * M },	{ T - 60 * M, T },
+		{ T + 49 * M + 50000, T + 90 * M }, { T + 3 * M + 1, T + 3 * M + 2 },
+	};
+	size_t n = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(fixed) && n < max; i++, n++)
+		r[n][0] = fixed[i][0], r[n][1] = fixed[i][1];
+	uint64_t x = 0x2545F4914F6CDD1Dull;
+	while (n < max) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		int64_t a = T - 60000 + (int64_t)(x % 3200000), b = T - 60000 + (int64_t)((x >> 32) % 3200000);
+		r[n][0] = MIN(a, b);
+		r[n++][1] = MAX(a, b) + 1;
+	}
+	return n;
+}
+
+/* Every range answers per series (block_sums) what the rows say. */
+static void check_series_sums(struct block *blk, const struct part *p, const struct part *mem,
+			      int64_t from, int64_t to)
+{
+	struct buf scratch = { 0 }, err = { 0 };
+	for (uint32_t s = 0; s < p->nseries; s++) {
+		/* The block's series s is the fixture's series with its labels
+		 * and kind: both parts number them in the same order. */
+		const uint32_t *stacks;
+		const uint64_t *sums;
+		uint64_t rows_read = 0, bytes = 0;
+		long n = block_sums(blk, p, &p->series[s], from, to, &scratch, &stacks, &sums,
+				    &rows_read, &bytes, &err);
+		assert_true(n >= 0);
+		char *got = sums_text(p, stacks, sums, n), *want = expected_text(mem, 1u << s, from, to);
+		if (strcmp(got, want) != 0)
+			print_message("series %u [%lld, %lld):\ngot\n%swant\n%s", s, (long long)from,
+				      (long long)to, got, want);
+		assert_string_equal(got, want);
+		free(got);
+		free(want);
+	}
+	buf_free(&scratch);
+	buf_free(&err);
+}
+
+static void test_block_slices(void **state)
+{
+	(void)state;
+	struct part mem;
+	slice_fixture(&mem);
+	char *dir = make_temp_dir();
+	char tmp[600], fin[600];
+	snprintf(tmp, sizeof(tmp), "%s/b.tmp", dir);
+	snprintf(fin, sizeof(fin), "%s/b.blk", dir);
+	struct merge_source src = { &mem, NULL };
+	struct merge_target t = { T_SLICE, T_SLICE + 3600000, 10000,
+				  { .gen = 1, .partition_ms = T_SLICE, .level = 1 }, tmp, fin };
+	struct part out, p;
+	struct buf err = { 0 }, scratch = { 0 }, acc = { 0 };
+	assert_int_equal(merge_write(&src, 1, &t, &out, NULL, &err), 0);
+	struct block *blk;
+	assert_int_equal(block_open(fin, &blk, &err), 0);
+	assert_int_equal(block_info(blk)->slice_ms, BLOCK_SLICE_MS);
+	assert_int_equal(block_load(blk, &p, &err), 0);
+	/* 50 minutes of rows: 25 slices per series; two rollups (on_cpu at
+	 * 19 Hz, off_cpu) sliced alike; the loaded part as the written one. */
+	assert_int_equal(p.nseries, 3);
+	assert_int_equal(p.nrollups, 2);
+	for (uint32_t s = 0; s < 3; s++) {
+		assert_int_equal(p.series[s].nslices, 25);
+		assert_int_equal(out.series[s].nslices, 25);
+		assert_memory_equal(p.slices + p.series[s].slice0, out.slices + out.series[s].slice0,
+				    25 * sizeof(struct part_slice));
+	}
+	for (size_t r = 0; r < 2; r++)
+		assert_int_equal(p.rollups[r].nslices, 25);
+	const struct part_rollup *cpu = part_rollup_get(&p, p.series[0].project, SEK_ON_CPU, 19);
+	const struct part_rollup *off = part_rollup_get(&p, p.series[0].project, SEK_OFF_CPU, 0);
+	int64_t ranges[40][2];
+	size_t nr = slice_ranges(ranges, 40);
+	for (size_t i = 0; i < nr; i++) {
+		int64_t from = ranges[i][0], to = ranges[i][1];
+		check_series_sums(blk, &p, &mem, from, to);
+		const struct part_rollup *rs[2] = { cpu, off };
+		unsigned masks[2] = { 3, 4 };
+		for (int k = 0; k < 2; k++) {
+			const uint32_t *stacks;
+			const uint64_t *sums;
+			struct block_read_stats st = { 0 };
+			long n = block_rollup_sums(blk, &p, rs[k], from, to, &scratch, &acc, &stacks,
+						   &sums, &st, &err);
+			assert_true(n >= 0);
+			assert_int_equal(err.len, 0);
+			for (long j = 1; j < n; j++)
+				assert_true(stacks[j - 1] < stacks[j]);
+			char *got = sums_text(&p, stacks, sums, n),
+			     *want = expected_text(&mem, masks[k], from, to);
+			if (strcmp(got, want) != 0)
+				print_message("rollup %d [%lld, %lld):\ngot\n%swant\n%s", k,
+					      (long long)from, (long long)to, got, want);
+			assert_string_equal(got, want);
+			free(got);
+			free(want);
+			/* Rows are read only for the two slices at the range's
+			 * ends: 2 of 25 per series at most. */
+			uint64_t most = 0;
+			for (uint32_t s = 0; s < 3; s++) {
+				if (!(masks[k] & (1u << s)))
+					continue;
+				const struct part_slice *sl = p.slices + p.series[s].slice0;
+				uint64_t big[2] = { 0, 0 };
+				for (uint32_t j = 0; j < p.series[s].nslices; j++)
+					if (sl[j].n > big[0])
+						big[1] = big[0], big[0] = sl[j].n;
+					else if (sl[j].n > big[1])
+						big[1] = sl[j].n;
+				most += big[0] + big[1];
+			}
+			assert_true(st.rows_read <= most);
+		}
+	}
+	block_close(blk);
+	part_free(&p);
+	part_free(&out);
+	part_free(&mem);
+	buf_free(&err);
+	buf_free(&scratch);
+	buf_free(&acc);
+	rm_rf(dir);
+	free(dir);
+}
+
+/* A block written before slices (version 3, tests/data/block-v3.blk, the
+ * same fixture) still answers every range; its rollup has no slices, so
+ * a range that cuts it reads the series. */
+static void test_block_v3(void **state)
+{
+	(void)state;
+	struct part mem, p;
+	slice_fixture(&mem);
+	struct buf err = { 0 }, scratch = { 0 }, acc = { 0 };
+	struct block *blk;
+	if (block_open("tests/data/block-v3.blk", &blk, &err) != 0)
+		print_message("%s\n", err.data);
+	assert_int_equal(block_info(blk)->slice_ms, 0);
+	assert_int_equal(block_load(blk, &p, &err), 0);
+	assert_int_equal(p.nseries, 3);
+	assert_int_equal(p.samples, mem.samples);
+	int64_t ranges[20][2];
+	size_t nr = slice_ranges(ranges, 20);
+	for (size_t i = 0; i < nr; i++)
+		check_series_sums(blk, &p, &mem, ranges[i][0], ranges[i][1]);
+	const uint32_t *stacks;
+	const uint64_t *sums;
+	struct block_read_stats st = { 0 };
+	assert_int_equal(block_rollup_sums(blk, &p, &p.rollups[0], T_SLICE, T_SLICE + 60000, &scratch,
+					   &acc, &stacks, &sums, &st, &err),
+			 -1);
+	const struct part_row *rows;
+	uint64_t bytes = 0, total = 0;
+	for (uint32_t s = 0; s < p.nseries; s++) {
+		long n = block_rows(blk, &p, &p.series[s], INT64_MIN, &scratch, &rows, &bytes, &err);
+		assert_int_equal(n, (long)p.series[s].nrows);
+		for (long j = 0; j < n; j++)
+			total += rows[j].value;
+	}
+	assert_int_equal(total, mem.samples);
+	block_close(blk);
+	part_free(&p);
+	part_free(&mem);
+	buf_free(&err);
+	buf_free(&scratch);
+	buf_free(&acc);
 }
 
 /* A tree pruned while it is built (memory bound) keeps every total exact:
@@ -1414,6 +1655,112 @@ static void test_functions_tie_order(void **state)
 	buf_free(&err);
 }
 
+/* The answers' parts a block must give exactly as memory does. */
+static char *dump_field(json_t *d, const char *field)
+{
+	char *text = json_dumps(json_object_get(d, field), JSON_SORT_KEYS | JSON_COMPACT);
+	json_decref(d);
+	return text;
+}
+
+static char *events_text(struct store *s, struct symbols *sym, const char *body)
+{
+	struct ev_request er;
+	struct buf out = { 0 }, err = { 0 };
+	assert_int_equal(ev_request_parse(&er, body, strlen(body), &err), 0);
+	strcpy(er.scope.project_id, PROJECT);
+	assert_int_equal(events_query(s, sym, &er, &out, &err), 0);
+	ev_request_free(&er);
+	buf_free(&err);
+	return dump_field(answer_of(&out), "events");
+}
+
+/* Ranges that cut blocks answer from blocks what they answered from
+ * memory: unfiltered flamegraphs (rollup slices and the rows of the cut
+ * ones), filtered ones (the series' slices that meet the range), a diff
+ * of two cut halves, totals (minute totals and the rows of cut minutes)
+ * and the newest events (newest slices first). 30 minutes of batches,
+ * 20 s apart, whose stacks change over time. */
+static void test_queries_over_slices(void **state)
+{
+	(void)state;
+	char *dir = make_temp_dir();
+	struct store *s;
+	struct symbols *sym;
+	struct buf err = { 0 }, z = { 0 };
+	assert_int_equal(open_store(dir, &s, &err), 0);
+	assert_int_equal(symbols_open(dir, &sym, &err), 0);
+	for (uint64_t k = 0; k < 90; k++) {
+		buf_reset(&z);
+		make_batch(sample_specs + k % 3, 5 - k % 3, k + 1, T0 + (int64_t)k * 20000, &z);
+		append(s, &z);
+	}
+	const int64_t ranges[][2] = {
+		{ T0 + 65432, T0 + 1234567 },	       { T0 + 119999, T0 + 120001 },
+		{ T0 + 7 * 60000 + 13000, T0 + 25 * 60000 + 17000 }, { T0, T0 + 1800000 },
+		{ T0 + 900000, T0 + 3600000 },	       { T0 + 61000, T0 + 119000 },
+	};
+	enum { NR = ARRAY_SIZE(ranges), NQ = 6 };
+	char *mem[NR][NQ], *blk[NR][NQ];
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass == 1) {
+			assert_int_equal(store_flush(s, &err), 0);
+			assert_int_equal(store_compact(s, true, &err), 0);
+			struct store_stats st;
+			store_get_stats(s, &st);
+			assert_int_equal(st.unflushed_rows, 0);
+		}
+		for (size_t i = 0; i < NR; i++) {
+			char f[160], g[200], body[512];
+			long long a = ranges[i][0], b = ranges[i][1], mid = a + (b - a) / 2;
+			snprintf(f, sizeof(f), "{\"start_ts\":%lld,\"end_ts\":%lld}", a, b);
+			snprintf(g, sizeof(g), "{\"start_ts\":%lld,\"end_ts\":%lld,\"query\":\"thread.name == \\\"main\\\"\"}", a, b);
+			char **q = pass ? blk[i] : mem[i];
+			snprintf(body, sizeof(body), "{\"filter\":%s}", f);
+			q[0] = fg_root(s, sym, body);
+			snprintf(body, sizeof(body), "{\"filter\":%s}", g);
+			q[1] = fg_root(s, sym, body);
+			snprintf(body, sizeof(body),
+				 "{\"baseline\":{\"start_ts\":%lld,\"end_ts\":%lld},"
+				 "\"comparison\":{\"start_ts\":%lld,\"end_ts\":%lld}}",
+				 a, mid, mid, b);
+			q[2] = dump_field(run_fn(s, sym, FN_DIFF, body), "functions");
+			snprintf(body, sizeof(body), "{\"filter\":%s,\"limit\":7}", f);
+			q[3] = events_text(s, sym, body);
+			char t[64];
+			snprintf(t, sizeof(t), "%llu", (unsigned long long)total_range(s, a, b));
+			q[4] = strdup(t);
+			snprintf(body, sizeof(body), "{\"filter\":%s,\"limit\":100}", g);
+			q[5] = events_text(s, sym, body);
+			/* Every event up to the limit, whichever window held it:
+			 * rows of thread "main" in the range. */
+			size_t want = 0;
+			for (int k = 0; k < 90; k++)
+				if (T0 + k * 20000 >= a && T0 + k * 20000 < b)
+					for (int j = k % 3; j < 5; j++)
+						want += strcmp(sample_specs[j].thread, "main") == 0;
+			json_t *ev = json_loads(q[5], 0, NULL);
+			assert_int_equal(json_array_size(ev), MIN(want, 100));
+			json_decref(ev);
+		}
+	}
+	for (size_t i = 0; i < NR; i++)
+		for (int k = 0; k < NQ; k++) {
+			if (strcmp(mem[i][k], blk[i][k]) != 0)
+				print_message("range %zu query %d:\nmemory %s\nblocks %s\n", i, k,
+					      mem[i][k], blk[i][k]);
+			assert_string_equal(mem[i][k], blk[i][k]);
+			free(mem[i][k]);
+			free(blk[i][k]);
+		}
+	store_close(s);
+	symbols_close(sym);
+	buf_free(&z);
+	buf_free(&err);
+	rm_rf(dir);
+	free(dir);
+}
+
 static void test_offcpu_queries(void **state)
 {
 	struct world *w = *state;
@@ -1540,6 +1887,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_flamegraph, world_setup, world_teardown),
 		cmocka_unit_test(test_store_blocks),
 		cmocka_unit_test(test_part_sort_nodes),
+		cmocka_unit_test(test_block_slices),
+		cmocka_unit_test(test_block_v3),
+		cmocka_unit_test(test_queries_over_slices),
 		cmocka_unit_test(test_stack_sums_order),
 		cmocka_unit_test_setup_teardown(test_flamegraph_pruning, world_setup, world_teardown),
 		cmocka_unit_test_setup_teardown(test_flamegraph_sparse_dense, world_setup, world_teardown),
