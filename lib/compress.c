@@ -1,7 +1,9 @@
 /* compress.c - see compress.h. */
 #include "compress.h"
 
+#include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
 #include <zstd.h>
@@ -70,13 +72,32 @@ int zstd_decompress_bounded(const void *in, size_t n, size_t max_out, struct buf
 
 /* One context per thread: creating one costs ~100 KiB of allocation, too
  * much to pay per chunk of a query; a thread-local one needs no lock. It
- * lives as long as the thread (the server's threads live as long as it). */
+ * lives as long as the thread: a key's destructor frees it when the
+ * thread ends (a query's helper threads, e.g. a diff's comparison side,
+ * end with their request). */
 static __thread ZSTD_DCtx *tls_dctx;
+static pthread_key_t dctx_key;
+static pthread_once_t dctx_once = PTHREAD_ONCE_INIT;
+
+static void free_dctx(void *dctx)
+{
+	ZSTD_freeDCtx(dctx);
+}
+
+static void make_dctx_key(void)
+{
+	if (pthread_key_create(&dctx_key, free_dctx) != 0)
+		abort();
+}
 
 int zstd_decompress_exact(const void *in, size_t n, void *out, size_t raw_len)
 {
-	if (!tls_dctx && !(tls_dctx = ZSTD_createDCtx()))
-		return -1;
+	if (!tls_dctx) {
+		if (!(tls_dctx = ZSTD_createDCtx()))
+			return -1;
+		pthread_once(&dctx_once, make_dctx_key);
+		pthread_setspecific(dctx_key, tls_dctx);
+	}
 	unsigned long long claimed = ZSTD_getFrameContentSize(in, n);
 	if (claimed != raw_len)
 		return -1;
