@@ -333,6 +333,7 @@ int64_t scan_series_total(struct scan *s, uint32_t series)
 	int64_t from = s->sc->start_ms, to = s->sc->end_ms;
 	int64_t lo = from - floor_mod(from, 60000) + (floor_mod(from, 60000) ? 60000 : 0);
 	int64_t hi = to - floor_mod(to, 60000);
+	s->series_selected++;
 	if (lo >= hi)
 		return store_view_total(s->view, s->cur, ps, from, to);
 	uint64_t sum = 0;
@@ -346,7 +347,6 @@ int64_t scan_series_total(struct scan *s, uint32_t series)
 		edge[1] = store_view_total(s->view, s->cur, ps, hi, to);
 	if (edge[0] < 0 || edge[1] < 0)
 		return -1;
-	s->series_selected++;
 	return (int64_t)(sum + (uint64_t)edge[0] + (uint64_t)edge[1]);
 }
 
