@@ -18,6 +18,18 @@
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
 
+/* a / b and a rounded down to a multiple of b, toward minus infinity
+ * (times before 1970 included); b > 0. */
+static inline int64_t floor_div(int64_t a, int64_t b)
+{
+	return a / b - (a % b < 0);
+}
+
+static inline int64_t floor_to(int64_t a, int64_t b)
+{
+	return floor_div(a, b) * b;
+}
+
 void *xmalloc(size_t n);
 void *xcalloc(size_t count, size_t size);
 void *xrealloc(void *p, size_t n);

@@ -291,12 +291,6 @@ static int load_strings(struct strtab *t, struct cursor *c)
 	return c->bad ? -1 : 0;
 }
 
-static int64_t floor_div(int64_t a, int64_t b)
-{
-	int64_t q = a / b;
-	return q - (a % b != 0 && (a < 0) != (b < 0));
-}
-
 static void push_slice(struct part *p, const struct part_slice *sl)
 {
 	xgrow((void **)&p->slices, &p->capslices, p->nslices + 1, sizeof(*p->slices));
@@ -350,8 +344,8 @@ static void load_frames_unsliced(struct part *p, struct part_series *s, struct c
 	push_slice(p, &sl);
 }
 
-/* A series' frames: the stack totals, then a rows frame per slice, each
- * right after the one before. The first slice is the one holding the
+/* A series' frames: its stack list, their totals, then a rows frame per
+ * slice, each right after the one before. The first slice is the one holding the
  * series' first row, the last the one holding its last. */
 static void load_frames(struct part *p, struct part_series *s, struct cursor *c,
 			const struct block_info *in)
@@ -1149,10 +1143,8 @@ int block_writer_chunk(struct block_writer *w, struct part *dst, uint32_t series
 {
 	struct part_series *s = &dst->series[series];
 	int64_t g = dst->granularity_ms;
-	for (size_t i = 0; i < n; i++) {
-		int64_t r = rows[i].ts_ms % g;
-		rows[i].ts_ms -= r < 0 ? r + g : r;
-	}
+	for (size_t i = 0; i < n; i++)
+		rows[i].ts_ms = floor_to(rows[i].ts_ms, g);
 	xqsort(rows, n, sizeof(*rows), cmp_row);
 	size_t m = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -1253,8 +1245,7 @@ int block_writer_chunk(struct block_writer *w, struct part *dst, uint32_t series
 			for (size_t q = j0; q < j; q++) {
 				varint_put(&w->raw, rows[q].value);
 				s->total += rows[q].value;
-				int64_t minute = rows[q].ts_ms - ((rows[q].ts_ms % 60000) + 60000) % 60000;
-				part_add_minute(s, minute, rows[q].value);
+				part_add_minute(s, floor_to(rows[q].ts_ms, 60000), rows[q].value);
 				slice_acc_add(acc, w->dict[w->local[q]], rows[q].value);
 			}
 			j0 = j;

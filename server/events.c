@@ -69,17 +69,18 @@ static int cmp_cand(const void *a, const void *b)
 }
 
 /* Adds to c the rows of part p in the query's range, at or after since
- * and cutoff, cutting c back to the newest `limit` as they pile up. */
-static void collect(struct scan *scan, const struct ev_request *r, const struct part *p,
-		    int64_t since, int64_t cutoff, struct cand **c, size_t *nc, size_t *capc)
+ * and cutoff, cutting c back to the newest `limit` as they pile up.
+ * Returns the rows it took. */
+static uint64_t collect(struct scan *scan, const struct ev_request *r, const struct part *p,
+			int64_t since, int64_t cutoff, struct cand **c, size_t *nc, size_t *capc)
 {
+	uint64_t matched = 0;
 	int64_t local = MAX(cutoff, since);
 	for (uint32_t s = 0; s < p->nseries; s++) {
 		if (!scan_selected(scan, s) || p->series[s].max_ts < local)
 			continue;
 		const struct part_row *rows;
 		long n = scan_rows_since(scan, s, local, &rows);
-		uint64_t matched = 0;
 		for (long j = 0; j < n; j++) {
 			if (!scan_in_range(&r->scope, rows[j].ts_ms) || rows[j].ts_ms < local)
 				continue;
@@ -93,8 +94,8 @@ static void collect(struct scan *scan, const struct ev_request *r, const struct 
 				local = MAX(local, (*c)[*nc - 1].ts);
 			}
 		}
-		scan_count_matched(scan, matched);
 	}
+	return matched;
 }
 
 static char *describe(struct display *d, const struct part *p, const struct cand *c)
@@ -179,9 +180,11 @@ int events_query(struct store *st, struct symbols *sym, const struct ev_request 
 		for (int64_t window = EVENTS_FIRST_WINDOW_MS;; window *= 4) {
 			int64_t since = top - window > floor ? top - window : INT64_MIN;
 			nc = 0;
-			collect(scan, r, p, since, cutoff, &c, &nc, &capc);
-			if (since == INT64_MIN || nc >= r->limit)
+			uint64_t matched = collect(scan, r, p, since, cutoff, &c, &nc, &capc);
+			if (since == INT64_MIN || nc >= r->limit) {
+				scan_count_matched(scan, matched); /* the last window's */
 				break;
+			}
 		}
 		/* The newest `limit` of this part are candidates. */
 		xqsort(c, nc, sizeof(*c), cmp_cand);

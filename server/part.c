@@ -423,12 +423,6 @@ void part_add_minute(struct part_series *s, int64_t minute_ms, uint64_t value)
 	s->nminutes++;
 }
 
-static int64_t floor_to(int64_t t, int64_t g)
-{
-	int64_t r = t % g;
-	return r < 0 ? t - r - g : t - r;
-}
-
 void part_add_row(struct part *p, uint32_t series, int64_t ts_ms, uint32_t stack, uint64_t value)
 {
 	struct part_series *s = &p->series[series];

@@ -315,12 +315,6 @@ void scan_count_matched(struct scan *s, uint64_t rows)
 	s->rows_matched += rows;
 }
 
-static int64_t floor_mod(int64_t a, int64_t m)
-{
-	int64_t r = a % m;
-	return r < 0 ? r + m : r;
-}
-
 int64_t scan_series_total(struct scan *s, uint32_t series)
 {
 	const struct part_series *ps = &s->p->series[series];
@@ -331,8 +325,9 @@ int64_t scan_series_total(struct scan *s, uint32_t series)
 	/* Whole minutes of the range from the minute totals; rows only for
 	 * the parts of minutes at its two ends. */
 	int64_t from = s->sc->start_ms, to = s->sc->end_ms;
-	int64_t lo = from - floor_mod(from, 60000) + (floor_mod(from, 60000) ? 60000 : 0);
-	int64_t hi = to - floor_mod(to, 60000);
+	int64_t lo = floor_to(from, 60000), hi = floor_to(to, 60000);
+	if (lo < from)
+		lo += 60000;
 	s->series_selected++;
 	if (lo >= hi)
 		return store_view_total(s->view, s->cur, ps, from, to);

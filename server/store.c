@@ -1596,6 +1596,13 @@ const struct part *store_view_begin(struct store_view *v, size_t i)
 	return &r->part;
 }
 
+/* A series chunk that could not be read: logged, counted, skipped. */
+static void chunk_skipped(struct store_view *v, const struct buf *err)
+{
+	log_error("store: %s; those rows are skipped", err->data);
+	v->stats.chunks_skipped++;
+}
+
 long store_view_rows(struct store_view *v, size_t i, const struct part_series *s,
 		     int64_t since_ms, const struct part_row **rows)
 {
@@ -1608,12 +1615,10 @@ long store_view_rows(struct store_view *v, size_t i, const struct part_series *s
 	}
 	struct buf err = { 0 };
 	long n = block_rows(r->blk, &r->part, s, since_ms, &v->scratch, rows, &v->stats.bytes_read, &err);
-	if (n < 0) {
-		log_error("store: %s; those rows are skipped", err.data);
-		v->stats.chunks_skipped++;
-	} else {
+	if (n < 0)
+		chunk_skipped(v, &err);
+	else
 		v->stats.rows_read += (uint64_t)n;
-	}
 	buf_free(&err);
 	return n;
 }
@@ -1643,12 +1648,10 @@ long store_view_sums(struct store_view *v, size_t i, const struct part_series *s
 	struct buf err = { 0 };
 	long n = block_sums(r->blk, &r->part, s, from_ms, to_ms, &v->scratch, stacks, sums,
 			    &v->stats.rows_read, &v->stats.bytes_read, &err);
-	if (n < 0) {
-		log_error("store: %s; those rows are skipped", err.data);
-		v->stats.chunks_skipped++;
-	} else {
+	if (n < 0)
+		chunk_skipped(v, &err);
+	else
 		v->stats.stack_sums_read += (uint64_t)n;
-	}
 	buf_free(&err);
 	return n;
 }
@@ -1669,10 +1672,8 @@ int64_t store_view_total(struct store_view *v, size_t i, const struct part_serie
 	struct buf err = { 0 };
 	int64_t n = block_total(r->blk, &r->part, s, from_ms, to_ms, &v->scratch,
 				&v->stats.rows_read, &v->stats.bytes_read, &err);
-	if (n < 0) {
-		log_error("store: %s; those rows are skipped", err.data);
-		v->stats.chunks_skipped++;
-	}
+	if (n < 0)
+		chunk_skipped(v, &err);
 	buf_free(&err);
 	return n;
 }

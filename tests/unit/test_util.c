@@ -29,6 +29,21 @@ static void test_duration(void **state)
 	assert_int_equal(parse_duration_ms("99999999999999999999h", &ms), -1);
 }
 
+/* Rounding down goes toward minus infinity, before 1970 too. */
+static void test_floor(void **state)
+{
+	(void)state;
+	assert_int_equal(floor_div(125, 60), 2);
+	assert_int_equal(floor_div(120, 60), 2);
+	assert_int_equal(floor_div(-1, 60000), -1);
+	assert_int_equal(floor_div(-60000, 60000), -1);
+	assert_int_equal(floor_div(-60001, 60000), -2);
+	assert_int_equal(floor_to(125, 60), 120);
+	assert_int_equal(floor_to(0, 7), 0);
+	assert_int_equal(floor_to(-1, 10), -10);
+	assert_int_equal(floor_to(1796353212345LL, 120000), 1796353200000LL);
+}
+
 static void test_numbers(void **state)
 {
 	(void)state;
@@ -302,6 +317,7 @@ int main(void)
 		cmocka_unit_test(test_duration),
 		cmocka_unit_test(test_log_rate_limit),
 		cmocka_unit_test(test_numbers),
+		cmocka_unit_test(test_floor),
 		cmocka_unit_test(test_hex_uuid),
 		cmocka_unit_test(test_json_writer),
 		cmocka_unit_test(test_strtab_copy),
