@@ -138,6 +138,14 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/testutil.h tests/unit/storeutil.h $(
 	@mkdir -p $(@D)
 	$(call say,CC,$@)$(CC) $(ALL_CFLAGS) $(SAN) -O1 -Itests/unit $< -o $@ $(ASAN_LIB) $(LDLIBS) -lcmocka
 
+# A stand-in for NVML with known readings, which test_metrics loads
+# (tests/unit/fake_nvml.c); built plain: it is dlopen'ed, never linked.
+$(BUILD)/tests/libfake-nvml.so: tests/unit/fake_nvml.c
+	@mkdir -p $(@D)
+	$(call say,CC,$@)$(CC) -std=gnu11 -O1 -g -fPIC -shared -Wall -Wextra -Werror $< -o $@
+
+$(BUILD)/tests/test_metrics: $(BUILD)/tests/libfake-nvml.so
+
 # Fuzz targets are built with clang's libFuzzer; the sources they exercise
 # are compiled again with clang (into one archive) so a single sanitizer
 # runtime is linked.

@@ -29,6 +29,14 @@ struct nvml_utilization {
 struct nvml_memory {
 	unsigned long long total, free, used; /* bytes */
 };
+/* nvmlMemory_v2_t: "used" without the memory the driver sets aside, as
+ * nvidia-smi shows it (the first struct counts that ~0.4 % as used). */
+struct nvml_memory_v2 {
+	unsigned int version; /* NVML_MEMORY_V2 */
+	unsigned long long total, reserved, free, used;
+};
+#define NVML_MEMORY_V2 ((unsigned int)sizeof(struct nvml_memory_v2) | (2u << 24))
+_Static_assert(sizeof(struct nvml_memory_v2) == 40, "nvmlMemory_v2_t: an int padded to 8, then four 64-bit counts");
 struct nvml_process_info { /* nvmlProcessInfo_t as _v3 fills it */
 	unsigned int pid;
 	unsigned long long used_gpu_memory;
@@ -50,6 +58,7 @@ struct nvml_api {
 	nvml_ret (*uuid)(nvml_device, char *, unsigned int);
 	nvml_ret (*utilization)(nvml_device, struct nvml_utilization *);
 	nvml_ret (*memory)(nvml_device, struct nvml_memory *);
+	nvml_ret (*memory_v2)(nvml_device, struct nvml_memory_v2 *); /* newer drivers */
 	nvml_ret (*power)(nvml_device, unsigned int *);           /* milliwatts */
 	nvml_ret (*temperature)(nvml_device, int, unsigned int *); /* °C */
 	nvml_ret (*clock)(nvml_device, int, unsigned int *);       /* MHz */
@@ -105,6 +114,7 @@ static int try_load(struct gpumetrics *g, const char *path, struct buf *why)
 	*(void **)&a.uuid = sym(lib, "nvmlDeviceGetUUID");
 	*(void **)&a.utilization = sym(lib, "nvmlDeviceGetUtilizationRates");
 	*(void **)&a.memory = sym(lib, "nvmlDeviceGetMemoryInfo");
+	*(void **)&a.memory_v2 = sym(lib, "nvmlDeviceGetMemoryInfo_v2");
 	*(void **)&a.power = sym(lib, "nvmlDeviceGetPowerUsage");
 	*(void **)&a.temperature = sym(lib, "nvmlDeviceGetTemperature");
 	*(void **)&a.clock = sym(lib, "nvmlDeviceGetClockInfo");
@@ -260,7 +270,12 @@ void gpumetrics_collect(struct gpumetrics *g, struct hostmetrics *hm, struct met
 			metric_batch_add(b, "hw.gpu.utilization", "%", ls, ts, (double)u.gpu);
 		}
 		struct nvml_memory m = { 0 };
-		if (g->api.memory && g->api.memory(d->h, &m) == NVML_OK && m.total)
+		struct nvml_memory_v2 m2 = { .version = NVML_MEMORY_V2 };
+		if (g->api.memory_v2 && g->api.memory_v2(d->h, &m2) == NVML_OK && m2.total)
+			m = (struct nvml_memory){ .total = m2.total, .free = m2.free, .used = m2.used };
+		else if (!g->api.memory || g->api.memory(d->h, &m) != NVML_OK)
+			m.total = 0;
+		if (m.total)
 			metric_batch_add(b, "hw.gpu.memory.utilization", "%", ls, ts,
 					 100.0 * (double)m.used / (double)m.total);
 		unsigned int v;

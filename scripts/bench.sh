@@ -18,6 +18,11 @@ echo
 echo "== collect_bench (agent: a raw sample into the batch)"
 build/bench/collect_bench
 echo
+echo "== gpumetrics_bench (agent: one GPU metrics collection; needs an NVIDIA GPU)"
+rc=0
+build/bench/gpumetrics_bench 10 1000 || rc=$?
+[ "$rc" -eq 0 ] || [ "$rc" -eq 2 ] || exit "$rc" # 2: no NVML here, said above
+echo
 echo "== agent_overhead (needs root)"
 bench/agent_overhead.sh "${EMBER_BENCH_SECONDS:-60}"
 echo

@@ -107,24 +107,33 @@ static void sub(const char *dir, const char *rel)
 	assert_int_equal(mkdir(path, 0755), 0);
 }
 
-/* The value of metric name in b for the series whose labels hold key=value
- * (NULL: any); NAN when absent. */
-static double value_of(const struct metric_batch *b, const char *name, const char *key,
-		       const char *value)
+/* The value of metric name in b for the series whose labels hold k1=v1
+ * and k2=v2 (a NULL key: any); NAN when absent. */
+static double value_of2(const struct metric_batch *b, const char *name, const char *k1,
+			const char *v1, const char *k2, const char *v2)
 {
 	for (size_t i = 0; i < b->npoints; i++) {
 		const struct mb_series *s = &b->series[b->point_series[i]];
 		if (strcmp(strtab_get(&b->strings, s->name), name) != 0)
 			continue;
 		const uint32_t *kv = b->set_strings + b->set_offsets[s->labels];
-		bool ok = !key;
-		for (uint32_t k = 0; k + 1 < b->set_lengths[s->labels] && !ok; k += 2)
-			ok = strcmp(strtab_get(&b->strings, kv[k]), key) == 0 &&
-			     strcmp(strtab_get(&b->strings, kv[k + 1]), value) == 0;
-		if (ok)
+		bool ok1 = !k1, ok2 = !k2;
+		for (uint32_t k = 0; k + 1 < b->set_lengths[s->labels]; k += 2) {
+			const char *key = strtab_get(&b->strings, kv[k]);
+			const char *val = strtab_get(&b->strings, kv[k + 1]);
+			ok1 = ok1 || (!strcmp(key, k1) && !strcmp(val, v1));
+			ok2 = ok2 || (!strcmp(key, k2) && !strcmp(val, v2));
+		}
+		if (ok1 && ok2)
 			return b->point_values[i];
 	}
 	return NAN;
+}
+
+static double value_of(const struct metric_batch *b, const char *name, const char *key,
+		       const char *value)
+{
+	return value_of2(b, name, key, value, NULL, NULL);
 }
 
 static void fake_round(const char *proc, const char *cg, int r)
@@ -570,6 +579,79 @@ static void test_nvml_missing(void **state)
 	buf_free(&why);
 }
 
+static size_t points_named(const struct metric_batch *b, const char *prefix)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < b->npoints; i++)
+		n += !strncmp(strtab_get(&b->strings, b->series[b->point_series[i]].name), prefix,
+			      strlen(prefix));
+	return n;
+}
+
+/* gpumetrics against tests/unit/fake_nvml.c (built beside this test as
+ * libfake-nvml.so): every reading lands as the metric it is documented
+ * as, on the right GPU and process; the memory share leaves out the
+ * driver's reserve; per-process SM samples move forward between
+ * collections; a GPU that supports little yields only what it supports;
+ * a failing nvmlInit_v2 is reported with NVML's own words. */
+static void test_nvml_fake(void **state)
+{
+	(void)state;
+	char lib[4096];
+	ssize_t n = readlink("/proc/self/exe", lib, sizeof(lib) - 32);
+	assert_true(n > 0);
+	lib[n] = '\0';
+	strcpy(strrchr(lib, '/') + 1, "libfake-nvml.so");
+	struct buf why = { 0 };
+	struct gpumetrics *g = gpumetrics_open(lib, false, &why);
+	assert_non_null(g);
+	assert_int_equal(gpumetrics_devices(g), 2);
+	assert_string_equal(gpumetrics_library(g), lib);
+
+	char *dir = make_temp_dir();
+	struct hostmetrics_opts o = { .proc_root = "/proc", .cgroup_root = dir, .sys_block = dir,
+				      .host_name = "h1", .host_arch = "amd64" };
+	struct hostmetrics *h = hostmetrics_new(&o);
+	struct metric_batch b;
+	metric_batch_init(&b);
+	gpumetrics_collect(g, h, &b, 5000);
+	assert_true(value_of2(&b, "hw.gpu.utilization", "gpu.uuid", "GPU-fake-0", "gpu.name", "Fake GPU 0") == 87.0);
+	assert_true(value_of2(&b, "hw.gpu.utilization", "gpu.index", "1", "host.name", "h1") == 5.0);
+	assert_true(value_of(&b, "hw.gpu.memory.utilization", "gpu.index", "0") == 29.0);
+	assert_true(fabs(value_of(&b, "hw.gpu.power", "gpu.index", "0") - 512.345) < 1e-9);
+	assert_true(value_of(&b, "hw.gpu.temp", "gpu.index", "0") == 61.0);
+	assert_true(value_of(&b, "hw.gpu.clock.sm", "gpu.index", "0") == 1980.0);
+	assert_true(value_of(&b, "hw.gpu.clock.mem", "gpu.index", "0") == 3201.0);
+	char pid[16];
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	assert_true(value_of2(&b, "hw.gpu.process.memory.utilization", "process.pid", pid, "gpu.index", "0") == 10.0);
+	assert_true(value_of2(&b, "hw.gpu.process.utilization", "process.pid", pid, "gpu.uuid", "GPU-fake-0") == 77.0);
+	/* The process's own attributes come with it (read from /proc). */
+	assert_false(isnan(value_of2(&b, "hw.gpu.process.utilization", "process.pid", pid,
+				     "process.executable.name", "test_metrics")));
+	/* GPU 1: only its utilization. */
+	assert_true(isnan(value_of(&b, "hw.gpu.power", "gpu.index", "1")));
+	assert_true(isnan(value_of(&b, "hw.gpu.memory.utilization", "gpu.index", "1")));
+	assert_int_equal(points_named(&b, "hw.gpu."), 9);
+	metric_batch_free(&b);
+
+	metric_batch_init(&b);
+	gpumetrics_collect(g, h, &b, 6000);
+	assert_true(value_of(&b, "hw.gpu.process.utilization", "process.pid", pid) == 66.0);
+	metric_batch_free(&b);
+	hostmetrics_free(h);
+	gpumetrics_close(g);
+	rm_rf(dir);
+	free(dir);
+
+	buf_reset(&why);
+	setenv("FAKE_NVML_INIT_FAIL", "1", 1);
+	assert_null(gpumetrics_open(lib, false, &why));
+	unsetenv("FAKE_NVML_INIT_FAIL");
+	assert_non_null(strstr(why.data, "nvmlInit_v2 failed: Driver Not Loaded"));
+	buf_free(&why);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -580,6 +662,7 @@ int main(void)
 		cmocka_unit_test(test_store_chunks),
 		cmocka_unit_test(test_decoder_bounds),
 		cmocka_unit_test(test_nvml_missing),
+		cmocka_unit_test(test_nvml_fake),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
