@@ -13,8 +13,10 @@
  * counted); INGEST_THREADS threads decode and store_append() them (the
  * server's ingest path: zstd + protobuf + validation + write-ahead log
  * with group commit + indexing) while the store's own thread writes
- * blocks and compacts, all with the default configuration. Then every
- * partition is compacted and the queries run over the whole range.
+ * blocks and compacts, all with the default configuration. Right after
+ * ingest, the flamegraph and top functions run over the hour as a user
+ * would see it live (heads and blocks not yet compacted); then every
+ * partition is compacted and all the queries run over the whole range.
  *
  * With EMBER_BENCH_PROTOCOL=2 the batches are those of protocol version 2
  * (each host an agent session, agent/session.c) and the ingest threads
@@ -31,6 +33,8 @@
  *                                           before (only those whose name has NAME)
  * EMBER_BENCH_SESSION_MIB sets the agent sessions' limit (ember-agent's:
  * 32 MiB), to see what starting sessions over costs the server.
+ * With EMBER_BENCH_REPLAY=1 the store is closed after ingest as a crash
+ * leaves it and opened again (the logs replayed), and that start timed.
  * With EMBER_BENCH_ANSWERS=DIR each query's answer is written to
  * DIR/<query name>.json, its query_stats empty (to compare two builds).
  */
@@ -629,6 +633,7 @@ static double rss_mib(const char *field)
 }
 
 static void run_queries(struct store *st, struct symbols *sym, int64_t start_ms, int64_t end_ms);
+static void run_live_queries(struct store *st, struct symbols *sym, int64_t start_ms, int64_t end_ms);
 
 /* The range a run ingested, kept beside the store for --queries. */
 static int range_file(const char *dir, int64_t *start_ms, int64_t *end_ms, bool write)
@@ -779,6 +784,31 @@ int main(int argc, char **argv)
 	       rss_mib("VmRSS:"), rss_mib("VmHWM:"), (double)ss.memory_bytes / 1048576.0,
 	       (unsigned long long)ss.unflushed_rows);
 
+	/* What a user sees while ingest goes on: the hour read from the heads
+	 * and the blocks not yet compacted (a log's blocks wait for it to
+	 * go), with the store's thread still flushing and compacting. */
+	printf("queries right after ingest, before the final flush and compaction:\n");
+	run_live_queries(st, sym, start_ms, end_ms);
+
+	/* EMBER_BENCH_REPLAY=1: the store closed as a crash leaves it (logs
+	 * not yet written as blocks stay) and opened again, which replays
+	 * them: how long a start after a crash takes, and what it holds. */
+	if (getenv("EMBER_BENCH_REPLAY")) {
+		store_close(st);
+		t0 = now_mono_ns();
+		double r0 = bench_cpu_s();
+		if (store_open(dir, &cfg, &st, &err) < 0) {
+			fprintf(stderr, "%s\n", err.data);
+			return 1;
+		}
+		store_get_stats(st, &ss);
+		printf("start after a crash: %.1f s wall, %.1f s CPU, %llu rows replayed, %llu of them "
+		       "left in memory (store %.0f MiB); RSS peak %.0f MiB\n",
+		       ms_since(t0) / 1000.0, bench_cpu_s() - r0, (unsigned long long)ss.rows,
+		       (unsigned long long)ss.unflushed_rows, (double)ss.memory_bytes / 1048576.0,
+		       rss_mib("VmHWM:"));
+	}
+
 	t0 = now_mono_ns();
 	double c0 = bench_cpu_s();
 	if (store_flush(st, &err) < 0 || store_compact(st, true, &err) < 0) {
@@ -814,6 +844,18 @@ int main(int argc, char **argv)
 	workload_free(&w);
 	buf_free(&err);
 	return 0;
+}
+
+static void run_live_queries(struct store *st, struct symbols *sym, int64_t start_ms, int64_t end_ms)
+{
+	char body[512];
+	struct bench_ctx fg = { st, sym, 0 }, top = { st, sym, FN_TOP };
+	snprintf(body, sizeof(body), "{\"filter\":{\"start_ts\":%lld,\"end_ts\":%lld}}",
+		 (long long)start_ms, (long long)end_ms);
+	run(&fg, q_flamegraph, "flamegraph (all), live", body);
+	snprintf(body, sizeof(body), "{\"filter\":{\"start_ts\":%lld,\"end_ts\":%lld},\"limit\":100}",
+		 (long long)start_ms, (long long)end_ms);
+	run(&top, q_functions, "top functions, live", body);
 }
 
 static void run_queries(struct store *st, struct symbols *sym, int64_t start_ms, int64_t end_ms)

@@ -53,10 +53,16 @@ struct commit {
 	struct commit *next;
 };
 
-/* The most heads one log file holds: with heads sealed every minute
- * (--flush-after), a log lives about 8 minutes, and its blocks wait that
- * long to be compacted. */
-#define LOG_MAX_HEADS 8
+/* The most heads one log file holds, and its most rows as a multiple of
+ * max_unflushed_rows. Every agent session writes into each new log the
+ * definitions its batches use, so longer logs carry less: 24 heads
+ * (about 24 minutes with heads sealed every minute) carry a third of
+ * what 8 did (docs/performance.md). The price: a log's blocks are
+ * compacted only once it goes, so that many minutes stay in one-minute
+ * blocks, and a start after a crash replays up to that much (a head at a
+ * time, written as blocks as it goes: replay_seal). */
+#define LOG_MAX_HEADS 24
+#define LOG_MAX_UNFLUSHED 3
 
 struct store {
 	char *dir, *blocks_dir, *wal_dir;
@@ -77,7 +83,7 @@ struct store {
 	/* The log files that exist, ascending (the current one last), and
 	 * the rows appended to and heads sealed in the current one. A log
 	 * outlives the heads that wrote to it until it holds
-	 * max_unflushed_rows rows or LOG_MAX_HEADS heads: every agent
+	 * LOG_MAX_UNFLUSHED x max_unflushed_rows rows or LOG_MAX_HEADS heads: every agent
 	 * session writes into each new log the definitions its batches
 	 * use, so fewer logs carry less; the blocks of a log are committed
 	 * (and compacted) only once it goes. rotate_next: the head
@@ -491,7 +497,44 @@ struct replay_ctx {
 	struct store *s;
 	struct part *head;
 	struct session_replay *sessions;
+	uint64_t rows, samples; /* replayed, whether still in the head or written */
 };
+
+static int flush_one(struct store *s, struct buf *err);
+
+/* At a start, before any other thread runs: the replay head becomes a
+ * sealed part and is written as blocks at once, and a new head (with its
+ * dictionaries, as seal() does) replays on, so a log of many heads is
+ * replayed holding one head in memory. Called when the head reaches
+ * head_max_rows and before a head with rows goes on to the next log, so
+ * a part written here holds rows of one log: its blocks name that log as
+ * their range and are not committed while it exists (open_blocks: a
+ * crash before it goes drops them and replays the log again). A write
+ * that fails leaves the part in memory for the maintenance thread. */
+static void replay_seal(struct replay_ctx *rc)
+{
+	struct store *s = rc->s;
+	struct sref *old = s->head;
+	struct sref *n = sref_new();
+	part_init(&n->part, 1);
+	if (part_dict_memory(&old->part) <= s->cfg.head_dict_bytes)
+		part_copy_dictionaries(&n->part, &old->part);
+	n->loaded = true;
+	n->wal_lo = n->wal_hi = old->wal_hi;
+	old->gen = s->next_gen++;
+	old->min_ts = old->part.min_ts;
+	old->max_ts = old->part.max_ts;
+	xgrow((void **)&s->parts, &s->capparts, s->nparts + 1, sizeof(*s->parts));
+	s->parts[s->nparts++] = old;
+	s->stats.unflushed_rows += old->part.rows;
+	s->head = n;
+	rc->head = &n->part;
+	struct buf err = { 0 };
+	if (flush_one(s, &err) < 0)
+		log_error("store: writing replayed rows as a block failed (%s); they stay in memory "
+			  "and are written later", err.data);
+	buf_free(&err);
+}
 
 /* A log record (store.h: the record payloads). */
 static int replay_record(void *ctx, const uint8_t *p, size_t len)
@@ -513,11 +556,16 @@ static int replay_record(void *ctx, const uint8_t *p, size_t len)
 	if (type == STORE_RECORD_SESSION) {
 		char agent[65];
 		uint64_t seq;
+		uint64_t rows = rc->head->rows, samples = rc->head->samples;
 		if (session_replay_record(rc->sessions, project, body, blen, rc->head, agent, &seq) < 0)
 			return -1;
 		if (agent[0])
 			note_agent(rc->s, agent, seq);
 		rc->s->stats.batches++;
+		rc->rows += rc->head->rows - rows;
+		rc->samples += rc->head->samples - samples;
+		if (rc->head->rows >= rc->s->cfg.head_max_rows)
+			replay_seal(rc);
 		return 0;
 	}
 	if (type != 0)
@@ -527,11 +575,16 @@ static int replay_record(void *ctx, const uint8_t *p, size_t len)
 	buf_free(&err);
 	if (!b)
 		return -1;
+	uint64_t rows = rc->head->rows, samples = rc->head->samples;
 	part_add_batch(rc->head, project, b);
 	if (b->agent_instance[0])
 		note_agent(rc->s, b->agent_instance, b->sequence);
 	rc->s->stats.batches++;
 	batch_decode_free(b);
+	rc->rows += rc->head->rows - rows;
+	rc->samples += rc->head->samples - samples;
+	if (rc->head->rows >= rc->s->cfg.head_max_rows)
+		replay_seal(rc);
 	return 0;
 }
 
@@ -622,9 +675,14 @@ int store_open(const char *dir, const struct store_config *cfg, struct store **o
 	s->head = sref_new();
 	part_init(&s->head->part, 1);
 	s->head->loaded = true;
-	struct replay_ctx rc = { s, &s->head->part, session_replay_new() };
+	struct replay_ctx rc = { s, &s->head->part, session_replay_new(), 0, 0 };
 	for (size_t i = 0; i < nwals; i++) {
 		struct wal_file w;
+		/* Rows of one log per written part (replay_seal); the head,
+		 * empty here, covers this log. */
+		if (s->head->part.rows)
+			replay_seal(&rc);
+		s->head->wal_lo = s->head->wal_hi = wals[i];
 		if (wal_open(s->wal_dir, wals[i], replay_record, &rc, &w,
 			     &s->stats.wal_skipped_records, err) < 0) {
 			free(wals);
@@ -632,8 +690,6 @@ int store_open(const char *dir, const struct store_config *cfg, struct store **o
 			store_close(s);
 			return -1;
 		}
-		if (!s->head->wal_lo)
-			s->head->wal_lo = wals[i];
 		wal_close(&w);
 	}
 	s->logs = wals;
@@ -658,12 +714,15 @@ int store_open(const char *dir, const struct store_config *cfg, struct store **o
 	s->head->max_ts = s->head->part.max_ts;
 	if (s->head->part.rows)
 		s->head->first_row_mono_ms = mono_ms();
-	s->stats.rows = s->head->part.rows;
-	s->stats.samples = s->head->part.samples;
-	s->stats.head_rows = s->stats.unflushed_rows = s->head->part.rows;
-	log_info("store: %s opened in %.1f ms: %zu blocks (%llu rows), %llu rows replayed from logs",
+	s->stats.rows = rc.rows;
+	s->stats.samples = rc.samples;
+	s->stats.head_rows = s->head->part.rows;
+	s->stats.unflushed_rows += s->head->part.rows;
+	log_info("store: %s opened in %.1f ms: %zu blocks (%llu rows), %llu rows replayed from logs "
+		 "(%llu of them written as blocks while replaying)",
 		 dir, (double)(now_mono_ns() - t0) / 1e6, s->nparts,
-		 (unsigned long long)s->stats.block_rows, (unsigned long long)s->head->part.rows);
+		 (unsigned long long)s->stats.block_rows, (unsigned long long)rc.rows,
+		 (unsigned long long)(rc.rows - s->head->part.rows));
 	if (s->cfg.background) {
 		if (pthread_create(&s->thread, NULL, maintenance, s) != 0) {
 			buf_puts(err, "cannot start the store's maintenance thread");
@@ -939,9 +998,9 @@ static int rotate_log(struct store *s, struct buf *err)
 }
 
 /* Makes the head a sealed part and starts a new head: in a new log when
- * rotate is set, the current one holds max_unflushed_rows rows or
- * LOG_MAX_HEADS heads, or the head covers several logs; else in the same
- * log. With rotate and an
+ * rotate is set, the current one holds LOG_MAX_UNFLUSHED times
+ * max_unflushed_rows rows or LOG_MAX_HEADS heads, or the head covers
+ * several logs; else in the same log. With rotate and an
  * empty head, only the log is new, so every log before it can go once
  * what it holds is in blocks. */
 static int seal(struct store *s, bool rotate, struct buf *err)
@@ -950,7 +1009,7 @@ static int seal(struct store *s, bool rotate, struct buf *err)
 	s->sealing = true;
 	while (s->syncing || s->queue)
 		pthread_cond_wait(&s->cv, &s->mu);
-	rotate |= s->rotate_next || s->log_rows >= s->cfg.max_unflushed_rows ||
+	rotate |= s->rotate_next || s->log_rows >= LOG_MAX_UNFLUSHED * s->cfg.max_unflushed_rows ||
 		  s->log_heads >= LOG_MAX_HEADS;
 	int rc = 0;
 	if (s->head->part.rows) {

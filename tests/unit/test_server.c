@@ -383,6 +383,7 @@ static void test_store_shared_log(void **state)
 	store_close(s); /* as a crash leaves it: the log is still there */
 
 	cfg.background = false;
+	cfg.head_max_rows = 1000; /* the replay keeps the rows in its head */
 	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
 	store_get_stats(s, &st);
 	assert_int_equal(st.blocks, 0); /* dropped: the log is replayed */
@@ -405,6 +406,7 @@ static void test_store_shared_log(void **state)
 	/* A log to which nothing more comes is closed a head's age after the
 	 * last seal, so its blocks are committed without a new head. */
 	cfg.background = true;
+	cfg.head_max_rows = 1;
 	cfg.head_max_age_ms = 200;
 	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
 	make_batch(sample_specs, 1, 3, T0 + 10000, &z1);
