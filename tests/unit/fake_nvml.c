@@ -51,22 +51,22 @@ ret nvmlDeviceGetHandleByIndex_v2(unsigned int i, device *d)
 
 static int idx(device d) { return d == &devs[0] ? 0 : 1; }
 
+static ret put(char *s, unsigned int n, const char *v)
+{
+	if (n <= strlen(v))
+		return INSUFFICIENT_SIZE;
+	strcpy(s, v);
+	return OK;
+}
+
 ret nvmlDeviceGetName(device d, char *s, unsigned int n)
 {
-	const char *name = idx(d) ? "Fake GPU 1" : "Fake GPU 0";
-	if (n <= strlen(name))
-		return INSUFFICIENT_SIZE;
-	strcpy(s, name);
-	return OK;
+	return put(s, n, idx(d) ? "Fake GPU 1" : "Fake GPU 0");
 }
 
 ret nvmlDeviceGetUUID(device d, char *s, unsigned int n)
 {
-	const char *u = idx(d) ? "GPU-fake-1" : "GPU-fake-0";
-	if (n <= strlen(u))
-		return INSUFFICIENT_SIZE;
-	strcpy(s, u);
-	return OK;
+	return put(s, n, idx(d) ? "GPU-fake-1" : "GPU-fake-0");
 }
 
 ret nvmlDeviceGetUtilizationRates(device d, struct util *u)
