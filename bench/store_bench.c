@@ -683,6 +683,7 @@ int main(int argc, char **argv)
 		only = argc > 3 ? argv[3] : NULL;
 		return queries_only(argc > 2 ? argv[2] : "/tmp/ember-store-bench");
 	}
+	setvbuf(stdout, NULL, _IOLBF, 0); /* a run that dies keeps what it printed */
 	const char *sl = getenv("EMBER_BENCH_SESSION_MIB");
 	if (sl && atoi(sl) > 0)
 		session_limit = (size_t)atoi(sl) << 20;

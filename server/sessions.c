@@ -1332,7 +1332,8 @@ static int define_carry(struct sess *s, const Ember__Ingest__V1__SessionCarry *c
 }
 
 int session_replay_record(struct session_replay *r, const char *project_id, const uint8_t *p,
-			  size_t len, struct part *head, char agent[65], uint64_t *seq)
+			  size_t len, struct part *head, uint32_t head_no, char agent[65],
+			  uint64_t *seq)
 {
 	struct buf err = { 0 };
 	uint32_t zl;
@@ -1369,7 +1370,7 @@ int session_replay_record(struct session_replay *r, const char *project_id, cons
 		pthread_mutex_unlock(&ss->mu);
 		if ((!c || define_carry(s, c, &err) == 0) && define_batch(s, m, &err) == 0 &&
 		    check_samples(s, m, &err) == 0 &&
-		    index_batch(s, m, project_id, head, 1) == 0) {
+		    index_batch(s, m, project_id, head, head_no) == 0) {
 			snprintf(agent, 65, "%s", m->agent_instance);
 			*seq = m->sequence;
 			rc = 0;

@@ -74,11 +74,14 @@ struct session_replay;
 struct session_replay *session_replay_new(void);
 void session_replay_free(struct session_replay *r);
 /* Adds one STORE_RECORD_SESSION record's samples (p: after the project
- * id) to head. Returns 0 with the batch's agent instance and sequence, or
- * -1 when it does not decode or refers to what no earlier record of the
- * replay defined (nothing is added). */
+ * id) to head, whose number head_no is the replay's own (a new number for
+ * each head the replay fills: the sessions' series ids are a head's own).
+ * Returns 0 with the batch's agent instance and sequence, or -1 when it
+ * does not decode or refers to what no earlier record of the replay
+ * defined (nothing is added). */
 int session_replay_record(struct session_replay *r, const char *project_id, const uint8_t *p,
-			  size_t len, struct part *head, char agent[65], uint64_t *seq);
+			  size_t len, struct part *head, uint32_t head_no, char agent[65],
+			  uint64_t *seq);
 
 void sessions_get_stats(struct sessions *ss, struct sessions_stats *out);
 

@@ -498,6 +498,7 @@ struct replay_ctx {
 	struct part *head;
 	struct session_replay *sessions;
 	uint64_t rows, samples; /* replayed, whether still in the head or written */
+	uint32_t head_no;       /* the head's number in this replay, from 1 */
 };
 
 static int flush_one(struct store *s, struct buf *err);
@@ -529,6 +530,7 @@ static void replay_seal(struct replay_ctx *rc)
 	s->stats.unflushed_rows += old->part.rows;
 	s->head = n;
 	rc->head = &n->part;
+	rc->head_no++; /* the sessions' series ids were the old head's */
 	struct buf err = { 0 };
 	if (flush_one(s, &err) < 0)
 		log_error("store: writing replayed rows as a block failed (%s); they stay in memory "
@@ -557,7 +559,8 @@ static int replay_record(void *ctx, const uint8_t *p, size_t len)
 		char agent[65];
 		uint64_t seq;
 		uint64_t rows = rc->head->rows, samples = rc->head->samples;
-		if (session_replay_record(rc->sessions, project, body, blen, rc->head, agent, &seq) < 0)
+		if (session_replay_record(rc->sessions, project, body, blen, rc->head, rc->head_no, agent,
+					  &seq) < 0)
 			return -1;
 		if (agent[0])
 			note_agent(rc->s, agent, seq);
@@ -675,7 +678,7 @@ int store_open(const char *dir, const struct store_config *cfg, struct store **o
 	s->head = sref_new();
 	part_init(&s->head->part, 1);
 	s->head->loaded = true;
-	struct replay_ctx rc = { s, &s->head->part, session_replay_new(), 0, 0 };
+	struct replay_ctx rc = { s, &s->head->part, session_replay_new(), 0, 0, 1 };
 	for (size_t i = 0; i < nwals; i++) {
 		struct wal_file w;
 		/* Rows of one log per written part (replay_seal); the head,

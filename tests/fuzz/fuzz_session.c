@@ -56,7 +56,7 @@ static int store(void *ctx, const char *project_name, struct store_entry *e)
 	char agent[65];
 	uint64_t seq, rrows = replayed.rows;
 	if (session_replay_record(replay, PROJECT_ID, (const uint8_t *)head.data, head.len, &replayed,
-				  agent, &seq) < 0 ||
+				  1, agent, &seq) < 0 ||
 	    replayed.rows - rrows != live.rows - rows || seq != e->sequence)
 		abort();
 	buf_free(&head);
@@ -82,7 +82,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			raw_replay = session_replay_new();
 			part_init(&raw_part, 1);
 		}
-		session_replay_record(raw_replay, PROJECT_ID, data + 1, size - 1, &raw_part, agent, &seq);
+		session_replay_record(raw_replay, PROJECT_ID, data + 1, size - 1, &raw_part, 1, agent, &seq);
 		return 0;
 	}
 	struct buf z = { 0 }, err = { 0 };

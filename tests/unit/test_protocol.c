@@ -267,7 +267,7 @@ static int sink_store(void *ctx, const char *project_name, struct store_entry *e
 		char agent[65];
 		uint64_t seq;
 		assert_int_equal(session_replay_record(k->replay, PROJECT_ID, (const uint8_t *)head.data,
-						       head.len, &k->replayed, agent, &seq), 0);
+						       head.len, &k->replayed, 1, agent, &seq), 0);
 		assert_int_equal(seq, e->sequence);
 		assert_string_equal(agent, e->agent_instance);
 		char *again = canon_part(&k->replayed, &k->seen_replayed, &k->nseen_replayed);
@@ -295,7 +295,7 @@ static char *replay_generation(struct sink *k)
 		char agent[65];
 		uint64_t seq;
 		assert_int_equal(session_replay_record(r, PROJECT_ID, (const uint8_t *)k->log.data + at + 4,
-						       n, &p, agent, &seq), 0);
+						       n, &p, 1, agent, &seq), 0);
 		at += 4 + n;
 	}
 	size_t *seen = NULL, nseen = 0;
@@ -823,7 +823,9 @@ static void test_store_replays_sessions_across_seals(void **state)
 	session_init(&c);
 	struct batch *b[3] = { make(150, 1), make(90, 2), make(120, 3) };
 	uint64_t want = 0, seq = 0;
-	for (int round = 0; round < 6; round++) {
+	/* Rounds 5 to 8 all go to the last log: four batches per session. */
+	const int rounds = 9;
+	for (int round = 0; round < rounds; round++) {
 		for (int agent = 0; agent < 2; agent++) {
 			struct session *sa = agent ? &c : &a;
 			struct batch *bb = b[(round + agent) % 3];
@@ -866,8 +868,9 @@ static void test_store_replays_sessions_across_seals(void **state)
 	assert_int_equal(sst.wal_skipped_records, 0);
 	assert_true(sst.unflushed_rows > 0); /* the last rounds came from the logs */
 	/* The same log replayed a head at a time (replay_seal): each head
-	 * that fills is written as blocks during the start, the sessions'
-	 * dictionaries carried into the next head (pass 0) or not (pass 1);
+	 * that fills is written as blocks during the start, and each session
+	 * goes on into the next head (its series are that head's own), with
+	 * the dictionaries carried over (pass 0) or not (pass 1);
 	 * a crash before the log goes drops those blocks and replays it
 	 * again, so nothing is lost or counted twice. */
 	uint64_t blocks0 = sst.blocks;
@@ -890,7 +893,7 @@ static void test_store_replays_sessions_across_seals(void **state)
 	struct batch_meta meta = { "agent-c", seq, "default", T0 + (int64_t)seq * 5000,
 				   T0 + (int64_t)seq * 5000 + 5000, 19, 4 };
 	buf_reset(&z);
-	assert_int_equal(session_encode(&c, b[(5 + 1) % 3], &meta, &z), 0);
+	assert_int_equal(session_encode(&c, b[(rounds - 1 + 1) % 3], &meta, &z), 0);
 	Ember__Ingest__V1__SessionBatch *m = session_batch_decode(z.data, z.len, &err);
 	assert_int_equal(sessions_ingest(ss, m, z.data, z.len, T0, real_store, st, &err), 1);
 	session_batch_free(m);
