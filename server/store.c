@@ -140,12 +140,6 @@ static int64_t mono_ms(void)
 	return (int64_t)(now_mono_ns() / 1000000);
 }
 
-static int64_t floor_partition(int64_t t)
-{
-	int64_t r = t % STORE_PARTITION_MS;
-	return r < 0 ? t - r - STORE_PARTITION_MS : t - r;
-}
-
 /* --- parts and references ------------------------------------------------------- */
 
 static struct sref *sref_new(void)
@@ -493,6 +487,32 @@ static int open_blocks(struct store *s, uint64_t *wals, size_t *nwals, struct bu
 	return 0;
 }
 
+/* Seals the head: it joins the parts, and a new empty head covering log
+ * `wal` takes its place, starting with the old one's dictionaries while
+ * they use at most head_dict_bytes: what the agents send next is mostly
+ * what they sent, so it is found in the copies rather than added again,
+ * and the sessions' maps to its ids stay valid (same dict_id). Nothing
+ * may be writing the head. Takes list_mu. Returns the sealed part. */
+static struct sref *swap_head(struct store *s, uint64_t wal)
+{
+	struct sref *old = s->head, *n = sref_new();
+	part_init(&n->part, 1);
+	if (part_dict_memory(&old->part) <= s->cfg.head_dict_bytes)
+		part_copy_dictionaries(&n->part, &old->part);
+	n->loaded = true;
+	n->gen = s->next_gen++;
+	n->wal_lo = n->wal_hi = wal;
+	pthread_mutex_lock(&s->list_mu);
+	old->min_ts = old->part.min_ts;
+	old->max_ts = old->part.max_ts;
+	xgrow((void **)&s->parts, &s->capparts, s->nparts + 1, sizeof(*s->parts));
+	s->parts[s->nparts++] = old;
+	s->head = n;
+	s->stats.head_rows = 0;
+	pthread_mutex_unlock(&s->list_mu);
+	return old;
+}
+
 struct replay_ctx {
 	struct store *s;
 	struct part *head;
@@ -504,8 +524,8 @@ struct replay_ctx {
 static int flush_one(struct store *s, struct buf *err);
 
 /* At a start, before any other thread runs: the replay head becomes a
- * sealed part and is written as blocks at once, and a new head (with its
- * dictionaries, as seal() does) replays on, so a log of many heads is
+ * sealed part and is written as blocks at once, and a new head (swap_head,
+ * as at a seal) replays on, so a log of many heads is
  * replayed holding one head in memory. Called when the head reaches
  * head_max_rows and before a head with rows goes on to the next log, so
  * a part written here holds rows of one log: its blocks name that log as
@@ -515,21 +535,9 @@ static int flush_one(struct store *s, struct buf *err);
 static void replay_seal(struct replay_ctx *rc)
 {
 	struct store *s = rc->s;
-	struct sref *old = s->head;
-	struct sref *n = sref_new();
-	part_init(&n->part, 1);
-	if (part_dict_memory(&old->part) <= s->cfg.head_dict_bytes)
-		part_copy_dictionaries(&n->part, &old->part);
-	n->loaded = true;
-	n->wal_lo = n->wal_hi = old->wal_hi;
-	old->gen = s->next_gen++;
-	old->min_ts = old->part.min_ts;
-	old->max_ts = old->part.max_ts;
-	xgrow((void **)&s->parts, &s->capparts, s->nparts + 1, sizeof(*s->parts));
-	s->parts[s->nparts++] = old;
+	struct sref *old = swap_head(s, s->head->wal_hi);
 	s->stats.unflushed_rows += old->part.rows;
-	s->head = n;
-	rc->head = &n->part;
+	rc->head = &s->head->part;
 	rc->head_no++; /* the sessions' series ids were the old head's */
 	struct buf err = { 0 };
 	if (flush_one(s, &err) < 0)
@@ -678,6 +686,7 @@ int store_open(const char *dir, const struct store_config *cfg, struct store **o
 	s->head = sref_new();
 	part_init(&s->head->part, 1);
 	s->head->loaded = true;
+	s->head->gen = s->next_gen++;
 	struct replay_ctx rc = { s, &s->head->part, session_replay_new(), 0, 0, 1 };
 	for (size_t i = 0; i < nwals; i++) {
 		struct wal_file w;
@@ -699,7 +708,6 @@ int store_open(const char *dir, const struct store_config *cfg, struct store **o
 	s->nlogs = s->caplogs = nwals;
 	s->rotate_next = nwals > 0;
 	session_replay_free(rc.sessions);
-	s->head->gen = s->next_gen++;
 	uint64_t gen = s->next_gen++;
 	if (wal_open(s->wal_dir, gen, noop_record, NULL, &s->wal, &s->stats.wal_skipped_records,
 		     err) < 0) {
@@ -1017,26 +1025,8 @@ static int seal(struct store *s, bool rotate, struct buf *err)
 	int rc = 0;
 	if (s->head->part.rows) {
 		if (!rotate || (rc = rotate_log(s, err)) == 0) {
-			struct sref *n = sref_new();
-			part_init(&n->part, 1);
-			/* What the agents send next is mostly what they sent: found
-			 * in the copied dictionaries, not added again; the
-			 * sessions' maps to its ids stay valid (same dict_id). */
-			if (part_dict_memory(&s->head->part) <= s->cfg.head_dict_bytes)
-				part_copy_dictionaries(&n->part, &s->head->part);
-			n->loaded = true;
-			n->gen = s->next_gen++;
-			n->wal_lo = n->wal_hi = s->wal.gen;
+			swap_head(s, s->wal.gen);
 			s->log_heads++;
-			pthread_mutex_lock(&s->list_mu);
-			struct sref *old = s->head;
-			old->min_ts = old->part.min_ts;
-			old->max_ts = old->part.max_ts;
-			xgrow((void **)&s->parts, &s->capparts, s->nparts + 1, sizeof(*s->parts));
-			s->parts[s->nparts++] = old;
-			s->head = n;
-			s->stats.head_rows = 0;
-			pthread_mutex_unlock(&s->list_mu);
 		}
 	} else if (rotate && (s->log_rows || s->head->wal_lo != s->wal.gen) &&
 		   (rc = rotate_log(s, err)) == 0) {
@@ -1210,7 +1200,7 @@ static int flush_one(struct store *s, struct buf *err)
 	for (size_t i = 0; i < r->part.nseries; i++) {
 		const struct part_series *ps = &r->part.series[i];
 		for (size_t j = 0; j < ps->nrows; j++) {
-			int64_t p = floor_partition(ps->rows[j].ts_ms);
+			int64_t p = floor_to(ps->rows[j].ts_ms, STORE_PARTITION_MS);
 			if (np && parts[np - 1] == p)
 				continue;
 			xgrow((void **)&parts, &capp, np + 1, sizeof(int64_t));
