@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "hmap.h"
@@ -719,4 +720,19 @@ void hostmetrics_collect(struct hostmetrics *h, struct metric_batch *b, int64_t 
 void hostmetrics_get_stats(const struct hostmetrics *h, struct hostmetrics_stats *out)
 {
 	*out = h->stats;
+}
+
+const char *hm_host_arch(void)
+{
+	struct utsname u;
+	if (uname(&u) != 0)
+		return "unknown";
+	if (strcmp(u.machine, "x86_64") == 0)
+		return "amd64";
+	if (strcmp(u.machine, "aarch64") == 0)
+		return "arm64";
+	/* Static so the name outlives the call; written once, at start. */
+	static char machine[sizeof(u.machine)];
+	snprintf(machine, sizeof(machine), "%s", u.machine);
+	return machine;
 }

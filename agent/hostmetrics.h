@@ -130,5 +130,8 @@ uint32_t hostmetrics_process_labels(struct hostmetrics *h, struct metric_batch *
 uint32_t hostmetrics_host_labels(struct hostmetrics *h, struct metric_batch *b,
 				 const char *const *extra_kv, size_t nextra);
 void hostmetrics_get_stats(const struct hostmetrics *h, struct hostmetrics_stats *out);
+/* The host's architecture as OpenTelemetry's host.arch names it (amd64,
+ * arm64, else uname's machine); "unknown" when uname fails. */
+const char *hm_host_arch(void);
 
 #endif

@@ -492,20 +492,6 @@ static void read_machine_id(char *out, size_t n)
 	fclose(f);
 }
 
-static const char *host_arch(void)
-{
-	struct utsname u;
-	if (uname(&u) != 0)
-		return "unknown";
-	if (strcmp(u.machine, "x86_64") == 0)
-		return "amd64";
-	if (strcmp(u.machine, "aarch64") == 0)
-		return "arm64";
-	static char machine[sizeof(u.machine)];
-	snprintf(machine, sizeof(machine), "%s", u.machine);
-	return machine;
-}
-
 int main(int argc, char **argv, char **envp)
 {
 	static struct agent a;
@@ -544,7 +530,7 @@ int main(int argc, char **argv, char **envp)
 	uuid_v4(a.instance);
 	if (gethostname(a.host_name, sizeof(a.host_name) - 1) != 0)
 		snprintf(a.host_name, sizeof(a.host_name), "unknown");
-	a.host_arch = host_arch();
+	a.host_arch = hm_host_arch();
 	read_machine_id(a.machine_id, sizeof(a.machine_id));
 
 	int rc = kallsyms_load(&a.ksyms, "/proc/kallsyms");

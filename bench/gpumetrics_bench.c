@@ -69,7 +69,7 @@ int main(int argc, char **argv)
 	(void)gethostname(host, sizeof(host) - 1);
 	struct hostmetrics_opts ho = {
 		.proc_root = "/proc", .cgroup_root = "/sys/fs/cgroup", .sys_block = "/sys/block",
-		.host_name = host, .host_arch = "x86_64",
+		.host_name = host, .host_arch = hm_host_arch(),
 	};
 	struct hostmetrics *hm = hostmetrics_new(&ho);
 	uint64_t *cost = xcalloc((size_t)count, sizeof(*cost));
