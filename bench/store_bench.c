@@ -389,7 +389,7 @@ struct ingester {
 	struct queue *q;
 	struct store *st;
 	double cpu_s, decode_s;
-	uint64_t busy_retries;
+	uint64_t busy_retries, page_faults;
 	struct sessions *sessions;
 	double session_s, append_s; /* version 2: sessions_ingest, of which storing */
 };
@@ -479,6 +479,9 @@ static void *ingest(void *arg)
 		buf_free(&it.z);
 	}
 	in->cpu_s = thread_cpu_s();
+	struct rusage ru;
+	if (getrusage(RUSAGE_THREAD, &ru) == 0)
+		in->page_faults = (uint64_t)ru.ru_minflt + (uint64_t)ru.ru_majflt;
 	buf_free(&err);
 	return NULL;
 }
@@ -735,9 +738,10 @@ int main(int argc, char **argv)
 	}
 	pthread_join(gt, NULL);
 	double ingest_cpu = 0, decode_cpu = 0, session_cpu = 0, append_cpu = 0;
-	uint64_t busy = 0;
+	uint64_t busy = 0, faults = 0;
 	for (int i = 0; i < INGEST_THREADS; i++) {
 		pthread_join(it[i], NULL);
+		faults += ins[i].page_faults;
 		ingest_cpu += ins[i].cpu_s;
 		decode_cpu += ins[i].decode_s;
 		session_cpu += ins[i].session_s;
@@ -759,9 +763,10 @@ int main(int argc, char **argv)
 	       g.cpu_s, g.encode_s, g.encode_s * 1e9 / (double)g.samples);
 	printf("ingest: %.1f s wall, %llu rows; ingest threads %.1f s CPU = %.2f M samples/s per core; "
 	       "with the store's own thread (blocks, compaction) %.1f s CPU = %.2f M samples/s per core; "
-	       "%llu busy answers\n",
+	       "%llu busy answers; the ingest threads' page faults: %.1f per 1 000 samples\n",
 	       wall_s, (unsigned long long)ss.rows, ingest_cpu, (double)g.samples / ingest_cpu / 1e6,
-	       server_cpu, (double)g.samples / server_cpu / 1e6, (unsigned long long)busy);
+	       server_cpu, (double)g.samples / server_cpu / 1e6, (unsigned long long)busy,
+	       (double)faults * 1000.0 / (double)g.samples);
 	printf("  of which decoding (zstd + protobuf%s) %.1f s = %.2f M samples/s per core, "
 	       "storing (%slog + group commit + indexing) %.1f s = %.2f M samples/s per core\n",
 	       protocol == 2 ? "" : " + validation",

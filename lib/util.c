@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -55,6 +56,58 @@ void xgrow(void **p, size_t *cap, size_t need, size_t elem)
 		oom(SIZE_MAX);
 	*p = xrealloc(*p, c * elem);
 	*cap = c;
+}
+
+#define TABLE_MAP_MIN ((size_t)1 << 20)
+
+static size_t page_round(size_t n)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	return (n + pg - 1) / pg * pg;
+}
+
+void *table_grow(void *p, size_t n, size_t new_n, size_t elem)
+{
+	if (elem && new_n > (SIZE_MAX - (1u << 16)) / elem)
+		oom(SIZE_MAX);
+	size_t old = n * elem, want = new_n * elem;
+	if (want < TABLE_MAP_MIN || want <= old)
+		return old >= TABLE_MAP_MIN ? p : xrealloc(p, want);
+	void *q;
+	if (old >= TABLE_MAP_MIN) {
+		q = mremap(p, page_round(old), page_round(want), MREMAP_MAYMOVE);
+	} else {
+		q = mmap(NULL, page_round(want), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			 -1, 0);
+		if (q != MAP_FAILED && old)
+			memcpy(q, p, old);
+		if (q != MAP_FAILED)
+			free(p);
+	}
+	if (q == MAP_FAILED)
+		oom(want);
+	return q;
+}
+
+void *table_grow_zero(void *p, size_t n, size_t new_n, size_t elem)
+{
+	void *q = table_grow(p, n, new_n, elem);
+	if (new_n <= n)
+		return q;
+	/* Mapped: the bytes past the old size were never handed out (a
+	 * mapping's tail up to its page, pages added by mremap, or a new
+	 * mapping past the copy), so they are still the kernel's zeros. */
+	if (new_n * elem < TABLE_MAP_MIN)
+		memset((char *)q + n * elem, 0, (new_n - n) * elem);
+	return q;
+}
+
+void table_free(void *p, size_t n, size_t elem)
+{
+	if (p && n * elem >= TABLE_MAP_MIN)
+		munmap(p, page_round(n * elem));
+	else
+		free(p);
 }
 
 char *xstrdup(const char *s)

@@ -36,6 +36,17 @@ void *xrealloc(void *p, size_t n);
 /* Grows *p (an array of elem-sized items with capacity *cap) so that it
  * holds at least need items. Doubles the capacity. */
 void xgrow(void **p, size_t *cap, size_t need, size_t elem);
+/* Tables that grow large for hours (a server session's entries): one
+ * of n items of elem bytes grows to new_n items. From 1 MiB on a table
+ * is mapped on its own and grows by mremap, which moves its pages
+ * instead of copying them into fresh ones (a copy faults in every page
+ * again: a third of the ingest threads' time in the store bench). Below
+ * that it is malloc'ed. Free it with table_free and the same n. */
+void *table_grow(void *p, size_t n, size_t new_n, size_t elem);
+/* The same, with items n..new_n zero. A mapped table's new pages are
+ * zero already and are not written, so they cost nothing until used. */
+void *table_grow_zero(void *p, size_t n, size_t new_n, size_t elem);
+void table_free(void *p, size_t n, size_t elem);
 char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 

@@ -120,23 +120,23 @@ static void sess_free(struct sess *s)
 	free(s->agent);
 	buf_free(&s->sbytes);
 	free(s->soff);
-	free(s->files);
-	free(s->frames);
-	free(s->node_parent);
-	free(s->node_frame);
-	free(s->node_depth);
-	free(s->frame_h);
-	free(s->node_h);
+	table_free(s->files, s->capfiles, sizeof(*s->files));
+	table_free(s->frames, s->capframes, sizeof(*s->frames));
+	table_free(s->node_parent, s->capnodes, sizeof(uint32_t));
+	table_free(s->node_frame, s->capnodes, sizeof(uint32_t));
+	table_free(s->node_depth, s->capnodes, sizeof(uint16_t));
+	table_free(s->frame_h, s->capframe_h, sizeof(uint64_t));
+	table_free(s->node_h, s->capnode_h, sizeof(uint64_t));
 	free(s->res.ids);
 	free(s->res.start);
 	free(s->res.len);
 	for (int t = 0; t < T_COUNT; t++) {
-		free(s->logged[t]);
-		free(s->defined[t]);
+		table_free(s->logged[t], s->caplogged[t], sizeof(uint32_t));
+		table_free(s->defined[t], s->capdefined[t], 1);
 	}
 	for (int t = 0; t < T_MAPS; t++)
-		free(s->pm[t]);
-	free(s->series);
+		table_free(s->pm[t], s->cappm[t], sizeof(uint64_t));
+	table_free(s->series, s->capseries, sizeof(*s->series));
 	pthread_mutex_destroy(&s->mu);
 	free(s);
 }
@@ -363,28 +363,26 @@ static bool defined(const struct sess *s, int t, size_t id)
 /* Grows a per-entry array to hold n entries, by half again (not twice)
  * its capacity: a session lasts as long as its agent, up to millions of
  * nodes, and spare capacity is most of what doubling costs it (a table
- * ends 1.25 times its entries on average instead of 1.5). */
+ * ends 1.25 times its entries on average instead of 1.5). The arrays are
+ * tables (util.h): a large one grows without being copied; sess_free
+ * frees each with its capacity. */
 static void grow_entries(void **a, size_t *cap, size_t n, size_t size)
 {
 	if (n <= *cap)
 		return;
 	size_t c = MAX(MAX(n, *cap + *cap / 2), (size_t)16);
-	if (c > SIZE_MAX / size) {
-		xgrow(a, cap, n, size); /* refuses a size that cannot be */
-		return;
-	}
-	*a = xrealloc(*a, c * size);
+	*a = table_grow(*a, *cap, c, size);
 	*cap = c;
 }
 
 /* Grows a zero-filled per-entry array to hold n entries. */
 static void grow_zero(void **a, size_t *cap, size_t n, size_t size)
 {
-	size_t old = *cap;
-	if (n <= old)
+	if (n <= *cap)
 		return;
-	grow_entries(a, cap, n, size);
-	memset((char *)*a + old * size, 0, (*cap - old) * size);
+	size_t c = MAX(MAX(n, *cap + *cap / 2), (size_t)16);
+	*a = table_grow_zero(*a, *cap, c, size);
+	*cap = c;
 }
 
 /* A replayed session defines id of table t, which may lie past the end:

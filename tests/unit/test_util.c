@@ -44,6 +44,36 @@ static void test_floor(void **state)
 	assert_int_equal(floor_to(1796353212345LL, 120000), 1796353200000LL);
 }
 
+/* A table keeps its entries as it grows from malloc'ed to mapped (1 MiB)
+ * and on by mremap; asking for no more leaves it where it is. */
+static void test_table_grow(void **state)
+{
+	(void)state;
+	uint32_t *t = NULL;
+	size_t cap = 0, n = 0;
+	bool mapped = false;
+	while (cap < (3u << 20)) {
+		size_t c = cap ? cap + cap / 2 : 16;
+		t = table_grow(t, cap, c, sizeof(uint32_t));
+		cap = c;
+		for (; n < cap; n++)
+			t[n] = (uint32_t)(n * 2654435761u);
+		for (size_t i = 0; i < n; i += 997)
+			assert_int_equal(t[i], (uint32_t)(i * 2654435761u));
+		assert_int_equal(t[n - 1], (uint32_t)((n - 1) * 2654435761u));
+		mapped |= cap * sizeof(uint32_t) >= (1u << 20);
+	}
+	assert_true(mapped);
+	assert_ptr_equal(table_grow(t, cap, cap - 1, sizeof(uint32_t)), t);
+	table_free(t, cap, sizeof(uint32_t));
+	uint8_t *small = table_grow(NULL, 0, 100, 1);
+	memset(small, 7, 100);
+	small = table_grow(small, 100, 200, 1);
+	assert_int_equal(small[99], 7);
+	table_free(small, 200, 1);
+	table_free(NULL, 0, 8);
+}
+
 static void test_numbers(void **state)
 {
 	(void)state;
@@ -318,6 +348,7 @@ int main(void)
 		cmocka_unit_test(test_log_rate_limit),
 		cmocka_unit_test(test_numbers),
 		cmocka_unit_test(test_floor),
+		cmocka_unit_test(test_table_grow),
 		cmocka_unit_test(test_hex_uuid),
 		cmocka_unit_test(test_json_writer),
 		cmocka_unit_test(test_strtab_copy),
