@@ -8,11 +8,60 @@
 #include <zlib.h>
 #include <zstd.h>
 
+/* One context per thread for each direction: creating one costs ~100 KiB
+ * (decompression) to over a megabyte (compression) of allocation, too much
+ * to pay per batch or per chunk of a query; a thread-local one needs no
+ * lock. It lives as long as the thread: a key's destructor frees it when
+ * the thread ends (a query's helper threads, e.g. a diff's comparison
+ * side, end with their request). */
+static __thread ZSTD_DCtx *tls_dctx;
+static __thread ZSTD_CCtx *tls_cctx;
+static pthread_key_t dctx_key, cctx_key;
+static pthread_once_t keys_once = PTHREAD_ONCE_INIT;
+
+static void free_dctx(void *dctx)
+{
+	ZSTD_freeDCtx(dctx);
+}
+
+static void free_cctx(void *cctx)
+{
+	ZSTD_freeCCtx(cctx);
+}
+
+static void make_keys(void)
+{
+	if (pthread_key_create(&dctx_key, free_dctx) != 0 ||
+	    pthread_key_create(&cctx_key, free_cctx) != 0)
+		abort();
+}
+
+static ZSTD_DCtx *thread_dctx(void)
+{
+	if (!tls_dctx && (tls_dctx = ZSTD_createDCtx())) {
+		pthread_once(&keys_once, make_keys);
+		pthread_setspecific(dctx_key, tls_dctx);
+	}
+	return tls_dctx;
+}
+
+static ZSTD_CCtx *thread_cctx(void)
+{
+	if (!tls_cctx && (tls_cctx = ZSTD_createCCtx())) {
+		pthread_once(&keys_once, make_keys);
+		pthread_setspecific(cctx_key, tls_cctx);
+	}
+	return tls_cctx;
+}
+
 int zstd_compress_buf(const void *in, size_t n, int level, struct buf *out)
 {
+	ZSTD_CCtx *cc = thread_cctx();
+	if (!cc)
+		return -1;
 	size_t bound = ZSTD_compressBound(n);
 	buf_reserve(out, bound);
-	size_t r = ZSTD_compress(out->data + out->len, bound, in, n, level);
+	size_t r = ZSTD_compressCCtx(cc, out->data + out->len, bound, in, n, level);
 	if (ZSTD_isError(r))
 		return -1;
 	out->len += r;
@@ -22,11 +71,17 @@ int zstd_compress_buf(const void *in, size_t n, int level, struct buf *out)
 
 int zstd_decompress_bounded(const void *in, size_t n, size_t max_out, struct buf *out)
 {
-	ZSTD_DStream *ds = ZSTD_createDStream();
+	ZSTD_DCtx *ds = thread_dctx();
 	if (!ds)
 		return -1;
-	ZSTD_initDStream(ds);
+	ZSTD_DCtx_reset(ds, ZSTD_reset_session_only);
 	ZSTD_inBuffer ib = { in, n, 0 };
+	/* The first frame's stated size, when it states one within the
+	 * bound, sizes the first step (one pass into one allocation); the
+	 * steps after it, if the size lied or more frames follow, are the
+	 * stream's own. */
+	unsigned long long stated = ZSTD_getFrameContentSize(in, n);
+	size_t first = stated < max_out ? (size_t)stated + 1 : 0;
 	size_t start = out->len;
 	size_t ret = 0;
 	int rc = 0;
@@ -38,7 +93,8 @@ int zstd_decompress_bounded(const void *in, size_t n, size_t max_out, struct buf
 		}
 		/* Offer at most one byte beyond the limit: producing it proves
 		 * the output is too large without decoding the rest. */
-		size_t chunk = ZSTD_DStreamOutSize();
+		size_t chunk = first ? first : ZSTD_DStreamOutSize();
+		first = 0;
 		size_t room = max_out - produced + 1;
 		if (chunk > room)
 			chunk = room;
@@ -62,7 +118,6 @@ int zstd_decompress_bounded(const void *in, size_t n, size_t max_out, struct buf
 		rc = -1; /* the last frame is truncated */
 	if (rc == 0 && out->len - start > max_out)
 		rc = -2;
-	ZSTD_freeDStream(ds);
 	if (rc)
 		out->len = start;
 	if (out->data)
@@ -70,38 +125,15 @@ int zstd_decompress_bounded(const void *in, size_t n, size_t max_out, struct buf
 	return rc;
 }
 
-/* One context per thread: creating one costs ~100 KiB of allocation, too
- * much to pay per chunk of a query; a thread-local one needs no lock. It
- * lives as long as the thread: a key's destructor frees it when the
- * thread ends (a query's helper threads, e.g. a diff's comparison side,
- * end with their request). */
-static __thread ZSTD_DCtx *tls_dctx;
-static pthread_key_t dctx_key;
-static pthread_once_t dctx_once = PTHREAD_ONCE_INIT;
-
-static void free_dctx(void *dctx)
-{
-	ZSTD_freeDCtx(dctx);
-}
-
-static void make_dctx_key(void)
-{
-	if (pthread_key_create(&dctx_key, free_dctx) != 0)
-		abort();
-}
-
 int zstd_decompress_exact(const void *in, size_t n, void *out, size_t raw_len)
 {
-	if (!tls_dctx) {
-		if (!(tls_dctx = ZSTD_createDCtx()))
-			return -1;
-		pthread_once(&dctx_once, make_dctx_key);
-		pthread_setspecific(dctx_key, tls_dctx);
-	}
+	ZSTD_DCtx *dc = thread_dctx();
+	if (!dc)
+		return -1;
 	unsigned long long claimed = ZSTD_getFrameContentSize(in, n);
 	if (claimed != raw_len)
 		return -1;
-	size_t r = ZSTD_decompressDCtx(tls_dctx, out, raw_len, in, n);
+	size_t r = ZSTD_decompressDCtx(dc, out, raw_len, in, n);
 	return ZSTD_isError(r) || r != raw_len ? -1 : 0;
 }
 
