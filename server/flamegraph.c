@@ -426,9 +426,14 @@ static int cmp_sel(const void *a, const void *b)
 	return x[0] != y[0] ? (x[0] < y[0] ? -1 : 1) : (x[1] < y[1] ? -1 : x[1] > y[1]);
 }
 
-static void do_part(struct fg *q, const struct part *p)
+/* Adds part p's rows to the scratch and, unless carry is set, folds them
+ * into the output tree. With carry (no grouping, no time buckets) they
+ * stay in the scratch for a later part with the same dictionaries to fold
+ * (flamegraph_query). */
+static void do_part(struct fg *q, const struct part *p, bool carry)
 {
-	display_part(q->disp, p);
+	if (!carry)
+		display_part(q->disp, p);
 	grow_scratch(q, p->nnodes + 1);
 	if (q->buckets && q->r->search)
 		memset(q->smemo, 0, p->nnodes + 1);
@@ -448,7 +453,8 @@ static void do_part(struct fg *q, const struct part *p)
 			value += sums[i];
 		}
 		hz_vote_add(&q->hz, hz, value);
-		fold_group(q, p, 0);
+		if (!carry)
+			fold_group(q, p, 0);
 		return;
 	}
 	xgrow((void **)&q->group_of, &q->capgroup_of, p->nlabels + 1, sizeof(uint32_t));
@@ -466,10 +472,22 @@ static void do_part(struct fg *q, const struct part *p)
 		uint32_t g = q->sel[i].group;
 		for (; i < q->nsel && q->sel[i].group == g; i++)
 			add_series(q, p, q->sel[i].series);
+		if (carry)
+			continue; /* one group, 0: no grouping */
 		fold_group(q, p, g);
 		if (q->tree.n > q->prune_at)
 			prune(q, p);
 	}
+}
+
+/* Folds what earlier parts carried with the dictionaries of p, which hold
+ * every id they used. */
+static void fold_carried(struct fg *q, const struct part *p)
+{
+	display_part(q->disp, p);
+	fold_group(q, p, 0);
+	if (q->tree.n > q->prune_at)
+		prune(q, p);
 }
 
 static void fg_free(struct fg *q)
@@ -529,12 +547,33 @@ int flamegraph_query(struct store *st, struct symbols *sym, struct fetcher *fetc
 			q.keep_threshold = (uint64_t)((double)UINT64_MAX *
 						      ((double)r->num_samples / (double)q.sampled_from));
 	}
+	/* The sealed heads and the head hold copies of one stack tree
+	 * (scan_shares_later): their rows are folded once, with the last one
+	 * begun, which is kept begun (held) until then. */
+	bool may_carry = !r->nsynthetic && !q.buckets;
+	const struct part *held = NULL;
+	size_t held_i = 0;
 	for (size_t i = 0; i < nparts; i++) {
 		const struct part *p = scan_begin(q.scan, i);
 		if (!p)
 			continue;
-		do_part(&q, p);
-		scan_end(q.scan, i);
+		if (held && !scan_same_dictionary(q.scan, held_i, i))
+			fold_carried(&q, held);
+		if (held)
+			scan_end(q.scan, held_i); /* p, when it goes on, holds its ids */
+		held = NULL;
+		bool carry = may_carry && scan_shares_later(q.scan, i);
+		do_part(&q, p, carry);
+		if (carry) {
+			held = p;
+			held_i = i;
+		} else {
+			scan_end(q.scan, i);
+		}
+	}
+	if (held) {
+		fold_carried(&q, held);
+		scan_end(q.scan, held_i);
 	}
 
 	uint16_t hz = hz_vote_best(&q.hz);

@@ -221,6 +221,22 @@ static void add_stack(struct fn_pass *f, struct ftab *t, size_t n, uint64_t v)
 	}
 }
 
+/* Adds the stacks summed in ss, named by part p's ids, to t, and clears
+ * ss for the next part. */
+static void add_sums(struct fn_pass *f, struct ftab *t, struct stack_sums *ss,
+		     const struct part *p)
+{
+	display_part(f->d, p);
+	stack_sums_order(ss, p->nnodes + 1);
+	for (size_t j = 0; j < ss->n; j++) {
+		uint32_t leaf = ss->leaves[j];
+		size_t n = display_stack(f->d, leaf, f->keys, f->lines, DISPLAY_MAX_DEPTH);
+		grow_keys(f, t);
+		add_stack(f, t, n, ss->v[leaf]);
+	}
+	stack_sums_clear(ss);
+}
+
 /* Reads one scope into t (or, for a sandwich, into the pass's trees). */
 static int collect(struct fn_pass *f, struct store *st, const struct scope *sc, struct ftab *t,
 		   uint64_t t0, struct buf *stats, struct buf *err)
@@ -229,21 +245,32 @@ static int collect(struct fn_pass *f, struct store *st, const struct scope *sc, 
 	if (!scan)
 		return -1;
 	struct stack_sums ss = { 0 };
+	/* The sealed heads and the head hold copies of one stack tree
+	 * (scan_shares_later): their sums are added up and walked once, with
+	 * the last one begun, which is kept begun (held) until then. */
+	const struct part *held = NULL;
+	size_t held_i = 0;
 	for (size_t i = 0; i < scan_parts(scan); i++) {
 		const struct part *p = scan_begin(scan, i);
 		if (!p)
 			continue;
-		display_part(f->d, p);
+		if (held && !scan_same_dictionary(scan, held_i, i))
+			add_sums(f, t, &ss, held);
+		if (held)
+			scan_end(scan, held_i); /* p, when it goes on, holds its ids */
+		held = NULL;
 		stack_sums_add_part(&ss, scan, p);
-		stack_sums_order(&ss, p->nnodes + 1);
-		for (size_t j = 0; j < ss.n; j++) {
-			uint32_t leaf = ss.leaves[j];
-			size_t n = display_stack(f->d, leaf, f->keys, f->lines, DISPLAY_MAX_DEPTH);
-			grow_keys(f, t);
-			add_stack(f, t, n, ss.v[leaf]);
+		if (scan_shares_later(scan, i)) {
+			held = p;
+			held_i = i;
+			continue;
 		}
-		stack_sums_clear(&ss);
+		add_sums(f, t, &ss, p);
 		scan_end(scan, i);
+	}
+	if (held) {
+		add_sums(f, t, &ss, held);
+		scan_end(scan, held_i);
 	}
 	t->total = ss.total;
 	t->hz = hz_vote_best(&ss.hz);

@@ -214,7 +214,22 @@ const struct part *scan_begin(struct scan *s, size_t i)
 void scan_end(struct scan *s, size_t i)
 {
 	store_view_end(s->view, i);
-	s->p = NULL;
+	if (s->cur == i)
+		s->p = NULL;
+}
+
+bool scan_same_dictionary(const struct scan *s, size_t i, size_t j)
+{
+	uint64_t d = store_view_dictionary(s->view, i);
+	return d && d == store_view_dictionary(s->view, j);
+}
+
+bool scan_shares_later(const struct scan *s, size_t i)
+{
+	for (size_t j = i + 1; j < store_view_count(s->view); j++)
+		if (scan_same_dictionary(s, i, j))
+			return true;
+	return false;
 }
 
 struct lookup_ctx {

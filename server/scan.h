@@ -73,6 +73,15 @@ size_t scan_parts(const struct scan *s);
  * nothing the query selects. */
 const struct part *scan_begin(struct scan *s, size_t i);
 void scan_end(struct scan *s, size_t i);
+/* Whether a later part of the view has the dictionaries of part i, under
+ * the same ids (store_view_dictionary): then a query may keep part i
+ * begun, carry its stack sums over and fold them once, together with
+ * those of the next such part it begins (which holds every id of part i),
+ * instead of once per part: the sealed heads and the head, whose
+ * dictionaries are copies, each hold the whole stack tree. A part begun
+ * before may be ended after another was begun. */
+bool scan_shares_later(const struct scan *s, size_t i);
+bool scan_same_dictionary(const struct scan *s, size_t i, size_t j);
 /* Whether series `series` of the part begun is selected. */
 bool scan_selected(struct scan *s, uint32_t series);
 /* Whether every row of a selected series lies inside the range. */

@@ -1628,6 +1628,12 @@ size_t store_view_count(const struct store_view *v)
 	return v->n;
 }
 
+uint64_t store_view_dictionary(const struct store_view *v, size_t i)
+{
+	const struct sref *r = v->parts[i];
+	return r->blk ? 0 : r->part.dict_id; /* set before the part was listed */
+}
+
 const struct part *store_view_begin(struct store_view *v, size_t i)
 {
 	struct sref *r = v->parts[i];

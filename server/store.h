@@ -175,6 +175,11 @@ struct store_view;
 /* The parts holding rows in [from_ms, to_ms), pinned. */
 struct store_view *store_view_open(struct store *s, int64_t from_ms, int64_t to_ms);
 size_t store_view_count(const struct store_view *v);
+/* The dictionaries' name (part.h dict_id) of part i when it is in memory,
+ * 0 for a block. In-memory parts of one name are a sealed head and the
+ * heads that started with copies of its dictionaries, oldest first: each
+ * holds the ids of the one before it, under the same meaning. */
+uint64_t store_view_dictionary(const struct store_view *v, size_t i);
 /* Begins reading part i: its dictionaries are loaded and it cannot change
  * until store_view_end(). NULL when the part cannot be read (damaged:
  * logged, counted, skipped). */

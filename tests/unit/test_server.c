@@ -1763,6 +1763,107 @@ static void test_queries_over_slices(void **state)
 	free(dir);
 }
 
+/* The sealed heads and the head, whose dictionaries are copies of one
+ * another, are folded once (scan_shares_later): three in-memory parts (two
+ * heads sealed while blocks could not be written, and the head), each with
+ * stacks the one before it lacks, answer as one block of the same rows
+ * does, distinct stacks included (counted once, not once per part); a
+ * filter, a search, top functions and a diff too. Grouped by thread, the
+ * tree is the same (there each part folds its own groups, so its
+ * distinct stacks are counted per part). */
+static void test_queries_fold_heads_once(void **state)
+{
+	(void)state;
+	char *dir = make_temp_dir();
+	struct store *s;
+	struct symbols *sym;
+	struct buf err = { 0 }, z = { 0 };
+	struct store_config cfg;
+	store_config_default(&cfg);
+	cfg.background = false;
+	cfg.time_window = false;
+	cfg.block_granularity_ms = 1; /* compacted rows keep their times, as memory does */
+	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
+	assert_int_equal(symbols_open(dir, &sym, &err), 0);
+	static const struct spec more[] = {
+		{ { "main", "run", "hot_c", NULL }, "app", "main", 7 },
+		{ { "main", "run", "hot_a", "memcpy", NULL }, "app", "worker", 3 },
+		{ { "main", "idle_loop", "k:schedule", NULL }, "other", "main", 2 },
+	};
+	char blocks[600], away[600];
+	snprintf(blocks, sizeof(blocks), "%s/blocks", dir);
+	snprintf(away, sizeof(away), "%s/blocks.away", dir);
+	assert_int_equal(rename(blocks, away), 0);
+	int fd = open(blocks, O_CREAT | O_WRONLY, 0644); /* a file: no block can be written */
+	assert_true(fd >= 0);
+	close(fd);
+	for (uint64_t k = 0; k < 3; k++) {
+		buf_reset(&z);
+		make_batch(sample_specs, 5, 2 * k + 1, T0 + (int64_t)k * 5000, &z);
+		append(s, &z);
+		buf_reset(&z);
+		make_batch(more, k + 1, 2 * k + 2, T0 + (int64_t)k * 5000 + 1000, &z);
+		append(s, &z);
+		if (k < 2) /* sealed, then the block fails: the part stays in memory */
+			assert_int_equal(store_flush(s, &err), -1);
+		buf_reset(&err);
+	}
+	struct store_stats st;
+	store_get_stats(s, &st);
+	assert_int_equal(st.blocks, 0);
+	assert_int_equal(st.unflushed_rows, st.rows);
+	const char *bodies[] = {
+		"{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000}}",
+		"{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000,"
+		"\"query\":\"thread.name == \\\"main\\\"\"}}",
+		"{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000},\"search\":\"hot_\"}",
+		"{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000},"
+		"\"synthetic_frames\":[\"thread\"]}",
+	};
+	enum { NB = ARRAY_SIZE(bodies), NQ = NB + 2 };
+	char *mem[NQ], *blk[NQ];
+	for (int pass = 0; pass < 2; pass++) {
+		char **q = pass ? blk : mem;
+		if (pass == 1) {
+			assert_int_equal(unlink(blocks), 0);
+			assert_int_equal(rename(away, blocks), 0);
+			assert_int_equal(store_flush(s, &err), 0);
+			assert_int_equal(store_compact(s, true, &err), 0);
+			store_get_stats(s, &st);
+			assert_int_equal(st.unflushed_rows, 0);
+			assert_int_equal(st.blocks, 1);
+		}
+		for (size_t i = 0; i < NB; i++) {
+			json_t *d = run_query(s, sym, bodies[i]);
+			json_object_del(d, "query_stats");
+			if (i == NB - 1) /* grouped: each part folds its groups itself */
+				json_object_del(d, "distinct_stacks");
+			q[i] = json_dumps(d, JSON_SORT_KEYS | JSON_COMPACT);
+			json_decref(d);
+		}
+		q[NB] = dump_field(run_fn(s, sym, FN_TOP, "{\"filter\":" ON "}"), "functions");
+		q[NB + 1] = dump_field(run_fn(s, sym, FN_DIFF,
+					      "{\"baseline\":{\"start_ts\":1,\"end_ts\":4102444800000,"
+					      "\"query\":\"thread.name == \\\"main\\\"\"},"
+					      "\"comparison\":{\"start_ts\":1,\"end_ts\":4102444800000,"
+					      "\"query\":\"thread.name == \\\"worker\\\"\"}}"),
+				       "functions");
+	}
+	for (size_t i = 0; i < NQ; i++) {
+		if (strcmp(mem[i], blk[i]) != 0)
+			print_message("query %zu:\nmemory %s\nblocks %s\n", i, mem[i], blk[i]);
+		assert_string_equal(mem[i], blk[i]);
+		free(mem[i]);
+		free(blk[i]);
+	}
+	store_close(s);
+	symbols_close(sym);
+	buf_free(&z);
+	buf_free(&err);
+	rm_rf(dir);
+	free(dir);
+}
+
 static void test_offcpu_queries(void **state)
 {
 	struct world *w = *state;
@@ -1892,6 +1993,7 @@ int main(void)
 		cmocka_unit_test(test_block_slices),
 		cmocka_unit_test(test_block_v3),
 		cmocka_unit_test(test_queries_over_slices),
+		cmocka_unit_test(test_queries_fold_heads_once),
 		cmocka_unit_test(test_stack_sums_order),
 		cmocka_unit_test_setup_teardown(test_flamegraph_pruning, world_setup, world_teardown),
 		cmocka_unit_test_setup_teardown(test_flamegraph_sparse_dense, world_setup, world_teardown),
