@@ -1300,9 +1300,29 @@ static void unpin(struct sref *r)
 	pthread_mutex_unlock(&r->mu);
 }
 
-/* Merges the blocks of one partition. Returns 1 merged, 0 nothing to do,
- * -1 failure. */
-static int compact_partition(struct store *s, int64_t partition, bool all, struct buf *err)
+/* The log range of the uncommitted blocks a compaction merges (0, 0:
+ * the committed blocks). */
+struct log_range {
+	uint64_t lo, hi;
+};
+
+/* Whether block r is one a compaction of range g takes. */
+static bool in_group(const struct sref *r, uint64_t lowest, struct log_range g)
+{
+	if (!g.lo)
+		return committed(r, lowest);
+	const struct block_info *in = block_info(r->blk);
+	return !committed(r, lowest) && in->wal_lo == g.lo && in->wal_hi == g.hi;
+}
+
+/* Merges blocks of one partition: the committed ones (g = {0, 0}), or the
+ * uncommitted ones of log range g, which only their own kind joins: the
+ * merged block names the same logs, so a crash before they go drops it
+ * and replays them, as it would have dropped its sources, and once they
+ * go it is committed as its sources would have been. Returns 1 merged, 0
+ * nothing to do, -1 failure. */
+static int compact_partition(struct store *s, int64_t partition, bool all, struct log_range g,
+			     struct buf *err)
 {
 	int64_t now = now_unix_ms();
 	bool closed = partition + STORE_PARTITION_MS + 10 * 60000 < now;
@@ -1314,7 +1334,7 @@ static int compact_partition(struct store *s, int64_t partition, bool all, struc
 	pthread_mutex_lock(&s->list_mu);
 	for (size_t i = 0; i < s->nparts; i++) {
 		struct sref *r = s->parts[i];
-		if (!r->blk || r->broken || r->partition_ms != partition || !committed(r, lowest))
+		if (!r->blk || r->broken || r->partition_ms != partition || !in_group(r, lowest, g))
 			continue;
 		r->refs++;
 		xgrow((void **)&srcs, &cap, n + 1, sizeof(*srcs));
@@ -1333,6 +1353,8 @@ static int compact_partition(struct store *s, int64_t partition, bool all, struc
 	bool settled = !newest || mono_ms() - newest >= s->cfg.late_data_wait_ms;
 	bool want = n >= 2 && (all || (closed && settled) || n >= s->cfg.compact_after);
 	want |= n >= 1 && fresh && (all || (closed && settled));
+	if (g.lo) /* a log's one-minute blocks, merged while the log stays */
+		want = n >= 2 && n >= s->cfg.compact_after;
 	int rc = 0;
 	if (!want)
 		goto out;
@@ -1354,7 +1376,7 @@ static int compact_partition(struct store *s, int64_t partition, bool all, struc
 		uint64_t gen = s->next_gen++;
 		pthread_mutex_unlock(&s->mu);
 		struct block_meta meta = { .gen = gen, .partition_ms = partition, .level = level + 1,
-					   .sources = gens, .nsources = n };
+					   .wal_lo = g.lo, .wal_hi = g.hi, .sources = gens, .nsources = n };
 		damaged = xcalloc(n, sizeof(bool));
 		struct sref *out = write_block(s, ms, n, partition, partition + STORE_PARTITION_MS,
 					       s->cfg.block_granularity_ms, &meta, damaged, err);
@@ -1401,6 +1423,32 @@ out:
 	return rc;
 }
 
+/* The distinct log ranges of partition's uncommitted blocks, each once.
+ * Under maint_mu. */
+static struct log_range *uncommitted_ranges(struct store *s, int64_t partition, size_t *n)
+{
+	struct log_range *gs = NULL;
+	size_t cap = 0;
+	*n = 0;
+	uint64_t lowest = lowest_log(s);
+	pthread_mutex_lock(&s->list_mu);
+	for (size_t i = 0; i < s->nparts; i++) {
+		struct sref *r = s->parts[i];
+		if (!r->blk || r->broken || r->partition_ms != partition || committed(r, lowest))
+			continue;
+		const struct block_info *in = block_info(r->blk);
+		bool seen = false;
+		for (size_t k = 0; k < *n && !seen; k++)
+			seen = gs[k].lo == in->wal_lo && gs[k].hi == in->wal_hi;
+		if (!seen) {
+			xgrow((void **)&gs, &cap, *n + 1, sizeof(*gs));
+			gs[(*n)++] = (struct log_range){ in->wal_lo, in->wal_hi };
+		}
+	}
+	pthread_mutex_unlock(&s->list_mu);
+	return gs;
+}
+
 static int64_t *partitions(struct store *s, size_t *n)
 {
 	int64_t *ps = NULL;
@@ -1428,9 +1476,16 @@ int store_compact(struct store *s, bool all, struct buf *err)
 	size_t n;
 	int64_t *ps = partitions(s, &n);
 	int rc = 0;
-	for (size_t i = 0; i < n; i++)
-		if (compact_partition(s, ps[i], all, err) < 0)
+	for (size_t i = 0; i < n; i++) {
+		if (compact_partition(s, ps[i], all, (struct log_range){ 0, 0 }, err) < 0)
 			rc = -1;
+		size_t ng;
+		struct log_range *gs = uncommitted_ranges(s, ps[i], &ng);
+		for (size_t k = 0; k < ng; k++)
+			if (compact_partition(s, ps[i], all, gs[k], err) < 0)
+				rc = -1;
+		free(gs);
+	}
 	free(ps);
 	pthread_mutex_unlock(&s->maint_mu);
 	return rc;

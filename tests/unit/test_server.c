@@ -447,6 +447,71 @@ static void test_store_shared_log(void **state)
 	free(dir);
 }
 
+/* The blocks of a log that is still there are merged among themselves
+ * (compact_after of them) into a block that names the same log: a crash
+ * then drops it and replays the log, with nothing lost or counted twice;
+ * once the log goes it is committed like any block. */
+static void test_store_compacts_a_logs_blocks(void **state)
+{
+	(void)state;
+	char *dir = make_temp_dir();
+	struct store_config cfg;
+	store_config_default(&cfg);
+	cfg.time_window = false;
+	cfg.retention_ms = INT64_MAX / 4;
+	cfg.head_max_rows = 1; /* the maintenance thread seals after every batch */
+	cfg.compact_after = 3;
+	struct store *s;
+	struct store_stats st;
+	struct buf err = { 0 }, z = { 0 };
+	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
+	uint64_t want = 0;
+	for (uint64_t k = 0; k < 3; k++) {
+		buf_reset(&z);
+		make_batch(sample_specs, 5 - k, k + 1, T0 + (int64_t)k * 5000, &z);
+		append(s, &z);
+		wait_flushes(s, k + 1);
+		want += k == 0 ? 100 : k == 1 ? 99 : 95;
+	}
+	for (int i = 0; i < 1000; i++) {
+		store_get_stats(s, &st);
+		if (st.compactions >= 1)
+			break;
+		assert_true(i < 999);
+		usleep(10000);
+	}
+	store_get_stats(s, &st);
+	assert_int_equal(st.blocks, 1);
+	assert_int_equal(total(s), want);
+	struct saved_logs logs;
+	save_logs(dir, &logs);
+	assert_int_equal(logs.n, 1); /* the log is still there: nothing is committed */
+	for (size_t i = 0; i < logs.n; i++)
+		free(logs.data[i]);
+	assert_int_equal(store_retention(s, INT64_MAX / 2, &err), 0);
+	assert_int_equal(total(s), want);
+	store_close(s); /* as a crash leaves it */
+
+	cfg.background = false;
+	cfg.head_max_rows = 1000;
+	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
+	store_get_stats(s, &st);
+	assert_int_equal(st.blocks, 0); /* the merged block went; the log is replayed */
+	assert_int_equal(total(s), want);
+	assert_int_equal(store_flush(s, &err), 0);
+	assert_int_equal(total(s), want);
+	store_close(s);
+	assert_int_equal(open_store(dir, &s, &err), 0);
+	store_get_stats(s, &st);
+	assert_int_equal(st.unflushed_rows, 0);
+	assert_int_equal(total(s), want);
+	store_close(s);
+	buf_free(&z);
+	buf_free(&err);
+	rm_rf(dir);
+	free(dir);
+}
+
 static off_t file_size(const char *path)
 {
 	struct stat st;
@@ -1987,6 +2052,7 @@ int main(void)
 		cmocka_unit_test(test_wal_written_ahead),
 		cmocka_unit_test(test_store_flush_of_several_logs),
 		cmocka_unit_test(test_store_shared_log),
+		cmocka_unit_test(test_store_compacts_a_logs_blocks),
 		cmocka_unit_test_setup_teardown(test_flamegraph, world_setup, world_teardown),
 		cmocka_unit_test(test_store_blocks),
 		cmocka_unit_test(test_part_sort_nodes),
