@@ -40,8 +40,9 @@ void xgrow(void **p, size_t *cap, size_t need, size_t elem);
  * of n items of elem bytes grows to new_n items. From 1 MiB on a table
  * is mapped on its own and grows by mremap, which moves its pages
  * instead of copying them into fresh ones (a copy faults in every page
- * again: a third of the ingest threads' time in the store bench). Below
- * that it is malloc'ed. Free it with table_free and the same n. */
+ * again: in the store bench, page faults were a fifth of the ingest
+ * threads' time, most of them such copies). Below that it is malloc'ed.
+ * Free it with table_free and the same n. */
 void *table_grow(void *p, size_t n, size_t new_n, size_t elem);
 /* The same, with items n..new_n zero. A mapped table's new pages are
  * zero already and are not written, so they cost nothing until used. */
