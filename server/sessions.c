@@ -366,21 +366,26 @@ static bool defined(const struct sess *s, int t, size_t id)
  * ends 1.25 times its entries on average instead of 1.5). The arrays are
  * tables (util.h): a large one grows without being copied; sess_free
  * frees each with its capacity. */
+static size_t next_cap(size_t cap, size_t n)
+{
+	return MAX(MAX(n, cap + cap / 2), (size_t)16);
+}
+
 static void grow_entries(void **a, size_t *cap, size_t n, size_t size)
 {
 	if (n <= *cap)
 		return;
-	size_t c = MAX(MAX(n, *cap + *cap / 2), (size_t)16);
+	size_t c = next_cap(*cap, n);
 	*a = table_grow(*a, *cap, c, size);
 	*cap = c;
 }
 
-/* Grows a zero-filled per-entry array to hold n entries. */
+/* Grows a zero-filled per-entry array to hold n entries (the same way). */
 static void grow_zero(void **a, size_t *cap, size_t n, size_t size)
 {
 	if (n <= *cap)
 		return;
-	size_t c = MAX(MAX(n, *cap + *cap / 2), (size_t)16);
+	size_t c = next_cap(*cap, n);
 	*a = table_grow_zero(*a, *cap, c, size);
 	*cap = c;
 }

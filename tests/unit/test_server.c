@@ -342,6 +342,16 @@ static void wait_flushes(struct store *s, uint64_t n)
 		 (unsigned long long)n);
 }
 
+/* A store whose maintenance thread seals the head after every batch and
+ * writes it as blocks, all into one log while nothing asks for another. */
+static void config_seal_each_batch(struct store_config *cfg)
+{
+	store_config_default(cfg);
+	cfg->time_window = false;
+	cfg->retention_ms = INT64_MAX / 4;
+	cfg->head_max_rows = 1;
+}
+
 /* Heads share a log until it holds max_unflushed_rows rows (each agent
  * session writes its definitions into every new log again). The blocks of
  * a log that still exists are not committed: compaction and retention
@@ -352,10 +362,7 @@ static void test_store_shared_log(void **state)
 	(void)state;
 	char *dir = make_temp_dir();
 	struct store_config cfg;
-	store_config_default(&cfg);
-	cfg.time_window = false;
-	cfg.retention_ms = INT64_MAX / 4;
-	cfg.head_max_rows = 1; /* the maintenance thread seals after every batch */
+	config_seal_each_batch(&cfg);
 	struct store *s;
 	struct store_stats st;
 	struct buf err = { 0 }, z1 = { 0 }, z2 = { 0 };
@@ -456,10 +463,7 @@ static void test_store_compacts_a_logs_blocks(void **state)
 	(void)state;
 	char *dir = make_temp_dir();
 	struct store_config cfg;
-	store_config_default(&cfg);
-	cfg.time_window = false;
-	cfg.retention_ms = INT64_MAX / 4;
-	cfg.head_max_rows = 1; /* the maintenance thread seals after every batch */
+	config_seal_each_batch(&cfg);
 	cfg.compact_after = 3;
 	struct store *s;
 	struct store_stats st;
