@@ -77,11 +77,11 @@ int zstd_decompress_bounded(const void *in, size_t n, size_t max_out, struct buf
 	ZSTD_DCtx_reset(ds, ZSTD_reset_session_only);
 	ZSTD_inBuffer ib = { in, n, 0 };
 	/* The first frame's stated size, when it states one within the
-	 * bound, sizes the first step (one pass into one allocation); the
-	 * steps after it, if the size lied or more frames follow, are the
-	 * stream's own. */
+	 * bound and one the body could hold, sizes the first step (one pass
+	 * into one allocation); the steps after it, if the size lied or more
+	 * frames follow, are the stream's own. */
 	unsigned long long stated = ZSTD_getFrameContentSize(in, n);
-	size_t first = stated < max_out ? (size_t)stated + 1 : 0;
+	size_t first = stated < max_out && zstd_can_expand(n, stated) ? (size_t)stated + 1 : 0;
 	size_t start = out->len;
 	size_t ret = 0;
 	int rc = 0;

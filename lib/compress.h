@@ -25,6 +25,16 @@ int zstd_decompress_bounded(const void *in, size_t n, size_t max_out, struct buf
  * decompression context per thread, kept for the thread's life. */
 int zstd_decompress_exact(const void *in, size_t n, void *out, size_t raw_len);
 
+/* Whether a zstd frame of len bytes can decompress to raw bytes at all: no
+ * zstd block expands more than 32768 times (an RLE block: a 3-byte header
+ * and one byte standing for 128 KiB). Readers check an index's stated sizes
+ * with it before they allocate for them, so a damaged index cannot make
+ * them reserve a gigabyte for a few kilobytes of frame. */
+static inline int zstd_can_expand(unsigned long long len, unsigned long long raw)
+{
+	return raw <= len * 32768ull;
+}
+
 /* Appends the decompressed bytes of a gzip (or zlib) stream to out, as
  * zstd_decompress_bounded: 0, -1 malformed or truncated, -2 over max_out. */
 int gzip_decompress_bounded(const void *in, size_t n, size_t max_out, struct buf *out);

@@ -151,7 +151,7 @@ int block_open(const char *path, struct block **out, struct buf *err)
 		uint32_t id = get_u32(&c);
 		struct section_ref r = { get_u64(&c), get_u64(&c), get_u64(&c), get_u64(&c) };
 		if (id == 0 || id >= SEC_COUNT || r.off < HEADER_LEN || r.off > foff ||
-		    r.len > foff - r.off || r.raw > BLOCK_MAX_SECTION) {
+		    r.len > foff - r.off || r.raw > BLOCK_MAX_SECTION || !zstd_can_expand(r.len, r.raw)) {
 			c.bad = true;
 			break;
 		}
@@ -320,6 +320,8 @@ static void get_frame(struct cursor *c, struct part_slice *sl)
 	sl->len = varint_get_max(c, BLOCK_MAX_CHUNK);
 	sl->raw = varint_get_max(c, BLOCK_MAX_CHUNK);
 	cursor_bytes(c, &sl->sum, 8);
+	if (!zstd_can_expand(sl->len, sl->raw))
+		c->bad = true;
 }
 
 /* A series' frames in a version 3 block: the stack totals, then one frame
@@ -516,6 +518,8 @@ static int load_tables(struct part *p, int id, struct cursor *c, const struct bl
 			    s->stacks_off < HEADER_LEN || s->stacks_off > in->file_bytes ||
 			    s->stacks_len + s->sums_len > in->file_bytes - s->stacks_off ||
 			    s->nstacks > s->stacks_raw ||
+			    !zstd_can_expand(s->stacks_len, s->stacks_raw) ||
+			    !zstd_can_expand(s->sums_len, s->sums_raw) ||
 			    (s->nrows && !s->nstacks) ||
 			    (s->nrows && (s->min_ts < in->min_ts || s->max_ts > in->max_ts)))
 				c->bad = true;

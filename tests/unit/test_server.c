@@ -9,6 +9,7 @@
 #include <math.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <zstd.h>
 
 #include "agent/batch.h"
 #include "compress.h"
@@ -190,6 +191,17 @@ static void test_batch_rejects(void **state)
 	buf_reset(&err);
 	assert_null(batch_decode(raw.data, raw.len, &err));
 	assert_non_null(strstr(err.data, "more than"));
+	/* A 22-byte frame whose header states 200 MiB (a 1 KiB window, one raw
+	 * block of "hello"): refused without reserving what it states. */
+	static const unsigned char liar[] = { 0x28, 0xb5, 0x2f, 0xfd, 0xc0, 0x00,
+					       0x00, 0x00, 0x80, 0x0c, 0x00, 0x00, 0x00, 0x00,
+					       0x29, 0x00, 0x00, 'h', 'e', 'l', 'l', 'o' };
+	assert_int_equal(ZSTD_getFrameContentSize(liar, sizeof(liar)), 200ull << 20);
+	assert_false(zstd_can_expand(sizeof(liar), 200ull << 20));
+	struct buf out = { 0 };
+	assert_int_equal(zstd_decompress_bounded(liar, sizeof(liar), BATCH_MAX_DECOMPRESSED, &out), -1);
+	assert_true(out.cap < (1u << 20));
+	buf_free(&out);
 	buf_free(&raw);
 	buf_free(&z);
 	buf_free(&err);
