@@ -673,7 +673,11 @@ int main(int argc, char **argv, char **envp)
 				next_report = now + (uint64_t)a.cfg.reporter_interval_ms * 1000000ull;
 		}
 		if (now >= next_sweep) {
-			proc_table_sweep(&a.procs, now, PROC_IDLE_NS);
+			/* Every record of a process that has exited is in the
+			 * ring buffer by now: take them before forgetting it. */
+			if (oncpu_drain(a.oncpu) < 0)
+				log_warn("reading the ring buffer failed: %s", strerror(errno));
+			proc_table_sweep(&a.procs, now_mono_ns(), PROC_IDLE_NS);
 			next_sweep = now + SWEEP_INTERVAL_NS;
 		}
 		if (now >= next_stats) {

@@ -270,7 +270,9 @@ void proc_table_sweep(struct proc_table *t, uint64_t now_ns, uint64_t idle_ns)
 		struct proc *p = &t->procs[i];
 		if (p->pid == 0)
 			continue;
-		bool drop = now_ns - p->last_sample_ns > idle_ns;
+		/* A sample taken after now_ns (the caller read its clock before
+		 * draining) is not idle: no unsigned wrap-around. */
+		bool drop = now_ns > p->last_sample_ns && now_ns - p->last_sample_ns > idle_ns;
 		if (!drop) {
 			uint64_t st;
 			/* Gone, or the pid now belongs to another process. */

@@ -79,7 +79,10 @@ struct proc *proc_table_get(struct proc_table *t, int32_t pid, uint64_t start_ti
  * no known mapping contains it. */
 const struct mapping *proc_find_mapping(struct proc_table *t, struct proc *p, uint64_t addr,
 					uint64_t now_ns);
-/* Drops processes that exited or were not sampled for idle_ns. */
+/* Drops processes that exited or were not sampled for idle_ns. The
+ * caller drains the ring buffer first: an exited process's last records
+ * (an off-CPU wait that ends as the process does) must find its entry,
+ * maps and name still there, not a blank one made after it is gone. */
 void proc_table_sweep(struct proc_table *t, uint64_t now_ns, uint64_t idle_ns);
 size_t proc_table_count(const struct proc_table *t);
 

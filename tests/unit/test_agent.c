@@ -512,6 +512,11 @@ static void test_collect(void **state)
 	assert_int_equal(p->maps_read_ns, 5002);
 	assert_int_equal(proc_table_count(&procs), 1);
 
+	/* A live process whose last sample came after the sweep's clock was
+	 * read (samples drained in between) is kept, not taken for idle. */
+	proc_table_sweep(&procs, 5000, 1000000000ull);
+	assert_int_equal(proc_table_count(&procs), 1);
+
 	/* Exited processes are swept. */
 	snprintf(path, sizeof(path), "rm -rf %s/4242", root);
 	assert_int_equal(system(path), 0);
