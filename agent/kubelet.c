@@ -378,6 +378,7 @@ struct kubelet *kubelet_start(const struct kubelet_opts *o)
 		return NULL;
 	}
 	k->started = true;
+	pthread_setname_np(k->thread, "ember-kubelet");
 	struct buf names = { 0 };
 	for (size_t i = 0; i < k->nlabels; i++)
 		buf_printf(&names, "%s%s", i ? "," : "", k->labels[i]);

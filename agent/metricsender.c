@@ -189,6 +189,7 @@ struct metricsender *metricsender_start(const struct metricsender_opts *opts)
 		free(s);
 		return NULL;
 	}
+	pthread_setname_np(s->thread, "ember-metrics");
 	return s;
 }
 

@@ -313,6 +313,7 @@ struct reporter *reporter_start(const struct http_opts *opts, size_t max_queue_b
 		free(r);
 		return NULL;
 	}
+	pthread_setname_np(r->thread, "ember-reporter"); /* named for top -H and bench/protocol_compare.sh */
 	return r;
 }
 

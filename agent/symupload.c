@@ -272,6 +272,7 @@ struct symupload *symupload_start(const struct http_opts *opts, const struct sym
 		free(u);
 		return NULL;
 	}
+	pthread_setname_np(u->thread, "ember-symbols");
 	return u;
 }
 

@@ -221,6 +221,7 @@ struct unwinder *unwinder_start(const struct unwind_map_fds *fds, struct buf *er
 		free(u);
 		return NULL;
 	}
+	pthread_setname_np(u->thread, "ember-unwinder");
 	return u;
 }
 

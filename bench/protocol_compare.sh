@@ -11,8 +11,9 @@
 # Reports per protocol: samples stored, bytes on the wire per sample
 # (request bodies as sent, from the server's ember_ingest_bytes_total,
 # start-up included), agent CPU per sample over the measured window
-# (all threads, schedstat), of which encoding (the agent's encode_ms), and
-# the ratios. Needs root. Takes about 2 x (DURATION + 30) seconds.
+# (all threads, schedstat), of which reporting (the ember-reporter
+# thread: encoding, compressing and sending) and encoding alone (the
+# agent's encode_ms), and the ratios. Needs root. Takes about 2 x (DURATION + 30) seconds.
 # usage: bench/protocol_compare.sh [DURATION] [RATE]
 set -eu
 cd "$(dirname "$0")/.."
@@ -27,6 +28,15 @@ cleanup() {
 }
 trap cleanup EXIT
 cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%d\n", s}'; }
+# The CPU of the agent's thread named $2 (ember-reporter: encoding,
+# compressing and sending every batch; nothing else runs there).
+thread_ns() {
+  local t
+  for t in /proc/"$1"/task/*; do
+    [ "$(cat "$t/comm" 2>/dev/null)" = "$2" ] && awk '{print $1}' "$t/schedstat" && return
+  done
+  echo 0
+}
 metric() { curl -fs "http://127.0.0.1:$port/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
 
 cat > "$tmp/loop.sh" <<'SH'
@@ -63,12 +73,14 @@ run() { # protocol-flag name
   "$tmp/loop.sh" "$secs" & pids+=($!)
   /usr/bin/python3 "$tmp/loop.py" "$secs" & pids+=($!)
   sleep 5 # the workloads' files are read once; the window is steady state
-  local t0 t1 start_ms end_ms
+  local t0 t1 r0 r1 start_ms end_ms
   t0=$(cpu_ns "$agent")
+  r0=$(thread_ns "$agent" ember-reporter)
   start_ms=$(($(date +%s%N) / 1000000))
   sleep "$duration"
   end_ms=$(($(date +%s%N) / 1000000))
   t1=$(cpu_ns "$agent")
+  r1=$(thread_ns "$agent" ember-reporter)
   # Some workloads count CPU time, not wall time: stop them all now.
   kill "${pids[@]}" 2>/dev/null || true
   wait "${pids[@]}" 2>/dev/null || true
@@ -79,7 +91,7 @@ run() { # protocol-flag name
     /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["total"])')
   local enc
   enc=$(grep -o 'encode_ms=[0-9]*' "$tmp/agent-$2.log" | tail -1 | cut -d= -f2)
-  echo "$2 $(metric ember_ingest_samples_total) $(metric ember_ingest_bytes_total) $window $((t1 - t0)) $enc" >> "$tmp/results"
+  echo "$2 $(metric ember_ingest_samples_total) $(metric ember_ingest_bytes_total) $window $((t1 - t0)) $((r1 - r0)) $enc" >> "$tmp/results"
   kill -TERM "$server"; wait "$server" || true; server=
 }
 
@@ -90,16 +102,18 @@ import sys
 duration, rate, path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 rows = {}
 for line in open(path):
-    name, samples, byts, window, cpu_ns, enc_ms = line.split()
+    name, samples, byts, window, cpu_ns, rep_ns, *enc_ms = line.split()
     rows[name] = dict(samples=int(samples), bytes=int(byts), window=int(window),
-                      cpu_ns=int(cpu_ns), enc_ms=int(enc_ms or 0))
+                      cpu_ns=int(cpu_ns), rep_ns=int(rep_ns), enc_ms=int(enc_ms[0] if enc_ms else 0))
 print(f"workload set for {duration} s at {rate} Hz, once per protocol")
 for name, r in rows.items():
     print(f"{name:6s} samples {r['samples']:8d}  wire {r['bytes'] / r['samples']:7.2f} bytes/sample "
           f"({r['bytes'] / 1024:.0f} KiB)  agent CPU {r['cpu_ns'] / max(r['window'], 1) / 1000:6.2f} us/sample "
-          f"in the window ({r['window']} samples), encoding {1e3 * r['enc_ms'] / r['samples']:.2f} us/sample")
+          f"in the window ({r['window']} samples), of which reporting {r['rep_ns'] / max(r['window'], 1) / 1000:.2f} "
+          f"(encoding {1e3 * r['enc_ms'] / r['samples']:.2f}) us/sample")
 e, o = rows["ember"], rows["otlp"]
 print(f"OTLP / ember: {(o['bytes'] / o['samples']) / (e['bytes'] / e['samples']):.1f}x the bytes per sample, "
       f"{(o['cpu_ns'] / o['window']) / (e['cpu_ns'] / e['window']):.2f}x the agent CPU per sample, "
+      f"{(o['rep_ns'] / o['window']) / max(e['rep_ns'] / e['window'], 1e-9):.1f}x the reporting CPU per sample, "
       f"{(o['enc_ms'] / o['samples']) / max(e['enc_ms'] / e['samples'], 1e-9):.1f}x the encoding CPU per sample")
 PY
