@@ -661,7 +661,11 @@ int main(int argc, char **argv, char **envp)
 				log_warn("waiting for the ring buffer failed: %s", strerror(-woke));
 			now = now_mono_ns();
 		}
-		if (now >= next_drain) {
+		/* The sweep drains first: every record of a process that has
+		 * exited is in the ring buffer by then, to be taken before the
+		 * process is forgotten. */
+		bool sweep = now >= next_sweep;
+		if (now >= next_drain || sweep) {
 			if (oncpu_drain(a.oncpu) < 0)
 				log_warn("reading the ring buffer failed: %s", strerror(errno));
 			next_drain = now + DRAIN_INTERVAL_MS * 1000000ull;
@@ -672,11 +676,7 @@ int main(int argc, char **argv, char **envp)
 			if (next_report < now)
 				next_report = now + (uint64_t)a.cfg.reporter_interval_ms * 1000000ull;
 		}
-		if (now >= next_sweep) {
-			/* Every record of a process that has exited is in the
-			 * ring buffer by now: take them before forgetting it. */
-			if (oncpu_drain(a.oncpu) < 0)
-				log_warn("reading the ring buffer failed: %s", strerror(errno));
+		if (sweep) {
 			proc_table_sweep(&a.procs, now_mono_ns(), PROC_IDLE_NS);
 			next_sweep = now + SWEEP_INTERVAL_NS;
 		}

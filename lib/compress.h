@@ -32,7 +32,7 @@ int zstd_decompress_exact(const void *in, size_t n, void *out, size_t raw_len);
  * them reserve a gigabyte for a few kilobytes of frame. */
 static inline int zstd_can_expand(unsigned long long len, unsigned long long raw)
 {
-	return raw <= len * 32768ull;
+	return raw / 32768ull + (raw % 32768ull != 0) <= len; /* no overflow for any len */
 }
 
 /* Appends the decompressed bytes of a gzip (or zlib) stream to out, as
