@@ -86,6 +86,11 @@ def test_pprof_metrics_and_debug_stats(server, agent_factory):
         wait_until(lambda: server.flamegraph()["total"] >= m2[samples], 20,
                    what="the server to store what /metrics counted")
         stored = server.flamegraph()["total"]
+        # The values are a snapshot the agent publishes once a second: the
+        # send that delivered those samples may reach it up to a second
+        # after the server stored them.
+        wait_until(lambda: scrape(base)[0]["ember_agent_bytes_sent_total"] >
+                   m1["ember_agent_bytes_sent_total"], 10, what="the sent bytes in /metrics")
         m3, _ = scrape(base)
         assert m2[samples] <= stored <= m3[samples]
         assert m3["ember_agent_batches_sent_total"] >= 1
