@@ -49,6 +49,8 @@ bool hmap_find(const struct hmap *m, uint64_t hash, hmap_eq_fn eq, const void *c
 	}
 }
 
+#define HMAP_PREFAULT_MIN ((size_t)1 << 18)
+
 static void place(struct hmap_slot *slots, size_t mask, uint64_t hash, uint32_t v)
 {
 	size_t i = hash & mask;
@@ -63,6 +65,10 @@ void hmap_insert(struct hmap *m, uint64_t hash, uint32_t idx)
 	if ((m->count + 1) * 2 > cap) {
 		size_t ncap = cap ? cap * 2 : 16;
 		struct hmap_slot *ns = xcalloc(ncap, sizeof(*ns));
+		/* Probes read slots before they are written: fault them in for
+		 * writing now (util.h). Small tables lie in pages already in use. */
+		if (ncap * sizeof(*ns) >= HMAP_PREFAULT_MIN)
+			prefault_write(ns, ncap * sizeof(*ns));
 		for (size_t i = 0; i < cap; i++)
 			if (m->slots[i].idx)
 				place(ns, ncap - 1, slot_hash(&m->slots[i]), m->slots[i].idx);

@@ -86,7 +86,25 @@ void *table_grow(void *p, size_t n, size_t new_n, size_t elem)
 	}
 	if (q == MAP_FAILED)
 		oom(want);
+	prefault_write((char *)q + (old >= TABLE_MAP_MIN ? page_round(old) : 0),
+		       page_round(want) - (old >= TABLE_MAP_MIN ? page_round(old) : 0));
 	return q;
+}
+
+void prefault_write(void *p, size_t len)
+{
+#ifdef MADV_POPULATE_WRITE
+	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t a = ((uintptr_t)p + pg - 1) & ~(pg - 1);
+	uintptr_t e = ((uintptr_t)p + len) & ~(pg - 1);
+	/* Ignored on failure by design (util.h): EINVAL before Linux 5.14,
+	 * ENOMEM when short of memory; the pages then fault in on use. */
+	if (e > a)
+		(void)madvise((void *)a, e - a, MADV_POPULATE_WRITE);
+#else
+	(void)p;
+	(void)len;
+#endif
 }
 
 void *table_grow_zero(void *p, size_t n, size_t new_n, size_t elem)

@@ -45,9 +45,19 @@ void xgrow(void **p, size_t *cap, size_t need, size_t elem);
  * Free it with table_free and the same n. */
 void *table_grow(void *p, size_t n, size_t new_n, size_t elem);
 /* The same, with items n..new_n zero. A mapped table's new pages are
- * zero already and are not written, so they cost nothing until used. */
+ * the kernel's zeros, faulted in for writing as the table grows (see
+ * prefault_write): such tables are read before they are written. */
 void *table_grow_zero(void *p, size_t n, size_t new_n, size_t elem);
 void table_free(void *p, size_t n, size_t elem);
+/* Faults in the whole pages of [p, p + len) for writing, now, without
+ * changing their bytes (MADV_POPULATE_WRITE). For memory that will be
+ * read before it is written (hash slots, marks checked then set): a page
+ * first read is mapped to the kernel's shared zero page, and the write
+ * after it must copy it and flush that mapping from every core running
+ * the process (an interrupt to each), which cost the store bench's ingest
+ * threads about a seventh of their time. Best effort: on a kernel without
+ * it, or short of memory, the pages are faulted in on use as before. */
+void prefault_write(void *p, size_t len);
 char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 

@@ -83,13 +83,18 @@ struct sess {
 	uint64_t *frame_h, *node_h;
 	size_t capframe_h, capnode_h;
 	struct runs res;
-	/* The store's side of each entry (docs/internals/ingest.md): the log
-	 * generation whose log file holds its definition (stale once the
-	 * store starts a new log), and the id the head part's dictionaries
-	 * gave it, as dict_id << 32 | id (stale once a head starts with new
-	 * dictionaries); either is found again on first use. */
-	uint32_t *logged[T_COUNT];
-	size_t caplogged[T_COUNT];
+	/* The store's side of each entry (docs/internals/ingest.md): whether
+	 * the log file of generation logged_gen holds its definition, a bit
+	 * per entry (cleared when the session's first record goes into a new
+	 * log file; a bit, not the generation per entry, so that the marks
+	 * every sample's stack is checked against stay in the cache: 160 KiB
+	 * for a session of 1.3 M nodes instead of 5 MiB), and the id the head
+	 * part's dictionaries gave it, as dict_id << 32 | id (stale once a
+	 * head starts with new dictionaries); either is found again on first
+	 * use. */
+	uint64_t *logged[T_COUNT];
+	size_t caplogged[T_COUNT]; /* words */
+	uint32_t logged_gen;       /* 0: nothing is marked */
 	uint64_t *pm[T_MAPS];
 	size_t cappm[T_MAPS];
 	/* series of (resource, kind) in the head numbered gen (store.c) */
@@ -135,7 +140,7 @@ static void sess_free(struct sess *s)
 	free(s->res.start);
 	free(s->res.len);
 	for (int t = 0; t < T_COUNT; t++) {
-		table_free(s->logged[t], s->caplogged[t], sizeof(uint32_t));
+		table_free(s->logged[t], s->caplogged[t], sizeof(uint64_t));
 		table_free(s->defined[t], s->capdefined[t], 1);
 	}
 	for (int t = 0; t < T_MAPS; t++)
@@ -152,7 +157,7 @@ static size_t sess_bytes(const struct sess *s)
 		   (s->res.capids + 2 * s->res.cap) * 4 + s->capseries * sizeof(struct sseries) +
 		   (s->capframe_h + s->capnode_h) * 8;
 	for (int t = 0; t < T_COUNT; t++)
-		b += s->caplogged[t] * 4 + s->capdefined[t];
+		b += s->caplogged[t] * 8 + s->capdefined[t];
 	for (int t = 0; t < T_MAPS; t++)
 		b += s->cappm[t] * sizeof(uint64_t);
 	return b;
@@ -654,13 +659,24 @@ struct carry {
 	struct idlist l[T_COUNT];
 };
 
+static bool is_logged(const struct sess *s, int t, size_t id)
+{
+	return s->logged[t][id >> 6] >> (id & 63) & 1;
+}
+
+static void prefetch_logged(const struct sess *s, int t, size_t id)
+{
+	prefetch(&s->logged[t][id >> 6]);
+}
+
 /* Marks entry id of table t as in this generation's log; true when it was
  * not (the caller then carries it). */
 static bool take(struct carry *c, int t, uint32_t id)
 {
-	if (c->s->logged[t][id] == c->gen)
+	uint64_t *w = &c->s->logged[t][id >> 6], bit = 1ull << (id & 63);
+	if (*w & bit)
 		return false;
-	c->s->logged[t][id] = c->gen;
+	*w |= bit;
 	struct idlist *l = &c->l[t];
 	if (l->n == l->cap)
 		xgrow((void **)&l->v, &l->cap, l->n + 1, sizeof(uint32_t));
@@ -681,7 +697,7 @@ static void take_nodes(struct carry *c, uint32_t *front, size_t n)
 		size_t next = 0;
 		for (size_t i = 0; i < n; i++) {
 			if (i + AHEAD < n) {
-				prefetch(&s->logged[T_STACK][front[i + AHEAD]]);
+				prefetch_logged(s, T_STACK, front[i + AHEAD]);
 				prefetch(&s->node_parent[front[i + AHEAD]]);
 			}
 			uint32_t id = front[i];
@@ -833,12 +849,13 @@ static void pack_carry(struct carry *c, struct buf *out)
 }
 
 /* A sample's node marks: its log mark, read here, and its head id, read
- * when the batch is indexed after the log's sync. Both are a miss in
- * tables of millions; fetched together, the second is in the cache when
- * the index reads it. */
+ * when the batch is indexed after the log's sync. Both are likely misses
+ * (the head ids are 8 bytes per node in tables of millions); fetched
+ * together, the second may still be in the cache when the index reads
+ * it. */
 static void prefetch_sample_marks(const struct sess *s, uint64_t node)
 {
-	prefetch(&s->logged[T_STACK][node]);
+	prefetch_logged(s, T_STACK, node);
 	if (node < s->cappm[T_STACK])
 		prefetch(&s->pm[T_STACK][node]);
 }
@@ -868,14 +885,21 @@ static int v2_record(void *ctx, uint64_t gen, struct buf *head, const void **bod
 	const Ember__Ingest__V1__SessionBatch *m = v->m;
 	struct carry c = { .s = s, .gen = (uint32_t)gen };
 	for (int t = 0; t < T_COUNT; t++)
-		grow_zero((void **)&s->logged[t], &s->caplogged[t], table_size(s, t) + 1,
-			  sizeof(uint32_t));
+		grow_zero((void **)&s->logged[t], &s->caplogged[t], table_size(s, t) / 64 + 1,
+			  sizeof(uint64_t));
+	/* The session's first record in this log file: nothing is in it yet.
+	 * Marks are only ever set below table_size(), which only grows. */
+	if (s->logged_gen != c.gen) {
+		for (int t = 0; t < T_COUNT; t++)
+			memset(s->logged[t], 0, (table_size(s, t) / 64 + 1) * sizeof(uint64_t));
+		s->logged_gen = c.gen;
+	}
 	/* The batch's own definitions are in its body. */
 	size_t base[T_COUNT] = { m->strings_base, m->files_base, m->frames_base, m->nodes_base,
 				 m->resources_base };
 	for (int t = 0; t < T_COUNT; t++)
 		for (size_t id = base[t]; id < table_size(s, t); id++)
-			s->logged[t][id] = c.gen;
+			s->logged[t][id >> 6] |= 1ull << (id & 63);
 	/* What its samples and its definitions refer to (check_samples and
 	 * define_batch checked every id). */
 	uint64_t node = 0, ahead = 0;
@@ -887,15 +911,15 @@ static int v2_record(void *ctx, uint64_t gen, struct buf *head, const void **bod
 		if (i + AHEAD < n)
 			prefetch_sample_marks(s, ahead += m->sample_nodes[i + AHEAD]);
 		node += m->sample_nodes[i];
-		if (s->logged[T_STACK][node] != c.gen)
+		if (!is_logged(s, T_STACK, node))
 			front[nfront++] = (uint32_t)node;
 		take(&c, T_RES, m->sample_resources[i]);
 	}
 	for (size_t i = 0; i < m->n_node_parents; i++) {
 		if (i + AHEAD < m->n_node_parents && m->node_parents[i + AHEAD])
-			prefetch(&s->logged[T_STACK][m->node_parents[i + AHEAD] - 1]);
+			prefetch_logged(s, T_STACK, m->node_parents[i + AHEAD] - 1);
 		uint32_t p = m->node_parents[i];
-		if (p && s->logged[T_STACK][p - 1] != c.gen)
+		if (p && !is_logged(s, T_STACK, p - 1))
 			front[nfront++] = p - 1;
 	}
 	take_nodes(&c, front, nfront);
@@ -909,12 +933,12 @@ static int v2_record(void *ctx, uint64_t gen, struct buf *head, const void **bod
 		if (i + 2 * AHEAD < l->n)
 			prefetch(&s->node_frame[l->v[i + 2 * AHEAD]]);
 		if (i + AHEAD < l->n)
-			prefetch(&s->logged[T_FRAME][s->node_frame[l->v[i + AHEAD]]]);
+			prefetch_logged(s, T_FRAME, s->node_frame[l->v[i + AHEAD]]);
 		take(&c, T_FRAME, s->node_frame[l->v[i]]);
 	}
 	for (size_t i = 0; i < m->n_node_frames; i++) {
 		if (i + AHEAD < m->n_node_frames)
-			prefetch(&s->logged[T_FRAME][m->node_frames[i + AHEAD]]);
+			prefetch_logged(s, T_FRAME, m->node_frames[i + AHEAD]);
 		take(&c, T_FRAME, m->node_frames[i]);
 	}
 	l = &c.l[T_FRAME];
@@ -968,9 +992,7 @@ static int v2_record(void *ctx, uint64_t gen, struct buf *head, const void **bod
 static void v2_failed(void *ctx)
 {
 	struct v2_entry *v = ctx;
-	for (int t = 0; t < T_COUNT; t++)
-		if (v->s->logged[t])
-			memset(v->s->logged[t], 0, v->s->caplogged[t] * sizeof(uint32_t));
+	v->s->logged_gen = 0;
 }
 
 /* --- indexing: session ids to the head part's ids ------------------------------ */

@@ -8,6 +8,10 @@
 #include "strtab.h"
 #include "util.h"
 
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
 static void test_duration(void **state)
 {
 	(void)state;
@@ -72,6 +76,59 @@ static void test_table_grow(void **state)
 	assert_int_equal(small[99], 7);
 	table_free(small, 200, 1);
 	table_free(NULL, 0, 8);
+}
+
+/* Minor page faults of this process so far. */
+static long minor_faults(void)
+{
+	struct rusage ru;
+	assert_int_equal(getrusage(RUSAGE_SELF, &ru), 0);
+	return ru.ru_minflt;
+}
+
+/* prefault_write keeps every byte and leaves the pages mapped for
+ * writing: reading then writing them faults no more. A grown table's new
+ * pages read as zeros. */
+static void test_prefault_write(void **state)
+{
+	(void)state;
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE), len = 64 * pg;
+	uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(m != MAP_FAILED);
+	memset(m, 0x5a, 3 * pg + 5); /* some pages written, the rest never touched */
+	volatile uint8_t sink = 0;
+	for (size_t i = 0; i < len; i += pg)
+		sink ^= m[i]; /* the untouched pages now map the zero page */
+	(void)sink;
+	prefault_write(m + 1, len - 2); /* inner whole pages only */
+	long f0 = minor_faults();
+	for (size_t i = pg; i < len - pg; i += pg)
+		m[i] ^= 1;
+	long faults = minor_faults() - f0;
+	for (size_t i = pg; i < len - pg; i += pg)
+		m[i] ^= 1;
+	for (size_t i = 0; i < len; i++)
+		assert_int_equal(m[i], i < 3 * pg + 5 ? 0x5a : 0);
+#ifdef MADV_POPULATE_WRITE
+	if (madvise(m, pg, MADV_POPULATE_WRITE) == 0) /* the kernel has it */
+		assert_true(faults <= 2);
+#endif
+	(void)faults;
+	munmap(m, len);
+
+	uint64_t *t = NULL;
+	size_t cap = 0;
+	for (size_t c = 1u << 16; c <= (1u << 19); c *= 2) {
+		t = table_grow_zero(t, cap, c, sizeof(uint64_t));
+		for (size_t i = cap; i < c; i += 61)
+			assert_true(t[i] == 0);
+		for (size_t i = cap; i < c; i++)
+			t[i] = i;
+		cap = c;
+	}
+	for (size_t i = 0; i < cap; i += 7)
+		assert_true(t[i] == i);
+	table_free(t, cap, sizeof(uint64_t));
 }
 
 static void test_numbers(void **state)
@@ -349,6 +406,7 @@ int main(void)
 		cmocka_unit_test(test_numbers),
 		cmocka_unit_test(test_floor),
 		cmocka_unit_test(test_table_grow),
+		cmocka_unit_test(test_prefault_write),
 		cmocka_unit_test(test_hex_uuid),
 		cmocka_unit_test(test_json_writer),
 		cmocka_unit_test(test_strtab_copy),
