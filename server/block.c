@@ -13,6 +13,7 @@
 #include <zstd.h>
 
 #include "compress.h"
+#include "sort.h"
 #include "util.h"
 #include "varint.h"
 
@@ -983,9 +984,10 @@ struct block_writer {
 	char *tmp_path;
 	uint64_t off;
 	struct buf raw;
-	uint32_t *dict, *local;
-	uint64_t *sums;
-	size_t capdict, caplocal, capsums;
+	uint32_t *dict, *local, *dtmp;
+	uint64_t *sums, *keys;
+	struct part_row *rtmp;
+	size_t capdict, caplocal, capsums, capdtmp, capkeys, caprtmp;
 	struct slice_acc *accs;
 	size_t naccs, capaccs;
 	/* One compression context for the block's many small frames (a
@@ -1043,6 +1045,9 @@ static void writer_free(struct block_writer *w)
 	buf_free(&w->raw);
 	free(w->dict);
 	free(w->local);
+	free(w->dtmp);
+	free(w->keys);
+	free(w->rtmp);
 	free(w->sums);
 	free(w);
 }
@@ -1081,12 +1086,6 @@ static int emit(struct block_writer *w, struct section_ref *ref, struct buf *err
 	w->pending.len += len;
 	w->off += len;
 	return w->pending.len >= WRITE_AT_ONCE ? flush_pending(w, err) : 0;
-}
-
-static int cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-	return x < y ? -1 : x > y;
 }
 
 static int cmp_row(const void *a, const void *b)
@@ -1142,6 +1141,40 @@ static void slice_acc_add(struct slice_acc *a, uint32_t stack, uint64_t value)
 	a->vals[i] += value;
 }
 
+/* Rows by (time, stack). A series' rows come in time order (an agent's
+ * batches arrive in order, and a merge appends its sources' rows, which
+ * lie in time order unless the sources overlap), so each run of one time
+ * is put in stack order by a radix sort of (stack, index) keys; rows out
+ * of time order (overlapping sources, late data) are sorted by qsort. */
+static void sort_rows(struct block_writer *w, struct part_row *rows, size_t n)
+{
+	for (size_t i = 1; i < n; i++)
+		if (rows[i].ts_ms < rows[i - 1].ts_ms) {
+			xqsort(rows, n, sizeof(*rows), cmp_row);
+			return;
+		}
+	for (size_t a = 0, b; a < n; a = b) {
+		for (b = a + 1; b < n && rows[b].ts_ms == rows[a].ts_ms; b++)
+			;
+		size_t k = b - a;
+		if (k < 2)
+			continue;
+		xgrow((void **)&w->keys, &w->capkeys, 2 * k, sizeof(uint64_t));
+		xgrow((void **)&w->rtmp, &w->caprtmp, k, sizeof(struct part_row));
+		bool sorted = true;
+		for (size_t i = 0; i < k; i++) {
+			w->keys[i] = (uint64_t)rows[a + i].stack << 32 | i;
+			sorted &= !i || rows[a + i - 1].stack <= rows[a + i].stack;
+		}
+		if (sorted)
+			continue;
+		sort_u64_by_high(w->keys, k, w->keys + k);
+		for (size_t i = 0; i < k; i++)
+			w->rtmp[i] = rows[a + (uint32_t)w->keys[i]];
+		memcpy(rows + a, w->rtmp, k * sizeof(*rows));
+	}
+}
+
 int block_writer_chunk(struct block_writer *w, struct part *dst, uint32_t series,
 		       struct part_row *rows, size_t n, struct buf *err)
 {
@@ -1149,7 +1182,7 @@ int block_writer_chunk(struct block_writer *w, struct part *dst, uint32_t series
 	int64_t g = dst->granularity_ms;
 	for (size_t i = 0; i < n; i++)
 		rows[i].ts_ms = floor_to(rows[i].ts_ms, g);
-	xqsort(rows, n, sizeof(*rows), cmp_row);
+	sort_rows(w, rows, n);
 	size_t m = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (m && rows[m - 1].ts_ms == rows[i].ts_ms && rows[m - 1].stack == rows[i].stack)
@@ -1168,7 +1201,8 @@ int block_writer_chunk(struct block_writer *w, struct part *dst, uint32_t series
 	xgrow((void **)&w->dict, &w->capdict, m + 1, sizeof(uint32_t));
 	for (size_t i = 0; i < m; i++)
 		w->dict[i] = rows[i].stack;
-	xqsort(w->dict, m, sizeof(uint32_t), cmp_u32);
+	xgrow((void **)&w->dtmp, &w->capdtmp, m + 1, sizeof(uint32_t));
+	sort_u32(w->dict, m, w->dtmp);
 	size_t ndict = 0;
 	for (size_t i = 0; i < m; i++)
 		if (!ndict || w->dict[ndict - 1] != w->dict[i])

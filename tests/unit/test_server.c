@@ -1407,6 +1407,94 @@ static void test_block_slices(void **state)
 	free(dir);
 }
 
+/* A block's rows come out in (time, stack) order with one row per pair
+ * and the same sums, whether a series' rows went in in time order with
+ * long runs of one time in no stack order (the radix sort, sort_rows) or
+ * out of time order (qsort). */
+static void test_block_row_order(void **state)
+{
+	(void)state;
+	enum { TIMES = 12, PER = 300, STACKS = 60 };
+	struct part mem;
+	part_init(&mem, 1);
+	uint32_t proj = strtab_intern(&mem.lstr, "proj", 4);
+	uint32_t key = strtab_intern(&mem.lstr, "host.name", 9);
+	uint32_t kv[2][2] = { { key, strtab_intern(&mem.lstr, "a", 1) },
+			      { key, strtab_intern(&mem.lstr, "b", 1) } };
+	uint32_t series[2] = { part_series_id(&mem, proj, SEK_ON_CPU, 19, part_labels(&mem, kv[0], 1)),
+			       part_series_id(&mem, proj, SEK_ON_CPU, 19, part_labels(&mem, kv[1], 1)) };
+	uint32_t leaf[STACKS];
+	for (uint32_t i = 0; i < STACKS; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "g%u", (unsigned)i);
+		struct store_frame f = { .type = SFT_NATIVE,
+					 .name = strtab_intern(&mem.sstr, name, strlen(name)) };
+		uint32_t fr = part_frame(&mem, &f);
+		leaf[i] = part_stack_id(&mem, &fr, 1);
+	}
+	static uint64_t want[2][TIMES][STACKS];
+	memset(want, 0, sizeof(want));
+	uint64_t x = 88172645463325252ull;
+	for (int t = 0; t < TIMES; t++)
+		for (int r = 0; r < PER; r++)
+			for (int sr = 0; sr < 2; sr++) {
+				x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+				/* series 0 in time order; series 1 with time reversed */
+				int tt = sr ? TIMES - 1 - t : t;
+				uint32_t st = (uint32_t)(x >> 32) % STACKS;
+				uint64_t v = 1 + (x >> 50) % 5;
+				part_add_row(&mem, series[sr], T_SLICE + tt * 10000 + (int64_t)(x % 7), leaf[st], v);
+				want[sr][tt][st] += v;
+			}
+	char *dir = make_temp_dir();
+	char tmp[600], fin[600];
+	snprintf(tmp, sizeof(tmp), "%s/b.tmp", dir);
+	snprintf(fin, sizeof(fin), "%s/b.blk", dir);
+	struct merge_source src = { &mem, NULL };
+	struct merge_target tg = { T_SLICE, T_SLICE + 3600000, 10000,
+				   { .gen = 1, .partition_ms = T_SLICE, .level = 1 }, tmp, fin };
+	struct part out, p;
+	struct buf err = { 0 }, scratch = { 0 };
+	assert_int_equal(merge_write(&src, 1, &tg, &out, NULL, &err), 0);
+	struct block *blk;
+	assert_int_equal(block_open(fin, &blk, &err), 0);
+	assert_int_equal(block_load(blk, &p, &err), 0);
+	assert_int_equal(p.nseries, 2);
+	for (uint32_t s = 0; s < 2; s++) {
+		const struct part_row *rows;
+		uint64_t bytes = 0;
+		long n = block_rows(blk, &p, &p.series[s], INT64_MIN, &scratch, &rows, &bytes, &err);
+		assert_true(n > 0);
+		/* which input series this is: by its host label */
+		int sr = strcmp(strtab_get(&p.lstr, p.label_kv[p.label_off[p.series[s].labels] + 1]), "b") == 0;
+		static uint64_t got[TIMES][STACKS];
+		memset(got, 0, sizeof(got));
+		for (long i = 0; i < n; i++) {
+			if (i)
+				assert_true(rows[i - 1].ts_ms < rows[i].ts_ms ||
+					    (rows[i - 1].ts_ms == rows[i].ts_ms && rows[i - 1].stack < rows[i].stack));
+			long t = (rows[i].ts_ms - T_SLICE) / 10000;
+			assert_true(t >= 0 && t < TIMES);
+			/* the block numbers its nodes anew: the stack by its frame's name */
+			assert_true(rows[i].stack < p.nnodes);
+			const char *nm = strtab_get(&p.sstr, p.frames[p.node_frame[rows[i].stack]].name);
+			assert_true(nm[0] == 'g');
+			uint32_t st = (uint32_t)atoi(nm + 1);
+			assert_true(st < STACKS);
+			got[t][st] += rows[i].value;
+		}
+		assert_memory_equal(got, want[sr], sizeof(got));
+	}
+	block_close(blk);
+	part_free(&p);
+	part_free(&out);
+	part_free(&mem);
+	buf_free(&err);
+	buf_free(&scratch);
+	rm_rf(dir);
+	free(dir);
+}
+
 /* A block written before slices (version 3, tests/data/block-v3.blk, the
  * same fixture) still answers every range; its rollup has no slices, so
  * a range that cuts it reads the series. */
@@ -2073,6 +2161,7 @@ int main(void)
 		cmocka_unit_test(test_store_blocks),
 		cmocka_unit_test(test_part_sort_nodes),
 		cmocka_unit_test(test_block_slices),
+		cmocka_unit_test(test_block_row_order),
 		cmocka_unit_test(test_block_v3),
 		cmocka_unit_test(test_queries_over_slices),
 		cmocka_unit_test(test_queries_fold_heads_once),

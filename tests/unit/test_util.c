@@ -1,10 +1,11 @@
-/* Unit tests: lib/util, lib/buf, lib/jsonw, lib/hmap, lib/strtab. */
+/* Unit tests: lib/util, lib/buf, lib/jsonw, lib/hmap, lib/strtab, lib/sort. */
 #include "testutil.h"
 
 #include "buf.h"
 #include "hmap.h"
 #include "jsonw.h"
 #include "log.h"
+#include "sort.h"
 #include "strtab.h"
 #include "util.h"
 
@@ -129,6 +130,52 @@ static void test_prefault_write(void **state)
 	for (size_t i = 0; i < cap; i += 7)
 		assert_true(t[i] == i);
 	table_free(t, cap, sizeof(uint64_t));
+}
+
+static int cmp_u32_ref(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The radix sorts against qsort: short and long arrays, narrow and full
+ * ranges (bytes the same everywhere are skipped), duplicates; the 64-bit
+ * one keeps the order of equal high halves. */
+static void test_radix_sorts(void **state)
+{
+	(void)state;
+	uint64_t rng = 88172645463325252ull;
+	const size_t sizes[] = { 0, 1, 2, 47, 48, 49, 300, 5000 };
+	const uint32_t masks[] = { 0, 7, 0xffff, 0xffffff, 0xffffffff, 0xff00ff00 };
+	for (size_t si = 0; si < ARRAY_SIZE(sizes); si++)
+		for (size_t mi = 0; mi < ARRAY_SIZE(masks); mi++) {
+			size_t n = sizes[si];
+			uint32_t *v = xmalloc((n + 1) * 4), *want = xmalloc((n + 1) * 4),
+				 *tmp = xmalloc((n + 1) * 4);
+			uint64_t *k = xmalloc((n + 1) * 8), *ktmp = xmalloc((n + 1) * 8);
+			for (size_t i = 0; i < n; i++) {
+				rng ^= rng << 13;
+				rng ^= rng >> 7;
+				rng ^= rng << 17;
+				v[i] = want[i] = (uint32_t)rng & masks[mi];
+				k[i] = (uint64_t)v[i] << 32 | (uint32_t)i;
+			}
+			qsort(want, n, 4, cmp_u32_ref);
+			sort_u32(v, n, tmp);
+			for (size_t i = 0; i < n; i++)
+				assert_int_equal(v[i], want[i]);
+			sort_u64_by_high(k, n, ktmp);
+			for (size_t i = 0; i < n; i++) {
+				assert_int_equal(k[i] >> 32, want[i]);
+				if (i && k[i] >> 32 == k[i - 1] >> 32)
+					assert_true((uint32_t)k[i] > (uint32_t)k[i - 1]);
+			}
+			free(v);
+			free(want);
+			free(tmp);
+			free(k);
+			free(ktmp);
+		}
 }
 
 static void test_numbers(void **state)
@@ -407,6 +454,7 @@ int main(void)
 		cmocka_unit_test(test_floor),
 		cmocka_unit_test(test_table_grow),
 		cmocka_unit_test(test_prefault_write),
+		cmocka_unit_test(test_radix_sorts),
 		cmocka_unit_test(test_hex_uuid),
 		cmocka_unit_test(test_json_writer),
 		cmocka_unit_test(test_strtab_copy),
