@@ -1,11 +1,11 @@
-/* sort.h - radix sorts for the store's hot paths.
+/* sort.h - a radix sort for the store's hot paths.
  *
  * Writing a block sorts every series' rows by (time, stack) and its
  * distinct stacks; with qsort and a comparison callback that was a fifth
- * of the store thread's time in the hour bench. These sort in linear time
+ * of the store thread's time in the hour bench. This sorts in linear time
  * (least significant byte first, 8 bits a pass; a pass whose byte is the
  * same in every value is skipped, so ids below 2^24 take at most three
- * passes), have no worst case an input can provoke, and are stable.
+ * passes), has no worst case an input can provoke, and is stable.
  * Short arrays are insertion-sorted.
  *
  * tmp: scratch of n values, owned by the caller.
@@ -16,11 +16,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Sorts v[0..n) ascending. */
-void sort_u32(uint32_t *v, size_t n, uint32_t *tmp);
 /* Sorts v[0..n) by each value's high 32 bits, ascending, keeping the
  * order of values with equal high halves (the low half is a payload,
- * typically an index). */
+ * typically an index; ids alone are sorted as id << 32). */
 void sort_u64_by_high(uint64_t *v, size_t n, uint64_t *tmp);
 
 #endif

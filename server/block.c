@@ -984,10 +984,10 @@ struct block_writer {
 	char *tmp_path;
 	uint64_t off;
 	struct buf raw;
-	uint32_t *dict, *local, *dtmp;
+	uint32_t *dict, *local;
 	uint64_t *sums, *keys;
 	struct part_row *rtmp;
-	size_t capdict, caplocal, capsums, capdtmp, capkeys, caprtmp;
+	size_t capdict, caplocal, capsums, capkeys, caprtmp;
 	struct slice_acc *accs;
 	size_t naccs, capaccs;
 	/* One compression context for the block's many small frames (a
@@ -1045,7 +1045,6 @@ static void writer_free(struct block_writer *w)
 	buf_free(&w->raw);
 	free(w->dict);
 	free(w->local);
-	free(w->dtmp);
 	free(w->keys);
 	free(w->rtmp);
 	free(w->sums);
@@ -1199,10 +1198,12 @@ int block_writer_chunk(struct block_writer *w, struct part *dst, uint32_t series
 	 * first frame, all a query over the whole series needs. Rows name
 	 * stacks by their index in this list, which keeps them small. */
 	xgrow((void **)&w->dict, &w->capdict, m + 1, sizeof(uint32_t));
+	xgrow((void **)&w->keys, &w->capkeys, 2 * m + 2, sizeof(uint64_t));
 	for (size_t i = 0; i < m; i++)
-		w->dict[i] = rows[i].stack;
-	xgrow((void **)&w->dtmp, &w->capdtmp, m + 1, sizeof(uint32_t));
-	sort_u32(w->dict, m, w->dtmp);
+		w->keys[i] = (uint64_t)rows[i].stack << 32;
+	sort_u64_by_high(w->keys, m, w->keys + m);
+	for (size_t i = 0; i < m; i++)
+		w->dict[i] = (uint32_t)(w->keys[i] >> 32);
 	size_t ndict = 0;
 	for (size_t i = 0; i < m; i++)
 		if (!ndict || w->dict[ndict - 1] != w->dict[i])
