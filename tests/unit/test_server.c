@@ -1320,23 +1320,33 @@ static void check_series_sums(struct block *blk, const struct part *p, const str
 	buf_free(&err);
 }
 
+/* Writes part mem as the block dir/b.blk (the hour from T_SLICE, 10 s
+ * resolution) into *out and opens it. */
+static struct block *write_test_block(struct part *mem, const char *dir, struct part *out)
+{
+	char tmp[600], fin[600];
+	snprintf(tmp, sizeof(tmp), "%s/b.tmp", dir);
+	snprintf(fin, sizeof(fin), "%s/b.blk", dir);
+	struct merge_source src = { mem, NULL };
+	struct merge_target t = { T_SLICE, T_SLICE + 3600000, 10000,
+				  { .gen = 1, .partition_ms = T_SLICE, .level = 1 }, tmp, fin };
+	struct buf err = { 0 };
+	assert_int_equal(merge_write(&src, 1, &t, out, NULL, &err), 0);
+	struct block *blk;
+	assert_int_equal(block_open(fin, &blk, &err), 0);
+	buf_free(&err);
+	return blk;
+}
+
 static void test_block_slices(void **state)
 {
 	(void)state;
 	struct part mem;
 	slice_fixture(&mem);
 	char *dir = make_temp_dir();
-	char tmp[600], fin[600];
-	snprintf(tmp, sizeof(tmp), "%s/b.tmp", dir);
-	snprintf(fin, sizeof(fin), "%s/b.blk", dir);
-	struct merge_source src = { &mem, NULL };
-	struct merge_target t = { T_SLICE, T_SLICE + 3600000, 10000,
-				  { .gen = 1, .partition_ms = T_SLICE, .level = 1 }, tmp, fin };
 	struct part out, p;
 	struct buf err = { 0 }, scratch = { 0 }, acc = { 0 };
-	assert_int_equal(merge_write(&src, 1, &t, &out, NULL, &err), 0);
-	struct block *blk;
-	assert_int_equal(block_open(fin, &blk, &err), 0);
+	struct block *blk = write_test_block(&mem, dir, &out);
 	assert_int_equal(block_info(blk)->slice_ms, BLOCK_SLICE_MS);
 	assert_int_equal(block_load(blk, &p, &err), 0);
 	/* 50 minutes of rows: 25 slices per series; two rollups (on_cpu at
@@ -1447,17 +1457,9 @@ static void test_block_row_order(void **state)
 				want[sr][tt][st] += v;
 			}
 	char *dir = make_temp_dir();
-	char tmp[600], fin[600];
-	snprintf(tmp, sizeof(tmp), "%s/b.tmp", dir);
-	snprintf(fin, sizeof(fin), "%s/b.blk", dir);
-	struct merge_source src = { &mem, NULL };
-	struct merge_target tg = { T_SLICE, T_SLICE + 3600000, 10000,
-				   { .gen = 1, .partition_ms = T_SLICE, .level = 1 }, tmp, fin };
 	struct part out, p;
 	struct buf err = { 0 }, scratch = { 0 };
-	assert_int_equal(merge_write(&src, 1, &tg, &out, NULL, &err), 0);
-	struct block *blk;
-	assert_int_equal(block_open(fin, &blk, &err), 0);
+	struct block *blk = write_test_block(&mem, dir, &out);
 	assert_int_equal(block_load(blk, &p, &err), 0);
 	assert_int_equal(p.nseries, 2);
 	for (uint32_t s = 0; s < 2; s++) {
