@@ -1155,20 +1155,17 @@ static void sort_rows(struct block_writer *w, struct part_row *rows, size_t n)
 	for (size_t a = 0, b; a < n; a = b) {
 		for (b = a + 1; b < n && rows[b].ts_ms == rows[a].ts_ms; b++)
 			;
-		size_t k = b - a;
-		if (k < 2)
-			continue;
+		size_t k = b - a, i = 1;
+		while (i < k && rows[a + i - 1].stack <= rows[a + i].stack)
+			i++;
+		if (i >= k)
+			continue; /* already in stack order (a block's own rows are) */
 		xgrow((void **)&w->keys, &w->capkeys, 2 * k, sizeof(uint64_t));
 		xgrow((void **)&w->rtmp, &w->caprtmp, k, sizeof(struct part_row));
-		bool sorted = true;
-		for (size_t i = 0; i < k; i++) {
+		for (i = 0; i < k; i++)
 			w->keys[i] = (uint64_t)rows[a + i].stack << 32 | i;
-			sorted &= !i || rows[a + i - 1].stack <= rows[a + i].stack;
-		}
-		if (sorted)
-			continue;
 		sort_u64_by_high(w->keys, k, w->keys + k);
-		for (size_t i = 0; i < k; i++)
+		for (i = 0; i < k; i++)
 			w->rtmp[i] = rows[a + (uint32_t)w->keys[i]];
 		memcpy(rows + a, w->rtmp, k * sizeof(*rows));
 	}

@@ -664,6 +664,11 @@ static bool is_logged(const struct sess *s, int t, size_t id)
 	return s->logged[t][id >> 6] >> (id & 63) & 1;
 }
 
+static void mark_logged(struct sess *s, int t, size_t id)
+{
+	s->logged[t][id >> 6] |= 1ull << (id & 63);
+}
+
 static void prefetch_logged(const struct sess *s, int t, size_t id)
 {
 	prefetch(&s->logged[t][id >> 6]);
@@ -673,10 +678,9 @@ static void prefetch_logged(const struct sess *s, int t, size_t id)
  * not (the caller then carries it). */
 static bool take(struct carry *c, int t, uint32_t id)
 {
-	uint64_t *w = &c->s->logged[t][id >> 6], bit = 1ull << (id & 63);
-	if (*w & bit)
+	if (is_logged(c->s, t, id))
 		return false;
-	*w |= bit;
+	mark_logged(c->s, t, id);
 	struct idlist *l = &c->l[t];
 	if (l->n == l->cap)
 		xgrow((void **)&l->v, &l->cap, l->n + 1, sizeof(uint32_t));
@@ -899,7 +903,7 @@ static int v2_record(void *ctx, uint64_t gen, struct buf *head, const void **bod
 				 m->resources_base };
 	for (int t = 0; t < T_COUNT; t++)
 		for (size_t id = base[t]; id < table_size(s, t); id++)
-			s->logged[t][id >> 6] |= 1ull << (id & 63);
+			mark_logged(s, t, id);
 	/* What its samples and its definitions refer to (check_samples and
 	 * define_batch checked every id). */
 	uint64_t node = 0, ahead = 0;
