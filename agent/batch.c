@@ -197,7 +197,7 @@ static bool eq_sample(const void *ctx, uint32_t idx)
 	return s->stack == k->stack && s->resource == k->resource && s->kind == k->kind;
 }
 
-void batch_add(struct batch *b, uint32_t stack, uint32_t resource, uint8_t kind, uint64_t value)
+uint32_t batch_add(struct batch *b, uint32_t stack, uint32_t resource, uint8_t kind, uint64_t value)
 {
 	uint64_t h = hash_mix(hash_u64((uint64_t)stack << 32 | resource), kind);
 	struct sample_key k = { b, stack, resource, kind };
@@ -205,12 +205,19 @@ void batch_add(struct batch *b, uint32_t stack, uint32_t resource, uint8_t kind,
 	b->total_value += value;
 	if (hmap_find(&b->sample_index, h, eq_sample, &k, &idx)) {
 		b->samples[idx].value += value;
-		return;
+		return idx;
 	}
 	xgrow((void **)&b->samples, &b->capsamples, b->nsamples + 1, sizeof(*b->samples));
 	idx = (uint32_t)b->nsamples++;
 	b->samples[idx] = (struct bsample){ stack, resource, kind, value };
 	hmap_insert(&b->sample_index, h, idx);
+	return idx;
+}
+
+void batch_add_to_row(struct batch *b, uint32_t row, uint64_t value)
+{
+	b->total_value += value;
+	b->samples[row].value += value;
 }
 
 void batch_file_message(const struct bfile *f, Ember__Ingest__V1__File *out)

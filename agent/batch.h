@@ -96,7 +96,11 @@ uint32_t batch_frame(struct batch *b, const struct bframe *f);
 uint32_t batch_stack(struct batch *b, const uint32_t *frames, size_t n);
 /* kv: pairs of string ids (key, value), n = number of ids (even). */
 uint32_t batch_resource(struct batch *b, const uint32_t *kv, size_t n);
-void batch_add(struct batch *b, uint32_t stack, uint32_t resource, uint8_t kind, uint64_t value);
+/* Adds value to the row of (stack, resource, kind), made if new; returns
+ * the row's index (stable until batch_reset). */
+uint32_t batch_add(struct batch *b, uint32_t stack, uint32_t resource, uint8_t kind, uint64_t value);
+/* Adds value to a row batch_add() returned. */
+void batch_add_to_row(struct batch *b, uint32_t row, uint64_t value);
 static inline size_t batch_samples(const struct batch *b) { return b->nsamples; }
 /* Drops the lookup indexes of a finished batch (it is only read after
  * this: encoded, queued); batch_reset() makes it usable again. */

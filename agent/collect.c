@@ -76,28 +76,49 @@ static uint32_t user_frame(struct collector *c, struct proc *p, uint64_t addr, u
 static uint32_t python_frame(struct collector *c, const struct proc *p, uint64_t slot,
 			     uint64_t qualname)
 {
+	size_t cs = (size_t)(hash_mix(hash_mix(hash_u64(slot), qualname), (uint32_t)p->pid) &
+			     (ARRAY_SIZE(c->pyframe_cache) - 1));
+	if (c->batch_gen && c->pyframe_cache[cs].gen == c->batch_gen &&
+	    c->pyframe_cache[cs].slot == slot && c->pyframe_cache[cs].qualname == qualname &&
+	    c->pyframe_cache[cs].pid == p->pid) {
+		c->stats.python_frames++;
+		return c->pyframe_cache[cs].frame;
+	}
 	struct bframe f = { .type = FT_CPYTHON };
 	struct py_sym ps;
-	if (c->python && python_symbolize(c->python, p->pid, slot, qualname, &ps) == 0) {
-		f.name = str(c, ps.name);
-		f.binary = str(c, ps.file);
-		f.address = ps.line;
-		c->stats.python_frames++;
-	} else {
+	if (!c->python || python_symbolize(c->python, p->pid, slot, qualname, &ps) < 0) {
 		f.name = str(c, "[unknown Python frame]");
 		c->stats.python_unknown++;
+		return batch_frame(c->batch, &f);
 	}
-	return batch_frame(c->batch, &f);
+	f.name = str(c, ps.name);
+	f.binary = str(c, ps.file);
+	f.address = ps.line;
+	c->stats.python_frames++;
+	uint32_t frame = batch_frame(c->batch, &f);
+	c->pyframe_cache[cs].gen = c->batch_gen;
+	c->pyframe_cache[cs].slot = slot;
+	c->pyframe_cache[cs].qualname = qualname;
+	c->pyframe_cache[cs].pid = p->pid;
+	c->pyframe_cache[cs].frame = frame;
+	return frame;
 }
 
 void collector_set_batch(struct collector *c, struct batch *b)
 {
 	c->batch = b;
+	sample_cache_clear(&c->samples);
 	if (++c->batch_gen == 0) { /* wrapped: no entry may look current */
 		memset(c->res_cache, 0, sizeof(c->res_cache));
 		memset(c->kframe_cache, 0, sizeof(c->kframe_cache));
+		memset(c->pyframe_cache, 0, sizeof(c->pyframe_cache));
 		c->batch_gen = 1;
 	}
+}
+
+void collector_free(struct collector *c)
+{
+	sample_cache_free(&c->samples);
 }
 
 static uint32_t kernel_frame_uncached(struct collector *c, uint64_t addr);
@@ -106,12 +127,17 @@ static uint32_t kernel_frame(struct collector *c, uint64_t addr)
 {
 	size_t slot = (size_t)(hash_u64(addr) & (ARRAY_SIZE(c->kframe_cache) - 1));
 	if (c->batch_gen && c->kframe_cache[slot].gen == c->batch_gen &&
-	    c->kframe_cache[slot].addr == addr)
+	    c->kframe_cache[slot].addr == addr) {
+		c->stats.unknown_frames += c->kframe_cache[slot].unknown;
 		return c->kframe_cache[slot].frame;
+	}
+	uint64_t unknown = c->stats.unknown_frames;
 	uint32_t f = kernel_frame_uncached(c, addr);
 	c->kframe_cache[slot].gen = c->batch_gen;
 	c->kframe_cache[slot].addr = addr;
 	c->kframe_cache[slot].frame = f;
+	/* An address kallsyms does not know counts as unknown each time. */
+	c->kframe_cache[slot].unknown = c->stats.unknown_frames != unknown;
 	return f;
 }
 
@@ -154,35 +180,34 @@ static void add_pod_kv(void *ctx, const char *key, const char *value)
 	pk->kv[pk->nkv++] = str(pk->c, value);
 }
 
-void collect_sample(struct collector *c, const void *data, size_t size, uint64_t now_ns)
-{
-	const struct oncpu_sample *s = data;
-	if (size < ONCPU_HDR_SIZE) {
-		c->stats.malformed++;
-		return;
-	}
-	uint32_t nk = s->kstack_len > 0 ? (uint32_t)s->kstack_len : 0;
-	uint32_t nu = s->ustack_len > 0 ? (uint32_t)s->ustack_len : 0;
-	if (nk > ONCPU_MAX_KFRAMES || nu > ONCPU_MAX_UFRAMES ||
-	    size < ONCPU_HDR_SIZE + (size_t)(nu + nk) * sizeof(__u64)) {
-		c->stats.malformed++;
-		return;
-	}
-	uint8_t kind;
-	if (s->kind == ONCPU_KIND_ON_CPU && s->value == 1) {
-		kind = EK_ON_CPU;
-	} else if (s->kind == ONCPU_KIND_OFF_CPU && s->value > 0 && s->value <= OFFCPU_MAX_VALUE_NS) {
-		kind = EK_OFF_CPU;
-	} else {
-		c->stats.malformed++;
-		return;
-	}
-	char comm[ONCPU_COMM_LEN + 1];
-	memcpy(comm, s->comm, ONCPU_COMM_LEN);
-	comm[ONCPU_COMM_LEN] = '\0';
+/* The words that decide what a raw sample becomes in the batch: its
+ * process (pid, start, exec), kind, unwinding outcome, thread name and
+ * raw frames. Not its time, CPU, thread id or value. */
+#define RAW_KEY_WORDS 7
 
-	struct proc *p = proc_table_get(c->procs, (int32_t)s->pid,
-					s->proc_start_ns / c->ns_per_tick, s->exec_id, comm, now_ns);
+static size_t raw_key(const struct oncpu_sample *s, const char *comm, uint32_t nframes,
+		      uint64_t *key)
+{
+	key[0] = s->proc_start_ns;
+	key[1] = s->exec_id;
+	key[2] = (uint64_t)s->pid << 32 | s->kind;
+	key[3] = (uint64_t)(uint32_t)s->kstack_len << 32 | (uint32_t)s->ustack_len;
+	key[4] = (uint64_t)s->unwind_mode << 16 | s->unwind_error;
+	memset(&key[5], 0, 2 * sizeof(uint64_t));
+	memcpy(&key[5], comm, strlen(comm));
+	memcpy(&key[RAW_KEY_WORDS], s->frames, nframes * sizeof(uint64_t));
+	return RAW_KEY_WORDS + nframes;
+}
+
+/* Resolves the sample's stack and thread into the batch and adds it;
+ * returns the row, and whether a repeat of the raw sample in this batch
+ * may reuse it (*reusable): not when the stack broke at an address in no
+ * mapping (the maps are read again for it) or a Python frame could not be
+ * named yet, nor when the pod's labels are still to come. */
+static uint32_t resolve_sample(struct collector *c, const struct oncpu_sample *s, struct proc *p,
+			       const char *comm, uint8_t kind, uint32_t nk, uint32_t nu, uint64_t now_ns,
+			       bool *reusable)
+{
 	const __u64 *kframes = s->frames, *uframes = s->frames + nk;
 
 	uint32_t stack[MAX_STACK];
@@ -192,11 +217,6 @@ void collect_sample(struct collector *c, const void *data, size_t size, uint64_t
 		why = "[user stack unreadable]";
 	else if (s->unwind_mode == UWM_KERNEL_FP && nu == ONCPU_MAX_KFRAMES)
 		why = unwind_errors[UWE_TRUNCATED];
-	if (s->unwind_mode == UWM_CFI)
-		c->stats.cfi_stacks++;
-	else if (s->unwind_mode == UWM_KERNEL_FP)
-		c->stats.fp_stacks++;
-
 	/* Resolve innermost first. An address in no executable mapping means
 	 * the stack broke there (a frame-pointer chain through code without
 	 * frame pointers): the frames beyond it are not trustworthy and are
@@ -204,6 +224,7 @@ void collect_sample(struct collector *c, const void *data, size_t size, uint64_t
 	uint32_t user[ONCPU_MAX_UFRAMES];
 	uint32_t nres = 0;
 	bool broken = false, last_native = false;
+	uint64_t python_unknown = c->stats.python_unknown;
 	uint64_t last = 0; /* the outermost native address looked up */
 	for (uint32_t i = 0; i < nu; i++) {
 		uint64_t a = uframes[i];
@@ -242,21 +263,13 @@ void collect_sample(struct collector *c, const void *data, size_t size, uint64_t
 		uint64_t a = kframes[i];
 		stack[n++] = kernel_frame(c, i == 0 ? a : a - 1);
 	}
-	c->stats.frames += nu + nk;
-	if (kind == EK_ON_CPU) {
-		c->stats.samples++;
-	} else {
-		c->stats.offcpu_samples++;
-		c->stats.offcpu_ns += s->value;
-	}
-
+	*reusable = !broken && c->stats.python_unknown == python_unknown;
 	uint32_t st = batch_stack(c->batch, stack, n);
 	size_t slot = (size_t)(hash_mix(hash_u64(s->pid), hash_bytes(comm, strlen(comm))) &
 			       (ARRAY_SIZE(c->res_cache) - 1));
 	if (c->batch_gen && c->res_cache[slot].gen == c->batch_gen && c->res_cache[slot].pid == s->pid &&
 	    strcmp(c->res_cache[slot].comm, comm) == 0) {
-		batch_add(c->batch, st, c->res_cache[slot].res, kind, s->value);
-		return;
+		return batch_add(c->batch, st, c->res_cache[slot].res, kind, s->value);
 	}
 	char pid[16];
 	snprintf(pid, sizeof(pid), "%u", s->pid);
@@ -282,12 +295,83 @@ void collect_sample(struct collector *c, const void *data, size_t size, uint64_t
 	nkv = pk.nkv;
 	uint32_t res = batch_resource(c->batch, kv, nkv);
 	if (!cacheable) {
-		batch_add(c->batch, st, res, kind, s->value);
-		return;
+		*reusable = false;
+		return batch_add(c->batch, st, res, kind, s->value);
 	}
 	c->res_cache[slot].gen = c->batch_gen;
 	c->res_cache[slot].pid = s->pid;
 	memcpy(c->res_cache[slot].comm, comm, strlen(comm) + 1);
 	c->res_cache[slot].res = res;
-	batch_add(c->batch, st, res, kind, s->value);
+	return batch_add(c->batch, st, res, kind, s->value);
+}
+
+void collect_sample(struct collector *c, const void *data, size_t size, uint64_t now_ns)
+{
+	const struct oncpu_sample *s = data;
+	if (size < ONCPU_HDR_SIZE) {
+		c->stats.malformed++;
+		return;
+	}
+	uint32_t nk = s->kstack_len > 0 ? (uint32_t)s->kstack_len : 0;
+	uint32_t nu = s->ustack_len > 0 ? (uint32_t)s->ustack_len : 0;
+	if (nk > ONCPU_MAX_KFRAMES || nu > ONCPU_MAX_UFRAMES ||
+	    size < ONCPU_HDR_SIZE + (size_t)(nu + nk) * sizeof(__u64)) {
+		c->stats.malformed++;
+		return;
+	}
+	uint8_t kind;
+	if (s->kind == ONCPU_KIND_ON_CPU && s->value == 1) {
+		kind = EK_ON_CPU;
+	} else if (s->kind == ONCPU_KIND_OFF_CPU && s->value > 0 && s->value <= OFFCPU_MAX_VALUE_NS) {
+		kind = EK_OFF_CPU;
+	} else {
+		c->stats.malformed++;
+		return;
+	}
+	char comm[ONCPU_COMM_LEN + 1];
+	memcpy(comm, s->comm, ONCPU_COMM_LEN);
+	comm[ONCPU_COMM_LEN] = '\0';
+
+	struct proc *p = proc_table_get(c->procs, (int32_t)s->pid,
+					s->proc_start_ns / c->ns_per_tick, s->exec_id, comm, now_ns);
+	if (s->unwind_mode == UWM_CFI)
+		c->stats.cfi_stacks++;
+	else if (s->unwind_mode == UWM_KERNEL_FP)
+		c->stats.fp_stacks++;
+	c->stats.frames += nu + nk;
+	if (kind == EK_ON_CPU) {
+		c->stats.samples++;
+	} else {
+		c->stats.offcpu_samples++;
+		c->stats.offcpu_ns += s->value;
+	}
+
+	/* A repeat of a raw sample already in this batch goes to its row. */
+	uint64_t key[RAW_KEY_WORDS + ONCPU_MAX_FRAMES];
+	size_t nkey = 0;
+	uint64_t hash = 0;
+	if (c->batch_gen) {
+		nkey = raw_key(s, comm, nk + nu, key);
+		hash = hash_bytes(key, nkey * sizeof(uint64_t));
+		const struct sample_cache_value *v = sample_cache_find(&c->samples, key, nkey, hash);
+		if (v) {
+			c->stats.unknown_frames += v->unknown_frames;
+			c->stats.python_frames += v->python_frames;
+			c->stats.truncated += v->truncated;
+			batch_add_to_row(c->batch, v->row, s->value);
+			return;
+		}
+	}
+	struct collector_stats before = c->stats;
+	bool reusable;
+	uint32_t row = resolve_sample(c, s, p, comm, kind, nk, nu, now_ns, &reusable);
+	if (c->batch_gen && reusable) {
+		struct sample_cache_value v = {
+			.row = row,
+			.unknown_frames = (uint16_t)(c->stats.unknown_frames - before.unknown_frames),
+			.python_frames = (uint16_t)(c->stats.python_frames - before.python_frames),
+			.truncated = (uint8_t)(c->stats.truncated - before.truncated),
+		};
+		sample_cache_put(&c->samples, key, nkey, hash, &v);
+	}
 }

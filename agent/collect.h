@@ -15,6 +15,7 @@
 #ifndef EMBER_AGENT_COLLECT_H
 #define EMBER_AGENT_COLLECT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,6 +24,7 @@
 #include "kallsyms.h"
 #include "kubelet.h"
 #include "proc.h"
+#include "samplecache.h"
 #include "vdso.h"
 
 struct collector_stats {
@@ -68,9 +70,9 @@ struct collector {
 	struct kubelet *kubelet;
 	struct collector_stats stats;
 	/* Per-batch caches (valid while gen matches batch_gen): the resource
-	 * of a (pid, thread name) and the frame of a kernel address, so a
-	 * sample costs no string interning once its thread and kernel frames
-	 * were seen in the interval. */
+	 * of a (pid, thread name), the frame of a kernel address and of a
+	 * Python frame, so a sample costs no string interning once its
+	 * thread, kernel and Python frames were seen in the interval. */
 	uint32_t batch_gen; /* bumped by collector_set_batch; 0 = no caching */
 	struct {
 		uint32_t gen, pid, res;
@@ -79,13 +81,33 @@ struct collector {
 	struct {
 		uint32_t gen, frame;
 		uint64_t addr;
+		bool unknown; /* not in kallsyms: counted in stats.unknown_frames */
 	} kframe_cache[1024];
+	/* The frame of a named Python frame (process, code object and
+	 * instruction, co_qualname), so the interpreter's line table is
+	 * read once per batch for each. */
+	struct {
+		uint32_t gen, frame;
+		int32_t pid;
+		uint64_t slot, qualname;
+	} pyframe_cache[1024];
+	/* Raw samples already in the batch (samplecache.h): a repeat goes to
+	 * its row without resolving its stack again. A process's maps read
+	 * again within the interval (dlopen) leave the stacks already
+	 * resolved as they were until the next batch; a stack that broke at
+	 * an address in no mapping is never kept, so the one that needed the
+	 * new maps is resolved with them. */
+	struct sample_cache samples;
 };
 
 struct oncpu_sample;
 
-/* Makes b the batch samples go to (the caches start over). */
+/* Makes b the batch samples go to (the caches start over). Until it is
+ * first called, nothing is cached. */
 void collector_set_batch(struct collector *c, struct batch *b);
+/* Frees the caches' memory (the collector's other fields are the
+ * caller's). */
+void collector_free(struct collector *c);
 /* Adds the sample (size bytes as read from the ring buffer) to the batch,
  * as its kind (EK_ON_CPU with value 1, or EK_OFF_CPU with 1 to
  * OFFCPU_MAX_VALUE_NS nanoseconds); any other kind or value is counted as

@@ -703,6 +703,7 @@ int main(int argc, char **argv, char **envp)
 	oncpu_close(a.oncpu);
 	reporter_stop(a.reporter, 5000);
 	symupload_stop(a.symupload);
+	collector_free(&a.collector);
 	batch_free(a.batch);
 	free(a.batch);
 	struct attrib *attrib = a.procs.attrib;

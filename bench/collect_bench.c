@@ -99,6 +99,9 @@ int main(int argc, char **argv)
 		int pid = 5000 + (int)p;
 		snprintf(path, sizeof(path), "%s/%d", root, pid);
 		mkdir(path, 0755);
+		snprintf(path, sizeof(path), "%s/%d/stat", root, pid);
+		/* Started at clock tick 100, as the samples below say. */
+		write_file(path, "1 (bench) R 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 100 0 0\n");
 		snprintf(path, sizeof(path), "%s/%d/exe", root, pid);
 		if (symlink(exe, path) < 0)
 			perror(path);
@@ -180,6 +183,12 @@ int main(int argc, char **argv)
 			       cpu * 1e9 / (double)(batches * per_batch),
 			       wall * 1e9 / (double)(batches * per_batch));
 	}
+	uint64_t looked = c.samples.hits + c.samples.misses;
+	printf("frames %llu, of which unknown %llu; repeats found in the batch's sample cache: "
+	       "%.1f %% of samples\n",
+	       (unsigned long long)c.stats.frames, (unsigned long long)c.stats.unknown_frames,
+	       looked ? 100.0 * (double)c.samples.hits / (double)looked : 0.0);
+	collector_free(&c);
 	proc_table_free(&procs);
 	files_free(&files);
 	vdso_free(&v);

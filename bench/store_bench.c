@@ -33,6 +33,8 @@
  *                                           before (only those whose name has NAME)
  * EMBER_BENCH_SESSION_MIB sets the agent sessions' limit (ember-agent's:
  * 32 MiB), to see what starting sessions over costs the server.
+ * EMBER_BENCH_COMPACT_AFTER=N merges a partition's blocks once N wait
+ * (the store's compact_after; default 8).
  * With EMBER_BENCH_REPLAY=1 the store is closed after ingest as a crash
  * leaves it and opened again (the logs replayed), and that start timed.
  * With EMBER_BENCH_ANSWERS=DIR each query's answer is written to
@@ -706,6 +708,9 @@ int main(int argc, char **argv)
 	workload_init(&w);
 	struct store_config cfg;
 	store_config_default(&cfg);
+	const char *ca = getenv("EMBER_BENCH_COMPACT_AFTER");
+	if (ca && atoi(ca) >= 2)
+		cfg.compact_after = (uint32_t)atoi(ca);
 	struct store *st;
 	struct symbols *sym;
 	struct buf err = { 0 };

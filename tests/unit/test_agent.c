@@ -342,10 +342,11 @@ static void on_new_file(void *ctx, uint32_t index, const struct agent_file *f, i
 	close(fd);
 }
 
-static void test_collect(void **state)
+/* A fake /proc under root with process 4242 (started at tick 500,
+ * executable "fake_app"): this test binary mapped at 0x400000 (file offset
+ * 0x1000), anonymous code at 0x700000 and a vDSO. */
+static void write_fake_app(const char *root)
 {
-	(void)state;
-	char *root = make_temp_dir();
 	char path[512], exe[512];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	assert_true(n > 0);
@@ -370,6 +371,14 @@ static void test_collect(void **state)
 		 major(st.st_dev), minor(st.st_dev), (unsigned long long)st.st_ino, exe);
 	snprintf(path, sizeof(path), "%s/4242/maps", root);
 	write_text(path, maps);
+}
+
+static void test_collect(void **state)
+{
+	(void)state;
+	char *root = make_temp_dir();
+	char path[512];
+	write_fake_app(root);
 
 	struct kallsyms k = { 0 };
 	kallsyms_parse(&k, kallsyms_text, sizeof(kallsyms_text) - 1);
@@ -548,6 +557,166 @@ static bool off_cpu_loads(int argc, char **argv, char **envp, bool *on, uint64_t
 	agent_config_free(&cfg);
 	buf_free(&err);
 	return rc == 0;
+}
+
+/* Two collectors over the same samples, one caching repeats (its batch set
+ * by collector_set_batch), one not: the batches and counters must be the
+ * same, and repeats must have been found. */
+struct collect_fixture {
+	struct new_files nf;
+	struct file_registry files;
+	struct proc_table procs;
+	struct batch b;
+	struct collector c;
+};
+
+static void fixture_open(struct collect_fixture *f, const char *root, const struct kallsyms *k,
+			 const struct vdso *v)
+{
+	memset(f, 0, sizeof(*f));
+	files_init(&f->files, root, on_new_file, &f->nf);
+	proc_table_init(&f->procs, &f->files, root);
+	batch_init(&f->b);
+	f->c = (struct collector){ .batch = &f->b, .procs = &f->procs, .files = &f->files,
+				   .ksyms = k, .vdso = v, .host_name = "h", .host_arch = "amd64",
+				   .ns_per_tick = 10000000 };
+}
+
+static void fixture_close(struct collect_fixture *f)
+{
+	collector_free(&f->c);
+	batch_free(&f->b);
+	proc_table_free(&f->procs);
+	files_free(&f->files);
+}
+
+static void assert_same_batches(const struct batch *a, const struct batch *b)
+{
+	assert_int_equal(a->nsamples, b->nsamples);
+	assert_int_equal(a->total_value, b->total_value);
+	for (size_t i = 0; i < a->nsamples; i++) {
+		assert_int_equal(a->samples[i].stack, b->samples[i].stack);
+		assert_int_equal(a->samples[i].resource, b->samples[i].resource);
+		assert_int_equal(a->samples[i].kind, b->samples[i].kind);
+		assert_int_equal(a->samples[i].value, b->samples[i].value);
+	}
+	assert_int_equal(a->nstacks, b->nstacks);
+	assert_int_equal(a->nstack_ids, b->nstack_ids);
+	assert_memory_equal(a->stack_ids, b->stack_ids, a->nstack_ids * sizeof(uint32_t));
+	assert_int_equal(a->nframes, b->nframes);
+	for (size_t i = 0; i < a->nframes; i++) {
+		assert_int_equal(a->frames[i].type, b->frames[i].type);
+		assert_int_equal(a->frames[i].address, b->frames[i].address);
+		assert_int_equal(a->frames[i].name, b->frames[i].name);
+	}
+}
+
+static void test_collect_repeats(void **state)
+{
+	(void)state;
+	char *root = make_temp_dir();
+	write_fake_app(root);
+	struct kallsyms k = { 0 };
+	kallsyms_parse(&k, kallsyms_text, sizeof(kallsyms_text) - 1);
+	struct vdso v;
+	vdso_load(&v);
+	struct collect_fixture cached, plain;
+	fixture_open(&cached, root, &k, &v);
+	fixture_open(&plain, root, &k, &v);
+	collector_set_batch(&cached.c, &cached.b);
+
+	/* Four raw samples: a good stack, the same with another thread name,
+	 * a stack broken at an address in no mapping (never kept), and an
+	 * off-CPU one; then the same stack after an exec. */
+	struct oncpu_sample base;
+	memset(&base, 0, sizeof(base));
+	base.kind = ONCPU_KIND_ON_CPU;
+	base.value = 1;
+	base.pid = 4242;
+	base.tid = 4243;
+	base.proc_start_ns = 500ull * 10000000ull;
+	memcpy(base.comm, "worker-1", 9);
+	base.unwind_mode = UWM_CFI;
+	base.unwind_error = UWE_TRUNCATED;
+	base.kstack_len = 1;
+	base.frames[0] = 0xffffffff81000110;
+	base.ustack_len = 3;
+	base.frames[1] = 0x400100;
+	base.frames[2] = 0x400201;
+	base.frames[3] = 0x700010;
+	struct oncpu_sample raws[5];
+	for (int i = 0; i < 5; i++)
+		raws[i] = base;
+	memcpy(raws[1].comm, "worker-2", 9);
+	raws[2].frames[3] = 0x900000;
+	raws[3].kind = ONCPU_KIND_OFF_CPU;
+	raws[4].exec_id = 0; /* changed below, after the first round */
+	size_t size = ONCPU_HDR_SIZE + 4 * sizeof(__u64);
+
+	for (int round = 0; round < 6; round++) {
+		for (int i = 0; i < 4; i++) {
+			raws[3].value = 1000000ull * (uint64_t)(round + 1);
+			/* A thread id or time of its own does not make a sample new. */
+			raws[i].tid = 4243 + (uint32_t)round;
+			raws[i].ktime_ns = 77 * (uint64_t)round;
+			collect_sample(&cached.c, &raws[i], size, 1000 + (uint64_t)round);
+			collect_sample(&plain.c, &raws[i], size, 1000 + (uint64_t)round);
+		}
+	}
+	assert_same_batches(&cached.b, &plain.b);
+	assert_memory_equal(&cached.c.stats, &plain.c.stats, sizeof(cached.c.stats));
+	assert_int_equal(cached.b.nsamples, 4);
+	assert_int_equal(cached.b.samples[3].value, 21000000); /* 1 + 2 + ... + 6 ms */
+	/* Three kept stacks found 5 times each; the broken one never. */
+	assert_int_equal(cached.c.samples.hits, 15);
+	assert_int_equal(cached.c.samples.misses, 9);
+	assert_int_equal(cached.c.stats.truncated, 18);
+
+	/* A Python frame not named (no symbolizer here) is not kept: the
+	 * next record may name it. */
+	struct oncpu_sample py = base;
+	py.ustack_len = 2;
+	py.frames[1] = PY_FRAME_FLAG | 0x7f0000001000ull;
+	py.frames[2] = 0x7f0000002000ull;
+	for (int i = 0; i < 2; i++) {
+		collect_sample(&cached.c, &py, ONCPU_HDR_SIZE + 3 * sizeof(__u64), 1500);
+		collect_sample(&plain.c, &py, ONCPU_HDR_SIZE + 3 * sizeof(__u64), 1500);
+	}
+	assert_int_equal(cached.c.samples.hits, 15);
+	assert_int_equal(cached.c.samples.misses, 11);
+	assert_int_equal(cached.c.stats.python_unknown, 2);
+	assert_same_batches(&cached.b, &plain.b);
+
+	/* The process execs: the same raw frames are a new sample. */
+	raws[4].exec_id = 1;
+	collect_sample(&cached.c, &raws[4], size, 2000);
+	collect_sample(&plain.c, &raws[4], size, 2000);
+	assert_int_equal(cached.c.samples.hits, 15);
+	assert_same_batches(&cached.b, &plain.b);
+
+	/* A new batch starts with nothing kept: its rows are its own. */
+	struct batch b2, p2;
+	batch_init(&b2);
+	batch_init(&p2);
+	collector_set_batch(&cached.c, &b2);
+	plain.c.batch = &p2;
+	collect_sample(&cached.c, &raws[0], size, 3000);
+	collect_sample(&plain.c, &raws[0], size, 3000);
+	collect_sample(&cached.c, &raws[0], size, 3000);
+	collect_sample(&plain.c, &raws[0], size, 3000);
+	assert_same_batches(&b2, &p2);
+	assert_int_equal(b2.nsamples, 1);
+	assert_int_equal(b2.samples[0].value, 2);
+	assert_int_equal(cached.c.samples.hits, 16);
+
+	batch_free(&b2);
+	batch_free(&p2);
+	fixture_close(&cached);
+	fixture_close(&plain);
+	vdso_free(&v);
+	kallsyms_free(&k);
+	rm_rf(root);
+	free(root);
 }
 
 static void test_off_cpu_flags(void **state)
@@ -1543,6 +1712,7 @@ int main(void)
 		cmocka_unit_test(test_sendq_drops_oldest),
 		cmocka_unit_test(test_batch_roundtrip),
 		cmocka_unit_test(test_collect),
+		cmocka_unit_test(test_collect_repeats),
 		cmocka_unit_test(test_collect_off_cpu),
 		cmocka_unit_test(test_otlp_off_cpu),
 		cmocka_unit_test(test_off_cpu_flags),
