@@ -373,6 +373,20 @@ static void write_fake_app(const char *root)
 	write_text(path, maps);
 }
 
+/* An on-CPU record of thread "worker-1" of write_fake_app's process,
+ * without frames. */
+static void worker_sample(struct oncpu_sample *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->kind = ONCPU_KIND_ON_CPU;
+	s->value = 1;
+	s->pid = 4242;
+	s->tid = 4243;
+	s->proc_start_ns = 500ull * 10000000ull;
+	memcpy(s->comm, "worker-1", 9);
+	s->unwind_mode = UWM_CFI;
+}
+
 static void test_collect(void **state)
 {
 	(void)state;
@@ -398,14 +412,7 @@ static void test_collect(void **state)
 			       .ns_per_tick = 10000000 };
 
 	struct oncpu_sample s;
-	memset(&s, 0, sizeof(s));
-	s.kind = ONCPU_KIND_ON_CPU;
-	s.value = 1;
-	s.pid = 4242;
-	s.tid = 4243;
-	s.proc_start_ns = 500ull * 10000000ull;
-	memcpy(s.comm, "worker-1", 9);
-	s.unwind_mode = UWM_CFI;
+	worker_sample(&s);
 	/* Kernel frames first, then user frames, each innermost first. */
 	s.kstack_len = 2;
 	s.frames[0] = 0xffffffff81000110; /* leaf_fn */
@@ -629,14 +636,7 @@ static void test_collect_repeats(void **state)
 	 * a stack broken at an address in no mapping (never kept), and an
 	 * off-CPU one; then the same stack after an exec. */
 	struct oncpu_sample base;
-	memset(&base, 0, sizeof(base));
-	base.kind = ONCPU_KIND_ON_CPU;
-	base.value = 1;
-	base.pid = 4242;
-	base.tid = 4243;
-	base.proc_start_ns = 500ull * 10000000ull;
-	memcpy(base.comm, "worker-1", 9);
-	base.unwind_mode = UWM_CFI;
+	worker_sample(&base);
 	base.unwind_error = UWE_TRUNCATED;
 	base.kstack_len = 1;
 	base.frames[0] = 0xffffffff81000110;
