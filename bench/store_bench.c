@@ -234,6 +234,7 @@ struct gen {
 	uint64_t stacks_seen;
 	double encode_s;
 	uint64_t session_resets;
+	bool finished; /* set (atomically) once every batch is queued */
 };
 
 static double thread_cpu_s(void)
@@ -373,6 +374,7 @@ static void *generate(void *arg)
 		pthread_mutex_unlock(&g->q[i].mu);
 	}
 	g->cpu_s = thread_cpu_s();
+	__atomic_store_n(&g->finished, true, __ATOMIC_RELEASE);
 	for (int h = 0; sessions && h < g->hosts; h++)
 		session_free(&sessions[h]);
 	free(sessions);
@@ -741,6 +743,24 @@ int main(int argc, char **argv)
 		ins[i] = (struct ingester){ .q = &q[i], .st = st, .sessions = sessions };
 		pthread_create(&it[i], NULL, ingest, &ins[i]);
 	}
+	/* Once a second while the hour goes in: how many parts a query of the
+	 * whole range would read (heads, blocks of logs still there, blocks
+	 * not yet compacted), which is what a live query's cost follows. */
+	uint64_t probes = 0, parts_sum = 0, parts_max = 0;
+	while (!__atomic_load_n(&g.finished, __ATOMIC_ACQUIRE)) {
+		struct timespec second = { 1, 0 };
+		nanosleep(&second, NULL);
+		struct scope sc = { .kind = SEK_ON_CPU, .start_ms = start_ms, .end_ms = end_ms };
+		strcpy(sc.project_id, PROJECT);
+		struct scan *scan = scan_open(st, &sc, &err);
+		if (!scan)
+			continue;
+		size_t n = scan_parts(scan);
+		scan_close(scan);
+		probes++;
+		parts_sum += n;
+		parts_max = MAX(parts_max, (uint64_t)n);
+	}
 	pthread_join(gt, NULL);
 	double ingest_cpu = 0, decode_cpu = 0, session_cpu = 0, append_cpu = 0;
 	uint64_t busy = 0, faults = 0;
@@ -791,6 +811,9 @@ int main(int argc, char **argv)
 		       "(validation, definitions) %.1f s = %.0f ns per sample\n",
 		       session_cpu, append_cpu, append_cpu * 1e9 / (double)g.samples,
 		       session_cpu - append_cpu, (session_cpu - append_cpu) * 1e9 / (double)g.samples);
+	printf("parts a whole-range query read during ingest (once a second): mean %.1f, most %llu "
+	       "(%llu probes)\n", probes ? (double)parts_sum / (double)probes : 0.0,
+	       (unsigned long long)parts_max, (unsigned long long)probes);
 	printf("memory after ingest: RSS %.0f MiB, peak %.0f MiB; store %.0f MiB (%llu rows unflushed)\n",
 	       rss_mib("VmRSS:"), rss_mib("VmHWM:"), (double)ss.memory_bytes / 1048576.0,
 	       (unsigned long long)ss.unflushed_rows);
