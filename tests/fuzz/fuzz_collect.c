@@ -28,7 +28,7 @@
 
 /* Made once for the whole run (setup): the fake /proc, the kernel symbols
  * and the vDSO every input's collectors read. */
-static char root[] = "/tmp/ember-fuzz-collect-XXXXXX";
+static char root[] = "/tmp/ember-fuzz-collect-XXXXXX"; /* mkdtemp template */
 static bool ready;
 static struct kallsyms ksyms;
 static struct vdso vdso;
@@ -154,7 +154,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct side cached, plain;
 	side_open(&cached, true);
 	side_open(&plain, false);
-	static __u64 rec[sizeof(struct oncpu_sample) / sizeof(__u64) + 1];
+	__u64 rec[sizeof(struct oncpu_sample) / sizeof(__u64) + 1];
 	uint64_t now = 1000000000ull;
 	while (size >= 2) {
 		size_t len = (size_t)data[0] | (size_t)data[1] << 8;
