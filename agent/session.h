@@ -14,9 +14,17 @@
  * server answers 409, it calls session_reset() and encodes again: a new
  * session starts from empty tables and redefines what it references.
  *
- * Memory: the dictionary grows with the distinct stacks a host produces;
- * session_memory() reports it and the reporter starts a new session past
- * its limit. Not thread-safe: the reporter thread owns it.
+ * Translating is cheap for what an earlier batch already carried: every
+ * stack and resource placed is remembered by a 128-bit hash of its
+ * content (its frames' types, files, addresses and names), so a known
+ * stack costs a hash and one probe, and its frames and strings are not
+ * looked up; only new stacks are placed node by node.
+ *
+ * Memory: the dictionary grows with the distinct stacks a host produces
+ * (13 to 27 bytes a node); session_memory() reports it and the reporter
+ * starts a new session past its limit. The memos (21 to 43 bytes a stack)
+ * are a cache of at most 8 MiB each besides. Not thread-safe: the
+ * reporter thread owns it.
  */
 #ifndef EMBER_AGENT_SESSION_H
 #define EMBER_AGENT_SESSION_H
@@ -27,6 +35,8 @@
 
 #include "batch.h"
 #include "buf.h"
+
+struct memo_slot;
 
 struct session {
 	char id[37];        /* UUID; a new one after every reset */
@@ -40,6 +50,14 @@ struct session {
 	/* Index of the nodes by (parent, frame): session.c, node_slots. */
 	uint32_t *node_slots;
 	size_t node_mask; /* slots - 1; 0 while there are none */
+	/* Stacks placed (to their leaf nodes) and resources (to their ids),
+	 * by a hash of their content: session.c, memo_slot. A cache, bounded
+	 * apart from the dictionary (max_slots) and emptied at the bound. */
+	struct session_memo {
+		struct memo_slot *slots;
+		size_t n, mask, max_slots;
+		uint64_t flushes; /* times emptied at the bound */
+	} stack_memo, res_memo;
 	/* Table sizes the server has been sent (the next batch's bases). */
 	size_t sent_strings, sent_files, sent_frames, sent_nodes, sent_res;
 	uint64_t batches;   /* batches encoded in this session */
@@ -49,6 +67,11 @@ struct session {
 /* The most stack nodes a session holds (far beyond what its memory limit
  * lets it reach: 8 bytes of arrays per node alone make 128 MiB). */
 #define SESSION_MAX_NODES ((1u << 24) - 1)
+
+/* The most slots a memo has: 16 bytes each, 8 MiB, 393 216 entries at
+ * its load of 3/4. A batch that would pass that empties it first; the
+ * stacks it lacks are placed node by node. */
+#define SESSION_MEMO_MAX_SLOTS ((size_t)1 << 19)
 
 void session_init(struct session *s);
 void session_free(struct session *s);

@@ -19,14 +19,21 @@
 #define T0 1700000000000LL
 
 /* A batch of n samples over a few stacks: stack k is main -> f<k % 7> ->
- * g<k>, in process "app<k % 3>"; salt changes the leaf names. */
-static struct batch *make(int n, int salt)
+ * g<k> -> an address in libx.so, in process "app<k % 3>"; salt changes
+ * the leaf names. With reverse set the same content is added last to
+ * first after an unrelated string, so every batch id differs; file is
+ * libx.so's registry index (a different one is a different file); depth
+ * 3 leaves the address out; addr is the first leaf address (0x1000). */
+static struct batch *make_batch(int n, int salt, bool reverse, uint32_t file, int depth, uint64_t addr)
 {
 	struct batch *b = xmalloc(sizeof(*b));
 	batch_init(b);
 	struct file_id fid;
-	memset(fid.b, 0x22, sizeof(fid.b));
-	for (int k = 0; k < n; k++) {
+	memset(fid.b, 0x22 + (int)file, sizeof(fid.b));
+	if (reverse)
+		batch_string(b, "unrelated", 9);
+	for (int i = 0; i < n; i++) {
+		int k = reverse ? n - 1 - i : i;
 		char f1[32], f2[32], exe[16];
 		snprintf(f1, sizeof(f1), "f%d", k % 7);
 		snprintf(f2, sizeof(f2), "g%d_%d", k, salt);
@@ -35,20 +42,25 @@ static struct batch *make(int n, int salt)
 			{ .type = FT_NATIVE, .name = batch_string(b, "main", 4), .binary = batch_string(b, exe, strlen(exe)) },
 			{ .type = FT_NATIVE, .name = batch_string(b, f1, strlen(f1)), .binary = batch_string(b, exe, strlen(exe)) },
 			{ .type = FT_NATIVE, .name = batch_string(b, f2, strlen(f2)), .binary = batch_string(b, exe, strlen(exe)) },
-			{ .type = FT_NATIVE, .address = 0x1000u + (uint64_t)k },
+			{ .type = FT_NATIVE, .address = addr + (uint64_t)k },
 		};
-		fr[3].file = batch_file(b, 0, &fid, "libx.so", (const uint8_t *)"\1\2\3", 3, NULL, 0);
+		fr[3].file = batch_file(b, file, &fid, "libx.so", (const uint8_t *)"\1\2\3", 3, NULL, 0);
 		uint32_t ids[4];
-		for (int j = 0; j < 4; j++)
+		for (int j = 0; j < depth; j++)
 			ids[j] = batch_frame(b, &fr[j]);
 		uint32_t kv[] = {
 			batch_string(b, "process.executable.name", 23), batch_string(b, exe, strlen(exe)),
 			batch_string(b, "host.name", 9), batch_string(b, "h1", 2),
 		};
-		batch_add(b, batch_stack(b, ids, 4), batch_resource(b, kv, 4), EK_ON_CPU,
+		batch_add(b, batch_stack(b, ids, (size_t)depth), batch_resource(b, kv, 4), EK_ON_CPU,
 			  (uint64_t)(k + 1));
 	}
 	return b;
+}
+
+static struct batch *make(int n, int salt)
+{
+	return make_batch(n, salt, false, 0, 4, 0x1000);
 }
 
 static void free_batch(struct batch *b)
@@ -421,6 +433,121 @@ static void test_round_trip_and_definitions_once(void **state)
 	sessions_free(ss);
 }
 
+/* Sends b in s and checks what the server stored; returns the decoded
+ * batch's counts of definitions (strings, frames, nodes). */
+static void memo_step(struct session *s, struct sessions *ss, struct sink *k, struct batch *b,
+		      uint64_t seq, size_t *strings, size_t *frames, size_t *nodes)
+{
+	struct buf z = { 0 }, err = { 0 };
+	encode(s, b, seq, &z);
+	Ember__Ingest__V1__SessionBatch *m = session_batch_decode(z.data, z.len, &err);
+	assert_non_null(m);
+	*strings = m->n_strings;
+	*frames = m->n_frame_types;
+	*nodes = m->n_node_parents;
+	session_batch_free(m);
+	assert_int_equal(send_to(ss, &z, k), 0);
+	char *want = canon_agent(b);
+	assert_string_equal(k->last, want);
+	free(want);
+	buf_free(&z);
+	buf_free(&err);
+}
+
+/* The session's memos: a stack or resource placed in an earlier batch is
+ * found by its content whatever its ids in the new batch, and only what
+ * differs in content is new. */
+static void test_memo_across_batches(void **state)
+{
+	(void)state;
+	struct session s;
+	session_init(&s);
+	struct sessions *ss = sessions_new(64u << 20, 64u << 20, 60000);
+	struct sink k = { 0 };
+	size_t strings, frames, nodes;
+
+	struct batch *b1 = make_batch(60, 1, false, 0, 4, 0x1000);
+	memo_step(&s, ss, &k, b1, 1, &strings, &frames, &nodes);
+	assert_int_equal(s.stack_memo.n, 60);
+	assert_int_equal(s.res_memo.n, 3);
+	size_t had_nodes = s.nnodes;
+
+	/* The same content under other batch ids: every stack and resource
+	 * from the memos, nothing defined (not even "unrelated", which no
+	 * frame or resource names). */
+	struct batch *b2 = make_batch(60, 1, true, 0, 4, 0x1000);
+	assert_int_not_equal(strtab_lookup(&b2->strings, "main", 4), strtab_lookup(&b1->strings, "main", 4));
+	assert_int_not_equal(b2->frames[b2->stack_ids[2]].name, b1->frames[b1->stack_ids[2]].name);
+	memo_step(&s, ss, &k, b2, 2, &strings, &frames, &nodes);
+	assert_int_equal(strings + frames + nodes, 0);
+	assert_int_equal(s.stack_memo.n, 60);
+	assert_int_equal(s.res_memo.n, 3);
+
+	/* The leaf address in another file (another registry index): new
+	 * leaves under the nodes already sent. */
+	struct batch *b3 = make_batch(60, 1, false, 1, 4, 0x1000);
+	memo_step(&s, ss, &k, b3, 3, &strings, &frames, &nodes);
+	assert_int_equal(frames, 60);
+	assert_int_equal(nodes, 60);
+	assert_int_equal(s.stack_memo.n, 120);
+	assert_int_equal(s.nnodes, had_nodes + 60);
+
+	/* Stacks that stop one frame short: new to the memo, but their nodes
+	 * are all there (each names an inner node). */
+	struct batch *b4 = make_batch(60, 1, true, 0, 3, 0x1000);
+	memo_step(&s, ss, &k, b4, 4, &strings, &frames, &nodes);
+	assert_int_equal(strings + frames + nodes, 0);
+	assert_int_equal(s.stack_memo.n, 180);
+	assert_int_equal(s.nnodes, had_nodes + 60);
+
+	/* Other leaf names: new frames and nodes, the resources known. */
+	struct batch *b5 = make_batch(60, 2, false, 0, 4, 0x1000);
+	memo_step(&s, ss, &k, b5, 5, &strings, &frames, &nodes);
+	assert_int_equal(strings, 60);
+	assert_int_equal(nodes, 120);
+	assert_int_equal(s.res_memo.n, 3);
+
+	/* Other leaf instructions, all else the same: new leaves. */
+	struct batch *b6 = make_batch(60, 1, true, 0, 4, 0x2000);
+	memo_step(&s, ss, &k, b6, 6, &strings, &frames, &nodes);
+	assert_int_equal(strings, 0);
+	assert_int_equal(frames, 60);
+	assert_int_equal(nodes, 60);
+
+	/* At its bound the memo is emptied and refilled; a batch with more
+	 * stacks than it could ever hold does without it. Either way the
+	 * stacks are found node by node and nothing is defined again. */
+	s.stack_memo.max_slots = 256; /* room for 192 */
+	memo_step(&s, ss, &k, b2, 7, &strings, &frames, &nodes);
+	assert_int_equal(strings + frames + nodes, 0);
+	assert_int_equal(s.stack_memo.flushes, 1);
+	assert_int_equal(s.stack_memo.n, 60);
+	struct batch *big = make_batch(200, 1, false, 0, 4, 0x1000);
+	memo_step(&s, ss, &k, big, 8, &strings, &frames, &nodes);
+	assert_int_equal(s.stack_memo.flushes, 1);
+	assert_int_equal(s.stack_memo.n, 60);
+	assert_int_equal(frames, 280); /* stacks 60 to 199: their g names and leaf addresses */
+	memo_step(&s, ss, &k, b6, 9, &strings, &frames, &nodes);
+	assert_int_equal(strings + frames + nodes, 0);
+	assert_int_equal(s.stack_memo.n, 120);
+	free_batch(big);
+
+	/* A new session forgets the memos with everything else. */
+	session_reset(&s);
+	assert_int_equal(s.stack_memo.n + s.res_memo.n, 0);
+	assert_int_equal(s.stack_memo.max_slots, 256);
+
+	free_batch(b1);
+	free_batch(b2);
+	free_batch(b3);
+	free_batch(b4);
+	free_batch(b5);
+	free_batch(b6);
+	sink_free(&k);
+	session_free(&s);
+	sessions_free(ss);
+}
+
 static void test_lost_batch_and_restart_resync(void **state)
 {
 	(void)state;
@@ -738,7 +865,8 @@ static void test_node_index(void **state)
 	for (size_t i = 1; i < want; i++)
 		assert_true(pairs[i] != pairs[i - 1]); /* no node twice */
 	free(pairs);
-	assert_true(session_memory(&s) < want * 24 + (64u << 10));
+	assert_true(session_memory(&s) < want * 24 + (64u << 10)); /* the memos are apart */
+	assert_int_equal(s.stack_memo.n, 65536);
 
 	/* Everything again: nothing new is defined, every sample names a leaf. */
 	encode(&s, b, 2, &z);
@@ -914,6 +1042,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_round_trip_and_definitions_once),
+		cmocka_unit_test(test_memo_across_batches),
 		cmocka_unit_test(test_lost_batch_and_restart_resync),
 		cmocka_unit_test(test_failed_store_rolls_back),
 		cmocka_unit_test(test_hostile_batches),
