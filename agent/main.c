@@ -454,7 +454,7 @@ static void log_stats(struct agent *a)
 	log_info("stats: samples=%llu lost=%llu off_cpu_samples=%llu off_cpu_lost=%llu "
 		 "cfi_stacks=%llu fp_stacks=%llu errors=%llu truncated=%llu "
 		 "processes=%llu files=%llu tables=%llu shared=%llu failed=%llu prioritized=%llu rows=%llu/%llu rules=%llu "
-		 "batches_sent=%llu bytes_sent=%llu encode_ms=%llu queued=%llu dropped=%llu resyncs=%llu sessions=%llu session_bytes=%llu "
+		 "batches_sent=%llu bytes_sent=%llu encode_us=%llu queued=%llu dropped=%llu resyncs=%llu sessions=%llu session_bytes=%llu "
 		 "symbols_uploaded=%llu symbols_present=%llu python_stacks=%llu python_frames=%llu "
 		 "python_unnamed=%llu python_stale=%llu python_no_thread=%llu python_read_errors=%llu "
 		 "python_processes=%llu metrics_points=%llu metrics_batches_sent=%llu metrics_dropped=%llu "
@@ -464,7 +464,7 @@ static void log_stats(struct agent *a)
 		 U(SS_TRUNCATED), U(SS_PROCESSES), U(SS_FILES), U(SS_TABLES_LOADED), U(SS_TABLES_SHARED),
 		 U(SS_TABLES_FAILED), U(SS_TABLES_PRIORITIZED), U(SS_TABLE_ENTRIES_USED),
 		 U(SS_TABLE_ENTRIES_CAP), U(SS_TABLE_RULES), U(SS_BATCHES_SENT), U(SS_BYTES_SENT),
-		 U(SS_ENCODE_NS) / 1000000, U(SS_QUEUED_BATCHES), U(SS_BATCHES_DROPPED), U(SS_RESYNCS),
+		 U(SS_ENCODE_NS) / 1000, U(SS_QUEUED_BATCHES), U(SS_BATCHES_DROPPED), U(SS_RESYNCS),
 		 U(SS_SESSIONS), U(SS_SESSION_BYTES), U(SS_SYM_UPLOADED), U(SS_SYM_PRESENT),
 		 U(SS_BPF_PY_STACKS), U(SS_PY_FRAMES), U(SS_PY_UNNAMED), U(SS_PY_STALE),
 		 U(SS_BPF_PY_NO_THREAD), U(SS_BPF_PY_READ_ERR), U(SS_PY_PROCESSES),

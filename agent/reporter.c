@@ -119,7 +119,7 @@ static int encode(struct reporter *r, struct pending *p, struct buf *why)
 	free(p->enc);
 	p->enc = NULL;
 	p->enc_len = 0;
-	uint64_t t0 = now_mono_ns();
+	uint64_t t0 = now_thread_cpu_ns();
 	struct buf out = { 0 };
 	int rc = r->otlp ? otlp_encode(p->b, &p->meta, &out)
 			 : session_encode(&r->sess, p->b, &p->meta, &out);
@@ -130,12 +130,17 @@ static int encode(struct reporter *r, struct pending *p, struct buf *why)
 	}
 	p->enc = buf_steal(&out, &p->enc_len);
 	p->session_serial = r->session_serial;
+	uint64_t cpu_ns = now_thread_cpu_ns() - t0;
 	if (!r->otlp)
-		log_debug("batch %llu: %zu bytes for %zu sample rows; defines %zu strings, %zu frames, %zu stack nodes",
+		log_debug("batch %llu: %zu bytes for %zu sample rows in %llu us; defines %zu strings, %zu frames, %zu stack nodes",
 			  (unsigned long long)p->meta.sequence, p->enc_len, p->b->nsamples,
-			  r->sess.sent_strings - st0, r->sess.sent_frames - fr0, r->sess.sent_nodes - nd0);
+			  (unsigned long long)(cpu_ns / 1000), r->sess.sent_strings - st0,
+			  r->sess.sent_frames - fr0, r->sess.sent_nodes - nd0);
+	else
+		log_debug("batch %llu: %zu bytes for %zu sample rows in %llu us", (unsigned long long)p->meta.sequence,
+			  p->enc_len, p->b->nsamples, (unsigned long long)(cpu_ns / 1000));
 	pthread_mutex_lock(&r->lock);
-	r->stats.encode_ns += now_mono_ns() - t0;
+	r->stats.encode_ns += cpu_ns;
 	r->stats.session_bytes = r->otlp ? 0 : session_memory(&r->sess);
 	pthread_mutex_unlock(&r->lock);
 	return 0;

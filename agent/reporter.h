@@ -40,7 +40,7 @@ struct reporter_stats {
 	uint64_t sessions;                       /* sessions started */
 	size_t queued_batches, queued_bytes;
 	size_t session_bytes;
-	uint64_t encode_ns;                      /* time spent encoding */
+	uint64_t encode_ns;                      /* CPU time spent encoding */
 };
 
 struct reporter;

@@ -13,7 +13,7 @@
 # start-up included), agent CPU per sample over the measured window
 # (all threads, schedstat), of which reporting (the ember-reporter
 # thread: encoding, compressing and sending) and encoding alone (the
-# agent's encode_ms), and the ratios. Needs root. Takes about 2 x (DURATION + 30) seconds.
+# agent's encode_us, the reporter's CPU time in encoding), and the ratios. Needs root. Takes about 2 x (DURATION + 30) seconds.
 # usage: bench/protocol_compare.sh [DURATION] [RATE]
 set -eu
 cd "$(dirname "$0")/.."
@@ -90,7 +90,7 @@ run() { # protocol-flag name
     -d "{\"filter\":{\"start_ts\":$start_ms,\"end_ts\":$end_ms}}" |
     /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["total"])')
   local enc
-  enc=$(grep -o 'encode_ms=[0-9]*' "$tmp/agent-$2.log" | tail -1 | cut -d= -f2)
+  enc=$(grep -o 'encode_us=[0-9]*' "$tmp/agent-$2.log" | tail -1 | cut -d= -f2)
   echo "$2 $(metric ember_ingest_samples_total) $(metric ember_ingest_bytes_total) $window $((t1 - t0)) $((r1 - r0)) $enc" >> "$tmp/results"
   kill -TERM "$server"; wait "$server" || true; server=
 }
@@ -102,18 +102,18 @@ import sys
 duration, rate, path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 rows = {}
 for line in open(path):
-    name, samples, byts, window, cpu_ns, rep_ns, *enc_ms = line.split()
+    name, samples, byts, window, cpu_ns, rep_ns, *enc_us = line.split()
     rows[name] = dict(samples=int(samples), bytes=int(byts), window=int(window),
-                      cpu_ns=int(cpu_ns), rep_ns=int(rep_ns), enc_ms=int(enc_ms[0] if enc_ms else 0))
+                      cpu_ns=int(cpu_ns), rep_ns=int(rep_ns), enc_us=int(enc_us[0] if enc_us else 0))
 print(f"workload set for {duration} s at {rate} Hz, once per protocol")
 for name, r in rows.items():
     print(f"{name:6s} samples {r['samples']:8d}  wire {r['bytes'] / r['samples']:7.2f} bytes/sample "
           f"({r['bytes'] / 1024:.0f} KiB)  agent CPU {r['cpu_ns'] / max(r['window'], 1) / 1000:6.2f} us/sample "
           f"in the window ({r['window']} samples), of which reporting {r['rep_ns'] / max(r['window'], 1) / 1000:.2f} "
-          f"(encoding {1e3 * r['enc_ms'] / r['samples']:.2f}) us/sample")
+          f"(encoding {r['enc_us'] / r['samples']:.2f}) us/sample")
 e, o = rows["ember"], rows["otlp"]
 print(f"OTLP / ember: {(o['bytes'] / o['samples']) / (e['bytes'] / e['samples']):.1f}x the bytes per sample, "
       f"{(o['cpu_ns'] / o['window']) / (e['cpu_ns'] / e['window']):.2f}x the agent CPU per sample, "
       f"{(o['rep_ns'] / o['window']) / max(e['rep_ns'] / e['window'], 1e-9):.1f}x the reporting CPU per sample, "
-      f"{(o['enc_ms'] / o['samples']) / max(e['enc_ms'] / e['samples'], 1e-9):.1f}x the encoding CPU per sample")
+      f"{(o['enc_us'] / o['samples']) / max(e['enc_us'] / e['samples'], 1e-9):.1f}x the encoding CPU per sample")
 PY

@@ -64,6 +64,8 @@ char *xstrndup(const char *s, size_t n);
 /* Wall-clock time in Unix milliseconds / monotonic nanoseconds. */
 int64_t now_unix_ms(void);
 uint64_t now_mono_ns(void);
+/* CPU time the calling thread has used, in nanoseconds. */
+uint64_t now_thread_cpu_ns(void);
 
 /* Lower-case hex of n bytes into out (2n+1 bytes, NUL-terminated). */
 void hex_encode(const uint8_t *in, size_t n, char *out);
