@@ -532,7 +532,7 @@ int session_encode(struct session *s, const struct batch *b, const struct batch_
 	size_t len = ember__ingest__v1__session_batch__get_packed_size(&msg);
 	uint8_t *raw = xmalloc(len + 1);
 	ember__ingest__v1__session_batch__pack(&msg, raw);
-	int rc = zstd_compress_buf(raw, len, 1, out);
+	int rc = zstd_compress_buf(raw, len, 3, out);
 	free(raw);
 	if (rc == 0) {
 		s->sent_strings = ns;

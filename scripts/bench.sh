@@ -18,6 +18,9 @@ echo
 echo "== collect_bench (agent: a raw sample into the batch)"
 build/bench/collect_bench
 echo
+echo "== encode_bench (agent: a batch encoded, ember's session protocol and OTLP)"
+build/bench/encode_bench
+echo
 echo "== gpumetrics_bench (agent: one GPU metrics collection; needs an NVIDIA GPU)"
 rc=0
 build/bench/gpumetrics_bench 10 1000 || rc=$?
