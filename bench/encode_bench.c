@@ -5,16 +5,17 @@
  *
  * The load is shaped like a real host's: PROCS processes (a quarter of them
  * Python, whose middle frames are interpreted ones), 4 threads each, a pool
- * of DISTINCT stacks that are paths in one call tree (10 to 39 frames, a
+ * of DISTINCT stacks that are paths in one call tree (6 to 25 frames, a
  * skewed choice of 4 callees at every level, so stacks share their
  * callers as real ones do; 0 to 4 kernel frames at the leaf), a leaf
- * instruction that varies among 8 (half the samples), and 0.5 % of the pool
- * replaced by new paths every batch (new code paths keep arriving, so
+ * instruction that is one of 4 for a quarter of the samples, and 0.5 % of
+ * the pool (at least one path) replaced by new paths every batch (new
+ * code paths keep arriving, so
  * every batch defines a few frames and nodes). SAMPLES samples per batch
  * drawn with a skew, BATCHES batches, one session across all of them as
  * the reporter keeps one. Each batch is encoded by both encoders; only the
  * encoding is timed (thread CPU time), not building the batch. Before each
- * encoding the bench writes 64 MiB elsewhere, as the reporter finds its
+ * encoding the bench walks 64 MiB elsewhere, as the reporter finds its
  * tables and code after an interval of other work: out of the caches
  * (EMBER_BENCH_HOT=1 skips that, for the figure with everything cached).
  *
