@@ -13,7 +13,9 @@
 # start-up included), agent CPU per sample over the measured window
 # (all threads, schedstat), of which reporting (the ember-reporter
 # thread: encoding, compressing and sending) and encoding alone (the
-# agent's encode_us, the reporter's CPU time in encoding), and the ratios. Needs root. Takes about 2 x (DURATION + 30) seconds.
+# agent's encode_us, the reporter's CPU time in encoding), every thread's
+# share (the main thread is ember-agent), and the ratios. Needs root.
+# Takes about 2 x (DURATION + 30) seconds.
 # usage: bench/protocol_compare.sh [DURATION] [RATE]
 set -eu
 cd "$(dirname "$0")/.."
@@ -36,6 +38,14 @@ thread_ns() {
     [ "$(cat "$t/comm" 2>/dev/null)" = "$2" ] && awk '{print $1}' "$t/schedstat" && return
   done
   echo 0
+}
+# Every thread's CPU, one "name nanoseconds" line each (the main thread
+# is ember-agent).
+threads_ns() {
+  local t
+  for t in /proc/"$1"/task/*; do
+    echo "$(cat "$t/comm" 2>/dev/null) $(awk '{print $1}' "$t/schedstat" 2>/dev/null)"
+  done
 }
 metric() { curl -fs "http://127.0.0.1:$port/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
 
@@ -76,11 +86,13 @@ run() { # protocol-flag name
   local t0 t1 r0 r1 start_ms end_ms
   t0=$(cpu_ns "$agent")
   r0=$(thread_ns "$agent" ember-reporter)
+  threads_ns "$agent" > "$tmp/threads-$2-0"
   start_ms=$(($(date +%s%N) / 1000000))
   sleep "$duration"
   end_ms=$(($(date +%s%N) / 1000000))
   t1=$(cpu_ns "$agent")
   r1=$(thread_ns "$agent" ember-reporter)
+  threads_ns "$agent" > "$tmp/threads-$2-1"
   # Some workloads count CPU time, not wall time: stop them all now.
   kill "${pids[@]}" 2>/dev/null || true
   wait "${pids[@]}" 2>/dev/null || true
@@ -97,9 +109,16 @@ run() { # protocol-flag name
 
 run true ember
 run false otlp
-/usr/bin/python3 - "$duration" "$rate" "$tmp/results" <<'PY'
+/usr/bin/python3 - "$duration" "$rate" "$tmp/results" "$tmp" <<'PY'
 import sys
-duration, rate, path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+duration, rate, path, tmp = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+def threads(name, end):
+    out = {}
+    for line in open(f"{tmp}/threads-{name}-{end}"):
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            out[parts[0]] = out.get(parts[0], 0) + int(parts[1])
+    return out
 rows = {}
 for line in open(path):
     name, samples, byts, window, cpu_ns, rep_ns, *enc_us = line.split()
@@ -111,6 +130,10 @@ for name, r in rows.items():
           f"({r['bytes'] / 1024:.0f} KiB)  agent CPU {r['cpu_ns'] / max(r['window'], 1) / 1000:6.2f} us/sample "
           f"in the window ({r['window']} samples), of which reporting {r['rep_ns'] / max(r['window'], 1) / 1000:.2f} "
           f"(encoding {r['enc_us'] / r['samples']:.2f}) us/sample")
+for name, r in rows.items():
+    t0, t1 = threads(name, 0), threads(name, 1)
+    per = sorted(((t1[k] - t0.get(k, 0)) / max(r['window'], 1) / 1000, k) for k in t1)
+    print(f"{name:6s} per thread, us/sample: " + ", ".join(f"{k} {v:.2f}" for v, k in reversed(per) if v >= 0.005))
 e, o = rows["ember"], rows["otlp"]
 print(f"OTLP / ember: {(o['bytes'] / o['samples']) / (e['bytes'] / e['samples']):.1f}x the bytes per sample, "
       f"{(o['cpu_ns'] / o['window']) / (e['cpu_ns'] / e['window']):.2f}x the agent CPU per sample, "
