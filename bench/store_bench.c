@@ -37,6 +37,9 @@
  * (the store's compact_after; default 8).
  * With EMBER_BENCH_REPLAY=1 the store is closed after ingest as a crash
  * leaves it and opened again (the logs replayed), and that start timed.
+ * EMBER_BENCH_LIVE_EVERY=N times a live flamegraph of the whole range every
+ * N s while the hour goes in (the parts it reads, and the separate folds
+ * it makes, are counted every second anyway).
  * With EMBER_BENCH_ANSWERS=DIR each query's answer is written to
  * DIR/<query name>.json, its query_stats empty (to compare two builds).
  */
@@ -747,6 +750,15 @@ int main(int argc, char **argv)
 	 * whole range would read (heads, blocks of logs still there, blocks
 	 * not yet compacted), which is what a live query's cost follows. */
 	uint64_t probes = 0, parts_sum = 0, parts_max = 0;
+	/* And how many separate folds of a stack tree it would make: the
+	 * heads' chain once, every other part alone (heads_folds), and with
+	 * the blocks written from the heads carried into their chain
+	 * (scan_carry_blocks). EMBER_BENCH_LIVE_EVERY=N also times a live
+	 * flamegraph of the whole range every N s. */
+	uint64_t heads_folds = 0, folds = 0, folds_max = 0, live_runs = 0;
+	double live_ms = 0, live_max = 0;
+	const char *le = getenv("EMBER_BENCH_LIVE_EVERY");
+	int live_every = le ? atoi(le) : 0;
 	while (!__atomic_load_n(&g.finished, __ATOMIC_ACQUIRE)) {
 		struct timespec second = { 1, 0 };
 		nanosleep(&second, NULL);
@@ -756,10 +768,33 @@ int main(int argc, char **argv)
 		if (!scan)
 			continue;
 		size_t n = scan_parts(scan);
+		for (size_t i = 0; i < n; i++)
+			heads_folds += !scan_shares_later(scan, i);
+		scan_carry_blocks(scan);
+		uint64_t f = 0;
+		for (size_t i = 0; i < n; i++)
+			f += !scan_shares_later(scan, i);
 		scan_close(scan);
 		probes++;
 		parts_sum += n;
 		parts_max = MAX(parts_max, (uint64_t)n);
+		folds += f;
+		folds_max = MAX(folds_max, f);
+		if (live_every > 0 && probes % (uint64_t)live_every == 0) {
+			char body[256];
+			snprintf(body, sizeof(body), "{\"filter\":{\"start_ts\":%lld,\"end_ts\":%lld}}",
+				 (long long)start_ms, (long long)end_ms);
+			struct bench_ctx fg = { st, sym, 0 };
+			struct buf out = { 0 };
+			uint64_t q0 = now_mono_ns();
+			if (q_flamegraph(&fg, body, &out, &err) == 0) {
+				double ms = ms_since(q0);
+				live_ms += ms;
+				live_max = MAX(live_max, ms);
+				live_runs++;
+			}
+			buf_free(&out);
+		}
 	}
 	pthread_join(gt, NULL);
 	double ingest_cpu = 0, decode_cpu = 0, session_cpu = 0, append_cpu = 0;
@@ -814,6 +849,13 @@ int main(int argc, char **argv)
 	printf("parts a whole-range query read during ingest (once a second): mean %.1f, most %llu "
 	       "(%llu probes)\n", probes ? (double)parts_sum / (double)probes : 0.0,
 	       (unsigned long long)parts_max, (unsigned long long)probes);
+	printf("  separate folds of a stack tree it would make: mean %.1f, most %llu (with only the "
+	       "heads folded together: mean %.1f)\n", probes ? (double)folds / (double)probes : 0.0,
+	       (unsigned long long)folds_max, probes ? (double)heads_folds / (double)probes : 0.0);
+	if (live_runs)
+		printf("  a live flamegraph of the whole range every %d s during ingest: mean %.0f ms, "
+		       "most %.0f ms (%llu runs)\n", live_every, live_ms / (double)live_runs, live_max,
+		       (unsigned long long)live_runs);
 	printf("memory after ingest: RSS %.0f MiB, peak %.0f MiB; store %.0f MiB (%llu rows unflushed)\n",
 	       rss_mib("VmRSS:"), rss_mib("VmHWM:"), (double)ss.memory_bytes / 1048576.0,
 	       (unsigned long long)ss.unflushed_rows);

@@ -230,6 +230,7 @@ static void add_series(struct fg *q, const struct part *p, uint32_t series)
 {
 	const struct scope *sc = &q->r->scope;
 	const struct part_series *ps = &p->series[series];
+	const struct scan_ids ids = scan_stack_ids(q->scan);
 	if (q->keep_threshold == UINT64_MAX && !q->buckets) {
 		const uint32_t *stacks;
 		const uint64_t *sums;
@@ -238,7 +239,7 @@ static void add_series(struct fg *q, const struct part *p, uint32_t series)
 		for (long i = 0; i < n; i++) {
 			if (!sums[i])
 				continue;
-			add_leaf(q, stacks[i] < p->nnodes ? stacks[i] : 0, sums[i]);
+			add_leaf(q, scan_id(&ids, stacks[i]), sums[i]);
 			value += sums[i];
 		}
 		hz_vote_add(&q->hz, ps->hz, value);
@@ -262,8 +263,9 @@ static void add_series(struct fg *q, const struct part *p, uint32_t series)
 			continue;
 		matched++;
 		value += row->value;
-		add_leaf(q, row->stack < p->nnodes ? row->stack : 0, row->value);
-		if (q->buckets && (!q->r->search || stack_matches(q, p, row->stack < p->nnodes ? row->stack : 0))) {
+		uint32_t stack = scan_id(&ids, row->stack);
+		add_leaf(q, stack, row->value);
+		if (q->buckets && (!q->r->search || stack_matches(q, p, stack))) {
 			uint64_t span = (uint64_t)(sc->end_ms - sc->start_ms);
 			uint64_t b = (uint64_t)(row->ts_ms - sc->start_ms) * q->r->num_stat_buckets / span;
 			if (b < q->r->num_stat_buckets)
@@ -434,7 +436,9 @@ static void do_part(struct fg *q, const struct part *p, bool carry)
 {
 	if (!carry)
 		display_part(q->disp, p);
-	grow_scratch(q, p->nnodes + 1);
+	/* Its stacks, under the ids of the part that will fold them. */
+	const struct scan_ids ids = scan_stack_ids(q->scan);
+	grow_scratch(q, ids.count + 1);
 	if (q->buckets && q->r->search)
 		memset(q->smemo, 0, p->nnodes + 1);
 	/* No grouping, no sampling, no time buckets: the part's rollup, when
@@ -449,7 +453,7 @@ static void do_part(struct fg *q, const struct part *p, bool carry)
 		for (long i = 0; i < n; i++) {
 			if (!sums[i])
 				continue;
-			add_leaf(q, stacks[i], sums[i]);
+			add_leaf(q, scan_id(&ids, stacks[i]), sums[i]);
 			value += sums[i];
 		}
 		hz_vote_add(&q->hz, hz, value);
@@ -551,6 +555,8 @@ int flamegraph_query(struct store *st, struct symbols *sym, struct fetcher *fetc
 	 * (scan_shares_later): their rows are folded once, with the last one
 	 * begun, which is kept begun (held) until then. */
 	bool may_carry = !r->nsynthetic && !q.buckets;
+	if (may_carry)
+		scan_carry_blocks(q.scan);
 	const struct part *held = NULL;
 	size_t held_i = 0;
 	for (size_t i = 0; i < nparts; i++) {

@@ -244,6 +244,7 @@ static int collect(struct fn_pass *f, struct store *st, const struct scope *sc, 
 	struct scan *scan = scan_open(st, sc, err);
 	if (!scan)
 		return -1;
+	scan_carry_blocks(scan);
 	struct stack_sums ss = { 0 };
 	/* The sealed heads and the head hold copies of one stack tree
 	 * (scan_shares_later): their sums are added up and walked once, with

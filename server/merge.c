@@ -263,6 +263,17 @@ int merge_write(const struct merge_source *src, size_t nsrc, const struct merge_
 	dst->capframe_hi = 0;
 	hmap_free(&dst->label_index);
 	hmap_free(&dst->series_index);
+	if (t->out_ids) {
+		uint32_t *ids = xcalloc(dst->nnodes ? dst->nnodes : 1, sizeof(uint32_t));
+		for (size_t i = 0; i < nsrc; i++) {
+			const uint32_t *in = t->src_ids ? t->src_ids[i] : NULL;
+			size_t nin = in ? t->nsrc_ids[i] : SIZE_MAX;
+			for (size_t j = 0; j < maps[i].p->nnodes; j++)
+				if (maps[i].nodes[j] < dst->nnodes)
+					ids[maps[i].nodes[j]] = !in ? (uint32_t)j : j < nin ? in[j] : 0;
+		}
+		*t->out_ids = ids;
+	}
 	dst->rows = dst->samples = 0;
 	dst->min_ts = INT64_MAX;
 	dst->max_ts = INT64_MIN;

@@ -30,6 +30,16 @@ struct merge_target {
 	uint32_t granularity_ms;
 	struct block_meta meta;   /* lineage written into the footer */
 	const char *tmp_path, *final_path;
+	/* When set: receives the new part's node count of ids (the caller
+	 * owns it), each new node's id in the dictionaries every source's
+	 * nodes are named in as well: node j of source i is src_ids[i][j]
+	 * there (j itself when src_ids is NULL or src_ids[i] is; 0 from
+	 * nsrc_ids[i] on). A block numbers its nodes itself (depth first);
+	 * this names them as the sealed head they came from did, and as every
+	 * in-memory part with its dictionaries does (part.h dict_id). */
+	uint32_t **out_ids;
+	const uint32_t *const *src_ids;
+	const size_t *nsrc_ids;
 };
 
 /* Writes the block. On success *out is the new part, loaded and ready to

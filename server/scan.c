@@ -149,10 +149,67 @@ struct scan {
 	const struct part *p;
 	size_t cur;
 	uint32_t project; /* its lstr id of the project, UINT32_MAX when absent */
+	struct scan_ids ids; /* how its stacks are named */
+	/* per part of the view: its dictionaries' name for carrying sums
+	 * (0: none), and for a block so named, its ids in them */
+	uint64_t *name;
+	const uint32_t **lineage_ids;
+	size_t *nlineage_ids, *lineage_nnodes;
 	int8_t *label_ok; /* per label set: -1 not yet evaluated, 0 out, 1 in */
 	size_t caplabel_ok;
 	uint64_t series_selected, rows_matched, rollup_stacks;
 };
+
+/* Whether part i (in memory) will be begun: it holds the project and
+ * meets the range. It only grows, so what holds now holds when it is
+ * begun. Returns its node count then, or 0. */
+static size_t memory_part_nodes(struct scan *s, size_t i)
+{
+	const struct part *p = store_view_peek(s->view, i);
+	if (!p)
+		return 0;
+	size_t n = 0;
+	if (strtab_lookup(&p->lstr, s->sc->project_id, strlen(s->sc->project_id)) != UINT32_MAX &&
+	    p->max_ts >= s->sc->start_ms && p->min_ts < s->sc->end_ms)
+		n = p->nnodes;
+	store_view_end(s->view, i);
+	return n;
+}
+
+/* Names the parts for carrying (scan.h, scan_shares_later), from the
+ * last: a block written from a sealed head takes the head's name when the
+ * part after it has that name and the in-memory part that ends their
+ * chain will be begun and has every id the block's stacks are given. */
+void scan_carry_blocks(struct scan *s)
+{
+	size_t n = store_view_count(s->view);
+	if (s->name)
+		return;
+	s->name = xcalloc(n ? n : 1, sizeof(uint64_t));
+	s->lineage_ids = xcalloc(n ? n : 1, sizeof(*s->lineage_ids));
+	s->nlineage_ids = xcalloc(n ? n : 1, sizeof(size_t));
+	s->lineage_nnodes = xcalloc(n ? n : 1, sizeof(size_t));
+	size_t end_nodes = 0; /* of the in-memory part ending the chain of part i + 1 */
+	for (size_t i = n; i-- > 0;) {
+		uint64_t d = store_view_dictionary(s->view, i);
+		if (d) {
+			s->name[i] = d;
+			end_nodes = memory_part_nodes(s, i);
+			continue;
+		}
+		const uint32_t *ids;
+		size_t nids, nnodes;
+		uint64_t l = store_view_lineage(s->view, i, &ids, &nids, &nnodes);
+		if (l && i + 1 < n && s->name[i + 1] == l && end_nodes >= nnodes && nnodes) {
+			s->name[i] = l;
+			s->lineage_ids[i] = ids;
+			s->nlineage_ids[i] = nids;
+			s->lineage_nnodes[i] = nnodes;
+		} else {
+			end_nodes = 0;
+		}
+	}
+}
 
 struct scan *scan_open(struct store *st, const struct scope *sc, struct buf *err)
 {
@@ -180,6 +237,10 @@ void scan_close(struct scan *s)
 	store_view_close(s->view);
 	cel_free(s->cel);
 	free(s->label_ok);
+	free(s->name);
+	free(s->lineage_ids);
+	free(s->nlineage_ids);
+	free(s->lineage_nnodes);
 	free(s);
 }
 
@@ -206,6 +267,13 @@ const struct part *scan_begin(struct scan *s, size_t i)
 	s->p = p;
 	s->cur = i;
 	s->project = project;
+	if (s->name && s->lineage_ids[i]) {
+		s->ids = (struct scan_ids){ s->lineage_ids[i],
+					    (uint32_t)MIN(s->nlineage_ids[i], p->nnodes),
+					    s->lineage_nnodes[i] };
+	} else {
+		s->ids = (struct scan_ids){ NULL, (uint32_t)p->nnodes, p->nnodes };
+	}
 	xgrow((void **)&s->label_ok, &s->caplabel_ok, p->nlabels + 1, 1);
 	memset(s->label_ok, -1, p->nlabels + 1);
 	return p;
@@ -220,8 +288,15 @@ void scan_end(struct scan *s, size_t i)
 
 bool scan_same_dictionary(const struct scan *s, size_t i, size_t j)
 {
+	if (s->name)
+		return s->name[i] && s->name[i] == s->name[j];
 	uint64_t d = store_view_dictionary(s->view, i);
 	return d && d == store_view_dictionary(s->view, j);
+}
+
+struct scan_ids scan_stack_ids(const struct scan *s)
+{
+	return s->ids;
 }
 
 bool scan_shares_later(const struct scan *s, size_t i)
@@ -394,9 +469,10 @@ void scan_stats_json(const struct scan *s, uint64_t start_ns, struct buf *out)
 void stack_sums_add_series(struct stack_sums *ss, struct scan *scan, const struct part *p,
 			   uint32_t series)
 {
-	if (ss->cap < p->nnodes + 1) {
+	const struct scan_ids ids = scan->ids;
+	if (ss->cap < ids.count + 1) {
 		size_t old = ss->cap;
-		xgrow((void **)&ss->v, &ss->cap, p->nnodes + 1, sizeof(uint64_t));
+		xgrow((void **)&ss->v, &ss->cap, ids.count + 1, sizeof(uint64_t));
 		memset(ss->v + old, 0, (ss->cap - old) * sizeof(uint64_t));
 	}
 	const uint32_t *stacks;
@@ -409,11 +485,11 @@ void stack_sums_add_series(struct stack_sums *ss, struct scan *scan, const struc
 		/* A series' stacks are a few of the part's millions, ascending
 		 * but far apart: each value waits for memory unless asked for
 		 * ahead. */
-		if (i + SUMS_AHEAD < n && stacks[i + SUMS_AHEAD] < p->nnodes)
-			prefetch(&ss->v[stacks[i + SUMS_AHEAD]]);
+		if (i + SUMS_AHEAD < n)
+			prefetch(&ss->v[scan_id(&ids, stacks[i + SUMS_AHEAD])]);
 		if (!sums[i])
 			continue;
-		uint32_t stack = stacks[i] < p->nnodes ? stacks[i] : 0;
+		uint32_t stack = scan_id(&ids, stacks[i]);
 		if (!ss->v[stack]) {
 			xgrow((void **)&ss->leaves, &ss->capleaves, ss->n + 1, sizeof(uint32_t));
 			ss->leaves[ss->n++] = stack;
@@ -432,20 +508,22 @@ void stack_sums_add_part(struct stack_sums *ss, struct scan *scan, const struct 
 	uint16_t hz;
 	long n = scan_rollup_sums(scan, &stacks, &sums, &hz);
 	if (n >= 0) {
-		if (ss->cap < p->nnodes + 1) {
+		const struct scan_ids ids = scan->ids;
+		if (ss->cap < ids.count + 1) {
 			size_t old = ss->cap;
-			xgrow((void **)&ss->v, &ss->cap, p->nnodes + 1, sizeof(uint64_t));
+			xgrow((void **)&ss->v, &ss->cap, ids.count + 1, sizeof(uint64_t));
 			memset(ss->v + old, 0, (ss->cap - old) * sizeof(uint64_t));
 		}
 		uint64_t value = 0;
 		for (long i = 0; i < n; i++) {
 			if (!sums[i])
 				continue;
-			if (!ss->v[stacks[i]]) {
+			uint32_t stack = scan_id(&ids, stacks[i]);
+			if (!ss->v[stack]) {
 				xgrow((void **)&ss->leaves, &ss->capleaves, ss->n + 1, sizeof(uint32_t));
-				ss->leaves[ss->n++] = stacks[i];
+				ss->leaves[ss->n++] = stack;
 			}
-			ss->v[stacks[i]] += sums[i];
+			ss->v[stack] += sums[i];
 			value += sums[i];
 		}
 		ss->total += value;

@@ -79,9 +79,33 @@ void scan_end(struct scan *s, size_t i);
  * those of the next such part it begins (which holds every id of part i),
  * instead of once per part: the sealed heads and the head, whose
  * dictionaries are copies, each hold the whole stack tree. A part begun
- * before may be ended after another was begun. */
+ * before may be ended after another was begun.
+ *
+ * After scan_carry_blocks(), a block written from a sealed head
+ * (store_view_lineage) is named as that head when the parts after it, up
+ * to an in-memory part of that name with every id it used, all are: its
+ * stacks are then given under the head's ids (scan_stack_ids), so such a
+ * chain is always folded with an in-memory part. */
 bool scan_shares_later(const struct scan *s, size_t i);
 bool scan_same_dictionary(const struct scan *s, size_t i, size_t j);
+/* For a query that carries sums as above (and folds every part it does
+ * not carry with that part's own dictionaries): names the blocks too.
+ * Call while no part is begun, before the parts it sums. */
+void scan_carry_blocks(struct scan *s);
+
+/* How the stacks the part begun gives are to be named: by map (NULL: as
+ * they are) when below nown, else as node 0 (out of range); count bounds
+ * every id given (the size of a per-node array). */
+struct scan_ids {
+	const uint32_t *map;
+	uint32_t nown;
+	size_t count;
+};
+struct scan_ids scan_stack_ids(const struct scan *s);
+static inline uint32_t scan_id(const struct scan_ids *x, uint32_t stack)
+{
+	return stack < x->nown ? (x->map ? x->map[stack] : stack) : 0;
+}
 /* Whether series `series` of the part begun is selected. */
 bool scan_selected(struct scan *s, uint32_t series);
 /* Whether every row of a selected series lies inside the range. */

@@ -41,6 +41,15 @@ struct sref {
 	pthread_mutex_t mu;   /* blocks: loading and eviction */
 	int64_t first_row_mono_ms; /* head: when its first row came */
 	int64_t written_mono_ms;   /* blocks written by this process: when (0 = earlier) */
+	/* Blocks written from a sealed head (flush), or merged from such
+	 * blocks while their hour is open: the head's dictionaries' name and
+	 * node count, and each block node's id there (nlineage_ids of them),
+	 * so a query may carry the block's stack sums into an in-memory part
+	 * that still has those dictionaries (store_view_lineage). Set before
+	 * the block is listed; not evicted with the dictionaries. */
+	uint64_t lineage;
+	uint32_t *lineage_ids;
+	size_t nlineage_ids, lineage_nnodes;
 };
 
 struct commit {
@@ -162,6 +171,7 @@ static void sref_free(struct sref *r)
 	if (r->loaded)
 		part_free(&r->part);
 	block_close(r->blk);
+	free(r->lineage_ids);
 	pthread_rwlock_destroy(&r->rw);
 	pthread_mutex_destroy(&r->mu);
 	free(r);
@@ -1146,19 +1156,58 @@ static void replace_parts(struct store *s, struct sref **olds, size_t nold, stru
 	pthread_mutex_unlock(&s->list_mu);
 }
 
-/* Writes sources (all loaded and pinned) rows in [from, to) as one block.
+/* The dictionaries the nodes of every one of refs are named in as well
+ * (sref.lineage), with each one's ids there: 0 when they differ or one has
+ * none. */
+static uint64_t common_lineage(struct sref *const *refs, size_t n, const uint32_t **ids,
+			       size_t *nids, size_t *nnodes)
+{
+	uint64_t lineage = 0;
+	*nnodes = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct sref *r = refs[i];
+		uint64_t l = r->blk ? (r->lineage_ids ? r->lineage : 0) : r->part.dict_id;
+		if (!l || (i && l != lineage))
+			return 0;
+		lineage = l;
+		ids[i] = r->blk ? r->lineage_ids : NULL;
+		nids[i] = r->blk ? r->nlineage_ids : r->part.nnodes;
+		*nnodes = MAX(*nnodes, r->blk ? r->lineage_nnodes : r->part.nnodes);
+	}
+	return lineage;
+}
+
+/* Writes sources (all loaded and pinned; refs[i] holds src[i]) rows in
+ * [from, to) as one block. With keep_ids, when the sources' nodes are all
+ * named in one in-memory part's dictionaries (a sealed head, or blocks
+ * written from its lineage), the block keeps its nodes' ids there, so that
+ * queries can fold it together with the heads (scan_carry_blocks).
  * Returns the new part's reference, or NULL. */
-static struct sref *write_block(struct store *s, struct merge_source *src, size_t nsrc,
-				int64_t from, int64_t to, uint32_t granularity,
-				const struct block_meta *meta, bool *damaged, struct buf *err)
+static struct sref *write_block(struct store *s, struct merge_source *src,
+				struct sref *const *refs, size_t nsrc, bool keep_ids, int64_t from,
+				int64_t to, uint32_t granularity, const struct block_meta *meta,
+				bool *damaged, struct buf *err)
 {
 	struct buf tmp = { 0 }, fin = { 0 };
 	block_file(s, meta->gen, ".tmp", &tmp);
 	block_file(s, meta->gen, ".blk", &fin);
-	struct merge_target t = { from, to, granularity, *meta, tmp.data, fin.data };
+	struct merge_target t = { from, to, granularity, *meta, tmp.data, fin.data, NULL, NULL, NULL };
 	struct sref *r = sref_new();
 	struct sref *out = NULL;
+	const uint32_t **ids = xcalloc(nsrc ? nsrc : 1, sizeof(*ids));
+	size_t *nids = xcalloc(nsrc ? nsrc : 1, sizeof(size_t)), lineage_nnodes = 0;
+	uint64_t lineage = keep_ids ? common_lineage(refs, nsrc, ids, nids, &lineage_nnodes) : 0;
+	if (lineage) {
+		t.out_ids = &r->lineage_ids;
+		t.src_ids = ids;
+		t.nsrc_ids = nids;
+	}
 	if (merge_write(src, nsrc, &t, &r->part, damaged, err) == 0) {
+		if (lineage) {
+			r->lineage = lineage;
+			r->nlineage_ids = r->part.nnodes;
+			r->lineage_nnodes = lineage_nnodes;
+		}
 		r->loaded = true;
 		r->mem = part_memory(&r->part);
 		if (block_open(fin.data, &r->blk, err) == 0) {
@@ -1176,6 +1225,8 @@ static struct sref *write_block(struct store *s, struct merge_source *src, size_
 	}
 	buf_free(&tmp);
 	buf_free(&fin);
+	free(ids);
+	free(nids);
 	return out;
 }
 
@@ -1224,7 +1275,8 @@ static int flush_one(struct store *s, struct buf *err)
 		struct block_meta meta = { .gen = gen, .partition_ms = p, .level = 0,
 					   .wal_lo = r->wal_lo, .wal_hi = r->wal_hi };
 		struct merge_source src = { &r->part, NULL };
-		struct sref *n = write_block(s, &src, 1, p, p + STORE_PARTITION_MS, 1, &meta, NULL, err);
+		struct sref *n = write_block(s, &src, &r, 1, true, p, p + STORE_PARTITION_MS, 1, &meta,
+					     NULL, err);
 		if (!n) {
 			rc = -1;
 			break;
@@ -1382,7 +1434,10 @@ static int compact_partition(struct store *s, int64_t partition, bool all, struc
 		struct block_meta meta = { .gen = gen, .partition_ms = partition, .level = level + 1,
 					   .wal_lo = g.lo, .wal_hi = g.hi, .sources = gens, .nsources = n };
 		damaged = xcalloc(n, sizeof(bool));
-		struct sref *out = write_block(s, ms, n, partition, partition + STORE_PARTITION_MS,
+		/* A closed hour's block keeps no ids in the heads' dictionaries:
+		 * it stays for days, and so would they. */
+		struct sref *out = write_block(s, ms, srcs, n, !closed, partition,
+					       partition + STORE_PARTITION_MS,
 					       s->cfg.block_granularity_ms, &meta, damaged, err);
 		if (!out) {
 			rc = -1;
@@ -1634,9 +1689,11 @@ void store_get_stats(struct store *s, struct store_stats *out)
 	*out = s->stats;
 	out->cache_bytes = s->cache_used;
 	out->memory_bytes = s->cache_used;
-	for (size_t i = 0; i < s->nparts; i++)
+	for (size_t i = 0; i < s->nparts; i++) {
 		if (!s->parts[i]->blk) /* sealed: no longer written */
 			out->memory_bytes += part_memory(&s->parts[i]->part);
+		out->memory_bytes += s->parts[i]->nlineage_ids * sizeof(uint32_t);
+	}
 	pthread_mutex_unlock(&s->list_mu);
 	/* Memory of the in-memory parts, measured under their own locks. */
 	pthread_mutex_lock(&s->list_mu);
@@ -1691,6 +1748,27 @@ uint64_t store_view_dictionary(const struct store_view *v, size_t i)
 {
 	const struct sref *r = v->parts[i];
 	return r->blk ? 0 : r->part.dict_id; /* set before the part was listed */
+}
+
+uint64_t store_view_lineage(const struct store_view *v, size_t i, const uint32_t **ids,
+			    size_t *nids, size_t *nnodes)
+{
+	const struct sref *r = v->parts[i];
+	if (!r->blk || !r->lineage_ids) /* set before the block was listed */
+		return 0;
+	*ids = r->lineage_ids;
+	*nids = r->nlineage_ids;
+	*nnodes = r->lineage_nnodes;
+	return r->lineage;
+}
+
+const struct part *store_view_peek(struct store_view *v, size_t i)
+{
+	struct sref *r = v->parts[i];
+	if (r->blk)
+		return NULL;
+	pthread_rwlock_rdlock(&r->rw);
+	return &r->part;
 }
 
 const struct part *store_view_begin(struct store_view *v, size_t i)

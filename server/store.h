@@ -180,10 +180,20 @@ size_t store_view_count(const struct store_view *v);
  * heads that started with copies of its dictionaries, oldest first: each
  * holds the ids of the one before it, under the same meaning. */
 uint64_t store_view_dictionary(const struct store_view *v, size_t i);
+/* For a block written by this process from a sealed head, or merged from
+ * such blocks of one hour that is not yet closed: the head's dictionaries'
+ * name (0 for any other part), the most nodes a source had (nnodes), and
+ * the id there of each of the block's nids nodes (ids). Those ids mean the
+ * same in every in-memory part of that name with at least nnodes nodes. */
+uint64_t store_view_lineage(const struct store_view *v, size_t i, const uint32_t **ids,
+			    size_t *nids, size_t *nnodes);
 /* Begins reading part i: its dictionaries are loaded and it cannot change
  * until store_view_end(). NULL when the part cannot be read (damaged:
  * logged, counted, skipped). */
 const struct part *store_view_begin(struct store_view *v, size_t i);
+/* The same for an in-memory part (NULL for a block), not counted as read:
+ * a look before the query begins it. Ended by store_view_end(). */
+const struct part *store_view_peek(struct store_view *v, size_t i);
 /* The rows of series s of the part begun as i, at least those at or after
  * since_ms (INT64_MIN: all; a block gives the time slices that hold them,
  * so older rows may come too); -1 when they cannot be read (a damaged

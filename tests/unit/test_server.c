@@ -24,6 +24,7 @@
 #include "server/scan.h"
 #include "server/store.h"
 #include "server/symbols.h"
+#include "server/tree.h"
 #include "server/wal.h"
 #include "symfile.h"
 #include "util.h"
@@ -1127,6 +1128,56 @@ static void check_order(const uint32_t *in, size_t n, size_t nnodes)
 	stack_sums_free(&ss);
 }
 
+/* A tree's children: each found as the same node, in a list of 16 or in
+ * the index beyond, in any order; after a prune, kept children are found
+ * and folded ones (and new ones) go to "[other]". */
+static void test_otree_child(void **state)
+{
+	(void)state;
+	struct otree t;
+	otree_init(&t, 1000);
+	enum { KIDS = 40 };
+	uint32_t kid[KIDS];
+	for (uint32_t k = 0; k < KIDS; k++) {
+		kid[k] = otree_child(&t, 0, 10 + k);
+		assert_int_equal(otree_child(&t, 0, 10 + k), kid[k]); /* the one found last */
+		t.nodes[kid[k]].total = t.nodes[kid[k]].self = k + 1;
+	}
+	assert_int_equal(t.n, KIDS + 1);
+	assert_true(t.nodes[0].indexed);
+	/* In order, backwards, and scattered. */
+	for (uint32_t k = 0; k < KIDS; k++)
+		assert_int_equal(otree_child(&t, 0, 10 + k), kid[k]);
+	for (uint32_t k = KIDS; k-- > 0;)
+		assert_int_equal(otree_child(&t, 0, 10 + k), kid[k]);
+	for (uint32_t k = 0; k < KIDS; k++)
+		assert_int_equal(otree_child(&t, 0, 10 + (k * 7) % KIDS), kid[(k * 7) % KIDS]);
+	/* A small list under one child: the same. */
+	uint32_t g[5];
+	for (uint32_t k = 0; k < 5; k++)
+		g[k] = otree_child(&t, kid[3], 100 + k);
+	for (uint32_t k = 5; k-- > 0;)
+		assert_int_equal(otree_child(&t, kid[3], 100 + k), g[k]);
+	assert_false(t.nodes[kid[3]].indexed);
+	assert_int_equal(t.n, KIDS + 6);
+	for (uint32_t k = 0; k < 5; k++)
+		t.nodes[g[k]].total = 0;
+	t.nodes[0].total = KIDS * (KIDS + 1) / 2;
+	/* Pruned to the root and the 10 largest: the rest are one [other]. */
+	free(otree_prune(&t, 11, 999));
+	uint32_t other = otree_child(&t, 0, 10); /* the smallest: folded */
+	assert_int_equal(t.nodes[other].key, 999);
+	assert_int_equal(otree_child(&t, 0, 5000), other); /* new: into [other] too */
+	for (uint32_t k = KIDS - 10; k < KIDS; k++) {
+		uint32_t n = otree_child(&t, 0, 10 + k);
+		assert_int_equal(t.nodes[n].key, 10 + k);
+		assert_int_equal(t.nodes[n].total, k + 1);
+		assert_int_equal(otree_child(&t, 0, 10 + k), n);
+	}
+	assert_int_equal(t.nodes[other].total, (KIDS - 10) * (KIDS - 9) / 2);
+	otree_free(&t);
+}
+
 static void test_stack_sums_order(void **state)
 {
 	(void)state;
@@ -2035,6 +2086,132 @@ static void test_queries_fold_heads_once(void **state)
 	free(dir);
 }
 
+/* Blocks written from sealed heads fold together with the head that has
+ * the same dictionaries (scan_carry_blocks): two flushes leave two blocks
+ * and a head, each with stacks the one before lacks, and every query
+ * answers as the one compacted block of the same rows does, distinct
+ * stacks included (counted once, not once per part). A range the head
+ * does not meet folds the blocks alone; grouped, each part folds its
+ * own. With compact, the two blocks are first merged into one, which
+ * keeps their ids in the heads' dictionaries while its hour is open
+ * (t0 now) and not once it is closed (t0 in 2023). */
+static void carry_blocks(int64_t t0, bool compact)
+{
+	char *dir = make_temp_dir();
+	struct store *s;
+	struct symbols *sym;
+	struct buf err = { 0 }, z = { 0 };
+	struct store_config cfg;
+	store_config_default(&cfg);
+	cfg.background = false;
+	cfg.time_window = false;
+	cfg.block_granularity_ms = 1;
+	cfg.compact_after = 2;
+	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
+	assert_int_equal(symbols_open(dir, &sym, &err), 0);
+	static const struct spec more[] = {
+		{ { "main", "run", "hot_c", NULL }, "app", "main", 7 },
+		{ { "main", "run", "hot_a", "memcpy", NULL }, "app", "worker", 3 },
+		{ { "main", "idle_loop", "k:schedule", NULL }, "other", "main", 2 },
+	};
+	for (uint64_t k = 0; k < 3; k++) {
+		buf_reset(&z);
+		make_batch(sample_specs, 5, 2 * k + 1, t0 + (int64_t)k * 5000, &z);
+		append(s, &z);
+		buf_reset(&z);
+		make_batch(more, k + 1, 2 * k + 2, t0 + (int64_t)k * 5000 + 1000, &z);
+		append(s, &z);
+		if (k < 2)
+			assert_int_equal(store_flush(s, &err), 0);
+	}
+	struct store_stats st;
+	store_get_stats(s, &st);
+	assert_int_equal(st.blocks, 2);
+	assert_true(st.unflushed_rows > 0);
+	if (compact) {
+		assert_int_equal(store_compact(s, true, &err), 0);
+		store_get_stats(s, &st);
+		assert_int_equal(st.blocks, 1);
+	}
+	char not_head[128];
+	snprintf(not_head, sizeof(not_head), "{\"filter\":{\"start_ts\":1,\"end_ts\":%lld}}",
+		 (long long)(t0 + 9000));
+	const char *bodies[] = {
+		"{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000}}",
+		"{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000,"
+		"\"query\":\"thread.name == \\\"main\\\"\"}}",
+		"{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000},\"search\":\"hot_\"}",
+		"{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000},\"num_samples\":1000}",
+		"{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000},"
+		"\"synthetic_frames\":[\"thread\"]}",
+		not_head,
+	};
+	enum { NB = ARRAY_SIZE(bodies), NQ = NB + 2 };
+	char *live[NQ], *blk[NQ];
+	uint64_t live_parts = 0;
+	json_int_t distinct[2] = { 0, 0 };
+	for (int pass = 0; pass < 2; pass++) {
+		char **q = pass ? blk : live;
+		if (pass == 1) {
+			assert_int_equal(store_flush(s, &err), 0);
+			assert_int_equal(store_compact(s, true, &err), 0);
+			store_get_stats(s, &st);
+			assert_int_equal(st.unflushed_rows, 0);
+			assert_int_equal(st.blocks, 1);
+		}
+		for (size_t i = 0; i < NB; i++) {
+			json_t *d = run_query(s, sym, bodies[i]);
+			if (pass == 0 && i == 0)
+				live_parts = (uint64_t)json_integer_value(
+					json_object_get(json_object_get(d, "query_stats"), "parts"));
+			if (i == 0)
+				distinct[pass] = json_integer_value(json_object_get(d, "distinct_stacks"));
+			json_object_del(d, "query_stats");
+			/* Folded part by part: stacks counted once per part. */
+			if (i >= NB - 2 || (compact && t0 == T0))
+				json_object_del(d, "distinct_stacks");
+			q[i] = json_dumps(d, JSON_SORT_KEYS | JSON_COMPACT);
+			json_decref(d);
+		}
+		q[NB] = dump_field(run_fn(s, sym, FN_TOP, "{\"filter\":" ON "}"), "functions");
+		q[NB + 1] = dump_field(run_fn(s, sym, FN_DIFF,
+					      "{\"baseline\":{\"start_ts\":1,\"end_ts\":4102444800000,"
+					      "\"query\":\"thread.name == \\\"main\\\"\"},"
+					      "\"comparison\":{\"start_ts\":1,\"end_ts\":4102444800000,"
+					      "\"query\":\"thread.name == \\\"worker\\\"\"}}"),
+				       "functions");
+	}
+	assert_int_equal(live_parts, compact ? 2 : 3); /* the blocks and the head */
+	/* A closed hour's compacted block folds alone: its stacks count apart. */
+	if (compact && t0 == T0)
+		assert_true(distinct[0] > distinct[1]);
+	else
+		assert_int_equal(distinct[0], distinct[1]);
+	for (size_t i = 0; i < NQ; i++) {
+		if (strcmp(live[i], blk[i]) != 0)
+			print_message("query %zu:\nlive   %s\nblocks %s\n", i, live[i], blk[i]);
+		assert_string_equal(live[i], blk[i]);
+		free(live[i]);
+		free(blk[i]);
+	}
+	store_close(s);
+	symbols_close(sym);
+	buf_free(&z);
+	buf_free(&err);
+	rm_rf(dir);
+	free(dir);
+}
+
+static void test_queries_carry_blocks(void **state)
+{
+	(void)state;
+	int64_t hour = now_unix_ms() / 3600000 * 3600000;
+	carry_blocks(T0, false);
+	carry_blocks(hour, false);
+	carry_blocks(hour, true);
+	carry_blocks(T0, true);
+}
+
 static void test_offcpu_queries(void **state)
 {
 	struct world *w = *state;
@@ -2167,6 +2344,8 @@ int main(void)
 		cmocka_unit_test(test_block_v3),
 		cmocka_unit_test(test_queries_over_slices),
 		cmocka_unit_test(test_queries_fold_heads_once),
+		cmocka_unit_test(test_queries_carry_blocks),
+		cmocka_unit_test(test_otree_child),
 		cmocka_unit_test(test_stack_sums_order),
 		cmocka_unit_test_setup_teardown(test_flamegraph_pruning, world_setup, world_teardown),
 		cmocka_unit_test_setup_teardown(test_flamegraph_sparse_dense, world_setup, world_teardown),
