@@ -1985,6 +1985,88 @@ static void test_queries_over_slices(void **state)
 	free(dir);
 }
 
+/* --- queries over heads and the blocks written from them ----------------- */
+
+/* Rounds of rows for the tests below: each round's stacks include one the
+ * round before lacked. */
+static void append_round(struct store *s, int64_t t0, uint64_t k)
+{
+	static const struct spec more[] = {
+		{ { "main", "run", "hot_c", NULL }, "app", "main", 7 },
+		{ { "main", "run", "hot_a", "memcpy", NULL }, "app", "worker", 3 },
+		{ { "main", "idle_loop", "k:schedule", NULL }, "other", "main", 2 },
+	};
+	struct buf z = { 0 };
+	make_batch(sample_specs, 5, 2 * k + 1, t0 + (int64_t)k * 5000, &z);
+	append(s, &z);
+	buf_reset(&z);
+	make_batch(more, k + 1, 2 * k + 2, t0 + (int64_t)k * 5000 + 1000, &z);
+	append(s, &z);
+	buf_free(&z);
+}
+
+static struct store *open_test_store(const char *dir, uint32_t compact_after,
+				     struct symbols **sym)
+{
+	struct store *s;
+	struct buf err = { 0 };
+	struct store_config cfg;
+	store_config_default(&cfg);
+	cfg.background = false;
+	cfg.time_window = false;
+	cfg.block_granularity_ms = 1; /* compacted rows keep their times, as memory does */
+	if (compact_after)
+		cfg.compact_after = compact_after;
+	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
+	assert_int_equal(symbols_open(dir, sym, &err), 0);
+	buf_free(&err);
+	return s;
+}
+
+#define WHOLE "\"start_ts\":1,\"end_ts\":4102444800000"
+#define MAIN_THREAD "\"query\":\"thread.name == \\\"main\\\"\""
+
+/* The answers of nb flamegraph bodies, top functions and a diff of two
+ * threads, as JSON without query_stats (and without distinct_stacks for
+ * the bodies whose bit is set in drop_distinct), into out[0 .. nb + 2).
+ * The first body's distinct stacks and parts read go to *distinct and
+ * *parts. */
+static void query_answers(struct store *s, struct symbols *sym, const char *const *bodies,
+			  size_t nb, uint32_t drop_distinct, char **out, json_int_t *distinct,
+			  json_int_t *parts)
+{
+	for (size_t i = 0; i < nb; i++) {
+		json_t *d = run_query(s, sym, bodies[i]);
+		if (i == 0) {
+			*distinct = json_integer_value(json_object_get(d, "distinct_stacks"));
+			*parts = json_integer_value(
+				json_object_get(json_object_get(d, "query_stats"), "parts"));
+		}
+		json_object_del(d, "query_stats");
+		if (drop_distinct & (1u << i))
+			json_object_del(d, "distinct_stacks");
+		out[i] = json_dumps(d, JSON_SORT_KEYS | JSON_COMPACT);
+		json_decref(d);
+	}
+	out[nb] = dump_field(run_fn(s, sym, FN_TOP, "{\"filter\":" ON "}"), "functions");
+	out[nb + 1] = dump_field(run_fn(s, sym, FN_DIFF,
+					"{\"baseline\":{" WHOLE "," MAIN_THREAD "},"
+					"\"comparison\":{" WHOLE ","
+					"\"query\":\"thread.name == \\\"worker\\\"\"}}"),
+				 "functions");
+}
+
+static void assert_same_answers(char **live, char **blocks, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(live[i], blocks[i]) != 0)
+			print_message("query %zu:\nlive   %s\nblocks %s\n", i, live[i], blocks[i]);
+		assert_string_equal(live[i], blocks[i]);
+		free(live[i]);
+		free(blocks[i]);
+	}
+}
+
 /* The sealed heads and the head, whose dictionaries are copies of one
  * another, are folded once (scan_shares_later): three in-memory parts (two
  * heads sealed while blocks could not be written, and the head), each with
@@ -1997,21 +2079,9 @@ static void test_queries_fold_heads_once(void **state)
 {
 	(void)state;
 	char *dir = make_temp_dir();
-	struct store *s;
 	struct symbols *sym;
-	struct buf err = { 0 }, z = { 0 };
-	struct store_config cfg;
-	store_config_default(&cfg);
-	cfg.background = false;
-	cfg.time_window = false;
-	cfg.block_granularity_ms = 1; /* compacted rows keep their times, as memory does */
-	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
-	assert_int_equal(symbols_open(dir, &sym, &err), 0);
-	static const struct spec more[] = {
-		{ { "main", "run", "hot_c", NULL }, "app", "main", 7 },
-		{ { "main", "run", "hot_a", "memcpy", NULL }, "app", "worker", 3 },
-		{ { "main", "idle_loop", "k:schedule", NULL }, "other", "main", 2 },
-	};
+	struct store *s = open_test_store(dir, 0, &sym);
+	struct buf err = { 0 };
 	char blocks[600], away[600];
 	snprintf(blocks, sizeof(blocks), "%s/blocks", dir);
 	snprintf(away, sizeof(away), "%s/blocks.away", dir);
@@ -2020,12 +2090,7 @@ static void test_queries_fold_heads_once(void **state)
 	assert_true(fd >= 0);
 	close(fd);
 	for (uint64_t k = 0; k < 3; k++) {
-		buf_reset(&z);
-		make_batch(sample_specs, 5, 2 * k + 1, T0 + (int64_t)k * 5000, &z);
-		append(s, &z);
-		buf_reset(&z);
-		make_batch(more, k + 1, 2 * k + 2, T0 + (int64_t)k * 5000 + 1000, &z);
-		append(s, &z);
+		append_round(s, T0, k);
 		if (k < 2) /* sealed, then the block fails: the part stays in memory */
 			assert_int_equal(store_flush(s, &err), -1);
 		buf_reset(&err);
@@ -2035,52 +2100,27 @@ static void test_queries_fold_heads_once(void **state)
 	assert_int_equal(st.blocks, 0);
 	assert_int_equal(st.unflushed_rows, st.rows);
 	const char *bodies[] = {
-		"{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000}}",
-		"{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000,"
-		"\"query\":\"thread.name == \\\"main\\\"\"}}",
-		"{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000},\"search\":\"hot_\"}",
-		"{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000},"
-		"\"synthetic_frames\":[\"thread\"]}",
+		"{\"filter\":{" WHOLE "}}",
+		"{\"filter\":{" WHOLE "," MAIN_THREAD "}}",
+		"{\"filter\":{" WHOLE "},\"search\":\"hot_\"}",
+		"{\"filter\":{" WHOLE "},\"synthetic_frames\":[\"thread\"]}",
 	};
 	enum { NB = ARRAY_SIZE(bodies), NQ = NB + 2 };
 	char *mem[NQ], *blk[NQ];
-	for (int pass = 0; pass < 2; pass++) {
-		char **q = pass ? blk : mem;
-		if (pass == 1) {
-			assert_int_equal(unlink(blocks), 0);
-			assert_int_equal(rename(away, blocks), 0);
-			assert_int_equal(store_flush(s, &err), 0);
-			assert_int_equal(store_compact(s, true, &err), 0);
-			store_get_stats(s, &st);
-			assert_int_equal(st.unflushed_rows, 0);
-			assert_int_equal(st.blocks, 1);
-		}
-		for (size_t i = 0; i < NB; i++) {
-			json_t *d = run_query(s, sym, bodies[i]);
-			json_object_del(d, "query_stats");
-			if (i == NB - 1) /* grouped: each part folds its groups itself */
-				json_object_del(d, "distinct_stacks");
-			q[i] = json_dumps(d, JSON_SORT_KEYS | JSON_COMPACT);
-			json_decref(d);
-		}
-		q[NB] = dump_field(run_fn(s, sym, FN_TOP, "{\"filter\":" ON "}"), "functions");
-		q[NB + 1] = dump_field(run_fn(s, sym, FN_DIFF,
-					      "{\"baseline\":{\"start_ts\":1,\"end_ts\":4102444800000,"
-					      "\"query\":\"thread.name == \\\"main\\\"\"},"
-					      "\"comparison\":{\"start_ts\":1,\"end_ts\":4102444800000,"
-					      "\"query\":\"thread.name == \\\"worker\\\"\"}}"),
-				       "functions");
-	}
-	for (size_t i = 0; i < NQ; i++) {
-		if (strcmp(mem[i], blk[i]) != 0)
-			print_message("query %zu:\nmemory %s\nblocks %s\n", i, mem[i], blk[i]);
-		assert_string_equal(mem[i], blk[i]);
-		free(mem[i]);
-		free(blk[i]);
-	}
+	json_int_t distinct[2], parts[2];
+	/* grouped: each part folds its groups itself */
+	query_answers(s, sym, bodies, NB, 1u << (NB - 1), mem, &distinct[0], &parts[0]);
+	assert_int_equal(unlink(blocks), 0);
+	assert_int_equal(rename(away, blocks), 0);
+	assert_int_equal(store_flush(s, &err), 0);
+	assert_int_equal(store_compact(s, true, &err), 0);
+	store_get_stats(s, &st);
+	assert_int_equal(st.unflushed_rows, 0);
+	assert_int_equal(st.blocks, 1);
+	query_answers(s, sym, bodies, NB, 1u << (NB - 1), blk, &distinct[1], &parts[1]);
+	assert_same_answers(mem, blk, NQ);
 	store_close(s);
 	symbols_close(sym);
-	buf_free(&z);
 	buf_free(&err);
 	rm_rf(dir);
 	free(dir);
@@ -2098,29 +2138,11 @@ static void test_queries_fold_heads_once(void **state)
 static void carry_blocks(int64_t t0, bool compact)
 {
 	char *dir = make_temp_dir();
-	struct store *s;
 	struct symbols *sym;
-	struct buf err = { 0 }, z = { 0 };
-	struct store_config cfg;
-	store_config_default(&cfg);
-	cfg.background = false;
-	cfg.time_window = false;
-	cfg.block_granularity_ms = 1;
-	cfg.compact_after = 2;
-	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
-	assert_int_equal(symbols_open(dir, &sym, &err), 0);
-	static const struct spec more[] = {
-		{ { "main", "run", "hot_c", NULL }, "app", "main", 7 },
-		{ { "main", "run", "hot_a", "memcpy", NULL }, "app", "worker", 3 },
-		{ { "main", "idle_loop", "k:schedule", NULL }, "other", "main", 2 },
-	};
+	struct store *s = open_test_store(dir, 2, &sym);
+	struct buf err = { 0 };
 	for (uint64_t k = 0; k < 3; k++) {
-		buf_reset(&z);
-		make_batch(sample_specs, 5, 2 * k + 1, t0 + (int64_t)k * 5000, &z);
-		append(s, &z);
-		buf_reset(&z);
-		make_batch(more, k + 1, 2 * k + 2, t0 + (int64_t)k * 5000 + 1000, &z);
-		append(s, &z);
+		append_round(s, t0, k);
 		if (k < 2)
 			assert_int_equal(store_flush(s, &err), 0);
 	}
@@ -2137,66 +2159,35 @@ static void carry_blocks(int64_t t0, bool compact)
 	snprintf(not_head, sizeof(not_head), "{\"filter\":{\"start_ts\":1,\"end_ts\":%lld}}",
 		 (long long)(t0 + 9000));
 	const char *bodies[] = {
-		"{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000}}",
-		"{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000,"
-		"\"query\":\"thread.name == \\\"main\\\"\"}}",
-		"{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000},\"search\":\"hot_\"}",
-		"{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000},\"num_samples\":1000}",
-		"{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000},"
-		"\"synthetic_frames\":[\"thread\"]}",
+		"{\"filter\":{" WHOLE "}}",
+		"{\"filter\":{" WHOLE "," MAIN_THREAD "}}",
+		"{\"filter\":{" WHOLE "},\"search\":\"hot_\"}",
+		"{\"filter\":{" WHOLE "},\"num_samples\":1000}",
+		"{\"filter\":{" WHOLE "},\"synthetic_frames\":[\"thread\"]}",
 		not_head,
 	};
 	enum { NB = ARRAY_SIZE(bodies), NQ = NB + 2 };
 	char *live[NQ], *blk[NQ];
-	uint64_t live_parts = 0;
-	json_int_t distinct[2] = { 0, 0 };
-	for (int pass = 0; pass < 2; pass++) {
-		char **q = pass ? blk : live;
-		if (pass == 1) {
-			assert_int_equal(store_flush(s, &err), 0);
-			assert_int_equal(store_compact(s, true, &err), 0);
-			store_get_stats(s, &st);
-			assert_int_equal(st.unflushed_rows, 0);
-			assert_int_equal(st.blocks, 1);
-		}
-		for (size_t i = 0; i < NB; i++) {
-			json_t *d = run_query(s, sym, bodies[i]);
-			if (pass == 0 && i == 0)
-				live_parts = (uint64_t)json_integer_value(
-					json_object_get(json_object_get(d, "query_stats"), "parts"));
-			if (i == 0)
-				distinct[pass] = json_integer_value(json_object_get(d, "distinct_stacks"));
-			json_object_del(d, "query_stats");
-			/* Folded part by part: stacks counted once per part. */
-			if (i >= NB - 2 || (compact && t0 == T0))
-				json_object_del(d, "distinct_stacks");
-			q[i] = json_dumps(d, JSON_SORT_KEYS | JSON_COMPACT);
-			json_decref(d);
-		}
-		q[NB] = dump_field(run_fn(s, sym, FN_TOP, "{\"filter\":" ON "}"), "functions");
-		q[NB + 1] = dump_field(run_fn(s, sym, FN_DIFF,
-					      "{\"baseline\":{\"start_ts\":1,\"end_ts\":4102444800000,"
-					      "\"query\":\"thread.name == \\\"main\\\"\"},"
-					      "\"comparison\":{\"start_ts\":1,\"end_ts\":4102444800000,"
-					      "\"query\":\"thread.name == \\\"worker\\\"\"}}"),
-				       "functions");
-	}
-	assert_int_equal(live_parts, compact ? 2 : 3); /* the blocks and the head */
+	json_int_t distinct[2], parts[2];
+	/* Folded part by part (grouped, the range without the head, or a
+	 * closed hour's block): stacks counted once per part. */
+	uint32_t drop = compact && t0 == T0 ? ~0u : 3u << (NB - 2);
+	query_answers(s, sym, bodies, NB, drop, live, &distinct[0], &parts[0]);
+	assert_int_equal(store_flush(s, &err), 0);
+	assert_int_equal(store_compact(s, true, &err), 0);
+	store_get_stats(s, &st);
+	assert_int_equal(st.unflushed_rows, 0);
+	assert_int_equal(st.blocks, 1);
+	query_answers(s, sym, bodies, NB, drop, blk, &distinct[1], &parts[1]);
+	assert_int_equal(parts[0], compact ? 2 : 3); /* the blocks and the head */
 	/* A closed hour's compacted block folds alone: its stacks count apart. */
 	if (compact && t0 == T0)
 		assert_true(distinct[0] > distinct[1]);
 	else
 		assert_int_equal(distinct[0], distinct[1]);
-	for (size_t i = 0; i < NQ; i++) {
-		if (strcmp(live[i], blk[i]) != 0)
-			print_message("query %zu:\nlive   %s\nblocks %s\n", i, live[i], blk[i]);
-		assert_string_equal(live[i], blk[i]);
-		free(live[i]);
-		free(blk[i]);
-	}
+	assert_same_answers(live, blk, NQ);
 	store_close(s);
 	symbols_close(sym);
-	buf_free(&z);
 	buf_free(&err);
 	rm_rf(dir);
 	free(dir);
