@@ -141,6 +141,14 @@ void scope_free(struct scope *sc)
 	sc->query = NULL;
 }
 
+/* A part's dictionaries' name for carrying sums (0: none) and, for a
+ * block so named, its nids node ids in them, below count. */
+struct carry_name {
+	uint64_t name;
+	const uint32_t *ids;
+	size_t nids, count;
+};
+
 struct scan {
 	struct store_view *view;
 	const struct scope *sc;
@@ -150,15 +158,22 @@ struct scan {
 	size_t cur;
 	uint32_t project; /* its lstr id of the project, UINT32_MAX when absent */
 	struct scan_ids ids; /* how its stacks are named */
-	/* per part of the view: its dictionaries' name for carrying sums
-	 * (0: none), and for a block so named, its ids in them */
-	uint64_t *name;
-	const uint32_t **lineage_ids;
-	size_t *nlineage_ids, *lineage_nnodes;
+	/* per part of the view, once scan_carry_blocks() named them */
+	struct carry_name *names;
 	int8_t *label_ok; /* per label set: -1 not yet evaluated, 0 out, 1 in */
 	size_t caplabel_ok;
 	uint64_t series_selected, rows_matched, rollup_stacks;
 };
+
+/* The part's id of the scope's project when p holds it and meets the
+ * range (what scan_begin() asks), else UINT32_MAX. */
+static uint32_t scope_project(const struct scan *s, const struct part *p)
+{
+	uint32_t project = strtab_lookup(&p->lstr, s->sc->project_id, strlen(s->sc->project_id));
+	if (p->max_ts < s->sc->start_ms || p->min_ts >= s->sc->end_ms)
+		return UINT32_MAX;
+	return project;
+}
 
 /* Whether part i (in memory) will be begun: it holds the project and
  * meets the range. It only grows, so what holds now holds when it is
@@ -168,10 +183,7 @@ static size_t memory_part_nodes(struct scan *s, size_t i)
 	const struct part *p = store_view_peek(s->view, i);
 	if (!p)
 		return 0;
-	size_t n = 0;
-	if (strtab_lookup(&p->lstr, s->sc->project_id, strlen(s->sc->project_id)) != UINT32_MAX &&
-	    p->max_ts >= s->sc->start_ms && p->min_ts < s->sc->end_ms)
-		n = p->nnodes;
+	size_t n = scope_project(s, p) != UINT32_MAX ? p->nnodes : 0;
 	store_view_end(s->view, i);
 	return n;
 }
@@ -183,31 +195,24 @@ static size_t memory_part_nodes(struct scan *s, size_t i)
 void scan_carry_blocks(struct scan *s)
 {
 	size_t n = store_view_count(s->view);
-	if (s->name)
+	if (s->names)
 		return;
-	s->name = xcalloc(n ? n : 1, sizeof(uint64_t));
-	s->lineage_ids = xcalloc(n ? n : 1, sizeof(*s->lineage_ids));
-	s->nlineage_ids = xcalloc(n ? n : 1, sizeof(size_t));
-	s->lineage_nnodes = xcalloc(n ? n : 1, sizeof(size_t));
+	s->names = xcalloc(n ? n : 1, sizeof(*s->names));
 	size_t end_nodes = 0; /* of the in-memory part ending the chain of part i + 1 */
 	for (size_t i = n; i-- > 0;) {
 		uint64_t d = store_view_dictionary(s->view, i);
 		if (d) {
-			s->name[i] = d;
+			s->names[i].name = d;
 			end_nodes = memory_part_nodes(s, i);
 			continue;
 		}
 		const uint32_t *ids;
 		size_t nids, nnodes;
 		uint64_t l = store_view_lineage(s->view, i, &ids, &nids, &nnodes);
-		if (l && i + 1 < n && s->name[i + 1] == l && end_nodes >= nnodes && nnodes) {
-			s->name[i] = l;
-			s->lineage_ids[i] = ids;
-			s->nlineage_ids[i] = nids;
-			s->lineage_nnodes[i] = nnodes;
-		} else {
+		if (l && i + 1 < n && s->names[i + 1].name == l && end_nodes >= nnodes && nnodes)
+			s->names[i] = (struct carry_name){ l, ids, nids, nnodes };
+		else
 			end_nodes = 0;
-		}
 	}
 }
 
@@ -237,10 +242,7 @@ void scan_close(struct scan *s)
 	store_view_close(s->view);
 	cel_free(s->cel);
 	free(s->label_ok);
-	free(s->name);
-	free(s->lineage_ids);
-	free(s->nlineage_ids);
-	free(s->lineage_nnodes);
+	free(s->names);
 	free(s);
 }
 
@@ -259,21 +261,19 @@ const struct part *scan_begin(struct scan *s, size_t i)
 	const struct part *p = store_view_begin(s->view, i);
 	if (!p)
 		return NULL;
-	uint32_t project = strtab_lookup(&p->lstr, s->sc->project_id, strlen(s->sc->project_id));
-	if (project == UINT32_MAX || p->max_ts < s->sc->start_ms || p->min_ts >= s->sc->end_ms) {
+	uint32_t project = scope_project(s, p);
+	if (project == UINT32_MAX) {
 		store_view_end(s->view, i);
 		return NULL;
 	}
 	s->p = p;
 	s->cur = i;
 	s->project = project;
-	if (s->name && s->lineage_ids[i]) {
-		s->ids = (struct scan_ids){ s->lineage_ids[i],
-					    (uint32_t)MIN(s->nlineage_ids[i], p->nnodes),
-					    s->lineage_nnodes[i] };
-	} else {
+	const struct carry_name *c = s->names ? &s->names[i] : NULL;
+	if (c && c->ids)
+		s->ids = (struct scan_ids){ c->ids, (uint32_t)MIN(c->nids, p->nnodes), c->count };
+	else
 		s->ids = (struct scan_ids){ NULL, (uint32_t)p->nnodes, p->nnodes };
-	}
 	xgrow((void **)&s->label_ok, &s->caplabel_ok, p->nlabels + 1, 1);
 	memset(s->label_ok, -1, p->nlabels + 1);
 	return p;
@@ -288,8 +288,8 @@ void scan_end(struct scan *s, size_t i)
 
 bool scan_same_dictionary(const struct scan *s, size_t i, size_t j)
 {
-	if (s->name)
-		return s->name[i] && s->name[i] == s->name[j];
+	if (s->names)
+		return s->names[i].name && s->names[i].name == s->names[j].name;
 	uint64_t d = store_view_dictionary(s->view, i);
 	return d && d == store_view_dictionary(s->view, j);
 }

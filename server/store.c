@@ -1775,9 +1775,8 @@ const struct part *store_view_begin(struct store_view *v, size_t i)
 {
 	struct sref *r = v->parts[i];
 	if (!r->blk) {
-		pthread_rwlock_rdlock(&r->rw);
 		v->stats.parts++;
-		return &r->part;
+		return store_view_peek(v, i);
 	}
 	pthread_mutex_lock(&r->mu);
 	if (sref_load_locked(v->s, r) < 0) {
