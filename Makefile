@@ -58,7 +58,7 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
-WORKLOADS := $(addprefix $(BUILD)/workloads/,cpu_split offcpu_split unwind_c unwind_lib unwind_cpp unwind_rust \
+WORKLOADS := $(addprefix $(BUILD)/workloads/,cpu_split offcpu_split offcpu_burst unwind_c unwind_lib unwind_cpp unwind_rust \
                unwind_go unwind_go_stripped symbols_cpp symbols_cpp.stripped metrics_load)
 
 .PHONY: all deps run test unit fuzz integration browser bench clean
@@ -188,6 +188,11 @@ $(BUILD)/workloads/cpu_split: tests/workloads/cpu_split.c Makefile
 $(BUILD)/workloads/offcpu_split: tests/workloads/offcpu_split.c Makefile
 	@mkdir -p $(@D)
 	$(call say,CLANG,$@)$(CLANG) -std=gnu11 -O1 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-inline -Wall -Wextra -Werror -pthread $< -o $@
+
+# offcpu_burst: many threads blocking all the time (a flood of off-CPU records).
+$(BUILD)/workloads/offcpu_burst: tests/workloads/offcpu_burst.c Makefile
+	@mkdir -p $(@D)
+	$(call say,CC,$@)$(CC) -std=gnu11 -O2 -Wall -Wextra -Werror -pthread $< -o $@
 
 $(BUILD)/workloads/unwind_c $(BUILD)/workloads/unwind_lib: $(BUILD)/workloads/%: tests/workloads/%.c Makefile
 	@mkdir -p $(@D)

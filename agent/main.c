@@ -33,7 +33,10 @@
 #include "util.h"
 #include "vdso.h"
 
-#define DRAIN_INTERVAL_MS 200
+/* How often the ring buffer is read when no sample asks for it sooner
+ * (bpf/oncpu.bpf.c: a new process, a ring a quarter full). Each wakeup
+ * costs the agent tens of microseconds whatever it finds. */
+#define DRAIN_INTERVAL_MS 1000
 #define SWEEP_INTERVAL_NS (10ull * 1000000000ull)
 #define PROC_IDLE_NS (120ull * 1000000000ull)
 #define SEND_QUEUE_BYTES (64u << 20)
@@ -376,6 +379,7 @@ static void take_stats(struct agent *a, struct selfstats_values *s)
 	v[SS_BPF_OFFCPU_SAMPLES] = bpf[ONCPU_STAT_OFFCPU_SAMPLES];
 	v[SS_OFFCPU_LOST] = bpf[ONCPU_STAT_OFFCPU_RB_FULL];
 	v[SS_BPF_OFFCPU_NO_SCRATCH] = bpf[ONCPU_STAT_OFFCPU_NO_SCRATCH];
+	v[SS_BPF_RING_WAKES] = bpf[ONCPU_STAT_RING_WAKES];
 	v[SS_PROCESSES] = proc_table_count(&a->procs);
 	v[SS_FILES] = a->files.count;
 	struct unwinder_stats ws;
@@ -652,25 +656,27 @@ int main(int argc, char **argv, char **envp)
 				 (long long)a.cfg.probabilistic_interval_ms);
 			next_draw = now_mono_ns() + (uint64_t)a.cfg.probabilistic_interval_ms * 1000000ull;
 		}
-		/* Sleeps until the next drain, or less when a new process's
-		 * sample wakes it (oncpu_wait). */
+		/* Sleeps until the next drain or report, or less when a sample
+		 * wakes it (oncpu_wait: a new process, a ring a quarter full). */
 		uint64_t now = now_mono_ns();
-		if (now < next_drain) {
-			int woke = oncpu_wait(a.oncpu, (int)((next_drain - now + 999999) / 1000000));
+		uint64_t until = MIN(next_drain, next_report);
+		if (now < until) {
+			int woke = oncpu_wait(a.oncpu, (int)((until - now + 999999) / 1000000));
 			if (woke < 0)
 				log_warn("waiting for the ring buffer failed: %s", strerror(-woke));
 			now = now_mono_ns();
 		}
 		/* The sweep drains first: every record of a process that has
 		 * exited is in the ring buffer by then, to be taken before the
-		 * process is forgotten. */
-		bool sweep = now >= next_sweep;
-		if (now >= next_drain || sweep) {
+		 * process is forgotten. A report drains first too, so the batch
+		 * holds every sample taken before its end. */
+		bool sweep = now >= next_sweep, report = now >= next_report;
+		if (now >= next_drain || sweep || report) {
 			if (oncpu_drain(a.oncpu) < 0)
 				log_warn("reading the ring buffer failed: %s", strerror(errno));
 			next_drain = now + DRAIN_INTERVAL_MS * 1000000ull;
 		}
-		if (now >= next_report) {
+		if (report) {
 			flush_batch(&a);
 			next_report += (uint64_t)a.cfg.reporter_interval_ms * 1000000ull;
 			if (next_report < now)

@@ -131,6 +131,7 @@ static struct oncpu_bpf *load_skel(struct oncpu *o, size_t rb, uint32_t unwind_e
 	skel->rodata->ns_per_tick = tck > 0 ? 1000000000ull / (uint64_t)tck : 10000000ull;
 	skel->rodata->has_task_pt_regs = o->has_task_pt_regs;
 	skel->rodata->offcpu_period_ns = 1000000000ull / (offcpu_hz ? offcpu_hz : 1);
+	skel->rodata->ring_wake_bytes = rb / 4;
 	struct bpf_program *off_progs[] = { skel->progs.offcpu_switch, skel->progs.offcpu_sample,
 					    skel->progs.offcpu_unwind, skel->progs.offcpu_python,
 					    skel->progs.offcpu_exit, skel->progs.offcpu_fork,
@@ -274,8 +275,9 @@ int oncpu_open(struct oncpu **out, uint64_t hz, uint64_t offcpu_hz, uint32_t unw
 	o->has_task_pt_regs =
 		libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_task_pt_regs, NULL) == 1;
 	/* One second of worst-case records (both stacks full) per CPU; the
-	 * agent drains every 200 ms. Off-CPU records come at about offcpu_hz
-	 * per blocked thread: the same allowance per CPU again. */
+	 * agent drains every second, and sooner when a sample finds the ring
+	 * a quarter full (ring_wake_bytes). Off-CPU records come at about
+	 * offcpu_hz per blocked thread: the same allowance per CPU again. */
 	size_t rb = next_pow2(MAX((size_t)(hz + offcpu_hz) * (size_t)ncpu * sizeof(struct oncpu_sample),
 				  (size_t)256 << 10));
 	rb = MIN(rb, (size_t)256 << 20);

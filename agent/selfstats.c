@@ -69,6 +69,7 @@ static const struct metric metrics[SS_COUNT] = {
 	[SS_BPF_OFFCPU_SAMPLES] = { "bpf_off_cpu_samples_total", COUNTER, "Off-CPU samples the BPF program wrote to the ring buffer." },
 	[SS_OFFCPU_LOST] = { "off_cpu_samples_lost_total", COUNTER, "Off-CPU samples lost because the ring buffer was full." },
 	[SS_BPF_OFFCPU_NO_SCRATCH] = { "bpf_off_cpu_no_scratch_total", COUNTER, "Picked waits not sampled: no per-thread scratch record could be had." },
+	[SS_BPF_RING_WAKES] = { "bpf_ring_fill_wakeups_total", COUNTER, "Times a sample woke the agent before its next drain because the ring buffer was a quarter full." },
 	[SS_PROCESSES] = { "processes", GAUGE, "Processes in the agent's table." },
 	[SS_FILES] = { "files", GAUGE, "Distinct executable files seen." },
 	[SS_TABLES_QUEUED] = { "unwind_tables_queued_total", COUNTER, "Files queued for an unwind table." },

@@ -63,6 +63,7 @@ enum selfstat {
 	SS_BPF_OFFCPU_SAMPLES,
 	SS_OFFCPU_LOST,
 	SS_BPF_OFFCPU_NO_SCRATCH,
+	SS_BPF_RING_WAKES,
 	/* processes and files (proc.h, files.h) */
 	SS_PROCESSES,
 	SS_FILES,

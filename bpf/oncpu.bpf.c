@@ -53,6 +53,10 @@ _Static_assert(FRAME_INDEX_MASK + 1 >= ONCPU_MAX_FRAMES, "mask covers the frames
 const volatile __u64 ns_per_tick = 10000000; /* 1e9 / USER_HZ */
 const volatile __u32 has_task_pt_regs = 1;   /* bpf_task_pt_regs exists (Linux >= 5.15) */
 const volatile __u64 offcpu_period_ns = 52631578; /* 1e9 / -off-cpu-sampling-rate */
+/* A sample that finds this many bytes waiting in the ring buffer (a
+ * quarter of it) wakes the agent, so a burst is drained before the ring
+ * fills, however long the agent sleeps between drains. */
+const volatile __u64 ring_wake_bytes = 1 << 18;
 
 /* Written by the agent while the programs run (the .bss map is mmap'd):
  * waits that began before it are not measured (off-CPU sampling was off
@@ -86,11 +90,12 @@ struct scratch {
 	__u8 py_pad[5];
 };
 
-/* Samples wait in the ring buffer until the agent's next drain (200 ms),
+/* Samples wait in the ring buffer until the agent's next drain (1 s),
  * except a sample of a process the agent has not described yet (or whose
  * description lacks a mapping the stack went through): that one wakes it
  * at once, so it reads the process and its next stacks are unwound by CFI
- * within milliseconds instead of a whole drain interval.
+ * within milliseconds instead of a whole drain interval. A sample that
+ * finds the ring buffer a quarter full wakes it too (ring_wake_bytes).
  * At most one forced wakeup per CPU per WAKE_MIN_NS, whatever happens. */
 #define WAKE_MIN_NS 10000000ull
 
@@ -277,6 +282,17 @@ __noinline int uw_rule_id(__u32 file, __u64 vaddr)
 	return uw_find_rule_id(file_at(file), vaddr);
 }
 
+/* Asks submit to wake the agent, at most once per WAKE_MIN_NS per CPU. */
+static __always_inline void wake_agent(struct scratch *sc)
+{
+	__u32 zero = 0;
+	__u64 *last = bpf_map_lookup_elem(&wake_times, &zero);
+	if (last && sc->s.ktime_ns - *last >= WAKE_MIN_NS) {
+		sc->wake = 1;
+		*last = sc->s.ktime_ns;
+	}
+}
+
 /* Sends the record (only its used part) and counts it. off: the record is
  * the off-CPU sampler's, in offcpu_scratch, which is deleted once sent.
  * off is a constant in every caller, so the perf-event programs never
@@ -289,6 +305,11 @@ static __always_inline void submit(struct scratch *sc, const bool off)
 	__u64 size = ONCPU_HDR_SIZE + (__u64)(nk + nu) * sizeof(__u64);
 	if (size > sizeof(*s))
 		size = sizeof(*s);
+	if (!sc->wake && bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) >= ring_wake_bytes) {
+		wake_agent(sc);
+		if (sc->wake)
+			count(ONCPU_STAT_RING_WAKES, 1);
+	}
 	__u64 flags = sc->wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 	if (bpf_ringbuf_output(&samples, s, size, flags) < 0)
 		count(off ? ONCPU_STAT_OFFCPU_RB_FULL : ONCPU_STAT_RB_FULL, 1);
@@ -298,17 +319,6 @@ static __always_inline void submit(struct scratch *sc, const bool off)
 		__u32 tid = (__u32)bpf_get_current_pid_tgid();
 		if (bpf_map_delete_elem(&offcpu_scratch, &tid) == 0)
 			__sync_fetch_and_add(&offcpu_pending, -1);
-	}
-}
-
-/* Asks submit to wake the agent, at most once per WAKE_MIN_NS per CPU. */
-static __always_inline void wake_agent(struct scratch *sc)
-{
-	__u32 zero = 0;
-	__u64 *last = bpf_map_lookup_elem(&wake_times, &zero);
-	if (last && sc->s.ktime_ns - *last >= WAKE_MIN_NS) {
-		sc->wake = 1;
-		*last = sc->s.ktime_ns;
 	}
 }
 

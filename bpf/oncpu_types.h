@@ -65,6 +65,7 @@ enum oncpu_stat {
 	ONCPU_STAT_OFFCPU_SAMPLES,   /* off-CPU records sent */
 	ONCPU_STAT_OFFCPU_RB_FULL,   /* off-CPU records lost: ring buffer full */
 	ONCPU_STAT_OFFCPU_NO_SCRATCH, /* sampled waits dropped: no scratch record */
+	ONCPU_STAT_RING_WAKES,       /* agent woken because the ring buffer filled up */
 	ONCPU_STAT_MAX,
 };
 

@@ -16,7 +16,8 @@ import subprocess
 import time
 
 from conftest import require_root
-from harness import DEFAULT_PROJECT, WORKLOADS, Server, check_tree, find, http, wait_until, walk
+from harness import (DEFAULT_PROJECT, WORKLOADS, Server, check_tree, find, free_port, http, wait_until,
+                     walk)
 
 QUERY = 'process.executable.name == "offcpu_split" && thread.name == "blocker"'
 
@@ -215,3 +216,44 @@ def test_probabilistic_profiling_gates_off_cpu(server, agent_factory):
         assert got > 0.5 * waited, (got, waited)
     else:
         assert got == 0, agent.output()[-2000:]
+
+
+def agent_metrics(base):
+    """The agent's -pprof /metrics as {name: value} (labelled series left out)."""
+    status, body = http("GET", base + "/metrics", timeout=5)
+    assert status == 200, body
+    out = {}
+    for line in body.decode().splitlines():
+        parts = line.split()
+        if len(parts) == 2 and not line.startswith("#") and "{" not in parts[0]:
+            out[parts[0].removeprefix("ember_agent_")] = float(parts[1])
+    return out
+
+
+def test_ring_buffer_flood_wakes_the_agent(server, agent_factory):
+    # The agent reads the ring buffer once a second. 128 threads that sleep
+    # 500 us in a loop, sampled off-CPU at 1000 Hz, write tens of thousands
+    # of records a second: more than the ring holds in a second. A record
+    # that finds the ring a quarter full wakes the agent at once, so none
+    # is lost (without that wakeup about a fifth were), and the agent takes
+    # every record BPF sent.
+    require_root()
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    agent_factory(server.url, "-enable-off-cpu", "-off-cpu-sampling-rate=1000",
+                  f"-pprof=127.0.0.1:{port}").start()
+    wait_until(lambda: agent_metrics(base).get("sampling") == 1, 20, what="the agent to sample")
+    out = subprocess.run([os.path.join(WORKLOADS, "offcpu_burst"), "4", "128", "500"], check=True,
+                         stdout=subprocess.PIPE, timeout=60).stdout
+    waits = json.loads(out)["waits"]
+
+    def drained():
+        m = agent_metrics(base)
+        return m["off_cpu_samples_total"] >= m["bpf_off_cpu_samples_total"] > 0
+    wait_until(drained, 20, what="the agent to take every off-CPU record")
+    m = agent_metrics(base)
+    assert m["bpf_off_cpu_samples_total"] > 0.2 * waits, (m, waits)
+    assert m["bpf_ring_fill_wakeups_total"] > 0, m
+    assert m["off_cpu_samples_lost_total"] == 0, m
+    assert m["samples_lost_total"] == 0, m
+    assert m["off_cpu_samples_total"] == m["bpf_off_cpu_samples_total"], m
