@@ -121,30 +121,39 @@ void collector_free(struct collector *c)
 	sample_cache_free(&c->samples);
 }
 
-static uint32_t kernel_frame_uncached(struct collector *c, uint64_t addr);
+static uint32_t kernel_frame_named(struct collector *c, uint64_t addr, const char *name,
+				   const char *module);
 
 static uint32_t kernel_frame(struct collector *c, uint64_t addr)
 {
 	size_t slot = (size_t)(hash_u64(addr) & (ARRAY_SIZE(c->kframe_cache) - 1));
-	if (c->batch_gen && c->kframe_cache[slot].gen == c->batch_gen &&
-	    c->kframe_cache[slot].addr == addr) {
-		c->stats.unknown_frames += c->kframe_cache[slot].unknown;
-		return c->kframe_cache[slot].frame;
+	struct kframe_memo *e = &c->kframe_cache[slot];
+	if (c->batch_gen && e->gen == c->batch_gen && e->addr == addr) {
+		c->stats.unknown_frames += e->unknown;
+		return e->frame;
+	}
+	const char *module = NULL, *name;
+	if (e->gen && e->addr == addr) { /* named in an earlier batch */
+		name = e->name;
+		module = e->module;
+	} else {
+		name = kallsyms_lookup(c->ksyms, addr, &module);
 	}
 	uint64_t unknown = c->stats.unknown_frames;
-	uint32_t f = kernel_frame_uncached(c, addr);
-	c->kframe_cache[slot].gen = c->batch_gen;
-	c->kframe_cache[slot].addr = addr;
-	c->kframe_cache[slot].frame = f;
+	uint32_t f = kernel_frame_named(c, addr, name, module);
+	e->gen = c->batch_gen;
+	e->addr = addr;
+	e->frame = f;
+	e->name = name;
+	e->module = module;
 	/* An address kallsyms does not know counts as unknown each time. */
-	c->kframe_cache[slot].unknown = c->stats.unknown_frames != unknown;
+	e->unknown = c->stats.unknown_frames != unknown;
 	return f;
 }
 
-static uint32_t kernel_frame_uncached(struct collector *c, uint64_t addr)
+static uint32_t kernel_frame_named(struct collector *c, uint64_t addr, const char *name,
+				   const char *module)
 {
-	const char *module = NULL;
-	const char *name = kallsyms_lookup(c->ksyms, addr, &module);
 	struct bframe f = { .type = FT_KERNEL };
 	if (name) {
 		f.name = str(c, name);

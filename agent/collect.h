@@ -78,9 +78,15 @@ struct collector {
 		uint32_t gen, pid, res;
 		char comm[17];
 	} res_cache[256];
-	struct {
+	/* An entry of an earlier batch (gen != 0 but not current) still
+	 * holds the address's kallsyms name, so a new batch interns it again
+	 * without searching kallsyms. */
+	struct kframe_memo {
 		uint32_t gen, frame;
 		uint64_t addr;
+		/* kallsyms_lookup's answer (pointers into ksyms, which outlives
+		 * the collector); name NULL: not in kallsyms */
+		const char *name, *module;
 		bool unknown; /* not in kallsyms: counted in stats.unknown_frames */
 	} kframe_cache[1024];
 	/* The frame of a named Python frame (process, code object and

@@ -64,6 +64,9 @@ struct agent {
 	char machine_id[64]; /* /etc/machine-id, or "" */
 	/* host facts and every other attribute of all samples (collect.h) */
 	char cpu_model[128], cpu_count[16], memory[24], kernel[128];
+	/* Online CPUs, sent with every batch; read again once a minute, not
+	 * at every batch (sysconf reads /sys each time). */
+	uint32_t host_cpus;
 	const char *host_kv[COLLECT_MAX_HOST_KV];
 	size_t nhost_kv;
 	struct kallsyms ksyms;
@@ -210,7 +213,7 @@ static void flush_batch(struct agent *a)
 		.start_unix_ms = a->interval_start_ms,
 		.end_unix_ms = now,
 		.sample_rate_hz = (uint32_t)a->cfg.on_cpu_hz,
-		.host_cpus = (uint32_t)MAX(sysconf(_SC_NPROCESSORS_ONLN), 0L),
+		.host_cpus = a->host_cpus,
 	};
 	log_debug("batch %llu: %zu stacks, %zu frames, %llu samples",
 		  (unsigned long long)meta.sequence, a->batch->nstacks, a->batch->nframes,
@@ -241,7 +244,8 @@ static void read_host_facts(struct agent *a)
 	}
 	if (f)
 		fclose(f);
-	snprintf(a->cpu_count, sizeof(a->cpu_count), "%ld", MAX(sysconf(_SC_NPROCESSORS_ONLN), 0L));
+	a->host_cpus = (uint32_t)MAX(sysconf(_SC_NPROCESSORS_ONLN), 0L);
+	snprintf(a->cpu_count, sizeof(a->cpu_count), "%u", a->host_cpus);
 	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
 	if (pages > 0 && psize > 0)
 		snprintf(a->memory, sizeof(a->memory), "%llu",
@@ -688,6 +692,7 @@ int main(int argc, char **argv, char **envp)
 		}
 		if (now >= next_stats) {
 			log_stats(&a);
+			a.host_cpus = (uint32_t)MAX(sysconf(_SC_NPROCESSORS_ONLN), 0L);
 			next_stats = now + 60ull * 1000000000ull;
 		}
 		if (a.stats_srv && now >= next_publish) {

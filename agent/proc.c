@@ -273,7 +273,7 @@ void proc_table_sweep(struct proc_table *t, uint64_t now_ns, uint64_t idle_ns)
 		/* A sample taken after now_ns (the caller read its clock before
 		 * draining) is not idle: no unsigned wrap-around. */
 		bool drop = now_ns > p->last_sample_ns && now_ns - p->last_sample_ns > idle_ns;
-		if (!drop) {
+		if (!drop && p->last_sample_ns <= t->swept_ns) {
 			uint64_t st;
 			/* Gone, or the pid now belongs to another process. */
 			drop = read_start_time(t, p->pid, &st) < 0 || (p->live && st != p->start_time);
@@ -281,6 +281,7 @@ void proc_table_sweep(struct proc_table *t, uint64_t now_ns, uint64_t idle_ns)
 		if (drop)
 			release(t, (uint32_t)i);
 	}
+	t->swept_ns = now_ns;
 }
 
 size_t proc_table_count(const struct proc_table *t)

@@ -61,6 +61,7 @@ struct proc_table {
 	proc_maps_fn on_maps;
 	proc_gone_fn on_gone;
 	void *hook_ctx;
+	uint64_t swept_ns; /* the clock of the previous proc_table_sweep */
 };
 
 void proc_table_init(struct proc_table *t, struct file_registry *files, const char *proc_root);
@@ -79,10 +80,15 @@ struct proc *proc_table_get(struct proc_table *t, int32_t pid, uint64_t start_ti
  * no known mapping contains it. */
 const struct mapping *proc_find_mapping(struct proc_table *t, struct proc *p, uint64_t addr,
 					uint64_t now_ns);
-/* Drops processes that exited or were not sampled for idle_ns. The
- * caller drains the ring buffer first: an exited process's last records
- * (an off-CPU wait that ends as the process does) must find its entry,
- * maps and name still there, not a blank one made after it is gone. */
+/* Drops processes that exited or were not sampled for idle_ns. Only
+ * those not sampled since the previous sweep are looked up in /proc (a
+ * read of PROC/PID/stat each, tens of microseconds): one that was is
+ * alive or just gone, and the next sweep tells; a pid taken over by
+ * another process in between is replaced by proc_table_get at that
+ * process's first sample. The caller drains the ring buffer first: an
+ * exited process's last records (an off-CPU wait that ends as the process
+ * does) must find its entry, maps and name still there, not a blank one
+ * made after it is gone. */
 void proc_table_sweep(struct proc_table *t, uint64_t now_ns, uint64_t idle_ns);
 size_t proc_table_count(const struct proc_table *t);
 

@@ -15,7 +15,8 @@
 # thread: encoding, compressing and sending) and encoding alone (the
 # agent's encode_us, the reporter's CPU time in encoding), every thread's
 # share (the main thread is ember-agent), and the ratios. Needs root.
-# Takes about 2 x (DURATION + 30) seconds.
+# Takes about 2 x (DURATION + 45) seconds. EMBER_BENCH_AGENT names another
+# agent binary to measure (default build/bin/ember-agent).
 # usage: bench/protocol_compare.sh [DURATION] [RATE]
 set -eu
 cd "$(dirname "$0")/.."
@@ -70,11 +71,11 @@ run() { # protocol-flag name
   build/bin/ember-server --listen "127.0.0.1:$port" --data-dir "$tmp/data" 2>"$tmp/server-$2.log" &
   server=$!
   for _ in $(seq 50); do curl -fs "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
-  build/bin/ember-agent -collection-agent="127.0.0.1:$port" -disable-tls \
+  "${EMBER_BENCH_AGENT:-build/bin/ember-agent}" -collection-agent="127.0.0.1:$port" -disable-tls \
     -on-cpu-sampling-rate="$rate" -ember-protocol="$1" 2>"$tmp/agent-$2.log" &
   agent=$!
   sleep 5
-  local secs=$((duration + 10)) pids=()
+  local secs=$((duration + 25)) pids=()
   build/workloads/unwind_cpp "$secs" >/dev/null & pids+=($!)
   build/workloads/unwind_c chain "$secs" >/dev/null & pids+=($!)
   build/workloads/unwind_rust "$secs" >/dev/null & pids+=($!)
@@ -82,7 +83,10 @@ run() { # protocol-flag name
   build/workloads/symbols_cpp "$secs" >/dev/null & pids+=($!)
   "$tmp/loop.sh" "$secs" & pids+=($!)
   /usr/bin/python3 "$tmp/loop.py" "$secs" & pids+=($!)
-  sleep 5 # the workloads' files are read once; the window is steady state
+  # The agent first reads the workloads' files and builds their unwind
+  # tables, on a machine the workloads keep busy (5 s was not always
+  # enough for that here): the window starts 20 s in, in steady state.
+  sleep 20
   local t0 t1 r0 r1 start_ms end_ms
   t0=$(cpu_ns "$agent")
   r0=$(thread_ns "$agent" ember-reporter)

@@ -533,10 +533,14 @@ static void test_collect(void **state)
 	proc_table_sweep(&procs, 5000, 1000000000ull);
 	assert_int_equal(proc_table_count(&procs), 1);
 
-	/* Exited processes are swept. */
+	/* Exited processes are swept: one sampled since the previous sweep
+	 * is not looked up in /proc yet, the next sweep finds it gone. */
 	snprintf(path, sizeof(path), "rm -rf %s/4242", root);
 	assert_int_equal(system(path), 0);
+	proc_table_get(&procs, 4242, 500, 3, "x", 5500);
 	proc_table_sweep(&procs, 6000, 1000000000ull);
+	assert_int_equal(proc_table_count(&procs), 1);
+	proc_table_sweep(&procs, 7000, 1000000000ull);
 	assert_int_equal(proc_table_count(&procs), 0);
 
 	batch_free(&b);
@@ -709,6 +713,33 @@ static void test_collect_repeats(void **state)
 	assert_int_equal(b2.samples[0].value, 2);
 	assert_int_equal(cached.c.samples.hits, 16);
 
+	/* Kernel frames named in an earlier batch (one kallsyms lacks among
+	 * them) are named, and counted, the same in the next one. */
+	struct oncpu_sample unk = raws[0];
+	unk.kstack_len = 2;
+	unk.ustack_len = 0;
+	unk.frames[1] = 0x1000;
+	size_t usize = ONCPU_HDR_SIZE + 2 * sizeof(__u64);
+	collect_sample(&cached.c, &unk, usize, 3000);
+	collect_sample(&plain.c, &unk, usize, 3000);
+	struct batch b3, p3;
+	batch_init(&b3);
+	batch_init(&p3);
+	collector_set_batch(&cached.c, &b3);
+	plain.c.batch = &p3;
+	for (int i = 0; i < 2; i++) {
+		collect_sample(&cached.c, i ? &raws[0] : &unk, i ? size : usize, 4000);
+		collect_sample(&plain.c, i ? &raws[0] : &unk, i ? size : usize, 4000);
+	}
+	assert_same_batches(&b2, &p2);
+	assert_same_batches(&b3, &p3);
+	assert_int_equal(b3.nframes, p3.nframes);
+	for (size_t i = 0; i < b3.nframes; i++)
+		assert_int_equal(b3.frames[i].binary, p3.frames[i].binary);
+	assert_memory_equal(&cached.c.stats, &plain.c.stats, sizeof(cached.c.stats));
+
+	batch_free(&b3);
+	batch_free(&p3);
 	batch_free(&b2);
 	batch_free(&p2);
 	fixture_close(&cached);
