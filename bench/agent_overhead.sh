@@ -9,6 +9,8 @@
 # per sample (kernel.bpf_stats_enabled), agent resident memory, and bytes
 # sent per sample. Needs root.
 # usage: bench/agent_overhead.sh [DURATION] [RATE]
+# EMBER_BENCH_AGENT names another agent binary to measure (default
+# build/bin/ember-agent).
 # EMBER_BENCH_WORKLOAD="unwind_c recurse 200" runs that workload on every
 # CPU instead (the duration is appended to its arguments);
 # EMBER_BENCH_COMMAND="/usr/bin/python3 tests/workloads/py_split.py" runs
@@ -47,7 +49,7 @@ sysctl -q kernel.bpf_stats_enabled=1
 build/bin/ember-server --listen "127.0.0.1:$port" --data-dir "$tmp/data" 2>"$tmp/server.log" &
 server=$!
 for _ in $(seq 50); do curl -fs "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
-build/bin/ember-agent -collection-agent="127.0.0.1:$port" -disable-tls \
+"${EMBER_BENCH_AGENT:-build/bin/ember-agent}" -collection-agent="127.0.0.1:$port" -disable-tls \
   -on-cpu-sampling-rate="$rate" ${EMBER_BENCH_AGENT_FLAGS:-} 2>"$tmp/agent.log" &
 agent=$!
 sleep 5 # start-up (kallsyms, first symbol uploads) is not steady state
