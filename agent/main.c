@@ -228,6 +228,12 @@ static void flush_batch(struct agent *a)
 	publish_stats(a);
 }
 
+/* Online CPUs (sysconf reads /sys each time: not once per batch). */
+static uint32_t online_cpus(void)
+{
+	return (uint32_t)MAX(sysconf(_SC_NPROCESSORS_ONLN), 0L);
+}
+
 /* The host's facts: CPU model and count, memory, kernel. */
 static void read_host_facts(struct agent *a)
 {
@@ -244,7 +250,7 @@ static void read_host_facts(struct agent *a)
 	}
 	if (f)
 		fclose(f);
-	a->host_cpus = (uint32_t)MAX(sysconf(_SC_NPROCESSORS_ONLN), 0L);
+	a->host_cpus = online_cpus();
 	snprintf(a->cpu_count, sizeof(a->cpu_count), "%u", a->host_cpus);
 	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
 	if (pages > 0 && psize > 0)
@@ -692,7 +698,7 @@ int main(int argc, char **argv, char **envp)
 		}
 		if (now >= next_stats) {
 			log_stats(&a);
-			a.host_cpus = (uint32_t)MAX(sysconf(_SC_NPROCESSORS_ONLN), 0L);
+			a.host_cpus = online_cpus();
 			next_stats = now + 60ull * 1000000000ull;
 		}
 		if (a.stats_srv && now >= next_publish) {

@@ -169,10 +169,9 @@ struct scan {
  * range (what scan_begin() asks), else UINT32_MAX. */
 static uint32_t scope_project(const struct scan *s, const struct part *p)
 {
-	uint32_t project = strtab_lookup(&p->lstr, s->sc->project_id, strlen(s->sc->project_id));
 	if (p->max_ts < s->sc->start_ms || p->min_ts >= s->sc->end_ms)
 		return UINT32_MAX;
-	return project;
+	return strtab_lookup(&p->lstr, s->sc->project_id, strlen(s->sc->project_id));
 }
 
 /* Whether part i (in memory) will be begun: it holds the project and
