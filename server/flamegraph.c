@@ -482,6 +482,15 @@ static void do_part(struct fg *q, const struct part *p, bool carry)
 		if (q->tree.n > q->prune_at)
 			prune(q, p);
 	}
+	/* What earlier parts carried is folded here even when this part
+	 * selects nothing itself (a head holding only other projects or
+	 * executables): it has their dictionaries. Without grouping there
+	 * is one group, 0; with grouping nothing is ever carried. */
+	if (!carry && q->nleaves) {
+		fold_group(q, p, 0);
+		if (q->tree.n > q->prune_at)
+			prune(q, p);
+	}
 }
 
 /* Folds what earlier parts carried with the dictionaries of p, which hold
