@@ -5,10 +5,12 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 
 #include "jsonw.h"
@@ -116,13 +118,25 @@ void http_json(struct http_resp *resp, int status)
 	resp->content_type = "application/json";
 }
 
+static const char *list_value(const char *const *kv, const char *name, bool nocase)
+{
+	for (size_t i = 0; kv && kv[i] && kv[i + 1]; i += 2)
+		if (nocase ? strcasecmp(kv[i], name) == 0 : strcmp(kv[i], name) == 0)
+			return kv[i + 1];
+	return NULL;
+}
+
 const char *http_header(const struct http_req *req, const char *name)
 {
+	if (!req->conn)
+		return list_value(req->headers, name, true);
 	return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
 }
 
 const char *http_query_arg(const struct http_req *req, const char *name)
 {
+	if (!req->conn)
+		return list_value(req->args, name, false);
 	return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
 }
 

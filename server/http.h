@@ -27,6 +27,11 @@ struct http_req {
 	const char *params[HTTP_MAX_PARAMS]; /* the {param} segments, in order */
 	size_t nparams;
 	struct MHD_Connection *conn;
+	/* A request made in-process (tests drive handlers without a socket):
+	 * with conn NULL, headers and query arguments are looked up in these
+	 * NULL-terminated name, value lists (either may be NULL). */
+	const char *const *headers;
+	const char *const *args;
 };
 
 struct http_resp {
@@ -62,6 +67,8 @@ struct http_server *http_start(const char *addr, const struct route *routes, siz
 			       struct server *srv, const struct http_tls *tls, struct buf *err);
 void http_stop(struct http_server *h);
 
+/* A request header (names compare without case) or query argument; NULL
+ * when absent. */
 const char *http_header(const struct http_req *req, const char *name);
 const char *http_query_arg(const struct http_req *req, const char *name);
 /* Sets a JSON error answer {"error": message}. */

@@ -1338,6 +1338,28 @@ int store_flush(struct store *s, struct buf *err)
 	return flush_all(s, true, err);
 }
 
+int store_seal(struct store *s, bool rotate, struct buf *err)
+{
+	pthread_mutex_lock(&s->maint_mu);
+	int rc = seal(s, rotate, err);
+	pthread_mutex_unlock(&s->maint_mu);
+	return rc;
+}
+
+int store_write_sealed(struct store *s, struct buf *err)
+{
+	pthread_mutex_lock(&s->maint_mu);
+	int rc = 0, f;
+	while ((f = flush_one(s, err)) > 0)
+		release_logs(s);
+	if (f < 0)
+		rc = -1;
+	else
+		release_logs(s);
+	pthread_mutex_unlock(&s->maint_mu);
+	return rc;
+}
+
 /* Pins and loads a block for a merge; false when it cannot be read. */
 static bool pin_loaded(struct store *s, struct sref *r)
 {

@@ -154,6 +154,11 @@ int store_append_entry(struct store *s, const struct store_entry *e, struct buf 
  * block, regardless of age); store_retention deletes partitions that end
  * before now_ms - retention. Each returns 0 or -1 (err set). */
 int store_flush(struct store *s, struct buf *err);
+/* The two halves of store_flush, which the maintenance thread also does
+ * apart (a head sealed by its age is written a moment later): seal the
+ * head (in a new log when rotate), and write every sealed part. */
+int store_seal(struct store *s, bool rotate, struct buf *err);
+int store_write_sealed(struct store *s, struct buf *err);
 int store_compact(struct store *s, bool all, struct buf *err);
 int store_retention(struct store *s, int64_t now_ms, struct buf *err);
 
