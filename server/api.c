@@ -13,6 +13,7 @@
 #include "jsonw.h"
 #include "metrics.h"
 #include "sessions.h"
+#include "uregex.h"
 #include "util.h"
 
 void handle_healthz(struct server *srv, const struct http_req *req, struct http_resp *resp)
@@ -131,7 +132,9 @@ static bool project_of(struct server *srv, const struct http_req *req, struct ht
 static void answer(struct server *srv, struct http_resp *resp, int rc, struct buf *err)
 {
 	if (rc < 0) {
-		http_error(resp, 400, "%s", err->data);
+		/* UREGEX_RC: the request was valid but a pattern in it reached
+		 * its bounds on the data (server/uregex.h). */
+		http_error(resp, rc == UREGEX_RC ? 422 : 400, "%s", err->data);
 	} else {
 		__atomic_add_fetch(&srv->counters.queries, 1, __ATOMIC_RELAXED);
 		http_json(resp, 200);

@@ -324,3 +324,64 @@ def test_hostile_json_gets_4xx_naming_the_field(server):
     # Still healthy, and nothing of the refused requests was stored.
     assert server.healthy()
     assert server.flamegraph()["total"] == 0
+
+
+# --- bounded user patterns --------------------------------------------------------
+
+def query(server, route, body):
+    status, data = http("POST", f"{server.url}/public/api/v1/project/{DEFAULT_PROJECT}/{route}",
+                        body, {"Content-Type": "application/json"})
+    return status, json.loads(data)
+
+
+def test_catastrophic_patterns_answer_422_quickly(server):
+    """Frames named aaaa…a!N and the pattern ^(a+)+$ backtrack without end;
+    the query stops at the match limit and answers 422 naming the pattern
+    and the limit, in well under 2 s, and the server stays responsive."""
+    d = Dict()
+    root = d.location(d.function("main"))
+    stacks = [d.stack(d.location(d.function("a" * 40 + f"!{i}")), root) for i in range(200)]
+    req = build_request("redos_app")
+    prof = req.resource_profiles[0].scope_profiles[0].profiles[0]
+    prof.sample_type.type_strindex = d.s("samples")
+    prof.sample_type.unit_strindex = d.s("count")
+    prof.period_type.type_strindex = d.s("cpu")
+    prof.period_type.unit_strindex = d.s("nanoseconds")
+    del prof.samples[:]
+    for s in stacks:
+        prof.samples.add(stack_index=s, values=[1])
+    req.dictionary.CopyFrom(d.d)
+    status, body = post(server, req.SerializeToString())
+    assert status == 200, body
+    assert server.flamegraph('process.executable.name == "redos_app"')["total"] == 200
+
+    window = {"start_ts": 946684800000, "end_ts": 4102444800000, "event_kind": "on_cpu"}
+    cases = [
+        ("flamegraph/json", {"filter": window, "search": "^(a+)+$"}, "search"),
+        ("flamegraph/json", {"filter": dict(window, frame_mask={"patterns": ["^(a|aa)+$"]})},
+         "filter.frame_mask.patterns[0]"),
+        ("top_functions", {"filter": window, "search": "^(a+)+$"}, "search"),
+    ]
+    for route, body, what in cases:
+        t0 = time.monotonic()
+        status, answer = query(server, route, body)
+        took = time.monotonic() - t0
+        assert status == 422, (route, body, answer)
+        assert took < 2.0, (route, took)
+        assert what in answer["error"] and "match limit" in answer["error"], answer
+        assert "(a" in answer["error"], answer
+    # Eight at once do not stall health checks or ingest.
+    import threading
+    threads = [threading.Thread(target=query, args=(server, "flamegraph/json",
+                                                    {"filter": window, "search": "^(a+)+$"}))
+               for _ in range(8)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    assert http("GET", server.url + "/healthz", timeout=5)[0] == 200
+    for t in threads:
+        t.join()
+    assert time.monotonic() - t0 < 5.0
+    # An honest search over the same frames still answers.
+    fg = server.flamegraph('process.executable.name == "redos_app"', search="^a+!7$")
+    assert fg["total"] == 1
