@@ -407,6 +407,49 @@ def recent_batch(agent, seq, value, host):
     return b.encode(sequence=seq, start_ms=start, end_ms=start + 1000), 2 * value + 1
 
 
+def test_second_server_on_the_same_data_dir_refuses(tmp_path):
+    """A second ember-server on a data dir in use exits at once, naming the
+    dir and the first server's pid, before it reads or deletes anything:
+    the first server's blocks, logs and answers are untouched."""
+    data = tmp_path / "data"
+    srv = Server(data, None, "--flush-after", "1s", "--compact-delay", "0s").start()
+    second = None
+    try:
+        want = 0
+        for seq in range(1, 4):
+            raw, tot = recent_batch("lock-a", seq, 10 * seq, "la")
+            stored(srv.url, raw)
+            want += tot
+        wait_flushed(srv, flushes_total=1, blocks=1)
+        for seq in range(4, 7):  # and some only in the head and its log
+            raw, tot = recent_batch("lock-a", seq, 10 * seq, "la")
+            stored(srv.url, raw)
+            want += tot
+        files = {p: os.path.getsize(p) for p in glob.glob(str(data / "**" / "*"), recursive=True)
+                 if os.path.isfile(p) and not p.endswith("lock")}
+        assert blocks(data) and total(srv) == want
+
+        for flags in ((), ("--flush-after", "1s", "--compact-delay", "0s")):
+            second = Server(data, None, *flags).start(wait=False)
+            rc = second.proc.wait(10)
+            out = second.output()
+            second.stop()
+            assert rc != 0, out
+            assert f"--data-dir {data} is in use by another ember-server (pid {srv.proc.pid})" \
+                in out, out
+            assert "replay" not in out and "opened" not in out, out
+        for p, size in files.items():
+            assert os.path.exists(p), f"{p} was deleted by the second server"
+            assert os.path.getsize(p) >= size, p
+        assert srv.healthy() and total(srv) == want
+        # The lock goes with the first server: a server started after it
+        # opens the store and finds everything.
+        srv.restart(signal.SIGKILL)
+        assert total(srv) == want
+    finally:
+        srv.stop(signal.SIGKILL)
+
+
 def test_sigkill_after_flush_keeps_everything(tmp_path):
     data = tmp_path / "data"
     srv = Server(data, None, "--flush-after", "1s", "--compact-delay", "0s").start()

@@ -5,6 +5,7 @@
 #include "hmap.h"
 #include "jsonw.h"
 #include "log.h"
+#include "pidlock.h"
 #include "sort.h"
 #include "strtab.h"
 #include "util.h"
@@ -439,10 +440,47 @@ static void test_log_rate_limit(void **state)
 	log_init("test", LOG_INFO, false);
 }
 
+/* One holder at a time; the second is told the first one's pid; the lock
+ * goes with the descriptor. */
+static void test_pidlock(void **state)
+{
+	(void)state;
+	char *dir = make_temp_dir();
+	char path[512];
+	snprintf(path, sizeof(path), "%s/lock", dir);
+	struct buf err = { 0 };
+	long holder = -1;
+	write_text(path, "999999999999\n"); /* a stale pid from a crash */
+	int fd = pidlock_take(path, &holder, &err);
+	assert_true(fd >= 0);
+	assert_int_equal(holder, 0);
+	char *text = NULL;
+	size_t len = 0;
+	assert_int_equal(read_file(path, 64, &text, &len), 0);
+	assert_int_equal(strtol(text, NULL, 10), (long)getpid());
+	free(text);
+	/* A second open file, even in this process, is refused. */
+	assert_int_equal(pidlock_take(path, &holder, &err), -2);
+	assert_int_equal(holder, (long)getpid());
+	assert_null(err.data);
+	pidlock_release(fd);
+	fd = pidlock_take(path, &holder, &err);
+	assert_true(fd >= 0);
+	pidlock_release(fd);
+	/* A directory that does not exist: a message. */
+	snprintf(path, sizeof(path), "%s/none/lock", dir);
+	assert_int_equal(pidlock_take(path, &holder, &err), -1);
+	assert_non_null(strstr(err.data, "none/lock"));
+	buf_free(&err);
+	rm_rf(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_duration),
+		cmocka_unit_test(test_pidlock),
 		cmocka_unit_test(test_log_rate_limit),
 		cmocka_unit_test(test_numbers),
 		cmocka_unit_test(test_floor),
