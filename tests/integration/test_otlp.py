@@ -153,6 +153,43 @@ def test_unknown_sample_type_is_a_partial_success(server):
     assert "wall_clock_widgets" in resp.partial_success.error_message
 
 
+def values_request(exe):
+    """Samples of 60 and 30, one of 2^62 (stored as 2^48), one of -5 alone
+    (dropped) and one of 7 with -3 beside it (stored as 7)."""
+    req = build_request(exe)
+    prof = req.resource_profiles[0].scope_profiles[0].profiles[0]
+    stack = prof.samples[0].stack_index
+    del prof.samples[2:]
+    prof.samples.add(stack_index=stack, values=[2 ** 62])
+    prof.samples.add(stack_index=stack, values=[-5])
+    prof.samples.add(stack_index=stack, values=[7, -3])
+    return req
+
+
+def test_clamped_and_negative_values_are_a_partial_success(server):
+    status, body = post(server, values_request("otlp_values").SerializeToString())
+    assert status == 200, body
+    ps = svc.ExportProfilesServiceResponse.FromString(body).partial_success
+    assert ps.rejected_profiles == 0  # every profile was stored: a warning
+    msg = ps.error_message
+    assert "2 negative sample values left out (1 samples with no other value dropped)" in msg, msg
+    assert "1 sample values above 2^48 (281474976710656) stored as 2^48" in msg, msg
+    assert server.flamegraph('process.executable.name == "otlp_values"')["total"] == \
+        60 + 30 + 2 ** 48 + 7
+
+    text = json_format.MessageToJson(values_request("otlp_values_json"))
+    status, body = post(server, text.encode(), ctype="application/json")
+    assert status == 200, body
+    ps = json.loads(body)["partialSuccess"]
+    assert ps["rejectedProfiles"] == "0"
+    assert "2 negative sample values left out" in ps["errorMessage"], ps
+    assert "1 sample values above 2^48" in ps["errorMessage"], ps
+    # A request with nothing changed answers no partial_success at all.
+    status, body = post(server, build_request().SerializeToString())
+    assert status == 200 and not svc.ExportProfilesServiceResponse.FromString(body) \
+        .HasField("partial_success")
+
+
 def test_hostile_requests_get_4xx(server):
     good = build_request().SerializeToString()
     cases = [
