@@ -34,6 +34,7 @@ struct server_config {
 	char *tls_cert, *tls_key;
 	char *ingest_tokens;
 	int64_t session_idle_ms;
+	int64_t log_rate_limit_ms;
 	bool verbose;
 	bool json_log;
 	bool help;
@@ -74,6 +75,8 @@ static const struct flag_def defs[] = {
 	  "forget an agent session unused this long" },
 	{ "config", FLAG_STRING, "", OFF(config), 0, 0,
 	  "file of 'name value' lines with lower-precedence settings" },
+	{ "log-rate-limit-interval", FLAG_DURATION, "1m", OFF(log_rate_limit_ms), 0, 86400000,
+	  "window in which one log statement is written at most 3 times (0: everything; -v: off)" },
 	{ "v", FLAG_BOOL, "false", OFF(verbose), 0, 0, "verbose (debug) logging" },
 	{ "json-log", FLAG_BOOL, "false", OFF(json_log), 0, 0, "log one JSON object per line" },
 	{ "help", FLAG_BOOL, "false", OFF(help), 0, 0, "print this help and exit" },
@@ -103,6 +106,9 @@ int main(int argc, char **argv, char **envp)
 		return 0;
 	}
 	log_init("ember-server", cfg.verbose ? LOG_DEBUG : LOG_INFO, cfg.json_log);
+	/* A full disk fails every ingest request the same way: one line a
+	 * request would be hundreds of thousands a minute. */
+	log_set_rate_limit(cfg.log_rate_limit_ms);
 
 	/* Block the stop signals in every thread; main waits for them. */
 	sigset_t stop;
@@ -218,6 +224,7 @@ out:
 	symbols_close(srv.symbols);
 	store_close(srv.store);
 	pidlock_release(lock_fd); /* after everything in the dir is closed */
+	log_flush_suppressed();
 	buf_free(&lock_path);
 	flags_free(&server_flags, &cfg);
 	buf_free(&err);

@@ -352,6 +352,18 @@ def test_full_disk_answers_503_and_keeps_acknowledged(tmp_path, flush_after):
         assert m["ember_ingest_failed_total"] == len(refused) + 1
         assert m["ember_ingest_batches_total"] == len(acked)
         assert srv.healthy()
+        # An agent retrying on the full disk: every request is refused,
+        # but the log holds a few lines of it, not one per request, and
+        # the count of the others is kept.
+        def refusal_lines():
+            return [ln for ln in srv.output().splitlines()
+                    if "ingest: " in ln and "No space left on device" in ln]
+        before = len(refusal_lines())
+        assert 1 <= before <= 3, refusal_lines()
+        for _ in range(400):
+            assert ingest(srv.url, z, compressed=True)[0] == 503
+        assert len(refusal_lines()) == 3, len(refusal_lines())
+        assert metrics(srv)["ember_log_suppressed_total"] >= 400 - 3 + before
         if flush_after == "3s":
             assert fill_s < 2.5, f"filling the disk took {fill_s:.1f}s: a flush may have run"
             # Writing the head as a block fails too: it stays in memory and
@@ -386,6 +398,45 @@ def test_full_disk_answers_503_and_keeps_acknowledged(tmp_path, flush_after):
         srv.restart(signal.SIGTERM)
         assert total(srv) == sum(acked.values())
         assert metrics(srv)["ember_store_wal_skipped_records"] == 0
+    finally:
+        if srv:
+            srv.stop(signal.SIGKILL)
+        r = subprocess.run(["umount", str(disk)], stderr=subprocess.PIPE)
+        if r.returncode != 0:
+            subprocess.run(["umount", "-l", str(disk)])
+
+
+def test_full_disk_log_is_rate_limited_and_counts_what_it_left_out(tmp_path):
+    """Requests refused on a full disk write 3 lines a minute, not one
+    each; on stopping, the server writes how many it left out."""
+    rng = random.Random(99)
+    batches = [bulky_batch(i, rng) for i in range(300)]
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)],
+                       stderr=subprocess.PIPE)
+    if r.returncode != 0:
+        pytest.skip("cannot mount a tmpfs: " + r.stderr.decode(errors="replace"))
+    srv = None
+    try:
+        srv = Server(disk, None, "--flush-after", "60s").start()
+        refused = 0
+        for z, _ in batches:
+            status = ingest(srv.url, z, compressed=True)[0]
+            assert status in (200, 503), status
+            refused += status == 503
+        for _ in range(500):
+            assert ingest(srv.url, batches[-1][0], compressed=True)[0] == 503
+            refused += 1
+        assert refused > 500
+        assert metrics(srv)["ember_log_suppressed_total"] == refused - 3
+        srv.stop(signal.SIGTERM)
+        lines = srv.output().splitlines()
+        refusals = [ln for ln in lines if "ingest: " in ln and "No space left" in ln]
+        assert len(refusals) == 3, refusals
+        told = [ln for ln in lines if 'more like "ingest: %s" suppressed' in ln]
+        assert told and told[0].split()[3] == str(refused - 3), told
+        assert len(lines) < 30, lines
     finally:
         if srv:
             srv.stop(signal.SIGKILL)

@@ -418,6 +418,18 @@ static void test_log_rate_limit(void **state)
 	log_info("another statement");
 	usleep(350 * 1000);
 	log_warn("repeated %d", 10);
+	/* A statement that stops repeating: its count is told by the next
+	 * line of another one once its window has ended, or by a flush. */
+	unsigned long long before = log_suppressed_total();
+	for (int i = 0; i < 1000; i++)
+		log_error("disk full %d", i);
+	assert_int_equal(log_suppressed_total() - before, 997);
+	usleep(350 * 1000);
+	log_info("something else");
+	for (int i = 0; i < 5; i++)
+		log_error("still full %d", i);
+	log_flush_suppressed();
+	log_flush_suppressed(); /* nothing left to tell */
 	log_set_rate_limit(0);
 	for (int i = 0; i < 5; i++)
 		log_info("unlimited");
@@ -436,6 +448,15 @@ static void test_log_rate_limit(void **state)
 	for (const char *p = text; (p = strstr(p, "unlimited")); p++)
 		n++;
 	assert_int_equal(n, 5);
+	const char *told = strstr(text, "997 more like \"disk full %d\" suppressed");
+	assert_non_null(told);
+	assert_true(told < strstr(text, "something else"));
+	assert_non_null(strstr(text, "2 more like \"still full %d\" suppressed"));
+	assert_null(strstr(text, "disk full 3"));
+	n = 0;
+	for (const char *p = text; (p = strchr(p, '\n')); p++)
+		n++;
+	assert_int_equal(n, 3 + 1 + 1 + 3 + 1 + 1 + 3 + 1 + 5); /* bounded: 19 lines for 1 021 */
 	free(text);
 	log_init("test", LOG_INFO, false);
 }
