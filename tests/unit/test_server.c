@@ -1820,6 +1820,17 @@ static void test_queries_bound_user_regex(void **state)
 		fn_request_free(&fr);
 		buf_reset(&err);
 	}
+	/* A diff: each side is read on its own thread with its own matcher. */
+	const char *diff = "{\"baseline\":{\"start_ts\":1,\"end_ts\":2},"
+			   "\"comparison\":{\"start_ts\":1,\"end_ts\":4102444800000},"
+			   "\"frame_mask\":{\"patterns\":[\"^(a+)+$\"]}}";
+	struct fn_request dr;
+	assert_int_equal(fn_request_parse(&dr, FN_DIFF, diff, strlen(diff), &err), 0);
+	fn_request_set_project(&dr, PROJECT);
+	assert_int_equal(functions_query(s, sym, NULL, &dr, &out, &err), UREGEX_RC);
+	assert_non_null(strstr(err.data, "frame_mask.patterns[0]"));
+	fn_request_free(&dr);
+	buf_reset(&err);
 	/* CEL's matches() over the executable name. */
 	struct ent_request er;
 	const char *cel = "{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000,"
