@@ -46,7 +46,7 @@ struct display {
 	struct uregex *masks[DISPLAY_MAX_MASKS];
 	size_t nmasks;
 	struct uregex *search;
-	struct uregex_matcher *rm; /* bounds every match of the query (uregex.h) */
+	struct uregex_matcher *rm; /* bounds every match of the query (uregex.h); NULL: no patterns */
 	struct strtab names;
 	struct dkey *keys;
 	size_t nkeys, capkeys;
@@ -88,7 +88,8 @@ struct display *display_new(struct symbols *sym, struct fetcher *fetch,
 	}
 	if (o->search && !(d->search = compile(o->search, "search", err)))
 		goto fail;
-	d->rm = uregex_matcher_new(o->regex_budget_ms);
+	if (d->nmasks || d->search)
+		d->rm = uregex_matcher_new(o->regex_budget_ms);
 	return d;
 fail:
 	display_free(d);
@@ -180,7 +181,7 @@ bool display_has_masks(const struct display *d)
 
 int display_check(const struct display *d, struct buf *err)
 {
-	if (!uregex_failed(d->rm))
+	if (!d->rm || !uregex_failed(d->rm))
 		return 0;
 	if (err)
 		uregex_error(d->rm, err);
