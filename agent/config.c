@@ -83,6 +83,9 @@ static const struct flag_def defs[] = {
 	  "with -dwarf: no DWARF is read from files larger than this many bytes" },
 	{ "max-symbfile-size", FLAG_UINT, "52428800", OFF(max_symbfile_size), 1024, 1ull << 30,
 	  "with -dwarf: symbol files larger than this many bytes are sent without DWARF" },
+	{ "lock-file", FLAG_STRING, "/run/ember/agent.lock", OFF(lock_file), 0, 0,
+	  "file the agent locks (and writes its pid in) while it runs, so that a second agent on the "
+	  "host refuses to start instead of reporting every sample twice; empty: no lock" },
 	{ "config", FLAG_STRING, "", OFF(config_path), 0, 0,
 	  "file of 'name value' lines with lower-precedence settings" },
 	{ "help", FLAG_BOOL, "false", OFF(help), 0, 0, "print this help and exit" },

@@ -60,6 +60,7 @@ struct agent_config {
 	uint64_t max_input_file_size;
 	uint64_t max_symbfile_size;
 	char *config_path;
+	char *lock_file;             /* -lock-file: one agent per host; "" = no lock */
 	bool help;
 };
 

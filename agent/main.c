@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,6 +24,7 @@
 #include "log.h"
 #include "metricsender.h"
 #include "oncpu.h"
+#include "pidlock.h"
 #include "proc.h"
 #include "python.h"
 #include "reporter.h"
@@ -506,6 +508,35 @@ static void read_machine_id(char *out, size_t n)
 	fclose(f);
 }
 
+/* Takes -lock-file, creating its directory (one level, e.g. /run/ember)
+ * when missing. Returns 0, or -1 with the reason logged. */
+static int take_host_lock(const char *path)
+{
+	struct buf err = { 0 };
+	const char *slash = strrchr(path, '/');
+	if (slash && slash != path) {
+		char *dir = xstrndup(path, (size_t)(slash - path));
+		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+			log_warn("-lock-file: cannot create %s: %s", dir, strerror(errno));
+		free(dir);
+	}
+	long holder = 0;
+	int fd = pidlock_take(path, &holder, &err);
+	if (fd == -2) {
+		char pid[32] = "";
+		if (holder)
+			snprintf(pid, sizeof(pid), " (pid %ld)", holder);
+		log_error("another ember-agent%s is running on this host and holds %s: a second one "
+			  "would report every sample twice. Stop it, or start this one with "
+			  "-lock-file '' (or another file) to run both",
+			  pid, path);
+	} else if (fd < 0) {
+		log_error("-lock-file: %s (give -lock-file '' to run without the lock)", err.data);
+	}
+	buf_free(&err);
+	return fd < 0 ? -1 : 0; /* the descriptor stays open: the lock is held */
+}
+
 int main(int argc, char **argv, char **envp)
 {
 	static struct agent a;
@@ -525,6 +556,11 @@ int main(int argc, char **argv, char **envp)
 	log_set_rate_limit(a.cfg.log_rate_limit_ms);
 	if (geteuid() != 0)
 		log_warn("not running as root: loading BPF programs needs CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN");
+	/* One agent per host: a second one samples every CPU again and each
+	 * sample is reported twice. The lock is held (lock_fd stays open)
+	 * until the process exits. */
+	if (*a.cfg.lock_file && take_host_lock(a.cfg.lock_file) < 0)
+		return 1;
 	if (http_global_init() < 0) {
 		log_error("cannot initialise libcurl");
 		return 1;
@@ -732,5 +768,6 @@ int main(int argc, char **argv, char **envp)
 	agent_config_free(&a.cfg);
 	buf_free(&err);
 	http_global_cleanup();
+	log_flush_suppressed();
 	return 0;
 }

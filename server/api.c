@@ -11,8 +11,10 @@
 #include "functions.h"
 #include "handlers.h"
 #include "jsonw.h"
+#include "log.h"
 #include "metrics.h"
 #include "sessions.h"
+#include "uregex.h"
 #include "util.h"
 
 void handle_healthz(struct server *srv, const struct http_req *req, struct http_resp *resp)
@@ -56,6 +58,7 @@ void handle_metrics(struct server *srv, const struct http_req *req, struct http_
 	metric(b, "ember_ingest_unauthorized_total", "counter", "ingest requests refused for a missing or wrong token", load(&c->ingest_unauthorized));
 	metric(b, "ember_otlp_requests_total", "counter", "OTLP Profiles requests stored", load(&c->otlp_requests));
 	metric(b, "ember_otlp_rejected_total", "counter", "OTLP Profiles requests refused as invalid", load(&c->otlp_rejected));
+	metric(b, "ember_log_suppressed_total", "counter", "log lines left out by the log rate limit (--log-rate-limit-interval)", log_suppressed_total());
 	metric(b, "ember_sessions", "gauge", "agent sessions held (protocol version 2)", ses.count);
 	metric(b, "ember_session_bytes", "gauge", "memory of the agent sessions", ses.bytes);
 	metric(b, "ember_sessions_evicted_total", "counter", "sessions forgotten to stay within --session-memory", ses.evicted);
@@ -131,7 +134,9 @@ static bool project_of(struct server *srv, const struct http_req *req, struct ht
 static void answer(struct server *srv, struct http_resp *resp, int rc, struct buf *err)
 {
 	if (rc < 0) {
-		http_error(resp, 400, "%s", err->data);
+		/* UREGEX_RC: the request was valid but a pattern in it reached
+		 * its bounds on the data (server/uregex.h). */
+		http_error(resp, rc == UREGEX_RC ? 422 : 400, "%s", err->data);
 	} else {
 		__atomic_add_fetch(&srv->counters.queries, 1, __ATOMIC_RELAXED);
 		http_json(resp, 200);

@@ -2,27 +2,15 @@
  * (indexes into one array). Everything evaluation needs is prepared here:
  * literal lengths, sorted `in` lists, compiled regular expressions and one
  * PCRE2 match block, so cel_eval does not allocate. */
-#define PCRE2_CODE_UNIT_WIDTH 8
 #include "cel.h"
 
-#include <pcre2.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "uregex.h"
 #include "util.h"
-
-/* Patterns are UTF-8; a value that is not valid UTF-8 (a thread name cut in
- * the middle of a character) can still match in its valid parts. \C (one
- * byte, even inside a character) is refused. */
-#ifdef PCRE2_MATCH_INVALID_UTF
-#define CEL_RE_OPTIONS (PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | PCRE2_NEVER_BACKSLASH_C)
-#else
-#define CEL_RE_OPTIONS PCRE2_NEVER_BACKSLASH_C
-#endif
-#define CEL_MATCH_LIMIT 1000000
-#define CEL_HEAP_LIMIT_KIB 16384
 
 enum node_kind {
 	N_TRUE,
@@ -47,7 +35,7 @@ struct node {
 	char *text; /* attribute name or string value */
 	char **items;
 	size_t nitems;
-	pcre2_code *re;
+	struct uregex *re;
 };
 
 struct cel_program {
@@ -55,8 +43,9 @@ struct cel_program {
 	size_t count, cap;
 	int root;
 	size_t nregex;
-	pcre2_match_context *mctx; /* with the match and heap limits */
-	pcre2_match_data *md;      /* shared by every regex of the program */
+	/* Bounds every regex of the program (uregex.h); written by cel_eval
+	 * through the const program: one evaluating thread at a time. */
+	struct uregex_matcher *rm;
 };
 
 struct parser {
@@ -316,7 +305,7 @@ static int in_list(struct parser *ps, int l)
 }
 
 /* The pattern of matches(): a string literal, compiled now. */
-static pcre2_code *regex_arg(struct parser *ps)
+static struct uregex *regex_arg(struct parser *ps)
 {
 	skip_ws(ps);
 	size_t at = ps->pos;
@@ -334,30 +323,22 @@ static pcre2_code *regex_arg(struct parser *ps)
 		buf_free(&pat);
 		return NULL;
 	}
-	int ec;
-	PCRE2_SIZE off;
-	pcre2_code *re = pcre2_compile((PCRE2_SPTR)(pat.data ? pat.data : ""), pat.len,
-				       CEL_RE_OPTIONS, &ec, &off, NULL);
+	char msg[256], what[48];
+	size_t off;
+	snprintf(what, sizeof(what), "query: matches() at column %zu", at + 1);
+	/* Patterns are UTF-8; a value that is not valid UTF-8 (a thread name
+	 * cut in the middle of a character) can still match in its valid
+	 * parts. \C (one byte, even inside a character) is refused. */
+	struct uregex *re = uregex_compile(pat.data, pat.len, UREGEX_UTF, what, msg, sizeof(msg),
+					   &off);
 	buf_free(&pat);
 	if (!re) {
-		PCRE2_UCHAR msg[256];
-		if (pcre2_get_error_message(ec, msg, sizeof(msg)) == PCRE2_ERROR_BADDATA)
-			strcpy((char *)msg, "unknown error");
-		fail_at(ps, at, "bad regular expression: %s (at offset %zu of the pattern)",
-			(const char *)msg, (size_t)off);
+		fail_at(ps, at, "bad regular expression: %s (at offset %zu of the pattern)", msg, off);
 		return NULL;
 	}
 	p->nregex++;
-	if (!p->mctx) {
-		p->mctx = pcre2_match_context_create(NULL);
-		p->md = pcre2_match_data_create(1, NULL);
-		if (!p->mctx || !p->md) {
-			fprintf(stderr, "ember: out of memory creating a PCRE2 match block\n");
-			abort();
-		}
-		pcre2_set_match_limit(p->mctx, CEL_MATCH_LIMIT);
-		pcre2_set_heap_limit(p->mctx, CEL_HEAP_LIMIT_KIB);
-	}
+	if (!p->rm)
+		p->rm = uregex_matcher_new(0);
 	return re;
 }
 
@@ -367,7 +348,7 @@ static int call_rest(struct parser *ps, int fi, int subject)
 {
 	int n;
 	if (funcs[fi].kind == N_MATCHES) {
-		pcre2_code *re = regex_arg(ps);
+		struct uregex *re = regex_arg(ps);
 		if (!re)
 			return -1;
 		n = new_node(ps, N_MATCHES, subject, -1, NULL);
@@ -576,8 +557,8 @@ static bool eval(const struct cel_program *p, int n, cel_lookup_fn lookup, void 
 		return in_items(nd, value_of(p, nd->a, lookup, ctx));
 	case N_MATCHES: {
 		const char *s = value_of(p, nd->a, lookup, ctx);
-		/* No match, the match limit and invalid input all read as false. */
-		return pcre2_match(nd->re, (PCRE2_SPTR)s, strlen(s), 0, 0, p->md, p->mctx) >= 0;
+		/* A bound reached reads as false, and cel_check fails the query. */
+		return uregex_match(p->rm, nd->re, s, strlen(s)) > 0;
 	}
 	case N_STARTS:
 	case N_ENDS: {
@@ -602,6 +583,15 @@ bool cel_eval(const struct cel_program *p, cel_lookup_fn lookup, void *ctx)
 	return eval(p, p->root, lookup, ctx);
 }
 
+int cel_check(const struct cel_program *p, struct buf *err)
+{
+	if (!p || !p->rm || !uregex_failed(p->rm))
+		return 0;
+	if (err)
+		uregex_error(p->rm, err);
+	return UREGEX_RC;
+}
+
 void cel_free(struct cel_program *p)
 {
 	if (!p)
@@ -612,10 +602,9 @@ void cel_free(struct cel_program *p)
 		for (size_t j = 0; j < nd->nitems; j++)
 			free(nd->items[j]);
 		free(nd->items);
-		pcre2_code_free(nd->re);
+		uregex_free(nd->re);
 	}
 	free(p->nodes);
-	pcre2_match_data_free(p->md);
-	pcre2_match_context_free(p->mctx);
+	uregex_matcher_free(p->rm);
 	free(p);
 }

@@ -29,8 +29,10 @@
  * finds a match anywhere in s; anchor it with ^ and $ to match all of s.
  * re must be a string literal: it is compiled with the program, and a bad
  * one fails the compile with a message naming the column of the literal.
- * A match that exceeds the match limit (1,000,000 steps) counts as no
- * match. startsWith, endsWith and contains compare bytes.
+ * Matches run within the bounds of server/uregex.h (match and heap limits
+ * per match, a time budget per program): a match that reaches one reads
+ * as false, as does every later one, and cel_check then reports it (the
+ * query answers 422). startsWith, endsWith and contains compare bytes.
  *
  * A program is compiled once per query and evaluated once per label set,
  * never per sample; cel_eval does not allocate, and it reuses one match
@@ -57,6 +59,10 @@ typedef const char *(*cel_lookup_fn)(void *ctx, const char *name);
 
 struct cel_program *cel_compile(const char *src, struct buf *err);
 bool cel_eval(const struct cel_program *p, cel_lookup_fn lookup, void *ctx);
+/* 0, or UREGEX_RC with the message appended to err (may be NULL) when a
+ * matches() pattern reached a bound: the results since are not to be
+ * trusted. */
+int cel_check(const struct cel_program *p, struct buf *err);
 void cel_free(struct cel_program *p);
 
 #endif

@@ -585,10 +585,19 @@ int flamegraph_query(struct store *st, struct symbols *sym, struct fetcher *fetc
 		} else {
 			scan_end(q.scan, i);
 		}
+		if (display_check(q.disp, NULL) || scan_check(q.scan, NULL))
+			break; /* a pattern reached a bound: the query fails below */
 	}
 	if (held) {
 		fold_carried(&q, held);
 		scan_end(q.scan, held_i);
+	}
+	int rc = display_check(q.disp, err);
+	if (!rc)
+		rc = scan_check(q.scan, err);
+	if (rc) {
+		fg_free(&q);
+		return rc;
 	}
 
 	uint16_t hz = hz_vote_best(&q.hz);

@@ -72,7 +72,9 @@ const char *fg_synthetic_name(enum fg_synthetic s);
 /* Runs the query and appends the JSON answer to out. Returns 0, or -1
  * with a message for the client in err (e.g. a bad regular expression).
  * fetch (may be NULL) is asked for the symbols of files that have none
- * with source lines yet (server/debuginfod.h). */
+ * with source lines yet (server/debuginfod.h). Returns UREGEX_RC
+ * (server/uregex.h) with the message in err when a search or mask pattern
+ * reached its match, heap or time bounds. */
 struct fetcher;
 int flamegraph_query(struct store *st, struct symbols *sym, struct fetcher *fetch,
 		     const struct fg_request *r, struct buf *out, struct buf *err);

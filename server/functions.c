@@ -268,18 +268,23 @@ static int collect(struct fn_pass *f, struct store *st, const struct scope *sc, 
 		}
 		add_sums(f, t, &ss, p);
 		scan_end(scan, i);
+		if (display_check(f->d, NULL) || scan_check(scan, NULL))
+			break; /* a pattern reached a bound: the query fails */
 	}
 	if (held) {
 		add_sums(f, t, &ss, held);
 		scan_end(scan, held_i);
 	}
+	int rc = display_check(f->d, err);
+	if (!rc)
+		rc = scan_check(scan, err);
 	t->total = ss.total;
 	t->hz = hz_vote_best(&ss.hz);
 	stack_sums_free(&ss);
 	scope_context_read(st, sc, &t->ctx);
 	scan_stats_json(scan, t0, stats);
 	scan_close(scan);
-	return 0;
+	return rc;
 }
 
 /* The comparison of a diff is read on its own thread, with its own
@@ -618,23 +623,27 @@ int functions_query(struct store *st, struct symbols *sym, struct fetcher *fetch
 			cmp.rc = -1; /* display_new wrote err */
 		if (rca == 0 && cmp.rc < 0 && cmp.err.len)
 			buf_append(err, cmp.err.data, cmp.err.len);
-		if (rca == 0 && cmp.rc == 0)
+		if (rca == 0 && cmp.rc == 0) {
 			rekey(&cmp.t, cmp.f.d, f.d);
+			rca = display_check(f.d, err); /* rekey matched the patterns again */
+		}
 		b = cmp.t;
 		stats_b = cmp.stats;
 		buf_free(&cmp.err);
 		free(cmp.f.stamp);
 		free(cmp.f.target);
 		display_free(cmp.f.d);
-		if (rca < 0 || cmp.rc < 0)
+		if (rca < 0 || cmp.rc < 0) {
+			rc = rca < 0 ? rca : cmp.rc;
 			goto out;
+		}
 		write_diff(&f, r, &a, &b, out);
 		buf_puts(out, ",\"baseline_");
 		buf_append(out, stats_a.data + 1, stats_a.len - 1);
 		buf_puts(out, ",");
 		buf_append(out, stats_b.data, stats_b.len);
 	} else {
-		if (collect(&f, st, &r->scope, &a, t0, &stats_a, err) < 0)
+		if ((rc = collect(&f, st, &r->scope, &a, t0, &stats_a, err)) < 0)
 			goto out;
 		if (r->what == FN_TOP)
 			write_top(&f, r, &a, out);

@@ -323,14 +323,15 @@ static int store_otlp(void *ctx, const Ember__Ingest__V1__Batch *b)
 }
 
 /* 200 with an ExportProfilesServiceResponse, in the request's encoding:
- * partial_success only when profiles were left out. */
+ * partial_success only when profiles were left out or values changed
+ * (then with rejected_profiles 0: a warning, as OTLP allows). */
 static void otlp_answer_protobuf(const struct otlp_result *res, struct http_resp *resp)
 {
 	Ember__Otlp__ExportProfilesServiceResponse out =
 		EMBER__OTLP__EXPORT_PROFILES_SERVICE_RESPONSE__INIT;
 	Ember__Otlp__ExportProfilesPartialSuccess ps =
 		EMBER__OTLP__EXPORT_PROFILES_PARTIAL_SUCCESS__INIT;
-	if (res->rejected_profiles) {
+	if (res->rejected_profiles || res->message.len) {
 		ps.rejected_profiles = (int64_t)res->rejected_profiles;
 		ps.error_message = res->message.data;
 		out.partial_success = &ps;
@@ -347,7 +348,7 @@ static void otlp_answer_protobuf(const struct otlp_result *res, struct http_resp
 static void otlp_answer_json(const struct otlp_result *res, struct http_resp *resp)
 {
 	buf_putc(&resp->body, '{');
-	if (res->rejected_profiles) {
+	if (res->rejected_profiles || res->message.len) {
 		buf_printf(&resp->body,
 			   "\"partialSuccess\":{\"rejectedProfiles\":\"%llu\",\"errorMessage\":",
 			   (unsigned long long)res->rejected_profiles);

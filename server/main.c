@@ -1,9 +1,11 @@
 /* main.c - ember-server: ingest, store, symbols, query API and web UI.
  * Flags: --listen ADDR, --data-dir DIR, --config FILE (and EMBER_SERVER_*). */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "flags.h"
@@ -12,6 +14,7 @@
 #include "http.h"
 #include "log.h"
 #include "metrics.h"
+#include "pidlock.h"
 #include "server.h"
 #include "util.h"
 
@@ -31,6 +34,7 @@ struct server_config {
 	char *tls_cert, *tls_key;
 	char *ingest_tokens;
 	int64_t session_idle_ms;
+	int64_t log_rate_limit_ms;
 	bool verbose;
 	bool json_log;
 	bool help;
@@ -71,6 +75,8 @@ static const struct flag_def defs[] = {
 	  "forget an agent session unused this long" },
 	{ "config", FLAG_STRING, "", OFF(config), 0, 0,
 	  "file of 'name value' lines with lower-precedence settings" },
+	{ "log-rate-limit-interval", FLAG_DURATION, "1m", OFF(log_rate_limit_ms), 0, 86400000,
+	  "window in which one log statement is written at most 3 times (0: everything; -v: off)" },
 	{ "v", FLAG_BOOL, "false", OFF(verbose), 0, 0, "verbose (debug) logging" },
 	{ "json-log", FLAG_BOOL, "false", OFF(json_log), 0, 0, "log one JSON object per line" },
 	{ "help", FLAG_BOOL, "false", OFF(help), 0, 0, "print this help and exit" },
@@ -100,6 +106,9 @@ int main(int argc, char **argv, char **envp)
 		return 0;
 	}
 	log_init("ember-server", cfg.verbose ? LOG_DEBUG : LOG_INFO, cfg.json_log);
+	/* A full disk fails every ingest request the same way: one line a
+	 * request would be hundreds of thousands a minute. */
+	log_set_rate_limit(cfg.log_rate_limit_ms);
 
 	/* Block the stop signals in every thread; main waits for them. */
 	sigset_t stop;
@@ -112,6 +121,31 @@ int main(int argc, char **argv, char **envp)
 	struct server srv = { .started_ms = now_unix_ms() };
 	int rc = 1;
 	struct http_server *http = NULL;
+	/* One server per data dir, locked before anything in it is read or
+	 * written: a second one would replay the logs and delete blocks the
+	 * first is writing. */
+	int lock_fd = -1;
+	struct buf lock_path = { 0 };
+	buf_printf(&lock_path, "%s/lock", cfg.data_dir);
+	if (mkdir(cfg.data_dir, 0755) < 0 && errno != EEXIST) {
+		log_error("--data-dir %s: cannot create it: %s", cfg.data_dir, strerror(errno));
+		goto out;
+	}
+	long holder = 0;
+	lock_fd = pidlock_take(lock_path.data, &holder, &err);
+	if (lock_fd == -2) {
+		char pid[32] = "";
+		if (holder)
+			snprintf(pid, sizeof(pid), " (pid %ld)", holder);
+		log_error("--data-dir %s is in use by another ember-server%s, which holds %s: stop it "
+			  "first, or give this one another --data-dir",
+			  cfg.data_dir, pid, lock_path.data);
+		goto out;
+	}
+	if (lock_fd < 0) {
+		log_error("--data-dir %s: %s", cfg.data_dir, err.data);
+		goto out;
+	}
 	struct store_config sc;
 	store_config_default(&sc);
 	sc.retention_ms = cfg.retention_ms;
@@ -189,6 +223,9 @@ out:
 	metrics_close(srv.metrics);
 	symbols_close(srv.symbols);
 	store_close(srv.store);
+	pidlock_release(lock_fd); /* after everything in the dir is closed */
+	log_flush_suppressed();
+	buf_free(&lock_path);
 	flags_free(&server_flags, &cfg);
 	buf_free(&err);
 	return rc;

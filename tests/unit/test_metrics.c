@@ -409,6 +409,18 @@ static void test_store_queries(void **state)
 	snprintf(body, sizeof(body), "{\"filter\":{\"start_ts\":%lld,\"end_ts\":%lld},\"metric\":\"cpu\"}", e0, s0);
 	assert_int_equal(metrics_query(st, "p", body, strlen(body), &out, &err), 400);
 	buf_reset(&err);
+	/* A matches() pattern that reaches its match limit (a pattern may
+	 * lower it, never raise it): 422 naming it, for both routes. */
+	snprintf(body, sizeof(body), "{\"filter\":{\"start_ts\":%lld,\"end_ts\":%lld,\"query\":"
+		 "\"host.name.matches('(*LIMIT_MATCH=1)(*NO_START_OPT)^(h|[a-z0-9])+x') || true\"},\"metric\":\"cpu\"}", s0, e0);
+	assert_int_equal(metrics_query(st, "p", body, strlen(body), &out, &err), 422);
+	assert_non_null(strstr(err.data, "match limit"));
+	buf_reset(&err);
+	buf_reset(&out);
+	assert_int_equal(metrics_names(st, "p", body, strlen(body), &out, &err), 422);
+	assert_non_null(strstr(err.data, "LIMIT_MATCH=1"));
+	buf_reset(&err);
+	buf_reset(&out);
 
 	/* names */
 	snprintf(body, sizeof(body), "{\"filter\":{\"start_ts\":%lld,\"end_ts\":%lld,\"query\":\"role == 'odd'\"}}", s0, e0);

@@ -25,6 +25,7 @@
 #include "server/store.h"
 #include "server/symbols.h"
 #include "server/tree.h"
+#include "server/uregex.h"
 #include "server/wal.h"
 #include "symfile.h"
 #include "util.h"
@@ -1774,6 +1775,82 @@ static void test_flamegraph_request_errors(void **state)
 	buf_free(&out);
 }
 
+/* Catastrophic backtracking in a user pattern (search, frame mask, CEL
+ * matches()) ends the query with UREGEX_RC (answered 422) naming the
+ * pattern and the limit, quickly, instead of holding the thread. */
+static void test_queries_bound_user_regex(void **state)
+{
+	struct world *w = *state;
+	struct store *s = w->s;
+	struct symbols *sym = w->sym;
+	struct buf err = { 0 }, out = { 0 }, z = { 0 };
+	static char names[64][48];
+	struct spec specs[64];
+	for (int i = 0; i < 64; i++) {
+		memset(names[i], 'a', 40);
+		snprintf(names[i] + 40, 8, "!%d", i & 63);
+		specs[i] = (struct spec){ { "main", names[i], NULL }, names[63 - i], "main", 1 };
+	}
+	make_batch(specs, 64, 1, T0, &z);
+	append(s, &z);
+	const char *bodies[] = {
+		"{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000},\"search\":\"^(a+)+$\"}",
+		"{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000,"
+		"\"frame_mask\":{\"patterns\":[\"x\",\"^(a|aa)+$\"]}}}",
+	};
+	const char *what[] = { "search", "filter.frame_mask.patterns[1]" };
+	uint64_t t0 = now_mono_ns();
+	for (int i = 0; i < 2; i++) {
+		struct fg_request r;
+		assert_int_equal(fg_request_parse(&r, bodies[i], strlen(bodies[i]), &err), 0);
+		strcpy(r.scope.project_id, PROJECT);
+		buf_reset(&err);
+		assert_int_equal(flamegraph_query(s, sym, NULL, &r, &out, &err), UREGEX_RC);
+		assert_non_null(strstr(err.data, what[i]));
+		assert_non_null(strstr(err.data, "match limit"));
+		assert_non_null(strstr(err.data, i ? "^(a|aa)+$" : "^(a+)+$"));
+		fg_request_free(&r);
+		/* Top functions reads the same patterns. */
+		struct fn_request fr;
+		buf_reset(&err);
+		assert_int_equal(fn_request_parse(&fr, FN_TOP, bodies[i], strlen(bodies[i]), &err), 0);
+		fn_request_set_project(&fr, PROJECT);
+		assert_int_equal(functions_query(s, sym, NULL, &fr, &out, &err), UREGEX_RC);
+		assert_non_null(strstr(err.data, "match limit"));
+		fn_request_free(&fr);
+		buf_reset(&err);
+	}
+	/* A diff: each side is read on its own thread with its own matcher. */
+	const char *diff = "{\"baseline\":{\"start_ts\":1,\"end_ts\":2},"
+			   "\"comparison\":{\"start_ts\":1,\"end_ts\":4102444800000},"
+			   "\"frame_mask\":{\"patterns\":[\"^(a+)+$\"]}}";
+	struct fn_request dr;
+	assert_int_equal(fn_request_parse(&dr, FN_DIFF, diff, strlen(diff), &err), 0);
+	fn_request_set_project(&dr, PROJECT);
+	assert_int_equal(functions_query(s, sym, NULL, &dr, &out, &err), UREGEX_RC);
+	assert_non_null(strstr(err.data, "frame_mask.patterns[0]"));
+	fn_request_free(&dr);
+	buf_reset(&err);
+	/* CEL's matches() over the executable name. */
+	struct ent_request er;
+	const char *cel = "{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000,"
+			  "\"query\":\"process.executable.name.matches('^(a+)+$') || true\"}}";
+	assert_int_equal(ent_request_parse(&er, ENT_LABELS, cel, strlen(cel), &err), 0);
+	strcpy(er.scope.project_id, PROJECT);
+	assert_int_equal(entities_query(s, &er, &out, &err), UREGEX_RC);
+	assert_non_null(strstr(err.data, "matches()"));
+	ent_request_free(&er);
+	/* Honest patterns still work. */
+	json_t *d = run_query(s, sym, "{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000},"
+				      "\"search\":\"^a+!1$\"}");
+	assert_int_equal(json_integer_value(json_object_get(d, "total")), 1);
+	json_decref(d);
+	assert_true(now_mono_ns() - t0 < 5000000000ull);
+	buf_free(&err);
+	buf_free(&out);
+	buf_free(&z);
+}
+
 static void test_route_match(void **state)
 {
 	(void)state;
@@ -2341,6 +2418,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_flamegraph_pruning, world_setup, world_teardown),
 		cmocka_unit_test_setup_teardown(test_flamegraph_sparse_dense, world_setup, world_teardown),
 		cmocka_unit_test_setup_teardown(test_flamegraph_request_errors, world_setup, world_teardown),
+		cmocka_unit_test_setup_teardown(test_queries_bound_user_regex, world_setup, world_teardown),
 		cmocka_unit_test(test_route_match),
 		cmocka_unit_test_setup_teardown(test_offcpu_queries, world_setup, world_teardown),
 		cmocka_unit_test_setup_teardown(test_functions_tie_order, world_setup, world_teardown),
