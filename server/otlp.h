@@ -57,6 +57,7 @@ typedef int (*otlp_emit_fn)(void *ctx, const Ember__Ingest__V1__Batch *b);
 
 struct otlp_result {
 	uint64_t batches, samples;
+	uint64_t kind_values[5]; /* samples' values by EventKind (1..4) */
 	uint64_t rejected_profiles;
 	struct buf message; /* why profiles were rejected */
 };
