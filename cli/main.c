@@ -3,7 +3,9 @@
  *   ember upload-symbols [-p PROJECT_ID] [-e URL] [--no-dwarf] EXECUTABLE [DEBUG_OBJECT]
  *   ember flamegraph [-e URL] [-p PROJECT_ID] [--query CEL] [--since DURATION]
  *                    [--group-by LEVEL] [--depth N] [--min-percent P]
- *   ember top        (the same flags)  functions by self time
+ *   ember top        (the same flags)  functions by self time; with
+ *                    --group-by, the groups largest first, each with its own
+ *                    top functions
  *   ember projects   [-e URL]
  *   ember version
  *
@@ -77,7 +79,8 @@ static int usage_to(FILE *f)
 	      "  -p, --project-id ID    project UUID (default the default project)\n"
 	      "  --query CEL            filter, e.g. 'process.executable.name == \"python3\"'\n"
 	      "  --since DURATION       time range ending now (default 15m)\n"
-	      "  --group-by LEVEL       executable, host, thread, process, container, deployment\n"
+	      "  --group-by LEVEL       executable, host, thread, process, container, deployment:\n"
+	      "                         flamegraph: a first level per group; top: each group's top functions\n"
 	      "  --depth N              flamegraph: levels to print (default 12)\n"
 	      "  --min-percent P        flamegraph: hide frames below P% of the total (default 1)\n"
 	      "  --no-dwarf             upload-symbols: ELF symbols only, no source lines\n"

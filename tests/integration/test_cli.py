@@ -107,3 +107,28 @@ def test_help_names_the_flags_and_the_environment():
     for word in ("--token", "--ca-file", "--insecure", "EMBER_SERVICE_TOKEN", "SSL_CERT_FILE",
                  "EMBER_ENDPOINT"):
         assert word in r.stdout, word
+
+
+def test_top_group_by(server):
+    """ember top --group-by LEVEL: the groups, largest first, each with its
+    own top functions (not the same list as without the flag)."""
+    b = Batch(agent_instance="cli-group")
+    b.add(["main", "crunch"], {"process.executable.name": "alpha", "thread.name": "a"}, value=70)
+    b.add(["main", "crunch"], {"process.executable.name": "beta", "thread.name": "b"}, value=20)
+    b.add(["main", "idle"], {"process.executable.name": "beta", "thread.name": "b"}, value=10)
+    send_batch(server.url, b.encode(sequence=1))
+    plain = run("top", "-e", server.url, "--since", "10m")
+    grouped = run("top", "-e", server.url, "--since", "10m", "--group-by", "executable")
+    assert plain.returncode == 0 and grouped.returncode == 0, grouped.stderr
+    assert plain.stdout != grouped.stdout
+    # Without the flag: crunch 90 across both programs.
+    rows = [l.split() for l in plain.stdout.splitlines()[2:]]
+    assert rows[0][2:4] == ["90", "crunch"], rows
+    lines = grouped.stdout.splitlines()
+    heads = [l for l in lines if l.startswith("executable ")]
+    assert heads == ["executable alpha: 70.00% 70", "executable beta: 30.00% 30"], lines
+    beta = lines[lines.index(heads[1]) + 2:]
+    assert [l.split()[2:4] for l in beta[:2]] == [["20", "crunch"], ["10", "idle"]], lines
+    alpha = lines[lines.index(heads[0]) + 2:lines.index(heads[1])]
+    assert alpha[0].split()[2:4] == ["70", "crunch"], lines
+    assert "idle" not in "".join(alpha), lines
