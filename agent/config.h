@@ -61,6 +61,7 @@ struct agent_config {
 	uint64_t max_symbfile_size;
 	char *config_path;
 	bool help;
+	bool version; /* -version: print the version and build ID and exit */
 };
 
 /* Fills cfg from defaults, the config file, envp and argv (argv[0] is the

@@ -7,7 +7,7 @@
  *                    --group-by, the groups largest first, each with its own
  *                    top functions
  *   ember projects   [-e URL]
- *   ember version
+ *   ember version    (or --version) the version and the binary's build ID
  *
  * The endpoint defaults to $EMBER_ENDPOINT or http://127.0.0.1:8080; a
  * bearer token is sent from --token (TOKEN or @FILE) or, without it,
@@ -22,8 +22,8 @@
 #include "cli.h"
 #include "httpc.h"
 #include "util.h"
+#include "version.h"
 
-#define EMBER_VERSION "0.1.0"
 #define MAX_RESPONSE (256u << 20)
 
 int cli_request(const struct cli_opts *o, const char *method, const char *path,
@@ -109,8 +109,9 @@ int main(int argc, char **argv)
 		usage_to(stdout);
 		return 0;
 	}
-	if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
-		printf("ember %s\n", EMBER_VERSION);
+	if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0 ||
+	    strcmp(cmd, "-version") == 0) {
+		version_print(stdout, "ember");
 		return 0;
 	}
 	const char *env = getenv("EMBER_ENDPOINT");
