@@ -56,6 +56,10 @@ int fn_request_parse(struct fn_request *r, enum fn_query what, const char *body,
 	    req_count(doc, "limit", FN_MAX_LIMIT, &limit, err) < 0 ||
 	    req_count(doc, "max_nodes", 1000000, &max_nodes, err) < 0)
 		goto out;
+	if (max_nodes < 2) {
+		buf_puts(err, "max_nodes: expected 2 to 1000000 (the root and an [other] node at least)");
+		goto out;
+	}
 	r->limit = (uint32_t)limit;
 	r->max_nodes = (uint32_t)max_nodes;
 	if (r->search && !*r->search) {

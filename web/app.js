@@ -4,7 +4,7 @@
 // flamegraph.js). The other views are modules (view_*.js, see common.js
 // for their contract), loaded when first shown.
 
-import { FlameGraph, FRAME_TYPES, baseColor, typeLabel } from './flamegraph.js';
+import { FlameGraph, FRAME_TYPES, ROW_HEIGHT, baseColor, typeLabel } from './flamegraph.js';
 import { DEFAULT_PROJECT, RANGES, api, escapeHTML, filterFor, withFilter, apiErrorHTML, rangeText, sortableTable, fmtPct } from './common.js';
 import { transformTree, needsTransform } from './fgtransform.js';
 import { attachQueryBox } from './querybox.js';
@@ -104,6 +104,7 @@ let loadedKey = ''; // what `data` answers (project, range, group, query)
 let seconds = windowOf(state).seconds; // length of the range `data` covers
 let inflight = null; // AbortController of the running request
 let requestSeq = 0;
+let lastMaxNodes = 0; // max_nodes of the last flamegraph request
 let selected = -1; // frame chosen with the keyboard
 let hovered = -1;
 
@@ -220,6 +221,8 @@ function expose() {
 		},
 		total: hasData ? fg.grandTotal : 0,
 		sampleRateHz: data ? data.sample_rate_hz : 0,
+		maxNodes: lastMaxNodes,
+		nodesWritten: data ? data.nodes_written : 0,
 		unit: data ? data.unit : '',
 		kind: state.kind,
 		seconds,
@@ -238,6 +241,16 @@ function expose() {
 
 // --- loading ----------------------------------------------------------------
 
+// The node budget asked of the server: about as many frames as the canvas
+// can show legibly at once (a frame narrower than 2 CSS px is a sliver;
+// as many rows as the window is high), within [4096, 65536]. The server
+// folds the smallest nodes beyond it into one "[other]" node per parent,
+// so every total stays exact.
+function nodeBudget(width, height) {
+	const rows = Math.ceil(height / ROW_HEIGHT);
+	return Math.max(4096, Math.min(65536, Math.ceil(width / 2) * rows));
+}
+
 function requestBody() {
 	const w = windowOf(state);
 	seconds = w.seconds;
@@ -249,6 +262,8 @@ function requestBody() {
 		raw_names: state.o.includes('raw'),
 		verbose_names: state.o.includes('verbose'),
 		search: state.sf && state.s ? serverPattern(state.s) : null,
+		max_nodes: nodeBudget((el.graph && el.graph.clientWidth) || window.innerWidth || 1024,
+			window.innerHeight || 768),
 	};
 }
 
@@ -265,11 +280,13 @@ async function load() {
 	hideHover();
 	let res, body;
 	const t0 = performance.now();
+	const reqBody = requestBody();
+	lastMaxNodes = reqBody.max_nodes;
 	try {
 		res = await fetch(`/public/api/v1/project/${encodeURIComponent(state.project)}/flamegraph/json`, {
 			method: 'POST',
 			headers: { 'Content-Type': 'application/json' },
-			body: JSON.stringify(requestBody()),
+			body: JSON.stringify(reqBody),
 			signal: ctl.signal,
 		});
 		body = await res.text();

@@ -405,6 +405,30 @@ PERF_JS = """(async () => {
 })()"""
 
 
+def test_asks_for_the_nodes_it_can_draw(server, page):
+    """The page asks the flamegraph API for a node budget from its canvas
+    size (half a node per CSS px of width, a row per 18 px of height, within
+    [4096, 65536]), and the answer keeps to it."""
+    open_ui(page, server.base)
+    got = page.evaluate("""(() => ({ asked: emberFlamegraph.maxNodes,
+        written: emberFlamegraph.nodesWritten,
+        widths: [document.getElementById('graph').clientWidth, window.innerWidth],
+        height: window.innerHeight }))()""")
+    rows = -(-got["height"] // 18)
+    expected = [max(4096, min(65536, -(-w // 2) * rows)) for w in got["widths"] if w]
+    assert got["asked"] in expected, got
+    assert 0 < got["written"] <= got["asked"], got
+    # The API keeps to any budget: a tiny one folds the rest into [other].
+    end = int(time.time() * 1000)
+    body = {"filter": {"start_ts": end - 900_000, "end_ts": end, "event_kind": "on_cpu",
+                       "frame_mask": {"patterns": []}, "query": None},
+            "synthetic_frames": ["executable"], "max_nodes": 4}
+    status, data = http("POST", server.base + FG_URL, body, {"Content-Type": "application/json"})
+    ans = json.loads(data)
+    assert status == 200 and ans["nodes_written"] <= 4 and ans["nodes"] > 4, ans
+    no_errors(page)
+
+
 def test_renders_100k_nodes(server, page):
     """A 100 000-node tree is flattened and every visible frame drawn. The
     timings are printed; bench/ui_render.py reports them as a benchmark,
