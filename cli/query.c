@@ -139,6 +139,11 @@ int cmd_flamegraph(const struct cli_opts *o, bool top)
 	printf("%.0f samples at %.0f Hz over %llds: %.2f cores on average\n", total, hz,
 	       (long long)(o->since_ms / 1000),
 	       hz > 0 ? total / hz / ((double)o->since_ms / 1000.0) : 0.0);
+	json_int_t pending = json_integer_value(json_object_get(doc, "symbols_pending"));
+	if (pending > 0)
+		fprintf(stderr, "ember: the names of %lld frame%s are on their way (symbols being "
+				"uploaded or fetched): ask again in a few seconds\n",
+			(long long)pending, pending == 1 ? "" : "s");
 	if (!top) {
 		print_tree(root, total, 0, o);
 	} else if (!o->group_by) {

@@ -39,6 +39,7 @@
 struct dkey {
 	uint8_t type;
 	bool masked, matched;
+	bool pending; /* unnamed while its symbols are on their way (display_pending) */
 	uint32_t name, binary, file; /* display string ids; file 0 = unknown */
 };
 
@@ -69,6 +70,11 @@ uint32_t display_key(struct display *d, uint8_t type, const char *name, const ch
 const struct dkey *display_get(const struct display *d, uint32_t key);
 const char *display_str(const struct display *d, uint32_t id);
 size_t display_count(const struct display *d);
+/* How many keys are frames without a name whose symbols are on their way:
+ * an agent was told to upload them (symbols_expected) or a debuginfod
+ * fetch is queued or running (fetcher_request). A later query will name
+ * them ("symbols_pending" in the answers). */
+size_t display_pending(const struct display *d);
 /* Whether a search pattern was given (keys then carry `matched`). */
 bool display_has_search(const struct display *d);
 /* Whether mask patterns were given (else no key is masked). */

@@ -628,6 +628,8 @@ int flamegraph_query(struct store *st, struct symbols *sym, struct fetcher *fetc
 	jsonw_u64(out, written);
 	buf_puts(out, ",\"distinct_stacks\":");
 	jsonw_u64(out, q.distinct_stacks);
+	buf_puts(out, ",\"symbols_pending\":");
+	jsonw_u64(out, display_pending(q.disp));
 	if (q.pruned) {
 		buf_puts(out, ",\"tree_pruned\":");
 		jsonw_u64(out, q.pruned);

@@ -483,6 +483,8 @@ static void write_top(struct fn_pass *f, const struct fn_request *r, struct ftab
 	jsonw_u64(out, t->total);
 	event_kind_mode_json(out, r->scope.kind, r->absolute);
 	put_context(out, "scope", t);
+	buf_puts(out, ",\"symbols_pending\":");
+	jsonw_u64(out, display_pending(f->d));
 	buf_puts(out, ",\"functions_total\":");
 	jsonw_u64(out, n);
 	buf_puts(out, ",\"functions\":[");

@@ -487,6 +487,10 @@ void handle_symbols_missing(struct server *srv, const struct http_req *req, stru
 			return;
 		}
 		int have = symbols_quality(srv->symbols, &id);
+		/* Nothing yet: the asker uploads what it has next, so queries
+		 * say these frames' names are on their way. */
+		if (have < 0)
+			symbols_expect(srv->symbols, &id, now_unix_ms());
 		if (have < 0 || __builtin_popcount((unsigned)have) < __builtin_popcount((unsigned)want & 3u)) {
 			if (n++)
 				buf_putc(&resp->body, ',');

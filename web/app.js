@@ -105,6 +105,14 @@ let seconds = windowOf(state).seconds; // length of the range `data` covers
 let inflight = null; // AbortController of the running request
 let requestSeq = 0;
 let lastMaxNodes = 0; // max_nodes of the last flamegraph request
+// Frames still unnamed while their symbols are on their way
+// (symbols_pending): the same query is asked again after a few seconds,
+// up to PENDING_RETRIES times for one query.
+const PENDING_RETRY_MS = 5000;
+const PENDING_RETRIES = 6;
+let pendingTimer = 0;
+let pendingKey = '';
+let pendingTries = 0;
 let selected = -1; // frame chosen with the keyboard
 let hovered = -1;
 
@@ -222,6 +230,8 @@ function expose() {
 		total: hasData ? fg.grandTotal : 0,
 		sampleRateHz: data ? data.sample_rate_hz : 0,
 		maxNodes: lastMaxNodes,
+		symbolsPending: data ? data.symbols_pending || 0 : 0,
+		pendingTries,
 		nodesWritten: data ? data.nodes_written : 0,
 		unit: data ? data.unit : '',
 		kind: state.kind,
@@ -313,6 +323,24 @@ async function load() {
 	loadedKey = key;
 	shownKey = '';
 	applyView();
+	schedulePendingRefresh(key);
+}
+
+// While the answer says some frames' names are on their way, asks again
+// in a few seconds (the same query: the view, zoom and search stay).
+function schedulePendingRefresh(key) {
+	clearTimeout(pendingTimer);
+	pendingTimer = 0;
+	if (key !== pendingKey) {
+		pendingKey = key;
+		pendingTries = 0;
+	}
+	if (!(data && data.symbols_pending > 0) || pendingTries >= PENDING_RETRIES) return;
+	pendingTries++;
+	pendingTimer = setTimeout(() => {
+		pendingTimer = 0;
+		if (loadedKey === key && !inflight && dataKey(state) === key) load();
+	}, PENDING_RETRY_MS);
 }
 
 function showError(title, detail) {
@@ -490,6 +518,9 @@ function updateSummary() {
 	if (data.sample_rate_hz && !waited()) parts.push(`${data.sample_rate_hz} Hz`);
 	const c = cores(total);
 	if (c !== null) parts.push(`${c}${coresUnit()} avg over ${rangeText(state.range, state.from, state.to).replace(/^the last /, 'the ')}`);
+	const pending = data.symbols_pending || 0;
+	if (pending > 0)
+		parts.push(`names of ${nf.format(pending)} frame${pending === 1 ? '' : 's'} on their way (symbols being uploaded or fetched): refreshing shortly`);
 	el.summary.textContent = parts.join(' \u00b7 ');
 	const qs = data.query_stats;
 	el.summary.title = qs ? `server query: ${qs.time_ms} ms, ${qs.rows_matched} rows, ${data.distinct_stacks} stacks, ${data.nodes} nodes; fetched in ${Math.round(data.fetchMs)} ms` : '';

@@ -788,6 +788,63 @@ static int world_teardown(void **state)
 	return 0;
 }
 
+/* "symbols_pending": frames without a name whose file an agent was just
+ * told to upload count until the symbols arrive (or the expectation
+ * lapses); the flamegraph and top functions answer it. */
+static void test_symbols_pending(void **state)
+{
+	struct world *w = *state;
+	struct buf err = { 0 }, z = { 0 }, sf = { 0 };
+	make_batch(sample_specs, 5, 1, T0, &z);
+	append(w->s, &z);
+	const char *body = "{\"filter\":{\"start_ts\":946684800000,\"end_ts\":4102444800000,"
+			   "\"event_kind\":\"on_cpu\",\"query\":null},\"synthetic_frames\":[]}";
+	json_t *d = run_query(w->s, w->sym, body);
+	/* Unnamed, but nobody said symbols were coming. */
+	assert_non_null(child_named(child_named(json_object_get(d, "root"), "main"), "libfoo.so+0x1010"));
+	assert_int_equal(json_integer_value(json_object_get(d, "symbols_pending")), 0);
+	json_decref(d);
+
+	struct file_id fid;
+	memset(fid.b, 0x11, sizeof(fid.b));
+	int64_t now = now_unix_ms();
+	symbols_expect(w->sym, &fid, now);
+	assert_true(symbols_expected(w->sym, &fid, now + 1000));
+	assert_false(symbols_expected(w->sym, &fid, now + SYMBOLS_EXPECT_MS)); /* lapsed */
+	d = run_query(w->s, w->sym, body);
+	assert_int_equal(json_integer_value(json_object_get(d, "symbols_pending")), 1);
+	json_decref(d);
+	/* top_functions says the same. */
+	struct fn_request fr;
+	const char *fbody = "{\"filter\":{\"start_ts\":946684800000,\"end_ts\":4102444800000,"
+			    "\"event_kind\":\"on_cpu\",\"query\":null}}";
+	assert_int_equal(fn_request_parse(&fr, FN_TOP, fbody, strlen(fbody), &err), 0);
+	strcpy(fr.scope.project_id, PROJECT);
+	struct buf out = { 0 };
+	assert_int_equal(functions_query(w->s, w->sym, NULL, &fr, &out, &err), 0);
+	assert_non_null(strstr(out.data, "\"symbols_pending\":1,"));
+	fn_request_free(&fr);
+	buf_reset(&out);
+
+	/* The upload arrives: named, nothing pending. */
+	struct symfile_builder *b = symfile_builder_new();
+	symfile_add_segment(b, 0x1000, 0x1000, 0x1000);
+	uint32_t c = symfile_chain(b, "foo_compute", "src/foo.c", 12, 0);
+	symfile_add_range(b, 0x1000, 0x1040, c, 100);
+	assert_int_equal(symfile_finish(b, &sf), 0);
+	symfile_builder_free(b);
+	assert_int_equal(symbols_put(w->sym, &fid, NULL, 0, sf.data, sf.len, &err), 0);
+	assert_false(symbols_expected(w->sym, &fid, now + 1000));
+	d = run_query(w->s, w->sym, body);
+	assert_non_null(child_named(child_named(json_object_get(d, "root"), "main"), "foo_compute"));
+	assert_int_equal(json_integer_value(json_object_get(d, "symbols_pending")), 0);
+	json_decref(d);
+	buf_free(&out);
+	buf_free(&sf);
+	buf_free(&z);
+	buf_free(&err);
+}
+
 static void test_flamegraph(void **state)
 {
 	struct world *w = *state;
@@ -2458,6 +2515,7 @@ int main(void)
 		cmocka_unit_test(test_store_shared_log),
 		cmocka_unit_test(test_store_compacts_a_logs_blocks),
 		cmocka_unit_test_setup_teardown(test_flamegraph, world_setup, world_teardown),
+		cmocka_unit_test_setup_teardown(test_symbols_pending, world_setup, world_teardown),
 		cmocka_unit_test(test_store_blocks),
 		cmocka_unit_test(test_part_sort_nodes),
 		cmocka_unit_test(test_block_slices),
