@@ -89,6 +89,8 @@ static const struct flag_def defs[] = {
 	{ "config", FLAG_STRING, "", OFF(config_path), 0, 0,
 	  "file of 'name value' lines with lower-precedence settings" },
 	{ "help", FLAG_BOOL, "false", OFF(help), 0, 0, "print this help and exit" },
+	{ "version", FLAG_BOOL, "false", OFF(version), 0, 0,
+	  "print the version and the binary's build ID and exit" },
 };
 
 static const struct flag_set agent_flags = {
@@ -260,7 +262,7 @@ int agent_config_load(struct agent_config *cfg, int argc, char **argv, char **en
 	memset(cfg, 0, sizeof(*cfg));
 	if (flags_load(&agent_flags, cfg, argc, argv, envp, err) < 0)
 		return -1;
-	if (cfg->help)
+	if (cfg->help || cfg->version)
 		return 0;
 	int rate_given = off_cpu_rate_given(argc, argv, envp, err);
 	if (rate_given < 0)

@@ -62,6 +62,7 @@ struct agent_config {
 	char *config_path;
 	char *lock_file;             /* -lock-file: one agent per host; "" = no lock */
 	bool help;
+	bool version; /* -version: print the version and build ID and exit */
 };
 
 /* Fills cfg from defaults, the config file, envp and argv (argv[0] is the

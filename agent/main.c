@@ -34,6 +34,7 @@
 #include "unwinder.h"
 #include "util.h"
 #include "vdso.h"
+#include "version.h"
 
 /* How often the ring buffer is read when no sample asks for it sooner
  * (bpf/oncpu.bpf.c: a new process, a ring a quarter full). Each wakeup
@@ -544,6 +545,10 @@ int main(int argc, char **argv, char **envp)
 	if (agent_config_load(&a.cfg, argc, argv, envp, &err) < 0) {
 		fprintf(stderr, "ember-agent: %s\n", err.data);
 		return 2;
+	}
+	if (a.cfg.version) {
+		version_print(stdout, "ember-agent");
+		return 0;
 	}
 	if (a.cfg.help) {
 		struct buf u = { 0 };

@@ -52,7 +52,10 @@ void handle_metrics(struct server *srv, const struct http_req *req, struct http_
 	metric(b, "ember_ingest_duplicates_total", "counter", "agent batches received again and ignored", load(&c->ingest_duplicates));
 	metric(b, "ember_ingest_rejected_total", "counter", "agent batches refused as invalid", load(&c->ingest_rejected));
 	metric(b, "ember_ingest_failed_total", "counter", "agent batches that could not be stored", load(&c->ingest_failed));
-	metric(b, "ember_ingest_samples_total", "counter", "sample values stored", load(&c->ingest_samples));
+	metric(b, "ember_ingest_samples_total", "counter", "on-CPU samples stored", load(&c->ingest_samples));
+	metric(b, "ember_ingest_off_cpu_nanoseconds_total", "counter", "off-CPU time stored, in nanoseconds", load(&c->ingest_off_cpu_ns));
+	metric(b, "ember_ingest_cuda_nanoseconds_total", "counter", "GPU kernel time stored, in nanoseconds", load(&c->ingest_cuda_ns));
+	metric(b, "ember_ingest_alloc_bytes_total", "counter", "allocated bytes stored (allocation samples)", load(&c->ingest_alloc_bytes));
 	metric(b, "ember_ingest_bytes_total", "counter", "compressed batch bytes stored", load(&c->ingest_bytes));
 	metric(b, "ember_ingest_resyncs_total", "counter", "version 2 batches answered 409 (the agent starts a new session)", load(&c->ingest_resyncs));
 	metric(b, "ember_ingest_unauthorized_total", "counter", "ingest requests refused for a missing or wrong token", load(&c->ingest_unauthorized));

@@ -7,13 +7,15 @@
  *   unary    := "!" unary | primary
  *   primary  := "(" expr ")" | "true" | "false"
  *             | operand ("==" | "!=") operand
+ *             | operand ("<" | "<=" | ">" | ">=") operand    numeric
  *             | operand "in" list
  *             | func "(" operand "," arg ")"          e.g. startsWith(host.name, "node-")
  *             | operand "." func "(" arg ")"          e.g. host.name.startsWith("node-")
  *   func     := "matches" | "startsWith" | "endsWith" | "contains"
  *   arg      := operand, except for matches: string (a regular expression)
  *   list     := "[" (string ("," string)* ","?)? "]"  at most CEL_MAX_LIST strings
- *   operand  := attribute | string
+ *   operand  := attribute | string | number
+ *   number   := "-"? digits ("." digits)? ([eE] [+-]? digits)?
  *   attribute:= ident ("." ident)* ("[" string "]")?     e.g. host.name, k8s.pod.label["app"]
  *   string   := "..." or '...' with \\ \" \' \n \t \r escapes
  *
@@ -24,6 +26,18 @@
  * method call, not part of the attribute: host.name.matches("x") calls
  * matches on host.name. `x in [...]` holds when x equals one of the
  * strings (an empty list holds for nothing).
+ *
+ * Numbers: attribute values are strings, so <, <=, >, >= (and == or !=
+ * with a number literal on either side) compare numerically: both sides
+ * are read as numbers (doubles; an attribute value must be spelled as a
+ * number literal, whole, with an optional "+" or "-"), and the comparison
+ * is false, whatever the operator, when either side is not a number at
+ * run time (text, or an attribute the label set lacks). A type error known
+ * at compile time fails the compile: a string literal that is not a
+ * number, an attribute that always holds text (host.name,
+ * process.executable.name, thread.name, ...: string_attrs in cel.c), or a
+ * number where a string is expected (a function's argument, before "in").
+ * == and != between two strings or attributes still compare bytes.
  *
  * matches(s, re) holds when the regular expression re (PCRE2 syntax, UTF-8)
  * finds a match anywhere in s; anchor it with ^ and $ to match all of s.

@@ -58,6 +58,8 @@ struct display {
 	struct drun *runs;
 	size_t nruns, capruns;
 	struct buf name;
+	int64_t now_ms;   /* when the query began: uploads expected since then */
+	size_t npending;  /* keys marked pending */
 };
 
 static struct uregex *compile(const char *pat, const char *what, struct buf *err)
@@ -78,6 +80,7 @@ struct display *display_new(struct symbols *sym, struct fetcher *fetch,
 	d->fetch = fetch;
 	d->raw = o->raw_names;
 	d->verbose = o->verbose_names;
+	d->now_ms = now_unix_ms();
 	strtab_init(&d->names);
 	char what[96];
 	for (size_t i = 0; i < o->nmasks && i < DISPLAY_MAX_MASKS; i++) {
@@ -244,13 +247,27 @@ static void symbolize(struct display *d, const struct store_frame *f)
 			   (unsigned long long)f->address);
 		push_run(d, display_key(d, f->type, name->data, binary, NULL), 0);
 	}
+	/* Unnamed, but an agent was told to upload this file's symbols: its
+	 * names are on their way. */
+	bool pending = sf && !f->name && nf == 0 && symbols_expected(d->sym, &sf->id, d->now_ms);
 	/* No source lines for this file yet: global symbolization may have
 	 * them (asked once per file; the answer comes later). */
 	if (sf && d->fetch && (nf == 0 || !frames[0].file)) {
 		int quality = symbols_quality_any(d->sym, &sf->id, sf->build_id, sf->build_id_len);
-		if (quality < 0 || !(quality & SYMFILE_HAS_LINES))
-			fetcher_request(d->fetch, sf);
+		if ((quality < 0 || !(quality & SYMFILE_HAS_LINES)) && fetcher_request(d->fetch, sf) &&
+		    !f->name && nf == 0)
+			pending = true;
 	}
+	struct dkey *k = &d->keys[d->runs[d->nruns - 1].key];
+	if (pending && !k->pending) {
+		k->pending = true;
+		d->npending++;
+	}
+}
+
+size_t display_pending(const struct display *d)
+{
+	return d->npending;
 }
 
 const struct drun *display_frame(struct display *d, uint32_t frame, uint32_t *n)

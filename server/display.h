@@ -41,6 +41,7 @@
 struct dkey {
 	uint8_t type;
 	bool masked, matched;
+	bool pending; /* unnamed while its symbols are on their way (display_pending) */
 	uint32_t name, binary, file; /* display string ids; file 0 = unknown */
 };
 
@@ -76,6 +77,11 @@ size_t display_count(const struct display *d);
  * a pattern reached a bound (uregex.h): the query must answer 422.
  * err may be NULL (a check between parts). */
 int display_check(const struct display *d, struct buf *err);
+/* How many keys are frames without a name whose symbols are on their way:
+ * an agent was told to upload them (symbols_expected) or a debuginfod
+ * fetch is queued or running (fetcher_request). A later query will name
+ * them ("symbols_pending" in the answers). */
+size_t display_pending(const struct display *d);
 /* Whether a search pattern was given (keys then carry `matched`). */
 bool display_has_search(const struct display *d);
 /* Whether mask patterns were given (else no key is masked). */

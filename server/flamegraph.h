@@ -10,9 +10,10 @@
  * left out of their stacks; a search pattern keeps only the stacks that
  * pass through a matching function. Synthetic frames (executable, host,
  * thread, ...) add grouping levels above the stacks. Children are sorted
- * by total, largest first. Beyond max_nodes, the smallest nodes are folded
- * into one "[other]" node per parent, so the answer stays bounded and its
- * totals exact.
+ * by total, largest first. Beyond max_nodes (FG_DEFAULT_MAX_NODES unless
+ * asked), the smallest nodes are folded into one "[other]" node per
+ * parent, the "[other]" nodes counted in max_nodes, so the answer stays
+ * bounded and its totals exact.
  *
  * The tree is built per part (server/part.h): values are added to the
  * part's own stack prefix tree, totals propagated from leaves to parents
@@ -33,7 +34,9 @@
 
 #define FG_MAX_MASKS 64
 #define FG_MAX_SYNTHETIC 8
-#define FG_DEFAULT_MAX_NODES 200000
+/* The answer's node budget unless max_nodes asks another: about 1 MB of
+ * JSON, more than a flamegraph view can draw legibly. */
+#define FG_DEFAULT_MAX_NODES 8192
 #define FG_LIMIT_MAX_NODES 2000000
 /* While building, a tree over this many nodes (or 8 x max_nodes) is
  * pruned to 2 x max_nodes, folding the rest into "[other]" nodes: a

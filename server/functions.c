@@ -56,6 +56,10 @@ int fn_request_parse(struct fn_request *r, enum fn_query what, const char *body,
 	    req_count(doc, "limit", FN_MAX_LIMIT, &limit, err) < 0 ||
 	    req_count(doc, "max_nodes", 1000000, &max_nodes, err) < 0)
 		goto out;
+	if (max_nodes < 2) {
+		buf_puts(err, "max_nodes: expected 2 to 1000000 (the root and an [other] node at least)");
+		goto out;
+	}
 	r->limit = (uint32_t)limit;
 	r->max_nodes = (uint32_t)max_nodes;
 	if (r->search && !*r->search) {
@@ -484,6 +488,8 @@ static void write_top(struct fn_pass *f, const struct fn_request *r, struct ftab
 	jsonw_u64(out, t->total);
 	event_kind_mode_json(out, r->scope.kind, r->absolute);
 	put_context(out, "scope", t);
+	buf_puts(out, ",\"symbols_pending\":");
+	jsonw_u64(out, display_pending(f->d));
 	buf_puts(out, ",\"functions_total\":");
 	jsonw_u64(out, n);
 	buf_puts(out, ",\"functions\":[");

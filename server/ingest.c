@@ -130,9 +130,27 @@ static int store_batch(struct server *srv, const Ember__Ingest__V1__Batch *b, co
 	return store_append(srv->store, project, b, zbody, zlen, err);
 }
 
-/* Answers a stored (rc 0) or duplicate (1) batch, or the error rc says. */
-static void answer(struct server *srv, int rc, uint64_t samples, size_t body_len,
-		   const char *project, const struct buf *err, struct http_resp *resp)
+/* Adds the values of a stored request to the counter of each kind. */
+static void count_kinds(struct server *srv, const uint64_t v[5])
+{
+	count(&srv->counters.ingest_samples, v[EMBER__INGEST__V1__EVENT_KIND__ON_CPU]);
+	count(&srv->counters.ingest_off_cpu_ns, v[EMBER__INGEST__V1__EVENT_KIND__OFF_CPU]);
+	count(&srv->counters.ingest_cuda_ns, v[EMBER__INGEST__V1__EVENT_KIND__CUDA]);
+	count(&srv->counters.ingest_alloc_bytes, v[EMBER__INGEST__V1__EVENT_KIND__ALLOC]);
+}
+
+static void add_kind(struct kind_values *kv, int kind, uint64_t value)
+{
+	if (kind > 0 && kind < 5)
+		kv->v[kind] += value;
+}
+
+/* Answers a stored (rc 0) or duplicate (1) batch, or the error rc says.
+ * samples (the answer's "samples") is the sum of every value; kv the
+ * values by kind, for the counters. */
+static void answer(struct server *srv, int rc, uint64_t samples, const struct kind_values *kv,
+		   size_t body_len, const char *project, const struct buf *err,
+		   struct http_resp *resp)
 {
 	if (rc == -3) {
 		count(&srv->counters.ingest_rejected, 1);
@@ -156,7 +174,8 @@ static void answer(struct server *srv, int rc, uint64_t samples, size_t body_len
 		count(&srv->counters.ingest_duplicates, 1);
 	} else {
 		count(&srv->counters.ingest_batches, 1);
-		count(&srv->counters.ingest_samples, samples);
+		if (kv)
+			count_kinds(srv, kv->v);
 		count(&srv->counters.ingest_bytes, body_len);
 	}
 	buf_printf(&resp->body, "{\"stored\":%s,\"duplicate\":%s,\"samples\":%llu,\"project_id\":",
@@ -197,9 +216,12 @@ void handle_ingest_batch(struct server *srv, const struct http_req *req, struct 
 	char project[37];
 	int rc = store_batch(srv, b, req->body, req->body_len, project, &err);
 	uint64_t samples = 0;
-	for (size_t i = 0; i < b->n_samples; i++)
+	struct kind_values kv = { { 0 } };
+	for (size_t i = 0; i < b->n_samples; i++) {
 		samples += b->samples[i]->value;
-	answer(srv, rc, samples, req->body_len, project, &err, resp);
+		add_kind(&kv, b->samples[i]->kind, b->samples[i]->value);
+	}
+	answer(srv, rc, samples, &kv, req->body_len, project, &err, resp);
 	batch_decode_free(b);
 	buf_free(&err);
 }
@@ -281,8 +303,14 @@ void handle_ingest_session_batch(struct server *srv, const struct http_req *req,
 	int rc = sessions_ingest(srv->sessions, m, req->body, req->body_len, now_unix_ms(),
 				 store_session, &st, &err);
 	uint64_t samples = 0;
-	for (size_t i = 0; i < m->n_sample_values; i++)
+	struct kind_values kv = { { 0 } };
+	for (size_t i = 0; i < m->n_sample_values; i++) {
 		samples += m->sample_values[i];
+		/* No kinds: every sample is ON_CPU (ingest.proto). */
+		add_kind(&kv, m->n_sample_kinds ? (i < m->n_sample_kinds ? (int)m->sample_kinds[i] : 0)
+						: EMBER__INGEST__V1__EVENT_KIND__ON_CPU,
+			 m->sample_values[i]);
+	}
 	if (rc == SESSION_INVALID) {
 		count(&srv->counters.ingest_rejected, 1);
 		http_error(resp, 400, "invalid batch: %s", err.data);
@@ -293,7 +321,7 @@ void handle_ingest_session_batch(struct server *srv, const struct http_req *req,
 		buf_puts(&resp->body, ",\"resync\":true}\n");
 		http_json(resp, 409);
 	} else {
-		answer(srv, rc == SESSION_SEEN ? 1 : rc, samples, req->body_len,
+		answer(srv, rc == SESSION_SEEN ? 1 : rc, samples, &kv, req->body_len,
 		       st.project[0] ? st.project : NULL, &err, resp);
 	}
 	session_batch_free(m);
@@ -413,11 +441,11 @@ void handle_otlp_profiles(struct server *srv, const struct http_req *req, struct
 		count(&srv->counters.otlp_rejected, 1);
 		http_error(resp, 400, "invalid OTLP request: %s", err.data);
 	} else if (rc < 0) {
-		answer(srv, st.last_rc, 0, req->body_len, NULL, &err, resp);
+		answer(srv, st.last_rc, 0, NULL, req->body_len, NULL, &err, resp);
 	} else {
 		count(&srv->counters.otlp_requests, 1);
 		count(&srv->counters.ingest_batches, res.batches);
-		count(&srv->counters.ingest_samples, res.samples);
+		count_kinds(srv, res.kind_values);
 		count(&srv->counters.ingest_bytes, req->body_len);
 		if (json)
 			otlp_answer_json(&res, resp);
@@ -460,6 +488,10 @@ void handle_symbols_missing(struct server *srv, const struct http_req *req, stru
 			return;
 		}
 		int have = symbols_quality(srv->symbols, &id);
+		/* Nothing yet: the asker uploads what it has next, so queries
+		 * say these frames' names are on their way. */
+		if (have < 0)
+			symbols_expect(srv->symbols, &id, now_unix_ms());
 		if (have < 0 || __builtin_popcount((unsigned)have) < __builtin_popcount((unsigned)want & 3u)) {
 			if (n++)
 				buf_putc(&resp->body, ',');

@@ -17,6 +17,7 @@
 #include "pidlock.h"
 #include "server.h"
 #include "util.h"
+#include "version.h"
 
 struct server_config {
 	char *listen;
@@ -38,6 +39,7 @@ struct server_config {
 	bool verbose;
 	bool json_log;
 	bool help;
+	bool version;
 };
 
 #define OFF(f) offsetof(struct server_config, f)
@@ -80,6 +82,8 @@ static const struct flag_def defs[] = {
 	{ "v", FLAG_BOOL, "false", OFF(verbose), 0, 0, "verbose (debug) logging" },
 	{ "json-log", FLAG_BOOL, "false", OFF(json_log), 0, 0, "log one JSON object per line" },
 	{ "help", FLAG_BOOL, "false", OFF(help), 0, 0, "print this help and exit" },
+	{ "version", FLAG_BOOL, "false", OFF(version), 0, 0,
+	  "print the version and the binary's build ID and exit" },
 };
 
 static const struct flag_set server_flags = {
@@ -97,6 +101,10 @@ int main(int argc, char **argv, char **envp)
 	if (flags_load(&server_flags, &cfg, argc, argv, envp, &err) < 0) {
 		fprintf(stderr, "ember-server: %s\n", err.data);
 		return 2;
+	}
+	if (cfg.version) {
+		version_print(stdout, "ember-server");
+		return 0;
 	}
 	if (cfg.help) {
 		struct buf u = { 0 };

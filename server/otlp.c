@@ -911,8 +911,12 @@ int otlp_convert(const Ember__Otlp__ExportProfilesServiceRequest *req, const cha
 						rc = emit(ctx, &b);
 						if (rc == 0) {
 							res->batches++;
-							for (size_t i = 0; i < b.n_samples; i++)
-								res->samples += b.samples[i]->value;
+							for (size_t i = 0; i < b.n_samples; i++) {
+								const Ember__Ingest__V1__Sample *sm = b.samples[i];
+								res->samples += sm->value;
+								if ((unsigned)sm->kind < 5)
+									res->kind_values[sm->kind] += sm->value;
+							}
 						}
 					}
 				}

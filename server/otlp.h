@@ -61,6 +61,7 @@ typedef int (*otlp_emit_fn)(void *ctx, const Ember__Ingest__V1__Batch *b);
 
 struct otlp_result {
 	uint64_t batches, samples;
+	uint64_t kind_values[5]; /* samples' values by EventKind (1..4) */
 	uint64_t rejected_profiles;
 	/* Values changed, each counted and named in message (partial_success
 	 * with rejected_profiles 0 when nothing else happened: OTLP's

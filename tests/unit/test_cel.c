@@ -123,7 +123,7 @@ static void test_basics(void **state)
 	assert_true(eval("host.name.matchesx == \"\""));
 	assert_true(eval("index == \"\" && inx == ''"));
 	cel_error("host.name ==", "column 13");
-	cel_error("host.name = \"x\"", "column 11: expected == or !=");
+	cel_error("host.name = \"x\"", "column 11: expected ==, !=");
 	cel_error("host.name == \"x", "column 16: unterminated");
 	cel_error("(host.name == \"x\"", "column 18: expected ')'");
 	cel_error("host.name == \"x\" junk", "column 18: unexpected text");
@@ -205,7 +205,7 @@ static void test_in(void **state)
 	cel_error("host.name in [\"a\",,]", "column 19");
 	cel_error("host.name in [\"a\\q\"]", "column 18: unknown escape");
 	cel_error("host.name in [\"a\"] == \"b\"", "column 20: unexpected text");
-	cel_error("in [\"a\"]", "column 9: expected == or !="); /* the attribute in["a"] */
+	cel_error("in [\"a\"]", "column 9: expected ==, !="); /* the attribute in["a"] */
 }
 
 static void test_matches(void **state)
@@ -324,11 +324,11 @@ static void test_string_functions(void **state)
 	cel_error("host.name.size()", "column 11: unknown method 'size'");
 	cel_error("k8s.pod.label[\"a\"].bogus(\"x\")", "column 20: unknown method 'bogus'");
 	cel_error("host.name.", "column 11: expected a method name");
-	cel_error("host.name.startsWith", "column 21: expected == or !=");
+	cel_error("host.name.startsWith", "column 21: expected ==, !=");
 	cel_error("\"a\".startsWith", "column 15: expected '(' after startsWith");
 	cel_error("\"a\".1x(\"b\")", "column 5: expected a method name");
 	cel_error("startsWith(host.name)", "column 21: expected ','");
-	cel_error("startsWith(host.name, )", "column 23: expected an attribute name or a string");
+	cel_error("startsWith(host.name, )", "column 23: expected an attribute name, a string");
 	cel_error("endsWith(host.name, \"a\"", "column 24: expected ')' after the argument of endsWith()");
 	cel_error("host.name.contains(\"a\", \"b\")", "column 23: expected ')'");
 	cel_error("host.name.contains()", "column 20: expected an attribute name");
@@ -418,6 +418,47 @@ static void test_eval_does_not_allocate(void **state)
 #endif
 }
 
+/* <, <=, >, >= and == / != with a number literal compare numerically;
+ * a value that is not a number compares as false; a literal or a known
+ * text attribute that cannot be a number is a type error at compile time. */
+static void test_numeric(void **state)
+{
+	(void)state;
+	struct attrs n = { { "process.pid", "4242", "host.name", "node-1", "k8s.pod.uid", "abc",
+			     "weight", "-1.5e1", "big", "18446744073709551616", NULL } };
+	assert_true(eval_in("process.pid > 100", &n));
+	assert_true(eval_in("process.pid >= 4242", &n));
+	assert_false(eval_in("process.pid > 4242", &n));
+	assert_true(eval_in("process.pid <= 4242 && process.pid < 5000", &n));
+	assert_false(eval_in("process.pid < 100", &n));
+	assert_true(eval_in("100 < process.pid", &n));
+	assert_true(eval_in("process.pid > \"999\"", &n)); /* a numeric string literal */
+	assert_true(eval_in("process.pid == 4242 && process.pid != 7", &n));
+	assert_true(eval_in("process.pid == 4242.0", &n));
+	assert_false(eval_in("process.pid == \"4242.0\"", &n)); /* strings: bytes */
+	assert_true(eval_in("weight < -10 && weight > -16", &n));
+	assert_true(eval_in("big > 1e19", &n));
+	assert_true(eval_in("1 < 2 && !(2 <= 1)", &n));
+	/* Not a number at run time (text, or absent): every comparison is false. */
+	assert_false(eval_in("k8s.pod.uid > 0", &n));
+	assert_false(eval_in("k8s.pod.uid <= 0", &n));
+	assert_false(eval_in("k8s.pod.uid != 0", &n));
+	assert_false(eval_in("missing.attr >= 0", &n));
+	assert_true(eval_in("!(missing.attr >= 0)", &n));
+	assert_true(eval_in("true||process.pid>1", &n));
+	/* Type errors known at compile time, with their column. */
+	cel_error("process.pid > \"abc\"", "column 15: type error: > compares numbers, and \"abc\" is not a number");
+	cel_error("host.name >= 3", "column 1: type error: >= compares numbers, and host.name is a string attribute");
+	cel_error("process.executable.name == 1", "process.executable.name is a string attribute");
+	cel_error("startsWith(host.name, 5)", "column 23: type error: startsWith takes a string, not the number 5");
+	cel_error("5.contains(\"x\")", "column 1: a malformed number");
+	cel_error("7 in [\"7\"]", "expected ==, !=, <, <=, > or >= after the number");
+	cel_error("process.pid > 12abc", "column 15: a malformed number");
+	cel_error("process.pid > 1e999", "column 15: the number 1e999 is out of range");
+	cel_error("process.pid >", "column 14: expected an attribute or a string, found the end");
+	cel_error("process.pid < > 3", "column 15: expected an attribute name, a string or a number");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -426,6 +467,7 @@ int main(void)
 		cmocka_unit_test(test_matches),
 		cmocka_unit_test(test_string_functions),
 		cmocka_unit_test(test_limits),
+		cmocka_unit_test(test_numeric),
 		cmocka_unit_test(test_eval_does_not_allocate),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
