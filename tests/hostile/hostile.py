@@ -365,7 +365,7 @@ def regex_query(port, start_ms, results, i):
 
 
 def scenario_regex(srv, args):
-    frames = 16 if args.long else 6
+    frames = 16 if args.long else 10
     names = ["a" * 22 + f"!{i}" for i in range(frames)]
     status, data = request(srv.port, "POST", "/v1development/profiles",
                            otlp_request(names, exe="hostile_redos", ago_s=7200),
