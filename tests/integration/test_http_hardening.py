@@ -206,6 +206,38 @@ def test_slow_connections_are_cut_and_do_not_crowd_out_others(tmp_path):
         server.stop()
 
 
+def soft_nofile(pid):
+    with open(f"/proc/{pid}/limits") as f:
+        for line in f:
+            if line.startswith("Max open files"):
+                return int(line.split()[3])
+    return None
+
+
+def test_open_file_limit_is_raised_for_the_connections(tmp_path):
+    """Started with a soft open-file limit of 256, the server raises it
+    (up to the hard limit) so that its 1 024 connections can be had; with a
+    hard limit of 300 it says how many it can have instead."""
+    import resource
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    assert hard >= 1024 + 256, "the test needs a hard open-file limit of 1280"
+    server = Server(tmp_path / "data")
+    server.argv = ["prlimit", f"--nofile=256:{hard}", "--"] + server.argv
+    server.start()
+    try:
+        assert soft_nofile(server.proc.pid) >= 1024 + 256
+    finally:
+        server.stop()
+    server = Server(tmp_path / "data2")
+    server.argv = ["prlimit", "--nofile=300:300", "--"] + server.argv
+    server.start()
+    try:
+        assert "allows 150 connections" in server.output(), server.output()
+        assert server.healthy()
+    finally:
+        server.stop()
+
+
 def redos_server(tmp_path, *flags):
     server = Server(tmp_path / "data", None, "--flush-after", "1s", *flags).start()
     names = ["a" * 22 + f"!{i}" for i in range(6)]
