@@ -275,7 +275,7 @@ static void write_all(int fd, const char *p, size_t n, int *failed)
 static void spool(struct http_server *h, struct conn_state *cs, const char *data, size_t n)
 {
 	if (cs->spool_fd < 0) {
-		cs->spool_fd = open(h->spool_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+		cs->spool_fd = unnamed_file(h->spool_dir);
 		if (cs->spool_fd < 0) {
 			log_error("http: cannot create a spool file in %s: %s", h->spool_dir,
 				  strerror(errno));

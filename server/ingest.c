@@ -5,7 +5,6 @@
  * POST /ingest/v1/symbols/missing and
  * PUT /ingest/v1/symbols/{file id}. */
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <openssl/crypto.h>
 #include <stdbool.h>
@@ -496,7 +495,7 @@ void handle_symbols_put(struct server *srv, const struct http_req *req, struct h
 	if (enc && strcmp(enc, "zstd") == 0) {
 		/* Decompressed into an unnamed file in the data dir, never into
 		 * memory: a symbol file may be hundreds of MiB. */
-		int fd = open(srv->data_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+		int fd = unnamed_file(srv->data_dir);
 		if (fd < 0) {
 			log_error("symbols: cannot create a file in %s: %s", srv->data_dir, strerror(errno));
 			http_error(resp, 503, "the symbol file could not be stored: %s", strerror(errno));
