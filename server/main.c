@@ -86,7 +86,7 @@ static const struct flag_def defs[] = {
 	  "MiB of request bodies held in memory by all requests together; beyond it 503 "
 	  "(symbol uploads beyond 1 MiB go to a file in the data dir)" },
 	{ "query-threads", FLAG_UINT, "2", OFF(query_threads), 1, 256,
-	  "threads that run queries (health checks and ingest never wait for them)" },
+	  "threads that run queries (health checks never wait for them)" },
 	{ "query-queue", FLAG_UINT, "16", OFF(query_queue), 0, 100000,
 	  "queries that may wait for a query thread; beyond them 503 with Retry-After" },
 	{ "ingest-threads", FLAG_UINT, "4", OFF(ingest_threads), 1, 256,
