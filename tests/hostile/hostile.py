@@ -368,7 +368,8 @@ def scenario_regex(srv, args):
     frames = 16 if args.long else 10
     names = ["a" * 22 + f"!{i}" for i in range(frames)]
     status, data = request(srv.port, "POST", "/v1development/profiles",
-                           otlp_request(names, exe="hostile_redos", ago_s=7200),
+                           otlp_request(names, exe="hostile_redos",
+                                        ago_s=10 if args.regex_live else 7200),
                            {"Content-Type": "application/x-protobuf",
                             "Authorization": f"Bearer {TOKEN}"}, source=None)
     if status != 200:
@@ -378,8 +379,9 @@ def scenario_regex(srv, args):
     # query holds the in-memory part's lock while it walks it, and the
     # ingest of the live hour waits for that lock, so only a bound on the
     # regex itself keeps that short (docs/internals/http.md).
-    time.sleep(args.settle)
-    start_ms = int(time.time() * 1000) - 3 * 3600000  # to an hour ago
+    if not args.regex_live:
+        time.sleep(args.settle)
+    start_ms = int(time.time() * 1000) - (3600000 if args.regex_live else 3 * 3600000)
     rounds = 3 if args.long else 1
     all_results = []
     with RssWatch(srv.pid) as w, Probe(srv.port, args.probe_timeout) as p:
@@ -439,8 +441,10 @@ def main(argv=None):
     ap.add_argument("--slow-connections", type=int, default=1100,
                     help="beyond the server's default connection limit (1 024)")
     ap.add_argument("--settle", type=float, default=4.0,
-                    help="seconds between ingesting the regex frames and querying them "
-                    "(0: query them while they are in the in-memory part)")
+                    help="seconds between ingesting the regex frames and querying them")
+    ap.add_argument("--regex-live", action="store_true",
+                    help="the regex frames in the live hour: ingest waits for the queries "
+                    "walking it, as long as the regex runs unless the regex is bounded")
     args = ap.parse_args(argv)
     names = [s for s in args.scenarios.split(",") if s]
     for s in names:
