@@ -48,6 +48,8 @@ void handle_metrics(struct server *srv, const struct http_req *req, struct http_
 	struct buf *b = &resp->body;
 	metric(b, "ember_http_requests_total", "counter", "HTTP requests answered", load(&c->http_requests));
 	metric(b, "ember_http_errors_total", "counter", "HTTP answers with status >= 400", load(&c->http_errors));
+	metric(b, "ember_http_timeouts_total", "counter", "connections closed for sending their headers or body too slowly", load(&c->http_timeouts));
+	metric(b, "ember_http_queries_refused_total", "counter", "queries answered 503 because the query threads and their queue were full", load(&c->queries_refused));
 	metric(b, "ember_ingest_batches_total", "counter", "agent batches stored", load(&c->ingest_batches));
 	metric(b, "ember_ingest_duplicates_total", "counter", "agent batches received again and ignored", load(&c->ingest_duplicates));
 	metric(b, "ember_ingest_rejected_total", "counter", "agent batches refused as invalid", load(&c->ingest_rejected));

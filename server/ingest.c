@@ -4,11 +4,14 @@
  * POST /ingest/v1/metrics (metrics.h),
  * POST /ingest/v1/symbols/missing and
  * PUT /ingest/v1/symbols/{file id}. */
+#include <errno.h>
 #include <jansson.h>
 #include <openssl/crypto.h>
 #include <stdbool.h>
 #include <strings.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "batch_decode.h"
 #include "compress.h"
@@ -93,7 +96,7 @@ void ingest_tokens_free(struct server *srv)
 
 /* With --ingest-tokens, the request must carry one of them as a bearer
  * token (compared in constant time); else 401 and false. */
-static bool authorized(struct server *srv, const struct http_req *req, struct http_resp *resp)
+bool ingest_authorized(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
 	if (!srv->ningest_tokens)
 		return true;
@@ -201,7 +204,7 @@ static bool zstd_encoded(struct server *srv, const struct http_req *req, struct 
 
 void handle_ingest_batch(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
-	if (!authorized(srv, req, resp))
+	if (!ingest_authorized(srv, req, resp))
 		return;
 	if (!zstd_encoded(srv, req, resp))
 		return;
@@ -231,7 +234,7 @@ void handle_ingest_batch(struct server *srv, const struct http_req *req, struct 
  * could not be stored (retried). */
 void handle_ingest_metrics(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
-	if (!authorized(srv, req, resp))
+	if (!ingest_authorized(srv, req, resp))
 		return;
 	if (!zstd_encoded(srv, req, resp))
 		return;
@@ -287,7 +290,7 @@ static int store_session(void *ctx, const char *project_name, struct store_entry
 void handle_ingest_session_batch(struct server *srv, const struct http_req *req,
 				 struct http_resp *resp)
 {
-	if (!authorized(srv, req, resp))
+	if (!ingest_authorized(srv, req, resp))
 		return;
 	if (!zstd_encoded(srv, req, resp))
 		return;
@@ -398,7 +401,7 @@ static bool media_type_is(const char *ct, const char *type)
 
 void handle_otlp_profiles(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
-	if (!authorized(srv, req, resp))
+	if (!ingest_authorized(srv, req, resp))
 		return;
 	const char *ct = http_header(req, "Content-Type");
 	bool json = media_type_is(ct, "application/json");
@@ -459,7 +462,7 @@ void handle_otlp_profiles(struct server *srv, const struct http_req *req, struct
 
 void handle_symbols_missing(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
-	if (!authorized(srv, req, resp))
+	if (!ingest_authorized(srv, req, resp))
 		return;
 	json_error_t jerr;
 	json_t *doc = json_loadb(req->body, req->body_len, 0, &jerr);
@@ -505,7 +508,7 @@ void handle_symbols_missing(struct server *srv, const struct http_req *req, stru
 
 void handle_symbols_put(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
-	if (!authorized(srv, req, resp))
+	if (!ingest_authorized(srv, req, resp))
 		return;
 	struct file_id id;
 	if (fileid_parse_hex(req->params[0], &id) < 0) {
@@ -518,20 +521,46 @@ void handle_symbols_put(struct server *srv, const struct http_req *req, struct h
 		return;
 	}
 	const char *enc = http_header(req, "Content-Encoding");
-	struct buf raw = { 0 }, err = { 0 };
+	struct buf err = { 0 };
 	const void *data = req->body;
 	size_t len = req->body_len;
+	void *map = NULL;
 	if (enc && strcmp(enc, "zstd") == 0) {
-		int rc = zstd_decompress_bounded(req->body, req->body_len, SYMBOLS_MAX_UPLOAD, &raw);
+		/* Decompressed into an unnamed file in the data dir, never into
+		 * memory: a symbol file may be hundreds of MiB. */
+		int fd = unnamed_file(srv->data_dir);
+		if (fd < 0) {
+			log_error("symbols: cannot create a file in %s: %s", srv->data_dir, strerror(errno));
+			http_error(resp, 503, "the symbol file could not be stored: %s", strerror(errno));
+			resp->retry_after = "30";
+			return;
+		}
+		int rc = zstd_decompress_to_fd(req->body, req->body_len, SYMBOLS_MAX_UPLOAD, fd, &len);
+		if (rc == -3) {
+			log_error("symbols: cannot write in %s: %s", srv->data_dir, strerror(errno));
+			http_error(resp, 503, "the symbol file could not be stored: %s", strerror(errno));
+			resp->retry_after = "30";
+			close(fd);
+			return;
+		}
 		if (rc < 0) {
 			count(&srv->counters.symbols_rejected, 1);
 			http_error(resp, rc == -2 ? 413 : 400, rc == -2 ? "symbol file too large"
 									 : "body is not a valid zstd frame");
-			buf_free(&raw);
+			close(fd);
 			return;
 		}
-		data = raw.data;
-		len = raw.len;
+		if (len) {
+			map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+			if (map == MAP_FAILED) {
+				http_error(resp, 503, "cannot map the symbol file: %s", strerror(errno));
+				resp->retry_after = "30";
+				close(fd);
+				return;
+			}
+		}
+		close(fd);
+		data = map ? map : "";
 	} else if (enc && strcmp(enc, "identity") != 0) {
 		http_error(resp, 415, "unsupported Content-Encoding %s (use zstd or none)", enc);
 		return;
@@ -543,7 +572,8 @@ void handle_symbols_put(struct server *srv, const struct http_req *req, struct h
 		size_t bl = strlen(bq);
 		if (bl < 2 || bl > 128 || bl % 2 || hex_decode(bq, bl, bid, bl / 2) < 0) {
 			http_error(resp, 400, "build_id: expected 2 to 128 hex digits");
-			buf_free(&raw);
+			if (map)
+				munmap(map, len);
 			return;
 		}
 		blen = (int)(bl / 2);
@@ -567,6 +597,7 @@ void handle_symbols_put(struct server *srv, const struct http_req *req, struct h
 		buf_puts(&resp->body, "{\"stored\":true}\n");
 		http_json(resp, 201);
 	}
-	buf_free(&raw);
+	if (map)
+		munmap(map, len);
 	buf_free(&err);
 }

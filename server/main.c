@@ -36,6 +36,9 @@ struct server_config {
 	char *ingest_tokens;
 	int64_t session_idle_ms;
 	int64_t log_rate_limit_ms;
+	uint64_t max_connections, per_client_connections, max_upload_mib;
+	uint64_t query_threads, query_queue, ingest_threads, ingest_queue;
+	int64_t idle_timeout_ms, header_timeout_ms, body_timeout_ms;
 	bool verbose;
 	bool json_log;
 	bool help;
@@ -75,6 +78,27 @@ static const struct flag_def defs[] = {
 	  "MiB of agent sessions (protocol version 2 dictionaries); the least recently used are forgotten beyond it" },
 	{ "session-idle", FLAG_DURATION, "30m", OFF(session_idle_ms), 10000, 7ULL * 86400000,
 	  "forget an agent session unused this long" },
+	{ "max-connections", FLAG_UINT, "1024", OFF(max_connections), 16, 1000000,
+	  "HTTP connections open at once, in all (the open-file limit is raised to allow them)" },
+	{ "max-connections-per-client", FLAG_UINT, "128", OFF(per_client_connections), 1, 1000000,
+	  "HTTP connections open at once from one client address" },
+	{ "idle-timeout", FLAG_DURATION, "30s", OFF(idle_timeout_ms), 1000, 3600000,
+	  "close a connection that sends and receives nothing for this long" },
+	{ "header-timeout", FLAG_DURATION, "10s", OFF(header_timeout_ms), 1000, 3600000,
+	  "a request's headers must arrive within this (slow clients are cut off)" },
+	{ "body-timeout", FLAG_DURATION, "120s", OFF(body_timeout_ms), 1000, 3600000,
+	  "a request's body must arrive within this after its headers" },
+	{ "max-upload-memory", FLAG_UINT, "512", OFF(max_upload_mib), 16, 1 << 20,
+	  "MiB of request bodies held in memory by all requests together; beyond it 503 "
+	  "(symbol uploads beyond 1 MiB go to a file in the data dir)" },
+	{ "query-threads", FLAG_UINT, "2", OFF(query_threads), 1, 256,
+	  "threads that run queries (health checks never wait for them)" },
+	{ "query-queue", FLAG_UINT, "16", OFF(query_queue), 0, 100000,
+	  "queries that may wait for a query thread; beyond them 503 with Retry-After" },
+	{ "ingest-threads", FLAG_UINT, "4", OFF(ingest_threads), 1, 256,
+	  "threads that store ingest requests and symbol uploads" },
+	{ "ingest-queue", FLAG_UINT, "256", OFF(ingest_queue), 0, 100000,
+	  "ingest requests that may wait for an ingest thread; beyond them 503 with Retry-After" },
 	{ "config", FLAG_STRING, "", OFF(config), 0, 0,
 	  "file of 'name value' lines with lower-precedence settings" },
 	{ "log-rate-limit-interval", FLAG_DURATION, "1m", OFF(log_rate_limit_ms), 0, 86400000,
@@ -163,6 +187,7 @@ int main(int argc, char **argv, char **envp)
 	sc.head_dict_bytes = cfg.dictionary_mib << 20;
 	sc.head_max_age_ms = cfg.flush_after_ms;
 	sc.late_data_wait_ms = cfg.compact_delay_ms;
+	srv.data_dir = cfg.data_dir;
 	if (store_open(cfg.data_dir, &sc, &srv.store, &err) < 0 ||
 	    symbols_open(cfg.data_dir, &srv.symbols, &err) < 0 ||
 	    projects_open(cfg.data_dir, &srv.projects, &err) < 0 ||
@@ -207,8 +232,21 @@ int main(int argc, char **argv, char **envp)
 		free(key);
 		goto out;
 	}
+	struct http_limits lim;
+	http_limits_default(&lim);
+	lim.max_connections = (unsigned)cfg.max_connections;
+	lim.per_ip_connections = (unsigned)cfg.per_client_connections;
+	lim.idle_timeout_s = (unsigned)((cfg.idle_timeout_ms + 999) / 1000);
+	lim.header_timeout_s = (unsigned)((cfg.header_timeout_ms + 999) / 1000);
+	lim.body_timeout_s = (unsigned)((cfg.body_timeout_ms + 999) / 1000);
+	lim.upload_memory = (size_t)cfg.max_upload_mib << 20;
+	lim.query_threads = (unsigned)cfg.query_threads;
+	lim.query_queue = (unsigned)cfg.query_queue;
+	lim.ingest_threads = (unsigned)cfg.ingest_threads;
+	lim.ingest_queue = (unsigned)cfg.ingest_queue;
+	lim.spool_dir = cfg.data_dir;
 	http = http_start(cfg.listen, server_routes, server_route_count, &srv, cert ? &tls : NULL,
-			  &err);
+			  &lim, &err);
 	/* libmicrohttpd keeps its own copies. */
 	free(cert);
 	free(key);

@@ -11,6 +11,8 @@
 /* Counters exported on /metrics; updated with atomic adds. */
 struct server_counters {
 	uint64_t http_requests, http_errors;
+	uint64_t http_timeouts;   /* connections closed past a header/body deadline */
+	uint64_t queries_refused; /* 503: the query pool was full */
 	uint64_t ingest_batches, ingest_duplicates, ingest_rejected, ingest_failed;
 	/* Stored sample values by event kind (ember.ingest.v1.EventKind): each
 	 * kind counts in its own unit, so none is added to another. */
@@ -49,6 +51,7 @@ struct server {
 	struct fetcher *fetcher; /* global symbolization; NULL when not configured */
 	struct server_counters counters;
 	int64_t started_ms;
+	const char *data_dir; /* --data-dir; decompressed symbol uploads go to files in it */
 };
 
 /* Loads --ingest-tokens (server/ingest.c): "a,b,c" or "@FILE". */

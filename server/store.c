@@ -158,7 +158,17 @@ static int64_t mono_ms(void)
 static struct sref *sref_new(void)
 {
 	struct sref *r = xcalloc(1, sizeof(*r));
-	pthread_rwlock_init(&r->rw, NULL);
+	/* Writer-preferring: the indexer, which the ingest requests of the
+	 * live hour wait for, gets the lock once the queries reading the part
+	 * now are done, rather than only when overlapping queries all happen
+	 * to pause (with the default, reader-preferring kind, a stream of
+	 * queries kept ingest waiting for all of it). No thread takes one
+	 * part's read lock twice, which this kind does not allow. */
+	pthread_rwlockattr_t attr;
+	pthread_rwlockattr_init(&attr);
+	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&r->rw, &attr);
+	pthread_rwlockattr_destroy(&attr);
 	pthread_mutex_init(&r->mu, NULL);
 	r->refs = 1;
 	r->min_ts = INT64_MAX;

@@ -10,6 +10,7 @@
 #include "strtab.h"
 #include "util.h"
 
+#include <dirent.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -383,6 +384,30 @@ static void test_strtab(void **state)
 	strtab_free(&t);
 }
 
+static void test_unnamed_file(void **state)
+{
+	(void)state;
+	char *dir = make_temp_dir();
+	int fd = unnamed_file(dir);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "spooled", 7), 7);
+	char back[8] = { 0 };
+	assert_int_equal(pread(fd, back, 7, 0), 7);
+	assert_string_equal(back, "spooled");
+	/* Nothing in the directory, open or closed. */
+	DIR *d = opendir(dir);
+	assert_non_null(d);
+	int entries = 0;
+	for (struct dirent *e; (e = readdir(d));)
+		entries += e->d_name[0] != '.' || strncmp(e->d_name, ".ember-", 7) == 0;
+	closedir(d);
+	assert_int_equal(entries, 0);
+	close(fd);
+	assert_int_equal(unnamed_file("/nonexistent/dir"), -1);
+	rm_rf(dir);
+	free(dir);
+}
+
 static void test_read_file_limit(void **state)
 {
 	(void)state;
@@ -514,6 +539,7 @@ int main(void)
 		cmocka_unit_test(test_hmap_against_reference),
 		cmocka_unit_test(test_strtab),
 		cmocka_unit_test(test_read_file_limit),
+		cmocka_unit_test(test_unnamed_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
