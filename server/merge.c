@@ -321,3 +321,16 @@ out:
 	buf_free(&scratch);
 	return rc;
 }
+
+uint32_t *merge_map_nodes(struct part *dst, const struct part *src)
+{
+	struct src_map m;
+	map_init(&m, src);
+	for (size_t j = 1; j < src->nnodes; j++)
+		m.nodes[j] = part_node(dst, m.nodes[src->node_parent[j]],
+				       map_frame(dst, &m, src->node_frame[j]));
+	uint32_t *ids = m.nodes;
+	m.nodes = NULL;
+	map_free(&m);
+	return ids;
+}

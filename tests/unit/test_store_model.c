@@ -84,7 +84,7 @@ struct world {
 	/* what the run did, to check it covered every path */
 	bool soft; /* a mismatch is printed, not failed (the look around a failure) */
 	unsigned long n_batches, n_v1, n_otlp, n_metrics, n_resync, n_dup, n_restart, n_seal,
-		n_flush, n_compact, n_queries;
+		n_flush, n_compact, n_queries, n_adopted;
 };
 
 static uint64_t rnd(struct world *w)
@@ -762,10 +762,13 @@ static void maintenance_step(struct world *w)
 {
 	struct buf err = { 0 };
 	int rc = 0;
-	switch (pick(w, 5)) {
+	switch (pick(w, 6)) {
 	case 0:
 		rc = store_seal(w->srv.store, pick(w, 2), &err);
 		w->n_seal++;
+		break;
+	case 5:
+		w->n_adopted += store_adopt_live_blocks(w->srv.store);
 		break;
 	case 1:
 		rc = store_write_sealed(w->srv.store, &err);
@@ -972,14 +975,62 @@ static void test_model(void **state)
 		}
 	}
 	fprintf(stderr, "# %lu session batches (%lu resyncs, %lu resent), %lu v1, %lu OTLP, %lu metrics, "
-			"%lu restarts, %lu seals, %lu flushes, %lu compactions, %lu queries, %zu samples\n",
+			"%lu restarts, %lu seals, %lu flushes, %lu compactions, %lu blocks adopted, "
+			"%lu queries, %zu samples\n",
 		w->n_batches, w->n_resync, w->n_dup, w->n_v1, w->n_otlp, w->n_metrics, w->n_restart,
-		w->n_seal, w->n_flush, w->n_compact, w->n_queries, w->m.n);
+		w->n_seal, w->n_flush, w->n_compact, w->n_adopted, w->n_queries, w->m.n);
 	/* Every path ran. */
 	if (steps >= 1000) {
 		assert_true(w->n_resync > 0 && w->n_dup > 0 && w->n_restart > 0 && w->n_compact > 0 &&
+			    w->n_adopted > 0 &&
 			    w->n_otlp > 0 && w->n_v1 > 0 && w->n_metrics > 0);
 	}
+	world_close(w);
+}
+
+/* After a start, the live hour's blocks read from their files fold each
+ * alone; adopted into the head's dictionaries, they fold with the head
+ * once: the same answer, each stack counted once (distinct_stacks). */
+static void test_live_blocks_adopted_after_a_start(void **state)
+{
+	(void)state;
+	struct world *w = world_new(9);
+	world_open(w);
+	struct buf err = { 0 };
+	for (int round = 0; round < 4; round++) {
+		for (uint8_t k = 0; k < NSTACKS; k++) {
+			struct msample sm = { .proj = 0, .kind = 1, .stack = k, .exe = k % NEXE,
+					      .ts = T0 + 60000 * (round + 1), .value = 1 + k };
+			assert_false(send_v1(w, &sm, 1, ++w->v1_seq));
+			model_add(&w->m, sm);
+		}
+		assert_int_equal(store_flush(w->srv.store, &err), 0);
+	}
+	restart(w);
+	one_sample(w, T0 + 600000, 0, 1); /* the head meets the range */
+	struct q q = { 0, 1, T0, T0 + 3600000, 0 };
+	json_t *doc = ask(w, handle_flamegraph, &q, "", "flamegraph");
+	json_int_t before = json_integer_value(json_object_get(doc, "distinct_stacks"));
+	json_decref(doc);
+	assert_int_equal(store_adopt_live_blocks(w->srv.store), 4);
+	assert_int_equal(store_adopt_live_blocks(w->srv.store), 0); /* once */
+	doc = ask(w, handle_flamegraph, &q, "", "flamegraph");
+	json_int_t after = json_integer_value(json_object_get(doc, "distinct_stacks"));
+	json_decref(doc);
+	/* each stack once per block before, once in all after */
+	assert_true(before >= 4 * (after - 1));
+	assert_true(after <= NSTACKS + 1);
+	check_all(w, 0);
+	check_flamegraph(w, &q, false);
+	/* And after the next seal and flush, and a compaction of the hour. */
+	one_sample(w, T0 + 660000, 1, 2);
+	assert_int_equal(store_flush(w->srv.store, &err), 0);
+	one_sample(w, T0 + 720000, 2, 3);
+	check_flamegraph(w, &q, false);
+	assert_int_equal(store_compact(w->srv.store, true, &err), 0);
+	check_all(w, 0);
+	check_flamegraph(w, &q, false);
+	buf_free(&err);
 	world_close(w);
 }
 
@@ -988,6 +1039,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_series_spanning_an_empty_hour),
 		cmocka_unit_test(test_retry_after_compaction_and_restart),
+		cmocka_unit_test(test_live_blocks_adopted_after_a_start),
 		cmocka_unit_test(test_model),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
