@@ -20,9 +20,10 @@
  * Victims: when a table needs more pages than are free, um_victims picks
  * the tables to give theirs back: first those no process maps any more
  * (least recently used first), then those least recently sampled. A table
- * being written is never a victim; a table sampled (last_sampled) at or
- * after protect_after is not one for a table of more than half the array (a file too large to
- * fit whole is loaded in part instead of pushing out what runs).
+ * being written is never a victim, nor is a mapped table sampled
+ * (last_sampled) at or after protect_after: the caller protects what runs
+ * now, so that a table that does not fit waits (or is loaded in part)
+ * instead of pushing out what runs, which would push it out in turn.
  *
  * Not thread-safe: agent/unwinder.c calls it under its mutex.
  */

@@ -25,9 +25,13 @@
 /* A BPF program that read a table's directory before it was unpublished
  * runs for microseconds; its pages are reused after this. */
 #define QUARANTINE_NS (50ull * 1000000ull)
-/* Tables sampled this recently are not evicted for a table larger than
- * half the array (which is loaded in part instead). */
-#define PROTECT_NS (10ull * 1000000000ull)
+/* Tables sampled this recently are not evicted to make room for another:
+ * when what runs needs more than the array holds, the table that asks
+ * waits (refused, or loaded in part) rather than pushing out what runs,
+ * which would push it out in turn (thrashing). Longer for a table larger
+ * than half the array. */
+#define PROTECT_NS (2ull * 1000000000ull)
+#define PROTECT_LARGE_NS (10ull * 1000000000ull)
 /* An evicted table is reloaded at most this often. */
 #define RELOAD_MIN_NS (2ull * 1000000000ull)
 #define MAX_WANT 64
@@ -269,7 +273,8 @@ static uint32_t reserve(struct unwinder *u, uint32_t slot, uint32_t need, uint32
 	uint64_t now = now_mono_ns();
 	if (um_free_now(&u->mem, now) + um_pending(&u->mem) < need) {
 		refresh_seen(u);
-		uint64_t protect = need > u->mem.npages / 2 && now > PROTECT_NS ? now - PROTECT_NS : UINT64_MAX;
+		uint64_t window = need > u->mem.npages / 2 ? PROTECT_LARGE_NS : PROTECT_NS;
+		uint64_t protect = now > window ? now - window : 0;
 		uint32_t *victims = xmalloc(u->mem.nslots * sizeof(uint32_t));
 		size_t nv = um_victims(&u->mem, slot, need, protect, victims, u->mem.nslots);
 		for (size_t i = 0; i < nv; i++)
@@ -362,9 +367,8 @@ static void build(struct unwinder *u, struct job *j)
 	uint64_t now = now_mono_ns();
 	if (got == 0) {
 		if (!u->stopping)
-			log_info("unwinder: no room for the table of %s (%zu rows; %u of %u pages of %u rows held by tables sampled in the last %llu s); unwound by frame pointer until room is made",
-				 name, rows.count, u->mem.pages_used, u->mem.npages, UNWIND_PAGE_ROWS,
-				 (unsigned long long)(PROTECT_NS / 1000000000ull));
+			log_info("unwinder: no room for the table of %s (%zu rows; %u of %u pages of %u rows held by tables sampled in the last seconds); unwound by frame pointer until room is made (-unwind-table-rows)",
+				 name, rows.count, u->mem.pages_used, u->mem.npages, UNWIND_PAGE_ROWS);
 		t->state = T_EVICTED;
 		t->evicted_at = now;
 		t->retry_at = now + RELOAD_MIN_NS;
