@@ -34,7 +34,7 @@
 #define PROTECT_LARGE_NS (10ull * 1000000000ull)
 /* An evicted table is reloaded at most this often. */
 #define RELOAD_MIN_NS (2ull * 1000000000ull)
-#define MAX_WANT 64
+#define MAX_WANT 16
 
 enum tstate {
 	T_QUEUED,   /* waiting for a build (first or again) */
@@ -504,9 +504,9 @@ struct unwinder *unwinder_start(const struct unwind_map_fds *fds, struct buf *er
 	uint32_t npages = fds->entries_cap / UNWIND_PAGE_ROWS;
 	u->stats.entries_cap = (uint64_t)npages * UNWIND_PAGE_ROWS;
 	um_init(&u->mem, npages, fds->files_cap, QUARANTINE_NS);
+	/* Zeroed and untouched until a slot is used (new_slot sets fd): the
+	 * array is 6 MiB of address space, resident only as far as slots are. */
 	u->tables = xcalloc(fds->files_cap ? fds->files_cap : 1, sizeof(*u->tables));
-	for (uint32_t i = 0; i < fds->files_cap; i++)
-		u->tables[i].fd = -1;
 	rule_set_init(&u->rules, fds->rules_cap);
 	pthread_mutex_init(&u->mu, NULL);
 	pthread_cond_init(&u->cond, NULL);
@@ -534,7 +534,7 @@ void unwinder_stop(struct unwinder *u)
 	rule_set_free(&u->rules);
 	free(u->jobs);
 	for (uint32_t i = 0; i < u->mem.nslots; i++)
-		if (u->tables[i].fd >= 0)
+		if (u->mem.slots[i].used && u->tables[i].fd >= 0)
 			close(u->tables[i].fd);
 	free(u->tables);
 	for (size_t i = 0; i < u->nregs; i++)
@@ -583,6 +583,9 @@ static uint32_t new_slot(struct unwinder *u, const struct file_id *id, const cha
 	t->fd = fd;
 	t->reopenable = reopenable;
 	t->state = T_QUEUED;
+	/* When the slot's previous table was last sampled is not this one's. */
+	uint64_t zero = 0;
+	(void)bpf_map_update_elem(u->fds.seen, &s, &zero, BPF_ANY);
 	hmap_insert(&u->by_id, id_hash(id), s);
 	push_job(u, s, false);
 	return s;
