@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # short_lived - how well ember unwinds processes that live less than a
 # second: a C build of many small files (one gcc, cc1 and as per file, each
-# well under a second) runs beside the agent, and for the samples of gcc,
-# cc1 and as it reports the share of stacks unwound whole (no error frame
+# well under a second) runs beside the agent, and for the samples of cc1
+# and as (run as copies named uw_cc1 and uw_as) it reports the share of stacks unwound whole (no error frame
 # at their root: the unwinder reached the outermost frame). Samples taken
 # before the agent has read a new process's maps are walked by the kernel's
 # frame pointers, which Debian's gcc, cc1 and as do not keep: those are the
@@ -30,11 +30,20 @@ os.makedirs(d)
 for i in range(n):
     with open(f"{d}/u{i}.c", "w") as f:
         f.write("#include <stdio.h>\n#include <string.h>\n#include <stdlib.h>\n")
-        for k in range(40):
+        for k in range(15):
             f.write(f"int f{i}_{k}(const char *s, int n) {{ char b[64]; int h = {k};\n"
                     f"  for (int j = 0; j < n && s[j]; j++) h = h * 31 + s[j] * {k + 1};\n"
                     f"  snprintf(b, sizeof b, \"%d-%s\", h, s); return (int)strlen(b) + atoi(b); }}\n")
 PY
+
+# cc1 and as run as copies of their own (uw_cc1, uw_as) through gcc's
+# -wrapper, so that their samples are told from other compilers on the host.
+cp "$(gcc -print-prog-name=cc1)" "$tmp/uw_cc1"
+cp "$(command -v "$(gcc -print-prog-name=as)")" "$tmp/uw_as"
+printf '%s\n' '#!/bin/sh' 'prog=$1; shift' 'case "$prog" in' \
+  "*/cc1) exec $tmp/uw_cc1 \"\$@\" ;;" "*/as|as) exec $tmp/uw_as \"\$@\" ;;" \
+  '*) exec "$prog" "$@" ;;' 'esac' > "$tmp/wrap"
+chmod +x "$tmp/wrap"
 
 build/bin/ember-server --listen "127.0.0.1:$port" --data-dir "$tmp/data" 2>"$tmp/server.log" &
 server=$!
@@ -47,7 +56,7 @@ sleep 8 # start-up: the host's files are read and their tables built
 # Two compilers at a time; each gcc's wall time is recorded.
 start_ms=$(($(date +%s%N) / 1000000))
 ls "$tmp"/src/*.c | xargs -P 2 -I{} bash -c \
-  't0=$(date +%s%N); gcc -O2 -c {} -o {}.o; echo $((($(date +%s%N) - t0) / 1000000))' > "$tmp/ms"
+  't0=$(date +%s%N); gcc -wrapper '"$tmp/wrap"' -O2 -c {} -o {}.o; echo $((($(date +%s%N) - t0) / 1000000))' > "$tmp/ms"
 end_ms=$(($(date +%s%N) / 1000000))
 sleep 4 # the last batches
 
@@ -65,7 +74,7 @@ def flame(q):
         data=json.dumps(body).encode(), method="POST")
     return json.load(urllib.request.urlopen(req, timeout=60))
 tot = whole = 0
-for exe in ("gcc", "cc1", "as"):
+for exe in ("uw_cc1", "uw_as"):
     t = flame(f'process.executable.name == "{exe}"')
     err = sum(c["total"] for c in t["root"]["children"] if c["name"].startswith("["))
     print(f"{exe}: {t['total']} samples, {t['total'] - err} unwound whole "
