@@ -24,7 +24,12 @@
 #define BATCH 4096
 /* A BPF program that read a table's directory before it was unpublished
  * runs for microseconds; its pages are reused after this. */
-#define QUARANTINE_NS (50ull * 1000000ull)
+#define QUARANTINE_NS (20ull * 1000000ull)
+/* The tick keeps this share of the array free (1/16) by giving back, ahead
+ * of need, tables no process maps (least recently used first): a new
+ * process's table then finds its pages at once, not after evicting and a
+ * quarantine. */
+#define HEADROOM_SHIFT 4
 /* Tables sampled this recently are not evicted to make room for another:
  * when what runs needs more than the array holds, the table that asks
  * waits (refused, or loaded in part) rather than pushing out what runs,
@@ -824,6 +829,18 @@ void unwinder_tick(struct unwinder *u, uint64_t now)
 			t->retry_at = now + RELOAD_MIN_NS;
 			push_job(u, s, false);
 		}
+	}
+	uint32_t want_free = u->mem.npages >> HEADROOM_SHIFT;
+	if (um_free_now(&u->mem, now) + um_pending(&u->mem) < want_free) {
+		/* Protecting every mapped table: only unmapped ones go. */
+		uint32_t *victims = xmalloc(u->mem.nslots * sizeof(uint32_t));
+		size_t nv = um_victims(&u->mem, UM_NONE, want_free, 0, victims, u->mem.nslots);
+		for (size_t i = 0; i < nv; i++)
+			if (!u->mem.slots[victims[i]].refs && u->tables[victims[i]].reopenable) {
+				free_slot(u, victims[i], now);
+				u->stats.files_reclaimed++;
+			}
+		free(victims);
 	}
 	if (partial) {
 		collect_wanted(u);
