@@ -919,6 +919,37 @@ static void test_unwinder_partial_and_refused(void **state)
 	unwind_rows_free(&cxx.rows);
 }
 
+
+/* The tick keeps 1/16 of the array free: a table no process maps goes at
+ * once, not after UNWINDER_KEEP_NS, when the free pages fall below that;
+ * a mapped one stays. */
+static void test_unwinder_headroom(void **state)
+{
+	(void)state;
+	rule_set_free(&rules);
+	rule_set_init(&rules, 16384);
+	struct lib libc, cxx;
+	lib_open(&libc, "/lib/x86_64-linux-gnu/libc.so.6");
+	lib_open(&cxx, "/lib/x86_64-linux-gnu/libstdc++.so.6");
+	struct e2e e;
+	e2e_open(&e, libc.pages + cxx.pages + 1); /* 1 page free, < 1/16 */
+	lib_register(&e, 0, &libc);
+	map_proc(&e, 1000, 0);
+	lib_register(&e, 1, &cxx);
+	map_proc(&e, 1001, 1);
+	E2E_WAIT(&e, files_loaded, 2);
+	unwinder_tick(e.u, now_mono_ns());
+	assert_int_equal(e2e_stats(&e).files_reclaimed, 0); /* both mapped */
+	unwinder_remove_process(e.u, 1001);
+	unwinder_tick(e.u, now_mono_ns());
+	assert_int_equal(e2e_stats(&e).files_reclaimed, 1);
+	assert_int_equal(e2e_stats(&e).entries_used, (uint64_t)libc.pages * UNWIND_PAGE_ROWS);
+	assert_int_equal(e2e_stats(&e).tables, 1);
+	e2e_close(&e);
+	unwind_rows_free(&libc.rows);
+	unwind_rows_free(&cxx.rows);
+}
+
 /* The paged layout itself: every row of libc found through the directory
  * in pages laid out backwards; a row page left out answers "not loaded". */
 static bool skip_odd(uint32_t page)
@@ -975,6 +1006,7 @@ int main(void)
 		cmocka_unit_test(test_mem_no_fragmentation),
 		cmocka_unit_test(test_unwinder_evict_reload_reclaim),
 		cmocka_unit_test(test_unwinder_partial_and_refused),
+		cmocka_unit_test(test_unwinder_headroom),
 		cmocka_unit_test(test_c_without_frame_pointers),
 		cmocka_unit_test(test_recursion_200_deep),
 		cmocka_unit_test(test_cpp_inlining_exceptions),
