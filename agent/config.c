@@ -55,6 +55,8 @@ static const struct flag_def defs[] = {
 	  "record where threads wait off CPU in system calls (locks, sleeps, I/O) as off_cpu samples of nanoseconds" },
 	{ "off-cpu-sampling-rate", FLAG_UINT, "19", OFF(off_cpu_hz), 0, 1000,
 	  "off-CPU samples per second of waiting, per thread (Hz); setting it to a non-zero value also enables off-CPU profiling" },
+	{ "unwind-table-rows", FLAG_UINT, "4194304", OFF(unwind_table_rows), 65536, 1ull << 28,
+	  "rows of the BPF unwinder's table shared by all files (8 bytes each, in pages of 1024; 4194304 = 32 MiB of kernel memory); when full, tables of files no process maps are given back first, then the least recently sampled ones" },
 	{ "reporter-interval", FLAG_DURATION, "5s", OFF(reporter_interval_ms), 1000, 3600000,
 	  "how often a batch is sent to the server" },
 	{ "collect-metrics-interval", FLAG_DURATION, "30s", OFF(metrics_interval_ms), 1000, 3600000,

@@ -39,6 +39,7 @@ struct agent_config {
 	char *tag_kv[2 * (AGENT_MAX_TAGS + 1)];
 	size_t ntag_kv;
 	uint64_t on_cpu_hz;
+	uint64_t unwind_table_rows; /* -unwind-table-rows: size of the BPF unwind-row table */
 	bool enable_off_cpu;        /* -enable-off-cpu as given */
 	uint64_t off_cpu_hz;        /* -off-cpu-sampling-rate: per second of waiting, per thread */
 	bool off_cpu;               /* off-CPU profiling on: -enable-off-cpu, or a non-zero

@@ -46,7 +46,6 @@
 #define METRICS_QUEUE_BYTES (8u << 20) /* encoded metric batches waiting for the server */
 /* A session's dictionary past this size is replaced by a new session. */
 #define SESSION_MAX_BYTES (32u << 20)
-#define UNWIND_ENTRIES (1u << 21) /* 2 M rows, 16 MiB of kernel memory */
 #define PUBLISH_INTERVAL_NS 1000000000ull /* -pprof's values: once a second */
 
 /* Set from the signal handler, read by the main loop: the only way a
@@ -122,7 +121,7 @@ static void on_new_file(void *ctx, uint32_t index, const struct agent_file *f, i
 	int fd2 = a->unwinder ? dup(fd) : -1;
 	symupload_add(a->symupload, &f->id, f->name, fd);
 	if (fd2 >= 0)
-		unwinder_add_file(a->unwinder, index, &f->id, f->name, fd2);
+		unwinder_add_file(a->unwinder, index, &f->id, f->name, fd2, f->ino != 0);
 }
 
 /* Tells the Python walker and symbolizer whether p runs a CPython
@@ -403,6 +402,12 @@ static void take_stats(struct agent *a, struct selfstats_values *s)
 	v[SS_TABLES_FAILED] = ws.files_failed;
 	v[SS_TABLES_SKIPPED] = ws.files_skipped;
 	v[SS_TABLES_PRIORITIZED] = ws.files_prioritized;
+	v[SS_TABLES_RECLAIMED] = ws.files_reclaimed;
+	v[SS_TABLES_EVICTED] = ws.files_evicted;
+	v[SS_TABLES_RELOADED] = ws.files_reloaded;
+	v[SS_TABLES_REFUSED] = ws.files_refused;
+	v[SS_TABLES_PARTIAL] = ws.files_partial;
+	v[SS_TABLES_RESIDENT] = ws.tables;
 	v[SS_TABLE_ROWS] = ws.rows;
 	v[SS_TABLE_ENTRIES_USED] = ws.entries_used;
 	v[SS_TABLE_ENTRIES_CAP] = ws.entries_cap;
@@ -654,7 +659,8 @@ int main(int argc, char **argv, char **envp)
 	};
 	collector_set_batch(&a.collector, a.batch);
 
-	if (oncpu_open(&a.oncpu, a.cfg.on_cpu_hz, a.cfg.off_cpu ? a.cfg.off_cpu_hz : 0, UNWIND_ENTRIES,
+	uint32_t unwind_rows = (uint32_t)(a.cfg.unwind_table_rows / UNWIND_PAGE_ROWS * UNWIND_PAGE_ROWS);
+	if (oncpu_open(&a.oncpu, a.cfg.on_cpu_hz, a.cfg.off_cpu ? a.cfg.off_cpu_hz : 0, unwind_rows,
 		       on_sample, &a, &err) < 0) {
 		log_error("%s", err.data);
 		reporter_stop(a.reporter, 0);
@@ -726,6 +732,10 @@ int main(int argc, char **argv, char **envp)
 			if (oncpu_drain(a.oncpu) < 0)
 				log_warn("reading the ring buffer failed: %s", strerror(errno));
 			next_drain = now + DRAIN_INTERVAL_MS * 1000000ull;
+			/* Tables no process maps go back; evicted ones that
+			 * were sampled since come back. */
+			if (a.unwinder)
+				unwinder_tick(a.unwinder, now_mono_ns());
 		}
 		if (report) {
 			flush_batch(&a);
