@@ -1686,9 +1686,9 @@ static void warm_cache(struct store *s)
  * head's dictionaries (what the agents send next is mostly in it
  * anyway), its nodes' ids there kept beside it as a flush keeps them
  * (sref.lineage_ids), so queries fold it with the heads once
- * (scan_carry_blocks). The live hour is the newest partition; a closed
- * hour's blocks stay as they are (they are compacted into one). Returns
- * how many blocks were adopted. */
+ * (scan_carry_blocks). "The last hour" lies in the newest partition and
+ * the one before it: their blocks are adopted; older hours' stay as they
+ * are (each compacted into one). Returns how many blocks were adopted. */
 size_t store_adopt_live_blocks(struct store *s)
 {
 	size_t adopted = 0;
@@ -1705,7 +1705,7 @@ size_t store_adopt_live_blocks(struct store *s)
 		for (size_t i = 0; i < s->nparts && !r; i++) {
 			struct sref *b = s->parts[i];
 			if (b->blk && !b->broken && !b->lineage_ids && !b->adopt_tried &&
-			    b->partition_ms == live)
+			    b->partition_ms >= live - STORE_PARTITION_MS)
 				r = b;
 		}
 		if (r) {

@@ -162,7 +162,8 @@ int store_write_sealed(struct store *s, struct buf *err);
 int store_compact(struct store *s, bool all, struct buf *err);
 int store_retention(struct store *s, int64_t now_ms, struct buf *err);
 
-/* Interns the stack trees of the live hour's blocks that the head's
+/* Interns the stack trees of the last hour's blocks (the two newest
+ * partitions') that the head's
  * dictionaries do not name (those read from their files at a start) into
  * the head's, so queries fold them with the heads once; the maintenance
  * thread does it after a start. Returns how many blocks it adopted. */
