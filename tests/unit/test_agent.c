@@ -1177,6 +1177,16 @@ static void test_attrib_absent_values(void **state)
 	assert_string_equal(exe, "[unknown]");
 	proc_exe_name(root, 10, "worker", exe, sizeof(exe));
 	assert_string_equal(exe, "worker");
+	/* Control characters in an executable's or a thread's name (the
+	 * server refuses a metrics batch that holds one): replaced. */
+	proc_exe_name(root, 10, "tab\there\n", exe, sizeof(exe));
+	assert_string_equal(exe, "tab?here?");
+	snprintf(path, sizeof(path), "%s/20", root);
+	assert_int_equal(mkdir(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/20/exe", root);
+	assert_int_equal(symlink("/opt/new\nline\x7f (deleted)", path), 0);
+	proc_exe_name(root, 20, "x", exe, sizeof(exe));
+	assert_string_equal(exe, "new?line?");
 	rm_rf(root);
 	free(root);
 }
