@@ -127,10 +127,10 @@ static void build(struct unwinder *u, struct job *j)
 	}
 	struct unwind_rows rows;
 	struct buf err = { 0 };
-	uint64_t t0 = now_mono_ns();
+	uint64_t t0 = now_mono_ns(), cpu0 = now_thread_cpu_ns();
 	struct unwind_budget budget = { MAX_ROWS_PER_FILE, t0 + BUILD_DEADLINE_NS };
 	int rc = unwind_table_build(j->fd, &u->rules, &budget, &rows, &err);
-	uint64_t dt = now_mono_ns() - t0;
+	uint64_t dt = now_thread_cpu_ns() - cpu0; /* CPU time of this thread, not wall time */
 	stat_add(u, &u->stats.build_ns, dt);
 	if (rc < 0 || rows.count == 0) {
 		log_debug("unwinder: no table for %s: %s", j->name, err.data ? err.data : "no rows");
