@@ -16,6 +16,7 @@
 #include "batch.h"
 #include "collect.h"
 #include "config.h"
+#include "crashlog.h"
 #include "files.h"
 #include "httpc.h"
 #include "kallsyms.h"
@@ -528,6 +529,14 @@ int main(int argc, char **argv, char **envp)
 	if (http_global_init() < 0) {
 		log_error("cannot initialise libcurl");
 		return 1;
+	}
+	if (*a.cfg.state_dir) {
+		/* How the previous run ended, then the handler for this one. */
+		crashlog_report_previous(a.cfg.state_dir);
+		if (crashlog_install(a.cfg.state_dir, &err) < 0) {
+			log_warn("-state-dir: %s; a crash will leave no note", err.data);
+			buf_reset(&err);
+		}
 	}
 	a.start_unix_ms = now_unix_ms();
 	a.sampling = true;
