@@ -47,6 +47,8 @@ static const struct flag_def defs[] = {
 	  "with -k8s-pod-labels: do not verify the kubelet's certificate (often self-signed)" },
 	{ "pprof", FLAG_STRING, "", OFF(pprof), 0, 0,
 	  "host:port to serve the agent's own stats on (GET /metrics, /debug/stats), e.g. 127.0.0.1:6060; empty: off" },
+	{ "debug-file-dir", FLAG_STRING, "/usr/lib/debug", OFF(debug_file_dir), 0, 0,
+	  "root of local debug files (.build-id/xx/yyyy.debug, and by .gnu_debuglink), whose symbols (and DWARF with -dwarf) are uploaded for a file of the same build; empty: none" },
 	{ "state-dir", FLAG_STRING, "/run/ember", OFF(state_dir), 0, 0,
 	  "directory where a crash of the agent leaves a note (the signal and a backtrace) that the next start logs, with the unit's note of how the run ended; empty: off" },
 	{ "tracers", FLAG_STRING, "all", OFF(tracers), 0, 0,

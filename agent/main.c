@@ -118,7 +118,7 @@ static void on_new_file(void *ctx, uint32_t index, const struct agent_file *f, i
 			  pf.debug_offsets ? "offsets from its _Py_DebugOffsets" : "ember's fixed layout");
 	}
 	int fd2 = a->unwinder ? dup(fd) : -1;
-	symupload_add(a->symupload, &f->id, f->name, fd);
+	symupload_add(a->symupload, &f->id, f->name, f->path, fd);
 	if (fd2 >= 0)
 		unwinder_add_file(a->unwinder, index, &f->id, f->name, fd2);
 }
@@ -575,7 +575,8 @@ int main(int argc, char **argv, char **envp)
 	};
 	a.reporter = reporter_start(&hopts, SEND_QUEUE_BYTES, SESSION_MAX_BYTES,
 				    a.cfg.ember_protocol ? NULL : a.cfg.project);
-	struct symupload_opts sopts = { a.cfg.dwarf, a.cfg.max_input_file_size, a.cfg.max_symbfile_size };
+	struct symupload_opts sopts = { a.cfg.dwarf, a.cfg.max_input_file_size, a.cfg.max_symbfile_size,
+					a.cfg.debug_file_dir };
 	a.symupload = symupload_start(&hopts, &sopts);
 	if (!a.reporter || !a.symupload) {
 		log_error("cannot start the reporter threads");
