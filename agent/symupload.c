@@ -323,7 +323,7 @@ void symupload_add(struct symupload *u, const struct file_id *id, const char *na
 	memset(j, 0, sizeof(*j));
 	j->id = *id;
 	snprintf(j->name, sizeof(j->name), "%s", name);
-	j->path = path && path[0] == '/' ? xstrndup(path, 4095) : NULL;
+	j->path = path && path[0] == '/' ? xstrndup(path, strnlen(path, 4095)) : NULL;
 	j->fd = fd;
 	u->stats.queued++;
 	pthread_cond_signal(&u->cond);

@@ -26,6 +26,7 @@
 #include "agent/python.h"
 #include "agent/selfstats.h"
 #include "agent/sendq.h"
+#include "agent/symupload.h"
 #include "oncpu_types.h"
 #include "unwind_types.h"
 #include "server/batch_decode.h"
@@ -1191,6 +1192,34 @@ static void test_attrib_absent_values(void **state)
 	free(root);
 }
 
+/* The symbol uploader keeps where each file was mapped from (for its
+ * debug file): paths of any length, none, or relative, are copied within
+ * their bounds and freed with the job (ASan checks both), whether the
+ * server is reachable or not. */
+static void test_symupload_paths(void **state)
+{
+	(void)state;
+	struct http_opts ho = { .host_port = "127.0.0.1:9", .disable_tls = 1, .timeout_ms = 200 };
+	struct symupload_opts so = { .debug_dir = "/nonexistent/debug" };
+	struct symupload *u = symupload_start(&ho, &so);
+	assert_non_null(u);
+	char long_path[5000];
+	memset(long_path, 'a', sizeof(long_path) - 1);
+	long_path[0] = '/';
+	long_path[sizeof(long_path) - 1] = '\0';
+	const char *paths[] = { "/usr/bin/true", NULL, "relative/true", "/", long_path };
+	for (size_t i = 0; i < ARRAY_SIZE(paths); i++) {
+		int fd = open("/usr/bin/true", O_RDONLY | O_CLOEXEC);
+		assert_true(fd >= 0);
+		struct file_id id;
+		assert_int_equal(fileid_from_fd(fd, &id), 0);
+		id.b[0] ^= (uint8_t)i;
+		symupload_add(u, &id, "true", paths[i], fd);
+	}
+	usleep(100000);
+	symupload_stop(u);
+}
+
 static void test_tags_flag(void **state)
 {
 	(void)state;
@@ -1911,6 +1940,7 @@ int main(void)
 		cmocka_unit_test(test_attrib_cgroup),
 		cmocka_unit_test(test_attrib_environ_and_deployment),
 		cmocka_unit_test(test_attrib_absent_values),
+		cmocka_unit_test(test_symupload_paths),
 		cmocka_unit_test(test_tags_flag),
 		cmocka_unit_test(test_pprof_and_pod_label_flags),
 		cmocka_unit_test(test_kubelet_pods),
