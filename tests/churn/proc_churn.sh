@@ -16,7 +16,10 @@
 # script stops after DURATION seconds (or MAX_ROUNDS rounds).
 # usage: tests/churn/proc_churn.sh [DURATION]
 # Used by tests/churn/asan_agent.sh (the agent under AddressSanitizer).
+# It runs at nice 19 (CHURN_NICE), so that a shared host's other work
+# comes first: about 16 processes start at once each round.
 set -u
+renice -n "${CHURN_NICE:-19}" -p $$ >/dev/null 2>&1 || true
 duration=${1:-60}
 max_rounds=${MAX_ROUNDS:-100000}
 tmp=$(mktemp -d /tmp/ember-churn-XXXXXX)
