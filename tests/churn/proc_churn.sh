@@ -66,6 +66,7 @@ spin(0.15)' & pids+=($!)
   "$tmp/$(printf 'new\nline')" -c "$burn" & pids+=($!)
   cp "$tmp/odd name (x)" "$tmp/deleted-$round"
   "$tmp/deleted-$round" -c "$burn" & pids+=($!)
+  sleep 0.05 # exec'd by then: deleted while it runs, not before
   rm -f "$tmp/deleted-$round"
   # exec into another program after the first samples
   sh -c "$burn; exec /usr/bin/python3 -c 'sum(range(300000))'" & pids+=($!)
