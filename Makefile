@@ -10,6 +10,9 @@ BUILD   ?= build
 CC      ?= gcc
 CLANG   ?= clang
 BPFTOOL ?= bpftool
+# The release -version prints, and the source it was built from.
+VERSION ?= 0.1.0
+SOURCE  := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 ARCH    := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
 
 PKGS := libbpf libelf libdw zlib libzstd libmicrohttpd jansson libcurl sqlite3 \
@@ -61,7 +64,7 @@ FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 WORKLOADS := $(addprefix $(BUILD)/workloads/,cpu_split offcpu_split offcpu_burst unwind_c unwind_lib unwind_cpp unwind_rust \
                unwind_go unwind_go_stripped symbols_cpp symbols_cpp.stripped metrics_load)
 
-.PHONY: all deps deps-run run test unit fuzz integration browser bench clean
+.PHONY: FORCE all deps deps-run run test unit fuzz integration browser bench clean
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -97,8 +100,17 @@ $(ASSET_SRC): scripts/embed-assets.sh $(WEB_FILES)
 	@mkdir -p $(@D)
 	$(call say,GEN,$@)scripts/embed-assets.sh $(WEB_FILES) > $@
 
+# Rewritten only when VERSION or the git description changes, so that
+# only lib/version.c is rebuilt then.
+$(BUILD)/gen/version_gen.h: FORCE
+	@mkdir -p $(@D)
+	@printf '#define EMBER_RELEASE "%s"\n#define EMBER_SOURCE "%s"\n' '$(VERSION)' '$(SOURCE)' > $@.tmp
+	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+
+FORCE:
+
 # Every object may include the generated headers.
-GEN_HEADERS := $(BUILD)/gen/ingest.pb-c.h $(BUILD)/gen/otlp_profiles.pb-c.h $(BUILD)/gen/containerd.pb-c.h $(SKELS)
+GEN_HEADERS := $(BUILD)/gen/version_gen.h $(BUILD)/gen/ingest.pb-c.h $(BUILD)/gen/otlp_profiles.pb-c.h $(BUILD)/gen/containerd.pb-c.h $(SKELS)
 
 # --- objects and binaries ------------------------------------------------
 

@@ -59,6 +59,8 @@ static const struct flag_def defs[] = {
 	  "record where threads wait off CPU in system calls (locks, sleeps, I/O) as off_cpu samples of nanoseconds" },
 	{ "off-cpu-sampling-rate", FLAG_UINT, "19", OFF(off_cpu_hz), 0, 1000,
 	  "off-CPU samples per second of waiting, per thread (Hz); setting it to a non-zero value also enables off-CPU profiling" },
+	{ "unwind-table-rows", FLAG_UINT, "4194304", OFF(unwind_table_rows), 65536, 1ull << 28,
+	  "rows of the BPF unwinder's table shared by all files (8 bytes each, in pages of 1024; 4194304 = 32 MiB of kernel memory); when full, tables of files no process maps are given back first, then the least recently sampled ones" },
 	{ "reporter-interval", FLAG_DURATION, "5s", OFF(reporter_interval_ms), 1000, 3600000,
 	  "how often a batch is sent to the server" },
 	{ "collect-metrics-interval", FLAG_DURATION, "30s", OFF(metrics_interval_ms), 1000, 3600000,
@@ -87,9 +89,14 @@ static const struct flag_def defs[] = {
 	  "with -dwarf: no DWARF is read from files larger than this many bytes" },
 	{ "max-symbfile-size", FLAG_UINT, "52428800", OFF(max_symbfile_size), 1024, 1ull << 30,
 	  "with -dwarf: symbol files larger than this many bytes are sent without DWARF" },
+	{ "lock-file", FLAG_STRING, "/run/ember/agent.lock", OFF(lock_file), 0, 0,
+	  "file the agent locks (and writes its pid in) while it runs, so that a second agent on the "
+	  "host refuses to start instead of reporting every sample twice; empty: no lock" },
 	{ "config", FLAG_STRING, "", OFF(config_path), 0, 0,
 	  "file of 'name value' lines with lower-precedence settings" },
 	{ "help", FLAG_BOOL, "false", OFF(help), 0, 0, "print this help and exit" },
+	{ "version", FLAG_BOOL, "false", OFF(version), 0, 0,
+	  "print the version and the binary's build ID and exit" },
 };
 
 static const struct flag_set agent_flags = {
@@ -261,7 +268,7 @@ int agent_config_load(struct agent_config *cfg, int argc, char **argv, char **en
 	memset(cfg, 0, sizeof(*cfg));
 	if (flags_load(&agent_flags, cfg, argc, argv, envp, err) < 0)
 		return -1;
-	if (cfg->help)
+	if (cfg->help || cfg->version)
 		return 0;
 	int rate_given = off_cpu_rate_given(argc, argv, envp, err);
 	if (rate_given < 0)

@@ -41,6 +41,7 @@ struct agent_config {
 	char *tag_kv[2 * (AGENT_MAX_TAGS + 1)];
 	size_t ntag_kv;
 	uint64_t on_cpu_hz;
+	uint64_t unwind_table_rows; /* -unwind-table-rows: size of the BPF unwind-row table */
 	bool enable_off_cpu;        /* -enable-off-cpu as given */
 	uint64_t off_cpu_hz;        /* -off-cpu-sampling-rate: per second of waiting, per thread */
 	bool off_cpu;               /* off-CPU profiling on: -enable-off-cpu, or a non-zero
@@ -62,7 +63,9 @@ struct agent_config {
 	uint64_t max_input_file_size;
 	uint64_t max_symbfile_size;
 	char *config_path;
+	char *lock_file;             /* -lock-file: one agent per host; "" = no lock */
 	bool help;
+	bool version; /* -version: print the version and build ID and exit */
 };
 
 /* Fills cfg from defaults, the config file, envp and argv (argv[0] is the

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,6 +25,7 @@
 #include "log.h"
 #include "metricsender.h"
 #include "oncpu.h"
+#include "pidlock.h"
 #include "proc.h"
 #include "python.h"
 #include "reporter.h"
@@ -33,6 +35,7 @@
 #include "unwinder.h"
 #include "util.h"
 #include "vdso.h"
+#include "version.h"
 
 /* How often the ring buffer is read when no sample asks for it sooner
  * (bpf/oncpu.bpf.c: a new process, a ring a quarter full). Each wakeup
@@ -44,7 +47,6 @@
 #define METRICS_QUEUE_BYTES (8u << 20) /* encoded metric batches waiting for the server */
 /* A session's dictionary past this size is replaced by a new session. */
 #define SESSION_MAX_BYTES (32u << 20)
-#define UNWIND_ENTRIES (1u << 21) /* 2 M rows, 16 MiB of kernel memory */
 #define PUBLISH_INTERVAL_NS 1000000000ull /* -pprof's values: once a second */
 
 /* Set from the signal handler, read by the main loop: the only way a
@@ -120,7 +122,7 @@ static void on_new_file(void *ctx, uint32_t index, const struct agent_file *f, i
 	int fd2 = a->unwinder ? dup(fd) : -1;
 	symupload_add(a->symupload, &f->id, f->name, f->path, fd);
 	if (fd2 >= 0)
-		unwinder_add_file(a->unwinder, index, &f->id, f->name, fd2);
+		unwinder_add_file(a->unwinder, index, &f->id, f->name, fd2, f->ino != 0);
 }
 
 /* Tells the Python walker and symbolizer whether p runs a CPython
@@ -401,6 +403,12 @@ static void take_stats(struct agent *a, struct selfstats_values *s)
 	v[SS_TABLES_FAILED] = ws.files_failed;
 	v[SS_TABLES_SKIPPED] = ws.files_skipped;
 	v[SS_TABLES_PRIORITIZED] = ws.files_prioritized;
+	v[SS_TABLES_RECLAIMED] = ws.files_reclaimed;
+	v[SS_TABLES_EVICTED] = ws.files_evicted;
+	v[SS_TABLES_RELOADED] = ws.files_reloaded;
+	v[SS_TABLES_REFUSED] = ws.files_refused;
+	v[SS_TABLES_PARTIAL] = ws.files_partial;
+	v[SS_TABLES_RESIDENT] = ws.tables;
 	v[SS_TABLE_ROWS] = ws.rows;
 	v[SS_TABLE_ENTRIES_USED] = ws.entries_used;
 	v[SS_TABLE_ENTRIES_CAP] = ws.entries_cap;
@@ -507,6 +515,35 @@ static void read_machine_id(char *out, size_t n)
 	fclose(f);
 }
 
+/* Takes -lock-file, creating its directory (one level, e.g. /run/ember)
+ * when missing. Returns 0, or -1 with the reason logged. */
+static int take_host_lock(const char *path)
+{
+	struct buf err = { 0 };
+	const char *slash = strrchr(path, '/');
+	if (slash && slash != path) {
+		char *dir = xstrndup(path, (size_t)(slash - path));
+		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+			log_warn("-lock-file: cannot create %s: %s", dir, strerror(errno));
+		free(dir);
+	}
+	long holder = 0;
+	int fd = pidlock_take(path, &holder, &err);
+	if (fd == -2) {
+		char pid[32] = "";
+		if (holder)
+			snprintf(pid, sizeof(pid), " (pid %ld)", holder);
+		log_error("another ember-agent%s is running on this host and holds %s: a second one "
+			  "would report every sample twice. Stop it, or start this one with "
+			  "-lock-file '' (or another file) to run both",
+			  pid, path);
+	} else if (fd < 0) {
+		log_error("-lock-file: %s (give -lock-file '' to run without the lock)", err.data);
+	}
+	buf_free(&err);
+	return fd < 0 ? -1 : 0; /* the descriptor stays open: the lock is held */
+}
+
 int main(int argc, char **argv, char **envp)
 {
 	static struct agent a;
@@ -514,6 +551,10 @@ int main(int argc, char **argv, char **envp)
 	if (agent_config_load(&a.cfg, argc, argv, envp, &err) < 0) {
 		fprintf(stderr, "ember-agent: %s\n", err.data);
 		return 2;
+	}
+	if (a.cfg.version) {
+		version_print(stdout, "ember-agent");
+		return 0;
 	}
 	if (a.cfg.help) {
 		struct buf u = { 0 };
@@ -526,6 +567,11 @@ int main(int argc, char **argv, char **envp)
 	log_set_rate_limit(a.cfg.log_rate_limit_ms);
 	if (geteuid() != 0)
 		log_warn("not running as root: loading BPF programs needs CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN");
+	/* One agent per host: a second one samples every CPU again and each
+	 * sample is reported twice. The lock is held (lock_fd stays open)
+	 * until the process exits. */
+	if (*a.cfg.lock_file && take_host_lock(a.cfg.lock_file) < 0)
+		return 1;
 	if (http_global_init() < 0) {
 		log_error("cannot initialise libcurl");
 		return 1;
@@ -623,7 +669,8 @@ int main(int argc, char **argv, char **envp)
 	};
 	collector_set_batch(&a.collector, a.batch);
 
-	if (oncpu_open(&a.oncpu, a.cfg.on_cpu_hz, a.cfg.off_cpu ? a.cfg.off_cpu_hz : 0, UNWIND_ENTRIES,
+	uint32_t unwind_rows = (uint32_t)(a.cfg.unwind_table_rows / UNWIND_PAGE_ROWS * UNWIND_PAGE_ROWS);
+	if (oncpu_open(&a.oncpu, a.cfg.on_cpu_hz, a.cfg.off_cpu ? a.cfg.off_cpu_hz : 0, unwind_rows,
 		       on_sample, &a, &err) < 0) {
 		log_error("%s", err.data);
 		reporter_stop(a.reporter, 0);
@@ -695,6 +742,10 @@ int main(int argc, char **argv, char **envp)
 			if (oncpu_drain(a.oncpu) < 0)
 				log_warn("reading the ring buffer failed: %s", strerror(errno));
 			next_drain = now + DRAIN_INTERVAL_MS * 1000000ull;
+			/* Tables no process maps go back; evicted ones that
+			 * were sampled since come back. */
+			if (a.unwinder)
+				unwinder_tick(a.unwinder, now_mono_ns());
 		}
 		if (report) {
 			flush_batch(&a);
@@ -742,5 +793,6 @@ int main(int argc, char **argv, char **envp)
 	agent_config_free(&a.cfg);
 	buf_free(&err);
 	http_global_cleanup();
+	log_flush_suppressed();
 	return 0;
 }

@@ -32,7 +32,16 @@ void metric_batch_free(struct metric_batch *b)
 
 uint32_t metric_batch_str(struct metric_batch *b, const char *s)
 {
-	return strtab_intern(&b->strings, s, strnlen(s, MB_MAX_STRING));
+	size_t n = strnlen(s, MB_MAX_STRING);
+	if (str_printable(s, n))
+		return strtab_intern(&b->strings, s, n);
+	/* The server refuses a batch holding a control character, and a
+	 * process or thread may name itself with one: replaced, so an odd
+	 * name costs its own characters, not every metric of the interval. */
+	char tmp[MB_MAX_STRING];
+	for (size_t i = 0; i < n; i++)
+		tmp[i] = str_printable(s + i, 1) ? s[i] : '?';
+	return strtab_intern(&b->strings, tmp, n);
 }
 
 struct set_key {

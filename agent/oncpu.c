@@ -437,6 +437,8 @@ void oncpu_unwind_maps(const struct oncpu *o, struct unwind_map_fds *out)
 	out->files = bpf_map__fd(o->skel->maps.unwind_files);
 	out->files_cap = bpf_map__max_entries(o->skel->maps.unwind_files);
 	out->procs = bpf_map__fd(o->skel->maps.unwind_procs);
+	out->seen = bpf_map__fd(o->skel->maps.unwind_seen);
+	out->wanted = bpf_map__fd(o->skel->maps.unwind_wanted);
 }
 
 int oncpu_python_map(const struct oncpu *o)

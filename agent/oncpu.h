@@ -26,7 +26,7 @@ typedef void (*oncpu_sample_fn)(void *ctx, const void *data, size_t size);
 
 /* The BPF maps ember's unwinder reads, for agent/unwinder.c to fill. */
 struct unwind_map_fds {
-	int rules, entries, files, procs;
+	int rules, entries, files, procs, seen, wanted;
 	uint32_t rules_cap, entries_cap, files_cap;
 };
 

@@ -2,23 +2,33 @@
  * with what the agent knows.
  *
  * Files: every executable file the agent sees is queued here; a worker
- * thread builds its rows (agent/unwind_table.c), appends them to the shared
- * entry array, adds new rules to the rule map, and then publishes the
- * file's slot (unwind_files[registry index]) so the BPF program starts
- * using it. Files with the same file id (a library copied into several
- * containers) share one table. Until a file's table is published, frames
+ * thread builds its rows (agent/unwind_table.c), writes them into free
+ * pages of the shared entry array with the file's directory, adds new
+ * rules to the rule map, and then publishes the table (unwind_files[slot])
+ * so the BPF program starts using it. A table lives in a slot
+ * (agent/unwind_mem.h); files with the same file id (a library copied into
+ * several containers) share one. Until a file's table is published, frames
  * in it are unwound by frame pointer.
  *
  * Processes: unwinder_set_process writes a process's executable mappings
- * (with each mapping's file and bias) into unwind_procs, tagged with the
- * exec they belong to; from then on its samples use the CFI unwinder, until
- * the process execs (BPF sees another exec id and falls back). The entry array is a bump allocator: it is
- * not reclaimed while the agent runs, and when it is full further files
- * fall back to frame pointers (logged, counted).
+ * (each naming its table's slot, with the mapping's bias) into
+ * unwind_procs, tagged with the exec they belong to; from then on its
+ * samples use the CFI unwinder, until the process execs (BPF sees another
+ * exec id and falls back). Each slot counts the processes that map it.
+ *
+ * Memory (docs/internals/unwinding.md): the entry array has a fixed size
+ * (-unwind-table-rows). A table no process maps any more is kept for
+ * UNWINDER_KEEP_NS (the next run of the same program needs it: compilers,
+ * scripts) and then given back by unwinder_tick; when the array is full,
+ * tables no process maps are given back first, then the tables least
+ * recently sampled are evicted. An evicted table that is sampled again is
+ * reloaded. A file too large for the space there is is loaded in part:
+ * the row pages samples fell in first.
  */
 #ifndef EMBER_AGENT_UNWINDER_H
 #define EMBER_AGENT_UNWINDER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,10 +39,21 @@
 #include "oncpu.h"
 #include "unwind_types.h"
 
+/* How long a table no process maps stays loaded. */
+#define UNWINDER_KEEP_NS (60ull * 1000000000ull)
+
 struct unwinder_stats {
 	uint64_t files_queued, files_loaded, files_shared, files_failed, files_skipped,
 		 files_prioritized;
-	uint64_t rows, entries_used, entries_cap, rules;
+	uint64_t files_reclaimed; /* tables no process mapped, given back */
+	uint64_t files_evicted;   /* tables of mapped files, given back to make room */
+	uint64_t files_reloaded;  /* evicted tables loaded again */
+	uint64_t files_refused;   /* tables that got no space at all */
+	uint64_t files_partial;   /* tables loaded in part (too large for the space) */
+	uint64_t tables;          /* tables loaded now */
+	uint64_t rows;            /* rows of the tables built (cumulative) */
+	uint64_t entries_used, entries_cap; /* entries of the array held by tables, and all */
+	uint64_t rules;
 	uint64_t proc_updates, proc_failures;
 	uint64_t build_ns; /* total time spent building tables */
 };
@@ -41,20 +62,27 @@ struct unwinder;
 
 struct unwinder *unwinder_start(const struct unwind_map_fds *fds, struct buf *err);
 void unwinder_stop(struct unwinder *u);
-/* Queues a table build for the file with this registry index; takes
- * ownership of fd. */
+/* Registers the file with this registry index and queues its table's
+ * build; takes ownership of fd. reopenable: the file can be opened again
+ * through a process's /proc/PID/map_files when its table is needed after
+ * it was given back (false for the vDSO image: its descriptor is kept). */
 void unwinder_add_file(struct unwinder *u, uint32_t index, const struct file_id *id,
-		       const char *name, int fd);
-/* Describes a process's executable mappings (sorted by start; at most
- * UNWIND_MAX_MAPPINGS are used). Returns 0 or -errno. */
-/* Moves the file at this registry index to the front of the queue, when
- * it is still waiting: a sample needed its table (the queue is otherwise
- * first come, first built, and a new agent's backlog of every file on
- * the host can take a second or two). */
+		       const char *name, int fd, bool reopenable);
+/* Moves the table of the file at this registry index to the front of the
+ * queue, when it is still waiting, or queues its reload when it was given
+ * back: a sample needed it. */
 void unwinder_prioritize(struct unwinder *u, uint32_t index);
+/* Describes a process's executable mappings (sorted by start; at most
+ * UNWIND_MAX_MAPPINGS are used). maps[i].file is the file's registry
+ * index (or UNWIND_NO_FILE); the unwinder replaces it with the table's
+ * slot. Returns 0 or -errno. */
 int unwinder_set_process(struct unwinder *u, uint32_t pid, uint64_t start_ticks,
 			 uint64_t exec_id, const struct unwind_mapping *maps, size_t n);
 void unwinder_remove_process(struct unwinder *u, uint32_t pid);
+/* Housekeeping, about once a second (the main loop): gives back tables no
+ * process mapped for UNWINDER_KEEP_NS; queues the reload of evicted
+ * tables sampled since, and of the missing pages of partial ones. */
+void unwinder_tick(struct unwinder *u, uint64_t now_ns);
 void unwinder_get_stats(struct unwinder *u, struct unwinder_stats *out);
 
 #endif

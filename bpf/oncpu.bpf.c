@@ -179,12 +179,34 @@ struct {
 	__type(value, struct unwind_entry);
 } unwind_entries SEC(".maps");
 
+/* Indexed by the agent's table slot (agent/unwind_mem.h), not by file:
+ * slots are given back and reused. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 65536);
+	__uint(max_entries, 32768);
 	__type(key, __u32);
 	__type(value, struct unwind_file_info);
 } unwind_files SEC(".maps");
+
+/* slot -> when a frame was last looked up in it (bpf_ktime_get_ns, updated
+ * at most every UNWIND_SEEN_NS): which tables are in use, for the agent's
+ * choice of what to give back when the table is full, and which given-back
+ * table a sample needs again. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 32768);
+	__type(key, __u32);
+	__type(value, __u64);
+} unwind_seen SEC(".maps");
+
+/* (slot << 32 | row page) -> when a frame fell in a row page of a table
+ * loaded in part: the pages the agent loads first when it reloads it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, __u64);
+} unwind_wanted SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -257,8 +279,14 @@ static __always_inline const struct unwind_file_info *file_at(__u32 i)
 
 int uw_mapping_index(__u32 pid, __u64 pc);
 int uw_rule_id(__u32 file, __u64 vaddr);
+__s64 uw_row_page(__u32 file, __u32 rel);
+int uw_page_rule(__u32 page, __u32 n, __u32 rel);
 
 #define UW_INLINE static __always_inline
+/* Zero, but not known to the verifier (.bss is writable): OR-ing it into
+ * a variable makes the verifier forget the variable's value. */
+volatile __u32 uw_opaque_zero;
+#define UW_OPAQUE(x) ((x) |= uw_opaque_zero)
 #define UW_READ_U64(addr, out) read_u64((addr), (out))
 #define UW_ENTRY(i) entry_at(i)
 #define UW_RULE(i) rule_at(i)
@@ -277,9 +305,40 @@ __noinline int uw_mapping_index(__u32 pid, __u64 pc)
 	return uw_find_mapping(p, pc);
 }
 
+#define UNWIND_SEEN_NS 100000000ull
+
+/* The two searches in a table, each verified once. */
+__noinline __s64 uw_row_page(__u32 file, __u32 rel)
+{
+	return uw_find_row_page(file_at(file), rel);
+}
+
+__noinline int uw_page_rule(__u32 page, __u32 n, __u32 rel)
+{
+	return uw_search_page(page, n, rel);
+}
+
+/* uw_find_rule_id, with the searches above; also notes that the table was
+ * used (unwind_seen) and which missing row page was wanted. */
 __noinline int uw_rule_id(__u32 file, __u64 vaddr)
 {
-	return uw_find_rule_id(file_at(file), vaddr);
+	__u64 now = bpf_ktime_get_ns();
+	__u64 *seen = bpf_map_lookup_elem(&unwind_seen, &file);
+	if (seen && now - *seen >= UNWIND_SEEN_NS)
+		*seen = now;
+	const struct unwind_file_info *fi = file_at(file);
+	if (!fi || vaddr < fi->base || vaddr - fi->base > 0xffffffffull)
+		return -1;
+	__u32 rel = (__u32)(vaddr - fi->base);
+	__s64 where = uw_row_page(file, rel);
+	if (where <= -2) {
+		__u64 key = (__u64)file << 32 | (__u32)(-2 - where);
+		bpf_map_update_elem(&unwind_wanted, &key, &now, BPF_ANY);
+		return -1;
+	}
+	if (where < 0)
+		return -1;
+	return uw_page_rule((__u32)((__u64)where >> 32), (__u32)where, rel);
 }
 
 /* Asks submit to wake the agent, at most once per WAKE_MIN_NS per CPU. */

@@ -20,6 +20,13 @@
 
 enum { UW_CONTINUE = 1, UW_DONE = 0 };
 
+/* Makes the BPF verifier forget what it knows of a variable's range: a
+ * binary search whose bounds it tracked precisely would be explored path
+ * by path (2^iterations) instead of once. Nothing in plain C. */
+#ifndef UW_OPAQUE
+#define UW_OPAQUE(x) ((void)0)
+#endif
+
 /* The mapping containing pc: a binary search over the sorted mappings. */
 UW_INLINE int uw_find_mapping(const struct unwind_proc *p, __u64 pc)
 {
@@ -43,14 +50,77 @@ UW_INLINE int uw_find_mapping(const struct unwind_proc *p, __u64 pc)
 	return (int)idx;
 }
 
-/* The rule id for vaddr in a file's table, or -1. */
-UW_INLINE int uw_find_rule_id(const struct unwind_file_info *fi, __u64 vaddr)
+/* Where the rows for rel (an address relative to the table's base) are:
+ * (page << 32 | number of rows in it); -1 when the table has none; -2 - i
+ * when rel lies in row page i, which is not loaded. */
+UW_INLINE __s64 uw_find_row_page(const struct unwind_file_info *fi, __u32 rel)
 {
-	if (!fi || fi->count == 0 || vaddr < fi->base || vaddr - fi->base > 0xffffffffull)
+	if (!fi)
 		return -1;
-	__u32 rel = (__u32)(vaddr - fi->base);
-	__u32 start = fi->start, lo = 0, hi = fi->count;
-	for (int i = 0; i < 25; i++) {
+	__u32 count = fi->count; /* first: see struct unwind_file_info */
+	if (count == 0)
+		return -1;
+	if (count <= UNWIND_PAGE_ROWS)
+		return (__s64)((__u64)fi->dir[0] << 32 | count);
+	/* The row page: the last directory entry at or below rel; first the
+	 * directory page (constant indexes into dir[]: the verifier need not
+	 * track the search's bounds precisely), then a search within it. */
+	__u32 np = (count + UNWIND_PAGE_ROWS - 1) >> UNWIND_PAGE_SHIFT;
+	if (np > UNWIND_DIR_PAGES * UNWIND_PAGE_ROWS)
+		np = UNWIND_DIR_PAGES * UNWIND_PAGE_ROWS;
+	__u32 k = 0, dp = fi->dir[0];
+	for (__u32 kk = 1; kk < UNWIND_DIR_PAGES; kk++) {
+		if (kk * UNWIND_PAGE_ROWS >= np)
+			break;
+		__u32 pk = fi->dir[kk];
+		const struct unwind_entry *f = UW_ENTRY(pk * UNWIND_PAGE_ROWS);
+		if (!f)
+			return -1;
+		if (f->addr <= rel) {
+			k = kk;
+			dp = pk;
+		}
+	}
+	__u32 lo = 0, hi = np - k * UNWIND_PAGE_ROWS;
+	if (hi > UNWIND_PAGE_ROWS)
+		hi = UNWIND_PAGE_ROWS;
+	__u32 dstart = dp * UNWIND_PAGE_ROWS;
+	UW_OPAQUE(hi);
+	UW_OPAQUE(dstart);
+	UW_OPAQUE(k);
+	for (int i = 0; i < 11; i++) {
+		if (lo >= hi)
+			break;
+		__u32 mid = (lo + hi) / 2;
+		const struct unwind_entry *e = UW_ENTRY(dstart + mid);
+		if (!e)
+			return -1;
+		if (e->addr <= rel)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return -1;
+	__u32 d = k * UNWIND_PAGE_ROWS + lo - 1;
+	const struct unwind_entry *e = UW_ENTRY(dstart + lo - 1);
+	if (!e)
+		return -1;
+	if (e->rule == UNWIND_PAGE_NONE)
+		return -2 - (__s64)d;
+	__u32 n = d + 1 == np ? count - (d << UNWIND_PAGE_SHIFT) : UNWIND_PAGE_ROWS;
+	return (__s64)((__u64)e->rule << 32 | n);
+}
+
+/* The rule id of the last of the n rows of a page at or below rel, or -1. */
+UW_INLINE int uw_search_page(__u32 page, __u32 n, __u32 rel)
+{
+	if (page == UNWIND_PAGE_NONE || n > UNWIND_PAGE_ROWS)
+		return -1;
+	__u32 start = page * UNWIND_PAGE_ROWS, lo = 0, hi = n;
+	UW_OPAQUE(hi);
+	UW_OPAQUE(start);
+	for (int i = 0; i < 11; i++) {
 		if (lo >= hi)
 			break;
 		__u32 mid = (lo + hi) / 2;
@@ -66,6 +136,20 @@ UW_INLINE int uw_find_rule_id(const struct unwind_file_info *fi, __u64 vaddr)
 		return -1;
 	const struct unwind_entry *e = UW_ENTRY(start + lo - 1);
 	return e ? (int)e->rule : -1;
+}
+
+/* The rule id for vaddr in a file's table; -1 when there is none; -2 - i
+ * when vaddr lies in row page i, which is not loaded. (The BPF program
+ * composes the two searches above itself, each a global function.) */
+UW_INLINE int uw_find_rule_id(const struct unwind_file_info *fi, __u64 vaddr)
+{
+	if (!fi || vaddr < fi->base || vaddr - fi->base > 0xffffffffull)
+		return -1;
+	__u32 rel = (__u32)(vaddr - fi->base);
+	__s64 where = uw_find_row_page(fi, rel);
+	if (where < 0)
+		return where < -1 ? (int)(where >= -0x10001 ? where : -1) : -1;
+	return uw_search_page((__u32)((__u64)where >> 32), (__u32)where, rel);
 }
 
 /* Moves r to the caller's frame. Returns UW_CONTINUE, UW_DONE when the

@@ -51,11 +51,28 @@ struct unwind_entry {
 	__u32 rule;
 };
 
-/* Where a file's rows are in the global entry array; count 0 = none (yet). */
+/* The entry array is cut into pages of UNWIND_PAGE_ROWS entries; a table
+ * takes whole pages, anywhere in the array (agent/unwind_mem.h). */
+#define UNWIND_PAGE_SHIFT 10
+#define UNWIND_PAGE_ROWS (1u << UNWIND_PAGE_SHIFT)
+#define UNWIND_DIR_PAGES 4 /* at most 4 Mi rows a table */
+#define UNWIND_PAGE_NONE 0xffffffffu
+
+/* Where a file's rows are in the global entry array. The rows are cut
+ * into row pages of UNWIND_PAGE_ROWS rows (the last one shorter). A table
+ * of one row page: dir[0] is the page that holds it. Otherwise dir[] are
+ * the pages of its directory: entry i of the directory (page dir[i / ROWS],
+ * slot i % ROWS) is { addr: the first address of row page i, rule: the
+ * page that holds it, or UNWIND_PAGE_NONE when it is not loaded (a file
+ * too large for the table is loaded in part) }. count = 0: no table (not
+ * built yet, given back, or none). count is the last field: the agent
+ * writes the value in one update, in address order, and the reader reads
+ * count first. */
 struct unwind_file_info {
 	__u64 base;
-	__u32 start;
+	__u32 dir[UNWIND_DIR_PAGES];
 	__u32 count;
+	__u32 pad;
 };
 
 #define UNWIND_MAX_MAPPINGS 256

@@ -19,11 +19,14 @@ struct cli_opts {
 	long depth;            /* --depth */
 	double min_percent;    /* --min-percent */
 	bool no_dwarf;         /* --no-dwarf */
+	const char *token;     /* --token, else $EMBER_SERVICE_TOKEN (NULL: none) */
+	const char *ca_file;   /* --ca-file, else $SSL_CERT_FILE (NULL: the system's CAs) */
+	bool insecure;         /* --insecure: no certificate check */
 	const char *args[2];   /* positional arguments */
 	int nargs;
 };
 
-/* Sends a request to the server (token from $EMBER_SERVICE_TOKEN). On 2xx
+/* Sends a request to the server (token and TLS from o). On 2xx
  * returns 0 and the answer in resp; otherwise prints why and returns -1. */
 int cli_request(const struct cli_opts *o, const char *method, const char *path,
 		const char *content_type, const char *encoding, const void *body, size_t len,

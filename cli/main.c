@@ -3,33 +3,39 @@
  *   ember upload-symbols [-p PROJECT_ID] [-e URL] [--no-dwarf] EXECUTABLE [DEBUG_OBJECT]
  *   ember flamegraph [-e URL] [-p PROJECT_ID] [--query CEL] [--since DURATION]
  *                    [--group-by LEVEL] [--depth N] [--min-percent P]
- *   ember top        (the same flags)  functions by self time
+ *   ember top        (the same flags)  functions by self time; with
+ *                    --group-by, the groups largest first, each with its own
+ *                    top functions
  *   ember projects   [-e URL]
- *   ember version
+ *   ember version    (or --version) the version and the binary's build ID
  *
  * The endpoint defaults to $EMBER_ENDPOINT or http://127.0.0.1:8080; a
- * bearer token is sent from $EMBER_SERVICE_TOKEN when set. */
+ * bearer token is sent from --token (TOKEN or @FILE) or, without it,
+ * $EMBER_SERVICE_TOKEN. Over https the server's certificate is checked
+ * against --ca-file, else $SSL_CERT_FILE, else the system's CAs, or not at
+ * all with --insecure. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "httpc.h"
 #include "util.h"
+#include "version.h"
 
-#define EMBER_VERSION "0.1.0"
 #define MAX_RESPONSE (256u << 20)
 
 int cli_request(const struct cli_opts *o, const char *method, const char *path,
 		const char *content_type, const char *encoding, const void *body, size_t len,
 		struct buf *resp)
 {
-	struct http_client *c = http_client_new_url(o->endpoint, getenv("EMBER_SERVICE_TOKEN"),
-						    120000, MAX_RESPONSE);
+	struct http_client *c = http_client_new_url(o->endpoint, o->token, 120000, MAX_RESPONSE);
 	if (!c) {
 		fprintf(stderr, "ember: cannot initialise libcurl\n");
 		return -1;
 	}
+	http_client_set_tls(c, o->ca_file, o->insecure);
 	struct buf err = { 0 };
 	int status = http_send(c, method, path, content_type, encoding, body, len, resp, &err);
 	http_client_free(c);
@@ -66,20 +72,32 @@ json_t *cli_request_json(const struct cli_opts *o, const char *method, const cha
 	return doc;
 }
 
-static int usage(void)
+static int usage_to(FILE *f)
 {
 	fputs("usage: ember upload-symbols|flamegraph|top|projects|version [flags]\n"
 	      "  -e, --endpoint URL     ember-server (default $EMBER_ENDPOINT or http://127.0.0.1:8080)\n"
 	      "  -p, --project-id ID    project UUID (default the default project)\n"
 	      "  --query CEL            filter, e.g. 'process.executable.name == \"python3\"'\n"
 	      "  --since DURATION       time range ending now (default 15m)\n"
-	      "  --group-by LEVEL       executable, host, thread, process, container, deployment\n"
+	      "  --group-by LEVEL       executable, host, thread, process, container, deployment:\n"
+	      "                         flamegraph: a first level per group; top: each group's top functions\n"
 	      "  --depth N              flamegraph: levels to print (default 12)\n"
 	      "  --min-percent P        flamegraph: hide frames below P% of the total (default 1)\n"
 	      "  --no-dwarf             upload-symbols: ELF symbols only, no source lines\n"
+	      "  --token TOKEN|@FILE    bearer token to send (default $EMBER_SERVICE_TOKEN);\n"
+	      "                         upload-symbols needs one of the server's --ingest-tokens\n"
+	      "  --ca-file FILE         https: trust the CA certificates in FILE (PEM)\n"
+	      "                         (default $SSL_CERT_FILE, else the system's CAs)\n"
+	      "  --insecure             https: do not check the server's certificate\n"
+	      "environment: EMBER_ENDPOINT, EMBER_SERVICE_TOKEN, SSL_CERT_FILE\n"
 	      "ember upload-symbols [-p ID] [-e URL] EXECUTABLE [DEBUG_OBJECT]\n",
-	      stderr);
+	      f);
 	return 2;
+}
+
+static int usage(void)
+{
+	return usage_to(stderr);
 }
 
 int main(int argc, char **argv)
@@ -87,8 +105,13 @@ int main(int argc, char **argv)
 	if (argc < 2)
 		return usage();
 	const char *cmd = argv[1];
-	if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
-		printf("ember %s\n", EMBER_VERSION);
+	if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+		usage_to(stdout);
+		return 0;
+	}
+	if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0 ||
+	    strcmp(cmd, "-version") == 0) {
+		version_print(stdout, "ember");
 		return 0;
 	}
 	const char *env = getenv("EMBER_ENDPOINT");
@@ -110,6 +133,10 @@ int main(int argc, char **argv)
 			o.no_dwarf = true;
 			continue;
 		}
+		if (strcmp(a, "-insecure") == 0) {
+			o.insecure = true;
+			continue;
+		}
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!v) {
 			fprintf(stderr, "ember: %s: missing value\n", argv[i]);
@@ -121,6 +148,10 @@ int main(int argc, char **argv)
 			o.project = v;
 		else if (strcmp(a, "-query") == 0)
 			o.query = v;
+		else if (strcmp(a, "-token") == 0)
+			o.token = v;
+		else if (strcmp(a, "-ca-file") == 0)
+			o.ca_file = v;
 		else if (strcmp(a, "-group-by") == 0)
 			o.group_by = v;
 		else if (strcmp(a, "-since") == 0) {
@@ -138,8 +169,34 @@ int main(int argc, char **argv)
 		}
 		i++;
 	}
-	if (http_global_init() < 0)
+	char *token_file = NULL;
+	if (!o.token) {
+		o.token = getenv("EMBER_SERVICE_TOKEN");
+	} else if (o.token[0] == '@') {
+		size_t n;
+		if (read_file(o.token + 1, 4096, &token_file, &n) < 0) {
+			fprintf(stderr, "ember: --token: cannot read %s\n", o.token + 1);
+			return 2;
+		}
+		while (n && (token_file[n - 1] == '\n' || token_file[n - 1] == '\r' ||
+			     token_file[n - 1] == ' '))
+			token_file[--n] = '\0';
+		o.token = token_file;
+	}
+	if (o.token && !str_printable(o.token, strlen(o.token))) {
+		fprintf(stderr, "ember: the token holds a control character\n");
+		free(token_file);
+		return 2;
+	}
+	if (o.ca_file && access(o.ca_file, R_OK) != 0) {
+		fprintf(stderr, "ember: --ca-file: cannot read %s\n", o.ca_file);
+		free(token_file);
+		return 2;
+	}
+	if (http_global_init() < 0) {
+		free(token_file);
 		return 1;
+	}
 	int rc;
 	if (strcmp(cmd, "upload-symbols") == 0) {
 		rc = cmd_upload_symbols(&o);
@@ -154,5 +211,6 @@ int main(int argc, char **argv)
 			rc = usage();
 	}
 	http_global_cleanup();
+	free(token_file);
 	return rc;
 }

@@ -100,6 +100,34 @@ static int cmp_self(const void *a, const void *b)
 	return x->self < y->self ? 1 : x->self > y->self ? -1 : strcmp(x->name, y->name);
 }
 
+static int cmp_node_total(const void *a, const void *b)
+{
+	json_int_t x = json_integer_value(json_object_get(*(json_t *const *)a, "total"));
+	json_int_t y = json_integer_value(json_object_get(*(json_t *const *)b, "total"));
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* The functions under node by self time, at most limit of them, as
+ * percentages of total. */
+static void print_top(json_t *node, double total, size_t limit)
+{
+	struct fn *fns = NULL;
+	size_t nf = 0, cap = 0;
+	const char **path = xcalloc(4097, sizeof(char *));
+	collect(node, &fns, &nf, &cap, path, 0);
+	if (nf)
+		qsort(fns, nf, sizeof(*fns), cmp_self);
+	printf("%8s %8s %8s  %s\n", "self%", "total%", "self", "function");
+	for (size_t k = 0; k < nf && k < limit; k++)
+		printf("%7.2f%% %7.2f%% %8lld  %s%s%s%s\n",
+		       total > 0 ? 100.0 * (double)fns[k].self / total : 0.0,
+		       total > 0 ? 100.0 * (double)fns[k].total / total : 0.0, fns[k].self,
+		       fns[k].name, fns[k].binary ? "  [" : "", fns[k].binary ? fns[k].binary : "",
+		       fns[k].binary ? "]" : "");
+	free(fns);
+	free(path);
+}
+
 int cmd_flamegraph(const struct cli_opts *o, bool top)
 {
 	json_t *doc = flamegraph(o);
@@ -111,24 +139,42 @@ int cmd_flamegraph(const struct cli_opts *o, bool top)
 	printf("%.0f samples at %.0f Hz over %llds: %.2f cores on average\n", total, hz,
 	       (long long)(o->since_ms / 1000),
 	       hz > 0 ? total / hz / ((double)o->since_ms / 1000.0) : 0.0);
+	json_int_t pending = json_integer_value(json_object_get(doc, "symbols_pending"));
+	if (pending > 0)
+		fprintf(stderr, "ember: the names of %lld frame%s are on their way (symbols being "
+				"uploaded or fetched): ask again in a few seconds\n",
+			(long long)pending, pending == 1 ? "" : "s");
 	if (!top) {
 		print_tree(root, total, 0, o);
+	} else if (!o->group_by) {
+		print_top(root, total, 30);
 	} else {
-		struct fn *fns = NULL;
-		size_t nf = 0, cap = 0;
-		const char **path = xcalloc(4097, sizeof(char *));
-		collect(root, &fns, &nf, &cap, path, 0);
-		if (nf)
-			qsort(fns, nf, sizeof(*fns), cmp_self);
-		printf("%8s %8s %8s  %s\n", "self%", "total%", "self", "function");
-		for (size_t k = 0; k < nf && k < 30; k++)
-			printf("%7.2f%% %7.2f%% %8lld  %s%s%s%s\n",
-			       total > 0 ? 100.0 * (double)fns[k].self / total : 0.0,
-			       total > 0 ? 100.0 * (double)fns[k].total / total : 0.0, fns[k].self,
-			       fns[k].name, fns[k].binary ? "  [" : "", fns[k].binary ? fns[k].binary : "",
-			       fns[k].binary ? "]" : "");
-		free(fns);
-		free(path);
+		/* --group-by: the groups (the synthetic frames under the root),
+		 * largest first, each with its own top functions. */
+		json_t *children = json_object_get(root, "children");
+		size_t ng = json_array_size(children);
+		json_t **groups = xcalloc(ng ? ng : 1, sizeof(*groups));
+		for (size_t i = 0; i < ng; i++)
+			groups[i] = json_array_get(children, i);
+		if (ng)
+			qsort(groups, ng, sizeof(*groups), cmp_node_total);
+		size_t shown = 0;
+		for (size_t i = 0; i < ng; i++) {
+			json_t *g = groups[i];
+			const char *type = json_string_value(json_object_get(g, "frame_type"));
+			if (!type || strcmp(type, "synthetic") != 0)
+				continue; /* not a group: no such attribute */
+			if (shown++ == 20) {
+				printf("\n(%zu more groups)\n", ng - i);
+				break;
+			}
+			double gt = (double)json_integer_value(json_object_get(g, "total"));
+			const char *name = json_string_value(json_object_get(g, "name"));
+			printf("\n%s %s: %.2f%% %.0f\n", o->group_by, name ? name : "?",
+			       total > 0 ? 100.0 * gt / total : 0.0, gt);
+			print_top(g, total, 10);
+		}
+		free(groups);
 	}
 	json_decref(doc);
 	return 0;

@@ -4,7 +4,9 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 #include <zstd.h>
 
@@ -122,6 +124,68 @@ int zstd_decompress_bounded(const void *in, size_t n, size_t max_out, struct buf
 		out->len = start;
 	if (out->data)
 		out->data[out->len] = '\0';
+	return rc;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (w == 0)
+				errno = EIO;
+			return -1;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int zstd_decompress_to_fd(const void *in, size_t n, size_t max_out, int fd, size_t *out_len)
+{
+	*out_len = 0;
+	ZSTD_DCtx *ds = thread_dctx();
+	if (!ds)
+		return -1;
+	ZSTD_DCtx_reset(ds, ZSTD_reset_session_only);
+	size_t cap = ZSTD_DStreamOutSize();
+	uint8_t *chunk = malloc(cap);
+	if (!chunk)
+		return -1;
+	ZSTD_inBuffer ib = { in, n, 0 };
+	size_t produced = 0, ret = 0;
+	int rc = 0;
+	for (;;) {
+		ZSTD_outBuffer ob = { chunk, cap, 0 };
+		size_t in_before = ib.pos;
+		ret = ZSTD_decompressStream(ds, &ob, &ib);
+		if (ZSTD_isError(ret)) {
+			rc = -1;
+			break;
+		}
+		if (ob.pos > max_out - produced) {
+			rc = -2;
+			break;
+		}
+		if (ob.pos && write_all(fd, chunk, ob.pos) < 0) {
+			rc = -3;
+			break;
+		}
+		produced += ob.pos;
+		if (ib.pos == ib.size && ob.pos < ob.size)
+			break;
+		if (ob.pos == 0 && ib.pos == in_before) {
+			rc = -1;
+			break;
+		}
+	}
+	if (rc == 0 && ret != 0)
+		rc = -1;
+	free(chunk);
+	*out_len = produced;
 	return rc;
 }
 

@@ -19,6 +19,12 @@ int zstd_compress_buf(const void *in, size_t n, int level, struct buf *out);
  * max_out bytes. */
 int zstd_decompress_bounded(const void *in, size_t n, size_t max_out, struct buf *out);
 
+/* As zstd_decompress_bounded, but writes the output to fd (a small
+ * buffer at a time, so a large output never sits in memory) and sets
+ * *out_len. Returns 0, -1 malformed, -2 over max_out, -3 write error
+ * (errno set). */
+int zstd_decompress_to_fd(const void *in, size_t n, size_t max_out, int fd, size_t *out_len);
+
 /* Decompresses one zstd frame whose decompressed size the caller knows
  * (from a checksummed index) into out[0..raw_len). Returns 0, or -1 when
  * the frame is malformed or does not hold exactly raw_len bytes. Uses one

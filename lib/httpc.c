@@ -185,3 +185,14 @@ int http_send(struct http_client *c, const char *method, const char *path,
 	buf_free(&url);
 	return (int)status;
 }
+
+void http_client_set_tls(struct http_client *c, const char *ca_file, int insecure)
+{
+	/* libcurl passes its own CA bundle to OpenSSL, so OpenSSL's reading
+	 * of $SSL_CERT_FILE never happens: honour it here. */
+	if (!ca_file || !*ca_file)
+		ca_file = getenv("SSL_CERT_FILE");
+	free(c->ca_file);
+	c->ca_file = ca_file && *ca_file ? xstrdup(ca_file) : NULL;
+	c->insecure = insecure;
+}

@@ -4,7 +4,8 @@
  * The agent builds it from -collection-agent (http or https from
  * -disable-tls; -insecure skips certificate checks; -auth-token is sent as
  * a bearer token; -tls-ca-file names the CAs to trust); the CLI from an
- * endpoint URL and EMBER_SERVICE_TOKEN.
+ * endpoint URL, --token or EMBER_SERVICE_TOKEN, and --ca-file,
+ * $SSL_CERT_FILE or --insecure (http_client_set_tls).
  * Responses are capped (1 MiB by default).
  */
 #ifndef EMBER_HTTPC_H
@@ -35,6 +36,10 @@ struct http_client *http_client_new(const struct http_opts *o);
  * token, answers of at most max_response bytes. */
 struct http_client *http_client_new_url(const char *base_url, const char *token, long timeout_ms,
 					size_t max_response);
+/* The certificate checks of a client made by http_client_new_url: trust
+ * the CAs in ca_file (PEM; NULL or "": libcurl's default, which
+ * $SSL_CERT_FILE replaces when set), or with insecure check nothing. */
+void http_client_set_tls(struct http_client *c, const char *ca_file, int insecure);
 void http_client_free(struct http_client *c);
 
 /* Sends method (POST or PUT) to path with body. content_encoding may be

@@ -30,10 +30,66 @@ static struct rate_slot {
 	unsigned written, suppressed;
 } rate[RATE_SLOTS];
 static pthread_mutex_t rate_mu = PTHREAD_MUTEX_INITIALIZER;
+/* Every line suppressed since the start, and those not yet reported in a
+ * line (both under rate_mu), and when slots were last swept for counts to
+ * report (monotonic ms). */
+static unsigned long long suppressed_total, suppressed_pending;
+static long long last_sweep;
+
+static void write_line(enum log_level level, const char *text, size_t len);
 
 void log_set_rate_limit(long long window_ms)
 {
 	log_cfg.window_ms = log_cfg.level >= LOG_DEBUG ? 0 : window_ms;
+}
+
+/* Writes the count of slot r's suppressed lines and clears it (rate_mu
+ * held): the statement's format stands for its lines. */
+static void report_slot(struct rate_slot *r)
+{
+	struct buf msg = { 0 };
+	buf_printf(&msg, "%u more like \"", r->suppressed);
+	buf_puts(&msg, r->fmt);
+	buf_puts(&msg, "\" suppressed (log rate limit)");
+	write_line(LOG_WARN, msg.data, msg.len);
+	buf_free(&msg);
+	suppressed_pending -= r->suppressed;
+	r->suppressed = 0;
+}
+
+/* Reports the counts of statements whose window has ended (all when
+ * all), but except_fmt's: a statement that stops repeating still has its suppressed lines
+ * told. rate_mu held. */
+static void sweep(long long now, bool all, const char *except_fmt)
+{
+	last_sweep = now;
+	for (size_t i = 0; i < RATE_SLOTS && suppressed_pending; i++)
+		if (rate[i].suppressed && rate[i].fmt != except_fmt &&
+		    (all || now - rate[i].window_start >= log_cfg.window_ms))
+			report_slot(&rate[i]);
+}
+
+static long long mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void log_flush_suppressed(void)
+{
+	pthread_mutex_lock(&rate_mu);
+	if (suppressed_pending)
+		sweep(mono_ms(), true, NULL);
+	pthread_mutex_unlock(&rate_mu);
+}
+
+unsigned long long log_suppressed_total(void)
+{
+	pthread_mutex_lock(&rate_mu);
+	unsigned long long n = suppressed_total;
+	pthread_mutex_unlock(&rate_mu);
+	return n;
 }
 
 /* Whether a statement may be written now; *suppressed gets how many were
@@ -43,14 +99,21 @@ static bool rate_allows(const char *fmt, unsigned *suppressed)
 	*suppressed = 0;
 	if (log_cfg.window_ms <= 0)
 		return true;
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	long long now = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	long long now = mono_ms();
 	struct rate_slot *r = &rate[((uintptr_t)fmt >> 3) % RATE_SLOTS];
 	bool ok;
 	pthread_mutex_lock(&rate_mu);
+	/* The statement being written reports its own count in its line. */
+	if (suppressed_pending && now - last_sweep >= log_cfg.window_ms)
+		sweep(now, false, fmt);
 	if (r->fmt != fmt || now - r->window_start >= log_cfg.window_ms) {
 		*suppressed = r->fmt == fmt ? r->suppressed : 0;
+		/* Another statement takes the slot: its count is reported as
+		 * suppressed now rather than lost. */
+		if (r->fmt != fmt && r->suppressed)
+			report_slot(r);
+		else
+			suppressed_pending -= r->suppressed;
 		r->fmt = fmt;
 		r->window_start = now;
 		r->written = 0;
@@ -61,10 +124,13 @@ static bool rate_allows(const char *fmt, unsigned *suppressed)
 		r->written++;
 		if (!*suppressed) {
 			*suppressed = r->suppressed;
+			suppressed_pending -= r->suppressed;
 			r->suppressed = 0;
 		}
 	} else {
 		r->suppressed++;
+		suppressed_total++;
+		suppressed_pending++;
 	}
 	pthread_mutex_unlock(&rate_mu);
 	return ok;
@@ -91,14 +157,6 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	unsigned suppressed;
 	if (!rate_allows(fmt, &suppressed))
 		return;
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	struct tm tm;
-	gmtime_r(&ts.tv_sec, &tm);
-	char when[96];
-	snprintf(when, sizeof(when), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ts.tv_nsec / 1000000));
-
 	struct buf msg = { 0 };
 	va_list ap;
 	va_start(ap, fmt);
@@ -106,6 +164,19 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	va_end(ap);
 	if (suppressed)
 		buf_printf(&msg, " (%u more like this suppressed)", suppressed);
+	write_line(level, msg.data ? msg.data : "", msg.len);
+	buf_free(&msg);
+}
+
+static void write_line(enum log_level level, const char *text, size_t len)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	struct tm tm;
+	gmtime_r(&ts.tv_sec, &tm);
+	char when[96];
+	snprintf(when, sizeof(when), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ts.tv_nsec / 1000000));
 
 	struct buf line = { 0 };
 	if (log_cfg.json) {
@@ -116,14 +187,13 @@ void log_msg(enum log_level level, const char *fmt, ...)
 		buf_puts(&line, ",\"program\":");
 		jsonw_str(&line, log_cfg.program);
 		buf_puts(&line, ",\"msg\":");
-		jsonw_strn(&line, msg.data, msg.len);
+		jsonw_strn(&line, text, len);
 		buf_puts(&line, "}\n");
 	} else {
-		buf_printf(&line, "%s %s %-5s %s\n", when, log_cfg.program, level_names[level],
-			   msg.data);
+		buf_printf(&line, "%s %s %-5s %.*s\n", when, log_cfg.program, level_names[level],
+			   (int)len, text);
 	}
 	ssize_t w = write(STDERR_FILENO, line.data, line.len);
 	(void)w; /* nothing useful to do when stderr is gone */
 	buf_free(&line);
-	buf_free(&msg);
 }

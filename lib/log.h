@@ -8,7 +8,11 @@
  * Rate limiting (log_set_rate_limit): each log statement (told apart by
  * its format string) is written at most LOG_RATE_BURST times per window;
  * further ones are dropped and counted, and the next one written says how
- * many were suppressed. Debug logging turns it off.
+ * many were suppressed. A statement that stops repeating is not left
+ * silent: once its window has ended, the next line of any statement (or
+ * log_flush_suppressed) first writes `N more like "FORMAT" suppressed`;
+ * so does a statement whose slot another one takes. Debug logging turns
+ * it off.
  */
 #ifndef EMBER_LOG_H
 #define EMBER_LOG_H
@@ -23,6 +27,11 @@ void log_init(const char *program, enum log_level level, bool json);
 /* window_ms 0 (the default) writes everything. */
 void log_set_rate_limit(long long window_ms);
 bool log_enabled(enum log_level level);
+/* Writes the counts of every statement with suppressed lines not yet
+ * reported (e.g. before exiting). */
+void log_flush_suppressed(void);
+/* Lines suppressed since the process started. */
+unsigned long long log_suppressed_total(void);
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)

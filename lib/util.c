@@ -211,6 +211,27 @@ int hex_decode(const char *in, size_t inlen, uint8_t *out, size_t n)
 	return 0;
 }
 
+int unnamed_file(const char *dir)
+{
+	int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL))
+		return fd;
+	size_t n = strlen(dir) + sizeof("/.ember-XXXXXX");
+	char *path = malloc(n);
+	if (!path) {
+		errno = ENOMEM;
+		return -1;
+	}
+	snprintf(path, n, "%s/.ember-XXXXXX", dir);
+	fd = mkostemp(path, O_CLOEXEC);
+	if (fd >= 0)
+		unlink(path);
+	int e = errno;
+	free(path);
+	errno = e;
+	return fd;
+}
+
 int read_file(const char *path, size_t max, char **out, size_t *len)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);

@@ -78,6 +78,10 @@ int hex_decode(const char *in, size_t inlen, uint8_t *out, size_t n);
 /* Reads a whole file of at most max bytes. Returns 0 and a malloc'ed,
  * NUL-terminated buffer, or -errno (-EFBIG when larger than max). */
 int read_file(const char *path, size_t max, char **out, size_t *len);
+/* A file with no name in directory dir, open for reading and writing, gone
+ * when closed (O_TMPFILE; on a file system without it, a file created and
+ * unlinked at once). Returns the descriptor, or -1 with errno set. */
+int unnamed_file(const char *dir);
 
 /* Parses a Go-style duration ("250ms", "5s", "1m", "2m30s", "1h", "14d"):
  * returns 0 and milliseconds, or -1. */

@@ -2,6 +2,10 @@
 # Runs every ember test and ends with one line: "N passed, N failed".
 #   unit         build/tests/test_*   (cmocka, ASan + UBSan), one count per test case
 #   fuzz         build/fuzz/fuzz_*    (libFuzzer from the seed corpus, EMBER_FUZZ_SECONDS each)
+#   model        build/tests/test_store_model, the long run: EMBER_MODEL_LONG_STEPS
+#                (12000) random steps of ingest, maintenance and restarts, every
+#                answer checked against a reference model; the seed is the day's
+#                date (printed), so each day explores new interleavings
 #   integration  tests/integration    (pytest; real binaries, BPF as root)
 #   browser      tests/browser        (pytest; headless Chromium)
 # Logs and artifacts go to build/test-results/. Select suites with
@@ -11,7 +15,7 @@ cd "$(dirname "$0")/.."
 out=build/test-results
 rm -rf "$out"
 mkdir -p "$out"
-suites=${EMBER_TEST_SUITES:-unit fuzz integration browser}
+suites=${EMBER_TEST_SUITES:-unit fuzz model integration browser}
 fuzz_seconds=${EMBER_FUZZ_SECONDS:-20}
 python=/usr/bin/python3
 total_pass=0
@@ -69,6 +73,18 @@ run_fuzz() {
   report fuzz "$pass" "$fail"
 }
 
+run_model() {
+  local log="$out/model.log" seed=${EMBER_MODEL_SEED:-$(date -u +%Y%m%d)}
+  if EMBER_MODEL_STEPS=${EMBER_MODEL_LONG_STEPS:-12000} EMBER_MODEL_SEED=$seed \
+       CMOCKA_MESSAGE_OUTPUT=TAP ASAN_OPTIONS=detect_leaks=1 \
+       timeout 1200 build/tests/test_store_model >"$log" 2>&1; then
+    report model 1 0
+  else
+    failed_names+=("model: seed $seed (see $log; rerun with EMBER_MODEL_SEED=$seed)")
+    report model 0 1
+  fi
+}
+
 run_pytest() { # suite dir
   local suite=$1 dir=$2 xml="$out/$1.xml" log="$out/$1.log"
   if [ -z "$(ls "$dir"/test_*.py 2>/dev/null)" ]; then
@@ -106,6 +122,7 @@ for s in $suites; do
   case "$s" in
     unit) run_unit ;;
     fuzz) run_fuzz ;;
+    model) run_model ;;
     integration) run_pytest integration tests/integration ;;
     browser) run_pytest browser tests/browser ;;
     *) echo "unknown suite $s" >&2; total_fail=$((total_fail + 1)) ;;

@@ -11,8 +11,10 @@
 #include "functions.h"
 #include "handlers.h"
 #include "jsonw.h"
+#include "log.h"
 #include "metrics.h"
 #include "sessions.h"
+#include "uregex.h"
 #include "util.h"
 
 void handle_healthz(struct server *srv, const struct http_req *req, struct http_resp *resp)
@@ -46,16 +48,22 @@ void handle_metrics(struct server *srv, const struct http_req *req, struct http_
 	struct buf *b = &resp->body;
 	metric(b, "ember_http_requests_total", "counter", "HTTP requests answered", load(&c->http_requests));
 	metric(b, "ember_http_errors_total", "counter", "HTTP answers with status >= 400", load(&c->http_errors));
+	metric(b, "ember_http_timeouts_total", "counter", "connections closed for sending their headers or body too slowly", load(&c->http_timeouts));
+	metric(b, "ember_http_queries_refused_total", "counter", "queries answered 503 because the query threads and their queue were full", load(&c->queries_refused));
 	metric(b, "ember_ingest_batches_total", "counter", "agent batches stored", load(&c->ingest_batches));
 	metric(b, "ember_ingest_duplicates_total", "counter", "agent batches received again and ignored", load(&c->ingest_duplicates));
 	metric(b, "ember_ingest_rejected_total", "counter", "agent batches refused as invalid", load(&c->ingest_rejected));
 	metric(b, "ember_ingest_failed_total", "counter", "agent batches that could not be stored", load(&c->ingest_failed));
-	metric(b, "ember_ingest_samples_total", "counter", "sample values stored", load(&c->ingest_samples));
+	metric(b, "ember_ingest_samples_total", "counter", "on-CPU samples stored", load(&c->ingest_samples));
+	metric(b, "ember_ingest_off_cpu_nanoseconds_total", "counter", "off-CPU time stored, in nanoseconds", load(&c->ingest_off_cpu_ns));
+	metric(b, "ember_ingest_cuda_nanoseconds_total", "counter", "GPU kernel time stored, in nanoseconds", load(&c->ingest_cuda_ns));
+	metric(b, "ember_ingest_alloc_bytes_total", "counter", "allocated bytes stored (allocation samples)", load(&c->ingest_alloc_bytes));
 	metric(b, "ember_ingest_bytes_total", "counter", "compressed batch bytes stored", load(&c->ingest_bytes));
 	metric(b, "ember_ingest_resyncs_total", "counter", "version 2 batches answered 409 (the agent starts a new session)", load(&c->ingest_resyncs));
 	metric(b, "ember_ingest_unauthorized_total", "counter", "ingest requests refused for a missing or wrong token", load(&c->ingest_unauthorized));
 	metric(b, "ember_otlp_requests_total", "counter", "OTLP Profiles requests stored", load(&c->otlp_requests));
 	metric(b, "ember_otlp_rejected_total", "counter", "OTLP Profiles requests refused as invalid", load(&c->otlp_rejected));
+	metric(b, "ember_log_suppressed_total", "counter", "log lines left out by the log rate limit (--log-rate-limit-interval)", log_suppressed_total());
 	metric(b, "ember_sessions", "gauge", "agent sessions held (protocol version 2)", ses.count);
 	metric(b, "ember_session_bytes", "gauge", "memory of the agent sessions", ses.bytes);
 	metric(b, "ember_sessions_evicted_total", "counter", "sessions forgotten to stay within --session-memory", ses.evicted);
@@ -131,7 +139,9 @@ static bool project_of(struct server *srv, const struct http_req *req, struct ht
 static void answer(struct server *srv, struct http_resp *resp, int rc, struct buf *err)
 {
 	if (rc < 0) {
-		http_error(resp, 400, "%s", err->data);
+		/* UREGEX_RC: the request was valid but a pattern in it reached
+		 * its bounds on the data (server/uregex.h). */
+		http_error(resp, rc == UREGEX_RC ? 422 : 400, "%s", err->data);
 	} else {
 		__atomic_add_fetch(&srv->counters.queries, 1, __ATOMIC_RELAXED);
 		http_json(resp, 200);

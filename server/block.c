@@ -506,6 +506,10 @@ static int load_tables(struct part *p, int id, struct cursor *c, const struct bl
 			s->total = varint_get(c);
 			s->nrows = varint_get(c);
 			s->min_ts = unzigzag(varint_get(c));
+			/* A series without rows has no time range (merges before
+			 * 2026-12 wrote some, with 0 there); it is never read. */
+			if (!s->nrows)
+				s->min_ts = in->min_ts;
 			if (s->min_ts < in->min_ts || s->min_ts > in->max_ts)
 				s->min_ts = in->min_ts, c->bad = true; /* checked before any sum */
 			s->max_ts = s->min_ts +

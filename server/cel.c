@@ -2,27 +2,16 @@
  * (indexes into one array). Everything evaluation needs is prepared here:
  * literal lengths, sorted `in` lists, compiled regular expressions and one
  * PCRE2 match block, so cel_eval does not allocate. */
-#define PCRE2_CODE_UNIT_WIDTH 8
 #include "cel.h"
 
-#include <pcre2.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "uregex.h"
 #include "util.h"
-
-/* Patterns are UTF-8; a value that is not valid UTF-8 (a thread name cut in
- * the middle of a character) can still match in its valid parts. \C (one
- * byte, even inside a character) is refused. */
-#ifdef PCRE2_MATCH_INVALID_UTF
-#define CEL_RE_OPTIONS (PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | PCRE2_NEVER_BACKSLASH_C)
-#else
-#define CEL_RE_OPTIONS PCRE2_NEVER_BACKSLASH_C
-#endif
-#define CEL_MATCH_LIMIT 1000000
-#define CEL_HEAP_LIMIT_KIB 16384
 
 enum node_kind {
 	N_TRUE,
@@ -32,8 +21,15 @@ enum node_kind {
 	N_OR,
 	N_EQ,
 	N_NE,
+	N_LT,       /* numeric: a < b, false when either side is not a number */
+	N_LE,
+	N_GT,
+	N_GE,
+	N_NUM_EQ,   /* == with a number literal on one side: numeric */
+	N_NUM_NE,   /* != likewise: false when a side is not a number */
 	N_ATTR,
 	N_STR,
+	N_NUM,      /* a number literal; text holds its spelling */
 	N_IN,       /* value of a is one of items[0..nitems) (sorted) */
 	N_MATCHES,  /* re finds a match in the value of a */
 	N_STARTS,   /* the value of a starts with the value of b */
@@ -45,9 +41,11 @@ struct node {
 	enum node_kind kind;
 	int a, b;   /* children (indexes), -1 when unused */
 	char *text; /* attribute name or string value */
+	double num; /* N_NUM, and N_STR when isnum: the literal's value */
+	bool isnum; /* N_NUM, or an N_STR literal that spells a number */
 	char **items;
 	size_t nitems;
-	pcre2_code *re;
+	struct uregex *re;
 };
 
 struct cel_program {
@@ -55,8 +53,9 @@ struct cel_program {
 	size_t count, cap;
 	int root;
 	size_t nregex;
-	pcre2_match_context *mctx; /* with the match and heap limits */
-	pcre2_match_data *md;      /* shared by every regex of the program */
+	/* Bounds every regex of the program (uregex.h); written by cel_eval
+	 * through the const program: one evaluating thread at a time. */
+	struct uregex_matcher *rm;
 };
 
 struct parser {
@@ -157,6 +156,58 @@ static bool is_ident(char c)
 	return is_ident_start(c) || (c >= '0' && c <= '9');
 }
 
+static bool is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+/* The length of the number spelled at s[0..n): an optional sign, digits,
+ * an optional fraction and an optional exponent ("-12", "1.5", "2e9"), or
+ * 0 when s does not start with one. strtod accepts more (hex, "inf",
+ * leading spaces), so the spelling is checked here first. */
+static size_t number_len(const char *s, size_t n)
+{
+	size_t i = 0;
+	if (i < n && (s[i] == '-' || s[i] == '+'))
+		i++;
+	size_t d = i;
+	while (i < n && is_digit(s[i]))
+		i++;
+	if (i == d)
+		return 0;
+	if (i + 1 < n && s[i] == '.' && is_digit(s[i + 1])) {
+		i++;
+		while (i < n && is_digit(s[i]))
+			i++;
+	}
+	if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+		size_t e = i + 1;
+		if (e < n && (s[e] == '-' || s[e] == '+'))
+			e++;
+		if (e < n && is_digit(s[e])) {
+			while (e < n && is_digit(s[e]))
+				e++;
+			i = e;
+		}
+	}
+	return i;
+}
+
+/* Parses all of s as a number into *out; false when s is anything else
+ * (empty, text, trailing bytes, out of range). */
+static bool parse_number(const char *s, double *out)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > 64 || number_len(s, n) != n)
+		return false;
+	char *end;
+	double v = strtod(s, &end);
+	if (*end != '\0' || !isfinite(v))
+		return false;
+	*out = v;
+	return true;
+}
+
 static size_t ident_end(const struct parser *ps, size_t at)
 {
 	while (at < ps->len && is_ident(ps->src[at]))
@@ -237,10 +288,31 @@ static int operand(struct parser *ps)
 	char c = ps->src[ps->pos];
 	if (c == '"' || c == '\'') {
 		char *s = string_value(ps);
-		return s ? new_node(ps, N_STR, -1, -1, s) : -1;
+		if (!s)
+			return -1;
+		int n = new_node(ps, N_STR, -1, -1, s);
+		ps->p->nodes[n].isnum = parse_number(s, &ps->p->nodes[n].num);
+		return n;
+	}
+	size_t nl = number_len(ps->src + ps->pos, ps->len - ps->pos);
+	if (nl > 0 && c != '+') {
+		size_t at = ps->pos;
+		if (at + nl < ps->len && (is_ident(ps->src[at + nl]) || ps->src[at + nl] == '.'))
+			return fail_at(ps, at, "a malformed number");
+		char *text = xstrndup(ps->src + at, nl);
+		double v;
+		if (!parse_number(text, &v)) {
+			free(text);
+			return fail_at(ps, at, "the number %.*s is out of range", (int)nl, ps->src + at);
+		}
+		ps->pos += nl;
+		int n = new_node(ps, N_NUM, -1, -1, text);
+		ps->p->nodes[n].num = v;
+		ps->p->nodes[n].isnum = true;
+		return n;
 	}
 	if (!is_ident_start(c))
-		return fail(ps, "expected an attribute name or a string literal");
+		return fail(ps, "expected an attribute name, a string or a number");
 	size_t first_end = ident_end(ps, ps->pos);
 	size_t next = ws_end(ps, first_end);
 	if (next < ps->len && ps->src[next] == '(')
@@ -275,6 +347,50 @@ static int operand(struct parser *ps)
 	return new_node(ps, N_ATTR, -1, -1, buf_steal(&text, NULL));
 }
 
+/* Attributes whose values are text by definition (OpenTelemetry names
+ * ember-agent records): comparing one with <, <=, >, >= or with a number
+ * is a type error found at compile time. Any other attribute may hold a
+ * number; one whose value is not a number compares as false. */
+static const char *const string_attrs[] = {
+	"host.name", "host.arch", "host.type", "host.cpu.model.name", "os.type", "os.version",
+	"process.executable.name", "thread.name", "script.name", "cluster.name",
+	"container.name", "k8s.pod.name", "k8s.namespace.name", "k8s.container.name",
+	"k8s.deployment.name", "slurm.job.name", "slurm.job.user",
+};
+
+static bool is_string_attr(const char *name)
+{
+	for (size_t i = 0; i < sizeof(string_attrs) / sizeof(string_attrs[0]); i++)
+		if (strcmp(string_attrs[i], name) == 0)
+			return true;
+	return false;
+}
+
+/* An operand where a string is expected (a function's subject or
+ * argument, the left of "in"): a number literal is a type error. */
+static int string_operand(struct parser *ps, const char *where)
+{
+	size_t at = ws_end(ps, ps->pos);
+	int n = operand(ps);
+	if (n >= 0 && ps->p->nodes[n].kind == N_NUM)
+		return fail_at(ps, at, "type error: %s takes a string, not the number %s", where,
+			       ps->p->nodes[n].text);
+	return n;
+}
+
+/* The type check of one side of a numeric comparison op (at: its column). */
+static int numeric_side(struct parser *ps, int n, size_t at, const char *op)
+{
+	const struct node *nd = &ps->p->nodes[n];
+	if (nd->kind == N_STR && !nd->isnum)
+		return fail_at(ps, at, "type error: %s compares numbers, and \"%s\" is not a number", op,
+			       nd->text);
+	if (nd->kind == N_ATTR && is_string_attr(nd->text))
+		return fail_at(ps, at, "type error: %s compares numbers, and %s is a string attribute", op,
+			       nd->text);
+	return n;
+}
+
 static int cmp_strp(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
@@ -285,6 +401,8 @@ static int in_list(struct parser *ps, int l)
 {
 	if (!eat(ps, "["))
 		return fail(ps, "expected '[' after in");
+	if (ps->p->nodes[l].kind == N_NUM)
+		return fail(ps, "type error: in takes a string, not a number");
 	int n = new_node(ps, N_IN, l, -1, NULL);
 	struct node *nd = &ps->p->nodes[n]; /* stays valid: no node is added below */
 	size_t cap = 0;
@@ -316,7 +434,7 @@ static int in_list(struct parser *ps, int l)
 }
 
 /* The pattern of matches(): a string literal, compiled now. */
-static pcre2_code *regex_arg(struct parser *ps)
+static struct uregex *regex_arg(struct parser *ps)
 {
 	skip_ws(ps);
 	size_t at = ps->pos;
@@ -334,30 +452,22 @@ static pcre2_code *regex_arg(struct parser *ps)
 		buf_free(&pat);
 		return NULL;
 	}
-	int ec;
-	PCRE2_SIZE off;
-	pcre2_code *re = pcre2_compile((PCRE2_SPTR)(pat.data ? pat.data : ""), pat.len,
-				       CEL_RE_OPTIONS, &ec, &off, NULL);
+	char msg[256], what[48];
+	size_t off;
+	snprintf(what, sizeof(what), "query: matches() at column %zu", at + 1);
+	/* Patterns are UTF-8; a value that is not valid UTF-8 (a thread name
+	 * cut in the middle of a character) can still match in its valid
+	 * parts. \C (one byte, even inside a character) is refused. */
+	struct uregex *re = uregex_compile(pat.data, pat.len, UREGEX_UTF, what, msg, sizeof(msg),
+					   &off);
 	buf_free(&pat);
 	if (!re) {
-		PCRE2_UCHAR msg[256];
-		if (pcre2_get_error_message(ec, msg, sizeof(msg)) == PCRE2_ERROR_BADDATA)
-			strcpy((char *)msg, "unknown error");
-		fail_at(ps, at, "bad regular expression: %s (at offset %zu of the pattern)",
-			(const char *)msg, (size_t)off);
+		fail_at(ps, at, "bad regular expression: %s (at offset %zu of the pattern)", msg, off);
 		return NULL;
 	}
 	p->nregex++;
-	if (!p->mctx) {
-		p->mctx = pcre2_match_context_create(NULL);
-		p->md = pcre2_match_data_create(1, NULL);
-		if (!p->mctx || !p->md) {
-			fprintf(stderr, "ember: out of memory creating a PCRE2 match block\n");
-			abort();
-		}
-		pcre2_set_match_limit(p->mctx, CEL_MATCH_LIMIT);
-		pcre2_set_heap_limit(p->mctx, CEL_HEAP_LIMIT_KIB);
-	}
+	if (!p->rm)
+		p->rm = uregex_matcher_new(0);
 	return re;
 }
 
@@ -367,13 +477,13 @@ static int call_rest(struct parser *ps, int fi, int subject)
 {
 	int n;
 	if (funcs[fi].kind == N_MATCHES) {
-		pcre2_code *re = regex_arg(ps);
+		struct uregex *re = regex_arg(ps);
 		if (!re)
 			return -1;
 		n = new_node(ps, N_MATCHES, subject, -1, NULL);
 		ps->p->nodes[n].re = re;
 	} else {
-		int arg = operand(ps);
+		int arg = string_operand(ps, funcs[fi].name);
 		if (arg < 0)
 			return -1;
 		n = new_node(ps, funcs[fi].kind, subject, arg, NULL);
@@ -393,7 +503,7 @@ static int function_call(struct parser *ps)
 			       (int)(end - at), ps->src + at);
 	ps->pos = end;
 	eat(ps, "(");
-	int subject = operand(ps);
+	int subject = string_operand(ps, funcs[fi].name);
 	if (subject < 0)
 		return -1;
 	if (!eat(ps, ","))
@@ -436,7 +546,7 @@ static int primary(struct parser *ps)
 	for (int i = 0; i < 2; i++) {
 		if (eat_keyword(ps, i ? "false" : "true")) {
 			skip_ws(ps);
-			if (ps->pos < ps->len && (ps->src[ps->pos] == '=' || ps->src[ps->pos] == '!')) {
+			if (ps->pos < ps->len && strchr("=!<>", ps->src[ps->pos])) {
 				ps->pos = save; /* "true == x" style: treat as operand */
 				break;
 			}
@@ -448,23 +558,44 @@ static int primary(struct parser *ps)
 		if (next < ps->len && ps->src[next] == '(')
 			return function_call(ps);
 	}
+	size_t lat = ws_end(ps, ps->pos);
 	int l = operand(ps);
 	if (l < 0)
 		return -1;
 	skip_ws(ps);
-	if (ps->pos < ps->len && ps->src[ps->pos] == '.')
+	if (ps->pos < ps->len && ps->src[ps->pos] == '.') {
+		if (ps->p->nodes[l].kind == N_NUM)
+			return fail_at(ps, lat, "type error: a number has no methods");
 		return method_call(ps, l);
-	enum node_kind k;
-	if (eat(ps, "=="))
-		k = N_EQ;
-	else if (eat(ps, "!="))
-		k = N_NE;
-	else if (eat_keyword(ps, "in"))
-		return in_list(ps, l);
-	else
-		return fail(ps, "expected == or != or in after the operand");
+	}
+	static const struct {
+		const char *tok;
+		enum node_kind kind;
+	} ops[] = { { "==", N_EQ }, { "!=", N_NE }, { "<=", N_LE },
+		    { ">=", N_GE }, { "<", N_LT },  { ">", N_GT } };
+	int oi = -1;
+	for (int i = 0; i < (int)(sizeof(ops) / sizeof(ops[0])) && oi < 0; i++)
+		if (eat(ps, ops[i].tok))
+			oi = i;
+	if (oi < 0) {
+		if (ps->p->nodes[l].kind == N_NUM)
+			return fail(ps, "expected ==, !=, <, <=, > or >= after the number");
+		if (eat_keyword(ps, "in"))
+			return in_list(ps, l);
+		return fail(ps, "expected ==, !=, <, <=, >, >= or in after the operand");
+	}
+	size_t rat = ws_end(ps, ps->pos);
 	int r = operand(ps);
 	if (r < 0)
+		return -1;
+	enum node_kind k = ops[oi].kind;
+	bool lnum = ps->p->nodes[l].kind == N_NUM, rnum = ps->p->nodes[r].kind == N_NUM;
+	if (k == N_EQ || k == N_NE) {
+		if (!lnum && !rnum)
+			return new_node(ps, k, l, r, NULL); /* strings: bytes compared */
+		k = k == N_EQ ? N_NUM_EQ : N_NUM_NE;
+	}
+	if (numeric_side(ps, l, lat, ops[oi].tok) < 0 || numeric_side(ps, r, rat, ops[oi].tok) < 0)
 		return -1;
 	return new_node(ps, k, l, r, NULL);
 }
@@ -543,6 +674,36 @@ static const char *value_of(const struct cel_program *p, int n, cel_lookup_fn lo
 	return v ? v : "";
 }
 
+/* The numeric value of operand n, or false when it is not a number. */
+static bool number_of(const struct cel_program *p, int n, cel_lookup_fn lookup, void *ctx,
+		      double *out)
+{
+	const struct node *nd = &p->nodes[n];
+	if (nd->kind == N_NUM || nd->kind == N_STR) {
+		*out = nd->num;
+		return nd->isnum;
+	}
+	const char *v = lookup(ctx, nd->text);
+	return v && parse_number(v, out);
+}
+
+static bool compare(const struct cel_program *p, const struct node *nd, cel_lookup_fn lookup,
+		    void *ctx)
+{
+	double a, b;
+	if (!number_of(p, nd->a, lookup, ctx, &a) || !number_of(p, nd->b, lookup, ctx, &b))
+		return false;
+	switch (nd->kind) {
+	case N_LT: return a < b;
+	case N_LE: return a <= b;
+	case N_GT: return a > b;
+	case N_GE: return a >= b;
+	case N_NUM_EQ: return a == b;
+	case N_NUM_NE: return a != b;
+	default: return false;
+	}
+}
+
 static bool in_items(const struct node *nd, const char *v)
 {
 	size_t lo = 0, hi = nd->nitems;
@@ -572,12 +733,19 @@ static bool eval(const struct cel_program *p, int n, cel_lookup_fn lookup, void 
 		return strcmp(value_of(p, nd->a, lookup, ctx), value_of(p, nd->b, lookup, ctx)) == 0;
 	case N_NE:
 		return strcmp(value_of(p, nd->a, lookup, ctx), value_of(p, nd->b, lookup, ctx)) != 0;
+	case N_LT:
+	case N_LE:
+	case N_GT:
+	case N_GE:
+	case N_NUM_EQ:
+	case N_NUM_NE:
+		return compare(p, nd, lookup, ctx);
 	case N_IN:
 		return in_items(nd, value_of(p, nd->a, lookup, ctx));
 	case N_MATCHES: {
 		const char *s = value_of(p, nd->a, lookup, ctx);
-		/* No match, the match limit and invalid input all read as false. */
-		return pcre2_match(nd->re, (PCRE2_SPTR)s, strlen(s), 0, 0, p->md, p->mctx) >= 0;
+		/* A bound reached reads as false, and cel_check fails the query. */
+		return uregex_match(p->rm, nd->re, s, strlen(s)) > 0;
 	}
 	case N_STARTS:
 	case N_ENDS: {
@@ -592,6 +760,7 @@ static bool eval(const struct cel_program *p, int n, cel_lookup_fn lookup, void 
 		return strstr(value_of(p, nd->a, lookup, ctx), value_of(p, nd->b, lookup, ctx)) != NULL;
 	case N_ATTR:
 	case N_STR:
+	case N_NUM:
 		break;
 	}
 	return false;
@@ -600,6 +769,15 @@ static bool eval(const struct cel_program *p, int n, cel_lookup_fn lookup, void 
 bool cel_eval(const struct cel_program *p, cel_lookup_fn lookup, void *ctx)
 {
 	return eval(p, p->root, lookup, ctx);
+}
+
+int cel_check(const struct cel_program *p, struct buf *err)
+{
+	if (!p || !p->rm || !uregex_failed(p->rm))
+		return 0;
+	if (err)
+		uregex_error(p->rm, err);
+	return UREGEX_RC;
 }
 
 void cel_free(struct cel_program *p)
@@ -612,10 +790,9 @@ void cel_free(struct cel_program *p)
 		for (size_t j = 0; j < nd->nitems; j++)
 			free(nd->items[j]);
 		free(nd->items);
-		pcre2_code_free(nd->re);
+		uregex_free(nd->re);
 	}
 	free(p->nodes);
-	pcre2_match_data_free(p->md);
-	pcre2_match_context_free(p->mctx);
+	uregex_matcher_free(p->rm);
 	free(p);
 }

@@ -37,6 +37,8 @@ struct fetcher {
 	struct hmap known_index;
 	bool stopping;
 	struct fetcher_stats stats;
+	bool busy;             /* the thread is fetching `current` */
+	struct file_id current;
 };
 
 struct kkey {
@@ -131,9 +133,12 @@ static void *run(void *arg)
 		struct store_file file = f->queue[0];
 		memmove(f->queue, f->queue + 1, (f->nqueue - 1) * sizeof(*f->queue));
 		f->nqueue--;
+		f->busy = true;
+		f->current = file.id;
 		pthread_mutex_unlock(&f->mu);
 		bool ok = c && fetch(f, c, &file);
 		pthread_mutex_lock(&f->mu);
+		f->busy = false;
 		struct known *k = known_entry(f, &file.id, true);
 		k->ok = ok;
 		k->when_ns = now_mono_ns();
@@ -194,10 +199,10 @@ void fetcher_stop(struct fetcher *f)
 	free(f);
 }
 
-void fetcher_request(struct fetcher *f, const struct store_file *file)
+bool fetcher_request(struct fetcher *f, const struct store_file *file)
 {
 	if (!f || !file->build_id_len)
-		return;
+		return false;
 	pthread_mutex_lock(&f->mu);
 	struct known *k = known_entry(f, &file->id, false);
 	uint64_t now = now_mono_ns();
@@ -211,8 +216,11 @@ void fetcher_request(struct fetcher *f, const struct store_file *file)
 		f->queue[f->nqueue++] = *file;
 		f->stats.requested++;
 		pthread_cond_signal(&f->cond);
+		queued = true;
 	}
+	bool pending = queued || (f->busy && fileid_equal(&f->current, &file->id));
 	pthread_mutex_unlock(&f->mu);
+	return pending;
 }
 
 void fetcher_get_stats(struct fetcher *f, struct fetcher_stats *out)

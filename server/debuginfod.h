@@ -14,6 +14,7 @@
 #ifndef EMBER_SERVER_DEBUGINFOD_H
 #define EMBER_SERVER_DEBUGINFOD_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "buf.h"
@@ -32,8 +33,11 @@ struct fetcher;
 struct fetcher *fetcher_start(struct symbols *sym, const char *urls, const char *data_dir,
 			      struct buf *err);
 void fetcher_stop(struct fetcher *f);
-/* Asks for the symbols of file (non-blocking; repeated asks are cheap). */
-void fetcher_request(struct fetcher *f, const struct store_file *file);
+/* Asks for the symbols of file (non-blocking; repeated asks are cheap).
+ * Returns whether its fetch is queued or in flight (the names are on their
+ * way: "symbols_pending" in query answers); false without a fetcher, a
+ * build ID, or once fetched or failed. */
+bool fetcher_request(struct fetcher *f, const struct store_file *file);
 void fetcher_get_stats(struct fetcher *f, struct fetcher_stats *out);
 
 #endif

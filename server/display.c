@@ -1,8 +1,6 @@
 /* display.c - see display.h. */
 #include "display.h"
 
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +8,7 @@
 #include "debuginfod.h"
 #include "hmap.h"
 #include "names.h"
+#include "uregex.h"
 #include "util.h"
 
 static const char *const frame_types[] = {
@@ -44,10 +43,10 @@ struct display {
 	struct symbols *sym;
 	struct fetcher *fetch;
 	bool raw, verbose;
-	pcre2_code *masks[DISPLAY_MAX_MASKS];
+	struct uregex *masks[DISPLAY_MAX_MASKS];
 	size_t nmasks;
-	pcre2_code *search;
-	pcre2_match_data *md;
+	struct uregex *search;
+	struct uregex_matcher *rm; /* bounds every match of the query (uregex.h); NULL: no patterns */
 	struct strtab names;
 	struct dkey *keys;
 	size_t nkeys, capkeys;
@@ -59,18 +58,17 @@ struct display {
 	struct drun *runs;
 	size_t nruns, capruns;
 	struct buf name;
+	int64_t now_ms;   /* when the query began: uploads expected since then */
+	size_t npending;  /* keys marked pending */
 };
 
-static pcre2_code *compile(const char *pat, const char *what, struct buf *err)
+static struct uregex *compile(const char *pat, const char *what, struct buf *err)
 {
-	int ec;
-	PCRE2_SIZE off;
-	pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, 0, &ec, &off, NULL);
-	if (!re) {
-		PCRE2_UCHAR msg[256];
-		pcre2_get_error_message(ec, msg, sizeof(msg));
-		buf_printf(err, "%s: %s at offset %zu", what, (const char *)msg, (size_t)off);
-	}
+	char msg[256];
+	size_t off;
+	struct uregex *re = uregex_compile(pat, strlen(pat), 0, what, msg, sizeof(msg), &off);
+	if (!re)
+		buf_printf(err, "%s: %s at offset %zu", what, msg, off);
 	return re;
 }
 
@@ -82,6 +80,7 @@ struct display *display_new(struct symbols *sym, struct fetcher *fetch,
 	d->fetch = fetch;
 	d->raw = o->raw_names;
 	d->verbose = o->verbose_names;
+	d->now_ms = now_unix_ms();
 	strtab_init(&d->names);
 	char what[96];
 	for (size_t i = 0; i < o->nmasks && i < DISPLAY_MAX_MASKS; i++) {
@@ -92,7 +91,8 @@ struct display *display_new(struct symbols *sym, struct fetcher *fetch,
 	}
 	if (o->search && !(d->search = compile(o->search, "search", err)))
 		goto fail;
-	d->md = pcre2_match_data_create(4, NULL);
+	if (d->nmasks || d->search)
+		d->rm = uregex_matcher_new(o->regex_budget_ms);
 	return d;
 fail:
 	display_free(d);
@@ -104,9 +104,9 @@ void display_free(struct display *d)
 	if (!d)
 		return;
 	for (size_t i = 0; i < d->nmasks; i++)
-		pcre2_code_free(d->masks[i]);
-	pcre2_code_free(d->search);
-	pcre2_match_data_free(d->md);
+		uregex_free(d->masks[i]);
+	uregex_free(d->search);
+	uregex_matcher_free(d->rm);
 	strtab_free(&d->names);
 	free(d->keys);
 	hmap_free(&d->key_index);
@@ -129,9 +129,10 @@ static bool eq_key(const void *ctx, uint32_t idx)
 	       k->binary == c->want->binary;
 }
 
-static bool matches(struct display *d, pcre2_code *re, const char *s)
+/* A bound reached reads as no match; the query then fails (display_check). */
+static bool matches(struct display *d, const struct uregex *re, const char *s)
 {
-	return pcre2_match(re, (PCRE2_SPTR)s, strlen(s), 0, 0, d->md, NULL) >= 0;
+	return uregex_match(d->rm, re, s, strlen(s)) > 0;
 }
 
 uint32_t display_key(struct display *d, uint8_t type, const char *name, const char *binary,
@@ -179,6 +180,15 @@ size_t display_count(const struct display *d)
 bool display_has_masks(const struct display *d)
 {
 	return d->nmasks > 0;
+}
+
+int display_check(const struct display *d, struct buf *err)
+{
+	if (!d->rm || !uregex_failed(d->rm))
+		return 0;
+	if (err)
+		uregex_error(d->rm, err);
+	return UREGEX_RC;
 }
 
 bool display_has_search(const struct display *d)
@@ -237,13 +247,27 @@ static void symbolize(struct display *d, const struct store_frame *f)
 			   (unsigned long long)f->address);
 		push_run(d, display_key(d, f->type, name->data, binary, NULL), 0);
 	}
+	/* Unnamed, but an agent was told to upload this file's symbols: its
+	 * names are on their way. */
+	bool pending = sf && !f->name && nf == 0 && symbols_expected(d->sym, &sf->id, d->now_ms);
 	/* No source lines for this file yet: global symbolization may have
 	 * them (asked once per file; the answer comes later). */
 	if (sf && d->fetch && (nf == 0 || !frames[0].file)) {
 		int quality = symbols_quality_any(d->sym, &sf->id, sf->build_id, sf->build_id_len);
-		if (quality < 0 || !(quality & SYMFILE_HAS_LINES))
-			fetcher_request(d->fetch, sf);
+		if ((quality < 0 || !(quality & SYMFILE_HAS_LINES)) && fetcher_request(d->fetch, sf) &&
+		    !f->name && nf == 0)
+			pending = true;
 	}
+	struct dkey *k = &d->keys[d->runs[d->nruns - 1].key];
+	if (pending && !k->pending) {
+		k->pending = true;
+		d->npending++;
+	}
+}
+
+size_t display_pending(const struct display *d)
+{
+	return d->npending;
 }
 
 const struct drun *display_frame(struct display *d, uint32_t frame, uint32_t *n)

@@ -8,7 +8,9 @@
  * demangled and glibc's internal aliases shown by their common names
  * unless raw; a native frame with no symbol is `<binary>+0x<offset>`.
  * Keys whose name matches a frame-mask pattern are marked masked; keys
- * matching the search pattern are marked matched.
+ * matching the search pattern are marked matched. Patterns are matched
+ * within the bounds of server/uregex.h: once one is reached, no key is
+ * marked any more and display_check fails the query.
  *
  * Symbolization is cached per stored frame of the part begun with
  * display_part(); the cache is rebuilt for each part.
@@ -39,6 +41,7 @@
 struct dkey {
 	uint8_t type;
 	bool masked, matched;
+	bool pending; /* unnamed while its symbols are on their way (display_pending) */
 	uint32_t name, binary, file; /* display string ids; file 0 = unknown */
 };
 
@@ -53,6 +56,7 @@ struct display_opts {
 	const char *const *masks; /* regular expressions of frames to hide */
 	size_t nmasks;
 	const char *search;       /* regular expression marking keys matched, or NULL */
+	uint64_t regex_budget_ms; /* time all matches may take; 0 = UREGEX_BUDGET_MS */
 };
 
 struct fetcher;
@@ -69,6 +73,15 @@ uint32_t display_key(struct display *d, uint8_t type, const char *name, const ch
 const struct dkey *display_get(const struct display *d, uint32_t key);
 const char *display_str(const struct display *d, uint32_t id);
 size_t display_count(const struct display *d);
+/* 0, or UREGEX_RC with the message for the client appended to err when
+ * a pattern reached a bound (uregex.h): the query must answer 422.
+ * err may be NULL (a check between parts). */
+int display_check(const struct display *d, struct buf *err);
+/* How many keys are frames without a name whose symbols are on their way:
+ * an agent was told to upload them (symbols_expected) or a debuginfod
+ * fetch is queued or running (fetcher_request). A later query will name
+ * them ("symbols_pending" in the answers). */
+size_t display_pending(const struct display *d);
 /* Whether a search pattern was given (keys then carry `matched`). */
 bool display_has_search(const struct display *d);
 /* Whether mask patterns were given (else no key is masked). */

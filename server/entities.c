@@ -551,6 +551,16 @@ int entities_query(struct store *st, const struct ent_request *r, struct buf *ou
 				total += sum;
 		}
 		scan_end(scan, i);
+		if (scan_check(scan, NULL))
+			break;
+	}
+	int rc = scan_check(scan, err);
+	if (rc) {
+		stack_sums_free(&ss);
+		strtab_free(&seen);
+		groups_free(&gs);
+		scan_close(scan);
+		return rc;
 	}
 	if (r->what == ENT_LABELS && r->attribute)
 		for (size_t i = 1; i < strtab_count(&gs.names); i++)

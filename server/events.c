@@ -199,6 +199,18 @@ int events_query(struct store *st, struct symbols *sym, const struct ev_request 
 			free(ev[--nev].json);
 		if (nev == r->limit)
 			cutoff = ev[nev - 1].ts;
+		if (scan_check(scan, NULL))
+			break;
+	}
+	int rc = scan_check(scan, err);
+	if (rc) {
+		for (size_t i = 0; i < nev; i++)
+			free(ev[i].json);
+		free(ev);
+		free(c);
+		scan_close(scan);
+		display_free(d);
+		return rc;
 	}
 	xqsort(ev, nev, sizeof(*ev), cmp_events);
 	buf_puts(out, "{\"unit\":");

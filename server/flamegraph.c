@@ -73,6 +73,11 @@ int fg_request_parse(struct fg_request *r, const char *body, size_t len, struct 
 	    req_bool(doc, "raw_names", &r->raw_names, err) < 0 ||
 	    req_bool(doc, "verbose_names", &r->verbose_names, err) < 0)
 		goto out;
+	if (max_nodes < 2) {
+		buf_printf(err, "max_nodes: expected 2 to %d (the root and an [other] node at least)",
+			   FG_LIMIT_MAX_NODES);
+		goto out;
+	}
 	r->num_stat_buckets = (uint32_t)buckets;
 	r->max_nodes = (uint32_t)max_nodes;
 	if (r->search && !*r->search) {
@@ -585,10 +590,19 @@ int flamegraph_query(struct store *st, struct symbols *sym, struct fetcher *fetc
 		} else {
 			scan_end(q.scan, i);
 		}
+		if (display_check(q.disp, NULL) || scan_check(q.scan, NULL))
+			break; /* a pattern reached a bound: the query fails below */
 	}
 	if (held) {
 		fold_carried(&q, held);
 		scan_end(q.scan, held_i);
+	}
+	int rc = display_check(q.disp, err);
+	if (!rc)
+		rc = scan_check(q.scan, err);
+	if (rc) {
+		fg_free(&q);
+		return rc;
 	}
 
 	uint16_t hz = hz_vote_best(&q.hz);
@@ -623,6 +637,8 @@ int flamegraph_query(struct store *st, struct symbols *sym, struct fetcher *fetc
 	jsonw_u64(out, written);
 	buf_puts(out, ",\"distinct_stacks\":");
 	jsonw_u64(out, q.distinct_stacks);
+	buf_puts(out, ",\"symbols_pending\":");
+	jsonw_u64(out, display_pending(q.disp));
 	if (q.pruned) {
 		buf_puts(out, ",\"tree_pruned\":");
 		jsonw_u64(out, q.pruned);

@@ -10,9 +10,10 @@
  * left out of their stacks; a search pattern keeps only the stacks that
  * pass through a matching function. Synthetic frames (executable, host,
  * thread, ...) add grouping levels above the stacks. Children are sorted
- * by total, largest first. Beyond max_nodes, the smallest nodes are folded
- * into one "[other]" node per parent, so the answer stays bounded and its
- * totals exact.
+ * by total, largest first. Beyond max_nodes (FG_DEFAULT_MAX_NODES unless
+ * asked), the smallest nodes are folded into one "[other]" node per
+ * parent, the "[other]" nodes counted in max_nodes, so the answer stays
+ * bounded and its totals exact.
  *
  * The tree is built per part (server/part.h): values are added to the
  * part's own stack prefix tree, totals propagated from leaves to parents
@@ -33,7 +34,9 @@
 
 #define FG_MAX_MASKS 64
 #define FG_MAX_SYNTHETIC 8
-#define FG_DEFAULT_MAX_NODES 200000
+/* The answer's node budget unless max_nodes asks another: about 1 MB of
+ * JSON, more than a flamegraph view can draw legibly. */
+#define FG_DEFAULT_MAX_NODES 8192
 #define FG_LIMIT_MAX_NODES 2000000
 /* While building, a tree over this many nodes (or 8 x max_nodes) is
  * pruned to 2 x max_nodes, folding the rest into "[other]" nodes: a
@@ -72,7 +75,9 @@ const char *fg_synthetic_name(enum fg_synthetic s);
 /* Runs the query and appends the JSON answer to out. Returns 0, or -1
  * with a message for the client in err (e.g. a bad regular expression).
  * fetch (may be NULL) is asked for the symbols of files that have none
- * with source lines yet (server/debuginfod.h). */
+ * with source lines yet (server/debuginfod.h). Returns UREGEX_RC
+ * (server/uregex.h) with the message in err when a search or mask pattern
+ * reached its match, heap or time bounds. */
 struct fetcher;
 int flamegraph_query(struct store *st, struct symbols *sym, struct fetcher *fetch,
 		     const struct fg_request *r, struct buf *out, struct buf *err);

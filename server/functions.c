@@ -56,6 +56,10 @@ int fn_request_parse(struct fn_request *r, enum fn_query what, const char *body,
 	    req_count(doc, "limit", FN_MAX_LIMIT, &limit, err) < 0 ||
 	    req_count(doc, "max_nodes", 1000000, &max_nodes, err) < 0)
 		goto out;
+	if (max_nodes < 2) {
+		buf_puts(err, "max_nodes: expected 2 to 1000000 (the root and an [other] node at least)");
+		goto out;
+	}
 	r->limit = (uint32_t)limit;
 	r->max_nodes = (uint32_t)max_nodes;
 	if (r->search && !*r->search) {
@@ -268,18 +272,23 @@ static int collect(struct fn_pass *f, struct store *st, const struct scope *sc, 
 		}
 		add_sums(f, t, &ss, p);
 		scan_end(scan, i);
+		if (display_check(f->d, NULL) || scan_check(scan, NULL))
+			break; /* a pattern reached a bound: the query fails */
 	}
 	if (held) {
 		add_sums(f, t, &ss, held);
 		scan_end(scan, held_i);
 	}
+	int rc = display_check(f->d, err);
+	if (!rc)
+		rc = scan_check(scan, err);
 	t->total = ss.total;
 	t->hz = hz_vote_best(&ss.hz);
 	stack_sums_free(&ss);
 	scope_context_read(st, sc, &t->ctx);
 	scan_stats_json(scan, t0, stats);
 	scan_close(scan);
-	return 0;
+	return rc;
 }
 
 /* The comparison of a diff is read on its own thread, with its own
@@ -479,6 +488,8 @@ static void write_top(struct fn_pass *f, const struct fn_request *r, struct ftab
 	jsonw_u64(out, t->total);
 	event_kind_mode_json(out, r->scope.kind, r->absolute);
 	put_context(out, "scope", t);
+	buf_puts(out, ",\"symbols_pending\":");
+	jsonw_u64(out, display_pending(f->d));
 	buf_puts(out, ",\"functions_total\":");
 	jsonw_u64(out, n);
 	buf_puts(out, ",\"functions\":[");
@@ -618,23 +629,27 @@ int functions_query(struct store *st, struct symbols *sym, struct fetcher *fetch
 			cmp.rc = -1; /* display_new wrote err */
 		if (rca == 0 && cmp.rc < 0 && cmp.err.len)
 			buf_append(err, cmp.err.data, cmp.err.len);
-		if (rca == 0 && cmp.rc == 0)
+		if (rca == 0 && cmp.rc == 0) {
 			rekey(&cmp.t, cmp.f.d, f.d);
+			rca = display_check(f.d, err); /* rekey matched the patterns again */
+		}
 		b = cmp.t;
 		stats_b = cmp.stats;
 		buf_free(&cmp.err);
 		free(cmp.f.stamp);
 		free(cmp.f.target);
 		display_free(cmp.f.d);
-		if (rca < 0 || cmp.rc < 0)
+		if (rca < 0 || cmp.rc < 0) {
+			rc = rca < 0 ? rca : cmp.rc;
 			goto out;
+		}
 		write_diff(&f, r, &a, &b, out);
 		buf_puts(out, ",\"baseline_");
 		buf_append(out, stats_a.data + 1, stats_a.len - 1);
 		buf_puts(out, ",");
 		buf_append(out, stats_b.data, stats_b.len);
 	} else {
-		if (collect(&f, st, &r->scope, &a, t0, &stats_a, err) < 0)
+		if ((rc = collect(&f, st, &r->scope, &a, t0, &stats_a, err)) < 0)
 			goto out;
 		if (r->what == FN_TOP)
 			write_top(&f, r, &a, out);

@@ -57,7 +57,9 @@ void fn_request_free(struct fn_request *r);
 
 struct fetcher;
 /* Runs the query and appends the JSON answer to out. Returns 0, or -1
- * with a message for the client in err. */
+ * with a message for the client in err. Returns UREGEX_RC
+ * (server/uregex.h) with the message in err when a search or mask pattern
+ * reached its match, heap or time bounds. */
 int functions_query(struct store *st, struct symbols *sym, struct fetcher *fetch,
 		    const struct fn_request *r, struct buf *out, struct buf *err);
 

@@ -7,6 +7,11 @@
 #include "http.h"
 #include "server.h"
 
+/* The --ingest-tokens check of every ingest route, run by the HTTP layer
+ * on the headers before any body byte is read (and again by the
+ * handlers): true, or false with a 401 answer in resp. */
+bool ingest_authorized(struct server *srv, const struct http_req *req, struct http_resp *resp);
+
 void handle_ingest_batch(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_otlp_profiles(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_ingest_session_batch(struct server *srv, const struct http_req *req,

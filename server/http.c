@@ -2,14 +2,23 @@
 #include "http.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "jsonw.h"
 #include "log.h"
@@ -18,12 +27,50 @@
 
 #define MAX_PATH 2048
 
+/* One per TCP connection, from libmicrohttpd's connection notifications:
+ * the reaper shuts down a connection whose deadline has passed. */
+struct track {
+	struct track *prev, *next;
+	int fd;
+	uint64_t deadline_ns;  /* 0: none; atomic */
+	int awaiting_next;     /* kept alive, waiting for its next request */
+};
+
+struct conn_state;
+
+/* A pool of handler threads: HTTP_QUERY and HTTP_INGEST requests wait
+ * here for a thread of their own, their connection suspended, so that the
+ * libmicrohttpd threads (which serve every connection they accepted,
+ * /healthz included) never wait for a handler. */
+struct qpool {
+	struct http_server *h;
+	unsigned queue_max;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct conn_state *head, *tail;
+	unsigned waiting, running;
+	pthread_t *tids;
+	unsigned nthreads;
+	bool stop;
+};
+
 struct http_server {
 	struct MHD_Daemon *d;
 	const struct route *routes;
 	size_t nroutes;
 	struct server *srv;
+	struct http_limits lim;
+	char *spool_dir;
+	size_t mem_in_use; /* bytes of bodies in memory, all requests; atomic */
+	pthread_mutex_t tmu; /* guards tracks; held while a reaped fd is shut down */
+	struct track *tracks;
+	pthread_t reaper;
+	bool reaper_started;
+	int stopping; /* atomic */
+	struct qpool pools[2]; /* POOL_QUERY, POOL_INGEST */
 };
+
+enum { POOL_QUERY, POOL_INGEST };
 
 struct conn_state {
 	const struct route *route; /* NULL: no route matched */
@@ -32,7 +79,19 @@ struct conn_state {
 	size_t lens[HTTP_MAX_PARAMS];
 	size_t nparams;
 	struct buf body;
-	int too_large;
+	size_t reserved;           /* bytes of h->mem_in_use this request holds */
+	int too_large, over_budget, spool_failed;
+	int refused;               /* resp holds the answer; the body is discarded */
+	int spool_fd;              /* -1: none */
+	size_t spool_len;
+	void *map;
+	size_t map_len;
+	/* HTTP_QUERY, HTTP_INGEST: */
+	int qstate;                /* 0, 1 queued or running, 2 answered */
+	struct conn_state *qnext;
+	struct MHD_Connection *conn;
+	const char *method, *url;
+	struct http_resp resp;
 };
 
 int http_match(const char *pattern, const char *path, const char **params, size_t *lens,
@@ -116,13 +175,25 @@ void http_json(struct http_resp *resp, int status)
 	resp->content_type = "application/json";
 }
 
+static const char *list_value(const char *const *kv, const char *name, bool nocase)
+{
+	for (size_t i = 0; kv && kv[i] && kv[i + 1]; i += 2)
+		if (nocase ? strcasecmp(kv[i], name) == 0 : strcmp(kv[i], name) == 0)
+			return kv[i + 1];
+	return NULL;
+}
+
 const char *http_header(const struct http_req *req, const char *name)
 {
+	if (!req->conn)
+		return list_value(req->headers, name, true);
 	return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
 }
 
 const char *http_query_arg(const struct http_req *req, const char *name)
 {
+	if (!req->conn)
+		return list_value(req->args, name, false);
 	return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
 }
 
@@ -152,6 +223,267 @@ static enum MHD_Result send_response(struct MHD_Connection *c, struct http_resp 
 	return ret;
 }
 
+static struct track *track_of(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return ci ? ci->socket_context : NULL;
+}
+
+static void set_deadline(struct MHD_Connection *c, unsigned seconds)
+{
+	struct track *t = track_of(c);
+	if (t)
+		__atomic_store_n(&t->deadline_ns, seconds ? now_mono_ns() + seconds * 1000000000ull : 0,
+				 __ATOMIC_RELAXED);
+}
+
+/* Takes n bytes of the in-memory body budget for cs; false when the
+ * budget has not that much left. */
+static bool reserve(struct http_server *h, struct conn_state *cs, size_t n)
+{
+	size_t cur = __atomic_load_n(&h->mem_in_use, __ATOMIC_RELAXED);
+	do {
+		if (cur + n < cur || cur + n > h->lim.upload_memory)
+			return false;
+	} while (!__atomic_compare_exchange_n(&h->mem_in_use, &cur, cur + n, true, __ATOMIC_RELAXED,
+					      __ATOMIC_RELAXED));
+	cs->reserved += n;
+	return true;
+}
+
+static void release(struct http_server *h, struct conn_state *cs)
+{
+	if (cs->reserved)
+		__atomic_sub_fetch(&h->mem_in_use, cs->reserved, __ATOMIC_RELAXED);
+	cs->reserved = 0;
+}
+
+static void drop_body(struct http_server *h, struct conn_state *cs)
+{
+	buf_free(&cs->body);
+	release(h, cs);
+	if (cs->spool_fd >= 0)
+		close(cs->spool_fd);
+	cs->spool_fd = -1;
+	cs->spool_len = 0;
+}
+
+static void write_all(int fd, const char *p, size_t n, int *failed)
+{
+	while (n && !*failed) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			*failed = 1;
+			break;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+/* Appends to an HTTP_SPOOL body's file, moving what memory held there
+ * first; the file has no name (O_TMPFILE) and goes with its descriptor. */
+static void spool(struct http_server *h, struct conn_state *cs, const char *data, size_t n)
+{
+	if (cs->spool_fd < 0) {
+		cs->spool_fd = unnamed_file(h->spool_dir);
+		if (cs->spool_fd < 0) {
+			log_error("http: cannot create a spool file in %s: %s", h->spool_dir,
+				  strerror(errno));
+			cs->spool_failed = 1;
+			drop_body(h, cs);
+			return;
+		}
+		write_all(cs->spool_fd, cs->body.data, cs->body.len, &cs->spool_failed);
+		cs->spool_len = cs->body.len;
+		buf_free(&cs->body);
+		release(h, cs);
+	}
+	write_all(cs->spool_fd, data, n, &cs->spool_failed);
+	cs->spool_len += n;
+	if (cs->spool_failed) {
+		log_error("http: cannot write a spool file in %s: %s", h->spool_dir, strerror(errno));
+		drop_body(h, cs);
+	}
+}
+
+static void take_body(struct http_server *h, struct conn_state *cs, const char *data, size_t n)
+{
+	size_t max = cs->route ? cs->route->max_body : 0;
+	if (cs->refused || cs->too_large || cs->over_budget || cs->spool_failed)
+		return; /* read and discarded */
+	if (cs->body.len + cs->spool_len + n > max) {
+		cs->too_large = 1;
+		drop_body(h, cs);
+		return;
+	}
+	if (cs->spool_fd >= 0 ||
+	    ((cs->route->flags & HTTP_SPOOL) && cs->body.len + n > HTTP_SPOOL_AFTER)) {
+		spool(h, cs, data, n);
+		return;
+	}
+	if (cs->body.len + n > cs->reserved && !reserve(h, cs, cs->body.len + n - cs->reserved)) {
+		cs->over_budget = 1;
+		drop_body(h, cs);
+		return;
+	}
+	buf_append(&cs->body, data, n);
+}
+
+/* Counts and queues an answer. */
+static enum MHD_Result respond(struct http_server *h, struct MHD_Connection *c,
+			       struct http_resp *resp)
+{
+	__atomic_add_fetch(&h->srv->counters.http_requests, 1, __ATOMIC_RELAXED);
+	if (resp->status >= 400)
+		__atomic_add_fetch(&h->srv->counters.http_errors, 1, __ATOMIC_RELAXED);
+	enum MHD_Result ret = send_response(c, resp);
+	buf_free(&resp->body);
+	return ret;
+}
+
+static void busy(struct http_resp *resp, const char *what)
+{
+	http_error(resp, 503, "the server is busy: %s; retry later", what);
+	resp->retry_after = "5";
+}
+
+static void make_req(struct conn_state *cs, struct MHD_Connection *c, const char *method,
+		     const char *url, char params[][256], struct http_req *req)
+{
+	*req = (struct http_req){
+		.method = method,
+		.path = url,
+		.body = cs->map ? cs->map : cs->body.data ? cs->body.data : "",
+		.body_len = cs->map ? cs->map_len : cs->body.len,
+		.conn = c,
+		.nparams = cs->nparams,
+	};
+	for (size_t i = 0; i < cs->nparams; i++) {
+		snprintf(params[i], 256, "%.*s", (int)MIN(cs->lens[i], 255u), cs->params[i]);
+		req->params[i] = params[i];
+	}
+}
+
+/* A refused request's body up to this size is read and discarded before
+ * the answer, so that a client that sends its whole body before reading
+ * sees the answer rather than a reset connection; a larger one (or one of
+ * unknown length) is answered at once and the connection closed unread. */
+#define HTTP_DISCARD_MAX (4u << 20)
+
+/* The first call, with the headers only: what can be refused is refused
+ * here, before a body byte is read. Returns 1 with resp set to the
+ * refusal, else 0. */
+static int on_headers(struct http_server *h, struct MHD_Connection *c, const char *url,
+		      const char *method, struct conn_state *cs, struct http_resp *resp)
+{
+	if (strlen(url) > MAX_PATH) {
+		http_error(resp, 414, "request path longer than %d bytes", MAX_PATH);
+		return 1;
+	}
+	route_request(h, method, url, cs);
+	if (!cs->route) {
+		if (cs->status_hint == 405)
+			http_error(resp, 405, "method %s is not allowed on %s", method, url);
+		else
+			http_error(resp, 404, "no such endpoint: %s %s", method, url);
+		return 1;
+	}
+	if (cs->route->auth) {
+		char params[HTTP_MAX_PARAMS][256];
+		struct http_req req;
+		make_req(cs, c, method, url, params, &req);
+		if (!cs->route->auth(h->srv, &req, resp))
+			return 1;
+	}
+	const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+	uint64_t n = 0;
+	if (cl && parse_u64(cl, &n) < 0) {
+		http_error(resp, 400, "Content-Length: expected a number of bytes");
+		return 1;
+	}
+	if (n > cs->route->max_body) {
+		http_error(resp, 413, "request body larger than %zu bytes", cs->route->max_body);
+		return 1;
+	}
+	size_t want = (cs->route->flags & HTTP_SPOOL) ? MIN((size_t)n, HTTP_SPOOL_AFTER) : (size_t)n;
+	if (want && !reserve(h, cs, want)) {
+		busy(resp, "request bodies in memory reach --max-upload-memory");
+		return 1;
+	}
+	if (want)
+		buf_reserve(&cs->body, want);
+	return 0;
+}
+
+static void *pool_worker(void *arg)
+{
+	struct qpool *q = arg;
+	struct http_server *h = q->h;
+	pthread_mutex_lock(&q->mu);
+	for (;;) {
+		while (!q->head && !q->stop)
+			pthread_cond_wait(&q->cv, &q->mu);
+		struct conn_state *cs = q->head;
+		if (!cs)
+			break; /* stopping with nothing queued */
+		q->head = cs->qnext;
+		if (!q->head)
+			q->tail = NULL;
+		q->waiting--;
+		q->running++;
+		bool stop = q->stop;
+		pthread_mutex_unlock(&q->mu);
+		if (stop) {
+			busy(&cs->resp, "stopping");
+		} else {
+			char params[HTTP_MAX_PARAMS][256];
+			struct http_req req;
+			make_req(cs, cs->conn, cs->method, cs->url, params, &req);
+			cs->route->fn(h->srv, &req, &cs->resp);
+		}
+		struct MHD_Connection *c = cs->conn;
+		pthread_mutex_lock(&q->mu);
+		q->running--;
+		__atomic_store_n(&cs->qstate, 2, __ATOMIC_RELEASE);
+		/* cs is the connection's until it is resumed: not touched after. */
+		MHD_resume_connection(c);
+	}
+	pthread_mutex_unlock(&q->mu);
+	return NULL;
+}
+
+/* Hands a request to pool q and suspends its connection; false when the
+ * pool is full (or stopping). */
+static bool admit(struct qpool *q, struct MHD_Connection *c, const char *method, const char *url,
+		  struct conn_state *cs)
+{
+	pthread_mutex_lock(&q->mu);
+	if (q->stop || q->running + q->waiting >= q->nthreads + q->queue_max) {
+		pthread_mutex_unlock(&q->mu);
+		return false;
+	}
+	cs->conn = c;
+	cs->method = method;
+	cs->url = url;
+	cs->resp = (struct http_resp){ .status = 200 };
+	cs->qstate = 1;
+	cs->qnext = NULL;
+	MHD_suspend_connection(c);
+	if (q->tail)
+		q->tail->qnext = cs;
+	else
+		q->head = cs;
+	q->tail = cs;
+	q->waiting++;
+	pthread_cond_signal(&q->cv);
+	pthread_mutex_unlock(&q->mu);
+	return true;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
 				  const char *method, const char *version,
 				  const char *upload_data, size_t *upload_data_size, void **con_cls)
@@ -161,75 +493,176 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	struct conn_state *cs = *con_cls;
 	if (!cs) {
 		cs = xcalloc(1, sizeof(*cs));
+		cs->spool_fd = -1;
 		*con_cls = cs;
-		if (strlen(url) <= MAX_PATH)
-			route_request(h, method, url, cs);
-		const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-		uint64_t n;
-		size_t max = cs->route ? cs->route->max_body : 0;
-		if (cl && parse_u64(cl, &n) == 0 && n > max)
-			cs->too_large = 1;
+		struct http_resp resp = { .status = 200 };
+		if (on_headers(h, c, url, method, cs, &resp)) {
+			const char *cl =
+				MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+			const char *te =
+				MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding");
+			uint64_t n = 0;
+			if (!te && (!cl || (parse_u64(cl, &n) == 0 && n <= HTTP_DISCARD_MAX))) {
+				cs->refused = 1;
+				cs->resp = resp;
+				set_deadline(c, h->lim.body_timeout_s);
+				return MHD_YES;
+			}
+			/* Queued before the body: libmicrohttpd reads no more of
+			 * this connection and closes it after the answer. */
+			set_deadline(c, 0);
+			return respond(h, c, &resp);
+		}
+		set_deadline(c, h->lim.body_timeout_s);
 		return MHD_YES;
 	}
 	if (*upload_data_size) {
-		size_t max = cs->route ? cs->route->max_body : 0;
-		if (!cs->too_large && cs->body.len + *upload_data_size > max) {
-			cs->too_large = 1;
-			buf_free(&cs->body);
-		}
-		if (!cs->too_large)
-			buf_append(&cs->body, upload_data, *upload_data_size);
+		take_body(h, cs, upload_data, *upload_data_size);
 		*upload_data_size = 0;
 		return MHD_YES;
 	}
+	if (cs->refused || __atomic_load_n(&cs->qstate, __ATOMIC_ACQUIRE) == 2) {
+		set_deadline(c, 0);
+		return respond(h, c, &cs->resp);
+	}
+	if (cs->qstate == 1)
+		return MHD_YES; /* cannot happen: suspended meanwhile */
+	set_deadline(c, 0);
 
 	struct http_resp resp = { .status = 200 };
-	__atomic_add_fetch(&h->srv->counters.http_requests, 1, __ATOMIC_RELAXED);
-	if (strlen(url) > MAX_PATH) {
-		http_error(&resp, 414, "request path longer than %d bytes", MAX_PATH);
-	} else if (!cs->route) {
-		if (cs->status_hint == 405)
-			http_error(&resp, 405, "method %s is not allowed on %s", method, url);
-		else
-			http_error(&resp, 404, "no such endpoint: %s %s", method, url);
-	} else if (cs->too_large) {
+	if (cs->too_large) {
 		http_error(&resp, 413, "request body larger than %zu bytes", cs->route->max_body);
+	} else if (cs->over_budget) {
+		busy(&resp, "request bodies in memory reach --max-upload-memory");
+	} else if (cs->spool_failed) {
+		http_error(&resp, 503, "the request body could not be written to %s", h->spool_dir);
+		resp.retry_after = "30";
 	} else {
-		struct http_req req = {
-			.method = method,
-			.path = url,
-			.body = cs->body.data ? cs->body.data : "",
-			.body_len = cs->body.len,
-			.conn = c,
-			.nparams = cs->nparams,
-		};
-		char params[HTTP_MAX_PARAMS][256];
-		for (size_t i = 0; i < cs->nparams; i++) {
-			snprintf(params[i], sizeof(params[i]), "%.*s", (int)MIN(cs->lens[i], 255u),
-				 cs->params[i]);
-			req.params[i] = params[i];
+		if (cs->spool_fd >= 0 && cs->spool_len) {
+			cs->map = mmap(NULL, cs->spool_len, PROT_READ, MAP_PRIVATE, cs->spool_fd, 0);
+			if (cs->map == MAP_FAILED) {
+				cs->map = NULL;
+				http_error(&resp, 503, "cannot map the spooled request body: %s",
+					   strerror(errno));
+				resp.retry_after = "30";
+				return respond(h, c, &resp);
+			}
+			cs->map_len = cs->spool_len;
 		}
-		cs->route->fn(h->srv, &req, &resp);
+		if (cs->route->flags & HTTP_INGEST) {
+			if (admit(&h->pools[POOL_INGEST], c, method, url, cs))
+				return MHD_YES;
+			busy(&resp, "too many ingest requests at once (--ingest-threads, --ingest-queue)");
+			resp.retry_after = "1";
+		} else if (cs->route->flags & HTTP_QUERY) {
+			if (admit(&h->pools[POOL_QUERY], c, method, url, cs))
+				return MHD_YES;
+			http_error(&resp, 503, "too many queries at once (%u running, %u waiting at most: "
+					       "--query-threads, --query-queue); retry later",
+				   h->lim.query_threads, h->lim.query_queue);
+			resp.retry_after = "1";
+			__atomic_add_fetch(&h->srv->counters.queries_refused, 1, __ATOMIC_RELAXED);
+		} else {
+			char params[HTTP_MAX_PARAMS][256];
+			struct http_req req;
+			make_req(cs, c, method, url, params, &req);
+			cs->route->fn(h->srv, &req, &resp);
+		}
 	}
-	if (resp.status >= 400)
-		__atomic_add_fetch(&h->srv->counters.http_errors, 1, __ATOMIC_RELAXED);
-	enum MHD_Result ret = send_response(c, &resp);
-	buf_free(&resp.body);
-	return ret;
+	return respond(h, c, &resp);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
-	(void)cls;
-	(void)c;
+	struct http_server *h = cls;
 	(void)toe;
 	struct conn_state *cs = *con_cls;
 	if (cs) {
-		buf_free(&cs->body);
+		drop_body(h, cs);
+		if (cs->map)
+			munmap(cs->map, cs->map_len);
+		buf_free(&cs->resp.body);
 		free(cs);
 		*con_cls = NULL;
 	}
+	/* Kept alive: the next request may take the idle timeout to start. */
+	struct track *t = track_of(c);
+	if (t) {
+		t->awaiting_next = 1;
+		set_deadline(c, h->lim.idle_timeout_s);
+	}
+}
+
+/* The request line has arrived: its headers have header_timeout_s (from
+ * the connection's start for its first request, from here for the next). */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+	struct http_server *h = cls;
+	(void)uri;
+	struct track *t = track_of(c);
+	if (t && t->awaiting_next) {
+		t->awaiting_next = 0;
+		set_deadline(c, h->lim.header_timeout_s);
+	}
+	return NULL; /* on_request's *con_cls starts NULL */
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+			  enum MHD_ConnectionNotificationCode code)
+{
+	struct http_server *h = cls;
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		struct track *t = xcalloc(1, sizeof(*t));
+		t->fd = ci ? ci->connect_fd : -1;
+		t->deadline_ns = now_mono_ns() + h->lim.header_timeout_s * 1000000000ull;
+		pthread_mutex_lock(&h->tmu);
+		t->next = h->tracks;
+		if (h->tracks)
+			h->tracks->prev = t;
+		h->tracks = t;
+		pthread_mutex_unlock(&h->tmu);
+		*socket_context = t;
+	} else if (code == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context) {
+		/* libmicrohttpd closes the socket after this: once the track is
+		 * unlinked the reaper can no longer shut down a reused fd. */
+		struct track *t = *socket_context;
+		pthread_mutex_lock(&h->tmu);
+		if (t->prev)
+			t->prev->next = t->next;
+		else
+			h->tracks = t->next;
+		if (t->next)
+			t->next->prev = t->prev;
+		pthread_mutex_unlock(&h->tmu);
+		free(t);
+		*socket_context = NULL;
+	}
+}
+
+/* Shuts down the connections past their deadline (libmicrohttpd then
+ * sees them end and closes them), twice a second. */
+static void *reaper(void *arg)
+{
+	struct http_server *h = arg;
+	while (!__atomic_load_n(&h->stopping, __ATOMIC_RELAXED)) {
+		struct timespec ts = { 0, 250 * 1000000L };
+		nanosleep(&ts, NULL);
+		uint64_t now = now_mono_ns();
+		pthread_mutex_lock(&h->tmu);
+		for (struct track *t = h->tracks; t; t = t->next) {
+			uint64_t d = __atomic_load_n(&t->deadline_ns, __ATOMIC_RELAXED);
+			if (d && now > d && t->fd >= 0) {
+				shutdown(t->fd, SHUT_RDWR);
+				__atomic_store_n(&t->deadline_ns, 0, __ATOMIC_RELAXED);
+				__atomic_add_fetch(&h->srv->counters.http_timeouts, 1, __ATOMIC_RELAXED);
+			}
+		}
+		pthread_mutex_unlock(&h->tmu);
+	}
+	return NULL;
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -243,8 +676,108 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	buf_free(&b);
 }
 
+void http_limits_default(struct http_limits *l)
+{
+	*l = (struct http_limits){
+		.max_connections = 1024,
+		.per_ip_connections = 128,
+		.idle_timeout_s = 30,
+		.header_timeout_s = 10,
+		.body_timeout_s = 120,
+		.upload_memory = (size_t)512 << 20,
+		.query_threads = 2,
+		.query_queue = 16,
+		.ingest_threads = 4,
+		.ingest_queue = 256,
+		.spool_dir = ".",
+	};
+}
+
+/* File descriptors besides the connections: the store's files, the
+ * symbol store's, epoll, the debuginfod fetcher. */
+#define FDS_BESIDES_CONNECTIONS 256u
+
+/* Raises the soft open-file limit to the hard one so that the connection
+ * limit is real (a server out of descriptors stops accepting, and every
+ * new client hangs in the listen backlog); returns the connections the
+ * limit allows. */
+static unsigned connections_allowed(unsigned want)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return want;
+	rlim_t need = (rlim_t)want + FDS_BESIDES_CONNECTIONS;
+	if (rl.rlim_cur < need && rl.rlim_cur < rl.rlim_max) {
+		rlim_t old = rl.rlim_cur;
+		rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need ? need : rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+			log_info("http: open-file limit raised from %llu to %llu for %u connections",
+				 (unsigned long long)old, (unsigned long long)rl.rlim_cur, want);
+		else if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+			return want;
+	}
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+		unsigned n = rl.rlim_cur > 2 * FDS_BESIDES_CONNECTIONS
+				     ? (unsigned)(rl.rlim_cur - FDS_BESIDES_CONNECTIONS)
+				     : (unsigned)(rl.rlim_cur / 2);
+		log_warn("http: the open-file limit (%llu, ulimit -n) allows %u connections, not "
+			 "--max-connections %u; raise the hard limit (LimitNOFILE=)",
+			 (unsigned long long)rl.rlim_cur, n, want);
+		return n;
+	}
+	return want;
+}
+
+static void pools_stop(struct http_server *h)
+{
+	for (int k = 0; k < 2; k++) {
+		struct qpool *q = &h->pools[k];
+		pthread_mutex_lock(&q->mu);
+		q->stop = true;
+		pthread_cond_broadcast(&q->cv);
+		pthread_mutex_unlock(&q->mu);
+	}
+	for (int k = 0; k < 2; k++) {
+		struct qpool *q = &h->pools[k];
+		for (unsigned i = 0; i < q->nthreads; i++)
+			pthread_join(q->tids[i], NULL);
+		free(q->tids);
+		q->tids = NULL;
+		q->nthreads = 0;
+	}
+}
+
+static int pool_start(struct http_server *h, struct qpool *q, unsigned threads, unsigned queue)
+{
+	q->h = h;
+	q->queue_max = queue;
+	q->tids = xcalloc(threads, sizeof(*q->tids));
+	for (unsigned i = 0; i < threads; i++) {
+		if (pthread_create(&q->tids[i], NULL, pool_worker, q) != 0)
+			return -1;
+		q->nthreads++;
+	}
+	return 0;
+}
+
+static void server_free(struct http_server *h)
+{
+	if (h->reaper_started) {
+		__atomic_store_n(&h->stopping, 1, __ATOMIC_RELAXED);
+		pthread_join(h->reaper, NULL);
+	}
+	pthread_mutex_destroy(&h->tmu);
+	for (int k = 0; k < 2; k++) {
+		pthread_mutex_destroy(&h->pools[k].mu);
+		pthread_cond_destroy(&h->pools[k].cv);
+	}
+	free(h->spool_dir);
+	free(h);
+}
+
 struct http_server *http_start(const char *addr, const struct route *routes, size_t nroutes,
-			       struct server *srv, const struct http_tls *tls, struct buf *err)
+			       struct server *srv, const struct http_tls *tls,
+			       const struct http_limits *limits, struct buf *err)
 {
 	const char *colon = strrchr(addr, ':');
 	if (!colon) {
@@ -275,12 +808,42 @@ struct http_server *http_start(const char *addr, const struct route *routes, siz
 	h->routes = routes;
 	h->nroutes = nroutes;
 	h->srv = srv;
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+	h->lim = *limits;
+	h->spool_dir = xstrdup(limits->spool_dir);
+	h->lim.spool_dir = h->spool_dir;
+	if (!h->lim.query_threads)
+		h->lim.query_threads = 1;
+	if (!h->lim.ingest_threads)
+		h->lim.ingest_threads = 1;
+	h->lim.max_connections = connections_allowed(h->lim.max_connections);
+	pthread_mutex_init(&h->tmu, NULL);
+	for (int k = 0; k < 2; k++) {
+		pthread_mutex_init(&h->pools[k].mu, NULL);
+		pthread_cond_init(&h->pools[k].cv, NULL);
+	}
+	if (pthread_create(&h->reaper, NULL, reaper, h) != 0) {
+		buf_printf(err, "cannot start a thread");
+		freeaddrinfo(ai);
+		server_free(h);
+		return NULL;
+	}
+	h->reaper_started = true;
+	if (pool_start(h, &h->pools[POOL_QUERY], h->lim.query_threads, h->lim.query_queue) < 0 ||
+	    pool_start(h, &h->pools[POOL_INGEST], h->lim.ingest_threads, h->lim.ingest_queue) < 0) {
+		buf_printf(err, "cannot start a handler thread");
+		freeaddrinfo(ai);
+		pools_stop(h);
+		server_free(h);
+		return NULL;
+	}
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
+			 MHD_ALLOW_SUSPEND_RESUME;
 	if (ai->ai_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	struct MHD_OptionItem tls_opts[] = {
 		{ MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)(uintptr_t)(tls ? tls->cert_pem : NULL) },
 		{ MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)(uintptr_t)(tls ? tls->key_pem : NULL) },
+		{ MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)(uintptr_t)HTTP_TLS_PRIORITIES },
 		{ MHD_OPTION_END, 0, NULL },
 	};
 	if (tls) {
@@ -293,15 +856,19 @@ struct http_server *http_start(const char *addr, const struct route *routes, siz
 				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 				MHD_OPTION_SOCK_ADDR, ai->ai_addr,
 				MHD_OPTION_THREAD_POOL_SIZE, (unsigned)4,
-				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
-				MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024,
-				MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+				MHD_OPTION_CONNECTION_TIMEOUT, h->lim.idle_timeout_s,
+				MHD_OPTION_CONNECTION_LIMIT, h->lim.max_connections,
+				MHD_OPTION_PER_IP_CONNECTION_LIMIT, h->lim.per_ip_connections,
+				MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+				MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
+				MHD_OPTION_URI_LOG_CALLBACK, on_uri, h,
 				MHD_OPTION_END);
 	freeaddrinfo(ai);
 	if (!h->d) {
 		buf_printf(err, tls ? "cannot listen on %s over TLS (address in use, not a local address, or a certificate and key that do not match?)"
 				    : "cannot listen on %s (address in use, or not a local address?)", addr);
-		free(h);
+		pools_stop(h);
+		server_free(h);
 		return NULL;
 	}
 	return h;
@@ -311,6 +878,9 @@ void http_stop(struct http_server *h)
 {
 	if (!h)
 		return;
+	/* Queries finish (or are answered 503) and resume their connections
+	 * before the daemon goes. */
+	pools_stop(h);
 	MHD_stop_daemon(h->d);
-	free(h);
+	server_free(h);
 }

@@ -1,15 +1,36 @@
 /* http.h - ember-server's HTTP layer on libmicrohttpd.
  *
- * libmicrohttpd parses HTTP; this module collects request bodies (up to a
- * per-route limit: a larger body is read and discarded, then answered
- * with 413), matches the route table and turns handler results into
- * responses. Routes are "METHOD /path/{param}/..." patterns; a path that
- * matches a route with another method gets 405. Handlers run on a pool of
- * threads and must be thread-safe.
+ * libmicrohttpd parses HTTP; this module matches the route table, collects
+ * request bodies and turns handler results into responses. Routes are
+ * "METHOD /path/{param}/..." patterns; a path that matches a route with
+ * another method gets 405. Handlers must be thread-safe.
+ *
+ * What a client can hold is bounded (docs/internals/http.md):
+ * - a request whose route has an auth check is checked on its headers,
+ *   before any body byte is read; a refusal is answered at once and the
+ *   connection closed, the body never read;
+ * - a declared Content-Length beyond the route's limit is answered 413 at
+ *   once (the connection closed); a body that grows beyond it is read,
+ *   discarded and answered 413;
+ * - bodies held in memory by all requests together stay within
+ *   http_limits.upload_memory (beyond it: 503 with Retry-After); a route
+ *   with HTTP_SPOOL keeps only the first HTTP_SPOOL_AFTER bytes of a body in
+ *   memory and writes the rest to an unlinked file in spool_dir, which the
+ *   handler sees read-only mapped as req->body;
+ * - connections: a total and a per-client-address limit, an idle timeout,
+ *   and deadlines for a request's headers and for its body;
+ * - HTTP_QUERY and HTTP_INGEST routes run on pools of their own (the
+ *   connection is suspended meanwhile): at most query_threads queries at
+ *   once with at most query_queue waiting, the excess answered 503 with
+ *   Retry-After; ingest likewise. libmicrohttpd's own threads, which serve
+ *   every connection they accepted, only read, write and answer cheap
+ *   routes (/healthz, /metrics, assets), so no handler can hold a health
+ *   check, and a long query never holds an ingest thread.
  */
 #ifndef EMBER_SERVER_HTTP_H
 #define EMBER_SERVER_HTTP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "buf.h"
@@ -27,6 +48,11 @@ struct http_req {
 	const char *params[HTTP_MAX_PARAMS]; /* the {param} segments, in order */
 	size_t nparams;
 	struct MHD_Connection *conn;
+	/* A request made in-process (tests drive handlers without a socket):
+	 * with conn NULL, headers and query arguments are looked up in these
+	 * NULL-terminated name, value lists (either may be NULL). */
+	const char *const *headers;
+	const char *const *args;
 };
 
 struct http_resp {
@@ -41,27 +67,67 @@ struct http_resp {
 
 typedef void (*http_handler)(struct server *srv, const struct http_req *req,
 			     struct http_resp *resp);
+/* Checks a request on its headers alone (req->body is empty); false with
+ * resp set to the refusal. */
+typedef bool (*http_auth)(struct server *srv, const struct http_req *req, struct http_resp *resp);
+
+enum {
+	HTTP_QUERY = 1 << 0, /* runs on the query pool, admission-limited */
+	HTTP_SPOOL = 1 << 1, /* a large body goes to a file, not memory */
+	HTTP_INGEST = 1 << 2, /* runs on the ingest pool */
+};
+
+/* In-memory part of an HTTP_SPOOL route's body. */
+#define HTTP_SPOOL_AFTER (1u << 20)
 
 struct route {
 	const char *method;
 	const char *pattern; /* "/a/{x}/b"; "*" matches any path */
 	http_handler fn;
 	size_t max_body;
+	unsigned flags;      /* HTTP_QUERY, HTTP_SPOOL */
+	http_auth auth;      /* NULL: none before the body */
 };
 
 struct http_server;
 
-/* HTTPS: the server's certificate chain and private key, PEM. */
+/* HTTPS: the server's certificate chain and private key, PEM. TLS 1.2 and
+ * 1.3 only, AEAD ciphers with forward secrecy (HTTP_TLS_PRIORITIES). */
 struct http_tls {
 	const char *cert_pem, *key_pem;
 };
 
+#define HTTP_TLS_PRIORITIES                                                              \
+	"SECURE128:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2:-CIPHER-ALL:+AES-256-GCM:"        \
+	"+CHACHA20-POLY1305:+AES-128-GCM:-MAC-ALL:+AEAD:-KX-ALL:+ECDHE-ECDSA:+ECDHE-RSA:" \
+	"+DHE-RSA:%SERVER_PRECEDENCE"
+
+struct http_limits {
+	unsigned max_connections;   /* in all */
+	unsigned per_ip_connections;
+	unsigned idle_timeout_s;    /* no byte either way for this long: closed */
+	unsigned header_timeout_s;  /* a request's headers must arrive within */
+	unsigned body_timeout_s;    /* its body within this after its headers */
+	size_t upload_memory;       /* request bodies in memory, all together */
+	unsigned query_threads;
+	unsigned query_queue;       /* queries that may wait for a thread */
+	unsigned ingest_threads;
+	unsigned ingest_queue;
+	const char *spool_dir;      /* HTTP_SPOOL bodies (unlinked files) */
+};
+
+/* The defaults the server's flags start from. */
+void http_limits_default(struct http_limits *l);
+
 /* Starts listening on addr ("host:port"), over TLS when tls is not NULL.
  * Returns NULL with err set. */
 struct http_server *http_start(const char *addr, const struct route *routes, size_t nroutes,
-			       struct server *srv, const struct http_tls *tls, struct buf *err);
+			       struct server *srv, const struct http_tls *tls,
+			       const struct http_limits *limits, struct buf *err);
 void http_stop(struct http_server *h);
 
+/* A request header (names compare without case) or query argument; NULL
+ * when absent. */
 const char *http_header(const struct http_req *req, const char *name);
 const char *http_query_arg(const struct http_req *req, const char *name);
 /* Sets a JSON error answer {"error": message}. */

@@ -4,11 +4,14 @@
  * POST /ingest/v1/metrics (metrics.h),
  * POST /ingest/v1/symbols/missing and
  * PUT /ingest/v1/symbols/{file id}. */
+#include <errno.h>
 #include <jansson.h>
 #include <openssl/crypto.h>
 #include <stdbool.h>
 #include <strings.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "batch_decode.h"
 #include "compress.h"
@@ -93,7 +96,7 @@ void ingest_tokens_free(struct server *srv)
 
 /* With --ingest-tokens, the request must carry one of them as a bearer
  * token (compared in constant time); else 401 and false. */
-static bool authorized(struct server *srv, const struct http_req *req, struct http_resp *resp)
+bool ingest_authorized(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
 	if (!srv->ningest_tokens)
 		return true;
@@ -130,9 +133,27 @@ static int store_batch(struct server *srv, const Ember__Ingest__V1__Batch *b, co
 	return store_append(srv->store, project, b, zbody, zlen, err);
 }
 
-/* Answers a stored (rc 0) or duplicate (1) batch, or the error rc says. */
-static void answer(struct server *srv, int rc, uint64_t samples, size_t body_len,
-		   const char *project, const struct buf *err, struct http_resp *resp)
+/* Adds the values of a stored request to the counter of each kind. */
+static void count_kinds(struct server *srv, const uint64_t v[5])
+{
+	count(&srv->counters.ingest_samples, v[EMBER__INGEST__V1__EVENT_KIND__ON_CPU]);
+	count(&srv->counters.ingest_off_cpu_ns, v[EMBER__INGEST__V1__EVENT_KIND__OFF_CPU]);
+	count(&srv->counters.ingest_cuda_ns, v[EMBER__INGEST__V1__EVENT_KIND__CUDA]);
+	count(&srv->counters.ingest_alloc_bytes, v[EMBER__INGEST__V1__EVENT_KIND__ALLOC]);
+}
+
+static void add_kind(struct kind_values *kv, int kind, uint64_t value)
+{
+	if (kind > 0 && kind < 5)
+		kv->v[kind] += value;
+}
+
+/* Answers a stored (rc 0) or duplicate (1) batch, or the error rc says.
+ * samples (the answer's "samples") is the sum of every value; kv the
+ * values by kind, for the counters. */
+static void answer(struct server *srv, int rc, uint64_t samples, const struct kind_values *kv,
+		   size_t body_len, const char *project, const struct buf *err,
+		   struct http_resp *resp)
 {
 	if (rc == -3) {
 		count(&srv->counters.ingest_rejected, 1);
@@ -156,7 +177,8 @@ static void answer(struct server *srv, int rc, uint64_t samples, size_t body_len
 		count(&srv->counters.ingest_duplicates, 1);
 	} else {
 		count(&srv->counters.ingest_batches, 1);
-		count(&srv->counters.ingest_samples, samples);
+		if (kv)
+			count_kinds(srv, kv->v);
 		count(&srv->counters.ingest_bytes, body_len);
 	}
 	buf_printf(&resp->body, "{\"stored\":%s,\"duplicate\":%s,\"samples\":%llu,\"project_id\":",
@@ -182,7 +204,7 @@ static bool zstd_encoded(struct server *srv, const struct http_req *req, struct 
 
 void handle_ingest_batch(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
-	if (!authorized(srv, req, resp))
+	if (!ingest_authorized(srv, req, resp))
 		return;
 	if (!zstd_encoded(srv, req, resp))
 		return;
@@ -197,9 +219,12 @@ void handle_ingest_batch(struct server *srv, const struct http_req *req, struct 
 	char project[37];
 	int rc = store_batch(srv, b, req->body, req->body_len, project, &err);
 	uint64_t samples = 0;
-	for (size_t i = 0; i < b->n_samples; i++)
+	struct kind_values kv = { { 0 } };
+	for (size_t i = 0; i < b->n_samples; i++) {
 		samples += b->samples[i]->value;
-	answer(srv, rc, samples, req->body_len, project, &err, resp);
+		add_kind(&kv, b->samples[i]->kind, b->samples[i]->value);
+	}
+	answer(srv, rc, samples, &kv, req->body_len, project, &err, resp);
 	batch_decode_free(b);
 	buf_free(&err);
 }
@@ -209,7 +234,7 @@ void handle_ingest_batch(struct server *srv, const struct http_req *req, struct 
  * could not be stored (retried). */
 void handle_ingest_metrics(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
-	if (!authorized(srv, req, resp))
+	if (!ingest_authorized(srv, req, resp))
 		return;
 	if (!zstd_encoded(srv, req, resp))
 		return;
@@ -265,7 +290,7 @@ static int store_session(void *ctx, const char *project_name, struct store_entry
 void handle_ingest_session_batch(struct server *srv, const struct http_req *req,
 				 struct http_resp *resp)
 {
-	if (!authorized(srv, req, resp))
+	if (!ingest_authorized(srv, req, resp))
 		return;
 	if (!zstd_encoded(srv, req, resp))
 		return;
@@ -281,8 +306,14 @@ void handle_ingest_session_batch(struct server *srv, const struct http_req *req,
 	int rc = sessions_ingest(srv->sessions, m, req->body, req->body_len, now_unix_ms(),
 				 store_session, &st, &err);
 	uint64_t samples = 0;
-	for (size_t i = 0; i < m->n_sample_values; i++)
+	struct kind_values kv = { { 0 } };
+	for (size_t i = 0; i < m->n_sample_values; i++) {
 		samples += m->sample_values[i];
+		/* No kinds: every sample is ON_CPU (ingest.proto). */
+		add_kind(&kv, m->n_sample_kinds ? (i < m->n_sample_kinds ? (int)m->sample_kinds[i] : 0)
+						: EMBER__INGEST__V1__EVENT_KIND__ON_CPU,
+			 m->sample_values[i]);
+	}
 	if (rc == SESSION_INVALID) {
 		count(&srv->counters.ingest_rejected, 1);
 		http_error(resp, 400, "invalid batch: %s", err.data);
@@ -293,7 +324,7 @@ void handle_ingest_session_batch(struct server *srv, const struct http_req *req,
 		buf_puts(&resp->body, ",\"resync\":true}\n");
 		http_json(resp, 409);
 	} else {
-		answer(srv, rc == SESSION_SEEN ? 1 : rc, samples, req->body_len,
+		answer(srv, rc == SESSION_SEEN ? 1 : rc, samples, &kv, req->body_len,
 		       st.project[0] ? st.project : NULL, &err, resp);
 	}
 	session_batch_free(m);
@@ -323,14 +354,15 @@ static int store_otlp(void *ctx, const Ember__Ingest__V1__Batch *b)
 }
 
 /* 200 with an ExportProfilesServiceResponse, in the request's encoding:
- * partial_success only when profiles were left out. */
+ * partial_success only when profiles were left out or values changed
+ * (then with rejected_profiles 0: a warning, as OTLP allows). */
 static void otlp_answer_protobuf(const struct otlp_result *res, struct http_resp *resp)
 {
 	Ember__Otlp__ExportProfilesServiceResponse out =
 		EMBER__OTLP__EXPORT_PROFILES_SERVICE_RESPONSE__INIT;
 	Ember__Otlp__ExportProfilesPartialSuccess ps =
 		EMBER__OTLP__EXPORT_PROFILES_PARTIAL_SUCCESS__INIT;
-	if (res->rejected_profiles) {
+	if (res->rejected_profiles || res->message.len) {
 		ps.rejected_profiles = (int64_t)res->rejected_profiles;
 		ps.error_message = res->message.data;
 		out.partial_success = &ps;
@@ -347,7 +379,7 @@ static void otlp_answer_protobuf(const struct otlp_result *res, struct http_resp
 static void otlp_answer_json(const struct otlp_result *res, struct http_resp *resp)
 {
 	buf_putc(&resp->body, '{');
-	if (res->rejected_profiles) {
+	if (res->rejected_profiles || res->message.len) {
 		buf_printf(&resp->body,
 			   "\"partialSuccess\":{\"rejectedProfiles\":\"%llu\",\"errorMessage\":",
 			   (unsigned long long)res->rejected_profiles);
@@ -369,7 +401,7 @@ static bool media_type_is(const char *ct, const char *type)
 
 void handle_otlp_profiles(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
-	if (!authorized(srv, req, resp))
+	if (!ingest_authorized(srv, req, resp))
 		return;
 	const char *ct = http_header(req, "Content-Type");
 	bool json = media_type_is(ct, "application/json");
@@ -412,11 +444,11 @@ void handle_otlp_profiles(struct server *srv, const struct http_req *req, struct
 		count(&srv->counters.otlp_rejected, 1);
 		http_error(resp, 400, "invalid OTLP request: %s", err.data);
 	} else if (rc < 0) {
-		answer(srv, st.last_rc, 0, req->body_len, NULL, &err, resp);
+		answer(srv, st.last_rc, 0, NULL, req->body_len, NULL, &err, resp);
 	} else {
 		count(&srv->counters.otlp_requests, 1);
 		count(&srv->counters.ingest_batches, res.batches);
-		count(&srv->counters.ingest_samples, res.samples);
+		count_kinds(srv, res.kind_values);
 		count(&srv->counters.ingest_bytes, req->body_len);
 		if (json)
 			otlp_answer_json(&res, resp);
@@ -430,7 +462,7 @@ void handle_otlp_profiles(struct server *srv, const struct http_req *req, struct
 
 void handle_symbols_missing(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
-	if (!authorized(srv, req, resp))
+	if (!ingest_authorized(srv, req, resp))
 		return;
 	json_error_t jerr;
 	json_t *doc = json_loadb(req->body, req->body_len, 0, &jerr);
@@ -459,6 +491,10 @@ void handle_symbols_missing(struct server *srv, const struct http_req *req, stru
 			return;
 		}
 		int have = symbols_quality(srv->symbols, &id);
+		/* Nothing yet: the asker uploads what it has next, so queries
+		 * say these frames' names are on their way. */
+		if (have < 0)
+			symbols_expect(srv->symbols, &id, now_unix_ms());
 		if (have < 0 || __builtin_popcount((unsigned)have) < __builtin_popcount((unsigned)want & 3u)) {
 			if (n++)
 				buf_putc(&resp->body, ',');
@@ -472,7 +508,7 @@ void handle_symbols_missing(struct server *srv, const struct http_req *req, stru
 
 void handle_symbols_put(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
-	if (!authorized(srv, req, resp))
+	if (!ingest_authorized(srv, req, resp))
 		return;
 	struct file_id id;
 	if (fileid_parse_hex(req->params[0], &id) < 0) {
@@ -485,20 +521,46 @@ void handle_symbols_put(struct server *srv, const struct http_req *req, struct h
 		return;
 	}
 	const char *enc = http_header(req, "Content-Encoding");
-	struct buf raw = { 0 }, err = { 0 };
+	struct buf err = { 0 };
 	const void *data = req->body;
 	size_t len = req->body_len;
+	void *map = NULL;
 	if (enc && strcmp(enc, "zstd") == 0) {
-		int rc = zstd_decompress_bounded(req->body, req->body_len, SYMBOLS_MAX_UPLOAD, &raw);
+		/* Decompressed into an unnamed file in the data dir, never into
+		 * memory: a symbol file may be hundreds of MiB. */
+		int fd = unnamed_file(srv->data_dir);
+		if (fd < 0) {
+			log_error("symbols: cannot create a file in %s: %s", srv->data_dir, strerror(errno));
+			http_error(resp, 503, "the symbol file could not be stored: %s", strerror(errno));
+			resp->retry_after = "30";
+			return;
+		}
+		int rc = zstd_decompress_to_fd(req->body, req->body_len, SYMBOLS_MAX_UPLOAD, fd, &len);
+		if (rc == -3) {
+			log_error("symbols: cannot write in %s: %s", srv->data_dir, strerror(errno));
+			http_error(resp, 503, "the symbol file could not be stored: %s", strerror(errno));
+			resp->retry_after = "30";
+			close(fd);
+			return;
+		}
 		if (rc < 0) {
 			count(&srv->counters.symbols_rejected, 1);
 			http_error(resp, rc == -2 ? 413 : 400, rc == -2 ? "symbol file too large"
 									 : "body is not a valid zstd frame");
-			buf_free(&raw);
+			close(fd);
 			return;
 		}
-		data = raw.data;
-		len = raw.len;
+		if (len) {
+			map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+			if (map == MAP_FAILED) {
+				http_error(resp, 503, "cannot map the symbol file: %s", strerror(errno));
+				resp->retry_after = "30";
+				close(fd);
+				return;
+			}
+		}
+		close(fd);
+		data = map ? map : "";
 	} else if (enc && strcmp(enc, "identity") != 0) {
 		http_error(resp, 415, "unsupported Content-Encoding %s (use zstd or none)", enc);
 		return;
@@ -510,7 +572,8 @@ void handle_symbols_put(struct server *srv, const struct http_req *req, struct h
 		size_t bl = strlen(bq);
 		if (bl < 2 || bl > 128 || bl % 2 || hex_decode(bq, bl, bid, bl / 2) < 0) {
 			http_error(resp, 400, "build_id: expected 2 to 128 hex digits");
-			buf_free(&raw);
+			if (map)
+				munmap(map, len);
 			return;
 		}
 		blen = (int)(bl / 2);
@@ -534,6 +597,7 @@ void handle_symbols_put(struct server *srv, const struct http_req *req, struct h
 		buf_puts(&resp->body, "{\"stored\":true}\n");
 		http_json(resp, 201);
 	}
-	buf_free(&raw);
+	if (map)
+		munmap(map, len);
 	buf_free(&err);
 }

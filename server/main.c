@@ -1,9 +1,11 @@
 /* main.c - ember-server: ingest, store, symbols, query API and web UI.
  * Flags: --listen ADDR, --data-dir DIR, --config FILE (and EMBER_SERVER_*). */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "flags.h"
@@ -12,8 +14,10 @@
 #include "http.h"
 #include "log.h"
 #include "metrics.h"
+#include "pidlock.h"
 #include "server.h"
 #include "util.h"
+#include "version.h"
 
 struct server_config {
 	char *listen;
@@ -31,9 +35,14 @@ struct server_config {
 	char *tls_cert, *tls_key;
 	char *ingest_tokens;
 	int64_t session_idle_ms;
+	int64_t log_rate_limit_ms;
+	uint64_t max_connections, per_client_connections, max_upload_mib;
+	uint64_t query_threads, query_queue, ingest_threads, ingest_queue;
+	int64_t idle_timeout_ms, header_timeout_ms, body_timeout_ms;
 	bool verbose;
 	bool json_log;
 	bool help;
+	bool version;
 };
 
 #define OFF(f) offsetof(struct server_config, f)
@@ -69,11 +78,36 @@ static const struct flag_def defs[] = {
 	  "MiB of agent sessions (protocol version 2 dictionaries); the least recently used are forgotten beyond it" },
 	{ "session-idle", FLAG_DURATION, "30m", OFF(session_idle_ms), 10000, 7ULL * 86400000,
 	  "forget an agent session unused this long" },
+	{ "max-connections", FLAG_UINT, "1024", OFF(max_connections), 16, 1000000,
+	  "HTTP connections open at once, in all (the open-file limit is raised to allow them)" },
+	{ "max-connections-per-client", FLAG_UINT, "128", OFF(per_client_connections), 1, 1000000,
+	  "HTTP connections open at once from one client address" },
+	{ "idle-timeout", FLAG_DURATION, "30s", OFF(idle_timeout_ms), 1000, 3600000,
+	  "close a connection that sends and receives nothing for this long" },
+	{ "header-timeout", FLAG_DURATION, "10s", OFF(header_timeout_ms), 1000, 3600000,
+	  "a request's headers must arrive within this (slow clients are cut off)" },
+	{ "body-timeout", FLAG_DURATION, "120s", OFF(body_timeout_ms), 1000, 3600000,
+	  "a request's body must arrive within this after its headers" },
+	{ "max-upload-memory", FLAG_UINT, "512", OFF(max_upload_mib), 16, 1 << 20,
+	  "MiB of request bodies held in memory by all requests together; beyond it 503 "
+	  "(symbol uploads beyond 1 MiB go to a file in the data dir)" },
+	{ "query-threads", FLAG_UINT, "2", OFF(query_threads), 1, 256,
+	  "threads that run queries (health checks never wait for them)" },
+	{ "query-queue", FLAG_UINT, "16", OFF(query_queue), 0, 100000,
+	  "queries that may wait for a query thread; beyond them 503 with Retry-After" },
+	{ "ingest-threads", FLAG_UINT, "4", OFF(ingest_threads), 1, 256,
+	  "threads that store ingest requests and symbol uploads" },
+	{ "ingest-queue", FLAG_UINT, "256", OFF(ingest_queue), 0, 100000,
+	  "ingest requests that may wait for an ingest thread; beyond them 503 with Retry-After" },
 	{ "config", FLAG_STRING, "", OFF(config), 0, 0,
 	  "file of 'name value' lines with lower-precedence settings" },
+	{ "log-rate-limit-interval", FLAG_DURATION, "1m", OFF(log_rate_limit_ms), 0, 86400000,
+	  "window in which one log statement is written at most 3 times (0: everything; -v: off)" },
 	{ "v", FLAG_BOOL, "false", OFF(verbose), 0, 0, "verbose (debug) logging" },
 	{ "json-log", FLAG_BOOL, "false", OFF(json_log), 0, 0, "log one JSON object per line" },
 	{ "help", FLAG_BOOL, "false", OFF(help), 0, 0, "print this help and exit" },
+	{ "version", FLAG_BOOL, "false", OFF(version), 0, 0,
+	  "print the version and the binary's build ID and exit" },
 };
 
 static const struct flag_set server_flags = {
@@ -92,6 +126,10 @@ int main(int argc, char **argv, char **envp)
 		fprintf(stderr, "ember-server: %s\n", err.data);
 		return 2;
 	}
+	if (cfg.version) {
+		version_print(stdout, "ember-server");
+		return 0;
+	}
 	if (cfg.help) {
 		struct buf u = { 0 };
 		flags_usage(&server_flags, "[--listen HOST:PORT] [--data-dir DIR] [--config FILE]", &u);
@@ -100,6 +138,9 @@ int main(int argc, char **argv, char **envp)
 		return 0;
 	}
 	log_init("ember-server", cfg.verbose ? LOG_DEBUG : LOG_INFO, cfg.json_log);
+	/* A full disk fails every ingest request the same way: one line a
+	 * request would be hundreds of thousands a minute. */
+	log_set_rate_limit(cfg.log_rate_limit_ms);
 
 	/* Block the stop signals in every thread; main waits for them. */
 	sigset_t stop;
@@ -112,6 +153,31 @@ int main(int argc, char **argv, char **envp)
 	struct server srv = { .started_ms = now_unix_ms() };
 	int rc = 1;
 	struct http_server *http = NULL;
+	/* One server per data dir, locked before anything in it is read or
+	 * written: a second one would replay the logs and delete blocks the
+	 * first is writing. */
+	int lock_fd = -1;
+	struct buf lock_path = { 0 };
+	buf_printf(&lock_path, "%s/lock", cfg.data_dir);
+	if (mkdir(cfg.data_dir, 0755) < 0 && errno != EEXIST) {
+		log_error("--data-dir %s: cannot create it: %s", cfg.data_dir, strerror(errno));
+		goto out;
+	}
+	long holder = 0;
+	lock_fd = pidlock_take(lock_path.data, &holder, &err);
+	if (lock_fd == -2) {
+		char pid[32] = "";
+		if (holder)
+			snprintf(pid, sizeof(pid), " (pid %ld)", holder);
+		log_error("--data-dir %s is in use by another ember-server%s, which holds %s: stop it "
+			  "first, or give this one another --data-dir",
+			  cfg.data_dir, pid, lock_path.data);
+		goto out;
+	}
+	if (lock_fd < 0) {
+		log_error("--data-dir %s: %s", cfg.data_dir, err.data);
+		goto out;
+	}
 	struct store_config sc;
 	store_config_default(&sc);
 	sc.retention_ms = cfg.retention_ms;
@@ -121,6 +187,7 @@ int main(int argc, char **argv, char **envp)
 	sc.head_dict_bytes = cfg.dictionary_mib << 20;
 	sc.head_max_age_ms = cfg.flush_after_ms;
 	sc.late_data_wait_ms = cfg.compact_delay_ms;
+	srv.data_dir = cfg.data_dir;
 	if (store_open(cfg.data_dir, &sc, &srv.store, &err) < 0 ||
 	    symbols_open(cfg.data_dir, &srv.symbols, &err) < 0 ||
 	    projects_open(cfg.data_dir, &srv.projects, &err) < 0 ||
@@ -165,8 +232,21 @@ int main(int argc, char **argv, char **envp)
 		free(key);
 		goto out;
 	}
+	struct http_limits lim;
+	http_limits_default(&lim);
+	lim.max_connections = (unsigned)cfg.max_connections;
+	lim.per_ip_connections = (unsigned)cfg.per_client_connections;
+	lim.idle_timeout_s = (unsigned)((cfg.idle_timeout_ms + 999) / 1000);
+	lim.header_timeout_s = (unsigned)((cfg.header_timeout_ms + 999) / 1000);
+	lim.body_timeout_s = (unsigned)((cfg.body_timeout_ms + 999) / 1000);
+	lim.upload_memory = (size_t)cfg.max_upload_mib << 20;
+	lim.query_threads = (unsigned)cfg.query_threads;
+	lim.query_queue = (unsigned)cfg.query_queue;
+	lim.ingest_threads = (unsigned)cfg.ingest_threads;
+	lim.ingest_queue = (unsigned)cfg.ingest_queue;
+	lim.spool_dir = cfg.data_dir;
 	http = http_start(cfg.listen, server_routes, server_route_count, &srv, cert ? &tls : NULL,
-			  &err);
+			  &lim, &err);
 	/* libmicrohttpd keeps its own copies. */
 	free(cert);
 	free(key);
@@ -189,6 +269,9 @@ out:
 	metrics_close(srv.metrics);
 	symbols_close(srv.symbols);
 	store_close(srv.store);
+	pidlock_release(lock_fd); /* after everything in the dir is closed */
+	log_flush_suppressed();
+	buf_free(&lock_path);
 	flags_free(&server_flags, &cfg);
 	buf_free(&err);
 	return rc;

@@ -131,6 +131,21 @@ static int cmp_pick(const void *a, const void *b)
 	return x->src < y->src ? -1 : x->src > y->src;
 }
 
+/* Whether an in-memory series has a row the target keeps: its time range
+ * may span the target with none inside (rows an hour before and an hour
+ * after, late data), and a series without rows is not written. A block's
+ * series lie in one partition, the target's, so the range test is enough
+ * for them. */
+static bool rows_meet(const struct part_series *ps, const struct merge_target *t)
+{
+	if (ps->min_ts >= t->from_ms && ps->max_ts < t->to_ms)
+		return true;
+	for (size_t r = 0; r < ps->nrows; r++)
+		if (ps->rows[r].ts_ms >= t->from_ms && ps->rows[r].ts_ms < t->to_ms)
+			return true;
+	return false;
+}
+
 /* Interns every stack the kept rows use before any row is written, then
  * numbers the new part's stack tree depth first (part_sort_nodes), so a
  * block's nodes are in the order queries walk them. A block source gives
@@ -183,7 +198,8 @@ int merge_write(const struct merge_source *src, size_t nsrc, const struct merge_
 		map_init(&maps[i], p);
 		for (size_t s = 0; s < p->nseries; s++) {
 			const struct part_series *ps = &p->series[s];
-			if (!ps->nrows || ps->max_ts < t->from_ms || ps->min_ts >= t->to_ms)
+			if (!ps->nrows || ps->max_ts < t->from_ms || ps->min_ts >= t->to_ms ||
+			    (!src[i].blk && !rows_meet(ps, t)))
 				continue;
 			uint32_t d = part_series_id(dst, map_lstr(dst, &maps[i], ps->project), ps->kind,
 						    ps->hz, map_labels(dst, &maps[i], ps->labels));
@@ -195,6 +211,13 @@ int merge_write(const struct merge_source *src, size_t nsrc, const struct merge_
 		for (size_t a = 0; a < p->nagents; a++)
 			part_note_agent(dst, map_lstr(dst, &maps[i], p->agents[a].instance),
 					p->agents[a].seq);
+		/* A block's agent sequences are in its footer, not its part: a
+		 * compaction that lost them let a batch retried after a restart
+		 * be stored twice. */
+		const struct block_info *bi = src[i].blk ? block_info(src[i].blk) : NULL;
+		for (size_t a = 0; bi && a < bi->nagents; a++)
+			part_note_agent(dst, strtab_intern_cstr(&dst->lstr, bi->agents[a].instance),
+					bi->agents[a].seq);
 	}
 	xqsort(picks, npicks, sizeof(*picks), cmp_pick);
 
@@ -297,4 +320,17 @@ out:
 	free(chain);
 	buf_free(&scratch);
 	return rc;
+}
+
+uint32_t *merge_map_nodes(struct part *dst, const struct part *src)
+{
+	struct src_map m;
+	map_init(&m, src);
+	for (size_t j = 1; j < src->nnodes; j++)
+		m.nodes[j] = part_node(dst, m.nodes[src->node_parent[j]],
+				       map_frame(dst, &m, src->node_frame[j]));
+	uint32_t *ids = m.nodes;
+	m.nodes = NULL;
+	map_free(&m);
+	return ids;
 }

@@ -51,4 +51,11 @@ struct merge_target {
 int merge_write(const struct merge_source *src, size_t nsrc, const struct merge_target *t,
 		struct part *out, bool *damaged, struct buf *err);
 
+/* Interns every stack node of src (with the frames, files and strings
+ * they use) into dst's dictionaries and returns each one's id there (src's
+ * node count of them; the caller owns the array). dst must be a part
+ * being built (its indexes present); src's parents are below their
+ * children, as in any part. */
+uint32_t *merge_map_nodes(struct part *dst, const struct part *src);
+
 #endif

@@ -852,6 +852,8 @@ done:
 	sqlite3_finalize(ps);
 	pthread_mutex_unlock(&m->rmu);
 	free(cp);
+	if (status == 0 && cel_check(cel, err))
+		status = 422; /* a matches() pattern reached its bounds */
 	if (status == 0) {
 		xqsort(groups, ngroups, sizeof(*groups), cmp_group);
 		buf_puts(out, "{\"metric\":");
@@ -970,6 +972,8 @@ int metrics_names(struct metrics_store *m, const char *project, const char *body
 	}
 	sqlite3_finalize(st);
 	pthread_mutex_unlock(&m->rmu);
+	if (status == 0 && cel_check(cel, err))
+		status = 422; /* a matches() pattern reached its bounds */
 	cel_free(cel);
 	mquery_free(&q);
 	return status;

@@ -730,13 +730,37 @@ static void conv_free(struct conv *c)
 	free(c->samples);
 }
 
-static void note_rejected(struct otlp_result *res, const char *why)
+static void note(struct otlp_result *res, const char *why)
 {
-	res->rejected_profiles++;
 	if (res->message.len < 1024) {
 		if (res->message.len)
 			buf_puts(&res->message, "; ");
 		buf_puts(&res->message, why);
+	}
+}
+
+static void note_rejected(struct otlp_result *res, const char *why)
+{
+	res->rejected_profiles++;
+	note(res, why);
+}
+
+/* What was changed of the values, for partial_success's message. */
+static void note_values(struct otlp_result *res)
+{
+	char why[256];
+	if (res->negative_values) {
+		snprintf(why, sizeof(why),
+			 "%llu negative sample values left out (%llu samples with no other value dropped)",
+			 (unsigned long long)res->negative_values,
+			 (unsigned long long)res->dropped_samples);
+		note(res, why);
+	}
+	if (res->clamped_samples) {
+		snprintf(why, sizeof(why),
+			 "%llu sample values above 2^48 (%llu) stored as 2^48",
+			 (unsigned long long)res->clamped_samples, (unsigned long long)OTLP_MAX_VALUE);
+		note(res, why);
 	}
 }
 
@@ -772,17 +796,30 @@ static int convert_profile(struct conv *c, const struct pairs *outer,
 	for (size_t i = 0; i < pr->n_samples; i++) {
 		const Ember__Otlp__Sample *sm = pr->samples[i];
 		uint64_t v = 0;
-		for (size_t j = 0; j < sm->n_values; j++)
-			if (sm->values[j] > 0)
-				v += (uint64_t)sm->values[j];
+		bool negative = false;
+		for (size_t j = 0; j < sm->n_values; j++) {
+			if (sm->values[j] < 0) {
+				res->negative_values++;
+				negative = true;
+			} else if (sm->values[j] > 0) {
+				uint64_t x = (uint64_t)sm->values[j];
+				v = v + x < v ? UINT64_MAX : v + x;
+			}
+		}
 		if (!sm->n_values)
 			v = sm->n_timestamps_unix_nano;
 		if (kind == EMBER__INGEST__V1__EVENT_KIND__ON_CPU && per_ns && pr->period > 0)
-			v = (v + (uint64_t)pr->period / 2) / (uint64_t)pr->period; /* ns -> samples */
-		if (v == 0)
+			v = v / (uint64_t)pr->period +
+			    (v % (uint64_t)pr->period >= ((uint64_t)pr->period + 1) / 2); /* ns -> samples */
+		if (v == 0) {
+			if (negative)
+				res->dropped_samples++;
 			continue;
-		if (v > (1ull << 48))
-			v = 1ull << 48;
+		}
+		if (v > OTLP_MAX_VALUE) {
+			v = OTLP_MAX_VALUE;
+			res->clamped_samples++;
+		}
 		uint32_t st = stack_of(c, sm->stack_index, err);
 		if (st == UINT32_MAX)
 			return -1;
@@ -874,8 +911,12 @@ int otlp_convert(const Ember__Otlp__ExportProfilesServiceRequest *req, const cha
 						rc = emit(ctx, &b);
 						if (rc == 0) {
 							res->batches++;
-							for (size_t i = 0; i < b.n_samples; i++)
-								res->samples += b.samples[i]->value;
+							for (size_t i = 0; i < b.n_samples; i++) {
+								const Ember__Ingest__V1__Sample *sm = b.samples[i];
+								res->samples += sm->value;
+								if ((unsigned)sm->kind < 5)
+									res->kind_values[sm->kind] += sm->value;
+							}
 						}
 					}
 				}
@@ -883,5 +924,7 @@ int otlp_convert(const Ember__Otlp__ExportProfilesServiceRequest *req, const cha
 		}
 	}
 	conv_free(&c);
+	if (rc == 0)
+		note_values(res);
 	return rc;
 }

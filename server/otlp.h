@@ -55,10 +55,20 @@ void otlp_free(Ember__Otlp__ExportProfilesServiceRequest *req);
  * conversion (and is returned by otlp_convert). */
 typedef int (*otlp_emit_fn)(void *ctx, const Ember__Ingest__V1__Batch *b);
 
+/* A sample's value (after nanoseconds become samples) is stored as at
+ * most this; larger ones are clamped and counted. */
+#define OTLP_MAX_VALUE (1ull << 48)
+
 struct otlp_result {
 	uint64_t batches, samples;
+	uint64_t kind_values[5]; /* samples' values by EventKind (1..4) */
 	uint64_t rejected_profiles;
-	struct buf message; /* why profiles were rejected */
+	/* Values changed, each counted and named in message (partial_success
+	 * with rejected_profiles 0 when nothing else happened: OTLP's
+	 * warning): negative values are left out (a sample with nothing else
+	 * is dropped), values over OTLP_MAX_VALUE are clamped. */
+	uint64_t negative_values, dropped_samples, clamped_samples;
+	struct buf message; /* why profiles were rejected, what was changed */
 };
 
 /* Converts req for project (a name). Returns 0, -1 when req is invalid

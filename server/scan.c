@@ -234,6 +234,11 @@ struct scan *scan_open(struct store *st, const struct scope *sc, struct buf *err
 	return s;
 }
 
+int scan_check(const struct scan *s, struct buf *err)
+{
+	return cel_check(s->cel, err);
+}
+
 void scan_close(struct scan *s)
 {
 	if (!s)

@@ -140,6 +140,10 @@ const struct scope *scan_scope(const struct scan *s);
 void scan_count_matched(struct scan *s, uint64_t rows);
 /* Appends "query_stats":{...} (no leading comma) with the time since
  * start_ns (now_mono_ns()). */
+/* 0, or UREGEX_RC (server/uregex.h) with the message appended to err
+ * (may be NULL) when a matches() pattern of the query reached its
+ * bounds: what was selected since is not to be trusted (answer 422). */
+int scan_check(const struct scan *s, struct buf *err);
 void scan_stats_json(const struct scan *s, uint64_t start_ns, struct buf *out);
 
 /* Sum of the values of the rows of series `series` of the part begun that

@@ -35,6 +35,7 @@ struct sref {
 	int readers;          /* views between begin and end; under mu */
 	bool broken, retired;
 	bool warmed;          /* warm_cache has read it once; under list_mu */
+	bool adopt_tried;     /* store_adopt_live_blocks looked at it; under list_mu */
 	uint64_t last_used;
 	size_t mem;           /* bytes of a loaded block's dictionaries */
 	pthread_rwlock_t rw;  /* in-memory parts: the head's appends vs readers */
@@ -46,7 +47,9 @@ struct sref {
 	 * node count, and each block node's id there (nlineage_ids of them),
 	 * so a query may carry the block's stack sums into an in-memory part
 	 * that still has those dictionaries (store_view_lineage). Set before
-	 * the block is listed; not evicted with the dictionaries. */
+	 * the block is listed, or once later (adopt_live_blocks) under
+	 * maint_mu and list_mu; views read them as they were when opened.
+	 * Not evicted with the dictionaries. */
 	uint64_t lineage;
 	uint32_t *lineage_ids;
 	size_t nlineage_ids, lineage_nnodes;
@@ -158,7 +161,17 @@ static int64_t mono_ms(void)
 static struct sref *sref_new(void)
 {
 	struct sref *r = xcalloc(1, sizeof(*r));
-	pthread_rwlock_init(&r->rw, NULL);
+	/* Writer-preferring: the indexer, which the ingest requests of the
+	 * live hour wait for, gets the lock once the queries reading the part
+	 * now are done, rather than only when overlapping queries all happen
+	 * to pause (with the default, reader-preferring kind, a stream of
+	 * queries kept ingest waiting for all of it). No thread takes one
+	 * part's read lock twice, which this kind does not allow. */
+	pthread_rwlockattr_t attr;
+	pthread_rwlockattr_init(&attr);
+	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&r->rw, &attr);
+	pthread_rwlockattr_destroy(&attr);
 	pthread_mutex_init(&r->mu, NULL);
 	r->refs = 1;
 	r->min_ts = INT64_MAX;
@@ -1338,6 +1351,28 @@ int store_flush(struct store *s, struct buf *err)
 	return flush_all(s, true, err);
 }
 
+int store_seal(struct store *s, bool rotate, struct buf *err)
+{
+	pthread_mutex_lock(&s->maint_mu);
+	int rc = seal(s, rotate, err);
+	pthread_mutex_unlock(&s->maint_mu);
+	return rc;
+}
+
+int store_write_sealed(struct store *s, struct buf *err)
+{
+	pthread_mutex_lock(&s->maint_mu);
+	int rc = 0, f;
+	while ((f = flush_one(s, err)) > 0)
+		release_logs(s);
+	if (f < 0)
+		rc = -1;
+	else
+		release_logs(s);
+	pthread_mutex_unlock(&s->maint_mu);
+	return rc;
+}
+
 /* Pins and loads a block for a merge; false when it cannot be read. */
 static bool pin_loaded(struct store *s, struct sref *r)
 {
@@ -1644,11 +1679,78 @@ static void warm_cache(struct store *s)
 	}
 }
 
+/* Blocks of the live hour read from their files at a start know nothing
+ * of the head's dictionaries, so a query folds each alone (a stack tree
+ * of millions of nodes each): the live hour cost what its parts cost.
+ * Each such block is adopted instead: its stack tree interned into the
+ * head's dictionaries (what the agents send next is mostly in it
+ * anyway), its nodes' ids there kept beside it as a flush keeps them
+ * (sref.lineage_ids), so queries fold it with the heads once
+ * (scan_carry_blocks). "The last hour" lies in the newest partition and
+ * the one before it: their blocks are adopted; older hours' stay as they
+ * are (each compacted into one). Returns how many blocks were adopted. */
+size_t store_adopt_live_blocks(struct store *s)
+{
+	size_t adopted = 0;
+	pthread_mutex_lock(&s->maint_mu);
+	pthread_mutex_lock(&s->list_mu);
+	int64_t live = INT64_MIN;
+	for (size_t i = 0; i < s->nparts; i++)
+		if (s->parts[i]->blk && !s->parts[i]->broken)
+			live = MAX(live, s->parts[i]->partition_ms);
+	pthread_mutex_unlock(&s->list_mu);
+	for (;;) {
+		struct sref *r = NULL;
+		pthread_mutex_lock(&s->list_mu);
+		for (size_t i = 0; i < s->nparts && !r; i++) {
+			struct sref *b = s->parts[i];
+			if (b->blk && !b->broken && !b->lineage_ids && !b->adopt_tried &&
+			    b->partition_ms >= live - STORE_PARTITION_MS)
+				r = b;
+		}
+		if (r) {
+			r->refs++;
+			r->adopt_tried = true;
+		}
+		pthread_mutex_unlock(&s->list_mu);
+		if (!r)
+			break;
+		if (pin_loaded(s, r)) {
+			/* The head does not change under maint_mu (seals take it);
+			 * its writer lock keeps appends and readers out. */
+			struct sref *h = s->head;
+			size_t nids = r->part.nnodes;
+			pthread_rwlock_wrlock(&h->rw);
+			uint32_t *ids = merge_map_nodes(&h->part, &r->part);
+			size_t hn = h->part.nnodes;
+			uint64_t d = h->part.dict_id;
+			pthread_rwlock_unlock(&h->rw);
+			unpin(r);
+			pthread_mutex_lock(&s->list_mu);
+			r->lineage = d;
+			r->lineage_ids = ids;
+			r->nlineage_ids = nids;
+			r->lineage_nnodes = hn;
+			pthread_mutex_unlock(&s->list_mu);
+			adopted++;
+		}
+		sref_put(s, r);
+		pthread_mutex_lock(&s->stop_mu);
+		bool stop = s->stop;
+		pthread_mutex_unlock(&s->stop_mu);
+		if (stop)
+			break;
+	}
+	pthread_mutex_unlock(&s->maint_mu);
+	return adopted;
+}
+
 static void *maintenance(void *arg)
 {
 	struct store *s = arg;
 	int64_t last_retention = 0;
 	warm_cache(s);
+	store_adopt_live_blocks(s);
 	for (;;) {
 		pthread_mutex_lock(&s->stop_mu);
 		if (!s->stop) {
@@ -1711,9 +1813,17 @@ void store_get_stats(struct store *s, struct store_stats *out)
 
 /* --- views ---------------------------------------------------------------------------- */
 
+/* A part's lineage as the view found it (a block may be adopted later). */
+struct lineage_snap {
+	uint64_t lineage;
+	const uint32_t *ids;
+	size_t nids, nnodes;
+};
+
 struct store_view {
 	struct store *s;
 	struct sref **parts;
+	struct lineage_snap *lin;
 	size_t n;
 	struct buf scratch, acc;
 	struct store_view_stats stats;
@@ -1725,6 +1835,7 @@ struct store_view *store_view_open(struct store *s, int64_t from_ms, int64_t to_
 	v->s = s;
 	pthread_mutex_lock(&s->list_mu);
 	v->parts = xcalloc(s->nparts + 1, sizeof(*v->parts));
+	v->lin = xcalloc(s->nparts + 1, sizeof(*v->lin));
 	for (size_t i = 0; i <= s->nparts; i++) {
 		struct sref *r = i < s->nparts ? s->parts[i] : s->head;
 		/* In-memory parts grow: their range is checked per series. */
@@ -1733,6 +1844,9 @@ struct store_view *store_view_open(struct store *s, int64_t from_ms, int64_t to_
 		if (r->broken)
 			continue;
 		r->refs++;
+		if (r->blk && r->lineage_ids)
+			v->lin[v->n] = (struct lineage_snap){ r->lineage, r->lineage_ids,
+							      r->nlineage_ids, r->lineage_nnodes };
 		v->parts[v->n++] = r;
 	}
 	pthread_mutex_unlock(&s->list_mu);
@@ -1753,13 +1867,13 @@ uint64_t store_view_dictionary(const struct store_view *v, size_t i)
 uint64_t store_view_lineage(const struct store_view *v, size_t i, const uint32_t **ids,
 			    size_t *nids, size_t *nnodes)
 {
-	const struct sref *r = v->parts[i];
-	if (!r->blk || !r->lineage_ids) /* set before the block was listed */
+	const struct lineage_snap *l = &v->lin[i];
+	if (!l->ids)
 		return 0;
-	*ids = r->lineage_ids;
-	*nids = r->nlineage_ids;
-	*nnodes = r->lineage_nnodes;
-	return r->lineage;
+	*ids = l->ids; /* the array lives as long as the part, which the view holds */
+	*nids = l->nids;
+	*nnodes = l->nnodes;
+	return l->lineage;
 }
 
 const struct part *store_view_peek(struct store_view *v, size_t i)
@@ -1926,6 +2040,7 @@ void store_view_close(struct store_view *v)
 	pthread_mutex_unlock(&v->s->list_mu);
 	struct store *s = v->s;
 	free(v->parts);
+	free(v->lin);
 	buf_free(&v->scratch);
 	buf_free(&v->acc);
 	free(v);

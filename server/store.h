@@ -154,8 +154,20 @@ int store_append_entry(struct store *s, const struct store_entry *e, struct buf 
  * block, regardless of age); store_retention deletes partitions that end
  * before now_ms - retention. Each returns 0 or -1 (err set). */
 int store_flush(struct store *s, struct buf *err);
+/* The two halves of store_flush, which the maintenance thread also does
+ * apart (a head sealed by its age is written a moment later): seal the
+ * head (in a new log when rotate), and write every sealed part. */
+int store_seal(struct store *s, bool rotate, struct buf *err);
+int store_write_sealed(struct store *s, struct buf *err);
 int store_compact(struct store *s, bool all, struct buf *err);
 int store_retention(struct store *s, int64_t now_ms, struct buf *err);
+
+/* Interns the stack trees of the last hour's blocks (the two newest
+ * partitions') that the head's
+ * dictionaries do not name (those read from their files at a start) into
+ * the head's, so queries fold them with the heads once; the maintenance
+ * thread does it after a start. Returns how many blocks it adopted. */
+size_t store_adopt_live_blocks(struct store *s);
 
 void store_get_stats(struct store *s, struct store_stats *out);
 

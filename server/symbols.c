@@ -49,7 +49,22 @@ struct symbols {
 	struct hmap bid_index;
 	struct retired *retired; /* replaced mappings, unmapped at close */
 	size_t nretired, capretired;
+	/* uploads on their way (symbols_expect): a fixed table, slot by id
+	 * hash, probed over EXPECT_PROBE slots; at_ms 0 = empty */
+	struct expect {
+		struct file_id id;
+		int64_t at_ms;
+	} expect[SYMBOLS_EXPECT_SLOTS];
 };
+
+#define EXPECT_PROBE 8
+
+static size_t expect_slot(const struct file_id *id)
+{
+	uint64_t h;
+	memcpy(&h, id->b, sizeof(h));
+	return (size_t)(hash_u64(h) % SYMBOLS_EXPECT_SLOTS);
+}
 
 struct key {
 	const struct symbols *s;
@@ -392,4 +407,37 @@ int symbols_lookup(struct symbols *s, const struct file_id *id, const uint8_t *b
 		n = symfile_lookup(&e->view, offset, out, max);
 	pthread_mutex_unlock(&s->mu);
 	return n;
+}
+
+void symbols_expect(struct symbols *s, const struct file_id *id, int64_t now_ms)
+{
+	size_t first = expect_slot(id), use = first;
+	pthread_mutex_lock(&s->mu);
+	for (size_t i = 0; i < EXPECT_PROBE; i++) {
+		struct expect *e = &s->expect[(first + i) % SYMBOLS_EXPECT_SLOTS];
+		if (e->at_ms && fileid_equal(&e->id, id)) {
+			use = (first + i) % SYMBOLS_EXPECT_SLOTS;
+			break;
+		}
+		/* else the empty or oldest slot of the probe */
+		if (e->at_ms < s->expect[use].at_ms)
+			use = (first + i) % SYMBOLS_EXPECT_SLOTS;
+	}
+	s->expect[use].id = *id;
+	s->expect[use].at_ms = now_ms ? now_ms : 1;
+	pthread_mutex_unlock(&s->mu);
+}
+
+bool symbols_expected(struct symbols *s, const struct file_id *id, int64_t now_ms)
+{
+	size_t first = expect_slot(id);
+	bool found = false;
+	pthread_mutex_lock(&s->mu);
+	for (size_t i = 0; i < EXPECT_PROBE && !found; i++) {
+		const struct expect *e = &s->expect[(first + i) % SYMBOLS_EXPECT_SLOTS];
+		found = e->at_ms && fileid_equal(&e->id, id) && now_ms - e->at_ms < SYMBOLS_EXPECT_MS;
+	}
+	found = found && !find(s, id);
+	pthread_mutex_unlock(&s->mu);
+	return found;
 }

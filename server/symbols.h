@@ -56,4 +56,16 @@ int symbols_quality_any(struct symbols *s, const struct file_id *id, const uint8
 			int build_id_len);
 size_t symbols_count(struct symbols *s);
 
+/* Uploads on their way: the server told an agent that it has no symbol
+ * file for id (POST /ingest/v1/symbols/missing), so the agent will upload
+ * one within moments. symbols_expect records that at now_ms;
+ * symbols_expected says whether id still has no symbol file and was
+ * expected within the last SYMBOLS_EXPECT_MS (an agent that never uploads
+ * stops counting then). At most SYMBOLS_EXPECT_SLOTS are remembered (the
+ * oldest give way): what "symbols_pending" counts in query answers. */
+#define SYMBOLS_EXPECT_MS 60000
+#define SYMBOLS_EXPECT_SLOTS 4096
+void symbols_expect(struct symbols *s, const struct file_id *id, int64_t now_ms);
+bool symbols_expected(struct symbols *s, const struct file_id *id, int64_t now_ms);
+
 #endif

@@ -103,6 +103,16 @@ static bool keep(struct otree *t, uint64_t total)
 	return false;
 }
 
+/* Every node's children sorted as written (total, largest first, then
+ * name): node n's are kids[first[n] .. first[n + 1]). */
+struct sorted_kids {
+	uint32_t *first, *kids;
+};
+
+/* plan_write's marks. */
+#define KEPT 1
+#define HAS_OTHER 2
+
 static void write_other(struct buf *out, uint64_t total)
 {
 	buf_puts(out, "{\"name\":\"[other]\",\"frame_type\":\"synthetic\",\"self\":");
@@ -140,22 +150,15 @@ static void write_node(struct otree *t, const struct display *d, uint32_t n, str
 	buf_puts(out, ",\"total\":");
 	jsonw_u64(out, tn->total);
 	buf_puts(out, ",\"children\":[");
-	size_t nc = 0;
-	for (uint32_t c = tn->first_child; c; c = t->nodes[c - 1].next_sibling)
-		nc++;
+	const struct sorted_kids *sk = t->sorted;
+	size_t nc = sk->first[n + 1] - sk->first[n];
 	/* Deeper than any stack can be: only a bug would get here. */
 	if (nc && depth < DISPLAY_MAX_DEPTH * 2) {
-		uint32_t *kids = xmalloc(nc * sizeof(uint32_t));
-		size_t i = 0;
-		for (uint32_t c = tn->first_child; c; c = t->nodes[c - 1].next_sibling)
-			kids[i++] = c - 1;
-		struct sort_ctx sc = { t, d };
-		qsort_r(kids, nc, sizeof(uint32_t), cmp_nodes, &sc);
+		const uint32_t *kids = sk->kids + sk->first[n];
 		uint64_t other = 0;
 		size_t written = 0;
-		for (i = 0; i < nc; i++) {
-			if ((t->pruned && t->nodes[kids[i]].key == t->other_key) ||
-			    !keep(t, t->nodes[kids[i]].total)) {
+		for (size_t i = 0; i < nc; i++) {
+			if (!(t->kept[kids[i]] & KEPT)) {
 				other += t->nodes[kids[i]].total;
 				continue;
 			}
@@ -167,8 +170,8 @@ static void write_node(struct otree *t, const struct display *d, uint32_t n, str
 			if (written)
 				buf_putc(out, ',');
 			write_other(out, other);
+			t->written++;
 		}
-		free(kids);
 	}
 	buf_puts(out, "]}");
 }
@@ -331,10 +334,96 @@ uint32_t *otree_prune(struct otree *t, size_t keep_n, uint32_t other_key)
 	return remap;
 }
 
+static void sort_kids(struct otree *t, const struct display *d, struct sorted_kids *sk)
+{
+	size_t n = t->n;
+	sk->first = xcalloc(n + 1, sizeof(uint32_t));
+	sk->kids = xmalloc((n ? n : 1) * sizeof(uint32_t));
+	for (size_t i = 1; i < n; i++)
+		sk->first[t->nodes[i].parent + 1]++;
+	for (size_t i = 0; i < n; i++)
+		sk->first[i + 1] += sk->first[i];
+	uint32_t *fill = xmalloc((n ? n : 1) * sizeof(uint32_t));
+	memcpy(fill, sk->first, n * sizeof(uint32_t));
+	for (size_t i = 1; i < n; i++)
+		sk->kids[fill[t->nodes[i].parent]++] = (uint32_t)i;
+	free(fill);
+	struct sort_ctx sc = { t, d };
+	for (size_t i = 0; i < n; i++)
+		if (sk->first[i + 1] - sk->first[i] > 1)
+			qsort_r(sk->kids + sk->first[i], sk->first[i + 1] - sk->first[i], sizeof(uint32_t),
+				cmp_nodes, &sc);
+}
+
+/* Visits node n (kept) as write_node does, in the same order, so that
+ * keep() decides ties at the smallest total kept the same way: marks its
+ * kept children KEPT and n HAS_OTHER when it gets an "[other]" child.
+ * Returns the nodes written below n, "[other]" nodes included. */
+static size_t plan_node(struct otree *t, const struct sorted_kids *sk, uint32_t n, uint8_t *kept,
+			int depth)
+{
+	size_t count = 0;
+	bool other = false;
+	kept[n] = KEPT;
+	if (depth >= DISPLAY_MAX_DEPTH * 2)
+		return 0; /* write_node writes no children there */
+	for (uint32_t i = sk->first[n]; i < sk->first[n + 1]; i++) {
+		uint32_t c = sk->kids[i];
+		const struct tnode *o = &t->nodes[c];
+		if (!(t->pruned && o->key == t->other_key) && keep(t, o->total)) {
+			count += 1 + plan_node(t, sk, c, kept, depth + 1);
+		} else {
+			kept[c] = 0;
+			other |= o->total != 0;
+		}
+	}
+	if (other) {
+		kept[n] |= HAS_OTHER;
+		count++;
+	}
+	return count;
+}
+
+/* Marks the nodes written when at most the k largest (by total) are kept;
+ * returns how many nodes that writes, "[other]" nodes included. */
+static size_t plan_write(struct otree *t, const struct sorted_kids *sk, size_t k, uint8_t *kept)
+{
+	node_limit(t, k);
+	keep(t, t->nodes[0].total);
+	return 1 + plan_node(t, sk, 0, kept, 0);
+}
+
 size_t otree_write(struct otree *t, const struct display *d, size_t max_nodes, struct buf *out)
 {
-	node_limit(t, max_nodes);
+	struct sorted_kids sk;
+	sort_kids(t, d, &sk);
+	uint8_t *kept = xcalloc(t->n, 1);
+	size_t k = max_nodes && max_nodes < t->n ? max_nodes : t->n;
+	if (plan_write(t, &sk, k, kept) > max_nodes && max_nodes) {
+		/* The largest k whose answer fits, by bisection: one more kept
+		 * node adds itself and at most one "[other]" and may take one
+		 * away, so the size grows with k (ties at the smallest total can
+		 * bend that; best is a k that was seen to fit, 1 always does). */
+		size_t lo = 1, hi = k - 1, best = 1;
+		while (lo <= hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			if (plan_write(t, &sk, mid, kept) <= max_nodes) {
+				best = mid;
+				lo = mid + 1;
+			} else {
+				hi = mid - 1;
+			}
+		}
+		plan_write(t, &sk, best, kept);
+	}
+	t->kept = kept;
+	t->sorted = &sk;
 	t->written = 0;
 	write_node(t, d, 0, out, 0);
+	t->kept = NULL;
+	t->sorted = NULL;
+	free(kept);
+	free(sk.first);
+	free(sk.kids);
 	return t->written;
 }

@@ -5,9 +5,9 @@
  *
  * Children are written sorted by total, largest first (then by name).
  * When a tree has more nodes than asked, the smallest are folded into
- * one "[other]" node per parent: a parent's total is never below a
- * child's, so the nodes kept hang together from the root, and every total
- * stays exact.
+ * one "[other]" node per parent, within the number asked: a parent's
+ * total is never below a child's, so the nodes kept hang together from
+ * the root, and every total stays exact.
  *
  * Ownership: the tree owns its nodes. Node 0 is the root.
  */
@@ -37,6 +37,8 @@ struct tnode {
  * most this many; beyond, by a hash index of (parent, key). */
 #define OTREE_LIST_MAX 16
 
+struct sorted_kids;
+
 struct otree {
 	struct tnode *nodes;
 	size_t n, cap;
@@ -45,6 +47,8 @@ struct otree {
 	struct hmap index; /* children of nodes with many */
 	/* writing */
 	uint64_t min_total, at_min_budget;
+	uint8_t *kept; /* per node while writing: KEPT, HAS_OTHER (tree.c) */
+	const struct sorted_kids *sorted; /* while writing: children in order (tree.c) */
 	size_t written;
 };
 
@@ -79,8 +83,12 @@ static inline void otree_vote(struct otree *t, uint32_t node, uint32_t line, uin
  * the caller, old node count entries): each old node's new id, for folded
  * nodes the "[other]" that took them. */
 uint32_t *otree_prune(struct otree *t, size_t keep, uint32_t other_key);
-/* Writes the tree from the root, at most max_nodes nodes (plus the
- * "[other]" nodes). Returns the number of tree nodes written. */
+/* Writes the tree from the root: at most max_nodes nodes (0: all), the
+ * "[other]" nodes included (max_nodes >= 2 whenever the root has
+ * children). The nodes kept are those with the largest totals, as many as
+ * fit once every parent that lost children has one "[other]" child with
+ * their total, so every parent's total is its self plus its children's.
+ * Returns the number of nodes written, "[other]" nodes included. */
 size_t otree_write(struct otree *t, const struct display *d, size_t max_nodes, struct buf *out);
 
 #endif

@@ -4,7 +4,7 @@
 // flamegraph.js). The other views are modules (view_*.js, see common.js
 // for their contract), loaded when first shown.
 
-import { FlameGraph, FRAME_TYPES, baseColor, typeLabel } from './flamegraph.js';
+import { FlameGraph, FRAME_TYPES, ROW_HEIGHT, baseColor, typeLabel } from './flamegraph.js';
 import { DEFAULT_PROJECT, RANGES, api, escapeHTML, filterFor, withFilter, apiErrorHTML, rangeText, sortableTable, fmtPct } from './common.js';
 import { transformTree, needsTransform } from './fgtransform.js';
 import { attachQueryBox } from './querybox.js';
@@ -104,6 +104,15 @@ let loadedKey = ''; // what `data` answers (project, range, group, query)
 let seconds = windowOf(state).seconds; // length of the range `data` covers
 let inflight = null; // AbortController of the running request
 let requestSeq = 0;
+let lastMaxNodes = 0; // max_nodes of the last flamegraph request
+// Frames still unnamed while their symbols are on their way
+// (symbols_pending): the same query is asked again after a few seconds,
+// up to PENDING_RETRIES times for one query.
+const PENDING_RETRY_MS = 5000;
+const PENDING_RETRIES = 6;
+let pendingTimer = 0;
+let pendingKey = '';
+let pendingTries = 0;
 let selected = -1; // frame chosen with the keyboard
 let hovered = -1;
 
@@ -220,6 +229,10 @@ function expose() {
 		},
 		total: hasData ? fg.grandTotal : 0,
 		sampleRateHz: data ? data.sample_rate_hz : 0,
+		maxNodes: lastMaxNodes,
+		symbolsPending: data ? data.symbols_pending || 0 : 0,
+		pendingTries,
+		nodesWritten: data ? data.nodes_written : 0,
 		unit: data ? data.unit : '',
 		kind: state.kind,
 		seconds,
@@ -238,6 +251,16 @@ function expose() {
 
 // --- loading ----------------------------------------------------------------
 
+// The node budget asked of the server: about as many frames as the canvas
+// can show legibly at once (a frame narrower than 2 CSS px is a sliver;
+// as many rows as the window is high), within [4096, 65536]. The server
+// folds the smallest nodes beyond it into one "[other]" node per parent,
+// so every total stays exact.
+function nodeBudget(width, height) {
+	const rows = Math.ceil(height / ROW_HEIGHT);
+	return Math.max(4096, Math.min(65536, Math.ceil(width / 2) * rows));
+}
+
 function requestBody() {
 	const w = windowOf(state);
 	seconds = w.seconds;
@@ -249,6 +272,8 @@ function requestBody() {
 		raw_names: state.o.includes('raw'),
 		verbose_names: state.o.includes('verbose'),
 		search: state.sf && state.s ? serverPattern(state.s) : null,
+		max_nodes: nodeBudget((el.graph && el.graph.clientWidth) || window.innerWidth || 1024,
+			window.innerHeight || 768),
 	};
 }
 
@@ -265,11 +290,13 @@ async function load() {
 	hideHover();
 	let res, body;
 	const t0 = performance.now();
+	const reqBody = requestBody();
+	lastMaxNodes = reqBody.max_nodes;
 	try {
 		res = await fetch(`/public/api/v1/project/${encodeURIComponent(state.project)}/flamegraph/json`, {
 			method: 'POST',
 			headers: { 'Content-Type': 'application/json' },
-			body: JSON.stringify(requestBody()),
+			body: JSON.stringify(reqBody),
 			signal: ctl.signal,
 		});
 		body = await res.text();
@@ -296,6 +323,24 @@ async function load() {
 	loadedKey = key;
 	shownKey = '';
 	applyView();
+	schedulePendingRefresh(key);
+}
+
+// While the answer says some frames' names are on their way, asks again
+// in a few seconds (the same query: the view, zoom and search stay).
+function schedulePendingRefresh(key) {
+	clearTimeout(pendingTimer);
+	pendingTimer = 0;
+	if (key !== pendingKey) {
+		pendingKey = key;
+		pendingTries = 0;
+	}
+	if (!(data && data.symbols_pending > 0) || pendingTries >= PENDING_RETRIES) return;
+	pendingTries++;
+	pendingTimer = setTimeout(() => {
+		pendingTimer = 0;
+		if (loadedKey === key && !inflight && dataKey(state) === key) load();
+	}, PENDING_RETRY_MS);
 }
 
 function showError(title, detail) {
@@ -473,6 +518,9 @@ function updateSummary() {
 	if (data.sample_rate_hz && !waited()) parts.push(`${data.sample_rate_hz} Hz`);
 	const c = cores(total);
 	if (c !== null) parts.push(`${c}${coresUnit()} avg over ${rangeText(state.range, state.from, state.to).replace(/^the last /, 'the ')}`);
+	const pending = data.symbols_pending || 0;
+	if (pending > 0)
+		parts.push(`names of ${nf.format(pending)} frame${pending === 1 ? '' : 's'} on their way (symbols being uploaded or fetched): refreshing shortly`);
 	el.summary.textContent = parts.join(' \u00b7 ');
 	const qs = data.query_stats;
 	el.summary.title = qs ? `server query: ${qs.time_ms} ms, ${qs.rows_matched} rows, ${data.distinct_stacks} stacks, ${data.nodes} nodes; fetched in ${Math.round(data.fetchMs)} ms` : '';

@@ -316,42 +316,54 @@ function renderCards() {
 	const failed = (p) => (v.err[p] ? `could not load: ${v.err[p].message}` : '');
 	const wait = '\u2026', none = '\u2013';
 
-	// Average, hosts and share: from the hosts' answer.
+	// Average and peak: both from the time series, on one time base (its
+	// buckets). The average is over the buckets from the first with data
+	// to the last, so it can never exceed the busiest bucket (the peak);
+	// a total divided by the seconds its rows span would (a row of 10 s in
+	// a 15 s bucket).
 	const h = v.data.hosts;
-	let avg = null, seconds = 0;
-	if (h && !loading('hosts')) {
-		const sc = h.scope || {};
-		seconds = sc.seconds || v.ctx.seconds;
-		const ents = h.entities || [];
-		if (ents.length >= (h.entities_total || 0)) avg = ents.reduce((a, e) => a + (e.cores || 0), 0);
-		else if (sc.sample_rate_hz || gpu) avg = (gpu ? h.total / 1e9 : h.total / sc.sample_rate_hz) / seconds;
-	}
-	const over =
-		seconds && Math.abs(seconds - v.ctx.seconds) > Math.max(2, v.ctx.seconds * 0.01)
-			? `over the ${fmtDuration(seconds)} with data`
-			: `over ${v.ctx.rangeText}`;
-	const hv = (x) => (loading('hosts') ? wait : h && !v.err.hosts ? x() : none);
-	setCard('avg', gpu ? 'Average GPUs busy' : 'Average cores used', hv(() => fmtCores(avg)), hv(() => over), failed('hosts'));
-
-	// Peak: the busiest bucket of the time series.
 	const d = v.data.series;
-	let peak = null, peakAt = 0;
+	let avg = null, peak = null, peakAt = 0, spanS = 0;
 	if (d && !loading('series') && d.series && d.series.length) {
 		const sums = bucketSums(d);
+		let first = -1, last = -1;
 		sums.forEach((x, i) => {
+			if (x > 0) {
+				if (first < 0) first = i;
+				last = i;
+			}
 			if (peak === null || x > peak) {
 				peak = x;
 				peakAt = d.start_ts + i * d.bucket_ms;
 			}
 		});
+		if (first >= 0) {
+			let sum = 0;
+			for (let i = first; i <= last; i++) sum += sums[i];
+			avg = sum / (last - first + 1);
+			spanS = ((last - first + 1) * d.bucket_ms) / 1000;
+		} else {
+			avg = 0;
+		}
 	}
+	const buckets = d ? `${fmtDuration(d.bucket_ms / 1000)} buckets` : '';
+	const over = !spanS
+		? 'no samples'
+		: Math.abs(spanS - v.ctx.seconds) > Math.max(2, v.ctx.seconds * 0.01)
+			? `over the ${fmtDuration(spanS)} with data, ${buckets}`
+			: `over ${v.ctx.rangeText}, ${buckets}`;
+	const hv = (x) => (loading('hosts') ? wait : h && !v.err.hosts ? x() : none);
 	const sv = (x) => (loading('series') ? wait : d && !v.err.series ? x() : none);
+	const base = 'Average and peak are read from the chart\'s buckets: the average over the buckets from the first with data to the last.';
+	setCard('avg', gpu ? 'Average GPUs busy' : 'Average cores used', sv(() => fmtCores(avg)), sv(() => over), failed('series') || base);
+
+	// Peak: the busiest bucket of the time series.
 	setCard(
 		'peak',
 		gpu ? 'Peak GPUs busy' : 'Peak cores used',
 		sv(() => (peak === null ? '0' : fmtCores(peak))),
-		sv(() => (peak === null ? 'no samples' : `at ${fmtTime(peakAt)}, ${fmtDuration(d.bucket_ms / 1000)} buckets`)),
-		failed('series')
+		sv(() => (peak === null ? 'no samples' : `at ${fmtTime(peakAt)}, ${buckets}`)),
+		failed('series') || base
 	);
 
 	// Hosts and their logical CPUs.

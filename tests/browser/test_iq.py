@@ -35,6 +35,10 @@ CPUS = sum(c for c, _ in HOSTS.values())  # 28
 # Rows carry the start of their batch; the data of the last one reaches 10 s
 # further (server/scan.c): the seconds the averages are over.
 SECONDS = (MINUTES - 1) * 60 + 10
+# The average and peak cards read the time series' 15 s buckets: a minute's
+# batch lands in one, and the average is over the buckets from the first
+# with data to the last (13 of them: 3 min 15 s).
+BUCKET_SPAN = ((MINUTES - 1) * 60 // 15 + 1) * 15
 
 
 def host_total(host):
@@ -112,6 +116,16 @@ def series(page):
         .map(p => p.dataset.series)""")
 
 
+def series_average(page):
+    """The average of the time series' bucket sums from the first bucket
+    with data to the last (what the average card shows)."""
+    d = page.evaluate("emberIQ.data.series")
+    n = max(len(x["values"]) for x in d["series"])
+    sums = [sum(x["values"][i] for x in d["series"] if i < len(x["values"])) for i in range(n)]
+    used = [i for i, v in enumerate(sums) if v > 0]
+    return sum(sums[used[0]:used[-1] + 1]) / (used[-1] - used[0] + 1)
+
+
 def click_selector(page, selector):
     x, y = page.evaluate(f"""(() => {{ const e = document.querySelector({selector!r});
         e.scrollIntoView({{block: 'center'}}); const r = e.getBoundingClientRect();
@@ -144,10 +158,11 @@ def test_overview_matches_the_data(server, page):
     legend = page.evaluate("[...document.querySelectorAll('#view-iq .chart-legend li')].map(l => l.textContent)")
     assert legend == ["db-1", "web-1", "web-2"]
     c = cards(page)
-    assert c["avg"]["value"] == fmt_cores(TOTAL / RATE / SECONDS)  # 10.3
-    assert c["avg"]["sub"] == "over the 3 min 10 s with data"
+    assert c["avg"]["value"] == fmt_cores(TOTAL / RATE / BUCKET_SPAN)  # 10.1
+    assert c["avg"]["sub"] == "over the 3 min 15 s with data, 15 s buckets"
     # A minute's batches land in one 15 s bucket.
     assert c["peak"]["value"] == fmt_cores(PER_MINUTE / RATE / 15)  # 32.7
+    assert c["peak"]["sub"].endswith(", 15 s buckets")
     assert c["hosts"]["value"] == "3" and c["hosts"]["sub"] == f"{CPUS} logical CPUs"
     assert c["share"]["label"] == "Share of profiled CPU" and c["share"]["value"] == "100.0%"
 
@@ -292,7 +307,9 @@ def test_drag_on_the_chart_zooms_the_time_range(server, page):
     # The view shows the new range: all of the data is inside it.
     page.wait_for(f"emberIQ.data.series && emberIQ.data.series.start_ts === {f}")
     assert series(page) == ["db-1", "web-1", "web-2"]
-    assert cards(page)["avg"]["value"] == fmt_cores(TOTAL / RATE / SECONDS)
+    c = cards(page)
+    assert c["avg"]["value"] == fmt_cores(series_average(page))
+    assert float(c["avg"]["value"]) <= float(c["peak"]["value"])
     no_errors(page)
 
 
@@ -322,8 +339,12 @@ def test_gpu_tab_with_gpu_data(gpu_server, page):
     assert funcs[0][2] == "75.0%" and funcs[1][2] == "25.0%"
     c = cards(page)
     assert c["avg"]["label"] == "Average GPUs busy"
-    # 40 GPU-seconds over the 10 s the one row spans.
-    assert c["avg"]["value"] == "4"
+    # 40 GPU-seconds in one 15 s bucket: the average and the peak on the
+    # same time base (not 4 over the 10 s the row spans beside a peak of
+    # 2.67 in 15 s buckets).
+    assert c["avg"]["value"] == "2.67" and c["peak"]["value"] == "2.67", c
+    assert c["avg"]["sub"] == "over the 15 s with data, 15 s buckets", c
+    assert c["peak"]["sub"].endswith(", 15 s buckets"), c
     assert series(page) == ["gpu-1"]
     assert page.evaluate("document.querySelector('#view-iq .iq-functions th:nth-child(3)').textContent") == "Self GPU %"
     shot(page, "iq_gpu_data")
@@ -354,7 +375,7 @@ def test_refresh_fetches_again(empty_server, page):
     click_selector(page, "#refresh")
     wait_ready(page)
     c = cards(page)
-    # 30 CPU-seconds in the one row's 10 s.
-    assert c["avg"]["value"] == "3" and c["hosts"]["value"] == "1" and c["hosts"]["sub"] == "2 logical CPUs"
+    # 30 CPU-seconds in one 15 s bucket.
+    assert c["avg"]["value"] == "2" and c["peak"]["value"] == "2" and c["hosts"]["value"] == "1" and c["hosts"]["sub"] == "2 logical CPUs"
     assert [r[0] for r in table(page, "functions")] == ["spin"]
     no_errors(page)

@@ -9,6 +9,8 @@ Screenshots land in build/test-artifacts/screenshots/.
 
 import json
 import os
+import shutil
+import tempfile
 import time
 import urllib.parse
 
@@ -405,6 +407,30 @@ PERF_JS = """(async () => {
 })()"""
 
 
+def test_asks_for_the_nodes_it_can_draw(server, page):
+    """The page asks the flamegraph API for a node budget from its canvas
+    size (half a node per CSS px of width, a row per 18 px of height, within
+    [4096, 65536]), and the answer keeps to it."""
+    open_ui(page, server.base)
+    got = page.evaluate("""(() => ({ asked: emberFlamegraph.maxNodes,
+        written: emberFlamegraph.nodesWritten,
+        widths: [document.getElementById('graph').clientWidth, window.innerWidth],
+        height: window.innerHeight }))()""")
+    rows = -(-got["height"] // 18)
+    expected = [max(4096, min(65536, -(-w // 2) * rows)) for w in got["widths"] if w]
+    assert got["asked"] in expected, got
+    assert 0 < got["written"] <= got["asked"], got
+    # The API keeps to any budget: a tiny one folds the rest into [other].
+    end = int(time.time() * 1000)
+    body = {"filter": {"start_ts": end - 900_000, "end_ts": end, "event_kind": "on_cpu",
+                       "frame_mask": {"patterns": []}, "query": None},
+            "synthetic_frames": ["executable"], "max_nodes": 4}
+    status, data = http("POST", server.base + FG_URL, body, {"Content-Type": "application/json"})
+    ans = json.loads(data)
+    assert status == 200 and ans["nodes_written"] <= 4 and ans["nodes"] > 4, ans
+    no_errors(page)
+
+
 def test_renders_100k_nodes(server, page):
     """A 100 000-node tree is flattened and every visible frame drawn. The
     timings are printed; bench/ui_render.py reports them as a benchmark,
@@ -674,4 +700,54 @@ def test_search_can_filter_the_stacks(server, page):
     choose(page, "Show only stacks through this function")
     page.wait_for("emberFlamegraph.total === 150")
     assert search_params(page)["s"] == ["/^sort_keys$/"]
+    no_errors(page)
+
+
+def test_symbols_pending_hint_and_refresh(request, page):
+    """Frames whose symbols an agent was just told to upload are unnamed
+    for a moment: the answer counts them (symbols_pending), the summary
+    says their names are on their way, and the page asks again by itself
+    until they arrive."""
+    import re
+    import subprocess
+    from harness import BIN, WORKLOADS, Server
+    exe = os.path.join(WORKLOADS, "cpu_split")
+    ember = os.path.join(BIN, "ember")
+    nm = subprocess.run(["nm", exe], stdout=subprocess.PIPE, text=True, check=True).stdout
+    addr = int(next(l.split()[0] for l in nm.splitlines() if l.endswith(" T cold_c")), 16) + 4
+    # The file id, from an upload to a server of its own.
+    probe_dir = tempfile.mkdtemp(prefix="ember-probe-")
+    request.addfinalizer(lambda: shutil.rmtree(probe_dir, ignore_errors=True))
+    probe = Server(os.path.join(probe_dir, "data")).start()
+    try:
+        out = subprocess.run([ember, "upload-symbols", "-e", probe.url, "--no-dwarf", exe],
+                             stdout=subprocess.PIPE, text=True, check=True).stdout
+    finally:
+        probe.stop()
+    fid = re.search(r"file id ([0-9a-f]{32})", out).group(1)
+
+    srv = start_server(request)
+    b = Batch(agent_instance="5c0b1c5e-0000-4000-8000-000000000001", sample_rate_hz=19)
+    b.add(["main", b.file_frame(fid, "cpu_split", addr)],
+          {"process.executable.name": "cpu_split", "host.name": "h"}, 100)
+    assert send_batch(srv.base, b.encode(sequence=1))["stored"]
+    # The agent asks which files lack symbols: this one, so it uploads next.
+    status, body = http("POST", srv.base + "/ingest/v1/symbols/missing", {"file_ids": [fid]},
+                        {"Content-Type": "application/json"})
+    assert status == 200 and fid in json.loads(body)["missing"]
+
+    open_ui(page, srv.base)
+    assert page.evaluate("emberFlamegraph.symbolsPending") == 1
+    names = [f["name"] for f in frames(page)]
+    assert "[cpu_split]" in names, names  # unsymbolized frames, merged per binary
+    summary = page.evaluate("document.getElementById('summary').textContent")
+    assert "names of 1 frame on their way" in summary, summary
+
+    subprocess.run([ember, "upload-symbols", "-e", srv.base, "--no-dwarf", exe],
+                   stdout=subprocess.PIPE, check=True)
+    # No reload: the page asks again within a few seconds.
+    page.wait_for("emberFlamegraph.symbolsPending === 0 && "
+                  "emberFlamegraph.frames.some(f => f.name === 'cold_c')", timeout=15)
+    summary = page.evaluate("document.getElementById('summary').textContent")
+    assert "on their way" not in summary, summary
     no_errors(page)

@@ -13,6 +13,10 @@ static const char *lookup(void *ctx, const char *name)
 		return "node-1";
 	if (strcmp(name, "thread.name") == 0)
 		return "gc-w\xc3\xb6rker\xff"; /* ends in a byte that is not UTF-8 */
+	if (strcmp(name, "process.pid") == 0)
+		return "4242"; /* for numeric comparisons */
+	if (strcmp(name, "weight") == 0)
+		return "-1.5e3";
 	if (strcmp(name, "k8s.pod.label[app]") == 0)
 		return "aaaaaaaaaaaaaaaaaaaaaaaaaaaa!"; /* for backtracking patterns */
 	return NULL;

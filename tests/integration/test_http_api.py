@@ -55,6 +55,36 @@ def test_ingest_and_query(server):
     assert find(main, "parse")["self"] == 30 and find(main, "parse")["total"] == 40
 
 
+def metric_value(server, name):
+    st, body = http("GET", server.url + "/metrics")
+    assert st == 200
+    m = re.search(r"^%s (\d+)$" % re.escape(name), body.decode(), re.M)
+    assert m, name
+    return int(m.group(1))
+
+
+def test_ingest_counters_count_each_kind_in_its_unit(server):
+    """ember_ingest_samples_total counts on-CPU samples only; off-CPU and
+    GPU nanoseconds and allocated bytes have counters of their own."""
+    b = Batch(agent_instance="kinds", project="default")
+    attrs = {"process.executable.name": "kinds", "host.name": "h1"}
+    b.add(["main", "compute"], attrs, value=7)
+    b.add(["main", "wait"], attrs, value=3_000_000_000, kind="off_cpu")
+    b.add(["main", "kernel"], attrs, value=5_000_000, kind="cuda")
+    b.add(["main", "malloc"], attrs, value=4096, kind="alloc")
+    before = {n: metric_value(server, n) for n in (
+        "ember_ingest_samples_total", "ember_ingest_off_cpu_nanoseconds_total",
+        "ember_ingest_cuda_nanoseconds_total", "ember_ingest_alloc_bytes_total")}
+    assert send_batch(server.url, b.encode(sequence=1))["stored"] is True
+    assert metric_value(server, "ember_ingest_samples_total") - before["ember_ingest_samples_total"] == 7
+    assert metric_value(server, "ember_ingest_off_cpu_nanoseconds_total") - \
+        before["ember_ingest_off_cpu_nanoseconds_total"] == 3_000_000_000
+    assert metric_value(server, "ember_ingest_cuda_nanoseconds_total") - \
+        before["ember_ingest_cuda_nanoseconds_total"] == 5_000_000
+    assert metric_value(server, "ember_ingest_alloc_bytes_total") - \
+        before["ember_ingest_alloc_bytes_total"] == 4096
+
+
 def test_projects_are_created_by_name(server):
     ans = send_batch(server.url, one_batch(1, project="team-a", instance="a2"))
     pid = ans["project_id"]

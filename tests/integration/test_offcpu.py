@@ -138,6 +138,15 @@ def test_off_cpu_shares_and_totals(server, agent_factory):
     # The on-CPU view is not polluted: no nanoseconds there.
     on = flamegraph(server, "on_cpu", QUERY)
     assert on["unit"] == "samples" and on["total"] < 50, on["total"]
+    # The server's counters keep each unit apart: off-CPU nanoseconds in
+    # their own counter, never added to the samples counter.
+    st, body = http("GET", server.url + "/metrics", timeout=5)
+    counters = dict(line.split(" ", 1) for line in body.decode().splitlines()
+                    if line.startswith("ember_ingest_"))
+    off_ns = int(counters["ember_ingest_off_cpu_nanoseconds_total"])
+    samples = int(counters["ember_ingest_samples_total"])
+    assert off_ns >= blocker["total"] + main["total"], (off_ns, blocker["total"])
+    assert samples < off_ns / 1000, (samples, off_ns)
 
 
 def test_off_by_default_and_enabled_by_rate(server, agent_factory, tmp_path):

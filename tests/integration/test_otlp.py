@@ -153,6 +153,43 @@ def test_unknown_sample_type_is_a_partial_success(server):
     assert "wall_clock_widgets" in resp.partial_success.error_message
 
 
+def values_request(exe):
+    """Samples of 60 and 30, one of 2^62 (stored as 2^48), one of -5 alone
+    (dropped) and one of 7 with -3 beside it (stored as 7)."""
+    req = build_request(exe)
+    prof = req.resource_profiles[0].scope_profiles[0].profiles[0]
+    stack = prof.samples[0].stack_index
+    del prof.samples[2:]
+    prof.samples.add(stack_index=stack, values=[2 ** 62])
+    prof.samples.add(stack_index=stack, values=[-5])
+    prof.samples.add(stack_index=stack, values=[7, -3])
+    return req
+
+
+def test_clamped_and_negative_values_are_a_partial_success(server):
+    status, body = post(server, values_request("otlp_values").SerializeToString())
+    assert status == 200, body
+    ps = svc.ExportProfilesServiceResponse.FromString(body).partial_success
+    assert ps.rejected_profiles == 0  # every profile was stored: a warning
+    msg = ps.error_message
+    assert "2 negative sample values left out (1 samples with no other value dropped)" in msg, msg
+    assert "1 sample values above 2^48 (281474976710656) stored as 2^48" in msg, msg
+    assert server.flamegraph('process.executable.name == "otlp_values"')["total"] == \
+        60 + 30 + 2 ** 48 + 7
+
+    text = json_format.MessageToJson(values_request("otlp_values_json"))
+    status, body = post(server, text.encode(), ctype="application/json")
+    assert status == 200, body
+    ps = json.loads(body)["partialSuccess"]
+    assert ps["rejectedProfiles"] == "0"
+    assert "2 negative sample values left out" in ps["errorMessage"], ps
+    assert "1 sample values above 2^48" in ps["errorMessage"], ps
+    # A request with nothing changed answers no partial_success at all.
+    status, body = post(server, build_request().SerializeToString())
+    assert status == 200 and not svc.ExportProfilesServiceResponse.FromString(body) \
+        .HasField("partial_success")
+
+
 def test_hostile_requests_get_4xx(server):
     good = build_request().SerializeToString()
     cases = [
@@ -324,3 +361,64 @@ def test_hostile_json_gets_4xx_naming_the_field(server):
     # Still healthy, and nothing of the refused requests was stored.
     assert server.healthy()
     assert server.flamegraph()["total"] == 0
+
+
+# --- bounded user patterns --------------------------------------------------------
+
+def query(server, route, body):
+    status, data = http("POST", f"{server.url}/public/api/v1/project/{DEFAULT_PROJECT}/{route}",
+                        body, {"Content-Type": "application/json"})
+    return status, json.loads(data)
+
+
+def test_catastrophic_patterns_answer_422_quickly(server):
+    """Frames named aaaa…a!N and the pattern ^(a+)+$ backtrack without end;
+    the query stops at the match limit and answers 422 naming the pattern
+    and the limit, in well under 2 s, and the server stays responsive."""
+    d = Dict()
+    root = d.location(d.function("main"))
+    stacks = [d.stack(d.location(d.function("a" * 40 + f"!{i}")), root) for i in range(200)]
+    req = build_request("redos_app")
+    prof = req.resource_profiles[0].scope_profiles[0].profiles[0]
+    prof.sample_type.type_strindex = d.s("samples")
+    prof.sample_type.unit_strindex = d.s("count")
+    prof.period_type.type_strindex = d.s("cpu")
+    prof.period_type.unit_strindex = d.s("nanoseconds")
+    del prof.samples[:]
+    for s in stacks:
+        prof.samples.add(stack_index=s, values=[1])
+    req.dictionary.CopyFrom(d.d)
+    status, body = post(server, req.SerializeToString())
+    assert status == 200, body
+    assert server.flamegraph('process.executable.name == "redos_app"')["total"] == 200
+
+    window = {"start_ts": 946684800000, "end_ts": 4102444800000, "event_kind": "on_cpu"}
+    cases = [
+        ("flamegraph/json", {"filter": window, "search": "^(a+)+$"}, "search"),
+        ("flamegraph/json", {"filter": dict(window, frame_mask={"patterns": ["^(a|aa)+$"]})},
+         "filter.frame_mask.patterns[0]"),
+        ("top_functions", {"filter": window, "search": "^(a+)+$"}, "search"),
+    ]
+    for route, body, what in cases:
+        t0 = time.monotonic()
+        status, answer = query(server, route, body)
+        took = time.monotonic() - t0
+        assert status == 422, (route, body, answer)
+        assert took < 2.0, (route, took)
+        assert what in answer["error"] and "match limit" in answer["error"], answer
+        assert "(a" in answer["error"], answer
+    # Eight at once do not stall health checks or ingest.
+    import threading
+    threads = [threading.Thread(target=query, args=(server, "flamegraph/json",
+                                                    {"filter": window, "search": "^(a+)+$"}))
+               for _ in range(8)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    assert http("GET", server.url + "/healthz", timeout=5)[0] == 200
+    for t in threads:
+        t.join()
+    assert time.monotonic() - t0 < 5.0
+    # An honest search over the same frames still answers.
+    fg = server.flamegraph('process.executable.name == "redos_app"', search="^a+!7$")
+    assert fg["total"] == 1

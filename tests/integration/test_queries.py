@@ -244,14 +244,23 @@ def test_ranges_that_cut_series(srv):
 
 
 def test_flamegraph_node_limit_and_search(srv):
-    tree = srv.flamegraph(max_nodes=3)
+    # The budget counts the [other] nodes too: root, main, serve, and an
+    # [other] under each of main and serve.
+    tree = srv.flamegraph(max_nodes=5)
     check_tree(tree["root"])
-    assert tree["nodes"] > 3 and tree["nodes_written"] == 3
+    assert tree["nodes"] > 5 and tree["nodes_written"] == 5
     root = tree["root"]
     assert root["total"] == TOTAL == sum(c["total"] for c in root["children"])
     main = root["children"][0]
     assert [c["name"] for c in main["children"]] == ["serve", "[other]"]
     assert main["children"][1]["total"] == TOTAL - BATCHES * 150
+    assert [c["name"] for c in main["children"][0]["children"]] == ["[other]"]
+    tree = srv.flamegraph(max_nodes=3)
+    check_tree(tree["root"])
+    assert tree["nodes_written"] == 3
+    assert [c["name"] for c in tree["root"]["children"][0]["children"]] == ["[other]"]
+    status, ans = post(srv, "flamegraph/json", {"filter": flt(), "max_nodes": 1})
+    assert status == 400 and "max_nodes" in ans["error"], ans
     tree = srv.flamegraph(search="^deflate$")
     assert tree["total"] == BATCHES * 40
     assert find(tree["root"], "deflate")["total"] == BATCHES * 40

@@ -352,6 +352,18 @@ def test_full_disk_answers_503_and_keeps_acknowledged(tmp_path, flush_after):
         assert m["ember_ingest_failed_total"] == len(refused) + 1
         assert m["ember_ingest_batches_total"] == len(acked)
         assert srv.healthy()
+        # An agent retrying on the full disk: every request is refused,
+        # but the log holds a few lines of it, not one per request, and
+        # the count of the others is kept.
+        def refusal_lines():
+            return [ln for ln in srv.output().splitlines()
+                    if "ingest: " in ln and "No space left on device" in ln]
+        before = len(refusal_lines())
+        assert 1 <= before <= 3, refusal_lines()
+        for _ in range(400):
+            assert ingest(srv.url, z, compressed=True)[0] == 503
+        assert len(refusal_lines()) == 3, len(refusal_lines())
+        assert metrics(srv)["ember_log_suppressed_total"] >= 400 - 3 + before
         if flush_after == "3s":
             assert fill_s < 2.5, f"filling the disk took {fill_s:.1f}s: a flush may have run"
             # Writing the head as a block fails too: it stays in memory and
@@ -394,6 +406,45 @@ def test_full_disk_answers_503_and_keeps_acknowledged(tmp_path, flush_after):
             subprocess.run(["umount", "-l", str(disk)])
 
 
+def test_full_disk_log_is_rate_limited_and_counts_what_it_left_out(tmp_path):
+    """Requests refused on a full disk write 3 lines a minute, not one
+    each; on stopping, the server writes how many it left out."""
+    rng = random.Random(99)
+    batches = [bulky_batch(i, rng) for i in range(300)]
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)],
+                       stderr=subprocess.PIPE)
+    if r.returncode != 0:
+        pytest.skip("cannot mount a tmpfs: " + r.stderr.decode(errors="replace"))
+    srv = None
+    try:
+        srv = Server(disk, None, "--flush-after", "60s").start()
+        refused = 0
+        for z, _ in batches:
+            status = ingest(srv.url, z, compressed=True)[0]
+            assert status in (200, 503), status
+            refused += status == 503
+        for _ in range(500):
+            assert ingest(srv.url, batches[-1][0], compressed=True)[0] == 503
+            refused += 1
+        assert refused > 500
+        assert metrics(srv)["ember_log_suppressed_total"] == refused - 3
+        srv.stop(signal.SIGTERM)
+        lines = srv.output().splitlines()
+        refusals = [ln for ln in lines if "ingest: " in ln and "No space left" in ln]
+        assert len(refusals) == 3, refusals
+        told = [ln for ln in lines if 'more like "ingest: %s" suppressed' in ln]
+        assert told and told[0].split()[3] == str(refused - 3), told
+        assert len(lines) < 30, lines
+    finally:
+        if srv:
+            srv.stop(signal.SIGKILL)
+        r = subprocess.run(["umount", str(disk)], stderr=subprocess.PIPE)
+        if r.returncode != 0:
+            subprocess.run(["umount", "-l", str(disk)])
+
+
 # --- 3. SIGKILL around flushes -------------------------------------------------------------
 
 def recent_batch(agent, seq, value, host):
@@ -405,6 +456,49 @@ def recent_batch(agent, seq, value, host):
     b.add(["main", "work", "inner"], attrs, value=value + 1)
     start = int(time.time() * 1000) - 180000 + seq * 1000
     return b.encode(sequence=seq, start_ms=start, end_ms=start + 1000), 2 * value + 1
+
+
+def test_second_server_on_the_same_data_dir_refuses(tmp_path):
+    """A second ember-server on a data dir in use exits at once, naming the
+    dir and the first server's pid, before it reads or deletes anything:
+    the first server's blocks, logs and answers are untouched."""
+    data = tmp_path / "data"
+    srv = Server(data, None, "--flush-after", "1s", "--compact-delay", "0s").start()
+    second = None
+    try:
+        want = 0
+        for seq in range(1, 4):
+            raw, tot = recent_batch("lock-a", seq, 10 * seq, "la")
+            stored(srv.url, raw)
+            want += tot
+        wait_flushed(srv, flushes_total=1, blocks=1)
+        for seq in range(4, 7):  # and some only in the head and its log
+            raw, tot = recent_batch("lock-a", seq, 10 * seq, "la")
+            stored(srv.url, raw)
+            want += tot
+        files = {p: os.path.getsize(p) for p in glob.glob(str(data / "**" / "*"), recursive=True)
+                 if os.path.isfile(p) and not p.endswith("lock")}
+        assert blocks(data) and total(srv) == want
+
+        for flags in ((), ("--flush-after", "1s", "--compact-delay", "0s")):
+            second = Server(data, None, *flags).start(wait=False)
+            rc = second.proc.wait(10)
+            out = second.output()
+            second.stop()
+            assert rc != 0, out
+            assert f"--data-dir {data} is in use by another ember-server (pid {srv.proc.pid})" \
+                in out, out
+            assert "replay" not in out and "opened" not in out, out
+        for p, size in files.items():
+            assert os.path.exists(p), f"{p} was deleted by the second server"
+            assert os.path.getsize(p) >= size, p
+        assert srv.healthy() and total(srv) == want
+        # The lock goes with the first server: a server started after it
+        # opens the store and finds everything.
+        srv.restart(signal.SIGKILL)
+        assert total(srv) == want
+    finally:
+        srv.stop(signal.SIGKILL)
 
 
 def test_sigkill_after_flush_keeps_everything(tmp_path):

@@ -78,8 +78,9 @@ class Batch:
         self.sample_rate_hz = sample_rate_hz
         self.strings = [""]
         self._string_ids = {"": 0}
-        self.frames = []  # (type, name id, binary id)
+        self.frames = []  # (type, name id, binary id[, file index (1-based), address])
         self._frame_ids = {}
+        self.files = []  # (16-byte file id, name string id)
         self.stacks = []  # tuples of frame indexes, outermost first
         self._stack_ids = {}
         self.resources = []  # tuples of string ids: key, value, key, value, ...
@@ -99,11 +100,29 @@ class Batch:
             self.frames.append(k)
         return self._frame_ids[k]
 
+    def file_frame(self, file_id_hex, name, address):
+        """A native frame with no name: offset `address` in the file with
+        this id (32 hex digits) and base name, named by the server from
+        the file's symbols (as the agent sends frames it has not named)."""
+        fid = bytes.fromhex(file_id_hex)
+        entry = (fid, self.string(name))
+        if entry not in self.files:
+            self.files.append(entry)
+        k = (FRAME_TYPES["native"], 0, 0, self.files.index(entry) + 1, address)
+        if k not in self._frame_ids:
+            self._frame_ids[k] = len(self.frames)
+            self.frames.append(k)
+        return self._frame_ids[k]
+
     def stack(self, frames, binary="myapp"):
         """frames: outermost first; each a name (a native frame in binary),
-        a (name, type) or a (name, type, binary) tuple."""
+        a (name, type) or a (name, type, binary) tuple, or a frame index
+        from file_frame()."""
         ids = []
         for f in frames:
+            if isinstance(f, int):
+                ids.append(f)
+                continue
             if isinstance(f, str):
                 f = (f, "native")
             name, frame_type = f[0], f[1]
@@ -141,9 +160,12 @@ class Batch:
         ]
         # strings[0] is "" and must be sent (an empty length-delimited field).
         out += [field_bytes(7, s.encode()) for s in self.strings]
-        for frame_type, name, binary in self.frames:
-            out.append(field_bytes(9, field_varint(1, frame_type) + field_varint(4, name) +
-                                   field_varint(5, binary)))
+        for fid, name in self.files:
+            out.append(field_bytes(8, field_bytes(1, fid) + field_varint(2, name)))
+        for frame_type, name, binary, *at in self.frames:
+            where = field_varint(2, at[0]) + field_varint(3, at[1]) if at else b""
+            out.append(field_bytes(9, field_varint(1, frame_type) + where +
+                                   field_varint(4, name) + field_varint(5, binary)))
         for frames in self.stacks:
             out.append(field_bytes(10, field_packed(1, frames)))
         for attrs in self.resources:

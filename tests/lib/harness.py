@@ -143,9 +143,14 @@ class Agent(Process):
         """Plain HTTP unless server_url is https."""
         scheme, hostport = server_url.split("://", 1)
         tls = [] if scheme == "https" else ["-disable-tls"]
+        # Tests run agents side by side (and beside other agents on a shared
+        # host): no host lock unless a test names one, or a config file
+        # that may (test_agent_lock.py).
+        lock = [] if any(f.startswith(("-lock-file", "-config")) for f in flags) \
+            else ["-lock-file="]
         super().__init__("ember-agent", [os.path.join(BIN, "ember-agent"),
                                          f"-collection-agent={hostport}", *tls,
-                                         "-reporter-interval=1s", *flags])
+                                         "-reporter-interval=1s", *lock, *flags])
 
     def start(self):
         super().start()

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "server/cel.h"
+#include "server/uregex.h"
 #include "util.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -48,6 +49,24 @@ static bool eval_in(const char *src, struct attrs *a)
 	if (!p)
 		fail_msg("compile %s: %s", src, err.data);
 	bool r = cel_eval(p, lookup, a);
+	cel_free(p);
+	buf_free(&err);
+	return r;
+}
+
+/* Evaluates src, which must reach a bound: cel_check fails with a
+ * message naming the pattern (needle) and the match limit. */
+static bool eval_bounded(const char *src, struct attrs *a, const char *needle)
+{
+	struct buf err = { 0 };
+	struct cel_program *p = cel_compile(src, &err);
+	if (!p)
+		fail_msg("compile %s: %s", src, err.data);
+	assert_int_equal(cel_check(p, &err), 0);
+	bool r = cel_eval(p, lookup, a);
+	assert_int_equal(cel_check(p, &err), UREGEX_RC);
+	if (!strstr(err.data, needle) || !strstr(err.data, "match limit"))
+		fail_msg("error for %s: \"%s\" lacks \"%s\" or the limit", src, err.data, needle);
 	cel_free(p);
 	buf_free(&err);
 	return r;
@@ -104,7 +123,7 @@ static void test_basics(void **state)
 	assert_true(eval("host.name.matchesx == \"\""));
 	assert_true(eval("index == \"\" && inx == ''"));
 	cel_error("host.name ==", "column 13");
-	cel_error("host.name = \"x\"", "column 11: expected == or !=");
+	cel_error("host.name = \"x\"", "column 11: expected ==, !=");
 	cel_error("host.name == \"x", "column 16: unterminated");
 	cel_error("(host.name == \"x\"", "column 18: expected ')'");
 	cel_error("host.name == \"x\" junk", "column 18: unexpected text");
@@ -186,7 +205,7 @@ static void test_in(void **state)
 	cel_error("host.name in [\"a\",,]", "column 19");
 	cel_error("host.name in [\"a\\q\"]", "column 18: unknown escape");
 	cel_error("host.name in [\"a\"] == \"b\"", "column 20: unexpected text");
-	cel_error("in [\"a\"]", "column 9: expected == or !="); /* the attribute in["a"] */
+	cel_error("in [\"a\"]", "column 9: expected ==, !="); /* the attribute in["a"] */
 }
 
 static void test_matches(void **state)
@@ -224,13 +243,16 @@ static void test_matches(void **state)
 	assert_true(eval_in("matches(process.executable.name, \"cd$\")", &u));
 	cel_error("matches(thread.name, \"\xff\")", "column 22: bad regular expression");
 
-	/* Catastrophic backtracking stops at the match limit and reads as false. */
+	/* Catastrophic backtracking stops at the match limit, reads as false,
+	 * and cel_check reports it (the query answers 422) naming the pattern
+	 * and the limit. */
 	struct attrs slow = { { "host.name", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!", NULL } };
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	assert_false(eval_in("matches(host.name, \"^(a+)+$\")", &slow));
-	assert_true(eval_in("!matches(host.name, \"^(a|aa)+$\")", &slow));
-	assert_false(eval_in("matches(host.name, \"(*LIMIT_MATCH=999999999)^(a+)+$\")", &slow));
+	assert_false(eval_bounded("matches(host.name, \"^(a+)+$\")", &slow, "^(a+)+$"));
+	assert_true(eval_bounded("!matches(host.name, \"^(a|aa)+$\")", &slow, "^(a|aa)+$"));
+	assert_false(eval_bounded("matches(host.name, \"(*LIMIT_MATCH=999999999)^(a+)+$\")", &slow,
+				  "LIMIT_MATCH"));
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	assert_true(t1.tv_sec - t0.tv_sec < 10);
 	struct attrs fast = { { "host.name", "aaaa", NULL } };
@@ -302,11 +324,11 @@ static void test_string_functions(void **state)
 	cel_error("host.name.size()", "column 11: unknown method 'size'");
 	cel_error("k8s.pod.label[\"a\"].bogus(\"x\")", "column 20: unknown method 'bogus'");
 	cel_error("host.name.", "column 11: expected a method name");
-	cel_error("host.name.startsWith", "column 21: expected == or !=");
+	cel_error("host.name.startsWith", "column 21: expected ==, !=");
 	cel_error("\"a\".startsWith", "column 15: expected '(' after startsWith");
 	cel_error("\"a\".1x(\"b\")", "column 5: expected a method name");
 	cel_error("startsWith(host.name)", "column 21: expected ','");
-	cel_error("startsWith(host.name, )", "column 23: expected an attribute name or a string");
+	cel_error("startsWith(host.name, )", "column 23: expected an attribute name, a string");
 	cel_error("endsWith(host.name, \"a\"", "column 24: expected ')' after the argument of endsWith()");
 	cel_error("host.name.contains(\"a\", \"b\")", "column 23: expected ')'");
 	cel_error("host.name.contains()", "column 20: expected an attribute name");
@@ -396,6 +418,47 @@ static void test_eval_does_not_allocate(void **state)
 #endif
 }
 
+/* <, <=, >, >= and == / != with a number literal compare numerically;
+ * a value that is not a number compares as false; a literal or a known
+ * text attribute that cannot be a number is a type error at compile time. */
+static void test_numeric(void **state)
+{
+	(void)state;
+	struct attrs n = { { "process.pid", "4242", "host.name", "node-1", "k8s.pod.uid", "abc",
+			     "weight", "-1.5e1", "big", "18446744073709551616", NULL } };
+	assert_true(eval_in("process.pid > 100", &n));
+	assert_true(eval_in("process.pid >= 4242", &n));
+	assert_false(eval_in("process.pid > 4242", &n));
+	assert_true(eval_in("process.pid <= 4242 && process.pid < 5000", &n));
+	assert_false(eval_in("process.pid < 100", &n));
+	assert_true(eval_in("100 < process.pid", &n));
+	assert_true(eval_in("process.pid > \"999\"", &n)); /* a numeric string literal */
+	assert_true(eval_in("process.pid == 4242 && process.pid != 7", &n));
+	assert_true(eval_in("process.pid == 4242.0", &n));
+	assert_false(eval_in("process.pid == \"4242.0\"", &n)); /* strings: bytes */
+	assert_true(eval_in("weight < -10 && weight > -16", &n));
+	assert_true(eval_in("big > 1e19", &n));
+	assert_true(eval_in("1 < 2 && !(2 <= 1)", &n));
+	/* Not a number at run time (text, or absent): every comparison is false. */
+	assert_false(eval_in("k8s.pod.uid > 0", &n));
+	assert_false(eval_in("k8s.pod.uid <= 0", &n));
+	assert_false(eval_in("k8s.pod.uid != 0", &n));
+	assert_false(eval_in("missing.attr >= 0", &n));
+	assert_true(eval_in("!(missing.attr >= 0)", &n));
+	assert_true(eval_in("true||process.pid>1", &n));
+	/* Type errors known at compile time, with their column. */
+	cel_error("process.pid > \"abc\"", "column 15: type error: > compares numbers, and \"abc\" is not a number");
+	cel_error("host.name >= 3", "column 1: type error: >= compares numbers, and host.name is a string attribute");
+	cel_error("process.executable.name == 1", "process.executable.name is a string attribute");
+	cel_error("startsWith(host.name, 5)", "column 23: type error: startsWith takes a string, not the number 5");
+	cel_error("5.contains(\"x\")", "column 1: a malformed number");
+	cel_error("7 in [\"7\"]", "expected ==, !=, <, <=, > or >= after the number");
+	cel_error("process.pid > 12abc", "column 15: a malformed number");
+	cel_error("process.pid > 1e999", "column 15: the number 1e999 is out of range");
+	cel_error("process.pid >", "column 14: expected an attribute or a string, found the end");
+	cel_error("process.pid < > 3", "column 15: expected an attribute name, a string or a number");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -404,6 +467,7 @@ int main(void)
 		cmocka_unit_test(test_matches),
 		cmocka_unit_test(test_string_functions),
 		cmocka_unit_test(test_limits),
+		cmocka_unit_test(test_numeric),
 		cmocka_unit_test(test_eval_does_not_allocate),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -255,6 +255,37 @@ static void test_collector(void **state)
 	free(dir);
 }
 
+/* A label with control characters (a process named "a\nb") is sent with
+ * them replaced: the server refuses a batch holding one, which lost every
+ * metric of the interval. */
+static void test_metric_batch_control_characters(void **state)
+{
+	(void)state;
+	struct metric_batch b;
+	metric_batch_init(&b);
+	uint32_t kv[4] = { metric_batch_str(&b, "process.executable.name"),
+			   metric_batch_str(&b, "odd\nname\x7f\t"),
+			   metric_batch_str(&b, "thread.name"), metric_batch_str(&b, "\x01") };
+	uint32_t ls = metric_batch_labels(&b, kv, 4);
+	int64_t now = now_unix_ms();
+	assert_int_equal(metric_batch_add(&b, "process.rss", "bytes", ls, now - 1000, 42.0), 0);
+	struct metric_batch_meta meta = { "inst", 1, "default", now - 2000, now };
+	struct buf z = { 0 }, err = { 0 };
+	assert_int_equal(metric_batch_encode(&b, &meta, &z), 0);
+	Ember__Ingest__V1__MetricsBatch *m = metrics_decode(z.data, z.len, &err);
+	assert_non_null(m);
+	if (metrics_validate(m, &err) != 0)
+		fail_msg("refused: %s", err.data);
+	bool found = false;
+	for (size_t i = 0; i < m->n_strings; i++)
+		found |= strcmp(m->strings[i], "odd?name??") == 0;
+	assert_true(found);
+	metrics_decode_free(m);
+	metric_batch_free(&b);
+	buf_free(&z);
+	buf_free(&err);
+}
+
 static void test_metric_batch_bounds(void **state)
 {
 	(void)state;
@@ -409,6 +440,18 @@ static void test_store_queries(void **state)
 	snprintf(body, sizeof(body), "{\"filter\":{\"start_ts\":%lld,\"end_ts\":%lld},\"metric\":\"cpu\"}", e0, s0);
 	assert_int_equal(metrics_query(st, "p", body, strlen(body), &out, &err), 400);
 	buf_reset(&err);
+	/* A matches() pattern that reaches its match limit (a pattern may
+	 * lower it, never raise it): 422 naming it, for both routes. */
+	snprintf(body, sizeof(body), "{\"filter\":{\"start_ts\":%lld,\"end_ts\":%lld,\"query\":"
+		 "\"host.name.matches('(*LIMIT_MATCH=1)(*NO_START_OPT)^(h|[a-z0-9])+x') || true\"},\"metric\":\"cpu\"}", s0, e0);
+	assert_int_equal(metrics_query(st, "p", body, strlen(body), &out, &err), 422);
+	assert_non_null(strstr(err.data, "match limit"));
+	buf_reset(&err);
+	buf_reset(&out);
+	assert_int_equal(metrics_names(st, "p", body, strlen(body), &out, &err), 422);
+	assert_non_null(strstr(err.data, "LIMIT_MATCH=1"));
+	buf_reset(&err);
+	buf_reset(&out);
 
 	/* names */
 	snprintf(body, sizeof(body), "{\"filter\":{\"start_ts\":%lld,\"end_ts\":%lld,\"query\":\"role == 'odd'\"}}", s0, e0);
@@ -658,6 +701,7 @@ int main(void)
 		cmocka_unit_test(test_parsers),
 		cmocka_unit_test(test_collector),
 		cmocka_unit_test(test_metric_batch_bounds),
+		cmocka_unit_test(test_metric_batch_control_characters),
 		cmocka_unit_test(test_store_queries),
 		cmocka_unit_test(test_store_chunks),
 		cmocka_unit_test(test_decoder_bounds),

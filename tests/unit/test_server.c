@@ -25,6 +25,7 @@
 #include "server/store.h"
 #include "server/symbols.h"
 #include "server/tree.h"
+#include "server/uregex.h"
 #include "server/wal.h"
 #include "symfile.h"
 #include "util.h"
@@ -788,6 +789,63 @@ static int world_teardown(void **state)
 	return 0;
 }
 
+/* "symbols_pending": frames without a name whose file an agent was just
+ * told to upload count until the symbols arrive (or the expectation
+ * lapses); the flamegraph and top functions answer it. */
+static void test_symbols_pending(void **state)
+{
+	struct world *w = *state;
+	struct buf err = { 0 }, z = { 0 }, sf = { 0 };
+	make_batch(sample_specs, 5, 1, T0, &z);
+	append(w->s, &z);
+	const char *body = "{\"filter\":{\"start_ts\":946684800000,\"end_ts\":4102444800000,"
+			   "\"event_kind\":\"on_cpu\",\"query\":null},\"synthetic_frames\":[]}";
+	json_t *d = run_query(w->s, w->sym, body);
+	/* Unnamed, but nobody said symbols were coming. */
+	assert_non_null(child_named(child_named(json_object_get(d, "root"), "main"), "libfoo.so+0x1010"));
+	assert_int_equal(json_integer_value(json_object_get(d, "symbols_pending")), 0);
+	json_decref(d);
+
+	struct file_id fid;
+	memset(fid.b, 0x11, sizeof(fid.b));
+	int64_t now = now_unix_ms();
+	symbols_expect(w->sym, &fid, now);
+	assert_true(symbols_expected(w->sym, &fid, now + 1000));
+	assert_false(symbols_expected(w->sym, &fid, now + SYMBOLS_EXPECT_MS)); /* lapsed */
+	d = run_query(w->s, w->sym, body);
+	assert_int_equal(json_integer_value(json_object_get(d, "symbols_pending")), 1);
+	json_decref(d);
+	/* top_functions says the same. */
+	struct fn_request fr;
+	const char *fbody = "{\"filter\":{\"start_ts\":946684800000,\"end_ts\":4102444800000,"
+			    "\"event_kind\":\"on_cpu\",\"query\":null}}";
+	assert_int_equal(fn_request_parse(&fr, FN_TOP, fbody, strlen(fbody), &err), 0);
+	strcpy(fr.scope.project_id, PROJECT);
+	struct buf out = { 0 };
+	assert_int_equal(functions_query(w->s, w->sym, NULL, &fr, &out, &err), 0);
+	assert_non_null(strstr(out.data, "\"symbols_pending\":1,"));
+	fn_request_free(&fr);
+	buf_reset(&out);
+
+	/* The upload arrives: named, nothing pending. */
+	struct symfile_builder *b = symfile_builder_new();
+	symfile_add_segment(b, 0x1000, 0x1000, 0x1000);
+	uint32_t c = symfile_chain(b, "foo_compute", "src/foo.c", 12, 0);
+	symfile_add_range(b, 0x1000, 0x1040, c, 100);
+	assert_int_equal(symfile_finish(b, &sf), 0);
+	symfile_builder_free(b);
+	assert_int_equal(symbols_put(w->sym, &fid, NULL, 0, sf.data, sf.len, &err), 0);
+	assert_false(symbols_expected(w->sym, &fid, now + 1000));
+	d = run_query(w->s, w->sym, body);
+	assert_non_null(child_named(child_named(json_object_get(d, "root"), "main"), "foo_compute"));
+	assert_int_equal(json_integer_value(json_object_get(d, "symbols_pending")), 0);
+	json_decref(d);
+	buf_free(&out);
+	buf_free(&sf);
+	buf_free(&z);
+	buf_free(&err);
+}
+
 static void test_flamegraph(void **state)
 {
 	struct world *w = *state;
@@ -1126,6 +1184,136 @@ static void check_order(const uint32_t *in, size_t n, size_t nnodes)
 		assert_true(found);
 	}
 	stack_sums_free(&ss);
+}
+
+/* Checks a written node: its total is its self plus its children's
+ * totals; counts the nodes. */
+static size_t check_node_sums(json_t *n)
+{
+	json_int_t self = json_integer_value(json_object_get(n, "self"));
+	json_int_t total = json_integer_value(json_object_get(n, "total"));
+	json_int_t sum = 0;
+	size_t count = 1, i;
+	json_t *c;
+	json_array_foreach(json_object_get(n, "children"), i, c) {
+		sum += json_integer_value(json_object_get(c, "total"));
+		count += check_node_sums(c);
+	}
+	assert_int_equal(total, self + sum);
+	return count;
+}
+
+/* A wide synthetic tree written within node budgets: never more nodes than
+ * the budget, the "[other]" nodes included; every parent's total its self
+ * plus its children's; the root's total whole. */
+static void test_otree_write_budget(void **state)
+{
+	(void)state;
+	struct buf err = { 0 };
+	struct display_opts dopts = { 0 };
+	struct display *d = display_new(NULL, NULL, &dopts, "masks", &err);
+	assert_non_null(d);
+	uint32_t root_key = display_key(d, SFT_NATIVE, "root", "", NULL);
+	struct otree t;
+	otree_init(&t, root_key);
+	/* 300 children of the root, each with 0..40 children and some
+	 * grandchildren: about 20 000 nodes; values from a fixed LCG. */
+	uint64_t x = 12345, total = 0;
+	char name[64];
+	for (int a = 0; a < 300; a++) {
+		snprintf(name, sizeof(name), "f%d", a);
+		uint32_t na = otree_child(&t, 0, display_key(d, SFT_NATIVE, name, "bin", NULL));
+		int kids = (int)((x = x * 6364136223846793005ull + 1442695040888963407ull) >> 59) + a % 10;
+		for (int b = 0; b < kids; b++) {
+			snprintf(name, sizeof(name), "g%d", b);
+			uint32_t nb = otree_child(&t, na, display_key(d, SFT_NATIVE, name, "bin", NULL));
+			for (int c = 0; c < 1 + b % 5; c++) {
+				snprintf(name, sizeof(name), "h%d", c);
+				uint32_t nc = otree_child(&t, nb, display_key(d, SFT_NATIVE, name, "bin", NULL));
+				uint64_t v = 1 + ((x = x * 6364136223846793005ull + 1442695040888963407ull) >> 54);
+				t.nodes[nc].self += v;
+				t.nodes[nc].total += v;
+				t.nodes[nb].total += v;
+				t.nodes[na].total += v;
+				t.nodes[0].total += v;
+				total += v;
+			}
+			if (b % 3 == 0) { /* some self time in the middle */
+				t.nodes[nb].self += 7;
+				t.nodes[nb].total += 7;
+				t.nodes[na].total += 7;
+				t.nodes[0].total += 7;
+				total += 7;
+			}
+		}
+	}
+	assert_true(t.n > 5000);
+	const size_t budgets[] = { 2, 3, 10, 100, 1000, 4096, 8192, 1000000 };
+	for (size_t i = 0; i < sizeof(budgets) / sizeof(budgets[0]); i++) {
+		struct buf out = { 0 };
+		size_t written = otree_write(&t, d, budgets[i], &out);
+		json_error_t je;
+		json_t *doc = json_loadb(out.data, out.len, 0, &je);
+		assert_non_null(doc);
+		assert_int_equal(json_integer_value(json_object_get(doc, "total")), total);
+		size_t nodes = check_node_sums(doc);
+		assert_int_equal(nodes, written);
+		assert_true(nodes <= budgets[i]);
+		/* The budget is used: within one [other] per level of the tree of
+		 * what it could hold. */
+		if (budgets[i] < t.n)
+			assert_true(nodes + 4 >= budgets[i] || budgets[i] < 4);
+		else
+			assert_int_equal(nodes, t.n);
+		json_decref(doc);
+		buf_free(&out);
+	}
+	otree_free(&t);
+	display_free(d);
+	buf_free(&err);
+}
+
+/* Ties at the smallest total kept are decided by the written order
+ * (total, then name), not by the order the tree was built in: the same
+ * tree built in two orders is written the same within any budget. */
+static void test_otree_write_ties(void **state)
+{
+	(void)state;
+	struct buf err = { 0 };
+	struct display_opts dopts = { 0 };
+	struct display *d = display_new(NULL, NULL, &dopts, "masks", &err);
+	assert_non_null(d);
+	struct otree t[2];
+	char name[32];
+	for (int which = 0; which < 2; which++) {
+		otree_init(&t[which], display_key(d, SFT_NATIVE, "root", "", NULL));
+		for (int j = 0; j < 50; j++) {
+			int a = which ? 49 - j : j;
+			snprintf(name, sizeof(name), "f%02d", a);
+			uint32_t na = otree_child(&t[which], 0, display_key(d, SFT_NATIVE, name, "b", NULL));
+			for (int c = 0; c < 4; c++) {
+				snprintf(name, sizeof(name), "g%d", which ? 3 - c : c);
+				uint32_t nc = otree_child(&t[which], na, display_key(d, SFT_NATIVE, name, "b", NULL));
+				t[which].nodes[nc].self = t[which].nodes[nc].total = 1;
+				t[which].nodes[na].total++;
+				t[which].nodes[0].total++;
+			}
+		}
+	}
+	for (size_t budget = 2; budget < 260; budget += 7) {
+		struct buf out[2] = { { 0 } };
+		size_t w0 = otree_write(&t[0], d, budget, &out[0]);
+		size_t w1 = otree_write(&t[1], d, budget, &out[1]);
+		assert_int_equal(w0, w1);
+		assert_true(w0 <= budget);
+		assert_string_equal(out[0].data, out[1].data);
+		buf_free(&out[0]);
+		buf_free(&out[1]);
+	}
+	otree_free(&t[0]);
+	otree_free(&t[1]);
+	display_free(d);
+	buf_free(&err);
 }
 
 /* A tree's children: each found as the same node, in a list of 16 or in
@@ -1774,6 +1962,82 @@ static void test_flamegraph_request_errors(void **state)
 	buf_free(&out);
 }
 
+/* Catastrophic backtracking in a user pattern (search, frame mask, CEL
+ * matches()) ends the query with UREGEX_RC (answered 422) naming the
+ * pattern and the limit, quickly, instead of holding the thread. */
+static void test_queries_bound_user_regex(void **state)
+{
+	struct world *w = *state;
+	struct store *s = w->s;
+	struct symbols *sym = w->sym;
+	struct buf err = { 0 }, out = { 0 }, z = { 0 };
+	static char names[64][48];
+	struct spec specs[64];
+	for (int i = 0; i < 64; i++) {
+		memset(names[i], 'a', 40);
+		snprintf(names[i] + 40, 8, "!%d", i & 63);
+		specs[i] = (struct spec){ { "main", names[i], NULL }, names[63 - i], "main", 1 };
+	}
+	make_batch(specs, 64, 1, T0, &z);
+	append(s, &z);
+	const char *bodies[] = {
+		"{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000},\"search\":\"^(a+)+$\"}",
+		"{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000,"
+		"\"frame_mask\":{\"patterns\":[\"x\",\"^(a|aa)+$\"]}}}",
+	};
+	const char *what[] = { "search", "filter.frame_mask.patterns[1]" };
+	uint64_t t0 = now_mono_ns();
+	for (int i = 0; i < 2; i++) {
+		struct fg_request r;
+		assert_int_equal(fg_request_parse(&r, bodies[i], strlen(bodies[i]), &err), 0);
+		strcpy(r.scope.project_id, PROJECT);
+		buf_reset(&err);
+		assert_int_equal(flamegraph_query(s, sym, NULL, &r, &out, &err), UREGEX_RC);
+		assert_non_null(strstr(err.data, what[i]));
+		assert_non_null(strstr(err.data, "match limit"));
+		assert_non_null(strstr(err.data, i ? "^(a|aa)+$" : "^(a+)+$"));
+		fg_request_free(&r);
+		/* Top functions reads the same patterns. */
+		struct fn_request fr;
+		buf_reset(&err);
+		assert_int_equal(fn_request_parse(&fr, FN_TOP, bodies[i], strlen(bodies[i]), &err), 0);
+		fn_request_set_project(&fr, PROJECT);
+		assert_int_equal(functions_query(s, sym, NULL, &fr, &out, &err), UREGEX_RC);
+		assert_non_null(strstr(err.data, "match limit"));
+		fn_request_free(&fr);
+		buf_reset(&err);
+	}
+	/* A diff: each side is read on its own thread with its own matcher. */
+	const char *diff = "{\"baseline\":{\"start_ts\":1,\"end_ts\":2},"
+			   "\"comparison\":{\"start_ts\":1,\"end_ts\":4102444800000},"
+			   "\"frame_mask\":{\"patterns\":[\"^(a+)+$\"]}}";
+	struct fn_request dr;
+	assert_int_equal(fn_request_parse(&dr, FN_DIFF, diff, strlen(diff), &err), 0);
+	fn_request_set_project(&dr, PROJECT);
+	assert_int_equal(functions_query(s, sym, NULL, &dr, &out, &err), UREGEX_RC);
+	assert_non_null(strstr(err.data, "frame_mask.patterns[0]"));
+	fn_request_free(&dr);
+	buf_reset(&err);
+	/* CEL's matches() over the executable name. */
+	struct ent_request er;
+	const char *cel = "{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000,"
+			  "\"query\":\"process.executable.name.matches('^(a+)+$') || true\"}}";
+	assert_int_equal(ent_request_parse(&er, ENT_LABELS, cel, strlen(cel), &err), 0);
+	strcpy(er.scope.project_id, PROJECT);
+	assert_int_equal(entities_query(s, &er, &out, &err), UREGEX_RC);
+	assert_non_null(strstr(err.data, "matches()"));
+	ent_request_free(&er);
+	/* Honest patterns still work. */
+	json_t *d = run_query(s, sym, "{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000},"
+				      "\"search\":\"^a+!1$\"}");
+	assert_int_equal(json_integer_value(json_object_get(d, "total")), 1);
+	json_decref(d);
+	assert_true(now_mono_ns() - t0 < 5000000000ull);
+	buf_free(&err);
+	buf_free(&out);
+	buf_free(&z);
+}
+
 static void test_route_match(void **state)
 {
 	(void)state;
@@ -2328,6 +2592,7 @@ int main(void)
 		cmocka_unit_test(test_store_shared_log),
 		cmocka_unit_test(test_store_compacts_a_logs_blocks),
 		cmocka_unit_test_setup_teardown(test_flamegraph, world_setup, world_teardown),
+		cmocka_unit_test_setup_teardown(test_symbols_pending, world_setup, world_teardown),
 		cmocka_unit_test(test_store_blocks),
 		cmocka_unit_test(test_part_sort_nodes),
 		cmocka_unit_test(test_block_slices),
@@ -2337,10 +2602,13 @@ int main(void)
 		cmocka_unit_test(test_queries_fold_heads_once),
 		cmocka_unit_test(test_queries_carry_blocks),
 		cmocka_unit_test(test_otree_child),
+		cmocka_unit_test(test_otree_write_budget),
+		cmocka_unit_test(test_otree_write_ties),
 		cmocka_unit_test(test_stack_sums_order),
 		cmocka_unit_test_setup_teardown(test_flamegraph_pruning, world_setup, world_teardown),
 		cmocka_unit_test_setup_teardown(test_flamegraph_sparse_dense, world_setup, world_teardown),
 		cmocka_unit_test_setup_teardown(test_flamegraph_request_errors, world_setup, world_teardown),
+		cmocka_unit_test_setup_teardown(test_queries_bound_user_regex, world_setup, world_teardown),
 		cmocka_unit_test(test_route_match),
 		cmocka_unit_test_setup_teardown(test_offcpu_queries, world_setup, world_teardown),
 		cmocka_unit_test_setup_teardown(test_functions_tie_order, world_setup, world_teardown),

@@ -6,6 +6,9 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "compress.h"
 #include "elfsyms.h"
@@ -524,6 +527,22 @@ static void test_compress(void **state)
 	assert_int_equal(zstd_decompress_bounded(z.data, z.len / 2, in.len, &out), -1);
 	assert_int_equal(zstd_decompress_bounded("garbage!", 8, 100, &out), -1);
 	assert_int_equal(zstd_decompress_bounded("", 0, 100, &out), -1);
+	/* The same into a file, a chunk at a time: whole, over the bound,
+	 * truncated, garbage. */
+	FILE *f = tmpfile();
+	assert_non_null(f);
+	size_t n = 1;
+	assert_int_equal(zstd_decompress_to_fd(z.data, z.len, in.len, fileno(f), &n), 0);
+	assert_int_equal(n, in.len);
+	char *back = malloc(in.len);
+	assert_int_equal(pread(fileno(f), back, in.len, 0), (ssize_t)in.len);
+	assert_memory_equal(back, in.data, in.len);
+	free(back);
+	assert_int_equal(zstd_decompress_to_fd(z.data, z.len, in.len - 1, fileno(f), &n), -2);
+	assert_true(n <= in.len - 1);
+	assert_int_equal(zstd_decompress_to_fd(z.data, z.len / 2, in.len, fileno(f), &n), -1);
+	assert_int_equal(zstd_decompress_to_fd("garbage!", 8, 100, fileno(f), &n), -1);
+	fclose(f);
 	buf_free(&in);
 	buf_free(&z);
 	buf_free(&out);

@@ -11,6 +11,7 @@
  * workloads. */
 #include "testutil.h"
 
+#include <bpf/bpf.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/ptrace.h>
@@ -21,7 +22,9 @@
 
 #include "agent/files.h"
 #include "agent/proc.h"
+#include "agent/unwind_mem.h"
 #include "agent/unwind_table.h"
+#include "agent/unwinder.h"
 #include "elfsyms.h"
 #include "symfile.h"
 #include "unwind_types.h"
@@ -74,6 +77,43 @@ struct symbols_of {
 };
 static struct symbols_of syms[4096];
 
+/* Lays a table out the way agent/unwinder.c does: in pages of
+ * UNWIND_PAGE_ROWS entries, with a directory when it has more than one
+ * row page. The pages of each table are handed out in reverse order, so
+ * nothing may assume a table's pages are adjacent or ascending. Row pages
+ * for which leave_out() says true are left out (a table loaded in part). */
+static void lay_out(struct unwind_file_info *fi, const struct unwind_rows *rows,
+		    bool (*leave_out)(uint32_t page))
+{
+	uint32_t nrp = (uint32_t)((rows->count + UNWIND_PAGE_ROWS - 1) / UNWIND_PAGE_ROWS);
+	uint32_t ndir = nrp > 1 ? (nrp + UNWIND_PAGE_ROWS - 1) / UNWIND_PAGE_ROWS : 0;
+	uint32_t first = (uint32_t)(nentries / UNWIND_PAGE_ROWS), n = nrp + ndir;
+	nentries = (size_t)(first + n) * UNWIND_PAGE_ROWS;
+	xgrow((void **)&entries, &capentries, nentries, sizeof(*entries));
+	memset(entries + (size_t)first * UNWIND_PAGE_ROWS, 0xee, (size_t)n * UNWIND_PAGE_ROWS * sizeof(*entries));
+	uint64_t base = rows->rows[0].vaddr;
+	memset(fi, 0, sizeof(*fi));
+	fi->base = base;
+	fi->count = (uint32_t)rows->count;
+	/* page k of this table (directory first) is global page first + n - 1 - k */
+	for (uint32_t d = 0; d < ndir; d++)
+		fi->dir[d] = first + n - 1 - d;
+	for (uint32_t p = 0; p < nrp; p++) {
+		uint32_t phys = first + n - 1 - (ndir + p);
+		if (ndir == 0)
+			fi->dir[0] = phys;
+		if (ndir) {
+			struct unwind_entry *de = &entries[(size_t)fi->dir[p / UNWIND_PAGE_ROWS] * UNWIND_PAGE_ROWS +
+							   p % UNWIND_PAGE_ROWS];
+			de->addr = (uint32_t)(rows->rows[(size_t)p * UNWIND_PAGE_ROWS].vaddr - base);
+			de->rule = leave_out && leave_out(p) ? UNWIND_PAGE_NONE : phys;
+		}
+		for (size_t i = (size_t)p * UNWIND_PAGE_ROWS; i < rows->count && i < (size_t)(p + 1) * UNWIND_PAGE_ROWS; i++)
+			entries[(size_t)phys * UNWIND_PAGE_ROWS + i % UNWIND_PAGE_ROWS] =
+				(struct unwind_entry){ (uint32_t)(rows->rows[i].vaddr - base), rows->rows[i].rule };
+	}
+}
+
 static void on_new_file(void *ctx, uint32_t index, const struct agent_file *f, int fd)
 {
 	(void)ctx;
@@ -82,12 +122,7 @@ static void on_new_file(void *ctx, uint32_t index, const struct agent_file *f, i
 	struct buf err = { 0 };
 	struct unwind_budget b = { 4u << 20, now_mono_ns() + 10000000000ull };
 	if (index < ARRAY_SIZE(file_info) && unwind_table_build(fd, &rules, &b, &rows, &err) == 0) {
-		xgrow((void **)&entries, &capentries, nentries + rows.count, sizeof(*entries));
-		uint64_t base = rows.rows[0].vaddr;
-		file_info[index] = (struct unwind_file_info){ base, (uint32_t)nentries, (uint32_t)rows.count };
-		for (size_t i = 0; i < rows.count; i++)
-			entries[nentries++] = (struct unwind_entry){ (uint32_t)(rows.rows[i].vaddr - base),
-								     rows.rows[i].rule };
+		lay_out(&file_info[index], &rows, NULL);
 		unwind_rows_free(&rows);
 	}
 	const char *why;
@@ -427,10 +462,551 @@ static void test_table_properties_libc(void **state)
 	buf_free(&err);
 }
 
+
+/* --- the table's memory: pages, slots, victims (agent/unwind_mem.c) ---- */
+
+#define Q 1000 /* quarantine, in the tests' own clock */
+
+static void test_mem_alloc_free_reuse(void **state)
+{
+	(void)state;
+	struct unwind_mem m;
+	um_init(&m, 16, 4, Q);
+	uint32_t a = um_slot_alloc(&m, 0), b = um_slot_alloc(&m, 0);
+	assert_int_not_equal(a, UM_NONE);
+	assert_int_not_equal(b, UM_NONE);
+	uint32_t pa[16], pb[16];
+	assert_int_equal(um_take(&m, a, 10, 0, pa), 10);
+	assert_int_equal(um_take(&m, b, 10, 0, pb), 6); /* only 6 left */
+	assert_int_equal(m.pages_used, 16);
+	for (int i = 0; i < 10; i++)
+		for (int j = 0; j < 6; j++)
+			assert_int_not_equal(pa[i], pb[j]);
+	/* Given back: quarantined, then free again. */
+	um_release(&m, a, 100);
+	assert_int_equal(m.pages_used, 6);
+	assert_int_equal(um_free_now(&m, 100 + Q - 1), 0);
+	assert_int_equal(um_pending(&m), 10);
+	assert_int_equal(um_next_free_at(&m), 100 + Q);
+	assert_int_equal(um_take(&m, b, 4, 100 + Q - 1, NULL), 0);
+	assert_int_equal(um_free_now(&m, 100 + Q), 10);
+	assert_int_equal(um_take(&m, b, 4, 100 + Q, NULL), 4);
+	/* The pages b got back are a's old ones. */
+	for (uint32_t i = 6; i < 10; i++) {
+		bool was_a = false;
+		for (int k = 0; k < 10; k++)
+			was_a |= m.slots[b].pages[i] == pa[k];
+		assert_true(was_a);
+	}
+	/* Slots: all taken, then one back after its quarantine, with a new
+	 * generation. */
+	assert_int_not_equal(um_slot_alloc(&m, 0), UM_NONE);
+	assert_int_not_equal(um_slot_alloc(&m, 0), UM_NONE);
+	assert_int_equal(um_slot_alloc(&m, 0), UM_NONE);
+	uint32_t gen = m.slots[a].gen;
+	um_slot_free(&m, a, 5000);
+	assert_null(um_slot(&m, a));
+	assert_int_equal(um_slot_alloc(&m, 5000 + Q - 1), UM_NONE);
+	assert_int_equal(um_slot_alloc(&m, 5000 + Q), a);
+	assert_int_equal(m.slots[a].gen, gen + 1);
+	um_destroy(&m);
+}
+
+static void test_mem_victims_lru(void **state)
+{
+	(void)state;
+	struct unwind_mem m;
+	um_init(&m, 40, 8, Q);
+	uint32_t s[5];
+	for (int i = 0; i < 5; i++) {
+		s[i] = um_slot_alloc(&m, 0);
+		assert_int_equal(um_take(&m, s[i], 8, 0, NULL), 8);
+	}
+	/* s0, s1, s2 mapped, sampled at 300, 100, 200; s3 mapped by nobody
+	 * since 500; s4 being written. */
+	uint64_t seen[3] = { 300, 100, 200 };
+	for (int i = 0; i < 3; i++) {
+		um_ref(&m, s[i]);
+		m.slots[s[i]].last_seen = m.slots[s[i]].last_sampled = seen[i];
+	}
+	um_ref(&m, s[3]);
+	um_unref(&m, s[3], 500);
+	assert_int_equal(m.slots[s[3]].unref_since, 500);
+	m.slots[s[4]].loading = true;
+	uint32_t v[8];
+	/* Enough free: no victim. */
+	assert_int_equal(um_victims(&m, UM_NONE, 0, UINT64_MAX, v, 8), 0);
+	/* 20 pages: the unmapped table first, then the least recently
+	 * sampled: s3 (8), s1 (16), s2 (24). */
+	assert_int_equal(um_victims(&m, UM_NONE, 20, UINT64_MAX, v, 8), 3);
+	assert_int_equal(v[0], s[3]);
+	assert_int_equal(v[1], s[1]);
+	assert_int_equal(v[2], s[2]);
+	/* Not the table that asks. */
+	assert_int_equal(um_victims(&m, s[3], 20, UINT64_MAX, v, 8), 3);
+	assert_int_equal(v[0], s[1]);
+	assert_int_equal(v[1], s[2]);
+	assert_int_equal(v[2], s[0]);
+	/* Protection of tables sampled at or after 200: s3, then s1 only. */
+	assert_int_equal(um_victims(&m, UM_NONE, 100, 200, v, 8), 2);
+	assert_int_equal(v[0], s[3]);
+	assert_int_equal(v[1], s[1]);
+	/* More than there is: every candidate (never the one being written),
+	 * and the caller refuses or loads in part. */
+	assert_int_equal(um_victims(&m, UM_NONE, 100, UINT64_MAX, v, 8), 4);
+	for (int i = 0; i < 4; i++)
+		assert_int_not_equal(v[i], s[4]);
+	um_destroy(&m);
+}
+
+/* Many cycles of tables of random sizes coming and going: whenever as many
+ * pages as a table needs are free, it gets them all (no fragmentation),
+ * no page is held twice, and the count of pages always adds up. */
+static void test_mem_no_fragmentation(void **state)
+{
+	(void)state;
+	enum { NP = 256, NS = 64 };
+	struct unwind_mem m;
+	um_init(&m, NP, NS, Q);
+	uint32_t live[NS];
+	size_t nlive = 0;
+	uint64_t now = 0, seed = 12345;
+	uint32_t owner[NP];
+	for (int cycle = 0; cycle < 20000; cycle++) {
+		now += 97;
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		uint32_t r = (uint32_t)(seed >> 33);
+		if (nlive && (r % 3 == 0 || nlive == NS)) {
+			size_t i = r / 3 % nlive;
+			um_slot_free(&m, live[i], now);
+			live[i] = live[--nlive];
+		} else {
+			uint32_t need = 1 + r / 7 % 48;
+			uint32_t free_now = um_free_now(&m, now);
+			uint32_t s = um_slot_alloc(&m, now);
+			if (s == UM_NONE)
+				continue;
+			uint32_t got = um_take(&m, s, need, now, NULL);
+			assert_int_equal(got, MIN(need, free_now));
+			if (got == 0) {
+				um_slot_free(&m, s, now);
+				continue;
+			}
+			live[nlive++] = s;
+		}
+		uint32_t held = 0;
+		for (uint32_t p = 0; p < NP; p++)
+			owner[p] = UM_NONE;
+		for (size_t i = 0; i < nlive; i++) {
+			const struct um_slot *sl = um_slot(&m, live[i]);
+			assert_non_null(sl);
+			for (uint32_t k = 0; k < sl->npages; k++) {
+				assert_true(sl->pages[k] < NP);
+				assert_int_equal(owner[sl->pages[k]], UM_NONE);
+				owner[sl->pages[k]] = live[i];
+			}
+			held += sl->npages;
+		}
+		assert_int_equal(held, m.pages_used);
+		assert_int_equal(held + m.nfree + um_pending(&m), NP);
+	}
+	/* Everything back: the whole table in one piece again. */
+	while (nlive)
+		um_slot_free(&m, live[--nlive], now);
+	uint32_t s = um_slot_alloc(&m, now + Q);
+	assert_int_equal(um_take(&m, s, NP, now + Q, NULL), NP);
+	um_destroy(&m);
+}
+
+/* --- the unwinder with real BPF maps (as root, no program) -------------- */
+
+struct e2e {
+	struct unwind_map_fds fds;
+	struct unwinder *u;
+};
+
+static void e2e_open(struct e2e *e, uint32_t pages)
+{
+	LIBBPF_OPTS(bpf_map_create_opts, noprealloc, .map_flags = BPF_F_NO_PREALLOC);
+	memset(e, 0, sizeof(*e));
+	e->fds.rules_cap = 16384;
+	e->fds.entries_cap = pages * UNWIND_PAGE_ROWS;
+	e->fds.files_cap = 64;
+	e->fds.rules = bpf_map_create(BPF_MAP_TYPE_ARRAY, "t_rules", 4, sizeof(struct unwind_rule), 16384, NULL);
+	e->fds.entries = bpf_map_create(BPF_MAP_TYPE_ARRAY, "t_entries", 4, sizeof(struct unwind_entry),
+					e->fds.entries_cap, NULL);
+	e->fds.files = bpf_map_create(BPF_MAP_TYPE_ARRAY, "t_files", 4, sizeof(struct unwind_file_info), 64, NULL);
+	e->fds.procs = bpf_map_create(BPF_MAP_TYPE_HASH, "t_procs", 4, sizeof(struct unwind_proc), 64, &noprealloc);
+	e->fds.seen = bpf_map_create(BPF_MAP_TYPE_ARRAY, "t_seen", 4, 8, 64, NULL);
+	e->fds.wanted = bpf_map_create(BPF_MAP_TYPE_LRU_HASH, "t_wanted", 8, 8, 4096, NULL);
+	assert_true(e->fds.rules >= 0 && e->fds.entries >= 0 && e->fds.files >= 0 &&
+		    e->fds.procs >= 0 && e->fds.seen >= 0 && e->fds.wanted >= 0);
+	struct buf err = { 0 };
+	e->u = unwinder_start(&e->fds, &err);
+	assert_non_null(e->u);
+	buf_free(&err);
+}
+
+static void e2e_close(struct e2e *e)
+{
+	unwinder_stop(e->u);
+	close(e->fds.rules);
+	close(e->fds.entries);
+	close(e->fds.files);
+	close(e->fds.procs);
+	close(e->fds.seen);
+	close(e->fds.wanted);
+}
+
+static struct unwinder_stats e2e_stats(struct e2e *e)
+{
+	struct unwinder_stats st;
+	unwinder_get_stats(e->u, &st);
+	return st;
+}
+
+/* Waits (up to 20 s) until *field reaches want. */
+#define E2E_WAIT(e, field, want)                                                    \
+	do {                                                                        \
+		for (int w_ = 0; w_ < 2000 && e2e_stats(e).field < (want); w_++)    \
+			usleep(10000);                                              \
+		assert_true(e2e_stats(e).field >= (want));                          \
+	} while (0)
+
+struct lib {
+	const char *path;
+	struct file_id id;
+	struct unwind_rows rows; /* built here, with the test's own rules */
+	uint32_t pages;          /* what its table takes: row pages and directory */
+};
+
+static void lib_open(struct lib *l, const char *path)
+{
+	l->path = path;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(fileid_from_fd(fd, &l->id), 0);
+	struct buf err = { 0 };
+	struct unwind_budget b = { 4u << 20, now_mono_ns() + 10000000000ull };
+	assert_int_equal(unwind_table_build(fd, &rules, &b, &l->rows, &err), 0);
+	buf_free(&err);
+	close(fd);
+	uint32_t nrp = (uint32_t)((l->rows.count + UNWIND_PAGE_ROWS - 1) / UNWIND_PAGE_ROWS);
+	l->pages = nrp + (nrp > 1 ? (nrp + UNWIND_PAGE_ROWS - 1) / UNWIND_PAGE_ROWS : 0);
+}
+
+static void lib_register(struct e2e *e, uint32_t index, const struct lib *l)
+{
+	int fd = open(l->path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	unwinder_add_file(e->u, index, &l->id, l->path, fd, true);
+}
+
+/* A process (a made-up pid) mapping the file of registry index at one
+ * address, bias 0. */
+static void map_proc(struct e2e *e, uint32_t pid, uint32_t index)
+{
+	struct unwind_mapping m = { .start = 0x10000000, .end = 0x7f0000000000, .bias = 0, .file = index };
+	assert_int_equal(unwinder_set_process(e->u, pid, 1, 1, &m, 1), 0);
+}
+
+static uint32_t slot_of_pid(struct e2e *e, uint32_t pid)
+{
+	struct unwind_proc *p = xcalloc(1, sizeof(*p));
+	assert_int_equal(bpf_map_lookup_elem(e->fds.procs, &pid, p), 0);
+	uint32_t s = p->maps[0].file;
+	free(p);
+	return s;
+}
+
+/* Reads the BPF maps back into the globals uw_find_rule_id reads. */
+static struct unwind_file_info e2e_load(struct e2e *e, uint32_t slot)
+{
+	nentries = e->fds.entries_cap;
+	xgrow((void **)&entries, &capentries, nentries, sizeof(*entries));
+	for (uint32_t i = 0; i < nentries; i++)
+		assert_int_equal(bpf_map_lookup_elem(e->fds.entries, &i, &entries[i]), 0);
+	struct unwind_file_info fi;
+	assert_int_equal(bpf_map_lookup_elem(e->fds.files, &slot, &fi), 0);
+	return fi;
+}
+
+/* How many of the library's rows the table in BPF answers with an equal
+ * rule (compared by content: the unwinder numbers its rules itself), how
+ * many with "page not loaded"; a wrong rule fails at once. */
+static void check_rows(struct e2e *e, const struct unwind_file_info *fi, const struct lib *l,
+		       size_t *right, size_t *missing)
+{
+	*right = *missing = 0;
+	for (size_t i = 0; i < l->rows.count; i++) {
+		int id = uw_find_rule_id(fi, l->rows.rows[i].vaddr);
+		if (id <= -2) {
+			assert_int_equal(-2 - id, (int)(i / UNWIND_PAGE_ROWS));
+			(*missing)++;
+			continue;
+		}
+		assert_true(id >= 0);
+		struct unwind_rule got;
+		uint32_t key = (uint32_t)id;
+		assert_int_equal(bpf_map_lookup_elem(e->fds.rules, &key, &got), 0);
+		assert_memory_equal(&got, &rules.rules[l->rows.rows[i].rule], sizeof(got));
+		(*right)++;
+	}
+	assert_int_equal(uw_find_rule_id(fi, l->rows.rows[0].vaddr - 1), -1);
+}
+
+static void set_seen(struct e2e *e, uint32_t slot, uint64_t t)
+{
+	assert_int_equal(bpf_map_update_elem(e->fds.seen, &slot, &t, BPF_ANY), 0);
+}
+
+/* Load, evict the least recently sampled table for a new one, reload it
+ * when it is sampled again, give back a table no process maps, and load a
+ * file given back again (opened anew through /proc/self/map_files). */
+static void test_unwinder_evict_reload_reclaim(void **state)
+{
+	(void)state;
+	rule_set_free(&rules);
+	rule_set_init(&rules, 16384);
+	struct lib libc, cxx;
+	lib_open(&libc, "/lib/x86_64-linux-gnu/libc.so.6");
+	lib_open(&cxx, "/lib/x86_64-linux-gnu/libstdc++.so.6");
+	struct e2e e;
+	e2e_open(&e, libc.pages + cxx.pages - 4); /* not both */
+	size_t right, missing;
+
+	lib_register(&e, 0, &libc);
+	map_proc(&e, 1000, 0);
+	E2E_WAIT(&e, files_loaded, 1);
+	uint32_t s_libc = slot_of_pid(&e, 1000);
+	struct unwind_file_info fi = e2e_load(&e, s_libc);
+	check_rows(&e, &fi, &libc, &right, &missing);
+	assert_int_equal(right, libc.rows.count);
+	assert_int_equal(e2e_stats(&e).entries_used, (uint64_t)libc.pages * UNWIND_PAGE_ROWS);
+
+	/* libstdc++ does not fit beside it: libc, sampled least recently,
+	 * makes room and is taken out of BPF's sight. */
+	lib_register(&e, 1, &cxx);
+	map_proc(&e, 1001, 1);
+	E2E_WAIT(&e, files_loaded, 2);
+	assert_int_equal(e2e_stats(&e).files_evicted, 1);
+	uint32_t s_cxx = slot_of_pid(&e, 1001);
+	assert_int_not_equal(s_cxx, s_libc);
+	fi = e2e_load(&e, s_libc);
+	assert_int_equal(fi.count, 0);
+	fi = e2e_load(&e, s_cxx);
+	check_rows(&e, &fi, &cxx, &right, &missing);
+	assert_int_equal(right, cxx.rows.count);
+
+	/* A sample in libc: reloaded at the next tick, in place of libstdc++. */
+	set_seen(&e, s_libc, now_mono_ns());
+	unwinder_tick(e.u, now_mono_ns()); /* not within 2 s of its last load */
+	usleep(100000);
+	assert_int_equal(e2e_stats(&e).files_reloaded, 0);
+	unwinder_tick(e.u, now_mono_ns() + 3000000000ull);
+	E2E_WAIT(&e, files_reloaded, 1);
+	assert_int_equal(e2e_stats(&e).files_evicted, 2);
+	fi = e2e_load(&e, s_libc);
+	check_rows(&e, &fi, &libc, &right, &missing);
+	assert_int_equal(right, libc.rows.count);
+	assert_int_equal(e2e_load(&e, s_cxx).count, 0);
+
+	/* The process of libstdc++ exits: its table goes back after
+	 * UNWINDER_KEEP_NS, and its slot with it. */
+	unwinder_remove_process(e.u, 1001);
+	unwinder_tick(e.u, now_mono_ns());
+	assert_int_equal(e2e_stats(&e).files_reclaimed, 0); /* kept a while */
+	unwinder_tick(e.u, now_mono_ns() + UNWINDER_KEEP_NS + 1000000000ull);
+	assert_int_equal(e2e_stats(&e).files_reclaimed, 0); /* it had no rows */
+	assert_int_equal(e2e_stats(&e).entries_used, (uint64_t)libc.pages * UNWIND_PAGE_ROWS);
+	unwinder_remove_process(e.u, 1000);
+	unwinder_tick(e.u, now_mono_ns() + UNWINDER_KEEP_NS + 1000000000ull);
+	assert_int_equal(e2e_stats(&e).files_reclaimed, 1);
+	assert_int_equal(e2e_stats(&e).entries_used, 0);
+	assert_int_equal(e2e_stats(&e).tables, 0);
+	assert_int_equal(e2e_load(&e, s_libc).count, 0);
+
+	/* This very process maps libc: a new table, from the file opened
+	 * again through /proc/self/map_files. */
+	FILE *maps = fopen("/proc/self/maps", "r");
+	char line[512];
+	struct unwind_mapping m = { .file = 0 };
+	while (maps && fgets(line, sizeof(line), maps)) {
+		unsigned long long lo, hi, off;
+		char perms[8];
+		if (sscanf(line, "%llx-%llx %7s %llx", &lo, &hi, perms, &off) == 4 && perms[2] == 'x' &&
+		    strstr(line, "/libc.so.6")) {
+			m.start = lo;
+			m.end = hi;
+			break;
+		}
+	}
+	if (maps)
+		fclose(maps);
+	assert_true(m.start != 0);
+	usleep(60000); /* the slots' quarantine */
+	assert_int_equal(unwinder_set_process(e.u, (uint32_t)getpid(), 1, 1, &m, 1), 0);
+	E2E_WAIT(&e, files_loaded, 3);
+	fi = e2e_load(&e, slot_of_pid(&e, (uint32_t)getpid()));
+	check_rows(&e, &fi, &libc, &right, &missing);
+	assert_int_equal(right, libc.rows.count);
+	unwinder_remove_process(e.u, (uint32_t)getpid());
+	e2e_close(&e);
+	unwind_rows_free(&libc.rows);
+	unwind_rows_free(&cxx.rows);
+}
+
+/* A file larger than the room left beside tables sampled now is loaded in
+ * part, then gets the pages samples wanted; with no room at all it is
+ * refused (and frames in it are unwound by frame pointer). */
+static void test_unwinder_partial_and_refused(void **state)
+{
+	(void)state;
+	rule_set_free(&rules);
+	rule_set_init(&rules, 16384);
+	struct lib libc, cxx;
+	lib_open(&libc, "/lib/x86_64-linux-gnu/libc.so.6");
+	lib_open(&cxx, "/lib/x86_64-linux-gnu/libstdc++.so.6");
+	assert_true(cxx.pages > 12);
+	struct e2e e;
+	e2e_open(&e, libc.pages + 6);
+	lib_register(&e, 0, &libc);
+	map_proc(&e, 1000, 0);
+	E2E_WAIT(&e, files_loaded, 1);
+	uint32_t s_libc = slot_of_pid(&e, 1000);
+	set_seen(&e, s_libc, now_mono_ns()); /* libc runs now */
+	lib_register(&e, 1, &cxx);
+	map_proc(&e, 1001, 1);
+	E2E_WAIT(&e, files_partial, 1);
+	assert_int_equal(e2e_stats(&e).files_evicted, 0);
+	uint32_t s_cxx = slot_of_pid(&e, 1001);
+	struct unwind_file_info fi = e2e_load(&e, s_cxx);
+	size_t right, missing;
+	check_rows(&e, &fi, &cxx, &right, &missing);
+	assert_int_equal(right, 5 * UNWIND_PAGE_ROWS); /* 6 pages: the directory and 5 row pages */
+	assert_int_equal(right + missing, cxx.rows.count);
+	/* Samples fell in row page 9, not loaded: it is loaded next. */
+	uint32_t last = (uint32_t)((cxx.rows.count - 1) / UNWIND_PAGE_ROWS);
+	assert_true(uw_find_rule_id(&fi, cxx.rows.rows[(size_t)last * UNWIND_PAGE_ROWS].vaddr) <= -2);
+	uint64_t key = (uint64_t)s_cxx << 32 | last, now = now_mono_ns();
+	assert_int_equal(bpf_map_update_elem(e.fds.wanted, &key, &now, BPF_ANY), 0);
+	usleep(10000);
+	unwinder_tick(e.u, now_mono_ns() + 3000000000ull);
+	E2E_WAIT(&e, files_partial, 2);
+	fi = e2e_load(&e, s_cxx);
+	assert_true(uw_find_rule_id(&fi, cxx.rows.rows[(size_t)last * UNWIND_PAGE_ROWS].vaddr) >= 0);
+	check_rows(&e, &fi, &cxx, &right, &missing);
+	assert_int_equal(right, 5 * UNWIND_PAGE_ROWS - (cxx.rows.count % UNWIND_PAGE_ROWS ? UNWIND_PAGE_ROWS - cxx.rows.count % UNWIND_PAGE_ROWS : 0));
+	/* libc was never touched. */
+	fi = e2e_load(&e, s_libc);
+	check_rows(&e, &fi, &libc, &right, &missing);
+	assert_int_equal(right, libc.rows.count);
+	e2e_close(&e);
+
+	/* One page free beside libc: not even a directory and a row page. */
+	e2e_open(&e, libc.pages + 1);
+	lib_register(&e, 0, &libc);
+	map_proc(&e, 1000, 0);
+	E2E_WAIT(&e, files_loaded, 1);
+	set_seen(&e, slot_of_pid(&e, 1000), now_mono_ns());
+	lib_register(&e, 1, &cxx);
+	map_proc(&e, 1001, 1);
+	E2E_WAIT(&e, files_refused, 1);
+	assert_int_equal(e2e_load(&e, slot_of_pid(&e, 1001)).count, 0);
+	assert_int_equal(e2e_stats(&e).files_evicted, 0);
+	e2e_close(&e);
+	unwind_rows_free(&libc.rows);
+	unwind_rows_free(&cxx.rows);
+}
+
+
+/* The tick keeps 1/16 of the array free: a table no process maps goes at
+ * once, not after UNWINDER_KEEP_NS, when the free pages fall below that;
+ * a mapped one stays. */
+static void test_unwinder_headroom(void **state)
+{
+	(void)state;
+	rule_set_free(&rules);
+	rule_set_init(&rules, 16384);
+	struct lib libc, cxx;
+	lib_open(&libc, "/lib/x86_64-linux-gnu/libc.so.6");
+	lib_open(&cxx, "/lib/x86_64-linux-gnu/libstdc++.so.6");
+	struct e2e e;
+	e2e_open(&e, libc.pages + cxx.pages + 1); /* 1 page free, < 1/16 */
+	lib_register(&e, 0, &libc);
+	map_proc(&e, 1000, 0);
+	lib_register(&e, 1, &cxx);
+	map_proc(&e, 1001, 1);
+	E2E_WAIT(&e, files_loaded, 2);
+	unwinder_tick(e.u, now_mono_ns());
+	assert_int_equal(e2e_stats(&e).files_reclaimed, 0); /* both mapped */
+	unwinder_remove_process(e.u, 1001);
+	unwinder_tick(e.u, now_mono_ns());
+	assert_int_equal(e2e_stats(&e).files_reclaimed, 1);
+	assert_int_equal(e2e_stats(&e).entries_used, (uint64_t)libc.pages * UNWIND_PAGE_ROWS);
+	assert_int_equal(e2e_stats(&e).tables, 1);
+	e2e_close(&e);
+	unwind_rows_free(&libc.rows);
+	unwind_rows_free(&cxx.rows);
+}
+
+/* The paged layout itself: every row of libc found through the directory
+ * in pages laid out backwards; a row page left out answers "not loaded". */
+static bool skip_odd(uint32_t page)
+{
+	return page % 2 == 1;
+}
+
+static void test_paged_lookup_libc(void **state)
+{
+	(void)state;
+	rule_set_free(&rules);
+	rule_set_init(&rules, 16384);
+	int fd = open("/lib/x86_64-linux-gnu/libc.so.6", O_RDONLY);
+	assert_true(fd >= 0);
+	struct unwind_rows r;
+	struct buf err = { 0 };
+	struct unwind_budget b = { 4u << 20, now_mono_ns() + 10000000000ull };
+	assert_int_equal(unwind_table_build(fd, &rules, &b, &r, &err), 0);
+	close(fd);
+	buf_free(&err);
+	assert_true(r.count > 2 * UNWIND_PAGE_ROWS);
+	for (int pass = 0; pass < 2; pass++) {
+		struct unwind_file_info fi;
+		lay_out(&fi, &r, pass ? skip_odd : NULL);
+		for (size_t i = 0; i < r.count; i++) {
+			uint32_t page = (uint32_t)(i / UNWIND_PAGE_ROWS);
+			int want = pass && page % 2 ? -2 - (int)page : (int)r.rows[i].rule;
+			assert_int_equal(uw_find_rule_id(&fi, r.rows[i].vaddr), want);
+			/* one byte before the next row: still this row */
+			if (i + 1 < r.count && r.rows[i + 1].vaddr - 1 > r.rows[i].vaddr)
+				assert_int_equal(uw_find_rule_id(&fi, r.rows[i + 1].vaddr - 1), want);
+		}
+		assert_int_equal(uw_find_rule_id(&fi, r.rows[0].vaddr - 1), -1);
+		fi.count = 0;
+		assert_int_equal(uw_find_rule_id(&fi, r.rows[0].vaddr), -1);
+	}
+	/* A table of one page has no directory. */
+	struct unwind_rows one = r;
+	one.count = 100;
+	struct unwind_file_info fi;
+	lay_out(&fi, &one, NULL);
+	for (size_t i = 0; i < one.count; i++)
+		assert_int_equal(uw_find_rule_id(&fi, r.rows[i].vaddr), (int)r.rows[i].rule);
+	unwind_rows_free(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_table_properties_libc),
+		cmocka_unit_test(test_paged_lookup_libc),
+		cmocka_unit_test(test_mem_alloc_free_reuse),
+		cmocka_unit_test(test_mem_victims_lru),
+		cmocka_unit_test(test_mem_no_fragmentation),
+		cmocka_unit_test(test_unwinder_evict_reload_reclaim),
+		cmocka_unit_test(test_unwinder_partial_and_refused),
+		cmocka_unit_test(test_unwinder_headroom),
 		cmocka_unit_test(test_c_without_frame_pointers),
 		cmocka_unit_test(test_recursion_200_deep),
 		cmocka_unit_test(test_cpp_inlining_exceptions),

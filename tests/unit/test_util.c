@@ -5,10 +5,12 @@
 #include "hmap.h"
 #include "jsonw.h"
 #include "log.h"
+#include "pidlock.h"
 #include "sort.h"
 #include "strtab.h"
 #include "util.h"
 
+#include <dirent.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -382,6 +384,30 @@ static void test_strtab(void **state)
 	strtab_free(&t);
 }
 
+static void test_unnamed_file(void **state)
+{
+	(void)state;
+	char *dir = make_temp_dir();
+	int fd = unnamed_file(dir);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "spooled", 7), 7);
+	char back[8] = { 0 };
+	assert_int_equal(pread(fd, back, 7, 0), 7);
+	assert_string_equal(back, "spooled");
+	/* Nothing in the directory, open or closed. */
+	DIR *d = opendir(dir);
+	assert_non_null(d);
+	int entries = 0;
+	for (struct dirent *e; (e = readdir(d));)
+		entries += e->d_name[0] != '.' || strncmp(e->d_name, ".ember-", 7) == 0;
+	closedir(d);
+	assert_int_equal(entries, 0);
+	close(fd);
+	assert_int_equal(unnamed_file("/nonexistent/dir"), -1);
+	rm_rf(dir);
+	free(dir);
+}
+
 static void test_read_file_limit(void **state)
 {
 	(void)state;
@@ -417,6 +443,18 @@ static void test_log_rate_limit(void **state)
 	log_info("another statement");
 	usleep(350 * 1000);
 	log_warn("repeated %d", 10);
+	/* A statement that stops repeating: its count is told by the next
+	 * line of another one once its window has ended, or by a flush. */
+	unsigned long long before = log_suppressed_total();
+	for (int i = 0; i < 1000; i++)
+		log_error("disk full %d", i);
+	assert_int_equal(log_suppressed_total() - before, 997);
+	usleep(350 * 1000);
+	log_info("something else");
+	for (int i = 0; i < 5; i++)
+		log_error("still full %d", i);
+	log_flush_suppressed();
+	log_flush_suppressed(); /* nothing left to tell */
 	log_set_rate_limit(0);
 	for (int i = 0; i < 5; i++)
 		log_info("unlimited");
@@ -435,14 +473,60 @@ static void test_log_rate_limit(void **state)
 	for (const char *p = text; (p = strstr(p, "unlimited")); p++)
 		n++;
 	assert_int_equal(n, 5);
+	const char *told = strstr(text, "997 more like \"disk full %d\" suppressed");
+	assert_non_null(told);
+	assert_true(told < strstr(text, "something else"));
+	assert_non_null(strstr(text, "2 more like \"still full %d\" suppressed"));
+	assert_null(strstr(text, "disk full 3"));
+	n = 0;
+	for (const char *p = text; (p = strchr(p, '\n')); p++)
+		n++;
+	assert_int_equal(n, 3 + 1 + 1 + 3 + 1 + 1 + 3 + 1 + 5); /* bounded: 19 lines for 1 021 */
 	free(text);
 	log_init("test", LOG_INFO, false);
+}
+
+/* One holder at a time; the second is told the first one's pid; the lock
+ * goes with the descriptor. */
+static void test_pidlock(void **state)
+{
+	(void)state;
+	char *dir = make_temp_dir();
+	char path[512];
+	snprintf(path, sizeof(path), "%s/lock", dir);
+	struct buf err = { 0 };
+	long holder = -1;
+	write_text(path, "999999999999\n"); /* a stale pid from a crash */
+	int fd = pidlock_take(path, &holder, &err);
+	assert_true(fd >= 0);
+	assert_int_equal(holder, 0);
+	char *text = NULL;
+	size_t len = 0;
+	assert_int_equal(read_file(path, 64, &text, &len), 0);
+	assert_int_equal(strtol(text, NULL, 10), (long)getpid());
+	free(text);
+	/* A second open file, even in this process, is refused. */
+	assert_int_equal(pidlock_take(path, &holder, &err), -2);
+	assert_int_equal(holder, (long)getpid());
+	assert_null(err.data);
+	pidlock_release(fd);
+	fd = pidlock_take(path, &holder, &err);
+	assert_true(fd >= 0);
+	pidlock_release(fd);
+	/* A directory that does not exist: a message. */
+	snprintf(path, sizeof(path), "%s/none/lock", dir);
+	assert_int_equal(pidlock_take(path, &holder, &err), -1);
+	assert_non_null(strstr(err.data, "none/lock"));
+	buf_free(&err);
+	rm_rf(dir);
+	free(dir);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_duration),
+		cmocka_unit_test(test_pidlock),
 		cmocka_unit_test(test_log_rate_limit),
 		cmocka_unit_test(test_numbers),
 		cmocka_unit_test(test_floor),
@@ -455,6 +539,7 @@ int main(void)
 		cmocka_unit_test(test_hmap_against_reference),
 		cmocka_unit_test(test_strtab),
 		cmocka_unit_test(test_read_file_limit),
+		cmocka_unit_test(test_unnamed_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
