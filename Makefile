@@ -1,8 +1,8 @@
 # ember - build, run and test. Everything is built out of tree in build/.
 #
 #   make            build the binaries (build/bin/ember-agent, ember-server, ember)
-#   make run        install what is missing, build, start server + agent (Ctrl-C stops)
-#   make test       every test: unit (ASan+UBSan), fuzz smoke, integration, browser
+#   make run        install what building and running need, build, start server + agent (Ctrl-C stops)
+#   make test       install what the tests need too; every test: unit (ASan+UBSan), fuzz smoke, integration, browser
 #   make bench      the benchmarks under bench/
 #   make clean
 
@@ -64,14 +64,19 @@ FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 WORKLOADS := $(addprefix $(BUILD)/workloads/,cpu_split offcpu_split offcpu_burst unwind_c unwind_lib unwind_cpp unwind_rust \
                unwind_go unwind_go_stripped symbols_cpp symbols_cpp.stripped metrics_load)
 
-.PHONY: FORCE all deps run test unit fuzz integration browser bench clean
+.PHONY: FORCE all deps deps-run run test unit fuzz integration browser bench clean
 .DELETE_ON_ERROR:
 .SECONDARY:
 
 all: $(BINS)
 
+# What building and running need (make run), and that plus what only the
+# tests and benchmarks need (make test, make bench): scripts/install-deps.sh.
+deps-run:
+	@scripts/install-deps.sh run
+
 deps:
-	@scripts/install-deps.sh
+	@scripts/install-deps.sh test
 
 # --- generated sources -------------------------------------------------
 
@@ -252,8 +257,8 @@ $(BUILD)/bench/%: $(call obj,bench/%.c) $(AGENT_OBJS) $(SERVER_OBJS) $(LIB_OBJS)
 unit: $(UNIT_BINS)
 fuzz: $(FUZZ_BINS)
 
-run: deps
-	@$(MAKE) --no-print-directory all $(WORKLOADS)
+run: deps-run
+	@$(MAKE) --no-print-directory all
 	@scripts/run.sh
 
 test: deps

@@ -27,6 +27,8 @@ struct agent_config {
 	char *job_tag_env;          /* environment variable whose value is job.tag */
 	char *container_runtime_socket;
 	char *pprof;                /* -pprof: host:port of the stats server, "" = off */
+	char *state_dir;            /* -state-dir: crash notes (crashlog.h), "" = off */
+	char *debug_file_dir;       /* -debug-file-dir: local debug files, "" = none */
 	char *k8s_pod_labels;       /* -k8s-pod-labels: comma-separated label names */
 	char *pod_labels[KUBELET_MAX_LABELS]; /* parsed, distinct (owned) */
 	size_t npod_labels;

@@ -33,8 +33,10 @@ void files_init(struct file_registry *r, const char *proc_root, new_file_fn fn, 
 
 void files_free(struct file_registry *r)
 {
-	for (size_t i = 0; i < r->count; i++)
+	for (size_t i = 0; i < r->count; i++) {
 		free(r->files[i].name);
+		free(r->files[i].path);
+	}
 	free(r->files);
 	hmap_free(&r->index);
 	memset(r, 0, sizeof(*r));
@@ -103,6 +105,8 @@ uint32_t files_get(struct file_registry *r, int pid, const struct maps_line *m)
 			base = m->path + i + 1;
 	size_t blen = (size_t)(m->path + m->path_len - base);
 	f.name = blen ? xstrndup(base, MIN(blen, 255)) : xstrdup("[unknown]");
+	if (m->path_len && m->path[0] == '/' && m->path_len < 4096)
+		f.path = xstrndup(m->path, m->path_len);
 	f.dev = dev;
 	f.ino = m->inode;
 	idx = add(r, &f, fd);

@@ -29,6 +29,8 @@ struct file_segment {
 struct agent_file {
 	struct file_id id;
 	char *name; /* base name */
+	char *path; /* the path the first process that mapped it saw (where its
+		       debug file may lie), or NULL (images) */
 	uint64_t dev, ino;
 	uint8_t build_id[ELF_BUILD_ID_MAX];
 	int build_id_len;

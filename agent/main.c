@@ -17,6 +17,7 @@
 #include "batch.h"
 #include "collect.h"
 #include "config.h"
+#include "crashlog.h"
 #include "files.h"
 #include "httpc.h"
 #include "kallsyms.h"
@@ -119,7 +120,7 @@ static void on_new_file(void *ctx, uint32_t index, const struct agent_file *f, i
 			  pf.debug_offsets ? "offsets from its _Py_DebugOffsets" : "ember's fixed layout");
 	}
 	int fd2 = a->unwinder ? dup(fd) : -1;
-	symupload_add(a->symupload, &f->id, f->name, fd);
+	symupload_add(a->symupload, &f->id, f->name, f->path, fd);
 	if (fd2 >= 0)
 		unwinder_add_file(a->unwinder, index, &f->id, f->name, fd2, f->ino != 0);
 }
@@ -575,6 +576,14 @@ int main(int argc, char **argv, char **envp)
 		log_error("cannot initialise libcurl");
 		return 1;
 	}
+	if (*a.cfg.state_dir) {
+		/* How the previous run ended, then the handler for this one. */
+		crashlog_report_previous(a.cfg.state_dir);
+		if (crashlog_install(a.cfg.state_dir, &err) < 0) {
+			log_warn("-state-dir: %s; a crash will leave no note", err.data);
+			buf_reset(&err);
+		}
+	}
 	a.start_unix_ms = now_unix_ms();
 	a.sampling = true;
 	if (*a.cfg.pprof) {
@@ -612,7 +621,8 @@ int main(int argc, char **argv, char **envp)
 	};
 	a.reporter = reporter_start(&hopts, SEND_QUEUE_BYTES, SESSION_MAX_BYTES,
 				    a.cfg.ember_protocol ? NULL : a.cfg.project);
-	struct symupload_opts sopts = { a.cfg.dwarf, a.cfg.max_input_file_size, a.cfg.max_symbfile_size };
+	struct symupload_opts sopts = { a.cfg.dwarf, a.cfg.max_input_file_size, a.cfg.max_symbfile_size,
+					a.cfg.debug_file_dir };
 	a.symupload = symupload_start(&hopts, &sopts);
 	if (!a.reporter || !a.symupload) {
 		log_error("cannot start the reporter threads");

@@ -93,7 +93,8 @@ void proc_table_sweep(struct proc_table *t, uint64_t now_ns, uint64_t idle_ns);
 size_t proc_table_count(const struct proc_table *t);
 
 /* The executable name of pid: the base name of PROC/PID/exe (without
- * " (deleted)"), else comm, else "[unknown]"; at most 63 bytes. Shared
+ * " (deleted)"), else comm, else "[unknown]"; at most 63 bytes, control
+ * characters replaced by '?'. Shared
  * by the sample path and the metrics collector (hostmetrics.h). */
 void proc_exe_name(const char *proc_root, int32_t pid, const char *comm, char *out, size_t n);
 

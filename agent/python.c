@@ -572,7 +572,7 @@ int python_symbolize(struct python *py, int32_t pid, uint64_t slot, uint64_t qua
 	struct code_entry *e = NULL;
 	if (hmap_find(&p->index, h, eq_code, &k, &idx)) {
 		e = &p->codes[idx];
-		if (e->gen != py->gen || e->fp[2] != qualname) {
+		if (e->gen != py->gen || e->fp[2] != qualname || !e->name) {
 			/* Once per generation: is it still the same code object? */
 			uint64_t fp[5];
 			py->stats.revalidated++;
@@ -609,6 +609,20 @@ int python_symbolize(struct python *py, int32_t pid, uint64_t slot, uint64_t qua
 				/* The sampled code object is gone. */
 				py->stats.stale++;
 				return -1;
+			}
+			/* An entry whose strings could not be read (the process
+			 * was exiting mid-read) stays in the index with no name:
+			 * read them again now, never hand out a NULL name. */
+			if (!e->name) {
+				free(e->file);
+				free(e->table);
+				e->file = NULL;
+				e->table = NULL;
+				e->ntable = 0;
+				if (fill_entry(pid, p, e) < 0) {
+					py->stats.read_errors++;
+					return -1;
+				}
 			}
 		} else {
 			py->stats.cache_hits++;

@@ -25,9 +25,17 @@
 struct job {
 	struct file_id id;
 	char name[256];
+	char *path; /* where the file was mapped from (for its debug file), or NULL; owned */
 	int fd;
 	int attempts;
 };
+
+static void job_done(struct job *j)
+{
+	close(j->fd);
+	free(j->path);
+	j->path = NULL;
+}
 
 struct symupload {
 	pthread_t thread;
@@ -120,14 +128,35 @@ static int upload(struct symupload *u, struct job *j)
 	const char *why = NULL;
 	int result = -1;
 	struct elfsyms_opts eo = { u->opts.dwarf, u->opts.max_input, now_mono_ns() + 30000000000ull };
-	long n = elfsyms_extract(j->fd, j->fd, &eo, &sym, &why);
+	/* A local debug file of the same build (a -dbgsym/-dbg package's, or
+	 * one split off by the user) names what the stripped file cannot. */
+	char found[4400];
+	int dfd = u->opts.debug_dir && *u->opts.debug_dir
+			  ? elfsyms_open_debug_file(j->fd, j->path, u->opts.debug_dir, found, sizeof(found))
+			  : -1;
+	long n = -1;
+	if (dfd >= 0) {
+		n = elfsyms_extract(j->fd, dfd, &eo, &sym, &why);
+		if (n >= 0) {
+			log_debug("symbols of %s from the local debug file %s", j->name, found);
+		} else {
+			log_debug("the local debug file %s of %s: %s; using the file itself", found, j->name, why);
+			buf_reset(&sym);
+			close(dfd);
+			dfd = -1;
+		}
+	}
+	if (n < 0)
+		n = elfsyms_extract(j->fd, j->fd, &eo, &sym, &why);
 	if (n >= 0 && eo.dwarf && sym.len > u->opts.max_symbfile) {
 		log_info("symbols of %s with DWARF are %zu bytes (more than %llu): uploading ELF symbols only",
 			 j->name, sym.len, (unsigned long long)u->opts.max_symbfile);
 		buf_reset(&sym);
 		eo.dwarf = false;
-		n = elfsyms_extract(j->fd, j->fd, &eo, &sym, &why);
+		n = elfsyms_extract(j->fd, dfd >= 0 ? dfd : j->fd, &eo, &sym, &why);
 	}
+	if (dfd >= 0)
+		close(dfd);
 	if (n < 0) {
 		log_debug("no symbols for %s: %s", j->name, why);
 		goto out;
@@ -224,14 +253,14 @@ static void *run(void *arg)
 					u->stats.failed++;
 					pthread_mutex_unlock(&u->lock);
 				}
-				close(work[i].fd);
+				job_done(&work[i]);
 			}
 		}
 		pthread_mutex_lock(&u->lock);
 		for (size_t i = 0; i < retry; i++) {
 			if (u->njobs >= MAX_JOBS) {
 				u->stats.skipped++;
-				close(work[i].fd);
+				job_done(&work[i]);
 				continue;
 			}
 			xgrow((void **)&u->jobs, &u->capjobs, u->njobs + 1, sizeof(*u->jobs));
@@ -245,7 +274,7 @@ static void *run(void *arg)
 		}
 	}
 	for (size_t i = 0; i < u->njobs; i++)
-		close(u->jobs[i].fd);
+		job_done(&u->jobs[i]);
 	u->njobs = 0;
 	pthread_mutex_unlock(&u->lock);
 	free(work);
@@ -256,8 +285,10 @@ struct symupload *symupload_start(const struct http_opts *opts, const struct sym
 {
 	struct symupload *u = xcalloc(1, sizeof(*u));
 	u->opts = *so;
+	u->opts.debug_dir = so->debug_dir ? xstrdup(so->debug_dir) : NULL;
 	u->http = http_client_new(opts);
 	if (!u->http) {
+		free((char *)u->opts.debug_dir);
 		free(u);
 		return NULL;
 	}
@@ -269,6 +300,7 @@ struct symupload *symupload_start(const struct http_opts *opts, const struct sym
 	pthread_condattr_destroy(&ca);
 	if (pthread_create(&u->thread, NULL, run, u) != 0) {
 		http_client_free(u->http);
+		free((char *)u->opts.debug_dir);
 		free(u);
 		return NULL;
 	}
@@ -276,7 +308,8 @@ struct symupload *symupload_start(const struct http_opts *opts, const struct sym
 	return u;
 }
 
-void symupload_add(struct symupload *u, const struct file_id *id, const char *name, int fd)
+void symupload_add(struct symupload *u, const struct file_id *id, const char *name,
+		   const char *path, int fd)
 {
 	pthread_mutex_lock(&u->lock);
 	if (u->njobs >= MAX_JOBS || u->stopping) {
@@ -290,6 +323,7 @@ void symupload_add(struct symupload *u, const struct file_id *id, const char *na
 	memset(j, 0, sizeof(*j));
 	j->id = *id;
 	snprintf(j->name, sizeof(j->name), "%s", name);
+	j->path = path && path[0] == '/' ? xstrndup(path, strnlen(path, 4095)) : NULL;
 	j->fd = fd;
 	u->stats.queued++;
 	pthread_cond_signal(&u->cond);
@@ -313,6 +347,7 @@ void symupload_stop(struct symupload *u)
 	pthread_mutex_unlock(&u->lock);
 	pthread_join(u->thread, NULL);
 	http_client_free(u->http);
+	free((char *)u->opts.debug_dir);
 	free(u->jobs);
 	pthread_mutex_destroy(&u->lock);
 	pthread_cond_destroy(&u->cond);

@@ -12,6 +12,10 @@
  * (the queue is bounded: 4096 files) and are asked about again after an
  * exponential backoff of 1 s to 30 s; an upload the server fails is tried
  * at most three times.
+ * The symbols come from a local debug file of the same build when there is
+ * one (elfsyms_open_debug_file: by build ID under -debug-file-dir, else by
+ * .gnu_debuglink, its CRC or build ID checked), else from the file itself;
+ * with -dwarf the debug file's DWARF too.
  */
 #ifndef EMBER_AGENT_SYMUPLOAD_H
 #define EMBER_AGENT_SYMUPLOAD_H
@@ -33,11 +37,15 @@ struct symupload_opts {
 	bool dwarf;             /* -dwarf: upload source lines and inlined functions */
 	uint64_t max_input;     /* EMBER_MAX_INPUT_FILE_SIZE: no DWARF for larger files */
 	uint64_t max_symbfile;  /* EMBER_MAX_SYMBFILE_SIZE: larger symbol files lose their DWARF */
+	const char *debug_dir;  /* -debug-file-dir: root of local debug files (copied); NULL/"" = none */
 };
 
 struct symupload *symupload_start(const struct http_opts *opts, const struct symupload_opts *so);
-/* Takes ownership of fd. */
-void symupload_add(struct symupload *u, const struct file_id *id, const char *name, int fd);
+/* Takes ownership of fd. path is where the file lives as the process
+ * that mapped it sees it (absolute; NULL = unknown): its .gnu_debuglink
+ * is looked up beside it. */
+void symupload_add(struct symupload *u, const struct file_id *id, const char *name,
+		   const char *path, int fd);
 void symupload_get_stats(struct symupload *u, struct symupload_stats *out);
 void symupload_stop(struct symupload *u);
 

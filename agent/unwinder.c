@@ -332,11 +332,11 @@ static void build(struct unwinder *u, struct job *j)
 
 	struct unwind_rows rows;
 	struct buf err = { 0 };
-	uint64_t t0 = now_mono_ns();
+	uint64_t t0 = now_mono_ns(), cpu0 = now_thread_cpu_ns();
 	struct unwind_budget budget = { MAX_ROWS_PER_FILE, t0 + BUILD_DEADLINE_NS };
 	int rc = unwind_table_build(fd, &u->rules, &budget, &rows, &err);
 	close(fd);
-	uint64_t dt = now_mono_ns() - t0;
+	uint64_t dt = now_thread_cpu_ns() - cpu0; /* CPU time of this thread, not wall time */
 	uint64_t base = rc == 0 && rows.count ? rows.rows[0].vaddr : 0;
 	const char *why = err.data ? err.data : "no rows";
 	if (rc == 0 && rows.count && rows.rows[rows.count - 1].vaddr - base > UINT32_MAX) {

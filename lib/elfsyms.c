@@ -1,12 +1,15 @@
 /* elfsyms.c - see elfsyms.h. */
 #include "elfsyms.h"
 
+#include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "dwarfsyms.h"
 #include "gopclntab.h"
@@ -320,6 +323,127 @@ int elfsyms_debuglink(int fd, char *name, size_t n)
 	}
 	elf_end(elf);
 	return rc;
+}
+
+/* The .gnu_debuglink name and CRC (stored after the name's NUL, 4-byte
+ * aligned, in the file's byte order). Returns 0 or -1. */
+static int debuglink_crc(int fd, char *name, size_t n, uint32_t *crc)
+{
+	Elf *elf = open_elf(fd);
+	if (!elf)
+		return -1;
+	int rc = -1;
+	Elf_Scn *scn = section_named(elf, ".gnu_debuglink");
+	Elf_Data *d = scn ? elf_getdata(scn, NULL) : NULL;
+	const char *ident = elf_getident(elf, NULL);
+	if (d && d->d_buf && ident) {
+		size_t l = strnlen(d->d_buf, d->d_size);
+		size_t at = (l + 4) & ~(size_t)3;
+		if (l > 0 && l < n && at + 4 <= d->d_size && !memchr(d->d_buf, '/', l)) {
+			const uint8_t *c = (const uint8_t *)d->d_buf + at;
+			*crc = ident[EI_DATA] == ELFDATA2MSB
+				       ? (uint32_t)c[0] << 24 | (uint32_t)c[1] << 16 | (uint32_t)c[2] << 8 | c[3]
+				       : (uint32_t)c[3] << 24 | (uint32_t)c[2] << 16 | (uint32_t)c[1] << 8 | c[0];
+			memcpy(name, d->d_buf, l);
+			name[l] = '\0';
+			rc = 0;
+		}
+	}
+	elf_end(elf);
+	return rc;
+}
+
+/* The CRC-32 of the whole file (what .gnu_debuglink records), or -1. */
+static int64_t file_crc(int fd)
+{
+	uLong crc = crc32(0L, Z_NULL, 0);
+	uint8_t b[1 << 16];
+	off_t off = 0;
+	for (;;) {
+		ssize_t r = pread(fd, b, sizeof(b), off);
+		if (r < 0)
+			return -1;
+		if (r == 0)
+			break;
+		crc = crc32(crc, b, (uInt)r);
+		off += r;
+	}
+	return (int64_t)(uint32_t)crc;
+}
+
+/* Opens a candidate debug file when it is an ELF file other than fd's
+ * (nothing else is checked here). */
+static int open_candidate(const char *path, const struct stat *self)
+{
+	int cfd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (cfd < 0)
+		return -1;
+	struct stat st;
+	if (fstat(cfd, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    (st.st_dev == self->st_dev && st.st_ino == self->st_ino)) {
+		close(cfd);
+		return -1;
+	}
+	return cfd;
+}
+
+int elfsyms_open_debug_file(int fd, const char *path, const char *debug_root, char *found,
+			    size_t n)
+{
+	struct stat self;
+	if (fstat(fd, &self) != 0 || !debug_root)
+		return -1;
+	uint8_t bid[ELF_BUILD_ID_MAX], cbid[ELF_BUILD_ID_MAX];
+	int bl = elfsyms_build_id(fd, bid);
+	char cand[4400];
+	if (bl >= 2) {
+		char hex[2 * ELF_BUILD_ID_MAX + 1];
+		hex_encode(bid, (size_t)bl, hex);
+		snprintf(cand, sizeof(cand), "%s/.build-id/%.2s/%s.debug", debug_root, hex, hex + 2);
+		int cfd = open_candidate(cand, &self);
+		if (cfd >= 0) {
+			if (elfsyms_build_id(cfd, cbid) == bl && memcmp(bid, cbid, (size_t)bl) == 0) {
+				snprintf(found, n, "%s", cand);
+				return cfd;
+			}
+			close(cfd);
+		}
+	}
+	char link[256];
+	uint32_t crc;
+	if (debuglink_crc(fd, link, sizeof(link), &crc) < 0)
+		return -1;
+	/* Next to the file, in .debug/ beside it, under the root by the
+	 * file's directory: what gdb looks at. */
+	char dir[4096] = "";
+	const char *slash = path && path[0] == '/' ? strrchr(path, '/') : NULL;
+	if (slash && (size_t)(slash - path) < sizeof(dir)) {
+		memcpy(dir, path, (size_t)(slash - path));
+		dir[slash - path] = '\0';
+	}
+	for (int i = 0; i < 3; i++) {
+		if (!slash)
+			i = 2; /* no directory known: only under the root */
+		if (i == 0)
+			snprintf(cand, sizeof(cand), "%s/%s", dir, link);
+		else if (i == 1)
+			snprintf(cand, sizeof(cand), "%s/.debug/%s", dir, link);
+		else
+			snprintf(cand, sizeof(cand), "%s%s/%s", debug_root, dir, link);
+		int cfd = open_candidate(cand, &self);
+		if (cfd < 0)
+			continue;
+		/* The same build: the build IDs agree where both have one,
+		 * else the CRC the link recorded. */
+		int cl = bl > 0 ? elfsyms_build_id(cfd, cbid) : 0;
+		bool ok = cl > 0 ? cl == bl && memcmp(bid, cbid, (size_t)bl) == 0 : file_crc(cfd) == (int64_t)crc;
+		if (ok) {
+			snprintf(found, n, "%s", cand);
+			return cfd;
+		}
+		close(cfd);
+	}
+	return -1;
 }
 
 bool elfsyms_has_dwarf(int fd)

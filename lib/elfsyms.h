@@ -51,6 +51,17 @@ int elfsyms_build_id(int fd, uint8_t *id);
 /* The file name in .gnu_debuglink. Returns 0, or -1 when there is none. */
 int elfsyms_debuglink(int fd, char *name, size_t n);
 
+/* Opens the separate debug file of the ELF file fd, found as gdb finds
+ * one: DEBUG_ROOT/.build-id/xx/yyyy.debug by fd's GNU build ID, then the
+ * .gnu_debuglink name in the file's directory (path: where it lives,
+ * absolute; NULL = unknown), in .debug/ there, and in DEBUG_ROOT followed
+ * by that directory. A candidate is taken only when it is the same build:
+ * its build ID equals fd's, or (either has none) its CRC-32 is the one
+ * .gnu_debuglink recorded. Returns an open descriptor and the path in
+ * found, or -1. DEBUG_ROOT is normally /usr/lib/debug. */
+int elfsyms_open_debug_file(int fd, const char *path, const char *debug_root, char *found,
+			    size_t n);
+
 /* Whether the file has DWARF debugging information (.debug_info). */
 bool elfsyms_has_dwarf(int fd);
 

@@ -14,6 +14,7 @@ struct http_client {
 	char *base;
 	char *auth_header;
 	char *ca_file;
+	char *plain_hint; /* what to do when the server answers TLS in plain HTTP; NULL = https not used */
 	long timeout_ms;
 	int insecure;
 	size_t max_response;
@@ -49,6 +50,11 @@ struct http_client *http_client_new(const struct http_opts *o)
 	if (o->ca_file && *o->ca_file)
 		c->ca_file = xstrdup(o->ca_file);
 	c->max_response = MAX_RESPONSE;
+	if (!o->disable_tls) {
+		buf_printf(&b, "the server at %s speaks plain HTTP: start the agent with -disable-tls, "
+			       "or the server with --tls-cert/--tls-key", o->host_port);
+		c->plain_hint = buf_steal(&b, NULL);
+	}
 	return c;
 }
 
@@ -72,6 +78,12 @@ struct http_client *http_client_new_url(const char *base_url, const char *token,
 	}
 	c->timeout_ms = timeout_ms > 0 ? timeout_ms : 30000;
 	c->max_response = max_response ? max_response : MAX_RESPONSE;
+	if (strncmp(c->base, "https://", 8) == 0) {
+		struct buf b = { 0 };
+		buf_printf(&b, "the server at %s speaks plain HTTP: use an http:// endpoint, "
+			       "or start the server with --tls-cert/--tls-key", c->base + 8);
+		c->plain_hint = buf_steal(&b, NULL);
+	}
 	return c;
 }
 
@@ -83,6 +95,7 @@ void http_client_free(struct http_client *c)
 	free(c->base);
 	free(c->auth_header);
 	free(c->ca_file);
+	free(c->plain_hint);
 	free(c);
 }
 
@@ -99,6 +112,16 @@ static size_t on_data(char *p, size_t size, size_t n, void *ud)
 		return 0; /* aborts the transfer */
 	buf_append(s->b, p, len);
 	return len;
+}
+
+bool http_plain_answer(int curl_code, const char *message)
+{
+	/* OpenSSL reads the first bytes of "HTTP/1.1 400 ..." as a TLS
+	 * record of an unknown version; GnuTLS as an unexpected packet. */
+	return curl_code == CURLE_SSL_CONNECT_ERROR && message &&
+	       (strstr(message, "wrong version number") ||
+		strstr(message, "unexpected TLS packet") ||
+		strstr(message, "packet length too long"));
 }
 
 int http_send(struct http_client *c, const char *method, const char *path,
@@ -154,6 +177,8 @@ int http_send(struct http_client *c, const char *method, const char *path,
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
 	} else {
 		buf_printf(err, "%s %s: %s", method, url.data, errbuf[0] ? errbuf : curl_easy_strerror(rc));
+		if (c->plain_hint && http_plain_answer(rc, errbuf))
+			buf_printf(err, " (%s)", c->plain_hint);
 		status = -1;
 	}
 	curl_slist_free_all(hdrs);

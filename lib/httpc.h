@@ -11,6 +11,7 @@
 #ifndef EMBER_HTTPC_H
 #define EMBER_HTTPC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "buf.h"
@@ -43,9 +44,17 @@ void http_client_free(struct http_client *c);
 
 /* Sends method (POST or PUT) to path with body. content_encoding may be
  * NULL. Returns the HTTP status (>= 100), or -1 for a transport error
- * with a description in err. The response body is stored in resp. */
+ * with a description in err. The response body is stored in resp. When
+ * an https client's TLS handshake fails because the server answered in
+ * plain HTTP (http_plain_answer), err also says what to do: the agent's
+ * -disable-tls, an http:// endpoint for the CLI, or the server's
+ * --tls-cert/--tls-key. */
 int http_send(struct http_client *c, const char *method, const char *path,
 	      const char *content_type, const char *content_encoding, const void *body,
 	      size_t len, struct buf *resp, struct buf *err);
+
+/* Whether a libcurl failure (its CURLcode and error message) is a TLS
+ * handshake answered in plain HTTP ("SSL routines::wrong version number"). */
+bool http_plain_answer(int curl_code, const char *message);
 
 #endif

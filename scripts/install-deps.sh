@@ -1,11 +1,21 @@
 #!/usr/bin/env bash
-# Installs every Debian package ember's build, run and tests need.
+# Installs the Debian packages ember needs, in two sets:
+#   scripts/install-deps.sh run    building and running ember (`make`, `make run`)
+#   scripts/install-deps.sh test   that, and what only the tests and benchmarks
+#                                  need (`make test`, `make bench`; the default)
+#   scripts/install-deps.sh --list run|test   prints a set, one package a line
 # Idempotent: packages already present are not touched, and apt is not
 # called at all when nothing is missing. Needs root (or sudo) only when
 # something must be installed.
+#
+# Nothing installed here starts or stays enabled as a service: while apt
+# runs, a policy-rc.d refuses every start (unless the host has its own);
+# afterwards every unit that the installation enabled (a symlink that
+# appeared under /etc/systemd/system) is disabled again, and stopped where
+# systemd runs. Units enabled before are left as they were.
 set -euo pipefail
 
-packages=(
+run_packages=(
   # toolchain
   make gcc clang llvm pkg-config
   # BPF: libbpf + skeleton generator; kernel headers for uapi types
@@ -14,6 +24,10 @@ packages=(
   libelf-dev libdw-dev zlib1g-dev libzstd-dev libssl-dev libxxhash-dev
   libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev libsqlite3-dev
   libprotobuf-c-dev protobuf-c-compiler libpcre2-dev libiberty-dev libdebuginfod-dev
+  # what `make run` uses (scripts/run.sh: curl for the health check)
+  curl procps util-linux
+)
+test_only_packages=(
   # tests: unit framework, sanitizers and fuzzing runtimes, integration harness
   libcmocka-dev libclang-rt-14-dev python3 python3-pytest python3-websocket python3-pip
   # the CPython headers the Python unwinder's layout check compiles against;
@@ -23,12 +37,28 @@ packages=(
   chromium
   # the container-name test runs a containerd of its own (private root,
   # state and socket; tests/integration/test_containerd.py); the system
-  # service the package brings is neither started nor enabled (below)
+  # service the package brings is neither started nor left enabled (below)
   containerd
-  # tools the tests and `make run` use; perf to compare against, a
-  # debuginfod server and glibc's detached debug info to symbolize from
-  curl procps util-linux linux-perf debuginfod libc6-dbg
+  # perf to compare against, a debuginfod server and glibc's detached
+  # debug info to symbolize from
+  linux-perf debuginfod libc6-dbg
 )
+
+list_only=0
+if [ "${1:-}" = "--list" ]; then
+  list_only=1
+  shift
+fi
+set_name=${1:-test}
+case "$set_name" in
+  run) packages=("${run_packages[@]}") ;;
+  test) packages=("${run_packages[@]}" "${test_only_packages[@]}") ;;
+  *) echo "usage: scripts/install-deps.sh [--list] [run|test]" >&2; exit 2 ;;
+esac
+if [ "$list_only" = 1 ]; then
+  printf '%s\n' "${packages[@]}"
+  exit 0
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -41,24 +71,48 @@ if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
 
-echo "install-deps: installing ${missing[*]}"
+echo "install-deps ($set_name): installing ${missing[*]}"
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
   SUDO="sudo"
 fi
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-# No service of a package installed here is started (the tests start what
-# they need, privately): a policy-rc.d refusing every start, unless the
-# host has its own; a containerd newly installed is not enabled either.
+units=/etc/systemd/system
+enabled_units() { # every unit symlink: what `systemctl enable` creates
+  [ -d "$units" ] && find "$units" -type l 2>/dev/null | sort || true
+}
+before=$(enabled_units)
 policy=""
+cleanup() {
+  [ -n "$policy" ] && $SUDO rm -f "$policy"
+  return 0
+}
+trap cleanup EXIT
 if [ ! -e /usr/sbin/policy-rc.d ]; then
   policy=/usr/sbin/policy-rc.d
-  printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$policy" >/dev/null
+  printf '#!/bin/sh\n# ember scripts/install-deps.sh: no service starts while it installs\nexit 101\n' |
+    $SUDO tee "$policy" >/dev/null
   $SUDO chmod 755 "$policy"
-  trap '$SUDO rm -f "$policy"' EXIT
 fi
+$SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-if [[ " ${missing[*]} " == *" containerd "* ]] && command -v systemctl >/dev/null; then
-  $SUDO systemctl disable containerd.service >/dev/null 2>&1 || true
-fi
+# Units the installation enabled: disabled again (and stopped where systemd
+# runs); a leftover link (no systemctl) is removed.
+after=$(enabled_units)
+new_links=$(comm -13 <(printf '%s\n' "$before") <(printf '%s\n' "$after") | grep -v '^$' || true)
+declare -A seen=()
+for link in $new_links; do
+  unit=$(basename "$link")
+  case "$unit" in *.service|*.socket|*.timer|*.path) ;; *) continue ;; esac
+  target=$(basename "$(readlink "$link")")
+  for u in "$unit" "$target"; do
+    [ -n "${seen[$u]:-}" ] && continue
+    seen[$u]=1
+    if command -v systemctl >/dev/null 2>&1; then
+      echo "install-deps: disabling $u, which the installation enabled"
+      $SUDO systemctl disable --now "$u" >/dev/null 2>&1 || $SUDO systemctl disable "$u" >/dev/null 2>&1 || true
+    fi
+  done
+  [ -L "$link" ] && $SUDO rm -f "$link"
+done
+exit 0

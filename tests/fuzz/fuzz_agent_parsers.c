@@ -1,6 +1,6 @@
 /* Fuzz target: the agent's parsers of kernel-provided text that another
  * process can influence: /proc/PID/maps lines, /proc/PID/stat, CPU lists,
- * kallsyms, /proc/PID/cgroup, a Python command line (script.name), a
+ * kallsyms, /proc/PID/cgroup and /proc/PID/environ, a Python command line (script.name), a
  * CPython location table read from process memory, a CPython
  * _Py_DebugOffsets table read from an interpreter file and the kubelet's
  * pod list (-k8s-pod-labels), and the metrics collector's /proc and
@@ -106,6 +106,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		/* cgroup files and environments */
 		struct cgroup_info cg;
 		attrib_parse_cgroup(text, n, &cg);
+		/* The same bytes as an environment (a truncated one ends in no
+		 * NUL; values may be empty, keys missing), with the job tag's
+		 * variable named, empty and absent: every value a string that
+		 * fits its field. */
+		static const char *const tag_vars[] = { "EMBER_JOB_TAG", "", NULL };
+		for (size_t i = 0; i < 3; i++) {
+			struct env_info e;
+			attrib_parse_environ(text, n, tag_vars[i], &e);
+			if (strnlen(e.slurm_job_id, sizeof(e.slurm_job_id)) == sizeof(e.slurm_job_id) ||
+			    strnlen(e.slurm_job_name, sizeof(e.slurm_job_name)) == sizeof(e.slurm_job_name) ||
+			    strnlen(e.slurm_job_user, sizeof(e.slurm_job_user)) == sizeof(e.slurm_job_user) ||
+			    strnlen(e.job_tag, sizeof(e.job_tag)) == sizeof(e.job_tag) ||
+			    strnlen(e.hostname, sizeof(e.hostname)) == sizeof(e.hostname) ||
+			    (!tag_vars[i] || !*tag_vars[i] ? e.job_tag[0] != '\0' : false))
+				abort();
+		}
 		break;
 	}
 	case 7: {

@@ -8,6 +8,7 @@ import os
 import re
 import socket
 import subprocess
+import time
 
 from conftest import require_root
 from harness import WORKLOADS, Agent, Process, free_port, http, wait_until
@@ -141,3 +142,56 @@ def test_pprof_port_in_use_and_bad_address(server):
     assert b.proc.wait(30) == 2
     b.stop()
     assert "-pprof: expected host:port" in b.output()
+
+
+def test_table_build_seconds_are_cpu_time(server, agent_factory, tmp_path):
+    """unwind_table_build_seconds_total counts the unwind thread's CPU
+    time, not wall time: with that thread starved (nice 19, sharing a CPU
+    with two busy loops) while it builds the table of a large new file, the
+    counter never exceeds the CPU time the thread used in all."""
+    require_root()
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    agent = agent_factory(server.url, "-on-cpu-sampling-rate=97", f"-pprof=127.0.0.1:{port}").start()
+    pid = agent.proc.pid
+    tids = os.listdir(f"/proc/{pid}/task")
+    unwinder = [t for t in tids if open(f"/proc/{pid}/task/{t}/comm").read().strip() == "ember-unwinder"]
+    assert len(unwinder) == 1, tids
+    tid = int(unwinder[0])
+    cpus = sorted(os.sched_getaffinity(0))
+    cpu, other = cpus[0], cpus[-1]
+    os.sched_setaffinity(tid, {cpu})
+    os.setpriority(os.PRIO_PROCESS, tid, 19)
+
+    def thread_cpu_s():
+        with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+            return int(f.read().split()[0]) / 1e9
+
+    # A large file no agent has seen: a copy of the interpreter with bytes
+    # of its own appended (so its identity, and its table, are new).
+    py = tmp_path / "py_cpu_build"
+    py.write_bytes(open("/usr/bin/python3.11", "rb").read() + os.urandom(16))
+    py.chmod(0o755)
+    wait_until(lambda: "ember_agent_unwind_tables_loaded_total" in scrape(base)[0], 10,
+               what="/metrics")
+    loaded0 = scrape(base)[0]["ember_agent_unwind_tables_loaded_total"]
+    hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(2)]
+    work = None
+    try:
+        for h in hogs:
+            os.sched_setaffinity(h.pid, {cpu})
+        work = subprocess.Popen([str(py), "-c", "import time\nend = time.time() + 6\nwhile time.time() < end: pass"])
+        if other != cpu:
+            os.sched_setaffinity(work.pid, {other})
+        wait_until(lambda: scrape(base)[0]["ember_agent_unwind_tables_loaded_total"] > loaded0, 60,
+                   what="the new file's table")
+        work.wait(30)
+    finally:
+        for p in hogs + ([work] if work else []):
+            p.kill()
+            p.wait()
+    time.sleep(1.5)  # /metrics is published once a second
+    m, _ = scrape(base)
+    built = m["ember_agent_unwind_table_build_seconds_total"]
+    used = thread_cpu_s()
+    assert 0 < built <= used + 0.002, (built, used)

@@ -199,3 +199,44 @@ def test_symbols_of_the_unstripped_build_serve_the_stripped_one(server, agent_fa
     assert r.returncode == 0, r.stderr
     got = names(server.flamegraph(q))
     assert {"work::process_batch", "work::checksum", "work::mix_word"} <= got, got
+
+
+def test_local_debug_file_names_a_stripped_binary(server, agent_factory, tmp_path):
+    """A stripped binary whose debug file lies in a /usr/lib/debug-like
+    root (by build ID) is named from it by the agent's own upload, DWARF
+    (inlined functions) included with -dwarf; no debuginfod, no upload by
+    hand."""
+    require_root()
+    root = tmp_path / "debug"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    exe = bin_dir / "wl_localdbg"
+    src = os.path.join(WORKLOADS, "symbols_cpp")
+    subprocess.run(["objcopy", "--strip-all", src, str(exe)], check=True)
+    build_id = subprocess.run(["readelf", "-n", str(exe)], check=True, stdout=subprocess.PIPE,
+                              text=True).stdout.split("Build ID: ")[1].split()[0]
+    dbg = root / ".build-id" / build_id[:2] / (build_id[2:] + ".debug")
+    dbg.parent.mkdir(parents=True)
+    subprocess.run(["objcopy", "--only-keep-debug", src, str(dbg)], check=True)
+    # glibc's own debug file (libc6-dbg) in the same root: its local
+    # symbols (__libc_start_call_main, not in .dynsym) name libc's frames.
+    libc = "/lib/x86_64-linux-gnu/libc.so.6"
+    libc_id = subprocess.run(["readelf", "-n", libc], check=True, stdout=subprocess.PIPE,
+                             text=True).stdout.split("Build ID: ")[1].split()[0]
+    libc_dbg = f"/usr/lib/debug/.build-id/{libc_id[:2]}/{libc_id[2:]}.debug"
+    assert os.path.exists(libc_dbg), f"{libc_dbg} missing: install libc6-dbg (make test does)"
+    (root / ".build-id" / libc_id[:2]).mkdir(parents=True, exist_ok=True)
+    shutil.copy(libc_dbg, root / ".build-id" / libc_id[:2] / (libc_id[2:] + ".debug"))
+    agent_factory(server.url, f"-on-cpu-sampling-rate={RATE}", "-dwarf",
+                  f"-debug-file-dir={root}").start()
+    subprocess.run([str(exe), "5"], check=True, stdout=subprocess.DEVNULL)
+    q = 'process.executable.name == "wl_localdbg"'
+    # __libc_start_call_main, under the server's common name for glibc's
+    # internals (lib/names.c)
+    want = {"work::process_batch", "work::mix_word", "start_call_main"}
+    wait_until(lambda: want <= names(server.flamegraph(q)), 60,
+               interval=1.0, what="names from the local debug files")
+    tree = server.flamegraph(q)
+    assert not any(n.startswith("wl_localdbg+0x") for n in names(tree)), names(tree)
+    pb = next(find_all(tree["root"], lambda n: n["name"] == "work::process_batch"))[-1]
+    assert pb["file"].endswith("symbols_cpp.cpp") and pb["line"] > 0

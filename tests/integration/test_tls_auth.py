@@ -95,3 +95,20 @@ def test_wrong_token_is_refused(tmp_path, agent_factory):
         assert status == want, (hdr, status)
     server.stop()
 
+
+
+def test_tls_agent_against_a_plain_server_says_what_to_do(server, agent_factory):
+    """The agent defaults to HTTPS and the server to HTTP: the handshake
+    fails with OpenSSL's "wrong version number", and the agent's log says
+    what to do about it."""
+    require_root()
+    hostport = server.url.split("://", 1)[1]
+    agent = agent_factory("https://" + hostport).start()
+    run_workload("cpu_split", 2)
+    hint = (f"the server at {hostport} speaks plain HTTP: start the agent with -disable-tls, "
+            "or the server with --tls-cert/--tls-key")
+    wait_until(lambda: hint in agent.output(), 30, what="the plain-HTTP hint")
+    line = next(ln for ln in agent.output().splitlines() if hint in ln)
+    assert "cannot deliver batch" in line or "symbols" in line or "metrics" in line, line
+    agent.stop()
+    assert server.flamegraph()["total"] == 0

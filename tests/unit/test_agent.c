@@ -26,6 +26,7 @@
 #include "agent/python.h"
 #include "agent/selfstats.h"
 #include "agent/sendq.h"
+#include "agent/symupload.h"
 #include "oncpu_types.h"
 #include "unwind_types.h"
 #include "server/batch_decode.h"
@@ -1058,6 +1059,167 @@ static void test_attrib_environ_and_deployment(void **state)
 	assert_false(attrib_k8s_deployment("-abcdef-abcde", dep, sizeof(dep)));
 }
 
+static void write_bytes(const char *path, const void *data, size_t n)
+{
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	assert_int_equal(fwrite(data, 1, n, f), n);
+	fclose(f);
+}
+
+static const char *attr_of(const struct proc_attrs *a, const char *key)
+{
+	for (size_t i = 0; i < a->n; i++) {
+		assert_non_null(a->key[i]);
+		assert_non_null(a->value[i]);
+		if (strcmp(a->key[i], key) == 0)
+			return a->value[i];
+	}
+	return NULL;
+}
+
+/* Every value a process can leave absent, as attrib_read and
+ * proc_exe_name meet it in a /proc-like root: a process gone before its
+ * files are read, a zombie (empty files), empty and nameless variables,
+ * an environment cut mid-variable (no NUL at the end), a job tag variable
+ * not configured, an environment of 1 MiB. None may give a NULL or empty
+ * value; every attribute present has both a key and a value. */
+static void test_attrib_absent_values(void **state)
+{
+	(void)state;
+	char *root = make_temp_dir();
+	char path[512];
+	/* pid 11: a zombie: every file there and empty. */
+	snprintf(path, sizeof(path), "%s/11", root);
+	assert_int_equal(mkdir(path, 0755), 0);
+	static const char *const files[] = { "cgroup", "environ", "cmdline" };
+	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+		snprintf(path, sizeof(path), "%s/11/%s", root, files[i]);
+		write_text(path, "");
+	}
+	/* pid 12: empty values, a variable without a name, one without '=',
+	 * the job tag cut short; a command line of just "python3". */
+	snprintf(path, sizeof(path), "%s/12", root);
+	assert_int_equal(mkdir(path, 0755), 0);
+	static const char env12[] = "SLURM_JOB_ID=\0SLURM_JOB_NAME\0=orphan\0\0SLURM_JOB_USER=\0EMBER_JOB_TAG=";
+	snprintf(path, sizeof(path), "%s/12/environ", root);
+	write_bytes(path, env12, sizeof(env12) - 1);
+	snprintf(path, sizeof(path), "%s/12/cmdline", root);
+	write_bytes(path, "python3", 7);
+	snprintf(path, sizeof(path), "%s/12/cgroup", root);
+	write_text(path, "0::");
+	/* pid 13: SLURM and the job tag first, then 1 MiB of variables, then
+	 * a SLURM_JOB_ID the 64 KiB prefix does not reach. */
+	snprintf(path, sizeof(path), "%s/13", root);
+	assert_int_equal(mkdir(path, 0755), 0);
+	size_t big = 1u << 20;
+	char *env13 = xmalloc(big + 256);
+	size_t n = 0;
+	static const char head[] = "SLURM_JOB_ID=77\0SLURM_JOB_NAME=train\0SLURM_JOB_USER=ada\0EMBER_JOB_TAG=nightly\0";
+	memcpy(env13, head, sizeof(head) - 1);
+	n = sizeof(head) - 1;
+	while (n < big) {
+		memcpy(env13 + n, "FILLER=xxxxxxxxxxxxxxxxxxxxxxxx", 32);
+		n += 32;
+	}
+	memcpy(env13 + n, "SLURM_JOB_ID=88", 16);
+	n += 16;
+	snprintf(path, sizeof(path), "%s/13/environ", root);
+	write_bytes(path, env13, n);
+	free(env13);
+
+	struct attrib *a = attrib_new(root, "none", "EMBER_JOB_TAG");
+	struct attrib *untagged = attrib_new(root, "none", NULL);
+	struct proc_attrs pa = { 0 };
+	/* gone (no directory at all), zombie, absent values */
+	static const int empty_pids[] = { 10, 11, 12 };
+	for (size_t i = 0; i < ARRAY_SIZE(empty_pids); i++) {
+		attrib_read(a, empty_pids[i], &pa);
+		assert_int_equal(pa.n, 0);
+		proc_attrs_free(&pa);
+		attrib_read(untagged, empty_pids[i], &pa);
+		assert_int_equal(pa.n, 0);
+		proc_attrs_free(&pa);
+	}
+	attrib_read(a, 13, &pa);
+	assert_string_equal(attr_of(&pa, "slurm.job.id"), "77");
+	assert_string_equal(attr_of(&pa, "slurm.job.name"), "train");
+	assert_string_equal(attr_of(&pa, "slurm.job.user"), "ada");
+	assert_string_equal(attr_of(&pa, "job.tag"), "nightly");
+	proc_attrs_free(&pa);
+	attrib_read(untagged, 13, &pa);
+	assert_null(attr_of(&pa, "job.tag"));
+	assert_string_equal(attr_of(&pa, "slurm.job.id"), "77");
+	proc_attrs_free(&pa);
+	attrib_free(untagged);
+	attrib_free(a);
+
+	/* The environment parser alone: no variable named for the tag. */
+	struct env_info e;
+	attrib_parse_environ(env12, sizeof(env12) - 1, NULL, &e);
+	assert_string_equal(e.job_tag, "");
+	assert_string_equal(e.slurm_job_id, "");
+	attrib_parse_environ(NULL, 0, "EMBER_JOB_TAG", &e);
+	assert_string_equal(e.slurm_job_name, "");
+	struct cgroup_info cg;
+	attrib_parse_cgroup(NULL, 0, &cg);
+	assert_string_equal(cg.container_id, "");
+	char script[64];
+	assert_false(attrib_python_script("", 0, script, sizeof(script)));
+	assert_false(attrib_python_script("python3\0-m", 10, script, sizeof(script)));
+	assert_false(attrib_python_script("python3\0-W", 10, script, sizeof(script)));
+
+	/* A process whose /proc entry is gone and whose sample carried no
+	 * name: a name all the same. */
+	char exe[64];
+	proc_exe_name(root, 10, NULL, exe, sizeof(exe));
+	assert_string_equal(exe, "[unknown]");
+	proc_exe_name(root, 10, "", exe, sizeof(exe));
+	assert_string_equal(exe, "[unknown]");
+	proc_exe_name(root, 10, "worker", exe, sizeof(exe));
+	assert_string_equal(exe, "worker");
+	/* Control characters in an executable's or a thread's name (the
+	 * server refuses a metrics batch that holds one): replaced. */
+	proc_exe_name(root, 10, "tab\there\n", exe, sizeof(exe));
+	assert_string_equal(exe, "tab?here?");
+	snprintf(path, sizeof(path), "%s/20", root);
+	assert_int_equal(mkdir(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/20/exe", root);
+	assert_int_equal(symlink("/opt/new\nline\x7f (deleted)", path), 0);
+	proc_exe_name(root, 20, "x", exe, sizeof(exe));
+	assert_string_equal(exe, "new?line?");
+	rm_rf(root);
+	free(root);
+}
+
+/* The symbol uploader keeps where each file was mapped from (for its
+ * debug file): paths of any length, none, or relative, are copied within
+ * their bounds and freed with the job (ASan checks both), whether the
+ * server is reachable or not. */
+static void test_symupload_paths(void **state)
+{
+	(void)state;
+	struct http_opts ho = { .host_port = "127.0.0.1:9", .disable_tls = 1, .timeout_ms = 200 };
+	struct symupload_opts so = { .debug_dir = "/nonexistent/debug" };
+	struct symupload *u = symupload_start(&ho, &so);
+	assert_non_null(u);
+	char long_path[5000];
+	memset(long_path, 'a', sizeof(long_path) - 1);
+	long_path[0] = '/';
+	long_path[sizeof(long_path) - 1] = '\0';
+	const char *paths[] = { "/usr/bin/true", NULL, "relative/true", "/", long_path };
+	for (size_t i = 0; i < ARRAY_SIZE(paths); i++) {
+		int fd = open("/usr/bin/true", O_RDONLY | O_CLOEXEC);
+		assert_true(fd >= 0);
+		struct file_id id;
+		assert_int_equal(fileid_from_fd(fd, &id), 0);
+		id.b[0] ^= (uint8_t)i;
+		symupload_add(u, &id, "true", paths[i], fd);
+	}
+	usleep(100000);
+	symupload_stop(u);
+}
+
 static void test_tags_flag(void **state)
 {
 	(void)state;
@@ -1657,6 +1819,34 @@ static void test_python_symbolize(void **state)
 	assert_int_equal(python_symbolize(py, pid, slot, qp, &s), 0);
 	assert_string_equal(s.name, "Worker.rest");
 	assert_int_equal(s.line, 21);
+	/* The process exits mid-read: the code object's header is read but
+	 * its strings are not (here: no longer str objects). The entry stays
+	 * unnamed; later samples of it, with the header unchanged, must not
+	 * get a NULL name (the agent's collector passed it to strlen and died
+	 * on it), and get the names once they can be read. */
+	uint8_t qual_saved[sizeof(qual)], name_saved[sizeof(name)];
+	memcpy(qual_saved, qual, sizeof(qual));
+	memcpy(name_saved, name, sizeof(name));
+	memset(qual + 32, 0, 4); /* state: not a compact string */
+	memset(name + 32, 0, 4);
+	first = 25;
+	memcpy(code + l->code_firstlineno, &first, 4);
+	python_next_generation(py);
+	assert_int_equal(python_symbolize(py, pid, slot, qp, &s), -1);
+	for (int round = 0; round < 2; round++) {
+		s.name = NULL;
+		int rc = python_symbolize(py, pid, slot, qp, &s);
+		assert_true(rc == -1 || s.name != NULL);
+		python_next_generation(py);
+		s.name = NULL;
+		rc = python_symbolize(py, pid, slot, qp, &s);
+		assert_true(rc == -1 || s.name != NULL);
+	}
+	memcpy(qual, qual_saved, sizeof(qual));
+	memcpy(name, name_saved, sizeof(name));
+	assert_int_equal(python_symbolize(py, pid, slot, qp, &s), 0);
+	assert_string_equal(s.name, "Worker.rest");
+	assert_int_equal(s.line, 26);
 	/* A hostile length: cut to the bound, no crash. */
 	int64_t huge = INT64_MAX;
 	memcpy(qual + 16, &huge, sizeof(huge));
@@ -1749,6 +1939,8 @@ int main(void)
 		cmocka_unit_test(test_off_cpu_flags),
 		cmocka_unit_test(test_attrib_cgroup),
 		cmocka_unit_test(test_attrib_environ_and_deployment),
+		cmocka_unit_test(test_attrib_absent_values),
+		cmocka_unit_test(test_symupload_paths),
 		cmocka_unit_test(test_tags_flag),
 		cmocka_unit_test(test_pprof_and_pod_label_flags),
 		cmocka_unit_test(test_kubelet_pods),

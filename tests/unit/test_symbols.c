@@ -275,6 +275,116 @@ static void test_separate_debug_file(void **state)
 	free(dir);
 }
 
+/* Local debug files, found as gdb finds them: by build ID under a root,
+ * then by .gnu_debuglink beside the file, in .debug/ beside it and under
+ * the root by directory; another build's file under the right name is
+ * refused (build ID, else the link's CRC). */
+static void test_local_debug_file(void **state)
+{
+	(void)state;
+	char *dir = make_temp_dir();
+	char cmd[4096], exe[256], found[4400];
+	snprintf(exe, sizeof(exe), "%s/bin/wl", dir);
+	/* wl: stripped, linked to wl.debug; nobuild: the same without a
+	 * build ID (so only the CRC can tell). */
+	snprintf(cmd, sizeof(cmd),
+		 "set -e; cd %s; mkdir -p bin root; "
+		 "objcopy --only-keep-debug %s/build/workloads/symbols_cpp wl.debug; "
+		 "objcopy --strip-all --add-gnu-debuglink=wl.debug %s/build/workloads/symbols_cpp bin/wl; "
+		 "objcopy --remove-section=.note.gnu.build-id %s/build/workloads/symbols_cpp nobuild.full; "
+		 "objcopy --only-keep-debug nobuild.full nobuild.debug 2>/dev/null; "
+		 "objcopy --strip-all --add-gnu-debuglink=nobuild.debug nobuild.full bin/nobuild; "
+		 "id=$(readelf -n bin/wl | sed -n 's/.*Build ID: //p'); "
+		 "mkdir -p root/.build-id/$(echo $id | cut -c1-2); "
+		 "echo $id > build-id",
+		 dir, getenv("PWD"), getenv("PWD"), getenv("PWD"));
+	assert_int_equal(system(cmd), 0);
+	char root[512], path[1200];
+	snprintf(root, sizeof(root), "%s/root", dir);
+	int fd = open(exe, O_RDONLY);
+	assert_true(fd >= 0);
+	/* Nothing there yet. */
+	assert_int_equal(elfsyms_open_debug_file(fd, exe, root, found, sizeof(found)), -1);
+	/* By build ID. */
+	char id[200] = "";
+	snprintf(path, sizeof(path), "%s/build-id", dir);
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(id, sizeof(id), f));
+	fclose(f);
+	id[strcspn(id, "\n")] = '\0';
+	assert_true(strlen(id) > 8);
+	char byid[1024];
+	snprintf(byid, sizeof(byid), "%s/.build-id/%.2s/%s.debug", root, id, id + 2);
+	snprintf(cmd, sizeof(cmd), "cp %s/wl.debug %s", dir, byid);
+	assert_int_equal(system(cmd), 0);
+	int dfd = elfsyms_open_debug_file(fd, exe, root, found, sizeof(found));
+	assert_true(dfd >= 0);
+	assert_string_equal(found, byid);
+	assert_true(elfsyms_has_dwarf(dfd));
+	struct elfsyms_opts o = { .dwarf = true };
+	struct buf data = { 0 };
+	const char *err = NULL;
+	assert_true(elfsyms_extract(fd, dfd, &o, &data, &err) > 0);
+	struct symfile_view v;
+	assert_int_equal(symfile_parse(data.data, data.len, &v, &err), 0);
+	assert_true(v.flags & SYMFILE_HAS_LINES);
+	buf_free(&data);
+	close(dfd);
+	/* Another build's file under the build ID's name: refused. */
+	snprintf(cmd, sizeof(cmd), "cp %s/nobuild.debug %s", dir, byid);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(elfsyms_open_debug_file(fd, exe, root, found, sizeof(found)), -1);
+	unlink(byid);
+	/* By .gnu_debuglink: under the root by directory, in .debug/, beside
+	 * the file (in the order gdb tries the last three: beside first). */
+	snprintf(path, sizeof(path), "%s%s/bin", root, dir);
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s %s/bin/.debug && cp %s/wl.debug %s/ && cp %s/wl.debug %s/bin/.debug/",
+		 path, dir, dir, path, dir, dir);
+	assert_int_equal(system(cmd), 0);
+	char want[1024];
+	snprintf(want, sizeof(want), "%s/bin/.debug/wl.debug", dir);
+	dfd = elfsyms_open_debug_file(fd, exe, root, found, sizeof(found));
+	assert_true(dfd >= 0);
+	assert_string_equal(found, want);
+	close(dfd);
+	unlink(want);
+	snprintf(want, sizeof(want), "%s%s/bin/wl.debug", root, dir);
+	dfd = elfsyms_open_debug_file(fd, exe, root, found, sizeof(found));
+	assert_true(dfd >= 0);
+	assert_string_equal(found, want);
+	close(dfd);
+	snprintf(cmd, sizeof(cmd), "cp %s/wl.debug %s/bin/", dir, dir);
+	assert_int_equal(system(cmd), 0);
+	snprintf(want, sizeof(want), "%s/bin/wl.debug", dir);
+	dfd = elfsyms_open_debug_file(fd, exe, root, found, sizeof(found));
+	assert_true(dfd >= 0);
+	assert_string_equal(found, want);
+	close(dfd);
+	unlink(want);
+	/* No directory known: only the root's. */
+	assert_int_equal(elfsyms_open_debug_file(fd, NULL, root, found, sizeof(found)), -1);
+	close(fd);
+	/* Without build IDs the CRC decides: the right file, then a wrong one
+	 * under its name. */
+	snprintf(exe, sizeof(exe), "%s/bin/nobuild", dir);
+	fd = open(exe, O_RDONLY);
+	assert_true(fd >= 0);
+	uint8_t bid[ELF_BUILD_ID_MAX];
+	assert_int_equal(elfsyms_build_id(fd, bid), 0);
+	snprintf(cmd, sizeof(cmd), "cp %s/nobuild.debug %s/bin/", dir, dir);
+	assert_int_equal(system(cmd), 0);
+	dfd = elfsyms_open_debug_file(fd, exe, root, found, sizeof(found));
+	assert_true(dfd >= 0);
+	close(dfd);
+	snprintf(cmd, sizeof(cmd), "printf x >> %s/bin/nobuild.debug", dir);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(elfsyms_open_debug_file(fd, exe, root, found, sizeof(found)), -1);
+	close(fd);
+	rm_rf(dir);
+	free(dir);
+}
+
 struct go_seen {
 	uint64_t lo;
 	int count;
@@ -511,6 +621,7 @@ int main(void)
 		cmocka_unit_test(test_elfsyms_on_self),
 		cmocka_unit_test(test_dwarf_inlines_and_lines),
 		cmocka_unit_test(test_separate_debug_file),
+		cmocka_unit_test(test_local_debug_file),
 		cmocka_unit_test(test_gopclntab_stripped_go),
 		cmocka_unit_test(test_display_names),
 		cmocka_unit_test(test_fileid),
