@@ -1648,6 +1648,15 @@ static bool log_idle(struct store *s)
 	return idle;
 }
 
+/* Whether store_close() asked the maintenance thread to stop. */
+static bool stopping(struct store *s)
+{
+	pthread_mutex_lock(&s->stop_mu);
+	bool stop = s->stop;
+	pthread_mutex_unlock(&s->stop_mu);
+	return stop;
+}
+
 /* Reads the dictionaries of the newest blocks into the cache, up to half
  * of it, so the first queries after a start do not wait for them. Stops
  * early when the store is closing. */
@@ -1671,10 +1680,7 @@ static void warm_cache(struct store *s)
 		if (pin_loaded(s, r))
 			unpin(r);
 		sref_put(s, r);
-		pthread_mutex_lock(&s->stop_mu);
-		bool stop = s->stop;
-		pthread_mutex_unlock(&s->stop_mu);
-		if (stop)
+		if (stopping(s))
 			return;
 	}
 }
@@ -1735,10 +1741,7 @@ size_t store_adopt_live_blocks(struct store *s)
 			adopted++;
 		}
 		sref_put(s, r);
-		pthread_mutex_lock(&s->stop_mu);
-		bool stop = s->stop;
-		pthread_mutex_unlock(&s->stop_mu);
-		if (stop)
+		if (stopping(s))
 			break;
 	}
 	pthread_mutex_unlock(&s->maint_mu);

@@ -617,7 +617,10 @@ static void check_functions(struct world *w, const struct q *q)
 	expect_same(w, "top_functions", q, ent_text(&want), ent_text(&got));
 }
 
-static void check_entities(struct world *w, const struct q *q)
+/* An answer that lists each executable's total: top entities
+ * ("entities") and the time series grouped by executable ("series"). */
+static void check_by_executable(struct world *w, const struct q *q, http_handler fn,
+				const char *extra, const char *list, const char *what)
 {
 	struct entries want = { 0 }, got = { 0 };
 	for (size_t i = 0; i < w->m.n; i++) {
@@ -628,37 +631,27 @@ static void check_entities(struct world *w, const struct q *q)
 		snprintf(e, sizeof(e), "exe_%u", s->exe);
 		ent_add(&want, e, s->value, 0);
 	}
-	json_t *doc = ask(w, handle_top_entities, q, ",\"entity\":\"executable\",\"limit\":100",
-			  "top_entities");
+	json_t *doc = ask(w, fn, q, extra, what);
 	size_t i;
 	json_t *x;
-	json_array_foreach(json_object_get(doc, "entities"), i, x)
+	json_array_foreach(json_object_get(doc, list), i, x)
 		ent_add(&got, json_string_value(json_object_get(x, "name")),
 			(uint64_t)json_integer_value(json_object_get(x, "total")), 0);
 	json_decref(doc);
-	expect_same(w, "top_entities", q, ent_text(&want), ent_text(&got));
+	expect_same(w, what, q, ent_text(&want), ent_text(&got));
+}
+
+static void check_entities(struct world *w, const struct q *q)
+{
+	check_by_executable(w, q, handle_top_entities, ",\"entity\":\"executable\",\"limit\":100",
+			    "entities", "top_entities");
 }
 
 static void check_timeseries(struct world *w, const struct q *q)
 {
-	struct entries want = { 0 }, got = { 0 };
-	for (size_t i = 0; i < w->m.n; i++) {
-		const struct msample *s = &w->m.s[i];
-		if (!q_selects(q, s))
-			continue;
-		char e[16];
-		snprintf(e, sizeof(e), "exe_%u", s->exe);
-		ent_add(&want, e, s->value, 0);
-	}
-	json_t *doc = ask(w, handle_timeseries, q,
-			  ",\"group_by\":\"executable\",\"num_buckets\":12,\"limit\":100", "timeseries");
-	size_t i;
-	json_t *x;
-	json_array_foreach(json_object_get(doc, "series"), i, x)
-		ent_add(&got, json_string_value(json_object_get(x, "name")),
-			(uint64_t)json_integer_value(json_object_get(x, "total")), 0);
-	json_decref(doc);
-	expect_same(w, "timeseries", q, ent_text(&want), ent_text(&got));
+	check_by_executable(w, q, handle_timeseries,
+			    ",\"group_by\":\"executable\",\"num_buckets\":12,\"limit\":100", "series",
+			    "timeseries");
 }
 
 static void check_events(struct world *w, const struct q *q)
