@@ -39,8 +39,8 @@ uint32_t metric_batch_str(struct metric_batch *b, const char *s)
 	 * process or thread may name itself with one: replaced, so an odd
 	 * name costs its own characters, not every metric of the interval. */
 	char tmp[MB_MAX_STRING];
-	for (size_t i = 0; i < n; i++)
-		tmp[i] = str_printable(s + i, 1) ? s[i] : '?';
+	memcpy(tmp, s, n);
+	str_make_printable(tmp, n);
 	return strtab_intern(&b->strings, tmp, n);
 }
 

@@ -97,15 +97,8 @@ static int read_start_time(const struct proc_table *t, int32_t pid, uint64_t *st
 }
 
 /* A file may be named with any byte but '/' and NUL, a thread with any
- * but NUL: control characters become '?' (the server refuses strings
- * that hold them, a whole metrics batch at a time). */
-static void printable(char *s)
-{
-	for (; *s; s++)
-		if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			*s = '?';
-}
-
+ * but NUL: control characters become '?' (str_make_printable; the server
+ * refuses strings that hold them, a whole metrics batch at a time). */
 void proc_exe_name(const char *proc_root, int32_t pid, const char *comm, char *out, size_t n)
 {
 	char path[64], target[4096];
@@ -121,13 +114,13 @@ void proc_exe_name(const char *proc_root, int32_t pid, const char *comm, char *o
 		base = base ? base + 1 : target;
 		if (*base) {
 			snprintf(out, n, "%.63s", base);
-			printable(out);
+			str_make_printable(out, strlen(out));
 			return;
 		}
 	}
 	/* Kernel threads have no executable; exited processes no /proc. */
 	snprintf(out, n, "%.63s", comm && *comm ? comm : "[unknown]");
-	printable(out);
+	str_make_printable(out, strlen(out));
 }
 
 static void read_exe_name(const struct proc_table *t, struct proc *p, const char *comm)

@@ -106,6 +106,15 @@ static inline bool str_printable(const char *s, size_t n)
 	return true;
 }
 
+/* Replaces each control character of s[0..n) (what str_printable refuses)
+ * with '?', in place: a name from outside made fit to send. */
+static inline void str_make_printable(char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!str_printable(s + i, 1))
+			s[i] = '?';
+}
+
 /* Asks for the cache line holding p ahead of its use; never faults. */
 static inline void prefetch(const void *p)
 {
