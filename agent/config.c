@@ -73,6 +73,10 @@ static const struct flag_def defs[] = {
 	  "path of libnvidia-ml.so to load (default: the soname libnvidia-ml.so.1 through the dynamic loader)" },
 	{ "nvml-auto-scan", FLAG_BOOL, "false", OFF(nvml_auto_scan), 0, 0,
 	  "when NVML is not found by its soname, scan the usual driver library directories for libnvidia-ml.so.1" },
+	{ "enable-cuda-profiler", FLAG_BOOL, "true", OFF(enable_cuda_profiler), 0, 0,
+	  "install libembercuda.so into -cuda-profiler-dir and record the GPU work of CUDA programs started with CUDA_INJECTION64_PATH pointing at it" },
+	{ "cuda-profiler-dir", FLAG_STRING, "/var/lib/ember/profiler", OFF(cuda_profiler_dir), 0, 0,
+	  "directory the CUDA injection library and the agent's socket for it are placed in" },
 	{ "ember-protocol", FLAG_BOOL, "true", OFF(ember_protocol), 0, 0,
 	  "send with ember's session protocol; false: OTLP Profiles over HTTP (/v1development/profiles)" },
 	{ "probabilistic-threshold", FLAG_UINT, "100", OFF(probabilistic_threshold), 1, 100,
@@ -326,6 +330,14 @@ int agent_config_load(struct agent_config *cfg, int argc, char **argv, char **en
 	if (nl > 1024 || (nl && (cfg->nvml_path[0] != '/' || !str_printable(cfg->nvml_path, nl)))) {
 		buf_printf(err, "-nvml-path: expected an absolute path of libnvidia-ml.so (at most 1024 printable characters), got \"%.*s\"",
 			   (int)MIN(nl, (size_t)300), cfg->nvml_path);
+		return -1;
+	}
+	size_t dl = strlen(cfg->cuda_profiler_dir);
+	/* the socket's path is this directory + "/agent.sock" and must fit in
+	 * sun_path (108 bytes) */
+	if (dl < 2 || dl > 90 || cfg->cuda_profiler_dir[0] != '/' || !str_printable(cfg->cuda_profiler_dir, dl)) {
+		buf_printf(err, "-cuda-profiler-dir: expected an absolute directory path of 2 to 90 printable characters, got \"%.*s\"",
+			   (int)MIN(dl, (size_t)300), cfg->cuda_profiler_dir);
 		return -1;
 	}
 	if (!*cfg->project || strlen(cfg->project) > 128 || strpbrk(cfg->project, " \t\r\n/")) {

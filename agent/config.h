@@ -53,6 +53,8 @@ struct agent_config {
 	bool gpu_metrics;             /* -enable-gpu-metrics */
 	char *nvml_path;              /* -nvml-path: "" = the soname (and the scan) */
 	bool nvml_auto_scan;          /* -nvml-auto-scan */
+	bool enable_cuda_profiler;    /* -enable-cuda-profiler */
+	char *cuda_profiler_dir;      /* -cuda-profiler-dir: library and socket */
 	int64_t log_rate_limit_ms;
 	uint64_t probabilistic_threshold; /* 1..100: percent of intervals profiled */
 	int64_t probabilistic_interval_ms;
