@@ -57,6 +57,7 @@ void part_free(struct part *p)
 		free(p->rollups[i].stacks);
 		free(p->rollups[i].sums);
 		free(p->rollups[i].acc);
+		free(p->rollups[i].pos);
 	}
 	free(p->rollups);
 	free(p->slices);
@@ -423,6 +424,32 @@ void part_add_minute(struct part_series *s, int64_t minute_ms, uint64_t value)
 	s->nminutes++;
 }
 
+/* Adds a row's value to the rollup of its series' (project, kind, rate):
+ * a dense index by stack id finds its place in the rollup's list. */
+static void rollup_add(struct part *p, struct part_series *s, uint32_t stack, uint64_t value)
+{
+	if (!s->rollup)
+		s->rollup = (uint32_t)(part_rollup_get(p, s->project, s->kind, s->hz) - p->rollups) + 1;
+	struct part_rollup *r = &p->rollups[s->rollup - 1];
+	if (stack >= r->cappos) {
+		size_t old = r->cappos;
+		xgrow((void **)&r->pos, &r->cappos, (size_t)stack + 1, sizeof(*r->pos));
+		memset(r->pos + old, 0, (r->cappos - old) * sizeof(*r->pos));
+	}
+	uint32_t i = r->pos[stack];
+	if (!i) {
+		if (r->n == r->capstacks) {
+			size_t cap = r->capstacks;
+			xgrow((void **)&r->stacks, &r->capstacks, r->n + 1, sizeof(*r->stacks));
+			xgrow((void **)&r->sums, &cap, r->n + 1, sizeof(*r->sums));
+		}
+		r->stacks[r->n] = stack;
+		r->sums[r->n] = 0;
+		i = r->pos[stack] = (uint32_t)++r->n;
+	}
+	r->sums[i - 1] += value;
+}
+
 void part_add_row(struct part *p, uint32_t series, int64_t ts_ms, uint32_t stack, uint64_t value)
 {
 	struct part_series *s = &p->series[series];
@@ -433,6 +460,7 @@ void part_add_row(struct part *p, uint32_t series, int64_t ts_ms, uint32_t stack
 	s->min_ts = MIN(s->min_ts, ts);
 	s->max_ts = MAX(s->max_ts, ts);
 	part_add_minute(s, floor_to(ts, 60000), value);
+	rollup_add(p, s, stack, value);
 	p->min_ts = MIN(p->min_ts, ts);
 	p->max_ts = MAX(p->max_ts, ts);
 	p->rows++;
@@ -703,6 +731,7 @@ size_t part_memory(const struct part *p)
 		m += p->series[i].caprows * sizeof(struct part_row) +
 		     p->series[i].capminutes * sizeof(struct part_minute);
 	for (size_t i = 0; i < p->nrollups; i++)
-		m += p->rollups[i].n * 12 + p->rollups[i].capacc * 8;
+		m += MAX(p->rollups[i].n, p->rollups[i].capstacks) * 12 + p->rollups[i].capacc * 8 +
+		     p->rollups[i].cappos * 4;
 	return m;
 }

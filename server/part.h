@@ -74,6 +74,7 @@ struct part_series {
 	uint64_t sums_len, sums_raw, sums_sum; /* at stacks_off + stacks_len */
 	uint64_t nstacks;
 	uint32_t slice0, nslices;
+	uint32_t rollup; /* a part being built: its rollup's index plus one (0: none yet) */
 };
 
 /* One time slice of a block's series (its rows) or of a rollup (its stack
@@ -90,14 +91,22 @@ struct part_slice {
 
 /* The stack totals of every series of one (project, event kind, rate)
  * together: what a query without a filter over a whole part reads
- * instead of its series. Blocks only. */
+ * instead of its series. A block's are read from its file; a part being
+ * built keeps its own as rows arrive (part_add_row), so that the live
+ * hour's heads answer such a query with one sum per stack instead of one
+ * per row. */
 struct part_rollup {
 	uint32_t project; /* lstr id */
 	uint8_t kind;
 	uint16_t hz;
-	uint32_t *stacks; /* ascending */
+	uint32_t *stacks; /* ascending in a block; in order of arrival in a part being built */
 	uint64_t *sums;
 	size_t n;
+	/* a part being built: stacks/sums capacity, and by stack id its index
+	 * in them plus one (0: not there yet) */
+	size_t capstacks;
+	uint32_t *pos;
+	size_t cappos;
 	/* the same by time slice (part.slices[slice0 ..]), read on demand */
 	uint32_t slice0, nslices;
 	/* while a block is written: dense sums by stack id */
