@@ -3,17 +3,22 @@
 // range), headline numbers (average and peak cores, hosts, the share of the
 // fleet's CPUs or of the profiled CPU time), the top 5 functions and the
 // top 5 hosts, deployments, containers or executables. A CPU tab and a GPU
-// tab (CUDA time, with an explanation while there is none).
+// tab: GPU time (event_kind cuda) over time, the top 5 kernels (the CUDA
+// frames that ran: kernels, copies, memsets, syncs) and the GPU time by
+// device, GPU model, process, executable or host; while there is none, how
+// to record it.
 //
-// URL parameters: tab (cpu | gpu), mode (relative | absolute), etype (host |
-// deployment | container | executable), by (host | total).
+// URL parameters: tab (cpu | gpu), mode (relative | absolute), etype (CPU:
+// host | deployment | container | executable; GPU: device | model | process
+// | executable | host), by (host | total).
 //
 // Four requests run in parallel, each panel with its own loading and error
 // state; a change of mode, entity type or stacking refetches only the
 // panels it concerns.
 
-import { escapeHTML, fmtCores, fmtInt, fmtPct, emptyHTML, apiErrorHTML, messageHTML, sortableTable, withFilter, ApiError, loadStylesheet } from './common.js';
+import { escapeHTML, fmtCores, fmtInt, fmtPct, fmtWaited, emptyHTML, apiErrorHTML, messageHTML, sortableTable, withFilter, ApiError, loadStylesheet, gpuHowHTML, KERNEL_TYPES } from './common.js';
 import { timeChart } from './chart.js';
+import { typeLabel } from './flamegraph.js';
 
 const ENTITY_TYPES = {
 	host: ['Hosts', 'host.name'],
@@ -21,6 +26,18 @@ const ENTITY_TYPES = {
 	container: ['Containers', 'container.name'],
 	executable: ['Executables', 'process.executable.name'],
 };
+// The GPU tab's entities: the GPU time of each device (gpu.device.index,
+// one host's GPUs apart; filter by a host to tell hosts' GPU 0 apart), GPU
+// model, process (PID), executable or host.
+const GPU_ENTITY_TYPES = {
+	device: ['Devices', 'gpu.device.index'],
+	model: ['GPU models', 'gpu.name'],
+	process: ['Processes', 'process.pid'],
+	executable: ['Executables', 'process.executable.name'],
+	host: ['Hosts', 'host.name'],
+};
+const entityTypes = (tab) => (tab === 'gpu' ? GPU_ENTITY_TYPES : ENTITY_TYPES);
+const DEFAULT_ETYPE = { cpu: 'host', gpu: 'device' };
 const MODE_NOTE = {
 	absolute:
 		'Absolute: percentages are of the logical CPUs of the hosts that sent samples, as htop shows \u2014 100% is every CPU busy (a host\u2019s row: of its own CPUs).',
@@ -48,7 +65,7 @@ const fmtTime = (ms) => new Date(ms).toLocaleTimeString([], { hour: '2-digit', m
 function paramsOf(ctx) {
 	const tab = ctx.param('tab') === 'gpu' ? 'gpu' : 'cpu';
 	const mode = tab === 'gpu' ? 'relative' : ctx.param('mode') === 'absolute' ? 'absolute' : 'relative';
-	const etype = ENTITY_TYPES[ctx.param('etype')] ? ctx.param('etype') : 'host';
+	const etype = entityTypes(tab)[ctx.param('etype')] ? ctx.param('etype') : DEFAULT_ETYPE[tab];
 	const by = ctx.param('by') === 'total' ? 'total' : 'host';
 	return { tab, mode, etype, by };
 }
@@ -74,7 +91,7 @@ function build(root) {
 		</div>
 	</div>
 	<p class="iq-note"></p>
-	<p class="iq-kind-note" hidden>Efficiency IQ shows CPU and GPU use (on-CPU samples). The Off-CPU choice applies to the flame graph, Top functions, Top entities and Diff.</p>
+	<p class="iq-kind-note" hidden>Efficiency IQ shows CPU use (on-CPU samples) and GPU time (the GPU tab). The Show choice applies to the flame graph, Top functions, Top entities and Diff.</p>
 	<div class="iq-message" hidden></div>
 	<div class="iq-content" hidden>
 		<div class="iq-cards">
@@ -97,7 +114,7 @@ function build(root) {
 		<div class="iq-grid">
 			<section class="panel iq-functions">
 				<div class="iq-panel-head">
-					<h2>Top 5 functions <span class="iq-h2-sub">by self time</span></h2>
+					<h2><span class="iq-fn-title">Top 5 functions</span> <span class="iq-h2-sub">by self time</span></h2>
 					<button type="button" class="iq-link" data-go="functions">All functions \u2192</button>
 				</div>
 				<div class="iq-body" data-panel="functions"></div>
@@ -105,11 +122,7 @@ function build(root) {
 			<section class="panel iq-entities">
 				<div class="iq-panel-head">
 					<h2>Top 5 entities</h2>
-					<div class="iq-small-tabs" role="tablist" aria-label="Entity type">
-						${Object.entries(ENTITY_TYPES)
-							.map(([k, [label]]) => `<button type="button" role="tab" data-etype="${k}">${label}</button>`)
-							.join('')}
-					</div>
+					<div class="iq-small-tabs iq-etypes" role="tablist" aria-label="Entity type"></div>
 					<button type="button" class="iq-link" data-go="entities">All entities \u2192</button>
 				</div>
 				<div class="iq-body" data-panel="entities"></div>
@@ -125,6 +138,10 @@ function build(root) {
 		content: q('.iq-content'),
 		mode: q('.iq-mode'),
 		utilTitle: q('.iq-util h2'),
+		fnTitle: q('.iq-fn-title'),
+		fnSub: q('.iq-functions .iq-h2-sub'),
+		fnLink: q('.iq-functions [data-go]'),
+		etypes: q('.iq-etypes'),
 		body: Object.fromEntries(PANELS.filter((p) => p !== 'hosts').map((p) => [p, q(`.iq-body[data-panel="${p}"]`)])),
 		cards: Object.fromEntries([...root.querySelectorAll('.iq-card')].map((c) => [c.dataset.card, c])),
 	};
@@ -148,13 +165,18 @@ function build(root) {
 	});
 	q('.iq-entities .iq-small-tabs').addEventListener('click', (ev) => {
 		const b = ev.target.closest('button[data-etype]');
-		if (b) setParam({ etype: b.dataset.etype === 'host' ? null : b.dataset.etype }, false);
+		if (b) setParam({ etype: b.dataset.etype === DEFAULT_ETYPE[v.params.tab] ? null : b.dataset.etype }, false);
 	});
 	for (const b of root.querySelectorAll('[data-go]'))
 		b.addEventListener('click', () => {
 			const ctx = v.ctx;
-			if (b.dataset.go === 'functions') ctx.go('functions', { q: ctx.q });
-			else ctx.go('entities', { q: ctx.q, entity: v.params.etype });
+			const gpu = v.params.tab === 'gpu';
+			if (b.dataset.go === 'functions') ctx.go('functions', gpu ? { q: ctx.q, kind: 'cuda', only: 'kernels' } : { q: ctx.q });
+			else if (gpu) {
+				// Top entities has no tab per GPU device or model: their hosts.
+				const e = ['process', 'executable', 'host'].includes(v.params.etype) ? v.params.etype : 'host';
+				ctx.go('entities', { q: ctx.q, kind: 'cuda', entity: e });
+			} else ctx.go('entities', { q: ctx.q, entity: v.params.etype });
 		});
 	return els;
 }
@@ -178,7 +200,18 @@ function syncControls() {
 	}
 	for (const b of els.root.querySelectorAll('[data-mode]')) b.setAttribute('aria-pressed', String(b.dataset.mode === params.mode));
 	for (const b of els.root.querySelectorAll('[data-by]')) b.setAttribute('aria-pressed', String(b.dataset.by === params.by));
+	const types = entityTypes(params.tab);
+	if (els.etypes.dataset.tab !== params.tab) {
+		els.etypes.dataset.tab = params.tab;
+		els.etypes.innerHTML = Object.entries(types)
+			.map(([k, [label]]) => `<button type="button" role="tab" data-etype="${k}">${label}</button>`)
+			.join('');
+	}
 	for (const b of els.root.querySelectorAll('[data-etype]')) b.setAttribute('aria-selected', String(b.dataset.etype === params.etype));
+	const gpu = params.tab === 'gpu';
+	els.fnTitle.textContent = gpu ? 'Top 5 kernels' : 'Top 5 functions';
+	els.fnSub.textContent = gpu ? 'by GPU time' : 'by self time';
+	els.fnLink.textContent = gpu ? 'All kernels \u2192' : 'All functions \u2192';
 	els.mode.hidden = params.tab === 'gpu';
 	els.note.textContent = params.tab === 'gpu' ? GPU_NOTE : MODE_NOTE[params.mode];
 	els.utilTitle.textContent = params.tab === 'gpu' ? 'GPU utilization over time' : 'Fleet compute utilization over time';
@@ -203,9 +236,10 @@ function requestOf(panel, filter, p) {
 		case 'hosts':
 			return ['top_entities', { filter, entity: 'host', limit: 1000, cpu_mode: 'absolute' }];
 		case 'functions':
-			return ['top_functions', { filter, limit: 5, sort: 'self', cpu_mode: p.mode }];
+			// The GPU tab ranks the GPU work itself: kernels, copies, memsets, syncs.
+			return ['top_functions', { filter, limit: 5, sort: 'self', cpu_mode: p.mode, ...(p.tab === 'gpu' ? { frame_types: KERNEL_TYPES } : {}) }];
 		default:
-			return ['top_entities', { filter, entity: p.etype, limit: 5, cpu_mode: p.mode }];
+			return ['top_entities', { filter, entity: p.tab === 'gpu' ? GPU_ENTITY_TYPES[p.etype][1] : p.etype, limit: 5, cpu_mode: p.mode }];
 	}
 }
 
@@ -428,20 +462,27 @@ function renderFunctions() {
 	const d = v.data.functions;
 	// Sorted by self time: a function with none (only calling) says nothing here.
 	const rows = ((d && d.functions) || []).filter((r) => r.self > 0);
-	if (!rows.length) return emptyPanel(body, 'No functions in this range.');
+	const gpu = v.params.tab === 'gpu';
+	if (!rows.length) return emptyPanel(body, gpu ? 'No kernels in this range.' : 'No functions in this range.');
 	const max = Math.max(...rows.map((r) => r.self_percent || 0));
 	const ctx = v.ctx;
 	const unit = unitWord();
 	const table = sortableTable(
-		[
-			{ key: 'name', label: 'Function', render: (r) => nameCell(r.name, [r.binary, r.file].filter(Boolean).join(' \u00b7 ')) },
-			{ key: 'self_cores', label: `Self ${unit}`, num: true, render: (r) => fmtCores(r.self_cores) },
-			{ key: 'self_percent', label: v.params.tab === 'gpu' ? 'Self GPU %' : 'Self CPU %', num: true, render: (r) => pctCell(r.self_percent, max) },
-		],
+		gpu
+			? [
+				{ key: 'name', label: 'Kernel', render: (r) => nameCell(r.name, typeLabel(r.frame_type)) },
+				{ key: 'self', label: 'GPU time', num: true, render: (r) => fmtWaited(r.self) },
+				{ key: 'self_percent', label: 'GPU %', num: true, render: (r) => pctCell(r.self_percent, max) },
+			]
+			: [
+				{ key: 'name', label: 'Function', render: (r) => nameCell(r.name, [r.binary, r.file].filter(Boolean).join(' \u00b7 ')) },
+				{ key: 'self_cores', label: `Self ${unit}`, num: true, render: (r) => fmtCores(r.self_cores) },
+				{ key: 'self_percent', label: 'Self CPU %', num: true, render: (r) => pctCell(r.self_percent, max) },
+			],
 		rows,
 		{
-			onRow: (r) => ctx.go('flamegraph', { q: ctx.q, s: r.name }),
-			rowTitle: 'Open the flame graph with this function highlighted',
+			onRow: (r) => ctx.go('flamegraph', gpu ? { q: ctx.q, s: r.name, kind: 'cuda' } : { q: ctx.q, s: r.name }),
+			rowTitle: gpu ? 'Open the GPU flame graph with this kernel highlighted: the CPU stacks that launched it' : 'Open the flame graph with this function highlighted',
 		}
 	);
 	table.classList.add('iq-table');
@@ -455,7 +496,8 @@ function renderEntities() {
 	if (v.err.entities) return panelError('entities');
 	const d = v.data.entities;
 	const rows = (d && d.entities) || [];
-	const [label, defaultAttr] = ENTITY_TYPES[v.params.etype];
+	const gpu = v.params.tab === 'gpu';
+	const [label, defaultAttr] = entityTypes(v.params.tab)[v.params.etype];
 	if (!rows.length) return emptyPanel(body, `No ${label.toLowerCase()} in this range.`);
 	const attr = (d && d.attribute) || defaultAttr;
 	const max = Math.max(...rows.map((r) => r.percent || 0));
@@ -468,7 +510,8 @@ function renderEntities() {
 		b.title = `Open the flame graph of ${r.name}`;
 		const go = (ev) => {
 			ev.stopPropagation();
-			ctx.go('flamegraph', { q: withFilter(ctx.q, attr, filterValue(r.name)) });
+			const q = withFilter(ctx.q, attr, filterValue(r.name));
+			ctx.go('flamegraph', gpu ? { q, kind: 'cuda' } : { q });
 		};
 		b.addEventListener('click', go);
 		b.addEventListener('keydown', (ev) => ev.key === 'Enter' && ev.stopPropagation());
@@ -477,8 +520,9 @@ function renderEntities() {
 	const absHost = v.params.mode === 'absolute' && v.params.etype === 'host';
 	const table = sortableTable(
 		[
-			{ key: 'name', label: label.replace(/s$/, ''), render: (r) => nameCell(r.name, absHost && r.cpus ? `${r.cpus} logical CPUs` : '') },
-			{ key: 'cores', label: unitWord()[0].toUpperCase() + unitWord().slice(1), num: true, render: (r) => fmtCores(r.cores) },
+			{ key: 'name', label: label.replace(/s$/, ''), render: (r) => nameCell(gpu ? gpuEntityName(v.params.etype, r.name) : r.name, absHost && r.cpus ? `${r.cpus} logical CPUs` : '') },
+			...(gpu ? [{ key: 'total', label: 'GPU time', num: true, render: (r) => fmtWaited(r.total) }] : []),
+			{ key: 'cores', label: gpu ? 'GPUs busy' : unitWord()[0].toUpperCase() + unitWord().slice(1), num: true, render: (r) => fmtCores(r.cores) },
 			{ key: 'percent', label: absHost ? '% of its CPUs' : v.params.tab === 'gpu' ? 'GPU %' : 'CPU %', num: true, render: (r) => pctCell(r.percent, max) },
 			{ key: 'open', label: '', render: flame },
 		],
@@ -494,6 +538,15 @@ function renderEntities() {
 	body.replaceChildren(table);
 }
 
+// A GPU entity as the panel names it: "GPU 0" for device index 0, "PID
+// 123" for a process; "[no ...]" names stay.
+function gpuEntityName(etype, name) {
+	if (/^\[no [^\]]*\]$/.test(name)) return name;
+	if (etype === 'device') return `GPU ${name}`;
+	if (etype === 'process') return `PID ${name}`;
+	return name;
+}
+
 // --- the page's state -----------------------------------------------------------
 
 // The GPU tab with no GPU samples: what it needs.
@@ -501,8 +554,9 @@ function gpuEmptyHTML() {
 	const host = location.host || '127.0.0.1:8080';
 	return messageHTML(
 		'empty',
-		`<p><strong>No GPU data yet: GPU profiling needs ember-agent on a host with NVIDIA GPUs.</strong></p>
-		<p>ember-agent samples CPUs today (native, kernel and Python frames); recording the CUDA kernels that CPU code launches is its next step, and no ember-agent flag turns it on yet. Until then this tab shows GPU time that any OpenTelemetry Profiles producer sends to this server: a <code>POST http://${escapeHTML(host)}/v1development/profiles</code> (protobuf) whose profile has the sample type <code>cuda</code>, <code>gpu_time</code> or <code>gpu_kernel_time</code> (nanoseconds).</p>
+		`<p><strong>No GPU time in ${escapeHTML(v.ctx.rangeText)}: GPU profiling needs ember-agent on a host with NVIDIA GPUs, and a CUDA program started with its injection library.</strong></p>
+		${gpuHowHTML(host)}
+		<p>This tab also shows GPU time that any OpenTelemetry Profiles producer sends to this server: a <code>POST http://${escapeHTML(host)}/v1development/profiles</code> (protobuf) whose profile has the sample type <code>cuda</code>, <code>gpu_time</code> or <code>gpu_kernel_time</code> (nanoseconds).</p>
 		<p>The CPU tab shows the fleet\u2019s CPU time meanwhile.</p>`
 	);
 }
@@ -570,7 +624,7 @@ function show(root, ctx) {
 	const own = v.own;
 	v.ctx = ctx;
 	// The page's Show switch is off-CPU: this view stays on CPU and GPU use.
-	root.querySelector('.iq-kind-note').hidden = ctx.kind !== 'off_cpu';
+	root.querySelector('.iq-kind-note').hidden = ctx.kind === 'on_cpu';
 	const params = paramsOf(ctx);
 	const tabChanged = v.params && v.params.tab !== params.tab;
 	v.params = params;
