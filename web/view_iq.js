@@ -5,8 +5,9 @@
 // top 5 hosts, deployments, containers or executables. A CPU tab and a GPU
 // tab: GPU time (event_kind cuda) over time, the top 5 kernels (the CUDA
 // frames that ran: kernels, copies, memsets, syncs) and the GPU time by
-// device, GPU model, process, executable or host; while there is none, how
-// to record it.
+// device, GPU model, process, executable or host, and a timeline of the
+// newest GPU work per device and stream (gpu_timeline.js: click a bar for
+// the stack that launched it); while there is none, how to record it.
 //
 // URL parameters: tab (cpu | gpu), mode (relative | absolute), etype (CPU:
 // host | deployment | container | executable; GPU: device | model | process
@@ -18,6 +19,7 @@
 
 import { escapeHTML, fmtCores, fmtInt, fmtPct, fmtWaited, emptyHTML, apiErrorHTML, messageHTML, sortableTable, withFilter, ApiError, loadStylesheet, gpuHowHTML, KERNEL_TYPES } from './common.js';
 import { timeChart } from './chart.js';
+import { renderTimeline } from './gpu_timeline.js';
 import { typeLabel } from './flamegraph.js';
 
 const ENTITY_TYPES = {
@@ -46,6 +48,7 @@ const MODE_NOTE = {
 };
 const GPU_NOTE = 'GPU percentages are shares of all GPU time profiled in the project in this time range; values are GPUs busy on average (GPU-seconds per second).';
 const PANELS = ['series', 'hosts', 'functions', 'entities'];
+const TIMELINE_EVENTS = 2000; // the newest GPU-time events the timeline draws
 
 let v = null; // the view's state while shown (see show)
 
@@ -128,6 +131,13 @@ function build(root) {
 				<div class="iq-body" data-panel="entities"></div>
 			</section>
 		</div>
+		<section class="panel iq-timeline" hidden>
+			<div class="iq-panel-head">
+				<h2>GPU timeline <span class="iq-h2-sub">per device and stream, the newest ${TIMELINE_EVENTS} samples</span></h2>
+			</div>
+			<p class="iq-hint">Each bar is the GPU time of one kernel, copy, memset or sync from one launching stack in one agent interval, laid out back to back on its stream from the interval's start. Click a bar for the CPU stack that launched it.</p>
+			<div class="iq-body" data-panel="timeline"></div>
+		</section>
 	</div>
 </div>`;
 	const q = (sel) => root.querySelector(sel);
@@ -142,6 +152,7 @@ function build(root) {
 		fnSub: q('.iq-functions .iq-h2-sub'),
 		fnLink: q('.iq-functions [data-go]'),
 		etypes: q('.iq-etypes'),
+		timeline: q('.iq-timeline'),
 		body: Object.fromEntries(PANELS.filter((p) => p !== 'hosts').map((p) => [p, q(`.iq-body[data-panel="${p}"]`)])),
 		cards: Object.fromEntries([...root.querySelectorAll('.iq-card')].map((c) => [c.dataset.card, c])),
 	};
@@ -609,7 +620,34 @@ function expose() {
 		chart: v.chart,
 		params: { ...v.params },
 		data: { ...v.data },
+		timeline: v.timeline,
 	};
+}
+
+// The GPU tab's timeline: the newest GPU-time events (its own request,
+// apart from the four panels: the page is ready without it).
+async function loadTimeline(filter) {
+	const s = v;
+	if (s.tlCtl) s.tlCtl.abort();
+	const box = s.els.timeline;
+	box.hidden = s.params.tab !== 'gpu';
+	s.timeline = null;
+	if (box.hidden) return;
+	const ctl = new AbortController();
+	s.tlCtl = ctl;
+	const body = box.querySelector('.iq-body');
+	body.innerHTML = '<p class="iq-loading">Loading\u2026</p>';
+	try {
+		const d = await s.ctx.api('events', { filter, limit: TIMELINE_EVENTS }, ctl.signal);
+		if (s !== v || s.tlCtl !== ctl) return;
+		s.timeline = renderTimeline(body, d.events || []);
+	} catch (e) {
+		if (e.name === 'AbortError' || s !== v || s.tlCtl !== ctl) return;
+		body.innerHTML = apiErrorHTML(e);
+		s.timeline = { error: e.message };
+	}
+	s.tlCtl = null;
+	expose();
 }
 
 // --- the contract ---------------------------------------------------------------
@@ -658,6 +696,7 @@ function show(root, ctx) {
 	}
 	ctx.setState('loading');
 	for (const p of stale) load(p, filter);
+	if (stale.includes('series')) loadTimeline(filter);
 	if (PANELS.some((p) => !stale.includes(p))) renderCards();
 }
 
@@ -667,6 +706,8 @@ function abortAll() {
 	if (!v) return;
 	for (const p of PANELS) if (v.ctl[p]) v.ctl[p].abort();
 	v.ctl = {};
+	if (v.tlCtl) v.tlCtl.abort();
+	v.tlCtl = null;
 	v.pending.clear();
 }
 

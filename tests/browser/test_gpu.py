@@ -254,3 +254,62 @@ def test_diff_over_gpu_time(server, page):
     assert "GPUs busy" in summary and "GPU time \u00f7 seconds" in summary, summary
     shot(page, "gpu-diff")
     no_errors(page)
+
+
+@pytest.fixture(scope="module")
+def timeline_server(request):
+    """Three agent intervals 20 s apart of GPU work on three streams."""
+    srv = start_server(request)
+    srv.first = int(time.time() * 1000) - 120_000
+    for i in range(3):
+        b = Batch(agent_instance="6a7b8c9d-0000-4000-8000-0000000000c2", sample_rate_hz=19)
+        b.add(["main", "train_step", LAUNCH, ("sgemm_kernel", "cuda_kernel", "")], gpu("gpu1", 100, 0, 7, H100), 2 * S, kind="cuda")
+        b.add(["main", "load_batch", ("cudaMemcpyAsync", "cuda_launch", ""), ("HtoD", "cuda_memcpy", "")],
+              gpu("gpu1", 100, 0, 7, H100), S // 2, kind="cuda")
+        b.add(["main", "eval_step", LAUNCH, ("softmax_kernel", "cuda_kernel", "")], gpu("gpu1", 100, 1, 8, H100), S, kind="cuda")
+        b.add(["main", "serve", LAUNCH, ("softmax_kernel", "cuda_kernel", "")], gpu("gpu2", 200, 0, 3, A10G), 3 * S, kind="cuda")
+        start = srv.first + i * 20_000
+        assert send_batch(srv.base, b.encode(sequence=i + 1, start_ms=start, end_ms=start + 5_000))["stored"]
+    return srv
+
+
+def test_gpu_timeline_per_device_and_stream(timeline_server, page):
+    srv = timeline_server
+    open_ui(page, srv.base, "/?view=iq&tab=gpu")
+    page.wait_for("emberIQ.timeline && emberIQ.timeline.bars")
+    tl = page.evaluate("emberIQ.timeline")
+    assert tl["rows"] == ["gpu1 \u00b7 GPU 0 \u00b7 stream 7", "gpu1 \u00b7 GPU 1 \u00b7 stream 8",
+                          "gpu2 \u00b7 GPU 0 \u00b7 stream 3"]
+    # A stream runs its work one piece after the other: in each interval,
+    # the 2 s sgemm first, then the 0.5 s copy.
+    row0 = sorted((b["start"], b["end"], b["name"]) for b in tl["bars"] if b["row"] == tl["rows"][0])
+    want = []
+    for i in range(3):
+        t = srv.first + i * 20_000
+        want += [(t, t + 2000, "sgemm_kernel"), (t + 2000, t + 2500, "HtoD")]
+    assert row0 == want
+    assert len(tl["bars"]) == 12
+    drawn = page.evaluate("[...document.querySelectorAll('.iq-timeline .tl-row[data-row]')].map(r => [r.dataset.row, r.querySelectorAll('.tl-bar').length])")
+    assert drawn == [[tl["rows"][0], 6], [tl["rows"][1], 3], [tl["rows"][2], 3]]
+    # Wider bars for longer work: a 3 s softmax on gpu2 against a 1 s one.
+    w = page.evaluate("""[...document.querySelectorAll('.iq-timeline .tl-row[data-row]')].map(r =>
+        r.querySelector('.tl-bar').getBoundingClientRect().width)""")
+    assert w[2] == pytest.approx(3 * w[1], rel=0.05)
+    # A click shows the kernel and the stack that launched it.
+    page.evaluate("""[...document.querySelectorAll('.iq-timeline .tl-row[data-row]')][0]
+        .querySelectorAll('.tl-bar[data-name="HtoD"]')[1].click()""")
+    page.wait_for("!document.querySelector('.iq-timeline .tl-details').hidden")
+    name = page.evaluate("document.querySelector('.tl-detail-name').textContent")
+    stack = page.evaluate("[...document.querySelectorAll('.tl-stack .tl-frame-name')].map(e => e.textContent)")
+    facts = page.evaluate("""Object.fromEntries([...document.querySelectorAll('.tl-detail-facts dt')]
+        .map((dt) => [dt.textContent, dt.nextElementSibling.textContent]))""")
+    assert name == "HtoD" and stack == ["main", "load_batch", "cudaMemcpyAsync", "HtoD"]
+    assert facts["GPU time"] == "500 ms" and facts["Stream"] == "7" and facts["Device"] == f"GPU 0 ({H100})", facts
+    assert facts["Process"] == "trainer \u00b7 PID 100"
+    page.evaluate("document.querySelector('.iq-timeline').scrollIntoView()")
+    shot(page, "gpu-timeline")
+    # The CPU tab has no timeline.
+    page.evaluate("document.querySelector('#view-iq [data-tab=\"cpu\"]').click()")
+    page.wait_for("emberIQ.params.tab === 'cpu'")
+    assert page.evaluate("document.querySelector('.iq-timeline').hidden") is True
+    no_errors(page)
