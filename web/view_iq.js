@@ -7,7 +7,9 @@
 // frames that ran: kernels, copies, memsets, syncs) and the GPU time by
 // device, GPU model, process, executable or host, and a timeline of the
 // newest GPU work per device and stream (gpu_timeline.js: click a bar for
-// the stack that launched it); while there is none, how to record it.
+// the stack that launched it), and when the hosts send NVML metrics, how
+// busy and idle the GPUs were (hw.gpu.utilization); while there is no GPU
+// time, how to record it.
 //
 // URL parameters: tab (cpu | gpu), mode (relative | absolute), etype (CPU:
 // host | deployment | container | executable; GPU: device | model | process
@@ -434,6 +436,17 @@ function renderCards() {
 			hv(() => (cpus ? `${fmtCores(used)} of ${fmtInt(cpus)} CPUs busy on average` : 'the hosts sent no CPU count')),
 			failed('hosts')
 		);
+	} else if (gpu && v.nvml && v.nvml.util !== null) {
+		// NVML's view: the share of time a kernel ran on the GPUs, averaged
+		// over the GPUs and the range; the rest is idle.
+		const u = v.nvml.util;
+		setCard(
+			'share',
+			'GPUs busy (NVML)',
+			fmtPct(u),
+			`idle ${fmtPct(100 - u)} of the time, ${fmtInt(v.nvml.gpus)} GPU${v.nvml.gpus === 1 ? '' : 's'} reporting`,
+			'hw.gpu.utilization from NVML (ember-agent -enable-gpu-metrics): the share of time a kernel ran, averaged over the GPUs that match the query and over the range; idle is the rest.'
+		);
 	} else {
 		const all = h && h.scope ? h.scope.all_total : 0;
 		setCard(
@@ -621,7 +634,40 @@ function expose() {
 		params: { ...v.params },
 		data: { ...v.data },
 		timeline: v.timeline,
+		nvml: v.nvml,
 	};
+}
+
+// The GPU tab's busy / idle card: hw.gpu.utilization (NVML) averaged over
+// the GPUs and the range. Without the metric in the range, the card stays
+// the share of GPU time.
+async function loadNvml(filter) {
+	const s = v;
+	if (s.nvmlCtl) s.nvmlCtl.abort();
+	s.nvml = null;
+	if (s.params.tab !== 'gpu') return;
+	const ctl = new AbortController();
+	s.nvmlCtl = ctl;
+	const f = { start_ts: filter.start_ts, end_ts: filter.end_ts, query: filter.query };
+	let nvml = null;
+	try {
+		// The names first: a project that never had the metric would answer 404.
+		const names = await s.ctx.api('metrics/names', { filter: f }, ctl.signal);
+		const n = (names.names || []).find((x) => x.name === 'hw.gpu.utilization');
+		if (n) {
+			const m = await s.ctx.api('metrics', { filter: f, metric: 'hw.gpu.utilization', group_by: null, temporal: 'avg', spatial: 'avg', num_buckets: 1 }, ctl.signal);
+			const pt = m.series && m.series[0] && m.series[0].points && m.series[0].points[0];
+			if (pt && Number.isFinite(pt[1])) nvml = { util: Math.max(0, Math.min(100, pt[1])), gpus: n.series };
+		}
+	} catch (e) {
+		if (e.name === 'AbortError') return;
+		nvml = null; // NVML metrics unreadable: the share card stays
+	}
+	if (s !== v || s.nvmlCtl !== ctl) return;
+	s.nvmlCtl = null;
+	s.nvml = nvml;
+	renderCards();
+	expose();
 }
 
 // The GPU tab's timeline: the newest GPU-time events (its own request,
@@ -696,7 +742,10 @@ function show(root, ctx) {
 	}
 	ctx.setState('loading');
 	for (const p of stale) load(p, filter);
-	if (stale.includes('series')) loadTimeline(filter);
+	if (stale.includes('series')) {
+		loadTimeline(filter);
+		loadNvml(filter);
+	}
 	if (PANELS.some((p) => !stale.includes(p))) renderCards();
 }
 
@@ -708,6 +757,8 @@ function abortAll() {
 	v.ctl = {};
 	if (v.tlCtl) v.tlCtl.abort();
 	v.tlCtl = null;
+	if (v.nvmlCtl) v.nvmlCtl.abort();
+	v.nvmlCtl = null;
 	v.pending.clear();
 }
 

@@ -19,6 +19,7 @@ import pytest
 
 from conftest import no_errors, open_ui, search_params, shot, start_server, wait_state
 from ember_batch import Batch, send_batch
+from metrics_batch import MetricsBatch, post as post_metrics
 
 S = 1_000_000_000  # nanoseconds
 H100 = "NVIDIA H100 80GB HBM3"
@@ -227,6 +228,9 @@ def test_iq_gpu_tab_devices_processes_kernels(server, page):
     assert head[:4] == ["Device", "GPU time", "GPUs busy", "GPU %"], head
     assert [[r[0], r[1], r[3]] for r in iq_rows(page, "entities")] == [["GPU 0", "9 s", "64.3%"],
                                                                    ["GPU 1", "5 s", "35.7%"]]
+    # No NVML metrics here: the card is the share of GPU time.
+    assert page.evaluate("document.querySelector('#view-iq .iq-card[data-card=\"share\"] .iq-card-label').textContent") == \
+        "Share of profiled GPU time"
     shot(page, "gpu-iq")
     page.evaluate("document.querySelector('#view-iq [data-etype=\"model\"]').click()")
     page.wait_for("emberIQ.params.etype === 'model' && document.body.dataset.state === 'ready'")
@@ -270,6 +274,12 @@ def timeline_server(request):
         b.add(["main", "serve", LAUNCH, ("softmax_kernel", "cuda_kernel", "")], gpu("gpu2", 200, 0, 3, A10G), 3 * S, kind="cuda")
         start = srv.first + i * 20_000
         assert send_batch(srv.base, b.encode(sequence=i + 1, start_ms=start, end_ms=start + 5_000))["stored"]
+    # NVML's utilization of gpu1's two GPUs: 60% and 80% busy.
+    m = MetricsBatch()
+    for idx, util in (("0", 60.0), ("1", 80.0)):
+        labels = {"host.name": "gpu1", "gpu.index": idx, "gpu.uuid": f"GPU-gpu1-{idx}", "gpu.name": H100}
+        m.add("hw.gpu.utilization", "%", labels, [(srv.first + i * 20_000, util) for i in range(3)])
+    assert post_metrics(srv.base, m)["stored"]
     return srv
 
 
@@ -308,6 +318,14 @@ def test_gpu_timeline_per_device_and_stream(timeline_server, page):
     assert facts["Process"] == "trainer \u00b7 PID 100"
     page.evaluate("document.querySelector('.iq-timeline').scrollIntoView()")
     shot(page, "gpu-timeline")
+    # NVML: busy and idle (70% busy on average over the two GPUs).
+    page.wait_for("emberIQ.nvml !== undefined && emberIQ.nvml !== null")
+    card = page.evaluate("""(() => { const c = document.querySelector('#view-iq .iq-card[data-card="share"]');
+        return [c.querySelector('.iq-card-label').textContent, c.querySelector('.iq-card-value').textContent,
+                c.querySelector('.iq-card-sub').textContent]; })()""")
+    assert card == ["GPUs busy (NVML)", "70.0%", "idle 30.0% of the time, 2 GPUs reporting"], card
+    page.evaluate("window.scrollTo(0, 0)")
+    shot(page, "gpu-iq-nvml")
     # The CPU tab has no timeline.
     page.evaluate("document.querySelector('#view-iq [data-tab=\"cpu\"]').click()")
     page.wait_for("emberIQ.params.tab === 'cpu'")
