@@ -183,6 +183,21 @@ def test_top_kernels_and_gpu_top_functions(server, page):
     assert table["train_step"][2:6] == ["0 s", "0.0%", "9.5 s", "67.9%"], table["train_step"]
     assert table["sgemm_kernel"][2:6] == ["9 s", "64.3%", "9 s", "64.3%"], table["sgemm_kernel"]
     shot(page, "gpu-top-functions")
+
+    # A kernel's sandwich: the CPU stacks that launched it, in GPU time.
+    open_ui(page, server.base, "/?view=functions&kind=cuda&only=kernels")
+    page.evaluate("""[...document.querySelectorAll('.fn-content tbody tr')]
+        .find((tr) => tr.querySelector('.fn-name-text').textContent === 'sgemm_kernel').click()""")
+    page.wait_for("!!document.querySelector('#view-functions .fn-callers [role=treeitem]')")
+    wait_state(page, "ready")
+    callers = page.evaluate("""[...document.querySelectorAll('#view-functions .fn-callers [role=treeitem]')]
+        .map((r) => [Number(r.getAttribute('aria-level')) - 1, r.querySelector('.fn-node-name').innerText,
+                     r.children[1].innerText, r.children[3].innerText])""")
+    assert callers == [[0, "sgemm_kernel", "9 s", "64.3%"], [1, "cudaLaunchKernel", "9 s", "64.3%"],
+                       [2, "train_step", "9 s", "64.3%"], [3, "main", "9 s", "64.3%"]], callers
+    cols = page.evaluate("[...document.querySelectorAll('#view-functions .fn-callers .fn-tree-cols span')].map(s => s.textContent)")
+    assert cols[:4] == ["Function", "GPU time", "GPUs", "GPU %"], cols
+    shot(page, "gpu-kernel-sandwich")
     no_errors(page)
 
 
