@@ -355,7 +355,7 @@ static const char *const string_attrs[] = {
 	"host.name", "host.arch", "host.type", "host.cpu.model.name", "os.type", "os.version",
 	"process.executable.name", "thread.name", "script.name", "cluster.name",
 	"container.name", "k8s.pod.name", "k8s.namespace.name", "k8s.container.name",
-	"k8s.deployment.name", "slurm.job.name", "slurm.job.user",
+	"k8s.deployment.name", "slurm.job.name", "slurm.job.user", "gpu.name", "gpu.device.uuid",
 };
 
 static bool is_string_attr(const char *name)

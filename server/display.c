@@ -28,6 +28,10 @@ static const char *const frame_types[] = {
 	[SFT_CUDA_SASS] = "cuda_sass",
 	[SFT_CUDA_STALL] = "cuda_stall",
 	[SFT_ERROR] = "error",
+	[SFT_CUDA_MEMCPY] = "cuda_memcpy",
+	[SFT_CUDA_MEMSET] = "cuda_memset",
+	[SFT_CUDA_SYNC] = "cuda_sync",
+	[SFT_NVTX] = "nvtx",
 };
 
 const char *frame_type_name(uint8_t type)
@@ -37,6 +41,14 @@ const char *frame_type_name(uint8_t type)
 	if (type == DT_SYNTHETIC || type == DT_OTHER)
 		return "synthetic";
 	return type <= SFT_MAX ? frame_types[type] : "native";
+}
+
+int frame_type_parse(const char *name)
+{
+	for (int t = 1; t <= SFT_MAX; t++)
+		if (strcmp(name, frame_types[t]) == 0)
+			return t;
+	return -1;
 }
 
 struct display {

@@ -99,5 +99,9 @@ size_t display_stack(struct display *d, uint32_t stack, uint32_t *keys, uint32_t
 
 /* The SPEC name of a frame type ("native", "kernel", "root", ...). */
 const char *frame_type_name(uint8_t type);
+/* The stored frame type (1..SFT_MAX) a name of frame_type_name stands
+ * for ("cuda_kernel" -> SFT_CUDA_KERNEL), or -1 for any other name
+ * ("root" and "synthetic" included: they are not stored frames). */
+int frame_type_parse(const char *name);
 
 #endif

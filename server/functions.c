@@ -18,6 +18,34 @@
 
 /* --- requests ---------------------------------------------------------------- */
 
+/* "frame_types": ["cuda_kernel", "cuda_memcpy", ...]: a set of stored
+ * frame types (display.h frame_type_parse) as bits 1 << type; absent,
+ * null or [] is 0 (any type). */
+static int frame_types_parse(const json_t *v, uint32_t *mask, struct buf *err)
+{
+	_Static_assert(SFT_MAX < 32, "frame type bits fit in 32 bits");
+	*mask = 0;
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_array(v) || json_array_size(v) > 32) {
+		buf_puts(err, "frame_types: expected an array of at most 32 frame type names");
+		return -1;
+	}
+	size_t i;
+	const json_t *e;
+	json_array_foreach(v, i, e) {
+		int t = json_is_string(e) ? frame_type_parse(json_string_value(e)) : -1;
+		if (t < 0) {
+			buf_printf(err, "frame_types[%zu]: expected a frame type (native, kernel, cpython, "
+				   "go, jvm, v8, ruby, php, perl, dotnet, cuda_launch, cuda_kernel, "
+				   "cuda_sass, cuda_stall, cuda_memcpy, cuda_memset, cuda_sync, nvtx, error)", i);
+			return -1;
+		}
+		*mask |= 1u << t;
+	}
+	return 0;
+}
+
 int fn_request_parse(struct fn_request *r, enum fn_query what, const char *body, size_t len,
 		     struct buf *err)
 {
@@ -47,6 +75,8 @@ int fn_request_parse(struct fn_request *r, enum fn_query what, const char *body,
 				 FN_MAX_MASKS, r->masks, &r->nmasks, err) < 0)
 			goto out;
 	}
+	if (frame_types_parse(json_object_get(doc, "frame_types"), &r->frame_types, err) < 0)
+		goto out;
 	uint64_t limit = r->limit, max_nodes = r->max_nodes;
 	if (req_string(doc, "search", 1024, &r->search, err) < 0 ||
 	    req_bool(doc, "raw_names", &r->raw_names, err) < 0 ||
@@ -451,9 +481,10 @@ static int cmp_keys(const void *pa, const void *pb, void *ctx)
 	return by ? by : (x < y ? -1 : x > y);
 }
 
-/* The keys worth listing: real functions with a value, matching search. */
+/* The keys worth listing: real functions with a value, matching search,
+ * of one of the types asked (types: bits 1 << SFT_x; 0 = any). */
 static uint32_t *listed(const struct display *d, const struct ftab *a, const struct ftab *b,
-			size_t *n)
+			uint32_t types, size_t *n)
 {
 	size_t nk = display_count(d);
 	uint32_t *keys = xmalloc((nk + 1) * sizeof(uint32_t));
@@ -462,6 +493,8 @@ static uint32_t *listed(const struct display *d, const struct ftab *a, const str
 		const struct dkey *dk = display_get(d, k);
 		if (dk->type == DT_ROOT || dk->type == DT_SYNTHETIC || dk->type == DT_OTHER ||
 		    dk->masked)
+			continue;
+		if (types && (dk->type >= 32 || !(types & (1u << dk->type))))
 			continue;
 		bool has = (k < a->cap && a->v[k].total) || (b && k < b->cap && b->v[k].total);
 		if (!has)
@@ -477,7 +510,7 @@ static void write_top(struct fn_pass *f, const struct fn_request *r, struct ftab
 		      struct buf *out)
 {
 	size_t n;
-	uint32_t *keys = listed(f->d, t, NULL, &n);
+	uint32_t *keys = listed(f->d, t, NULL, r->frame_types, &n);
 	struct sort_ctx sc = { f->d, t, NULL, r->sort_total, r->scope.kind };
 	qsort_r(keys, n, sizeof(uint32_t), cmp_keys, &sc);
 	buf_puts(out, "{\"unit\":");
@@ -517,7 +550,7 @@ static void write_diff(struct fn_pass *f, const struct fn_request *r, struct fta
 			memset(tabs[i]->v + old, 0, (tabs[i]->cap - old) * sizeof(struct fstat));
 		}
 	size_t n;
-	uint32_t *keys = listed(f->d, base, cmp, &n);
+	uint32_t *keys = listed(f->d, base, cmp, r->frame_types, &n);
 	/* The largest change in cores first, as scopes may differ in length
 	 * and sample rate. */
 	struct sort_ctx sc = { f->d, base, cmp, r->sort_total, r->scope.kind };

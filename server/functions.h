@@ -38,6 +38,7 @@ struct fn_request {
 	char *masks[FN_MAX_MASKS];
 	size_t nmasks;
 	char *search;          /* regex: only functions whose name matches */
+	uint32_t frame_types;  /* bit 1 << SFT_x: only functions of these types; 0 = any */
 	char *function;        /* sandwich: the function's display name */
 	char *binary;          /* sandwich: its binary, or NULL for any */
 	bool sort_total;       /* by total instead of self */

@@ -5,7 +5,7 @@
 // for their contract), loaded when first shown.
 
 import { FlameGraph, FRAME_TYPES, ROW_HEIGHT, baseColor, typeLabel } from './flamegraph.js';
-import { DEFAULT_PROJECT, RANGES, api, escapeHTML, filterFor, withFilter, apiErrorHTML, rangeText, sortableTable, fmtPct } from './common.js';
+import { DEFAULT_PROJECT, RANGES, api, escapeHTML, filterFor, withFilter, apiErrorHTML, rangeText, sortableTable, fmtPct, gpuHowHTML } from './common.js';
 import { transformTree, needsTransform } from './fgtransform.js';
 import { attachQueryBox } from './querybox.js';
 
@@ -20,8 +20,10 @@ const VIEWS = {
 };
 // URL parameters of the page itself; any other belongs to the active view.
 const PAGE_PARAMS = new Set(['view', 'project', 'range', 'from', 'to', 'group', 'kind', 'q', 's', 'sf', 'f', 'hide', 'o']);
-// What the flamegraph weighs: CPU samples, or time spent waiting (off-CPU, nanoseconds).
-const KINDS = { on_cpu: 'On-CPU', off_cpu: 'Off-CPU' };
+// What the flamegraph weighs: CPU samples, time spent waiting (off-CPU,
+// nanoseconds), or GPU time (cuda: nanoseconds of GPU work, under the CPU
+// stack that launched it).
+const KINDS = { on_cpu: 'On-CPU', off_cpu: 'Off-CPU', cuda: 'GPU time' };
 // Display settings (URL parameter o, the ones that differ from the
 // defaults): unsym/rec = do not collapse unsymbolized runs / recursion,
 // raw = names as compiled, addr = addresses of unsymbolized frames,
@@ -51,7 +53,7 @@ const GROUP_ATTRIBUTES = {
 	namespace: 'k8s.namespace.name',
 	pod: 'k8s.pod.name',
 };
-// The views the Show switch (On-CPU / Off-CPU, `kind`) applies to.
+// The views the Show switch (On-CPU / Off-CPU / GPU time, `kind`) applies to.
 const KIND_VIEWS = new Set(['flamegraph', 'functions', 'entities', 'diff']);
 const DEFAULTS = { view: 'flamegraph', project: DEFAULT_PROJECT, range: '15m', from: 0, to: 0, group: 'executable', kind: 'on_cpu', q: '', s: '', sf: false, f: [], hide: [], o: [], extra: [] };
 // The time window of a state: its length in seconds and its end (Unix ms).
@@ -371,9 +373,19 @@ function showEmpty() {
 	el.summary.textContent = `0 samples in ${rangeText(state.range, state.from, state.to)}`;
 	updateLegend();
 	const host = location.host || '127.0.0.1:8080';
-	const off = state.kind === 'off_cpu';
-	const cmd = `sudo build/bin/ember-agent -collection-agent=${host} -disable-tls${off ? ' -enable-off-cpu' : ''}`;
+	const off = state.kind === 'off_cpu', gpu = state.kind === 'cuda';
 	const q = state.q.trim();
+	if (gpu) {
+		const what = 'GPU time (CUDA kernels, copies and syncs)';
+		const filter = q
+			? `<p>No ${what} matches the query <code>${escapeHTML(q)}</code> in this time range. Clear the query or pick a longer time range.</p>`
+			: `<p><strong>No ${what} in this time range.</strong> Pick a longer time range, or check that a CUDA program runs with ember's injection library.</p>`;
+		showMessage('empty', `${filter}${gpuHowHTML(host)}`);
+		setState('empty');
+		expose();
+		return;
+	}
+	const cmd = `sudo build/bin/ember-agent -collection-agent=${host} -disable-tls${off ? ' -enable-off-cpu' : ''}`;
 	const what = off ? 'off-CPU samples (time threads spent waiting)' : 'samples';
 	const filter = q
 		? `<p>No ${what} match the query <code>${escapeHTML(q)}</code> in this time range. Clear the query or pick a longer time range.</p>`
@@ -471,9 +483,15 @@ function pct(part, whole) {
 	return (v >= 10 || v === 0 ? v.toFixed(1) : v >= 0.01 ? v.toFixed(2) : '<0.01') + '%';
 }
 
-// Off-CPU values are nanoseconds waited; on-CPU values are samples.
+// Off-CPU values are nanoseconds waited, GPU time nanoseconds of GPU
+// work; on-CPU values are samples.
 function waited() {
 	return !!data && data.unit === 'nanoseconds';
+}
+
+// The loaded data is GPU time (the kind is part of loadedKey).
+function gpuTime() {
+	return waited() && state.kind === 'cuda';
 }
 
 // The average number of cores busy (on-CPU) or threads waiting (off-CPU)
@@ -494,6 +512,7 @@ function cores(v) {
 }
 
 function durationText(ns) {
+	if (ns === 0) return '0 s';
 	const s = ns / 1e9;
 	if (s >= 3600) return `${(s / 3600).toPrecision(3)} h`;
 	if (s >= 60) return `${(s / 60).toPrecision(3)} min`;
@@ -503,12 +522,14 @@ function durationText(ns) {
 }
 
 function samplesText(n) {
+	if (gpuTime()) return `${durationText(n)} of GPU time`;
 	if (waited()) return `${durationText(n)} waited`;
 	return `${nf.format(n)} sample${n === 1 ? '' : 's'}`;
 }
 
-// " cores" or " threads waiting", after a cores() figure.
+// " cores", " threads waiting" or " GPUs busy", after a cores() figure.
 function coresUnit() {
+	if (gpuTime()) return ' GPUs busy';
 	return waited() ? ' threads waiting' : ' cores';
 }
 
@@ -657,8 +678,19 @@ function tooltipHTML(i) {
 		const c = cores(v);
 		return `${escapeHTML(samplesText(v))} \u00b7 ${pct(v, all)}${c !== null ? ` \u00b7 ${c}${coresUnit()}` : ''}`;
 	};
-	row('total', line(total));
-	row('self', line(self));
+	if (gpuTime()) {
+		// The reference's GPU Time: total is the GPU time of the work this
+		// frame launched (CPU frames) or ran (CUDA frames); self is zero
+		// on CPU frames, which never run on the GPU.
+		const gline = (v) => `${escapeHTML(durationText(v))} \u00b7 ${pct(v, all)}`;
+		row('GPU Time (Total)', gline(total));
+		row('GPU Time (Self)', gline(self));
+		const c = cores(total);
+		if (c !== null) row('GPUs busy', `${c} on average (total)`);
+	} else {
+		row('total', line(total));
+		row('self', line(self));
+	}
 	if (fg.focus !== 0 && fg.isAncestorOrSelf(fg.focus, i) && i !== fg.focus)
 		row('of zoom', pct(total, fg.total[fg.focus]));
 	const name = i === 0 ? 'all samples' : String(n.name);
@@ -919,7 +951,7 @@ function showTopUnder(i) {
 	const table = sortableTable(
 		[
 			{ key: 'name', label: 'Function', render: (r) => r.name },
-			{ key: 'self', label: waited() ? 'Self threads waiting' : 'Self cores', num: true, render: (r) => coresOf(r.self) },
+			{ key: 'self', label: gpuTime() ? 'Self GPUs busy' : waited() ? 'Self threads waiting' : 'Self cores', num: true, render: (r) => coresOf(r.self) },
 			{ key: 'selfp', label: 'Self % of frame', num: true, render: (r) => fmtPct((100 * r.self) / whole) },
 			{ key: 'total', label: 'Total % of frame', num: true, render: (r) => fmtPct((100 * r.total) / whole) },
 		],

@@ -16,7 +16,7 @@
 //                           (the CEL query), ctx.start_ts, ctx.end_ts (Unix ms)
 //   ctx.rangeText           "the last 15 minutes", or the custom range
 //   ctx.kind                the page's event kind (the Show switch, `kind` in
-//                           the URL): 'on_cpu' or 'off_cpu' (kindInfo)
+//                           the URL): 'on_cpu', 'off_cpu' or 'cuda' (kindInfo)
 //   ctx.filter()            the API's filter for the range, query and kind
 //   ctx.setTimeRange(startMs, endMs)  makes the page's range that absolute
 //                           range (a chart's drag-to-zoom)
@@ -174,10 +174,18 @@ export function rangeText(range, startMs, endMs) {
 
 // What to do when a range holds no samples; range: a RANGES key or the
 // text of a range (ctx.rangeText).
-// kind: the page's event kind; off-CPU names the agent's -enable-off-cpu.
+// kind: the page's event kind; off-CPU names the agent's -enable-off-cpu,
+// GPU time the injection library.
 export function emptyHTML(range, q, kind = 'on_cpu') {
 	const text = RANGES[range] ? `the last ${RANGES[range][1]}` : String(range);
 	const host = location.host || '127.0.0.1:8080';
+	if (kind === 'cuda') {
+		const query = (q || '').trim();
+		const what = query
+			? `<p>No GPU time matches the query <code>${escapeHTML(query)}</code> in ${escapeHTML(text)}. Clear the query or pick a longer time range.</p>`
+			: `<p><strong>No GPU time in ${escapeHTML(text)}.</strong> Pick a longer time range, or check that a CUDA program runs with ember's injection library.</p>`;
+		return messageHTML('empty', what + gpuHowHTML(host));
+	}
 	const off = kind === 'off_cpu';
 	const cmd = `sudo build/bin/ember-agent -collection-agent=${host} -disable-tls${off ? ' -enable-off-cpu' : ''}`;
 	const query = (q || '').trim();
@@ -189,12 +197,41 @@ export function emptyHTML(range, q, kind = 'on_cpu') {
 	return messageHTML('empty', `${what}<p>${running} Start it with:</p><pre><code>${escapeHTML(cmd)}</code></pre>`);
 }
 
+// The frame types of GPU work itself: the leaves of GPU-time stacks (the
+// API's frame_types for "Top kernels").
+export const KERNEL_TYPES = ['cuda_kernel', 'cuda_memcpy', 'cuda_memset', 'cuda_sync'];
+
+// How GPU time reaches ember: the agent installs its CUDA injection
+// library (-enable-cuda-profiler, on by default) and a CUDA program opts in
+// with CUDA_INJECTION64_PATH. host: the server's address for the agent.
+export const CUDA_INJECTION_PATH = '/var/lib/ember/profiler/libembercuda.so';
+export function gpuHowHTML(host) {
+	const agent = `sudo build/bin/ember-agent -collection-agent=${host} -disable-tls -enable-cuda-profiler`;
+	const prog = `CUDA_INJECTION64_PATH=${CUDA_INJECTION_PATH} python3 train.py`;
+	return `<p>ember-agent records every CUDA kernel, memory copy, memset and synchronisation with the CPU stack (Python frames included) that launched it. With <code>-enable-cuda-profiler</code> (on by default) it installs its injection library into <code>-cuda-profiler-dir</code> (<code>/var/lib/ember/profiler</code>); a CUDA program opts in, unchanged, by starting with <code>CUDA_INJECTION64_PATH</code> pointing at it:</p>
+		<pre><code>${escapeHTML(agent)}\n${escapeHTML(prog)}</code></pre>`;
+}
+
 // The event kinds of the Show switch: what their values are and how a view
 // names and formats them. On-CPU values are samples (cores = samples ÷ rate
 // ÷ seconds); off-CPU values are nanoseconds waited (threads waiting on
 // average = ns ÷ 1e9 ÷ seconds), and only relative percentages mean
 // something for them.
 export function kindInfo(kind) {
+	if (kind === 'cuda') {
+		// GPU time: nanoseconds of GPU work (kernels, copies, memsets,
+		// syncs), GPUs busy on average = ns ÷ 1e9 ÷ seconds.
+		return {
+			kind, off: true, gpu: true,
+			label: 'GPU time',
+			rate: 'GPUs busy', Rate: 'GPUs busy',
+			pct: 'GPU %', valueWord: 'GPU time', ValueWord: 'GPU time',
+			rateOf: (ns, scope) => (scope && scope.seconds ? ns / 1e9 / scope.seconds : null),
+			fmtRate: fmtGpus,
+			rateText: (c) => (c === null || c === undefined || !Number.isFinite(c) ? 'unknown' : `${Number(c.toPrecision(4))} GPUs busy on average`),
+			fmtValue: (ns) => fmtWaited(ns),
+		};
+	}
 	if (kind === 'off_cpu') {
 		return {
 			kind, off: true,
@@ -231,6 +268,12 @@ export function fmtWaited(ns) {
 	if (a >= 1) return `${sign}${p(a)} s`;
 	if (a >= 1e-3) return `${sign}${p(a * 1e3)} ms`;
 	return `${sign}${p(a * 1e6)} \u00b5s`;
+}
+
+// GPUs busy on average, three significant digits and the word.
+export function fmtGpus(c) {
+	if (c === null || c === undefined || !Number.isFinite(c)) return '\u2013';
+	return `${fmtCores(c)} GPU`;
 }
 
 // Threads waiting on average, three significant digits and the word.

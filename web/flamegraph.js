@@ -43,6 +43,10 @@ export const FRAME_TYPES = {
 	cuda_kernel: [88, 62, 52, 'CUDA kernel'],
 	cuda_sass: [128, 38, 66, 'CUDA SASS'],
 	cuda_stall: [58, 70, 60, 'CUDA stall'],
+	cuda_memcpy: [172, 55, 58, 'CUDA memcpy'],
+	cuda_memset: [196, 45, 64, 'CUDA memset'],
+	cuda_sync: [28, 65, 64, 'CUDA sync'],
+	nvtx: [236, 40, 76, 'NVTX range'],
 	error: [354, 62, 60, 'error'],
 };
 const TYPE_NAMES = Object.keys(FRAME_TYPES);

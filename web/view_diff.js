@@ -53,17 +53,22 @@ let trendCtl = null;
 let trendErr = null;
 let chart = null;
 
-// The page's event kind (the Show switch): on-CPU cores, or off-CPU threads
-// waiting (time waited ÷ seconds); both scopes ask for it.
+// The page's event kind (the Show switch): on-CPU cores, off-CPU threads
+// waiting (time waited ÷ seconds), or GPUs busy (GPU time ÷ seconds);
+// both scopes ask for it.
 function kindOf() {
-	return ctx && ctx.kind === 'off_cpu' ? 'off_cpu' : 'on_cpu';
+	return ctx && (ctx.kind === 'off_cpu' || ctx.kind === 'cuda') ? ctx.kind : 'on_cpu';
 }
 function K() {
 	return kindInfo(kindOf());
 }
 // What the table's numbers are, after a number: " cores" / " threads waiting".
 function unitWord() {
-	return K().off ? 'threads waiting' : 'cores';
+	return K().gpu ? 'GPUs busy' : K().off ? 'threads waiting' : 'cores';
+}
+// "off-CPU " / "GPU " before "samples" in messages ('' for on-CPU).
+function kindWord() {
+	return K().gpu ? 'GPU ' : K().off ? 'off-CPU ' : '';
 }
 
 // --- scopes -------------------------------------------------------------------
@@ -384,14 +389,14 @@ function showEmpty(sc, bEmpty, cEmpty) {
 		const which = bEmpty && cEmpty ? 'either scope' : bEmpty ? 'the baseline' : 'the comparison';
 		const rows = SCOPES.map((s) => {
 			const empty = s === 'baseline' ? bEmpty : cEmpty;
-			return `<li><strong>${LABEL[s]}</strong>: ${scopeText(sc[s])}${empty ? ` \u2014 <strong>no ${K().off ? 'off-CPU ' : ''}samples</strong>` : ''}</li>`;
+			return `<li><strong>${LABEL[s]}</strong>: ${scopeText(sc[s])}${empty ? ` \u2014 <strong>no ${kindWord()}samples</strong>` : ''}</li>`;
 		}).join('');
 		const advice = bEmpty && !cEmpty
 			? 'Every function would show as new. Pick a baseline range that holds data (e.g. a longer or later one), or loosen its filter.'
 			: !bEmpty && cEmpty
 				? 'Every function would show as removed. Pick a comparison range that holds data, or loosen its filter.'
-				: `Pick time ranges that hold data, or loosen the filters. Is ember-agent running${K().off ? ' with -enable-off-cpu' : ''}?`;
-		els.status.innerHTML = messageHTML('empty', `<p><strong>No ${K().off ? 'off-CPU ' : ''}samples in ${which}.</strong></p><ul class="diff-scope-list">${rows}</ul><p>${advice}</p>`);
+				: `Pick time ranges that hold data, or loosen the filters. ${K().gpu ? 'Does a CUDA program run with CUDA_INJECTION64_PATH set to ember\u2019s injection library?' : `Is ember-agent running${K().off ? ' with -enable-off-cpu' : ''}?`}`;
+		els.status.innerHTML = messageHTML('empty', `<p><strong>No ${kindWord()}samples in ${which}.</strong></p><ul class="diff-scope-list">${rows}</ul><p>${advice}</p>`);
 	}
 	closeChart();
 	setPhase('empty');
@@ -527,7 +532,7 @@ function renderResults() {
 	const sort = sortOf(c);
 	sortRows(rows, sort);
 	const shown = rows.slice(0, SHOWN);
-	const word = (m === 'self' ? 'self' : 'total') + (K().off ? ' waiting' : '');
+	const word = (m === 'self' ? 'self' : 'total') + (K().gpu ? ' GPUs busy' : K().off ? ' waiting' : '');
 	const columns = [
 		{ key: 'name', label: 'Function', render: nameCell },
 		{ key: 'base', label: `Baseline ${word}`, num: true, render: (r) => fmtCores(r.base) },
@@ -548,7 +553,7 @@ function renderResults() {
 		th.setAttribute('aria-sort', active ? (sort.dir === 'asc' ? 'ascending' : 'descending') : 'none');
 		if (sort.key === 'abs' && key === 'change') th.classList.add('diff-sort-abs');
 		th.title = key === 'change'
-			? `${K().off ? 'Threads waiting' : 'Cores'} in the comparison minus the baseline. Sorted by the size of the change either way, then click: the largest increase first, the largest decrease first`
+			? `${K().gpu ? 'GPUs busy' : K().off ? 'Threads waiting' : 'Cores'} in the comparison minus the baseline. Sorted by the size of the change either way, then click: the largest increase first, the largest decrease first`
 			: key === 'name' ? 'Sort by name' : 'Sort by this column';
 	}
 	table.tHead.rows[0].cells[1].classList.add('diff-col-baseline');
@@ -621,15 +626,15 @@ function renderSummary(rows, m) {
 	const dk = Math.abs(d) < 1e-9 ? '' : d > 0 ? 'worse' : 'better';
 	const fn = (n) => `${n} function${n === 1 ? '' : 's'}`;
 	const parts = [
-		`<span class="${slower ? 'worse' : ''}"><strong>${fn(slower)}</strong> ${K().off ? 'wait more' : 'got slower'}</span>`,
-		`<span class="${faster ? 'better' : ''}"><strong>${faster}</strong> ${K().off ? 'wait less' : 'faster'}</span>`,
+		`<span class="${slower ? 'worse' : ''}"><strong>${fn(slower)}</strong> ${K().gpu ? 'use more GPU' : K().off ? 'wait more' : 'got slower'}</span>`,
+		`<span class="${faster ? 'better' : ''}"><strong>${faster}</strong> ${K().gpu ? 'use less GPU' : K().off ? 'wait less' : 'faster'}</span>`,
 		`<strong>${data.functions_new || 0}</strong> new`,
 		`<strong>${data.functions_removed || 0}</strong> removed`,
 	];
 	const total = `total <strong class="${dk}">${escapeHTML(signed(d, fmtCores))} ${unitWord()}</strong>` +
 		` <span class="muted">(${escapeHTML(fmtCores(b))} \u2192 ${escapeHTML(fmtCores(c))}${b > 0 ? ', ' + escapeHTML(signed((100 * d) / b, fmtPct)) : ''})</span>`;
 	els.summary.innerHTML = `${parts.join(', ')}; ${total}` +
-		`<span class="diff-summary-note muted">${m === 'self' ? 'Self' : 'Total'} ${unitWord()}${K().off ? ' (off-CPU: time waited \u00f7 seconds)' : ''}; changes under ${SIGNIFICANT_PCT}% count as unchanged.</span>`;
+		`<span class="diff-summary-note muted">${m === 'self' ? 'Self' : 'Total'} ${unitWord()}${K().gpu ? ' (GPU time \u00f7 seconds)' : K().off ? ' (off-CPU: time waited \u00f7 seconds)' : ''}; changes under ${SIGNIFICANT_PCT}% count as unchanged.</span>`;
 }
 
 // --- the trend of one function ----------------------------------------------
@@ -756,7 +761,7 @@ function numbersTable(f) {
 			<td class="num ${kind}">${escapeHTML(signed(d, fmtCores))}</td>
 			<td class="num ${kind}">${pct === null || pct === undefined ? (cmp > 0 && !base ? 'new' : '\u2013') : escapeHTML(signed(pct, fmtPct))}</td></tr>`;
 	}).join('');
-	return `<table class="data-table diff-numbers"><thead><tr><th>${K().off ? 'Threads waiting' : 'Cores'}</th><th class="num diff-col-baseline">Baseline</th><th class="num diff-col-comparison">Comparison</th><th class="num">Change</th><th class="num">%</th></tr></thead><tbody>${rows}</tbody></table>`;
+	return `<table class="data-table diff-numbers"><thead><tr><th>${K().gpu ? 'GPUs busy' : K().off ? 'Threads waiting' : 'Cores'}</th><th class="num diff-col-baseline">Baseline</th><th class="num diff-col-comparison">Comparison</th><th class="num">Change</th><th class="num">%</th></tr></thead><tbody>${rows}</tbody></table>`;
 }
 
 function renderTrend(fn, bin) {

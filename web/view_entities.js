@@ -7,6 +7,11 @@
 // Every row leads to its flame graph, its top functions, a query filter
 // and its own page.
 //
+// When the project has GPU time in the range, the list of every kind but
+// shared objects gets a GPU column: each entity's share of all GPU time
+// (event_kind cuda), beside its CPU numbers. With the Show switch on GPU
+// time, the list itself is in GPU time, GPUs busy and GPU %.
+//
 // URL parameters: entity (the tab, default host), name (an entity's page),
 // mode (relative | absolute CPU %), sort, match (the name filter).
 
@@ -131,6 +136,20 @@ function topEntities(kind, q, limit, signal) {
 	return cur.api('top_entities', { filter: filterWith(q), entity: kind, limit, cpu_mode: K().off ? 'relative' : params(cur).mode }, signal);
 }
 
+// The GPU time of the same entities (the GPU column beside CPU numbers):
+// null when the page already shows GPU time, for shared objects (GPU work
+// has none), or when the range holds no GPU time or the query fails.
+async function gpuEntities(kind, q, limit, signal) {
+	if (K().gpu || kind === 'shared_object') return null;
+	try {
+		const a = await cur.api('top_entities', { filter: { ...filterWith(q), event_kind: 'cuda' }, entity: kind, limit, cpu_mode: 'relative' }, signal);
+		return a && a.total > 0 ? a : null;
+	} catch (e) {
+		if (e.name === 'AbortError') throw e;
+		return null;
+	}
+}
+
 // Where a row leads: q is the query its numbers were read with.
 function actionsFor(kind, name, q) {
 	const k = KIND[kind];
@@ -233,6 +252,8 @@ function modeToggle(mode) {
 // One line on what the numbers mean.
 function explainText(kind, mode, a) {
 	const s = a.scope || {};
+	if (K().gpu)
+		return `GPU time: how long the GPUs ran CUDA kernels, copies, memsets and syncs. GPU %: each ${KIND[kind].one}'s share of all GPU time profiled in ${cur.rangeText}${(cur.q || '').trim() ? ', whatever the query' : ''}. GPUs busy: GPUs kept busy on average (GPU time \u00f7 ${fmtInt(Math.round(s.seconds || 0))} s with data).`;
 	if (K().off)
 		return `Off-CPU: time threads spent waiting (locks, sleeps, I/O). Wait %: each ${KIND[kind].one}'s share of all the time waited in ${cur.rangeText}${(cur.q || '').trim() ? ', whatever the query' : ''}. Threads waiting: threads blocked on average (time waited \u00f7 ${fmtInt(Math.round(s.seconds || 0))} s with data).`;
 	const coresHow = s.sample_rate_hz ? `Cores: CPUs kept busy on average (samples \u00f7 ${s.sample_rate_hz} Hz \u00f7 ${fmtInt(Math.round(s.seconds))} s with data).` : '';
@@ -246,9 +267,9 @@ function explainText(kind, mode, a) {
 async function loadList(p, key) {
 	const my = ++seq;
 	setState('loading');
-	let a;
+	let a, g;
 	try {
-		a = await topEntities(p.entity, cur.q, LIST_LIMIT, ctl.signal);
+		[a, g] = await Promise.all([topEntities(p.entity, cur.q, LIST_LIMIT, ctl.signal), gpuEntities(p.entity, cur.q, LIST_LIMIT, ctl.signal)]);
 	} catch (e) {
 		if (e.name === 'AbortError' || my !== seq) return;
 		model = null;
@@ -260,7 +281,7 @@ async function loadList(p, key) {
 	}
 	if (my !== seq) return;
 	loadedKey = key;
-	model = { page: 'list', kind: p.entity, answer: a };
+	model = { page: 'list', kind: p.entity, answer: a, gpu: g };
 	root.querySelector('.ent-explain').textContent = explainText(p.entity, p.mode, a);
 	renderList();
 }
@@ -293,19 +314,29 @@ function renderList() {
 	const shown = needle ? rows.filter((r) => String(r.name).toLowerCase().includes(needle)) : rows.slice();
 	const so = kind === 'shared_object';
 	const hz = a.scope?.sample_rate_hz, secs = a.scope?.seconds;
-	const off = K().off;
+	const off = K().off, gpu = K().gpu;
 	const selfRate = (r) => (off ? (secs ? r.self / 1e9 / secs : null) : hz && secs ? r.self / hz / secs : null);
-	const word = off ? 'waiting' : 'cores', Word = off ? 'Threads waiting' : 'Cores', pctWord = off ? 'Wait %' : 'CPU %';
+	const word = gpu ? 'GPUs' : off ? 'waiting' : 'cores', Word = K().Rate.replace(/^./, (c) => c.toUpperCase()), pctWord = K().pct;
+	// The GPU share of each entity, from the GPU time answer (names absent
+	// from it: no GPU time, or beyond its top).
+	const g = model.gpu;
+	const gpuOf = new Map(g ? g.entities.map((r) => [r.name, r]) : []);
+	for (const r of rows) {
+		const x = gpuOf.get(r.name);
+		r.gpu_percent = x ? x.percent : g && g.entities_total <= g.entities.length ? 0 : null;
+		r.gpu_total = x ? x.total : 0;
+	}
 	const maxCores = rows.reduce((m, r) => Math.max(m, r.cores || 0), 0);
 	const columns = [
 		{ key: 'name', label: kind === 'process' ? 'Process (PID)' : k.one[0].toUpperCase() + k.one.slice(1), render: (r) => nameCell(kind, r.name) },
 	];
-	if (kind === 'host') columns.push({ key: 'cpus', label: 'CPUs', num: true, render: (r) => (r.cpus ? fmtInt(r.cpus) : '\u2013') });
+	if (kind === 'host' && !gpu) columns.push({ key: 'cpus', label: 'CPUs', num: true, render: (r) => (r.cpus ? fmtInt(r.cpus) : '\u2013') });
 	if (so) columns.push({ key: 'self', label: `Self ${word}`, num: true, render: (r) => fmtCores(selfRate(r)) });
 	columns.push({ key: 'cores', label: so ? `Total ${word}` : Word, num: true, render: (r) => fmtCores(r.cores) });
-	if (off) columns.push({ key: 'total', label: 'Waited', num: true, render: (r) => K().fmtValue(r.total).replace(/ waited$/, '') });
+	if (off) columns.push({ key: 'total', label: gpu ? 'GPU time' : 'Waited', num: true, render: (r) => K().fmtValue(r.total).replace(/ waited$/, '') });
 	if (so) columns.push({ key: 'self_percent', label: `Self ${pctWord}`, num: true, render: (r) => fmtPct(r.total ? (r.percent * r.self) / r.total : null) });
 	columns.push({ key: 'percent', label: so ? `Total ${pctWord}` : pctWord, num: true, render: (r) => fmtPct(r.percent) });
+	if (g) columns.push({ key: 'gpu_percent', label: 'GPU %', num: true, render: (r) => gpuCell(r) });
 	columns.push({ key: 'share', label: '', render: (r) => shareBar(maxCores ? r.cores / maxCores : 0) });
 	columns.push({ key: 'actions', label: '', render: (r) => actionsFor(kind, r.name, cur.q) });
 	const sortKey = columns.some((c) => c.key === p.sort && c.label) ? p.sort : 'cores';
@@ -324,6 +355,7 @@ function renderList() {
 			th.removeAttribute('aria-sort');
 		}
 		if (th.dataset.key === 'percent' || th.dataset.key === 'self_percent') th.title = explainText(kind, p.mode, a);
+		if (th.dataset.key === 'gpu_percent') th.title = `Each ${k.one}'s share of all GPU time (CUDA kernels, copies, memsets, syncs) in ${cur.rangeText}; hover a cell for its GPU time.`;
 	}
 	const more = a.entities_total > rows.length ? ` (the top ${fmtInt(rows.length)} of ${fmtInt(a.entities_total)})` : '';
 	count.textContent = needle
@@ -335,6 +367,14 @@ function renderList() {
 	} else content.replaceChildren(el('div', { class: 'panel ent-panel' }, table));
 	if (focused) table.querySelector(`th[data-key="${focused}"]`)?.focus();
 	setState('ready');
+}
+
+// A row's share of all GPU time; hover: its GPU time.
+function gpuCell(r) {
+	const s = document.createElement('span');
+	s.textContent = fmtPct(r.gpu_percent);
+	s.title = r.gpu_percent === null ? 'not among the entities with the most GPU time' : `${kindInfo('cuda').fmtValue(r.gpu_total)} of GPU time`;
+	return s;
 }
 
 function sortRows(rows, key) {
@@ -361,7 +401,7 @@ function renderPageFrame(p) {
 		el('span', { class: 'ent-page-actions' }),
 		modeToggle(p.mode));
 	const chartPanel = el('section', { class: 'panel ent-chart-panel' },
-		el('h2', { text: K().off ? 'Time waited over time (threads waiting)' : 'CPU usage over time (cores)' }),
+		el('h2', { text: K().gpu ? 'GPU time over time (GPUs busy)' : K().off ? 'Time waited over time (threads waiting)' : 'CPU usage over time (cores)' }),
 		el('div', { class: 'ent-chart' }),
 		el('p', { class: 'ent-hint', text: 'Drag across the chart to zoom into that time range.' }));
 	const related = el('div', { class: 'ent-related' });
@@ -434,13 +474,16 @@ function renderStats(p, row, a) {
 	const stats = root.querySelector('.ent-stats');
 	const item = (dt, dd, title) => el('div', { title }, el('dt', { text: dt }), el('dd', { text: dd }));
 	const off = K().off;
-	const items = off
+	const items = K().gpu
+		? [item('GPUs busy', fmtCores(row.cores), 'GPUs kept busy on average over the range'),
+			item('GPU %', fmtPct(row.percent), explainText(p.entity, p.mode, a))]
+		: off
 		? [item('Threads waiting', fmtCores(row.cores), 'threads blocked on average over the range'),
 			item('Wait %', fmtPct(row.percent), explainText(p.entity, p.mode, a))]
 		: [item('Cores', fmtCores(row.cores), 'CPUs kept busy on average over the range'),
 			item('CPU %', fmtPct(row.percent), explainText(p.entity, p.mode, a))];
 	if (row.cpus) items.push(item('CPUs', fmtInt(row.cpus), 'logical CPUs of the host'));
-	if (off) items.push(item('Waited', K().fmtValue(row.total).replace(/ waited$/, ''), `${K().fmtValue(row.total)} in ${cur.rangeText}`));
+	if (off) items.push(item(K().gpu ? 'GPU time' : 'Waited', K().fmtValue(row.total).replace(/ waited$/, ''), `${K().fmtValue(row.total)} in ${cur.rangeText}`));
 	else items.push(item('Samples', fmtInt(row.total), `${fmtSamples(row.total)} in ${cur.rangeText}`));
 	stats.replaceChildren(...items);
 	const filterValue = isNone(p.entity, p.name) ? '' : p.name;
@@ -457,7 +500,7 @@ function renderChart(p, ts) {
 	const box = root.querySelector('.ent-chart');
 	const s = (ts.series || [])[0];
 	if (!s) {
-		box.innerHTML = messageHTML('info', K().off ? 'No off-CPU samples over time.' : 'No samples over time.');
+		box.innerHTML = messageHTML('info', K().gpu ? 'No GPU time over time.' : K().off ? 'No off-CPU samples over time.' : 'No samples over time.');
 		return;
 	}
 	chart = timeChart(box, {
@@ -483,9 +526,9 @@ function renderRelated(panel, kind, a, q, whole) {
 	const so = kind === 'shared_object';
 	const max = rows.reduce((m, r) => Math.max(m, r.total), 0);
 	const columns = [{ key: 'name', label: k.one[0].toUpperCase() + k.one.slice(1), render: (r) => nameCell(kind, r.name) }];
-	if (kind === 'host') columns.push({ key: 'cpus', label: 'CPUs', num: true, render: (r) => (r.cpus ? fmtInt(r.cpus) : '\u2013') });
+	if (kind === 'host' && !K().gpu) columns.push({ key: 'cpus', label: 'CPUs', num: true, render: (r) => (r.cpus ? fmtInt(r.cpus) : '\u2013') });
 	if (so) columns.push({ key: 'self', label: 'Self', num: true, render: (r) => fmtPct(whole ? (100 * r.self) / whole : null) });
-	columns.push({ key: 'cores', label: K().off ? 'Threads waiting' : 'Cores', num: true, render: (r) => fmtCores(r.cores) });
+	columns.push({ key: 'cores', label: K().gpu ? 'GPUs busy' : K().off ? 'Threads waiting' : 'Cores', num: true, render: (r) => fmtCores(r.cores) });
 	columns.push({ key: 'total', label: so ? 'Total' : 'Share', num: true, render: (r) => fmtPct(whole ? (100 * r.total) / whole : null) });
 	columns.push({ key: 'bar', label: '', render: (r) => shareBar(max ? r.total / max : 0) });
 	columns.push({ key: 'actions', label: '', render: (r) => actionsFor(kind, r.name, q) });
@@ -515,7 +558,7 @@ function renderRelated(panel, kind, a, q, whole) {
 		else panel.append(table);
 	};
 	draw();
-	const what = K().off ? 'time waited' : 'samples';
+	const what = K().gpu ? 'GPU time' : K().off ? 'time waited' : 'samples';
 	const note = so
 		? `Share of this ${KIND[model.kind].one}'s ${what}: self (in the object's own code) and total (with what it calls).`
 		: `Share: of this ${KIND[model.kind].one}'s ${what}.`;

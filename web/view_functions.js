@@ -8,11 +8,17 @@
 // as an inverted tree (the function on top, the functions that called it
 // below) and its callees as a tree under it.
 //
+// GPU time (the Show switch on GPU time, kind cuda): the same table in GPU
+// time and GPU %, self only on the CUDA frames (the kernels, copies,
+// memsets and syncs; CPU frames launch GPU work and never run it), and a
+// "Top kernels" switch (only=kernels) that lists those CUDA frames alone,
+// ranked by GPU time (the API's frame_types).
+//
 // The view's URL parameters: sort (self|total), search, mode (absolute),
-// limit (rows shown), and fn + bin (the function of the sandwich), so that
-// a copied link restores what is on screen.
+// limit (rows shown), only (kernels), and fn + bin (the function of the
+// sandwich), so that a copied link restores what is on screen.
 
-import { apiErrorHTML, emptyHTML, errorHTML, escapeHTML, fmtInt, fmtPct, kindInfo, messageHTML, sortableTable, loadStylesheet } from './common.js';
+import { apiErrorHTML, emptyHTML, errorHTML, escapeHTML, fmtInt, fmtPct, kindInfo, messageHTML, sortableTable, loadStylesheet, KERNEL_TYPES } from './common.js';
 import { baseColor, typeLabel } from './flamegraph.js';
 
 const LIMITS = [100, 500, 1000, 5000, 10000];
@@ -82,6 +88,11 @@ function modeNote(scope, mode) {
 	const span = ctx.seconds && Math.abs(scope.seconds - ctx.seconds) > 0.01 * ctx.seconds
 		? `the ${secondsText(scope.seconds)} of ${range} that hold samples`
 		: range;
+	if (K.gpu) {
+		const all = `${K.fmtValue(scope.all_total)} (${K.fmtRate(coresOf(scope.all_total, scope))} busy on average)`;
+		const q = (ctx.q || '').trim() ? ', whether they match the query or not' : '';
+		return `GPU time: how long the GPUs ran CUDA kernels, copies, memsets and syncs. GPU %: the share of all ${all} the project recorded in ${range}${q}. Self: time on the GPU in the CUDA frame itself (zero for CPU code, which only launches GPU work); total: the GPU time of everything the function launched.`;
+	}
 	if (K.off) {
 		const all = `${K.fmtValue(scope.all_total)} (${K.fmtRate(coresOf(scope.all_total, scope))})`;
 		const q = (ctx.q || '').trim() ? ', whether they match the query or not' : '';
@@ -128,7 +139,8 @@ function readParams(c) {
 	let limit = parseInt(c.param('limit') || '', 10);
 	if (!(limit > 0)) limit = DEFAULT_LIMIT;
 	limit = Math.min(limit, MAX_LIMIT);
-	return { sort, mode, limit, search: c.param('search') || '', fn: c.param('fn') || '', bin: c.param('bin') || '' };
+	const kernels = c.kind === 'cuda' && c.param('only') === 'kernels';
+	return { sort, mode, limit, kernels, search: c.param('search') || '', fn: c.param('fn') || '', bin: c.param('bin') || '' };
 }
 
 function rangeKey(c) {
@@ -146,7 +158,7 @@ export function searchPattern(term) {
 }
 
 function listKey(c, p) {
-	return JSON.stringify([c.project, c.kind, ...rangeKey(c), (c.q || '').trim(), p.sort, p.search, p.mode, p.limit]);
+	return JSON.stringify([c.project, c.kind, ...rangeKey(c), (c.q || '').trim(), p.sort, p.search, p.mode, p.limit, p.kernels]);
 }
 
 function sandwichKey(c, p) {
@@ -203,6 +215,10 @@ function build(r) {
       <span id="fn-search-help" class="visually-hidden">Text matches function names containing it, ignoring case; /regex/ is a regular expression. Applies as you type; press / to come here.</span>
     </div>
     <div class="fn-mode" role="group" aria-label="CPU % mode"></div>
+    <div class="fn-only" role="group" aria-label="What to list" hidden>
+      <button type="button" class="fn-only-btn" data-only="functions" title="Every function: CPU code by the GPU time it launched, CUDA frames by the time they ran">Functions</button>
+      <button type="button" class="fn-only-btn" data-only="kernels" title="Only the GPU work itself (kernels, copies, memsets, syncs), ranked by GPU time">Top kernels</button>
+    </div>
     <div class="field">
       <label for="fn-limit">Rows</label>
       <select id="fn-limit"></select>
@@ -241,7 +257,10 @@ function build(r) {
 		swBody: $('.fn-sw-body'),
 		toast: $('.fn-toast'),
 		modes: [...r.querySelectorAll('.fn-mode')],
+		only: $('.fn-only'),
 	};
+	for (const b of el.only.querySelectorAll('button'))
+		b.addEventListener('click', () => ctx.setParams({ only: b.dataset.only === 'kernels' ? 'kernels' : null, sort: null }, true));
 	// The table's header sticks under the page's sticky top bar.
 	const bar = document.querySelector('.topbar');
 	if (bar && window.ResizeObserver)
@@ -295,6 +314,10 @@ function syncToolbar(p) {
 	if (el.limit.options.length !== options.length || [...el.limit.options].some((o, i) => Number(o.value) !== options[i]))
 		el.limit.replaceChildren(...options.map((n) => new Option(`top ${fmtInt(n)}`, String(n))));
 	el.limit.value = String(p.limit);
+	el.only.hidden = !K.gpu;
+	for (const b of el.only.querySelectorAll('button'))
+		b.setAttribute('aria-pressed', String((b.dataset.only === 'kernels') === p.kernels));
+	el.search.placeholder = p.kernels ? 'kernel: substring or /regex/' : 'substring or /regex/';
 	for (const group of el.modes) {
 		// Absolute CPU % has no meaning for time waited: off-CPU is relative.
 		group.hidden = K.off;
@@ -336,6 +359,27 @@ const COLUMNS_OFF = COLUMNS_ON.map((c) => ({
 		share: { title: 'Share of all the time waited of the sorted value' },
 	})[c.key],
 }));
+// GPU time: durations and GPU %, as the reference's GPU Top Functions.
+const COLUMNS_GPU = COLUMNS_ON.map((c) => ({
+	...c,
+	...({
+		self_cores: { label: 'Self GPU time', title: 'Time on the GPU in this CUDA frame itself (zero for CPU code: it launches GPU work, it does not run it); hover: GPUs busy; click to sort by self', render: (f) => timeCell(f.self, f.self_cores) },
+		self_percent: { label: 'Self GPU %', title: 'Share of all GPU time, in this CUDA frame itself; click to sort by self' },
+		total_cores: { label: 'Total GPU time', title: 'GPU time of everything the function launched (CPU code) or ran (CUDA frames); hover: GPUs busy; click to sort by total', render: (f) => timeCell(f.total, f.total_cores) },
+		total_percent: { label: 'Total GPU %', title: 'Share of all GPU time, of everything the function launched or ran; click to sort by total' },
+		share: { title: 'Share of all GPU time of the sorted value' },
+	})[c.key],
+}));
+// Top kernels: the GPU work itself, whose self is its total.
+const COLUMNS_KERNELS = [
+	{ key: 'name', label: 'Kernel', render: nameCell },
+	{ key: 'frame_type', label: 'Kind', render: (f) => typeLabel(f.frame_type) },
+	{ key: 'self_cores', label: 'GPU time', num: true, sort: 'self', title: 'Time the GPUs spent running it (hover: GPUs busy on average)', render: (f) => timeCell(f.self, f.self_cores) },
+	{ key: 'self_percent', label: 'GPU %', num: true, sort: 'self', title: 'Share of all GPU time', render: (f) => fmtPct(f.self_percent) },
+	{ key: 'gpus', label: 'GPUs busy', num: true, title: 'GPUs busy with it on average over the range', render: (f) => K.fmtRate(f.self_cores) },
+	{ key: 'share', label: 'Share', title: 'Share of all GPU time', render: shareCell },
+	{ key: 'actions', label: 'Actions', render: actionsCell },
+];
 let COLUMNS = COLUMNS_ON;
 let shareOf = { total: 0, sort: 'self' }; // what the share bars of the current render measure
 
@@ -355,6 +399,12 @@ function binaryCell(f) {
 function coresCell(c, samples) {
 	const s = make('span', null, K.fmtRate(c));
 	s.title = `${coresText(c)} \u00b7 ${K.fmtValue(samples)}`;
+	return s;
+}
+
+function timeCell(ns, gpus) {
+	const s = make('span', null, K.fmtValue(ns));
+	s.title = `${K.fmtValue(ns)} \u00b7 ${coresText(gpus)}`;
 	return s;
 }
 
@@ -388,6 +438,7 @@ function showList(p) {
 	el.sandwich.hidden = true;
 	document.title = 'Top functions \u00b7 ember';
 	const body = { sort: p.sort, limit: p.limit, cpu_mode: p.mode, search: searchPattern(p.search) };
+	if (p.kernels) body.frame_types = KERNEL_TYPES;
 	ensure('list', listKey(ctx, p), body, renderList);
 }
 
@@ -435,10 +486,16 @@ function renderList(loading) {
 	el.note.textContent = modeNote(data.scope, slot.mode);
 	const shown = fns.length;
 	const all = data.functions_total;
-	el.summary.textContent = `${fmtInt(all)} function${all === 1 ? '' : 's'}${params.search ? ' match' : ''}` +
+	const noun = params.kernels ? 'kernel' : 'function';
+	el.summary.textContent = `${fmtInt(all)} ${noun}${all === 1 ? '' : 's'}${params.search ? ' match' : ''}` +
 		(shown < all ? ` \u00b7 top ${fmtInt(shown)} by ${sort}` : ` \u00b7 by ${sort}`);
+	if (!fns.length && params.kernels && !params.search) {
+		el.content.innerHTML = messageHTML('empty', `<p>The GPU time of ${escapeHTML(ctx.rangeText || 'this time range')} has no kernel, copy, memset or sync frames.</p><p>Switch to Functions to see every frame.</p>`);
+		ctx.setState('ready');
+		return;
+	}
 	if (!fns.length) {
-		el.content.innerHTML = messageHTML('empty', `<p>No function matches <code>${escapeHTML(params.search)}</code> in ${escapeHTML(ctx.rangeText || 'this time range')}.</p><p>Text matches any part of a name, ignoring case; <code>/regex/</code> is a regular expression (PCRE2).</p>`);
+		el.content.innerHTML = messageHTML('empty', `<p>No ${params.kernels ? 'kernel' : 'function'} matches <code>${escapeHTML(params.search)}</code> in ${escapeHTML(ctx.rangeText || 'this time range')}.</p><p>Text matches any part of a name, ignoring case; <code>/regex/</code> is a regular expression (PCRE2).</p>`);
 		ctx.setState('ready');
 		return;
 	}
@@ -710,7 +767,9 @@ function treePanel(kind, title, help, node, info) {
 	const p = make('p', 'fn-tree-help', help);
 	const cols = make('div', 'fn-tree-row fn-tree-cols');
 	cols.setAttribute('aria-hidden', 'true');
-	cols.innerHTML = K.off
+	cols.innerHTML = K.gpu
+		? '<span>Function</span><span class="num">GPU time</span><span class="num">GPUs</span><span class="num">GPU %</span><span>Of the function</span>'
+		: K.off
 		? '<span>Function</span><span class="num">Waited</span><span class="num">Threads</span><span class="num">Wait %</span><span>Of the function</span>'
 		: `<span>Function</span><span class="num">Samples</span><span class="num">Cores</span><span class="num">${info.mode === 'absolute' ? 'Abs' : 'Rel'} CPU %</span><span>Of the function</span>`;
 	t.el.setAttribute('role', 'tree');
@@ -950,11 +1009,11 @@ export default {
 	show(r, c) {
 		ctx = c;
 		K = kindInfo(c.kind);
-		COLUMNS = K.off ? COLUMNS_OFF : COLUMNS_ON;
 		if (root !== r || !el) build(r);
 		document.addEventListener('submit', onSubmit, true);
 		document.addEventListener('keydown', onKey);
 		params = readParams(c);
+		COLUMNS = params.kernels ? COLUMNS_KERNELS : K.gpu ? COLUMNS_GPU : K.off ? COLUMNS_OFF : COLUMNS_ON;
 		syncToolbar(params);
 		if (params.fn) {
 			if (pending && pending.kind === 'list') {

@@ -3,17 +3,26 @@
 // range), headline numbers (average and peak cores, hosts, the share of the
 // fleet's CPUs or of the profiled CPU time), the top 5 functions and the
 // top 5 hosts, deployments, containers or executables. A CPU tab and a GPU
-// tab (CUDA time, with an explanation while there is none).
+// tab: GPU time (event_kind cuda) over time, the top 5 kernels (the CUDA
+// frames that ran: kernels, copies, memsets, syncs) and the GPU time by
+// device, GPU model, process, executable or host, and a timeline of the
+// newest GPU work per device and stream (gpu_timeline.js: click a bar for
+// the stack that launched it), and when the hosts send NVML metrics, how
+// busy and idle the GPUs were (hw.gpu.utilization); while there is no GPU
+// time, how to record it.
 //
-// URL parameters: tab (cpu | gpu), mode (relative | absolute), etype (host |
-// deployment | container | executable), by (host | total).
+// URL parameters: tab (cpu | gpu), mode (relative | absolute), etype (CPU:
+// host | deployment | container | executable; GPU: device | model | process
+// | executable | host), by (host | total).
 //
 // Four requests run in parallel, each panel with its own loading and error
 // state; a change of mode, entity type or stacking refetches only the
 // panels it concerns.
 
-import { escapeHTML, fmtCores, fmtInt, fmtPct, emptyHTML, apiErrorHTML, messageHTML, sortableTable, withFilter, ApiError, loadStylesheet } from './common.js';
+import { escapeHTML, fmtCores, fmtInt, fmtPct, fmtWaited, emptyHTML, apiErrorHTML, messageHTML, sortableTable, withFilter, ApiError, loadStylesheet, gpuHowHTML, KERNEL_TYPES } from './common.js';
 import { timeChart } from './chart.js';
+import { renderTimeline } from './gpu_timeline.js';
+import { typeLabel } from './flamegraph.js';
 
 const ENTITY_TYPES = {
 	host: ['Hosts', 'host.name'],
@@ -21,6 +30,18 @@ const ENTITY_TYPES = {
 	container: ['Containers', 'container.name'],
 	executable: ['Executables', 'process.executable.name'],
 };
+// The GPU tab's entities: the GPU time of each device (gpu.device.index,
+// one host's GPUs apart; filter by a host to tell hosts' GPU 0 apart), GPU
+// model, process (PID), executable or host.
+const GPU_ENTITY_TYPES = {
+	device: ['Devices', 'gpu.device.index'],
+	model: ['GPU models', 'gpu.name'],
+	process: ['Processes', 'process.pid'],
+	executable: ['Executables', 'process.executable.name'],
+	host: ['Hosts', 'host.name'],
+};
+const entityTypes = (tab) => (tab === 'gpu' ? GPU_ENTITY_TYPES : ENTITY_TYPES);
+const DEFAULT_ETYPE = { cpu: 'host', gpu: 'device' };
 const MODE_NOTE = {
 	absolute:
 		'Absolute: percentages are of the logical CPUs of the hosts that sent samples, as htop shows \u2014 100% is every CPU busy (a host\u2019s row: of its own CPUs).',
@@ -29,6 +50,7 @@ const MODE_NOTE = {
 };
 const GPU_NOTE = 'GPU percentages are shares of all GPU time profiled in the project in this time range; values are GPUs busy on average (GPU-seconds per second).';
 const PANELS = ['series', 'hosts', 'functions', 'entities'];
+const TIMELINE_EVENTS = 2000; // the newest GPU-time events the timeline draws
 
 let v = null; // the view's state while shown (see show)
 
@@ -48,7 +70,7 @@ const fmtTime = (ms) => new Date(ms).toLocaleTimeString([], { hour: '2-digit', m
 function paramsOf(ctx) {
 	const tab = ctx.param('tab') === 'gpu' ? 'gpu' : 'cpu';
 	const mode = tab === 'gpu' ? 'relative' : ctx.param('mode') === 'absolute' ? 'absolute' : 'relative';
-	const etype = ENTITY_TYPES[ctx.param('etype')] ? ctx.param('etype') : 'host';
+	const etype = entityTypes(tab)[ctx.param('etype')] ? ctx.param('etype') : DEFAULT_ETYPE[tab];
 	const by = ctx.param('by') === 'total' ? 'total' : 'host';
 	return { tab, mode, etype, by };
 }
@@ -74,7 +96,7 @@ function build(root) {
 		</div>
 	</div>
 	<p class="iq-note"></p>
-	<p class="iq-kind-note" hidden>Efficiency IQ shows CPU and GPU use (on-CPU samples). The Off-CPU choice applies to the flame graph, Top functions, Top entities and Diff.</p>
+	<p class="iq-kind-note" hidden>Efficiency IQ shows CPU use (on-CPU samples) and GPU time (the GPU tab). The Show choice applies to the flame graph, Top functions, Top entities and Diff.</p>
 	<div class="iq-message" hidden></div>
 	<div class="iq-content" hidden>
 		<div class="iq-cards">
@@ -97,7 +119,7 @@ function build(root) {
 		<div class="iq-grid">
 			<section class="panel iq-functions">
 				<div class="iq-panel-head">
-					<h2>Top 5 functions <span class="iq-h2-sub">by self time</span></h2>
+					<h2><span class="iq-fn-title">Top 5 functions</span> <span class="iq-h2-sub">by self time</span></h2>
 					<button type="button" class="iq-link" data-go="functions">All functions \u2192</button>
 				</div>
 				<div class="iq-body" data-panel="functions"></div>
@@ -105,16 +127,19 @@ function build(root) {
 			<section class="panel iq-entities">
 				<div class="iq-panel-head">
 					<h2>Top 5 entities</h2>
-					<div class="iq-small-tabs" role="tablist" aria-label="Entity type">
-						${Object.entries(ENTITY_TYPES)
-							.map(([k, [label]]) => `<button type="button" role="tab" data-etype="${k}">${label}</button>`)
-							.join('')}
-					</div>
+					<div class="iq-small-tabs iq-etypes" role="tablist" aria-label="Entity type"></div>
 					<button type="button" class="iq-link" data-go="entities">All entities \u2192</button>
 				</div>
 				<div class="iq-body" data-panel="entities"></div>
 			</section>
 		</div>
+		<section class="panel iq-timeline" hidden>
+			<div class="iq-panel-head">
+				<h2>GPU timeline <span class="iq-h2-sub">per device and stream, the newest ${TIMELINE_EVENTS} samples</span></h2>
+			</div>
+			<p class="iq-hint">Each bar is the GPU time of one kernel, copy, memset or sync from one launching stack in one agent interval, laid out back to back on its stream from the interval's start. Click a bar for the CPU stack that launched it.</p>
+			<div class="iq-body" data-panel="timeline"></div>
+		</section>
 	</div>
 </div>`;
 	const q = (sel) => root.querySelector(sel);
@@ -125,6 +150,11 @@ function build(root) {
 		content: q('.iq-content'),
 		mode: q('.iq-mode'),
 		utilTitle: q('.iq-util h2'),
+		fnTitle: q('.iq-fn-title'),
+		fnSub: q('.iq-functions .iq-h2-sub'),
+		fnLink: q('.iq-functions [data-go]'),
+		etypes: q('.iq-etypes'),
+		timeline: q('.iq-timeline'),
 		body: Object.fromEntries(PANELS.filter((p) => p !== 'hosts').map((p) => [p, q(`.iq-body[data-panel="${p}"]`)])),
 		cards: Object.fromEntries([...root.querySelectorAll('.iq-card')].map((c) => [c.dataset.card, c])),
 	};
@@ -148,13 +178,18 @@ function build(root) {
 	});
 	q('.iq-entities .iq-small-tabs').addEventListener('click', (ev) => {
 		const b = ev.target.closest('button[data-etype]');
-		if (b) setParam({ etype: b.dataset.etype === 'host' ? null : b.dataset.etype }, false);
+		if (b) setParam({ etype: b.dataset.etype === DEFAULT_ETYPE[v.params.tab] ? null : b.dataset.etype }, false);
 	});
 	for (const b of root.querySelectorAll('[data-go]'))
 		b.addEventListener('click', () => {
 			const ctx = v.ctx;
-			if (b.dataset.go === 'functions') ctx.go('functions', { q: ctx.q });
-			else ctx.go('entities', { q: ctx.q, entity: v.params.etype });
+			const gpu = v.params.tab === 'gpu';
+			if (b.dataset.go === 'functions') ctx.go('functions', gpu ? { q: ctx.q, kind: 'cuda', only: 'kernels' } : { q: ctx.q });
+			else if (gpu) {
+				// Top entities has no tab per GPU device or model: their hosts.
+				const e = ['process', 'executable', 'host'].includes(v.params.etype) ? v.params.etype : 'host';
+				ctx.go('entities', { q: ctx.q, kind: 'cuda', entity: e });
+			} else ctx.go('entities', { q: ctx.q, entity: v.params.etype });
 		});
 	return els;
 }
@@ -178,7 +213,18 @@ function syncControls() {
 	}
 	for (const b of els.root.querySelectorAll('[data-mode]')) b.setAttribute('aria-pressed', String(b.dataset.mode === params.mode));
 	for (const b of els.root.querySelectorAll('[data-by]')) b.setAttribute('aria-pressed', String(b.dataset.by === params.by));
+	const types = entityTypes(params.tab);
+	if (els.etypes.dataset.tab !== params.tab) {
+		els.etypes.dataset.tab = params.tab;
+		els.etypes.innerHTML = Object.entries(types)
+			.map(([k, [label]]) => `<button type="button" role="tab" data-etype="${k}">${label}</button>`)
+			.join('');
+	}
 	for (const b of els.root.querySelectorAll('[data-etype]')) b.setAttribute('aria-selected', String(b.dataset.etype === params.etype));
+	const gpu = params.tab === 'gpu';
+	els.fnTitle.textContent = gpu ? 'Top 5 kernels' : 'Top 5 functions';
+	els.fnSub.textContent = gpu ? 'by GPU time' : 'by self time';
+	els.fnLink.textContent = gpu ? 'All kernels \u2192' : 'All functions \u2192';
 	els.mode.hidden = params.tab === 'gpu';
 	els.note.textContent = params.tab === 'gpu' ? GPU_NOTE : MODE_NOTE[params.mode];
 	els.utilTitle.textContent = params.tab === 'gpu' ? 'GPU utilization over time' : 'Fleet compute utilization over time';
@@ -203,9 +249,10 @@ function requestOf(panel, filter, p) {
 		case 'hosts':
 			return ['top_entities', { filter, entity: 'host', limit: 1000, cpu_mode: 'absolute' }];
 		case 'functions':
-			return ['top_functions', { filter, limit: 5, sort: 'self', cpu_mode: p.mode }];
+			// The GPU tab ranks the GPU work itself: kernels, copies, memsets, syncs.
+			return ['top_functions', { filter, limit: 5, sort: 'self', cpu_mode: p.mode, ...(p.tab === 'gpu' ? { frame_types: KERNEL_TYPES } : {}) }];
 		default:
-			return ['top_entities', { filter, entity: p.etype, limit: 5, cpu_mode: p.mode }];
+			return ['top_entities', { filter, entity: p.tab === 'gpu' ? GPU_ENTITY_TYPES[p.etype][1] : p.etype, limit: 5, cpu_mode: p.mode }];
 	}
 }
 
@@ -389,6 +436,17 @@ function renderCards() {
 			hv(() => (cpus ? `${fmtCores(used)} of ${fmtInt(cpus)} CPUs busy on average` : 'the hosts sent no CPU count')),
 			failed('hosts')
 		);
+	} else if (gpu && v.nvml && v.nvml.util !== null) {
+		// NVML's view: the share of time a kernel ran on the GPUs, averaged
+		// over the GPUs and the range; the rest is idle.
+		const u = v.nvml.util;
+		setCard(
+			'share',
+			'GPUs busy (NVML)',
+			fmtPct(u),
+			`idle ${fmtPct(100 - u)} of the time, ${fmtInt(v.nvml.gpus)} GPU${v.nvml.gpus === 1 ? '' : 's'} reporting`,
+			'hw.gpu.utilization from NVML (ember-agent -enable-gpu-metrics): the share of time a kernel ran, averaged over the GPUs that match the query and over the range; idle is the rest.'
+		);
 	} else {
 		const all = h && h.scope ? h.scope.all_total : 0;
 		setCard(
@@ -428,20 +486,27 @@ function renderFunctions() {
 	const d = v.data.functions;
 	// Sorted by self time: a function with none (only calling) says nothing here.
 	const rows = ((d && d.functions) || []).filter((r) => r.self > 0);
-	if (!rows.length) return emptyPanel(body, 'No functions in this range.');
+	const gpu = v.params.tab === 'gpu';
+	if (!rows.length) return emptyPanel(body, gpu ? 'No kernels in this range.' : 'No functions in this range.');
 	const max = Math.max(...rows.map((r) => r.self_percent || 0));
 	const ctx = v.ctx;
 	const unit = unitWord();
 	const table = sortableTable(
-		[
-			{ key: 'name', label: 'Function', render: (r) => nameCell(r.name, [r.binary, r.file].filter(Boolean).join(' \u00b7 ')) },
-			{ key: 'self_cores', label: `Self ${unit}`, num: true, render: (r) => fmtCores(r.self_cores) },
-			{ key: 'self_percent', label: v.params.tab === 'gpu' ? 'Self GPU %' : 'Self CPU %', num: true, render: (r) => pctCell(r.self_percent, max) },
-		],
+		gpu
+			? [
+				{ key: 'name', label: 'Kernel', render: (r) => nameCell(r.name, typeLabel(r.frame_type)) },
+				{ key: 'self', label: 'GPU time', num: true, render: (r) => fmtWaited(r.self) },
+				{ key: 'self_percent', label: 'GPU %', num: true, render: (r) => pctCell(r.self_percent, max) },
+			]
+			: [
+				{ key: 'name', label: 'Function', render: (r) => nameCell(r.name, [r.binary, r.file].filter(Boolean).join(' \u00b7 ')) },
+				{ key: 'self_cores', label: `Self ${unit}`, num: true, render: (r) => fmtCores(r.self_cores) },
+				{ key: 'self_percent', label: 'Self CPU %', num: true, render: (r) => pctCell(r.self_percent, max) },
+			],
 		rows,
 		{
-			onRow: (r) => ctx.go('flamegraph', { q: ctx.q, s: r.name }),
-			rowTitle: 'Open the flame graph with this function highlighted',
+			onRow: (r) => ctx.go('flamegraph', gpu ? { q: ctx.q, s: r.name, kind: 'cuda' } : { q: ctx.q, s: r.name }),
+			rowTitle: gpu ? 'Open the GPU flame graph with this kernel highlighted: the CPU stacks that launched it' : 'Open the flame graph with this function highlighted',
 		}
 	);
 	table.classList.add('iq-table');
@@ -455,7 +520,8 @@ function renderEntities() {
 	if (v.err.entities) return panelError('entities');
 	const d = v.data.entities;
 	const rows = (d && d.entities) || [];
-	const [label, defaultAttr] = ENTITY_TYPES[v.params.etype];
+	const gpu = v.params.tab === 'gpu';
+	const [label, defaultAttr] = entityTypes(v.params.tab)[v.params.etype];
 	if (!rows.length) return emptyPanel(body, `No ${label.toLowerCase()} in this range.`);
 	const attr = (d && d.attribute) || defaultAttr;
 	const max = Math.max(...rows.map((r) => r.percent || 0));
@@ -468,7 +534,8 @@ function renderEntities() {
 		b.title = `Open the flame graph of ${r.name}`;
 		const go = (ev) => {
 			ev.stopPropagation();
-			ctx.go('flamegraph', { q: withFilter(ctx.q, attr, filterValue(r.name)) });
+			const q = withFilter(ctx.q, attr, filterValue(r.name));
+			ctx.go('flamegraph', gpu ? { q, kind: 'cuda' } : { q });
 		};
 		b.addEventListener('click', go);
 		b.addEventListener('keydown', (ev) => ev.key === 'Enter' && ev.stopPropagation());
@@ -477,8 +544,9 @@ function renderEntities() {
 	const absHost = v.params.mode === 'absolute' && v.params.etype === 'host';
 	const table = sortableTable(
 		[
-			{ key: 'name', label: label.replace(/s$/, ''), render: (r) => nameCell(r.name, absHost && r.cpus ? `${r.cpus} logical CPUs` : '') },
-			{ key: 'cores', label: unitWord()[0].toUpperCase() + unitWord().slice(1), num: true, render: (r) => fmtCores(r.cores) },
+			{ key: 'name', label: label.replace(/s$/, ''), render: (r) => nameCell(gpu ? gpuEntityName(v.params.etype, r.name) : r.name, absHost && r.cpus ? `${r.cpus} logical CPUs` : '') },
+			...(gpu ? [{ key: 'total', label: 'GPU time', num: true, render: (r) => fmtWaited(r.total) }] : []),
+			{ key: 'cores', label: gpu ? 'GPUs busy' : unitWord()[0].toUpperCase() + unitWord().slice(1), num: true, render: (r) => fmtCores(r.cores) },
 			{ key: 'percent', label: absHost ? '% of its CPUs' : v.params.tab === 'gpu' ? 'GPU %' : 'CPU %', num: true, render: (r) => pctCell(r.percent, max) },
 			{ key: 'open', label: '', render: flame },
 		],
@@ -494,6 +562,15 @@ function renderEntities() {
 	body.replaceChildren(table);
 }
 
+// A GPU entity as the panel names it: "GPU 0" for device index 0, "PID
+// 123" for a process; "[no ...]" names stay.
+function gpuEntityName(etype, name) {
+	if (/^\[no [^\]]*\]$/.test(name)) return name;
+	if (etype === 'device') return `GPU ${name}`;
+	if (etype === 'process') return `PID ${name}`;
+	return name;
+}
+
 // --- the page's state -----------------------------------------------------------
 
 // The GPU tab with no GPU samples: what it needs.
@@ -501,8 +578,9 @@ function gpuEmptyHTML() {
 	const host = location.host || '127.0.0.1:8080';
 	return messageHTML(
 		'empty',
-		`<p><strong>No GPU data yet: GPU profiling needs ember-agent on a host with NVIDIA GPUs.</strong></p>
-		<p>ember-agent samples CPUs today (native, kernel and Python frames); recording the CUDA kernels that CPU code launches is its next step, and no ember-agent flag turns it on yet. Until then this tab shows GPU time that any OpenTelemetry Profiles producer sends to this server: a <code>POST http://${escapeHTML(host)}/v1development/profiles</code> (protobuf) whose profile has the sample type <code>cuda</code>, <code>gpu_time</code> or <code>gpu_kernel_time</code> (nanoseconds).</p>
+		`<p><strong>No GPU time in ${escapeHTML(v.ctx.rangeText)}: GPU profiling needs ember-agent on a host with NVIDIA GPUs, and a CUDA program started with its injection library.</strong></p>
+		${gpuHowHTML(host)}
+		<p>This tab also shows GPU time that any OpenTelemetry Profiles producer sends to this server: a <code>POST http://${escapeHTML(host)}/v1development/profiles</code> (protobuf) whose profile has the sample type <code>cuda</code>, <code>gpu_time</code> or <code>gpu_kernel_time</code> (nanoseconds).</p>
 		<p>The CPU tab shows the fleet\u2019s CPU time meanwhile.</p>`
 	);
 }
@@ -555,7 +633,67 @@ function expose() {
 		chart: v.chart,
 		params: { ...v.params },
 		data: { ...v.data },
+		timeline: v.timeline,
+		nvml: v.nvml,
 	};
+}
+
+// The GPU tab's busy / idle card: hw.gpu.utilization (NVML) averaged over
+// the GPUs and the range. Without the metric in the range, the card stays
+// the share of GPU time.
+async function loadNvml(filter) {
+	const s = v;
+	if (s.nvmlCtl) s.nvmlCtl.abort();
+	s.nvml = null;
+	if (s.params.tab !== 'gpu') return;
+	const ctl = new AbortController();
+	s.nvmlCtl = ctl;
+	const f = { start_ts: filter.start_ts, end_ts: filter.end_ts, query: filter.query };
+	let nvml = null;
+	try {
+		// The names first: a project that never had the metric would answer 404.
+		const names = await s.ctx.api('metrics/names', { filter: f }, ctl.signal);
+		const n = (names.names || []).find((x) => x.name === 'hw.gpu.utilization');
+		if (n) {
+			const m = await s.ctx.api('metrics', { filter: f, metric: 'hw.gpu.utilization', group_by: null, temporal: 'avg', spatial: 'avg', num_buckets: 1 }, ctl.signal);
+			const pt = m.series && m.series[0] && m.series[0].points && m.series[0].points[0];
+			if (pt && Number.isFinite(pt[1])) nvml = { util: Math.max(0, Math.min(100, pt[1])), gpus: n.series };
+		}
+	} catch (e) {
+		if (e.name === 'AbortError') return;
+		nvml = null; // NVML metrics unreadable: the share card stays
+	}
+	if (s !== v || s.nvmlCtl !== ctl) return;
+	s.nvmlCtl = null;
+	s.nvml = nvml;
+	renderCards();
+	expose();
+}
+
+// The GPU tab's timeline: the newest GPU-time events (its own request,
+// apart from the four panels: the page is ready without it).
+async function loadTimeline(filter) {
+	const s = v;
+	if (s.tlCtl) s.tlCtl.abort();
+	const box = s.els.timeline;
+	box.hidden = s.params.tab !== 'gpu';
+	s.timeline = null;
+	if (box.hidden) return;
+	const ctl = new AbortController();
+	s.tlCtl = ctl;
+	const body = box.querySelector('.iq-body');
+	body.innerHTML = '<p class="iq-loading">Loading\u2026</p>';
+	try {
+		const d = await s.ctx.api('events', { filter, limit: TIMELINE_EVENTS }, ctl.signal);
+		if (s !== v || s.tlCtl !== ctl) return;
+		s.timeline = renderTimeline(body, d.events || []);
+	} catch (e) {
+		if (e.name === 'AbortError' || s !== v || s.tlCtl !== ctl) return;
+		body.innerHTML = apiErrorHTML(e);
+		s.timeline = { error: e.message };
+	}
+	s.tlCtl = null;
+	expose();
 }
 
 // --- the contract ---------------------------------------------------------------
@@ -570,7 +708,7 @@ function show(root, ctx) {
 	const own = v.own;
 	v.ctx = ctx;
 	// The page's Show switch is off-CPU: this view stays on CPU and GPU use.
-	root.querySelector('.iq-kind-note').hidden = ctx.kind !== 'off_cpu';
+	root.querySelector('.iq-kind-note').hidden = ctx.kind === 'on_cpu';
 	const params = paramsOf(ctx);
 	const tabChanged = v.params && v.params.tab !== params.tab;
 	v.params = params;
@@ -604,6 +742,10 @@ function show(root, ctx) {
 	}
 	ctx.setState('loading');
 	for (const p of stale) load(p, filter);
+	if (stale.includes('series')) {
+		loadTimeline(filter);
+		loadNvml(filter);
+	}
 	if (PANELS.some((p) => !stale.includes(p))) renderCards();
 }
 
@@ -613,6 +755,10 @@ function abortAll() {
 	if (!v) return;
 	for (const p of PANELS) if (v.ctl[p]) v.ctl[p].abort();
 	v.ctl = {};
+	if (v.tlCtl) v.tlCtl.abort();
+	v.tlCtl = null;
+	if (v.nvmlCtl) v.nvmlCtl.abort();
+	v.nvmlCtl = null;
 	v.pending.clear();
 }
 

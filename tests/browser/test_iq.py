@@ -319,7 +319,11 @@ def test_gpu_tab_explains_what_it_needs(server, page):
     wait_state(page, "empty")
     assert search_params(page)["tab"] == ["gpu"]
     text = page.evaluate("document.querySelector('#view-iq .iq-message').innerText")
-    assert "No GPU data yet: GPU profiling needs ember-agent on a host with NVIDIA GPUs" in text
+    assert "No GPU time in the last 15 minutes" in text
+    # The agent records CUDA work now: the page says how, not that it cannot.
+    assert "-enable-cuda-profiler" in text
+    assert "CUDA_INJECTION64_PATH=/var/lib/ember/profiler/libembercuda.so" in text
+    assert "next step" not in text and "no ember-agent flag" not in text
     assert "/v1development/profiles" in text
     assert page.evaluate("document.querySelector('#view-iq .iq-mode').hidden") is True
     assert page.evaluate("document.querySelector('#view-iq .iq-content').hidden") is True
@@ -335,8 +339,8 @@ def test_gpu_tab_explains_what_it_needs(server, page):
 def test_gpu_tab_with_gpu_data(gpu_server, page):
     open_ui(page, gpu_server.base, "/?view=iq&tab=gpu")
     funcs = table(page, "functions")
-    assert [r[0] for r in funcs] == ["sgemm_kernel", "softmax_kernel"]
-    assert funcs[0][2] == "75.0%" and funcs[1][2] == "25.0%"
+    # The GPU tab ranks kernels by GPU time.
+    assert funcs == [["sgemm_kernel", "30 s", "75.0%"], ["softmax_kernel", "10 s", "25.0%"]]
     c = cards(page)
     assert c["avg"]["label"] == "Average GPUs busy"
     # 40 GPU-seconds in one 15 s bucket: the average and the peak on the
@@ -346,7 +350,7 @@ def test_gpu_tab_with_gpu_data(gpu_server, page):
     assert c["avg"]["sub"] == "over the 15 s with data, 15 s buckets", c
     assert c["peak"]["sub"].endswith(", 15 s buckets"), c
     assert series(page) == ["gpu-1"]
-    assert page.evaluate("document.querySelector('#view-iq .iq-functions th:nth-child(3)').textContent") == "Self GPU %"
+    assert page.evaluate("document.querySelector('#view-iq .iq-functions th:nth-child(3)').textContent") == "GPU %"
     shot(page, "iq_gpu_data")
     no_errors(page)
 

@@ -14,6 +14,7 @@
 #include "agent/batch.h"
 #include "compress.h"
 #include "server/batch_decode.h"
+#include "server/display.h"
 #include "server/entities.h"
 #include "server/events.h"
 #include "server/flamegraph.h"
@@ -177,6 +178,17 @@ static void test_batch_rejects(void **state)
 	assert_int_equal(batch_validate(b, &err), -1);
 	b->resources[0]->n_attributes = 6;
 	assert_int_equal(batch_validate(b, &err), 0);
+	/* Frame types: the GPU ones up to nvtx (19) pass, one past is refused. */
+	Ember__Ingest__V1__FrameType type0 = b->frames[0]->type;
+	b->frames[0]->type = EMBER__INGEST__V1__FRAME_TYPE__CUDA_MEMCPY;
+	assert_int_equal(batch_validate(b, &err), 0);
+	b->frames[0]->type = EMBER__INGEST__V1__FRAME_TYPE__NVTX;
+	assert_int_equal(batch_validate(b, &err), 0);
+	b->frames[0]->type = (Ember__Ingest__V1__FrameType)(EMBER__INGEST__V1__FRAME_TYPE__NVTX + 1);
+	buf_reset(&err);
+	assert_int_equal(batch_validate(b, &err), -1);
+	assert_non_null(strstr(err.data, "unknown frame type 20"));
+	b->frames[0]->type = type0;
 	batch_decode_free(b);
 	/* Not zstd; zstd of garbage; a decompression bomb. */
 	buf_reset(&err);
@@ -207,6 +219,25 @@ static void test_batch_rejects(void **state)
 	buf_free(&raw);
 	buf_free(&z);
 	buf_free(&err);
+}
+
+/* Every stored frame type has a name that parses back to it (the API's
+ * frame_types); root, synthetic and unknown names do not. */
+static void test_frame_type_names(void **state)
+{
+	(void)state;
+	assert_int_equal(SFT_MAX, 19);
+	for (int t = 1; t <= SFT_MAX; t++)
+		assert_int_equal(frame_type_parse(frame_type_name((uint8_t)t)), t);
+	assert_string_equal(frame_type_name(SFT_CUDA_MEMCPY), "cuda_memcpy");
+	assert_string_equal(frame_type_name(SFT_CUDA_MEMSET), "cuda_memset");
+	assert_string_equal(frame_type_name(SFT_CUDA_SYNC), "cuda_sync");
+	assert_string_equal(frame_type_name(SFT_NVTX), "nvtx");
+	assert_int_equal(frame_type_parse("cuda_kernel"), SFT_CUDA_KERNEL);
+	assert_int_equal(frame_type_parse("root"), -1);
+	assert_int_equal(frame_type_parse("synthetic"), -1);
+	assert_int_equal(frame_type_parse("CUDA_KERNEL"), -1);
+	assert_int_equal(frame_type_parse(""), -1);
 }
 
 static void test_store_durable_and_dedup(void **state)
@@ -2585,6 +2616,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_batch_rejects),
+		cmocka_unit_test(test_frame_type_names),
 		cmocka_unit_test(test_store_durable_and_dedup),
 		cmocka_unit_test(test_store_torn_and_corrupt),
 		cmocka_unit_test(test_wal_written_ahead),
