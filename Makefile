@@ -275,3 +275,33 @@ clean:
 	rm -rf $(BUILD)
 
 -include $(shell find $(BUILD) -path '$(BUILD)/python3*' -prune -o -path '$(BUILD)/pydeps' -prune -o -name '*.d' -type f -print 2>/dev/null)
+
+# --- GPU: libembercuda.so, the CUDA injection library (gpu/) ---------------
+# Compiled against the CUPTI headers of Debian's non-free libcupti-dev,
+# fetched into $(BUILD)/cuda-headers by scripts/fetch-cuda-headers.sh
+# (verified, never installed), and gpu/cuda_min/ standing in for cuda.h.
+# Links no NVIDIA library: libcupti and libcuda are dlopen'ed at run time.
+# CUDA_HEADERS=dir uses CUPTI headers from elsewhere (e.g. a CUDA toolkit's
+# extras/CUPTI/include) and skips the download.
+GPU_LIB      := $(BUILD)/lib/libembercuda.so
+GPU_SRCS     := $(wildcard gpu/*.c)
+GPU_OBJS     := $(patsubst %.c,$(BUILD)/gpu-obj/%.o,$(GPU_SRCS))
+CUDA_HEADERS ?= $(BUILD)/cuda-headers/include
+GPU_CFLAGS   := -std=gnu11 $(WARN) $(CFLAGS) -D_GNU_SOURCE -fPIC -fvisibility=hidden -Ilib -Igpu -Igpu/cuda_min \
+                -isystem $(CUDA_HEADERS) -DEMBERCUDA_VERSION='"$(VERSION)"' -MMD -MP
+
+all: $(GPU_LIB)
+
+$(BUILD)/cuda-headers/include/cupti_activity.h:
+	$(call say,FETCH,$(BUILD)/cuda-headers)scripts/fetch-cuda-headers.sh
+
+$(BUILD)/gpu-obj/%.o: %.c | $(CUDA_HEADERS)/cupti_activity.h
+	@mkdir -p $(@D)
+	$(call say,CC,$@)$(CC) $(GPU_CFLAGS) -c $< -o $@
+
+$(GPU_LIB): $(GPU_OBJS)
+	@mkdir -p $(@D)
+	$(call say,CCLD,$@)$(CC) $(CFLAGS) -shared -fPIC -Wl,-z,defs -Wl,--no-as-needed $^ -o $@ -ldl -lpthread
+
+.PHONY: gpu
+gpu: $(GPU_LIB)
