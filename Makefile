@@ -305,3 +305,27 @@ $(GPU_LIB): $(GPU_OBJS)
 
 .PHONY: gpu
 gpu: $(GPU_LIB)
+
+# Tests only: the fake driver and CUPTI (tests/fake_cuda/; the product
+# never loads them: tests name their directories in LD_LIBRARY_PATH) and
+# the programs that launch through them (tests/workloads/cuda_launch.c,
+# tests/workloads/py_cuda_launch.py).
+FAKE_CUDA    := $(BUILD)/tests/fake_cuda/libcupti.so $(BUILD)/tests/fake_cuda/driver/libcuda.so.1
+FAKE_CFLAGS  := -std=gnu11 -O1 -g -fPIC -shared -fvisibility=hidden $(WARN) -D_GNU_SOURCE -Itests/fake_cuda \
+                -Igpu/cuda_min -isystem $(CUDA_HEADERS)
+WORKLOADS    += $(BUILD)/workloads/cuda_launch $(FAKE_CUDA) $(GPU_LIB)
+
+$(BUILD)/tests/fake_cuda/libcupti.so: tests/fake_cuda/fake_cupti.c tests/fake_cuda/fake_cuda.h | $(CUDA_HEADERS)/cupti_activity.h
+	@mkdir -p $(@D)
+	$(call say,CC,$@)$(CC) $(FAKE_CFLAGS) -Wl,-soname,libcupti.so $< -o $@ -lpthread
+
+$(BUILD)/tests/fake_cuda/driver/libcuda.so.1: tests/fake_cuda/fake_cuda.c tests/fake_cuda/fake_cuda.h | $(CUDA_HEADERS)/cupti_activity.h
+	@mkdir -p $(@D)
+	$(call say,CC,$@)$(CC) $(FAKE_CFLAGS) -Wl,-soname,libcuda.so.1 $< -o $@ -ldl -lpthread
+
+$(BUILD)/workloads/cuda_launch: tests/workloads/cuda_launch.c Makefile
+	@mkdir -p $(@D)
+	$(call say,CC,$@)$(CC) -std=gnu11 -O1 -g -fno-omit-frame-pointer -fno-inline $(WARN) $< -o $@ -ldl -lpthread
+
+.PHONY: gpu-test
+gpu-test: $(GPU_LIB) $(FAKE_CUDA) $(BUILD)/workloads/cuda_launch

@@ -497,20 +497,22 @@ static uint32_t my_tid(void)
 	return ts.tid;
 }
 
-/* 1 when this launch gets a stack: fewer than `target` picked on this
- * thread in the current window. */
+/* 1 when this launch gets a stack: fewer than `target` of its class picked
+ * on this thread in the current window (a fixed window, restarted by the
+ * first launch after it ends). */
 static int take_sample(enum cls c, uint64_t now)
 {
 	const struct sampling *s = &g.cfg.sampling[c];
 	if (!s->enabled)
 		return 1;
-	if (now - ts.window_start[c] >= s->window_ns) {
-		ts.window_start[c] = now;
-		ts.window_count[c] = 0;
+	unsigned b = c == CLS_MEMSET ? CLS_MEMCPY : c; /* copies and sets share the memory budget */
+	if (now - ts.window_start[b] >= s->window_ns) {
+		ts.window_start[b] = now;
+		ts.window_count[b] = 0;
 	}
-	if (ts.window_count[c] >= s->target)
+	if (ts.window_count[b] >= s->target)
 		return 0;
-	ts.window_count[c]++;
+	ts.window_count[b]++;
 	return 1;
 }
 
