@@ -48,6 +48,7 @@ static struct {
 static unsigned nregistered;
 static uint64_t kernels_made;               /* (lock) */
 static unsigned bad_every;
+static int nested_own_id;
 static uint64_t sync_ns = 5000;
 
 static uint64_t now_ns(void)
@@ -87,6 +88,7 @@ EXPORT CUresult cuInit(unsigned flags)
 	initialized = 1;
 	const char *v = getenv("FAKE_CUDA_BAD_EVERY");
 	bad_every = v ? (unsigned)strtoul(v, NULL, 10) : 0;
+	nested_own_id = getenv("FAKE_CUDA_NESTED_OWN_ID") != NULL;
 	v = getenv("FAKE_CUDA_SYNC_NS");
 	if (v)
 		sync_ns = strtoull(v, NULL, 10);
@@ -234,13 +236,18 @@ static void launch(int runtime, uint32_t cbid, const char *api, const struct CUf
 	if (!hook_corr)
 		return;
 	uint32_t corr = hook_corr();
+	uint32_t record_corr = corr;
 	hook_api(runtime, cbid, 0, corr, api, f->name);
 	if (runtime) {
-		/* the runtime launches through the driver: a nested callback with the same id */
-		hook_api(0, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 0, corr, "cuLaunchKernel", f->name);
-		hook_api(0, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 1, corr, "cuLaunchKernel", f->name);
+		/* The runtime launches through the driver: a nested callback,
+		 * with the same id, or (FAKE_CUDA_NESTED_OWN_ID) its own id,
+		 * which the kernel's record then carries. */
+		uint32_t inner = nested_own_id ? hook_corr() : corr;
+		hook_api(0, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 0, inner, "cuLaunchKernel", f->name);
+		hook_api(0, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 1, inner, "cuLaunchKernel", f->name);
+		record_corr = inner;
 	}
-	kernel_record(corr, f, stream);
+	kernel_record(record_corr, f, stream);
 	hook_api(runtime, cbid, 1, corr, api, f->name);
 }
 

@@ -20,6 +20,9 @@
  *                                      reported by GetNumDroppedRecords)
  *   FAKE_CUDA_LATE_EVERY=N             every Nth record is held back and
  *                                      delivered after later ones
+ *   FAKE_CUDA_NESTED_OWN_ID=1          the driver call nested in a runtime
+ *                                      launch gets its own correlation id,
+ *                                      which the kernel's record carries
  *   FAKE_CUDA_RECORDS_PER_BUFFER=N     records before a buffer is handed back
  *   FAKE_CUPTI_SUBSCRIBE_ERROR=code    cuptiSubscribe fails with it
  *   FAKE_CUPTI_VERSION=N               cuptiGetVersion's answer (default 18)

@@ -287,3 +287,50 @@ def test_exports_only_the_entry_points():
     assert names == ["InitializeInjection", "ember_cuda_launch_marker", "ember_cuda_version"], names
     needed = subprocess.run(["readelf", "-d", LIB], check=True, stdout=subprocess.PIPE, text=True).stdout
     assert "libcupti" not in needed and "libcuda" not in needed and "libxxhash" not in needed
+
+
+def test_marker_is_called_with_the_ids_the_aggregates_name(listener):
+    """A uprobe on ember_cuda_launch_marker (what ember-agent attaches)
+    sees exactly the sampled launches: every id the aggregates carry was
+    passed to the marker on the thread the aggregate names, with the
+    launch's kind, and no other id was."""
+    from uprobe_marker import MarkerProbe
+    steps = 1500
+    with MarkerProbe(LIB, "ember_cuda_launch_marker") as probe:
+        p = subprocess.Popen([LAUNCHER, str(steps), "2", "1.5"], env=env_for(listener.path),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+    calls = [(tid, sid, kind) for pid, tid, sid, kind in probe.calls if pid == p.pid]
+    msgs = one_connection(listener)
+    aggs = entries(msgs, AGG)
+    stats = entries(msgs, STATS)[-1]
+    assert len(calls) == stats["launches_sampled"] > 0
+    assert len({sid for _, sid, _ in calls}) == len(calls)  # each id once
+    marked = {sid: (tid, kind) for tid, sid, kind in calls}
+    for a in aggs:
+        assert a["stack_id"] in marked, a
+        tid, kind = marked[a["stack_id"]]
+        assert tid == a["tid"], a
+        # copies and sets share a budget but keep their own kinds
+        assert kind == a["kind"], (kind, a)
+    # every marked id carries time (its own launch's, at least)
+    assert set(marked) == {a["stack_id"] for a in aggs}
+
+
+def test_runtime_launch_whose_driver_call_has_its_own_id(listener):
+    """If the driver call inside cudaLaunchKernel has a correlation id of
+    its own and the kernel's record carries that one, the kernel's time
+    still goes to the runtime launch's stack and thread."""
+    steps = 400
+    r, _ = run([LAUNCHER, str(steps), "1", "1"],
+               env_for(listener.path, FAKE_CUDA_NESTED_OWN_ID=1, EMBER_CUDA_QUIET="false",
+                       EMBER_CUDA_PRINT_STATS="true"))
+    assert r.returncode == 0, r.stderr
+    msgs = one_connection(listener)
+    aggs = entries(msgs, AGG)
+    small = [a for a in aggs if a["name"] == "k_small"]
+    assert sum(a["total_ns"] for a in small) == steps * SMALL_NS
+    assert all(a["stack_id"] != 0 and a["api"] == "cudaLaunchKernel" for a in small), small
+    assert len({a["tid"] for a in aggs}) == 1
+    assert " unmatched=0 " in [line for line in r.stderr.splitlines() if "stats at exit" in line][-1]
