@@ -329,3 +329,9 @@ $(BUILD)/workloads/cuda_launch: tests/workloads/cuda_launch.c Makefile
 
 .PHONY: gpu-test
 gpu-test: $(GPU_LIB) $(FAKE_CUDA) $(BUILD)/workloads/cuda_launch
+
+# The library's pure part (aggregation, spans, wire encoding), unit-tested
+# with the sanitizers like the rest; its own rule: it is not in libember.a.
+$(BUILD)/tests/test_cuda_report: tests/unit/test_cuda_report.c gpu/cuda_report.c gpu/cuda_report.h lib/cuda_wire.h tests/unit/testutil.h
+	@mkdir -p $(@D)
+	$(call say,CC,$@)$(CC) -std=gnu11 $(WARN) -g $(SAN) -O1 -D_GNU_SOURCE -Ilib -Igpu -Itests/unit $< gpu/cuda_report.c -o $@ -lcmocka
