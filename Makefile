@@ -301,7 +301,7 @@ $(BUILD)/gpu-obj/%.o: %.c | $(CUDA_HEADERS)/cupti_activity.h
 
 $(GPU_LIB): $(GPU_OBJS)
 	@mkdir -p $(@D)
-	$(call say,CCLD,$@)$(CC) $(CFLAGS) -shared -fPIC -Wl,-z,defs -Wl,--no-as-needed $^ -o $@ -ldl -lpthread
+	$(call say,CCLD,$@)$(CC) $(CFLAGS) -shared -fPIC -Wl,-z,defs -Wl,--no-as-needed $^ -o $@ -l:libdl.so.2 -l:libpthread.so.0
 
 .PHONY: gpu
 gpu: $(GPU_LIB)

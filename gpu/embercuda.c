@@ -10,6 +10,9 @@
  *   - the library's report thread (reporter): once a second flushes
  *     CUPTI, swaps the aggregates out under g.lock, and sends them.
  */
+#include <stdio.h> /* __GLIBC__ */
+
+#include "glibc_floor.h"
 #include "embercuda.h"
 
 #include <dlfcn.h>

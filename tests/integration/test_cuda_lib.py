@@ -8,6 +8,7 @@ disturbing the program."""
 import collections
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -287,6 +288,12 @@ def test_exports_only_the_entry_points():
     assert names == ["InitializeInjection", "ember_cuda_launch_marker", "ember_cuda_version"], names
     needed = subprocess.run(["readelf", "-d", LIB], check=True, stdout=subprocess.PIPE, text=True).stdout
     assert "libcupti" not in needed and "libcuda" not in needed and "libxxhash" not in needed
+    # Loadable by programs built for glibc 2.17 (gpu/glibc_floor.h).
+    syms = subprocess.run(["objdump", "-T", LIB], check=True, stdout=subprocess.PIPE, text=True).stdout
+    versions = {tuple(map(int, v.split("."))) for v in re.findall(r"GLIBC_([0-9.]+)", syms)}
+    assert versions and max(versions) <= (2, 17), sorted(versions)
+    for lib in ("libdl.so.2", "libpthread.so.0"):  # where dlopen & co. live before glibc 2.34
+        assert f"[{lib}]" in needed
 
 
 def test_marker_is_called_with_the_ids_the_aggregates_name(listener):
