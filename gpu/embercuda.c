@@ -647,7 +647,9 @@ static void add_activity(uint16_t kind, uint64_t start, uint64_t end, uint32_t c
 	} else {
 		atomic_fetch_add_explicit(&g.n.unmatched, 1, memory_order_relaxed);
 	}
-	if (device < 64)
+	/* sync records name no device: they count as device 0 but do not
+	 * make the process a user of it */
+	if (device < 64 && kind != CUDA_WIRE_KIND_SYNC)
 		g.devices_seen |= 1ull << device;
 	struct cuda_agg_key key = {
 		.stack_id = launch.stack_id,

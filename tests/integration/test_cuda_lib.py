@@ -341,3 +341,32 @@ def test_runtime_launch_whose_driver_call_has_its_own_id(listener):
     assert all(a["stack_id"] != 0 and a["api"] == "cudaLaunchKernel" for a in small), small
     assert len({a["tid"] for a in aggs}) == 1
     assert " unmatched=0 " in [line for line in r.stderr.splitlines() if "stats at exit" in line][-1]
+
+
+def test_agent_restart_reconnects_with_a_new_hello(tmp_path):
+    """The agent goes away and comes back at the same path: the library
+    reconnects and starts the new connection with HELLO and DEVICE again."""
+    path = tmp_path / "agent.sock"
+    first = Listener(path)
+    p = subprocess.Popen([LAUNCHER, "1200", "1", "4"], env=env_for(path),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.6)
+        first.close()  # closes the listening socket and removes the path
+        before = first.connections
+        second = Listener(path)
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        after = second.messages()
+        second.close()
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert len(before) == 1 and before[0][0][0] == HELLO
+    assert len(after) == 1, len(after)
+    msgs = after[0]
+    assert msgs[0][0] == HELLO and msgs[1][0] == DEVICE
+    check_hello_device(msgs, p.pid)
+    # the second connection carries the rest of the run's time
+    got = totals(entries(msgs, AGG)).get((KIND_KERNEL, "cuLaunchKernel", "k_big"), [0, 0])
+    assert 0 < got[1] < 1200
