@@ -189,8 +189,10 @@ static struct {
 struct thread_state {
 	uint32_t tid;
 	int depth;              /* launch callbacks open on this thread (runtime wraps driver) */
-	uint32_t outer_corr;
-	uint32_t nested_corr;   /* a nested call's id when it differs from the outer one */
+	uint32_t outer_corr;    /* the open launch's id, stack id, API and kind */
+	uint32_t outer_stack;
+	uint16_t outer_api;
+	uint16_t outer_kind;
 	uint64_t window_start[CLS_N];
 	uint32_t window_count[CLS_N];
 	struct {
@@ -519,9 +521,11 @@ static int take_sample(enum cls c, uint64_t now)
 	return 1;
 }
 
-static void on_launch_exit(int domain, CUpti_CallbackId cbid, enum cls c, const CUpti_CallbackData *cb)
+/* The outermost launch call of a thread, at its entry -- before CUPTI
+ * can have a record of it, so its record always finds it in the table. */
+static void on_launch_enter(int domain, CUpti_CallbackId cbid, enum cls c, const CUpti_CallbackData *cb)
 {
-	uint32_t corr = ts.outer_corr;
+	uint32_t corr = cb->correlationId;
 	uint32_t tid = my_tid();
 	uint16_t api = (uint16_t)(domain << 12 | (cbid & 0xfff));
 	uint16_t kind = cls_kind[c];
@@ -539,19 +543,24 @@ static void on_launch_exit(int domain, CUpti_CallbackId cbid, enum cls c, const 
 	unsigned slot = (unsigned)(h & (LAST_SLOTS - 1));
 
 	uint32_t stack_id = 0;
-	if (take_sample(c, now_ns(CLOCK_MONOTONIC_COARSE))) {
+	int sampled = corr != 0 && take_sample(c, now_ns(CLOCK_MONOTONIC_COARSE));
+	if (sampled) {
 		stack_id = corr;
 		ts.last[slot].hash = h;
 		ts.last[slot].stack_id = corr;
-		atomic_fetch_add_explicit(&g.n.sampled, 1, memory_order_relaxed);
-		marker_local(corr, kind);
 	} else if (ts.last[slot].hash == h) {
 		stack_id = ts.last[slot].stack_id;
 	}
 	corr_put(corr, tid, stack_id, api, kind);
-	if (ts.nested_corr && ts.nested_corr != corr)
-		corr_put(ts.nested_corr, tid, stack_id, api, kind);
+	ts.outer_corr = corr;
+	ts.outer_stack = stack_id;
+	ts.outer_api = api;
+	ts.outer_kind = kind;
 	atomic_fetch_add_explicit(&g.n.launches, 1, memory_order_relaxed);
+	if (sampled) {
+		atomic_fetch_add_explicit(&g.n.sampled, 1, memory_order_relaxed);
+		marker_local(corr, kind);
+	}
 }
 
 static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *data)
@@ -573,13 +582,15 @@ static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_C
 	const CUpti_CallbackData *cb = data;
 	if (cb->callbackSite == CUPTI_API_ENTER) {
 		if (ts.depth++ == 0) {
-			ts.outer_corr = cb->correlationId;
-			ts.nested_corr = 0;
-		} else if (!ts.nested_corr) {
-			ts.nested_corr = cb->correlationId;
+			on_launch_enter(d, cbid, c, cb);
+		} else if (cb->correlationId && cb->correlationId != ts.outer_corr) {
+			/* A call nested in the launch (the driver's, inside the
+			 * runtime's) with an id of its own: its records belong to
+			 * the outer launch. */
+			corr_put(cb->correlationId, my_tid(), ts.outer_stack, ts.outer_api, ts.outer_kind);
 		}
-	} else if (ts.depth > 0 && --ts.depth == 0 && ts.outer_corr) {
-		on_launch_exit(d, cbid, c, cb);
+	} else if (ts.depth > 0) {
+		ts.depth--;
 	}
 	atomic_fetch_add_explicit(&g.n.overhead_ns, now_ns(CLOCK_MONOTONIC) - t0, memory_order_relaxed);
 }

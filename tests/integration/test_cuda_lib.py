@@ -16,7 +16,7 @@ import time
 import pytest
 
 from harness import BUILD, ROOT, WORKLOADS
-from cudawire import (AGG, DEVICE, HELLO, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_SYNC, SPAN, STATS,
+from cudawire import (AGG, DEVICE, HELLO, KIND_GRAPH, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_SYNC, SPAN, STATS,
                       Listener)
 
 LIB = os.path.join(BUILD, "lib", "libembercuda.so")
@@ -370,3 +370,31 @@ def test_agent_restart_reconnects_with_a_new_hello(tmp_path):
     # the second connection carries the rest of the run's time
     got = totals(entries(msgs, AGG)).get((KIND_KERNEL, "cuLaunchKernel", "k_big"), [0, 0])
     assert 0 < got[1] < 1200
+
+
+def test_graph_launches(listener):
+    """A graph launch runs several kernels under one correlation id: their
+    time is of kind GRAPH, each under the stack of its launch, and graph
+    launches have their own budget of 20 a second."""
+    steps, a_ns, b_ns = 1500, 2000, 3000
+    env = env_for(listener.path, CUDA_LAUNCH_GRAPH=1)
+    env["FAKE_CUDA_KERNEL_NS"] += f",g_a={a_ns},g_b={b_ns}"
+    t0 = time.monotonic()
+    r, elapsed = run([LAUNCHER, str(steps), "1", "1.5"], env)
+    assert r.returncode == 0, r.stderr
+    msgs = one_connection(listener)
+    aggs = entries(msgs, AGG)
+    t = totals(aggs)
+    assert t[(KIND_GRAPH, "cuGraphLaunch", "g_a")] == [steps * a_ns, steps]
+    assert t[(KIND_GRAPH, "cuGraphLaunch", "g_b")] == [steps * b_ns, steps]
+    assert t[(KIND_KERNEL, "cuLaunchKernel", "k_big")] == [steps * BIG_NS, steps]
+    graph = [a for a in aggs if a["kind"] == KIND_GRAPH]
+    # one id per launch, six calls a step: the graph launch is the sixth
+    assert all(a["stack_id"] % 6 == 0 and a["stack_id"] != 0 and a["stream"] == 3 for a in graph), graph
+    ids_a = {a["stack_id"] for a in graph if a["name"] == "g_a"}
+    ids_b = {a["stack_id"] for a in graph if a["name"] == "g_b"}
+    assert ids_a == ids_b  # both kernels of a launch under the same stack
+    windows = math.ceil(elapsed) + 1
+    assert 20 <= len(ids_a) <= 20 * windows, len(ids_a)
+    kernel_ids = {a["stack_id"] for a in aggs if a["kind"] == KIND_KERNEL}
+    assert 50 <= len(kernel_ids) <= 50 * windows  # the graphs took none of the kernels' budget

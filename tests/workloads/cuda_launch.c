@@ -13,6 +13,9 @@
  *   copy_inputs   cuMemcpyHtoDAsync of 4096 bytes on stream 1
  *   zero_grads    cuMemsetD8Async of 1024 bytes on stream 1
  *   wait_step     cuStreamSynchronize(stream 1)
+ * and, when CUDA_LAUNCH_GRAPH is set,
+ *   replay_graph  cuGraphLaunch of a graph of "g_a" and "g_b" on stream 3
+ *                 (made with the fake driver's fakecuda_graph)
  * With FAKE_CUDA_KERNEL_NS="k_big=700000,k_small=300000" the kernels'
  * GPU time splits 70/30. Prints "done STEPS THREADS" at the end.
  */
@@ -37,6 +40,9 @@ static void (*cuda_register_function)(void **, const char *, char *, const char 
 static int (*cu_memcpy_htod_async)(unsigned long long, const void *, size_t, void *);
 static int (*cu_memset_d8_async)(unsigned long long, unsigned char, size_t, void *);
 static int (*cu_stream_synchronize)(void *);
+static int (*cu_graph_launch)(void *, void *);
+static void *(*fakecuda_graph)(const char *);
+static void *graph; /* NULL: no graph launches */
 
 static void *k_big;
 static void k_small_stub(void) {} /* the host-side handle of k_small, as nvcc makes one */
@@ -80,6 +86,12 @@ NOINLINE static void wait_step(void)
 		__atomic_fetch_add(&failures, 1, __ATOMIC_RELAXED);
 }
 
+NOINLINE static void replay_graph(void)
+{
+	if (cu_graph_launch(graph, STREAM(3)) != 0)
+		__atomic_fetch_add(&failures, 1, __ATOMIC_RELAXED);
+}
+
 NOINLINE static void train_step(void)
 {
 	launch_big();
@@ -87,6 +99,8 @@ NOINLINE static void train_step(void)
 	copy_inputs();
 	zero_grads();
 	wait_step();
+	if (graph)
+		replay_graph();
 }
 
 static uint64_t now_ns(void)
@@ -153,6 +167,15 @@ int main(int argc, char **argv)
 	if (cu_init(0) != 0 || cu_module_get_function(&k_big, NULL, "k_big") != 0) {
 		fprintf(stderr, "cuda_launch: cuInit failed\n");
 		return 1;
+	}
+	if (getenv("CUDA_LAUNCH_GRAPH")) {
+		SYM(cu_graph_launch, "cuGraphLaunch");
+		SYM(fakecuda_graph, "fakecuda_graph");
+		graph = fakecuda_graph("g_a,g_b");
+		if (!graph) {
+			fprintf(stderr, "cuda_launch: no graph\n");
+			return 1;
+		}
 	}
 	cuda_register_function(NULL, (const char *)k_small_stub, (char *)"k_small", "k_small", -1, NULL, NULL, NULL,
 			       NULL, NULL);
