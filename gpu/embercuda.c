@@ -452,10 +452,12 @@ static int enable_callbacks(void)
 			g.api_names[d][cbid] = api_display_name(name);
 			if (!g.api_names[d][cbid])
 				continue;
-			if (g.cupti.cuptiEnableCallback(1, g.subscriber, domains[d], cbid) == CUPTI_SUCCESS) {
-				g.cls[d][cbid] = (uint8_t)c;
+			/* set before enabling: the callback may run at once */
+			g.cls[d][cbid] = (uint8_t)c;
+			if (g.cupti.cuptiEnableCallback(1, g.subscriber, domains[d], cbid) == CUPTI_SUCCESS)
 				enabled++;
-			}
+			else
+				g.cls[d][cbid] = CLS_NONE;
 		}
 	}
 	return enabled;
