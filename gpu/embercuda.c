@@ -989,6 +989,8 @@ static void at_fork_child(void)
 	/* The report thread and the socket stay with the parent; CUDA is not
 	 * usable in a child forked after cuInit anyway. */
 	atomic_store(&g.active, 0);
+	if (g.fd >= 0)
+		close(g.fd); /* the child's copy: the parent's connection stays */
 	g.fd = -1;
 	g.thread_started = 0;
 	ts.tid = 0;
