@@ -164,6 +164,20 @@ def test_python_launcher_from_module_and_train_step(listener):
     assert all(a["stack_id"] != 0 for a in entries(msgs, AGG))
 
 
+def test_fork_child_leaves_the_parent_alone(listener):
+    """A child forked after cuInit (a DataLoader worker) records and sends
+    nothing, exits cleanly, and the parent's connection and totals go on."""
+    steps = 400
+    r, _ = run([sys.executable, PY_LAUNCHER, str(steps), "1.5"],
+               env_for(listener.path, PY_CUDA_FORK=1, EMBER_CUDA_QUIET="false", EMBER_CUDA_PRINT_STATS="true"))
+    assert r.returncode == 0 and r.stdout.strip() == f"done {steps}", r.stderr
+    assert len([line for line in r.stderr.splitlines() if "stats at exit" in line]) == 1, r.stderr
+    msgs = one_connection(listener)
+    assert [t for t, _ in msgs].count(HELLO) == 1
+    t = totals(entries(msgs, AGG))
+    assert t[(KIND_KERNEL, "cuLaunchKernel", "py_big")] == [steps * BIG_NS, steps]
+
+
 def expected_with_faults(steps, bad_every, drop_every):
     """What the fake delivers for a one-thread cuda_launch run: record n
     (1-based, five a step) is dropped when n % drop_every == 0; kernel k

@@ -8,9 +8,12 @@ its step function.
 
 Each step launches "py_big" on stream 1 and "py_small" on stream 2 with
 cuLaunchKernel; with FAKE_CUDA_KERNEL_NS="py_big=700000,py_small=300000"
-their GPU time splits 70/30. Prints "done STEPS" at the end."""
+their GPU time splits 70/30. With PY_CUDA_FORK set, it forks halfway
+(as a DataLoader starting its workers does) and the child exits at once.
+Prints "done STEPS" at the end."""
 
 import ctypes
+import os
 import sys
 import time
 
@@ -44,4 +47,11 @@ for i in range(steps):
         if delay > 0:
             time.sleep(delay)
     train_step(big, small)
+    if i == steps // 2 and os.environ.get("PY_CUDA_FORK"):
+        child = os.fork()
+        if child == 0:
+            sys.exit(0)  # runs the C atexit handlers, the library's too
+        _, status = os.waitpid(child, 0)
+        if status != 0:
+            raise SystemExit(f"the forked child ended with status {status}")
 print("done", steps, flush=True)
