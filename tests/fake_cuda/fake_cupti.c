@@ -283,7 +283,7 @@ EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag)
 	complete(b, used, size);
 	/* Held-back records come now, after records that were made later. */
 	pthread_mutex_lock(&lock);
-	uint8_t *full = NULL;
+	read_env();
 	size_t fused = 0, fsize = 0;
 	for (unsigned i = 0; i < nlate; i++) {
 		uint8_t *f = append(late[i].bytes, late[i].size, &fused, &fsize);
@@ -297,7 +297,6 @@ EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag)
 	b = take_buffer(&used, &size);
 	pthread_mutex_unlock(&lock);
 	complete(b, used, size);
-	(void)full;
 	return CUPTI_SUCCESS;
 }
 
