@@ -275,3 +275,63 @@ clean:
 	rm -rf $(BUILD)
 
 -include $(shell find $(BUILD) -path '$(BUILD)/python3*' -prune -o -path '$(BUILD)/pydeps' -prune -o -name '*.d' -type f -print 2>/dev/null)
+
+# --- GPU: libembercuda.so, the CUDA injection library (gpu/) ---------------
+# Compiled against the CUPTI headers of Debian's non-free libcupti-dev,
+# fetched into $(BUILD)/cuda-headers by scripts/fetch-cuda-headers.sh
+# (verified, never installed), and gpu/cuda_min/ standing in for cuda.h.
+# Links no NVIDIA library: libcupti and libcuda are dlopen'ed at run time.
+# CUDA_HEADERS=dir uses CUPTI headers from elsewhere (e.g. a CUDA toolkit's
+# extras/CUPTI/include) and skips the download.
+GPU_LIB      := $(BUILD)/lib/libembercuda.so
+GPU_SRCS     := $(wildcard gpu/*.c)
+GPU_OBJS     := $(patsubst %.c,$(BUILD)/gpu-obj/%.o,$(GPU_SRCS))
+CUDA_HEADERS ?= $(BUILD)/cuda-headers/include
+GPU_CFLAGS   := -std=gnu11 $(WARN) $(CFLAGS) -D_GNU_SOURCE -fPIC -fvisibility=hidden -Ilib -Igpu -Igpu/cuda_min \
+                -isystem $(CUDA_HEADERS) -DEMBERCUDA_VERSION='"$(VERSION)"' -MMD -MP
+
+all: $(GPU_LIB)
+
+$(BUILD)/cuda-headers/include/cupti_activity.h:
+	$(call say,FETCH,$(BUILD)/cuda-headers)scripts/fetch-cuda-headers.sh
+
+$(BUILD)/gpu-obj/%.o: %.c | $(CUDA_HEADERS)/cupti_activity.h
+	@mkdir -p $(@D)
+	$(call say,CC,$@)$(CC) $(GPU_CFLAGS) -c $< -o $@
+
+$(GPU_LIB): $(GPU_OBJS)
+	@mkdir -p $(@D)
+	$(call say,CCLD,$@)$(CC) $(CFLAGS) -shared -fPIC -Wl,-z,defs -Wl,--no-as-needed $^ -o $@ -l:libdl.so.2 -l:libpthread.so.0
+
+.PHONY: gpu
+gpu: $(GPU_LIB)
+
+# Tests only: the fake driver and CUPTI (tests/fake_cuda/; the product
+# never loads them: tests name their directories in LD_LIBRARY_PATH) and
+# the programs that launch through them (tests/workloads/cuda_launch.c,
+# tests/workloads/py_cuda_launch.py).
+FAKE_CUDA    := $(BUILD)/tests/fake_cuda/libcupti.so $(BUILD)/tests/fake_cuda/driver/libcuda.so.1
+FAKE_CFLAGS  := -std=gnu11 -O1 -g -fPIC -shared -fvisibility=hidden $(WARN) -D_GNU_SOURCE -Itests/fake_cuda \
+                -Igpu/cuda_min -isystem $(CUDA_HEADERS)
+WORKLOADS    += $(BUILD)/workloads/cuda_launch $(FAKE_CUDA) $(GPU_LIB)
+
+$(BUILD)/tests/fake_cuda/libcupti.so: tests/fake_cuda/fake_cupti.c tests/fake_cuda/fake_cuda.h | $(CUDA_HEADERS)/cupti_activity.h
+	@mkdir -p $(@D)
+	$(call say,CC,$@)$(CC) $(FAKE_CFLAGS) -Wl,-soname,libcupti.so $< -o $@ -lpthread
+
+$(BUILD)/tests/fake_cuda/driver/libcuda.so.1: tests/fake_cuda/fake_cuda.c tests/fake_cuda/fake_cuda.h | $(CUDA_HEADERS)/cupti_activity.h
+	@mkdir -p $(@D)
+	$(call say,CC,$@)$(CC) $(FAKE_CFLAGS) -Wl,-soname,libcuda.so.1 $< -o $@ -ldl -lpthread
+
+$(BUILD)/workloads/cuda_launch: tests/workloads/cuda_launch.c Makefile
+	@mkdir -p $(@D)
+	$(call say,CC,$@)$(CC) -std=gnu11 -O1 -g -fno-omit-frame-pointer -fno-inline $(WARN) $< -o $@ -ldl -lpthread
+
+.PHONY: gpu-test
+gpu-test: $(GPU_LIB) $(FAKE_CUDA) $(BUILD)/workloads/cuda_launch
+
+# The library's pure part (aggregation, spans, wire encoding), unit-tested
+# with the sanitizers like the rest; its own rule: it is not in libember.a.
+$(BUILD)/tests/test_cuda_report: tests/unit/test_cuda_report.c gpu/cuda_report.c gpu/cuda_report.h lib/cuda_wire.h tests/unit/testutil.h
+	@mkdir -p $(@D)
+	$(call say,CC,$@)$(CC) -std=gnu11 $(WARN) -g $(SAN) -O1 -D_GNU_SOURCE -Ilib -Igpu -Itests/unit $< gpu/cuda_report.c -o $@ -lcmocka

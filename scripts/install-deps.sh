@@ -26,13 +26,16 @@ run_packages=(
   libprotobuf-c-dev protobuf-c-compiler libpcre2-dev libiberty-dev libdebuginfod-dev
   # what `make run` uses (scripts/run.sh: curl for the health check)
   curl procps util-linux
+  # what scripts/fetch-cuda-headers.sh needs to fetch and verify the CUPTI
+  # headers libembercuda.so compiles against (make)
+  gpgv xz-utils debian-archive-keyring
 )
 test_only_packages=(
   # tests: unit framework, sanitizers and fuzzing runtimes, integration harness
   libcmocka-dev libclang-rt-14-dev python3 python3-pytest python3-websocket python3-pip
   # the CPython headers the Python unwinder's layout check compiles against;
   # what scripts/install-test-python.sh needs to fetch and verify a newer one
-  python3-dev patchelf gpgv xz-utils debian-archive-keyring
+  python3-dev patchelf
   # browser tests
   chromium
   # the container-name test runs a containerd of its own (private root,

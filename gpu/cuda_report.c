@@ -1,0 +1,380 @@
+/* cuda_report.c - aggregation, spans and wire encoding for libembercuda.so
+ * (contract in cuda_report.h). */
+#include "cuda_report.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Inlined (no libxxhash.so at run time): the library is loaded into
+ * programs in containers that may not have it. */
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+struct agg_entry {
+	struct cuda_agg_key key; /* key.name points at `name` below */
+	uint64_t hash;
+	uint64_t total_ns;
+	uint64_t count;
+	char *name;              /* owned */
+	unsigned used;
+};
+
+struct cuda_agg {
+	struct agg_entry *slots; /* open addressing, `nslots` a power of two */
+	unsigned nslots;
+	unsigned capacity;       /* keys before overflow */
+	unsigned entries;
+	uint64_t overflowed;
+	struct agg_entry other[CUDA_WIRE_KIND_MAX + 1]; /* overflow, per kind */
+};
+
+static uint64_t key_hash(const struct cuda_agg_key *k)
+{
+	struct {
+		uint64_t stack_id;
+		uint32_t tid, device, stream, context;
+		uint64_t api;
+		uint16_t kind;
+	} fixed;
+	memset(&fixed, 0, sizeof(fixed));
+	fixed.stack_id = k->stack_id;
+	fixed.tid = k->tid;
+	fixed.device = k->device;
+	fixed.stream = k->stream;
+	fixed.context = k->context;
+	fixed.api = (uint64_t)(uintptr_t)k->api;
+	fixed.kind = k->kind;
+	return XXH3_64bits_withSeed(k->name, k->name_len, XXH3_64bits(&fixed, sizeof(fixed)));
+}
+
+static int key_equal(const struct agg_entry *e, const struct cuda_agg_key *k)
+{
+	return e->key.stack_id == k->stack_id && e->key.tid == k->tid && e->key.kind == k->kind &&
+	       e->key.device == k->device && e->key.stream == k->stream && e->key.context == k->context &&
+	       e->key.api == k->api && e->key.name_len == k->name_len && memcmp(e->name, k->name, k->name_len) == 0;
+}
+
+struct cuda_agg *cuda_agg_new(unsigned capacity)
+{
+	if (capacity == 0 || capacity > (1u << 24))
+		return NULL;
+	unsigned nslots = 16;
+	while (nslots < capacity * 2)
+		nslots <<= 1;
+	struct cuda_agg *agg = calloc(1, sizeof(*agg));
+	if (!agg)
+		return NULL;
+	agg->slots = calloc(nslots, sizeof(*agg->slots));
+	if (!agg->slots) {
+		free(agg);
+		return NULL;
+	}
+	agg->nslots = nslots;
+	agg->capacity = capacity;
+	return agg;
+}
+
+void cuda_agg_reset(struct cuda_agg *agg)
+{
+	if (!agg)
+		return;
+	for (unsigned i = 0; i < agg->nslots; i++) {
+		if (agg->slots[i].used)
+			free(agg->slots[i].name);
+	}
+	memset(agg->slots, 0, agg->nslots * sizeof(*agg->slots));
+	memset(agg->other, 0, sizeof(agg->other));
+	agg->entries = 0;
+}
+
+void cuda_agg_free(struct cuda_agg *agg)
+{
+	if (!agg)
+		return;
+	cuda_agg_reset(agg);
+	free(agg->slots);
+	free(agg);
+}
+
+unsigned cuda_agg_entries(const struct cuda_agg *agg)
+{
+	return agg->entries;
+}
+
+uint64_t cuda_agg_overflowed(const struct cuda_agg *agg)
+{
+	return agg->overflowed;
+}
+
+static const char other_name[] = "[other]";
+
+int cuda_agg_add(struct cuda_agg *agg, const struct cuda_agg_key *key_in, uint64_t ns)
+{
+	struct cuda_agg_key key = *key_in;
+	if (key.kind < 1 || key.kind > CUDA_WIRE_KIND_MAX || !key.api || !key.name || key.name_len == 0)
+		return -1;
+	if (key.name_len > CUDA_WIRE_NAME_MAX)
+		key.name_len = CUDA_WIRE_NAME_MAX;
+	uint64_t h = key_hash(&key);
+	unsigned mask = agg->nslots - 1;
+	for (unsigned i = (unsigned)h & mask, n = 0; n < agg->nslots; i = (i + 1) & mask, n++) {
+		struct agg_entry *e = &agg->slots[i];
+		if (!e->used) {
+			if (agg->entries >= agg->capacity)
+				break;
+			e->name = malloc(key.name_len);
+			if (!e->name)
+				return -1;
+			memcpy(e->name, key.name, key.name_len);
+			e->key = key;
+			e->key.name = e->name;
+			e->hash = h;
+			e->used = 1;
+			e->total_ns = ns;
+			e->count = 1;
+			agg->entries++;
+			return 0;
+		}
+		if (e->hash == h && key_equal(e, &key)) {
+			e->total_ns += ns;
+			e->count++;
+			return 0;
+		}
+	}
+	/* Full: the time still counts, under one entry per kind. */
+	struct agg_entry *o = &agg->other[key.kind];
+	if (!o->used) {
+		o->used = 1;
+		o->key = key;
+		o->key.stack_id = 0;
+		o->key.tid = 0;
+		o->key.device = key.device;
+		o->key.stream = 0;
+		o->key.context = 0;
+		o->key.name = other_name;
+		o->key.name_len = sizeof(other_name) - 1;
+	}
+	o->total_ns += ns;
+	o->count++;
+	agg->overflowed++;
+	return 1;
+}
+
+/* --- spans -------------------------------------------------------------- */
+
+struct span_entry {
+	struct cuda_wire_span span;
+	char *name; /* owned */
+};
+
+struct cuda_spans {
+	struct span_entry *items;
+	unsigned capacity, count;
+	uint64_t refused;
+};
+
+struct cuda_spans *cuda_spans_new(unsigned capacity)
+{
+	if (capacity == 0 || capacity > (1u << 20))
+		return NULL;
+	struct cuda_spans *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->items = calloc(capacity, sizeof(*s->items));
+	if (!s->items) {
+		free(s);
+		return NULL;
+	}
+	s->capacity = capacity;
+	return s;
+}
+
+void cuda_spans_reset(struct cuda_spans *s)
+{
+	if (!s)
+		return;
+	for (unsigned i = 0; i < s->count; i++)
+		free(s->items[i].name);
+	s->count = 0;
+}
+
+void cuda_spans_free(struct cuda_spans *s)
+{
+	if (!s)
+		return;
+	cuda_spans_reset(s);
+	free(s->items);
+	free(s);
+}
+
+int cuda_spans_add(struct cuda_spans *s, const struct cuda_wire_span *span, const char *name, size_t name_len)
+{
+	if (name_len == 0 || !name)
+		return -1;
+	if (s->count >= s->capacity) {
+		s->refused++;
+		return 1;
+	}
+	if (name_len > CUDA_WIRE_NAME_MAX)
+		name_len = CUDA_WIRE_NAME_MAX;
+	char *copy = malloc(name_len);
+	if (!copy)
+		return -1;
+	memcpy(copy, name, name_len);
+	struct span_entry *e = &s->items[s->count++];
+	e->span = *span;
+	e->span.name_len = (uint16_t)name_len;
+	e->name = copy;
+	return 0;
+}
+
+unsigned cuda_spans_count(const struct cuda_spans *s)
+{
+	return s->count;
+}
+
+uint64_t cuda_spans_refused(const struct cuda_spans *s)
+{
+	return s->refused;
+}
+
+/* --- encoding ------------------------------------------------------------ */
+
+static size_t pad8(size_t n)
+{
+	return (n + 7) & ~(size_t)7;
+}
+
+size_t cuda_msg_single(void *buf, enum cuda_wire_type type, const void *body, size_t body_len)
+{
+	struct cuda_wire_hdr h = {
+		.magic = CUDA_WIRE_MAGIC,
+		.version = CUDA_WIRE_VERSION,
+		.type = (uint16_t)type,
+		.length = (uint32_t)(sizeof(h) + body_len),
+		.count = 1,
+	};
+	memcpy(buf, &h, sizeof(h));
+	memcpy((char *)buf + sizeof(h), body, body_len);
+	return sizeof(h) + body_len;
+}
+
+/* One datagram being filled. */
+struct builder {
+	unsigned char buf[CUDA_WIRE_MAX_MSG];
+	size_t len;
+	uint32_t count;
+	uint16_t type;
+	cuda_emit_fn emit;
+	void *ctx;
+	int sent;
+};
+
+static int builder_flush(struct builder *b)
+{
+	if (b->count == 0)
+		return 0;
+	struct cuda_wire_hdr h = {
+		.magic = CUDA_WIRE_MAGIC,
+		.version = CUDA_WIRE_VERSION,
+		.type = b->type,
+		.length = (uint32_t)b->len,
+		.count = b->count,
+	};
+	memcpy(b->buf, &h, sizeof(h));
+	int rc = b->emit(b->buf, b->len, b->ctx);
+	b->len = sizeof(h);
+	b->count = 0;
+	if (rc < 0)
+		return -1;
+	b->sent++;
+	return 0;
+}
+
+/* Appends fixed part + two strings (the second may be empty), padded. */
+static int builder_add(struct builder *b, const void *fixed, size_t fixed_len, const char *s1, size_t l1,
+		       const char *s2, size_t l2)
+{
+	size_t need = pad8(fixed_len + l1 + l2);
+	if (b->len + need > sizeof(b->buf) && builder_flush(b) < 0)
+		return -1;
+	unsigned char *p = b->buf + b->len;
+	memcpy(p, fixed, fixed_len);
+	if (l1)
+		memcpy(p + fixed_len, s1, l1);
+	if (l2)
+		memcpy(p + fixed_len + l1, s2, l2);
+	memset(p + fixed_len + l1 + l2, 0, need - (fixed_len + l1 + l2));
+	b->len += need;
+	b->count++;
+	return 0;
+}
+
+static int encode_agg_entry(struct builder *b, const struct agg_entry *e)
+{
+	size_t api_len = strnlen(e->key.api, CUDA_WIRE_API_MAX);
+	if (api_len == 0)
+		return 0;
+	struct cuda_wire_agg w = {
+		.stack_id = e->key.stack_id,
+		.total_ns = e->total_ns,
+		.count = e->count,
+		.tid = e->key.tid,
+		.kind = e->key.kind,
+		.api_len = (uint16_t)api_len,
+		.device = e->key.device,
+		.stream = e->key.stream,
+		.context = e->key.context,
+		.name_len = (uint16_t)e->key.name_len,
+	};
+	return builder_add(b, &w, sizeof(w), e->key.api, api_len, e->key.name, e->key.name_len);
+}
+
+int cuda_agg_encode(const struct cuda_agg *agg, cuda_emit_fn emit, void *ctx)
+{
+	struct builder *b = malloc(sizeof(*b));
+	if (!b)
+		return -1;
+	b->len = sizeof(struct cuda_wire_hdr);
+	b->count = 0;
+	b->type = CUDA_WIRE_AGG;
+	b->emit = emit;
+	b->ctx = ctx;
+	b->sent = 0;
+	int rc = 0;
+	for (unsigned i = 0; rc == 0 && i < agg->nslots; i++) {
+		if (agg->slots[i].used)
+			rc = encode_agg_entry(b, &agg->slots[i]);
+	}
+	for (unsigned k = 1; rc == 0 && k <= CUDA_WIRE_KIND_MAX; k++) {
+		if (agg->other[k].used)
+			rc = encode_agg_entry(b, &agg->other[k]);
+	}
+	if (rc == 0)
+		rc = builder_flush(b);
+	int sent = b->sent;
+	free(b);
+	return rc < 0 ? -1 : sent;
+}
+
+int cuda_spans_encode(const struct cuda_spans *s, cuda_emit_fn emit, void *ctx)
+{
+	struct builder *b = malloc(sizeof(*b));
+	if (!b)
+		return -1;
+	b->len = sizeof(struct cuda_wire_hdr);
+	b->count = 0;
+	b->type = CUDA_WIRE_SPAN;
+	b->emit = emit;
+	b->ctx = ctx;
+	b->sent = 0;
+	int rc = 0;
+	for (unsigned i = 0; rc == 0 && i < s->count; i++)
+		rc = builder_add(b, &s->items[i].span, sizeof(s->items[i].span), s->items[i].name,
+				 s->items[i].span.name_len, NULL, 0);
+	if (rc == 0)
+		rc = builder_flush(b);
+	int sent = b->sent;
+	free(b);
+	return rc < 0 ? -1 : sent;
+}

@@ -1,0 +1,71 @@
+/* cuda_report.h - what libembercuda.so keeps between two reports to the
+ * agent, and how it writes them as lib/cuda_wire.h messages.
+ *
+ * Pure code (no CUPTI, no sockets, no threads), so the unit tests drive it
+ * directly. None of it is thread-safe: gpu/embercuda.c holds one mutex
+ * around every call.
+ *
+ *   cuda_agg      GPU time summed by the wire's AGG key (stack id, thread,
+ *                 kind, device, stream, context, API, name). Fixed capacity:
+ *                 when full, further keys are summed into one "[other]"
+ *                 entry per kind (stack id 0) and counted in `overflowed`,
+ *                 so time is never lost, only its detail.
+ *   cuda_spans    single activities with their CLOCK_REALTIME times, at most
+ *                 `capacity` per report; later ones are counted, not kept.
+ *   cuda_msg_*    packs entries into datagrams of at most CUDA_WIRE_MAX_MSG
+ *                 bytes and hands each finished one to an emit callback.
+ */
+#ifndef EMBER_GPU_CUDA_REPORT_H
+#define EMBER_GPU_CUDA_REPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cuda_wire.h"
+
+struct cuda_agg_key {
+	uint64_t stack_id;
+	uint32_t tid;
+	uint16_t kind;       /* enum cuda_wire_kind */
+	uint32_t device;
+	uint32_t stream;
+	uint32_t context;
+	const char *api;     /* not copied: must live as long as the table (static names) */
+	const char *name;    /* copied; cut to CUDA_WIRE_NAME_MAX bytes */
+	size_t name_len;
+};
+
+struct cuda_agg;
+
+/* A table of at most `capacity` keys (plus the overflow entries). NULL when
+ * out of memory. */
+struct cuda_agg *cuda_agg_new(unsigned capacity);
+void cuda_agg_free(struct cuda_agg *agg);
+/* Adds one activity of `ns` nanoseconds. Returns 0, 1 when the key did not
+ * fit and went to the overflow entry, -1 when out of memory (nothing added). */
+int cuda_agg_add(struct cuda_agg *agg, const struct cuda_agg_key *key, uint64_t ns);
+unsigned cuda_agg_entries(const struct cuda_agg *agg);
+uint64_t cuda_agg_overflowed(const struct cuda_agg *agg);
+void cuda_agg_reset(struct cuda_agg *agg);
+
+struct cuda_spans;
+struct cuda_spans *cuda_spans_new(unsigned capacity);
+void cuda_spans_free(struct cuda_spans *spans);
+/* Keeps one span; returns 0, or 1 when the report is full (counted). */
+int cuda_spans_add(struct cuda_spans *spans, const struct cuda_wire_span *span, const char *name, size_t name_len);
+unsigned cuda_spans_count(const struct cuda_spans *spans);
+uint64_t cuda_spans_refused(const struct cuda_spans *spans);
+void cuda_spans_reset(struct cuda_spans *spans);
+
+/* Receives one finished datagram; returns 0, or -1 to stop encoding. */
+typedef int (*cuda_emit_fn)(const void *msg, size_t len, void *ctx);
+
+/* Single-entry messages (HELLO, DEVICE, STATS): writes header + body into
+ * buf (CUDA_WIRE_MAX_MSG bytes) and returns the length. */
+size_t cuda_msg_single(void *buf, enum cuda_wire_type type, const void *body, size_t body_len);
+/* Every entry of the table as AGG messages, of the spans as SPAN messages.
+ * Returns the number of messages emitted, or -1 when emit refused one. */
+int cuda_agg_encode(const struct cuda_agg *agg, cuda_emit_fn emit, void *ctx);
+int cuda_spans_encode(const struct cuda_spans *spans, cuda_emit_fn emit, void *ctx);
+
+#endif

@@ -1,0 +1,365 @@
+/* fake_cupti.c - FOR TESTS ONLY: the CUPTI subset libembercuda.so calls,
+ * driven by the fake driver (fake_cuda.c). See fake_cuda.h. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda.h>
+#include <cupti_result.h>
+#include <cupti_version.h>
+#include <cupti_callbacks.h>
+#include <cupti_driver_cbid.h>
+#include <cupti_runtime_cbid.h>
+#include <cupti_activity.h>
+
+#include "fake_cuda.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define MAX_CBID 4096
+#define LATE_MAX 256
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static CUpti_CallbackFunc subscriber_fn;
+static void *subscriber_data;
+static int subscribed;
+static unsigned char enabled_cb[2][MAX_CBID];
+static unsigned char enabled_kind[64];
+static CUpti_BuffersCallbackRequestFunc buf_request;
+static CUpti_BuffersCallbackCompleteFunc buf_complete;
+static uint8_t *cur;           /* the buffer being filled (lock) */
+static size_t cur_size, cur_used, cur_records;
+static size_t dropped;         /* since the last GetNumDroppedRecords (lock) */
+static uint64_t records_seen;  /* (lock) */
+static uint32_t corr_next = 1;
+static struct {
+	unsigned char bytes[256];
+	size_t size;
+} late[LATE_MAX];
+static unsigned nlate;
+static int env_read;
+static unsigned drop_every, late_every, per_buffer;
+
+static unsigned env_uint(const char *name, unsigned def)
+{
+	const char *v = getenv(name);
+	return v && *v ? (unsigned)strtoul(v, NULL, 10) : def;
+}
+
+static void read_env(void)
+{
+	if (env_read)
+		return;
+	drop_every = env_uint("FAKE_CUDA_DROP_EVERY", 0);
+	late_every = env_uint("FAKE_CUDA_LATE_EVERY", 0);
+	per_buffer = env_uint("FAKE_CUDA_RECORDS_PER_BUFFER", 500);
+	env_read = 1;
+}
+
+/* --- names of the callbacks the fake driver fires (and a few others) --- */
+
+struct cbname {
+	int runtime;
+	uint32_t cbid;
+	const char *name;
+};
+
+static const struct cbname names[] = {
+	{ 0, CUPTI_DRIVER_TRACE_CBID_cuInit, "cuInit" },
+	{ 0, CUPTI_DRIVER_TRACE_CBID_cuCtxGetDevice, "cuCtxGetDevice" },
+	{ 0, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize, "cuCtxSynchronize" },
+	{ 0, CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, "cuStreamSynchronize" },
+	{ 0, CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz, "cuStreamSynchronize_ptsz" },
+	{ 0, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, "cuLaunchKernel" },
+	{ 0, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz, "cuLaunchKernel_ptsz" },
+	{ 0, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, "cuLaunchKernelEx" },
+	{ 0, CUPTI_DRIVER_TRACE_CBID_cuLaunchHostFunc, "cuLaunchHostFunc" },
+	{ 0, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, "cuGraphLaunch" },
+	{ 0, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2, "cuMemcpyHtoDAsync_v2" },
+	{ 0, CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async, "cuMemsetD8Async" },
+	{ 0, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, "cuMemAlloc_v2" },
+	{ 1, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, "cudaLaunchKernel_v7000" },
+	{ 1, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000, "cudaLaunchKernel_ptsz_v7000" },
+	{ 1, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, "cudaDeviceSynchronize_v3020" },
+	{ 1, CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020, "cudaGetDevice_v3020" },
+	{ 1, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, "cudaMalloc_v3020" },
+};
+
+EXPORT CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid, const char **name)
+{
+	if (!name)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	*name = NULL;
+	int runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
+	if (!runtime && domain != CUPTI_CB_DOMAIN_DRIVER_API)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (names[i].runtime == runtime && names[i].cbid == cbid) {
+			*name = names[i].name;
+			return CUPTI_SUCCESS;
+		}
+	}
+	return CUPTI_ERROR_INVALID_PARAMETER;
+}
+
+EXPORT CUptiResult cuptiGetVersion(uint32_t *version)
+{
+	*version = env_uint("FAKE_CUPTI_VERSION", 18);
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiGetResultString(CUptiResult result, const char **str)
+{
+	*str = result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ? "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"
+									 : "fake CUPTI error";
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *subscriber, CUpti_CallbackFunc callback, void *userdata)
+{
+	unsigned err = env_uint("FAKE_CUPTI_SUBSCRIBE_ERROR", 0);
+	if (err)
+		return (CUptiResult)err;
+	pthread_mutex_lock(&lock);
+	if (subscribed) {
+		pthread_mutex_unlock(&lock);
+		return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+	}
+	subscribed = 1;
+	subscriber_fn = callback;
+	subscriber_data = userdata;
+	*subscriber = (CUpti_SubscriberHandle)&subscribed;
+	pthread_mutex_unlock(&lock);
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle subscriber)
+{
+	(void)subscriber;
+	pthread_mutex_lock(&lock);
+	subscribed = 0;
+	subscriber_fn = NULL;
+	memset(enabled_cb, 0, sizeof(enabled_cb));
+	pthread_mutex_unlock(&lock);
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle subscriber, CUpti_CallbackDomain domain,
+				       CUpti_CallbackId cbid)
+{
+	if (!subscriber || !subscribed || cbid >= MAX_CBID)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	if (domain != CUPTI_CB_DOMAIN_DRIVER_API && domain != CUPTI_CB_DOMAIN_RUNTIME_API)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	__atomic_store_n(&enabled_cb[domain == CUPTI_CB_DOMAIN_RUNTIME_API][cbid], enable ? 1 : 0, __ATOMIC_RELEASE);
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc request,
+						  CUpti_BuffersCallbackCompleteFunc complete)
+{
+	if (!request || !complete)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	pthread_mutex_lock(&lock);
+	buf_request = request;
+	buf_complete = complete;
+	pthread_mutex_unlock(&lock);
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind)
+{
+	if ((unsigned)kind >= sizeof(enabled_kind))
+		return CUPTI_ERROR_INVALID_KIND;
+	__atomic_store_n(&enabled_kind[kind], 1, __ATOMIC_RELEASE);
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind kind)
+{
+	if ((unsigned)kind >= sizeof(enabled_kind))
+		return CUPTI_ERROR_INVALID_KIND;
+	__atomic_store_n(&enabled_kind[kind], 0, __ATOMIC_RELEASE);
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiGetTimestamp(uint64_t *timestamp)
+{
+	/* The fake GPU's clock is CLOCK_MONOTONIC, not CUPTI's default
+	 * CLOCK_REALTIME: the library must convert. */
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	*timestamp = (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+	return CUPTI_SUCCESS;
+}
+
+static size_t record_size(const CUpti_Activity *r)
+{
+	switch (r->kind) {
+	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+	case CUPTI_ACTIVITY_KIND_KERNEL: return sizeof(CUpti_ActivityKernel8);
+	case CUPTI_ACTIVITY_KIND_MEMCPY: return sizeof(CUpti_ActivityMemcpy5);
+	case CUPTI_ACTIVITY_KIND_MEMSET: return sizeof(CUpti_ActivityMemset4);
+	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: return sizeof(CUpti_ActivitySynchronization);
+	default: return 0;
+	}
+}
+
+EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t *buffer, size_t valid, CUpti_Activity **record)
+{
+	size_t off = 0;
+	if (*record) {
+		size_t sz = record_size(*record);
+		if (!sz)
+			return CUPTI_ERROR_INVALID_KIND;
+		off = (size_t)((uint8_t *)*record - buffer) + sz;
+	}
+	if (off >= valid) {
+		*record = NULL;
+		return CUPTI_ERROR_MAX_LIMIT_REACHED;
+	}
+	*record = (CUpti_Activity *)(buffer + off);
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext context, uint32_t streamId, size_t *n)
+{
+	(void)context;
+	(void)streamId;
+	pthread_mutex_lock(&lock);
+	*n = dropped;
+	dropped = 0;
+	pthread_mutex_unlock(&lock);
+	return CUPTI_SUCCESS;
+}
+
+/* Takes the current buffer out (lock held); the caller completes it
+ * without the lock. */
+static uint8_t *take_buffer(size_t *used, size_t *size)
+{
+	uint8_t *b = cur;
+	*used = cur_used;
+	*size = cur_size;
+	cur = NULL;
+	cur_used = cur_size = cur_records = 0;
+	return b;
+}
+
+static void complete(uint8_t *b, size_t used, size_t size)
+{
+	if (b && buf_complete)
+		buf_complete(NULL, 0, b, size, used);
+}
+
+/* Appends (lock held); returns a full buffer to complete, or NULL. */
+static uint8_t *append(const void *rec, size_t size, size_t *out_used, size_t *out_size)
+{
+	uint8_t *full = NULL;
+	if (cur && (cur_used + size > cur_size || cur_records >= per_buffer))
+		full = take_buffer(out_used, out_size);
+	if (!cur && buf_request) {
+		size_t max = 0;
+		buf_request(&cur, &cur_size, &max);
+		if (!cur)
+			cur_size = 0;
+	}
+	if (!cur || cur_used + size > cur_size) {
+		dropped++;
+		return full;
+	}
+	memcpy(cur + cur_used, rec, size);
+	cur_used += size;
+	cur_records++;
+	return full;
+}
+
+EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag)
+{
+	(void)flag;
+	size_t used = 0, size = 0;
+	pthread_mutex_lock(&lock);
+	uint8_t *b = take_buffer(&used, &size);
+	pthread_mutex_unlock(&lock);
+	complete(b, used, size);
+	/* Held-back records come now, after records that were made later. */
+	pthread_mutex_lock(&lock);
+	read_env();
+	size_t fused = 0, fsize = 0;
+	for (unsigned i = 0; i < nlate; i++) {
+		uint8_t *f = append(late[i].bytes, late[i].size, &fused, &fsize);
+		if (f) {
+			pthread_mutex_unlock(&lock);
+			complete(f, fused, fsize);
+			pthread_mutex_lock(&lock);
+		}
+	}
+	nlate = 0;
+	b = take_buffer(&used, &size);
+	pthread_mutex_unlock(&lock);
+	complete(b, used, size);
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiActivityFlushPeriod(uint32_t ms)
+{
+	(void)ms;
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiFinalize(void)
+{
+	return CUPTI_SUCCESS;
+}
+
+/* --- the hooks the fake driver calls --- */
+
+EXPORT uint32_t fakecupti_next_corr(void)
+{
+	return __atomic_fetch_add(&corr_next, 1, __ATOMIC_RELAXED);
+}
+
+EXPORT void fakecupti_api(int runtime, uint32_t cbid, int site, uint32_t corr, const char *function, const char *symbol)
+{
+	if (cbid >= MAX_CBID || !__atomic_load_n(&enabled_cb[runtime ? 1 : 0][cbid], __ATOMIC_ACQUIRE))
+		return;
+	CUpti_CallbackFunc fn = __atomic_load_n(&subscriber_fn, __ATOMIC_ACQUIRE);
+	if (!fn)
+		return;
+	uint64_t correlation_data = 0;
+	CUpti_CallbackData d = {
+		.callbackSite = site ? CUPTI_API_EXIT : CUPTI_API_ENTER,
+		.functionName = function,
+		.symbolName = symbol,
+		.correlationId = corr,
+		.correlationData = &correlation_data,
+	};
+	fn(subscriber_data, runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, cbid, &d);
+}
+
+EXPORT int fakecupti_enabled(int kind)
+{
+	return kind >= 0 && (unsigned)kind < sizeof(enabled_kind) && __atomic_load_n(&enabled_kind[kind], __ATOMIC_ACQUIRE);
+}
+
+EXPORT void fakecupti_record(const void *rec, size_t size)
+{
+	size_t used = 0, bsize = 0;
+	pthread_mutex_lock(&lock);
+	read_env();
+	uint64_t n = ++records_seen;
+	if (drop_every && n % drop_every == 0) {
+		dropped++;
+		pthread_mutex_unlock(&lock);
+		return;
+	}
+	if (late_every && n % late_every == 0 && nlate < LATE_MAX && size <= sizeof(late[0].bytes)) {
+		memcpy(late[nlate].bytes, rec, size);
+		late[nlate].size = size;
+		nlate++;
+		pthread_mutex_unlock(&lock);
+		return;
+	}
+	uint8_t *full = append(rec, size, &used, &bsize);
+	pthread_mutex_unlock(&lock);
+	complete(full, used, bsize);
+}

@@ -1,0 +1,163 @@
+"""The lib/cuda_wire.h messages libembercuda.so sends, read strictly, and a
+test-side stand-in for the agent's socket that collects them.
+
+parse() raises ValueError on anything lib/cuda_wire.h does not allow, so a
+test that reads the library's output through it also checks the format."""
+
+import os
+import socket
+import struct
+import threading
+import time
+
+MAGIC = 0x55434D45
+VERSION = 1
+MAX_MSG = 65536
+NAME_MAX = 1024
+API_MAX = 64
+HELLO, DEVICE, AGG, SPAN, STATS = 1, 2, 3, 4, 5
+KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_SYNC, KIND_GRAPH = 1, 2, 3, 4, 5
+
+HDR = struct.Struct("<IHHII")
+HELLO_S = struct.Struct("<IIIIQQ32s")
+DEVICE_S = struct.Struct("<II16s64s")
+AGG_S = struct.Struct("<QQQIHHIIIHH")
+SPAN_S = struct.Struct("<QQQIHHII")
+STATS_S = struct.Struct("<QQQQQQ")
+assert (HDR.size, HELLO_S.size, DEVICE_S.size, AGG_S.size, SPAN_S.size, STATS_S.size) == (16, 64, 88, 48, 40, 48)
+
+
+def _pad8(n):
+    return (n + 7) & ~7
+
+
+def _cstr(b):
+    return b.split(b"\0", 1)[0].decode()
+
+
+def parse(data):
+    """One datagram -> (type, [entry dict, ...])."""
+    if len(data) < HDR.size or len(data) > MAX_MSG:
+        raise ValueError(f"datagram of {len(data)} bytes")
+    magic, version, mtype, length, count = HDR.unpack_from(data)
+    if magic != MAGIC or version != VERSION:
+        raise ValueError(f"magic {magic:#x} version {version}")
+    if length != len(data):
+        raise ValueError(f"length {length} != datagram {len(data)}")
+    body = data[HDR.size:]
+    if mtype in (HELLO, DEVICE, STATS):
+        s = {HELLO: HELLO_S, DEVICE: DEVICE_S, STATS: STATS_S}[mtype]
+        if count != 1 or len(body) != s.size:
+            raise ValueError(f"type {mtype}: count {count}, {len(body)} bytes")
+        v = s.unpack(body)
+        if mtype == HELLO:
+            e = dict(pid=v[0], cupti_version=v[1], driver_version=v[2], flags=v[3], cupti_ns=v[4],
+                     realtime_ns=v[5], lib_version=_cstr(v[6]))
+        elif mtype == DEVICE:
+            e = dict(index=v[0], uuid=v[2], name=_cstr(v[3]))
+        else:
+            e = dict(zip(["launches", "launches_sampled", "activities", "records_dropped",
+                          "messages_dropped", "overhead_ns"], v))
+        return mtype, [e]
+    if mtype not in (AGG, SPAN) or count == 0:
+        raise ValueError(f"type {mtype} count {count}")
+    entries, off = [], 0
+    for _ in range(count):
+        if mtype == AGG:
+            if off + AGG_S.size > len(body):
+                raise ValueError("truncated AGG")
+            (stack_id, total_ns, cnt, tid, kind, api_len, device, stream, context, name_len,
+             reserved) = AGG_S.unpack_from(body, off)
+            if not (1 <= api_len <= API_MAX and 1 <= name_len <= NAME_MAX and 1 <= kind <= 5):
+                raise ValueError(f"AGG api_len {api_len} name_len {name_len} kind {kind}")
+            p = off + AGG_S.size
+            end = p + api_len + name_len
+            if end > len(body):
+                raise ValueError("AGG strings past the end")
+            entries.append(dict(stack_id=stack_id, total_ns=total_ns, count=cnt, tid=tid, kind=kind,
+                                device=device, stream=stream, context=context,
+                                api=body[p:p + api_len].decode(), name=body[p + api_len:end].decode()))
+            nxt = off + _pad8(AGG_S.size + api_len + name_len)
+        else:
+            if off + SPAN_S.size > len(body):
+                raise ValueError("truncated SPAN")
+            start, end_ns, stack_id, tid, kind, name_len, device, stream = SPAN_S.unpack_from(body, off)
+            if not (1 <= name_len <= NAME_MAX and 1 <= kind <= 5):
+                raise ValueError("SPAN name_len/kind")
+            p = off + SPAN_S.size
+            if p + name_len > len(body):
+                raise ValueError("SPAN name past the end")
+            entries.append(dict(start_ns=start, end_ns=end_ns, stack_id=stack_id, tid=tid, kind=kind,
+                                device=device, stream=stream, name=body[p:p + name_len].decode()))
+            nxt = off + _pad8(SPAN_S.size + name_len)
+        if any(body[off + (AGG_S.size if mtype == AGG else SPAN_S.size) +
+                    (api_len + name_len if mtype == AGG else name_len):nxt]):
+            raise ValueError("non-zero padding")
+        off = nxt
+    if off != len(body):
+        raise ValueError(f"{len(body) - off} bytes after the entries")
+    return mtype, entries
+
+
+class Listener:
+    """A SOCK_SEQPACKET socket at `path`, accepting connections in a thread
+    and keeping every datagram (per connection, in order)."""
+
+    def __init__(self, path):
+        self.path = str(path)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock.bind(self.path)
+        self.sock.listen(16)
+        self.sock.settimeout(0.2)
+        self.connections = []  # list of lists of (type, entries)
+        self.lock = threading.Lock()
+        self.done = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        readers = []
+        while not self.done:
+            try:
+                conn, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                break
+            msgs = []
+            with self.lock:
+                self.connections.append(msgs)
+            t = threading.Thread(target=self._read, args=(conn, msgs), daemon=True)
+            t.start()
+            readers.append(t)
+        for t in readers:
+            t.join(5)
+
+    def _read(self, conn, msgs):
+        conn.settimeout(0.2)
+        with conn:
+            while True:
+                try:
+                    data = conn.recv(MAX_MSG + 1)
+                except socket.timeout:
+                    if self.done:
+                        return
+                    continue
+                if not data:
+                    return
+                with self.lock:
+                    msgs.append(parse(data))
+
+    def close(self):
+        self.done = True
+        self.thread.join(5)
+        self.sock.close()
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+
+    def messages(self, wait=0.5):
+        time.sleep(wait)  # the last datagrams of a process that just exited
+        with self.lock:
+            return [list(c) for c in self.connections]
