@@ -306,6 +306,12 @@ $(GPU_LIB): $(GPU_OBJS)
 .PHONY: gpu
 gpu: $(GPU_LIB)
 
+# ember-agent carries the library (agent/cuda_blob.S, agent/cudaship.h).
+$(BUILD)/obj/agent/cuda_blob.o: agent/cuda_blob.S $(GPU_LIB)
+	@mkdir -p $(@D)
+	$(call say,AS,$@)$(CC) -c -I$(BUILD)/lib $< -o $@
+$(BUILD)/bin/ember-agent: $(BUILD)/obj/agent/cuda_blob.o
+
 # Tests only: the fake driver and CUPTI (tests/fake_cuda/; the product
 # never loads them: tests name their directories in LD_LIBRARY_PATH) and
 # the programs that launch through them (tests/workloads/cuda_launch.c,

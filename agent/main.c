@@ -18,6 +18,7 @@
 #include "collect.h"
 #include "config.h"
 #include "crashlog.h"
+#include "cudaship.h"
 #include "files.h"
 #include "httpc.h"
 #include "kallsyms.h"
@@ -582,6 +583,21 @@ int main(int argc, char **argv, char **envp)
 		if (crashlog_install(a.cfg.state_dir, &err) < 0) {
 			log_warn("-state-dir: %s; a crash will leave no note", err.data);
 			buf_reset(&err);
+		}
+	}
+	if (a.cfg.enable_cuda_profiler) {
+		/* The CUDA injection library this agent was built with, where
+		 * workloads can load it (agent/cudaship.h). */
+		size_t len = (size_t)(ember_cuda_lib_end - ember_cuda_lib_start);
+		int w = cudaship_install(a.cfg.cuda_profiler_dir, ember_cuda_lib_start, len, &err);
+		if (w < 0) {
+			log_warn("-cuda-profiler-dir: %s; CUDA programs cannot load the profiler from there",
+				 err.data);
+			buf_reset(&err);
+		} else {
+			log_info("cuda: %s %s/%s; start CUDA programs with CUDA_INJECTION64_PATH=%s/%s",
+				 w ? "installed" : "already installed:", a.cfg.cuda_profiler_dir,
+				 CUDASHIP_NAME, a.cfg.cuda_profiler_dir, CUDASHIP_NAME);
 		}
 	}
 	a.start_unix_ms = now_unix_ms();

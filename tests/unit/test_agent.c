@@ -17,6 +17,7 @@
 #include "agent/batch.h"
 #include "agent/collect.h"
 #include "agent/config.h"
+#include "agent/cudaship.h"
 #include "agent/kallsyms.h"
 #include "agent/kubelet.h"
 #include "agent/maps.h"
@@ -1749,6 +1750,60 @@ static void fake_str(uint8_t *obj, const char *s)
 
 /* python_symbolize on this very process: fake 3.11 objects in memory, read
  * back through process_vm_readv as the agent reads a Python process. */
+/* The agent places the CUDA library it carries: created with its
+ * directories, readable and executable by all whatever the umask, left
+ * alone when the same, replaced when different, refused over a file. */
+static void test_cudaship_install(void **state)
+{
+	(void)state;
+	char *d = make_temp_dir();
+	char dir[512], path[600];
+	snprintf(dir, sizeof(dir), "%s/var/lib/ember/profiler", d);
+	snprintf(path, sizeof(path), "%s/libembercuda.so", dir);
+	static unsigned char lib[200000];
+	for (size_t i = 0; i < sizeof(lib); i++)
+		lib[i] = (unsigned char)(i * 31 + 7);
+	struct buf err = { 0 };
+	mode_t old = umask(077);
+	assert_int_equal(cudaship_install(dir, lib, sizeof(lib), &err), 1);
+	umask(old);
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0755);
+	assert_int_equal((size_t)st.st_size, sizeof(lib));
+	ino_t ino = st.st_ino;
+	/* The same bytes: not written again (the inode stays). */
+	assert_int_equal(cudaship_install(dir, lib, sizeof(lib), &err), 0);
+	assert_int_equal(stat(path, &st), 0);
+	assert_true(st.st_ino == ino);
+	/* One byte different: replaced by a new file. */
+	lib[sizeof(lib) - 1] ^= 1;
+	assert_int_equal(cudaship_install(dir, lib, sizeof(lib), &err), 1);
+	assert_int_equal(stat(path, &st), 0);
+	assert_true(st.st_ino != ino);
+	FILE *f = fopen(path, "rb");
+	assert_non_null(f);
+	static unsigned char back[sizeof(lib) + 1];
+	assert_int_equal(fread(back, 1, sizeof(back), f), sizeof(lib));
+	fclose(f);
+	assert_memory_equal(back, lib, sizeof(lib));
+	/* No temporary file left behind. */
+	char cmd[700];
+	snprintf(cmd, sizeof(cmd), "test $(ls -A '%s' | wc -l) -eq 1", dir);
+	assert_int_equal(system(cmd), 0);
+	/* A file where the directory should be; an agent built without it. */
+	char file_dir[600];
+	snprintf(file_dir, sizeof(file_dir), "%s/libembercuda.so", dir);
+	assert_int_equal(cudaship_install(file_dir, lib, sizeof(lib), &err), -1);
+	assert_non_null(strstr(err.data, "not a directory"));
+	buf_reset(&err);
+	assert_int_equal(cudaship_install(dir, lib, 0, &err), -1);
+	assert_non_null(strstr(err.data, "built without"));
+	buf_free(&err);
+	rm_rf(d);
+	free(d);
+}
+
 static void test_python_symbolize(void **state)
 {
 	(void)state;
@@ -1950,6 +2005,7 @@ int main(void)
 		cmocka_unit_test(test_python_line),
 		cmocka_unit_test(test_python_script),
 		cmocka_unit_test(test_python_symbolize),
+		cmocka_unit_test(test_cudaship_install),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
