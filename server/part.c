@@ -424,18 +424,28 @@ void part_add_minute(struct part_series *s, int64_t minute_ms, uint64_t value)
 	s->nminutes++;
 }
 
-/* Adds a row's value to the rollup of its series' (project, kind, rate):
- * a dense index by stack id finds its place in the rollup's list. */
-static void rollup_add(struct part *p, struct part_series *s, uint32_t stack, uint64_t value)
+/* The rollup of a series' (project, kind, rate), made when first needed. */
+static struct part_rollup *series_rollup(struct part *p, struct part_series *s)
 {
 	if (!s->rollup)
 		s->rollup = (uint32_t)(part_rollup_get(p, s->project, s->kind, s->hz) - p->rollups) + 1;
-	struct part_rollup *r = &p->rollups[s->rollup - 1];
-	if (stack >= r->cappos) {
-		size_t old = r->cappos;
-		xgrow((void **)&r->pos, &r->cappos, (size_t)stack + 1, sizeof(*r->pos));
-		memset(r->pos + old, 0, (r->cappos - old) * sizeof(*r->pos));
-	}
+	return &p->rollups[s->rollup - 1];
+}
+
+/* Room in r's index for stack ids up to max. */
+static void rollup_reserve(struct part_rollup *r, uint32_t max)
+{
+	if (max < r->cappos)
+		return;
+	size_t old = r->cappos;
+	xgrow((void **)&r->pos, &r->cappos, (size_t)max + 1, sizeof(*r->pos));
+	memset(r->pos + old, 0, (r->cappos - old) * sizeof(*r->pos));
+}
+
+/* Adds value to stack's sum in r (whose index has room for stack): the
+ * dense index by stack id finds its place in the rollup's list. */
+static void rollup_add(struct part_rollup *r, uint32_t stack, uint64_t value)
+{
 	uint32_t i = r->pos[stack];
 	if (!i) {
 		if (r->n == r->capstacks) {
@@ -450,9 +460,10 @@ static void rollup_add(struct part *p, struct part_series *s, uint32_t stack, ui
 	r->sums[i - 1] += value;
 }
 
-void part_add_row(struct part *p, uint32_t series, int64_t ts_ms, uint32_t stack, uint64_t value)
+/* The row itself, and every total but the rollup's. */
+static void add_row(struct part *p, struct part_series *s, int64_t ts_ms, uint32_t stack,
+		    uint64_t value)
 {
-	struct part_series *s = &p->series[series];
 	int64_t ts = floor_to(ts_ms, p->granularity_ms);
 	xgrow((void **)&s->rows, &s->caprows, s->nrows + 1, sizeof(*s->rows));
 	s->rows[s->nrows++] = (struct part_row){ .ts_ms = ts, .value = value, .stack = stack };
@@ -460,11 +471,54 @@ void part_add_row(struct part *p, uint32_t series, int64_t ts_ms, uint32_t stack
 	s->min_ts = MIN(s->min_ts, ts);
 	s->max_ts = MAX(s->max_ts, ts);
 	part_add_minute(s, floor_to(ts, 60000), value);
-	rollup_add(p, s, stack, value);
 	p->min_ts = MIN(p->min_ts, ts);
 	p->max_ts = MAX(p->max_ts, ts);
 	p->rows++;
 	p->samples += value;
+}
+
+void part_add_row(struct part *p, uint32_t series, int64_t ts_ms, uint32_t stack, uint64_t value)
+{
+	struct part_series *s = &p->series[series];
+	add_row(p, s, ts_ms, stack, value);
+	struct part_rollup *r = series_rollup(p, s);
+	rollup_reserve(r, stack);
+	rollup_add(r, stack, value);
+}
+
+/* How far ahead part_add_rows fetches a row's index entry, then its sum:
+ * both lie anywhere in arrays of megabytes, a cache miss each. */
+#define ROLLUP_AHEAD_POS 16
+#define ROLLUP_AHEAD_SUM 8
+
+void part_add_rows(struct part *p, const uint32_t *series, int64_t ts_ms, const uint32_t *stacks,
+		   const uint64_t *values, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct part_series *s = &p->series[series[i]];
+		add_row(p, s, ts_ms, stacks[i], values[i]);
+		rollup_reserve(series_rollup(p, s), stacks[i]);
+	}
+	/* The rollups in a pipeline: the index entry of row i + 16 and the
+	 * sum of row i + 8 are on their way while row i is added. No rollup
+	 * is made or grows its index below, so the pointers hold. */
+	for (size_t i = 0; i < n + ROLLUP_AHEAD_POS; i++) {
+		if (i < n) {
+			const struct part_rollup *r = &p->rollups[p->series[series[i]].rollup - 1];
+			prefetch(&r->pos[stacks[i]]);
+		}
+		if (i >= ROLLUP_AHEAD_SUM && i - ROLLUP_AHEAD_SUM < n) {
+			size_t j = i - ROLLUP_AHEAD_SUM;
+			const struct part_rollup *r = &p->rollups[p->series[series[j]].rollup - 1];
+			uint32_t at = r->pos[stacks[j]];
+			if (at)
+				prefetch(&r->sums[at - 1]);
+		}
+		if (i >= ROLLUP_AHEAD_POS) {
+			size_t j = i - ROLLUP_AHEAD_POS;
+			rollup_add(&p->rollups[p->series[series[j]].rollup - 1], stacks[j], values[j]);
+		}
+	}
 }
 
 struct host_key {
@@ -647,14 +701,22 @@ void part_add_batch(struct part *p, const char *project_id, const Ember__Ingest_
 			if (kv[2 * j] == host_key)
 				part_note_host(p, kv[2 * j + 1], b->host_cpus);
 	}
+	uint32_t *rseries = xmalloc((2 * b->n_samples + 1) * sizeof(uint32_t));
+	uint32_t *rstacks = rseries + b->n_samples;
+	uint64_t *rvalues = xmalloc((b->n_samples + 1) * sizeof(uint64_t));
 	for (size_t i = 0; i < b->n_samples; i++) {
 		const Ember__Ingest__V1__Sample *sm = b->samples[i];
 		size_t slot = (size_t)sm->resource * 4 + ((unsigned)sm->kind - 1) % 4;
 		if (sermap[slot] == UINT32_MAX)
 			sermap[slot] = part_series_id(p, project, (uint8_t)sm->kind, hz,
 						      labmap[sm->resource]);
-		part_add_row(p, sermap[slot], b->start_unix_ms, stmap[sm->stack], sm->value);
+		rseries[i] = sermap[slot];
+		rstacks[i] = stmap[sm->stack];
+		rvalues[i] = sm->value;
 	}
+	part_add_rows(p, rseries, b->start_unix_ms, rstacks, rvalues, b->n_samples);
+	free(rseries);
+	free(rvalues);
 	if (b->agent_instance[0])
 		part_note_agent(p, strtab_intern_cstr(&p->lstr, b->agent_instance), b->sequence);
 #undef LSTR

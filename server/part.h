@@ -210,6 +210,10 @@ uint32_t part_series_id(struct part *p, uint32_t project, uint8_t kind, uint16_t
 /* Adds value to (series, ts rounded down to the granularity, stack). In
  * memory the row is appended; rows are merged when written out. */
 void part_add_row(struct part *p, uint32_t series, int64_t ts_ms, uint32_t stack, uint64_t value);
+/* part_add_row for the n rows of one batch (one time), faster: the
+ * rollups' entries are fetched ahead. */
+void part_add_rows(struct part *p, const uint32_t *series, int64_t ts_ms, const uint32_t *stacks,
+		   const uint64_t *values, size_t n);
 /* Adds value to a series' minute totals without a row (reading blocks). */
 void part_add_minute(struct part_series *s, int64_t minute_ms, uint64_t value);
 void part_note_host(struct part *p, uint32_t name, uint32_t cpus);

@@ -1167,8 +1167,7 @@ static int index_batch(struct sess *s, const Ember__Ingest__V1__SessionBatch *m,
 		series[i] = se->series;
 	}
 	if (rc == 0) {
-		for (size_t i = 0; i < n; i++)
-			part_add_row(p, series[i], m->start_unix_ms, stack[i], m->sample_values[i]);
+		part_add_rows(p, series, m->start_unix_ms, stack, m->sample_values, n);
 		if (m->agent_instance[0])
 			part_note_agent(p, strtab_intern_cstr(&p->lstr, m->agent_instance), m->sequence);
 	}
