@@ -72,7 +72,7 @@ int batch_validate(const Ember__Ingest__V1__Batch *b, struct buf *err)
 	}
 	for (size_t i = 0; i < b->n_frames; i++) {
 		const Ember__Ingest__V1__Frame *f = b->frames[i];
-		if ((int)f->type <= 0 || (int)f->type > EMBER__INGEST__V1__FRAME_TYPE__ERROR) {
+		if ((int)f->type <= 0 || (int)f->type > EMBER__INGEST__V1__FRAME_TYPE__CUDA_SYNC) {
 			buf_printf(err, "frames[%zu]: unknown frame type %d", i, (int)f->type);
 			return -1;
 		}

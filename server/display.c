@@ -28,6 +28,9 @@ static const char *const frame_types[] = {
 	[SFT_CUDA_SASS] = "cuda_sass",
 	[SFT_CUDA_STALL] = "cuda_stall",
 	[SFT_ERROR] = "error",
+	[SFT_CUDA_MEMCPY] = "cuda_memcpy",
+	[SFT_CUDA_MEMSET] = "cuda_memset",
+	[SFT_CUDA_SYNC] = "cuda_sync",
 };
 
 const char *frame_type_name(uint8_t type)

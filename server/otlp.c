@@ -477,6 +477,12 @@ static Ember__Ingest__V1__FrameType frame_type(const char *t)
 		{ "php", EMBER__INGEST__V1__FRAME_TYPE__PHP },
 		{ "perl", EMBER__INGEST__V1__FRAME_TYPE__PERL },
 		{ "dotnet", EMBER__INGEST__V1__FRAME_TYPE__DOTNET },
+		{ "cuda_launch", EMBER__INGEST__V1__FRAME_TYPE__CUDA_LAUNCH },
+		{ "cuda_kernel", EMBER__INGEST__V1__FRAME_TYPE__CUDA_KERNEL },
+		{ "cuda_memcpy", EMBER__INGEST__V1__FRAME_TYPE__CUDA_MEMCPY },
+		{ "cuda_memset", EMBER__INGEST__V1__FRAME_TYPE__CUDA_MEMSET },
+		{ "cuda_sync", EMBER__INGEST__V1__FRAME_TYPE__CUDA_SYNC },
+		{ "error", EMBER__INGEST__V1__FRAME_TYPE__ERROR },
 	};
 	for (size_t i = 0; t && i < ARRAY_SIZE(types); i++)
 		if (strcmp(t, types[i].name) == 0)

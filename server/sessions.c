@@ -456,7 +456,7 @@ static int def_file(struct sess *s, size_t id, const Ember__Ingest__V1__File *f,
 static int def_frame(struct sess *s, size_t id, int type, uint32_t file, uint64_t address,
 		     uint32_t name, uint32_t binary, struct buf *err)
 {
-	if (type <= 0 || type > EMBER__INGEST__V1__FRAME_TYPE__ERROR) {
+	if (type <= 0 || type > EMBER__INGEST__V1__FRAME_TYPE__CUDA_SYNC) {
 		buf_printf(err, "frame_types[%zu]: unknown frame type %d", id, type);
 		return -1;
 	}

@@ -43,6 +43,9 @@ export const FRAME_TYPES = {
 	cuda_kernel: [88, 62, 52, 'CUDA kernel'],
 	cuda_sass: [128, 38, 66, 'CUDA SASS'],
 	cuda_stall: [58, 70, 60, 'CUDA stall'],
+	cuda_memcpy: [200, 55, 58, 'CUDA memcpy'],
+	cuda_memset: [220, 50, 62, 'CUDA memset'],
+	cuda_sync: [20, 60, 58, 'CUDA sync'],
 	error: [354, 62, 60, 'error'],
 };
 const TYPE_NAMES = Object.keys(FRAME_TYPES);

@@ -21,7 +21,8 @@ import uuid
 FRAME_TYPES = {
     "kernel": 1, "native": 2, "cpython": 3, "go": 4, "jvm": 5, "v8": 6, "ruby": 7,
     "php": 8, "perl": 9, "dotnet": 10, "cuda_launch": 11, "cuda_kernel": 12,
-    "cuda_sass": 13, "cuda_stall": 14, "error": 15,
+    "cuda_sass": 13, "cuda_stall": 14, "error": 15, "cuda_memcpy": 16, "cuda_memset": 17,
+    "cuda_sync": 18,
 }
 # enum EventKind
 EVENT_KINDS = {"on_cpu": 1, "off_cpu": 2, "cuda": 3, "alloc": 4}
