@@ -73,7 +73,11 @@ void proc_table_free(struct proc_table *t);
  * is the process's exec count as the sample saw it: a higher one than the
  * entry's means the process exec'd since it was read, and it is read
  * again at once (name, attributes, mappings). comm names processes whose
- * /proc entry is already gone. */
+ * /proc entry is already gone. exec_id PROC_EXEC_UNKNOWN (a caller that
+ * has no record from BPF, e.g. the CUDA socket's hello): the entry takes
+ * the exec count of the first record that brings one, without reading
+ * the process again. */
+#define PROC_EXEC_UNKNOWN UINT64_MAX
 struct proc *proc_table_get(struct proc_table *t, int32_t pid, uint64_t start_ticks,
 			    uint64_t exec_id, const char *comm, uint64_t now_ns);
 /* The mapping containing addr, re-reading the maps (rate-limited) when
