@@ -430,6 +430,27 @@ static uint8_t cuda_leaf_type(uint16_t kind)
 	}
 }
 
+void collect_cuda_prepare(struct collector *c, const void *rec, size_t size, uint64_t now_ns)
+{
+	const struct oncpu_sample *s = rec;
+	if (size < ONCPU_HDR_SIZE || s->kstack_len < 0 || s->ustack_len < 0 ||
+	    s->kstack_len > ONCPU_MAX_KFRAMES || s->ustack_len > ONCPU_MAX_UFRAMES ||
+	    size < ONCPU_HDR_SIZE + (size_t)(s->kstack_len + s->ustack_len) * sizeof(__u64))
+		return;
+	char comm[ONCPU_COMM_LEN + 1];
+	memcpy(comm, s->comm, ONCPU_COMM_LEN);
+	comm[ONCPU_COMM_LEN] = '\0';
+	(void)proc_table_get(c->procs, (int32_t)s->pid, s->proc_start_ns / c->ns_per_tick, s->exec_id,
+			     comm, now_ns);
+	const __u64 *uframes = s->frames + s->kstack_len;
+	struct py_sym ps;
+	for (int32_t i = 0; c->python && i + 1 < s->ustack_len; i++)
+		if (uframes[i] & PY_FRAME_FLAG) {
+			(void)python_symbolize(c->python, (int32_t)s->pid, uframes[i], uframes[i + 1], &ps);
+			i++;
+		}
+}
+
 void collect_cuda(struct collector *c, const struct cuda_work *w, const void *rec, size_t size,
 		  uint64_t now_ns)
 {

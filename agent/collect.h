@@ -138,5 +138,10 @@ struct cuda_work;
  * cuda.stream.id and cuda.context.id. */
 void collect_cuda(struct collector *c, const struct cuda_work *w, const void *rec, size_t size,
 		  uint64_t now_ns);
+/* What collect_cuda() will need of a launch record's process, read as the
+ * record arrives (the process may be gone when its GPU time comes): its
+ * entry (mappings, exec count) and the names of its Python frames (into
+ * the symbolizer's cache). */
+void collect_cuda_prepare(struct collector *c, const void *rec, size_t size, uint64_t now_ns);
 
 #endif

@@ -53,6 +53,8 @@
 #define PUBLISH_INTERVAL_NS 1000000000ull /* -pprof's values: once a second */
 #define CUDA_RETRY_NS 100000000ull /* GPU time waiting for its launch stack: looked at again */
 
+_Static_assert(PROC_EXEC_UNKNOWN == UNWIND_EXEC_ANY, "the unwinder reads the agent's unknown exec count");
+
 /* Set from the signal handler, read by the main loop: the only way a
  * handler may talk to the rest of the program. */
 static volatile sig_atomic_t stop_requested;
@@ -252,8 +254,10 @@ static void on_sample(void *ctx, const void *data, size_t size)
 	struct agent *a = ctx;
 	const struct oncpu_sample *s = data;
 	if (size >= ONCPU_HDR_SIZE && s->kind == ONCPU_KIND_CUDA_LAUNCH) {
-		if (a->cuda)
+		if (a->cuda) {
+			collect_cuda_prepare(&a->collector, data, size, now_mono_ns());
 			cuda_add_stack(a->cuda, data, size);
+		}
 		return;
 	}
 	collect_sample(&a->collector, data, size, now_mono_ns());
@@ -264,7 +268,7 @@ static void on_sample(void *ctx, const void *data, size_t size)
 static void on_cuda_hello(void *ctx, int32_t pid, uint64_t start_ticks)
 {
 	struct agent *a = ctx;
-	(void)proc_table_get(&a->procs, pid, start_ticks, PROC_EXEC_UNKNOWN, "", now_mono_ns());
+	proc_table_refresh(&a->procs, pid, start_ticks, now_mono_ns());
 }
 
 static void on_cuda_work(void *ctx, const struct cuda_work *w, const void *rec, size_t size)
@@ -872,8 +876,15 @@ int main(int argc, char **argv, char **envp)
 					log_warn("reading the ring buffer failed: %s", strerror(-woke));
 			}
 			now = now_mono_ns();
-			if (n > 0 && pf[1].revents)
+			if (n > 0 && pf[1].revents) {
+				/* Launch records first: a stack the library
+				 * reports time for was taken before the report
+				 * was sent (and a newer record of the same
+				 * stack id replaces an older one). */
+				if (oncpu_drain(a.oncpu) < 0)
+					log_warn("reading the ring buffer failed: %s", strerror(errno));
 				cuda_serve(a.cuda, now);
+			}
 		}
 		if (a.cuda && cuda_pending(a.cuda)) {
 			/* The launch stacks in the ring buffer first: the uprobe

@@ -297,6 +297,17 @@ void proc_table_sweep(struct proc_table *t, uint64_t now_ns, uint64_t idle_ns)
 	t->swept_ns = now_ns;
 }
 
+void proc_table_refresh(struct proc_table *t, int32_t pid, uint64_t start_ticks, uint64_t now_ns)
+{
+	struct key k = { t, pid };
+	uint32_t idx;
+	bool known = hmap_find(&t->index, hash_u64((uint64_t)pid), eq_key, &k, &idx);
+	struct proc *p = proc_table_get(t, pid, start_ticks, PROC_EXEC_UNKNOWN, "", now_ns);
+	/* Made just now: read already. */
+	if (known && p == &t->procs[idx] && p->live)
+		read_maps(t, p, now_ns);
+}
+
 size_t proc_table_count(const struct proc_table *t)
 {
 	return t->index.count;

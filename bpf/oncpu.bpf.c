@@ -829,7 +829,8 @@ static __always_inline int finish_sample(void *ctx, struct scratch *sc, __u32 nk
 	}
 	__u32 tgid = s->pid;
 	const struct unwind_proc *p = bpf_map_lookup_elem(&unwind_procs, &tgid);
-	if (p && p->start_ticks == s->proc_start_ns / ns_per_tick && p->exec_id == s->exec_id) {
+	if (p && p->start_ticks == s->proc_start_ns / ns_per_tick &&
+	    (p->exec_id == s->exec_id || p->exec_id == UNWIND_EXEC_ANY)) {
 		s->unwind_mode = UWM_CFI;
 		count(ONCPU_STAT_CFI, 1);
 		bpf_tail_call(ctx, progs, PROG_UNWIND);

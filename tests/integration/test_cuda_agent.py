@@ -10,7 +10,8 @@ them with the reported GPU time: the server returns event_kind cuda samples
 with the exact totals under those stacks, the time of launches without a
 stack under [launch not sampled], the GPU attributes, nothing of the
 hostile messages, and the agent counts what it refused. Over the ember
-protocol and over OTLP."""
+protocol and over OTLP; and from Python (ctypes), with the Python frames
+above the launch."""
 
 import json
 import os
@@ -46,11 +47,15 @@ def flamegraph(server, query=QUERY):
     return json.loads(data)
 
 
-def run_launcher(agent, sock):
-    """Runs the launcher; it launches once the agent has probed its copy of
-    the library."""
-    p = subprocess.Popen([os.path.join(WORKLOADS, "cuda_wire_launcher"), sock],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+LIBRARY = os.path.join(WORKLOADS, "cuda_wire", "libembercuda.so")
+PY_SCRIPT = os.path.join(os.path.dirname(__file__), "..", "workloads", "py_cuda_launch.py")
+
+
+def run_launcher(agent, sock, argv=None):
+    """Runs the launcher (argv: another one); it launches once the agent has
+    probed its copy of the library. Returns its pid."""
+    argv = argv or [os.path.join(WORKLOADS, "cuda_wire_launcher"), sock]
+    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         pid = json.loads(p.stdout.readline())["pid"]
         wait_until(lambda: f"launch stacks from /proc/{pid}/map_files/" in agent.output(), 20,
@@ -65,17 +70,17 @@ def run_launcher(agent, sock):
     return pid
 
 
-def settled(server):
+def settled(server, query=QUERY):
     hist = []
 
     def done():
-        hist.append(flamegraph(server)["total"])
+        hist.append(flamegraph(server, query)["total"])
         return hist[-1] >= TOTAL and hist[-3:] == [hist[-1]] * 3
     try:
         wait_until(done, 40, interval=1.0, what="the GPU time to arrive")
     except AssertionError as e:
         raise AssertionError(f"{e}; totals seen: {hist}") from None
-    return flamegraph(server)
+    return flamegraph(server, query)
 
 
 def check_gpu_tree(tree):
@@ -179,3 +184,37 @@ def test_gpu_time_over_otlp(agent_factory, tmp_path):
         assert flamegraph(srv, f'{QUERY} && gpu.device.uuid == "{UUID}"')["total"] == TOTAL
     finally:
         srv.stop()
+
+
+def test_python_frames_above_the_launch(server, agent_factory, tmp_path):
+    """A Python program launching through ctypes: the uprobe's walk (the
+    CPU sampler's) puts its Python frames above the launch, from <module>
+    down to the function that launched."""
+    require_root()
+    cuda_dir = str(tmp_path / "profiler")
+    agent = agent_factory(server.url, f"-cuda-profiler-dir={cuda_dir}").start()
+    sock = os.path.join(cuda_dir, "agent.sock")
+    pid = run_launcher(agent, sock, ["/usr/bin/python3", PY_SCRIPT, LIBRARY, sock])
+    tree = settled(server, f'process.pid == "{pid}"')
+    check_tree(tree["root"])
+    assert tree["total"] == TOTAL, tree["total"]
+    for (fn, api, leaf, leaf_type), ns in EXPECTED.items():
+        paths = [(p, n) for p, n in walk(tree["root"])
+                 if n["name"] == leaf and n["frame_type"] == leaf_type]
+        assert len(paths) == 1, (leaf, [p for p, _ in paths])
+        path, node = paths[0]
+        print(" -> ".join(path))
+        assert node["total"] == ns and node["frame_type"] == leaf_type, (leaf, node)
+        assert path[-2] == api, path
+        # <module> -> main -> train_step -> fn, as Python frames, above the
+        # native frames of the ctypes call.
+        py = [name for name in path[1:] if name in ("<module>", "main", "train_step", fn)]
+        assert py == ["<module>", "main", "train_step", fn], path
+        at = path.index(fn)
+        frame = tree["root"]
+        for name in path[1:at + 1]:
+            frame = next(c for c in frame["children"] if c["name"] == name)
+        assert frame["frame_type"] == "cpython", frame
+        assert frame["file"] == os.path.realpath(PY_SCRIPT) or frame["file"].endswith("py_cuda_launch.py"), frame
+        for name in ("wire_launch", "ember_cuda_launch_marker"):
+            assert name not in path, path

@@ -683,6 +683,74 @@ static void test_collect_cuda(void **state)
 	free(root);
 }
 
+static int maps_calls;
+static uint64_t maps_exec;
+static size_t maps_n;
+static void on_maps(void *ctx, const struct proc *p)
+{
+	(void)ctx;
+	maps_calls++;
+	maps_exec = p->exec_id;
+	maps_n = p->nmaps;
+}
+
+/* A process the CUDA hello tells of: its maps read again when it was known
+ * already (the library came after its first sample), and an unknown exec
+ * count taken from the first record that has one, without another read. */
+static void test_proc_refresh(void **state)
+{
+	(void)state;
+	char *root = make_temp_dir();
+	char path[600];
+	snprintf(path, sizeof(path), "%s/77", root);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/77/stat", root);
+	write_text(path, "77 (python3) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 500 0 0\n");
+	snprintf(path, sizeof(path), "%s/77/maps", root);
+	write_text(path, "00700000-00710000 r-xp 00000000 00:00 0\n");
+	struct file_registry files;
+	files_init(&files, root, NULL, NULL);
+	struct proc_table procs;
+	proc_table_init(&procs, &files, root);
+	procs.on_maps = on_maps;
+
+	struct proc *p = proc_table_get(&procs, 77, 500, 3, "python3", 1000);
+	assert_int_equal(maps_calls, 1);
+	assert_int_equal(p->nmaps, 1);
+	write_text(path, "00700000-00710000 r-xp 00000000 00:00 0\n"
+			 "00800000-00810000 r-xp 00000000 00:00 0\n");
+	proc_table_refresh(&procs, 77, 500, 2000);
+	assert_int_equal(maps_calls, 2);
+	assert_int_equal(maps_n, 2);
+	assert_int_equal(maps_exec, 3); /* known: kept */
+
+	/* First seen at its hello: exec count unknown until a record says. */
+	snprintf(path, sizeof(path), "%s/88", root);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/88/stat", root);
+	write_text(path, "88 (trainer) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 600 0 0\n");
+	snprintf(path, sizeof(path), "%s/88/maps", root);
+	write_text(path, "00700000-00710000 r-xp 00000000 00:00 0\n");
+	proc_table_refresh(&procs, 88, 600, 3000);
+	assert_int_equal(maps_calls, 3);
+	assert_true(maps_exec == PROC_EXEC_UNKNOWN);
+	p = proc_table_get(&procs, 88, 600, 5, "trainer", 4000);
+	assert_int_equal(p->exec_id, 5);
+	assert_int_equal(maps_calls, 4); /* described again, with its exec count */
+	assert_int_equal(maps_exec, 5);
+	p = proc_table_get(&procs, 88, 600, PROC_EXEC_UNKNOWN, "", 5000);
+	assert_int_equal(p->exec_id, 5);
+	assert_int_equal(maps_calls, 4);
+	p = proc_table_get(&procs, 88, 600, 6, "trainer", 6000); /* an exec: read again */
+	assert_int_equal(maps_calls, 5);
+	assert_int_equal(maps_exec, 6);
+
+	proc_table_free(&procs);
+	files_free(&files);
+	rm_rf(root);
+	free(root);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -691,6 +759,7 @@ int main(void)
 		cmocka_unit_test(test_stack_eviction),
 		cmocka_unit_test(test_socket),
 		cmocka_unit_test(test_collect_cuda),
+		cmocka_unit_test(test_proc_refresh),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

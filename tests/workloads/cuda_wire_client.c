@@ -120,12 +120,13 @@ EXPORT int wire_connect(const char *path)
 	return send_raw(m, sizeof(m));
 }
 
-/* The GPU time of the "run": gemm 700 ms (in two flushes), softmax
+/* The GPU time of the "run", under stack ids base + 1 .. base + 4 (the
+ * launcher's correlation ids): gemm 700 ms (in two flushes), softmax
  * 300 ms, a host-to-device copy 50 ms, a stream sync 20 ms; a kernel never
  * sampled (stack id 0) 25 ms, and one whose stack id no marker call had
- * 10 ms. Between them, hostile messages, each carrying 5 s more of gemm
- * that must never be counted. Returns 0 or -1. */
-EXPORT int wire_report(void)
+ * (base + 777) 10 ms. Between them, hostile messages, each carrying 5 s
+ * more of gemm that must never be counted. Returns 0 or -1. */
+EXPORT int wire_report(uint64_t base)
 {
 	static uint8_t m[CUDA_WIRE_MAX_MSG + 8192];
 	const char *gemm = "_Z11gemm_kernelPfS_i", *softmax = "_Z14softmax_kernelPf";
@@ -133,14 +134,14 @@ EXPORT int wire_report(void)
 
 	/* First flush. */
 	size_t off = 16;
-	off = put_agg(m, off, 1001, 400000000, CUDA_WIRE_KIND_KERNEL, "cudaLaunchKernel", gemm);
-	off = put_agg(m, off, 1002, 300000000, CUDA_WIRE_KIND_KERNEL, "cudaLaunchKernel", softmax);
+	off = put_agg(m, off, base + 1, 400000000, CUDA_WIRE_KIND_KERNEL, "cudaLaunchKernel", gemm);
+	off = put_agg(m, off, base + 2, 300000000, CUDA_WIRE_KIND_KERNEL, "cudaLaunchKernel", softmax);
 	off = put_agg(m, off, 0, 25000000, CUDA_WIRE_KIND_KERNEL, "cuLaunchKernel", "_Z13unseen_kernelv");
 	finish_hdr(m, off, 3);
 	rc |= send_raw(m, off);
 
 	/* Hostile: each is one AGG of 5 s of gemm, spoiled one way. */
-	size_t good = put_agg(m, 16, 1001, 5000000000ull, CUDA_WIRE_KIND_KERNEL, "cudaLaunchKernel", gemm);
+	size_t good = put_agg(m, 16, base + 1, 5000000000ull, CUDA_WIRE_KIND_KERNEL, "cudaLaunchKernel", gemm);
 	/* 1. truncated: the header promises more than was sent */
 	finish_hdr(m, good, 1);
 	rc |= send_raw(m, good - 8);
@@ -165,7 +166,7 @@ EXPORT int wire_report(void)
 	a.name_len = CUDA_WIRE_NAME_MAX + 1;
 	memcpy(m + 16, &a, sizeof(a));
 	rc |= send_raw(m, good);
-	good = put_agg(m, 16, 1001, 5000000000ull, CUDA_WIRE_KIND_KERNEL, "cudaLaunchKernel", gemm);
+	good = put_agg(m, 16, base + 1, 5000000000ull, CUDA_WIRE_KIND_KERNEL, "cudaLaunchKernel", gemm);
 	/* 7. padding not zero (the entry's strings are 36 bytes: 4 of padding) */
 	m[good - 1] = 'x';
 	rc |= send_raw(m, good);
@@ -188,11 +189,11 @@ EXPORT int wire_report(void)
 
 	/* Second flush: the rest of gemm, the copy, the sync, the orphan. */
 	off = 16;
-	off = put_agg(m, off, 1001, 300000000, CUDA_WIRE_KIND_KERNEL, "cudaLaunchKernel", gemm);
-	off = put_agg(m, off, 1003, 50000000, CUDA_WIRE_KIND_MEMCPY, "cudaMemcpyAsync", "HtoD");
-	off = put_agg(m, off, 1004, 20000000, CUDA_WIRE_KIND_SYNC, "cudaStreamSynchronize",
+	off = put_agg(m, off, base + 1, 300000000, CUDA_WIRE_KIND_KERNEL, "cudaLaunchKernel", gemm);
+	off = put_agg(m, off, base + 3, 50000000, CUDA_WIRE_KIND_MEMCPY, "cudaMemcpyAsync", "HtoD");
+	off = put_agg(m, off, base + 4, 20000000, CUDA_WIRE_KIND_SYNC, "cudaStreamSynchronize",
 		      "cudaStreamSynchronize");
-	off = put_agg(m, off, 777777, 10000000, CUDA_WIRE_KIND_KERNEL, "cudaLaunchKernel",
+	off = put_agg(m, off, base + 777, 10000000, CUDA_WIRE_KIND_KERNEL, "cudaLaunchKernel",
 		      "_Z13orphan_kernelv");
 	finish_hdr(m, off, 4);
 	rc |= send_raw(m, off);
