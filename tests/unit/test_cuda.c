@@ -18,6 +18,10 @@
 #include "agent/kallsyms.h"
 #include "agent/proc.h"
 #include "agent/vdso.h"
+#include "agent/otlp_export.h"
+#include "server/otlp.h"
+#include "compress.h"
+#include "otlp_profiles.pb-c.h"
 #include "oncpu_types.h"
 #include "unwind_types.h"
 
@@ -751,6 +755,82 @@ static void test_proc_refresh(void **state)
 	free(root);
 }
 
+/* What the server made of the OTLP request: each sample's kind, value and
+ * frame types (outermost first). */
+struct seen_cuda {
+	int n;
+	int kind;
+	uint64_t value;
+	int types[8];
+	size_t ntypes;
+};
+
+static int keep_cuda(void *ctx, const Ember__Ingest__V1__Batch *b)
+{
+	struct seen_cuda *k = ctx;
+	for (size_t i = 0; i < b->n_samples; i++) {
+		k->n++;
+		k->kind = b->samples[i]->kind;
+		k->value = b->samples[i]->value;
+		const Ember__Ingest__V1__Stack *st = b->stacks[b->samples[i]->stack];
+		k->ntypes = st->n_frames < 8 ? st->n_frames : 8;
+		for (size_t j = 0; j < k->ntypes; j++)
+			k->types[j] = b->frames[st->frames[j]]->type;
+	}
+	return 0;
+}
+
+/* OTLP: GPU time is a profile of sample type cuda/nanoseconds, its frames
+ * typed, and ember-server reads it back as CUDA with the same frame types
+ * (the error frame included). */
+static void test_otlp_cuda(void **state)
+{
+	(void)state;
+	struct batch b;
+	batch_init(&b);
+	struct bframe f[3] = {
+		{ .type = FT_ERROR, .name = batch_string(&b, "[launch not sampled]", 20) },
+		{ .type = FT_CUDA_LAUNCH, .name = batch_string(&b, "cudaMemcpyAsync", 15) },
+		{ .type = FT_CUDA_MEMCPY, .name = batch_string(&b, "HtoD", 4) },
+	};
+	uint32_t ids[3];
+	for (int i = 0; i < 3; i++)
+		ids[i] = batch_frame(&b, &f[i]);
+	uint32_t st = batch_stack(&b, ids, 3);
+	uint32_t kv[] = { batch_string(&b, "process.pid", 11), batch_string(&b, "7", 1),
+			  batch_string(&b, "gpu.device.index", 16), batch_string(&b, "0", 1) };
+	batch_add(&b, st, batch_resource(&b, kv, 4), EK_CUDA, 50000000);
+	struct batch_meta meta = { "inst", 1, "default", 1700000000000, 1700000005000, 19 };
+	struct buf z = { 0 }, raw = { 0 }, err = { 0 };
+	assert_int_equal(otlp_encode(&b, &meta, &z), 0);
+	assert_int_equal(gzip_decompress_bounded(z.data, z.len, 1 << 20, &raw), 0);
+	Ember__Otlp__ExportProfilesServiceRequest *req =
+		ember__otlp__export_profiles_service_request__unpack(NULL, raw.len, (const uint8_t *)raw.data);
+	assert_non_null(req);
+	const char *const *strs = (const char *const *)req->dictionary->string_table;
+	const Ember__Otlp__ScopeProfiles *sp = req->resource_profiles[0]->scope_profiles[0];
+	assert_int_equal(sp->n_profiles, 1);
+	assert_string_equal(strs[sp->profiles[0]->sample_type->type_strindex], "cuda");
+	assert_string_equal(strs[sp->profiles[0]->sample_type->unit_strindex], "nanoseconds");
+	struct seen_cuda seen = { 0 };
+	struct otlp_result ores = { 0 };
+	assert_int_equal(otlp_convert(req, "p", 1700000000000LL, keep_cuda, &seen, &ores, &err), 0);
+	assert_int_equal(ores.rejected_profiles, 0);
+	assert_int_equal(seen.n, 1);
+	assert_int_equal(seen.kind, EMBER__INGEST__V1__EVENT_KIND__CUDA);
+	assert_int_equal(seen.value, 50000000);
+	assert_int_equal(seen.ntypes, 3);
+	assert_int_equal(seen.types[0], EMBER__INGEST__V1__FRAME_TYPE__ERROR);
+	assert_int_equal(seen.types[1], EMBER__INGEST__V1__FRAME_TYPE__CUDA_LAUNCH);
+	assert_int_equal(seen.types[2], EMBER__INGEST__V1__FRAME_TYPE__CUDA_MEMCPY);
+	buf_free(&ores.message);
+	ember__otlp__export_profiles_service_request__free_unpacked(req, NULL);
+	batch_free(&b);
+	buf_free(&z);
+	buf_free(&raw);
+	buf_free(&err);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -760,6 +840,7 @@ int main(void)
 		cmocka_unit_test(test_socket),
 		cmocka_unit_test(test_collect_cuda),
 		cmocka_unit_test(test_proc_refresh),
+		cmocka_unit_test(test_otlp_cuda),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
