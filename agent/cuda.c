@@ -106,13 +106,22 @@ struct cuda *cuda_open(const char *dir, const char *proc_root, cuda_hello_fn hel
 	}
 	struct stat st;
 	if (lstat(sa.sun_path, &st) == 0) {
-		/* A socket left by an agent that did not stop cleanly (the
-		 * host lock says no other agent runs); anything else is not
-		 * ours to remove. */
+		/* A socket left by an agent that did not stop cleanly;
+		 * anything else is not ours to remove. */
 		if (!S_ISSOCK(st.st_mode)) {
 			buf_printf(err, "-cuda-profiler-dir: %s exists and is not a socket", sa.sun_path);
 			return NULL;
 		}
+		/* One that answers belongs to a running agent (started with
+		 * another -lock-file): it is left to it. */
+		int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+		if (probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+			close(probe);
+			buf_printf(err, "another process (an ember-agent?) listens on %s", sa.sun_path);
+			return NULL;
+		}
+		if (probe >= 0)
+			close(probe);
 		if (unlink(sa.sun_path) < 0) {
 			buf_printf(err, "cannot remove the stale socket %s: %s", sa.sun_path, strerror(errno));
 			return NULL;

@@ -91,7 +91,8 @@ typedef void (*cuda_hello_fn)(void *ctx, int32_t pid, uint64_t start_ticks);
  * oncpu_sample, size bytes) or NULL when there is none. */
 typedef void (*cuda_emit_fn)(void *ctx, const struct cuda_work *w, const void *rec, size_t size);
 
-/* Creates dir (0755) if missing, removes a stale socket and listens on
+/* Creates dir (0755) if missing, removes a stale socket (one nothing
+ * listens on; a live one is left alone and is an error) and listens on
  * dir/agent.sock (0666). proc_root: "/proc" (or a test directory) for the
  * start times. Returns NULL with the reason in err. */
 struct cuda *cuda_open(const char *dir, const char *proc_root, cuda_hello_fn hello,

@@ -492,6 +492,11 @@ static void test_socket(void **state)
 	assert_int_equal(stat(sock, &st), 0);
 	assert_true(S_ISSOCK(st.st_mode));
 	assert_int_equal(st.st_mode & 0777, 0666);
+	/* A second agent does not take a live socket from the first. */
+	assert_null(cuda_open(dir, "/proc", on_hello, on_emit, &e, &err));
+	assert_non_null(strstr(err.data, "listens on"));
+	buf_reset(&err);
+	assert_int_equal(stat(sock, &st), 0);
 
 	int fd = connect_to(sock);
 	struct msg m;
@@ -510,7 +515,7 @@ static void test_socket(void **state)
 	cuda_serve(c, 1000);
 	struct cuda_stats s;
 	cuda_get_stats(c, &s);
-	assert_int_equal(s.connections, 1);
+	assert_int_equal(s.connections, 2); /* the second agent's probe, closed since */
 	assert_int_equal(s.connections_open, 1);
 	assert_int_equal(hellos, 1);
 	assert_int_equal(hello_pid, getpid()); /* the peer's pid, from the kernel */
