@@ -440,15 +440,30 @@ void collect_cuda_prepare(struct collector *c, const void *rec, size_t size, uin
 	char comm[ONCPU_COMM_LEN + 1];
 	memcpy(comm, s->comm, ONCPU_COMM_LEN);
 	comm[ONCPU_COMM_LEN] = '\0';
-	(void)proc_table_get(c->procs, (int32_t)s->pid, s->proc_start_ns / c->ns_per_tick, s->exec_id,
-			     comm, now_ns);
+	struct proc *p = proc_table_get(c->procs, (int32_t)s->pid, s->proc_start_ns / c->ns_per_tick,
+					s->exec_id, comm, now_ns);
 	const __u64 *uframes = s->frames + s->kstack_len;
 	struct py_sym ps;
-	for (int32_t i = 0; c->python && i + 1 < s->ustack_len; i++)
-		if (uframes[i] & PY_FRAME_FLAG) {
-			(void)python_symbolize(c->python, (int32_t)s->pid, uframes[i], uframes[i + 1], &ps);
-			i++;
+	bool last_native = false;
+	uint64_t last = 0;
+	for (int32_t i = 0; i < s->ustack_len; i++) {
+		last_native = !(uframes[i] & PY_FRAME_FLAG);
+		if (last_native) {
+			last = i == 0 ? uframes[i] : uframes[i] - 1;
+			continue;
 		}
+		if (c->python && i + 1 < s->ustack_len)
+			(void)python_symbolize(c->python, (int32_t)s->pid, uframes[i], uframes[i + 1], &ps);
+		i++;
+	}
+	/* Stopped for want of a file's table (maybe still to be built): that
+	 * table next, as for CPU samples, so the next launch stacks are whole. */
+	if (c->want_table && s->unwind_mode == UWM_CFI && last_native &&
+	    (s->unwind_error == UWE_NO_FP || s->unwind_error == UWE_READ)) {
+		const struct mapping *m = proc_find_mapping(c->procs, p, last, now_ns);
+		if (m && m->kind == MAPPING_FILE && m->file != FILE_NONE)
+			c->want_table(c->hook_ctx, m->file);
+	}
 }
 
 void collect_cuda(struct collector *c, const struct cuda_work *w, const void *rec, size_t size,

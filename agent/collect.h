@@ -141,7 +141,8 @@ void collect_cuda(struct collector *c, const struct cuda_work *w, const void *re
 /* What collect_cuda() will need of a launch record's process, read as the
  * record arrives (the process may be gone when its GPU time comes): its
  * entry (mappings, exec count) and the names of its Python frames (into
- * the symbolizer's cache). */
+ * the symbolizer's cache); and, when the walk stopped for want of a file's
+ * unwind table, want_table() for that file. */
 void collect_cuda_prepare(struct collector *c, const void *rec, size_t size, uint64_t now_ns);
 
 #endif

@@ -557,6 +557,15 @@ static const char *attr(const struct batch *b, uint32_t res, const char *key)
 	return NULL;
 }
 
+static uint32_t wanted[4];
+static int nwanted;
+static void want(void *ctx, uint32_t file)
+{
+	(void)ctx;
+	if (nwanted < 4)
+		wanted[nwanted++] = file;
+}
+
 static void test_collect_cuda(void **state)
 {
 	(void)state;
@@ -675,6 +684,17 @@ static void test_collect_cuda(void **state)
 		st = b.samples[b.nsamples - 1].stack;
 		assert_int_equal(b.frames[b.stack_ids[b.stack_off[st + 1] - 1]].type, leaf[i].type);
 	}
+	/* A launch stack that stopped for want of a table (the program's
+	 * file: its last frame) asks for that table as the record arrives. */
+	c.want_table = want;
+	s.unwind_error = UWE_NO_FP;
+	collect_cuda_prepare(&c, &s, size, 1250);
+	assert_int_equal(nwanted, 1);
+	assert_string_equal(files_at(&files, wanted[0])->name, "trainer");
+	s.unwind_error = UWE_NONE;
+	collect_cuda_prepare(&c, &s, size, 1260);
+	assert_int_equal(nwanted, 1);
+
 	/* A launch record that lies about its length is not used: the time
 	 * still counts, without the stack. */
 	collect_cuda(&c, &w, &s, ONCPU_HDR_SIZE + 8, 1300);
