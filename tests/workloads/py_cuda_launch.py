@@ -5,7 +5,7 @@ prints {"pid": N}, waits for a line on stdin (the agent has probed the
 library by then), "launches" from Python functions (train_step ->
 launch_gemm / launch_softmax / launch_copy / sync_stream, each calling the
 library's wire_launch with correlation ids 2001..2004) and reports the GPU
-time under those ids. It launches in 12 rounds a quarter of a second apart,
+time under those ids. It launches in 20 rounds a quarter of a second apart,
 with the same ids: the agent keeps the latest stack of an id, and by the
 last round it has built the unwind tables of the interpreter and of the
 ctypes machinery (a process's first stacks may end early, as its first
@@ -53,7 +53,7 @@ def main(library, sock):
         sys.exit(1)
     print(json.dumps({"pid": os.getpid()}), flush=True)
     sys.stdin.readline()
-    for _ in range(12):
+    for _ in range(20):
         train_step(lib)
         time.sleep(0.25)
     if lib.wire_report(2000) != 0:
