@@ -30,11 +30,21 @@ struct conn {
 	struct cuda_wire_stats lib; /* the latest STATS */
 };
 
+#define NO_SLOT UINT32_MAX
+
 struct stack_rec {
 	int32_t pid;
 	uint64_t stack_id;
 	void *rec; /* NULL: free slot */
 	uint32_t size;
+	uint32_t older, newer; /* all records, by arrival (NO_SLOT: none) */
+	uint32_t pid_newer;    /* the same process's next record, by arrival */
+};
+
+/* One process's records, oldest first (linked by pid_newer). */
+struct pid_queue {
+	int32_t pid;
+	uint32_t oldest, newest, count;
 };
 
 struct cuda {
@@ -46,10 +56,17 @@ struct cuda {
 	void *ctx;
 	struct conn *conns; /* CUDA_MAX_CONNS slots */
 	size_t nconns;
-	/* Launch stacks: a ring of CUDA_MAX_STACKS slots, oldest at head. */
+	/* Launch stacks: CUDA_MAX_STACKS slots, free ones in free_slots;
+	 * the records in one list by arrival (oldest, newest) and in one
+	 * list per process (queues, indexed by pid in queue_index). */
 	struct stack_rec *stacks;
-	size_t head, nstacks, stack_bytes;
+	uint32_t *free_slots;
+	size_t nfree, nstacks, stack_bytes;
+	uint32_t oldest, newest;
 	struct hmap index;
+	struct pid_queue *queues;
+	size_t nqueues, capqueues;
+	struct hmap queue_index;
 	/* AGG entries waiting for their stack, in arrival order. */
 	struct cuda_work *pending;
 	size_t npending, cappending;
@@ -163,6 +180,11 @@ struct cuda *cuda_open(const char *dir, const char *proc_root, cuda_hello_fn hel
 	for (size_t i = 0; i < CUDA_MAX_CONNS; i++)
 		c->conns[i].fd = -1;
 	c->stacks = xcalloc(CUDA_MAX_STACKS, sizeof(*c->stacks));
+	c->free_slots = xmalloc(CUDA_MAX_STACKS * sizeof(*c->free_slots));
+	for (size_t i = 0; i < CUDA_MAX_STACKS; i++)
+		c->free_slots[i] = (uint32_t)(CUDA_MAX_STACKS - 1 - i);
+	c->nfree = CUDA_MAX_STACKS;
+	c->oldest = c->newest = NO_SLOT;
 	c->msg = xmalloc(CUDA_WIRE_MAX_MSG + 1);
 	return c;
 }
@@ -208,6 +230,9 @@ void cuda_close(struct cuda *c)
 		free_work(&c->pending[i]);
 	free(c->pending);
 	hmap_free(&c->index);
+	hmap_free(&c->queue_index);
+	free(c->queues);
+	free(c->free_slots);
 	free(c->stacks);
 	free(c->conns);
 	free(c->msg);
@@ -250,15 +275,59 @@ void cuda_get_stats(const struct cuda *c, struct cuda_stats *out)
 
 /* --- launch stacks ------------------------------------------------------ */
 
-static void evict_oldest(struct cuda *c)
+struct queue_key {
+	const struct cuda *c;
+	int32_t pid;
+};
+
+static bool eq_queue(const void *ctx, uint32_t idx)
 {
-	struct stack_rec *r = &c->stacks[c->head];
+	const struct queue_key *k = ctx;
+	return k->c->queues[idx].pid == k->pid;
+}
+
+static struct pid_queue *find_queue(struct cuda *c, int32_t pid)
+{
+	struct queue_key k = { c, pid };
+	uint32_t idx;
+	return hmap_find(&c->queue_index, hash_u64((uint32_t)pid), eq_queue, &k, &idx) ? &c->queues[idx]
+														 : NULL;
+}
+
+/* Drops the oldest record of process queue q (the oldest of all when q
+ * holds it). */
+static void evict_first(struct cuda *c, struct pid_queue *q)
+{
+	uint32_t slot = q->oldest;
+	struct stack_rec *r = &c->stacks[slot];
 	struct stack_key k = { c, r->pid, r->stack_id };
 	hmap_remove(&c->index, stack_hash(r->pid, r->stack_id), eq_stack, &k);
+	if (r->older != NO_SLOT)
+		c->stacks[r->older].newer = r->newer;
+	else
+		c->oldest = r->newer;
+	if (r->newer != NO_SLOT)
+		c->stacks[r->newer].older = r->older;
+	else
+		c->newest = r->older;
+	q->oldest = r->pid_newer;
+	if (--q->count == 0) {
+		/* The queue goes; the last one takes its place. */
+		struct queue_key qk = { c, q->pid };
+		hmap_remove(&c->queue_index, hash_u64((uint32_t)q->pid), eq_queue, &qk);
+		struct pid_queue *last = &c->queues[c->nqueues - 1];
+		if (last != q) {
+			struct queue_key lk = { c, last->pid };
+			hmap_remove(&c->queue_index, hash_u64((uint32_t)last->pid), eq_queue, &lk);
+			*q = *last;
+			hmap_insert(&c->queue_index, hash_u64((uint32_t)q->pid), (uint32_t)(q - c->queues));
+		}
+		c->nqueues--;
+	}
 	c->stack_bytes -= r->size;
 	free(r->rec);
 	memset(r, 0, sizeof(*r));
-	c->head = (c->head + 1) % CUDA_MAX_STACKS;
+	c->free_slots[c->nfree++] = slot;
 	c->nstacks--;
 	c->stats.stacks_evicted++;
 }
@@ -278,7 +347,7 @@ void cuda_add_stack(struct cuda *c, const void *rec, size_t size)
 	c->stats.stacks++;
 	if (hmap_find(&c->index, h, eq_stack, &k, &idx)) {
 		/* The same launch seen twice (two probes on one file): the
-		 * latest record wins. */
+		 * latest record wins, in the first one's place. */
 		struct stack_rec *r = &c->stacks[idx];
 		c->stack_bytes -= r->size;
 		free(r->rec);
@@ -288,18 +357,40 @@ void cuda_add_stack(struct cuda *c, const void *rec, size_t size)
 		c->stack_bytes += size;
 		return;
 	}
-	while (c->nstacks && (c->nstacks >= CUDA_MAX_STACKS || c->stack_bytes + size > CUDA_MAX_STACK_BYTES))
-		evict_oldest(c);
-	size_t slot = (c->head + c->nstacks) % CUDA_MAX_STACKS;
+	/* A process over its share makes room from its own records; then
+	 * the oldest of all go. */
+	struct pid_queue *q = find_queue(c, pid);
+	if (q && q->count >= CUDA_MAX_STACKS_PER_PROC)
+		evict_first(c, q);
+	while (c->nstacks && (!c->nfree || c->stack_bytes + size > CUDA_MAX_STACK_BYTES))
+		evict_first(c, find_queue(c, c->stacks[c->oldest].pid));
+	q = find_queue(c, pid); /* evictions move queues */
+	if (!q) {
+		xgrow((void **)&c->queues, &c->capqueues, c->nqueues + 1, sizeof(*c->queues));
+		q = &c->queues[c->nqueues];
+		*q = (struct pid_queue){ .pid = pid, .oldest = NO_SLOT, .newest = NO_SLOT };
+		hmap_insert(&c->queue_index, hash_u64((uint32_t)pid), (uint32_t)c->nqueues++);
+	}
+	uint32_t slot = c->free_slots[--c->nfree];
 	struct stack_rec *r = &c->stacks[slot];
-	r->pid = pid;
-	r->stack_id = id;
-	r->rec = xmalloc(size);
+	*r = (struct stack_rec){ .pid = pid, .stack_id = id, .rec = xmalloc(size),
+				 .size = (uint32_t)size, .older = c->newest, .newer = NO_SLOT,
+				 .pid_newer = NO_SLOT };
 	memcpy(r->rec, rec, size);
-	r->size = (uint32_t)size;
+	if (c->newest != NO_SLOT)
+		c->stacks[c->newest].newer = slot;
+	else
+		c->oldest = slot;
+	c->newest = slot;
+	if (q->newest != NO_SLOT)
+		c->stacks[q->newest].pid_newer = slot;
+	else
+		q->oldest = slot;
+	q->newest = slot;
+	q->count++;
 	c->stack_bytes += size;
 	c->nstacks++;
-	hmap_insert(&c->index, h, (uint32_t)slot);
+	hmap_insert(&c->index, h, slot);
 }
 
 static const struct stack_rec *find_stack(const struct cuda *c, int32_t pid, uint64_t stack_id)

@@ -14,7 +14,9 @@
  * Launch stacks. cuda_add_stack() keeps the raw record of each marker hit
  * (bpf/oncpu.bpf.c cuda_marker, kind ONCPU_KIND_CUDA_LAUNCH) under (pid,
  * stack_id), at most CUDA_MAX_STACKS records and CUDA_MAX_STACK_BYTES; the
- * oldest go first (counted). A stack stays after it was used: the library
+ * oldest go first (counted). One process keeps at most
+ * CUDA_MAX_STACKS_PER_PROC: past that its own oldest go, so a process that
+ * calls the marker far too often cannot push the others' stacks out. A stack stays after it was used: the library
  * puts the time of unsampled launches under the last sampled stack_id of
  * the same thread and kernel, again and again.
  *
@@ -39,6 +41,7 @@
 #define CUDA_MAX_CONNS 1024
 #define CUDA_MAX_DEVICES 64                 /* per connection */
 #define CUDA_MAX_STACKS 16384
+#define CUDA_MAX_STACKS_PER_PROC 4096
 #define CUDA_MAX_STACK_BYTES (32u << 20)
 #define CUDA_MAX_PENDING 65536
 #define CUDA_HOLD_NS 2000000000ull

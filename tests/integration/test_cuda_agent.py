@@ -182,6 +182,7 @@ def test_gpu_time_over_otlp(agent_factory, tmp_path):
         run_launcher(agent, os.path.join(cuda_dir, "agent.sock"))
         check_gpu_tree(settled(srv))
         assert flamegraph(srv, f'{QUERY} && gpu.device.uuid == "{UUID}"')["total"] == TOTAL
+        agent.stop()  # before its server
     finally:
         srv.stop()
 

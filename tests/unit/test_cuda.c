@@ -400,7 +400,23 @@ static void test_join(void **state)
 	free(dir);
 }
 
-/* The table is bounded: the oldest stacks go first. */
+/* Whether (pid, id)'s stack is kept: an AGG for it is joined at once. */
+static bool kept(struct cuda *c, struct emitted *e, int32_t pid, uint64_t id)
+{
+	struct msg m;
+	msg_start(&m);
+	msg_agg(&m, id, 10, CUDA_WIRE_KIND_KERNEL, "a", "k");
+	msg_end(&m, CUDA_WIRE_AGG);
+	int before = e->n;
+	cuda_handle_message(c, pid, m.b, m.len, 0);
+	bool joined = e->n == before + 1 && e->with_stack[before];
+	cuda_join(c, CUDA_HOLD_NS); /* what was held goes now, without */
+	e->n = 0;
+	return joined;
+}
+
+/* The table is bounded: the oldest stacks go first; one process keeps at
+ * most its share, so a flood from one does not push the others out. */
 static void test_stack_eviction(void **state)
 {
 	(void)state;
@@ -409,31 +425,48 @@ static void test_stack_eviction(void **state)
 	struct buf err = { 0 };
 	struct cuda *c = cuda_open(dir, dir, NULL, on_emit, &e, &err);
 	assert_non_null(c);
+	struct msg m;
+	msg_hello(&m);
+	for (int32_t pid = 1; pid <= 9; pid++)
+		cuda_handle_message(c, pid, m.b, m.len, 0);
 	struct oncpu_sample s;
-	for (uint64_t i = 1; i <= CUDA_MAX_STACKS + 2; i++) {
-		launch_rec(&s, 60, i);
+	/* A quiet process first, then a flood from another. */
+	for (uint64_t i = 1; i <= 10; i++) {
+		launch_rec(&s, 8, i);
+		cuda_add_stack(c, &s, ONCPU_HDR_SIZE + 8);
+	}
+	for (uint64_t i = 1; i <= CUDA_MAX_STACKS_PER_PROC + 2; i++) {
+		launch_rec(&s, 9, i);
 		cuda_add_stack(c, &s, ONCPU_HDR_SIZE + 8);
 	}
 	/* a repeat replaces, it does not add */
-	launch_rec(&s, 60, CUDA_MAX_STACKS + 2);
 	cuda_add_stack(c, &s, ONCPU_HDR_SIZE + 8);
 	struct cuda_stats st;
 	cuda_get_stats(c, &st);
 	assert_int_equal(st.stacks_evicted, 2);
-	struct msg m;
-	msg_hello(&m);
-	cuda_handle_message(c, 60, m.b, m.len, 0);
-	msg_start(&m);
-	msg_agg(&m, 1, 10, CUDA_WIRE_KIND_KERNEL, "a", "k"); /* evicted */
-	msg_agg(&m, 3, 20, CUDA_WIRE_KIND_KERNEL, "a", "k"); /* kept */
-	msg_end(&m, CUDA_WIRE_AGG);
-	cuda_handle_message(c, 60, m.b, m.len, 0);
-	assert_int_equal(e.n, 1);
-	assert_int_equal(e.stack_id[0], 3);
-	assert_true(e.with_stack[0]);
-	cuda_join(c, CUDA_HOLD_NS);
-	assert_int_equal(e.n, 2);
-	assert_false(e.with_stack[1]);
+	assert_false(kept(c, &e, 9, 1));
+	assert_false(kept(c, &e, 9, 2));
+	assert_true(kept(c, &e, 9, 3));
+	assert_true(kept(c, &e, 9, CUDA_MAX_STACKS_PER_PROC + 2));
+	for (uint64_t i = 1; i <= 10; i++)
+		assert_true(kept(c, &e, 8, i));
+
+	/* Past the table's size, the oldest of all go, whoever they are. */
+	uint64_t per = CUDA_MAX_STACKS_PER_PROC - 1, total = 10 + CUDA_MAX_STACKS_PER_PROC;
+	for (int32_t pid = 1; pid <= 4; pid++)
+		for (uint64_t i = 1; i <= per; i++) {
+			launch_rec(&s, (uint32_t)pid, i);
+			cuda_add_stack(c, &s, ONCPU_HDR_SIZE + 8);
+		}
+	total += 4 * per;
+	uint64_t over = total - CUDA_MAX_STACKS; /* the quiet ten, then the flood's oldest */
+	cuda_get_stats(c, &st);
+	assert_int_equal(st.stacks_evicted, 2 + over);
+	assert_false(kept(c, &e, 8, 10));
+	assert_false(kept(c, &e, 9, over - 10 + 2));
+	assert_true(kept(c, &e, 9, over - 10 + 3));
+	assert_true(kept(c, &e, 1, 1));
+	assert_true(kept(c, &e, 4, per));
 	cuda_close(c);
 	buf_free(&err);
 	rm_rf(dir);
