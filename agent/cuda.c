@@ -28,6 +28,8 @@ struct conn {
 	struct cuda_wire_device *devs; /* at most CUDA_MAX_DEVICES */
 	size_t ndevs, capdevs;
 	struct cuda_wire_stats lib; /* the latest STATS */
+	double tokens;        /* AGG entries it may still send (CUDA_MAX_ENTRIES_PER_CONN_SEC) */
+	uint64_t tokens_ns;   /* when they were counted */
 };
 
 #define NO_SLOT UINT32_MAX
@@ -72,6 +74,9 @@ struct cuda {
 	size_t npending, cappending;
 	uint8_t *msg; /* receive buffer: CUDA_WIRE_MAX_MSG + 1 bytes */
 	struct cuda_wire_stats closed_lib; /* the last STATS of closed connections, summed */
+	double tokens;      /* AGG entries all connections may still send */
+	uint64_t tokens_ns;
+	bool tokens_set;
 	struct cuda_stats stats;
 };
 
@@ -499,6 +504,22 @@ static uint64_t start_ticks(const char *proc_root, int32_t pid)
 	return t;
 }
 
+/* Refills a bucket of rate tokens a second (two seconds' worth at most)
+ * to now, and takes n from it if it holds them. */
+static bool take_tokens(double *tokens, uint64_t *at, uint64_t now_ns, double rate, uint32_t n)
+{
+	if (now_ns > *at) {
+		*tokens += (double)(now_ns - *at) * rate / 1e9;
+		if (*tokens > 2 * rate)
+			*tokens = 2 * rate;
+	}
+	*at = MAX(*at, now_ns);
+	if (*tokens < n)
+		return false;
+	*tokens -= n;
+	return true;
+}
+
 static void handle(struct cuda *c, struct conn *k, const void *msg, size_t len, uint64_t now_ns)
 {
 	uint16_t type = 0;
@@ -506,6 +527,21 @@ static void handle(struct cuda *c, struct conn *k, const void *msg, size_t len, 
 	enum cuda_wire_reject why = cuda_wire_check(msg, len, &type, &count);
 	if (why == CWR_OK && (type == CUDA_WIRE_HELLO) == k->hello)
 		why = CWR_ORDER; /* HELLO first, and once */
+	if (why == CWR_OK && type == CUDA_WIRE_AGG) {
+		if (!c->tokens_set) {
+			c->tokens = 2.0 * CUDA_MAX_ENTRIES_PER_SEC;
+			c->tokens_ns = now_ns;
+			c->tokens_set = true;
+		}
+		/* The connection's budget, then everyone's (the connection's
+		 * tokens go back when everyone's are short). */
+		if (!take_tokens(&k->tokens, &k->tokens_ns, now_ns, CUDA_MAX_ENTRIES_PER_CONN_SEC, count))
+			why = CWR_RATE;
+		else if (!take_tokens(&c->tokens, &c->tokens_ns, now_ns, CUDA_MAX_ENTRIES_PER_SEC, count)) {
+			k->tokens += count;
+			why = CWR_RATE;
+		}
+	}
 	if (why != CWR_OK) {
 		c->stats.rejected[why]++;
 		log_debug("CUDA: pid %d: message refused (%s)", k->pid, cuda_wire_reject_name(why));
@@ -562,6 +598,7 @@ static struct conn *new_conn(struct cuda *c, int fd, int32_t pid)
 		k->used = true;
 		k->fd = fd;
 		k->pid = pid;
+		k->tokens = 2.0 * CUDA_MAX_ENTRIES_PER_CONN_SEC;
 		c->nconns++;
 		return k;
 	}

@@ -47,6 +47,13 @@
 #define CUDA_HOLD_NS 2000000000ull
 /* Messages read from one connection per cuda_serve() (the rest wait). */
 #define CUDA_SERVE_BATCH 256
+/* AGG entries taken per second, from one connection and from all (token
+ * buckets holding two seconds' worth): a library reports one entry per
+ * (stack, thread, kernel, device, stream) per flush, far fewer; an AGG
+ * over the budget is refused whole (reason "rate"), so a process that
+ * floods the socket costs the agent a bounded amount of work and memory. */
+#define CUDA_MAX_ENTRIES_PER_CONN_SEC 20000
+#define CUDA_MAX_ENTRIES_PER_SEC 100000
 
 /* One AGG entry, with what the agent knows of its process and device. */
 struct cuda_work {

@@ -17,6 +17,7 @@ static const char *const reject_names[CWR_MAX] = {
 	[CWR_RESERVED] = "reserved",
 	[CWR_VALUE] = "value",
 	[CWR_ORDER] = "order",
+	[CWR_RATE] = "rate",
 };
 
 const char *cuda_wire_reject_name(enum cuda_wire_reject r)

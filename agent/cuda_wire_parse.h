@@ -36,6 +36,7 @@ enum cuda_wire_reject {
 	CWR_RESERVED, /* a reserved field or padding byte not zero */
 	CWR_VALUE,    /* a value out of range (time, count, span end before start) */
 	CWR_ORDER,    /* valid, but not where it came: no HELLO first, or a second HELLO */
+	CWR_RATE,     /* valid, but over the agent's budget of entries per second (cuda.h) */
 	CWR_MAX
 };
 

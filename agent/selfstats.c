@@ -145,6 +145,7 @@ static const struct metric metrics[SS_COUNT] = {
 	[SS_CUDA_REJ_RESERVED] = { "cuda_messages_rejected_total", COUNTER, NULL, "reason", "reserved" },
 	[SS_CUDA_REJ_VALUE] = { "cuda_messages_rejected_total", COUNTER, NULL, "reason", "value" },
 	[SS_CUDA_REJ_ORDER] = { "cuda_messages_rejected_total", COUNTER, NULL, "reason", "order" },
+	[SS_CUDA_REJ_RATE] = { "cuda_messages_rejected_total", COUNTER, NULL, "reason", "rate" },
 	[SS_CUDA_PROBED_FILES] = { "cuda_probed_libraries", GAUGE, "Copies of libembercuda.so with the launch-marker uprobe attached." },
 	[SS_CUDA_MARKER_HITS] = { "bpf_cuda_marker_hits_total", COUNTER, "Calls of ember_cuda_launch_marker the uprobe saw." },
 	[SS_CUDA_STACKS] = { "cuda_launch_stacks_total", COUNTER, "Launch stacks recorded by the uprobe and kept for the join." },
