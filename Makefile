@@ -62,7 +62,8 @@ UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 WORKLOADS := $(addprefix $(BUILD)/workloads/,cpu_split offcpu_split offcpu_burst unwind_c unwind_lib unwind_cpp unwind_rust \
-               unwind_go unwind_go_stripped symbols_cpp symbols_cpp.stripped metrics_load)
+               unwind_go unwind_go_stripped symbols_cpp symbols_cpp.stripped metrics_load \
+               cuda_wire/libembercuda.so cuda_wire_launcher)
 
 .PHONY: FORCE all deps deps-run run test unit fuzz integration browser bench clean
 .DELETE_ON_ERROR:
@@ -246,6 +247,17 @@ $(BUILD)/workloads/symbols_cpp: tests/workloads/symbols_cpp.cpp Makefile
 
 $(BUILD)/workloads/symbols_cpp.stripped: $(BUILD)/workloads/symbols_cpp
 	$(call say,STRIP,$@)objcopy --strip-all $< $@
+
+# TEST-ONLY stand-in for libembercuda.so (tests/workloads/cuda_wire_client.c:
+# the wire and the marker, no CUDA), and the program that "launches"
+# through it (test_cuda_agent.py). Frame pointers kept, as in cpu_split.
+$(BUILD)/workloads/cuda_wire/libembercuda.so: tests/workloads/cuda_wire_client.c lib/cuda_wire.h Makefile
+	@mkdir -p $(@D)
+	$(call say,CC,$@)$(CC) -std=gnu11 -O1 -g -fPIC -shared -fno-omit-frame-pointer -fvisibility=hidden -Wall -Wextra -Werror -Ilib $< -o $@
+
+$(BUILD)/workloads/cuda_wire_launcher: tests/workloads/cuda_wire_launcher.c $(BUILD)/workloads/cuda_wire/libembercuda.so Makefile
+	@mkdir -p $(@D)
+	$(call say,CC,$@)$(CC) -std=gnu11 -O1 -g -fno-omit-frame-pointer -fno-inline -Wall -Wextra -Werror -Ilib $< -o $@ -L$(BUILD)/workloads/cuda_wire -lembercuda -Wl,-rpath,'$$ORIGIN/cuda_wire'
 
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))

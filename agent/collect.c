@@ -7,6 +7,7 @@
 
 #include <linux/types.h>
 
+#include "cuda.h"
 #include "oncpu_types.h"
 #include "python.h"
 #include "unwind_types.h"
@@ -189,6 +190,45 @@ static void add_pod_kv(void *ctx, const char *key, const char *value)
 	pk->kv[pk->nkv++] = str(pk->c, value);
 }
 
+/* The resource of a sample of process p (pid) in thread comm (NULL: no
+ * thread.name), with extra (key, value) string pairs (n strings) after
+ * the process's own; *cacheable: false while the pod's labels are still
+ * to come. */
+static uint32_t process_resource(struct collector *c, uint32_t pid_, struct proc *p,
+				 const char *comm, const char *const *extra, size_t nextra,
+				 uint64_t now_ns, bool *cacheable)
+{
+	char pid[16];
+	snprintf(pid, sizeof(pid), "%u", pid_);
+	uint32_t kv[2 * (5 + ATTRIB_MAX + KUBELET_MAX_ATTRS + COLLECT_MAX_EXTRA_KV) + COLLECT_MAX_HOST_KV] = {
+		str(c, "host.name"), str(c, c->host_name),
+		str(c, "host.arch"), str(c, c->host_arch),
+		str(c, "process.executable.name"), str(c, p->exe_name),
+		str(c, "process.pid"), str(c, pid),
+	};
+	size_t nkv = 8;
+	if (comm) {
+		kv[nkv++] = str(c, "thread.name");
+		kv[nkv++] = str(c, comm);
+	}
+	for (size_t i = 0; i + 1 < c->nhost_kv; i += 2)
+		if (c->host_kv[i + 1] && *c->host_kv[i + 1]) {
+			kv[nkv++] = str(c, c->host_kv[i]);
+			kv[nkv++] = str(c, c->host_kv[i + 1]);
+		}
+	for (size_t i = 0; i < p->attrs.n; i++) {
+		kv[nkv++] = str(c, p->attrs.key[i]);
+		kv[nkv++] = str(c, p->attrs.value[i]);
+	}
+	for (size_t i = 0; i + 1 < nextra && i + 1 < 2 * COLLECT_MAX_EXTRA_KV; i += 2) {
+		kv[nkv++] = str(c, extra[i]);
+		kv[nkv++] = str(c, extra[i + 1]);
+	}
+	struct pod_kv pk = { c, kv, nkv };
+	*cacheable = kubelet_process_attributes(c->kubelet, &p->attrs, now_ns, add_pod_kv, &pk);
+	return batch_resource(c->batch, kv, pk.nkv);
+}
+
 /* The words that decide what a raw sample becomes in the batch: its
  * process (pid, start, exec), kind, unwinding outcome, thread name and
  * raw frames. Not its time, CPU, thread id or value. */
@@ -280,29 +320,8 @@ static uint32_t resolve_sample(struct collector *c, const struct oncpu_sample *s
 	    strcmp(c->res_cache[slot].comm, comm) == 0) {
 		return batch_add(c->batch, st, c->res_cache[slot].res, kind, s->value);
 	}
-	char pid[16];
-	snprintf(pid, sizeof(pid), "%u", s->pid);
-	uint32_t kv[2 * (5 + ATTRIB_MAX + KUBELET_MAX_ATTRS) + COLLECT_MAX_HOST_KV] = {
-		str(c, "host.name"), str(c, c->host_name),
-		str(c, "host.arch"), str(c, c->host_arch),
-		str(c, "process.executable.name"), str(c, p->exe_name),
-		str(c, "process.pid"), str(c, pid),
-		str(c, "thread.name"), str(c, comm),
-	};
-	size_t nkv = 10;
-	for (size_t i = 0; i + 1 < c->nhost_kv; i += 2)
-		if (c->host_kv[i + 1] && *c->host_kv[i + 1]) {
-			kv[nkv++] = str(c, c->host_kv[i]);
-			kv[nkv++] = str(c, c->host_kv[i + 1]);
-		}
-	for (size_t i = 0; i < p->attrs.n; i++) {
-		kv[nkv++] = str(c, p->attrs.key[i]);
-		kv[nkv++] = str(c, p->attrs.value[i]);
-	}
-	struct pod_kv pk = { c, kv, nkv };
-	bool cacheable = kubelet_process_attributes(c->kubelet, &p->attrs, now_ns, add_pod_kv, &pk);
-	nkv = pk.nkv;
-	uint32_t res = batch_resource(c->batch, kv, nkv);
+	bool cacheable;
+	uint32_t res = process_resource(c, s->pid, p, comm, NULL, 0, now_ns, &cacheable);
 	if (!cacheable) {
 		*reusable = false;
 		return batch_add(c->batch, st, res, kind, s->value);
@@ -383,4 +402,158 @@ void collect_sample(struct collector *c, const void *data, size_t size, uint64_t
 		};
 		sample_cache_put(&c->samples, key, nkey, hash, &v);
 	}
+}
+
+/* --- GPU time (cuda.h) --------------------------------------------------- */
+
+/* Whether a frame's file is the CUDA machinery the launch went through
+ * (libembercuda.so, libcupti*, libcuda.so*, libcudart*): such frames at
+ * the top of a launch stack are left out, the cuda_launch frame stands
+ * for them. */
+static bool cuda_machinery(const char *name)
+{
+	return strncmp(name, "libembercuda.so", 15) == 0 || strncmp(name, "libcupti", 8) == 0 ||
+	       strncmp(name, "libcuda", 7) == 0;
+}
+
+static uint8_t cuda_leaf_type(uint16_t kind)
+{
+	switch (kind) {
+	case CUDA_WIRE_KIND_MEMCPY:
+		return FT_CUDA_MEMCPY;
+	case CUDA_WIRE_KIND_MEMSET:
+		return FT_CUDA_MEMSET;
+	case CUDA_WIRE_KIND_SYNC:
+		return FT_CUDA_SYNC;
+	default: /* KERNEL, GRAPH */
+		return FT_CUDA_KERNEL;
+	}
+}
+
+void collect_cuda_prepare(struct collector *c, const void *rec, size_t size, uint64_t now_ns)
+{
+	const struct oncpu_sample *s = rec;
+	if (size < ONCPU_HDR_SIZE || s->kstack_len < 0 || s->ustack_len < 0 ||
+	    s->kstack_len > ONCPU_MAX_KFRAMES || s->ustack_len > ONCPU_MAX_UFRAMES ||
+	    size < ONCPU_HDR_SIZE + (size_t)(s->kstack_len + s->ustack_len) * sizeof(__u64))
+		return;
+	char comm[ONCPU_COMM_LEN + 1];
+	memcpy(comm, s->comm, ONCPU_COMM_LEN);
+	comm[ONCPU_COMM_LEN] = '\0';
+	struct proc *p = proc_table_get(c->procs, (int32_t)s->pid, s->proc_start_ns / c->ns_per_tick,
+					s->exec_id, comm, now_ns);
+	const __u64 *uframes = s->frames + s->kstack_len;
+	struct py_sym ps;
+	bool last_native = false;
+	uint64_t last = 0;
+	for (int32_t i = 0; i < s->ustack_len; i++) {
+		last_native = !(uframes[i] & PY_FRAME_FLAG);
+		if (last_native) {
+			last = i == 0 ? uframes[i] : uframes[i] - 1;
+			continue;
+		}
+		if (c->python && i + 1 < s->ustack_len)
+			(void)python_symbolize(c->python, (int32_t)s->pid, uframes[i], uframes[i + 1], &ps);
+		i++;
+	}
+	/* Stopped for want of a file's table (maybe still to be built): that
+	 * table next, as for CPU samples, so the next launch stacks are whole. */
+	if (c->want_table && s->unwind_mode == UWM_CFI && last_native &&
+	    (s->unwind_error == UWE_NO_FP || s->unwind_error == UWE_READ)) {
+		const struct mapping *m = proc_find_mapping(c->procs, p, last, now_ns);
+		if (m && m->kind == MAPPING_FILE && m->file != FILE_NONE)
+			c->want_table(c->hook_ctx, m->file);
+	}
+}
+
+void collect_cuda(struct collector *c, const struct cuda_work *w, const void *rec, size_t size,
+		  uint64_t now_ns)
+{
+	const struct oncpu_sample *s = rec;
+	if (s && (size < ONCPU_HDR_SIZE || s->kstack_len < 0 || s->ustack_len < 0 ||
+		  s->kstack_len > ONCPU_MAX_KFRAMES || s->ustack_len > ONCPU_MAX_UFRAMES ||
+		  size < ONCPU_HDR_SIZE + (size_t)(s->kstack_len + s->ustack_len) * sizeof(__u64))) {
+		c->stats.malformed++;
+		s = NULL;
+	}
+	char comm[ONCPU_COMM_LEN + 1] = "";
+	struct proc *p;
+	if (s) {
+		memcpy(comm, s->comm, ONCPU_COMM_LEN);
+		comm[ONCPU_COMM_LEN] = '\0';
+		p = proc_table_get(c->procs, (int32_t)s->pid, s->proc_start_ns / c->ns_per_tick,
+				   s->exec_id, comm, now_ns);
+	} else {
+		p = proc_table_get(c->procs, w->pid, w->start_ticks, PROC_EXEC_UNKNOWN, "", now_ns);
+	}
+	uint32_t stack[MAX_STACK + 2];
+	size_t n = 0;
+	if (s) {
+		const __u64 *uframes = s->frames + s->kstack_len;
+		uint32_t nu = (uint32_t)s->ustack_len;
+		uint32_t user[ONCPU_MAX_UFRAMES];
+		uint32_t nres = 0;
+		const char *why = s->unwind_error && s->unwind_error < UWE_MAX ? unwind_errors[s->unwind_error] : NULL;
+		bool top = true; /* still among the library frames at the top */
+		for (uint32_t i = 0; i < nu; i++) {
+			uint64_t a = uframes[i];
+			if (a & PY_FRAME_FLAG) {
+				top = false;
+				user[nres++] = python_frame(c, p, a, i + 1 < nu ? uframes[++i] : 0);
+				continue;
+			}
+			uint64_t at = i == 0 ? a : a - 1;
+			const struct mapping *m = proc_find_mapping(c->procs, p, at, now_ns);
+			if (top && m && m->kind == MAPPING_FILE && m->file != FILE_NONE &&
+			    cuda_machinery(files_at(c->files, m->file)->name))
+				continue;
+			top = false;
+			uint32_t f = user_frame(c, p, at, now_ns);
+			if (f == UINT32_MAX) {
+				why = unwind_errors[UWE_NO_MAPPING];
+				break;
+			}
+			user[nres++] = f;
+		}
+		if (why) {
+			c->stats.unknown_frames++;
+			stack[n++] = error_frame(c, why);
+		}
+		for (uint32_t i = nres; i-- > 0;)
+			stack[n++] = user[i];
+	} else {
+		stack[n++] = error_frame(c, "[launch not sampled]");
+	}
+	struct bframe launch = { .type = FT_CUDA_LAUNCH, .name = str(c, w->api) };
+	stack[n++] = batch_frame(c->batch, &launch);
+	struct bframe leaf = { .type = cuda_leaf_type(w->kind), .name = str(c, w->name) };
+	stack[n++] = batch_frame(c->batch, &leaf);
+	uint32_t st = batch_stack(c->batch, stack, n);
+
+	char dev[16], stream[16], ctx[16];
+	snprintf(dev, sizeof(dev), "%u", w->device);
+	snprintf(stream, sizeof(stream), "%u", w->stream);
+	snprintf(ctx, sizeof(ctx), "%u", w->context);
+	const char *extra[2 * COLLECT_MAX_EXTRA_KV];
+	size_t ne = 0;
+	extra[ne++] = "gpu.device.index";
+	extra[ne++] = dev;
+	if (*w->gpu_uuid) {
+		extra[ne++] = "gpu.device.uuid";
+		extra[ne++] = w->gpu_uuid;
+	}
+	if (*w->gpu_name) {
+		extra[ne++] = "gpu.name";
+		extra[ne++] = w->gpu_name;
+	}
+	extra[ne++] = "cuda.stream.id";
+	extra[ne++] = stream;
+	extra[ne++] = "cuda.context.id";
+	extra[ne++] = ctx;
+	bool cacheable;
+	uint32_t res = process_resource(c, (uint32_t)w->pid, p,
+					*comm ? comm : NULL, extra, ne, now_ns, &cacheable);
+	batch_add(c->batch, st, res, EK_CUDA, w->total_ns);
+	c->stats.cuda_samples++;
+	c->stats.cuda_ns += w->total_ns;
 }

@@ -38,10 +38,13 @@ struct collector_stats {
 	uint64_t cfi_stacks; /* user stacks from ember's unwinder */
 	uint64_t fp_stacks;  /* user stacks from the kernel's frame-pointer walk */
 	uint64_t python_frames, python_unknown; /* Python frames named, not named */
+	uint64_t cuda_samples, cuda_ns; /* GPU time samples (collect_cuda) and their nanoseconds */
 };
 
 /* Most host attribute ids (pairs x 2) a collector takes. */
 #define COLLECT_MAX_HOST_KV 96
+/* Most attributes (pairs) a sample adds to its process's (GPU samples). */
+#define COLLECT_MAX_EXTRA_KV 8
 
 struct collector {
 	struct batch *batch;
@@ -119,5 +122,27 @@ void collector_free(struct collector *c);
  * OFFCPU_MAX_VALUE_NS nanoseconds); any other kind or value is counted as
  * malformed and dropped. */
 void collect_sample(struct collector *c, const void *sample, size_t size, uint64_t now_ns);
+
+struct cuda_work;
+/* Adds one entry of GPU time (cuda.h) to the batch as an EK_CUDA sample
+ * of w->total_ns nanoseconds. Its stack: the user stack of the launch
+ * record rec (struct oncpu_sample of kind ONCPU_KIND_CUDA_LAUNCH, size
+ * bytes) without the frames at its top that lie in the CUDA libraries
+ * (libembercuda.so, libcupti*, libcuda*), or, with rec NULL, one error
+ * frame "[launch not sampled]"; then a cuda_launch frame named by the API
+ * and a leaf frame named by the kernel (as CUPTI gives it, mangled: the
+ * server demangles names for display) of type cuda_kernel, cuda_memcpy,
+ * cuda_memset or cuda_sync by the work's kind. Its resource: the
+ * process's (thread.name from the launch record) plus gpu.device.index,
+ * gpu.device.uuid and gpu.name (when the library sent the device),
+ * cuda.stream.id and cuda.context.id. */
+void collect_cuda(struct collector *c, const struct cuda_work *w, const void *rec, size_t size,
+		  uint64_t now_ns);
+/* What collect_cuda() will need of a launch record's process, read as the
+ * record arrives (the process may be gone when its GPU time comes): its
+ * entry (mappings, exec count) and the names of its Python frames (into
+ * the symbolizer's cache); and, when the walk stopped for want of a file's
+ * unwind table, want_table() for that file. */
+void collect_cuda_prepare(struct collector *c, const void *rec, size_t size, uint64_t now_ns);
 
 #endif

@@ -3,12 +3,14 @@
  * sample takes, and agent/config.h for the flags. */
 #include <bpf/bpf.h>
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -19,6 +21,7 @@
 #include "config.h"
 #include "crashlog.h"
 #include "cudaship.h"
+#include "cuda.h"
 #include "files.h"
 #include "httpc.h"
 #include "kallsyms.h"
@@ -49,6 +52,12 @@
 /* A session's dictionary past this size is replaced by a new session. */
 #define SESSION_MAX_BYTES (32u << 20)
 #define PUBLISH_INTERVAL_NS 1000000000ull /* -pprof's values: once a second */
+#define CUDA_RETRY_NS 100000000ull /* GPU time waiting for its launch stack: looked at again */
+
+_Static_assert(PROC_EXEC_UNKNOWN == UNWIND_EXEC_ANY, "the unwinder reads the agent's unknown exec count");
+_Static_assert(SS_CUDA_REJ_RATE - SS_CUDA_REJ_SHORT == CWR_RATE - CWR_SHORT &&
+		       CWR_RATE + 1 == CWR_MAX,
+	       "one counter per reason a CUDA message is refused, in enum cuda_wire_reject's order");
 
 /* Set from the signal handler, read by the main loop: the only way a
  * handler may talk to the rest of the program. */
@@ -96,6 +105,12 @@ struct agent {
 	struct attrib *metrics_attrib;     /* the metrics thread's own (attrib.h is single-threaded) */
 	struct metricsender *metrics;      /* NULL = no host or GPU metrics */
 	bool sampling;                     /* false while probabilistic profiling is off */
+	struct cuda *cuda;                 /* -enable-cuda-profiler's socket; NULL = off */
+	/* Copies of libembercuda.so the launch-marker uprobe was tried on
+	 * (device << 32 | minor as files.h keys them, inode), once each. */
+	struct { uint64_t dev, ino; } cuda_files[ONCPU_MAX_CUDA_FILES];
+	size_t ncuda_files;
+	size_t ncuda_probed; /* of which the attach worked */
 	int64_t start_unix_ms;
 };
 
@@ -152,10 +167,51 @@ static void describe_python(struct agent *a, const struct proc *p)
 	python_set_process(a->python, p->pid, 0, 0, NULL, 0);
 }
 
+/* Puts the launch-marker uprobe on a copy of libembercuda.so (path: where
+ * the agent can open it), once per file. */
+static void probe_cuda_file(struct agent *a, uint64_t dev, uint64_t ino, const char *path)
+{
+	for (size_t i = 0; i < a->ncuda_files; i++)
+		if (a->cuda_files[i].dev == dev && a->cuda_files[i].ino == ino)
+			return;
+	if (a->ncuda_files >= ONCPU_MAX_CUDA_FILES)
+		return;
+	a->cuda_files[a->ncuda_files].dev = dev;
+	a->cuda_files[a->ncuda_files++].ino = ino;
+	struct buf err = { 0 };
+	if (oncpu_attach_cuda_marker(a->oncpu, path, CUDA_WIRE_MARKER, &err) < 0) {
+		log_warn("CUDA: no launch stacks from %s: %s", path, err.data);
+	} else {
+		a->ncuda_probed++;
+		log_info("CUDA: launch stacks from %s (uprobe on %s)", path, CUDA_WIRE_MARKER);
+	}
+	buf_free(&err);
+}
+
+/* A process that maps libembercuda.so: its copy gets the uprobe. */
+static void find_cuda_library(struct agent *a, const struct proc *p)
+{
+	for (size_t i = 0; i < p->nmaps; i++) {
+		const struct mapping *m = &p->maps[i];
+		if (m->kind != MAPPING_FILE || m->file == FILE_NONE)
+			continue;
+		const struct agent_file *f = files_at(&a->files, m->file);
+		if (strcmp(f->name, "libembercuda.so") != 0)
+			continue;
+		char path[96];
+		snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", p->pid,
+			 (unsigned long long)m->start, (unsigned long long)m->end);
+		probe_cuda_file(a, f->dev, f->ino, path);
+		return;
+	}
+}
+
 /* Mirrors a process's executable mappings into the BPF unwinder. */
 static void on_proc_maps(void *ctx, const struct proc *p)
 {
 	struct agent *a = ctx;
+	if (a->cuda && p->live)
+		find_cuda_library(a, p);
 	if (!a->unwinder || !p->live)
 		return;
 	size_t n = MIN(p->nmaps, (size_t)UNWIND_MAX_MAPPINGS);
@@ -200,7 +256,53 @@ static void want_table(void *ctx, uint32_t file)
 static void on_sample(void *ctx, const void *data, size_t size)
 {
 	struct agent *a = ctx;
+	const struct oncpu_sample *s = data;
+	if (size >= ONCPU_HDR_SIZE && s->kind == ONCPU_KIND_CUDA_LAUNCH) {
+		if (a->cuda) {
+			collect_cuda_prepare(&a->collector, data, size, now_mono_ns());
+			cuda_add_stack(a->cuda, data, size);
+		}
+		return;
+	}
 	collect_sample(&a->collector, data, size, now_mono_ns());
+}
+
+/* A CUDA process said hello: its maps are read now (its copy of the
+ * library gets the uprobe, the unwinder learns its mappings). */
+static void on_cuda_hello(void *ctx, int32_t pid, uint64_t start_ticks)
+{
+	struct agent *a = ctx;
+	proc_table_refresh(&a->procs, pid, start_ticks, now_mono_ns());
+}
+
+static void on_cuda_work(void *ctx, const struct cuda_work *w, const void *rec, size_t size)
+{
+	struct agent *a = ctx;
+	collect_cuda(&a->collector, w, rec, size, now_mono_ns());
+}
+
+/* -enable-cuda-profiler: the socket libembercuda.so reports to, and the
+ * uprobe on the installed copy of the library (before any process maps
+ * it, so that no early launch is missed). Failing is logged, not fatal. */
+static void start_cuda(struct agent *a)
+{
+	if (!a->cfg.enable_cuda_profiler)
+		return;
+	struct buf err = { 0 };
+	a->cuda = cuda_open(a->cfg.cuda_profiler_dir, "/proc", on_cuda_hello, on_cuda_work, a, &err);
+	if (!a->cuda) {
+		log_warn("CUDA profiling off: %s", err.data);
+		buf_free(&err);
+		return;
+	}
+	buf_free(&err);
+	char lib[256];
+	snprintf(lib, sizeof(lib), "%s/libembercuda.so", a->cfg.cuda_profiler_dir);
+	struct stat st;
+	if (stat(lib, &st) == 0 && S_ISREG(st.st_mode))
+		probe_cuda_file(a, (uint64_t)major(st.st_dev) << 32 | minor(st.st_dev), st.st_ino, lib);
+	log_info("CUDA profiling: GPU time from programs started with CUDA_INJECTION64_PATH=%s, reported on %s",
+		 lib, cuda_socket_path(a->cuda));
 }
 
 static void flush_batch(struct agent *a)
@@ -464,6 +566,34 @@ static void take_stats(struct agent *a, struct selfstats_values *s)
 	v[SS_MET_BATCHES_DROPPED] = ms.dropped_batches;
 	v[SS_MET_COLLECT_NS] = ms.last_collect_ns;
 	v[SS_MET_PROCESSES_DROPPED] = ms.processes_dropped;
+	if (a->cuda) {
+		struct cuda_stats c;
+		cuda_get_stats(a->cuda, &c);
+		v[SS_CUDA_CONNECTIONS] = c.connections;
+		v[SS_CUDA_CONNS_REFUSED] = c.connections_refused;
+		v[SS_CUDA_CONNS_OPEN] = c.connections_open;
+		v[SS_CUDA_PROCESSES] = c.processes;
+		v[SS_CUDA_MESSAGES] = c.messages;
+		for (int r = CWR_SHORT; r < CWR_MAX; r++)
+			v[SS_CUDA_REJ_SHORT + r - CWR_SHORT] = c.rejected[r];
+		v[SS_CUDA_STACKS] = c.stacks;
+		v[SS_CUDA_STACKS_EVICTED] = c.stacks_evicted;
+		v[SS_CUDA_ENTRIES] = c.entries;
+		v[SS_CUDA_JOINED] = c.joined;
+		v[SS_CUDA_NOT_SAMPLED] = c.not_sampled;
+		v[SS_CUDA_UNKNOWN_STACK] = c.unknown_stack;
+		v[SS_CUDA_PENDING_OVERFLOW] = c.pending_overflow;
+		v[SS_CUDA_PENDING] = cuda_pending(a->cuda);
+		v[SS_CUDA_GPU_NS] = c.gpu_ns;
+		v[SS_CUDA_NOT_SAMPLED_NS] = c.not_sampled_ns;
+		v[SS_CUDA_LIB_LAUNCHES] = c.lib_launches;
+		v[SS_CUDA_LIB_SAMPLED] = c.lib_sampled;
+		v[SS_CUDA_LIB_RECORDS_DROPPED] = c.lib_records_dropped;
+		v[SS_CUDA_LIB_MESSAGES_DROPPED] = c.lib_messages_dropped;
+	}
+	v[SS_CUDA_PROBED_FILES] = a->ncuda_probed;
+	v[SS_CUDA_MARKER_HITS] = bpf[ONCPU_STAT_CUDA_HITS];
+	v[SS_CUDA_STACKS_LOST] = bpf[ONCPU_STAT_CUDA_RB_FULL];
 	v[SS_SAMPLING] = a->sampling;
 	v[SS_OFFCPU_SAMPLING] = oncpu_offcpu_active(a->oncpu);
 	v[SS_START_TIME] = (uint64_t)MAX(a->start_unix_ms / 1000, (int64_t)0);
@@ -706,6 +836,7 @@ int main(int argc, char **argv, char **envp)
 		a.vdso.fd = -1; /* the registry owns it now */
 	}
 	start_metrics(&a, &hopts);
+	start_cuda(&a);
 	struct sigaction sa = { .sa_handler = on_signal };
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
@@ -743,11 +874,43 @@ int main(int argc, char **argv, char **envp)
 		 * wakes it (oncpu_wait: a new process, a ring a quarter full). */
 		uint64_t now = now_mono_ns();
 		uint64_t until = MIN(next_drain, next_report);
-		if (now < until) {
+		/* GPU time waiting for its launch stack: looked at again soon. */
+		if (a.cuda && cuda_pending(a.cuda))
+			until = MIN(until, now + CUDA_RETRY_NS);
+		if (now < until && !a.cuda) {
 			int woke = oncpu_wait(a.oncpu, (int)((until - now + 999999) / 1000000));
 			if (woke < 0)
 				log_warn("waiting for the ring buffer failed: %s", strerror(-woke));
 			now = now_mono_ns();
+		} else if (now < until) {
+			/* The ring buffer and the CUDA socket together. */
+			struct pollfd pf[2] = { { .fd = oncpu_epoll_fd(a.oncpu), .events = POLLIN },
+						{ .fd = cuda_fd(a.cuda), .events = POLLIN } };
+			int n = poll(pf, 2, (int)((until - now + 999999) / 1000000));
+			if (n < 0 && errno != EINTR)
+				log_warn("waiting for the ring buffer failed: %s", strerror(errno));
+			if (n > 0 && pf[0].revents) {
+				int woke = oncpu_wait(a.oncpu, 0);
+				if (woke < 0)
+					log_warn("reading the ring buffer failed: %s", strerror(-woke));
+			}
+			now = now_mono_ns();
+			if (n > 0 && pf[1].revents) {
+				/* Launch records first: a stack the library
+				 * reports time for was taken before the report
+				 * was sent (and a newer record of the same
+				 * stack id replaces an older one). */
+				if (oncpu_drain(a.oncpu) < 0)
+					log_warn("reading the ring buffer failed: %s", strerror(errno));
+				cuda_serve(a.cuda, now);
+			}
+		}
+		if (a.cuda && cuda_pending(a.cuda)) {
+			/* The launch stacks in the ring buffer first: the uprobe
+			 * ran before the library reported the launch's time. */
+			if (oncpu_drain(a.oncpu) < 0)
+				log_warn("reading the ring buffer failed: %s", strerror(errno));
+			cuda_join(a.cuda, now_mono_ns());
 		}
 		/* The sweep drains first: every record of a process that has
 		 * exited is in the ring buffer by then, to be taken before the
@@ -785,8 +948,16 @@ int main(int argc, char **argv, char **envp)
 	}
 	log_info("stopping: sending what is left");
 	oncpu_drain(a.oncpu);
+	if (a.cuda) {
+		/* What the socket still holds, then every entry still held
+		 * (without its stack if it has not come): none is dropped. */
+		cuda_serve(a.cuda, now_mono_ns());
+		oncpu_drain(a.oncpu);
+		cuda_join(a.cuda, now_mono_ns() + CUDA_HOLD_NS);
+	}
 	flush_batch(&a);
 	log_stats(&a);
+	cuda_close(a.cuda);
 	metricsender_stop(a.metrics);
 	attrib_free(a.metrics_attrib);
 	selfstats_stop(a.stats_srv);

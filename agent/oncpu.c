@@ -35,6 +35,9 @@ struct oncpu {
 	uint64_t offcpu_hz;            /* 0: off-CPU sampling off or unavailable */
 	struct bpf_link *off_links[4]; /* tp_btf/sched_process_fork, sys_exit, sched_process_exit,
 					  sched_switch; NULL: detached */
+	bool cuda_ok;                  /* cuda_progs filled: the marker uprobe may be attached */
+	struct bpf_link *cuda_links[ONCPU_MAX_CUDA_FILES]; /* one per copy of the library */
+	int ncuda_links;
 };
 
 int parse_cpu_list(const char *s, int *ids, int max)
@@ -314,6 +317,14 @@ int oncpu_open(struct oncpu **out, uint64_t hz, uint64_t offcpu_hz, uint32_t unw
 			offcpu_hz = 0;
 		}
 	}
+	buf_reset(&why);
+	/* The CUDA launch path's targets: without them no marker uprobe is
+	 * attached (oncpu_attach_cuda_marker says why). */
+	if (install_tail_calls(o->skel->maps.cuda_progs, o->skel->progs.cuda_unwind,
+			       o->skel->progs.cuda_python, &why) < 0)
+		log_warn("CUDA launch stacks are off: %s", why.data);
+	else
+		o->cuda_ok = true;
 	buf_free(&why);
 	o->offcpu_hz = offcpu_hz;
 	o->rb = ring_buffer__new(bpf_map__fd(o->skel->maps.samples), on_event, o, NULL);
@@ -405,6 +416,32 @@ int oncpu_drain(struct oncpu *o)
 	return ring_buffer__consume(o->rb);
 }
 
+int oncpu_epoll_fd(const struct oncpu *o)
+{
+	return ring_buffer__epoll_fd(o->rb);
+}
+
+int oncpu_attach_cuda_marker(struct oncpu *o, const char *path, const char *func, struct buf *err)
+{
+	if (!o->cuda_ok) {
+		buf_printf(err, "the CUDA launch programs could not be installed");
+		return -1;
+	}
+	if (o->ncuda_links >= ONCPU_MAX_CUDA_FILES) {
+		buf_printf(err, "already %d copies of the library probed", ONCPU_MAX_CUDA_FILES);
+		return -1;
+	}
+	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = func, .retprobe = false);
+	struct bpf_link *l = bpf_program__attach_uprobe_opts(o->skel->progs.cuda_marker, -1, path, 0,
+							     &opts);
+	if (!l) {
+		buf_printf(err, "attaching a uprobe to %s in %s failed: %s", func, path, strerror(errno));
+		return -1;
+	}
+	o->cuda_links[o->ncuda_links++] = l;
+	return 0;
+}
+
 int oncpu_wait(struct oncpu *o, int timeout_ms)
 {
 	int n = ring_buffer__poll(o->rb, timeout_ms);
@@ -456,6 +493,8 @@ void oncpu_close(struct oncpu *o)
 	if (!o)
 		return;
 	offcpu_detach(o);
+	for (int i = 0; i < o->ncuda_links; i++)
+		bpf_link__destroy(o->cuda_links[i]);
 	for (int i = 0; i < o->ncpu; i++) {
 		if (o->links && o->links[i])
 			bpf_link__destroy(o->links[i]);

@@ -51,6 +51,18 @@ int oncpu_python_map(const struct oncpu *o);
  * sample to fn; ordinary samples do not wake it. Returns how many samples
  * were handed over (0 on timeout or a signal) or a negative errno. */
 int oncpu_wait(struct oncpu *o, int timeout_ms);
+/* The descriptor that becomes readable when oncpu_wait would return at
+ * once (for a caller that waits on other descriptors too). */
+int oncpu_epoll_fd(const struct oncpu *o);
+
+/* Most copies of libembercuda.so (distinct files) probed at once. */
+#define ONCPU_MAX_CUDA_FILES 64
+/* Attaches the CUDA launch-stack program (bpf/oncpu.bpf.c cuda_marker) as
+ * a uprobe on function func of the ELF file at path, for every process
+ * that maps it (the kernel keys uprobes by inode: once per file, not per
+ * process). Records of kind ONCPU_KIND_CUDA_LAUNCH then arrive with the
+ * samples. Returns 0, or -1 with the reason in err. */
+int oncpu_attach_cuda_marker(struct oncpu *o, const char *path, const char *func, struct buf *err);
 /* Starts or stops sampling (probabilistic profiling): the on-CPU timers,
  * and the off-CPU programs when they are loaded (detached while off, so a
  * stopped sampler costs nothing; waits that began while off are not

@@ -11,6 +11,8 @@
 static const char *const type_names[] = {
 	[FT_KERNEL] = "kernel", [FT_NATIVE] = "native", [3] = "cpython", [4] = "go", [5] = "jvm",
 	[6] = "v8js", [7] = "ruby", [8] = "php", [9] = "perl", [10] = "dotnet",
+	[FT_CUDA_LAUNCH] = "cuda_launch", [FT_CUDA_KERNEL] = "cuda_kernel", [FT_ERROR] = "error",
+	[FT_CUDA_MEMCPY] = "cuda_memcpy", [FT_CUDA_MEMSET] = "cuda_memset", [FT_CUDA_SYNC] = "cuda_sync",
 };
 
 /* Everything one request points to, freed together. */
@@ -213,12 +215,13 @@ int otlp_encode(const struct batch *b, const struct batch_meta *meta, struct buf
 		group_of[i] = (uint32_t)g;
 	}
 	/* Within a process, one Profile per event kind present (each has one
-	 * sample type): on-CPU samples/count, off-CPU off_cpu/nanoseconds. */
-	enum { NKINDS = 2 }; /* slot 0: EK_ON_CPU, 1: EK_OFF_CPU */
+	 * sample type): on-CPU samples/count, off-CPU off_cpu/nanoseconds,
+	 * GPU time cuda/nanoseconds. */
+	enum { NKINDS = 3 }; /* slot 0: EK_ON_CPU, 1: EK_OFF_CPU, 2: EK_CUDA */
+#define KIND_SLOT(k) ((k) == EK_OFF_CPU ? 1 : (k) == EK_CUDA ? 2 : 0)
 	size_t *per_prof = xcalloc(ngroups * NKINDS + 1, sizeof(size_t));
 	for (size_t i = 0; i < b->nsamples; i++)
-		per_prof[group_of[b->samples[i].resource] * NKINDS +
-			 (b->samples[i].kind == EK_OFF_CPU ? 1 : 0)]++;
+		per_prof[group_of[b->samples[i].resource] * NKINDS + KIND_SLOT(b->samples[i].kind)]++;
 	size_t nprofs = 0;
 	for (size_t i = 0; i < ngroups * NKINDS; i++)
 		nprofs += per_prof[i] > 0;
@@ -242,6 +245,9 @@ int otlp_encode(const struct batch *b, const struct batch_meta *meta, struct buf
 	vt_sample[1].type_strindex = add_string(&r, "off_cpu");
 	vt_sample[1].unit_strindex = add_string(&r, "nanoseconds");
 	vt_period[1] = vt_period[0];
+	vt_sample[2].type_strindex = add_string(&r, "cuda");
+	vt_sample[2].unit_strindex = vt_sample[1].unit_strindex;
+	vt_period[2] = vt_period[0];
 	size_t nkv = b->nres_ids / 2 + 1;
 	Ember__Otlp__KeyValue *kvs = xcalloc(nkv, sizeof(*kvs));
 	Ember__Otlp__KeyValue **kvp = xcalloc(nkv, sizeof(*kvp));
@@ -296,7 +302,7 @@ int otlp_encode(const struct batch *b, const struct batch_meta *meta, struct buf
 	}
 	for (size_t i = 0; i < b->nsamples; i++) {
 		const struct bsample *s = &b->samples[i];
-		size_t pi = prof_of[group_of[s->resource] * NKINDS + (s->kind == EK_OFF_CPU ? 1 : 0)];
+		size_t pi = prof_of[group_of[s->resource] * NKINDS + KIND_SLOT(s->kind)];
 		size_t at = fill[pi]++;
 		Ember__Otlp__Sample *o = &samples[at];
 		ember__otlp__sample__init(o);

@@ -214,7 +214,15 @@ struct proc *proc_table_get(struct proc_table *t, int32_t pid, uint64_t start_ti
 		struct proc *p = &t->procs[idx];
 		if (!p->live || p->start_time == start_ticks) {
 			p->last_sample_ns = now_ns;
-			if (p->live && exec_id > p->exec_id) {
+			if (exec_id != PROC_EXEC_UNKNOWN && p->exec_id == PROC_EXEC_UNKNOWN) {
+				/* Made without knowing its exec count: the
+				 * first record that knows it tells it, and the
+				 * unwinder learns it (its description must
+				 * match the records' exec count). */
+				p->exec_id = exec_id;
+				if (p->live && t->on_maps)
+					t->on_maps(t->hook_ctx, p);
+			} else if (p->live && exec_id != PROC_EXEC_UNKNOWN && exec_id > p->exec_id) {
 				p->exec_id = exec_id;
 				p->refreshes = 0;
 				reread(t, p, now_ns);
@@ -287,6 +295,17 @@ void proc_table_sweep(struct proc_table *t, uint64_t now_ns, uint64_t idle_ns)
 			release(t, (uint32_t)i);
 	}
 	t->swept_ns = now_ns;
+}
+
+void proc_table_refresh(struct proc_table *t, int32_t pid, uint64_t start_ticks, uint64_t now_ns)
+{
+	struct key k = { t, pid };
+	uint32_t idx;
+	bool known = hmap_find(&t->index, hash_u64((uint64_t)pid), eq_key, &k, &idx);
+	struct proc *p = proc_table_get(t, pid, start_ticks, PROC_EXEC_UNKNOWN, "", now_ns);
+	/* Made just now: read already. */
+	if (known && p == &t->procs[idx] && p->live)
+		read_maps(t, p, now_ns);
 }
 
 size_t proc_table_count(const struct proc_table *t)

@@ -73,7 +73,11 @@ void proc_table_free(struct proc_table *t);
  * is the process's exec count as the sample saw it: a higher one than the
  * entry's means the process exec'd since it was read, and it is read
  * again at once (name, attributes, mappings). comm names processes whose
- * /proc entry is already gone. */
+ * /proc entry is already gone. exec_id PROC_EXEC_UNKNOWN (a caller that
+ * has no record from BPF, e.g. the CUDA socket's hello): the entry takes
+ * the exec count of the first record that brings one, without reading
+ * the process again. */
+#define PROC_EXEC_UNKNOWN UINT64_MAX /* = UNWIND_EXEC_ANY (unwind_types.h) for BPF */
 struct proc *proc_table_get(struct proc_table *t, int32_t pid, uint64_t start_ticks,
 			    uint64_t exec_id, const char *comm, uint64_t now_ns);
 /* The mapping containing addr, re-reading the maps (rate-limited) when
@@ -90,6 +94,11 @@ const struct mapping *proc_find_mapping(struct proc_table *t, struct proc *p, ui
  * does) must find its entry, maps and name still there, not a blank one
  * made after it is gone. */
 void proc_table_sweep(struct proc_table *t, uint64_t now_ns, uint64_t idle_ns);
+/* proc_table_get(pid, start_ticks, PROC_EXEC_UNKNOWN), and the process's
+ * mappings read again if it was known already: it has told the agent it
+ * loaded something (libembercuda.so's hello comes after the library was
+ * loaded, maybe long after the process's first sample). */
+void proc_table_refresh(struct proc_table *t, int32_t pid, uint64_t start_ticks, uint64_t now_ns);
 size_t proc_table_count(const struct proc_table *t);
 
 /* The executable name of pid: the base name of PROC/PID/exe (without

@@ -47,6 +47,11 @@ char LICENSE[] SEC("license") = "GPL";
 _Static_assert(FRAME_INDEX_MASK + 1 >= ONCPU_MAX_FRAMES, "mask covers the frames");
 #define PROG_UNWIND 0
 #define PROG_PYTHON 1
+/* Which sampler a walk belongs to (a constant in every program, so each
+ * refers only to its own maps and counters). */
+#define PATH_ON 0   /* on-CPU: the perf event */
+#define PATH_OFF 1  /* off-CPU: tp_btf/sys_exit */
+#define PATH_CUDA 2 /* a CUDA launch stack: the uprobe on the marker */
 #define PF_KTHREAD 0x00200000
 
 /* Set by the agent before load. */
@@ -234,6 +239,23 @@ struct {
 } offcpu_progs SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 2); /* PROG_UNWIND, PROG_PYTHON of the CUDA launch path */
+	__type(key, __u32);
+	__type(value, __u32);
+} cuda_progs SEC(".maps");
+
+/* The CUDA launch path's scratch record, per CPU. A uprobe program may be
+ * preempted, but while one runs on a CPU the kernel runs no other
+ * tracing program there (bpf_prog_active), so no second walk shares it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct scratch);
+} cuda_scratch SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
@@ -352,11 +374,11 @@ static __always_inline void wake_agent(struct scratch *sc)
 	}
 }
 
-/* Sends the record (only its used part) and counts it. off: the record is
- * the off-CPU sampler's, in offcpu_scratch, which is deleted once sent.
- * off is a constant in every caller, so the perf-event programs never
- * refer to the off-CPU maps. */
-static __always_inline void submit(struct scratch *sc, const bool off)
+/* Sends the record (only its used part) and counts it. path PATH_OFF: the
+ * record is the off-CPU sampler's, in offcpu_scratch, which is deleted
+ * once sent. path is a constant in every caller, so the perf-event
+ * programs never refer to the off-CPU maps. */
+static __always_inline void submit(struct scratch *sc, const int path)
 {
 	struct oncpu_sample *s = &sc->s;
 	__u32 nk = s->kstack_len > 0 ? (__u32)s->kstack_len : 0;
@@ -371,17 +393,19 @@ static __always_inline void submit(struct scratch *sc, const bool off)
 	}
 	__u64 flags = sc->wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 	if (bpf_ringbuf_output(&samples, s, size, flags) < 0)
-		count(off ? ONCPU_STAT_OFFCPU_RB_FULL : ONCPU_STAT_RB_FULL, 1);
+		count(path == PATH_OFF ? ONCPU_STAT_OFFCPU_RB_FULL :
+		      path == PATH_CUDA ? ONCPU_STAT_CUDA_RB_FULL : ONCPU_STAT_RB_FULL, 1);
 	else
-		count(off ? ONCPU_STAT_OFFCPU_SAMPLES : ONCPU_STAT_SAMPLES, 1);
-	if (off) {
+		count(path == PATH_OFF ? ONCPU_STAT_OFFCPU_SAMPLES :
+		      path == PATH_CUDA ? ONCPU_STAT_CUDA_STACKS : ONCPU_STAT_SAMPLES, 1);
+	if (path == PATH_OFF) {
 		__u32 tid = (__u32)bpf_get_current_pid_tgid();
 		if (bpf_map_delete_elem(&offcpu_scratch, &tid) == 0)
 			__sync_fetch_and_add(&offcpu_pending, -1);
 	}
 }
 
-static __always_inline void stop_unwind(struct scratch *sc, int err, const bool off)
+static __always_inline void stop_unwind(struct scratch *sc, int err, const int off)
 {
 	/* A return address in no mapping the agent described: the process
 	 * has mapped code since (ld.so loading libraries, dlopen, JIT), and
@@ -399,7 +423,7 @@ static __always_inline void stop_unwind(struct scratch *sc, int err, const bool 
  * continues ember's unwinder from sc->regs, UNWIND_FRAMES_PER_PROG frames,
  * then a tail call into itself through progs (the caller's program
  * array). */
-static __always_inline int unwind_body(void *ctx, struct scratch *sc, void *progs, const bool off)
+static __always_inline int unwind_body(void *ctx, struct scratch *sc, void *progs, const int off)
 {
 	__u32 pid = sc->s.pid;
 	const struct unwind_proc *p = bpf_map_lookup_elem(&unwind_procs, &pid);
@@ -553,7 +577,7 @@ static __always_inline void keep_native(struct scratch *sc, __u32 nk)
  * end with its entry frame (3.11: is_entry) or at the marker frame below
  * them (3.12+: PY_OWNED_BY_ENTRY); before 3.11 an invocation runs one
  * frame. */
-static __always_inline int python_body(void *ctx, struct scratch *sc, void *progs, const bool off)
+static __always_inline int python_body(void *ctx, struct scratch *sc, void *progs, const int off)
 {
 	__u32 pid = sc->s.pid;
 	const struct py_proc *py = bpf_map_lookup_elem(&py_procs, &pid);
@@ -751,7 +775,7 @@ static __always_inline void fill_header(struct oncpu_sample *s, struct task_stru
 	s->unwind_mode = UWM_NONE;
 	s->unwind_error = UWE_NONE;
 	s->kind = kind;
-	s->reserved = 0;
+	s->arg = 0;
 	s->ustack_len = 0;
 }
 
@@ -796,7 +820,7 @@ static __always_inline __u32 begin_sample(void *ctx, struct scratch *sc, __u64 n
  * thread) and sends the record: ember's unwinder through progs for a
  * process the agent has described, else the kernel's frame-pointer walk. */
 static __always_inline int finish_sample(void *ctx, struct scratch *sc, __u32 nk, int has_regs,
-					 void *progs, const bool off)
+					 void *progs, const int off)
 {
 	struct oncpu_sample *s = &sc->s;
 	if (!has_regs) {
@@ -805,7 +829,8 @@ static __always_inline int finish_sample(void *ctx, struct scratch *sc, __u32 nk
 	}
 	__u32 tgid = s->pid;
 	const struct unwind_proc *p = bpf_map_lookup_elem(&unwind_procs, &tgid);
-	if (p && p->start_ticks == s->proc_start_ns / ns_per_tick && p->exec_id == s->exec_id) {
+	if (p && p->start_ticks == s->proc_start_ns / ns_per_tick &&
+	    (p->exec_id == s->exec_id || p->exec_id == UNWIND_EXEC_ANY)) {
 		s->unwind_mode = UWM_CFI;
 		count(ONCPU_STAT_CFI, 1);
 		bpf_tail_call(ctx, progs, PROG_UNWIND);
@@ -849,14 +874,14 @@ SEC("perf_event")
 int oncpu_unwind(struct bpf_perf_event_data *ctx)
 {
 	struct scratch *sc = cpu_scratch();
-	return sc ? unwind_body(ctx, sc, &unwind_progs, false) : 0;
+	return sc ? unwind_body(ctx, sc, &unwind_progs, PATH_ON) : 0;
 }
 
 SEC("perf_event")
 int oncpu_python(struct bpf_perf_event_data *ctx)
 {
 	struct scratch *sc = cpu_scratch();
-	return sc ? python_body(ctx, sc, &unwind_progs, false) : 0;
+	return sc ? python_body(ctx, sc, &unwind_progs, PATH_ON) : 0;
 }
 
 /* At every cpu-clock tick: the stacks of the interrupted thread, as one
@@ -873,7 +898,7 @@ int oncpu_sample(struct bpf_perf_event_data *ctx)
 		return 0;
 	__u32 nk = begin_sample(ctx, sc, bpf_ktime_get_ns(), ONCPU_KIND_ON_CPU, 1);
 	int has_regs = user_regs(ctx, &sc->regs);
-	return finish_sample(ctx, sc, nk, has_regs, &unwind_progs, false);
+	return finish_sample(ctx, sc, nk, has_regs, &unwind_progs, PATH_ON);
 }
 
 /* --- off-CPU: tp_btf/sched_switch and tp_btf/sys_exit ---------------- */
@@ -993,14 +1018,14 @@ SEC("tp_btf/sys_exit")
 int offcpu_unwind(__u64 *ctx)
 {
 	struct scratch *sc = thread_scratch();
-	return sc ? unwind_body(ctx, sc, &offcpu_progs, true) : 0;
+	return sc ? unwind_body(ctx, sc, &offcpu_progs, PATH_OFF) : 0;
 }
 
 SEC("tp_btf/sys_exit")
 int offcpu_python(__u64 *ctx)
 {
 	struct scratch *sc = thread_scratch();
-	return sc ? python_body(ctx, sc, &offcpu_progs, true) : 0;
+	return sc ? python_body(ctx, sc, &offcpu_progs, PATH_OFF) : 0;
 }
 
 /* At every system call's exit, in the calling thread: a thread with a
@@ -1033,7 +1058,7 @@ int BPF_PROG(offcpu_sample, struct pt_regs *regs, long ret)
 	__u32 nk = sc->s.kstack_len > 0 ? (__u32)sc->s.kstack_len : 0;
 	if (nk > ONCPU_MAX_KFRAMES)
 		nk = ONCPU_MAX_KFRAMES;
-	return finish_sample(ctx, sc, nk, sc->regs.pc != 0, &offcpu_progs, true);
+	return finish_sample(ctx, sc, nk, sc->regs.pc != 0, &offcpu_progs, PATH_OFF);
 }
 
 /* A thread that exits inside the system call it waited in (exit_group)
@@ -1072,4 +1097,59 @@ int offcpu_threads(struct bpf_iter__task *ctx)
 	if (t)
 		offcpu_adopt(t);
 	return 0;
+}
+
+/* --- CUDA launch stacks: the uprobe on ember_cuda_launch_marker -------- */
+
+/* libembercuda.so calls void ember_cuda_launch_marker(uint64_t stack_id,
+ * uint32_t kind) on the launching thread at each launch it picked for a
+ * stack (lib/cuda_wire.h). The agent attaches cuda_marker to it in every
+ * copy of the library it finds mapped; the program takes the thread's
+ * user stack exactly as the on-CPU sampler does (ember's unwinder through
+ * cuda_progs, Python frames included; the kernel's frame-pointer walk for
+ * a process not described yet) and sends it as an ONCPU_KIND_CUDA_LAUNCH
+ * record. There is no kernel stack: the thread is in user space. */
+static __always_inline struct scratch *launch_scratch(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&cuda_scratch, &zero);
+}
+
+/* The CUDA launch path's tail-call targets (cuda_progs): loaded as uprobe
+ * programs, like their caller, and never attached. */
+SEC("uprobe")
+int cuda_unwind(struct pt_regs *ctx)
+{
+	struct scratch *sc = launch_scratch();
+	return sc ? unwind_body(ctx, sc, &cuda_progs, PATH_CUDA) : 0;
+}
+
+SEC("uprobe")
+int cuda_python(struct pt_regs *ctx)
+{
+	struct scratch *sc = launch_scratch();
+	return sc ? python_body(ctx, sc, &cuda_progs, PATH_CUDA) : 0;
+}
+
+SEC("uprobe")
+int cuda_marker(struct pt_regs *ctx)
+{
+	count(ONCPU_STAT_CUDA_HITS, 1);
+	struct scratch *sc = launch_scratch();
+	if (!sc)
+		return 0;
+	__u64 id = bpf_get_current_pid_tgid();
+	struct oncpu_sample *s = &sc->s;
+	fill_header(s, (struct task_struct *)bpf_get_current_task(), id >> 32, (__u32)id,
+		    bpf_ktime_get_ns(), ONCPU_KIND_CUDA_LAUNCH, PT_REGS_PARM1(ctx));
+	s->arg = (__u32)PT_REGS_PARM2(ctx);
+	s->kstack_len = 0;
+	reset_walk(sc);
+	bpf_get_current_comm(s->comm, sizeof(s->comm));
+	/* At the function's first instruction: the exact pc. */
+	sc->regs.pc = PT_REGS_IP(ctx);
+	sc->regs.sp = PT_REGS_SP(ctx);
+	sc->regs.bp = PT_REGS_FP(ctx);
+	sc->regs.exact = 1;
+	return finish_sample(ctx, sc, 0, 1, &cuda_progs, PATH_CUDA);
 }

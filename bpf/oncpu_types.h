@@ -14,6 +14,12 @@
 enum oncpu_kind {
 	ONCPU_KIND_ON_CPU = 1,  /* value: 1 sample */
 	ONCPU_KIND_OFF_CPU = 2, /* value: nanoseconds off CPU this sample stands for */
+	/* Not a sample: the stack of a thread in libembercuda.so's
+	 * ember_cuda_launch_marker (the uprobe cuda_marker). value: the
+	 * marker's stack_id (the CUPTI correlation id), arg: its kind (enum
+	 * cuda_wire_kind). The agent keeps it to join with the GPU time the
+	 * library reports for that stack_id (agent/cuda.h). */
+	ONCPU_KIND_CUDA_LAUNCH = 3,
 };
 
 /* Longest wait one off-CPU record may carry (a thread asleep for a day
@@ -33,7 +39,7 @@ struct oncpu_sample {
 	__u16 unwind_mode;   /* enum unwind_mode (unwind_types.h) */
 	__u16 unwind_error;  /* enum unwind_error: why the user stack ended early */
 	__u32 kind;          /* enum oncpu_kind */
-	__u32 reserved;      /* 0 */
+	__u32 arg;           /* ONCPU_KIND_CUDA_LAUNCH: the launch's kind; else 0 */
 	char comm[ONCPU_COMM_LEN]; /* thread name */
 	/* kstack_len kernel frames, then ustack_len user frames; each run is
 	 * innermost (leaf) first. Only the used part is sent. */
@@ -66,6 +72,10 @@ enum oncpu_stat {
 	ONCPU_STAT_OFFCPU_RB_FULL,   /* off-CPU records lost: ring buffer full */
 	ONCPU_STAT_OFFCPU_NO_SCRATCH, /* sampled waits dropped: no scratch record */
 	ONCPU_STAT_RING_WAKES,       /* agent woken because the ring buffer filled up */
+	/* CUDA launch stacks (the uprobe on ember_cuda_launch_marker): */
+	ONCPU_STAT_CUDA_HITS,        /* marker calls seen */
+	ONCPU_STAT_CUDA_STACKS,      /* launch stacks written to the ring buffer */
+	ONCPU_STAT_CUDA_RB_FULL,     /* launch stacks lost: ring buffer full */
 	ONCPU_STAT_MAX,
 };
 

@@ -89,7 +89,10 @@ struct unwind_proc {
 	__u64 start_ticks; /* process start in clock ticks since boot: tells reused pids apart */
 	__u32 nmaps;
 	__u32 pad;
-	__u64 exec_id;     /* the exec these mappings belong to (oncpu_sample.exec_id) */
+	__u64 exec_id;     /* the exec these mappings belong to (oncpu_sample.exec_id);
+			      UNWIND_EXEC_ANY: not known yet (a process described
+			      before any sample of it, e.g. at its CUDA hello):
+			      taken to be the current one */
 	struct unwind_mapping maps[UNWIND_MAX_MAPPINGS]; /* sorted by start */
 };
 
@@ -117,5 +120,9 @@ enum unwind_mode {
 	UWM_KERNEL_FP,   /* the kernel's frame-pointer walk: process not known yet */
 	UWM_CFI,         /* ember's unwinder, from the call-frame tables */
 };
+
+/* unwind_proc.exec_id of a process read before its exec count was known
+ * (agent/proc.h PROC_EXEC_UNKNOWN). */
+#define UNWIND_EXEC_ANY 0xffffffffffffffffull
 
 #endif

@@ -483,6 +483,7 @@ static Ember__Ingest__V1__FrameType frame_type(const char *t)
 		{ "cuda_memset", EMBER__INGEST__V1__FRAME_TYPE__CUDA_MEMSET },
 		{ "cuda_sync", EMBER__INGEST__V1__FRAME_TYPE__CUDA_SYNC },
 		{ "nvtx", EMBER__INGEST__V1__FRAME_TYPE__NVTX },
+		{ "error", EMBER__INGEST__V1__FRAME_TYPE__ERROR },
 	};
 	for (size_t i = 0; t && i < ARRAY_SIZE(types); i++)
 		if (strcmp(t, types[i].name) == 0)

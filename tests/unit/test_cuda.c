@@ -1,0 +1,928 @@
+/* Unit tests: the agent's side of GPU profiling (agent/cuda.h): the strict
+ * check of libembercuda.so's messages, the launch-stack table, the join of
+ * GPU time with launch stacks (holding, falling back, never dropping), the
+ * socket itself, and the samples collect_cuda() makes of it. */
+#include "testutil.h"
+
+#include <linux/types.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
+
+#include "agent/batch.h"
+#include "agent/collect.h"
+#include "agent/cuda.h"
+#include "agent/cuda_wire_parse.h"
+#include "agent/files.h"
+#include "agent/kallsyms.h"
+#include "agent/proc.h"
+#include "agent/vdso.h"
+#include "agent/otlp_export.h"
+#include "server/otlp.h"
+#include "compress.h"
+#include "otlp_profiles.pb-c.h"
+#include "oncpu_types.h"
+#include "unwind_types.h"
+
+/* --- building messages --------------------------------------------------- */
+
+struct msg {
+	uint8_t b[CUDA_WIRE_MAX_MSG + 64];
+	size_t len;
+	uint32_t count;
+};
+
+static void msg_start(struct msg *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->len = sizeof(struct cuda_wire_hdr);
+}
+
+static void msg_end(struct msg *m, uint16_t type)
+{
+	struct cuda_wire_hdr h = { CUDA_WIRE_MAGIC, CUDA_WIRE_VERSION, type, (uint32_t)m->len, m->count };
+	memcpy(m->b, &h, sizeof(h));
+}
+
+static void msg_agg(struct msg *m, uint64_t stack_id, uint64_t ns, uint16_t kind, const char *api,
+		    const char *name)
+{
+	struct cuda_wire_agg a = { .stack_id = stack_id, .total_ns = ns, .count = 3, .tid = 11,
+				   .kind = kind, .api_len = (uint16_t)strlen(api), .device = 0,
+				   .stream = 7, .context = 2, .name_len = (uint16_t)strlen(name) };
+	memcpy(m->b + m->len, &a, sizeof(a));
+	m->len += sizeof(a);
+	memcpy(m->b + m->len, api, a.api_len);
+	m->len += a.api_len;
+	memcpy(m->b + m->len, name, a.name_len);
+	m->len += a.name_len;
+	while (m->len % 8)
+		m->b[m->len++] = 0;
+	m->count++;
+}
+
+static void msg_hello(struct msg *m)
+{
+	msg_start(m);
+	struct cuda_wire_hello h = { .pid = 1, .cupti_version = 18 };
+	snprintf(h.lib_version, sizeof(h.lib_version), "0.1.0");
+	memcpy(m->b + m->len, &h, sizeof(h));
+	m->len += sizeof(h);
+	m->count = 1;
+	msg_end(m, CUDA_WIRE_HELLO);
+}
+
+static void msg_device(struct msg *m)
+{
+	msg_start(m);
+	struct cuda_wire_device d = { .index = 0 };
+	for (int i = 0; i < 16; i++)
+		d.uuid[i] = (uint8_t)(0xa0 + i);
+	snprintf(d.name, sizeof(d.name), "NVIDIA H100 80GB HBM3");
+	memcpy(m->b + m->len, &d, sizeof(d));
+	m->len += sizeof(d);
+	m->count = 1;
+	msg_end(m, CUDA_WIRE_DEVICE);
+}
+
+static enum cuda_wire_reject check(const struct msg *m)
+{
+	uint16_t type;
+	uint32_t count;
+	return cuda_wire_check(m->b, m->len, &type, &count);
+}
+
+/* A valid AGG of two entries: its first entry's struct is at offset 16. */
+static void good_agg(struct msg *m)
+{
+	msg_start(m);
+	msg_agg(m, 1001, 700000000, CUDA_WIRE_KIND_KERNEL, "cudaLaunchKernel", "_Z4gemmPf");
+	msg_agg(m, 0, 5, CUDA_WIRE_KIND_MEMCPY, "cudaMemcpyAsync", "HtoD");
+	msg_end(m, CUDA_WIRE_AGG);
+}
+
+static void set_agg_field(struct msg *m, size_t field_off, const void *v, size_t n)
+{
+	memcpy(m->b + sizeof(struct cuda_wire_hdr) + field_off, v, n);
+}
+
+static void test_wire_check(void **state)
+{
+	(void)state;
+	struct msg m;
+	uint16_t type = 0;
+	uint32_t count = 0;
+	good_agg(&m);
+	assert_int_equal(cuda_wire_check(m.b, m.len, &type, &count), CWR_OK);
+	assert_int_equal(type, CUDA_WIRE_AGG);
+	assert_int_equal(count, 2);
+	size_t off = 0;
+	struct cuda_agg_view v;
+	assert_true(cuda_wire_next_agg(m.b, m.len, &off, &v));
+	assert_int_equal(v.a.stack_id, 1001);
+	assert_int_equal(v.a.total_ns, 700000000);
+	assert_memory_equal(v.api, "cudaLaunchKernel", 16);
+	assert_memory_equal(v.name, "_Z4gemmPf", 9);
+	assert_true(cuda_wire_next_agg(m.b, m.len, &off, &v));
+	assert_memory_equal(v.name, "HtoD", 4);
+	assert_false(cuda_wire_next_agg(m.b, m.len, &off, &v));
+
+	msg_hello(&m);
+	assert_int_equal(check(&m), CWR_OK);
+	msg_device(&m);
+	assert_int_equal(check(&m), CWR_OK);
+
+	/* Each corruption, its reason. */
+	good_agg(&m);
+	assert_int_equal(cuda_wire_check(m.b, 8, &type, &count), CWR_SHORT);
+	assert_int_equal(cuda_wire_check(m.b, CUDA_WIRE_MAX_MSG + 1, &type, &count), CWR_OVERSIZE);
+	m.b[0] ^= 1;
+	assert_int_equal(check(&m), CWR_MAGIC);
+	good_agg(&m);
+	m.b[4] = 2;
+	assert_int_equal(check(&m), CWR_VERSION);
+	good_agg(&m);
+	msg_end(&m, 9);
+	assert_int_equal(check(&m), CWR_TYPE);
+	good_agg(&m);
+	msg_end(&m, 0);
+	assert_int_equal(check(&m), CWR_TYPE);
+	/* the declared length is not the datagram's: longer, shorter, cut */
+	good_agg(&m);
+	assert_int_equal(cuda_wire_check(m.b, m.len - 8, &type, &count), CWR_LENGTH);
+	m.len += 8;
+	assert_int_equal(check(&m), CWR_LENGTH);
+	/* bytes after the last entry, with a length that says so */
+	good_agg(&m);
+	m.len += 8;
+	msg_end(&m, CUDA_WIRE_AGG);
+	assert_int_equal(check(&m), CWR_LENGTH);
+	/* counts: none, more than fit, more than there are */
+	good_agg(&m);
+	m.count = 0;
+	msg_end(&m, CUDA_WIRE_AGG);
+	assert_int_equal(check(&m), CWR_COUNT);
+	m.count = 100000;
+	msg_end(&m, CUDA_WIRE_AGG);
+	assert_int_equal(check(&m), CWR_COUNT);
+	m.count = 3;
+	msg_end(&m, CUDA_WIRE_AGG);
+	assert_int_equal(check(&m), CWR_COUNT);
+	/* kind */
+	uint16_t u16 = 0;
+	good_agg(&m);
+	set_agg_field(&m, offsetof(struct cuda_wire_agg, kind), &u16, 2);
+	assert_int_equal(check(&m), CWR_KIND);
+	u16 = CUDA_WIRE_KIND_MAX + 1;
+	set_agg_field(&m, offsetof(struct cuda_wire_agg, kind), &u16, 2);
+	assert_int_equal(check(&m), CWR_KIND);
+	/* string lengths: 0, over the limits, past the end */
+	good_agg(&m);
+	u16 = 0;
+	set_agg_field(&m, offsetof(struct cuda_wire_agg, api_len), &u16, 2);
+	assert_int_equal(check(&m), CWR_STRING);
+	u16 = CUDA_WIRE_API_MAX + 1;
+	set_agg_field(&m, offsetof(struct cuda_wire_agg, api_len), &u16, 2);
+	assert_int_equal(check(&m), CWR_STRING);
+	good_agg(&m);
+	u16 = CUDA_WIRE_NAME_MAX + 1;
+	set_agg_field(&m, offsetof(struct cuda_wire_agg, name_len), &u16, 2);
+	assert_int_equal(check(&m), CWR_STRING);
+	u16 = 900;
+	set_agg_field(&m, offsetof(struct cuda_wire_agg, name_len), &u16, 2);
+	assert_int_equal(check(&m), CWR_SHORT);
+	/* a control byte in a name */
+	good_agg(&m);
+	m.b[16 + sizeof(struct cuda_wire_agg) + 17] = '\n';
+	assert_int_equal(check(&m), CWR_STRING);
+	/* reserved and padding */
+	good_agg(&m);
+	u16 = 1;
+	set_agg_field(&m, offsetof(struct cuda_wire_agg, reserved), &u16, 2);
+	assert_int_equal(check(&m), CWR_RESERVED);
+	good_agg(&m);
+	/* entry 1: 48 + 16 + 9 bytes = 73, padded to 80 */
+	m.b[16 + 79] = 1;
+	assert_int_equal(check(&m), CWR_RESERVED);
+	/* values: no activities, more than a day of GPU time */
+	good_agg(&m);
+	uint64_t u64 = 0;
+	set_agg_field(&m, offsetof(struct cuda_wire_agg, count), &u64, 8);
+	assert_int_equal(check(&m), CWR_VALUE);
+	good_agg(&m);
+	u64 = CUDA_WIRE_MAX_TOTAL_NS + 1;
+	set_agg_field(&m, offsetof(struct cuda_wire_agg, total_ns), &u64, 8);
+	assert_int_equal(check(&m), CWR_VALUE);
+
+	/* HELLO: count, size, flags, its version string */
+	msg_hello(&m);
+	m.count = 2;
+	msg_end(&m, CUDA_WIRE_HELLO);
+	assert_int_equal(check(&m), CWR_COUNT);
+	msg_hello(&m);
+	m.len += 8;
+	msg_end(&m, CUDA_WIRE_HELLO);
+	assert_int_equal(check(&m), CWR_LENGTH);
+	msg_hello(&m);
+	m.len -= 8;
+	msg_end(&m, CUDA_WIRE_HELLO);
+	assert_int_equal(check(&m), CWR_SHORT);
+	msg_hello(&m);
+	m.b[16 + offsetof(struct cuda_wire_hello, flags)] = 1;
+	assert_int_equal(check(&m), CWR_RESERVED);
+	msg_hello(&m);
+	memset(m.b + 16 + offsetof(struct cuda_wire_hello, lib_version), 'x', 32); /* no NUL */
+	assert_int_equal(check(&m), CWR_STRING);
+	msg_hello(&m);
+	m.b[16 + offsetof(struct cuda_wire_hello, lib_version) + 20] = 'x'; /* after the NUL */
+	assert_int_equal(check(&m), CWR_STRING);
+	/* DEVICE: reserved, name */
+	msg_device(&m);
+	m.b[16 + offsetof(struct cuda_wire_device, reserved)] = 1;
+	assert_int_equal(check(&m), CWR_RESERVED);
+	msg_device(&m);
+	m.b[16 + offsetof(struct cuda_wire_device, name)] = 1;
+	assert_int_equal(check(&m), CWR_STRING);
+
+	/* SPAN: end before start */
+	msg_start(&m);
+	struct cuda_wire_span s = { .start_ns = 10, .end_ns = 20, .kind = 1, .name_len = 3 };
+	memcpy(m.b + m.len, &s, sizeof(s));
+	memcpy(m.b + m.len + sizeof(s), "abc", 3);
+	m.len += sizeof(s) + 8;
+	m.count = 1;
+	msg_end(&m, CUDA_WIRE_SPAN);
+	assert_int_equal(check(&m), CWR_OK);
+	s.end_ns = 5;
+	memcpy(m.b + 16, &s, sizeof(s));
+	assert_int_equal(check(&m), CWR_VALUE);
+
+	for (int r = 0; r < CWR_MAX; r++)
+		assert_string_not_equal(cuda_wire_reject_name((enum cuda_wire_reject)r), "unknown");
+	char uuid[48];
+	uint8_t raw[16] = { 0 };
+	cuda_format_uuid(raw, uuid);
+	assert_string_equal(uuid, "");
+	for (int i = 0; i < 16; i++)
+		raw[i] = (uint8_t)(0xa0 + i);
+	cuda_format_uuid(raw, uuid);
+	assert_string_equal(uuid, "GPU-a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf");
+}
+
+/* --- the join --------------------------------------------------------------- */
+
+struct emitted {
+	int n;
+	uint64_t stack_id[64], ns[64];
+	bool with_stack[64];
+	char name[64][32], uuid[64][48];
+};
+
+static void on_emit(void *ctx, const struct cuda_work *w, const void *rec, size_t size)
+{
+	struct emitted *e = ctx;
+	if (e->n >= 64) /* a flood: counted by the agent's stats */
+		return;
+	if (rec) {
+		const struct oncpu_sample *s = rec;
+		assert_int_equal(s->value, w->stack_id);
+		assert_true(size >= ONCPU_HDR_SIZE);
+	}
+	e->stack_id[e->n] = w->stack_id;
+	e->ns[e->n] = w->total_ns;
+	e->with_stack[e->n] = rec != NULL;
+	snprintf(e->name[e->n], sizeof(e->name[0]), "%s", w->name);
+	snprintf(e->uuid[e->n], sizeof(e->uuid[0]), "%s", w->gpu_uuid);
+	e->n++;
+}
+
+static void launch_rec(struct oncpu_sample *s, uint32_t pid, uint64_t stack_id)
+{
+	memset(s, 0, sizeof(*s));
+	s->kind = ONCPU_KIND_CUDA_LAUNCH;
+	s->value = stack_id;
+	s->arg = CUDA_WIRE_KIND_KERNEL;
+	s->pid = pid;
+	s->tid = pid + 1;
+	s->ustack_len = 1;
+	s->frames[0] = 0x400100;
+}
+
+static void test_join(void **state)
+{
+	(void)state;
+	char *dir = make_temp_dir();
+	struct emitted e = { 0 };
+	struct buf err = { 0 };
+	struct cuda *c = cuda_open(dir, dir, NULL, on_emit, &e, &err);
+	assert_non_null(c);
+	struct cuda_stats st;
+	struct msg m;
+	const uint64_t t0 = 1000000000000ull;
+
+	/* Before HELLO, nothing is taken. */
+	good_agg(&m);
+	cuda_handle_message(c, 50, m.b, m.len, t0);
+	cuda_get_stats(c, &st);
+	assert_int_equal(st.rejected[CWR_ORDER], 1);
+	assert_int_equal(st.entries, 0);
+	msg_hello(&m);
+	cuda_handle_message(c, 50, m.b, m.len, t0);
+	cuda_handle_message(c, 50, m.b, m.len, t0); /* once */
+	msg_device(&m);
+	cuda_handle_message(c, 50, m.b, m.len, t0);
+	cuda_get_stats(c, &st);
+	assert_int_equal(st.rejected[CWR_ORDER], 2);
+	assert_int_equal(st.processes, 1);
+	assert_int_equal(st.messages, 2);
+
+	/* stack 1001 unknown yet: held; stack 0: emitted at once, without. */
+	good_agg(&m);
+	cuda_handle_message(c, 50, m.b, m.len, t0);
+	assert_int_equal(e.n, 1);
+	assert_int_equal(e.stack_id[0], 0);
+	assert_false(e.with_stack[0]);
+	assert_string_equal(e.name[0], "HtoD");
+	assert_string_equal(e.uuid[0], "GPU-a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf");
+	assert_int_equal(cuda_pending(c), 1);
+	cuda_join(c, t0 + 1000000);
+	assert_int_equal(e.n, 1);
+	/* Its stack arrives (from another process first: not it). */
+	struct oncpu_sample s;
+	launch_rec(&s, 51, 1001);
+	cuda_add_stack(c, &s, ONCPU_HDR_SIZE + 8);
+	cuda_join(c, t0 + 2000000);
+	assert_int_equal(e.n, 1);
+	launch_rec(&s, 50, 1001);
+	cuda_add_stack(c, &s, ONCPU_HDR_SIZE + 8);
+	cuda_join(c, t0 + 3000000);
+	assert_int_equal(e.n, 2);
+	assert_true(e.with_stack[1]);
+	assert_int_equal(e.ns[1], 700000000);
+	assert_int_equal(cuda_pending(c), 0);
+
+	/* Known stack: joined at once, and again later (stacks stay). */
+	good_agg(&m);
+	cuda_handle_message(c, 50, m.b, m.len, t0 + 4000000);
+	assert_int_equal(e.n, 4);
+	assert_true(e.with_stack[2] && e.stack_id[2] == 1001);
+	assert_false(e.with_stack[3]);
+
+	/* Unknown stack: held for CUDA_HOLD_NS, then emitted without one. */
+	msg_start(&m);
+	msg_agg(&m, 4242, 123, CUDA_WIRE_KIND_KERNEL, "cuLaunchKernel", "k");
+	msg_end(&m, CUDA_WIRE_AGG);
+	cuda_handle_message(c, 50, m.b, m.len, t0);
+	cuda_join(c, t0 + CUDA_HOLD_NS - 1);
+	assert_int_equal(e.n, 4);
+	cuda_join(c, t0 + CUDA_HOLD_NS);
+	assert_int_equal(e.n, 5);
+	assert_false(e.with_stack[4]);
+	assert_int_equal(e.ns[4], 123);
+	cuda_get_stats(c, &st);
+	assert_int_equal(st.entries, 5);
+	assert_int_equal(st.joined, 2);
+	assert_int_equal(st.not_sampled, 2);
+	assert_int_equal(st.unknown_stack, 1);
+	assert_int_equal(st.gpu_ns, 2 * 700000000ull + 2 * 5 + 123);
+	assert_int_equal(st.not_sampled_ns, 2 * 5 + 123);
+
+	/* A flood: past the connection's budget (two seconds' worth), AGGs
+	 * are refused whole, and taken again as the budget refills. */
+	msg_start(&m);
+	for (int i = 0; i < 500; i++)
+		msg_agg(&m, 0, 1, CUDA_WIRE_KIND_KERNEL, "a", "k");
+	msg_end(&m, CUDA_WIRE_AGG);
+	const uint64_t t1 = t0 + 10 * CUDA_HOLD_NS;
+	e.n = 0;
+	uint64_t entries_before = st.entries;
+	int sent = 0;
+	for (; sent < 2 * CUDA_MAX_ENTRIES_PER_CONN_SEC / 500 + 5; sent++) {
+		cuda_handle_message(c, 50, m.b, m.len, t1);
+		e.n = 0;
+	}
+	cuda_get_stats(c, &st);
+	assert_int_equal(st.entries - entries_before, 2 * CUDA_MAX_ENTRIES_PER_CONN_SEC);
+	assert_int_equal(st.rejected[CWR_RATE], 5);
+	cuda_handle_message(c, 50, m.b, m.len, t1 + 1000000000ull / CUDA_MAX_ENTRIES_PER_CONN_SEC * 500);
+	cuda_get_stats(c, &st);
+	assert_int_equal(st.rejected[CWR_RATE], 5);
+	assert_int_equal(st.entries - entries_before, 2 * CUDA_MAX_ENTRIES_PER_CONN_SEC + 500);
+	e.n = 0;
+
+	/* Malformed launch records are not kept. */
+	launch_rec(&s, 50, 0);
+	cuda_add_stack(c, &s, ONCPU_HDR_SIZE + 8);
+	launch_rec(&s, 50, 9);
+	cuda_add_stack(c, &s, ONCPU_HDR_SIZE - 1);
+	cuda_get_stats(c, &st);
+	assert_int_equal(st.stacks_malformed, 2);
+	cuda_close(c);
+	buf_free(&err);
+	rm_rf(dir);
+	free(dir);
+}
+
+/* Whether (pid, id)'s stack is kept: an AGG for it is joined at once. */
+static bool kept(struct cuda *c, struct emitted *e, int32_t pid, uint64_t id)
+{
+	struct msg m;
+	msg_start(&m);
+	msg_agg(&m, id, 10, CUDA_WIRE_KIND_KERNEL, "a", "k");
+	msg_end(&m, CUDA_WIRE_AGG);
+	int before = e->n;
+	cuda_handle_message(c, pid, m.b, m.len, 0);
+	bool joined = e->n == before + 1 && e->with_stack[before];
+	cuda_join(c, CUDA_HOLD_NS); /* what was held goes now, without */
+	e->n = 0;
+	return joined;
+}
+
+/* The table is bounded: the oldest stacks go first; one process keeps at
+ * most its share, so a flood from one does not push the others out. */
+static void test_stack_eviction(void **state)
+{
+	(void)state;
+	char *dir = make_temp_dir();
+	struct emitted e = { 0 };
+	struct buf err = { 0 };
+	struct cuda *c = cuda_open(dir, dir, NULL, on_emit, &e, &err);
+	assert_non_null(c);
+	struct msg m;
+	msg_hello(&m);
+	for (int32_t pid = 1; pid <= 9; pid++)
+		cuda_handle_message(c, pid, m.b, m.len, 0);
+	struct oncpu_sample s;
+	/* A quiet process first, then a flood from another. */
+	for (uint64_t i = 1; i <= 10; i++) {
+		launch_rec(&s, 8, i);
+		cuda_add_stack(c, &s, ONCPU_HDR_SIZE + 8);
+	}
+	for (uint64_t i = 1; i <= CUDA_MAX_STACKS_PER_PROC + 2; i++) {
+		launch_rec(&s, 9, i);
+		cuda_add_stack(c, &s, ONCPU_HDR_SIZE + 8);
+	}
+	/* a repeat replaces, it does not add */
+	cuda_add_stack(c, &s, ONCPU_HDR_SIZE + 8);
+	struct cuda_stats st;
+	cuda_get_stats(c, &st);
+	assert_int_equal(st.stacks_evicted, 2);
+	assert_false(kept(c, &e, 9, 1));
+	assert_false(kept(c, &e, 9, 2));
+	assert_true(kept(c, &e, 9, 3));
+	assert_true(kept(c, &e, 9, CUDA_MAX_STACKS_PER_PROC + 2));
+	for (uint64_t i = 1; i <= 10; i++)
+		assert_true(kept(c, &e, 8, i));
+
+	/* Past the table's size, the oldest of all go, whoever they are. */
+	uint64_t per = CUDA_MAX_STACKS_PER_PROC - 1, total = 10 + CUDA_MAX_STACKS_PER_PROC;
+	for (int32_t pid = 1; pid <= 4; pid++)
+		for (uint64_t i = 1; i <= per; i++) {
+			launch_rec(&s, (uint32_t)pid, i);
+			cuda_add_stack(c, &s, ONCPU_HDR_SIZE + 8);
+		}
+	total += 4 * per;
+	uint64_t over = total - CUDA_MAX_STACKS; /* the quiet ten, then the flood's oldest */
+	cuda_get_stats(c, &st);
+	assert_int_equal(st.stacks_evicted, 2 + over);
+	assert_false(kept(c, &e, 8, 10));
+	assert_false(kept(c, &e, 9, over - 10 + 2));
+	assert_true(kept(c, &e, 9, over - 10 + 3));
+	assert_true(kept(c, &e, 1, 1));
+	assert_true(kept(c, &e, 4, per));
+	cuda_close(c);
+	buf_free(&err);
+	rm_rf(dir);
+	free(dir);
+}
+
+/* The real socket: permissions, a stale socket, SO_PEERCRED, oversized
+ * datagrams, a connection that closes. */
+static int connect_to(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	assert_true(strlen(path) < sizeof(sa.sun_path));
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+static int hellos;
+static int32_t hello_pid;
+static void on_hello(void *ctx, int32_t pid, uint64_t start_ticks)
+{
+	(void)ctx;
+	(void)start_ticks;
+	hellos++;
+	hello_pid = pid;
+}
+
+static void test_socket(void **state)
+{
+	(void)state;
+	char *root = make_temp_dir();
+	char dir[64], sock[96];
+	snprintf(dir, sizeof(dir), "%s/profiler", root);
+	snprintf(sock, sizeof(sock), "%s/agent.sock", dir);
+	struct emitted e = { 0 };
+	struct buf err = { 0 };
+
+	/* A regular file where the socket goes: refused, left alone. */
+	assert_int_equal(mkdir(dir, 0700), 0);
+	write_text(sock, "x");
+	assert_null(cuda_open(dir, "/proc", on_hello, on_emit, &e, &err));
+	assert_non_null(strstr(err.data, "not a socket"));
+	buf_reset(&err);
+	unlink(sock);
+	/* A stale socket (bound, never unlinked) is replaced. */
+	int stale = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	memcpy(sa.sun_path, sock, strlen(sock) + 1);
+	assert_int_equal(bind(stale, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	close(stale);
+	struct cuda *c = cuda_open(dir, "/proc", on_hello, on_emit, &e, &err);
+	assert_non_null(c);
+	struct stat st;
+	assert_int_equal(stat(sock, &st), 0);
+	assert_true(S_ISSOCK(st.st_mode));
+	assert_int_equal(st.st_mode & 0777, 0666);
+	/* A second agent does not take a live socket from the first. */
+	assert_null(cuda_open(dir, "/proc", on_hello, on_emit, &e, &err));
+	assert_non_null(strstr(err.data, "listens on"));
+	buf_reset(&err);
+	assert_int_equal(stat(sock, &st), 0);
+
+	int fd = connect_to(sock);
+	struct msg m;
+	msg_hello(&m);
+	assert_int_equal(send(fd, m.b, m.len, 0), (ssize_t)m.len);
+	good_agg(&m);
+	assert_int_equal(send(fd, m.b, m.len, 0), (ssize_t)m.len);
+	/* longer than any message: seen as such, not as a cut one */
+	static uint8_t big[CUDA_WIRE_MAX_MSG + 100];
+	memcpy(big, m.b, m.len);
+	assert_int_equal(send(fd, big, sizeof(big), 0), (ssize_t)sizeof(big));
+	for (int i = 0; i < 50 && e.n < 1; i++) {
+		cuda_serve(c, 1000);
+		usleep(10000);
+	}
+	cuda_serve(c, 1000);
+	struct cuda_stats s;
+	cuda_get_stats(c, &s);
+	assert_int_equal(s.connections, 2); /* the second agent's probe, closed since */
+	assert_int_equal(s.connections_open, 1);
+	assert_int_equal(hellos, 1);
+	assert_int_equal(hello_pid, getpid()); /* the peer's pid, from the kernel */
+	assert_int_equal(s.messages, 2);
+	assert_int_equal(s.rejected[CWR_OVERSIZE], 1);
+	assert_int_equal(e.n, 1); /* stack 0 at once; 1001 is held */
+	close(fd);
+	for (int i = 0; i < 50 && s.connections_open; i++) {
+		cuda_serve(c, 2000);
+		cuda_get_stats(c, &s);
+		usleep(10000);
+	}
+	assert_int_equal(s.connections_open, 0);
+	/* What is held survives the connection. */
+	assert_int_equal(cuda_pending(c), 1);
+	cuda_join(c, 1000 + CUDA_HOLD_NS);
+	assert_int_equal(e.n, 2);
+	cuda_close(c);
+	assert_int_equal(access(sock, F_OK), -1); /* removed */
+	buf_free(&err);
+	rm_rf(root);
+	free(root);
+}
+
+/* --- collect_cuda: the samples ------------------------------------------ */
+
+static void copy_self(const char *to)
+{
+	char cmd[1200];
+	snprintf(cmd, sizeof(cmd), "cp /proc/%d/exe '%s'", getpid(), to);
+	assert_int_equal(system(cmd), 0);
+}
+
+static const char *attr(const struct batch *b, uint32_t res, const char *key)
+{
+	for (uint32_t i = b->res_off[res]; i < b->res_off[res + 1]; i += 2)
+		if (strcmp(strtab_get(&b->strings, b->res_ids[i]), key) == 0)
+			return strtab_get(&b->strings, b->res_ids[i + 1]);
+	return NULL;
+}
+
+static uint32_t wanted[4];
+static int nwanted;
+static void want(void *ctx, uint32_t file)
+{
+	(void)ctx;
+	if (nwanted < 4)
+		wanted[nwanted++] = file;
+}
+
+static void test_collect_cuda(void **state)
+{
+	(void)state;
+	char *root = make_temp_dir();
+	char path[600], app[600], lib[600];
+	snprintf(app, sizeof(app), "%s/trainer", root);
+	snprintf(lib, sizeof(lib), "%s/libembercuda.so", root);
+	copy_self(app);
+	copy_self(lib);
+	struct stat sa, sl;
+	assert_int_equal(stat(app, &sa), 0);
+	assert_int_equal(stat(lib, &sl), 0);
+	snprintf(path, sizeof(path), "%s/4242", root);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/4242/stat", root);
+	write_text(path, "4242 (trainer) R 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 500 0 0\n");
+	snprintf(path, sizeof(path), "%s/4242/exe", root);
+	assert_int_equal(symlink(app, path), 0);
+	snprintf(path, sizeof(path), "%s/4242/root", root);
+	assert_int_equal(symlink("/", path), 0);
+	char maps[2048];
+	snprintf(maps, sizeof(maps),
+		 "00400000-00500000 r-xp 00001000 %02x:%02x %llu %s\n"
+		 "00800000-00900000 r-xp 00001000 %02x:%02x %llu %s\n",
+		 major(sa.st_dev), minor(sa.st_dev), (unsigned long long)sa.st_ino, app,
+		 major(sl.st_dev), minor(sl.st_dev), (unsigned long long)sl.st_ino, lib);
+	snprintf(path, sizeof(path), "%s/4242/maps", root);
+	write_text(path, maps);
+
+	struct kallsyms k = { 0 };
+	struct vdso v;
+	vdso_load(&v);
+	struct file_registry files;
+	files_init(&files, root, NULL, NULL);
+	struct proc_table procs;
+	proc_table_init(&procs, &files, root);
+	struct batch b;
+	batch_init(&b);
+	struct collector c = { .batch = &b, .procs = &procs, .files = &files, .ksyms = &k, .vdso = &v,
+			       .host_name = "h", .host_arch = "amd64", .ns_per_tick = 10000000 };
+
+	/* The launch: the marker and its caller in the library, then the
+	 * program's launch_gemm, train_step and main; a library frame below
+	 * the program's stays (only the top run goes). */
+	struct oncpu_sample s;
+	memset(&s, 0, sizeof(s));
+	s.kind = ONCPU_KIND_CUDA_LAUNCH;
+	s.value = 1001;
+	s.pid = 4242;
+	s.tid = 4243;
+	s.proc_start_ns = 500ull * 10000000ull;
+	memcpy(s.comm, "trainer", 8);
+	s.unwind_mode = UWM_CFI;
+	s.ustack_len = 5;
+	s.frames[0] = 0x800100; /* ember_cuda_launch_marker */
+	s.frames[1] = 0x800201; /* the library's callback */
+	s.frames[2] = 0x400301; /* launch_gemm */
+	s.frames[3] = 0x800401; /* a library frame in between: kept */
+	s.frames[4] = 0x400501; /* main */
+	size_t size = ONCPU_HDR_SIZE + 5 * sizeof(__u64);
+	char api[] = "cudaLaunchKernel", name[] = "_Z4gemmPf", gpu[] = "NVIDIA H100";
+	struct cuda_work w = { .pid = 4242, .start_ticks = 500, .stack_id = 1001,
+			       .total_ns = 700000000, .count = 7, .device = 1, .stream = 7,
+			       .context = 3, .kind = CUDA_WIRE_KIND_KERNEL, .api = api, .name = name };
+	snprintf(w.gpu_name, sizeof(w.gpu_name), "%s", gpu);
+	snprintf(w.gpu_uuid, sizeof(w.gpu_uuid), "GPU-a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf");
+	collect_cuda(&c, &w, &s, size, 1000);
+	assert_int_equal(batch_samples(&b), 1);
+	assert_int_equal(b.samples[0].kind, EK_CUDA);
+	assert_int_equal(b.samples[0].value, 700000000);
+	uint32_t st = b.samples[0].stack;
+	uint32_t *ids = b.stack_ids + b.stack_off[st];
+	assert_int_equal(b.stack_off[st + 1] - b.stack_off[st], 5);
+	assert_int_equal(b.frames[ids[0]].address, 0x400500 - 0x400000 + 0x1000); /* main */
+	assert_int_equal(b.frames[ids[1]].address, 0x800400 - 0x800000 + 0x1000); /* kept */
+	assert_int_equal(b.frames[ids[2]].address, 0x400300 - 0x400000 + 0x1000); /* launch_gemm */
+	assert_int_equal(b.frames[ids[3]].type, FT_CUDA_LAUNCH);
+	assert_string_equal(strtab_get(&b.strings, b.frames[ids[3]].name), "cudaLaunchKernel");
+	assert_int_equal(b.frames[ids[4]].type, FT_CUDA_KERNEL);
+	assert_string_equal(strtab_get(&b.strings, b.frames[ids[4]].name), "_Z4gemmPf");
+	uint32_t r = b.samples[0].resource;
+	assert_string_equal(attr(&b, r, "gpu.device.index"), "1");
+	assert_string_equal(attr(&b, r, "gpu.device.uuid"), "GPU-a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf");
+	assert_string_equal(attr(&b, r, "gpu.name"), "NVIDIA H100");
+	assert_string_equal(attr(&b, r, "cuda.stream.id"), "7");
+	assert_string_equal(attr(&b, r, "cuda.context.id"), "3");
+	assert_string_equal(attr(&b, r, "process.executable.name"), "trainer");
+	assert_string_equal(attr(&b, r, "process.pid"), "4242");
+	assert_string_equal(attr(&b, r, "thread.name"), "trainer");
+
+	/* Without a stack: one error frame, then the launch and the leaf; the
+	 * leaf's type follows the kind; no uuid or name when unknown. */
+	char copy[] = "HtoD", api2[] = "cudaMemcpyAsync";
+	struct cuda_work w2 = { .pid = 4242, .start_ticks = 500, .total_ns = 50, .count = 1,
+				.kind = CUDA_WIRE_KIND_MEMCPY, .api = api2, .name = copy };
+	collect_cuda(&c, &w2, NULL, 0, 1100);
+	assert_int_equal(batch_samples(&b), 2);
+	st = b.samples[1].stack;
+	ids = b.stack_ids + b.stack_off[st];
+	assert_int_equal(b.stack_off[st + 1] - b.stack_off[st], 3);
+	assert_int_equal(b.frames[ids[0]].type, FT_ERROR);
+	assert_string_equal(strtab_get(&b.strings, b.frames[ids[0]].name), "[launch not sampled]");
+	assert_int_equal(b.frames[ids[1]].type, FT_CUDA_LAUNCH);
+	assert_int_equal(b.frames[ids[2]].type, FT_CUDA_MEMCPY);
+	r = b.samples[1].resource;
+	assert_null(attr(&b, r, "gpu.device.uuid"));
+	assert_null(attr(&b, r, "gpu.name"));
+	assert_string_equal(attr(&b, r, "process.executable.name"), "trainer");
+	const struct { uint16_t kind; uint8_t type; } leaf[] = {
+		{ CUDA_WIRE_KIND_MEMSET, FT_CUDA_MEMSET }, { CUDA_WIRE_KIND_SYNC, FT_CUDA_SYNC },
+		{ CUDA_WIRE_KIND_GRAPH, FT_CUDA_KERNEL },
+	};
+	for (size_t i = 0; i < 3; i++) {
+		w2.kind = leaf[i].kind;
+		collect_cuda(&c, &w2, NULL, 0, 1200);
+		st = b.samples[b.nsamples - 1].stack;
+		assert_int_equal(b.frames[b.stack_ids[b.stack_off[st + 1] - 1]].type, leaf[i].type);
+	}
+	/* A launch stack that stopped for want of a table (the program's
+	 * file: its last frame) asks for that table as the record arrives. */
+	c.want_table = want;
+	s.unwind_error = UWE_NO_FP;
+	collect_cuda_prepare(&c, &s, size, 1250);
+	assert_int_equal(nwanted, 1);
+	assert_string_equal(files_at(&files, wanted[0])->name, "trainer");
+	s.unwind_error = UWE_NONE;
+	collect_cuda_prepare(&c, &s, size, 1260);
+	assert_int_equal(nwanted, 1);
+
+	/* A launch record that lies about its length is not used: the time
+	 * still counts, without the stack. */
+	collect_cuda(&c, &w, &s, ONCPU_HDR_SIZE + 8, 1300);
+	st = b.samples[b.nsamples - 1].stack;
+	assert_string_equal(strtab_get(&b.strings, b.frames[b.stack_ids[b.stack_off[st]]].name),
+			    "[launch not sampled]");
+	assert_int_equal(c.stats.malformed, 1);
+	assert_int_equal(c.stats.cuda_samples, 6);
+
+	batch_free(&b);
+	proc_table_free(&procs);
+	files_free(&files);
+	vdso_free(&v);
+	rm_rf(root);
+	free(root);
+}
+
+static int maps_calls;
+static uint64_t maps_exec;
+static size_t maps_n;
+static void on_maps(void *ctx, const struct proc *p)
+{
+	(void)ctx;
+	maps_calls++;
+	maps_exec = p->exec_id;
+	maps_n = p->nmaps;
+}
+
+/* A process the CUDA hello tells of: its maps read again when it was known
+ * already (the library came after its first sample), and an unknown exec
+ * count taken from the first record that has one, without another read. */
+static void test_proc_refresh(void **state)
+{
+	(void)state;
+	char *root = make_temp_dir();
+	char path[600];
+	snprintf(path, sizeof(path), "%s/77", root);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/77/stat", root);
+	write_text(path, "77 (python3) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 500 0 0\n");
+	snprintf(path, sizeof(path), "%s/77/maps", root);
+	write_text(path, "00700000-00710000 r-xp 00000000 00:00 0\n");
+	struct file_registry files;
+	files_init(&files, root, NULL, NULL);
+	struct proc_table procs;
+	proc_table_init(&procs, &files, root);
+	procs.on_maps = on_maps;
+
+	struct proc *p = proc_table_get(&procs, 77, 500, 3, "python3", 1000);
+	assert_int_equal(maps_calls, 1);
+	assert_int_equal(p->nmaps, 1);
+	write_text(path, "00700000-00710000 r-xp 00000000 00:00 0\n"
+			 "00800000-00810000 r-xp 00000000 00:00 0\n");
+	proc_table_refresh(&procs, 77, 500, 2000);
+	assert_int_equal(maps_calls, 2);
+	assert_int_equal(maps_n, 2);
+	assert_int_equal(maps_exec, 3); /* known: kept */
+
+	/* First seen at its hello: exec count unknown until a record says. */
+	snprintf(path, sizeof(path), "%s/88", root);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/88/stat", root);
+	write_text(path, "88 (trainer) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 600 0 0\n");
+	snprintf(path, sizeof(path), "%s/88/maps", root);
+	write_text(path, "00700000-00710000 r-xp 00000000 00:00 0\n");
+	proc_table_refresh(&procs, 88, 600, 3000);
+	assert_int_equal(maps_calls, 3);
+	assert_true(maps_exec == PROC_EXEC_UNKNOWN);
+	p = proc_table_get(&procs, 88, 600, 5, "trainer", 4000);
+	assert_int_equal(p->exec_id, 5);
+	assert_int_equal(maps_calls, 4); /* described again, with its exec count */
+	assert_int_equal(maps_exec, 5);
+	p = proc_table_get(&procs, 88, 600, PROC_EXEC_UNKNOWN, "", 5000);
+	assert_int_equal(p->exec_id, 5);
+	assert_int_equal(maps_calls, 4);
+	p = proc_table_get(&procs, 88, 600, 6, "trainer", 6000); /* an exec: read again */
+	assert_int_equal(maps_calls, 5);
+	assert_int_equal(maps_exec, 6);
+
+	proc_table_free(&procs);
+	files_free(&files);
+	rm_rf(root);
+	free(root);
+}
+
+/* What the server made of the OTLP request: each sample's kind, value and
+ * frame types (outermost first). */
+struct seen_cuda {
+	int n;
+	int kind;
+	uint64_t value;
+	int types[8];
+	size_t ntypes;
+};
+
+static int keep_cuda(void *ctx, const Ember__Ingest__V1__Batch *b)
+{
+	struct seen_cuda *k = ctx;
+	for (size_t i = 0; i < b->n_samples; i++) {
+		k->n++;
+		k->kind = b->samples[i]->kind;
+		k->value = b->samples[i]->value;
+		const Ember__Ingest__V1__Stack *st = b->stacks[b->samples[i]->stack];
+		k->ntypes = st->n_frames < 8 ? st->n_frames : 8;
+		for (size_t j = 0; j < k->ntypes; j++)
+			k->types[j] = b->frames[st->frames[j]]->type;
+	}
+	return 0;
+}
+
+/* OTLP: GPU time is a profile of sample type cuda/nanoseconds, its frames
+ * typed, and ember-server reads it back as CUDA with the same frame types
+ * (the error frame included). */
+static void test_otlp_cuda(void **state)
+{
+	(void)state;
+	struct batch b;
+	batch_init(&b);
+	struct bframe f[3] = {
+		{ .type = FT_ERROR, .name = batch_string(&b, "[launch not sampled]", 20) },
+		{ .type = FT_CUDA_LAUNCH, .name = batch_string(&b, "cudaMemcpyAsync", 15) },
+		{ .type = FT_CUDA_MEMCPY, .name = batch_string(&b, "HtoD", 4) },
+	};
+	uint32_t ids[3];
+	for (int i = 0; i < 3; i++)
+		ids[i] = batch_frame(&b, &f[i]);
+	uint32_t st = batch_stack(&b, ids, 3);
+	uint32_t kv[] = { batch_string(&b, "process.pid", 11), batch_string(&b, "7", 1),
+			  batch_string(&b, "gpu.device.index", 16), batch_string(&b, "0", 1) };
+	batch_add(&b, st, batch_resource(&b, kv, 4), EK_CUDA, 50000000);
+	struct batch_meta meta = { "inst", 1, "default", 1700000000000, 1700000005000, 19 };
+	struct buf z = { 0 }, raw = { 0 }, err = { 0 };
+	assert_int_equal(otlp_encode(&b, &meta, &z), 0);
+	assert_int_equal(gzip_decompress_bounded(z.data, z.len, 1 << 20, &raw), 0);
+	Ember__Otlp__ExportProfilesServiceRequest *req =
+		ember__otlp__export_profiles_service_request__unpack(NULL, raw.len, (const uint8_t *)raw.data);
+	assert_non_null(req);
+	const char *const *strs = (const char *const *)req->dictionary->string_table;
+	const Ember__Otlp__ScopeProfiles *sp = req->resource_profiles[0]->scope_profiles[0];
+	assert_int_equal(sp->n_profiles, 1);
+	assert_string_equal(strs[sp->profiles[0]->sample_type->type_strindex], "cuda");
+	assert_string_equal(strs[sp->profiles[0]->sample_type->unit_strindex], "nanoseconds");
+	struct seen_cuda seen = { 0 };
+	struct otlp_result ores = { 0 };
+	assert_int_equal(otlp_convert(req, "p", 1700000000000LL, keep_cuda, &seen, &ores, &err), 0);
+	assert_int_equal(ores.rejected_profiles, 0);
+	assert_int_equal(seen.n, 1);
+	assert_int_equal(seen.kind, EMBER__INGEST__V1__EVENT_KIND__CUDA);
+	assert_int_equal(seen.value, 50000000);
+	assert_int_equal(seen.ntypes, 3);
+	assert_int_equal(seen.types[0], EMBER__INGEST__V1__FRAME_TYPE__ERROR);
+	assert_int_equal(seen.types[1], EMBER__INGEST__V1__FRAME_TYPE__CUDA_LAUNCH);
+	assert_int_equal(seen.types[2], EMBER__INGEST__V1__FRAME_TYPE__CUDA_MEMCPY);
+	buf_free(&ores.message);
+	ember__otlp__export_profiles_service_request__free_unpacked(req, NULL);
+	batch_free(&b);
+	buf_free(&z);
+	buf_free(&raw);
+	buf_free(&err);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_wire_check),
+		cmocka_unit_test(test_join),
+		cmocka_unit_test(test_stack_eviction),
+		cmocka_unit_test(test_socket),
+		cmocka_unit_test(test_collect_cuda),
+		cmocka_unit_test(test_proc_refresh),
+		cmocka_unit_test(test_otlp_cuda),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
