@@ -193,8 +193,15 @@ struct thread_state {
 	uint32_t outer_stack;
 	uint16_t outer_api;
 	uint16_t outer_kind;
-	uint64_t window_start[CLS_N];
-	uint32_t window_count[CLS_N];
+	/* take_sample's state per class: the budget, in ns of the window, and
+	 * when it was last topped up (0: never); launches in this window and
+	 * the last one; a random number generator (xorshift) */
+	uint64_t credit_ns[CLS_N];
+	uint64_t last_ns[CLS_N];
+	uint64_t win_start[CLS_N];
+	uint32_t win_count[CLS_N];
+	uint32_t prev_count[CLS_N];
+	uint64_t rng;
 	struct {
 		uint64_t hash;
 		uint32_t stack_id;
@@ -504,22 +511,55 @@ static uint32_t my_tid(void)
 	return ts.tid;
 }
 
-/* 1 when this launch gets a stack: fewer than `target` of its class picked
- * on this thread in the current window (a fixed window, restarted by the
- * first launch after it ends). */
+/* 1 when this launch gets a stack: about `target` per window per thread
+ * and class, drawn at random among its launches, so that every kernel name
+ * a thread launches keeps getting fresh stacks in proportion to its
+ * launches (unsampled launches inherit the last sampled stack of their
+ * thread and name). Each launch is picked with the chance target / the
+ * launches of the window before (or of this one so far, when more); a
+ * token bucket caps it: `target` per window at most, one every
+ * window / target, with a burst of a tenth of the target. Picking the
+ * first launches of a window instead (a fixed window's count) lent a
+ * process's first stacks -- taken before the agent had read its maps --
+ * to its whole first second, and a launch that always comes second in a
+ * step (the next token always taken by the first) never got a stack
+ * again. */
 static int take_sample(enum cls c, uint64_t now)
 {
 	const struct sampling *s = &g.cfg.sampling[c];
 	if (!s->enabled)
 		return 1;
-	unsigned b = c == CLS_MEMSET ? CLS_MEMCPY : c; /* copies and sets share the memory budget */
-	if (now - ts.window_start[b] >= s->window_ns) {
-		ts.window_start[b] = now;
-		ts.window_count[b] = 0;
-	}
-	if (ts.window_count[b] >= s->target)
+	if (!s->target)
 		return 0;
-	ts.window_count[b]++;
+	unsigned b = c == CLS_MEMSET ? CLS_MEMCPY : c; /* copies and sets share the memory budget */
+	if (now - ts.win_start[b] >= s->window_ns || now < ts.win_start[b]) {
+		/* a window with no launch for a while counts as a quiet one */
+		ts.prev_count[b] = now - ts.win_start[b] < 2 * s->window_ns ? ts.win_count[b] : 0;
+		ts.win_start[b] = now;
+		ts.win_count[b] = 0;
+	}
+	uint32_t seen = ++ts.win_count[b];
+	uint32_t expect = ts.prev_count[b] > seen ? ts.prev_count[b] : seen;
+	if (expect > s->target) {
+		if (!ts.rng)
+			ts.rng = now ^ ((uint64_t)my_tid() << 32) ^ 0x9e3779b97f4a7c15ull;
+		ts.rng ^= ts.rng << 13;
+		ts.rng ^= ts.rng >> 7;
+		ts.rng ^= ts.rng << 17;
+		if (ts.rng % expect >= s->target)
+			return 0;
+	}
+	uint64_t interval = s->window_ns / s->target;
+	uint64_t cap = interval * (s->target >= 10 ? s->target / 10 : 1);
+	if (!ts.last_ns[b] || now < ts.last_ns[b])
+		ts.credit_ns[b] = cap;
+	else
+		ts.credit_ns[b] = ts.credit_ns[b] + (now - ts.last_ns[b]) > cap ? cap
+										 : ts.credit_ns[b] + (now - ts.last_ns[b]);
+	ts.last_ns[b] = now;
+	if (ts.credit_ns[b] < interval)
+		return 0;
+	ts.credit_ns[b] -= interval;
 	return 1;
 }
 
