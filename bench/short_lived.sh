@@ -17,6 +17,8 @@ tmp=$(mktemp -d /tmp/ember-short-XXXXXX)
 port=$(/usr/bin/python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
 cleanup() {
   [ -n "${agent:-}" ] && kill -TERM "$agent" 2>/dev/null && wait "$agent" 2>/dev/null
+  # The agent's last counters: raw stacks of new processes and how they fared.
+  [ -n "${agent:-}" ] && grep -o 'raw_stacks=.*' "$tmp/agent.log" | tail -1
   [ -n "${server:-}" ] && kill -TERM "$server" 2>/dev/null && wait "$server" 2>/dev/null
   rm -rf "$tmp"
 }

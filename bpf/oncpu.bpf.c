@@ -57,6 +57,9 @@ const volatile __u64 offcpu_period_ns = 52631578; /* 1e9 / -off-cpu-sampling-rat
  * quarter of it) wakes the agent, so a burst is drained before the ring
  * fills, however long the agent sleeps between drains. */
 const volatile __u64 ring_wake_bytes = 1 << 18;
+/* Samples of processes the agent has not described yet carry their raw
+ * user stack (submit_raw); 0 = they do not. */
+const volatile __u32 raw_stacks = 1;
 
 /* Written by the agent while the programs run (the .bss map is mmap'd):
  * waits that began before it are not measured (off-CPU sampling was off
@@ -172,9 +175,13 @@ struct {
 	__type(value, struct unwind_rule);
 } unwind_rules SEC(".maps");
 
+/* Mapped read-only into the agent too, which unwinds the raw stacks of
+ * processes it had not described yet with the same rows
+ * (agent/rawstack.h); lookups here are the same either way. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1 << 21); /* resized by the agent before load */
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct unwind_entry);
 } unwind_entries SEC(".maps");
@@ -379,6 +386,66 @@ static __always_inline void submit(struct scratch *sc, const bool off)
 		if (bpf_map_delete_elem(&offcpu_scratch, &tid) == 0)
 			__sync_fetch_and_add(&offcpu_pending, -1);
 	}
+}
+
+/* Sends the sample of a process the agent has not described yet with
+ * the registers and raw bytes of its user stack (struct oncpu_raw_sample),
+ * so that the agent can unwind it by CFI once it has read the process
+ * (agent/rawstack.h). Returns false when it did not (turned off, the ring
+ * buffer a quarter full, or full): the caller then sends the record as it
+ * is. Only this path, never a described process's samples, pays for the
+ * copy. */
+static __always_inline bool submit_raw(struct scratch *sc, const bool off)
+{
+	if (!raw_stacks)
+		return false;
+	if (bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) >= ring_wake_bytes) {
+		count(ONCPU_STAT_RAW_SKIPPED, 1);
+		return false;
+	}
+	struct oncpu_raw_sample *r = bpf_ringbuf_reserve(&samples, sizeof(*r), 0);
+	if (!r) {
+		count(ONCPU_STAT_RAW_SKIPPED, 1);
+		return false;
+	}
+	sc->s.flags = ONCPU_F_RAW_STACK;
+	bpf_probe_read_kernel(&r->s, sizeof(r->s), &sc->s);
+	sc->s.flags = 0;
+	r->raw.pc = sc->regs.pc;
+	r->raw.sp = sc->regs.sp;
+	r->raw.bp = sc->regs.bp;
+	r->raw.exact = sc->regs.exact;
+	/* From SP up to the process's initial stack pointer (mm->start_stack,
+	 * where argc is: the outermost frame is below it, its arguments and
+	 * environment above it are not copied) when SP is on the main thread's
+	 * stack, else ONCPU_RAW_STACK_MAX bytes, or a quarter, or a sixteenth
+	 * when that much is not mapped. */
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 sp = sc->regs.sp, top = BPF_CORE_READ(task, mm, start_stack) + 8;
+	__u64 n = ONCPU_RAW_STACK_MAX;
+	if (top > sp && top - sp < n)
+		n = top - sp;
+	__u32 len = 0;
+	for (int i = 0; i < 3; i++) {
+		asm volatile("" : "+r"(n));
+		if (n == 0 || n > ONCPU_RAW_STACK_MAX)
+			break;
+		if (bpf_probe_read_user(r->raw.bytes, n, (const void *)sp) == 0) {
+			len = (__u32)n;
+			break;
+		}
+		n >>= 2;
+	}
+	r->raw.len = len;
+	bpf_ringbuf_submit(r, sc->wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+	count(off ? ONCPU_STAT_OFFCPU_SAMPLES : ONCPU_STAT_SAMPLES, 1);
+	count(ONCPU_STAT_RAW_STACKS, 1);
+	if (off) {
+		__u32 tid = (__u32)bpf_get_current_pid_tgid();
+		if (bpf_map_delete_elem(&offcpu_scratch, &tid) == 0)
+			__sync_fetch_and_add(&offcpu_pending, -1);
+	}
+	return true;
 }
 
 static __always_inline void stop_unwind(struct scratch *sc, int err, const bool off)
@@ -751,7 +818,7 @@ static __always_inline void fill_header(struct oncpu_sample *s, struct task_stru
 	s->unwind_mode = UWM_NONE;
 	s->unwind_error = UWE_NONE;
 	s->kind = kind;
-	s->reserved = 0;
+	s->flags = 0;
 	s->ustack_len = 0;
 }
 
@@ -814,7 +881,8 @@ static __always_inline int finish_sample(void *ctx, struct scratch *sc, __u32 nk
 	}
 	/* Not described yet (or the pid was reused, or the process exec'd
 	 * since): the kernel's frame-pointer walk, until the agent has read
-	 * the process — which this sample asks it to do now. */
+	 * the process — which this sample asks it to do now — and the raw
+	 * stack, for the agent to unwind by CFI once it has (submit_raw). */
 	s->unwind_mode = UWM_KERNEL_FP;
 	count(ONCPU_STAT_KERNEL_FP, 1);
 	wake_agent(sc);
@@ -830,7 +898,8 @@ static __always_inline int finish_sample(void *ctx, struct scratch *sc, __u32 nk
 		__u32 nu = (__u32)un / sizeof(__u64);
 		s->ustack_len = (__s32)(nu > ONCPU_MAX_KFRAMES ? ONCPU_MAX_KFRAMES : nu);
 	}
-	submit(sc, off);
+	if (!submit_raw(sc, off))
+		submit(sc, off);
 	return 0;
 }
 
