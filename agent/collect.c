@@ -10,6 +10,7 @@
 #include <linux/types.h>
 
 #include "oncpu_types.h"
+#include "log.h"
 #include "python.h"
 #include "rawstack.h"
 #include "unwind_types.h"
@@ -420,29 +421,56 @@ static void collect_as_sent(struct collector *c, const struct oncpu_raw_sample *
 	collect_sample(c, &s, n, now_ns);
 }
 
-/* Unwinds the raw stack and adds the sample with that user stack, unless
- * a table is missing and !final (RAWSTACK_NO_TABLE, *stuck set) or the
- * process has no description (RAWSTACK_NO_PROCESS). */
+/* Unwinds the raw stack into *s (a record without the raw part, of
+ * *size bytes): RAWSTACK_UNWOUND, else RAWSTACK_NO_TABLE (a table is
+ * missing and !final; *stuck set) or RAWSTACK_NO_PROCESS (the process has
+ * no description). A walk that reached an address in no mapping of a live
+ * process reads its maps again (rate-limited, proc.h) and, when they have
+ * it now (a library mapped since), walks once more. */
 static enum rawstack_result unwind_raw(struct collector *c, const struct oncpu_raw_sample *r,
-				       bool final, uint64_t now_ns, uint64_t *stuck)
+				       bool final, uint64_t now_ns, struct oncpu_sample *s,
+				       size_t *size, uint64_t *stuck)
 {
-	struct oncpu_sample s;
 	uint32_t nk = r->s.kstack_len > 0 ? (uint32_t)r->s.kstack_len : 0;
 	uint32_t n = 0;
 	uint16_t err = UWE_NONE;
-	enum rawstack_result res = rawstack_unwind(
-		c->rawstack, r->s.pid, r->s.proc_start_ns / c->ns_per_tick, r->s.exec_id, &r->raw,
-		final, s.frames + nk, MIN((uint32_t)ONCPU_MAX_UFRAMES, (uint32_t)ONCPU_MAX_FRAMES - nk),
-		&n, &err, stuck);
+	uint64_t ticks = r->s.proc_start_ns / c->ns_per_tick;
+	uint32_t max = MIN((uint32_t)ONCPU_MAX_UFRAMES, (uint32_t)ONCPU_MAX_FRAMES - nk);
+	enum rawstack_result res;
+	for (int attempt = 0;; attempt++) {
+		res = rawstack_unwind(c->rawstack, r->s.pid, ticks, r->s.exec_id, &r->raw, final,
+				      s->frames + nk, max, &n, &err, stuck);
+		if (res != RAWSTACK_UNWOUND || err != UWE_NO_MAPPING || attempt > 0)
+			break;
+		char comm[ONCPU_COMM_LEN + 1];
+		memcpy(comm, r->s.comm, ONCPU_COMM_LEN);
+		comm[ONCPU_COMM_LEN] = '\0';
+		struct proc *p = proc_table_get(c->procs, (int32_t)r->s.pid, ticks, r->s.exec_id, comm,
+						now_ns);
+		if (!p->live || !proc_find_mapping(c->procs, p, *stuck, now_ns))
+			break;
+	}
 	if (res != RAWSTACK_UNWOUND)
 		return res;
-	memcpy(&s, &r->s, ONCPU_HDR_SIZE);
-	memcpy(s.frames, r->s.frames, nk * sizeof(__u64));
-	s.flags = 0;
-	s.unwind_mode = UWM_CFI;
-	s.unwind_error = err;
-	s.ustack_len = (__s32)n;
-	collect_sample(c, &s, ONCPU_HDR_SIZE + (size_t)(nk + n) * sizeof(__u64), now_ns);
+	memcpy(s, &r->s, ONCPU_HDR_SIZE);
+	memcpy(s->frames, r->s.frames, nk * sizeof(__u64));
+	s->flags = 0;
+	s->unwind_mode = UWM_CFI;
+	s->unwind_error = err;
+	s->ustack_len = (__s32)n;
+	*size = ONCPU_HDR_SIZE + (size_t)(nk + n) * sizeof(__u64);
+	return res;
+}
+
+/* Unwinds the raw sample and adds it to the batch; see unwind_raw. */
+static enum rawstack_result collect_unwound(struct collector *c, const struct oncpu_raw_sample *r,
+					    bool final, uint64_t now_ns, uint64_t *stuck)
+{
+	struct oncpu_sample s;
+	size_t size = 0;
+	enum rawstack_result res = unwind_raw(c, r, final, now_ns, &s, &size, stuck);
+	if (res == RAWSTACK_UNWOUND)
+		collect_sample(c, &s, size, now_ns);
 	return res;
 }
 
@@ -470,7 +498,7 @@ static void collect_raw(struct collector *c, const struct oncpu_raw_sample *r, s
 	struct proc *p = proc_table_get(c->procs, (int32_t)r->s.pid, r->s.proc_start_ns / c->ns_per_tick,
 					r->s.exec_id, comm, now_ns);
 	uint64_t stuck = 0;
-	switch (unwind_raw(c, r, false, now_ns, &stuck)) {
+	switch (collect_unwound(c, r, false, now_ns, &stuck)) {
 	case RAWSTACK_UNWOUND:
 		c->stats.raw_unwound++;
 		return;
@@ -487,7 +515,7 @@ static void collect_raw(struct collector *c, const struct oncpu_raw_sample *r, s
 		c->want_table(c->hook_ctx, m->file);
 	if (c->npending >= COLLECT_RAW_MAX_PENDING) {
 		c->stats.raw_expired++;
-		unwind_raw(c, r, true, now_ns, &stuck);
+		collect_unwound(c, r, true, now_ns, &stuck);
 		return;
 	}
 	size_t n = raw_size(r);
@@ -506,7 +534,7 @@ void collector_retry_raw(struct collector *c, uint64_t now_ns, bool all)
 	for (size_t i = 0; i < c->npending; i++) {
 		struct raw_pending *w = &c->pending[i];
 		uint64_t stuck = 0;
-		switch (unwind_raw(c, w->rec, false, now_ns, &stuck)) {
+		switch (collect_unwound(c, w->rec, false, now_ns, &stuck)) {
 		case RAWSTACK_UNWOUND:
 			c->stats.raw_unwound_late++;
 			break;
@@ -522,7 +550,17 @@ void collector_retry_raw(struct collector *c, uint64_t now_ns, bool all)
 			/* Waited long enough: frame pointers where a table
 			 * is missing, as the BPF program does. */
 			c->stats.raw_expired++;
-			unwind_raw(c, w->rec, true, now_ns, &stuck);
+			if (log_enabled(LOG_DEBUG)) {
+				struct proc *p = proc_table_get(c->procs, (int32_t)w->rec->s.pid,
+								w->rec->s.proc_start_ns / c->ns_per_tick,
+								w->rec->s.exec_id, "", now_ns);
+				const struct mapping *m = proc_find_mapping(c->procs, p, stuck, now_ns);
+				log_debug("raw stack of pid %u (%s): no table for %#llx (%s) after %llu ms",
+					  w->rec->s.pid, p->exe_name, (unsigned long long)stuck,
+					  m && m->file != FILE_NONE ? files_at(c->files, m->file)->name : "?",
+					  (unsigned long long)(COLLECT_RAW_WAIT_NS / 1000000));
+			}
+			collect_unwound(c, w->rec, true, now_ns, &stuck);
 			break;
 		}
 		c->pending_bytes -= raw_size(w->rec);

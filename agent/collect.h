@@ -55,9 +55,9 @@ struct collector_stats {
 /* Raw samples waiting for a table: at most COLLECT_RAW_MAX_PENDING, each
  * kept at most COLLECT_RAW_WAIT_NS; each holds its header, frame slots and
  * the stack bytes BPF copied (at most ONCPU_RAW_STACK_MAX): all together
- * at most 64 x 20.6 KiB = 1.3 MiB. */
-#define COLLECT_RAW_MAX_PENDING 64
-#define COLLECT_RAW_WAIT_NS (2ull * 1000000000ull)
+ * at most 128 x 20.6 KiB = 2.6 MiB. */
+#define COLLECT_RAW_MAX_PENDING 128
+#define COLLECT_RAW_WAIT_NS (5ull * 1000000000ull)
 
 /* Most host attribute ids (pairs x 2) a collector takes. */
 #define COLLECT_MAX_HOST_KV 96

@@ -133,6 +133,7 @@ enum rawstack_result rawstack_unwind(const struct rawstack *r, uint32_t pid, uin
 		}
 		if (rc != UW_CONTINUE) {
 			*err = (uint16_t)(rc < 0 ? -rc : UWE_NONE);
+			*stuck = regs.pc; /* for UWE_NO_MAPPING: the address in none */
 			break;
 		}
 	}

@@ -42,7 +42,8 @@ void rawstack_close(struct rawstack *r);
 
 enum rawstack_result {
 	RAWSTACK_UNWOUND,    /* out[0..*n) is the stack, innermost first; *err why it
-				ended early (UWE_NONE: it reached the outermost frame) */
+				ended early (UWE_NONE: it reached the outermost frame;
+				UWE_NO_MAPPING: *stuck is the address in no mapping) */
 	RAWSTACK_NO_PROCESS, /* the unwinder has no description of this process and
 				exec (it exited before the agent read its maps) */
 	RAWSTACK_NO_TABLE,   /* the walk reached a file whose table is not loaded

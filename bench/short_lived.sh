@@ -20,6 +20,7 @@ cleanup() {
   # The agent's last counters: raw stacks of new processes and how they fared.
   [ -n "${agent:-}" ] && grep -o 'raw_stacks=.*' "$tmp/agent.log" | tail -1
   [ -n "${server:-}" ] && kill -TERM "$server" 2>/dev/null && wait "$server" 2>/dev/null
+  [ -n "${EMBER_BENCH_KEEP_LOG:-}" ] && cp "$tmp/agent.log" "$EMBER_BENCH_KEEP_LOG"
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -50,7 +51,7 @@ chmod +x "$tmp/wrap"
 build/bin/ember-server --listen "127.0.0.1:$port" --data-dir "$tmp/data" 2>"$tmp/server.log" &
 server=$!
 for _ in $(seq 50); do curl -fs "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
-"${EMBER_BENCH_AGENT:-build/bin/ember-agent}" -collection-agent="127.0.0.1:$port" -disable-tls \
+"${EMBER_BENCH_AGENT:-build/bin/ember-agent}" ${EMBER_BENCH_AGENT_FLAGS:-} -collection-agent="127.0.0.1:$port" -disable-tls \
   -reporter-interval=1s -on-cpu-sampling-rate="$rate" 2>"$tmp/agent.log" &
 agent=$!
 sleep 8 # start-up: the host's files are read and their tables built

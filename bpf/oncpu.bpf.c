@@ -79,6 +79,7 @@ struct {
 struct scratch {
 	struct oncpu_sample s;
 	struct unwind_regs regs;
+	struct unwind_regs regs0; /* the user registers the walk began with (submit_raw) */
 	__u32 tail_calls;
 	__u32 wake;	     /* wake the agent for this sample (submit) */
 	/* The Python walk of this sample: */
@@ -388,13 +389,19 @@ static __always_inline void submit(struct scratch *sc, const bool off)
 	}
 }
 
-/* Sends the sample of a process the agent has not described yet with
- * the registers and raw bytes of its user stack (struct oncpu_raw_sample),
- * so that the agent can unwind it by CFI once it has read the process
- * (agent/rawstack.h). Returns false when it did not (turned off, the ring
- * buffer a quarter full, or full): the caller then sends the record as it
- * is. Only this path, never a described process's samples, pays for the
- * copy. */
+/* A process this young whose CFI walk broke sends its raw stack too
+ * (stop_unwind). */
+#define RAW_YOUNG_NS 2000000000ull
+
+/* Sends the sample with the user registers its walk began with and the
+ * raw bytes of its user stack (struct oncpu_raw_sample), so that the agent
+ * can unwind it by CFI once it has read the process and loaded its tables
+ * (agent/rawstack.h): a sample of a process the agent has not described
+ * yet, or of a process younger than RAW_YOUNG_NS whose walk broke. Returns
+ * false when it did not (turned off, the ring buffer a quarter full, or
+ * full): the caller then sends the record as it is. Only these samples,
+ * never a stack unwound whole, pay for the copy. */
+
 static __always_inline bool submit_raw(struct scratch *sc, const bool off)
 {
 	if (!raw_stacks)
@@ -411,17 +418,17 @@ static __always_inline bool submit_raw(struct scratch *sc, const bool off)
 	sc->s.flags = ONCPU_F_RAW_STACK;
 	bpf_probe_read_kernel(&r->s, sizeof(r->s), &sc->s);
 	sc->s.flags = 0;
-	r->raw.pc = sc->regs.pc;
-	r->raw.sp = sc->regs.sp;
-	r->raw.bp = sc->regs.bp;
-	r->raw.exact = sc->regs.exact;
+	r->raw.pc = sc->regs0.pc;
+	r->raw.sp = sc->regs0.sp;
+	r->raw.bp = sc->regs0.bp;
+	r->raw.exact = sc->regs0.exact;
 	/* From SP up to the process's initial stack pointer (mm->start_stack,
 	 * where argc is: the outermost frame is below it, its arguments and
 	 * environment above it are not copied) when SP is on the main thread's
 	 * stack, else ONCPU_RAW_STACK_MAX bytes, or a quarter, or a sixteenth
 	 * when that much is not mapped. */
 	struct task_struct *task = bpf_get_current_task_btf();
-	__u64 sp = sc->regs.sp, top = BPF_CORE_READ(task, mm, start_stack) + 8;
+	__u64 sp = sc->regs0.sp, top = BPF_CORE_READ(task, mm, start_stack) + 8;
 	__u64 n = ONCPU_RAW_STACK_MAX;
 	if (top > sp && top - sp < n)
 		n = top - sp;
@@ -459,6 +466,14 @@ static __always_inline void stop_unwind(struct scratch *sc, int err, const bool 
 		sc->s.unwind_error = (__u16)err;
 		count(ONCPU_STAT_ERR_BASE + err, 1);
 	}
+	/* A walk that broke in a process started moments ago most likely met
+	 * a table still being built (the first runs of a new compiler) or a
+	 * library mapped since the agent read the process: its raw stack
+	 * goes too, for the agent to unwind again once it has them. Only
+	 * then, never for a stack unwound whole. */
+	if (err > 0 && err != UWE_TRUNCATED &&
+	    bpf_ktime_get_boot_ns() - sc->s.proc_start_ns < RAW_YOUNG_NS && submit_raw(sc, off))
+		return;
 	submit(sc, off);
 }
 
@@ -870,6 +885,7 @@ static __always_inline int finish_sample(void *ctx, struct scratch *sc, __u32 nk
 		submit(sc, off); /* a kernel thread: no user stack */
 		return 0;
 	}
+	sc->regs0 = sc->regs;
 	__u32 tgid = s->pid;
 	const struct unwind_proc *p = bpf_map_lookup_elem(&unwind_procs, &tgid);
 	if (p && p->start_ticks == s->proc_start_ns / ns_per_tick && p->exec_id == s->exec_id) {
