@@ -15,7 +15,9 @@
  * (unwind_step.h), UNWIND_FRAMES_PER_PROG frames per program, continuing
  * through tail calls; so code without frame pointers unwinds, and stacks
  * deeper than the kernel's 127-frame limit survive. Processes not described
- * yet (their first samples) use the kernel's frame-pointer walk. In a
+ * yet (their first samples) use the kernel's frame-pointer walk, and send
+ * their raw stack along for the agent to unwind by CFI once it has read
+ * them (submit_raw; so does a young process whose walk broke). In a
  * Python process (py_procs), each native frame of the interpreter loop is
  * replaced by the Python frames it runs, read from the interpreter's frame
  * chain by oncpu_python (python_types.h). No aggregation happens here:
