@@ -126,7 +126,7 @@ struct collector {
 	/* Unwinds the raw stacks of samples of processes the unwinder did not
 	 * know yet (rawstack.h); NULL = they are taken as the frame-pointer
 	 * walk they carry. */
-	const struct rawstack *rawstack;
+	struct rawstack *rawstack;
 	/* Those waiting for a table, oldest first (collector_retry_raw). */
 	struct raw_pending {
 		struct oncpu_raw_sample *rec; /* header, frames, raw.len bytes: owned */

@@ -83,7 +83,7 @@ struct agent {
 	struct reporter *reporter;
 	struct symupload *symupload;
 	struct unwinder *unwinder;
-	struct rawstack rawstack; /* unwinds raw stacks (rawstack.h); entries NULL = none */
+	struct rawstack rawstack; /* unwinds raw stacks (rawstack.h) */
 	/* CPython: the interpreter files seen (few: one per installed
 	 * version), the symbolizer, and the walker's process map. */
 	struct py_seen { uint32_t index; struct py_file file; } *pyfiles;
@@ -700,12 +700,8 @@ int main(int argc, char **argv, char **envp)
 		log_error("%s", err.data);
 		return 1;
 	}
-	int rrc = rawstack_open(&a.rawstack, &fds);
-	if (rrc == 0)
-		a.collector.rawstack = &a.rawstack;
-	else
-		log_warn("the unwind table cannot be mapped (%s): the first samples of a new process "
-			 "are unwound by frame pointer", strerror(-rrc));
+	rawstack_open(&a.rawstack, &fds);
+	a.collector.rawstack = &a.rawstack;
 	if (a.vdso.fd >= 0) {
 		a.procs.vdso_file = files_add_image(&a.files, "[vdso]", a.vdso.fd);
 		a.vdso.fd = -1; /* the registry owns it now */

@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -14,7 +13,8 @@
  * find it here. Per thread (only the main thread walks), set for the
  * length of one rawstack_unwind call. */
 struct walk {
-	const struct rawstack *r;
+	struct rawstack *r;
+	uint64_t now_ns;
 	const struct oncpu_raw_stack *raw;
 	struct unwind_file_info file; /* the last UW_FILE answer */
 	struct unwind_rule rule;      /* the last UW_RULE answer */
@@ -32,9 +32,37 @@ static int raw_read_u64(__u64 addr, __u64 *out)
 	return 0;
 }
 
+/* Entry i of unwind_entries, from a page read in the last
+ * RAWSTACK_PAGE_NS (or read now). Valid until the next call. */
 static const struct unwind_entry *raw_entry(__u32 i)
 {
-	return i < cur->r->nentries ? &cur->r->entries[i] : NULL;
+	struct rawstack *r = cur->r;
+	if (i >= r->nentries)
+		return NULL;
+	uint32_t page = i / UNWIND_PAGE_ROWS;
+	for (uint32_t k = 0; k < RAWSTACK_PAGES; k++) {
+		struct rawstack_page *pg = &r->pages[k];
+		if (pg->page == page && cur->now_ns - pg->read_ns < RAWSTACK_PAGE_NS)
+			return &pg->rows[i % UNWIND_PAGE_ROWS];
+	}
+	struct rawstack_page *pg = &r->pages[r->next_page];
+	r->next_page = (r->next_page + 1) % RAWSTACK_PAGES;
+	pg->page = UNWIND_PAGE_NONE;
+	/* The batch starts after in_batch (the key before the page's first). */
+	uint32_t first = page * UNWIND_PAGE_ROWS, before = first - 1, out = 0;
+	uint32_t count = MIN((uint32_t)UNWIND_PAGE_ROWS, r->nentries - first);
+	r->page_reads++;
+	int rc = bpf_map_lookup_batch(r->entries_fd, first ? &before : NULL, &out, r->keys, pg->rows,
+				      &count, NULL);
+	if ((rc == 0 || errno == ENOENT) && count > i - first && r->keys[0] == first &&
+	    r->keys[i - first] == i) {
+		pg->page = page;
+		pg->read_ns = cur->now_ns;
+		return &pg->rows[i - first];
+	}
+	/* No batched lookups (Linux < 5.6): the entry alone. */
+	r->single_reads++;
+	return bpf_map_lookup_elem(r->entries_fd, &i, &r->one) == 0 ? &r->one : NULL;
 }
 
 static const struct unwind_rule *raw_rule(__u32 i)
@@ -73,33 +101,28 @@ static int raw_rule_id(__u32 file, __u64 vaddr)
 	return id < 0 ? -1 : id;
 }
 
-int rawstack_open(struct rawstack *r, const struct unwind_map_fds *fds)
+void rawstack_open(struct rawstack *r, const struct unwind_map_fds *fds)
 {
 	memset(r, 0, sizeof(*r));
-	size_t len = (size_t)fds->entries_cap * sizeof(struct unwind_entry);
-	long page = sysconf(_SC_PAGESIZE);
-	if (page > 0)
-		len = (len + (size_t)page - 1) & ~((size_t)page - 1);
-	void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fds->entries, 0);
-	if (m == MAP_FAILED)
-		return -errno;
-	r->entries = m;
-	r->nentries = fds->entries_cap;
-	r->map_len = len;
 	r->procs_fd = fds->procs;
 	r->files_fd = fds->files;
 	r->rules_fd = fds->rules;
-	return 0;
+	r->entries_fd = fds->entries;
+	r->nentries = fds->entries_cap;
+	r->pages = xcalloc(RAWSTACK_PAGES, sizeof(*r->pages));
+	for (uint32_t k = 0; k < RAWSTACK_PAGES; k++)
+		r->pages[k].page = UNWIND_PAGE_NONE;
+	r->keys = xcalloc(UNWIND_PAGE_ROWS, sizeof(*r->keys));
 }
 
 void rawstack_close(struct rawstack *r)
 {
-	if (r->entries)
-		munmap((void *)r->entries, r->map_len);
+	free(r->pages);
+	free(r->keys);
 	memset(r, 0, sizeof(*r));
 }
 
-enum rawstack_result rawstack_unwind(const struct rawstack *r, uint32_t pid, uint64_t start_ticks,
+enum rawstack_result rawstack_unwind(struct rawstack *r, uint32_t pid, uint64_t start_ticks,
 				     uint64_t exec_id, const struct oncpu_raw_stack *raw, bool final,
 				     __u64 *out, uint32_t max, uint32_t *n, uint16_t *err,
 				     uint64_t *stuck)
@@ -113,7 +136,7 @@ enum rawstack_result rawstack_unwind(const struct rawstack *r, uint32_t pid, uin
 		free(p);
 		return RAWSTACK_NO_PROCESS;
 	}
-	struct walk w = { .r = r, .raw = raw };
+	struct walk w = { .r = r, .raw = raw, .now_ns = now_mono_ns() };
 	cur = &w;
 	struct unwind_regs regs = { raw->pc, raw->sp, raw->bp, raw->exact ? 1 : 0, 0 };
 	enum rawstack_result res = RAWSTACK_UNWOUND;

@@ -6,9 +6,10 @@
  * The walk is the BPF unwinder's own (bpf/unwind_step.h, compiled here as
  * plain C) over the same tables: the process's mappings from unwind_procs
  * (written when the agent read its maps), the rows from unwind_entries
- * (mapped read-only into the agent), the rules and table directories from
- * unwind_rules and unwind_files; memory reads are served from the copied
- * stack bytes only. At most ONCPU_MAX_UFRAMES frames.
+ * (read a page at a time, cached for a few milliseconds), the rules and
+ * table directories from unwind_rules and unwind_files; memory reads are
+ * served from the copied stack bytes only. At most ONCPU_MAX_UFRAMES
+ * frames.
  *
  * Used by the collector (collect.h), which keeps the samples whose tables
  * are not loaded yet for a bounded time and count, and retries them.
@@ -27,17 +28,31 @@
 #include "oncpu_types.h"
 #include "unwind_types.h"
 
+/* Row pages read from unwind_entries, each valid RAWSTACK_PAGE_NS after
+ * it was read: well within the 20 ms a page given back stays out of use
+ * (agent/unwinder.c), so a cached page is never another table's. */
+#define RAWSTACK_PAGES 16
+#define RAWSTACK_PAGE_NS 5000000ull
+
 struct rawstack {
-	int procs_fd, files_fd, rules_fd;
-	const struct unwind_entry *entries; /* the entry array, read-only */
+	int procs_fd, files_fd, rules_fd, entries_fd;
 	uint32_t nentries;
-	size_t map_len;
+	/* The entry array is read a page of UNWIND_PAGE_ROWS at a time (one
+	 * batched lookup), not mapped: a mapping would count its whole size
+	 * (32 MiB by default) in the agent's RSS. */
+	struct rawstack_page {
+		uint32_t page; /* UNWIND_PAGE_NONE: empty */
+		uint64_t read_ns;
+		struct unwind_entry rows[UNWIND_PAGE_ROWS];
+	} *pages; /* [RAWSTACK_PAGES], 128 KiB */
+	uint32_t next_page; /* the slot the next read replaces */
+	uint32_t *keys;     /* [UNWIND_PAGE_ROWS], for the batched lookup */
+	struct unwind_entry one; /* an entry read alone (no batched lookups) */
+	uint64_t page_reads, single_reads; /* batched lookups; entries read alone */
 };
 
-/* Maps the unwinder's tables (fds stay the caller's). Returns 0 or -errno
- * (the entry array could not be mapped: a kernel without mmap-able BPF
- * arrays, Linux < 5.5). */
-int rawstack_open(struct rawstack *r, const struct unwind_map_fds *fds);
+/* Prepares to read the unwinder's tables (fds stay the caller's). */
+void rawstack_open(struct rawstack *r, const struct unwind_map_fds *fds);
 void rawstack_close(struct rawstack *r);
 
 enum rawstack_result {
@@ -55,7 +70,7 @@ enum rawstack_result {
  * a frame in a file without a loaded table is followed by its frame
  * pointer, as the BPF program does; without, the walk stops there and
  * says so (RAWSTACK_NO_TABLE), to be retried once the table is in. */
-enum rawstack_result rawstack_unwind(const struct rawstack *r, uint32_t pid, uint64_t start_ticks,
+enum rawstack_result rawstack_unwind(struct rawstack *r, uint32_t pid, uint64_t start_ticks,
 				     uint64_t exec_id, const struct oncpu_raw_stack *raw, bool final,
 				     __u64 *out, uint32_t max, uint32_t *n, uint16_t *err,
 				     uint64_t *stuck);
