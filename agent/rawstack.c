@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -32,8 +33,16 @@ static int raw_read_u64(__u64 addr, __u64 *out)
 	return 0;
 }
 
-/* Entry i of unwind_entries, from a page read in the last
- * RAWSTACK_PAGE_NS (or read now). Valid until the next call. */
+static void unmap_page(struct rawstack_page *pg)
+{
+	if (pg->page != UNWIND_PAGE_NONE)
+		munmap((void *)pg->rows, UNWIND_PAGE_ROWS * sizeof(struct unwind_entry));
+	pg->page = UNWIND_PAGE_NONE;
+	pg->rows = NULL;
+}
+
+/* Entry i of unwind_entries, from its row page mapped in the last
+ * RAWSTACK_PAGE_NS (or mapped now). Valid until the next call. */
 static const struct unwind_entry *raw_entry(__u32 i)
 {
 	struct rawstack *r = cur->r;
@@ -42,25 +51,25 @@ static const struct unwind_entry *raw_entry(__u32 i)
 	uint32_t page = i / UNWIND_PAGE_ROWS;
 	for (uint32_t k = 0; k < RAWSTACK_PAGES; k++) {
 		struct rawstack_page *pg = &r->pages[k];
-		if (pg->page == page && cur->now_ns - pg->read_ns < RAWSTACK_PAGE_NS)
+		if (pg->page == page && cur->now_ns - pg->mapped_ns < RAWSTACK_PAGE_NS)
 			return &pg->rows[i % UNWIND_PAGE_ROWS];
 	}
-	struct rawstack_page *pg = &r->pages[r->next_page];
-	r->next_page = (r->next_page + 1) % RAWSTACK_PAGES;
-	pg->page = UNWIND_PAGE_NONE;
-	/* The batch starts after in_batch (the key before the page's first). */
-	uint32_t first = page * UNWIND_PAGE_ROWS, before = first - 1, out = 0;
-	uint32_t count = MIN((uint32_t)UNWIND_PAGE_ROWS, r->nentries - first);
-	r->page_reads++;
-	int rc = bpf_map_lookup_batch(r->entries_fd, first ? &before : NULL, &out, r->keys, pg->rows,
-				      &count, NULL);
-	if ((rc == 0 || errno == ENOENT) && count > i - first && r->keys[0] == first &&
-	    r->keys[i - first] == i) {
-		pg->page = page;
-		pg->read_ns = cur->now_ns;
-		return &pg->rows[i - first];
+	size_t len = UNWIND_PAGE_ROWS * sizeof(struct unwind_entry);
+	if ((uint64_t)(page + 1) * UNWIND_PAGE_ROWS <= r->nentries) {
+		struct rawstack_page *pg = &r->pages[r->next_page];
+		r->next_page = (r->next_page + 1) % RAWSTACK_PAGES;
+		unmap_page(pg);
+		void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, r->entries_fd, (off_t)page * (off_t)len);
+		if (m != MAP_FAILED) {
+			r->page_maps++;
+			pg->page = page;
+			pg->mapped_ns = cur->now_ns;
+			pg->rows = m;
+			return &pg->rows[i % UNWIND_PAGE_ROWS];
+		}
 	}
-	/* No batched lookups (Linux < 5.6): the entry alone. */
+	/* The map cannot be mapped (not BPF_F_MMAPABLE, Linux < 5.5): the
+	 * entry alone. */
 	r->single_reads++;
 	return bpf_map_lookup_elem(r->entries_fd, &i, &r->one) == 0 ? &r->one : NULL;
 }
@@ -109,16 +118,14 @@ void rawstack_open(struct rawstack *r, const struct unwind_map_fds *fds)
 	r->rules_fd = fds->rules;
 	r->entries_fd = fds->entries;
 	r->nentries = fds->entries_cap;
-	r->pages = xcalloc(RAWSTACK_PAGES, sizeof(*r->pages));
 	for (uint32_t k = 0; k < RAWSTACK_PAGES; k++)
 		r->pages[k].page = UNWIND_PAGE_NONE;
-	r->keys = xcalloc(UNWIND_PAGE_ROWS, sizeof(*r->keys));
 }
 
 void rawstack_close(struct rawstack *r)
 {
-	free(r->pages);
-	free(r->keys);
+	for (uint32_t k = 0; k < RAWSTACK_PAGES; k++)
+		unmap_page(&r->pages[k]);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -137,6 +144,12 @@ enum rawstack_result rawstack_unwind(struct rawstack *r, uint32_t pid, uint64_t 
 		return RAWSTACK_NO_PROCESS;
 	}
 	struct walk w = { .r = r, .raw = raw, .now_ns = now_mono_ns() };
+	/* Pages mapped longer ago than that may belong to another table
+	 * now: unmapped, which also keeps them out of the agent's RSS. */
+	for (uint32_t k = 0; k < RAWSTACK_PAGES; k++)
+		if (r->pages[k].page != UNWIND_PAGE_NONE &&
+		    w.now_ns - r->pages[k].mapped_ns >= RAWSTACK_PAGE_NS)
+			unmap_page(&r->pages[k]);
 	cur = &w;
 	struct unwind_regs regs = { raw->pc, raw->sp, raw->bp, raw->exact ? 1 : 0, 0 };
 	enum rawstack_result res = RAWSTACK_UNWOUND;

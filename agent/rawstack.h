@@ -6,7 +6,7 @@
  * The walk is the BPF unwinder's own (bpf/unwind_step.h, compiled here as
  * plain C) over the same tables: the process's mappings from unwind_procs
  * (written when the agent read its maps), the rows from unwind_entries
- * (read a page at a time, cached for a few milliseconds), the rules and
+ * (mapped a page at a time, for a few milliseconds), the rules and
  * table directories from unwind_rules and unwind_files; memory reads are
  * served from the copied stack bytes only. At most ONCPU_MAX_UFRAMES
  * frames.
@@ -28,27 +28,28 @@
 #include "oncpu_types.h"
 #include "unwind_types.h"
 
-/* Row pages read from unwind_entries, each valid RAWSTACK_PAGE_NS after
- * it was read: well within the 20 ms a page given back stays out of use
- * (agent/unwinder.c), so a cached page is never another table's. */
-#define RAWSTACK_PAGES 16
+/* Row pages of unwind_entries mapped into the agent, each used for
+ * RAWSTACK_PAGE_NS after it was mapped: well within the 20 ms a page given
+ * back stays out of use (agent/unwinder.c), so a page in use is never
+ * another table's. */
+#define RAWSTACK_PAGES 32
 #define RAWSTACK_PAGE_NS 5000000ull
 
 struct rawstack {
 	int procs_fd, files_fd, rules_fd, entries_fd;
 	uint32_t nentries;
-	/* The entry array is read a page of UNWIND_PAGE_ROWS at a time (one
-	 * batched lookup), not mapped: a mapping would count its whole size
-	 * (32 MiB by default) in the agent's RSS. */
+	/* The entry array is mapped a row page (8 KiB) at a time, only while
+	 * it is used: a mapping of the whole array is populated whole and
+	 * would count its size (32 MiB by default) in the agent's RSS, and
+	 * a batched lookup of a page costs a hundred times more. */
 	struct rawstack_page {
-		uint32_t page; /* UNWIND_PAGE_NONE: empty */
-		uint64_t read_ns;
-		struct unwind_entry rows[UNWIND_PAGE_ROWS];
-	} *pages; /* [RAWSTACK_PAGES], 128 KiB */
-	uint32_t next_page; /* the slot the next read replaces */
-	uint32_t *keys;     /* [UNWIND_PAGE_ROWS], for the batched lookup */
-	struct unwind_entry one; /* an entry read alone (no batched lookups) */
-	uint64_t page_reads, single_reads; /* batched lookups; entries read alone */
+		uint32_t page; /* UNWIND_PAGE_NONE: none */
+		uint64_t mapped_ns;
+		const struct unwind_entry *rows; /* UNWIND_PAGE_ROWS, mapped */
+	} pages[RAWSTACK_PAGES];
+	uint32_t next_page; /* the slot the next mapping replaces */
+	struct unwind_entry one; /* an entry read alone (the map cannot be mapped) */
+	uint64_t page_maps, single_reads; /* pages mapped; entries read alone */
 };
 
 /* Prepares to read the unwinder's tables (fds stay the caller's). */

@@ -16,6 +16,10 @@ rate=${2:-97}
 tmp=$(mktemp -d /tmp/ember-short-XXXXXX)
 port=$(/usr/bin/python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
 cleanup() {
+  # The agent's CPU time over the whole run (start-up included), and its memory.
+  [ -n "${agent:-}" ] && [ -r "/proc/$agent/stat" ] && awk -v t="$(getconf CLK_TCK)" \
+    '{printf "agent CPU %.2f s; ", ($14 + $15) / t}' "/proc/$agent/stat" &&
+    awk '/VmHWM|VmRSS|RssAnon|RssFile/{printf "%s %.1f MiB ", $1, $2 / 1024} END {print ""}' "/proc/$agent/status"
   [ -n "${agent:-}" ] && kill -TERM "$agent" 2>/dev/null && wait "$agent" 2>/dev/null
   # The agent's last counters: raw stacks of new processes and how they fared.
   [ -n "${agent:-}" ] && grep -o 'raw_stacks=.*' "$tmp/agent.log" | tail -1

@@ -178,9 +178,13 @@ struct {
 	__type(value, struct unwind_rule);
 } unwind_rules SEC(".maps");
 
+/* The agent maps row pages of it read-only, a few milliseconds at a time,
+ * to unwind the raw stacks of processes it had not described yet with the
+ * same rows (agent/rawstack.h); lookups here are the same either way. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1 << 21); /* resized by the agent before load */
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct unwind_entry);
 } unwind_entries SEC(".maps");
