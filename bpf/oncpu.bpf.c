@@ -59,9 +59,6 @@ const volatile __u64 offcpu_period_ns = 52631578; /* 1e9 / -off-cpu-sampling-rat
  * quarter of it) wakes the agent, so a burst is drained before the ring
  * fills, however long the agent sleeps between drains. */
 const volatile __u64 ring_wake_bytes = 1 << 18;
-/* Samples of processes the agent has not described yet carry their raw
- * user stack (submit_raw); 0 = they do not. */
-const volatile __u32 raw_stacks = 1;
 
 /* Written by the agent while the programs run (the .bss map is mmap'd):
  * waits that began before it are not measured (off-CPU sampling was off
@@ -400,14 +397,11 @@ static __always_inline void submit(struct scratch *sc, const bool off)
  * can unwind it by CFI once it has read the process and loaded its tables
  * (agent/rawstack.h): a sample of a process the agent has not described
  * yet, or of a process younger than RAW_YOUNG_NS whose walk broke. Returns
- * false when it did not (turned off, the ring buffer a quarter full, or
- * full): the caller then sends the record as it is. Only these samples,
+ * false when it did not (the ring buffer a quarter full, or full): the
+ * caller then sends the record as it is. Only these samples,
  * never a stack unwound whole, pay for the copy. */
-
 static __always_inline bool submit_raw(struct scratch *sc, const bool off)
 {
-	if (!raw_stacks)
-		return false;
 	if (bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) >= ring_wake_bytes) {
 		count(ONCPU_STAT_RAW_SKIPPED, 1);
 		return false;
