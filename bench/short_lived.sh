@@ -5,8 +5,11 @@
 # and as (run as copies named uw_cc1 and uw_as) it reports the share of stacks unwound whole (no error frame
 # at their root: the unwinder reached the outermost frame). Samples taken
 # before the agent has read a new process's maps are walked by the kernel's
-# frame pointers, which Debian's gcc, cc1 and as do not keep: those are the
-# ones that fail. Needs root.
+# frame pointers, which Debian's gcc, cc1 and as do not keep; they carry
+# their raw stack too, which the agent unwinds by CFI once it has read the
+# process (agent/rawstack.c): what still fails is mostly processes gone
+# before the agent read them. At the end: the agent's CPU time and memory,
+# and its raw-stack counters. Needs root.
 # usage: bench/short_lived.sh [FILES] [RATE]
 # EMBER_BENCH_AGENT names another agent binary (default build/bin/ember-agent).
 set -eu
