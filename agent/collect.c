@@ -2,14 +2,18 @@
 #include "collect.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <linux/types.h>
 
 #include "cuda.h"
 #include "oncpu_types.h"
+#include "log.h"
 #include "python.h"
+#include "rawstack.h"
 #include "unwind_types.h"
 #include "util.h"
 
@@ -120,6 +124,10 @@ void collector_set_batch(struct collector *c, struct batch *b)
 void collector_free(struct collector *c)
 {
 	sample_cache_free(&c->samples);
+	for (size_t i = 0; i < c->npending; i++)
+		free(c->pending[i].rec);
+	c->npending = 0;
+	c->pending_bytes = 0;
 }
 
 static uint32_t kernel_frame_named(struct collector *c, uint64_t addr, const char *name,
@@ -333,11 +341,18 @@ static uint32_t resolve_sample(struct collector *c, const struct oncpu_sample *s
 	return batch_add(c->batch, st, res, kind, s->value);
 }
 
+static void collect_raw(struct collector *c, const struct oncpu_raw_sample *r, size_t size,
+			uint64_t now_ns);
+
 void collect_sample(struct collector *c, const void *data, size_t size, uint64_t now_ns)
 {
 	const struct oncpu_sample *s = data;
 	if (size < ONCPU_HDR_SIZE) {
 		c->stats.malformed++;
+		return;
+	}
+	if (s->flags & ONCPU_F_RAW_STACK) {
+		collect_raw(c, data, size, now_ns);
 		return;
 	}
 	uint32_t nk = s->kstack_len > 0 ? (uint32_t)s->kstack_len : 0;
@@ -556,4 +571,173 @@ void collect_cuda(struct collector *c, const struct cuda_work *w, const void *re
 	batch_add(c->batch, st, res, EK_CUDA, w->total_ns);
 	c->stats.cuda_samples++;
 	c->stats.cuda_ns += w->total_ns;
+}
+
+/* --- raw stacks: samples of processes the unwinder did not know yet ---- */
+
+/* The bytes of a raw record worth keeping: all but the stack bytes not
+ * copied. */
+static size_t raw_size(const struct oncpu_raw_sample *r)
+{
+	return offsetof(struct oncpu_raw_sample, raw.bytes) + r->raw.len;
+}
+
+/* Adds the record with the frame-pointer walk it carries. */
+static void collect_as_sent(struct collector *c, const struct oncpu_raw_sample *r, uint64_t now_ns)
+{
+	struct oncpu_sample s;
+	uint32_t nk = r->s.kstack_len > 0 ? (uint32_t)r->s.kstack_len : 0;
+	uint32_t nu = r->s.ustack_len > 0 ? (uint32_t)r->s.ustack_len : 0;
+	size_t n = ONCPU_HDR_SIZE + (size_t)(nk + nu) * sizeof(__u64);
+	memcpy(&s, &r->s, n);
+	s.flags = 0;
+	collect_sample(c, &s, n, now_ns);
+}
+
+/* Unwinds the raw stack into *s (a record without the raw part, of
+ * *size bytes): RAWSTACK_UNWOUND, else RAWSTACK_NO_TABLE (a table is
+ * missing and !final; *stuck set) or RAWSTACK_NO_PROCESS (the process has
+ * no description). A walk that reached an address in no mapping of a live
+ * process reads its maps again (rate-limited, proc.h) and, when they have
+ * it now (a library mapped since), walks once more. */
+static enum rawstack_result unwind_raw(struct collector *c, const struct oncpu_raw_sample *r,
+				       bool final, uint64_t now_ns, struct oncpu_sample *s,
+				       size_t *size, uint64_t *stuck)
+{
+	uint32_t nk = r->s.kstack_len > 0 ? (uint32_t)r->s.kstack_len : 0;
+	uint32_t n = 0;
+	uint16_t err = UWE_NONE;
+	uint64_t ticks = r->s.proc_start_ns / c->ns_per_tick;
+	uint32_t max = MIN((uint32_t)ONCPU_MAX_UFRAMES, (uint32_t)ONCPU_MAX_FRAMES - nk);
+	enum rawstack_result res;
+	for (int attempt = 0;; attempt++) {
+		res = rawstack_unwind(c->rawstack, r->s.pid, ticks, r->s.exec_id, &r->raw, final,
+				      s->frames + nk, max, &n, &err, stuck);
+		if (res != RAWSTACK_UNWOUND || err != UWE_NO_MAPPING || attempt > 0)
+			break;
+		char comm[ONCPU_COMM_LEN + 1];
+		memcpy(comm, r->s.comm, ONCPU_COMM_LEN);
+		comm[ONCPU_COMM_LEN] = '\0';
+		struct proc *p = proc_table_get(c->procs, (int32_t)r->s.pid, ticks, r->s.exec_id, comm,
+						now_ns);
+		if (!p->live || !proc_find_mapping(c->procs, p, *stuck, now_ns))
+			break;
+	}
+	if (res != RAWSTACK_UNWOUND)
+		return res;
+	memcpy(s, &r->s, ONCPU_HDR_SIZE);
+	memcpy(s->frames, r->s.frames, nk * sizeof(__u64));
+	s->flags = 0;
+	s->unwind_mode = UWM_CFI;
+	s->unwind_error = err;
+	s->ustack_len = (__s32)n;
+	*size = ONCPU_HDR_SIZE + (size_t)(nk + n) * sizeof(__u64);
+	return res;
+}
+
+/* Unwinds the raw sample and adds it to the batch; see unwind_raw. */
+static enum rawstack_result collect_unwound(struct collector *c, const struct oncpu_raw_sample *r,
+					    bool final, uint64_t now_ns, uint64_t *stuck)
+{
+	struct oncpu_sample s;
+	size_t size = 0;
+	enum rawstack_result res = unwind_raw(c, r, final, now_ns, &s, &size, stuck);
+	if (res == RAWSTACK_UNWOUND)
+		collect_sample(c, &s, size, now_ns);
+	return res;
+}
+
+static void collect_raw(struct collector *c, const struct oncpu_raw_sample *r, size_t size,
+			uint64_t now_ns)
+{
+	uint32_t nk = r->s.kstack_len > 0 ? (uint32_t)r->s.kstack_len : 0;
+	uint32_t nu = r->s.ustack_len > 0 ? (uint32_t)r->s.ustack_len : 0;
+	if (size != sizeof(*r) || r->raw.len > ONCPU_RAW_STACK_MAX || nk > ONCPU_MAX_KFRAMES ||
+	    nu > ONCPU_MAX_UFRAMES) {
+		c->stats.malformed++;
+		return;
+	}
+	c->stats.raw_stacks++;
+	if (!c->rawstack || r->raw.len == 0) {
+		c->stats.raw_fallback++;
+		collect_as_sent(c, r, now_ns);
+		return;
+	}
+	/* Read the process now, while it may still run: its maps go to the
+	 * unwinder (unwind_procs), which the walk reads. */
+	char comm[ONCPU_COMM_LEN + 1];
+	memcpy(comm, r->s.comm, ONCPU_COMM_LEN);
+	comm[ONCPU_COMM_LEN] = '\0';
+	struct proc *p = proc_table_get(c->procs, (int32_t)r->s.pid, r->s.proc_start_ns / c->ns_per_tick,
+					r->s.exec_id, comm, now_ns);
+	uint64_t stuck = 0;
+	switch (collect_unwound(c, r, false, now_ns, &stuck)) {
+	case RAWSTACK_UNWOUND:
+		c->stats.raw_unwound++;
+		return;
+	case RAWSTACK_NO_PROCESS:
+		c->stats.raw_fallback++;
+		collect_as_sent(c, r, now_ns);
+		return;
+	case RAWSTACK_NO_TABLE:
+		break;
+	}
+	/* The file's table is not loaded yet: build it next, and wait. */
+	const struct mapping *m = proc_find_mapping(c->procs, p, stuck, now_ns);
+	if (c->want_table && m && m->kind == MAPPING_FILE && m->file != FILE_NONE)
+		c->want_table(c->hook_ctx, m->file);
+	if (c->npending >= COLLECT_RAW_MAX_PENDING) {
+		c->stats.raw_expired++;
+		collect_unwound(c, r, true, now_ns, &stuck);
+		return;
+	}
+	size_t n = raw_size(r);
+	struct oncpu_raw_sample *copy = xmalloc(n);
+	memcpy(copy, r, n);
+	c->pending[c->npending++] = (struct raw_pending){ copy, now_ns + COLLECT_RAW_WAIT_NS };
+	c->pending_bytes += n;
+}
+
+void collector_retry_raw(struct collector *c, uint64_t now_ns, bool all)
+{
+	if (c->npending == 0 || (!all && now_ns - c->retried_ns < 10000000ull))
+		return;
+	c->retried_ns = now_ns;
+	size_t kept = 0;
+	for (size_t i = 0; i < c->npending; i++) {
+		struct raw_pending *w = &c->pending[i];
+		uint64_t stuck = 0;
+		switch (collect_unwound(c, w->rec, false, now_ns, &stuck)) {
+		case RAWSTACK_UNWOUND:
+			c->stats.raw_unwound_late++;
+			break;
+		case RAWSTACK_NO_PROCESS:
+			c->stats.raw_fallback++;
+			collect_as_sent(c, w->rec, now_ns);
+			break;
+		case RAWSTACK_NO_TABLE:
+			if (!all && now_ns < w->deadline_ns) {
+				c->pending[kept++] = *w;
+				continue;
+			}
+			/* Waited long enough: frame pointers where a table
+			 * is missing, as the BPF program does. */
+			c->stats.raw_expired++;
+			if (log_enabled(LOG_DEBUG)) {
+				struct proc *p = proc_table_get(c->procs, (int32_t)w->rec->s.pid,
+								w->rec->s.proc_start_ns / c->ns_per_tick,
+								w->rec->s.exec_id, "", now_ns);
+				const struct mapping *m = proc_find_mapping(c->procs, p, stuck, now_ns);
+				log_debug("raw stack of pid %u (%s): no table for %#llx (%s) after %llu ms",
+					  w->rec->s.pid, p->exe_name, (unsigned long long)stuck,
+					  m && m->file != FILE_NONE ? files_at(c->files, m->file)->name : "?",
+					  (unsigned long long)(COLLECT_RAW_WAIT_NS / 1000000));
+			}
+			collect_unwound(c, w->rec, true, now_ns, &stuck);
+			break;
+		}
+		c->pending_bytes -= raw_size(w->rec);
+		free(w->rec);
+	}
+	c->npending = kept;
 }

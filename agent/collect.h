@@ -27,6 +27,9 @@
 #include "samplecache.h"
 #include "vdso.h"
 
+struct oncpu_raw_sample;
+struct rawstack;
+
 struct collector_stats {
 	uint64_t samples;        /* on-CPU samples */
 	uint64_t offcpu_samples; /* off-CPU samples */
@@ -39,7 +42,23 @@ struct collector_stats {
 	uint64_t fp_stacks;  /* user stacks from the kernel's frame-pointer walk */
 	uint64_t python_frames, python_unknown; /* Python frames named, not named */
 	uint64_t cuda_samples, cuda_ns; /* GPU time samples (collect_cuda) and their nanoseconds */
+	/* Samples of processes not described to the unwinder yet, sent with
+	 * their raw user stack (rawstack.h): */
+	uint64_t raw_stacks;       /* received */
+	uint64_t raw_unwound;      /* unwound by CFI at once */
+	uint64_t raw_unwound_late; /* unwound by CFI once a table they waited for was in */
+	uint64_t raw_expired;      /* waited COLLECT_RAW_WAIT_NS (or found the queue full):
+				      unwound with the tables there were */
+	uint64_t raw_fallback;     /* of a process the agent could not read (gone): the
+				      frame-pointer walk they carry was kept */
 };
+
+/* Raw samples waiting for a table: at most COLLECT_RAW_MAX_PENDING, each
+ * kept at most COLLECT_RAW_WAIT_NS; each holds its header, frame slots and
+ * the stack bytes BPF copied (at most ONCPU_RAW_STACK_MAX): all together
+ * at most 128 x 20.6 KiB = 2.6 MiB. */
+#define COLLECT_RAW_MAX_PENDING 128
+#define COLLECT_RAW_WAIT_NS (5ull * 1000000000ull)
 
 /* Most host attribute ids (pairs x 2) a collector takes. */
 #define COLLECT_MAX_HOST_KV 96
@@ -107,6 +126,18 @@ struct collector {
 	 * an address in no mapping is never kept, so the one that needed the
 	 * new maps is resolved with them. */
 	struct sample_cache samples;
+	/* Unwinds the raw stacks of samples of processes the unwinder did not
+	 * know yet (rawstack.h); NULL = they are taken as the frame-pointer
+	 * walk they carry. */
+	struct rawstack *rawstack;
+	/* Those waiting for a table, oldest first (collector_retry_raw). */
+	struct raw_pending {
+		struct oncpu_raw_sample *rec; /* header, frames, raw.len bytes: owned */
+		uint64_t deadline_ns;
+	} pending[COLLECT_RAW_MAX_PENDING];
+	size_t npending;
+	size_t pending_bytes;
+	uint64_t retried_ns; /* the last retry (at most one every 10 ms) */
 };
 
 struct oncpu_sample;
@@ -122,6 +153,17 @@ void collector_free(struct collector *c);
  * OFFCPU_MAX_VALUE_NS nanoseconds); any other kind or value is counted as
  * malformed and dropped. */
 void collect_sample(struct collector *c, const void *sample, size_t size, uint64_t now_ns);
+/* A record with ONCPU_F_RAW_STACK (struct oncpu_raw_sample: a sample of a
+ * process ember's unwinder did not know yet) is unwound here by CFI from
+ * its raw stack (the process is read first, so its maps are described);
+ * when a table it needs is not loaded yet, it waits (bounded above) and
+ * collector_retry_raw adds it to the batch then current. */
+/* Unwinds the waiting raw samples whose tables have come in, and those
+ * that waited COLLECT_RAW_WAIT_NS (or all of them, with all) with the
+ * tables there are, adding them to the batch. The main loop calls it
+ * after each wakeup, and with all before the sweep forgets exited
+ * processes and before the agent stops. */
+void collector_retry_raw(struct collector *c, uint64_t now_ns, bool all);
 
 struct cuda_work;
 /* Adds one entry of GPU time (cuda.h) to the batch as an EK_CUDA sample

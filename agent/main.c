@@ -32,6 +32,7 @@
 #include "pidlock.h"
 #include "proc.h"
 #include "python.h"
+#include "rawstack.h"
 #include "reporter.h"
 #include "selfstats.h"
 #include "symupload.h"
@@ -92,6 +93,7 @@ struct agent {
 	struct reporter *reporter;
 	struct symupload *symupload;
 	struct unwinder *unwinder;
+	struct rawstack rawstack; /* unwinds raw stacks (rawstack.h) */
 	/* CPython: the interpreter files seen (few: one per installed
 	 * version), the symbolizer, and the walker's process map. */
 	struct py_seen { uint32_t index; struct py_file file; } *pyfiles;
@@ -496,6 +498,15 @@ static void take_stats(struct agent *a, struct selfstats_values *s)
 	v[SS_OFFCPU_LOST] = bpf[ONCPU_STAT_OFFCPU_RB_FULL];
 	v[SS_BPF_OFFCPU_NO_SCRATCH] = bpf[ONCPU_STAT_OFFCPU_NO_SCRATCH];
 	v[SS_BPF_RING_WAKES] = bpf[ONCPU_STAT_RING_WAKES];
+	v[SS_BPF_RAW_STACKS] = bpf[ONCPU_STAT_RAW_STACKS];
+	v[SS_BPF_RAW_SKIPPED] = bpf[ONCPU_STAT_RAW_SKIPPED];
+	v[SS_RAW_STACKS] = cs->raw_stacks;
+	v[SS_RAW_UNWOUND] = cs->raw_unwound;
+	v[SS_RAW_UNWOUND_LATE] = cs->raw_unwound_late;
+	v[SS_RAW_EXPIRED] = cs->raw_expired;
+	v[SS_RAW_FALLBACK] = cs->raw_fallback;
+	v[SS_RAW_PENDING] = a->collector.npending;
+	v[SS_RAW_PENDING_BYTES] = a->collector.pending_bytes;
 	v[SS_PROCESSES] = proc_table_count(&a->procs);
 	v[SS_FILES] = a->files.count;
 	struct unwinder_stats ws;
@@ -612,7 +623,9 @@ static void log_stats(struct agent *a)
 		 "symbols_uploaded=%llu symbols_present=%llu python_stacks=%llu python_frames=%llu "
 		 "python_unnamed=%llu python_stale=%llu python_no_thread=%llu python_read_errors=%llu "
 		 "python_processes=%llu metrics_points=%llu metrics_batches_sent=%llu metrics_dropped=%llu "
-		 "metrics_collect_us=%llu metrics_processes_dropped=%llu",
+		 "metrics_collect_us=%llu metrics_processes_dropped=%llu raw_stacks=%llu "
+		 "raw_skipped=%llu raw_unwound=%llu raw_unwound_late=%llu raw_expired=%llu "
+		 "raw_fallback=%llu raw_pending=%llu",
 		 U(SS_SAMPLES), U(SS_LOST), U(SS_OFFCPU_SAMPLES), U(SS_OFFCPU_LOST), U(SS_CFI_STACKS),
 		 U(SS_FP_STACKS), U(SS_ERROR_STACKS),
 		 U(SS_TRUNCATED), U(SS_PROCESSES), U(SS_FILES), U(SS_TABLES_LOADED), U(SS_TABLES_SHARED),
@@ -623,7 +636,9 @@ static void log_stats(struct agent *a)
 		 U(SS_BPF_PY_STACKS), U(SS_PY_FRAMES), U(SS_PY_UNNAMED), U(SS_PY_STALE),
 		 U(SS_BPF_PY_NO_THREAD), U(SS_BPF_PY_READ_ERR), U(SS_PY_PROCESSES),
 		 U(SS_MET_POINTS), U(SS_MET_BATCHES_SENT), U(SS_MET_BATCHES_DROPPED),
-		 U(SS_MET_COLLECT_NS) / 1000, U(SS_MET_PROCESSES_DROPPED));
+		 U(SS_MET_COLLECT_NS) / 1000, U(SS_MET_PROCESSES_DROPPED), U(SS_RAW_STACKS),
+		 U(SS_BPF_RAW_SKIPPED), U(SS_RAW_UNWOUND), U(SS_RAW_UNWOUND_LATE), U(SS_RAW_EXPIRED),
+		 U(SS_RAW_FALLBACK), U(SS_RAW_PENDING));
 #undef U
 	selfstats_publish(a->stats_srv, &s);
 }
@@ -831,6 +846,8 @@ int main(int argc, char **argv, char **envp)
 		log_error("%s", err.data);
 		return 1;
 	}
+	rawstack_open(&a.rawstack, &fds);
+	a.collector.rawstack = &a.rawstack;
 	if (a.vdso.fd >= 0) {
 		a.procs.vdso_file = files_add_image(&a.files, "[vdso]", a.vdso.fd);
 		a.vdso.fd = -1; /* the registry owns it now */
@@ -932,6 +949,9 @@ int main(int argc, char **argv, char **envp)
 			if (next_report < now)
 				next_report = now + (uint64_t)a.cfg.reporter_interval_ms * 1000000ull;
 		}
+		/* Raw stacks whose tables have come in; all of them before
+		 * the sweep forgets the processes that exited. */
+		collector_retry_raw(&a.collector, now_mono_ns(), sweep);
 		if (sweep) {
 			proc_table_sweep(&a.procs, now_mono_ns(), PROC_IDLE_NS);
 			next_sweep = now + SWEEP_INTERVAL_NS;
@@ -948,6 +968,7 @@ int main(int argc, char **argv, char **envp)
 	}
 	log_info("stopping: sending what is left");
 	oncpu_drain(a.oncpu);
+	collector_retry_raw(&a.collector, now_mono_ns(), true);
 	if (a.cuda) {
 		/* What the socket still holds, then every entry still held
 		 * (without its stack if it has not come): none is dropped. */
@@ -962,6 +983,7 @@ int main(int argc, char **argv, char **envp)
 	attrib_free(a.metrics_attrib);
 	selfstats_stop(a.stats_srv);
 	kubelet_stop(a.kubelet);
+	rawstack_close(&a.rawstack);
 	unwinder_stop(a.unwinder); /* before the maps it writes are closed */
 	python_free(a.python);
 	free(a.pyfiles);

@@ -64,6 +64,16 @@ enum selfstat {
 	SS_OFFCPU_LOST,
 	SS_BPF_OFFCPU_NO_SCRATCH,
 	SS_BPF_RING_WAKES,
+	SS_BPF_RAW_STACKS,
+	SS_BPF_RAW_SKIPPED,
+	/* raw stacks of new processes (collect.h, rawstack.h) */
+	SS_RAW_STACKS,
+	SS_RAW_UNWOUND,
+	SS_RAW_UNWOUND_LATE,
+	SS_RAW_EXPIRED,
+	SS_RAW_FALLBACK,
+	SS_RAW_PENDING,
+	SS_RAW_PENDING_BYTES,
 	/* processes and files (proc.h, files.h) */
 	SS_PROCESSES,
 	SS_FILES,

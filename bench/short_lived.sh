@@ -5,8 +5,11 @@
 # and as (run as copies named uw_cc1 and uw_as) it reports the share of stacks unwound whole (no error frame
 # at their root: the unwinder reached the outermost frame). Samples taken
 # before the agent has read a new process's maps are walked by the kernel's
-# frame pointers, which Debian's gcc, cc1 and as do not keep: those are the
-# ones that fail. Needs root.
+# frame pointers, which Debian's gcc, cc1 and as do not keep; they carry
+# their raw stack too, which the agent unwinds by CFI once it has read the
+# process (agent/rawstack.c): what still fails is mostly processes gone
+# before the agent read them. At the end: the agent's CPU time and memory,
+# and its raw-stack counters. Needs root.
 # usage: bench/short_lived.sh [FILES] [RATE]
 # EMBER_BENCH_AGENT names another agent binary (default build/bin/ember-agent).
 set -eu
@@ -16,8 +19,15 @@ rate=${2:-97}
 tmp=$(mktemp -d /tmp/ember-short-XXXXXX)
 port=$(/usr/bin/python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
 cleanup() {
+  # The agent's CPU time over the whole run (start-up included), and its memory.
+  [ -n "${agent:-}" ] && [ -r "/proc/$agent/stat" ] && awk -v t="$(getconf CLK_TCK)" \
+    '{printf "agent CPU %.2f s; ", ($14 + $15) / t}' "/proc/$agent/stat" &&
+    awk '/VmHWM|VmRSS|RssAnon|RssFile/{printf "%s %.1f MiB ", $1, $2 / 1024} END {print ""}' "/proc/$agent/status"
   [ -n "${agent:-}" ] && kill -TERM "$agent" 2>/dev/null && wait "$agent" 2>/dev/null
+  # The agent's last counters: raw stacks of new processes and how they fared.
+  [ -n "${agent:-}" ] && grep -o 'raw_stacks=.*' "$tmp/agent.log" | tail -1
   [ -n "${server:-}" ] && kill -TERM "$server" 2>/dev/null && wait "$server" 2>/dev/null
+  [ -n "${EMBER_BENCH_KEEP_LOG:-}" ] && cp "$tmp/agent.log" "$EMBER_BENCH_KEEP_LOG"
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -48,7 +58,7 @@ chmod +x "$tmp/wrap"
 build/bin/ember-server --listen "127.0.0.1:$port" --data-dir "$tmp/data" 2>"$tmp/server.log" &
 server=$!
 for _ in $(seq 50); do curl -fs "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
-"${EMBER_BENCH_AGENT:-build/bin/ember-agent}" -collection-agent="127.0.0.1:$port" -disable-tls \
+"${EMBER_BENCH_AGENT:-build/bin/ember-agent}" ${EMBER_BENCH_AGENT_FLAGS:-} -collection-agent="127.0.0.1:$port" -disable-tls \
   -reporter-interval=1s -on-cpu-sampling-rate="$rate" 2>"$tmp/agent.log" &
 agent=$!
 sleep 8 # start-up: the host's files are read and their tables built

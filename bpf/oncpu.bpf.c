@@ -15,7 +15,9 @@
  * (unwind_step.h), UNWIND_FRAMES_PER_PROG frames per program, continuing
  * through tail calls; so code without frame pointers unwinds, and stacks
  * deeper than the kernel's 127-frame limit survive. Processes not described
- * yet (their first samples) use the kernel's frame-pointer walk. In a
+ * yet (their first samples) use the kernel's frame-pointer walk, and send
+ * their raw stack along for the agent to unwind by CFI once it has read
+ * them (submit_raw; so does a young process whose walk broke). In a
  * Python process (py_procs), each native frame of the interpreter loop is
  * replaced by the Python frames it runs, read from the interpreter's frame
  * chain by oncpu_python (python_types.h). No aggregation happens here:
@@ -81,6 +83,7 @@ struct {
 struct scratch {
 	struct oncpu_sample s;
 	struct unwind_regs regs;
+	struct unwind_regs regs0; /* the user registers the walk began with (submit_raw) */
 	__u32 tail_calls;
 	__u32 wake;	     /* wake the agent for this sample (submit) */
 	/* The Python walk of this sample: */
@@ -177,9 +180,13 @@ struct {
 	__type(value, struct unwind_rule);
 } unwind_rules SEC(".maps");
 
+/* The agent maps row pages of it read-only, a few milliseconds at a time,
+ * to unwind the raw stacks of processes it had not described yet with the
+ * same rows (agent/rawstack.h); lookups here are the same either way. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1 << 21); /* resized by the agent before load */
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct unwind_entry);
 } unwind_entries SEC(".maps");
@@ -405,6 +412,73 @@ static __always_inline void submit(struct scratch *sc, const int path)
 	}
 }
 
+/* A process this young whose CFI walk broke sends its raw stack too
+ * (stop_unwind). */
+#define RAW_YOUNG_NS 2000000000ull
+
+/* Sends the sample with the user registers its walk began with and the
+ * raw bytes of its user stack (struct oncpu_raw_sample), so that the agent
+ * can unwind it by CFI once it has read the process and loaded its tables
+ * (agent/rawstack.h): a sample of a process the agent has not described
+ * yet, or of a process younger than RAW_YOUNG_NS whose walk broke. Returns
+ * false when it did not (the ring buffer a quarter full, or full): the
+ * caller then sends the record as it is. Only these samples,
+ * never a stack unwound whole, pay for the copy. */
+static __always_inline bool submit_raw(struct scratch *sc, const int path)
+{
+	/* A launch stack (PATH_CUDA) goes as it is: the agent joins it with
+	 * GPU time through its own path (agent/cuda.h). */
+	if (path == PATH_CUDA)
+		return false;
+	if (bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) >= ring_wake_bytes) {
+		count(ONCPU_STAT_RAW_SKIPPED, 1);
+		return false;
+	}
+	struct oncpu_raw_sample *r = bpf_ringbuf_reserve(&samples, sizeof(*r), 0);
+	if (!r) {
+		count(ONCPU_STAT_RAW_SKIPPED, 1);
+		return false;
+	}
+	sc->s.flags = ONCPU_F_RAW_STACK;
+	bpf_probe_read_kernel(&r->s, sizeof(r->s), &sc->s);
+	sc->s.flags = 0;
+	r->raw.pc = sc->regs0.pc;
+	r->raw.sp = sc->regs0.sp;
+	r->raw.bp = sc->regs0.bp;
+	r->raw.exact = sc->regs0.exact;
+	/* From SP up to the process's initial stack pointer (mm->start_stack,
+	 * where argc is: the outermost frame is below it, its arguments and
+	 * environment above it are not copied) when SP is on the main thread's
+	 * stack, else ONCPU_RAW_STACK_MAX bytes, or a quarter, or a sixteenth
+	 * when that much is not mapped. */
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 sp = sc->regs0.sp, top = BPF_CORE_READ(task, mm, start_stack) + 8;
+	__u64 n = ONCPU_RAW_STACK_MAX;
+	if (top > sp && top - sp < n)
+		n = top - sp;
+	__u32 len = 0;
+	for (int i = 0; i < 3; i++) {
+		asm volatile("" : "+r"(n));
+		if (n == 0 || n > ONCPU_RAW_STACK_MAX)
+			break;
+		if (bpf_probe_read_user(r->raw.bytes, n, (const void *)sp) == 0) {
+			len = (__u32)n;
+			break;
+		}
+		n >>= 2;
+	}
+	r->raw.len = len;
+	bpf_ringbuf_submit(r, sc->wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+	count(path == PATH_OFF ? ONCPU_STAT_OFFCPU_SAMPLES : ONCPU_STAT_SAMPLES, 1);
+	count(ONCPU_STAT_RAW_STACKS, 1);
+	if (path == PATH_OFF) {
+		__u32 tid = (__u32)bpf_get_current_pid_tgid();
+		if (bpf_map_delete_elem(&offcpu_scratch, &tid) == 0)
+			__sync_fetch_and_add(&offcpu_pending, -1);
+	}
+	return true;
+}
+
 static __always_inline void stop_unwind(struct scratch *sc, int err, const int off)
 {
 	/* A return address in no mapping the agent described: the process
@@ -416,6 +490,14 @@ static __always_inline void stop_unwind(struct scratch *sc, int err, const int o
 		sc->s.unwind_error = (__u16)err;
 		count(ONCPU_STAT_ERR_BASE + err, 1);
 	}
+	/* A walk that broke in a process started moments ago most likely met
+	 * a table still being built (the first runs of a new compiler) or a
+	 * library mapped since the agent read the process: its raw stack
+	 * goes too, for the agent to unwind again once it has them. Only
+	 * then, never for a stack unwound whole. */
+	if (err > 0 && err != UWE_TRUNCATED &&
+	    bpf_ktime_get_boot_ns() - sc->s.proc_start_ns < RAW_YOUNG_NS && submit_raw(sc, off))
+		return;
 	submit(sc, off);
 }
 
@@ -776,6 +858,7 @@ static __always_inline void fill_header(struct oncpu_sample *s, struct task_stru
 	s->unwind_error = UWE_NONE;
 	s->kind = kind;
 	s->arg = 0;
+	s->flags = 0;
 	s->ustack_len = 0;
 }
 
@@ -827,6 +910,7 @@ static __always_inline int finish_sample(void *ctx, struct scratch *sc, __u32 nk
 		submit(sc, off); /* a kernel thread: no user stack */
 		return 0;
 	}
+	sc->regs0 = sc->regs;
 	__u32 tgid = s->pid;
 	const struct unwind_proc *p = bpf_map_lookup_elem(&unwind_procs, &tgid);
 	if (p && p->start_ticks == s->proc_start_ns / ns_per_tick &&
@@ -839,7 +923,8 @@ static __always_inline int finish_sample(void *ctx, struct scratch *sc, __u32 nk
 	}
 	/* Not described yet (or the pid was reused, or the process exec'd
 	 * since): the kernel's frame-pointer walk, until the agent has read
-	 * the process — which this sample asks it to do now. */
+	 * the process — which this sample asks it to do now — and the raw
+	 * stack, for the agent to unwind by CFI once it has (submit_raw). */
 	s->unwind_mode = UWM_KERNEL_FP;
 	count(ONCPU_STAT_KERNEL_FP, 1);
 	wake_agent(sc);
@@ -855,7 +940,8 @@ static __always_inline int finish_sample(void *ctx, struct scratch *sc, __u32 nk
 		__u32 nu = (__u32)un / sizeof(__u64);
 		s->ustack_len = (__s32)(nu > ONCPU_MAX_KFRAMES ? ONCPU_MAX_KFRAMES : nu);
 	}
-	submit(sc, off);
+	if (!submit_raw(sc, off))
+		submit(sc, off);
 	return 0;
 }
 

@@ -40,6 +40,8 @@ struct oncpu_sample {
 	__u16 unwind_error;  /* enum unwind_error: why the user stack ended early */
 	__u32 kind;          /* enum oncpu_kind */
 	__u32 arg;           /* ONCPU_KIND_CUDA_LAUNCH: the launch's kind; else 0 */
+	__u32 flags;         /* ONCPU_F_* */
+	__u32 reserved;      /* 0 */
 	char comm[ONCPU_COMM_LEN]; /* thread name */
 	/* kstack_len kernel frames, then ustack_len user frames; each run is
 	 * innermost (leaf) first. Only the used part is sent. */
@@ -47,6 +49,32 @@ struct oncpu_sample {
 };
 
 #define ONCPU_HDR_SIZE (sizeof(struct oncpu_sample) - ONCPU_MAX_FRAMES * sizeof(__u64))
+
+/* oncpu_sample.flags */
+#define ONCPU_F_RAW_STACK 1u /* the record is a struct oncpu_raw_sample */
+
+/* Most bytes of user stack a raw record carries (from SP upwards). */
+#define ONCPU_RAW_STACK_MAX 16384u
+
+/* The registers and the raw bytes of a user stack, from SP up. */
+struct oncpu_raw_stack {
+	__u64 pc, sp, bp;
+	__u32 exact; /* pc is the interrupted instruction, not a return address */
+	__u32 len;   /* bytes of bytes[] copied from sp; 0: none could be read */
+	__u8 bytes[ONCPU_RAW_STACK_MAX];
+};
+
+/* A sample of a process ember's unwinder did not know yet (unwind_mode
+ * UWM_KERNEL_FP): the record as usual (all frame slots sent, the kernel's
+ * frame-pointer walk in them), then the user registers and up to
+ * ONCPU_RAW_STACK_MAX bytes of its stack, so that the agent can unwind it
+ * with the call-frame tables once it has read the process
+ * (agent/rawstack.h). Sent only while the ring buffer holds less than a
+ * quarter of its size; always this size. */
+struct oncpu_raw_sample {
+	struct oncpu_sample s;
+	struct oncpu_raw_stack raw;
+};
 
 /* Indexes of the per-CPU counters the programs keep in oncpu_stats. */
 enum oncpu_stat {
@@ -76,6 +104,8 @@ enum oncpu_stat {
 	ONCPU_STAT_CUDA_HITS,        /* marker calls seen */
 	ONCPU_STAT_CUDA_STACKS,      /* launch stacks written to the ring buffer */
 	ONCPU_STAT_CUDA_RB_FULL,     /* launch stacks lost: ring buffer full */
+	ONCPU_STAT_RAW_STACKS,       /* samples sent with their raw user stack */
+	ONCPU_STAT_RAW_SKIPPED,      /* samples of unknown processes sent without: ring busy or full */
 	ONCPU_STAT_MAX,
 };
 

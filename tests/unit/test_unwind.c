@@ -22,6 +22,7 @@
 
 #include "agent/files.h"
 #include "agent/proc.h"
+#include "agent/rawstack.h"
 #include "agent/unwind_mem.h"
 #include "agent/unwind_table.h"
 #include "agent/unwinder.h"
@@ -114,10 +115,18 @@ static void lay_out(struct unwind_file_info *fi, const struct unwind_rows *rows,
 	}
 }
 
+/* The unwinder of test_rawstack_stopped_workload, which the files the
+ * agent's registry meets are registered with too; NULL elsewhere. */
+static struct unwinder *raw_unwinder;
+
 static void on_new_file(void *ctx, uint32_t index, const struct agent_file *f, int fd)
 {
 	(void)ctx;
-	(void)f;
+	if (raw_unwinder) {
+		int fd2 = dup(fd);
+		assert_true(fd2 >= 0);
+		unwinder_add_file(raw_unwinder, index, &f->id, f->name, fd2, true);
+	}
 	struct unwind_rows rows;
 	struct buf err = { 0 };
 	struct unwind_budget b = { 4u << 20, now_mono_ns() + 10000000000ull };
@@ -628,13 +637,14 @@ struct e2e {
 static void e2e_open(struct e2e *e, uint32_t pages)
 {
 	LIBBPF_OPTS(bpf_map_create_opts, noprealloc, .map_flags = BPF_F_NO_PREALLOC);
+	LIBBPF_OPTS(bpf_map_create_opts, mmapable, .map_flags = BPF_F_MMAPABLE);
 	memset(e, 0, sizeof(*e));
 	e->fds.rules_cap = 16384;
 	e->fds.entries_cap = pages * UNWIND_PAGE_ROWS;
 	e->fds.files_cap = 64;
 	e->fds.rules = bpf_map_create(BPF_MAP_TYPE_ARRAY, "t_rules", 4, sizeof(struct unwind_rule), 16384, NULL);
 	e->fds.entries = bpf_map_create(BPF_MAP_TYPE_ARRAY, "t_entries", 4, sizeof(struct unwind_entry),
-					e->fds.entries_cap, NULL);
+					e->fds.entries_cap, &mmapable);
 	e->fds.files = bpf_map_create(BPF_MAP_TYPE_ARRAY, "t_files", 4, sizeof(struct unwind_file_info), 64, NULL);
 	e->fds.procs = bpf_map_create(BPF_MAP_TYPE_HASH, "t_procs", 4, sizeof(struct unwind_proc), 64, &noprealloc);
 	e->fds.seen = bpf_map_create(BPF_MAP_TYPE_ARRAY, "t_seen", 4, 8, 64, NULL);
@@ -996,6 +1006,152 @@ static void test_paged_lookup_libc(void **state)
 	unwind_rows_free(&r);
 }
 
+/* --- raw stacks (agent/rawstack.c): a stopped process's stack, copied --- */
+
+/* Copies the stopped target's stack from SP up, as the BPF program does:
+ * 16 KiB, or a quarter, or a sixteenth when that much is not mapped. */
+static void copy_stack(struct oncpu_raw_stack *raw, const struct user_regs_struct *regs)
+{
+	memset(raw, 0, sizeof(*raw));
+	raw->pc = regs->rip;
+	raw->sp = regs->rsp;
+	raw->bp = regs->rbp;
+	raw->exact = 1;
+	for (uint32_t n = ONCPU_RAW_STACK_MAX; n >= ONCPU_RAW_STACK_MAX / 16; n /= 4) {
+		struct iovec local = { raw->bytes, n }, remote = { (void *)(uintptr_t)regs->rsp, n };
+		if (process_vm_readv(target, &local, 1, &remote, 1, 0) == (ssize_t)n) {
+			raw->len = n;
+			return;
+		}
+	}
+	fail_msg("cannot read the stack of %d", target);
+}
+
+/* The stack of a workload without frame pointers, stopped, copied and
+ * unwound by the agent's raw-stack walker over tables the unwinder wrote
+ * into real BPF maps: it reaches main and ends at the outermost frame;
+ * with its binary's table not published the walk waits for it (or, when
+ * final, follows frame pointers and breaks); a copy too short ends it as
+ * unreadable; another exec of the process is not described. */
+static void test_rawstack_stopped_workload(void **state)
+{
+	(void)state;
+	if (geteuid() != 0)
+		fail_msg("ptrace and BPF maps need root");
+	char *argv[] = { "build/workloads/unwind_c", "chain", "30", NULL };
+	if (access(argv[0], X_OK) != 0)
+		fail_msg("%s not built: run make first", argv[0]);
+	struct e2e e;
+	e2e_open(&e, 256);
+	raw_unwinder = e.u;
+	reset_env();
+	struct rawstack rs;
+	rawstack_open(&rs, &e.fds);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	usleep(300000);
+	target = pid;
+	struct proc *p = proc_table_get(&procs, pid, 0, 0, "w", 0);
+	assert_true(p->live && p->nmaps > 0);
+	struct unwind_mapping maps[UNWIND_MAX_MAPPINGS];
+	size_t n = MIN(p->nmaps, (size_t)UNWIND_MAX_MAPPINGS);
+	uint32_t bin = UNWIND_NO_FILE;
+	for (size_t i = 0; i < n; i++) {
+		const struct mapping *m = &p->maps[i];
+		uint64_t bias;
+		maps[i] = (struct unwind_mapping){ .start = m->start, .end = m->end, .file = UNWIND_NO_FILE };
+		if (m->file != FILE_NONE && files_mapping_bias(&files, m->file, m->start, m->offset, &bias) == 0) {
+			maps[i].file = m->file;
+			maps[i].bias = bias;
+			if (strcmp(files_at(&files, m->file)->name, "unwind_c") == 0)
+				bin = m->file;
+		}
+	}
+	assert_true(bin != UNWIND_NO_FILE);
+	assert_int_equal(unwinder_set_process(e.u, (uint32_t)pid, 7, 1, maps, n), 0);
+	for (int i = 0; i < 2000 && e2e_stats(&e).files_loaded + e2e_stats(&e).files_failed < files.count; i++)
+		usleep(10000);
+	assert_true(e2e_stats(&e).files_loaded >= 2); /* unwind_c and libc at least */
+	/* The binary's table slot, from the description the unwinder wrote. */
+	struct unwind_proc *up = xcalloc(1, sizeof(*up));
+	assert_int_equal(bpf_map_lookup_elem(e.fds.procs, &(uint32_t){ (uint32_t)pid }, up), 0);
+	uint32_t slot = UNWIND_NO_FILE;
+	for (uint32_t i = 0; i < up->nmaps && i < n; i++)
+		if (maps[i].file == bin) {
+			slot = up->maps[i].file;
+			break;
+		}
+	free(up);
+	assert_true(slot != UNWIND_NO_FILE);
+
+	struct oncpu_raw_stack *raw = xmalloc(sizeof(*raw));
+	__u64 out[ONCPU_MAX_UFRAMES];
+	for (int shot = 0; shot < 6; shot++) {
+		usleep((useconds_t)shot * 7000);
+		assert_int_equal(ptrace(PTRACE_SEIZE, pid, NULL, NULL), 0);
+		assert_int_equal(ptrace(PTRACE_INTERRUPT, pid, NULL, NULL), 0);
+		int status;
+		assert_int_equal(waitpid(pid, &status, __WALL), pid);
+		struct user_regs_struct regs;
+		assert_int_equal(ptrace(PTRACE_GETREGS, pid, NULL, &regs), 0);
+		copy_stack(raw, &regs);
+		uint32_t nf = 0;
+		uint16_t err = 0;
+		uint64_t stuck = 0;
+		assert_int_equal(rawstack_unwind(&rs, (uint32_t)pid, 7, 1, raw, false, out, ONCPU_MAX_UFRAMES,
+						 &nf, &err, &stuck), RAWSTACK_UNWOUND);
+		assert_int_equal(err, UWE_NONE);
+		bool reached = false;
+		for (uint32_t i = 0; i < nf; i++) {
+			const char *name = name_of(p, out[i], i == 0);
+			reached |= name && strcmp(name, "main") == 0;
+		}
+		assert_true(reached);
+		assert_true(nf >= 3);
+		/* Another exec (or a process not described): nothing to walk. */
+		assert_int_equal(rawstack_unwind(&rs, (uint32_t)pid, 7, 2, raw, false, out, ONCPU_MAX_UFRAMES,
+						 &nf, &err, &stuck), RAWSTACK_NO_PROCESS);
+		/* Only the bytes copied are read: none, unreadable at once. */
+		uint32_t len = raw->len;
+		raw->len = 0;
+		assert_int_equal(rawstack_unwind(&rs, (uint32_t)pid, 7, 1, raw, false, out, ONCPU_MAX_UFRAMES,
+						 &nf, &err, &stuck), RAWSTACK_UNWOUND);
+		assert_int_equal(err, UWE_READ);
+		raw->len = len;
+		/* The binary's table taken out of sight (as while it is built):
+		 * the walk stops in it, unless final. */
+		struct unwind_file_info fi, none = { 0 };
+		assert_int_equal(bpf_map_lookup_elem(e.fds.files, &slot, &fi), 0);
+		assert_int_equal(bpf_map_update_elem(e.fds.files, &slot, &none, BPF_ANY), 0);
+		enum rawstack_result r = rawstack_unwind(&rs, (uint32_t)pid, 7, 1, raw, false, out,
+							 ONCPU_MAX_UFRAMES, &nf, &err, &stuck);
+		assert_int_equal(r, RAWSTACK_NO_TABLE);
+		const struct mapping *m = proc_find_mapping(&procs, p, stuck, 0);
+		assert_true(m && m->file == bin);
+		/* final: frame pointers there, as the BPF program does */
+		assert_int_equal(rawstack_unwind(&rs, (uint32_t)pid, 7, 1, raw, true, out, ONCPU_MAX_UFRAMES,
+						 &nf, &err, &stuck), RAWSTACK_UNWOUND);
+		assert_int_equal(bpf_map_update_elem(e.fds.files, &slot, &fi, BPF_ANY), 0);
+		assert_int_equal(ptrace(PTRACE_DETACH, pid, NULL, NULL), 0);
+	}
+	/* The rows came from row pages mapped a moment, none alone. */
+	assert_true(rs.page_maps > 0);
+	assert_int_equal(rs.single_reads, 0);
+	free(raw);
+	kill(pid, SIGKILL);
+	pid_t w;
+	while ((w = waitpid(-1, NULL, __WALL)) > 0 || (w < 0 && errno == EINTR))
+		;
+	rawstack_close(&rs);
+	raw_unwinder = NULL;
+	e2e_close(&e);
+	reset_env();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1007,6 +1163,7 @@ int main(void)
 		cmocka_unit_test(test_unwinder_evict_reload_reclaim),
 		cmocka_unit_test(test_unwinder_partial_and_refused),
 		cmocka_unit_test(test_unwinder_headroom),
+		cmocka_unit_test(test_rawstack_stopped_workload),
 		cmocka_unit_test(test_c_without_frame_pointers),
 		cmocka_unit_test(test_recursion_200_deep),
 		cmocka_unit_test(test_cpp_inlining_exceptions),

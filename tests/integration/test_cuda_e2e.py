@@ -1,0 +1,153 @@
+"""GPU profiling end to end with every product part real except the GPU:
+ember-agent installs the libembercuda.so it carries into its
+-cuda-profiler-dir; CUDA programs (C, and Python through ctypes) started
+with CUDA_INJECTION64_PATH pointing there run on the project's TEST-ONLY
+fake driver and CUPTI (tests/fake_cuda/), which load the library as the
+real driver does and hand it scripted kernel times; the library samples
+launches, calls its marker (the agent's uprobe records the launching
+stack with the CPU sampler's unwinder) and reports the GPU time to the
+agent's socket; the server answers GPU flamegraphs. Checked: the exact
+GPU time of every kernel, copy, memset and sync, the 70/30 kernel split,
+and the stacks from main / <module> down to the launch and the kernel."""
+
+import json
+import os
+import subprocess
+import sys
+
+from conftest import require_root
+from harness import BUILD, DEFAULT_PROJECT, ROOT, WORKLOADS, check_tree, find, http, wait_until, walk
+
+FAKE = os.path.join(BUILD, "tests", "fake_cuda")
+LAUNCHER = os.path.join(WORKLOADS, "cuda_launch")
+PY_LAUNCHER = os.path.join(ROOT, "tests", "workloads", "py_cuda_launch.py")
+BIG_NS, SMALL_NS, COPY_NS, SET_NS, SYNC_NS = 700000, 300000, 4096, 1024, 5000
+
+
+def flamegraph(server, query):
+    body = {"filter": {"start_ts": 946684800000, "end_ts": 4102444800000, "event_kind": "cuda",
+                       "frame_mask": {"patterns": []}, "query": query},
+            "num_samples": None, "num_stat_buckets": None, "synthetic_frames": []}
+    status, data = http("POST", f"{server.url}/public/api/v1/project/{DEFAULT_PROJECT}/flamegraph/json",
+                        body, {"Content-Type": "application/json"})
+    assert status == 200, f"flamegraph query failed with {status}: {data!r}"
+    return json.loads(data)
+
+
+def cuda_env(lib):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EMBER_CUDA_", "FAKE_CU"))}
+    env["LD_LIBRARY_PATH"] = FAKE + ":" + os.path.join(FAKE, "driver")
+    env["CUDA_INJECTION64_PATH"] = lib
+    env["FAKE_CUDA_KERNEL_NS"] = f"k_big={BIG_NS},k_small={SMALL_NS},py_big={BIG_NS},py_small={SMALL_NS}"
+    return env
+
+
+def start_agent(agent_factory, server, tmp_path):
+    cuda_dir = str(tmp_path / "profiler")
+    agent = agent_factory(server.url, f"-cuda-profiler-dir={cuda_dir}").start()
+    lib = os.path.join(cuda_dir, "libembercuda.so")
+    # The agent placed the library it carries, readable by every user, and
+    # told the user the line to use.
+    with open(lib, "rb") as a, open(os.path.join(BUILD, "lib", "libembercuda.so"), "rb") as b:
+        assert a.read() == b.read()
+    assert oct(os.stat(lib).st_mode & 0o777) == "0o755"
+    assert f"CUDA_INJECTION64_PATH={lib}" in agent.output()
+    return agent, lib
+
+
+def settled(server, query, want):
+    hist = []
+
+    def done():
+        hist.append(flamegraph(server, query)["total"])
+        return hist[-1] >= want and hist[-3:] == [hist[-1]] * 3
+    try:
+        wait_until(done, 40, interval=1.0, what="the GPU time to arrive")
+    except AssertionError as e:
+        raise AssertionError(f"{e}; totals seen: {hist}, want {want}") from None
+    return flamegraph(server, query)
+
+
+def leaves(tree):
+    """(leaf name, leaf type) -> total, over the whole tree."""
+    out = {}
+    for _, n in walk(tree["root"]):
+        if n["frame_type"] in ("cuda_kernel", "cuda_memcpy", "cuda_memset", "cuda_sync"):
+            k = (n["name"], n["frame_type"])
+            out[k] = out.get(k, 0) + n["total"]
+    return out
+
+
+def under_path(tree, names, leaf):
+    """GPU time of leaf under a path that has names in this order."""
+    total = 0
+    for path, n in walk(tree["root"]):
+        if path[-1] != leaf or n["frame_type"] not in ("cuda_kernel", "cuda_memcpy", "cuda_memset", "cuda_sync"):
+            continue
+        it = iter(path)
+        if all(any(p == want for p in it) for want in names):
+            total += n["total"]
+    return total
+
+
+def test_c_program_on_the_fake_driver(server, agent_factory, tmp_path):
+    require_root()
+    agent, lib = start_agent(agent_factory, server, tmp_path)
+    steps = 3000
+    r = subprocess.run([LAUNCHER, str(steps), "1", "3"], env=cuda_env(lib), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == f"done {steps} 1", (r.stdout, r.stderr)
+    want = steps * (BIG_NS + SMALL_NS + COPY_NS + SET_NS + SYNC_NS)
+    tree = settled(server, 'process.executable.name == "cuda_launch"', want)
+    check_tree(tree["root"])
+    assert tree["total"] == want, (tree["total"], want)
+    assert tree["unit"] == "nanoseconds"
+    # Exact GPU time per kernel, copy, set and sync; the 70/30 split.
+    assert leaves(tree) == {
+        ("k_big", "cuda_kernel"): steps * BIG_NS,
+        ("k_small", "cuda_kernel"): steps * SMALL_NS,
+        ("HtoD", "cuda_memcpy"): steps * COPY_NS,
+        ("memset", "cuda_memset"): steps * SET_NS,
+        ("cuStreamSynchronize", "cuda_sync"): steps * SYNC_NS,
+    }, leaves(tree)
+    # Under the stacks that launched them, whole: the launching thread's
+    # start (cuda_launch trains in a pthread) -> train -> train_step -> the
+    # launching function -> the API (cuda_launch) -> the kernel. The first
+    # launches may come before the agent has the program's unwind tables;
+    # all but a sliver of the time is under the whole path.
+    for fn, api, leaf, ns in (("launch_big", "cuLaunchKernel", "k_big", BIG_NS),
+                              ("launch_small", "cudaLaunchKernel", "k_small", SMALL_NS),
+                              ("copy_inputs", "cuMemcpyHtoDAsync", "HtoD", COPY_NS),
+                              ("wait_step", "cuStreamSynchronize", "cuStreamSynchronize", SYNC_NS)):
+        got = under_path(tree, ("start_thread", "train", "train_step", fn, api), leaf)
+        assert got >= 0.95 * steps * ns, (leaf, got, steps * ns, [(p, n["total"]) for p, n in walk(tree["root"]) if not n.get("children")])
+    launch = find(tree["root"], "cuLaunchKernel")
+    assert launch is not None and launch["frame_type"] == "cuda_launch", launch
+    # The library's, CUPTI's and the driver's own frames are not shown.
+    for path, _ in walk(tree["root"]):
+        assert "ember_cuda_launch_marker" not in path, path
+    # GPU attributes as the fake driver names its device.
+    assert flamegraph(server, 'process.executable.name == "cuda_launch" && gpu.name == "Fake GPU 0"')["total"] \
+        == want
+
+
+def test_python_program_on_the_fake_driver(server, agent_factory, tmp_path):
+    require_root()
+    agent, lib = start_agent(agent_factory, server, tmp_path)
+    steps = 1500
+    p = subprocess.run([sys.executable, PY_LAUNCHER, str(steps), "3"], env=cuda_env(lib),
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert p.returncode == 0 and p.stdout.strip() == f"done {steps}", (p.stdout, p.stderr)
+    want = steps * (BIG_NS + SMALL_NS)
+    query = 'process.executable.name == "python3" || process.executable.name == "python3.11"'
+    tree = settled(server, f"({query}) && gpu.name == \"Fake GPU 0\"", want)
+    check_tree(tree["root"])
+    assert tree["total"] == want, (tree["total"], want)
+    assert leaves(tree) == {("py_big", "cuda_kernel"): steps * BIG_NS,
+                            ("py_small", "cuda_kernel"): steps * SMALL_NS}, leaves(tree)
+    # Python frames above the launch: <module> -> train_step -> the API.
+    for leaf, ns in (("py_big", BIG_NS), ("py_small", SMALL_NS)):
+        got = under_path(tree, ("<module>", "train_step", "cuLaunchKernel"), leaf)
+        assert got >= 0.95 * steps * ns, (leaf, got, steps * ns, [p for p, _ in walk(tree["root"])][:30])
+    module = find(tree["root"], "<module>")
+    assert module is not None and module["frame_type"] == "cpython", module
