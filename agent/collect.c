@@ -530,6 +530,12 @@ void collect_cuda(struct collector *c, const struct cuda_work *w, const void *re
 			}
 			user[nres++] = f;
 		}
+		/* Nothing left but the CUDA machinery, with no error said (the
+		 * kernel's frame-pointer walk of a process not described yet
+		 * stops there quietly): say that the stack is missing rather
+		 * than show the launch at the root. */
+		if (!why && nres == 0)
+			why = "[launch stack not unwound]";
 		if (why) {
 			c->stats.unknown_frames++;
 			stack[n++] = error_frame(c, why);

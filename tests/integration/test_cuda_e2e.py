@@ -90,11 +90,24 @@ def under_path(tree, names, leaf):
     return total
 
 
+def partial_paths(tree, names, leaf):
+    """Paths to leaf (a GPU leaf) that lack names in this order: each must
+    name why its stack ended early (an error frame, "[...]")."""
+    out = []
+    for path, n in walk(tree["root"]):
+        if path[-1] != leaf or n["frame_type"] not in ("cuda_kernel", "cuda_memcpy", "cuda_memset", "cuda_sync"):
+            continue
+        it = iter(path)
+        if not all(any(p == want for p in it) for want in names):
+            out.append((path, n["total"]))
+    return out
+
+
 def test_c_program_on_the_fake_driver(server, agent_factory, tmp_path):
     require_root()
     agent, lib = start_agent(agent_factory, server, tmp_path)
     steps = 3000
-    r = subprocess.run([LAUNCHER, str(steps), "1", "3"], env=cuda_env(lib), stdout=subprocess.PIPE,
+    r = subprocess.run([LAUNCHER, str(steps), "1", "6"], env=cuda_env(lib), stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == f"done {steps} 1", (r.stdout, r.stderr)
     want = steps * (BIG_NS + SMALL_NS + COPY_NS + SET_NS + SYNC_NS)
@@ -112,15 +125,19 @@ def test_c_program_on_the_fake_driver(server, agent_factory, tmp_path):
     }, leaves(tree)
     # Under the stacks that launched them, whole: the launching thread's
     # start (cuda_launch trains in a pthread) -> train -> train_step -> the
-    # launching function -> the API (cuda_launch) -> the kernel. The first
-    # launches may come before the agent has the program's unwind tables;
-    # all but a sliver of the time is under the whole path.
+    # launching function -> the API (cuda_launch) -> the kernel. The stacks
+    # of the first launches, before the agent has read the maps with the
+    # library in them, end early: their time (and that of the launches that
+    # inherit them) is under an error frame ([unknown mapping]) that says
+    # so, never under a wrong function; the rest, at least 90 % of a 6-second run, is whole.
     for fn, api, leaf, ns in (("launch_big", "cuLaunchKernel", "k_big", BIG_NS),
                               ("launch_small", "cudaLaunchKernel", "k_small", SMALL_NS),
                               ("copy_inputs", "cuMemcpyHtoDAsync", "HtoD", COPY_NS),
                               ("wait_step", "cuStreamSynchronize", "cuStreamSynchronize", SYNC_NS)):
         got = under_path(tree, ("start_thread", "train", "train_step", fn, api), leaf)
-        assert got >= 0.95 * steps * ns, (leaf, got, steps * ns, [(p, n["total"]) for p, n in walk(tree["root"]) if not n.get("children")])
+        early = partial_paths(tree, ("start_thread", "train", "train_step", fn, api), leaf)
+        assert all(any(f.startswith("[") for f in path) for path, _ in early), early
+        assert got + sum(t for _, t in early) == steps * ns and got >= 0.9 * steps * ns, (leaf, got, early)
     launch = find(tree["root"], "cuLaunchKernel")
     assert launch is not None and launch["frame_type"] == "cuda_launch", launch
     # The library's, CUPTI's and the driver's own frames are not shown.
@@ -135,7 +152,7 @@ def test_python_program_on_the_fake_driver(server, agent_factory, tmp_path):
     require_root()
     agent, lib = start_agent(agent_factory, server, tmp_path)
     steps = 1500
-    p = subprocess.run([sys.executable, PY_LAUNCHER, str(steps), "3"], env=cuda_env(lib),
+    p = subprocess.run([sys.executable, PY_LAUNCHER, str(steps), "6"], env=cuda_env(lib),
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
     assert p.returncode == 0 and p.stdout.strip() == f"done {steps}", (p.stdout, p.stderr)
     want = steps * (BIG_NS + SMALL_NS)
@@ -145,9 +162,14 @@ def test_python_program_on_the_fake_driver(server, agent_factory, tmp_path):
     assert tree["total"] == want, (tree["total"], want)
     assert leaves(tree) == {("py_big", "cuda_kernel"): steps * BIG_NS,
                             ("py_small", "cuda_kernel"): steps * SMALL_NS}, leaves(tree)
-    # Python frames above the launch: <module> -> train_step -> the API.
+    # Python frames above the launch: _start -> ... <module> -> train_step
+    # -> the API; the first launches' time under an error frame (as
+    # above; a Python process starts slower: at least 80 % of a 6-second
+    # run is whole).
     for leaf, ns in (("py_big", BIG_NS), ("py_small", SMALL_NS)):
-        got = under_path(tree, ("<module>", "train_step", "cuLaunchKernel"), leaf)
-        assert got >= 0.95 * steps * ns, (leaf, got, steps * ns, [p for p, _ in walk(tree["root"])][:30])
+        got = under_path(tree, ("_start", "<module>", "train_step", "cuLaunchKernel"), leaf)
+        early = partial_paths(tree, ("_start", "<module>", "train_step", "cuLaunchKernel"), leaf)
+        assert all(any(f.startswith("[") for f in path) for path, _ in early), early
+        assert got + sum(t for _, t in early) == steps * ns and got >= 0.8 * steps * ns, (leaf, got, early)
     module = find(tree["root"], "<module>")
     assert module is not None and module["frame_type"] == "cpython", module
