@@ -288,10 +288,19 @@ static size_t merge_into_gaps(const struct brange *high, size_t nh, const struct
 	return n;
 }
 
-int symfile_finish(struct symfile_builder *b, struct buf *out)
+/* The rows of the finished file (overlaps resolved) in *rowbuf. Frees the
+ * ranges and the indexes only building needs. Returns 0, or -1 when limits
+ * are exceeded. */
+static int finish_rows(struct symfile_builder *b, uint8_t **rowbuf_out, size_t *nrow_out,
+		       uint64_t *vbase_out)
 {
 	if (b->nseg > SYMFILE_MAX_SEGMENTS || b->nranges > SYMFILE_MAX_ROWS / 2)
 		return -1;
+	if (b->strings.bytes.len > UINT32_MAX || b->nchains > SYMFILE_MAX_ROWS)
+		return -1;
+	/* Interning is over: its indexes go before the rows are made. */
+	hmap_free(&b->chain_index);
+	hmap_free(&b->strings.index);
 	if (b->nranges)
 		qsort(b->ranges, b->nranges, sizeof(*b->ranges), cmp_range);
 	/* Per rank (highest first): clip overlaps inside the rank, then merge
@@ -317,6 +326,9 @@ int symfile_finish(struct symfile_builder *b, struct buf *out)
 		i = j;
 	}
 	free(tmp);
+	free(b->ranges);
+	b->ranges = NULL;
+	b->nranges = b->capranges = 0;
 	uint64_t vbase = nacc ? acc[0].lo : 0;
 	if (nacc && acc[nacc - 1].hi - vbase > UINT32_MAX) {
 		free(acc);
@@ -342,40 +354,96 @@ int symfile_finish(struct symfile_builder *b, struct buf *out)
 		}
 	}
 	free(acc);
+	*rowbuf_out = rowbuf;
+	*nrow_out = nrow;
+	*vbase_out = vbase;
+	return 0;
+}
+
+static size_t encoded_len(const struct symfile_builder *b, size_t nrow)
+{
+	return HDR_LEN + b->nseg * SEG_LEN + nrow * ROW_LEN + b->nchains * CHAIN_LEN +
+	       b->strings.bytes.len;
+}
+
+/* Writes the file through sink: header, segments, rows, then the chains in
+ * blocks and the strings, so no second copy of the file is ever made. */
+static int emit(struct symfile_builder *b, const uint8_t *rowbuf, size_t nrow, uint64_t vbase,
+		symfile_sink sink, void *ctx)
+{
 	size_t strtab_len = b->strings.bytes.len;
-	if (strtab_len > UINT32_MAX || b->nchains > SYMFILE_MAX_ROWS) {
-		free(rowbuf);
-		return -1;
-	}
-	size_t total = HDR_LEN + b->nseg * SEG_LEN + nrow * ROW_LEN + b->nchains * CHAIN_LEN + strtab_len;
-	buf_reserve(out, total);
-	uint8_t *p = (uint8_t *)out->data + out->len;
-	memset(p, 0, HDR_LEN);
-	memcpy(p, SYMFILE_MAGIC, 8);
-	st32(p + 8, (uint32_t)b->nseg);
-	st32(p + 12, (uint32_t)nrow);
-	st32(p + 16, (uint32_t)b->nchains);
-	st32(p + 20, (uint32_t)strtab_len);
-	st64(p + 24, vbase);
-	st32(p + 32, b->flags);
-	uint8_t *q = p + HDR_LEN;
+	uint8_t blk[HDR_LEN + SEG_LEN * SYMFILE_MAX_SEGMENTS];
+	memset(blk, 0, HDR_LEN);
+	memcpy(blk, SYMFILE_MAGIC, 8);
+	st32(blk + 8, (uint32_t)b->nseg);
+	st32(blk + 12, (uint32_t)nrow);
+	st32(blk + 16, (uint32_t)b->nchains);
+	st32(blk + 20, (uint32_t)strtab_len);
+	st64(blk + 24, vbase);
+	st32(blk + 32, b->flags);
+	uint8_t *q = blk + HDR_LEN;
 	for (size_t i = 0; i < b->nseg; i++, q += SEG_LEN) {
 		st64(q, b->segs[i][0]);
 		st64(q + 8, b->segs[i][1]);
 		st64(q + 16, b->segs[i][2]);
 	}
-	memcpy(q, rowbuf, nrow * ROW_LEN);
-	q += nrow * ROW_LEN;
-	for (size_t i = 0; i < b->nchains; i++, q += CHAIN_LEN) {
+	if (sink(ctx, blk, (size_t)(q - blk)) < 0 || (nrow && sink(ctx, rowbuf, nrow * ROW_LEN) < 0))
+		return -1;
+	uint8_t cblk[CHAIN_LEN * 4096];
+	size_t n = 0;
+	for (size_t i = 0; i < b->nchains; i++) {
+		q = cblk + n * CHAIN_LEN;
 		st32(q, b->strings.offsets[b->chains[i].name]);
 		st32(q + 4, b->chains[i].file == SYMFILE_NO_FILE ? SYMFILE_NO_FILE
 								 : b->strings.offsets[b->chains[i].file]);
 		st32(q + 8, b->chains[i].line);
 		st32(q + 12, b->chains[i].parent);
+		if (++n == 4096 || i + 1 == b->nchains) {
+			if (sink(ctx, cblk, n * CHAIN_LEN) < 0)
+				return -1;
+			n = 0;
+		}
 	}
-	memcpy(q, b->strings.bytes.data, strtab_len);
-	out->len += total;
-	out->data[out->len] = '\0';
+	return strtab_len ? sink(ctx, b->strings.bytes.data, strtab_len) : 0;
+}
+
+int symfile_finish_to(struct symfile_builder *b, symfile_sink sink, void *ctx, size_t *len)
+{
+	uint8_t *rowbuf;
+	size_t nrow;
+	uint64_t vbase;
+	if (finish_rows(b, &rowbuf, &nrow, &vbase) < 0)
+		return -1;
+	int rc = emit(b, rowbuf, nrow, vbase, sink, ctx);
+	if (len)
+		*len = encoded_len(b, nrow);
 	free(rowbuf);
+	return rc;
+}
+
+static int buf_sink(void *ctx, const void *data, size_t n)
+{
+	buf_append(ctx, data, n);
 	return 0;
+}
+
+int symfile_finish(struct symfile_builder *b, struct buf *out)
+{
+	uint8_t *rowbuf;
+	size_t nrow;
+	uint64_t vbase;
+	if (finish_rows(b, &rowbuf, &nrow, &vbase) < 0)
+		return -1;
+	buf_reserve(out, encoded_len(b, nrow));
+	int rc = emit(b, rowbuf, nrow, vbase, buf_sink, out);
+	free(rowbuf);
+	return rc;
+}
+
+size_t symfile_builder_bytes(const struct symfile_builder *b)
+{
+	return b->capranges * sizeof(*b->ranges) + b->capseg * sizeof(*b->segs) +
+	       b->strings.bytes.cap + b->strings.cap * 2 * sizeof(uint32_t) +
+	       hmap_bytes(&b->strings.index) + b->capchains * sizeof(*b->chains) +
+	       hmap_bytes(&b->chain_index);
 }
