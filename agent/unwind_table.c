@@ -9,7 +9,9 @@
 #include <string.h>
 
 #include "gopclntab.h"
+#include "memstats.h"
 #include "util.h"
+
 
 /* DWARF register numbers on x86-64. */
 #define REG_RBP 6
@@ -58,6 +60,7 @@ uint32_t rule_set_intern(struct rule_set *rs, const struct unwind_rule *r)
 
 void unwind_rows_free(struct unwind_rows *r)
 {
+	memstats_add(MEM_UNWIND_BUILD, -(int64_t)(r->cap * sizeof(*r->rows)));
 	free(r->rows);
 	memset(r, 0, sizeof(*r));
 }
@@ -70,7 +73,10 @@ static void push_row(struct unwind_rows *out, uint64_t vaddr, uint32_t rule)
 		out->rows[out->count - 1].rule = rule;
 		return;
 	}
+	size_t cap = out->cap;
 	xgrow((void **)&out->rows, &out->cap, out->count + 1, sizeof(*out->rows));
+	if (out->cap != cap)
+		memstats_add(MEM_UNWIND_BUILD, (int64_t)((out->cap - cap) * sizeof(*out->rows)));
 	out->rows[out->count].vaddr = vaddr;
 	out->rows[out->count].rule = rule;
 	out->count++;
@@ -363,6 +369,7 @@ static void override_range(struct unwind_rows *r, uint64_t lo, uint64_t hi, uint
 		if (r->rows[i].vaddr > hi)
 			rows[k++] = r->rows[i];
 	free(r->rows);
+	memstats_add(MEM_UNWIND_BUILD, ((int64_t)(n + 2) - (int64_t)r->cap) * (int64_t)sizeof(*rows));
 	r->rows = rows;
 	r->count = k;
 	r->cap = n + 2;
@@ -472,6 +479,20 @@ static int rows_from_gopclntab(Elf *elf, struct rule_set *rs, struct unwind_rows
 	return 0;
 }
 
+/* Whether the file is a Go program (whose stack bottoms mark_stack_bottoms
+ * marks): only then is its symbol table read. */
+static bool is_go(Elf *elf)
+{
+	GElf_Shdr sh;
+	return section_named(elf, ".gopclntab", &sh) || section_named(elf, ".note.go.buildid", &sh);
+}
+
+static void starts_free(uint64_t *starts, size_t n)
+{
+	memstats_add(MEM_UNWIND_BUILD, -(int64_t)(n * sizeof(uint64_t)));
+	free(starts);
+}
+
 int unwind_table_build(int fd, struct rule_set *rs, const struct unwind_budget *budget,
 		       struct unwind_rows *out, struct buf *err)
 {
@@ -484,12 +505,20 @@ int unwind_table_build(int fd, struct rule_set *rs, const struct unwind_budget *
 			elf_end(elf);
 		return -1;
 	}
+	bool go = is_go(elf);
 	uint64_t *starts = NULL;
 	size_t nstarts = 0;
 	int rc = -1;
 	Dwarf *dw = NULL;
 	Dwarf_CFI *cfi = NULL;
-	if (fde_starts_from_hdr(elf, &starts, &nstarts) == 0 && (cfi = dwarf_getcfi_elf(elf))) {
+	bool eh = fde_starts_from_hdr(elf, &starts, &nstarts) == 0 && (cfi = dwarf_getcfi_elf(elf));
+	if (!eh) {
+		free(starts);
+		starts = NULL;
+		nstarts = 0;
+	}
+	if (eh) {
+		memstats_add(MEM_UNWIND_BUILD, (int64_t)(nstarts * sizeof(uint64_t)));
 		out->source = ".eh_frame";
 		rc = walk(cfi, starts, nstarts, rs, budget, out, err);
 		dwarf_cfi_end(cfi);
@@ -498,20 +527,20 @@ int unwind_table_build(int fd, struct rule_set *rs, const struct unwind_budget *
 		rc = 0;
 	} else {
 		unwind_rows_free(out);
-		free(starts);
-		starts = NULL;
 		if (fde_starts_from_debug_frame(elf, &starts, &nstarts) == 0 &&
 		    (dw = dwarf_begin_elf(elf, DWARF_C_READ, NULL)) && (cfi = dwarf_getcfi(dw))) {
+			memstats_add(MEM_UNWIND_BUILD, (int64_t)(nstarts * sizeof(uint64_t)));
 			out->source = ".debug_frame";
 			rc = walk(cfi, starts, nstarts, rs, budget, out, err);
 		} else {
 			buf_puts(err, "no call-frame information (.eh_frame_hdr or .debug_frame)");
+			memstats_add(MEM_UNWIND_BUILD, (int64_t)(nstarts * sizeof(uint64_t)));
 		}
 		if (dw)
 			dwarf_end(dw);
 	}
-	free(starts);
-	if (rc == 0)
+	starts_free(starts, nstarts);
+	if (rc == 0 && go)
 		mark_stack_bottoms(elf, rs, out);
 	elf_end(elf);
 	if (rc < 0)

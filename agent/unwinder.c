@@ -9,11 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "hmap.h"
 #include "log.h"
+#include "memstats.h"
 #include "unwind_mem.h"
 #include "unwind_table.h"
 #include "util.h"
@@ -305,6 +307,20 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* What building the table of the file fd holds at its peak, estimated
+ * from its size (the rows, libdw's cache of the FDEs, the pages of
+ * .eh_frame read: ~1/5 of the file for libLLVM and librustc_driver): what
+ * it reserves of the agent's memory budget (memstats.h). */
+static uint64_t table_estimate(int fd)
+{
+	struct stat st;
+	if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < MEMSTATS_SMALL_FILE)
+		return 0;
+	return (uint64_t)st.st_size / 5;
+}
+
+static void build_reserved(struct unwinder *u, struct job *j, int fd, uint8_t prev);
+
 /* Builds and loads the table of a slot (the worker thread). */
 static void build(struct unwinder *u, struct job *j)
 {
@@ -326,6 +342,21 @@ static void build(struct unwinder *u, struct job *j)
 	uint8_t prev = t->state;
 	t->state = T_BUILDING;
 	sl->loading = true;
+	pthread_mutex_unlock(&u->mu);
+	/* Large files take their turn in the memory budget shared with the
+	 * symbol uploader; the heap's free pages go back after them. */
+	uint64_t reserved = memstats_reserve(table_estimate(fd));
+	build_reserved(u, j, fd, prev);
+	memstats_release(reserved);
+	if (reserved)
+		memstats_trim();
+}
+
+static void build_reserved(struct unwinder *u, struct job *j, int fd, uint8_t prev)
+{
+	pthread_mutex_lock(&u->mu);
+	struct um_slot *sl = um_slot(&u->mem, j->slot);
+	struct table *t = &u->tables[j->slot];
 	char name[64];
 	memcpy(name, t->name, sizeof(name));
 	pthread_mutex_unlock(&u->mu);
