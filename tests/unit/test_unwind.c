@@ -23,6 +23,7 @@
 #include "agent/files.h"
 #include "agent/proc.h"
 #include "agent/unwind_mem.h"
+#include "agent/memstats.h"
 #include "agent/unwind_table.h"
 #include "agent/unwinder.h"
 #include "elfsyms.h"
@@ -412,7 +413,13 @@ static void test_table_properties_libc(void **state)
 	struct unwind_rows r;
 	struct buf err = { 0 };
 	struct unwind_budget b = { 4u << 20, now_mono_ns() + 10000000000ull };
+	/* Rows are packed, and what a build holds is in the agent's memory
+	 * gauge (memstats.h) exactly while the rows are: the FDE list is given
+	 * back when the build returns, the rows at unwind_rows_free. */
+	assert_int_equal(sizeof(struct unwind_row), 12);
+	uint64_t g0 = memstats_get(MEM_UNWIND_BUILD);
 	assert_int_equal(unwind_table_build(fd, &rules, &b, &r, &err), 0);
+	assert_int_equal(memstats_get(MEM_UNWIND_BUILD) - g0, r.cap * sizeof(struct unwind_row));
 	assert_string_equal(r.source, ".eh_frame");
 	assert_true(r.count > 10000);
 	/* Sorted, unique addresses, and no two equal rules in a row. */
@@ -452,6 +459,7 @@ static void test_table_properties_libc(void **state)
 	assert_non_null(strstr(err.data, "rows"));
 	assert_int_equal(small.count, 0);
 	unwind_rows_free(&r);
+	assert_int_equal(memstats_get(MEM_UNWIND_BUILD), g0);
 	buf_free(&err);
 	close(fd);
 	/* Not ELF. */
