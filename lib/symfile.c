@@ -170,6 +170,11 @@ struct symfile_builder {
 	struct bchain *chains;
 	size_t nchains, capchains;
 	struct hmap chain_index;
+	/* The chain of each name alone (no file, line or parent), by string
+	 * id, 0 = none yet: what ELF symbols make, one per function, found
+	 * without the hash index (whose slots would double their memory). */
+	uint32_t *name_chain;
+	size_t cap_name_chain;
 	uint32_t flags;
 };
 
@@ -189,6 +194,7 @@ void symfile_builder_free(struct symfile_builder *b)
 	strtab_free(&b->strings);
 	free(b->chains);
 	hmap_free(&b->chain_index);
+	free(b->name_chain);
 	free(b);
 }
 
@@ -222,15 +228,25 @@ uint32_t symfile_chain(struct symfile_builder *b, const char *name, const char *
 		line,
 		parent <= b->nchains ? parent : 0,
 	};
+	bool alone = c.file == SYMFILE_NO_FILE && c.line == 0 && c.parent == 0;
+	if (alone && c.name < b->cap_name_chain && b->name_chain[c.name])
+		return b->name_chain[c.name];
 	uint64_t h = hash_bytes(&c, sizeof(c));
 	struct chain_key k = { b, &c };
 	uint32_t idx;
-	if (hmap_find(&b->chain_index, h, eq_chain, &k, &idx))
+	if (!alone && hmap_find(&b->chain_index, h, eq_chain, &k, &idx))
 		return idx + 1;
 	xgrow((void **)&b->chains, &b->capchains, b->nchains + 1, sizeof(*b->chains));
 	idx = (uint32_t)b->nchains++;
 	b->chains[idx] = c;
-	hmap_insert(&b->chain_index, h, idx);
+	if (alone) {
+		size_t cap = b->cap_name_chain;
+		xgrow((void **)&b->name_chain, &b->cap_name_chain, (size_t)c.name + 1, sizeof(uint32_t));
+		memset(b->name_chain + cap, 0, (b->cap_name_chain - cap) * sizeof(uint32_t));
+		b->name_chain[c.name] = idx + 1;
+	} else {
+		hmap_insert(&b->chain_index, h, idx);
+	}
 	return idx + 1;
 }
 
@@ -301,6 +317,9 @@ static int finish_rows(struct symfile_builder *b, uint8_t **rowbuf_out, size_t *
 	/* Interning is over: its indexes go before the rows are made. */
 	hmap_free(&b->chain_index);
 	hmap_free(&b->strings.index);
+	free(b->name_chain);
+	b->name_chain = NULL;
+	b->cap_name_chain = 0;
 	if (b->nranges)
 		qsort(b->ranges, b->nranges, sizeof(*b->ranges), cmp_range);
 	/* Per rank (highest first): clip overlaps inside the rank, then merge
@@ -445,5 +464,5 @@ size_t symfile_builder_bytes(const struct symfile_builder *b)
 	return b->capranges * sizeof(*b->ranges) + b->capseg * sizeof(*b->segs) +
 	       b->strings.bytes.cap + b->strings.cap * 2 * sizeof(uint32_t) +
 	       hmap_bytes(&b->strings.index) + b->capchains * sizeof(*b->chains) +
-	       hmap_bytes(&b->chain_index);
+	       hmap_bytes(&b->chain_index) + b->cap_name_chain * sizeof(uint32_t);
 }
