@@ -12,7 +12,6 @@
 #include "memstats.h"
 #include "util.h"
 
-
 /* DWARF register numbers on x86-64. */
 #define REG_RBP 6
 #define REG_RSP 7
