@@ -368,12 +368,10 @@ static void build_reserved(struct unwinder *u, struct job *j, int fd, uint8_t pr
 	int rc = unwind_table_build(fd, &u->rules, &budget, &rows, &err);
 	close(fd);
 	uint64_t dt = now_thread_cpu_ns() - cpu0; /* CPU time of this thread, not wall time */
-	uint64_t base = rc == 0 && rows.count ? rows.rows[0].vaddr : 0;
+	/* Rows are offsets from the first one's address (at most 4 GiB past
+	 * it: unwind_table_build fails a wider table), as BPF reads them. */
+	uint64_t base = rc == 0 && rows.count ? unwind_row_vaddr(&rows, 0) : 0;
 	const char *why = err.data ? err.data : "no rows";
-	if (rc == 0 && rows.count && rows.rows[rows.count - 1].vaddr - base > UINT32_MAX) {
-		why = "more than 4 GiB of code";
-		rc = -1;
-	}
 	if (rc == 0 && rows.count && push_rules(u) != 0) {
 		why = "cannot write the rules";
 		rc = -1;
@@ -448,7 +446,7 @@ static void build_reserved(struct unwinder *u, struct job *j, int fd, uint8_t pr
 		size_t first = (size_t)p * UNWIND_PAGE_ROWS, end = MIN(rows.count, first + UNWIND_PAGE_ROWS);
 		for (size_t i = first; i < end && e == 0; i++) {
 			keys[n] = phys[p] * UNWIND_PAGE_ROWS + (uint32_t)(i - first);
-			vals[n].addr = (uint32_t)(rows.rows[i].vaddr - base);
+			vals[n].addr = (uint32_t)(unwind_row_vaddr(&rows, i) - base);
 			vals[n].rule = rows.rows[i].rule;
 			if (++n == BATCH) {
 				e = write_batch(u, keys, vals, n);
@@ -463,7 +461,7 @@ static void build_reserved(struct unwinder *u, struct job *j, int fd, uint8_t pr
 		info.dir[0] = phys[0];
 	for (uint32_t p = 0; ndir && p < nrp && e == 0; p++) {
 		keys[n] = pages[p / UNWIND_PAGE_ROWS] * UNWIND_PAGE_ROWS + p % UNWIND_PAGE_ROWS;
-		vals[n].addr = (uint32_t)(rows.rows[(size_t)p * UNWIND_PAGE_ROWS].vaddr - base);
+		vals[n].addr = (uint32_t)(unwind_row_vaddr(&rows, (size_t)p * UNWIND_PAGE_ROWS) - base);
 		vals[n].rule = phys[p];
 		if (++n == BATCH) {
 			e = write_batch(u, keys, vals, n);
