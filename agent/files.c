@@ -145,3 +145,12 @@ int files_mapping_bias(const struct file_registry *r, uint32_t index, uint64_t s
 	}
 	return -1;
 }
+
+size_t files_bytes(const struct file_registry *r)
+{
+	size_t n = r->cap * sizeof(*r->files) + hmap_bytes(&r->index);
+	for (size_t i = 0; i < r->count; i++)
+		n += (r->files[i].name ? strlen(r->files[i].name) + 1 : 0) +
+		     (r->files[i].path ? strlen(r->files[i].path) + 1 : 0);
+	return n;
+}

@@ -52,6 +52,8 @@ struct file_registry {
 
 void files_init(struct file_registry *r, const char *proc_root, new_file_fn fn, void *ctx);
 void files_free(struct file_registry *r);
+/* Bytes the registry holds (entries, names, index): memory accounting. */
+size_t files_bytes(const struct file_registry *r);
 /* Returns the index of the file behind mapping m of process pid, or
  * FILE_NONE when it cannot be opened. */
 uint32_t files_get(struct file_registry *r, int pid, const struct maps_line *m);

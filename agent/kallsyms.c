@@ -71,6 +71,13 @@ int kallsyms_load(struct kallsyms *k, const char *path)
 		return rc;
 	kallsyms_parse(k, text, len);
 	free(text);
+	/* Loaded once: the interning index (3 MB for 120 000 symbols) and the
+	 * array's spare room are not needed for lookups. */
+	hmap_free(&k->names.index);
+	if (k->count && k->count < k->cap) {
+		k->syms = xrealloc(k->syms, k->count * sizeof(*k->syms));
+		k->cap = k->count;
+	}
 	return 0;
 }
 
@@ -102,4 +109,11 @@ void kallsyms_free(struct kallsyms *k)
 	free(k->syms);
 	strtab_free(&k->names);
 	memset(k, 0, sizeof(*k));
+}
+
+size_t kallsyms_bytes(const struct kallsyms *k)
+{
+	return k->cap * sizeof(*k->syms) + k->names.bytes.cap +
+	       k->names.cap * (sizeof(*k->names.offsets) + sizeof(*k->names.lengths)) +
+	       hmap_bytes(&k->names.index);
 }

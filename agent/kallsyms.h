@@ -28,11 +28,14 @@ struct kallsyms {
 
 /* Parses the text of a kallsyms file. Returns the number of symbols. */
 size_t kallsyms_parse(struct kallsyms *k, const char *text, size_t len);
-/* Loads path (normally /proc/kallsyms). Returns 0 or -errno. */
+/* Loads path (normally /proc/kallsyms), once: the names are not interned
+ * after it (its index is freed). Returns 0 or -errno. */
 int kallsyms_load(struct kallsyms *k, const char *path);
 /* Returns the symbol containing addr (the closest at or below it), or
  * NULL. *module is "" for the kernel image or the module name. */
 const char *kallsyms_lookup(const struct kallsyms *k, uint64_t addr, const char **module);
 void kallsyms_free(struct kallsyms *k);
+/* Bytes held: memory accounting. */
+size_t kallsyms_bytes(const struct kallsyms *k);
 
 #endif

@@ -25,6 +25,7 @@
 #include "files.h"
 #include "httpc.h"
 #include "kallsyms.h"
+#include "memstats.h"
 #include "kubelet.h"
 #include "log.h"
 #include "metricsender.h"
@@ -608,6 +609,17 @@ static void take_stats(struct agent *a, struct selfstats_values *s)
 	v[SS_SAMPLING] = a->sampling;
 	v[SS_OFFCPU_SAMPLING] = oncpu_offcpu_active(a->oncpu);
 	v[SS_START_TIME] = (uint64_t)MAX(a->start_unix_ms / 1000, (int64_t)0);
+	/* memory (memstats.h): each part as its owner accounts it */
+	memstats_rss(&v[SS_MEM_RSS], &v[SS_MEM_RSS_PEAK]);
+	v[SS_MEM_UNWIND_BUILD] = memstats_get(MEM_UNWIND_BUILD);
+	v[SS_MEM_SYMBOLS] = memstats_get(MEM_SYMBOLS);
+	v[SS_MEM_BUDGET_RESERVED] = memstats_reserved();
+	v[SS_MEM_BUDGET_WAITS] = memstats_waits();
+	v[SS_MEM_PROCESSES] = proc_table_bytes(&a->procs);
+	v[SS_MEM_FILES] = files_bytes(&a->files);
+	v[SS_MEM_SAMPLE_CACHE] = sample_cache_bytes(&a->collector.samples);
+	v[SS_MEM_PYTHON] = python_bytes(a->python);
+	v[SS_MEM_KERNEL_SYMBOLS] = kallsyms_bytes(&a->ksyms);
 }
 
 static void log_stats(struct agent *a)
@@ -625,7 +637,10 @@ static void log_stats(struct agent *a)
 		 "python_processes=%llu metrics_points=%llu metrics_batches_sent=%llu metrics_dropped=%llu "
 		 "metrics_collect_us=%llu metrics_processes_dropped=%llu raw_stacks=%llu "
 		 "raw_skipped=%llu raw_unwound=%llu raw_unwound_late=%llu raw_expired=%llu "
-		 "raw_fallback=%llu raw_pending=%llu",
+		 "raw_fallback=%llu raw_pending=%llu "
+		 "rss_kb=%llu rss_peak_kb=%llu mem_unwind_build_kb=%llu mem_symbols_kb=%llu "
+		 "mem_processes_kb=%llu mem_files_kb=%llu mem_sample_cache_kb=%llu mem_python_kb=%llu "
+		 "mem_kernel_symbols_kb=%llu",
 		 U(SS_SAMPLES), U(SS_LOST), U(SS_OFFCPU_SAMPLES), U(SS_OFFCPU_LOST), U(SS_CFI_STACKS),
 		 U(SS_FP_STACKS), U(SS_ERROR_STACKS),
 		 U(SS_TRUNCATED), U(SS_PROCESSES), U(SS_FILES), U(SS_TABLES_LOADED), U(SS_TABLES_SHARED),
@@ -638,7 +653,10 @@ static void log_stats(struct agent *a)
 		 U(SS_MET_POINTS), U(SS_MET_BATCHES_SENT), U(SS_MET_BATCHES_DROPPED),
 		 U(SS_MET_COLLECT_NS) / 1000, U(SS_MET_PROCESSES_DROPPED), U(SS_RAW_STACKS),
 		 U(SS_BPF_RAW_SKIPPED), U(SS_RAW_UNWOUND), U(SS_RAW_UNWOUND_LATE), U(SS_RAW_EXPIRED),
-		 U(SS_RAW_FALLBACK), U(SS_RAW_PENDING));
+		 U(SS_RAW_FALLBACK), U(SS_RAW_PENDING),
+		 U(SS_MEM_RSS) / 1024, U(SS_MEM_RSS_PEAK) / 1024, U(SS_MEM_UNWIND_BUILD) / 1024,
+		 U(SS_MEM_SYMBOLS) / 1024, U(SS_MEM_PROCESSES) / 1024, U(SS_MEM_FILES) / 1024,
+		 U(SS_MEM_SAMPLE_CACHE) / 1024, U(SS_MEM_PYTHON) / 1024, U(SS_MEM_KERNEL_SYMBOLS) / 1024);
 #undef U
 	selfstats_publish(a->stats_srv, &s);
 }
@@ -694,6 +712,7 @@ int main(int argc, char **argv, char **envp)
 {
 	static struct agent a;
 	struct buf err = { 0 };
+	memstats_malloc_setup();
 	if (agent_config_load(&a.cfg, argc, argv, envp, &err) < 0) {
 		fprintf(stderr, "ember-agent: %s\n", err.data);
 		return 2;

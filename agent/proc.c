@@ -312,3 +312,13 @@ size_t proc_table_count(const struct proc_table *t)
 {
 	return t->index.count;
 }
+
+size_t proc_table_bytes(const struct proc_table *t)
+{
+	size_t n = t->cap * sizeof(*t->procs) + t->capfree * sizeof(*t->free_slots) +
+		   hmap_bytes(&t->index);
+	for (size_t i = 0; i < t->count; i++)
+		if (t->procs[i].pid)
+			n += t->procs[i].capmaps * sizeof(*t->procs[i].maps);
+	return n;
+}

@@ -66,6 +66,8 @@ struct proc_table {
 
 void proc_table_init(struct proc_table *t, struct file_registry *files, const char *proc_root);
 void proc_table_free(struct proc_table *t);
+/* Bytes the table holds (slots, mappings, index): memory accounting. */
+size_t proc_table_bytes(const struct proc_table *t);
 /* The process with this pid, created (and read from /proc) on first
  * sight. start_ticks is the process start time in clock ticks since boot
  * as the sample saw it: a cached entry with another start time belongs

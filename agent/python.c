@@ -665,3 +665,21 @@ void python_get_stats(const struct python *py, struct python_stats *out)
 {
 	*out = py->stats;
 }
+
+size_t python_bytes(const struct python *py)
+{
+	if (!py)
+		return 0;
+	size_t n = sizeof(*py) + py->cap * sizeof(*py->procs) + py->capfree * sizeof(*py->free_slots) +
+		   hmap_bytes(&py->index);
+	for (size_t i = 0; i < py->nprocs; i++) {
+		const struct pyproc *p = &py->procs[i];
+		if (!p->pid)
+			continue;
+		n += p->capcodes * sizeof(*p->codes) + hmap_bytes(&p->index);
+		for (size_t c = 0; c < p->ncodes; c++)
+			n += (p->codes[c].name ? strlen(p->codes[c].name) + 1 : 0) +
+			     (p->codes[c].file ? strlen(p->codes[c].file) + 1 : 0) + p->codes[c].ntable;
+	}
+	return n;
+}

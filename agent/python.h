@@ -108,6 +108,9 @@ struct python;
 
 struct python *python_new(void);
 void python_free(struct python *py);
+/* Bytes held for the Python processes and their code objects: memory
+ * accounting. Not thread-safe (the caller's thread owns py). */
+size_t python_bytes(const struct python *py);
 /* Process pid (started at start_ticks, in its exec_id-th program) runs
  * interpreter f with this bias; f = NULL forgets it. Its code cache stands
  * only while all of these stay the same (maps re-read after a dlopen). */

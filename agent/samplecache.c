@@ -64,3 +64,9 @@ void sample_cache_free(struct sample_cache *sc)
 	free(sc->words);
 	memset(sc, 0, sizeof(*sc));
 }
+
+size_t sample_cache_bytes(const struct sample_cache *sc)
+{
+	return sc->capentries * sizeof(*sc->entries) + sc->capwords * sizeof(*sc->words) +
+	       hmap_bytes(&sc->index);
+}

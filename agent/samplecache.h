@@ -59,5 +59,7 @@ void sample_cache_put(struct sample_cache *sc, const uint64_t *key, size_t n, ui
 		      const struct sample_cache_value *v);
 void sample_cache_clear(struct sample_cache *sc);
 void sample_cache_free(struct sample_cache *sc);
+/* Bytes the cache holds: memory accounting. */
+size_t sample_cache_bytes(const struct sample_cache *sc);
 
 #endif

@@ -175,6 +175,18 @@ static const struct metric metrics[SS_COUNT] = {
 	[SS_SAMPLING] = { "sampling", GAUGE, "1 while sampling, 0 while probabilistic profiling has it off." },
 	[SS_OFFCPU_SAMPLING] = { "off_cpu_sampling", GAUGE, "1 while off-CPU sampling is attached, 0 otherwise." },
 	[SS_START_TIME] = { "start_time_seconds", GAUGE, "When the agent started, Unix seconds." },
+	/* memory: where the agent's resident memory goes (docs/internals/agent.md) */
+	[SS_MEM_RSS] = { "resident_bytes", GAUGE, "The agent's resident memory now (VmRSS)." },
+	[SS_MEM_RSS_PEAK] = { "resident_peak_bytes", GAUGE, "The agent's peak resident memory since it started (VmHWM); bounded by design to 100 MB." },
+	[SS_MEM_UNWIND_BUILD] = { "memory_unwind_build_bytes", GAUGE, "Memory of the unwind tables being built (rows and FDE list, before they go to BPF)." },
+	[SS_MEM_SYMBOLS] = { "memory_symbols_bytes", GAUGE, "Memory of the symbol files being extracted (names, ranges, compressed output)." },
+	[SS_MEM_BUDGET_RESERVED] = { "memory_budget_reserved_bytes", GAUGE, "Bytes of the transient-job memory budget reserved now by table builds and symbol extraction of large files." },
+	[SS_MEM_BUDGET_WAITS] = { "memory_budget_waits_total", COUNTER, "Times a table build or symbol extraction waited for the memory budget." },
+	[SS_MEM_PROCESSES] = { "memory_processes_bytes", GAUGE, "Memory of the per-process state (the process table and each process's mappings)." },
+	[SS_MEM_FILES] = { "memory_files_bytes", GAUGE, "Memory of the file registry." },
+	[SS_MEM_SAMPLE_CACHE] = { "memory_sample_cache_bytes", GAUGE, "Memory of the cache of raw samples already in the batch." },
+	[SS_MEM_PYTHON] = { "memory_python_bytes", GAUGE, "Memory of the Python processes' state and cached code objects." },
+	[SS_MEM_KERNEL_SYMBOLS] = { "memory_kernel_symbols_bytes", GAUGE, "Memory of the kernel's symbols (/proc/kallsyms)." },
 };
 
 const char *selfstats_name(enum selfstat i)

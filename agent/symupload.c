@@ -8,12 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "compress.h"
 #include "elfsyms.h"
 #include "log.h"
+#include "memstats.h"
 #include "symfile.h"
 #include "util.h"
 
@@ -121,10 +123,85 @@ out:
 	return rc;
 }
 
+/* The symbol file compressed as it is encoded (elfsyms_extract_to): only
+ * the compressed bytes are held. Fails once more than limit bytes of
+ * symbol file come. */
+struct zsink {
+	struct buf *z;
+	size_t raw, limit;
+	bool over;
+};
+
+static int zsink_write(void *ctx, const void *data, size_t n)
+{
+	struct zsink *s = ctx;
+	s->raw += n;
+	if (s->raw > s->limit) {
+		s->over = true;
+		return -1;
+	}
+	memstats_add(MEM_SYMBOLS, -(int64_t)s->z->cap);
+	int rc = zstd_stream_write(data, n, s->z);
+	memstats_add(MEM_SYMBOLS, (int64_t)s->z->cap);
+	return rc;
+}
+
+/* What the builder holds once the symbols are read (elfsyms_opts.on_bytes). */
+static void on_builder_bytes(void *ctx, size_t bytes)
+{
+	size_t *held = ctx;
+	memstats_add(MEM_SYMBOLS, (int64_t)bytes - (int64_t)*held);
+	*held = bytes;
+}
+
+/* Extracts the symbol file of fd (symbols from dfd) into z, compressed.
+ * Returns the number of ranges, or -1 with *why (*over: more than limit
+ * bytes). *raw is the symbol file's length. */
+static long extract(int fd, int dfd, struct elfsyms_opts *eo, size_t limit, struct buf *z,
+		    size_t *raw, bool *over, const char **why)
+{
+	memstats_add(MEM_SYMBOLS, -(int64_t)z->cap);
+	buf_free(z);
+	struct zsink s = { z, 0, limit, false };
+	size_t held = 0, len = 0;
+	eo->on_bytes = on_builder_bytes;
+	eo->on_bytes_ctx = &held;
+	long n = -1;
+	if (zstd_stream_begin(3) < 0) {
+		*why = "cannot start compressing";
+	} else {
+		n = elfsyms_extract_to(fd, dfd, eo, zsink_write, &s, &len, why);
+		memstats_add(MEM_SYMBOLS, -(int64_t)z->cap);
+		if (n >= 0 && zstd_stream_end(z) < 0) {
+			*why = "cannot compress";
+			n = -1;
+		}
+		memstats_add(MEM_SYMBOLS, (int64_t)z->cap);
+	}
+	memstats_add(MEM_SYMBOLS, -(int64_t)held);
+	*over = s.over;
+	*raw = len;
+	return n;
+}
+
+/* An estimate of what extracting the symbols of a file of size bytes
+ * holds at its peak (the names, the ranges, the compressed output): what
+ * it reserves of the agent's memory budget (memstats.h). */
+static uint64_t symbols_estimate(int fd, int dfd)
+{
+	struct stat st;
+	uint64_t size = 0;
+	if (fstat(fd, &st) == 0)
+		size = (uint64_t)st.st_size;
+	if (dfd >= 0 && fstat(dfd, &st) == 0)
+		size = MAX(size, (uint64_t)st.st_size);
+	return size < MEMSTATS_SMALL_FILE ? 0 : size / 5;
+}
+
 /* Returns 1 uploaded, 0 retry, -1 give up. */
 static int upload(struct symupload *u, struct job *j)
 {
-	struct buf sym = { 0 }, z = { 0 }, resp = { 0 }, err = { 0 }, path = { 0 };
+	struct buf z = { 0 }, resp = { 0 }, err = { 0 }, path = { 0 };
 	const char *why = NULL;
 	int result = -1;
 	struct elfsyms_opts eo = { u->opts.dwarf, u->opts.max_input, now_mono_ns() + 30000000000ull };
@@ -134,36 +211,43 @@ static int upload(struct symupload *u, struct job *j)
 	int dfd = u->opts.debug_dir && *u->opts.debug_dir
 			  ? elfsyms_open_debug_file(j->fd, j->path, u->opts.debug_dir, found, sizeof(found))
 			  : -1;
+	/* Larger than anything sent: MAX_SYMFILE, and the flag's size unless
+	 * DWARF is read (then a file over it is sent without DWARF). */
+	size_t cap = (size_t)MIN((uint64_t)MAX_SYMFILE, u->opts.max_symbfile);
+	size_t limit = eo.dwarf ? (size_t)MIN((uint64_t)SIZE_MAX, u->opts.max_symbfile) : cap;
+	size_t raw = 0;
+	bool over = false;
+	uint64_t reserved = memstats_reserve(symbols_estimate(j->fd, dfd));
 	long n = -1;
 	if (dfd >= 0) {
-		n = elfsyms_extract(j->fd, dfd, &eo, &sym, &why);
+		n = extract(j->fd, dfd, &eo, limit, &z, &raw, &over, &why);
 		if (n >= 0) {
 			log_debug("symbols of %s from the local debug file %s", j->name, found);
-		} else {
+		} else if (!over) {
 			log_debug("the local debug file %s of %s: %s; using the file itself", found, j->name, why);
-			buf_reset(&sym);
 			close(dfd);
 			dfd = -1;
 		}
 	}
-	if (n < 0)
-		n = elfsyms_extract(j->fd, j->fd, &eo, &sym, &why);
-	if (n >= 0 && eo.dwarf && sym.len > u->opts.max_symbfile) {
-		log_info("symbols of %s with DWARF are %zu bytes (more than %llu): uploading ELF symbols only",
-			 j->name, sym.len, (unsigned long long)u->opts.max_symbfile);
-		buf_reset(&sym);
+	if (n < 0 && !over)
+		n = extract(j->fd, j->fd, &eo, limit, &z, &raw, &over, &why);
+	if (over && eo.dwarf) {
+		log_info("symbols of %s with DWARF are more than %llu bytes: uploading ELF symbols only",
+			 j->name, (unsigned long long)u->opts.max_symbfile);
 		eo.dwarf = false;
-		n = elfsyms_extract(j->fd, dfd >= 0 ? dfd : j->fd, &eo, &sym, &why);
+		n = extract(j->fd, dfd >= 0 ? dfd : j->fd, &eo, cap, &z, &raw, &over, &why);
 	}
 	if (dfd >= 0)
 		close(dfd);
-	if (n < 0) {
-		log_debug("no symbols for %s: %s", j->name, why);
+	memstats_release(reserved);
+	if (reserved)
+		memstats_trim();
+	if (over || (n >= 0 && raw > cap)) {
+		log_warn("symbols of %s too large to upload (more than %zu bytes)", j->name, cap);
 		goto out;
 	}
-	if (sym.len > MIN((uint64_t)MAX_SYMFILE, u->opts.max_symbfile) ||
-	    zstd_compress_buf(sym.data, sym.len, 3, &z) < 0) {
-		log_warn("symbols of %s too large to upload (%zu bytes)", j->name, sym.len);
+	if (n < 0) {
+		log_debug("no symbols for %s: %s", j->name, why);
 		goto out;
 	}
 	char hex[FILE_ID_HEX_LEN + 1];
@@ -201,7 +285,7 @@ static int upload(struct symupload *u, struct job *j)
 		result = -1;
 	}
 out:
-	buf_free(&sym);
+	memstats_add(MEM_SYMBOLS, -(int64_t)z.cap);
 	buf_free(&z);
 	buf_free(&resp);
 	buf_free(&err);

@@ -16,6 +16,11 @@
  * one (elfsyms_open_debug_file: by build ID under -debug-file-dir, else by
  * .gnu_debuglink, its CRC or build ID checked), else from the file itself;
  * with -dwarf the debug file's DWARF too.
+ * Memory: the symbol file is compressed as it is encoded (only its
+ * compressed bytes are held; memstats' MEM_SYMBOLS counts them and the
+ * builder's), and a file of MEMSTATS_SMALL_FILE or more first reserves a
+ * fifth of its size from the agent's memory budget, shared with the
+ * unwinder's table builds (memstats.h).
  */
 #ifndef EMBER_AGENT_SYMUPLOAD_H
 #define EMBER_AGENT_SYMUPLOAD_H

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "gopclntab.h"
+#include "memstats.h"
 #include "util.h"
 
 /* DWARF register numbers on x86-64. */
@@ -58,20 +59,32 @@ uint32_t rule_set_intern(struct rule_set *rs, const struct unwind_rule *r)
 
 void unwind_rows_free(struct unwind_rows *r)
 {
+	memstats_add(MEM_UNWIND_BUILD, -(int64_t)(r->cap * sizeof(*r->rows)));
 	free(r->rows);
 	memset(r, 0, sizeof(*r));
 }
 
+/* Rows come in address order (walk and the Go table sort them). */
 static void push_row(struct unwind_rows *out, uint64_t vaddr, uint32_t rule)
 {
 	if (out->count && out->rows[out->count - 1].rule == rule)
 		return; /* the previous row already covers it */
-	if (out->count && out->rows[out->count - 1].vaddr == vaddr) {
+	if (!out->count)
+		out->base = vaddr;
+	if (vaddr < out->base || vaddr - out->base > UINT32_MAX) {
+		out->too_wide = true;
+		return;
+	}
+	uint32_t addr = (uint32_t)(vaddr - out->base);
+	if (out->count && out->rows[out->count - 1].addr == addr) {
 		out->rows[out->count - 1].rule = rule;
 		return;
 	}
+	size_t cap = out->cap;
 	xgrow((void **)&out->rows, &out->cap, out->count + 1, sizeof(*out->rows));
-	out->rows[out->count].vaddr = vaddr;
+	if (out->cap != cap)
+		memstats_add(MEM_UNWIND_BUILD, (int64_t)((out->cap - cap) * sizeof(*out->rows)));
+	out->rows[out->count].addr = addr;
 	out->rows[out->count].rule = rule;
 	out->count++;
 }
@@ -344,25 +357,30 @@ static const char *const stack_bottoms[] = {
 	"runtime.rt0_go", "runtime.rt0_go.abi0",
 };
 
-/* Makes rule cover [lo, hi) in the sorted rows. */
+/* Makes rule cover [lo, hi) in the sorted rows (a range before the first
+ * row or more than 4 GiB past it is left as it is). */
 static void override_range(struct unwind_rows *r, uint64_t lo, uint64_t hi, uint32_t rule)
 {
 	size_t n = r->count;
+	if (lo < r->base || hi <= lo || hi - r->base > UINT32_MAX)
+		return;
+	uint32_t l = (uint32_t)(lo - r->base), h = (uint32_t)(hi - r->base);
 	/* The rule in force at hi, to restore after the range. */
 	uint32_t after = UINT32_MAX;
-	for (size_t i = 0; i < n && r->rows[i].vaddr <= hi; i++)
+	for (size_t i = 0; i < n && r->rows[i].addr <= h; i++)
 		after = r->rows[i].rule;
 	struct unwind_row *rows = xmalloc((n + 2) * sizeof(*rows));
 	size_t k = 0;
-	for (size_t i = 0; i < n && r->rows[i].vaddr < lo; i++)
+	for (size_t i = 0; i < n && r->rows[i].addr < l; i++)
 		rows[k++] = r->rows[i];
-	rows[k++] = (struct unwind_row){ lo, rule };
+	rows[k++] = (struct unwind_row){ l, rule };
 	if (after != UINT32_MAX)
-		rows[k++] = (struct unwind_row){ hi, after };
+		rows[k++] = (struct unwind_row){ h, after };
 	for (size_t i = 0; i < n; i++)
-		if (r->rows[i].vaddr > hi)
+		if (r->rows[i].addr > h)
 			rows[k++] = r->rows[i];
 	free(r->rows);
+	memstats_add(MEM_UNWIND_BUILD, ((int64_t)(n + 2) - (int64_t)r->cap) * (int64_t)sizeof(*rows));
 	r->rows = rows;
 	r->count = k;
 	r->cap = n + 2;
@@ -465,11 +483,27 @@ static int rows_from_gopclntab(Elf *elf, struct rule_set *rs, struct unwind_rows
 		return -1;
 	if (g.last_end)
 		push_row(out, g.last_end, g.invalid);
+	if (out->too_wide)
+		return -1;
 	/* Go's table lists functions in address order; make sure. */
 	for (size_t i = 1; i < out->count; i++)
-		if (out->rows[i].vaddr <= out->rows[i - 1].vaddr)
+		if (out->rows[i].addr <= out->rows[i - 1].addr)
 			return -1;
 	return 0;
+}
+
+/* Whether the file is a Go program (whose stack bottoms mark_stack_bottoms
+ * marks): only then is its symbol table read. */
+static bool is_go(Elf *elf)
+{
+	GElf_Shdr sh;
+	return section_named(elf, ".gopclntab", &sh) || section_named(elf, ".note.go.buildid", &sh);
+}
+
+static void starts_free(uint64_t *starts, size_t n)
+{
+	memstats_add(MEM_UNWIND_BUILD, -(int64_t)(n * sizeof(uint64_t)));
+	free(starts);
 }
 
 int unwind_table_build(int fd, struct rule_set *rs, const struct unwind_budget *budget,
@@ -484,12 +518,20 @@ int unwind_table_build(int fd, struct rule_set *rs, const struct unwind_budget *
 			elf_end(elf);
 		return -1;
 	}
+	bool go = is_go(elf);
 	uint64_t *starts = NULL;
 	size_t nstarts = 0;
 	int rc = -1;
 	Dwarf *dw = NULL;
 	Dwarf_CFI *cfi = NULL;
-	if (fde_starts_from_hdr(elf, &starts, &nstarts) == 0 && (cfi = dwarf_getcfi_elf(elf))) {
+	bool eh = fde_starts_from_hdr(elf, &starts, &nstarts) == 0 && (cfi = dwarf_getcfi_elf(elf));
+	if (!eh) {
+		free(starts);
+		starts = NULL;
+		nstarts = 0;
+	}
+	if (eh) {
+		memstats_add(MEM_UNWIND_BUILD, (int64_t)(nstarts * sizeof(uint64_t)));
 		out->source = ".eh_frame";
 		rc = walk(cfi, starts, nstarts, rs, budget, out, err);
 		dwarf_cfi_end(cfi);
@@ -498,20 +540,24 @@ int unwind_table_build(int fd, struct rule_set *rs, const struct unwind_budget *
 		rc = 0;
 	} else {
 		unwind_rows_free(out);
-		free(starts);
-		starts = NULL;
 		if (fde_starts_from_debug_frame(elf, &starts, &nstarts) == 0 &&
 		    (dw = dwarf_begin_elf(elf, DWARF_C_READ, NULL)) && (cfi = dwarf_getcfi(dw))) {
+			memstats_add(MEM_UNWIND_BUILD, (int64_t)(nstarts * sizeof(uint64_t)));
 			out->source = ".debug_frame";
 			rc = walk(cfi, starts, nstarts, rs, budget, out, err);
 		} else {
 			buf_puts(err, "no call-frame information (.eh_frame_hdr or .debug_frame)");
+			memstats_add(MEM_UNWIND_BUILD, (int64_t)(nstarts * sizeof(uint64_t)));
 		}
 		if (dw)
 			dwarf_end(dw);
 	}
-	free(starts);
-	if (rc == 0)
+	starts_free(starts, nstarts);
+	if (rc == 0 && out->too_wide) {
+		buf_puts(err, "more than 4 GiB of code");
+		rc = -1;
+	}
+	if (rc == 0 && go)
 		mark_stack_bottoms(elf, rs, out);
 	elf_end(elf);
 	if (rc < 0)

@@ -9,11 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "hmap.h"
 #include "log.h"
+#include "memstats.h"
 #include "unwind_mem.h"
 #include "unwind_table.h"
 #include "util.h"
@@ -305,6 +307,20 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* What building the table of the file fd holds at its peak, estimated
+ * from its size (the rows, libdw's cache of the FDEs, the pages of
+ * .eh_frame read: ~1/5 of the file for libLLVM and librustc_driver): what
+ * it reserves of the agent's memory budget (memstats.h). */
+static uint64_t table_estimate(int fd)
+{
+	struct stat st;
+	if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < MEMSTATS_SMALL_FILE)
+		return 0;
+	return (uint64_t)st.st_size / 5;
+}
+
+static void build_reserved(struct unwinder *u, struct job *j, int fd, uint8_t prev);
+
 /* Builds and loads the table of a slot (the worker thread). */
 static void build(struct unwinder *u, struct job *j)
 {
@@ -326,6 +342,21 @@ static void build(struct unwinder *u, struct job *j)
 	uint8_t prev = t->state;
 	t->state = T_BUILDING;
 	sl->loading = true;
+	pthread_mutex_unlock(&u->mu);
+	/* Large files take their turn in the memory budget shared with the
+	 * symbol uploader; the heap's free pages go back after them. */
+	uint64_t reserved = memstats_reserve(table_estimate(fd));
+	build_reserved(u, j, fd, prev);
+	memstats_release(reserved);
+	if (reserved)
+		memstats_trim();
+}
+
+static void build_reserved(struct unwinder *u, struct job *j, int fd, uint8_t prev)
+{
+	pthread_mutex_lock(&u->mu);
+	struct um_slot *sl = um_slot(&u->mem, j->slot);
+	struct table *t = &u->tables[j->slot];
 	char name[64];
 	memcpy(name, t->name, sizeof(name));
 	pthread_mutex_unlock(&u->mu);
@@ -337,12 +368,10 @@ static void build(struct unwinder *u, struct job *j)
 	int rc = unwind_table_build(fd, &u->rules, &budget, &rows, &err);
 	close(fd);
 	uint64_t dt = now_thread_cpu_ns() - cpu0; /* CPU time of this thread, not wall time */
-	uint64_t base = rc == 0 && rows.count ? rows.rows[0].vaddr : 0;
+	/* Rows are offsets from the first one's address (at most 4 GiB past
+	 * it: unwind_table_build fails a wider table), as BPF reads them. */
+	uint64_t base = rc == 0 && rows.count ? unwind_row_vaddr(&rows, 0) : 0;
 	const char *why = err.data ? err.data : "no rows";
-	if (rc == 0 && rows.count && rows.rows[rows.count - 1].vaddr - base > UINT32_MAX) {
-		why = "more than 4 GiB of code";
-		rc = -1;
-	}
 	if (rc == 0 && rows.count && push_rules(u) != 0) {
 		why = "cannot write the rules";
 		rc = -1;
@@ -417,7 +446,7 @@ static void build(struct unwinder *u, struct job *j)
 		size_t first = (size_t)p * UNWIND_PAGE_ROWS, end = MIN(rows.count, first + UNWIND_PAGE_ROWS);
 		for (size_t i = first; i < end && e == 0; i++) {
 			keys[n] = phys[p] * UNWIND_PAGE_ROWS + (uint32_t)(i - first);
-			vals[n].addr = (uint32_t)(rows.rows[i].vaddr - base);
+			vals[n].addr = (uint32_t)(unwind_row_vaddr(&rows, i) - base);
 			vals[n].rule = rows.rows[i].rule;
 			if (++n == BATCH) {
 				e = write_batch(u, keys, vals, n);
@@ -432,7 +461,7 @@ static void build(struct unwinder *u, struct job *j)
 		info.dir[0] = phys[0];
 	for (uint32_t p = 0; ndir && p < nrp && e == 0; p++) {
 		keys[n] = pages[p / UNWIND_PAGE_ROWS] * UNWIND_PAGE_ROWS + p % UNWIND_PAGE_ROWS;
-		vals[n].addr = (uint32_t)(rows.rows[(size_t)p * UNWIND_PAGE_ROWS].vaddr - base);
+		vals[n].addr = (uint32_t)(unwind_row_vaddr(&rows, (size_t)p * UNWIND_PAGE_ROWS) - base);
 		vals[n].rule = phys[p];
 		if (++n == BATCH) {
 			e = write_batch(u, keys, vals, n);

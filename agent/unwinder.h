@@ -23,7 +23,10 @@
  * tables no process maps are given back first, then the tables least
  * recently sampled are evicted. An evicted table that is sampled again is
  * reloaded. A file too large for the space there is is loaded in part:
- * the row pages samples fell in first.
+ * the row pages samples fell in first. The agent's own memory: building
+ * the table of a file of MEMSTATS_SMALL_FILE or more first reserves a
+ * fifth of its size from the memory budget shared with the symbol
+ * uploader (memstats.h), and the heap is trimmed after it.
  */
 #ifndef EMBER_AGENT_UNWINDER_H
 #define EMBER_AGENT_UNWINDER_H

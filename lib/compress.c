@@ -71,6 +71,45 @@ int zstd_compress_buf(const void *in, size_t n, int level, struct buf *out)
 	return 0;
 }
 
+int zstd_stream_begin(int level)
+{
+	ZSTD_CCtx *cc = thread_cctx();
+	if (!cc || ZSTD_isError(ZSTD_CCtx_reset(cc, ZSTD_reset_session_and_parameters)) ||
+	    ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, level)))
+		return -1;
+	return 0;
+}
+
+static int stream_run(const void *in, size_t n, ZSTD_EndDirective mode, struct buf *out)
+{
+	ZSTD_CCtx *cc = thread_cctx();
+	if (!cc)
+		return -1;
+	ZSTD_inBuffer ib = { in, n, 0 };
+	for (;;) {
+		size_t room = ZSTD_CStreamOutSize();
+		buf_reserve(out, room);
+		ZSTD_outBuffer ob = { out->data + out->len, room, 0 };
+		size_t r = ZSTD_compressStream2(cc, &ob, &ib, mode);
+		if (ZSTD_isError(r))
+			return -1;
+		out->len += ob.pos;
+		out->data[out->len] = '\0';
+		if (mode == ZSTD_e_end ? r == 0 : ib.pos == ib.size)
+			return 0;
+	}
+}
+
+int zstd_stream_write(const void *in, size_t n, struct buf *out)
+{
+	return n ? stream_run(in, n, ZSTD_e_continue, out) : 0;
+}
+
+int zstd_stream_end(struct buf *out)
+{
+	return stream_run(NULL, 0, ZSTD_e_end, out);
+}
+
 int zstd_decompress_bounded(const void *in, size_t n, size_t max_out, struct buf *out)
 {
 	ZSTD_DCtx *ds = thread_dctx();

@@ -14,6 +14,15 @@
 
 /* Appends the zstd frame of in[0..n) to out. Returns 0 or -1. */
 int zstd_compress_buf(const void *in, size_t n, int level, struct buf *out);
+
+/* One zstd frame made of pieces written one after another (the thread's
+ * compression context, so one stream per thread at a time): the input is
+ * never held whole. zstd_stream_begin, then zstd_stream_write for each
+ * piece, then zstd_stream_end; each appends what it compressed to out.
+ * Each returns 0 or -1. */
+int zstd_stream_begin(int level);
+int zstd_stream_write(const void *in, size_t n, struct buf *out);
+int zstd_stream_end(struct buf *out);
 /* Appends the decompressed bytes of one or more zstd frames to out.
  * Returns 0, -1 for malformed input, or -2 when the output would exceed
  * max_out bytes. */

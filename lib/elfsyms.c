@@ -46,9 +46,15 @@ static bool sane_segment(const GElf_Phdr *ph)
 
 struct sym {
 	uint64_t addr, size;
-	const char *name;
+	uint32_t chain;
 	int rank;
 };
+
+/* Symbols are read this many at a time through a mapping of their own,
+ * dropped after each: the symbol and string tables of a large library
+ * (librustc_driver: 24 MB) are then never resident at once, only the names
+ * interned in the builder. */
+#define SYM_CHUNK 32768
 
 /* Ranks aliases at the same address: a global name beats a weak one,
  * which beats a local one; names from .symtab beat .dynsym duplicates. */
@@ -63,31 +69,45 @@ static int symbol_rank(const GElf_Sym *sym, int from_symtab)
 	return 10 + r * 2 + from_symtab;
 }
 
-static void collect_symbols(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, int from_symtab,
+/* The function symbols [first, first + SYM_CHUNK) of the symbol table in
+ * section scn_index of the file fd, their names interned in b. Returns how
+ * many symbols the table has (0 when none can be read). */
+static size_t collect_chunk(int fd, size_t scn_index, size_t first, struct symfile_builder *b,
 			    struct sym **syms, size_t *n, size_t *cap)
 {
-	if (sh->sh_entsize == 0)
-		return;
-	Elf_Data *data = elf_getdata(scn, NULL);
-	if (!data || !data->d_buf) /* SHT_NOBITS: a size, no bytes */
-		return;
-	size_t count = MIN(sh->sh_size / sh->sh_entsize, (size_t)MAX_SYMBOLS);
-	for (size_t i = 0; i < count && *n < MAX_SYMBOLS; i++) {
+	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf)
+		return 0;
+	size_t count = 0;
+	Elf_Scn *scn = elf_getscn(elf, scn_index);
+	GElf_Shdr sh;
+	Elf_Data *data;
+	if (!scn || !gelf_getshdr(scn, &sh) || sh.sh_entsize == 0 ||
+	    !(data = elf_getdata(scn, NULL)) || !data->d_buf) /* SHT_NOBITS: a size, no bytes */
+		goto out;
+	int from_symtab = sh.sh_type == SHT_SYMTAB;
+	count = MIN(sh.sh_size / sh.sh_entsize, (size_t)MAX_SYMBOLS);
+	for (size_t i = first; i < count && i < first + SYM_CHUNK && *n < MAX_SYMBOLS; i++) {
 		GElf_Sym sym;
-		if (!gelf_getsym(data, (int)i, &sym))
+		if (!gelf_getsym(data, (int)i, &sym)) {
+			count = i; /* no more */
 			break;
+		}
 		int type = GELF_ST_TYPE(sym.st_info);
 		if (type != STT_FUNC && type != STT_GNU_IFUNC)
 			continue;
 		if (sym.st_shndx == SHN_UNDEF || sym.st_value == 0)
 			continue;
-		const char *name = elf_strptr(elf, sh->sh_link, sym.st_name);
+		const char *name = elf_strptr(elf, sh.sh_link, sym.st_name);
 		if (!name || !*name)
 			continue;
 		xgrow((void **)syms, cap, *n + 1, sizeof(**syms));
-		(*syms)[(*n)++] = (struct sym){ sym.st_value, sym.st_size, name,
+		(*syms)[(*n)++] = (struct sym){ sym.st_value, sym.st_size, symfile_chain(b, name, NULL, 0, 0),
 						symbol_rank(&sym, from_symtab) };
 	}
+out:
+	elf_end(elf);
+	return count;
 }
 
 static int cmp_sym(const void *a, const void *b)
@@ -109,7 +129,8 @@ static void on_go_func(void *ctx, uint64_t lo, uint64_t hi, const char *name, si
 	symfile_add_range(g->b, lo, hi, symfile_chain(g->b, g->name, NULL, 0, 0), RANK_GOPCLNTAB);
 }
 
-static void add_elf_symbols(Elf *elf, struct symfile_builder *b)
+/* The functions of the ELF file fd (open as elf) into b. */
+static void add_elf_symbols(int fd, Elf *elf, struct symfile_builder *b)
 {
 	struct sym *syms = NULL;
 	size_t n = 0, cap = 0;
@@ -130,7 +151,10 @@ static void add_elf_symbols(Elf *elf, struct symfile_builder *b)
 		if (!gelf_getshdr(scn, &sh))
 			continue;
 		if (sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM) {
-			collect_symbols(elf, scn, &sh, sh.sh_type == SHT_SYMTAB, &syms, &n, &cap);
+			size_t idx = elf_ndxscn(scn);
+			for (size_t first = 0;; first += SYM_CHUNK)
+				if (collect_chunk(fd, idx, first, b, &syms, &n, &cap) <= first + SYM_CHUNK)
+					break;
 		} else if (have_shstr && sh.sh_type == SHT_PROGBITS) {
 			const char *name = elf_strptr(elf, shstrndx, sh.sh_name);
 			Elf_Data *d;
@@ -156,14 +180,13 @@ static void add_elf_symbols(Elf *elf, struct symfile_builder *b)
 				continue;
 			hi = syms[j].addr;
 		}
-		symfile_add_range(b, syms[i].addr, hi, symfile_chain(b, syms[i].name, NULL, 0, 0),
-				  syms[i].rank);
+		symfile_add_range(b, syms[i].addr, hi, syms[i].chain, syms[i].rank);
 	}
 	free(syms);
 }
 
-long elfsyms_extract(int fd, int debug_fd, const struct elfsyms_opts *o, struct buf *out,
-		     const char **err)
+long elfsyms_extract_to(int fd, int debug_fd, const struct elfsyms_opts *o, symfile_sink sink,
+			void *ctx, size_t *len, const char **err)
 {
 	Elf *elf = open_elf(fd);
 	if (!elf) {
@@ -195,9 +218,9 @@ long elfsyms_extract(int fd, int debug_fd, const struct elfsyms_opts *o, struct 
 				symfile_add_segment(b, ph.p_offset, ph.p_vaddr, ph.p_filesz);
 		}
 	}
-	add_elf_symbols(dbg, b);
+	add_elf_symbols(debug_fd, dbg, b);
 	if (dbg != elf)
-		add_elf_symbols(elf, b); /* names the debug file may lack (.dynsym) */
+		add_elf_symbols(fd, elf, b); /* names the debug file may lack (.dynsym) */
 	struct stat st;
 	if (o && o->dwarf && fstat(debug_fd, &st) == 0 &&
 	    (o->max_input == 0 || (uint64_t)st.st_size <= o->max_input)) {
@@ -206,7 +229,9 @@ long elfsyms_extract(int fd, int debug_fd, const struct elfsyms_opts *o, struct 
 			symfile_set_flags(b, SYMFILE_HAS_LINES | SYMFILE_HAS_INLINES);
 	}
 	size_t n = symfile_builder_ranges(b);
-	if (symfile_finish(b, out) < 0) {
+	if (o && o->on_bytes)
+		o->on_bytes(o->on_bytes_ctx, symfile_builder_bytes(b));
+	if (symfile_finish_to(b, sink, ctx, len) < 0) {
 		*err = "symbol file limits exceeded";
 		goto out;
 	}
@@ -217,6 +242,25 @@ out:
 		elf_end(dbg);
 	elf_end(elf);
 	return rc;
+}
+
+static int buf_sink(void *ctx, const void *data, size_t n)
+{
+	buf_append(ctx, data, n);
+	return 0;
+}
+
+long elfsyms_extract(int fd, int debug_fd, const struct elfsyms_opts *o, struct buf *out,
+		     const char **err)
+{
+	size_t start = out->len, len = 0;
+	long n = elfsyms_extract_to(fd, debug_fd, o, buf_sink, out, &len, err);
+	if (n < 0) {
+		out->len = start; /* a sink may have written part of it */
+		if (out->data)
+			out->data[start] = '\0';
+	}
+	return n;
 }
 
 int elfsyms_exec_segments(int fd, struct elf_segment *out, int max)

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "symfile.h"
 
 #define ELF_BUILD_ID_MAX 64
 
@@ -32,6 +33,10 @@ struct elfsyms_opts {
 	 * file's program headers carry no file offsets); nsegments 0 = read fd's. */
 	const struct elf_segment *segments;
 	int nsegments;
+	/* Told the bytes the symbol file's builder holds once all symbols are
+	 * read (before the file is encoded); NULL = not told. */
+	void (*on_bytes)(void *ctx, size_t bytes);
+	void *on_bytes_ctx;
 };
 
 /* Appends the symbol file of the ELF file `fd` to out, with symbols read
@@ -39,6 +44,14 @@ struct elfsyms_opts {
  * Returns the number of address ranges (>= 0), or -1 with *err set. */
 long elfsyms_extract(int fd, int debug_fd, const struct elfsyms_opts *o, struct buf *out,
 		     const char **err);
+/* As elfsyms_extract, but the symbol file goes to sink in pieces
+ * (symfile_finish_to) and *len is set to its length: a caller that
+ * compresses it never holds it whole. Memory: the symbol and string tables
+ * are read SYM_CHUNK symbols at a time through a mapping dropped after
+ * each, so what is held is the builder (the names, once each) and not
+ * the file's tables too. */
+long elfsyms_extract_to(int fd, int debug_fd, const struct elfsyms_opts *o, symfile_sink sink,
+			void *ctx, size_t *len, const char **err);
 
 /* The executable PT_LOAD segments (file offset, virtual address, size in
  * the file), at most max. Returns how many, or -1 when not ELF. */

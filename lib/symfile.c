@@ -170,6 +170,11 @@ struct symfile_builder {
 	struct bchain *chains;
 	size_t nchains, capchains;
 	struct hmap chain_index;
+	/* The chain of each name alone (no file, line or parent), by string
+	 * id, 0 = none yet: what ELF symbols make, one per function, found
+	 * without the hash index (whose slots would double their memory). */
+	uint32_t *name_chain;
+	size_t cap_name_chain;
 	uint32_t flags;
 };
 
@@ -189,6 +194,7 @@ void symfile_builder_free(struct symfile_builder *b)
 	strtab_free(&b->strings);
 	free(b->chains);
 	hmap_free(&b->chain_index);
+	free(b->name_chain);
 	free(b);
 }
 
@@ -222,15 +228,25 @@ uint32_t symfile_chain(struct symfile_builder *b, const char *name, const char *
 		line,
 		parent <= b->nchains ? parent : 0,
 	};
+	bool alone = c.file == SYMFILE_NO_FILE && c.line == 0 && c.parent == 0;
+	if (alone && c.name < b->cap_name_chain && b->name_chain[c.name])
+		return b->name_chain[c.name];
 	uint64_t h = hash_bytes(&c, sizeof(c));
 	struct chain_key k = { b, &c };
 	uint32_t idx;
-	if (hmap_find(&b->chain_index, h, eq_chain, &k, &idx))
+	if (!alone && hmap_find(&b->chain_index, h, eq_chain, &k, &idx))
 		return idx + 1;
 	xgrow((void **)&b->chains, &b->capchains, b->nchains + 1, sizeof(*b->chains));
 	idx = (uint32_t)b->nchains++;
 	b->chains[idx] = c;
-	hmap_insert(&b->chain_index, h, idx);
+	if (alone) {
+		size_t cap = b->cap_name_chain;
+		xgrow((void **)&b->name_chain, &b->cap_name_chain, (size_t)c.name + 1, sizeof(uint32_t));
+		memset(b->name_chain + cap, 0, (b->cap_name_chain - cap) * sizeof(uint32_t));
+		b->name_chain[c.name] = idx + 1;
+	} else {
+		hmap_insert(&b->chain_index, h, idx);
+	}
 	return idx + 1;
 }
 
@@ -288,10 +304,22 @@ static size_t merge_into_gaps(const struct brange *high, size_t nh, const struct
 	return n;
 }
 
-int symfile_finish(struct symfile_builder *b, struct buf *out)
+/* The rows of the finished file (overlaps resolved) in *rowbuf. Frees the
+ * ranges and the indexes only building needs. Returns 0, or -1 when limits
+ * are exceeded. */
+static int finish_rows(struct symfile_builder *b, uint8_t **rowbuf_out, size_t *nrow_out,
+		       uint64_t *vbase_out)
 {
 	if (b->nseg > SYMFILE_MAX_SEGMENTS || b->nranges > SYMFILE_MAX_ROWS / 2)
 		return -1;
+	if (b->strings.bytes.len > UINT32_MAX || b->nchains > SYMFILE_MAX_ROWS)
+		return -1;
+	/* Interning is over: its indexes go before the rows are made. */
+	hmap_free(&b->chain_index);
+	hmap_free(&b->strings.index);
+	free(b->name_chain);
+	b->name_chain = NULL;
+	b->cap_name_chain = 0;
 	if (b->nranges)
 		qsort(b->ranges, b->nranges, sizeof(*b->ranges), cmp_range);
 	/* Per rank (highest first): clip overlaps inside the rank, then merge
@@ -317,6 +345,9 @@ int symfile_finish(struct symfile_builder *b, struct buf *out)
 		i = j;
 	}
 	free(tmp);
+	free(b->ranges);
+	b->ranges = NULL;
+	b->nranges = b->capranges = 0;
 	uint64_t vbase = nacc ? acc[0].lo : 0;
 	if (nacc && acc[nacc - 1].hi - vbase > UINT32_MAX) {
 		free(acc);
@@ -342,40 +373,96 @@ int symfile_finish(struct symfile_builder *b, struct buf *out)
 		}
 	}
 	free(acc);
+	*rowbuf_out = rowbuf;
+	*nrow_out = nrow;
+	*vbase_out = vbase;
+	return 0;
+}
+
+static size_t encoded_len(const struct symfile_builder *b, size_t nrow)
+{
+	return HDR_LEN + b->nseg * SEG_LEN + nrow * ROW_LEN + b->nchains * CHAIN_LEN +
+	       b->strings.bytes.len;
+}
+
+/* Writes the file through sink: header, segments, rows, then the chains in
+ * blocks and the strings, so no second copy of the file is ever made. */
+static int emit(struct symfile_builder *b, const uint8_t *rowbuf, size_t nrow, uint64_t vbase,
+		symfile_sink sink, void *ctx)
+{
 	size_t strtab_len = b->strings.bytes.len;
-	if (strtab_len > UINT32_MAX || b->nchains > SYMFILE_MAX_ROWS) {
-		free(rowbuf);
-		return -1;
-	}
-	size_t total = HDR_LEN + b->nseg * SEG_LEN + nrow * ROW_LEN + b->nchains * CHAIN_LEN + strtab_len;
-	buf_reserve(out, total);
-	uint8_t *p = (uint8_t *)out->data + out->len;
-	memset(p, 0, HDR_LEN);
-	memcpy(p, SYMFILE_MAGIC, 8);
-	st32(p + 8, (uint32_t)b->nseg);
-	st32(p + 12, (uint32_t)nrow);
-	st32(p + 16, (uint32_t)b->nchains);
-	st32(p + 20, (uint32_t)strtab_len);
-	st64(p + 24, vbase);
-	st32(p + 32, b->flags);
-	uint8_t *q = p + HDR_LEN;
+	uint8_t blk[HDR_LEN + SEG_LEN * SYMFILE_MAX_SEGMENTS];
+	memset(blk, 0, HDR_LEN);
+	memcpy(blk, SYMFILE_MAGIC, 8);
+	st32(blk + 8, (uint32_t)b->nseg);
+	st32(blk + 12, (uint32_t)nrow);
+	st32(blk + 16, (uint32_t)b->nchains);
+	st32(blk + 20, (uint32_t)strtab_len);
+	st64(blk + 24, vbase);
+	st32(blk + 32, b->flags);
+	uint8_t *q = blk + HDR_LEN;
 	for (size_t i = 0; i < b->nseg; i++, q += SEG_LEN) {
 		st64(q, b->segs[i][0]);
 		st64(q + 8, b->segs[i][1]);
 		st64(q + 16, b->segs[i][2]);
 	}
-	memcpy(q, rowbuf, nrow * ROW_LEN);
-	q += nrow * ROW_LEN;
-	for (size_t i = 0; i < b->nchains; i++, q += CHAIN_LEN) {
+	if (sink(ctx, blk, (size_t)(q - blk)) < 0 || (nrow && sink(ctx, rowbuf, nrow * ROW_LEN) < 0))
+		return -1;
+	uint8_t cblk[CHAIN_LEN * 4096];
+	size_t n = 0;
+	for (size_t i = 0; i < b->nchains; i++) {
+		q = cblk + n * CHAIN_LEN;
 		st32(q, b->strings.offsets[b->chains[i].name]);
 		st32(q + 4, b->chains[i].file == SYMFILE_NO_FILE ? SYMFILE_NO_FILE
 								 : b->strings.offsets[b->chains[i].file]);
 		st32(q + 8, b->chains[i].line);
 		st32(q + 12, b->chains[i].parent);
+		if (++n == 4096 || i + 1 == b->nchains) {
+			if (sink(ctx, cblk, n * CHAIN_LEN) < 0)
+				return -1;
+			n = 0;
+		}
 	}
-	memcpy(q, b->strings.bytes.data, strtab_len);
-	out->len += total;
-	out->data[out->len] = '\0';
+	return strtab_len ? sink(ctx, b->strings.bytes.data, strtab_len) : 0;
+}
+
+int symfile_finish_to(struct symfile_builder *b, symfile_sink sink, void *ctx, size_t *len)
+{
+	uint8_t *rowbuf;
+	size_t nrow;
+	uint64_t vbase;
+	if (finish_rows(b, &rowbuf, &nrow, &vbase) < 0)
+		return -1;
+	int rc = emit(b, rowbuf, nrow, vbase, sink, ctx);
+	if (len)
+		*len = encoded_len(b, nrow);
 	free(rowbuf);
+	return rc;
+}
+
+static int buf_sink(void *ctx, const void *data, size_t n)
+{
+	buf_append(ctx, data, n);
 	return 0;
+}
+
+int symfile_finish(struct symfile_builder *b, struct buf *out)
+{
+	uint8_t *rowbuf;
+	size_t nrow;
+	uint64_t vbase;
+	if (finish_rows(b, &rowbuf, &nrow, &vbase) < 0)
+		return -1;
+	buf_reserve(out, encoded_len(b, nrow));
+	int rc = emit(b, rowbuf, nrow, vbase, buf_sink, out);
+	free(rowbuf);
+	return rc;
+}
+
+size_t symfile_builder_bytes(const struct symfile_builder *b)
+{
+	return b->capranges * sizeof(*b->ranges) + b->capseg * sizeof(*b->segs) +
+	       b->strings.bytes.cap + b->strings.cap * 2 * sizeof(uint32_t) +
+	       hmap_bytes(&b->strings.index) + b->capchains * sizeof(*b->chains) +
+	       hmap_bytes(&b->chain_index) + b->cap_name_chain * sizeof(uint32_t);
 }

@@ -85,7 +85,17 @@ void symfile_add_range(struct symfile_builder *b, uint64_t lo, uint64_t hi, uint
 void symfile_set_flags(struct symfile_builder *b, uint32_t flags);
 size_t symfile_builder_ranges(const struct symfile_builder *b);
 /* Resolves overlaps and appends the encoded file to out. Returns 0, or -1
- * when limits are exceeded. */
+ * when limits are exceeded. Either finish call ends building: the builder
+ * can then only be freed. */
 int symfile_finish(struct symfile_builder *b, struct buf *out);
+/* As symfile_finish, but hands the encoded file to sink in pieces (the
+ * header, the rows, blocks of chains, the strings), so that a caller that
+ * compresses or sends it never holds a second copy. Sets *len to the
+ * file's length. Returns 0, or -1 when limits are exceeded or sink
+ * returned < 0. */
+typedef int (*symfile_sink)(void *ctx, const void *data, size_t n);
+int symfile_finish_to(struct symfile_builder *b, symfile_sink sink, void *ctx, size_t *len);
+/* Bytes the builder holds now (what a caller accounts as in flight). */
+size_t symfile_builder_bytes(const struct symfile_builder *b);
 
 #endif

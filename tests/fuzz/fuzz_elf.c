@@ -39,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct buf err = { 0 };
 	if (unwind_table_build(fd, &rs, &b, &rows, &err) == 0) {
 		for (size_t i = 1; i < rows.count; i++)
-			if (rows.rows[i].vaddr <= rows.rows[i - 1].vaddr)
+			if (unwind_row_vaddr(&rows, i) <= unwind_row_vaddr(&rows, i - 1))
 				abort(); /* rows must be strictly sorted */
 		unwind_rows_free(&rows);
 	}

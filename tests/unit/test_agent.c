@@ -9,6 +9,7 @@
 #include <linux/types.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -21,6 +22,7 @@
 #include "agent/kallsyms.h"
 #include "agent/kubelet.h"
 #include "agent/maps.h"
+#include "agent/memstats.h"
 #include "agent/oncpu.h"
 #include "agent/otlp_export.h"
 #include "agent/proc.h"
@@ -1976,6 +1978,56 @@ static void test_python_symbolize(void **state)
 	python_free(py);
 }
 
+/* --- the memory budget of the big transient jobs (memstats.h) --------- */
+
+struct budget_waiter {
+	uint64_t want, got;
+	int done;
+};
+
+static void *budget_wait_thread(void *arg)
+{
+	struct budget_waiter *w = arg;
+	w->got = memstats_reserve(w->want);
+	__atomic_store_n(&w->done, 1, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+static void test_memstats_budget(void **state)
+{
+	(void)state;
+	assert_int_equal(memstats_reserved(), 0);
+	assert_int_equal(memstats_reserve(0), 0); /* small files reserve nothing */
+	/* A job larger than the budget is clamped to it and runs alone. */
+	uint64_t big = memstats_reserve(MEMSTATS_BUDGET * 3);
+	assert_int_equal(big, MEMSTATS_BUDGET);
+	uint64_t waits = memstats_waits();
+	struct budget_waiter w = { 10u << 20, 0, 0 };
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, budget_wait_thread, &w), 0);
+	usleep(100 * 1000);
+	assert_int_equal(__atomic_load_n(&w.done, __ATOMIC_SEQ_CST), 0); /* waits its turn */
+	memstats_release(big);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(w.got, 10u << 20);
+	assert_int_equal(memstats_waits(), waits + 1);
+	/* Two that fit together do not wait. */
+	uint64_t second = memstats_reserve(MEMSTATS_BUDGET - (10u << 20));
+	assert_int_equal(memstats_waits(), waits + 1);
+	memstats_release(second);
+	memstats_release(w.got);
+	assert_int_equal(memstats_reserved(), 0);
+	/* Gauges, and the process's own RSS and peak. */
+	uint64_t g = memstats_get(MEM_SYMBOLS);
+	memstats_add(MEM_SYMBOLS, 4096);
+	assert_int_equal(memstats_get(MEM_SYMBOLS), g + 4096);
+	memstats_add(MEM_SYMBOLS, -4096);
+	assert_int_equal(memstats_get(MEM_SYMBOLS), g);
+	uint64_t rss, peak;
+	memstats_rss(&rss, &peak);
+	assert_true(rss > 1024 * 1024 && peak >= rss);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1996,6 +2048,7 @@ int main(void)
 		cmocka_unit_test(test_attrib_environ_and_deployment),
 		cmocka_unit_test(test_attrib_absent_values),
 		cmocka_unit_test(test_symupload_paths),
+		cmocka_unit_test(test_memstats_budget),
 		cmocka_unit_test(test_tags_flag),
 		cmocka_unit_test(test_pprof_and_pod_label_flags),
 		cmocka_unit_test(test_kubelet_pods),

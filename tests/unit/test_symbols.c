@@ -548,6 +548,103 @@ static void test_compress(void **state)
 	buf_free(&out);
 }
 
+static int zstd_sink(void *ctx, const void *data, size_t n)
+{
+	return zstd_stream_write(data, n, ctx);
+}
+
+/* A library of 40 000 one-instruction functions, hidden (so in .symtab
+ * only, not .dynsym): more symbols than one chunk (elfsyms.c reads SYM_CHUNK = 32 768 at a time). Extracted whole and
+ * streamed through zstd piece by piece (what the agent uploads), the two
+ * symbol files are the same bytes, and names on both sides of the chunk
+ * boundary are found. */
+static void test_elfsyms_chunks_and_stream(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/ember-test-chunks-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char src[128], lib[128], cmd[512];
+	snprintf(src, sizeof(src), "%s/many.s", dir);
+	snprintf(lib, sizeof(lib), "%s/libmany.so", dir);
+	FILE *f = fopen(src, "w");
+	assert_non_null(f);
+	fputs(".text\n", f);
+	for (int i = 0; i < 40000; i++)
+		fprintf(f, ".globl many_f%d\n.hidden many_f%d\n.type many_f%d,@function\nmany_f%d:\n\tret\n"
+			   ".size many_f%d,1\n", i, i, i, i, i);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd), "gcc -shared -nostdlib -o %s %s", lib, src);
+	assert_int_equal(system(cmd), 0);
+	int fd = open(lib, O_RDONLY);
+	assert_true(fd >= 0);
+
+	struct buf whole = { 0 }, z = { 0 }, back = { 0 };
+	const char *err = NULL;
+	long n = elfsyms_extract(fd, fd, NULL, &whole, &err);
+	assert_true(n >= 40000);
+	assert_int_equal(zstd_stream_begin(3), 0);
+	size_t len = 0;
+	assert_int_equal(elfsyms_extract_to(fd, fd, NULL, zstd_sink, &z, &len, &err), n);
+	assert_int_equal(zstd_stream_end(&z), 0);
+	assert_int_equal(len, whole.len);
+	assert_true(z.len < whole.len);
+	assert_int_equal(zstd_decompress_bounded(z.data, z.len, whole.len, &back), 0);
+	assert_int_equal(back.len, whole.len);
+	assert_memory_equal(back.data, whole.data, whole.len);
+
+	struct symfile_view v;
+	assert_int_equal(symfile_parse(whole.data, whole.len, &v, &err), 0);
+	const int probe[] = { 0, 1, 32767, 32768, 32769, 39999 };
+	struct elf_symbol_query q[6];
+	char names[6][32];
+	for (int i = 0; i < 6; i++) {
+		snprintf(names[i], sizeof(names[i]), "many_f%d", probe[i]);
+		q[i] = (struct elf_symbol_query){ .name = names[i] };
+	}
+	assert_int_equal(elfsyms_lookup(fd, q, 6), 6);
+	struct elf_segment seg[4];
+	assert_true(elfsyms_exec_segments(fd, seg, 4) >= 1);
+	for (int i = 0; i < 6; i++) {
+		uint64_t off = q[i].value - seg[0].vaddr + seg[0].offset;
+		assert_string_equal(name_at(&v, off), names[i]);
+	}
+	close(fd);
+	buf_free(&whole);
+	buf_free(&z);
+	buf_free(&back);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* The zstd stream: pieces of any size make one frame of their concatenation. */
+static void test_compress_stream(void **state)
+{
+	(void)state;
+	struct buf in = { 0 }, z = { 0 }, out = { 0 };
+	for (int i = 0; i < 300000; i++)
+		buf_printf(&in, "%d;", i % 1013);
+	assert_int_equal(zstd_stream_begin(3), 0);
+	for (size_t at = 0, step = 1; at < in.len; at += step, step = step * 3 + 1)
+		assert_int_equal(zstd_stream_write(in.data + at, MIN(step, in.len - at), &z), 0);
+	assert_int_equal(zstd_stream_end(&z), 0);
+	assert_true(z.len < in.len / 4);
+	assert_int_equal(zstd_decompress_bounded(z.data, z.len, in.len, &out), 0);
+	assert_int_equal(out.len, in.len);
+	assert_memory_equal(out.data, in.data, in.len);
+	/* A second stream on the same thread starts afresh. */
+	buf_reset(&z);
+	buf_reset(&out);
+	assert_int_equal(zstd_stream_begin(3), 0);
+	assert_int_equal(zstd_stream_write("abc", 3, &z), 0);
+	assert_int_equal(zstd_stream_end(&z), 0);
+	assert_int_equal(zstd_decompress_bounded(z.data, z.len, 3, &out), 0);
+	assert_int_equal(out.len, 3);
+	assert_memory_equal(out.data, "abc", 3);
+	buf_free(&in);
+	buf_free(&z);
+	buf_free(&out);
+}
+
 static void symbols_only(struct buf *out, const char *name)
 {
 	struct symfile_builder *b = symfile_builder_new();
@@ -626,6 +723,8 @@ int main(void)
 		cmocka_unit_test(test_display_names),
 		cmocka_unit_test(test_fileid),
 		cmocka_unit_test(test_compress),
+		cmocka_unit_test(test_compress_stream),
+		cmocka_unit_test(test_elfsyms_chunks_and_stream),
 		cmocka_unit_test(test_symbol_store),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

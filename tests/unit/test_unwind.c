@@ -24,6 +24,7 @@
 #include "agent/proc.h"
 #include "agent/rawstack.h"
 #include "agent/unwind_mem.h"
+#include "agent/memstats.h"
 #include "agent/unwind_table.h"
 #include "agent/unwinder.h"
 #include "elfsyms.h"
@@ -92,7 +93,7 @@ static void lay_out(struct unwind_file_info *fi, const struct unwind_rows *rows,
 	nentries = (size_t)(first + n) * UNWIND_PAGE_ROWS;
 	xgrow((void **)&entries, &capentries, nentries, sizeof(*entries));
 	memset(entries + (size_t)first * UNWIND_PAGE_ROWS, 0xee, (size_t)n * UNWIND_PAGE_ROWS * sizeof(*entries));
-	uint64_t base = rows->rows[0].vaddr;
+	uint64_t base = unwind_row_vaddr(rows, 0);
 	memset(fi, 0, sizeof(*fi));
 	fi->base = base;
 	fi->count = (uint32_t)rows->count;
@@ -106,12 +107,12 @@ static void lay_out(struct unwind_file_info *fi, const struct unwind_rows *rows,
 		if (ndir) {
 			struct unwind_entry *de = &entries[(size_t)fi->dir[p / UNWIND_PAGE_ROWS] * UNWIND_PAGE_ROWS +
 							   p % UNWIND_PAGE_ROWS];
-			de->addr = (uint32_t)(rows->rows[(size_t)p * UNWIND_PAGE_ROWS].vaddr - base);
+			de->addr = (uint32_t)(unwind_row_vaddr(rows, (size_t)p * UNWIND_PAGE_ROWS) - base);
 			de->rule = leave_out && leave_out(p) ? UNWIND_PAGE_NONE : phys;
 		}
 		for (size_t i = (size_t)p * UNWIND_PAGE_ROWS; i < rows->count && i < (size_t)(p + 1) * UNWIND_PAGE_ROWS; i++)
 			entries[(size_t)phys * UNWIND_PAGE_ROWS + i % UNWIND_PAGE_ROWS] =
-				(struct unwind_entry){ (uint32_t)(rows->rows[i].vaddr - base), rows->rows[i].rule };
+				(struct unwind_entry){ (uint32_t)(unwind_row_vaddr(rows, i) - base), rows->rows[i].rule };
 	}
 }
 
@@ -391,7 +392,7 @@ static void test_through_libc_callbacks(void **state)
 static const struct unwind_rule *rule_for(const struct unwind_rows *r, uint64_t vaddr)
 {
 	const struct unwind_row *best = NULL;
-	for (size_t i = 0; i < r->count && r->rows[i].vaddr <= vaddr; i++)
+	for (size_t i = 0; i < r->count && unwind_row_vaddr(r, i) <= vaddr; i++)
 		best = &r->rows[i];
 	return best ? &rules.rules[best->rule] : NULL;
 }
@@ -421,12 +422,18 @@ static void test_table_properties_libc(void **state)
 	struct unwind_rows r;
 	struct buf err = { 0 };
 	struct unwind_budget b = { 4u << 20, now_mono_ns() + 10000000000ull };
+	/* Rows are 8 bytes, and what a build holds is in the agent's memory
+	 * gauge (memstats.h) exactly while the rows are: the FDE list is given
+	 * back when the build returns, the rows at unwind_rows_free. */
+	assert_int_equal(sizeof(struct unwind_row), 8);
+	uint64_t g0 = memstats_get(MEM_UNWIND_BUILD);
 	assert_int_equal(unwind_table_build(fd, &rules, &b, &r, &err), 0);
+	assert_int_equal(memstats_get(MEM_UNWIND_BUILD) - g0, r.cap * sizeof(struct unwind_row));
 	assert_string_equal(r.source, ".eh_frame");
 	assert_true(r.count > 10000);
 	/* Sorted, unique addresses, and no two equal rules in a row. */
 	for (size_t i = 1; i < r.count; i++) {
-		assert_true(r.rows[i].vaddr > r.rows[i - 1].vaddr);
+		assert_true(unwind_row_vaddr(&r, i) > unwind_row_vaddr(&r, i - 1));
 		assert_true(r.rows[i].rule != r.rows[i - 1].rule);
 	}
 	int kinds[8] = { 0 };
@@ -461,6 +468,7 @@ static void test_table_properties_libc(void **state)
 	assert_non_null(strstr(err.data, "rows"));
 	assert_int_equal(small.count, 0);
 	unwind_rows_free(&r);
+	assert_int_equal(memstats_get(MEM_UNWIND_BUILD), g0);
 	buf_free(&err);
 	close(fd);
 	/* Not ELF. */
@@ -749,7 +757,7 @@ static void check_rows(struct e2e *e, const struct unwind_file_info *fi, const s
 {
 	*right = *missing = 0;
 	for (size_t i = 0; i < l->rows.count; i++) {
-		int id = uw_find_rule_id(fi, l->rows.rows[i].vaddr);
+		int id = uw_find_rule_id(fi, unwind_row_vaddr(&l->rows, i));
 		if (id <= -2) {
 			assert_int_equal(-2 - id, (int)(i / UNWIND_PAGE_ROWS));
 			(*missing)++;
@@ -762,7 +770,7 @@ static void check_rows(struct e2e *e, const struct unwind_file_info *fi, const s
 		assert_memory_equal(&got, &rules.rules[l->rows.rows[i].rule], sizeof(got));
 		(*right)++;
 	}
-	assert_int_equal(uw_find_rule_id(fi, l->rows.rows[0].vaddr - 1), -1);
+	assert_int_equal(uw_find_rule_id(fi, unwind_row_vaddr(&l->rows, 0) - 1), -1);
 }
 
 static void set_seen(struct e2e *e, uint32_t slot, uint64_t t)
@@ -897,14 +905,14 @@ static void test_unwinder_partial_and_refused(void **state)
 	assert_int_equal(right + missing, cxx.rows.count);
 	/* Samples fell in row page 9, not loaded: it is loaded next. */
 	uint32_t last = (uint32_t)((cxx.rows.count - 1) / UNWIND_PAGE_ROWS);
-	assert_true(uw_find_rule_id(&fi, cxx.rows.rows[(size_t)last * UNWIND_PAGE_ROWS].vaddr) <= -2);
+	assert_true(uw_find_rule_id(&fi, unwind_row_vaddr(&cxx.rows, (size_t)last * UNWIND_PAGE_ROWS)) <= -2);
 	uint64_t key = (uint64_t)s_cxx << 32 | last, now = now_mono_ns();
 	assert_int_equal(bpf_map_update_elem(e.fds.wanted, &key, &now, BPF_ANY), 0);
 	usleep(10000);
 	unwinder_tick(e.u, now_mono_ns() + 3000000000ull);
 	E2E_WAIT(&e, files_partial, 2);
 	fi = e2e_load(&e, s_cxx);
-	assert_true(uw_find_rule_id(&fi, cxx.rows.rows[(size_t)last * UNWIND_PAGE_ROWS].vaddr) >= 0);
+	assert_true(uw_find_rule_id(&fi, unwind_row_vaddr(&cxx.rows, (size_t)last * UNWIND_PAGE_ROWS)) >= 0);
 	check_rows(&e, &fi, &cxx, &right, &missing);
 	assert_int_equal(right, 5 * UNWIND_PAGE_ROWS - (cxx.rows.count % UNWIND_PAGE_ROWS ? UNWIND_PAGE_ROWS - cxx.rows.count % UNWIND_PAGE_ROWS : 0));
 	/* libc was never touched. */
@@ -987,14 +995,14 @@ static void test_paged_lookup_libc(void **state)
 		for (size_t i = 0; i < r.count; i++) {
 			uint32_t page = (uint32_t)(i / UNWIND_PAGE_ROWS);
 			int want = pass && page % 2 ? -2 - (int)page : (int)r.rows[i].rule;
-			assert_int_equal(uw_find_rule_id(&fi, r.rows[i].vaddr), want);
+			assert_int_equal(uw_find_rule_id(&fi, unwind_row_vaddr(&r, i)), want);
 			/* one byte before the next row: still this row */
-			if (i + 1 < r.count && r.rows[i + 1].vaddr - 1 > r.rows[i].vaddr)
-				assert_int_equal(uw_find_rule_id(&fi, r.rows[i + 1].vaddr - 1), want);
+			if (i + 1 < r.count && unwind_row_vaddr(&r, i + 1) - 1 > unwind_row_vaddr(&r, i))
+				assert_int_equal(uw_find_rule_id(&fi, unwind_row_vaddr(&r, i + 1) - 1), want);
 		}
-		assert_int_equal(uw_find_rule_id(&fi, r.rows[0].vaddr - 1), -1);
+		assert_int_equal(uw_find_rule_id(&fi, unwind_row_vaddr(&r, 0) - 1), -1);
 		fi.count = 0;
-		assert_int_equal(uw_find_rule_id(&fi, r.rows[0].vaddr), -1);
+		assert_int_equal(uw_find_rule_id(&fi, unwind_row_vaddr(&r, 0)), -1);
 	}
 	/* A table of one page has no directory. */
 	struct unwind_rows one = r;
@@ -1002,7 +1010,7 @@ static void test_paged_lookup_libc(void **state)
 	struct unwind_file_info fi;
 	lay_out(&fi, &one, NULL);
 	for (size_t i = 0; i < one.count; i++)
-		assert_int_equal(uw_find_rule_id(&fi, r.rows[i].vaddr), (int)r.rows[i].rule);
+		assert_int_equal(uw_find_rule_id(&fi, unwind_row_vaddr(&r, i)), (int)r.rows[i].rule);
 	unwind_rows_free(&r);
 }
 
