@@ -515,7 +515,7 @@ static uint32_t my_tid(void)
  * and class, drawn at random among its launches, so that every kernel name
  * a thread launches keeps getting fresh stacks in proportion to its
  * launches (unsampled launches inherit the last sampled stack of their
- * thread and name). Each launch is picked with the chance target / the
+ * thread and name). Each launch is picked with the chance 2 x target / the
  * launches of the window before (or of this one so far, when more); a
  * token bucket caps it: `target` per window at most, one every
  * window / target, with a burst of a tenth of the target. Picking the
@@ -540,13 +540,17 @@ static int take_sample(enum cls c, uint64_t now)
 	}
 	uint32_t seen = ++ts.win_count[b];
 	uint32_t expect = ts.prev_count[b] > seen ? ts.prev_count[b] : seen;
-	if (expect > s->target) {
+	/* twice the chance the target needs: the bucket then binds, and the
+	 * picks reach the target instead of falling short whenever two land
+	 * within one token's time */
+	uint64_t want = 2ull * s->target;
+	if (expect > want) {
 		if (!ts.rng)
 			ts.rng = now ^ ((uint64_t)my_tid() << 32) ^ 0x9e3779b97f4a7c15ull;
 		ts.rng ^= ts.rng << 13;
 		ts.rng ^= ts.rng >> 7;
 		ts.rng ^= ts.rng << 17;
-		if (ts.rng % expect >= s->target)
+		if (ts.rng % expect >= want)
 			return 0;
 	}
 	uint64_t interval = s->window_ns / s->target;
