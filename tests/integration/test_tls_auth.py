@@ -107,7 +107,11 @@ def test_tls_agent_against_a_plain_server_says_what_to_do(server, agent_factory)
     run_workload("cpu_split", 2)
     hint = (f"the server at {hostport} speaks plain HTTP: start the agent with -disable-tls, "
             "or the server with --tls-cert/--tls-key")
-    wait_until(lambda: hint in agent.output(), 30, what="the plain-HTTP hint")
+    try:
+        wait_until(lambda: hint in agent.output(), 60, what="the plain-HTTP hint")
+    except AssertionError as e:
+        # What the agent said instead (a CI run once timed out here).
+        raise AssertionError(f"{e}; the agent's log ends:\n{agent.output()[-3000:]}") from None
     line = next(ln for ln in agent.output().splitlines() if hint in ln)
     assert "cannot deliver batch" in line or "symbols" in line or "metrics" in line, line
     agent.stop()
