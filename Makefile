@@ -16,7 +16,7 @@ SOURCE  := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 ARCH    := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
 
 PKGS := libbpf libelf libdw zlib libzstd libmicrohttpd jansson libcurl sqlite3 \
-        libprotobuf-c libpcre2-8 libcrypto libxxhash libdebuginfod
+        libprotobuf-c libpcre2-8 libcrypto libxxhash libdebuginfod libsodium
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -39,7 +39,7 @@ SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-re
 
 LIB_SRCS    := $(wildcard lib/*.c)
 AGENT_SRCS  := $(filter-out agent/main.c,$(wildcard agent/*.c))
-SERVER_SRCS := $(filter-out server/main.c,$(wildcard server/*.c))
+SERVER_SRCS := $(filter-out server/main.c,$(wildcard server/*.c server/auth/*.c))
 CLI_SRCS    := $(filter-out cli/main.c,$(wildcard cli/*.c))
 BPF_SRCS    := $(wildcard bpf/*.bpf.c)
 SKELS       := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.skel.h,$(BPF_SRCS))

@@ -21,7 +21,7 @@ run_packages=(
   # BPF: libbpf + skeleton generator; kernel headers for uapi types
   libbpf-dev bpftool linux-libc-dev
   # libraries the binaries link
-  libelf-dev libdw-dev zlib1g-dev libzstd-dev libssl-dev libxxhash-dev
+  libelf-dev libdw-dev zlib1g-dev libzstd-dev libssl-dev libxxhash-dev libsodium-dev
   libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev libsqlite3-dev
   libprotobuf-c-dev protobuf-c-compiler libpcre2-dev libiberty-dev libdebuginfod-dev
   # what `make run` uses (scripts/run.sh: curl for the health check)
