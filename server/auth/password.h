@@ -22,10 +22,13 @@
 
 /* 0 with the encoded hash in out; -1 with err set (empty or too long). */
 int password_hash(const char *pw, char out[PASSWORD_HASH_MAX], struct buf *err);
-/* True when pw matches hash; false for any malformed hash. */
+/* True when pw matches hash; false for any malformed hash, a hash that
+ * is not Argon2id, or a pw that is empty or too long. */
 bool password_verify(const char *hash, const char *pw);
-/* A valid hash of a random password, made once: verify against it when
- * the user is unknown. */
+/* A valid hash of a random password, made once (the first call takes a
+ * hash's time): verify against it when the user is unknown. NULL only
+ * when libsodium cannot start or hash (password_verify(NULL, pw) is
+ * false). */
 const char *password_dummy_hash(void);
 
 #endif

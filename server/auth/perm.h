@@ -3,8 +3,9 @@
  * A permission names one thing a request does: "resource:sub:action"
  * ("project:read", "admin:user:create", "ingest:profile:write"), 2 to
  * PERM_MAX_LEVELS colon-separated levels of [a-z0-9_-]. A role or a
- * service token holds patterns, not permissions: a pattern is levels of the
- * same alphabet, or "*" (exactly one level) or "**" (one or more levels):
+ * service token holds patterns, not permissions: a pattern is 2 to
+ * PERM_MAX_LEVELS levels, each of the same alphabet or a whole "*"
+ * (exactly one level) or "**" (one or more levels; "a*" is invalid):
  * "project:*" grants "project:read" and "project:create"; "**:read" grants
  * "project:read" and "admin:user:read"; "**:*" and "**:**" grant all.
  *
