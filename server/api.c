@@ -10,6 +10,7 @@
 #include "flamegraph.h"
 #include "functions.h"
 #include "handlers.h"
+#include "server/auth/authz.h"
 #include "jsonw.h"
 #include "log.h"
 #include "metrics.h"
@@ -106,11 +107,16 @@ void handle_metrics(struct server *srv, const struct http_req *req, struct http_
 	resp->content_type = "text/plain; version=0.0.4";
 }
 
+static bool may_read(const char *id, void *who)
+{
+	return principal_can(who, "project:read", id);
+}
+
+/* The projects the caller may read. */
 void handle_projects(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
-	(void)req;
 	buf_puts(&resp->body, "{\"projects\":");
-	projects_list_json(srv->projects, &resp->body);
+	projects_list_json(srv->projects, may_read, (void *)req->who, &resp->body);
 	buf_puts(&resp->body, "}\n");
 	http_json(resp, 200);
 }

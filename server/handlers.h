@@ -1,16 +1,13 @@
 /* handlers.h - the HTTP handlers of ember-server, by area:
- * server/ingest.c (agent protocol) and server/api.c (REST API, health,
- * metrics, UI assets). The route table is in server/routes.c. */
+ * server/ingest.c (agent protocol), server/api.c (REST API, health,
+ * metrics, UI assets) and server/auth/auth_api.c (sign-in, service
+ * tokens, users, roles, audit). The route table is in server/routes.c. */
 #ifndef EMBER_SERVER_HANDLERS_H
 #define EMBER_SERVER_HANDLERS_H
 
 #include "http.h"
 #include "server.h"
 
-/* The --ingest-tokens check of every ingest route, run by the HTTP layer
- * on the headers before any body byte is read (and again by the
- * handlers): true, or false with a 401 answer in resp. */
-bool ingest_authorized(struct server *srv, const struct http_req *req, struct http_resp *resp);
 
 void handle_ingest_batch(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_otlp_profiles(struct server *srv, const struct http_req *req, struct http_resp *resp);
@@ -33,6 +30,21 @@ void handle_timeseries(struct server *srv, const struct http_req *req, struct ht
 void handle_events(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_metrics_query(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_metrics_names(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_auth_login(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_auth_refresh(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_auth_logout(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_auth_me(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_tokens_list(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_tokens_create(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_tokens_revoke(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_users_list(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_users_create(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_user_roles_set(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_roles_list(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_roles_create(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_roles_update(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_roles_delete(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_audit_list(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_asset(struct server *srv, const struct http_req *req, struct http_resp *resp);
 
 #endif

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "jsonw.h"
+#include "server/auth/authz.h"
 #include "log.h"
 #include "server.h"
 #include "util.h"
@@ -92,6 +93,7 @@ struct conn_state {
 	struct MHD_Connection *conn;
 	const char *method, *url;
 	struct http_resp resp;
+	struct principal *who;     /* auth_request's, freed when the request ends */
 };
 
 int http_match(const char *pattern, const char *path, const char **params, size_t *lens,
@@ -218,6 +220,15 @@ static enum MHD_Result send_response(struct MHD_Connection *c, struct http_resp 
 	MHD_add_response_header(r, "Cache-Control", resp->cache_control ? resp->cache_control : "no-store");
 	if (resp->retry_after)
 		MHD_add_response_header(r, "Retry-After", resp->retry_after);
+	for (char *line = resp->cookies.data, *end; line && *line; line = end + 1) {
+		end = strchr(line, '\n');
+		if (!end)
+			end = line + strlen(line) - 1;
+		else
+			*end = 0;
+		if (*line)
+			MHD_add_response_header(r, "Set-Cookie", line);
+	}
 	enum MHD_Result ret = MHD_queue_response(c, (unsigned)resp->status, r);
 	MHD_destroy_response(r);
 	return ret;
@@ -342,6 +353,7 @@ static enum MHD_Result respond(struct http_server *h, struct MHD_Connection *c,
 		__atomic_add_fetch(&h->srv->counters.http_errors, 1, __ATOMIC_RELAXED);
 	enum MHD_Result ret = send_response(c, resp);
 	buf_free(&resp->body);
+	buf_free(&resp->cookies);
 	return ret;
 }
 
@@ -361,6 +373,7 @@ static void make_req(struct conn_state *cs, struct MHD_Connection *c, const char
 		.body_len = cs->map ? cs->map_len : cs->body.len,
 		.conn = c,
 		.nparams = cs->nparams,
+		.who = cs->who,
 	};
 	for (size_t i = 0; i < cs->nparams; i++) {
 		snprintf(params[i], 256, "%.*s", (int)MIN(cs->lens[i], 255u), cs->params[i]);
@@ -392,11 +405,11 @@ static int on_headers(struct http_server *h, struct MHD_Connection *c, const cha
 			http_error(resp, 404, "no such endpoint: %s %s", method, url);
 		return 1;
 	}
-	if (cs->route->auth) {
+	{
 		char params[HTTP_MAX_PARAMS][256];
 		struct http_req req;
 		make_req(cs, c, method, url, params, &req);
-		if (!cs->route->auth(h->srv, &req, resp))
+		if (!auth_request(h->srv, cs->route, &req, resp, &cs->who))
 			return 1;
 	}
 	const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
@@ -583,6 +596,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		if (cs->map)
 			munmap(cs->map, cs->map_len);
 		buf_free(&cs->resp.body);
+		buf_free(&cs->resp.cookies);
+		principal_free(cs->who);
 		free(cs);
 		*con_cls = NULL;
 	}

@@ -38,6 +38,7 @@
 #define HTTP_MAX_PARAMS 4
 
 struct server;
+struct principal;
 struct MHD_Connection;
 
 struct http_req {
@@ -53,6 +54,10 @@ struct http_req {
 	 * NULL-terminated name, value lists (either may be NULL). */
 	const char *const *headers;
 	const char *const *args;
+	/* Who sent it (auth/authz.h): set by the route's check before the
+	 * body is read; handlers that learn a project from the body check it
+	 * with principal_can. */
+	const struct principal *who;
 };
 
 struct http_resp {
@@ -63,13 +68,11 @@ struct http_resp {
 	size_t static_len;
 	const char *retry_after;  /* seconds, for 503 */
 	const char *cache_control;
+	struct buf cookies;       /* Set-Cookie values, one per line */
 };
 
 typedef void (*http_handler)(struct server *srv, const struct http_req *req,
 			     struct http_resp *resp);
-/* Checks a request on its headers alone (req->body is empty); false with
- * resp set to the refusal. */
-typedef bool (*http_auth)(struct server *srv, const struct http_req *req, struct http_resp *resp);
 
 enum {
 	HTTP_QUERY = 1 << 0, /* runs on the query pool, admission-limited */
@@ -86,7 +89,11 @@ struct route {
 	http_handler fn;
 	size_t max_body;
 	unsigned flags;      /* HTTP_QUERY, HTTP_SPOOL */
-	http_auth auth;      /* NULL: none before the body */
+	/* The permission the route needs and where (auth/authz.h: a perm.h
+	 * name, AUTH_PUBLIC or AUTH_SIGNED_IN; enum route_scope), checked on
+	 * the headers alone, before a body byte is read. */
+	const char *perm;
+	int scope;
 };
 
 struct http_server;

@@ -20,6 +20,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "otlp.h"
+#include "server/auth/authz.h"
 #include "sessions.h"
 #include "util.h"
 
@@ -30,106 +31,44 @@ static void count(uint64_t *c, uint64_t v)
 	__atomic_add_fetch(c, v, __ATOMIC_RELAXED);
 }
 
-#define MAX_TOKENS 1024
-#define MAX_TOKEN_LEN 4096
-
-static int add_token(struct server *srv, const char *t, size_t n, struct buf *err)
+/* The id of the project called name, for a request by who that needs
+ * permission there: a project is created on first use only by a principal
+ * that holds permission in every project. Returns 0, -1 failed, or
+ * INGEST_DENIED with the reason in err. */
+#define INGEST_DENIED (-4)
+static int ingest_project(struct server *srv, const struct principal *who, const char *permission,
+			  const char *name, char project[37], struct buf *err)
 {
-	while (n && (*t == ' ' || *t == '\t')) {
-		t++;
-		n--;
-	}
-	while (n && (t[n - 1] == ' ' || t[n - 1] == '\t' || t[n - 1] == '\r'))
-		n--;
-	if (!n)
-		return 0;
-	if (n > MAX_TOKEN_LEN || srv->ningest_tokens == MAX_TOKENS) {
-		buf_printf(err, "at most %d tokens of at most %d bytes", MAX_TOKENS, MAX_TOKEN_LEN);
+	bool everywhere = principal_everywhere(who, permission);
+	int rc = projects_by_name(srv->projects, name, everywhere, project, err);
+	if (rc < 0) {
+		log_error("ingest: project \"%s\": %s", name, err->data);
+		buf_puts(err, " (cannot resolve the project)");
 		return -1;
 	}
-	srv->ingest_tokens = xrealloc(srv->ingest_tokens,
-				      (srv->ningest_tokens + 1) * sizeof(*srv->ingest_tokens));
-	srv->ingest_tokens[srv->ningest_tokens++] = xstrndup(t, n);
-	return 0;
-}
-
-int ingest_tokens_load(struct server *srv, const char *spec, struct buf *err)
-{
-	char *file = NULL;
-	const char *list = spec;
-	char sep = ',';
-	if (spec[0] == '@') {
-		size_t n;
-		int rc = read_file(spec + 1, 1 << 20, &file, &n);
-		if (rc < 0) {
-			buf_printf(err, "cannot read %s: %s", spec + 1, strerror(-rc));
-			return -1;
-		}
-		list = file;
-		sep = '\n';
+	if (rc == 1) {
+		buf_printf(err, "Insufficient permissions: project \"%.128s\" does not exist and this "
+				"credential may not create it (%s in every project)", name, permission);
+		return INGEST_DENIED;
 	}
-	for (const char *p = list; *p;) {
-		const char *e = strchr(p, sep);
-		size_t n = e ? (size_t)(e - p) : strlen(p);
-		if (add_token(srv, p, n, err) < 0) {
-			free(file);
-			return -1;
-		}
-		p += n + (e ? 1 : 0);
-	}
-	free(file);
-	if (spec[0] == '@' && !srv->ningest_tokens) {
-		buf_printf(err, "%s holds no token", spec + 1);
-		return -1;
+	if (!principal_can(who, permission, project)) {
+		buf_printf(err, "Insufficient permissions: %s in project %s (\"%.128s\")", permission,
+			   project, name);
+		return INGEST_DENIED;
 	}
 	return 0;
-}
-
-void ingest_tokens_free(struct server *srv)
-{
-	for (size_t i = 0; i < srv->ningest_tokens; i++)
-		free(srv->ingest_tokens[i]);
-	free(srv->ingest_tokens);
-	srv->ingest_tokens = NULL;
-	srv->ningest_tokens = 0;
-}
-
-/* With --ingest-tokens, the request must carry one of them as a bearer
- * token (compared in constant time); else 401 and false. */
-bool ingest_authorized(struct server *srv, const struct http_req *req, struct http_resp *resp)
-{
-	if (!srv->ningest_tokens)
-		return true;
-	const char *h = http_header(req, "Authorization");
-	if (h && strncasecmp(h, "Bearer ", 7) == 0) {
-		const char *t = h + 7;
-		size_t n = strlen(t);
-		bool ok = false;
-		for (size_t i = 0; i < srv->ningest_tokens; i++) {
-			const char *want = srv->ingest_tokens[i];
-			size_t wn = strlen(want);
-			ok |= wn == n && CRYPTO_memcmp(want, t, n) == 0;
-		}
-		if (ok)
-			return true;
-	}
-	count(&srv->counters.ingest_unauthorized, 1);
-	http_error(resp, 401, h ? "the bearer token is not one this server accepts (--ingest-tokens)"
-				: "this server needs a bearer token (the agent's -auth-token)");
-	return false;
 }
 
 /* Resolves the project of b and stores it. Returns store_append's result
  * (0 stored, 1 duplicate, -3 outside the time kept, -2 busy, -1 failed)
- * with the project id in project. */
-static int store_batch(struct server *srv, const Ember__Ingest__V1__Batch *b, const void *zbody,
-		       size_t zlen, char project[37], struct buf *err)
+ * or INGEST_DENIED, with the project id in project. */
+static int store_batch(struct server *srv, const struct principal *who,
+		       const Ember__Ingest__V1__Batch *b, const void *zbody, size_t zlen,
+		       char project[37], struct buf *err)
 {
-	if (projects_by_name(srv->projects, b->project, true, project, err) < 0) {
-		log_error("ingest: project \"%s\": %s", b->project, err->data);
-		buf_puts(err, " (cannot resolve the project)");
-		return -1;
-	}
+	int rc = ingest_project(srv, who, "ingest:profile:write", b->project, project, err);
+	if (rc < 0)
+		return rc;
 	return store_append(srv->store, project, b, zbody, zlen, err);
 }
 
@@ -155,6 +94,11 @@ static void answer(struct server *srv, int rc, uint64_t samples, const struct ki
 		   size_t body_len, const char *project, const struct buf *err,
 		   struct http_resp *resp)
 {
+	if (rc == INGEST_DENIED) {
+		count(&srv->counters.ingest_unauthorized, 1);
+		http_error(resp, 403, "%s", err->data);
+		return;
+	}
 	if (rc == -3) {
 		count(&srv->counters.ingest_rejected, 1);
 		http_error(resp, 422, "%s", err->data);
@@ -204,8 +148,6 @@ static bool zstd_encoded(struct server *srv, const struct http_req *req, struct 
 
 void handle_ingest_batch(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
-	if (!ingest_authorized(srv, req, resp))
-		return;
 	if (!zstd_encoded(srv, req, resp))
 		return;
 	struct buf err = { 0 };
@@ -217,7 +159,7 @@ void handle_ingest_batch(struct server *srv, const struct http_req *req, struct 
 		return;
 	}
 	char project[37];
-	int rc = store_batch(srv, b, req->body, req->body_len, project, &err);
+	int rc = store_batch(srv, req->who, b, req->body, req->body_len, project, &err);
 	uint64_t samples = 0;
 	struct kind_values kv = { { 0 } };
 	for (size_t i = 0; i < b->n_samples; i++) {
@@ -234,8 +176,6 @@ void handle_ingest_batch(struct server *srv, const struct http_req *req, struct 
  * could not be stored (retried). */
 void handle_ingest_metrics(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
-	if (!ingest_authorized(srv, req, resp))
-		return;
 	if (!zstd_encoded(srv, req, resp))
 		return;
 	struct buf err = { 0 };
@@ -247,8 +187,11 @@ void handle_ingest_metrics(struct server *srv, const struct http_req *req, struc
 		return;
 	}
 	char project[37];
-	if (projects_by_name(srv->projects, b->project, true, project, &err) < 0 ||
-	    metrics_store_batch(srv->metrics, project, b, now_unix_ms(), &err) < 0) {
+	int prc = ingest_project(srv, req->who, "ingest:metrics:write", b->project, project, &err);
+	if (prc == INGEST_DENIED) {
+		count(&srv->counters.ingest_unauthorized, 1);
+		http_error(resp, 403, "%s", err.data);
+	} else if (prc < 0 || metrics_store_batch(srv->metrics, project, b, now_unix_ms(), &err) < 0) {
 		count(&srv->counters.metrics_failed, 1);
 		log_error("ingest metrics: %s", err.data);
 		http_error(resp, 503, "the metrics could not be stored: %s", err.data);
@@ -271,16 +214,19 @@ void handle_ingest_metrics(struct server *srv, const struct http_req *req, struc
  * (server/sessions.h). */
 struct v2_store {
 	struct server *srv;
+	const struct principal *who;
 	char project[37];
 	struct buf *err;
+	bool denied;
 };
 
 static int store_session(void *ctx, const char *project_name, struct store_entry *e)
 {
 	struct v2_store *st = ctx;
-	if (projects_by_name(st->srv->projects, project_name, true, st->project, st->err) < 0) {
-		log_error("ingest: project \"%s\": %s", project_name, st->err->data);
-		buf_puts(st->err, " (cannot resolve the project)");
+	int rc = ingest_project(st->srv, st->who, "ingest:profile:write", project_name, st->project,
+				st->err);
+	if (rc < 0) {
+		st->denied = rc == INGEST_DENIED;
 		return -1;
 	}
 	e->project = st->project;
@@ -290,8 +236,6 @@ static int store_session(void *ctx, const char *project_name, struct store_entry
 void handle_ingest_session_batch(struct server *srv, const struct http_req *req,
 				 struct http_resp *resp)
 {
-	if (!ingest_authorized(srv, req, resp))
-		return;
 	if (!zstd_encoded(srv, req, resp))
 		return;
 	struct buf err = { 0 };
@@ -302,7 +246,7 @@ void handle_ingest_session_batch(struct server *srv, const struct http_req *req,
 		buf_free(&err);
 		return;
 	}
-	struct v2_store st = { .srv = srv, .err = &err };
+	struct v2_store st = { .srv = srv, .who = req->who, .err = &err };
 	int rc = sessions_ingest(srv->sessions, m, req->body, req->body_len, now_unix_ms(),
 				 store_session, &st, &err);
 	uint64_t samples = 0;
@@ -314,7 +258,10 @@ void handle_ingest_session_batch(struct server *srv, const struct http_req *req,
 						: EMBER__INGEST__V1__EVENT_KIND__ON_CPU,
 			 m->sample_values[i]);
 	}
-	if (rc == SESSION_INVALID) {
+	if (st.denied) {
+		count(&srv->counters.ingest_unauthorized, 1);
+		http_error(resp, 403, "%s", err.data);
+	} else if (rc == SESSION_INVALID) {
 		count(&srv->counters.ingest_rejected, 1);
 		http_error(resp, 400, "invalid batch: %s", err.data);
 	} else if (rc == SESSION_RESYNC) {
@@ -334,6 +281,7 @@ void handle_ingest_session_batch(struct server *srv, const struct http_req *req,
 /* OTLP: each converted profile is stored like a version 1 batch. */
 struct otlp_store {
 	struct server *srv;
+	const struct principal *who;
 	char project[37];
 	struct buf *err;
 	int last_rc;
@@ -345,7 +293,7 @@ static int store_otlp(void *ctx, const Ember__Ingest__V1__Batch *b)
 	struct buf z = { 0 };
 	int rc = batch_pack(b, 1, &z);
 	if (rc == 0)
-		rc = store_batch(st->srv, b, z.data, z.len, st->project, st->err);
+		rc = store_batch(st->srv, st->who, b, z.data, z.len, st->project, st->err);
 	else
 		buf_puts(st->err, "compressing the batch for the log failed");
 	buf_free(&z);
@@ -401,8 +349,6 @@ static bool media_type_is(const char *ct, const char *type)
 
 void handle_otlp_profiles(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
-	if (!ingest_authorized(srv, req, resp))
-		return;
 	const char *ct = http_header(req, "Content-Type");
 	bool json = media_type_is(ct, "application/json");
 	if (!json && !media_type_is(ct, "application/x-protobuf")) {
@@ -437,7 +383,7 @@ void handle_otlp_profiles(struct server *srv, const struct http_req *req, struct
 		buf_free(&err);
 		return;
 	}
-	struct otlp_store st = { .srv = srv, .err = &err };
+	struct otlp_store st = { .srv = srv, .who = req->who, .err = &err };
 	struct otlp_result res = { 0 };
 	int rc = otlp_convert(r, project, now_unix_ms(), store_otlp, &st, &res, &err);
 	if (rc == -1) {
@@ -462,8 +408,6 @@ void handle_otlp_profiles(struct server *srv, const struct http_req *req, struct
 
 void handle_symbols_missing(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
-	if (!ingest_authorized(srv, req, resp))
-		return;
 	json_error_t jerr;
 	json_t *doc = json_loadb(req->body, req->body_len, 0, &jerr);
 	json_t *ids = doc ? json_object_get(doc, "file_ids") : NULL;
@@ -508,8 +452,6 @@ void handle_symbols_missing(struct server *srv, const struct http_req *req, stru
 
 void handle_symbols_put(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
-	if (!ingest_authorized(srv, req, resp))
-		return;
 	struct file_id id;
 	if (fileid_parse_hex(req->params[0], &id) < 0) {
 		http_error(resp, 400, "file id: expected %d hex digits", FILE_ID_HEX_LEN);

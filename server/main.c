@@ -16,6 +16,7 @@
 #include "metrics.h"
 #include "pidlock.h"
 #include "server.h"
+#include "server/auth/authz.h"
 #include "util.h"
 #include "version.h"
 
@@ -34,6 +35,9 @@ struct server_config {
 	uint64_t session_memory_mib;
 	char *tls_cert, *tls_key;
 	char *ingest_tokens;
+	char *auth, *admin_email, *admin_password_file, *jwt_private_key, *jwt_public_key;
+	char *jwt_issuer, *basic_user, *basic_password_file, *cookie_same_site;
+	bool cookie_secure, public_metrics;
 	int64_t session_idle_ms;
 	int64_t log_rate_limit_ms;
 	uint64_t max_connections, per_client_connections, max_upload_mib;
@@ -74,6 +78,28 @@ static const struct flag_def defs[] = {
 	{ "tls-key", FLAG_STRING, "", OFF(tls_key), 0, 0, "PEM file of the certificate's private key" },
 	{ "ingest-tokens", FLAG_STRING, "", OFF(ingest_tokens), 0, 0,
 	  "bearer tokens agents must send (comma-separated, or @FILE with one per line); empty: no check" },
+	{ "auth", FLAG_STRING, "none", OFF(auth), 0, 0,
+	  "who may use the server: none (anyone: loopback only), local (users and passwords), "
+	  "oidc (an OpenID Connect provider) or basic (one static credential, deprecated)" },
+	{ "admin-email", FLAG_STRING, "admin@localhost", OFF(admin_email), 0, 0,
+	  "the admin user created at start when absent (System Admin)" },
+	{ "admin-password-file", FLAG_STRING, "", OFF(admin_password_file), 0, 0,
+	  "file whose first line is the admin user's first password (empty: \"admin\", with a warning)" },
+	{ "jwt-private-key", FLAG_STRING, "", OFF(jwt_private_key), 0, 0,
+	  "Ed25519 PKCS#8 PEM that signs session tokens (empty: DATA_DIR/jwt-private.pem, made when absent)" },
+	{ "jwt-public-key", FLAG_STRING, "", OFF(jwt_public_key), 0, 0,
+	  "its SPKI PEM public key (empty: DATA_DIR/jwt-public.pem)" },
+	{ "jwt-issuer", FLAG_STRING, "ember", OFF(jwt_issuer), 0, 0,
+	  "the iss of the session tokens this server signs and accepts" },
+	{ "basic-user", FLAG_STRING, "", OFF(basic_user), 0, 0, "--auth basic: the user name" },
+	{ "basic-password-file", FLAG_STRING, "", OFF(basic_password_file), 0, 0,
+	  "--auth basic: file whose first line is the password" },
+	{ "cookie-same-site", FLAG_STRING, "Lax", OFF(cookie_same_site), 0, 0,
+	  "SameSite of the session cookies: Strict, Lax or None" },
+	{ "cookie-secure", FLAG_BOOL, "false", OFF(cookie_secure), 0, 0,
+	  "mark the session cookies Secure (on by itself with --tls-cert)" },
+	{ "public-metrics", FLAG_BOOL, "false", OFF(public_metrics), 0, 0,
+	  "serve GET /metrics without a credential (else it needs server:metrics:read)" },
 	{ "session-memory", FLAG_UINT, "1024", OFF(session_memory_mib), 16, 1 << 20,
 	  "MiB of agent sessions (protocol version 2 dictionaries); the least recently used are forgotten beyond it" },
 	{ "session-idle", FLAG_DURATION, "30m", OFF(session_idle_ms), 10000, 7ULL * 86400000,
@@ -117,6 +143,13 @@ static const struct flag_set server_flags = {
 	.count = ARRAY_SIZE(defs),
 	.config_flag = "config",
 };
+
+/* True when addr (host:port) listens on a loopback address only. */
+static bool listen_is_loopback(const char *addr)
+{
+	return !strncmp(addr, "127.", 4) || !strncmp(addr, "localhost:", 10) ||
+	       !strncmp(addr, "[::1]:", 6);
+}
 
 int main(int argc, char **argv, char **envp)
 {
@@ -226,12 +259,50 @@ int main(int argc, char **argv, char **envp)
 		tls.cert_pem = cert;
 		tls.key_pem = key;
 	}
-	if (ingest_tokens_load(&srv, cfg.ingest_tokens, &err) < 0) {
-		log_error("--ingest-tokens: %s", err.data);
+	enum auth_mode mode;
+	if (auth_mode_parse(cfg.auth, &mode) < 0) {
+		log_error("--auth: expected none, local, oidc or basic, not \"%s\"", cfg.auth);
 		free(cert);
 		free(key);
 		goto out;
 	}
+	if (mode == AUTH_OIDC) {
+		log_error("--auth oidc: not in this build yet; use local (users and passwords) or basic");
+		free(cert);
+		free(key);
+		goto out;
+	}
+	if (strcmp(cfg.cookie_same_site, "Strict") && strcmp(cfg.cookie_same_site, "Lax") &&
+	    strcmp(cfg.cookie_same_site, "None")) {
+		log_error("--cookie-same-site: expected Strict, Lax or None");
+		free(cert);
+		free(key);
+		goto out;
+	}
+	struct auth_settings as = {
+		.mode = mode,
+		.data_dir = cfg.data_dir,
+		.issuer = cfg.jwt_issuer,
+		.jwt_private_key = cfg.jwt_private_key,
+		.jwt_public_key = cfg.jwt_public_key,
+		.admin_email = cfg.admin_email,
+		.admin_password_file = cfg.admin_password_file,
+		.basic_user = cfg.basic_user,
+		.basic_password_file = cfg.basic_password_file,
+		.ingest_tokens = cfg.ingest_tokens,
+		.cookie_same_site = cfg.cookie_same_site,
+		.cookie_secure = cfg.cookie_secure || cert,
+		.public_metrics = cfg.public_metrics,
+	};
+	if (auth_open(&as, &srv.auth, &err) < 0) {
+		log_error("auth: %s", err.data);
+		free(cert);
+		free(key);
+		goto out;
+	}
+	if (mode == AUTH_NONE && !listen_is_loopback(cfg.listen))
+		log_warn("--auth none on %s: anyone who can reach this address reads every project and "
+			 "changes users and tokens; use --auth local (or listen on 127.0.0.1)", cfg.listen);
 	struct http_limits lim;
 	http_limits_default(&lim);
 	lim.max_connections = (unsigned)cfg.max_connections;
@@ -254,8 +325,9 @@ int main(int argc, char **argv, char **envp)
 		log_error("%s", err.data);
 		goto out;
 	}
-	log_info("ember-server listening on %s://%s (data in %s)%s", tls.cert_pem ? "https" : "http",
-		 cfg.listen, cfg.data_dir, srv.ningest_tokens ? "; agents must send a token" : "");
+	log_info("ember-server listening on %s://%s (data in %s; --auth %s)%s",
+		 tls.cert_pem ? "https" : "http", cfg.listen, cfg.data_dir, cfg.auth,
+		 *cfg.ingest_tokens ? "; agents must send a token" : "");
 	int sig = 0;
 	sigwait(&stop, &sig);
 	log_info("received %s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
@@ -264,7 +336,7 @@ out:
 	http_stop(http);
 	fetcher_stop(srv.fetcher);
 	sessions_free(srv.sessions);
-	ingest_tokens_free(&srv);
+	auth_close(srv.auth);
 	projects_close(srv.projects);
 	metrics_close(srv.metrics);
 	symbols_close(srv.symbols);

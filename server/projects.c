@@ -134,12 +134,16 @@ bool projects_exists(struct projects *p, const char *id)
 	return found;
 }
 
-void projects_list_json(struct projects *p, struct buf *out)
+void projects_list_json(struct projects *p, bool (*keep)(const char *id, void *ctx), void *ctx,
+			struct buf *out)
 {
 	pthread_mutex_lock(&p->mu);
 	buf_putc(out, '[');
+	size_t n = 0;
 	for (size_t i = 0; i < p->count; i++) {
-		if (i)
+		if (keep && !keep(p->list[i].id, ctx))
+			continue;
+		if (n++)
 			buf_putc(out, ',');
 		buf_puts(out, "{\"id\":");
 		jsonw_str(out, p->list[i].id);

@@ -25,7 +25,9 @@ void projects_close(struct projects *p);
 int projects_by_name(struct projects *p, const char *name, bool create, char id[37],
 		     struct buf *err);
 bool projects_exists(struct projects *p, const char *id);
-/* Appends [{"id":..,"name":..,"created_at":..}, ...] to out. */
-void projects_list_json(struct projects *p, struct buf *out);
+/* Appends [{"id":..,"name":..,"created_at":..}, ...] to out: the
+ * projects keep (NULL: all) says true for. */
+void projects_list_json(struct projects *p, bool (*keep)(const char *id, void *ctx), void *ctx,
+			struct buf *out);
 
 #endif

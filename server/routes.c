@@ -1,40 +1,66 @@
 /* routes.c - every endpoint of ember-server, in one table. The public ones
  * are described in server/openapi.json (GET /public/api/v1/openapi.json).
- * Ingest routes check the agent token on the headers, before the body;
+ * Each route names the permission it needs and where (auth/authz.h),
+ * checked on the headers, before the body;
  * ingest and queries run on pools of their own (HTTP_INGEST, HTTP_QUERY,
  * http.h), so that health checks never wait behind them, nor ingest
  * behind a query. */
 #include "handlers.h"
+#include "server/auth/authz.h"
 #include "metrics.h"
 #include "util.h"
 
 #define KiB 1024u
 #define MiB (1024u * KiB)
 #define Q HTTP_QUERY
-#define AUTH ingest_authorized
 #define IN HTTP_INGEST
+/* Where a route's permission applies (auth/authz.h). */
+#define PUB AUTH_PUBLIC, ROUTE_GLOBAL
+#define ME AUTH_SIGNED_IN, ROUTE_GLOBAL
+#define GLOBAL(p) p, ROUTE_GLOBAL
+#define IN_PROJECT(p) p, ROUTE_PROJECT
+#define IN_BODY(p) p, ROUTE_BODY
+#define API "/public/api/v1"
+#define PROJECT API "/project/{project_id}"
 
 const struct route server_routes[] = {
-	{ "GET", "/healthz", handle_healthz, 0 },
-	{ "GET", "/metrics", handle_metrics, 0 },
-	{ "POST", "/ingest/v1/batch", handle_ingest_batch, 64 * MiB, IN, AUTH },
-	{ "POST", "/ingest/v2/batch", handle_ingest_session_batch, 64 * MiB, IN, AUTH },
-	{ "POST", "/v1development/profiles", handle_otlp_profiles, 64 * MiB, IN, AUTH },
-	{ "POST", "/ingest/v1/metrics", handle_ingest_metrics, MET_MAX_COMPRESSED, IN, AUTH },
-	{ "POST", "/ingest/v1/symbols/missing", handle_symbols_missing, 8 * MiB, IN, AUTH },
-	{ "PUT", "/ingest/v1/symbols/{file_id}", handle_symbols_put, 256 * MiB, IN | HTTP_SPOOL, AUTH },
-	{ "GET", "/public/api/v1/projects", handle_projects, 0, Q },
-	{ "POST", "/public/api/v1/project/{project_id}/flamegraph/json", handle_flamegraph, 1 * MiB, Q },
-	{ "POST", "/public/api/v1/project/{project_id}/top_functions", handle_top_functions, 1 * MiB, Q },
-	{ "POST", "/public/api/v1/project/{project_id}/sandwich", handle_sandwich, 1 * MiB, Q },
-	{ "POST", "/public/api/v1/project/{project_id}/diff", handle_diff, 1 * MiB, Q },
-	{ "POST", "/public/api/v1/project/{project_id}/top_entities", handle_top_entities, 1 * MiB, Q },
-	{ "POST", "/public/api/v1/project/{project_id}/labels", handle_labels, 1 * MiB, Q },
-	{ "POST", "/public/api/v1/project/{project_id}/timeseries", handle_timeseries, 1 * MiB, Q },
-	{ "POST", "/public/api/v1/project/{project_id}/events", handle_events, 1 * MiB, Q },
-	{ "POST", "/public/api/v1/project/{project_id}/metrics", handle_metrics_query, 1 * MiB, Q },
-	{ "POST", "/public/api/v1/project/{project_id}/metrics/names", handle_metrics_names, 1 * MiB, Q },
-	{ "GET", "*", handle_asset, 0 },
+	{ "GET", "/healthz", handle_healthz, 0, 0, PUB },
+	{ "GET", "/metrics", handle_metrics, 0, 0, GLOBAL("server:metrics:read") },
+	{ "POST", "/ingest/v1/batch", handle_ingest_batch, 64 * MiB, IN, IN_BODY("ingest:profile:write") },
+	{ "POST", "/ingest/v2/batch", handle_ingest_session_batch, 64 * MiB, IN, IN_BODY("ingest:profile:write") },
+	{ "POST", "/v1development/profiles", handle_otlp_profiles, 64 * MiB, IN, IN_BODY("ingest:profile:write") },
+	{ "POST", "/ingest/v1/metrics", handle_ingest_metrics, MET_MAX_COMPRESSED, IN, IN_BODY("ingest:metrics:write") },
+	{ "POST", "/ingest/v1/symbols/missing", handle_symbols_missing, 8 * MiB, IN, IN_BODY("ingest:symbols:write") },
+	{ "PUT", "/ingest/v1/symbols/{file_id}", handle_symbols_put, 256 * MiB, IN | HTTP_SPOOL, IN_BODY("ingest:symbols:write") },
+	{ "POST", "/api/v1/auth/login", handle_auth_login, 64 * KiB, 0, PUB },
+	{ "POST", "/api/v1/auth/refresh", handle_auth_refresh, 0, 0, PUB },
+	{ "POST", "/api/v1/auth/logout", handle_auth_logout, 0, 0, PUB },
+	{ "GET", "/api/v1/auth/me", handle_auth_me, 0, 0, ME },
+	{ "GET", API "/service-tokens", handle_tokens_list, 0, 0, GLOBAL("service:token:read") },
+	{ "POST", API "/service-tokens", handle_tokens_create, 64 * KiB, 0, GLOBAL("service:token:create") },
+	{ "DELETE", API "/service-tokens/{token_id}", handle_tokens_revoke, 0, 0, GLOBAL("service:token:revoke") },
+	{ "GET", API "/users", handle_users_list, 0, 0, GLOBAL("admin:user:read") },
+	{ "POST", API "/users", handle_users_create, 64 * KiB, 0, GLOBAL("admin:user:create") },
+	{ "PUT", API "/users/{user_id}/roles", handle_user_roles_set, 64 * KiB, 0, GLOBAL("admin:role:assignment:set") },
+	{ "GET", API "/roles", handle_roles_list, 0, 0, GLOBAL("admin:role:read") },
+	{ "POST", API "/roles", handle_roles_create, 64 * KiB, 0, GLOBAL("admin:role:create") },
+	{ "PUT", API "/roles/{role_id}", handle_roles_update, 64 * KiB, 0, GLOBAL("admin:role:update") },
+	{ "DELETE", API "/roles/{role_id}", handle_roles_delete, 0, 0, GLOBAL("admin:role:delete") },
+	{ "GET", API "/audit", handle_audit_list, 0, 0, GLOBAL("admin:audit:read") },
+	/* Lists the projects the caller may read (none may be an answer). */
+	{ "GET", API "/projects", handle_projects, 0, Q, ME },
+	{ "POST", PROJECT "/flamegraph/json", handle_flamegraph, 1 * MiB, Q, IN_PROJECT("project:read") },
+	{ "POST", PROJECT "/top_functions", handle_top_functions, 1 * MiB, Q, IN_PROJECT("project:read") },
+	{ "POST", PROJECT "/sandwich", handle_sandwich, 1 * MiB, Q, IN_PROJECT("project:read") },
+	{ "POST", PROJECT "/diff", handle_diff, 1 * MiB, Q, IN_PROJECT("project:read") },
+	{ "POST", PROJECT "/top_entities", handle_top_entities, 1 * MiB, Q, IN_PROJECT("project:read") },
+	{ "POST", PROJECT "/labels", handle_labels, 1 * MiB, Q, IN_PROJECT("project:read") },
+	{ "POST", PROJECT "/timeseries", handle_timeseries, 1 * MiB, Q, IN_PROJECT("project:read") },
+	{ "POST", PROJECT "/events", handle_events, 1 * MiB, Q, IN_PROJECT("project:read") },
+	{ "POST", PROJECT "/metrics", handle_metrics_query, 1 * MiB, Q, IN_PROJECT("project:read") },
+	{ "POST", PROJECT "/metrics/names", handle_metrics_names, 1 * MiB, Q, IN_PROJECT("project:read") },
+	/* The UI's files, the OpenAPI document and the login page: public. */
+	{ "GET", "*", handle_asset, 0, 0, PUB },
 };
 
 const unsigned server_route_count = ARRAY_SIZE(server_routes);

@@ -23,6 +23,7 @@ struct server_counters {
 	uint64_t ingest_bytes, ingest_resyncs;
 	uint64_t otlp_requests, otlp_rejected;
 	uint64_t ingest_unauthorized;
+	uint64_t auth_refused; /* 401 and 403 answers of the route check */
 	uint64_t symbols_uploaded, symbols_rejected;
 	uint64_t flamegraph_queries;
 	uint64_t queries; /* every query endpoint, the flamegraph included */
@@ -35,6 +36,7 @@ struct kind_values {
 	uint64_t v[5];
 };
 
+struct auth;
 struct fetcher;
 struct metrics_store;
 struct sessions;
@@ -45,18 +47,14 @@ struct server {
 	struct projects *projects;
 	struct sessions *sessions; /* protocol version 2 */
 	struct metrics_store *metrics; /* host and GPU metrics (metrics.h) */
-	/* --ingest-tokens: what agents must send as bearer tokens (none: no check) */
-	char **ingest_tokens;
-	size_t ningest_tokens;
+	/* Users, roles, tokens and the audit log (auth/authz.h); NULL in
+	 * in-process tests, where every request is open. */
+	struct auth *auth;
 	struct fetcher *fetcher; /* global symbolization; NULL when not configured */
 	struct server_counters counters;
 	int64_t started_ms;
 	const char *data_dir; /* --data-dir; decompressed symbol uploads go to files in it */
 };
-
-/* Loads --ingest-tokens (server/ingest.c): "a,b,c" or "@FILE". */
-int ingest_tokens_load(struct server *srv, const char *spec, struct buf *err);
-void ingest_tokens_free(struct server *srv);
 
 struct route;
 /* The route table: ingest (server/ingest.c), API and UI (server/api.c). */

@@ -16,6 +16,7 @@
  * seed; "time" for a new one) choose the run; a failure prints the seed
  * and step, and the two answers. */
 #include "testutil.h"
+#include "server/auth/authz.h"
 
 #include <jansson.h>
 #include <time.h>
@@ -141,7 +142,7 @@ static int call(struct world *w, http_handler fn, const char *project_id, const 
 		size_t len, const char *const *headers, const char *const *args, struct buf *out)
 {
 	struct http_req req = { .method = "POST", .path = "/", .body = body, .body_len = len,
-				.headers = headers, .args = args };
+				.headers = headers, .args = args, .who = &principal_open };
 	if (project_id) {
 		req.params[0] = project_id;
 		req.nparams = 1;

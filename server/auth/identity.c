@@ -1,0 +1,1124 @@
+/* identity.c - see identity.h. */
+#include "identity.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include "log.h"
+#include "password.h"
+#include "perm.h"
+#include "server/sqldb.h"
+#include "util.h"
+
+struct identity {
+	pthread_mutex_t mu; /* one statement sequence at a time (transactions) */
+	sqlite3 *db;
+};
+
+/* A token's last-used time is written at most this often (a write per
+ * request would cost a synced transaction each). */
+#define LAST_USED_EVERY_MS 60000
+
+static const char *const schema =
+	"CREATE TABLE IF NOT EXISTS users ("
+	" id TEXT PRIMARY KEY, email TEXT NOT NULL UNIQUE COLLATE NOCASE,"
+	" given_name TEXT NOT NULL DEFAULT '', family_name TEXT NOT NULL DEFAULT '',"
+	" password TEXT, created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL);"
+	"CREATE TABLE IF NOT EXISTS roles ("
+	" id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, locked INTEGER NOT NULL,"
+	" patterns TEXT NOT NULL, projects TEXT NOT NULL, created_ms INTEGER NOT NULL);"
+	"CREATE TABLE IF NOT EXISTS user_roles ("
+	" user_id TEXT NOT NULL, role_id TEXT NOT NULL, PRIMARY KEY (user_id, role_id));"
+	"CREATE TABLE IF NOT EXISTS tokens ("
+	" id TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, owner TEXT NOT NULL, name TEXT NOT NULL,"
+	" scopes TEXT NOT NULL, projects TEXT NOT NULL, created_ms INTEGER NOT NULL,"
+	" expires_ms INTEGER NOT NULL, last_used_ms INTEGER NOT NULL DEFAULT 0, revoked_ms INTEGER);"
+	"CREATE TABLE IF NOT EXISTS sessions ("
+	" id TEXT PRIMARY KEY, user_id TEXT NOT NULL, created_ms INTEGER NOT NULL,"
+	" expires_ms INTEGER NOT NULL, ended_ms INTEGER);"
+	"CREATE TABLE IF NOT EXISTS audit ("
+	" id INTEGER PRIMARY KEY AUTOINCREMENT, ts_ms INTEGER NOT NULL, actor TEXT NOT NULL,"
+	" origin TEXT NOT NULL, action TEXT NOT NULL, target TEXT NOT NULL, outcome TEXT NOT NULL,"
+	" detail TEXT NOT NULL);";
+
+struct builtin {
+	const char *id, *name, *patterns, *projects;
+};
+
+static const struct builtin builtins[] = {
+	{ ROLE_SYSTEM_ADMIN, "System Admin", "[\"**:*\"]", "[]" },
+	{ ROLE_SYSTEM_EDITOR, "System Editor",
+	  "[\"project:*\",\"service:token:*\",\"ingest:**\",\"symbols:**\",\"server:**\"]", "[]" },
+	{ ROLE_SYSTEM_VIEWER, "System Viewer", "[\"**:read\"]", "[]" },
+	{ ROLE_DEFAULT_PROJECT_VIEWER, "Default Project Viewer", "[\"project:read\"]",
+	  "[\"00000000-0000-0000-0000-000000000000\"]" },
+};
+
+/* --- grants ------------------------------------------------------------ */
+
+void grants_free(struct grants *g)
+{
+	for (size_t i = 0; i < g->n; i++) {
+		free(g->v[i].pattern);
+		for (size_t j = 0; j < g->v[i].nprojects; j++)
+			free(g->v[i].projects[j]);
+		free(g->v[i].projects);
+	}
+	free(g->v);
+	g->v = NULL;
+	g->n = 0;
+}
+
+bool grants_allow(const struct grants *g, const char *permission, const char *project)
+{
+	for (size_t i = 0; i < g->n; i++) {
+		const struct grant *gr = &g->v[i];
+		if (!perm_match(gr->pattern, permission))
+			continue;
+		if (!gr->nprojects)
+			return true;
+		if (!project)
+			continue;
+		for (size_t j = 0; j < gr->nprojects; j++)
+			if (!strcmp(gr->projects[j], project))
+				return true;
+	}
+	return false;
+}
+
+/* Adds one grant per pattern of the JSON array patterns, each for the
+ * projects of the JSON array projects. Malformed stored text adds nothing. */
+static void grants_add_json(struct grants *g, const char *patterns, const char *projects)
+{
+	json_t *pa = json_loads(patterns ? patterns : "[]", 0, NULL);
+	json_t *pr = json_loads(projects ? projects : "[]", 0, NULL);
+	if (json_is_array(pa) && json_is_array(pr)) {
+		size_t i;
+		json_t *v;
+		json_array_foreach(pa, i, v) {
+			if (!json_is_string(v))
+				continue;
+			g->v = xrealloc(g->v, (g->n + 1) * sizeof(*g->v));
+			struct grant *gr = &g->v[g->n++];
+			gr->pattern = xstrdup(json_string_value(v));
+			gr->nprojects = 0;
+			gr->projects = xcalloc(json_array_size(pr) + 1, sizeof(char *));
+			size_t j;
+			json_t *p;
+			json_array_foreach(pr, j, p)
+				if (json_is_string(p))
+					gr->projects[gr->nprojects++] = xstrdup(json_string_value(p));
+		}
+	}
+	json_decref(pa);
+	json_decref(pr);
+}
+
+/* --- helpers -------------------------------------------------------------- */
+
+static int storage(struct identity *id, struct buf *err)
+{
+	sqldb_error(id->db, err);
+	return -2;
+}
+
+static const char *col(sqlite3_stmt *st, int i)
+{
+	const char *s = (const char *)sqlite3_column_text(st, i);
+	return s ? s : "";
+}
+
+static void copy(char *dst, size_t n, const char *src)
+{
+	snprintf(dst, n, "%s", src ? src : "");
+}
+
+static int check_len(const char *what, const char *s, size_t max, bool required, struct buf *err)
+{
+	size_t n = s ? strlen(s) : 0;
+	if (required && !n) {
+		buf_printf(err, "%s is required", what);
+		return -1;
+	}
+	if (n > max) {
+		buf_printf(err, "%s longer than %zu bytes", what, max);
+		return -1;
+	}
+	return 0;
+}
+
+/* A JSON array text of strings, each checked by check (NULL: none). */
+static int list_json(const char *what, const char *const *v, size_t n, size_t max,
+		     int (*check)(const char *, struct buf *), char **out, struct buf *err)
+{
+	if (n > max) {
+		buf_printf(err, "more than %zu %s", max, what);
+		return -1;
+	}
+	json_t *a = json_array();
+	for (size_t i = 0; i < n; i++) {
+		if (check && check(v[i], err) < 0) {
+			json_decref(a);
+			return -1;
+		}
+		json_array_append_new(a, json_string(v[i]));
+	}
+	*out = json_dumps(a, JSON_COMPACT);
+	json_decref(a);
+	if (!*out) {
+		buf_printf(err, "%s: not valid UTF-8", what);
+		return -1;
+	}
+	return 0;
+}
+
+static int check_project(const char *p, struct buf *err)
+{
+	if (!uuid_valid(p)) {
+		buf_printf(err, "project id \"%.64s\" is not a UUID", p);
+		return -1;
+	}
+	return 0;
+}
+
+static void sha256_hex(const char *s, char out[65])
+{
+	uint8_t d[32];
+	unsigned n = 0;
+	EVP_Digest(s, strlen(s), d, &n, EVP_sha256(), NULL);
+	hex_encode(d, sizeof(d), out);
+}
+
+static int exec(struct identity *id, const char *sql, struct buf *err)
+{
+	return sqldb_exec(id->db, sql, err) < 0 ? -2 : 0;
+}
+
+/* --- open / close ---------------------------------------------------------- */
+
+int identity_open(const char *data_dir, struct identity **out, struct buf *err)
+{
+	struct identity *id = xcalloc(1, sizeof(*id));
+	pthread_mutex_init(&id->mu, NULL);
+	struct buf path = { 0 };
+	buf_printf(&path, "%s/identity.db", data_dir);
+	int rc = sqldb_open(path.data, &id->db, err);
+	buf_free(&path);
+	if (rc < 0 || sqldb_exec(id->db, schema, err) < 0) {
+		identity_close(id);
+		return -1;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(builtins); i++) {
+		sqlite3_stmt *st;
+		if (sqldb_prepare(id->db,
+				  "INSERT INTO roles(id, name, locked, patterns, projects, created_ms)"
+				  " VALUES (?, ?, 1, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET"
+				  " name = excluded.name, locked = 1, patterns = excluded.patterns,"
+				  " projects = excluded.projects",
+				  &st, err) < 0) {
+			identity_close(id);
+			return -1;
+		}
+		sqlite3_bind_text(st, 1, builtins[i].id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, builtins[i].name, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 3, builtins[i].patterns, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 4, builtins[i].projects, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 5, now_unix_ms());
+		rc = sqlite3_step(st);
+		sqlite3_finalize(st);
+		if (rc != SQLITE_DONE) {
+			sqldb_error(id->db, err);
+			identity_close(id);
+			return -1;
+		}
+	}
+	*out = id;
+	return 0;
+}
+
+void identity_close(struct identity *id)
+{
+	if (!id)
+		return;
+	sqlite3_close(id->db);
+	pthread_mutex_destroy(&id->mu);
+	free(id);
+}
+
+/* --- users ------------------------------------------------------------------ */
+
+static void user_row(sqlite3_stmt *st, struct user_info *u)
+{
+	copy(u->id, sizeof(u->id), col(st, 0));
+	copy(u->email, sizeof(u->email), col(st, 1));
+	copy(u->given_name, sizeof(u->given_name), col(st, 2));
+	copy(u->family_name, sizeof(u->family_name), col(st, 3));
+	u->created_ms = sqlite3_column_int64(st, 4);
+	u->updated_ms = sqlite3_column_int64(st, 5);
+}
+
+#define USER_COLS "id, email, given_name, family_name, created_ms, updated_ms"
+
+static int user_lookup(struct identity *id, const char *where, const char *arg,
+		       struct user_info *out, char **password, struct buf *err)
+{
+	struct buf sql = { 0 };
+	buf_printf(&sql, "SELECT " USER_COLS ", password FROM users WHERE %s = ?", where);
+	sqlite3_stmt *st;
+	int rc = sqldb_prepare(id->db, sql.data, &st, err);
+	buf_free(&sql);
+	if (rc < 0)
+		return -2;
+	sqlite3_bind_text(st, 1, arg, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		user_row(st, out);
+		if (password)
+			*password = sqlite3_column_type(st, 6) == SQLITE_NULL ? NULL : xstrdup(col(st, 6));
+		rc = 0;
+	} else if (rc == SQLITE_DONE) {
+		rc = 1;
+	} else {
+		rc = storage(id, err);
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+int identity_user_get(struct identity *id, const char *user_id, struct user_info *out,
+		      struct buf *err)
+{
+	pthread_mutex_lock(&id->mu);
+	int rc = user_lookup(id, "id", user_id, out, NULL, err);
+	pthread_mutex_unlock(&id->mu);
+	return rc;
+}
+
+int identity_user_by_email(struct identity *id, const char *email, struct user_info *out,
+			   struct buf *err)
+{
+	pthread_mutex_lock(&id->mu);
+	int rc = user_lookup(id, "email", email, out, NULL, err);
+	pthread_mutex_unlock(&id->mu);
+	return rc;
+}
+
+static int valid_email(const char *email, struct buf *err)
+{
+	if (check_len("email", email, IDENTITY_MAX_EMAIL, true, err) < 0)
+		return -1;
+	const char *at = strchr(email, '@');
+	if (!at || at == email || !at[1] || strchr(at + 1, '@')) {
+		buf_printf(err, "email \"%.64s\" is not an address", email);
+		return -1;
+	}
+	for (const char *p = email; *p; p++)
+		if ((unsigned char)*p <= ' ' || *p == 0x7f) {
+			buf_puts(err, "email has a space or a control character");
+			return -1;
+		}
+	return 0;
+}
+
+int identity_user_create(struct identity *id, const char *email, const char *password,
+			 const char *given, const char *family, struct user_info *out,
+			 struct buf *err)
+{
+	if (valid_email(email, err) < 0 || check_len("given name", given, IDENTITY_MAX_NAME, false, err) < 0 ||
+	    check_len("family name", family, IDENTITY_MAX_NAME, false, err) < 0)
+		return -1;
+	char hash[PASSWORD_HASH_MAX] = "";
+	if (password && password_hash(password, hash, err) < 0)
+		return -1;
+	struct user_info u = { 0 };
+	uuid_v4(u.id);
+	copy(u.email, sizeof(u.email), email);
+	copy(u.given_name, sizeof(u.given_name), given);
+	copy(u.family_name, sizeof(u.family_name), family);
+	u.created_ms = u.updated_ms = now_unix_ms();
+	pthread_mutex_lock(&id->mu);
+	int rc = exec(id, "BEGIN IMMEDIATE", err);
+	sqlite3_stmt *st = NULL;
+	if (!rc) {
+		struct user_info had;
+		rc = user_lookup(id, "email", email, &had, NULL, err);
+		if (rc == 0) {
+			buf_printf(err, "a user with email %s exists (%s)", had.email, had.id);
+			rc = -1;
+		} else if (rc == 1) {
+			rc = 0;
+		}
+	}
+	if (!rc && sqldb_prepare(id->db, "INSERT INTO users(" USER_COLS ", password) VALUES (?,?,?,?,?,?,?)",
+				 &st, err) < 0)
+		rc = -2;
+	if (!rc) {
+		sqlite3_bind_text(st, 1, u.id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, u.email, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 3, u.given_name, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 4, u.family_name, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 5, u.created_ms);
+		sqlite3_bind_int64(st, 6, u.updated_ms);
+		if (password)
+			sqlite3_bind_text(st, 7, hash, -1, SQLITE_STATIC);
+		else
+			sqlite3_bind_null(st, 7);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			rc = storage(id, err);
+		sqlite3_finalize(st);
+		st = NULL;
+	}
+	if (!rc && sqldb_prepare(id->db, "INSERT INTO user_roles(user_id, role_id) VALUES (?, ?)", &st,
+				 err) < 0)
+		rc = -2;
+	if (!rc) {
+		sqlite3_bind_text(st, 1, u.id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, ROLE_DEFAULT_PROJECT_VIEWER, -1, SQLITE_STATIC);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			rc = storage(id, err);
+		sqlite3_finalize(st);
+	}
+	if (!rc)
+		rc = exec(id, "COMMIT", err);
+	if (rc)
+		sqlite3_exec(id->db, "ROLLBACK", NULL, NULL, NULL);
+	pthread_mutex_unlock(&id->mu);
+	if (!rc && out)
+		*out = u;
+	return rc;
+}
+
+int identity_user_set_password(struct identity *id, const char *user_id, const char *password,
+			       struct buf *err)
+{
+	char hash[PASSWORD_HASH_MAX];
+	if (password_hash(password, hash, err) < 0)
+		return -1;
+	pthread_mutex_lock(&id->mu);
+	sqlite3_stmt *st;
+	int rc = 0;
+	if (sqldb_prepare(id->db, "UPDATE users SET password = ?, updated_ms = ? WHERE id = ?", &st,
+			  err) < 0) {
+		rc = -2;
+	} else {
+		sqlite3_bind_text(st, 1, hash, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 2, now_unix_ms());
+		sqlite3_bind_text(st, 3, user_id, -1, SQLITE_STATIC);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			rc = storage(id, err);
+		else if (!sqlite3_changes(id->db)) {
+			buf_printf(err, "no user with id %.40s", user_id);
+			rc = -1;
+		}
+		sqlite3_finalize(st);
+	}
+	pthread_mutex_unlock(&id->mu);
+	return rc;
+}
+
+int identity_login(struct identity *id, const char *email, const char *password,
+		   struct user_info *out, struct buf *err)
+{
+	if (!email || !password || strlen(email) > IDENTITY_MAX_EMAIL ||
+	    strlen(password) > PASSWORD_MAX_LEN) {
+		password_verify(password_dummy_hash(), "x");
+		return 1;
+	}
+	char *hash = NULL;
+	pthread_mutex_lock(&id->mu);
+	int rc = user_lookup(id, "email", email, out, &hash, err);
+	pthread_mutex_unlock(&id->mu);
+	if (rc < 0)
+		return rc;
+	/* The hash is verified unlocked: it takes a tenth of a second. */
+	bool ok = password_verify(hash ? hash : password_dummy_hash(), password);
+	free(hash);
+	return rc == 0 && ok && hash ? 0 : 1;
+}
+
+int identity_users_json(struct identity *id, const char *query, unsigned page,
+			unsigned page_size, bool with_roles, json_t **out, size_t *total,
+			struct buf *err)
+{
+	if (page_size == 0 || page_size > 100) {
+		buf_puts(err, "page size must be 1 to 100");
+		return -1;
+	}
+	if (check_len("query", query, IDENTITY_MAX_EMAIL, false, err) < 0)
+		return -1;
+	struct buf like = { 0 };
+	buf_putc(&like, '%');
+	for (const char *p = query ? query : ""; *p; p++) {
+		if (*p == '%' || *p == '_' || *p == '\\')
+			buf_putc(&like, '\\');
+		buf_putc(&like, *p);
+	}
+	buf_putc(&like, '%');
+	pthread_mutex_lock(&id->mu);
+	sqlite3_stmt *st = NULL, *rs = NULL;
+	int rc = 0;
+	json_t *arr = json_array();
+	if (sqldb_prepare(id->db, "SELECT count(*) FROM users WHERE email LIKE ? ESCAPE '\\'", &st,
+			  err) < 0) {
+		rc = -2;
+		goto out;
+	}
+	sqlite3_bind_text(st, 1, like.data, -1, SQLITE_STATIC);
+	*total = sqlite3_step(st) == SQLITE_ROW ? (size_t)sqlite3_column_int64(st, 0) : 0;
+	sqlite3_finalize(st);
+	st = NULL;
+	if (sqldb_prepare(id->db, "SELECT " USER_COLS " FROM users WHERE email LIKE ? ESCAPE '\\'"
+				  " ORDER BY created_ms, id LIMIT ? OFFSET ?",
+			  &st, err) < 0 ||
+	    sqldb_prepare(id->db, "SELECT r.name FROM roles r JOIN user_roles ur ON ur.role_id = r.id"
+				  " WHERE ur.user_id = ? ORDER BY r.name",
+			  &rs, err) < 0) {
+		rc = -2;
+		goto out;
+	}
+	sqlite3_bind_text(st, 1, like.data, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, page_size);
+	sqlite3_bind_int64(st, 3, (int64_t)page * page_size);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		struct user_info u;
+		user_row(st, &u);
+		json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I}", "id", u.id, "email", u.email,
+				      "given_name", u.given_name, "family_name", u.family_name,
+				      "created_at", (json_int_t)u.created_ms, "updated_at",
+				      (json_int_t)u.updated_ms);
+		if (with_roles && o) {
+			json_t *roles = json_array();
+			sqlite3_reset(rs);
+			sqlite3_bind_text(rs, 1, u.id, -1, SQLITE_TRANSIENT);
+			while (sqlite3_step(rs) == SQLITE_ROW)
+				json_array_append_new(roles, json_string(col(rs, 0)));
+			json_object_set_new(o, "roles", roles);
+		}
+		if (o)
+			json_array_append_new(arr, o);
+	}
+out:
+	sqlite3_finalize(st);
+	sqlite3_finalize(rs);
+	pthread_mutex_unlock(&id->mu);
+	buf_free(&like);
+	if (rc) {
+		json_decref(arr);
+		return rc;
+	}
+	*out = arr;
+	return 0;
+}
+
+/* --- roles --------------------------------------------------------------------- */
+
+int identity_roles_set(struct identity *id, const char *user_id, const char *const *names,
+		       size_t n, struct buf *err)
+{
+	if (n > IDENTITY_MAX_PATTERNS) {
+		buf_printf(err, "more than %d roles", IDENTITY_MAX_PATTERNS);
+		return -1;
+	}
+	pthread_mutex_lock(&id->mu);
+	int rc = exec(id, "BEGIN IMMEDIATE", err);
+	char(*ids)[IDENTITY_ID_LEN] = xcalloc(n + 1, sizeof(*ids));
+	struct user_info u;
+	if (!rc) {
+		rc = user_lookup(id, "id", user_id, &u, NULL, err);
+		if (rc == 1) {
+			buf_printf(err, "no user with id %.40s", user_id);
+			rc = -1;
+		}
+	}
+	struct buf missing = { 0 };
+	for (size_t i = 0; !rc && i < n; i++) {
+		sqlite3_stmt *st;
+		if (sqldb_prepare(id->db, "SELECT id FROM roles WHERE name = ?", &st, err) < 0) {
+			rc = -2;
+			break;
+		}
+		sqlite3_bind_text(st, 1, names[i], -1, SQLITE_STATIC);
+		if (sqlite3_step(st) == SQLITE_ROW)
+			copy(ids[i], IDENTITY_ID_LEN, col(st, 0));
+		else
+			buf_printf(&missing, "%s%s", missing.len ? ", " : "", names[i]);
+		sqlite3_finalize(st);
+	}
+	if (!rc && missing.len) {
+		buf_printf(err, "roles not found: %s", missing.data);
+		rc = -1;
+	}
+	buf_free(&missing);
+	sqlite3_stmt *st = NULL;
+	if (!rc && sqldb_prepare(id->db, "DELETE FROM user_roles WHERE user_id = ?", &st, err) < 0)
+		rc = -2;
+	if (!rc) {
+		sqlite3_bind_text(st, 1, user_id, -1, SQLITE_STATIC);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			rc = storage(id, err);
+		sqlite3_finalize(st);
+	}
+	for (size_t i = 0; !rc && i < n; i++) {
+		if (sqldb_prepare(id->db, "INSERT OR IGNORE INTO user_roles(user_id, role_id) VALUES (?, ?)",
+				  &st, err) < 0) {
+			rc = -2;
+			break;
+		}
+		sqlite3_bind_text(st, 1, user_id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, ids[i], -1, SQLITE_STATIC);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			rc = storage(id, err);
+		sqlite3_finalize(st);
+	}
+	if (!rc && sqldb_prepare(id->db, "UPDATE users SET updated_ms = ? WHERE id = ?", &st, err) == 0) {
+		sqlite3_bind_int64(st, 1, now_unix_ms());
+		sqlite3_bind_text(st, 2, user_id, -1, SQLITE_STATIC);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			rc = storage(id, err);
+		sqlite3_finalize(st);
+	}
+	if (!rc)
+		rc = exec(id, "COMMIT", err);
+	if (rc)
+		sqlite3_exec(id->db, "ROLLBACK", NULL, NULL, NULL);
+	pthread_mutex_unlock(&id->mu);
+	free(ids);
+	return rc;
+}
+
+static json_t *json_list(const char *text)
+{
+	json_t *a = json_loads(text, 0, NULL);
+	if (!json_is_array(a)) {
+		json_decref(a);
+		a = json_array();
+	}
+	return a;
+}
+
+int identity_roles_json(struct identity *id, const char *user_id, const char *const *names,
+			size_t nnames, json_t **out, struct buf *err)
+{
+	pthread_mutex_lock(&id->mu);
+	sqlite3_stmt *st;
+	const char *sql =
+		user_id ? "SELECT r.id, r.name, r.locked, r.patterns, r.projects,"
+			  " (SELECT count(*) FROM user_roles x WHERE x.role_id = r.id)"
+			  " FROM roles r JOIN user_roles ur ON ur.role_id = r.id WHERE ur.user_id = ?"
+			  " ORDER BY r.created_ms, r.id"
+			: "SELECT r.id, r.name, r.locked, r.patterns, r.projects,"
+			  " (SELECT count(*) FROM user_roles x WHERE x.role_id = r.id)"
+			  " FROM roles r ORDER BY r.id";
+	if (sqldb_prepare(id->db, sql, &st, err) < 0) {
+		pthread_mutex_unlock(&id->mu);
+		return -2;
+	}
+	if (user_id)
+		sqlite3_bind_text(st, 1, user_id, -1, SQLITE_STATIC);
+	json_t *arr = json_array();
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		const char *name = col(st, 1);
+		bool want = !nnames;
+		for (size_t i = 0; i < nnames && !want; i++)
+			want = !strcmp(names[i], name);
+		if (!want)
+			continue;
+		json_t *o = json_pack("{s:s, s:s, s:b, s:I, s:o, s:o}", "id", col(st, 0), "name", name,
+				      "is_locked", sqlite3_column_int(st, 2) != 0, "users",
+				      (json_int_t)sqlite3_column_int64(st, 5), "patterns",
+				      json_list(col(st, 3)), "project_ids", json_list(col(st, 4)));
+		if (o)
+			json_array_append_new(arr, o);
+	}
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&id->mu);
+	*out = arr;
+	return 0;
+}
+
+int identity_role_put(struct identity *id, const char *role_id, const char *name,
+		      const char *const *patterns, size_t npatterns, const char *const *projects,
+		      size_t nprojects, char out_id[IDENTITY_ID_LEN], struct buf *err)
+{
+	if (check_len("role name", name, IDENTITY_MAX_NAME, true, err) < 0)
+		return -1;
+	if (!npatterns) {
+		buf_puts(err, "a role needs at least one permission pattern");
+		return -1;
+	}
+	char *pj = NULL, *prj = NULL;
+	if (list_json("patterns", patterns, npatterns, IDENTITY_MAX_PATTERNS, perm_check_pattern, &pj,
+		      err) < 0 ||
+	    list_json("projects", projects, nprojects, IDENTITY_MAX_PROJECTS, check_project, &prj,
+		      err) < 0) {
+		free(pj);
+		return -1;
+	}
+	char rid[IDENTITY_ID_LEN];
+	if (role_id)
+		copy(rid, sizeof(rid), role_id);
+	else
+		uuid_v4(rid);
+	pthread_mutex_lock(&id->mu);
+	int rc = exec(id, "BEGIN IMMEDIATE", err);
+	sqlite3_stmt *st = NULL;
+	if (!rc && sqldb_prepare(id->db, "SELECT locked, id FROM roles WHERE id = ? OR name = ?", &st,
+				 err) < 0)
+		rc = -2;
+	if (!rc) {
+		sqlite3_bind_text(st, 1, rid, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+		bool found = false;
+		while (!rc && sqlite3_step(st) == SQLITE_ROW) {
+			bool same = !strcmp(col(st, 1), rid);
+			found |= same;
+			if (sqlite3_column_int(st, 0) && same) {
+				buf_printf(err, "role %s is built in and locked", rid);
+				rc = -1;
+			} else if (!same) {
+				buf_printf(err, "a role named \"%s\" exists", name);
+				rc = -1;
+			}
+		}
+		sqlite3_finalize(st);
+		st = NULL;
+		if (!rc && role_id && !found) {
+			buf_printf(err, "no role with id %.40s", role_id);
+			rc = -1;
+		}
+	}
+	if (!rc && sqldb_prepare(id->db,
+				 "INSERT INTO roles(id, name, locked, patterns, projects, created_ms)"
+				 " VALUES (?, ?, 0, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET"
+				 " name = excluded.name, patterns = excluded.patterns,"
+				 " projects = excluded.projects",
+				 &st, err) < 0)
+		rc = -2;
+	if (!rc) {
+		sqlite3_bind_text(st, 1, rid, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 3, pj, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 4, prj, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 5, now_unix_ms());
+		if (sqlite3_step(st) != SQLITE_DONE)
+			rc = storage(id, err);
+		sqlite3_finalize(st);
+	}
+	if (!rc)
+		rc = exec(id, "COMMIT", err);
+	if (rc)
+		sqlite3_exec(id->db, "ROLLBACK", NULL, NULL, NULL);
+	pthread_mutex_unlock(&id->mu);
+	free(pj);
+	free(prj);
+	if (!rc && out_id)
+		copy(out_id, IDENTITY_ID_LEN, rid);
+	return rc;
+}
+
+int identity_role_delete(struct identity *id, const char *role_id, struct buf *err)
+{
+	pthread_mutex_lock(&id->mu);
+	int rc = exec(id, "BEGIN IMMEDIATE", err);
+	sqlite3_stmt *st = NULL;
+	if (!rc && sqldb_prepare(id->db, "SELECT locked FROM roles WHERE id = ?", &st, err) < 0)
+		rc = -2;
+	if (!rc) {
+		sqlite3_bind_text(st, 1, role_id, -1, SQLITE_STATIC);
+		int s = sqlite3_step(st);
+		if (s != SQLITE_ROW) {
+			buf_printf(err, "no role with id %.40s", role_id);
+			rc = -1;
+		} else if (sqlite3_column_int(st, 0)) {
+			buf_printf(err, "role %.40s is built in and locked", role_id);
+			rc = -1;
+		}
+		sqlite3_finalize(st);
+	}
+	if (!rc && sqldb_prepare(id->db, "DELETE FROM user_roles WHERE role_id = ?1;", &st, err) == 0) {
+		sqlite3_bind_text(st, 1, role_id, -1, SQLITE_STATIC);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			rc = storage(id, err);
+		sqlite3_finalize(st);
+	}
+	if (!rc && sqldb_prepare(id->db, "DELETE FROM roles WHERE id = ?1", &st, err) == 0) {
+		sqlite3_bind_text(st, 1, role_id, -1, SQLITE_STATIC);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			rc = storage(id, err);
+		sqlite3_finalize(st);
+	}
+	if (!rc)
+		rc = exec(id, "COMMIT", err);
+	if (rc)
+		sqlite3_exec(id->db, "ROLLBACK", NULL, NULL, NULL);
+	pthread_mutex_unlock(&id->mu);
+	return rc;
+}
+
+static int user_grants_locked(struct identity *id, const char *user_id, struct grants *out,
+			      struct buf *err)
+{
+	sqlite3_stmt *st;
+	if (sqldb_prepare(id->db, "SELECT r.patterns, r.projects FROM roles r JOIN user_roles ur"
+				  " ON ur.role_id = r.id WHERE ur.user_id = ?",
+			  &st, err) < 0)
+		return -2;
+	sqlite3_bind_text(st, 1, user_id, -1, SQLITE_STATIC);
+	int s;
+	while ((s = sqlite3_step(st)) == SQLITE_ROW)
+		grants_add_json(out, col(st, 0), col(st, 1));
+	sqlite3_finalize(st);
+	return s == SQLITE_DONE ? 0 : storage(id, err);
+}
+
+int identity_user_grants(struct identity *id, const char *user_id, struct grants *out,
+			 struct buf *err)
+{
+	pthread_mutex_lock(&id->mu);
+	int rc = user_grants_locked(id, user_id, out, err);
+	pthread_mutex_unlock(&id->mu);
+	return rc;
+}
+
+/* --- service tokens ------------------------------------------------------------- */
+
+static void new_secret(char secret[IDENTITY_TOKEN_LEN])
+{
+	static const char b64url[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	uint8_t raw[32];
+	if (RAND_bytes(raw, sizeof(raw)) != 1)
+		abort(); /* the CSPRNG failing is not recoverable: no weak token is issued */
+	char *p = secret;
+	memcpy(p, "emb_", 4);
+	p += 4;
+	/* 256 bits as 43 base64url characters (6 bits each, the last 4). */
+	uint32_t acc = 0;
+	int bits = 0;
+	for (size_t i = 0; i < sizeof(raw); i++) {
+		acc = (acc << 8) | raw[i];
+		bits += 8;
+		while (bits >= 6) {
+			*p++ = b64url[(acc >> (bits - 6)) & 63];
+			bits -= 6;
+		}
+	}
+	if (bits)
+		*p++ = b64url[(acc << (6 - bits)) & 63];
+	*p = 0;
+}
+
+int identity_token_create(struct identity *id, const char *owner, const char *name,
+			  const char *const *scopes, size_t nscopes, const char *const *projects,
+			  size_t nprojects, int64_t expires_ms, struct token_info *out,
+			  char secret[IDENTITY_TOKEN_LEN], struct buf *err)
+{
+	if (check_len("token name", name, IDENTITY_MAX_NAME, true, err) < 0)
+		return -1;
+	if (!nscopes) {
+		buf_puts(err, "a token needs at least one scope (a permission pattern)");
+		return -1;
+	}
+	if (expires_ms < 0 || (expires_ms && expires_ms <= now_unix_ms())) {
+		buf_puts(err, "expires_at is in the past");
+		return -1;
+	}
+	char *sj = NULL, *pj = NULL;
+	if (list_json("scopes", scopes, nscopes, IDENTITY_MAX_PATTERNS, perm_check_pattern, &sj, err) < 0 ||
+	    list_json("projects", projects, nprojects, IDENTITY_MAX_PROJECTS, check_project, &pj, err) < 0) {
+		free(sj);
+		return -1;
+	}
+	struct token_info t = { 0 };
+	uuid_v4(t.id);
+	copy(t.owner, sizeof(t.owner), owner);
+	copy(t.name, sizeof(t.name), name);
+	t.created_ms = now_unix_ms();
+	t.expires_ms = expires_ms;
+	new_secret(secret);
+	char hash[65];
+	sha256_hex(secret, hash);
+	pthread_mutex_lock(&id->mu);
+	sqlite3_stmt *st;
+	int rc = 0;
+	if (sqldb_prepare(id->db, "INSERT INTO tokens(id, hash, owner, name, scopes, projects,"
+				  " created_ms, expires_ms) VALUES (?,?,?,?,?,?,?,?)",
+			  &st, err) < 0) {
+		rc = -2;
+	} else {
+		sqlite3_bind_text(st, 1, t.id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, hash, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 3, t.owner, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 4, t.name, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 5, sj, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 6, pj, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 7, t.created_ms);
+		sqlite3_bind_int64(st, 8, t.expires_ms);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			rc = storage(id, err);
+		sqlite3_finalize(st);
+	}
+	pthread_mutex_unlock(&id->mu);
+	free(sj);
+	free(pj);
+	if (rc)
+		secret[0] = 0;
+	else if (out)
+		*out = t;
+	return rc;
+}
+
+int identity_token_check(struct identity *id, const char *secret, int64_t now_ms,
+			 struct token_info *out, struct grants *scope, struct buf *err)
+{
+	if (!secret || strlen(secret) >= IDENTITY_TOKEN_LEN + 16) {
+		buf_puts(err, "not a token this server issued");
+		return 1;
+	}
+	char hash[65];
+	sha256_hex(secret, hash);
+	pthread_mutex_lock(&id->mu);
+	sqlite3_stmt *st;
+	int rc;
+	if (sqldb_prepare(id->db, "SELECT id, owner, name, scopes, projects, created_ms, expires_ms,"
+				  " last_used_ms, revoked_ms FROM tokens WHERE hash = ?",
+			  &st, err) < 0) {
+		pthread_mutex_unlock(&id->mu);
+		return -2;
+	}
+	sqlite3_bind_text(st, 1, hash, -1, SQLITE_STATIC);
+	int s = sqlite3_step(st);
+	if (s == SQLITE_DONE) {
+		buf_puts(err, "not a token this server issued");
+		rc = 1;
+	} else if (s != SQLITE_ROW) {
+		rc = storage(id, err);
+	} else if (sqlite3_column_type(st, 8) != SQLITE_NULL) {
+		buf_puts(err, "the token was revoked");
+		rc = 1;
+	} else if (sqlite3_column_int64(st, 6) && sqlite3_column_int64(st, 6) <= now_ms) {
+		buf_puts(err, "the token expired");
+		rc = 1;
+	} else {
+		copy(out->id, sizeof(out->id), col(st, 0));
+		copy(out->owner, sizeof(out->owner), col(st, 1));
+		copy(out->name, sizeof(out->name), col(st, 2));
+		out->created_ms = sqlite3_column_int64(st, 5);
+		out->expires_ms = sqlite3_column_int64(st, 6);
+		out->last_used_ms = sqlite3_column_int64(st, 7);
+		grants_add_json(scope, col(st, 3), col(st, 4));
+		rc = 0;
+	}
+	sqlite3_finalize(st);
+	if (rc == 0 && now_ms - out->last_used_ms >= LAST_USED_EVERY_MS &&
+	    sqldb_prepare(id->db, "UPDATE tokens SET last_used_ms = ? WHERE id = ?", &st, err) == 0) {
+		sqlite3_bind_int64(st, 1, now_ms);
+		sqlite3_bind_text(st, 2, out->id, -1, SQLITE_STATIC);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			log_warn("identity: the last use of token %s was not recorded: %s", out->id,
+				 sqlite3_errmsg(id->db));
+		sqlite3_finalize(st);
+		out->last_used_ms = now_ms;
+	}
+	pthread_mutex_unlock(&id->mu);
+	return rc;
+}
+
+int identity_token_revoke(struct identity *id, const char *token_id, struct buf *err)
+{
+	pthread_mutex_lock(&id->mu);
+	sqlite3_stmt *st;
+	int rc = 0;
+	if (sqldb_prepare(id->db, "UPDATE tokens SET revoked_ms = ? WHERE id = ? AND revoked_ms IS NULL",
+			  &st, err) < 0) {
+		rc = -2;
+	} else {
+		sqlite3_bind_int64(st, 1, now_unix_ms());
+		sqlite3_bind_text(st, 2, token_id, -1, SQLITE_STATIC);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			rc = storage(id, err);
+		else if (!sqlite3_changes(id->db))
+			rc = 1;
+		sqlite3_finalize(st);
+	}
+	pthread_mutex_unlock(&id->mu);
+	return rc;
+}
+
+int identity_tokens_json(struct identity *id, const char *owner, json_t **out, struct buf *err)
+{
+	pthread_mutex_lock(&id->mu);
+	sqlite3_stmt *st;
+	const char *sql = owner ? "SELECT id, owner, name, scopes, projects, created_ms, expires_ms,"
+				  " last_used_ms FROM tokens WHERE revoked_ms IS NULL AND owner = ?"
+				  " ORDER BY created_ms, id"
+				: "SELECT id, owner, name, scopes, projects, created_ms, expires_ms,"
+				  " last_used_ms FROM tokens WHERE revoked_ms IS NULL ORDER BY created_ms, id";
+	if (sqldb_prepare(id->db, sql, &st, err) < 0) {
+		pthread_mutex_unlock(&id->mu);
+		return -2;
+	}
+	if (owner)
+		sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
+	json_t *arr = json_array();
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		int64_t exp = sqlite3_column_int64(st, 6), used = sqlite3_column_int64(st, 7);
+		json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:I, s:o, s:o}", "id", col(st, 0),
+				      "owner", col(st, 1), "name", col(st, 2), "type", "service",
+				      "scopes", json_list(col(st, 3)), "project_ids",
+				      json_list(col(st, 4)), "created_at",
+				      (json_int_t)sqlite3_column_int64(st, 5), "expires_at",
+				      exp ? json_integer(exp) : json_null(), "last_used_at",
+				      used ? json_integer(used) : json_null());
+		if (o)
+			json_array_append_new(arr, o);
+	}
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&id->mu);
+	*out = arr;
+	return 0;
+}
+
+/* --- refresh sessions ------------------------------------------------------------ */
+
+int identity_session_create(struct identity *id, const char *user_id, int64_t expires_ms,
+			    char out_id[IDENTITY_ID_LEN], struct buf *err)
+{
+	uuid_v4(out_id);
+	pthread_mutex_lock(&id->mu);
+	sqlite3_stmt *st;
+	int rc = 0;
+	if (sqldb_prepare(id->db, "INSERT INTO sessions(id, user_id, created_ms, expires_ms)"
+				  " VALUES (?, ?, ?, ?)",
+			  &st, err) < 0) {
+		rc = -2;
+	} else {
+		sqlite3_bind_text(st, 1, out_id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, user_id, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 3, now_unix_ms());
+		sqlite3_bind_int64(st, 4, expires_ms);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			rc = storage(id, err);
+		sqlite3_finalize(st);
+	}
+	/* Ended and expired sessions are kept a day for the audit trail. */
+	if (!rc && sqldb_prepare(id->db, "DELETE FROM sessions WHERE expires_ms < ?1 OR ended_ms < ?1",
+				 &st, err) == 0) {
+		sqlite3_bind_int64(st, 1, now_unix_ms() - 86400000);
+		sqlite3_step(st);
+		sqlite3_finalize(st);
+	}
+	pthread_mutex_unlock(&id->mu);
+	return rc;
+}
+
+int identity_session_check(struct identity *id, const char *session_id, int64_t now_ms,
+			   char user_id[IDENTITY_ID_LEN], struct buf *err)
+{
+	pthread_mutex_lock(&id->mu);
+	sqlite3_stmt *st;
+	int rc;
+	if (sqldb_prepare(id->db, "SELECT user_id, expires_ms, ended_ms FROM sessions WHERE id = ?",
+			  &st, err) < 0) {
+		pthread_mutex_unlock(&id->mu);
+		return -2;
+	}
+	sqlite3_bind_text(st, 1, session_id, -1, SQLITE_STATIC);
+	int s = sqlite3_step(st);
+	if (s == SQLITE_ROW && sqlite3_column_type(st, 2) == SQLITE_NULL &&
+	    sqlite3_column_int64(st, 1) > now_ms) {
+		copy(user_id, IDENTITY_ID_LEN, col(st, 0));
+		rc = 0;
+	} else if (s == SQLITE_ROW || s == SQLITE_DONE) {
+		buf_puts(err, "the session ended");
+		rc = 1;
+	} else {
+		rc = storage(id, err);
+	}
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&id->mu);
+	return rc;
+}
+
+int identity_session_end(struct identity *id, const char *session_id, struct buf *err)
+{
+	pthread_mutex_lock(&id->mu);
+	sqlite3_stmt *st;
+	int rc = 0;
+	if (sqldb_prepare(id->db, "UPDATE sessions SET ended_ms = ? WHERE id = ? AND ended_ms IS NULL",
+			  &st, err) < 0) {
+		rc = -2;
+	} else {
+		sqlite3_bind_int64(st, 1, now_unix_ms());
+		sqlite3_bind_text(st, 2, session_id, -1, SQLITE_STATIC);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			rc = storage(id, err);
+		sqlite3_finalize(st);
+	}
+	pthread_mutex_unlock(&id->mu);
+	return rc;
+}
+
+/* --- audit ------------------------------------------------------------------------- */
+
+void identity_audit(struct identity *id, const char *actor, const char *origin,
+		    const char *action, const char *target, const char *outcome, const char *detail)
+{
+	struct buf err = { 0 };
+	pthread_mutex_lock(&id->mu);
+	sqlite3_stmt *st;
+	if (sqldb_prepare(id->db, "INSERT INTO audit(ts_ms, actor, origin, action, target, outcome,"
+				  " detail) VALUES (?,?,?,?,?,?,?)",
+			  &st, &err) == 0) {
+		sqlite3_bind_int64(st, 1, now_unix_ms());
+		const char *v[] = { actor, origin, action, target, outcome, detail };
+		for (int i = 0; i < 6; i++)
+			sqlite3_bind_text(st, i + 2, v[i] ? v[i] : "", (int)MIN(strlen(v[i] ? v[i] : ""), 1024u),
+					  SQLITE_TRANSIENT);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			sqldb_error(id->db, &err);
+		sqlite3_finalize(st);
+	}
+	pthread_mutex_unlock(&id->mu);
+	if (err.len)
+		log_error("identity: an audit entry (%s %s) was not written: %s", action, target, err.data);
+	buf_free(&err);
+}
+
+int identity_audit_json(struct identity *id, int64_t before_id, unsigned limit, json_t **out,
+			struct buf *err)
+{
+	if (!limit || limit > 1000) {
+		buf_puts(err, "limit must be 1 to 1000");
+		return -1;
+	}
+	pthread_mutex_lock(&id->mu);
+	sqlite3_stmt *st;
+	if (sqldb_prepare(id->db, "SELECT id, ts_ms, actor, origin, action, target, outcome, detail"
+				  " FROM audit WHERE (?1 = 0 OR id < ?1) ORDER BY id DESC LIMIT ?2",
+			  &st, err) < 0) {
+		pthread_mutex_unlock(&id->mu);
+		return -2;
+	}
+	sqlite3_bind_int64(st, 1, before_id);
+	sqlite3_bind_int64(st, 2, limit);
+	json_t *arr = json_array();
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		json_t *o = json_pack("{s:I, s:I, s:s, s:s, s:s, s:s, s:s, s:s}", "id",
+				      (json_int_t)sqlite3_column_int64(st, 0), "time",
+				      (json_int_t)sqlite3_column_int64(st, 1), "actor", col(st, 2),
+				      "origin", col(st, 3), "action", col(st, 4), "target", col(st, 5),
+				      "outcome", col(st, 6), "detail", col(st, 7));
+		if (o)
+			json_array_append_new(arr, o);
+	}
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&id->mu);
+	*out = arr;
+	return 0;
+}
