@@ -62,6 +62,7 @@ void handle_metrics(struct server *srv, const struct http_req *req, struct http_
 	metric(b, "ember_ingest_bytes_total", "counter", "compressed batch bytes stored", load(&c->ingest_bytes));
 	metric(b, "ember_ingest_resyncs_total", "counter", "version 2 batches answered 409 (the agent starts a new session)", load(&c->ingest_resyncs));
 	metric(b, "ember_ingest_unauthorized_total", "counter", "ingest requests refused for a missing or wrong token", load(&c->ingest_unauthorized));
+	metric(b, "ember_auth_refused_total", "counter", "requests refused for a missing or invalid credential (401) or a missing permission (403)", load(&c->auth_refused));
 	metric(b, "ember_otlp_requests_total", "counter", "OTLP Profiles requests stored", load(&c->otlp_requests));
 	metric(b, "ember_otlp_rejected_total", "counter", "OTLP Profiles requests refused as invalid", load(&c->otlp_rejected));
 	metric(b, "ember_log_suppressed_total", "counter", "log lines left out by the log rate limit (--log-rate-limit-interval)", log_suppressed_total());

@@ -510,6 +510,14 @@ void auth_deny(struct server *srv, const struct principal *p, const char *permis
 	buf_free(&target);
 }
 
+/* Counts a refusal (ingest's also as ember_ingest_unauthorized_total). */
+static void refused(struct server *srv, const struct route *r)
+{
+	__atomic_add_fetch(&srv->counters.auth_refused, 1, __ATOMIC_RELAXED);
+	if (!strncmp(r->perm, "ingest:", 7))
+		__atomic_add_fetch(&srv->counters.ingest_unauthorized, 1, __ATOMIC_RELAXED);
+}
+
 bool auth_request(struct server *srv, const struct route *r, const struct http_req *req,
 		  struct http_resp *resp, struct principal **who)
 {
@@ -521,7 +529,7 @@ bool auth_request(struct server *srv, const struct route *r, const struct http_r
 	}
 	struct principal *p = xcalloc(1, sizeof(*p));
 	if (identify(a, req, p, resp) < 0) {
-		__atomic_add_fetch(&srv->counters.auth_refused, 1, __ATOMIC_RELAXED);
+		refused(srv, r);
 		principal_free(p);
 		return false;
 	}
@@ -529,7 +537,7 @@ bool auth_request(struct server *srv, const struct route *r, const struct http_r
 	 * --ingest-tokens when they are set. */
 	if (p->kind == PRINCIPAL_OPEN && a->nseeded && !strncmp(r->perm, "ingest:", 7)) {
 		p->kind = PRINCIPAL_ANONYMOUS;
-		__atomic_add_fetch(&srv->counters.ingest_unauthorized, 1, __ATOMIC_RELAXED);
+		refused(srv, r);
 		http_error(resp, 401, "this server needs a bearer token (the agent's -auth-token; "
 				      "--ingest-tokens)");
 		principal_free(p);
@@ -561,7 +569,7 @@ bool auth_request(struct server *srv, const struct route *r, const struct http_r
 			http_error(resp, 401, "not signed in");
 		else
 			auth_deny(srv, p, r->perm, project, resp);
-		__atomic_add_fetch(&srv->counters.auth_refused, 1, __ATOMIC_RELAXED);
+		refused(srv, r);
 		principal_free(p);
 		return false;
 	}
