@@ -802,7 +802,7 @@ int main(int argc, char **argv, char **envp)
 	a.reporter = reporter_start(&hopts, SEND_QUEUE_BYTES, SESSION_MAX_BYTES,
 				    a.cfg.ember_protocol ? NULL : a.cfg.project);
 	struct symupload_opts sopts = { a.cfg.dwarf, a.cfg.max_input_file_size, a.cfg.max_symbfile_size,
-					a.cfg.debug_file_dir };
+					a.cfg.debug_file_dir, a.cfg.project };
 	a.symupload = symupload_start(&hopts, &sopts);
 	if (!a.reporter || !a.symupload) {
 		log_error("cannot start the reporter threads");

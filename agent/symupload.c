@@ -47,10 +47,23 @@ struct symupload {
 	size_t njobs, capjobs;
 	struct http_client *http;
 	struct symupload_opts opts;
+	char *project_q; /* "project=<name, percent-encoded>" or "" */
 	struct symupload_stats stats;
 	int stopping;
 	bool check_failing; /* only the uploader thread touches it */
 };
+
+/* Appends s percent-encoded (RFC 3986 unreserved characters kept). */
+static void percent_encode(struct buf *out, const char *s)
+{
+	for (const char *c = s; *c; c++) {
+		if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+		    *c == '.' || *c == '-' || *c == '_' || *c == '~')
+			buf_putc(out, *c);
+		else
+			buf_printf(out, "%%%02X", (unsigned char)*c);
+	}
+}
 
 static void wait_ms(struct symupload *u, long ms)
 {
@@ -81,8 +94,11 @@ static int query_missing(struct symupload *u, struct job *jobs, size_t n, char *
 	char *body = json_dumps(req, JSON_COMPACT);
 	json_decref(req);
 	struct buf resp = { 0 }, err = { 0 };
-	int status = http_send(u->http, "POST", "/ingest/v1/symbols/missing", "application/json",
+	struct buf mpath = { 0 };
+	buf_printf(&mpath, "/ingest/v1/symbols/missing%s%s", *u->project_q ? "?" : "", u->project_q);
+	int status = http_send(u->http, "POST", mpath.data, "application/json",
 			       NULL, body, strlen(body), &resp, &err);
+	buf_free(&mpath);
 	free(body);
 	int rc = -1;
 	if (status != 200) {
@@ -253,13 +269,9 @@ static int upload(struct symupload *u, struct job *j)
 	char hex[FILE_ID_HEX_LEN + 1];
 	fileid_hex(&j->id, hex);
 	buf_printf(&path, "/ingest/v1/symbols/%s?name=", hex);
-	for (const char *c = j->name; *c; c++) {
-		if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
-		    *c == '.' || *c == '-' || *c == '_' || *c == '+')
-			buf_putc(&path, *c);
-		else
-			buf_printf(&path, "%%%02X", (unsigned char)*c);
-	}
+	percent_encode(&path, j->name);
+	if (*u->project_q)
+		buf_printf(&path, "&%s", u->project_q);
 	uint8_t bid[ELF_BUILD_ID_MAX];
 	int bl = elfsyms_build_id(j->fd, bid);
 	if (bl > 0) {
@@ -370,8 +382,16 @@ struct symupload *symupload_start(const struct http_opts *opts, const struct sym
 	struct symupload *u = xcalloc(1, sizeof(*u));
 	u->opts = *so;
 	u->opts.debug_dir = so->debug_dir ? xstrdup(so->debug_dir) : NULL;
+	u->opts.project = NULL;
+	struct buf q = { 0 };
+	if (so->project && *so->project) {
+		buf_puts(&q, "project=");
+		percent_encode(&q, so->project);
+	}
+	u->project_q = buf_steal(&q, NULL);
 	u->http = http_client_new(opts);
 	if (!u->http) {
+		free(u->project_q);
 		free((char *)u->opts.debug_dir);
 		free(u);
 		return NULL;
@@ -384,6 +404,7 @@ struct symupload *symupload_start(const struct http_opts *opts, const struct sym
 	pthread_condattr_destroy(&ca);
 	if (pthread_create(&u->thread, NULL, run, u) != 0) {
 		http_client_free(u->http);
+		free(u->project_q);
 		free((char *)u->opts.debug_dir);
 		free(u);
 		return NULL;
@@ -431,6 +452,7 @@ void symupload_stop(struct symupload *u)
 	pthread_mutex_unlock(&u->lock);
 	pthread_join(u->thread, NULL);
 	http_client_free(u->http);
+	free(u->project_q);
 	free((char *)u->opts.debug_dir);
 	free(u->jobs);
 	pthread_mutex_destroy(&u->lock);

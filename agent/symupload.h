@@ -43,6 +43,10 @@ struct symupload_opts {
 	uint64_t max_input;     /* EMBER_MAX_INPUT_FILE_SIZE: no DWARF for larger files */
 	uint64_t max_symbfile;  /* EMBER_MAX_SYMBFILE_SIZE: larger symbol files lose their DWARF */
 	const char *debug_dir;  /* -debug-file-dir: root of local debug files (copied); NULL/"" = none */
+	/* -project: sent with each request (?project=), so a server whose
+	 * token for this agent writes only some projects keeps the symbols
+	 * for this one (copied); NULL/"" = none */
+	const char *project;
 };
 
 struct symupload *symupload_start(const struct http_opts *opts, const struct symupload_opts *so);

@@ -200,7 +200,7 @@ void handle_flamegraph(struct server *srv, const struct http_req *req, struct ht
 		return;
 	}
 	memcpy(r.scope.project_id, project, sizeof(project));
-	int rc = flamegraph_query(srv->store, srv->symbols, srv->fetcher, &r, &resp->body, &err);
+	int rc = flamegraph_query(srv->store, symbols_for_query(srv->symbols, project), srv->fetcher, &r, &resp->body, &err);
 	if (rc == 0)
 		__atomic_add_fetch(&srv->counters.flamegraph_queries, 1, __ATOMIC_RELAXED);
 	answer(srv, resp, rc, &err);
@@ -220,7 +220,7 @@ static void functions(struct server *srv, const struct http_req *req, struct htt
 		return;
 	}
 	fn_request_set_project(&r, project);
-	answer(srv, resp, functions_query(srv->store, srv->symbols, srv->fetcher, &r, &resp->body, &err),
+	answer(srv, resp, functions_query(srv->store, symbols_for_query(srv->symbols, project), srv->fetcher, &r, &resp->body, &err),
 	       &err);
 	fn_request_free(&r);
 }
@@ -284,7 +284,7 @@ void handle_events(struct server *srv, const struct http_req *req, struct http_r
 		return;
 	}
 	memcpy(r.scope.project_id, project, sizeof(project));
-	answer(srv, resp, events_query(srv->store, srv->symbols, &r, &resp->body, &err), &err);
+	answer(srv, resp, events_query(srv->store, symbols_for_query(srv->symbols, project), &r, &resp->body, &err), &err);
 	ev_request_free(&r);
 }
 

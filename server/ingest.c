@@ -406,8 +406,58 @@ void handle_otlp_profiles(struct server *srv, const struct http_req *req, struct
 	buf_free(&err);
 }
 
+/* The symbol store an upload by who goes to, and that "missing" answers
+ * from (symbols.h, "Trust"): the global one for a credential that may write
+ * symbols in every project (or symbols:global:write), else the store of
+ * the project ?project= names (an id or a name), where who must hold
+ * ingest:symbols:write. NULL with the refusal answered. */
+static struct symbols *symbol_scope(struct server *srv, const struct http_req *req,
+				    struct http_resp *resp)
+{
+	const struct principal *who = req->who;
+	const char *project = http_query_arg(req, "project");
+	char id[37] = "";
+	struct buf err = { 0 };
+	if (project && *project) {
+		int rc = 1;
+		if (uuid_valid(project)) {
+			snprintf(id, sizeof(id), "%s", project);
+			rc = projects_exists(srv->projects, id) ? 0 : 1;
+		} else if (strlen(project) <= 128) {
+			rc = projects_by_name(srv->projects, project, false, id, &err);
+		}
+		if (rc) {
+			if (rc < 0)
+				http_error(resp, 503, "the project could not be looked up: %s", err.data);
+			else
+				http_error(resp, 404, "no project %.128s", project);
+			buf_free(&err);
+			return NULL;
+		}
+	}
+	struct symbols *s = NULL;
+	if (principal_everywhere(who, "symbols:global:write") ||
+	    principal_everywhere(who, "ingest:symbols:write"))
+		s = srv->symbols;
+	else if (!id[0])
+		http_error(resp, 403, "Insufficient permissions: ingest:symbols:write in every project "
+				      "(name the project the symbols are for with ?project=)");
+	else if (!principal_can(who, "ingest:symbols:write", id))
+		auth_deny(srv, who, "ingest:symbols:write", id, resp);
+	else if (!(s = symbols_scope(srv->symbols, id, &err))) {
+		log_error("%s", err.data);
+		http_error(resp, 503, "the project's symbols could not be opened: %s", err.data);
+		resp->retry_after = "30";
+	}
+	buf_free(&err);
+	return s;
+}
+
 void handle_symbols_missing(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
+	struct symbols *sym = symbol_scope(srv, req, resp);
+	if (!sym)
+		return;
 	json_error_t jerr;
 	json_t *doc = json_loadb(req->body, req->body_len, 0, &jerr);
 	json_t *ids = doc ? json_object_get(doc, "file_ids") : NULL;
@@ -434,11 +484,11 @@ void handle_symbols_missing(struct server *srv, const struct http_req *req, stru
 			json_decref(doc);
 			return;
 		}
-		int have = symbols_quality(srv->symbols, &id);
+		int have = symbols_quality(sym, &id);
 		/* Nothing yet: the asker uploads what it has next, so queries
 		 * say these frames' names are on their way. */
 		if (have < 0)
-			symbols_expect(srv->symbols, &id, now_unix_ms());
+			symbols_expect(sym, &id, now_unix_ms());
 		if (have < 0 || __builtin_popcount((unsigned)have) < __builtin_popcount((unsigned)want & 3u)) {
 			if (n++)
 				buf_putc(&resp->body, ',');
@@ -457,11 +507,9 @@ void handle_symbols_put(struct server *srv, const struct http_req *req, struct h
 		http_error(resp, 400, "file id: expected %d hex digits", FILE_ID_HEX_LEN);
 		return;
 	}
-	const char *project = http_query_arg(req, "project");
-	if (project && (!uuid_valid(project) || !projects_exists(srv->projects, project))) {
-		http_error(resp, 404, "no project with id %s", project);
+	struct symbols *sym = symbol_scope(srv, req, resp);
+	if (!sym)
 		return;
-	}
 	const char *enc = http_header(req, "Content-Encoding");
 	struct buf err = { 0 };
 	const void *data = req->body;
@@ -520,7 +568,7 @@ void handle_symbols_put(struct server *srv, const struct http_req *req, struct h
 		}
 		blen = (int)(bl / 2);
 	}
-	int rc = symbols_put(srv->symbols, &id, blen ? bid : NULL, blen, data, len, &err);
+	int rc = symbols_put(sym, &id, blen ? bid : NULL, blen, data, len, &err);
 	if (rc == 1) {
 		buf_puts(&resp->body, "{\"stored\":false,\"kept\":\"the stored symbols are at least as complete\"}\n");
 		http_json(resp, 200);

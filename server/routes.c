@@ -20,8 +20,6 @@
 #define GLOBAL(p) p, ROUTE_GLOBAL
 #define IN_PROJECT(p) p, ROUTE_PROJECT
 #define IN_BODY(p) p, ROUTE_BODY
-#define API "/public/api/v1"
-#define PROJECT API "/project/{project_id}"
 
 const struct route server_routes[] = {
 	{ "GET", "/healthz", handle_healthz, 0, 0, PUB },
@@ -36,29 +34,29 @@ const struct route server_routes[] = {
 	{ "POST", "/api/v1/auth/refresh", handle_auth_refresh, 0, 0, PUB },
 	{ "POST", "/api/v1/auth/logout", handle_auth_logout, 0, 0, PUB },
 	{ "GET", "/api/v1/auth/me", handle_auth_me, 0, 0, ME },
-	{ "GET", API "/service-tokens", handle_tokens_list, 0, 0, GLOBAL("service:token:read") },
-	{ "POST", API "/service-tokens", handle_tokens_create, 64 * KiB, 0, GLOBAL("service:token:create") },
-	{ "DELETE", API "/service-tokens/{token_id}", handle_tokens_revoke, 0, 0, GLOBAL("service:token:revoke") },
-	{ "GET", API "/users", handle_users_list, 0, 0, GLOBAL("admin:user:read") },
-	{ "POST", API "/users", handle_users_create, 64 * KiB, 0, GLOBAL("admin:user:create") },
-	{ "PUT", API "/users/{user_id}/roles", handle_user_roles_set, 64 * KiB, 0, GLOBAL("admin:role:assignment:set") },
-	{ "GET", API "/roles", handle_roles_list, 0, 0, GLOBAL("admin:role:read") },
-	{ "POST", API "/roles", handle_roles_create, 64 * KiB, 0, GLOBAL("admin:role:create") },
-	{ "PUT", API "/roles/{role_id}", handle_roles_update, 64 * KiB, 0, GLOBAL("admin:role:update") },
-	{ "DELETE", API "/roles/{role_id}", handle_roles_delete, 0, 0, GLOBAL("admin:role:delete") },
-	{ "GET", API "/audit", handle_audit_list, 0, 0, GLOBAL("admin:audit:read") },
+	{ "GET", "/public/api/v1/service-tokens", handle_tokens_list, 0, 0, GLOBAL("service:token:read") },
+	{ "POST", "/public/api/v1/service-tokens", handle_tokens_create, 64 * KiB, 0, GLOBAL("service:token:create") },
+	{ "DELETE", "/public/api/v1/service-tokens/{token_id}", handle_tokens_revoke, 0, 0, GLOBAL("service:token:revoke") },
+	{ "GET", "/public/api/v1/users", handle_users_list, 0, 0, GLOBAL("admin:user:read") },
+	{ "POST", "/public/api/v1/users", handle_users_create, 64 * KiB, 0, GLOBAL("admin:user:create") },
+	{ "PUT", "/public/api/v1/users/{user_id}/roles", handle_user_roles_set, 64 * KiB, 0, GLOBAL("admin:role:assignment:set") },
+	{ "GET", "/public/api/v1/roles", handle_roles_list, 0, 0, GLOBAL("admin:role:read") },
+	{ "POST", "/public/api/v1/roles", handle_roles_create, 64 * KiB, 0, GLOBAL("admin:role:create") },
+	{ "PUT", "/public/api/v1/roles/{role_id}", handle_roles_update, 64 * KiB, 0, GLOBAL("admin:role:update") },
+	{ "DELETE", "/public/api/v1/roles/{role_id}", handle_roles_delete, 0, 0, GLOBAL("admin:role:delete") },
+	{ "GET", "/public/api/v1/audit", handle_audit_list, 0, 0, GLOBAL("admin:audit:read") },
 	/* Lists the projects the caller may read (none may be an answer). */
-	{ "GET", API "/projects", handle_projects, 0, Q, ME },
-	{ "POST", PROJECT "/flamegraph/json", handle_flamegraph, 1 * MiB, Q, IN_PROJECT("project:read") },
-	{ "POST", PROJECT "/top_functions", handle_top_functions, 1 * MiB, Q, IN_PROJECT("project:read") },
-	{ "POST", PROJECT "/sandwich", handle_sandwich, 1 * MiB, Q, IN_PROJECT("project:read") },
-	{ "POST", PROJECT "/diff", handle_diff, 1 * MiB, Q, IN_PROJECT("project:read") },
-	{ "POST", PROJECT "/top_entities", handle_top_entities, 1 * MiB, Q, IN_PROJECT("project:read") },
-	{ "POST", PROJECT "/labels", handle_labels, 1 * MiB, Q, IN_PROJECT("project:read") },
-	{ "POST", PROJECT "/timeseries", handle_timeseries, 1 * MiB, Q, IN_PROJECT("project:read") },
-	{ "POST", PROJECT "/events", handle_events, 1 * MiB, Q, IN_PROJECT("project:read") },
-	{ "POST", PROJECT "/metrics", handle_metrics_query, 1 * MiB, Q, IN_PROJECT("project:read") },
-	{ "POST", PROJECT "/metrics/names", handle_metrics_names, 1 * MiB, Q, IN_PROJECT("project:read") },
+	{ "GET", "/public/api/v1/projects", handle_projects, 0, Q, ME },
+	{ "POST", "/public/api/v1/project/{project_id}/flamegraph/json", handle_flamegraph, 1 * MiB, Q, IN_PROJECT("project:read") },
+	{ "POST", "/public/api/v1/project/{project_id}/top_functions", handle_top_functions, 1 * MiB, Q, IN_PROJECT("project:read") },
+	{ "POST", "/public/api/v1/project/{project_id}/sandwich", handle_sandwich, 1 * MiB, Q, IN_PROJECT("project:read") },
+	{ "POST", "/public/api/v1/project/{project_id}/diff", handle_diff, 1 * MiB, Q, IN_PROJECT("project:read") },
+	{ "POST", "/public/api/v1/project/{project_id}/top_entities", handle_top_entities, 1 * MiB, Q, IN_PROJECT("project:read") },
+	{ "POST", "/public/api/v1/project/{project_id}/labels", handle_labels, 1 * MiB, Q, IN_PROJECT("project:read") },
+	{ "POST", "/public/api/v1/project/{project_id}/timeseries", handle_timeseries, 1 * MiB, Q, IN_PROJECT("project:read") },
+	{ "POST", "/public/api/v1/project/{project_id}/events", handle_events, 1 * MiB, Q, IN_PROJECT("project:read") },
+	{ "POST", "/public/api/v1/project/{project_id}/metrics", handle_metrics_query, 1 * MiB, Q, IN_PROJECT("project:read") },
+	{ "POST", "/public/api/v1/project/{project_id}/metrics/names", handle_metrics_names, 1 * MiB, Q, IN_PROJECT("project:read") },
 	/* The UI's files, the OpenAPI document and the login page: public. */
 	{ "GET", "*", handle_asset, 0, 0, PUB },
 };

@@ -38,9 +38,20 @@ struct bid {
 	struct file_id file;
 };
 
+struct scope {
+	char project[37];
+	struct symbols *s;
+};
+
 struct symbols {
 	pthread_mutex_t mu;
 	char *dir;
+	/* A project's own store (symbols_scope) reads through to its parent,
+	 * the global store; the global store owns its projects' stores. */
+	struct symbols *parent;
+	pthread_mutex_t scope_mu; /* guards scopes */
+	struct scope *scopes;
+	size_t nscopes, capscopes;
 	struct entry *entries;
 	size_t count, cap;
 	struct hmap index;
@@ -181,6 +192,7 @@ int symbols_open(const char *data_dir, struct symbols **out, struct buf *err)
 {
 	struct symbols *s = xcalloc(1, sizeof(*s));
 	pthread_mutex_init(&s->mu, NULL);
+	pthread_mutex_init(&s->scope_mu, NULL);
 	struct buf d = { 0 };
 	buf_printf(&d, "%s/symbols", data_dir);
 	s->dir = buf_steal(&d, NULL);
@@ -224,6 +236,10 @@ void symbols_close(struct symbols *s)
 {
 	if (!s)
 		return;
+	for (size_t i = 0; i < s->nscopes; i++)
+		symbols_close(s->scopes[i].s);
+	free(s->scopes);
+	pthread_mutex_destroy(&s->scope_mu);
 	for (size_t i = 0; i < s->count; i++)
 		if (s->entries[i].map)
 			munmap(s->entries[i].map, s->entries[i].len);
@@ -239,7 +255,7 @@ void symbols_close(struct symbols *s)
 	free(s);
 }
 
-int symbols_quality(struct symbols *s, const struct file_id *id)
+static int quality_one(struct symbols *s, const struct file_id *id)
 {
 	pthread_mutex_lock(&s->mu);
 	struct entry *e = find(s, id);
@@ -286,6 +302,9 @@ static void save_bid(struct symbols *s, const uint8_t *bid, int len, const struc
 	buf_free(&final);
 }
 
+static int quality_any_one(struct symbols *s, const struct file_id *id, const uint8_t *build_id,
+			   int build_id_len);
+
 int symbols_put(struct symbols *s, const struct file_id *id, const uint8_t *build_id,
 		int build_id_len, const void *data, size_t len, struct buf *err)
 {
@@ -299,6 +318,10 @@ int symbols_put(struct symbols *s, const struct file_id *id, const uint8_t *buil
 		buf_printf(err, "invalid symbol file: %s", why);
 		return -1;
 	}
+	/* A project keeps no copy of what every project already has. */
+	int global = s->parent ? quality_any_one(s->parent, id, build_id, build_id_len) : -1;
+	if (global >= 0 && quality_rank(global) >= quality_rank((int)v.flags))
+		return 1;
 	struct buf tmp = { 0 }, final = { 0 };
 	path_of(s, id, ".tmp", &tmp);
 	path_of(s, id, ".sym", &final);
@@ -387,8 +410,8 @@ static struct entry *resolve(struct symbols *s, const struct file_id *id, const 
 	return e;
 }
 
-int symbols_quality_any(struct symbols *s, const struct file_id *id, const uint8_t *build_id,
-			int build_id_len)
+static int quality_any_one(struct symbols *s, const struct file_id *id, const uint8_t *build_id,
+			   int build_id_len)
 {
 	pthread_mutex_lock(&s->mu);
 	struct entry *e = resolve(s, id, build_id, build_id_len);
@@ -397,8 +420,8 @@ int symbols_quality_any(struct symbols *s, const struct file_id *id, const uint8
 	return q;
 }
 
-int symbols_lookup(struct symbols *s, const struct file_id *id, const uint8_t *build_id,
-		   int build_id_len, uint64_t offset, struct sym_frame *out, int max)
+static int lookup_one(struct symbols *s, const struct file_id *id, const uint8_t *build_id,
+		      int build_id_len, uint64_t offset, struct sym_frame *out, int max)
 {
 	pthread_mutex_lock(&s->mu);
 	struct entry *e = resolve(s, id, build_id, build_id_len);
@@ -411,6 +434,8 @@ int symbols_lookup(struct symbols *s, const struct file_id *id, const uint8_t *b
 
 void symbols_expect(struct symbols *s, const struct file_id *id, int64_t now_ms)
 {
+	if (s->parent)
+		s = s->parent;
 	size_t first = expect_slot(id), use = first;
 	pthread_mutex_lock(&s->mu);
 	for (size_t i = 0; i < EXPECT_PROBE; i++) {
@@ -430,6 +455,8 @@ void symbols_expect(struct symbols *s, const struct file_id *id, int64_t now_ms)
 
 bool symbols_expected(struct symbols *s, const struct file_id *id, int64_t now_ms)
 {
+	if (s->parent)
+		s = s->parent;
 	size_t first = expect_slot(id);
 	bool found = false;
 	pthread_mutex_lock(&s->mu);
@@ -440,4 +467,90 @@ bool symbols_expected(struct symbols *s, const struct file_id *id, int64_t now_m
 	found = found && !find(s, id);
 	pthread_mutex_unlock(&s->mu);
 	return found;
+}
+
+/* --- scopes --------------------------------------------------------------------- */
+
+struct symbols *symbols_scope(struct symbols *s, const char *project, struct buf *err)
+{
+	if (!project)
+		return s;
+	if (s->parent || !uuid_valid(project)) {
+		buf_printf(err, "symbols: no scope \"%.40s\" here", project);
+		return NULL;
+	}
+	pthread_mutex_lock(&s->scope_mu);
+	struct symbols *c = NULL;
+	for (size_t i = 0; i < s->nscopes && !c; i++)
+		if (!strcmp(s->scopes[i].project, project))
+			c = s->scopes[i].s;
+	if (!c) {
+		struct buf dir = { 0 };
+		buf_printf(&dir, "%s/projects", s->dir);
+		if (mkdir(dir.data, 0755) < 0 && errno != EEXIST) {
+			buf_printf(err, "cannot create %s: %s", dir.data, strerror(errno));
+		} else {
+			buf_printf(&dir, "/%s", project);
+			if (mkdir(dir.data, 0755) < 0 && errno != EEXIST)
+				buf_printf(err, "cannot create %s: %s", dir.data, strerror(errno));
+			else if (symbols_open(dir.data, &c, err) == 0) {
+				c->parent = s;
+				xgrow((void **)&s->scopes, &s->capscopes, s->nscopes + 1, sizeof(*s->scopes));
+				snprintf(s->scopes[s->nscopes].project, 37, "%s", project);
+				s->scopes[s->nscopes++].s = c;
+			}
+		}
+		buf_free(&dir);
+	}
+	pthread_mutex_unlock(&s->scope_mu);
+	return c;
+}
+
+struct symbols *symbols_for_query(struct symbols *s, const char *project)
+{
+	struct buf err = { 0 };
+	struct symbols *c = symbols_scope(s, project, &err);
+	if (!c) {
+		log_error("%s (the project's own symbols are not used)", err.data);
+		c = s;
+	}
+	buf_free(&err);
+	return c;
+}
+
+/* Where a project's store and the global one both know a file, the more
+ * complete symbols win; on a tie, the project's own. */
+int symbols_quality(struct symbols *s, const struct file_id *id)
+{
+	int q = quality_one(s, id);
+	if (s->parent) {
+		int p = quality_one(s->parent, id);
+		if (p >= 0 && (q < 0 || quality_rank(p) > quality_rank(q)))
+			q = p;
+	}
+	return q;
+}
+
+int symbols_quality_any(struct symbols *s, const struct file_id *id, const uint8_t *build_id,
+			int build_id_len)
+{
+	int q = quality_any_one(s, id, build_id, build_id_len);
+	if (s->parent) {
+		int p = quality_any_one(s->parent, id, build_id, build_id_len);
+		if (p >= 0 && (q < 0 || quality_rank(p) > quality_rank(q)))
+			q = p;
+	}
+	return q;
+}
+
+int symbols_lookup(struct symbols *s, const struct file_id *id, const uint8_t *build_id,
+		   int build_id_len, uint64_t offset, struct sym_frame *out, int max)
+{
+	if (s->parent) {
+		int q = quality_any_one(s, id, build_id, build_id_len);
+		int p = quality_any_one(s->parent, id, build_id, build_id_len);
+		if (p >= 0 && (q < 0 || quality_rank(p) > quality_rank(q)))
+			return lookup_one(s->parent, id, build_id, build_id_len, offset, out, max);
+	}
+	return lookup_one(s, id, build_id, build_id_len, offset, out, max);
 }

@@ -15,6 +15,15 @@
  * found by GNU build ID (DATA_DIR/symbols/<build id>.bid names the file
  * id), so symbols uploaded from the unstripped build serve the stripped
  * binary that runs. Thread-safe.
+ *
+ * Trust: the files in DATA_DIR/symbols serve every project; only a
+ * credential that may write symbols in every project (an admin, the CLI
+ * with a symbols token, debuginfod) puts files there. An agent whose
+ * token writes only some projects puts its uploads in each such project's
+ * own store (symbols_scope: DATA_DIR/symbols/projects/<id>/symbols), which
+ * that project's queries read together with the global one (the more
+ * complete file wins; on a tie the project's own), so no credential can
+ * change the names another project's users see.
  */
 #ifndef EMBER_SERVER_SYMBOLS_H
 #define EMBER_SERVER_SYMBOLS_H
@@ -55,6 +64,14 @@ int symbols_lookup(struct symbols *s, const struct file_id *id, const uint8_t *b
 int symbols_quality_any(struct symbols *s, const struct file_id *id, const uint8_t *build_id,
 			int build_id_len);
 size_t symbols_count(struct symbols *s);
+
+/* The store of project's own uploads (opened on first use; owned by s,
+ * closed with it), which reads through to s; project NULL: s itself.
+ * NULL with err set when its folder cannot be made. */
+struct symbols *symbols_scope(struct symbols *s, const char *project, struct buf *err);
+/* The store a query of project reads: its scope, or s (logged) when the
+ * scope cannot be opened. */
+struct symbols *symbols_for_query(struct symbols *s, const char *project);
 
 /* Uploads on their way: the server told an agent that it has no symbol
  * file for id (POST /ingest/v1/symbols/missing), so the agent will upload
