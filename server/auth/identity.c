@@ -18,7 +18,24 @@
 struct identity {
 	pthread_mutex_t mu; /* one statement sequence at a time (transactions) */
 	sqlite3 *db;
+	/* The audit log's own connection to the same file, committing without
+	 * an fsync each (synchronous=NORMAL: in WAL mode durable at the next
+	 * synced commit or checkpoint), so a flood of denied requests neither
+	 * waits for the disk nor holds up the checks of others (mu). */
+	pthread_mutex_t amu;
+	sqlite3 *adb;
+	/* Refusals ("denied", "failed") are written at most AUDIT_REFUSALS_PER_S
+	 * a second; the rest are counted and the next written one says how
+	 * many were not (guarded by amu). */
+	int64_t window_s;
+	unsigned window_n;
+	uint64_t suppressed;
+	int64_t pruned_hour; /* the hour old entries were last deleted in */
 };
+
+#define AUDIT_REFUSALS_PER_S 20
+/* Audit entries older than this are deleted (checked hourly). */
+#define AUDIT_KEEP_MS (400LL * 86400000)
 
 /* A token's last-used time is written at most this often (a write per
  * request would cost a synced transaction each). */
@@ -205,11 +222,16 @@ int identity_open(const char *data_dir, struct identity **out, struct buf *err)
 {
 	struct identity *id = xcalloc(1, sizeof(*id));
 	pthread_mutex_init(&id->mu, NULL);
+	pthread_mutex_init(&id->amu, NULL);
 	struct buf path = { 0 };
 	buf_printf(&path, "%s/identity.db", data_dir);
 	int rc = sqldb_open(path.data, &id->db, err);
+	if (rc == 0 && sqldb_exec(id->db, schema, err) == 0)
+		rc = sqldb_open(path.data, &id->adb, err);
+	else
+		rc = -1;
 	buf_free(&path);
-	if (rc < 0 || sqldb_exec(id->db, schema, err) < 0) {
+	if (rc < 0 || sqldb_exec(id->adb, "PRAGMA synchronous=NORMAL", err) < 0) {
 		identity_close(id);
 		return -1;
 	}
@@ -246,7 +268,9 @@ void identity_close(struct identity *id)
 	if (!id)
 		return;
 	sqlite3_close(id->db);
+	sqlite3_close(id->adb);
 	pthread_mutex_destroy(&id->mu);
+	pthread_mutex_destroy(&id->amu);
 	free(id);
 }
 
@@ -1069,25 +1093,54 @@ int identity_session_end(struct identity *id, const char *session_id, struct buf
 void identity_audit(struct identity *id, const char *actor, const char *origin,
 		    const char *action, const char *target, const char *outcome, const char *detail)
 {
-	struct buf err = { 0 };
-	pthread_mutex_lock(&id->mu);
+	struct buf err = { 0 }, more = { 0 };
+	int64_t now = now_unix_ms();
+	pthread_mutex_lock(&id->amu);
+	if (outcome && strcmp(outcome, "ok") != 0) {
+		if (now / 1000 != id->window_s) {
+			id->window_s = now / 1000;
+			id->window_n = 0;
+		}
+		if (++id->window_n > AUDIT_REFUSALS_PER_S) {
+			id->suppressed++;
+			pthread_mutex_unlock(&id->amu);
+			return;
+		}
+		if (id->suppressed) {
+			buf_printf(&more, "%s%s%llu refusals before this one were not written one by one "
+					  "(more than %d a second)", detail ? detail : "",
+				   detail && *detail ? "; " : "", (unsigned long long)id->suppressed,
+				   AUDIT_REFUSALS_PER_S);
+			detail = more.data;
+			id->suppressed = 0;
+		}
+	}
 	sqlite3_stmt *st;
-	if (sqldb_prepare(id->db, "INSERT INTO audit(ts_ms, actor, origin, action, target, outcome,"
-				  " detail) VALUES (?,?,?,?,?,?,?)",
+	if (sqldb_prepare(id->adb, "INSERT INTO audit(ts_ms, actor, origin, action, target, outcome,"
+				   " detail) VALUES (?,?,?,?,?,?,?)",
 			  &st, &err) == 0) {
-		sqlite3_bind_int64(st, 1, now_unix_ms());
+		sqlite3_bind_int64(st, 1, now);
 		const char *v[] = { actor, origin, action, target, outcome, detail };
 		for (int i = 0; i < 6; i++)
 			sqlite3_bind_text(st, i + 2, v[i] ? v[i] : "", (int)MIN(strlen(v[i] ? v[i] : ""), 1024u),
 					  SQLITE_TRANSIENT);
 		if (sqlite3_step(st) != SQLITE_DONE)
-			sqldb_error(id->db, &err);
+			sqldb_error(id->adb, &err);
 		sqlite3_finalize(st);
 	}
-	pthread_mutex_unlock(&id->mu);
+	/* Old entries go once an hour (the first entry of each hour). */
+	if (!err.len && now / 3600000 != id->pruned_hour &&
+	    (id->pruned_hour = now / 3600000, 1) &&
+	    sqldb_prepare(id->adb, "DELETE FROM audit WHERE ts_ms < ?", &st, &err) == 0) {
+		sqlite3_bind_int64(st, 1, now - AUDIT_KEEP_MS);
+		sqlite3_step(st);
+		sqlite3_finalize(st);
+	}
+	pthread_mutex_unlock(&id->amu);
 	if (err.len)
 		log_error("identity: an audit entry (%s %s) was not written: %s", action, target, err.data);
 	buf_free(&err);
+	buf_free(&more);
 }
 
 int identity_audit_json(struct identity *id, int64_t before_id, unsigned limit, json_t **out,
@@ -1097,12 +1150,12 @@ int identity_audit_json(struct identity *id, int64_t before_id, unsigned limit, 
 		buf_puts(err, "limit must be 1 to 1000");
 		return -1;
 	}
-	pthread_mutex_lock(&id->mu);
+	pthread_mutex_lock(&id->amu);
 	sqlite3_stmt *st;
-	if (sqldb_prepare(id->db, "SELECT id, ts_ms, actor, origin, action, target, outcome, detail"
+	if (sqldb_prepare(id->adb, "SELECT id, ts_ms, actor, origin, action, target, outcome, detail"
 				  " FROM audit WHERE (?1 = 0 OR id < ?1) ORDER BY id DESC LIMIT ?2",
 			  &st, err) < 0) {
-		pthread_mutex_unlock(&id->mu);
+		pthread_mutex_unlock(&id->amu);
 		return -2;
 	}
 	sqlite3_bind_int64(st, 1, before_id);
@@ -1118,7 +1171,7 @@ int identity_audit_json(struct identity *id, int64_t before_id, unsigned limit, 
 			json_array_append_new(arr, o);
 	}
 	sqlite3_finalize(st);
-	pthread_mutex_unlock(&id->mu);
+	pthread_mutex_unlock(&id->amu);
 	*out = arr;
 	return 0;
 }

@@ -235,6 +235,20 @@ static void denials_are_audited(void **state)
 	assert_string_equal(json_string_value(json_object_get(e, "target")), "admin:audit:read");
 	assert_string_equal(json_string_value(json_object_get(e, "outcome")), "denied");
 	json_decref(arr);
+	/* A flood of refusals writes at most 20 rows a second; the next row
+	 * written says how many were not. */
+	for (int i = 0; i < 500; i++)
+		assert_int_equal(check(&w, audit, w.header[INSUFFICIENT]), 403);
+	assert_int_equal(identity_audit_json(w.srv.auth->id, 0, 1000, &arr, &err), 0);
+	size_t rows = json_array_size(arr);
+	assert_true(rows >= 2 && rows <= 2 * 20 + 1);
+	json_decref(arr);
+	usleep(1100 * 1000);
+	assert_int_equal(check(&w, audit, w.header[INSUFFICIENT]), 403);
+	assert_int_equal(identity_audit_json(w.srv.auth->id, 0, 1, &arr, &err), 0);
+	const char *detail = json_string_value(json_object_get(json_array_get(arr, 0), "detail"));
+	assert_non_null(strstr(detail, "refusals before this one were not written"));
+	json_decref(arr);
 	buf_free(&err);
 	teardown_world(&w);
 }
