@@ -260,13 +260,15 @@ static int prompt_hidden(const char *prompt, char *line, size_t cap, struct buf 
 	sigaction(SIGINT, &sa, &old_int);
 	sigaction(SIGTERM, &sa, &old_term);
 	sigaction(SIGHUP, &sa, &old_hup);
-	fputs(prompt, stderr);
-	fflush(stderr);
 	int rc = 0;
+	/* Echo off before the prompt: what is typed after it is never shown
+	 * (TCSAFLUSH drops only what was typed before). */
 	if (tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet) < 0) {
 		buf_printf(err, "cannot turn the terminal's echo off: %s", strerror(errno));
 		rc = -1;
 	} else {
+		fputs(prompt, stderr);
+		fflush(stderr);
 		rc = read_line(line, cap, err);
 		tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved_tty);
 	}

@@ -190,3 +190,39 @@ def test_a_missing_store_is_named_and_not_created(tmp_path):
     r = subprocess.run([EMBER, "identity", "roles", "frobnicate"], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True, timeout=30)
     assert r.returncode == 2 and "unknown command" in r.stderr
+
+
+def test_a_password_typed_at_a_terminal_is_not_shown(local):
+    """On a terminal the password is asked for twice with echo off."""
+    import pty
+    import select
+    import time
+
+    master, slave = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
+    p = subprocess.Popen([EMBER, "identity", "user", "create", "--email", "tty@example.com",
+                          "--data-dir", local.data_dir], stdin=slave, stderr=slave,
+                         stdout=subprocess.PIPE, text=True, env=env)
+    os.close(slave)
+    seen = b""
+
+    def until(text):
+        nonlocal seen
+        deadline = time.time() + 30
+        while text not in seen and time.time() < deadline:
+            if select.select([master], [], [], 1)[0]:
+                try:
+                    seen += os.read(master, 4096)
+                except OSError:
+                    break
+        assert text in seen, seen
+
+    until(b"Password: ")
+    os.write(master, b"typed in secret\n")
+    until(b"Password again: ")
+    os.write(master, b"typed in secret\n")
+    out, _ = p.communicate(timeout=60)
+    os.close(master)
+    assert p.returncode == 0 and out.startswith("User "), out
+    assert b"typed in secret" not in seen, seen
+    assert Session(local).login("tty@example.com", "typed in secret")[0] == 200
