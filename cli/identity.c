@@ -451,7 +451,20 @@ static int user_reset_password(struct identity *id, const struct opts *o)
 		failed(id, "user.password.reset", u.id, &err);
 		goto out;
 	}
-	identity_audit(id, ACTOR, ORIGIN, "user.password.reset", u.id, "ok", u.email);
+	/* Whoever held the old password is signed out: no refresh works. */
+	size_t ended = 0;
+	struct buf detail = { 0 };
+	if (identity_user_sessions_end(id, u.id, &ended, &err) < 0) {
+		fprintf(stderr, "Error: the password was set, but the user's sessions were not ended: %s\n",
+			err.data);
+		buf_printf(&detail, "%s; sessions not ended: %s", u.email, err.data);
+		identity_audit(id, ACTOR, ORIGIN, "user.password.reset", u.id, "failed", detail.data);
+		buf_free(&detail);
+		goto out;
+	}
+	buf_printf(&detail, "%s; %zu sessions ended", u.email, ended);
+	identity_audit(id, ACTOR, ORIGIN, "user.password.reset", u.id, "ok", detail.data);
+	buf_free(&detail);
 	if (identity_user_get(id, u.id, &u, &err) == 0)
 		print_user(u.id, u.email, u.given_name, u.family_name, u.created_ms, u.updated_ms);
 	rc = 0;

@@ -18,6 +18,9 @@
  * request. Reaching the file is the credential: whoever may read and
  * write the server's data directory may administer its users.
  *
+ * A password reset also ends the user's refresh sessions (whoever signed
+ * in with the old password is out once their access token expires).
+ *
  * Without --password the password is read from standard input: a prompt
  * with echo off (and a confirmation) on a terminal, else the first line of
  * the pipe. Every action, refused ones included, is written to the audit

@@ -117,9 +117,15 @@ def test_roles_set_is_atomic_and_no_roles_revokes_all(local):
 
 def test_reset_password(local):
     uid, _ = create(local, "lost@example.com", "old password")
+    before = Session(local)
+    assert before.login("lost@example.com", "old password")[0] == 200
+    assert before.call("POST", "/api/v1/auth/refresh")[0] == 200
     # From a pipe: the first line only.
     r = ember(local, "user", "reset-password", "--user-id", uid, stdin="new password\nignored\n")
     assert r.returncode == 0 and r.stdout.startswith(f"User {uid}\n"), (r.stdout, r.stderr)
+    # Whoever signed in with the old password cannot refresh any more.
+    st, body = before.call("POST", "/api/v1/auth/refresh")
+    assert st == 401, body
     s = Session(local)
     assert s.login("lost@example.com", "old password")[0] == 401
     assert s.login("lost@example.com", "new password\nignored")[0] == 401
@@ -141,6 +147,7 @@ def test_reset_password(local):
     resets = [e for e in audit(local, admin) if e["origin"] == "cli" and e["action"] == "user.password.reset"]
     assert [(e["target"], e["outcome"]) for e in resets][::-1] == \
         [(uid, "ok"), (uid, "ok"), ("00000000-0000-0000-0000-00000000dead", "failed"), (uid, "failed")]
+    assert resets[-1]["detail"] == "lost@example.com; 1 sessions ended", resets
 
 
 def test_user_list_pages_and_query(local):
