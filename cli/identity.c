@@ -122,11 +122,17 @@ static int parse_count(const char *flag, const char *v, uint64_t min, uint64_t m
 	return 0;
 }
 
-/* Fills o from argv (the words after "identity"); 0, or 2 after printing
- * the mistake. The lists point into argv; o->names and o->roles are
+/* parse_args: --help was asked for. */
+#define HELP 3
+
+/* Fills o from argv (the words after "identity"); 0, HELP, or 2 after
+ * printing the mistake. The lists point into argv; o->names and o->roles are
  * allocated (free them). */
 static int parse_args(int argc, char **argv, struct opts *o)
 {
+	for (int i = 0; i < argc && i < 2; i++)
+		if (!strcmp(argv[i], "help") || !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+			return HELP;
 	if (argc < 2)
 		return usage_error("%s", argc ? "missing the action (create, list, reset-password, set)"
 					      : "missing the command (user or roles)");
@@ -147,6 +153,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		const char *eq = strchr(a, '=');
 		size_t n = eq ? (size_t)(eq - a) : strlen(a);
 		snprintf(name, sizeof(name), "%.*s", (int)MIN(n, sizeof(name) - 1), a);
+		if (!strcmp(a, "help") || !strcmp(a, "h"))
+			return HELP;
 		const struct flag *f = NULL;
 		for (size_t k = 0; k < ARRAY_SIZE(flags) && !f; k++)
 			if (n == strlen(flags[k].name) && !strncmp(a, flags[k].name, n))
@@ -599,18 +607,13 @@ out:
 
 int cmd_identity(int argc, char **argv)
 {
-	if (argc >= 1 && (!strcmp(argv[0], "help") || !strcmp(argv[0], "--help") ||
-			  !strcmp(argv[0], "-h"))) {
-		cmd_identity_usage(stdout);
-		return 0;
-	}
-	for (int i = 0; i < argc; i++)
-		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			cmd_identity_usage(stdout);
-			return 0;
-		}
 	struct opts o = { 0 };
 	int rc = parse_args(argc, argv, &o);
+	if (rc == HELP) {
+		cmd_identity_usage(stdout);
+		rc = 0;
+		goto out;
+	}
 	if (rc)
 		goto out;
 	/* Never create a store: a wrong --data-dir would otherwise make an
