@@ -54,6 +54,8 @@ LIB_OBJS    := $(call obj,$(LIB_SRCS) $(GEN_SRCS))
 AGENT_OBJS  := $(call obj,$(AGENT_SRCS))
 SERVER_OBJS := $(call obj,$(SERVER_SRCS) $(ASSET_SRC))
 CLI_OBJS    := $(call obj,$(CLI_SRCS))
+# `ember identity` opens the server's identity store itself (cli/identity_cmd.c).
+CLI_SERVER_OBJS := $(call obj,server/auth/identity.c server/auth/perm.c server/auth/password.c server/sqldb.c)
 
 BINS := $(BUILD)/bin/ember-agent $(BUILD)/bin/ember-server $(BUILD)/bin/ember
 
@@ -139,7 +141,7 @@ $(BUILD)/bin/ember-server: $(call obj,server/main.c) $(SERVER_OBJS) $(LIB_OBJS)
 	@mkdir -p $(@D)
 	$(call say,CC,$@)$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/bin/ember: $(call obj,cli/main.c) $(CLI_OBJS) $(LIB_OBJS)
+$(BUILD)/bin/ember: $(call obj,cli/main.c) $(CLI_OBJS) $(CLI_SERVER_OBJS) $(LIB_OBJS)
 	@mkdir -p $(@D)
 	$(call say,CC,$@)$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 

@@ -8,6 +8,8 @@
  *                    top functions
  *   ember projects   [-e URL]
  *   ember version    (or --version) the version and the binary's build ID
+ *   ember identity user|roles ...  users and roles of a server on this host,
+ *                    through its data directory (cli/identity_cmd.h)
  *
  * The endpoint defaults to $EMBER_ENDPOINT or http://127.0.0.1:8080; a
  * bearer token is sent from --token (TOKEN or @FILE) or, without it,
@@ -20,6 +22,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli/identity_cmd.h"
 #include "httpc.h"
 #include "util.h"
 #include "version.h"
@@ -74,7 +77,7 @@ json_t *cli_request_json(const struct cli_opts *o, const char *method, const cha
 
 static int usage_to(FILE *f)
 {
-	fputs("usage: ember upload-symbols|flamegraph|top|projects|version [flags]\n"
+	fputs("usage: ember upload-symbols|flamegraph|top|projects|identity|version [flags]\n"
 	      "  -e, --endpoint URL     ember-server (default $EMBER_ENDPOINT or http://127.0.0.1:8080)\n"
 	      "  -p, --project-id ID    project UUID (default the default project)\n"
 	      "  --query CEL            filter, e.g. 'process.executable.name == \"python3\"'\n"
@@ -90,8 +93,9 @@ static int usage_to(FILE *f)
 	      "                         (default $SSL_CERT_FILE, else the system's CAs)\n"
 	      "  --insecure             https: do not check the server's certificate\n"
 	      "environment: EMBER_ENDPOINT, EMBER_SERVICE_TOKEN, SSL_CERT_FILE\n"
-	      "ember upload-symbols [-p ID] [-e URL] EXECUTABLE [DEBUG_OBJECT]\n",
+	      "ember upload-symbols [-p ID] [-e URL] EXECUTABLE [DEBUG_OBJECT]\n\n",
 	      f);
+	cmd_identity_usage(f);
 	return 2;
 }
 
@@ -114,6 +118,9 @@ int main(int argc, char **argv)
 		version_print(stdout, "ember");
 		return 0;
 	}
+	/* Works on the data directory, not through the server: its own flags. */
+	if (strcmp(cmd, "identity") == 0)
+		return cmd_identity(argc - 2, argv + 2);
 	const char *env = getenv("EMBER_ENDPOINT");
 	struct cli_opts o = { .endpoint = env && *env ? env : "http://127.0.0.1:8080",
 			      .since_ms = 15 * 60000, .depth = 12, .min_percent = 1.0 };

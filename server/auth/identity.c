@@ -1088,6 +1088,29 @@ int identity_session_end(struct identity *id, const char *session_id, struct buf
 	return rc;
 }
 
+int identity_user_sessions_end(struct identity *id, const char *user_id, size_t *ended,
+			       struct buf *err)
+{
+	*ended = 0;
+	pthread_mutex_lock(&id->mu);
+	sqlite3_stmt *st;
+	int rc = 0;
+	if (sqldb_prepare(id->db, "UPDATE sessions SET ended_ms = ? WHERE user_id = ? AND ended_ms IS NULL",
+			  &st, err) < 0) {
+		rc = -2;
+	} else {
+		sqlite3_bind_int64(st, 1, now_unix_ms());
+		sqlite3_bind_text(st, 2, user_id, -1, SQLITE_STATIC);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			rc = storage(id, err);
+		else
+			*ended = (size_t)sqlite3_changes(id->db);
+		sqlite3_finalize(st);
+	}
+	pthread_mutex_unlock(&id->mu);
+	return rc;
+}
+
 /* --- audit ------------------------------------------------------------------------- */
 
 void identity_audit(struct identity *id, const char *actor, const char *origin,

@@ -148,6 +148,10 @@ int identity_session_create(struct identity *id, const char *user_id, int64_t ex
 int identity_session_check(struct identity *id, const char *session_id, int64_t now_ms,
 			   char user_id[IDENTITY_ID_LEN], struct buf *err);
 int identity_session_end(struct identity *id, const char *session_id, struct buf *err);
+/* Ends every live session of a user (a password reset: no refresh token
+ * issued before it works after it); *ended gets how many. */
+int identity_user_sessions_end(struct identity *id, const char *user_id, size_t *ended,
+			       struct buf *err);
 
 /* --- audit ------------------------------------------------------------ */
 /* Appends one entry: actor (a user id, "token:<id>", "anonymous" or

@@ -1,0 +1,678 @@
+/* identity_cmd.c - see identity_cmd.h. */
+#include "cli/identity_cmd.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "server/auth/identity.h"
+#include "server/auth/password.h"
+#include "util.h"
+
+#define ACTOR "cli"
+#define ORIGIN "cli"
+#define DEFAULT_PAGE_SIZE 20
+#define MAX_PAGE_SIZE 100
+
+enum cmd { USER_CREATE, USER_LIST, USER_RESET_PASSWORD, ROLES_LIST, ROLES_SET };
+
+#define F(c) (1u << (c))
+
+struct opts {
+	enum cmd cmd;
+	const char *data_dir, *email, *password, *given, *family, *query, *user_id;
+	bool include_roles, admin;
+	uint64_t page, page_size;
+	const char **names; /* roles list --name */
+	size_t nnames;
+	const char **roles; /* roles set --role */
+	size_t nroles;
+};
+
+enum flag_kind { FLAG_VALUE, FLAG_BOOL, FLAG_LIST };
+
+static const struct flag {
+	const char *name;
+	enum flag_kind kind;
+	unsigned cmds; /* the commands that take it */
+} flags[] = {
+	{ "data-dir", FLAG_VALUE, F(USER_CREATE) | F(USER_LIST) | F(USER_RESET_PASSWORD) | F(ROLES_LIST) | F(ROLES_SET) },
+	{ "email", FLAG_VALUE, F(USER_CREATE) },
+	{ "password", FLAG_VALUE, F(USER_CREATE) | F(USER_RESET_PASSWORD) },
+	{ "given-name", FLAG_VALUE, F(USER_CREATE) },
+	{ "family-name", FLAG_VALUE, F(USER_CREATE) },
+	{ "query", FLAG_VALUE, F(USER_LIST) },
+	{ "include-roles", FLAG_BOOL, F(USER_LIST) },
+	{ "page", FLAG_VALUE, F(USER_LIST) },
+	{ "page-size", FLAG_VALUE, F(USER_LIST) },
+	{ "user-id", FLAG_VALUE, F(USER_RESET_PASSWORD) | F(ROLES_LIST) | F(ROLES_SET) },
+	{ "name", FLAG_LIST, F(ROLES_LIST) },
+	{ "admin", FLAG_BOOL, F(ROLES_SET) },
+	{ "role", FLAG_LIST, F(ROLES_SET) },
+};
+
+void cmd_identity_usage(FILE *f)
+{
+	fputs("usage: ember identity user create --email EMAIL [--password PW] [--given-name N] [--family-name N]\n"
+	      "       ember identity user list [--query TEXT] [--include-roles] [--page N] [--page-size N]\n"
+	      "       ember identity user reset-password --user-id ID [--password PW]\n"
+	      "       ember identity roles list [--user-id ID] [--name NAME ...]\n"
+	      "       ember identity roles set --user-id ID [--admin] [--role NAME ...]\n"
+	      "  manages the users and roles of an ember-server with --auth on this host, without\n"
+	      "  signing in: it opens DIR/identity.db in the server's data directory (safe while the\n"
+	      "  server runs; it sees each change on its next request). Every action is audited\n"
+	      "  with origin=cli.\n"
+	      "  --data-dir DIR         the server's --data-dir (default $EMBER_DATA_DIR, else\n"
+	      "                         $EMBER_SERVER_DATA_DIR, else ./data)\n"
+	      "  --password PW          without it, read from stdin: a hidden prompt on a terminal,\n"
+	      "                         else the first line (PW on a command line is visible to\n"
+	      "                         other users of the host and kept in shell history)\n"
+	      "  --query TEXT           users whose email contains TEXT\n"
+	      "  --page N               0-based; --page-size N: 1 to 100 (default 20)\n"
+	      "  --name NAME            roles list: only roles named exactly NAME (repeatable)\n"
+	      "  --admin, --role NAME   roles set: the user's roles become exactly these (System\n"
+	      "                         Admin, and each NAME, repeatable); none revokes all; an\n"
+	      "                         unknown name changes nothing\n",
+	      f);
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+	fputs("ember identity: ", stderr);
+	fprintf(stderr, fmt, arg);
+	fputs("\n", stderr);
+	cmd_identity_usage(stderr);
+	return 2;
+}
+
+/* --- arguments ------------------------------------------------------------ */
+
+static int parse_cmd(const char *noun, const char *verb, enum cmd *out)
+{
+	static const struct {
+		const char *noun, *verb;
+		enum cmd cmd;
+	} cmds[] = {
+		{ "user", "create", USER_CREATE },	       { "user", "list", USER_LIST },
+		{ "user", "reset-password", USER_RESET_PASSWORD }, { "roles", "list", ROLES_LIST },
+		{ "roles", "set", ROLES_SET },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(cmds); i++)
+		if (!strcmp(noun, cmds[i].noun) && !strcmp(verb, cmds[i].verb)) {
+			*out = cmds[i].cmd;
+			return 0;
+		}
+	return -1;
+}
+
+static int parse_count(const char *flag, const char *v, uint64_t min, uint64_t max, uint64_t *out)
+{
+	if (parse_u64(v, out) < 0 || *out < min || *out > max) {
+		fprintf(stderr, "ember identity: --%s: expected a number from %llu to %llu, got \"%.64s\"\n",
+			flag, (unsigned long long)min, (unsigned long long)max, v);
+		return -1;
+	}
+	return 0;
+}
+
+/* parse_args: --help was asked for. */
+#define HELP 3
+
+/* Fills o from argv (the words after "identity"); 0, HELP, or 2 after
+ * printing the mistake. The lists point into argv; o->names and o->roles are
+ * allocated (free them). */
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+	for (int i = 0; i < argc && i < 2; i++)
+		if (!strcmp(argv[i], "help") || !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+			return HELP;
+	if (argc < 2)
+		return usage_error("%s", argc ? "missing the action (create, list, reset-password, set)"
+					      : "missing the command (user or roles)");
+	if (parse_cmd(argv[0], argv[1], &o->cmd) < 0) {
+		fprintf(stderr, "ember identity: unknown command \"%.32s %.32s\"\n", argv[0], argv[1]);
+		cmd_identity_usage(stderr);
+		return 2;
+	}
+	o->names = xcalloc((size_t)argc, sizeof(*o->names));
+	o->roles = xcalloc((size_t)argc, sizeof(*o->roles));
+	o->page_size = DEFAULT_PAGE_SIZE;
+	for (int i = 2; i < argc; i++) {
+		const char *a = argv[i];
+		if (a[0] != '-')
+			return usage_error("unexpected argument \"%.64s\"", a);
+		a += a[1] == '-' ? 2 : 1;
+		char name[32];
+		const char *eq = strchr(a, '=');
+		size_t n = eq ? (size_t)(eq - a) : strlen(a);
+		snprintf(name, sizeof(name), "%.*s", (int)MIN(n, sizeof(name) - 1), a);
+		if (!strcmp(a, "help") || !strcmp(a, "h"))
+			return HELP;
+		const struct flag *f = NULL;
+		for (size_t k = 0; k < ARRAY_SIZE(flags) && !f; k++)
+			if (n == strlen(flags[k].name) && !strncmp(a, flags[k].name, n))
+				f = &flags[k];
+		if (!f || !(f->cmds & F(o->cmd)))
+			return usage_error("%s: not a flag of this command", argv[i]);
+		if (f->kind == FLAG_BOOL) {
+			if (eq)
+				return usage_error("%s takes no value", argv[i]);
+			if (!strcmp(name, "include-roles"))
+				o->include_roles = true;
+			else
+				o->admin = true;
+			continue;
+		}
+		const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+		if (!v)
+			return usage_error("%s: missing value", argv[i]);
+		if (!strcmp(name, "data-dir"))
+			o->data_dir = v;
+		else if (!strcmp(name, "email"))
+			o->email = v;
+		else if (!strcmp(name, "password"))
+			o->password = v;
+		else if (!strcmp(name, "given-name"))
+			o->given = v;
+		else if (!strcmp(name, "family-name"))
+			o->family = v;
+		else if (!strcmp(name, "query"))
+			o->query = v;
+		else if (!strcmp(name, "user-id"))
+			o->user_id = v;
+		else if (!strcmp(name, "name"))
+			o->names[o->nnames++] = v;
+		else if (!strcmp(name, "role"))
+			o->roles[o->nroles++] = v;
+		else if (!strcmp(name, "page")) {
+			if (parse_count("page", v, 0, UINT32_MAX / MAX_PAGE_SIZE, &o->page) < 0)
+				return 2;
+		} else if (!strcmp(name, "page-size")) {
+			if (parse_count("page-size", v, 1, MAX_PAGE_SIZE, &o->page_size) < 0)
+				return 2;
+		}
+	}
+	if (o->cmd == USER_CREATE && !o->email)
+		return usage_error("%s", "user create needs --email");
+	if ((o->cmd == USER_RESET_PASSWORD || o->cmd == ROLES_SET) && !o->user_id)
+		return usage_error("%s", "this command needs --user-id");
+	if (!o->data_dir) {
+		const char *env = getenv("EMBER_DATA_DIR");
+		if (!env || !*env)
+			env = getenv("EMBER_SERVER_DATA_DIR");
+		o->data_dir = env && *env ? env : "./data";
+	}
+	return 0;
+}
+
+/* --- passwords -------------------------------------------------------------- */
+
+/* The terminal's settings while a hidden prompt has echo off, so that a
+ * signal (Ctrl-C) puts them back before the process dies: a process-wide
+ * copy because a signal handler can reach nothing else. Written only
+ * before the handlers are installed. */
+static struct termios saved_tty;
+
+static void restore_tty(int sig)
+{
+	tcsetattr(STDIN_FILENO, TCSANOW, &saved_tty);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+/* Reads one line of at most cap-2 bytes from stdin into line (no line
+ * end); 0, or -1 with err set. */
+static int read_line(char *line, size_t cap, struct buf *err)
+{
+	if (!fgets(line, (int)cap, stdin)) {
+		buf_puts(err, ferror(stdin) ? "cannot read the password from standard input"
+					    : "no password on standard input (give --password, or pipe it)");
+		return -1;
+	}
+	size_t n = strlen(line);
+	if (n && line[n - 1] == '\n')
+		line[--n] = 0;
+	else if (!feof(stdin)) {
+		buf_printf(err, "the password is longer than %d bytes", PASSWORD_MAX_LEN);
+		return -1;
+	}
+	if (n && line[n - 1] == '\r')
+		line[--n] = 0;
+	if (!n) {
+		buf_puts(err, "the password is empty");
+		return -1;
+	}
+	return 0;
+}
+
+/* One prompt with echo off; 0, or -1 with err set. */
+static int prompt_hidden(const char *prompt, char *line, size_t cap, struct buf *err)
+{
+	struct termios quiet;
+	if (tcgetattr(STDIN_FILENO, &saved_tty) < 0) {
+		buf_printf(err, "cannot read the terminal's settings: %s", strerror(errno));
+		return -1;
+	}
+	quiet = saved_tty;
+	quiet.c_lflag &= ~(tcflag_t)ECHO;
+	quiet.c_lflag |= ECHONL;
+	struct sigaction sa = { .sa_handler = restore_tty }, old_int, old_term, old_hup;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &old_term);
+	sigaction(SIGHUP, &sa, &old_hup);
+	int rc = 0;
+	/* Echo off before the prompt: what is typed after it is never shown
+	 * (TCSAFLUSH drops only what was typed before). */
+	if (tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet) < 0) {
+		buf_printf(err, "cannot turn the terminal's echo off: %s", strerror(errno));
+		rc = -1;
+	} else {
+		fputs(prompt, stderr);
+		fflush(stderr);
+		rc = read_line(line, cap, err);
+		tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved_tty);
+	}
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
+	sigaction(SIGHUP, &old_hup, NULL);
+	return rc;
+}
+
+/* The password from --password, else from stdin (a hidden prompt and its
+ * confirmation on a terminal, else the first line). Returns a malloc'ed
+ * string the caller wipes and frees, or NULL with err set. */
+static char *get_password(const struct opts *o, struct buf *err)
+{
+	if (o->password) {
+		if (!*o->password || strlen(o->password) > PASSWORD_MAX_LEN) {
+			buf_printf(err, "--password: 1 to %d bytes", PASSWORD_MAX_LEN);
+			return NULL;
+		}
+		return xstrdup(o->password);
+	}
+	const size_t cap = PASSWORD_MAX_LEN + 2;
+	char *line = xcalloc(1, cap), *again = NULL;
+	int rc;
+	if (isatty(STDIN_FILENO)) {
+		rc = prompt_hidden("Password: ", line, cap, err);
+		if (!rc) {
+			again = xcalloc(1, cap);
+			rc = prompt_hidden("Password again: ", again, cap, err);
+			if (!rc && strcmp(line, again)) {
+				buf_puts(err, "the two passwords differ");
+				rc = -1;
+			}
+		}
+	} else {
+		rc = read_line(line, cap, err);
+	}
+	if (again) {
+		explicit_bzero(again, cap);
+		free(again);
+	}
+	if (rc) {
+		explicit_bzero(line, cap);
+		free(line);
+		return NULL;
+	}
+	return line;
+}
+
+static void wipe(char *s)
+{
+	if (s) {
+		explicit_bzero(s, strlen(s));
+		free(s);
+	}
+}
+
+/* --- output -------------------------------------------------------------------- */
+
+void cli_format_time(int64_t ms, char out[40])
+{
+	time_t s = (time_t)(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
+	int frac = (int)(ms - (int64_t)s * 1000);
+	struct tm tm;
+	char day[28];
+	if (!gmtime_r(&s, &tm) || !strftime(day, sizeof(day), "%Y-%m-%dT%H:%M:%S", &tm))
+		snprintf(day, sizeof(day), "1970-01-01T00:00:00");
+	snprintf(out, 40, "%s.%03u+00:00", day, (unsigned)frac % 1000u);
+}
+
+/* "key: value\n" with any control character of value shown as '?': names
+ * come from whoever created them. */
+static void field(const char *key, const char *value)
+{
+	char *v = xstrdup(value ? value : "");
+	str_make_printable(v, strlen(v));
+	printf("%s: %s\n", key, v);
+	free(v);
+}
+
+static void print_user(const char *id, const char *email, const char *given, const char *family,
+		       int64_t created, int64_t updated)
+{
+	char t[40];
+	printf("User %s\n", id);
+	field("email", email);
+	field("given_name", given);
+	field("family_name", family);
+	cli_format_time(created, t);
+	field("created_at", t);
+	cli_format_time(updated, t);
+	field("updated_at", t);
+}
+
+/* "roles: A, B" from a JSON array of names or of role objects. */
+static void print_roles(const json_t *roles)
+{
+	struct buf line = { 0 };
+	size_t i;
+	json_t *r;
+	json_array_foreach(roles, i, r) {
+		const json_t *name = json_is_object(r) ? json_object_get(r, "name") : r;
+		buf_printf(&line, "%s%s", line.len ? ", " : "",
+			   json_is_string(name) ? json_string_value(name) : "?");
+	}
+	field("roles", line.len ? line.data : "(none)");
+	buf_free(&line);
+}
+
+/* "p1, p2" of a JSON array of strings. */
+static void print_list(const char *key, const json_t *arr)
+{
+	struct buf line = { 0 };
+	size_t i;
+	json_t *v;
+	json_array_foreach(arr, i, v)
+		if (json_is_string(v))
+			buf_printf(&line, "%s%s", line.len ? ", " : "", json_string_value(v));
+	field(key, line.len ? line.data : "");
+	buf_free(&line);
+}
+
+/* --- commands ----------------------------------------------------------------------- */
+
+static int failed(struct identity *id, const char *action, const char *target, const struct buf *err)
+{
+	const char *msg = err->len ? err->data : "failed";
+	identity_audit(id, ACTOR, ORIGIN, action, target, "failed", msg);
+	fprintf(stderr, "Error: %s\n", msg);
+	return 1;
+}
+
+static int user_create(struct identity *id, const struct opts *o)
+{
+	struct buf err = { 0 };
+	struct user_info u;
+	int rc = 1;
+	char *pw = NULL;
+	/* Before asking for a password that would be thrown away. */
+	int had = identity_user_by_email(id, o->email, &u, &err);
+	if (had == 0)
+		buf_printf(&err, "a user with email %s exists (%s)", u.email, u.id);
+	if (had <= 0) {
+		failed(id, "user.create", o->email, &err);
+		goto out;
+	}
+	pw = get_password(o, &err);
+	if (!pw) {
+		failed(id, "user.create", o->email, &err);
+		goto out;
+	}
+	if (identity_user_create(id, o->email, pw, o->given, o->family, &u, &err) < 0) {
+		failed(id, "user.create", o->email, &err);
+		goto out;
+	}
+	identity_audit(id, ACTOR, ORIGIN, "user.create", u.id, "ok", u.email);
+	print_user(u.id, u.email, u.given_name, u.family_name, u.created_ms, u.updated_ms);
+	rc = 0;
+out:
+	wipe(pw);
+	buf_free(&err);
+	return rc;
+}
+
+static int user_reset_password(struct identity *id, const struct opts *o)
+{
+	struct buf err = { 0 };
+	struct user_info u;
+	int rc = 1;
+	char *pw = NULL;
+	int found = identity_user_get(id, o->user_id, &u, &err);
+	if (found == 1)
+		buf_printf(&err, "no user with id %.40s", o->user_id);
+	if (found) {
+		failed(id, "user.password.reset", o->user_id, &err);
+		goto out;
+	}
+	pw = get_password(o, &err);
+	if (!pw || identity_user_set_password(id, u.id, pw, &err) < 0) {
+		failed(id, "user.password.reset", u.id, &err);
+		goto out;
+	}
+	/* Whoever held the old password is signed out: no refresh works. */
+	size_t ended = 0;
+	struct buf detail = { 0 };
+	if (identity_user_sessions_end(id, u.id, &ended, &err) < 0) {
+		fprintf(stderr, "Error: the password was set, but the user's sessions were not ended: %s\n",
+			err.data);
+		buf_printf(&detail, "%s; sessions not ended: %s", u.email, err.data);
+		identity_audit(id, ACTOR, ORIGIN, "user.password.reset", u.id, "failed", detail.data);
+		buf_free(&detail);
+		goto out;
+	}
+	buf_printf(&detail, "%s; %zu sessions ended", u.email, ended);
+	identity_audit(id, ACTOR, ORIGIN, "user.password.reset", u.id, "ok", detail.data);
+	buf_free(&detail);
+	if (identity_user_get(id, u.id, &u, &err) == 0)
+		print_user(u.id, u.email, u.given_name, u.family_name, u.created_ms, u.updated_ms);
+	rc = 0;
+out:
+	wipe(pw);
+	buf_free(&err);
+	return rc;
+}
+
+static int user_list(struct identity *id, const struct opts *o)
+{
+	struct buf err = { 0 }, what = { 0 };
+	json_t *users = NULL;
+	size_t total = 0;
+	buf_printf(&what, "query \"%s\", page %llu, %llu a page", o->query ? o->query : "",
+		   (unsigned long long)o->page, (unsigned long long)o->page_size);
+	int rc = identity_users_json(id, o->query, (unsigned)o->page, (unsigned)o->page_size,
+				     o->include_roles, &users, &total, &err);
+	if (rc < 0) {
+		rc = failed(id, "user.list", "", &err);
+		goto out;
+	}
+	identity_audit(id, ACTOR, ORIGIN, "user.list", "", "ok", what.data);
+	size_t i;
+	json_t *u;
+	json_array_foreach(users, i, u) {
+		if (i)
+			putchar('\n');
+		print_user(json_string_value(json_object_get(u, "id")),
+			   json_string_value(json_object_get(u, "email")),
+			   json_string_value(json_object_get(u, "given_name")),
+			   json_string_value(json_object_get(u, "family_name")),
+			   json_integer_value(json_object_get(u, "created_at")),
+			   json_integer_value(json_object_get(u, "updated_at")));
+		if (o->include_roles)
+			print_roles(json_object_get(u, "roles"));
+	}
+	printf("Page %llu: %zu users (%zu total, %llu pages)\n", (unsigned long long)o->page,
+	       json_array_size(users), total,
+	       (unsigned long long)((total + o->page_size - 1) / o->page_size));
+	rc = 0;
+out:
+	json_decref(users);
+	buf_free(&err);
+	buf_free(&what);
+	return rc;
+}
+
+static int roles_list(struct identity *id, const struct opts *o)
+{
+	struct buf err = { 0 }, what = { 0 };
+	json_t *roles = NULL;
+	int rc = 1;
+	if (o->user_id) {
+		struct user_info u;
+		int found = identity_user_get(id, o->user_id, &u, &err);
+		if (found == 1)
+			buf_printf(&err, "no user with id %.40s", o->user_id);
+		if (found) {
+			failed(id, "role.list", o->user_id, &err);
+			goto out;
+		}
+	}
+	for (size_t i = 0; i < o->nnames; i++)
+		buf_printf(&what, "%s%s", i ? ", " : "names ", o->names[i]);
+	if (identity_roles_json(id, o->user_id, o->names, o->nnames, &roles, &err) < 0) {
+		failed(id, "role.list", o->user_id ? o->user_id : "", &err);
+		goto out;
+	}
+	identity_audit(id, ACTOR, ORIGIN, "role.list", o->user_id ? o->user_id : "", "ok",
+		       what.len ? what.data : "");
+	size_t i;
+	json_t *r;
+	json_array_foreach(roles, i, r) {
+		if (i)
+			putchar('\n');
+		printf("Role %s\n", json_string_value(json_object_get(r, "id")));
+		field("name", json_string_value(json_object_get(r, "name")));
+		field("is_locked", json_is_true(json_object_get(r, "is_locked")) ? "true" : "false");
+		printf("users: %lld\n", (long long)json_integer_value(json_object_get(r, "users")));
+		print_list("perms", json_object_get(r, "patterns"));
+		/* A project-scoped role grants its patterns only in these. */
+		if (json_array_size(json_object_get(r, "project_ids")))
+			print_list("projects", json_object_get(r, "project_ids"));
+	}
+	printf("%zu roles\n", json_array_size(roles));
+	rc = 0;
+out:
+	json_decref(roles);
+	buf_free(&err);
+	buf_free(&what);
+	return rc;
+}
+
+static int roles_set(struct identity *id, const struct opts *o)
+{
+	struct buf err = { 0 }, list = { 0 };
+	json_t *roles = NULL;
+	int rc = 1;
+	/* --admin is System Admin first, then each --role as given. */
+	const char **names = xcalloc(o->nroles + 1, sizeof(*names));
+	size_t n = 0;
+	if (o->admin)
+		names[n++] = "System Admin";
+	for (size_t i = 0; i < o->nroles; i++)
+		names[n++] = o->roles[i];
+	for (size_t i = 0; i < n; i++)
+		buf_printf(&list, "%s%s", i ? ", " : "", names[i]);
+	if (identity_roles_set(id, o->user_id, names, n, &err) < 0) {
+		failed(id, "role.assignment.set", o->user_id, &err);
+		goto out;
+	}
+	identity_audit(id, ACTOR, ORIGIN, "role.assignment.set", o->user_id, "ok",
+		       list.len ? list.data : "(none)");
+	struct user_info u;
+	if (identity_user_get(id, o->user_id, &u, &err) != 0 ||
+	    identity_roles_json(id, o->user_id, NULL, 0, &roles, &err) < 0) {
+		fprintf(stderr, "Error: the roles were set, but reading them back failed: %s\n",
+			err.len ? err.data : "the user is gone");
+		goto out;
+	}
+	print_user(u.id, u.email, u.given_name, u.family_name, u.created_ms, u.updated_ms);
+	print_roles(roles);
+	rc = 0;
+out:
+	json_decref(roles);
+	free(names);
+	buf_free(&err);
+	buf_free(&list);
+	return rc;
+}
+
+int cmd_identity(int argc, char **argv)
+{
+	struct opts o = { 0 };
+	int rc = parse_args(argc, argv, &o);
+	if (rc == HELP) {
+		cmd_identity_usage(stdout);
+		rc = 0;
+		goto out;
+	}
+	if (rc)
+		goto out;
+	/* Never create a store: a wrong --data-dir would otherwise make an
+	 * empty one the server never reads. */
+	struct buf path = { 0 }, err = { 0 };
+	buf_printf(&path, "%s/identity.db", o.data_dir);
+	struct stat st;
+	if (stat(path.data, &st) < 0) {
+		if (errno == ENOENT)
+			fprintf(stderr,
+				"Error: %s does not exist: give the data directory of an ember-server "
+				"started with --auth (its --data-dir) with --data-dir or $EMBER_DATA_DIR\n",
+				path.data);
+		else
+			fprintf(stderr, "Error: %s: %s\n", path.data, strerror(errno));
+		buf_free(&path);
+		rc = 1;
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		fprintf(stderr, "Error: %s is not a file\n", path.data);
+		buf_free(&path);
+		rc = 1;
+		goto out;
+	}
+	buf_free(&path);
+	struct identity *id = NULL;
+	if (identity_open(o.data_dir, &id, &err) < 0) {
+		fprintf(stderr, "Error: cannot open the identity store in %s: %s\n", o.data_dir,
+			err.data ? err.data : "");
+		buf_free(&err);
+		rc = 1;
+		goto out;
+	}
+	buf_free(&err);
+	switch (o.cmd) {
+	case USER_CREATE:
+		rc = user_create(id, &o);
+		break;
+	case USER_LIST:
+		rc = user_list(id, &o);
+		break;
+	case USER_RESET_PASSWORD:
+		rc = user_reset_password(id, &o);
+		break;
+	case ROLES_LIST:
+		rc = roles_list(id, &o);
+		break;
+	case ROLES_SET:
+		rc = roles_set(id, &o);
+		break;
+	}
+	identity_close(id);
+	if (fflush(stdout) != 0 && !rc) {
+		fprintf(stderr, "ember identity: cannot write the output: %s\n", strerror(errno));
+		rc = 1;
+	}
+out:
+	free(o.names);
+	free(o.roles);
+	return rc;
+}
