@@ -112,7 +112,7 @@ static int parse(const char *s, bool allow_wild, struct parsed *p, struct buf *e
 		if (memchr(s + start, '*', n)) {
 			if (n == 1)
 				l->kind = LVL_ONE;
-			else if (n == 2 && s[start + 1] == '*')
+			else if (n == 2 && s[start] == '*' && s[start + 1] == '*')
 				l->kind = LVL_MANY;
 			else {
 				if (err)

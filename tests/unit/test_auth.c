@@ -74,6 +74,8 @@ static void test_perm_match_table(void **state)
 		{ "project*", "project:read", false },
 		{ "proj*:read", "project:read", false },
 		{ "***:read", "project:read", false },
+		{ "p*:read", "project:read", false }, /* two bytes ending in '*' are not "**" */
+		{ "*p:read", "project:read", false },
 		{ "Project:read", "Project:read", false },
 		{ "project:read", "Project:read", false },
 		{ "project::read", "project::read", false },
@@ -140,6 +142,8 @@ static void test_perm_check_pattern(void **state)
 	expect_invalid("project:", "level 2 is empty");
 	expect_invalid("project:rea*", "level 2: '*' and '**' stand for whole levels");
 	expect_invalid("***:read", "level 1: '*' and '**'");
+	expect_invalid("a:x*:b", "level 2: '*' and '**'");
+	expect_invalid("a:*x", "level 2: '*' and '**'");
 	expect_invalid("Project:read", "level 1: character 'P'");
 	expect_invalid("project:read now", "level 2: byte 0x20");
 	expect_invalid("project:\n", "byte 0x0a");
