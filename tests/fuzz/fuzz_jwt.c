@@ -59,7 +59,10 @@ static void check(const char *tok, size_t len, struct jwt_claims *c, int want)
 		abort();
 	if (rc < 0 && (err.len == 0 || memcmp(c, &zero, sizeof(*c)) != 0))
 		abort();
-	if (rc == 0 && (err.len != 0 || !c->sub[0] || !c->jti[0] || c->exp <= NOW))
+	/* Accepted: exactly the claims asked for, and a live token. */
+	if (rc == 0 && (err.len != 0 || !c->sub[0] || !c->jti[0] || strcmp(c->iss, ISS) != 0 ||
+			strcmp(c->aud, AUD) != 0 || strcmp(c->typ, TYP) != 0 || c->exp <= NOW ||
+			c->iat > NOW + JWT_LEEWAY_S || c->exp <= c->iat))
 		abort();
 	buf_free(&err);
 }
