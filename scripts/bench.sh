@@ -21,6 +21,9 @@ echo
 echo "== encode_bench (agent: a batch encoded, ember's session protocol and OTLP)"
 build/bench/encode_bench
 echo
+echo "== auth_bench (permission checks, tokens, password hashes)"
+build/bench/auth_bench
+echo
 echo "== gpumetrics_bench (agent: one GPU metrics collection; needs an NVIDIA GPU)"
 rc=0
 build/bench/gpumetrics_bench 10 1000 || rc=$?

@@ -133,8 +133,9 @@ static int load_key(const char *path, bool private, EVP_PKEY **out, struct buf *
 		return -1;
 	}
 	if (EVP_PKEY_get_base_id(k) != EVP_PKEY_ED25519) {
+		const char *type = OBJ_nid2sn(EVP_PKEY_get_base_id(k));
 		buf_printf(err, "%s holds a %s key, not an Ed25519 one (openssl genpkey -algorithm ED25519)", path,
-			   OBJ_nid2sn(EVP_PKEY_get_base_id(k)));
+			   type ? type : "another kind of");
 		EVP_PKEY_free(k);
 		return -1;
 	}
@@ -211,9 +212,11 @@ static int write_key(const char *path, EVP_PKEY *k, bool private, struct buf *er
 	if (rc < 0) {
 		buf_printf(err, "cannot write %s: %s", path, strerror(e));
 		unlink(tmp.data);
-	} else if (fsync_dir_of(path) < 0) {
-		/* The file is in place; only its durability across a crash is
-		 * in doubt. Not an error for the key itself. */
+	} else {
+		/* The file is in place; a failed sync of its directory only
+		 * leaves its name's durability across a crash in doubt, and a
+		 * start after such a crash finds one file or none and says so. */
+		(void)fsync_dir_of(path);
 	}
 	buf_free(&tmp);
 	BIO_free(mem);
@@ -434,15 +437,16 @@ int jwt_verify(const struct jwt_keys *k, const char *token, size_t len, const ch
 		return fail(c, err, "header is not base64url of a JSON object");
 	const char *alg = json_string_value(json_object_get(h, "alg"));
 	const char *htyp = json_string_value(json_object_get(h, "typ"));
-	int hbad = !alg || strcmp(alg, "EdDSA") != 0 ? 1 : !htyp || strcmp(htyp, "JWT") != 0 ? 2
-								   : json_object_size(h) != 2 ? 3 : 0;
+	const char *hwhy = NULL;
+	if (!alg || strcmp(alg, "EdDSA") != 0)
+		hwhy = "alg is not EdDSA";
+	else if (!htyp || strcmp(htyp, "JWT") != 0)
+		hwhy = "header typ is not JWT";
+	else if (json_object_size(h) != 2)
+		hwhy = "header has members other than alg and typ";
 	json_decref(h);
-	if (hbad == 1)
-		return fail(c, err, "alg is not EdDSA");
-	if (hbad == 2)
-		return fail(c, err, "header typ is not JWT");
-	if (hbad == 3)
-		return fail(c, err, "header has members other than alg and typ");
+	if (hwhy)
+		return fail(c, err, hwhy);
 
 	uint8_t sig[SIG_LEN + 3];
 	size_t siglen;

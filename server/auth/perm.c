@@ -48,9 +48,20 @@ struct parsed {
 	struct level l[PERM_MAX_LEVELS];
 };
 
+/* The bytes a level may hold: [a-z0-9_-] (a constant table, faster than
+ * the comparisons in the per-byte loop). */
+#define A1(c) [c] = 1
+static const bool alphabet[256] = {
+	A1('a'), A1('b'), A1('c'), A1('d'), A1('e'), A1('f'), A1('g'), A1('h'), A1('i'), A1('j'), A1('k'),
+	A1('l'), A1('m'), A1('n'), A1('o'), A1('p'), A1('q'), A1('r'), A1('s'), A1('t'), A1('u'), A1('v'),
+	A1('w'), A1('x'), A1('y'), A1('z'), A1('0'), A1('1'), A1('2'), A1('3'), A1('4'), A1('5'), A1('6'),
+	A1('7'), A1('8'), A1('9'), A1('_'), A1('-'),
+};
+#undef A1
+
 static bool in_alphabet(unsigned char c)
 {
-	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+	return alphabet[c];
 }
 
 /* Splits s into levels; wildcards only when allow_wild. 0, or -1 with
@@ -112,7 +123,7 @@ static int parse(const char *s, bool allow_wild, struct parsed *p, struct buf *e
 		if (memchr(s + start, '*', n)) {
 			if (n == 1)
 				l->kind = LVL_ONE;
-			else if (n == 2 && s[start + 1] == '*')
+			else if (n == 2 && s[start] == '*' && s[start + 1] == '*')
 				l->kind = LVL_MANY;
 			else {
 				if (err)
@@ -136,6 +147,17 @@ static int parse(const char *s, bool allow_wild, struct parsed *p, struct buf *e
 
 bool perm_match(const char *pattern, const char *permission)
 {
+	if (!pattern || !permission)
+		return false;
+	/* A pattern without wildcards grants only itself: compare first, and
+	 * check the permission's form only when they are equal. */
+	size_t plen = strnlen(pattern, PERM_MAX_LEN + 1);
+	if (plen > PERM_MAX_LEN)
+		return false;
+	if (!memchr(pattern, '*', plen)) {
+		struct parsed pm;
+		return strcmp(pattern, permission) == 0 && parse(permission, false, &pm, NULL) == 0;
+	}
 	struct parsed pt, pm;
 	if (parse(pattern, true, &pt, NULL) < 0 || parse(permission, false, &pm, NULL) < 0)
 		return false;

@@ -38,7 +38,8 @@
 
 /* True when pattern grants permission (both valid). */
 bool perm_match(const char *pattern, const char *permission);
-/* 0 for a valid pattern; -1 with the reason appended to err. */
+/* 0 for a valid pattern; -1 with the reason appended to err (when err is
+ * not NULL). */
 int perm_check_pattern(const char *pattern, struct buf *err);
 /* True when permission is one perm_catalogue lists. */
 bool perm_known(const char *permission);

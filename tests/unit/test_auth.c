@@ -3,6 +3,7 @@
  * every refused claim), key files, Argon2id passwords and cookies. */
 #include "testutil.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -74,6 +75,8 @@ static void test_perm_match_table(void **state)
 		{ "project*", "project:read", false },
 		{ "proj*:read", "project:read", false },
 		{ "***:read", "project:read", false },
+		{ "p*:read", "project:read", false }, /* two bytes ending in '*' are not "**" */
+		{ "*p:read", "project:read", false },
 		{ "Project:read", "Project:read", false },
 		{ "project:read", "Project:read", false },
 		{ "project::read", "project::read", false },
@@ -140,6 +143,8 @@ static void test_perm_check_pattern(void **state)
 	expect_invalid("project:", "level 2 is empty");
 	expect_invalid("project:rea*", "level 2: '*' and '**' stand for whole levels");
 	expect_invalid("***:read", "level 1: '*' and '**'");
+	expect_invalid("a:x*:b", "level 2: '*' and '**'");
+	expect_invalid("a:*x", "level 2: '*' and '**'");
 	expect_invalid("Project:read", "level 1: character 'P'");
 	expect_invalid("project:read now", "level 2: byte 0x20");
 	expect_invalid("project:\n", "byte 0x0a");
@@ -741,6 +746,53 @@ static void test_jwt_keys(void **state)
 	keydir_free(&d);
 }
 
+/* Threads share one loaded pair: signing and verifying at once all
+ * succeed, and a token signed on one thread verifies on another. */
+struct jwt_thread {
+	const struct jwt_keys *k;
+	const char *peer_token;
+	int ok;
+};
+
+static void *jwt_thread_run(void *arg)
+{
+	struct jwt_thread *t = arg;
+	struct jwt_claims c = claims(), back;
+	for (int i = 0; i < 100; i++) {
+		struct buf tok = { 0 }, err = { 0 };
+		c.iat = NOW - i;
+		if (jwt_sign(t->k, &c, &tok, &err) == 0 &&
+		    jwt_verify(t->k, tok.data, tok.len, c.iss, c.aud, c.typ, NOW, &back, &err) == 0 &&
+		    back.iat == c.iat &&
+		    jwt_verify(t->k, t->peer_token, strlen(t->peer_token), c.iss, c.aud, c.typ, NOW, &back, &err) == 0)
+			t->ok++;
+		buf_free(&tok);
+		buf_free(&err);
+	}
+	return NULL;
+}
+
+static void test_jwt_threads(void **state)
+{
+	(void)state;
+	struct keydir d;
+	keydir_make(&d);
+	struct jwt_claims c = claims();
+	char *peer = sign(d.k, &c);
+	struct jwt_thread t[4];
+	pthread_t th[4];
+	for (int i = 0; i < 4; i++) {
+		t[i] = (struct jwt_thread){ .k = d.k, .peer_token = peer };
+		assert_int_equal(pthread_create(&th[i], NULL, jwt_thread_run, &t[i]), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+		assert_int_equal(t[i].ok, 100);
+	}
+	free(peer);
+	keydir_free(&d);
+}
+
 /* --- passwords ------------------------------------------------------------- */
 
 static void test_password(void **state)
@@ -949,6 +1001,7 @@ int main(void)
 		cmocka_unit_test(test_jwt_tampering),
 		cmocka_unit_test(test_jwt_claims_checked),
 		cmocka_unit_test(test_jwt_keys),
+		cmocka_unit_test(test_jwt_threads),
 		cmocka_unit_test(test_password),
 		cmocka_unit_test(test_cookie_get),
 		cmocka_unit_test(test_cookie_set),
