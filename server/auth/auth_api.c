@@ -183,12 +183,22 @@ void handle_auth_login(struct server *srv, const struct http_req *req, struct ht
 	}
 	struct buf err = { 0 };
 	char *email = NULL, *password = NULL;
+	bool counted = false;
 	json_t *doc = req_load(req->body, req->body_len, &err);
 	if (!doc || req_string(doc, "email", IDENTITY_MAX_EMAIL, &email, &err) < 0 ||
 	    req_string(doc, "password", 1024, &password, &err) < 0 || !email || !password) {
 		http_error(resp, 400, "%s", err.len ? err.data : "expected {\"email\": ..., \"password\": ...}");
 		goto out;
 	}
+	/* Each check costs a tenth of a second of CPU and 64 MiB: a bounded
+	 * number at once, so a flood of sign-ins cannot take the machine. */
+	if (__atomic_add_fetch(&a->logins_running, 1, __ATOMIC_ACQ_REL) > AUTH_MAX_LOGINS) {
+		__atomic_sub_fetch(&a->logins_running, 1, __ATOMIC_ACQ_REL);
+		http_error(resp, 503, "too many sign-ins at once; retry in a second");
+		resp->retry_after = "1";
+		goto out;
+	}
+	counted = true;
 	struct user_info u;
 	int rc = identity_login(a->id, email, password, &u, &err);
 	if (rc < 0) {
@@ -221,6 +231,8 @@ void handle_auth_login(struct server *srv, const struct http_req *req, struct ht
 	}
 	identity_audit(a->id, u.id, "ui", "auth.login", email, "ok", "");
 out:
+	if (counted)
+		__atomic_sub_fetch(&a->logins_running, 1, __ATOMIC_ACQ_REL);
 	if (password) {
 		memset(password, 0, strlen(password));
 		free(password);
@@ -362,6 +374,13 @@ void handle_tokens_create(struct server *srv, const struct http_req *req, struct
 	struct auth *a = auth_of(srv, resp);
 	if (!a)
 		return;
+	/* A token making tokens could hand out scopes beyond its own. */
+	if (req->who && req->who->kind == PRINCIPAL_TOKEN) {
+		audit(a, req, "token.create", "", "denied", "a service token cannot create tokens");
+		http_error(resp, 403, "Insufficient permissions: a service token cannot create tokens "
+				      "(sign in, or use ember identity on the server's host)");
+		return;
+	}
 	struct buf err = { 0 };
 	char *name = NULL;
 	const char **scopes = NULL, **projects = NULL;

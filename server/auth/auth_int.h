@@ -17,6 +17,12 @@ struct auth {
 	char *basic_user, *basic_password;
 	char issuer[256];
 	char admin_id[IDENTITY_ID_LEN];
+	unsigned logins_running; /* password checks in progress (atomic) */
 };
+
+/* Password checks at once; more sign-ins are answered 503 (auth_api.c).
+ * Sign-ins run on the HTTP threads (four): two at most, so two stay free
+ * for everything else. */
+#define AUTH_MAX_LOGINS 2
 
 #endif

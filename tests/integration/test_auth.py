@@ -13,6 +13,7 @@ import json
 import os
 import struct
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -180,6 +181,13 @@ def test_tokens_roles_and_projects(local):
     assert project_ids(local, ta) == {"alpha": alpha}
     assert bearer(local, "GET", "/public/api/v1/audit", ta)[0] == 403
     assert bearer(local, "GET", "/public/api/v1/service-tokens", ta)[0] == 403
+    # A token cannot make tokens (it could hand out scopes beyond its own).
+    st, maker = s.call("POST", "/public/api/v1/service-tokens",
+                       {"name": "maker", "scopes": ["service:token:*"]})
+    assert st == 201
+    st, body = bearer(local, "POST", "/public/api/v1/service-tokens", maker["token"],
+                      {"name": "escalated", "scopes": ["**:*"]})
+    assert st == 403 and "cannot create tokens" in body["error"], body
     # The secret is shown once: the list has no secrets.
     st, lst = s.call("GET", "/public/api/v1/service-tokens")
     assert st == 200 and tok["id"] in [t["id"] for t in lst["tokens"]]
@@ -324,3 +332,25 @@ def test_no_token_changes_what_another_project_sees(local, tmp_path):
     st, fg = flamegraph(local, tokens["victim"], ids["victim"], "cpu_split")
     names = {p[-1] for p, _ in walk(fg["root"])}
     assert "PWNED_BY_OTHER_TENANT" in names and "hot_a" not in names, sorted(names)[:20]
+
+
+def test_a_flood_of_sign_ins_is_bounded(local):
+    """Each password check costs a tenth of a second of CPU: at most two
+    run at once, the rest are answered 503 with Retry-After at once."""
+    barrier = threading.Barrier(8)
+    out = []
+
+    def one():
+        barrier.wait()
+        st, body = http("POST", local.url + "/api/v1/auth/login",
+                        {"email": ADMIN, "password": "wrong password"})
+        out.append((st, body))
+    threads = [threading.Thread(target=one) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    statuses = sorted(st for st, _ in out)
+    assert set(statuses) <= {401, 503} and 401 in statuses and 503 in statuses, out
+    assert all(b"too many sign-ins" in b for st, b in out if st == 503)
+    assert http("GET", local.url + "/healthz")[0] == 200
