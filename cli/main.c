@@ -88,7 +88,7 @@ static int usage_to(FILE *f)
 	      "  --min-percent P        flamegraph: hide frames below P% of the total (default 1)\n"
 	      "  --no-dwarf             upload-symbols: ELF symbols only, no source lines\n"
 	      "  --token TOKEN|@FILE    bearer token to send (default $EMBER_SERVICE_TOKEN);\n"
-	      "                         upload-symbols needs one of the server's --ingest-tokens\n"
+	      "                         (a service token; upload-symbols: one that may write symbols)\n"
 	      "  --ca-file FILE         https: trust the CA certificates in FILE (PEM)\n"
 	      "                         (default $SSL_CERT_FILE, else the system's CAs)\n"
 	      "  --insecure             https: do not check the server's certificate\n"
