@@ -419,9 +419,9 @@ static BIGNUM *member_bn(json_t *k, const char *name, size_t max)
 	const char *s = json_string_value(json_object_get(k, name));
 	uint8_t *raw;
 	size_t n;
-	if (!s || b64url_dec(s, strlen(s), max, &raw, &n) < 0 || !n)
+	if (!s || b64url_dec(s, strlen(s), max, &raw, &n) < 0)
 		return NULL;
-	BIGNUM *b = BN_bin2bn(raw, (int)n, NULL);
+	BIGNUM *b = n ? BN_bin2bn(raw, (int)n, NULL) : NULL;
 	free(raw);
 	return b;
 }

@@ -84,8 +84,11 @@ static char *jwks(const struct keys *k)
 			     "{\"keys\":[{\"kty\":\"RSA\",\"kid\":\"r\",\"use\":\"sig\",\"alg\":\"RS256\",\"n\":\"%s\",\"e\":\"%s\"},"
 			     "{\"kty\":\"EC\",\"kid\":\"e\",\"crv\":\"P-256\",\"x\":\"%s\",\"y\":\"%s\"},"
 			     "{\"kty\":\"OKP\",\"kid\":\"d\",\"crv\":\"Ed25519\",\"x\":\"%s\"},"
-			     "{\"kty\":\"RSA\",\"kid\":\"enc\",\"use\":\"enc\",\"n\":\"%s\",\"e\":\"%s\"}]}",
-			     n.data, e.data, x.data, y.data, d.data, n.data, e.data) > 0);
+			     "{\"kty\":\"RSA\",\"kid\":\"enc\",\"use\":\"enc\",\"n\":\"%s\",\"e\":\"%s\"},"
+			     /* unusable ones (an empty modulus leaked once: fuzz_oidc) */
+			     "{\"kty\":\"RSA\",\"kid\":\"empty\",\"n\":\"\",\"e\":\"AQAB\"},"
+			     "{\"kty\":\"EC\",\"kid\":\"off\",\"crv\":\"P-256\",\"x\":\"%s\",\"y\":\"%s\"}]}",
+			     n.data, e.data, x.data, y.data, d.data, n.data, e.data, y.data, x.data) > 0);
 	BN_free(bn);
 	BN_free(be);
 	BN_free(bx);
