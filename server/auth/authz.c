@@ -222,6 +222,9 @@ static int open_oidc(struct auth *a, struct buf *err)
 	int rc = oidc_new(&c, &a->oidc, err);
 	OPENSSL_cleanse(secret, strlen(secret));
 	free(secret);
+	if (rc == 0)
+		log_info("auth: OIDC sign-in at /api/v1/oauth2/login with %s (asked at the first sign-in), "
+			 "callback %s", s->oidc_issuer, s->oidc_redirect_uri);
 	return rc;
 }
 
