@@ -6,6 +6,7 @@
  * sets the session cookies as a local sign-in does, and sends the browser
  * to "/". Every refusal is a JSON {"error": ...} and, but for a malformed
  * request, an audit entry. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,10 +21,53 @@
 #include "server/request.h"
 #include "util.h"
 
-static struct auth *oidc_auth(struct server *srv, struct http_resp *resp)
+/* Whether the caller is a browser navigating (it asks for HTML first). */
+static bool wants_html(const struct http_req *req)
+{
+	const char *acc = http_header(req, "Accept");
+	return acc && !strncmp(acc, "text/html", 9);
+}
+
+/* A refusal: JSON {"error": ...}, or for a browser's navigation a small
+ * page saying the same, with a link to start again. */
+static void refuse(const struct http_req *req, struct http_resp *resp, int status, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void refuse(const struct http_req *req, struct http_resp *resp, int status, const char *fmt, ...)
+{
+	struct buf m = { 0 };
+	va_list ap;
+	va_start(ap, fmt);
+	buf_vprintf(&m, fmt, ap);
+	va_end(ap);
+	if (!wants_html(req)) {
+		http_error(resp, status, "%s", m.data);
+		buf_free(&m);
+		return;
+	}
+	buf_reset(&resp->body);
+	buf_puts(&resp->body, "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>Sign-in failed - "
+			      "ember</title></head>\n<body style=\"font-family:sans-serif;max-width:40em;margin:4em auto\">"
+			      "<h1>Sign-in failed</h1>\n<p id=\"error\">");
+	for (const char *c = m.data; c && *c; c++) {
+		switch (*c) {
+		case '<': buf_puts(&resp->body, "&lt;"); break;
+		case '>': buf_puts(&resp->body, "&gt;"); break;
+		case '&': buf_puts(&resp->body, "&amp;"); break;
+		case '"': buf_puts(&resp->body, "&quot;"); break;
+		case '\'': buf_puts(&resp->body, "&#39;"); break;
+		default: buf_putc(&resp->body, *c);
+		}
+	}
+	buf_puts(&resp->body, "</p>\n<p><a href=\"/api/v1/oauth2/login\">Sign in again</a></p></body></html>\n");
+	resp->status = status;
+	resp->content_type = "text/html; charset=utf-8";
+	buf_free(&m);
+}
+
+static struct auth *oidc_auth(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
 	if (!srv->auth || !srv->auth->oidc) {
-		http_error(resp, 404, "OIDC sign-in is off (--auth %s)",
+		refuse(req, resp, 404, "OIDC sign-in is off (--auth %s)",
 			   auth_mode_name(srv->auth ? auth_mode(srv->auth) : AUTH_NONE));
 		return NULL;
 	}
@@ -57,13 +101,12 @@ static void redirect(struct http_resp *resp, const char *to)
 
 void handle_oauth2_login(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
-	(void)req;
-	struct auth *a = oidc_auth(srv, resp);
+	struct auth *a = oidc_auth(srv, req, resp);
 	if (!a)
 		return;
 	struct buf loc = { 0 }, cookie = { 0 }, err = { 0 };
 	if (oidc_begin(a->oidc, now_unix_ms() / 1000, &loc, &cookie, &err) < 0) {
-		http_error(resp, 502, "%s", err.data);
+		refuse(req, resp, 502, "%s", err.data);
 	} else {
 		flow_cookie(a, resp, cookie.data, OIDC_FLOW_TTL_S);
 		redirect(resp, loc.data);
@@ -97,7 +140,7 @@ static bool same_origin(const struct http_req *req, const char *origin)
 
 void handle_oauth2_callback(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
-	struct auth *a = oidc_auth(srv, resp);
+	struct auth *a = oidc_auth(srv, req, resp);
 	if (!a)
 		return;
 	const char *error = http_query_arg(req, "error");
@@ -112,24 +155,24 @@ void handle_oauth2_callback(struct server *srv, const struct http_req *req, stru
 			buf_printf(&m, " (Redirect URI mismatch? --oidc-redirect-uri is %.256s; register exactly "
 				       "that at the provider)", a->oidc ? oidc_redirect_uri(a->oidc) : "");
 		identity_audit(a->id, "anonymous", "ui", "auth.login", "oidc", "failed", m.data);
-		http_error(resp, 401, "%s", m.data);
+		refuse(req, resp, 401, "%s", m.data);
 		buf_free(&m);
 		return;
 	}
 	if (!state || !code) {
-		http_error(resp, 400, "the callback needs ?state= and ?code= (or ?error=) from the identity provider");
+		refuse(req, resp, 400, "the callback needs ?state= and ?code= (or ?error=) from the identity provider");
 		return;
 	}
 	const char *ch = http_header(req, "Cookie");
 	char fc[600];
 	if (!ch || cookie_get(ch, OIDC_FLOW_COOKIE, fc, sizeof(fc)) <= 0) {
 		if (!same_origin(req, oidc_redirect_uri(a->oidc)))
-			http_error(resp, 400, "Redirect URI mismatch: this callback reached %.200s but "
+			refuse(req, resp, 400, "Redirect URI mismatch: this callback reached %.200s but "
 					      "--oidc-redirect-uri is on %.256s; the browser keeps the sign-in cookie for "
 					      "the address the sign-in started on, so use one address for both",
 				   http_header(req, "Host"), oidc_redirect_uri(a->oidc));
 		else
-			http_error(resp, 400, "invalid state: no sign-in is in progress in this browser (the "
+			refuse(req, resp, 400, "invalid state: no sign-in is in progress in this browser (the "
 					      "sign-in cookie is missing or older than %d s); start again at "
 					      "/api/v1/oauth2/login", OIDC_FLOW_TTL_S);
 		identity_audit(a->id, "anonymous", "ui", "auth.login", "oidc", "failed", "no sign-in cookie");
@@ -141,7 +184,7 @@ void handle_oauth2_callback(struct server *srv, const struct http_req *req, stru
 	OPENSSL_cleanse(fc, sizeof(fc));
 	if (rc < 0) {
 		identity_audit(a->id, "anonymous", "ui", "auth.login", "oidc", "failed", err.data);
-		http_error(resp, rc == OIDC_EREQUEST ? 400 : rc == OIDC_EPROVIDER ? 502 : 401, "%s", err.data);
+		refuse(req, resp, rc == OIDC_EREQUEST ? 400 : rc == OIDC_EPROVIDER ? 502 : 401, "%s", err.data);
 		buf_free(&err);
 		return;
 	}
@@ -165,7 +208,7 @@ void handle_oauth2_callback(struct server *srv, const struct http_req *req, stru
 		rc = auth_sign_in(a, &u, resp, &err);
 	if (rc != 0) {
 		log_error("auth: OIDC sign-in of %s failed: %s", ou.email, err.data ? err.data : "?");
-		http_error(resp, 503, "the identity store failed: %s", err.data ? err.data : "?");
+		refuse(req, resp, 503, "the identity store failed: %s", err.data ? err.data : "?");
 		buf_free(&err);
 		return;
 	}

@@ -343,3 +343,21 @@ def test_bad_oidc_settings_stop_the_server(tmp_path):
     srv.start(wait=False)
     wait_until(lambda: not srv.running(), 20, what="ember-server to refuse its settings")
     assert "--oidc-issuer: must be https://" in srv.output()
+
+
+def test_a_browser_is_shown_an_error_page(env):
+    prov, srv = env
+    html = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+    st, body = http("GET", srv.url + "/api/v1/oauth2/callback?state=x&code=y", headers=html)
+    page = body.decode()
+    assert st == 400 and "<h1>Sign-in failed</h1>" in page and "invalid state" in page, page
+    assert 'href="/api/v1/oauth2/login"' in page
+    # What the query says is shown, never run.
+    q = urllib.parse.urlencode({"error": "<script>alert(1)</script>", "error_description": "a&b"})
+    st, body = http("GET", srv.url + "/api/v1/oauth2/callback?" + q, headers=html)
+    page = body.decode()
+    assert st == 401 and "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page, page
+    assert "a&amp;b" in page
+    # Without Accept: text/html, JSON as everywhere else.
+    st, body = http("GET", srv.url + "/api/v1/oauth2/callback?state=x&code=y")
+    assert st == 400 and "invalid state" in json.loads(body)["error"]
