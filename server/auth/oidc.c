@@ -920,7 +920,7 @@ static int check_claims(struct oidc *o, json_t *c, const char *nonce, int64_t no
 		return -1;
 	}
 	int64_t exp, t;
-	if (!num_claim(c, "exp", &exp) || exp + OIDC_LEEWAY_S < now) {
+	if (!num_claim(c, "exp", &exp) || exp < now - OIDC_LEEWAY_S) {
 		buf_puts(err, "the ID token has expired (or has no exp)");
 		return -1;
 	}

@@ -198,8 +198,18 @@ void handle_oauth2_callback(struct server *srv, const struct http_req *req, stru
 		rc = identity_user_create(a->id, ou.email, NULL, ou.given_name, ou.family_name, &u, &err);
 		created = rc == 0;
 		if (rc == -1) {
-			buf_reset(&err);
-			rc = identity_user_by_email(a->id, ou.email, &u, &err);
+			struct buf why = { 0 };
+			if (identity_user_by_email(a->id, ou.email, &u, &why) == 0) {
+				rc = 0; /* made meanwhile */
+			} else {
+				identity_audit(a->id, "anonymous", "ui", "auth.login", ou.email, "failed", err.data);
+				refuse(req, resp, 400, "the identity provider's user %s cannot be made here: %s",
+				       ou.email, err.data ? err.data : "?");
+				buf_free(&why);
+				buf_free(&err);
+				return;
+			}
+			buf_free(&why);
 		}
 	}
 	if (rc == 0 && created)

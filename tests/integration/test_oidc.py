@@ -361,3 +361,15 @@ def test_a_browser_is_shown_an_error_page(env):
     # Without Accept: text/html, JSON as everywhere else.
     st, body = http("GET", srv.url + "/api/v1/oauth2/callback?state=x&code=y")
     assert st == 400 and "invalid state" in json.loads(body)["error"]
+
+
+def test_an_email_ember_cannot_store_is_refused_clearly(env):
+    prov, srv = env
+    prov.post("/test/user", email="two words@example.test", given="Bad", family="Email")
+    url, st, body = Browser().get(srv.url + "/api/v1/oauth2/login")
+    err = json.loads(body)["error"]
+    assert st == 400 and "cannot be made here" in err and "space" in err, body
+    prov.post("/test/user", email="second@example.test", given="Grace", family="Hopper")
+    b = sign_in(srv)
+    st, me = b.api(srv, "GET", "/api/v1/auth/me")
+    assert st == 200 and me["user"]["email"] == "second@example.test" and me["user"]["given_name"] == "Grace"
