@@ -319,6 +319,11 @@ static void test_id_token_claims(void **state)
 		if (rc != OIDC_ETOKEN || !strstr(why.data, t[i].reason))
 			fail_msg("%s=%s: rc %d, %s", t[i].name, t[i].json, rc, why.data ? why.data : "");
 	}
+	/* The largest exp is far off, not an overflow (UBSan would stop here). */
+	json_t *big = claims(f->now);
+	json_object_set_new(big, "exp", json_integer(INT64_MAX));
+	assert_int_equal(verify(f, token("RS256", "r", f->k.rsa, big), &why), 0);
+	json_decref(big);
 	/* An audience list holding ours, with azp ours: accepted. */
 	json_t *c = claims(f->now);
 	json_object_set_new(c, "aud", json_pack("[s,s]", "other", CLIENT));
