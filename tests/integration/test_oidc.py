@@ -51,10 +51,10 @@ def provider_binary():
 
 
 class Provider:
-    def __init__(self, redirect_uri, port=0, alg="RS256"):
+    def __init__(self, redirect_uri, port=0, alg="RS256", *flags):
         self.proc = subprocess.Popen(
             [provider_binary(), "-port", str(port), "-client-id", CLIENT_ID, "-client-secret", SECRET,
-             "-redirect-uri", redirect_uri, "-email", EMAIL, "-alg", alg],
+             "-redirect-uri", redirect_uri, "-email", EMAIL, "-alg", alg, *flags],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         deadline = time.time() + 20
         line = ""
@@ -257,6 +257,24 @@ def test_a_tampered_or_missing_state_is_refused(env):
     a = admin(srv)
     _, audit = a.api(srv, "GET", "/public/api/v1/audit?limit=1000")
     assert sum(e["action"] == "auth.login" and e["outcome"] == "failed" for e in audit["entries"]) >= 3
+
+
+def test_client_secret_basic_or_post_as_the_provider_lists(env, tmp_path):
+    prov, srv = env
+    sign_in(srv)
+    st = prov.stats()
+    assert st["token_basic"] == 1 and st["token_post"] == 0, st
+    port = free_port()
+    prov2 = Provider(f"http://127.0.0.1:{port}/api/v1/oauth2/callback", 0, "ES256", "-post-only")
+    (tmp_path / "post").mkdir()
+    srv2 = oidc_server(tmp_path / "post", port, prov2.issuer)
+    try:
+        sign_in(srv2)
+        st = prov2.stats()
+        assert st["token_basic"] == 0 and st["token_post"] == 1, st
+    finally:
+        srv2.stop()
+        prov2.stop()
 
 
 def test_key_rotation_fetches_the_jwks_again(env):

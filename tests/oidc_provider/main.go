@@ -15,7 +15,11 @@
 //	POST /test/user?email=&given=&family=    the user the next logins are
 //	POST /test/deny                           the next login answers
 //	                                          error=access_denied
-//	GET  /test/stats                          {"keys":N,"discovery":N,"token":N}
+//	GET  /test/stats                          {"keys":N,"discovery":N,"token":N,
+//	                                          "token_basic":N,"token_post":N}
+//
+// With -post-only the discovery document lists client_secret_post as the
+// only way to authenticate at the token endpoint.
 package main
 
 import (
@@ -35,6 +39,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"sync"
@@ -102,20 +107,22 @@ type client struct {
 	method               oidc.AuthMethod
 }
 
-func (c *client) GetID() string                         { return c.id }
-func (c *client) RedirectURIs() []string                { return []string{c.redirect} }
-func (c *client) PostLogoutRedirectURIs() []string      { return nil }
-func (c *client) ApplicationType() op.ApplicationType   { return op.ApplicationTypeWeb }
-func (c *client) AuthMethod() oidc.AuthMethod           { return c.method }
-func (c *client) ResponseTypes() []oidc.ResponseType    { return []oidc.ResponseType{oidc.ResponseTypeCode} }
-func (c *client) GrantTypes() []oidc.GrantType          { return []oidc.GrantType{oidc.GrantTypeCode} }
-func (c *client) LoginURL(id string) string             { return "/login?id=" + url.QueryEscape(id) }
-func (c *client) AccessTokenType() op.AccessTokenType   { return op.AccessTokenTypeBearer }
-func (c *client) IDTokenLifetime() time.Duration        { return 5 * time.Minute }
-func (c *client) DevMode() bool                         { return true } // http:// redirect URIs
-func (c *client) IsScopeAllowed(string) bool            { return false }
-func (c *client) IDTokenUserinfoClaimsAssertion() bool  { return true } // email in the ID token
-func (c *client) ClockSkew() time.Duration              { return 0 }
+func (c *client) GetID() string                       { return c.id }
+func (c *client) RedirectURIs() []string              { return []string{c.redirect} }
+func (c *client) PostLogoutRedirectURIs() []string    { return nil }
+func (c *client) ApplicationType() op.ApplicationType { return op.ApplicationTypeWeb }
+func (c *client) AuthMethod() oidc.AuthMethod         { return c.method }
+func (c *client) ResponseTypes() []oidc.ResponseType {
+	return []oidc.ResponseType{oidc.ResponseTypeCode}
+}
+func (c *client) GrantTypes() []oidc.GrantType         { return []oidc.GrantType{oidc.GrantTypeCode} }
+func (c *client) LoginURL(id string) string            { return "/login?id=" + url.QueryEscape(id) }
+func (c *client) AccessTokenType() op.AccessTokenType  { return op.AccessTokenTypeBearer }
+func (c *client) IDTokenLifetime() time.Duration       { return 5 * time.Minute }
+func (c *client) DevMode() bool                        { return true } // http:// redirect URIs
+func (c *client) IsScopeAllowed(string) bool           { return false }
+func (c *client) IDTokenUserinfoClaimsAssertion() bool { return true } // email in the ID token
+func (c *client) ClockSkew() time.Duration             { return 0 }
 func (c *client) RestrictAdditionalIdTokenScopes() func([]string) []string {
 	return func(s []string) []string { return s }
 }
@@ -163,7 +170,7 @@ type storage struct {
 	reqs    map[string]*authReq
 	codes   map[string]string // code -> request id
 	deny    bool
-	counter struct{ keys, discovery, token atomic.Int64 }
+	counter struct{ keys, discovery, token, basic, post atomic.Int64 }
 }
 
 func (s *storage) CreateAuthRequest(_ context.Context, r *oidc.AuthRequest, _ string) (op.AuthRequest, error) {
@@ -397,6 +404,7 @@ func main() {
 	method := flag.String("auth-method", "client_secret_basic", "client_secret_basic or client_secret_post")
 	email := flag.String("email", "oidc-user@example.test", "the user's email")
 	alg := flag.String("alg", "RS256", "the first signing key's algorithm: RS256, ES256 or EdDSA")
+	postOnly := flag.Bool("post-only", false, "discovery lists only client_secret_post")
 	flag.Parse()
 	if *secret == "" || *redirect == "" {
 		log.Fatal("-client-secret and -redirect-uri are needed")
@@ -439,11 +447,32 @@ func main() {
 	})
 	mux.HandleFunc("GET /test/stats", func(w http.ResponseWriter, _ *http.Request) {
 		json.NewEncoder(w).Encode(map[string]int64{"keys": s.counter.keys.Load(),
-			"discovery": s.counter.discovery.Load(), "token": s.counter.token.Load()})
+			"discovery": s.counter.discovery.Load(), "token": s.counter.token.Load(),
+			"token_basic": s.counter.basic.Load(), "token_post": s.counter.post.Load()})
 	})
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/.well-known/openid-configuration" {
+		switch r.URL.Path {
+		case "/.well-known/openid-configuration":
 			s.counter.discovery.Add(1)
+			if *postOnly {
+				rec := httptest.NewRecorder()
+				provider.ServeHTTP(rec, r)
+				var doc map[string]any
+				if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil {
+					http.Error(w, err.Error(), http.StatusInternalServerError)
+					return
+				}
+				doc["token_endpoint_auth_methods_supported"] = []string{"client_secret_post"}
+				w.Header().Set("Content-Type", "application/json")
+				json.NewEncoder(w).Encode(doc)
+				return
+			}
+		case "/oauth/token":
+			if _, _, ok := r.BasicAuth(); ok {
+				s.counter.basic.Add(1)
+			} else if r.ParseForm() == nil && r.PostForm.Get("client_secret") != "" {
+				s.counter.post.Add(1)
+			}
 		}
 		provider.ServeHTTP(w, r)
 	}))
