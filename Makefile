@@ -241,6 +241,15 @@ $(BUILD)/workloads/unwind_go_stripped: tests/workloads/unwind_go.go Makefile
 	@mkdir -p $(@D) $(BUILD)/go-cache
 	$(call say,GO,$@)cd tests/workloads && GOCACHE=$(abspath $(BUILD))/go-cache $(GO) build -ldflags='-s -w' -o $(abspath $@) unwind_go.go
 
+# TEST-ONLY: a real OpenID Connect provider (tests/oidc_provider: the OP
+# package of github.com/zitadel/oidc, in-memory storage, a login step that
+# approves at once) for tests/integration/test_oidc.py. Its modules come
+# through the Go module proxy into the module cache on the first build;
+# the test builds it when absent and skips (saying why) when it cannot.
+$(BUILD)/oidc_provider: tests/oidc_provider/main.go tests/oidc_provider/go.mod tests/oidc_provider/go.sum Makefile
+	@mkdir -p $(@D) $(BUILD)/go-cache
+	$(call say,GO,$@)cd tests/oidc_provider && GOCACHE=$(abspath $(BUILD))/go-cache $(GO) build -o $(abspath $@) .
+
 # A C++ program with DWARF, and its stripped copy (which is what runs and
 # is profiled; the unstripped one is what a user uploads symbols from).
 $(BUILD)/workloads/symbols_cpp: tests/workloads/symbols_cpp.cpp Makefile
@@ -279,6 +288,7 @@ test: deps
 	@scripts/install-test-pydeps.sh
 	@scripts/install-test-python.sh
 	@$(MAKE) --no-print-directory all $(UNIT_BINS) $(FUZZ_BINS) $(WORKLOADS)
+	@$(MAKE) --no-print-directory $(BUILD)/oidc_provider || echo "oidc_provider not built: tests/integration/test_oidc.py will skip"
 	@scripts/test.sh
 
 bench: deps

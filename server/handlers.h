@@ -33,6 +33,8 @@ void handle_metrics_names(struct server *srv, const struct http_req *req, struct
 void handle_auth_login(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_auth_refresh(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_auth_logout(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_oauth2_login(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_oauth2_callback(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_auth_me(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_tokens_list(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_tokens_create(struct server *srv, const struct http_req *req, struct http_resp *resp);

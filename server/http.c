@@ -220,6 +220,8 @@ static enum MHD_Result send_response(struct MHD_Connection *c, struct http_resp 
 	MHD_add_response_header(r, "Cache-Control", resp->cache_control ? resp->cache_control : "no-store");
 	if (resp->retry_after)
 		MHD_add_response_header(r, "Retry-After", resp->retry_after);
+	if (resp->location.len)
+		MHD_add_response_header(r, "Location", resp->location.data);
 	for (char *line = resp->cookies.data, *end; line && *line; line = end + 1) {
 		end = strchr(line, '\n');
 		if (!end)
@@ -354,6 +356,7 @@ static enum MHD_Result respond(struct http_server *h, struct MHD_Connection *c,
 	enum MHD_Result ret = send_response(c, resp);
 	buf_free(&resp->body);
 	buf_free(&resp->cookies);
+	buf_free(&resp->location);
 	return ret;
 }
 
@@ -597,6 +600,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 			munmap(cs->map, cs->map_len);
 		buf_free(&cs->resp.body);
 		buf_free(&cs->resp.cookies);
+		buf_free(&cs->resp.location);
 		principal_free(cs->who);
 		free(cs);
 		*con_cls = NULL;

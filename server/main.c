@@ -8,6 +8,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
+
+
 #include "flags.h"
 #include "sessions.h"
 #include "debuginfod.h"
@@ -37,6 +40,8 @@ struct server_config {
 	char *ingest_tokens;
 	char *auth, *admin_email, *admin_password_file, *jwt_private_key, *jwt_public_key;
 	char *jwt_issuer, *basic_user, *basic_password_file, *cookie_same_site;
+	char *oidc_issuer, *oidc_client_id, *oidc_client_secret_file, *oidc_redirect_uri;
+	char *oidc_scopes, *oidc_extra_params;
 	bool cookie_secure, public_metrics;
 	int64_t session_idle_ms;
 	int64_t log_rate_limit_ms;
@@ -91,6 +96,20 @@ static const struct flag_def defs[] = {
 	  "its SPKI PEM public key (empty: DATA_DIR/jwt-public.pem)" },
 	{ "jwt-issuer", FLAG_STRING, "ember", OFF(jwt_issuer), 0, 0,
 	  "the iss of the session tokens this server signs and accepts" },
+	{ "oidc-issuer", FLAG_STRING, "", OFF(oidc_issuer), 0, 0,
+	  "--auth oidc: the provider's issuer URL (e.g. https://accounts.google.com)" },
+	{ "oidc-client-id", FLAG_STRING, "", OFF(oidc_client_id), 0, 0,
+	  "--auth oidc: the client id the provider gave this server" },
+	{ "oidc-client-secret-file", FLAG_STRING, "", OFF(oidc_client_secret_file), 0, 0,
+	  "--auth oidc: file whose first line is the client secret" },
+	{ "oidc-redirect-uri", FLAG_STRING, "", OFF(oidc_redirect_uri), 0, 0,
+	  "--auth oidc: this server's callback as registered at the provider "
+	  "(https://HOST/api/v1/oauth2/callback)" },
+	{ "oidc-scopes", FLAG_STRING, "openid email profile", OFF(oidc_scopes), 0, 0,
+	  "--auth oidc: the scopes asked for (space or comma separated; openid is required)" },
+	{ "oidc-extra-params", FLAG_STRING, "", OFF(oidc_extra_params), 0, 0,
+	  "--auth oidc: more query parameters for the provider's sign-in page, k=v,k=v "
+	  "(e.g. prompt=consent,access_type=offline)" },
 	{ "basic-user", FLAG_STRING, "", OFF(basic_user), 0, 0, "--auth basic: the user name" },
 	{ "basic-password-file", FLAG_STRING, "", OFF(basic_password_file), 0, 0,
 	  "--auth basic: file whose first line is the password" },
@@ -266,8 +285,8 @@ int main(int argc, char **argv, char **envp)
 		free(key);
 		goto out;
 	}
-	if (mode == AUTH_OIDC) {
-		log_error("--auth oidc: not in this build yet; use local (users and passwords) or basic");
+	if (mode == AUTH_OIDC && curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+		log_error("--auth oidc: libcurl could not start");
 		free(cert);
 		free(key);
 		goto out;
@@ -293,6 +312,12 @@ int main(int argc, char **argv, char **envp)
 		.cookie_same_site = cfg.cookie_same_site,
 		.cookie_secure = cfg.cookie_secure || cert,
 		.public_metrics = cfg.public_metrics,
+		.oidc_issuer = cfg.oidc_issuer,
+		.oidc_client_id = cfg.oidc_client_id,
+		.oidc_client_secret_file = cfg.oidc_client_secret_file,
+		.oidc_redirect_uri = cfg.oidc_redirect_uri,
+		.oidc_scopes = cfg.oidc_scopes,
+		.oidc_extra_params = cfg.oidc_extra_params,
 	};
 	if (auth_open(&as, &srv.auth, &err) < 0) {
 		log_error("auth: %s", err.data);

@@ -34,6 +34,8 @@ const struct route server_routes[] = {
 	{ "POST", "/api/v1/auth/refresh", handle_auth_refresh, 0, 0, PUB },
 	{ "POST", "/api/v1/auth/logout", handle_auth_logout, 0, 0, PUB },
 	{ "GET", "/api/v1/auth/me", handle_auth_me, 0, 0, ME },
+	{ "GET", "/api/v1/oauth2/login", handle_oauth2_login, 0, 0, PUB },
+	{ "GET", "/api/v1/oauth2/callback", handle_oauth2_callback, 0, 0, PUB },
 	{ "GET", "/public/api/v1/service-tokens", handle_tokens_list, 0, 0, GLOBAL("service:token:read") },
 	{ "POST", "/public/api/v1/service-tokens", handle_tokens_create, 64 * KiB, 0, GLOBAL("service:token:create") },
 	{ "DELETE", "/public/api/v1/service-tokens/{token_id}", handle_tokens_revoke, 0, 0, GLOBAL("service:token:revoke") },

@@ -122,8 +122,8 @@ static int sign(struct auth *a, const char *typ, const char *sub, const char *jt
 	return jwt_sign(a->keys, &c, out, err);
 }
 
-static void set_cookie(struct auth *a, struct http_resp *resp, const char *name, const char *value,
-		       const char *path, long max_age, bool http_only)
+void auth_set_cookie(struct auth *a, struct http_resp *resp, const char *name, const char *value,
+		     const char *path, long max_age, bool http_only)
 {
 	struct cookie_attrs at = { .path = path, .max_age = max_age, .same_site = a->s.cookie_same_site,
 				   .http_only = http_only, .secure = a->s.cookie_secure };
@@ -135,9 +135,36 @@ static void set_cookie(struct auth *a, struct http_resp *resp, const char *name,
 
 static void clear_cookies(struct auth *a, struct http_resp *resp)
 {
-	set_cookie(a, resp, "ember_access", "", "/", 0, true);
-	set_cookie(a, resp, "ember_refresh", "", "/api/v1/auth", 0, true);
-	set_cookie(a, resp, "ember_csrf", "", "/", 0, false);
+	auth_set_cookie(a, resp, "ember_access", "", "/", 0, true);
+	auth_set_cookie(a, resp, "ember_refresh", "", "/api/v1/auth", 0, true);
+	auth_set_cookie(a, resp, "ember_csrf", "", "/", 0, false);
+}
+
+/* Sets the cookies of user u: an access token (and with session, a
+ * refresh token and a CSRF value); the access token also goes to access. */
+static int set_tokens(struct auth *a, const struct user_info *u, const char *session,
+		      struct http_resp *resp, struct buf *access, struct buf *err)
+{
+	struct buf refresh = { 0 };
+	char jti[IDENTITY_ID_LEN];
+	uuid_v4(jti);
+	if (sign(a, "access", u->id, jti, a->s.access_ttl_s, access, err) < 0 ||
+	    (session && sign(a, "refresh", u->id, session, a->s.refresh_ttl_s, &refresh, err) < 0)) {
+		buf_free(&refresh);
+		return -1;
+	}
+	auth_set_cookie(a, resp, "ember_access", access->data, "/", (long)a->s.access_ttl_s, true);
+	if (session) {
+		uint8_t raw[24];
+		char csrf[49];
+		if (RAND_bytes(raw, sizeof(raw)) != 1)
+			abort(); /* no CSPRNG: nothing safe to hand out */
+		hex_encode(raw, sizeof(raw), csrf);
+		auth_set_cookie(a, resp, "ember_refresh", refresh.data, "/api/v1/auth", (long)a->s.refresh_ttl_s, true);
+		auth_set_cookie(a, resp, "ember_csrf", csrf, "/", (long)a->s.refresh_ttl_s, false);
+	}
+	buf_free(&refresh);
+	return 0;
 }
 
 /* Issues an access token for user (and with session, a refresh token and
@@ -145,31 +172,28 @@ static void clear_cookies(struct auth *a, struct http_resp *resp)
 static int issue(struct auth *a, const struct user_info *u, const char *session,
 		 struct http_resp *resp, struct buf *err)
 {
-	struct buf access = { 0 }, refresh = { 0 };
-	char jti[IDENTITY_ID_LEN];
-	uuid_v4(jti);
-	if (sign(a, "access", u->id, jti, a->s.access_ttl_s, &access, err) < 0 ||
-	    (session && sign(a, "refresh", u->id, session, a->s.refresh_ttl_s, &refresh, err) < 0)) {
+	struct buf access = { 0 };
+	if (set_tokens(a, u, session, resp, &access, err) < 0) {
 		buf_free(&access);
-		buf_free(&refresh);
 		return -1;
-	}
-	set_cookie(a, resp, "ember_access", access.data, "/", (long)a->s.access_ttl_s, true);
-	if (session) {
-		uint8_t raw[24];
-		char csrf[49];
-		if (RAND_bytes(raw, sizeof(raw)) != 1)
-			abort(); /* no CSPRNG: nothing safe to hand out */
-		hex_encode(raw, sizeof(raw), csrf);
-		set_cookie(a, resp, "ember_refresh", refresh.data, "/api/v1/auth", (long)a->s.refresh_ttl_s, true);
-		set_cookie(a, resp, "ember_csrf", csrf, "/", (long)a->s.refresh_ttl_s, false);
 	}
 	json_t *o = json_pack("{s:o, s:s, s:I}", "user", user_json(u), "access_token", access.data,
 			      "expires_in", (json_int_t)a->s.access_ttl_s);
 	answer_json(resp, 200, o);
 	buf_free(&access);
-	buf_free(&refresh);
 	return 0;
+}
+
+int auth_sign_in(struct auth *a, const struct user_info *u, struct http_resp *resp, struct buf *err)
+{
+	char session[IDENTITY_ID_LEN];
+	int rc = identity_session_create(a->id, u->id, now_unix_ms() + a->s.refresh_ttl_s * 1000, session, err);
+	if (rc < 0)
+		return rc;
+	struct buf access = { 0 };
+	rc = set_tokens(a, u, session, resp, &access, err) < 0 ? -2 : 0;
+	buf_free(&access);
+	return rc;
 }
 
 void handle_auth_login(struct server *srv, const struct http_req *req, struct http_resp *resp)

@@ -200,6 +200,34 @@ static int read_secret(const char *flag, const char *path, char **out, struct bu
 	return 0;
 }
 
+/* --auth oidc: the relying party's settings (no network: the provider is
+ * asked at the first sign-in, so a provider that is down does not stop the
+ * server). */
+static int open_oidc(struct auth *a, struct buf *err)
+{
+	const struct auth_settings *s = &a->s;
+	if (!s->oidc_issuer || !*s->oidc_issuer || !s->oidc_client_id || !*s->oidc_client_id ||
+	    !s->oidc_client_secret_file || !*s->oidc_client_secret_file || !s->oidc_redirect_uri ||
+	    !*s->oidc_redirect_uri) {
+		buf_puts(err, "--auth oidc needs --oidc-issuer, --oidc-client-id, --oidc-client-secret-file "
+			      "and --oidc-redirect-uri");
+		return -1;
+	}
+	char *secret = NULL;
+	if (read_secret("--oidc-client-secret-file", s->oidc_client_secret_file, &secret, err) < 0)
+		return -1;
+	struct oidc_config c = { .issuer = s->oidc_issuer, .client_id = s->oidc_client_id,
+				 .client_secret = secret, .redirect_uri = s->oidc_redirect_uri,
+				 .scopes = s->oidc_scopes, .extra_params = s->oidc_extra_params };
+	int rc = oidc_new(&c, &a->oidc, err);
+	OPENSSL_cleanse(secret, strlen(secret));
+	free(secret);
+	if (rc == 0)
+		log_info("auth: OIDC sign-in at /api/v1/oauth2/login with %s (asked at the first sign-in), "
+			 "callback %s", s->oidc_issuer, s->oidc_redirect_uri);
+	return rc;
+}
+
 static int bootstrap_admin(struct auth *a, struct buf *err)
 {
 	const char *email = a->s.admin_email && *a->s.admin_email ? a->s.admin_email : "admin@localhost";
@@ -277,6 +305,8 @@ int auth_open(const struct auth_settings *s, struct auth **out, struct buf *err)
 			goto fail;
 		log_warn("auth: --auth basic is deprecated (one static credential): use local or oidc");
 	}
+	if (s->mode == AUTH_OIDC && open_oidc(a, err) < 0)
+		goto fail;
 	if (bootstrap_admin(a, err) < 0)
 		goto fail;
 	*out = a;
@@ -299,6 +329,7 @@ void auth_close(struct auth *a)
 		free(a->basic_password);
 	}
 	jwt_keys_free(a->keys);
+	oidc_free(a->oidc);
 	identity_close(a->id);
 	free(a);
 }

@@ -84,6 +84,11 @@ struct auth_settings {
 	bool public_metrics;       /* GET /metrics without a credential */
 	int64_t access_ttl_s;      /* default 300 */
 	int64_t refresh_ttl_s;     /* default one year */
+	/* --auth oidc (oidc.h): --oidc-issuer, --oidc-client-id,
+	 * --oidc-client-secret-file, --oidc-redirect-uri, --oidc-scopes,
+	 * --oidc-extra-params. */
+	const char *oidc_issuer, *oidc_client_id, *oidc_client_secret_file, *oidc_redirect_uri;
+	const char *oidc_scopes, *oidc_extra_params;
 };
 
 struct auth;
