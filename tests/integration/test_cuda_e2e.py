@@ -10,28 +10,17 @@ agent's socket; the server answers GPU flamegraphs. Checked: the exact
 GPU time of every kernel, copy, memset and sync, the 70/30 kernel split,
 and the stacks from main / <module> down to the launch and the kernel."""
 
-import json
 import os
 import subprocess
 import sys
 
 from conftest import require_root
-from harness import BUILD, DEFAULT_PROJECT, ROOT, WORKLOADS, check_tree, find, http, wait_until, walk
+from harness import BUILD, ROOT, WORKLOADS, check_tree, find, gpu_flamegraph, gpu_settled, walk
 
 FAKE = os.path.join(BUILD, "tests", "fake_cuda")
 LAUNCHER = os.path.join(WORKLOADS, "cuda_launch")
 PY_LAUNCHER = os.path.join(ROOT, "tests", "workloads", "py_cuda_launch.py")
 BIG_NS, SMALL_NS, COPY_NS, SET_NS, SYNC_NS = 700000, 300000, 4096, 1024, 5000
-
-
-def flamegraph(server, query):
-    body = {"filter": {"start_ts": 946684800000, "end_ts": 4102444800000, "event_kind": "cuda",
-                       "frame_mask": {"patterns": []}, "query": query},
-            "num_samples": None, "num_stat_buckets": None, "synthetic_frames": []}
-    status, data = http("POST", f"{server.url}/public/api/v1/project/{DEFAULT_PROJECT}/flamegraph/json",
-                        body, {"Content-Type": "application/json"})
-    assert status == 200, f"flamegraph query failed with {status}: {data!r}"
-    return json.loads(data)
 
 
 def cuda_env(lib):
@@ -53,19 +42,6 @@ def start_agent(agent_factory, server, tmp_path):
     assert oct(os.stat(lib).st_mode & 0o777) == "0o755"
     assert f"CUDA_INJECTION64_PATH={lib}" in agent.output()
     return agent, lib
-
-
-def settled(server, query, want):
-    hist = []
-
-    def done():
-        hist.append(flamegraph(server, query)["total"])
-        return hist[-1] >= want and hist[-3:] == [hist[-1]] * 3
-    try:
-        wait_until(done, 40, interval=1.0, what="the GPU time to arrive")
-    except AssertionError as e:
-        raise AssertionError(f"{e}; totals seen: {hist}, want {want}") from None
-    return flamegraph(server, query)
 
 
 def leaves(tree):
@@ -111,7 +87,7 @@ def test_c_program_on_the_fake_driver(server, agent_factory, tmp_path):
                        stderr=subprocess.PIPE, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == f"done {steps} 1", (r.stdout, r.stderr)
     want = steps * (BIG_NS + SMALL_NS + COPY_NS + SET_NS + SYNC_NS)
-    tree = settled(server, 'process.executable.name == "cuda_launch"', want)
+    tree = gpu_settled(server, 'process.executable.name == "cuda_launch"', want)
     check_tree(tree["root"])
     assert tree["total"] == want, (tree["total"], want)
     assert tree["unit"] == "nanoseconds"
@@ -144,7 +120,7 @@ def test_c_program_on_the_fake_driver(server, agent_factory, tmp_path):
     for path, _ in walk(tree["root"]):
         assert "ember_cuda_launch_marker" not in path, path
     # GPU attributes as the fake driver names its device.
-    assert flamegraph(server, 'process.executable.name == "cuda_launch" && gpu.name == "Fake GPU 0"')["total"] \
+    assert gpu_flamegraph(server, 'process.executable.name == "cuda_launch" && gpu.name == "Fake GPU 0"')["total"] \
         == want
 
 
@@ -157,7 +133,7 @@ def test_python_program_on_the_fake_driver(server, agent_factory, tmp_path):
     assert p.returncode == 0 and p.stdout.strip() == f"done {steps}", (p.stdout, p.stderr)
     want = steps * (BIG_NS + SMALL_NS)
     query = 'process.executable.name == "python3" || process.executable.name == "python3.11"'
-    tree = settled(server, f"({query}) && gpu.name == \"Fake GPU 0\"", want)
+    tree = gpu_settled(server, f"({query}) && gpu.name == \"Fake GPU 0\"", want)
     check_tree(tree["root"])
     assert tree["total"] == want, (tree["total"], want)
     assert leaves(tree) == {("py_big", "cuda_kernel"): steps * BIG_NS,

@@ -188,6 +188,33 @@ def settled_total(server):
     return hist[-1]
 
 
+def gpu_flamegraph(server, query):
+    """The GPU-time (event kind cuda, nanoseconds) flamegraph of all time,
+    filtered by a CEL query."""
+    body = {"filter": {"start_ts": 946684800000, "end_ts": 4102444800000, "event_kind": "cuda",
+                       "frame_mask": {"patterns": []}, "query": query},
+            "num_samples": None, "num_stat_buckets": None, "synthetic_frames": []}
+    status, data = http("POST", f"{server.url}/public/api/v1/project/{DEFAULT_PROJECT}/flamegraph/json",
+                        body, {"Content-Type": "application/json"}, context=server.ssl)
+    assert status == 200, f"flamegraph query failed with {status}: {data!r}"
+    return json.loads(data)
+
+
+def gpu_settled(server, query, want, timeout=40):
+    """The GPU flamegraph once its total has reached want and stayed the
+    same three seconds in a row (so more than want shows as such)."""
+    hist = []
+
+    def done():
+        hist.append(gpu_flamegraph(server, query)["total"])
+        return hist[-1] >= want and hist[-3:] == [hist[-1]] * 3
+    try:
+        wait_until(done, timeout, interval=1.0, what="the GPU time to arrive")
+    except AssertionError as e:
+        raise AssertionError(f"{e}; totals seen: {hist}, want {want}") from None
+    return gpu_flamegraph(server, query)
+
+
 def walk(node, path=()):
     """Yields (path of names, node) for every node of a flamegraph tree."""
     path = path + (node["name"],)
