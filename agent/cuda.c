@@ -649,9 +649,12 @@ static void accept_all(struct cuda *c)
 	}
 }
 
-static void read_conn(struct cuda *c, struct conn *k, uint64_t now_ns)
+/* Reads up to CUDA_SERVE_BATCH messages; returns how many it read (the
+ * connection may have been closed meanwhile). */
+static int read_conn(struct cuda *c, struct conn *k, uint64_t now_ns)
 {
-	for (int i = 0; i < CUDA_SERVE_BATCH; i++) {
+	int i = 0;
+	while (i < CUDA_SERVE_BATCH) {
 		/* MSG_TRUNC: the datagram's real length, so one longer than
 		 * the buffer is seen as such, not read as a shorter one. */
 		ssize_t n = recv(k->fd, c->msg, CUDA_WIRE_MAX_MSG + 1, MSG_TRUNC | MSG_DONTWAIT);
@@ -660,17 +663,44 @@ static void read_conn(struct cuda *c, struct conn *k, uint64_t now_ns)
 				continue;
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
 				close_conn(c, k);
-			return;
+			return i;
 		}
-		if (n == 0) { /* the process closed it, or exited */
+		if (n == 0) { /* the process closed it, or exited (or cuda_stop) */
 			close_conn(c, k);
-			return;
+			return i;
 		}
+		i++;
 		if ((size_t)n > CUDA_WIRE_MAX_MSG) {
 			c->stats.rejected[CWR_OVERSIZE]++;
 			continue;
 		}
 		handle(c, k, c->msg, (size_t)n, now_ns);
+	}
+	return i;
+}
+
+void cuda_stop(struct cuda *c, uint64_t now_ns)
+{
+	/* Connects are refused from here on; the connections the kernel
+	 * already made (not accepted yet) are taken. */
+	if (c->listen_fd >= 0 && shutdown(c->listen_fd, SHUT_RD) < 0)
+		log_warn("CUDA: shutdown of %s: %s", c->path, strerror(errno));
+	accept_all(c);
+	/* No datagram enters a connection's queue after its SHUT_RD (the
+	 * sender gets EPIPE and keeps its time for the next agent); every one
+	 * before it is read, then recv says the end (0) and the connection
+	 * closes. So this ends, having read all there was. */
+	for (size_t i = 0; i < CUDA_MAX_CONNS; i++) {
+		struct conn *k = &c->conns[i];
+		if (!k->used || k->fd < 0)
+			continue;
+		if (shutdown(k->fd, SHUT_RD) < 0) {
+			close_conn(c, k);
+			continue;
+		}
+		while (k->used && k->fd >= 0)
+			if (read_conn(c, k, now_ns) == 0 && k->used)
+				close_conn(c, k); /* EAGAIN after SHUT_RD: nothing more can come */
 	}
 }
 

@@ -116,6 +116,12 @@ int cuda_fd(const struct cuda *c);
 const char *cuda_socket_path(const struct cuda *c);
 /* Accepts connections and reads waiting messages (non-blocking). */
 void cuda_serve(struct cuda *c, uint64_t now_ns);
+/* The agent stops: refuses new connections and new messages (a library's
+ * send fails from then on, so it keeps its GPU time for the next agent),
+ * then reads every message already queued, on every connection, and
+ * closes them. No datagram a library sent successfully is left unread.
+ * cuda_serve takes nothing more; cuda_join and cuda_close follow. */
+void cuda_stop(struct cuda *c, uint64_t now_ns);
 /* Keeps a launch record (kind ONCPU_KIND_CUDA_LAUNCH) of size bytes. */
 void cuda_add_stack(struct cuda *c, const void *rec, size_t size);
 /* Emits what can be emitted (see above). */

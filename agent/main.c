@@ -989,9 +989,11 @@ int main(int argc, char **argv, char **envp)
 	oncpu_drain(a.oncpu);
 	collector_retry_raw(&a.collector, now_mono_ns(), true);
 	if (a.cuda) {
-		/* What the socket still holds, then every entry still held
-		 * (without its stack if it has not come): none is dropped. */
-		cuda_serve(a.cuda, now_mono_ns());
+		/* What the socket still holds (and nothing sent after:
+		 * libraries keep that for the next agent), then every entry
+		 * still held (without its stack if it has not come): none is
+		 * dropped. */
+		cuda_stop(a.cuda, now_mono_ns());
 		oncpu_drain(a.oncpu);
 		cuda_join(a.cuda, now_mono_ns() + CUDA_HOLD_NS);
 	}

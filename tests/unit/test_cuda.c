@@ -597,6 +597,65 @@ static void test_socket(void **state)
 	free(root);
 }
 
+/* The agent stops (cuda_stop): every datagram a library sent before is
+ * read -- more than one cuda_serve takes from a connection, and those of a
+ * connection not accepted yet -- and every send after it fails, so the
+ * library knows to keep that time for the next agent. */
+static void test_stop_reads_everything_sent(void **state)
+{
+	(void)state;
+	char *root = make_temp_dir();
+	char sock[96];
+	snprintf(sock, sizeof(sock), "%s/agent.sock", root);
+	struct emitted e = { 0 };
+	struct buf err = { 0 };
+	struct cuda *c = cuda_open(root, "/proc", NULL, on_emit, &e, &err);
+	assert_non_null(c);
+
+	int fd = connect_to(sock);
+	int big = 1 << 20;
+	assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big)), 0);
+	struct msg m;
+	msg_hello(&m);
+	assert_int_equal(send(fd, m.b, m.len, 0), (ssize_t)m.len);
+	cuda_serve(c, 1000); /* accepted */
+	const int n = CUDA_SERVE_BATCH + 44;
+	msg_start(&m);
+	msg_agg(&m, 0, 7, CUDA_WIRE_KIND_KERNEL, "cuLaunchKernel", "k");
+	msg_end(&m, CUDA_WIRE_AGG);
+	for (int i = 0; i < n; i++)
+		assert_int_equal(send(fd, m.b, m.len, MSG_DONTWAIT), (ssize_t)m.len);
+	/* a second library, connected but not accepted yet */
+	int fd2 = connect_to(sock);
+	struct msg h;
+	msg_hello(&h);
+	assert_int_equal(send(fd2, h.b, h.len, 0), (ssize_t)h.len);
+	assert_int_equal(send(fd2, m.b, m.len, 0), (ssize_t)m.len);
+
+	cuda_stop(c, 2000);
+	struct cuda_stats s;
+	cuda_get_stats(c, &s);
+	assert_int_equal(s.gpu_ns, 7ull * (n + 1));
+	assert_int_equal(s.entries, n + 1);
+	assert_int_equal(s.connections_open, 0);
+	assert_int_equal(s.processes, 2);
+	/* After it: refused, and the sender sees it. */
+	assert_int_equal(send(fd, m.b, m.len, MSG_DONTWAIT | MSG_NOSIGNAL), -1);
+	assert_true(errno == EPIPE || errno == ECONNRESET);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	memcpy(sa.sun_path, sock, strlen(sock) + 1);
+	int fd3 = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	assert_int_equal(connect(fd3, (struct sockaddr *)&sa, sizeof(sa)), -1);
+	assert_int_equal(errno, ECONNREFUSED);
+	close(fd3);
+	close(fd);
+	close(fd2);
+	cuda_close(c);
+	buf_free(&err);
+	rm_rf(root);
+	free(root);
+}
+
 /* --- collect_cuda: the samples ------------------------------------------ */
 
 static void copy_self(const char *to)
@@ -920,6 +979,7 @@ int main(void)
 		cmocka_unit_test(test_join),
 		cmocka_unit_test(test_stack_eviction),
 		cmocka_unit_test(test_socket),
+		cmocka_unit_test(test_stop_reads_everything_sent),
 		cmocka_unit_test(test_collect_cuda),
 		cmocka_unit_test(test_proc_refresh),
 		cmocka_unit_test(test_otlp_cuda),

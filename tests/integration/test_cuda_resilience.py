@@ -1,0 +1,211 @@
+"""GPU profiling when things go wrong around it, with the real
+libembercuda.so on the project's TEST-ONLY fake driver (tests/fake_cuda/)
+and a real ember-agent and ember-server (root, real BPF, no GPU):
+
+- the agent restarts five times under one long-running CUDA program: the
+  library reconnects each time and the GPU time in the server is exact,
+  none of it counted twice and none lost (what a report could not send
+  while no agent listened waits in the library for the next agent);
+- a hostile client on the agent's CUDA socket floods it (garbage,
+  oversized datagrams, a valid HELLO and thousands of AGG entries a
+  second, never reading) beside a real library: the agent keeps serving,
+  refuses and counts the flood, and the real program's GPU time is exact;
+- a full or read-only -cuda-profiler-dir: the agent says what is wrong
+  with which path, and CPU profiling goes on."""
+
+import os
+import subprocess
+import sys
+import time
+
+from conftest import require_root
+from harness import BUILD, WORKLOADS, check_tree, free_port, gpu_settled, http, wait_until, walk
+
+FAKE = os.path.join(BUILD, "tests", "fake_cuda")
+LAUNCHER = os.path.join(WORKLOADS, "cuda_launch")
+BIG_NS, SMALL_NS, COPY_NS, SET_NS, SYNC_NS = 700000, 300000, 4096, 1024, 5000
+STEP_NS = BIG_NS + SMALL_NS + COPY_NS + SET_NS + SYNC_NS
+QUERY = 'process.executable.name == "cuda_launch"'
+
+
+def cuda_env(lib, **extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EMBER_CUDA_", "FAKE_CU"))}
+    env["LD_LIBRARY_PATH"] = FAKE + ":" + os.path.join(FAKE, "driver")
+    env["CUDA_INJECTION64_PATH"] = lib
+    env["FAKE_CUDA_KERNEL_NS"] = f"k_big={BIG_NS},k_small={SMALL_NS}"
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def leaves(tree):
+    """(leaf name, leaf type) -> GPU time, over the whole tree."""
+    out = {}
+    for _, n in walk(tree["root"]):
+        if n["frame_type"] in ("cuda_kernel", "cuda_memcpy", "cuda_memset", "cuda_sync"):
+            k = (n["name"], n["frame_type"])
+            out[k] = out.get(k, 0) + n["total"]
+    return out
+
+
+def exact_leaves(steps):
+    return {("k_big", "cuda_kernel"): steps * BIG_NS, ("k_small", "cuda_kernel"): steps * SMALL_NS,
+            ("HtoD", "cuda_memcpy"): steps * COPY_NS, ("memset", "cuda_memset"): steps * SET_NS,
+            ("cuStreamSynchronize", "cuda_sync"): steps * SYNC_NS}
+
+
+def scrape(port):
+    status, body = http("GET", f"http://127.0.0.1:{port}/metrics", timeout=5)
+    assert status == 200
+    out = {}
+    for line in body.decode().splitlines():
+        if line and not line.startswith("#"):
+            k, v = line.rsplit(" ", 1)
+            out[k[len("ember_agent_"):]] = float(v)
+    return out
+
+
+def stats_at_exit(stderr):
+    lines = [line for line in stderr.splitlines() if "stats at exit" in line]
+    assert lines, stderr
+    return dict(kv.split("=", 1) for kv in lines[-1].split(": stats at exit: ", 1)[1].split() if "=" in kv)
+
+
+def test_library_reconnects_across_five_agent_restarts(server, agent_factory, tmp_path):
+    require_root()
+    cuda_dir = str(tmp_path / "profiler")
+    lib = os.path.join(cuda_dir, "libembercuda.so")
+    agent = agent_factory(server.url, f"-cuda-profiler-dir={cuda_dir}").start()
+    steps, seconds, restarts = 18000, 45, 5
+    errlog = tmp_path / "launcher.err"
+    p = subprocess.Popen([LAUNCHER, str(steps), "1", str(seconds)],
+                         env=cuda_env(lib, EMBER_CUDA_QUIET="false", EMBER_CUDA_PRINT_STATS="true",
+                                      EMBER_CUDA_PRINT_STATS_INTERVAL=1),
+                         stdout=subprocess.PIPE, stderr=open(errlog, "w"), text=True)
+
+    def hello(n):
+        try:
+            wait_until(lambda: f"CUDA: pid {p.pid} injected" in agent.output(), 20,
+                       what=f"the library's HELLO to agent {n}")
+        except AssertionError as e:
+            raise AssertionError(f"{e}\nthe library said:\n{errlog.read_text()}\nthe agent:\n{agent.output()}")
+    try:
+        hello(1)
+        for i in range(restarts):
+            time.sleep(1)
+            assert p.poll() is None, f"the launcher ended before restart {i + 1}: {errlog.read_text()}"
+            # SIGTERM: the agent sends what it holds and stops; then no
+            # agent listens for 1.5 s (a report or two of the library's
+            # cannot be sent), and a new one starts at the same path.
+            assert agent.stop() == 0, agent.output()
+            time.sleep(1.5)
+            agent = agent_factory(server.url, f"-cuda-profiler-dir={cuda_dir}").start()
+            hello(i + 2)
+        out, _ = p.communicate(timeout=seconds + 60)
+        err = errlog.read_text()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0 and out.strip() == f"done {steps} 1", (out, err)
+    st = stats_at_exit(err)
+    assert st["connections"] == str(restarts + 1), st
+    assert "no ember-agent" not in err, err
+    want = steps * STEP_NS
+    tree = gpu_settled(server, QUERY, want)
+    check_tree(tree["root"])
+    # Exact: nothing of a report counted twice, nothing lost.
+    assert tree["total"] == want, (tree["total"], want, tree["total"] - want)
+    assert leaves(tree) == exact_leaves(steps), leaves(tree)
+
+
+FLOODER = r"""
+import os, random, socket, struct, sys, time
+path, seconds = sys.argv[1], float(sys.argv[2])
+HDR = struct.Struct("<IHHII")
+MAGIC = 0x55434D45
+def msg(mtype, body, count):
+    return HDR.pack(MAGIC, 1, mtype, HDR.size + len(body), count) + body
+hello = msg(1, struct.pack("<IIIIQQ32s", os.getpid(), 18, 12040, 0, 1, time.time_ns(), b"flood"), 1)
+def agg(n):
+    body = b""
+    for i in range(n):
+        api, name = b"cuLaunchKernel", b"flood_kernel_%d" % random.randrange(1 << 30)
+        e = struct.pack("<QQQIHHIIIHH", random.randrange(1, 1 << 40), 1000, 1, 1, 1, len(api), 0, 0, 0,
+                        len(name), 0) + api + name
+        body += e + b"\0" * (-len(e) % 8)
+    return msg(3, body, n)
+socks = []
+for _ in range(4):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.connect(path)
+    s.setblocking(False)
+    socks.append(s)
+socks[0].send(hello)
+socks[1].send(hello)
+garbage = [os.urandom(random.randrange(1, 512)) for _ in range(64)]
+oversize = b"\xee" * 100000
+aggs = [agg(100) for _ in range(32)]
+sent = refused = 0
+end = time.monotonic() + seconds
+i = 0
+while time.monotonic() < end:
+    i += 1
+    for k, s in enumerate(socks):
+        data = (aggs[i % 32] if k < 2 else oversize if k == 2 and i % 8 == 0 else garbage[i % 64])
+        try:
+            s.send(data)
+            sent += 1
+        except BlockingIOError:
+            refused += 1
+    if i % 64 == 0:
+        time.sleep(0.001)
+print(sent, refused, flush=True)
+"""
+
+
+def test_flooding_client_beside_a_real_library(server, agent_factory, tmp_path):
+    require_root()
+    cuda_dir = str(tmp_path / "profiler")
+    lib = os.path.join(cuda_dir, "libembercuda.so")
+    pport = free_port()
+    agent = agent_factory(server.url, f"-cuda-profiler-dir={cuda_dir}", f"-pprof=127.0.0.1:{pport}").start()
+    sock = os.path.join(cuda_dir, "agent.sock")
+    seconds = 8
+    flood = subprocess.Popen([sys.executable, "-c", FLOODER, sock, str(seconds + 2)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1)
+        steps = 4000
+        r = subprocess.run([LAUNCHER, str(steps), "1", str(seconds)],
+                           env=cuda_env(lib, EMBER_CUDA_QUIET="false", EMBER_CUDA_PRINT_STATS="true",
+                                        EMBER_CUDA_PRINT_STATS_INTERVAL=3600),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=seconds + 60)
+        # The agent answered throughout: its /metrics, while the flood goes on.
+        m = scrape(pport)
+        fout, ferr = flood.communicate(timeout=30)
+    finally:
+        if flood.poll() is None:
+            flood.kill()
+            flood.wait()
+    assert r.returncode == 0 and r.stdout.strip() == f"done {steps} 1", (r.stdout, r.stderr)
+    assert flood.returncode == 0, ferr
+    sent, refused = map(int, fout.split())
+    assert agent.running(), agent.output()
+    st = stats_at_exit(r.stderr)
+    assert st["connections"] == "1" and st["messages_dropped"] == "0", st
+    want = steps * STEP_NS
+    tree = gpu_settled(server, QUERY, want)
+    check_tree(tree["root"])
+    assert tree["total"] == want, (tree["total"], want)
+    assert leaves(tree) == exact_leaves(steps), leaves(tree)
+    # The flood was refused and counted, by reason; the rest of it (within
+    # the connections' budgets) is the flooder's own time, never the
+    # program's.
+    m = scrape(pport)
+    rejected = {k: v for k, v in m.items() if k.startswith("cuda_messages_rejected_total")}
+    assert rejected.get('cuda_messages_rejected_total{reason="magic"}', 0) > 100, rejected
+    assert rejected.get('cuda_messages_rejected_total{reason="oversize"}', 0) > 10, rejected
+    assert rejected.get('cuda_messages_rejected_total{reason="rate"}', 0) > 10, rejected
+    print(f"flood: {sent} datagrams sent, {refused} refused by a full queue; agent: {rejected}")
+    # CPU profiling went on meanwhile: the flooder's own CPU time.
+    assert server.flamegraph(f'process.pid == "{flood.pid}"')["total"] > 0
