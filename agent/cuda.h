@@ -51,7 +51,11 @@
  * buckets holding two seconds' worth): a library reports one entry per
  * (stack, thread, kernel, device, stream) per flush, far fewer; an AGG
  * over the budget is refused whole (reason "rate"), so a process that
- * floods the socket costs the agent a bounded amount of work and memory. */
+ * floods the socket costs the agent a bounded amount of work and memory.
+ * When the budget of all is spent, a connection sending no more than its
+ * fair share (CUDA_MAX_ENTRIES_PER_SEC over the connections with a HELLO)
+ * is still served: floods over many connections cannot shut a library
+ * out, and the agent takes at most twice CUDA_MAX_ENTRIES_PER_SEC. */
 #define CUDA_MAX_ENTRIES_PER_CONN_SEC 20000
 #define CUDA_MAX_ENTRIES_PER_SEC 100000
 
