@@ -10,13 +10,18 @@ and a real ember-agent and ember-server (root, real BPF, no GPU):
   oversized datagrams, a valid HELLO and thousands of AGG entries a
   second, never reading) beside a real library: the agent keeps serving,
   refuses and counts the flood, and the real program's GPU time is exact;
-- a full or read-only -cuda-profiler-dir: the agent says what is wrong
-  with which path, and CPU profiling goes on."""
+- a full or read-only -cuda-profiler-dir (a 64 KiB tmpfs; the library
+  takes some 270 KiB): the agent says what is wrong with which path,
+  never points users at a library that is not there, leaves no partial
+  file behind, and CPU profiling goes on; on the full one, the socket
+  still serves a program that loads a copy of the library of its own."""
 
 import os
 import subprocess
 import sys
 import time
+
+import pytest
 
 from conftest import require_root
 from harness import BUILD, WORKLOADS, check_tree, free_port, gpu_settled, http, wait_until, walk
@@ -215,3 +220,78 @@ def test_flooding_client_beside_a_real_library(server, agent_factory, tmp_path):
     assert rejected.get('cuda_messages_rejected_total{reason="rate"}', 0) > 10, rejected
     print(f"flood: {sent} datagrams sent, {refused} refused by a full queue; agent: {rejected}; "
           f"the program's GPU time settled {settle_s:.1f} s after it ended")
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A 64 KiB tmpfs at tmp_path/mnt; read-only when the test asks
+    (request.param). Unmounted afterwards."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    mounted = []
+
+    def mount(*opts):
+        subprocess.run(["mount", "-t", "tmpfs", "-o", ",".join(("size=64k",) + opts), "tmpfs", str(mnt)],
+                       check=True)
+        mounted.append(mnt)
+        return str(mnt)
+    yield mount
+    for m in mounted:
+        if subprocess.run(["umount", str(m)]).returncode != 0:
+            subprocess.run(["umount", "-l", str(m)])
+
+
+def cpu_profiled(server, seconds=3):
+    """Runs cpu_split and waits for its CPU samples in the server."""
+    p = subprocess.run([os.path.join(WORKLOADS, "cpu_split"), str(seconds)], stdout=subprocess.PIPE, timeout=60)
+    assert p.returncode == 0
+    wait_until(lambda: server.flamegraph('process.executable.name == "cpu_split"')["total"] > 0, 20,
+               what="cpu_split's CPU samples")
+
+
+def test_full_profiler_dir(server, agent_factory, small_tmpfs):
+    require_root()
+    d = small_tmpfs()
+    agent = agent_factory(server.url, f"-cuda-profiler-dir={d}").start()
+    try:
+        wait_until(lambda: "CUDA profiling" in agent.output(), 20, what="the agent's CUDA line")
+        log = agent.output()
+        lib = os.path.join(d, "libembercuda.so")
+        # What is wrong, with which path, and what it means.
+        assert "-cuda-profiler-dir: cannot install libembercuda.so" in log and f" in {d}: " in log, log
+        assert "No space left on device" in log and "CUDA programs cannot load the profiler from there" in log, log
+        # Never the line to use a library that is not there.
+        assert f"CUDA_INJECTION64_PATH={lib}" not in log, log
+        assert f"no {lib} to load (not installed)" in log, log
+        # No partial file left behind; the socket is there.
+        assert sorted(os.listdir(d)) == ["agent.sock"], os.listdir(d)
+        cpu_profiled(server)
+        # A program that loads a copy of its own reports to the socket.
+        steps = 300
+        r = subprocess.run([LAUNCHER, str(steps), "1", "1.5"],
+                           env=cuda_env(os.path.join(BUILD, "lib", "libembercuda.so"),
+                                        EMBER_CUDA_AGENT_SOCKET=os.path.join(d, "agent.sock")),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        tree = gpu_settled(server, QUERY, steps * STEP_NS)
+        assert tree["total"] == steps * STEP_NS and leaves(tree) == exact_leaves(steps), leaves(tree)
+        assert agent.running()
+    finally:
+        agent.stop()
+
+
+def test_read_only_profiler_dir(server, agent_factory, small_tmpfs):
+    require_root()
+    d = small_tmpfs("ro")
+    agent = agent_factory(server.url, f"-cuda-profiler-dir={d}").start()
+    try:
+        wait_until(lambda: "CUDA profiling off" in agent.output(), 20, what="the agent's CUDA line")
+        log = agent.output()
+        assert "-cuda-profiler-dir: cannot install libembercuda.so" in log and f" in {d}: " in log, log
+        assert f"CUDA profiling off: cannot listen on {d}/agent.sock: Read-only file system" in log, log
+        assert "CUDA_INJECTION64_PATH=" not in log, log
+        assert os.listdir(d) == []
+        cpu_profiled(server)
+        assert agent.running()
+    finally:
+        agent.stop()
