@@ -82,9 +82,12 @@ def test_library_reconnects_across_five_agent_restarts(server, agent_factory, tm
     agent = agent_factory(server.url, f"-cuda-profiler-dir={cuda_dir}").start()
     steps, seconds, restarts = 18000, 45, 5
     errlog = tmp_path / "launcher.err"
+    # Two failed connects in a row (not ten): each restart leaves no
+    # agent for longer than that (1.5 s and the new agent's start), which
+    # must not make a library that had an agent give up.
     p = subprocess.Popen([LAUNCHER, str(steps), "1", str(seconds)],
                          env=cuda_env(lib, EMBER_CUDA_QUIET="false", EMBER_CUDA_PRINT_STATS="true",
-                                      EMBER_CUDA_PRINT_STATS_INTERVAL=1),
+                                      EMBER_CUDA_PRINT_STATS_INTERVAL=1, EMBER_CUDA_INTERNAL_AGENT_RETRIES=2),
                          stdout=subprocess.PIPE, stderr=open(errlog, "w"), text=True)
 
     def hello(n):
