@@ -15,20 +15,16 @@ import subprocess
 import sys
 
 from conftest import require_root
-from harness import BUILD, ROOT, WORKLOADS, check_tree, find, gpu_flamegraph, gpu_settled, walk
+from harness import (BUILD, GPU_LEAF_TYPES, ROOT, WORKLOADS, check_tree, fake_cuda_env, find, gpu_flamegraph,
+                     gpu_leaves, gpu_settled, walk)
 
-FAKE = os.path.join(BUILD, "tests", "fake_cuda")
 LAUNCHER = os.path.join(WORKLOADS, "cuda_launch")
 PY_LAUNCHER = os.path.join(ROOT, "tests", "workloads", "py_cuda_launch.py")
 BIG_NS, SMALL_NS, COPY_NS, SET_NS, SYNC_NS = 700000, 300000, 4096, 1024, 5000
 
 
 def cuda_env(lib):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("EMBER_CUDA_", "FAKE_CU"))}
-    env["LD_LIBRARY_PATH"] = FAKE + ":" + os.path.join(FAKE, "driver")
-    env["CUDA_INJECTION64_PATH"] = lib
-    env["FAKE_CUDA_KERNEL_NS"] = f"k_big={BIG_NS},k_small={SMALL_NS},py_big={BIG_NS},py_small={SMALL_NS}"
-    return env
+    return fake_cuda_env(lib, f"k_big={BIG_NS},k_small={SMALL_NS},py_big={BIG_NS},py_small={SMALL_NS}")
 
 
 def start_agent(agent_factory, server, tmp_path):
@@ -44,21 +40,11 @@ def start_agent(agent_factory, server, tmp_path):
     return agent, lib
 
 
-def leaves(tree):
-    """(leaf name, leaf type) -> total, over the whole tree."""
-    out = {}
-    for _, n in walk(tree["root"]):
-        if n["frame_type"] in ("cuda_kernel", "cuda_memcpy", "cuda_memset", "cuda_sync"):
-            k = (n["name"], n["frame_type"])
-            out[k] = out.get(k, 0) + n["total"]
-    return out
-
-
 def under_path(tree, names, leaf):
     """GPU time of leaf under a path that has names in this order."""
     total = 0
     for path, n in walk(tree["root"]):
-        if path[-1] != leaf or n["frame_type"] not in ("cuda_kernel", "cuda_memcpy", "cuda_memset", "cuda_sync"):
+        if path[-1] != leaf or n["frame_type"] not in GPU_LEAF_TYPES:
             continue
         it = iter(path)
         if all(any(p == want for p in it) for want in names):
@@ -71,7 +57,7 @@ def partial_paths(tree, names, leaf):
     name why its stack ended early (an error frame, "[...]")."""
     out = []
     for path, n in walk(tree["root"]):
-        if path[-1] != leaf or n["frame_type"] not in ("cuda_kernel", "cuda_memcpy", "cuda_memset", "cuda_sync"):
+        if path[-1] != leaf or n["frame_type"] not in GPU_LEAF_TYPES:
             continue
         it = iter(path)
         if not all(any(p == want for p in it) for want in names):
@@ -92,13 +78,13 @@ def test_c_program_on_the_fake_driver(server, agent_factory, tmp_path):
     assert tree["total"] == want, (tree["total"], want)
     assert tree["unit"] == "nanoseconds"
     # Exact GPU time per kernel, copy, set and sync; the 70/30 split.
-    assert leaves(tree) == {
+    assert gpu_leaves(tree) == {
         ("k_big", "cuda_kernel"): steps * BIG_NS,
         ("k_small", "cuda_kernel"): steps * SMALL_NS,
         ("HtoD", "cuda_memcpy"): steps * COPY_NS,
         ("memset", "cuda_memset"): steps * SET_NS,
         ("cuStreamSynchronize", "cuda_sync"): steps * SYNC_NS,
-    }, leaves(tree)
+    }, gpu_leaves(tree)
     # Under the stacks that launched them, whole: the launching thread's
     # start (cuda_launch trains in a pthread) -> train -> train_step -> the
     # launching function -> the API (cuda_launch) -> the kernel. The stacks
@@ -136,8 +122,8 @@ def test_python_program_on_the_fake_driver(server, agent_factory, tmp_path):
     tree = gpu_settled(server, f"({query}) && gpu.name == \"Fake GPU 0\"", want)
     check_tree(tree["root"])
     assert tree["total"] == want, (tree["total"], want)
-    assert leaves(tree) == {("py_big", "cuda_kernel"): steps * BIG_NS,
-                            ("py_small", "cuda_kernel"): steps * SMALL_NS}, leaves(tree)
+    assert gpu_leaves(tree) == {("py_big", "cuda_kernel"): steps * BIG_NS,
+                            ("py_small", "cuda_kernel"): steps * SMALL_NS}, gpu_leaves(tree)
     # Python frames above the launch: _start -> ... <module> -> train_step
     # -> the API; the first launches' time under an error frame (as
     # above; a Python process starts slower: at least 80 % of a 6-second

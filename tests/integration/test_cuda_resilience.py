@@ -7,9 +7,10 @@ and a real ember-agent and ember-server (root, real BPF, no GPU):
   none of it counted twice and none lost (what a report could not send
   while no agent listened waits in the library for the next agent);
 - a hostile client on the agent's CUDA socket floods it (garbage,
-  oversized datagrams, a valid HELLO and thousands of AGG entries a
-  second, never reading) beside a real library: the agent keeps serving,
-  refuses and counts the flood, and the real program's GPU time is exact;
+  oversized datagrams, and eight connections with a valid HELLO sending
+  AGG entries as fast as they can, hundreds of thousands a second, never
+  reading) beside a real library: the agent keeps serving, refuses and
+  counts the flood, and the real program's GPU time is exact;
 - a full or read-only -cuda-profiler-dir (a 64 KiB tmpfs; the library
   takes some 270 KiB): the agent says what is wrong with which path,
   never points users at a library that is not there, leaves no partial
@@ -24,9 +25,9 @@ import time
 import pytest
 
 from conftest import require_root
-from harness import BUILD, WORKLOADS, check_tree, free_port, gpu_settled, http, wait_until, walk
+from harness import (BUILD, WORKLOADS, check_tree, fake_cuda_env, free_port, gpu_leaves, gpu_settled, http,
+                     wait_until)
 
-FAKE = os.path.join(BUILD, "tests", "fake_cuda")
 LAUNCHER = os.path.join(WORKLOADS, "cuda_launch")
 BIG_NS, SMALL_NS, COPY_NS, SET_NS, SYNC_NS = 700000, 300000, 4096, 1024, 5000
 STEP_NS = BIG_NS + SMALL_NS + COPY_NS + SET_NS + SYNC_NS
@@ -34,22 +35,7 @@ QUERY = 'process.executable.name == "cuda_launch"'
 
 
 def cuda_env(lib, **extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("EMBER_CUDA_", "FAKE_CU"))}
-    env["LD_LIBRARY_PATH"] = FAKE + ":" + os.path.join(FAKE, "driver")
-    env["CUDA_INJECTION64_PATH"] = lib
-    env["FAKE_CUDA_KERNEL_NS"] = f"k_big={BIG_NS},k_small={SMALL_NS}"
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
-
-
-def leaves(tree):
-    """(leaf name, leaf type) -> GPU time, over the whole tree."""
-    out = {}
-    for _, n in walk(tree["root"]):
-        if n["frame_type"] in ("cuda_kernel", "cuda_memcpy", "cuda_memset", "cuda_sync"):
-            k = (n["name"], n["frame_type"])
-            out[k] = out.get(k, 0) + n["total"]
-    return out
+    return fake_cuda_env(lib, f"k_big={BIG_NS},k_small={SMALL_NS}", **extra)
 
 
 def exact_leaves(steps):
@@ -123,7 +109,7 @@ def test_library_reconnects_across_five_agent_restarts(server, agent_factory, tm
     check_tree(tree["root"])
     # Exact: nothing of a report counted twice, nothing lost.
     assert tree["total"] == want, (tree["total"], want, tree["total"] - want)
-    assert leaves(tree) == exact_leaves(steps), leaves(tree)
+    assert gpu_leaves(tree) == exact_leaves(steps), gpu_leaves(tree)
 
 
 FLOODER = r"""
@@ -212,7 +198,7 @@ def test_flooding_client_beside_a_real_library(server, agent_factory, tmp_path):
     assert agent.running(), agent.output()
     check_tree(tree["root"])
     assert tree["total"] == want, (tree["total"], want)
-    assert leaves(tree) == exact_leaves(steps), leaves(tree)
+    assert gpu_leaves(tree) == exact_leaves(steps), gpu_leaves(tree)
     # The flood was refused and counted, by reason; the rest of it (within
     # the connections' budgets) is the flooder's own time, never the
     # program's.
@@ -277,7 +263,7 @@ def test_full_profiler_dir(server, agent_factory, small_tmpfs):
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
         tree = gpu_settled(server, QUERY, steps * STEP_NS)
-        assert tree["total"] == steps * STEP_NS and leaves(tree) == exact_leaves(steps), leaves(tree)
+        assert tree["total"] == steps * STEP_NS and gpu_leaves(tree) == exact_leaves(steps), gpu_leaves(tree)
         assert agent.running()
     finally:
         agent.stop()

@@ -215,6 +215,36 @@ def gpu_settled(server, query, want, timeout=40):
     return gpu_flamegraph(server, query)
 
 
+GPU_LEAF_TYPES = ("cuda_kernel", "cuda_memcpy", "cuda_memset", "cuda_sync")
+
+
+def gpu_leaves(tree):
+    """(leaf name, leaf type) -> GPU time, over a whole GPU flamegraph."""
+    out = {}
+    for _, n in walk(tree["root"]):
+        if n["frame_type"] in GPU_LEAF_TYPES:
+            k = (n["name"], n["frame_type"])
+            out[k] = out.get(k, 0) + n["total"]
+    return out
+
+
+FAKE_CUDA = os.path.join(BUILD, "tests", "fake_cuda")
+
+
+def fake_cuda_env(lib, kernel_ns, **extra):
+    """The environment of a CUDA program on the project's TEST-ONLY fake
+    driver and CUPTI (tests/fake_cuda/), injected with the library at lib:
+    kernel_ns names each kernel's GPU time ("k_big=700000,..."); extra:
+    more variables (EMBER_CUDA_*, FAKE_CUDA_*). None of the caller's
+    EMBER_CUDA_ or FAKE_CU variables leak in."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EMBER_CUDA_", "FAKE_CU"))}
+    env["LD_LIBRARY_PATH"] = FAKE_CUDA + ":" + os.path.join(FAKE_CUDA, "driver")
+    env["CUDA_INJECTION64_PATH"] = lib
+    env["FAKE_CUDA_KERNEL_NS"] = kernel_ns
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
 def walk(node, path=()):
     """Yields (path of names, node) for every node of a flamegraph tree."""
     path = path + (node["name"],)
