@@ -30,6 +30,10 @@ struct conn {
 	struct cuda_wire_stats lib; /* the latest STATS */
 	double tokens;        /* AGG entries it may still send (CUDA_MAX_ENTRIES_PER_CONN_SEC) */
 	uint64_t tokens_ns;   /* when they were counted */
+	/* AGG entries it sent (taken or not) in the current second, from
+	 * win_ns, and in the one before: its demand, for the fair share. */
+	uint64_t win_ns;
+	double win_cur, win_prev;
 };
 
 #define NO_SLOT UINT32_MAX
@@ -74,9 +78,10 @@ struct cuda {
 	size_t npending, cappending;
 	uint8_t *msg; /* receive buffer: CUDA_WIRE_MAX_MSG + 1 bytes */
 	struct cuda_wire_stats closed_lib; /* the last STATS of closed connections, summed */
-	double tokens;      /* AGG entries all connections may still send */
+	double tokens;      /* AGG entries all connections may still send (< 0: lent, see handle) */
 	uint64_t tokens_ns;
 	bool tokens_set;
+	size_t nhello;      /* connections that sent their HELLO */
 	struct cuda_stats stats;
 };
 
@@ -206,6 +211,8 @@ static void close_conn(struct cuda *c, struct conn *k)
 	c->closed_lib.launches_sampled += k->lib.launches_sampled;
 	c->closed_lib.records_dropped += k->lib.records_dropped;
 	c->closed_lib.messages_dropped += k->lib.messages_dropped;
+	if (k->hello)
+		c->nhello--;
 	if (k->fd >= 0) {
 		(void)epoll_ctl(c->epoll_fd, EPOLL_CTL_DEL, k->fd, NULL);
 		close(k->fd);
@@ -520,6 +527,22 @@ static bool take_tokens(double *tokens, uint64_t *at, uint64_t now_ns, double ra
 	return true;
 }
 
+/* Adds n entries to what k sent and returns its rate: entries in the last
+ * second (the previous second's count weighed by how much of it the last
+ * second still covers). */
+static double sent_rate(struct conn *k, uint64_t now_ns, uint32_t n)
+{
+	const uint64_t sec = 1000000000ull;
+	if (now_ns >= k->win_ns + sec) {
+		k->win_prev = now_ns >= k->win_ns + 2 * sec ? 0 : k->win_cur;
+		k->win_cur = 0;
+		k->win_ns = now_ns - (now_ns - k->win_ns) % sec;
+	}
+	k->win_cur += n;
+	double into = now_ns > k->win_ns ? (double)(now_ns - k->win_ns) / (double)sec : 0;
+	return k->win_prev * (1.0 - into) + k->win_cur;
+}
+
 static void handle(struct cuda *c, struct conn *k, const void *msg, size_t len, uint64_t now_ns)
 {
 	uint16_t type = 0;
@@ -533,13 +556,24 @@ static void handle(struct cuda *c, struct conn *k, const void *msg, size_t len, 
 			c->tokens_ns = now_ns;
 			c->tokens_set = true;
 		}
-		/* The connection's budget, then everyone's (the connection's
-		 * tokens go back when everyone's are short). */
+		/* The connection's budget, then everyone's. When everyone's
+		 * is spent, a connection that sends no more than its fair
+		 * share of it (the budget over the connections with a HELLO,
+		 * counting all it sent in the last second, refused or not) is
+		 * still served, on credit (everyone's goes below zero), so that
+		 * many flooding connections cannot shut a library out; what
+		 * such connections take together is itself within the budget.
+		 * The others are refused and get their tokens back. */
+		double rate = sent_rate(k, now_ns, count);
 		if (!take_tokens(&k->tokens, &k->tokens_ns, now_ns, CUDA_MAX_ENTRIES_PER_CONN_SEC, count))
 			why = CWR_RATE;
 		else if (!take_tokens(&c->tokens, &c->tokens_ns, now_ns, CUDA_MAX_ENTRIES_PER_SEC, count)) {
-			k->tokens += count;
-			why = CWR_RATE;
+			if (rate <= (double)CUDA_MAX_ENTRIES_PER_SEC / (double)MAX(c->nhello, 1)) {
+				c->tokens -= count;
+			} else {
+				k->tokens += count;
+				why = CWR_RATE;
+			}
 		}
 	}
 	if (why != CWR_OK) {
@@ -553,6 +587,7 @@ static void handle(struct cuda *c, struct conn *k, const void *msg, size_t len, 
 		struct cuda_wire_hello h;
 		cuda_wire_hello(msg, &h);
 		k->hello = true;
+		c->nhello++;
 		k->start_ticks = start_ticks(c->proc_root, k->pid);
 		c->stats.processes++;
 		log_info("CUDA: pid %d injected (libembercuda %s, CUPTI %u, driver %u)", k->pid,
@@ -649,9 +684,12 @@ static void accept_all(struct cuda *c)
 	}
 }
 
-static void read_conn(struct cuda *c, struct conn *k, uint64_t now_ns)
+/* Reads up to CUDA_SERVE_BATCH messages; returns how many it read (the
+ * connection may have been closed meanwhile). */
+static int read_conn(struct cuda *c, struct conn *k, uint64_t now_ns)
 {
-	for (int i = 0; i < CUDA_SERVE_BATCH; i++) {
+	int i = 0;
+	while (i < CUDA_SERVE_BATCH) {
 		/* MSG_TRUNC: the datagram's real length, so one longer than
 		 * the buffer is seen as such, not read as a shorter one. */
 		ssize_t n = recv(k->fd, c->msg, CUDA_WIRE_MAX_MSG + 1, MSG_TRUNC | MSG_DONTWAIT);
@@ -660,17 +698,44 @@ static void read_conn(struct cuda *c, struct conn *k, uint64_t now_ns)
 				continue;
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
 				close_conn(c, k);
-			return;
+			return i;
 		}
-		if (n == 0) { /* the process closed it, or exited */
+		if (n == 0) { /* the process closed it, or exited (or cuda_stop) */
 			close_conn(c, k);
-			return;
+			return i;
 		}
+		i++;
 		if ((size_t)n > CUDA_WIRE_MAX_MSG) {
 			c->stats.rejected[CWR_OVERSIZE]++;
 			continue;
 		}
 		handle(c, k, c->msg, (size_t)n, now_ns);
+	}
+	return i;
+}
+
+void cuda_stop(struct cuda *c, uint64_t now_ns)
+{
+	/* Connects are refused from here on; the connections the kernel
+	 * already made (not accepted yet) are taken. */
+	if (c->listen_fd >= 0 && shutdown(c->listen_fd, SHUT_RD) < 0)
+		log_warn("CUDA: shutdown of %s: %s", c->path, strerror(errno));
+	accept_all(c);
+	/* No datagram enters a connection's queue after its SHUT_RD (the
+	 * sender gets EPIPE and keeps its time for the next agent); every one
+	 * before it is read, then recv says the end (0) and the connection
+	 * closes. So this ends, having read all there was. */
+	for (size_t i = 0; i < CUDA_MAX_CONNS; i++) {
+		struct conn *k = &c->conns[i];
+		if (!k->used || k->fd < 0)
+			continue;
+		if (shutdown(k->fd, SHUT_RD) < 0) {
+			close_conn(c, k);
+			continue;
+		}
+		while (k->used && k->fd >= 0)
+			if (read_conn(c, k, now_ns) == 0 && k->used)
+				close_conn(c, k); /* EAGAIN after SHUT_RD: nothing more can come */
 	}
 }
 

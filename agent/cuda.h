@@ -51,7 +51,11 @@
  * buckets holding two seconds' worth): a library reports one entry per
  * (stack, thread, kernel, device, stream) per flush, far fewer; an AGG
  * over the budget is refused whole (reason "rate"), so a process that
- * floods the socket costs the agent a bounded amount of work and memory. */
+ * floods the socket costs the agent a bounded amount of work and memory.
+ * When the budget of all is spent, a connection sending no more than its
+ * fair share (CUDA_MAX_ENTRIES_PER_SEC over the connections with a HELLO)
+ * is still served: floods over many connections cannot shut a library
+ * out, and the agent takes at most twice CUDA_MAX_ENTRIES_PER_SEC. */
 #define CUDA_MAX_ENTRIES_PER_CONN_SEC 20000
 #define CUDA_MAX_ENTRIES_PER_SEC 100000
 
@@ -116,6 +120,12 @@ int cuda_fd(const struct cuda *c);
 const char *cuda_socket_path(const struct cuda *c);
 /* Accepts connections and reads waiting messages (non-blocking). */
 void cuda_serve(struct cuda *c, uint64_t now_ns);
+/* The agent stops: refuses new connections and new messages (a library's
+ * send fails from then on, so it keeps its GPU time for the next agent),
+ * then reads every message already queued, on every connection, and
+ * closes them. No datagram a library sent successfully is left unread.
+ * cuda_serve takes nothing more; cuda_join and cuda_close follow. */
+void cuda_stop(struct cuda *c, uint64_t now_ns);
 /* Keeps a launch record (kind ONCPU_KIND_CUDA_LAUNCH) of size bytes. */
 void cuda_add_stack(struct cuda *c, const void *rec, size_t size);
 /* Emits what can be emitted (see above). */

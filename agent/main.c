@@ -302,10 +302,17 @@ static void start_cuda(struct agent *a)
 	char lib[256];
 	snprintf(lib, sizeof(lib), "%s/libembercuda.so", a->cfg.cuda_profiler_dir);
 	struct stat st;
-	if (stat(lib, &st) == 0 && S_ISREG(st.st_mode))
+	if (stat(lib, &st) == 0 && S_ISREG(st.st_mode)) {
 		probe_cuda_file(a, (uint64_t)major(st.st_dev) << 32 | minor(st.st_dev), st.st_ino, lib);
-	log_info("CUDA profiling: GPU time from programs started with CUDA_INJECTION64_PATH=%s, reported on %s",
-		 lib, cuda_socket_path(a->cuda));
+		log_info("CUDA profiling: GPU time from programs started with CUDA_INJECTION64_PATH=%s, "
+			 "reported on %s", lib, cuda_socket_path(a->cuda));
+	} else {
+		/* Not installed (said above): never point users at a file
+		 * that is not there. */
+		log_warn("CUDA profiling: no %s to load (not installed); only programs that load a copy "
+			 "of their own with EMBER_CUDA_AGENT_SOCKET=%s are profiled",
+			 lib, cuda_socket_path(a->cuda));
+	}
 }
 
 static void flush_batch(struct agent *a)
@@ -755,8 +762,9 @@ int main(int argc, char **argv, char **envp)
 		size_t len = (size_t)(ember_cuda_lib_end - ember_cuda_lib_start);
 		int w = cudaship_install(a.cfg.cuda_profiler_dir, ember_cuda_lib_start, len, &err);
 		if (w < 0) {
-			log_warn("-cuda-profiler-dir: %s; CUDA programs cannot load the profiler from there",
-				 err.data);
+			log_warn("-cuda-profiler-dir: cannot install %s (%zu KiB) in %s: %s; CUDA programs "
+				 "cannot load the profiler from there (CPU profiling goes on)",
+				 CUDASHIP_NAME, (len + 1023) / 1024, a.cfg.cuda_profiler_dir, err.data);
 			buf_reset(&err);
 		} else {
 			log_info("cuda: %s %s/%s; start CUDA programs with CUDA_INJECTION64_PATH=%s/%s",
@@ -989,9 +997,11 @@ int main(int argc, char **argv, char **envp)
 	oncpu_drain(a.oncpu);
 	collector_retry_raw(&a.collector, now_mono_ns(), true);
 	if (a.cuda) {
-		/* What the socket still holds, then every entry still held
-		 * (without its stack if it has not come): none is dropped. */
-		cuda_serve(a.cuda, now_mono_ns());
+		/* What the socket still holds (and nothing sent after:
+		 * libraries keep that for the next agent), then every entry
+		 * still held (without its stack if it has not come): none is
+		 * dropped. */
+		cuda_stop(a.cuda, now_mono_ns());
 		oncpu_drain(a.oncpu);
 		cuda_join(a.cuda, now_mono_ns() + CUDA_HOLD_NS);
 	}

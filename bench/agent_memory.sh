@@ -19,25 +19,8 @@ warmup=${EMBER_MEMORY_WARMUP:-12}
 [ "$(id -u)" -eq 0 ] || { echo "agent_memory: ember-agent needs root" >&2; exit 1; }
 rustc=$(command -v rustc || echo "$HOME/.cargo/bin/rustc")
 [ -x "$rustc" ] || { echo "agent_memory: no rustc (install rustup)" >&2; exit 1; }
-B=${EMBER_BUILD:-build}
-work=$(mktemp -d /tmp/ember-memory-XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-pport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$B/bin/ember-server" --listen "127.0.0.1:$port" --data-dir "$work/data" >"$work/server.log" 2>&1 &
-pids+=($!)
-sleep 1
-"$B/bin/ember-agent" -collection-agent="127.0.0.1:$port" -disable-tls -lock-file= \
-  -on-cpu-sampling-rate="$rate" -pprof="127.0.0.1:$pport" >"$work/agent.log" 2>&1 &
-agent=$!
-pids+=($agent)
+. "$(dirname "$0")/agent_env.sh"
+agent_env_start memory -on-cpu-sampling-rate="$rate"
 
 mem() { awk '/^VmRSS:|^VmHWM:/ {printf "%s %.1f MB  ", $1, $2 * 1024 / 1e6}' "/proc/$agent/status"; echo; }
 echo 'fn main() { println!("hello"); }' >"$work/hello.rs"

@@ -25,25 +25,8 @@ minutes=${1:-30}
 distinct=${2:-300}
 interval=${EMBER_SOAK_INTERVAL:-60}
 [ "$(id -u)" -eq 0 ] || { echo "agent_soak: ember-agent needs root" >&2; exit 1; }
-B=${EMBER_BUILD:-build}
-work=$(mktemp -d /tmp/ember-soak-XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-pport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$B/bin/ember-server" --listen "127.0.0.1:$port" --data-dir "$work/data" >"$work/server.log" 2>&1 &
-pids+=($!)
-sleep 1
-"$B/bin/ember-agent" -collection-agent="127.0.0.1:$port" -disable-tls -lock-file= \
-  -pprof="127.0.0.1:$pport" >"$work/agent.log" 2>&1 &
-agent=$!
-pids+=($agent)
+. bench/agent_env.sh
+agent_env_start soak
 
 # The generated programs: DISTINCT files, built before the clock starts.
 echo "agent_soak: building $distinct distinct programs in $work/bin ..." >&2

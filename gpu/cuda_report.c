@@ -108,7 +108,28 @@ uint64_t cuda_agg_overflowed(const struct cuda_agg *agg)
 
 static const char other_name[] = "[other]";
 
-int cuda_agg_add(struct cuda_agg *agg, const struct cuda_agg_key *key_in, uint64_t ns)
+/* Full: the time still counts, under one entry per kind. */
+static void add_other(struct cuda_agg *agg, const struct cuda_agg_key *key, uint64_t ns, uint64_t count)
+{
+	struct agg_entry *o = &agg->other[key->kind];
+	if (!o->used) {
+		o->used = 1;
+		o->key = *key;
+		o->key.stack_id = 0;
+		o->key.tid = 0;
+		o->key.device = key->device;
+		o->key.stream = 0;
+		o->key.context = 0;
+		o->key.name = other_name;
+		o->key.name_len = sizeof(other_name) - 1;
+	}
+	o->total_ns += ns;
+	o->count += count;
+	agg->overflowed += count;
+}
+
+/* Adds `count` activities of `ns` nanoseconds in all under key_in. */
+static int add(struct cuda_agg *agg, const struct cuda_agg_key *key_in, uint64_t ns, uint64_t count)
 {
 	struct cuda_agg_key key = *key_in;
 	if (key.kind < 1 || key.kind > CUDA_WIRE_KIND_MAX || !key.api || !key.name || key.name_len == 0)
@@ -131,33 +152,39 @@ int cuda_agg_add(struct cuda_agg *agg, const struct cuda_agg_key *key_in, uint64
 			e->hash = h;
 			e->used = 1;
 			e->total_ns = ns;
-			e->count = 1;
+			e->count = count;
 			agg->entries++;
 			return 0;
 		}
 		if (e->hash == h && key_equal(e, &key)) {
 			e->total_ns += ns;
-			e->count++;
+			e->count += count;
 			return 0;
 		}
 	}
-	/* Full: the time still counts, under one entry per kind. */
-	struct agg_entry *o = &agg->other[key.kind];
-	if (!o->used) {
-		o->used = 1;
-		o->key = key;
-		o->key.stack_id = 0;
-		o->key.tid = 0;
-		o->key.device = key.device;
-		o->key.stream = 0;
-		o->key.context = 0;
-		o->key.name = other_name;
-		o->key.name_len = sizeof(other_name) - 1;
-	}
-	o->total_ns += ns;
-	o->count++;
-	agg->overflowed++;
+	add_other(agg, &key, ns, count);
 	return 1;
+}
+
+int cuda_agg_add(struct cuda_agg *agg, const struct cuda_agg_key *key, uint64_t ns)
+{
+	return add(agg, key, ns, 1);
+}
+
+int cuda_agg_carry(struct cuda_agg *dst, const struct cuda_agg *src, unsigned from)
+{
+	int rc = 0;
+	for (unsigned i = from; i < src->nslots; i++) {
+		const struct agg_entry *e = &src->slots[i];
+		if (e->used && add(dst, &e->key, e->total_ns, e->count) < 0)
+			rc = -1;
+	}
+	for (unsigned k = 1; k <= CUDA_WIRE_KIND_MAX; k++) {
+		const struct agg_entry *o = &src->other[k];
+		if (o->used && src->nslots + k >= from)
+			add_other(dst, &o->key, o->total_ns, o->count);
+	}
+	return rc;
 }
 
 /* --- spans -------------------------------------------------------------- */
@@ -268,6 +295,10 @@ struct builder {
 	cuda_emit_fn emit;
 	void *ctx;
 	int sent;
+	/* AGG positions (slot index; nslots + kind for the overflow
+	 * entries): of the entry being added, of the last one in buf, and
+	 * the first one not emitted yet. */
+	unsigned pos, last, next;
 };
 
 static int builder_flush(struct builder *b)
@@ -288,6 +319,7 @@ static int builder_flush(struct builder *b)
 	if (rc < 0)
 		return -1;
 	b->sent++;
+	b->next = b->last + 1;
 	return 0;
 }
 
@@ -307,6 +339,7 @@ static int builder_add(struct builder *b, const void *fixed, size_t fixed_len, c
 	memset(p + fixed_len + l1 + l2, 0, need - (fixed_len + l1 + l2));
 	b->len += need;
 	b->count++;
+	b->last = b->pos;
 	return 0;
 }
 
@@ -330,7 +363,7 @@ static int encode_agg_entry(struct builder *b, const struct agg_entry *e)
 	return builder_add(b, &w, sizeof(w), e->key.api, api_len, e->key.name, e->key.name_len);
 }
 
-int cuda_agg_encode(const struct cuda_agg *agg, cuda_emit_fn emit, void *ctx)
+int cuda_agg_encode(const struct cuda_agg *agg, cuda_emit_fn emit, void *ctx, unsigned from, unsigned *next)
 {
 	struct builder *b = malloc(sizeof(*b));
 	if (!b)
@@ -341,17 +374,24 @@ int cuda_agg_encode(const struct cuda_agg *agg, cuda_emit_fn emit, void *ctx)
 	b->emit = emit;
 	b->ctx = ctx;
 	b->sent = 0;
+	b->next = from;
 	int rc = 0;
-	for (unsigned i = 0; rc == 0 && i < agg->nslots; i++) {
+	for (unsigned i = from; rc == 0 && i < agg->nslots; i++) {
+		b->pos = i;
 		if (agg->slots[i].used)
 			rc = encode_agg_entry(b, &agg->slots[i]);
 	}
 	for (unsigned k = 1; rc == 0 && k <= CUDA_WIRE_KIND_MAX; k++) {
-		if (agg->other[k].used)
+		b->pos = agg->nslots + k;
+		if (agg->other[k].used && b->pos >= from)
 			rc = encode_agg_entry(b, &agg->other[k]);
 	}
 	if (rc == 0)
 		rc = builder_flush(b);
+	if (rc == 0)
+		b->next = agg->nslots + CUDA_WIRE_KIND_MAX + 1;
+	if (next)
+		*next = b->next;
 	int sent = b->sent;
 	free(b);
 	return rc < 0 ? -1 : sent;

@@ -64,8 +64,18 @@ typedef int (*cuda_emit_fn)(const void *msg, size_t len, void *ctx);
  * buf (CUDA_WIRE_MAX_MSG bytes) and returns the length. */
 size_t cuda_msg_single(void *buf, enum cuda_wire_type type, const void *body, size_t body_len);
 /* Every entry of the table as AGG messages, of the spans as SPAN messages.
- * Returns the number of messages emitted, or -1 when emit refused one. */
-int cuda_agg_encode(const struct cuda_agg *agg, cuda_emit_fn emit, void *ctx);
+ * Returns the number of messages emitted, or -1 when emit refused one.
+ * The AGG entries go out in a fixed order of positions: `from` is where
+ * to start (0: the first), and *next (when not NULL) is set to the
+ * position after the last entry of the last message emitted, so that a
+ * second call from there, or cuda_agg_carry from there, goes on exactly
+ * where emit refused (past the end when everything went out). */
+int cuda_agg_encode(const struct cuda_agg *agg, cuda_emit_fn emit, void *ctx, unsigned from, unsigned *next);
+/* Adds to dst every entry of src from position `from` on (what
+ * cuda_agg_encode did not emit), time and count, by the same rules as
+ * cuda_agg_add: the keys that do not fit go to dst's overflow entries.
+ * Returns 0, or -1 when out of memory (those entries' time is lost). */
+int cuda_agg_carry(struct cuda_agg *dst, const struct cuda_agg *src, unsigned from);
 int cuda_spans_encode(const struct cuda_spans *spans, cuda_emit_fn emit, void *ctx);
 
 #endif

@@ -176,6 +176,7 @@ static struct {
 	uint64_t devices_sent;
 	int connect_failures;
 	int gave_up;
+	int ever_connected;         /* an agent took a connection once: never give up */
 	uint64_t next_stats_ns, next_overhead_ns;
 	pid_t pid;
 } g = {
@@ -833,9 +834,11 @@ static int emit(const void *msg, size_t len, void *ctx)
 		atomic_fetch_add_explicit(&g.n.messages_sent, 1, memory_order_relaxed);
 		return 0;
 	}
+	/* Refused: the report stops here, and what it had not sent of its
+	 * GPU time waits for the next one (report). */
 	atomic_fetch_add_explicit(&g.n.messages_dropped, 1, memory_order_relaxed);
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS))
-		return 0; /* the agent is busy: this one is lost, carry on */
+		return -1; /* the agent is busy: the connection stays */
 	disconnect();
 	return -1;
 }
@@ -853,12 +856,17 @@ static void try_connect(void)
 			g.hello_sent = 0;
 			g.devices_sent = 0;
 			g.connect_failures = 0;
+			g.ever_connected = 1;
 			atomic_fetch_add(&g.n.connections, 1);
 			return;
 		}
 		close(fd);
 	}
-	if (++g.connect_failures >= g.cfg.agent_retries) {
+	/* Without an agent from the start: quiet after the retries. Once one
+	 * was there, its absence is a restart (which may take longer than
+	 * the retries: the agent loads its BPF programs first), so the
+	 * library keeps trying, once a report, and keeps the time meanwhile. */
+	if (++g.connect_failures >= g.cfg.agent_retries && !g.ever_connected) {
 		g.gave_up = 1;
 		atomic_store(&g.active, 0);
 		say("no ember-agent at %s after %d tries; not profiling", g.cfg.socket_path, g.connect_failures);
@@ -883,7 +891,8 @@ static void send_hello(void)
 		g.hello_sent = 1;
 }
 
-static void send_devices(uint64_t seen)
+/* Returns 0 when every device seen went out on this connection. */
+static int send_devices(uint64_t seen)
 {
 	for (unsigned i = 0; i < 64 && g.fd >= 0; i++) {
 		if (!(seen & (1ull << i)) || (g.devices_sent & (1ull << i)))
@@ -896,9 +905,11 @@ static void send_devices(uint64_t seen)
 		if (g.cu_device_get_uuid && g.cu_device_get_uuid(&u, (CUdevice)i) == CUDA_SUCCESS)
 			memcpy(d.uuid, u.bytes, sizeof(d.uuid));
 		unsigned char buf[sizeof(struct cuda_wire_hdr) + sizeof(d)];
-		if (emit(buf, cuda_msg_single(buf, CUDA_WIRE_DEVICE, &d, sizeof(d)), NULL) == 0)
-			g.devices_sent |= 1ull << i;
+		if (emit(buf, cuda_msg_single(buf, CUDA_WIRE_DEVICE, &d, sizeof(d)), NULL) < 0)
+			return -1;
+		g.devices_sent |= 1ull << i;
 	}
+	return g.fd >= 0 ? 0 : -1;
 }
 
 static void fill_stats(struct cuda_wire_stats *s)
@@ -942,7 +953,39 @@ static void print_overhead(void)
 		(int)getpid(), ns, launches ? ns / launches : 0, cpu.tv_sec + cpu.tv_nsec / 1e9);
 }
 
-/* One report: flush CUPTI, take the aggregates, send them. */
+/* Sends one report on the connection (made first when there is none):
+ * HELLO when the connection has not had it, the devices it has not had,
+ * the AGG entries of agg from position *from on (*from is moved past what
+ * went out), then the spans and STATS. Returns 0 when all of agg went
+ * out, -1 when the connection is gone or refused a datagram. */
+static int send_report(const struct cuda_agg *agg, unsigned *from, const struct cuda_spans *spans, uint64_t seen)
+{
+	if (g.fd < 0)
+		try_connect();
+	if (g.fd < 0)
+		return -1;
+	if (!g.hello_sent)
+		send_hello();
+	if (!g.hello_sent || send_devices(seen) < 0)
+		return -1;
+	if (cuda_agg_entries(agg) + (cuda_agg_overflowed(agg) ? 1 : 0) > 0 &&
+	    cuda_agg_encode(agg, emit, NULL, *from, from) < 0)
+		return -1;
+	/* Spans are for a timeline of the last minutes: one that does not
+	 * go out is not kept. */
+	if (cuda_spans_count(spans) > 0 && cuda_spans_encode(spans, emit, NULL) < 0)
+		return 0;
+	struct cuda_wire_stats st;
+	fill_stats(&st);
+	unsigned char buf[sizeof(struct cuda_wire_hdr) + sizeof(st)];
+	emit(buf, cuda_msg_single(buf, CUDA_WIRE_STATS, &st, sizeof(st)), NULL); /* cumulative: the next one says it */
+	return 0;
+}
+
+/* One report: flush CUPTI, take the aggregates, send them. What did not
+ * go out (no agent, an agent that went away, or a full queue) goes back
+ * into the live table and goes with the next report: the GPU time of a
+ * report is sent once, whole, or later. */
 static void report(int final)
 {
 	if (g.pid != getpid())
@@ -962,21 +1005,19 @@ static void report(int final)
 		g.clock_offset = offset;
 	pthread_mutex_unlock(&g.lock);
 
-	if (g.fd < 0 && !g.gave_up)
-		try_connect();
-	if (g.fd >= 0 && !g.hello_sent)
-		send_hello();
-	if (g.fd >= 0)
-		send_devices(seen);
-	if (g.fd >= 0 && cuda_agg_entries(agg) + (cuda_agg_overflowed(agg) ? 1 : 0) > 0)
-		cuda_agg_encode(agg, emit, NULL);
-	if (g.fd >= 0 && cuda_spans_count(spans) > 0)
-		cuda_spans_encode(spans, emit, NULL);
-	if (g.fd >= 0) {
-		struct cuda_wire_stats s;
-		fill_stats(&s);
-		unsigned char buf[sizeof(struct cuda_wire_hdr) + sizeof(s)];
-		emit(buf, cuda_msg_single(buf, CUDA_WIRE_STATS, &s, sizeof(s)), NULL);
+	unsigned from = 0;
+	if (!g.gave_up) {
+		int had = g.fd >= 0;
+		/* A connection found broken (the agent restarted since the
+		 * last report) is made again at once, and the report goes on
+		 * where it stopped. */
+		if (send_report(agg, &from, spans, seen) < 0 && had && g.fd < 0)
+			(void)send_report(agg, &from, spans, seen);
+	}
+	if (!g.gave_up) {
+		pthread_mutex_lock(&g.lock);
+		(void)cuda_agg_carry(g.agg, agg, from); /* out of memory: as cuda_agg_add, not added */
+		pthread_mutex_unlock(&g.lock);
 	}
 	cuda_agg_reset(agg);
 	cuda_spans_reset(spans);

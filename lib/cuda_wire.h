@@ -130,7 +130,7 @@ struct cuda_wire_stats {
 	uint64_t launches_sampled;  /* of which the marker was called for */
 	uint64_t activities;        /* activity records aggregated */
 	uint64_t records_dropped;   /* CUPTI's dropped-record count, summed */
-	uint64_t messages_dropped;  /* messages the socket refused (agent busy) */
+	uint64_t messages_dropped;  /* sends the socket refused (agent busy or gone); an AGG's time is sent later */
 	uint64_t overhead_ns;       /* time spent in the library's callbacks */
 };
 

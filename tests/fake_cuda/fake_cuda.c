@@ -354,52 +354,52 @@ EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream)
 	return CUDA_SUCCESS;
 }
 
-/* A copy of `bytes` takes `bytes` ns. */
-EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t bytes, CUstream stream)
+/* A copy or a set of `bytes` bytes on `stream`, which takes `bytes` ns:
+ * the driver call's callbacks around one record of `kind` (MEMCPY: a
+ * host-to-device copy; MEMSET: a set to `value`). */
+static CUresult memory_op(uint32_t cbid, const char *api, CUpti_ActivityKind kind, size_t bytes, unsigned char value,
+			  CUstream stream)
 {
-	(void)dst, (void)src;
 	if (!hook_corr)
 		return CUDA_SUCCESS;
 	uint32_t corr = hook_corr();
-	hook_api(0, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2, 0, corr, "cuMemcpyHtoDAsync_v2", NULL);
-	if (hook_enabled(CUPTI_ACTIVITY_KIND_MEMCPY)) {
-		CUpti_ActivityMemcpy5 m;
-		memset(&m, 0, sizeof(m));
-		m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
-		m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
-		m.bytes = bytes;
-		schedule(stream_id(stream), bytes, &m.start, &m.end);
-		m.contextId = 1;
-		m.streamId = stream_id(stream);
-		m.correlationId = corr;
-		hook_record(&m, sizeof(m));
+	hook_api(0, cbid, 0, corr, api, NULL);
+	if (hook_enabled(kind)) {
+		uint64_t start, end;
+		schedule(stream_id(stream), bytes, &start, &end);
+		union {
+			CUpti_ActivityMemcpy5 copy;
+			CUpti_ActivityMemset4 set;
+		} r;
+		memset(&r, 0, sizeof(r));
+		if (kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+			r.copy = (CUpti_ActivityMemcpy5){ .kind = kind, .copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD,
+							  .bytes = bytes, .start = start, .end = end, .contextId = 1,
+							  .streamId = stream_id(stream), .correlationId = corr };
+			hook_record(&r.copy, sizeof(r.copy));
+		} else {
+			r.set = (CUpti_ActivityMemset4){ .kind = kind, .value = value, .bytes = bytes, .start = start,
+							 .end = end, .contextId = 1, .streamId = stream_id(stream),
+							 .correlationId = corr };
+			hook_record(&r.set, sizeof(r.set));
+		}
 	}
-	hook_api(0, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2, 1, corr, "cuMemcpyHtoDAsync_v2", NULL);
+	hook_api(0, cbid, 1, corr, api, NULL);
 	return CUDA_SUCCESS;
 }
 
-/* A set of `n` bytes takes `n` ns. */
+EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t bytes, CUstream stream)
+{
+	(void)dst, (void)src;
+	return memory_op(CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2, "cuMemcpyHtoDAsync_v2",
+			 CUPTI_ACTIVITY_KIND_MEMCPY, bytes, 0, stream);
+}
+
 EXPORT CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, CUstream stream)
 {
 	(void)dst;
-	if (!hook_corr)
-		return CUDA_SUCCESS;
-	uint32_t corr = hook_corr();
-	hook_api(0, CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async, 0, corr, "cuMemsetD8Async", NULL);
-	if (hook_enabled(CUPTI_ACTIVITY_KIND_MEMSET)) {
-		CUpti_ActivityMemset4 m;
-		memset(&m, 0, sizeof(m));
-		m.kind = CUPTI_ACTIVITY_KIND_MEMSET;
-		m.value = value;
-		m.bytes = n;
-		schedule(stream_id(stream), n, &m.start, &m.end);
-		m.contextId = 1;
-		m.streamId = stream_id(stream);
-		m.correlationId = corr;
-		hook_record(&m, sizeof(m));
-	}
-	hook_api(0, CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async, 1, corr, "cuMemsetD8Async", NULL);
-	return CUDA_SUCCESS;
+	return memory_op(CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async, "cuMemsetD8Async", CUPTI_ACTIVITY_KIND_MEMSET, n,
+			 value, stream);
 }
 
 /* A sync waits FAKE_CUDA_SYNC_NS (recorded, not slept). */

@@ -18,7 +18,8 @@ import os
 import subprocess
 
 from conftest import require_root
-from harness import DEFAULT_PROJECT, WORKLOADS, Server, check_tree, find, free_port, http, wait_until, walk
+from harness import (WORKLOADS, Server, check_tree, find, free_port, gpu_flamegraph, gpu_settled, http, wait_until,
+                     walk)
 
 QUERY = 'process.executable.name == "cuda_wire_launcher"'
 UUID = "GPU-10111213-1415-1617-1819-1a1b1c1d1e1f"
@@ -35,16 +36,6 @@ NOT_SAMPLED = {("cuLaunchKernel", "unseen_kernel"): 25 * MS,
 TOTAL = sum(EXPECTED.values()) + sum(NOT_SAMPLED.values())
 REJECTED = {"length": 2, "count": 1, "magic": 1, "short": 2, "string": 1, "reserved": 1,
             "kind": 1, "oversize": 1, "order": 1}
-
-
-def flamegraph(server, query=QUERY):
-    body = {"filter": {"start_ts": 946684800000, "end_ts": 4102444800000, "event_kind": "cuda",
-                       "frame_mask": {"patterns": []}, "query": query},
-            "num_samples": None, "num_stat_buckets": None, "synthetic_frames": []}
-    status, data = http("POST", f"{server.url}/public/api/v1/project/{DEFAULT_PROJECT}/flamegraph/json",
-                        body, {"Content-Type": "application/json"})
-    assert status == 200, f"flamegraph query failed with {status}: {data!r}"
-    return json.loads(data)
 
 
 LIBRARY = os.path.join(WORKLOADS, "cuda_wire", "libembercuda.so")
@@ -68,19 +59,6 @@ def run_launcher(agent, sock, argv=None):
             p.kill()
             p.wait()
     return pid
-
-
-def settled(server, query=QUERY):
-    hist = []
-
-    def done():
-        hist.append(flamegraph(server, query)["total"])
-        return hist[-1] >= TOTAL and hist[-3:] == [hist[-1]] * 3
-    try:
-        wait_until(done, 40, interval=1.0, what="the GPU time to arrive")
-    except AssertionError as e:
-        raise AssertionError(f"{e}; totals seen: {hist}") from None
-    return flamegraph(server, query)
 
 
 def check_gpu_tree(tree):
@@ -131,21 +109,15 @@ def test_gpu_time_joined_with_launch_stacks(server, agent_factory, tmp_path):
     assert oct(os.stat(sock).st_mode & 0o777) == "0o666"
     assert oct(os.stat(cuda_dir).st_mode & 0o777) == "0o755"
     run_launcher(agent, sock)
-    tree = settled(server)
+    tree = gpu_settled(server, QUERY, TOTAL)
     check_gpu_tree(tree)
 
     # The GPU attributes, as CEL filters see them.
     for q in (f'gpu.device.uuid == "{UUID}"', 'gpu.name == "Ember Test GPU"',
               'gpu.device.index == "0"', 'cuda.stream.id == "7"', 'cuda.context.id == "1"'):
-        assert flamegraph(server, f"{QUERY} && {q}")["total"] == TOTAL, q
+        assert gpu_flamegraph(server, f"{QUERY} && {q}")["total"] == TOTAL, q
     # On-CPU views hold none of it.
-    st, body = http("POST", f"{server.url}/public/api/v1/project/{DEFAULT_PROJECT}/flamegraph/json",
-                    {"filter": {"start_ts": 946684800000, "end_ts": 4102444800000,
-                                "event_kind": "on_cpu", "frame_mask": {"patterns": []},
-                                "query": QUERY + ' && cuda.stream.id == "7"'},
-                     "num_samples": None, "num_stat_buckets": None, "synthetic_frames": []},
-                    {"Content-Type": "application/json"})
-    assert st == 200 and json.loads(body)["total"] == 0
+    assert server.flamegraph(QUERY + ' && cuda.stream.id == "7"')["total"] == 0
 
     # The agent's counters: every hostile message refused, by reason.
     base = f"http://127.0.0.1:{port}"
@@ -180,8 +152,8 @@ def test_gpu_time_over_otlp(agent_factory, tmp_path):
         agent = agent_factory(srv.url, f"-cuda-profiler-dir={cuda_dir}",
                               "-ember-protocol=false").start()
         run_launcher(agent, os.path.join(cuda_dir, "agent.sock"))
-        check_gpu_tree(settled(srv))
-        assert flamegraph(srv, f'{QUERY} && gpu.device.uuid == "{UUID}"')["total"] == TOTAL
+        check_gpu_tree(gpu_settled(srv, QUERY, TOTAL))
+        assert gpu_flamegraph(srv, f'{QUERY} && gpu.device.uuid == "{UUID}"')["total"] == TOTAL
         agent.stop()  # before its server
     finally:
         srv.stop()
@@ -196,7 +168,7 @@ def test_python_frames_above_the_launch(server, agent_factory, tmp_path):
     agent = agent_factory(server.url, f"-cuda-profiler-dir={cuda_dir}").start()
     sock = os.path.join(cuda_dir, "agent.sock")
     pid = run_launcher(agent, sock, ["/usr/bin/python3", PY_SCRIPT, LIBRARY, sock])
-    tree = settled(server, f'process.pid == "{pid}"')
+    tree = gpu_settled(server, f'process.pid == "{pid}"', TOTAL)
     check_tree(tree["root"])
     assert tree["total"] == TOTAL, tree["total"]
     for (fn, api, leaf, leaf_type), ns in EXPECTED.items():

@@ -10,36 +10,21 @@ agent's socket; the server answers GPU flamegraphs. Checked: the exact
 GPU time of every kernel, copy, memset and sync, the 70/30 kernel split,
 and the stacks from main / <module> down to the launch and the kernel."""
 
-import json
 import os
 import subprocess
 import sys
 
 from conftest import require_root
-from harness import BUILD, DEFAULT_PROJECT, ROOT, WORKLOADS, check_tree, find, http, wait_until, walk
+from harness import (BUILD, GPU_LEAF_TYPES, ROOT, WORKLOADS, check_tree, fake_cuda_env, find, gpu_flamegraph,
+                     gpu_leaves, gpu_settled, walk)
 
-FAKE = os.path.join(BUILD, "tests", "fake_cuda")
 LAUNCHER = os.path.join(WORKLOADS, "cuda_launch")
 PY_LAUNCHER = os.path.join(ROOT, "tests", "workloads", "py_cuda_launch.py")
 BIG_NS, SMALL_NS, COPY_NS, SET_NS, SYNC_NS = 700000, 300000, 4096, 1024, 5000
 
 
-def flamegraph(server, query):
-    body = {"filter": {"start_ts": 946684800000, "end_ts": 4102444800000, "event_kind": "cuda",
-                       "frame_mask": {"patterns": []}, "query": query},
-            "num_samples": None, "num_stat_buckets": None, "synthetic_frames": []}
-    status, data = http("POST", f"{server.url}/public/api/v1/project/{DEFAULT_PROJECT}/flamegraph/json",
-                        body, {"Content-Type": "application/json"})
-    assert status == 200, f"flamegraph query failed with {status}: {data!r}"
-    return json.loads(data)
-
-
 def cuda_env(lib):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("EMBER_CUDA_", "FAKE_CU"))}
-    env["LD_LIBRARY_PATH"] = FAKE + ":" + os.path.join(FAKE, "driver")
-    env["CUDA_INJECTION64_PATH"] = lib
-    env["FAKE_CUDA_KERNEL_NS"] = f"k_big={BIG_NS},k_small={SMALL_NS},py_big={BIG_NS},py_small={SMALL_NS}"
-    return env
+    return fake_cuda_env(lib, f"k_big={BIG_NS},k_small={SMALL_NS},py_big={BIG_NS},py_small={SMALL_NS}")
 
 
 def start_agent(agent_factory, server, tmp_path):
@@ -55,34 +40,11 @@ def start_agent(agent_factory, server, tmp_path):
     return agent, lib
 
 
-def settled(server, query, want):
-    hist = []
-
-    def done():
-        hist.append(flamegraph(server, query)["total"])
-        return hist[-1] >= want and hist[-3:] == [hist[-1]] * 3
-    try:
-        wait_until(done, 40, interval=1.0, what="the GPU time to arrive")
-    except AssertionError as e:
-        raise AssertionError(f"{e}; totals seen: {hist}, want {want}") from None
-    return flamegraph(server, query)
-
-
-def leaves(tree):
-    """(leaf name, leaf type) -> total, over the whole tree."""
-    out = {}
-    for _, n in walk(tree["root"]):
-        if n["frame_type"] in ("cuda_kernel", "cuda_memcpy", "cuda_memset", "cuda_sync"):
-            k = (n["name"], n["frame_type"])
-            out[k] = out.get(k, 0) + n["total"]
-    return out
-
-
 def under_path(tree, names, leaf):
     """GPU time of leaf under a path that has names in this order."""
     total = 0
     for path, n in walk(tree["root"]):
-        if path[-1] != leaf or n["frame_type"] not in ("cuda_kernel", "cuda_memcpy", "cuda_memset", "cuda_sync"):
+        if path[-1] != leaf or n["frame_type"] not in GPU_LEAF_TYPES:
             continue
         it = iter(path)
         if all(any(p == want for p in it) for want in names):
@@ -95,7 +57,7 @@ def partial_paths(tree, names, leaf):
     name why its stack ended early (an error frame, "[...]")."""
     out = []
     for path, n in walk(tree["root"]):
-        if path[-1] != leaf or n["frame_type"] not in ("cuda_kernel", "cuda_memcpy", "cuda_memset", "cuda_sync"):
+        if path[-1] != leaf or n["frame_type"] not in GPU_LEAF_TYPES:
             continue
         it = iter(path)
         if not all(any(p == want for p in it) for want in names):
@@ -111,18 +73,18 @@ def test_c_program_on_the_fake_driver(server, agent_factory, tmp_path):
                        stderr=subprocess.PIPE, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == f"done {steps} 1", (r.stdout, r.stderr)
     want = steps * (BIG_NS + SMALL_NS + COPY_NS + SET_NS + SYNC_NS)
-    tree = settled(server, 'process.executable.name == "cuda_launch"', want)
+    tree = gpu_settled(server, 'process.executable.name == "cuda_launch"', want)
     check_tree(tree["root"])
     assert tree["total"] == want, (tree["total"], want)
     assert tree["unit"] == "nanoseconds"
     # Exact GPU time per kernel, copy, set and sync; the 70/30 split.
-    assert leaves(tree) == {
+    assert gpu_leaves(tree) == {
         ("k_big", "cuda_kernel"): steps * BIG_NS,
         ("k_small", "cuda_kernel"): steps * SMALL_NS,
         ("HtoD", "cuda_memcpy"): steps * COPY_NS,
         ("memset", "cuda_memset"): steps * SET_NS,
         ("cuStreamSynchronize", "cuda_sync"): steps * SYNC_NS,
-    }, leaves(tree)
+    }, gpu_leaves(tree)
     # Under the stacks that launched them, whole: the launching thread's
     # start (cuda_launch trains in a pthread) -> train -> train_step -> the
     # launching function -> the API (cuda_launch) -> the kernel. The stacks
@@ -144,7 +106,7 @@ def test_c_program_on_the_fake_driver(server, agent_factory, tmp_path):
     for path, _ in walk(tree["root"]):
         assert "ember_cuda_launch_marker" not in path, path
     # GPU attributes as the fake driver names its device.
-    assert flamegraph(server, 'process.executable.name == "cuda_launch" && gpu.name == "Fake GPU 0"')["total"] \
+    assert gpu_flamegraph(server, 'process.executable.name == "cuda_launch" && gpu.name == "Fake GPU 0"')["total"] \
         == want
 
 
@@ -157,11 +119,11 @@ def test_python_program_on_the_fake_driver(server, agent_factory, tmp_path):
     assert p.returncode == 0 and p.stdout.strip() == f"done {steps}", (p.stdout, p.stderr)
     want = steps * (BIG_NS + SMALL_NS)
     query = 'process.executable.name == "python3" || process.executable.name == "python3.11"'
-    tree = settled(server, f"({query}) && gpu.name == \"Fake GPU 0\"", want)
+    tree = gpu_settled(server, f"({query}) && gpu.name == \"Fake GPU 0\"", want)
     check_tree(tree["root"])
     assert tree["total"] == want, (tree["total"], want)
-    assert leaves(tree) == {("py_big", "cuda_kernel"): steps * BIG_NS,
-                            ("py_small", "cuda_kernel"): steps * SMALL_NS}, leaves(tree)
+    assert gpu_leaves(tree) == {("py_big", "cuda_kernel"): steps * BIG_NS,
+                            ("py_small", "cuda_kernel"): steps * SMALL_NS}, gpu_leaves(tree)
     # Python frames above the launch: _start -> ... <module> -> train_step
     # -> the API; the first launches' time under an error frame (as
     # above; a Python process starts slower: at least 80 % of a 6-second

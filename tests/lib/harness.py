@@ -188,6 +188,63 @@ def settled_total(server):
     return hist[-1]
 
 
+def gpu_flamegraph(server, query):
+    """The GPU-time (event kind cuda, nanoseconds) flamegraph of all time,
+    filtered by a CEL query."""
+    body = {"filter": {"start_ts": 946684800000, "end_ts": 4102444800000, "event_kind": "cuda",
+                       "frame_mask": {"patterns": []}, "query": query},
+            "num_samples": None, "num_stat_buckets": None, "synthetic_frames": []}
+    status, data = http("POST", f"{server.url}/public/api/v1/project/{DEFAULT_PROJECT}/flamegraph/json",
+                        body, {"Content-Type": "application/json"}, context=server.ssl)
+    assert status == 200, f"flamegraph query failed with {status}: {data!r}"
+    return json.loads(data)
+
+
+def gpu_settled(server, query, want, timeout=40):
+    """The GPU flamegraph once its total has reached want and stayed the
+    same three seconds in a row (so more than want shows as such)."""
+    hist = []
+
+    def done():
+        hist.append(gpu_flamegraph(server, query)["total"])
+        return hist[-1] >= want and hist[-3:] == [hist[-1]] * 3
+    try:
+        wait_until(done, timeout, interval=1.0, what="the GPU time to arrive")
+    except AssertionError as e:
+        raise AssertionError(f"{e}; totals seen: {hist}, want {want}") from None
+    return gpu_flamegraph(server, query)
+
+
+GPU_LEAF_TYPES = ("cuda_kernel", "cuda_memcpy", "cuda_memset", "cuda_sync")
+
+
+def gpu_leaves(tree):
+    """(leaf name, leaf type) -> GPU time, over a whole GPU flamegraph."""
+    out = {}
+    for _, n in walk(tree["root"]):
+        if n["frame_type"] in GPU_LEAF_TYPES:
+            k = (n["name"], n["frame_type"])
+            out[k] = out.get(k, 0) + n["total"]
+    return out
+
+
+FAKE_CUDA = os.path.join(BUILD, "tests", "fake_cuda")
+
+
+def fake_cuda_env(lib, kernel_ns, **extra):
+    """The environment of a CUDA program on the project's TEST-ONLY fake
+    driver and CUPTI (tests/fake_cuda/), injected with the library at lib:
+    kernel_ns names each kernel's GPU time ("k_big=700000,..."); extra:
+    more variables (EMBER_CUDA_*, FAKE_CUDA_*). None of the caller's
+    EMBER_CUDA_ or FAKE_CU variables leak in."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EMBER_CUDA_", "FAKE_CU"))}
+    env["LD_LIBRARY_PATH"] = FAKE_CUDA + ":" + os.path.join(FAKE_CUDA, "driver")
+    env["CUDA_INJECTION64_PATH"] = lib
+    env["FAKE_CUDA_KERNEL_NS"] = kernel_ns
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
 def walk(node, path=()):
     """Yields (path of names, node) for every node of a flamegraph tree."""
     path = path + (node["name"],)

@@ -424,6 +424,74 @@ static void test_join(void **state)
 	free(dir);
 }
 
+/* Many connections flooding within their own budgets spend everyone's:
+ * they are refused from then on, but a library that sends little still
+ * gets its entries through (its fair share), and so does a flooder again
+ * once everyone's budget has refilled. */
+static void test_flood_leaves_a_library_its_share(void **state)
+{
+	(void)state;
+	char *dir = make_temp_dir();
+	struct emitted e = { 0 };
+	struct buf err = { 0 };
+	struct cuda *c = cuda_open(dir, dir, NULL, on_emit, &e, &err);
+	assert_non_null(c);
+	const uint64_t t0 = 1000000000000ull;
+	struct msg hello, flood, lib;
+	msg_hello(&hello);
+	msg_start(&flood);
+	for (int i = 0; i < 500; i++)
+		msg_agg(&flood, 0, 1, CUDA_WIRE_KIND_KERNEL, "a", "k");
+	msg_end(&flood, CUDA_WIRE_AGG);
+	msg_start(&lib);
+	msg_agg(&lib, 0, 1000, CUDA_WIRE_KIND_KERNEL, "cuLaunchKernel", "gemm");
+	msg_agg(&lib, 0, 10, CUDA_WIRE_KIND_MEMCPY, "cuMemcpyHtoDAsync", "HtoD");
+	msg_end(&lib, CUDA_WIRE_AGG);
+
+	cuda_handle_message(c, 200, hello.b, hello.len, t0);
+	const int flooders = 8;
+	for (int f = 0; f < flooders; f++)
+		cuda_handle_message(c, 100 + f, hello.b, hello.len, t0);
+	/* Each flooder sends its own budget's worth: more than everyone's. */
+	for (int round = 0; round < 2 * CUDA_MAX_ENTRIES_PER_CONN_SEC / 500; round++) {
+		for (int f = 0; f < flooders; f++) {
+			cuda_handle_message(c, 100 + f, flood.b, flood.len, t0);
+			e.n = 0;
+		}
+	}
+	struct cuda_stats st;
+	cuda_get_stats(c, &st);
+	assert_true(st.rejected[CWR_RATE] > 0);
+	/* everyone's budget (two seconds' worth), and little more */
+	assert_true(st.entries >= 2 * CUDA_MAX_ENTRIES_PER_SEC);
+	assert_true(st.entries <= 2 * CUDA_MAX_ENTRIES_PER_SEC + flooders * 500);
+	/* The library, every second, while each flooder sends its own
+	 * budget's worth (more than everyone's, all together). */
+	for (int sec = 1; sec <= 5; sec++) {
+		uint64_t t = t0 + (uint64_t)sec * 1000000000ull;
+		for (int r = 0; r < CUDA_MAX_ENTRIES_PER_CONN_SEC / 500; r++)
+			for (int f = 0; f < flooders; f++)
+				cuda_handle_message(c, 100 + f, flood.b, flood.len, t);
+		cuda_get_stats(c, &st);
+		uint64_t rejected = st.rejected[CWR_RATE], entries = st.entries;
+		e.n = 0;
+		cuda_handle_message(c, 200, lib.b, lib.len, t);
+		cuda_get_stats(c, &st);
+		assert_int_equal(st.rejected[CWR_RATE], rejected);
+		assert_int_equal(st.entries, entries + 2);
+		assert_int_equal(e.n, 2);
+		assert_int_equal(e.ns[0] + e.ns[1], 1010);
+		/* the flood was refused in this second: everyone's budget holds */
+		assert_true(rejected > 0);
+	}
+	uint64_t flooded = st.entries - 5 * 2;
+	assert_true(flooded <= 7 * CUDA_MAX_ENTRIES_PER_SEC + flooders * 500);
+	cuda_close(c);
+	buf_free(&err);
+	rm_rf(dir);
+	free(dir);
+}
+
 /* Whether (pid, id)'s stack is kept: an AGG for it is joined at once. */
 static bool kept(struct cuda *c, struct emitted *e, int32_t pid, uint64_t id)
 {
@@ -592,6 +660,65 @@ static void test_socket(void **state)
 	assert_int_equal(e.n, 2);
 	cuda_close(c);
 	assert_int_equal(access(sock, F_OK), -1); /* removed */
+	buf_free(&err);
+	rm_rf(root);
+	free(root);
+}
+
+/* The agent stops (cuda_stop): every datagram a library sent before is
+ * read -- more than one cuda_serve takes from a connection, and those of a
+ * connection not accepted yet -- and every send after it fails, so the
+ * library knows to keep that time for the next agent. */
+static void test_stop_reads_everything_sent(void **state)
+{
+	(void)state;
+	char *root = make_temp_dir();
+	char sock[96];
+	snprintf(sock, sizeof(sock), "%s/agent.sock", root);
+	struct emitted e = { 0 };
+	struct buf err = { 0 };
+	struct cuda *c = cuda_open(root, "/proc", NULL, on_emit, &e, &err);
+	assert_non_null(c);
+
+	int fd = connect_to(sock);
+	int big = 1 << 20;
+	assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big)), 0);
+	struct msg m;
+	msg_hello(&m);
+	assert_int_equal(send(fd, m.b, m.len, 0), (ssize_t)m.len);
+	cuda_serve(c, 1000); /* accepted */
+	const int n = CUDA_SERVE_BATCH + 44;
+	msg_start(&m);
+	msg_agg(&m, 0, 7, CUDA_WIRE_KIND_KERNEL, "cuLaunchKernel", "k");
+	msg_end(&m, CUDA_WIRE_AGG);
+	for (int i = 0; i < n; i++)
+		assert_int_equal(send(fd, m.b, m.len, MSG_DONTWAIT), (ssize_t)m.len);
+	/* a second library, connected but not accepted yet */
+	int fd2 = connect_to(sock);
+	struct msg h;
+	msg_hello(&h);
+	assert_int_equal(send(fd2, h.b, h.len, 0), (ssize_t)h.len);
+	assert_int_equal(send(fd2, m.b, m.len, 0), (ssize_t)m.len);
+
+	cuda_stop(c, 2000);
+	struct cuda_stats s;
+	cuda_get_stats(c, &s);
+	assert_int_equal(s.gpu_ns, 7ull * (n + 1));
+	assert_int_equal(s.entries, n + 1);
+	assert_int_equal(s.connections_open, 0);
+	assert_int_equal(s.processes, 2);
+	/* After it: refused, and the sender sees it. */
+	assert_int_equal(send(fd, m.b, m.len, MSG_DONTWAIT | MSG_NOSIGNAL), -1);
+	assert_true(errno == EPIPE || errno == ECONNRESET);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	memcpy(sa.sun_path, sock, strlen(sock) + 1);
+	int fd3 = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	assert_int_equal(connect(fd3, (struct sockaddr *)&sa, sizeof(sa)), -1);
+	assert_int_equal(errno, ECONNREFUSED);
+	close(fd3);
+	close(fd);
+	close(fd2);
+	cuda_close(c);
 	buf_free(&err);
 	rm_rf(root);
 	free(root);
@@ -919,7 +1046,9 @@ int main(void)
 		cmocka_unit_test(test_wire_check),
 		cmocka_unit_test(test_join),
 		cmocka_unit_test(test_stack_eviction),
+		cmocka_unit_test(test_flood_leaves_a_library_its_share),
 		cmocka_unit_test(test_socket),
+		cmocka_unit_test(test_stop_reads_everything_sent),
 		cmocka_unit_test(test_collect_cuda),
 		cmocka_unit_test(test_proc_refresh),
 		cmocka_unit_test(test_otlp_cuda),

@@ -123,7 +123,7 @@ static void test_agg_sums_by_key(void **state)
 	assert_int_equal(cuda_agg_entries(agg), 4);
 
 	struct sink s = { .refuse_after = -1 };
-	assert_int_equal(cuda_agg_encode(agg, sink_emit, &s), 1);
+	assert_int_equal(cuda_agg_encode(agg, sink_emit, &s, 0, NULL), 1);
 	struct sums sum = { 0 };
 	assert_int_equal(decode_aggs(&s, sum_entry, &sum), 4);
 	assert_int_equal(sum.ns, 10 * 700 + 10 + 10 * 300 + 9);
@@ -140,7 +140,7 @@ static void test_agg_sums_by_key(void **state)
 
 	cuda_agg_reset(agg);
 	assert_int_equal(cuda_agg_entries(agg), 0);
-	assert_int_equal(cuda_agg_encode(agg, sink_emit, &s), 0);
+	assert_int_equal(cuda_agg_encode(agg, sink_emit, &s, 0, NULL), 0);
 	assert_int_equal(s.n, 0);
 	cuda_agg_free(agg);
 }
@@ -166,7 +166,7 @@ static void test_agg_overflow_and_split(void **state)
 	assert_int_equal(cuda_agg_overflowed(agg), 500);
 
 	struct sink s = { .refuse_after = -1 };
-	int msgs = cuda_agg_encode(agg, sink_emit, &s);
+	int msgs = cuda_agg_encode(agg, sink_emit, &s, 0, NULL);
 	assert_true(msgs > 1);
 	struct sums sum = { 0 };
 	assert_int_equal(decode_aggs(&s, sum_entry, &sum), 1001);
@@ -178,11 +178,85 @@ static void test_agg_overflow_and_split(void **state)
 
 	/* an emit that fails stops the encoding */
 	s.refuse_after = 1;
-	assert_int_equal(cuda_agg_encode(agg, sink_emit, &s), -1);
+	assert_int_equal(cuda_agg_encode(agg, sink_emit, &s, 0, NULL), -1);
 	assert_int_equal(s.n, 1);
 	sink_free(&s);
 	cuda_agg_free(agg);
 	assert_null(cuda_agg_new(0));
+}
+
+/* An emit that fails part way (the agent went away, or its queue is
+ * full): encoding again from where it stopped, or carrying the rest into
+ * the next report's table, sends every entry exactly once -- the overflow
+ * entries too, and entries the next table already has are summed. */
+static void test_agg_carry_what_was_not_sent(void **state)
+{
+	(void)state;
+	struct cuda_agg *agg = cuda_agg_new(1000);
+	assert_non_null(agg);
+	static char longname[3000];
+	memset(longname, 'y', sizeof(longname) - 1);
+	uint64_t want = 0, want_count = 0;
+	for (unsigned i = 0; i < 1400; i++) {
+		struct cuda_agg_key k = key(i + 1, 1, longname);
+		k.name_len = 200 + i;
+		for (unsigned n = 0; n < 1 + i % 3; n++) {
+			assert_true(cuda_agg_add(agg, &k, 10 + i) >= 0);
+			want += 10 + i;
+			want_count++;
+		}
+	}
+	for (int refuse = 0; refuse < 6; refuse++) {
+		struct sink s = { .refuse_after = refuse };
+		unsigned next = 12345;
+		int rc = cuda_agg_encode(agg, sink_emit, &s, 0, &next);
+		struct sums sent = { 0 };
+		decode_aggs(&s, sum_entry, &sent);
+		int emitted = s.n;
+		sink_free(&s);
+		assert_int_equal(rc, -1); /* the table takes more than 6 messages */
+		assert_int_equal(emitted, refuse);
+
+		/* again from where it stopped: the rest, once */
+		struct sink rest = { .refuse_after = -1 };
+		unsigned end = 0;
+		assert_true(cuda_agg_encode(agg, sink_emit, &rest, next, &end) >= 1);
+		assert_true(end > next);
+		struct sums more = { 0 };
+		decode_aggs(&rest, sum_entry, &more);
+		sink_free(&rest);
+		assert_int_equal(sent.ns + more.ns, want);
+		assert_int_equal(sent.count + more.count, want_count);
+		assert_int_equal(more.others, 1);
+
+		/* or carried into the next report's table, which has time of
+		 * its own under one of the same keys */
+		struct cuda_agg *later = cuda_agg_new(1000);
+		assert_non_null(later);
+		struct cuda_agg_key k = key(1400, 1, longname);
+		k.name_len = 200 + 1399;
+		assert_int_equal(cuda_agg_add(later, &k, 5), 0);
+		assert_int_equal(cuda_agg_carry(later, agg, next), 0);
+		struct sink all = { .refuse_after = -1 };
+		assert_true(cuda_agg_encode(later, sink_emit, &all, 0, NULL) >= 1);
+		struct sums carried = { 0 };
+		decode_aggs(&all, sum_entry, &carried);
+		sink_free(&all);
+		assert_int_equal(sent.ns + carried.ns, want + 5);
+		assert_int_equal(sent.count + carried.count, want_count + 1);
+		cuda_agg_free(later);
+	}
+	/* carrying from past the end adds nothing */
+	struct cuda_agg *none = cuda_agg_new(10);
+	unsigned end = 0;
+	struct sink s = { .refuse_after = -1 };
+	assert_true(cuda_agg_encode(agg, sink_emit, &s, 0, &end) > 1);
+	sink_free(&s);
+	assert_int_equal(cuda_agg_carry(none, agg, end), 0);
+	assert_int_equal(cuda_agg_entries(none), 0);
+	assert_int_equal(cuda_agg_encode(none, sink_emit, &s, 0, NULL), 0);
+	cuda_agg_free(none);
+	cuda_agg_free(agg);
 }
 
 static void test_spans_capped_and_encoded(void **state)
@@ -234,6 +308,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_agg_sums_by_key),
 		cmocka_unit_test(test_agg_overflow_and_split),
+		cmocka_unit_test(test_agg_carry_what_was_not_sent),
 		cmocka_unit_test(test_spans_capped_and_encoded),
 		cmocka_unit_test(test_single_messages),
 	};
