@@ -55,7 +55,7 @@ AGENT_OBJS  := $(call obj,$(AGENT_SRCS))
 SERVER_OBJS := $(call obj,$(SERVER_SRCS) $(ASSET_SRC))
 CLI_OBJS    := $(call obj,$(CLI_SRCS))
 # `ember identity` opens the server's identity store itself (cli/identity_cmd.c).
-CLI_SERVER_OBJS := $(call obj,server/auth/identity.c server/auth/perm.c server/auth/password.c server/sqldb.c)
+CLI_SERVER_OBJS := $(call obj,server/auth/identity.c server/auth/b64url.c server/auth/perm.c server/auth/password.c server/sqldb.c)
 
 BINS := $(BUILD)/bin/ember-agent $(BUILD)/bin/ember-server $(BUILD)/bin/ember
 

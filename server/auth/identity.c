@@ -9,6 +9,7 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
+#include "server/auth/b64url.h"
 #include "log.h"
 #include "password.h"
 #include "perm.h"
@@ -813,28 +814,15 @@ int identity_user_grants(struct identity *id, const char *user_id, struct grants
 
 static void new_secret(char secret[IDENTITY_TOKEN_LEN])
 {
-	static const char b64url[] =
-		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 	uint8_t raw[32];
 	if (RAND_bytes(raw, sizeof(raw)) != 1)
 		abort(); /* the CSPRNG failing is not recoverable: no weak token is issued */
-	char *p = secret;
-	memcpy(p, "emb_", 4);
-	p += 4;
-	/* 256 bits as 43 base64url characters (6 bits each, the last 4). */
-	uint32_t acc = 0;
-	int bits = 0;
-	for (size_t i = 0; i < sizeof(raw); i++) {
-		acc = (acc << 8) | raw[i];
-		bits += 8;
-		while (bits >= 6) {
-			*p++ = b64url[(acc >> (bits - 6)) & 63];
-			bits -= 6;
-		}
-	}
-	if (bits)
-		*p++ = b64url[(acc << (6 - bits)) & 63];
-	*p = 0;
+	/* "emb_" and 256 bits as 43 base64url characters. */
+	struct buf b = { 0 };
+	buf_puts(&b, "emb_");
+	b64url_encode(raw, sizeof(raw), &b);
+	snprintf(secret, IDENTITY_TOKEN_LEN, "%s", b.data);
+	buf_free(&b);
 }
 
 int identity_token_create(struct identity *id, const char *owner, const char *name,

@@ -1,6 +1,7 @@
 /* jwt.c - Ed25519 JSON Web Tokens (see jwt.h): OpenSSL for the keys, the
  * signatures and base64, jansson for the JSON. */
 #include "server/auth/jwt.h"
+#include "server/auth/b64url.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,64 +38,6 @@ static void ossl_reason(struct buf *err)
 	const char *r = e ? ERR_reason_error_string(e) : NULL;
 	buf_printf(err, " (%s)", r ? r : "no reason given");
 	ERR_clear_error();
-}
-
-/* --- base64url without padding (RFC 7515 §2) -------------------------- */
-
-static void b64url_encode(const uint8_t *in, size_t n, struct buf *out)
-{
-	size_t cap = 4 * ((n + 2) / 3) + 1;
-	unsigned char *t = xmalloc(cap);
-	int m = EVP_EncodeBlock(t, in, (int)n);
-	while (m > 0 && t[m - 1] == '=')
-		m--;
-	for (int i = 0; i < m; i++)
-		t[i] = t[i] == '+' ? '-' : t[i] == '/' ? '_' : t[i];
-	buf_append(out, t, (size_t)m);
-	free(t);
-}
-
-/* Decodes s[0..n) into out (at most outsz bytes): only the URL alphabet,
- * no padding, and the canonical form (the unused low bits of the last
- * character zero), so each byte string has exactly one encoding and an
- * edited character can never decode to the same bytes. 0 or -1. */
-static int b64url_decode(const char *s, size_t n, uint8_t *out, size_t outsz, size_t *outlen)
-{
-	if (n % 4 == 1 || n > JWT_MAX_LEN)
-		return -1;
-	if (n == 0) {
-		*outlen = 0;
-		return 0;
-	}
-	unsigned char std[JWT_MAX_LEN + 8], dec[JWT_MAX_LEN];
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))
-			std[i] = c;
-		else if (c == '-')
-			std[i] = '+';
-		else if (c == '_')
-			std[i] = '/';
-		else
-			return -1;
-	}
-	size_t pad = (4 - n % 4) % 4, padded = n + pad;
-	for (size_t i = n; i < padded; i++)
-		std[i] = '=';
-	int m = EVP_DecodeBlock(dec, std, (int)padded);
-	if (m < 0 || (size_t)m < pad)
-		return -1;
-	size_t len = (size_t)m - pad;
-	if (len > outsz)
-		return -1;
-	/* Canonical: encoding the bytes again gives the same characters. */
-	unsigned char again[JWT_MAX_LEN + 8];
-	int k = EVP_EncodeBlock(again, dec, (int)len);
-	if (k != (int)padded || memcmp(again, std, n) != 0)
-		return -1;
-	memcpy(out, dec, len);
-	*outlen = len;
-	return 0;
 }
 
 /* --- keys --------------------------------------------------------------- */
@@ -372,7 +315,7 @@ static json_t *decode_json(const char *s, size_t n)
 {
 	uint8_t raw[JWT_MAX_LEN];
 	size_t len;
-	if (b64url_decode(s, n, raw, sizeof(raw), &len) < 0)
+	if (b64url_decode(s, n, B64URL_STRICT, raw, sizeof(raw), &len) < 0)
 		return NULL;
 	json_error_t je;
 	json_t *j = json_loadb((const char *)raw, len, JSON_REJECT_DUPLICATES, &je);
@@ -450,7 +393,7 @@ int jwt_verify(const struct jwt_keys *k, const char *token, size_t len, const ch
 
 	uint8_t sig[SIG_LEN + 3];
 	size_t siglen;
-	if (b64url_decode(p2, n2, sig, sizeof(sig), &siglen) < 0 || siglen != SIG_LEN)
+	if (b64url_decode(p2, n2, B64URL_STRICT, sig, sizeof(sig), &siglen) < 0 || siglen != SIG_LEN)
 		return fail(c, err, "signature is not 64 bytes of base64url");
 	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
 	int ok = ctx && EVP_DigestVerifyInit(ctx, NULL, NULL, NULL, k->pub) == 1 &&

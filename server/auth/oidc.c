@@ -2,6 +2,7 @@
  * provider's endpoints, jansson for its JSON, OpenSSL for randomness,
  * hashes, the flow cookie's HMAC and the ID token's signature. */
 #include "server/auth/oidc.h"
+#include "server/auth/b64url.h"
 
 #include <ctype.h>
 #include <pthread.h>
@@ -63,52 +64,15 @@ struct oidc {
 
 /* --- small helpers ---------------------------------------------------------- */
 
-static void b64url(const uint8_t *in, size_t n, struct buf *out)
-{
-	size_t cap = 4 * ((n + 2) / 3) + 1;
-	unsigned char *t = xmalloc(cap);
-	int m = EVP_EncodeBlock(t, in, (int)n);
-	while (m > 0 && t[m - 1] == '=')
-		m--;
-	for (int i = 0; i < m; i++)
-		t[i] = t[i] == '+' ? '-' : t[i] == '/' ? '_' : t[i];
-	buf_append(out, t, (size_t)m);
-	free(t);
-}
-
 /* Decodes base64url (padding tolerated, as some providers pad JWK
  * members) of at most max decoded bytes into a new allocation. 0 or -1. */
 static int b64url_dec(const char *s, size_t n, size_t max, uint8_t **out, size_t *outlen)
 {
-	while (n && s[n - 1] == '=')
-		n--;
-	if (n % 4 == 1 || n / 4 * 3 > max + 3)
-		return -1;
-	size_t pad = (4 - n % 4) % 4, padded = n + pad;
-	unsigned char *std = xmalloc(padded + 1), *dec = xmalloc(padded / 4 * 3 + 1);
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if (isalnum(c))
-			std[i] = c;
-		else if (c == '-')
-			std[i] = '+';
-		else if (c == '_')
-			std[i] = '/';
-		else
-			goto bad;
-	}
-	for (size_t i = n; i < padded; i++)
-		std[i] = '=';
-	int m = padded ? EVP_DecodeBlock(dec, std, (int)padded) : 0;
-	if (m < 0 || (size_t)m < pad || (size_t)m - pad > max)
-		goto bad;
-	free(std);
-	*out = dec;
-	*outlen = (size_t)m - pad;
-	return 0;
-bad:
-	free(std);
-	free(dec);
+	*out = xmalloc(max + 1);
+	if (b64url_decode(s, n, B64URL_PADDED, *out, max, outlen) == 0)
+		return 0;
+	free(*out);
+	*out = NULL;
 	return -1;
 }
 
@@ -117,7 +81,7 @@ static void random_b64(struct buf *out)
 	uint8_t raw[SECRET_BYTES];
 	if (RAND_bytes(raw, sizeof(raw)) != 1)
 		abort(); /* no CSPRNG: nothing safe to hand out */
-	b64url(raw, sizeof(raw), out);
+	b64url_encode(raw, sizeof(raw), out);
 }
 
 static bool printable(const char *s)
@@ -647,7 +611,7 @@ static void flow_mac(const struct oidc *o, const char *data, size_t len, struct 
 	unsigned ml = sizeof(mac);
 	if (!HMAC(EVP_sha256(), o->flow_key, sizeof(o->flow_key), (const uint8_t *)data, len, mac, &ml))
 		abort(); /* SHA-256 is always there */
-	b64url(mac, ml, out);
+	b64url_encode(mac, ml, out);
 }
 
 struct flow {
@@ -708,7 +672,7 @@ int oidc_begin(struct oidc *o, int64_t now, struct buf *location, struct buf *co
 	random_b64(&verifier);
 	uint8_t h[SHA256_DIGEST_LENGTH];
 	SHA256((const uint8_t *)verifier.data, verifier.len, h);
-	b64url(h, sizeof(h), &challenge);
+	b64url_encode(h, sizeof(h), &challenge);
 	CURL *c = curl_easy_init();
 	if (!c)
 		abort(); /* only out of memory */

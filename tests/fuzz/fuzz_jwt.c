@@ -18,6 +18,7 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 
+#include "server/auth/b64url.h"
 #include "server/auth/jwt.h"
 
 #define ISS "https://ember.example"
@@ -67,18 +68,6 @@ static void check(const char *tok, size_t len, struct jwt_claims *c, int want)
 	buf_free(&err);
 }
 
-static void b64url(const uint8_t *in, size_t n, struct buf *out)
-{
-	unsigned char *t = malloc(4 * ((n + 2) / 3) + 1);
-	int m = EVP_EncodeBlock(t, in, (int)n);
-	while (m > 0 && t[m - 1] == '=')
-		m--;
-	for (int i = 0; i < m; i++)
-		t[i] = t[i] == '+' ? '-' : t[i] == '/' ? '_' : t[i];
-	buf_append(out, t, (size_t)m);
-	free(t);
-}
-
 static void sign_mode(const uint8_t *d, size_t n)
 {
 	struct jwt_claims c = { 0 }, back;
@@ -124,10 +113,10 @@ static void forge_mode(const uint8_t *d, size_t n)
 	const uint8_t *z = memchr(d, 0, n);
 	size_t hn = z ? (size_t)(z - d) : n;
 	struct buf t = { 0 };
-	b64url(d, hn, &t);
+	b64url_encode(d, hn, &t);
 	buf_putc(&t, '.');
 	if (z)
-		b64url(z + 1, n - hn - 1, &t);
+		b64url_encode(z + 1, n - hn - 1, &t);
 	uint8_t sig[64];
 	size_t siglen = sizeof(sig);
 	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
@@ -136,7 +125,7 @@ static void forge_mode(const uint8_t *d, size_t n)
 		abort();
 	EVP_MD_CTX_free(ctx);
 	buf_putc(&t, '.');
-	b64url(sig, siglen, &t);
+	b64url_encode(sig, siglen, &t);
 	struct jwt_claims c;
 	check(t.data, t.len, &c, 2);
 	buf_free(&t);

@@ -13,6 +13,7 @@
 
 #include <openssl/evp.h>
 
+#include "server/auth/b64url.h"
 #include "server/auth/oidc.h"
 #include "util.h"
 
@@ -25,18 +26,6 @@ static const char DISCOVERY[] =
 /* Made once (a fuzz target's process runs one input after another). */
 static struct oidc *rp;
 static EVP_PKEY *ed;
-
-static void b64url(const uint8_t *in, size_t n, struct buf *out)
-{
-	unsigned char *t = xmalloc(4 * ((n + 2) / 3) + 1);
-	int m = EVP_EncodeBlock(t, in, (int)n);
-	while (m > 0 && t[m - 1] == '=')
-		m--;
-	for (int i = 0; i < m; i++)
-		t[i] = t[i] == '+' ? '-' : t[i] == '/' ? '_' : t[i];
-	buf_append(out, t, (size_t)m);
-	free(t);
-}
 
 static void setup(void)
 {
@@ -51,7 +40,7 @@ static void setup(void)
 	if (!ed || EVP_PKEY_get_raw_public_key(ed, raw, &rl) != 1)
 		abort();
 	buf_puts(&jwks, "{\"keys\":[{\"kty\":\"OKP\",\"crv\":\"Ed25519\",\"kid\":\"d\",\"x\":\"");
-	b64url(raw, rl, &jwks);
+	b64url_encode(raw, rl, &jwks);
 	buf_puts(&jwks, "\"}]}");
 	if (oidc_load(rp, DISCOVERY, strlen(DISCOVERY), jwks.data, jwks.len, &err) < 0)
 		abort();
@@ -88,9 +77,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	case 'C': {
 		static const char hdr[] = "{\"alg\":\"EdDSA\",\"kid\":\"d\"}";
-		b64url((const uint8_t *)hdr, strlen(hdr), &t);
+		b64url_encode((const uint8_t *)hdr, strlen(hdr), &t);
 		buf_putc(&t, '.');
-		b64url((const uint8_t *)s, n, &t);
+		b64url_encode((const uint8_t *)s, n, &t);
 		uint8_t sig[64];
 		size_t sl = sizeof(sig);
 		EVP_MD_CTX *m = EVP_MD_CTX_new();
@@ -99,7 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		EVP_MD_CTX_free(m);
 		buf_putc(&t, '.');
-		b64url(sig, sl, &t);
+		b64url_encode(sig, sl, &t);
 		(void)oidc_verify_id_token(rp, t.data, t.len, "n", 1700000000, &u, &err);
 		break;
 	}

@@ -18,6 +18,7 @@
 #include <openssl/hmac.h>
 #include <openssl/rsa.h>
 
+#include "server/auth/b64url.h"
 #include "server/auth/oidc.h"
 #include "util.h"
 
@@ -25,24 +26,12 @@
 #define CLIENT "ember-unit"
 #define NONCE "n-0123456789"
 
-static void b64url(const uint8_t *in, size_t n, struct buf *out)
-{
-	unsigned char t[8192];
-	assert_true(n < 6000);
-	int m = EVP_EncodeBlock(t, in, (int)n);
-	while (m > 0 && t[m - 1] == '=')
-		m--;
-	for (int i = 0; i < m; i++)
-		t[i] = t[i] == '+' ? '-' : t[i] == '/' ? '_' : t[i];
-	buf_append(out, t, (size_t)m);
-}
-
 static void b64_bn(const BIGNUM *b, int pad, struct buf *out)
 {
 	uint8_t raw[1024];
 	int n = pad ? BN_bn2binpad(b, raw, pad) : BN_bn2bin(b, raw);
 	assert_true(n > 0);
-	b64url(raw, (size_t)n, out);
+	b64url_encode(raw, (size_t)n, out);
 }
 
 struct keys {
@@ -78,7 +67,7 @@ static char *jwks(const struct keys *k)
 	uint8_t raw[32];
 	size_t rl = sizeof(raw);
 	assert_int_equal(EVP_PKEY_get_raw_public_key(k->ed, raw, &rl), 1);
-	b64url(raw, rl, &d);
+	b64url_encode(raw, rl, &d);
 	char *s = NULL;
 	assert_true(asprintf(&s,
 			     "{\"keys\":[{\"kty\":\"RSA\",\"kid\":\"r\",\"use\":\"sig\",\"alg\":\"RS256\",\"n\":\"%s\",\"e\":\"%s\"},"
@@ -123,10 +112,10 @@ static char *token(const char *alg, const char *kid, EVP_PKEY *k, json_t *claims
 	struct buf t = { 0 };
 	char hdr[128];
 	snprintf(hdr, sizeof(hdr), "{\"alg\":\"%s\",\"kid\":\"%s\",\"typ\":\"JWT\"}", alg, kid);
-	b64url((const uint8_t *)hdr, strlen(hdr), &t);
+	b64url_encode((const uint8_t *)hdr, strlen(hdr), &t);
 	buf_putc(&t, '.');
 	char *c = json_dumps(claims, JSON_COMPACT);
-	b64url((const uint8_t *)c, strlen(c), &t);
+	b64url_encode((const uint8_t *)c, strlen(c), &t);
 	free(c);
 	size_t signed_len = t.len;
 	buf_putc(&t, '.');
@@ -149,7 +138,7 @@ static char *token(const char *alg, const char *kid, EVP_PKEY *k, json_t *claims
 			memcpy(sig, rs, 64);
 			sl = 64;
 		}
-		b64url(sig, sl, &t);
+		b64url_encode(sig, sl, &t);
 	}
 	return t.data;
 }
@@ -246,7 +235,7 @@ static void test_id_token_tampering(void **state)
 		char *pem = jwks(&f->k);
 		HMAC(EVP_sha256(), pem, (int)strlen(pem), (const uint8_t *)t.data, t.len - 1, mac, &ml);
 		free(pem);
-		b64url(mac, ml, &t);
+		b64url_encode(mac, ml, &t);
 		assert_int_equal(verify(f, t.data, &why), OIDC_ETOKEN);
 		assert_non_null(strstr(why.data, "HS256"));
 	}
