@@ -217,6 +217,25 @@ static int exec(struct identity *id, const char *sql, struct buf *err)
 	return sqldb_exec(id->db, sql, err) < 0 ? -2 : 0;
 }
 
+/* Runs sql, an UPDATE whose ?1 is the time now and ?2 is key, under the
+ * lock: the rows it changed, or -2 with err set. */
+static long stamp(struct identity *id, const char *sql, const char *key, struct buf *err)
+{
+	pthread_mutex_lock(&id->mu);
+	sqlite3_stmt *st;
+	long rc;
+	if (sqldb_prepare(id->db, sql, &st, err) < 0) {
+		rc = -2;
+	} else {
+		sqlite3_bind_int64(st, 1, now_unix_ms());
+		sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+		rc = sqlite3_step(st) == SQLITE_DONE ? (long)sqlite3_changes(id->db) : storage(id, err);
+		sqlite3_finalize(st);
+	}
+	pthread_mutex_unlock(&id->mu);
+	return rc;
+}
+
 /* --- open / close ---------------------------------------------------------- */
 
 int identity_open(const char *data_dir, struct identity **out, struct buf *err)
@@ -943,23 +962,9 @@ int identity_token_check(struct identity *id, const char *secret, int64_t now_ms
 
 int identity_token_revoke(struct identity *id, const char *token_id, struct buf *err)
 {
-	pthread_mutex_lock(&id->mu);
-	sqlite3_stmt *st;
-	int rc = 0;
-	if (sqldb_prepare(id->db, "UPDATE tokens SET revoked_ms = ? WHERE id = ? AND revoked_ms IS NULL",
-			  &st, err) < 0) {
-		rc = -2;
-	} else {
-		sqlite3_bind_int64(st, 1, now_unix_ms());
-		sqlite3_bind_text(st, 2, token_id, -1, SQLITE_STATIC);
-		if (sqlite3_step(st) != SQLITE_DONE)
-			rc = storage(id, err);
-		else if (!sqlite3_changes(id->db))
-			rc = 1;
-		sqlite3_finalize(st);
-	}
-	pthread_mutex_unlock(&id->mu);
-	return rc;
+	long n = stamp(id, "UPDATE tokens SET revoked_ms = ?1 WHERE id = ?2 AND revoked_ms IS NULL",
+		       token_id, err);
+	return n < 0 ? (int)n : n == 0 ? 1 : 0;
 }
 
 int identity_tokens_json(struct identity *id, const char *owner, json_t **out, struct buf *err)
@@ -1059,44 +1064,18 @@ int identity_session_check(struct identity *id, const char *session_id, int64_t 
 
 int identity_session_end(struct identity *id, const char *session_id, struct buf *err)
 {
-	pthread_mutex_lock(&id->mu);
-	sqlite3_stmt *st;
-	int rc = 0;
-	if (sqldb_prepare(id->db, "UPDATE sessions SET ended_ms = ? WHERE id = ? AND ended_ms IS NULL",
-			  &st, err) < 0) {
-		rc = -2;
-	} else {
-		sqlite3_bind_int64(st, 1, now_unix_ms());
-		sqlite3_bind_text(st, 2, session_id, -1, SQLITE_STATIC);
-		if (sqlite3_step(st) != SQLITE_DONE)
-			rc = storage(id, err);
-		sqlite3_finalize(st);
-	}
-	pthread_mutex_unlock(&id->mu);
-	return rc;
+	long n = stamp(id, "UPDATE sessions SET ended_ms = ?1 WHERE id = ?2 AND ended_ms IS NULL",
+		       session_id, err);
+	return n < 0 ? (int)n : 0;
 }
 
 int identity_user_sessions_end(struct identity *id, const char *user_id, size_t *ended,
 			       struct buf *err)
 {
-	*ended = 0;
-	pthread_mutex_lock(&id->mu);
-	sqlite3_stmt *st;
-	int rc = 0;
-	if (sqldb_prepare(id->db, "UPDATE sessions SET ended_ms = ? WHERE user_id = ? AND ended_ms IS NULL",
-			  &st, err) < 0) {
-		rc = -2;
-	} else {
-		sqlite3_bind_int64(st, 1, now_unix_ms());
-		sqlite3_bind_text(st, 2, user_id, -1, SQLITE_STATIC);
-		if (sqlite3_step(st) != SQLITE_DONE)
-			rc = storage(id, err);
-		else
-			*ended = (size_t)sqlite3_changes(id->db);
-		sqlite3_finalize(st);
-	}
-	pthread_mutex_unlock(&id->mu);
-	return rc;
+	long n = stamp(id, "UPDATE sessions SET ended_ms = ?1 WHERE user_id = ?2 AND ended_ms IS NULL",
+		       user_id, err);
+	*ended = n > 0 ? (size_t)n : 0;
+	return n < 0 ? (int)n : 0;
 }
 
 /* --- audit ------------------------------------------------------------------------- */
