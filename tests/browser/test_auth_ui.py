@@ -13,11 +13,13 @@ import json
 import os
 import shutil
 import tempfile
+import time
 import urllib.error
 import urllib.request
 
 import pytest
 
+from cdp import CDPError
 from conftest import PROJECT, no_errors, open_ui, shot, start_server, wait_state  # noqa: F401
 from harness import Server, http  # (tests/lib)
 
@@ -93,8 +95,9 @@ def sign_in(page, email, password):
 
 
 def wait_login(page, timeout=15):
-    page.wait_for("document.body.dataset.state === 'login' && !document.getElementById('login').hidden",
-                  timeout=timeout)
+    # (signing out loads the page again)
+    wait_through_reload(page, "document.body.dataset.state === 'login' && !document.getElementById('login').hidden",
+                        timeout=timeout)
     assert visible(page, "#login-form")
     assert not visible(page, "header.topbar"), "the sign-in page hides the rest of the page"
 
@@ -105,6 +108,21 @@ def open_tab(page, tab):
                   "document.body.dataset.state !== 'loading'")
     assert page.evaluate("document.body.dataset.state") == "ready", page.evaluate(
         "document.querySelector('.acc-body').innerText")
+
+
+def wait_through_reload(page, expression, timeout=20):
+    """wait_for across the page's own location.reload(): the document may
+    be between two pages while it is polled."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if page.evaluate(f"!!document.body && !!({expression})"):
+                return
+        except CDPError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {expression!r}")
+        page.pump(0.05)
 
 
 def tabs(page):
@@ -252,8 +270,8 @@ def test_refresh_and_lost_session(page, local_server):
     page.evaluate("document.querySelector('a[data-view=entities]').click()")
     wait_login(page)
     sign_in(page, ADMIN, PASSWORD)
-    page.wait_for("document.body.dataset.state !== 'loading' && document.body.dataset.state !== 'login'"
-                  " && !document.getElementById('view-entities').hidden", timeout=20)
+    wait_through_reload(page, "document.body.dataset.state !== 'loading' && document.body.dataset.state !== 'login'"
+                        " && !document.getElementById('view-entities').hidden")
     assert "view=entities" in page.evaluate("location.search")
 
 
