@@ -317,3 +317,38 @@ def test_open_server_shows_no_sign_in(page, empty_server):
     assert tabs(page) == ["profile", "tokens", "users", "roles", "audit"]
     assert "--auth none" in page.evaluate("document.querySelector('.acc-body').innerText")
     no_errors(page)
+
+
+def test_audit_load_more(page, local_server):
+    """More entries than one page: Load more asks for the ones before the
+    last shown, until the first entry of all (the admin's creation)."""
+    admin_op, admin_csrf = api_login(local_server, ADMIN, PASSWORD)
+    st, _ = api_call(admin_op, admin_csrf, local_server, "POST", "/public/api/v1/users",
+                     {"email": "denied@example.com", "password": "denied password 1"})
+    assert st == 201
+    user_op, user_csrf = api_login(local_server, "denied@example.com", "denied password 1")
+    for _ in range(60):  # each refusal is an audit entry
+        st, _ = api_call(user_op, user_csrf, local_server, "GET", "/public/api/v1/users")
+        assert st == 403
+    page.navigate(local_server.base + "/")
+    page.send("Network.clearBrowserCookies")
+    page.navigate(local_server.base + "/?view=account&tab=audit")
+    wait_login(page)
+    sign_in(page, ADMIN, PASSWORD)
+    page.wait_for("!document.getElementById('view-account').hidden && document.body.dataset.state === 'ready'")
+    rows = "[...document.querySelectorAll('#audit-table tbody tr')].map((r) => Number(r.dataset.id))"
+    first = page.evaluate(rows)
+    assert len(first) == 50
+    assert visible(page, "#audit-more")
+    shown = first
+    while visible(page, "#audit-more"):
+        click(page, "#audit-more")
+        page.wait_for(f"{rows}.length > {len(shown)} || document.getElementById('audit-more').hidden")
+        page.wait_for("document.body.dataset.state === 'ready'")
+        shown = page.evaluate(rows)
+    assert len(shown) > 50
+    assert shown == sorted(set(shown), reverse=True), "newest first, none twice"
+    assert shown[-1] == 1, "down to the first entry"
+    denied = page.evaluate("""[...document.querySelectorAll('#audit-table tbody tr.outcome-denied')]
+        .filter((r) => r.innerText.includes('denied@example.com')).length""")
+    assert denied >= 60
