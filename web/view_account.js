@@ -59,6 +59,26 @@ function fmtTime(ms) {
 	return ms ? new Date(ms).toLocaleString() : '';
 }
 
+// A padlock (built-in roles), drawn: no emoji font needed.
+function lockIcon() {
+	const ns = 'http://www.w3.org/2000/svg';
+	const svg = document.createElementNS(ns, 'svg');
+	svg.setAttribute('viewBox', '0 0 16 16');
+	svg.setAttribute('width', '12');
+	svg.setAttribute('height', '12');
+	svg.setAttribute('class', 'lock');
+	svg.setAttribute('role', 'img');
+	svg.setAttribute('aria-label', 'Built in: locked');
+	const title = document.createElementNS(ns, 'title');
+	title.textContent = 'Built in: locked';
+	const path = document.createElementNS(ns, 'path');
+	path.setAttribute('fill', 'currentColor');
+	path.setAttribute('fill-rule', 'evenodd');
+	path.setAttribute('d', 'M4 7V5a4 4 0 0 1 8 0v2h1v8H3V7h1zm2 0h4V5a2 2 0 0 0-4 0v2z');
+	svg.append(title, path);
+	return svg;
+}
+
 function chips(list, empty) {
 	if (!list || !list.length) return h('span', { class: 'muted', text: empty });
 	return h('span', { class: 'chips' }, list.map((s) => h('code', { class: 'chip', text: s })));
@@ -442,11 +462,11 @@ function renderRoles(body) {
 		if (!live()) return;
 		projects = ps;
 		const table = h('table', { class: 'data-table acc-table', id: 'roles-table' },
-			h('thead', {}, h('tr', {}, ['Role', 'Permissions', 'Project access', 'Users', ''].map((t) => h('th', { text: t })))));
+			h('thead', {}, h('tr', {}, ['Role', 'Permissions', 'Project access', 'Users', ''].map((t) => h('th', { class: t === 'Users' ? 'num' : null, text: t })))));
 		const tb = h('tbody');
 		for (const r of roles) {
 			tb.append(h('tr', { 'data-id': r.id, 'data-name': r.name },
-				h('td', { class: 'acc-name' }, r.is_locked && h('span', { class: 'lock', title: 'Built in: locked', 'aria-label': 'locked', text: '\u{1F512}' }), ` ${r.name}`),
+				h('td', { class: 'acc-name' }, r.is_locked && lockIcon(), r.name),
 				h('td', {}, chips(r.patterns, 'None')),
 				h('td', {}, projectNames(r.project_ids, projects)),
 				h('td', { class: 'num', text: String(r.users) }),

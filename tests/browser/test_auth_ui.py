@@ -168,6 +168,7 @@ def test_sign_in_tokens_users_audit_sign_out(page, local_server):
     click(page, "#token-new")
     set_value(page, "#token-form input[name=name]", "browser read token")
     click(page, "#token-form input[name=preset][value=read]")
+    shot(page, "auth-token-form", full_page=True)
     page.evaluate("document.getElementById('token-form').requestSubmit()")
     page.wait_for("!!document.getElementById('token-secret')")
     secret = page.evaluate("document.getElementById('token-secret').value")
@@ -222,13 +223,31 @@ def test_sign_in_tokens_users_audit_sign_out(page, local_server):
     locked = page.evaluate("""[...document.querySelectorAll('#roles-table tbody tr')]
         .filter((r) => r.querySelector('.lock')).map((r) => r.dataset.name)""")
     assert set(locked) >= {"System Admin", "System Editor", "System Viewer", "Default Project Viewer"}
+    assert not page.evaluate("document.querySelector('#roles-table tr[data-name=\"System Admin\"] button')")
+
+    # A custom role bound to the default project: patterns and Project Access.
+    click(page, "#role-new")
+    set_value(page, "#role-form input[name=name]", "Default readers")
+    set_value(page, "#role-form textarea[name=patterns]", "project:read\nservice:token:read")
+    page.evaluate(f"document.querySelector('#role-form input[name=projects][value=\"{PROJECT}\"]').checked = true")
+    shot(page, "auth-role-form", full_page=True)
+    page.evaluate("document.getElementById('role-form').requestSubmit()")
+    page.wait_for("!document.getElementById('role-form') && "
+                  "!!document.querySelector('#roles-table tr[data-name=\"Default readers\"]')")
+    row = page.evaluate("document.querySelector('#roles-table tr[data-name=\"Default readers\"]').innerText")
+    assert "project:read" in row and "service:token:read" in row and "default" in row
+    st, roles = api_call(opener, csrf, local_server, "GET", "/public/api/v1/roles")
+    assert st == 200
+    made = next(r for r in roles["roles"] if r["name"] == "Default readers")
+    assert made["patterns"] == ["project:read", "service:token:read"] and made["project_ids"] == [PROJECT]
+    assert not made["is_locked"]
 
     # --- the audit log, newest first ---
     open_tab(page, "audit")
     entries = page.evaluate("""[...document.querySelectorAll('#audit-table tbody tr')].map((r) =>
         ({id: Number(r.dataset.id), action: r.dataset.action, text: r.innerText}))""")
     actions = [e["action"] for e in entries]
-    for a in ("auth.login", "token.create", "token.revoke", "user.create", "role.assignment.set"):
+    for a in ("auth.login", "token.create", "token.revoke", "user.create", "role.assignment.set", "role.create"):
         assert a in actions, (a, actions)
     ids = [e["id"] for e in entries]
     assert ids == sorted(ids, reverse=True)
@@ -341,12 +360,14 @@ def test_audit_load_more(page, local_server):
     assert len(first) == 50
     assert visible(page, "#audit-more")
     shown = first
-    while visible(page, "#audit-more"):
+    for _ in range(20):
+        if not visible(page, "#audit-more"):
+            break
         click(page, "#audit-more")
         page.wait_for(f"{rows}.length > {len(shown)} || document.getElementById('audit-more').hidden")
         page.wait_for("document.body.dataset.state === 'ready'")
         shown = page.evaluate(rows)
-    assert len(shown) > 50
+    assert len(shown) > 50 and not visible(page, "#audit-more")
     assert shown == sorted(set(shown), reverse=True), "newest first, none twice"
     assert shown[-1] == 1, "down to the first entry"
     denied = page.evaluate("""[...document.querySelectorAll('#audit-table tbody tr.outcome-denied')]
