@@ -161,6 +161,7 @@ def test_sign_in_tokens_users_audit_sign_out(page, local_server):
     page.wait_for("!document.getElementById('view-account').hidden && document.body.dataset.state === 'ready'")
     assert tabs(page) == ["profile", "tokens", "users", "roles", "audit"]
     assert page.evaluate("document.querySelector('.acc-email').textContent") == ADMIN
+    shot(page, "auth-profile")
     assert not visible(page, "#controls"), "the Account page has no time range or query"
 
     # --- a service token, read only, shown once ---
@@ -210,6 +211,7 @@ def test_sign_in_tokens_users_audit_sign_out(page, local_server):
     page.wait_for("!!document.getElementById('roles-form')")
     page.evaluate("""document.querySelectorAll('#roles-form input[name=role]').forEach((i) => {
         i.checked = i.value === 'System Viewer'; })""")
+    shot(page, "auth-user-roles", full_page=True)
     page.evaluate("document.getElementById('roles-form').requestSubmit()")
     page.wait_for("""!document.getElementById('roles-form') && document.querySelector(
         '#users-table tr[data-email="viewer@example.com"] .user-roles').innerText.trim() === 'System Viewer'""")
