@@ -5,9 +5,10 @@
 // for their contract), loaded when first shown.
 
 import { FlameGraph, FRAME_TYPES, ROW_HEIGHT, baseColor, typeLabel } from './flamegraph.js';
-import { DEFAULT_PROJECT, RANGES, api, escapeHTML, filterFor, withFilter, apiErrorHTML, rangeText, sortableTable, fmtPct, gpuHowHTML } from './common.js';
+import { DEFAULT_PROJECT, RANGES, api, request, escapeHTML, filterFor, withFilter, apiErrorHTML, rangeText, sortableTable, fmtPct, gpuHowHTML } from './common.js';
 import { transformTree, needsTransform } from './fgtransform.js';
 import { attachQueryBox } from './querybox.js';
+import { startSession } from './session.js';
 
 // Every view: its URL name and title. The flame graph is the default.
 const VIEWS = {
@@ -17,6 +18,8 @@ const VIEWS = {
 	entities: 'Top entities',
 	diff: 'Diff',
 	metrics: 'Metrics',
+	// Reached from the user menu (session.js), not the views' tabs.
+	account: 'Account',
 };
 // URL parameters of the page itself; any other belongs to the active view.
 const PAGE_PARAMS = new Set(['view', 'project', 'range', 'from', 'to', 'group', 'kind', 'q', 's', 'sf', 'f', 'hide', 'o']);
@@ -188,6 +191,8 @@ function dataKey(s) {
 }
 
 function syncControls() {
+	// The Account page has no time range, project or query.
+	el.controls.hidden = state.view === 'account';
 	el.groupField.hidden = state.view !== 'flamegraph';
 	// The Show switch is the page's: the views that can show off-CPU time
 	// (Efficiency IQ and Metrics are on-CPU and host metrics).
@@ -214,6 +219,8 @@ function syncControls() {
 // --- page states ------------------------------------------------------------
 
 function setState(name) {
+	// The sign-in page's state (session.js) stays until someone signs in.
+	if (document.body.classList.contains('signed-out')) return;
 	document.body.dataset.state = name;
 }
 
@@ -295,10 +302,9 @@ async function load() {
 	const reqBody = requestBody();
 	lastMaxNodes = reqBody.max_nodes;
 	try {
-		res = await fetch(`/public/api/v1/project/${encodeURIComponent(state.project)}/flamegraph/json`, {
+		res = await request(`/public/api/v1/project/${encodeURIComponent(state.project)}/flamegraph/json`, {
 			method: 'POST',
-			headers: { 'Content-Type': 'application/json' },
-			body: JSON.stringify(reqBody),
+			body: reqBody,
 			signal: ctl.signal,
 		});
 		body = await res.text();
@@ -1407,7 +1413,7 @@ matchMedia(`(resolution: ${window.devicePixelRatio}dppx)`).addEventListener('cha
 
 async function loadProjects() {
 	try {
-		const res = await fetch('/public/api/v1/projects');
+		const res = await request('/public/api/v1/projects');
 		if (!res.ok) return;
 		const { projects } = await res.json();
 		if (!Array.isArray(projects)) return;
@@ -1442,5 +1448,8 @@ labels.scope = () => JSON.stringify([state.project, state.range, state.from, sta
 attachQueryBox(el.query, $('add-filter'), { labels, apply: () => el.controls.requestSubmit() });
 
 syncControls();
-loadProjects();
-activate();
+// Who is signed in first (session.js): the sign-in page, or the page.
+startSession(() => {
+	loadProjects();
+	activate();
+}, { onAccount: () => go('account', {}) });

@@ -21,7 +21,8 @@
 //   ctx.setTimeRange(startMs, endMs)  makes the page's range that absolute
 //                           range (a chart's drag-to-zoom)
 //   ctx.api(name, body, signal)  POST /public/api/v1/project/{p}/{name}:
-//                           the JSON answer, or throws ApiError
+//                           the JSON answer, or throws ApiError (every
+//                           other call goes through request()/apiJSON())
 //   ctx.param(name)         this view's URL parameter (string or null)
 //   ctx.setParams(obj, push)  sets (null deletes) this view's URL parameters;
 //                           push: a step the back button undoes
@@ -51,17 +52,113 @@ export class ApiError extends Error {
 	}
 }
 
-// POSTs body to one of the project's queries; the JSON answer, or an
-// ApiError carrying the server's message (or the network's).
-export async function api(project, name, body, signal) {
+// --- the one way the UI calls the server -----------------------------------
+// Every request of the page goes through request(). A request that changes
+// something (not GET or HEAD) carries X-Ember-CSRF, the value of the
+// ember_csrf cookie (the server refuses a signed-in one without it). An
+// answer 401 (the 5-minute access cookie ran out) makes it ask
+// POST /api/v1/auth/refresh once (one refresh at a time for all requests)
+// and send the request again; when that fails too and GET /api/v1/auth/me
+// says no one is signed in, the handler set with onSignedOut runs (app.js
+// shows the sign-in page) and the caller gets the 401 answer.
+
+// What GET /api/v1/auth/me answered ({mode, kind, user, permissions}),
+// set by session.js before the page loads; null while unknown.
+export const auth = {
+	me: null,
+	// Whether the caller holds perm outside any project (a server with
+	// --auth none grants everything).
+	can(perm) {
+		return !!(this.me && Array.isArray(this.me.permissions) && this.me.permissions.includes(perm));
+	},
+};
+
+export function cookieValue(name) {
+	for (const part of document.cookie.split(';')) {
+		const i = part.indexOf('=');
+		if (i > 0 && part.slice(0, i).trim() === name) {
+			try {
+				return decodeURIComponent(part.slice(i + 1).trim());
+			} catch {
+				return part.slice(i + 1).trim();
+			}
+		}
+	}
+	return '';
+}
+
+let signedOutHandler = null;
+let refreshing = null; // the refresh in flight, shared by every 401
+let checking = null; // the GET /api/v1/auth/me in flight after a failed refresh
+
+// fn() runs when a request found that no one is signed in any more.
+export function onSignedOut(fn) {
+	signedOutHandler = fn;
+}
+
+function init(method, body, signal) {
+	const headers = {};
+	if (body !== undefined) headers['Content-Type'] = 'application/json';
+	if (method !== 'GET' && method !== 'HEAD') {
+		const csrf = cookieValue('ember_csrf');
+		if (csrf) headers['X-Ember-CSRF'] = csrf;
+	}
+	return {
+		method,
+		headers,
+		body: body === undefined ? undefined : JSON.stringify(body),
+		signal,
+		credentials: 'same-origin',
+	};
+}
+
+// Renews the access cookie from the refresh cookie: whether it worked.
+export function refreshSession() {
+	if (!refreshing) {
+		refreshing = fetch('/api/v1/auth/refresh', init('POST'))
+			.then((r) => r.ok, () => false)
+			.finally(() => {
+				refreshing = null;
+			});
+	}
+	return refreshing;
+}
+
+async function checkSignedOut() {
+	if (!checking) {
+		checking = fetch('/api/v1/auth/me', init('GET'))
+			.then(async (r) => {
+				if (r.status === 401) return true;
+				const me = r.ok ? await r.json().catch(() => null) : null;
+				return !!(me && me.kind !== 'open' && !me.user);
+			}, () => false)
+			.finally(() => {
+				checking = null;
+			});
+	}
+	if ((await checking) && signedOutHandler) signedOutHandler();
+}
+
+// fetch() for the page: method, body (an object, sent as JSON), signal;
+// retry: false for the sign-in endpoints themselves (no refresh on 401).
+// The Response; throws what fetch throws.
+export async function request(url, { method = 'GET', body, signal, retry = true } = {}) {
+	let res = await fetch(url, init(method, body, signal));
+	if (res.status !== 401 || !retry) return res;
+	if (await refreshSession()) {
+		res = await fetch(url, init(method, body, signal));
+		if (res.status !== 401) return res;
+	}
+	await checkSignedOut();
+	return res;
+}
+
+// request() and its JSON answer, or an ApiError carrying the server's
+// message (or the network's).
+export async function apiJSON(method, url, body, signal, opts = {}) {
 	let res, text;
 	try {
-		res = await fetch(`/public/api/v1/project/${encodeURIComponent(project)}/${name}`, {
-			method: 'POST',
-			headers: { 'Content-Type': 'application/json' },
-			body: JSON.stringify(body),
-			signal,
-		});
+		res = await request(url, { method, body, signal, ...opts });
 		text = await res.text();
 	} catch (e) {
 		if (e.name === 'AbortError') throw e;
@@ -76,6 +173,12 @@ export async function api(project, name, body, signal) {
 	if (!res.ok) throw new ApiError(res.status, json && json.error ? json.error : `HTTP ${res.status} ${res.statusText}`);
 	if (!json) throw new ApiError(res.status, 'unexpected answer: ' + text.slice(0, 200));
 	return json;
+}
+
+// POSTs body to one of the project's queries; the JSON answer, or an
+// ApiError.
+export function api(project, name, body, signal) {
+	return apiJSON('POST', `/public/api/v1/project/${encodeURIComponent(project)}/${name}`, body, signal);
 }
 
 // Adds a view's stylesheet to the page once (views load theirs when first shown).
