@@ -35,6 +35,7 @@ void handle_auth_refresh(struct server *srv, const struct http_req *req, struct 
 void handle_auth_logout(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_oauth2_login(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_oauth2_callback(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_auth_config(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_auth_me(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_tokens_list(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_tokens_create(struct server *srv, const struct http_req *req, struct http_resp *resp);

@@ -33,6 +33,7 @@ const struct route server_routes[] = {
 	{ "POST", "/api/v1/auth/login", handle_auth_login, 64 * KiB, 0, PUB },
 	{ "POST", "/api/v1/auth/refresh", handle_auth_refresh, 0, 0, PUB },
 	{ "POST", "/api/v1/auth/logout", handle_auth_logout, 0, 0, PUB },
+	{ "GET", "/api/v1/auth/config", handle_auth_config, 0, 0, PUB },
 	{ "GET", "/api/v1/auth/me", handle_auth_me, 0, 0, ME },
 	{ "GET", "/api/v1/oauth2/login", handle_oauth2_login, 0, 0, PUB },
 	{ "GET", "/api/v1/oauth2/callback", handle_oauth2_callback, 0, 0, PUB },

@@ -70,6 +70,18 @@ export function showLogin() {
 	document.body.dataset.state = 'login';
 	document.title = 'Sign in \u00b7 ember';
 	$('login-email').focus();
+	showOidc();
+}
+
+// With --auth oidc the page offers the identity provider's sign-in too
+// (GET /api/v1/auth/config, which answers before anyone signs in).
+async function showOidc() {
+	try {
+		const cfg = await apiJSON('GET', '/api/v1/auth/config');
+		$('login-or').hidden = $('login-oidc').hidden = !cfg.oidc;
+	} catch (e) {
+		$('login-or').hidden = $('login-oidc').hidden = true;
+	}
 }
 
 function initLogin() {

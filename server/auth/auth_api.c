@@ -340,6 +340,16 @@ void handle_auth_logout(struct server *srv, const struct http_req *req, struct h
 	http_json(resp, 200);
 }
 
+/* What a sign-in page needs before anyone signs in: the mode (an OIDC
+ * button, a password form, or nothing to sign in to). Public. */
+void handle_auth_config(struct server *srv, const struct http_req *req, struct http_resp *resp)
+{
+	(void)req;
+	enum auth_mode m = auth_mode(srv->auth);
+	answer_json(resp, 200, json_pack("{s:s, s:b, s:b}", "mode", auth_mode_name(m), "password",
+					 m == AUTH_LOCAL || m == AUTH_OIDC, "oidc", m == AUTH_OIDC));
+}
+
 void handle_auth_me(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
 	const struct principal *p = req->who ? req->who : &principal_open;

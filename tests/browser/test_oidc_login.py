@@ -4,8 +4,8 @@ ember-server with --auth oidc, a real OpenID Connect provider on loopback
 click on the sign-in link. The browser follows the provider's redirects
 and keeps the cookies itself; the test only reads where it ended up.
 
-The link is the UI's own when its sign-in page has one (any
-a[href$="/api/v1/oauth2/login"]); until then the test puts one on the page."""
+The link is the sign-in page's own "Sign in with your identity provider",
+shown because GET /api/v1/auth/config says the server runs with oidc."""
 
 import os
 import sys
@@ -29,24 +29,17 @@ def oidc_env(tmp_path_factory):
     prov.stop()
 
 
-LINK = 'a[href$="/api/v1/oauth2/login"]'
-
-
 def test_click_through_the_oidc_sign_in(oidc_env, page):
     prov, srv = oidc_env
     page.navigate(srv.url + "/")
-    page.evaluate(f"""(() => {{
-        if (!document.querySelector('{LINK}')) {{
-            const a = document.createElement('a');
-            a.href = '/api/v1/oauth2/login';
-            a.textContent = 'Sign in with OIDC';
-            a.style = 'position:fixed;left:20px;top:20px;z-index:99999;padding:10px;background:#fff';
-            document.body.appendChild(a);
-        }}
-    }})()""")
+    # The sign-in page offers the provider (and the password form).
+    page.wait_for("!document.getElementById('login').hidden && "
+                  "!document.getElementById('login-oidc').hidden", timeout=20)
+    assert page.evaluate("!document.getElementById('login-form').hidden")
+    shot(page, "oidc-sign-in-page")
     me = page.evaluate("fetch('/api/v1/auth/me').then(r => r.status)")
     assert me == 401, "signed in before signing in"
-    r = page.evaluate(f"(() => {{ const b = document.querySelector('{LINK}').getBoundingClientRect();"
+    r = page.evaluate("(() => { const b = document.getElementById('login-oidc').getBoundingClientRect();"
                       " return [b.x + b.width / 2, b.y + b.height / 2]; })()")
     page.events.clear()
     page.click(*r)
