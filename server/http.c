@@ -220,6 +220,8 @@ static enum MHD_Result send_response(struct MHD_Connection *c, struct http_resp 
 	MHD_add_response_header(r, "Cache-Control", resp->cache_control ? resp->cache_control : "no-store");
 	if (resp->retry_after)
 		MHD_add_response_header(r, "Retry-After", resp->retry_after);
+	if (resp->disposition[0])
+		MHD_add_response_header(r, "Content-Disposition", resp->disposition);
 	for (char *line = resp->cookies.data, *end; line && *line; line = end + 1) {
 		end = strchr(line, '\n');
 		if (!end)

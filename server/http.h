@@ -69,6 +69,7 @@ struct http_resp {
 	const char *retry_after;  /* seconds, for 503 */
 	const char *cache_control;
 	struct buf cookies;       /* Set-Cookie values, one per line */
+	char disposition[160];    /* Content-Disposition value, "" for none */
 };
 
 typedef void (*http_handler)(struct server *srv, const struct http_req *req,
