@@ -22,7 +22,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
 from ember_batch import Batch, send_batch  # noqa: E402
-from harness import DEFAULT_PROJECT, walk  # noqa: E402
+from harness import BIN, DEFAULT_PROJECT, walk  # noqa: E402
 
 QUERY = 'process.executable.name == "export_app"'
 BASE = f"/public/api/v1/project/{DEFAULT_PROJECT}"
@@ -304,3 +304,37 @@ def test_json_unchanged_and_bad_format(server):
     check_speedscope(json.loads(data))
     st, _, data = post(server, f"{BASE}/flamegraph/pprof", empty)
     assert st == 200 and gzip.decompress(data) is not None
+
+
+def test_cli_exports_each_format(server, tmp_path):
+    ingest(server)
+    ember = os.path.join(BIN, "ember")
+    for fmt in ("pprof", "folded", "speedscope", "json"):
+        out = tmp_path / f"fg.{fmt}"
+        r = subprocess.run([ember, "flamegraph", "-e", server.url, "--query", QUERY, "--format", fmt,
+                            "-o", str(out)], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        data = out.read_bytes()
+        if fmt == "pprof":
+            top = parse_top(pprof(tmp_path, out, "-top", "-sample_index=samples"))
+            assert top["leaf_a"] == (50, 50), top
+        elif fmt == "folded":
+            assert sum(int(x.rsplit(" ", 1)[1]) for x in data.decode().splitlines()) == TOTAL
+        elif fmt == "speedscope":
+            doc = json.loads(data)
+            check_speedscope(doc)
+            assert sum(doc["profiles"][0]["weights"]) == TOTAL
+        else:
+            assert json.loads(data)["total"] == TOTAL
+    # Folded to stdout; a format the server does not know is refused before asking.
+    r = subprocess.run([ember, "flamegraph", "-e", server.url, "--query", QUERY, "--format",
+                        "folded"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "main;compute;leaf_a 50\n" in r.stdout, r.stderr
+    r = subprocess.run([ember, "flamegraph", "-e", server.url, "--format", "svg", "-o",
+                        str(tmp_path / "x")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "expected json, pprof, folded or speedscope" in r.stderr
+    assert not (tmp_path / "x").exists()
+    r = subprocess.run([ember, "flamegraph", "-e", server.url, "--format", "folded", "-o",
+                        str(tmp_path / "no" / "such" / "dir")], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 1 and "no/such/dir" in r.stderr
