@@ -90,6 +90,8 @@ struct ex {
 	const struct display *d;
 	const struct export_info *info;
 	size_t depth; /* nodes entered and not yet left, the root included */
+	size_t max_bytes, start; /* the size bound; out->len when the export began */
+	bool too_big;            /* past max_bytes: nothing more is written */
 	uint32_t *ids; /* per level below the root: location id (pprof) or frame index (speedscope) */
 	size_t capids;
 	size_t *plen; /* folded: path length before each level */
@@ -237,6 +239,13 @@ static uint32_t pprof_location(struct ex *x, uint32_t key, uint32_t line)
 static void sample(struct ex *x, uint64_t value)
 {
 	size_t n = x->depth - 1; /* levels below the root */
+	size_t size = x->f == FG_FORMAT_FOLDED	       ? x->out->len - x->start + x->path.len
+		      : x->f == FG_FORMAT_SPEEDSCOPE ? x->samples.len + x->frames.len + 12 * n
+						       : (x->nlocids + n) * sizeof(uint64_t);
+	if (x->too_big || size > x->max_bytes) {
+		x->too_big = true;
+		return;
+	}
 	switch (x->f) {
 	case FG_FORMAT_FOLDED:
 		if (x->path.len)
@@ -505,13 +514,24 @@ int export_tree(enum fg_format f, struct otree *t, const struct display *d, size
 		buf_puts(err, "export_tree: JSON is the flamegraph answer itself");
 		return -1;
 	}
-	struct ex x = { .f = f, .d = d, .info = info, .out = out, .nkeys = display_count(d) };
+	struct ex x = { .f = f, .d = d, .info = info, .out = out, .nkeys = display_count(d),
+			.max_bytes = info->max_bytes ? info->max_bytes : EXPORT_MAX_BYTES,
+			.start = out->len };
 	x.frame_of = xcalloc(x.nkeys + 1, sizeof(uint32_t));
 	strtab_init(&x.strs);
 	const struct otree_visitor v = { enter, leave };
 	otree_visit(t, d, max_nodes, &v, &x);
 	int rc = 0;
-	if (f == FG_FORMAT_SPEEDSCOPE)
+	if (x.too_big) {
+		out->len = x.start;
+		if (out->data)
+			out->data[out->len] = 0;
+		buf_printf(err, "the %s export would exceed %zu %s (its stacks repeat their callers: "
+				"deep stacks); ask for fewer nodes (max_nodes, now %zu)",
+			   fg_format_name(f), x.max_bytes >= (1u << 20) ? x.max_bytes >> 20 : x.max_bytes,
+			   x.max_bytes >= (1u << 20) ? "MiB" : "bytes", max_nodes);
+		rc = -1;
+	} else if (f == FG_FORMAT_SPEEDSCOPE)
 		write_speedscope(&x);
 	else if (f == FG_FORMAT_PPROF)
 		rc = write_pprof(&x, err);

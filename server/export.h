@@ -46,16 +46,26 @@ const char *fg_format_content_type(enum fg_format f);
  * "speedscope.json". */
 const char *fg_format_extension(enum fg_format f);
 
+/* An export writes a stack per node with self value, so its size grows
+ * with the nodes times their depth (a deep recursion: each level's stack
+ * repeats every level above it), unlike the JSON's. Past this many bytes
+ * (folded text, speedscope's samples, pprof's location ids) the export
+ * is refused, asking for fewer nodes. */
+#define EXPORT_MAX_BYTES (256u << 20)
+
 struct export_info {
 	uint8_t kind;          /* enum store_event_kind */
 	uint16_t hz;           /* sample rate (on_cpu), 0 unknown */
 	uint64_t total;
 	int64_t start_ms, end_ms;
 	const char *name;      /* the profile's name (speedscope) */
+	size_t max_bytes;      /* 0: EXPORT_MAX_BYTES (tests ask less) */
 };
 
 /* Appends the tree, at most max_nodes nodes of it, in format f (not
- * FG_FORMAT_JSON) to out. Returns 0, or -1 with a message in err. */
+ * FG_FORMAT_JSON) to out. Returns 0, or -1 with a message in err (the
+ * export would pass max_bytes; compressing failed); out is then left as
+ * it was. */
 int export_tree(enum fg_format f, struct otree *t, const struct display *d, size_t max_nodes,
 		const struct export_info *info, struct buf *out, struct buf *err);
 

@@ -254,6 +254,49 @@ static void test_pprof_tree(void **state)
 	free_tree(&f);
 }
 
+/* A recursion 3 000 deep with self value at every level: each stack
+ * repeats the levels above it (4.5 M frames in all), so an export is far
+ * larger than the tree; past max_bytes it is refused and out untouched. */
+static void test_deep_stacks_bounded(void **state)
+{
+	(void)state;
+	struct buf err = { 0 };
+	struct display_opts dopts = { 0 };
+	struct display *d = display_new(NULL, NULL, &dopts, "masks", &err);
+	assert_non_null(d);
+	struct otree t;
+	otree_init(&t, display_key(d, DT_ROOT, "root", "", NULL));
+	uint32_t fn = display_key(d, SFT_NATIVE, "recurse", "bin", NULL);
+	uint32_t n = 0;
+	enum { DEPTH = 3000 };
+	for (int i = 0; i < DEPTH; i++) {
+		n = otree_child(&t, n, fn);
+		t.nodes[n].self = 1;
+	}
+	for (uint32_t i = (uint32_t)t.n; i-- > 0;)
+		t.nodes[i].total = t.nodes[i].self + (i + 1 < t.n ? t.nodes[i + 1].total : 0);
+	const enum fg_format fmts[] = { FG_FORMAT_FOLDED, FG_FORMAT_SPEEDSCOPE, FG_FORMAT_PPROF };
+	for (size_t i = 0; i < 3; i++) {
+		struct buf out = { 0 };
+		buf_puts(&out, "kept");
+		struct export_info info = { .kind = SEK_ON_CPU, .total = DEPTH, .name = "deep",
+					    .max_bytes = 1 << 20 };
+		buf_reset(&err);
+		assert_int_equal(export_tree(fmts[i], &t, d, 0, &info, &out, &err), -1);
+		assert_string_equal(out.data, "kept");
+		assert_non_null(strstr(err.data, "ask for fewer nodes (max_nodes"));
+		/* The same within its bound: 300 levels. */
+		buf_reset(&out);
+		buf_reset(&err);
+		assert_int_equal(export_tree(fmts[i], &t, d, 300, &info, &out, &err), 0);
+		assert_true(out.len > 0);
+		buf_free(&out);
+	}
+	otree_free(&t);
+	display_free(d);
+	buf_free(&err);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -262,6 +305,7 @@ int main(void)
 		cmocka_unit_test(test_folded_tree),
 		cmocka_unit_test(test_speedscope_tree),
 		cmocka_unit_test(test_pprof_tree),
+		cmocka_unit_test(test_deep_stacks_bounded),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
