@@ -22,7 +22,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
 from ember_batch import Batch, send_batch  # noqa: E402
-from harness import BIN, DEFAULT_PROJECT, walk  # noqa: E402
+from harness import BIN, BUILD, DEFAULT_PROJECT, walk  # noqa: E402
 
 QUERY = 'process.executable.name == "export_app"'
 BASE = f"/public/api/v1/project/{DEFAULT_PROJECT}"
@@ -117,8 +117,10 @@ def go_binary():
 
 
 def pprof(tmp_path, path, *args):
-    # Go builds its pprof tool once, into its build cache.
-    env = dict(os.environ, GOTOOLCHAIN="local", PPROF_TMPDIR=str(tmp_path))
+    # Go builds its pprof tool once, into the build cache the Go workloads
+    # use (the Makefile's GOCACHE), then runs it from there.
+    env = dict(os.environ, GOTOOLCHAIN="local", PPROF_TMPDIR=str(tmp_path),
+               GOCACHE=os.environ.get("GOCACHE") or os.path.join(BUILD, "go-cache"))
     r = subprocess.run([go_binary(), "tool", "pprof", *args, str(path)], capture_output=True,
                        text=True, timeout=120, env=env)
     assert r.returncode == 0, r.stderr
