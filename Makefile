@@ -43,7 +43,7 @@ SERVER_SRCS := $(filter-out server/main.c,$(wildcard server/*.c server/auth/*.c)
 CLI_SRCS    := $(filter-out cli/main.c,$(wildcard cli/*.c))
 BPF_SRCS    := $(wildcard bpf/*.bpf.c)
 SKELS       := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.skel.h,$(BPF_SRCS))
-GEN_SRCS    := $(BUILD)/gen/ingest.pb-c.c $(BUILD)/gen/otlp_profiles.pb-c.c $(BUILD)/gen/containerd.pb-c.c
+GEN_SRCS    := $(BUILD)/gen/ingest.pb-c.c $(BUILD)/gen/otlp_profiles.pb-c.c $(BUILD)/gen/containerd.pb-c.c $(BUILD)/gen/pprof_profile.pb-c.c
 ASSET_SRC   := $(BUILD)/gen/assets.c
 WEB_FILES   := $(sort $(wildcard web/*.html web/*.js web/*.css web/*.svg)) server/openapi.json
 
@@ -113,7 +113,7 @@ $(BUILD)/gen/version_gen.h: FORCE
 FORCE:
 
 # Every object may include the generated headers.
-GEN_HEADERS := $(BUILD)/gen/version_gen.h $(BUILD)/gen/ingest.pb-c.h $(BUILD)/gen/otlp_profiles.pb-c.h $(BUILD)/gen/containerd.pb-c.h $(SKELS)
+GEN_HEADERS := $(BUILD)/gen/version_gen.h $(BUILD)/gen/ingest.pb-c.h $(BUILD)/gen/otlp_profiles.pb-c.h $(BUILD)/gen/containerd.pb-c.h $(BUILD)/gen/pprof_profile.pb-c.h $(SKELS)
 
 # --- objects and binaries ------------------------------------------------
 

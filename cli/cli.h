@@ -15,6 +15,8 @@ struct cli_opts {
 	const char *project;   /* --project-id / -p */
 	const char *query;     /* --query */
 	const char *group_by;  /* --group-by */
+	const char *format;    /* --format: json, pprof, folded, speedscope (NULL: print a tree) */
+	const char *output;    /* -o / --output: the file a --format export goes to ("-": stdout) */
 	int64_t since_ms;      /* --since */
 	long depth;            /* --depth */
 	double min_percent;    /* --min-percent */
@@ -36,6 +38,9 @@ json_t *cli_request_json(const struct cli_opts *o, const char *method, const cha
 			 const char *body);
 
 int cmd_flamegraph(const struct cli_opts *o, bool top);
+/* `ember flamegraph --format F -o FILE`: the server's export of the
+ * flamegraph (POST .../flamegraph/F) saved as it came. */
+int cmd_flamegraph_export(const struct cli_opts *o);
 int cmd_projects(const struct cli_opts *o);
 int cmd_upload_symbols(const struct cli_opts *o);
 

@@ -3,6 +3,8 @@
  *   ember upload-symbols [-p PROJECT_ID] [-e URL] [--no-dwarf] EXECUTABLE [DEBUG_OBJECT]
  *   ember flamegraph [-e URL] [-p PROJECT_ID] [--query CEL] [--since DURATION]
  *                    [--group-by LEVEL] [--depth N] [--min-percent P]
+ *                    [--format json|pprof|folded|speedscope] [-o FILE]: with
+ *                    --format or -o, the server's export saved to FILE
  *   ember top        (the same flags)  functions by self time; with
  *                    --group-by, the groups largest first, each with its own
  *                    top functions
@@ -86,6 +88,9 @@ static int usage_to(FILE *f)
 	      "                         flamegraph: a first level per group; top: each group's top functions\n"
 	      "  --depth N              flamegraph: levels to print (default 12)\n"
 	      "  --min-percent P        flamegraph: hide frames below P% of the total (default 1)\n"
+	      "  --format F             flamegraph: save the server's export instead of printing a tree:\n"
+	      "                         json, pprof (gzipped profile.proto), folded, speedscope\n"
+	      "  -o, --output FILE      flamegraph: the file to save it to (default stdout; json without --format)\n"
 	      "  --no-dwarf             upload-symbols: ELF symbols only, no source lines\n"
 	      "  --token TOKEN|@FILE    bearer token to send (default $EMBER_SERVICE_TOKEN);\n"
 	      "                         (a service token; upload-symbols: one that may write symbols)\n"
@@ -161,6 +166,10 @@ int main(int argc, char **argv)
 			o.ca_file = v;
 		else if (strcmp(a, "-group-by") == 0)
 			o.group_by = v;
+		else if (strcmp(a, "-format") == 0)
+			o.format = v;
+		else if (strcmp(a, "-output") == 0 || strcmp(a, "-o") == 0)
+			o.output = v;
 		else if (strcmp(a, "-since") == 0) {
 			if (parse_duration_ms(v, &o.since_ms) < 0 || o.since_ms <= 0) {
 				fprintf(stderr, "ember: --since: expected a duration such as 15m, got \"%s\"\n", v);
@@ -212,6 +221,8 @@ int main(int argc, char **argv)
 			o.project = DEFAULT_PROJECT;
 		if (strcmp(cmd, "projects") == 0)
 			rc = cmd_projects(&o);
+		else if (strcmp(cmd, "flamegraph") == 0 && (o.format || o.output))
+			rc = cmd_flamegraph_export(&o);
 		else if (strcmp(cmd, "flamegraph") == 0 || strcmp(cmd, "top") == 0)
 			rc = cmd_flamegraph(&o, strcmp(cmd, "top") == 0);
 		else

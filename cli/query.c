@@ -1,13 +1,17 @@
 /* query.c - `ember flamegraph`, `ember top` and `ember projects`: the
  * server's answers as text. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "util.h"
 
-static json_t *flamegraph(const struct cli_opts *o)
+/* The flamegraph request body for o's filter and grouping (owned by the
+ * caller). */
+static char *flamegraph_body(const struct cli_opts *o)
 {
 	int64_t now = now_unix_ms();
 	json_t *filter = json_pack("{s:I, s:I, s:s, s:{s:[]}}", "start_ts", (json_int_t)(now - o->since_ms),
@@ -20,6 +24,14 @@ static json_t *flamegraph(const struct cli_opts *o)
 	json_t *req = json_pack("{s:o, s:o}", "filter", filter, "synthetic_frames", syn);
 	char *body = json_dumps(req, JSON_COMPACT);
 	json_decref(req);
+	return body;
+}
+
+static json_t *flamegraph(const struct cli_opts *o)
+{
+	char *body = flamegraph_body(o);
+	if (!body)
+		return NULL;
 	struct buf path = { 0 };
 	buf_printf(&path, "/public/api/v1/project/%s/flamegraph/json", o->project);
 	json_t *doc = cli_request_json(o, "POST", path.data, body);
@@ -177,6 +189,58 @@ int cmd_flamegraph(const struct cli_opts *o, bool top)
 		free(groups);
 	}
 	json_decref(doc);
+	return 0;
+}
+
+int cmd_flamegraph_export(const struct cli_opts *o)
+{
+	static const char *const formats[] = { "json", "pprof", "folded", "speedscope" };
+	const char *format = o->format ? o->format : "json";
+	bool known = false;
+	for (size_t i = 0; i < ARRAY_SIZE(formats); i++)
+		known |= strcmp(format, formats[i]) == 0;
+	if (!known) {
+		fprintf(stderr, "ember: --format: expected json, pprof, folded or speedscope, got \"%s\"\n",
+			format);
+		return 2;
+	}
+	const char *file = o->output ? o->output : "-";
+	bool to_stdout = strcmp(file, "-") == 0;
+	if (to_stdout && strcmp(format, "pprof") == 0 && isatty(STDOUT_FILENO)) {
+		fputs("ember: --format pprof is gzipped protobuf: name a file with -o FILE\n", stderr);
+		return 2;
+	}
+	char *body = flamegraph_body(o);
+	if (!body) {
+		fputs("ember: out of memory\n", stderr);
+		return 1;
+	}
+	struct buf path = { 0 }, resp = { 0 };
+	buf_printf(&path, "/public/api/v1/project/%s/flamegraph/%s", o->project, format);
+	int rc = cli_request(o, "POST", path.data, "application/json", NULL, body, strlen(body), &resp);
+	free(body);
+	buf_free(&path);
+	if (rc < 0) {
+		buf_free(&resp);
+		return 1;
+	}
+	FILE *f = to_stdout ? stdout : fopen(file, "wb");
+	if (!f) {
+		fprintf(stderr, "ember: -o %s: %s\n", file, strerror(errno));
+		buf_free(&resp);
+		return 1;
+	}
+	bool ok = (resp.len == 0 || fwrite(resp.data, 1, resp.len, f) == resp.len);
+	ok &= to_stdout ? fflush(f) == 0 : fclose(f) == 0;
+	if (!ok) {
+		fprintf(stderr, "ember: writing %s failed: %s\n", to_stdout ? "the output" : file,
+			strerror(errno));
+		buf_free(&resp);
+		return 1;
+	}
+	if (!to_stdout)
+		fprintf(stderr, "ember: wrote %zu bytes of %s to %s\n", resp.len, format, file);
+	buf_free(&resp);
 	return 0;
 }
 

@@ -21,6 +21,9 @@ echo
 echo "== encode_bench (agent: a batch encoded, ember's session protocol and OTLP)"
 build/bench/encode_bench
 echo
+echo "== export_bench (a large flamegraph as JSON, pprof, folded, speedscope)"
+build/bench/export_bench
+echo
 echo "== auth_bench (permission checks, tokens, password hashes)"
 build/bench/auth_bench
 echo

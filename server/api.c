@@ -193,6 +193,13 @@ void handle_flamegraph(struct server *srv, const struct http_req *req, struct ht
 	char project[37];
 	if (!project_of(srv, req, resp, project))
 		return;
+	/* The {format} segment: json (the flamegraph itself) or an export. */
+	int format = req->nparams > 1 ? fg_format_parse(req->params[1]) : FG_FORMAT_JSON;
+	if (format < 0) {
+		http_error(resp, 404, "flamegraph format: expected json, pprof, folded or speedscope, got \"%s\"",
+			   req->params[1]);
+		return;
+	}
 	struct fg_request r;
 	struct buf err = { 0 };
 	if (fg_request_parse(&r, req->body, req->body_len, &err) < 0) {
@@ -200,10 +207,18 @@ void handle_flamegraph(struct server *srv, const struct http_req *req, struct ht
 		return;
 	}
 	memcpy(r.scope.project_id, project, sizeof(project));
+	r.format = (enum fg_format)format;
 	int rc = flamegraph_query(srv->store, symbols_for_query(srv->symbols, project), srv->fetcher, &r, &resp->body, &err);
 	if (rc == 0)
 		__atomic_add_fetch(&srv->counters.flamegraph_queries, 1, __ATOMIC_RELAXED);
 	answer(srv, resp, rc, &err);
+	if (rc == 0 && r.format != FG_FORMAT_JSON) {
+		/* An export: a file to save, named by what it holds. */
+		resp->content_type = fg_format_content_type(r.format);
+		snprintf(resp->disposition, sizeof(resp->disposition),
+			 "attachment; filename=\"ember-%s-%s.%s\"", event_kind_name(r.scope.kind), project,
+			 fg_format_extension(r.format));
+	}
 	fg_request_free(&r);
 }
 

@@ -606,6 +606,18 @@ int flamegraph_query(struct store *st, struct symbols *sym, struct fetcher *fetc
 	}
 
 	uint16_t hz = hz_vote_best(&q.hz);
+	if (r->format != FG_FORMAT_JSON) {
+		struct buf name = { 0 };
+		buf_printf(&name, "ember %s flamegraph of project %s", event_kind_name(r->scope.kind),
+			   r->scope.project_id);
+		struct export_info info = { .kind = r->scope.kind, .hz = hz, .total = q.total,
+					    .start_ms = r->scope.start_ms, .end_ms = r->scope.end_ms,
+					    .name = name.data };
+		rc = export_tree(r->format, &q.tree, q.disp, r->max_nodes, &info, out, err);
+		buf_free(&name);
+		fg_free(&q);
+		return rc;
+	}
 	buf_puts(out, "{\"unit\":");
 	jsonw_str(out, event_kind_unit(r->scope.kind));
 	buf_puts(out, ",\"sample_rate_hz\":");

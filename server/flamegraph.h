@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "export.h"
 #include "scan.h"
 #include "store.h"
 #include "symbols.h"
@@ -61,6 +62,7 @@ struct fg_request {
 	size_t prune_at;       /* tests: prune at this many nodes (0 = the default) */
 	bool raw_names;        /* names as compiled: no demangling, no libc common names */
 	bool verbose_names;    /* demangled names with their parameter lists */
+	enum fg_format format; /* set by the caller (the path): FG_FORMAT_JSON after parsing */
 };
 
 /* Parses the JSON request body. Returns 0, or -1 with a message for the
@@ -72,7 +74,8 @@ int fg_synthetic_from_name(const char *name);
 const char *fg_synthetic_attribute(enum fg_synthetic s);
 const char *fg_synthetic_name(enum fg_synthetic s);
 
-/* Runs the query and appends the JSON answer to out. Returns 0, or -1
+/* Runs the query and appends the answer to out: the JSON below, or with
+ * another r->format the export of its tree (server/export.h). Returns 0, or -1
  * with a message for the client in err (e.g. a bad regular expression).
  * fetch (may be NULL) is asked for the symbols of files that have none
  * with source lines yet (server/debuginfod.h). Returns UREGEX_RC

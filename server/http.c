@@ -222,6 +222,8 @@ static enum MHD_Result send_response(struct MHD_Connection *c, struct http_resp 
 		MHD_add_response_header(r, "Retry-After", resp->retry_after);
 	if (resp->location.len)
 		MHD_add_response_header(r, "Location", resp->location.data);
+	if (resp->disposition[0])
+		MHD_add_response_header(r, "Content-Disposition", resp->disposition);
 	for (char *line = resp->cookies.data, *end; line && *line; line = end + 1) {
 		end = strchr(line, '\n');
 		if (!end)

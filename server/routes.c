@@ -50,7 +50,8 @@ const struct route server_routes[] = {
 	{ "GET", "/public/api/v1/audit", handle_audit_list, 0, 0, GLOBAL("admin:audit:read") },
 	/* Lists the projects the caller may read (none may be an answer). */
 	{ "GET", "/public/api/v1/projects", handle_projects, 0, Q, ME },
-	{ "POST", "/public/api/v1/project/{project_id}/flamegraph/json", handle_flamegraph, 1 * MiB, Q, IN_PROJECT("project:read") },
+	/* {format}: json (the flamegraph), pprof, folded or speedscope (server/export.h). */
+	{ "POST", "/public/api/v1/project/{project_id}/flamegraph/{format}", handle_flamegraph, 1 * MiB, Q, IN_PROJECT("project:read") },
 	{ "POST", "/public/api/v1/project/{project_id}/top_functions", handle_top_functions, 1 * MiB, Q, IN_PROJECT("project:read") },
 	{ "POST", "/public/api/v1/project/{project_id}/sandwich", handle_sandwich, 1 * MiB, Q, IN_PROJECT("project:read") },
 	{ "POST", "/public/api/v1/project/{project_id}/diff", handle_diff, 1 * MiB, Q, IN_PROJECT("project:read") },

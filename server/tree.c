@@ -393,7 +393,10 @@ static size_t plan_write(struct otree *t, const struct sorted_kids *sk, size_t k
 	return 1 + plan_node(t, sk, 0, kept, 0);
 }
 
-size_t otree_write(struct otree *t, const struct display *d, size_t max_nodes, struct buf *out)
+/* Sorts the children and marks the nodes written within max_nodes (the
+ * caller frees *kept and sk's arrays). */
+static uint8_t *plan(struct otree *t, const struct display *d, size_t max_nodes,
+		     struct sorted_kids *sk_out)
 {
 	struct sorted_kids sk;
 	sort_kids(t, d, &sk);
@@ -416,10 +419,62 @@ size_t otree_write(struct otree *t, const struct display *d, size_t max_nodes, s
 		}
 		plan_write(t, &sk, best, kept);
 	}
+	*sk_out = sk;
+	return kept;
+}
+
+size_t otree_write(struct otree *t, const struct display *d, size_t max_nodes, struct buf *out)
+{
+	struct sorted_kids sk;
+	uint8_t *kept = plan(t, d, max_nodes, &sk);
 	t->kept = kept;
 	t->sorted = &sk;
 	t->written = 0;
 	write_node(t, d, 0, out, 0);
+	t->kept = NULL;
+	t->sorted = NULL;
+	free(kept);
+	free(sk.first);
+	free(sk.kids);
+	return t->written;
+}
+
+/* As write_node, calling the visitor instead of writing JSON. */
+static void visit_node(struct otree *t, uint32_t n, const struct otree_visitor *v, void *ctx,
+		       int depth)
+{
+	const struct tnode *tn = &t->nodes[n];
+	t->written++;
+	v->enter(ctx, tn->key, tn->self, tn->total, tn->line);
+	const struct sorted_kids *sk = t->sorted;
+	size_t nc = sk->first[n + 1] - sk->first[n];
+	if (nc && depth < DISPLAY_MAX_DEPTH * 2) {
+		const uint32_t *kids = sk->kids + sk->first[n];
+		uint64_t other = 0;
+		for (size_t i = 0; i < nc; i++) {
+			if (!(t->kept[kids[i]] & KEPT))
+				other += t->nodes[kids[i]].total;
+			else
+				visit_node(t, kids[i], v, ctx, depth + 1);
+		}
+		if (other) {
+			t->written++;
+			v->enter(ctx, OTREE_OTHER, other, other, 0);
+			v->leave(ctx);
+		}
+	}
+	v->leave(ctx);
+}
+
+size_t otree_visit(struct otree *t, const struct display *d, size_t max_nodes,
+		   const struct otree_visitor *v, void *ctx)
+{
+	struct sorted_kids sk;
+	uint8_t *kept = plan(t, d, max_nodes, &sk);
+	t->kept = kept;
+	t->sorted = &sk;
+	t->written = 0;
+	visit_node(t, 0, v, ctx, 0);
 	t->kept = NULL;
 	t->sorted = NULL;
 	free(kept);

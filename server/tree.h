@@ -91,4 +91,17 @@ uint32_t *otree_prune(struct otree *t, size_t keep, uint32_t other_key);
  * Returns the number of nodes written, "[other]" nodes included. */
 size_t otree_write(struct otree *t, const struct display *d, size_t max_nodes, struct buf *out);
 
+/* The nodes otree_write writes, in the same order and with the same
+ * values, handed to a visitor instead (server/export.h writes them in
+ * other formats): enter for each node, then its children, then leave.
+ * An "[other]" node made while writing (the children left out, summed)
+ * has key OTREE_OTHER and line 0. Returns the number of nodes visited. */
+#define OTREE_OTHER UINT32_MAX
+struct otree_visitor {
+	void (*enter)(void *ctx, uint32_t key, uint64_t self, uint64_t total, uint32_t line);
+	void (*leave)(void *ctx);
+};
+size_t otree_visit(struct otree *t, const struct display *d, size_t max_nodes,
+		   const struct otree_visitor *v, void *ctx);
+
 #endif

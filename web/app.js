@@ -9,6 +9,7 @@ import { DEFAULT_PROJECT, RANGES, api, request, escapeHTML, filterFor, withFilte
 import { transformTree, needsTransform } from './fgtransform.js';
 import { attachQueryBox } from './querybox.js';
 import { startSession } from './session.js';
+import { attachDownload } from './download.js';
 
 // Every view: its URL name and title. The flame graph is the default.
 const VIEWS = {
@@ -110,6 +111,7 @@ let seconds = windowOf(state).seconds; // length of the range `data` covers
 let inflight = null; // AbortController of the running request
 let requestSeq = 0;
 let lastMaxNodes = 0; // max_nodes of the last flamegraph request
+let lastRequest = null; // the last flamegraph request body: what Download sends
 // Frames still unnamed while their symbols are on their way
 // (symbols_pending): the same query is asked again after a few seconds,
 // up to PENDING_RETRIES times for one query.
@@ -301,6 +303,7 @@ async function load() {
 	const t0 = performance.now();
 	const reqBody = requestBody();
 	lastMaxNodes = reqBody.max_nodes;
+	lastRequest = { project: state.project, body: reqBody };
 	try {
 		res = await request(`/public/api/v1/project/${encodeURIComponent(state.project)}/flamegraph/json`, {
 			method: 'POST',
@@ -669,6 +672,8 @@ function zoomTo(i) {
 }
 
 el.resetZoom.addEventListener('click', () => resetZoom());
+attachDownload($('download'), () => lastRequest || { project: state.project, body: requestBody() },
+	text => { el.summary.textContent = text; });
 
 // --- tooltip and hover ------------------------------------------------------
 
