@@ -354,3 +354,36 @@ def test_a_flood_of_sign_ins_is_bounded(local):
     assert set(statuses) <= {401, 503} and 401 in statuses and 503 in statuses, out
     assert all(b"too many sign-ins" in b for st, b in out if st == 503)
     assert http("GET", local.url + "/healthz")[0] == 200
+
+
+def test_basic_mode(tmp_path):
+    """--auth basic (deprecated): one static credential with the admin's
+    rights; anything else is refused; the server says it is deprecated."""
+    pw = tmp_path / "basic-password"
+    pw.write_text("s3cret basic\n")
+    srv = Server(tmp_path / "data", None, "--auth", "basic", "--basic-user", "svc",
+                 "--basic-password-file", str(pw)).start()
+    try:
+        import base64
+
+        def call(user, password):
+            cred = base64.b64encode(f"{user}:{password}".encode()).decode()
+            st, body = http("GET", srv.url + "/public/api/v1/audit", None, {"Authorization": "Basic " + cred})
+            return st, json.loads(body)
+        st, body = call("svc", "s3cret basic")
+        assert st == 200 and "entries" in body, body
+        for user, password in (("svc", "wrong"), ("other", "s3cret basic"), ("svc", "s3cret basic\n")):
+            st, body = call(user, password)
+            assert st == 401 and body["error"].startswith("Invalid token"), (user, password, body)
+        assert bearer(srv, "GET", "/public/api/v1/projects", None)[0] == 401
+        # Local sign-in is not offered.
+        st, body = bearer(srv, "POST", "/api/v1/auth/login", None, {"email": "a@b.c", "password": "x"})
+        assert st == 400, body
+        assert "deprecated" in srv.output()
+    finally:
+        srv.stop()
+    # A basic mode without its credential does not start.
+    bad = Server(tmp_path / "data2", None, "--auth", "basic")
+    bad.start(wait=False)
+    wait_until(lambda: not bad.running(), 10, what="the server to refuse --auth basic without a user")
+    assert "--auth basic needs --basic-user and --basic-password-file" in bad.output()
