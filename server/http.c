@@ -231,6 +231,18 @@ static enum MHD_Result send_response(struct MHD_Connection *c, struct http_resp 
 		if (*line)
 			MHD_add_response_header(r, "Set-Cookie", line);
 	}
+	for (char *line = resp->headers.data, *end; line && *line; line = end + 1) {
+		end = strchr(line, '\n');
+		if (!end)
+			end = line + strlen(line) - 1;
+		else
+			*end = 0;
+		char *colon = strchr(line, ':');
+		if (colon && colon != line) {
+			*colon = 0;
+			MHD_add_response_header(r, line, colon + 1 + (colon[1] == ' '));
+		}
+	}
 	enum MHD_Result ret = MHD_queue_response(c, (unsigned)resp->status, r);
 	MHD_destroy_response(r);
 	return ret;
@@ -357,6 +369,7 @@ static enum MHD_Result respond(struct http_server *h, struct MHD_Connection *c,
 	buf_free(&resp->body);
 	buf_free(&resp->cookies);
 	buf_free(&resp->location);
+	buf_free(&resp->headers);
 	return ret;
 }
 
@@ -601,6 +614,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		buf_free(&cs->resp.body);
 		buf_free(&cs->resp.cookies);
 		buf_free(&cs->resp.location);
+		buf_free(&cs->resp.headers);
 		principal_free(cs->who);
 		free(cs);
 		*con_cls = NULL;

@@ -70,6 +70,7 @@ struct http_resp {
 	const char *cache_control;
 	struct buf cookies;       /* Set-Cookie values, one per line */
 	struct buf location;      /* a Location header (redirects), when set */
+	struct buf headers;       /* more headers, "Name: value" one per line (MCP) */
 };
 
 typedef void (*http_handler)(struct server *srv, const struct http_req *req,
