@@ -332,3 +332,53 @@ def test_service_tokens(local):
 
     _, fg = asyncio.run(sdk_session(local.url, run, token))
     assert not fg.is_error and fg.structured_content["total"] == 100
+
+
+def test_gpu_tools_against_rest(server):
+    """gpu_kernels, gpu_flamegraph and gpu_metrics over GPU data (the
+    samples of test_gpu_queries), with an absolute time range."""
+    import metrics_batch
+    import test_gpu_queries as g
+    from ember_batch import Batch, send_batch
+
+    b = Batch(agent_instance="agent-gpu", host_cpus=16, sample_rate_hz=19)
+    for frames, attrs, value in g.GPU_SAMPLES:
+        b.add(frames, attrs, value=value, kind="cuda")
+    assert send_batch(server.url, b.encode(sequence=1, start_ms=g.T0, end_ms=g.T0 + 10000))["stored"]
+    m = metrics_batch.MetricsBatch()
+    for idx, vals in ((0, [90.0, 70.0]), (1, [10.0, 30.0])):
+        s = m.series("hw.gpu.utilization", "%", {"host.name": "gpu1", "gpu.index": str(idx)})
+        m.point(s, g.T0 + 1000, vals[0])
+        m.point(s, g.T0 + 61000, vals[1])
+    metrics_batch.post(server.url, m)
+
+    sid, _ = initialize(server)
+    window = {"start": g.T0, "end": "1970-01-01T00:00:00Z"}
+    ans = call(server, sid, "gpu_kernels", window)["result"]
+    assert ans["isError"] and ans["content"][0]["text"] == "start: must be before end"
+    import datetime
+    end = datetime.datetime.fromtimestamp((g.T0 + g.HOUR) / 1000, datetime.timezone.utc)
+    window = {"start": g.T0, "end": end.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    ans = call(server, sid, "gpu_kernels", {**window, "filter": 'process.executable.name == "trainer"'})
+    sc = ans["result"]["structuredContent"]
+    rest_k = rest(server, "top_functions", {"filter": g.flt('process.executable.name == "trainer"'),
+                                            "frame_types": g.KERNEL_TYPES, "limit": 20})
+    assert [(f["name"], f["self"]) for f in sc["functions"]] == \
+        [(f["name"], f["self"]) for f in rest_k["functions"]]
+    assert sc["functions"][0]["name"] == "sgemm_kernel" and sc["functions"][0]["self"] == 9 * g.MS
+    assert sc["event_kind"] == "cuda" and "sgemm_kernel" in ans["result"]["content"][0]["text"]
+
+    fg = call(server, sid, "gpu_flamegraph", window)["result"]["structuredContent"]
+    assert fg["total"] == g.GPU_TOTAL
+    nodes = [n for n in fg["nodes"] if n["name"] == "cudaLaunchKernel"]
+    assert nodes and all(n["self"] == 0 for n in nodes)
+
+    names = call(server, sid, "gpu_metrics", window)["result"]["structuredContent"]
+    assert [x["name"] for x in names["metrics"]] == ["hw.gpu.utilization"]
+    util = call(server, sid, "gpu_metrics", {**window, "metric": "hw.gpu.utilization",
+                                             "num_buckets": 60})["result"]
+    series = {s["group"]: s for s in util["structuredContent"]["series"]}
+    assert (series["0"]["min"], series["0"]["max"], series["0"]["avg"]) == (70, 90, 80)
+    assert series["1"]["last"] == 30
+    ans = call(server, sid, "gpu_metrics", {**window, "metric": "process.rss"})["result"]
+    assert ans["isError"] and ans["content"][0]["text"].startswith("metric:")
