@@ -33,13 +33,15 @@ struct mcp_session {
 	/* Who opened it: a session answers only the credential that opened it. */
 	char owner[2 * IDENTITY_ID_LEN + 8];
 	int64_t last_ms;
+	uint64_t last_use; /* tick of its last use: the least recent goes first */
 };
 
 struct mcp {
 	char *hosts[MCP_MAX_HOSTS]; /* lower-case host names, without port */
 	size_t nhosts;
 	bool any_host;
-	pthread_mutex_t lock; /* guards sessions */
+	pthread_mutex_t lock; /* guards sessions and tick */
+	uint64_t tick;
 	struct mcp_session sessions[MCP_MAX_SESSIONS];
 };
 
@@ -156,7 +158,7 @@ static int session_open(struct mcp *m, const struct principal *who, const char *
 			slot = s;
 			break;
 		}
-		if (!slot || s->last_ms < slot->last_ms)
+		if (!slot || s->last_use < slot->last_use)
 			slot = s;
 	}
 	memset(slot, 0, sizeof(*slot));
@@ -165,6 +167,7 @@ static int session_open(struct mcp *m, const struct principal *who, const char *
 	snprintf(slot->version, sizeof(slot->version), "%s", version);
 	owner_of(who, slot->owner, sizeof(slot->owner));
 	slot->last_ms = now;
+	slot->last_use = ++m->tick;
 	pthread_mutex_unlock(&m->lock);
 	return 0;
 }
@@ -195,6 +198,7 @@ static bool session_find(struct mcp *m, const struct principal *who, const char 
 		if (version)
 			memcpy(version, s->version, 16);
 		s->last_ms = now;
+		s->last_use = ++m->tick;
 		if (end)
 			s->used = false;
 		break;

@@ -178,8 +178,8 @@ static int arg_time(struct call *c, const char *name, int64_t *out, bool *given)
 	if (*p)
 		return fail(c, "%s: \"%s\" is not an RFC 3339 time", name, s);
 	time_t t = timegm(&tm);
-	if (t < 0)
-		return fail(c, "%s: \"%s\" is before 1970", name, s);
+	if (t < 0 || t > 32503680000)
+		return fail(c, "%s: \"%s\" is before 1970 or after 2999", name, s);
 	*out = ((int64_t)t - off_s) * 1000 + ms;
 	return 0;
 }
@@ -893,6 +893,9 @@ static int t_gpu_metrics(struct call *c)
 	    arg_str(c, "group_by", 256, "gpu.index", &group) < 0 ||
 	    arg_uint(c, "num_buckets", 1, 240, 30, &buckets) < 0)
 		return -1;
+	if (metric && strncmp(metric, "hw.gpu.", 7) != 0)
+		return fail(c, "metric: \"%s\" is not a GPU metric (hw.gpu.*); call gpu_metrics without "
+			       "metric for the list", metric);
 	json_t *f = filter_json(c, c->start_ms, c->end_ms, c->filter);
 	json_object_del(f, "event_kind");
 	if (!metric) {
@@ -918,9 +921,6 @@ static int t_gpu_metrics(struct call *c)
 		json_decref(ans);
 		return 0;
 	}
-	if (strncmp(metric, "hw.gpu.", 7) != 0)
-		return fail(c, "metric: \"%s\" is not a GPU metric (hw.gpu.*); call gpu_metrics without "
-			       "metric for the list", metric);
 	json_t *ans = query(c, Q_METRICS,
 			    json_pack("{s:o, s:s, s:s, s:I}", "filter", f, "metric", metric,
 				      "group_by", group, "num_buckets", (json_int_t)buckets));
