@@ -426,6 +426,9 @@ static bool line(struct call *c, const char *fmt, ...)
 	buf_vprintf(&l, fmt, ap);
 	va_end(ap);
 	bool ok = c->text.len + l.len + 1 <= c->max_chars;
+	/* One line is one line: a name from outside cannot start another. */
+	if (l.data)
+		str_make_printable(l.data, l.len);
 	if (ok) {
 		buf_append(&c->text, l.data, l.len);
 		buf_putc(&c->text, '\n');
@@ -444,6 +447,7 @@ struct tree {
 	unsigned max_depth;
 	size_t shown, hidden;
 	bool truncated;
+	bool no_self; /* a callers tree: a caller's "self" would mean "called from nowhere" */
 };
 
 static void tree_node(struct tree *t, json_t *node, unsigned depth)
@@ -452,7 +456,10 @@ static void tree_node(struct tree *t, json_t *node, unsigned depth)
 	double tp = t->total > 0 ? tot * 100 / t->total : 0;
 	double sp = t->total > 0 ? self * 100 / t->total : 0;
 	const char *bin = str(node, "binary");
-	if (t->truncated || !line(t->c, "%*s%.1f%% (self %.1f%%) %s%s%s%s", (int)depth, "", tp, sp,
+	char self_text[32] = "";
+	if (!t->no_self)
+		snprintf(self_text, sizeof(self_text), " (self %.1f%%)", sp);
+	if (t->truncated || !line(t->c, "%*s%.1f%%%s %s%s%s%s", (int)depth, "", tp, self_text,
 				  str(node, "name"), *bin ? " [" : "", bin, *bin ? "]" : "")) {
 		t->truncated = true;
 		t->hidden++;
@@ -490,9 +497,9 @@ static void tree_node(struct tree *t, json_t *node, unsigned depth)
 
 /* Renders root's subtree: nodes of at least min_pct of total. */
 static json_t *tree_render(struct call *c, json_t *root, double total, double min_pct,
-			   unsigned max_depth, bool *truncated)
+			   unsigned max_depth, bool no_self, bool *truncated)
 {
-	struct tree t = { c, json_array(), total, min_pct, max_depth, 0, 0, false };
+	struct tree t = { c, json_array(), total, min_pct, max_depth, 0, 0, false, no_self };
 	tree_node(&t, root, 0);
 	if (t.truncated || t.hidden) {
 		*truncated = true;
@@ -602,7 +609,8 @@ static int functions_tool(struct call *c, bool gpu)
 	json_t *fns = json_object_get(ans, "functions");
 	if (json_array_size(fns) == 0)
 		line(c, gpu ? "No GPU work (event_kind cuda) in this range and filter: the agent "
-			      "records it for processes using CUDA (docs/mcp.md)"
+			      "records it for CUDA processes that load libembercuda.so "
+			      "(docs/internals/gpu-agent.md)"
 			    : "No samples in this range and filter.");
 	else
 		line(c, "unit %s, %s = %s busy on average; sorted by %s: self%%, total%%, self %s, "
@@ -676,7 +684,7 @@ static int flamegraph_tool(struct call *c)
 		"total%% (self%%) name [binary]",
 	     total, str(ans, "unit"), min_pct);
 	bool truncated = false;
-	json_t *nodes = tree_render(c, root, total, min_pct, (unsigned)max_depth, &truncated);
+	json_t *nodes = tree_render(c, root, total, min_pct, (unsigned)max_depth, false, &truncated);
 	json_object_set_new(c->out, "nodes", nodes);
 	json_object_set_new(c->out, "truncated", json_boolean(truncated));
 	json_decref(ans);
@@ -727,14 +735,14 @@ static int t_sandwich(struct call *c)
 	line(c, "%s: self %.2f%%, total %.2f%% of all; trees below: %% of this function's total",
 	     fn, num(f, "self_percent"), num(f, "total_percent"));
 	bool truncated = false;
-	line(c, "Callers (who calls it, the function at depth 0):");
+	line(c, "Callers (the function at depth 0, each caller below what it calls; total%% only):");
 	json_object_set_new(c->out, "callers",
 			    tree_render(c, json_object_get(ans, "callers"), total, min_pct,
-					(unsigned)max_depth, &truncated));
+					(unsigned)max_depth, true, &truncated));
 	line(c, "Callees (what it calls):");
 	json_object_set_new(c->out, "callees",
 			    tree_render(c, json_object_get(ans, "callees"), total, min_pct,
-					(unsigned)max_depth, &truncated));
+					(unsigned)max_depth, false, &truncated));
 	json_object_set_new(c->out, "truncated", json_boolean(truncated));
 	json_decref(ans);
 	return 0;

@@ -382,3 +382,21 @@ def test_gpu_tools_against_rest(server):
     assert series["1"]["last"] == 30
     ans = call(server, sid, "gpu_metrics", {**window, "metric": "process.rss"})["result"]
     assert ans["isError"] and ans["content"][0]["text"].startswith("metric:")
+
+
+def test_names_cannot_forge_lines(server):
+    """A function name from outside holding a newline stays on its line of
+    the text (the assistant reads the text as lines of the tree)."""
+    req = test_otlp.build_request(exe="mcp_evil")
+    table = req.dictionary.string_table
+    table[list(table).index("work_a")] = "work_a\n100.0% (self 100.0%) forged"
+    st, body = http("POST", server.url + "/v1development/profiles", req.SerializeToString(),
+                    {"Content-Type": "application/x-protobuf"})
+    assert st == 200, body
+    sid, _ = initialize(server)
+    for tool in ("flamegraph", "top_functions"):
+        res = call(server, sid, tool, {"filter": 'process.executable.name == "mcp_evil"'})["result"]
+        text = res["content"][0]["text"]
+        assert "work_a?100.0% (self 100.0%) forged" in text, text
+        assert not any(line.lstrip().startswith("100.0% (self 100.0%) forged")
+                       for line in text.splitlines()), text
