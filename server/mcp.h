@@ -19,8 +19,9 @@
  * beyond), MCP_MAX_BATCH messages in a batch, tool arguments of at most
  * MCP_MAX_ARGS bytes (JSON-RPC -32602 beyond), at most MCP_MAX_SESSIONS
  * sessions (the least recently used one is forgotten for a new one; one
- * unused for MCP_SESSION_IDLE_MS is forgotten), and every tool's text at
- * most its max_chars argument (MCP_MAX_CHARS at most).
+ * unused for MCP_SESSION_IDLE_MS is forgotten), every tool's text at most
+ * its max_chars argument (MCP_MAX_CHARS at most), and its whole answer at
+ * most MCP_MAX_RESULT (beyond: a tool error saying what to narrow).
  *
  * DNS rebinding: the Host header (and the Origin header, when sent) must
  * name localhost, 127.0.0.1, [::1], the host of --listen (unless it is a
@@ -58,6 +59,7 @@
 #define MCP_SESSION_IDLE_MS (3600 * 1000)
 #define MCP_DEFAULT_CHARS 8000
 #define MCP_MAX_CHARS 100000
+#define MCP_MAX_RESULT (2u * 1024u * 1024u) /* a tool's whole answer, JSON */
 
 struct mcp;
 struct server;

@@ -1259,6 +1259,17 @@ int mcp_tool_call(struct server *srv, const struct principal *who, const char *n
 		*result = json_pack("{s:[{s:s, s:s}], s:o, s:b}", "content", "type", "text", "text",
 				    c.text.data ? c.text.data : "", "structuredContent",
 				    c.out ? c.out : json_object(), "isError", 0);
+		char *dump = *result ? json_dumps(*result, JSON_COMPACT) : NULL;
+		size_t n = dump ? strlen(dump) : 0;
+		free(dump);
+		if (!*result || n > MCP_MAX_RESULT) {
+			json_decref(*result);
+			struct buf msg = { 0 };
+			buf_printf(&msg, "the answer is %zu bytes, over %u: lower limit or max_frames, "
+					 "raise min_percent, or narrow the filter or range", n, MCP_MAX_RESULT);
+			*result = tool_error(msg.data);
+			buf_free(&msg);
+		}
 	}
 	buf_free(&c.text);
 	buf_free(&c.err);

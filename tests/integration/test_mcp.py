@@ -400,3 +400,32 @@ def test_names_cannot_forge_lines(server):
         assert "work_a?100.0% (self 100.0%) forged" in text, text
         assert not any(line.lstrip().startswith("100.0% (self 100.0%) forged")
                        for line in text.splitlines()), text
+
+
+def test_answer_size_is_bounded(server):
+    """Past 2 MiB a tool answers an error saying what to narrow: 100
+    events of 200 frames with long names."""
+    from opentelemetry.proto.profiles.v1development import profiles_pb2 as pb
+
+    req = test_otlp.build_request(exe="mcp_big")
+    d = test_otlp.Dict()
+    d.d.CopyFrom(req.dictionary)
+    d.strings = {s: i for i, s in enumerate(d.d.string_table)}
+    locs = [d.location(d.function(f"frame_{i:03d}_" + "x" * 150)) for i in range(200)]
+    stack = d.stack(*locs)
+    prof = req.resource_profiles[0].scope_profiles[0].profiles[0]
+    del prof.samples[:]
+    for i in range(100):
+        prof.samples.add(stack_index=stack, values=[1],
+                         attribute_indices=[d.attr("thread.name", f"t{i}")])
+    req.dictionary.CopyFrom(d.d)
+    assert isinstance(prof, pb.Profile)
+    st, body = http("POST", server.url + "/v1development/profiles", req.SerializeToString(),
+                    {"Content-Type": "application/x-protobuf"})
+    assert st == 200, body
+    sid, _ = initialize(server)
+    args = {"filter": 'process.executable.name == "mcp_big"', "limit": 100, "max_frames": 200}
+    res = call(server, sid, "events", args)["result"]
+    assert res["isError"] and "over 2097152" in res["content"][0]["text"], res["content"]
+    res = call(server, sid, "events", {**args, "max_frames": 20})["result"]
+    assert not res["isError"] and len(res["structuredContent"]["events"]) == 100
