@@ -8,6 +8,7 @@
  * start in a temporary directory (empty: the queries run, the answers are
  * short), opened once for all inputs. Every answer must be JSON or empty;
  * a crash, leak or sanitizer report is a finding. */
+#include <ftw.h>
 #include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -25,6 +26,21 @@
  * the fuzzer does. */
 static struct server srv;
 static char session[64];
+static char dir[] = "/tmp/fuzz_mcp.XXXXXX";
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+/* The store's directory goes when the fuzzer exits. */
+static void cleanup(void)
+{
+	nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
 
 static const char *const tool_names[] = { "list_projects", "top_entities", "top_functions",
 					  "flamegraph", "sandwich", "diff", "timeseries",
@@ -56,7 +72,6 @@ static void done(struct http_resp *resp)
 
 static void setup(void)
 {
-	char dir[] = "/tmp/fuzz_mcp.XXXXXX";
 	struct buf err = { 0 };
 	struct store_config cfg;
 	store_config_default(&cfg);
@@ -68,6 +83,7 @@ static void setup(void)
 		abort();
 	}
 	buf_free(&err);
+	atexit(cleanup);
 	srv.mcp = mcp_new("", "127.0.0.1:8080");
 	static const char init[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\","
 				   "\"params\":{\"protocolVersion\":\"2025-06-18\"}}";
