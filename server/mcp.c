@@ -226,8 +226,8 @@ static bool check_host(struct server *srv, const struct http_req *req, struct ht
 	const char *host = http_header(req, "Host");
 	if (!mcp_host_allowed(srv->mcp, host)) {
 		http_error(resp, 403,
-			   "Host \"%.100s\" is not allowed for /mcp (DNS rebinding protection); "
-			   "allow it with --mcp-allowed-hosts",
+			   "Forbidden: Host header is not allowed: \"%.100s\" (/mcp answers only the "
+			   "hosts of --mcp-allowed-hosts, against DNS rebinding)",
 			   host ? host : "");
 		return false;
 	}
