@@ -450,26 +450,16 @@ struct tree {
 	bool no_self; /* a callers tree: a caller's "self" would mean "called from nowhere" */
 };
 
-static void tree_node(struct tree *t, json_t *node, unsigned depth)
+static void tree_add(struct tree *t, json_t *node, unsigned depth)
 {
 	double tot = num(node, "total"), self = num(node, "self");
 	double tp = t->total > 0 ? tot * 100 / t->total : 0;
 	double sp = t->total > 0 ? self * 100 / t->total : 0;
-	const char *bin = str(node, "binary");
-	char self_text[32] = "";
-	if (!t->no_self)
-		snprintf(self_text, sizeof(self_text), " (self %.1f%%)", sp);
-	if (t->truncated || !line(t->c, "%*s%.1f%%%s %s%s%s%s", (int)depth, "", tp, self_text,
-				  str(node, "name"), *bin ? " [" : "", bin, *bin ? "]" : "")) {
-		t->truncated = true;
-		t->hidden++;
-		return;
-	}
-	t->shown++;
 	json_t *n = json_pack("{s:i, s:s, s:s, s:f, s:f, s:f, s:f}", "depth", (int)depth, "name",
 			      str(node, "name"), "frame_type", str(node, "frame_type"), "self", self,
 			      "total", tot, "self_percent", round(sp * 100) / 100, "total_percent",
 			      round(tp * 100) / 100);
+	const char *bin = str(node, "binary");
 	if (*bin)
 		json_object_set_new(n, "binary", json_string(bin));
 	json_t *file = json_object_get(node, "file");
@@ -480,18 +470,58 @@ static void tree_node(struct tree *t, json_t *node, unsigned depth)
 			json_object_set(n, "line", ln);
 	}
 	json_array_append_new(t->nodes, n);
-	json_t *kids = json_object_get(node, "children");
+	t->shown++;
+}
+
+#define TREE_CHAIN 64
+
+/* One line of the text: node and the chain of single callees below it
+ * that hold all its time ("a > b > c"), so deep stacks do not spend the
+ * depth and the characters on frames that only pass the time on. depth is
+ * the node's depth in the tree (structuredContent), level its line's. */
+static void tree_node(struct tree *t, json_t *node, unsigned depth, unsigned level)
+{
+	json_t *chain[TREE_CHAIN];
+	size_t n = 0;
+	chain[n++] = node;
+	for (json_t *cur = node; n < TREE_CHAIN;) {
+		json_t *kids = json_object_get(cur, "children");
+		json_t *only = json_array_size(kids) == 1 ? json_array_get(kids, 0) : NULL;
+		if (!only || num(only, "total") != num(cur, "total"))
+			break;
+		chain[n++] = cur = only;
+	}
+	json_t *last = chain[n - 1];
+	double tp = t->total > 0 ? num(last, "total") * 100 / t->total : 0;
+	double sp = t->total > 0 ? num(last, "self") * 100 / t->total : 0;
+	struct buf names = { 0 };
+	for (size_t i = 0; i < n; i++)
+		buf_printf(&names, "%s%s", i ? " > " : "", str(chain[i], "name"));
+	const char *bin = str(last, "binary");
+	char self_text[32] = "";
+	if (!t->no_self)
+		snprintf(self_text, sizeof(self_text), " (self %.1f%%)", sp);
+	bool ok = !t->truncated && line(t->c, "%*s%.1f%%%s %s%s%s%s", (int)level, "", tp, self_text,
+					names.data, *bin ? " [" : "", bin, *bin ? "]" : "");
+	buf_free(&names);
+	if (!ok) {
+		t->truncated = true;
+		t->hidden++;
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		tree_add(t, chain[i], depth + (unsigned)i);
 	size_t i;
 	json_t *k;
-	json_array_foreach(kids, i, k) {
+	json_array_foreach(json_object_get(last, "children"), i, k) {
 		double kt = num(k, "total");
 		if (t->total <= 0 || kt * 100 / t->total < t->min_pct)
-			continue; /* children are sorted by total: the rest are smaller */
-		if (depth + 1 > t->max_depth) {
+			continue;
+		if (level + 1 > t->max_depth) {
 			t->hidden++;
 			continue;
 		}
-		tree_node(t, k, depth + 1);
+		tree_node(t, k, depth + (unsigned)n, level + 1);
 	}
 }
 
@@ -500,7 +530,7 @@ static json_t *tree_render(struct call *c, json_t *root, double total, double mi
 			   unsigned max_depth, bool no_self, bool *truncated)
 {
 	struct tree t = { c, json_array(), total, min_pct, max_depth, 0, 0, false, no_self };
-	tree_node(&t, root, 0);
+	tree_node(&t, root, 0, 0);
 	if (t.truncated || t.hidden) {
 		*truncated = true;
 		buf_printf(&c->text, "... %zu more nodes left out (max_chars, max_depth); raise "
@@ -680,8 +710,8 @@ static int flamegraph_tool(struct call *c)
 		json_decref(ans);
 		return 0;
 	}
-	line(c, "total %.0f %s; nodes with at least %.2g%% of it, one per line, indented by depth: "
-		"total%% (self%%) name [binary]",
+	line(c, "total %.0f %s; nodes with at least %.2g%% of it, indented by depth: total%% "
+		"(self%%) name [binary]; \"a > b\": a passes all its time to b, the numbers are b's",
 	     total, str(ans, "unit"), min_pct);
 	bool truncated = false;
 	json_t *nodes = tree_render(c, root, total, min_pct, (unsigned)max_depth, false, &truncated);

@@ -160,7 +160,11 @@ def test_sdk_client_calls_every_tool(server):
     assert nodes["main"]["total_percent"] == 100 and nodes["work_a"]["self_percent"] == 60
     assert nodes["work_b"]["depth"] == nodes["main"]["depth"] + 1
     text = out["flamegraph"].content[0].text
-    assert "100.0% (self 0.0%) main" in text and " 60.0% (self 60.0%) work_a" in text
+    lines = text.splitlines()
+    # A chain of calls that passes all the time on is one line.
+    assert "100.0% (self 0.0%) root > main [app.py]" in lines, text
+    assert " 60.0% (self 60.0%) work_a [app.py]" in lines, text
+    assert " 30.0% (self 30.0%) work_b > helper_inlined [app.py]" in lines, text
 
     sw = out["sandwich"].structured_content
     assert sw["function"]["total"] == 100
@@ -192,17 +196,27 @@ def test_sdk_client_calls_every_tool(server):
 
 
 def test_flamegraph_output_is_bounded(server):
-    ingest(server)
+    for i in range(6):
+        ingest(server, exe=f"{EXE}_{i}")
     sid, _ = initialize(server)
-    small = call(server, sid, "flamegraph", {"filter": FILTER, "min_percent": 0,
-                                            "max_chars": 500})["result"]
+    args = {"filter": f'process.executable.name.startsWith("{EXE}_")', "min_percent": 0,
+            "group_by": ["executable", "thread"]}
+    small = call(server, sid, "flamegraph", {**args, "max_chars": 500})["result"]
     text = small["content"][0]["text"]
     assert len(text) <= 500 + 200, text  # the "left out" line may follow
-    big = call(server, sid, "flamegraph", {"filter": FILTER, "min_percent": 0})["result"]
+    assert "more nodes left out" in text.splitlines()[-1]
+    big = call(server, sid, "flamegraph", args)["result"]
+    assert len(big["content"][0]["text"]) > 1000
+    assert big["structuredContent"]["truncated"] is False
     assert len(big["structuredContent"]["nodes"]) > len(small["structuredContent"]["nodes"])
     assert small["structuredContent"]["truncated"] is True
-    # min_percent culls: at 50% only root and main remain.
-    half = call(server, sid, "flamegraph", {"filter": FILTER, "min_percent": 50})["result"]
+    # max_depth counts lines of the text tree.
+    shallow = call(server, sid, "flamegraph", {**args, "max_depth": 1})["result"]
+    assert {n["name"] for n in shallow["structuredContent"]["nodes"]} == \
+        {"root"} | {f"{EXE}_{i}" for i in range(6)}
+    # min_percent culls: at 50% only root and main remain (one line: root > main).
+    half = call(server, sid, "flamegraph", {"filter": f'process.executable.name == "{EXE}_0"',
+                                            "min_percent": 50})["result"]
     assert [n["name"] for n in half["structuredContent"]["nodes"]] == ["root", "main", "work_a"]
 
 
