@@ -1024,7 +1024,8 @@ static int t_gpu_metrics(struct call *c)
 #define P_TREE                                                                            \
 	"\"min_percent\":{\"type\":\"number\",\"minimum\":0,\"maximum\":100,\"default\":1,"   \
 	"\"description\":\"leave out nodes below this share of the total\"},"                 \
-	"\"max_depth\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":200,\"default\":40}"
+	"\"max_depth\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":200,\"default\":40,"  \
+	"\"description\":\"levels of the text tree (a chain a > b > c is one)\"}"
 #define P_SEARCH                                                                          \
 	"\"search\":{\"type\":\"string\",\"description\":\"PCRE2 regular expression over "    \
 	"function names\"}"
