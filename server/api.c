@@ -215,9 +215,8 @@ void handle_flamegraph(struct server *srv, const struct http_req *req, struct ht
 	if (rc == 0 && r.format != FG_FORMAT_JSON) {
 		/* An export: a file to save, named by what it holds. */
 		resp->content_type = fg_format_content_type(r.format);
-		snprintf(resp->disposition, sizeof(resp->disposition),
-			 "attachment; filename=\"ember-%s-%s.%s\"", event_kind_name(r.scope.kind), project,
-			 fg_format_extension(r.format));
+		http_add_header(resp, "Content-Disposition", "attachment; filename=\"ember-%s-%s.%s\"",
+				event_kind_name(r.scope.kind), project, fg_format_extension(r.format));
 	}
 	fg_request_free(&r);
 }

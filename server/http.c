@@ -171,6 +171,21 @@ void http_error(struct http_resp *resp, int status, const char *fmt, ...)
 	resp->content_type = "application/json";
 }
 
+void http_add_header(struct http_resp *resp, const char *name, const char *fmt, ...)
+{
+	struct buf v = { 0 };
+	va_list ap;
+	va_start(ap, fmt);
+	buf_vprintf(&v, fmt, ap);
+	va_end(ap);
+	if (strpbrk(v.data ? v.data : "", "\r\n") || strpbrk(name, "\r\n: ")) {
+		log_error("http: header %s with a line break not sent", name);
+	} else {
+		buf_printf(&resp->headers, "%s: %s\n", name, v.data ? v.data : "");
+	}
+	buf_free(&v);
+}
+
 void http_json(struct http_resp *resp, int status)
 {
 	resp->status = status;
@@ -220,18 +235,17 @@ static enum MHD_Result send_response(struct MHD_Connection *c, struct http_resp 
 	MHD_add_response_header(r, "Cache-Control", resp->cache_control ? resp->cache_control : "no-store");
 	if (resp->retry_after)
 		MHD_add_response_header(r, "Retry-After", resp->retry_after);
-	if (resp->location.len)
-		MHD_add_response_header(r, "Location", resp->location.data);
-	if (resp->disposition[0])
-		MHD_add_response_header(r, "Content-Disposition", resp->disposition);
-	for (char *line = resp->cookies.data, *end; line && *line; line = end + 1) {
+	for (char *line = resp->headers.data, *end; line && *line; line = end + 1) {
 		end = strchr(line, '\n');
 		if (!end)
 			end = line + strlen(line) - 1;
 		else
 			*end = 0;
-		if (*line)
-			MHD_add_response_header(r, "Set-Cookie", line);
+		char *colon = strchr(line, ':');
+		if (colon && colon != line) {
+			*colon = 0;
+			MHD_add_response_header(r, line, colon + 1 + (colon[1] == ' '));
+		}
 	}
 	enum MHD_Result ret = MHD_queue_response(c, (unsigned)resp->status, r);
 	MHD_destroy_response(r);
@@ -357,8 +371,7 @@ static enum MHD_Result respond(struct http_server *h, struct MHD_Connection *c,
 		__atomic_add_fetch(&h->srv->counters.http_errors, 1, __ATOMIC_RELAXED);
 	enum MHD_Result ret = send_response(c, resp);
 	buf_free(&resp->body);
-	buf_free(&resp->cookies);
-	buf_free(&resp->location);
+	buf_free(&resp->headers);
 	return ret;
 }
 
@@ -601,8 +614,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		if (cs->map)
 			munmap(cs->map, cs->map_len);
 		buf_free(&cs->resp.body);
-		buf_free(&cs->resp.cookies);
-		buf_free(&cs->resp.location);
+		buf_free(&cs->resp.headers);
 		principal_free(cs->who);
 		free(cs);
 		*con_cls = NULL;

@@ -68,9 +68,7 @@ struct http_resp {
 	size_t static_len;
 	const char *retry_after;  /* seconds, for 503 */
 	const char *cache_control;
-	struct buf cookies;       /* Set-Cookie values, one per line */
-	struct buf location;      /* a Location header (redirects), when set */
-	char disposition[160];    /* Content-Disposition value, "" for none */
+	struct buf headers;       /* more headers, "Name: value" one per line: http_add_header */
 };
 
 typedef void (*http_handler)(struct server *srv, const struct http_req *req,
@@ -143,6 +141,10 @@ const char *http_query_arg(const struct http_req *req, const char *name);
 void http_error(struct http_resp *resp, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void http_json(struct http_resp *resp, int status);
+/* Adds a header to the answer (Set-Cookie may come several times). A value
+ * with a line break is refused (logged, not sent): no header injection. */
+void http_add_header(struct http_resp *resp, const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 /* Exposed for tests: matches path against pattern, capturing params. */
 int http_match(const char *pattern, const char *path, const char **params, size_t *lens,

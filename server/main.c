@@ -17,6 +17,7 @@
 #include "http.h"
 #include "log.h"
 #include "metrics.h"
+#include "mcp.h"
 #include "pidlock.h"
 #include "server.h"
 #include "server/auth/authz.h"
@@ -25,6 +26,7 @@
 
 struct server_config {
 	char *listen;
+	char *mcp_allowed_hosts;
 	char *data_dir;
 	char *debuginfod_urls;
 	char *config;
@@ -59,6 +61,9 @@ struct server_config {
 static const struct flag_def defs[] = {
 	{ "listen", FLAG_STRING, "127.0.0.1:8080", OFF(listen), 0, 0,
 	  "address to serve HTTP on (host:port; 0.0.0.0:8080 for every interface)" },
+	{ "mcp-allowed-hosts", FLAG_STRING, "", OFF(mcp_allowed_hosts), 0, 0,
+	  "more host names /mcp answers (comma-separated; Host and Origin headers are checked "
+	  "against DNS rebinding: localhost, 127.0.0.1, [::1] and --listen's host always pass; * any)" },
 	{ "data-dir", FLAG_STRING, "./data", OFF(data_dir), 0, 0,
 	  "directory of the store, symbols and metadata" },
 	{ "debuginfod-urls", FLAG_STRING, "", OFF(debuginfod_urls), 0, 0,
@@ -341,6 +346,7 @@ int main(int argc, char **argv, char **envp)
 	lim.ingest_threads = (unsigned)cfg.ingest_threads;
 	lim.ingest_queue = (unsigned)cfg.ingest_queue;
 	lim.spool_dir = cfg.data_dir;
+	srv.mcp = mcp_new(cfg.mcp_allowed_hosts, cfg.listen);
 	http = http_start(cfg.listen, server_routes, server_route_count, &srv, cert ? &tls : NULL,
 			  &lim, &err);
 	/* libmicrohttpd keeps its own copies. */
@@ -359,6 +365,7 @@ int main(int argc, char **argv, char **envp)
 	rc = 0;
 out:
 	http_stop(http);
+	mcp_free(srv.mcp);
 	fetcher_stop(srv.fetcher);
 	sessions_free(srv.sessions);
 	auth_close(srv.auth);

@@ -7,6 +7,7 @@
  * behind a query. */
 #include "handlers.h"
 #include "server/auth/authz.h"
+#include "mcp.h"
 #include "metrics.h"
 #include "util.h"
 
@@ -61,6 +62,10 @@ const struct route server_routes[] = {
 	{ "POST", "/public/api/v1/project/{project_id}/events", handle_events, 1 * MiB, Q, IN_PROJECT("project:read") },
 	{ "POST", "/public/api/v1/project/{project_id}/metrics", handle_metrics_query, 1 * MiB, Q, IN_PROJECT("project:read") },
 	{ "POST", "/public/api/v1/project/{project_id}/metrics/names", handle_metrics_names, 1 * MiB, Q, IN_PROJECT("project:read") },
+	/* MCP (server/mcp.h): any credential; each tool checks project:read. */
+	{ "POST", "/mcp", handle_mcp_post, MCP_MAX_BODY, Q, ME },
+	{ "GET", "/mcp", handle_mcp_get, 0, 0, ME },
+	{ "DELETE", "/mcp", handle_mcp_delete, 0, 0, ME },
 	/* The UI's files, the OpenAPI document and the login page: public. */
 	{ "GET", "*", handle_asset, 0, 0, PUB },
 };

@@ -38,6 +38,7 @@ struct kind_values {
 
 struct auth;
 struct fetcher;
+struct mcp;
 struct metrics_store;
 struct sessions;
 
@@ -51,6 +52,7 @@ struct server {
 	 * in-process tests, where every request is open. */
 	struct auth *auth;
 	struct fetcher *fetcher; /* global symbolization; NULL when not configured */
+	struct mcp *mcp; /* the MCP endpoint's sessions and allowed hosts; NULL: no /mcp */
 	struct server_counters counters;
 	int64_t started_ms;
 	const char *data_dir; /* --data-dir; decompressed symbol uploads go to files in it */

@@ -127,10 +127,12 @@ void auth_set_cookie(struct auth *a, struct http_resp *resp, const char *name, c
 {
 	struct cookie_attrs at = { .path = path, .max_age = max_age, .same_site = a->s.cookie_same_site,
 				   .http_only = http_only, .secure = a->s.cookie_secure };
-	if (resp->cookies.len)
-		buf_putc(&resp->cookies, '\n');
-	if (cookie_set(&resp->cookies, name, value, &at) < 0)
+	struct buf c = { 0 };
+	if (cookie_set(&c, name, value, &at) < 0)
 		log_error("auth: cookie %s could not be written", name);
+	else
+		http_add_header(resp, "Set-Cookie", "%s", c.data);
+	buf_free(&c);
 }
 
 static void clear_cookies(struct auth *a, struct http_resp *resp)

@@ -83,16 +83,17 @@ static void flow_cookie(struct auth *a, struct http_resp *resp, const char *valu
 	struct cookie_attrs at = { .path = OIDC_FLOW_PATH, .max_age = max_age,
 				   .same_site = none ? "None" : "Lax", .http_only = true,
 				   .secure = a->s.cookie_secure };
-	if (resp->cookies.len)
-		buf_putc(&resp->cookies, '\n');
-	if (cookie_set(&resp->cookies, OIDC_FLOW_COOKIE, value, &at) < 0)
+	struct buf c = { 0 };
+	if (cookie_set(&c, OIDC_FLOW_COOKIE, value, &at) < 0)
 		log_error("auth: the OIDC flow cookie could not be written");
+	else
+		http_add_header(resp, "Set-Cookie", "%s", c.data);
+	buf_free(&c);
 }
 
 static void redirect(struct http_resp *resp, const char *to)
 {
-	buf_reset(&resp->location);
-	buf_puts(&resp->location, to);
+	http_add_header(resp, "Location", "%s", to);
 	buf_reset(&resp->body);
 	resp->status = 302;
 	resp->content_type = "text/plain; charset=utf-8";
