@@ -77,7 +77,17 @@ def call(server, sid, name, args, headers=None, rid=2):
     return ans
 
 
+def use_pydeps_attrs():
+    """The SDK's jsonschema needs attrs newer than Debian's, which the
+    system pytest has already imported: forget that copy so build/pydeps'
+    is the one the SDK gets (pytest keeps the classes it holds)."""
+    for name in [m for m in sys.modules if m.split(".")[0] in ("attr", "attrs")]:
+        if "/dist-packages/" in (getattr(sys.modules[name], "__file__", "") or ""):
+            del sys.modules[name]
+
+
 async def sdk_session(url, fn, token=None):
+    use_pydeps_attrs()
     import httpx2
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
