@@ -63,7 +63,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	buf_free(&why);
-	printf("# NVML from %s, %u GPU(s)\n", gpumetrics_library(g), gpumetrics_devices(g));
+	printf("# NVML from %s, %u device(s)\n", gpumetrics_library(g), gpumetrics_devices(g));
 
 	char host[256] = "localhost";
 	(void)gethostname(host, sizeof(host) - 1);
