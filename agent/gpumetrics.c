@@ -337,6 +337,7 @@ static void xid_start(struct gpumetrics *g)
 		    a->nvmlDeviceRegisterEvents(g->dev[i].h, nvmlEventTypeXidCriticalError, g->events) == NVML_SUCCESS)
 			registered++;
 	if (registered && pthread_create(&g->thread, NULL, xid_thread, g) == 0) {
+		pthread_setname_np(g->thread, "ember-gpu-xid");
 		g->thread_on = true;
 		return;
 	}
