@@ -74,7 +74,8 @@ struct gpu_dev {
 	bool nvl_have[NVML_NVLINK_MAX_LINKS];
 	/* GPM: two samples, the newer one at gpm[gpm_new]; metrics need both. */
 	nvmlGpmSample_t gpm[2];
-	int gpm_new, gpm_taken;
+	int gpm_new;
+	bool gpm_taken; /* gpm[gpm_new] holds a sample */
 };
 
 struct xid_event {
@@ -377,7 +378,7 @@ struct gpumetrics *gpumetrics_open(const char *path, bool auto_scan, struct buf 
 		free(g);
 		return NULL;
 	}
-	pthread_mutex_init(&g->mu, NULL);
+	g->mu = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 	unsigned int n = 0;
 	if (g->api.nvmlDeviceGetCount_v2(&n) != NVML_SUCCESS)
 		n = 0;
@@ -420,7 +421,6 @@ void gpumetrics_close(struct gpumetrics *g)
 				g->api.nvmlGpmSampleFree(g->dev[i].gpm[k]);
 	g->api.nvmlShutdown();
 	dlclose(g->lib);
-	pthread_mutex_destroy(&g->mu);
 	free(g);
 }
 
@@ -673,8 +673,10 @@ static void gpm_points(struct gpumetrics *g, struct gpu_dev *d, uint32_t ls, str
 		return;
 	int prev = d->gpm_new;
 	d->gpm_new = next;
-	if (d->gpm_taken++ == 0)
+	if (!d->gpm_taken) {
+		d->gpm_taken = 1;
 		return; /* the first sample: nothing to compare with yet */
+	}
 	nvmlGpmMetricsGet_t *mg = xcalloc(1, sizeof(*mg));
 	mg->version = NVML_GPM_METRICS_GET_VERSION;
 	mg->numMetrics = ARRAY_SIZE(GPM);

@@ -60,7 +60,9 @@ static const unsigned long long mig_total[NMIG] = { 40 * GIB, 20 * GIB, 10 * GIB
 static const unsigned long long mig_used[NMIG] = { 10 * GIB, 5 * GIB, 1 * GIB };
 static const char *const bus[2] = { "00000000:18:00.0", "00000000:1B:00.0" };
 
-/* The scripted clock: microseconds since nvmlInit_v2. */
+/* The fake's state, global as NVML's own is (one library per process):
+ * the scripted clock (microseconds of nvmlInit_v2), whether the XID was
+ * sent, the event set's and the GPM samples' storage. */
 static long long init_us;
 static atomic_bool xid_sent;
 static int event_set; /* the one event set's storage */

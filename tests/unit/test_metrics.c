@@ -835,7 +835,10 @@ static void test_nvml_fake(void **state)
 	assert_true(VAL(&b, "hw.gpu.ecc.errors", "gpu.index", "0", "error.type", "corrected", "gpu.ecc.counter", "volatile") == 0.0);
 	metric_batch_free(&b);
 	hostmetrics_free(h);
-	gpumetrics_close(g); /* prompt, though the thread waits for an XID */
+	/* Prompt, though the event thread waits for an XID. */
+	int64_t t_close = now_unix_ms();
+	gpumetrics_close(g);
+	assert_true(now_unix_ms() - t_close < 2000);
 	unsetenv("FAKE_NVML_ECC_AFTER_MS");
 	unsetenv("FAKE_NVML_XID_AFTER_MS");
 
