@@ -3,9 +3,10 @@
 mode with three MIG devices, NVLink between them, an ECC error and an XID
 79 at scripted times) -> POST /ingest/v1/metrics -> metrics.db -> the
 metrics API. Every documented hw.gpu.* key arrives with its unit, the MIG
-devices are devices of their own (index, UUID, name, parent), the XID is
-one event with its code and meaning at the time it happened, and the ECC
-counter steps from 0 to 1 when the fake says so."""
+devices are devices of their own (index, UUID, name, parent), each XID (79
+on GPU 0, 31 in a MIG device) is one event with its code and meaning at
+the time it happened, on its device, and the ECC counter steps from 0 to 1
+when the fake says so."""
 
 import json
 import os
@@ -133,17 +134,22 @@ def test_every_gpu_key_mig_devices_and_the_xid_event(server, agent_factory, monk
     vals = [v for _, v in ecc["series"][0]["points"]]
     assert vals[0] == 0.0 and vals[-1] == 1.0 and sorted(vals) == vals, vals
 
-    # The XID: one event, code and meaning, at the time the fake sent it.
+    # The XIDs: each one event with its code and meaning at the time the
+    # fake sent it, on its device: 79 on GPU 0, 31 in MIG device 1/mig1.
     xid = query(server, "hw.gpu.xid", t0, t1, group_by="gpu.xid.code", buckets=(t1 - t0) // 100, temporal="max")
-    assert [s["group"] for s in xid["series"]] == ["79"], xid
-    pts = xid["series"][0]["points"]
-    assert len(pts) == 1 and pts[0][1] == 1.0, pts
-    assert t0 + XID_AFTER_MS - 100 <= pts[0][0] <= t0 + XID_AFTER_MS + 15000, (pts, t0)
+    assert sorted(s["group"] for s in xid["series"]) == ["31", "79"], xid
+    for s in xid["series"]:
+        pts = s["points"]
+        assert len(pts) == 1 and pts[0][1] == 1.0, pts
+        assert t0 + XID_AFTER_MS - 100 <= pts[0][0] <= t0 + XID_AFTER_MS + 15000, (pts, t0)
     meaning = groups(query(server, "hw.gpu.xid", t0, t1, group_by="gpu.xid.meaning", temporal="max"))
-    assert meaning == {"GPU has fallen off the bus": 1.0}, meaning
-    dev = groups(query(server, "hw.gpu.xid", t0, t1, group_by="gpu.uuid", temporal="max"))
-    assert dev == {"GPU-fake-0": 1.0}, dev
-
+    assert meaning == {"GPU has fallen off the bus": 1.0,
+                       "GPU memory page fault (an illegal address in an application)": 1.0}, meaning
+    dev = groups(query(server, "hw.gpu.xid", t0, t1, group_by="gpu.index", temporal="max", spatial="sum"))
+    assert dev == {"0": 1.0, "1/mig1": 1.0}, dev
+    on_mig = groups(query(server, "hw.gpu.xid", t0, t1, q='gpu.parent.uuid == "GPU-fake-1"', group_by="gpu.uuid",
+                          temporal="max"))
+    assert on_mig == {"MIG-fake-1-1": 1.0}, on_mig
 
 if __name__ == "__main__":
     pytest.main([__file__, "-v"])

@@ -23,7 +23,8 @@
  *     SMs in a sample newer than the time asked for (66 % on the second
  *     call, if it asked for what is newer than the first). An XID 79 (GPU
  *     fallen off the bus) arrives on it FAKE_NVML_XID_AFTER_MS after init
- *     (default 0), once.
+ *     (default 0), once; right after it an XID 31 (a page fault) in GPU
+ *     1's GPU instance 5, that is its MIG device mig1.
  *   GPU 1 "NVIDIA H100 80GB HBM3" (GPU-fake-1, bus 00000000:1B:00.0), in
  *     MIG mode, so (as with NVML) no utilization, processes or GPM of its
  *     own: 80 GiB, 3 GiB used; 300 W of 700 W; 45 °C; SM 1755 MHz, memory
@@ -64,7 +65,7 @@ static const char *const bus[2] = { "00000000:18:00.0", "00000000:1B:00.0" };
  * the scripted clock (microseconds of nvmlInit_v2), whether the XID was
  * sent, the event set's and the GPM samples' storage. */
 static long long init_us;
-static atomic_bool xid_sent;
+static atomic_int xid_sent;
 static int event_set; /* the one event set's storage */
 static int gpm_storage[64];
 static atomic_int gpm_next;
@@ -435,7 +436,9 @@ nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *m)
 	return NVML_SUCCESS;
 }
 
-/* Events: one XID 79 on GPU 0, FAKE_NVML_XID_AFTER_MS after init. */
+/* Events, FAKE_NVML_XID_AFTER_MS after init, each once: an XID 79 on GPU 0,
+ * then an XID 31 (a page fault) in GPU 1's GPU instance 5, its MIG device
+ * 1. */
 nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set)
 {
 	*set = (nvmlEventSet_t)&event_set;
@@ -452,17 +455,26 @@ nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *e, unsigne
 	if (set != (nvmlEventSet_t)&event_set)
 		return NVML_ERROR_INVALID_ARGUMENT;
 	long long due = init_us + env_ms("FAKE_NVML_XID_AFTER_MS") * 1000;
-	long long wait = atomic_load(&xid_sent) ? (long long)timeout_ms * 1000 : due - now_us();
+	long long wait = atomic_load(&xid_sent) >= 2 ? (long long)timeout_ms * 1000 : due - now_us();
 	if (wait > (long long)timeout_ms * 1000)
 		wait = (long long)timeout_ms * 1000;
 	if (wait > 0) {
 		struct timespec ts = { wait / 1000000, (wait % 1000000) * 1000 };
 		nanosleep(&ts, NULL);
 	}
-	if (atomic_load(&xid_sent) || now_us() < due || atomic_exchange(&xid_sent, 1))
+	if (now_us() < due)
 		return NVML_ERROR_TIMEOUT;
-	*e = (nvmlEventData_t){ .device = (nvmlDevice_t)&devs[0], .eventType = nvmlEventTypeXidCriticalError,
-				.eventData = 79, .gpuInstanceId = 0xFFFFFFFF, .computeInstanceId = 0xFFFFFFFF };
+	int k = atomic_fetch_add(&xid_sent, 1);
+	if (k == 0)
+		*e = (nvmlEventData_t){ .device = (nvmlDevice_t)&devs[0], .eventType = nvmlEventTypeXidCriticalError,
+					.eventData = 79, .gpuInstanceId = 0xFFFFFFFF, .computeInstanceId = 0xFFFFFFFF };
+	else if (k == 1)
+		*e = (nvmlEventData_t){ .device = (nvmlDevice_t)&devs[1], .eventType = nvmlEventTypeXidCriticalError,
+					.eventData = 31, .gpuInstanceId = 5, .computeInstanceId = 0 };
+	else {
+		atomic_store(&xid_sent, 2);
+		return NVML_ERROR_TIMEOUT;
+	}
 	return NVML_SUCCESS;
 }
 nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set)

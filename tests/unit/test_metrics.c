@@ -666,18 +666,23 @@ static bool near(double got, double want, double rel)
 	return fabs(got - want) <= fabs(want) * rel;
 }
 
-/* The hw.gpu.xid points of a batch (the fake's one XID 79 on GPU 0),
- * checked: code, meaning, device and a time since `since`. */
+/* The hw.gpu.xid points of a batch (the fake's XID 79 on GPU 0 and XID
+ * 31 in GPU 1's MIG device mig1), checked: code, meaning, device and a
+ * time since `since`. */
 static size_t xid_points(const struct metric_batch *b, int64_t since)
 {
 	size_t n = points_named(b, "hw.gpu.xid");
 	if (!n)
 		return 0;
-	assert_true(VAL(b, "hw.gpu.xid", "gpu.index", "0", "gpu.uuid", "GPU-fake-0", "gpu.xid.code", "79",
-			"gpu.xid.meaning", "GPU has fallen off the bus") == 1.0);
 	for (size_t k = 0; k < b->npoints; k++)
 		if (!strcmp(strtab_get(&b->strings, b->series[b->point_series[k]].name), "hw.gpu.xid"))
 			assert_true(b->point_ms[k] >= since && b->point_ms[k] <= now_unix_ms());
+	double x79 = VAL(b, "hw.gpu.xid", "gpu.index", "0", "gpu.uuid", "GPU-fake-0", "gpu.xid.code", "79",
+			 "gpu.xid.meaning", "GPU has fallen off the bus");
+	double x31 = VAL(b, "hw.gpu.xid", "gpu.index", "1/mig1", "gpu.uuid", "MIG-fake-1-1", "gpu.parent.uuid",
+			 "GPU-fake-1", "gpu.xid.code", "31", "gpu.xid.meaning",
+			 "GPU memory page fault (an illegal address in an application)");
+	assert_int_equal((x79 == 1.0) + (x31 == 1.0), n); /* each point one of the two */
 	return n;
 }
 
@@ -803,16 +808,17 @@ static void test_nvml_fake(void **state)
 	xids += xid_points(&b, before);
 	metric_batch_free(&b);
 
-	/* The XID 79: the event thread queued it when the fake sent it; it
-	 * comes with one collection, at the time it arrived, once. */
-	for (int i = 0; i < 200 && !xids; i++) {
+	/* The XIDs: the event thread queued each when the fake sent it; each
+	 * comes with one collection, at the time it arrived, once, on its
+	 * device (the MIG device for the one NVML gave a GPU instance). */
+	for (int i = 0; i < 200 && xids < 2; i++) {
 		metric_batch_init(&b);
 		gpumetrics_collect(g, h, &b, 7000 + i);
 		xids += xid_points(&b, before);
 		metric_batch_free(&b);
 		nanosleep(&ts20, NULL);
 	}
-	assert_int_equal(xids, 1);
+	assert_int_equal(xids, 2);
 	metric_batch_init(&b);
 	gpumetrics_collect(g, h, &b, 9000);
 	assert_int_equal(points_named(&b, "hw.gpu.xid"), 0);
