@@ -104,6 +104,10 @@ def gpu_batch(now):
         b.add("hw.gpu.sm.occupancy", "%", labels, const(45 if idx == "0" else 10))
         b.add("hw.gpu.tensor_util", "%", labels, const(33 if idx == "0" else 5))
         b.add("hw.gpu.dram_bw_util", "%", labels, const(71 if idx == "0" else 8))
+    # A MIG device of GPU 1, a device of its own (tensor activity only).
+    mig = {**host_labels("g1"), "gpu.index": "1/mig0", "gpu.uuid": "MIG-0000-1-0",
+           "gpu.name": "NVIDIA H100 MIG 3g.40gb", "gpu.parent.index": "1", "gpu.parent.uuid": "GPU-0000-1"}
+    b.add("hw.gpu.tensor_util", "%", mig, const(12))
     # One XID 79 on GPU 0, in the middle of the range.
     xid = {**host_labels("g1"), "gpu.index": "0", "gpu.uuid": "GPU-0000-0", "gpu.name": "NVIDIA H100",
            "gpu.xid.code": "79", "gpu.xid.meaning": "GPU has fallen off the bus"}
@@ -359,9 +363,12 @@ def test_gpu_health_charts_and_the_xid_marker(server, page):
     PCIe, NVLink, GPM, ECC) and the XID: a red mark at its time on every GPU
     chart, with its code and meaning, and a row in the XID table."""
     open_metrics(page, server.base, "project=" + server.gpu_project)
-    for pid in ("gpu_clock", "gpu_occupancy", "gpu_tensor", "gpu_dram"):
+    for pid in ("gpu_clock", "gpu_occupancy", "gpu_dram"):
         assert legend(page, pid) == ["GPU 0", "GPU 1"], pid
+    # A MIG device is a device of its own.
+    assert legend(page, "gpu_tensor") == ["GPU 0", "GPU 1", "GPU 1/mig0"], legend(page, "gpu_tensor")
     ms = mid_bucket(page, "gpu_occupancy")
+    assert "GPU 1/mig0 12%" in hover(page, "gpu_tensor", ms)
     assert "GPU 0 45%" in hover(page, "gpu_occupancy", ms)
     assert "GPU 1 8%" in hover(page, "gpu_dram", ms)
     # Throttle reasons: only the one ever seen, as a share of the time.
