@@ -72,6 +72,9 @@ struct gpu_dev {
 	unsigned long long nvl_kib[NVML_NVLINK_MAX_LINKS][2];
 	long long nvl_us[NVML_NVLINK_MAX_LINKS];
 	bool nvl_have[NVML_NVLINK_MAX_LINKS];
+	/* The other end of each link, asked once ("" = unknown). */
+	char nvl_peer[NVML_NVLINK_MAX_LINKS][NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
+	bool nvl_peer_asked[NVML_NVLINK_MAX_LINKS];
 	/* GPM: two samples, the newer one at gpm[gpm_new]; metrics need both. */
 	nvmlGpmSample_t gpm[2];
 	int gpm_new;
@@ -573,9 +576,13 @@ static void nvlink_points(struct gpumetrics *g, struct gpu_dev *d, struct hostme
 			break; /* no NVLink, or no more links */
 		if (rc != NVML_SUCCESS || on != NVML_FEATURE_ENABLED)
 			continue;
-		char ln[12], peer[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
+		char ln[12];
 		snprintf(ln, sizeof(ln), "%u", link);
-		nvlink_peer(g, d, link, peer, sizeof(peer));
+		if (!d->nvl_peer_asked[link]) {
+			nvlink_peer(g, d, link, d->nvl_peer[link], sizeof(d->nvl_peer[link]));
+			d->nvl_peer_asked[link] = true;
+		}
+		const char *peer = d->nvl_peer[link];
 		/* Throughput: the data counters (KiB) over the time between two
 		 * collections, as NVML stamps them. */
 		if (a->nvmlDeviceGetFieldValues) {
