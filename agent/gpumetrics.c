@@ -278,13 +278,6 @@ static void add_mig_devices(struct gpumetrics *g, unsigned parent)
 	}
 }
 
-static int64_t wall_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The event thread: waits for XIDs (half a second at a time, so that
  * close is prompt) and queues them with their arrival time. */
 static void *xid_thread(void *arg)
@@ -303,7 +296,7 @@ static void *xid_thread(void *arg)
 		}
 		if (!(e.eventType & nvmlEventTypeXidCriticalError))
 			continue;
-		int64_t ms = wall_ms();
+		int64_t ms = now_unix_ms();
 		/* The GPU it came from, or its MIG device when NVML says which. */
 		unsigned dev = GPU_MAX_DEVICES;
 		for (unsigned i = 0; i < g->ndev && dev == GPU_MAX_DEVICES; i++)
