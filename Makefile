@@ -160,9 +160,9 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/testutil.h tests/unit/storeutil.h $(
 
 # A stand-in for NVML with known readings, which test_metrics loads
 # (tests/unit/fake_nvml.c); built plain: it is dlopen'ed, never linked.
-$(BUILD)/tests/libfake-nvml.so: tests/unit/fake_nvml.c
+$(BUILD)/tests/libfake-nvml.so: tests/unit/fake_nvml.c | $(BUILD)/cuda-headers/include/nvml.h
 	@mkdir -p $(@D)
-	$(call say,CC,$@)$(CC) -std=gnu11 -O1 -g -fPIC -shared -Wall -Wextra -Werror $< -o $@
+	$(call say,CC,$@)$(CC) -std=gnu11 -O1 -g -fPIC -shared -Wall -Wextra -Werror -isystem $(BUILD)/cuda-headers/include $< -o $@ -lpthread
 
 $(BUILD)/tests/test_metrics: $(BUILD)/tests/libfake-nvml.so
 
@@ -318,6 +318,16 @@ all: $(GPU_LIB)
 
 $(BUILD)/cuda-headers/include/cupti_activity.h:
 	$(call say,FETCH,$(BUILD)/cuda-headers)scripts/fetch-cuda-headers.sh
+
+# nvml.h (Debian's libnvidia-ml-dev, fetched with the CUPTI headers) for the
+# agent's GPU metrics, agent/gpumetrics.c: NVML is dlopen'ed, never linked.
+$(BUILD)/cuda-headers/include/nvml.h:
+	$(call say,FETCH,$(BUILD)/cuda-headers)scripts/fetch-cuda-headers.sh
+
+NVML_USERS := $(call obj,agent/gpumetrics.c) $(call aobj,agent/gpumetrics.c) $(BUILD)/fuzz/obj/agent/gpumetrics.o
+$(NVML_USERS): ALL_CFLAGS += -isystem $(CUDA_HEADERS)
+$(NVML_USERS): FUZZ_CFLAGS += -isystem $(CUDA_HEADERS)
+$(NVML_USERS): | $(CUDA_HEADERS)/nvml.h
 
 $(BUILD)/gpu-obj/%.o: %.c | $(CUDA_HEADERS)/cupti_activity.h
 	@mkdir -p $(@D)

@@ -68,7 +68,7 @@ static const struct flag_def defs[] = {
 	{ "enable-host-metrics", FLAG_BOOL, "true", OFF(host_metrics), 0, 0,
 	  "collect host, process, cgroup and disk metrics from /proc and /sys/fs/cgroup" },
 	{ "enable-gpu-metrics", FLAG_BOOL, "true", OFF(gpu_metrics), 0, 0,
-	  "collect NVIDIA GPU metrics through NVML (libnvidia-ml.so) when it can be loaded" },
+	  "collect NVIDIA GPU metrics, MIG devices and XID events through NVML (libnvidia-ml.so) when it can be loaded" },
 	{ "nvml-path", FLAG_STRING, "", OFF(nvml_path), 0, 0,
 	  "path of libnvidia-ml.so to load (default: the soname libnvidia-ml.so.1 through the dynamic loader)" },
 	{ "nvml-auto-scan", FLAG_BOOL, "false", OFF(nvml_auto_scan), 0, 0,

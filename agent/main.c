@@ -409,7 +409,7 @@ static void start_metrics(struct agent *a, const struct http_opts *hopts)
 		struct buf why = { 0 };
 		gpu = gpumetrics_open(a->cfg.nvml_path, a->cfg.nvml_auto_scan, &why);
 		if (gpu)
-			log_info("GPU metrics: NVML from %s, %u GPU(s)", gpumetrics_library(gpu),
+			log_info("GPU metrics: NVML from %s, %u device(s) (GPUs and MIG devices)", gpumetrics_library(gpu),
 				 gpumetrics_devices(gpu));
 		else
 			log_info("GPU metrics off: NVML could not be loaded; tried %s", why.data ? why.data : "nothing");

@@ -10,9 +10,15 @@
  * with nvidia-smi), then the cost of one collection (wall time, min /
  * median / max over the intervals) and of encoding the batch.
  * Exits 2 when NVML cannot be loaded (saying what was tried).
- * Usage: gpumetrics_bench [COUNT] [INTERVAL_MS] [NVML_PATH]
- *        (defaults 10, 1000, "" = search as the agent does)
+ * Usage: gpumetrics_bench [-q] [COUNT] [INTERVAL_MS] [NVML_PATH]
+ *        (defaults 10, 1000, "" = search as the agent does; -q prints
+ *        only the last collection's points and the summary)
+ * Without a GPU, NVML_PATH=build/tests/libfake-nvml.so (the scripted two
+ * H100s with MIG, NVLink, GPM and an XID of tests/unit/fake_nvml.c)
+ * measures ember's own share of a collection: the fake answers at once,
+ * so what remains is the calls, the labels and the batch.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +53,11 @@ static void print_points(const struct metric_batch *b)
 
 int main(int argc, char **argv)
 {
+	bool quiet = argc > 1 && strcmp(argv[1], "-q") == 0;
+	if (quiet) {
+		argv++;
+		argc--;
+	}
 	long count = argc > 1 ? strtol(argv[1], NULL, 10) : 10;
 	long interval_ms = argc > 2 ? strtol(argv[2], NULL, 10) : 1000;
 	const char *path = argc > 3 ? argv[3] : "";
@@ -63,7 +74,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	buf_free(&why);
-	printf("# NVML from %s, %u GPU(s)\n", gpumetrics_library(g), gpumetrics_devices(g));
+	printf("# NVML from %s, %u device(s)\n", gpumetrics_library(g), gpumetrics_devices(g));
 
 	char host[256] = "localhost";
 	(void)gethostname(host, sizeof(host) - 1);
@@ -83,7 +94,8 @@ int main(int argc, char **argv)
 		uint64_t t0 = now_mono_ns();
 		gpumetrics_collect(g, hm, &b, ts);
 		cost[i] = now_mono_ns() - t0;
-		print_points(&b);
+		if (!quiet || i == count - 1)
+			print_points(&b);
 		struct metric_batch_meta meta = { .agent_instance = "bench", .project = "default",
 						  .start_unix_ms = ts, .end_unix_ms = ts };
 		struct buf enc = { 0 };
@@ -100,8 +112,9 @@ int main(int argc, char **argv)
 	qsort(cost, (size_t)count, sizeof(*cost), cmp_u64);
 	printf("# collections %ld, points %llu (%.1f per collection)\n", count,
 	       (unsigned long long)points, (double)points / (double)count);
-	printf("# one collection: min %.1f us, median %.1f us, max %.1f us\n", (double)cost[0] / 1e3,
-	       (double)cost[count / 2] / 1e3, (double)cost[count - 1] / 1e3);
+	printf("# one collection: min %.1f us, median %.1f us, max %.1f us (%u devices: %.1f us per device, median)\n",
+	       (double)cost[0] / 1e3, (double)cost[count / 2] / 1e3, (double)cost[count - 1] / 1e3,
+	       gpumetrics_devices(g), (double)cost[count / 2] / 1e3 / MAX(1u, gpumetrics_devices(g)));
 	printf("# encoding: %.1f us and %.0f bytes per batch\n", (double)enc_ns / 1e3 / (double)count,
 	       (double)enc_bytes / (double)count);
 	free(cost);

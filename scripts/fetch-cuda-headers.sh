@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Fetches the CUPTI headers libembercuda.so (gpu/) compiles against into
-# build/cuda-headers/include: Debian bookworm's non-free libcupti-dev,
-# downloaded and unpacked with dpkg-deb -x, never installed. Only headers
-# are kept; nothing links against NVIDIA's libraries (the library dlopens
-# libcupti at run time). gpu/cuda_min/ stands in for cuda.h, which only
-# NVIDIA's 774 MB toolkit package carries.
+# Fetches the NVIDIA headers ember compiles against into
+# build/cuda-headers/include: Debian bookworm's non-free libcupti-dev (the
+# CUPTI headers of libembercuda.so, gpu/) and libnvidia-ml-dev (nvml.h, for
+# the agent's GPU metrics, agent/gpumetrics.c), downloaded and unpacked
+# with dpkg-deb -x, never installed. Only headers are kept; nothing links
+# against NVIDIA's libraries (libcupti and libnvidia-ml are dlopen'ed at
+# run time). gpu/cuda_min/ stands in for cuda.h, which only NVIDIA's 774 MB
+# toolkit package carries.
 #
 # Every file is verified: the suite's InRelease by Debian's archive keyring
 # (gpgv), the non-free package index by the SHA-256 InRelease lists, the
@@ -15,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mirror=${EMBER_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 suite=bookworm
-package=libcupti-dev
+packages="libcupti-dev libnvidia-ml-dev"
 target=build/cuda-headers
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 
@@ -28,7 +30,8 @@ done
 stamp="$target/.installed"
 # A stamp naming the package and version: nothing to do. (Checked before
 # any download so that builds without network work once fetched.)
-if [ -f "$stamp" ] && [ -f "$target/include/cupti_activity.h" ] && [ "${1:-}" != "--refresh" ]; then
+if [ -f "$stamp" ] && [ -f "$target/include/cupti_activity.h" ] && [ -f "$target/include/nvml.h" ] &&
+   [ "${1:-}" != "--refresh" ]; then
   exit 0
 fi
 
@@ -46,20 +49,30 @@ fetch "$mirror/dists/$suite/$index" "$work/Packages.xz"
 echo "$want_sum  $work/Packages.xz" | sha256sum -c --quiet - || die "$index does not match its SHA-256"
 xz -dc "$work/Packages.xz" > "$work/Packages"
 
-read -r version file sum < <(awk -v want="$package" '
-  /^Package: / {p=$2} /^Version: / {v=$2} /^Filename: / {f=$2} /^SHA256: / {h=$2}
-  /^$/ { if (p == want) { print v, f, h; exit } p=v=f=h="" }
-' "$work/Packages") || true
-[ -n "${file:-}" ] || die "$suite non-free has no $package"
+rm -rf "$work/stage"
+mkdir -p "$work/stage/include"
+: > "$work/stamp"
+for package in $packages; do
+  read -r version file sum < <(awk -v want="$package" '
+    /^Package: / {p=$2} /^Version: / {v=$2} /^Filename: / {f=$2} /^SHA256: / {h=$2}
+    /^$/ { if (p == want) { print v, f, h; exit } p=v=f=h="" }
+  ' "$work/Packages") || true
+  [ -n "${file:-}" ] || die "$suite non-free has no $package"
 
-fetch "$mirror/$file" "$work/pkg.deb"
-echo "$sum  $work/pkg.deb" | sha256sum -c --quiet - || die "$file does not match its SHA-256"
-dpkg-deb -x "$work/pkg.deb" "$work/root"
-[ -f "$work/root/usr/include/cupti_activity.h" ] || die "$package $version has no cupti_activity.h"
+  fetch "$mirror/$file" "$work/$package.deb"
+  echo "$sum  $work/$package.deb" | sha256sum -c --quiet - || die "$file does not match its SHA-256"
+  dpkg-deb -x "$work/$package.deb" "$work/root-$package"
+  cp -r "$work/root-$package/usr/include/." "$work/stage/include/"
+  [ -d "$work/root-$package/usr/share/doc/$package" ] &&
+    mkdir -p "$work/stage/doc" && cp -r "$work/root-$package/usr/share/doc/$package" "$work/stage/doc/"
+  echo "$package $version" >> "$work/stamp"
+  file=""
+done
+[ -f "$work/stage/include/cupti_activity.h" ] || die "libcupti-dev has no cupti_activity.h"
+[ -f "$work/stage/include/nvml.h" ] || die "libnvidia-ml-dev has no nvml.h"
 
 rm -rf "$target"
-mkdir -p "$target/include"
-cp -r "$work/root/usr/include/." "$target/include/"
-[ -d "$work/root/usr/share/doc/$package" ] && cp -r "$work/root/usr/share/doc/$package" "$target/doc"
-echo "$package $version" > "$stamp"
-echo "fetch-cuda-headers: $package $version headers in $target/include"
+mkdir -p "$target"
+cp -r "$work/stage/." "$target/"
+cp "$work/stamp" "$stamp"
+echo "fetch-cuda-headers: $(paste -sd, "$stamp") headers in $target/include"

@@ -18,6 +18,8 @@
 //     onZoom: (startMs, endMs) => {},   // drag across the chart
 //     onClick: (ms, i, ev) => {},   // a click (not a drag) on bucket i starting at ms
 //     onSeries: (name) => {},       // a click on a legend entry
+//     marks: [{ ms, label }],       // events marked at their time: a dashed
+//                                   // red line and a flag whose tooltip is label
 //   });
 //   c.destroy();
 //
@@ -172,6 +174,15 @@ export function timeChart(container, opts) {
 		cursor = node('line', { y1: PAD.top, y2: PAD.top + plotH, class: 'chart-cursor', visibility: 'hidden' }, svg);
 		selection = node('rect', { y: PAD.top, height: plotH, class: 'chart-selection', visibility: 'hidden' }, svg);
 		node('rect', { x: PAD.left, y: PAD.top, width: plotW, height: plotH, fill: 'transparent', class: 'chart-hit' }, svg);
+		// Events over everything (their flags take the pointer for the tooltip).
+		for (const m of o.marks || []) {
+			if (!(m.ms >= t0 && m.ms <= t1) || t1 <= t0) continue;
+			const x = PAD.left + ((m.ms - t0) / (t1 - t0)) * plotW;
+			const g = node('g', { class: 'chart-mark', 'data-mark': m.label, 'data-ms': m.ms }, svg);
+			node('line', { x1: x, x2: x, y1: PAD.top, y2: PAD.top + plotH, class: 'chart-mark-line' }, g);
+			const flag = node('path', { d: `M${x.toFixed(1)},${PAD.top}l6,0l-6,7z`, class: 'chart-mark-flag' }, g);
+			node('title', {}, flag).textContent = m.label;
+		}
 	}
 
 	const bucketAt = (x) => Math.max(0, Math.min(n - 1, Math.floor(((x - PAD.left) / plotW) * n)));

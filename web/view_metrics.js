@@ -152,6 +152,10 @@ function panelsFor(by, names) {
 		{ id: 'gpu_mem', title: 'GPU memory used', sub: 'share of the GPU\u2019s memory', metric: 'hw.gpu.memory.utilization', unit: '%', spatial: 'avg' },
 		{ id: 'gpu_power', title: 'GPU power', sub: 'power draw', metric: 'hw.gpu.power', unit: 'W', spatial: by === 'host' ? 'sum' : 'avg' },
 		{ id: 'gpu_temp', title: 'GPU temperature', sub: 'hottest GPU of each group', metric: 'hw.gpu.temp', unit: 'Cel', spatial: 'max' },
+		{ id: 'gpu_clock', title: 'SM clock', sub: 'streaming-multiprocessor clock', metric: 'hw.gpu.clock.sm', unit: 'MHz', spatial: 'avg' },
+		{ id: 'gpu_occupancy', title: 'SM occupancy', sub: 'resident warps of the maximum (GPM, Hopper and later)', metric: 'hw.gpu.sm.occupancy', unit: '%', spatial: 'avg' },
+		{ id: 'gpu_tensor', title: 'Tensor core activity', sub: 'time the tensor pipes were busy (GPM)', metric: 'hw.gpu.tensor_util', unit: '%', spatial: 'avg' },
+		{ id: 'gpu_dram', title: 'DRAM bandwidth', sub: 'share of the peak (GPM)', metric: 'hw.gpu.dram_bw_util', unit: '%', spatial: 'avg' },
 	].map((p) => ({
 		...p,
 		gpu: true,
@@ -160,6 +164,44 @@ function panelsFor(by, names) {
 		attr: gpuBy,
 		display: gpuName,
 	}));
+	gpu.push(
+		{
+			id: 'gpu_throttle',
+			title: 'Clocks throttle reasons',
+			sub: 'share of the time each reason held the clocks back, on the worst GPU; reasons never seen are left out',
+			metrics: [{ metric: 'hw.gpu.clocks_throttle', group_by: 'gpu.throttle_reason', spatial: 'max' }],
+			unit: '%',
+			scale: 100,
+			hideZero: true,
+			gpu: true,
+		},
+		{
+			id: 'gpu_pcie',
+			title: 'PCIe throughput',
+			sub: 'bytes per second over PCIe, all GPUs',
+			metrics: [{ metric: 'hw.gpu.pcie.tx', as: 'sent' }, { metric: 'hw.gpu.pcie.rx', as: 'received' }],
+			unit: 'bytes/s',
+			combine: 'named',
+			gpu: true,
+		},
+		{
+			id: 'gpu_nvlink',
+			title: 'NVLink throughput',
+			sub: 'data bytes per second over NVLink, all links of all GPUs',
+			metrics: [{ metric: 'hw.gpu.nvlink.tx', as: 'sent' }, { metric: 'hw.gpu.nvlink.rx', as: 'received' }],
+			unit: 'bytes/s',
+			combine: 'named',
+			gpu: true,
+		},
+		{
+			id: 'gpu_ecc',
+			title: 'ECC errors',
+			sub: 'corrected + uncorrected, since the driver loaded (volatile) and over the GPUs\u2019 life (aggregate)',
+			metrics: [{ metric: 'hw.gpu.ecc.errors', group_by: 'gpu.ecc.counter', spatial: 'sum' }],
+			unit: 'errors',
+			gpu: true,
+		}
+	);
 	gpu.push({
 		id: 'gpu_proc',
 		title: 'GPU use per process',
@@ -230,7 +272,12 @@ function build(root) {
 		<div class="met-gpu">
 			<div class="met-grid">${panelHTML('gpu_util')}${panelHTML('gpu_mem')}</div>
 			<div class="met-grid">${panelHTML('gpu_power')}${panelHTML('gpu_temp')}</div>
+			<div class="met-grid">${panelHTML('gpu_clock')}${panelHTML('gpu_throttle')}</div>
+			<div class="met-grid">${panelHTML('gpu_pcie')}${panelHTML('gpu_nvlink')}</div>
+			<div class="met-grid">${panelHTML('gpu_occupancy')}${panelHTML('gpu_tensor')}</div>
+			<div class="met-grid">${panelHTML('gpu_dram')}${panelHTML('gpu_ecc')}</div>
 			${panelHTML('gpu_proc')}
+			<section class="panel met-xids" aria-label="XID events"></section>
 		</div>
 	</div>
 	<div class="met-pop" role="dialog" aria-label="This moment" hidden></div>
@@ -244,6 +291,7 @@ function build(root) {
 		content: q('.met-content'),
 		gpu: q('.met-gpu'),
 		gpuEmpty: q('.met-gpu-empty'),
+		xids: q('.met-xids'),
 		pop: q('.met-pop'),
 		panel: Object.fromEntries([...root.querySelectorAll('.met-panel')].map((p) => [p.dataset.panel, p])),
 	};
@@ -301,6 +349,9 @@ async function run() {
 	const all = hasGPU ? panels.concat(gpu) : panels;
 	s.panels = all;
 	const num_buckets = bucketsFor(filter.end_ts - filter.start_ts);
+	// XID events, marked on every GPU chart and listed under them.
+	s.marks = [];
+	const marksP = hasGPU && s.names.has('hw.gpu.xid') ? loadXids(ask, num_buckets).catch(() => []) : Promise.resolve([]);
 	const jobs = all.map(async (p) => {
 		head(p);
 		if (!p.present) return renderNone(p, `No ${p.metrics.map((m) => m.metric).join(' or ')} in ${ctx.rangeText}${ctx.q.trim() ? ' for this query' : ''}.`);
@@ -318,6 +369,7 @@ async function run() {
 						: null
 				)
 			);
+			if (p.gpu) s.marks = await marksP;
 			if (s !== v) return;
 			s.data[p.id] = seriesOf(p, answers, filter, num_buckets);
 			renderPanel(p);
@@ -330,9 +382,46 @@ async function run() {
 	expose();
 	await Promise.all(jobs);
 	if (s !== v) return;
+	s.marks = await marksP;
+	renderXids();
 	renderTable();
 	expose();
 	ctx.setState('ready');
+}
+
+// The XID events of the time range: one request per attribute (code,
+// meaning, device), joined by bucket. Each is { ms (the middle of its
+// bucket), codes, meanings, gpus, label }.
+async function loadXids(ask, num_buckets) {
+	const by = ['gpu.xid.code', 'gpu.xid.meaning', 'gpu.index'];
+	const answers = await Promise.all(by.map((group_by) => ask('metrics', { metric: 'hw.gpu.xid', group_by, temporal: 'max', spatial: 'sum', num_buckets })));
+	const at = new Map();
+	answers.forEach((a, k) => {
+		for (const s of a.series || [])
+			for (const [ts, x] of s.points) {
+				if (!Number.isFinite(x) || x <= 0) continue;
+				const ms = ts + a.buckets_ms / 2;
+				if (!at.has(ms)) at.set(ms, [new Set(), new Set(), new Set()]);
+				at.get(ms)[k].add(s.group);
+			}
+	});
+	return [...at]
+		.sort((a, b) => a[0] - b[0])
+		.map(([ms, [codes, meanings, gpus]]) => {
+			const c = [...codes].join(', '), m = [...meanings].join('; '), g = [...gpus].map((x) => `GPU ${x}`).join(', ');
+			return { ms, codes: [...codes], meanings: [...meanings], gpus: [...gpus], label: `XID ${c}: ${m}${g ? ` (${g})` : ''}` };
+		});
+}
+
+function renderXids() {
+	const el = v.els.xids;
+	const marks = v.marks || [];
+	el.hidden = !marks.length;
+	if (!marks.length) return el.replaceChildren();
+	el.innerHTML = `<div class="met-panel-head"><h2>XID events</h2><span class="met-sub">GPU errors the driver reported (marked in red on the charts above)</span></div>
+		<table class="met-xid-table"><thead><tr><th>Time</th><th>XID</th><th>Meaning</th><th>GPU</th></tr></thead><tbody>${marks
+			.map((m) => `<tr><td>${escapeHTML(new Date(m.ms).toLocaleString())}</td><td>${escapeHTML(m.codes.join(', '))}</td><td>${escapeHTML(m.meanings.join('; '))}</td><td>${escapeHTML(m.gpus.join(', '))}</td></tr>`)
+			.join('')}</tbody></table>`;
 }
 
 // The answers of a panel as one list of series of values per bucket:
@@ -353,7 +442,7 @@ function seriesOf(p, answers, filter, num) {
 			const own = new Array(n).fill(null);
 			for (const [ts, x] of s.points) {
 				const i = Math.floor((ts - start_ts) / bucket_ms);
-				if (i >= 0 && i < n && Number.isFinite(x)) own[i] = x;
+				if (i >= 0 && i < n && Number.isFinite(x)) own[i] = x * (p.scale || 1);
 			}
 			fillGaps(own);
 			own.forEach((x, i) => {
@@ -389,6 +478,7 @@ function seriesOf(p, answers, filter, num) {
 		}
 	} else {
 		shown = [...all].sort((a, b) => String(a.group).localeCompare(String(b.group), undefined, { numeric: true }));
+		if (p.hideZero) shown = shown.filter((x) => x.peak);
 	}
 	return { start_ts, bucket_ms, n, unit: (got[0] && got[0].unit) || p.unit, all, series: shown };
 }
@@ -477,6 +567,7 @@ function renderPanel(p) {
 		ticks: u.ticks,
 		onZoom: (a, b) => ctx.setTimeRange(a, b),
 		onClick: (ms, i, ev) => openPop(p, ms, i, ev),
+		marks: p.gpu ? v.marks || [] : [],
 		onSeries: p.attr
 			? (name) => {
 					const s = d.series.find((x) => x.name === name);
@@ -705,6 +796,7 @@ function expose() {
 				.map(([id, d]) => [id, { unit: d.unit, bucket_ms: d.bucket_ms, start_ts: d.start_ts, series: d.series.map((s) => ({ name: s.name, group: s.group, values: s.values })) }])
 		),
 		charts: v.charts,
+		xids: (v.marks || []).map((m) => ({ ...m })),
 	};
 }
 

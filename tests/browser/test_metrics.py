@@ -85,6 +85,33 @@ def gpu_batch(now):
         b.add("hw.gpu.memory.utilization", "%", labels, const(mem))
         b.add("hw.gpu.power", "W", labels, const(watts))
         b.add("hw.gpu.temp", "Cel", labels, const(temp))
+        # The health metrics of the complete NVML collection.
+        b.add("hw.gpu.clock.sm", "MHz", labels, const(1980 if idx == "0" else 1755))
+        for reason in ("gpu_idle", "sw_power_cap", "hw_slowdown"):
+            held = reason == "sw_power_cap" and idx == "0"
+            b.add("hw.gpu.clocks_throttle", "1", {**labels, "gpu.throttle_reason": reason},
+                  [(t, 1.0 if held and k % 2 else 0.0) for k, t in enumerate(ts)])
+        b.add("hw.gpu.pcie.tx", "bytes/s", labels, const(100 * MiB))
+        b.add("hw.gpu.pcie.rx", "bytes/s", labels, const(200 * MiB))
+        for link in ("0", "1"):
+            nv = {**labels, "gpu.nvlink.link": link, "gpu.nvlink.peer": "1" if idx == "0" else "0"}
+            b.add("hw.gpu.nvlink.tx", "bytes/s", nv, const(1024 * MiB))
+            b.add("hw.gpu.nvlink.rx", "bytes/s", nv, const(512 * MiB))
+        for counter in ("volatile", "aggregate"):
+            b.add("hw.gpu.ecc.errors", "1", {**labels, "error.type": "corrected", "gpu.ecc.counter": counter},
+                  [(t, (1 if k >= 5 and idx == "0" else 0) + (5 if counter == "aggregate" else 0))
+                   for k, t in enumerate(ts)])
+        b.add("hw.gpu.sm.occupancy", "%", labels, const(45 if idx == "0" else 10))
+        b.add("hw.gpu.tensor_util", "%", labels, const(33 if idx == "0" else 5))
+        b.add("hw.gpu.dram_bw_util", "%", labels, const(71 if idx == "0" else 8))
+    # A MIG device of GPU 1, a device of its own (tensor activity only).
+    mig = {**host_labels("g1"), "gpu.index": "1/mig0", "gpu.uuid": "MIG-0000-1-0",
+           "gpu.name": "NVIDIA H100 MIG 3g.40gb", "gpu.parent.index": "1", "gpu.parent.uuid": "GPU-0000-1"}
+    b.add("hw.gpu.tensor_util", "%", mig, const(12))
+    # One XID 79 on GPU 0, in the middle of the range.
+    xid = {**host_labels("g1"), "gpu.index": "0", "gpu.uuid": "GPU-0000-0", "gpu.name": "NVIDIA H100",
+           "gpu.xid.code": "79", "gpu.xid.meaning": "GPU has fallen off the bus"}
+    b.add("hw.gpu.xid", "1", xid, [(ts[10] + 7_000, 1.0)])
     trainer = {**proc_labels("trainer", "500", "g1", None, None), "gpu.index": "0"}
     b.add("hw.gpu.process.utilization", "%", trainer, const(75))
     b.add("process.utime", "cores", proc_labels("trainer", "500", "g1", None, None), const(2.0))
@@ -105,6 +132,7 @@ def server(request):
     with urllib.request.urlopen(srv.base + "/public/api/v1/projects", timeout=10) as r:
         projects = {p["name"]: p["id"] for p in json.loads(r.read())["projects"]}
     srv.gpu_project = projects["gpu"]
+    srv.gpu_xid_ms = times(now)[10] + 7_000
     return srv
 
 
@@ -327,6 +355,60 @@ def test_gpu_section_with_nvml_metrics(server, page):
     assert "g1 400 W" in hover(page, "gpu_power", ms)
     page.mouse_move(5, 5)
     shot(page, "metrics-gpu", full_page=True)
+    no_errors(page)
+
+
+def test_gpu_health_charts_and_the_xid_marker(server, page):
+    """The charts of the complete NVML collection (clocks, throttle reasons,
+    PCIe, NVLink, GPM, ECC) and the XID: a red mark at its time on every GPU
+    chart, with its code and meaning, and a row in the XID table."""
+    open_metrics(page, server.base, "project=" + server.gpu_project)
+    for pid in ("gpu_clock", "gpu_occupancy", "gpu_dram"):
+        assert legend(page, pid) == ["GPU 0", "GPU 1"], pid
+    # A MIG device is a device of its own.
+    assert legend(page, "gpu_tensor") == ["GPU 0", "GPU 1", "GPU 1/mig0"], legend(page, "gpu_tensor")
+    ms = mid_bucket(page, "gpu_occupancy")
+    assert "GPU 1/mig0 12%" in hover(page, "gpu_tensor", ms)
+    assert "GPU 0 45%" in hover(page, "gpu_occupancy", ms)
+    assert "GPU 1 8%" in hover(page, "gpu_dram", ms)
+    # Throttle reasons: only the one ever seen, as a share of the time.
+    assert legend(page, "gpu_throttle") == ["sw_power_cap"], legend(page, "gpu_throttle")
+    vals = [x for x in panel(page, "gpu_throttle")["series"][0]["values"] if x is not None]
+    assert max(vals) <= 100 and 0 < sum(vals) / len(vals) < 100, vals
+    assert legend(page, "gpu_pcie") == ["sent", "received"]
+    assert "sent 200 MiB/s" in hover(page, "gpu_pcie", ms)
+    assert legend(page, "gpu_nvlink") == ["sent", "received"]
+    assert "sent 4 GiB/s" in hover(page, "gpu_nvlink", ms)  # two links of two GPUs, 1 GiB/s each
+    ecc = {s["name"]: s["values"] for s in panel(page, "gpu_ecc")["series"]}
+    assert set(ecc) == {"aggregate", "volatile"}, ecc
+    vol = [x for x in ecc["volatile"] if x is not None]
+    assert vol[0] == 0 and vol[-1] == 1, vol
+    page.mouse_move(5, 5)
+    # The XID: one event, marked on every GPU chart at its time.
+    xids = page.evaluate("emberMetrics.xids")
+    assert len(xids) == 1 and xids[0]["codes"] == ["79"] and xids[0]["gpus"] == ["0"], xids
+    assert xids[0]["label"] == "XID 79: GPU has fallen off the bus (GPU 0)", xids
+    marks = page.evaluate("""[...document.querySelectorAll('#view-metrics .met-gpu [data-panel] .chart-mark')]
+        .map((m) => [m.closest('[data-panel]').dataset.panel, m.dataset.mark, m.querySelector('title').textContent])""")
+    charts = {m[0] for m in marks}
+    assert {"gpu_util", "gpu_mem", "gpu_power", "gpu_temp", "gpu_clock", "gpu_throttle", "gpu_pcie", "gpu_nvlink",
+            "gpu_occupancy", "gpu_tensor", "gpu_dram", "gpu_ecc", "gpu_proc"} <= charts, charts
+    assert all(m[1] == m[2] == "XID 79: GPU has fallen off the bus (GPU 0)" for m in marks), marks
+    # The mark sits at the event's time (within its bucket) on the chart.
+    x_mark, x_event, bucket_px = page.evaluate("""(() => {
+        const el = document.querySelector('#view-metrics [data-panel="gpu_util"] .chart-mark line');
+        const c = emberMetrics.charts.gpu_util, p = emberMetrics.panels.gpu_util;
+        const left = document.querySelector('#view-metrics [data-panel="gpu_util"] .chart-svg').getBoundingClientRect().left;
+        return [left + Number(el.getAttribute('x1')), c.clientXOf(emberMetrics.xids[0].ms),
+                c.clientXOf(p.start_ts + p.bucket_ms) - c.clientXOf(p.start_ts)]; })()""")
+    assert abs(x_mark - x_event) <= 1, (x_mark, x_event)
+    event_ms = server.gpu_xid_ms
+    assert abs(xids[0]["ms"] - event_ms) <= panel(page, "gpu_util")["bucket_ms"], (xids, event_ms)
+    rows = page.evaluate("""[...document.querySelectorAll('#view-metrics .met-xids tbody tr')]
+        .map((r) => [...r.cells].slice(1).map((c) => c.textContent))""")
+    assert rows == [["79", "GPU has fallen off the bus", "0"]], rows
+    page.evaluate("document.querySelector('#view-metrics .met-xids').scrollIntoView()")
+    shot(page, "metrics-gpu-health", full_page=True)
     no_errors(page)
 
 

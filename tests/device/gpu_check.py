@@ -65,7 +65,22 @@ def check(what, ok, detail):
 names = {n["name"]: n for n in post("metrics/names", {"filter": {"start_ts": busy[0] - 60000,
                                                                   "end_ts": idle[1], "query": None}})["names"]}
 gpu_names = sorted(n for n in names if n.startswith("hw.gpu"))
-check("GPU metrics stored", len(gpu_names) == 8, gpu_names)
+# Every key a lone Hopper GPU (H100/H200, ECC on, no MIG) should give
+# (docs/internals/metrics.md); NVLink only where a link is up, retired
+# pages only before Ampere, XIDs only when one happens.
+REQUIRED = {
+    "hw.gpu.utilization", "hw.gpu.memory.utilization", "hw.gpu.memory.usage", "hw.gpu.memory.limit",
+    "hw.gpu.power", "hw.gpu.power.limit", "hw.gpu.temp", "hw.gpu.clock.sm", "hw.gpu.clock.mem",
+    "hw.gpu.clocks_throttle", "hw.gpu.clocks_throttle.reasons", "hw.gpu.pcie.tx", "hw.gpu.pcie.rx",
+    "hw.gpu.ecc.errors", "hw.gpu.remapped_rows", "hw.gpu.remapped_rows.pending", "hw.gpu.remapped_rows.failure",
+    "hw.gpu.sm.efficiency", "hw.gpu.sm.occupancy", "hw.gpu.tensor_util", "hw.gpu.dram_bw_util",
+    "hw.gpu.process.utilization", "hw.gpu.process.memory.utilization", "hw.gpu.process.memory.usage",
+}
+OPTIONAL = {"hw.gpu.nvlink.tx", "hw.gpu.nvlink.rx", "hw.gpu.nvlink.errors", "hw.gpu.retired_pages",
+            "hw.gpu.xid", "hw.gpu.xid.dropped"}
+check("GPU metric keys stored", REQUIRED <= set(gpu_names) and set(gpu_names) <= REQUIRED | OPTIONAL,
+      f"missing {sorted(REQUIRED - set(gpu_names))}, unexpected {sorted(set(gpu_names) - REQUIRED - OPTIONAL)}, "
+      f"optional present {sorted(set(gpu_names) & OPTIONAL)}")
 
 mem_total = smi[0][3] if smi else float("nan")
 pairs = [("hw.gpu.utilization", 1, 1.0, 5.0), ("hw.gpu.memory.utilization", 2, 100.0 / mem_total, 0.5),
@@ -79,6 +94,18 @@ for name, col, scale, tol in pairs:
         t = tol if tol is not None else 0.15 * abs(want) + 1e-9
         check(f"{name} ({phase})", abs(got - want) <= t,
               f"ember {got:.2f}, nvidia-smi {want:.2f} (tolerance {t:.2f})")
+# The newer keys: plausible values during the load (bf16 matrix products).
+lim = metric("hw.gpu.memory.limit", *busy).get("all", float("nan"))
+check("hw.gpu.memory.limit is nvidia-smi's total", abs(lim / (1 << 20) - mem_total) <= 1,
+      f"ember {lim / (1 << 20):.0f} MiB, nvidia-smi {mem_total:.0f} MiB")
+pl = metric("hw.gpu.power.limit", *busy).get("all", float("nan"))
+pw = metric("hw.gpu.power", *busy).get("all", float("nan"))
+check("hw.gpu.power.limit above the draw", 100 <= pl <= 1500 and pw <= pl * 1.05, f"limit {pl} W, draw {pw} W")
+for name in ("hw.gpu.sm.efficiency", "hw.gpu.sm.occupancy", "hw.gpu.tensor_util", "hw.gpu.dram_bw_util"):
+    b_, i_ = metric(name, *busy).get("all", float("nan")), metric(name, *idle).get("all", float("nan"))
+    check(f"{name} (GPM) follows the load", 0 < b_ <= 100 and i_ < b_, f"busy {b_}, idle {i_}")
+ecc = metric("hw.gpu.ecc.errors", *busy, q='error.type == "uncorrected" && gpu.ecc.counter == "volatile"')
+check("no uncorrected ECC errors", ecc.get("all", float("nan")) == 0, ecc)
 u_busy = metric("hw.gpu.utilization", *busy).get("all", 0)
 u_idle = metric("hw.gpu.utilization", *idle).get("all", 100)
 check("utilization follows the load", u_busy >= 90 and u_idle <= 10, f"busy {u_busy:.1f} %, idle {u_idle:.1f} %")

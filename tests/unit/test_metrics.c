@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "agent/gpumetrics.h"
 #include "agent/hostmetrics.h"
@@ -631,12 +632,71 @@ static size_t points_named(const struct metric_batch *b, const char *prefix)
 	return n;
 }
 
+/* The points of metric name whose labels include every pair of kv (NULL
+ * ends it); their count in *n, the first one's value returned (NaN when
+ * none). */
+static double value_kv(const struct metric_batch *b, const char *name, size_t *n, const char *const *kv)
+{
+	double first = NAN;
+	size_t found = 0;
+	for (size_t i = 0; i < b->npoints; i++) {
+		const struct mb_series *s = &b->series[b->point_series[i]];
+		if (strcmp(strtab_get(&b->strings, s->name), name) != 0)
+			continue;
+		const uint32_t *lk = b->set_strings + b->set_offsets[s->labels];
+		bool all = true;
+		for (size_t w = 0; kv[w]; w += 2) {
+			bool ok = false;
+			for (uint32_t k = 0; k + 1 < b->set_lengths[s->labels]; k += 2)
+				ok = ok || (!strcmp(strtab_get(&b->strings, lk[k]), kv[w]) &&
+					    !strcmp(strtab_get(&b->strings, lk[k + 1]), kv[w + 1]));
+			all = all && ok;
+		}
+		if (all && found++ == 0)
+			first = b->point_values[i];
+	}
+	if (n)
+		*n = found;
+	return first;
+}
+#define VAL(b, name, ...) value_kv((b), (name), NULL, (const char *const[]){ __VA_ARGS__, NULL })
+
+static bool near(double got, double want, double rel)
+{
+	return fabs(got - want) <= fabs(want) * rel;
+}
+
+/* The hw.gpu.xid points of a batch (the fake's XID 79 on GPU 0 and XID
+ * 31 in GPU 1's MIG device mig1), checked: code, meaning, device and a
+ * time since `since`. */
+static size_t xid_points(const struct metric_batch *b, int64_t since)
+{
+	size_t n = points_named(b, "hw.gpu.xid");
+	if (!n)
+		return 0;
+	for (size_t k = 0; k < b->npoints; k++)
+		if (!strcmp(strtab_get(&b->strings, b->series[b->point_series[k]].name), "hw.gpu.xid"))
+			assert_true(b->point_ms[k] >= since && b->point_ms[k] <= now_unix_ms());
+	double x79 = VAL(b, "hw.gpu.xid", "gpu.index", "0", "gpu.uuid", "GPU-fake-0", "gpu.xid.code", "79",
+			 "gpu.xid.meaning", "GPU has fallen off the bus");
+	double x31 = VAL(b, "hw.gpu.xid", "gpu.index", "1/mig1", "gpu.uuid", "MIG-fake-1-1", "gpu.parent.uuid",
+			 "GPU-fake-1", "gpu.xid.code", "31", "gpu.xid.meaning",
+			 "GPU memory page fault (an illegal address in an application)");
+	assert_int_equal((x79 == 1.0) + (x31 == 1.0), n); /* each point one of the two */
+	return n;
+}
+
 /* gpumetrics against tests/unit/fake_nvml.c (built beside this test as
- * libfake-nvml.so): every reading lands as the metric it is documented
- * as, on the right GPU and process; the memory share leaves out the
- * driver's reserve; per-process SM samples move forward between
- * collections; a GPU that supports little yields only what it supports;
- * a failing nvmlInit_v2 is reported with NVML's own words. */
+ * libfake-nvml.so, the scripted two H100s): every reading lands as the
+ * metric key it is documented as (docs/internals/metrics.md), on the
+ * right device, link and process; GPU 1's three MIG devices are devices
+ * of their own with their parent's index and UUID; the memory share
+ * leaves out the driver's reserve; NVLink throughput is the counters'
+ * rate between two collections, GPM needs two samples; per-process SM
+ * samples move forward between collections; what a device does not
+ * support is left out; the XID 79 arrives as one hw.gpu.xid point with
+ * its code and meaning, once; a failing nvmlInit_v2 is reported with
+ * NVML's own words. */
 static void test_nvml_fake(void **state)
 {
 	(void)state;
@@ -646,9 +706,11 @@ static void test_nvml_fake(void **state)
 	lib[n] = '\0';
 	strcpy(strrchr(lib, '/') + 1, "libfake-nvml.so");
 	struct buf why = { 0 };
+	setenv("FAKE_NVML_XID_AFTER_MS", "300", 1); /* after the first two collections */
+	setenv("FAKE_NVML_ECC_AFTER_MS", "0", 1);
 	struct gpumetrics *g = gpumetrics_open(lib, false, &why);
 	assert_non_null(g);
-	assert_int_equal(gpumetrics_devices(g), 2);
+	assert_int_equal(gpumetrics_devices(g), 5); /* two GPUs, three MIG devices */
 	assert_string_equal(gpumetrics_library(g), lib);
 
 	char *dir = make_temp_dir();
@@ -657,35 +719,134 @@ static void test_nvml_fake(void **state)
 	struct hostmetrics *h = hostmetrics_new(&o);
 	struct metric_batch b;
 	metric_batch_init(&b);
+	int64_t before = now_unix_ms();
 	gpumetrics_collect(g, h, &b, 5000);
-	assert_true(value_of2(&b, "hw.gpu.utilization", "gpu.uuid", "GPU-fake-0", "gpu.name", "Fake GPU 0") == 87.0);
-	assert_true(value_of2(&b, "hw.gpu.utilization", "gpu.index", "1", "host.name", "h1") == 5.0);
-	assert_true(value_of(&b, "hw.gpu.memory.utilization", "gpu.index", "0") == 29.0);
-	assert_true(fabs(value_of(&b, "hw.gpu.power", "gpu.index", "0") - 512.345) < 1e-9);
-	assert_true(value_of(&b, "hw.gpu.temp", "gpu.index", "0") == 61.0);
-	assert_true(value_of(&b, "hw.gpu.clock.sm", "gpu.index", "0") == 1980.0);
-	assert_true(value_of(&b, "hw.gpu.clock.mem", "gpu.index", "0") == 3201.0);
+	const char *H100 = "NVIDIA H100 80GB HBM3";
+	assert_true(VAL(&b, "hw.gpu.utilization", "gpu.uuid", "GPU-fake-0", "gpu.name", H100, "host.name", "h1") == 87.0);
+	assert_true(isnan(VAL(&b, "hw.gpu.utilization", "gpu.index", "1"))); /* MIG mode: none */
+	assert_true(VAL(&b, "hw.gpu.memory.utilization", "gpu.index", "0") == 25.0);
+	assert_true(VAL(&b, "hw.gpu.memory.usage", "gpu.index", "0") == 20.0 * (1 << 30));
+	assert_true(VAL(&b, "hw.gpu.memory.limit", "gpu.index", "0") == 80.0 * (1 << 30));
+	assert_true(fabs(VAL(&b, "hw.gpu.power", "gpu.index", "0") - 512.345) < 1e-9);
+	assert_true(VAL(&b, "hw.gpu.power", "gpu.index", "1") == 300.0);
+	assert_true(VAL(&b, "hw.gpu.power.limit", "gpu.index", "0") == 700.0);
+	assert_true(VAL(&b, "hw.gpu.temp", "gpu.index", "0") == 61.0);
+	assert_true(VAL(&b, "hw.gpu.clock.sm", "gpu.index", "0") == 1980.0);
+	assert_true(VAL(&b, "hw.gpu.clock.mem", "gpu.index", "0") == 2619.0);
+	/* Clocks held back: the mask, and one 0/1 point per named reason. */
+	assert_true(VAL(&b, "hw.gpu.clocks_throttle.reasons", "gpu.index", "0") == 36.0);
+	assert_true(VAL(&b, "hw.gpu.clocks_throttle", "gpu.index", "0", "gpu.throttle_reason", "sw_power_cap") == 1.0);
+	assert_true(VAL(&b, "hw.gpu.clocks_throttle", "gpu.index", "0", "gpu.throttle_reason", "sw_thermal_slowdown") == 1.0);
+	assert_true(VAL(&b, "hw.gpu.clocks_throttle", "gpu.index", "0", "gpu.throttle_reason", "gpu_idle") == 0.0);
+	assert_true(VAL(&b, "hw.gpu.clocks_throttle", "gpu.index", "1", "gpu.throttle_reason", "gpu_idle") == 1.0);
+	size_t cnt;
+	value_kv(&b, "hw.gpu.clocks_throttle", &cnt, (const char *const[]){ "gpu.index", "0", NULL });
+	assert_int_equal(cnt, 9);
+	assert_true(VAL(&b, "hw.gpu.pcie.tx", "gpu.index", "0") == 1000.0 * 1024);
+	assert_true(VAL(&b, "hw.gpu.pcie.rx", "gpu.index", "0") == 2000.0 * 1024);
+	/* NVLink errors per link now; throughput needs a second collection. */
+	assert_true(VAL(&b, "hw.gpu.nvlink.errors", "gpu.index", "0", "gpu.nvlink.link", "0", "error.type", "replay") == 3.0);
+	assert_true(VAL(&b, "hw.gpu.nvlink.errors", "gpu.index", "0", "gpu.nvlink.link", "1", "error.type", "replay") == 0.0);
+	value_kv(&b, "hw.gpu.nvlink.errors", &cnt, (const char *const[]){ "gpu.index", "1", NULL });
+	assert_int_equal(cnt, 8); /* two links, four counters */
+	assert_true(isnan(VAL(&b, "hw.gpu.nvlink.tx", "gpu.index", "0")));
+	/* ECC: the error the fake scripted at time 0. */
+	assert_true(VAL(&b, "hw.gpu.ecc.errors", "gpu.index", "0", "error.type", "corrected", "gpu.ecc.counter", "volatile") == 1.0);
+	assert_true(VAL(&b, "hw.gpu.ecc.errors", "gpu.index", "0", "error.type", "corrected", "gpu.ecc.counter", "aggregate") == 6.0);
+	assert_true(VAL(&b, "hw.gpu.ecc.errors", "gpu.index", "0", "error.type", "uncorrected", "gpu.ecc.counter", "volatile") == 0.0);
+	assert_true(VAL(&b, "hw.gpu.ecc.errors", "gpu.index", "1", "error.type", "corrected", "gpu.ecc.counter", "aggregate") == 0.0);
+	assert_true(VAL(&b, "hw.gpu.retired_pages", "gpu.index", "0", "gpu.retirement.cause", "single_bit") == 2.0);
+	assert_true(VAL(&b, "hw.gpu.retired_pages", "gpu.index", "0", "gpu.retirement.cause", "double_bit") == 0.0);
+	assert_true(isnan(VAL(&b, "hw.gpu.retired_pages", "gpu.index", "1")));
+	assert_true(VAL(&b, "hw.gpu.remapped_rows", "gpu.index", "0", "error.type", "corrected") == 1.0);
+	assert_true(VAL(&b, "hw.gpu.remapped_rows", "gpu.index", "0", "error.type", "uncorrected") == 0.0);
+	assert_true(VAL(&b, "hw.gpu.remapped_rows.pending", "gpu.index", "0") == 0.0);
+	assert_true(VAL(&b, "hw.gpu.remapped_rows.failure", "gpu.index", "0") == 0.0);
+	/* GPM: nothing until two samples. */
+	assert_true(isnan(VAL(&b, "hw.gpu.sm.occupancy", "gpu.index", "0")));
+	/* MIG devices: their own names, memory and parent. */
+	assert_true(VAL(&b, "hw.gpu.memory.utilization", "gpu.index", "1/mig0", "gpu.uuid", "MIG-fake-1-0", "gpu.name",
+			"NVIDIA H100 80GB HBM3 MIG 3g.40gb", "gpu.parent.index", "1", "gpu.parent.uuid", "GPU-fake-1") == 25.0);
+	assert_true(VAL(&b, "hw.gpu.memory.limit", "gpu.index", "1/mig1", "gpu.name", "NVIDIA H100 80GB HBM3 MIG 2g.20gb") ==
+		    20.0 * (1 << 30));
+	assert_true(VAL(&b, "hw.gpu.memory.utilization", "gpu.index", "1/mig2", "gpu.uuid", "MIG-fake-1-2") == 10.0);
+	assert_true(isnan(VAL(&b, "hw.gpu.memory.utilization", "gpu.index", "1/mig3")));
+	assert_true(isnan(VAL(&b, "hw.gpu.power", "gpu.index", "1/mig0"))); /* a MIG device has no power of its own */
+	/* GPUs carry no parent. */
+	assert_true(isnan(VAL(&b, "hw.gpu.temp", "gpu.index", "0", "gpu.parent.index", "0")));
 	char pid[16];
 	snprintf(pid, sizeof(pid), "%d", (int)getpid());
-	assert_true(value_of2(&b, "hw.gpu.process.memory.utilization", "process.pid", pid, "gpu.index", "0") == 10.0);
-	assert_true(value_of2(&b, "hw.gpu.process.utilization", "process.pid", pid, "gpu.uuid", "GPU-fake-0") == 77.0);
+	assert_true(VAL(&b, "hw.gpu.process.memory.utilization", "process.pid", pid, "gpu.index", "0") == 12.5);
+	assert_true(VAL(&b, "hw.gpu.process.memory.usage", "process.pid", pid, "gpu.index", "0") == 10.0 * (1 << 30));
+	assert_true(VAL(&b, "hw.gpu.process.utilization", "process.pid", pid, "gpu.uuid", "GPU-fake-0") == 77.0);
 	/* The process's own attributes come with it (read from /proc). */
-	assert_false(isnan(value_of2(&b, "hw.gpu.process.utilization", "process.pid", pid,
-				     "process.executable.name", "test_metrics")));
-	/* GPU 1: only its utilization. */
-	assert_true(isnan(value_of(&b, "hw.gpu.power", "gpu.index", "1")));
-	assert_true(isnan(value_of(&b, "hw.gpu.memory.utilization", "gpu.index", "1")));
-	assert_int_equal(points_named(&b, "hw.gpu."), 9);
+	assert_false(isnan(VAL(&b, "hw.gpu.process.utilization", "process.pid", pid, "process.executable.name", "test_metrics")));
+	/* The XID 79 is not due yet (counted all the same, should a slow
+	 * machine get past its time). */
+	size_t xids = xid_points(&b, before);
 	metric_batch_free(&b);
 
+	/* A second collection: NVLink rates between the two (link L sends
+	 * (L+1) GiB/s and receives half of it, to the other GPU); GPM from
+	 * the two samples, none on GPU 1 (unsupported); the process's newer
+	 * SM sample. */
+	struct timespec ts20 = { 0, 20 * 1000000L };
+	nanosleep(&ts20, NULL);
 	metric_batch_init(&b);
 	gpumetrics_collect(g, h, &b, 6000);
-	assert_true(value_of(&b, "hw.gpu.process.utilization", "process.pid", pid) == 66.0);
+	assert_true(near(VAL(&b, "hw.gpu.nvlink.tx", "gpu.index", "0", "gpu.nvlink.link", "0", "gpu.nvlink.peer", "1"),
+			 1024.0 * 1024 * 1024, 0.01));
+	assert_true(near(VAL(&b, "hw.gpu.nvlink.rx", "gpu.index", "0", "gpu.nvlink.link", "1"), 1024.0 * 1024 * 1024, 0.01));
+	assert_true(near(VAL(&b, "hw.gpu.nvlink.tx", "gpu.index", "1", "gpu.nvlink.link", "1", "gpu.nvlink.peer", "0"),
+			 2048.0 * 1024 * 1024, 0.01));
+	assert_true(VAL(&b, "hw.gpu.sm.occupancy", "gpu.index", "0") == 45.5);
+	assert_true(VAL(&b, "hw.gpu.sm.efficiency", "gpu.index", "0") == 60.0);
+	assert_true(VAL(&b, "hw.gpu.tensor_util", "gpu.index", "0") == 33.0);
+	assert_true(VAL(&b, "hw.gpu.dram_bw_util", "gpu.index", "0") == 71.0);
+	assert_true(isnan(VAL(&b, "hw.gpu.tensor_util", "gpu.index", "1")));
+	assert_true(VAL(&b, "hw.gpu.process.utilization", "process.pid", pid) == 66.0);
+	xids += xid_points(&b, before);
 	metric_batch_free(&b);
+
+	/* The XIDs: the event thread queued each when the fake sent it; each
+	 * comes with one collection, at the time it arrived, once, on its
+	 * device (the MIG device for the one NVML gave a GPU instance). */
+	for (int i = 0; i < 200 && xids < 2; i++) {
+		metric_batch_init(&b);
+		gpumetrics_collect(g, h, &b, 7000 + i);
+		xids += xid_points(&b, before);
+		metric_batch_free(&b);
+		nanosleep(&ts20, NULL);
+	}
+	assert_int_equal(xids, 2);
+	metric_batch_init(&b);
+	gpumetrics_collect(g, h, &b, 9000);
+	assert_int_equal(points_named(&b, "hw.gpu.xid"), 0);
+	metric_batch_free(&b);
+	assert_string_equal(gpumetrics_xid_meaning(13), "graphics engine exception (often an out-of-range access in a kernel)");
+	assert_null(gpumetrics_xid_meaning(99999));
 	hostmetrics_free(h);
 	gpumetrics_close(g);
 	rm_rf(dir);
 	free(dir);
+
+	/* ECC scripted for later: no error yet. */
+	setenv("FAKE_NVML_ECC_AFTER_MS", "600000", 1);
+	setenv("FAKE_NVML_XID_AFTER_MS", "600000", 1);
+	g = gpumetrics_open(lib, false, &why);
+	assert_non_null(g);
+	h = hostmetrics_new(&o);
+	metric_batch_init(&b);
+	gpumetrics_collect(g, h, &b, 5000);
+	assert_true(VAL(&b, "hw.gpu.ecc.errors", "gpu.index", "0", "error.type", "corrected", "gpu.ecc.counter", "volatile") == 0.0);
+	metric_batch_free(&b);
+	hostmetrics_free(h);
+	/* Prompt, though the event thread waits for an XID. */
+	int64_t t_close = now_unix_ms();
+	gpumetrics_close(g);
+	assert_true(now_unix_ms() - t_close < 2000);
+	unsetenv("FAKE_NVML_ECC_AFTER_MS");
+	unsetenv("FAKE_NVML_XID_AFTER_MS");
 
 	buf_reset(&why);
 	setenv("FAKE_NVML_INIT_FAIL", "1", 1);
