@@ -759,6 +759,10 @@ int main(int argc, char **argv)
 	 * (scan_carry_blocks). EMBER_BENCH_LIVE_EVERY=N also times a live
 	 * flamegraph of the whole range every N s. */
 	uint64_t heads_folds = 0, folds = 0, folds_max = 0, live_runs = 0;
+	/* Of those folds, the parts folded alone (blocks that keep no ids in
+	 * an in-memory part's dictionaries, as a closed hour's), and how many
+	 * probes made 1, 2, 3, 4 and 5 or more folds. */
+	uint64_t alone = 0, alone_max = 0, chains_max = 0, fold_probes[6] = { 0 };
 	double live_ms = 0, live_max = 0;
 	const char *le = getenv("EMBER_BENCH_LIVE_EVERY");
 	int live_every = le ? atoi(le) : 0;
@@ -774,10 +778,16 @@ int main(int argc, char **argv)
 		for (size_t i = 0; i < n; i++)
 			heads_folds += !scan_shares_later(scan, i);
 		scan_carry_blocks(scan);
-		uint64_t f = 0;
-		for (size_t i = 0; i < n; i++)
+		uint64_t f = 0, a = 0;
+		for (size_t i = 0; i < n; i++) {
 			f += !scan_shares_later(scan, i);
+			a += !scan_same_dictionary(scan, i, i); /* named by no head */
+		}
 		scan_close(scan);
+		alone += a;
+		alone_max = MAX(alone_max, a);
+		chains_max = MAX(chains_max, f - a); /* more than 1: heads of other dictionaries */
+		fold_probes[MIN(f, (uint64_t)5)]++;
 		probes++;
 		parts_sum += n;
 		parts_max = MAX(parts_max, (uint64_t)n);
@@ -855,6 +865,13 @@ int main(int argc, char **argv)
 	printf("  separate folds of a stack tree it would make: mean %.1f, most %llu (with only the "
 	       "heads folded together: mean %.1f)\n", probes ? (double)folds / (double)probes : 0.0,
 	       (unsigned long long)folds_max, probes ? (double)heads_folds / (double)probes : 0.0);
+	printf("  of them parts folded alone (no ids in a head's dictionaries, as a closed hour's "
+	       "block): mean %.1f, most %llu; chains of the heads' dictionaries folded: most %llu; "
+	       "probes that made 1, 2, 3, 4, 5+ folds: %llu, %llu, %llu, %llu, %llu\n",
+	       probes ? (double)alone / (double)probes : 0.0, (unsigned long long)alone_max,
+	       (unsigned long long)chains_max, (unsigned long long)fold_probes[1],
+	       (unsigned long long)fold_probes[2], (unsigned long long)fold_probes[3],
+	       (unsigned long long)fold_probes[4], (unsigned long long)fold_probes[5]);
 	if (live_runs)
 		printf("  a live flamegraph of the whole range every %d s during ingest: mean %.0f ms, "
 		       "most %.0f ms (%llu runs)\n", live_every, live_ms / (double)live_runs, live_max,

@@ -142,11 +142,14 @@ void scope_free(struct scope *sc)
 }
 
 /* A part's dictionaries' name for carrying sums (0: none) and, for a
- * block so named, its nids node ids in them, below count. */
+ * block so named, its nids node ids in them, below count; ends: the
+ * in-memory part that folds the chain of its name, begun even when it
+ * selects nothing. */
 struct carry_name {
 	uint64_t name;
 	const uint32_t *ids;
 	size_t nids, count;
+	bool ends;
 };
 
 struct scan {
@@ -160,10 +163,18 @@ struct scan {
 	struct scan_ids ids; /* how its stacks are named */
 	/* per part of the view, once scan_carry_blocks() named them */
 	struct carry_name *names;
+	/* the view's part read at each position (NULL: the view's order) */
+	size_t *order;
 	int8_t *label_ok; /* per label set: -1 not yet evaluated, 0 out, 1 in */
 	size_t caplabel_ok;
 	uint64_t series_selected, rows_matched, rollup_stacks;
 };
+
+/* The view's index of the part read at position i. */
+static size_t view_index(const struct scan *s, size_t i)
+{
+	return s->order ? s->order[i] : i;
+}
 
 /* The part's id of the scope's project when p holds it and meets the
  * range (what scan_begin() asks), else UINT32_MAX. */
@@ -174,45 +185,88 @@ static uint32_t scope_project(const struct scan *s, const struct part *p)
 	return strtab_lookup(&p->lstr, s->sc->project_id, strlen(s->sc->project_id));
 }
 
-/* Whether part i (in memory) will be begun: it holds the project and
- * meets the range. It only grows, so what holds now holds when it is
- * begun. Returns its node count then, or 0. */
+/* The node count of in-memory part i of the view now (it only grows, so
+ * it has at least as many when begun). */
 static size_t memory_part_nodes(struct scan *s, size_t i)
 {
 	const struct part *p = store_view_peek(s->view, i);
 	if (!p)
 		return 0;
-	size_t n = scope_project(s, p) != UINT32_MAX ? p->nnodes : 0;
+	size_t n = p->nnodes;
 	store_view_end(s->view, i);
 	return n;
 }
 
-/* Names the parts for carrying (scan.h, scan_shares_later), from the
- * last: a block written from a sealed head takes the head's name when the
- * part after it has that name and the in-memory part that ends their
- * chain will be begun and has every id the block's stacks are given. */
+/* The last in-memory part of the view with dictionaries d, or SIZE_MAX. */
+static size_t last_in_memory(const struct scan *s, uint64_t d)
+{
+	for (size_t j = store_view_count(s->view); j-- > 0;)
+		if (store_view_dictionary(s->view, j) == d)
+			return j;
+	return SIZE_MAX;
+}
+
+/* Names the parts for carrying (scan.h, scan_shares_later) and orders
+ * them so that the parts of each name are read one after another. The
+ * view lists parts by generation, which a block takes when it is
+ * written: a closed hour's block merged after a block of the open hour
+ * was written, or after a head was sealed, is listed between that part
+ * and the head. Requiring the part right after a block to have its name
+ * left every block before such a part, and the sealed heads, to fold
+ * alone. Here a block written from a sealed head takes the head's name
+ * whenever the view holds an in-memory part of that name with every id
+ * the block's stacks are given: the last one (each holds the ids of the
+ * one before), which ends the chain and is begun even when it selects
+ * nothing (the head right after a flush holds no row yet). The parts of
+ * no name are read first, in the view's order, then each name's blocks
+ * and its in-memory parts, each in the view's order, so its end comes
+ * last. What a query adds up does not depend on the order. */
 void scan_carry_blocks(struct scan *s)
 {
 	size_t n = store_view_count(s->view);
 	if (s->names)
 		return;
-	s->names = xcalloc(n ? n : 1, sizeof(*s->names));
-	size_t end_nodes = 0; /* of the in-memory part ending the chain of part i + 1 */
-	for (size_t i = n; i-- > 0;) {
+	size_t m = n ? n : 1;
+	s->names = xcalloc(m, sizeof(*s->names));
+	s->order = xcalloc(m, sizeof(*s->order));
+	size_t *end = xcalloc(m, sizeof(*end));             /* per named part: its chain's end */
+	size_t *end_nodes = xcalloc(m, sizeof(*end_nodes)); /* per end: nodes + 1, 0 not yet */
+	for (size_t i = 0; i < n; i++) {
 		uint64_t d = store_view_dictionary(s->view, i);
 		if (d) {
 			s->names[i].name = d;
-			end_nodes = memory_part_nodes(s, i);
+			end[i] = last_in_memory(s, d);
 			continue;
 		}
 		const uint32_t *ids;
 		size_t nids, nnodes;
 		uint64_t l = store_view_lineage(s->view, i, &ids, &nids, &nnodes);
-		if (l && i + 1 < n && s->names[i + 1].name == l && end_nodes >= nnodes && nnodes)
-			s->names[i] = (struct carry_name){ l, ids, nids, nnodes };
-		else
-			end_nodes = 0;
+		size_t e = l && nnodes ? last_in_memory(s, l) : SIZE_MAX;
+		if (e == SIZE_MAX)
+			continue; /* no part in memory has its ids: it folds alone */
+		if (!end_nodes[e])
+			end_nodes[e] = memory_part_nodes(s, e) + 1;
+		if (end_nodes[e] - 1 < nnodes)
+			continue;
+		s->names[i] = (struct carry_name){ l, ids, nids, nnodes, false };
+		end[i] = e;
+		s->names[e].ends = true;
 	}
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!s->names[i].name)
+			s->order[k++] = i;
+	for (size_t e = 0; e < n; e++) {
+		if (!s->names[e].name || end[e] != e)
+			continue; /* not the end of a chain */
+		for (int memory = 0; memory < 2; memory++) /* its blocks, then its parts in memory */
+			for (size_t i = 0; i < n; i++)
+				if (s->names[i].name && end[i] == e &&
+				    (store_view_dictionary(s->view, i) != 0) == memory)
+					s->order[k++] = i;
+	}
+	free(end);
+	free(end_nodes);
 }
 
 struct scan *scan_open(struct store *st, const struct scope *sc, struct buf *err)
@@ -247,6 +301,7 @@ void scan_close(struct scan *s)
 	cel_free(s->cel);
 	free(s->label_ok);
 	free(s->names);
+	free(s->order);
 	free(s);
 }
 
@@ -260,20 +315,21 @@ const struct scope *scan_scope(const struct scan *s)
 	return s->sc;
 }
 
-const struct part *scan_begin(struct scan *s, size_t i)
+const struct part *scan_begin(struct scan *s, size_t pos)
 {
+	size_t i = view_index(s, pos);
 	const struct part *p = store_view_begin(s->view, i);
 	if (!p)
 		return NULL;
 	uint32_t project = scope_project(s, p);
-	if (project == UINT32_MAX) {
+	const struct carry_name *c = s->names ? &s->names[i] : NULL;
+	if (project == UINT32_MAX && !(c && c->ends)) {
 		store_view_end(s->view, i);
 		return NULL;
 	}
 	s->p = p;
 	s->cur = i;
 	s->project = project;
-	const struct carry_name *c = s->names ? &s->names[i] : NULL;
 	if (c && c->ids)
 		s->ids = (struct scan_ids){ c->ids, (uint32_t)MIN(c->nids, p->nnodes), c->count };
 	else
@@ -283,8 +339,9 @@ const struct part *scan_begin(struct scan *s, size_t i)
 	return p;
 }
 
-void scan_end(struct scan *s, size_t i)
+void scan_end(struct scan *s, size_t pos)
 {
+	size_t i = view_index(s, pos);
 	store_view_end(s->view, i);
 	if (s->cur == i)
 		s->p = NULL;
@@ -292,6 +349,8 @@ void scan_end(struct scan *s, size_t i)
 
 bool scan_same_dictionary(const struct scan *s, size_t i, size_t j)
 {
+	i = view_index(s, i);
+	j = view_index(s, j);
 	if (s->names)
 		return s->names[i].name && s->names[i].name == s->names[j].name;
 	uint64_t d = store_view_dictionary(s->view, i);

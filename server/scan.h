@@ -68,9 +68,13 @@ struct scan;
 struct scan *scan_open(struct store *st, const struct scope *sc, struct buf *err);
 void scan_close(struct scan *s);
 
+/* The parts a query reads, numbered 0 .. scan_parts() - 1 in the order
+ * it is to read them: the view's order (oldest first, the head last),
+ * or after scan_carry_blocks() the order it sets. */
 size_t scan_parts(const struct scan *s);
 /* Loads part i. NULL when it is damaged (skipped, counted) or holds
- * nothing the query selects. */
+ * nothing the query selects, unless it ends a chain of carried blocks
+ * (below): then it is begun, selecting nothing, to fold them. */
 const struct part *scan_begin(struct scan *s, size_t i);
 void scan_end(struct scan *s, size_t i);
 /* Whether a later part of the view has the dictionaries of part i, under
@@ -82,15 +86,21 @@ void scan_end(struct scan *s, size_t i);
  * before may be ended after another was begun.
  *
  * After scan_carry_blocks(), a block written from a sealed head
- * (store_view_lineage) is named as that head when the parts after it, up
- * to an in-memory part of that name with every id it used, all are: its
- * stacks are then given under the head's ids (scan_stack_ids), so such a
- * chain is always folded with an in-memory part. */
+ * (store_view_lineage) is named as that head whenever the view holds an
+ * in-memory part of that name with every id it used (the last such part
+ * ends the chain): its stacks are then given under the head's ids
+ * (scan_stack_ids), and the parts are reordered so that each name's
+ * blocks, then its in-memory parts, are read one after another with the
+ * chain's end last, whatever the view lists between them (a closed
+ * hour's block written later, which keeps no ids). So a chain is always
+ * folded once, with an in-memory part, and the parts of no name each
+ * alone. */
 bool scan_shares_later(const struct scan *s, size_t i);
 bool scan_same_dictionary(const struct scan *s, size_t i, size_t j);
 /* For a query that carries sums as above (and folds every part it does
- * not carry with that part's own dictionaries): names the blocks too.
- * Call while no part is begun, before the parts it sums. */
+ * not carry with that part's own dictionaries): names the blocks too and
+ * sets the order the parts are read in (what it adds up does not depend
+ * on it). Call while no part is begun, before the parts it sums. */
 void scan_carry_blocks(struct scan *s);
 
 /* How the stacks the part begun gives are to be named: by map (NULL: as

@@ -2289,7 +2289,7 @@ static void test_queries_over_slices(void **state)
 
 /* Rounds of rows for the tests below: each round's stacks include one the
  * round before lacked. */
-static void append_round(struct store *s, int64_t t0, uint64_t k)
+static void append_round_seq(struct store *s, int64_t t0, uint64_t k, uint64_t seq)
 {
 	static const struct spec more[] = {
 		{ { "main", "run", "hot_c", NULL }, "app", "main", 7 },
@@ -2297,12 +2297,17 @@ static void append_round(struct store *s, int64_t t0, uint64_t k)
 		{ { "main", "idle_loop", "k:schedule", NULL }, "other", "main", 2 },
 	};
 	struct buf z = { 0 };
-	make_batch(sample_specs, 5, 2 * k + 1, t0 + (int64_t)k * 5000, &z);
+	make_batch(sample_specs, 5, seq, t0 + (int64_t)k * 5000, &z);
 	append(s, &z);
 	buf_reset(&z);
-	make_batch(more, k + 1, 2 * k + 2, t0 + (int64_t)k * 5000 + 1000, &z);
+	make_batch(more, k + 1, seq + 1, t0 + (int64_t)k * 5000 + 1000, &z);
 	append(s, &z);
 	buf_free(&z);
+}
+
+static void append_round(struct store *s, int64_t t0, uint64_t k)
+{
+	append_round_seq(s, t0, k, 2 * k + 1);
 }
 
 static struct store *open_test_store(const char *dir, uint32_t compact_after,
@@ -2501,6 +2506,117 @@ static void test_queries_carry_blocks(void **state)
 	carry_blocks(hour, false);
 	carry_blocks(hour, true);
 	carry_blocks(T0, true);
+}
+
+/* The separate folds of a stack tree a carrying query (flamegraph, top
+ * functions) makes over [from, to), as store_bench counts them: every part
+ * but those whose sums go on to a later one. */
+static size_t carry_folds(struct store *s, int64_t from, int64_t to, size_t *nparts)
+{
+	struct scope sc = { .kind = SEK_ON_CPU, .start_ms = from, .end_ms = to };
+	strcpy(sc.project_id, PROJECT);
+	struct buf err = { 0 };
+	struct scan *scan = scan_open(s, &sc, &err);
+	assert_non_null(scan);
+	scan_carry_blocks(scan);
+	size_t f = 0;
+	*nparts = scan_parts(scan);
+	for (size_t i = 0; i < *nparts; i++)
+		f += !scan_shares_later(scan, i);
+	scan_close(scan);
+	buf_free(&err);
+	return f;
+}
+
+enum carry_case {
+	BLOCK_BEFORE_CLOSED,  /* a block of the open hour, then a closed hour's, then the head */
+	SEALED_BEFORE_CLOSED, /* a sealed head, then a closed hour's block, then the head */
+	HEAD_EMPTY,           /* two blocks and the head that holds no row yet */
+};
+
+/* Blocks of the heads fold with them whatever else the view holds, and
+ * wherever it lists them: the view lists parts by generation, so a
+ * closed hour's block merged after a block of the open hour was written
+ * (or after a head was sealed) sits between that part and the head, and
+ * each then folded its own stack tree (store_bench: 5 folds where 2 were
+ * due); and right after a flush the head holds no row, so the blocks had
+ * no part to carry into and each folded alone. A whole-range flamegraph
+ * folds each hour once (a closed hour's block keeps no ids in the heads'
+ * dictionaries and folds alone): its distinct stacks are those of the
+ * same rows compacted, and every answer is the same. */
+static void carry_around(enum carry_case c)
+{
+	char *dir = make_temp_dir();
+	struct symbols *sym;
+	struct store *s = open_test_store(dir, 0, &sym);
+	struct buf err = { 0 };
+	int64_t hour = now_unix_ms() / 3600000 * 3600000;
+	size_t hours = c == HEAD_EMPTY ? 1 : 2;
+	if (c != HEAD_EMPTY)
+		for (uint64_t k = 0; k < 2; k++) { /* two blocks of a closed hour (2023) */
+			struct buf z = { 0 };
+			make_batch(sample_specs, 5, 1 + k, T0 + (int64_t)k * 5000, &z);
+			append(s, &z);
+			buf_free(&z);
+			assert_int_equal(store_flush(s, &err), 0);
+		}
+	append_round_seq(s, hour, 0, 10);
+	if (c == SEALED_BEFORE_CLOSED)
+		assert_int_equal(store_seal(s, false, &err), 0);
+	else
+		assert_int_equal(store_flush(s, &err), 0);
+	struct store_stats st;
+	if (c != HEAD_EMPTY) {
+		/* The closed hour's two blocks merge into one with a later
+		 * generation than the open hour's part (which stays: one block
+		 * of the store's granularity, or in memory). */
+		assert_int_equal(store_compact(s, true, &err), 0);
+		store_get_stats(s, &st);
+		assert_int_equal(st.blocks, c == BLOCK_BEFORE_CLOSED ? 2 : 1);
+	}
+	append_round_seq(s, hour, 1, 12);
+	if (c == HEAD_EMPTY)
+		assert_int_equal(store_flush(s, &err), 0);
+	store_get_stats(s, &st);
+	if (c == HEAD_EMPTY)
+		assert_int_equal(st.unflushed_rows, 0);
+	else
+		assert_true(st.head_rows > 0);
+	size_t nparts;
+	size_t folds = carry_folds(s, 1, 4102444800000LL, &nparts);
+	assert_int_equal(nparts, 3);
+	if (folds != hours)
+		print_message("case %d: %zu folds of %zu parts\n", (int)c, folds, nparts);
+	assert_int_equal(folds, hours);
+	const char *bodies[] = {
+		"{\"filter\":{" WHOLE "}}",
+		"{\"filter\":{" WHOLE "," MAIN_THREAD "}}",
+	};
+	enum { NB = ARRAY_SIZE(bodies), NQ = NB + 2 };
+	char *live[NQ], *blk[NQ];
+	json_int_t distinct[2], parts[2];
+	query_answers(s, sym, bodies, NB, 0, live, &distinct[0], &parts[0]);
+	assert_int_equal(store_flush(s, &err), 0);
+	assert_int_equal(store_compact(s, true, &err), 0);
+	store_get_stats(s, &st);
+	assert_int_equal(st.unflushed_rows, 0);
+	assert_int_equal(st.blocks, hours);
+	query_answers(s, sym, bodies, NB, 0, blk, &distinct[1], &parts[1]);
+	assert_int_equal(distinct[0], distinct[1]);
+	assert_same_answers(live, blk, NQ);
+	store_close(s);
+	symbols_close(sym);
+	buf_free(&err);
+	rm_rf(dir);
+	free(dir);
+}
+
+static void test_queries_carry_around_other_parts(void **state)
+{
+	(void)state;
+	carry_around(BLOCK_BEFORE_CLOSED);
+	carry_around(SEALED_BEFORE_CLOSED);
+	carry_around(HEAD_EMPTY);
 }
 
 static void test_offcpu_queries(void **state)
@@ -2717,6 +2833,7 @@ int main(void)
 		cmocka_unit_test(test_queries_over_slices),
 		cmocka_unit_test(test_queries_fold_heads_once),
 		cmocka_unit_test(test_queries_carry_blocks),
+		cmocka_unit_test(test_queries_carry_around_other_parts),
 		cmocka_unit_test(test_otree_child),
 		cmocka_unit_test(test_otree_write_budget),
 		cmocka_unit_test(test_otree_write_ties),
