@@ -61,6 +61,9 @@ const struct route server_routes[] = {
 	{ "POST", "/public/api/v1/project/{project_id}/events", handle_events, 1 * MiB, Q, IN_PROJECT("project:read") },
 	{ "POST", "/public/api/v1/project/{project_id}/metrics", handle_metrics_query, 1 * MiB, Q, IN_PROJECT("project:read") },
 	{ "POST", "/public/api/v1/project/{project_id}/metrics/names", handle_metrics_names, 1 * MiB, Q, IN_PROJECT("project:read") },
+	/* ?kind=cpu|cuda|all (server/recommend.h). */
+	{ "GET", "/public/api/v1/project/{project_id}/recommendations", handle_recommendations, 0, Q, IN_PROJECT("project:read") },
+	{ "POST", "/public/api/v1/project/{project_id}/recommendations/{rec_id}/state", handle_recommendation_state, 64 * KiB, 0, IN_PROJECT("project:update") },
 	/* The UI's files, the OpenAPI document and the login page: public. */
 	{ "GET", "*", handle_asset, 0, 0, PUB },
 };

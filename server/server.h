@@ -39,6 +39,7 @@ struct kind_values {
 struct auth;
 struct fetcher;
 struct metrics_store;
+struct recs;
 struct sessions;
 
 struct server {
@@ -51,6 +52,7 @@ struct server {
 	 * in-process tests, where every request is open. */
 	struct auth *auth;
 	struct fetcher *fetcher; /* global symbolization; NULL when not configured */
+	struct recs *recs;       /* recommendations (recommend.h); NULL: answered 503 */
 	struct server_counters counters;
 	int64_t started_ms;
 	const char *data_dir; /* --data-dir; decompressed symbol uploads go to files in it */
