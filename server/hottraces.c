@@ -291,11 +291,16 @@ static void make_trace(struct ht *h, const struct acc *a, const struct ht_result
 static void finish(struct ht *h, const struct ht_params *p, struct ht_result *r)
 {
 	r->total_seconds = h->total;
-	double span = h->min_ts <= h->max_ts ? (double)(h->max_ts - h->min_ts) / 1000.0 : 0;
-	/* The window cut to the data it holds (a server that started an
-	 * hour ago has an hour of data): averages over what was seen. */
-	r->window_seconds = MAX(1.0, MIN(span + 1.0, (double)(r->end_ms - r->start_ms) / 1000.0));
 	r->bucket_seconds = (double)(r->end_ms - r->start_ms) / 1000.0 / HT_BUCKETS;
+	/* The window cut to the data it holds, from the first bucket with
+	 * data to the end (a server that started an hour ago has an hour of
+	 * data): averages over what was seen, and never above the peak
+	 * bucket. */
+	size_t b0 = 0;
+	if (h->min_ts <= h->max_ts && r->bucket_seconds > 0)
+		b0 = (size_t)MIN((double)(HT_BUCKETS - 1),
+				 (double)(h->min_ts - r->start_ms) / 1000.0 / r->bucket_seconds);
+	r->window_seconds = MAX(1.0, (double)(HT_BUCKETS - b0) * r->bucket_seconds);
 	size_t napps = strtab_count(&h->apps);
 	struct ht_app *apps = xcalloc(napps ? napps : 1, sizeof(*apps));
 	size_t *cap = xcalloc(napps ? napps : 1, sizeof(size_t));

@@ -11,7 +11,8 @@
  * source file and line when known), its time in the window (value in the
  * kind's unit, and core-seconds: samples / rate for on_cpu, ns / 1e9 for
  * off_cpu and cuda), its share of the project's total, its average cores
- * (or GPUs, or waiting threads) over the window and a series of
+ * (or GPUs, or waiting threads) over the window (from the window's first
+ * bucket with data to its end: never above the peak bucket) and a series of
  * HT_BUCKETS buckets of cores. Each application carries the sum of its
  * hot traces, its peak bucket, and the entities its samples came from
  * (hosts, clusters, namespaces, deployments, pods, containers,
@@ -84,7 +85,7 @@ struct ht_result {
 	uint8_t kind;
 	int64_t start_ms, end_ms;
 	double total_seconds;  /* every sample of the project and kind in the window */
-	double window_seconds; /* the window, cut to the data it holds (>= 1) */
+	double window_seconds; /* the window from its first bucket with data (>= 1) */
 	double bucket_seconds;
 	struct ht_app *apps;   /* by peak, descending */
 	size_t napps;

@@ -390,8 +390,13 @@ static void test_hottraces_store(void **state)
 	assert_string_equal(r.apps[1].source, "container");
 	assert_string_equal(r.apps[2].name, "tool");
 	assert_string_equal(r.apps[2].source, "executable");
-	/* Cores: 600 samples at 19 Hz over the data's seconds (one instant:
-	 * 1 s); the series holds them in one bucket. */
+	/* The average is over the window from its first bucket with data:
+	 * the data is 5 h into the 6 h window of 24 buckets of 15 min, so 4
+	 * buckets; never above the peak. */
+	assert_true(fabs(r.window_seconds - 4 * 900.0) < 1e-6);
+	assert_true(fabs(r.apps[0].cores - 700.0 / 19 / 3600) < 1e-9);
+	assert_true(r.apps[0].cores <= r.apps[0].peak + 1e-12);
+	/* The series holds the 600 samples at 19 Hz in one bucket. */
 	double sum = 0;
 	for (size_t b = 0; b < HT_BUCKETS; b++)
 		sum += r.apps[0].traces[0].series[b] * r.bucket_seconds;
