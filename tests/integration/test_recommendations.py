@@ -148,3 +148,15 @@ def test_recommendations_refusals(server):
     assert st == 400
     st, body = http("POST", base + "/0123456789abcdef/state", b"{not json")
     assert st == 400
+
+
+def test_docs_describe_every_pattern():
+    """docs/recommendations.md has a section for each pattern of the table."""
+    import re
+    with open(os.path.join(ROOT, "server", "patterns.c")) as f:
+        ids = re.findall(r'\{ \.id = "([a-z0-9-]+)"', f.read())
+    assert len(ids) >= 25
+    with open(os.path.join(ROOT, "docs", "recommendations.md")) as f:
+        doc = f.read()
+    missing = [i for i in ids if f"### `{i}`" not in doc]
+    assert not missing, missing
