@@ -22,11 +22,12 @@ static const struct {
 	{ "pod", "k8s.pod.name" },
 	{ "container", "container.name" },
 	{ "executable", "process.executable.name" },
+	{ "script", "script.name" },
 };
 #define NATTRS (sizeof(entity_attrs) / sizeof(entity_attrs[0]))
 
 const char *ht_app_of(const char *deployment, const char *container, const char *executable,
-		      const char **source)
+		      const char *script, char *buf, size_t len, const char **source)
 {
 	if (deployment && *deployment) {
 		*source = "deployment";
@@ -36,8 +37,18 @@ const char *ht_app_of(const char *deployment, const char *container, const char 
 		*source = "container";
 		return container;
 	}
+	const char *exe = executable && *executable ? executable : "[unknown]";
+	if (script && *script) {
+		/* Every script of an interpreter is one executable
+		 * (python3.11): the script tells the applications apart. */
+		int n = snprintf(buf, len, "%s (%s)", script, exe);
+		if (n > 0 && (size_t)n < len) {
+			*source = "script";
+			return buf;
+		}
+	}
 	*source = "executable";
-	return executable && *executable ? executable : "[unknown]";
+	return exe;
 }
 
 /* --- accumulation -------------------------------------------------------- */
@@ -128,9 +139,11 @@ static uint32_t sig_of(struct ht *h, uint32_t stack)
 static uint32_t app_id(struct ht *h, const struct part *p, uint32_t labels)
 {
 	const char *source;
+	char buf[600];
 	const char *name = ht_app_of(part_label_value(p, labels, "k8s.deployment.name"),
 				     part_label_value(p, labels, "container.name"),
-				     part_label_value(p, labels, "process.executable.name"), &source);
+				     part_label_value(p, labels, "process.executable.name"),
+				     part_label_value(p, labels, "script.name"), buf, sizeof(buf), &source);
 	uint32_t id = strtab_intern_cstr(&h->apps, name);
 	if (id >= h->capapp) {
 		size_t old = h->capapp;

@@ -4,8 +4,10 @@
  * window, grouped by the application that runs them.
  *
  * The application of a sample is its k8s.deployment.name, else its
- * container.name, else its process.executable.name ("[unknown]" without
- * any): the same deployment on several clusters is one application.
+ * container.name, else the script an interpreter runs (script.name, named
+ * with its executable: "train.py (python3.11)"), else its
+ * process.executable.name ("[unknown]" without any): the same deployment
+ * on several clusters is one application.
  *
  * Each trace carries its frames (outermost first: type, name, binary,
  * source file and line when known), its time in the window (value in the
@@ -57,14 +59,14 @@ struct ht_trace {
 };
 
 struct ht_entity {
-	const char *type;      /* "host", "cluster", "namespace", "deployment", "pod", "container", "executable" */
+	const char *type;      /* "host", "cluster", "namespace", "deployment", "pod", "container", "executable", "script" */
 	char *value;
 	double seconds;
 };
 
 struct ht_app {
 	char *name;
-	const char *source;    /* what names it: "deployment", "container" or "executable" */
+	const char *source;    /* what names it: "deployment", "container", "script" or "executable" */
 	struct ht_trace *traces; /* by seconds, descending */
 	size_t ntraces;
 	double seconds, share, cores, peak; /* of its hot traces; peak: highest bucket */
@@ -98,8 +100,10 @@ int hottraces_compute(struct store *st, struct symbols *sym, const struct ht_par
 void ht_result_free(struct ht_result *r);
 
 /* The application of a label set: deployment, else container, else
- * executable (source says which); "[unknown]" when none. */
+ * the script an interpreter runs ("train.py (python3.11)", in buf), else
+ * executable (source says which: "deployment", "container", "script",
+ * "executable"); "[unknown]" when none. */
 const char *ht_app_of(const char *deployment, const char *container, const char *executable,
-		      const char **source);
+		      const char *script, char *buf, size_t len, const char **source);
 
 #endif

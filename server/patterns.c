@@ -255,19 +255,6 @@ const struct pattern pat_table[] = {
 	  .actions = { "Call gc.freeze() after start-up so long-lived objects are not traversed",
 		       "Raise the thresholds (gc.set_threshold) or disable gc around allocation bursts",
 		       "Break reference cycles so objects are freed by reference counting" } },
-	{ .id = "python-object-churn", .title = "Python object allocation churn",
-	  .category = "allocation", .kinds = ON,
-	  .anchor = "^(_PyObject_Malloc|PyObject_Malloc|pymalloc_alloc|_PyObject_Free|PyObject_Free|"
-		    "pymalloc_free|_Py_Dealloc|object_dealloc|list_dealloc|dict_dealloc|tupledealloc|"
-		    "PyObject_GC_Del|_PyObject_GC_New|gc_alloc|_PyLong_New|PyFloat_FromDouble|"
-		    "float_dealloc|_PyObject_GC_Link|PyTuple_New|_PyTuple_FromArray)$",
-	  .depth = 4, .caller = ".", .caller_types = T(CPYTHON), .min_share = 0.005, .removes = 0.5,
-	  .explanation = "The interpreter spends its time creating and freeing small objects "
-			 "(ints, floats, tuples, lists) in a Python loop.",
-	  .actions = { "Vectorize the loop with NumPy or move it to a compiled extension "
-		       "(Cython, Rust/PyO3)",
-		       "Reuse containers instead of building new lists/tuples per iteration",
-		       "Use __slots__ or arrays for many small records" } },
 	{ .id = "python-numeric-loop", .title = "Interpreter overhead in a numeric Python loop",
 	  .category = "interpreter", .kinds = ON,
 	  .anchor = "^(_PyEval_EvalFrameDefault|PyNumber_(Add|Subtract|Multiply|TrueDivide|FloorDivide|"
@@ -275,15 +262,32 @@ const struct pattern pat_table[] = {
 		    "long_(add|sub|mul|compare|richcompare|div|mod|pow)|float_(add|sub|mul|div|richcompare|pow)|"
 		    "x_add|x_sub|k_mul|_PyLong_(Add|Subtract|Multiply)|PyObject_RichCompare|"
 		    "do_richcompare|_Py_(Add|Multiply)|range_iterator_next|rangeiter_next|"
-		    "_PyEval_BinaryOps|binary_op_(add|mult|sub)\\w*)$",
+		    "_PyEval_BinaryOps|binary_op_(add|mult|sub)\\w*|PyFloat_FromDouble|"
+		    "_PyFloat_ExactDealloc|float_dealloc|_PyLong_New|_PyLong_FromLong|PyLong_FromLong|"
+		    "long_dealloc|_Py_NewReference|listiter_next|rangeiter_next|list_subscript|"
+		    "PyFloat_AsDouble)$",
 	  .depth = 3, .caller = ".", .caller_types = T(CPYTHON), .min_share = 0.005, .removes = 0.9,
 	  .explanation = "CPU time goes to the CPython interpreter itself (bytecode dispatch, boxed "
-			 "integer and float arithmetic, comparisons) rather than to library code: "
+			 "integer and float arithmetic, comparisons, creating and freeing the "
+			 "float and int objects each operation returns) rather than to library code: "
 			 "a numeric loop written in pure Python runs 10-100x slower than the same "
 			 "arithmetic vectorized.",
 	  .actions = { "Vectorize the loop with NumPy (or pandas) operations on whole arrays",
 		       "Compile the function with Numba (@njit) or Cython",
 		       "Use built-ins (sum, math.fsum, itertools) instead of explicit loops" } },
+	{ .id = "python-object-churn", .title = "Python object allocation churn",
+	  .category = "allocation", .kinds = ON,
+	  .anchor = "^(_PyObject_Malloc|PyObject_Malloc|pymalloc_alloc|_PyObject_Free|PyObject_Free|"
+		    "pymalloc_free|_Py_Dealloc|object_dealloc|list_dealloc|dict_dealloc|tupledealloc|"
+		    "PyObject_GC_Del|_PyObject_GC_New|gc_alloc|_PyObject_GC_Link|PyTuple_New|"
+		    "_PyTuple_FromArray|PyList_New|PyDict_New|new_dict|subtype_dealloc)$",
+	  .depth = 4, .caller = ".", .caller_types = T(CPYTHON), .min_share = 0.005, .removes = 0.5,
+	  .explanation = "The interpreter spends its time creating and freeing small objects "
+			 "(ints, floats, tuples, lists) in a Python loop.",
+	  .actions = { "Vectorize the loop with NumPy or move it to a compiled extension "
+		       "(Cython, Rust/PyO3)",
+		       "Reuse containers instead of building new lists/tuples per iteration",
+		       "Use __slots__ or arrays for many small records" } },
 	{ .id = "go-gc", .title = "Go garbage collector pressure", .category = "gc", .kinds = ON,
 	  .anchor = "^runtime\\.(gcBgMarkWorker|gcDrain\\w*|scanobject|scanblock|greyobject|findObject|"
 		    "markroot\\w*|gcAssistAlloc\\w*|bgsweep|sweepone|scanstack|wbBufFlush1|"
@@ -663,8 +667,6 @@ bool pat_match(uint8_t kind, const struct ht_trace *t, struct pat_match *m,
 	bool found = false;
 	size_t n = 0;
 	for (size_t i = 0; i < pat_count; i++) {
-		if (t->share < pat_table[i].min_share)
-			continue;
 		struct pat_match x;
 		if (!pat_match_one(&pat_table[i], kind, t, &x))
 			continue;

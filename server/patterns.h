@@ -6,7 +6,9 @@
  * A rule looks at the frames near the leaf of the trace (where its time
  * is spent: the "anchor" must be within `depth` frames of the leaf),
  * optionally at a caller above the anchor, at frame types and binaries,
- * at the event kind, and at the trace's share of the project's time.
+ * and at the event kind. A pattern speaks for an application when the
+ * traces it claims there hold its min_share of the project's time
+ * together (recommend.c).
  * The patterns are tried in table order, most specific first; a trace
  * is claimed by the first that matches (so no time is counted by two
  * patterns), and the others that also match are named as alternatives.
@@ -43,7 +45,8 @@ struct pattern {
 	unsigned caller_types; /* bits 1 << SFT_x for the caller; 0 = any */
 	const char *exclude;   /* PCRE2: no frame of the trace may match; NULL = none */
 	const char *binary;    /* PCRE2 on the anchor's binary or source file; NULL = any */
-	double min_share;      /* of the project's time, for this pattern to speak */
+	double min_share;      /* of the project's time the traces it claims in an application
+				* must hold together for it to speak (server/recommend.c) */
 	/* What it says. */
 	double removes;        /* fraction of the trace's time its fix typically removes */
 	const char *explanation;

@@ -94,6 +94,16 @@ static const char *type_name(uint8_t t)
 	return t < ARRAY_SIZE(names) && names[t] ? names[t] : "unknown";
 }
 
+/* x to 6 significant digits: small averages (a minute of work in a 6 h
+ * window) keep their precision, big ones lose noise. */
+static double sig6(double x)
+{
+	if (x == 0 || !isfinite(x))
+		return 0;
+	double scale = pow(10, 5 - floor(log10(fabs(x))));
+	return round(x * scale) / scale;
+}
+
 static json_t *frame_json(const struct ht_frame *f, const char *role)
 {
 	json_t *o = json_pack("{s:s, s:s, s:s}", "name", f->name, "type", type_name(f->type),
@@ -111,21 +121,20 @@ static json_t *series_json(const double *v)
 {
 	json_t *a = json_array();
 	for (size_t b = 0; b < HT_BUCKETS; b++)
-		json_array_append_new(a, json_real(round(v[b] * 1e4) / 1e4));
+		json_array_append_new(a, json_real(sig6(v[b])));
 	return a;
 }
 
 /* Savings of `amount` (cores, GPUs or threads, averaged) for a kind. */
 static json_t *savings_json(uint8_t kind, double amount, const struct recs_config *c)
 {
-	amount = round(amount * 1e4) / 1e4;
 	if (kind == SEK_CUDA)
-		return json_pack("{s:f, s:f}", "gpu_seconds_per_hour", round(amount * 3600 * 10) / 10,
+		return json_pack("{s:f, s:f}", "gpu_seconds_per_hour", sig6(amount * 3600),
 				 "annual_cost", round(amount * HOURS_PER_YEAR * c->cost_per_gpu_hour * 100) / 100);
 	if (kind == SEK_OFF_CPU)
-		return json_pack("{s:f, s:f, s:f}", "cores", 0.0, "blocked_threads", amount,
+		return json_pack("{s:f, s:f, s:f}", "cores", 0.0, "blocked_threads", sig6(amount),
 				 "annual_cost", 0.0);
-	return json_pack("{s:f, s:f}", "cores", amount, "annual_cost",
+	return json_pack("{s:f, s:f}", "cores", sig6(amount), "annual_cost",
 			 round(amount * HOURS_PER_YEAR * c->cost_per_core_hour * 100) / 100);
 }
 
@@ -176,39 +185,61 @@ static void build_app(const struct ht_result *h, const struct ht_app *app, const
 	json_t *evidence = json_array(), *traces = json_array(), *usage = json_array();
 	struct pat_match *m = xcalloc(app->ntraces ? app->ntraces : 1, sizeof(*m));
 	bool *matched = xcalloc(app->ntraces ? app->ntraces : 1, sizeof(bool));
-	for (size_t i = 0; i < app->ntraces; i++) {
+	const struct pattern *alsov[HT_MAX_TRACES_PER_APP][8];
+	size_t also[HT_MAX_TRACES_PER_APP] = { 0 };
+	size_t ntr = MIN(app->ntraces, (size_t)HT_MAX_TRACES_PER_APP);
+	/* Match every trace, and sum what each pattern claims. */
+	for (size_t i = 0; i < ntr; i++) {
 		const struct ht_trace *t = &app->traces[i];
-		const struct pattern *alsov[8];
-		size_t also = 0;
-		matched[i] = pat_match(kind, t, &m[i], alsov, ARRAY_SIZE(alsov), &also);
-		char tid[17];
-		id_hex(t->id, tid);
-		const struct ht_frame *leaf = leaf_of(t);
-		json_t *tj = json_pack("{s:s, s:f, s:f, s:s, s:o}", "id", tid,
-				       "share", round(t->share * 1e6) / 1e6, "cores", round(t->cores * 1e4) / 1e4,
-				       "leaf", leaf ? leaf->name : "", "frames", json_array());
-		for (size_t k = 0; k < t->nframes; k++)
-			json_array_append_new(json_object_get(tj, "frames"), frame_json(&t->frames[k], NULL));
-		json_object_set_new(tj, "pattern", matched[i] ? json_string(m[i].p->id) : json_null());
-		json_t *aj = json_array();
-		for (size_t k = 0; k < also && k < ARRAY_SIZE(alsov); k++)
-			json_array_append_new(aj, json_string(alsov[k]->id));
-		json_object_set_new(tj, "also_matched", aj);
-		json_array_append_new(traces, tj);
-		json_array_append_new(usage, json_pack("{s:s, s:o}", "trace", tid, "series", series_json(t->series)));
+		matched[i] = pat_match(kind, t, &m[i], alsov[i], ARRAY_SIZE(alsov[i]), &also[i]);
 		if (!matched[i])
 			continue;
 		size_t k = 0;
 		while (k < nf && f[k].p != m[i].p)
 			k++;
 		if (k == nf) {
-			if (nf == ARRAY_SIZE(f))
+			if (nf == ARRAY_SIZE(f)) {
+				matched[i] = false;
 				continue;
+			}
 			f[nf++] = (struct finding){ .p = m[i].p };
 		}
 		f[k].amount += t->cores;
 		f[k].share += t->share;
 		f[k].ntraces++;
+	}
+	/* A pattern speaks when the traces it claims hold its minimum share
+	 * of the project's time together; else they stay unexplained. */
+	size_t kept = 0;
+	for (size_t k = 0; k < nf; k++) {
+		if (f[k].share >= f[k].p->min_share) {
+			f[kept++] = f[k];
+			continue;
+		}
+		for (size_t i = 0; i < ntr; i++)
+			if (matched[i] && m[i].p == f[k].p)
+				matched[i] = false;
+	}
+	nf = kept;
+	for (size_t i = 0; i < ntr; i++) {
+		const struct ht_trace *t = &app->traces[i];
+		char tid[17];
+		id_hex(t->id, tid);
+		const struct ht_frame *leaf = leaf_of(t);
+		json_t *tj = json_pack("{s:s, s:f, s:f, s:s, s:o}", "id", tid,
+				       "share", sig6(t->share), "cores", sig6(t->cores),
+				       "leaf", leaf ? leaf->name : "", "frames", json_array());
+		for (size_t k = 0; k < t->nframes; k++)
+			json_array_append_new(json_object_get(tj, "frames"), frame_json(&t->frames[k], NULL));
+		json_object_set_new(tj, "pattern", matched[i] ? json_string(m[i].p->id) : json_null());
+		json_t *aj = json_array();
+		for (size_t k = 0; k < also[i] && k < ARRAY_SIZE(alsov[i]); k++)
+			json_array_append_new(aj, json_string(alsov[i][k]->id));
+		json_object_set_new(tj, "also_matched", aj);
+		json_array_append_new(traces, tj);
+		json_array_append_new(usage, json_pack("{s:s, s:o}", "trace", tid, "series", series_json(t->series)));
+		if (!matched[i])
+			continue;
 		/* Evidence: the frames the rule matched, with the trace's share. */
 		json_t *fr = json_array();
 		if (m[i].caller != SIZE_MAX)
@@ -217,8 +248,8 @@ static void build_app(const struct ht_result *h, const struct ht_app *app, const
 		if (leaf && leaf != &t->frames[m[i].anchor])
 			json_array_append_new(fr, frame_json(leaf, "leaf"));
 		json_array_append_new(evidence, json_pack("{s:s, s:s, s:f, s:f, s:o}", "pattern", m[i].p->id,
-							  "trace", tid, "share", round(t->share * 1e6) / 1e6,
-							  "cores", round(t->cores * 1e4) / 1e4, "frames", fr));
+							  "trace", tid, "share", sig6(t->share),
+							  "cores", sig6(t->cores), "frames", fr));
 	}
 	if (!nf && kind == SEK_OFF_CPU) {
 		/* Off-CPU time is only a recommendation when a pattern
@@ -242,12 +273,12 @@ static void build_app(const struct ht_result *h, const struct ht_app *app, const
 		json_array_append_new(actions, json_pack("{s:i, s:s, s:s, s:s, s:s, s:o, s:f, s:f, s:o, s:i}",
 			"rank", (json_int_t)k + 1, "pattern", f[k].p->id, "title", f[k].p->title,
 			"category", f[k].p->category, "explanation", f[k].p->explanation, "steps", steps,
-			"share", round(f[k].share * 1e6) / 1e6, "removes", f[k].p->removes,
+			"share", sig6(f[k].share), "removes", f[k].p->removes,
 			"savings", savings_json(kind, saved, c), "hot_traces", (json_int_t)f[k].ntraces));
 	}
 	/* Hot traces no pattern explains: named for a user to look at. */
 	json_t *lower = json_array();
-	for (size_t i = 0; i < app->ntraces; i++) {
+	for (size_t i = 0; i < ntr; i++) {
 		if (matched[i])
 			continue;
 		const struct ht_frame *leaf = leaf_of(&app->traces[i]);
@@ -281,7 +312,7 @@ static void build_app(const struct ht_result *h, const struct ht_app *app, const
 	for (size_t e = 0; e < app->nentities; e++)
 		json_array_append_new(ents, json_pack("{s:s, s:s, s:f}", "type", app->entities[e].type,
 						       "value", app->entities[e].value, "cores",
-						       round(app->entities[e].seconds / h->window_seconds * 1e4) / 1e4));
+						       sig6(app->entities[e].seconds / h->window_seconds)));
 	char issue[1400];
 	snprintf(issue, sizeof(issue), "%s: %zu hot trace%s of %s use %.2f %s on average (%.1f%% of the "
 		 "project's %s time), peaking at %.2f.%s%s",
@@ -293,8 +324,8 @@ static void build_app(const struct ht_result *h, const struct ht_app *app, const
 		"{s:s, s:s, s:s, s:s, s:s, s:s, s:f, s:s, s:f, s:f, s:o, s:o, s:s, s:o, s:o, s:o, s:o, s:o}",
 		"id", id, "kind", kind == SEK_CUDA ? "cuda" : "cpu", "event_kind", kind_word(kind),
 		"title", title, "application", app_name, "application_source", app->source,
-		"peak", round(app->peak * 1e4) / 1e4, "unit", unit_of(kind),
-		"cores", round(app->cores * 1e4) / 1e4, "share", round(app->share * 1e6) / 1e6,
+		"peak", sig6(app->peak), "unit", unit_of(kind),
+		"cores", sig6(app->cores), "share", sig6(app->share),
 		"savings", savings_json(kind, total_saved, c), "actions", actions, "issue", issue,
 		"evidence", evidence,
 		"window", json_pack("{s:I, s:I, s:f}", "start_ms", (json_int_t)h->start_ms, "end_ms",

@@ -204,7 +204,9 @@ function frameHTML(f) {
 
 function detailHTML(r) {
 	const attr = { deployment: 'k8s.deployment.name', container: 'container.name', executable: 'process.executable.name' }[r.application_source] || 'process.executable.name';
-	const q = `${attr} == ${JSON.stringify(r.application)}`;
+	// A script's application is "train.py (python3.11)": filter by the script.
+	const script = r.entities.find((e) => e.type === 'script');
+	const q = r.application_source === 'script' && script ? `script.name == ${JSON.stringify(script.value)}` : `${attr} == ${JSON.stringify(r.application)}`;
 	const window = `${new Date(r.window.start_ms).toLocaleString()} \u2013 ${new Date(r.window.end_ms).toLocaleString()}`;
 	const actions = r.actions.length ? `<ol class="recs-actions">${r.actions.map((a) => `<li>
 		<div class="recs-action-head"><b>${escapeHTML(a.title)}</b><span class="recs-save">saves ${escapeHTML(fmtSavings(a.savings))}</span></div>
