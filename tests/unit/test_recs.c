@@ -519,6 +519,28 @@ static void test_hottraces_store(void **state)
 	buf_free(&err);
 }
 
+/* Several batches, a minute apart: every one counts. */
+static void test_hottraces_batches(void **state)
+{
+	struct world *w = *state;
+	struct buf z = { 0 }, err = { 0 };
+	for (int i = 0; i < 3; i++) {
+		make_batch(shop, ARRAY_SIZE(shop), (uint64_t)i + 1, w->t0 + i * 60000, EK_ON_CPU, &z);
+		append(w->s, &z);
+		buf_reset(&z);
+	}
+	buf_free(&z);
+	struct ht_params p = { .project_id = PROJECT, .kind = SEK_ON_CPU, .end_ms = w->t0 + 3600000,
+			       .window_ms = HT_DEFAULT_WINDOW_MS, .min_share = HT_DEFAULT_MIN_SHARE };
+	struct ht_result r;
+	assert_int_equal(hottraces_compute(w->s, w->sym, &p, &r, &err), 0);
+	assert_true(fabs(r.total_seconds - 3000.0 / 19) < 1e-6);
+	assert_int_equal(r.napps, 3);
+	assert_true(fabs(r.apps[0].traces[0].seconds - 1800.0 / 19) < 1e-6);
+	ht_result_free(&r);
+	buf_free(&err);
+}
+
 /* recs_query answers kinds, sorted by peak; states persist with history. */
 static void test_recs_state(void **state)
 {
@@ -594,6 +616,7 @@ int main(void)
 		cmocka_unit_test(test_app_of),
 		cmocka_unit_test(test_min_share_summed),
 		cmocka_unit_test_setup_teardown(test_hottraces_store, world_setup, world_teardown),
+		cmocka_unit_test_setup_teardown(test_hottraces_batches, world_setup, world_teardown),
 		cmocka_unit_test_setup_teardown(test_recs_state, world_setup, world_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
