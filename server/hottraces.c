@@ -274,7 +274,9 @@ static void make_trace(struct ht *h, const struct acc *a, const struct ht_result
 	memset(t, 0, sizeof(*t));
 	size_t n = strtab_len(&h->sigs, a->sig) / sizeof(uint32_t);
 	const uint32_t *keys = (const uint32_t *)(const void *)strtab_get(&h->sigs, a->sig);
-	const uint32_t *lines = (const uint32_t *)(const void *)(h->lines.data) + h->sig_lines[a->sig];
+	/* An empty stack (every frame masked) is the empty string, id 0,
+	 * never "first seen": it has no lines. */
+	const uint32_t *lines = n ? (const uint32_t *)(const void *)(h->lines.data) + h->sig_lines[a->sig] : NULL;
 	t->frames = xcalloc(n ? n : 1, sizeof(*t->frames));
 	t->nframes = n;
 	uint64_t id = hash_bytes(strtab_get(&h->apps, a->app), strtab_len(&h->apps, a->app));

@@ -299,6 +299,30 @@ static void test_min_share_summed(void **state)
 	}
 }
 
+/* A trace without frames (a stack whose frames were all unknown) is
+ * listed, claimed by nothing, and named nowhere as a leaf. */
+static void test_empty_trace(void **state)
+{
+	(void)state;
+	struct recs_config c;
+	recs_config_default(&c);
+	struct ht_result r = { .kind = SEK_ON_CPU, .apps = xcalloc(1, sizeof(struct ht_app)), .napps = 1,
+			       .window_seconds = 60, .bucket_seconds = 900 };
+	r.apps[0].name = xstrdup("x");
+	r.apps[0].source = "executable";
+	r.apps[0].traces = xcalloc(1, sizeof(struct ht_trace));
+	r.apps[0].traces[0].frames = xcalloc(1, sizeof(struct ht_frame));
+	r.apps[0].traces[0].share = 0.5;
+	r.apps[0].ntraces = 1;
+	json_t *arr = json_array();
+	recs_build(&r, PROJECT, &c, arr);
+	json_t *rec = json_array_get(arr, 0);
+	assert_int_equal(json_array_size(json_object_get(rec, "actions")), 0);
+	assert_non_null(strstr(json_string_value(json_object_get(rec, "title")), "Hot code path in x"));
+	json_decref(arr);
+	ht_result_free(&r);
+}
+
 /* The application of a label set. */
 static void test_app_of(void **state)
 {
@@ -615,6 +639,7 @@ int main(void)
 		cmocka_unit_test(test_patterns_claim_once),
 		cmocka_unit_test(test_app_of),
 		cmocka_unit_test(test_min_share_summed),
+		cmocka_unit_test(test_empty_trace),
 		cmocka_unit_test_setup_teardown(test_hottraces_store, world_setup, world_teardown),
 		cmocka_unit_test_setup_teardown(test_hottraces_batches, world_setup, world_teardown),
 		cmocka_unit_test_setup_teardown(test_recs_state, world_setup, world_teardown),
