@@ -65,7 +65,7 @@ FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 WORKLOADS := $(addprefix $(BUILD)/workloads/,cpu_split offcpu_split offcpu_burst unwind_c unwind_lib unwind_cpp unwind_rust \
                unwind_go unwind_go_stripped symbols_cpp symbols_cpp.stripped metrics_load \
-               cuda_wire/libembercuda.so cuda_wire_launcher)
+               cuda_wire/libembercuda.so cuda_wire_launcher recs_regex recs_zlib recs_lock recs_write)
 
 .PHONY: FORCE all deps deps-run run test unit fuzz integration browser bench clean
 .DELETE_ON_ERROR:
@@ -217,6 +217,22 @@ $(BUILD)/workloads/offcpu_burst: tests/workloads/offcpu_burst.c Makefile
 $(BUILD)/workloads/unwind_c $(BUILD)/workloads/unwind_lib: $(BUILD)/workloads/%: tests/workloads/%.c Makefile
 	@mkdir -p $(@D)
 	$(call say,CC,$@)$(CC) -std=gnu11 $(NOFP) $< -o $@ -lrt
+
+# recs_*: one planted performance problem each (tests/workloads/recs_planted.c,
+# test_recommendations.py). Frame pointers kept; zlib and PCRE2 linked
+# statically so that their internal functions have symbols.
+$(BUILD)/workloads/recs_regex: tests/workloads/recs_planted.c Makefile
+	@mkdir -p $(@D)
+	$(call say,CC,$@)$(CC) -std=gnu11 -O1 -g -fno-omit-frame-pointer -Wall -Wextra -Werror -DPLANT_REGEX $< -o $@ -Wl,-Bstatic -lpcre2-8 -Wl,-Bdynamic
+$(BUILD)/workloads/recs_zlib: tests/workloads/recs_planted.c Makefile
+	@mkdir -p $(@D)
+	$(call say,CC,$@)$(CC) -std=gnu11 -O1 -g -fno-omit-frame-pointer -Wall -Wextra -Werror -DPLANT_ZLIB $< -o $@ -Wl,-Bstatic -lz -Wl,-Bdynamic
+$(BUILD)/workloads/recs_lock: tests/workloads/recs_planted.c Makefile
+	@mkdir -p $(@D)
+	$(call say,CC,$@)$(CC) -std=gnu11 -O1 -g -fno-omit-frame-pointer -Wall -Wextra -Werror -DPLANT_LOCK -pthread $< -o $@
+$(BUILD)/workloads/recs_write: tests/workloads/recs_planted.c Makefile
+	@mkdir -p $(@D)
+	$(call say,CC,$@)$(CC) -std=gnu11 -O1 -g -fno-omit-frame-pointer -Wall -Wextra -Werror -DPLANT_WRITE $< -o $@
 
 # metrics_load: one core, a known RSS and a known write rate (test_metrics.py).
 $(BUILD)/workloads/metrics_load: tests/workloads/metrics_load.c Makefile

@@ -48,6 +48,10 @@ void handle_roles_create(struct server *srv, const struct http_req *req, struct 
 void handle_roles_update(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_roles_delete(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_audit_list(struct server *srv, const struct http_req *req, struct http_resp *resp);
+/* server/recs_api.c */
+void handle_recommendations(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_recommendation_state(struct server *srv, const struct http_req *req,
+				 struct http_resp *resp);
 void handle_asset(struct server *srv, const struct http_req *req, struct http_resp *resp);
 
 #endif

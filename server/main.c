@@ -19,6 +19,7 @@
 #include "metrics.h"
 #include "mcp.h"
 #include "pidlock.h"
+#include "recommend.h"
 #include "server.h"
 #include "server/auth/authz.h"
 #include "util.h"
@@ -50,6 +51,8 @@ struct server_config {
 	uint64_t max_connections, per_client_connections, max_upload_mib;
 	uint64_t query_threads, query_queue, ingest_threads, ingest_queue;
 	int64_t idle_timeout_ms, header_timeout_ms, body_timeout_ms;
+	char *cost_core_hour, *cost_gpu_hour, *recs_min_share;
+	int64_t recs_window_ms, recs_step_ms;
 	bool verbose;
 	bool json_log;
 	bool help;
@@ -57,6 +60,19 @@ struct server_config {
 };
 
 #define OFF(f) offsetof(struct server_config, f)
+
+/* A number from 0 to max (a price or a percentage flag). */
+static int parse_price(const char *s, const char *flag, double max, double *out)
+{
+	char *end = NULL;
+	double v = strtod(s, &end);
+	if (!*s || !end || *end || !(v >= 0 && v <= max)) {
+		log_error("%s: expected a number from 0 to %g, got \"%s\"", flag, max, s);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
 
 static const struct flag_def defs[] = {
 	{ "listen", FLAG_STRING, "127.0.0.1:8080", OFF(listen), 0, 0,
@@ -83,6 +99,16 @@ static const struct flag_def defs[] = {
 	  "write samples from memory into a block file once the oldest is this old" },
 	{ "compact-delay", FLAG_DURATION, "5m", OFF(compact_delay_ms), 0, 86400000,
 	  "how long late data for a past hour is gathered before that hour's block is rewritten" },
+	{ "cost-per-core-hour", FLAG_STRING, "0.04", OFF(cost_core_hour), 0, 0,
+	  "price of one CPU core for an hour: turns the cores a recommendation saves into an annual cost" },
+	{ "cost-per-gpu-hour", FLAG_STRING, "2.50", OFF(cost_gpu_hour), 0, 0,
+	  "price of one GPU for an hour: turns the GPU time a recommendation saves into an annual cost" },
+	{ "recs-window", FLAG_DURATION, "6h", OFF(recs_window_ms), 60000, 7 * 86400000LL,
+	  "recommendations: how much recent profiling data the hot traces are found in" },
+	{ "recs-min-share", FLAG_STRING, "0.5", OFF(recs_min_share), 0, 0,
+	  "recommendations: the percent of a project's CPU (or GPU) time a code path must use to be analyzed" },
+	{ "recs-step", FLAG_DURATION, "60s", OFF(recs_step_ms), 1000, 86400000,
+	  "recommendations: how long an answer is reused before the hot traces are read again" },
 	{ "tls-cert", FLAG_STRING, "", OFF(tls_cert), 0, 0,
 	  "PEM file of the server's certificate (chain): serve HTTPS (with --tls-key)" },
 	{ "tls-key", FLAG_STRING, "", OFF(tls_key), 0, 0, "PEM file of the certificate's private key" },
@@ -252,6 +278,19 @@ int main(int argc, char **argv, char **envp)
 		log_error("%s", err.data);
 		goto out;
 	}
+	struct recs_config rc_cfg;
+	recs_config_default(&rc_cfg);
+	if (parse_price(cfg.cost_core_hour, "--cost-per-core-hour", 1e6, &rc_cfg.cost_per_core_hour) < 0 ||
+	    parse_price(cfg.cost_gpu_hour, "--cost-per-gpu-hour", 1e6, &rc_cfg.cost_per_gpu_hour) < 0 ||
+	    parse_price(cfg.recs_min_share, "--recs-min-share", 100, &rc_cfg.min_share) < 0)
+		goto out;
+	rc_cfg.min_share /= 100;
+	rc_cfg.window_ms = cfg.recs_window_ms;
+	rc_cfg.stale_ms = cfg.recs_step_ms;
+	if (recs_open(cfg.data_dir, &rc_cfg, &srv.recs, &err) < 0) {
+		log_error("%s", err.data);
+		goto out;
+	}
 	srv.sessions = sessions_new(cfg.session_memory_mib << 20,
 				    MIN(cfg.session_memory_mib << 20, (uint64_t)SESSION_MAX_BYTES),
 				    cfg.session_idle_ms);
@@ -367,6 +406,7 @@ out:
 	http_stop(http);
 	mcp_free(srv.mcp);
 	fetcher_stop(srv.fetcher);
+	recs_close(srv.recs);
 	sessions_free(srv.sessions);
 	auth_close(srv.auth);
 	projects_close(srv.projects);

@@ -40,6 +40,7 @@ struct auth;
 struct fetcher;
 struct mcp;
 struct metrics_store;
+struct recs;
 struct sessions;
 
 struct server {
@@ -53,6 +54,7 @@ struct server {
 	struct auth *auth;
 	struct fetcher *fetcher; /* global symbolization; NULL when not configured */
 	struct mcp *mcp; /* the MCP endpoint's sessions and allowed hosts; NULL: no /mcp */
+	struct recs *recs;       /* recommendations (recommend.h); NULL: answered 503 */
 	struct server_counters counters;
 	int64_t started_ms;
 	const char *data_dir; /* --data-dir; decompressed symbol uploads go to files in it */

@@ -19,6 +19,7 @@ const VIEWS = {
 	entities: 'Top entities',
 	diff: 'Diff',
 	metrics: 'Metrics',
+	recs: 'Recommendations',
 	// Reached from the user menu (session.js), not the views' tabs.
 	account: 'Account',
 };

@@ -23,6 +23,7 @@ import { escapeHTML, fmtCores, fmtInt, fmtPct, fmtWaited, emptyHTML, apiErrorHTM
 import { timeChart } from './chart.js';
 import { renderTimeline } from './gpu_timeline.js';
 import { typeLabel } from './flamegraph.js';
+import { recsCard } from './view_recs.js';
 
 const ENTITY_TYPES = {
 	host: ['Hosts', 'host.name'],
@@ -116,6 +117,7 @@ function build(root) {
 			<div class="iq-body" data-panel="series"></div>
 			<p class="iq-hint">Drag across the chart to zoom into that time range; click a host in the legend to filter by it.</p>
 		</section>
+		<div class="iq-recs" data-recs></div>
 		<div class="iq-grid">
 			<section class="panel iq-functions">
 				<div class="iq-panel-head">
@@ -741,6 +743,7 @@ function show(root, ctx) {
 		els().message.hidden = false;
 	}
 	ctx.setState('loading');
+	recsCard(root.querySelector('[data-recs]'), ctx.project, params.tab === 'gpu' ? 'cuda' : 'cpu', ctx.go);
 	for (const p of stale) load(p, filter);
 	if (stale.includes('series')) {
 		loadTimeline(filter);
