@@ -348,7 +348,8 @@ __noinline int uw_page_rule(__u32 page, __u32 n, __u32 rel)
 }
 
 /* uw_find_rule_id, with the searches above; also notes that the table was
- * used (unwind_seen) and which missing row page was wanted. */
+ * used (unwind_seen) and which missing row page was wanted. Returns -2
+ * when the file's table, or the row page, is not loaded (yet). */
 __noinline int uw_rule_id(__u32 file, __u64 vaddr)
 {
 	__u64 now = bpf_ktime_get_ns();
@@ -356,14 +357,16 @@ __noinline int uw_rule_id(__u32 file, __u64 vaddr)
 	if (seen && now - *seen >= UNWIND_SEEN_NS)
 		*seen = now;
 	const struct unwind_file_info *fi = file_at(file);
-	if (!fi || vaddr < fi->base || vaddr - fi->base > 0xffffffffull)
+	if (!fi || fi->count == 0)
+		return -2;
+	if (vaddr < fi->base || vaddr - fi->base > 0xffffffffull)
 		return -1;
 	__u32 rel = (__u32)(vaddr - fi->base);
 	__s64 where = uw_row_page(file, rel);
 	if (where <= -2) {
 		__u64 key = (__u64)file << 32 | (__u32)(-2 - where);
 		bpf_map_update_elem(&unwind_wanted, &key, &now, BPF_ANY);
-		return -1;
+		return -2;
 	}
 	if (where < 0)
 		return -1;
@@ -426,11 +429,14 @@ static __always_inline void submit(struct scratch *sc, const int path)
  * never a stack unwound whole, pay for the copy. */
 static __always_inline bool submit_raw(struct scratch *sc, const int path)
 {
-	/* A launch stack (PATH_CUDA) goes as it is: the agent joins it with
-	 * GPU time through its own path (agent/cuda.h). */
-	if (path == PATH_CUDA)
-		return false;
-	if (bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) >= ring_wake_bytes) {
+	/* A launch stack (PATH_CUDA) goes raw too: the agent unwinds it
+	 * before it joins it with GPU time (agent/cuda.h). One stands for
+	 * the GPU time of many launches (the library's unsampled ones take
+	 * its stack id): it may fill the ring up to half, not a quarter,
+	 * and wakes the agent, so that a program's first burst of launches
+	 * is not left to the frame-pointer walk. */
+	__u64 limit = path == PATH_CUDA ? 2 * ring_wake_bytes : ring_wake_bytes;
+	if (bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) >= limit) {
 		count(ONCPU_STAT_RAW_SKIPPED, 1);
 		return false;
 	}
@@ -468,8 +474,9 @@ static __always_inline bool submit_raw(struct scratch *sc, const int path)
 		n >>= 2;
 	}
 	r->raw.len = len;
-	bpf_ringbuf_submit(r, sc->wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
-	count(path == PATH_OFF ? ONCPU_STAT_OFFCPU_SAMPLES : ONCPU_STAT_SAMPLES, 1);
+	bpf_ringbuf_submit(r, sc->wake || path == PATH_CUDA ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+	count(path == PATH_OFF ? ONCPU_STAT_OFFCPU_SAMPLES :
+	      path == PATH_CUDA ? ONCPU_STAT_CUDA_STACKS : ONCPU_STAT_SAMPLES, 1);
 	count(ONCPU_STAT_RAW_STACKS, 1);
 	if (path == PATH_OFF) {
 		__u32 tid = (__u32)bpf_get_current_pid_tgid();
@@ -493,9 +500,12 @@ static __always_inline void stop_unwind(struct scratch *sc, int err, const int o
 	/* A walk that broke in a process started moments ago most likely met
 	 * a table still being built (the first runs of a new compiler) or a
 	 * library mapped since the agent read the process: its raw stack
-	 * goes too, for the agent to unwind again once it has them. Only
-	 * then, never for a stack unwound whole. */
-	if (err > 0 && err != UWE_TRUNCATED &&
+	 * goes too, for the agent to unwind again once it has them. So does
+	 * one that ended quietly after following a frame pointer through a
+	 * file whose table was not loaded yet (a zero frame pointer there
+	 * is as likely a register in use as the outermost frame). Only
+	 * then, never for a stack unwound by its tables. */
+	if (((err > 0 && err != UWE_TRUNCATED) || (err == 0 && sc->regs.no_table)) &&
 	    bpf_ktime_get_boot_ns() - sc->s.proc_start_ns < RAW_YOUNG_NS && submit_raw(sc, off))
 		return;
 	submit(sc, off);
@@ -910,6 +920,7 @@ static __always_inline int finish_sample(void *ctx, struct scratch *sc, __u32 nk
 		submit(sc, off); /* a kernel thread: no user stack */
 		return 0;
 	}
+	sc->regs.no_table = 0;
 	sc->regs0 = sc->regs;
 	__u32 tgid = s->pid;
 	const struct unwind_proc *p = bpf_map_lookup_elem(&unwind_procs, &tgid);
@@ -1192,9 +1203,10 @@ int offcpu_threads(struct bpf_iter__task *ctx)
  * stack (lib/cuda_wire.h). The agent attaches cuda_marker to it in every
  * copy of the library it finds mapped; the program takes the thread's
  * user stack exactly as the on-CPU sampler does (ember's unwinder through
- * cuda_progs, Python frames included; the kernel's frame-pointer walk for
- * a process not described yet) and sends it as an ONCPU_KIND_CUDA_LAUNCH
- * record. There is no kernel stack: the thread is in user space. */
+ * cuda_progs, Python frames included; for a process not described yet,
+ * or a young one whose walk broke, the raw stack too, for the agent to
+ * unwind) and sends it as an ONCPU_KIND_CUDA_LAUNCH record. There is no
+ * kernel stack: the thread is in user space. */
 static __always_inline struct scratch *launch_scratch(void)
 {
 	__u32 zero = 0;

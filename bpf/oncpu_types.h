@@ -52,6 +52,10 @@ struct oncpu_sample {
 
 /* oncpu_sample.flags */
 #define ONCPU_F_RAW_STACK 1u /* the record is a struct oncpu_raw_sample */
+/* Set by the agent, never by BPF: the agent unwound this record's user
+ * stack from its raw bytes (agent/rawstack.h), which holds no Python
+ * frames (the interpreter's frame chain has changed since). */
+#define ONCPU_F_UNWOUND_RAW 2u
 
 /* Most bytes of user stack a raw record carries (from SP upwards). */
 #define ONCPU_RAW_STACK_MAX 16384u
