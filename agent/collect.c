@@ -7,12 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <bpf/bpf.h>
 #include <linux/types.h>
 
 #include "cuda.h"
 #include "oncpu_types.h"
 #include "log.h"
 #include "python.h"
+#include "python_types.h"
 #include "rawstack.h"
 #include "unwind_types.h"
 #include "util.h"
@@ -512,10 +514,12 @@ void collect_cuda(struct collector *c, const struct cuda_work *w, const void *re
 		const char *why = s->unwind_error && s->unwind_error < UWE_MAX ? unwind_errors[s->unwind_error] : NULL;
 		bool top = true; /* still among the library frames at the top */
 		bool in_python = false; /* a native frame in the interpreter */
+		bool py_frames = false;
 		for (uint32_t i = 0; i < nu; i++) {
 			uint64_t a = uframes[i];
 			if (a & PY_FRAME_FLAG) {
 				top = false;
+				py_frames = true;
 				user[nres++] = python_frame(c, p, a, i + 1 < nu ? uframes[++i] : 0);
 				continue;
 			}
@@ -543,7 +547,7 @@ void collect_cuda(struct collector *c, const struct cuda_work *w, const void *re
 		/* Unwound by the agent from the raw stack, which has no Python
 		 * frames: in an interpreter, say they are missing rather than
 		 * show its C frames as if they were the whole stack. */
-		if (!why && (s->flags & ONCPU_F_UNWOUND_RAW) && in_python)
+		if (!why && (s->flags & ONCPU_F_UNWOUND_RAW) && in_python && !py_frames)
 			why = "[Python frames not unwound]";
 		if (why) {
 			c->stats.unknown_frames++;
@@ -623,10 +627,67 @@ static void collect_as_sent(struct collector *c, const struct oncpu_raw_sample *
 	struct oncpu_sample s;
 	uint32_t nk = r->s.kstack_len > 0 ? (uint32_t)r->s.kstack_len : 0;
 	uint32_t nu = r->s.ustack_len > 0 ? (uint32_t)r->s.ustack_len : 0;
+	if (r->s.flags & ONCPU_F_RAW_PYTHON)
+		nu = 0; /* its frames are Python frames, with nowhere to go */
 	size_t n = ONCPU_HDR_SIZE + (size_t)(nk + nu) * sizeof(__u64);
 	memcpy(&s, &r->s, n);
 	s.flags = 0;
+	s.ustack_len = r->s.ustack_len < 0 ? r->s.ustack_len : (__s32)nu;
 	deliver(c, &s, n, now_ns);
+}
+
+/* Puts the Python frames of a raw launch record (ONCPU_F_RAW_PYTHON: the
+ * thread's frames when the launch was taken, each interpreter
+ * invocation's run ended by ONCPU_RAW_PY_END) in place of the n
+ * interpreter-loop frames of its native stack frames[] (innermost first),
+ * one run for each, as the BPF walker does; at most max slots. Returns the
+ * new count, n when the process's interpreter is not described; *trunc
+ * when frames did not fit. */
+static uint32_t splice_python(struct collector *c, const struct oncpu_raw_sample *r, uint64_t ticks,
+			      __u64 *frames, uint32_t n, uint32_t max, bool *trunc)
+{
+	struct py_proc py;
+	uint32_t pid = r->s.pid;
+	if (c->py_procs_fd <= 0 || bpf_map_lookup_elem(c->py_procs_fd, &pid, &py) != 0 ||
+	    py.start_ticks != ticks || (py.exec_id != r->s.exec_id && py.exec_id != UNWIND_EXEC_ANY))
+		return n;
+	const __u64 *chain = r->s.frames;
+	uint32_t np = r->s.ustack_len > 0 ? (uint32_t)r->s.ustack_len & ~1u : 0;
+	if (np > ONCPU_MAX_UFRAMES)
+		np = ONCPU_MAX_UFRAMES;
+	__u64 out[ONCPU_MAX_UFRAMES];
+	uint32_t o = 0, g = 0;
+	*trunc = false;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t pc = frames[i];
+		if (((pc >= py.eval_lo && pc < py.eval_hi) || (pc >= py.cold_lo && pc < py.cold_hi)) &&
+		    g < np) {
+			uint32_t emitted = 0;
+			bool end = false;
+			for (; g + 1 < np && !end; g += 2) {
+				end = chain[g + 1] & ONCPU_RAW_PY_END;
+				if (!(chain[g] & PY_FRAME_FLAG))
+					continue;
+				if (o + 2 > max) {
+					*trunc = true;
+					goto done;
+				}
+				out[o++] = chain[g];
+				out[o++] = chain[g + 1] & ~ONCPU_RAW_PY_END;
+				emitted++;
+			}
+			if (emitted)
+				continue; /* the loop's own frame gives way to them */
+		}
+		if (o >= max) {
+			*trunc = true;
+			break;
+		}
+		out[o++] = pc;
+	}
+done:
+	memcpy(frames, out, o * sizeof(__u64));
+	return o;
 }
 
 /* Unwinds the raw stack into *s (a record without the raw part, of
@@ -660,6 +721,14 @@ static enum rawstack_result unwind_raw(struct collector *c, const struct oncpu_r
 	}
 	if (res != RAWSTACK_UNWOUND)
 		return res;
+	if (r->s.flags & ONCPU_F_RAW_PYTHON) {
+		/* Its Python frames in place of the interpreter's (a CUDA
+		 * launch record: no kernel frames before them). */
+		bool trunc = false;
+		n = splice_python(c, r, ticks, s->frames + nk, n, max, &trunc);
+		if (trunc)
+			err = UWE_TRUNCATED;
+	}
 	memcpy(s, &r->s, ONCPU_HDR_SIZE);
 	memcpy(s->frames, r->s.frames, nk * sizeof(__u64));
 	s->flags = ONCPU_F_UNWOUND_RAW;

@@ -63,8 +63,8 @@ struct collector_stats {
 #define COLLECT_RAW_MAX_PENDING 128
 #define COLLECT_RAW_WAIT_NS (5ull * 1000000000ull)
 /* CUDA launch records waiting for a table, in slots of their own (so CPU
- * samples cannot crowd them out), at most 64 x 16.6 KiB = 1.1 MiB more. */
-#define COLLECT_CUDA_RAW_MAX_PENDING 64
+ * samples cannot crowd them out), at most 128 x 16.6 KiB = 2.1 MiB more. */
+#define COLLECT_CUDA_RAW_MAX_PENDING 128
 
 /* Most host attribute ids (pairs x 2) a collector takes. */
 #define COLLECT_MAX_HOST_KV 96
@@ -140,6 +140,10 @@ struct collector {
 	 * know yet (rawstack.h); NULL = they are taken as the frame-pointer
 	 * walk they carry. */
 	struct rawstack *rawstack;
+	/* The py_procs map (bpf/python_types.h), whose interpreter-loop
+	 * ranges tell where the Python frames a raw launch record carries go
+	 * (ONCPU_F_RAW_PYTHON); 0 = none (they are left out). */
+	int py_procs_fd;
 	/* Those waiting for a table, oldest first (collector_retry_raw). */
 	struct raw_pending {
 		struct oncpu_raw_sample *rec; /* header, frames, raw.len bytes: owned */

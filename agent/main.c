@@ -889,6 +889,7 @@ int main(int argc, char **argv, char **envp)
 	struct unwind_map_fds fds;
 	oncpu_unwind_maps(a.oncpu, &fds);
 	a.py_procs_fd = oncpu_python_map(a.oncpu);
+	a.collector.py_procs_fd = a.py_procs_fd;
 	a.unwinder = unwinder_start(&fds, &err);
 	if (!a.unwinder) {
 		log_error("%s", err.data);

@@ -419,6 +419,8 @@ static __always_inline void submit(struct scratch *sc, const int path)
  * (stop_unwind). */
 #define RAW_YOUNG_NS 2000000000ull
 
+__noinline int cuda_raw_python(void);
+
 /* Sends the sample with the user registers its walk began with and the
  * raw bytes of its user stack (struct oncpu_raw_sample), so that the agent
  * can unwind it by CFI once it has read the process and loaded its tables
@@ -445,7 +447,13 @@ static __always_inline bool submit_raw(struct scratch *sc, const int path)
 		count(ONCPU_STAT_RAW_SKIPPED, 1);
 		return false;
 	}
+	/* A launch in a Python process: its Python frames, which the agent
+	 * cannot read later (the thread has moved on by then), in place of
+	 * the frame-pointer walk. */
 	sc->s.flags = ONCPU_F_RAW_STACK;
+	if (path == PATH_CUDA)
+		cuda_raw_python(); /* no branch on its answer here: the verifier
+				      walks the rest once */
 	bpf_probe_read_kernel(&r->s, sizeof(r->s), &sc->s);
 	sc->s.flags = 0;
 	r->raw.pc = sc->regs0.pc;
@@ -647,6 +655,78 @@ static __always_inline __u64 py_current_frame(const struct py_proc *py, __u32 ti
 	if (py->off.cframe_current_frame != PY_NO_FIELD && read_ptr(f, py->off.cframe_current_frame, &f))
 		return 0;
 	return f;
+}
+
+/* The launching thread's Python frames, all its invocations'
+ * (ONCPU_RAW_PY_FRAMES at most), into the frame slots of the launch record
+ * in cuda_scratch, flagged ONCPU_F_RAW_PYTHON (oncpu_types.h), before
+ * submit_raw copies it: returns how many slots, 0 (the record untouched) when the
+ * process runs no Python ember knows, a layout that marks invocations on
+ * the native stack (PY_F_ENTRY_ON_STACK, 3.12+), or no frame could be
+ * read. A global function: verified once, not once per inlined copy of
+ * submit_raw. */
+__noinline int cuda_raw_python(void)
+{
+	__u32 zero = 0;
+	struct scratch *sc = bpf_map_lookup_elem(&cuda_scratch, &zero);
+	if (!sc)
+		return 0;
+	__u32 pid = sc->s.pid;
+	const struct py_proc *py = bpf_map_lookup_elem(&py_procs, &pid);
+	if (!py || py->start_ticks != sc->s.proc_start_ns / ns_per_tick ||
+	    (py->exec_id != sc->s.exec_id && py->exec_id != UNWIND_EXEC_ANY) ||
+	    (py->off.flags & PY_F_ENTRY_ON_STACK))
+		return 0;
+	__u64 f = py_current_frame(py, sc->s.tid);
+	__u32 n = 0;
+	/* Two slots a frame, always: the walk's states stay few. */
+	for (__u32 i = 0; i < ONCPU_RAW_PY_FRAMES; i++) {
+		__u64 code = 0, instr = 0, prev = 0, qualname = 0, at = 0, end = 0;
+		if (!f)
+			break;
+		if (read_ptr(f, py->off.frame_code, &code))
+			break;
+		code &= ~PY_CODE_TAG_MASK;
+		if (read_ptr(f, py->off.frame_previous, &prev) ||
+		    read_ptr(code, py->off.code_qualname, &qualname))
+			break;
+		if (py->off.flags & PY_F_FRAME_OBJECTS) {
+			__s32 lasti = 0;
+			if (bpf_probe_read_user(&lasti, sizeof(lasti), (const void *)(f + py->off.frame_instr)))
+				break;
+			if (lasti > 0)
+				at = (py->off.flags & PY_F_LASTI_BYTES) ? (__u64)lasti / 2 : (__u64)lasti;
+			end = ONCPU_RAW_PY_END;
+		} else {
+			if (read_ptr(f, py->off.frame_instr, &instr))
+				break;
+			__u64 first = code + py->off.code_adaptive;
+			if (instr > first)
+				at = (instr - first) / 2;
+			__u8 is_entry = 0;
+			if (py->off.frame_is_entry != PY_NO_FIELD &&
+			    bpf_probe_read_user(&is_entry, 1, (const void *)(f + py->off.frame_is_entry)))
+				break;
+			if (is_entry)
+				end = ONCPU_RAW_PY_END;
+		}
+		if (at > PY_FRAME_INSTR_MAX)
+			at = PY_FRAME_INSTR_MAX;
+		__u32 k = 2 * i;
+		asm volatile("" : "+r"(k));
+		sc->s.frames[k & FRAME_INDEX_MASK] = PY_FRAME_FLAG | at << PY_FRAME_INSTR_SHIFT | (code & PY_FRAME_ADDR_MASK);
+		k = 2 * i + 1;
+		asm volatile("" : "+r"(k));
+		sc->s.frames[k & FRAME_INDEX_MASK] = (qualname & PY_FRAME_ADDR_MASK) | end;
+		n = 2 * i + 2;
+		f = prev;
+	}
+	if (n == 0)
+		return 0;
+	sc->s.kstack_len = 0;
+	sc->s.ustack_len = (__s32)n;
+	sc->s.flags |= ONCPU_F_RAW_PYTHON;
+	return (int)n;
 }
 
 /* PY_F_ENTRY_ON_STACK: an invocation with no Python frames of its own
