@@ -31,6 +31,7 @@
 #include "agent/unwinder.h"
 #include "cuda_wire.h"
 #include "elfsyms.h"
+#include "python_types.h"
 #include "symfile.h"
 #include "unwind_types.h"
 #include "util.h"
@@ -1312,6 +1313,48 @@ static void test_rawstack_stopped_workload(void **state)
 		assert_int_equal(seen.ls.j.with_ns, 700000);
 		assert_int_equal(seen.ls.j.without_ns, 0);
 		assert_int_equal(seen.ls.j.ustack_len, seen.ls.last.ustack_len);
+		/* A launch in a Python process: the record carries the thread's
+		 * Python frames (two invocations' runs, each ended by
+		 * ONCPU_RAW_PY_END) instead of the frame-pointer walk; with
+		 * the process's interpreter loop at the stack's second frame
+		 * (py_procs), the first run takes that frame's place. */
+		__u64 native[ONCPU_MAX_UFRAMES];
+		int32_t nn = seen.ls.last.ustack_len;
+		assert_true(nn >= 3);
+		memcpy(native, seen.ls.last.frames, (size_t)nn * sizeof(__u64));
+		int py_fd = bpf_map_create(BPF_MAP_TYPE_HASH, "py_procs", 4, sizeof(struct py_proc), 16, NULL);
+		assert_true(py_fd > 0);
+		struct py_proc pyp = { .start_ticks = start, .exec_id = 0, .eval_lo = native[1],
+				       .eval_hi = native[1] + 1 };
+		assert_int_equal(bpf_map_update_elem(py_fd, &(uint32_t){ (uint32_t)pid }, &pyp, BPF_ANY), 0);
+		c->py_procs_fd = py_fd;
+		const __u64 chain[6] = { PY_FRAME_FLAG | 0x1000, 0x2000, PY_FRAME_FLAG | 7ull << PY_FRAME_INSTR_SHIFT | 0x3000,
+					 0x4000 | ONCPU_RAW_PY_END, PY_FRAME_FLAG | 0x5000, 0x6000 | ONCPU_RAW_PY_END };
+		rec->s.flags = ONCPU_F_RAW_STACK | ONCPU_F_RAW_PYTHON;
+		rec->s.value = 100;
+		rec->s.ustack_len = 6;
+		memcpy(rec->s.frames, chain, sizeof(chain));
+		collect_cuda_raw(c, rec, sizeof(*rec), t0);
+		assert_int_equal(c->stats.cuda_raw_unwound, 1);
+		assert_int_equal(seen.ls.n, 2);
+		assert_int_equal(seen.ls.last.value, 100);
+		assert_int_equal(seen.ls.last.ustack_len, nn - 1 + 4);
+		assert_true(seen.ls.last.frames[0] == native[0]);
+		assert_true(seen.ls.last.frames[1] == chain[0] && seen.ls.last.frames[2] == chain[1]);
+		assert_true(seen.ls.last.frames[3] == chain[2] && seen.ls.last.frames[4] == 0x4000);
+		for (int32_t i = 2; i < nn; i++)
+			assert_true(seen.ls.last.frames[i + 3] == native[i]);
+		/* Another exec of the process (or none described): left out. */
+		pyp.exec_id = 5;
+		assert_int_equal(bpf_map_update_elem(py_fd, &(uint32_t){ (uint32_t)pid }, &pyp, BPF_ANY), 0);
+		collect_cuda_raw(c, rec, sizeof(*rec), t0);
+		assert_int_equal(seen.ls.last.ustack_len, nn);
+		assert_true(memcmp(seen.ls.last.frames, native, (size_t)nn * sizeof(__u64)) == 0);
+		close(py_fd);
+		c->py_procs_fd = 0;
+		rec->s.flags = ONCPU_F_RAW_STACK;
+		rec->s.ustack_len = 1;
+		rec->s.frames[0] = raw->pc;
 		/* At most COLLECT_CUDA_RAW_MAX_PENDING wait: the next is unwound
 		 * at once with the tables there are (frame pointers where one
 		 * is missing) and counted. */
@@ -1323,14 +1366,14 @@ static void test_rawstack_stopped_workload(void **state)
 		assert_int_equal(c->ncuda_pending, COLLECT_CUDA_RAW_MAX_PENDING);
 		assert_int_equal(c->npending, COLLECT_CUDA_RAW_MAX_PENDING);
 		assert_int_equal(c->stats.cuda_raw_expired, 1);
-		assert_int_equal(seen.ls.n, 2);
+		assert_int_equal(seen.ls.n, 4);
 		assert_true(c->pending_bytes <= COLLECT_CUDA_RAW_MAX_PENDING * sizeof(*rec));
 		/* Waited COLLECT_RAW_WAIT_NS: all unwound with what there is. */
 		collector_retry_raw(c, t0 + COLLECT_RAW_WAIT_NS, false);
 		assert_int_equal(c->ncuda_pending, 0);
 		assert_int_equal(c->pending_bytes, 0);
 		assert_int_equal(c->stats.cuda_raw_expired, 1 + COLLECT_CUDA_RAW_MAX_PENDING);
-		assert_int_equal(seen.ls.n, 2 + COLLECT_CUDA_RAW_MAX_PENDING);
+		assert_int_equal(seen.ls.n, 4 + COLLECT_CUDA_RAW_MAX_PENDING);
 		assert_int_equal(bpf_map_update_elem(e.fds.files, &slot, &fi, BPF_ANY), 0);
 		collector_free(c);
 		free(c);
