@@ -181,14 +181,15 @@ def test_python_program_on_the_fake_driver(server, agent_factory, tmp_path):
     # -> the API. The first launches' stacks go raw (as above) with the
     # thread's Python frames as BPF read them at the launch; the agent puts
     # them in place of the interpreter loop's native frames as it unwinds
-    # the copy. At least 95 % of a 6-second run is whole (99.9 to 100 %
-    # measured); a raw stack without its Python frames says so
-    # ("[Python frames not unwound]").
+    # the copy. At least 97 % of a 6-second run is whole (99.9 to 100 %
+    # measured; 95 % when the first launches' stacks end early); a raw
+    # stack without its Python frames says so ("[Python frames not
+    # unwound]").
     for leaf, ns in (("py_big", BIG_NS), ("py_small", SMALL_NS)):
         got = under_path(tree, ("_start", "<module>", "train_step", "cuLaunchKernel"), leaf)
         early = partial_paths(tree, ("_start", "<module>", "train_step", "cuLaunchKernel"), leaf)
         print(f"{leaf}: {100 * got / (steps * ns):.1f} % under whole stacks; early: {[(p[:3], t) for p, t in early]}")
         assert all(any(f.startswith("[") for f in path) for path, _ in early), early
-        assert got + sum(t for _, t in early) == steps * ns and got >= 0.95 * steps * ns, (leaf, got, early)
+        assert got + sum(t for _, t in early) == steps * ns and got >= 0.97 * steps * ns, (leaf, got, early)
     module = find(tree["root"], "<module>")
     assert module is not None and module["frame_type"] == "cpython", module
