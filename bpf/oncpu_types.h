@@ -53,8 +53,9 @@ struct oncpu_sample {
 /* oncpu_sample.flags */
 #define ONCPU_F_RAW_STACK 1u /* the record is a struct oncpu_raw_sample */
 /* Set by the agent, never by BPF: the agent unwound this record's user
- * stack from its raw bytes (agent/rawstack.h), which holds no Python
- * frames (the interpreter's frame chain has changed since). */
+ * stack from its raw bytes (agent/rawstack.h); its Python frames, if any,
+ * are those BPF read at the launch (ONCPU_F_RAW_PYTHON), for the copy
+ * holds none the agent could read later. */
 #define ONCPU_F_UNWOUND_RAW 2u
 /* A raw CUDA launch record of a Python process (3.11 and older layouts):
  * its frames are not the frame-pointer walk but the thread's Python
