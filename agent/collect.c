@@ -7,12 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <bpf/bpf.h>
 #include <linux/types.h>
 
 #include "cuda.h"
 #include "oncpu_types.h"
 #include "log.h"
 #include "python.h"
+#include "python_types.h"
 #include "rawstack.h"
 #include "unwind_types.h"
 #include "util.h"
@@ -127,6 +129,7 @@ void collector_free(struct collector *c)
 	for (size_t i = 0; i < c->npending; i++)
 		free(c->pending[i].rec);
 	c->npending = 0;
+	c->ncuda_pending = 0;
 	c->pending_bytes = 0;
 }
 
@@ -510,18 +513,23 @@ void collect_cuda(struct collector *c, const struct cuda_work *w, const void *re
 		uint32_t nres = 0;
 		const char *why = s->unwind_error && s->unwind_error < UWE_MAX ? unwind_errors[s->unwind_error] : NULL;
 		bool top = true; /* still among the library frames at the top */
+		bool in_python = false; /* a native frame in the interpreter */
+		bool py_frames = false;
 		for (uint32_t i = 0; i < nu; i++) {
 			uint64_t a = uframes[i];
 			if (a & PY_FRAME_FLAG) {
 				top = false;
+				py_frames = true;
 				user[nres++] = python_frame(c, p, a, i + 1 < nu ? uframes[++i] : 0);
 				continue;
 			}
 			uint64_t at = i == 0 ? a : a - 1;
 			const struct mapping *m = proc_find_mapping(c->procs, p, at, now_ns);
-			if (top && m && m->kind == MAPPING_FILE && m->file != FILE_NONE &&
-			    cuda_machinery(files_at(c->files, m->file)->name))
+			const char *file = m && m->kind == MAPPING_FILE && m->file != FILE_NONE
+						   ? files_at(c->files, m->file)->name : NULL;
+			if (top && file && cuda_machinery(file))
 				continue;
+			in_python |= file && python_file_name(file);
 			top = false;
 			uint32_t f = user_frame(c, p, at, now_ns);
 			if (f == UINT32_MAX) {
@@ -536,6 +544,11 @@ void collect_cuda(struct collector *c, const struct cuda_work *w, const void *re
 		 * than show the launch at the root. */
 		if (!why && nres == 0)
 			why = "[launch stack not unwound]";
+		/* Unwound by the agent from the raw stack, which has no Python
+		 * frames: in an interpreter, say they are missing rather than
+		 * show its C frames as if they were the whole stack. */
+		if (!why && (s->flags & ONCPU_F_UNWOUND_RAW) && in_python && !py_frames)
+			why = "[Python frames not unwound]";
 		if (why) {
 			c->stats.unknown_frames++;
 			stack[n++] = error_frame(c, why);
@@ -588,16 +601,93 @@ static size_t raw_size(const struct oncpu_raw_sample *r)
 	return offsetof(struct oncpu_raw_sample, raw.bytes) + r->raw.len;
 }
 
+static bool is_launch(const struct oncpu_raw_sample *r)
+{
+	return r->s.kind == ONCPU_KIND_CUDA_LAUNCH;
+}
+
+/* Counts what became of a raw record in its kind's counter. */
+#define RAW_COUNT(c, r, field) ((void)(is_launch(r) ? (c)->stats.cuda_##field++ : (c)->stats.field++))
+
+/* Adds an unwound (or as-sent) record: a sample to the batch, a launch
+ * record to cuda_stack. */
+static void deliver(struct collector *c, struct oncpu_sample *s, size_t size, uint64_t now_ns)
+{
+	if (s->kind != ONCPU_KIND_CUDA_LAUNCH) {
+		collect_sample(c, s, size, now_ns);
+		return;
+	}
+	if (c->cuda_stack)
+		c->cuda_stack(c->hook_ctx, s, size);
+}
+
 /* Adds the record with the frame-pointer walk it carries. */
 static void collect_as_sent(struct collector *c, const struct oncpu_raw_sample *r, uint64_t now_ns)
 {
 	struct oncpu_sample s;
 	uint32_t nk = r->s.kstack_len > 0 ? (uint32_t)r->s.kstack_len : 0;
 	uint32_t nu = r->s.ustack_len > 0 ? (uint32_t)r->s.ustack_len : 0;
+	if (r->s.flags & ONCPU_F_RAW_PYTHON)
+		nu = 0; /* its frames are Python frames, with nowhere to go */
 	size_t n = ONCPU_HDR_SIZE + (size_t)(nk + nu) * sizeof(__u64);
 	memcpy(&s, &r->s, n);
 	s.flags = 0;
-	collect_sample(c, &s, n, now_ns);
+	s.ustack_len = r->s.ustack_len < 0 ? r->s.ustack_len : (__s32)nu;
+	deliver(c, &s, n, now_ns);
+}
+
+/* Puts the Python frames of a raw launch record (ONCPU_F_RAW_PYTHON: the
+ * thread's frames when the launch was taken, each interpreter
+ * invocation's run ended by ONCPU_RAW_PY_END) in place of the n
+ * interpreter-loop frames of its native stack frames[] (innermost first),
+ * one run for each, as the BPF walker does; at most max slots. Returns the
+ * new count, n when the process's interpreter is not described; *trunc
+ * when frames did not fit. */
+static uint32_t splice_python(struct collector *c, const struct oncpu_raw_sample *r, uint64_t ticks,
+			      __u64 *frames, uint32_t n, uint32_t max, bool *trunc)
+{
+	struct py_proc py;
+	uint32_t pid = r->s.pid;
+	if (c->py_procs_fd <= 0 || bpf_map_lookup_elem(c->py_procs_fd, &pid, &py) != 0 ||
+	    py.start_ticks != ticks || (py.exec_id != r->s.exec_id && py.exec_id != UNWIND_EXEC_ANY))
+		return n;
+	const __u64 *chain = r->s.frames;
+	uint32_t np = r->s.ustack_len > 0 ? (uint32_t)r->s.ustack_len & ~1u : 0;
+	if (np > ONCPU_MAX_UFRAMES)
+		np = ONCPU_MAX_UFRAMES;
+	__u64 out[ONCPU_MAX_UFRAMES];
+	uint32_t o = 0, g = 0;
+	*trunc = false;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t pc = frames[i];
+		if (((pc >= py.eval_lo && pc < py.eval_hi) || (pc >= py.cold_lo && pc < py.cold_hi)) &&
+		    g < np) {
+			uint32_t emitted = 0;
+			bool end = false;
+			for (; g + 1 < np && !end; g += 2) {
+				end = chain[g + 1] & ONCPU_RAW_PY_END;
+				if (!(chain[g] & PY_FRAME_FLAG))
+					continue;
+				if (o + 2 > max) {
+					*trunc = true;
+					goto done;
+				}
+				out[o++] = chain[g];
+				out[o++] = chain[g + 1] & ~ONCPU_RAW_PY_END;
+				emitted++;
+			}
+			if (emitted)
+				continue; /* the loop's own frame gives way to them */
+		}
+		if (o >= max) {
+			*trunc = true;
+			break;
+		}
+		out[o++] = pc;
+	}
+done:
+	memcpy(frames, out, o * sizeof(__u64));
+	return o;
 }
 
 /* Unwinds the raw stack into *s (a record without the raw part, of
@@ -631,9 +721,17 @@ static enum rawstack_result unwind_raw(struct collector *c, const struct oncpu_r
 	}
 	if (res != RAWSTACK_UNWOUND)
 		return res;
+	if (r->s.flags & ONCPU_F_RAW_PYTHON) {
+		/* Its Python frames in place of the interpreter's (a CUDA
+		 * launch record: no kernel frames before them). */
+		bool trunc = false;
+		n = splice_python(c, r, ticks, s->frames + nk, n, max, &trunc);
+		if (trunc)
+			err = UWE_TRUNCATED;
+	}
 	memcpy(s, &r->s, ONCPU_HDR_SIZE);
 	memcpy(s->frames, r->s.frames, nk * sizeof(__u64));
-	s->flags = 0;
+	s->flags = ONCPU_F_UNWOUND_RAW;
 	s->unwind_mode = UWM_CFI;
 	s->unwind_error = err;
 	s->ustack_len = (__s32)n;
@@ -648,8 +746,11 @@ static enum rawstack_result collect_unwound(struct collector *c, const struct on
 	struct oncpu_sample s;
 	size_t size = 0;
 	enum rawstack_result res = unwind_raw(c, r, final, now_ns, &s, &size, stuck);
-	if (res == RAWSTACK_UNWOUND)
-		collect_sample(c, &s, size, now_ns);
+	if (res == RAWSTACK_UNWOUND) {
+		if (!is_launch(r))
+			s.flags = 0;
+		deliver(c, &s, size, now_ns);
+	}
 	return res;
 }
 
@@ -663,9 +764,9 @@ static void collect_raw(struct collector *c, const struct oncpu_raw_sample *r, s
 		c->stats.malformed++;
 		return;
 	}
-	c->stats.raw_stacks++;
+	RAW_COUNT(c, r, raw_stacks);
 	if (!c->rawstack || r->raw.len == 0) {
-		c->stats.raw_fallback++;
+		RAW_COUNT(c, r, raw_fallback);
 		collect_as_sent(c, r, now_ns);
 		return;
 	}
@@ -679,10 +780,10 @@ static void collect_raw(struct collector *c, const struct oncpu_raw_sample *r, s
 	uint64_t stuck = 0;
 	switch (collect_unwound(c, r, false, now_ns, &stuck)) {
 	case RAWSTACK_UNWOUND:
-		c->stats.raw_unwound++;
+		RAW_COUNT(c, r, raw_unwound);
 		return;
 	case RAWSTACK_NO_PROCESS:
-		c->stats.raw_fallback++;
+		RAW_COUNT(c, r, raw_fallback);
 		collect_as_sent(c, r, now_ns);
 		return;
 	case RAWSTACK_NO_TABLE:
@@ -692,8 +793,9 @@ static void collect_raw(struct collector *c, const struct oncpu_raw_sample *r, s
 	const struct mapping *m = proc_find_mapping(c->procs, p, stuck, now_ns);
 	if (c->want_table && m && m->kind == MAPPING_FILE && m->file != FILE_NONE)
 		c->want_table(c->hook_ctx, m->file);
-	if (c->npending >= COLLECT_RAW_MAX_PENDING) {
-		c->stats.raw_expired++;
+	if (is_launch(r) ? c->ncuda_pending >= COLLECT_CUDA_RAW_MAX_PENDING
+			 : c->npending - c->ncuda_pending >= COLLECT_RAW_MAX_PENDING) {
+		RAW_COUNT(c, r, raw_expired);
 		collect_unwound(c, r, true, now_ns, &stuck);
 		return;
 	}
@@ -701,7 +803,29 @@ static void collect_raw(struct collector *c, const struct oncpu_raw_sample *r, s
 	struct oncpu_raw_sample *copy = xmalloc(n);
 	memcpy(copy, r, n);
 	c->pending[c->npending++] = (struct raw_pending){ copy, now_ns + COLLECT_RAW_WAIT_NS };
+	c->ncuda_pending += is_launch(r);
 	c->pending_bytes += n;
+}
+
+void collect_cuda_raw(struct collector *c, const void *rec, size_t size, uint64_t now_ns)
+{
+	const struct oncpu_raw_sample *r = rec;
+	if (size != sizeof(*r) || !(r->s.flags & ONCPU_F_RAW_STACK) || !is_launch(r) ||
+	    r->s.value == 0) {
+		c->stats.malformed++;
+		return;
+	}
+	collect_raw(c, r, size, now_ns);
+}
+
+bool collector_cuda_raw_waiting(const struct collector *c, int32_t pid, uint64_t stack_id)
+{
+	for (size_t i = 0; c->ncuda_pending && i < c->npending; i++) {
+		const struct oncpu_raw_sample *r = c->pending[i].rec;
+		if (is_launch(r) && r->s.pid == (uint32_t)pid && r->s.value == stack_id)
+			return true;
+	}
+	return false;
 }
 
 void collector_retry_raw(struct collector *c, uint64_t now_ns, bool all)
@@ -715,10 +839,10 @@ void collector_retry_raw(struct collector *c, uint64_t now_ns, bool all)
 		uint64_t stuck = 0;
 		switch (collect_unwound(c, w->rec, false, now_ns, &stuck)) {
 		case RAWSTACK_UNWOUND:
-			c->stats.raw_unwound_late++;
+			RAW_COUNT(c, w->rec, raw_unwound_late);
 			break;
 		case RAWSTACK_NO_PROCESS:
-			c->stats.raw_fallback++;
+			RAW_COUNT(c, w->rec, raw_fallback);
 			collect_as_sent(c, w->rec, now_ns);
 			break;
 		case RAWSTACK_NO_TABLE:
@@ -728,7 +852,7 @@ void collector_retry_raw(struct collector *c, uint64_t now_ns, bool all)
 			}
 			/* Waited long enough: frame pointers where a table
 			 * is missing, as the BPF program does. */
-			c->stats.raw_expired++;
+			RAW_COUNT(c, w->rec, raw_expired);
 			if (log_enabled(LOG_DEBUG)) {
 				struct proc *p = proc_table_get(c->procs, (int32_t)w->rec->s.pid,
 								w->rec->s.proc_start_ns / c->ns_per_tick,
@@ -743,6 +867,7 @@ void collector_retry_raw(struct collector *c, uint64_t now_ns, bool all)
 			break;
 		}
 		c->pending_bytes -= raw_size(w->rec);
+		c->ncuda_pending -= is_launch(w->rec);
 		free(w->rec);
 	}
 	c->npending = kept;

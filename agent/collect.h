@@ -51,6 +51,9 @@ struct collector_stats {
 				      unwound with the tables there were */
 	uint64_t raw_fallback;     /* of a process the agent could not read (gone): the
 				      frame-pointer walk they carry was kept */
+	/* The same for CUDA launch records (collect_cuda_raw): */
+	uint64_t cuda_raw_stacks, cuda_raw_unwound, cuda_raw_unwound_late, cuda_raw_expired,
+		cuda_raw_fallback;
 };
 
 /* Raw samples waiting for a table: at most COLLECT_RAW_MAX_PENDING, each
@@ -59,6 +62,9 @@ struct collector_stats {
  * at most 128 x 20.6 KiB = 2.6 MiB. */
 #define COLLECT_RAW_MAX_PENDING 128
 #define COLLECT_RAW_WAIT_NS (5ull * 1000000000ull)
+/* CUDA launch records waiting for a table, in slots of their own (so CPU
+ * samples cannot crowd them out), at most 128 x 16.6 KiB = 2.1 MiB more. */
+#define COLLECT_CUDA_RAW_MAX_PENDING 128
 
 /* Most host attribute ids (pairs x 2) a collector takes. */
 #define COLLECT_MAX_HOST_KV 96
@@ -83,6 +89,10 @@ struct collector {
 	 * built), so that it is built next; NULL = not called. */
 	void (*want_table)(void *ctx, uint32_t file);
 	void *hook_ctx;
+	/* Called with each CUDA launch record unwound from its raw stack
+	 * (collect_cuda_raw), a struct oncpu_sample of size bytes without
+	 * ONCPU_F_RAW_STACK, for the join (cuda_add_stack); NULL = dropped. */
+	void (*cuda_stack)(void *ctx, const void *rec, size_t size);
 	struct python *python; /* names Python frames; NULL = none */
 	/* Adds a pod's -k8s-pod-labels (and its name and namespace when the
 	 * process's attributes lack them) to the resource of its processes;
@@ -130,12 +140,17 @@ struct collector {
 	 * know yet (rawstack.h); NULL = they are taken as the frame-pointer
 	 * walk they carry. */
 	struct rawstack *rawstack;
+	/* The py_procs map (bpf/python_types.h), whose interpreter-loop
+	 * ranges tell where the Python frames a raw launch record carries go
+	 * (ONCPU_F_RAW_PYTHON); 0 = none (they are left out). */
+	int py_procs_fd;
 	/* Those waiting for a table, oldest first (collector_retry_raw). */
 	struct raw_pending {
 		struct oncpu_raw_sample *rec; /* header, frames, raw.len bytes: owned */
 		uint64_t deadline_ns;
-	} pending[COLLECT_RAW_MAX_PENDING];
-	size_t npending;
+	} pending[COLLECT_RAW_MAX_PENDING + COLLECT_CUDA_RAW_MAX_PENDING];
+	size_t npending;      /* all of them */
+	size_t ncuda_pending; /* of which CUDA launch records */
 	size_t pending_bytes;
 	uint64_t retried_ns; /* the last retry (at most one every 10 ms) */
 };
@@ -160,10 +175,20 @@ void collect_sample(struct collector *c, const void *sample, size_t size, uint64
  * collector_retry_raw adds it to the batch then current. */
 /* Unwinds the waiting raw samples whose tables have come in, and those
  * that waited COLLECT_RAW_WAIT_NS (or all of them, with all) with the
- * tables there are, adding them to the batch. The main loop calls it
- * after each wakeup, and with all before the sweep forgets exited
- * processes and before the agent stops. */
+ * tables there are, adding them to the batch (CUDA launch records: to
+ * cuda_stack). The main loop calls it after each wakeup, and with all
+ * before the sweep forgets exited processes and before the agent stops. */
 void collector_retry_raw(struct collector *c, uint64_t now_ns, bool all);
+/* A CUDA launch record with ONCPU_F_RAW_STACK (struct oncpu_raw_sample of
+ * kind ONCPU_KIND_CUDA_LAUNCH, size bytes): unwound as collect_sample
+ * unwinds a raw CPU sample (waiting, bounded, in its own
+ * COLLECT_CUDA_RAW_MAX_PENDING slots, for a table not loaded yet), then
+ * handed to cuda_stack with ONCPU_F_UNWOUND_RAW set; a process the agent
+ * could not read keeps the frame-pointer walk the record carries. */
+void collect_cuda_raw(struct collector *c, const void *rec, size_t size, uint64_t now_ns);
+/* Whether a raw launch record of (pid, stack_id) waits for a table: its
+ * GPU time waits for it too (cuda_join). */
+bool collector_cuda_raw_waiting(const struct collector *c, int32_t pid, uint64_t stack_id);
 
 struct cuda_work;
 /* Adds one entry of GPU time (cuda.h) to the batch as an EK_CUDA sample

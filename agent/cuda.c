@@ -59,6 +59,7 @@ struct cuda {
 	const char *proc_root;
 	cuda_hello_fn hello;
 	cuda_emit_fn emit;
+	cuda_awaited_fn awaited; /* NULL: none */
 	void *ctx;
 	struct conn *conns; /* CUDA_MAX_CONNS slots */
 	size_t nconns;
@@ -427,13 +428,28 @@ static void emit(struct cuda *c, const struct cuda_work *w, const struct stack_r
 	c->emit(c->ctx, w, r ? r->rec : NULL, r ? r->size : 0);
 }
 
+void cuda_set_awaited(struct cuda *c, cuda_awaited_fn awaited)
+{
+	c->awaited = awaited;
+}
+
+/* Whether w, without its stack, waits on: CUDA_HOLD_NS, or up to
+ * CUDA_RAW_HOLD_NS while its stack is on its way. */
+static bool hold(struct cuda *c, const struct cuda_work *w, uint64_t now_ns)
+{
+	uint64_t age = now_ns - w->arrived_ns;
+	if (age < CUDA_HOLD_NS)
+		return true;
+	return age < CUDA_RAW_HOLD_NS && c->awaited && c->awaited(c->ctx, w->pid, w->stack_id);
+}
+
 void cuda_join(struct cuda *c, uint64_t now_ns)
 {
 	size_t keep = 0;
 	for (size_t i = 0; i < c->npending; i++) {
 		struct cuda_work *w = &c->pending[i];
 		const struct stack_rec *r = find_stack(c, w->pid, w->stack_id);
-		if (!r && now_ns - w->arrived_ns < CUDA_HOLD_NS) {
+		if (!r && hold(c, w, now_ns)) {
 			c->pending[keep++] = *w;
 			continue;
 		}

@@ -24,9 +24,12 @@
  * CUDA_MAX_PENDING) until cuda_join() finds its stack: then the emit
  * callback gets the work and the stack record. stack_id 0 is emitted at
  * once without a stack; an unknown stack_id waits up to CUDA_HOLD_NS (the
- * uprobe's record may still be in the ring buffer) and is then emitted
- * without a stack. No time is ever dropped: a full pending queue emits
- * the new entry at once, without a stack.
+ * uprobe's record may still be in the ring buffer), or up to
+ * CUDA_RAW_HOLD_NS while the awaited callback (cuda_set_awaited) says its
+ * stack is on its way (a raw launch stack the agent unwinds once the
+ * tables are in), and is then emitted without a stack. No time is ever
+ * dropped: a full pending queue emits the new entry at once, without a
+ * stack.
  */
 #ifndef EMBER_AGENT_CUDA_H
 #define EMBER_AGENT_CUDA_H
@@ -45,6 +48,10 @@
 #define CUDA_MAX_STACK_BYTES (32u << 20)
 #define CUDA_MAX_PENDING 65536
 #define CUDA_HOLD_NS 2000000000ull
+/* The longest an entry waits for a stack that is on its way: more than
+ * the collector's wait for a table (COLLECT_RAW_WAIT_NS, 5 s), after
+ * which the stack comes in any case. */
+#define CUDA_RAW_HOLD_NS 8000000000ull
 /* Messages read from one connection per cuda_serve() (the rest wait). */
 #define CUDA_SERVE_BATCH 256
 /* AGG entries taken per second, from one connection and from all (token
@@ -111,6 +118,11 @@ typedef void (*cuda_emit_fn)(void *ctx, const struct cuda_work *w, const void *r
  * start times. Returns NULL with the reason in err. */
 struct cuda *cuda_open(const char *dir, const char *proc_root, cuda_hello_fn hello,
 		       cuda_emit_fn emit, void *ctx, struct buf *err);
+/* Says whether the launch stack of (pid, stack_id) is on its way (called
+ * with cuda_open's ctx for entries past CUDA_HOLD_NS without a stack). */
+typedef bool (*cuda_awaited_fn)(void *ctx, int32_t pid, uint64_t stack_id);
+/* Sets it (NULL: none; an entry waits CUDA_HOLD_NS at most). */
+void cuda_set_awaited(struct cuda *c, cuda_awaited_fn awaited);
 /* Closes every connection and the listener, removes the socket, frees
  * what is pending (NULL: no-op). */
 void cuda_close(struct cuda *c);

@@ -256,18 +256,39 @@ static void want_table(void *ctx, uint32_t file)
 		unwinder_prioritize(a->unwinder, file);
 }
 
+/* A launch stack for the join: as BPF sent it, or unwound by the agent
+ * from its raw stack (the collector's cuda_stack hook). */
+static void on_launch_stack(void *ctx, const void *rec, size_t size)
+{
+	struct agent *a = ctx;
+	if (!a->cuda)
+		return;
+	collect_cuda_prepare(&a->collector, rec, size, now_mono_ns());
+	cuda_add_stack(a->cuda, rec, size);
+}
+
 static void on_sample(void *ctx, const void *data, size_t size)
 {
 	struct agent *a = ctx;
 	const struct oncpu_sample *s = data;
 	if (size >= ONCPU_HDR_SIZE && s->kind == ONCPU_KIND_CUDA_LAUNCH) {
-		if (a->cuda) {
-			collect_cuda_prepare(&a->collector, data, size, now_mono_ns());
-			cuda_add_stack(a->cuda, data, size);
-		}
+		/* A raw one is unwound first (now, or once its tables are
+		 * in): then on_launch_stack. */
+		if (a->cuda && (s->flags & ONCPU_F_RAW_STACK))
+			collect_cuda_raw(&a->collector, data, size, now_mono_ns());
+		else if (a->cuda)
+			on_launch_stack(a, data, size);
 		return;
 	}
 	collect_sample(&a->collector, data, size, now_mono_ns());
+}
+
+/* Whether a raw launch stack of (pid, stack_id) waits for its tables:
+ * its GPU time waits for it (cuda_join). */
+static bool launch_stack_awaited(void *ctx, int32_t pid, uint64_t stack_id)
+{
+	struct agent *a = ctx;
+	return collector_cuda_raw_waiting(&a->collector, pid, stack_id);
 }
 
 /* A CUDA process said hello: its maps are read now (its copy of the
@@ -298,6 +319,7 @@ static void start_cuda(struct agent *a)
 		buf_free(&err);
 		return;
 	}
+	cuda_set_awaited(a->cuda, launch_stack_awaited);
 	buf_free(&err);
 	char lib[256];
 	snprintf(lib, sizeof(lib), "%s/libembercuda.so", a->cfg.cuda_profiler_dir);
@@ -514,6 +536,12 @@ static void take_stats(struct agent *a, struct selfstats_values *s)
 	v[SS_RAW_EXPIRED] = cs->raw_expired;
 	v[SS_RAW_FALLBACK] = cs->raw_fallback;
 	v[SS_RAW_PENDING] = a->collector.npending;
+	v[SS_CUDA_RAW_STACKS] = cs->cuda_raw_stacks;
+	v[SS_CUDA_RAW_UNWOUND] = cs->cuda_raw_unwound;
+	v[SS_CUDA_RAW_UNWOUND_LATE] = cs->cuda_raw_unwound_late;
+	v[SS_CUDA_RAW_EXPIRED] = cs->cuda_raw_expired;
+	v[SS_CUDA_RAW_FALLBACK] = cs->cuda_raw_fallback;
+	v[SS_CUDA_RAW_PENDING] = a->collector.ncuda_pending;
 	v[SS_RAW_PENDING_BYTES] = a->collector.pending_bytes;
 	v[SS_PROCESSES] = proc_table_count(&a->procs);
 	v[SS_FILES] = a->files.count;
@@ -852,6 +880,7 @@ int main(int argc, char **argv, char **envp)
 		.nhost_kv = host_attributes(&a),
 		.ns_per_tick = ticks > 0 ? 1000000000ull / (uint64_t)ticks : 10000000ull,
 		.want_table = want_table,
+		.cuda_stack = on_launch_stack,
 		.hook_ctx = &a,
 		.kubelet = a.kubelet,
 	};
@@ -868,6 +897,7 @@ int main(int argc, char **argv, char **envp)
 	struct unwind_map_fds fds;
 	oncpu_unwind_maps(a.oncpu, &fds);
 	a.py_procs_fd = oncpu_python_map(a.oncpu);
+	a.collector.py_procs_fd = a.py_procs_fd;
 	a.unwinder = unwinder_start(&fds, &err);
 	if (!a.unwinder) {
 		log_error("%s", err.data);
@@ -1003,7 +1033,8 @@ int main(int argc, char **argv, char **envp)
 		 * dropped. */
 		cuda_stop(a.cuda, now_mono_ns());
 		oncpu_drain(a.oncpu);
-		cuda_join(a.cuda, now_mono_ns() + CUDA_HOLD_NS);
+		collector_retry_raw(&a.collector, now_mono_ns(), true);
+		cuda_join(a.cuda, now_mono_ns() + CUDA_RAW_HOLD_NS);
 	}
 	flush_batch(&a);
 	log_stats(&a);

@@ -280,9 +280,12 @@ int oncpu_open(struct oncpu **out, uint64_t hz, uint64_t offcpu_hz, uint32_t unw
 	/* One second of worst-case records (both stacks full) per CPU; the
 	 * agent drains every second, and sooner when a sample finds the ring
 	 * a quarter full (ring_wake_bytes). Off-CPU records come at about
-	 * offcpu_hz per blocked thread: the same allowance per CPU again. */
+	 * offcpu_hz per blocked thread: the same allowance per CPU again.
+	 * 1 MiB at least: room for the raw records (16.6 KiB each) of a new
+	 * process's first samples and first burst of CUDA launches, which
+	 * BPF sends only while the ring is a quarter (launches: half) full. */
 	size_t rb = next_pow2(MAX((size_t)(hz + offcpu_hz) * (size_t)ncpu * sizeof(struct oncpu_sample),
-				  (size_t)256 << 10));
+				  (size_t)1 << 20));
 	rb = MIN(rb, (size_t)256 << 20);
 	const char *no_offcpu = offcpu_hz ? offcpu_unsupported(o->has_task_pt_regs) : NULL;
 	if (no_offcpu) {

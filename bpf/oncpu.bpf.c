@@ -348,7 +348,8 @@ __noinline int uw_page_rule(__u32 page, __u32 n, __u32 rel)
 }
 
 /* uw_find_rule_id, with the searches above; also notes that the table was
- * used (unwind_seen) and which missing row page was wanted. */
+ * used (unwind_seen) and which missing row page was wanted. Returns -2
+ * when the file's table, or the row page, is not loaded (yet). */
 __noinline int uw_rule_id(__u32 file, __u64 vaddr)
 {
 	__u64 now = bpf_ktime_get_ns();
@@ -356,14 +357,16 @@ __noinline int uw_rule_id(__u32 file, __u64 vaddr)
 	if (seen && now - *seen >= UNWIND_SEEN_NS)
 		*seen = now;
 	const struct unwind_file_info *fi = file_at(file);
-	if (!fi || vaddr < fi->base || vaddr - fi->base > 0xffffffffull)
+	if (!fi || fi->count == 0)
+		return -2;
+	if (vaddr < fi->base || vaddr - fi->base > 0xffffffffull)
 		return -1;
 	__u32 rel = (__u32)(vaddr - fi->base);
 	__s64 where = uw_row_page(file, rel);
 	if (where <= -2) {
 		__u64 key = (__u64)file << 32 | (__u32)(-2 - where);
 		bpf_map_update_elem(&unwind_wanted, &key, &now, BPF_ANY);
-		return -1;
+		return -2;
 	}
 	if (where < 0)
 		return -1;
@@ -416,6 +419,8 @@ static __always_inline void submit(struct scratch *sc, const int path)
  * (stop_unwind). */
 #define RAW_YOUNG_NS 2000000000ull
 
+__noinline int cuda_raw_python(void);
+
 /* Sends the sample with the user registers its walk began with and the
  * raw bytes of its user stack (struct oncpu_raw_sample), so that the agent
  * can unwind it by CFI once it has read the process and loaded its tables
@@ -426,11 +431,14 @@ static __always_inline void submit(struct scratch *sc, const int path)
  * never a stack unwound whole, pay for the copy. */
 static __always_inline bool submit_raw(struct scratch *sc, const int path)
 {
-	/* A launch stack (PATH_CUDA) goes as it is: the agent joins it with
-	 * GPU time through its own path (agent/cuda.h). */
-	if (path == PATH_CUDA)
-		return false;
-	if (bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) >= ring_wake_bytes) {
+	/* A launch stack (PATH_CUDA) goes raw too: the agent unwinds it
+	 * before it joins it with GPU time (agent/cuda.h). One stands for
+	 * the GPU time of many launches (the library's unsampled ones take
+	 * its stack id): it may fill the ring up to half, not a quarter,
+	 * and wakes the agent, so that a program's first burst of launches
+	 * is not left to the frame-pointer walk. */
+	__u64 limit = path == PATH_CUDA ? 2 * ring_wake_bytes : ring_wake_bytes;
+	if (bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) >= limit) {
 		count(ONCPU_STAT_RAW_SKIPPED, 1);
 		return false;
 	}
@@ -439,7 +447,13 @@ static __always_inline bool submit_raw(struct scratch *sc, const int path)
 		count(ONCPU_STAT_RAW_SKIPPED, 1);
 		return false;
 	}
+	/* A launch in a Python process: its Python frames, which the agent
+	 * cannot read later (the thread has moved on by then), in place of
+	 * the frame-pointer walk. */
 	sc->s.flags = ONCPU_F_RAW_STACK;
+	if (path == PATH_CUDA)
+		cuda_raw_python(); /* no branch on its answer here: the verifier
+				      walks the rest once */
 	bpf_probe_read_kernel(&r->s, sizeof(r->s), &sc->s);
 	sc->s.flags = 0;
 	r->raw.pc = sc->regs0.pc;
@@ -468,8 +482,9 @@ static __always_inline bool submit_raw(struct scratch *sc, const int path)
 		n >>= 2;
 	}
 	r->raw.len = len;
-	bpf_ringbuf_submit(r, sc->wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
-	count(path == PATH_OFF ? ONCPU_STAT_OFFCPU_SAMPLES : ONCPU_STAT_SAMPLES, 1);
+	bpf_ringbuf_submit(r, sc->wake || path == PATH_CUDA ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+	count(path == PATH_OFF ? ONCPU_STAT_OFFCPU_SAMPLES :
+	      path == PATH_CUDA ? ONCPU_STAT_CUDA_STACKS : ONCPU_STAT_SAMPLES, 1);
 	count(ONCPU_STAT_RAW_STACKS, 1);
 	if (path == PATH_OFF) {
 		__u32 tid = (__u32)bpf_get_current_pid_tgid();
@@ -493,9 +508,12 @@ static __always_inline void stop_unwind(struct scratch *sc, int err, const int o
 	/* A walk that broke in a process started moments ago most likely met
 	 * a table still being built (the first runs of a new compiler) or a
 	 * library mapped since the agent read the process: its raw stack
-	 * goes too, for the agent to unwind again once it has them. Only
-	 * then, never for a stack unwound whole. */
-	if (err > 0 && err != UWE_TRUNCATED &&
+	 * goes too, for the agent to unwind again once it has them. So does
+	 * one that ended quietly after following a frame pointer through a
+	 * file whose table was not loaded yet (a zero frame pointer there
+	 * is as likely a register in use as the outermost frame). Only
+	 * then, never for a stack unwound by its tables. */
+	if (((err > 0 && err != UWE_TRUNCATED) || (err == 0 && sc->regs.no_table)) &&
 	    bpf_ktime_get_boot_ns() - sc->s.proc_start_ns < RAW_YOUNG_NS && submit_raw(sc, off))
 		return;
 	submit(sc, off);
@@ -637,6 +655,78 @@ static __always_inline __u64 py_current_frame(const struct py_proc *py, __u32 ti
 	if (py->off.cframe_current_frame != PY_NO_FIELD && read_ptr(f, py->off.cframe_current_frame, &f))
 		return 0;
 	return f;
+}
+
+/* The launching thread's Python frames, all its invocations'
+ * (ONCPU_RAW_PY_FRAMES at most), into the frame slots of the launch record
+ * in cuda_scratch, flagged ONCPU_F_RAW_PYTHON (oncpu_types.h), before
+ * submit_raw copies it: returns how many slots, 0 (the record untouched) when the
+ * process runs no Python ember knows, a layout that marks invocations on
+ * the native stack (PY_F_ENTRY_ON_STACK, 3.12+), or no frame could be
+ * read. A global function: verified once, not once per inlined copy of
+ * submit_raw. */
+__noinline int cuda_raw_python(void)
+{
+	__u32 zero = 0;
+	struct scratch *sc = bpf_map_lookup_elem(&cuda_scratch, &zero);
+	if (!sc)
+		return 0;
+	__u32 pid = sc->s.pid;
+	const struct py_proc *py = bpf_map_lookup_elem(&py_procs, &pid);
+	if (!py || py->start_ticks != sc->s.proc_start_ns / ns_per_tick ||
+	    (py->exec_id != sc->s.exec_id && py->exec_id != UNWIND_EXEC_ANY) ||
+	    (py->off.flags & PY_F_ENTRY_ON_STACK))
+		return 0;
+	__u64 f = py_current_frame(py, sc->s.tid);
+	__u32 n = 0;
+	/* Two slots a frame, always: the walk's states stay few. */
+	for (__u32 i = 0; i < ONCPU_RAW_PY_FRAMES; i++) {
+		__u64 code = 0, instr = 0, prev = 0, qualname = 0, at = 0, end = 0;
+		if (!f)
+			break;
+		if (read_ptr(f, py->off.frame_code, &code))
+			break;
+		code &= ~PY_CODE_TAG_MASK;
+		if (read_ptr(f, py->off.frame_previous, &prev) ||
+		    read_ptr(code, py->off.code_qualname, &qualname))
+			break;
+		if (py->off.flags & PY_F_FRAME_OBJECTS) {
+			__s32 lasti = 0;
+			if (bpf_probe_read_user(&lasti, sizeof(lasti), (const void *)(f + py->off.frame_instr)))
+				break;
+			if (lasti > 0)
+				at = (py->off.flags & PY_F_LASTI_BYTES) ? (__u64)lasti / 2 : (__u64)lasti;
+			end = ONCPU_RAW_PY_END;
+		} else {
+			if (read_ptr(f, py->off.frame_instr, &instr))
+				break;
+			__u64 first = code + py->off.code_adaptive;
+			if (instr > first)
+				at = (instr - first) / 2;
+			__u8 is_entry = 0;
+			if (py->off.frame_is_entry != PY_NO_FIELD &&
+			    bpf_probe_read_user(&is_entry, 1, (const void *)(f + py->off.frame_is_entry)))
+				break;
+			if (is_entry)
+				end = ONCPU_RAW_PY_END;
+		}
+		if (at > PY_FRAME_INSTR_MAX)
+			at = PY_FRAME_INSTR_MAX;
+		__u32 k = 2 * i;
+		asm volatile("" : "+r"(k));
+		sc->s.frames[k & FRAME_INDEX_MASK] = PY_FRAME_FLAG | at << PY_FRAME_INSTR_SHIFT | (code & PY_FRAME_ADDR_MASK);
+		k = 2 * i + 1;
+		asm volatile("" : "+r"(k));
+		sc->s.frames[k & FRAME_INDEX_MASK] = (qualname & PY_FRAME_ADDR_MASK) | end;
+		n = 2 * i + 2;
+		f = prev;
+	}
+	if (n == 0)
+		return 0;
+	sc->s.kstack_len = 0;
+	sc->s.ustack_len = (__s32)n;
+	sc->s.flags |= ONCPU_F_RAW_PYTHON;
+	return (int)n;
 }
 
 /* PY_F_ENTRY_ON_STACK: an invocation with no Python frames of its own
@@ -910,6 +1000,7 @@ static __always_inline int finish_sample(void *ctx, struct scratch *sc, __u32 nk
 		submit(sc, off); /* a kernel thread: no user stack */
 		return 0;
 	}
+	sc->regs.no_table = 0;
 	sc->regs0 = sc->regs;
 	__u32 tgid = s->pid;
 	const struct unwind_proc *p = bpf_map_lookup_elem(&unwind_procs, &tgid);
@@ -1192,9 +1283,10 @@ int offcpu_threads(struct bpf_iter__task *ctx)
  * stack (lib/cuda_wire.h). The agent attaches cuda_marker to it in every
  * copy of the library it finds mapped; the program takes the thread's
  * user stack exactly as the on-CPU sampler does (ember's unwinder through
- * cuda_progs, Python frames included; the kernel's frame-pointer walk for
- * a process not described yet) and sends it as an ONCPU_KIND_CUDA_LAUNCH
- * record. There is no kernel stack: the thread is in user space. */
+ * cuda_progs, Python frames included; for a process not described yet,
+ * or a young one whose walk broke, the raw stack too, for the agent to
+ * unwind) and sends it as an ONCPU_KIND_CUDA_LAUNCH record. There is no
+ * kernel stack: the thread is in user space. */
 static __always_inline struct scratch *launch_scratch(void)
 {
 	__u32 zero = 0;

@@ -52,6 +52,22 @@ struct oncpu_sample {
 
 /* oncpu_sample.flags */
 #define ONCPU_F_RAW_STACK 1u /* the record is a struct oncpu_raw_sample */
+/* Set by the agent, never by BPF: the agent unwound this record's user
+ * stack from its raw bytes (agent/rawstack.h); its Python frames, if any,
+ * are those BPF read at the launch (ONCPU_F_RAW_PYTHON), for the copy
+ * holds none the agent could read later. */
+#define ONCPU_F_UNWOUND_RAW 2u
+/* A raw CUDA launch record of a Python process (3.11 and older layouts):
+ * its frames are not the frame-pointer walk but the thread's Python
+ * frames when the launch was taken, innermost first, as (frame, qualname)
+ * pairs like the walker's (python_types.h), the qualname word of each
+ * interpreter invocation's last (outermost) frame or'd with
+ * ONCPU_RAW_PY_END; the agent puts each invocation's run in place of the
+ * interpreter-loop frame it unwinds for it. */
+#define ONCPU_F_RAW_PYTHON 4u
+#define ONCPU_RAW_PY_END (1ull << 63)
+/* The most Python frames such a record carries. */
+#define ONCPU_RAW_PY_FRAMES 64
 
 /* Most bytes of user stack a raw record carries (from SP upwards). */
 #define ONCPU_RAW_STACK_MAX 16384u

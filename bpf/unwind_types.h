@@ -100,7 +100,11 @@ struct unwind_proc {
 struct unwind_regs {
 	__u64 pc, sp, bp;
 	__u32 exact; /* pc is the interrupted instruction, not a return address */
-	__u32 pad;
+	/* Set by uw_step (never cleared by it) when a frame had no rule
+	 * because its file's table, or the row page, was not loaded yet
+	 * (UW_RULE_ID < -1): the frame pointer was followed instead, so a
+	 * walk that ended there may have ended early. */
+	__u32 no_table;
 };
 
 /* Why a user stack ended early (struct oncpu_sample.unwind_error). */

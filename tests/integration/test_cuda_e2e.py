@@ -10,13 +10,15 @@ agent's socket; the server answers GPU flamegraphs. Checked: the exact
 GPU time of every kernel, copy, memset and sync, the 70/30 kernel split,
 and the stacks from main / <module> down to the launch and the kernel."""
 
+import json
 import os
 import subprocess
 import sys
+import urllib.request
 
 from conftest import require_root
-from harness import (BUILD, GPU_LEAF_TYPES, ROOT, WORKLOADS, check_tree, fake_cuda_env, find, gpu_flamegraph,
-                     gpu_leaves, gpu_settled, walk)
+from harness import (BUILD, GPU_LEAF_TYPES, ROOT, WORKLOADS, check_tree, fake_cuda_env, find, free_port,
+                     gpu_flamegraph, gpu_leaves, gpu_settled, walk)
 
 LAUNCHER = os.path.join(WORKLOADS, "cuda_launch")
 PY_LAUNCHER = os.path.join(ROOT, "tests", "workloads", "py_cuda_launch.py")
@@ -29,7 +31,9 @@ def cuda_env(lib):
 
 def start_agent(agent_factory, server, tmp_path):
     cuda_dir = str(tmp_path / "profiler")
-    agent = agent_factory(server.url, f"-cuda-profiler-dir={cuda_dir}").start()
+    port = free_port()
+    agent = agent_factory(server.url, f"-cuda-profiler-dir={cuda_dir}", f"-pprof=127.0.0.1:{port}").start()
+    agent.stats_port = port
     lib = os.path.join(cuda_dir, "libembercuda.so")
     # The agent placed the library it carries, readable by every user, and
     # told the user the line to use.
@@ -38,6 +42,13 @@ def start_agent(agent_factory, server, tmp_path):
     assert oct(os.stat(lib).st_mode & 0o777) == "0o755"
     assert f"CUDA_INJECTION64_PATH={lib}" in agent.output()
     return agent, lib
+
+
+def launch_stack_stats(agent):
+    """The agent's counters of launch stacks (raw ones included)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{agent.stats_port}/debug/stats", timeout=10) as r:
+        s = json.load(r)
+    return {k: v for k, v in s.items() if "launch_stacks" in k or k.startswith("cuda_entries")}
 
 
 def under_path(tree, names, leaf):
@@ -75,6 +86,7 @@ def test_c_program_on_the_fake_driver(server, agent_factory, tmp_path):
     want = steps * (BIG_NS + SMALL_NS + COPY_NS + SET_NS + SYNC_NS)
     tree = gpu_settled(server, 'process.executable.name == "cuda_launch"', want)
     check_tree(tree["root"])
+    print(launch_stack_stats(agent))
     assert tree["total"] == want, (tree["total"], want)
     assert tree["unit"] == "nanoseconds"
     # Exact GPU time per kernel, copy, set and sync; the 70/30 split.
@@ -87,19 +99,22 @@ def test_c_program_on_the_fake_driver(server, agent_factory, tmp_path):
     }, gpu_leaves(tree)
     # Under the stacks that launched them, whole: the launching thread's
     # start (cuda_launch trains in a pthread) -> train -> train_step -> the
-    # launching function -> the API (cuda_launch) -> the kernel. The stacks
-    # of the first launches, before the agent has read the maps with the
-    # library in them, end early: their time (and that of the launches that
-    # inherit them) is under an error frame ([unknown mapping]) that says
-    # so, never under a wrong function; the rest, at least 90 % of a 6-second run, is whole.
+    # launching function -> the API (cuda_launch) -> the kernel. The first
+    # launches come before the agent has read the process (or loaded the
+    # unwind tables of the libraries it mapped since): BPF sends their raw
+    # stacks, the agent unwinds them once it has the tables, and their GPU
+    # time waits for them. What still ends early is under an error frame
+    # that says so, never under a wrong function; at least 98 % of the
+    # time of each kind is whole (100 % measured in most runs).
     for fn, api, leaf, ns in (("launch_big", "cuLaunchKernel", "k_big", BIG_NS),
                               ("launch_small", "cudaLaunchKernel", "k_small", SMALL_NS),
                               ("copy_inputs", "cuMemcpyHtoDAsync", "HtoD", COPY_NS),
                               ("wait_step", "cuStreamSynchronize", "cuStreamSynchronize", SYNC_NS)):
         got = under_path(tree, ("start_thread", "train", "train_step", fn, api), leaf)
         early = partial_paths(tree, ("start_thread", "train", "train_step", fn, api), leaf)
+        print(f"{leaf}: {100 * got / (steps * ns):.1f} % under whole stacks; early: {early}")
         assert all(any(f.startswith("[") for f in path) for path, _ in early), early
-        assert got + sum(t for _, t in early) == steps * ns and got >= 0.9 * steps * ns, (leaf, got, early)
+        assert got + sum(t for _, t in early) == steps * ns and got >= 0.98 * steps * ns, (leaf, got, early)
     launch = find(tree["root"], "cuLaunchKernel")
     assert launch is not None and launch["frame_type"] == "cuda_launch", launch
     # The library's, CUPTI's and the driver's own frames are not shown.
@@ -121,17 +136,23 @@ def test_python_program_on_the_fake_driver(server, agent_factory, tmp_path):
     query = 'process.executable.name == "python3" || process.executable.name == "python3.11"'
     tree = gpu_settled(server, f"({query}) && gpu.name == \"Fake GPU 0\"", want)
     check_tree(tree["root"])
+    print(launch_stack_stats(agent))
     assert tree["total"] == want, (tree["total"], want)
     assert gpu_leaves(tree) == {("py_big", "cuda_kernel"): steps * BIG_NS,
                             ("py_small", "cuda_kernel"): steps * SMALL_NS}, gpu_leaves(tree)
     # Python frames above the launch: _start -> ... <module> -> train_step
-    # -> the API; the first launches' time under an error frame (as
-    # above; a Python process starts slower: at least 80 % of a 6-second
-    # run is whole).
+    # -> the API. The first launches' stacks go raw (as above) with the
+    # thread's Python frames as BPF read them at the launch; the agent puts
+    # them in place of the interpreter loop's native frames as it unwinds
+    # the copy. At least 97 % of a 6-second run is whole (99.9 to 100 %
+    # measured; 95 % when the first launches' stacks end early); a raw
+    # stack without its Python frames says so ("[Python frames not
+    # unwound]").
     for leaf, ns in (("py_big", BIG_NS), ("py_small", SMALL_NS)):
         got = under_path(tree, ("_start", "<module>", "train_step", "cuLaunchKernel"), leaf)
         early = partial_paths(tree, ("_start", "<module>", "train_step", "cuLaunchKernel"), leaf)
+        print(f"{leaf}: {100 * got / (steps * ns):.1f} % under whole stacks; early: {[(p[:3], t) for p, t in early]}")
         assert all(any(f.startswith("[") for f in path) for path, _ in early), early
-        assert got + sum(t for _, t in early) == steps * ns and got >= 0.8 * steps * ns, (leaf, got, early)
+        assert got + sum(t for _, t in early) == steps * ns and got >= 0.95 * steps * ns, (leaf, got, early)
     module = find(tree["root"], "<module>")
     assert module is not None and module["frame_type"] == "cpython", module

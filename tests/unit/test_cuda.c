@@ -492,6 +492,86 @@ static void test_flood_leaves_a_library_its_share(void **state)
 	free(dir);
 }
 
+/* The launch stack test_join_awaited says is on its way (a raw one the
+ * collector unwinds once its tables are in): pid and stack id, 0 = none.
+ * Test-only state, read by the callback cuda_join calls. */
+static int32_t awaited_pid;
+static uint64_t awaited_id;
+
+static bool on_awaited(void *ctx, int32_t pid, uint64_t stack_id)
+{
+	(void)ctx;
+	return pid == awaited_pid && stack_id == awaited_id;
+}
+
+/* GPU time whose launch stack is on its way (awaited) waits past
+ * CUDA_HOLD_NS for it, up to CUDA_RAW_HOLD_NS, and is joined with it
+ * when it comes; one whose stack is not awaited goes at CUDA_HOLD_NS. */
+static void test_join_awaited(void **state)
+{
+	(void)state;
+	char *dir = make_temp_dir();
+	struct emitted e = { 0 };
+	struct buf err = { 0 };
+	struct cuda *c = cuda_open(dir, dir, NULL, on_emit, &e, &err);
+	assert_non_null(c);
+	cuda_set_awaited(c, on_awaited);
+	struct msg m;
+	const uint64_t t0 = 1000000000000ull;
+	msg_hello(&m);
+	cuda_handle_message(c, 60, m.b, m.len, t0);
+	for (uint64_t id = 77; id <= 79; id++) {
+		msg_start(&m);
+		msg_agg(&m, id, 1000 + id, CUDA_WIRE_KIND_KERNEL, "cuLaunchKernel", "k");
+		msg_end(&m, CUDA_WIRE_AGG);
+		cuda_handle_message(c, 60, m.b, m.len, t0);
+	}
+	assert_int_equal(cuda_pending(c), 3);
+	/* 77 is awaited: past the hold it waits; 78 and 79 are not: out. */
+	awaited_pid = 60;
+	awaited_id = 77;
+	cuda_join(c, t0 + CUDA_HOLD_NS);
+	assert_int_equal(e.n, 2);
+	assert_false(e.with_stack[0] || e.with_stack[1]);
+	assert_int_equal(cuda_pending(c), 1);
+	/* Another process's stack of that id is not it. */
+	struct oncpu_sample s;
+	launch_rec(&s, 61, 77);
+	cuda_add_stack(c, &s, ONCPU_HDR_SIZE + 8);
+	cuda_join(c, t0 + CUDA_HOLD_NS + 1000000000ull);
+	assert_int_equal(e.n, 2);
+	/* Its stack comes (unwound late): joined with it. */
+	launch_rec(&s, 60, 77);
+	cuda_add_stack(c, &s, ONCPU_HDR_SIZE + 8);
+	cuda_join(c, t0 + CUDA_HOLD_NS + 2000000000ull);
+	assert_int_equal(e.n, 3);
+	assert_true(e.with_stack[2]);
+	assert_int_equal(e.stack_id[2], 77);
+	assert_int_equal(e.ns[2], 1077);
+	/* One awaited for ever goes, without its stack, at CUDA_RAW_HOLD_NS. */
+	msg_start(&m);
+	msg_agg(&m, 80, 5, CUDA_WIRE_KIND_KERNEL, "cuLaunchKernel", "k");
+	msg_end(&m, CUDA_WIRE_AGG);
+	cuda_handle_message(c, 60, m.b, m.len, t0);
+	awaited_id = 80;
+	cuda_join(c, t0 + CUDA_RAW_HOLD_NS - 1);
+	assert_int_equal(e.n, 3);
+	cuda_join(c, t0 + CUDA_RAW_HOLD_NS);
+	assert_int_equal(e.n, 4);
+	assert_false(e.with_stack[3]);
+	struct cuda_stats st;
+	cuda_get_stats(c, &st);
+	assert_int_equal(st.joined, 1);
+	assert_int_equal(st.unknown_stack, 3);
+	assert_int_equal(st.gpu_ns, 1077 + 1078 + 1079 + 5);
+	awaited_pid = 0;
+	awaited_id = 0;
+	cuda_close(c);
+	buf_free(&err);
+	rm_rf(dir);
+	free(dir);
+}
+
 /* Whether (pid, id)'s stack is kept: an AGG for it is joined at once. */
 static bool kept(struct cuda *c, struct emitted *e, int32_t pid, uint64_t id)
 {
@@ -1045,6 +1125,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_wire_check),
 		cmocka_unit_test(test_join),
+		cmocka_unit_test(test_join_awaited),
 		cmocka_unit_test(test_stack_eviction),
 		cmocka_unit_test(test_flood_leaves_a_library_its_share),
 		cmocka_unit_test(test_socket),

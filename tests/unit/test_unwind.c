@@ -20,6 +20,8 @@
 #include <sys/wait.h>
 #include <linux/types.h>
 
+#include "agent/collect.h"
+#include "agent/cuda.h"
 #include "agent/files.h"
 #include "agent/proc.h"
 #include "agent/rawstack.h"
@@ -27,7 +29,9 @@
 #include "agent/memstats.h"
 #include "agent/unwind_table.h"
 #include "agent/unwinder.h"
+#include "cuda_wire.h"
 #include "elfsyms.h"
+#include "python_types.h"
 #include "symfile.h"
 #include "unwind_types.h"
 #include "util.h"
@@ -1035,6 +1039,84 @@ static void copy_stack(struct oncpu_raw_stack *raw, const struct user_regs_struc
 	fail_msg("cannot read the stack of %d", target);
 }
 
+/* --- raw CUDA launch stacks: unwound by the collector, then joined ------ */
+
+/* What cuda_join emitted: GPU nanoseconds with and without a stack, and
+ * the user frames of the last stack. */
+struct joined {
+	uint64_t with_ns, without_ns;
+	int32_t ustack_len;
+	uint16_t flags;
+};
+
+/* The launch stacks the collector hands on (collector.cuda_stack): into
+ * the join's table, and the last one kept to be looked at; what the join
+ * emitted. */
+struct launch_seen {
+	struct cuda *cuda;
+	struct collector *collector;
+	int n;
+	struct oncpu_sample last;
+	size_t last_size;
+	struct joined j;
+};
+
+static void on_launch_stack(void *ctx, const void *rec, size_t size)
+{
+	struct launch_seen *ls = ctx;
+	assert_true(size >= ONCPU_HDR_SIZE && size <= sizeof(ls->last));
+	memcpy(&ls->last, rec, size);
+	ls->last_size = size;
+	ls->n++;
+	cuda_add_stack(ls->cuda, rec, size);
+}
+
+static bool on_awaited(void *ctx, int32_t pid, uint64_t stack_id)
+{
+	const struct launch_seen *ls = ctx;
+	return collector_cuda_raw_waiting(ls->collector, pid, stack_id);
+}
+
+static void on_joined(void *ctx, const struct cuda_work *w, const void *rec, size_t size)
+{
+	struct launch_seen *ls = ctx;
+	struct joined *j = &ls->j;
+	if (!rec) {
+		j->without_ns += w->total_ns;
+		return;
+	}
+	const struct oncpu_sample *s = rec;
+	assert_true(size >= ONCPU_HDR_SIZE);
+	j->with_ns += w->total_ns;
+	j->ustack_len = s->ustack_len;
+	j->flags = (uint16_t)s->flags;
+}
+
+/* One datagram of the library's wire: a HELLO, or an AGG of one kernel's
+ * time under stack_id. Returns its length. */
+static size_t wire_msg(uint8_t *b, uint16_t type, uint64_t stack_id, uint64_t ns)
+{
+	size_t len = sizeof(struct cuda_wire_hdr);
+	if (type == CUDA_WIRE_HELLO) {
+		struct cuda_wire_hello h = { .pid = 1, .cupti_version = 18 };
+		snprintf(h.lib_version, sizeof(h.lib_version), "0.1.0");
+		memcpy(b + len, &h, sizeof(h));
+		len += sizeof(h);
+	} else {
+		struct cuda_wire_agg a = { .stack_id = stack_id, .total_ns = ns, .count = 1, .tid = 1,
+					   .kind = CUDA_WIRE_KIND_KERNEL, .api_len = 14, .name_len = 1 };
+		memcpy(b + len, &a, sizeof(a));
+		len += sizeof(a);
+		memcpy(b + len, "cuLaunchKernelk", 15);
+		len += 15;
+		while (len % 8)
+			b[len++] = 0;
+	}
+	struct cuda_wire_hdr h = { CUDA_WIRE_MAGIC, CUDA_WIRE_VERSION, type, (uint32_t)len, 1 };
+	memcpy(b, &h, sizeof(h));
+	return len;
+}
+
 /* The stack of a workload without frame pointers, stopped, copied and
  * unwound by the agent's raw-stack walker over tables the unwinder wrote
  * into real BPF maps: it reaches main and ends at the outermost frame;
@@ -1145,6 +1227,161 @@ static void test_rawstack_stopped_workload(void **state)
 						 &nf, &err, &stuck), RAWSTACK_UNWOUND);
 		assert_int_equal(bpf_map_update_elem(e.fds.files, &slot, &fi, BPF_ANY), 0);
 		assert_int_equal(ptrace(PTRACE_DETACH, pid, NULL, NULL), 0);
+	}
+	/* A CUDA launch record of the process with its raw stack (as
+	 * cuda_marker sends one for a process not described yet), while the
+	 * binary's table is out of sight: the collector keeps it, and the
+	 * GPU time of its stack id waits for it past CUDA_HOLD_NS; once the
+	 * table is in, it is unwound through main and joined with that time. */
+	{
+		char *dir = make_temp_dir();
+		struct {
+			struct launch_seen ls;
+		} seen = { 0 };
+		struct buf err = { 0 };
+		struct cuda *cu = cuda_open(dir, dir, NULL, on_joined, &seen, &err);
+		assert_non_null(cu);
+		cuda_set_awaited(cu, on_awaited);
+		struct collector *c = xcalloc(1, sizeof(*c));
+		c->procs = &procs;
+		c->files = &files;
+		c->ns_per_tick = 1;
+		c->rawstack = &rs;
+		c->cuda_stack = on_launch_stack;
+		c->hook_ctx = &seen.ls;
+		seen.ls.cuda = cu;
+		seen.ls.collector = c;
+		/* Described with the process's real start time, which the
+		 * collector reads the process with. */
+		struct proc *live = proc_table_get(&procs, pid, 0, 0, "w", 0);
+		uint64_t start = live->start_time;
+		assert_int_equal(unwinder_set_process(e.u, (uint32_t)pid, start, 0, maps, n), 0);
+		struct oncpu_raw_sample *rec = xcalloc(1, sizeof(*rec));
+		rec->s.kind = ONCPU_KIND_CUDA_LAUNCH;
+		rec->s.value = 99;
+		rec->s.arg = CUDA_WIRE_KIND_KERNEL;
+		rec->s.pid = (uint32_t)pid;
+		rec->s.tid = (uint32_t)pid;
+		rec->s.proc_start_ns = start;
+		rec->s.flags = ONCPU_F_RAW_STACK;
+		rec->s.unwind_mode = UWM_KERNEL_FP;
+		rec->s.ustack_len = 1;
+		rec->s.frames[0] = raw->pc;
+		memcpy(&rec->raw, raw, sizeof(*raw));
+		struct unwind_file_info fi, none = { 0 };
+		assert_int_equal(bpf_map_lookup_elem(e.fds.files, &slot, &fi), 0);
+		assert_int_equal(bpf_map_update_elem(e.fds.files, &slot, &none, BPF_ANY), 0);
+		const uint64_t t0 = now_mono_ns();
+		collect_cuda_raw(c, rec, sizeof(*rec), t0);
+		assert_int_equal(c->stats.cuda_raw_stacks, 1);
+		assert_int_equal(c->stats.raw_stacks, 0);
+		assert_int_equal(c->ncuda_pending, 1);
+		assert_int_equal(seen.ls.n, 0);
+		assert_true(collector_cuda_raw_waiting(c, pid, 99));
+		assert_false(collector_cuda_raw_waiting(c, pid, 98));
+		assert_false(collector_cuda_raw_waiting(c, pid + 1, 99));
+		/* Its GPU time comes, and waits past the hold. */
+		uint8_t msg[256];
+		size_t len = wire_msg(msg, CUDA_WIRE_HELLO, 0, 0);
+		cuda_handle_message(cu, pid, msg, len, t0);
+		len = wire_msg(msg, CUDA_WIRE_AGG, 99, 700000);
+		cuda_handle_message(cu, pid, msg, len, t0);
+		cuda_join(cu, t0 + CUDA_HOLD_NS);
+		assert_int_equal(cuda_pending(cu), 1);
+		assert_int_equal(seen.ls.j.with_ns + seen.ls.j.without_ns, 0);
+		/* A record of a size other than a raw one is refused. */
+		collect_cuda_raw(c, rec, sizeof(*rec) - 1, t0);
+		assert_int_equal(c->stats.malformed, 1);
+		/* The table is in: unwound at the next retry, then joined. */
+		assert_int_equal(bpf_map_update_elem(e.fds.files, &slot, &fi, BPF_ANY), 0);
+		collector_retry_raw(c, t0 + 20000000, false);
+		assert_int_equal(c->ncuda_pending, 0);
+		assert_int_equal(c->stats.cuda_raw_unwound_late, 1);
+		assert_int_equal(seen.ls.n, 1);
+		assert_int_equal(seen.ls.last.flags, ONCPU_F_UNWOUND_RAW);
+		assert_int_equal(seen.ls.last.unwind_mode, UWM_CFI);
+		assert_int_equal(seen.ls.last.unwind_error, UWE_NONE);
+		assert_int_equal(seen.ls.last.value, 99);
+		bool reached = false;
+		live = proc_table_get(&procs, pid, start, 0, "w", 0);
+		for (int32_t i = 0; i < seen.ls.last.ustack_len; i++) {
+			const char *name = name_of(live, seen.ls.last.frames[i], i == 0);
+			reached |= name && strcmp(name, "main") == 0;
+		}
+		assert_true(reached);
+		cuda_join(cu, t0 + CUDA_HOLD_NS + 1);
+		assert_int_equal(seen.ls.j.with_ns, 700000);
+		assert_int_equal(seen.ls.j.without_ns, 0);
+		assert_int_equal(seen.ls.j.ustack_len, seen.ls.last.ustack_len);
+		/* A launch in a Python process: the record carries the thread's
+		 * Python frames (two invocations' runs, each ended by
+		 * ONCPU_RAW_PY_END) instead of the frame-pointer walk; with
+		 * the process's interpreter loop at the stack's second frame
+		 * (py_procs), the first run takes that frame's place. */
+		__u64 native[ONCPU_MAX_UFRAMES];
+		int32_t nn = seen.ls.last.ustack_len;
+		assert_true(nn >= 3);
+		memcpy(native, seen.ls.last.frames, (size_t)nn * sizeof(__u64));
+		int py_fd = bpf_map_create(BPF_MAP_TYPE_HASH, "py_procs", 4, sizeof(struct py_proc), 16, NULL);
+		assert_true(py_fd > 0);
+		struct py_proc pyp = { .start_ticks = start, .exec_id = 0, .eval_lo = native[1],
+				       .eval_hi = native[1] + 1 };
+		assert_int_equal(bpf_map_update_elem(py_fd, &(uint32_t){ (uint32_t)pid }, &pyp, BPF_ANY), 0);
+		c->py_procs_fd = py_fd;
+		const __u64 chain[6] = { PY_FRAME_FLAG | 0x1000, 0x2000, PY_FRAME_FLAG | 7ull << PY_FRAME_INSTR_SHIFT | 0x3000,
+					 0x4000 | ONCPU_RAW_PY_END, PY_FRAME_FLAG | 0x5000, 0x6000 | ONCPU_RAW_PY_END };
+		rec->s.flags = ONCPU_F_RAW_STACK | ONCPU_F_RAW_PYTHON;
+		rec->s.value = 100;
+		rec->s.ustack_len = 6;
+		memcpy(rec->s.frames, chain, sizeof(chain));
+		collect_cuda_raw(c, rec, sizeof(*rec), t0);
+		assert_int_equal(c->stats.cuda_raw_unwound, 1);
+		assert_int_equal(seen.ls.n, 2);
+		assert_int_equal(seen.ls.last.value, 100);
+		assert_int_equal(seen.ls.last.ustack_len, nn - 1 + 4);
+		assert_true(seen.ls.last.frames[0] == native[0]);
+		assert_true(seen.ls.last.frames[1] == chain[0] && seen.ls.last.frames[2] == chain[1]);
+		assert_true(seen.ls.last.frames[3] == chain[2] && seen.ls.last.frames[4] == 0x4000);
+		for (int32_t i = 2; i < nn; i++)
+			assert_true(seen.ls.last.frames[i + 3] == native[i]);
+		/* Another exec of the process (or none described): left out. */
+		pyp.exec_id = 5;
+		assert_int_equal(bpf_map_update_elem(py_fd, &(uint32_t){ (uint32_t)pid }, &pyp, BPF_ANY), 0);
+		collect_cuda_raw(c, rec, sizeof(*rec), t0);
+		assert_int_equal(seen.ls.last.ustack_len, nn);
+		assert_true(memcmp(seen.ls.last.frames, native, (size_t)nn * sizeof(__u64)) == 0);
+		close(py_fd);
+		c->py_procs_fd = 0;
+		rec->s.flags = ONCPU_F_RAW_STACK;
+		rec->s.ustack_len = 1;
+		rec->s.frames[0] = raw->pc;
+		/* At most COLLECT_CUDA_RAW_MAX_PENDING wait: the next is unwound
+		 * at once with the tables there are (frame pointers where one
+		 * is missing) and counted. */
+		assert_int_equal(bpf_map_update_elem(e.fds.files, &slot, &none, BPF_ANY), 0);
+		for (uint64_t id = 1; id <= COLLECT_CUDA_RAW_MAX_PENDING + 1; id++) {
+			rec->s.value = 1000 + id;
+			collect_cuda_raw(c, rec, sizeof(*rec), t0);
+		}
+		assert_int_equal(c->ncuda_pending, COLLECT_CUDA_RAW_MAX_PENDING);
+		assert_int_equal(c->npending, COLLECT_CUDA_RAW_MAX_PENDING);
+		assert_int_equal(c->stats.cuda_raw_expired, 1);
+		assert_int_equal(seen.ls.n, 4);
+		assert_true(c->pending_bytes <= COLLECT_CUDA_RAW_MAX_PENDING * sizeof(*rec));
+		/* Waited COLLECT_RAW_WAIT_NS: all unwound with what there is. */
+		collector_retry_raw(c, t0 + COLLECT_RAW_WAIT_NS, false);
+		assert_int_equal(c->ncuda_pending, 0);
+		assert_int_equal(c->pending_bytes, 0);
+		assert_int_equal(c->stats.cuda_raw_expired, 1 + COLLECT_CUDA_RAW_MAX_PENDING);
+		assert_int_equal(seen.ls.n, 4 + COLLECT_CUDA_RAW_MAX_PENDING);
+		assert_int_equal(bpf_map_update_elem(e.fds.files, &slot, &fi, BPF_ANY), 0);
+		collector_free(c);
+		free(c);
+		free(rec);
+		cuda_close(cu);
+		buf_free(&err);
+		rm_rf(dir);
+		free(dir);
 	}
 	/* The rows came from row pages mapped a moment, none alone. */
 	assert_true(rs.page_maps > 0);
