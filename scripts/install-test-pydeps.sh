@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=build/pydeps
-want="opentelemetry-proto==1.45.2 numpy==2.2.6"
+want="opentelemetry-proto==1.45.2 numpy==2.2.6 grpcio==1.85.1"
 if [ -f "$target/.installed" ] && [ "$(cat "$target/.installed")" = "$want" ]; then
   exit 0
 fi

@@ -18,6 +18,11 @@
 #include "log.h"
 #include "metrics.h"
 #include "pidlock.h"
+#include "otlp_grpc.h"
+
+/* The OTLP port. Taken by another process, it only turns gRPC ingest off
+ * (with a warning); an address given explicitly must be free. */
+#define OTLP_GRPC_DEFAULT "127.0.0.1:4317"
 #include "server.h"
 #include "server/auth/authz.h"
 #include "util.h"
@@ -25,6 +30,7 @@
 
 struct server_config {
 	char *listen;
+	char *otlp_grpc_listen;
 	char *data_dir;
 	char *debuginfod_urls;
 	char *config;
@@ -59,6 +65,8 @@ struct server_config {
 static const struct flag_def defs[] = {
 	{ "listen", FLAG_STRING, "127.0.0.1:8080", OFF(listen), 0, 0,
 	  "address to serve HTTP on (host:port; 0.0.0.0:8080 for every interface)" },
+	{ "otlp-grpc-listen", FLAG_STRING, OTLP_GRPC_DEFAULT, OFF(otlp_grpc_listen), 0, 0,
+	  "address to receive OTLP Profiles over gRPC on (\"\" turns it off; TLS and tokens as on HTTP)" },
 	{ "data-dir", FLAG_STRING, "./data", OFF(data_dir), 0, 0,
 	  "directory of the store, symbols and metadata" },
 	{ "debuginfod-urls", FLAG_STRING, "", OFF(debuginfod_urls), 0, 0,
@@ -205,6 +213,7 @@ int main(int argc, char **argv, char **envp)
 	struct server srv = { .started_ms = now_unix_ms() };
 	int rc = 1;
 	struct http_server *http = NULL;
+	struct otlp_grpc *grpc = NULL;
 	/* One server per data dir, locked before anything in it is read or
 	 * written: a second one would replay the logs and delete blocks the
 	 * first is writing. */
@@ -343,7 +352,23 @@ int main(int argc, char **argv, char **envp)
 	lim.spool_dir = cfg.data_dir;
 	http = http_start(cfg.listen, server_routes, server_route_count, &srv, cert ? &tls : NULL,
 			  &lim, &err);
-	/* libmicrohttpd keeps its own copies. */
+	if (http && *cfg.otlp_grpc_listen) {
+		struct buf gerr = { 0 };
+		grpc = otlp_grpc_start(cfg.otlp_grpc_listen, &srv, cert ? &tls : NULL, &lim, &gerr);
+		if (grpc) {
+			log_info("OTLP over gRPC on %s%s", cfg.otlp_grpc_listen, cert ? " (TLS)" : "");
+		} else if (!strcmp(cfg.otlp_grpc_listen, OTLP_GRPC_DEFAULT)) {
+			log_warn("%s: OTLP over gRPC is off (--otlp-grpc-listen)", gerr.data);
+		} else {
+			log_error("%s", gerr.data);
+			buf_free(&gerr);
+			free(cert);
+			free(key);
+			goto out;
+		}
+		buf_free(&gerr);
+	}
+	/* libmicrohttpd and GnuTLS keep their own copies. */
 	free(cert);
 	free(key);
 	if (!http) {
@@ -358,6 +383,7 @@ int main(int argc, char **argv, char **envp)
 	log_info("received %s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
 	rc = 0;
 out:
+	otlp_grpc_stop(grpc);
 	http_stop(http);
 	fetcher_stop(srv.fetcher);
 	sessions_free(srv.sessions);
