@@ -37,7 +37,7 @@
 #include "util.h"
 
 #define GRPC_PREFIX 5u
-#define GRPC_MAX_MESSAGE ((size_t)OTLP_MAX_BODY)
+#define OTLP_GRPC_MAX_MESSAGE ((size_t)OTLP_MAX_BODY)
 #define READ_CHUNK (16u << 10)
 #define OUT_HIGH (256u << 10) /* stop asking nghttp2 for bytes beyond this */
 #define TLS_RECORD (16u << 10)
@@ -117,42 +117,42 @@ struct otlp_grpc {
 
 /* --- the pure parts ------------------------------------------------------ */
 
-int grpc_unframe(const uint8_t *body, size_t n, size_t max, const uint8_t **msg, size_t *len,
+int otlp_grpc_unframe(const uint8_t *body, size_t n, size_t max, const uint8_t **msg, size_t *len,
 		 bool *compressed, struct buf *err)
 {
 	if (n == 0) {
 		buf_puts(err, "expected one request message, got none");
-		return GRPC_INVALID_ARGUMENT;
+		return GRPC_CODE_INVALID_ARGUMENT;
 	}
 	if (n < GRPC_PREFIX) {
 		buf_printf(err, "a message prefix cut short (%zu of 5 bytes)", n);
-		return GRPC_INVALID_ARGUMENT;
+		return GRPC_CODE_INVALID_ARGUMENT;
 	}
 	if (body[0] > 1) {
 		buf_printf(err, "message flag %u (expected 0 or 1)", body[0]);
-		return GRPC_INVALID_ARGUMENT;
+		return GRPC_CODE_INVALID_ARGUMENT;
 	}
 	uint32_t l = (uint32_t)body[1] << 24 | (uint32_t)body[2] << 16 | (uint32_t)body[3] << 8 |
 		     (uint32_t)body[4];
 	if (l > max) {
 		buf_printf(err, "a message of %u bytes (at most %zu)", l, max);
-		return GRPC_RESOURCE_EXHAUSTED;
+		return GRPC_CODE_RESOURCE_EXHAUSTED;
 	}
 	if (n - GRPC_PREFIX < l) {
 		buf_printf(err, "a message of %u bytes cut short at %zu", l, n - GRPC_PREFIX);
-		return GRPC_INVALID_ARGUMENT;
+		return GRPC_CODE_INVALID_ARGUMENT;
 	}
 	if (n - GRPC_PREFIX > l) {
 		buf_puts(err, "more than one request message in a unary call");
-		return GRPC_INVALID_ARGUMENT;
+		return GRPC_CODE_INVALID_ARGUMENT;
 	}
 	*msg = body + GRPC_PREFIX;
 	*len = l;
 	*compressed = body[0] == 1;
-	return GRPC_OK;
+	return GRPC_CODE_OK;
 }
 
-void grpc_percent_encode(const char *s, struct buf *out)
+void otlp_grpc_percent_encode(const char *s, struct buf *out)
 {
 	static const char hex[] = "0123456789ABCDEF";
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
@@ -168,20 +168,20 @@ void grpc_percent_encode(const char *s, struct buf *out)
 		buf_puts(out, "");
 }
 
-int grpc_status_of_http(int s)
+int otlp_grpc_status_of_http(int s)
 {
 	switch (s) {
-	case 200: return GRPC_OK;
-	case 400: case 415: return GRPC_INVALID_ARGUMENT;
-	case 401: return GRPC_UNAUTHENTICATED;
-	case 403: return GRPC_PERMISSION_DENIED;
-	case 404: return GRPC_UNIMPLEMENTED;
-	case 408: return GRPC_DEADLINE_EXCEEDED;
-	case 409: return GRPC_ABORTED;
-	case 413: return GRPC_RESOURCE_EXHAUSTED;
-	case 429: case 502: case 503: case 504: return GRPC_UNAVAILABLE;
-	case 500: return GRPC_INTERNAL;
-	default: return GRPC_UNKNOWN;
+	case 200: return GRPC_CODE_OK;
+	case 400: case 415: return GRPC_CODE_INVALID_ARGUMENT;
+	case 401: return GRPC_CODE_UNAUTHENTICATED;
+	case 403: return GRPC_CODE_PERMISSION_DENIED;
+	case 404: return GRPC_CODE_UNIMPLEMENTED;
+	case 408: return GRPC_CODE_DEADLINE_EXCEEDED;
+	case 409: return GRPC_CODE_ABORTED;
+	case 413: return GRPC_CODE_RESOURCE_EXHAUSTED;
+	case 429: case 502: case 503: case 504: return GRPC_CODE_UNAVAILABLE;
+	case 500: return GRPC_CODE_INTERNAL;
+	default: return GRPC_CODE_UNKNOWN;
 	}
 }
 
@@ -204,14 +204,14 @@ void otlp_grpc_export(struct server *srv, const char *authorization, const char 
 	const uint8_t *msg;
 	size_t len;
 	bool compressed;
-	*status = grpc_unframe(body, n, GRPC_MAX_MESSAGE, &msg, &len, &compressed, message);
-	if (*status != GRPC_OK)
+	*status = otlp_grpc_unframe(body, n, OTLP_GRPC_MAX_MESSAGE, &msg, &len, &compressed, message);
+	if (*status != GRPC_CODE_OK)
 		return;
 	bool gzip = encoding && !strcasecmp(encoding, "gzip");
 	if (compressed && !gzip) {
 		/* The gRPC spec's answer to a compressed message without an
 		 * encoding to read it with. */
-		*status = GRPC_INTERNAL;
+		*status = GRPC_CODE_INTERNAL;
 		buf_puts(message, "a compressed message without grpc-encoding gzip");
 		return;
 	}
@@ -243,8 +243,8 @@ void otlp_grpc_export(struct server *srv, const char *authorization, const char 
 	} else if (!route) {
 		http_error(&resp, 500, "no OTLP route");
 	}
-	*status = grpc_status_of_http(resp.status);
-	if (*status == GRPC_OK) {
+	*status = otlp_grpc_status_of_http(resp.status);
+	if (*status == GRPC_CODE_OK) {
 		uint8_t pre[GRPC_PREFIX] = { 0, (uint8_t)(resp.body.len >> 24),
 					     (uint8_t)(resp.body.len >> 16),
 					     (uint8_t)(resp.body.len >> 8), (uint8_t)resp.body.len };
@@ -322,7 +322,7 @@ static void answer(struct gconn *c, struct gstream *s)
 	s->answered = true;
 	if (s->closed || !c->h2)
 		return;
-	if (s->status == GRPC_OK) {
+	if (s->status == GRPC_CODE_OK) {
 		nghttp2_nv hd[] = { NV(":status", "200"), NV("content-type", "application/grpc") };
 		nghttp2_data_provider dp = { .source.ptr = s, .read_callback = reply_read };
 		if (nghttp2_submit_response(c->h2, s->id, hd, 2, &dp) != 0)
@@ -333,7 +333,7 @@ static void answer(struct gconn *c, struct gstream *s)
 	buf_reset(&s->message_enc);
 	if (s->message.len > 1024)
 		s->message.data[s->message.len = 1024] = '\0';
-	grpc_percent_encode(s->message.data ? s->message.data : "", &s->message_enc);
+	otlp_grpc_percent_encode(s->message.data ? s->message.data : "", &s->message_enc);
 	nghttp2_nv hd[] = {
 		NV(":status", "200"),
 		NV("content-type", "application/grpc"),
@@ -341,7 +341,7 @@ static void answer(struct gconn *c, struct gstream *s)
 		NV("grpc-message", s->message_enc.data),
 		NV("grpc-accept-encoding", "gzip,identity"),
 	};
-	if (nghttp2_submit_response(c->h2, s->id, hd, s->status == GRPC_UNIMPLEMENTED ? 5 : 4, NULL))
+	if (nghttp2_submit_response(c->h2, s->id, hd, s->status == GRPC_CODE_UNIMPLEMENTED ? 5 : 4, NULL))
 		nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
 }
 
@@ -384,14 +384,14 @@ static void dispatch(struct gconn *c, struct gstream *s)
 		bool z;
 		struct buf err = { 0 };
 		g->fed++;
-		s->status = grpc_unframe((const uint8_t *)s->body.data, s->body.len, GRPC_MAX_MESSAGE,
+		s->status = otlp_grpc_unframe((const uint8_t *)s->body.data, s->body.len, OTLP_GRPC_MAX_MESSAGE,
 					 &msg, &len, &z, &err);
-		if (s->status == GRPC_OK) {
+		if (s->status == GRPC_CODE_OK) {
 			int too_large;
 			Ember__Otlp__ExportProfilesServiceRequest *r =
 				otlp_decode(msg, len, z, &too_large, &err);
 			if (!r)
-				s->status = GRPC_INVALID_ARGUMENT;
+				s->status = GRPC_CODE_INVALID_ARGUMENT;
 			otlp_free(r);
 		}
 		buf_puts(&s->message, err.data ? err.data : "");
@@ -415,7 +415,7 @@ static void dispatch(struct gconn *c, struct gstream *s)
 	}
 	pthread_mutex_unlock(&g->mu);
 	if (full)
-		fail(c, s, GRPC_UNAVAILABLE, "the server is busy (ingest queue full): retry later");
+		fail(c, s, GRPC_CODE_UNAVAILABLE, "the server is busy (ingest queue full): retry later");
 }
 
 static void *worker(void *arg)
@@ -439,7 +439,7 @@ static void *worker(void *arg)
 					 (const uint8_t *)s->body.data, s->body.len, &s->status,
 					 &s->message, &s->reply);
 		else
-			s->status = GRPC_UNAVAILABLE;
+			s->status = GRPC_CODE_UNAVAILABLE;
 		pthread_mutex_lock(&g->mu);
 		g->qlen--;
 		s->qnext = g->done;
@@ -458,7 +458,7 @@ static int on_begin_headers(nghttp2_session *h2, const nghttp2_frame *f, void *u
 	struct gconn *c = user;
 	if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
 		return 0;
-	if (c->nstreams >= GRPC_MAX_STREAMS) {
+	if (c->nstreams >= OTLP_GRPC_MAX_STREAMS) {
 		nghttp2_submit_rst_stream(h2, NGHTTP2_FLAG_NONE, f->hd.stream_id, NGHTTP2_REFUSED_STREAM);
 		return 0;
 	}
@@ -498,7 +498,7 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t 
 	if (!s)
 		return 0;
 	s->header_bytes += nl + vl + 32;
-	if (s->header_bytes > GRPC_MAX_HEADER_BYTES)
+	if (s->header_bytes > OTLP_GRPC_MAX_HEADER_BYTES)
 		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets the stream */
 #define IS(lit) (nl == sizeof(lit) - 1 && !memcmp(name, lit, nl))
 	if (IS(":path"))
@@ -521,23 +521,23 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t 
 static bool headers_ok(struct gconn *c, struct gstream *s)
 {
 	if (!s->method || strcmp(s->method, "POST")) {
-		fail(c, s, GRPC_UNIMPLEMENTED, "method %s: gRPC calls are POST", s->method ? s->method : "(none)");
+		fail(c, s, GRPC_CODE_UNIMPLEMENTED, "method %s: gRPC calls are POST", s->method ? s->method : "(none)");
 		return false;
 	}
 	const char *ct = s->content_type;
 	if (!ct || strncmp(ct, "application/grpc", 16) ||
 	    (ct[16] && ct[16] != '+' && ct[16] != ';') || !strncmp(ct + 16, "+json", 5)) {
-		fail(c, s, GRPC_INVALID_ARGUMENT, "content-type %s: expected application/grpc (protobuf)",
+		fail(c, s, GRPC_CODE_INVALID_ARGUMENT, "content-type %s: expected application/grpc (protobuf)",
 		     ct ? ct : "(none)");
 		return false;
 	}
 	if (!s->path || strcmp(s->path, GRPC_EXPORT_PATH)) {
-		fail(c, s, GRPC_UNIMPLEMENTED, "unknown method %s (this server has %s)",
+		fail(c, s, GRPC_CODE_UNIMPLEMENTED, "unknown method %s (this server has %s)",
 		     s->path ? s->path : "(none)", GRPC_EXPORT_PATH);
 		return false;
 	}
 	if (s->encoding && strcasecmp(s->encoding, "gzip") && strcasecmp(s->encoding, "identity")) {
-		fail(c, s, GRPC_UNIMPLEMENTED, "grpc-encoding %s is not supported (gzip, identity)",
+		fail(c, s, GRPC_CODE_UNIMPLEMENTED, "grpc-encoding %s is not supported (gzip, identity)",
 		     s->encoding);
 		return false;
 	}
@@ -572,13 +572,13 @@ static int on_data(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t
 	struct gstream *s = nghttp2_session_get_stream_user_data(h2, id);
 	if (!s || s->answered)
 		return 0;
-	if (s->body.len + len > GRPC_MAX_MESSAGE + GRPC_PREFIX) {
-		fail(c, s, GRPC_RESOURCE_EXHAUSTED, "the request is larger than %zu bytes",
-		     GRPC_MAX_MESSAGE);
+	if (s->body.len + len > OTLP_GRPC_MAX_MESSAGE + GRPC_PREFIX) {
+		fail(c, s, GRPC_CODE_RESOURCE_EXHAUSTED, "the request is larger than %zu bytes",
+		     OTLP_GRPC_MAX_MESSAGE);
 		return 0;
 	}
 	if (c->g->held + len > c->g->lim.upload_memory) {
-		fail(c, s, GRPC_UNAVAILABLE, "the server holds too many request bodies: retry later");
+		fail(c, s, GRPC_CODE_UNAVAILABLE, "the server holds too many request bodies: retry later");
 		return 0;
 	}
 	buf_append(&s->body, data, len);
@@ -626,9 +626,9 @@ static int conn_session(struct gconn *c)
 	if (rc != 0)
 		return -1;
 	nghttp2_settings_entry iv[] = {
-		{ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, GRPC_MAX_STREAMS },
+		{ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, OTLP_GRPC_MAX_STREAMS },
 		{ NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1u << 20 },
-		{ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, GRPC_MAX_HEADER_BYTES },
+		{ NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, OTLP_GRPC_MAX_HEADER_BYTES },
 	};
 	if (nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, iv, 3) != 0 ||
 	    nghttp2_session_set_local_window_size(c->h2, NGHTTP2_FLAG_NONE, 0, 4u << 20) != 0)
@@ -900,7 +900,7 @@ static void sweep(struct otlp_grpc *g)
 		}
 		for (struct gstream *s = c->streams; s; s = s->next)
 			if (!s->answered && now - s->started_ms > stream_ms)
-				fail(c, s, GRPC_DEADLINE_EXCEEDED,
+				fail(c, s, GRPC_CODE_DEADLINE_EXCEEDED,
 				     "the request did not arrive within %lld s",
 				     (long long)(stream_ms / 1000));
 		if (!c->streams && now - c->last_io_ms > (int64_t)g->lim.idle_timeout_s * 1000 &&

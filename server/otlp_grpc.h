@@ -15,7 +15,7 @@
  * answers it: the metadata "authorization" goes through auth_request
  * (authz.h) with the OTLP route, the metadata "ember-project" plays
  * ?project= (default "default"), and handle_otlp_profiles stores it; its
- * HTTP status becomes a gRPC status (grpc_status_of_http). Requests run on
+ * HTTP status becomes a gRPC status (otlp_grpc_status_of_http). Requests run on
  * a bounded set of worker threads (--ingest-threads, --ingest-queue); a
  * full queue is answered UNAVAILABLE at once, so a slow client never holds
  * a worker: a request reaches a worker only once its whole message has
@@ -28,8 +28,8 @@
  * no open stream and no byte for idle_timeout_s is closed (GOAWAY); a TLS
  * handshake must end within header_timeout_s; a stream's message must be
  * complete within header_timeout_s + body_timeout_s of its headers
- * (DEADLINE_EXCEEDED); GRPC_MAX_STREAMS concurrent streams a connection;
- * GRPC_MAX_HEADER_BYTES of metadata a stream.
+ * (DEADLINE_EXCEEDED); OTLP_GRPC_MAX_STREAMS concurrent streams a connection;
+ * OTLP_GRPC_MAX_HEADER_BYTES of metadata a stream.
  *
  * Ownership: otlp_grpc_start returns the listener; otlp_grpc_stop stops
  * its threads and frees it (NULL is fine). */
@@ -44,23 +44,23 @@
 #include "http.h"
 
 #define GRPC_EXPORT_PATH "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
-#define GRPC_MAX_STREAMS 32u
-#define GRPC_MAX_HEADER_BYTES (16u << 10)
+#define OTLP_GRPC_MAX_STREAMS 32u
+#define OTLP_GRPC_MAX_HEADER_BYTES (16u << 10)
 
 /* The gRPC status codes this server answers. */
-enum grpc_status {
-	GRPC_OK = 0,
-	GRPC_CANCELLED = 1,
-	GRPC_UNKNOWN = 2,
-	GRPC_INVALID_ARGUMENT = 3,
-	GRPC_DEADLINE_EXCEEDED = 4,
-	GRPC_PERMISSION_DENIED = 7,
-	GRPC_RESOURCE_EXHAUSTED = 8,
-	GRPC_ABORTED = 10,
-	GRPC_UNIMPLEMENTED = 12,
-	GRPC_INTERNAL = 13,
-	GRPC_UNAVAILABLE = 14,
-	GRPC_UNAUTHENTICATED = 16,
+enum grpc_code {
+	GRPC_CODE_OK = 0,
+	GRPC_CODE_CANCELLED = 1,
+	GRPC_CODE_UNKNOWN = 2,
+	GRPC_CODE_INVALID_ARGUMENT = 3,
+	GRPC_CODE_DEADLINE_EXCEEDED = 4,
+	GRPC_CODE_PERMISSION_DENIED = 7,
+	GRPC_CODE_RESOURCE_EXHAUSTED = 8,
+	GRPC_CODE_ABORTED = 10,
+	GRPC_CODE_UNIMPLEMENTED = 12,
+	GRPC_CODE_INTERNAL = 13,
+	GRPC_CODE_UNAVAILABLE = 14,
+	GRPC_CODE_UNAUTHENTICATED = 16,
 };
 
 struct server;
@@ -72,15 +72,15 @@ struct otlp_grpc *otlp_grpc_start(const char *addr, struct server *srv, const st
 				  const struct http_limits *limits, struct buf *err);
 void otlp_grpc_stop(struct otlp_grpc *g);
 
-/* The one message of a unary request body (prefix + message): GRPC_OK
+/* The one message of a unary request body (prefix + message): GRPC_CODE_OK
  * with *msg, *len and *compressed set, or a status with err set (a frame
  * cut short, trailing bytes, more than max bytes, a bad flag). */
-int grpc_unframe(const uint8_t *body, size_t n, size_t max, const uint8_t **msg, size_t *len,
+int otlp_grpc_unframe(const uint8_t *body, size_t n, size_t max, const uint8_t **msg, size_t *len,
 		 bool *compressed, struct buf *err);
 /* grpc-message's encoding: bytes outside 0x20..0x7e and '%' as %XX. */
-void grpc_percent_encode(const char *s, struct buf *out);
+void otlp_grpc_percent_encode(const char *s, struct buf *out);
 /* The gRPC status of an HTTP answer of the OTLP route. */
-int grpc_status_of_http(int http_status);
+int otlp_grpc_status_of_http(int http_status);
 
 /* Answers one Export call in the calling thread, as a worker does:
  * authorization and project are the metadata (NULL: absent), body the

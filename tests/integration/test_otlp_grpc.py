@@ -212,7 +212,7 @@ def test_agent_over_grpc(tmp_path, agent_factory):
     g = GrpcServer(tmp_path / "data", "--ingest-tokens", "agent-token").start()
     try:
         agent_factory(g.url, "-ember-protocol=false", "-otlp-transport=grpc",
-                      f"-otlp-endpoint=127.0.0.1:{g.grpc_port}", "-auth-token=agent-token",
+                      f"-otlp-grpc-endpoint=127.0.0.1:{g.grpc_port}", "-auth-token=agent-token",
                       "-on-cpu-sampling-rate=97").start()
         run_workload("cpu_split", 3)
 
@@ -223,5 +223,32 @@ def test_agent_over_grpc(tmp_path, agent_factory):
         st, body = http("GET", g.url + "/metrics")
         assert st == 200
         assert b"otlp" in body
+    finally:
+        g.stop()
+
+
+def test_agent_over_grpc_with_tls(tmp_path, agent_factory):
+    """TLS (ALPN h2) from the agent, its certificate checked with
+    -tls-ca-file: the agent's gRPC goes through libcurl's TLS, the
+    server's through GnuTLS."""
+    require_root()
+    import ssl
+    ca, cert, key = make_ca(tmp_path)
+    g = GrpcServer(tmp_path / "data", "--tls-cert", str(cert), "--tls-key", str(key),
+                   ssl_context=ssl.create_default_context(cafile=str(ca))).start()
+    try:
+        agent_factory(g.url, "-ember-protocol=false", "-otlp-transport=grpc",
+                      f"-otlp-grpc-endpoint=127.0.0.1:{g.grpc_port}", f"-tls-ca-file={ca}",
+                      "-project=grpctls", "-on-cpu-sampling-rate=97").start()
+        run_workload("cpu_split", 3)
+
+        def landed():
+            st, body = http("GET", g.url + "/public/api/v1/projects", context=g.ssl)
+            ids = {p["name"]: p["id"] for p in json.loads(body)["projects"]}
+            if "grpctls" not in ids:
+                return False
+            return g.flamegraph('process.executable.name == "cpu_split"',
+                                project=ids["grpctls"])["total"] > 100
+        wait_until(landed, 40, what="cpu_split samples over gRPC with TLS")
     finally:
         g.stop()
