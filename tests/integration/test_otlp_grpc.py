@@ -8,6 +8,7 @@ TLS with a private CA; and the agent exporting over gRPC."""
 
 import json
 import os
+import socket
 import sys
 import time
 
@@ -251,4 +252,72 @@ def test_agent_over_grpc_with_tls(tmp_path, agent_factory):
                                 project=ids["grpctls"])["total"] > 100
         wait_until(landed, 40, what="cpu_split samples over gRPC with TLS")
     finally:
+        g.stop()
+
+
+def h2_frame(kind, flags, stream, payload):
+    return (len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big")
+            + payload)
+
+
+def h2_literal(name, value):  # HPACK: a literal without indexing, new name
+    return b"\x00" + bytes([len(name)]) + name + bytes([len(value)]) + value
+
+
+def h2_frames(data):
+    """(type, flags, stream) of each whole frame in data."""
+    out, i = [], 0
+    while i + 9 <= len(data):
+        n = int.from_bytes(data[i:i + 3], "big")
+        if i + 9 + n > len(data):
+            break
+        out.append((data[i + 3], data[i + 4], int.from_bytes(data[i + 5:i + 9], "big") & 0x7fffffff))
+        i += 9 + n
+    return out
+
+
+def test_slow_client_and_limits(tmp_path):
+    """A client that sends its headers and half a message holds no worker:
+    others are answered meanwhile; its stream ends at the deadline
+    (--header-timeout + --body-timeout). Connections from one address
+    stop at --max-connections-per-client."""
+    g = GrpcServer(tmp_path / "data", "--header-timeout", "1s", "--body-timeout", "1s",
+                   "--ingest-threads", "1", "--max-connections-per-client", "3").start()
+    slow = socket.create_connection(("127.0.0.1", g.grpc_port))
+    try:
+        hdr = b"".join(h2_literal(n, v) for n, v in (
+            (b":method", b"POST"), (b":scheme", b"http"), (b":path", EXPORT.encode()),
+            (b":authority", b"x"), (b"content-type", b"application/grpc"), (b"te", b"trailers")))
+        slow.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + h2_frame(4, 0, 0, b"")
+                     + h2_frame(1, 4, 1, hdr) + h2_frame(0, 0, 1, b"\0\0\0\x10\0" + b"\x0a" * 8))
+        t0 = time.monotonic()
+        with g.channel() as ch:
+            code, resp = export(ch, test_otlp.build_request("grpc_fast"))
+        assert code == grpc.StatusCode.OK, resp
+        assert time.monotonic() - t0 < 1.5
+        # The slow stream is answered (HEADERS with END_STREAM on stream 1)
+        # within the deadline and a sweep.
+        slow.settimeout(0.5)
+        data, deadline = b"", time.monotonic() + 8
+        while time.monotonic() < deadline and not any(
+                t == 1 and f & 1 and s == 1 for t, f, s in h2_frames(data)):
+            try:
+                chunk = slow.recv(65536)
+            except socket.timeout:
+                continue
+            if not chunk:
+                break
+            data += chunk
+        assert any(t == 1 and f & 1 and s == 1 for t, f, s in h2_frames(data)), h2_frames(data)
+        assert time.monotonic() - t0 >= 1.5
+        # The per-address limit: 3 held open, the 4th is closed at once.
+        held = [socket.create_connection(("127.0.0.1", g.grpc_port)) for _ in range(2)]
+        time.sleep(0.3)
+        extra = socket.create_connection(("127.0.0.1", g.grpc_port))
+        extra.settimeout(3)
+        assert extra.recv(100) == b""
+        for s in held + [extra]:
+            s.close()
+    finally:
+        slow.close()
         g.stop()
