@@ -3,13 +3,15 @@
 OTLP Profiles requests (opentelemetry-proto, scripts/install-test-pydeps.sh)
 sent as fast as CLIENTS threads can for SECONDS each, once over gRPC
 (grpcio, to --otlp-grpc-listen) and once over HTTP (keep-alive
-connections, POST /v1development/profiles), gzip-compressed both ways, to
-a fresh server each. Reports requests and samples per second, and the
+connections, POST /v1development/profiles), to a fresh server each;
+ENCODING identity (the default: the client does no per-request work) or
+gzip (grpcio compresses each call; the HTTP client sends bodies
+compressed once, up front). Reports requests and samples per second, and the
 server's CPU (every thread, schedstat) per sample stored and per request.
 The client runs on the same host: on a small host it competes with the
 server for the cores, so the CPU per sample is the figure that carries.
 
-usage: bench/otlp_ingest_load.py [SECONDS] [CLIENTS] [SAMPLES_PER_REQUEST]
+usage: bench/otlp_ingest_load.py [SECONDS] [CLIENTS] [SAMPLES_PER_REQUEST] [ENCODING]
 """
 import gzip
 import http.client
@@ -105,7 +107,7 @@ def metric(port, name):
     return 0.0
 
 
-def run(transport, seconds, clients, bodies):
+def run(transport, seconds, clients, bodies, zip_it):
     tmp = tempfile.mkdtemp(prefix="ember-load-")
     port, gport = free_port(), free_port()
     srv = subprocess.Popen([os.path.join(ROOT, "build", "bin", "ember-server"), "--listen",
@@ -129,20 +131,23 @@ def run(transport, seconds, clients, bodies):
                 k = i
                 while time.monotonic() < stop:
                     try:
-                        call(bodies[k % len(bodies)], compression=grpc.Compression.Gzip, timeout=30)
+                        call(bodies[k % len(bodies)], timeout=30,
+                             compression=grpc.Compression.Gzip if zip_it else grpc.Compression.NoCompression)
                         done[i] += 1
                     except grpc.RpcError:
                         errors[i] += 1
                     k += clients
 
-        zipped = [gzip.compress(b, 6) for b in bodies]
+        zipped = [gzip.compress(b, 6) for b in bodies] if zip_it else bodies
+        headers = {"Content-Type": "application/x-protobuf"}
+        if zip_it:
+            headers["Content-Encoding"] = "gzip"
 
         def http_client(i):
             c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
             k = i
             while time.monotonic() < stop:
-                c.request("POST", "/v1development/profiles", zipped[k % len(zipped)],
-                          {"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip"})
+                c.request("POST", "/v1development/profiles", zipped[k % len(zipped)], headers)
                 r = c.getresponse()
                 r.read()
                 if r.status == 200:
@@ -176,13 +181,15 @@ def main():
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 20
     clients = int(sys.argv[2]) if len(sys.argv) > 2 else 4
     per = int(sys.argv[3]) if len(sys.argv) > 3 else 2000
+    zip_it = (sys.argv[4] if len(sys.argv) > 4 else "identity") == "gzip"
     t = time.time_ns() - 60_000_000_000
     bodies = [build_request(per, seed, t + seed * 1_000_000) for seed in range(64)]
     print(f"{clients} clients for {seconds:.0f} s each, requests of {per} samples "
-          f"({sum(map(len, bodies)) // len(bodies)} bytes, gzip on the wire), {os.cpu_count()} CPUs")
+          f"({sum(map(len, bodies)) // len(bodies)} bytes, {'gzip' if zip_it else 'identity'} on the wire), "
+          f"{os.cpu_count()} CPUs")
     rows = {}
     for transport in ("grpc", "http"):
-        r = run(transport, seconds, clients, bodies)
+        r = run(transport, seconds, clients, bodies, zip_it)
         rows[transport] = r
         print(f"OTLP/{transport:4s} {r['reqs'] / r['wall']:7.1f} requests/s  "
               f"{r['samples'] / r['wall']:9.0f} samples/s  server CPU "

@@ -160,6 +160,6 @@ print(f"OTLP / ember: {(o['bytes'] / o['samples']) / (e['bytes'] / e['samples'])
 g = rows.get("grpc")
 if g:
     print(f"OTLP gRPC / OTLP HTTP: {(g['bytes'] / g['samples']) / (o['bytes'] / o['samples']):.2f}x the bytes "
-          f"per sample, {(g['cpu_ns'] / g['window']) / (o['cpu_ns'] / o['window']):.2f}x the agent CPU, "
-          f"{(g['srv_ns'] / g['window']) / (o['srv_ns'] / o['window']):.2f}x the server CPU per sample")
+          f"per sample, {(g['cpu_ns'] / g['window']) / max(o['cpu_ns'] / o['window'], 1e-9):.2f}x the agent CPU, "
+          f"{(g['srv_ns'] / g['window']) / max(o['srv_ns'] / o['window'], 1e-9):.2f}x the server CPU per sample")
 PY
