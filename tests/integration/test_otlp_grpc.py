@@ -368,3 +368,35 @@ def test_opentelemetry_ebpf_profiler(tmp_path):
         g.stop()
         if mounted:
             subprocess.run(["umount", "/sys/kernel/tracing"], check=False)
+
+
+def test_busy_is_unavailable(tmp_path):
+    """One ingest worker and no queue: calls that arrive while it stores a
+    large request are answered UNAVAILABLE at once (clients retry it), and
+    the server goes on answering."""
+    g = GrpcServer(tmp_path / "data", "--ingest-threads", "1", "--ingest-queue", "0").start()
+    try:
+        big = test_otlp.build_request("grpc_big")
+        prof = big.resource_profiles[0].scope_profiles[0].profiles[0]
+        first = list(prof.samples)
+        for _ in range(20000):
+            prof.samples.extend(first)
+        with g.channel() as ch:
+            call = ch.unary_unary(EXPORT, request_serializer=lambda m: m.SerializeToString(),
+                                  response_deserializer=svc.ExportProfilesServiceResponse.FromString)
+            futures = [call.future(big, timeout=120) for _ in range(6)]
+            codes = []
+            for f in futures:
+                try:
+                    f.result()
+                    codes.append(grpc.StatusCode.OK)
+                except grpc.RpcError as e:
+                    codes.append(e.code())
+                    if e.code() == grpc.StatusCode.UNAVAILABLE:
+                        assert "busy" in e.details(), e.details()
+            assert grpc.StatusCode.OK in codes and grpc.StatusCode.UNAVAILABLE in codes, codes
+            assert set(codes) <= {grpc.StatusCode.OK, grpc.StatusCode.UNAVAILABLE}, codes
+            code, resp = export(ch, test_otlp.build_request("grpc_after_busy"))
+            assert code == grpc.StatusCode.OK, resp
+    finally:
+        g.stop()
