@@ -34,7 +34,9 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%d\n", s}'; }
+# %.0f: mawk's %d stops at 2^31-1 (2.1 s of CPU), which made the agent's
+# whole CPU read as 0 once a run passed it.
+cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%.0f\n", s}'; }
 # The CPU of the agent's thread named $2 (ember-reporter: encoding,
 # compressing and sending every batch; nothing else runs there).
 thread_ns() {
