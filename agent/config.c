@@ -78,7 +78,11 @@ static const struct flag_def defs[] = {
 	{ "cuda-profiler-dir", FLAG_STRING, "/var/lib/ember/profiler", OFF(cuda_profiler_dir), 0, 0,
 	  "directory the CUDA injection library and the agent's socket for it are placed in" },
 	{ "ember-protocol", FLAG_BOOL, "true", OFF(ember_protocol), 0, 0,
-	  "send with ember's session protocol; false: OTLP Profiles over HTTP (/v1development/profiles)" },
+	  "send with ember's session protocol; false: OTLP Profiles (over -otlp-transport)" },
+	{ "otlp-transport", FLAG_STRING, "http", OFF(otlp_transport), 0, 0,
+	  "with -ember-protocol=false: http (POST /v1development/profiles on -collection-agent) or grpc (ProfilesService/Export on -otlp-grpc-endpoint)" },
+	{ "otlp-grpc-endpoint", FLAG_STRING, "", OFF(otlp_grpc_endpoint), 0, 0,
+	  "host:port of the OTLP gRPC receiver (default: the host of -collection-agent, port 4317); TLS as -disable-tls, -tls-ca-file and -insecure say" },
 	{ "probabilistic-threshold", FLAG_UINT, "100", OFF(probabilistic_threshold), 1, 100,
 	  "profile in this percentage of probabilistic intervals, chosen at random (100: always)" },
 	{ "probabilistic-interval", FLAG_DURATION, "1m", OFF(probabilistic_interval_ms), 1000,
@@ -293,6 +297,19 @@ int agent_config_load(struct agent_config *cfg, int argc, char **argv, char **en
 		buf_printf(err, "-collection-agent: expected host:port, got \"%s\"",
 			   cfg->collection_agent);
 		return -1;
+	}
+	if (strcmp(cfg->otlp_transport, "http") && strcmp(cfg->otlp_transport, "grpc")) {
+		buf_printf(err, "-otlp-transport: expected http or grpc, got \"%s\"", cfg->otlp_transport);
+		return -1;
+	}
+	if (*cfg->otlp_grpc_endpoint) {
+		const char *c = strrchr(cfg->otlp_grpc_endpoint, ':');
+		if (!c || c == cfg->otlp_grpc_endpoint || parse_u64(c + 1, &port) < 0 || port == 0 ||
+		    port > 65535 || strpbrk(cfg->otlp_grpc_endpoint, "/ ?#@")) {
+			buf_printf(err, "-otlp-grpc-endpoint: expected host:port, got \"%s\"",
+				   cfg->otlp_grpc_endpoint);
+			return -1;
+		}
 	}
 	if (*cfg->tls_ca_file && access(cfg->tls_ca_file, R_OK) != 0) {
 		buf_printf(err, "-tls-ca-file: cannot read \"%s\"", cfg->tls_ca_file);

@@ -62,6 +62,8 @@ struct agent_config {
 	bool json_log;
 	bool dwarf;
 	bool ember_protocol;         /* false: OTLP Profiles */
+	char *otlp_transport;        /* -otlp-transport: "http" or "grpc" */
+	char *otlp_grpc_endpoint;    /* -otlp-grpc-endpoint: host:port; "": -collection-agent's host, port 4317 */
 	uint64_t max_input_file_size;
 	uint64_t max_symbfile_size;
 	char *config_path;

@@ -1,8 +1,10 @@
-/* grpc.h - one unary gRPC call over a unix socket, with libcurl.
+/* grpc.h - unary gRPC calls with libcurl: over a unix socket (containerd)
+ * or TCP, with or without TLS (OTLP export, -otlp-transport=grpc).
  *
- * The transport is HTTP/2 in clear text with "prior knowledge" (no upgrade,
- * no TLS), which is what local gRPC servers such as containerd speak on
- * their unix sockets. A call is
+ * On a unix socket, or TCP without TLS, the transport is HTTP/2 in clear
+ * text with "prior knowledge" (no upgrade), which is what local gRPC
+ * servers such as containerd speak; over TLS libcurl negotiates HTTP/2
+ * with ALPN "h2" (an answer in HTTP/1 is GRPC_TRANSPORT). A call is
  *
  *   POST http://localhost/<package.Service>/<Method>
  *   content-type: application/grpc, te: trailers, grpc-timeout: <ms>m,
@@ -81,8 +83,10 @@ bool grpc_answer_body(struct grpc_answer *a, const void *p, size_t n);
 int grpc_answer_finish(struct grpc_answer *a);
 
 /* Appends the 5-byte prefix and msg[0..len) to out; false when len does
- * not fit the 32-bit length. */
+ * not fit the 32-bit length. grpc_frame_gzip marks the message compressed
+ * (flag 1: msg is gzip, sent with grpc-encoding: gzip). */
 bool grpc_frame(struct buf *out, const void *msg, size_t len);
+bool grpc_frame_gzip(struct buf *out, const void *msg, size_t len);
 /* The one message framed in body[0..n): GRPC_OK with *msg and *len set, or
  * GRPC_PROTOCOL (empty, truncated, trailing bytes, compressed or unknown
  * flags, longer than max). */
@@ -95,5 +99,30 @@ int grpc_unframe(const uint8_t *body, size_t n, size_t max, const uint8_t **msg,
  * grpc_result. */
 int grpc_unary(const char *socket_path, const char *method, const char *const *headers,
 	       const void *req, size_t req_len, long timeout_ms, struct grpc_answer *a);
+
+/* Where a client's calls go: unix_path (a unix socket, clear text), or
+ * else host_port over TCP, with TLS when tls is set (the certificate
+ * checked against ca_file, or the system's CAs when NULL or "", or not at
+ * all with insecure). */
+struct grpc_endpoint {
+	const char *unix_path;
+	const char *host_port;
+	bool tls;
+	bool insecure;
+	const char *ca_file;
+};
+
+/* A client: one libcurl handle, one thread at a time; each call opens
+ * its own connection (grpc.c says why). grpc_client_new copies ep's
+ * strings. */
+struct grpc_client;
+struct grpc_client *grpc_client_new(const struct grpc_endpoint *ep);
+void grpc_client_free(struct grpc_client *c);
+/* One call, as grpc_unary; with gzip, req is gzip-compressed already and
+ * goes with flag 1 and grpc-encoding: gzip. A transport failure is
+ * described in err (may be NULL). */
+int grpc_client_call(struct grpc_client *c, const char *method, const char *const *headers,
+		     const void *req, size_t req_len, bool gzip, long timeout_ms,
+		     struct grpc_answer *a, struct buf *err);
 
 #endif

@@ -835,8 +835,21 @@ int main(int argc, char **argv, char **envp)
 		.ca_file = a.cfg.tls_ca_file,
 		.timeout_ms = 10000,
 	};
+	/* -otlp-transport=grpc: -otlp-grpc-endpoint, or the OTLP port on the
+	 * server's host. */
+	char grpc_ep[300] = "";
+	if (!a.cfg.ember_protocol && !strcmp(a.cfg.otlp_transport, "grpc")) {
+		if (*a.cfg.otlp_grpc_endpoint) {
+			snprintf(grpc_ep, sizeof(grpc_ep), "%s", a.cfg.otlp_grpc_endpoint);
+		} else {
+			const char *colon = strrchr(a.cfg.collection_agent, ':');
+			snprintf(grpc_ep, sizeof(grpc_ep), "%.*s:4317",
+				 (int)(colon - a.cfg.collection_agent), a.cfg.collection_agent);
+		}
+	}
 	a.reporter = reporter_start(&hopts, SEND_QUEUE_BYTES, SESSION_MAX_BYTES,
-				    a.cfg.ember_protocol ? NULL : a.cfg.project);
+				    a.cfg.ember_protocol ? NULL : a.cfg.project,
+				    *grpc_ep ? grpc_ep : NULL);
 	struct symupload_opts sopts = { a.cfg.dwarf, a.cfg.max_input_file_size, a.cfg.max_symbfile_size,
 					a.cfg.debug_file_dir, a.cfg.project };
 	a.symupload = symupload_start(&hopts, &sopts);
@@ -920,7 +933,9 @@ int main(int argc, char **argv, char **envp)
 	log_info("ember-agent %s started: reporting to %s://%s every %lldms (%s), project %s, host %s",
 		 a.instance, a.cfg.disable_tls ? "http" : "https", a.cfg.collection_agent,
 		 (long long)a.cfg.reporter_interval_ms,
-		 a.cfg.ember_protocol ? "ember protocol" : "OTLP Profiles", a.cfg.project, a.host_name);
+		 a.cfg.ember_protocol ? "ember protocol"
+		 : strcmp(a.cfg.otlp_transport, "grpc") ? "OTLP Profiles over HTTP" : "OTLP Profiles over gRPC",
+		 a.cfg.project, a.host_name);
 
 	a.interval_start_ms = now_unix_ms();
 	uint64_t next_report = now_mono_ns() + (uint64_t)a.cfg.reporter_interval_ms * 1000000ull;

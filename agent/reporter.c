@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "grpc.h"
 #include "log.h"
 #include "otlp_export.h"
 #include "sendq.h"
@@ -49,6 +50,9 @@ struct reporter {
 	size_t max_session_bytes;
 	bool otlp;          /* OTLP Profiles instead of protocol version 2 */
 	char otlp_path[512];
+	/* -otlp-transport=grpc: the client, and its metadata. */
+	struct grpc_client *grpc;
+	char *grpc_headers[3];
 };
 
 static void pending_free(struct pending *p)
@@ -148,11 +152,42 @@ static int encode(struct reporter *r, struct pending *p, struct buf *why)
 
 enum outcome { DELIVERED, RETRY, RESYNC, DROP };
 
+#define OTLP_GRPC_EXPORT "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
+
+/* Sends one OTLP batch over gRPC (the encoding is gzip already). */
+static enum outcome deliver_grpc(struct reporter *r, struct pending *p, struct buf *why)
+{
+	struct grpc_answer a;
+	grpc_answer_init(&a, 1u << 20);
+	int rc = grpc_client_call(r->grpc, OTLP_GRPC_EXPORT, (const char *const *)r->grpc_headers,
+				  p->enc, p->enc_len, true, 10000, &a, why);
+	enum outcome result;
+	if (rc == GRPC_OK) {
+		result = DELIVERED;
+	} else if (rc == GRPC_STATUS) {
+		/* 4 deadline, 7 permission, 8 exhausted, 10 aborted, 13 internal,
+		 * 14 unavailable, 16 unauthenticated: the server may take it
+		 * later (as HTTP's 401, 403, 429 and 5xx). */
+		bool retry = a.status == 4 || a.status == 7 || a.status == 8 || a.status == 10 ||
+			     a.status == 13 || a.status == 14 || a.status == 16;
+		buf_printf(why, "server answered gRPC status %d: %.200s", a.status, a.message);
+		result = retry ? RETRY : DROP;
+	} else {
+		if (!why->len)
+			buf_puts(why, rc == GRPC_PROTOCOL ? "a malformed gRPC answer" : "gRPC transport failed");
+		result = RETRY;
+	}
+	grpc_answer_free(&a);
+	return result;
+}
+
 /* Sends one batch; why describes a failure. */
 static enum outcome deliver(struct reporter *r, struct pending *p, struct buf *why)
 {
 	if (encode(r, p, why) < 0)
 		return DROP;
+	if (r->grpc)
+		return deliver_grpc(r, p, why);
 	struct buf resp = { 0 };
 	int status = r->otlp ? http_send(r->http, "POST", r->otlp_path, "application/x-protobuf",
 					 "gzip", p->enc, p->enc_len, &resp, why)
@@ -288,15 +323,36 @@ static void make_otlp_path(struct reporter *r, const char *project)
 }
 
 struct reporter *reporter_start(const struct http_opts *opts, size_t max_queue_bytes,
-				size_t max_session_bytes, const char *otlp_project)
+				size_t max_session_bytes, const char *otlp_project,
+				const char *otlp_grpc_endpoint)
 {
 	struct reporter *r = xcalloc(1, sizeof(*r));
 	if (otlp_project) {
 		r->otlp = true;
 		make_otlp_path(r, otlp_project);
 	}
+	if (otlp_project && otlp_grpc_endpoint) {
+		struct grpc_endpoint ep = { .host_port = otlp_grpc_endpoint, .tls = !opts->disable_tls,
+					    .insecure = opts->insecure, .ca_file = opts->ca_file };
+		r->grpc = grpc_client_new(&ep);
+		if (!r->grpc) {
+			free(r);
+			return NULL;
+		}
+		struct buf h = { 0 };
+		size_t n = 0;
+		if (opts->auth_token && *opts->auth_token) {
+			buf_printf(&h, "authorization: Bearer %s", opts->auth_token);
+			r->grpc_headers[n++] = buf_steal(&h, NULL);
+		}
+		buf_printf(&h, "ember-project: %s", otlp_project);
+		r->grpc_headers[n++] = buf_steal(&h, NULL);
+	}
 	r->http = http_client_new(opts);
 	if (!r->http) {
+		grpc_client_free(r->grpc);
+		for (size_t i = 0; i < 3; i++)
+			free(r->grpc_headers[i]);
 		free(r);
 		return NULL;
 	}
@@ -313,6 +369,9 @@ struct reporter *reporter_start(const struct http_opts *opts, size_t max_queue_b
 	pthread_cond_init(&r->cond, &ca);
 	pthread_condattr_destroy(&ca);
 	if (pthread_create(&r->thread, NULL, run, r) != 0) {
+		grpc_client_free(r->grpc);
+		for (size_t i = 0; i < 3; i++)
+			free(r->grpc_headers[i]);
 		http_client_free(r->http);
 		session_free(&r->sess);
 		free(r);
@@ -365,6 +424,9 @@ void reporter_stop(struct reporter *r, long flush_ms)
 	sendq_free(&r->q);
 	session_free(&r->sess);
 	http_client_free(r->http);
+	grpc_client_free(r->grpc);
+	for (size_t i = 0; i < 3; i++)
+		free(r->grpc_headers[i]);
 	pthread_mutex_destroy(&r->lock);
 	pthread_cond_destroy(&r->cond);
 	free(r);

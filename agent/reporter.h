@@ -47,9 +47,16 @@ struct reporter;
 
 /* With otlp_project set, batches go as OTLP Profiles (otlp_export.h) to
  * /v1development/profiles?project=otlp_project instead: no session, the
- * same queue, retries and answers (a 409 is retried like a 5xx). */
+ * same queue, retries and answers (a 409 is retried like a 5xx). With
+ * otlp_grpc_endpoint (host:port) set too, they go over gRPC to
+ * ProfilesService/Export there instead of HTTP: TLS, the CA and the token
+ * as opts say, the token as "authorization: Bearer ...", the project as
+ * "ember-project"; UNAVAILABLE, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED,
+ * ABORTED, INTERNAL, UNAUTHENTICATED and PERMISSION_DENIED are retried
+ * (as HTTP's 5xx, 429, 401 and 403), other statuses drop the batch. */
 struct reporter *reporter_start(const struct http_opts *opts, size_t max_queue_bytes,
-				size_t max_session_bytes, const char *otlp_project);
+				size_t max_session_bytes, const char *otlp_project,
+				const char *otlp_grpc_endpoint);
 /* Takes ownership of b (a finished batch, allocated with xmalloc and
  * batch_init). meta's strings must outlive the reporter. */
 void reporter_enqueue(struct reporter *r, struct batch *b, const struct batch_meta *meta);

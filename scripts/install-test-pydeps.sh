@@ -2,14 +2,15 @@
 # Installs the Python packages the tests need that Debian does not ship,
 # from PyPI, into build/pydeps (not the system's Python): an independent
 # OTLP Profiles encoder (opentelemetry-proto, with the protobuf runtime it
-# needs) for the OTLP interop test, and numpy for the Python unwinder's
-# test of native frames under Python ones, and the MCP SDK (mcp) whose
-# client drives test_mcp. Idempotent: nothing happens
+# needs) for the OTLP interop test, grpcio as an independent gRPC client
+# for the OTLP over gRPC test (test_otlp_grpc.py, bench/otlp_ingest_load.py),
+# and numpy for the Python unwinder's test of native frames under Python
+# ones, and the MCP SDK (mcp) whose client drives test_mcp. Idempotent: nothing happens
 # when the pinned versions are already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=build/pydeps
-want="opentelemetry-proto==1.45.2 numpy==2.2.6 mcp==2.3.0"
+want="opentelemetry-proto==1.45.2 numpy==2.2.6 mcp==2.3.0 grpcio==1.85.1"
 if [ -f "$target/.installed" ] && [ "$(cat "$target/.installed")" = "$want" ]; then
   exit 0
 fi

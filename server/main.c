@@ -20,14 +20,20 @@
 #include "mcp.h"
 #include "pidlock.h"
 #include "recommend.h"
+#include "otlp_grpc.h"
 #include "server.h"
 #include "server/auth/authz.h"
 #include "util.h"
 #include "version.h"
 
+/* The OTLP port. Taken by another process, it only turns gRPC ingest off
+ * (with a warning); an address given explicitly must be free. */
+#define OTLP_GRPC_DEFAULT "127.0.0.1:4317"
+
 struct server_config {
 	char *listen;
 	char *mcp_allowed_hosts;
+	char *otlp_grpc_listen;
 	char *data_dir;
 	char *debuginfod_urls;
 	char *config;
@@ -80,6 +86,8 @@ static const struct flag_def defs[] = {
 	{ "mcp-allowed-hosts", FLAG_STRING, "", OFF(mcp_allowed_hosts), 0, 0,
 	  "more host names /mcp answers (comma-separated; Host and Origin headers are checked "
 	  "against DNS rebinding: localhost, 127.0.0.1, [::1] and --listen's host always pass; * any)" },
+	{ "otlp-grpc-listen", FLAG_STRING, OTLP_GRPC_DEFAULT, OFF(otlp_grpc_listen), 0, 0,
+	  "address to receive OTLP Profiles over gRPC on (\"\" turns it off; TLS and tokens as on HTTP)" },
 	{ "data-dir", FLAG_STRING, "./data", OFF(data_dir), 0, 0,
 	  "directory of the store, symbols and metadata" },
 	{ "debuginfod-urls", FLAG_STRING, "", OFF(debuginfod_urls), 0, 0,
@@ -155,9 +163,9 @@ static const struct flag_def defs[] = {
 	{ "session-idle", FLAG_DURATION, "30m", OFF(session_idle_ms), 10000, 7ULL * 86400000,
 	  "forget an agent session unused this long" },
 	{ "max-connections", FLAG_UINT, "1024", OFF(max_connections), 16, 1000000,
-	  "HTTP connections open at once, in all (the open-file limit is raised to allow them)" },
+	  "HTTP connections open at once, in all (the open-file limit is raised to allow them); OTLP gRPC ones too, counted apart" },
 	{ "max-connections-per-client", FLAG_UINT, "128", OFF(per_client_connections), 1, 1000000,
-	  "HTTP connections open at once from one client address" },
+	  "HTTP connections open at once from one client address; OTLP gRPC ones too, counted apart" },
 	{ "idle-timeout", FLAG_DURATION, "30s", OFF(idle_timeout_ms), 1000, 3600000,
 	  "close a connection that sends and receives nothing for this long" },
 	{ "header-timeout", FLAG_DURATION, "10s", OFF(header_timeout_ms), 1000, 3600000,
@@ -236,6 +244,7 @@ int main(int argc, char **argv, char **envp)
 	struct server srv = { .started_ms = now_unix_ms() };
 	int rc = 1;
 	struct http_server *http = NULL;
+	struct otlp_grpc *grpc = NULL;
 	/* One server per data dir, locked before anything in it is read or
 	 * written: a second one would replay the logs and delete blocks the
 	 * first is writing. */
@@ -388,7 +397,23 @@ int main(int argc, char **argv, char **envp)
 	srv.mcp = mcp_new(cfg.mcp_allowed_hosts, cfg.listen);
 	http = http_start(cfg.listen, server_routes, server_route_count, &srv, cert ? &tls : NULL,
 			  &lim, &err);
-	/* libmicrohttpd keeps its own copies. */
+	if (http && *cfg.otlp_grpc_listen) {
+		struct buf gerr = { 0 };
+		grpc = otlp_grpc_start(cfg.otlp_grpc_listen, &srv, cert ? &tls : NULL, &lim, &gerr);
+		if (grpc) {
+			log_info("OTLP over gRPC on %s%s", cfg.otlp_grpc_listen, cert ? " (TLS)" : "");
+		} else if (!strcmp(cfg.otlp_grpc_listen, OTLP_GRPC_DEFAULT)) {
+			log_warn("%s: OTLP over gRPC is off (--otlp-grpc-listen)", gerr.data);
+		} else {
+			log_error("%s", gerr.data);
+			buf_free(&gerr);
+			free(cert);
+			free(key);
+			goto out;
+		}
+		buf_free(&gerr);
+	}
+	/* libmicrohttpd and GnuTLS keep their own copies. */
 	free(cert);
 	free(key);
 	if (!http) {
@@ -403,6 +428,7 @@ int main(int argc, char **argv, char **envp)
 	log_info("received %s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
 	rc = 0;
 out:
+	otlp_grpc_stop(grpc);
 	http_stop(http);
 	mcp_free(srv.mcp);
 	fetcher_stop(srv.fetcher);

@@ -42,6 +42,10 @@ static void test_frame_roundtrip(void **state)
 	assert_int_equal(grpc_unframe((uint8_t *)b.data, b.len, 100, &m, &n), GRPC_OK);
 	assert_int_equal(n, 0);
 	buf_free(&b);
+	/* A gzip message (OTLP export): flag 1. */
+	assert_true(grpc_frame_gzip(&b, "\x1f\x8b", 2));
+	assert_memory_equal(b.data, "\x01\0\0\0\x02\x1f\x8b", 7);
+	buf_free(&b);
 }
 
 static void test_unframe_hostile(void **state)
