@@ -104,7 +104,9 @@ static bool keep(struct otree *t, uint64_t total)
 }
 
 /* Every node's children sorted as written (total, largest first, then
- * name): node n's are kids[first[n] .. first[n + 1]). */
+ * name): node n's are kids[first[n] .. first[n + 1]). A node's "[other]"
+ * (the sum of the children the node budget left out) is written where its
+ * total sorts it among them, so every answer's children stay sorted. */
 struct sorted_kids {
 	uint32_t *first, *kids;
 };
@@ -120,6 +122,16 @@ static void write_other(struct buf *out, uint64_t total)
 	buf_puts(out, ",\"total\":");
 	jsonw_u64(out, total);
 	buf_puts(out, ",\"children\":[]}");
+}
+
+/* The total of n's children that are not written: their [other]. */
+static uint64_t other_of(const struct otree *t, const uint32_t *kids, size_t nc)
+{
+	uint64_t other = 0;
+	for (size_t i = 0; i < nc; i++)
+		if (!(t->kept[kids[i]] & KEPT))
+			other += t->nodes[kids[i]].total;
+	return other;
 }
 
 static void write_node(struct otree *t, const struct display *d, uint32_t n, struct buf *out,
@@ -155,22 +167,24 @@ static void write_node(struct otree *t, const struct display *d, uint32_t n, str
 	/* Deeper than any stack can be: only a bug would get here. */
 	if (nc && depth < DISPLAY_MAX_DEPTH * 2) {
 		const uint32_t *kids = sk->kids + sk->first[n];
-		uint64_t other = 0;
+		uint64_t other = other_of(t, kids, nc);
 		size_t written = 0;
-		for (size_t i = 0; i < nc; i++) {
-			if (!(t->kept[kids[i]] & KEPT)) {
-				other += t->nodes[kids[i]].total;
+		for (size_t i = 0; i <= nc; i++) {
+			if (i < nc && !(t->kept[kids[i]] & KEPT))
 				continue;
+			/* [other] where its total sorts it, after equal totals. */
+			if (other && (i == nc || t->nodes[kids[i]].total < other)) {
+				if (written++)
+					buf_putc(out, ',');
+				write_other(out, other);
+				t->written++;
+				other = 0;
 			}
+			if (i == nc)
+				break;
 			if (written++)
 				buf_putc(out, ',');
 			write_node(t, d, kids[i], out, depth + 1);
-		}
-		if (other) {
-			if (written)
-				buf_putc(out, ',');
-			write_other(out, other);
-			t->written++;
 		}
 	}
 	buf_puts(out, "]}");
@@ -450,17 +464,18 @@ static void visit_node(struct otree *t, uint32_t n, const struct otree_visitor *
 	size_t nc = sk->first[n + 1] - sk->first[n];
 	if (nc && depth < DISPLAY_MAX_DEPTH * 2) {
 		const uint32_t *kids = sk->kids + sk->first[n];
-		uint64_t other = 0;
-		for (size_t i = 0; i < nc; i++) {
-			if (!(t->kept[kids[i]] & KEPT))
-				other += t->nodes[kids[i]].total;
-			else
+		uint64_t other = other_of(t, kids, nc);
+		for (size_t i = 0; i <= nc; i++) {
+			if (i < nc && !(t->kept[kids[i]] & KEPT))
+				continue;
+			if (other && (i == nc || t->nodes[kids[i]].total < other)) {
+				t->written++;
+				v->enter(ctx, OTREE_OTHER, other, other, 0);
+				v->leave(ctx);
+				other = 0;
+			}
+			if (i < nc)
 				visit_node(t, kids[i], v, ctx, depth + 1);
-		}
-		if (other) {
-			t->written++;
-			v->enter(ctx, OTREE_OTHER, other, other, 0);
-			v->leave(ctx);
 		}
 	}
 	v->leave(ctx);

@@ -1228,11 +1228,15 @@ static size_t check_node_sums(json_t *n)
 {
 	json_int_t self = json_integer_value(json_object_get(n, "self"));
 	json_int_t total = json_integer_value(json_object_get(n, "total"));
-	json_int_t sum = 0;
+	json_int_t sum = 0, prev = INT64_MAX;
 	size_t count = 1, i;
 	json_t *c;
 	json_array_foreach(json_object_get(n, "children"), i, c) {
-		sum += json_integer_value(json_object_get(c, "total"));
+		json_int_t ct = json_integer_value(json_object_get(c, "total"));
+		/* sorted, largest first, "[other]" included */
+		assert_true(ct <= prev);
+		prev = ct;
+		sum += ct;
 		count += check_node_sums(c);
 	}
 	assert_int_equal(total, self + sum);
@@ -1241,7 +1245,8 @@ static size_t check_node_sums(json_t *n)
 
 /* A wide synthetic tree written within node budgets: never more nodes than
  * the budget, the "[other]" nodes included; every parent's total its self
- * plus its children's; the root's total whole. */
+ * plus its children's, the children sorted largest first ("[other]" where
+ * its total puts it); the root's total whole. */
 static void test_otree_write_budget(void **state)
 {
 	(void)state;
