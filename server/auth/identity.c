@@ -257,6 +257,22 @@ int identity_open(const char *data_dir, struct identity **out, struct buf *err)
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(builtins); i++) {
 		sqlite3_stmt *st;
+		/* Written only when absent or changed (a new version's patterns):
+		 * a start on a full disk writes nothing. */
+		if (sqldb_prepare(id->db, "SELECT 1 FROM roles WHERE id = ? AND name = ? AND locked = 1"
+					  " AND patterns = ? AND projects = ?",
+				  &st, err) < 0) {
+			identity_close(id);
+			return -1;
+		}
+		sqlite3_bind_text(st, 1, builtins[i].id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, builtins[i].name, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 3, builtins[i].patterns, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 4, builtins[i].projects, -1, SQLITE_STATIC);
+		bool same = sqlite3_step(st) == SQLITE_ROW;
+		sqlite3_finalize(st);
+		if (same)
+			continue;
 		if (sqldb_prepare(id->db,
 				  "INSERT INTO roles(id, name, locked, patterns, projects, created_ms)"
 				  " VALUES (?, ?, 1, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET"
