@@ -35,6 +35,8 @@ run_packages=(
 test_only_packages=(
   # tests: unit framework, sanitizers and fuzzing runtimes, integration harness
   libcmocka-dev libclang-rt-14-dev python3 python3-pytest python3-websocket python3-pip
+  # npm: speedscope's published file-format schema (scripts/install-test-npm.sh)
+  nodejs
   # the CPython headers the Python unwinder's layout check compiles against;
   # what scripts/install-test-python.sh needs to fetch and verify a newer one
   python3-dev patchelf

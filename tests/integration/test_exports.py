@@ -244,6 +244,35 @@ def check_speedscope(doc):
         assert all(isinstance(w, (int, float)) for w in p["weights"])
 
 
+# speedscope's own published schema, from its npm package
+# (scripts/install-test-npm.sh puts it under build/npm).
+SPEEDSCOPE_SCHEMA = os.path.join(BUILD, "npm", "node_modules", "speedscope", "dist", "release",
+                                 "file-format-schema.json")
+
+
+def test_speedscope_against_the_published_schema(server):
+    """The export validates against the JSON Schema speedscope publishes
+    (draft-07, checked with jsonschema from build/pydeps), for every event
+    kind and for a tree cut to a few nodes."""
+    if not os.path.exists(SPEEDSCOPE_SCHEMA):
+        pytest.skip("speedscope's npm package is not installed (scripts/install-test-npm.sh)")
+    for name in [m for m in sys.modules if m.split(".")[0] in ("attr", "attrs")]:
+        if "/dist-packages/" in (getattr(sys.modules[name], "__file__", "") or ""):
+            del sys.modules[name]  # jsonschema needs build/pydeps' attrs, not Debian's
+    sys.path.insert(0, os.path.join(BUILD, "pydeps"))
+    import jsonschema
+    with open(SPEEDSCOPE_SCHEMA) as f:
+        schema = json.load(f)
+    for kw in ({}, {"kind": "off_cpu"}, {"max_nodes": 4}):
+        doc = json.loads(export(server, "speedscope", **kw)[1])
+        jsonschema.validate(doc, schema)
+    # and a file the schema refuses is refused (the validator is not idle)
+    bad = json.loads(export(server, "speedscope")[1])
+    bad["profiles"][0]["type"] = "sampledd"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
+
+
 def test_speedscope_valid_and_weights_sum_to_total(server):
     ingest(server)
     headers, data = export(server, "speedscope")
