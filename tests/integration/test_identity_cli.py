@@ -56,13 +56,13 @@ def audit(server, session):
 
 def test_a_user_created_and_made_admin_by_the_cli_signs_in(local):
     # Created while the server runs, the password from a pipe.
-    uid, out = create(local, "jane@example.com", "jane's first password",
-                      "--given-name", "Jane", "--family-name", "Doe")
+    uid, out = create(local, "dev@example.com", "dev's first password",
+                      "--given-name", "Test", "--family-name", "User")
     f = fields(out)
-    assert f["email"] == "jane@example.com" and f["given_name"] == "Jane" and f["family_name"] == "Doe"
+    assert f["email"] == "dev@example.com" and f["given_name"] == "Test" and f["family_name"] == "User"
     assert re.fullmatch(TIME, f["created_at"]) and re.fullmatch(TIME, f["updated_at"]), out
     s = Session(local)
-    st, body = s.login("jane@example.com", "jane's first password")
+    st, body = s.login("dev@example.com", "dev's first password")
     assert st == 200 and body["user"]["id"] == uid, body
     # A new user is a Default Project Viewer: no audit log.
     assert s.call("GET", "/public/api/v1/audit")[0] == 403

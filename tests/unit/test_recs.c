@@ -602,7 +602,7 @@ static void test_recs_state(void **state)
 	assert_int_equal(recs_set_state(r, PROJECT, "XYZ", "dismissed", "u", now, &err), -1);
 	buf_reset(&err);
 	/* Dismiss, then restore: the answer shows it, history has both. */
-	assert_int_equal(recs_set_state(r, PROJECT, id, "dismissed", "alice", now, &err), 0);
+	assert_int_equal(recs_set_state(r, PROJECT, id, "dismissed", "user-1", now, &err), 0);
 	buf_reset(&out);
 	assert_int_equal(recs_query(r, w->s, w->sym, PROJECT, "cpu", now + 1, &out, &err), 0);
 	d = json_loads(out.data, 0, NULL);
@@ -613,7 +613,7 @@ static void test_recs_state(void **state)
 			dismissed = strcmp(json_string_value(json_object_get(json_array_get(list, i), "state")), "dismissed") == 0;
 	assert_true(dismissed);
 	json_decref(d);
-	assert_int_equal(recs_set_state(r, PROJECT, id, "active", "alice", now + 2, &err), 0);
+	assert_int_equal(recs_set_state(r, PROJECT, id, "active", "user-1", now + 2, &err), 0);
 	recs_close(r);
 	/* Reopened: the state and the history survived. */
 	char path[512];

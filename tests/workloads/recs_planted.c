@@ -52,7 +52,7 @@ static int fixed;
 static volatile uint64_t sink;
 
 #ifdef PLANT_REGEX
-static const char *subjects[] = { "alice@example.com", "bob@example.org", "no address here",
+static const char *subjects[] = { "user1@example.com", "user2@example.org", "no address here",
 				  "carol@test.com" };
 #define PATTERN "^([a-z0-9._%+-]+)@([a-z0-9-]+(?:\\.[a-z0-9-]+)*)\\.(com|org|net|io)$"
 
