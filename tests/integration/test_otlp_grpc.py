@@ -9,7 +9,6 @@ TLS with a private CA; and the agent exporting over gRPC."""
 import json
 import os
 import socket
-import subprocess
 import sys
 import time
 
@@ -322,52 +321,6 @@ def test_slow_client_and_limits(tmp_path):
     finally:
         slow.close()
         g.stop()
-
-
-def test_opentelemetry_ebpf_profiler(tmp_path):
-    """The real OpenTelemetry eBPF profiler, which sends OTLP Profiles over
-    gRPC only, profiles cpu_split into ember-server; with cpu_split's
-    symbols uploaded the server names its frames through the file id both
-    share. Its binary is built outside the suite (a Go module with a BPF
-    object of its own; docs/internals/otlp-grpc.md says how) and named by
-    EMBER_OTEL_PROFILER; without it the test is skipped, saying so."""
-    binary = os.environ.get("EMBER_OTEL_PROFILER")
-    if not binary:
-        pytest.skip("EMBER_OTEL_PROFILER is not set (the OpenTelemetry eBPF profiler's binary)")
-    require_root()
-    mounted = False
-    if not os.path.exists("/sys/kernel/tracing/events"):
-        subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"], check=True)
-        mounted = True
-    g = GrpcServer(tmp_path / "data").start()
-    prof = subprocess.Popen([binary, f"-collection-agent=127.0.0.1:{g.grpc_port}", "-disable-tls",
-                             "-samples-per-second=20", "-reporter-interval=5s"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    try:
-        subprocess.run([os.path.join(ROOT, "build", "bin", "ember"), "upload-symbols", "-e", g.url,
-                        os.path.join(ROOT, "build", "workloads", "cpu_split")], check=True,
-                       stdout=subprocess.DEVNULL)
-        time.sleep(10)  # it loads its BPF programs
-        run_workload("cpu_split", 6)
-
-        def named():
-            fg = g.flamegraph('process.executable.name == "cpu_split"')
-            names = set()
-            stack = [fg["root"]]
-            while stack:
-                n = stack.pop()
-                names.add(n["name"])
-                stack.extend(n.get("children", []))
-            return fg["total"] > 50 and {"main", "run_workload"} <= names
-        wait_until(named, 40, what="cpu_split from the OpenTelemetry eBPF profiler")
-        st, body = http("GET", g.url + "/metrics")
-        assert b"ember_otlp_rejected_total 0" in body, body
-    finally:
-        prof.terminate()
-        prof.wait(30)
-        g.stop()
-        if mounted:
-            subprocess.run(["umount", "/sys/kernel/tracing"], check=False)
 
 
 def test_busy_is_unavailable(tmp_path):
