@@ -16,7 +16,7 @@ out=build/test-results
 rm -rf "$out"
 mkdir -p "$out"
 suites=${EMBER_TEST_SUITES:-unit fuzz model integration browser}
-fuzz_seconds=${EMBER_FUZZ_SECONDS:-20}
+fuzz_seconds=${EMBER_FUZZ_SECONDS:-12}
 python=/usr/bin/python3
 total_pass=0
 total_fail=0
