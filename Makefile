@@ -39,13 +39,13 @@ SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-re
 
 LIB_SRCS    := $(wildcard lib/*.c)
 AGENT_SRCS  := $(filter-out agent/main.c,$(wildcard agent/*.c))
-SERVER_SRCS := $(filter-out server/main.c,$(wildcard server/*.c server/auth/*.c))
+SERVER_SRCS := $(filter-out server/main.c,$(wildcard server/*/*.c))
 CLI_SRCS    := $(filter-out cli/main.c,$(wildcard cli/*.c))
 BPF_SRCS    := $(wildcard bpf/*.bpf.c)
 SKELS       := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.skel.h,$(BPF_SRCS))
 GEN_SRCS    := $(BUILD)/gen/ingest.pb-c.c $(BUILD)/gen/otlp_profiles.pb-c.c $(BUILD)/gen/containerd.pb-c.c $(BUILD)/gen/pprof_profile.pb-c.c
 ASSET_SRC   := $(BUILD)/gen/assets.c
-WEB_FILES   := $(sort $(wildcard web/*.html web/*.js web/*.css web/*.svg)) server/openapi.json
+WEB_FILES   := $(sort $(wildcard web/*.html web/*.js web/*.css web/*.svg)) server/http/openapi.json
 
 obj  = $(patsubst %.c,$(BUILD)/obj/%.o,$(patsubst $(BUILD)/%,%,$(1)))
 aobj = $(patsubst %.c,$(BUILD)/asan/%.o,$(patsubst $(BUILD)/%,%,$(1)))
@@ -55,7 +55,7 @@ AGENT_OBJS  := $(call obj,$(AGENT_SRCS))
 SERVER_OBJS := $(call obj,$(SERVER_SRCS) $(ASSET_SRC))
 CLI_OBJS    := $(call obj,$(CLI_SRCS))
 # `ember identity` opens the server's identity store itself (cli/identity_cmd.c).
-CLI_SERVER_OBJS := $(call obj,server/auth/identity.c server/auth/b64url.c server/auth/perm.c server/auth/password.c server/sqldb.c)
+CLI_SERVER_OBJS := $(call obj,server/auth/identity.c server/auth/b64url.c server/auth/perm.c server/auth/password.c)
 
 BINS := $(BUILD)/bin/ember-agent $(BUILD)/bin/ember-server $(BUILD)/bin/ember
 

@@ -13,9 +13,9 @@
 
 #include "benchutil.h"
 #include "server/auth/auth_int.h"
-#include "server/handlers.h"
-#include "server/http.h"
-#include "server/server.h"
+#include "server/http/handlers.h"
+#include "server/http/http.h"
+#include "server/http/server.h"
 #include "util.h"
 
 static double now_s(void)

@@ -1,4 +1,4 @@
-/* export_bench - what a flamegraph export costs (server/export.h) beside
+/* export_bench - what a flamegraph export costs (server/query/export.h) beside
  * the JSON answer of the same tree (otree_write): time and output bytes
  * for each format, at the default node limit (8 192) and for the whole
  * tree. The tree is built as a query builds it (otree_child) from random
@@ -11,9 +11,9 @@
 #include <string.h>
 
 #include "bench/benchutil.h"
-#include "server/display.h"
-#include "server/export.h"
-#include "server/tree.h"
+#include "server/query/display.h"
+#include "server/query/export.h"
+#include "server/query/tree.h"
 #include "util.h"
 
 static uint64_t rng = 88172645463325252ull;

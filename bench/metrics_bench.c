@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 
 #include "agent/metricbatch.h"
-#include "server/metrics.h"
+#include "server/metrics/metrics.h"
 #include "util.h"
 
 #define INTERVAL_MS 30000

@@ -53,14 +53,14 @@
 #include "agent/batch.h"
 #include "agent/session.h"
 #include "bench/benchutil.h"
-#include "server/batch_decode.h"
-#include "server/entities.h"
-#include "server/events.h"
-#include "server/flamegraph.h"
-#include "server/functions.h"
-#include "server/sessions.h"
-#include "server/store.h"
-#include "server/symbols.h"
+#include "server/ingest/batch_decode.h"
+#include "server/query/entities.h"
+#include "server/query/events.h"
+#include "server/query/flamegraph.h"
+#include "server/query/functions.h"
+#include "server/ingest/sessions.h"
+#include "server/store/store.h"
+#include "server/symbols/symbols.h"
 #include "util.h"
 
 #define CORES 16
@@ -421,7 +421,7 @@ static int append_waiting(struct ingester *in, const Ember__Ingest__V1__Batch *d
 	return rc;
 }
 
-/* Version 2: the server's path (server/ingest.c store_session). */
+/* Version 2: the server's path (server/http/ingest_api.c store_session). */
 static int store_session(void *ctx, const char *project_name, struct store_entry *e)
 {
 	struct ingester *in = ctx;

@@ -16,7 +16,7 @@
 #include "bench/benchutil.h"
 #include "elfsyms.h"
 #include "fileid.h"
-#include "server/symbols.h"
+#include "server/symbols/symbols.h"
 #include "symfile.h"
 #include "util.h"
 

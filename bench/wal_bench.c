@@ -1,8 +1,8 @@
 /* wal_bench - what one commit of the write-ahead log costs.
  *
  * A commit is what the store does for every batch it acknowledges
- * (server/store.c, store_append_entry): append one record to the log
- * (server/wal.c, wal_append) and fdatasync the file. The bench commits
+ * (server/store/store.c, store_append_entry): append one record to the log
+ * (server/store/wal.c, wal_append) and fdatasync the file. The bench commits
  * COUNT records of BYTES each, as the store does, and reports CPU time
  * (user + system, which on a virtual machine includes the exits its disk
  * doorbell costs) and wall time per commit. For comparison it does the
@@ -24,7 +24,7 @@
 
 #include "bench/benchutil.h"
 #include "buf.h"
-#include "server/wal.h"
+#include "server/store/wal.h"
 
 static double wall_s(void)
 {

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Runs every ember test and ends with one line: "N passed, N failed".
+#   layers       scripts/check-layers.py: server folders include one way only
 #   unit         build/tests/test_*   (cmocka, ASan + UBSan), one count per test case
 #   fuzz         build/fuzz/fuzz_*    (libFuzzer from the seed corpus, EMBER_FUZZ_SECONDS each)
 #   model        build/tests/test_store_model, the long run: EMBER_MODEL_LONG_STEPS
@@ -15,7 +16,7 @@ cd "$(dirname "$0")/.."
 out=build/test-results
 rm -rf "$out"
 mkdir -p "$out"
-suites=${EMBER_TEST_SUITES:-unit fuzz model integration browser}
+suites=${EMBER_TEST_SUITES:-layers unit fuzz model integration browser}
 fuzz_seconds=${EMBER_FUZZ_SECONDS:-12}
 python=/usr/bin/python3
 total_pass=0
@@ -26,6 +27,15 @@ report() { # suite passed failed
   printf '%-12s %4d passed, %d failed\n' "$1" "$2" "$3"
   total_pass=$((total_pass + $2))
   total_fail=$((total_fail + $3))
+}
+
+run_layers() {
+  if "$python" scripts/check-layers.py >"$out/layers.log" 2>&1; then
+    report layers 1 0
+  else
+    failed_names+=("layers (see $out/layers.log)")
+    report layers 0 1
+  fi
 }
 
 run_unit() {
@@ -120,6 +130,7 @@ PY
 
 for s in $suites; do
   case "$s" in
+    layers) run_layers ;;
     unit) run_unit ;;
     fuzz) run_fuzz ;;
     model) run_model ;;

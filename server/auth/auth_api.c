@@ -1,4 +1,4 @@
-/* auth_api.c - the identity endpoints (routes in server/routes.c):
+/* auth_api.c - the identity endpoints (routes in server/http/routes.c):
  * sign-in (POST /api/v1/auth/login, refresh, logout; GET /api/v1/auth/me),
  * service tokens, users, roles and the audit log under /public/api/v1/.
  * The route table has already checked the permission each needs; these
@@ -15,8 +15,8 @@
 #include "cookie.h"
 #include "log.h"
 #include "perm.h"
-#include "server/handlers.h"
-#include "server/request.h"
+#include "server/http/handlers.h"
+#include "server/query/request.h"
 #include "util.h"
 
 #define MAX_LIST 256

@@ -16,8 +16,8 @@
 #include "log.h"
 #include "password.h"
 #include "perm.h"
-#include "server/http.h"
-#include "server/server.h"
+#include "server/http/http.h"
+#include "server/http/server.h"
 #include "util.h"
 
 #define MAX_SEEDED 1024

@@ -1,7 +1,7 @@
 /* authz.h - who a request comes from, and whether it may do what its
  * route does.
  *
- * Every route in the route table (server/routes.c) names the permission it
+ * Every route in the route table (server/http/routes.c) names the permission it
  * needs (perm.h) and where the permission applies: in the project of the
  * path's {project_id} (ROUTE_PROJECT), outside any project (ROUTE_GLOBAL),
  * or in a project the handler learns from the body (ROUTE_BODY: ingest,

@@ -1,5 +1,5 @@
 /* cookie.c - the Cookie request header and Set-Cookie values (see cookie.h). */
-#include "server/auth/cookie.h"
+#include "cookie.h"
 
 #include <string.h>
 

@@ -9,11 +9,11 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
-#include "server/auth/b64url.h"
+#include "b64url.h"
 #include "log.h"
 #include "password.h"
 #include "perm.h"
-#include "server/sqldb.h"
+#include "sqldb.h"
 #include "util.h"
 
 struct identity {

@@ -1,7 +1,7 @@
 /* jwt.c - Ed25519 JSON Web Tokens (see jwt.h): OpenSSL for the keys, the
  * signatures and base64, jansson for the JSON. */
-#include "server/auth/jwt.h"
-#include "server/auth/b64url.h"
+#include "jwt.h"
+#include "b64url.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,8 +1,8 @@
 /* oidc.c - the OpenID Connect relying party (see oidc.h): libcurl for the
  * provider's endpoints, jansson for its JSON, OpenSSL for randomness,
  * hashes, the flow cookie's HMAC and the ID token's signature. */
-#include "server/auth/oidc.h"
-#include "server/auth/b64url.h"
+#include "oidc.h"
+#include "b64url.h"
 
 #include <ctype.h>
 #include <pthread.h>

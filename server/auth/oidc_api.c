@@ -1,4 +1,4 @@
-/* oidc_api.c - the two OIDC endpoints (routes in server/routes.c, both
+/* oidc_api.c - the two OIDC endpoints (routes in server/http/routes.c, both
  * public): GET /api/v1/oauth2/login starts a sign-in at the provider (302
  * there, with the flow cookie), GET /api/v1/oauth2/callback finishes it
  * (oidc.h checks everything), provisions the user on a first sign-in (by
@@ -17,8 +17,8 @@
 #include "auth_int.h"
 #include "cookie.h"
 #include "log.h"
-#include "server/handlers.h"
-#include "server/request.h"
+#include "server/http/handlers.h"
+#include "server/query/request.h"
 #include "util.h"
 
 /* Whether the caller is a browser navigating (it asks for HTML first). */

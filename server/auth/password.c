@@ -1,5 +1,5 @@
 /* password.c - Argon2id password hashes through libsodium (see password.h). */
-#include "server/auth/password.h"
+#include "password.h"
 
 #include <pthread.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* perm.c - permission patterns: parsing into levels, and a matcher over
  * at most PERM_MAX_LEVELS x PERM_MAX_LEVELS states (see perm.h). */
-#include "server/auth/perm.h"
+#include "perm.h"
 
 #include <stdint.h>
 #include <string.h>

@@ -33,7 +33,7 @@ PER_MINUTE = sum(v for _, stacks in HOSTS.values() for _, _, v in stacks)  # 931
 TOTAL = PER_MINUTE * MINUTES
 CPUS = sum(c for c, _ in HOSTS.values())  # 28
 # Rows carry the start of their batch; the data of the last one reaches 10 s
-# further (server/scan.c): the seconds the averages are over.
+# further (server/query/scan.c): the seconds the averages are over.
 SECONDS = (MINUTES - 1) * 60 + 10
 # The average and peak cards read the time series' 15 s buckets: a minute's
 # batch lands in one, and the average is over the buckets from the first

@@ -10,10 +10,10 @@
 
 #include "compress.h"
 #include "fuzz_check.h"
-#include "server/batch_decode.h"
-#include "server/flamegraph.h"
-#include "server/store.h"
-#include "server/symbols.h"
+#include "server/ingest/batch_decode.h"
+#include "server/query/flamegraph.h"
+#include "server/store/store.h"
+#include "server/symbols/symbols.h"
 
 /* The store and symbol store live across inputs (libFuzzer calls this
  * function once per input; opening a store per input would be slow). */

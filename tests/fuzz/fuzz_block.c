@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "server/block.h"
-#include "server/part.h"
+#include "server/store/block.h"
+#include "server/store/part.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/cel.h"
+#include "server/query/cel.h"
 
 static const char *lookup(void *ctx, const char *name)
 {

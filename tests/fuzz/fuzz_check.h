@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 #include "compress.h"
-#include "server/batch_decode.h"
+#include "server/ingest/batch_decode.h"
 
 /* The body to decode: data itself, or 'R' + raw bytes compressed into z. */
 static inline void fuzz_body(const uint8_t *data, size_t size, struct buf *z, const void **body,

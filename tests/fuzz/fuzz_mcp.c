@@ -1,4 +1,4 @@
-/* Fuzz target: the MCP server (server/mcp.c, server/mcp_tools.c) as POST
+/* Fuzz target: the MCP server (server/http/mcp.c, server/http/mcp_tools.c) as POST
  * /mcp sees it: the body is JSON-RPC from a client that holds a session.
  * An input starting with 'T' is a tool's arguments instead: the byte after
  * it picks the tool, the rest is put in a tools/call as "arguments" when
@@ -15,12 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/http.h"
-#include "server/mcp.h"
-#include "server/metrics.h"
-#include "server/projects.h"
-#include "server/server.h"
-#include "server/symbols.h"
+#include "server/http/http.h"
+#include "server/http/mcp.h"
+#include "server/metrics/metrics.h"
+#include "server/store/projects.h"
+#include "server/http/server.h"
+#include "server/symbols/symbols.h"
 
 /* The server lives across inputs: opening a store per input would be all
  * the fuzzer does. */

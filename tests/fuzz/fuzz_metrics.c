@@ -1,4 +1,4 @@
-/* Fuzz target: the server's metrics ingest (server/metrics.h). Any body
+/* Fuzz target: the server's metrics ingest (server/metrics/metrics.h). Any body
  * (zstd, or 'R' + raw protobuf) is decoded and validated; a batch that
  * passes must have every index inside its tables, and must store into an
  * in-memory-sized database without error and answer a query. */
@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "fuzz_check.h"
-#include "server/metrics.h"
+#include "server/metrics/metrics.h"
 #include "util.h"
 
 /* Opened once per fuzzing process: a store under /tmp, reused by every

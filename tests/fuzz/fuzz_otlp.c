@@ -1,4 +1,4 @@
-/* Fuzz target: OTLP Profiles ingest (server/otlp.c), the decoder and the
+/* Fuzz target: OTLP Profiles ingest (server/ingest/otlp.c), the decoder and the
  * conversion into ember batches. Input: an ExportProfilesServiceRequest
  * protobuf, or a gzip stream of one when the first byte is 'G'. Every
  * batch the conversion emits must be a valid version 1 batch that
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 
 #include "fuzz_check.h"
-#include "server/batch_decode.h"
-#include "server/otlp.h"
+#include "server/ingest/batch_decode.h"
+#include "server/ingest/otlp.h"
 
 static int check_batch(void *ctx, const Ember__Ingest__V1__Batch *b)
 {

@@ -1,4 +1,4 @@
-/* Fuzz target: the server's OTLP over gRPC layer (server/otlp_grpc.h) as
+/* Fuzz target: the server's OTLP over gRPC layer (server/http/otlp_grpc.h) as
  * a client's bytes reach it: the HTTP/2 connection preface and frames
  * (nghttp2), the request headers ember checks (method, path, content
  * type, grpc-encoding, metadata), the message framing and size caps, and
@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "server/otlp_grpc.h"
+#include "server/http/otlp_grpc.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -1,4 +1,4 @@
-/* Fuzz target: the proto3 JSON decoder (server/pbjson.c) and OTLP/JSON
+/* Fuzz target: the proto3 JSON decoder (server/ingest/pbjson.c) and OTLP/JSON
  * ingest (otlp_decode_json, then the same conversion as protobuf).
  * Input: an OTLP ExportProfilesServiceRequest as JSON, or a gzip stream of
  * one when the first byte is 'G', or, after a first byte 'B', an
@@ -10,10 +10,10 @@
 #include <string.h>
 
 #include "fuzz_check.h"
-#include "server/batch_decode.h"
-#include "server/otlp.h"
-#include "server/pbarena.h"
-#include "server/pbjson.h"
+#include "server/ingest/batch_decode.h"
+#include "server/ingest/otlp.h"
+#include "server/ingest/pbarena.h"
+#include "server/ingest/pbjson.h"
 
 static int check_batch(void *ctx, const Ember__Ingest__V1__Batch *b)
 {

@@ -1,7 +1,7 @@
 /* Fuzz target: the flamegraph request parser (JSON body of the REST API). */
 #include <stdint.h>
 
-#include "server/flamegraph.h"
+#include "server/query/flamegraph.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -1,6 +1,6 @@
 /* Fuzz target: protocol version 2 on the server, the session batch
  * decoder and the sessions that check it, log it and index it
- * (server/sessions.c). Input: a zstd-compressed SessionBatch, or raw
+ * (server/ingest/sessions.c). Input: a zstd-compressed SessionBatch, or raw
  * protobuf bytes when the first byte is 'R'. The sessions live across
  * inputs, so sequences of batches (new sessions, continuations, duplicates,
  * batches out of step) are explored too. Every accepted batch is indexed
@@ -13,9 +13,9 @@
 
 #include "compress.h"
 #include "fuzz_check.h"
-#include "server/batch_decode.h"
-#include "server/part.h"
-#include "server/sessions.h"
+#include "server/ingest/batch_decode.h"
+#include "server/store/part.h"
+#include "server/ingest/sessions.h"
 
 /* Across inputs (see above): the sessions, the head and its replay, and
  * the generation, advanced (a new head) every 512 batches to bound memory. */

@@ -1,4 +1,4 @@
-/* Fuzz target: the write-ahead log's replay (server/wal.c) over any file,
+/* Fuzz target: the write-ahead log's replay (server/store/wal.c) over any file,
  * as a crash, a damaged disk or zeros written ahead leave one.
  *
  * Input: the log file's bytes. Replay must leave the file as the whole
@@ -16,7 +16,7 @@
 #include <xxhash.h>
 
 #include "buf.h"
-#include "server/wal.h"
+#include "server/store/wal.h"
 
 /* The directory every input's log file is written to: made once by
  * mkdtemp (libFuzzer calls the target once per input), on tmpfs since this

@@ -167,7 +167,7 @@ def test_health_metrics_openapi_ui(server):
     assert doc["openapi"].startswith("3.")
     assert "/public/api/v1/project/{project_id}/flamegraph/json" in doc["paths"]
     # Every public route of the server is described, with the method it takes.
-    routes = os.path.join(os.path.dirname(__file__), "..", "..", "server", "routes.c")
+    routes = os.path.join(os.path.dirname(__file__), "..", "..", "server", "http", "routes.c")
     with open(routes) as f:
         public = re.findall(r'\{ "(GET|POST|PUT)", "(/public/api/v1/[^"]+)"', f.read())
     assert len(public) >= 9

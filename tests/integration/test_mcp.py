@@ -1,4 +1,4 @@
-"""The MCP server at /mcp (server/mcp.h, docs/mcp.md): PyPI's MCP SDK
+"""The MCP server at /mcp (server/http/mcp.h, docs/mcp.md): PyPI's MCP SDK
 client (scripts/install-test-pydeps.sh installs it into build/pydeps)
 connects over Streamable HTTP, lists the tools, calls each against data
 ingested here over OTLP and checks the answers against their output

@@ -2,8 +2,8 @@
 (a row chunk, a dictionary section, a footer), a full disk, and SIGKILL
 around flushes -- each checked against the exact totals that were
 acknowledged. The store's layout (DATA/wal/<gen>.log, DATA/blocks/<gen>.blk,
-one block per hour partition once compacted) is described in server/store.h
-and server/block.h."""
+one block per hour partition once compacted) is described in server/store/store.h
+and server/store/block.h."""
 
 import glob
 import json
@@ -84,7 +84,7 @@ def wal_bytes_on_disk(data):
 
 
 def block_layout(path):
-    """Reads a block's trailer and footer (format: server/block.c): the
+    """Reads a block's trailer and footer (format: server/store/block.c): the
     section table, the partition, granularity and level. Returns a dict with
     'sections' [(id, off, len)], 'footer_off', 'partition_ms',
     'granularity_ms', 'level'."""

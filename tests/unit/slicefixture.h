@@ -10,8 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "server/part.h"
-#include "server/store.h"
+#include "server/store/part.h"
+#include "server/store/store.h"
 
 #define T_SLICE 1796353200000LL /* 2026-12-04T00:00:00Z */
 #define SLICE_FIXTURE_ROWS 3000

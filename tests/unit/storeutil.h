@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "buf.h"
-#include "server/scan.h"
-#include "server/store.h"
+#include "server/query/scan.h"
+#include "server/store/store.h"
 
 static inline uint64_t store_sum(struct store *s, const char *project, int64_t from, int64_t to)
 {

@@ -1,6 +1,6 @@
 /* test_authz - the route table against every kind of credential.
  *
- * For each route of server/routes.c and each credential (none, an expired
+ * For each route of server/http/routes.c and each credential (none, an expired
  * session, a revoked service token, a token of another project, a user
  * whose roles lack the permission, a user whose roles hold it), the route
  * check (auth_request, what http.c runs on the headers) must allow or
@@ -14,9 +14,9 @@
 
 #include "server/auth/auth_int.h"
 #include "server/auth/perm.h"
-#include "server/handlers.h"
-#include "server/http.h"
-#include "server/server.h"
+#include "server/http/handlers.h"
+#include "server/http/http.h"
+#include "server/http/server.h"
 #include "util.h"
 
 #define PROJECT_X "11111111-1111-4111-8111-111111111111"

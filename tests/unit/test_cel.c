@@ -1,4 +1,4 @@
-/* Unit tests: the CEL filter language (server/cel.c): comparisons, "in"
+/* Unit tests: the CEL filter language (server/query/cel.c): comparisons, "in"
  * lists, matches() and the string functions in both call forms, the
  * limits, and error messages with their columns. */
 #include "testutil.h"
@@ -6,8 +6,8 @@
 #include <stdbool.h>
 #include <time.h>
 
-#include "server/cel.h"
-#include "server/uregex.h"
+#include "server/query/cel.h"
+#include "server/query/uregex.h"
 #include "util.h"
 
 #if defined(__SANITIZE_ADDRESS__)

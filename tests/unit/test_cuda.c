@@ -19,7 +19,7 @@
 #include "agent/proc.h"
 #include "agent/vdso.h"
 #include "agent/otlp_export.h"
-#include "server/otlp.h"
+#include "server/ingest/otlp.h"
 #include "compress.h"
 #include "otlp_profiles.pb-c.h"
 #include "oncpu_types.h"

@@ -1,4 +1,4 @@
-/* Unit tests: flamegraph exports (server/export.c). The folded format's
+/* Unit tests: flamegraph exports (server/query/export.c). The folded format's
  * escaping keeps every name on its line and in its frame; a small tree
  * exported as folded stacks, speedscope and pprof holds exactly its
  * stacks and values (the pprof read back with the generated decoder:
@@ -11,10 +11,10 @@
 #include "buf.h"
 #include "compress.h"
 #include "pprof_profile.pb-c.h"
-#include "server/display.h"
-#include "server/export.h"
-#include "server/store.h"
-#include "server/tree.h"
+#include "server/query/display.h"
+#include "server/query/export.h"
+#include "server/store/store.h"
+#include "server/query/tree.h"
 
 static void folded(const char *name, const char *want)
 {

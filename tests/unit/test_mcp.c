@@ -1,4 +1,4 @@
-/* Unit tests of the MCP transport (server/mcp.c): the Host/Origin
+/* Unit tests of the MCP transport (server/http/mcp.c): the Host/Origin
  * allowlist, and JSON-RPC handling in-process (initialize, sessions,
  * notifications, batches, errors, tools/list's schemas). The tools over a
  * store are tested end to end in tests/integration/test_mcp.py. */
@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/http.h"
-#include "server/mcp.h"
-#include "server/server.h"
+#include "server/http/http.h"
+#include "server/http/mcp.h"
+#include "server/http/server.h"
 
 static void test_host_allowlist(void **state)
 {

@@ -12,7 +12,7 @@
 #include "agent/hostmetrics.h"
 #include "agent/metricbatch.h"
 #include "compress.h"
-#include "server/metrics.h"
+#include "server/metrics/metrics.h"
 #include "util.h"
 
 static void test_parsers(void **state)

@@ -1,4 +1,4 @@
-/* Unit tests: the server's gRPC layer for OTLP (server/otlp_grpc.h):
+/* Unit tests: the server's gRPC layer for OTLP (server/http/otlp_grpc.h):
  * unframing hostile bodies, grpc-message's encoding, the status of each
  * HTTP answer, and whole HTTP/2 conversations through a session in
  * memory (otlp_grpc_feed), the way the fuzz target drives it. */
@@ -6,7 +6,7 @@
 
 #include <nghttp2/nghttp2.h>
 
-#include "server/otlp_grpc.h"
+#include "server/http/otlp_grpc.h"
 
 static void test_unframe(void **state)
 {

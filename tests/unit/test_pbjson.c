@@ -1,4 +1,4 @@
-/* Unit tests: the proto3 JSON decoder (server/pbjson.c) and OTLP/JSON
+/* Unit tests: the proto3 JSON decoder (server/ingest/pbjson.c) and OTLP/JSON
  * ingest (otlp_decode_json): a JSON request becomes exactly the message
  * the protobuf decoder makes of the same request (compared by packing
  * both), under either field-name spelling, with 64-bit integers as
@@ -12,9 +12,9 @@
 #include "buf.h"
 #include "compress.h"
 #include "ingest.pb-c.h"
-#include "server/otlp.h"
-#include "server/pbarena.h"
-#include "server/pbjson.h"
+#include "server/ingest/otlp.h"
+#include "server/ingest/pbarena.h"
+#include "server/ingest/pbjson.h"
 #include "util.h"
 
 /* JSON written with ' for " (so \' in the text is an escaped quote). */

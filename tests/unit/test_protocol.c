@@ -1,5 +1,5 @@
 /* Unit tests: protocol version 2, the agent's session encoder
- * (agent/session.c) against the server's sessions (server/sessions.c):
+ * (agent/session.c) against the server's sessions (server/ingest/sessions.c):
  * what is stored equals what was sampled, definitions are sent once,
  * duplicates, lost batches, restarts, failed stores, hostile input and the
  * memory bounds. */
@@ -8,11 +8,11 @@
 
 #include "agent/batch.h"
 #include "agent/session.h"
-#include "server/batch_decode.h"
-#include "server/part.h"
-#include "server/scan.h"
-#include "server/sessions.h"
-#include "server/store.h"
+#include "server/ingest/batch_decode.h"
+#include "server/store/part.h"
+#include "server/query/scan.h"
+#include "server/ingest/sessions.h"
+#include "server/store/store.h"
 #include "strtab.h"
 #include "util.h"
 

@@ -1,5 +1,5 @@
 /* Unit tests of the recommendations: every pattern of the knowledge base
- * (server/patterns.c) on a synthetic hot trace that must trigger it and a
+ * (server/query/patterns.c) on a synthetic hot trace that must trigger it and a
  * near miss that must not; hot traces read from a store (grouping by
  * application, the share threshold, cores and the series); the
  * recommendations built from them (savings, cost, ranking); the state
@@ -10,12 +10,12 @@
 #include <sqlite3.h>
 
 #include "agent/batch.h"
-#include "server/batch_decode.h"
-#include "server/hottraces.h"
-#include "server/patterns.h"
-#include "server/recommend.h"
-#include "server/store.h"
-#include "server/symbols.h"
+#include "server/ingest/batch_decode.h"
+#include "server/query/hottraces.h"
+#include "server/query/patterns.h"
+#include "server/query/recommend.h"
+#include "server/store/store.h"
+#include "server/symbols/symbols.h"
 #include "util.h"
 
 #define PROJECT "00000000-0000-0000-0000-000000000000"

@@ -13,26 +13,26 @@
 
 #include "agent/batch.h"
 #include "compress.h"
-#include "server/batch_decode.h"
-#include "server/display.h"
-#include "server/entities.h"
-#include "server/events.h"
-#include "server/flamegraph.h"
-#include "server/functions.h"
-#include "server/http.h"
-#include "server/mcp.h"
-#include "server/merge.h"
-#include "server/metrics.h"
-#include "server/projects.h"
-#include "server/server.h"
+#include "server/ingest/batch_decode.h"
+#include "server/query/display.h"
+#include "server/query/entities.h"
+#include "server/query/events.h"
+#include "server/query/flamegraph.h"
+#include "server/query/functions.h"
+#include "server/http/http.h"
+#include "server/http/mcp.h"
+#include "server/store/merge.h"
+#include "server/metrics/metrics.h"
+#include "server/store/projects.h"
+#include "server/http/server.h"
 #include "server/auth/authz.h"
-#include "server/part.h"
-#include "server/scan.h"
-#include "server/store.h"
-#include "server/symbols.h"
-#include "server/tree.h"
-#include "server/uregex.h"
-#include "server/wal.h"
+#include "server/store/part.h"
+#include "server/query/scan.h"
+#include "server/store/store.h"
+#include "server/symbols/symbols.h"
+#include "server/query/tree.h"
+#include "server/query/uregex.h"
+#include "server/store/wal.h"
 #include "symfile.h"
 #include "util.h"
 
@@ -2738,7 +2738,7 @@ static void test_offcpu_queries(void **state)
 	buf_free(&err);
 }
 
-/* The MCP tools (server/mcp_tools.c) over a store, under the sanitizers:
+/* The MCP tools (server/http/mcp_tools.c) over a store, under the sanitizers:
  * every tool answers, its text is bounded and its numbers are the
  * queries'. (tests/integration/test_mcp.py drives them over HTTP.) */
 static json_t *mcp_call(struct server *srv, const char *tool, const char *args_json)

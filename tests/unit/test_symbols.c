@@ -15,7 +15,7 @@
 #include "fileid.h"
 #include "gopclntab.h"
 #include "names.h"
-#include "server/symbols.h"
+#include "server/symbols/symbols.h"
 #include "symfile.h"
 #include "util.h"
 

@@ -1,4 +1,4 @@
-/* Unit tests: the bounds on user regular expressions (server/uregex.c):
+/* Unit tests: the bounds on user regular expressions (server/query/uregex.c):
  * the match and heap limits of one match, the time budget of a matcher,
  * the message naming the pattern and the bound, and that honest patterns
  * are unaffected. */
@@ -6,7 +6,7 @@
 
 #include <stdbool.h>
 
-#include "server/uregex.h"
+#include "server/query/uregex.h"
 #include "util.h"
 
 static struct uregex *compile(const char *pat, unsigned options)

@@ -1,0 +1,76 @@
+/* routes.c - every endpoint of ember-server, in one table. The public ones
+ * are described in server/http/openapi.json (GET /public/api/v1/openapi.json).
+ * Each route names the permission it needs and where (auth/authz.h),
+ * checked on the headers, before the body;
+ * ingest and queries run on pools of their own (HTTP_INGEST, HTTP_QUERY,
+ * http.h), so that health checks never wait behind them, nor ingest
+ * behind a query. */
+#include "handlers.h"
+#include "server/auth/authz.h"
+#include "mcp.h"
+#include "server/metrics/metrics.h"
+#include "util.h"
+
+#define KiB 1024u
+#define MiB (1024u * KiB)
+#define Q HTTP_QUERY
+#define IN HTTP_INGEST
+/* Where a route's permission applies (auth/authz.h). */
+#define PUB AUTH_PUBLIC, ROUTE_GLOBAL
+#define ME AUTH_SIGNED_IN, ROUTE_GLOBAL
+#define GLOBAL(p) p, ROUTE_GLOBAL
+#define IN_PROJECT(p) p, ROUTE_PROJECT
+#define IN_BODY(p) p, ROUTE_BODY
+
+const struct route server_routes[] = {
+	{ "GET", "/healthz", handle_healthz, 0, 0, PUB },
+	{ "GET", "/metrics", handle_metrics, 0, 0, GLOBAL("server:metrics:read") },
+	{ "POST", "/ingest/v1/batch", handle_ingest_batch, 64 * MiB, IN, IN_BODY("ingest:profile:write") },
+	{ "POST", "/ingest/v2/batch", handle_ingest_session_batch, 64 * MiB, IN, IN_BODY("ingest:profile:write") },
+	{ "POST", "/v1development/profiles", handle_otlp_profiles, 64 * MiB, IN, IN_BODY("ingest:profile:write") },
+	{ "POST", "/ingest/v1/metrics", handle_ingest_metrics, MET_MAX_COMPRESSED, IN, IN_BODY("ingest:metrics:write") },
+	{ "POST", "/ingest/v1/symbols/missing", handle_symbols_missing, 8 * MiB, IN, IN_BODY("ingest:symbols:write") },
+	{ "PUT", "/ingest/v1/symbols/{file_id}", handle_symbols_put, 256 * MiB, IN | HTTP_SPOOL, IN_BODY("ingest:symbols:write") },
+	{ "POST", "/api/v1/auth/login", handle_auth_login, 64 * KiB, 0, PUB },
+	{ "POST", "/api/v1/auth/refresh", handle_auth_refresh, 0, 0, PUB },
+	{ "POST", "/api/v1/auth/logout", handle_auth_logout, 0, 0, PUB },
+	{ "GET", "/api/v1/auth/config", handle_auth_config, 0, 0, PUB },
+	{ "GET", "/api/v1/auth/me", handle_auth_me, 0, 0, ME },
+	{ "GET", "/api/v1/oauth2/login", handle_oauth2_login, 0, 0, PUB },
+	{ "GET", "/api/v1/oauth2/callback", handle_oauth2_callback, 0, 0, PUB },
+	{ "GET", "/public/api/v1/service-tokens", handle_tokens_list, 0, 0, GLOBAL("service:token:read") },
+	{ "POST", "/public/api/v1/service-tokens", handle_tokens_create, 64 * KiB, 0, GLOBAL("service:token:create") },
+	{ "DELETE", "/public/api/v1/service-tokens/{token_id}", handle_tokens_revoke, 0, 0, GLOBAL("service:token:revoke") },
+	{ "GET", "/public/api/v1/users", handle_users_list, 0, 0, GLOBAL("admin:user:read") },
+	{ "POST", "/public/api/v1/users", handle_users_create, 64 * KiB, 0, GLOBAL("admin:user:create") },
+	{ "PUT", "/public/api/v1/users/{user_id}/roles", handle_user_roles_set, 64 * KiB, 0, GLOBAL("admin:role:assignment:set") },
+	{ "GET", "/public/api/v1/roles", handle_roles_list, 0, 0, GLOBAL("admin:role:read") },
+	{ "POST", "/public/api/v1/roles", handle_roles_create, 64 * KiB, 0, GLOBAL("admin:role:create") },
+	{ "PUT", "/public/api/v1/roles/{role_id}", handle_roles_update, 64 * KiB, 0, GLOBAL("admin:role:update") },
+	{ "DELETE", "/public/api/v1/roles/{role_id}", handle_roles_delete, 0, 0, GLOBAL("admin:role:delete") },
+	{ "GET", "/public/api/v1/audit", handle_audit_list, 0, 0, GLOBAL("admin:audit:read") },
+	/* Lists the projects the caller may read (none may be an answer). */
+	{ "GET", "/public/api/v1/projects", handle_projects, 0, Q, ME },
+	/* {format}: json (the flamegraph), pprof, folded or speedscope (server/query/export.h). */
+	{ "POST", "/public/api/v1/project/{project_id}/flamegraph/{format}", handle_flamegraph, 1 * MiB, Q, IN_PROJECT("project:read") },
+	{ "POST", "/public/api/v1/project/{project_id}/top_functions", handle_top_functions, 1 * MiB, Q, IN_PROJECT("project:read") },
+	{ "POST", "/public/api/v1/project/{project_id}/sandwich", handle_sandwich, 1 * MiB, Q, IN_PROJECT("project:read") },
+	{ "POST", "/public/api/v1/project/{project_id}/diff", handle_diff, 1 * MiB, Q, IN_PROJECT("project:read") },
+	{ "POST", "/public/api/v1/project/{project_id}/top_entities", handle_top_entities, 1 * MiB, Q, IN_PROJECT("project:read") },
+	{ "POST", "/public/api/v1/project/{project_id}/labels", handle_labels, 1 * MiB, Q, IN_PROJECT("project:read") },
+	{ "POST", "/public/api/v1/project/{project_id}/timeseries", handle_timeseries, 1 * MiB, Q, IN_PROJECT("project:read") },
+	{ "POST", "/public/api/v1/project/{project_id}/events", handle_events, 1 * MiB, Q, IN_PROJECT("project:read") },
+	{ "POST", "/public/api/v1/project/{project_id}/metrics", handle_metrics_query, 1 * MiB, Q, IN_PROJECT("project:read") },
+	{ "POST", "/public/api/v1/project/{project_id}/metrics/names", handle_metrics_names, 1 * MiB, Q, IN_PROJECT("project:read") },
+	/* ?kind=cpu|cuda|all (server/query/recommend.h). */
+	{ "GET", "/public/api/v1/project/{project_id}/recommendations", handle_recommendations, 0, Q, IN_PROJECT("project:read") },
+	{ "POST", "/public/api/v1/project/{project_id}/recommendations/{rec_id}/state", handle_recommendation_state, 64 * KiB, 0, IN_PROJECT("project:update") },
+	/* MCP (server/http/mcp.h): any credential; each tool checks project:read. */
+	{ "POST", "/mcp", handle_mcp_post, MCP_MAX_BODY, Q, ME },
+	{ "GET", "/mcp", handle_mcp_get, 0, 0, ME },
+	{ "DELETE", "/mcp", handle_mcp_delete, 0, 0, ME },
+	/* The UI's files, the OpenAPI document and the login page: public. */
+	{ "GET", "*", handle_asset, 0, 0, PUB },
+};
+
+const unsigned server_route_count = ARRAY_SIZE(server_routes);

@@ -1,0 +1,980 @@
+/* metrics.c - see metrics.h. */
+#include "metrics.h"
+
+#include <endian.h>
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/query/cel.h"
+#include "compress.h"
+#include "jsonw.h"
+#include "log.h"
+#include "server/ingest/pbarena.h"
+#include "server/query/request.h"
+#include "server/query/scan.h"
+#include "sqldb.h"
+#include "util.h"
+
+/* Times outside 2000-01-01 .. 2100-01-01 are refused. */
+#define MIN_TS_MS 946684800000LL
+#define MAX_TS_MS 4102444800000LL
+
+struct metrics_store {
+	int64_t retention_ms;
+	pthread_mutex_t wmu, rmu;
+	sqlite3 *w, *r;
+	sqlite3_stmt *find_series, *add_series, *touch_series, *get_chunk, *put_chunk;
+	int64_t last_retention_ms;
+	struct metrics_stats stats; /* under wmu */
+};
+
+/* --- decoding ------------------------------------------------------------------ */
+
+Ember__Ingest__V1__MetricsBatch *metrics_decode(const void *zbody, size_t len, struct buf *err)
+{
+	if (len > MET_MAX_COMPRESSED) {
+		buf_printf(err, "metrics batch larger than %u bytes", MET_MAX_COMPRESSED);
+		return NULL;
+	}
+	struct buf raw = { 0 };
+	int rc = zstd_decompress_bounded(zbody, len, MET_MAX_DECOMPRESSED, &raw);
+	if (rc < 0) {
+		if (rc == -2)
+			buf_printf(err, "metrics batch decompresses to more than %u bytes", MET_MAX_DECOMPRESSED);
+		else
+			buf_puts(err, "body is not a valid zstd frame");
+		buf_free(&raw);
+		return NULL;
+	}
+	Ember__Ingest__V1__MetricsBatch *b = (Ember__Ingest__V1__MetricsBatch *)pb_unpack(
+		&ember__ingest__v1__metrics_batch__descriptor, raw.data ? raw.data : "", raw.len, err);
+	buf_free(&raw);
+	if (b && metrics_validate(b, err) < 0) {
+		pb_free(b);
+		return NULL;
+	}
+	return b;
+}
+
+void metrics_decode_free(Ember__Ingest__V1__MetricsBatch *b)
+{
+	if (b)
+		pb_free(b);
+}
+
+int metrics_validate(const Ember__Ingest__V1__MetricsBatch *b, struct buf *err)
+{
+	size_t pl = b->project ? strlen(b->project) : 0;
+	if (!pl || pl > 128 || strpbrk(b->project, " \t\r\n/") || !str_printable(b->project, pl)) {
+		buf_puts(err, "project: expected a name of 1 to 128 printable characters without spaces or '/'");
+		return -1;
+	}
+	if (b->start_unix_ms > b->end_unix_ms || b->end_unix_ms < MIN_TS_MS || b->end_unix_ms > MAX_TS_MS) {
+		buf_puts(err, "start_unix_ms/end_unix_ms: expected an interval between 2000 and 2100");
+		return -1;
+	}
+	if (b->n_strings == 0 || b->n_strings > MET_MAX_STRINGS || b->strings[0][0] != '\0') {
+		buf_printf(err, "strings: expected 1 to %d strings, the first empty", MET_MAX_STRINGS);
+		return -1;
+	}
+	for (size_t i = 0; i < b->n_strings; i++) {
+		size_t n = strlen(b->strings[i]);
+		if (n > MET_MAX_STRING || !str_printable(b->strings[i], n)) {
+			buf_printf(err, "strings[%zu]: longer than %d bytes or not printable", i, MET_MAX_STRING);
+			return -1;
+		}
+	}
+	if (b->n_label_set_lengths > MET_MAX_LABEL_SETS) {
+		buf_printf(err, "label_set_lengths: more than %d label sets", MET_MAX_LABEL_SETS);
+		return -1;
+	}
+	size_t total = 0;
+	for (size_t i = 0; i < b->n_label_set_lengths; i++) {
+		uint32_t l = b->label_set_lengths[i];
+		if (l % 2 || l > 2 * MET_MAX_LABELS) {
+			buf_printf(err, "label_set_lengths[%zu]: expected an even count of at most %d", i,
+				   2 * MET_MAX_LABELS);
+			return -1;
+		}
+		size_t at = total;
+		total += l;
+		if (total > b->n_label_set_strings)
+			break;
+		for (uint32_t k = 0; k < l; k++) {
+			uint32_t id = b->label_set_strings[at + k];
+			if (id >= b->n_strings || (k % 2 == 0 && id == 0)) {
+				buf_printf(err, "label set %zu: string id out of range or empty key", i);
+				return -1;
+			}
+			for (uint32_t j = 0; k % 2 == 0 && j < k; j += 2)
+				if (strcmp(b->strings[b->label_set_strings[at + j]], b->strings[id]) == 0) {
+					buf_printf(err, "label set %zu: key \"%s\" twice", i, b->strings[id]);
+					return -1;
+				}
+		}
+	}
+	if (total != b->n_label_set_strings) {
+		buf_puts(err, "label_set_strings: the lengths do not add up to the strings given");
+		return -1;
+	}
+	size_t ns = b->n_series_names;
+	if (ns > MET_MAX_SERIES || b->n_series_units != ns || b->n_series_label_sets != ns) {
+		buf_printf(err, "series: expected at most %d, as many names, units and label sets",
+			   MET_MAX_SERIES);
+		return -1;
+	}
+	for (size_t i = 0; i < ns; i++)
+		if (b->series_names[i] == 0 || b->series_names[i] >= b->n_strings ||
+		    strlen(b->strings[b->series_names[i]]) > 255 || b->series_units[i] >= b->n_strings ||
+		    b->series_label_sets[i] >= b->n_label_set_lengths) {
+			buf_printf(err, "series[%zu]: name (1 to 255 bytes), unit or label set out of range", i);
+			return -1;
+		}
+	size_t np = b->n_point_series;
+	if (np > MET_MAX_POINTS || b->n_point_times_ms != np || b->n_point_values != np) {
+		buf_printf(err, "points: expected at most %d, as many times and values", MET_MAX_POINTS);
+		return -1;
+	}
+	for (size_t i = 0; i < np; i++)
+		if (b->point_series[i] >= ns || b->point_times_ms[i] < MIN_TS_MS ||
+		    b->point_times_ms[i] > MAX_TS_MS || !isfinite(b->point_values[i])) {
+			buf_printf(err, "points[%zu]: series out of range, time outside 2000..2100 or value not finite", i);
+			return -1;
+		}
+	return 0;
+}
+
+/* --- storing ------------------------------------------------------------------- */
+
+int metrics_open(const char *dir, int64_t retention_ms, struct metrics_store **out, struct buf *err)
+{
+	struct metrics_store *m = xcalloc(1, sizeof(*m));
+	pthread_mutex_init(&m->wmu, NULL);
+	pthread_mutex_init(&m->rmu, NULL);
+	m->retention_ms = retention_ms;
+	struct buf path = { 0 };
+	buf_printf(&path, "%s/metrics.db", dir);
+	int rc = sqldb_open(path.data, &m->w, err);
+	if (rc == 0)
+		rc = sqldb_exec(m->w, "CREATE TABLE IF NOT EXISTS series ("
+				" id INTEGER PRIMARY KEY, project TEXT NOT NULL, name TEXT NOT NULL,"
+				" labels TEXT NOT NULL, unit TEXT NOT NULL,"
+				" first_ms INTEGER NOT NULL, last_ms INTEGER NOT NULL,"
+				" UNIQUE(project, name, labels));"
+				"CREATE TABLE IF NOT EXISTS chunks ("
+				" series INTEGER NOT NULL, start_ms INTEGER NOT NULL, data BLOB NOT NULL,"
+				" PRIMARY KEY(series, start_ms));",
+				err);
+	if (rc == 0)
+		rc = sqldb_open(path.data, &m->r, err);
+	if (rc == 0)
+		rc = sqldb_prepare(m->w, "SELECT id FROM series WHERE project = ? AND name = ? AND labels = ?",
+				   &m->find_series, err);
+	if (rc == 0)
+		rc = sqldb_prepare(m->w, "INSERT INTO series(project, name, labels, unit, first_ms, last_ms) "
+				   "VALUES (?, ?, ?, ?, ?, ?)", &m->add_series, err);
+	if (rc == 0)
+		rc = sqldb_prepare(m->w, "UPDATE series SET unit = ?2, first_ms = MIN(first_ms, ?3), "
+				   "last_ms = MAX(last_ms, ?4) WHERE id = ?1", &m->touch_series, err);
+	if (rc == 0)
+		rc = sqldb_prepare(m->w, "SELECT data FROM chunks WHERE series = ? AND start_ms = ?",
+				   &m->get_chunk, err);
+	if (rc == 0)
+		rc = sqldb_prepare(m->w, "INSERT OR REPLACE INTO chunks(series, start_ms, data) VALUES (?, ?, ?)",
+				   &m->put_chunk, err);
+	buf_free(&path);
+	if (rc == 0)
+		rc = metrics_retention(m, now_unix_ms(), err);
+	if (rc < 0) {
+		metrics_close(m);
+		return -1;
+	}
+	*out = m;
+	return 0;
+}
+
+void metrics_close(struct metrics_store *m)
+{
+	if (!m)
+		return;
+	sqlite3_finalize(m->find_series);
+	sqlite3_finalize(m->add_series);
+	sqlite3_finalize(m->touch_series);
+	sqlite3_finalize(m->get_chunk);
+	sqlite3_finalize(m->put_chunk);
+	if (m->r)
+		sqlite3_close(m->r);
+	if (m->w)
+		sqlite3_close(m->w);
+	pthread_mutex_destroy(&m->wmu);
+	pthread_mutex_destroy(&m->rmu);
+	free(m);
+}
+
+void metrics_get_stats(struct metrics_store *m, struct metrics_stats *out)
+{
+	pthread_mutex_lock(&m->wmu);
+	*out = m->stats;
+	pthread_mutex_unlock(&m->wmu);
+}
+
+/* The canonical text of label set i: a JSON object, keys sorted. */
+struct kv {
+	const char *k, *v;
+};
+
+static int cmp_kv(const void *a, const void *b)
+{
+	return strcmp(((const struct kv *)a)->k, ((const struct kv *)b)->k);
+}
+
+static void canonical_labels(const Ember__Ingest__V1__MetricsBatch *b, const size_t *offsets,
+			     uint32_t set, struct buf *out)
+{
+	struct kv kv[MET_MAX_LABELS];
+	size_t n = b->label_set_lengths[set] / 2;
+	const uint32_t *ids = b->label_set_strings + offsets[set];
+	for (size_t i = 0; i < n; i++)
+		kv[i] = (struct kv){ b->strings[ids[2 * i]], b->strings[ids[2 * i + 1]] };
+	xqsort(kv, n, sizeof(*kv), cmp_kv);
+	buf_reset(out);
+	buf_putc(out, '{');
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			buf_putc(out, ',');
+		jsonw_str(out, kv[i].k);
+		buf_putc(out, ':');
+		jsonw_str(out, kv[i].v);
+	}
+	buf_putc(out, '}');
+}
+
+static int step_done(sqlite3 *db, sqlite3_stmt *st, struct buf *err)
+{
+	int rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+		return sqldb_error(db, err);
+	return 0;
+}
+
+/* --- chunks --------------------------------------------------------------------
+ * A series' points of one hour (CHUNK_MS, aligned to the hour) are one row:
+ * sorted by time, one point per time, each 12 bytes: the milliseconds since
+ * the chunk's start (u32) and the value (IEEE double), both little-endian.
+ * A batch merges its points into the stored chunk (a point at a time
+ * already there replaces it), so a chunk grows by 12 bytes per point. */
+#define CHUNK_MS 3600000LL
+#define POINT_BYTES 12
+
+struct mpoint {
+	int64_t ts;
+	double v;
+	uint32_t series, order; /* while merging a batch: its series, its place in the batch */
+};
+
+static int64_t chunk_start(int64_t ts)
+{
+	return ts - ts % CHUNK_MS;
+}
+
+/* The points of a stored chunk into *pts (grown as needed): their count, or
+ * -1 when the blob is not a chunk (length, order, range). */
+static long chunk_decode(int64_t start, const void *data, size_t n, struct mpoint **pts, size_t *cap)
+{
+	const uint8_t *d = data;
+	if (n % POINT_BYTES || n / POINT_BYTES > METRICS_CHUNK_MAX_POINTS)
+		return -1;
+	size_t np = n / POINT_BYTES;
+	xgrow((void **)pts, cap, np + 1, sizeof(**pts));
+	for (size_t i = 0; i < np; i++) {
+		uint32_t off;
+		uint64_t bits;
+		double v;
+		memcpy(&off, d + i * POINT_BYTES, 4);
+		memcpy(&bits, d + i * POINT_BYTES + 4, 8);
+		off = le32toh(off);
+		bits = le64toh(bits);
+		memcpy(&v, &bits, 8);
+		if (off >= CHUNK_MS || (i && start + off <= (*pts)[i - 1].ts))
+			return -1;
+		(*pts)[i] = (struct mpoint){ .ts = start + off, .v = v };
+	}
+	return (long)np;
+}
+
+static void chunk_encode(int64_t start, const struct mpoint *p, size_t n, struct buf *out)
+{
+	buf_reset(out);
+	buf_reserve(out, n * POINT_BYTES);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t off = htole32((uint32_t)(p[i].ts - start));
+		uint64_t bits;
+		memcpy(&bits, &p[i].v, 8);
+		bits = htole64(bits);
+		buf_append(out, &off, 4);
+		buf_append(out, &bits, 8);
+	}
+}
+
+static int cmp_batch_point(const void *a, const void *b)
+{
+	const struct mpoint *x = a, *y = b;
+	if (x->series != y->series)
+		return x->series < y->series ? -1 : 1;
+	if (x->ts != y->ts)
+		return x->ts < y->ts ? -1 : 1;
+	return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* Merges the batch's points add[0..nadd) (one series, one chunk, sorted by
+ * time then place in the batch) into the stored ones old[0..nold) (sorted,
+ * one per time): the last of the batch wins a time. Returns the count in
+ * out (at most METRICS_CHUNK_MAX_POINTS; *dropped counts the rest). */
+static size_t chunk_merge(const struct mpoint *old, size_t nold, const struct mpoint *add, size_t nadd,
+			  struct mpoint *out, uint64_t *dropped)
+{
+	size_t i = 0, j = 0, n = 0;
+	while (i < nold || j < nadd) {
+		struct mpoint p;
+		if (j < nadd && (i == nold || add[j].ts <= old[i].ts)) {
+			while (j + 1 < nadd && add[j + 1].ts == add[j].ts)
+				j++; /* the last of the batch at this time */
+			p = add[j];
+			if (i < nold && old[i].ts == p.ts)
+				i++; /* replaced */
+			j++;
+		} else {
+			p = old[i++];
+		}
+		if (n == METRICS_CHUNK_MAX_POINTS) {
+			(*dropped)++;
+			continue;
+		}
+		out[n++] = p;
+	}
+	return n;
+}
+
+static int store_locked(struct metrics_store *m, const char *project,
+			const Ember__Ingest__V1__MetricsBatch *b, struct buf *err)
+{
+	size_t *offsets = xcalloc(b->n_label_set_lengths + 1, sizeof(*offsets));
+	for (size_t i = 0, at = 0; i < b->n_label_set_lengths; i++) {
+		offsets[i] = at;
+		at += b->label_set_lengths[i];
+	}
+	size_t ns = b->n_series_names;
+	int64_t *ids = xcalloc(ns + 1, sizeof(*ids));
+	int64_t *lo = xcalloc(ns + 1, sizeof(*lo)), *hi = xcalloc(ns + 1, sizeof(*hi));
+	for (size_t i = 0; i < ns; i++) {
+		lo[i] = INT64_MAX;
+		hi[i] = INT64_MIN;
+	}
+	for (size_t i = 0; i < b->n_point_series; i++) {
+		uint32_t s = b->point_series[i];
+		lo[s] = MIN(lo[s], b->point_times_ms[i]);
+		hi[s] = MAX(hi[s], b->point_times_ms[i]);
+	}
+	struct buf labels = { 0 };
+	int rc = 0;
+	for (size_t i = 0; i < ns && rc == 0; i++) {
+		if (lo[i] > hi[i]) {
+			ids[i] = -1; /* no point: nothing to store */
+			continue;
+		}
+		canonical_labels(b, offsets, b->series_label_sets[i], &labels);
+		const char *name = b->strings[b->series_names[i]];
+		const char *unit = b->strings[b->series_units[i]];
+		sqlite3_stmt *f = m->find_series;
+		sqlite3_bind_text(f, 1, project, -1, SQLITE_STATIC);
+		sqlite3_bind_text(f, 2, name, -1, SQLITE_STATIC);
+		sqlite3_bind_text(f, 3, labels.data, (int)labels.len, SQLITE_STATIC);
+		int s = sqlite3_step(f);
+		if (s == SQLITE_ROW) {
+			ids[i] = sqlite3_column_int64(f, 0);
+			sqlite3_reset(f);
+			sqlite3_stmt *t = m->touch_series;
+			sqlite3_bind_int64(t, 1, ids[i]);
+			sqlite3_bind_text(t, 2, unit, -1, SQLITE_STATIC);
+			sqlite3_bind_int64(t, 3, lo[i]);
+			sqlite3_bind_int64(t, 4, hi[i]);
+			rc = step_done(m->w, t, err);
+		} else if (s == SQLITE_DONE) {
+			sqlite3_reset(f);
+			sqlite3_stmt *a = m->add_series;
+			sqlite3_bind_text(a, 1, project, -1, SQLITE_STATIC);
+			sqlite3_bind_text(a, 2, name, -1, SQLITE_STATIC);
+			sqlite3_bind_text(a, 3, labels.data, (int)labels.len, SQLITE_STATIC);
+			sqlite3_bind_text(a, 4, unit, -1, SQLITE_STATIC);
+			sqlite3_bind_int64(a, 5, lo[i]);
+			sqlite3_bind_int64(a, 6, hi[i]);
+			rc = step_done(m->w, a, err);
+			ids[i] = sqlite3_last_insert_rowid(m->w);
+		} else {
+			sqlite3_reset(f);
+			rc = sqldb_error(m->w, err);
+		}
+	}
+	/* The points, by series and chunk, merged into the stored chunks. */
+	size_t np = b->n_point_series;
+	struct mpoint *pts = xcalloc(np + 1, sizeof(*pts)), *old = NULL, *merged = NULL;
+	size_t capold = 0, capmerged = 0;
+	for (size_t i = 0; i < np; i++)
+		pts[i] = (struct mpoint){ .ts = b->point_times_ms[i], .v = b->point_values[i],
+					  .series = b->point_series[i], .order = (uint32_t)i };
+	xqsort(pts, np, sizeof(*pts), cmp_batch_point);
+	struct buf blob = { 0 };
+	for (size_t i = 0; i < np && rc == 0;) {
+		int64_t start = chunk_start(pts[i].ts);
+		size_t j = i;
+		while (j < np && pts[j].series == pts[i].series && chunk_start(pts[j].ts) == start)
+			j++;
+		int64_t id = ids[pts[i].series];
+		sqlite3_stmt *g = m->get_chunk;
+		sqlite3_bind_int64(g, 1, id);
+		sqlite3_bind_int64(g, 2, start);
+		long nold = 0;
+		int st = sqlite3_step(g);
+		if (st == SQLITE_ROW) {
+			nold = chunk_decode(start, sqlite3_column_blob(g, 0), (size_t)sqlite3_column_bytes(g, 0),
+					    &old, &capold);
+			if (nold < 0) {
+				log_warn("metrics.db: series %lld's chunk at %lld is damaged: replaced",
+					 (long long)id, (long long)start);
+				nold = 0;
+			}
+		} else if (st != SQLITE_DONE) {
+			rc = sqldb_error(m->w, err);
+		}
+		sqlite3_reset(g);
+		if (rc < 0)
+			break;
+		xgrow((void **)&merged, &capmerged, (size_t)nold + (j - i) + 1, sizeof(*merged));
+		size_t n = chunk_merge(old, (size_t)nold, pts + i, j - i, merged, &m->stats.points_refused);
+		chunk_encode(start, merged, n, &blob);
+		sqlite3_stmt *p = m->put_chunk;
+		sqlite3_bind_int64(p, 1, id);
+		sqlite3_bind_int64(p, 2, start);
+		sqlite3_bind_blob(p, 3, blob.data ? blob.data : "", (int)blob.len, SQLITE_STATIC);
+		rc = step_done(m->w, p, err);
+		i = j;
+	}
+	buf_free(&blob);
+	free(pts);
+	free(old);
+	free(merged);
+	buf_free(&labels);
+	free(offsets);
+	free(ids);
+	free(lo);
+	free(hi);
+	return rc;
+}
+
+int metrics_store_batch(struct metrics_store *m, const char *project_id,
+			const Ember__Ingest__V1__MetricsBatch *b, int64_t now_ms, struct buf *err)
+{
+	pthread_mutex_lock(&m->wmu);
+	int rc = sqldb_exec(m->w, "BEGIN IMMEDIATE", err);
+	if (rc == 0) {
+		rc = store_locked(m, project_id, b, err);
+		if (rc == 0)
+			rc = sqldb_exec(m->w, "COMMIT", err);
+		if (rc < 0)
+			(void)sqlite3_exec(m->w, "ROLLBACK", NULL, NULL, NULL); /* may have ended already */
+	}
+	if (rc == 0) {
+		m->stats.batches++;
+		m->stats.points += b->n_point_series;
+	}
+	bool due = now_ms - m->last_retention_ms >= METRICS_RETENTION_EVERY_MS;
+	pthread_mutex_unlock(&m->wmu);
+	if (rc == 0 && due) {
+		struct buf rerr = { 0 };
+		if (metrics_retention(m, now_ms, &rerr) < 0)
+			log_warn("metrics retention: %s", rerr.data);
+		buf_free(&rerr);
+	}
+	return rc;
+}
+
+int metrics_retention(struct metrics_store *m, int64_t now_ms, struct buf *err)
+{
+	int64_t cutoff = now_ms - m->retention_ms;
+	pthread_mutex_lock(&m->wmu);
+	m->last_retention_ms = now_ms;
+	/* Chunks wholly older than the cutoff go; the chunks it cuts keep their
+	 * points at or after it; series first start at it; series whose last
+	 * point is older go. */
+	sqlite3_stmt *count = NULL, *del = NULL, *cut = NULL, *first = NULL, *drop = NULL, *del1 = NULL;
+	int rc = sqldb_exec(m->w, "BEGIN IMMEDIATE", err);
+	if (rc == 0)
+		rc = sqldb_prepare(m->w, "SELECT COALESCE(SUM(length(data)), 0) FROM chunks WHERE start_ms <= ?",
+				   &count, err);
+	if (rc == 0)
+		rc = sqldb_prepare(m->w, "DELETE FROM chunks WHERE start_ms <= ?", &del, err);
+	if (rc == 0)
+		rc = sqldb_prepare(m->w, "SELECT series, start_ms, data FROM chunks WHERE start_ms > ? AND start_ms < ?",
+				   &cut, err);
+	if (rc == 0)
+		rc = sqldb_prepare(m->w, "DELETE FROM chunks WHERE series = ? AND start_ms = ?", &del1, err);
+	if (rc == 0)
+		rc = sqldb_prepare(m->w, "UPDATE series SET first_ms = ?1 WHERE first_ms < ?1", &first, err);
+	if (rc == 0)
+		rc = sqldb_prepare(m->w, "DELETE FROM series WHERE last_ms < ?", &drop, err);
+	uint64_t deleted = 0;
+	if (rc == 0) {
+		sqlite3_bind_int64(count, 1, cutoff - CHUNK_MS);
+		if (sqlite3_step(count) == SQLITE_ROW)
+			deleted += (uint64_t)sqlite3_column_int64(count, 0) / POINT_BYTES;
+		sqlite3_bind_int64(del, 1, cutoff - CHUNK_MS);
+		rc = step_done(m->w, del, err);
+	}
+	/* The chunks the cutoff falls in: read them all, then rewrite. */
+	struct cut_chunk {
+		int64_t series, start;
+		struct mpoint *p;
+		size_t n;
+	} *cuts = NULL;
+	size_t ncuts = 0, capcuts = 0;
+	if (rc == 0) {
+		sqlite3_bind_int64(cut, 1, cutoff - CHUNK_MS);
+		sqlite3_bind_int64(cut, 2, cutoff);
+		while (sqlite3_step(cut) == SQLITE_ROW) {
+			struct mpoint *p = NULL;
+			size_t cap = 0;
+			int64_t start = sqlite3_column_int64(cut, 1);
+			long n = chunk_decode(start, sqlite3_column_blob(cut, 2),
+					      (size_t)sqlite3_column_bytes(cut, 2), &p, &cap);
+			xgrow((void **)&cuts, &capcuts, ncuts + 1, sizeof(*cuts));
+			cuts[ncuts++] = (struct cut_chunk){ sqlite3_column_int64(cut, 0), start, p,
+							    n < 0 ? 0 : (size_t)n };
+		}
+		sqlite3_reset(cut);
+	}
+	struct buf blob = { 0 };
+	for (size_t i = 0; i < ncuts; i++) {
+		size_t keep = 0;
+		while (keep < cuts[i].n && cuts[i].p[keep].ts < cutoff)
+			keep++;
+		deleted += keep;
+		if (rc == 0 && keep == cuts[i].n) { /* nothing left (or damaged): the row goes */
+			sqlite3_bind_int64(del1, 1, cuts[i].series);
+			sqlite3_bind_int64(del1, 2, cuts[i].start);
+			rc = step_done(m->w, del1, err);
+		} else if (rc == 0 && keep) {
+			chunk_encode(cuts[i].start, cuts[i].p + keep, cuts[i].n - keep, &blob);
+			sqlite3_stmt *p = m->put_chunk;
+			sqlite3_bind_int64(p, 1, cuts[i].series);
+			sqlite3_bind_int64(p, 2, cuts[i].start);
+			sqlite3_bind_blob(p, 3, blob.data ? blob.data : "", (int)blob.len, SQLITE_STATIC);
+			rc = step_done(m->w, p, err);
+		}
+		free(cuts[i].p);
+	}
+	free(cuts);
+	buf_free(&blob);
+	if (rc == 0) {
+		sqlite3_bind_int64(first, 1, cutoff);
+		rc = step_done(m->w, first, err);
+	}
+	if (rc == 0) {
+		sqlite3_bind_int64(drop, 1, cutoff);
+		rc = step_done(m->w, drop, err);
+	}
+	if (rc == 0)
+		rc = sqldb_exec(m->w, "COMMIT", err);
+	else
+		(void)sqlite3_exec(m->w, "ROLLBACK", NULL, NULL, NULL); /* may not have begun */
+	if (rc == 0)
+		m->stats.retention_deleted += deleted;
+	sqlite3_finalize(count);
+	sqlite3_finalize(del);
+	sqlite3_finalize(cut);
+	sqlite3_finalize(first);
+	sqlite3_finalize(drop);
+	sqlite3_finalize(del1);
+	pthread_mutex_unlock(&m->wmu);
+	return rc;
+}
+
+/* --- queries ------------------------------------------------------------------- */
+
+enum { AGG_AVG, AGG_MAX, AGG_SUM };
+
+struct mquery {
+	int64_t start, end;
+	char *cel;    /* or NULL */
+	char *metric;
+	char *group_by; /* or NULL */
+	int temporal, spatial;
+	uint64_t buckets;
+};
+
+/* The filter every query takes (scope_parse); event_kind means nothing
+ * to metrics and is ignored. */
+static int parse_filter(const json_t *doc, struct mquery *q, struct buf *err)
+{
+	struct scope sc;
+	if (scope_parse(json_object_get(doc, "filter"), "filter", &sc, err) < 0)
+		return -1;
+	q->start = sc.start_ms;
+	q->end = sc.end_ms;
+	q->cel = sc.query; /* now q's */
+	return 0;
+}
+
+static int parse_agg(const json_t *doc, const char *name, bool allow_sum, int def, int *out,
+		     struct buf *err)
+{
+	*out = def;
+	const json_t *v = json_object_get(doc, name);
+	if (!v || json_is_null(v))
+		return 0;
+	const char *s = json_is_string(v) ? json_string_value(v) : "";
+	if (strcmp(s, "avg") == 0)
+		*out = AGG_AVG;
+	else if (strcmp(s, "max") == 0)
+		*out = AGG_MAX;
+	else if (allow_sum && strcmp(s, "sum") == 0)
+		*out = AGG_SUM;
+	else {
+		buf_printf(err, "%s: expected %s", name, allow_sum ? "\"sum\", \"avg\" or \"max\"" : "\"avg\" or \"max\"");
+		return -1;
+	}
+	return 0;
+}
+
+static void mquery_free(struct mquery *q)
+{
+	free(q->cel);
+	free(q->metric);
+	free(q->group_by);
+}
+
+static int mquery_parse(const char *body, size_t len, struct mquery *q, struct buf *err)
+{
+	memset(q, 0, sizeof(*q));
+	q->buckets = 100;
+	json_t *doc = req_load(body, len, err);
+	if (!doc)
+		return -1;
+	int rc = parse_filter(doc, q, err);
+	if (rc == 0)
+		rc = req_string(doc, "metric", 255, &q->metric, err);
+	if (rc == 0 && (!q->metric || !*q->metric)) {
+		buf_puts(err, "metric: expected the name of a metric, e.g. \"process.utime\" (see .../metrics/names)");
+		rc = -1;
+	}
+	if (rc == 0)
+		rc = req_string(doc, "group_by", 255, &q->group_by, err);
+	if (rc == 0 && q->group_by && !*q->group_by) {
+		free(q->group_by);
+		q->group_by = NULL;
+	}
+	if (rc == 0)
+		rc = parse_agg(doc, "temporal", false, AGG_AVG, &q->temporal, err);
+	if (rc == 0)
+		rc = parse_agg(doc, "spatial", true, AGG_SUM, &q->spatial, err);
+	if (rc == 0)
+		rc = req_count(doc, "num_buckets", MET_MAX_BUCKETS, &q->buckets, err);
+	json_decref(doc);
+	return rc;
+}
+
+/* A series' label set, parsed for CEL. */
+struct labels {
+	json_t *doc;
+};
+
+static const char *lookup_label(void *ctx, const char *name)
+{
+	const json_t *v = json_object_get(((struct labels *)ctx)->doc, name);
+	return v && json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+struct group {
+	char *name;
+	double *v;     /* per bucket */
+	uint32_t *n;   /* series with a value in the bucket */
+};
+
+static int cmp_group(const void *a, const void *b)
+{
+	return strcmp(((const struct group *)a)->name, ((const struct group *)b)->name);
+}
+
+static const char *const AGG_NAMES[] = { "avg", "max", "sum" };
+
+int metrics_query(struct metrics_store *m, const char *project, const char *body, size_t len,
+		  struct buf *out, struct buf *err)
+{
+	uint64_t t0 = now_mono_ns();
+	struct mquery q;
+	if (mquery_parse(body, len, &q, err) < 0) {
+		mquery_free(&q);
+		return 400;
+	}
+	struct cel_program *cel = NULL;
+	if (q.cel && *q.cel && !(cel = cel_compile(q.cel, err))) {
+		mquery_free(&q);
+		return 400;
+	}
+	int64_t span = q.end - q.start;
+	int64_t step = (span + (int64_t)q.buckets - 1) / (int64_t)q.buckets;
+	if (step < 1)
+		step = 1;
+	size_t nb = (size_t)((span + step - 1) / step);
+	int status = 0;
+	struct group *groups = NULL;
+	size_t ngroups = 0, capgroups = 0;
+	double *sv = xcalloc(nb, sizeof(*sv));
+	uint32_t *sn = xcalloc(nb, sizeof(*sn));
+	char *unit = NULL;
+	uint64_t scanned = 0, matched = 0, points = 0;
+	struct mpoint *cp = NULL; /* a chunk's points */
+	size_t capcp = 0;
+	sqlite3_stmt *ss = NULL, *ps = NULL;
+	pthread_mutex_lock(&m->rmu);
+	if (sqldb_prepare(m->r, "SELECT id, unit, labels FROM series WHERE project = ? AND name = ? "
+			  "AND last_ms >= ? AND first_ms < ?", &ss, err) < 0 ||
+	    sqldb_prepare(m->r, "SELECT start_ms, data FROM chunks WHERE series = ? AND start_ms > ? AND start_ms < ?",
+			  &ps, err) < 0) {
+		status = 500;
+		goto done;
+	}
+	/* One read transaction: a consistent view of series and points. */
+	(void)sqlite3_exec(m->r, "BEGIN", NULL, NULL, NULL);
+	sqlite3_bind_text(ss, 1, project, -1, SQLITE_STATIC);
+	sqlite3_bind_text(ss, 2, q.metric, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(ss, 3, q.start);
+	sqlite3_bind_int64(ss, 4, q.end);
+	while (status == 0 && sqlite3_step(ss) == SQLITE_ROW) {
+		if (++scanned > MET_MAX_QUERY_SERIES) {
+			buf_printf(err, "more than %d series of %s in the range: narrow the filter",
+				   MET_MAX_QUERY_SERIES, q.metric);
+			status = 400;
+			break;
+		}
+		const char *u = (const char *)sqlite3_column_text(ss, 1);
+		const char *lt = (const char *)sqlite3_column_text(ss, 2);
+		struct labels l = { json_loads(lt ? lt : "{}", 0, NULL) };
+		if (!l.doc || !json_is_object(l.doc) || (cel && !cel_eval(cel, lookup_label, &l))) {
+			json_decref(l.doc);
+			continue;
+		}
+		matched++;
+		if (!unit && u)
+			unit = xstrdup(u);
+		const char *gname = "all";
+		if (q.group_by) {
+			const char *g = lookup_label(&l, q.group_by);
+			gname = g ? g : "";
+		}
+		size_t gi = 0;
+		while (gi < ngroups && strcmp(groups[gi].name, gname) != 0)
+			gi++;
+		if (gi == ngroups) {
+			if (ngroups == MET_MAX_GROUPS || (ngroups + 1) * nb > 4000000) {
+				buf_printf(err, "more than %zu groups of %s: group by a coarser attribute, narrow the filter or ask for fewer buckets",
+					   ngroups, q.group_by ? q.group_by : "");
+				json_decref(l.doc);
+				status = 400;
+				break;
+			}
+			xgrow((void **)&groups, &capgroups, ngroups + 1, sizeof(*groups));
+			groups[ngroups++] = (struct group){ xstrdup(gname), xcalloc(nb, sizeof(double)),
+							    xcalloc(nb, sizeof(uint32_t)) };
+		}
+		json_decref(l.doc);
+		/* Temporal: this series' value in each bucket. */
+		memset(sv, 0, nb * sizeof(*sv));
+		memset(sn, 0, nb * sizeof(*sn));
+		sqlite3_bind_int64(ps, 1, sqlite3_column_int64(ss, 0));
+		sqlite3_bind_int64(ps, 2, q.start - CHUNK_MS);
+		sqlite3_bind_int64(ps, 3, q.end);
+		while (sqlite3_step(ps) == SQLITE_ROW) {
+			long n = chunk_decode(sqlite3_column_int64(ps, 0), sqlite3_column_blob(ps, 1),
+					      (size_t)sqlite3_column_bytes(ps, 1), &cp, &capcp);
+			for (long k = 0; k < n; k++) {
+				if (cp[k].ts < q.start || cp[k].ts >= q.end)
+					continue;
+				size_t bi = (size_t)((cp[k].ts - q.start) / step);
+				double v = cp[k].v;
+				if (bi >= nb)
+					continue;
+				points++;
+				if (q.temporal == AGG_MAX)
+					sv[bi] = sn[bi] ? MAX(sv[bi], v) : v;
+				else
+					sv[bi] += v;
+				sn[bi]++;
+			}
+		}
+		sqlite3_reset(ps);
+		/* Spatial: into the group. */
+		struct group *g = &groups[gi];
+		for (size_t i = 0; i < nb; i++) {
+			if (!sn[i])
+				continue;
+			double v = q.temporal == AGG_AVG ? sv[i] / sn[i] : sv[i];
+			if (q.spatial == AGG_MAX)
+				g->v[i] = g->n[i] ? MAX(g->v[i], v) : v;
+			else
+				g->v[i] += v;
+			g->n[i]++;
+		}
+	}
+	sqlite3_reset(ss);
+	(void)sqlite3_exec(m->r, "COMMIT", NULL, NULL, NULL);
+	if (status == 0 && scanned == 0) {
+		/* Nothing in the range: an unknown metric is an error, a quiet one is not. */
+		sqlite3_stmt *ex = NULL;
+		if (sqldb_prepare(m->r, "SELECT 1 FROM series WHERE project = ? AND name = ? LIMIT 1", &ex, err) < 0) {
+			status = 500;
+		} else {
+			sqlite3_bind_text(ex, 1, project, -1, SQLITE_STATIC);
+			sqlite3_bind_text(ex, 2, q.metric, -1, SQLITE_STATIC);
+			if (sqlite3_step(ex) != SQLITE_ROW) {
+				buf_printf(err, "no metric named \"%s\" in this project (see .../metrics/names)", q.metric);
+				status = 404;
+			}
+		}
+		sqlite3_finalize(ex);
+	}
+done:
+	sqlite3_finalize(ss);
+	sqlite3_finalize(ps);
+	pthread_mutex_unlock(&m->rmu);
+	free(cp);
+	if (status == 0 && cel_check(cel, err))
+		status = 422; /* a matches() pattern reached its bounds */
+	if (status == 0) {
+		xqsort(groups, ngroups, sizeof(*groups), cmp_group);
+		buf_puts(out, "{\"metric\":");
+		jsonw_str(out, q.metric);
+		buf_puts(out, ",\"unit\":");
+		if (unit)
+			jsonw_str(out, unit);
+		else
+			buf_puts(out, "null");
+		buf_printf(out, ",\"start_ts\":%lld,\"end_ts\":%lld,\"buckets_ms\":%lld,\"temporal\":\"%s\",\"spatial\":\"%s\",\"group_by\":",
+			   (long long)q.start, (long long)q.end, (long long)step, AGG_NAMES[q.temporal],
+			   AGG_NAMES[q.spatial]);
+		if (q.group_by)
+			jsonw_str(out, q.group_by);
+		else
+			buf_puts(out, "null");
+		buf_puts(out, ",\"series\":[");
+		for (size_t gi = 0; gi < ngroups; gi++) {
+			struct group *g = &groups[gi];
+			buf_puts(out, gi ? ",{\"group\":" : "{\"group\":");
+			jsonw_str(out, g->name);
+			buf_puts(out, ",\"points\":[");
+			bool first = true;
+			for (size_t i = 0; i < nb; i++) {
+				if (!g->n[i])
+					continue;
+				double v = q.spatial == AGG_AVG ? g->v[i] / g->n[i] : g->v[i];
+				buf_printf(out, "%s[%lld,", first ? "" : ",", (long long)(q.start + (int64_t)i * step));
+				jsonw_double(out, v);
+				buf_putc(out, ']');
+				first = false;
+			}
+			buf_puts(out, "]}");
+		}
+		buf_printf(out, "],\"stats\":{\"series_scanned\":%llu,\"series_matched\":%llu,\"points_read\":%llu,\"groups\":%zu,\"elapsed_ms\":",
+			   (unsigned long long)scanned, (unsigned long long)matched,
+			   (unsigned long long)points, ngroups);
+		jsonw_double(out, (double)(now_mono_ns() - t0) / 1e6);
+		buf_puts(out, "}}\n");
+	}
+	for (size_t i = 0; i < ngroups; i++) {
+		free(groups[i].name);
+		free(groups[i].v);
+		free(groups[i].n);
+	}
+	free(groups);
+	free(sv);
+	free(sn);
+	free(unit);
+	cel_free(cel);
+	mquery_free(&q);
+	return status;
+}
+
+int metrics_names(struct metrics_store *m, const char *project, const char *body, size_t len,
+		  struct buf *out, struct buf *err)
+{
+	struct mquery q;
+	memset(&q, 0, sizeof(q));
+	json_t *doc = req_load(body, len, err);
+	if (!doc)
+		return 400;
+	int rc = parse_filter(doc, &q, err);
+	json_decref(doc);
+	struct cel_program *cel = NULL;
+	if (rc == 0 && q.cel && *q.cel && !(cel = cel_compile(q.cel, err)))
+		rc = -1;
+	if (rc < 0) {
+		mquery_free(&q);
+		return 400;
+	}
+	int status = 0;
+	sqlite3_stmt *st = NULL;
+	pthread_mutex_lock(&m->rmu);
+	if (sqldb_prepare(m->r, "SELECT name, unit, labels FROM series WHERE project = ? AND last_ms >= ? "
+			  "AND first_ms < ? ORDER BY name", &st, err) < 0) {
+		status = 500;
+	} else {
+		sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 2, q.start);
+		sqlite3_bind_int64(st, 3, q.end);
+		buf_puts(out, "{\"names\":[");
+		char last[256] = "";
+		uint64_t count = 0, scanned = 0;
+		bool any = false;
+		while (sqlite3_step(st) == SQLITE_ROW && ++scanned <= MET_MAX_QUERY_SERIES) {
+			const char *name = (const char *)sqlite3_column_text(st, 0);
+			const char *unit = (const char *)sqlite3_column_text(st, 1);
+			const char *lt = (const char *)sqlite3_column_text(st, 2);
+			if (!name)
+				continue;
+			if (cel) {
+				struct labels l = { json_loads(lt ? lt : "{}", 0, NULL) };
+				bool ok = l.doc && json_is_object(l.doc) && cel_eval(cel, lookup_label, &l);
+				json_decref(l.doc);
+				if (!ok)
+					continue;
+			}
+			if (any && strcmp(last, name) == 0) {
+				count++;
+				continue;
+			}
+			if (any)
+				buf_printf(out, ",\"series\":%llu}", (unsigned long long)count);
+			buf_puts(out, any ? ",{\"name\":" : "{\"name\":");
+			jsonw_str(out, name);
+			buf_puts(out, ",\"unit\":");
+			jsonw_str(out, unit ? unit : "");
+			snprintf(last, sizeof(last), "%s", name);
+			count = 1;
+			any = true;
+		}
+		if (any)
+			buf_printf(out, ",\"series\":%llu}", (unsigned long long)count);
+		buf_puts(out, "]}\n");
+	}
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(&m->rmu);
+	if (status == 0 && cel_check(cel, err))
+		status = 422; /* a matches() pattern reached its bounds */
+	cel_free(cel);
+	mquery_free(&q);
+	return status;
+}
