@@ -10,6 +10,8 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "util.h"
+
 /* One context per thread for each direction: creating one costs ~100 KiB
  * (decompression) to over a megabyte (compression) of allocation, too much
  * to pay per batch or per chunk of a query; a thread-local one needs no
@@ -166,23 +168,6 @@ int zstd_decompress_bounded(const void *in, size_t n, size_t max_out, struct buf
 	return rc;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			if (w == 0)
-				errno = EIO;
-			return -1;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 int zstd_decompress_to_fd(const void *in, size_t n, size_t max_out, int fd, size_t *out_len)
 {
 	*out_len = 0;
@@ -209,7 +194,7 @@ int zstd_decompress_to_fd(const void *in, size_t n, size_t max_out, int fd, size
 			rc = -2;
 			break;
 		}
-		if (ob.pos && write_all(fd, chunk, ob.pos) < 0) {
+		if (ob.pos && write_exact(fd, chunk, ob.pos) < 0) {
 			rc = -3;
 			break;
 		}

@@ -78,6 +78,12 @@ int hex_decode(const char *in, size_t inlen, uint8_t *out, size_t n);
 /* Reads a whole file of at most max bytes. Returns 0 and a malloc'ed,
  * NUL-terminated buffer, or -errno (-EFBIG when larger than max). */
 int read_file(const char *path, size_t max, char **out, size_t *len);
+/* Writes all n bytes to fd (retrying short writes and EINTR): 0, or -1
+ * with errno set (EIO when write wrote nothing). */
+int write_exact(int fd, const void *p, size_t n);
+/* Reads exactly n bytes at offset off: 0, or -1 with errno set (EIO when
+ * the file ends first). */
+int pread_exact(int fd, void *p, size_t n, uint64_t off);
 /* A file with no name in directory dir, open for reading and writing, gone
  * when closed (O_TMPFILE; on a file system without it, a file created and
  * unlinked at once). Returns the descriptor, or -1 with errno set. */

@@ -33,23 +33,6 @@ static uint64_t get64(const uint8_t *p)
 	return v;
 }
 
-static int pread_full(int fd, void *buf, size_t n, uint64_t off)
-{
-	size_t done = 0;
-	while (done < n) {
-		ssize_t r = pread(fd, (char *)buf + done, n - done, (off_t)(off + done));
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		if (r == 0)
-			break;
-		done += (size_t)r;
-	}
-	return (int)(done == n);
-}
-
 /* 1 when bytes [from, to) of the file are all zero, 0 when not, -1 on a
  * read error. */
 static int all_zero(int fd, uint64_t from, uint64_t to)
@@ -57,7 +40,7 @@ static int all_zero(int fd, uint64_t from, uint64_t to)
 	uint8_t chunk[65536];
 	while (from < to) {
 		size_t n = (size_t)MIN((uint64_t)sizeof(chunk), to - from);
-		if (pread_full(fd, chunk, n, from) != 1)
+		if (pread_exact(fd, chunk, n, from) < 0)
 			return -1;
 		for (size_t i = 0; i < n; i++)
 			if (chunk[i])
@@ -75,7 +58,7 @@ static int64_t data_end(int fd, uint64_t size)
 	uint8_t chunk[65536];
 	while (size > 0) {
 		size_t n = (size_t)MIN((uint64_t)sizeof(chunk), size);
-		if (pread_full(fd, chunk, n, size - n) != 1)
+		if (pread_exact(fd, chunk, n, size - n) < 0)
 			return -1;
 		for (size_t i = n; i-- > 0;)
 			if (chunk[i])
@@ -92,7 +75,7 @@ static uint64_t resync(int fd, uint64_t from, uint64_t size)
 	uint64_t off = from;
 	while (off + 4 <= size) {
 		size_t n = (size_t)MIN((uint64_t)sizeof(chunk), size - off);
-		if (pread_full(fd, chunk, n, off) != 1)
+		if (pread_exact(fd, chunk, n, off) < 0)
 			return size;
 		for (size_t i = 0; i + 4 <= n; i++)
 			if (get32(chunk + i) == WAL_MAGIC)
@@ -127,7 +110,7 @@ static int replay(struct wal_file *w, wal_record_fn fn, void *ctx, uint64_t *ski
 				 w->path, (unsigned long long)off);
 			break;
 		}
-		if (pread_full(w->fd, hdr, WAL_HDR, off) != 1) {
+		if (pread_exact(w->fd, hdr, WAL_HDR, off) < 0) {
 			buf_printf(err, "reading %s: %s", w->path, strerror(errno));
 			free(payload);
 			return -1;
@@ -159,7 +142,7 @@ static int replay(struct wal_file *w, wal_record_fn fn, void *ctx, uint64_t *ski
 			break;
 		}
 		xgrow((void **)&payload, &cap, len ? len : 1, 1);
-		if (pread_full(w->fd, payload, len, off + WAL_HDR) != 1) {
+		if (pread_exact(w->fd, payload, len, off + WAL_HDR) < 0) {
 			buf_printf(err, "reading %s: %s", w->path, strerror(errno));
 			free(payload);
 			return -1;

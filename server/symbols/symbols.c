@@ -339,16 +339,7 @@ int symbols_put(struct symbols *s, const struct file_id *id, const uint8_t *buil
 		buf_printf(err, "cannot create %s: %s", tmp.data, strerror(errno));
 		goto out;
 	}
-	size_t done = 0;
-	while (done < len) {
-		ssize_t w = write(fd, (const char *)data + done, len - done);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			break;
-		done += (size_t)w;
-	}
-	if (done != len || fsync(fd) < 0) {
+	if (write_exact(fd, data, len) < 0 || fsync(fd) < 0) {
 		buf_printf(err, "cannot write %s: %s", tmp.data, strerror(errno));
 		close(fd);
 		unlink(tmp.data);
