@@ -59,8 +59,10 @@ CLI_SERVER_OBJS := $(call obj,server/auth/identity.c server/auth/b64url.c server
 
 BINS := $(BUILD)/bin/ember-agent $(BUILD)/bin/ember-server $(BUILD)/bin/ember
 
-UNIT_SRCS := $(wildcard tests/unit/test_*.c)
-UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
+# Unit tests live beside the module they test (tests/unit/<folder>/test_*.c);
+# each builds to build/tests/test_* (names are unique across folders).
+UNIT_SRCS := $(wildcard tests/unit/*/test_*.c)
+UNIT_BINS := $(addprefix $(BUILD)/tests/,$(basename $(notdir $(UNIT_SRCS))))
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 WORKLOADS := $(addprefix $(BUILD)/workloads/,cpu_split offcpu_split offcpu_burst unwind_c unwind_lib unwind_cpp unwind_rust \
@@ -154,9 +156,13 @@ $(ASAN_LIB): $(ASAN_OBJS)
 	@rm -f $@
 	$(call say,AR,$@)ar rcs $@ $^
 
-$(BUILD)/tests/%: tests/unit/%.c tests/unit/testutil.h tests/unit/storeutil.h $(ASAN_LIB)
-	@mkdir -p $(@D)
-	$(call say,CC,$@)$(CC) $(ALL_CFLAGS) $(SAN) -O1 -Itests/unit $< -o $@ $(ASAN_LIB) $(LDLIBS) -lcmocka
+UNIT_HDRS := $(wildcard tests/unit/*.h)
+define unit_rule
+$$(BUILD)/tests/$(basename $(notdir $(1))): $(1) $$(UNIT_HDRS) $$(ASAN_LIB)
+	@mkdir -p $$(@D)
+	$$(call say,CC,$$@)$$(CC) $$(ALL_CFLAGS) $$(SAN) -O1 -Itests/unit $$< -o $$@ $$(ASAN_LIB) $$(LDLIBS) -lcmocka
+endef
+$(foreach s,$(filter-out %/test_cuda_report.c,$(UNIT_SRCS)),$(eval $(call unit_rule,$(s))))
 
 # A stand-in for NVML with known readings, which test_metrics loads
 # (tests/unit/fake_nvml.c); built plain: it is dlopen'ed, never linked.
@@ -389,6 +395,6 @@ gpu-test: $(GPU_LIB) $(FAKE_CUDA) $(BUILD)/workloads/cuda_launch
 
 # The library's pure part (aggregation, spans, wire encoding), unit-tested
 # with the sanitizers like the rest; its own rule: it is not in libember.a.
-$(BUILD)/tests/test_cuda_report: tests/unit/test_cuda_report.c gpu/cuda_report.c gpu/cuda_report.h lib/cuda_wire.h tests/unit/testutil.h
+$(BUILD)/tests/test_cuda_report: tests/unit/agent/test_cuda_report.c gpu/cuda_report.c gpu/cuda_report.h lib/cuda_wire.h tests/unit/testutil.h
 	@mkdir -p $(@D)
 	$(call say,CC,$@)$(CC) -std=gnu11 $(WARN) -g $(SAN) -O1 -D_GNU_SOURCE -Ilib -Igpu -Itests/unit $< gpu/cuda_report.c -o $@ -lcmocka

@@ -1,7 +1,7 @@
 /* unwind_mem.h - the memory of the BPF unwinder's row table: fixed-size
  * pages, table slots, and which table gives its pages back when the table
  * is full. No BPF here (agent/unwinder.c does the map writes), so the
- * policy is unit-tested on its own (tests/unit/test_unwind.c).
+ * policy is unit-tested on its own (tests/unit/agent/test_unwind.c).
  *
  * Pages: the shared entry array (bpf/unwind_types.h) is cut into pages of
  * UNWIND_PAGE_ROWS entries. A table takes whole pages, any free ones: a

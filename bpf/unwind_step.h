@@ -3,7 +3,7 @@
  *
  * The same code runs in the BPF program (bpf/oncpu.bpf.c) and, compiled as
  * ordinary C, in the tests that replay a stopped process's memory
- * (tests/unit/test_unwind.c). The includer provides:
+ * (tests/unit/agent/test_unwind.c). The includer provides:
  *   UW_INLINE                     how to declare the functions here
  *   UW_READ_U64(addr, out)        read 8 bytes of user memory; 0 on success
  *   UW_ENTRY(index)               const struct unwind_entry *, or NULL

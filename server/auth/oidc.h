@@ -97,7 +97,7 @@ int oidc_begin(struct oidc *o, int64_t now, struct buf *location, struct buf *co
 int oidc_finish(struct oidc *o, const char *flow_cookie, const char *state, const char *code,
 		int64_t now, struct oidc_user *u, struct buf *err);
 
-/* --- for tests (tests/unit/test_oidc.c, the fuzz target) --------------- */
+/* --- for tests (tests/unit/auth/test_oidc.c, the fuzz target) --------------- */
 /* Takes a discovery document and a JWKS as if fetched (no network). */
 int oidc_load(struct oidc *o, const char *discovery, size_t dlen, const char *jwks, size_t jlen,
 	      struct buf *err);

@@ -4,7 +4,7 @@ SIGKILL), other projects. Both are reproductions of a defect in which the
 plain flamegraph (the main view) lost stored samples that top functions,
 time series and a grouped flamegraph still showed: a part that selected
 nothing folded nothing, so the stack sums carried by the blocks of the
-heads before it were dropped (tests/unit/test_store_model.c checks every
+heads before it were dropped (tests/unit/store/test_store_model.c checks every
 answer against a reference model over random interleavings)."""
 
 import json

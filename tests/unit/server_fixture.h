@@ -1,0 +1,248 @@
+/* server_fixture.h - what the server's unit tests share: batches built
+ * from stack specs, a store opened in a temporary directory, and a
+ * "world" (store, symbols, projects) for the query tests. Each test file
+ * uses part of it; the helpers are marked unused so each may. */
+#ifndef EMBER_TESTS_SERVER_FIXTURE_H
+#define EMBER_TESTS_SERVER_FIXTURE_H
+
+#include "testutil.h"
+#include "storeutil.h"
+#include "slicefixture.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <zstd.h>
+
+#include "agent/batch.h"
+#include "compress.h"
+#include "server/ingest/batch_decode.h"
+#include "server/query/display.h"
+#include "server/query/entities.h"
+#include "server/query/events.h"
+#include "server/query/flamegraph.h"
+#include "server/query/functions.h"
+#include "server/http/http.h"
+#include "server/http/mcp.h"
+#include "server/store/merge.h"
+#include "server/metrics/metrics.h"
+#include "server/store/projects.h"
+#include "server/http/server.h"
+#include "server/auth/authz.h"
+#include "server/store/part.h"
+#include "server/query/scan.h"
+#include "server/store/store.h"
+#include "server/symbols/symbols.h"
+#include "server/query/tree.h"
+#include "server/query/uregex.h"
+#include "server/store/wal.h"
+#include "symfile.h"
+#include "util.h"
+
+
+#define T0 1700000000000LL
+
+/* Builds a batch: each stack is a list of names (outermost first);
+ * "file:0x..." names a native frame of file id 0x11.. at that offset. */
+struct spec {
+	const char *frames[6];
+	const char *exe;
+	const char *thread;
+	uint64_t value;
+};
+
+static __attribute__((unused)) void make_batch_kind(const struct spec *specs, size_t n, uint64_t seq, int64_t start,
+			    enum event_kind kind, struct buf *out)
+{
+	struct batch b;
+	batch_init(&b);
+	struct file_id fid;
+	memset(fid.b, 0x11, sizeof(fid.b));
+	for (size_t i = 0; i < n; i++) {
+		uint32_t ids[6];
+		size_t depth = 0;
+		for (; depth < 6 && specs[i].frames[depth]; depth++) {
+			const char *name = specs[i].frames[depth];
+			struct bframe f = { .type = FT_NATIVE };
+			if (strncmp(name, "file:", 5) == 0) {
+				f.file = batch_file(&b, 0, &fid, "libfoo.so", NULL, 0, NULL, 0);
+				f.address = strtoull(name + 5, NULL, 16);
+			} else if (strncmp(name, "k:", 2) == 0) {
+				f.type = FT_KERNEL;
+				f.name = batch_string(&b, name + 2, strlen(name + 2));
+				f.binary = batch_string(&b, "vmlinux", 7);
+			} else {
+				f.name = batch_string(&b, name, strlen(name));
+				f.binary = batch_string(&b, specs[i].exe, strlen(specs[i].exe));
+			}
+			ids[depth] = batch_frame(&b, &f);
+		}
+		uint32_t kv[] = {
+			batch_string(&b, "process.executable.name", 23),
+			batch_string(&b, specs[i].exe, strlen(specs[i].exe)),
+			batch_string(&b, "thread.name", 11),
+			batch_string(&b, specs[i].thread, strlen(specs[i].thread)),
+			batch_string(&b, "host.name", 9),
+			batch_string(&b, "h1", 2),
+		};
+		batch_add(&b, batch_stack(&b, ids, depth), batch_resource(&b, kv, 6), kind,
+			  specs[i].value);
+	}
+	struct batch_meta meta = { "agent-1", seq, "default", start, start + 5000, 19 };
+	assert_int_equal(batch_encode(&b, &meta, out), 0);
+	batch_free(&b);
+}
+
+static __attribute__((unused)) void make_batch(const struct spec *specs, size_t n, uint64_t seq, int64_t start,
+		       struct buf *out)
+{
+	make_batch_kind(specs, n, seq, start, EK_ON_CPU, out);
+}
+
+static const struct spec sample_specs[] = {
+	{ { "main", "run", "hot_a", NULL }, "app", "main", 60 },
+	{ { "main", "run", "hot_b", NULL }, "app", "main", 30 },
+	{ { "main", "run", "hot_b", "k:do_syscall_64", NULL }, "app", "main", 5 },
+	{ { "main", "file:0x1010", NULL }, "app", "worker", 4 },
+	{ { "main", "idle_loop", NULL }, "other", "main", 1 },
+};
+
+static __attribute__((unused)) void append(struct store *s, const struct buf *z)
+{
+	struct buf err = { 0 };
+	Ember__Ingest__V1__Batch *b = batch_decode(z->data, z->len, &err);
+	if (!b)
+		fail_msg("decode: %s", err.data);
+	int rc = store_append(s, "00000000-0000-0000-0000-000000000000", b, z->data, z->len, &err);
+	if (rc != 0)
+		fail_msg("append returned %d: %s", rc, err.data);
+	batch_decode_free(b);
+	buf_free(&err);
+}
+
+static const char PROJECT[] = "00000000-0000-0000-0000-000000000000";
+
+/* Sum of the on-CPU values of the test project in [from, to). */
+static __attribute__((unused)) uint64_t total_range(struct store *s, int64_t from, int64_t to)
+{
+	return store_sum(s, PROJECT, from, to);
+}
+
+static __attribute__((unused)) uint64_t total(struct store *s)
+{
+	return total_range(s, 0, INT64_MAX / 2);
+}
+
+/* A store without its maintenance thread: the tests flush and compact. */
+static __attribute__((unused)) int open_store(const char *dir, struct store **s, struct buf *err)
+{
+	struct store_config cfg;
+	store_config_default(&cfg);
+	cfg.background = false;
+	cfg.time_window = false; /* fixed times, years ago */
+	return store_open(dir, &cfg, s, err);
+}
+
+static __attribute__((unused)) off_t file_size(const char *path)
+{
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	return st.st_size;
+}
+
+/* Finds a child by name in the flamegraph JSON (via jansson). */
+#include <jansson.h>
+
+static __attribute__((unused)) json_t *child_named(json_t *node, const char *name)
+{
+	size_t i;
+	json_t *c;
+	json_array_foreach(json_object_get(node, "children"), i, c)
+	if (strcmp(json_string_value(json_object_get(c, "name")), name) == 0)
+		return c;
+	return NULL;
+}
+
+static __attribute__((unused)) json_int_t total_of(json_t *n)
+{
+	return n ? json_integer_value(json_object_get(n, "total")) : -1;
+}
+
+/* The flamegraph answer to body; prune_at (0 = the default) as in
+ * struct fg_request. */
+static __attribute__((unused)) json_t *run_query_pruned(struct store *s, struct symbols *sym, const char *body,
+				size_t prune_at)
+{
+	struct fg_request r;
+	struct buf err = { 0 }, out = { 0 };
+	if (fg_request_parse(&r, body, strlen(body), &err) < 0)
+		fail_msg("parse: %s", err.data);
+	strcpy(r.scope.project_id, PROJECT);
+	r.prune_at = prune_at;
+	if (flamegraph_query(s, sym, NULL, &r, &out, &err) < 0)
+		fail_msg("query: %s", err.data);
+	json_error_t je;
+	json_t *doc = json_loads(out.data, 0, &je);
+	if (!doc)
+		fail_msg("answer is not JSON: %s", je.text);
+	fg_request_free(&r);
+	buf_free(&err);
+	buf_free(&out);
+	return doc;
+}
+
+static __attribute__((unused)) json_t *run_query(struct store *s, struct symbols *sym, const char *body)
+{
+	return run_query_pruned(s, sym, body, 0);
+}
+
+/* The fixture of the query tests: a store and symbols in a fresh
+ * directory, closed and removed after the test (cmocka setup/teardown). */
+struct world {
+	char *dir;
+	struct store *s;
+	struct symbols *sym;
+};
+
+static __attribute__((unused)) int world_setup(void **state)
+{
+	struct world *w = xcalloc(1, sizeof(*w));
+	struct buf err = { 0 };
+	w->dir = make_temp_dir();
+	if (open_store(w->dir, &w->s, &err) < 0 || symbols_open(w->dir, &w->sym, &err) < 0) {
+		print_error("fixture: %s\n", err.data ? err.data : "?");
+		if (w->s)
+			store_close(w->s);
+		rm_rf(w->dir);
+		free(w->dir);
+		free(w);
+		buf_free(&err);
+		return -1;
+	}
+	buf_free(&err);
+	*state = w;
+	return 0;
+}
+
+static __attribute__((unused)) int world_teardown(void **state)
+{
+	struct world *w = *state;
+	symbols_close(w->sym);
+	store_close(w->s);
+	rm_rf(w->dir);
+	free(w->dir);
+	free(w);
+	return 0;
+}
+
+/* The flamegraph's root, as canonical JSON text. */
+static __attribute__((unused)) char *fg_root(struct store *s, struct symbols *sym, const char *body)
+{
+	json_t *d = run_query(s, sym, body);
+	char *text = json_dumps(json_object_get(d, "root"), JSON_SORT_KEYS | JSON_COMPACT);
+	json_decref(d);
+	return text;
+}
+
+#endif

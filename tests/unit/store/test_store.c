@@ -1,0 +1,640 @@
+/* Unit tests: the store: batch validation, durability and dedup, replay of several logs, compaction, damage, blocks. */
+#include "server_fixture.h"
+
+/* The path of the oldest write-ahead log file of the store in dir. */
+static void first_wal(const char *dir, char *out, size_t n)
+{
+	char wdir[256];
+	snprintf(wdir, sizeof(wdir), "%s/wal", dir);
+	DIR *d = opendir(wdir);
+	assert_non_null(d);
+	char best[256] = "";
+	struct dirent *e;
+	while ((e = readdir(d)))
+		if (strstr(e->d_name, ".log") && (!best[0] || strcmp(e->d_name, best) < 0))
+			snprintf(best, sizeof(best), "%s", e->d_name);
+	closedir(d);
+	assert_true(best[0] != 0);
+	assert_true((size_t)snprintf(out, n, "%.255s/%.255s", wdir, best) < n);
+}
+
+static void test_batch_rejects(void **state)
+{
+	(void)state;
+	struct buf z = { 0 }, err = { 0 }, raw = { 0 };
+	make_batch(sample_specs, 5, 1, T0, &z);
+	/* Valid as produced. */
+	Ember__Ingest__V1__Batch *b = batch_decode(z.data, z.len, &err);
+	assert_non_null(b);
+	/* Each corruption of an index is refused with a message. */
+	b->stacks[0]->frames[0] = 9999;
+	assert_int_equal(batch_validate(b, &err), -1);
+	assert_non_null(strstr(err.data, "stacks[0]"));
+	b->stacks[0]->frames[0] = 0;
+	b->samples[0]->kind = 42;
+	buf_reset(&err);
+	assert_int_equal(batch_validate(b, &err), -1);
+	b->samples[0]->kind = 1;
+	b->sample_rate_hz = 0;
+	assert_int_equal(batch_validate(b, &err), -1);
+	b->sample_rate_hz = 19;
+	b->end_unix_ms = b->start_unix_ms - 1;
+	assert_int_equal(batch_validate(b, &err), -1);
+	b->end_unix_ms = b->start_unix_ms;
+	b->resources[0]->n_attributes = 3;
+	assert_int_equal(batch_validate(b, &err), -1);
+	b->resources[0]->n_attributes = 6;
+	assert_int_equal(batch_validate(b, &err), 0);
+	/* Frame types: the GPU ones up to nvtx (19) pass, one past is refused. */
+	Ember__Ingest__V1__FrameType type0 = b->frames[0]->type;
+	b->frames[0]->type = EMBER__INGEST__V1__FRAME_TYPE__CUDA_MEMCPY;
+	assert_int_equal(batch_validate(b, &err), 0);
+	b->frames[0]->type = EMBER__INGEST__V1__FRAME_TYPE__NVTX;
+	assert_int_equal(batch_validate(b, &err), 0);
+	b->frames[0]->type = (Ember__Ingest__V1__FrameType)(EMBER__INGEST__V1__FRAME_TYPE__NVTX + 1);
+	buf_reset(&err);
+	assert_int_equal(batch_validate(b, &err), -1);
+	assert_non_null(strstr(err.data, "unknown frame type 20"));
+	b->frames[0]->type = type0;
+	batch_decode_free(b);
+	/* Not zstd; zstd of garbage; a decompression bomb. */
+	buf_reset(&err);
+	assert_null(batch_decode("hello", 5, &err));
+	assert_non_null(strstr(err.data, "zstd"));
+	assert_int_equal(zstd_compress_buf("\xff\xff\xff", 3, 1, &raw), 0);
+	buf_reset(&err);
+	assert_null(batch_decode(raw.data, raw.len, &err));
+	assert_non_null(strstr(err.data, "protobuf"));
+	buf_reset(&raw);
+	char *zeros = calloc(1, BATCH_MAX_DECOMPRESSED + 1);
+	assert_int_equal(zstd_compress_buf(zeros, BATCH_MAX_DECOMPRESSED + 1, 1, &raw), 0);
+	free(zeros);
+	buf_reset(&err);
+	assert_null(batch_decode(raw.data, raw.len, &err));
+	assert_non_null(strstr(err.data, "more than"));
+	/* A 22-byte frame whose header states 200 MiB (a 1 KiB window, one raw
+	 * block of "hello"): refused without reserving what it states. */
+	static const unsigned char liar[] = { 0x28, 0xb5, 0x2f, 0xfd, 0xc0, 0x00,
+					       0x00, 0x00, 0x80, 0x0c, 0x00, 0x00, 0x00, 0x00,
+					       0x29, 0x00, 0x00, 'h', 'e', 'l', 'l', 'o' };
+	assert_int_equal(ZSTD_getFrameContentSize(liar, sizeof(liar)), 200ull << 20);
+	assert_false(zstd_can_expand(sizeof(liar), 200ull << 20));
+	struct buf out = { 0 };
+	assert_int_equal(zstd_decompress_bounded(liar, sizeof(liar), BATCH_MAX_DECOMPRESSED, &out), -1);
+	assert_true(out.cap < (1u << 20));
+	buf_free(&out);
+	buf_free(&raw);
+	buf_free(&z);
+	buf_free(&err);
+}
+
+/* Every stored frame type has a name that parses back to it (the API's
+ * frame_types); root, synthetic and unknown names do not. */
+static void test_frame_type_names(void **state)
+{
+	(void)state;
+	assert_int_equal(SFT_MAX, 19);
+	for (int t = 1; t <= SFT_MAX; t++)
+		assert_int_equal(frame_type_parse(frame_type_name((uint8_t)t)), t);
+	assert_string_equal(frame_type_name(SFT_CUDA_MEMCPY), "cuda_memcpy");
+	assert_string_equal(frame_type_name(SFT_CUDA_MEMSET), "cuda_memset");
+	assert_string_equal(frame_type_name(SFT_CUDA_SYNC), "cuda_sync");
+	assert_string_equal(frame_type_name(SFT_NVTX), "nvtx");
+	assert_int_equal(frame_type_parse("cuda_kernel"), SFT_CUDA_KERNEL);
+	assert_int_equal(frame_type_parse("root"), -1);
+	assert_int_equal(frame_type_parse("synthetic"), -1);
+	assert_int_equal(frame_type_parse("CUDA_KERNEL"), -1);
+	assert_int_equal(frame_type_parse(""), -1);
+}
+
+static void test_store_durable_and_dedup(void **state)
+{
+	(void)state;
+	char *dir = make_temp_dir();
+	struct store *s;
+	struct buf err = { 0 }, z1 = { 0 }, z2 = { 0 };
+	assert_int_equal(open_store(dir, &s, &err), 0);
+	make_batch(sample_specs, 5, 1, T0, &z1);
+	make_batch(sample_specs, 2, 2, T0 + 5000, &z2);
+	append(s, &z1);
+	append(s, &z2);
+	assert_int_equal(total(s), 100 + 90);
+	/* The same batch again (a retry after a lost answer) is a duplicate. */
+	Ember__Ingest__V1__Batch *b = batch_decode(z1.data, z1.len, &err);
+	assert_int_equal(store_append(s, "00000000-0000-0000-0000-000000000000", b, z1.data, z1.len,
+				      &err), 1);
+	batch_decode_free(b);
+	assert_int_equal(total(s), 190);
+	store_close(s);
+
+	/* Reopened: everything acknowledged is back, duplicates still known. */
+	assert_int_equal(open_store(dir, &s, &err), 0);
+	assert_int_equal(total(s), 190);
+	b = batch_decode(z2.data, z2.len, &err);
+	assert_int_equal(store_append(s, "00000000-0000-0000-0000-000000000000", b, z2.data, z2.len,
+				      &err), 1);
+	batch_decode_free(b);
+	struct store_stats st;
+	store_get_stats(s, &st);
+	assert_int_equal(st.batches, 2);
+	store_close(s);
+	buf_free(&z1);
+	buf_free(&z2);
+	buf_free(&err);
+	rm_rf(dir);
+	free(dir);
+}
+
+/* The log files of the store in dir, sorted, each read whole. */
+struct saved_logs {
+	char names[8][64];
+	char *data[8];
+	size_t len[8], n;
+};
+
+static void save_logs(const char *dir, struct saved_logs *out)
+{
+	char wdir[256], path[600];
+	snprintf(wdir, sizeof(wdir), "%s/wal", dir);
+	DIR *d = opendir(wdir);
+	assert_non_null(d);
+	out->n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		if (strstr(e->d_name, ".log")) {
+			assert_true(out->n < 8);
+			snprintf(out->names[out->n++], 64, "%.63s", e->d_name);
+		}
+	closedir(d);
+	qsort(out->names, out->n, 64, (int (*)(const void *, const void *))strcmp);
+	for (size_t i = 0; i < out->n; i++) {
+		snprintf(path, sizeof(path), "%s/%s", wdir, out->names[i]);
+		assert_int_equal(read_file(path, 16 << 20, &out->data[i], &out->len[i]), 0);
+	}
+}
+
+/* Puts back the saved logs from the from-th on, as they were. */
+static void restore_logs(const char *dir, const struct saved_logs *l, size_t from)
+{
+	char path[600];
+	for (size_t i = from; i < l->n; i++) {
+		snprintf(path, sizeof(path), "%s/wal/%s", dir, l->names[i]);
+		FILE *f = fopen(path, "wb");
+		assert_non_null(f);
+		if (l->len[i])
+			assert_int_equal(fwrite(l->data[i], 1, l->len[i], f), l->len[i]);
+		fclose(f);
+	}
+}
+
+/* A head that replayed several logs after restarts covers all of them;
+ * its flush deletes them lowest first. A crash part way through that
+ * (simulated by putting back the logs after the first) must leave every
+ * batch exactly once: the block kept, the rest of the logs not replayed.
+ * A crash before the first deletion: the block dropped, all replayed. */
+static void test_store_flush_of_several_logs(void **state)
+{
+	(void)state;
+	char *dir = make_temp_dir();
+	struct store *s;
+	struct buf err = { 0 }, z1 = { 0 }, z2 = { 0 };
+	assert_int_equal(open_store(dir, &s, &err), 0);
+	make_batch(sample_specs, 5, 1, T0, &z1);
+	append(s, &z1);
+	store_close(s);
+	assert_int_equal(open_store(dir, &s, &err), 0);
+	make_batch(sample_specs, 2, 2, T0 + 5000, &z2);
+	append(s, &z2);
+	store_close(s);
+	assert_int_equal(open_store(dir, &s, &err), 0);
+	assert_int_equal(total(s), 190);
+	struct saved_logs logs;
+	save_logs(dir, &logs);
+	assert_true(logs.n >= 3); /* z1's, z2's, the one opened last */
+	assert_int_equal(store_flush(s, &err), 0);
+	store_close(s);
+
+	/* The first log deleted, then the crash. */
+	restore_logs(dir, &logs, 1);
+	assert_int_equal(open_store(dir, &s, &err), 0);
+	assert_int_equal(total(s), 190);
+	store_close(s);
+	assert_int_equal(open_store(dir, &s, &err), 0); /* and stays so */
+	assert_int_equal(total(s), 190);
+	store_close(s);
+
+	/* The crash before the first deletion. */
+	restore_logs(dir, &logs, 0);
+	assert_int_equal(open_store(dir, &s, &err), 0);
+	assert_int_equal(total(s), 190);
+	store_close(s);
+	assert_int_equal(open_store(dir, &s, &err), 0);
+	assert_int_equal(total(s), 190);
+	store_close(s);
+
+	for (size_t i = 0; i < logs.n; i++)
+		free(logs.data[i]);
+	buf_free(&z1);
+	buf_free(&z2);
+	buf_free(&err);
+	rm_rf(dir);
+	free(dir);
+}
+
+static void wait_flushes(struct store *s, uint64_t n)
+{
+	struct store_stats st;
+	for (int i = 0; i < 1000; i++) {
+		store_get_stats(s, &st);
+		if (st.flushes >= n)
+			return;
+		usleep(10000);
+	}
+	fail_msg("no flush after 10 s (%llu of %llu)", (unsigned long long)st.flushes,
+		 (unsigned long long)n);
+}
+
+/* A store whose maintenance thread seals the head after every batch and
+ * writes it as blocks, all into one log while nothing asks for another. */
+static void config_seal_each_batch(struct store_config *cfg)
+{
+	store_config_default(cfg);
+	cfg->time_window = false;
+	cfg->retention_ms = INT64_MAX / 4;
+	cfg->head_max_rows = 1;
+}
+
+/* Heads share a log until it holds max_unflushed_rows rows (each agent
+ * session writes its definitions into every new log again). The blocks of
+ * a log that still exists are not committed: compaction and retention
+ * leave them alone, and a crash drops them and replays the log, so every
+ * batch comes back once. A flush that starts a new log commits them. */
+static void test_store_shared_log(void **state)
+{
+	(void)state;
+	char *dir = make_temp_dir();
+	struct store_config cfg;
+	config_seal_each_batch(&cfg);
+	struct store *s;
+	struct store_stats st;
+	struct buf err = { 0 }, z1 = { 0 }, z2 = { 0 };
+	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
+	make_batch(sample_specs, 5, 1, T0, &z1);
+	append(s, &z1);
+	wait_flushes(s, 1);
+	make_batch(sample_specs, 2, 2, T0 + 5000, &z2);
+	append(s, &z2);
+	wait_flushes(s, 2);
+	struct saved_logs logs;
+	save_logs(dir, &logs);
+	assert_int_equal(logs.n, 1); /* both heads wrote to one log, still there */
+	for (size_t i = 0; i < logs.n; i++)
+		free(logs.data[i]);
+	store_get_stats(s, &st);
+	assert_int_equal(st.blocks, 2);
+	assert_int_equal(total(s), 190);
+	assert_int_equal(store_compact(s, true, &err), 0);
+	assert_int_equal(store_retention(s, INT64_MAX / 2, &err), 0);
+	store_get_stats(s, &st);
+	assert_int_equal(st.compactions, 0);
+	assert_int_equal(st.retention_deleted, 0);
+	assert_int_equal(total(s), 190);
+	store_close(s); /* as a crash leaves it: the log is still there */
+
+	cfg.background = false;
+	cfg.head_max_rows = 1000; /* the replay keeps the rows in its head */
+	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
+	store_get_stats(s, &st);
+	assert_int_equal(st.blocks, 0); /* dropped: the log is replayed */
+	assert_int_equal(total(s), 190);
+	assert_int_equal(store_flush(s, &err), 0);
+	save_logs(dir, &logs);
+	assert_int_equal(logs.n, 1); /* only the new current log */
+	for (size_t i = 0; i < logs.n; i++)
+		free(logs.data[i]);
+	assert_int_equal(total(s), 190);
+	store_close(s);
+	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
+	store_get_stats(s, &st);
+	assert_true(st.blocks >= 1);
+	assert_int_equal(total(s), 190);
+	assert_int_equal(store_retention(s, INT64_MAX / 2, &err), 0);
+	assert_int_equal(total(s), 0); /* committed now: retention may take it */
+	store_close(s);
+
+	/* A log to which nothing more comes is closed a head's age after the
+	 * last seal, so its blocks are committed without a new head. */
+	cfg.background = true;
+	cfg.head_max_rows = 1;
+	cfg.head_max_age_ms = 200;
+	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
+	make_batch(sample_specs, 1, 3, T0 + 10000, &z1);
+	append(s, &z1);
+	wait_flushes(s, 1); /* in a new log: the start had a log to replay */
+	make_batch(sample_specs, 1, 4, T0 + 15000, &z2);
+	append(s, &z2);
+	wait_flushes(s, 2); /* in the same log as the head after it */
+	uint64_t t3 = total(s);
+	assert_true(t3 > 0);
+	save_logs(dir, &logs);
+	assert_int_equal(logs.n, 1);
+	char held[64];
+	snprintf(held, sizeof(held), "%s", logs.names[0]);
+	free(logs.data[0]);
+	for (int i = 0; i < 1000; i++) {
+		save_logs(dir, &logs);
+		bool gone = logs.n == 1 && strcmp(logs.names[0], held) != 0;
+		for (size_t j = 0; j < logs.n; j++)
+			free(logs.data[j]);
+		if (gone)
+			break;
+		assert_true(i < 999);
+		usleep(10000);
+	}
+	store_close(s);
+	cfg.background = false;
+	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
+	store_get_stats(s, &st);
+	assert_int_equal(st.unflushed_rows, 0); /* nothing replayed: the block is committed */
+	assert_int_equal(total(s), t3);
+	store_close(s);
+
+	buf_free(&z1);
+	buf_free(&z2);
+	buf_free(&err);
+	rm_rf(dir);
+	free(dir);
+}
+
+/* The blocks of a log that is still there are merged among themselves
+ * (compact_after of them) into a block that names the same log: a crash
+ * then drops it and replays the log, with nothing lost or counted twice;
+ * once the log goes it is committed like any block. */
+static void test_store_compacts_a_logs_blocks(void **state)
+{
+	(void)state;
+	char *dir = make_temp_dir();
+	struct store_config cfg;
+	config_seal_each_batch(&cfg);
+	cfg.compact_after = 3;
+	struct store *s;
+	struct store_stats st;
+	struct buf err = { 0 }, z = { 0 };
+	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
+	uint64_t want = 0;
+	for (uint64_t k = 0; k < 3; k++) {
+		buf_reset(&z);
+		make_batch(sample_specs, 5 - k, k + 1, T0 + (int64_t)k * 5000, &z);
+		append(s, &z);
+		wait_flushes(s, k + 1);
+		want += k == 0 ? 100 : k == 1 ? 99 : 95;
+	}
+	for (int i = 0; i < 1000; i++) {
+		store_get_stats(s, &st);
+		if (st.compactions >= 1)
+			break;
+		assert_true(i < 999);
+		usleep(10000);
+	}
+	store_get_stats(s, &st);
+	assert_int_equal(st.blocks, 1);
+	assert_int_equal(total(s), want);
+	struct saved_logs logs;
+	save_logs(dir, &logs);
+	assert_int_equal(logs.n, 1); /* the log is still there: nothing is committed */
+	for (size_t i = 0; i < logs.n; i++)
+		free(logs.data[i]);
+	assert_int_equal(store_retention(s, INT64_MAX / 2, &err), 0);
+	assert_int_equal(total(s), want);
+	store_close(s); /* as a crash leaves it */
+
+	cfg.background = false;
+	cfg.head_max_rows = 1000;
+	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
+	store_get_stats(s, &st);
+	assert_int_equal(st.blocks, 0); /* the merged block went; the log is replayed */
+	assert_int_equal(total(s), want);
+	assert_int_equal(store_flush(s, &err), 0);
+	assert_int_equal(total(s), want);
+	store_close(s);
+	assert_int_equal(open_store(dir, &s, &err), 0);
+	store_get_stats(s, &st);
+	assert_int_equal(st.unflushed_rows, 0);
+	assert_int_equal(total(s), want);
+	store_close(s);
+	buf_free(&z);
+	buf_free(&err);
+	rm_rf(dir);
+	free(dir);
+}
+
+static void test_store_torn_and_corrupt(void **state)
+{
+	(void)state;
+	char *dir = make_temp_dir();
+	char wal[512];
+	struct store *s;
+	struct buf err = { 0 }, z = { 0 };
+	assert_int_equal(open_store(dir, &s, &err), 0);
+	for (uint64_t seq = 1; seq <= 3; seq++) {
+		buf_reset(&z);
+		make_batch(sample_specs, 1, seq, T0 + (int64_t)seq * 5000, &z);
+		append(s, &z);
+	}
+	store_close(s);
+	first_wal(dir, wal, sizeof(wal));
+	off_t size = file_size(wal);
+	off_t rec = size / 3;
+
+	/* A torn tail (half a record, as a crash during write leaves it) is
+	 * cut off; the whole records before it are kept. */
+	int fd = open(wal, O_WRONLY | O_APPEND);
+	assert_int_equal(write(fd, "EMBWxxxxxxx", 11), 11);
+	close(fd);
+	assert_int_equal(open_store(dir, &s, &err), 0);
+	assert_int_equal(total(s), 180);
+	store_close(s);
+	assert_int_equal(file_size(wal), size);
+
+	/* A flipped byte inside the second record: its checksum fails, it is
+	 * skipped, and the first and third records are still served. */
+	fd = open(wal, O_RDWR);
+	char c;
+	assert_int_equal(pread(fd, &c, 1, rec + rec / 2), 1);
+	c ^= 0x5a;
+	assert_int_equal(pwrite(fd, &c, 1, rec + rec / 2), 1);
+	close(fd);
+	assert_int_equal(open_store(dir, &s, &err), 0);
+	assert_int_equal(total(s), 120);
+	struct store_stats st;
+	store_get_stats(s, &st);
+	assert_int_equal(st.wal_skipped_records, 1);
+	/* And the store still takes new batches after the damage. */
+	buf_reset(&z);
+	make_batch(sample_specs, 1, 4, T0 + 20000, &z);
+	append(s, &z);
+	assert_int_equal(total(s), 180);
+	store_close(s);
+	assert_int_equal(open_store(dir, &s, &err), 0);
+	assert_int_equal(total(s), 180);
+	store_close(s);
+	buf_free(&z);
+	buf_free(&err);
+	rm_rf(dir);
+	free(dir);
+}
+
+/* The names of the block files of the store in dir, sorted. */
+static size_t list_blocks(const char *dir, const char *suffix, char names[][600], size_t max)
+{
+	char bdir[256];
+	snprintf(bdir, sizeof(bdir), "%s/blocks", dir);
+	DIR *d = opendir(bdir);
+	assert_non_null(d);
+	size_t n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) && n < max) {
+		size_t l = strlen(e->d_name), sl = strlen(suffix);
+		if (l > sl && strcmp(e->d_name + l - sl, suffix) == 0)
+			snprintf(names[n++], 600, "%s/%s", bdir, e->d_name);
+	}
+	closedir(d);
+	qsort(names, n, 600, (int (*)(const void *, const void *))strcmp);
+	return n;
+}
+
+static void flip_byte(const char *path, off_t at)
+{
+	int fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	char c;
+	assert_int_equal(pread(fd, &c, 1, at), 1);
+	c ^= 0x5a;
+	assert_int_equal(pwrite(fd, &c, 1, at), 1);
+	close(fd);
+}
+
+static void test_store_blocks(void **state)
+{
+	(void)state;
+	char *dir = make_temp_dir();
+	struct store *s;
+	struct symbols *sym;
+	struct buf err = { 0 }, z = { 0 };
+	assert_int_equal(open_store(dir, &s, &err), 0);
+	assert_int_equal(symbols_open(dir, &sym, &err), 0);
+	/* Six batches half an hour apart: four hour partitions. */
+	for (uint64_t k = 0; k < 6; k++) {
+		buf_reset(&z);
+		make_batch(sample_specs, 5, k + 1, T0 + (int64_t)k * 1800000, &z);
+		append(s, &z);
+	}
+	const char *all = "{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000},"
+			  "\"synthetic_frames\":[\"thread\"]}";
+	char *in_memory = fg_root(s, sym, all);
+	assert_int_equal(total(s), 600);
+	assert_int_equal(total_range(s, T0, T0 + 1800000), 100);
+
+	/* Written as blocks: the same answers, nothing left in memory. */
+	assert_int_equal(store_flush(s, &err), 0);
+	struct store_stats st;
+	store_get_stats(s, &st);
+	assert_int_equal(st.unflushed_rows, 0);
+	size_t partitions = st.blocks;
+	assert_true(partitions >= 3 && partitions <= 4);
+	assert_int_equal(st.block_samples, 600);
+	char *from_blocks = fg_root(s, sym, all);
+	assert_string_equal(in_memory, from_blocks);
+	assert_int_equal(total_range(s, T0, T0 + 1800000), 100);
+	assert_int_equal(total_range(s, T0 + 1800000, T0 + 5400000), 200);
+
+	/* A late batch for the first hour makes a second block there;
+	 * compaction merges it back into one block per partition. */
+	buf_reset(&z);
+	make_batch(sample_specs, 5, 7, T0 + 1000, &z);
+	append(s, &z);
+	assert_int_equal(store_flush(s, &err), 0);
+	store_get_stats(s, &st);
+	assert_int_equal(st.blocks, partitions + 1);
+	assert_int_equal(store_compact(s, true, &err), 0);
+	store_get_stats(s, &st);
+	assert_int_equal(st.blocks, partitions);
+	assert_int_equal(st.block_samples, 700);
+	assert_int_equal(total(s), 700);
+	char *compacted = fg_root(s, sym, all);
+	json_t *d = run_query(s, sym, all);
+	json_t *hot_a = child_named(child_named(child_named(child_named(json_object_get(d, "root"),
+									  "main"), "main"), "run"), "hot_a");
+	assert_int_equal(total_of(hot_a), 7 * 60);
+	json_decref(d);
+
+	/* Reopened: the blocks are read back, the logs are gone. */
+	store_close(s);
+	assert_int_equal(open_store(dir, &s, &err), 0);
+	assert_int_equal(total(s), 700);
+	char *reopened = fg_root(s, sym, all);
+	assert_string_equal(compacted, reopened);
+	store_close(s);
+
+	/* Damage: a flipped byte in the first block's first chunk fails that
+	 * chunk's checksum (its rows are skipped, the rest served); a flipped
+	 * byte in the last block's footer sets the whole block aside. */
+	char names[16][600];
+	size_t nb = list_blocks(dir, ".blk", names, 16);
+	assert_int_equal(nb, partitions);
+	flip_byte(names[0], 20);
+	flip_byte(names[nb - 1], file_size(names[nb - 1]) - 40);
+	assert_int_equal(open_store(dir, &s, &err), 0);
+	uint64_t left = total(s);
+	assert_true(left < 700 - 100 && left > 0);
+	store_get_stats(s, &st);
+	assert_int_equal(st.corrupt_blocks, 1);
+	assert_int_equal(st.blocks, partitions - 1);
+	char aside[4][600];
+	assert_int_equal(list_blocks(dir, ".corrupt", aside, 4), 1);
+	/* And new batches are still taken. */
+	buf_reset(&z);
+	make_batch(sample_specs, 5, 8, T0 + 2000, &z);
+	append(s, &z);
+	assert_int_equal(total(s), left + 100);
+
+	/* Retention: partitions that ended before now - 14 days go. */
+	assert_int_equal(store_flush(s, &err), 0);
+	int64_t day = 24LL * 3600 * 1000;
+	int64_t first_end = T0 - T0 % 3600000 + 3600000;
+	assert_int_equal(store_retention(s, first_end + 14 * day - 1, &err), 0);
+	store_get_stats(s, &st);
+	assert_int_equal(st.retention_deleted, 0);
+	assert_true(total_range(s, 0, first_end) > 0);
+	assert_int_equal(store_retention(s, first_end + 14 * day, &err), 0);
+	store_get_stats(s, &st);
+	assert_true(st.retention_deleted >= 1);
+	assert_int_equal(total_range(s, 0, first_end), 0);
+	assert_true(total(s) > 0);
+	store_close(s);
+
+	free(in_memory);
+	free(from_blocks);
+	free(compacted);
+	free(reopened);
+	symbols_close(sym);
+	buf_free(&z);
+	buf_free(&err);
+	rm_rf(dir);
+	free(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_batch_rejects),
+		cmocka_unit_test(test_frame_type_names),
+		cmocka_unit_test(test_store_durable_and_dedup),
+		cmocka_unit_test(test_store_torn_and_corrupt),
+		cmocka_unit_test(test_store_flush_of_several_logs),
+		cmocka_unit_test(test_store_shared_log),
+		cmocka_unit_test(test_store_compacts_a_logs_blocks),
+		cmocka_unit_test(test_store_blocks),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
