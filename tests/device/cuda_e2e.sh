@@ -10,7 +10,7 @@
 # added per launch with the agent running (median and p99 over 100 000
 # empty-kernel launches, against no injection). One run: about 4 minutes.
 #
-# Prepare here: make && make gpu && make workloads && scripts/device-bundle.sh,
+# Prepare here: make all gpu-test && scripts/device-bundle.sh,
 # then on the device machine carry build/devbundle, build/lib and
 # build/workloads and run: tests/device/cuda_e2e.sh   (results in $OUT)
 #
