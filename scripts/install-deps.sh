@@ -49,6 +49,10 @@ test_only_packages=(
   # perf to compare against, a debuginfod server and glibc's detached
   # debug info to symbolize from
   linux-perf debuginfod libc6-dbg
+  # the fleet store's tests start their own servers on loopback (two
+  # ClickHouse shards and a PostgreSQL, tests/lib/clickhouse.py); the
+  # system services the packages bring are neither started nor left enabled
+  clickhouse-server clickhouse-client postgresql
 )
 
 list_only=0

@@ -5,12 +5,14 @@
 # needs) for the OTLP interop test, grpcio as an independent gRPC client
 # for the OTLP over gRPC test (test_otlp_grpc.py, bench/otlp_ingest_load.py),
 # and numpy for the Python unwinder's test of native frames under Python
-# ones, and the MCP SDK (mcp) whose client drives test_mcp. Idempotent: nothing happens
+# ones, the MCP SDK (mcp) whose client drives test_mcp, and chdb (a current
+# ClickHouse in-process) that checks the fleet store's SQL against the current
+# dialect (tests/integration/test_clickhouse_schema.py). Idempotent: nothing happens
 # when the pinned versions are already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=build/pydeps
-want="opentelemetry-proto==1.45.2 numpy==2.2.6 mcp==2.3.0 grpcio==1.85.1"
+want="opentelemetry-proto==1.45.2 numpy==2.2.6 mcp==2.3.0 grpcio==1.85.1 chdb==4.4.0"
 if [ -f "$target/.installed" ] && [ "$(cat "$target/.installed")" = "$want" ]; then
   exit 0
 fi

@@ -35,3 +35,28 @@ def agent_factory():
 def require_root():
     if os.geteuid() != 0:
         pytest.fail("this test loads BPF programs and must run as root (CI runs as root)")
+
+
+@pytest.fixture(scope="module")
+def clickhouse_cluster():
+    """Two real clickhouse-server shards (cluster `ember_test`) on loopback,
+    shared by one test module (tests/lib/clickhouse.py)."""
+    from clickhouse import ClickHouseCluster
+    cl = ClickHouseCluster()
+    try:
+        cl.start()
+        yield cl
+    finally:
+        cl.cleanup()
+
+
+@pytest.fixture(scope="module")
+def postgres_server():
+    """A real PostgreSQL (initdb in a tmp dir, pg_ctl on a free port)."""
+    from clickhouse import Postgres
+    pg = Postgres()
+    try:
+        pg.start()
+        yield pg
+    finally:
+        pg.cleanup()

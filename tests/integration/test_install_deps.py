@@ -10,7 +10,7 @@ from harness import ROOT
 
 SCRIPT = os.path.join(ROOT, "scripts", "install-deps.sh")
 TEST_ONLY = {"chromium", "containerd", "debuginfod", "linux-perf", "libc6-dbg", "libcmocka-dev",
-             "python3-pytest", "libclang-rt-14-dev"}
+             "python3-pytest", "libclang-rt-14-dev", "clickhouse-server", "postgresql"}
 
 
 def package_set(name):
