@@ -39,7 +39,7 @@ SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-re
 
 LIB_SRCS    := $(wildcard lib/*.c)
 AGENT_SRCS  := $(filter-out agent/main.c,$(wildcard agent/*.c))
-SERVER_SRCS := $(filter-out server/main.c,$(wildcard server/*/*.c))
+SERVER_SRCS := $(filter-out server/main.c,$(wildcard server/*/*.c server/store/clickhouse/*.c))
 CLI_SRCS    := $(filter-out cli/main.c,$(wildcard cli/*.c))
 BPF_SRCS    := $(wildcard bpf/*.bpf.c)
 SKELS       := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.skel.h,$(BPF_SRCS))

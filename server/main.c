@@ -1,6 +1,7 @@
 /* main.c - ember-server: ingest, store, symbols, query API and web UI.
  * Flags: --listen ADDR, --data-dir DIR, --config FILE (and EMBER_SERVER_*). */
 #include <errno.h>
+#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #include "server/http/otlp_grpc.h"
 #include "server/http/server.h"
 #include "server/auth/authz.h"
+#include "server/store/clickhouse/schema.h"
 #include "util.h"
 #include "version.h"
 
@@ -209,10 +211,97 @@ static bool listen_is_loopback(const char *addr)
 	       !strncmp(addr, "[::1]:", 6);
 }
 
+/* `ember-server migrate --clickhouse-url URL[,URL...] [--clickhouse-database
+ * ember] [--clickhouse-cluster NAME] [--clickhouse-user U
+ * --clickhouse-password-file F]`: creates or upgrades the fleet store's
+ * schema on every server named (docs/internals/clickhouse.md) and exits:
+ * 0 done (or nothing to do), 1 a server failed, 2 bad flags. */
+static int migrate_main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "clickhouse-url", required_argument, NULL, 'u' },
+		{ "clickhouse-database", required_argument, NULL, 'd' },
+		{ "clickhouse-cluster", required_argument, NULL, 'c' },
+		{ "clickhouse-user", required_argument, NULL, 'U' },
+		{ "clickhouse-password-file", required_argument, NULL, 'p' },
+		{ "print-sql", no_argument, NULL, 'P' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	struct ch_conn_opts o = { .timeout_ms = 60000 };
+	const char *cluster = NULL;
+	int ch, print_sql = 0;
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'u': o.urls = optarg; break;
+		case 'd': o.database = optarg; break;
+		case 'c': cluster = optarg; break;
+		case 'U': o.user = optarg; break;
+		case 'p': o.password_file = optarg; break;
+		case 'P': print_sql = 1; break;
+		case 'h':
+			puts("usage: ember-server migrate --clickhouse-url URL[,URL...] [--clickhouse-database ember]\n"
+			     "       [--clickhouse-cluster NAME] [--clickhouse-user U --clickhouse-password-file F]\n"
+			     "       [--print-sql: print every statement and query text, connect to nothing]");
+			return 0;
+		default:
+			return 2;
+		}
+	}
+	if (print_sql && optind == argc) {
+		/* The DDL and every other query text the fleet store sends,
+		 * one per line ending in ";", for a reader or a check of the
+		 * dialect (tests/integration/test_clickhouse_schema.py). */
+		struct ch_schema s = { .database = o.database ? o.database : "ember", .cluster = cluster };
+		struct buf sql = { 0 };
+		int n = ch_schema_statements(&s, 0, &sql);
+		n += ch_schema_query_texts(&s, &sql);
+		for (const char *p = sql.data; n-- > 0; p += strlen(p) + 1)
+			printf("%s;\n", p);
+		buf_free(&sql);
+		return 0;
+	}
+	if (optind < argc || !o.urls) {
+		fprintf(stderr, "ember-server migrate: %s\n",
+			optind < argc ? "unexpected argument" : "--clickhouse-url is required");
+		return 2;
+	}
+	if (cluster) {
+		for (const char *p = cluster; *p; p++)
+			if (!(*p == '_' || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+			      (*p >= '0' && *p <= '9')) || p - cluster > 64) {
+				fprintf(stderr, "ember-server migrate: --clickhouse-cluster: letters, digits and _ only\n");
+				return 2;
+			}
+	}
+	struct buf err = { 0 }, log = { 0 };
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	struct ch_conn *c = ch_conn_new(&o, &err);
+	if (!c) {
+		fprintf(stderr, "ember-server migrate: %s\n", err.data);
+		buf_free(&err);
+		curl_global_cleanup();
+		return 2;
+	}
+	enum ch_rc rc = ch_migrate(c, cluster, &log, &err);
+	if (log.data)
+		fputs(log.data, stdout);
+	if (rc != CH_OK)
+		fprintf(stderr, "ember-server migrate: %s\n", err.data);
+	ch_conn_free(c);
+	buf_free(&err);
+	buf_free(&log);
+	curl_global_cleanup();
+	return rc == CH_OK ? 0 : 1;
+}
+
 int main(int argc, char **argv, char **envp)
 {
 	struct server_config cfg = { 0 };
 	struct buf err = { 0 };
+	if (argc > 1 && !strcmp(argv[1], "migrate"))
+		return migrate_main(argc - 1, argv + 1);
 	if (flags_load(&server_flags, &cfg, argc, argv, envp, &err) < 0) {
 		fprintf(stderr, "ember-server: %s\n", err.data);
 		return 2;

@@ -1,0 +1,273 @@
+/* chttp.c - ClickHouse's HTTP interface: see chttp.h. */
+#include "chttp.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+#include <zlib.h>
+
+#include "util.h"
+
+struct ch_conn {
+	char *urls[CH_MAX_SERVERS];
+	int n;
+	char *database;
+	char *user;
+	char *password;
+	long timeout_ms;
+	size_t max_response;
+	CURL *curl;
+};
+
+struct sink {
+	struct buf *b;
+	size_t max;
+	int over;
+};
+
+static size_t on_data(char *p, size_t size, size_t nmemb, void *ud)
+{
+	struct sink *s = ud;
+	size_t n = size * nmemb;
+	if (s->b->len + n > s->max) {
+		s->over = 1;
+		return 0;
+	}
+	buf_append(s->b, p, n);
+	return n;
+}
+
+static int name_ok(const char *s)
+{
+	if (!*s || strlen(s) > 64 || isdigit((unsigned char)*s))
+		return 0;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && *s != '_')
+			return 0;
+	return 1;
+}
+
+struct ch_conn *ch_conn_new(const struct ch_conn_opts *o, struct buf *err)
+{
+	struct ch_conn *c = xcalloc(1, sizeof(*c));
+	c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 30000;
+	c->max_response = o->max_response ? o->max_response : 16u << 20;
+	c->database = xstrdup(o->database && *o->database ? o->database : "ember");
+	if (!name_ok(c->database)) {
+		buf_printf(err, "--clickhouse-database %s: letters, digits and _ only", c->database);
+		goto fail;
+	}
+	const char *p = o->urls ? o->urls : "";
+	while (*p) {
+		const char *e = strchr(p, ',');
+		size_t n = e ? (size_t)(e - p) : strlen(p);
+		while (n && p[n - 1] == '/')
+			n--;
+		if (n) {
+			if (c->n == CH_MAX_SERVERS || n > CH_MAX_URL ||
+			    (strncmp(p, "http://", 7) && strncmp(p, "https://", 8))) {
+				buf_printf(err, "--clickhouse-url: %.*s: want http[s]://HOST:PORT (at most %d, comma-separated)",
+					   (int)(n > 200 ? 200 : n), p, CH_MAX_SERVERS);
+				goto fail;
+			}
+			c->urls[c->n++] = xstrndup(p, n);
+		}
+		p += e ? (size_t)(e - p) + 1 : strlen(p);
+	}
+	if (!c->n) {
+		buf_puts(err, "--clickhouse-url: no server named");
+		goto fail;
+	}
+	if (o->user && *o->user)
+		c->user = xstrdup(o->user);
+	if (o->password_file && *o->password_file) {
+		char *data = NULL;
+		size_t len = 0;
+		if (read_file(o->password_file, 4096, &data, &len) < 0) {
+			buf_printf(err, "--clickhouse-password-file %s: cannot read it", o->password_file);
+			goto fail;
+		}
+		size_t line = strcspn(data, "\r\n");
+		c->password = xstrndup(data, line);
+		free(data);
+		if (!c->user)
+			c->user = xstrdup("default");
+	}
+	c->curl = curl_easy_init();
+	if (!c->curl) {
+		buf_puts(err, "clickhouse: curl_easy_init failed");
+		goto fail;
+	}
+	return c;
+fail:
+	ch_conn_free(c);
+	return NULL;
+}
+
+void ch_conn_free(struct ch_conn *c)
+{
+	if (!c)
+		return;
+	for (int i = 0; i < c->n; i++)
+		free(c->urls[i]);
+	free(c->database);
+	free(c->user);
+	if (c->password) {
+		explicit_bzero(c->password, strlen(c->password));
+		free(c->password);
+	}
+	if (c->curl)
+		curl_easy_cleanup(c->curl);
+	free(c);
+}
+
+int ch_conn_servers(const struct ch_conn *c)
+{
+	return c->n;
+}
+
+const char *ch_conn_database(const struct ch_conn *c)
+{
+	return c->database;
+}
+
+int ch_gzip(const void *in, size_t n, struct buf *out)
+{
+	z_stream z = { 0 };
+	if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+		return -1;
+	uLong bound = deflateBound(&z, n) + 32;
+	buf_reserve(out, bound);
+	z.next_in = (Bytef *)in;
+	z.avail_in = (uInt)n;
+	z.next_out = (Bytef *)out->data + out->len;
+	z.avail_out = (uInt)bound;
+	if (n > UINT32_MAX / 2 || deflate(&z, Z_FINISH) != Z_STREAM_END) {
+		deflateEnd(&z);
+		return -1;
+	}
+	out->len += z.total_out;
+	out->data[out->len] = 0;
+	deflateEnd(&z);
+	return 0;
+}
+
+/* ClickHouse exception codes that mean "not now" rather than "never":
+ * network and socket errors, timeouts, too many queries or parts, memory
+ * limits, a shard that no connection reached. */
+static const int transient_codes[] = {
+	159, /* TIMEOUT_EXCEEDED */
+	164, /* READONLY (a replica in read-only mode) */
+	202, /* TOO_MANY_SIMULTANEOUS_QUERIES */
+	203, /* NO_FREE_CONNECTION */
+	209, /* SOCKET_TIMEOUT */
+	210, /* NETWORK_ERROR */
+	241, /* MEMORY_LIMIT_EXCEEDED */
+	242, /* TABLE_IS_READ_ONLY */
+	252, /* TOO_MANY_PARTS */
+	279, /* ALL_CONNECTION_TRIES_FAILED */
+	285, /* TOO_FEW_LIVE_REPLICAS */
+	319, /* UNKNOWN_STATUS_OF_INSERT */
+	425, /* SYSTEM_ERROR */
+};
+
+enum ch_rc ch_classify(int curl_code, long http_status, const char *body)
+{
+	if (curl_code != CURLE_OK)
+		return CH_UNAVAILABLE;  /* no connection, a timeout, a reset */
+	if (http_status == 200)
+		return CH_OK;
+	if (http_status == 503 || http_status == 502 || http_status == 504 || http_status == 429)
+		return CH_UNAVAILABLE;
+	const char *p = body ? strstr(body, "Code: ") : NULL;
+	if (p) {
+		long code = strtol(p + 6, NULL, 10);
+		for (size_t i = 0; i < sizeof(transient_codes) / sizeof(transient_codes[0]); i++)
+			if (code == transient_codes[i])
+				return CH_UNAVAILABLE;
+	}
+	return CH_FAILED;
+}
+
+enum ch_rc ch_query(struct ch_conn *c, int server, const char *sql, const void *body, size_t len,
+		    int gzip, int use_db, const char *settings, struct buf *out, struct buf *err)
+{
+	if (server < 0 || server >= c->n) {
+		buf_puts(err, "clickhouse: no such server");
+		return CH_FAILED;
+	}
+	CURL *h = c->curl;
+	curl_easy_reset(h);
+	struct buf url = { 0 }, zbody = { 0 }, resp = { 0 };
+	char *q = curl_easy_escape(h, sql, 0);
+	if (!q) {
+		buf_puts(err, "clickhouse: cannot escape the query");
+		return CH_FAILED;
+	}
+	buf_printf(&url, "%s/?query=%s", c->urls[server], q);
+	curl_free(q);
+	if (use_db)
+		buf_printf(&url, "&database=%s", c->database);
+	if (settings && *settings)
+		buf_printf(&url, "&%s", settings);
+	struct curl_slist *hdr = NULL;
+	hdr = curl_slist_append(hdr, "Content-Type: application/octet-stream");
+	hdr = curl_slist_append(hdr, "Expect:");
+	if (body && gzip) {
+		if (ch_gzip(body, len, &zbody) < 0) {
+			buf_puts(err, "clickhouse: gzip failed");
+			curl_slist_free_all(hdr);
+			buf_free(&url);
+			return CH_FAILED;
+		}
+		body = zbody.data;
+		len = zbody.len;
+		hdr = curl_slist_append(hdr, "Content-Encoding: gzip");
+	}
+	struct sink s = { .b = &resp, .max = c->max_response };
+	char ebuf[CURL_ERROR_SIZE] = "";
+	curl_easy_setopt(h, CURLOPT_URL, url.data);
+	curl_easy_setopt(h, CURLOPT_POST, 1L);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? (const char *)body : "");
+	curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(body ? len : 0));
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &s);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, ebuf);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->timeout_ms);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->timeout_ms < 5000 ? c->timeout_ms : 5000L);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	if (c->user) {
+		curl_easy_setopt(h, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
+		curl_easy_setopt(h, CURLOPT_USERNAME, c->user);
+		curl_easy_setopt(h, CURLOPT_PASSWORD, c->password ? c->password : "");
+	}
+	CURLcode cc = curl_easy_perform(h);
+	long status = 0;
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	curl_slist_free_all(hdr);
+	buf_free(&url);
+	buf_free(&zbody);
+	enum ch_rc rc;
+	if (s.over) {
+		buf_printf(err, "clickhouse %s: answer over %zu bytes", c->urls[server], c->max_response);
+		rc = CH_FAILED;
+	} else {
+		rc = ch_classify(cc, status, resp.data);
+		if (rc != CH_OK) {
+			if (cc != CURLE_OK)
+				buf_printf(err, "clickhouse %s: %s", c->urls[server],
+					   ebuf[0] ? ebuf : curl_easy_strerror(cc));
+			else
+				buf_printf(err, "clickhouse %s: HTTP %ld: %.*s", c->urls[server], status,
+					   (int)(resp.len > 1000 ? 1000 : resp.len), resp.data ? resp.data : "");
+		} else if (out) {
+			buf_append(out, resp.data ? resp.data : "", resp.len);
+		}
+	}
+	buf_free(&resp);
+	return rc;
+}

@@ -1,0 +1,69 @@
+/* chttp.h - ClickHouse's HTTP interface (libcurl) for the fleet store.
+ *
+ * One struct ch_conn names one or more servers (the comma-separated
+ * --clickhouse-url: every shard's server when a cluster is named, so that
+ * `ember-server migrate` can create the local tables on each without
+ * ClickHouse's distributed DDL, which needs ZooKeeper), a database, and
+ * optional credentials sent as HTTP basic auth (what ClickHouse 18.16
+ * takes; never in the URL, where logs would keep them).
+ *
+ * Every call answers one of three codes so that the ingest path can map
+ * them: CH_OK; CH_UNAVAILABLE when ClickHouse is down, slow or busy (no
+ * connection, a timeout, HTTP 503, or one of ClickHouse's network,
+ * timeout, memory and too-many-queries exceptions): the caller answers
+ * 503 with Retry-After and the agent retries; CH_FAILED for anything else
+ * (a rejected query, bad credentials), which retrying will not fix.
+ * Answers are capped at max_response bytes (a larger one is CH_FAILED).
+ * A conn is used by one thread at a time (it owns one curl handle).
+ */
+#ifndef EMBER_STORE_CH_HTTP_H
+#define EMBER_STORE_CH_HTTP_H
+
+#include <stddef.h>
+
+#include "buf.h"
+
+enum ch_rc {
+	CH_OK = 0,
+	CH_UNAVAILABLE = -1,
+	CH_FAILED = -2,
+};
+
+#define CH_MAX_SERVERS 64
+#define CH_MAX_URL 512
+
+struct ch_conn_opts {
+	const char *urls;          /* "http://h1:8123[,http://h2:8123...]" */
+	const char *database;      /* NULL: "ember" */
+	const char *user;          /* NULL: ClickHouse's default user */
+	const char *password_file; /* NULL: no password; else its first line */
+	long timeout_ms;           /* whole request; 0: 30 s */
+	size_t max_response;       /* 0: 16 MiB */
+};
+
+struct ch_conn;
+
+/* NULL with a message in err for a bad URL list, database name or an
+ * unreadable password file. */
+struct ch_conn *ch_conn_new(const struct ch_conn_opts *o, struct buf *err);
+void ch_conn_free(struct ch_conn *c);
+int ch_conn_servers(const struct ch_conn *c);
+const char *ch_conn_database(const struct ch_conn *c);
+
+/* Runs sql on server i (0 ≤ i < ch_conn_servers), with body (may be NULL)
+ * as the request body after it (an INSERT's data; gzip-compressed on the
+ * wire when gzip is set), database as the default database when use_db
+ * is set. settings ("name=value&..." URL parameters, may be NULL) are
+ * ClickHouse settings for this query. The answer's body is appended to out
+ * (may be NULL); on an error, err gets ClickHouse's message. */
+enum ch_rc ch_query(struct ch_conn *c, int server, const char *sql, const void *body, size_t len,
+		    int gzip, int use_db, const char *settings, struct buf *out, struct buf *err);
+
+/* The classification of one answer (exposed for the unit test): curl's
+ * result (0 = CURLE_OK), the HTTP status, and the body ClickHouse sent. */
+enum ch_rc ch_classify(int curl_code, long http_status, const char *body);
+
+/* gzip (RFC 1952) of in[0..n) appended to out; 0 or -1. */
+int ch_gzip(const void *in, size_t n, struct buf *out);
+
+#endif

@@ -1,0 +1,193 @@
+/* schema.c - the fleet store's DDL and migrate: see schema.h. */
+#include "schema.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct table {
+	const char *name;
+	const char *columns;
+	const char *engine;   /* everything after ENGINE = */
+	const char *shard_by; /* the Distributed sharding key */
+};
+
+/* Version 1. A later version appends its own statements (ALTER TABLE ...
+ * ADD COLUMN IF NOT EXISTS, new tables) to ch_schema_statements. */
+static const struct table tables[] = {
+	{ "samples",
+	  "project String, kind String, ts DateTime, stack UInt64, labels UInt64, hz UInt32, "
+	  "value UInt64, batch UInt64",
+	  "MergeTree() PARTITION BY toDate(ts) ORDER BY (project, kind, ts, stack, labels) "
+	  "SETTINGS index_granularity = 8192",
+	  "batch" },
+	{ "stacks", "hash UInt64, frames Array(UInt64)", "ReplacingMergeTree() ORDER BY hash", "hash" },
+	{ "frames",
+	  "hash UInt64, type UInt8, address UInt64, function UInt64, binary UInt64, build_id UInt64",
+	  "ReplacingMergeTree() ORDER BY hash", "hash" },
+	{ "strings", "hash UInt64, value String", "ReplacingMergeTree() ORDER BY hash", "hash" },
+	{ "label_sets", "hash UInt64, keys Array(String), values Array(String)",
+	  "ReplacingMergeTree() ORDER BY hash", "hash" },
+	{ "batches",
+	  "batch UInt64, project String, agent String, sequence UInt64, rows UInt64, "
+	  "ts_min DateTime, ts_max DateTime, inserted DateTime",
+	  "ReplacingMergeTree() PARTITION BY toYYYYMM(inserted) ORDER BY batch", "batch" },
+};
+
+static bool clustered(const struct ch_schema *s)
+{
+	return s->cluster && *s->cluster;
+}
+
+static void stmt_end(struct buf *out, int *n)
+{
+	buf_putc(out, '\0');
+	(*n)++;
+}
+
+int ch_schema_statements(const struct ch_schema *s, int from, struct buf *out)
+{
+	int n = 0;
+	if (from >= CH_SCHEMA_VERSION)
+		return 0;
+	if (from <= 0) {
+		buf_printf(out, "CREATE DATABASE IF NOT EXISTS %s", s->database);
+		stmt_end(out, &n);
+	}
+	const size_t nt = sizeof(tables) / sizeof(tables[0]);
+	for (size_t i = 0; i < nt; i++) {
+		buf_printf(out, "CREATE TABLE IF NOT EXISTS %s.%s%s (%s) ENGINE = %s", s->database,
+			   tables[i].name, clustered(s) ? "_local" : "", tables[i].columns, tables[i].engine);
+		stmt_end(out, &n);
+	}
+	if (clustered(s)) {
+		for (size_t i = 0; i < nt; i++) {
+			buf_printf(out,
+				   "CREATE TABLE IF NOT EXISTS %s.%s AS %s.%s_local "
+				   "ENGINE = Distributed(%s, %s, %s_local, %s)",
+				   s->database, tables[i].name, s->database, tables[i].name, s->cluster,
+				   s->database, tables[i].name, tables[i].shard_by);
+			stmt_end(out, &n);
+		}
+	}
+	return n;
+}
+
+static const char *samples_table(const struct ch_schema *s)
+{
+	return clustered(s) ? "samples_local" : "samples";
+}
+
+int ch_schema_query_texts(const struct ch_schema *s, struct buf *out)
+{
+	int n = 0;
+	const char *d = s->database;
+	buf_printf(out, "CREATE TABLE IF NOT EXISTS %s.schema_version (version UInt32, applied DateTime) "
+			"ENGINE = TinyLog", d);
+	stmt_end(out, &n);
+	buf_printf(out, "SELECT max(version) FROM %s.schema_version", d);
+	stmt_end(out, &n);
+	buf_printf(out, "INSERT INTO %s.schema_version (version, applied) VALUES (%d, now())", d,
+		   CH_SCHEMA_VERSION);
+	stmt_end(out, &n);
+	buf_puts(out, "SELECT version()");
+	stmt_end(out, &n);
+	buf_printf(out,
+		   "SELECT count() FROM %s.batches WHERE batch = 1",
+		   d);
+	stmt_end(out, &n);
+	buf_printf(out,
+		   "SELECT count() FROM %s.samples WHERE project = 'p' AND ts >= toDateTime(0) "
+		   "AND ts <= toDateTime(1) AND batch = 1", d);
+	stmt_end(out, &n);
+	buf_printf(out,
+		   "SELECT partition, sum(rows) FROM system.parts WHERE database = '%s' AND "
+		   "table = '%s' AND active GROUP BY partition ORDER BY partition", d, samples_table(s));
+	stmt_end(out, &n);
+	ch_schema_drop_partition(s, "2026-01-02", out);
+	stmt_end(out, &n);
+	return n;
+}
+
+int ch_schema_drop_partition(const struct ch_schema *s, const char *day, struct buf *out)
+{
+	int y, m, dd;
+	char tail;
+	if (strlen(day) != 10 || sscanf(day, "%4d-%2d-%2d%c", &y, &m, &dd, &tail) != 3 ||
+	    day[4] != '-' || day[7] != '-' || m < 1 || m > 12 || dd < 1 || dd > 31)
+		return -1;
+	buf_printf(out, "ALTER TABLE %s.%s DROP PARTITION '%04d-%02d-%02d'", s->database,
+		   samples_table(s), y, m, dd);
+	return 0;
+}
+
+void ch_schema_ttl(const struct ch_schema *s, int days, struct buf *out)
+{
+	buf_printf(out, "ALTER TABLE %s.%s MODIFY TTL ts + INTERVAL %d DAY", s->database,
+		   samples_table(s), days);
+}
+
+bool ch_version_has_ttl(const char *version)
+{
+	char *end;
+	long major = strtol(version, &end, 10);
+	long minor = *end == '.' ? strtol(end + 1, NULL, 10) : 0;
+	return major > 19 || (major == 19 && minor >= 6);
+}
+
+static enum ch_rc run(struct ch_conn *c, int i, const char *sql, struct buf *out, struct buf *err)
+{
+	enum ch_rc rc = ch_query(c, i, sql, NULL, 0, 0, 0, NULL, out, err);
+	if (rc != CH_OK)
+		buf_printf(err, " (in: %.200s)", sql);
+	return rc;
+}
+
+enum ch_rc ch_migrate(struct ch_conn *c, const char *cluster, struct buf *log, struct buf *err)
+{
+	struct ch_schema s = { .database = ch_conn_database(c), .cluster = cluster };
+	enum ch_rc rc = CH_OK;
+	for (int i = 0; i < ch_conn_servers(c) && rc == CH_OK; i++) {
+		struct buf sql = { 0 }, ans = { 0 }, stmts = { 0 };
+		buf_printf(&sql, "CREATE DATABASE IF NOT EXISTS %s", s.database);
+		rc = run(c, i, sql.data, NULL, err);
+		if (rc == CH_OK) {
+			buf_reset(&sql);
+			buf_printf(&sql, "CREATE TABLE IF NOT EXISTS %s.schema_version (version UInt32, "
+					 "applied DateTime) ENGINE = TinyLog", s.database);
+			rc = run(c, i, sql.data, NULL, err);
+		}
+		if (rc == CH_OK) {
+			buf_reset(&sql);
+			buf_printf(&sql, "SELECT max(version) FROM %s.schema_version", s.database);
+			rc = run(c, i, sql.data, &ans, err);
+		}
+		int from = ans.data ? atoi(ans.data) : 0;
+		if (rc == CH_OK && from > CH_SCHEMA_VERSION) {
+			buf_printf(err, "server %d: schema version %d is newer than this ember-server's %d",
+				   i + 1, from, CH_SCHEMA_VERSION);
+			rc = CH_FAILED;
+		}
+		if (rc == CH_OK && from < CH_SCHEMA_VERSION) {
+			int n = ch_schema_statements(&s, from, &stmts);
+			const char *p = stmts.data;
+			for (int k = 0; k < n && rc == CH_OK; k++, p += strlen(p) + 1)
+				rc = run(c, i, p, NULL, err);
+			if (rc == CH_OK) {
+				buf_reset(&sql);
+				buf_printf(&sql, "INSERT INTO %s.schema_version (version, applied) VALUES (%d, now())",
+					   s.database, CH_SCHEMA_VERSION);
+				rc = run(c, i, sql.data, NULL, err);
+			}
+			if (rc == CH_OK && log)
+				buf_printf(log, "server %d: schema %d -> %d (%d statements)\n", i + 1, from,
+					   CH_SCHEMA_VERSION, n);
+		} else if (rc == CH_OK && log) {
+			buf_printf(log, "server %d: schema at version %d, nothing to do\n", i + 1, from);
+		}
+		buf_free(&sql);
+		buf_free(&ans);
+		buf_free(&stmts);
+	}
+	return rc;
+}
