@@ -309,7 +309,7 @@ run: deps-run
 test: deps
 	@scripts/install-test-pydeps.sh
 	@scripts/install-test-python.sh
-	@$(MAKE) --no-print-directory all $(UNIT_BINS) $(FUZZ_BINS) $(WORKLOADS)
+	@$(MAKE) --no-print-directory all $(UNIT_BINS) $(FUZZ_BINS) $(WORKLOADS) $(BUILD)/bench/clickhouse_bench
 	@$(MAKE) --no-print-directory $(BUILD)/oidc_provider || echo "oidc_provider not built: tests/integration/test_oidc.py will skip"
 	@scripts/install-test-npm.sh || echo "speedscope not installed: test_exports checks the speedscope export by structure only"
 	@scripts/test.sh

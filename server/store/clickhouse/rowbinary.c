@@ -1,0 +1,293 @@
+/* rowbinary.c - RowBinary rows and the insert of one batch: see rowbinary.h. */
+#include "rowbinary.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
+#include <xxhash.h>
+
+void ch_rb_u8(struct buf *b, uint8_t v)
+{
+	buf_append(b, &v, 1);
+}
+
+void ch_rb_u32(struct buf *b, uint32_t v)
+{
+	uint8_t x[4] = { (uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24) };
+	buf_append(b, x, 4);
+}
+
+void ch_rb_u64(struct buf *b, uint64_t v)
+{
+	uint8_t x[8];
+	for (int i = 0; i < 8; i++)
+		x[i] = (uint8_t)(v >> (8 * i));
+	buf_append(b, x, 8);
+}
+
+void ch_rb_varint(struct buf *b, uint64_t v)
+{
+	uint8_t x[10];
+	int n = 0;
+	do {
+		x[n] = v & 0x7f;
+		v >>= 7;
+		if (v)
+			x[n] |= 0x80;
+		n++;
+	} while (v);
+	buf_append(b, x, (size_t)n);
+}
+
+void ch_rb_string(struct buf *b, const char *s, size_t n)
+{
+	ch_rb_varint(b, n);
+	buf_append(b, s, n);
+}
+
+static void hash_bytes(XXH3_state_t *st, const void *p, size_t n)
+{
+	uint64_t len = n;
+	XXH3_64bits_update(st, &len, sizeof(len));
+	XXH3_64bits_update(st, p, n);
+}
+
+uint64_t ch_string_hash(const char *s, size_t n)
+{
+	return XXH3_64bits_withSeed(s, n, CH_SEED_STRING);
+}
+
+uint64_t ch_frame_hash(const struct ch_frame *f)
+{
+	uint64_t v[5] = { f->type, f->address, f->function, f->binary, f->build_id };
+	return XXH3_64bits_withSeed(v, sizeof(v), CH_SEED_FRAME);
+}
+
+uint64_t ch_stack_hash(const uint64_t *frames, size_t n)
+{
+	return XXH3_64bits_withSeed(frames, n * sizeof(*frames), CH_SEED_STACK);
+}
+
+uint64_t ch_labels_hash(const char *const *keys, const char *const *values, size_t n)
+{
+	XXH3_state_t st;
+	XXH3_64bits_reset_withSeed(&st, CH_SEED_LABELS);
+	for (size_t i = 0; i < n; i++) {
+		hash_bytes(&st, keys[i], strlen(keys[i]));
+		hash_bytes(&st, values[i], strlen(values[i]));
+	}
+	return XXH3_64bits_digest(&st);
+}
+
+uint64_t ch_batch_id(const char *agent, uint64_t sequence)
+{
+	XXH3_state_t st;
+	XXH3_64bits_reset_withSeed(&st, CH_SEED_BATCH);
+	hash_bytes(&st, agent, strlen(agent));
+	XXH3_64bits_update(&st, &sequence, sizeof(sequence));
+	return XXH3_64bits_digest(&st);
+}
+
+void ch_rb_sample(struct buf *out, const struct ch_sample *s)
+{
+	ch_rb_string(out, s->project, strlen(s->project));
+	ch_rb_string(out, s->kind, strlen(s->kind));
+	ch_rb_u32(out, s->ts);
+	ch_rb_u64(out, s->stack);
+	ch_rb_u64(out, s->labels);
+	ch_rb_u32(out, s->hz);
+	ch_rb_u64(out, s->value);
+	ch_rb_u64(out, s->batch);
+}
+
+void ch_batch_init(struct ch_batch *b, const char *project, const char *agent, uint64_t sequence)
+{
+	memset(b, 0, sizeof(*b));
+	b->project = project;
+	b->agent = agent;
+	b->sequence = sequence;
+	b->id = ch_batch_id(agent, sequence);
+}
+
+void ch_batch_free(struct ch_batch *b)
+{
+	buf_free(&b->samples);
+	buf_free(&b->stacks);
+	buf_free(&b->frames);
+	buf_free(&b->strings);
+	buf_free(&b->label_sets);
+}
+
+int ch_batch_sample(struct ch_batch *b, const struct ch_sample *s)
+{
+	if (b->n_samples >= CH_MAX_BATCH_ROWS)
+		return -1;
+	struct ch_sample r = *s;
+	r.project = b->project;
+	r.batch = b->id;
+	ch_rb_sample(&b->samples, &r);
+	if (!b->n_samples || s->ts < b->ts_min)
+		b->ts_min = s->ts;
+	if (!b->n_samples || s->ts > b->ts_max)
+		b->ts_max = s->ts;
+	b->n_samples++;
+	return 0;
+}
+
+uint64_t ch_batch_string(struct ch_batch *b, const char *s, size_t n)
+{
+	uint64_t h = ch_string_hash(s, n);
+	ch_rb_u64(&b->strings, h);
+	ch_rb_string(&b->strings, s, n);
+	b->n_strings++;
+	return h;
+}
+
+uint64_t ch_batch_frame(struct ch_batch *b, const struct ch_frame *f)
+{
+	uint64_t h = ch_frame_hash(f);
+	ch_rb_u64(&b->frames, h);
+	ch_rb_u8(&b->frames, f->type);
+	ch_rb_u64(&b->frames, f->address);
+	ch_rb_u64(&b->frames, f->function);
+	ch_rb_u64(&b->frames, f->binary);
+	ch_rb_u64(&b->frames, f->build_id);
+	b->n_frames++;
+	return h;
+}
+
+uint64_t ch_batch_stack(struct ch_batch *b, const uint64_t *frames, size_t n)
+{
+	uint64_t h = ch_stack_hash(frames, n);
+	ch_rb_u64(&b->stacks, h);
+	ch_rb_varint(&b->stacks, n);
+	for (size_t i = 0; i < n; i++)
+		ch_rb_u64(&b->stacks, frames[i]);
+	b->n_stacks++;
+	return h;
+}
+
+uint64_t ch_batch_label_set(struct ch_batch *b, const char *const *keys, const char *const *values,
+			    size_t n)
+{
+	uint64_t h = ch_labels_hash(keys, values, n);
+	ch_rb_u64(&b->label_sets, h);
+	ch_rb_varint(&b->label_sets, n);
+	for (size_t i = 0; i < n; i++)
+		ch_rb_string(&b->label_sets, keys[i], strlen(keys[i]));
+	ch_rb_varint(&b->label_sets, n);
+	for (size_t i = 0; i < n; i++)
+		ch_rb_string(&b->label_sets, values[i], strlen(values[i]));
+	b->n_label_sets++;
+	return h;
+}
+
+void ch_sql_string(struct buf *out, const char *s, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	buf_reserve(out, n + 2);
+	buf_putc(out, '\'');
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c == '\\' || c == '\'') {
+			buf_putc(out, '\\');
+			buf_putc(out, (char)c);
+		} else if (c < 0x20 || c >= 0x7f) {
+			char x[4] = { '\\', 'x', hex[c >> 4], hex[c & 15] };
+			buf_append(out, x, 4);
+		} else {
+			buf_putc(out, (char)c);
+		}
+	}
+	buf_putc(out, '\'');
+}
+
+/* Synchronous Distributed inserts: acknowledged means on the shard. */
+#define INSERT_SETTINGS "insert_distributed_sync=1"
+
+static enum ch_rc insert(struct ch_conn *c, const char *table, const char *columns,
+			 const struct buf *body, struct buf *err)
+{
+	if (!body->len)
+		return CH_OK;
+	struct buf sql = { 0 };
+	buf_printf(&sql, "INSERT INTO %s.%s (%s) FORMAT RowBinary", ch_conn_database(c), table, columns);
+	enum ch_rc rc = ch_query(c, 0, sql.data, body->data, body->len, 1, 0, INSERT_SETTINGS, NULL, err);
+	buf_free(&sql);
+	return rc;
+}
+
+/* How many rows of table hold batch b; -1 on an error (rc set). */
+static long long count_of(struct ch_conn *c, const struct ch_batch *b, int samples, enum ch_rc *rc,
+			  struct buf *err)
+{
+	struct buf sql = { 0 }, ans = { 0 };
+	const char *d = ch_conn_database(c);
+	if (samples) {
+		buf_printf(&sql, "SELECT count() FROM %s.samples WHERE project = ", d);
+		ch_sql_string(&sql, b->project, strlen(b->project));
+		buf_printf(&sql, " AND ts >= toDateTime(%u) AND ts <= toDateTime(%u) AND batch = %llu",
+			   b->ts_min, b->ts_max, (unsigned long long)b->id);
+	} else {
+		buf_printf(&sql, "SELECT count() FROM %s.batches WHERE batch = %llu", d,
+			   (unsigned long long)b->id);
+	}
+	*rc = ch_query(c, 0, sql.data, NULL, 0, 0, 0, NULL, &ans, err);
+	long long n = *rc == CH_OK && ans.data ? strtoll(ans.data, NULL, 10) : -1;
+	buf_free(&sql);
+	buf_free(&ans);
+	return n;
+}
+
+static enum ch_rc record(struct ch_conn *c, const struct ch_batch *b, struct buf *err)
+{
+	struct buf row = { 0 };
+	ch_rb_u64(&row, b->id);
+	ch_rb_string(&row, b->project, strlen(b->project));
+	ch_rb_string(&row, b->agent, strlen(b->agent));
+	ch_rb_u64(&row, b->sequence);
+	ch_rb_u64(&row, b->n_samples);
+	ch_rb_u32(&row, b->ts_min);
+	ch_rb_u32(&row, b->ts_max);
+	ch_rb_u32(&row, (uint32_t)time(NULL));
+	enum ch_rc rc = insert(c, "batches", "batch, project, agent, sequence, rows, ts_min, ts_max, inserted",
+			       &row, err);
+	buf_free(&row);
+	return rc;
+}
+
+enum ch_rc ch_insert_batch(struct ch_conn *c, struct ch_batch *b, enum ch_insert_result *result,
+			   struct buf *err)
+{
+	enum ch_rc rc;
+	*result = CH_INSERTED;
+	/* Stored before? The batches row is written last, so a batch whose
+	 * samples landed but whose row did not (the answer lost between the
+	 * two) is found by its samples: they went in one block, whole. */
+	long long n = count_of(c, b, 0, &rc, err);
+	if (rc != CH_OK)
+		return rc;
+	if (n == 0 && b->n_samples) {
+		n = count_of(c, b, 1, &rc, err);
+		if (rc != CH_OK)
+			return rc;
+		if (n > 0 && (rc = record(c, b, err)) != CH_OK)
+			return rc;
+	}
+	if (n > 0) {
+		*result = CH_DUPLICATE;
+		return CH_OK;
+	}
+	/* Dictionaries before the samples that name them. */
+	if ((rc = insert(c, "strings", "hash, value", &b->strings, err)) != CH_OK ||
+	    (rc = insert(c, "frames", "hash, type, address, function, binary, build_id", &b->frames, err)) != CH_OK ||
+	    (rc = insert(c, "stacks", "hash, frames", &b->stacks, err)) != CH_OK ||
+	    (rc = insert(c, "label_sets", "hash, keys, values", &b->label_sets, err)) != CH_OK ||
+	    (rc = insert(c, "samples", "project, kind, ts, stack, labels, hz, value, batch", &b->samples,
+			 err)) != CH_OK)
+		return rc;
+	return record(c, b, err);
+}
