@@ -292,6 +292,12 @@ $(BUILD)/workloads/cuda_wire_launcher: tests/workloads/cuda_wire_launcher.c $(BU
 	@mkdir -p $(@D)
 	$(call say,CC,$@)$(CC) -std=gnu11 -O1 -g -fno-omit-frame-pointer -fno-inline -Wall -Wextra -Werror -Ilib $< -o $@ -L$(BUILD)/workloads/cuda_wire -lembercuda -Wl,-rpath,'$$ORIGIN/cuda_wire'
 
+# TEST-ONLY: a CEL filter as SQL and as cel_eval's answer, side by side
+# (tests/integration/test_clickhouse_celsql.py).
+$(BUILD)/tests/cel_sql_tool: $(call obj,tests/tools/cel_sql_tool.c) $(SERVER_OBJS) $(LIB_OBJS)
+	@mkdir -p $(@D)
+	$(call say,CC,$@)$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 
@@ -309,7 +315,7 @@ run: deps-run
 test: deps
 	@scripts/install-test-pydeps.sh
 	@scripts/install-test-python.sh
-	@$(MAKE) --no-print-directory all $(UNIT_BINS) $(FUZZ_BINS) $(WORKLOADS) $(BUILD)/bench/clickhouse_bench
+	@$(MAKE) --no-print-directory all $(UNIT_BINS) $(FUZZ_BINS) $(WORKLOADS) $(BUILD)/bench/clickhouse_bench $(BUILD)/tests/cel_sql_tool
 	@$(MAKE) --no-print-directory $(BUILD)/oidc_provider || echo "oidc_provider not built: tests/integration/test_oidc.py will skip"
 	@scripts/install-test-npm.sh || echo "speedscope not installed: test_exports checks the speedscope export by structure only"
 	@scripts/test.sh

@@ -10,53 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cel_int.h"
 #include "uregex.h"
 #include "util.h"
-
-enum node_kind {
-	N_TRUE,
-	N_FALSE,
-	N_NOT,
-	N_AND,
-	N_OR,
-	N_EQ,
-	N_NE,
-	N_LT,       /* numeric: a < b, false when either side is not a number */
-	N_LE,
-	N_GT,
-	N_GE,
-	N_NUM_EQ,   /* == with a number literal on one side: numeric */
-	N_NUM_NE,   /* != likewise: false when a side is not a number */
-	N_ATTR,
-	N_STR,
-	N_NUM,      /* a number literal; text holds its spelling */
-	N_IN,       /* value of a is one of items[0..nitems) (sorted) */
-	N_MATCHES,  /* re finds a match in the value of a */
-	N_STARTS,   /* the value of a starts with the value of b */
-	N_ENDS,     /* ... ends with ... */
-	N_CONTAINS, /* ... contains ... */
-};
-
-struct node {
-	enum node_kind kind;
-	int a, b;   /* children (indexes), -1 when unused */
-	char *text; /* attribute name or string value */
-	double num; /* N_NUM, and N_STR when isnum: the literal's value */
-	bool isnum; /* N_NUM, or an N_STR literal that spells a number */
-	char **items;
-	size_t nitems;
-	struct uregex *re;
-};
-
-struct cel_program {
-	struct node *nodes;
-	size_t count, cap;
-	int root;
-	size_t nregex;
-	/* Bounds every regex of the program (uregex.h); written by cel_eval
-	 * through the const program: one evaluating thread at a time. */
-	struct uregex_matcher *rm;
-};
 
 struct parser {
 	const char *src;
@@ -434,7 +390,8 @@ static int in_list(struct parser *ps, int l)
 }
 
 /* The pattern of matches(): a string literal, compiled now. */
-static struct uregex *regex_arg(struct parser *ps)
+/* The compiled pattern; its text (for cel_sql.c) in *text, malloc'ed. */
+static struct uregex *regex_arg(struct parser *ps, char **text)
 {
 	skip_ws(ps);
 	size_t at = ps->pos;
@@ -460,6 +417,8 @@ static struct uregex *regex_arg(struct parser *ps)
 	 * parts. \C (one byte, even inside a character) is refused. */
 	struct uregex *re = uregex_compile(pat.data, pat.len, UREGEX_UTF, what, msg, sizeof(msg),
 					   &off);
+	if (re)
+		*text = xstrndup(pat.data ? pat.data : "", pat.len);
 	buf_free(&pat);
 	if (!re) {
 		fail_at(ps, at, "bad regular expression: %s (at offset %zu of the pattern)", msg, off);
@@ -477,10 +436,11 @@ static int call_rest(struct parser *ps, int fi, int subject)
 {
 	int n;
 	if (funcs[fi].kind == N_MATCHES) {
-		struct uregex *re = regex_arg(ps);
+		char *text = NULL;
+		struct uregex *re = regex_arg(ps, &text);
 		if (!re)
 			return -1;
-		n = new_node(ps, N_MATCHES, subject, -1, NULL);
+		n = new_node(ps, N_MATCHES, subject, -1, text);
 		ps->p->nodes[n].re = re;
 	} else {
 		int arg = string_operand(ps, funcs[fi].name);
