@@ -5,10 +5,13 @@
  *   clickhouse_bench --clickhouse-url URL [--clickhouse-database ember]
  *                    [--project P] [--agent A] [--first-seq N]
  *                    [--batches N] [--rows M] [--seed S] [--timeout-ms T]
+ *                    [--ts-base SECONDS] [--clickhouse-cluster NAME --retention-cutoff SECONDS]
  *
  * The generator is deterministic in (seed, agent, sequence): the same
  * flags make the same batches with the same ids, so a second run is all
  * duplicates (tests/integration/test_clickhouse_insert.py relies on it).
+ * --retention-cutoff runs the retention (ch_retention) after the inserts,
+ * on every server of --clickhouse-url, and prints dropped=N.
  * Prints one line of key=value; exits 0, 3 when ClickHouse was
  * unavailable (what ingest answers 503 for), 1 on another failure.
  */
@@ -21,6 +24,7 @@
 #include <curl/curl.h>
 
 #include "server/store/clickhouse/rowbinary.h"
+#include "server/store/clickhouse/schema.h"
 #include "util.h"
 
 static uint64_t rng_next(uint64_t *s)
@@ -45,11 +49,17 @@ int main(int argc, char **argv)
 		{ "rows", required_argument, NULL, 'r' },
 		{ "seed", required_argument, NULL, 's' },
 		{ "timeout-ms", required_argument, NULL, 't' },
+		{ "ts-base", required_argument, NULL, 'T' },
+		{ "clickhouse-cluster", required_argument, NULL, 'c' },
+		{ "retention-cutoff", required_argument, NULL, 'R' },
 		{ 0 },
 	};
 	struct ch_conn_opts o = { .timeout_ms = 30000 };
 	const char *project = "bench", *agent = "bench-agent";
 	unsigned long long first = 1, batches = 10, rows = 10000, seed = 1;
+	uint32_t base = 1796000000u;  /* 2026-11-30 */
+	const char *cluster = NULL;
+	long long cutoff = -1;
 	int ch;
 	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (ch) {
@@ -62,6 +72,9 @@ int main(int argc, char **argv)
 		case 'r': rows = strtoull(optarg, NULL, 10); break;
 		case 's': seed = strtoull(optarg, NULL, 10); break;
 		case 't': o.timeout_ms = strtol(optarg, NULL, 10); break;
+		case 'T': base = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 'c': cluster = optarg; break;
+		case 'R': cutoff = strtoll(optarg, NULL, 10); break;
 		default: return 2;
 		}
 	}
@@ -80,7 +93,6 @@ int main(int argc, char **argv)
 	unsigned long long inserted = 0, dups = 0, total_rows = 0, total_value = 0;
 	uint64_t encode_ns = 0, t0 = now_mono_ns();
 	int rc = 0;
-	const uint32_t base = 1796000000u;  /* 2026-11-30 */
 	for (unsigned long long i = 0; i < batches && !rc; i++) {
 		uint64_t seq = first + i;
 		uint64_t r = seed * 1000003u + seq;
@@ -142,6 +154,15 @@ int main(int argc, char **argv)
 		}
 	}
 	double secs = (double)(now_mono_ns() - t0) / 1e9;
+	int dropped = 0;
+	if (!rc && cutoff >= 0) {
+		enum ch_rc rrc = ch_retention(c, cluster, cutoff, &dropped, &err);
+		if (rrc != CH_OK) {
+			fprintf(stderr, "clickhouse_bench: retention: %s\n", err.data);
+			rc = rrc == CH_UNAVAILABLE ? 3 : 1;
+		}
+		printf("dropped=%d ", dropped);
+	}
 	printf("batches=%llu inserted=%llu duplicate=%llu rows=%llu value=%llu seconds=%.3f "
 	       "encode_seconds=%.3f rows_per_s=%.0f\n",
 	       batches, inserted, dups, total_rows, total_value, secs, (double)encode_ns / 1e9,

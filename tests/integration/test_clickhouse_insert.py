@@ -136,3 +136,26 @@ def test_a_rejected_query_is_not_unavailable(migrated):
     a, _ = migrated.servers
     rc, out, err = run_bench(a.url, "--batches", "1", "--rows", "10", db="no_such_db")
     assert rc == 1 and "unavailable" not in err, (rc, err)
+
+
+def test_retention_drops_whole_days_on_every_shard(migrated):
+    """ch_retention (18.16 has no TTL): the day partitions wholly before
+    the cutoff go on both shards; the day the cutoff falls in stays."""
+    a, b = migrated.servers
+    day1, day2 = 20780 * 86400, 20781 * 86400
+    for base, first in ((day1, 1), (day2, 101)):
+        rc, out, err = run_bench(a.url, "--project", "ret", "--agent", "ag5", "--batches", "8",
+                                 "--rows", "100", "--ts-base", str(base), "--first-seq", str(first))
+        assert rc == 0, err
+    days = "SELECT toDate(ts), count() FROM ember.samples WHERE project = 'ret' GROUP BY toDate(ts) ORDER BY 1"
+    assert one(a, days) == "2026-11-23\t800\n2026-11-24\t800"
+    both = f"{a.url},{b.url}"
+    # a cutoff inside day2 keeps day2 (not wholly before it)
+    rc, out, err = run_bench(both, "--batches", "0", "--clickhouse-cluster", "ember_test",
+                             "--retention-cutoff", str(day2 + 3600))
+    assert rc == 0 and out["dropped"] == "2", (out, err)  # day1 on each shard
+    assert one(a, days) == "2026-11-24\t800"
+    assert one(a, "SELECT count() FROM ember.samples WHERE project = 'rb'") == "32000"
+    rc, out, err = run_bench(both, "--batches", "0", "--clickhouse-cluster", "ember_test",
+                             "--retention-cutoff", str(day2 + 3600))
+    assert rc == 0 and out["dropped"] == "0", (out, err)

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct table {
 	const char *name;
@@ -188,6 +189,46 @@ enum ch_rc ch_migrate(struct ch_conn *c, const char *cluster, struct buf *log, s
 		buf_free(&sql);
 		buf_free(&ans);
 		buf_free(&stmts);
+	}
+	return rc;
+}
+
+enum ch_rc ch_retention(struct ch_conn *c, const char *cluster, int64_t cutoff_s, int *dropped,
+			struct buf *err)
+{
+	struct ch_schema s = { .database = ch_conn_database(c), .cluster = cluster };
+	/* the first day that stays: the one cutoff_s falls in (a day that
+	 * began before cutoff_s but ends after it is not wholly before it) */
+	if (cutoff_s < 0)
+		cutoff_s = 0;
+	time_t keep = (time_t)(cutoff_s / 86400 * 86400);
+	struct tm tm;
+	char keep_day[16];
+	gmtime_r(&keep, &tm);
+	strftime(keep_day, sizeof(keep_day), "%Y-%m-%d", &tm);
+	enum ch_rc rc = CH_OK;
+	for (int i = 0; i < ch_conn_servers(c) && rc == CH_OK; i++) {
+		struct buf sql = { 0 }, ans = { 0 };
+		buf_printf(&sql,
+			   "SELECT DISTINCT partition FROM system.parts WHERE database = '%s' AND "
+			   "table = '%s' AND active ORDER BY partition", s.database, samples_table(&s));
+		rc = run(c, i, sql.data, &ans, err);
+		for (char *line = ans.data, *next; rc == CH_OK && line && *line; line = next) {
+			next = strchr(line, '\n');
+			if (next)
+				*next++ = 0;
+			/* partitions print as YYYY-MM-DD; anything else is not ours to drop */
+			if (strlen(line) != 10 || strcmp(line, keep_day) >= 0)
+				continue;
+			buf_reset(&sql);
+			if (ch_schema_drop_partition(&s, line, &sql) < 0)
+				continue;
+			rc = run(c, i, sql.data, NULL, err);
+			if (rc == CH_OK)
+				(*dropped)++;
+		}
+		buf_free(&sql);
+		buf_free(&ans);
 	}
 	return rc;
 }

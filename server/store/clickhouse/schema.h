@@ -31,6 +31,7 @@
 #define EMBER_STORE_CH_SCHEMA_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "buf.h"
 #include "chttp.h"
@@ -65,6 +66,13 @@ void ch_schema_ttl(const struct ch_schema *s, int days, struct buf *out);
 
 /* Whether a server version string ("18.16.1", "24.3.2.23") supports TTL. */
 bool ch_version_has_ttl(const char *version);
+
+/* Retention: on every server of c, drops the samples' day partitions
+ * wholly before cutoff_s (seconds since 1970, UTC: a partition of day D
+ * goes when D + 1 day <= cutoff_s), adding how many went to *dropped.
+ * Works on every version (18.16 has no TTL). */
+enum ch_rc ch_retention(struct ch_conn *c, const char *cluster, int64_t cutoff_s, int *dropped,
+			struct buf *err);
 
 /* `ember-server migrate`: on every server of c, reads schema_version
  * (created when missing), applies the statements from there to
