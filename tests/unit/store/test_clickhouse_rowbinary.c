@@ -182,6 +182,10 @@ static void test_schema_statements(void **state)
 	assert_int_equal(ch_schema_drop_partition(&plain, "2026-13-01", &b), -1);
 	assert_int_equal(ch_schema_drop_partition(&plain, "x", &b), -1);
 	assert_int_equal(b.len, 0);
+	ch_schema_ttl(&sharded, 14, &b);
+	/* the text test_clickhouse_schema.py runs through a current ClickHouse */
+	assert_string_equal(b.data, "ALTER TABLE ember.samples_local MODIFY TTL ts + INTERVAL 14 DAY");
+	buf_reset(&b);
 	assert_false(ch_version_has_ttl("18.16.1"));
 	assert_false(ch_version_has_ttl("19.5.3"));
 	assert_true(ch_version_has_ttl("19.6.2"));
