@@ -8,8 +8,9 @@ does not list, an answer that fails its schema, or a route that no call
 below reached fails the test. Objects in the document are read as closed
 (a field the schema does not name fails) unless the schema says
 additionalProperties itself; "nullable" is read as OpenAPI 3.0 means it.
-The document's request examples are validated against their schemas too,
-and a wrong answer is shown to be refused (the validator is not idle)."""
+Each JSON request the server accepts, and each request example of the
+document, is validated against its request schema too, and a wrong answer
+is shown to be refused (the validator is not idle)."""
 
 import copy
 import json
@@ -107,6 +108,18 @@ class Document:
                 return p, paths[p][method.lower()]
         raise AssertionError(f"{method} {path}: not in openapi.json")
 
+    def check_request(self, method, path, body):
+        """Validates a JSON request body the server accepted against the
+        request schema of its operation."""
+        dpath, op = self.operation(method, path)
+        content = (op.get("requestBody") or {}).get("content", {})
+        if "application/json" not in content or "schema" not in content["application/json"]:
+            return
+        ptr = "/paths/{}/{}/requestBody/content/application~1json/schema".format(
+            dpath.replace("~", "~0").replace("/", "~1"), method.lower())
+        errors = list(self.validator(ptr).iter_errors(body))
+        assert not errors, (method, dpath, "request", [e.message for e in errors], body)
+
     def check(self, method, path, status, ctype, body, route=None):
         """Validates one real answer; returns its JSON (or bytes)."""
         dpath, op = self.operation(method, path)
@@ -175,6 +188,8 @@ class Client:
             status, ctype, raw, hd = e.code, e.headers.get("Content-Type"), e.read(), e.headers
         if expect is not None:
             assert status == expect, (method, path, status, raw[:500])
+        if 200 <= status < 300 and body is not None and not isinstance(body, bytes):
+            self.doc.check_request(method, path, body)
         doc = self.doc.check(method, path, status, ctype, raw, route)
         return status, doc, hd
 
