@@ -13,11 +13,14 @@
  *   once (the connection closed); a body that grows beyond it is read,
  *   discarded and answered 413;
  * - bodies held in memory by all requests together stay within
- *   http_limits.upload_memory (beyond it: 503 with Retry-After); a route
+ *   http_limits.upload_memory (beyond it: 503 with Retry-After), counted
+ *   with the gRPC listener's bodies when they share a budget; a route
  *   with HTTP_SPOOL keeps only the first HTTP_SPOOL_AFTER bytes of a body in
  *   memory and writes the rest to an unlinked file in spool_dir, which the
  *   handler sees read-only mapped as req->body;
- * - connections: a total and a per-client-address limit, an idle timeout,
+ * - connections: a total (with the gRPC listener's, struct http_budget;
+ *   one beyond it is shut down as it starts) and a per-client-address
+ *   limit, an idle timeout,
  *   and deadlines for a request's headers and for its body;
  * - HTTP_QUERY and HTTP_INGEST routes run on pools of their own (the
  *   connection is suspended meanwhile): at most query_threads queries at
