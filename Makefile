@@ -123,6 +123,10 @@ $(BUILD)/obj/%.o: %.c | $(GEN_HEADERS)
 	@mkdir -p $(@D)
 	$(call say,CC,$@)$(CC) $(ALL_CFLAGS) -c $< -o $@
 
+# patterns.c embeds its table with .incbin: rebuilt when the table changes.
+$(BUILD)/obj/server/query/patterns.o $(BUILD)/asan/server/query/patterns.o \
+$(BUILD)/fuzz/obj/server/query/patterns.o: server/query/patterns.json
+
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c | $(GEN_HEADERS)
 	@mkdir -p $(@D)
 	$(call say,CC,$@)$(CC) $(ALL_CFLAGS) -Wno-unused-parameter -c $< -o $@

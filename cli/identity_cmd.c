@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -42,17 +43,20 @@ static const struct flag {
 	const char *name;
 	enum flag_kind kind;
 	unsigned cmds; /* the commands that take it */
+	size_t str;    /* a string flag: offsetof its member of struct opts (0: not one) */
 } flags[] = {
-	{ "data-dir", FLAG_VALUE, F(USER_CREATE) | F(USER_LIST) | F(USER_RESET_PASSWORD) | F(ROLES_LIST) | F(ROLES_SET) },
-	{ "email", FLAG_VALUE, F(USER_CREATE) },
-	{ "password", FLAG_VALUE, F(USER_CREATE) | F(USER_RESET_PASSWORD) },
-	{ "given-name", FLAG_VALUE, F(USER_CREATE) },
-	{ "family-name", FLAG_VALUE, F(USER_CREATE) },
-	{ "query", FLAG_VALUE, F(USER_LIST) },
+	{ "data-dir", FLAG_VALUE, F(USER_CREATE) | F(USER_LIST) | F(USER_RESET_PASSWORD) | F(ROLES_LIST) | F(ROLES_SET),
+	  offsetof(struct opts, data_dir) },
+	{ "email", FLAG_VALUE, F(USER_CREATE), offsetof(struct opts, email) },
+	{ "password", FLAG_VALUE, F(USER_CREATE) | F(USER_RESET_PASSWORD), offsetof(struct opts, password) },
+	{ "given-name", FLAG_VALUE, F(USER_CREATE), offsetof(struct opts, given) },
+	{ "family-name", FLAG_VALUE, F(USER_CREATE), offsetof(struct opts, family) },
+	{ "query", FLAG_VALUE, F(USER_LIST), offsetof(struct opts, query) },
 	{ "include-roles", FLAG_BOOL, F(USER_LIST) },
 	{ "page", FLAG_VALUE, F(USER_LIST) },
 	{ "page-size", FLAG_VALUE, F(USER_LIST) },
-	{ "user-id", FLAG_VALUE, F(USER_RESET_PASSWORD) | F(ROLES_LIST) | F(ROLES_SET) },
+	{ "user-id", FLAG_VALUE, F(USER_RESET_PASSWORD) | F(ROLES_LIST) | F(ROLES_SET),
+	  offsetof(struct opts, user_id) },
 	{ "name", FLAG_LIST, F(ROLES_LIST) },
 	{ "admin", FLAG_BOOL, F(ROLES_SET) },
 	{ "role", FLAG_LIST, F(ROLES_SET) },
@@ -173,20 +177,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
 		if (!v)
 			return usage_error("%s: missing value", argv[i]);
-		if (!strcmp(name, "data-dir"))
-			o->data_dir = v;
-		else if (!strcmp(name, "email"))
-			o->email = v;
-		else if (!strcmp(name, "password"))
-			o->password = v;
-		else if (!strcmp(name, "given-name"))
-			o->given = v;
-		else if (!strcmp(name, "family-name"))
-			o->family = v;
-		else if (!strcmp(name, "query"))
-			o->query = v;
-		else if (!strcmp(name, "user-id"))
-			o->user_id = v;
+		if (f->str)
+			*(const char **)(void *)((char *)o + f->str) = v;
 		else if (!strcmp(name, "name"))
 			o->names[o->nnames++] = v;
 		else if (!strcmp(name, "role"))
@@ -399,6 +391,33 @@ static void print_list(const char *key, const json_t *arr)
 	buf_free(&line);
 }
 
+/* A user of a JSON array (identity_users_json's). */
+static void print_user_json(const json_t *u, const struct opts *o)
+{
+	print_user(json_string_value(json_object_get(u, "id")),
+		   json_string_value(json_object_get(u, "email")),
+		   json_string_value(json_object_get(u, "given_name")),
+		   json_string_value(json_object_get(u, "family_name")),
+		   json_integer_value(json_object_get(u, "created_at")),
+		   json_integer_value(json_object_get(u, "updated_at")));
+	if (o->include_roles)
+		print_roles(json_object_get(u, "roles"));
+}
+
+/* A role of a JSON array (identity_roles_json's). */
+static void print_role_json(const json_t *r, const struct opts *o)
+{
+	(void)o;
+	printf("Role %s\n", json_string_value(json_object_get(r, "id")));
+	field("name", json_string_value(json_object_get(r, "name")));
+	field("is_locked", json_is_true(json_object_get(r, "is_locked")) ? "true" : "false");
+	printf("users: %lld\n", (long long)json_integer_value(json_object_get(r, "users")));
+	print_list("perms", json_object_get(r, "patterns"));
+	/* A project-scoped role grants its patterns only in these. */
+	if (json_array_size(json_object_get(r, "project_ids")))
+		print_list("projects", json_object_get(r, "project_ids"));
+}
+
 /* --- commands ----------------------------------------------------------------------- */
 
 static int failed(struct identity *id, const char *action, const char *target, const struct buf *err)
@@ -409,169 +428,117 @@ static int failed(struct identity *id, const char *action, const char *target, c
 	return 1;
 }
 
-static int user_create(struct identity *id, const struct opts *o)
+/* The user user_id into *u: 0, or a failure of action audited and said
+ * (1, returned by the command). */
+static int find_user(struct identity *id, const char *action, const char *user_id, struct user_info *u,
+		     struct buf *err)
 {
-	struct buf err = { 0 };
+	int found = identity_user_get(id, user_id, u, err);
+	if (found == 1)
+		buf_printf(err, "no user with id %.40s", user_id);
+	return found ? failed(id, action, user_id, err) : 0;
+}
+
+/* The end of a list command: rc is the listing's (< 0: failed, audited
+ * and said, 1 returned); else the listing of what is audited and each
+ * item of items printed with one, a blank line between. */
+static int listed(struct identity *id, const char *action, const char *target, const char *what,
+		  int rc, const json_t *items, const struct buf *err,
+		  void (*one)(const json_t *, const struct opts *), const struct opts *o)
+{
+	if (rc < 0)
+		return failed(id, action, target, err);
+	identity_audit(id, ACTOR, ORIGIN, action, target, "ok", what);
+	size_t i;
+	json_t *item;
+	json_array_foreach(items, i, item) {
+		if (i)
+			putchar('\n');
+		one(item, o);
+	}
+	return 0;
+}
+
+/* What a command holds, freed by cmd_identity once it returns (so that a
+ * command can return from anywhere): its error text, its audit detail,
+ * the JSON it read and the password it was given. */
+struct held {
+	struct buf err, what;
+	json_t *items;
+	char *pw;
+};
+
+static int user_create(struct identity *id, const struct opts *o, struct held *h)
+{
 	struct user_info u;
-	int rc = 1;
-	char *pw = NULL;
 	/* Before asking for a password that would be thrown away. */
-	int had = identity_user_by_email(id, o->email, &u, &err);
+	int had = identity_user_by_email(id, o->email, &u, &h->err);
 	if (had == 0)
-		buf_printf(&err, "a user with email %s exists (%s)", u.email, u.id);
-	if (had <= 0) {
-		failed(id, "user.create", o->email, &err);
-		goto out;
-	}
-	pw = get_password(o, &err);
-	if (!pw) {
-		failed(id, "user.create", o->email, &err);
-		goto out;
-	}
-	if (identity_user_create(id, o->email, pw, o->given, o->family, &u, &err) < 0) {
-		failed(id, "user.create", o->email, &err);
-		goto out;
-	}
+		buf_printf(&h->err, "a user with email %s exists (%s)", u.email, u.id);
+	if (had <= 0 || !(h->pw = get_password(o, &h->err)) ||
+	    identity_user_create(id, o->email, h->pw, o->given, o->family, &u, &h->err) < 0)
+		return failed(id, "user.create", o->email, &h->err);
 	identity_audit(id, ACTOR, ORIGIN, "user.create", u.id, "ok", u.email);
 	print_user(u.id, u.email, u.given_name, u.family_name, u.created_ms, u.updated_ms);
-	rc = 0;
-out:
-	wipe(pw);
-	buf_free(&err);
-	return rc;
+	return 0;
 }
 
-static int user_reset_password(struct identity *id, const struct opts *o)
+static int user_reset_password(struct identity *id, const struct opts *o, struct held *h)
 {
-	struct buf err = { 0 };
 	struct user_info u;
-	int rc = 1;
-	char *pw = NULL;
-	int found = identity_user_get(id, o->user_id, &u, &err);
-	if (found == 1)
-		buf_printf(&err, "no user with id %.40s", o->user_id);
-	if (found) {
-		failed(id, "user.password.reset", o->user_id, &err);
-		goto out;
-	}
-	pw = get_password(o, &err);
-	if (!pw || identity_user_set_password(id, u.id, pw, &err) < 0) {
-		failed(id, "user.password.reset", u.id, &err);
-		goto out;
-	}
+	if (find_user(id, "user.password.reset", o->user_id, &u, &h->err))
+		return 1;
+	h->pw = get_password(o, &h->err);
+	if (!h->pw || identity_user_set_password(id, u.id, h->pw, &h->err) < 0)
+		return failed(id, "user.password.reset", u.id, &h->err);
 	/* Whoever held the old password is signed out: no refresh works. */
 	size_t ended = 0;
-	struct buf detail = { 0 };
-	if (identity_user_sessions_end(id, u.id, &ended, &err) < 0) {
+	if (identity_user_sessions_end(id, u.id, &ended, &h->err) < 0) {
 		fprintf(stderr, "Error: the password was set, but the user's sessions were not ended: %s\n",
-			err.data);
-		buf_printf(&detail, "%s; sessions not ended: %s", u.email, err.data);
-		identity_audit(id, ACTOR, ORIGIN, "user.password.reset", u.id, "failed", detail.data);
-		buf_free(&detail);
-		goto out;
+			h->err.data);
+		buf_printf(&h->what, "%s; sessions not ended: %s", u.email, h->err.data);
+		identity_audit(id, ACTOR, ORIGIN, "user.password.reset", u.id, "failed", h->what.data);
+		return 1;
 	}
-	buf_printf(&detail, "%s; %zu sessions ended", u.email, ended);
-	identity_audit(id, ACTOR, ORIGIN, "user.password.reset", u.id, "ok", detail.data);
-	buf_free(&detail);
-	if (identity_user_get(id, u.id, &u, &err) == 0)
+	buf_printf(&h->what, "%s; %zu sessions ended", u.email, ended);
+	identity_audit(id, ACTOR, ORIGIN, "user.password.reset", u.id, "ok", h->what.data);
+	if (identity_user_get(id, u.id, &u, &h->err) == 0)
 		print_user(u.id, u.email, u.given_name, u.family_name, u.created_ms, u.updated_ms);
-	rc = 0;
-out:
-	wipe(pw);
-	buf_free(&err);
-	return rc;
+	return 0;
 }
 
-static int user_list(struct identity *id, const struct opts *o)
+static int user_list(struct identity *id, const struct opts *o, struct held *h)
 {
-	struct buf err = { 0 }, what = { 0 };
-	json_t *users = NULL;
 	size_t total = 0;
-	buf_printf(&what, "query \"%s\", page %llu, %llu a page", o->query ? o->query : "",
+	buf_printf(&h->what, "query \"%s\", page %llu, %llu a page", o->query ? o->query : "",
 		   (unsigned long long)o->page, (unsigned long long)o->page_size);
 	int rc = identity_users_json(id, o->query, (unsigned)o->page, (unsigned)o->page_size,
-				     o->include_roles, &users, &total, &err);
-	if (rc < 0) {
-		rc = failed(id, "user.list", "", &err);
-		goto out;
-	}
-	identity_audit(id, ACTOR, ORIGIN, "user.list", "", "ok", what.data);
-	size_t i;
-	json_t *u;
-	json_array_foreach(users, i, u) {
-		if (i)
-			putchar('\n');
-		print_user(json_string_value(json_object_get(u, "id")),
-			   json_string_value(json_object_get(u, "email")),
-			   json_string_value(json_object_get(u, "given_name")),
-			   json_string_value(json_object_get(u, "family_name")),
-			   json_integer_value(json_object_get(u, "created_at")),
-			   json_integer_value(json_object_get(u, "updated_at")));
-		if (o->include_roles)
-			print_roles(json_object_get(u, "roles"));
-	}
+				     o->include_roles, &h->items, &total, &h->err);
+	if (listed(id, "user.list", "", h->what.data, rc, h->items, &h->err, print_user_json, o))
+		return 1;
 	printf("Page %llu: %zu users (%zu total, %llu pages)\n", (unsigned long long)o->page,
-	       json_array_size(users), total,
+	       json_array_size(h->items), total,
 	       (unsigned long long)((total + o->page_size - 1) / o->page_size));
-	rc = 0;
-out:
-	json_decref(users);
-	buf_free(&err);
-	buf_free(&what);
-	return rc;
+	return 0;
 }
 
-static int roles_list(struct identity *id, const struct opts *o)
+static int roles_list(struct identity *id, const struct opts *o, struct held *h)
 {
-	struct buf err = { 0 }, what = { 0 };
-	json_t *roles = NULL;
-	int rc = 1;
-	if (o->user_id) {
-		struct user_info u;
-		int found = identity_user_get(id, o->user_id, &u, &err);
-		if (found == 1)
-			buf_printf(&err, "no user with id %.40s", o->user_id);
-		if (found) {
-			failed(id, "role.list", o->user_id, &err);
-			goto out;
-		}
-	}
+	struct user_info u;
+	if (o->user_id && find_user(id, "role.list", o->user_id, &u, &h->err))
+		return 1;
 	for (size_t i = 0; i < o->nnames; i++)
-		buf_printf(&what, "%s%s", i ? ", " : "names ", o->names[i]);
-	if (identity_roles_json(id, o->user_id, o->names, o->nnames, &roles, &err) < 0) {
-		failed(id, "role.list", o->user_id ? o->user_id : "", &err);
-		goto out;
-	}
-	identity_audit(id, ACTOR, ORIGIN, "role.list", o->user_id ? o->user_id : "", "ok",
-		       what.len ? what.data : "");
-	size_t i;
-	json_t *r;
-	json_array_foreach(roles, i, r) {
-		if (i)
-			putchar('\n');
-		printf("Role %s\n", json_string_value(json_object_get(r, "id")));
-		field("name", json_string_value(json_object_get(r, "name")));
-		field("is_locked", json_is_true(json_object_get(r, "is_locked")) ? "true" : "false");
-		printf("users: %lld\n", (long long)json_integer_value(json_object_get(r, "users")));
-		print_list("perms", json_object_get(r, "patterns"));
-		/* A project-scoped role grants its patterns only in these. */
-		if (json_array_size(json_object_get(r, "project_ids")))
-			print_list("projects", json_object_get(r, "project_ids"));
-	}
-	printf("%zu roles\n", json_array_size(roles));
-	rc = 0;
-out:
-	json_decref(roles);
-	buf_free(&err);
-	buf_free(&what);
-	return rc;
+		buf_printf(&h->what, "%s%s", i ? ", " : "names ", o->names[i]);
+	int rc = identity_roles_json(id, o->user_id, o->names, o->nnames, &h->items, &h->err);
+	if (listed(id, "role.list", o->user_id ? o->user_id : "", h->what.len ? h->what.data : "", rc,
+		   h->items, &h->err, print_role_json, o))
+		return 1;
+	printf("%zu roles\n", json_array_size(h->items));
+	return 0;
 }
 
-static int roles_set(struct identity *id, const struct opts *o)
+static int roles_set(struct identity *id, const struct opts *o, struct held *h)
 {
-	struct buf err = { 0 }, list = { 0 };
-	json_t *roles = NULL;
-	int rc = 1;
 	/* --admin is System Admin first, then each --role as given. */
 	const char **names = xcalloc(o->nroles + 1, sizeof(*names));
 	size_t n = 0;
@@ -580,29 +547,23 @@ static int roles_set(struct identity *id, const struct opts *o)
 	for (size_t i = 0; i < o->nroles; i++)
 		names[n++] = o->roles[i];
 	for (size_t i = 0; i < n; i++)
-		buf_printf(&list, "%s%s", i ? ", " : "", names[i]);
-	if (identity_roles_set(id, o->user_id, names, n, &err) < 0) {
-		failed(id, "role.assignment.set", o->user_id, &err);
-		goto out;
-	}
+		buf_printf(&h->what, "%s%s", i ? ", " : "", names[i]);
+	int rc = identity_roles_set(id, o->user_id, names, n, &h->err);
+	free(names);
+	if (rc < 0)
+		return failed(id, "role.assignment.set", o->user_id, &h->err);
 	identity_audit(id, ACTOR, ORIGIN, "role.assignment.set", o->user_id, "ok",
-		       list.len ? list.data : "(none)");
+		       h->what.len ? h->what.data : "(none)");
 	struct user_info u;
-	if (identity_user_get(id, o->user_id, &u, &err) != 0 ||
-	    identity_roles_json(id, o->user_id, NULL, 0, &roles, &err) < 0) {
+	if (identity_user_get(id, o->user_id, &u, &h->err) != 0 ||
+	    identity_roles_json(id, o->user_id, NULL, 0, &h->items, &h->err) < 0) {
 		fprintf(stderr, "Error: the roles were set, but reading them back failed: %s\n",
-			err.len ? err.data : "the user is gone");
-		goto out;
+			h->err.len ? h->err.data : "the user is gone");
+		return 1;
 	}
 	print_user(u.id, u.email, u.given_name, u.family_name, u.created_ms, u.updated_ms);
-	print_roles(roles);
-	rc = 0;
-out:
-	json_decref(roles);
-	free(names);
-	buf_free(&err);
-	buf_free(&list);
-	return rc;
+	print_roles(h->items);
+	return 0;
 }
 
 int cmd_identity(int argc, char **argv)
@@ -649,23 +610,17 @@ int cmd_identity(int argc, char **argv)
 		goto out;
 	}
 	buf_free(&err);
-	switch (o.cmd) {
-	case USER_CREATE:
-		rc = user_create(id, &o);
-		break;
-	case USER_LIST:
-		rc = user_list(id, &o);
-		break;
-	case USER_RESET_PASSWORD:
-		rc = user_reset_password(id, &o);
-		break;
-	case ROLES_LIST:
-		rc = roles_list(id, &o);
-		break;
-	case ROLES_SET:
-		rc = roles_set(id, &o);
-		break;
-	}
+	static int (*const cmds[])(struct identity *, const struct opts *, struct held *) = {
+		[USER_CREATE] = user_create,       [USER_LIST] = user_list,
+		[USER_RESET_PASSWORD] = user_reset_password, [ROLES_LIST] = roles_list,
+		[ROLES_SET] = roles_set,
+	};
+	struct held h = { 0 };
+	rc = cmds[o.cmd](id, &o, &h);
+	wipe(h.pw);
+	json_decref(h.items);
+	buf_free(&h.err);
+	buf_free(&h.what);
 	identity_close(id);
 	if (fflush(stdout) != 0 && !rc) {
 		fprintf(stderr, "ember identity: cannot write the output: %s\n", strerror(errno));

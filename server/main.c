@@ -483,6 +483,9 @@ int main(int argc, char **argv, char **envp)
 	lim.ingest_threads = (unsigned)cfg.ingest_threads;
 	lim.ingest_queue = (unsigned)cfg.ingest_queue;
 	lim.spool_dir = cfg.data_dir;
+	/* One budget of connections and body memory for both listeners. */
+	struct http_budget budget = { 0 };
+	lim.budget = &budget;
 	srv.mcp = mcp_new(cfg.mcp_allowed_hosts, cfg.listen);
 	http = http_start(cfg.listen, server_routes, server_route_count, &srv, cert ? &tls : NULL,
 			  &lim, &err);

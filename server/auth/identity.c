@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdarg.h>
 #include <string.h>
 
 #include <openssl/evp.h>
@@ -217,23 +218,80 @@ static int exec(struct identity *id, const char *sql, struct buf *err)
 	return sqldb_exec(id->db, sql, err) < 0 ? -2 : 0;
 }
 
+/* Prepares sql on db and binds its parameters in order as types says, a
+ * letter each: 't' a const char * (NULL binds NULL), 'i' an int64_t.
+ * With st, hands the statement over unrun (the caller steps and finalizes
+ * it) and returns 0. Without, runs it once: 1 when it gave a row, 0 when
+ * it ended (*changes, when not NULL, the rows it changed). -2 with err
+ * set when it could not be prepared or failed. Called with db's lock held. */
+static int run(sqlite3 *db, sqlite3_stmt **st, long *changes, struct buf *err, const char *sql,
+	       const char *types, ...)
+{
+	sqlite3_stmt *s;
+	if (sqldb_prepare(db, sql, &s, err) < 0)
+		return -2;
+	va_list ap;
+	va_start(ap, types);
+	for (int i = 0; types[i]; i++) {
+		if (types[i] == 'i') {
+			sqlite3_bind_int64(s, i + 1, va_arg(ap, int64_t));
+		} else {
+			const char *v = va_arg(ap, const char *);
+			if (v)
+				sqlite3_bind_text(s, i + 1, v, -1, SQLITE_STATIC);
+			else
+				sqlite3_bind_null(s, i + 1);
+		}
+	}
+	va_end(ap);
+	if (st) {
+		*st = s;
+		return 0;
+	}
+	int rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW || rc == SQLITE_DONE) {
+		rc = rc == SQLITE_ROW;
+		if (changes)
+			*changes = (long)sqlite3_changes(db);
+	} else {
+		sqldb_error(db, err);
+		rc = -2;
+	}
+	sqlite3_finalize(s);
+	return rc;
+}
+
+/* One row of a statement as a JSON object (NULL: the row is left out). */
+typedef json_t *(*row_json)(sqlite3_stmt *st, const void *ctx);
+
+/* The rows of st (from run; NULL when it failed) as an array of row's
+ * objects, then st finalized and mu, held by the caller, unlocked. 0 with
+ * *out set, or -2 when st is NULL. */
+static int rows_json(pthread_mutex_t *mu, sqlite3_stmt *st, row_json row, const void *ctx, json_t **out)
+{
+	json_t *arr = st ? json_array() : NULL;
+	while (st && sqlite3_step(st) == SQLITE_ROW) {
+		json_t *o = row(st, ctx);
+		if (o)
+			json_array_append_new(arr, o);
+	}
+	sqlite3_finalize(st);
+	pthread_mutex_unlock(mu);
+	if (!arr)
+		return -2;
+	*out = arr;
+	return 0;
+}
+
 /* Runs sql, an UPDATE whose ?1 is the time now and ?2 is key, under the
  * lock: the rows it changed, or -2 with err set. */
 static long stamp(struct identity *id, const char *sql, const char *key, struct buf *err)
 {
 	pthread_mutex_lock(&id->mu);
-	sqlite3_stmt *st;
-	long rc;
-	if (sqldb_prepare(id->db, sql, &st, err) < 0) {
-		rc = -2;
-	} else {
-		sqlite3_bind_int64(st, 1, now_unix_ms());
-		sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
-		rc = sqlite3_step(st) == SQLITE_DONE ? (long)sqlite3_changes(id->db) : storage(id, err);
-		sqlite3_finalize(st);
-	}
+	long n = 0;
+	int rc = run(id->db, NULL, &n, err, sql, "it", now_unix_ms(), key);
 	pthread_mutex_unlock(&id->mu);
-	return rc;
+	return rc < 0 ? rc : n;
 }
 
 /* --- open / close ---------------------------------------------------------- */
@@ -256,41 +314,20 @@ int identity_open(const char *data_dir, struct identity **out, struct buf *err)
 		return -1;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(builtins); i++) {
-		sqlite3_stmt *st;
+		const struct builtin *b = &builtins[i];
 		/* Written only when absent or changed (a new version's patterns):
 		 * a start on a full disk writes nothing. */
-		if (sqldb_prepare(id->db, "SELECT 1 FROM roles WHERE id = ? AND name = ? AND locked = 1"
-					  " AND patterns = ? AND projects = ?",
-				  &st, err) < 0) {
-			identity_close(id);
-			return -1;
-		}
-		sqlite3_bind_text(st, 1, builtins[i].id, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, builtins[i].name, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 3, builtins[i].patterns, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 4, builtins[i].projects, -1, SQLITE_STATIC);
-		bool same = sqlite3_step(st) == SQLITE_ROW;
-		sqlite3_finalize(st);
-		if (same)
-			continue;
-		if (sqldb_prepare(id->db,
-				  "INSERT INTO roles(id, name, locked, patterns, projects, created_ms)"
-				  " VALUES (?, ?, 1, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET"
-				  " name = excluded.name, locked = 1, patterns = excluded.patterns,"
-				  " projects = excluded.projects",
-				  &st, err) < 0) {
-			identity_close(id);
-			return -1;
-		}
-		sqlite3_bind_text(st, 1, builtins[i].id, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, builtins[i].name, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 3, builtins[i].patterns, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 4, builtins[i].projects, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 5, now_unix_ms());
-		rc = sqlite3_step(st);
-		sqlite3_finalize(st);
-		if (rc != SQLITE_DONE) {
-			sqldb_error(id->db, err);
+		int same = run(id->db, NULL, NULL, err, "SELECT 1 FROM roles WHERE id = ? AND name = ? AND locked = 1"
+						" AND patterns = ? AND projects = ?",
+				   "tttt", b->id, b->name, b->patterns, b->projects);
+		if (same == 0)
+			same = run(id->db, NULL, NULL, err,
+				   "INSERT INTO roles(id, name, locked, patterns, projects, created_ms)"
+				   " VALUES (?, ?, 1, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET"
+				   " name = excluded.name, locked = 1, patterns = excluded.patterns,"
+				   " projects = excluded.projects",
+				   "tttti", b->id, b->name, b->patterns, b->projects, now_unix_ms());
+		if (same < 0) {
 			identity_close(id);
 			return -1;
 		}
@@ -350,22 +387,26 @@ static int user_lookup(struct identity *id, const char *where, const char *arg,
 	return rc;
 }
 
+/* user_lookup under the lock. */
+static int user_find(struct identity *id, const char *where, const char *arg, struct user_info *out,
+		     struct buf *err)
+{
+	pthread_mutex_lock(&id->mu);
+	int rc = user_lookup(id, where, arg, out, NULL, err);
+	pthread_mutex_unlock(&id->mu);
+	return rc;
+}
+
 int identity_user_get(struct identity *id, const char *user_id, struct user_info *out,
 		      struct buf *err)
 {
-	pthread_mutex_lock(&id->mu);
-	int rc = user_lookup(id, "id", user_id, out, NULL, err);
-	pthread_mutex_unlock(&id->mu);
-	return rc;
+	return user_find(id, "id", user_id, out, err);
 }
 
 int identity_user_by_email(struct identity *id, const char *email, struct user_info *out,
 			   struct buf *err)
 {
-	pthread_mutex_lock(&id->mu);
-	int rc = user_lookup(id, "email", email, out, NULL, err);
-	pthread_mutex_unlock(&id->mu);
-	return rc;
+	return user_find(id, "email", email, out, err);
 }
 
 static int valid_email(const char *email, struct buf *err)
@@ -403,7 +444,6 @@ int identity_user_create(struct identity *id, const char *email, const char *pas
 	u.created_ms = u.updated_ms = now_unix_ms();
 	pthread_mutex_lock(&id->mu);
 	int rc = exec(id, "BEGIN IMMEDIATE", err);
-	sqlite3_stmt *st = NULL;
 	if (!rc) {
 		struct user_info had;
 		rc = user_lookup(id, "email", email, &had, NULL, err);
@@ -414,35 +454,13 @@ int identity_user_create(struct identity *id, const char *email, const char *pas
 			rc = 0;
 		}
 	}
-	if (!rc && sqldb_prepare(id->db, "INSERT INTO users(" USER_COLS ", password) VALUES (?,?,?,?,?,?,?)",
-				 &st, err) < 0)
-		rc = -2;
-	if (!rc) {
-		sqlite3_bind_text(st, 1, u.id, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, u.email, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 3, u.given_name, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 4, u.family_name, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 5, u.created_ms);
-		sqlite3_bind_int64(st, 6, u.updated_ms);
-		if (password)
-			sqlite3_bind_text(st, 7, hash, -1, SQLITE_STATIC);
-		else
-			sqlite3_bind_null(st, 7);
-		if (sqlite3_step(st) != SQLITE_DONE)
-			rc = storage(id, err);
-		sqlite3_finalize(st);
-		st = NULL;
-	}
-	if (!rc && sqldb_prepare(id->db, "INSERT INTO user_roles(user_id, role_id) VALUES (?, ?)", &st,
-				 err) < 0)
-		rc = -2;
-	if (!rc) {
-		sqlite3_bind_text(st, 1, u.id, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, ROLE_DEFAULT_PROJECT_VIEWER, -1, SQLITE_STATIC);
-		if (sqlite3_step(st) != SQLITE_DONE)
-			rc = storage(id, err);
-		sqlite3_finalize(st);
-	}
+	if (!rc)
+		rc = run(id->db, NULL, NULL, err, "INSERT INTO users(" USER_COLS ", password) VALUES (?,?,?,?,?,?,?)",
+			 "ttttiit", u.id, u.email, u.given_name, u.family_name, u.created_ms,
+			 u.updated_ms, password ? hash : NULL);
+	if (!rc)
+		rc = run(id->db, NULL, NULL, err, "INSERT INTO user_roles(user_id, role_id) VALUES (?, ?)", "tt",
+			 u.id, ROLE_DEFAULT_PROJECT_VIEWER);
 	if (!rc)
 		rc = exec(id, "COMMIT", err);
 	if (rc)
@@ -460,22 +478,12 @@ int identity_user_set_password(struct identity *id, const char *user_id, const c
 	if (password_hash(password, hash, err) < 0)
 		return -1;
 	pthread_mutex_lock(&id->mu);
-	sqlite3_stmt *st;
-	int rc = 0;
-	if (sqldb_prepare(id->db, "UPDATE users SET password = ?, updated_ms = ? WHERE id = ?", &st,
-			  err) < 0) {
-		rc = -2;
-	} else {
-		sqlite3_bind_text(st, 1, hash, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 2, now_unix_ms());
-		sqlite3_bind_text(st, 3, user_id, -1, SQLITE_STATIC);
-		if (sqlite3_step(st) != SQLITE_DONE)
-			rc = storage(id, err);
-		else if (!sqlite3_changes(id->db)) {
-			buf_printf(err, "no user with id %.40s", user_id);
-			rc = -1;
-		}
-		sqlite3_finalize(st);
+	long n = 0;
+	int rc = run(id->db, NULL, &n, err, "UPDATE users SET password = ?, updated_ms = ? WHERE id = ?", "tit",
+		     hash, now_unix_ms(), user_id);
+	if (!rc && !n) {
+		buf_printf(err, "no user with id %.40s", user_id);
+		rc = -1;
 	}
 	pthread_mutex_unlock(&id->mu);
 	return rc;
@@ -614,34 +622,14 @@ int identity_roles_set(struct identity *id, const char *user_id, const char *con
 		rc = -1;
 	}
 	buf_free(&missing);
-	sqlite3_stmt *st = NULL;
-	if (!rc && sqldb_prepare(id->db, "DELETE FROM user_roles WHERE user_id = ?", &st, err) < 0)
-		rc = -2;
-	if (!rc) {
-		sqlite3_bind_text(st, 1, user_id, -1, SQLITE_STATIC);
-		if (sqlite3_step(st) != SQLITE_DONE)
-			rc = storage(id, err);
-		sqlite3_finalize(st);
-	}
-	for (size_t i = 0; !rc && i < n; i++) {
-		if (sqldb_prepare(id->db, "INSERT OR IGNORE INTO user_roles(user_id, role_id) VALUES (?, ?)",
-				  &st, err) < 0) {
-			rc = -2;
-			break;
-		}
-		sqlite3_bind_text(st, 1, user_id, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, ids[i], -1, SQLITE_STATIC);
-		if (sqlite3_step(st) != SQLITE_DONE)
-			rc = storage(id, err);
-		sqlite3_finalize(st);
-	}
-	if (!rc && sqldb_prepare(id->db, "UPDATE users SET updated_ms = ? WHERE id = ?", &st, err) == 0) {
-		sqlite3_bind_int64(st, 1, now_unix_ms());
-		sqlite3_bind_text(st, 2, user_id, -1, SQLITE_STATIC);
-		if (sqlite3_step(st) != SQLITE_DONE)
-			rc = storage(id, err);
-		sqlite3_finalize(st);
-	}
+	if (!rc)
+		rc = run(id->db, NULL, NULL, err, "DELETE FROM user_roles WHERE user_id = ?", "t", user_id);
+	for (size_t i = 0; !rc && i < n; i++)
+		rc = run(id->db, NULL, NULL, err, "INSERT OR IGNORE INTO user_roles(user_id, role_id) VALUES (?, ?)",
+			 "tt", user_id, ids[i]);
+	if (!rc)
+		rc = run(id->db, NULL, NULL, err, "UPDATE users SET updated_ms = ? WHERE id = ?", "it",
+			 now_unix_ms(), user_id);
 	if (!rc)
 		rc = exec(id, "COMMIT", err);
 	if (rc)
@@ -661,11 +649,30 @@ static json_t *json_list(const char *text)
 	return a;
 }
 
+struct role_names {
+	const char *const *names;
+	size_t n;
+};
+
+static json_t *role_row(sqlite3_stmt *st, const void *ctx)
+{
+	const struct role_names *want = ctx;
+	const char *name = col(st, 1);
+	bool listed = !want->n;
+	for (size_t i = 0; i < want->n && !listed; i++)
+		listed = !strcmp(want->names[i], name);
+	if (!listed)
+		return NULL;
+	return json_pack("{s:s, s:s, s:b, s:I, s:o, s:o}", "id", col(st, 0), "name", name, "is_locked",
+			 sqlite3_column_int(st, 2) != 0, "users", (json_int_t)sqlite3_column_int64(st, 5),
+			 "patterns", json_list(col(st, 3)), "project_ids", json_list(col(st, 4)));
+}
+
 int identity_roles_json(struct identity *id, const char *user_id, const char *const *names,
 			size_t nnames, json_t **out, struct buf *err)
 {
 	pthread_mutex_lock(&id->mu);
-	sqlite3_stmt *st;
+	sqlite3_stmt *st = NULL;
 	const char *sql =
 		user_id ? "SELECT r.id, r.name, r.locked, r.patterns, r.projects,"
 			  " (SELECT count(*) FROM user_roles x WHERE x.role_id = r.id)"
@@ -674,31 +681,9 @@ int identity_roles_json(struct identity *id, const char *user_id, const char *co
 			: "SELECT r.id, r.name, r.locked, r.patterns, r.projects,"
 			  " (SELECT count(*) FROM user_roles x WHERE x.role_id = r.id)"
 			  " FROM roles r ORDER BY r.id";
-	if (sqldb_prepare(id->db, sql, &st, err) < 0) {
-		pthread_mutex_unlock(&id->mu);
-		return -2;
-	}
-	if (user_id)
-		sqlite3_bind_text(st, 1, user_id, -1, SQLITE_STATIC);
-	json_t *arr = json_array();
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		const char *name = col(st, 1);
-		bool want = !nnames;
-		for (size_t i = 0; i < nnames && !want; i++)
-			want = !strcmp(names[i], name);
-		if (!want)
-			continue;
-		json_t *o = json_pack("{s:s, s:s, s:b, s:I, s:o, s:o}", "id", col(st, 0), "name", name,
-				      "is_locked", sqlite3_column_int(st, 2) != 0, "users",
-				      (json_int_t)sqlite3_column_int64(st, 5), "patterns",
-				      json_list(col(st, 3)), "project_ids", json_list(col(st, 4)));
-		if (o)
-			json_array_append_new(arr, o);
-	}
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&id->mu);
-	*out = arr;
-	return 0;
+	run(id->db, &st, NULL, err, sql, user_id ? "t" : "", user_id);
+	struct role_names want = { names, nnames };
+	return rows_json(&id->mu, st, role_row, &want, out);
 }
 
 int identity_role_put(struct identity *id, const char *role_id, const char *name,
@@ -752,23 +737,13 @@ int identity_role_put(struct identity *id, const char *role_id, const char *name
 			rc = -1;
 		}
 	}
-	if (!rc && sqldb_prepare(id->db,
-				 "INSERT INTO roles(id, name, locked, patterns, projects, created_ms)"
-				 " VALUES (?, ?, 0, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET"
-				 " name = excluded.name, patterns = excluded.patterns,"
-				 " projects = excluded.projects",
-				 &st, err) < 0)
-		rc = -2;
-	if (!rc) {
-		sqlite3_bind_text(st, 1, rid, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 3, pj, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 4, prj, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 5, now_unix_ms());
-		if (sqlite3_step(st) != SQLITE_DONE)
-			rc = storage(id, err);
-		sqlite3_finalize(st);
-	}
+	if (!rc)
+		rc = run(id->db, NULL, NULL, err,
+			 "INSERT INTO roles(id, name, locked, patterns, projects, created_ms)"
+			 " VALUES (?, ?, 0, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET"
+			 " name = excluded.name, patterns = excluded.patterns,"
+			 " projects = excluded.projects",
+			 "tttti", rid, name, pj, prj, now_unix_ms());
 	if (!rc)
 		rc = exec(id, "COMMIT", err);
 	if (rc)
@@ -800,18 +775,10 @@ int identity_role_delete(struct identity *id, const char *role_id, struct buf *e
 		}
 		sqlite3_finalize(st);
 	}
-	if (!rc && sqldb_prepare(id->db, "DELETE FROM user_roles WHERE role_id = ?1;", &st, err) == 0) {
-		sqlite3_bind_text(st, 1, role_id, -1, SQLITE_STATIC);
-		if (sqlite3_step(st) != SQLITE_DONE)
-			rc = storage(id, err);
-		sqlite3_finalize(st);
-	}
-	if (!rc && sqldb_prepare(id->db, "DELETE FROM roles WHERE id = ?1", &st, err) == 0) {
-		sqlite3_bind_text(st, 1, role_id, -1, SQLITE_STATIC);
-		if (sqlite3_step(st) != SQLITE_DONE)
-			rc = storage(id, err);
-		sqlite3_finalize(st);
-	}
+	if (!rc)
+		rc = run(id->db, NULL, NULL, err, "DELETE FROM user_roles WHERE role_id = ?1;", "t", role_id);
+	if (!rc)
+		rc = run(id->db, NULL, NULL, err, "DELETE FROM roles WHERE id = ?1", "t", role_id);
 	if (!rc)
 		rc = exec(id, "COMMIT", err);
 	if (rc)
@@ -891,25 +858,9 @@ int identity_token_create(struct identity *id, const char *owner, const char *na
 	char hash[65];
 	sha256_hex(secret, hash);
 	pthread_mutex_lock(&id->mu);
-	sqlite3_stmt *st;
-	int rc = 0;
-	if (sqldb_prepare(id->db, "INSERT INTO tokens(id, hash, owner, name, scopes, projects,"
-				  " created_ms, expires_ms) VALUES (?,?,?,?,?,?,?,?)",
-			  &st, err) < 0) {
-		rc = -2;
-	} else {
-		sqlite3_bind_text(st, 1, t.id, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, hash, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 3, t.owner, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 4, t.name, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 5, sj, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 6, pj, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 7, t.created_ms);
-		sqlite3_bind_int64(st, 8, t.expires_ms);
-		if (sqlite3_step(st) != SQLITE_DONE)
-			rc = storage(id, err);
-		sqlite3_finalize(st);
-	}
+	int rc = run(id->db, NULL, NULL, err, "INSERT INTO tokens(id, hash, owner, name, scopes, projects,"
+					" created_ms, expires_ms) VALUES (?,?,?,?,?,?,?,?)",
+		     "ttttttii", t.id, hash, t.owner, t.name, sj, pj, t.created_ms, t.expires_ms);
 	pthread_mutex_unlock(&id->mu);
 	free(sj);
 	free(pj);
@@ -962,14 +913,12 @@ int identity_token_check(struct identity *id, const char *secret, int64_t now_ms
 		rc = 0;
 	}
 	sqlite3_finalize(st);
-	if (rc == 0 && now_ms - out->last_used_ms >= LAST_USED_EVERY_MS &&
-	    sqldb_prepare(id->db, "UPDATE tokens SET last_used_ms = ? WHERE id = ?", &st, err) == 0) {
-		sqlite3_bind_int64(st, 1, now_ms);
-		sqlite3_bind_text(st, 2, out->id, -1, SQLITE_STATIC);
-		if (sqlite3_step(st) != SQLITE_DONE)
-			log_warn("identity: the last use of token %s was not recorded: %s", out->id,
-				 sqlite3_errmsg(id->db));
-		sqlite3_finalize(st);
+	if (rc == 0 && now_ms - out->last_used_ms >= LAST_USED_EVERY_MS) {
+		struct buf why = { 0 };
+		if (run(id->db, NULL, NULL, &why, "UPDATE tokens SET last_used_ms = ? WHERE id = ?", "it", now_ms,
+			out->id) < 0)
+			log_warn("identity: the last use of token %s was not recorded: %s", out->id, why.data);
+		buf_free(&why);
 		out->last_used_ms = now_ms;
 	}
 	pthread_mutex_unlock(&id->mu);
@@ -983,38 +932,29 @@ int identity_token_revoke(struct identity *id, const char *token_id, struct buf 
 	return n < 0 ? (int)n : n == 0 ? 1 : 0;
 }
 
+static json_t *token_row(sqlite3_stmt *st, const void *ctx)
+{
+	(void)ctx;
+	int64_t exp = sqlite3_column_int64(st, 6), used = sqlite3_column_int64(st, 7);
+	return json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:I, s:o, s:o}", "id", col(st, 0), "owner",
+			 col(st, 1), "name", col(st, 2), "type", "service", "scopes", json_list(col(st, 3)),
+			 "project_ids", json_list(col(st, 4)), "created_at",
+			 (json_int_t)sqlite3_column_int64(st, 5), "expires_at",
+			 exp ? json_integer(exp) : json_null(), "last_used_at",
+			 used ? json_integer(used) : json_null());
+}
+
 int identity_tokens_json(struct identity *id, const char *owner, json_t **out, struct buf *err)
 {
 	pthread_mutex_lock(&id->mu);
-	sqlite3_stmt *st;
+	sqlite3_stmt *st = NULL;
 	const char *sql = owner ? "SELECT id, owner, name, scopes, projects, created_ms, expires_ms,"
 				  " last_used_ms FROM tokens WHERE revoked_ms IS NULL AND owner = ?"
 				  " ORDER BY created_ms, id"
 				: "SELECT id, owner, name, scopes, projects, created_ms, expires_ms,"
 				  " last_used_ms FROM tokens WHERE revoked_ms IS NULL ORDER BY created_ms, id";
-	if (sqldb_prepare(id->db, sql, &st, err) < 0) {
-		pthread_mutex_unlock(&id->mu);
-		return -2;
-	}
-	if (owner)
-		sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
-	json_t *arr = json_array();
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		int64_t exp = sqlite3_column_int64(st, 6), used = sqlite3_column_int64(st, 7);
-		json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:I, s:o, s:o}", "id", col(st, 0),
-				      "owner", col(st, 1), "name", col(st, 2), "type", "service",
-				      "scopes", json_list(col(st, 3)), "project_ids",
-				      json_list(col(st, 4)), "created_at",
-				      (json_int_t)sqlite3_column_int64(st, 5), "expires_at",
-				      exp ? json_integer(exp) : json_null(), "last_used_at",
-				      used ? json_integer(used) : json_null());
-		if (o)
-			json_array_append_new(arr, o);
-	}
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&id->mu);
-	*out = arr;
-	return 0;
+	run(id->db, &st, NULL, err, sql, owner ? "t" : "", owner);
+	return rows_json(&id->mu, st, token_row, NULL, out);
 }
 
 /* --- refresh sessions ------------------------------------------------------------ */
@@ -1024,28 +964,16 @@ int identity_session_create(struct identity *id, const char *user_id, int64_t ex
 {
 	uuid_v4(out_id);
 	pthread_mutex_lock(&id->mu);
-	sqlite3_stmt *st;
-	int rc = 0;
-	if (sqldb_prepare(id->db, "INSERT INTO sessions(id, user_id, created_ms, expires_ms)"
-				  " VALUES (?, ?, ?, ?)",
-			  &st, err) < 0) {
-		rc = -2;
-	} else {
-		sqlite3_bind_text(st, 1, out_id, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, user_id, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 3, now_unix_ms());
-		sqlite3_bind_int64(st, 4, expires_ms);
-		if (sqlite3_step(st) != SQLITE_DONE)
-			rc = storage(id, err);
-		sqlite3_finalize(st);
-	}
-	/* Ended and expired sessions are kept a day for the audit trail. */
-	if (!rc && sqldb_prepare(id->db, "DELETE FROM sessions WHERE expires_ms < ?1 OR ended_ms < ?1",
-				 &st, err) == 0) {
-		sqlite3_bind_int64(st, 1, now_unix_ms() - 86400000);
-		sqlite3_step(st);
-		sqlite3_finalize(st);
-	}
+	int rc = run(id->db, NULL, NULL, err, "INSERT INTO sessions(id, user_id, created_ms, expires_ms)"
+					" VALUES (?, ?, ?, ?)",
+		     "ttii", out_id, user_id, now_unix_ms(), expires_ms);
+	/* Ended and expired sessions are kept a day for the audit trail (a
+	 * failure here only leaves them longer). */
+	struct buf ignored = { 0 };
+	if (!rc)
+		run(id->db, NULL, NULL, &ignored, "DELETE FROM sessions WHERE expires_ms < ?1 OR ended_ms < ?1", "i",
+		    now_unix_ms() - 86400000);
+	buf_free(&ignored);
 	pthread_mutex_unlock(&id->mu);
 	return rc;
 }
@@ -1135,18 +1063,29 @@ void identity_audit(struct identity *id, const char *actor, const char *origin,
 		sqlite3_finalize(st);
 	}
 	/* Old entries go once an hour (the first entry of each hour). */
-	if (!err.len && now / 3600000 != id->pruned_hour &&
-	    (id->pruned_hour = now / 3600000, 1) &&
-	    sqldb_prepare(id->adb, "DELETE FROM audit WHERE ts_ms < ?", &st, &err) == 0) {
-		sqlite3_bind_int64(st, 1, now - AUDIT_KEEP_MS);
-		sqlite3_step(st);
-		sqlite3_finalize(st);
+	if (!err.len && now / 3600000 != id->pruned_hour) {
+		struct buf why = { 0 };
+		id->pruned_hour = now / 3600000;
+		if (run(id->adb, NULL, NULL, &why, "DELETE FROM audit WHERE ts_ms < ?", "i",
+			(int64_t)(now - AUDIT_KEEP_MS)) < 0)
+			log_warn("identity: old audit entries were not pruned: %s", why.data);
+		buf_free(&why);
 	}
 	pthread_mutex_unlock(&id->amu);
 	if (err.len)
 		log_error("identity: an audit entry (%s %s) was not written: %s", action, target, err.data);
 	buf_free(&err);
 	buf_free(&more);
+}
+
+static json_t *audit_row(sqlite3_stmt *st, const void *ctx)
+{
+	(void)ctx;
+	return json_pack("{s:I, s:I, s:s, s:s, s:s, s:s, s:s, s:s}", "id",
+			 (json_int_t)sqlite3_column_int64(st, 0), "time",
+			 (json_int_t)sqlite3_column_int64(st, 1), "actor", col(st, 2), "origin",
+			 col(st, 3), "action", col(st, 4), "target", col(st, 5), "outcome", col(st, 6),
+			 "detail", col(st, 7));
 }
 
 int identity_audit_json(struct identity *id, int64_t before_id, unsigned limit, json_t **out,
@@ -1157,27 +1096,9 @@ int identity_audit_json(struct identity *id, int64_t before_id, unsigned limit, 
 		return -1;
 	}
 	pthread_mutex_lock(&id->amu);
-	sqlite3_stmt *st;
-	if (sqldb_prepare(id->adb, "SELECT id, ts_ms, actor, origin, action, target, outcome, detail"
-				  " FROM audit WHERE (?1 = 0 OR id < ?1) ORDER BY id DESC LIMIT ?2",
-			  &st, err) < 0) {
-		pthread_mutex_unlock(&id->amu);
-		return -2;
-	}
-	sqlite3_bind_int64(st, 1, before_id);
-	sqlite3_bind_int64(st, 2, limit);
-	json_t *arr = json_array();
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		json_t *o = json_pack("{s:I, s:I, s:s, s:s, s:s, s:s, s:s, s:s}", "id",
-				      (json_int_t)sqlite3_column_int64(st, 0), "time",
-				      (json_int_t)sqlite3_column_int64(st, 1), "actor", col(st, 2),
-				      "origin", col(st, 3), "action", col(st, 4), "target", col(st, 5),
-				      "outcome", col(st, 6), "detail", col(st, 7));
-		if (o)
-			json_array_append_new(arr, o);
-	}
-	sqlite3_finalize(st);
-	pthread_mutex_unlock(&id->amu);
-	*out = arr;
-	return 0;
+	sqlite3_stmt *st = NULL;
+	run(id->adb, &st, NULL, err, "SELECT id, ts_ms, actor, origin, action, target, outcome, detail"
+				     " FROM audit WHERE (?1 = 0 OR id < ?1) ORDER BY id DESC LIMIT ?2",
+	    "ii", before_id, (int64_t)limit);
+	return rows_json(&id->amu, st, audit_row, NULL, out);
 }

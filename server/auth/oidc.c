@@ -60,6 +60,7 @@ struct oidc {
 	struct jwk *keys;
 	size_t nkeys;
 	uint64_t jwks_fetches;
+	int64_t jwks_tat; /* refetch_allowed's theoretical arrival time (Unix s) */
 };
 
 /* --- small helpers ---------------------------------------------------------- */
@@ -517,6 +518,24 @@ static int fetch_jwks(struct oidc *o, struct buf *err)
 	return rc;
 }
 
+/* Whether an unknown kid may fetch the JWKS again at now (Unix seconds):
+ * OIDC_JWKS_REFETCH_BURST fetches at once, then one each
+ * OIDC_JWKS_REFETCH_S (a generic cell rate: jwks_tat moves on by the
+ * period with each fetch), so tokens naming made-up kids cannot make the
+ * server fetch on every request, while a rotation or two in a row still
+ * find their new keys. Called locked. */
+static bool refetch_allowed(struct oidc *o, int64_t now)
+{
+	const int64_t span = (int64_t)(OIDC_JWKS_REFETCH_BURST - 1) * OIDC_JWKS_REFETCH_S;
+	if (o->jwks_tat - now > span + OIDC_JWKS_REFETCH_S)
+		o->jwks_tat = now; /* the clock went back: start again */
+	int64_t tat = o->jwks_tat > now ? o->jwks_tat : now;
+	if (tat - now > span)
+		return false;
+	o->jwks_tat = tat + OIDC_JWKS_REFETCH_S;
+	return true;
+}
+
 /* --- discovery ---------------------------------------------------------------- */
 
 static int load_discovery(struct oidc *o, const char *data, size_t len, struct buf *err)
@@ -963,7 +982,7 @@ int oidc_verify_id_token(struct oidc *o, const char *token, size_t len, const ch
 	}
 	pthread_mutex_lock(&o->mu);
 	k = find_key(o, kid, type);
-	if (!k && kid && o->jwks_uri) {
+	if (!k && kid && o->jwks_uri && refetch_allowed(o, now)) {
 		/* A kid we have not seen: the provider rotated its keys. */
 		struct buf why = { 0 };
 		if (fetch_jwks(o, &why) == 0)

@@ -6,7 +6,10 @@
  * sign-in retries until it answers, "OIDC provider unreachable: ..."), and
  * kept. Its "issuer" must equal --oidc-issuer exactly. The provider's keys
  * (jwks_uri) are fetched with it and fetched again when an ID token names a
- * key id that is not among them (the provider rotated its keys). Every
+ * key id that is not among them (the provider rotated its keys): at most
+ * OIDC_JWKS_REFETCH_BURST times at once, then once each
+ * OIDC_JWKS_REFETCH_S seconds; beyond that an unknown key id is refused
+ * without a fetch. Every
  * answer is bounded (OIDC_MAX_DOC bytes, OIDC_MAX_KEYS keys), every request
  * times out (timeout_ms), redirects are not followed, and only http(s) is
  * spoken; the issuer and the endpoints must be https unless the issuer is a
@@ -57,6 +60,8 @@
 #define OIDC_MAX_KEYS 64
 #define OIDC_MAX_ID_TOKEN (16 * 1024)
 #define OIDC_LEEWAY_S 60
+#define OIDC_JWKS_REFETCH_S 20
+#define OIDC_JWKS_REFETCH_BURST 3
 #define OIDC_DEFAULT_SCOPES "openid email profile"
 
 enum { OIDC_EREQUEST = -1, OIDC_EPROVIDER = -2, OIDC_ETOKEN = -3 };

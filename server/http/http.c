@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -35,6 +36,7 @@ struct track {
 	int fd;
 	uint64_t deadline_ns;  /* 0: none; atomic */
 	int awaiting_next;     /* kept alive, waiting for its next request */
+	bool counted;          /* holds one of the budget's connections */
 };
 
 struct conn_state;
@@ -62,7 +64,8 @@ struct http_server {
 	struct server *srv;
 	struct http_limits lim;
 	char *spool_dir;
-	size_t mem_in_use; /* bytes of bodies in memory, all requests; atomic */
+	struct http_budget own;     /* the budget when limits name none */
+	struct http_budget *budget; /* connections and bodies in memory, with the other listeners */
 	pthread_mutex_t tmu; /* guards tracks; held while a reaped fd is shut down */
 	struct track *tracks;
 	pthread_t reaper;
@@ -80,7 +83,7 @@ struct conn_state {
 	size_t lens[HTTP_MAX_PARAMS];
 	size_t nparams;
 	struct buf body;
-	size_t reserved;           /* bytes of h->mem_in_use this request holds */
+	size_t reserved;           /* bytes of h->budget->mem this request holds */
 	int too_large, over_budget, spool_failed;
 	int refused;               /* resp holds the answer; the body is discarded */
 	int spool_fd;              /* -1: none */
@@ -267,24 +270,52 @@ static void set_deadline(struct MHD_Connection *c, unsigned seconds)
 				 __ATOMIC_RELAXED);
 }
 
+bool http_budget_take_conn(struct http_budget *b, unsigned max)
+{
+	unsigned cur = __atomic_load_n(&b->conns, __ATOMIC_RELAXED);
+	do {
+		if (cur >= max)
+			return false;
+	} while (!__atomic_compare_exchange_n(&b->conns, &cur, cur + 1, true, __ATOMIC_RELAXED,
+					      __ATOMIC_RELAXED));
+	return true;
+}
+
+void http_budget_put_conn(struct http_budget *b)
+{
+	__atomic_sub_fetch(&b->conns, 1, __ATOMIC_RELAXED);
+}
+
+bool http_budget_take_mem(struct http_budget *b, size_t n, size_t max)
+{
+	size_t cur = __atomic_load_n(&b->mem, __ATOMIC_RELAXED);
+	do {
+		if (cur + n < cur || cur + n > max)
+			return false;
+	} while (!__atomic_compare_exchange_n(&b->mem, &cur, cur + n, true, __ATOMIC_RELAXED,
+					      __ATOMIC_RELAXED));
+	return true;
+}
+
+void http_budget_put_mem(struct http_budget *b, size_t n)
+{
+	if (n)
+		__atomic_sub_fetch(&b->mem, n, __ATOMIC_RELAXED);
+}
+
 /* Takes n bytes of the in-memory body budget for cs; false when the
  * budget has not that much left. */
 static bool reserve(struct http_server *h, struct conn_state *cs, size_t n)
 {
-	size_t cur = __atomic_load_n(&h->mem_in_use, __ATOMIC_RELAXED);
-	do {
-		if (cur + n < cur || cur + n > h->lim.upload_memory)
-			return false;
-	} while (!__atomic_compare_exchange_n(&h->mem_in_use, &cur, cur + n, true, __ATOMIC_RELAXED,
-					      __ATOMIC_RELAXED));
+	if (!http_budget_take_mem(h->budget, n, h->lim.upload_memory))
+		return false;
 	cs->reserved += n;
 	return true;
 }
 
 static void release(struct http_server *h, struct conn_state *cs)
 {
-	if (cs->reserved)
-		__atomic_sub_fetch(&h->mem_in_use, cs->reserved, __ATOMIC_RELAXED);
+	http_budget_put_mem(h->budget, cs->reserved);
 	cs->reserved = 0;
 }
 
@@ -651,6 +682,11 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 		struct track *t = xcalloc(1, sizeof(*t));
 		t->fd = ci ? ci->connect_fd : -1;
 		t->deadline_ns = now_mono_ns() + h->lim.header_timeout_s * 1000000000ull;
+		/* The budget shared with the gRPC listener: beyond it the
+		 * connection is shut down at once (libmicrohttpd then closes it). */
+		t->counted = http_budget_take_conn(h->budget, h->lim.max_connections);
+		if (!t->counted && t->fd >= 0)
+			shutdown(t->fd, SHUT_RDWR);
 		pthread_mutex_lock(&h->tmu);
 		t->next = h->tracks;
 		if (h->tracks)
@@ -670,6 +706,8 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 		if (t->next)
 			t->next->prev = t->prev;
 		pthread_mutex_unlock(&h->tmu);
+		if (t->counted)
+			http_budget_put_conn(h->budget);
 		free(t);
 		*socket_context = NULL;
 	}
@@ -808,20 +846,14 @@ static void server_free(struct http_server *h)
 	free(h);
 }
 
-struct http_server *http_start(const char *addr, const struct route *routes, size_t nroutes,
-			       struct server *srv, const struct http_tls *tls,
-			       const struct http_limits *limits, struct buf *err)
+int http_listen_socket(const char *flag, const char *addr, struct buf *err)
 {
 	const char *colon = strrchr(addr, ':');
-	if (!colon) {
-		buf_printf(err, "--listen: expected host:port, got \"%s\"", addr);
-		return NULL;
-	}
 	char host[256];
-	size_t hl = (size_t)(colon - addr);
-	if (hl >= sizeof(host)) {
-		buf_printf(err, "--listen: host too long in \"%s\"", addr);
-		return NULL;
+	size_t hl = colon ? (size_t)(colon - addr) : 0;
+	if (!colon || hl >= sizeof(host)) {
+		buf_printf(err, "%s: expected host:port, got \"%s\"", flag, addr);
+		return -1;
 	}
 	memcpy(host, addr, hl);
 	host[hl] = '\0';
@@ -834,9 +866,31 @@ struct http_server *http_start(const char *addr, const struct route *routes, siz
 	struct addrinfo *ai = NULL;
 	int gai = getaddrinfo(*host ? host : NULL, colon + 1, &hints, &ai);
 	if (gai != 0) {
-		buf_printf(err, "--listen: cannot resolve \"%s\": %s", addr, gai_strerror(gai));
-		return NULL;
+		buf_printf(err, "%s: cannot resolve \"%s\": %s", flag, addr, gai_strerror(gai));
+		return -1;
 	}
+	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int one = 1;
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    (ai->ai_family == AF_INET6 &&
+	     setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) < 0) ||
+	    bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, SOMAXCONN) < 0) {
+		buf_printf(err, "%s: cannot listen on %s: %s", flag, addr, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(ai);
+	return fd;
+}
+
+struct http_server *http_start(const char *addr, const struct route *routes, size_t nroutes,
+			       struct server *srv, const struct http_tls *tls,
+			       const struct http_limits *limits, struct buf *err)
+{
+	int lfd = http_listen_socket("--listen", addr, err);
+	if (lfd < 0)
+		return NULL;
 	struct http_server *h = xcalloc(1, sizeof(*h));
 	h->routes = routes;
 	h->nroutes = nroutes;
@@ -844,6 +898,7 @@ struct http_server *http_start(const char *addr, const struct route *routes, siz
 	h->lim = *limits;
 	h->spool_dir = xstrdup(limits->spool_dir);
 	h->lim.spool_dir = h->spool_dir;
+	h->budget = limits->budget ? limits->budget : &h->own;
 	if (!h->lim.query_threads)
 		h->lim.query_threads = 1;
 	if (!h->lim.ingest_threads)
@@ -856,7 +911,7 @@ struct http_server *http_start(const char *addr, const struct route *routes, siz
 	}
 	if (pthread_create(&h->reaper, NULL, reaper, h) != 0) {
 		buf_printf(err, "cannot start a thread");
-		freeaddrinfo(ai);
+		close(lfd);
 		server_free(h);
 		return NULL;
 	}
@@ -864,15 +919,13 @@ struct http_server *http_start(const char *addr, const struct route *routes, siz
 	if (pool_start(h, &h->pools[POOL_QUERY], h->lim.query_threads, h->lim.query_queue) < 0 ||
 	    pool_start(h, &h->pools[POOL_INGEST], h->lim.ingest_threads, h->lim.ingest_queue) < 0) {
 		buf_printf(err, "cannot start a handler thread");
-		freeaddrinfo(ai);
+		close(lfd);
 		pools_stop(h);
 		server_free(h);
 		return NULL;
 	}
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
 			 MHD_ALLOW_SUSPEND_RESUME;
-	if (ai->ai_family == AF_INET6)
-		flags |= MHD_USE_IPv6;
 	struct MHD_OptionItem tls_opts[] = {
 		{ MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)(uintptr_t)(tls ? tls->cert_pem : NULL) },
 		{ MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)(uintptr_t)(tls ? tls->key_pem : NULL) },
@@ -887,7 +940,7 @@ struct http_server *http_start(const char *addr, const struct route *routes, siz
 	h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h,
 				MHD_OPTION_ARRAY, tls_opts,
 				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-				MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+				MHD_OPTION_LISTEN_SOCKET, lfd,
 				MHD_OPTION_THREAD_POOL_SIZE, (unsigned)4,
 				MHD_OPTION_CONNECTION_TIMEOUT, h->lim.idle_timeout_s,
 				MHD_OPTION_CONNECTION_LIMIT, h->lim.max_connections,
@@ -896,10 +949,11 @@ struct http_server *http_start(const char *addr, const struct route *routes, siz
 				MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
 				MHD_OPTION_URI_LOG_CALLBACK, on_uri, h,
 				MHD_OPTION_END);
-	freeaddrinfo(ai);
 	if (!h->d) {
-		buf_printf(err, tls ? "cannot listen on %s over TLS (address in use, not a local address, or a certificate and key that do not match?)"
-				    : "cannot listen on %s (address in use, or not a local address?)", addr);
+		/* Whether libmicrohttpd closed lfd on failing is not part of
+		 * its contract: left as it is (the server exits on this). */
+		buf_printf(err, tls ? "cannot serve %s over TLS (a certificate and key that do not match?)"
+				    : "cannot serve %s", addr);
 		pools_stop(h);
 		server_free(h);
 		return NULL;

@@ -13,11 +13,14 @@
  *   once (the connection closed); a body that grows beyond it is read,
  *   discarded and answered 413;
  * - bodies held in memory by all requests together stay within
- *   http_limits.upload_memory (beyond it: 503 with Retry-After); a route
+ *   http_limits.upload_memory (beyond it: 503 with Retry-After), counted
+ *   with the gRPC listener's bodies when they share a budget; a route
  *   with HTTP_SPOOL keeps only the first HTTP_SPOOL_AFTER bytes of a body in
  *   memory and writes the rest to an unlinked file in spool_dir, which the
  *   handler sees read-only mapped as req->body;
- * - connections: a total and a per-client-address limit, an idle timeout,
+ * - connections: a total (with the gRPC listener's, struct http_budget;
+ *   one beyond it is shut down as it starts) and a per-client-address
+ *   limit, an idle timeout,
  *   and deadlines for a request's headers and for its body;
  * - HTTP_QUERY and HTTP_INGEST routes run on pools of their own (the
  *   connection is suspended meanwhile): at most query_threads queries at
@@ -109,8 +112,27 @@ struct http_tls {
 	"+CHACHA20-POLY1305:+AES-128-GCM:-MAC-ALL:+AEAD:-KX-ALL:+ECDHE-ECDSA:+ECDHE-RSA:" \
 	"+DHE-RSA:%SERVER_PRECEDENCE"
 
+/* What a server's listeners hold together, the HTTP server's and the
+ * OTLP gRPC listener's (otlp_grpc.h): open connections and bytes of
+ * request bodies in memory, each bounded by http_limits (max_connections,
+ * upload_memory), so that a flood on one listener leaves the other no more
+ * than the one budget allows. Atomic counters; the caller owns the object
+ * and keeps it until every listener that shares it has stopped. */
+struct http_budget {
+	unsigned conns;
+	size_t mem;
+};
+
+/* Takes one connection (false at max: refuse it) / gives it back. */
+bool http_budget_take_conn(struct http_budget *b, unsigned max);
+void http_budget_put_conn(struct http_budget *b);
+/* Takes n bytes of body memory (false when fewer than n are left of max)
+ * / gives n back. */
+bool http_budget_take_mem(struct http_budget *b, size_t n, size_t max);
+void http_budget_put_mem(struct http_budget *b, size_t n);
+
 struct http_limits {
-	unsigned max_connections;   /* in all */
+	unsigned max_connections;   /* in all (with budget: all listeners together) */
 	unsigned per_ip_connections;
 	unsigned idle_timeout_s;    /* no byte either way for this long: closed */
 	unsigned header_timeout_s;  /* a request's headers must arrive within */
@@ -121,10 +143,18 @@ struct http_limits {
 	unsigned ingest_threads;
 	unsigned ingest_queue;
 	const char *spool_dir;      /* HTTP_SPOOL bodies (unlinked files) */
+	struct http_budget *budget; /* shared by the listeners given it; NULL: one of their own */
 };
 
 /* The defaults the server's flags start from. */
 void http_limits_default(struct http_limits *l);
+
+/* A listening TCP socket on addr ("host:port", "[v6 address]:port",
+ * ":port" for every address; SO_REUSEADDR, an IPv6 one IPv6 only,
+ * non-blocking, close-on-exec), what the HTTP server and the gRPC listener
+ * both listen on. Returns -1 with err set, its messages led by flag (the
+ * command-line flag that named addr). */
+int http_listen_socket(const char *flag, const char *addr, struct buf *err);
 
 /* Starts listening on addr ("host:port"), over TLS when tls is not NULL.
  * Returns NULL with err set. */

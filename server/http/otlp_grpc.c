@@ -4,7 +4,8 @@
  * GnuTLS when TLS is on) and their nghttp2 server sessions; it never
  * blocks on a request. A stream's whole body is collected there; then the
  * stream is handed to a worker (a fixed set of threads with a bounded
- * queue), which authenticates, decodes and stores it, and hands the
+ * queue), which decodes and stores it (its credential was checked on the
+ * headers, in the I/O thread, as libmicrohttpd's threads check HTTP's), and hands the
  * answer back through a completion list and an eventfd. Only the I/O
  * thread touches connections and sessions; a stream that a worker holds
  * is never freed under it: a stream (or connection) closed meanwhile is
@@ -14,7 +15,6 @@
 #include <fcntl.h>
 #include <gnutls/gnutls.h>
 #include <jansson.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <nghttp2/nghttp2.h>
@@ -50,6 +50,8 @@ struct gstream {
 	struct gstream *next;      /* the connection's streams */
 	struct gstream *qnext;     /* the queue or the completion list */
 	struct buf body;
+	size_t held;               /* bytes of the budget's memory the body holds */
+	struct principal *who;     /* authenticated on the headers */
 	size_t header_bytes;
 	char *authorization, *project, *encoding, *content_type, *path, *method;
 	bool complete;             /* END_STREAM seen */
@@ -99,9 +101,10 @@ struct otlp_grpc {
 	bool io_started;
 	/* Connections: the I/O thread's alone. */
 	struct gconn *conns;
-	unsigned nconns;
-	/* Bytes of request bodies held, all streams (the I/O thread's). */
-	size_t held;
+	/* Connections and bodies in memory, with the HTTP server's
+	 * (limits->budget; own when it names none). */
+	struct http_budget own;
+	struct http_budget *budget;
 	/* The work queue and the completion list. */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -197,7 +200,40 @@ static void error_text(const struct http_resp *resp, struct buf *out)
 	json_decref(j);
 }
 
-void otlp_grpc_export(struct server *srv, const char *authorization, const char *project,
+/* The OTLP HTTP route: the permission a call needs. */
+static const struct route *otlp_route(void)
+{
+	for (unsigned i = 0; i < server_route_count; i++)
+		if (server_routes[i].fn == handle_otlp_profiles)
+			return &server_routes[i];
+	return NULL;
+}
+
+int otlp_grpc_authenticate(struct server *srv, const char *authorization, struct principal **who,
+			   struct buf *message)
+{
+	*who = NULL;
+	const struct route *route = otlp_route();
+	if (!route) {
+		buf_puts(message, "no OTLP route");
+		return GRPC_CODE_INTERNAL;
+	}
+	const char *headers[] = {
+		authorization ? "Authorization" : NULL, authorization, NULL, NULL,
+	};
+	struct http_req req = { .method = "POST", .path = "/v1development/profiles", .headers = headers };
+	struct http_resp resp = { .status = 200 };
+	int status = GRPC_CODE_OK;
+	if (!auth_request(srv, route, &req, &resp, who)) {
+		status = otlp_grpc_status_of_http(resp.status);
+		error_text(&resp, message);
+	}
+	buf_free(&resp.body);
+	buf_free(&resp.headers);
+	return status;
+}
+
+void otlp_grpc_export(struct server *srv, const struct principal *who, const char *project,
 		      const char *encoding, const uint8_t *body, size_t n, int *status,
 		      struct buf *message, struct buf *reply)
 {
@@ -215,14 +251,9 @@ void otlp_grpc_export(struct server *srv, const char *authorization, const char 
 		buf_puts(message, "a compressed message without grpc-encoding gzip");
 		return;
 	}
-	const struct route *route = NULL;
-	for (unsigned i = 0; i < server_route_count; i++)
-		if (server_routes[i].fn == handle_otlp_profiles)
-			route = &server_routes[i];
 	const char *headers[] = {
 		"Content-Type", "application/x-protobuf",
 		"Content-Encoding", compressed ? "gzip" : "identity",
-		authorization ? "Authorization" : NULL, authorization,
 		NULL, NULL,
 	};
 	const char *args[] = { "project", project ? project : "default", NULL, NULL };
@@ -233,16 +264,10 @@ void otlp_grpc_export(struct server *srv, const char *authorization, const char 
 		.body_len = len,
 		.headers = headers,
 		.args = args,
+		.who = who,
 	};
 	struct http_resp resp = { .status = 200 };
-	struct principal *who = NULL;
-	if (route && auth_request(srv, route, &req, &resp, &who)) {
-		req.who = who;
-		handle_otlp_profiles(srv, &req, &resp);
-		principal_free(who);
-	} else if (!route) {
-		http_error(&resp, 500, "no OTLP route");
-	}
+	handle_otlp_profiles(srv, &req, &resp);
 	*status = otlp_grpc_status_of_http(resp.status);
 	if (*status == GRPC_CODE_OK) {
 		uint8_t pre[GRPC_PREFIX] = { 0, (uint8_t)(resp.body.len >> 24),
@@ -260,10 +285,17 @@ void otlp_grpc_export(struct server *srv, const char *authorization, const char 
 
 /* --- streams -------------------------------------------------------------- */
 
+static void drop_body(struct otlp_grpc *g, struct gstream *s)
+{
+	http_budget_put_mem(g->budget, s->held);
+	s->held = 0;
+	buf_free(&s->body);
+}
+
 static void stream_free(struct otlp_grpc *g, struct gstream *s)
 {
-	g->held -= s->body.len <= g->held ? s->body.len : g->held;
-	buf_free(&s->body);
+	drop_body(g, s);
+	principal_free(s->who);
 	buf_free(&s->message);
 	buf_free(&s->message_enc);
 	buf_free(&s->reply);
@@ -284,12 +316,6 @@ static void stream_unlink(struct gconn *c, struct gstream *s)
 			c->nstreams--;
 			return;
 		}
-}
-
-static void drop_body(struct otlp_grpc *g, struct gstream *s)
-{
-	g->held -= s->body.len <= g->held ? s->body.len : g->held;
-	buf_free(&s->body);
 }
 
 static ssize_t reply_read(nghttp2_session *h2, int32_t id, uint8_t *out, size_t len,
@@ -434,7 +460,7 @@ static void *worker(void *arg)
 			g->qtail = NULL;
 		pthread_mutex_unlock(&g->mu);
 		if (!g->stop)
-			otlp_grpc_export(g->srv, s->authorization, s->project, s->encoding,
+			otlp_grpc_export(g->srv, s->who, s->project, s->encoding,
 					 (const uint8_t *)s->body.data, s->body.len, &s->status,
 					 &s->message, &s->reply);
 		else
@@ -540,6 +566,17 @@ static bool headers_ok(struct gconn *c, struct gstream *s)
 		     s->encoding);
 		return false;
 	}
+	/* The credential, before a byte of the message is held: a refused
+	 * call is answered now and its body discarded as it comes. */
+	if (!c->g->memory) {
+		struct buf why = { 0 };
+		int st = otlp_grpc_authenticate(c->g->srv, s->authorization, &s->who, &why);
+		if (st != GRPC_CODE_OK)
+			fail(c, s, st, "%s", why.data ? why.data : "refused");
+		buf_free(&why);
+		if (st != GRPC_CODE_OK)
+			return false;
+	}
 	return true;
 }
 
@@ -576,12 +613,12 @@ static int on_data(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t
 		     OTLP_GRPC_MAX_MESSAGE);
 		return 0;
 	}
-	if (c->g->held + len > c->g->lim.upload_memory) {
+	if (!http_budget_take_mem(c->g->budget, len, c->g->lim.upload_memory)) {
 		fail(c, s, GRPC_CODE_UNAVAILABLE, "the server holds too many request bodies: retry later");
 		return 0;
 	}
 	buf_append(&s->body, data, len);
-	c->g->held += len;
+	s->held += len;
 	return 0;
 }
 
@@ -664,7 +701,7 @@ static void conn_close(struct gconn *c)
 			g->conns = c->next;
 		if (c->next)
 			c->next->prev = c->prev;
-		g->nconns--;
+		http_budget_put_conn(g->budget);
 	}
 	buf_free(&c->out);
 	free(c);
@@ -817,7 +854,8 @@ static void accept_all(struct otlp_grpc *g)
 		unsigned same = 0;
 		for (struct gconn *c = g->conns; c; c = c->next)
 			same += same_client(&c->peer, &peer);
-		if (g->nconns >= g->lim.max_connections || same >= g->lim.per_ip_connections) {
+		if (same >= g->lim.per_ip_connections ||
+		    !http_budget_take_conn(g->budget, g->lim.max_connections)) {
 			log_debug("otlp-grpc: connection refused (limit)");
 			close(fd);
 			continue;
@@ -834,7 +872,6 @@ static void accept_all(struct otlp_grpc *g)
 		if (g->conns)
 			g->conns->prev = c;
 		g->conns = c;
-		g->nconns++;
 		bool ok = conn_session(c) == 0;
 		if (ok && g->tls) {
 			ok = gnutls_init(&c->tls, GNUTLS_SERVER | GNUTLS_NONBLOCK) == 0 &&
@@ -966,48 +1003,13 @@ static void *io_thread(void *arg)
 
 /* --- start and stop ------------------------------------------------------ */
 
-static int listen_on(const char *addr, struct buf *err)
-{
-	const char *colon = strrchr(addr, ':');
-	char host[256];
-	size_t hl = colon ? (size_t)(colon - addr) : 0;
-	if (!colon || hl >= sizeof(host)) {
-		buf_printf(err, "--otlp-grpc-listen: expected host:port, got \"%s\"", addr);
-		return -1;
-	}
-	memcpy(host, addr, hl);
-	host[hl] = '\0';
-	if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
-		memmove(host, host + 1, hl - 2);
-		host[hl - 2] = '\0';
-	}
-	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-				  .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
-	struct addrinfo *ai = NULL;
-	int gai = getaddrinfo(*host ? host : NULL, colon + 1, &hints, &ai);
-	if (gai != 0) {
-		buf_printf(err, "--otlp-grpc-listen: cannot resolve \"%s\": %s", addr, gai_strerror(gai));
-		return -1;
-	}
-	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	int one = 1;
-	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 128) < 0) {
-		buf_printf(err, "--otlp-grpc-listen: cannot listen on %s: %s", addr, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		fd = -1;
-	}
-	freeaddrinfo(ai);
-	return fd;
-}
-
 struct otlp_grpc *otlp_grpc_start(const char *addr, struct server *srv, const struct http_tls *tls,
 				  const struct http_limits *limits, struct buf *err)
 {
 	struct otlp_grpc *g = xcalloc(1, sizeof(*g));
 	g->srv = srv;
 	g->lim = *limits;
+	g->budget = limits->budget ? limits->budget : &g->own;
 	g->lfd = g->ep = g->efd = -1;
 	pthread_mutex_init(&g->mu, NULL);
 	pthread_cond_init(&g->cv, NULL);
@@ -1030,7 +1032,7 @@ struct otlp_grpc *otlp_grpc_start(const char *addr, struct server *srv, const st
 		}
 		g->tls = true;
 	}
-	g->lfd = listen_on(addr, err);
+	g->lfd = http_listen_socket("--otlp-grpc-listen", addr, err);
 	g->ep = epoll_create1(EPOLL_CLOEXEC);
 	g->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (g->lfd < 0 || g->ep < 0 || g->efd < 0) {
@@ -1104,6 +1106,7 @@ int otlp_grpc_feed(const uint8_t *data, size_t n)
 {
 	struct otlp_grpc g = { .memory = true, .lfd = -1, .ep = -1, .efd = -1 };
 	http_limits_default(&g.lim);
+	g.budget = &g.own;
 	pthread_mutex_init(&g.mu, NULL);
 	pthread_cond_init(&g.cv, NULL);
 	struct gconn *c = xcalloc(1, sizeof(*c));

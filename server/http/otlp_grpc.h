@@ -11,9 +11,11 @@
  * error. TLS (GnuTLS, as libmicrohttpd's HTTPS; ALPN "h2") when the server
  * has --tls-cert/--tls-key.
  *
- * Each complete request is answered exactly as POST /v1development/profiles
+ * Each request is answered exactly as POST /v1development/profiles
  * answers it: the metadata "authorization" goes through auth_request
- * (authz.h) with the OTLP route, the metadata "ember-project" plays
+ * (authz.h) with the OTLP route as soon as the headers arrive, so that a
+ * refused call (UNAUTHENTICATED, PERMISSION_DENIED) is answered before its
+ * message is read and none of it is held; the metadata "ember-project" plays
  * ?project= (default "default"), and handle_otlp_profiles stores it; its
  * HTTP status becomes a gRPC status (otlp_grpc_status_of_http). Requests run on
  * a bounded set of worker threads (--ingest-threads, --ingest-queue); a
@@ -24,7 +26,9 @@
  * Bounds (the HTTP route's, struct http_limits): a message of at most
  * OTLP_MAX_BODY bytes (beyond: RESOURCE_EXHAUSTED, the rest discarded);
  * messages in memory, all streams together, within upload_memory (beyond:
- * UNAVAILABLE); max_connections and per_ip_connections; a connection with
+ * UNAVAILABLE) and max_connections, both counted with the HTTP server's
+ * when limits->budget is shared (http.h: struct http_budget);
+ * per_ip_connections (this listener's); a connection with
  * no open stream and no byte for idle_timeout_s is closed (GOAWAY); a TLS
  * handshake must end within header_timeout_s; a stream's message must be
  * complete within header_timeout_s + body_timeout_s of its headers
@@ -82,11 +86,20 @@ void otlp_grpc_percent_encode(const char *s, struct buf *out);
 /* The gRPC status of an HTTP answer of the OTLP route. */
 int otlp_grpc_status_of_http(int http_status);
 
-/* Answers one Export call in the calling thread, as a worker does:
- * authorization and project are the metadata (NULL: absent), body the
- * request body. Sets *status, the error message (status != OK) or the
+/* Checks a call's credential (the metadata "authorization", NULL when
+ * absent) as the OTLP HTTP route's check does, on the headers, before a
+ * byte of its message is held: GRPC_CODE_OK with *who set (free it with
+ * principal_free), or UNAUTHENTICATED / PERMISSION_DENIED with message
+ * set. */
+struct principal;
+int otlp_grpc_authenticate(struct server *srv, const char *authorization, struct principal **who,
+			   struct buf *message);
+
+/* Answers one Export call of who (otlp_grpc_authenticate's) in the calling
+ * thread, as a worker does: project is the metadata (NULL: absent), body
+ * the request body. Sets *status, the error message (status != OK) or the
  * serialized response (OK). */
-void otlp_grpc_export(struct server *srv, const char *authorization, const char *project,
+void otlp_grpc_export(struct server *srv, const struct principal *who, const char *project,
 		      const char *encoding, const uint8_t *body, size_t n, int *status,
 		      struct buf *message, struct buf *reply);
 

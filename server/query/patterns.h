@@ -17,9 +17,11 @@
  * the fraction of that time the pattern's fix typically removes
  * (pattern.removes, stated per pattern in the docs).
  *
- * The patterns are constants; their regular expressions (PCRE2) are
- * compiled once, on first use, and only read after that, so any thread
- * may call pat_match.
+ * The table is data, server/query/patterns.json (embedded in the binary,
+ * every field checked when it is read: the same names as struct pattern;
+ * "kinds" and "*_types" as lists of event kind and frame type names). It
+ * is read and its regular expressions (PCRE2) compiled once, on first
+ * use, and only read after that, so any thread may call pat_match.
  */
 #ifndef EMBER_SERVER_PATTERNS_H
 #define EMBER_SERVER_PATTERNS_H
@@ -53,8 +55,9 @@ struct pattern {
 	const char *actions[PAT_MAX_ACTIONS]; /* ranked; NULL-terminated when fewer */
 };
 
-extern const struct pattern pat_table[];
-extern const size_t pat_count;
+/* The table, in order (read on first use); *n its length (0 when
+ * patterns.json could not be read: pat_selfcheck says so). */
+const struct pattern *pat_table(size_t *n);
 
 struct pat_match {
 	const struct pattern *p;

@@ -353,3 +353,90 @@ def test_busy_is_unavailable(tmp_path):
             assert code == grpc.StatusCode.OK, resp
     finally:
         g.stop()
+
+
+def unauthorized_total(server):
+    st, body = http("GET", server.url + "/metrics")
+    assert st == 200
+    for line in body.decode().splitlines():
+        if line.startswith("ember_ingest_unauthorized_total "):
+            return int(line.split()[1])
+    raise AssertionError("no ember_ingest_unauthorized_total")
+
+
+def test_credentials_are_checked_before_the_body(tmp_path):
+    """A call without a token is refused on its headers: its answer (and a
+    RST_STREAM telling the client to stop sending) comes while the client
+    is still in the middle of a 16 MiB message, none of which the server
+    waits for or holds."""
+    g = GrpcServer(tmp_path / "data", "--ingest-tokens", "s3cret").start()
+    sock = socket.create_connection(("127.0.0.1", g.grpc_port))
+    try:
+        before = unauthorized_total(g)
+        hdr = b"".join(h2_literal(n, v) for n, v in (
+            (b":method", b"POST"), (b":scheme", b"http"), (b":path", EXPORT.encode()),
+            (b":authority", b"x"), (b"content-type", b"application/grpc"), (b"te", b"trailers")))
+        # A message announced as 16 MiB; only its first 8 KiB are sent.
+        sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + h2_frame(4, 0, 0, b"")
+                     + h2_frame(1, 4, 1, hdr)
+                     + h2_frame(0, 0, 1, b"\0" + (16 << 20).to_bytes(4, "big") + b"\x0a" * 8192))
+        sock.settimeout(0.2)
+        data, deadline = b"", time.monotonic() + 3
+        while time.monotonic() < deadline and not any(
+                t == 3 and s == 1 for t, f, s in h2_frames(data)):
+            try:
+                chunk = sock.recv(65536)
+            except socket.timeout:
+                continue
+            if not chunk:
+                break
+            data += chunk
+        frames = h2_frames(data)
+        assert any(t == 1 and f & 1 and s == 1 for t, f, s in frames), frames  # the answer
+        assert any(t == 3 and s == 1 for t, f, s in frames), frames  # stop sending
+        assert unauthorized_total(g) == before + 1
+    finally:
+        sock.close()
+        g.stop()
+
+
+def test_connections_share_one_budget_with_http(tmp_path):
+    """--max-connections bounds both listeners together: while idle HTTP
+    connections hold all of it a gRPC connection is closed at once, and
+    while gRPC connections hold it an HTTP one is; a freed one is usable."""
+    g = GrpcServer(tmp_path / "data", "--max-connections", "16").start()
+    held = []
+    try:
+        held = [socket.create_connection(("127.0.0.1", g.port)) for _ in range(16)]
+        time.sleep(0.5)
+        extra = socket.create_connection(("127.0.0.1", g.grpc_port))
+        extra.settimeout(3)
+        assert extra.recv(100) == b""
+        extra.close()
+        for s in held:
+            s.close()
+        held = []
+        time.sleep(0.5)
+        with g.channel() as ch:
+            code, resp = export(ch, test_otlp.build_request("grpc_budget"))
+            assert code == grpc.StatusCode.OK, resp
+        held = [socket.create_connection(("127.0.0.1", g.grpc_port)) for _ in range(16)]
+        time.sleep(0.5)
+        extra = socket.create_connection(("127.0.0.1", g.port))
+        extra.settimeout(3)
+        extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        try:
+            got = extra.recv(100)
+        except ConnectionResetError:
+            got = b""
+        assert got == b"", got
+        extra.close()
+        for s in held:
+            s.close()
+        held = []
+        time.sleep(0.5)
+        assert http("GET", g.url + "/healthz")[0] == 200
+    finally:
+        for s in held:
+            s.close()
+        g.stop()

@@ -323,7 +323,11 @@ static void test_id_token_claims(void **state)
 }
 
 /* An unknown kid makes the RP fetch the JWKS again (here: nothing
- * listens there, so it stays unknown and the token is refused). */
+ * listens there, so it stays unknown and the token is refused); a known
+ * kid fetches nothing. Unknown kids fetch OIDC_JWKS_REFETCH_BURST times
+ * at once, then once each OIDC_JWKS_REFETCH_S: a flood of tokens naming
+ * made-up kids is refused without more fetches; a period later, one
+ * fetch again. */
 static void test_unknown_kid_fetches_again(void **state)
 {
 	struct fix *f = *state;
@@ -333,9 +337,26 @@ static void test_unknown_kid_fetches_again(void **state)
 	assert_int_equal(verify(f, token("RS256", "rotated", f->k.rsa_other, c), &why), OIDC_ETOKEN);
 	assert_int_equal(oidc_jwks_fetches(f->o), before + 1);
 	assert_non_null(strstr(why.data, "rotated"));
-	/* A known kid fetches nothing. */
 	assert_int_equal(verify(f, token("RS256", "r", f->k.rsa, c), &why), 0);
 	assert_int_equal(oidc_jwks_fetches(f->o), before + 1);
+	for (int i = 0; i < 20; i++) {
+		char kid[32];
+		snprintf(kid, sizeof(kid), "made-up-%d", i);
+		assert_int_equal(verify(f, token("RS256", kid, f->k.rsa_other, c), &why), OIDC_ETOKEN);
+		assert_non_null(strstr(why.data, kid));
+	}
+	assert_int_equal(oidc_jwks_fetches(f->o), before + OIDC_JWKS_REFETCH_BURST);
+	/* Meanwhile the known key still verifies. */
+	assert_int_equal(verify(f, token("RS256", "r", f->k.rsa, c), &why), 0);
+	int64_t now = f->now;
+	f->now = now + OIDC_JWKS_REFETCH_S - 1;
+	assert_int_equal(verify(f, token("RS256", "late", f->k.rsa_other, c), &why), OIDC_ETOKEN);
+	assert_int_equal(oidc_jwks_fetches(f->o), before + OIDC_JWKS_REFETCH_BURST);
+	f->now = now + OIDC_JWKS_REFETCH_S;
+	assert_int_equal(verify(f, token("RS256", "later", f->k.rsa_other, c), &why), OIDC_ETOKEN);
+	assert_int_equal(verify(f, token("RS256", "later2", f->k.rsa_other, c), &why), OIDC_ETOKEN);
+	assert_int_equal(oidc_jwks_fetches(f->o), before + OIDC_JWKS_REFETCH_BURST + 1);
+	f->now = now;
 	json_decref(c);
 	buf_free(&why);
 }
