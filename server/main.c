@@ -111,12 +111,12 @@ static const struct flag_def defs[] = {
 	  "price of one CPU core for an hour: turns the cores a recommendation saves into an annual cost" },
 	{ "cost-per-gpu-hour", FLAG_STRING, "2.50", OFF(cost_gpu_hour), 0, 0,
 	  "price of one GPU for an hour: turns the GPU time a recommendation saves into an annual cost" },
-	{ "recs-window", FLAG_DURATION, "6h", OFF(recs_window_ms), 60000, 7 * 86400000LL,
+	{ "recs-window", FLAG_DURATION, "6h", OFF(recs_window_ms), 60000, 86400000LL,
 	  "recommendations: how much recent profiling data the hot traces are found in" },
 	{ "recs-min-share", FLAG_STRING, "0.5", OFF(recs_min_share), 0, 0,
 	  "recommendations: the percent of a project's CPU (or GPU) time a code path must use to be analyzed" },
 	{ "recs-step", FLAG_DURATION, "60s", OFF(recs_step_ms), 1000, 86400000,
-	  "recommendations: how long an answer is reused before the hot traces are read again" },
+	  "recommendations: how often every project is analysed again in the background (a new generation)" },
 	{ "tls-cert", FLAG_STRING, "", OFF(tls_cert), 0, 0,
 	  "PEM file of the server's certificate (chain): serve HTTPS (with --tls-key)" },
 	{ "tls-key", FLAG_STRING, "", OFF(tls_key), 0, 0, "PEM file of the certificate's private key" },
@@ -296,7 +296,8 @@ int main(int argc, char **argv, char **envp)
 	rc_cfg.min_share /= 100;
 	rc_cfg.window_ms = cfg.recs_window_ms;
 	rc_cfg.stale_ms = cfg.recs_step_ms;
-	if (recs_open(cfg.data_dir, &rc_cfg, &srv.recs, &err) < 0) {
+	if (recs_open(cfg.data_dir, &rc_cfg, &srv.recs, &err) < 0 ||
+	    recs_start(srv.recs, srv.store, srv.symbols, srv.projects, &err) < 0) {
 		log_error("%s", err.data);
 		goto out;
 	}
