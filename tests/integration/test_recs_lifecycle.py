@@ -241,3 +241,42 @@ def test_slack_notifications(tmp_path):
     log = server.output()
     assert "s3cretXYZtoken" not in log and str(rx.port) + "/services" not in log, log
     assert "slack: notifications on" in log
+
+
+def test_permissions_and_who(tmp_path):
+    """The lifecycle needs project:update, the settings admin:settings:*;
+    the history names the principal."""
+    from test_auth import ADMIN, PASSWORD, Session, bearer
+    pw = tmp_path / "admin-password"
+    pw.write_text(PASSWORD + "\n")
+    server = Server(tmp_path / "data", None, "--auth", "local", "--admin-email", ADMIN,
+                    "--admin-password-file", str(pw)).start()
+    try:
+        s = Session(server)
+        admin = s.login(ADMIN, PASSWORD)[1]["access_token"]
+        tokens = {}
+        for name, scopes in (("reader", ["project:read"]), ("editor", ["project:read", "project:update"])):
+            st, tok = s.call("POST", "/public/api/v1/service-tokens", {"name": name, "scopes": scopes})
+            assert st == 201, tok
+            tokens[name] = tok["token"]
+            tokens[name + "_id"] = tok["id"]
+        settings = "/public/api/v1/settings/recommendations"
+        assert bearer(server, "GET", BASE, tokens["reader"])[0] == 200
+        assert bearer(server, "GET", BASE + "/history", tokens["reader"])[0] == 200
+        for path in ("/regenerate", "/refresh", "/hot-traces/00000000000000ab/suppress"):
+            st, body = bearer(server, "POST", BASE + path, tokens["reader"])
+            assert st == 403 and "project:update" in body["error"], (path, body)
+        assert bearer(server, "POST", BASE + "/regenerate", tokens["editor"])[0] == 200
+        for tok in (tokens["reader"], tokens["editor"]):
+            assert bearer(server, "GET", settings, tok)[0] == 403
+            assert bearer(server, "PUT", settings, tok, b'{"step_ms": 5000}',
+                          {"Content-Type": "application/json"})[0] == 403
+        st, body = bearer(server, "PUT", settings, admin, b'{"step_ms": 5000}', {"Content-Type": "application/json"})
+        assert st == 200 and body["step_ms"] == 5000, body
+        hist = bearer(server, "GET", BASE + "/history", admin)[1]["history"]
+        me = bearer(server, "GET", "/api/v1/auth/me", admin)[1]
+        admin_id = json.dumps(me)
+        assert hist[0]["action"] == "settings" and hist[0]["actor"] in admin_id, (hist, me)
+        assert hist[1]["action"] == "regenerate" and hist[1]["actor"] == "token:" + tokens["editor_id"], hist
+    finally:
+        server.stop()
