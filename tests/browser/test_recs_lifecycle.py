@@ -129,3 +129,21 @@ def test_settings_page(server, page):
     page.wait_for("document.querySelectorAll('#view-settings [data-reset]').length === 0")
     assert api(server, "GET", SETTINGS)["overridden"] == []
     no_errors(page, allow=(lambda e: "400" in str(e),))
+
+
+def test_entity_page_cost(server, page):
+    """A deployment's page: the annual cost at its rate, and the savings of
+    the recommendations that name it; Open goes to the recommendation."""
+    open_ui(page, server.base, "/?view=entities&entity=deployment&name=shop-api")
+    page.wait_for("!!document.querySelector('#view-entities .ent-recs')")
+    cost = page.evaluate("document.querySelector('#view-entities .ent-cost dd').textContent")
+    recs = page.evaluate("document.querySelector('#view-entities .ent-recs dd').textContent")
+    assert cost.startswith("$") and cost.endswith("/yr"), cost
+    assert recs.startswith("1 \u00b7 save $") and "/yr" in recs, recs
+    shot(page, "recs_life_entity")
+    # Another deployment's page would not list them; the host's does (an affected entity).
+    page.evaluate("document.querySelector('#view-entities .ent-recs-open').click()")
+    wait_state(page, "ready")
+    assert page.evaluate("new URLSearchParams(location.search).get('view')") == "recs"
+    assert page.evaluate("!document.querySelector('#view-recs .recs-detail').hidden")
+    no_errors(page)
