@@ -35,7 +35,7 @@ struct cache_slot {
 	uint64_t seq;          /* generation number, from 1 */
 	int64_t generated_ms;  /* 0: the slot is free */
 	int64_t elapsed_ms;
-	char trigger[16];      /* "schedule", "request", "regenerate", "refresh", "suppress", "settings" */
+	char trigger[16];      /* "schedule", "request", "regenerate", "refresh" or "suppress" */
 	json_t *recs;          /* array of every kind, with status and generated_at, without states */
 	struct ht_result ht[NKINDS]; /* its hot traces, analysed again by a regenerate */
 };
