@@ -20,6 +20,7 @@
 #include "server/metrics/metrics.h"
 #include "server/http/mcp.h"
 #include "pidlock.h"
+#include "server/notify/slack.h"
 #include "server/query/recommend.h"
 #include "server/http/otlp_grpc.h"
 #include "server/http/server.h"
@@ -61,6 +62,9 @@ struct server_config {
 	int64_t idle_timeout_ms, header_timeout_ms, body_timeout_ms;
 	char *cost_core_hour, *cost_gpu_hour, *recs_min_share;
 	int64_t recs_window_ms, recs_step_ms;
+	char *slack_webhook_url_file, *public_url;
+	uint64_t slack_max_messages;
+	int64_t slack_rate_window_ms;
 	bool verbose;
 	bool json_log;
 	bool help;
@@ -113,12 +117,21 @@ static const struct flag_def defs[] = {
 	  "price of one CPU core for an hour: turns the cores a recommendation saves into an annual cost" },
 	{ "cost-per-gpu-hour", FLAG_STRING, "2.50", OFF(cost_gpu_hour), 0, 0,
 	  "price of one GPU for an hour: turns the GPU time a recommendation saves into an annual cost" },
-	{ "recs-window", FLAG_DURATION, "6h", OFF(recs_window_ms), 60000, 7 * 86400000LL,
+	{ "recs-window", FLAG_DURATION, "6h", OFF(recs_window_ms), 60000, 86400000LL,
 	  "recommendations: how much recent profiling data the hot traces are found in" },
 	{ "recs-min-share", FLAG_STRING, "0.5", OFF(recs_min_share), 0, 0,
 	  "recommendations: the percent of a project's CPU (or GPU) time a code path must use to be analyzed" },
 	{ "recs-step", FLAG_DURATION, "60s", OFF(recs_step_ms), 1000, 86400000,
-	  "recommendations: how long an answer is reused before the hot traces are read again" },
+	  "recommendations: how often every project is analysed again in the background (a new generation)" },
+	{ "slack-webhook-url-file", FLAG_STRING, "", OFF(slack_webhook_url_file), 0, 0,
+	  "file holding a Slack incoming-webhook URL: new or worsened recommendations and GPU XID events "
+	  "are posted to it (the URL is never logged)" },
+	{ "slack-max-messages", FLAG_UINT, "5", OFF(slack_max_messages), 1, 1000,
+	  "Slack: at most this many messages per --slack-rate-window; the rest wait and go out grouped" },
+	{ "slack-rate-window", FLAG_DURATION, "10m", OFF(slack_rate_window_ms), 1000, 86400000,
+	  "Slack: the window of --slack-max-messages" },
+	{ "public-url", FLAG_STRING, "", OFF(public_url), 0, 0,
+	  "the address users reach the UI at, for links in notifications (default: http(s)://--listen)" },
 	{ "tls-cert", FLAG_STRING, "", OFF(tls_cert), 0, 0,
 	  "PEM file of the server's certificate (chain): serve HTTPS (with --tls-key)" },
 	{ "tls-key", FLAG_STRING, "", OFF(tls_key), 0, 0, "PEM file of the certificate's private key" },
@@ -334,6 +347,7 @@ int main(int argc, char **argv, char **envp)
 	int rc = 1;
 	struct http_server *http = NULL;
 	struct otlp_grpc *grpc = NULL;
+	struct slack *slack = NULL;
 	/* One server per data dir, locked before anything in it is read or
 	 * written: a second one would replay the logs and delete blocks the
 	 * first is writing. */
@@ -386,6 +400,35 @@ int main(int argc, char **argv, char **envp)
 	rc_cfg.window_ms = cfg.recs_window_ms;
 	rc_cfg.stale_ms = cfg.recs_step_ms;
 	if (recs_open(cfg.data_dir, &rc_cfg, &srv.recs, &err) < 0) {
+		log_error("%s", err.data);
+		goto out;
+	}
+	if (*cfg.slack_webhook_url_file) {
+		struct buf hook = { 0 }, pub = { 0 };
+		if (*cfg.public_url)
+			buf_puts(&pub, cfg.public_url);
+		else
+			buf_printf(&pub, "%s://%s", *cfg.tls_cert ? "https" : "http", cfg.listen);
+		struct slack_config slc = { .public_url = pub.data, .max_messages = (unsigned)cfg.slack_max_messages,
+					    .window_ms = cfg.slack_rate_window_ms };
+		if (slack_read_url(cfg.slack_webhook_url_file, &hook, &err) == 0 &&
+		    curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+			buf_puts(&err, "slack: libcurl could not start");
+		else if (hook.data) {
+			slc.webhook_url = hook.data;
+			slack = slack_start(&slc, srv.metrics, &err);
+		}
+		buf_free(&hook);
+		buf_free(&pub);
+		if (!slack) {
+			log_error("%s", err.data ? err.data : "slack: cannot start");
+			goto out;
+		}
+		recs_set_listener(srv.recs, slack_recs_event, slack);
+		log_info("slack: notifications on (at most %llu messages per %lld s)",
+			 (unsigned long long)cfg.slack_max_messages, (long long)(cfg.slack_rate_window_ms / 1000));
+	}
+	if (recs_start(srv.recs, srv.store, srv.symbols, srv.projects, &err) < 0) {
 		log_error("%s", err.data);
 		goto out;
 	}
@@ -524,7 +567,8 @@ out:
 	http_stop(http);
 	mcp_free(srv.mcp);
 	fetcher_stop(srv.fetcher);
-	recs_close(srv.recs);
+	recs_close(srv.recs); /* its thread tells slack: first */
+	slack_stop(slack);
 	sessions_free(srv.sessions);
 	auth_close(srv.auth);
 	projects_close(srv.projects);

@@ -20,6 +20,7 @@ const VIEWS = {
 	diff: 'Diff',
 	metrics: 'Metrics',
 	recs: 'Recommendations',
+	settings: 'Settings',
 	// Reached from the user menu (session.js), not the views' tabs.
 	account: 'Account',
 };

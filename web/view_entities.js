@@ -15,8 +15,9 @@
 // URL parameters: entity (the tab, default host), name (an entity's page),
 // mode (relative | absolute CPU %), sort, match (the name filter).
 
-import { emptyHTML, apiErrorHTML, messageHTML, escapeHTML, withFilter, sortableTable, fmtCores, fmtPct, fmtInt, fmtSamples, kindInfo, loadStylesheet } from './common.js';
+import { apiJSON, emptyHTML, apiErrorHTML, messageHTML, escapeHTML, withFilter, sortableTable, fmtCores, fmtPct, fmtInt, fmtSamples, kindInfo, loadStylesheet } from './common.js';
 import { timeChart } from './chart.js';
+import { fmtMoney } from './view_recs.js';
 
 // The kinds of entity: their tab, their attribute (null: not a resource
 // attribute, so neither a query filter nor a page of its own) and, when
@@ -444,6 +445,7 @@ async function loadPage(p, key) {
 		return setState('empty');
 	}
 	renderStats(p, row, a);
+	costStats(p, row, my);
 	root.querySelector('.ent-explain').textContent = explainText(p.entity, p.mode, a);
 	renderChart(p, ts);
 	const box = root.querySelector('.ent-related');
@@ -494,6 +496,34 @@ function renderStats(p, row, a) {
 		button('Add as filter', `Add ${k.attr} == "${filterValue}" to the query`, () => cur.addFilter(k.attr, filterValue)),
 		...(p.entity === 'host' && filterValue ? [metricsButton(p.name, q)] : []),
 	);
+}
+
+// Cost on an entity's page: what its usage costs a year at this rate
+// (the recommendations' prices: Settings), and the active recommendations
+// whose affected entities name it, with the savings they estimate.
+async function costStats(p, row, my) {
+	const off = K().off, gpu = K().gpu;
+	let d;
+	try {
+		d = await apiJSON('GET', `/public/api/v1/project/${encodeURIComponent(cur.project)}/recommendations?kind=all`, undefined, ctl.signal);
+	} catch {
+		return; // the page stands without them
+	}
+	if (my !== seq) return;
+	const stats = root.querySelector('.ent-stats');
+	const item = (dt, dd, title, extra) => el('div', { title, class: extra }, el('dt', { text: dt }), el('dd', { text: dd }));
+	const s = d.settings || {};
+	if (!off && Number.isFinite(s.cost_per_core_hour)) {
+		stats.append(item('Cost at this rate', `${fmtMoney(row.cores * 8766 * s.cost_per_core_hour)}/yr`, `${fmtCores(row.cores)} cores for a year at ${s.cost_per_core_hour} per core-hour (Settings)`, 'ent-cost'));
+	} else if (gpu && Number.isFinite(s.cost_per_gpu_hour)) {
+		stats.append(item('Cost at this rate', `${fmtMoney(row.cores * 8766 * s.cost_per_gpu_hour)}/yr`, `${fmtCores(row.cores)} GPUs busy for a year at ${s.cost_per_gpu_hour} per GPU-hour (Settings)`, 'ent-cost'));
+	}
+	const recs = d.recommendations.filter((r) => r.state !== 'dismissed' && r.entities.some((e) => e.type === p.entity && e.value === p.name));
+	if (!recs.length) return;
+	const saved = recs.reduce((t, r) => t + (r.savings.annual_cost || 0), 0);
+	const box = item('Recommendations', `${recs.length} · save ${fmtMoney(saved)}/yr`, recs.map((r) => r.title).join('\n'), 'ent-recs');
+	box.querySelector('dd').append(' ', button('Open', 'The recommendations of this entity', () => cur.go('recs', { rec: recs[0].id }), 'ent-recs-open'));
+	stats.append(box);
 }
 
 function renderChart(p, ts) {

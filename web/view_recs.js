@@ -5,7 +5,12 @@
 // detail panel of the one selected, with the reference's sections: issue
 // detected, usage over time, recommended actions with savings, analysis
 // (evidence with source locations), affected entities, technical details;
-// and Dismiss / Restore (POST .../recommendations/{id}/state).
+// and Dismiss / Restore (POST .../recommendations/{id}/state). The
+// lifecycle: Regenerate (the analysis again) and Refresh traces (the hot
+// traces read again, then the analysis) for the project, Suppress on each
+// hot trace (an accepted cost, left out until unsuppressed from the
+// "Suppressed hot traces" list). Cards say whether a recommendation is
+// new or worsened since the previous generation.
 //
 // URL parameters: tab (all | cpu | cuda; default all), rec (the id of the
 // recommendation shown), dismissed (1: list the dismissed ones too).
@@ -51,6 +56,9 @@ function build(root) {
 			${Object.entries(TABS).map(([k, t]) => `<button type="button" role="tab" data-tab="${k}">${t}</button>`).join('')}
 		</div>
 		<label class="recs-dismissed"><input type="checkbox" data-dismissed> Show dismissed</label>
+		<div class="recs-lifecycle"><button type="button" data-act="regenerate" title="Run the analysis again on the hot traces of the last generation">Regenerate</button>
+		<button type="button" data-act="refresh" title="Read the heaviest hot traces again, then run the analysis">Refresh traces</button>
+		<span class="recs-gen recs-muted"></span></div>
 	</div>
 	<p class="recs-note">The heaviest code paths of the last hours, grouped by application and matched against ember's built-in knowledge base of performance patterns. Sorted by peak usage.</p>
 	<div class="recs-message" hidden></div>
@@ -58,6 +66,7 @@ function build(root) {
 		<div class="recs-list" role="list"></div>
 		<div class="recs-detail panel" hidden></div>
 	</div>
+	<details class="recs-suppressed" hidden><summary>Suppressed hot traces</summary><div class="recs-suppressed-body"></div></details>
 </div>`;
 	root.querySelector('.recs-tabs').addEventListener('click', (ev) => {
 		const b = ev.target.closest('button[data-tab]');
@@ -65,6 +74,14 @@ function build(root) {
 	});
 	root.querySelector('[data-dismissed]').addEventListener('change', (ev) => {
 		v.ctx.setParams({ dismissed: ev.target.checked ? '1' : null });
+	});
+	root.querySelector('.recs-lifecycle').addEventListener('click', (ev) => {
+		const b = ev.target.closest('button[data-act]');
+		if (b) lifecycle(b.dataset.act, 'POST', `/${b.dataset.act}`);
+	});
+	root.querySelector('.recs-suppressed').addEventListener('click', (ev) => {
+		const b = ev.target.closest('button[data-unsuppress]');
+		if (b) lifecycle('unsuppress', 'DELETE', `/hot-traces/${encodeURIComponent(b.dataset.unsuppress)}/suppress`);
 	});
 	root.querySelector('.recs-list').addEventListener('click', (ev) => {
 		const card = ev.target.closest('[data-rec]');
@@ -76,8 +93,12 @@ function build(root) {
 		if (b.dataset.act === 'close') v.ctx.setParams({ rec: null }, true);
 		else if (b.dataset.act === 'state') setStateOf(b.dataset.id, b.dataset.state);
 		else if (b.dataset.act === 'flame') v.ctx.go('flamegraph', { q: b.dataset.q, range: '6h' });
+		else if (b.dataset.act === 'suppress') {
+			ev.preventDefault(); // inside a <summary>: do not toggle it
+			lifecycle('suppress', 'POST', `/hot-traces/${encodeURIComponent(b.dataset.trace)}/suppress`);
+		}
 	});
-	return { root, list: root.querySelector('.recs-list'), detail: root.querySelector('.recs-detail'), message: root.querySelector('.recs-message') };
+	return { root, gen: root.querySelector('.recs-gen'), suppressed: root.querySelector('.recs-suppressed'), list: root.querySelector('.recs-list'), detail: root.querySelector('.recs-detail'), message: root.querySelector('.recs-message') };
 }
 
 function show(root, ctx) {
@@ -111,6 +132,7 @@ async function load(tab) {
 		if (ctl !== v.ctl) return;
 		v.data = data;
 		render();
+		loadSuppressed(ctl);
 	} catch (e) {
 		if (e.name === 'AbortError') return;
 		v.els.message.innerHTML = apiErrorHTML(e);
@@ -118,6 +140,36 @@ async function load(tab) {
 		v.els.list.innerHTML = '';
 		v.els.detail.hidden = true;
 		v.ctx.setState('error');
+	}
+}
+
+// The suppressed hot traces of the project, each with Unsuppress.
+async function loadSuppressed(ctl) {
+	try {
+		const d = await apiJSON('GET', `/public/api/v1/project/${encodeURIComponent(v.ctx.project)}/recommendations/suppressed`, undefined, ctl.signal);
+		if (ctl !== v.ctl) return;
+		const list = d.suppressed;
+		v.els.suppressed.hidden = !list.length;
+		v.els.suppressed.querySelector('summary').textContent = `Suppressed hot traces (${list.length})`;
+		v.els.suppressed.querySelector('.recs-suppressed-body').innerHTML = `<ul>${list.map((s) => `<li data-trace="${escapeHTML(s.trace_id)}"><code>${escapeHTML(s.trace_id)}</code> ${escapeHTML(s.application)} · leaf <code>${escapeHTML(s.leaf)}</code> <span class="recs-muted">by ${escapeHTML(s.actor)}, ${escapeHTML(new Date(s.at).toLocaleString())}</span> <button type="button" data-unsuppress="${escapeHTML(s.trace_id)}">Unsuppress</button></li>`).join('')}</ul>`;
+	} catch (e) {
+		if (e.name !== 'AbortError') v.els.suppressed.hidden = true;
+	}
+}
+
+// Regenerate, refresh, suppress or unsuppress (path under
+// .../recommendations), then the list again.
+async function lifecycle(what, method, path) {
+	const busy = { regenerate: 'Regenerating…', refresh: 'Reading the hot traces again…', suppress: 'Suppressing the hot trace…', unsuppress: 'Bringing the hot trace back…' }[what];
+	v.els.message.innerHTML = messageHTML('info', busy);
+	v.els.message.hidden = false;
+	try {
+		await apiJSON(method, `/public/api/v1/project/${encodeURIComponent(v.ctx.project)}/recommendations${path}`);
+		v.data = null;
+		await load(TABS[v.ctx.param('tab')] ? v.ctx.param('tab') : 'all');
+	} catch (e) {
+		v.els.message.innerHTML = apiErrorHTML(e);
+		v.els.message.hidden = false;
 	}
 }
 
@@ -141,6 +193,8 @@ function visible() {
 function render() {
 	const recs = visible();
 	const els = v.els;
+	const g = v.data.generation;
+	els.gen.textContent = g ? `Generation ${g.seq} · ${new Date(g.generated_at).toLocaleTimeString()} (${g.trigger})` : '';
 	if (!recs.length) {
 		const s = v.data.settings || {};
 		els.message.innerHTML = messageHTML('info', `No recommendations: no code path of this project used at least ${fmtPct((s.min_share || 0.005) * 100)} of its ${v.ctx.param('tab') === 'cuda' ? 'GPU' : 'CPU or GPU'} time in the last ${Math.round((s.window_ms || 0) / 3600000) || 6} hours${v.data.recommendations.length ? ' (the dismissed ones are hidden)' : ''}.`);
@@ -164,7 +218,7 @@ function cardHTML(r, selected) {
 	const top = r.actions[0];
 	return `<div class="recs-card${selected ? ' selected' : ''}${r.state === 'dismissed' ? ' dismissed' : ''}" role="listitem" data-rec="${escapeHTML(r.id)}" tabindex="0">
 	<div class="recs-card-top"><span class="recs-badge ${r.kind}">${r.kind === 'cuda' ? 'CUDA' : r.event_kind === 'off_cpu' ? 'CPU \u00b7 off-CPU' : 'CPU'}</span>
-	<span class="recs-app">${escapeHTML(r.application)}</span><span class="recs-src">${escapeHTML(r.application_source)}</span>${r.state === 'dismissed' ? '<span class="recs-src">dismissed</span>' : ''}</div>
+	<span class="recs-app">${escapeHTML(r.application)}</span><span class="recs-src">${escapeHTML(r.application_source)}</span>${r.state === 'dismissed' ? '<span class="recs-src">dismissed</span>' : ''}${r.status === 'new' || r.status === 'worsened' ? `<span class="recs-status ${r.status}" title="Since the previous generation">${r.status}</span>` : ''}</div>
 	<div class="recs-title">${escapeHTML(r.title)}</div>
 	<div class="recs-figs"><span>Peak <b>${fmtAmount(r.peak, r.unit)}</b></span><span>Share <b>${fmtPct(r.share * 100)}</b></span>
 	<span>Savings <b>${top ? escapeHTML(fmtSavings(r.savings)) : '\u2013'}</b></span>${sparkSVG(r.usage.total, 120, 28)}</div>
@@ -217,7 +271,7 @@ function detailHTML(r) {
 		r.evidence.filter((e) => e.pattern === a.pattern).slice(0, 4).map((e) => `<div class="recs-evidence"><div>Hot trace <code>${e.trace}</code>: ${fmtPct(e.share * 100)} of the project, ${fmtAmount(e.cores, r.unit)}</div><ul>${e.frames.map(frameHTML).join('')}</ul></div>`).join('')).join('');
 	const ents = r.entities.length ? `<table class="recs-ents"><thead><tr><th>Type</th><th>Name</th><th>${r.unit === 'gpus' ? 'GPUs' : 'Cores'}</th></tr></thead><tbody>${r.entities.map((e) => `<tr><td>${escapeHTML(e.type)}</td><td>${escapeHTML(e.value)}</td><td>${fmtCores(e.cores)}</td></tr>`).join('')}</tbody></table>` : '<p>No entity attributes were sent with these samples.</p>';
 	const tech = r.technical;
-	const traces = tech.hot_traces.map((t, i) => `<details class="recs-trace"><summary>Trace ${i + 1} <code>${t.id}</code> \u00b7 ${fmtPct(t.share * 100)} \u00b7 leaf <code>${escapeHTML(t.leaf)}</code> \u00b7 ${t.pattern ? `pattern <code>${escapeHTML(t.pattern)}</code>` : 'no pattern'}${t.also_matched.length ? ` (also: ${t.also_matched.map(escapeHTML).join(', ')})` : ''}</summary><ol>${t.frames.map(frameHTML).join('')}</ol></details>`).join('');
+	const traces = tech.hot_traces.map((t, i) => `<details class="recs-trace"><summary>Trace ${i + 1} <code>${t.id}</code> \u00b7 ${fmtPct(t.share * 100)} \u00b7 leaf <code>${escapeHTML(t.leaf)}</code> \u00b7 ${t.pattern ? `pattern <code>${escapeHTML(t.pattern)}</code>` : 'no pattern'}${t.also_matched.length ? ` (also: ${t.also_matched.map(escapeHTML).join(', ')})` : ''} <button type="button" class="recs-suppress" data-act="suppress" data-trace="${escapeHTML(t.id)}" title="An accepted cost: leave this hot trace out of every later analysis until unsuppressed">Suppress</button></summary><ol>${t.frames.map(frameHTML).join('')}</ol></details>`).join('');
 	return `<div class="recs-detail-head"><h2>${escapeHTML(r.title)}</h2>
 	<div class="recs-buttons"><button type="button" data-act="flame" data-q="${escapeHTML(q)}">Flamegraph</button>
 	<button type="button" data-act="state" data-id="${r.id}" data-state="${r.state === 'dismissed' ? 'active' : 'dismissed'}">${r.state === 'dismissed' ? 'Restore' : 'Dismiss'}</button>

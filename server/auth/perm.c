@@ -31,6 +31,8 @@ const char *const perm_catalogue[] = {
 	"ingest:symbols:write",
 	"symbols:global:write",
 	"server:metrics:read",
+	"admin:settings:read",   /* the recommendations and cost settings */
+	"admin:settings:update",
 	NULL,
 };
 

@@ -52,6 +52,14 @@ void handle_audit_list(struct server *srv, const struct http_req *req, struct ht
 void handle_recommendations(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_recommendation_state(struct server *srv, const struct http_req *req,
 				 struct http_resp *resp);
+void handle_recommendations_regenerate(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_recommendations_refresh(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_hot_trace_suppress(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_hot_trace_unsuppress(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_recommendations_suppressed(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_recommendations_history(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_recs_settings_get(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_recs_settings_put(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_asset(struct server *srv, const struct http_req *req, struct http_resp *resp);
 
 #endif

@@ -65,6 +65,18 @@ const struct route server_routes[] = {
 	/* ?kind=cpu|cuda|all (server/query/recommend.h). */
 	{ "GET", "/public/api/v1/project/{project_id}/recommendations", handle_recommendations, 0, Q, IN_PROJECT("project:read") },
 	{ "POST", "/public/api/v1/project/{project_id}/recommendations/{rec_id}/state", handle_recommendation_state, 64 * KiB, 0, IN_PROJECT("project:update") },
+	/* The lifecycle (server/query/recommend.h): a new generation now (regenerate: the
+	 * analysis again; refresh: the hot traces read again first), a hot trace
+	 * suppressed (POST) or back (DELETE), and the history of every change. */
+	{ "POST", "/public/api/v1/project/{project_id}/recommendations/regenerate", handle_recommendations_regenerate, 0, Q, IN_PROJECT("project:update") },
+	{ "POST", "/public/api/v1/project/{project_id}/recommendations/refresh", handle_recommendations_refresh, 0, Q, IN_PROJECT("project:update") },
+	{ "POST", "/public/api/v1/project/{project_id}/recommendations/hot-traces/{trace_id}/suppress", handle_hot_trace_suppress, 0, Q, IN_PROJECT("project:update") },
+	{ "DELETE", "/public/api/v1/project/{project_id}/recommendations/hot-traces/{trace_id}/suppress", handle_hot_trace_unsuppress, 0, Q, IN_PROJECT("project:update") },
+	{ "GET", "/public/api/v1/project/{project_id}/recommendations/suppressed", handle_recommendations_suppressed, 0, 0, IN_PROJECT("project:read") },
+	{ "GET", "/public/api/v1/project/{project_id}/recommendations/history", handle_recommendations_history, 0, 0, IN_PROJECT("project:read") },
+	/* Recommendations and cost settings, stored in recs.db over the flags: admins. */
+	{ "GET", "/public/api/v1/settings/recommendations", handle_recs_settings_get, 0, 0, GLOBAL("admin:settings:read") },
+	{ "PUT", "/public/api/v1/settings/recommendations", handle_recs_settings_put, 64 * KiB, 0, GLOBAL("admin:settings:update") },
 	/* MCP (server/http/mcp.h): any credential; each tool checks project:read. */
 	{ "POST", "/mcp", handle_mcp_post, MCP_MAX_BODY, Q, ME },
 	{ "GET", "/mcp", handle_mcp_get, 0, 0, ME },

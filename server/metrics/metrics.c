@@ -978,3 +978,41 @@ int metrics_names(struct metrics_store *m, const char *project, const char *body
 	mquery_free(&q);
 	return status;
 }
+
+/* --- events ------------------------------------------------------------------- */
+
+int metrics_points(struct metrics_store *m, const char *name, int64_t from_ms, int64_t to_ms,
+		   size_t max_points, metrics_point_fn fn, void *ctx, struct buf *err)
+{
+	sqlite3_stmt *q = NULL;
+	pthread_mutex_lock(&m->rmu);
+	int rc = sqldb_prepare(m->r, "SELECT s.project, s.labels, c.start_ms, c.data FROM series s "
+				     "JOIN chunks c ON c.series = s.id WHERE s.name = ?1 AND s.last_ms >= ?2 "
+				     "AND c.start_ms >= ?3 AND c.start_ms < ?4 ORDER BY c.start_ms, s.id",
+			       &q, err);
+	struct mpoint *pts = NULL;
+	size_t cap = 0, seen = 0;
+	if (rc == 0) {
+		sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(q, 2, from_ms);
+		sqlite3_bind_int64(q, 3, chunk_start(from_ms));
+		sqlite3_bind_int64(q, 4, to_ms);
+		int st;
+		while (seen < max_points && (st = sqlite3_step(q)) == SQLITE_ROW) {
+			const char *project = (const char *)sqlite3_column_text(q, 0);
+			const char *labels = (const char *)sqlite3_column_text(q, 1);
+			int64_t start = sqlite3_column_int64(q, 2);
+			long np = chunk_decode(start, sqlite3_column_blob(q, 3), (size_t)sqlite3_column_bytes(q, 3),
+					       &pts, &cap);
+			for (long i = 0; i < np && seen < max_points; i++)
+				if (pts[i].ts >= from_ms && pts[i].ts < to_ms) {
+					fn(ctx, project ? project : "", labels ? labels : "{}", pts[i].ts, pts[i].v);
+					seen++;
+				}
+		}
+	}
+	free(pts);
+	sqlite3_finalize(q);
+	pthread_mutex_unlock(&m->rmu);
+	return rc;
+}

@@ -78,4 +78,14 @@ int metrics_query(struct metrics_store *m, const char *project_id, const char *b
 int metrics_names(struct metrics_store *m, const char *project_id, const char *body, size_t len,
 		  struct buf *out, struct buf *err);
 
+/* Calls fn for each point of metric name (every project) with from_ms <=
+ * ts < to_ms, at most max_points, by time within each hour: the project,
+ * the series' labels (canonical JSON), the time and the value. Used for
+ * events stored as points (hw.gpu.xid: the Slack notifier). 0, or -1
+ * with err. */
+typedef void (*metrics_point_fn)(void *ctx, const char *project, const char *labels, int64_t ts_ms,
+				 double value);
+int metrics_points(struct metrics_store *m, const char *name, int64_t from_ms, int64_t to_ms,
+		   size_t max_points, metrics_point_fn fn, void *ctx, struct buf *err);
+
 #endif

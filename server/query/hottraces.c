@@ -303,6 +303,12 @@ static void make_trace(struct ht *h, const struct acc *a, const struct ht_result
 		t->series[b] = a->series[b] / r->bucket_seconds;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
 static void finish(struct ht *h, const struct ht_params *p, struct ht_result *r)
 {
 	r->total_seconds = h->total;
@@ -325,14 +331,23 @@ static void finish(struct ht *h, const struct ht_params *p, struct ht_result *r)
 			continue;
 		struct ht_app *app = &apps[a->app];
 		xgrow((void **)&app->traces, &cap[a->app], app->ntraces + 1, sizeof(*app->traces));
-		make_trace(h, a, r, &app->traces[app->ntraces++]);
+		make_trace(h, a, r, &app->traces[app->ntraces]);
+		uint64_t tid = app->traces[app->ntraces].id;
+		if (p->nsuppressed && bsearch(&tid, p->suppressed, p->nsuppressed, sizeof(tid), cmp_u64)) {
+			trace_free(&app->traces[app->ntraces]);
+			r->suppressed++;
+			continue;
+		}
+		app->ntraces++;
 	}
 	free(cap);
 	size_t kept = 0;
 	for (size_t i = 0; i < napps; i++) {
 		struct ht_app *app = &apps[i];
-		if (!app->ntraces)
+		if (!app->ntraces) {
+			free(app->traces); /* every trace suppressed */
 			continue;
+		}
 		qsort(app->traces, app->ntraces, sizeof(*app->traces), cmp_trace);
 		while (app->ntraces > HT_MAX_TRACES_PER_APP)
 			trace_free(&app->traces[--app->ntraces]);

@@ -81,6 +81,10 @@ struct ht_params {
 	int64_t end_ms;        /* the window ends here (now) */
 	int64_t window_ms;     /* HT_DEFAULT_WINDOW_MS */
 	double min_share;      /* HT_DEFAULT_MIN_SHARE */
+	/* Trace ids left out (suppressed: an accepted cost); their time
+	 * still counts in the project's total. Sorted ascending. */
+	const uint64_t *suppressed;
+	size_t nsuppressed;
 };
 
 struct ht_result {
@@ -89,6 +93,7 @@ struct ht_result {
 	double total_seconds;  /* every sample of the project and kind in the window */
 	double window_seconds; /* the window from its first bucket with data (>= 1) */
 	double bucket_seconds;
+	size_t suppressed;     /* hot traces left out because suppressed */
 	struct ht_app *apps;   /* by peak, descending */
 	size_t napps;
 };

@@ -6,13 +6,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hmap.h"
+#include "jsonw.h"
+#include "log.h"
 #include "patterns.h"
 #include "sqldb.h"
 #include "util.h"
 
 #define CACHE_SLOTS 64
+#define NKINDS 3
+
+static const uint8_t gen_kinds[NKINDS] = { SEK_ON_CPU, SEK_OFF_CPU, SEK_CUDA };
 
 void recs_config_default(struct recs_config *c)
 {
@@ -23,27 +29,98 @@ void recs_config_default(struct recs_config *c)
 	c->stale_ms = 60000;
 }
 
+/* The last generation of a project. */
 struct cache_slot {
 	char project[37];
-	uint8_t kind;       /* SEK_x */
-	int64_t computed_ms;
-	json_t *recs;       /* array, without states */
+	uint64_t seq;          /* generation number, from 1 */
+	int64_t generated_ms;  /* 0: the slot is free */
+	int64_t elapsed_ms;
+	char trigger[16];      /* "schedule", "request", "regenerate", "refresh" or "suppress" */
+	json_t *recs;          /* array of every kind, with status and generated_at, without states */
+	struct ht_result ht[NKINDS]; /* its hot traces, analysed again by a regenerate */
 };
 
 struct recs {
-	struct recs_config c;
+	struct recs_config c;     /* in effect (flags overridden by rec_settings); under mu */
+	struct recs_config flags; /* the flags' values: what a reset setting returns to */
+	unsigned overridden;      /* bit per setting key stored in rec_settings; under mu */
 	sqlite3 *db;
-	pthread_mutex_t mu; /* guards cache */
+	pthread_mutex_t mu; /* guards cache, c, overridden */
 	pthread_mutex_t db_mu; /* one state change at a time (its transaction on the one connection) */
+	pthread_mutex_t gen_mu; /* one generation at a time (bounded CPU) */
 	struct cache_slot cache[CACHE_SLOTS];
+	void (*listener)(void *ctx, const struct recs_event *ev);
+	void *listener_ctx;
+	/* The background thread (recs_start). */
+	pthread_t thread;
+	bool started, stop, kick; /* kick: start a pass now (settings changed) */
+	pthread_cond_t wake; /* with mu: stop, or settings changed */
+	struct store *st;
+	struct symbols *sym;
+	struct projects *pj;
 };
+
+static const char *const setting_keys[] = { "cost_per_core_hour", "cost_per_gpu_hour", "window_ms",
+					    "min_share", "step_ms" };
+
+static double setting_get(const struct recs_config *c, size_t k)
+{
+	switch (k) {
+	case 0: return c->cost_per_core_hour;
+	case 1: return c->cost_per_gpu_hour;
+	case 2: return (double)c->window_ms;
+	case 3: return c->min_share;
+	default: return (double)c->stale_ms;
+	}
+}
+
+static void setting_set(struct recs_config *c, size_t k, double v)
+{
+	switch (k) {
+	case 0: c->cost_per_core_hour = v; break;
+	case 1: c->cost_per_gpu_hour = v; break;
+	case 2: c->window_ms = (int64_t)v; break;
+	case 3: c->min_share = v; break;
+	default: c->stale_ms = (int64_t)v; break;
+	}
+}
+
+/* Whether v is a valid value of setting k; else a message in err. */
+static bool setting_valid(size_t k, double v, struct buf *err)
+{
+	bool ok;
+	switch (k) {
+	case 0:
+	case 1: ok = v >= 0 && v <= 1e6; break;
+	case 2: ok = v >= 60000 && v <= RECS_MAX_WINDOW_MS && v == floor(v); break;
+	case 3: ok = v >= 0 && v <= 1; break;
+	default: ok = v >= RECS_MIN_STEP_MS && v <= RECS_MAX_STEP_MS && v == floor(v); break;
+	}
+	if (!ok) {
+		static const char *const range[] = { "0 to 1000000", "0 to 1000000",
+						     "60000 to 86400000 (whole milliseconds)",
+						     "0 to 1 (a fraction: 0.005 is 0.5 %)",
+						     "1000 to 86400000 (whole milliseconds)" };
+		buf_printf(err, "%s: expected a number from %s", setting_keys[k], range[k]);
+	}
+	return ok;
+}
+
+static int history_add(struct recs *r, const char *project, const char *id, const char *action,
+		       const char *actor, const char *from, const char *to, int64_t now_ms,
+		       struct buf *err);
 
 int recs_open(const char *dir, const struct recs_config *c, struct recs **out, struct buf *err)
 {
 	struct recs *r = xcalloc(1, sizeof(*r));
 	r->c = *c;
+	if (r->c.window_ms > RECS_MAX_WINDOW_MS)
+		r->c.window_ms = RECS_MAX_WINDOW_MS;
+	r->flags = r->c;
 	pthread_mutex_init(&r->mu, NULL);
 	pthread_mutex_init(&r->db_mu, NULL);
+	pthread_mutex_init(&r->gen_mu, NULL);
+	pthread_cond_init(&r->wake, NULL);
 	struct buf path = { 0 };
 	buf_printf(&path, "%s/recs.db", dir);
 	int rc = sqldb_open(path.data, &r->db, err);
@@ -54,25 +131,97 @@ int recs_open(const char *dir, const struct recs_config *c, struct recs **out, s
 		       "state TEXT NOT NULL, updated_ms INTEGER NOT NULL, PRIMARY KEY (project, id));"
 		       "CREATE TABLE IF NOT EXISTS rec_history (project TEXT NOT NULL, id TEXT NOT NULL, "
 		       "at_ms INTEGER NOT NULL, actor TEXT NOT NULL, from_state TEXT NOT NULL, "
-		       "to_state TEXT NOT NULL);",
+		       "to_state TEXT NOT NULL);"
+		       "CREATE TABLE IF NOT EXISTS rec_generation (project TEXT NOT NULL, seq INTEGER NOT NULL, "
+		       "generated_ms INTEGER NOT NULL, trigger TEXT NOT NULL, elapsed_ms INTEGER NOT NULL, "
+		       "PRIMARY KEY (project, seq));"
+		       "CREATE TABLE IF NOT EXISTS rec_gen_item (project TEXT NOT NULL, seq INTEGER NOT NULL, "
+		       "id TEXT NOT NULL, kind TEXT NOT NULL, savings REAL NOT NULL, peak REAL NOT NULL, "
+		       "annual_cost REAL NOT NULL, status TEXT NOT NULL, PRIMARY KEY (project, seq, id));"
+		       "CREATE TABLE IF NOT EXISTS rec_suppressed (project TEXT NOT NULL, trace_id TEXT NOT NULL, "
+		       "application TEXT NOT NULL, leaf TEXT NOT NULL, actor TEXT NOT NULL, at_ms INTEGER NOT NULL, "
+		       "PRIMARY KEY (project, trace_id));"
+		       "CREATE TABLE IF NOT EXISTS rec_settings (key TEXT PRIMARY KEY, value REAL NOT NULL);",
 		       err) < 0) {
 		recs_close(r);
 		return -1;
 	}
+	/* rec_history before generations had no action (every row a state change). */
+	sqlite3_stmt *q = NULL;
+	bool has_action = false;
+	if (sqldb_prepare(r->db, "SELECT 1 FROM pragma_table_info('rec_history') WHERE name = 'action'", &q,
+			  err) < 0) {
+		recs_close(r);
+		return -1;
+	}
+	has_action = sqlite3_step(q) == SQLITE_ROW;
+	sqlite3_finalize(q);
+	if (!has_action &&
+	    sqldb_exec(r->db, "ALTER TABLE rec_history ADD COLUMN action TEXT NOT NULL DEFAULT 'state'", err) < 0) {
+		recs_close(r);
+		return -1;
+	}
+	/* Stored settings override the flags. */
+	if (sqldb_prepare(r->db, "SELECT key, value FROM rec_settings", &q, err) < 0) {
+		recs_close(r);
+		return -1;
+	}
+	while (sqlite3_step(q) == SQLITE_ROW) {
+		const char *k = (const char *)sqlite3_column_text(q, 0);
+		double v = sqlite3_column_double(q, 1);
+		struct buf ignored = { 0 };
+		for (size_t i = 0; k && i < ARRAY_SIZE(setting_keys); i++)
+			if (strcmp(k, setting_keys[i]) == 0 && setting_valid(i, v, &ignored)) {
+				setting_set(&r->c, i, v);
+				r->overridden |= 1u << i;
+			}
+		buf_free(&ignored);
+	}
+	sqlite3_finalize(q);
 	*out = r;
 	return 0;
+}
+
+static void slot_clear(struct cache_slot *s)
+{
+	json_decref(s->recs);
+	for (size_t k = 0; k < NKINDS; k++)
+		ht_result_free(&s->ht[k]);
+	memset(s, 0, sizeof(*s));
 }
 
 void recs_close(struct recs *r)
 {
 	if (!r)
 		return;
+	if (r->started) {
+		pthread_mutex_lock(&r->mu);
+		r->stop = true;
+		pthread_cond_broadcast(&r->wake);
+		pthread_mutex_unlock(&r->mu);
+		pthread_join(r->thread, NULL);
+	}
 	for (size_t i = 0; i < CACHE_SLOTS; i++)
-		json_decref(r->cache[i].recs);
+		slot_clear(&r->cache[i]);
 	sqlite3_close(r->db);
 	pthread_mutex_destroy(&r->mu);
 	pthread_mutex_destroy(&r->db_mu);
+	pthread_mutex_destroy(&r->gen_mu);
+	pthread_cond_destroy(&r->wake);
 	free(r);
+}
+
+void recs_set_listener(struct recs *r, void (*fn)(void *ctx, const struct recs_event *ev), void *ctx)
+{
+	r->listener = fn;
+	r->listener_ctx = ctx;
+}
+
+void recs_config_get(struct recs *r, struct recs_config *out)
+{
+	pthread_mutex_lock(&r->mu);
+	*out = r->c;
+	pthread_mutex_unlock(&r->mu);
 }
 
 /* --- building ------------------------------------------------------------ */
@@ -346,62 +495,44 @@ void recs_build(const struct ht_result *h, const char *project, const struct rec
 		build_app(h, &h->apps[i], project, c, arr);
 }
 
-/* --- answering ------------------------------------------------------------ */
-
-/* The cached recommendations of (project, kind), computed when stale.
- * Returns a new reference, or NULL with err set. */
-static json_t *cached(struct recs *r, struct store *st, struct symbols *sym, const char *project,
-		      uint8_t kind, int64_t now_ms, struct buf *err)
+static int cmp_u64(const void *a, const void *b)
 {
-	pthread_mutex_lock(&r->mu);
-	struct cache_slot *slot = NULL, *oldest = &r->cache[0];
-	for (size_t i = 0; i < CACHE_SLOTS; i++) {
-		struct cache_slot *s = &r->cache[i];
-		if (s->recs && s->kind == kind && strcmp(s->project, project) == 0) {
-			slot = s;
-			break;
-		}
-		if (!s->recs || (oldest->recs && s->computed_ms < oldest->computed_ms))
-			oldest = s;
-	}
-	if (slot && now_ms - slot->computed_ms < r->c.stale_ms && now_ms >= slot->computed_ms) {
-		json_t *a = json_deep_copy(slot->recs);
-		pthread_mutex_unlock(&r->mu);
-		return a;
-	}
-	pthread_mutex_unlock(&r->mu);
-	/* Computed outside the lock: two requests may both compute; the
-	 * later one's answer is kept. */
-	struct ht_params p = { .kind = kind, .end_ms = now_ms, .window_ms = r->c.window_ms,
-			       .min_share = r->c.min_share };
-	snprintf(p.project_id, sizeof(p.project_id), "%s", project);
-	struct ht_result h;
-	if (hottraces_compute(st, sym, &p, &h, err) < 0)
-		return NULL;
-	json_t *arr = json_array();
-	recs_build(&h, project, &r->c, arr);
-	ht_result_free(&h);
-	pthread_mutex_lock(&r->mu);
-	if (!slot || slot->kind != kind || strcmp(slot->project, project) != 0)
-		slot = oldest;
-	json_decref(slot->recs);
-	snprintf(slot->project, sizeof(slot->project), "%s", project);
-	slot->kind = kind;
-	slot->computed_ms = now_ms;
-	slot->recs = json_deep_copy(arr);
-	pthread_mutex_unlock(&r->mu);
-	return arr;
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
 }
 
-static int cmp_peak(const void *a, const void *b)
+/* --- generations ------------------------------------------------------------ */
+
+static bool id_valid(const char *id)
 {
-	const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
-	double px = json_real_value(json_object_get(x, "peak"));
-	double py = json_real_value(json_object_get(y, "peak"));
-	/* GPU recommendations first within equal... peaks of different
-	 * units are compared as numbers (cores and GPUs). */
-	return px < py ? 1 : px > py ? -1 :
-	       strcmp(json_string_value(json_object_get(x, "id")), json_string_value(json_object_get(y, "id")));
+	size_t len = strlen(id);
+	bool hex = len == 16;
+	for (size_t i = 0; hex && i < len; i++)
+		hex = (id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f');
+	return hex;
+}
+
+static const char *jstr(const json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+	return s ? s : "";
+}
+
+static double jnum(const json_t *o, const char *key)
+{
+	return json_number_value(json_object_get(o, key));
+}
+
+/* A recommendation's savings as one number, in its unit (cores, GPU
+ * seconds per hour, blocked threads). */
+static double rec_amount(const json_t *rec)
+{
+	const json_t *sv = json_object_get(rec, "savings");
+	if (strcmp(jstr(rec, "kind"), "cuda") == 0)
+		return jnum(sv, "gpu_seconds_per_hour");
+	if (strcmp(jstr(rec, "event_kind"), "off_cpu") == 0)
+		return jnum(sv, "blocked_threads");
+	return jnum(sv, "cores");
 }
 
 static const char *state_of(struct recs *r, const char *project, const char *id)
@@ -422,6 +553,403 @@ static const char *state_of(struct recs *r, const char *project, const char *id)
 	return state;
 }
 
+/* The suppressed trace ids of a project, sorted. */
+static int load_suppressed(struct recs *r, const char *project, uint64_t **out, size_t *n,
+			   struct buf *err)
+{
+	sqlite3_stmt *q = NULL;
+	*out = NULL;
+	*n = 0;
+	if (sqldb_prepare(r->db, "SELECT trace_id FROM rec_suppressed WHERE project = ?1", &q, err) < 0)
+		return -1;
+	sqlite3_bind_text(q, 1, project, -1, SQLITE_STATIC);
+	size_t cap = 0;
+	while (sqlite3_step(q) == SQLITE_ROW) {
+		const char *t = (const char *)sqlite3_column_text(q, 0);
+		if (!t || !id_valid(t))
+			continue;
+		xgrow((void **)out, &cap, *n + 1, sizeof(**out));
+		(*out)[(*n)++] = strtoull(t, NULL, 16);
+	}
+	sqlite3_finalize(q);
+	if (*n)
+		qsort(*out, *n, sizeof(**out), cmp_u64);
+	return 0;
+}
+
+struct prev_item {
+	char id[17];
+	double savings, peak;
+};
+
+/* The previous generation of a project: its items and its number (0:
+ * none). */
+static int load_previous(struct recs *r, const char *project, struct prev_item **out, size_t *n,
+			 uint64_t *seq, struct buf *err)
+{
+	sqlite3_stmt *q = NULL;
+	*out = NULL;
+	*n = 0;
+	*seq = 0;
+	if (sqldb_prepare(r->db, "SELECT MAX(seq) FROM rec_generation WHERE project = ?1", &q, err) < 0)
+		return -1;
+	sqlite3_bind_text(q, 1, project, -1, SQLITE_STATIC);
+	if (sqlite3_step(q) == SQLITE_ROW)
+		*seq = (uint64_t)sqlite3_column_int64(q, 0);
+	sqlite3_finalize(q);
+	if (!*seq)
+		return 0;
+	if (sqldb_prepare(r->db, "SELECT id, savings, peak FROM rec_gen_item WHERE project = ?1 AND seq = ?2",
+			  &q, err) < 0)
+		return -1;
+	sqlite3_bind_text(q, 1, project, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(q, 2, (sqlite3_int64)*seq);
+	size_t cap = 0;
+	while (sqlite3_step(q) == SQLITE_ROW) {
+		const char *id = (const char *)sqlite3_column_text(q, 0);
+		if (!id)
+			continue;
+		xgrow((void **)out, &cap, *n + 1, sizeof(**out));
+		struct prev_item *p = &(*out)[(*n)++];
+		snprintf(p->id, sizeof(p->id), "%s", id);
+		p->savings = sqlite3_column_double(q, 1);
+		p->peak = sqlite3_column_double(q, 2);
+	}
+	sqlite3_finalize(q);
+	return 0;
+}
+
+/* "new", "worsened" or "unchanged" against the previous generation. */
+static const char *status_of(const struct prev_item *prev, double savings, double peak)
+{
+	if (!prev)
+		return "new";
+	if (savings > prev->savings * (1 + RECS_WORSE_MARGIN) + 1e-9 ||
+	    peak > prev->peak * (1 + RECS_WORSE_MARGIN) + 1e-9)
+		return "worsened";
+	return "unchanged";
+}
+
+static int store_generation(struct recs *r, const char *project, uint64_t seq, int64_t now_ms,
+			    const char *trigger, int64_t elapsed_ms, const json_t *arr, struct buf *err)
+{
+	sqlite3_stmt *q = NULL;
+	pthread_mutex_lock(&r->db_mu);
+	if (sqldb_exec(r->db, "BEGIN IMMEDIATE", err) < 0) {
+		pthread_mutex_unlock(&r->db_mu);
+		return -1;
+	}
+	int rc = -1;
+	if (sqldb_prepare(r->db, "INSERT OR REPLACE INTO rec_generation (project, seq, generated_ms, trigger, "
+				 "elapsed_ms) VALUES (?1, ?2, ?3, ?4, ?5)", &q, err) < 0)
+		goto out;
+	sqlite3_bind_text(q, 1, project, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(q, 2, (sqlite3_int64)seq);
+	sqlite3_bind_int64(q, 3, now_ms);
+	sqlite3_bind_text(q, 4, trigger, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(q, 5, elapsed_ms);
+	if (sqlite3_step(q) != SQLITE_DONE) {
+		sqldb_error(r->db, err);
+		goto out;
+	}
+	sqlite3_finalize(q);
+	q = NULL;
+	if (sqldb_prepare(r->db, "INSERT OR REPLACE INTO rec_gen_item (project, seq, id, kind, savings, peak, "
+				 "annual_cost, status) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)", &q, err) < 0)
+		goto out;
+	for (size_t i = 0; i < json_array_size(arr); i++) {
+		const json_t *rec = json_array_get(arr, i);
+		sqlite3_reset(q);
+		sqlite3_bind_text(q, 1, project, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(q, 2, (sqlite3_int64)seq);
+		sqlite3_bind_text(q, 3, jstr(rec, "id"), -1, SQLITE_STATIC);
+		sqlite3_bind_text(q, 4, jstr(rec, "kind"), -1, SQLITE_STATIC);
+		sqlite3_bind_double(q, 5, rec_amount(rec));
+		sqlite3_bind_double(q, 6, jnum(rec, "peak"));
+		sqlite3_bind_double(q, 7, jnum(json_object_get(rec, "savings"), "annual_cost"));
+		sqlite3_bind_text(q, 8, jstr(rec, "status"), -1, SQLITE_STATIC);
+		if (sqlite3_step(q) != SQLITE_DONE) {
+			sqldb_error(r->db, err);
+			goto out;
+		}
+	}
+	sqlite3_finalize(q);
+	q = NULL;
+	if (seq > RECS_KEEP_GENERATIONS) {
+		if (sqldb_prepare(r->db, "DELETE FROM rec_gen_item WHERE project = ?1 AND seq <= ?2", &q, err) < 0)
+			goto out;
+		sqlite3_bind_text(q, 1, project, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(q, 2, (sqlite3_int64)(seq - RECS_KEEP_GENERATIONS));
+		if (sqlite3_step(q) != SQLITE_DONE) {
+			sqldb_error(r->db, err);
+			goto out;
+		}
+		sqlite3_finalize(q);
+		q = NULL;
+		if (sqldb_prepare(r->db, "DELETE FROM rec_generation WHERE project = ?1 AND seq <= ?2", &q, err) < 0)
+			goto out;
+		sqlite3_bind_text(q, 1, project, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(q, 2, (sqlite3_int64)(seq - RECS_KEEP_GENERATIONS));
+		if (sqlite3_step(q) != SQLITE_DONE) {
+			sqldb_error(r->db, err);
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	sqlite3_finalize(q);
+	struct buf ignored = { 0 };
+	if (sqldb_exec(r->db, rc == 0 ? "COMMIT" : "ROLLBACK", rc == 0 ? err : &ignored) < 0 && rc == 0)
+		rc = -1;
+	buf_free(&ignored);
+	pthread_mutex_unlock(&r->db_mu);
+	return rc;
+}
+
+/* The slot of a project (under mu), or NULL. */
+static struct cache_slot *slot_find(struct recs *r, const char *project)
+{
+	for (size_t i = 0; i < CACHE_SLOTS; i++)
+		if (r->cache[i].generated_ms && strcmp(r->cache[i].project, project) == 0)
+			return &r->cache[i];
+	return NULL;
+}
+
+/* A new generation of project; gen_mu held. With reuse, the hot traces
+ * of the last generation are analysed again (read when there are none). */
+static int generate_locked(struct recs *r, struct store *st, struct symbols *sym, const char *project,
+			   bool reuse, const char *trigger, int64_t now_ms, struct buf *err)
+{
+	uint64_t t0 = now_mono_ns();
+	struct recs_config cfg;
+	recs_config_get(r, &cfg);
+	if (cfg.window_ms > RECS_MAX_WINDOW_MS)
+		cfg.window_ms = RECS_MAX_WINDOW_MS;
+	pthread_mutex_lock(&r->mu);
+	struct cache_slot *old = slot_find(r, project);
+	pthread_mutex_unlock(&r->mu);
+	/* The slot's hot traces are touched only with gen_mu held. */
+	struct ht_result ht[NKINDS];
+	bool fresh = !reuse || !old;
+	if (fresh) {
+		uint64_t *sup = NULL;
+		size_t nsup = 0;
+		if (load_suppressed(r, project, &sup, &nsup, err) < 0)
+			return -1;
+		for (size_t k = 0; k < NKINDS; k++) {
+			struct ht_params p = { .kind = gen_kinds[k], .end_ms = now_ms, .window_ms = cfg.window_ms,
+					       .min_share = cfg.min_share, .suppressed = sup, .nsuppressed = nsup };
+			snprintf(p.project_id, sizeof(p.project_id), "%s", project);
+			if (hottraces_compute(st, sym, &p, &ht[k], err) < 0) {
+				for (size_t j = 0; j < k; j++)
+					ht_result_free(&ht[j]);
+				free(sup);
+				return -1;
+			}
+		}
+		free(sup);
+	} else {
+		memcpy(ht, old->ht, sizeof(ht));
+	}
+	json_t *arr = json_array();
+	for (size_t k = 0; k < NKINDS; k++)
+		recs_build(&ht[k], project, &cfg, arr);
+	struct prev_item *prev = NULL;
+	size_t nprev = 0;
+	uint64_t seq = 0;
+	if (load_previous(r, project, &prev, &nprev, &seq, err) < 0) {
+		if (fresh)
+			for (size_t k = 0; k < NKINDS; k++)
+				ht_result_free(&ht[k]);
+		json_decref(arr);
+		return -1;
+	}
+	seq++;
+	for (size_t i = 0; i < json_array_size(arr); i++) {
+		json_t *rec = json_array_get(arr, i);
+		const struct prev_item *pi = NULL;
+		for (size_t j = 0; j < nprev && !pi; j++)
+			if (strcmp(prev[j].id, jstr(rec, "id")) == 0)
+				pi = &prev[j];
+		json_object_set_new(rec, "status", json_string(status_of(pi, rec_amount(rec), jnum(rec, "peak"))));
+		json_object_set_new(rec, "generated_at", json_integer(now_ms));
+		if (pi)
+			json_object_set_new(rec, "previous", json_pack("{s:f, s:f}", "savings", pi->savings,
+								       "peak", pi->peak));
+	}
+	free(prev);
+	int64_t elapsed_ms = (int64_t)((now_mono_ns() - t0) / 1000000);
+	if (store_generation(r, project, seq, now_ms, trigger, elapsed_ms, arr, err) < 0) {
+		if (fresh)
+			for (size_t k = 0; k < NKINDS; k++)
+				ht_result_free(&ht[k]);
+		json_decref(arr);
+		return -1;
+	}
+	pthread_mutex_lock(&r->mu);
+	struct cache_slot *slot = slot_find(r, project);
+	if (!slot) {
+		struct cache_slot *oldest = &r->cache[0];
+		for (size_t i = 0; i < CACHE_SLOTS && !slot; i++) {
+			if (!r->cache[i].generated_ms)
+				slot = &r->cache[i];
+			else if (r->cache[i].generated_ms < oldest->generated_ms)
+				oldest = &r->cache[i];
+		}
+		if (!slot) {
+			slot = oldest;
+			slot_clear(slot);
+		}
+	}
+	if (fresh) {
+		for (size_t k = 0; k < NKINDS; k++) {
+			ht_result_free(&slot->ht[k]);
+			slot->ht[k] = ht[k];
+		}
+	}
+	json_decref(slot->recs);
+	slot->recs = json_incref(arr);
+	snprintf(slot->project, sizeof(slot->project), "%s", project);
+	slot->seq = seq;
+	slot->generated_ms = now_ms > 0 ? now_ms : 1;
+	slot->elapsed_ms = elapsed_ms;
+	snprintf(slot->trigger, sizeof(slot->trigger), "%s", trigger);
+	pthread_mutex_unlock(&r->mu);
+	/* Tell the listener of what is new or worse (not what a user
+	 * dismissed). */
+	for (size_t i = 0; r->listener && i < json_array_size(arr); i++) {
+		const json_t *rec = json_array_get(arr, i);
+		const char *status = jstr(rec, "status");
+		if (strcmp(status, "unchanged") == 0 || strcmp(state_of(r, project, jstr(rec, "id")), "dismissed") == 0)
+			continue;
+		struct recs_event ev = {
+			.project = project, .id = jstr(rec, "id"), .kind = jstr(rec, "kind"), .status = status,
+			.title = jstr(rec, "title"), .application = jstr(rec, "application"),
+			.unit = jstr(rec, "unit"), .savings = rec_amount(rec),
+			.annual_cost = jnum(json_object_get(rec, "savings"), "annual_cost"),
+			.peak = jnum(rec, "peak"),
+		};
+		r->listener(r->listener_ctx, &ev);
+	}
+	json_decref(arr);
+	return 0;
+}
+
+static int generate(struct recs *r, struct store *st, struct symbols *sym, const char *project, bool reuse,
+		    bool if_missing, const char *trigger, int64_t now_ms, struct buf *err)
+{
+	pthread_mutex_lock(&r->gen_mu);
+	int rc = 0;
+	if (if_missing) {
+		pthread_mutex_lock(&r->mu);
+		bool have = slot_find(r, project) != NULL;
+		pthread_mutex_unlock(&r->mu);
+		if (have) {
+			pthread_mutex_unlock(&r->gen_mu);
+			return 0;
+		}
+	}
+	rc = generate_locked(r, st, sym, project, reuse, trigger, now_ms, err);
+	pthread_mutex_unlock(&r->gen_mu);
+	return rc;
+}
+
+/* --- the background thread ------------------------------------------------------ */
+
+struct idlist {
+	char (*ids)[37];
+	size_t n, cap;
+};
+
+static bool collect_id(const char *id, void *ctx)
+{
+	struct idlist *l = ctx;
+	xgrow((void **)&l->ids, &l->cap, l->n + 1, sizeof(*l->ids));
+	snprintf(l->ids[l->n++], 37, "%s", id);
+	return false;
+}
+
+static void wait_ms(struct recs *r, int64_t ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&r->mu);
+	while (!r->stop && !r->kick && pthread_cond_timedwait(&r->wake, &r->mu, &ts) == 0)
+		;
+	r->kick = false;
+	pthread_mutex_unlock(&r->mu);
+}
+
+static bool stopping(struct recs *r)
+{
+	pthread_mutex_lock(&r->mu);
+	bool s = r->stop;
+	pthread_mutex_unlock(&r->mu);
+	return s;
+}
+
+static void *worker(void *arg)
+{
+	struct recs *r = arg;
+	struct recs_config cfg;
+	recs_config_get(r, &cfg);
+	wait_ms(r, cfg.stale_ms);
+	while (!stopping(r)) {
+		uint64_t t0 = now_mono_ns();
+		struct idlist l = { 0 };
+		struct buf scratch = { 0 };
+		projects_list_json(r->pj, collect_id, &l, &scratch);
+		buf_free(&scratch);
+		for (size_t i = 0; i < l.n && !stopping(r); i++) {
+			struct buf err = { 0 };
+			if (generate(r, r->st, symbols_for_query(r->sym, l.ids[i]), l.ids[i], false, false,
+				     "schedule", now_unix_ms(), &err) < 0)
+				log_warn("recommendations of project %s: %s", l.ids[i], err.data ? err.data : "error");
+			buf_free(&err);
+		}
+		free(l.ids);
+		int64_t elapsed = (int64_t)((now_mono_ns() - t0) / 1000000);
+		recs_config_get(r, &cfg);
+		/* At most half a core: a pass that took T is followed by T
+		 * of rest, whatever the step. */
+		wait_ms(r, MAX(cfg.stale_ms - elapsed, elapsed));
+	}
+	return NULL;
+}
+
+int recs_start(struct recs *r, struct store *st, struct symbols *sym, struct projects *pj, struct buf *err)
+{
+	r->st = st;
+	r->sym = sym;
+	r->pj = pj;
+	int e = pthread_create(&r->thread, NULL, worker, r);
+	if (e) {
+		buf_printf(err, "recommendations thread: %s", strerror(e));
+		return -1;
+	}
+	pthread_setname_np(r->thread, "ember-recs");
+	r->started = true;
+	return 0;
+}
+
+/* --- answering ------------------------------------------------------------ */
+
+static int cmp_peak(const void *a, const void *b)
+{
+	const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+	double px = json_real_value(json_object_get(x, "peak"));
+	double py = json_real_value(json_object_get(y, "peak"));
+	/* Peaks of different units are compared as numbers (cores and GPUs). */
+	return px < py ? 1 : px > py ? -1 :
+	       strcmp(json_string_value(json_object_get(x, "id")), json_string_value(json_object_get(y, "id")));
+}
+
 int recs_query(struct recs *r, struct store *st, struct symbols *sym, const char *project,
 	       const char *kind, int64_t now_ms, struct buf *out, struct buf *err)
 {
@@ -430,42 +958,41 @@ int recs_query(struct recs *r, struct store *st, struct symbols *sym, const char
 		buf_printf(err, "kind: expected cpu, cuda or all");
 		return -1;
 	}
-	uint8_t kinds[3];
-	size_t nk = 0;
-	if (cpu || all) {
-		kinds[nk++] = SEK_ON_CPU;
-		kinds[nk++] = SEK_OFF_CPU;
-	}
-	if (cuda || all)
-		kinds[nk++] = SEK_CUDA;
-	json_t *list = json_array();
-	for (size_t i = 0; i < nk; i++) {
-		json_t *a = cached(r, st, sym, project, kinds[i], now_ms, err);
-		if (!a) {
-			json_decref(list);
-			return -1;
-		}
-		json_array_extend(list, a);
-		json_decref(a);
-	}
+	/* The last generation; a project not analysed yet is analysed now. */
+	if (generate(r, st, sym, project, false, true, "request", now_ms, err) < 0)
+		return -1;
+	pthread_mutex_lock(&r->mu);
+	struct cache_slot *slot = slot_find(r, project);
+	json_t *list = slot ? json_deep_copy(slot->recs) : json_array();
+	json_t *gen = slot ? json_pack("{s:I, s:I, s:s, s:I, s:I}", "seq", (json_int_t)slot->seq, "generated_at",
+				       (json_int_t)slot->generated_ms, "trigger", slot->trigger, "elapsed_ms",
+				       (json_int_t)slot->elapsed_ms, "suppressed_traces",
+				       (json_int_t)(slot->ht[0].suppressed + slot->ht[1].suppressed +
+						    slot->ht[2].suppressed))
+			   : json_null();
+	struct recs_config c = r->c;
+	pthread_mutex_unlock(&r->mu);
 	size_t n = json_array_size(list);
 	json_t **v = xcalloc(n ? n : 1, sizeof(*v));
-	for (size_t i = 0; i < n; i++)
-		v[i] = json_array_get(list, i);
-	qsort(v, n, sizeof(*v), cmp_peak);
-	json_t *sorted = json_array();
+	size_t nv = 0;
 	for (size_t i = 0; i < n; i++) {
-		json_object_set_new(v[i], "state",
-				    json_string(state_of(r, project, json_string_value(json_object_get(v[i], "id")))));
+		json_t *rec = json_array_get(list, i);
+		bool is_cuda = strcmp(jstr(rec, "kind"), "cuda") == 0;
+		if (all || (cuda && is_cuda) || (cpu && !is_cuda))
+			v[nv++] = rec;
+	}
+	qsort(v, nv, sizeof(*v), cmp_peak);
+	json_t *sorted = json_array();
+	for (size_t i = 0; i < nv; i++) {
+		json_object_set_new(v[i], "state", json_string(state_of(r, project, jstr(v[i], "id"))));
 		json_array_append(sorted, v[i]);
 	}
 	free(v);
 	json_decref(list);
-	json_t *doc = json_pack("{s:o, s:{s:f, s:f, s:I, s:f, s:I, s:s}}", "recommendations", sorted,
-				"settings", "cost_per_core_hour", r->c.cost_per_core_hour,
-				"cost_per_gpu_hour", r->c.cost_per_gpu_hour, "window_ms",
-				(json_int_t)r->c.window_ms, "min_share", r->c.min_share, "step_ms",
-				(json_int_t)r->c.stale_ms, "analyzer", "built-in");
+	json_t *doc = json_pack("{s:o, s:o, s:{s:f, s:f, s:I, s:f, s:I, s:s}}", "recommendations", sorted,
+				"generation", gen, "settings", "cost_per_core_hour", c.cost_per_core_hour,
+				"cost_per_gpu_hour", c.cost_per_gpu_hour, "window_ms", (json_int_t)c.window_ms,
+				"min_share", c.min_share, "step_ms", (json_int_t)c.stale_ms, "analyzer", "built-in");
 	char *s = json_dumps(doc, JSON_COMPACT);
 	json_decref(doc);
 	if (!s) {
@@ -478,6 +1005,43 @@ int recs_query(struct recs *r, struct store *st, struct symbols *sym, const char
 	return 0;
 }
 
+/* --- lifecycle -------------------------------------------------------------- */
+
+/* One row of rec_history; db_mu held, inside a transaction or not. */
+static int history_add(struct recs *r, const char *project, const char *id, const char *action,
+		       const char *actor, const char *from, const char *to, int64_t now_ms,
+		       struct buf *err)
+{
+	sqlite3_stmt *q = NULL;
+	if (sqldb_prepare(r->db, "INSERT INTO rec_history (project, id, at_ms, actor, from_state, to_state, action) "
+				 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", &q, err) < 0)
+		return -1;
+	sqlite3_bind_text(q, 1, project, -1, SQLITE_STATIC);
+	sqlite3_bind_text(q, 2, id, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(q, 3, now_ms);
+	sqlite3_bind_text(q, 4, actor && *actor ? actor : "anonymous", -1, SQLITE_STATIC);
+	sqlite3_bind_text(q, 5, from, -1, SQLITE_STATIC);
+	sqlite3_bind_text(q, 6, to, -1, SQLITE_STATIC);
+	sqlite3_bind_text(q, 7, action, -1, SQLITE_STATIC);
+	int rc = 0;
+	if (sqlite3_step(q) != SQLITE_DONE) {
+		sqldb_error(r->db, err);
+		rc = -1;
+	}
+	sqlite3_finalize(q);
+	return rc;
+}
+
+static int history_add_locked(struct recs *r, const char *project, const char *id, const char *action,
+			      const char *actor, const char *from, const char *to, int64_t now_ms,
+			      struct buf *err)
+{
+	pthread_mutex_lock(&r->db_mu);
+	int rc = history_add(r, project, id, action, actor, from, to, now_ms, err);
+	pthread_mutex_unlock(&r->db_mu);
+	return rc;
+}
+
 int recs_set_state(struct recs *r, const char *project, const char *id, const char *state,
 		   const char *actor, int64_t now_ms, struct buf *err)
 {
@@ -485,11 +1049,7 @@ int recs_set_state(struct recs *r, const char *project, const char *id, const ch
 		buf_puts(err, "state: expected \"dismissed\" or \"active\"");
 		return -1;
 	}
-	size_t len = strlen(id);
-	bool hex = len == 16;
-	for (size_t i = 0; hex && i < len; i++)
-		hex = (id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f');
-	if (!hex) {
+	if (!id_valid(id)) {
 		buf_puts(err, "recommendation id: expected 16 lower-case hex digits");
 		return -1;
 	}
@@ -512,21 +1072,8 @@ int recs_set_state(struct recs *r, const char *project, const char *id, const ch
 		sqldb_error(r->db, err);
 		goto out;
 	}
-	sqlite3_finalize(q);
-	q = NULL;
-	if (sqldb_prepare(r->db, "INSERT INTO rec_history (project, id, at_ms, actor, from_state, to_state) "
-				 "VALUES (?1, ?2, ?3, ?4, ?5, ?6)", &q, err) < 0)
+	if (history_add(r, project, id, "state", actor, from, state, now_ms, err) < 0)
 		goto out;
-	sqlite3_bind_text(q, 1, project, -1, SQLITE_STATIC);
-	sqlite3_bind_text(q, 2, id, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(q, 3, now_ms);
-	sqlite3_bind_text(q, 4, actor ? actor : "", -1, SQLITE_STATIC);
-	sqlite3_bind_text(q, 5, from, -1, SQLITE_STATIC);
-	sqlite3_bind_text(q, 6, state, -1, SQLITE_STATIC);
-	if (sqlite3_step(q) != SQLITE_DONE) {
-		sqldb_error(r->db, err);
-		goto out;
-	}
 	rc = 0;
 out:
 	sqlite3_finalize(q);
@@ -536,4 +1083,278 @@ out:
 	buf_free(&ignored);
 	pthread_mutex_unlock(&r->db_mu);
 	return rc;
+}
+
+int recs_regenerate(struct recs *r, struct store *st, struct symbols *sym, const char *project,
+		    bool refresh, const char *actor, int64_t now_ms, struct buf *err)
+{
+	const char *what = refresh ? "refresh" : "regenerate";
+	if (generate(r, st, sym, project, !refresh, false, what, now_ms, err) < 0)
+		return -1;
+	return history_add_locked(r, project, "", what, actor, "", "", now_ms, err);
+}
+
+/* The application and leaf of trace id in a project's last generation;
+ * false when it has no such trace. */
+static bool trace_find(struct recs *r, const char *project, uint64_t id, char *app, size_t applen,
+		       char *leaf, size_t leaflen)
+{
+	bool found = false;
+	pthread_mutex_lock(&r->mu);
+	struct cache_slot *s = slot_find(r, project);
+	for (size_t k = 0; s && k < NKINDS && !found; k++)
+		for (size_t a = 0; a < s->ht[k].napps && !found; a++) {
+			const struct ht_app *ap = &s->ht[k].apps[a];
+			for (size_t t = 0; t < ap->ntraces && !found; t++) {
+				if (ap->traces[t].id != id)
+					continue;
+				const struct ht_frame *lf = leaf_of(&ap->traces[t]);
+				snprintf(app, applen, "%s", ap->name);
+				snprintf(leaf, leaflen, "%s", lf ? lf->name : "");
+				found = true;
+			}
+		}
+	pthread_mutex_unlock(&r->mu);
+	return found;
+}
+
+int recs_suppress(struct recs *r, struct store *st, struct symbols *sym, const char *project,
+		  const char *trace_id, bool suppress, const char *actor, int64_t now_ms,
+		  struct buf *err)
+{
+	if (!id_valid(trace_id)) {
+		buf_puts(err, "trace id: expected 16 lower-case hex digits");
+		return -1;
+	}
+	char app[256] = "", leaf[256] = "";
+	if (suppress) {
+		if (generate(r, st, sym, project, false, true, "request", now_ms, err) < 0)
+			return -2;
+		if (!trace_find(r, project, strtoull(trace_id, NULL, 16), app, sizeof(app), leaf, sizeof(leaf))) {
+			buf_printf(err, "no hot trace %s in the last generation of project %s", trace_id, project);
+			return -3;
+		}
+	}
+	sqlite3_stmt *q = NULL;
+	int rc = -2, changes = 0;
+	pthread_mutex_lock(&r->db_mu);
+	if (sqldb_exec(r->db, "BEGIN IMMEDIATE", err) < 0) {
+		pthread_mutex_unlock(&r->db_mu);
+		return -2;
+	}
+	if (sqldb_prepare(r->db, suppress ? "INSERT OR REPLACE INTO rec_suppressed (project, trace_id, application, "
+					    "leaf, actor, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+					  : "DELETE FROM rec_suppressed WHERE project = ?1 AND trace_id = ?2",
+			  &q, err) < 0)
+		goto out;
+	sqlite3_bind_text(q, 1, project, -1, SQLITE_STATIC);
+	sqlite3_bind_text(q, 2, trace_id, -1, SQLITE_STATIC);
+	if (suppress) {
+		sqlite3_bind_text(q, 3, app, -1, SQLITE_STATIC);
+		sqlite3_bind_text(q, 4, leaf, -1, SQLITE_STATIC);
+		sqlite3_bind_text(q, 5, actor && *actor ? actor : "anonymous", -1, SQLITE_STATIC);
+		sqlite3_bind_int64(q, 6, now_ms);
+	}
+	if (sqlite3_step(q) != SQLITE_DONE) {
+		sqldb_error(r->db, err);
+		goto out;
+	}
+	changes = sqlite3_changes(r->db);
+	if (!suppress && !changes) {
+		buf_printf(err, "hot trace %s of project %s is not suppressed", trace_id, project);
+		rc = -3;
+		goto out;
+	}
+	if (history_add(r, project, trace_id, suppress ? "suppress" : "unsuppress", actor,
+			suppress ? "active" : "suppressed", suppress ? "suppressed" : "active", now_ms, err) < 0)
+		goto out;
+	rc = 0;
+out:
+	sqlite3_finalize(q);
+	struct buf ignored = { 0 };
+	if (sqldb_exec(r->db, rc == 0 ? "COMMIT" : "ROLLBACK", rc == 0 ? err : &ignored) < 0 && rc == 0)
+		rc = -2;
+	buf_free(&ignored);
+	pthread_mutex_unlock(&r->db_mu);
+	if (rc < 0)
+		return rc;
+	/* The traces read again: the trace leaves (or comes back) now. */
+	return generate(r, st, sym, project, false, false, "suppress", now_ms, err) < 0 ? -2 : 0;
+}
+
+int recs_suppressed_json(struct recs *r, const char *project, struct buf *out, struct buf *err)
+{
+	sqlite3_stmt *q = NULL;
+	if (sqldb_prepare(r->db, "SELECT trace_id, application, leaf, actor, at_ms FROM rec_suppressed "
+				 "WHERE project = ?1 ORDER BY at_ms DESC, trace_id", &q, err) < 0)
+		return -1;
+	sqlite3_bind_text(q, 1, project, -1, SQLITE_STATIC);
+	buf_puts(out, "{\"suppressed\":[");
+	for (int n = 0; sqlite3_step(q) == SQLITE_ROW; n++) {
+		buf_puts(out, n ? ",{" : "{");
+		jsonw_key(out, "trace_id");
+		jsonw_str(out, (const char *)sqlite3_column_text(q, 0));
+		buf_puts(out, ",");
+		jsonw_key(out, "application");
+		jsonw_str(out, (const char *)sqlite3_column_text(q, 1));
+		buf_puts(out, ",");
+		jsonw_key(out, "leaf");
+		jsonw_str(out, (const char *)sqlite3_column_text(q, 2));
+		buf_puts(out, ",");
+		jsonw_key(out, "actor");
+		jsonw_str(out, (const char *)sqlite3_column_text(q, 3));
+		buf_puts(out, ",");
+		jsonw_key(out, "at");
+		jsonw_i64(out, sqlite3_column_int64(q, 4));
+		buf_puts(out, "}");
+	}
+	buf_puts(out, "]}\n");
+	sqlite3_finalize(q);
+	return 0;
+}
+
+int recs_history_json(struct recs *r, const char *project, int limit, struct buf *out, struct buf *err)
+{
+	sqlite3_stmt *q = NULL;
+	if (sqldb_prepare(r->db, "SELECT at_ms, actor, action, id, from_state, to_state FROM rec_history "
+				 "WHERE project = ?1 OR project = '' ORDER BY at_ms DESC, rowid DESC LIMIT ?2", &q, err) < 0)
+		return -1;
+	sqlite3_bind_text(q, 1, project, -1, SQLITE_STATIC);
+	sqlite3_bind_int(q, 2, limit < 1 ? 1 : limit > 1000 ? 1000 : limit);
+	buf_puts(out, "{\"history\":[");
+	static const char *const cols[] = { "at", "actor", "action", "id", "from", "to" };
+	for (int n = 0; sqlite3_step(q) == SQLITE_ROW; n++) {
+		buf_puts(out, n ? ",{" : "{");
+		for (int c = 0; c < 6; c++) {
+			if (c)
+				buf_puts(out, ",");
+			jsonw_key(out, cols[c]);
+			if (c == 0)
+				jsonw_i64(out, sqlite3_column_int64(q, 0));
+			else
+				jsonw_str(out, (const char *)sqlite3_column_text(q, c));
+		}
+		buf_puts(out, "}");
+	}
+	buf_puts(out, "]}\n");
+	sqlite3_finalize(q);
+	return 0;
+}
+
+/* --- settings ---------------------------------------------------------------- */
+
+static void settings_obj(struct buf *out, const struct recs_config *c)
+{
+	for (size_t k = 0; k < ARRAY_SIZE(setting_keys); k++) {
+		if (k)
+			buf_puts(out, ",");
+		jsonw_key(out, setting_keys[k]);
+		if (k == 2 || k == 4)
+			jsonw_i64(out, (int64_t)setting_get(c, k));
+		else
+			jsonw_double(out, setting_get(c, k));
+	}
+}
+
+void recs_settings_json(struct recs *r, struct buf *out)
+{
+	pthread_mutex_lock(&r->mu);
+	struct recs_config c = r->c, f = r->flags;
+	unsigned ov = r->overridden;
+	pthread_mutex_unlock(&r->mu);
+	buf_puts(out, "{");
+	settings_obj(out, &c);
+	buf_puts(out, ",\"defaults\":{");
+	settings_obj(out, &f);
+	buf_puts(out, "},\"overridden\":[");
+	for (size_t k = 0, n = 0; k < ARRAY_SIZE(setting_keys); k++)
+		if (ov & (1u << k)) {
+			if (n++)
+				buf_puts(out, ",");
+			jsonw_str(out, setting_keys[k]);
+		}
+	buf_puts(out, "]}\n");
+}
+
+int recs_settings_put(struct recs *r, const json_t *doc, const char *actor, int64_t now_ms, struct buf *err)
+{
+	if (!json_is_object(doc)) {
+		buf_puts(err, "expected a JSON object of settings");
+		return -1;
+	}
+	const char *key;
+	json_t *val;
+	json_object_foreach((json_t *)doc, key, val) {
+		size_t k = 0;
+		while (k < ARRAY_SIZE(setting_keys) && strcmp(key, setting_keys[k]) != 0)
+			k++;
+		if (k == ARRAY_SIZE(setting_keys)) {
+			buf_printf(err, "unknown setting \"%.64s\" (cost_per_core_hour, cost_per_gpu_hour, "
+				   "window_ms, min_share, step_ms)", key);
+			return -1;
+		}
+		if (!json_is_null(val) && (!json_is_number(val) || !setting_valid(k, json_number_value(val), err))) {
+			if (!err->len)
+				buf_printf(err, "%s: expected a number or null", key);
+			return -1;
+		}
+	}
+	pthread_mutex_lock(&r->db_mu);
+	if (sqldb_exec(r->db, "BEGIN IMMEDIATE", err) < 0) {
+		pthread_mutex_unlock(&r->db_mu);
+		return -2;
+	}
+	int rc = -2;
+	sqlite3_stmt *q = NULL;
+	json_object_foreach((json_t *)doc, key, val) {
+		sqlite3_finalize(q);
+		q = NULL;
+		if (sqldb_prepare(r->db, json_is_null(val) ? "DELETE FROM rec_settings WHERE key = ?1"
+							   : "INSERT OR REPLACE INTO rec_settings (key, value) VALUES (?1, ?2)",
+				  &q, err) < 0)
+			goto out;
+		sqlite3_bind_text(q, 1, key, -1, SQLITE_STATIC);
+		if (!json_is_null(val))
+			sqlite3_bind_double(q, 2, json_number_value(val));
+		if (sqlite3_step(q) != SQLITE_DONE) {
+			sqldb_error(r->db, err);
+			goto out;
+		}
+		char to[64];
+		if (json_is_null(val))
+			snprintf(to, sizeof(to), "default");
+		else
+			snprintf(to, sizeof(to), "%.17g", json_number_value(val));
+		if (history_add(r, "", key, "settings", actor, "", to, now_ms, err) < 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	sqlite3_finalize(q);
+	struct buf ignored = { 0 };
+	if (sqldb_exec(r->db, rc == 0 ? "COMMIT" : "ROLLBACK", rc == 0 ? err : &ignored) < 0 && rc == 0)
+		rc = -2;
+	buf_free(&ignored);
+	pthread_mutex_unlock(&r->db_mu);
+	if (rc < 0)
+		return rc;
+	/* In effect at once; the thread starts a pass with them. */
+	pthread_mutex_lock(&r->mu);
+	json_object_foreach((json_t *)doc, key, val) {
+		for (size_t k = 0; k < ARRAY_SIZE(setting_keys); k++) {
+			if (strcmp(key, setting_keys[k]) != 0)
+				continue;
+			if (json_is_null(val)) {
+				setting_set(&r->c, k, setting_get(&r->flags, k));
+				r->overridden &= ~(1u << k);
+			} else {
+				setting_set(&r->c, k, json_number_value(val));
+				r->overridden |= 1u << k;
+			}
+		}
+	}
+	r->kick = true;
+	pthread_cond_broadcast(&r->wake);
+	pthread_mutex_unlock(&r->mu);
+	return 0;
 }

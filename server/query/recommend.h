@@ -10,24 +10,48 @@
  * core-hour (GPUs: of a GPU-hour). docs/recommendations.md describes the
  * answer field by field.
  *
- * Computation is on demand: the answer for (project, kind) is cached and
- * computed again once older than recs_config.stale_ms (the step
- * interval). States are read from the database at each answer.
+ * Computation is continuous (recs_start): a background thread analyses
+ * every project, one at a time, each step (recs_config.stale_ms). Each
+ * pass over a project is a *generation*: its recommendations of every
+ * kind, stored (rec_generation, rec_gen_item: id, savings, peak,
+ * generated_at, status) and kept in memory, so that the API answers from
+ * the last generation without reading the store. Each recommendation of
+ * a generation is "new" (not in the project's previous generation),
+ * "worsened" (its savings or its peak above the previous generation's by
+ * more than RECS_WORSE_MARGIN) or "unchanged". A project asked for
+ * before its first generation is analysed in the request. CPU is
+ * bounded: one generation at a time (the thread's and the requests'),
+ * a window of at most RECS_MAX_WINDOW_MS, and after a pass that took T
+ * the thread waits at least T (never more than half a core).
+ *
+ * Lifecycle (recorded in rec_history with who and when): dismiss and
+ * restore (recs_set_state), regenerate (the analysis again over the
+ * generation's hot traces), refresh (the hot traces read again from the
+ * store, then the analysis) and suppress/unsuppress a hot trace (an
+ * accepted cost: left out of every later analysis until unsuppressed).
+ *
+ * Settings (recs_settings_*): the five values of recs_config, stored in
+ * rec_settings, override the flags' defaults at runtime.
  *
  * State: DATA_DIR/recs.db, tables rec_state (the current state of each
- * id) and rec_history (every change: who, when, from, to).
+ * id), rec_history (every change: who, when, what, from, to),
+ * rec_generation and rec_gen_item (the last RECS_KEEP_GENERATIONS
+ * generations of each project), rec_suppressed and rec_settings.
  *
- * Threading: every function may be called from any thread; the cache is
- * under a mutex, the database connection is serialised by SQLite.
+ * Threading: every function may be called from any thread; the cache
+ * and the settings are under a mutex, generations under another, the
+ * database connection is serialised by SQLite.
  */
 #ifndef EMBER_SERVER_RECOMMEND_H
 #define EMBER_SERVER_RECOMMEND_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "buf.h"
 #include "hottraces.h"
+#include "server/store/projects.h"
 #include "server/store/store.h"
 #include "server/symbols/symbols.h"
 
@@ -41,6 +65,22 @@ struct recs_config {
 	int64_t stale_ms;          /* --recs-step, default 60 s */
 };
 
+#define RECS_WORSE_MARGIN 0.25            /* "worsened": savings or peak up by more than 25 % */
+#define RECS_MAX_WINDOW_MS (24 * 3600 * 1000LL) /* the analysed window's cap */
+#define RECS_MIN_STEP_MS 1000
+#define RECS_MAX_STEP_MS (24 * 3600 * 1000LL)
+#define RECS_KEEP_GENERATIONS 200         /* per project, older ones are deleted */
+
+/* A recommendation that a generation found new or worsened (and that is
+ * not dismissed): what the listener (recs_set_listener) is told. */
+struct recs_event {
+	const char *project, *id, *kind; /* kind: "cpu" or "cuda" */
+	const char *status;              /* "new" or "worsened" */
+	const char *title, *application, *unit; /* unit: "cores", "gpus" or "threads" */
+	double savings;                  /* in unit (GPU seconds per hour for cuda) */
+	double annual_cost, peak;
+};
+
 void recs_config_default(struct recs_config *c);
 
 struct recs;
@@ -48,6 +88,18 @@ struct recs;
 /* Opens (creates) dir/recs.db. Returns 0, or -1 with err set. */
 int recs_open(const char *dir, const struct recs_config *c, struct recs **out, struct buf *err);
 void recs_close(struct recs *r);
+
+/* Starts the background thread over every project of pj (a
+ * generation each step); recs_close stops it. The first pass runs one
+ * step after the start (a request before it is answered by a generation
+ * of its own). Returns 0, or -1 with err set. */
+int recs_start(struct recs *r, struct store *st, struct symbols *sym, struct projects *pj,
+	       struct buf *err);
+/* fn is called (on the generating thread, after the generation is
+ * stored) for each recommendation it finds new or worsened. Set it
+ * before recs_start. */
+void recs_set_listener(struct recs *r, void (*fn)(void *ctx, const struct recs_event *ev),
+		       void *ctx);
 
 /* Appends {"recommendations":[...], ...} for kind "cpu", "cuda" or
  * "all" (sorted by peak, descending) to out. Returns 0, or -1 with err. */
@@ -60,6 +112,37 @@ int recs_query(struct recs *r, struct store *st, struct symbols *sym, const char
  * (a database error) with err set. */
 int recs_set_state(struct recs *r, const char *project, const char *id, const char *state,
 		   const char *actor, int64_t now_ms, struct buf *err);
+
+/* A new generation of a project now: with refresh the hot traces are
+ * read again from the store, else the last generation's are analysed
+ * again (read when there are none). Recorded in the history as
+ * "regenerate" or "refresh" by actor. 0, or -1 with err. */
+int recs_regenerate(struct recs *r, struct store *st, struct symbols *sym, const char *project,
+		    bool refresh, const char *actor, int64_t now_ms, struct buf *err);
+/* Suppresses (suppress) or unsuppresses hot trace trace_id (16 hex
+ * digits) of a project, records it, and refreshes the project. A trace
+ * can be suppressed only when the last generation has it. Returns 0, -1
+ * with a message for the client (400), -3 when there is no such trace
+ * (404), or -2 (a database error). */
+int recs_suppress(struct recs *r, struct store *st, struct symbols *sym, const char *project,
+		  const char *trace_id, bool suppress, const char *actor, int64_t now_ms,
+		  struct buf *err);
+/* {"suppressed":[{"trace_id","application","leaf","actor","at"}]} */
+int recs_suppressed_json(struct recs *r, const char *project, struct buf *out, struct buf *err);
+/* {"history":[{"at","actor","action","id","from","to"}]}, newest first,
+ * at most limit (1..1000). */
+int recs_history_json(struct recs *r, const char *project, int limit, struct buf *out,
+		      struct buf *err);
+
+/* {"cost_per_core_hour","cost_per_gpu_hour","window_ms","min_share",
+ * "step_ms","defaults":{...the same...},"overridden":[keys]}. */
+void recs_settings_json(struct recs *r, struct buf *out);
+/* Sets the keys doc has (a number; null: back to the flag's default),
+ * validated as a whole first; recorded in the history. Returns 0, -1
+ * with a message for the client, or -2 (a database error). */
+int recs_settings_put(struct recs *r, const json_t *doc, const char *actor, int64_t now_ms,
+		      struct buf *err);
+void recs_config_get(struct recs *r, struct recs_config *out);
 
 /* The recommendations of one hot-trace result, appended to arr (pure: no
  * state, no cache; the tests call it). event_kind: SEK_ON_CPU,

@@ -165,7 +165,7 @@ static void test_perm_catalogue(void **state)
 		"admin:user:update", "admin:user:delete", "admin:role:create", "admin:role:read",
 		"admin:role:update", "admin:role:delete", "admin:role:assignment:set", "admin:audit:read",
 		"auth:local:login", "ingest:profile:write", "ingest:metrics:write", "ingest:symbols:write",
-		"symbols:global:write", "server:metrics:read",
+		"symbols:global:write", "server:metrics:read", "admin:settings:read", "admin:settings:update",
 	};
 	size_t n = 0;
 	while (perm_catalogue[n])
@@ -187,7 +187,7 @@ static void test_perm_catalogue(void **state)
 	size_t reads = 0;
 	for (size_t i = 0; perm_catalogue[i]; i++)
 		reads += perm_match("**:read", perm_catalogue[i]);
-	assert_int_equal(reads, 6);
+	assert_int_equal(reads, 7);
 }
 
 /* --- JWT ------------------------------------------------------------------- */

@@ -478,6 +478,25 @@ static void test_store_queries(void **state)
  * hour boundary, later batches merging into a chunk (a point at a time
  * already stored replaces it), and a retention cutoff inside a chunk
  * (the points before it go, the rest stay). */
+struct pts_seen {
+	size_t n;
+	int64_t ts[8];
+	double v[8];
+	char project[8], labels[256];
+};
+
+static void on_point(void *ctx, const char *project, const char *labels, int64_t ts, double v)
+{
+	struct pts_seen *s = ctx;
+	if (s->n < 8) {
+		s->ts[s->n] = ts;
+		s->v[s->n] = v;
+	}
+	s->n++;
+	snprintf(s->project, sizeof(s->project), "%s", project);
+	snprintf(s->labels, sizeof(s->labels), "%s", labels);
+}
+
 static void test_store_chunks(void **state)
 {
 	(void)state;
@@ -519,6 +538,24 @@ static void test_store_chunks(void **state)
 	assert_true(point(d, 0, 0, NULL) == 7);
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(d, "stats"), "points_read")), 2);
 	json_decref(d);
+	/* metrics_points: the points of a range, every project, in time order. */
+	struct pts_seen got = { 0 };
+	assert_int_equal(metrics_points(st, "cpu", H + 1000, H + 3600006, 100, on_point, &got, &err), 0);
+	assert_int_equal(got.n, 4);
+	int64_t want_ts[] = { H + 1000, H + 1500, H + 2000, H + 3600005 };
+	double want_v[] = { 2, 5, 7, 4 };
+	for (size_t i = 0; i < 4; i++) {
+		assert_int_equal(got.ts[i], want_ts[i]);
+		assert_true(got.v[i] == want_v[i]);
+	}
+	assert_string_equal(got.project, "p");
+	assert_non_null(strstr(got.labels, "\"h0\""));
+	memset(&got, 0, sizeof(got));
+	assert_int_equal(metrics_points(st, "cpu", H + 1000, H + 3600006, 2, on_point, &got, &err), 0);
+	assert_int_equal(got.n, 2); /* at most max_points */
+	memset(&got, 0, sizeof(got));
+	assert_int_equal(metrics_points(st, "hw.gpu.xid", H - 7200000, H + 7200000, 100, on_point, &got, &err), 0);
+	assert_int_equal(got.n, 0);
 	/* Retention with its cutoff at H + 1600: H - 1000, H + 1000 and H + 1500 go. */
 	assert_int_equal(metrics_retention(st, H + 1600 + 10 * day, &err), 0);
 	struct metrics_stats ss;

@@ -14,6 +14,7 @@
 #include "server/query/hottraces.h"
 #include "server/query/patterns.h"
 #include "server/query/recommend.h"
+#include "server/store/projects.h"
 #include "server/store/store.h"
 #include "server/symbols/symbols.h"
 #include "util.h"
@@ -635,6 +636,303 @@ static void test_recs_state(void **state)
 	buf_free(&err);
 }
 
+
+/* --- generations, lifecycle and settings --------------------------------------- */
+
+struct heard {
+	size_t n, nnew, nworse;
+	char worse_id[17];
+};
+
+static void listen_ev(void *ctx, const struct recs_event *ev)
+{
+	struct heard *h = ctx;
+	h->n++;
+	if (strcmp(ev->status, "new") == 0)
+		h->nnew++;
+	if (strcmp(ev->status, "worsened") == 0) {
+		h->nworse++;
+		snprintf(h->worse_id, sizeof(h->worse_id), "%s", ev->id);
+	}
+}
+
+/* The answer of recs_query(all) as a document. */
+static json_t *answer(struct recs *r, struct world *w, int64_t now)
+{
+	struct buf out = { 0 }, err = { 0 };
+	if (recs_query(r, w->s, w->sym, PROJECT, "all", now, &out, &err) < 0)
+		fail_msg("query: %s", err.data);
+	json_t *d = json_loads(out.data, 0, NULL);
+	assert_non_null(d);
+	buf_free(&out);
+	buf_free(&err);
+	return d;
+}
+
+static const json_t *rec_of(const json_t *d, const char *app)
+{
+	const json_t *list = json_object_get(d, "recommendations");
+	for (size_t i = 0; i < json_array_size(list); i++)
+		if (strcmp(json_string_value(json_object_get(json_array_get(list, i), "application")), app) == 0)
+			return json_array_get(list, i);
+	return NULL;
+}
+
+static const char *status_of_app(const json_t *d, const char *app)
+{
+	const json_t *r = rec_of(d, app);
+	return r ? json_string_value(json_object_get(r, "status")) : "absent";
+}
+
+/* Each generation marks its recommendations new, worsened or unchanged
+ * against the previous one; regenerate analyses the same hot traces
+ * again, refresh reads them again; the listener hears new and worse. */
+static void test_recs_generations(void **state)
+{
+	struct world *w = *state;
+	struct buf z = { 0 }, err = { 0 };
+	int64_t now = now_unix_ms();
+	make_batch(shop, ARRAY_SIZE(shop), 1, now - 60000, EK_ON_CPU, &z);
+	append(w->s, &z);
+	buf_free(&z);
+	struct recs_config c;
+	recs_config_default(&c);
+	struct recs *r;
+	assert_int_equal(recs_open(w->dir, &c, &r, &err), 0);
+	struct heard h = { 0 };
+	recs_set_listener(r, listen_ev, &h);
+	json_t *d = answer(r, w, now);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(d, "generation"), "seq")), 1);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(d, "generation"), "trigger")), "request");
+	assert_string_equal(status_of_app(d, "web-dep"), "new");
+	assert_int_equal(json_integer_value(json_object_get(rec_of(d, "web-dep"), "generated_at")), now);
+	assert_int_equal(h.nnew, 3);
+	json_decref(d);
+	/* The same data: unchanged, nothing heard. */
+	assert_int_equal(recs_regenerate(r, w->s, w->sym, PROJECT, false, "u1", now + 1000, &err), 0);
+	d = answer(r, w, now + 1000);
+	assert_string_equal(status_of_app(d, "web-dep"), "unchanged");
+	assert_string_equal(status_of_app(d, "batch-c"), "unchanged");
+	json_decref(d);
+	assert_int_equal(h.n, 3);
+	/* The regex trace doubles: regenerate does not read it, refresh does. */
+	static const struct sspec more[] = {
+		{ { "main", "handle", "pcre2_compile_8", "compile_branch", NULL }, "web", "web-dep", "web-c", 1200 },
+	};
+	make_batch(more, ARRAY_SIZE(more), 2, now - 30000, EK_ON_CPU, &z);
+	append(w->s, &z);
+	buf_free(&z);
+	assert_int_equal(recs_regenerate(r, w->s, w->sym, PROJECT, false, "u1", now + 2000, &err), 0);
+	d = answer(r, w, now + 2000);
+	assert_string_equal(status_of_app(d, "web-dep"), "unchanged");
+	json_decref(d);
+	assert_int_equal(recs_regenerate(r, w->s, w->sym, PROJECT, true, "u1", now + 3000, &err), 0);
+	d = answer(r, w, now + 3000);
+	assert_string_equal(status_of_app(d, "web-dep"), "worsened");
+	assert_int_equal(h.nworse, 1);
+	assert_string_equal(h.worse_id, json_string_value(json_object_get(rec_of(d, "web-dep"), "id")));
+	assert_non_null(json_object_get(rec_of(d, "web-dep"), "previous"));
+	json_decref(d);
+	/* A dismissed recommendation that worsens is not heard. */
+	assert_int_equal(recs_set_state(r, PROJECT, h.worse_id, "dismissed", "u1", now + 3500, &err), 0);
+	make_batch(more, ARRAY_SIZE(more), 3, now - 20000, EK_ON_CPU, &z);
+	append(w->s, &z);
+	buf_free(&z);
+	make_batch(more, ARRAY_SIZE(more), 4, now - 10000, EK_ON_CPU, &z);
+	append(w->s, &z);
+	buf_free(&z);
+	assert_int_equal(recs_regenerate(r, w->s, w->sym, PROJECT, true, "u1", now + 4000, &err), 0);
+	d = answer(r, w, now + 4000);
+	assert_string_equal(status_of_app(d, "web-dep"), "worsened");
+	json_decref(d);
+	assert_int_equal(h.nworse, 1);
+	/* Each generation is stored; the history names who did what. */
+	struct buf out = { 0 };
+	assert_int_equal(recs_history_json(r, PROJECT, 100, &out, &err), 0);
+	d = json_loads(out.data, 0, NULL);
+	const json_t *hist = json_object_get(d, "history");
+	assert_int_equal(json_array_size(hist), 5);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(hist, 0), "action")), "refresh");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(hist, 0), "actor")), "u1");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(hist, 1), "action")), "state");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(hist, 4), "action")), "regenerate");
+	json_decref(d);
+	buf_free(&out);
+	recs_close(r);
+	char path[512];
+	snprintf(path, sizeof(path), "%s/recs.db", w->dir);
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	sqlite3_stmt *q;
+	assert_int_equal(sqlite3_prepare_v2(db, "SELECT count(*), max(seq) FROM rec_generation", -1, &q, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+	assert_int_equal(sqlite3_column_int(q, 0), 5);
+	assert_int_equal(sqlite3_column_int(q, 1), 5);
+	sqlite3_finalize(q);
+	assert_int_equal(sqlite3_prepare_v2(db, "SELECT group_concat(status, ',') FROM (SELECT status FROM rec_gen_item "
+						"WHERE seq >= 3 AND kind = 'cpu' AND savings > 1e-3 AND peak > 0 ORDER BY seq, id)", -1, &q, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+	assert_non_null(strstr((const char *)sqlite3_column_text(q, 0), "worsened"));
+	sqlite3_finalize(q);
+	sqlite3_close(db);
+	buf_free(&err);
+}
+
+/* A suppressed hot trace leaves every later analysis until unsuppressed. */
+static void test_recs_suppress(void **state)
+{
+	struct world *w = *state;
+	struct buf z = { 0 }, err = { 0 }, out = { 0 };
+	int64_t now = now_unix_ms();
+	make_batch(shop, ARRAY_SIZE(shop), 1, now - 60000, EK_ON_CPU, &z);
+	append(w->s, &z);
+	buf_free(&z);
+	struct recs_config c;
+	recs_config_default(&c);
+	struct recs *r;
+	assert_int_equal(recs_open(w->dir, &c, &r, &err), 0);
+	json_t *d = answer(r, w, now);
+	const json_t *traces = json_object_get(json_object_get(rec_of(d, "web-dep"), "technical"), "hot_traces");
+	assert_int_equal(json_array_size(traces), 2);
+	char tid[17];
+	snprintf(tid, sizeof(tid), "%s", json_string_value(json_object_get(json_array_get(traces, 0), "id")));
+	assert_string_equal(json_string_value(json_object_get(json_array_get(traces, 0), "pattern")), "regex-compile");
+	json_decref(d);
+	assert_int_equal(recs_suppress(r, w->s, w->sym, PROJECT, "XYZ", true, "u2", now, &err), -1);
+	buf_reset(&err);
+	assert_int_equal(recs_suppress(r, w->s, w->sym, PROJECT, "00000000000000aa", true, "u2", now, &err), -3);
+	buf_reset(&err);
+	assert_int_equal(recs_suppress(r, w->s, w->sym, PROJECT, tid, false, "u2", now, &err), -3);
+	buf_reset(&err);
+	assert_int_equal(recs_suppress(r, w->s, w->sym, PROJECT, tid, true, "u2", now + 1, &err), 0);
+	d = answer(r, w, now + 1);
+	traces = json_object_get(json_object_get(rec_of(d, "web-dep"), "technical"), "hot_traces");
+	assert_int_equal(json_array_size(traces), 1);
+	assert_string_not_equal(json_string_value(json_object_get(json_array_get(traces, 0), "id")), tid);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(d, "generation"), "suppressed_traces")), 1);
+	json_decref(d);
+	/* Still out after a refresh, and listed with who suppressed it. */
+	assert_int_equal(recs_regenerate(r, w->s, w->sym, PROJECT, true, "u2", now + 2, &err), 0);
+	d = answer(r, w, now + 2);
+	traces = json_object_get(json_object_get(rec_of(d, "web-dep"), "technical"), "hot_traces");
+	assert_int_equal(json_array_size(traces), 1);
+	json_decref(d);
+	assert_int_equal(recs_suppressed_json(r, PROJECT, &out, &err), 0);
+	d = json_loads(out.data, 0, NULL);
+	const json_t *s0 = json_array_get(json_object_get(d, "suppressed"), 0);
+	assert_string_equal(json_string_value(json_object_get(s0, "trace_id")), tid);
+	assert_string_equal(json_string_value(json_object_get(s0, "application")), "web-dep");
+	assert_string_equal(json_string_value(json_object_get(s0, "leaf")), "compile_branch");
+	assert_string_equal(json_string_value(json_object_get(s0, "actor")), "u2");
+	json_decref(d);
+	/* Back. */
+	assert_int_equal(recs_suppress(r, w->s, w->sym, PROJECT, tid, false, "u3", now + 3, &err), 0);
+	d = answer(r, w, now + 3);
+	traces = json_object_get(json_object_get(rec_of(d, "web-dep"), "technical"), "hot_traces");
+	assert_int_equal(json_array_size(traces), 2);
+	json_decref(d);
+	buf_reset(&out);
+	assert_int_equal(recs_history_json(r, PROJECT, 2, &out, &err), 0);
+	d = json_loads(out.data, 0, NULL);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(d, "history"), 0), "action")), "unsuppress");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(d, "history"), 0), "actor")), "u3");
+	json_decref(d);
+	recs_close(r);
+	buf_free(&out);
+	buf_free(&err);
+}
+
+/* Settings override the flags, persist, and go back with null. */
+static void test_recs_settings(void **state)
+{
+	struct world *w = *state;
+	struct buf err = { 0 }, out = { 0 };
+	struct recs_config c;
+	recs_config_default(&c);
+	struct recs *r;
+	assert_int_equal(recs_open(w->dir, &c, &r, &err), 0);
+	json_t *bad[] = { json_pack("{s:f}", "window_ms", 1.0), json_pack("{s:s}", "step_ms", "1m"),
+			  json_pack("{s:f}", "nope", 1.0), json_pack("{s:f}", "min_share", 2.0),
+			  json_pack("{s:f, s:f}", "cost_per_core_hour", 1.0, "cost_per_gpu_hour", -1.0), json_array() };
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		assert_int_equal(recs_settings_put(r, bad[i], "admin", 1, &err), -1);
+		assert_true(err.len > 0);
+		buf_reset(&err);
+		json_decref(bad[i]);
+	}
+	struct recs_config got;
+	recs_config_get(r, &got);
+	assert_true(got.cost_per_core_hour == 0.04); /* nothing of a refused document applied */
+	json_t *ok = json_pack("{s:f, s:I, s:f}", "cost_per_core_hour", 1.5, "window_ms", (json_int_t)3600000,
+			       "min_share", 0.01);
+	assert_int_equal(recs_settings_put(r, ok, "admin", 1, &err), 0);
+	json_decref(ok);
+	recs_close(r);
+	/* Reopened with other flags: the stored values win. */
+	c.stale_ms = 5000;
+	assert_int_equal(recs_open(w->dir, &c, &r, &err), 0);
+	recs_config_get(r, &got);
+	assert_true(got.cost_per_core_hour == 1.5);
+	assert_int_equal(got.window_ms, 3600000);
+	assert_true(got.min_share == 0.01);
+	assert_int_equal(got.stale_ms, 5000);
+	recs_settings_json(r, &out);
+	json_t *d = json_loads(out.data, 0, NULL);
+	assert_int_equal(json_array_size(json_object_get(d, "overridden")), 3);
+	assert_true(json_number_value(json_object_get(json_object_get(d, "defaults"), "cost_per_core_hour")) == 0.04);
+	json_decref(d);
+	ok = json_pack("{s:n}", "cost_per_core_hour");
+	assert_int_equal(recs_settings_put(r, ok, "admin", 2, &err), 0);
+	json_decref(ok);
+	recs_config_get(r, &got);
+	assert_true(got.cost_per_core_hour == 0.04);
+	recs_close(r);
+	buf_free(&out);
+	buf_free(&err);
+}
+
+/* The background thread makes generations without a request. */
+static void test_recs_thread(void **state)
+{
+	struct world *w = *state;
+	struct buf z = { 0 }, err = { 0 };
+	int64_t now = now_unix_ms();
+	make_batch(shop, ARRAY_SIZE(shop), 1, now - 60000, EK_ON_CPU, &z);
+	append(w->s, &z);
+	buf_free(&z);
+	struct projects *pj;
+	assert_int_equal(projects_open(w->dir, &pj, &err), 0);
+	struct recs_config c;
+	recs_config_default(&c);
+	c.stale_ms = 1000;
+	struct recs *r;
+	assert_int_equal(recs_open(w->dir, &c, &r, &err), 0);
+	struct heard h = { 0 };
+	recs_set_listener(r, listen_ev, &h);
+	assert_int_equal(recs_start(r, w->s, w->sym, pj, &err), 0);
+	char path[512];
+	snprintf(path, sizeof(path), "%s/recs.db", w->dir);
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	sqlite3_busy_timeout(db, 5000);
+	int n = 0;
+	for (int i = 0; i < 100 && n < 2; i++) {
+		usleep(100000);
+		sqlite3_stmt *q;
+		assert_int_equal(sqlite3_prepare_v2(db, "SELECT count(*) FROM rec_generation WHERE trigger = 'schedule'",
+						    -1, &q, NULL), SQLITE_OK);
+		if (sqlite3_step(q) == SQLITE_ROW)
+			n = sqlite3_column_int(q, 0);
+		sqlite3_finalize(q);
+	}
+	sqlite3_close(db);
+	assert_true(n >= 2);
+	assert_int_equal(h.nnew, 3); /* the first generation's; the next ones unchanged */
+	recs_close(r);
+	projects_close(pj);
+	buf_free(&err);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -647,6 +945,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_hottraces_store, world_setup, world_teardown),
 		cmocka_unit_test_setup_teardown(test_hottraces_batches, world_setup, world_teardown),
 		cmocka_unit_test_setup_teardown(test_recs_state, world_setup, world_teardown),
+		cmocka_unit_test_setup_teardown(test_recs_generations, world_setup, world_teardown),
+		cmocka_unit_test_setup_teardown(test_recs_suppress, world_setup, world_teardown),
+		cmocka_unit_test_setup_teardown(test_recs_settings, world_setup, world_teardown),
+		cmocka_unit_test_setup_teardown(test_recs_thread, world_setup, world_teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

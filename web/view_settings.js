@@ -1,0 +1,134 @@
+// view_settings.js - the Settings page (?view=settings): the
+// recommendations' analysis (window, minimum share, step) and the cost
+// (price of a core-hour and of a GPU-hour), GET/PUT
+// /public/api/v1/settings/recommendations (admin:settings:read/update;
+// a user without them sees the server's refusal). A value saved is kept
+// in the server's recs.db over its flag; "Reset" sends null for it (back
+// to the flag's value). The project's recent lifecycle history (who
+// dismissed, regenerated, suppressed or changed what) is listed below.
+
+import { apiJSON, apiErrorHTML, escapeHTML, loadStylesheet, messageHTML } from './common.js';
+
+// Each field: the API key, its label, and how the form shows it (the API
+// keeps milliseconds and fractions).
+const FIELDS = [
+	{ key: 'window_ms', label: 'Window size', unit: 'hours', help: 'How much recent profiling data the hot traces are found in (at most 24 h).', toForm: (v) => v / 3600000, toApi: (v) => Math.round(v * 3600000), step: '0.25', min: '0.0167', max: '24' },
+	{ key: 'min_share', label: 'Minimum share to analyze a trace', unit: '%', help: "The share of the project's CPU (or GPU) time a code path must use to be analyzed.", toForm: (v) => +(v * 100).toFixed(6), toApi: (v) => v / 100, step: '0.01', min: '0', max: '100' },
+	{ key: 'step_ms', label: 'Step interval', unit: 'seconds', help: 'How often every project is analyzed again in the background.', toForm: (v) => v / 1000, toApi: (v) => Math.round(v * 1000), step: '1', min: '1', max: '86400' },
+	{ key: 'cost_per_core_hour', label: 'Price of a CPU core-hour', unit: 'USD', help: 'Turns the cores a recommendation saves into an annual cost.', toForm: (v) => v, toApi: (v) => v, step: '0.001', min: '0', max: '1000000' },
+	{ key: 'cost_per_gpu_hour', label: 'Price of a GPU-hour', unit: 'USD', help: 'Turns the GPU time a recommendation saves into an annual cost.', toForm: (v) => v, toApi: (v) => v, step: '0.01', min: '0', max: '1000000' },
+];
+const PATH = '/public/api/v1/settings/recommendations';
+
+let root = null;
+let ctx = null;
+let seq = 0;
+
+function fieldHTML(f, s) {
+	const over = s.overridden.includes(f.key);
+	return `<div class="settings-field" data-field="${f.key}">
+	<label for="set-${f.key}">${escapeHTML(f.label)}</label>
+	<div class="settings-input"><input id="set-${f.key}" name="${f.key}" type="number" step="${f.step}" min="${f.min}" max="${f.max}" value="${f.toForm(s[f.key])}" required> <span>${escapeHTML(f.unit)}</span>
+	${over ? `<button type="button" class="settings-reset" data-reset="${f.key}" title="Back to the server's flag value">Reset</button>` : ''}</div>
+	<p class="settings-help">${escapeHTML(f.help)} ${over ? `<b>Saved here</b> (flag: ${escapeHTML(String(f.toForm(s.defaults[f.key])))} ${escapeHTML(f.unit)})` : 'From the server\u2019s flag.'}</p>
+</div>`;
+}
+
+function historyHTML(hist) {
+	if (!hist.length) return '<p class="settings-help">No changes yet.</p>';
+	const what = { state: 'state', regenerate: 'regenerated', refresh: 'refreshed traces', suppress: 'suppressed hot trace', unsuppress: 'unsuppressed hot trace', settings: 'setting' };
+	return `<table class="settings-history"><thead><tr><th>When</th><th>Who</th><th>What</th><th>Target</th><th>Change</th></tr></thead><tbody>${hist.map((h) => `<tr data-action="${escapeHTML(h.action)}"><td>${escapeHTML(new Date(h.at).toLocaleString())}</td><td>${escapeHTML(h.actor)}</td><td>${escapeHTML(what[h.action] || h.action)}</td><td><code>${escapeHTML(h.id || '\u2013')}</code></td><td>${h.from || h.to ? `${escapeHTML(h.from || '\u2013')} \u2192 ${escapeHTML(h.to)}` : ''}</td></tr>`).join('')}</tbody></table>`;
+}
+
+async function load() {
+	const mine = ++seq;
+	ctx.setState('loading');
+	const body = root.querySelector('.settings-body');
+	try {
+		const s = await apiJSON('GET', PATH);
+		if (mine !== seq) return;
+		body.innerHTML = `<form class="settings-form panel" novalidate>
+	<h2>Recommendations</h2>
+	${FIELDS.slice(0, 3).map((f) => fieldHTML(f, s)).join('')}
+	<h2>Cost</h2>
+	${FIELDS.slice(3).map((f) => fieldHTML(f, s)).join('')}
+	<div class="settings-actions"><button type="submit" class="primary">Save</button><span class="settings-status" role="status"></span></div>
+</form>
+<div class="settings-hist panel"><h2>Recommendations history</h2><div class="settings-hist-body">Loading\u2026</div></div>`;
+		const form = body.querySelector('form');
+		form.addEventListener('submit', (ev) => {
+			ev.preventDefault();
+			const doc = {};
+			for (const f of FIELDS) {
+				const raw = form.elements[f.key].value;
+				const n = Number(raw);
+				if (raw === '' || !Number.isFinite(n)) {
+					status(`${f.label}: enter a number`, true);
+					return;
+				}
+				const v = f.toApi(n);
+				if (v !== s[f.key]) doc[f.key] = v;
+			}
+			save(doc);
+		});
+		form.addEventListener('click', (ev) => {
+			const b = ev.target.closest('[data-reset]');
+			if (b) save({ [b.dataset.reset]: null });
+		});
+		ctx.setState('ready');
+		loadHistory(mine);
+	} catch (e) {
+		if (mine !== seq) return;
+		body.innerHTML = apiErrorHTML(e);
+		ctx.setState('error');
+	}
+}
+
+async function loadHistory(mine) {
+	const el = root.querySelector('.settings-hist-body');
+	try {
+		const d = await apiJSON('GET', `/public/api/v1/project/${encodeURIComponent(ctx.project)}/recommendations/history?limit=50`);
+		if (mine === seq && el) el.innerHTML = historyHTML(d.history);
+	} catch (e) {
+		if (mine === seq && el) el.innerHTML = apiErrorHTML(e);
+	}
+}
+
+function status(text, bad) {
+	const el = root.querySelector('.settings-status');
+	if (!el) return;
+	el.textContent = text;
+	el.classList.toggle('bad', !!bad);
+}
+
+async function save(doc) {
+	if (!Object.keys(doc).length) {
+		status('Nothing changed.');
+		return;
+	}
+	try {
+		await apiJSON('PUT', PATH, doc);
+		await load();
+		status('Saved.');
+	} catch (e) {
+		status(e.message || 'Could not save', true);
+	}
+}
+
+function show(el, c) {
+	loadStylesheet('view_settings.css');
+	root = el;
+	ctx = c;
+	if (!root.querySelector('.settings')) {
+		root.innerHTML = `<div class="view-body settings"><h1>Settings</h1>
+<p class="settings-note">How recommendations are found, and what their savings cost. Saved values override the server's flags until reset; they apply at once (every project is analyzed again).</p>
+<div class="settings-body">${messageHTML('info', 'Loading\u2026')}</div></div>`;
+	}
+	load();
+}
+
+function hide() {
+	seq++;
+}
+
+export default { id: 'settings', title: 'Settings', show, hide };
