@@ -382,6 +382,20 @@ def test_every_route_answers_as_documented(local, doc):
     c.call("POST", q(f"recommendations/{rs[0]['id']}/state"), {"state": "dismissed"}, expect=200)
     c.call("POST", q("recommendations/0123456789abcdef/state"), {"state": "gone"}, expect=400)
     c.call("GET", q("recommendations"), query="?kind=all", expect=200)
+    st, gen, _ = c.call("POST", q("recommendations/regenerate"), expect=200)
+    c.call("POST", q("recommendations/refresh"), expect=200)
+    tid = next(t["id"] for r in gen["recommendations"] for t in r["technical"]["hot_traces"])
+    c.call("POST", q(f"recommendations/hot-traces/{tid}/suppress"), expect=200)
+    c.call("POST", q("recommendations/hot-traces/zz/suppress"), expect=400)
+    c.call("GET", q("recommendations/suppressed"), expect=200)
+    c.call("DELETE", q(f"recommendations/hot-traces/{tid}/suppress"), expect=200)
+    c.call("DELETE", q(f"recommendations/hot-traces/{tid}/suppress"), expect=404)
+    c.call("GET", q("recommendations/history"), query="?limit=10", expect=200)
+    settings = "/public/api/v1/settings/recommendations"
+    c.call("GET", settings, expect=200)
+    c.call("PUT", settings, {"cost_per_core_hour": 0.05}, expect=200)
+    c.call("PUT", settings, {"min_share": 5}, expect=400)
+    c.call("PUT", settings, {"cost_per_core_hour": None}, expect=200)
 
     # --- MCP --------------------------------------------------------------------
     st, init, hd = c.call("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "initialize",
