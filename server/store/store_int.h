@@ -71,6 +71,7 @@ struct commit {
 #define LOG_MAX_UNFLUSHED 3
 
 struct store {
+	struct store_backend backend; /* first (store.h): read NULL, the embedded one's */
 	char *dir, *blocks_dir, *wal_dir;
 	struct store_config cfg;
 
