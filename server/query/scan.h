@@ -129,12 +129,11 @@ long scan_rows_since(struct scan *s, uint32_t series, int64_t since_ms,
  * values in the range (see store_view_sums); -1 when unreadable. */
 long scan_sums(struct scan *s, uint32_t series, const uint32_t **stacks, const uint64_t **sums);
 /* The stack totals (ascending) of everything the query selects in the
- * part begun, read from a rollup instead of series by series: when there
- * is no CEL filter, the part is a block and one rollup holds the project
- * and kind (hz: its rate). A block inside the range gives the rollup
- * itself; one the range cuts, the rollup's time slices inside the range
- * and the rows of the slices at its ends (store_view_rollup_sums). -1
- * when the query must read the series. Valid until the next call. */
+ * segment begun, read in one list instead of series by series: when there
+ * is no CEL filter and the store has such a list for the project and kind
+ * at one rate (hz) (store_view_rollup_sums: the embedded store's rollups,
+ * by time slice where the range cuts a block). -1 when the query must
+ * read the series. Valid until the next call. */
 long scan_rollup_sums(struct scan *s, const uint32_t **stacks, const uint64_t **sums,
 		      uint16_t *hz);
 const struct scope *scan_scope(const struct scan *s);
