@@ -5,9 +5,12 @@
  * without the embedded store's code); every query answers the same over
  * both: flamegraphs (filtered, searched, grouped, masked, sampled, with
  * time buckets), top functions, sandwich, diff, top entities, labels,
- * time series and events, over heads, blocks and compacted blocks. */
+ * time series, events and hot traces, over heads, blocks and compacted
+ * blocks. */
 #include "server_fixture.h"
 #include "store_mem.h"
+
+#include "server/query/hottraces.h"
 
 #define HZ 19
 #define CPUS 8
@@ -112,7 +115,7 @@ static void load_round(struct store *s, struct memstore *m, uint64_t k)
 #define CUT "\"start_ts\":1700000030000,\"end_ts\":1700000150000"
 #define OFFK ",\"event_kind\":\"off_cpu\""
 
-enum qtype { Q_FG, Q_TOP, Q_SANDWICH, Q_DIFF, Q_ENT, Q_LABELS, Q_SERIES, Q_EVENTS };
+enum qtype { Q_FG, Q_TOP, Q_SANDWICH, Q_DIFF, Q_ENT, Q_LABELS, Q_SERIES, Q_EVENTS, Q_HOT };
 
 static const struct {
 	enum qtype type;
@@ -141,7 +144,60 @@ static const struct {
 	{ Q_SERIES, "{\"filter\":{" CUT OFFK "},\"num_buckets\":7}" },
 	{ Q_EVENTS, "{\"filter\":{" RANGE OFFK "},\"limit\":10}" },
 	{ Q_EVENTS, "{\"filter\":{" CUT "},\"limit\":5}" },
+	{ Q_HOT, "on_cpu" },
+	{ Q_HOT, "off_cpu" },
 };
+
+/* x to 9 significant digits: seconds are sums of doubles, whose last
+ * bits depend on the order rows come in (the answers of the API show 6). */
+static double sig9(double x)
+{
+	char b[32];
+	snprintf(b, sizeof(b), "%.9g", x);
+	return strtod(b, NULL);
+}
+
+/* The hot traces (what recommendations are made of) of the whole range
+ * as JSON. */
+static json_t *hot_json(struct store *st, struct symbols *sym, uint8_t kind, struct buf *err)
+{
+	struct ht_params p = { .kind = kind, .end_ms = T0 + 180000, .window_ms = 180000 };
+	strcpy(p.project_id, PROJECT);
+	struct ht_result r;
+	if (hottraces_compute(st, sym, &p, &r, err) < 0)
+		return NULL;
+	json_t *apps = json_array();
+	for (size_t a = 0; a < r.napps; a++) {
+		const struct ht_app *app = &r.apps[a];
+		json_t *traces = json_array(), *ents = json_array();
+		for (size_t t = 0; t < app->ntraces; t++) {
+			json_t *frames = json_array();
+			for (size_t f = 0; f < app->traces[t].nframes; f++) {
+				const struct ht_frame *fr = &app->traces[t].frames[f];
+				json_array_append_new(frames, json_pack("{s:i, s:s, s:s, s:s?, s:i}", "type",
+									fr->type, "name", fr->name, "binary",
+									fr->binary, "file", fr->file, "line",
+									(json_int_t)fr->line));
+			}
+			json_array_append_new(traces, json_pack("{s:I, s:o, s:f, s:f}", "id",
+								(json_int_t)app->traces[t].id, "frames",
+								frames, "seconds", sig9(app->traces[t].seconds),
+								"share", sig9(app->traces[t].share)));
+		}
+		for (size_t e = 0; e < app->nentities; e++)
+			json_array_append_new(ents, json_pack("{s:s, s:s, s:f}", "type", app->entities[e].type,
+							      "value", app->entities[e].value, "seconds",
+							      sig9(app->entities[e].seconds)));
+		json_array_append_new(apps, json_pack("{s:s, s:s, s:o, s:o, s:f, s:f}", "name", app->name,
+						      "source", app->source, "traces", traces,
+						      "entities", ents, "share", sig9(app->share), "peak",
+						      sig9(app->peak)));
+	}
+	json_t *d = json_pack("{s:o, s:f, s:f}", "apps", apps, "total_seconds", sig9(r.total_seconds),
+			      "window_seconds", sig9(r.window_seconds));
+	ht_result_free(&r);
+	return d;
+}
 
 /* The answer of query q over st, as canonical JSON text without what
  * tells how it was read (query_stats, distinct_stacks: the stacks folded,
@@ -151,7 +207,18 @@ static char *answer(struct store *st, struct symbols *sym, size_t q)
 	const char *body = queries[q].body;
 	struct buf err = { 0 }, out = { 0 };
 	int rc = -1;
+	json_t *hot = NULL;
 	switch (queries[q].type) {
+	case Q_HOT:
+		hot = hot_json(st, sym, strcmp(body, "on_cpu") == 0 ? SEK_ON_CPU : SEK_OFF_CPU, &err);
+		if (hot) {
+			char *text = json_dumps(hot, JSON_SORT_KEYS | JSON_COMPACT);
+			buf_puts(&out, text);
+			free(text);
+			json_decref(hot);
+			rc = 0;
+		}
+		break;
 	case Q_FG: {
 		struct fg_request r;
 		if (fg_request_parse(&r, body, strlen(body), &err) < 0)
@@ -242,7 +309,7 @@ static void assert_same(struct store *s, struct memstore *m, struct symbols *sym
 	for (size_t q = 0; q < ARRAY_SIZE(queries); q++) {
 		char *a = answer(s, sym, q), *b = answer(memstore_store(m), sym, q);
 		if (strcmp(a, b) != 0)
-			print_message("%s, query %zu %s:\nembedded %s\nmemory   %s\n", when, q,
+			fprintf(stderr, "%s, query %zu %s:\nembedded %s\nmemory   %s\n", when, q,
 				      queries[q].body, a, b);
 		assert_string_equal(a, b);
 		if (getenv("EMBER_TEST_VERBOSE"))
