@@ -71,8 +71,9 @@ static int cmp_cand(const void *a, const void *b)
 /* Adds to c the rows of part p in the query's range, at or after since
  * and cutoff, cutting c back to the newest `limit` as they pile up.
  * Returns the rows it took. */
-static uint64_t collect(struct scan *scan, const struct ev_request *r, const struct store_segment *p,
-			int64_t since, int64_t cutoff, struct cand **c, size_t *nc, size_t *capc)
+static uint64_t collect(struct scan *scan, const struct ev_request *r,
+			const struct store_segment *p, int64_t since, int64_t cutoff,
+			struct cand **c, size_t *nc, size_t *capc)
 {
 	uint64_t matched = 0;
 	int64_t local = MAX(cutoff, since);

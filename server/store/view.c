@@ -238,15 +238,16 @@ static const struct store_segment *fill_segment(struct emb_view *v, size_t i, co
 	for (size_t j = 0; j < p->nseries; j++) {
 		const struct part_series *ps = &p->series[j];
 		g->series[j] = (struct store_series){
-			.project = ps->project, .labels = ps->labels, .kind = ps->kind, .hz = ps->hz,
-			.min_ts = ps->min_ts, .max_ts = ps->max_ts, .total = ps->total,
+			.project = ps->project, .labels = ps->labels, .kind = ps->kind,
+			.hz = ps->hz, .min_ts = ps->min_ts, .max_ts = ps->max_ts, .total = ps->total,
 			.nrows = ps->nrows, .minutes = (const struct store_minute *)ps->minutes,
 			.nminutes = ps->nminutes
 		};
 	}
 	const struct carry_name *c = v->names ? &v->names[i] : NULL;
 	g->pub = (struct store_segment){
-		.ops = &store_embedded_read, .min_ts = p->min_ts, .max_ts = p->max_ts, .series = g->series,
+		.ops = &store_embedded_read, .min_ts = p->min_ts, .max_ts = p->max_ts,
+		.series = g->series,
 		.nseries = (uint32_t)p->nseries, .nlabels = (uint32_t)p->nlabels,
 		.nframes = (uint32_t)p->nframes, .nnodes = (uint32_t)p->nnodes,
 		.node_parent = p->node_parent, .node_frame = p->node_frame,
