@@ -319,21 +319,6 @@ static void assert_same(struct store *s, struct memstore *m, struct symbols *sym
 	}
 }
 
-static struct store *open_backend_store(const char *dir, struct symbols **sym)
-{
-	struct store *s;
-	struct buf err = { 0 };
-	struct store_config cfg;
-	store_config_default(&cfg);
-	cfg.background = false;
-	cfg.time_window = false;
-	cfg.block_granularity_ms = 1; /* compacted rows keep their times, as memory does */
-	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
-	assert_int_equal(symbols_open(dir, sym, &err), 0);
-	buf_free(&err);
-	return s;
-}
-
 /* The same samples, the same answers: in the embedded store's head,
  * then across blocks written from sealed heads and a new head (carried
  * into it), then in one compacted block. */
@@ -342,7 +327,7 @@ static void test_backends_answer_alike(void **state)
 	(void)state;
 	char *dir = make_temp_dir();
 	struct symbols *sym;
-	struct store *s = open_backend_store(dir, &sym);
+	struct store *s = open_test_store(dir, 0, &sym);
 	struct memstore *m = memstore_new();
 	struct buf err = { 0 };
 	for (uint64_t k = 0; k < 4; k++)
@@ -373,7 +358,7 @@ static void test_backends_differ_when_data_differs(void **state)
 	(void)state;
 	char *dir = make_temp_dir();
 	struct symbols *sym;
-	struct store *s = open_backend_store(dir, &sym);
+	struct store *s = open_test_store(dir, 0, &sym);
 	struct memstore *m = memstore_new();
 	load_round(s, m, 0);
 	struct mem_frame f = mem_frame_of("extra", "app");
