@@ -64,7 +64,7 @@ struct display {
 	size_t nkeys, capkeys;
 	struct hmap key_index;
 	/* the current part: stored frame -> (first run item + 1) << 32 | count */
-	const struct part *p;
+	const struct store_segment *p;
 	uint64_t *frame_run;
 	size_t capframe_run;
 	struct drun *runs;
@@ -208,7 +208,7 @@ bool display_has_search(const struct display *d)
 	return d->search != NULL;
 }
 
-void display_part(struct display *d, const struct part *p)
+void display_part(struct display *d, const struct store_segment *p)
 {
 	d->p = p;
 	xgrow((void **)&d->frame_run, &d->capframe_run, p->nframes + 1, sizeof(uint64_t));
@@ -222,13 +222,12 @@ static void push_run(struct display *d, uint32_t key, uint32_t line)
 	d->runs[d->nruns++] = (struct drun){ key, line };
 }
 
-static void symbolize(struct display *d, const struct store_frame *f)
+static void symbolize(struct display *d, const struct store_frame_info *f)
 {
-	const struct part *p = d->p;
-	const char *binary = f->binary ? strtab_get(&p->sstr, f->binary) : "";
-	const struct store_file *sf = f->file && f->file <= p->nfiles ? &p->files[f->file - 1] : NULL;
+	const char *binary = f->binary ? f->binary : "";
+	const struct store_file *sf = f->file;
 	if (sf)
-		binary = strtab_get(&p->sstr, sf->name);
+		binary = f->file_name ? f->file_name : "";
 	struct sym_frame frames[SYMFILE_MAX_DEPTH];
 	int nf = 0;
 	struct buf *name = &d->name;
@@ -236,15 +235,15 @@ static void symbolize(struct display *d, const struct store_frame *f)
 	if (f->type == SFT_CPYTHON && f->name) {
 		/* Interpreted frames carry their source file as the binary and
 		 * their line as the address (docs/protocol.md). */
-		const char *src = f->binary ? strtab_get(&p->sstr, f->binary) : "";
+		const char *src = f->binary ? f->binary : "";
 		const char *base = strrchr(src, '/');
-		push_run(d, display_key(d, f->type, strtab_get(&p->sstr, f->name), base ? base + 1 : src,
+		push_run(d, display_key(d, f->type, f->name, base ? base + 1 : src,
 					src),
 			 (uint32_t)MIN(f->address, (uint64_t)UINT32_MAX));
 		return;
 	}
 	if (f->name) {
-		display_name(strtab_get(&p->sstr, f->name), binary, d->raw, d->verbose, name);
+		display_name(f->name, binary, d->raw, d->verbose, name);
 		push_run(d, display_key(d, f->type, name->data, binary, NULL), 0);
 	} else if (sf && (nf = symbols_lookup(d->sym, &sf->id, sf->build_id, sf->build_id_len,
 					      f->address, frames, SYMFILE_MAX_DEPTH)) > 0) {
@@ -290,10 +289,11 @@ const struct drun *display_frame(struct display *d, uint32_t frame, uint32_t *n)
 		return d->runs + ((v >> 32) - 1);
 	}
 	size_t start = d->nruns;
-	if (frame >= d->p->nframes)
+	struct store_frame_info fi;
+	if (frame >= d->p->nframes || store_seg_frame(d->p, frame, &fi) < 0)
 		push_run(d, display_key(d, SFT_ERROR, "[missing frame]", "", NULL), 0);
 	else
-		symbolize(d, &d->p->frames[frame]);
+		symbolize(d, &fi);
 	*n = (uint32_t)(d->nruns - start);
 	if (frame < d->p->nframes)
 		d->frame_run[frame] = (uint64_t)(start + 1) << 32 | *n;
@@ -304,7 +304,7 @@ size_t display_stack(struct display *d, uint32_t stack, uint32_t *keys, uint32_t
 		     size_t max)
 {
 	uint32_t frames[DISPLAY_MAX_DEPTH];
-	size_t depth = MIN(part_stack(d->p, stack, frames, DISPLAY_MAX_DEPTH),
+	size_t depth = MIN(store_seg_stack(d->p, stack, frames, DISPLAY_MAX_DEPTH),
 			   (size_t)DISPLAY_MAX_DEPTH);
 	size_t n = 0;
 	for (size_t i = 0; i < depth && n < max; i++) {

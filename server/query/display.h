@@ -12,7 +12,7 @@
  * within the bounds of server/query/uregex.h: once one is reached, no key is
  * marked any more and display_check fails the query.
  *
- * Symbolization is cached per stored frame of the part begun with
+ * Symbolization is cached per stored frame of the segment begun with
  * display_part(); the cache is rebuilt for each part.
  *
  * Ownership: the display owns its keys, strings and compiled patterns.
@@ -26,7 +26,7 @@
 #include <stdint.h>
 
 #include "buf.h"
-#include "server/store/part.h"
+#include "server/store/store.h"
 #include "strtab.h"
 #include "server/symbols/symbols.h"
 
@@ -87,8 +87,8 @@ bool display_has_search(const struct display *d);
 /* Whether mask patterns were given (else no key is masked). */
 bool display_has_masks(const struct display *d);
 
-/* Starts symbolizing the frames of part p (valid until the next call). */
-void display_part(struct display *d, const struct part *p);
+/* Starts symbolizing the frames of segment p (valid until the next call). */
+void display_part(struct display *d, const struct store_segment *p);
 /* The display frames of stored frame `frame` of the current part. */
 const struct drun *display_frame(struct display *d, uint32_t frame, uint32_t *n);
 /* The unmasked display keys of stack node `stack`, outermost first, with

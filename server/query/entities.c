@@ -146,18 +146,15 @@ static const char *entity_label(const struct ent_request *r)
 
 /* --- reading ---------------------------------------------------------------------- */
 
-static uint32_t host_cpus(const struct part *p, const char *host)
+static uint32_t host_cpus(const struct store_segment *p, const char *host)
 {
-	uint32_t id = strtab_lookup(&p->lstr, host, strlen(host));
-	for (size_t i = 0; id != UINT32_MAX && i < p->nhosts; i++)
-		if (p->hosts[i].name == id)
-			return p->hosts[i].cpus;
-	return 0;
+	uint32_t id = store_seg_find(p, host, strlen(host));
+	return id == UINT32_MAX ? 0 : store_seg_host_cpus(p, id);
 }
 
 /* Top entities / labels: series totals into groups. */
 /* Returns the sum of the selected series' values in the range. */
-static uint64_t by_series(struct groups *gs, struct scan *scan, const struct part *p,
+static uint64_t by_series(struct groups *gs, struct scan *scan, const struct store_segment *p,
 			  const struct ent_request *r)
 {
 	uint64_t sum = 0;
@@ -165,7 +162,7 @@ static uint64_t by_series(struct groups *gs, struct scan *scan, const struct par
 	for (uint32_t j = 0; j < p->nseries; j++) {
 		if (!scan_selected(scan, j))
 			continue;
-		const struct part_series *ps = &p->series[j];
+		const struct store_series *ps = &p->series[j];
 		int64_t v = scan_series_total(scan, j);
 		if (v <= 0)
 			continue;
@@ -173,14 +170,14 @@ static uint64_t by_series(struct groups *gs, struct scan *scan, const struct par
 		hz_vote_add(&gs->hz, ps->hz, (uint64_t)v);
 		if (r->what == ENT_LABELS && !r->attribute) {
 			const uint32_t *kv;
-			size_t n = part_label_pairs(p, ps->labels, &kv);
+			size_t n = store_seg_label_pairs(p, ps->labels, &kv);
 			for (size_t k = 0; k < n; k++) {
-				const char *key = strtab_get(&p->lstr, kv[2 * k]);
+				const char *key = store_seg_str(p, kv[2 * k]);
 				group(gs, key, strlen(key))->total += (uint64_t)v;
 			}
 			continue;
 		}
-		const char *val = part_label_value(p, ps->labels, r->attribute);
+		const char *val = store_seg_label_value(p, ps->labels, r->attribute);
 		if (!val || !*val) {
 			snprintf(none, sizeof(none), "[no %s]", entity_label(r));
 			val = none;
@@ -195,7 +192,7 @@ static uint64_t by_series(struct groups *gs, struct scan *scan, const struct par
 }
 
 /* Label names: how many distinct values each has. */
-static void count_values(struct groups *gs, struct strtab *seen, const struct part *p,
+static void count_values(struct groups *gs, struct strtab *seen, const struct store_segment *p,
 			 struct scan *scan)
 {
 	struct buf kv = { 0 };
@@ -203,16 +200,16 @@ static void count_values(struct groups *gs, struct strtab *seen, const struct pa
 		if (!scan_selected(scan, j))
 			continue;
 		const uint32_t *pairs;
-		size_t n = part_label_pairs(p, p->series[j].labels, &pairs);
+		size_t n = store_seg_label_pairs(p, p->series[j].labels, &pairs);
 		for (size_t k = 0; k < n; k++) {
 			buf_reset(&kv);
-			buf_puts(&kv, strtab_get(&p->lstr, pairs[2 * k]));
+			buf_puts(&kv, store_seg_str(p, pairs[2 * k]));
 			buf_putc(&kv, '=');
-			buf_puts(&kv, strtab_get(&p->lstr, pairs[2 * k + 1]));
+			buf_puts(&kv, store_seg_str(p, pairs[2 * k + 1]));
 			size_t before = strtab_count(seen);
 			strtab_intern(seen, kv.data, kv.len);
 			if (strtab_count(seen) != before) {
-				const char *key = strtab_get(&p->lstr, pairs[2 * k]);
+				const char *key = store_seg_str(p, pairs[2 * k]);
 				group(gs, key, strlen(key))->nvalues++;
 			}
 		}
@@ -221,18 +218,22 @@ static void count_values(struct groups *gs, struct strtab *seen, const struct pa
 }
 
 /* Shared objects: the binaries of each stack. */
-static void by_binary(struct groups *gs, struct scan *scan, const struct part *p,
+static void by_binary(struct groups *gs, struct scan *scan, const struct store_segment *p,
 		      struct stack_sums *ss, uint32_t *stamp_gen)
 {
 	stack_sums_add_part(ss, scan, p);
 	uint32_t *frame_group = xmalloc((p->nframes + 1) * sizeof(uint32_t));
 	for (size_t f = 0; f < p->nframes; f++) {
-		const struct store_frame *fr = &p->frames[f];
-		const char *name = fr->type == SFT_KERNEL ? "[kernel]" : NULL;
-		if (!name && fr->file && fr->file <= p->nfiles)
-			name = strtab_get(&p->sstr, p->files[fr->file - 1].name);
-		if (!name && fr->binary)
-			name = strtab_get(&p->sstr, fr->binary);
+		struct store_frame_info fr;
+		const char *name = NULL;
+		if (store_seg_frame(p, (uint32_t)f, &fr) < 0)
+			name = "[unknown]";
+		else if (fr.type == SFT_KERNEL)
+			name = "[kernel]";
+		if (!name && fr.file)
+			name = fr.file_name;
+		if (!name && fr.binary)
+			name = fr.binary;
 		if (!name || !*name)
 			name = "[unknown]";
 		group(gs, name, strlen(name));
@@ -266,7 +267,7 @@ static void by_binary(struct groups *gs, struct scan *scan, const struct part *p
 }
 
 /* Time series: per bucket, in cores (values for allocations). */
-static void by_time(struct groups *gs, struct scan *scan, const struct part *p,
+static void by_time(struct groups *gs, struct scan *scan, const struct store_segment *p,
 		    const struct ent_request *r)
 {
 	const struct scope *sc = &r->scope;
@@ -278,8 +279,8 @@ static void by_time(struct groups *gs, struct scan *scan, const struct part *p,
 	for (uint32_t j = 0; j < p->nseries; j++) {
 		if (!scan_selected(scan, j))
 			continue;
-		const struct part_series *ps = &p->series[j];
-		const char *val = r->attribute ? part_label_value(p, ps->labels, r->attribute) : "all";
+		const struct store_series *ps = &p->series[j];
+		const char *val = r->attribute ? store_seg_label_value(p, ps->labels, r->attribute) : "all";
 		if (!val || !*val) {
 			snprintf(none, sizeof(none), "[no %s]", entity_label(r));
 			val = none;
@@ -301,7 +302,7 @@ static void by_time(struct groups *gs, struct scan *scan, const struct part *p,
 				sum += ps->minutes[m].value;
 			}
 		} else {
-			const struct part_row *rows;
+			const struct store_row *rows;
 			long n = scan_rows(scan, j, &rows);
 			uint64_t matched = 0;
 			for (long i = 0; i < n; i++) {
@@ -535,7 +536,7 @@ int entities_query(struct store *st, const struct ent_request *r, struct buf *ou
 	uint32_t stamp_gen = 0;
 	uint64_t total = 0;
 	for (size_t i = 0; i < scan_parts(scan); i++) {
-		const struct part *p = scan_begin(scan, i);
+		const struct store_segment *p = scan_begin(scan, i);
 		if (!p)
 			continue;
 		if (r->what == ENT_TIMESERIES) {

@@ -71,15 +71,16 @@ static int cmp_cand(const void *a, const void *b)
 /* Adds to c the rows of part p in the query's range, at or after since
  * and cutoff, cutting c back to the newest `limit` as they pile up.
  * Returns the rows it took. */
-static uint64_t collect(struct scan *scan, const struct ev_request *r, const struct part *p,
-			int64_t since, int64_t cutoff, struct cand **c, size_t *nc, size_t *capc)
+static uint64_t collect(struct scan *scan, const struct ev_request *r,
+			const struct store_segment *p, int64_t since, int64_t cutoff,
+			struct cand **c, size_t *nc, size_t *capc)
 {
 	uint64_t matched = 0;
 	int64_t local = MAX(cutoff, since);
 	for (uint32_t s = 0; s < p->nseries; s++) {
 		if (!scan_selected(scan, s) || p->series[s].max_ts < local)
 			continue;
-		const struct part_row *rows;
+		const struct store_row *rows;
 		long n = scan_rows_since(scan, s, local, &rows);
 		for (long j = 0; j < n; j++) {
 			if (!scan_in_range(&r->scope, rows[j].ts_ms) || rows[j].ts_ms < local)
@@ -98,19 +99,19 @@ static uint64_t collect(struct scan *scan, const struct ev_request *r, const str
 	return matched;
 }
 
-static char *describe(struct display *d, const struct part *p, const struct cand *c)
+static char *describe(struct display *d, const struct store_segment *p, const struct cand *c)
 {
 	struct buf b = { 0 };
-	const struct part_series *ps = &p->series[c->series];
+	const struct store_series *ps = &p->series[c->series];
 	buf_puts(&b, ",\"labels\":{");
 	const uint32_t *kv;
-	size_t n = part_label_pairs(p, ps->labels, &kv);
+	size_t n = store_seg_label_pairs(p, ps->labels, &kv);
 	for (size_t i = 0; i < n; i++) {
 		if (i)
 			buf_putc(&b, ',');
-		jsonw_str(&b, strtab_get(&p->lstr, kv[2 * i]));
+		jsonw_str(&b, store_seg_str(p, kv[2 * i]));
 		buf_putc(&b, ':');
-		jsonw_str(&b, strtab_get(&p->lstr, kv[2 * i + 1]));
+		jsonw_str(&b, store_seg_str(p, kv[2 * i + 1]));
 	}
 	buf_puts(&b, "},\"stack\":[");
 	uint32_t *k = xmalloc(DISPLAY_MAX_DEPTH * sizeof(uint32_t));
@@ -169,7 +170,7 @@ int events_query(struct store *st, struct symbols *sym, const struct ev_request 
 	 * the newest; else the window grows fourfold. */
 	int64_t cutoff = INT64_MIN;
 	for (size_t k = scan_parts(scan); k-- > 0;) {
-		const struct part *p = scan_begin(scan, k);
+		const struct store_segment *p = scan_begin(scan, k);
 		if (!p)
 			continue;
 		if (p->max_ts < cutoff) {

@@ -200,7 +200,7 @@ static void add_leaf(struct fg *q, uint32_t stack, uint64_t value)
 /* Whether stack node n of part p goes through a function matching the
  * search (memoized per node: the time buckets must count only what the
  * tree counts). */
-static bool stack_matches(struct fg *q, const struct part *p, uint32_t n)
+static bool stack_matches(struct fg *q, const struct store_segment *p, uint32_t n)
 {
 	uint32_t path[64];
 	uint32_t depth = 0, at = n;
@@ -231,10 +231,10 @@ static bool stack_matches(struct fg *q, const struct part *p, uint32_t n)
 
 /* Adds one selected series to the scratch tree: its stack totals when
  * neither sampling nor time buckets need its rows. */
-static void add_series(struct fg *q, const struct part *p, uint32_t series)
+static void add_series(struct fg *q, const struct store_segment *p, uint32_t series)
 {
 	const struct scope *sc = &q->r->scope;
-	const struct part_series *ps = &p->series[series];
+	const struct store_series *ps = &p->series[series];
 	const struct scan_ids ids = scan_stack_ids(q->scan);
 	if (q->keep_threshold == UINT64_MAX && !q->buckets) {
 		const uint32_t *stacks;
@@ -250,14 +250,14 @@ static void add_series(struct fg *q, const struct part *p, uint32_t series)
 		hz_vote_add(&q->hz, ps->hz, value);
 		return;
 	}
-	const struct part_row *rows;
+	const struct store_row *rows;
 	long n = scan_rows(q->scan, series, &rows);
 	if (n <= 0)
 		return;
 	bool inside = scan_series_inside(q->scan, ps);
 	uint64_t matched = 0, value = 0;
 	for (long i = 0; i < n; i++) {
-		const struct part_row *row = &rows[i];
+		const struct store_row *row = &rows[i];
 		if (!inside && !scan_in_range(sc, row->ts_ms))
 			continue;
 		/* Sampling keeps a row by a hash of its content: the same rows
@@ -293,7 +293,7 @@ static void add_series(struct fg *q, const struct part *p, uint32_t series)
 
 /* Folds the scratch tree of one group into the output tree under node
  * `group`, then clears the scratch. */
-static void fold_group(struct fg *q, const struct part *p, uint32_t group)
+static void fold_group(struct fg *q, const struct store_segment *p, uint32_t group)
 {
 	/* No row of the group was kept (none in the time range, sampled out,
 	 * or a damaged chunk): nothing to fold, and the scratch is clear. The
@@ -390,7 +390,7 @@ static void fold_group(struct fg *q, const struct part *p, uint32_t group)
 }
 
 /* The output node of the synthetic group of label set `labels`. */
-static uint32_t group_node(struct fg *q, const struct part *p, uint32_t labels)
+static uint32_t group_node(struct fg *q, const struct store_segment *p, uint32_t labels)
 {
 	if (!q->r->nsynthetic)
 		return 0;
@@ -399,7 +399,7 @@ static uint32_t group_node(struct fg *q, const struct part *p, uint32_t labels)
 	uint32_t node = 0;
 	for (size_t s = 0; s < q->r->nsynthetic; s++) {
 		enum fg_synthetic syn = q->r->synthetic[s];
-		const char *v = part_label_value(p, labels, synthetic_attrs[syn]);
+		const char *v = store_seg_label_value(p, labels, synthetic_attrs[syn]);
 		char none[64];
 		if (!v || !*v) {
 			snprintf(none, sizeof(none), "[no %s]", synthetic_names[syn]);
@@ -414,7 +414,7 @@ static uint32_t group_node(struct fg *q, const struct part *p, uint32_t labels)
 
 /* Keeps the tree's memory bounded (otree_prune): the group nodes held
  * for the rest of the part are renamed with it. */
-static void prune(struct fg *q, const struct part *p)
+static void prune(struct fg *q, const struct store_segment *p)
 {
 	uint32_t *remap = otree_prune(&q->tree, q->keep_after_prune, q->other_key);
 	for (size_t i = 0; i < q->nsel; i++)
@@ -437,7 +437,7 @@ static int cmp_sel(const void *a, const void *b)
  * into the output tree. With carry (no grouping, no time buckets) they
  * stay in the scratch for a later part with the same dictionaries to fold
  * (flamegraph_query). */
-static void do_part(struct fg *q, const struct part *p, bool carry)
+static void do_part(struct fg *q, const struct store_segment *p, bool carry)
 {
 	if (!carry)
 		display_part(q->disp, p);
@@ -500,7 +500,7 @@ static void do_part(struct fg *q, const struct part *p, bool carry)
 
 /* Folds what earlier parts carried with the dictionaries of p, which hold
  * every id they used. */
-static void fold_carried(struct fg *q, const struct part *p)
+static void fold_carried(struct fg *q, const struct store_segment *p)
 {
 	display_part(q->disp, p);
 	fold_group(q, p, 0);
@@ -552,7 +552,7 @@ int flamegraph_query(struct store *st, struct symbols *sym, struct fetcher *fetc
 	size_t nparts = scan_parts(q.scan);
 	if (r->num_samples) {
 		for (size_t i = 0; i < nparts; i++) {
-			const struct part *p = scan_begin(q.scan, i);
+			const struct store_segment *p = scan_begin(q.scan, i);
 			if (!p)
 				continue;
 			for (uint32_t s = 0; s < p->nseries; s++) {
@@ -571,10 +571,10 @@ int flamegraph_query(struct store *st, struct symbols *sym, struct fetcher *fetc
 	bool may_carry = !r->nsynthetic && !q.buckets;
 	if (may_carry)
 		scan_carry_blocks(q.scan);
-	const struct part *held = NULL;
+	const struct store_segment *held = NULL;
 	size_t held_i = 0;
 	for (size_t i = 0; i < nparts; i++) {
-		const struct part *p = scan_begin(q.scan, i);
+		const struct store_segment *p = scan_begin(q.scan, i);
 		if (!p)
 			continue;
 		if (held && !scan_same_dictionary(q.scan, held_i, i))

@@ -258,7 +258,7 @@ static void add_stack(struct fn_pass *f, struct ftab *t, size_t n, uint64_t v)
 /* Adds the stacks summed in ss, named by part p's ids, to t, and clears
  * ss for the next part. */
 static void add_sums(struct fn_pass *f, struct ftab *t, struct stack_sums *ss,
-		     const struct part *p)
+		     const struct store_segment *p)
 {
 	display_part(f->d, p);
 	stack_sums_order(ss, p->nnodes + 1);
@@ -283,10 +283,10 @@ static int collect(struct fn_pass *f, struct store *st, const struct scope *sc, 
 	/* The sealed heads and the head hold copies of one stack tree
 	 * (scan_shares_later): their sums are added up and walked once, with
 	 * the last one begun, which is kept begun (held) until then. */
-	const struct part *held = NULL;
+	const struct store_segment *held = NULL;
 	size_t held_i = 0;
 	for (size_t i = 0; i < scan_parts(scan); i++) {
-		const struct part *p = scan_begin(scan, i);
+		const struct store_segment *p = scan_begin(scan, i);
 		if (!p)
 			continue;
 		if (held && !scan_same_dictionary(scan, held_i, i))

@@ -136,14 +136,14 @@ static uint32_t sig_of(struct ht *h, uint32_t stack)
 	return sig;
 }
 
-static uint32_t app_id(struct ht *h, const struct part *p, uint32_t labels)
+static uint32_t app_id(struct ht *h, const struct store_segment *p, uint32_t labels)
 {
 	const char *source;
 	char buf[600];
-	const char *name = ht_app_of(part_label_value(p, labels, "k8s.deployment.name"),
-				     part_label_value(p, labels, "container.name"),
-				     part_label_value(p, labels, "process.executable.name"),
-				     part_label_value(p, labels, "script.name"), buf, sizeof(buf), &source);
+	const char *name = ht_app_of(store_seg_label_value(p, labels, "k8s.deployment.name"),
+				     store_seg_label_value(p, labels, "container.name"),
+				     store_seg_label_value(p, labels, "process.executable.name"),
+				     store_seg_label_value(p, labels, "script.name"), buf, sizeof(buf), &source);
 	uint32_t id = strtab_intern_cstr(&h->apps, name);
 	if (id >= h->capapp) {
 		size_t old = h->capapp;
@@ -155,13 +155,13 @@ static uint32_t app_id(struct ht *h, const struct part *p, uint32_t labels)
 	return id;
 }
 
-static void add_entities(struct ht *h, uint32_t app, const struct part *p, uint32_t labels,
+static void add_entities(struct ht *h, uint32_t app, const struct store_segment *p, uint32_t labels,
 			 double seconds)
 {
 	struct app_acc *a = &h->app[app];
 	char key[600];
 	for (size_t i = 0; i < NATTRS; i++) {
-		const char *v = part_label_value(p, labels, entity_attrs[i].attr);
+		const char *v = store_seg_label_value(p, labels, entity_attrs[i].attr);
 		if (!v || !*v)
 			continue;
 		int n = snprintf(key, sizeof(key), "%zu\t%s", i, v);
@@ -177,7 +177,7 @@ static void add_entities(struct ht *h, uint32_t app, const struct part *p, uint3
 	}
 }
 
-static void read_part(struct ht *h, struct scan *scan, const struct part *p,
+static void read_part(struct ht *h, struct scan *scan, const struct store_segment *p,
 		      const struct scope *sc)
 {
 	display_part(h->d, p);
@@ -189,11 +189,11 @@ static void read_part(struct ht *h, struct scan *scan, const struct part *p,
 	for (uint32_t j = 0; j < p->nseries; j++) {
 		if (!scan_selected(scan, j))
 			continue;
-		const struct part_series *ps = &p->series[j];
+		const struct store_series *ps = &p->series[j];
 		double unit = sc->kind == SEK_ON_CPU ? (ps->hz ? 1.0 / ps->hz : 0) : 1e-9;
 		if (unit == 0)
 			continue;
-		const struct part_row *rows;
+		const struct store_row *rows;
 		long n = scan_rows(scan, j, &rows);
 		if (n <= 0)
 			continue;
@@ -201,7 +201,7 @@ static void read_part(struct ht *h, struct scan *scan, const struct part *p,
 		double sum = 0;
 		uint64_t matched = 0;
 		for (long i = 0; i < n; i++) {
-			const struct part_row *row = &rows[i];
+			const struct store_row *row = &rows[i];
 			if (!scan_in_range(sc, row->ts_ms) || !row->value)
 				continue;
 			matched++;
@@ -422,7 +422,7 @@ int hottraces_compute(struct store *st, struct symbols *sym, const struct ht_par
 	struct scan *scan = scan_open(st, &sc, err);
 	if (scan) {
 		for (size_t i = 0; i < scan_parts(scan); i++) {
-			const struct part *part = scan_begin(scan, i);
+			const struct store_segment *part = scan_begin(scan, i);
 			if (!part)
 				continue;
 			read_part(&h, scan, part, &sc);

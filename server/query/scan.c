@@ -6,6 +6,7 @@
 
 #include "cel.h"
 #include "jsonw.h"
+#include "strtab.h"
 #include "util.h"
 
 static const struct {
@@ -141,132 +142,32 @@ void scope_free(struct scope *sc)
 	sc->query = NULL;
 }
 
-/* A part's dictionaries' name for carrying sums (0: none) and, for a
- * block so named, its nids node ids in them, below count; ends: the
- * in-memory part that folds the chain of its name, begun even when it
- * selects nothing. */
-struct carry_name {
-	uint64_t name;
-	const uint32_t *ids;
-	size_t nids, count;
-	bool ends;
-};
-
 struct scan {
 	struct store_view *view;
 	const struct scope *sc;
 	struct cel_program *cel;
-	/* the part begun */
-	const struct part *p;
+	/* the segment begun */
+	const struct store_segment *p;
 	size_t cur;
-	uint32_t project; /* its lstr id of the project, UINT32_MAX when absent */
+	uint32_t project; /* its string id of the project, UINT32_MAX when absent */
 	struct scan_ids ids; /* how its stacks are named */
-	/* per part of the view, once scan_carry_blocks() named them */
-	struct carry_name *names;
-	/* the view's part read at each position (NULL: the view's order) */
-	size_t *order;
 	int8_t *label_ok; /* per label set: -1 not yet evaluated, 0 out, 1 in */
 	size_t caplabel_ok;
 	uint64_t series_selected, rows_matched, rollup_stacks;
 };
 
-/* The view's index of the part read at position i. */
-static size_t view_index(const struct scan *s, size_t i)
-{
-	return s->order ? s->order[i] : i;
-}
-
-/* The part's id of the scope's project when p holds it and meets the
+/* The segment's id of the scope's project when it holds it and meets the
  * range (what scan_begin() asks), else UINT32_MAX. */
-static uint32_t scope_project(const struct scan *s, const struct part *p)
+static uint32_t scope_project(const struct scan *s, const struct store_segment *p)
 {
 	if (p->max_ts < s->sc->start_ms || p->min_ts >= s->sc->end_ms)
 		return UINT32_MAX;
-	return strtab_lookup(&p->lstr, s->sc->project_id, strlen(s->sc->project_id));
+	return store_seg_find(p, s->sc->project_id, strlen(s->sc->project_id));
 }
 
-/* The node count of in-memory part i of the view now (it only grows, so
- * it has at least as many when begun). */
-static size_t memory_part_nodes(struct scan *s, size_t i)
-{
-	const struct part *p = store_view_peek(s->view, i);
-	if (!p)
-		return 0;
-	size_t n = p->nnodes;
-	store_view_end(s->view, i);
-	return n;
-}
-
-/* The last in-memory part of the view with dictionaries d, or SIZE_MAX. */
-static size_t last_in_memory(const struct scan *s, uint64_t d)
-{
-	for (size_t j = store_view_count(s->view); j-- > 0;)
-		if (store_view_dictionary(s->view, j) == d)
-			return j;
-	return SIZE_MAX;
-}
-
-/* Names the parts for carrying (scan.h, scan_shares_later) and orders
- * them so that the parts of each name are read one after another. The
- * view lists parts by generation, which a block takes when it is
- * written: a closed hour's block merged after a block of the open hour
- * was written, or after a head was sealed, is listed between that part
- * and the head. Requiring the part right after a block to have its name
- * left every block before such a part, and the sealed heads, to fold
- * alone. Here a block written from a sealed head takes the head's name
- * whenever the view holds an in-memory part of that name with every id
- * the block's stacks are given: the last one (each holds the ids of the
- * one before), which ends the chain and is begun even when it selects
- * nothing (the head right after a flush holds no row yet). The parts of
- * no name are read first, in the view's order, then each name's blocks
- * and its in-memory parts, each in the view's order, so its end comes
- * last. What a query adds up does not depend on the order. */
 void scan_carry_blocks(struct scan *s)
 {
-	size_t n = store_view_count(s->view);
-	if (s->names)
-		return;
-	size_t m = n ? n : 1;
-	s->names = xcalloc(m, sizeof(*s->names));
-	s->order = xcalloc(m, sizeof(*s->order));
-	size_t *end = xcalloc(m, sizeof(*end));             /* per named part: its chain's end */
-	size_t *end_nodes = xcalloc(m, sizeof(*end_nodes)); /* per end: nodes + 1, 0 not yet */
-	for (size_t i = 0; i < n; i++) {
-		uint64_t d = store_view_dictionary(s->view, i);
-		if (d) {
-			s->names[i].name = d;
-			end[i] = last_in_memory(s, d);
-			continue;
-		}
-		const uint32_t *ids;
-		size_t nids, nnodes;
-		uint64_t l = store_view_lineage(s->view, i, &ids, &nids, &nnodes);
-		size_t e = l && nnodes ? last_in_memory(s, l) : SIZE_MAX;
-		if (e == SIZE_MAX)
-			continue; /* no part in memory has its ids: it folds alone */
-		if (!end_nodes[e])
-			end_nodes[e] = memory_part_nodes(s, e) + 1;
-		if (end_nodes[e] - 1 < nnodes)
-			continue;
-		s->names[i] = (struct carry_name){ l, ids, nids, nnodes, false };
-		end[i] = e;
-		s->names[e].ends = true;
-	}
-	size_t k = 0;
-	for (size_t i = 0; i < n; i++)
-		if (!s->names[i].name)
-			s->order[k++] = i;
-	for (size_t e = 0; e < n; e++) {
-		if (!s->names[e].name || end[e] != e)
-			continue; /* not the end of a chain */
-		for (int memory = 0; memory < 2; memory++) /* its blocks, then its parts in memory */
-			for (size_t i = 0; i < n; i++)
-				if (s->names[i].name && end[i] == e &&
-				    (store_view_dictionary(s->view, i) != 0) == memory)
-					s->order[k++] = i;
-	}
-	free(end);
-	free(end_nodes);
+	store_view_carry(s->view);
 }
 
 struct scan *scan_open(struct store *st, const struct scope *sc, struct buf *err)
@@ -300,8 +201,6 @@ void scan_close(struct scan *s)
 	store_view_close(s->view);
 	cel_free(s->cel);
 	free(s->label_ok);
-	free(s->names);
-	free(s->order);
 	free(s);
 }
 
@@ -315,33 +214,27 @@ const struct scope *scan_scope(const struct scan *s)
 	return s->sc;
 }
 
-const struct part *scan_begin(struct scan *s, size_t pos)
+const struct store_segment *scan_begin(struct scan *s, size_t i)
 {
-	size_t i = view_index(s, pos);
-	const struct part *p = store_view_begin(s->view, i);
+	const struct store_segment *p = store_view_begin(s->view, i);
 	if (!p)
 		return NULL;
 	uint32_t project = scope_project(s, p);
-	const struct carry_name *c = s->names ? &s->names[i] : NULL;
-	if (project == UINT32_MAX && !(c && c->ends)) {
+	if (project == UINT32_MAX && !p->chain_end) {
 		store_view_end(s->view, i);
 		return NULL;
 	}
 	s->p = p;
 	s->cur = i;
 	s->project = project;
-	if (c && c->ids)
-		s->ids = (struct scan_ids){ c->ids, (uint32_t)MIN(c->nids, p->nnodes), c->count };
-	else
-		s->ids = (struct scan_ids){ NULL, (uint32_t)p->nnodes, p->nnodes };
+	s->ids = (struct scan_ids){ p->stack_map, p->stack_nown, p->stack_count };
 	xgrow((void **)&s->label_ok, &s->caplabel_ok, p->nlabels + 1, 1);
 	memset(s->label_ok, -1, p->nlabels + 1);
 	return p;
 }
 
-void scan_end(struct scan *s, size_t pos)
+void scan_end(struct scan *s, size_t i)
 {
-	size_t i = view_index(s, pos);
 	store_view_end(s->view, i);
 	if (s->cur == i)
 		s->p = NULL;
@@ -349,12 +242,7 @@ void scan_end(struct scan *s, size_t pos)
 
 bool scan_same_dictionary(const struct scan *s, size_t i, size_t j)
 {
-	i = view_index(s, i);
-	j = view_index(s, j);
-	if (s->names)
-		return s->names[i].name && s->names[i].name == s->names[j].name;
-	uint64_t d = store_view_dictionary(s->view, i);
-	return d && d == store_view_dictionary(s->view, j);
+	return store_view_same_ids(s->view, i, j);
 }
 
 struct scan_ids scan_stack_ids(const struct scan *s)
@@ -371,7 +259,7 @@ bool scan_shares_later(const struct scan *s, size_t i)
 }
 
 struct lookup_ctx {
-	const struct part *p;
+	const struct store_segment *p;
 	const uint32_t *kv;
 	size_t n;
 };
@@ -380,17 +268,17 @@ static const char *label_lookup(void *ctx, const char *name)
 {
 	const struct lookup_ctx *c = ctx;
 	for (size_t i = 0; i < c->n; i++)
-		if (strcmp(strtab_get(&c->p->lstr, c->kv[2 * i]), name) == 0)
-			return strtab_get(&c->p->lstr, c->kv[2 * i + 1]);
+		if (strcmp(store_seg_str(c->p, c->kv[2 * i]), name) == 0)
+			return store_seg_str(c->p, c->kv[2 * i + 1]);
 	return NULL;
 }
 
 bool scan_selected(struct scan *s, uint32_t series)
 {
-	const struct part *p = s->p;
+	const struct store_segment *p = s->p;
 	if (series >= p->nseries)
 		return false;
-	const struct part_series *ps = &p->series[series];
+	const struct store_series *ps = &p->series[series];
 	if (ps->project != s->project || ps->kind != s->sc->kind || ps->nrows == 0 ||
 	    ps->max_ts < s->sc->start_ms || ps->min_ts >= s->sc->end_ms)
 		return false;
@@ -401,63 +289,43 @@ bool scan_selected(struct scan *s, uint32_t series)
 	int8_t *ok = &s->label_ok[ps->labels];
 	if (*ok < 0) {
 		struct lookup_ctx c = { p, NULL, 0 };
-		c.n = part_label_pairs(p, ps->labels, &c.kv);
+		c.n = store_seg_label_pairs(p, ps->labels, &c.kv);
 		*ok = cel_eval(s->cel, label_lookup, &c) ? 1 : 0;
 	}
 	return *ok == 1;
 }
 
-bool scan_series_inside(const struct scan *s, const struct part_series *ps)
+bool scan_series_inside(const struct scan *s, const struct store_series *ps)
 {
 	return ps->min_ts >= s->sc->start_ms && ps->max_ts < s->sc->end_ms;
 }
 
-long scan_rows(struct scan *s, uint32_t series, const struct part_row **rows)
+long scan_rows(struct scan *s, uint32_t series, const struct store_row **rows)
 {
 	return scan_rows_since(s, series, INT64_MIN, rows);
 }
 
 long scan_rows_since(struct scan *s, uint32_t series, int64_t since_ms,
-		     const struct part_row **rows)
+		     const struct store_row **rows)
 {
 	s->series_selected++;
-	return store_view_rows(s->view, s->cur, &s->p->series[series], since_ms, rows);
+	return store_view_rows(s->view, s->cur, series, since_ms, rows);
 }
 
 long scan_sums(struct scan *s, uint32_t series, const uint32_t **stacks, const uint64_t **sums)
 {
 	s->series_selected++;
-	return store_view_sums(s->view, s->cur, &s->p->series[series], s->sc->start_ms,
+	return store_view_sums(s->view, s->cur, series, s->sc->start_ms,
 			       s->sc->end_ms, stacks, sums);
 }
 
 long scan_rollup_sums(struct scan *s, const uint32_t **stacks, const uint64_t **sums,
 		      uint16_t *hz)
 {
-	const struct part *p = s->p;
-	if (s->cel || !p->nrollups)
+	if (s->cel)
 		return -1;
-	const struct part_rollup *found = NULL;
-	for (size_t i = 0; i < p->nrollups; i++) {
-		const struct part_rollup *r = &p->rollups[i];
-		if (r->project != s->project || r->kind != s->sc->kind)
-			continue;
-		if (found)
-			return -1; /* two sample rates: the series know which is which */
-		found = r;
-	}
-	if (!found)
-		return -1;
-	*hz = found->hz;
-	long n;
-	if (p->min_ts >= s->sc->start_ms && p->max_ts < s->sc->end_ms) {
-		*stacks = found->stacks;
-		*sums = found->sums;
-		n = (long)found->n;
-	} else {
-		n = store_view_rollup_sums(s->view, s->cur, found, s->sc->start_ms, s->sc->end_ms,
-					   stacks, sums);
-	}
+	long n = store_view_rollup_sums(s->view, s->cur, s->project, s->sc->kind, s->sc->start_ms,
+					s->sc->end_ms, stacks, sums, hz);
 	if (n >= 0)
 		s->rollup_stacks += (uint64_t)n;
 	return n;
@@ -470,7 +338,7 @@ void scan_count_matched(struct scan *s, uint64_t rows)
 
 int64_t scan_series_total(struct scan *s, uint32_t series)
 {
-	const struct part_series *ps = &s->p->series[series];
+	const struct store_series *ps = &s->p->series[series];
 	if (scan_series_inside(s, ps)) {
 		s->series_selected++;
 		return (int64_t)ps->total;
@@ -483,16 +351,16 @@ int64_t scan_series_total(struct scan *s, uint32_t series)
 		lo += 60000;
 	s->series_selected++;
 	if (lo >= hi)
-		return store_view_total(s->view, s->cur, ps, from, to);
+		return store_view_total(s->view, s->cur, series, from, to);
 	uint64_t sum = 0;
 	for (size_t i = 0; i < ps->nminutes; i++)
 		if (ps->minutes[i].minute_ms >= lo && ps->minutes[i].minute_ms < hi)
 			sum += ps->minutes[i].value;
 	int64_t edge[2] = { 0, 0 };
 	if (from < lo && ps->min_ts < lo && ps->max_ts >= from)
-		edge[0] = store_view_total(s->view, s->cur, ps, from, lo);
+		edge[0] = store_view_total(s->view, s->cur, series, from, lo);
 	if (hi < to && ps->max_ts >= hi && ps->min_ts < to)
-		edge[1] = store_view_total(s->view, s->cur, ps, hi, to);
+		edge[1] = store_view_total(s->view, s->cur, series, hi, to);
 	if (edge[0] < 0 || edge[1] < 0)
 		return -1;
 	return (int64_t)(sum + (uint64_t)edge[0] + (uint64_t)edge[1]);
@@ -529,7 +397,7 @@ void scan_stats_json(const struct scan *s, uint64_t start_ns, struct buf *out)
 /* How many stacks ahead the sums are prefetched. */
 #define SUMS_AHEAD 16
 
-void stack_sums_add_series(struct stack_sums *ss, struct scan *scan, const struct part *p,
+void stack_sums_add_series(struct stack_sums *ss, struct scan *scan, const struct store_segment *p,
 			   uint32_t series)
 {
 	const struct scan_ids ids = scan->ids;
@@ -564,7 +432,7 @@ void stack_sums_add_series(struct stack_sums *ss, struct scan *scan, const struc
 	hz_vote_add(&ss->hz, p->series[series].hz, value);
 }
 
-void stack_sums_add_part(struct stack_sums *ss, struct scan *scan, const struct part *p)
+void stack_sums_add_part(struct stack_sums *ss, struct scan *scan, const struct store_segment *p)
 {
 	const uint32_t *stacks;
 	const uint64_t *sums;
@@ -676,14 +544,14 @@ void scope_context_read(struct store *st, const struct scope *sc, struct scope_c
 	uint32_t *cpus = NULL;
 	size_t capcpus = 0;
 	for (size_t i = 0; i < scan_parts(s); i++) {
-		const struct part *p = scan_begin(s, i);
+		const struct store_segment *p = scan_begin(s, i);
 		if (!p)
 			continue;
-		uint32_t host_key = strtab_lookup(&p->lstr, "host.name", 9);
+		uint32_t host_key = store_seg_find(p, "host.name", 9);
 		for (uint32_t j = 0; j < p->nseries; j++) {
 			if (!scan_selected(s, j))
 				continue;
-			const struct part_series *ps = &p->series[j];
+			const struct store_series *ps = &p->series[j];
 			int64_t v = scan_series_total(s, j);
 			if (v <= 0)
 				continue;
@@ -693,16 +561,13 @@ void scope_context_read(struct store *st, const struct scope *sc, struct scope_c
 			if (host_key == UINT32_MAX)
 				continue;
 			const uint32_t *kv;
-			size_t n = part_label_pairs(p, ps->labels, &kv);
+			size_t n = store_seg_label_pairs(p, ps->labels, &kv);
 			for (size_t k = 0; k < n; k++) {
 				if (kv[2 * k] != host_key)
 					continue;
 				uint32_t name = kv[2 * k + 1];
-				uint32_t c = 0;
-				for (size_t h = 0; h < p->nhosts; h++)
-					if (p->hosts[h].name == name)
-						c = p->hosts[h].cpus;
-				const char *hn = strtab_get(&p->lstr, name);
+				uint32_t c = store_seg_host_cpus(p, name);
+				const char *hn = store_seg_str(p, name);
 				uint32_t id = strtab_intern_cstr(&hosts, hn);
 				if (id >= capcpus) {
 					size_t old = capcpus;

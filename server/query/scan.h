@@ -16,7 +16,10 @@
  * those with scan_in_range() unless scan_series_inside() says the whole
  * series lies inside it.
  *
- * Ownership: the scan owns its view and compiled filter; parts and rows
+ * The scan reads through the store's read interface (store.h, "reading"),
+ * whichever backend is behind it: a part here is a segment of the view.
+ *
+ * Ownership: the scan owns its view and compiled filter; segments and rows
  * belong to the store and are valid between scan_begin and scan_end.
  * Threading: one scan is used by one thread.
  */
@@ -29,7 +32,6 @@
 #include <stdint.h>
 
 #include "buf.h"
-#include "server/store/part.h"
 #include "server/store/store.h"
 
 /* What a query selects. */
@@ -75,37 +77,29 @@ size_t scan_parts(const struct scan *s);
 /* Loads part i. NULL when it is damaged (skipped, counted) or holds
  * nothing the query selects, unless it ends a chain of carried blocks
  * (below): then it is begun, selecting nothing, to fold them. */
-const struct part *scan_begin(struct scan *s, size_t i);
+const struct store_segment *scan_begin(struct scan *s, size_t i);
 void scan_end(struct scan *s, size_t i);
-/* Whether a later part of the view has the dictionaries of part i, under
- * the same ids (store_view_dictionary): then a query may keep part i
- * begun, carry its stack sums over and fold them once, together with
- * those of the next such part it begins (which holds every id of part i),
- * instead of once per part: the sealed heads and the head, whose
- * dictionaries are copies, each hold the whole stack tree. A part begun
- * before may be ended after another was begun.
- *
- * After scan_carry_blocks(), a block written from a sealed head
- * (store_view_lineage) is named as that head whenever the view holds an
- * in-memory part of that name with every id it used (the last such part
- * ends the chain): its stacks are then given under the head's ids
- * (scan_stack_ids), and the parts are reordered so that each name's
- * blocks, then its in-memory parts, are read one after another with the
- * chain's end last, whatever the view lists between them (a closed
- * hour's block written later, which keeps no ids). So a chain is always
- * folded once, with an in-memory part, and the parts of no name each
- * alone. */
+/* Whether a later segment gives its stacks in the id space of segment i
+ * (store_view_same_ids): then a query may keep segment i begun, carry its
+ * stack sums over and fold them once, together with those of the next
+ * such segment it begins (whose stack tree holds every id of segment i),
+ * instead of once per segment. A segment begun before may be ended after
+ * another was begun. Which segments share ids, and the order that reads
+ * them one after another, is the store's (store_view_carry): the
+ * embedded store's sealed heads and head, whose dictionaries are copies,
+ * and the blocks it wrote from them (docs/internals/store.md). */
 bool scan_shares_later(const struct scan *s, size_t i);
 bool scan_same_dictionary(const struct scan *s, size_t i, size_t j);
-/* For a query that carries sums as above (and folds every part it does
- * not carry with that part's own dictionaries): names the blocks too and
- * sets the order the parts are read in (what it adds up does not depend
- * on it). Call while no part is begun, before the parts it sums. */
+/* For a query that carries sums as above (and folds every segment it
+ * does not carry with that segment's own stack tree): store_view_carry,
+ * which may set the order the segments are read in (what it adds up does
+ * not depend on it). Call while none is begun, before the ones it sums. */
 void scan_carry_blocks(struct scan *s);
 
-/* How the stacks the part begun gives are to be named: by map (NULL: as
- * they are) when below nown, else as node 0 (out of range); count bounds
- * every id given (the size of a per-node array). */
+/* How the stacks the segment begun gives are to be named (its stack_map,
+ * stack_nown, stack_count): by map (NULL: as they are) when below nown,
+ * else as node 0 (out of range); count bounds every id given (the size
+ * of a per-node array). */
 struct scan_ids {
 	const uint32_t *map;
 	uint32_t nown;
@@ -119,28 +113,27 @@ static inline uint32_t scan_id(const struct scan_ids *x, uint32_t stack)
 /* Whether series `series` of the part begun is selected. */
 bool scan_selected(struct scan *s, uint32_t series);
 /* Whether every row of a selected series lies inside the range. */
-bool scan_series_inside(const struct scan *s, const struct part_series *ps);
+bool scan_series_inside(const struct scan *s, const struct store_series *ps);
 static inline bool scan_in_range(const struct scope *sc, int64_t ts)
 {
 	return ts >= sc->start_ms && ts < sc->end_ms;
 }
 /* The rows of series `series` of the part begun (see above); -1 when they
  * cannot be read (skipped, counted). Valid until the next call. */
-long scan_rows(struct scan *s, uint32_t series, const struct part_row **rows);
+long scan_rows(struct scan *s, uint32_t series, const struct store_row **rows);
 /* The same, reading only what holds rows at or after since_ms (older ones
  * may come too): in a block, the time slices that meet [since_ms, end). */
 long scan_rows_since(struct scan *s, uint32_t series, int64_t since_ms,
-		     const struct part_row **rows);
+		     const struct store_row **rows);
 /* The stacks of series `series` of the part begun with their summed
  * values in the range (see store_view_sums); -1 when unreadable. */
 long scan_sums(struct scan *s, uint32_t series, const uint32_t **stacks, const uint64_t **sums);
 /* The stack totals (ascending) of everything the query selects in the
- * part begun, read from a rollup instead of series by series: when there
- * is no CEL filter, the part is a block and one rollup holds the project
- * and kind (hz: its rate). A block inside the range gives the rollup
- * itself; one the range cuts, the rollup's time slices inside the range
- * and the rows of the slices at its ends (store_view_rollup_sums). -1
- * when the query must read the series. Valid until the next call. */
+ * segment begun, read in one list instead of series by series: when there
+ * is no CEL filter and the store has such a list for the project and kind
+ * at one rate (hz) (store_view_rollup_sums: the embedded store's rollups,
+ * by time slice where the range cuts a block). -1 when the query must
+ * read the series. Valid until the next call. */
 long scan_rollup_sums(struct scan *s, const uint32_t **stacks, const uint64_t **sums,
 		      uint16_t *hz);
 const struct scope *scan_scope(const struct scan *s);
@@ -191,9 +184,9 @@ struct stack_sums {
 };
 
 /* Adds the part begun in scan (all its selected series) to ss. */
-void stack_sums_add_part(struct stack_sums *ss, struct scan *scan, const struct part *p);
+void stack_sums_add_part(struct stack_sums *ss, struct scan *scan, const struct store_segment *p);
 /* Adds one selected series of the part begun. */
-void stack_sums_add_series(struct stack_sums *ss, struct scan *scan, const struct part *p,
+void stack_sums_add_series(struct stack_sums *ss, struct scan *scan, const struct store_segment *p,
 			   uint32_t series);
 /* Puts the leaves in id order. Blocks number nodes depth first, so a
  * stack walked after the one before it finds most of its nodes, and the

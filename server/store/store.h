@@ -173,69 +173,258 @@ void store_get_stats(struct store *s, struct store_stats *out);
 
 /* --- reading ----------------------------------------------------------------- */
 
-struct part_series;
-struct part_rollup;
-struct part_row;
+/* The read interface: what every query reads through (server/query/scan.h),
+ * and the contract a second storage backend implements
+ * (docs/internals/store.md, "The read interface"). It speaks ember's own
+ * types, never a backend's structs:
+ *
+ *   store_view_open     pins what holds rows in [from_ms, to_ms): a list of
+ *                       segments, each a self-contained set of series with
+ *                       its own dictionaries (strings, label sets, frames,
+ *                       a stack tree); the embedded store's parts
+ *   store_view_begin(i) loads segment i: its series, the ids its stacks
+ *                       are given under, accessors for its dictionaries
+ *   store_view_rows/sums/total/rollup_sums
+ *                       a begun segment's rows or per-stack sums
+ *   store_view_end(i), store_view_close
+ *
+ * A stack is a node id of its segment's stack tree: node 0 is the root, a
+ * node's parent has a lower id (one pass in id order visits parents first),
+ * and each node names one frame. Segments whose stacks share one id space
+ * (store_view_same_ids) may have their sums added up and walked once.
+ *
+ * A backend fills a struct store_read_ops; its handle (struct store) and
+ * its views begin with it, so the functions below dispatch on them, and a
+ * backend is chosen when its handle is made (store_open for the embedded
+ * store; a test builds an in-memory one: tests/unit/store_mem.h).
+ *
+ * Lifetimes: a segment and what its accessors return stay valid until
+ * store_view_end(i); rows and sums until the next call on the view.
+ * Threading: one view is used by one thread. */
+
+struct store_row {
+	int64_t ts_ms;
+	uint64_t value;
+	uint32_t stack; /* a node id of the segment's stack tree */
+	uint32_t pad;
+};
+
+struct store_minute {
+	int64_t minute_ms; /* start of the minute */
+	uint64_t value;
+};
+
+/* (project, event kind, sample rate, label set): the unit rows are grouped,
+ * filtered and totalled by. */
+struct store_series {
+	uint32_t project; /* string id of the project's UUID */
+	uint32_t labels;  /* label set id, below the segment's nlabels */
+	uint8_t kind;     /* enum store_event_kind */
+	uint16_t hz;      /* sample rate */
+	int64_t min_ts, max_ts;
+	uint64_t total, nrows;
+	const struct store_minute *minutes; /* per-minute totals, by minute */
+	size_t nminutes;
+};
+
+/* A stored frame as a reader sees it. */
+struct store_frame_info {
+	uint8_t type;        /* enum store_frame_type */
+	uint64_t address;    /* native: in the file; interpreted: the line */
+	const char *name;    /* the agent's symbol, NULL: none */
+	const char *binary;  /* the agent's binary (interpreted: source file), NULL: none */
+	const struct store_file *file; /* the executable, NULL: unknown (its name field
+					* is the backend's: read file_name) */
+	const char *file_name; /* the executable's name, NULL: unknown */
+};
+
+struct store_read_ops;
+
+/* A begun segment. Arrays are the backend's, read-only. */
+struct store_segment {
+	const struct store_read_ops *ops;
+	int64_t min_ts, max_ts;         /* of its rows (INT64_MAX / INT64_MIN: none) */
+	const struct store_series *series;
+	uint32_t nseries;
+	uint32_t nlabels;               /* label set ids are below it */
+	uint32_t nframes;               /* frame ids are below it */
+	uint32_t nnodes;                /* the stack tree: node ids are below it */
+	const uint32_t *node_parent;    /* by node: its parent (node 0: 0) */
+	const uint32_t *node_frame;     /* by node: its frame */
+	/* How the stacks the segment gives are named in the id space the
+	 * query folds them in: stack x below stack_nown is map[x] (x when map
+	 * is NULL), any other is 0; stack_count bounds every id given. A
+	 * segment carried into a later one (store_view_carry) gives the
+	 * later one's ids, and its node_parent/node_frame are read there. */
+	const uint32_t *stack_map;
+	uint32_t stack_nown;
+	size_t stack_count;
+	bool chain_end; /* folds what segments of its id space carried: begin it
+			 * even when it selects nothing */
+};
 
 struct store_view_stats {
 	uint64_t parts, parts_skipped, series_read, chunks_skipped, rows_read, bytes_read;
 	uint64_t stack_sums_read; /* per-series stack totals used instead of rows */
 };
 
-struct store_view;
+/* What every backend's view begins with. */
+struct store_view {
+	const struct store_read_ops *ops;
+};
 
-/* The parts holding rows in [from_ms, to_ms), pinned. */
-struct store_view *store_view_open(struct store *s, int64_t from_ms, int64_t to_ms);
-size_t store_view_count(const struct store_view *v);
-/* The dictionaries' name (part.h dict_id) of part i when it is in memory,
- * 0 for a block. In-memory parts of one name are a sealed head and the
- * heads that started with copies of its dictionaries, oldest first: each
- * holds the ids of the one before it, under the same meaning. */
-uint64_t store_view_dictionary(const struct store_view *v, size_t i);
-/* For a block written by this process from a sealed head, or merged from
- * such blocks of one hour that is not yet closed: the head's dictionaries'
- * name (0 for any other part), the most nodes a source had (nnodes), and
- * the id there of each of the block's nids nodes (ids). Those ids mean the
- * same in every in-memory part of that name with at least nnodes nodes. */
-uint64_t store_view_lineage(const struct store_view *v, size_t i, const uint32_t **ids,
-			    size_t *nids, size_t *nnodes);
-/* Begins reading part i: its dictionaries are loaded and it cannot change
- * until store_view_end(). NULL when the part cannot be read (damaged:
- * logged, counted, skipped). */
-const struct part *store_view_begin(struct store_view *v, size_t i);
-/* The same for an in-memory part (NULL for a block), not counted as read:
- * a look before the query begins it. Ended by store_view_end(). */
-const struct part *store_view_peek(struct store_view *v, size_t i);
-/* The rows of series s of the part begun as i, at least those at or after
- * since_ms (INT64_MIN: all; a block gives the time slices that hold them,
- * so older rows may come too); -1 when they cannot be read (a damaged
- * chunk: logged and counted). Valid until the next call. */
-long store_view_rows(struct store_view *v, size_t i, const struct part_series *s,
-		     int64_t since_ms, const struct part_row **rows);
-/* The stacks of series s of the part begun as i with the sum of their
- * values in [from_ms, to_ms): from the series' stored stack totals when
- * it lies inside the range (no rows read), else from its rows. Stacks of
- * an in-memory part may repeat. -1 when they cannot be read (logged,
- * counted). Valid until the next call. */
-long store_view_sums(struct store_view *v, size_t i, const struct part_series *s,
-		     int64_t from_ms, int64_t to_ms, const uint32_t **stacks,
-		     const uint64_t **sums);
-/* The sum of series s's values in [from_ms, to_ms) in the part begun as
- * i: from the rows of the slices that meet the range only (a block), or
- * its rows in memory. -1 when they cannot be read (logged, counted). */
-int64_t store_view_total(struct store_view *v, size_t i, const struct part_series *s,
-			 int64_t from_ms, int64_t to_ms);
-/* The stack totals, ascending, of every series of rollup r of the part
- * begun as i (a block) in [from_ms, to_ms), read from the rollup's time
- * slices and the rows of the slices the range cuts (block_rollup_sums).
- * -1 when the part cannot answer so (in memory, a block without slices,
- * a damaged rollup slice: logged): read its series instead. Valid until
- * the next call. */
-long store_view_rollup_sums(struct store_view *v, size_t i, const struct part_rollup *r,
+/* What every backend's handle begins with: its reading operations. NULL
+ * is the embedded store's own (store_open zero-fills the handle). */
+struct store_backend {
+	const struct store_read_ops *read;
+};
+
+/* A backend's reading half. Every function is required; the public
+ * functions below document each. */
+struct store_read_ops {
+	const char *name;
+	struct store_view *(*view_open)(struct store *s, int64_t from_ms, int64_t to_ms);
+	size_t (*count)(const struct store_view *v);
+	void (*carry)(struct store_view *v);
+	bool (*same_ids)(const struct store_view *v, size_t i, size_t j);
+	const struct store_segment *(*begin)(struct store_view *v, size_t i);
+	long (*rows)(struct store_view *v, size_t i, uint32_t series, int64_t since_ms,
+		     const struct store_row **rows);
+	long (*sums)(struct store_view *v, size_t i, uint32_t series, int64_t from_ms,
+		     int64_t to_ms, const uint32_t **stacks, const uint64_t **sums);
+	int64_t (*total)(struct store_view *v, size_t i, uint32_t series, int64_t from_ms,
+			 int64_t to_ms);
+	long (*rollup_sums)(struct store_view *v, size_t i, uint32_t project, uint8_t kind,
 			    int64_t from_ms, int64_t to_ms, const uint32_t **stacks,
-			    const uint64_t **sums);
-void store_view_end(struct store_view *v, size_t i);
-const struct store_view_stats *store_view_stats(const struct store_view *v);
+			    const uint64_t **sums, uint16_t *hz);
+	void (*end)(struct store_view *v, size_t i);
+	const struct store_view_stats *(*stats)(const struct store_view *v);
+	void (*close)(struct store_view *v);
+	/* a begun segment's dictionaries */
+	const char *(*str)(const struct store_segment *g, uint32_t id);
+	uint32_t (*find)(const struct store_segment *g, const char *s, size_t len);
+	size_t (*label_pairs)(const struct store_segment *g, uint32_t labels, const uint32_t **kv);
+	int (*frame)(const struct store_segment *g, uint32_t frame, struct store_frame_info *out);
+	uint32_t (*host_cpus)(const struct store_segment *g, uint32_t name);
+};
+
+/* The embedded store's reading operations (view.c). */
+extern const struct store_read_ops store_embedded_read;
+
+/* The segments holding rows in [from_ms, to_ms), pinned, in the order a
+ * query reads them. */
+struct store_view *store_view_open(struct store *s, int64_t from_ms, int64_t to_ms);
+static inline size_t store_view_count(const struct store_view *v)
+{
+	return v->ops->count(v);
+}
+/* For a query that adds up the sums of segments of one id space and walks
+ * them once: names the segments (what store_view_same_ids says) and may
+ * reorder them so that each id space's segments are read one after
+ * another, the one that folds them (chain_end) last. Call while none is
+ * begun, first. The embedded store gives its sealed heads and head (whose
+ * dictionaries are copies of one another) one id space, and the blocks it
+ * wrote from a sealed head that one too while a part in memory holds
+ * every id they used (docs/internals/store.md, "Carrying sums"). */
+static inline void store_view_carry(struct store_view *v)
+{
+	v->ops->carry(v);
+}
+/* Whether segments i and j give their stacks in one id space, so that
+ * segment j's stack tree (which holds every id of i's when i < j) names
+ * i's stacks. */
+static inline bool store_view_same_ids(const struct store_view *v, size_t i, size_t j)
+{
+	return v->ops->same_ids(v, i, j);
+}
+/* Begins segment i: loaded, unchanged until store_view_end(i). NULL when
+ * it cannot be read (damaged: logged, counted, skipped). Several may be
+ * begun at once; one begun before may be ended after another began. */
+static inline const struct store_segment *store_view_begin(struct store_view *v, size_t i)
+{
+	return v->ops->begin(v, i);
+}
+/* The rows of series `series` of segment i, at least those at or after
+ * since_ms (INT64_MIN: all; older rows may come too); -1 when they cannot
+ * be read (logged, counted). Valid until the next call. */
+static inline long store_view_rows(struct store_view *v, size_t i, uint32_t series,
+				   int64_t since_ms, const struct store_row **rows)
+{
+	return v->ops->rows(v, i, series, since_ms, rows);
+}
+/* The stacks of series `series` of segment i with the sum of their values
+ * in [from_ms, to_ms). Stacks may repeat. -1 when they cannot be read
+ * (logged, counted). Valid until the next call. */
+static inline long store_view_sums(struct store_view *v, size_t i, uint32_t series,
+				   int64_t from_ms, int64_t to_ms, const uint32_t **stacks,
+				   const uint64_t **sums)
+{
+	return v->ops->sums(v, i, series, from_ms, to_ms, stacks, sums);
+}
+/* The sum of series `series`'s values in [from_ms, to_ms) in segment i;
+ * -1 when they cannot be read (logged, counted). */
+static inline int64_t store_view_total(struct store_view *v, size_t i, uint32_t series,
+				       int64_t from_ms, int64_t to_ms)
+{
+	return v->ops->total(v, i, series, from_ms, to_ms);
+}
+/* The stack totals, ascending, of every series of project (a string id of
+ * segment i) and kind in [from_ms, to_ms), at one sample rate (*hz), read
+ * in one list instead of series by series. -1 when the segment cannot
+ * answer so (no such list, two rates, a damaged one: logged): read its
+ * series instead. Valid until the next call. */
+static inline long store_view_rollup_sums(struct store_view *v, size_t i, uint32_t project,
+					  uint8_t kind, int64_t from_ms, int64_t to_ms,
+					  const uint32_t **stacks, const uint64_t **sums,
+					  uint16_t *hz)
+{
+	return v->ops->rollup_sums(v, i, project, kind, from_ms, to_ms, stacks, sums, hz);
+}
+static inline void store_view_end(struct store_view *v, size_t i)
+{
+	v->ops->end(v, i);
+}
+static inline const struct store_view_stats *store_view_stats(const struct store_view *v)
+{
+	return v->ops->stats(v);
+}
 void store_view_close(struct store_view *v);
+
+/* A begun segment's dictionaries. Strings (label keys and values, project
+ * ids, host names) by id: "" for an unknown id. */
+static inline const char *store_seg_str(const struct store_segment *g, uint32_t id)
+{
+	return g->ops->str(g, id);
+}
+/* The id of a string, UINT32_MAX when the segment has none. */
+static inline uint32_t store_seg_find(const struct store_segment *g, const char *s, size_t len)
+{
+	return g->ops->find(g, s, len);
+}
+/* The sorted (key, value) string-id pairs of label set `labels`. Returns
+ * the pair count (0 for an unknown set). */
+static inline size_t store_seg_label_pairs(const struct store_segment *g, uint32_t labels,
+					   const uint32_t **kv)
+{
+	return g->ops->label_pairs(g, labels, kv);
+}
+/* Frame `frame` (below nframes): 0, or -1 for an unknown id. */
+static inline int store_seg_frame(const struct store_segment *g, uint32_t frame,
+				  struct store_frame_info *out)
+{
+	return g->ops->frame(g, frame, out);
+}
+/* The logical CPUs of host `name` (a string id), 0 when unknown. */
+static inline uint32_t store_seg_host_cpus(const struct store_segment *g, uint32_t name)
+{
+	return g->ops->host_cpus(g, name);
+}
+/* The value of attribute key in label set labels, or NULL (read.c). */
+const char *store_seg_label_value(const struct store_segment *g, uint32_t labels,
+				  const char *key);
+/* The frames of stack node `stack`, outermost first, into out (at most
+ * max). Returns the depth (which may exceed max; only max are written). */
+size_t store_seg_stack(const struct store_segment *g, uint32_t stack, uint32_t *out,
+		       size_t max);
 
 #endif

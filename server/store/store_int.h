@@ -40,7 +40,7 @@ struct sref {
 	 * blocks while their hour is open: the head's dictionaries' name and
 	 * node count, and each block node's id there (nlineage_ids of them),
 	 * so a query may carry the block's stack sums into an in-memory part
-	 * that still has those dictionaries (store_view_lineage). Set before
+	 * that still has those dictionaries (view.c, lineage()). Set before
 	 * the block is listed, or once later (adopt_live_blocks) under
 	 * maint_mu and list_mu; views read them as they were when opened.
 	 * Not evicted with the dictionaries. */
@@ -71,6 +71,7 @@ struct commit {
 #define LOG_MAX_UNFLUSHED 3
 
 struct store {
+	struct store_backend backend; /* first (store.h): read NULL, the embedded one's */
 	char *dir, *blocks_dir, *wal_dir;
 	struct store_config cfg;
 

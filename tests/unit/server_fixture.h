@@ -151,6 +151,27 @@ static __attribute__((unused)) off_t file_size(const char *path)
 	return st.st_size;
 }
 
+/* A store without its maintenance thread whose compacted rows keep their
+ * times (compact_after 0: the default), and symbols, in dir. */
+static __attribute__((unused)) struct store *open_test_store(const char *dir,
+							     uint32_t compact_after,
+							     struct symbols **sym)
+{
+	struct store *s;
+	struct buf err = { 0 };
+	struct store_config cfg;
+	store_config_default(&cfg);
+	cfg.background = false;
+	cfg.time_window = false;
+	cfg.block_granularity_ms = 1; /* compacted rows keep their times, as memory does */
+	if (compact_after)
+		cfg.compact_after = compact_after;
+	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
+	assert_int_equal(symbols_open(dir, sym, &err), 0);
+	buf_free(&err);
+	return s;
+}
+
 /* Finds a child by name in the flamegraph JSON (via jansson). */
 #include <jansson.h>
 

@@ -20,7 +20,7 @@ static inline uint64_t store_sum(struct store *s, const char *project, int64_t f
 	assert_non_null(scan);
 	uint64_t t = 0;
 	for (size_t i = 0; i < scan_parts(scan); i++) {
-		const struct part *p = scan_begin(scan, i);
+		const struct store_segment *p = scan_begin(scan, i);
 		if (!p)
 			continue;
 		for (uint32_t j = 0; j < p->nseries; j++)

@@ -220,24 +220,6 @@ static void append_round(struct store *s, int64_t t0, uint64_t k)
 	append_round_seq(s, t0, k, 2 * k + 1);
 }
 
-static struct store *open_test_store(const char *dir, uint32_t compact_after,
-				     struct symbols **sym)
-{
-	struct store *s;
-	struct buf err = { 0 };
-	struct store_config cfg;
-	store_config_default(&cfg);
-	cfg.background = false;
-	cfg.time_window = false;
-	cfg.block_granularity_ms = 1; /* compacted rows keep their times, as memory does */
-	if (compact_after)
-		cfg.compact_after = compact_after;
-	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
-	assert_int_equal(symbols_open(dir, sym, &err), 0);
-	buf_free(&err);
-	return s;
-}
-
 #define WHOLE "\"start_ts\":1,\"end_ts\":4102444800000"
 #define MAIN_THREAD "\"query\":\"thread.name == \\\"main\\\"\""
 
