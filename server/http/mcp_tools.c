@@ -552,7 +552,10 @@ static int tree_args(struct call *c, double *min_pct, uint64_t *max_depth)
 static int t_list_projects(struct call *c)
 {
 	struct buf b = { 0 };
-	projects_list_json(c->srv->projects, may_read, (void *)c->who, &b);
+	struct jsonw w;
+	jsonw_init(&w, &b);
+	projects_list_json(c->srv->projects, may_read, (void *)c->who, &w);
+	(void)jsonw_finish(&w); /* an array of flat objects: no misuse is possible */
 	json_t *list = json_loadb(b.data ? b.data : "[]", b.len ? b.len : 2, 0, NULL);
 	buf_free(&b);
 	if (!list)
@@ -1319,7 +1322,10 @@ static const char *const resource_entities[] = { "hosts", "processes", "containe
 json_t *mcp_resources_list(struct server *srv, const struct principal *who)
 {
 	struct buf b = { 0 };
-	projects_list_json(srv->projects, may_read, (void *)who, &b);
+	struct jsonw w;
+	jsonw_init(&w, &b);
+	projects_list_json(srv->projects, may_read, (void *)who, &w);
+	(void)jsonw_finish(&w); /* an array of flat objects: no misuse is possible */
 	json_t *projects = json_loadb(b.data ? b.data : "[]", b.len ? b.len : 2, 0, NULL);
 	buf_free(&b);
 	json_t *list = json_array();

@@ -82,8 +82,13 @@ void handle_recommendation_state(struct server *srv, const struct http_req *req,
 	} else if (rc < 0) {
 		http_error(resp, 500, "%s", err.data ? err.data : "error");
 	} else {
-		buf_printf(&resp->body, "{\"id\":\"%s\",\"state\":\"%s\"}\n", req->params[1], state);
-		http_json(resp, 200);
+		struct jsonw w;
+		http_json_begin(resp, &w);
+		jsonw_begin_object(&w);
+		jsonw_kv_str(&w, "id", req->params[1]);
+		jsonw_kv_str(&w, "state", state);
+		jsonw_end_object(&w);
+		http_json_end(resp, &w, 200);
 	}
 out:
 	free(state);
