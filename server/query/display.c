@@ -181,6 +181,11 @@ void display_mark_unsymbolized(struct display *d, uint32_t key, uint64_t address
 	d->keys[key].address = address;
 }
 
+void display_mark_absent(struct display *d, uint32_t key)
+{
+	d->keys[key].absent = true;
+}
+
 void display_frame_json(struct jsonw *w, const struct display *d, uint32_t key, uint32_t line)
 {
 	const struct dkey *k = &d->keys[key];
@@ -200,6 +205,8 @@ void display_frame_json(struct jsonw *w, const struct display *d, uint32_t key, 
 		jsonw_kv_bool(w, "symbolized", false);
 		jsonw_kv_str(w, "address", hex);
 	}
+	if (k->absent)
+		jsonw_kv_bool(w, "absent", true);
 }
 
 const struct dkey *display_get(const struct display *d, uint32_t key)

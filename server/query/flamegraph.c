@@ -401,11 +401,15 @@ static uint32_t group_node(struct fg *q, const struct part *p, uint32_t labels)
 		enum fg_synthetic syn = q->r->synthetic[s];
 		const char *v = part_label_value(p, labels, synthetic_attrs[syn]);
 		char none[64];
-		if (!v || !*v) {
+		bool absent = !v || !*v;
+		if (absent) {
 			snprintf(none, sizeof(none), "[no %s]", synthetic_names[syn]);
 			v = none;
 		}
-		node = otree_child(&q->tree, node, display_key(q->disp, DT_SYNTHETIC, v, "", NULL));
+		uint32_t key = display_key(q->disp, DT_SYNTHETIC, v, "", NULL);
+		if (absent)
+			display_mark_absent(q->disp, key);
+		node = otree_child(&q->tree, node, key);
 	}
 	if (labels < p->nlabels)
 		q->group_of[labels] = node;
