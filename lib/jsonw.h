@@ -102,9 +102,9 @@ void jsonw_kv_double(struct jsonw *w, const char *key, double v);
 void jsonw_kv_bool(struct jsonw *w, const char *key, bool v);
 
 /* Appends s (n bytes) as a JSON string literal, quotes included, to b,
- * outside any writer: for text that embeds one JSON string (a log line's
- * message is a writer's job; this is for the writer itself and for
- * callers that build a non-JSON text quoting a string, e.g. a CSV cell). */
+ * outside any writer: for the writer itself and for a text that is not
+ * JSON but quotes a string the same way (an error message quoting the
+ * pattern that failed, server/query/uregex.c). */
 void jsonw_quote(struct buf *b, const char *s, size_t n);
 
 #endif
