@@ -387,32 +387,15 @@ void jsonw_raw(struct jsonw *w, const char *json, size_t n)
 	after_value(w);
 }
 
-void jsonw_kv_str(struct jsonw *w, const char *key, const char *s)
-{
-	jsonw_key(w, key);
-	jsonw_str(w, s);
-}
-
-void jsonw_kv_u64(struct jsonw *w, const char *key, uint64_t v)
-{
-	jsonw_key(w, key);
-	jsonw_u64(w, v);
-}
-
-void jsonw_kv_i64(struct jsonw *w, const char *key, int64_t v)
-{
-	jsonw_key(w, key);
-	jsonw_i64(w, v);
-}
-
-void jsonw_kv_double(struct jsonw *w, const char *key, double v)
-{
-	jsonw_key(w, key);
-	jsonw_double(w, v);
-}
-
-void jsonw_kv_bool(struct jsonw *w, const char *key, bool v)
-{
-	jsonw_key(w, key);
-	jsonw_bool(w, v);
-}
+/* The key + value functions of jsonw.h, one a value type. */
+#define KV(kind, type)                                                    \
+	void jsonw_kv_##kind(struct jsonw *w, const char *key, type v)    \
+	{                                                                 \
+		jsonw_key(w, key);                                        \
+		jsonw_##kind(w, v);                                       \
+	}
+KV(str, const char *)
+KV(u64, uint64_t)
+KV(i64, int64_t)
+KV(double, double)
+KV(bool, bool)
