@@ -197,7 +197,7 @@ int jsonw_finish_answer(struct jsonw *w, struct buf *err)
 	if (!jsonw_finish(w))
 		return 0;
 	buf_printf(err, "internal error: the answer was not written as valid JSON (%s)", w->misuse);
-	return -1;
+	return JSONW_RC;
 }
 
 /* Before any value: the comma of an array element, the check that an

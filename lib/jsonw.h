@@ -69,8 +69,10 @@ void jsonw_init(struct jsonw *w, struct buf *b);
 /* 0 when exactly one complete value was written without misuse; -1
  * otherwise (w->misuse says why). */
 int jsonw_finish(struct jsonw *w);
-/* jsonw_finish for an answer: on a misuse also appends to err a message
- * naming it ("internal error: ..."), for the client. */
+/* jsonw_finish for an answer: 0, or JSONW_RC on a misuse, with a message
+ * naming it ("internal error: ...") appended to err for the client (the
+ * HTTP layer answers it 500). */
+#define JSONW_RC (-7)
 int jsonw_finish_answer(struct jsonw *w, struct buf *err);
 
 void jsonw_begin_object(struct jsonw *w);

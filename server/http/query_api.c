@@ -151,7 +151,7 @@ static void answer(struct server *srv, struct http_resp *resp, int rc, struct bu
 	if (rc < 0) {
 		/* UREGEX_RC: the request was valid but a pattern in it reached
 		 * its bounds on the data (server/query/uregex.h). */
-		http_error(resp, rc == UREGEX_RC ? 422 : 400, "%s", err->data);
+		http_error(resp, rc == UREGEX_RC ? 422 : rc == JSONW_RC ? 500 : 400, "%s", err->data);
 	} else {
 		__atomic_add_fetch(&srv->counters.queries, 1, __ATOMIC_RELAXED);
 		http_json(resp, 200);

@@ -226,7 +226,7 @@ int events_query(struct store *st, struct symbols *sym, const struct ev_request 
 	rc = jsonw_finish_answer(&w, err);
 	if (!rc && bad) {
 		buf_puts(err, "internal error: an event was not written as valid JSON");
-		rc = -1;
+		rc = JSONW_RC;
 	}
 	for (size_t i = 0; i < nev; i++)
 		free(ev[i].json);

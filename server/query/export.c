@@ -363,7 +363,7 @@ static int write_speedscope(struct ex *x, struct buf *err)
 	jsonw_end_object(&w);
 	if (rc) {
 		buf_puts(err, "internal error: the speedscope export was not written as valid JSON");
-		return -1;
+		return JSONW_RC;
 	}
 	return jsonw_finish_answer(&w, err);
 }

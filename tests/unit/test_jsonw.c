@@ -192,6 +192,12 @@ static int write_misuse(enum misuse_case c, bool lenient, struct buf *b)
 	int rc = jsonw_finish(&w);
 	if (rc)
 		assert_non_null(w.misuse);
+	/* For an answer: the code the HTTP layer answers 500, and why. */
+	struct buf err = { 0 };
+	assert_int_equal(jsonw_finish_answer(&w, &err), rc ? JSONW_RC : 0);
+	if (rc)
+		assert_non_null(strstr(err.data, w.misuse));
+	buf_free(&err);
 	return rc;
 }
 
