@@ -36,6 +36,8 @@ ALL_CFLAGS := -std=gnu11 $(WARN) $(CFLAGS) -D_GNU_SOURCE -I. -Ilib -I$(BUILD)/ge
               $(PKG_CFLAGS) -MMD -MP
 LDLIBS  := $(PKG_LIBS) -liberty -lpthread -lm
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+# Test builds fail loudly on a misuse of the JSON writer (lib/jsonw.h).
+STRICT  := -DEMBER_JSONW_STRICT
 
 LIB_SRCS    := $(wildcard lib/*.c)
 AGENT_SRCS  := $(filter-out agent/main.c,$(wildcard agent/*.c))
@@ -133,7 +135,7 @@ $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c | $(GEN_HEADERS)
 
 $(BUILD)/asan/%.o: %.c | $(GEN_HEADERS)
 	@mkdir -p $(@D)
-	$(call say,CC,$@)$(CC) $(ALL_CFLAGS) $(SAN) -O1 -c $< -o $@
+	$(call say,CC,$@)$(CC) $(ALL_CFLAGS) $(SAN) $(STRICT) -O1 -c $< -o $@
 
 $(BUILD)/asan/gen/%.o: $(BUILD)/gen/%.c | $(GEN_HEADERS)
 	@mkdir -p $(@D)
@@ -164,7 +166,7 @@ UNIT_HDRS := $(wildcard tests/unit/*.h)
 define unit_rule
 $$(BUILD)/tests/$(basename $(notdir $(1))): $(1) $$(UNIT_HDRS) $$(ASAN_LIB)
 	@mkdir -p $$(@D)
-	$$(call say,CC,$$@)$$(CC) $$(ALL_CFLAGS) $$(SAN) -O1 -Itests/unit $$< -o $$@ $$(ASAN_LIB) $$(LDLIBS) -lcmocka
+	$$(call say,CC,$$@)$$(CC) $$(ALL_CFLAGS) $$(SAN) $$(STRICT) -O1 -Itests/unit $$< -o $$@ $$(ASAN_LIB) $$(LDLIBS) -lcmocka
 endef
 $(foreach s,$(filter-out %/test_cuda_report.c,$(UNIT_SRCS)),$(eval $(call unit_rule,$(s))))
 
@@ -179,7 +181,7 @@ $(BUILD)/tests/test_metrics: $(BUILD)/tests/libfake-nvml.so
 # Fuzz targets are built with clang's libFuzzer; the sources they exercise
 # are compiled again with clang (into one archive) so a single sanitizer
 # runtime is linked.
-FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -I. -Ilib -I$(BUILD)/gen -I$(BUILD)/bpf -Ibpf $(PKG_CFLAGS) \
+FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION -DEMBER_JSONW_STRICT -I. -Ilib -I$(BUILD)/gen -I$(BUILD)/bpf -Ibpf $(PKG_CFLAGS) \
                -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -Wall -Wextra -Werror \
                -Wno-unused-parameter -Wno-missing-field-initializers -MMD -MP
 FUZZ_LIB    := $(BUILD)/fuzz/libember-fuzz.a

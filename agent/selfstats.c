@@ -227,28 +227,33 @@ void selfstats_prometheus(const struct selfstats_values *s, struct buf *out)
 
 void selfstats_json(const struct selfstats_values *s, struct buf *out)
 {
-	buf_putc(out, '{');
-	jsonw_key(out, "time_unix_ms");
-	jsonw_i64(out, s->time_unix_ms);
+	struct jsonw w;
+	jsonw_init(&w, out);
+	jsonw_begin_object(&w);
+	jsonw_kv_i64(&w, "time_unix_ms", s->time_unix_ms);
+	struct buf num = { 0 };
 	for (size_t i = 0; i < SS_COUNT; i++) {
 		const struct metric *m = &metrics[i];
 		bool first = i == 0 || strcmp(metrics[i - 1].name, m->name) != 0;
 		bool last = i + 1 == SS_COUNT || strcmp(metrics[i + 1].name, m->name) != 0;
 		if (first) {
-			buf_putc(out, ',');
-			jsonw_key(out, m->name);
+			jsonw_key(&w, m->name);
 			if (m->label)
-				buf_putc(out, '{');
-		} else {
-			buf_putc(out, ',');
+				jsonw_begin_object(&w);
 		}
 		if (m->label)
-			jsonw_key(out, m->lvalue);
-		put_value(out, m, s->v[i]);
+			jsonw_key(&w, m->lvalue);
+		/* The number as the text format writes it (seconds to the ns). */
+		buf_reset(&num);
+		put_value(&num, m, s->v[i]);
+		jsonw_raw(&w, num.data, num.len);
 		if (last && m->label)
-			buf_putc(out, '}');
+			jsonw_end_object(&w);
 	}
-	buf_puts(out, "}\n");
+	buf_free(&num);
+	jsonw_end_object(&w);
+	(void)jsonw_finish(&w); /* the table's shape is fixed: a misuse fails the unit test */
+	buf_putc(out, '\n');
 }
 
 int selfstats_split_addr(const char *addr, char *host, size_t hostcap, uint16_t *port)
@@ -293,6 +298,18 @@ struct selfstats_server {
 	struct selfstats_values latest;
 };
 
+/* Writes {"error": msg} and a newline to body. */
+static void json_error(struct buf *body, const char *msg)
+{
+	struct jsonw w;
+	jsonw_init(&w, body);
+	jsonw_begin_object(&w);
+	jsonw_kv_str(&w, "error", msg);
+	jsonw_end_object(&w);
+	(void)jsonw_finish(&w); /* one flat object: no misuse is possible */
+	buf_putc(body, '\n');
+}
+
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type,
 			     struct buf *body, const char *allow)
 {
@@ -325,22 +342,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	bool metrics_path = strcmp(url, "/metrics") == 0;
 	bool stats_path = strcmp(url, "/debug/stats") == 0;
 	if (!metrics_path && !stats_path) {
-		buf_puts(&body, "{\"error\":");
 		struct buf msg = { 0 };
 		buf_printf(&msg, "no such endpoint: %.200s; the agent serves GET /metrics and GET /debug/stats",
 			   url);
-		jsonw_str(&body, msg.data);
+		json_error(&body, msg.data);
 		buf_free(&msg);
-		buf_puts(&body, "}\n");
 		return reply(c, MHD_HTTP_NOT_FOUND, "application/json", &body, NULL);
 	}
 	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
-		buf_puts(&body, "{\"error\":");
 		struct buf msg = { 0 };
 		buf_printf(&msg, "method %.32s not allowed on %s; use GET", method, url);
-		jsonw_str(&body, msg.data);
+		json_error(&body, msg.data);
 		buf_free(&msg);
-		buf_puts(&body, "}\n");
 		return reply(c, MHD_HTTP_METHOD_NOT_ALLOWED, "application/json", &body, "GET, HEAD");
 	}
 	struct selfstats_values v;

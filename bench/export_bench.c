@@ -36,9 +36,15 @@ static void run(struct otree *t, struct display *d, const char *label, size_t ma
 		for (int r = 0; r < reps; r++) {
 			buf_reset(&out);
 			double t0 = now_s();
-			if (f == FG_FORMAT_JSON)
-				otree_write(t, d, max_nodes, &out);
-			else if (export_tree((enum fg_format)f, t, d, max_nodes, &info, &out, &err) < 0) {
+			if (f == FG_FORMAT_JSON) {
+				struct jsonw w;
+				jsonw_init(&w, &out);
+				otree_write(t, d, max_nodes, &w);
+				if (jsonw_finish(&w)) {
+					fprintf(stderr, "export_bench: %s\n", w.misuse);
+					exit(1);
+				}
+			} else if (export_tree((enum fg_format)f, t, d, max_nodes, &info, &out, &err) < 0) {
 				fprintf(stderr, "export_bench: %s\n", err.data);
 				exit(1);
 			}

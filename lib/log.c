@@ -180,15 +180,17 @@ static void write_line(enum log_level level, const char *text, size_t len)
 
 	struct buf line = { 0 };
 	if (log_cfg.json) {
-		buf_puts(&line, "{\"time\":");
-		jsonw_str(&line, when);
-		buf_puts(&line, ",\"level\":");
-		jsonw_str(&line, level_names[level]);
-		buf_puts(&line, ",\"program\":");
-		jsonw_str(&line, log_cfg.program);
-		buf_puts(&line, ",\"msg\":");
-		jsonw_strn(&line, text, len);
-		buf_puts(&line, "}\n");
+		struct jsonw w;
+		jsonw_init(&w, &line);
+		jsonw_begin_object(&w);
+		jsonw_kv_str(&w, "time", when);
+		jsonw_kv_str(&w, "level", level_names[level]);
+		jsonw_kv_str(&w, "program", log_cfg.program);
+		jsonw_key(&w, "msg");
+		jsonw_strn(&w, text, len);
+		jsonw_end_object(&w);
+		(void)jsonw_finish(&w); /* one flat object: no misuse is possible */
+		buf_putc(&line, '\n');
 	} else {
 		buf_printf(&line, "%s %s %-5s %.*s\n", when, log_cfg.program, level_names[level],
 			   (int)len, text);

@@ -686,6 +686,7 @@ function tooltipHTML(i) {
 	const row = (k, v) => rows.push(`<dt>${k}</dt><dd>${v}</dd>`);
 	row('type', escapeHTML(i === 0 ? 'root' : typeLabel(fg.typeName(i))));
 	if (n.binary) row('binary', escapeHTML(n.binary));
+	if (n.address) row('address', escapeHTML(n.address));
 	if (n.file) row('source', escapeHTML(n.file + (n.line ? ':' + n.line : '')));
 	const line = (v) => {
 		const c = cores(v);
@@ -869,7 +870,7 @@ function menuItems(i) {
 	if (fg.typeName(i) === 'synthetic') {
 		// A group-by level: its attribute is a filter.
 		const attr = GROUP_ATTRIBUTES[groupLevelOf(i)];
-		if (attr && !name.startsWith('[no ')) {
+		if (attr && !n.absent) {
 			items.push([`Add filter ${attr} == "${name}"`, () => addQueryFilter(attr, name)]);
 			items.push([`Top functions of this ${groupLevelOf(i)}`, () => go('functions', { q: withFilter(state.q, attr, name) })]);
 		}

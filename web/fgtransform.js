@@ -14,14 +14,16 @@
 //                       becomes one frame
 //   opts.addresses      false: an unsymbolized frame is named `[binary]`
 //                       (same-named siblings merge); true: `binary+0x...`
+//
+// Which frames are unsymbolized, and their binary, the API says in fields
+// (`symbolized: false`, `binary`, `address`): names are never parsed.
 
-const UNSYMBOLIZED = /^(.+)\+0x[0-9a-f]+$/;
-
-// The binary of an unsymbolized frame's name, or null.
+// The binary of an unsymbolized native frame ("[unknown]" when the API
+// knows none), or null.
 export function unsymbolizedBinary(node) {
+	if (node.symbolized !== false) return null;
 	if (node.frame_type && node.frame_type !== 'native') return null;
-	const m = UNSYMBOLIZED.exec(String(node.name));
-	return m ? m[1] : null;
+	return node.binary || '[unknown]';
 }
 
 function keyOf(n) {
@@ -30,7 +32,9 @@ function keyOf(n) {
 
 function copyNode(n, name) {
 	const out = { name: name === undefined ? n.name : name, frame_type: n.frame_type, self: +n.self || 0, total: +n.total || 0, children: [] };
-	for (const k of ['binary', 'file', 'line']) if (n[k] !== undefined) out[k] = n[k];
+	for (const k of ['binary', 'file', 'line', 'symbolized']) if (n[k] !== undefined) out[k] = n[k];
+	// Named by its binary only, it stands for every address there.
+	if (n.address !== undefined && name === undefined) out.address = n.address;
 	return out;
 }
 
@@ -49,7 +53,7 @@ export function needsTransform(root, opts) {
 			const type = c.frame_type || 'native';
 			if (hide.has(type)) return true;
 			if (opts.collapseRecursion && n !== root && type === (n.frame_type || 'native') && c.name === n.name) return true;
-			if ((opts.collapseUnsymbolized || !opts.addresses) && type === 'native' && UNSYMBOLIZED.test(String(c.name))) return true;
+			if ((opts.collapseUnsymbolized || !opts.addresses) && unsymbolizedBinary(c) !== null) return true;
 			stack.push(c);
 		}
 	}

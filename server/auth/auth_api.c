@@ -338,8 +338,7 @@ void handle_auth_logout(struct server *srv, const struct http_req *req, struct h
 	}
 	buf_free(&ignored.body);
 	clear_cookies(a, resp);
-	buf_puts(&resp->body, "{\"signed_out\":true}\n");
-	http_json(resp, 200);
+	http_json_bool(resp, 200, "signed_out", true);
 }
 
 /* What a sign-in page needs before anyone signs in: the mode (an OIDC
@@ -501,8 +500,7 @@ void handle_tokens_revoke(struct server *srv, const struct http_req *req, struct
 		store_error(resp, rc, &err);
 	} else {
 		audit(a, req, "token.revoke", tid, "ok", "");
-		buf_puts(&resp->body, "{\"revoked\":true}\n");
-		http_json(resp, 200);
+		http_json_bool(resp, 200, "revoked", true);
 	}
 out:
 	json_decref(mine);
@@ -686,8 +684,7 @@ void handle_roles_delete(struct server *srv, const struct http_req *req, struct 
 		store_error(resp, rc, &err);
 	} else {
 		audit(a, req, "role.delete", req->params[0], "ok", "");
-		buf_puts(&resp->body, "{\"deleted\":true}\n");
-		http_json(resp, 200);
+		http_json_bool(resp, 200, "deleted", true);
 	}
 	buf_free(&err);
 }

@@ -165,13 +165,13 @@ void http_error(struct http_resp *resp, int status, const char *fmt, ...)
 	va_start(ap, fmt);
 	buf_vprintf(&msg, fmt, ap);
 	va_end(ap);
-	buf_reset(&resp->body);
-	buf_puts(&resp->body, "{\"error\":");
-	jsonw_str(&resp->body, msg.data);
-	buf_puts(&resp->body, "}\n");
+	struct jsonw w;
+	http_json_begin(resp, &w);
+	jsonw_begin_object(&w);
+	jsonw_kv_str(&w, "error", msg.data);
+	jsonw_end_object(&w);
+	http_json_end(resp, &w, status);
 	buf_free(&msg);
-	resp->status = status;
-	resp->content_type = "application/json";
 }
 
 void http_add_header(struct http_resp *resp, const char *name, const char *fmt, ...)
@@ -193,6 +193,41 @@ void http_json(struct http_resp *resp, int status)
 {
 	resp->status = status;
 	resp->content_type = "application/json";
+}
+
+void http_json_begin(struct http_resp *resp, struct jsonw *w)
+{
+	buf_reset(&resp->body);
+	jsonw_init(w, &resp->body);
+}
+
+void http_json_end(struct http_resp *resp, struct jsonw *w, int status)
+{
+	if (jsonw_finish(w)) {
+		log_error("http: an answer was not written as valid JSON (%s)", w->misuse);
+		/* Not http_error, whose own answer comes through here. */
+		struct jsonw e;
+		http_json_begin(resp, &e);
+		jsonw_begin_object(&e);
+		jsonw_kv_str(&e, "error", "internal error: the answer was not written as valid JSON");
+		jsonw_end_object(&e);
+		(void)jsonw_finish(&e); /* one flat object: no misuse is possible */
+		buf_putc(&resp->body, '\n');
+		http_json(resp, 500);
+		return;
+	}
+	buf_putc(&resp->body, '\n');
+	http_json(resp, status);
+}
+
+void http_json_bool(struct http_resp *resp, int status, const char *key, bool v)
+{
+	struct jsonw w;
+	http_json_begin(resp, &w);
+	jsonw_begin_object(&w);
+	jsonw_kv_bool(&w, key, v);
+	jsonw_end_object(&w);
+	http_json_end(resp, &w, status);
 }
 
 static const char *list_value(const char *const *kv, const char *name, bool nocase)

@@ -37,6 +37,7 @@
 #include <stddef.h>
 
 #include "buf.h"
+#include "jsonw.h"
 
 #define HTTP_MAX_PARAMS 4
 
@@ -171,6 +172,14 @@ const char *http_query_arg(const struct http_req *req, const char *name);
 void http_error(struct http_resp *resp, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void http_json(struct http_resp *resp, int status);
+/* A JSON answer written with the writer (lib/jsonw.h): http_json_begin
+ * empties the body and starts w over it; the caller writes one value;
+ * http_json_end answers it with status and a final newline, or 500 when
+ * the writer was misused (a bug). */
+void http_json_begin(struct http_resp *resp, struct jsonw *w);
+void http_json_end(struct http_resp *resp, struct jsonw *w, int status);
+/* Answers {"<key>": v} with status. */
+void http_json_bool(struct http_resp *resp, int status, const char *key, bool v);
 /* Adds a header to the answer (Set-Cookie may come several times). A value
  * with a line break is refused (logged, not sent): no header injection. */
 void http_add_header(struct http_resp *resp, const char *name, const char *fmt, ...)

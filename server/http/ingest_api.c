@@ -125,15 +125,19 @@ static void answer(struct server *srv, int rc, uint64_t samples, const struct ki
 			count_kinds(srv, kv->v);
 		count(&srv->counters.ingest_bytes, body_len);
 	}
-	buf_printf(&resp->body, "{\"stored\":%s,\"duplicate\":%s,\"samples\":%llu,\"project_id\":",
-		   rc == 0 ? "true" : "false", rc == 1 ? "true" : "false",
-		   (unsigned long long)samples);
+	struct jsonw w;
+	http_json_begin(resp, &w);
+	jsonw_begin_object(&w);
+	jsonw_kv_bool(&w, "stored", rc == 0);
+	jsonw_kv_bool(&w, "duplicate", rc == 1);
+	jsonw_kv_u64(&w, "samples", samples);
+	jsonw_key(&w, "project_id");
 	if (project)
-		jsonw_str(&resp->body, project);
+		jsonw_str(&w, project);
 	else
-		buf_puts(&resp->body, "null");
-	buf_puts(&resp->body, "}\n");
-	http_json(resp, 200);
+		jsonw_null(&w);
+	jsonw_end_object(&w);
+	http_json_end(resp, &w, 200);
 }
 
 static bool zstd_encoded(struct server *srv, const struct http_req *req, struct http_resp *resp)
@@ -199,11 +203,15 @@ void handle_ingest_metrics(struct server *srv, const struct http_req *req, struc
 	} else {
 		count(&srv->counters.metrics_batches, 1);
 		count(&srv->counters.metrics_points, b->n_point_series);
-		buf_printf(&resp->body, "{\"stored\":true,\"points\":%zu,\"series\":%zu,\"project_id\":",
-			   b->n_point_series, b->n_series_names);
-		jsonw_str(&resp->body, project);
-		buf_puts(&resp->body, "}\n");
-		http_json(resp, 200);
+		struct jsonw w;
+		http_json_begin(resp, &w);
+		jsonw_begin_object(&w);
+		jsonw_kv_bool(&w, "stored", true);
+		jsonw_kv_u64(&w, "points", b->n_point_series);
+		jsonw_kv_u64(&w, "series", b->n_series_names);
+		jsonw_kv_str(&w, "project_id", project);
+		jsonw_end_object(&w);
+		http_json_end(resp, &w, 200);
 	}
 	metrics_decode_free(b);
 	buf_free(&err);
@@ -266,10 +274,13 @@ void handle_ingest_session_batch(struct server *srv, const struct http_req *req,
 		http_error(resp, 400, "invalid batch: %s", err.data);
 	} else if (rc == SESSION_RESYNC) {
 		count(&srv->counters.ingest_resyncs, 1);
-		buf_puts(&resp->body, "{\"error\":");
-		jsonw_str(&resp->body, err.data ? err.data : "start a new session");
-		buf_puts(&resp->body, ",\"resync\":true}\n");
-		http_json(resp, 409);
+		struct jsonw w;
+		http_json_begin(resp, &w);
+		jsonw_begin_object(&w);
+		jsonw_kv_str(&w, "error", err.data ? err.data : "start a new session");
+		jsonw_kv_bool(&w, "resync", true);
+		jsonw_end_object(&w);
+		http_json_end(resp, &w, 409);
 	} else {
 		answer(srv, rc == SESSION_SEEN ? 1 : rc, samples, &kv, req->body_len,
 		       st.project[0] ? st.project : NULL, &err, resp);
@@ -326,16 +337,20 @@ static void otlp_answer_protobuf(const struct otlp_result *res, struct http_resp
 /* The same in the proto3 JSON mapping (int64 as a string). */
 static void otlp_answer_json(const struct otlp_result *res, struct http_resp *resp)
 {
-	buf_putc(&resp->body, '{');
+	struct jsonw w;
+	http_json_begin(resp, &w);
+	jsonw_begin_object(&w);
 	if (res->rejected_profiles || res->message.len) {
-		buf_printf(&resp->body,
-			   "\"partialSuccess\":{\"rejectedProfiles\":\"%llu\",\"errorMessage\":",
-			   (unsigned long long)res->rejected_profiles);
-		jsonw_str(&resp->body, res->message.data ? res->message.data : "");
-		buf_putc(&resp->body, '}');
+		char n[24];
+		snprintf(n, sizeof(n), "%llu", (unsigned long long)res->rejected_profiles);
+		jsonw_key(&w, "partialSuccess");
+		jsonw_begin_object(&w);
+		jsonw_kv_str(&w, "rejectedProfiles", n);
+		jsonw_kv_str(&w, "errorMessage", res->message.data ? res->message.data : "");
+		jsonw_end_object(&w);
 	}
-	buf_puts(&resp->body, "}\n");
-	http_json(resp, 200);
+	jsonw_end_object(&w);
+	http_json_end(resp, &w, 200);
 }
 
 /* True when the media type of Content-Type ct is type (parameters such
@@ -471,8 +486,12 @@ void handle_symbols_missing(struct server *srv, const struct http_req *req, stru
 	 * stored with fewer counts as missing. */
 	json_t *qv = json_object_get(doc, "quality");
 	int want = json_is_integer(qv) ? (int)json_integer_value(qv) : 0;
-	buf_puts(&resp->body, "{\"missing\":[");
-	size_t i, n = 0;
+	struct jsonw w;
+	http_json_begin(resp, &w);
+	jsonw_begin_object(&w);
+	jsonw_key(&w, "missing");
+	jsonw_begin_array(&w);
+	size_t i;
 	json_t *v;
 	json_array_foreach(ids, i, v)
 	{
@@ -490,14 +509,13 @@ void handle_symbols_missing(struct server *srv, const struct http_req *req, stru
 		if (have < 0)
 			symbols_expect(sym, &id, now_unix_ms());
 		if (have < 0 || __builtin_popcount((unsigned)have) < __builtin_popcount((unsigned)want & 3u)) {
-			if (n++)
-				buf_putc(&resp->body, ',');
-			jsonw_str(&resp->body, s);
+			jsonw_str(&w, s);
 		}
 	}
-	buf_puts(&resp->body, "]}\n");
+	jsonw_end_array(&w);
+	jsonw_end_object(&w);
 	json_decref(doc);
-	http_json(resp, 200);
+	http_json_end(resp, &w, 200);
 }
 
 void handle_symbols_put(struct server *srv, const struct http_req *req, struct http_resp *resp)
@@ -570,8 +588,13 @@ void handle_symbols_put(struct server *srv, const struct http_req *req, struct h
 	}
 	int rc = symbols_put(sym, &id, blen ? bid : NULL, blen, data, len, &err);
 	if (rc == 1) {
-		buf_puts(&resp->body, "{\"stored\":false,\"kept\":\"the stored symbols are at least as complete\"}\n");
-		http_json(resp, 200);
+		struct jsonw w;
+		http_json_begin(resp, &w);
+		jsonw_begin_object(&w);
+		jsonw_kv_bool(&w, "stored", false);
+		jsonw_kv_str(&w, "kept", "the stored symbols are at least as complete");
+		jsonw_end_object(&w);
+		http_json_end(resp, &w, 200);
 	} else if (rc == -1) {
 		count(&srv->counters.symbols_rejected, 1);
 		http_error(resp, 400, "%s", err.data);
@@ -584,8 +607,7 @@ void handle_symbols_put(struct server *srv, const struct http_req *req, struct h
 		const char *name = http_query_arg(req, "name");
 		log_debug("symbols stored for %s (%s, %zu bytes)", req->params[0],
 			 name ? name : "unnamed", len);
-		buf_puts(&resp->body, "{\"stored\":true}\n");
-		http_json(resp, 201);
+		http_json_bool(resp, 201, "stored", true);
 	}
 	if (map)
 		munmap(map, len);

@@ -552,7 +552,10 @@ static int tree_args(struct call *c, double *min_pct, uint64_t *max_depth)
 static int t_list_projects(struct call *c)
 {
 	struct buf b = { 0 };
-	projects_list_json(c->srv->projects, may_read, (void *)c->who, &b);
+	struct jsonw w;
+	jsonw_init(&w, &b);
+	projects_list_json(c->srv->projects, may_read, (void *)c->who, &w);
+	(void)jsonw_finish(&w); /* an array of flat objects: no misuse is possible */
 	json_t *list = json_loadb(b.data ? b.data : "[]", b.len ? b.len : 2, 0, NULL);
 	buf_free(&b);
 	if (!list)
@@ -1196,32 +1199,37 @@ static const struct tool tools[] = {
 	"\"max_chars\":{\"type\":\"integer\",\"minimum\":500,\"maximum\":100000,\"default\":"  \
 	"8000,\"description\":\"bound on the text answer\"}"
 
+/* Adds to props the properties of a static fragment of this file: the
+ * members of an object without its braces ("name":{...},...). A fragment
+ * that does not parse is a bug that every test catches. */
+static void add_props(json_t *props, const char *members)
+{
+	if (!*members)
+		return;
+	struct buf b = { 0 };
+	buf_printf(&b, "{%s}", members);
+	json_t *o = json_loadb(b.data, b.len, 0, NULL);
+	if (!o || json_object_update(props, o) < 0)
+		abort();
+	json_decref(o);
+	buf_free(&b);
+}
+
 static json_t *input_schema(const struct tool *t)
 {
-	struct buf b = { 0 };
-	buf_puts(&b, "{\"type\":\"object\",\"additionalProperties\":false,\"properties\":{");
-	const char *sep = "";
-	if (t->common & ARG_SCOPE) {
-		buf_printf(&b, "%s%s", sep, P_SCOPE);
-		sep = ",";
-	}
-	if (t->common & ARG_KIND) {
-		buf_printf(&b, "%s%s", sep, P_KIND);
-		sep = ",";
-	}
-	if (t->common & ARG_CHARS) {
-		buf_printf(&b, "%s%s", sep, P_CHARS);
-		sep = ",";
-	}
-	if (*t->props)
-		buf_printf(&b, "%s%s", sep, t->props);
-	buf_printf(&b, "},\"required\":%s}", t->required);
-	json_error_t e;
-	json_t *s = json_loadb(b.data, b.len, 0, &e);
-	if (!s)
-		abort(); /* a static schema above is malformed: a bug caught by every test */
-	buf_free(&b);
-	return s;
+	json_t *props = json_object();
+	if (t->common & ARG_SCOPE)
+		add_props(props, P_SCOPE);
+	if (t->common & ARG_KIND)
+		add_props(props, P_KIND);
+	if (t->common & ARG_CHARS)
+		add_props(props, P_CHARS);
+	add_props(props, t->props);
+	json_t *required = json_loads(t->required, 0, NULL);
+	if (!required)
+		abort(); /* a static array above is malformed: a bug caught by every test */
+	return json_pack("{s:s, s:b, s:o, s:o}", "type", "object", "additionalProperties", 0,
+			 "properties", props, "required", required);
 }
 
 json_t *mcp_tools_list(void)
@@ -1319,7 +1327,10 @@ static const char *const resource_entities[] = { "hosts", "processes", "containe
 json_t *mcp_resources_list(struct server *srv, const struct principal *who)
 {
 	struct buf b = { 0 };
-	projects_list_json(srv->projects, may_read, (void *)who, &b);
+	struct jsonw w;
+	jsonw_init(&w, &b);
+	projects_list_json(srv->projects, may_read, (void *)who, &w);
+	(void)jsonw_finish(&w); /* an array of flat objects: no misuse is possible */
 	json_t *projects = json_loadb(b.data ? b.data : "[]", b.len ? b.len : 2, 0, NULL);
 	buf_free(&b);
 	json_t *list = json_array();

@@ -116,10 +116,13 @@ static bool may_read(const char *id, void *who)
 /* The projects the caller may read. */
 void handle_projects(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
-	buf_puts(&resp->body, "{\"projects\":");
-	projects_list_json(srv->projects, may_read, (void *)req->who, &resp->body);
-	buf_puts(&resp->body, "}\n");
-	http_json(resp, 200);
+	struct jsonw w;
+	http_json_begin(resp, &w);
+	jsonw_begin_object(&w);
+	jsonw_key(&w, "projects");
+	projects_list_json(srv->projects, may_read, (void *)req->who, &w);
+	jsonw_end_object(&w);
+	http_json_end(resp, &w, 200);
 }
 
 /* The project of a /project/{project_id}/... request, lower-cased, or
@@ -148,7 +151,7 @@ static void answer(struct server *srv, struct http_resp *resp, int rc, struct bu
 	if (rc < 0) {
 		/* UREGEX_RC: the request was valid but a pattern in it reached
 		 * its bounds on the data (server/query/uregex.h). */
-		http_error(resp, rc == UREGEX_RC ? 422 : 400, "%s", err->data);
+		http_error(resp, rc == UREGEX_RC ? 422 : rc == JSONW_RC ? 500 : 400, "%s", err->data);
 	} else {
 		__atomic_add_fetch(&srv->counters.queries, 1, __ATOMIC_RELAXED);
 		http_json(resp, 200);

@@ -86,8 +86,13 @@ void handle_recommendation_state(struct server *srv, const struct http_req *req,
 	} else if (rc < 0) {
 		http_error(resp, 500, "%s", err.data ? err.data : "error");
 	} else {
-		buf_printf(&resp->body, "{\"id\":\"%s\",\"state\":\"%s\"}\n", req->params[1], state);
-		http_json(resp, 200);
+		struct jsonw w;
+		http_json_begin(resp, &w);
+		jsonw_begin_object(&w);
+		jsonw_kv_str(&w, "id", req->params[1]);
+		jsonw_kv_str(&w, "state", state);
+		jsonw_end_object(&w);
+		http_json_end(resp, &w, 200);
 	}
 out:
 	free(state);
@@ -155,14 +160,13 @@ static void suppress(struct server *srv, const struct http_req *req, struct http
 	} else if (rc < 0) {
 		http_error(resp, 500, "%s", err.data ? err.data : "error");
 	} else {
-		buf_puts(&resp->body, "{");
-		jsonw_key(&resp->body, "trace_id");
-		jsonw_str(&resp->body, tid);
-		buf_puts(&resp->body, ",");
-		jsonw_key(&resp->body, "state");
-		jsonw_str(&resp->body, on ? "suppressed" : "active");
-		buf_puts(&resp->body, "}\n");
-		http_json(resp, 200);
+		struct jsonw w;
+		http_json_begin(resp, &w);
+		jsonw_begin_object(&w);
+		jsonw_kv_str(&w, "trace_id", tid);
+		jsonw_kv_str(&w, "state", on ? "suppressed" : "active");
+		jsonw_end_object(&w);
+		http_json_end(resp, &w, 200);
 	}
 	buf_free(&err);
 }

@@ -242,15 +242,13 @@ static void canonical_labels(const Ember__Ingest__V1__MetricsBatch *b, const siz
 		kv[i] = (struct kv){ b->strings[ids[2 * i]], b->strings[ids[2 * i + 1]] };
 	xqsort(kv, n, sizeof(*kv), cmp_kv);
 	buf_reset(out);
-	buf_putc(out, '{');
-	for (size_t i = 0; i < n; i++) {
-		if (i)
-			buf_putc(out, ',');
-		jsonw_str(out, kv[i].k);
-		buf_putc(out, ':');
-		jsonw_str(out, kv[i].v);
-	}
-	buf_putc(out, '}');
+	struct jsonw w;
+	jsonw_init(&w, out);
+	jsonw_begin_object(&w);
+	for (size_t i = 0; i < n; i++)
+		jsonw_kv_str(&w, kv[i].k, kv[i].v);
+	jsonw_end_object(&w);
+	(void)jsonw_finish(&w); /* one flat object: no misuse is possible */
 }
 
 static int step_done(sqlite3 *db, sqlite3_stmt *st, struct buf *err)
@@ -711,6 +709,16 @@ static int cmp_group(const void *a, const void *b)
 
 static const char *const AGG_NAMES[] = { "avg", "max", "sum" };
 
+/* Ends an answer written with w: 0 with a final newline, or 500 when the
+ * writer was misused (a bug). */
+static int end_answer(struct jsonw *w, struct buf *out, struct buf *err)
+{
+	if (jsonw_finish_answer(w, err))
+		return 500;
+	buf_putc(out, '\n');
+	return 0;
+}
+
 int metrics_query(struct metrics_store *m, const char *project, const char *body, size_t len,
 		  struct buf *out, struct buf *err)
 {
@@ -856,43 +864,56 @@ done:
 		status = 422; /* a matches() pattern reached its bounds */
 	if (status == 0) {
 		xqsort(groups, ngroups, sizeof(*groups), cmp_group);
-		buf_puts(out, "{\"metric\":");
-		jsonw_str(out, q.metric);
-		buf_puts(out, ",\"unit\":");
+		struct jsonw w;
+		jsonw_init(&w, out);
+		jsonw_begin_object(&w);
+		jsonw_kv_str(&w, "metric", q.metric);
+		jsonw_key(&w, "unit");
 		if (unit)
-			jsonw_str(out, unit);
+			jsonw_str(&w, unit);
 		else
-			buf_puts(out, "null");
-		buf_printf(out, ",\"start_ts\":%lld,\"end_ts\":%lld,\"buckets_ms\":%lld,\"temporal\":\"%s\",\"spatial\":\"%s\",\"group_by\":",
-			   (long long)q.start, (long long)q.end, (long long)step, AGG_NAMES[q.temporal],
-			   AGG_NAMES[q.spatial]);
+			jsonw_null(&w);
+		jsonw_kv_i64(&w, "start_ts", q.start);
+		jsonw_kv_i64(&w, "end_ts", q.end);
+		jsonw_kv_i64(&w, "buckets_ms", step);
+		jsonw_kv_str(&w, "temporal", AGG_NAMES[q.temporal]);
+		jsonw_kv_str(&w, "spatial", AGG_NAMES[q.spatial]);
+		jsonw_key(&w, "group_by");
 		if (q.group_by)
-			jsonw_str(out, q.group_by);
+			jsonw_str(&w, q.group_by);
 		else
-			buf_puts(out, "null");
-		buf_puts(out, ",\"series\":[");
+			jsonw_null(&w);
+		jsonw_key(&w, "series");
+		jsonw_begin_array(&w);
 		for (size_t gi = 0; gi < ngroups; gi++) {
 			struct group *g = &groups[gi];
-			buf_puts(out, gi ? ",{\"group\":" : "{\"group\":");
-			jsonw_str(out, g->name);
-			buf_puts(out, ",\"points\":[");
-			bool first = true;
+			jsonw_begin_object(&w);
+			jsonw_kv_str(&w, "group", g->name);
+			jsonw_key(&w, "points");
+			jsonw_begin_array(&w);
 			for (size_t i = 0; i < nb; i++) {
 				if (!g->n[i])
 					continue;
 				double v = q.spatial == AGG_AVG ? g->v[i] / g->n[i] : g->v[i];
-				buf_printf(out, "%s[%lld,", first ? "" : ",", (long long)(q.start + (int64_t)i * step));
-				jsonw_double(out, v);
-				buf_putc(out, ']');
-				first = false;
+				jsonw_begin_array(&w);
+				jsonw_i64(&w, q.start + (int64_t)i * step);
+				jsonw_double(&w, v);
+				jsonw_end_array(&w);
 			}
-			buf_puts(out, "]}");
+			jsonw_end_array(&w);
+			jsonw_end_object(&w);
 		}
-		buf_printf(out, "],\"stats\":{\"series_scanned\":%llu,\"series_matched\":%llu,\"points_read\":%llu,\"groups\":%zu,\"elapsed_ms\":",
-			   (unsigned long long)scanned, (unsigned long long)matched,
-			   (unsigned long long)points, ngroups);
-		jsonw_double(out, (double)(now_mono_ns() - t0) / 1e6);
-		buf_puts(out, "}}\n");
+		jsonw_end_array(&w);
+		jsonw_key(&w, "stats");
+		jsonw_begin_object(&w);
+		jsonw_kv_u64(&w, "series_scanned", scanned);
+		jsonw_kv_u64(&w, "series_matched", matched);
+		jsonw_kv_u64(&w, "points_read", points);
+		jsonw_kv_u64(&w, "groups", ngroups);
+		jsonw_kv_double(&w, "elapsed_ms", (double)(now_mono_ns() - t0) / 1e6);
+		jsonw_end_object(&w);
+		jsonw_end_object(&w);
+		status = end_answer(&w, out, err);
 	}
 	for (size_t i = 0; i < ngroups; i++) {
 		free(groups[i].name);
@@ -935,7 +956,11 @@ int metrics_names(struct metrics_store *m, const char *project, const char *body
 		sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
 		sqlite3_bind_int64(st, 2, q.start);
 		sqlite3_bind_int64(st, 3, q.end);
-		buf_puts(out, "{\"names\":[");
+		struct jsonw w;
+		jsonw_init(&w, out);
+		jsonw_begin_object(&w);
+		jsonw_key(&w, "names");
+		jsonw_begin_array(&w);
 		char last[256] = "";
 		uint64_t count = 0, scanned = 0;
 		bool any = false;
@@ -956,19 +981,24 @@ int metrics_names(struct metrics_store *m, const char *project, const char *body
 				count++;
 				continue;
 			}
-			if (any)
-				buf_printf(out, ",\"series\":%llu}", (unsigned long long)count);
-			buf_puts(out, any ? ",{\"name\":" : "{\"name\":");
-			jsonw_str(out, name);
-			buf_puts(out, ",\"unit\":");
-			jsonw_str(out, unit ? unit : "");
+			if (any) {
+				jsonw_kv_u64(&w, "series", count);
+				jsonw_end_object(&w);
+			}
+			jsonw_begin_object(&w);
+			jsonw_kv_str(&w, "name", name);
+			jsonw_kv_str(&w, "unit", unit ? unit : "");
 			snprintf(last, sizeof(last), "%s", name);
 			count = 1;
 			any = true;
 		}
-		if (any)
-			buf_printf(out, ",\"series\":%llu}", (unsigned long long)count);
-		buf_puts(out, "]}\n");
+		if (any) {
+			jsonw_kv_u64(&w, "series", count);
+			jsonw_end_object(&w);
+		}
+		jsonw_end_array(&w);
+		jsonw_end_object(&w);
+		status = end_answer(&w, out, err);
 	}
 	sqlite3_finalize(st);
 	pthread_mutex_unlock(&m->rmu);

@@ -212,20 +212,16 @@ static void mrkdwn(struct buf *b, const char *s)
 	}
 }
 
-static void text_block(struct buf *out, const char *type, const char *text_type, const char *text)
+static void text_block(struct jsonw *w, const char *type, const char *text_type, const char *text)
 {
-	buf_puts(out, "{");
-	jsonw_key(out, "type");
-	jsonw_str(out, type);
-	buf_puts(out, ",");
-	jsonw_key(out, "text");
-	buf_puts(out, "{");
-	jsonw_key(out, "type");
-	jsonw_str(out, text_type);
-	buf_puts(out, ",");
-	jsonw_key(out, "text");
-	jsonw_str(out, text);
-	buf_puts(out, "}}");
+	jsonw_begin_object(w);
+	jsonw_kv_str(w, "type", type);
+	jsonw_key(w, "text");
+	jsonw_begin_object(w);
+	jsonw_kv_str(w, "type", text_type);
+	jsonw_kv_str(w, "text", text);
+	jsonw_end_object(w);
+	jsonw_end_object(w);
 }
 
 /* The message of items (n of them, extra more only counted). */
@@ -240,13 +236,13 @@ static void payload(struct slack *s, const struct item *items, size_t n, size_t 
 	else
 		buf_printf(&summary, "ember: %zu notifications (%zu recommendations, %zu GPU XID events%s)", n + extra,
 			   nrec, nxid, extra ? ", more not listed" : "");
-	buf_puts(out, "{");
-	jsonw_key(out, "text");
-	jsonw_str(out, summary.data);
-	buf_puts(out, ",");
-	jsonw_key(out, "blocks");
-	buf_puts(out, "[");
-	text_block(out, "header", "plain_text", n + extra == 1 ? "ember" : summary.data + 7);
+	struct jsonw w;
+	jsonw_init(&w, out);
+	jsonw_begin_object(&w);
+	jsonw_kv_str(&w, "text", summary.data);
+	jsonw_key(&w, "blocks");
+	jsonw_begin_array(&w);
+	text_block(&w, "header", "plain_text", n + extra == 1 ? "ember" : summary.data + 7);
 	for (size_t i = 0; i < n && i < SLACK_MAX_LISTED; i++) {
 		buf_reset(&t);
 		buf_puts(&t, "*<");
@@ -255,8 +251,7 @@ static void payload(struct slack *s, const struct item *items, size_t n, size_t 
 		mrkdwn(&t, items[i].title);
 		buf_puts(&t, ">*\n");
 		mrkdwn(&t, items[i].detail);
-		buf_puts(out, ",");
-		text_block(out, "section", "mrkdwn", t.data);
+		text_block(&w, "section", "mrkdwn", t.data);
 	}
 	buf_reset(&t);
 	size_t more = n + extra > SLACK_MAX_LISTED ? n + extra - SLACK_MAX_LISTED : 0;
@@ -269,18 +264,20 @@ static void payload(struct slack *s, const struct item *items, size_t n, size_t 
 	buf_puts(&t, "/?view=recs|ember's recommendations>");
 	buf_printf(&t, " · at most %u messages per %lld min; the rest are grouped", s->c.max_messages,
 		   (long long)(s->c.window_ms / 60000));
-	buf_puts(out, ",{");
-	jsonw_key(out, "type");
-	jsonw_str(out, "context");
-	buf_puts(out, ",");
-	jsonw_key(out, "elements");
-	buf_puts(out, "[{");
-	jsonw_key(out, "type");
-	jsonw_str(out, "mrkdwn");
-	buf_puts(out, ",");
-	jsonw_key(out, "text");
-	jsonw_str(out, t.data);
-	buf_puts(out, "}]}]}");
+	jsonw_begin_object(&w);
+	jsonw_kv_str(&w, "type", "context");
+	jsonw_key(&w, "elements");
+	jsonw_begin_array(&w);
+	jsonw_begin_object(&w);
+	jsonw_kv_str(&w, "type", "mrkdwn");
+	jsonw_kv_str(&w, "text", t.data);
+	jsonw_end_object(&w);
+	jsonw_end_array(&w);
+	jsonw_end_object(&w);
+	jsonw_end_array(&w);
+	jsonw_end_object(&w);
+	if (jsonw_finish(&w) != 0)
+		log_warn("slack: a message was written wrongly (a bug)");
 	buf_free(&summary);
 	buf_free(&t);
 }

@@ -1,5 +1,6 @@
 /* display.c - see display.h. */
 #include "display.h"
+#include "jsonw.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,6 +175,40 @@ uint32_t display_key(struct display *d, uint8_t type, const char *name, const ch
 	return idx;
 }
 
+void display_mark_unsymbolized(struct display *d, uint32_t key, uint64_t address)
+{
+	d->keys[key].unsymbolized = true;
+	d->keys[key].address = address;
+}
+
+void display_mark_absent(struct display *d, uint32_t key)
+{
+	d->keys[key].absent = true;
+}
+
+void display_frame_json(struct jsonw *w, const struct display *d, uint32_t key, uint32_t line)
+{
+	const struct dkey *k = &d->keys[key];
+	jsonw_kv_str(w, "name", display_str(d, k->name));
+	jsonw_kv_str(w, "frame_type", frame_type_name(k->type));
+	const char *binary = display_str(d, k->binary);
+	if (*binary)
+		jsonw_kv_str(w, "binary", binary);
+	if (k->file) {
+		jsonw_kv_str(w, "file", display_str(d, k->file));
+		if (line)
+			jsonw_kv_u64(w, "line", line);
+	}
+	if (k->unsymbolized) {
+		char hex[24];
+		snprintf(hex, sizeof(hex), "0x%llx", (unsigned long long)k->address);
+		jsonw_kv_bool(w, "symbolized", false);
+		jsonw_kv_str(w, "address", hex);
+	}
+	if (k->absent)
+		jsonw_kv_bool(w, "absent", true);
+}
+
 const struct dkey *display_get(const struct display *d, uint32_t key)
 {
 	return &d->keys[key];
@@ -256,7 +291,9 @@ static void symbolize(struct display *d, const struct store_frame_info *f)
 	} else {
 		buf_printf(name, "%s+0x%llx", *binary ? binary : "[unknown]",
 			   (unsigned long long)f->address);
-		push_run(d, display_key(d, f->type, name->data, binary, NULL), 0);
+		uint32_t key = display_key(d, f->type, name->data, binary, NULL);
+		display_mark_unsymbolized(d, key, f->address);
+		push_run(d, key, 0);
 	}
 	/* Unnamed, but an agent was told to upload this file's symbols: its
 	 * names are on their way. */

@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "jsonw.h"
 #include "server/store/store.h"
 #include "strtab.h"
 #include "server/symbols/symbols.h"
@@ -42,6 +43,9 @@ struct dkey {
 	uint8_t type;
 	bool masked, matched;
 	bool pending; /* unnamed while its symbols are on their way (display_pending) */
+	bool unsymbolized; /* a frame without a symbol, named <binary>+0x<address> */
+	bool absent;       /* a group-by node of samples without the attribute, "[no <name>]" */
+	uint64_t address;  /* of an unsymbolized frame: its offset in the binary */
 	uint32_t name, binary, file; /* display string ids; file 0 = unknown */
 };
 
@@ -70,7 +74,19 @@ void display_free(struct display *d);
 
 uint32_t display_key(struct display *d, uint8_t type, const char *name, const char *binary,
 		     const char *file);
+/* Marks key as a frame without a symbol at address (display_key names it
+ * "<binary>+0x<address>"): display_frame_json then says so in fields. */
+void display_mark_unsymbolized(struct display *d, uint32_t key, uint64_t address);
+/* Marks a synthetic key as the group of samples without its attribute:
+ * display_frame_json then writes "absent":true. */
+void display_mark_absent(struct display *d, uint32_t key);
 const struct dkey *display_get(const struct display *d, uint32_t key);
+/* Writes the fields of the frame of key into the object open in w: name
+ * (what a user reads), frame_type, binary and file when known, line when
+ * known and not 0, for a frame without a symbol "symbolized":false and
+ * "address" (hex, "0x..."), and for a group-by node without its attribute
+ * "absent":true, so clients never parse names. */
+void display_frame_json(struct jsonw *w, const struct display *d, uint32_t key, uint32_t line);
 const char *display_str(const struct display *d, uint32_t id);
 size_t display_count(const struct display *d);
 /* 0, or UREGEX_RC with the message for the client appended to err when

@@ -345,32 +345,8 @@ static uint32_t *ordered(const struct groups *gs, size_t *n)
 	return ids;
 }
 
-static void put_num(struct buf *out, const char *name, double v)
-{
-	buf_printf(out, ",\"%s\":", name);
-	if (isfinite(v))
-		jsonw_double(out, v);
-	else
-		buf_puts(out, "null");
-}
-
-static void put_context(struct buf *out, const struct scope_context *c, uint16_t hz)
-{
-	buf_puts(out, ",\"scope\":{\"sample_rate_hz\":");
-	jsonw_u64(out, hz);
-	buf_puts(out, ",\"seconds\":");
-	jsonw_double(out, c->seconds);
-	buf_puts(out, ",\"all_total\":");
-	jsonw_u64(out, c->total);
-	buf_puts(out, ",\"hosts\":");
-	jsonw_u64(out, c->hosts);
-	buf_puts(out, ",\"host_cpus\":");
-	jsonw_u64(out, c->host_cpus);
-	buf_putc(out, '}');
-}
-
 static void write_top(const struct ent_request *r, struct groups *gs,
-		      const struct scope_context *ctx, struct buf *out)
+		      const struct scope_context *ctx, struct jsonw *w)
 {
 	uint16_t hz = hz_vote_best(&gs->hz);
 	size_t n;
@@ -378,35 +354,28 @@ static void write_top(const struct ent_request *r, struct groups *gs,
 	uint64_t total = 0;
 	for (size_t i = 0; i < n; i++)
 		total += gs->g[ids[i]].self;
-	buf_puts(out, "{\"entity\":");
-	jsonw_str(out, entity_label(r));
-	if (r->attribute) {
-		buf_puts(out, ",\"attribute\":");
-		jsonw_str(out, r->attribute);
-	}
-	buf_puts(out, ",\"unit\":");
-	jsonw_str(out, event_kind_unit(r->scope.kind));
-	event_kind_mode_json(out, r->scope.kind, r->absolute);
-	buf_puts(out, ",\"total\":");
-	jsonw_u64(out, total);
-	put_context(out, ctx, hz);
-	buf_puts(out, ",\"entities_total\":");
-	jsonw_u64(out, n);
-	buf_puts(out, ",\"entities\":[");
+	jsonw_kv_str(w, "entity", entity_label(r));
+	if (r->attribute)
+		jsonw_kv_str(w, "attribute", r->attribute);
+	jsonw_kv_str(w, "unit", event_kind_unit(r->scope.kind));
+	event_kind_mode_json(w, r->scope.kind, r->absolute);
+	jsonw_kv_u64(w, "total", total);
+	jsonw_key(w, "scope");
+	jsonw_begin_object(w);
+	scope_context_json(w, ctx, hz);
+	jsonw_end_object(w);
+	jsonw_kv_u64(w, "entities_total", n);
+	jsonw_key(w, "entities");
+	jsonw_begin_array(w);
 	for (size_t i = 0; i < n && i < r->limit; i++) {
 		const struct group *g = &gs->g[ids[i]];
-		if (i)
-			buf_putc(out, ',');
-		buf_puts(out, "{\"name\":");
-		jsonw_str(out, strtab_get(&gs->names, ids[i]));
-		if (r->shared_objects) {
-			buf_puts(out, ",\"self\":");
-			jsonw_u64(out, g->self);
-		}
-		buf_puts(out, ",\"total\":");
-		jsonw_u64(out, g->total);
+		jsonw_begin_object(w);
+		jsonw_kv_str(w, "name", strtab_get(&gs->names, ids[i]));
+		if (r->shared_objects)
+			jsonw_kv_u64(w, "self", g->self);
+		jsonw_kv_u64(w, "total", g->total);
 		double cores = scope_cores(ctx, r->scope.kind, hz, g->total);
-		put_num(out, "cores", cores);
+		jsonw_kv_double(w, "cores", cores);
 		double pct;
 		if (r->absolute && r->scope.kind == SEK_ON_CPU) {
 			uint32_t cpus = g->cpus ? g->cpus : (uint32_t)ctx->host_cpus;
@@ -414,90 +383,71 @@ static void write_top(const struct ent_request *r, struct groups *gs,
 		} else {
 			pct = ctx->total ? (double)g->total / (double)ctx->total * 100.0 : NAN;
 		}
-		put_num(out, "percent", pct);
-		if (g->cpus) {
-			buf_puts(out, ",\"cpus\":");
-			jsonw_u64(out, g->cpus);
-		}
-		buf_putc(out, '}');
+		jsonw_kv_double(w, "percent", pct);
+		if (g->cpus)
+			jsonw_kv_u64(w, "cpus", g->cpus);
+		jsonw_end_object(w);
 	}
-	buf_putc(out, ']');
+	jsonw_end_array(w);
 	free(ids);
 }
 
 static void write_labels(const struct ent_request *r, struct groups *gs, uint64_t total,
-			 struct buf *out)
+			 struct jsonw *w)
 {
 	size_t n;
 	uint32_t *ids = ordered(gs, &n);
-	buf_puts(out, "{\"unit\":");
-	jsonw_str(out, event_kind_unit(r->scope.kind));
-	buf_puts(out, ",\"total\":");
-	jsonw_u64(out, total);
-	if (r->attribute) {
-		buf_puts(out, ",\"name\":");
-		jsonw_str(out, r->attribute);
-	}
-	buf_puts(out, r->attribute ? ",\"values_total\":" : ",\"names_total\":");
-	jsonw_u64(out, n);
-	buf_puts(out, r->attribute ? ",\"values\":[" : ",\"names\":[");
+	jsonw_kv_str(w, "unit", event_kind_unit(r->scope.kind));
+	jsonw_kv_u64(w, "total", total);
+	if (r->attribute)
+		jsonw_kv_str(w, "name", r->attribute);
+	jsonw_kv_u64(w, r->attribute ? "values_total" : "names_total", n);
+	jsonw_key(w, r->attribute ? "values" : "names");
+	jsonw_begin_array(w);
 	for (size_t i = 0; i < n && i < r->limit; i++) {
 		const struct group *g = &gs->g[ids[i]];
-		if (i)
-			buf_putc(out, ',');
-		buf_puts(out, r->attribute ? "{\"value\":" : "{\"name\":");
-		jsonw_str(out, strtab_get(&gs->names, ids[i]));
-		buf_puts(out, ",\"total\":");
-		jsonw_u64(out, g->total);
-		put_num(out, "percent", total ? (double)g->total / (double)total * 100.0 : NAN);
-		if (!r->attribute) {
-			buf_puts(out, ",\"values\":");
-			jsonw_u64(out, g->nvalues);
-		}
-		buf_putc(out, '}');
+		jsonw_begin_object(w);
+		jsonw_kv_str(w, r->attribute ? "value" : "name", strtab_get(&gs->names, ids[i]));
+		jsonw_kv_u64(w, "total", g->total);
+		jsonw_kv_double(w, "percent", total ? (double)g->total / (double)total * 100.0 : NAN);
+		if (!r->attribute)
+			jsonw_kv_u64(w, "values", g->nvalues);
+		jsonw_end_object(w);
 	}
-	buf_putc(out, ']');
+	jsonw_end_array(w);
 	free(ids);
 }
 
-static void write_series(struct buf *out, const char *name, const double *cores, uint32_t nb,
+static void write_series(struct jsonw *w, const char *name, const double *cores, uint32_t nb,
 			 uint64_t total)
 {
-	buf_puts(out, "{\"name\":");
-	jsonw_str(out, name);
-	buf_puts(out, ",\"total\":");
-	jsonw_u64(out, total);
-	buf_puts(out, ",\"values\":[");
-	for (uint32_t b = 0; b < nb; b++) {
-		if (b)
-			buf_putc(out, ',');
-		jsonw_double(out, cores[b]);
-	}
-	buf_puts(out, "]}");
+	jsonw_begin_object(w);
+	jsonw_kv_str(w, "name", name);
+	jsonw_kv_u64(w, "total", total);
+	jsonw_key(w, "values");
+	jsonw_begin_array(w);
+	for (uint32_t b = 0; b < nb; b++)
+		jsonw_double(w, cores[b]);
+	jsonw_end_array(w);
+	jsonw_end_object(w);
 }
 
-static void write_timeseries(const struct ent_request *r, struct groups *gs, struct buf *out)
+static void write_timeseries(const struct ent_request *r, struct groups *gs, struct jsonw *w)
 {
 	size_t n;
 	uint32_t *ids = ordered(gs, &n);
 	const struct scope *sc = &r->scope;
-	buf_puts(out, "{\"unit\":");
 	/* Per bucket: cores busy (on_cpu), threads waiting (off_cpu), GPUs
 	 * busy (cuda) on average, or bytes (alloc). */
-	jsonw_str(out, event_kind_rate_unit(sc->kind));
-	buf_puts(out, ",\"value_unit\":");
-	jsonw_str(out, event_kind_unit(sc->kind));
-	buf_puts(out, ",\"start_ts\":");
-	jsonw_i64(out, sc->start_ms);
-	buf_puts(out, ",\"bucket_ms\":");
-	jsonw_double(out, (double)(sc->end_ms - sc->start_ms) / r->num_buckets);
-	if (r->attribute) {
-		buf_puts(out, ",\"group_by\":");
-		jsonw_str(out, r->attribute);
-	}
-	buf_puts(out, ",\"groups_total\":");
-	jsonw_u64(out, n);
-	buf_puts(out, ",\"series\":[");
+	jsonw_kv_str(w, "unit", event_kind_rate_unit(sc->kind));
+	jsonw_kv_str(w, "value_unit", event_kind_unit(sc->kind));
+	jsonw_kv_i64(w, "start_ts", sc->start_ms);
+	jsonw_kv_double(w, "bucket_ms", (double)(sc->end_ms - sc->start_ms) / r->num_buckets);
+	if (r->attribute)
+		jsonw_kv_str(w, "group_by", r->attribute);
+	jsonw_kv_u64(w, "groups_total", n);
+	jsonw_key(w, "series");
+	jsonw_begin_array(w);
 	double *other = xcalloc(r->num_buckets, sizeof(double));
 	uint64_t other_total = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -508,15 +458,11 @@ static void write_timeseries(const struct ent_request *r, struct groups *gs, str
 			other_total += g->total;
 			continue;
 		}
-		if (i)
-			buf_putc(out, ',');
-		write_series(out, strtab_get(&gs->names, ids[i]), g->cores, r->num_buckets, g->total);
+		write_series(w, strtab_get(&gs->names, ids[i]), g->cores, r->num_buckets, g->total);
 	}
-	if (other_total) {
-		buf_putc(out, ',');
-		write_series(out, "[other]", other, r->num_buckets, other_total);
-	}
-	buf_putc(out, ']');
+	if (other_total)
+		write_series(w, "[other]", other, r->num_buckets, other_total);
+	jsonw_end_array(w);
 	free(other);
 	free(ids);
 }
@@ -567,20 +513,23 @@ int entities_query(struct store *st, const struct ent_request *r, struct buf *ou
 		for (size_t i = 1; i < strtab_count(&gs.names); i++)
 			total += gs.g[i].total;
 	struct scope_context ctx;
+	struct jsonw w;
+	jsonw_init(&w, out);
+	jsonw_begin_object(&w);
 	if (r->what == ENT_TOP) {
 		scope_context_read(st, &r->scope, &ctx);
-		write_top(r, &gs, &ctx, out);
+		write_top(r, &gs, &ctx, &w);
 	} else if (r->what == ENT_LABELS) {
-		write_labels(r, &gs, total, out);
+		write_labels(r, &gs, total, &w);
 	} else {
-		write_timeseries(r, &gs, out);
+		write_timeseries(r, &gs, &w);
 	}
-	buf_putc(out, ',');
-	scan_stats_json(scan, t0, out);
-	buf_putc(out, '}');
+	jsonw_key(&w, "query_stats");
+	scan_stats_json(scan, t0, &w);
+	jsonw_end_object(&w);
 	stack_sums_free(&ss);
 	strtab_free(&seen);
 	groups_free(&gs);
 	scan_close(scan);
-	return 0;
+	return jsonw_finish_answer(&w, err);
 }

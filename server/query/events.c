@@ -38,7 +38,7 @@ void ev_request_free(struct ev_request *r)
 struct event {
 	int64_t ts;
 	uint64_t value;
-	char *json; /* the rest of the object, written while its part was read */
+	char *json; /* its JSON object, written while its part was read (NULL: a bug, see describe) */
 };
 
 static int cmp_events(const void *a, const void *b)
@@ -99,49 +99,42 @@ static uint64_t collect(struct scan *scan, const struct ev_request *r,
 	return matched;
 }
 
+/* The event's JSON object: time, value, labels and stack. */
 static char *describe(struct display *d, const struct store_segment *p, const struct cand *c)
 {
 	struct buf b = { 0 };
+	struct jsonw w;
+	jsonw_init(&w, &b);
+	jsonw_begin_object(&w);
+	jsonw_kv_i64(&w, "ts", c->ts);
+	jsonw_kv_u64(&w, "value", c->value);
 	const struct store_series *ps = &p->series[c->series];
-	buf_puts(&b, ",\"labels\":{");
+	jsonw_key(&w, "labels");
+	jsonw_begin_object(&w);
 	const uint32_t *kv;
 	size_t n = store_seg_label_pairs(p, ps->labels, &kv);
-	for (size_t i = 0; i < n; i++) {
-		if (i)
-			buf_putc(&b, ',');
-		jsonw_str(&b, store_seg_str(p, kv[2 * i]));
-		buf_putc(&b, ':');
-		jsonw_str(&b, store_seg_str(p, kv[2 * i + 1]));
-	}
-	buf_puts(&b, "},\"stack\":[");
+	for (size_t i = 0; i < n; i++)
+		jsonw_kv_str(&w, store_seg_str(p, kv[2 * i]), store_seg_str(p, kv[2 * i + 1]));
+	jsonw_end_object(&w);
+	jsonw_key(&w, "stack");
+	jsonw_begin_array(&w);
 	uint32_t *k = xmalloc(DISPLAY_MAX_DEPTH * sizeof(uint32_t));
 	uint32_t *l = xmalloc(DISPLAY_MAX_DEPTH * sizeof(uint32_t));
 	size_t depth = display_stack(d, c->stack, k, l, DISPLAY_MAX_DEPTH);
 	for (size_t i = 0; i < depth; i++) {
-		const struct dkey *dk = display_get(d, k[i]);
-		if (i)
-			buf_putc(&b, ',');
-		buf_puts(&b, "{\"name\":");
-		jsonw_str(&b, display_str(d, dk->name));
-		buf_puts(&b, ",\"frame_type\":");
-		jsonw_str(&b, frame_type_name(dk->type));
-		if (*display_str(d, dk->binary)) {
-			buf_puts(&b, ",\"binary\":");
-			jsonw_str(&b, display_str(d, dk->binary));
-		}
-		if (dk->file) {
-			buf_puts(&b, ",\"file\":");
-			jsonw_str(&b, display_str(d, dk->file));
-			if (l[i]) {
-				buf_puts(&b, ",\"line\":");
-				jsonw_u64(&b, l[i]);
-			}
-		}
-		buf_putc(&b, '}');
+		jsonw_begin_object(&w);
+		display_frame_json(&w, d, k[i], l[i]);
+		jsonw_end_object(&w);
 	}
-	buf_puts(&b, "]}");
+	jsonw_end_array(&w);
+	jsonw_end_object(&w);
 	free(k);
 	free(l);
+	if (jsonw_finish(&w)) {
+		/* A bug: the answer fails rather than splice bad JSON. */
+		buf_free(&b);
+		return NULL;
+	}
 	return b.data; /* the buf's bytes, NUL-terminated, now the caller's */
 }
 
@@ -214,26 +207,33 @@ int events_query(struct store *st, struct symbols *sym, const struct ev_request 
 		return rc;
 	}
 	xqsort(ev, nev, sizeof(*ev), cmp_events);
-	buf_puts(out, "{\"unit\":");
-	jsonw_str(out, event_kind_unit(r->scope.kind));
-	buf_puts(out, ",\"events\":[");
+	struct jsonw w;
+	jsonw_init(&w, out);
+	jsonw_begin_object(&w);
+	jsonw_kv_str(&w, "unit", event_kind_unit(r->scope.kind));
+	jsonw_key(&w, "events");
+	jsonw_begin_array(&w);
+	bool bad = false;
 	for (size_t i = 0; i < nev && i < r->limit; i++) {
-		if (i)
-			buf_putc(out, ',');
-		buf_puts(out, "{\"ts\":");
-		jsonw_i64(out, ev[i].ts);
-		buf_puts(out, ",\"value\":");
-		jsonw_u64(out, ev[i].value);
-		buf_puts(out, ev[i].json);
+		if (ev[i].json)
+			jsonw_raw(&w, ev[i].json, strlen(ev[i].json));
+		else
+			bad = true;
 	}
-	buf_puts(out, "],");
-	scan_stats_json(scan, t0, out);
-	buf_putc(out, '}');
+	jsonw_end_array(&w);
+	jsonw_key(&w, "query_stats");
+	scan_stats_json(scan, t0, &w);
+	jsonw_end_object(&w);
+	rc = jsonw_finish_answer(&w, err);
+	if (!rc && bad) {
+		buf_puts(err, "internal error: an event was not written as valid JSON");
+		rc = JSONW_RC;
+	}
 	for (size_t i = 0; i < nev; i++)
 		free(ev[i].json);
 	free(ev);
 	free(c);
 	scan_close(scan);
 	display_free(d);
-	return 0;
+	return rc;
 }

@@ -103,7 +103,8 @@ struct ex {
 	uint32_t *frame_of;
 	size_t nkeys, nframes;
 	/* speedscope */
-	struct buf frames, samples, weights;
+	struct buf frames, samples, weights; /* each a JSON array, written by fw, sw, ww */
+	struct jsonw fw, sw, ww;
 	/* pprof */
 	struct strtab strs;
 	struct fninfo { uint32_t name, system, file; } *fns; /* per function: string ids */
@@ -151,18 +152,13 @@ static uint32_t speedscope_frame(struct ex *x, uint32_t key)
 		return x->frame_of[slot] - 1;
 	const char *name, *type, *binary, *file;
 	frame_of_key(x, key, &name, &type, &binary, &file);
-	if (x->nframes)
-		buf_putc(&x->frames, ',');
-	buf_puts(&x->frames, "{\"name\":");
-	jsonw_str(&x->frames, name);
-	if (file) {
-		buf_puts(&x->frames, ",\"file\":");
-		jsonw_str(&x->frames, file);
-	} else if (*binary) {
-		buf_puts(&x->frames, ",\"file\":");
-		jsonw_str(&x->frames, binary);
-	}
-	buf_putc(&x->frames, '}');
+	jsonw_begin_object(&x->fw);
+	jsonw_kv_str(&x->fw, "name", name);
+	if (file)
+		jsonw_kv_str(&x->fw, "file", file);
+	else if (*binary)
+		jsonw_kv_str(&x->fw, "file", binary);
+	jsonw_end_object(&x->fw);
 	x->frame_of[slot] = (uint32_t)++x->nframes;
 	return (uint32_t)x->nframes - 1;
 }
@@ -255,16 +251,11 @@ static void sample(struct ex *x, uint64_t value)
 		buf_printf(x->out, " %llu\n", (unsigned long long)value);
 		break;
 	case FG_FORMAT_SPEEDSCOPE:
-		if (x->weights.len)
-			buf_putc(&x->samples, ','), buf_putc(&x->weights, ',');
-		buf_putc(&x->samples, '[');
-		for (size_t i = 0; i < n; i++) {
-			if (i)
-				buf_putc(&x->samples, ',');
-			jsonw_u64(&x->samples, x->ids[i]);
-		}
-		buf_putc(&x->samples, ']');
-		jsonw_u64(&x->weights, value);
+		jsonw_begin_array(&x->sw);
+		for (size_t i = 0; i < n; i++)
+			jsonw_u64(&x->sw, x->ids[i]);
+		jsonw_end_array(&x->sw);
+		jsonw_u64(&x->ww, value);
 		break;
 	case FG_FORMAT_PPROF:
 		xgrow((void **)&x->locids, &x->caplocids, x->nlocids + n, sizeof(uint64_t));
@@ -335,25 +326,46 @@ static const char *speedscope_unit(uint8_t kind)
 	}
 }
 
-static void write_speedscope(struct ex *x)
+/* Ends the array w wrote and writes it as the value of key. */
+static int splice_array(struct jsonw *out, const char *key, struct jsonw *w)
 {
-	struct buf *out = x->out;
-	buf_puts(out, "{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\","
-		      "\"version\":\"0.6.0\",\"name\":");
-	jsonw_str(out, x->info->name);
-	buf_puts(out, ",\"activeProfileIndex\":0,\"shared\":{\"frames\":[");
-	buf_append(out, x->frames.data, x->frames.len);
-	buf_puts(out, "]},\"profiles\":[{\"type\":\"sampled\",\"name\":");
-	jsonw_str(out, x->info->name);
-	buf_puts(out, ",\"unit\":");
-	jsonw_str(out, speedscope_unit(x->info->kind));
-	buf_puts(out, ",\"startValue\":0,\"endValue\":");
-	jsonw_u64(out, x->info->total);
-	buf_puts(out, ",\"samples\":[");
-	buf_append(out, x->samples.data, x->samples.len);
-	buf_puts(out, "],\"weights\":[");
-	buf_append(out, x->weights.data, x->weights.len);
-	buf_puts(out, "]}]}");
+	jsonw_end_array(w);
+	jsonw_key(out, key);
+	jsonw_raw(out, w->b->data, w->b->len);
+	return jsonw_finish(w);
+}
+
+static int write_speedscope(struct ex *x, struct buf *err)
+{
+	struct jsonw w;
+	jsonw_init(&w, x->out);
+	jsonw_begin_object(&w);
+	jsonw_kv_str(&w, "$schema", "https://www.speedscope.app/file-format-schema.json");
+	jsonw_kv_str(&w, "version", "0.6.0");
+	jsonw_kv_str(&w, "name", x->info->name);
+	jsonw_kv_u64(&w, "activeProfileIndex", 0);
+	jsonw_key(&w, "shared");
+	jsonw_begin_object(&w);
+	int rc = splice_array(&w, "frames", &x->fw);
+	jsonw_end_object(&w);
+	jsonw_key(&w, "profiles");
+	jsonw_begin_array(&w);
+	jsonw_begin_object(&w);
+	jsonw_kv_str(&w, "type", "sampled");
+	jsonw_kv_str(&w, "name", x->info->name);
+	jsonw_kv_str(&w, "unit", speedscope_unit(x->info->kind));
+	jsonw_kv_u64(&w, "startValue", 0);
+	jsonw_kv_u64(&w, "endValue", x->info->total);
+	rc |= splice_array(&w, "samples", &x->sw);
+	rc |= splice_array(&w, "weights", &x->ww);
+	jsonw_end_object(&w);
+	jsonw_end_array(&w);
+	jsonw_end_object(&w);
+	if (rc) {
+		buf_puts(err, "internal error: the speedscope export was not written as valid JSON");
+		return JSONW_RC;
+	}
+	return jsonw_finish_answer(&w, err);
 }
 
 static int64_t clamp64(uint64_t v)
@@ -519,6 +531,14 @@ int export_tree(enum fg_format f, struct otree *t, const struct display *d, size
 			.start = out->len };
 	x.frame_of = xcalloc(x.nkeys + 1, sizeof(uint32_t));
 	strtab_init(&x.strs);
+	if (f == FG_FORMAT_SPEEDSCOPE) {
+		jsonw_init(&x.fw, &x.frames);
+		jsonw_init(&x.sw, &x.samples);
+		jsonw_init(&x.ww, &x.weights);
+		jsonw_begin_array(&x.fw);
+		jsonw_begin_array(&x.sw);
+		jsonw_begin_array(&x.ww);
+	}
 	const struct otree_visitor v = { enter, leave };
 	otree_visit(t, d, max_nodes, &v, &x);
 	int rc = 0;
@@ -532,7 +552,7 @@ int export_tree(enum fg_format f, struct otree *t, const struct display *d, size
 			   x.max_bytes >= (1u << 20) ? "MiB" : "bytes", max_nodes);
 		rc = -1;
 	} else if (f == FG_FORMAT_SPEEDSCOPE)
-		write_speedscope(&x);
+		rc = write_speedscope(&x, err);
 	else if (f == FG_FORMAT_PPROF)
 		rc = write_pprof(&x, err);
 	free(x.ids);

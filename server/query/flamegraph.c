@@ -401,11 +401,15 @@ static uint32_t group_node(struct fg *q, const struct store_segment *p, uint32_t
 		enum fg_synthetic syn = q->r->synthetic[s];
 		const char *v = store_seg_label_value(p, labels, synthetic_attrs[syn]);
 		char none[64];
-		if (!v || !*v) {
+		bool absent = !v || !*v;
+		if (absent) {
 			snprintf(none, sizeof(none), "[no %s]", synthetic_names[syn]);
 			v = none;
 		}
-		node = otree_child(&q->tree, node, display_key(q->disp, DT_SYNTHETIC, v, "", NULL));
+		uint32_t key = display_key(q->disp, DT_SYNTHETIC, v, "", NULL);
+		if (absent)
+			display_mark_absent(q->disp, key);
+		node = otree_child(&q->tree, node, key);
 	}
 	if (labels < p->nlabels)
 		q->group_of[labels] = node;
@@ -618,46 +622,39 @@ int flamegraph_query(struct store *st, struct symbols *sym, struct fetcher *fetc
 		fg_free(&q);
 		return rc;
 	}
-	buf_puts(out, "{\"unit\":");
-	jsonw_str(out, event_kind_unit(r->scope.kind));
-	buf_puts(out, ",\"sample_rate_hz\":");
-	jsonw_u64(out, hz);
-	buf_puts(out, ",\"total\":");
-	jsonw_u64(out, q.total);
-	if (r->num_samples) {
-		buf_puts(out, ",\"sampled_from\":");
-		jsonw_u64(out, q.sampled_from);
-	}
-	buf_puts(out, ",\"root\":");
-	size_t written = otree_write(&q.tree, q.disp, r->max_nodes, out);
+	struct jsonw w;
+	jsonw_init(&w, out);
+	jsonw_begin_object(&w);
+	jsonw_kv_str(&w, "unit", event_kind_unit(r->scope.kind));
+	jsonw_kv_u64(&w, "sample_rate_hz", hz);
+	jsonw_kv_u64(&w, "total", q.total);
+	if (r->num_samples)
+		jsonw_kv_u64(&w, "sampled_from", q.sampled_from);
+	jsonw_key(&w, "root");
+	size_t written = otree_write(&q.tree, q.disp, r->max_nodes, &w);
 	if (q.buckets) {
-		buf_puts(out, ",\"stats\":{\"start_ts\":");
-		jsonw_i64(out, r->scope.start_ms);
-		buf_puts(out, ",\"bucket_ms\":");
-		jsonw_double(out, (double)(r->scope.end_ms - r->scope.start_ms) / r->num_stat_buckets);
-		buf_puts(out, ",\"values\":[");
-		for (uint32_t i = 0; i < r->num_stat_buckets; i++) {
-			if (i)
-				buf_putc(out, ',');
-			jsonw_u64(out, q.buckets[i]);
-		}
-		buf_puts(out, "]}");
+		jsonw_key(&w, "stats");
+		jsonw_begin_object(&w);
+		jsonw_kv_i64(&w, "start_ts", r->scope.start_ms);
+		jsonw_kv_double(&w, "bucket_ms",
+				(double)(r->scope.end_ms - r->scope.start_ms) / r->num_stat_buckets);
+		jsonw_key(&w, "values");
+		jsonw_begin_array(&w);
+		for (uint32_t i = 0; i < r->num_stat_buckets; i++)
+			jsonw_u64(&w, q.buckets[i]);
+		jsonw_end_array(&w);
+		jsonw_end_object(&w);
 	}
-	buf_puts(out, ",\"nodes\":");
-	jsonw_u64(out, q.tree.n);
-	buf_puts(out, ",\"nodes_written\":");
-	jsonw_u64(out, written);
-	buf_puts(out, ",\"distinct_stacks\":");
-	jsonw_u64(out, q.distinct_stacks);
-	buf_puts(out, ",\"symbols_pending\":");
-	jsonw_u64(out, display_pending(q.disp));
-	if (q.pruned) {
-		buf_puts(out, ",\"tree_pruned\":");
-		jsonw_u64(out, q.pruned);
-	}
-	buf_putc(out, ',');
-	scan_stats_json(q.scan, t0, out);
-	buf_puts(out, "}");
+	jsonw_kv_u64(&w, "nodes", q.tree.n);
+	jsonw_kv_u64(&w, "nodes_written", written);
+	jsonw_kv_u64(&w, "distinct_stacks", q.distinct_stacks);
+	jsonw_kv_u64(&w, "symbols_pending", display_pending(q.disp));
+	if (q.pruned)
+		jsonw_kv_u64(&w, "tree_pruned", q.pruned);
+	jsonw_key(&w, "query_stats");
+	scan_stats_json(q.scan, t0, &w);
+	jsonw_end_object(&w);
+	rc = jsonw_finish_answer(&w, err);
 	fg_free(&q);
-	return 0;
+	return rc;
 }

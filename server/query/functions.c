@@ -316,7 +316,11 @@ static int collect(struct fn_pass *f, struct store *st, const struct scope *sc, 
 	t->hz = hz_vote_best(&ss.hz);
 	stack_sums_free(&ss);
 	scope_context_read(st, sc, &t->ctx);
-	scan_stats_json(scan, t0, stats);
+	struct jsonw sw;
+	jsonw_init(&sw, stats);
+	scan_stats_json(scan, t0, &sw);
+	if (!rc)
+		rc = jsonw_finish_answer(&sw, err);
 	scan_close(scan);
 	return rc;
 }
@@ -354,6 +358,8 @@ static void rekey(struct ftab *t, const struct display *from, struct display *to
 		uint32_t at = display_key(to, dk->type, display_str(from, dk->name),
 					  display_str(from, dk->binary),
 					  dk->file ? display_str(from, dk->file) : NULL);
+		if (dk->unsymbolized)
+			display_mark_unsymbolized(to, at, dk->address);
 		if (cap <= at) {
 			size_t old = cap;
 			xgrow((void **)&v, &cap, (size_t)at + 1, sizeof(*v));
@@ -369,15 +375,6 @@ static void rekey(struct ftab *t, const struct display *from, struct display *to
 
 /* --- answers ------------------------------------------------------------------- */
 
-static void put_num(struct buf *out, const char *name, double v)
-{
-	buf_printf(out, ",\"%s\":", name);
-	if (isfinite(v))
-		jsonw_double(out, v);
-	else
-		buf_puts(out, "null");
-}
-
 static double percent(const struct fn_request *r, const struct ftab *t, uint64_t v)
 {
 	if (r->absolute && r->scope.kind == SEK_ON_CPU) {
@@ -388,58 +385,29 @@ static double percent(const struct fn_request *r, const struct ftab *t, uint64_t
 	return t->ctx.total ? (double)v / (double)t->ctx.total * 100.0 : NAN;
 }
 
-static void put_key(struct buf *out, const struct display *d, uint32_t key)
-{
-	const struct dkey *k = display_get(d, key);
-	buf_puts(out, "{\"name\":");
-	jsonw_str(out, display_str(d, k->name));
-	buf_puts(out, ",\"frame_type\":");
-	jsonw_str(out, frame_type_name(k->type));
-	if (*display_str(d, k->binary)) {
-		buf_puts(out, ",\"binary\":");
-		jsonw_str(out, display_str(d, k->binary));
-	}
-	if (k->file) {
-		buf_puts(out, ",\"file\":");
-		jsonw_str(out, display_str(d, k->file));
-	}
-}
-
-static void put_values(struct buf *out, const struct fn_request *r, const struct ftab *t,
+static void put_values(struct jsonw *w, const struct fn_request *r, const struct ftab *t,
 		       const struct fstat *v, const char *prefix)
 {
-	char name[64];
-	snprintf(name, sizeof(name), "%sself", prefix);
-	buf_printf(out, ",\"%s\":", name);
-	jsonw_u64(out, v->self);
-	snprintf(name, sizeof(name), "%stotal", prefix);
-	buf_printf(out, ",\"%s\":", name);
-	jsonw_u64(out, v->total);
-	snprintf(name, sizeof(name), "%sself_cores", prefix);
-	put_num(out, name, scope_cores(&t->ctx, r->scope.kind, t->hz, v->self));
-	snprintf(name, sizeof(name), "%stotal_cores", prefix);
-	put_num(out, name, scope_cores(&t->ctx, r->scope.kind, t->hz, v->total));
-	snprintf(name, sizeof(name), "%sself_percent", prefix);
-	put_num(out, name, percent(r, t, v->self));
-	snprintf(name, sizeof(name), "%stotal_percent", prefix);
-	put_num(out, name, percent(r, t, v->total));
+	static const char *const names[] = { "self", "total", "self_cores", "total_cores",
+					     "self_percent", "total_percent" };
+	char name[6][64];
+	for (size_t i = 0; i < 6; i++)
+		snprintf(name[i], sizeof(name[i]), "%s%s", prefix, names[i]);
+	jsonw_kv_u64(w, name[0], v->self);
+	jsonw_kv_u64(w, name[1], v->total);
+	jsonw_kv_double(w, name[2], scope_cores(&t->ctx, r->scope.kind, t->hz, v->self));
+	jsonw_kv_double(w, name[3], scope_cores(&t->ctx, r->scope.kind, t->hz, v->total));
+	jsonw_kv_double(w, name[4], percent(r, t, v->self));
+	jsonw_kv_double(w, name[5], percent(r, t, v->total));
 }
 
-static void put_context(struct buf *out, const char *name, const struct ftab *t)
+static void put_context(struct jsonw *w, const char *name, const struct ftab *t)
 {
-	buf_printf(out, ",\"%s\":{\"total\":", name);
-	jsonw_u64(out, t->total);
-	buf_puts(out, ",\"sample_rate_hz\":");
-	jsonw_u64(out, t->hz);
-	buf_puts(out, ",\"seconds\":");
-	jsonw_double(out, t->ctx.seconds);
-	buf_puts(out, ",\"all_total\":");
-	jsonw_u64(out, t->ctx.total);
-	buf_puts(out, ",\"hosts\":");
-	jsonw_u64(out, t->ctx.hosts);
-	buf_puts(out, ",\"host_cpus\":");
-	jsonw_u64(out, t->ctx.host_cpus);
-	buf_putc(out, '}');
+	jsonw_key(w, name);
+	jsonw_begin_object(w);
+	jsonw_kv_u64(w, "total", t->total);
+	scope_context_json(w, &t->ctx, t->hz);
+	jsonw_end_object(w);
 }
 
 struct sort_ctx {
@@ -506,39 +474,40 @@ static uint32_t *listed(const struct display *d, const struct ftab *a, const str
 	return keys;
 }
 
+/* The members every answer starts with. */
+static void put_head(struct jsonw *w, const struct fn_request *r, const struct ftab *t)
+{
+	jsonw_kv_str(w, "unit", event_kind_unit(r->scope.kind));
+	jsonw_kv_u64(w, "sample_rate_hz", t->hz);
+	jsonw_kv_u64(w, "total", t->total);
+}
+
 static void write_top(struct fn_pass *f, const struct fn_request *r, struct ftab *t,
-		      struct buf *out)
+		      struct jsonw *w)
 {
 	size_t n;
 	uint32_t *keys = listed(f->d, t, NULL, r->frame_types, &n);
 	struct sort_ctx sc = { f->d, t, NULL, r->sort_total, r->scope.kind };
 	qsort_r(keys, n, sizeof(uint32_t), cmp_keys, &sc);
-	buf_puts(out, "{\"unit\":");
-	jsonw_str(out, event_kind_unit(r->scope.kind));
-	buf_puts(out, ",\"sample_rate_hz\":");
-	jsonw_u64(out, t->hz);
-	buf_puts(out, ",\"total\":");
-	jsonw_u64(out, t->total);
-	event_kind_mode_json(out, r->scope.kind, r->absolute);
-	put_context(out, "scope", t);
-	buf_puts(out, ",\"symbols_pending\":");
-	jsonw_u64(out, display_pending(f->d));
-	buf_puts(out, ",\"functions_total\":");
-	jsonw_u64(out, n);
-	buf_puts(out, ",\"functions\":[");
+	put_head(w, r, t);
+	event_kind_mode_json(w, r->scope.kind, r->absolute);
+	put_context(w, "scope", t);
+	jsonw_kv_u64(w, "symbols_pending", display_pending(f->d));
+	jsonw_kv_u64(w, "functions_total", n);
+	jsonw_key(w, "functions");
+	jsonw_begin_array(w);
 	for (size_t i = 0; i < n && i < r->limit; i++) {
-		if (i)
-			buf_putc(out, ',');
-		put_key(out, f->d, keys[i]);
-		put_values(out, r, t, &t->v[keys[i]], "");
-		buf_putc(out, '}');
+		jsonw_begin_object(w);
+		display_frame_json(w, f->d, keys[i], 0);
+		put_values(w, r, t, &t->v[keys[i]], "");
+		jsonw_end_object(w);
 	}
-	buf_puts(out, "]");
+	jsonw_end_array(w);
 	free(keys);
 }
 
 static void write_diff(struct fn_pass *f, const struct fn_request *r, struct ftab *base,
-		       struct ftab *cmp, struct buf *out)
+		       struct ftab *cmp, struct jsonw *w)
 {
 	/* Both tables cover every key. */
 	size_t nk = display_count(f->d);
@@ -555,76 +524,64 @@ static void write_diff(struct fn_pass *f, const struct fn_request *r, struct fta
 	 * and sample rate. */
 	struct sort_ctx sc = { f->d, base, cmp, r->sort_total, r->scope.kind };
 	qsort_r(keys, n, sizeof(uint32_t), cmp_keys, &sc);
-	buf_puts(out, "{\"unit\":");
-	jsonw_str(out, event_kind_unit(r->scope.kind));
-	put_context(out, "baseline", base);
-	put_context(out, "comparison", cmp);
-	event_kind_mode_json(out, r->scope.kind, r->absolute);
+	jsonw_kv_str(w, "unit", event_kind_unit(r->scope.kind));
+	put_context(w, "baseline", base);
+	put_context(w, "comparison", cmp);
+	event_kind_mode_json(w, r->scope.kind, r->absolute);
 	size_t added = 0, removed = 0;
 	for (size_t i = 0; i < n; i++) {
 		added += base->v[keys[i]].total == 0;
 		removed += cmp->v[keys[i]].total == 0;
 	}
-	buf_puts(out, ",\"functions_total\":");
-	jsonw_u64(out, n);
-	buf_puts(out, ",\"functions_new\":");
-	jsonw_u64(out, added);
-	buf_puts(out, ",\"functions_removed\":");
-	jsonw_u64(out, removed);
-	buf_puts(out, ",\"functions\":[");
+	jsonw_kv_u64(w, "functions_total", n);
+	jsonw_kv_u64(w, "functions_new", added);
+	jsonw_kv_u64(w, "functions_removed", removed);
+	jsonw_key(w, "functions");
+	jsonw_begin_array(w);
 	for (size_t i = 0; i < n && i < r->limit; i++) {
 		uint32_t k = keys[i];
-		if (i)
-			buf_putc(out, ',');
-		put_key(out, f->d, k);
+		jsonw_begin_object(w);
+		display_frame_json(w, f->d, k, 0);
 		const char *status = base->v[k].total == 0 ? "new"
 				   : cmp->v[k].total == 0  ? "removed"
 							   : "changed";
-		buf_puts(out, ",\"status\":");
-		jsonw_str(out, status);
-		put_values(out, r, base, &base->v[k], "baseline_");
-		put_values(out, r, cmp, &cmp->v[k], "comparison_");
+		jsonw_kv_str(w, "status", status);
+		put_values(w, r, base, &base->v[k], "baseline_");
+		put_values(w, r, cmp, &cmp->v[k], "comparison_");
 		double bs = scope_cores(&base->ctx, r->scope.kind, base->hz, base->v[k].self);
 		double bt = scope_cores(&base->ctx, r->scope.kind, base->hz, base->v[k].total);
 		double cs = scope_cores(&cmp->ctx, r->scope.kind, cmp->hz, cmp->v[k].self);
 		double ct = scope_cores(&cmp->ctx, r->scope.kind, cmp->hz, cmp->v[k].total);
-		put_num(out, "self_cores_change", cs - bs);
-		put_num(out, "total_cores_change", ct - bt);
-		put_num(out, "self_change_percent", bs > 0 ? (cs - bs) / bs * 100.0 : NAN);
-		put_num(out, "total_change_percent", bt > 0 ? (ct - bt) / bt * 100.0 : NAN);
-		buf_putc(out, '}');
+		jsonw_kv_double(w, "self_cores_change", cs - bs);
+		jsonw_kv_double(w, "total_cores_change", ct - bt);
+		jsonw_kv_double(w, "self_change_percent", bs > 0 ? (cs - bs) / bs * 100.0 : NAN);
+		jsonw_kv_double(w, "total_change_percent", bt > 0 ? (ct - bt) / bt * 100.0 : NAN);
+		jsonw_end_object(w);
 	}
-	buf_puts(out, "]");
+	jsonw_end_array(w);
 	free(keys);
 }
 
 static void write_sandwich(struct fn_pass *f, const struct fn_request *r, struct ftab *t,
-			   struct buf *out)
+			   struct jsonw *w)
 {
-	buf_puts(out, "{\"unit\":");
-	jsonw_str(out, event_kind_unit(r->scope.kind));
-	buf_puts(out, ",\"sample_rate_hz\":");
-	jsonw_u64(out, t->hz);
-	buf_puts(out, ",\"total\":");
-	jsonw_u64(out, t->total);
-	put_context(out, "scope", t);
-	event_kind_mode_json(out, r->scope.kind, r->absolute);
-	buf_puts(out, ",\"function\":{\"name\":");
-	jsonw_str(out, r->function);
-	if (r->binary) {
-		buf_puts(out, ",\"binary\":");
-		jsonw_str(out, r->binary);
-	}
-	if (f->center_type >= 0) {
-		buf_puts(out, ",\"frame_type\":");
-		jsonw_str(out, frame_type_name((uint8_t)f->center_type));
-	}
-	put_values(out, r, t, &f->center, "");
-	buf_puts(out, "},\"callers\":");
+	put_head(w, r, t);
+	put_context(w, "scope", t);
+	event_kind_mode_json(w, r->scope.kind, r->absolute);
+	jsonw_key(w, "function");
+	jsonw_begin_object(w);
+	jsonw_kv_str(w, "name", r->function);
+	if (r->binary)
+		jsonw_kv_str(w, "binary", r->binary);
+	if (f->center_type >= 0)
+		jsonw_kv_str(w, "frame_type", frame_type_name((uint8_t)f->center_type));
+	put_values(w, r, t, &f->center, "");
+	jsonw_end_object(w);
+	jsonw_key(w, "callers");
 	f->callers.nodes[0].self = 0;
-	otree_write(&f->callers, f->d, r->max_nodes, out);
-	buf_puts(out, ",\"callees\":");
-	otree_write(&f->callees, f->d, r->max_nodes, out);
+	otree_write(&f->callers, f->d, r->max_nodes, w);
+	jsonw_key(w, "callees");
+	otree_write(&f->callees, f->d, r->max_nodes, w);
 }
 
 int functions_query(struct store *st, struct symbols *sym, struct fetcher *fetch,
@@ -645,6 +602,8 @@ int functions_query(struct store *st, struct symbols *sym, struct fetcher *fetch
 	f.other_key = display_key(f.d, DT_OTHER, "[other]", "", NULL);
 	struct ftab a = { 0 }, b = { 0 };
 	struct buf stats_a = { 0 }, stats_b = { 0 };
+	struct jsonw w;
+	jsonw_init(&w, out);
 	int rc = -1;
 	if (r->what == FN_DIFF) {
 		struct side cmp = { .f = { .r = r, .center_type = -1 }, .st = st, .sc = &r->scope,
@@ -676,23 +635,25 @@ int functions_query(struct store *st, struct symbols *sym, struct fetcher *fetch
 			rc = rca < 0 ? rca : cmp.rc;
 			goto out;
 		}
-		write_diff(&f, r, &a, &b, out);
-		buf_puts(out, ",\"baseline_");
-		buf_append(out, stats_a.data + 1, stats_a.len - 1);
-		buf_puts(out, ",");
-		buf_append(out, stats_b.data, stats_b.len);
+		jsonw_begin_object(&w);
+		write_diff(&f, r, &a, &b, &w);
+		jsonw_key(&w, "baseline_query_stats");
+		jsonw_raw(&w, stats_a.data, stats_a.len);
+		jsonw_key(&w, "query_stats");
+		jsonw_raw(&w, stats_b.data, stats_b.len);
 	} else {
 		if ((rc = collect(&f, st, &r->scope, &a, t0, &stats_a, err)) < 0)
 			goto out;
+		jsonw_begin_object(&w);
 		if (r->what == FN_TOP)
-			write_top(&f, r, &a, out);
+			write_top(&f, r, &a, &w);
 		else
-			write_sandwich(&f, r, &a, out);
-		buf_putc(out, ',');
-		buf_append(out, stats_a.data, stats_a.len);
+			write_sandwich(&f, r, &a, &w);
+		jsonw_key(&w, "query_stats");
+		jsonw_raw(&w, stats_a.data, stats_a.len);
 	}
-	buf_puts(out, "}");
-	rc = 0;
+	jsonw_end_object(&w);
+	rc = jsonw_finish_answer(&w, err);
 out:
 	free(a.v);
 	free(b.v);

@@ -904,7 +904,9 @@ static void *worker(void *arg)
 		uint64_t t0 = now_mono_ns();
 		struct idlist l = { 0 };
 		struct buf scratch = { 0 };
-		projects_list_json(r->pj, collect_id, &l, &scratch);
+		struct jsonw sw;
+		jsonw_init(&sw, &scratch);
+		projects_list_json(r->pj, collect_id, &l, &sw);
 		buf_free(&scratch);
 		for (size_t i = 0; i < l.n && !stopping(r); i++) {
 			struct buf err = { 0 };
@@ -1182,6 +1184,18 @@ out:
 	return generate(r, st, sym, project, false, false, "suppress", now_ms, err) < 0 ? -2 : 0;
 }
 
+/* Ends an answer written with w into out: its final newline, or -1 when
+ * the writer saw a misuse (a bug, named in err). */
+static int finish_json(struct jsonw *w, struct buf *out, struct buf *err)
+{
+	if (jsonw_finish(w) != 0) {
+		buf_puts(err, "internal error: an answer was written wrongly");
+		return -1;
+	}
+	buf_putc(out, '\n');
+	return 0;
+}
+
 int recs_suppressed_json(struct recs *r, const char *project, struct buf *out, struct buf *err)
 {
 	sqlite3_stmt *q = NULL;
@@ -1189,28 +1203,24 @@ int recs_suppressed_json(struct recs *r, const char *project, struct buf *out, s
 				 "WHERE project = ?1 ORDER BY at_ms DESC, trace_id", &q, err) < 0)
 		return -1;
 	sqlite3_bind_text(q, 1, project, -1, SQLITE_STATIC);
-	buf_puts(out, "{\"suppressed\":[");
-	for (int n = 0; sqlite3_step(q) == SQLITE_ROW; n++) {
-		buf_puts(out, n ? ",{" : "{");
-		jsonw_key(out, "trace_id");
-		jsonw_str(out, (const char *)sqlite3_column_text(q, 0));
-		buf_puts(out, ",");
-		jsonw_key(out, "application");
-		jsonw_str(out, (const char *)sqlite3_column_text(q, 1));
-		buf_puts(out, ",");
-		jsonw_key(out, "leaf");
-		jsonw_str(out, (const char *)sqlite3_column_text(q, 2));
-		buf_puts(out, ",");
-		jsonw_key(out, "actor");
-		jsonw_str(out, (const char *)sqlite3_column_text(q, 3));
-		buf_puts(out, ",");
-		jsonw_key(out, "at");
-		jsonw_i64(out, sqlite3_column_int64(q, 4));
-		buf_puts(out, "}");
+	struct jsonw w;
+	jsonw_init(&w, out);
+	jsonw_begin_object(&w);
+	jsonw_key(&w, "suppressed");
+	jsonw_begin_array(&w);
+	while (sqlite3_step(q) == SQLITE_ROW) {
+		jsonw_begin_object(&w);
+		jsonw_kv_str(&w, "trace_id", (const char *)sqlite3_column_text(q, 0));
+		jsonw_kv_str(&w, "application", (const char *)sqlite3_column_text(q, 1));
+		jsonw_kv_str(&w, "leaf", (const char *)sqlite3_column_text(q, 2));
+		jsonw_kv_str(&w, "actor", (const char *)sqlite3_column_text(q, 3));
+		jsonw_kv_i64(&w, "at", sqlite3_column_int64(q, 4));
+		jsonw_end_object(&w);
 	}
-	buf_puts(out, "]}\n");
+	jsonw_end_array(&w);
+	jsonw_end_object(&w);
 	sqlite3_finalize(q);
-	return 0;
+	return finish_json(&w, out, err);
 }
 
 int recs_history_json(struct recs *r, const char *project, int limit, struct buf *out, struct buf *err)
@@ -1221,38 +1231,34 @@ int recs_history_json(struct recs *r, const char *project, int limit, struct buf
 		return -1;
 	sqlite3_bind_text(q, 1, project, -1, SQLITE_STATIC);
 	sqlite3_bind_int(q, 2, limit < 1 ? 1 : limit > 1000 ? 1000 : limit);
-	buf_puts(out, "{\"history\":[");
+	struct jsonw w;
+	jsonw_init(&w, out);
+	jsonw_begin_object(&w);
+	jsonw_key(&w, "history");
+	jsonw_begin_array(&w);
 	static const char *const cols[] = { "at", "actor", "action", "id", "from", "to" };
-	for (int n = 0; sqlite3_step(q) == SQLITE_ROW; n++) {
-		buf_puts(out, n ? ",{" : "{");
-		for (int c = 0; c < 6; c++) {
-			if (c)
-				buf_puts(out, ",");
-			jsonw_key(out, cols[c]);
-			if (c == 0)
-				jsonw_i64(out, sqlite3_column_int64(q, 0));
-			else
-				jsonw_str(out, (const char *)sqlite3_column_text(q, c));
-		}
-		buf_puts(out, "}");
+	while (sqlite3_step(q) == SQLITE_ROW) {
+		jsonw_begin_object(&w);
+		jsonw_kv_i64(&w, cols[0], sqlite3_column_int64(q, 0));
+		for (int c = 1; c < 6; c++)
+			jsonw_kv_str(&w, cols[c], (const char *)sqlite3_column_text(q, c));
+		jsonw_end_object(&w);
 	}
-	buf_puts(out, "]}\n");
+	jsonw_end_array(&w);
+	jsonw_end_object(&w);
 	sqlite3_finalize(q);
-	return 0;
+	return finish_json(&w, out, err);
 }
 
 /* --- settings ---------------------------------------------------------------- */
 
-static void settings_obj(struct buf *out, const struct recs_config *c)
+static void settings_obj(struct jsonw *w, const struct recs_config *c)
 {
 	for (size_t k = 0; k < ARRAY_SIZE(setting_keys); k++) {
-		if (k)
-			buf_puts(out, ",");
-		jsonw_key(out, setting_keys[k]);
 		if (k == 2 || k == 4)
-			jsonw_i64(out, (int64_t)setting_get(c, k));
+			jsonw_kv_i64(w, setting_keys[k], (int64_t)setting_get(c, k));
 		else
-			jsonw_double(out, setting_get(c, k));
+			jsonw_kv_double(w, setting_keys[k], setting_get(c, k));
 	}
 }
 
@@ -1262,18 +1268,23 @@ void recs_settings_json(struct recs *r, struct buf *out)
 	struct recs_config c = r->c, f = r->flags;
 	unsigned ov = r->overridden;
 	pthread_mutex_unlock(&r->mu);
-	buf_puts(out, "{");
-	settings_obj(out, &c);
-	buf_puts(out, ",\"defaults\":{");
-	settings_obj(out, &f);
-	buf_puts(out, "},\"overridden\":[");
-	for (size_t k = 0, n = 0; k < ARRAY_SIZE(setting_keys); k++)
-		if (ov & (1u << k)) {
-			if (n++)
-				buf_puts(out, ",");
-			jsonw_str(out, setting_keys[k]);
-		}
-	buf_puts(out, "]}\n");
+	struct jsonw w;
+	jsonw_init(&w, out);
+	jsonw_begin_object(&w);
+	settings_obj(&w, &c);
+	jsonw_key(&w, "defaults");
+	jsonw_begin_object(&w);
+	settings_obj(&w, &f);
+	jsonw_end_object(&w);
+	jsonw_key(&w, "overridden");
+	jsonw_begin_array(&w);
+	for (size_t k = 0; k < ARRAY_SIZE(setting_keys); k++)
+		if (ov & (1u << k))
+			jsonw_str(&w, setting_keys[k]);
+	jsonw_end_array(&w);
+	jsonw_end_object(&w);
+	if (jsonw_finish(&w) == 0)
+		buf_putc(out, '\n');
 }
 
 int recs_settings_put(struct recs *r, const json_t *doc, const char *actor, int64_t now_ms, struct buf *err)

@@ -55,17 +55,16 @@ bool event_kind_absolute_ok(uint8_t kind)
 	return kind == SEK_ON_CPU;
 }
 
-void event_kind_mode_json(struct buf *out, uint8_t kind, bool absolute)
+void event_kind_mode_json(struct jsonw *w, uint8_t kind, bool absolute)
 {
 	bool abs_ok = absolute && event_kind_absolute_ok(kind);
-	buf_puts(out, ",\"cpu_mode\":");
-	jsonw_str(out, abs_ok ? "absolute" : "relative");
-	buf_puts(out, ",\"cores_unit\":");
-	jsonw_str(out, event_kind_rate_unit(kind));
+	jsonw_kv_str(w, "cpu_mode", abs_ok ? "absolute" : "relative");
+	jsonw_kv_str(w, "cores_unit", event_kind_rate_unit(kind));
 	if (absolute && !abs_ok) {
-		buf_puts(out, ",\"cpu_mode_note\":");
-		buf_printf(out, "\"absolute CPU %% applies to on_cpu only; %s percentages are relative\"",
-			   event_kind_name(kind));
+		char note[128];
+		snprintf(note, sizeof(note), "absolute CPU %% applies to on_cpu only; %s percentages are relative",
+			 event_kind_name(kind));
+		jsonw_kv_str(w, "cpu_mode_note", note);
 	}
 }
 
@@ -366,30 +365,21 @@ int64_t scan_series_total(struct scan *s, uint32_t series)
 	return (int64_t)(sum + (uint64_t)edge[0] + (uint64_t)edge[1]);
 }
 
-void scan_stats_json(const struct scan *s, uint64_t start_ns, struct buf *out)
+void scan_stats_json(const struct scan *s, uint64_t start_ns, struct jsonw *w)
 {
 	const struct store_view_stats *v = store_view_stats(s->view);
-	buf_puts(out, "\"query_stats\":{\"parts\":");
-	jsonw_u64(out, v->parts);
-	buf_puts(out, ",\"parts_skipped\":");
-	jsonw_u64(out, v->parts_skipped);
-	buf_puts(out, ",\"series_read\":");
-	jsonw_u64(out, s->series_selected);
-	buf_puts(out, ",\"rows_read\":");
-	jsonw_u64(out, v->rows_read);
-	buf_puts(out, ",\"rows_matched\":");
-	jsonw_u64(out, s->rows_matched);
-	buf_puts(out, ",\"stack_sums_read\":");
-	jsonw_u64(out, v->stack_sums_read);
-	buf_puts(out, ",\"rollup_stacks_read\":");
-	jsonw_u64(out, s->rollup_stacks);
-	buf_puts(out, ",\"bytes_read\":");
-	jsonw_u64(out, v->bytes_read);
-	buf_puts(out, ",\"chunks_skipped\":");
-	jsonw_u64(out, v->chunks_skipped);
-	buf_puts(out, ",\"time_ms\":");
-	jsonw_double(out, (double)(now_mono_ns() - start_ns) / 1e6);
-	buf_putc(out, '}');
+	jsonw_begin_object(w);
+	jsonw_kv_u64(w, "parts", v->parts);
+	jsonw_kv_u64(w, "parts_skipped", v->parts_skipped);
+	jsonw_kv_u64(w, "series_read", s->series_selected);
+	jsonw_kv_u64(w, "rows_read", v->rows_read);
+	jsonw_kv_u64(w, "rows_matched", s->rows_matched);
+	jsonw_kv_u64(w, "stack_sums_read", v->stack_sums_read);
+	jsonw_kv_u64(w, "rollup_stacks_read", s->rollup_stacks);
+	jsonw_kv_u64(w, "bytes_read", v->bytes_read);
+	jsonw_kv_u64(w, "chunks_skipped", v->chunks_skipped);
+	jsonw_kv_double(w, "time_ms", (double)(now_mono_ns() - start_ns) / 1e6);
+	jsonw_end_object(w);
 }
 
 /* --- per-stack sums ---------------------------------------------------------- */
@@ -604,4 +594,13 @@ double scope_cores(const struct scope_context *c, uint8_t kind, uint16_t hz, uin
 	else
 		return 0; /* bytes are not time */
 	return v / c->seconds;
+}
+
+void scope_context_json(struct jsonw *w, const struct scope_context *c, uint16_t hz)
+{
+	jsonw_kv_u64(w, "sample_rate_hz", hz);
+	jsonw_kv_double(w, "seconds", c->seconds);
+	jsonw_kv_u64(w, "all_total", c->total);
+	jsonw_kv_u64(w, "hosts", c->hosts);
+	jsonw_kv_u64(w, "host_cpus", c->host_cpus);
 }

@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "jsonw.h"
 #include "server/store/store.h"
 
 /* What a query selects. */
@@ -59,10 +60,11 @@ const char *event_kind_rate_unit(uint8_t kind);
 /* Whether absolute CPU % (a share of the hosts' logical CPUs) means anything
  * for a kind: on_cpu only. Other kinds answer relative percentages. */
 bool event_kind_absolute_ok(uint8_t kind);
-/* Writes ,"cpu_mode":"...","cores_unit":"..." for a request that asked for
+/* Writes the members "cpu_mode" and "cores_unit" into the object open in
+ * w, for a request that asked for
  * absolute (or not): the mode the percentages are in, and a
  * "cpu_mode_note" when absolute was asked for a kind without it. */
-void event_kind_mode_json(struct buf *out, uint8_t kind, bool absolute);
+void event_kind_mode_json(struct jsonw *w, uint8_t kind, bool absolute);
 
 struct scan;
 
@@ -141,13 +143,14 @@ const struct scope *scan_scope(const struct scan *s);
 /* Counts rows a query used (the rest were read but outside the range or
  * left out by sampling). */
 void scan_count_matched(struct scan *s, uint64_t rows);
-/* Appends "query_stats":{...} (no leading comma) with the time since
- * start_ns (now_mono_ns()). */
 /* 0, or UREGEX_RC (server/query/uregex.h) with the message appended to err
  * (may be NULL) when a matches() pattern of the query reached its
  * bounds: what was selected since is not to be trusted (answer 422). */
 int scan_check(const struct scan *s, struct buf *err);
-void scan_stats_json(const struct scan *s, uint64_t start_ns, struct buf *out);
+/* Writes the statistics every answer carries as "query_stats", an
+ * object, as one value at w's position (after its key), with the time
+ * since start_ns (now_mono_ns()). */
+void scan_stats_json(const struct scan *s, uint64_t start_ns, struct jsonw *w);
 
 /* Sum of the values of the rows of series `series` of the part begun that
  * lie in the range: its total when the series lies inside it, else its
@@ -214,5 +217,8 @@ struct scope_context {
 void scope_context_read(struct store *st, const struct scope *sc, struct scope_context *out);
 /* Cores (or GPUs) a value amounts to over the context's seconds. */
 double scope_cores(const struct scope_context *c, uint8_t kind, uint16_t hz, uint64_t value);
+/* Writes the members sample_rate_hz, seconds, all_total, hosts and
+ * host_cpus of an answer's "scope" into the object open in w. */
+void scope_context_json(struct jsonw *w, const struct scope_context *c, uint16_t hz);
 
 #endif

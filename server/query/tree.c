@@ -115,13 +115,17 @@ struct sorted_kids {
 #define KEPT 1
 #define HAS_OTHER 2
 
-static void write_other(struct buf *out, uint64_t total)
+static void write_other(struct jsonw *w, uint64_t total)
 {
-	buf_puts(out, "{\"name\":\"[other]\",\"frame_type\":\"synthetic\",\"self\":");
-	jsonw_u64(out, total);
-	buf_puts(out, ",\"total\":");
-	jsonw_u64(out, total);
-	buf_puts(out, ",\"children\":[]}");
+	jsonw_begin_object(w);
+	jsonw_kv_str(w, "name", "[other]");
+	jsonw_kv_str(w, "frame_type", "synthetic");
+	jsonw_kv_u64(w, "self", total);
+	jsonw_kv_u64(w, "total", total);
+	jsonw_key(w, "children");
+	jsonw_begin_array(w);
+	jsonw_end_array(w);
+	jsonw_end_object(w);
 }
 
 /* The total of n's children that are not written: their [other]. */
@@ -134,60 +138,39 @@ static uint64_t other_of(const struct otree *t, const uint32_t *kids, size_t nc)
 	return other;
 }
 
-static void write_node(struct otree *t, const struct display *d, uint32_t n, struct buf *out,
+static void write_node(struct otree *t, const struct display *d, uint32_t n, struct jsonw *w,
 		       int depth)
 {
 	const struct tnode *tn = &t->nodes[n];
-	const struct dkey *k = display_get(d, tn->key);
 	t->written++;
-	buf_puts(out, "{\"name\":");
-	jsonw_str(out, display_str(d, k->name));
-	buf_puts(out, ",\"frame_type\":");
-	jsonw_str(out, frame_type_name(k->type));
-	const char *binary = display_str(d, k->binary);
-	if (*binary) {
-		buf_puts(out, ",\"binary\":");
-		jsonw_str(out, binary);
-	}
-	if (k->file) {
-		buf_puts(out, ",\"file\":");
-		jsonw_str(out, display_str(d, k->file));
-		if (tn->line) {
-			buf_puts(out, ",\"line\":");
-			jsonw_u64(out, tn->line);
-		}
-	}
-	buf_puts(out, ",\"self\":");
-	jsonw_u64(out, tn->self);
-	buf_puts(out, ",\"total\":");
-	jsonw_u64(out, tn->total);
-	buf_puts(out, ",\"children\":[");
+	jsonw_begin_object(w);
+	display_frame_json(w, d, tn->key, tn->line);
+	jsonw_kv_u64(w, "self", tn->self);
+	jsonw_kv_u64(w, "total", tn->total);
+	jsonw_key(w, "children");
+	jsonw_begin_array(w);
 	const struct sorted_kids *sk = t->sorted;
 	size_t nc = sk->first[n + 1] - sk->first[n];
 	/* Deeper than any stack can be: only a bug would get here. */
 	if (nc && depth < DISPLAY_MAX_DEPTH * 2) {
 		const uint32_t *kids = sk->kids + sk->first[n];
 		uint64_t other = other_of(t, kids, nc);
-		size_t written = 0;
 		for (size_t i = 0; i <= nc; i++) {
 			if (i < nc && !(t->kept[kids[i]] & KEPT))
 				continue;
 			/* [other] where its total sorts it, after equal totals. */
 			if (other && (i == nc || t->nodes[kids[i]].total < other)) {
-				if (written++)
-					buf_putc(out, ',');
-				write_other(out, other);
+				write_other(w, other);
 				t->written++;
 				other = 0;
 			}
 			if (i == nc)
 				break;
-			if (written++)
-				buf_putc(out, ',');
-			write_node(t, d, kids[i], out, depth + 1);
+			write_node(t, d, kids[i], w, depth + 1);
 		}
 	}
-	buf_puts(out, "]}");
+	jsonw_end_array(w);
+	jsonw_end_object(w);
 }
 
 /* The k-th largest (0-based) of v[0..n), reordering v: quickselect. */
@@ -437,14 +420,14 @@ static uint8_t *plan(struct otree *t, const struct display *d, size_t max_nodes,
 	return kept;
 }
 
-size_t otree_write(struct otree *t, const struct display *d, size_t max_nodes, struct buf *out)
+size_t otree_write(struct otree *t, const struct display *d, size_t max_nodes, struct jsonw *w)
 {
 	struct sorted_kids sk;
 	uint8_t *kept = plan(t, d, max_nodes, &sk);
 	t->kept = kept;
 	t->sorted = &sk;
 	t->written = 0;
-	write_node(t, d, 0, out, 0);
+	write_node(t, d, 0, w, 0);
 	t->kept = NULL;
 	t->sorted = NULL;
 	free(kept);

@@ -21,6 +21,7 @@
 #include "buf.h"
 #include "display.h"
 #include "hmap.h"
+#include "jsonw.h"
 
 struct tnode {
 	uint32_t key;
@@ -83,13 +84,13 @@ static inline void otree_vote(struct otree *t, uint32_t node, uint32_t line, uin
  * the caller, old node count entries): each old node's new id, for folded
  * nodes the "[other]" that took them. */
 uint32_t *otree_prune(struct otree *t, size_t keep, uint32_t other_key);
-/* Writes the tree from the root: at most max_nodes nodes (0: all), the
+/* Writes the tree from the root, as one JSON value at w's position: at most max_nodes nodes (0: all), the
  * "[other]" nodes included (max_nodes >= 2 whenever the root has
  * children). The nodes kept are those with the largest totals, as many as
  * fit once every parent that lost children has one "[other]" child with
  * their total, so every parent's total is its self plus its children's.
  * Returns the number of nodes written, "[other]" nodes included. */
-size_t otree_write(struct otree *t, const struct display *d, size_t max_nodes, struct buf *out);
+size_t otree_write(struct otree *t, const struct display *d, size_t max_nodes, struct jsonw *w);
 
 /* The nodes otree_write writes, in the same order and with the same
  * values, handed to a visitor instead (server/query/export.h writes them in

@@ -160,9 +160,9 @@ void uregex_error(const struct uregex_matcher *m, struct buf *err)
 	if (!m->limit)
 		return;
 	buf_printf(err, "%s: the pattern ", m->what);
-	jsonw_str(err, m->pattern);
+	jsonw_quote(err, m->pattern, strlen(m->pattern));
 	buf_printf(err, " reached %s", m->limit);
 	buf_puts(err, " while matching ");
-	jsonw_str(err, m->subject);
+	jsonw_quote(err, m->subject, strlen(m->subject));
 	buf_puts(err, "; simplify it (nested repetition such as (a+)+ backtracks without end)");
 }

@@ -135,24 +135,19 @@ bool projects_exists(struct projects *p, const char *id)
 }
 
 void projects_list_json(struct projects *p, bool (*keep)(const char *id, void *ctx), void *ctx,
-			struct buf *out)
+			struct jsonw *w)
 {
 	pthread_mutex_lock(&p->mu);
-	buf_putc(out, '[');
-	size_t n = 0;
+	jsonw_begin_array(w);
 	for (size_t i = 0; i < p->count; i++) {
 		if (keep && !keep(p->list[i].id, ctx))
 			continue;
-		if (n++)
-			buf_putc(out, ',');
-		buf_puts(out, "{\"id\":");
-		jsonw_str(out, p->list[i].id);
-		buf_puts(out, ",\"name\":");
-		jsonw_str(out, p->list[i].name);
-		buf_puts(out, ",\"created_ms\":");
-		jsonw_i64(out, p->list[i].created_ms);
-		buf_putc(out, '}');
+		jsonw_begin_object(w);
+		jsonw_kv_str(w, "id", p->list[i].id);
+		jsonw_kv_str(w, "name", p->list[i].name);
+		jsonw_kv_i64(w, "created_ms", p->list[i].created_ms);
+		jsonw_end_object(w);
 	}
-	buf_putc(out, ']');
+	jsonw_end_array(w);
 	pthread_mutex_unlock(&p->mu);
 }

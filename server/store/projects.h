@@ -12,6 +12,7 @@
 #include <stdbool.h>
 
 #include "buf.h"
+#include "jsonw.h"
 
 #define DEFAULT_PROJECT_ID "00000000-0000-0000-0000-000000000000"
 #define DEFAULT_PROJECT_NAME "default"
@@ -25,9 +26,9 @@ void projects_close(struct projects *p);
 int projects_by_name(struct projects *p, const char *name, bool create, char id[37],
 		     struct buf *err);
 bool projects_exists(struct projects *p, const char *id);
-/* Appends [{"id":..,"name":..,"created_at":..}, ...] to out: the
- * projects keep (NULL: all) says true for. */
+/* Writes [{"id":..,"name":..,"created_ms":..}, ...] as one value at w's
+ * position: the projects keep (NULL: all) says true for. */
 void projects_list_json(struct projects *p, bool (*keep)(const char *id, void *ctx), void *ctx,
-			struct buf *out);
+			struct jsonw *w);
 
 #endif

@@ -587,15 +587,19 @@ def test_settings_and_help(server, page):
         const t = { name: 'root', frame_type: 'root', self: 0, total: 100, children: [
             { name: 'f', frame_type: 'native', self: 10, total: 60, children: [
                 { name: 'f', frame_type: 'native', self: 20, total: 50, children: [leaf('g', 30)] }] },
-            { name: 'lib.so+0x10', frame_type: 'native', self: 5, total: 40, children: [
-                { name: 'lib.so+0x20', frame_type: 'native', self: 15, total: 35, children: [leaf('read', 20, 'kernel')] }] }] };
+            { name: 'lib.so+0x10', frame_type: 'native', binary: 'lib.so', symbolized: false, address: '0x10', self: 5, total: 40, children: [
+                { name: 'lib.so+0x20', frame_type: 'native', binary: 'lib.so', symbolized: false, address: '0x20', self: 15, total: 35, children: [leaf('read', 20, 'kernel')] }] },
+            // Named like an address but symbolized: the name is not parsed.
+            leaf('looks+0x30', 0)] };
         const d = transformTree(t, { collapseRecursion: true, collapseUnsymbolized: true, addresses: false, hide: new Set() });
         const k = transformTree(t, { hide: new Set(['kernel']), addresses: true });
         return { d, k };
     })()""")
-    f, lib = got["d"]["children"]
+    f, lib, looks = got["d"]["children"]
+    assert looks["name"] == "looks+0x30"
     assert (f["name"], f["self"], f["total"], [c["name"] for c in f["children"]]) == ("f", 30, 60, ["g"])
     assert (lib["name"], lib["self"], lib["total"], lib["children"][0]["name"]) == ("[lib.so]", 20, 40, "read")
+    assert lib["symbolized"] is False and "address" not in lib
     lib = got["k"]["children"][1]
     assert lib["children"][0]["self"] == 35 and lib["children"][0]["children"] == []
     # Help.

@@ -130,8 +130,12 @@ def test_independent_encoder_shows_in_flamegraph(server):
     assert kids["handler"]["frame_type"] == "cpython"
     # An interpreted frame keeps its source file and line.
     assert (kids["handler"]["file"], kids["handler"]["line"]) == ("server.py", 10)
-    # An unsymbolized native location: its file offset in the mapping.
-    assert kids["libz.so.1+0x2234"]["total"] == 3
+    # An unsymbolized native location: its file offset in the mapping,
+    # said in fields too (clients never parse the name).
+    unsym = kids["libz.so.1+0x2234"]
+    assert unsym["total"] == 3
+    assert (unsym["symbolized"], unsym["address"], unsym["binary"]) == (False, "0x2234", "libz.so.1"), unsym
+    assert "symbolized" not in kids["work_a"] and "address" not in kids["work_a"]
     # Attributes: resource, and sample (thread.name) ones.
     assert server.flamegraph('thread.name == "worker-2" && host.name == "otlp-host"')["total"] == 66
     assert server.flamegraph('service.name == "checkout" && process.pid == "4242"')["total"] == 200

@@ -261,6 +261,12 @@ def test_flamegraph_node_limit_and_search(srv):
     assert [c["name"] for c in tree["root"]["children"][0]["children"]] == ["[other]"]
     status, ans = post(srv, "flamegraph/json", {"filter": flt(), "max_nodes": 1})
     assert status == 400 and "max_nodes" in ans["error"], ans
+    # A group-by level: the samples without the attribute say so in a field.
+    status, tree = post(srv, "flamegraph/json", {"filter": flt(), "synthetic_frames": ["pod"]})
+    assert status == 200, tree
+    pods = {c["name"]: c for c in tree["root"]["children"]}
+    assert pods["[no pod]"]["absent"] is True and pods["[no pod]"]["total"] == 360, pods.keys()
+    assert "absent" not in pods["api-1"]
     tree = srv.flamegraph(search="^deflate$")
     assert tree["total"] == BATCHES * 40
     assert find(tree["root"], "deflate")["total"] == BATCHES * 40

@@ -1,9 +1,8 @@
-/* Unit tests: lib/util, lib/buf, lib/jsonw, lib/hmap, lib/strtab, lib/sort. */
+/* Unit tests: lib/util, lib/buf, lib/hmap, lib/strtab, lib/sort. */
 #include "testutil.h"
 
 #include "buf.h"
 #include "hmap.h"
-#include "jsonw.h"
 #include "log.h"
 #include "pidlock.h"
 #include "sort.h"
@@ -218,37 +217,6 @@ static void test_hex_uuid(void **state)
 	assert_true(uuid_valid("00000000-0000-0000-0000-000000000000"));
 	assert_false(uuid_valid("00000000-0000-0000-0000-00000000000"));
 	assert_false(uuid_valid("00000000x0000-0000-0000-000000000000"));
-}
-
-static void test_json_writer(void **state)
-{
-	(void)state;
-	struct buf b = { 0 };
-	jsonw_str(&b, "a\"b\\c\n\x01");
-	assert_string_equal(b.data, "\"a\\\"b\\\\c\\n\\u0001\"");
-	buf_reset(&b);
-	jsonw_str(&b, "caf\xc3\xa9");
-	assert_string_equal(b.data, "\"caf\xc3\xa9\"");
-	buf_reset(&b);
-	jsonw_strn(&b, "x\xff\xc3", 3); /* invalid UTF-8 is replaced */
-	assert_string_equal(b.data, "\"x\\ufffd\\ufffd\"");
-	buf_reset(&b);
-	jsonw_double(&b, 0.5);
-	buf_putc(&b, ' ');
-	jsonw_double(&b, 1.0 / 0.0);
-	assert_string_equal(b.data, "0.5 null");
-	buf_reset(&b);
-	jsonw_u64(&b, 0);
-	buf_putc(&b, ' ');
-	jsonw_u64(&b, UINT64_MAX);
-	buf_putc(&b, ' ');
-	jsonw_i64(&b, INT64_MIN);
-	buf_putc(&b, ' ');
-	jsonw_i64(&b, -7);
-	buf_putc(&b, ' ');
-	jsonw_i64(&b, 1234567890);
-	assert_string_equal(b.data, "0 18446744073709551615 -9223372036854775808 -7 1234567890");
-	buf_free(&b);
 }
 
 /* A copied table answers like the original and grows on its own. */
@@ -534,7 +502,6 @@ int main(void)
 		cmocka_unit_test(test_prefault_write),
 		cmocka_unit_test(test_radix_sorts),
 		cmocka_unit_test(test_hex_uuid),
-		cmocka_unit_test(test_json_writer),
 		cmocka_unit_test(test_strtab_copy),
 		cmocka_unit_test(test_hmap_against_reference),
 		cmocka_unit_test(test_strtab),

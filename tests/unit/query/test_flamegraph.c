@@ -279,7 +279,10 @@ static void test_otree_write_budget(void **state)
 	const size_t budgets[] = { 2, 3, 10, 100, 1000, 4096, 8192, 1000000 };
 	for (size_t i = 0; i < sizeof(budgets) / sizeof(budgets[0]); i++) {
 		struct buf out = { 0 };
-		size_t written = otree_write(&t, d, budgets[i], &out);
+		struct jsonw w;
+		jsonw_init(&w, &out);
+		size_t written = otree_write(&t, d, budgets[i], &w);
+		assert_int_equal(jsonw_finish(&w), 0);
 		json_error_t je;
 		json_t *doc = json_loadb(out.data, out.len, 0, &je);
 		assert_non_null(doc);
@@ -330,8 +333,12 @@ static void test_otree_write_ties(void **state)
 	}
 	for (size_t budget = 2; budget < 260; budget += 7) {
 		struct buf out[2] = { { 0 } };
-		size_t w0 = otree_write(&t[0], d, budget, &out[0]);
-		size_t w1 = otree_write(&t[1], d, budget, &out[1]);
+		struct jsonw jw[2];
+		jsonw_init(&jw[0], &out[0]);
+		jsonw_init(&jw[1], &out[1]);
+		size_t w0 = otree_write(&t[0], d, budget, &jw[0]);
+		size_t w1 = otree_write(&t[1], d, budget, &jw[1]);
+		assert_int_equal(jsonw_finish(&jw[0]) | jsonw_finish(&jw[1]), 0);
 		assert_int_equal(w0, w1);
 		assert_true(w0 <= budget);
 		assert_string_equal(out[0].data, out[1].data);
