@@ -409,13 +409,13 @@ static int append_waiting(struct ingester *in, const Ember__Ingest__V1__Batch *d
 	struct buf err = { 0 };
 	int rc;
 	while ((rc = e ? store_append_entry(in->st, e, &err)
-		       : store_append(in->st, PROJECT, d, z, zlen, &err)) == -2) {
+		       : store_append(in->st, PROJECT, d, z, zlen, &err)) == STORE_BUSY) {
 		in->busy_retries++;
 		struct timespec ts = { 0, 20 * 1000000 };
 		nanosleep(&ts, NULL);
 		buf_reset(&err);
 	}
-	if (rc != 0)
+	if (rc != STORE_OK)
 		fprintf(stderr, "append: %d %s\n", rc, err.data);
 	buf_free(&err);
 	return rc;

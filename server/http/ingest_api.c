@@ -59,9 +59,8 @@ static int ingest_project(struct server *srv, const struct principal *who, const
 	return 0;
 }
 
-/* Resolves the project of b and stores it. Returns store_append's result
- * (0 stored, 1 duplicate, -3 outside the time kept, -2 busy, -1 failed)
- * or INGEST_DENIED, with the project id in project. */
+/* Resolves the project of b and stores it. Returns store_append's enum
+ * store_rc or INGEST_DENIED, with the project id in project. */
 static int store_batch(struct server *srv, const struct principal *who,
 		       const Ember__Ingest__V1__Batch *b, const void *zbody, size_t zlen,
 		       char project[37], struct buf *err)
@@ -87,7 +86,8 @@ static void add_kind(struct kind_values *kv, int kind, uint64_t value)
 		kv->v[kind] += value;
 }
 
-/* Answers a stored (rc 0) or duplicate (1) batch, or the error rc says.
+/* Answers a stored (STORE_OK) or duplicate (STORE_DUPLICATE) batch, or
+ * the error rc says (an enum store_rc or INGEST_DENIED).
  * samples (the answer's "samples") is the sum of every value; kv the
  * values by kind, for the counters. */
 static void answer(struct server *srv, int rc, uint64_t samples, const struct kind_values *kv,
@@ -99,12 +99,12 @@ static void answer(struct server *srv, int rc, uint64_t samples, const struct ki
 		http_error(resp, 403, "%s", err->data);
 		return;
 	}
-	if (rc == -3) {
+	if (rc == STORE_REFUSED) {
 		count(&srv->counters.ingest_rejected, 1);
 		http_error(resp, 422, "%s", err->data);
 		return;
 	}
-	if (rc == -2) {
+	if (rc == STORE_BUSY) {
 		count(&srv->counters.ingest_failed, 1);
 		http_error(resp, 503, "the server is busy writing earlier data; retry later");
 		resp->retry_after = "2";
@@ -117,7 +117,7 @@ static void answer(struct server *srv, int rc, uint64_t samples, const struct ki
 		resp->retry_after = "5";
 		return;
 	}
-	if (rc == 1) {
+	if (rc == STORE_DUPLICATE) {
 		count(&srv->counters.ingest_duplicates, 1);
 	} else {
 		count(&srv->counters.ingest_batches, 1);
@@ -126,7 +126,7 @@ static void answer(struct server *srv, int rc, uint64_t samples, const struct ki
 		count(&srv->counters.ingest_bytes, body_len);
 	}
 	buf_printf(&resp->body, "{\"stored\":%s,\"duplicate\":%s,\"samples\":%llu,\"project_id\":",
-		   rc == 0 ? "true" : "false", rc == 1 ? "true" : "false",
+		   rc == STORE_OK ? "true" : "false", rc == STORE_DUPLICATE ? "true" : "false",
 		   (unsigned long long)samples);
 	if (project)
 		jsonw_str(&resp->body, project);
@@ -227,7 +227,7 @@ static int store_session(void *ctx, const char *project_name, struct store_entry
 				st->err);
 	if (rc < 0) {
 		st->denied = rc == INGEST_DENIED;
-		return -1;
+		return STORE_FAILED;
 	}
 	e->project = st->project;
 	return store_append_entry(st->srv->store, e, st->err);
@@ -271,7 +271,7 @@ void handle_ingest_session_batch(struct server *srv, const struct http_req *req,
 		buf_puts(&resp->body, ",\"resync\":true}\n");
 		http_json(resp, 409);
 	} else {
-		answer(srv, rc == SESSION_SEEN ? 1 : rc, samples, &kv, req->body_len,
+		answer(srv, rc == SESSION_SEEN ? STORE_DUPLICATE : rc, samples, &kv, req->body_len,
 		       st.project[0] ? st.project : NULL, &err, resp);
 	}
 	session_batch_free(m);
@@ -291,8 +291,8 @@ static int store_otlp(void *ctx, const Ember__Ingest__V1__Batch *b)
 {
 	struct otlp_store *st = ctx;
 	struct buf z = { 0 };
-	int rc = batch_pack(b, 1, &z);
-	if (rc == 0)
+	int rc = STORE_FAILED;
+	if (batch_pack(b, 1, &z) == 0)
 		rc = store_batch(st->srv, st->who, b, z.data, z.len, st->project, st->err);
 	else
 		buf_puts(st->err, "compressing the batch for the log failed");

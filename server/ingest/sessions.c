@@ -1276,7 +1276,7 @@ int sessions_ingest(struct sessions *ss, const Ember__Ingest__V1__SessionBatch *
 		};
 		rc = store(ctx, m->project, &v.e);
 	}
-	if (rc == 0 || rc == 1) {
+	if (rc == STORE_OK || rc == STORE_DUPLICATE) {
 		s->last_seq = m->sequence;
 	} else if (rc != SESSION_SEEN) {
 		restore_counts(s, &before);

@@ -57,8 +57,9 @@ struct sessions *sessions_new(size_t max_bytes, size_t max_session_bytes, int64_
 void sessions_free(struct sessions *ss);
 
 /* Stores a batch: resolves the project name, sets e->project to its id
- * and returns what store_append_entry() returns (0 stored, 1 a duplicate
- * the store already had, or a negative code of the caller's: not stored). */
+ * and returns what store_append_entry() returns (an enum store_rc:
+ * STORE_OK, STORE_DUPLICATE when the store already had it, or a negative
+ * code, the store's or the caller's: not stored). */
 typedef int (*session_store_fn)(void *ctx, const char *project_name, struct store_entry *e);
 
 /* Applies m, decoded from zbody[0..zlen) (what the log keeps), at now_ms.

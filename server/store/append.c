@@ -54,7 +54,7 @@ int store_append(struct store *s, const char *project_id, const Ember__Ingest__V
 {
 	if (zlen > BATCH_MAX_COMPRESSED) {
 		buf_puts(err, "invalid batch size");
-		return -1;
+		return STORE_FAILED;
 	}
 	struct v1_entry v = { b, project_id, zbody, zlen };
 	struct store_entry e = {
@@ -69,7 +69,7 @@ int store_append(struct store *s, const char *project_id, const Ember__Ingest__V
  * (the record is not in the log, or is cut off it). */
 static void fail_commit(struct store *s, struct commit *q)
 {
-	q->rc = -1;
+	q->rc = STORE_FAILED;
 	if (q->agent != UINT32_MAX && s->agent_seq[q->agent] == q->e->sequence)
 		s->agent_seq[q->agent] = q->prev_seq;
 	if (q->recorded && q->e->failed)
@@ -81,7 +81,7 @@ int store_append_entry(struct store *s, const struct store_entry *e, struct buf 
 	size_t plen = strlen(e->project);
 	if (plen == 0 || plen > 255) {
 		buf_puts(err, "invalid project id");
-		return -1;
+		return STORE_FAILED;
 	}
 	if (s->cfg.time_window) {
 		int64_t now = now_unix_ms();
@@ -90,7 +90,7 @@ int store_append_entry(struct store *s, const struct store_entry *e, struct buf 
 			buf_printf(err, "the batch's time (%lld ms) lies outside what this server keeps "
 				   "(the last %lld days, up to a day ahead): check the agent's clock",
 				   (long long)e->start_unix_ms, (long long)(s->cfg.retention_ms / 86400000));
-			return -3;
+			return STORE_REFUSED;
 		}
 	}
 	pthread_mutex_lock(&s->mu);
@@ -102,14 +102,14 @@ int store_append_entry(struct store *s, const struct store_entry *e, struct buf 
 		s->stats.refused_busy++;
 		pthread_mutex_unlock(&s->list_mu);
 		buf_puts(err, "the store is behind writing blocks (disk full or slow?): retry later");
-		return -2;
+		return STORE_BUSY;
 	}
 	struct commit c = { .e = e, .agent = UINT32_MAX };
 	if (e->agent_instance && e->agent_instance[0]) {
 		uint32_t a = st_agent_index(s, e->agent_instance, true);
 		if (e->sequence <= s->agent_seq[a]) {
 			pthread_mutex_unlock(&s->mu);
-			return 1;
+			return STORE_DUPLICATE;
 		}
 		c.agent = a;
 		c.prev_seq = s->agent_seq[a];
@@ -130,14 +130,14 @@ int store_append_entry(struct store *s, const struct store_entry *e, struct buf 
 		fail_commit(s, &c);
 		pthread_mutex_unlock(&s->mu);
 		buf_free(&head);
-		return -1;
+		return STORE_FAILED;
 	}
 	if (wal_append(&s->wal, head.data, head.len, body, blen) < 0) {
 		buf_printf(err, "writing the log failed: %s", strerror(errno));
 		fail_commit(s, &c);
 		pthread_mutex_unlock(&s->mu);
 		buf_free(&head);
-		return -1;
+		return STORE_FAILED;
 	}
 	buf_free(&head);
 	*s->queue_tail = &c;
@@ -189,7 +189,7 @@ int store_append_entry(struct store *s, const struct store_entry *e, struct buf 
 		}
 		for (struct commit *q = batch; q; q = q->next) {
 			if (rc == 0)
-				q->rc = 0;
+				q->rc = STORE_OK;
 			else
 				fail_commit(s, q);
 		}

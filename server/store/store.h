@@ -101,12 +101,20 @@ int store_open(const char *dir, const struct store_config *cfg, struct store **o
  * the logs and is replayed by the next store_open(). */
 void store_close(struct store *s);
 
+/* What an append returns. A caller branches on the names; the values
+ * keep every failure negative (rc < 0: not stored). */
+enum store_rc {
+	STORE_OK = 0,        /* stored: its log record is durable */
+	STORE_DUPLICATE = 1, /* the same agent instance and sequence was stored
+			      * before: nothing is done (answer as stored) */
+	STORE_FAILED = -1,   /* not stored (err says why; nothing was acknowledged) */
+	STORE_BUSY = -2,     /* too much data waiting to be written: retry later */
+	STORE_REFUSED = -3,  /* its time lies outside what the store keeps (err says
+			      * why): retrying will not help */
+};
+
 /* Appends a batch that batch_decode() accepted; zbody is its encoded
- * form, which is what the log keeps. Returns 0 stored, 1 duplicate (the
- * same agent instance and sequence was stored before: nothing is done),
- * -1 failure (err set; nothing was acknowledged), -2 busy (too much data
- * waiting to be written: retry later), -3 refused (its time lies outside
- * what the store keeps: err says why; retrying will not help). */
+ * form, which is what the log keeps. Returns an enum store_rc. */
 int store_append(struct store *s, const char *project_id, const Ember__Ingest__V1__Batch *b,
 		 const void *zbody, size_t zlen, struct buf *err);
 
@@ -145,7 +153,7 @@ struct store_entry {
  * type's own bytes. */
 #define STORE_RECORD_SESSION 1 /* sessions.c: carried definitions, then the batch */
 
-/* Appends e with the same results as store_append. */
+/* Appends e; returns an enum store_rc, as store_append. */
 int store_append_entry(struct store *s, const struct store_entry *e, struct buf *err);
 
 /* Maintenance, normally done by the store's own thread. store_flush seals

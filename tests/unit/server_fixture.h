@@ -115,7 +115,7 @@ static __attribute__((unused)) void append(struct store *s, const struct buf *z)
 	if (!b)
 		fail_msg("decode: %s", err.data);
 	int rc = store_append(s, "00000000-0000-0000-0000-000000000000", b, z->data, z->len, &err);
-	if (rc != 0)
+	if (rc != STORE_OK)
 		fail_msg("append returned %d: %s", rc, err.data);
 	batch_decode_free(b);
 	buf_free(&err);

@@ -262,7 +262,7 @@ static int sink_store(void *ctx, const char *project_name, struct store_entry *e
 	size_t blen = 0;
 	assert_int_equal(e->record_type, STORE_RECORD_SESSION);
 	assert_int_equal(e->record(e->ctx, k->gen, &head, &body, &blen, &err), 0);
-	if (k->rc != 0) {
+	if (k->rc != STORE_OK) {
 		e->failed(e->ctx);
 		buf_free(&head);
 		buf_free(&err);
@@ -611,18 +611,18 @@ static void test_failed_store_rolls_back(void **state)
 	encode(&s, b1, 1, &z);
 	assert_int_equal(send_to(ss, &z, &k), 0);
 	encode(&s, b2, 2, &z);
-	k.rc = -2; /* busy */
-	assert_int_equal(send_to(ss, &z, &k), -2);
-	k.rc = 0;
-	assert_int_equal(send_to(ss, &z, &k), 0);
+	k.rc = STORE_BUSY;
+	assert_int_equal(send_to(ss, &z, &k), STORE_BUSY);
+	k.rc = STORE_OK;
+	assert_int_equal(send_to(ss, &z, &k), STORE_OK);
 	char *want = canon_agent(b2);
 	assert_string_equal(k.last, want);
 	free(want);
 	/* The store already had it (a retry across a server restart): fine. */
 	encode(&s, b1, 3, &z);
-	k.rc = 1;
-	assert_int_equal(send_to(ss, &z, &k), 1);
-	k.rc = 0;
+	k.rc = STORE_DUPLICATE;
+	assert_int_equal(send_to(ss, &z, &k), STORE_DUPLICATE);
+	k.rc = STORE_OK;
 	encode(&s, b2, 4, &z);
 	assert_int_equal(send_to(ss, &z, &k), 0);
 	free_batch(b1);
@@ -1023,7 +1023,7 @@ static void test_store_replays_sessions_across_seals(void **state)
 	buf_reset(&z);
 	assert_int_equal(session_encode(&c, b[(rounds - 1 + 1) % 3], &meta, &z), 0);
 	Ember__Ingest__V1__SessionBatch *m = session_batch_decode(z.data, z.len, &err);
-	assert_int_equal(sessions_ingest(ss, m, z.data, z.len, T0, real_store, st, &err), 1);
+	assert_int_equal(sessions_ingest(ss, m, z.data, z.len, T0, real_store, st, &err), STORE_DUPLICATE);
 	session_batch_free(m);
 	assert_int_equal(store_total(st), want);
 	store_close(st);

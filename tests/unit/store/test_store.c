@@ -122,7 +122,7 @@ static void test_store_durable_and_dedup(void **state)
 	/* The same batch again (a retry after a lost answer) is a duplicate. */
 	Ember__Ingest__V1__Batch *b = batch_decode(z1.data, z1.len, &err);
 	assert_int_equal(store_append(s, "00000000-0000-0000-0000-000000000000", b, z1.data, z1.len,
-				      &err), 1);
+				      &err), STORE_DUPLICATE);
 	batch_decode_free(b);
 	assert_int_equal(total(s), 190);
 	store_close(s);
@@ -132,7 +132,7 @@ static void test_store_durable_and_dedup(void **state)
 	assert_int_equal(total(s), 190);
 	b = batch_decode(z2.data, z2.len, &err);
 	assert_int_equal(store_append(s, "00000000-0000-0000-0000-000000000000", b, z2.data, z2.len,
-				      &err), 1);
+				      &err), STORE_DUPLICATE);
 	batch_decode_free(b);
 	struct store_stats st;
 	store_get_stats(s, &st);
