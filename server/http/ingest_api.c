@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "server/ingest/batch_decode.h"
+#include "server/ingest/codecs.h"
 #include "compress.h"
 #include "handlers.h"
 #include "jsonw.h"
@@ -59,7 +60,7 @@ static int ingest_project(struct server *srv, const struct principal *who, const
 	return 0;
 }
 
-/* Resolves the project of b and stores it. Returns store_append's enum
+/* Resolves the project of b and stores it. Returns batch_append's enum
  * store_rc or INGEST_DENIED, with the project id in project. */
 static int store_batch(struct server *srv, const struct principal *who,
 		       const Ember__Ingest__V1__Batch *b, const void *zbody, size_t zlen,
@@ -68,7 +69,7 @@ static int store_batch(struct server *srv, const struct principal *who,
 	int rc = ingest_project(srv, who, "ingest:profile:write", b->project, project, err);
 	if (rc < 0)
 		return rc;
-	return store_append(srv->store, project, b, zbody, zlen, err);
+	return batch_append(srv->store, project, b, zbody, zlen, err);
 }
 
 /* Adds the values of a stored request to the counter of each kind. */

@@ -77,12 +77,15 @@ void session_replay_free(struct session_replay *r);
 /* Adds one STORE_RECORD_SESSION record's samples (p: after the project
  * id) to head, whose number head_no is the replay's own (a new number for
  * each head the replay fills: the sessions' series ids are a head's own).
- * Returns 0 with the batch's agent instance and sequence, or -1 when it
- * does not decode or refers to what no earlier record of the replay
- * defined (nothing is added). */
+ * Returns 0 with the batch's agent instance and sequence in *out, or -1
+ * when it does not decode or refers to what no earlier record of the
+ * replay defined (nothing is added). */
 int session_replay_record(struct session_replay *r, const char *project_id, const uint8_t *p,
-			  size_t len, struct part *head, uint32_t head_no, char agent[65],
-			  uint64_t *seq);
+			  size_t len, struct store_head *head, uint32_t head_no,
+			  struct store_replayed *out);
+/* The codec of STORE_RECORD_SESSION records (store.h): a session replay
+ * per store_open, session_replay_record for each record. */
+extern const struct store_codec session_codec;
 
 void sessions_get_stats(struct sessions *ss, struct sessions_stats *out);
 

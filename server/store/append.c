@@ -7,7 +7,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "server/ingest/batch_decode.h"
 #include "log.h"
 #include "util.h"
 
@@ -19,49 +18,6 @@ uint64_t st_unflushed_rows(struct store *s)
 	uint64_t n = s->stats.unflushed_rows;
 	pthread_mutex_unlock(&s->list_mu);
 	return n;
-}
-
-/* A version 1 batch: the record is the batch as received. */
-struct v1_entry {
-	const Ember__Ingest__V1__Batch *b;
-	const char *project;
-	const void *zbody;
-	size_t zlen;
-};
-
-static int v1_record(void *ctx, uint64_t gen, struct buf *head, const void **body, size_t *blen,
-		     struct buf *err)
-{
-	(void)gen;
-	(void)head;
-	(void)err;
-	const struct v1_entry *v = ctx;
-	*body = v->zbody;
-	*blen = v->zlen;
-	return 0;
-}
-
-static int v1_index(void *ctx, struct part *head, uint64_t gen)
-{
-	(void)gen;
-	const struct v1_entry *v = ctx;
-	part_add_batch(head, v->project, v->b);
-	return 0;
-}
-
-int store_append(struct store *s, const char *project_id, const Ember__Ingest__V1__Batch *b,
-		 const void *zbody, size_t zlen, struct buf *err)
-{
-	if (zlen > BATCH_MAX_COMPRESSED) {
-		buf_puts(err, "invalid batch size");
-		return STORE_FAILED;
-	}
-	struct v1_entry v = { b, project_id, zbody, zlen };
-	struct store_entry e = {
-		.project = project_id, .agent_instance = b->agent_instance, .sequence = b->sequence,
-		.start_unix_ms = b->start_unix_ms, .record = v1_record, .index = v1_index, .ctx = &v,
-	};
-	return store_append_entry(s, &e, err);
 }
 
 /* Fails one append that will not be acknowledged (under s->mu): its agent
@@ -81,6 +37,11 @@ int store_append_entry(struct store *s, const struct store_entry *e, struct buf 
 	size_t plen = strlen(e->project);
 	if (plen == 0 || plen > 255) {
 		buf_puts(err, "invalid project id");
+		return STORE_FAILED;
+	}
+	if (!s->codecs[e->record_type]) {
+		buf_printf(err, "no codec reads log records of type %u (store_config.codecs)",
+			   e->record_type);
 		return STORE_FAILED;
 	}
 	if (s->cfg.time_window) {
@@ -162,8 +123,9 @@ int store_append_entry(struct store *s, const struct store_entry *e, struct buf 
 		if (rc == 0) {
 			pthread_rwlock_wrlock(&hd->rw);
 			uint64_t r0 = hd->part.rows, s0 = hd->part.samples;
+			struct store_head w = { &hd->part };
 			for (struct commit *q = batch; q; q = q->next, n++)
-				if (q->e->index(q->e->ctx, &hd->part, hd->gen) < 0)
+				if (q->e->index(q->e->ctx, &w, hd->gen) < 0)
 					log_error("store: a batch of project %s could not be indexed",
 						  q->e->project);
 			rows = hd->part.rows - r0;

@@ -227,6 +227,7 @@ static struct store *open_test_store(const char *dir, uint32_t compact_after,
 	struct buf err = { 0 };
 	struct store_config cfg;
 	store_config_default(&cfg);
+	ingest_codecs(&cfg);
 	cfg.background = false;
 	cfg.time_window = false;
 	cfg.block_granularity_ms = 1; /* compacted rows keep their times, as memory does */
