@@ -1,6 +1,9 @@
-/* store.h - the embedded profile store behind every query.
+/* store.h - the embedded profile store behind every query, and the
+ * interface a second storage backend implements (docs/internals/store.md,
+ * "The interface").
  *
- * Samples live in parts (server/store/part.h), each with its own dictionaries:
+ * Samples live in parts (server/store/part.h, private to the store), each
+ * with its own dictionaries:
  *
  *   head     the part being built in memory; every acknowledged batch is
  *            first in a write-ahead log file (server/store/wal.h)
@@ -9,8 +12,34 @@
  *            partition (an hour) each; compaction merges the blocks of a
  *            partition into one, with rows rounded to the block granularity
  *
- * store_append() acknowledges a batch only once its log record is on disk;
- * concurrent appends share one fdatasync (group commit). A background
+ * Writing: the contract. The store reads no wire format. Ingest hands it
+ * an entry (struct store_entry) per batch: the log record the batch
+ * becomes and an index() that writes the batch into the head through the
+ * head writer (store_head_*: strings, files, frames, stacks, label sets,
+ * series, rows, in ember's own types). At store_open the logs are read
+ * back through the codec ingest registered for each record type (struct
+ * store_codec, store_config.codecs), which writes through the same
+ * writer. What every backend guarantees:
+ *
+ *   durable before acknowledged  store_append_entry() returns STORE_OK
+ *            only once the record is on disk (and indexed: a query that
+ *            starts after it sees the rows); anything it does not return
+ *            STORE_OK for was not stored, and an acknowledged record comes
+ *            back after a crash, through its codec
+ *   duplicates  an entry with an agent instance is stored at most once
+ *            per (instance, sequence): a sequence at or below the highest
+ *            stored for that instance, before or after a restart, is
+ *            STORE_DUPLICATE and nothing is done (entries without an
+ *            instance are never duplicates)
+ *   busy     STORE_BUSY when more than max_unflushed_rows wait to be
+ *            written: nothing was stored, the agent retries later
+ *   refused  STORE_REFUSED when the entry's time lies outside what the
+ *            store keeps (time_window): retrying will not help
+ *   codecs   an entry of a record type without a codec is refused
+ *            (STORE_FAILED), and a log holding one fails store_open
+ *
+ * Here: concurrent appends share one fdatasync (group commit); the lead
+ * of a commit calls every entry's index() in log order. A background
  * thread seals the head (by row count or age), writes sealed parts as
  * blocks and then deletes their logs, compacts partitions and deletes
  * partitions older than the retention. Lineage in each block's footer
@@ -21,7 +50,11 @@
  * kept in a cache bounded by cache_bytes; a damaged block is logged,
  * renamed aside (*.corrupt) and skipped, and the rest is served.
  *
- * Threading: every function may be called from any thread.
+ * Threading: every function may be called from any thread. Appends run
+ * in parallel up to the commit; an entry's record() runs under the commit
+ * lock and its index() on the thread that leads the group commit, with
+ * the head locked against readers (neither may call into the store).
+ * Codecs replay in store_open's thread before it returns.
  */
 #ifndef EMBER_SERVER_STORE_H
 #define EMBER_SERVER_STORE_H
