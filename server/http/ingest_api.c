@@ -42,12 +42,12 @@ static int ingest_project(struct server *srv, const struct principal *who, const
 {
 	bool everywhere = principal_everywhere(who, permission);
 	int rc = projects_by_name(srv->projects, name, everywhere, project, err);
-	if (rc < 0) {
+	if (rc == PROJECTS_FAILED) {
 		log_error("ingest: project \"%s\": %s", name, err->data);
 		buf_puts(err, " (cannot resolve the project)");
 		return -1;
 	}
-	if (rc == 1) {
+	if (rc == PROJECTS_ABSENT) {
 		buf_printf(err, "Insufficient permissions: project \"%.128s\" does not exist and this "
 				"credential may not create it (%s in every project)", name, permission);
 		return INGEST_DENIED;
@@ -420,15 +420,15 @@ static struct symbols *symbol_scope(struct server *srv, const struct http_req *r
 	char id[37] = "";
 	struct buf err = { 0 };
 	if (project && *project) {
-		int rc = 1;
+		int rc = PROJECTS_ABSENT;
 		if (uuid_valid(project)) {
 			snprintf(id, sizeof(id), "%s", project);
-			rc = projects_exists(srv->projects, id) ? 0 : 1;
+			rc = projects_exists(srv->projects, id) ? PROJECTS_FOUND : PROJECTS_ABSENT;
 		} else if (strlen(project) <= 128) {
 			rc = projects_by_name(srv->projects, project, false, id, &err);
 		}
-		if (rc) {
-			if (rc < 0)
+		if (rc != PROJECTS_FOUND) {
+			if (rc == PROJECTS_FAILED)
 				http_error(resp, 503, "the project could not be looked up: %s", err.data);
 			else
 				http_error(resp, 404, "no project %.128s", project);

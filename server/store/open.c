@@ -386,7 +386,6 @@ int store_open(const char *dir, const struct store_config *cfg, struct store **o
 		if (s->codecs[c->type]) {
 			buf_printf(err, "two codecs for log records of type %u (%s, %s)", c->type,
 				   s->codecs[c->type]->name, c->name);
-			buf_free(&p);
 			store_close(s);
 			return -1;
 		}

@@ -27,6 +27,10 @@
  *
  * Ownership: a part owns every array below. Threading: a part is not
  * synchronised; the store serialises writers and readers around it.
+ *
+ * Private to the store: ingest writes a head through store.h's head
+ * writer (struct store_head, implemented over a part at the end of
+ * part.c), never through these calls.
  */
 #ifndef EMBER_SERVER_PART_H
 #define EMBER_SERVER_PART_H

@@ -832,7 +832,7 @@ static void world_open(struct world *w)
 	struct buf err = { 0 };
 	for (int p = 0; p < NPROJ; p++)
 		assert_int_equal(projects_by_name(w->srv.projects, proj_names[p], true, w->proj_id[p],
-						  &err), 0);
+						  &err), PROJECTS_FOUND);
 	buf_free(&err);
 }
 
