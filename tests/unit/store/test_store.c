@@ -625,6 +625,54 @@ static void test_store_blocks(void **state)
 	free(dir);
 }
 
+/* The head writer over a part: a frame by its text is the frame of its
+ * interned strings, found without interning them again; label sets are
+ * sorted with repeated keys dropped, and host.name's CPU count is noted. */
+static void test_head_writer(void **state)
+{
+	(void)state;
+	struct part p;
+	part_init(&p, 1);
+	struct store_head h = { &p };
+	uint32_t name = store_head_string(&h, STORE_SYMBOL_STRINGS, "main", 4);
+	uint32_t bin = store_head_string(&h, STORE_SYMBOL_STRINGS, "/bin/app", 8);
+	struct store_frame f = { .type = SFT_NATIVE, .file = 0, .address = 0x40, .name = name,
+				 .binary = bin };
+	uint32_t id = store_head_frame(&h, &f);
+	size_t nstr = p.sstr.count;
+	struct store_frame_text ft = {
+		.type = SFT_NATIVE, .address = 0x40, .name = "main", .name_len = 4,
+		.binary = "/bin/app", .binary_len = 8, .binary_hash = hash_bytes("/bin/app", 8),
+	};
+	assert_int_equal(store_head_frame_text(&h, &ft), id);
+	assert_int_equal(p.sstr.count, nstr);
+	/* A new one by its text interns its strings: the same as by ids after. */
+	ft.name = "work";
+	uint32_t id2 = store_head_frame_text(&h, &ft);
+	assert_int_not_equal(id2, id);
+	assert_int_equal(p.sstr.count, nstr + 1);
+	f.name = store_head_string(&h, STORE_SYMBOL_STRINGS, "work", 4);
+	assert_int_equal(store_head_frame(&h, &f), id2);
+	assert_int_equal(p.nframes, 2);
+
+	uint32_t k1 = store_head_string(&h, STORE_LABEL_STRINGS, "service.name", 12);
+	uint32_t v1 = store_head_string(&h, STORE_LABEL_STRINGS, "api", 3);
+	uint32_t kh = store_head_string(&h, STORE_LABEL_STRINGS, "host.name", 9);
+	uint32_t vh = store_head_string(&h, STORE_LABEL_STRINGS, "h1", 2);
+	uint32_t v2 = store_head_string(&h, STORE_LABEL_STRINGS, "web", 3);
+	uint32_t a[6] = { k1, v1, kh, vh, k1, v2 }, b[4] = { kh, vh, k1, v1 };
+	uint32_t la = store_head_labels(&h, a, 3, 16);
+	assert_int_equal(store_head_labels(&h, b, 2, 0), la);
+	const uint32_t *kv;
+	assert_int_equal(part_label_pairs(&p, la, &kv), 2);
+	assert_int_equal(p.nhosts, 1);
+	assert_int_equal(p.hosts[0].name, vh);
+	assert_int_equal(p.hosts[0].cpus, 16);
+	uint64_t d = store_head_dictionaries(&h);
+	assert_int_not_equal(d, 0);
+	part_free(&p);
+}
+
 /* --- codecs: a record type the store knows only through its codec ---------------- */
 
 /* A probe record: one sample of value at ts on the stack main;work of
@@ -820,6 +868,7 @@ int main(void)
 		cmocka_unit_test(test_store_shared_log),
 		cmocka_unit_test(test_store_compacts_a_logs_blocks),
 		cmocka_unit_test(test_store_blocks),
+		cmocka_unit_test(test_head_writer),
 		cmocka_unit_test(test_store_codecs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
