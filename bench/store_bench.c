@@ -10,7 +10,7 @@
  * about a fifth of the samples), so the whole pool is seen over the hour.
  *
  * A generator thread builds and encodes the batches (agent work, not
- * counted); INGEST_THREADS threads decode and store_append() them (the
+ * counted); INGEST_THREADS threads decode and batch_append() them (the
  * server's ingest path: zstd + protobuf + validation + write-ahead log
  * with group commit + indexing) while the store's own thread writes
  * blocks and compacts, all with the default configuration. Right after
@@ -53,6 +53,7 @@
 #include "agent/batch.h"
 #include "agent/session.h"
 #include "bench/benchutil.h"
+#include "server/ingest/codecs.h"
 #include "server/ingest/batch_decode.h"
 #include "server/query/entities.h"
 #include "server/query/events.h"
@@ -401,7 +402,7 @@ struct ingester {
 	double session_s, append_s; /* version 2: sessions_ingest, of which storing */
 };
 
-/* store_append (or store_append_entry of e), waiting while the store is
+/* batch_append (or store_append_entry of e), waiting while the store is
  * writing blocks, as an agent would. */
 static int append_waiting(struct ingester *in, const Ember__Ingest__V1__Batch *d, const void *z,
 			  size_t zlen, struct store_entry *e)
@@ -409,13 +410,13 @@ static int append_waiting(struct ingester *in, const Ember__Ingest__V1__Batch *d
 	struct buf err = { 0 };
 	int rc;
 	while ((rc = e ? store_append_entry(in->st, e, &err)
-		       : store_append(in->st, PROJECT, d, z, zlen, &err)) == -2) {
+		       : batch_append(in->st, PROJECT, d, z, zlen, &err)) == STORE_BUSY) {
 		in->busy_retries++;
 		struct timespec ts = { 0, 20 * 1000000 };
 		nanosleep(&ts, NULL);
 		buf_reset(&err);
 	}
-	if (rc != 0)
+	if (rc != STORE_OK)
 		fprintf(stderr, "append: %d %s\n", rc, err.data);
 	buf_free(&err);
 	return rc;
@@ -669,6 +670,7 @@ static int queries_only(const char *dir)
 {
 	struct store_config cfg;
 	store_config_default(&cfg);
+	ingest_codecs(&cfg);
 	struct store *st;
 	struct symbols *sym;
 	struct buf err = { 0 };
@@ -716,6 +718,7 @@ int main(int argc, char **argv)
 	workload_init(&w);
 	struct store_config cfg;
 	store_config_default(&cfg);
+	ingest_codecs(&cfg);
 	const char *ca = getenv("EMBER_BENCH_COMPACT_AFTER");
 	if (ca && atoi(ca) >= 2)
 		cfg.compact_after = (uint32_t)atoi(ca);

@@ -13,6 +13,7 @@
 
 
 #include "flags.h"
+#include "server/ingest/codecs.h"
 #include "server/ingest/sessions.h"
 #include "server/symbols/debuginfod.h"
 #include "server/http/http.h"
@@ -382,6 +383,7 @@ int main(int argc, char **argv, char **envp)
 	sc.head_dict_bytes = cfg.dictionary_mib << 20;
 	sc.head_max_age_ms = cfg.flush_after_ms;
 	sc.late_data_wait_ms = cfg.compact_delay_ms;
+	ingest_codecs(&sc);
 	srv.data_dir = cfg.data_dir;
 	if (store_open(cfg.data_dir, &sc, &srv.store, &err) < 0 ||
 	    symbols_open(cfg.data_dir, &srv.symbols, &err) < 0 ||

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "server/ingest/batch_decode.h"
+#include "server/ingest/codecs.h"
 #include "compress.h"
 #include "handlers.h"
 #include "jsonw.h"
@@ -41,12 +42,12 @@ static int ingest_project(struct server *srv, const struct principal *who, const
 {
 	bool everywhere = principal_everywhere(who, permission);
 	int rc = projects_by_name(srv->projects, name, everywhere, project, err);
-	if (rc < 0) {
+	if (rc == PROJECTS_FAILED) {
 		log_error("ingest: project \"%s\": %s", name, err->data);
 		buf_puts(err, " (cannot resolve the project)");
 		return -1;
 	}
-	if (rc == 1) {
+	if (rc == PROJECTS_ABSENT) {
 		buf_printf(err, "Insufficient permissions: project \"%.128s\" does not exist and this "
 				"credential may not create it (%s in every project)", name, permission);
 		return INGEST_DENIED;
@@ -59,9 +60,8 @@ static int ingest_project(struct server *srv, const struct principal *who, const
 	return 0;
 }
 
-/* Resolves the project of b and stores it. Returns store_append's result
- * (0 stored, 1 duplicate, -3 outside the time kept, -2 busy, -1 failed)
- * or INGEST_DENIED, with the project id in project. */
+/* Resolves the project of b and stores it. Returns batch_append's enum
+ * store_rc or INGEST_DENIED, with the project id in project. */
 static int store_batch(struct server *srv, const struct principal *who,
 		       const Ember__Ingest__V1__Batch *b, const void *zbody, size_t zlen,
 		       char project[37], struct buf *err)
@@ -69,7 +69,7 @@ static int store_batch(struct server *srv, const struct principal *who,
 	int rc = ingest_project(srv, who, "ingest:profile:write", b->project, project, err);
 	if (rc < 0)
 		return rc;
-	return store_append(srv->store, project, b, zbody, zlen, err);
+	return batch_append(srv->store, project, b, zbody, zlen, err);
 }
 
 /* Adds the values of a stored request to the counter of each kind. */
@@ -87,7 +87,8 @@ static void add_kind(struct kind_values *kv, int kind, uint64_t value)
 		kv->v[kind] += value;
 }
 
-/* Answers a stored (rc 0) or duplicate (1) batch, or the error rc says.
+/* Answers a stored (STORE_OK) or duplicate (STORE_DUPLICATE) batch, or
+ * the error rc says (an enum store_rc or INGEST_DENIED).
  * samples (the answer's "samples") is the sum of every value; kv the
  * values by kind, for the counters. */
 static void answer(struct server *srv, int rc, uint64_t samples, const struct kind_values *kv,
@@ -99,12 +100,12 @@ static void answer(struct server *srv, int rc, uint64_t samples, const struct ki
 		http_error(resp, 403, "%s", err->data);
 		return;
 	}
-	if (rc == -3) {
+	if (rc == STORE_REFUSED) {
 		count(&srv->counters.ingest_rejected, 1);
 		http_error(resp, 422, "%s", err->data);
 		return;
 	}
-	if (rc == -2) {
+	if (rc == STORE_BUSY) {
 		count(&srv->counters.ingest_failed, 1);
 		http_error(resp, 503, "the server is busy writing earlier data; retry later");
 		resp->retry_after = "2";
@@ -117,7 +118,7 @@ static void answer(struct server *srv, int rc, uint64_t samples, const struct ki
 		resp->retry_after = "5";
 		return;
 	}
-	if (rc == 1) {
+	if (rc == STORE_DUPLICATE) {
 		count(&srv->counters.ingest_duplicates, 1);
 	} else {
 		count(&srv->counters.ingest_batches, 1);
@@ -128,8 +129,8 @@ static void answer(struct server *srv, int rc, uint64_t samples, const struct ki
 	struct jsonw w;
 	http_json_begin(resp, &w);
 	jsonw_begin_object(&w);
-	jsonw_kv_bool(&w, "stored", rc == 0);
-	jsonw_kv_bool(&w, "duplicate", rc == 1);
+	jsonw_kv_bool(&w, "stored", rc == STORE_OK);
+	jsonw_kv_bool(&w, "duplicate", rc == STORE_DUPLICATE);
 	jsonw_kv_u64(&w, "samples", samples);
 	jsonw_key(&w, "project_id");
 	if (project)
@@ -235,7 +236,7 @@ static int store_session(void *ctx, const char *project_name, struct store_entry
 				st->err);
 	if (rc < 0) {
 		st->denied = rc == INGEST_DENIED;
-		return -1;
+		return STORE_FAILED;
 	}
 	e->project = st->project;
 	return store_append_entry(st->srv->store, e, st->err);
@@ -282,7 +283,7 @@ void handle_ingest_session_batch(struct server *srv, const struct http_req *req,
 		jsonw_end_object(&w);
 		http_json_end(resp, &w, 409);
 	} else {
-		answer(srv, rc == SESSION_SEEN ? 1 : rc, samples, &kv, req->body_len,
+		answer(srv, rc == SESSION_SEEN ? STORE_DUPLICATE : rc, samples, &kv, req->body_len,
 		       st.project[0] ? st.project : NULL, &err, resp);
 	}
 	session_batch_free(m);
@@ -302,8 +303,8 @@ static int store_otlp(void *ctx, const Ember__Ingest__V1__Batch *b)
 {
 	struct otlp_store *st = ctx;
 	struct buf z = { 0 };
-	int rc = batch_pack(b, 1, &z);
-	if (rc == 0)
+	int rc = STORE_FAILED;
+	if (batch_pack(b, 1, &z) == 0)
 		rc = store_batch(st->srv, st->who, b, z.data, z.len, st->project, st->err);
 	else
 		buf_puts(st->err, "compressing the batch for the log failed");
@@ -434,15 +435,15 @@ static struct symbols *symbol_scope(struct server *srv, const struct http_req *r
 	char id[37] = "";
 	struct buf err = { 0 };
 	if (project && *project) {
-		int rc = 1;
+		int rc = PROJECTS_ABSENT;
 		if (uuid_valid(project)) {
 			snprintf(id, sizeof(id), "%s", project);
-			rc = projects_exists(srv->projects, id) ? 0 : 1;
+			rc = projects_exists(srv->projects, id) ? PROJECTS_FOUND : PROJECTS_ABSENT;
 		} else if (strlen(project) <= 128) {
 			rc = projects_by_name(srv->projects, project, false, id, &err);
 		}
-		if (rc) {
-			if (rc < 0)
+		if (rc != PROJECTS_FOUND) {
+			if (rc == PROJECTS_FAILED)
 				http_error(resp, 503, "the project could not be looked up: %s", err.data);
 			else
 				http_error(resp, 404, "no project %.128s", project);

@@ -238,7 +238,7 @@ static int project_arg(struct call *c)
 		struct buf err = { 0 };
 		int rc = projects_by_name(c->srv->projects, p, false, c->project, &err);
 		buf_free(&err);
-		if (rc != 0)
+		if (rc != PROJECTS_FOUND)
 			return fail(c, "project: no project is named \"%s\" or has that id; "
 				       "list_projects lists the projects you may read", p);
 	}

@@ -12,7 +12,6 @@
 #include "compress.h"
 #include "fileid.h"
 #include "hmap.h"
-#include "server/store/part.h"
 #include "util.h"
 
 #define MAX_TABLE (16u << 20)
@@ -1005,8 +1004,8 @@ static void v2_failed(void *ctx)
 
 struct mapper {
 	struct sess *s;
-	struct part *p;
-	uint32_t gen;    /* the part's dict_id: what pm entries are valid for */
+	struct store_head *h;
+	uint32_t gen;    /* the head's dictionaries' name: what pm entries are valid for */
 	uint32_t *chain; /* a stack's part frame ids, outermost first */
 	size_t capchain;
 };
@@ -1019,7 +1018,8 @@ static uint32_t map_string(struct mapper *x, int t, uint32_t id)
 	if (!defined(x->s, T_STR, id))
 		return MAP_FAIL;
 	const char *str = x->s->sbytes.data + x->s->soff[id];
-	uint32_t pid = strtab_intern(t == T_LSTR ? &x->p->lstr : &x->p->sstr, str, strlen(str));
+	uint32_t pid = store_head_string(x->h, t == T_LSTR ? STORE_LABEL_STRINGS : STORE_SYMBOL_STRINGS,
+					 str, strlen(str));
 	*e = (uint64_t)x->gen << 32 | pid;
 	return pid;
 }
@@ -1040,7 +1040,7 @@ static uint32_t map_file(struct mapper *x, uint32_t id)
 	sf.build_id_len = f->build_id_len;
 	sf.nsegs = MIN(f->nsegs, STORE_FILE_SEGMENTS);
 	memcpy(sf.segs, f->segs, (size_t)sf.nsegs * 3 * sizeof(uint64_t));
-	uint32_t pid = part_file(x->p, &sf);
+	uint32_t pid = store_head_file(x->h, &sf);
 	*e = (uint64_t)x->gen << 32 | pid;
 	return pid;
 }
@@ -1060,15 +1060,15 @@ static uint32_t map_frame(struct mapper *x, uint32_t id)
 	if (file == MAP_FAIL || sf.name == MAP_FAIL || sf.binary == MAP_FAIL)
 		return MAP_FAIL;
 	sf.file = f->file ? file + 1 : 0;
-	uint32_t pid = part_frame(x->p, &sf);
+	uint32_t pid = store_head_frame(x->h, &sf);
 	*e = (uint64_t)x->gen << 32 | pid;
 	return pid;
 }
 
-/* The part's stack (leaf node) of session node id: one lookup of its
+/* The head's stack (leaf node) of session node id: one lookup of its
  * content hash when any session put it in this head before, so an agent's
  * stack costs the head one lookup however many agents send it; else by
- * its frames (part_stack_id), and noted by its content hash. Only the
+ * its frames (store_head_stack), and noted by its content hash. Only the
  * nodes samples name are kept in pm. */
 static uint32_t map_node(struct mapper *x, uint32_t id)
 {
@@ -1078,7 +1078,7 @@ static uint32_t map_node(struct mapper *x, uint32_t id)
 	if (!defined(x->s, T_STACK, id))
 		return MAP_FAIL;
 	uint64_t lo = x->s->node_h[2 * (size_t)id], hi = x->s->node_h[2 * (size_t)id + 1];
-	uint32_t leaf = part_stack_by_hash(x->p, lo, hi);
+	uint32_t leaf = store_head_stack_by_hash(x->h, lo, hi);
 	if (leaf != UINT32_MAX) {
 		*e = (uint64_t)x->gen << 32 | leaf;
 		return leaf;
@@ -1094,13 +1094,13 @@ static uint32_t map_node(struct mapper *x, uint32_t id)
 	for (uint32_t nd = id + 1; nd; nd = x->s->node_parent[nd - 1])
 		if ((x->chain[--k] = map_frame(x, x->s->node_frame[nd - 1])) == MAP_FAIL)
 			return MAP_FAIL;
-	leaf = part_stack_id(x->p, x->chain, n);
-	part_stack_note_hash(x->p, lo, hi, leaf);
+	leaf = store_head_stack(x->h, x->chain, n);
+	store_head_note_stack_hash(x->h, lo, hi, leaf);
 	*e = (uint64_t)x->gen << 32 | leaf;
 	return leaf;
 }
 
-/* The part's label set of session resource id. */
+/* The head's label set of session resource id. */
 static uint32_t map_resource(struct mapper *x, uint32_t id, uint32_t host_cpus)
 {
 	uint64_t *e = &x->s->pm[T_RES][id];
@@ -1114,33 +1114,28 @@ static uint32_t map_resource(struct mapper *x, uint32_t id, uint32_t host_cpus)
 	for (uint32_t j = 0; j < n; j++)
 		if ((kv[j] = map_string(x, T_LSTR, ids[j])) == MAP_FAIL)
 			return MAP_FAIL;
-	size_t pairs = part_canonical_labels(kv, n / 2);
-	uint32_t labels = part_labels(x->p, kv, pairs);
-	uint32_t host_key = strtab_lookup(&x->p->lstr, "host.name", 9);
-	for (size_t j = 0; host_cpus && j < pairs; j++)
-		if (kv[2 * j] == host_key)
-			part_note_host(x->p, kv[2 * j + 1], host_cpus);
+	uint32_t labels = store_head_labels(x->h, kv, n / 2, host_cpus);
 	*e = (uint64_t)x->gen << 32 | labels;
 	return labels;
 }
 
-/* Adds m's samples to p, the head numbered gen. Every entry is
+/* Adds m's samples to h, the head numbered gen. Every entry is
  * mapped first; only when all resolve are rows added (a replayed record
  * that does not resolve adds nothing). */
 static int index_batch(struct sess *s, const Ember__Ingest__V1__SessionBatch *m,
-		       const char *project_id, struct part *p, uint32_t gen)
+		       const char *project_id, struct store_head *h, uint32_t gen)
 {
 	for (int t = 0; t < T_MAPS; t++)
 		grow_zero((void **)&s->pm[t], &s->cappm[t], table_size(s, t == T_LSTR ? T_STR : t) + 1,
 			  sizeof(uint64_t));
 	grow_zero((void **)&s->series, &s->capseries, (s->res.n + 1) * 4, sizeof(*s->series));
 	/* Dictionary ids stay valid while the head's dictionaries do (a new
-	 * head may start with the old one's: part.h dict_id); series are the
-	 * head's own. */
-	struct mapper x = { .s = s, .p = p, .gen = (uint32_t)p->dict_id };
+	 * head may start with the old one's: store_head_dictionaries); series
+	 * are the head's own. */
+	struct mapper x = { .s = s, .h = h, .gen = (uint32_t)store_head_dictionaries(h) };
 	size_t n = m->n_sample_nodes;
 	uint32_t *stack = xmalloc((2 * n + 1) * sizeof(uint32_t)), *series = stack + n;
-	uint32_t project = strtab_intern_cstr(&p->lstr, project_id);
+	uint32_t project = store_head_string(h, STORE_LABEL_STRINGS, project_id, strlen(project_id));
 	uint16_t hz = (uint16_t)MIN(m->sample_rate_hz, 65535u);
 	uint64_t node = 0, ahead = 0;
 	int rc = 0;
@@ -1160,23 +1155,23 @@ static int index_batch(struct sess *s, const Ember__Ingest__V1__SessionBatch *m,
 		}
 		struct sseries *se = &s->series[(size_t)r * 4 + (unsigned)(kind - 1) % 4];
 		if (se->gen != gen || se->hz != hz) {
-			se->series = part_series_id(p, project, (uint8_t)kind, hz, labels);
+			se->series = store_head_series(h, project, (uint8_t)kind, hz, labels);
 			se->gen = gen;
 			se->hz = hz;
 		}
 		series[i] = se->series;
 	}
 	if (rc == 0) {
-		part_add_rows(p, series, m->start_unix_ms, stack, m->sample_values, n);
+		store_head_rows(h, series, m->start_unix_ms, stack, m->sample_values, n);
 		if (m->agent_instance[0])
-			part_note_agent(p, strtab_intern_cstr(&p->lstr, m->agent_instance), m->sequence);
+			store_head_note_agent(h, m->agent_instance, m->sequence);
 	}
 	free(stack);
 	free(x.chain);
 	return rc;
 }
 
-static int v2_index(void *ctx, struct part *head, uint64_t gen)
+static int v2_index(void *ctx, struct store_head *head, uint64_t gen)
 {
 	struct v2_entry *v = ctx;
 	return index_batch(v->s, v->m, v->e.project, head, (uint32_t)gen);
@@ -1276,7 +1271,7 @@ int sessions_ingest(struct sessions *ss, const Ember__Ingest__V1__SessionBatch *
 		};
 		rc = store(ctx, m->project, &v.e);
 	}
-	if (rc == 0 || rc == 1) {
+	if (rc == STORE_OK || rc == STORE_DUPLICATE) {
 		s->last_seq = m->sequence;
 	} else if (rc != SESSION_SEEN) {
 		restore_counts(s, &before);
@@ -1364,8 +1359,8 @@ static int define_carry(struct sess *s, const Ember__Ingest__V1__SessionCarry *c
 }
 
 int session_replay_record(struct session_replay *r, const char *project_id, const uint8_t *p,
-			  size_t len, struct part *head, uint32_t head_no, char agent[65],
-			  uint64_t *seq)
+			  size_t len, struct store_head *head, uint32_t head_no,
+			  struct store_replayed *out)
 {
 	struct buf err = { 0 };
 	uint32_t zl;
@@ -1403,8 +1398,9 @@ int session_replay_record(struct session_replay *r, const char *project_id, cons
 		if ((!c || define_carry(s, c, &err) == 0) && define_batch(s, m, &err) == 0 &&
 		    check_samples(s, m, &err) == 0 &&
 		    index_batch(s, m, project_id, head, head_no) == 0) {
-			snprintf(agent, 65, "%s", m->agent_instance);
-			*seq = m->sequence;
+			snprintf(out->agent_instance, sizeof(out->agent_instance), "%s",
+				 m->agent_instance);
+			out->sequence = m->sequence;
 			rc = 0;
 		}
 	}
@@ -1415,3 +1411,24 @@ int session_replay_record(struct session_replay *r, const char *project_id, cons
 	buf_free(&err);
 	return rc;
 }
+
+static void *codec_replay_begin(void)
+{
+	return session_replay_new();
+}
+
+static int codec_replay(void *state, const char *project, const uint8_t *body, size_t len,
+			struct store_head *head, uint32_t head_no, struct store_replayed *out)
+{
+	return session_replay_record(state, project, body, len, head, head_no, out);
+}
+
+static void codec_replay_end(void *state)
+{
+	session_replay_free(state);
+}
+
+const struct store_codec session_codec = {
+	.type = STORE_RECORD_SESSION, .name = "session batch", .replay_begin = codec_replay_begin,
+	.replay = codec_replay, .replay_end = codec_replay_end,
+};

@@ -57,8 +57,9 @@ struct sessions *sessions_new(size_t max_bytes, size_t max_session_bytes, int64_
 void sessions_free(struct sessions *ss);
 
 /* Stores a batch: resolves the project name, sets e->project to its id
- * and returns what store_append_entry() returns (0 stored, 1 a duplicate
- * the store already had, or a negative code of the caller's: not stored). */
+ * and returns what store_append_entry() returns (an enum store_rc:
+ * STORE_OK, STORE_DUPLICATE when the store already had it, or a negative
+ * code, the store's or the caller's: not stored). */
 typedef int (*session_store_fn)(void *ctx, const char *project_name, struct store_entry *e);
 
 /* Applies m, decoded from zbody[0..zlen) (what the log keeps), at now_ms.
@@ -76,12 +77,15 @@ void session_replay_free(struct session_replay *r);
 /* Adds one STORE_RECORD_SESSION record's samples (p: after the project
  * id) to head, whose number head_no is the replay's own (a new number for
  * each head the replay fills: the sessions' series ids are a head's own).
- * Returns 0 with the batch's agent instance and sequence, or -1 when it
- * does not decode or refers to what no earlier record of the replay
- * defined (nothing is added). */
+ * Returns 0 with the batch's agent instance and sequence in *out, or -1
+ * when it does not decode or refers to what no earlier record of the
+ * replay defined (nothing is added). */
 int session_replay_record(struct session_replay *r, const char *project_id, const uint8_t *p,
-			  size_t len, struct part *head, uint32_t head_no, char agent[65],
-			  uint64_t *seq);
+			  size_t len, struct store_head *head, uint32_t head_no,
+			  struct store_replayed *out);
+/* The codec of STORE_RECORD_SESSION records (store.h): a session replay
+ * per store_open, session_replay_record for each record. */
+extern const struct store_codec session_codec;
 
 void sessions_get_stats(struct sessions *ss, struct sessions_stats *out);
 

@@ -7,7 +7,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "server/ingest/batch_decode.h"
 #include "log.h"
 #include "util.h"
 
@@ -21,55 +20,12 @@ uint64_t st_unflushed_rows(struct store *s)
 	return n;
 }
 
-/* A version 1 batch: the record is the batch as received. */
-struct v1_entry {
-	const Ember__Ingest__V1__Batch *b;
-	const char *project;
-	const void *zbody;
-	size_t zlen;
-};
-
-static int v1_record(void *ctx, uint64_t gen, struct buf *head, const void **body, size_t *blen,
-		     struct buf *err)
-{
-	(void)gen;
-	(void)head;
-	(void)err;
-	const struct v1_entry *v = ctx;
-	*body = v->zbody;
-	*blen = v->zlen;
-	return 0;
-}
-
-static int v1_index(void *ctx, struct part *head, uint64_t gen)
-{
-	(void)gen;
-	const struct v1_entry *v = ctx;
-	part_add_batch(head, v->project, v->b);
-	return 0;
-}
-
-int store_append(struct store *s, const char *project_id, const Ember__Ingest__V1__Batch *b,
-		 const void *zbody, size_t zlen, struct buf *err)
-{
-	if (zlen > BATCH_MAX_COMPRESSED) {
-		buf_puts(err, "invalid batch size");
-		return -1;
-	}
-	struct v1_entry v = { b, project_id, zbody, zlen };
-	struct store_entry e = {
-		.project = project_id, .agent_instance = b->agent_instance, .sequence = b->sequence,
-		.start_unix_ms = b->start_unix_ms, .record = v1_record, .index = v1_index, .ctx = &v,
-	};
-	return store_append_entry(s, &e, err);
-}
-
 /* Fails one append that will not be acknowledged (under s->mu): its agent
  * sequence is given back, and its entry is told when its record was made
  * (the record is not in the log, or is cut off it). */
 static void fail_commit(struct store *s, struct commit *q)
 {
-	q->rc = -1;
+	q->rc = STORE_FAILED;
 	if (q->agent != UINT32_MAX && s->agent_seq[q->agent] == q->e->sequence)
 		s->agent_seq[q->agent] = q->prev_seq;
 	if (q->recorded && q->e->failed)
@@ -81,7 +37,12 @@ int store_append_entry(struct store *s, const struct store_entry *e, struct buf 
 	size_t plen = strlen(e->project);
 	if (plen == 0 || plen > 255) {
 		buf_puts(err, "invalid project id");
-		return -1;
+		return STORE_FAILED;
+	}
+	if (!s->codecs[e->record_type]) {
+		buf_printf(err, "no codec reads log records of type %u (store_config.codecs)",
+			   e->record_type);
+		return STORE_FAILED;
 	}
 	if (s->cfg.time_window) {
 		int64_t now = now_unix_ms();
@@ -90,7 +51,7 @@ int store_append_entry(struct store *s, const struct store_entry *e, struct buf 
 			buf_printf(err, "the batch's time (%lld ms) lies outside what this server keeps "
 				   "(the last %lld days, up to a day ahead): check the agent's clock",
 				   (long long)e->start_unix_ms, (long long)(s->cfg.retention_ms / 86400000));
-			return -3;
+			return STORE_REFUSED;
 		}
 	}
 	pthread_mutex_lock(&s->mu);
@@ -102,14 +63,14 @@ int store_append_entry(struct store *s, const struct store_entry *e, struct buf 
 		s->stats.refused_busy++;
 		pthread_mutex_unlock(&s->list_mu);
 		buf_puts(err, "the store is behind writing blocks (disk full or slow?): retry later");
-		return -2;
+		return STORE_BUSY;
 	}
 	struct commit c = { .e = e, .agent = UINT32_MAX };
 	if (e->agent_instance && e->agent_instance[0]) {
 		uint32_t a = st_agent_index(s, e->agent_instance, true);
 		if (e->sequence <= s->agent_seq[a]) {
 			pthread_mutex_unlock(&s->mu);
-			return 1;
+			return STORE_DUPLICATE;
 		}
 		c.agent = a;
 		c.prev_seq = s->agent_seq[a];
@@ -130,14 +91,14 @@ int store_append_entry(struct store *s, const struct store_entry *e, struct buf 
 		fail_commit(s, &c);
 		pthread_mutex_unlock(&s->mu);
 		buf_free(&head);
-		return -1;
+		return STORE_FAILED;
 	}
 	if (wal_append(&s->wal, head.data, head.len, body, blen) < 0) {
 		buf_printf(err, "writing the log failed: %s", strerror(errno));
 		fail_commit(s, &c);
 		pthread_mutex_unlock(&s->mu);
 		buf_free(&head);
-		return -1;
+		return STORE_FAILED;
 	}
 	buf_free(&head);
 	*s->queue_tail = &c;
@@ -162,8 +123,9 @@ int store_append_entry(struct store *s, const struct store_entry *e, struct buf 
 		if (rc == 0) {
 			pthread_rwlock_wrlock(&hd->rw);
 			uint64_t r0 = hd->part.rows, s0 = hd->part.samples;
+			struct store_head w = { &hd->part };
 			for (struct commit *q = batch; q; q = q->next, n++)
-				if (q->e->index(q->e->ctx, &hd->part, hd->gen) < 0)
+				if (q->e->index(q->e->ctx, &w, hd->gen) < 0)
 					log_error("store: a batch of project %s could not be indexed",
 						  q->e->project);
 			rows = hd->part.rows - r0;
@@ -189,7 +151,7 @@ int store_append_entry(struct store *s, const struct store_entry *e, struct buf 
 		}
 		for (struct commit *q = batch; q; q = q->next) {
 			if (rc == 0)
-				q->rc = 0;
+				q->rc = STORE_OK;
 			else
 				fail_commit(s, q);
 		}

@@ -10,9 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "server/ingest/batch_decode.h"
 #include "log.h"
-#include "server/ingest/sessions.h"
 #include "util.h"
 
 /* --- opening: blocks, lineage, log replay ----------------------------------------- */
@@ -234,11 +232,11 @@ struct sref *st_swap_head(struct store *s, uint64_t wal)
 struct replay_ctx {
 	struct store *s;
 	struct part *head;
-	struct session_replay *sessions;
+	void *state[256];       /* each codec's replay state, by record type */
 	uint64_t rows, samples; /* replayed, whether still in the head or written */
 	uint32_t head_no;       /* the head's number in this replay, from 1 */
+	int missing;            /* a record type without a codec, plus one (0: none) */
 };
-
 
 /* At a start, before any other thread runs: the replay head becomes a
  * sealed part and is written as blocks at once, and a new head (swap_head,
@@ -263,7 +261,7 @@ static void replay_seal(struct replay_ctx *rc)
 	buf_free(&err);
 }
 
-/* A log record (store.h: the record payloads). */
+/* A log record (store.h: the record payloads), through its type's codec. */
 static int replay_record(void *ctx, const uint8_t *p, size_t len)
 {
 	struct replay_ctx *rc = ctx;
@@ -273,6 +271,12 @@ static int replay_record(void *ctx, const uint8_t *p, size_t len)
 		p += 2;
 		len -= 2;
 	}
+	const struct store_codec *c = rc->s->codecs[type];
+	if (!c) {
+		if (!rc->missing)
+			rc->missing = type + 1;
+		return -1;
+	}
 	if (len < 1 || p[0] == 0 || (size_t)p[0] + 1 > len)
 		return -1;
 	char project[256];
@@ -280,40 +284,28 @@ static int replay_record(void *ctx, const uint8_t *p, size_t len)
 	project[p[0]] = '\0';
 	const uint8_t *body = p + 1 + p[0];
 	size_t blen = len - 1 - p[0];
-	if (type == STORE_RECORD_SESSION) {
-		char agent[65];
-		uint64_t seq;
-		uint64_t rows = rc->head->rows, samples = rc->head->samples;
-		if (session_replay_record(rc->sessions, project, body, blen, rc->head, rc->head_no, agent,
-					  &seq) < 0)
-			return -1;
-		if (agent[0])
-			st_note_agent(rc->s, agent, seq);
-		rc->s->stats.batches++;
-		rc->rows += rc->head->rows - rows;
-		rc->samples += rc->head->samples - samples;
-		if (rc->head->rows >= rc->s->cfg.head_max_rows)
-			replay_seal(rc);
-		return 0;
-	}
-	if (type != 0)
-		return -1;
-	struct buf err = { 0 };
-	Ember__Ingest__V1__Batch *b = batch_decode(body, blen, &err);
-	buf_free(&err);
-	if (!b)
-		return -1;
 	uint64_t rows = rc->head->rows, samples = rc->head->samples;
-	part_add_batch(rc->head, project, b);
-	if (b->agent_instance[0])
-		st_note_agent(rc->s, b->agent_instance, b->sequence);
+	struct store_head w = { rc->head };
+	struct store_replayed out = { .agent_instance = "" };
+	if (c->replay(rc->state[type], project, body, blen, &w, rc->head_no, &out) < 0)
+		return -1;
+	out.agent_instance[STORE_AGENT_MAX] = '\0';
+	if (out.agent_instance[0])
+		st_note_agent(rc->s, out.agent_instance, out.sequence);
 	rc->s->stats.batches++;
-	batch_decode_free(b);
 	rc->rows += rc->head->rows - rows;
 	rc->samples += rc->head->samples - samples;
 	if (rc->head->rows >= rc->s->cfg.head_max_rows)
 		replay_seal(rc);
 	return 0;
+}
+
+/* Ends every codec's replay. */
+static void replay_end(struct replay_ctx *rc)
+{
+	for (size_t t = 0; t < 256; t++)
+		if (rc->s->codecs[t] && rc->s->codecs[t]->replay_end && rc->state[t])
+			rc->s->codecs[t]->replay_end(rc->state[t]);
 }
 
 int st_noop_record(void *ctx, const uint8_t *p, size_t len)
@@ -389,6 +381,16 @@ int store_open(const char *dir, const struct store_config *cfg, struct store **o
 		free(wals);
 	}
 	buf_free(&p);
+	for (size_t i = 0; i < s->cfg.ncodecs; i++) {
+		const struct store_codec *c = s->cfg.codecs[i];
+		if (s->codecs[c->type]) {
+			buf_printf(err, "two codecs for log records of type %u (%s, %s)", c->type,
+				   s->codecs[c->type]->name, c->name);
+			store_close(s);
+			return -1;
+		}
+		s->codecs[c->type] = c;
+	}
 	if (list_gens(s->wal_dir, ".log", &wals, &nwals, err) < 0 ||
 	    st_open_blocks(s, wals, &nwals, err) < 0) {
 		free(wals);
@@ -403,7 +405,10 @@ int store_open(const char *dir, const struct store_config *cfg, struct store **o
 	part_init(&s->head->part, 1);
 	s->head->loaded = true;
 	s->head->gen = s->next_gen++;
-	struct replay_ctx rc = { s, &s->head->part, session_replay_new(), 0, 0, 1 };
+	struct replay_ctx rc = { .s = s, .head = &s->head->part, .head_no = 1 };
+	for (size_t t = 0; t < 256; t++)
+		if (s->codecs[t] && s->codecs[t]->replay_begin)
+			rc.state[t] = s->codecs[t]->replay_begin();
 	for (size_t i = 0; i < nwals; i++) {
 		struct wal_file w;
 		/* Rows of one log per written part (replay_seal); the head,
@@ -414,16 +419,29 @@ int store_open(const char *dir, const struct store_config *cfg, struct store **o
 		if (wal_open(s->wal_dir, wals[i], replay_record, &rc, &w,
 			     &s->stats.wal_skipped_records, err) < 0) {
 			free(wals);
-			session_replay_free(rc.sessions);
+			replay_end(&rc);
 			store_close(s);
 			return -1;
 		}
 		wal_close(&w);
+		if (rc.missing) {
+			/* Its records would be lost with the log once the head
+			 * is written: refuse to start rather than drop them. */
+			struct buf path = { 0 };
+			wal_path(s->wal_dir, wals[i], &path);
+			buf_printf(err, "the log %s holds records of type %d, which no registered codec "
+					"reads (store_config.codecs)", path.data, rc.missing - 1);
+			buf_free(&path);
+			free(wals);
+			replay_end(&rc);
+			store_close(s);
+			return -1;
+		}
 	}
 	s->logs = wals;
 	s->nlogs = s->caplogs = nwals;
 	s->rotate_next = nwals > 0;
-	session_replay_free(rc.sessions);
+	replay_end(&rc);
 	uint64_t gen = s->next_gen++;
 	if (wal_open(s->wal_dir, gen, st_noop_record, NULL, &s->wal, &s->stats.wal_skipped_records,
 		     err) < 0) {

@@ -5,7 +5,6 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "server/ingest/batch_decode.h"
 #include "util.h"
 
 /* The last dict_id given: process-wide so that two parts never share one
@@ -608,125 +607,89 @@ size_t part_canonical_labels(uint32_t *kv, size_t npairs)
 	return n;
 }
 
-void part_add_batch(struct part *p, const char *project_id, const Ember__Ingest__V1__Batch *b)
+/* --- the head writer (store.h) ------------------------------------------------ */
+
+uint32_t store_head_string(struct store_head *h, enum store_strings t, const char *s, size_t len)
 {
-	uint32_t project = strtab_intern_cstr(&p->lstr, project_id);
-	/* Batch strings serve as labels and as symbols: each table gets them
-	 * on first use only. */
-	size_t ns = b->n_strings;
-	uint32_t *lmap = xmalloc((ns + 1) * sizeof(uint32_t) * 2);
-	uint32_t *smap = lmap + ns + 1;
-	memset(lmap, 0xff, (ns + 1) * sizeof(uint32_t) * 2);
-#define LSTR(i) (lmap[i] != UINT32_MAX ? lmap[i] : (lmap[i] = strtab_intern_cstr(&p->lstr, b->strings[i])))
-#define SSTR(i) (smap[i] != UINT32_MAX ? smap[i] : (smap[i] = strtab_intern_cstr(&p->sstr, b->strings[i])))
-	uint32_t *fmap = xmalloc((b->n_files + 1) * sizeof(uint32_t));
-	for (size_t i = 0; i < b->n_files; i++) {
-		const Ember__Ingest__V1__File *f = b->files[i];
-		struct store_file sf = { .name = SSTR(f->name) };
-		memcpy(sf.id.b, f->file_id.data, FILE_ID_LEN);
-		if (f->build_id.len) {
-			memcpy(sf.build_id, f->build_id.data, f->build_id.len);
-			sf.build_id_len = (uint8_t)f->build_id.len;
-		}
-		for (size_t j = 0; j + 2 < f->n_exec_segments && sf.nsegs < STORE_FILE_SEGMENTS; j += 3) {
-			memcpy(sf.segs[sf.nsegs], f->exec_segments + j, 3 * sizeof(uint64_t));
-			sf.nsegs++;
-		}
-		fmap[i] = part_file(p, &sf);
-	}
-	/* Frames by content: a frame seen before costs one lookup, and its
-	 * strings are interned only when it is new. */
-	uint32_t *frmap = xmalloc((b->n_frames + 1) * sizeof(uint32_t));
-	/* Per batch string: its length, and for binaries (few) a hash. */
-	uint32_t *slen = xmalloc((ns + 1) * sizeof(uint32_t));
-	uint64_t *bhash = xmalloc((ns + 1) * sizeof(uint64_t));
-	uint8_t *known = xcalloc(ns + 1, 1); /* bit 0: slen set, bit 1: bhash set */
-	for (size_t i = 0; i < b->n_frames; i++) {
-		const Ember__Ingest__V1__Frame *f = b->frames[i];
-		uint32_t sid[2] = { f->name, f->binary };
-		for (int j = 0; j < 2; j++)
-			if (!(known[sid[j]] & 1)) {
-				slen[sid[j]] = (uint32_t)strlen(b->strings[sid[j]]);
-				known[sid[j]] |= 1;
-			}
-		if (!(known[f->binary] & 2)) {
-			bhash[f->binary] = hash_bytes(b->strings[f->binary], slen[f->binary]);
-			known[f->binary] |= 2;
-		}
-		XXH128_hash_t h = frame_hash((uint8_t)f->type, f->file ? fmap[f->file - 1] + 1 : 0,
-					     f->address, b->strings[f->name], slen[f->name],
-					     bhash[f->binary]);
-		struct frame_key k = { p, h.high64 };
-		uint32_t idx;
-		if (!hmap_find(&p->frame_index, h.low64, eq_frame, &k, &idx)) {
-			struct store_frame sf = {
-				.type = (uint8_t)f->type, .file = f->file ? fmap[f->file - 1] + 1 : 0,
-				.address = f->address,
-				.name = f->name ? SSTR(f->name) : 0, .binary = f->binary ? SSTR(f->binary) : 0,
-			};
-			idx = frame_find_or_add(p, h, &sf);
-		}
-		frmap[i] = idx;
-	}
-	free(bhash);
-	free(slen);
-	free(known);
-	uint32_t *stmap = xmalloc((b->n_stacks + 1) * sizeof(uint32_t));
-	uint32_t *frames = NULL;
-	size_t capframes = 0;
-	for (size_t i = 0; i < b->n_stacks; i++) {
-		const Ember__Ingest__V1__Stack *st = b->stacks[i];
-		xgrow((void **)&frames, &capframes, st->n_frames + 1, sizeof(uint32_t));
-		for (size_t j = 0; j < st->n_frames; j++)
-			frames[j] = frmap[st->frames[j]];
-		stmap[i] = part_stack_id(p, frames, st->n_frames);
-	}
-	free(frames);
-	uint16_t hz = (uint16_t)MIN(b->sample_rate_hz, 65535u);
-	/* Series per (resource, kind): kinds are few, so a small cache. */
-	uint32_t *sermap = xmalloc((b->n_resources + 1) * 4 * sizeof(uint32_t));
-	memset(sermap, 0xff, (b->n_resources + 1) * 4 * sizeof(uint32_t));
-	uint32_t *labmap = xmalloc((b->n_resources + 1) * sizeof(uint32_t));
-	uint32_t kv[2 * BATCH_MAX_ATTRIBUTES];
-	uint32_t host_key = strtab_lookup(&p->lstr, "host.name", 9);
-	for (size_t i = 0; i < b->n_resources; i++) {
-		const Ember__Ingest__V1__Resource *r = b->resources[i];
-		for (size_t j = 0; j < r->n_attributes; j++)
-			kv[j] = LSTR(r->attributes[j]);
-		size_t pairs = part_canonical_labels(kv, r->n_attributes / 2);
-		labmap[i] = part_labels(p, kv, pairs);
-		if (host_key == UINT32_MAX)
-			host_key = strtab_lookup(&p->lstr, "host.name", 9);
-		for (size_t j = 0; b->host_cpus && j < pairs; j++)
+	return strtab_intern(t == STORE_LABEL_STRINGS ? &h->part->lstr : &h->part->sstr, s, len);
+}
+
+uint64_t store_head_dictionaries(const struct store_head *h)
+{
+	return h->part->dict_id;
+}
+
+uint32_t store_head_file(struct store_head *h, const struct store_file *f)
+{
+	return part_file(h->part, f);
+}
+
+uint32_t store_head_frame(struct store_head *h, const struct store_frame *f)
+{
+	return part_frame(h->part, f);
+}
+
+uint32_t store_head_frame_text(struct store_head *h, const struct store_frame_text *f)
+{
+	struct part *p = h->part;
+	XXH128_hash_t hash = frame_hash(f->type, f->file, f->address, f->name, f->name_len,
+					f->binary_hash);
+	struct frame_key k = { p, hash.high64 };
+	uint32_t idx;
+	if (hmap_find(&p->frame_index, hash.low64, eq_frame, &k, &idx))
+		return idx;
+	struct store_frame sf = {
+		.type = f->type, .file = f->file, .address = f->address,
+		.name = f->name_len ? strtab_intern(&p->sstr, f->name, f->name_len) : 0,
+		.binary = f->binary_len ? strtab_intern(&p->sstr, f->binary, f->binary_len) : 0,
+	};
+	return frame_find_or_add(p, hash, &sf);
+}
+
+uint32_t store_head_stack(struct store_head *h, const uint32_t *frames, size_t n)
+{
+	return part_stack_id(h->part, frames, n);
+}
+
+uint32_t store_head_stack_by_hash(struct store_head *h, uint64_t lo, uint64_t hi)
+{
+	return part_stack_by_hash(h->part, lo, hi);
+}
+
+void store_head_note_stack_hash(struct store_head *h, uint64_t lo, uint64_t hi, uint32_t stack)
+{
+	part_stack_note_hash(h->part, lo, hi, stack);
+}
+
+uint32_t store_head_labels(struct store_head *h, uint32_t *kv, size_t npairs, uint32_t host_cpus)
+{
+	struct part *p = h->part;
+	size_t pairs = part_canonical_labels(kv, npairs);
+	uint32_t labels = part_labels(p, kv, pairs);
+	if (host_cpus) {
+		uint32_t host_key = strtab_lookup(&p->lstr, "host.name", 9);
+		for (size_t j = 0; host_key != UINT32_MAX && j < pairs; j++)
 			if (kv[2 * j] == host_key)
-				part_note_host(p, kv[2 * j + 1], b->host_cpus);
+				part_note_host(p, kv[2 * j + 1], host_cpus);
 	}
-	uint32_t *rseries = xmalloc((2 * b->n_samples + 1) * sizeof(uint32_t));
-	uint32_t *rstacks = rseries + b->n_samples;
-	uint64_t *rvalues = xmalloc((b->n_samples + 1) * sizeof(uint64_t));
-	for (size_t i = 0; i < b->n_samples; i++) {
-		const Ember__Ingest__V1__Sample *sm = b->samples[i];
-		size_t slot = (size_t)sm->resource * 4 + ((unsigned)sm->kind - 1) % 4;
-		if (sermap[slot] == UINT32_MAX)
-			sermap[slot] = part_series_id(p, project, (uint8_t)sm->kind, hz,
-						      labmap[sm->resource]);
-		rseries[i] = sermap[slot];
-		rstacks[i] = stmap[sm->stack];
-		rvalues[i] = sm->value;
-	}
-	part_add_rows(p, rseries, b->start_unix_ms, rstacks, rvalues, b->n_samples);
-	free(rseries);
-	free(rvalues);
-	if (b->agent_instance[0])
-		part_note_agent(p, strtab_intern_cstr(&p->lstr, b->agent_instance), b->sequence);
-#undef LSTR
-#undef SSTR
-	free(lmap);
-	free(fmap);
-	free(frmap);
-	free(stmap);
-	free(sermap);
-	free(labmap);
+	return labels;
+}
+
+uint32_t store_head_series(struct store_head *h, uint32_t project, uint8_t kind, uint16_t hz,
+			   uint32_t labels)
+{
+	return part_series_id(h->part, project, kind, hz, labels);
+}
+
+void store_head_rows(struct store_head *h, const uint32_t *series, int64_t ts_ms,
+		     const uint32_t *stacks, const uint64_t *values, size_t n)
+{
+	part_add_rows(h->part, series, ts_ms, stacks, values, n);
+}
+
+void store_head_note_agent(struct store_head *h, const char *instance, uint64_t seq)
+{
+	part_note_agent(h->part, strtab_intern_cstr(&h->part->lstr, instance), seq);
 }
 
 /* --- reading ---------------------------------------------------------------- */

@@ -27,6 +27,10 @@
  *
  * Ownership: a part owns every array below. Threading: a part is not
  * synchronised; the store serialises writers and readers around it.
+ *
+ * Private to the store: ingest writes a head through store.h's head
+ * writer (struct store_head, implemented over a part at the end of
+ * part.c), never through these calls.
  */
 #ifndef EMBER_SERVER_PART_H
 #define EMBER_SERVER_PART_H
@@ -220,8 +224,13 @@ void part_note_host(struct part *p, uint32_t name, uint32_t cpus);
 void part_note_agent(struct part *p, uint32_t instance, uint64_t seq);
 /* Highest sequence stored for an agent instance, 0 when none. */
 uint64_t part_agent_seq(const struct part *p, const char *instance);
-/* Adds a batch that batch_decode() accepted. */
-void part_add_batch(struct part *p, const char *project_id, const Ember__Ingest__V1__Batch *b);
+
+/* The head writer of store.h over a part (part.c, "the head writer"): the
+ * store hands one to index() and to a codec's replay; a test may make one
+ * of a part of its own. */
+struct store_head {
+	struct part *part;
+};
 
 /* Sorts label pairs by key id and drops repeated keys (first wins).
  * Returns the number of pairs left. */

@@ -104,24 +104,24 @@ int projects_by_name(struct projects *p, const char *name, bool create, char id[
 		if (strcmp(p->list[i].name, name) == 0) {
 			memcpy(id, p->list[i].id, 37);
 			pthread_mutex_unlock(&p->mu);
-			return 0;
+			return PROJECTS_FOUND;
 		}
 	if (!create) {
 		pthread_mutex_unlock(&p->mu);
-		return 1;
+		return PROJECTS_ABSENT;
 	}
 	char nid[37];
 	uuid_v4(nid);
 	int64_t now = now_unix_ms();
 	if (insert(p, nid, name, now, err) < 0) {
 		pthread_mutex_unlock(&p->mu);
-		return -1;
+		return PROJECTS_FAILED;
 	}
 	add_cached(p, nid, name, now);
 	log_info("created project \"%s\" (%s)", name, nid);
 	memcpy(id, nid, 37);
 	pthread_mutex_unlock(&p->mu);
-	return 0;
+	return PROJECTS_FOUND;
 }
 
 bool projects_exists(struct projects *p, const char *id)

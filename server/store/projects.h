@@ -21,8 +21,15 @@ struct projects;
 
 int projects_open(const char *dir, struct projects **out, struct buf *err);
 void projects_close(struct projects *p);
+/* What projects_by_name returns. */
+enum projects_rc {
+	PROJECTS_FOUND = 0,   /* id set (the project existed or was created) */
+	PROJECTS_ABSENT = 1,  /* no such project, and create was not set */
+	PROJECTS_FAILED = -1, /* creating it failed (err set) */
+};
+
 /* The id of the project called name, created when create is set.
- * Returns 0, 1 when absent (and not created), -1 on error. */
+ * Returns an enum projects_rc. */
 int projects_by_name(struct projects *p, const char *name, bool create, char id[37],
 		     struct buf *err);
 bool projects_exists(struct projects *p, const char *id);

@@ -1,6 +1,9 @@
-/* store.h - the embedded profile store behind every query.
+/* store.h - the embedded profile store behind every query, and the
+ * interface a second storage backend implements (docs/internals/store.md,
+ * "The interface").
  *
- * Samples live in parts (server/store/part.h), each with its own dictionaries:
+ * Samples live in parts (server/store/part.h, private to the store), each
+ * with its own dictionaries:
  *
  *   head     the part being built in memory; every acknowledged batch is
  *            first in a write-ahead log file (server/store/wal.h)
@@ -9,8 +12,34 @@
  *            partition (an hour) each; compaction merges the blocks of a
  *            partition into one, with rows rounded to the block granularity
  *
- * store_append() acknowledges a batch only once its log record is on disk;
- * concurrent appends share one fdatasync (group commit). A background
+ * Writing: the contract. The store reads no wire format. Ingest hands it
+ * an entry (struct store_entry) per batch: the log record the batch
+ * becomes and an index() that writes the batch into the head through the
+ * head writer (store_head_*: strings, files, frames, stacks, label sets,
+ * series, rows, in ember's own types). At store_open the logs are read
+ * back through the codec ingest registered for each record type (struct
+ * store_codec, store_config.codecs), which writes through the same
+ * writer. What every backend guarantees:
+ *
+ *   durable before acknowledged  store_append_entry() returns STORE_OK
+ *            only once the record is on disk (and indexed: a query that
+ *            starts after it sees the rows); anything it does not return
+ *            STORE_OK for was not stored, and an acknowledged record comes
+ *            back after a crash, through its codec
+ *   duplicates  an entry with an agent instance is stored at most once
+ *            per (instance, sequence): a sequence at or below the highest
+ *            stored for that instance, before or after a restart, is
+ *            STORE_DUPLICATE and nothing is done (entries without an
+ *            instance are never duplicates)
+ *   busy     STORE_BUSY when more than max_unflushed_rows wait to be
+ *            written: nothing was stored, the agent retries later
+ *   refused  STORE_REFUSED when the entry's time lies outside what the
+ *            store keeps (time_window): retrying will not help
+ *   codecs   an entry of a record type without a codec is refused
+ *            (STORE_FAILED), and a log holding one fails store_open
+ *
+ * Here: concurrent appends share one fdatasync (group commit); the lead
+ * of a commit calls every entry's index() in log order. A background
  * thread seals the head (by row count or age), writes sealed parts as
  * blocks and then deletes their logs, compacts partitions and deletes
  * partitions older than the retention. Lineage in each block's footer
@@ -21,7 +50,11 @@
  * kept in a cache bounded by cache_bytes; a damaged block is logged,
  * renamed aside (*.corrupt) and skipped, and the rest is served.
  *
- * Threading: every function may be called from any thread.
+ * Threading: every function may be called from any thread. Appends run
+ * in parallel up to the commit; an entry's record() runs under the commit
+ * lock and its index() on the thread that leads the group commit, with
+ * the head locked against readers (neither may call into the store).
+ * Codecs replay in store_open's thread before it returns.
  */
 #ifndef EMBER_SERVER_STORE_H
 #define EMBER_SERVER_STORE_H
@@ -32,7 +65,6 @@
 
 #include "buf.h"
 #include "fileid.h"
-#include "ingest.pb-c.h"
 
 /* Frame types, numbered as ember.ingest.v1.FrameType. */
 enum store_frame_type {
@@ -79,6 +111,12 @@ struct store_config {
 	bool background;               /* run the maintenance thread */
 	bool time_window;              /* refuse batches older than the retention or over a
 					* day ahead (tests turn it off to store fixed times) */
+	/* The codecs of the log's record types (struct store_codec), one per
+	 * type: store_open replays the logs through them, and an append of a
+	 * type without one is refused. ingest_codecs() (server/ingest/codecs.h)
+	 * sets those of every type ember writes. */
+	const struct store_codec *const *codecs;
+	size_t ncodecs;
 };
 
 void store_config_default(struct store_config *c);
@@ -101,19 +139,98 @@ int store_open(const char *dir, const struct store_config *cfg, struct store **o
  * the logs and is replayed by the next store_open(). */
 void store_close(struct store *s);
 
-/* Appends a batch that batch_decode() accepted; zbody is its encoded
- * form, which is what the log keeps. Returns 0 stored, 1 duplicate (the
- * same agent instance and sequence was stored before: nothing is done),
- * -1 failure (err set; nothing was acknowledged), -2 busy (too much data
- * waiting to be written: retry later), -3 refused (its time lies outside
- * what the store keeps: err says why; retrying will not help). */
-int store_append(struct store *s, const char *project_id, const Ember__Ingest__V1__Batch *b,
-		 const void *zbody, size_t zlen, struct buf *err);
+/* What an append returns. A caller branches on the names; the values
+ * keep every failure negative (rc < 0: not stored). */
+enum store_rc {
+	STORE_OK = 0,        /* stored: its log record is durable */
+	STORE_DUPLICATE = 1, /* the same agent instance and sequence was stored
+			      * before: nothing is done (answer as stored) */
+	STORE_FAILED = -1,   /* not stored (err says why; nothing was acknowledged) */
+	STORE_BUSY = -2,     /* too much data waiting to be written: retry later */
+	STORE_REFUSED = -3,  /* its time lies outside what the store keeps (err says
+			      * why): retrying will not help */
+};
+
+
+/* --- the head writer --------------------------------------------------------
+ *
+ * What a batch's index() (struct store_entry) and a codec's replay
+ * (struct store_codec) write into: the head, the part being built. The
+ * writer speaks ember's types: strings, store_file, store_frame, stacks of
+ * frame ids, label sets of string ids, series, rows. Every id it returns
+ * is the head's own and is valid only in calls on the same head, except
+ * that ids of strings, files, frames, stacks and label sets stay valid in
+ * any later head whose store_head_dictionaries() is the same (a new head
+ * may start with the old one's dictionaries): a codec may cache them keyed
+ * by that name. Series ids are a head's own (keyed by index()'s gen).
+ *
+ * These calls are the ingest hot path (one per new string, frame, stack
+ * and resource, and one per batch for its rows); each is one hash lookup
+ * when what it names is there already. They never fail: a bounded batch
+ * (batch_decode.h limits) fits in memory. Only the store's index() and
+ * replay calls hand a writer out, with the head locked for writing.
+ */
+struct store_head;
+
+enum store_strings {
+	STORE_LABEL_STRINGS,  /* attribute keys and values, project ids, agent instances */
+	STORE_SYMBOL_STRINGS, /* function names, binaries, file names */
+};
+
+/* The id of string s[0..len) in table t, added when new ("" is 0). */
+uint32_t store_head_string(struct store_head *h, enum store_strings t, const char *s, size_t len);
+/* The name of the head's dictionaries (strings, files, frames, stacks,
+ * label sets): equal for two heads only when the second started with the
+ * first's and every id of the first means the same in it. Never 0. */
+uint64_t store_head_dictionaries(const struct store_head *h);
+/* A file (f->name: a symbol string id); a file seen before keeps what it
+ * had and gains the build id and segments it lacked. */
+uint32_t store_head_file(struct store_head *h, const struct store_file *f);
+/* A frame (name, binary: symbol string ids; file: a file id + 1, or 0). */
+uint32_t store_head_frame(struct store_head *h, const struct store_frame *f);
+/* A frame by its text: found by the content of its strings before they
+ * are interned, which happens only when it is new (a batch that names its
+ * strings in its own table need not intern a known frame's). The same
+ * frame as store_head_frame() of the interned strings. */
+struct store_frame_text {
+	uint8_t type;
+	uint32_t file; /* a file id + 1, or 0 */
+	uint64_t address;
+	const char *name, *binary; /* "" for none */
+	size_t name_len, binary_len;
+	uint64_t binary_hash; /* hash_bytes(binary, binary_len) (hmap.h): the
+			       * caller keeps it per string of its batch */
+};
+uint32_t store_head_frame_text(struct store_head *h, const struct store_frame_text *f);
+/* The stack of frames[0..n) (frame ids, outermost first): its leaf; 0 for
+ * n == 0. One lookup when the head has the stack. */
+uint32_t store_head_stack(struct store_head *h, const uint32_t *frames, size_t n);
+/* Stacks by a 128-bit hash (lo, hi) the caller computes from what their
+ * frames are (not from the head's ids), kept beside store_head_stack's:
+ * the stack noted for it, or UINT32_MAX; and noting one. */
+uint32_t store_head_stack_by_hash(struct store_head *h, uint64_t lo, uint64_t hi);
+void store_head_note_stack_hash(struct store_head *h, uint64_t lo, uint64_t hi, uint32_t stack);
+/* The label set of npairs key/value pairs of label string ids in kv
+ * (2 * npairs ids), which it sorts by key in place, dropping repeated keys
+ * (the first wins). When host_cpus is not 0 and the set has host.name,
+ * that host's logical CPU count is noted (absolute CPU mode). */
+uint32_t store_head_labels(struct store_head *h, uint32_t *kv, size_t npairs, uint32_t host_cpus);
+/* The series of (project: a label string id, kind: enum store_event_kind,
+ * sample rate, label set). */
+uint32_t store_head_series(struct store_head *h, uint32_t project, uint8_t kind, uint16_t hz,
+			   uint32_t labels);
+/* Adds the n rows (series[i], ts_ms, stacks[i], values[i]) of one batch. */
+void store_head_rows(struct store_head *h, const uint32_t *series, int64_t ts_ms,
+		     const uint32_t *stacks, const uint64_t *values, size_t n);
+/* Notes that an agent instance's batch of sequence seq is in the head
+ * (written into its blocks: duplicates are known after a restart). */
+void store_head_note_agent(struct store_head *h, const char *instance, uint64_t seq);
 
 /* A batch as the store appends it, whatever its wire format: the log
- * record it becomes and how it is added to the head part. store_append()
- * makes one of a version 1 batch; sessions.c makes one of a session
- * batch, whose record carries the session definitions it needs.
+ * record it becomes and how it is added to the head part. batch_append()
+ * (server/ingest/codecs.h) makes one of a version 1 batch; sessions.c
+ * makes one of a session batch, whose record carries the session
+ * definitions it needs.
  *
  * record() is called under the store's commit lock, so gen is the log
  * generation the record lands in (a log may hold the records of several
@@ -126,27 +243,68 @@ int store_append(struct store *s, const char *project_id, const Ember__Ingest__V
  * rows are added only after it succeeded. failed() is called when record()
  * was called but the append was not stored (the record was cut off the
  * log). */
-struct part;
 struct store_entry {
 	const char *project;        /* the project's id (UUID) */
 	const char *agent_instance; /* "" or the agent instance, for duplicates */
 	uint64_t sequence;
 	int64_t start_unix_ms;
-	uint8_t record_type;        /* 0: a version 1 batch, else STORE_RECORD_* */
+	uint8_t record_type;        /* enum store_record_type: a registered codec's */
 	int (*record)(void *ctx, uint64_t gen, struct buf *head, const void **body, size_t *blen,
 		      struct buf *err);
-	int (*index)(void *ctx, struct part *head, uint64_t gen);
+	int (*index)(void *ctx, struct store_head *head, uint64_t gen);
 	void (*failed)(void *ctx);
 	void *ctx;
 };
 
 /* Log record payloads: u8 n (1..255) and n bytes of project id, then a
- * version 1 batch as received; or u8 0, u8 type, u8 n, project id and the
- * type's own bytes. */
-#define STORE_RECORD_SESSION 1 /* sessions.c: carried definitions, then the batch */
+ * version 1 batch as received (type 0); or u8 0, u8 type, u8 n, project id
+ * and the type's own bytes. The numbers are given here so that no two
+ * codecs share one; what a type's bytes hold is its codec's. */
+enum store_record_type {
+	STORE_RECORD_BATCH = 0,   /* a version 1 batch (server/ingest/codecs.c) */
+	STORE_RECORD_SESSION = 1, /* carried definitions, then a session batch (sessions.c) */
+};
 
-/* Appends e with the same results as store_append. */
+/* Appends e: STORE_OK once its record is durable and indexed (see the
+ * top of this file), STORE_DUPLICATE, or a failure (enum store_rc). A
+ * record type without a registered codec is refused (STORE_FAILED): what
+ * is acknowledged must replay. */
 int store_append_entry(struct store *s, const struct store_entry *e, struct buf *err);
+
+/* --- codecs: reading the log back ----------------------------------------------
+ *
+ * The log holds records of a type; the codec of each type, registered in
+ * store_config.codecs by the layer that writes them (ingest), turns one
+ * logged record back into rows of the head when store_open replays the
+ * logs, the way a server registers a connection type: the store itself
+ * reads no wire format. A codec must replay every record its entries'
+ * record() wrote (the acknowledged data is what it reads back) into the
+ * same rows their index() added.
+ *
+ * Replay runs in store_open's thread, before any append, one record at a
+ * time in log order. replay_begin (may be NULL) makes the codec's state
+ * for one store_open, replay_end frees it. replay adds the samples of one
+ * record (project: its project id; body: the type's bytes) to head, the
+ * head numbered head_no in this replay (from 1; a new number for each
+ * head it fills, as index() gets gen: series ids are a head's own), and
+ * returns 0 with the batch's agent instance ("" for none) and sequence in
+ * *out (the store's duplicate table), or -1 when the record does not
+ * decode or refers to what no earlier record defined: it adds nothing,
+ * and the record is logged and counted as skipped. A log record of a type
+ * without a codec makes store_open fail (the logs are kept). */
+#define STORE_AGENT_MAX 64 /* the longest agent instance */
+struct store_replayed {
+	char agent_instance[STORE_AGENT_MAX + 1];
+	uint64_t sequence;
+};
+struct store_codec {
+	uint8_t type;     /* enum store_record_type */
+	const char *name; /* for messages */
+	void *(*replay_begin)(void);
+	int (*replay)(void *state, const char *project, const uint8_t *body, size_t len,
+		      struct store_head *head, uint32_t head_no, struct store_replayed *out);
+	void (*replay_end)(void *state);
+};
 
 /* Maintenance, normally done by the store's own thread. store_flush seals
  * the head and writes every sealed part; store_compact merges partitions

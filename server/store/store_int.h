@@ -119,6 +119,10 @@ struct store {
 	pthread_cond_t stop_cv;
 
 	struct store_stats stats; /* counters under list_mu */
+
+	/* The registered codecs by record type (store_config.codecs); set by
+	 * store_open, read-only after. */
+	const struct store_codec *codecs[256];
 };
 
 

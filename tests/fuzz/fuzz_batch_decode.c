@@ -10,6 +10,7 @@
 
 #include "compress.h"
 #include "fuzz_check.h"
+#include "server/ingest/codecs.h"
 #include "server/ingest/batch_decode.h"
 #include "server/query/flamegraph.h"
 #include "server/store/store.h"
@@ -27,6 +28,7 @@ static int open_store(struct buf *err)
 {
 	struct store_config cfg;
 	store_config_default(&cfg);
+	ingest_codecs(&cfg);
 	cfg.background = false;
 	cfg.time_window = false; /* fixed times, years ago */
 	return store_open(dir, &cfg, &store, err);
@@ -64,8 +66,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (system(cmd) != 0 || open_store(&err) < 0)
 				abort();
 		}
-		if (store_append(store, "00000000-0000-0000-0000-000000000000", b, body, len, &err) < 0 &&
-		    !strstr(err.data, "retry later"))
+		int rc = batch_append(store, "00000000-0000-0000-0000-000000000000", b, body, len, &err);
+		if (rc < 0 && rc != STORE_BUSY)
 			abort();
 		struct fg_request r;
 		const char *q = "{\"filter\":{\"start_ts\":0,\"end_ts\":32503680000000},"

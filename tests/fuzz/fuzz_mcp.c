@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/ingest/codecs.h"
 #include "server/http/http.h"
 #include "server/http/mcp.h"
 #include "server/metrics/metrics.h"
@@ -73,6 +74,7 @@ static void setup(void)
 	struct buf err = { 0 };
 	struct store_config cfg;
 	store_config_default(&cfg);
+	ingest_codecs(&cfg);
 	cfg.background = false;
 	if (!mkdtemp(dir) || store_open(dir, &cfg, &srv.store, &err) < 0 ||
 	    symbols_open(dir, &srv.symbols, &err) < 0 || projects_open(dir, &srv.projects, &err) < 0 ||

@@ -50,14 +50,15 @@ static int store(void *ctx, const char *project_name, struct store_entry *e)
 	if (e->record(e->ctx, gen, &head, &body, &blen, &err) < 0)
 		abort(); /* nothing can fail once a batch is accepted */
 	uint64_t rows = live.rows;
-	if (e->index(e->ctx, &live, gen) < 0)
+	struct store_head lh = { &live }, rh = { &replayed };
+	if (e->index(e->ctx, &lh, gen) < 0)
 		abort();
 	buf_append(&head, body, blen);
-	char agent[65];
-	uint64_t seq, rrows = replayed.rows;
-	if (session_replay_record(replay, PROJECT_ID, (const uint8_t *)head.data, head.len, &replayed,
-				  1, agent, &seq) < 0 ||
-	    replayed.rows - rrows != live.rows - rows || seq != e->sequence)
+	struct store_replayed out;
+	uint64_t rrows = replayed.rows;
+	if (session_replay_record(replay, PROJECT_ID, (const uint8_t *)head.data, head.len, &rh, 1,
+				  &out) < 0 ||
+	    replayed.rows - rrows != live.rows - rows || out.sequence != e->sequence)
 		abort();
 	buf_free(&head);
 	buf_free(&err);
@@ -74,15 +75,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		gen = 1;
 	}
 	if (size > 0 && data[0] == 'L') {
-		char agent[65];
-		uint64_t seq;
+		struct store_replayed out;
 		if (!raw_replay || raw_part.rows > 1000000) {
 			session_replay_free(raw_replay);
 			part_free(&raw_part);
 			raw_replay = session_replay_new();
 			part_init(&raw_part, 1);
 		}
-		session_replay_record(raw_replay, PROJECT_ID, data + 1, size - 1, &raw_part, 1, agent, &seq);
+		struct store_head rh = { &raw_part };
+		session_replay_record(raw_replay, PROJECT_ID, data + 1, size - 1, &rh, 1, &out);
 		return 0;
 	}
 	struct buf z = { 0 }, err = { 0 };

@@ -17,6 +17,7 @@
 
 #include "agent/batch.h"
 #include "compress.h"
+#include "server/ingest/codecs.h"
 #include "server/ingest/batch_decode.h"
 #include "server/query/display.h"
 #include "server/query/entities.h"
@@ -114,8 +115,8 @@ static __attribute__((unused)) void append(struct store *s, const struct buf *z)
 	Ember__Ingest__V1__Batch *b = batch_decode(z->data, z->len, &err);
 	if (!b)
 		fail_msg("decode: %s", err.data);
-	int rc = store_append(s, "00000000-0000-0000-0000-000000000000", b, z->data, z->len, &err);
-	if (rc != 0)
+	int rc = batch_append(s, "00000000-0000-0000-0000-000000000000", b, z->data, z->len, &err);
+	if (rc != STORE_OK)
 		fail_msg("append returned %d: %s", rc, err.data);
 	batch_decode_free(b);
 	buf_free(&err);
@@ -139,6 +140,7 @@ static __attribute__((unused)) int open_store(const char *dir, struct store **s,
 {
 	struct store_config cfg;
 	store_config_default(&cfg);
+	ingest_codecs(&cfg);
 	cfg.background = false;
 	cfg.time_window = false; /* fixed times, years ago */
 	return store_open(dir, &cfg, s, err);
@@ -161,6 +163,7 @@ static __attribute__((unused)) struct store *open_test_store(const char *dir,
 	struct buf err = { 0 };
 	struct store_config cfg;
 	store_config_default(&cfg);
+	ingest_codecs(&cfg);
 	cfg.background = false;
 	cfg.time_window = false;
 	cfg.block_granularity_ms = 1; /* compacted rows keep their times, as memory does */

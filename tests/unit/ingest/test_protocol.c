@@ -8,6 +8,7 @@
 
 #include "agent/batch.h"
 #include "agent/session.h"
+#include "server/ingest/codecs.h"
 #include "server/ingest/batch_decode.h"
 #include "server/store/part.h"
 #include "server/query/scan.h"
@@ -262,13 +263,14 @@ static int sink_store(void *ctx, const char *project_name, struct store_entry *e
 	size_t blen = 0;
 	assert_int_equal(e->record_type, STORE_RECORD_SESSION);
 	assert_int_equal(e->record(e->ctx, k->gen, &head, &body, &blen, &err), 0);
-	if (k->rc != 0) {
+	if (k->rc != STORE_OK) {
 		e->failed(e->ctx);
 		buf_free(&head);
 		buf_free(&err);
 		return k->rc;
 	}
-	assert_int_equal(e->index(e->ctx, &k->live, k->gen), 0);
+	struct store_head live = { &k->live }, replayed = { &k->replayed };
+	assert_int_equal(e->index(e->ctx, &live, k->gen), 0);
 	free(k->last);
 	k->last = canon_part(&k->live, &k->seen_live, &k->nseen_live);
 	if (blen) {
@@ -276,12 +278,11 @@ static int sink_store(void *ctx, const char *project_name, struct store_entry *e
 		uint32_t n = (uint32_t)head.len;
 		buf_append(&k->log, &n, 4);
 		buf_append(&k->log, head.data, head.len);
-		char agent[65];
-		uint64_t seq;
+		struct store_replayed out;
 		assert_int_equal(session_replay_record(k->replay, PROJECT_ID, (const uint8_t *)head.data,
-						       head.len, &k->replayed, 1, agent, &seq), 0);
-		assert_int_equal(seq, e->sequence);
-		assert_string_equal(agent, e->agent_instance);
+						       head.len, &replayed, 1, &out), 0);
+		assert_int_equal(out.sequence, e->sequence);
+		assert_string_equal(out.agent_instance, e->agent_instance);
 		char *again = canon_part(&k->replayed, &k->seen_replayed, &k->nseen_replayed);
 		assert_string_equal(again, k->last);
 		free(again);
@@ -301,13 +302,13 @@ static char *replay_generation(struct sink *k)
 	struct session_replay *r = session_replay_new();
 	struct part p;
 	part_init(&p, 1);
+	struct store_head h = { &p };
 	for (size_t at = 0; at + 4 <= k->log.len;) {
 		uint32_t n;
 		memcpy(&n, k->log.data + at, 4);
-		char agent[65];
-		uint64_t seq;
+		struct store_replayed out;
 		assert_int_equal(session_replay_record(r, PROJECT_ID, (const uint8_t *)k->log.data + at + 4,
-						       n, &p, 1, agent, &seq), 0);
+						       n, &h, 1, &out), 0);
 		at += 4 + n;
 	}
 	size_t *seen = NULL, nseen = 0;
@@ -611,18 +612,18 @@ static void test_failed_store_rolls_back(void **state)
 	encode(&s, b1, 1, &z);
 	assert_int_equal(send_to(ss, &z, &k), 0);
 	encode(&s, b2, 2, &z);
-	k.rc = -2; /* busy */
-	assert_int_equal(send_to(ss, &z, &k), -2);
-	k.rc = 0;
-	assert_int_equal(send_to(ss, &z, &k), 0);
+	k.rc = STORE_BUSY;
+	assert_int_equal(send_to(ss, &z, &k), STORE_BUSY);
+	k.rc = STORE_OK;
+	assert_int_equal(send_to(ss, &z, &k), STORE_OK);
 	char *want = canon_agent(b2);
 	assert_string_equal(k.last, want);
 	free(want);
 	/* The store already had it (a retry across a server restart): fine. */
 	encode(&s, b1, 3, &z);
-	k.rc = 1;
-	assert_int_equal(send_to(ss, &z, &k), 1);
-	k.rc = 0;
+	k.rc = STORE_DUPLICATE;
+	assert_int_equal(send_to(ss, &z, &k), STORE_DUPLICATE);
+	k.rc = STORE_OK;
 	encode(&s, b2, 4, &z);
 	assert_int_equal(send_to(ss, &z, &k), 0);
 	free_batch(b1);
@@ -940,6 +941,7 @@ static void test_store_replays_sessions_across_seals(void **state)
 	char *dir = make_temp_dir();
 	struct store_config cfg;
 	store_config_default(&cfg);
+	ingest_codecs(&cfg);
 	cfg.background = false;
 	cfg.time_window = false;
 	struct store *st;
@@ -1023,7 +1025,7 @@ static void test_store_replays_sessions_across_seals(void **state)
 	buf_reset(&z);
 	assert_int_equal(session_encode(&c, b[(rounds - 1 + 1) % 3], &meta, &z), 0);
 	Ember__Ingest__V1__SessionBatch *m = session_batch_decode(z.data, z.len, &err);
-	assert_int_equal(sessions_ingest(ss, m, z.data, z.len, T0, real_store, st, &err), 1);
+	assert_int_equal(sessions_ingest(ss, m, z.data, z.len, T0, real_store, st, &err), STORE_DUPLICATE);
 	session_batch_free(m);
 	assert_int_equal(store_total(st), want);
 	store_close(st);

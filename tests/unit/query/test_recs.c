@@ -10,6 +10,7 @@
 #include <sqlite3.h>
 
 #include "agent/batch.h"
+#include "server/ingest/codecs.h"
 #include "server/ingest/batch_decode.h"
 #include "server/query/hottraces.h"
 #include "server/query/patterns.h"
@@ -408,7 +409,7 @@ static void append(struct store *s, const struct buf *z)
 	Ember__Ingest__V1__Batch *b = batch_decode(z->data, z->len, &err);
 	if (!b)
 		fail_msg("decode: %s", err.data);
-	if (store_append(s, PROJECT, b, z->data, z->len, &err) != 0)
+	if (batch_append(s, PROJECT, b, z->data, z->len, &err) != STORE_OK)
 		fail_msg("append: %s", err.data);
 	batch_decode_free(b);
 	buf_free(&err);
@@ -428,6 +429,7 @@ static int world_setup(void **state)
 	w->dir = make_temp_dir();
 	struct store_config cfg;
 	store_config_default(&cfg);
+	ingest_codecs(&cfg);
 	cfg.background = false;
 	cfg.time_window = false;
 	if (store_open(w->dir, &cfg, &w->s, &err) < 0 || symbols_open(w->dir, &w->sym, &err) < 0) {

@@ -16,6 +16,7 @@
  * seed; "time" for a new one) choose the run; a failure prints the seed
  * and step, and the two answers. */
 #include "testutil.h"
+#include "server/ingest/codecs.h"
 #include "server/auth/authz.h"
 
 #include <jansson.h>
@@ -820,6 +821,7 @@ static void world_open(struct world *w)
 	}
 	w->dir = make_temp_dir();
 	store_config_default(&w->cfg);
+	ingest_codecs(&w->cfg);
 	w->cfg.background = false;
 	w->cfg.time_window = false;
 	w->cfg.late_data_wait_ms = 0;
@@ -830,7 +832,7 @@ static void world_open(struct world *w)
 	struct buf err = { 0 };
 	for (int p = 0; p < NPROJ; p++)
 		assert_int_equal(projects_by_name(w->srv.projects, proj_names[p], true, w->proj_id[p],
-						  &err), 0);
+						  &err), PROJECTS_FOUND);
 	buf_free(&err);
 }
 
