@@ -91,6 +91,22 @@ def api_post(server, what, body, project=DEFAULT_PROJECT):
     return status, json.loads(data)
 
 
+def json_call(opener, method, url, body=None, csrf=None):
+    """A JSON request as the web UI makes it, through a urllib opener that
+    keeps cookies; csrf: the X-Ember-CSRF header's value, if any.
+    Returns (status, parsed answer, None when empty); never raises for
+    HTTP errors."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method)
+    if csrf:
+        req.add_header("X-Ember-CSRF", csrf)
+    try:
+        with opener.open(req, timeout=30) as r:
+            return r.status, json.loads(r.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
 class Process:
     """A child process whose output goes to a log file under build/test-results."""
 
