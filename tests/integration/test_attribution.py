@@ -120,28 +120,28 @@ def test_container_slurm_and_tags(tmp_path, server, agent_factory):
 
         def total(q):
             return server.flamegraph(q)["total"]
+
+        def check_group(group, exe, attrs, what):
+            """Every sample of the workload exe carries the group (a
+            container, a SLURM job) and its attrs; the group holds nothing
+            else but, perhaps, a sample or two of the shell that waited in
+            it and exec'd the workload (start_in_cgroup)."""
+            wait_until(lambda: total(group) > 150, 30, what=what)
+            n = total(group)
+            workload = total(f'process.executable.name == "{exe}"')
+            assert total(group + f' && process.executable.name == "{exe}"') == workload
+            assert n - workload <= 3
+            assert total(group + attrs) == n
         container = f'container.id == "{CID}"'
-        wait_until(lambda: total(container) > 150, 30, what="the container's samples")
-        # Every sample of the workload carries the container; the container
-        # holds nothing else but, perhaps, a sample or two of the shell that
-        # waited in it and exec'd the workload (start_in_cgroup). So with
-        # the SLURM job below.
-        n = total(container)
-        workload = total('process.executable.name == "cpu_split"')
-        assert total(container + ' && process.executable.name == "cpu_split"') == workload
-        assert n - workload <= 3
-        assert total(container + ' && container.name == "checkout-web"'
-                     ' && k8s.pod.name == "checkout-7d9f8b6c5-x2x9k"'
-                     ' && k8s.namespace.name == "shop" && k8s.container.name == "web"'
-                     ' && k8s.deployment.name == "checkout"') == n
+        check_group(container, "cpu_split",
+                    ' && container.name == "checkout-web"'
+                    ' && k8s.pod.name == "checkout-7d9f8b6c5-x2x9k"'
+                    ' && k8s.namespace.name == "shop" && k8s.container.name == "web"'
+                    ' && k8s.deployment.name == "checkout"', "the container's samples")
         slurm = 'slurm.job.id == "4242"'
-        wait_until(lambda: total(slurm) > 150, 30, what="the SLURM job's samples")
-        job = total(slurm)
-        workload = total('process.executable.name == "unwind_c"')
-        assert total(slurm + ' && process.executable.name == "unwind_c"') == workload
-        assert job - workload <= 3
-        assert total(slurm + ' && slurm.job.name == "train-llm" && slurm.job.user == "trainer"'
-                     ' && job.tag == "nightly"') == total(slurm)
+        check_group(slurm, "unwind_c",
+                    ' && slurm.job.name == "train-llm" && slurm.job.user == "trainer"'
+                    ' && job.tag == "nightly"', "the SLURM job's samples")
         assert total(container + ' && ' + slurm) == 0
         # -tags on every sample.
         everything = server.flamegraph()["total"]
