@@ -319,15 +319,18 @@ static char *replay_generation(struct sink *k)
 }
 
 /* This generation's log replays alone to the rows its batches gave the
- * live head (and, when want is set, to exactly want). */
-static void replay_check(struct sink *k, const char *want)
+ * live head (and, when b is set, to exactly batch b's rows). */
+static void replay_check(struct sink *k, const struct batch *b)
 {
 	char *c = replay_generation(k);
 	size_t *seen = NULL, nseen = 0;
 	char *live = canon_part(&k->live, &seen, &nseen);
 	assert_string_equal(c, live);
-	if (want)
+	if (b) {
+		char *want = canon_agent(b);
 		assert_string_equal(c, want);
+		free(want);
+	}
 	free(live);
 	free(seen);
 	free(c);
@@ -353,12 +356,26 @@ static int send_to(struct sessions *ss, const struct buf *z, struct sink *k)
 	return rc;
 }
 
+/* Checks that what the server stored last is batch b. */
+static void assert_stored(const struct sink *k, const struct batch *b)
+{
+	char *want = canon_agent(b);
+	assert_string_equal(k->last, want);
+	free(want);
+}
+
+/* The server's sessions with room enough for every test here. */
+static struct sessions *new_sessions(void)
+{
+	return sessions_new(64u << 20, 64u << 20, 60000);
+}
+
 static void test_round_trip_and_definitions_once(void **state)
 {
 	(void)state;
 	struct session s;
 	session_init(&s);
-	struct sessions *ss = sessions_new(64u << 20, 64u << 20, 60000);
+	struct sessions *ss = new_sessions();
 	struct sink k = { 0 };
 	struct buf z = { 0 };
 
@@ -366,9 +383,7 @@ static void test_round_trip_and_definitions_once(void **state)
 	encode(&s, b1, 1, &z);
 	size_t first = z.len;
 	assert_int_equal(send_to(ss, &z, &k), 0);
-	char *want = canon_agent(b1);
-	assert_string_equal(k.last, want);
-	free(want);
+	assert_stored(&k, b1);
 	assert_int_equal((int)k.seq, 1);
 	assert_string_equal(k.agent, "agent-a");
 
@@ -382,9 +397,7 @@ static void test_round_trip_and_definitions_once(void **state)
 	struct batch *b3 = make(300, 1);
 	encode(&s, b3, 3, &z);
 	assert_int_equal(send_to(ss, &z, &k), 0);
-	want = canon_agent(b3);
-	assert_string_equal(k.last, want);
-	free(want);
+	assert_stored(&k, b3);
 
 	/* A retry of the same bytes (the answer was lost) is recognized. */
 	int calls = k.calls;
@@ -398,10 +411,8 @@ static void test_round_trip_and_definitions_once(void **state)
 	encode(&s, b1, 4, &z);
 	size_t after_seal = z.len;
 	assert_int_equal(send_to(ss, &z, &k), 0);
-	want = canon_agent(b1);
-	assert_string_equal(k.last, want);
-	replay_check(&k, want);
-	free(want);
+	assert_stored(&k, b1);
+	replay_check(&k, b1);
 	assert_true(after_seal * 4 < first); /* the wire still sends ids only */
 	encode(&s, b3, 5, &z);
 	assert_int_equal(send_to(ss, &z, &k), 0);
@@ -414,10 +425,8 @@ static void test_round_trip_and_definitions_once(void **state)
 	encode(&s, b3, 6, &z);
 	assert_int_equal(send_to(ss, &z, &k), 0);
 	assert_int_equal(k.live.nnodes, nodes); /* nothing added again */
-	want = canon_agent(b3);
-	assert_string_equal(k.last, want);
-	replay_check(&k, want);
-	free(want);
+	assert_stored(&k, b3);
+	replay_check(&k, b3);
 
 	/* A reset gives the memory back (the agent resets a session that grew
 	 * past its limit; the next must start small). */
@@ -447,9 +456,7 @@ static void memo_step(struct session *s, struct sessions *ss, struct sink *k, st
 	*nodes = m->n_node_parents;
 	session_batch_free(m);
 	assert_int_equal(send_to(ss, &z, k), 0);
-	char *want = canon_agent(b);
-	assert_string_equal(k->last, want);
-	free(want);
+	assert_stored(k, b);
 	buf_free(&z);
 	buf_free(&err);
 }
@@ -462,7 +469,7 @@ static void test_memo_across_batches(void **state)
 	(void)state;
 	struct session s;
 	session_init(&s);
-	struct sessions *ss = sessions_new(64u << 20, 64u << 20, 60000);
+	struct sessions *ss = new_sessions();
 	struct sink k = { 0 };
 	size_t strings, frames, nodes;
 
@@ -553,7 +560,7 @@ static void test_lost_batch_and_restart_resync(void **state)
 	(void)state;
 	struct session s;
 	session_init(&s);
-	struct sessions *ss = sessions_new(64u << 20, 64u << 20, 60000);
+	struct sessions *ss = new_sessions();
 	struct sink k = { 0 };
 	struct buf z = { 0 };
 	struct batch *b1 = make(50, 1), *b2 = make(80, 2), *b3 = make(80, 3);
@@ -568,21 +575,17 @@ static void test_lost_batch_and_restart_resync(void **state)
 	session_reset(&s);
 	encode(&s, b3, 3, &z);
 	assert_int_equal(send_to(ss, &z, &k), 0);
-	char *want = canon_agent(b3);
-	assert_string_equal(k.last, want);
-	free(want);
+	assert_stored(&k, b3);
 
 	/* The server restarts: its sessions are gone. */
 	sessions_free(ss);
-	ss = sessions_new(64u << 20, 64u << 20, 60000);
+	ss = new_sessions();
 	encode(&s, b1, 4, &z);
 	assert_int_equal(send_to(ss, &z, &k), SESSION_RESYNC);
 	session_reset(&s);
 	encode(&s, b1, 4, &z);
 	assert_int_equal(send_to(ss, &z, &k), 0);
-	want = canon_agent(b1);
-	assert_string_equal(k.last, want);
-	free(want);
+	assert_stored(&k, b1);
 	struct sessions_stats st;
 	sessions_get_stats(ss, &st);
 	assert_int_equal((int)st.resyncs, 1);
@@ -604,7 +607,7 @@ static void test_failed_store_rolls_back(void **state)
 	(void)state;
 	struct session s;
 	session_init(&s);
-	struct sessions *ss = sessions_new(64u << 20, 64u << 20, 60000);
+	struct sessions *ss = new_sessions();
 	struct sink k = { 0 };
 	struct buf z = { 0 };
 	struct batch *b1 = make(40, 1), *b2 = make(90, 2);
@@ -615,9 +618,7 @@ static void test_failed_store_rolls_back(void **state)
 	assert_int_equal(send_to(ss, &z, &k), -2);
 	k.rc = 0;
 	assert_int_equal(send_to(ss, &z, &k), 0);
-	char *want = canon_agent(b2);
-	assert_string_equal(k.last, want);
-	free(want);
+	assert_stored(&k, b2);
 	/* The store already had it (a retry across a server restart): fine. */
 	encode(&s, b1, 3, &z);
 	k.rc = 1;
@@ -638,7 +639,7 @@ static void test_failed_store_rolls_back(void **state)
 static void test_hostile_batches(void **state)
 {
 	(void)state;
-	struct sessions *ss = sessions_new(64u << 20, 64u << 20, 60000);
+	struct sessions *ss = new_sessions();
 	struct sink k = { 0 };
 	struct buf err = { 0 };
 	char *strings[] = { "", "main", "app", "process.executable.name" };
@@ -765,7 +766,7 @@ static void test_memory_bounds(void **state)
 	session_init(&a);
 	session_init(&c);
 	/* What one session of this batch holds, with its store maps. */
-	struct sessions *ss = sessions_new(64u << 20, 64u << 20, 60000);
+	struct sessions *ss = new_sessions();
 	encode(&a, b, 1, &z);
 	assert_int_equal(send_to(ss, &z, &k), 0);
 	struct sessions_stats st;
@@ -945,7 +946,7 @@ static void test_store_replays_sessions_across_seals(void **state)
 	struct store *st;
 	struct buf err = { 0 }, z = { 0 };
 	assert_int_equal(store_open(dir, &cfg, &st, &err), 0);
-	struct sessions *ss = sessions_new(64u << 20, 64u << 20, 60000);
+	struct sessions *ss = new_sessions();
 	struct session a, c;
 	session_init(&a);
 	session_init(&c);
@@ -980,7 +981,7 @@ static void test_store_replays_sessions_across_seals(void **state)
 			assert_int_equal(store_flush(st, &err), 0);
 			/* The server restarted: the agents start new sessions. */
 			sessions_free(ss);
-			ss = sessions_new(64u << 20, 64u << 20, 60000);
+			ss = new_sessions();
 			session_reset(&a);
 			session_reset(&c);
 		} else if (round == 2 || round == 4) {
@@ -1016,7 +1017,7 @@ static void test_store_replays_sessions_across_seals(void **state)
 	}
 	/* A retry of the last batch is a duplicate. */
 	sessions_free(ss);
-	ss = sessions_new(64u << 20, 64u << 20, 60000);
+	ss = new_sessions();
 	session_reset(&c);
 	struct batch_meta meta = { "agent-c", seq, "default", T0 + (int64_t)seq * 5000,
 				   T0 + (int64_t)seq * 5000 + 5000, 19, 4 };
