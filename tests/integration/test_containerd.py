@@ -26,7 +26,7 @@ import time
 import pytest
 
 from conftest import require_root
-from harness import WORKLOADS, wait_until
+from harness import WORKLOADS, kill_if_running, wait_until
 from test_attribution import rmdirs, sample_container, start_in_cgroup
 
 from ember_batch import varint  # noqa: E402  (tests/lib)
@@ -197,9 +197,7 @@ def test_containerd_names(server, agent_factory):
         assert ctrd.proc.poll() is None, ctrd.output()
     finally:
         for p in locals().get("procs", []):
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+            kill_if_running(p)
         ctrd.stop()
         rmdirs(cg_k8s, cg_nerd, cg_unknown, root)
 

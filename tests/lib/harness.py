@@ -107,6 +107,14 @@ def json_call(opener, method, url, body=None, csrf=None):
         return e.code, json.loads(e.read() or b"null")
 
 
+def kill_if_running(p):
+    """Kills a subprocess.Popen that has not exited (a test's finally:)
+    and reaps it."""
+    if p.poll() is None:
+        p.kill()
+        p.wait()
+
+
 class Process:
     """A child process whose output goes to a log file under build/test-results."""
 
