@@ -53,6 +53,17 @@ def api_query(base, route, body=None, q=None, seconds=900):
     return status, json.loads(data)
 
 
+def populated_server(populate):
+    """A module-scoped `server` fixture: a server that populate(base)
+    fills once for the module's tests (server = populated_server(f))."""
+    @pytest.fixture(scope="module")
+    def server(request):
+        srv = start_server(request)
+        populate(srv.base)
+        return srv
+    return server
+
+
 @pytest.fixture(scope="module")
 def empty_server(request):
     """A server that holds nothing: every view's empty state."""

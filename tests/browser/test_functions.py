@@ -12,7 +12,8 @@ import urllib.parse
 
 import pytest
 
-from conftest import api_query, no_errors, open_ui, search_params, shot, start_server, wait_state
+from conftest import (api_query, no_errors, open_ui, populated_server, search_params, shot, start_server,
+                      wait_state)
 from ember_batch import Batch, send_batch  # (tests/lib, on the path through conftest)
 
 HZ = 20
@@ -74,11 +75,7 @@ def query(base, name, body, q=None, seconds=900):
     return api_query(base, name, body, q, seconds)
 
 
-@pytest.fixture(scope="module")
-def server(request):
-    srv = start_server(request)
-    populate(srv.base)
-    return srv
+server = populated_server(populate)
 
 
 # --- reading the page ---------------------------------------------------------

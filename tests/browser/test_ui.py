@@ -16,8 +16,8 @@ import urllib.parse
 
 import pytest
 
-from conftest import (PROJECT, SHOTS, api_query, no_errors, open_ui, search_params, shot,  # noqa: F401
-                      start_server, wait_state)
+from conftest import (PROJECT, SHOTS, api_query, no_errors, open_ui, populated_server,  # noqa: F401
+                      search_params, shot, start_server, wait_state)
 from ember_batch import Batch, send_batch  # (tests/lib, on the path through conftest)
 from harness import http  # (tests/lib)
 
@@ -66,11 +66,7 @@ def populate(base):
     assert status == 200 and fg["total"] == 1000, fg
 
 
-@pytest.fixture(scope="module")
-def server(request):
-    srv = start_server(request)
-    populate(srv.base)
-    return srv
+server = populated_server(populate)
 
 
 def frames(page):
