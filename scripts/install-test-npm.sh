@@ -7,11 +7,10 @@
 # scripts of the packages are not run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/install-test-lib.sh
 target=build/npm
 want="speedscope@1.22.2"
-if [ -f "$target/.installed" ] && [ "$(cat "$target/.installed")" = "$want" ]; then
-  exit 0
-fi
+installed "$target" "$want" && exit 0
 if ! command -v npm >/dev/null 2>&1; then
   echo "install-test-npm: npm is missing (apt install npm)" >&2
   exit 1
@@ -19,4 +18,4 @@ fi
 rm -rf "$target"
 mkdir -p "$target"
 npm install --silent --no-audit --no-fund --ignore-scripts --no-save --prefix "$target" $want
-echo "$want" > "$target/.installed"
+mark_installed "$target" "$want"
