@@ -5,9 +5,7 @@
 # validated against (tests/integration/test_exports.py). Idempotent:
 # nothing happens when the pinned versions are already there. Install
 # scripts of the packages are not run.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/install-test-lib.sh
+. "$(dirname "$0")/install-test-lib.sh" # strict mode, in the repository root
 target=build/npm
 want="speedscope@1.22.2"
 installed "$target" "$want" && exit 0

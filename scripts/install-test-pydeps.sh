@@ -7,9 +7,7 @@
 # and numpy for the Python unwinder's test of native frames under Python
 # ones, and the MCP SDK (mcp) whose client drives test_mcp. Idempotent: nothing happens
 # when the pinned versions are already there.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/install-test-lib.sh
+. "$(dirname "$0")/install-test-lib.sh" # strict mode, in the repository root
 target=build/pydeps
 want="opentelemetry-proto==1.45.2 numpy==2.2.6 mcp==2.3.0 grpcio==1.85.1"
 installed "$target" "$want" && exit 0
