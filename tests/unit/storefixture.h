@@ -47,6 +47,16 @@ static __attribute__((unused)) int open_store(const char *dir, struct store **s,
 	return store_open(dir, &cfg, s, err);
 }
 
+/* Closes what a test opened in dir (its store and symbols), removes the
+ * directory and frees its name. */
+static __attribute__((unused)) void close_store_dir(char *dir, struct store *s, struct symbols *sym)
+{
+	store_close(s);
+	symbols_close(sym);
+	rm_rf(dir);
+	free(dir);
+}
+
 /* The fixture of the query tests: a store and symbols in a fresh
  * directory, closed and removed after the test (cmocka setup/teardown). */
 struct world {
