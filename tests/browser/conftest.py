@@ -86,6 +86,18 @@ def page(browser, request):
     return p
 
 
+def flamegraph_frames(page):
+    """The frames the flamegraph drew (window.emberFlamegraph.frames)."""
+    return page.evaluate("window.emberFlamegraph.frames")
+
+
+def flamegraph_frame(page, name):
+    """The first drawn frame called name; fails the test when none is."""
+    found = [f for f in flamegraph_frames(page) if f["name"] == name]
+    assert found, f"no frame {name!r} drawn"
+    return found[0]
+
+
 def shot(page, name, full_page=False):
     return page.screenshot(os.path.join(SHOTS, name + ".png"), full_page=full_page)
 

@@ -18,6 +18,8 @@ import pytest
 
 from conftest import (PROJECT, SHOTS, api_query, no_errors, open_ui, populated_server,  # noqa: F401
                       search_params, shot, start_server, wait_state)
+from conftest import flamegraph_frame as frame
+from conftest import flamegraph_frames as frames
 from ember_batch import Batch, send_batch  # (tests/lib, on the path through conftest)
 from harness import http  # (tests/lib)
 
@@ -67,16 +69,6 @@ def populate(base):
 
 
 server = populated_server(populate)
-
-
-def frames(page):
-    return page.evaluate("window.emberFlamegraph.frames")
-
-
-def frame(page, name):
-    found = [f for f in frames(page) if f["name"] == name]
-    assert found, f"no frame {name!r} drawn"
-    return found[0]
 
 
 def canvas_rect(page):
