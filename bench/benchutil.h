@@ -3,7 +3,8 @@
  * bench_next: a xorshift64 generator, so every run of a benchmark draws
  * the same load from the same seed. bench_cpu_s: the process's CPU time
  * (user + system) in seconds. bench_rm_rf: removes a benchmark's
- * directory tree (what it wrote under /tmp), 0 or -1.
+ * directory tree (what it wrote under /tmp), 0 or -1. bench_load_args:
+ * the load of a batch benchmark from its command line.
  */
 #ifndef EMBER_BENCH_BENCHUTIL_H
 #define EMBER_BENCH_BENCHUTIL_H
@@ -37,6 +38,23 @@ static inline int bench_rm_rf(const char *dir)
 	if (snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir) >= (int)sizeof(cmd) || strchr(dir, '\''))
 		return -1;
 	return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Reads a batch benchmark's [BATCHES [SAMPLES [DISTINCT [PROCS]]]]
+ * arguments, each defaulting to def[i]. Returns 0, or -1 with the usage
+ * of name printed where one is below 1 or PROCS is above max_procs. */
+static inline int bench_load_args(int argc, char **argv, const char *name, const long def[4],
+				  long max_procs, long *batches, long *per_batch, long *distinct,
+				  long *procs)
+{
+	long *v[4] = { batches, per_batch, distinct, procs };
+	for (int i = 0; i < 4; i++)
+		*v[i] = argc > i + 1 ? atol(argv[i + 1]) : def[i];
+	if (*batches < 1 || *per_batch < 1 || *distinct < 1 || *procs < 1 || *procs > max_procs) {
+		fprintf(stderr, "usage: %s [BATCHES [SAMPLES [DISTINCT [PROCS]]]]\n", name);
+		return -1;
+	}
+	return 0;
 }
 
 #endif

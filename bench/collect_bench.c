@@ -74,14 +74,10 @@ struct raw {
 
 int main(int argc, char **argv)
 {
-	long batches = argc > 1 ? atol(argv[1]) : 300;
-	long per_batch = argc > 2 ? atol(argv[2]) : 1000;
-	long distinct = argc > 3 ? atol(argv[3]) : 400;
-	long procs_n = argc > 4 ? atol(argv[4]) : 4;
-	if (batches < 1 || per_batch < 1 || distinct < 1 || procs_n < 1 || procs_n > 64) {
-		fprintf(stderr, "usage: collect_bench [BATCHES [SAMPLES [DISTINCT [PROCS]]]]\n");
+	long batches, per_batch, distinct, procs_n;
+	if (bench_load_args(argc, argv, "collect_bench", (const long[]){ 300, 1000, 400, 4 }, 64,
+			    &batches, &per_batch, &distinct, &procs_n) < 0)
 		return 2;
-	}
 	char root[] = "/tmp/ember-collect-bench-XXXXXX";
 	if (!mkdtemp(root)) {
 		perror("mkdtemp");

@@ -129,14 +129,10 @@ static void add_sample(struct batch *b, const struct path *p, uint32_t v)
 
 int main(int argc, char **argv)
 {
-	long batches = argc > 1 ? atol(argv[1]) : 300;
-	long per_batch = argc > 2 ? atol(argv[2]) : 1000;
-	long distinct = argc > 3 ? atol(argv[3]) : 300;
-	long procs = argc > 4 ? atol(argv[4]) : 8;
-	if (batches < 1 || per_batch < 1 || distinct < 1 || procs < 1 || procs > 1000) {
-		fprintf(stderr, "usage: encode_bench [BATCHES [SAMPLES [DISTINCT [PROCS]]]]\n");
+	long batches, per_batch, distinct, procs;
+	if (bench_load_args(argc, argv, "encode_bench", (const long[]){ 300, 1000, 300, 8 }, 1000,
+			    &batches, &per_batch, &distinct, &procs) < 0)
 		return 2;
-	}
 	struct path *pool = xcalloc((size_t)distinct, sizeof(*pool));
 	for (long i = 0; i < distinct; i++)
 		new_path(&pool[i], procs);

@@ -28,11 +28,13 @@ import urllib.request
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, os.path.join(ROOT, "build", "pydeps"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 
 import grpc  # noqa: E402
 from opentelemetry.proto.collector.profiles.v1development import profiles_service_pb2 as svc  # noqa: E402
 from opentelemetry.proto.common.v1 import common_pb2  # noqa: E402
 from opentelemetry.proto.profiles.v1development import profiles_pb2 as pb  # noqa: E402
+from otlp_build import cpu_profile, dictionary  # noqa: E402
 
 EXPORT = "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
 
@@ -48,33 +50,13 @@ def free_port():
 def build_request(samples, seed, t_ns):
     """One process's profile: 200 functions, samples stacks 4 to 24 deep."""
     rnd = random.Random(seed)
-    d = pb.ProfilesDictionary()
-    strings = {}
-
-    def s(text):
-        if text not in strings:
-            strings[text] = len(d.string_table)
-            d.string_table.append(text)
-        return strings[text]
-    s("")
-    for t in (d.mapping_table, d.location_table, d.function_table, d.link_table,
-              d.attribute_table, d.stack_table):
-        t.add()
-    ft = d.attribute_table.add(key_strindex=s("profile.frame.type"))
-    ft.value.string_value = "native"
+    d, s = dictionary(pb)
     for i in range(200):
         d.function_table.add(name_strindex=s(f"fn_{i}"), filename_strindex=s("app.c"))
         loc = d.location_table.add()
         loc.lines.add(function_index=i + 1, line=i)
         loc.attribute_indices.append(1)
-    prof = pb.Profile()
-    prof.sample_type.type_strindex = s("samples")
-    prof.sample_type.unit_strindex = s("count")
-    prof.period_type.type_strindex = s("cpu")
-    prof.period_type.unit_strindex = s("nanoseconds")
-    prof.period = 1_000_000_000 // 97
-    prof.time_unix_nano = t_ns
-    prof.duration_nano = 5_000_000_000
+    prof = cpu_profile(pb, s, 1_000_000_000 // 97, t_ns)
     for _ in range(samples):
         depth = rnd.randint(4, 24)
         d.stack_table.add(location_indices=[rnd.randint(1, 200) for _ in range(depth)])

@@ -349,29 +349,10 @@ static Elf_Scn *section_named(Elf *elf, const char *want)
 	return NULL;
 }
 
-int elfsyms_debuglink(int fd, char *name, size_t n)
-{
-	Elf *elf = open_elf(fd);
-	if (!elf)
-		return -1;
-	int rc = -1;
-	Elf_Scn *scn = section_named(elf, ".gnu_debuglink");
-	Elf_Data *d = scn ? elf_getdata(scn, NULL) : NULL;
-	if (d && d->d_buf && d->d_size > 4) {
-		size_t l = strnlen(d->d_buf, d->d_size);
-		if (l > 0 && l < d->d_size && l < n && !memchr(d->d_buf, '/', l)) {
-			memcpy(name, d->d_buf, l);
-			name[l] = '\0';
-			rc = 0;
-		}
-	}
-	elf_end(elf);
-	return rc;
-}
-
-/* The .gnu_debuglink name and CRC (stored after the name's NUL, 4-byte
- * aligned, in the file's byte order). Returns 0 or -1. */
-static int debuglink_crc(int fd, char *name, size_t n, uint32_t *crc)
+/* The .gnu_debuglink name and, when crc is set, its CRC (stored after the
+ * name's NUL, 4-byte aligned, in the file's byte order; a section too short
+ * to hold it is refused then). Returns 0 or -1. */
+static int debuglink_read(int fd, char *name, size_t n, uint32_t *crc)
 {
 	Elf *elf = open_elf(fd);
 	if (!elf)
@@ -383,11 +364,16 @@ static int debuglink_crc(int fd, char *name, size_t n, uint32_t *crc)
 	if (d && d->d_buf && ident) {
 		size_t l = strnlen(d->d_buf, d->d_size);
 		size_t at = (l + 4) & ~(size_t)3;
-		if (l > 0 && l < n && at + 4 <= d->d_size && !memchr(d->d_buf, '/', l)) {
-			const uint8_t *c = (const uint8_t *)d->d_buf + at;
-			*crc = ident[EI_DATA] == ELFDATA2MSB
-				       ? (uint32_t)c[0] << 24 | (uint32_t)c[1] << 16 | (uint32_t)c[2] << 8 | c[3]
-				       : (uint32_t)c[3] << 24 | (uint32_t)c[2] << 16 | (uint32_t)c[1] << 8 | c[0];
+		bool fits = crc ? at + 4 <= d->d_size : d->d_size > 4 && l < d->d_size;
+		if (l > 0 && l < n && fits && !memchr(d->d_buf, '/', l)) {
+			if (crc) {
+				const uint8_t *c = (const uint8_t *)d->d_buf + at;
+				*crc = ident[EI_DATA] == ELFDATA2MSB
+					       ? (uint32_t)c[0] << 24 | (uint32_t)c[1] << 16 |
+							 (uint32_t)c[2] << 8 | c[3]
+					       : (uint32_t)c[3] << 24 | (uint32_t)c[2] << 16 |
+							 (uint32_t)c[1] << 8 | c[0];
+			}
 			memcpy(name, d->d_buf, l);
 			name[l] = '\0';
 			rc = 0;
@@ -395,6 +381,11 @@ static int debuglink_crc(int fd, char *name, size_t n, uint32_t *crc)
 	}
 	elf_end(elf);
 	return rc;
+}
+
+int elfsyms_debuglink(int fd, char *name, size_t n)
+{
+	return debuglink_read(fd, name, n, NULL);
 }
 
 /* The CRC-32 of the whole file (what .gnu_debuglink records), or -1. */
@@ -455,7 +446,7 @@ int elfsyms_open_debug_file(int fd, const char *path, const char *debug_root, ch
 	}
 	char link[256];
 	uint32_t crc;
-	if (debuglink_crc(fd, link, sizeof(link), &crc) < 0)
+	if (debuglink_read(fd, link, sizeof(link), &crc) < 0)
 		return -1;
 	/* Next to the file, in .debug/ beside it, under the root by the
 	 * file's directory: what gdb looks at. */

@@ -47,25 +47,33 @@ static int header(const uint8_t *data, size_t len, uint64_t text_vaddr, struct t
 	return 0;
 }
 
-/* Function i: its entry and end offsets, _func record and name. */
-static int func_at(const struct table *t, uint64_t i, uint32_t *entry, uint32_t *next,
-		   const uint8_t **rec, const char **name, size_t *nl)
+/* One function of the table: its entry and end offsets (from the text
+ * start), _func record and name (nl bytes, not NUL-terminated). */
+struct func {
+	uint32_t entry, next;
+	const uint8_t *rec;
+	const char *name;
+	size_t nl;
+};
+
+/* Function i, or -1 where its record or name is malformed. */
+static int func_at(const struct table *t, uint64_t i, struct func *f)
 {
 	const uint8_t *functab = t->data + t->pcln_off;
 	size_t functab_len = t->len - t->pcln_off;
-	*entry = (uint32_t)rd(functab + i * 8, 4);
+	f->entry = (uint32_t)rd(functab + i * 8, 4);
 	uint32_t funcoff = (uint32_t)rd(functab + i * 8 + 4, 4);
-	*next = (uint32_t)rd(functab + (i + 1) * 8, 4);
-	if (*next <= *entry || functab_len < 24 || funcoff > functab_len - 24)
+	f->next = (uint32_t)rd(functab + (i + 1) * 8, 4);
+	if (f->next <= f->entry || functab_len < 24 || funcoff > functab_len - 24)
 		return -1;
-	*rec = functab + funcoff;
-	int32_t name_off = (int32_t)rd(*rec + 4, 4);
+	f->rec = functab + funcoff;
+	int32_t name_off = (int32_t)rd(f->rec + 4, 4);
 	if (name_off < 0 || (uint64_t)name_off >= t->len - t->funcname_off)
 		return -1;
-	*name = (const char *)t->data + t->funcname_off + name_off;
+	f->name = (const char *)t->data + t->funcname_off + name_off;
 	size_t max = t->len - t->funcname_off - (size_t)name_off;
-	*nl = strnlen(*name, max > 4096 ? 4096 : max);
-	return *nl == 0 || *nl == max ? -1 : 0;
+	f->nl = strnlen(f->name, max > 4096 ? 4096 : max);
+	return f->nl == 0 || f->nl == max ? -1 : 0;
 }
 
 /* One varint of a pc-value table; 0 on a malformed one. */
@@ -82,71 +90,92 @@ static size_t uvarint(const uint8_t *p, const uint8_t *end, uint32_t *out)
 	return 0;
 }
 
-long gopclntab_sp_deltas(const uint8_t *data, size_t len, uint64_t text_vaddr, gopclntab_sp_fn fn,
-			 void *ctx)
+/* Calls each(t, f, arg) for every well-formed function of the table at
+ * data: the sum of what each returned, or -1 where the header is not a
+ * Go 1.18+ pclntab's. */
+static long each_func(const uint8_t *data, size_t len, uint64_t text_vaddr,
+		      long (*each)(const struct table *t, const struct func *f, void *arg), void *arg)
 {
 	struct table t;
 	if (header(data, len, text_vaddr, &t) < 0)
 		return -1;
 	long n = 0;
-	const uint8_t *end = data + len;
 	for (uint64_t i = 0; i < t.nfunc; i++) {
-		uint32_t entry, next;
-		const uint8_t *rec;
-		const char *name;
-		size_t nl;
-		if (func_at(&t, i, &entry, &next, &rec, &name, &nl) < 0)
-			continue;
-		uint32_t pcsp = (uint32_t)rd(rec + 16, 4);
-		if (pcsp == 0 || pcsp >= len - t.pctab_off)
-			continue;
-		/* The pc-value encoding of Go's runtime: pairs of (zig-zag value
-		 * delta, pc delta) varints, starting from value -1 at the entry;
-		 * a zero value delta after the first pair ends the table. */
-		const uint8_t *p = data + t.pctab_off + pcsp;
-		int64_t val = -1;
-		uint64_t pc = entry;
-		bool first = true;
-		for (int steps = 0; steps < 1000000 && p < end; steps++) {
-			uint32_t vd, pd;
-			size_t a = uvarint(p, end, &vd);
-			if (!a || (vd == 0 && !first))
-				break;
-			size_t b = uvarint(p + a, end, &pd);
-			if (!b)
-				break;
-			p += a + b;
-			val += (int32_t)(-(vd & 1) ^ (vd >> 1));
-			uint64_t npc = pc + pd * (uint64_t)data[6]; /* minLC: the pc quantum */
-			if (npc > next || val < 0 || val > (1 << 30))
-				break;
-			if (npc > pc) {
-				fn(ctx, t.text_start + pc, t.text_start + npc, (int32_t)val, name, nl);
-				n++;
-			}
-			pc = npc;
-			first = false;
-		}
+		struct func f;
+		if (func_at(&t, i, &f) == 0)
+			n += each(&t, &f, arg);
 	}
 	return n;
+}
+
+/* The caller's callback and its context, for each_func. */
+struct sp_arg {
+	gopclntab_sp_fn fn;
+	void *ctx;
+};
+
+/* Gives one function's SP deltas to the callback: how many ranges. */
+static long func_sp_deltas(const struct table *t, const struct func *f, void *arg)
+{
+	const struct sp_arg *a = arg;
+	const uint8_t *data = t->data, *end = t->data + t->len;
+	uint32_t pcsp = (uint32_t)rd(f->rec + 16, 4);
+	if (pcsp == 0 || pcsp >= t->len - t->pctab_off)
+		return 0;
+	/* The pc-value encoding of Go's runtime: pairs of (zig-zag value
+	 * delta, pc delta) varints, starting from value -1 at the entry;
+	 * a zero value delta after the first pair ends the table. */
+	const uint8_t *p = data + t->pctab_off + pcsp;
+	int64_t val = -1;
+	uint64_t pc = f->entry;
+	bool first = true;
+	long n = 0;
+	for (int steps = 0; steps < 1000000 && p < end; steps++) {
+		uint32_t vd, pd;
+		size_t a1 = uvarint(p, end, &vd);
+		if (!a1 || (vd == 0 && !first))
+			break;
+		size_t b = uvarint(p + a1, end, &pd);
+		if (!b)
+			break;
+		p += a1 + b;
+		val += (int32_t)(-(vd & 1) ^ (vd >> 1));
+		uint64_t npc = pc + pd * (uint64_t)data[6]; /* minLC: the pc quantum */
+		if (npc > f->next || val < 0 || val > (1 << 30))
+			break;
+		if (npc > pc) {
+			a->fn(a->ctx, t->text_start + pc, t->text_start + npc, (int32_t)val, f->name, f->nl);
+			n++;
+		}
+		pc = npc;
+		first = false;
+	}
+	return n;
+}
+
+long gopclntab_sp_deltas(const uint8_t *data, size_t len, uint64_t text_vaddr, gopclntab_sp_fn fn,
+			 void *ctx)
+{
+	struct sp_arg a = { fn, ctx };
+	return each_func(data, len, text_vaddr, func_sp_deltas, &a);
+}
+
+/* The caller's callback and its context, for each_func. */
+struct fn_arg {
+	gopclntab_fn fn;
+	void *ctx;
+};
+
+static long func_name(const struct table *t, const struct func *f, void *arg)
+{
+	const struct fn_arg *a = arg;
+	a->fn(a->ctx, t->text_start + f->entry, t->text_start + f->next, f->name, f->nl);
+	return 1;
 }
 
 long gopclntab_functions(const uint8_t *data, size_t len, uint64_t text_vaddr, gopclntab_fn fn,
 			 void *ctx)
 {
-	struct table t;
-	if (header(data, len, text_vaddr, &t) < 0)
-		return -1;
-	long n = 0;
-	for (uint64_t i = 0; i < t.nfunc; i++) {
-		uint32_t entry, next;
-		const uint8_t *rec;
-		const char *name;
-		size_t nl;
-		if (func_at(&t, i, &entry, &next, &rec, &name, &nl) < 0)
-			continue;
-		fn(ctx, t.text_start + entry, t.text_start + next, name, nl);
-		n++;
-	}
-	return n;
+	struct fn_arg a = { fn, ctx };
+	return each_func(data, len, text_vaddr, func_name, &a);
 }

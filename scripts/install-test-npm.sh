@@ -5,13 +5,10 @@
 # validated against (tests/integration/test_exports.py). Idempotent:
 # nothing happens when the pinned versions are already there. Install
 # scripts of the packages are not run.
-set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/install-test-lib.sh" # strict mode, in the repository root
 target=build/npm
 want="speedscope@1.22.2"
-if [ -f "$target/.installed" ] && [ "$(cat "$target/.installed")" = "$want" ]; then
-  exit 0
-fi
+installed "$target" "$want" && exit 0
 if ! command -v npm >/dev/null 2>&1; then
   echo "install-test-npm: npm is missing (apt install npm)" >&2
   exit 1
@@ -19,4 +16,4 @@ fi
 rm -rf "$target"
 mkdir -p "$target"
 npm install --silent --no-audit --no-fund --ignore-scripts --no-save --prefix "$target" $want
-echo "$want" > "$target/.installed"
+mark_installed "$target" "$want"

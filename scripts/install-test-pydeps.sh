@@ -9,13 +9,10 @@
 # ClickHouse in-process) that checks the fleet store's SQL against the current
 # dialect (tests/integration/test_clickhouse_schema.py). Idempotent: nothing happens
 # when the pinned versions are already there.
-set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/install-test-lib.sh" # strict mode, in the repository root
 target=build/pydeps
 want="opentelemetry-proto==1.45.2 numpy==2.2.6 mcp==2.3.0 grpcio==1.85.1 chdb==4.4.0"
-if [ -f "$target/.installed" ] && [ "$(cat "$target/.installed")" = "$want" ]; then
-  exit 0
-fi
+installed "$target" "$want" && exit 0
 python=/usr/bin/python3
 if ! "$python" -m pip --version >/dev/null 2>&1; then
   echo "install-test-pydeps: pip is missing (apt install python3-pip)" >&2
@@ -24,4 +21,4 @@ fi
 rm -rf "$target"
 "$python" -m pip install --quiet --disable-pip-version-check --no-warn-script-location --root-user-action=ignore \
   --target "$target" $want
-echo "$want" > "$target/.installed"
+mark_installed "$target" "$want"

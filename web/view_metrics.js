@@ -88,6 +88,16 @@ function panelsFor(by, names) {
 	const hostCPU = has('host.cpu.user') || has('host.cpu.system');
 	const gpuBy = by === 'host' ? 'host.name' : 'gpu.index';
 	const gpuName = (name) => (gpuBy === 'gpu.index' && name !== '' ? `GPU ${name}` : null);
+	// Bytes per second to or from storage, per group.
+	const disk = (id, title, done, metric) => ({
+		id,
+		title,
+		sub: `bytes ${done} storage per second, per ${g.label.toLowerCase()}`,
+		metrics: [{ metric, group_by: g.attr }],
+		unit: 'bytes/s',
+		stacked: true,
+		attr: g.attr,
+	});
 	const panels = [
 		{
 			id: 'cpu',
@@ -128,24 +138,8 @@ function panelsFor(by, names) {
 			stacked: true,
 			attr: g.wss,
 		},
-		{
-			id: 'read',
-			title: 'Disk reads',
-			sub: `bytes read from storage per second, per ${g.label.toLowerCase()}`,
-			metrics: [{ metric: 'io.read_throughput', group_by: g.attr }],
-			unit: 'bytes/s',
-			stacked: true,
-			attr: g.attr,
-		},
-		{
-			id: 'write',
-			title: 'Disk writes',
-			sub: `bytes written to storage per second, per ${g.label.toLowerCase()}`,
-			metrics: [{ metric: 'io.write_throughput', group_by: g.attr }],
-			unit: 'bytes/s',
-			stacked: true,
-			attr: g.attr,
-		},
+		disk('read', 'Disk reads', 'read from', 'io.read_throughput'),
+		disk('write', 'Disk writes', 'written to', 'io.write_throughput'),
 	];
 	const gpu = [
 		{ id: 'gpu_util', title: 'GPU utilization', sub: 'share of time a kernel ran', metric: 'hw.gpu.utilization', unit: '%', spatial: 'avg' },

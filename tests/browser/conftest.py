@@ -2,10 +2,12 @@
 headless Chromium driven over the DevTools Protocol (cdp.py), screenshots
 and the page's state. Every view's test file uses them."""
 
+import json
 import os
 import shutil
 import sys
 import tempfile
+import time
 import urllib.parse
 
 import pytest
@@ -15,7 +17,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 
 from cdp import Chromium  # noqa: E402
-from harness import BIN, Server  # noqa: E402  (tests/lib)
+from harness import BIN, Server, http  # noqa: E402  (tests/lib)
 
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 SERVER = os.path.join(BIN, "ember-server")  # EMBER_BUILD picks another build directory
@@ -35,6 +37,31 @@ def start_server(request):
     srv.start()
     srv.base = srv.url
     return srv
+
+
+def api_query(base, route, body=None, q=None, seconds=900):
+    """POSTs to the project's query API route ("flamegraph/json",
+    "top_functions", ...) what the page asks for the last `seconds`: on-CPU,
+    no frame mask, the CEL query q, and body's other fields. Returns
+    (status, parsed answer)."""
+    end = int(time.time() * 1000)
+    body = dict(body or {}, filter={"start_ts": end - seconds * 1000, "end_ts": end,
+                                    "event_kind": "on_cpu", "frame_mask": {"patterns": []},
+                                    "query": q})
+    status, data = http("POST", f"{base}/public/api/v1/project/{PROJECT}/{route}", body,
+                        {"Content-Type": "application/json"})
+    return status, json.loads(data)
+
+
+def populated_server(populate):
+    """A module-scoped `server` fixture: a server that populate(base)
+    fills once for the module's tests (server = populated_server(f))."""
+    @pytest.fixture(scope="module")
+    def server(request):
+        srv = start_server(request)
+        populate(srv.base)
+        return srv
+    return server
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +84,18 @@ def page(browser, request):
     p = browser.new_page()
     request.addfinalizer(lambda: browser.close_page(p))
     return p
+
+
+def flamegraph_frames(page):
+    """The frames the flamegraph drew (window.emberFlamegraph.frames)."""
+    return page.evaluate("window.emberFlamegraph.frames")
+
+
+def flamegraph_frame(page, name):
+    """The first drawn frame called name; fails the test when none is."""
+    found = [f for f in flamegraph_frames(page) if f["name"] == name]
+    assert found, f"no frame {name!r} drawn"
+    return found[0]
 
 
 def shot(page, name, full_page=False):

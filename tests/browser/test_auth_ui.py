@@ -14,13 +14,13 @@ import os
 import shutil
 import tempfile
 import time
-import urllib.error
 import urllib.request
 
 import pytest
 
 from cdp import CDPError
 from conftest import PROJECT, no_errors, open_ui, shot, start_server, wait_state  # noqa: F401
+from harness import json_call
 from harness import Server, http  # (tests/lib)
 
 ADMIN = "admin@example.com"
@@ -60,14 +60,7 @@ def api_login(server, email, password):
 
 
 def api_call(opener, csrf, server, method, path, body=None):
-    req = urllib.request.Request(server.url + path, method=method,
-                                 data=None if body is None else json.dumps(body).encode())
-    req.add_header("X-Ember-CSRF", csrf)
-    try:
-        with opener.open(req, timeout=30) as r:
-            return r.status, json.loads(r.read() or b"null")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
+    return json_call(opener, method, server.url + path, body, csrf)
 
 
 def js(s):

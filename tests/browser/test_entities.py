@@ -13,9 +13,8 @@ import urllib.parse
 
 import pytest
 
-from conftest import PROJECT, no_errors, open_ui, search_params, shot, start_server, wait_state  # noqa: F401
+from conftest import PROJECT, api_query, no_errors, open_ui, search_params, shot, start_server, wait_state  # noqa: F401
 from ember_batch import Batch, send_batch  # (tests/lib, on the path through conftest)
-from harness import http  # (tests/lib)
 
 HZ = 19
 # host -> (logical CPUs, [(executable, pid, thread, samples)])
@@ -71,13 +70,9 @@ def populate(base):
 
 
 def api(base, name, body):
-    end = int(time.time() * 1000)
-    body = {"filter": {"start_ts": end - 900_000, "end_ts": end, "event_kind": "on_cpu",
-                       "frame_mask": {"patterns": []}, "query": None}, **body}
-    status, data = http("POST", f"{base}/public/api/v1/project/{PROJECT}/{name}", body,
-                        {"Content-Type": "application/json"})
-    assert status == 200, data
-    return json.loads(data)
+    status, ans = api_query(base, name, body)
+    assert status == 200, ans
+    return ans
 
 
 @pytest.fixture(scope="module")

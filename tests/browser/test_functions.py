@@ -12,11 +12,10 @@ import urllib.parse
 
 import pytest
 
-from conftest import PROJECT, no_errors, open_ui, search_params, shot, start_server, wait_state
+from conftest import (api_query, no_errors, open_ui, populated_server, search_params, shot, start_server,
+                      wait_state)
 from ember_batch import Batch, send_batch  # (tests/lib, on the path through conftest)
-from harness import http  # (tests/lib)
 
-API = f"/public/api/v1/project/{PROJECT}/"
 HZ = 20
 HOST_CPUS = 8
 SECONDS = 10  # every batch covers the same 10 s, so cores = samples / 20 / 10
@@ -73,18 +72,10 @@ def populate(base):
 
 
 def query(base, name, body, q=None, seconds=900):
-    end = int(time.time() * 1000)
-    body = dict(body, filter={"start_ts": end - seconds * 1000, "end_ts": end, "event_kind": "on_cpu",
-                              "frame_mask": {"patterns": []}, "query": q})
-    status, data = http("POST", base + API + name, body, {"Content-Type": "application/json"})
-    return status, json.loads(data)
+    return api_query(base, name, body, q, seconds)
 
 
-@pytest.fixture(scope="module")
-def server(request):
-    srv = start_server(request)
-    populate(srv.base)
-    return srv
+server = populated_server(populate)
 
 
 # --- reading the page ---------------------------------------------------------

@@ -17,6 +17,7 @@ import urllib.parse
 
 import pytest
 
+from conftest import flamegraph_frame as frame
 from conftest import no_errors, open_ui, search_params, shot, start_server, wait_state
 from ember_batch import Batch, send_batch
 from metrics_batch import MetricsBatch, post as post_metrics
@@ -66,12 +67,6 @@ def server(request):
     srv.first = now - 180_000
     assert send_batch(srv.base, b.encode(sequence=1, start_ms=srv.first, end_ms=srv.first + 5_000))["stored"]
     return srv
-
-
-def frame(page, name):
-    found = [f for f in page.evaluate("window.emberFlamegraph.frames") if f["name"] == name]
-    assert found, name
-    return found[0]
 
 
 def tooltip_of(page, name):

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from conftest import PROJECT, no_errors, open_ui, search_params, shot, start_server  # noqa: F401
+from conftest import flamegraph_frame as frame
 from ember_batch import Batch, send_batch  # (tests/lib, on the path through conftest)
 
 ATTRS = {"process.executable.name": "waiter", "host.name": "testhost", "thread.name": "main"}
@@ -32,12 +33,6 @@ def server(request):
     answer = send_batch(srv.base, b.encode(sequence=1, start_ms=now - 60_000, end_ms=now - 55_000))
     assert answer["stored"], answer
     return srv
-
-
-def frame(page, name):
-    found = [f for f in page.evaluate("window.emberFlamegraph.frames") if f["name"] == name]
-    assert found, name
-    return found[0]
 
 
 def test_off_cpu_switch_shows_time_waited(server, page):

@@ -16,8 +16,10 @@ import urllib.parse
 
 import pytest
 
-from conftest import (PROJECT, SHOTS, no_errors, open_ui, search_params, shot,  # noqa: F401
-                      start_server, wait_state)
+from conftest import (PROJECT, SHOTS, api_query, no_errors, open_ui, populated_server,  # noqa: F401
+                      search_params, shot, start_server, wait_state)
+from conftest import flamegraph_frame as frame
+from conftest import flamegraph_frames as frames
 from ember_batch import Batch, send_batch  # (tests/lib, on the path through conftest)
 from harness import http  # (tests/lib)
 
@@ -27,13 +29,9 @@ FG_URL = f"/public/api/v1/project/{PROJECT}/flamegraph/json"
 def flamegraph(base, query=None, group="executable", seconds=900):
     """The flamegraph API's answer (status, JSON) for the last `seconds`,
     the request the page makes."""
-    end = int(time.time() * 1000)
-    body = {"filter": {"start_ts": end - seconds * 1000, "end_ts": end, "event_kind": "on_cpu",
-                       "frame_mask": {"patterns": []}, "query": query},
-            "num_samples": None, "num_stat_buckets": None,
-            "synthetic_frames": [group] if group else []}
-    status, data = http("POST", base + FG_URL, body, {"Content-Type": "application/json"})
-    return status, json.loads(data)
+    return api_query(base, "flamegraph/json",
+                     {"num_samples": None, "num_stat_buckets": None,
+                      "synthetic_frames": [group] if group else []}, query, seconds)
 
 
 # One thread's profile: main -> compute (60%), main -> parse (30%), main
@@ -70,21 +68,7 @@ def populate(base):
     assert status == 200 and fg["total"] == 1000, fg
 
 
-@pytest.fixture(scope="module")
-def server(request):
-    srv = start_server(request)
-    populate(srv.base)
-    return srv
-
-
-def frames(page):
-    return page.evaluate("window.emberFlamegraph.frames")
-
-
-def frame(page, name):
-    found = [f for f in frames(page) if f["name"] == name]
-    assert found, f"no frame {name!r} drawn"
-    return found[0]
+server = populated_server(populate)
 
 
 def canvas_rect(page):
@@ -421,12 +405,8 @@ def test_asks_for_the_nodes_it_can_draw(server, page):
     assert got["asked"] in expected, got
     assert 0 < got["written"] <= got["asked"], got
     # The API keeps to any budget: a tiny one folds the rest into [other].
-    end = int(time.time() * 1000)
-    body = {"filter": {"start_ts": end - 900_000, "end_ts": end, "event_kind": "on_cpu",
-                       "frame_mask": {"patterns": []}, "query": None},
-            "synthetic_frames": ["executable"], "max_nodes": 4}
-    status, data = http("POST", server.base + FG_URL, body, {"Content-Type": "application/json"})
-    ans = json.loads(data)
+    status, ans = api_query(server.base, "flamegraph/json",
+                            {"synthetic_frames": ["executable"], "max_nodes": 4})
     assert status == 200 and ans["nodes_written"] <= 4 and ans["nodes"] > 4, ans
     no_errors(page)
 

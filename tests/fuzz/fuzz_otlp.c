@@ -10,13 +10,6 @@
 #include "server/ingest/batch_decode.h"
 #include "server/ingest/otlp.h"
 
-static int check_batch(void *ctx, const Ember__Ingest__V1__Batch *b)
-{
-	(void)ctx;
-	fuzz_check_batch(b);
-	return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	int gzip = size > 0 && data[0] == 'G';
@@ -24,12 +17,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int too_large;
 	Ember__Otlp__ExportProfilesServiceRequest *r =
 		otlp_decode(data + gzip, size - (size_t)gzip, gzip, &too_large, &err);
-	if (r) {
-		struct otlp_result res = { 0 };
-		otlp_convert(r, "default", 1700000000000LL, check_batch, NULL, &res, &err);
-		buf_free(&res.message);
-		otlp_free(r);
-	}
+	if (r)
+		fuzz_convert_otlp(r, &err);
 	buf_free(&err);
 	return 0;
 }

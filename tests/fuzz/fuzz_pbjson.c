@@ -15,13 +15,6 @@
 #include "server/ingest/pbarena.h"
 #include "server/ingest/pbjson.h"
 
-static int check_batch(void *ctx, const Ember__Ingest__V1__Batch *b)
-{
-	(void)ctx;
-	fuzz_check_batch(b);
-	return 0;
-}
-
 /* m packs, unpacks and packs again to the same bytes. */
 static void check_round_trip(const ProtobufCMessage *m)
 {
@@ -65,10 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		otlp_decode_json(data + gzip, size - (size_t)gzip, gzip, &too_large, &err);
 	if (r) {
 		check_round_trip(&r->base);
-		struct otlp_result res = { 0 };
-		otlp_convert(r, "default", 1700000000000LL, check_batch, NULL, &res, &err);
-		buf_free(&res.message);
-		otlp_free(r);
+		fuzz_convert_otlp(r, &err);
 	}
 	buf_free(&err);
 	return 0;

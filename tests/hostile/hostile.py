@@ -49,6 +49,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 sys.path.insert(0, os.path.join(ROOT, "build", "pydeps"))
 
 from harness import BIN, DEFAULT_PROJECT, Server  # noqa: E402
+from otlp_build import cpu_profile, dictionary  # noqa: E402
 
 TOKEN = "hostile-token"
 PROBE_SOURCE = "127.0.0.2"
@@ -97,21 +98,7 @@ def otlp_request(function_names, exe="hostile_app", ago_s=10):
     from opentelemetry.proto.common.v1 import common_pb2
     from opentelemetry.proto.profiles.v1development import profiles_pb2 as pb
 
-    d = pb.ProfilesDictionary()
-    strings = {}
-
-    def s(text):
-        if text not in strings:
-            strings[text] = len(d.string_table)
-            d.string_table.append(text)
-        return strings[text]
-
-    s("")
-    for table in (d.mapping_table, d.location_table, d.function_table, d.link_table,
-                  d.attribute_table, d.stack_table):
-        table.add()
-    native = d.attribute_table.add(key_strindex=s("profile.frame.type"))
-    native.value.string_value = "native"
+    d, s = dictionary(pb)
 
     def location(name):
         d.function_table.add(name_strindex=s(name))
@@ -120,14 +107,7 @@ def otlp_request(function_names, exe="hostile_app", ago_s=10):
         loc.attribute_indices.append(1)
         return len(d.location_table) - 1
 
-    prof = pb.Profile()
-    prof.sample_type.type_strindex = s("samples")
-    prof.sample_type.unit_strindex = s("count")
-    prof.period_type.type_strindex = s("cpu")
-    prof.period_type.unit_strindex = s("nanoseconds")
-    prof.period = 10_000_000
-    prof.time_unix_nano = time.time_ns() - ago_s * 1_000_000_000
-    prof.duration_nano = 5_000_000_000
+    prof = cpu_profile(pb, s, 10_000_000, time.time_ns() - ago_s * 1_000_000_000)
     main = location("main")
     for name in function_names:
         d.stack_table.add(location_indices=[location(name), main])

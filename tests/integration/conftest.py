@@ -10,10 +10,25 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
 from harness import Agent, Server  # noqa: E402
 
+# The first admin of a server started with --auth local (the `local` fixture).
+ADMIN = "admin@example.com"
+PASSWORD = "correct horse battery staple"
+
 
 @pytest.fixture
 def server(tmp_path):
     srv = Server(tmp_path / "data").start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def local(tmp_path):
+    """A server with --auth local whose admin is ADMIN with PASSWORD."""
+    pw = tmp_path / "admin-password"
+    pw.write_text(PASSWORD + "\n")
+    srv = Server(tmp_path / "data", None, "--auth", "local", "--admin-email", ADMIN,
+                 "--admin-password-file", str(pw)).start()
     yield srv
     srv.stop()
 

@@ -31,7 +31,32 @@ class UnixHTTPServer(HTTPServer):
         return conn, ("unix", 0)
 
 
-class FakeDocker(BaseHTTPRequestHandler):
+class FakeAPI(BaseHTTPRequestHandler):
+    """A fake runtime or kubelet API: reply() sends one JSON answer;
+    nothing is logged."""
+
+    def reply(self, status, body):
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def rmdirs(*paths):
+    """Removes each directory (cgroups a test made) in the order given,
+    innermost first; one already gone or still busy is passed over."""
+    for d in paths:
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass
+
+
+class FakeDocker(FakeAPI):
     """The part of the Docker Engine API the agent asks."""
 
     def do_GET(self):
@@ -40,17 +65,10 @@ class FakeDocker(BaseHTTPRequestHandler):
                 "io.kubernetes.pod.name": "checkout-7d9f8b6c5-x2x9k",
                 "io.kubernetes.pod.namespace": "shop",
                 "io.kubernetes.container.name": "web"}}}).encode()
-            self.send_response(200)
+            self.reply(200, body)
         else:
             body = b'{"message":"No such container"}'
-            self.send_response(404)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+            self.reply(404, body)
 
 
 def start_in_cgroup(cgroup_dir, argv, env=None):
@@ -62,6 +80,20 @@ def start_in_cgroup(cgroup_dir, argv, env=None):
     p.stdin.write(b"go\n")
     p.stdin.close()
     return p
+
+
+def sample_container(server, agent_factory, sock, cg, cid, more_than):
+    """Starts an agent that asks the runtime API at sock, runs cpu_split
+    for 3 s in cgroup cg and waits until container cid has more_than
+    samples: the CEL query of that container."""
+    agent_factory(server.url, "-on-cpu-sampling-rate=97",
+                  f"-container-runtime-socket={sock}").start()
+    p = start_in_cgroup(cg, [os.path.join(WORKLOADS, "cpu_split"), "3"])
+    assert p.wait(30) == 0
+    q = f'container.id == "{cid}"'
+    wait_until(lambda: server.flamegraph(q)["total"] > more_than, 30,
+               what="the container's samples")
+    return q
 
 
 def test_container_slurm_and_tags(tmp_path, server, agent_factory):
@@ -88,40 +120,36 @@ def test_container_slurm_and_tags(tmp_path, server, agent_factory):
 
         def total(q):
             return server.flamegraph(q)["total"]
+
+        def check_group(group, exe, attrs, what):
+            """Every sample of the workload exe carries the group (a
+            container, a SLURM job) and its attrs; the group holds nothing
+            else but, perhaps, a sample or two of the shell that waited in
+            it and exec'd the workload (start_in_cgroup)."""
+            wait_until(lambda: total(group) > 150, 30, what=what)
+            n = total(group)
+            workload = total(f'process.executable.name == "{exe}"')
+            assert total(group + f' && process.executable.name == "{exe}"') == workload
+            assert n - workload <= 3
+            assert total(group + attrs) == n
         container = f'container.id == "{CID}"'
-        wait_until(lambda: total(container) > 150, 30, what="the container's samples")
-        # Every sample of the workload carries the container; the container
-        # holds nothing else but, perhaps, a sample or two of the shell that
-        # waited in it and exec'd the workload (start_in_cgroup). So with
-        # the SLURM job below.
-        n = total(container)
-        workload = total('process.executable.name == "cpu_split"')
-        assert total(container + ' && process.executable.name == "cpu_split"') == workload
-        assert n - workload <= 3
-        assert total(container + ' && container.name == "checkout-web"'
-                     ' && k8s.pod.name == "checkout-7d9f8b6c5-x2x9k"'
-                     ' && k8s.namespace.name == "shop" && k8s.container.name == "web"'
-                     ' && k8s.deployment.name == "checkout"') == n
+        check_group(container, "cpu_split",
+                    ' && container.name == "checkout-web"'
+                    ' && k8s.pod.name == "checkout-7d9f8b6c5-x2x9k"'
+                    ' && k8s.namespace.name == "shop" && k8s.container.name == "web"'
+                    ' && k8s.deployment.name == "checkout"', "the container's samples")
         slurm = 'slurm.job.id == "4242"'
-        wait_until(lambda: total(slurm) > 150, 30, what="the SLURM job's samples")
-        job = total(slurm)
-        workload = total('process.executable.name == "unwind_c"')
-        assert total(slurm + ' && process.executable.name == "unwind_c"') == workload
-        assert job - workload <= 3
-        assert total(slurm + ' && slurm.job.name == "train-llm" && slurm.job.user == "trainer"'
-                     ' && job.tag == "nightly"') == total(slurm)
+        check_group(slurm, "unwind_c",
+                    ' && slurm.job.name == "train-llm" && slurm.job.user == "trainer"'
+                    ' && job.tag == "nightly"', "the SLURM job's samples")
         assert total(container + ' && ' + slurm) == 0
         # -tags on every sample.
         everything = server.flamegraph()["total"]
         assert total('user.tag.team == "ml" && user.tag == "canary;team:ml"') == everything
     finally:
         api.shutdown()
-        for d in (container_cg, f"/sys/fs/cgroup/unified/{tag}", slurm_cg,
-                  f"{slurm_root}/uid_0/job_4242", f"{slurm_root}/uid_0", slurm_root):
-            try:
-                os.rmdir(d)
-            except OSError:
-                pass
+        rmdirs(container_cg, f"/sys/fs/cgroup/unified/{tag}", slurm_cg,
+               f"{slurm_root}/uid_0/job_4242", f"{slurm_root}/uid_0", slurm_root)
 
 
 # --- CRI-O's info API ----------------------------------------------------------------
@@ -129,7 +157,7 @@ def test_container_slurm_and_tags(tmp_path, server, agent_factory):
 CRIO_CID = "d00d" + "fedcba9876543210" * 3 + "fedcba987654"  # 64 hex digits
 
 
-class FakeCrio(BaseHTTPRequestHandler):
+class FakeCrio(FakeAPI):
     """CRI-O's info API, GET /containers/{id}: the ContainerInfo JSON of a
     Kubernetes container (CRI-O's own name, the CRI labels); everything
     asked is recorded."""
@@ -145,17 +173,10 @@ class FakeCrio(BaseHTTPRequestHandler):
                            "io.kubernetes.pod.namespace": "billing"},
                 "annotations": {}, "crio_annotations": {}, "log_path": "", "root": "",
                 "sandbox": "", "ip_addresses": []}).encode()
-            self.send_response(200)
+            self.reply(200, body)
         else:
             body = b"can't find the container"
-            self.send_response(404)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+            self.reply(404, body)
 
 
 def test_crio_info_api(tmp_path, server, agent_factory):
@@ -172,15 +193,10 @@ def test_crio_info_api(tmp_path, server, agent_factory):
     cg = f"{root}/crio-{CRIO_CID}.scope"
     os.makedirs(cg)
     try:
-        agent_factory(server.url, "-on-cpu-sampling-rate=97",
-                      f"-container-runtime-socket={sock}").start()
-        p = start_in_cgroup(cg, [os.path.join(WORKLOADS, "cpu_split"), "3"])
-        assert p.wait(30) == 0
+        q = sample_container(server, agent_factory, sock, cg, CRIO_CID, 150)
 
         def total(q):
             return server.flamegraph(q)["total"]
-        q = f'container.id == "{CRIO_CID}"'
-        wait_until(lambda: total(q) > 150, 30, what="the container's samples")
         n = total(q)
         assert total(q + ' && container.name == "k8s_api_payments-5c8d7f9b4-qr7tz_billing_0f1e2d3c_0"'
                      ' && k8s.container.name == "api" && k8s.pod.name == "payments-5c8d7f9b4-qr7tz"'
@@ -190,11 +206,7 @@ def test_crio_info_api(tmp_path, server, agent_factory):
         assert len(api.requests) <= 2, api.requests
     finally:
         api.shutdown()
-        for d in (cg, root):
-            try:
-                os.rmdir(d)
-            except OSError:
-                pass
+        rmdirs(cg, root)
 
 
 # --- -k8s-pod-labels: labels from a fake kubelet ---------------------------------------
@@ -210,7 +222,7 @@ def pod(uid, name, namespace, labels):
             "status": {"phase": "Running"}}
 
 
-class FakeKubelet(BaseHTTPRequestHandler):
+class FakeKubelet(FakeAPI):
     """GET /pods of the kubelet's API: the pods in self.server.pods; every
     request is recorded with its Authorization header."""
 
@@ -219,17 +231,10 @@ class FakeKubelet(BaseHTTPRequestHandler):
         if self.path == "/pods":
             body = json.dumps({"kind": "PodList", "apiVersion": "v1", "metadata": {},
                                "items": list(self.server.pods)}).encode()
-            self.send_response(200)
+            self.reply(200, body)
         else:
             body = b'{"message":"not found"}'
-            self.send_response(404)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+            self.reply(404, body)
 
 
 def attribute_names(server, query):
@@ -353,13 +358,5 @@ def test_k8s_pod_labels(tmp_path, server, agent_factory):
     finally:
         kubelet.shutdown()
         for d in cgroups.values():
-            for p in (d, os.path.dirname(d)):
-                try:
-                    os.rmdir(p)
-                except OSError:
-                    pass
-        for p in (f"{root}/kubepods/besteffort", f"{root}/kubepods", root):
-            try:
-                os.rmdir(p)
-            except OSError:
-                pass
+            rmdirs(d, os.path.dirname(d))
+        rmdirs(f"{root}/kubepods/besteffort", f"{root}/kubepods", root)

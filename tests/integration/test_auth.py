@@ -15,28 +15,13 @@ import struct
 import subprocess
 import threading
 import time
-import urllib.error
 import urllib.request
 
-import pytest
-
-from conftest import require_root
-from harness import BUILD, DEFAULT_PROJECT, Agent, Server, find, http, wait_until, walk
+from conftest import ADMIN, PASSWORD, require_root
+from harness import (BUILD, DEFAULT_PROJECT, Agent, Server, find, http, json_call, wait_until,
+                     walk)
 
 import test_otlp
-
-ADMIN = "admin@example.com"
-PASSWORD = "correct horse battery staple"
-
-
-@pytest.fixture
-def local(tmp_path):
-    pw = tmp_path / "admin-password"
-    pw.write_text(PASSWORD + "\n")
-    srv = Server(tmp_path / "data", None, "--auth", "local", "--admin-email", ADMIN,
-                 "--admin-password-file", str(pw)).start()
-    yield srv
-    srv.stop()
 
 
 class Session:
@@ -51,15 +36,8 @@ class Session:
         return next((c.value for c in self.jar if c.name == name), None)
 
     def call(self, method, path, body=None, csrf=True):
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.server.url + path, data=data, method=method)
-        if csrf and self.cookie("ember_csrf"):
-            req.add_header("X-Ember-CSRF", self.cookie("ember_csrf"))
-        try:
-            with self.opener.open(req, timeout=30) as r:
-                return r.status, json.loads(r.read() or b"null")
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"null")
+        return json_call(self.opener, method, self.server.url + path, body,
+                         self.cookie("ember_csrf") if csrf else None)
 
     def login(self, email, password):
         return self.call("POST", "/api/v1/auth/login", {"email": email, "password": password})
@@ -94,6 +72,17 @@ def project_ids(server, token):
     st, body = bearer(server, "GET", "/public/api/v1/projects", token)
     assert st == 200, body
     return {p["name"]: p["id"] for p in body["projects"]}
+
+
+def admin_with_projects(server, *names):
+    """Signs the admin in and creates each project by sending a profile to
+    it: (the admin's Session, its access token, project name -> id)."""
+    s = Session(server)
+    token = s.login(ADMIN, PASSWORD)[1]["access_token"]
+    for name in names:
+        st, body = otlp(server, token, name)
+        assert st == 200, body
+    return s, token, project_ids(server, token)
 
 
 def test_anonymous_is_refused_and_a_user_signs_in(local):
@@ -153,13 +142,8 @@ def test_anonymous_is_refused_and_a_user_signs_in(local):
 
 
 def test_tokens_roles_and_projects(local):
-    s = Session(local)
-    admin_token = s.login(ADMIN, PASSWORD)[1]["access_token"]
     # The admin creates two projects by sending to them.
-    for name in ("alpha", "beta"):
-        st, body = otlp(local, admin_token, name)
-        assert st == 200, body
-    ids = project_ids(local, admin_token)
+    s, admin_token, ids = admin_with_projects(local, "alpha", "beta")
     alpha, beta = ids["alpha"], ids["beta"]
 
     # A token for alpha only: ingest and read there, nothing elsewhere.

@@ -26,8 +26,8 @@ import time
 import pytest
 
 from conftest import require_root
-from harness import WORKLOADS, wait_until
-from test_attribution import start_in_cgroup
+from harness import WORKLOADS, kill_if_running, wait_until
+from test_attribution import rmdirs, sample_container, start_in_cgroup
 
 from ember_batch import varint  # noqa: E402  (tests/lib)
 
@@ -145,14 +145,6 @@ class Containerd:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def remove_cgroups(dirs):
-    for d in dirs:
-        try:
-            os.rmdir(d)
-        except OSError:
-            pass
-
-
 def test_containerd_names(server, agent_factory):
     require_root()
     ctrd = Containerd()
@@ -205,11 +197,9 @@ def test_containerd_names(server, agent_factory):
         assert ctrd.proc.poll() is None, ctrd.output()
     finally:
         for p in locals().get("procs", []):
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+            kill_if_running(p)
         ctrd.stop()
-        remove_cgroups([cg_k8s, cg_nerd, cg_unknown, root])
+        rmdirs(cg_k8s, cg_nerd, cg_unknown, root)
 
 
 def test_containerd_hung(server, agent_factory):
@@ -240,12 +230,7 @@ def test_containerd_hung(server, agent_factory):
     cg = f"{root}/cri-containerd-{CID_K8S}.scope"
     os.makedirs(cg)
     try:
-        agent_factory(server.url, "-on-cpu-sampling-rate=97",
-                      f"-container-runtime-socket={sock}").start()
-        p = start_in_cgroup(cg, [os.path.join(WORKLOADS, "cpu_split"), "3"])
-        assert p.wait(30) == 0
-        q = f'container.id == "{CID_K8S}"'
-        wait_until(lambda: server.flamegraph(q)["total"] > 100, 30, what="the container's samples")
+        q = sample_container(server, agent_factory, sock, cg, CID_K8S, 100)
         assert server.flamegraph(q + ' && container.name != ""')["total"] == 0
         # Asked once per table (one connection each: a lookup stops at the
         # first timeout and the failure is cached; the profiler's process
@@ -258,4 +243,4 @@ def test_containerd_hung(server, agent_factory):
             c.close()
         listener.close()
         shutil.rmtree(d, ignore_errors=True)
-        remove_cgroups([cg, root])
+        rmdirs(cg, root)

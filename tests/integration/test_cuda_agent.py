@@ -19,7 +19,7 @@ import subprocess
 
 from conftest import require_root
 from harness import (WORKLOADS, Server, check_tree, find, free_port, gpu_flamegraph, gpu_settled, http, wait_until,
-                     walk)
+                     kill_if_running, walk)
 
 QUERY = 'process.executable.name == "cuda_wire_launcher"'
 UUID = "GPU-10111213-1415-1617-1819-1a1b1c1d1e1f"
@@ -55,9 +55,7 @@ def run_launcher(agent, sock, argv=None):
         p.stdin.flush()
         assert p.wait(30) == 0, "the launcher failed"
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+        kill_if_running(p)
     return pid
 
 

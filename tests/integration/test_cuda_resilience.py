@@ -26,7 +26,7 @@ import pytest
 
 from conftest import require_root
 from harness import (BUILD, WORKLOADS, check_tree, fake_cuda_env, free_port, gpu_leaves, gpu_settled, http,
-                     wait_until)
+                     kill_if_running, wait_until)
 
 LAUNCHER = os.path.join(WORKLOADS, "cuda_launch")
 BIG_NS, SMALL_NS, COPY_NS, SET_NS, SYNC_NS = 700000, 300000, 4096, 1024, 5000
@@ -97,9 +97,7 @@ def test_library_reconnects_across_five_agent_restarts(server, agent_factory, tm
         out, _ = p.communicate(timeout=seconds + 60)
         err = errlog.read_text()
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+        kill_if_running(p)
     assert p.returncode == 0 and out.strip() == f"done {steps} 1", (out, err)
     st = stats_at_exit(err)
     assert st["connections"] == str(restarts + 1), st
@@ -190,9 +188,7 @@ def test_flooding_client_beside_a_real_library(server, agent_factory, tmp_path):
         assert flood.poll() is None, "the flood ended before the checks: the agent was too slow to judge"
         fout, ferr = flood.communicate(timeout=30)
     finally:
-        if flood.poll() is None:
-            flood.kill()
-            flood.wait()
+        kill_if_running(flood)
     assert flood.returncode == 0, ferr
     sent, refused = map(int, fout.split())
     assert agent.running(), agent.output()

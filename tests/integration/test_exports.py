@@ -371,56 +371,44 @@ def test_cli_exports_each_format(server, tmp_path):
     assert r.returncode == 1 and "no/such/dir" in r.stderr
 
 
-def test_exports_need_project_read(tmp_path):
+def test_exports_need_project_read(local):
     """With --auth local an export is checked like the flamegraph: 401
     without a credential, 403 for a project the token cannot read; a
     signed-in browser session sends the CSRF header as the UI does."""
-    from harness import Server
-    from test_auth import ADMIN, PASSWORD, Session, otlp, project_ids
+    from test_auth import admin_with_projects
 
-    pw = tmp_path / "admin-password"
-    pw.write_text(PASSWORD + "\n")
-    srv = Server(tmp_path / "data", None, "--auth", "local", "--admin-email", ADMIN,
-                 "--admin-password-file", str(pw)).start()
-    try:
-        s = Session(srv)
-        admin = s.login(ADMIN, PASSWORD)[1]["access_token"]
-        for name in ("alpha", "beta"):
-            st, b = otlp(srv, admin, name)
-            assert st == 200, b
-        ids = project_ids(srv, admin)
-        st, tok = s.call("POST", "/public/api/v1/service-tokens",
-                         {"name": "reader", "scopes": ["project:read"], "project_ids": [ids["alpha"]]})
-        assert st == 201, tok
+    srv = local
+    s, _, ids = admin_with_projects(srv, "alpha", "beta")
+    st, tok = s.call("POST", "/public/api/v1/service-tokens",
+                     {"name": "reader", "scopes": ["project:read"], "project_ids": [ids["alpha"]]})
+    assert st == 201, tok
 
-        def export_as(token, project, fmt="pprof", cookies=None):
-            h = {"Content-Type": "application/json"}
-            if token:
-                h["Authorization"] = "Bearer " + token
-            b = body()
-            b["filter"]["query"] = 'process.executable.name == "app"'
-            req = urllib.request.Request(f"{srv.url}/public/api/v1/project/{project}/flamegraph/{fmt}",
-                                         data=json.dumps(b).encode(), method="POST", headers=h)
-            handlers = [urllib.request.HTTPCookieProcessor(cookies)] if cookies else []
-            opener = urllib.request.build_opener(*handlers)
-            if cookies and s.cookie("ember_csrf"):
-                req.add_header("X-Ember-CSRF", s.cookie("ember_csrf"))
-            try:
-                with opener.open(req, timeout=30) as r:
-                    return r.status, r.read()
-            except urllib.error.HTTPError as e:
-                return e.code, e.read()
+    def export_as(token, project, fmt="pprof", cookies=None):
+        h = {"Content-Type": "application/json"}
+        if token:
+            h["Authorization"] = "Bearer " + token
+        b = body()
+        b["filter"]["query"] = 'process.executable.name == "app"'
+        req = urllib.request.Request(f"{srv.url}/public/api/v1/project/{project}/flamegraph/{fmt}",
+                                     data=json.dumps(b).encode(), method="POST", headers=h)
+        handlers = [urllib.request.HTTPCookieProcessor(cookies)] if cookies else []
+        opener = urllib.request.build_opener(*handlers)
+        if cookies and s.cookie("ember_csrf"):
+            req.add_header("X-Ember-CSRF", s.cookie("ember_csrf"))
+        try:
+            with opener.open(req, timeout=30) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
 
-        st, data = export_as(tok["token"], ids["alpha"])
-        assert st == 200 and gzip.decompress(data), data[:200]
-        st, data = export_as(tok["token"], ids["beta"], "folded")
-        assert st == 403 and json.loads(data)["error"] == \
-            f"Insufficient permissions: project:read in project {ids['beta']}"
-        st, data = export_as(None, ids["alpha"], "speedscope")
-        assert st == 401 and "error" in json.loads(data)
-        # The browser's way: session cookies and the CSRF header.
-        st, data = export_as(None, ids["beta"], "folded", cookies=s.jar)
-        assert st == 200 and data.decode().endswith("\n") and sum(
-            int(x.rsplit(" ", 1)[1]) for x in data.decode().splitlines()) == 100, data
-    finally:
-        srv.stop()
+    st, data = export_as(tok["token"], ids["alpha"])
+    assert st == 200 and gzip.decompress(data), data[:200]
+    st, data = export_as(tok["token"], ids["beta"], "folded")
+    assert st == 403 and json.loads(data)["error"] == \
+        f"Insufficient permissions: project:read in project {ids['beta']}"
+    st, data = export_as(None, ids["alpha"], "speedscope")
+    assert st == 401 and "error" in json.loads(data)
+    # The browser's way: session cookies and the CSRF header.
+    st, data = export_as(None, ids["beta"], "folded", cookies=s.jar)
+    assert st == 200 and data.decode().endswith("\n") and sum(
+        int(x.rsplit(" ", 1)[1]) for x in data.decode().splitlines()) == 100, data

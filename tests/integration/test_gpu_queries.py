@@ -4,7 +4,6 @@ kernels alone (frame_types), top entities, the diff, and CEL filters on
 the gpu.* and cuda.* attributes the agent records -- each answer checked
 against values computed here -- and a 400 for a wrong frame_types."""
 
-import json
 import os
 import sys
 import time
@@ -14,9 +13,9 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
 from ember_batch import Batch, send_batch  # noqa: E402
-from harness import DEFAULT_PROJECT, Server, check_tree, find, http, wait_until  # noqa: E402
+from harness import BLOCK_FLAGS, Server, check_tree, find, wait_compacted  # noqa: E402
+from harness import api_post as post  # noqa: E402
 
-API = "/public/api/v1/project/{}/{}"
 HOUR = 3600000
 T0 = (int(time.time() * 1000) // HOUR - 2) * HOUR
 MS = 1_000_000  # nanoseconds
@@ -52,19 +51,11 @@ GPU_TOTAL = sum(v for _, _, v in GPU_SAMPLES)
 KERNEL_TYPES = ["cuda_kernel", "cuda_memcpy", "cuda_memset", "cuda_sync"]
 
 
-def metric(s, name):
-    status, body = http("GET", s.url + "/metrics")
-    for line in body.decode().splitlines():
-        if line.startswith(name + " "):
-            return int(line.split()[1])
-    raise AssertionError(name + " missing from /metrics")
-
-
 # Over the in-memory head and over compacted block files (the new frame
 # types must survive both).
 @pytest.fixture(scope="module", params=["memory", "blocks"])
 def srv(tmp_path_factory, request):
-    flags = ["--flush-after", "1s", "--compact-delay", "0s"] if request.param == "blocks" else []
+    flags = BLOCK_FLAGS if request.param == "blocks" else ()
     s = Server(tmp_path_factory.mktemp("gpu"), None, *flags).start()
     b = Batch(agent_instance="agent-gpu", host_cpus=16, sample_rate_hz=19)
     for frames, attrs, value in GPU_SAMPLES:
@@ -73,17 +64,9 @@ def srv(tmp_path_factory, request):
     b.add(["main", "train_step", "prepare"], {"host.name": "gpu1", "process.executable.name": "trainer"}, 95)
     assert send_batch(s.url, b.encode(sequence=1, start_ms=T0, end_ms=T0 + 10000))["stored"]
     if request.param == "blocks":
-        wait_until(lambda: metric(s, "ember_store_unflushed_rows") == 0 and
-                   metric(s, "ember_store_compactions_total") >= 1, 30,
-                   what="the samples to be written and compacted")
+        wait_compacted(s)
     yield s
     s.stop()
-
-
-def post(srv, what, body, project=DEFAULT_PROJECT):
-    status, data = http("POST", srv.url + API.format(project, what), body,
-                        {"Content-Type": "application/json"})
-    return status, json.loads(data)
 
 
 def ok(srv, what, body):

@@ -13,8 +13,6 @@ import sys
 import urllib.error
 import urllib.request
 
-import pytest
-
 from harness import DEFAULT_PROJECT, ROOT, Server, http
 
 sys.path.insert(0, os.path.join(ROOT, "build", "pydeps"))
@@ -308,16 +306,6 @@ def test_allowed_hosts_flag(tmp_path):
             assert st == want, host
     finally:
         srv.stop()
-
-
-@pytest.fixture
-def local(tmp_path):
-    pw = tmp_path / "admin-password"
-    pw.write_text(PASSWORD + "\n")
-    srv = Server(tmp_path / "data", None, "--auth", "local", "--admin-email", ADMIN,
-                 "--admin-password-file", str(pw)).start()
-    yield srv
-    srv.stop()
 
 
 def test_service_tokens(local):

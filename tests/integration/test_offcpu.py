@@ -17,7 +17,7 @@ import time
 
 from conftest import require_root
 from harness import (DEFAULT_PROJECT, WORKLOADS, Server, check_tree, find, free_port, http, wait_until,
-                     walk)
+                     kill_if_running, walk)
 
 QUERY = 'process.executable.name == "offcpu_split" && thread.name == "blocker"'
 
@@ -176,9 +176,7 @@ def test_off_by_default_and_enabled_by_rate(server, agent_factory, tmp_path):
         out, _ = work.communicate(timeout=seconds + 30)
         ended = time.monotonic()
     finally:
-        if work.poll() is None:
-            work.kill()
-            work.wait()
+        kill_if_running(work)
     truth = json.loads(out)
     tree = settled_tree(server, "off_cpu", QUERY)
     rated.stop()

@@ -28,7 +28,7 @@ import urllib.request
 
 import pytest
 
-from harness import BUILD, ROOT, Server, free_port, http, wait_until
+from harness import BUILD, ROOT, Server, free_port, http, json_call, wait_until
 
 PROVIDER = os.path.join(BUILD, "oidc_provider")
 ADMIN = "admin@example.com"
@@ -153,15 +153,7 @@ class Browser:
         raise AssertionError("the provider never sent the browser back")
 
     def api(self, srv, method, path, body=None):
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(srv.url + path, data=data, method=method)
-        if self.cookie("ember_csrf"):
-            req.add_header("X-Ember-CSRF", self.cookie("ember_csrf"))
-        try:
-            with self.follow.open(req, timeout=30) as r:
-                return r.status, json.loads(r.read() or b"null")
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"null")
+        return json_call(self.follow, method, srv.url + path, body, self.cookie("ember_csrf"))
 
 
 def sign_in(srv):

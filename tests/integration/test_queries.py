@@ -3,7 +3,6 @@ absolute CPU), sandwich, diff, top entities, label shares, time series,
 raw events, the flamegraph's node limit and search -- each answer checked
 against values computed here -- and a clear 4xx for wrong input."""
 
-import json
 import os
 import sys
 import time
@@ -13,9 +12,10 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
 from ember_batch import Batch, send_batch  # noqa: E402
-from harness import DEFAULT_PROJECT, Server, check_tree, find, http, wait_until  # noqa: E402
+from harness import (API, BLOCK_FLAGS, DEFAULT_PROJECT, Server, check_tree, find, http,  # noqa: E402
+                     metric, wait_compacted, wait_until)
+from harness import api_post as post  # noqa: E402
 
-API = "/public/api/v1/project/{}/{}"
 HOUR = 3600000
 # Two hours ago, on the hour: minute-aligned ranges use per-minute totals.
 T0 = (int(time.time() * 1000) // HOUR - 2) * HOUR
@@ -39,19 +39,11 @@ TOTAL = BATCHES * sum(v for h in HOSTS.values() for _, v in h["stacks"])
 SECONDS = (BATCHES - 1) * 10 + 10  # rows reach one interval past the last
 
 
-def metric(s, name):
-    status, body = http("GET", s.url + "/metrics")
-    for line in body.decode().splitlines():
-        if line.startswith(name + " "):
-            return int(line.split()[1])
-    raise AssertionError(name + " missing from /metrics")
-
-
 # Every query runs twice: over the in-memory head, and over compacted
 # block files (flushed after a second, then compacted: the hour is over).
 @pytest.fixture(scope="module", params=["memory", "blocks"])
 def srv(tmp_path_factory, request):
-    flags = ["--flush-after", "1s", "--compact-delay", "0s"] if request.param == "blocks" else []
+    flags = BLOCK_FLAGS if request.param == "blocks" else ()
     s = Server(tmp_path_factory.mktemp("queries"), None, *flags).start()
     for host, spec in HOSTS.items():
         for i in range(BATCHES):
@@ -63,18 +55,10 @@ def srv(tmp_path_factory, request):
             assert send_batch(s.url, b.encode(sequence=i + 1, start_ms=start,
                                               end_ms=start + 10000))["stored"]
     if request.param == "blocks":
-        wait_until(lambda: metric(s, "ember_store_unflushed_rows") == 0 and
-                   metric(s, "ember_store_compactions_total") >= 1, 30,
-                   what="the samples to be written and compacted")
+        wait_compacted(s)
         assert metric(s, "ember_store_blocks") == 1
     yield s
     s.stop()
-
-
-def post(srv, what, body, project=DEFAULT_PROJECT):
-    status, data = http("POST", srv.url + API.format(project, what), body,
-                        {"Content-Type": "application/json"})
-    return status, json.loads(data)
 
 
 def ok(srv, what, body):

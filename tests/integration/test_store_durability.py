@@ -5,6 +5,7 @@ acknowledged. The store's layout (DATA/wal/<gen>.log, DATA/blocks/<gen>.blk,
 one block per hour partition once compacted) is described in server/store/store.h
 and server/store/block.h."""
 
+import contextlib
 import glob
 import json
 import os
@@ -301,6 +302,29 @@ def bulky_batch(i, rng):
     return zstd_compress(b.encode(sequence=1, start_ms=start, end_ms=start + 10000)), tot
 
 
+@contextlib.contextmanager
+def server_on_tmpfs(disk, size, *flags):
+    """A server whose data directory is disk, a tmpfs of size ("2m") made
+    and mounted here (the test is skipped where none can be mounted); on
+    leaving, the server is killed and the tmpfs unmounted (lazily if
+    still busy)."""
+    disk.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(disk)],
+                       stderr=subprocess.PIPE)
+    if r.returncode != 0:
+        pytest.skip("cannot mount a tmpfs: " + r.stderr.decode(errors="replace"))
+    srv = None
+    try:
+        srv = Server(disk, None, *flags).start()
+        yield srv
+    finally:
+        if srv:
+            srv.stop(signal.SIGKILL)
+        r = subprocess.run(["umount", str(disk)], stderr=subprocess.PIPE)
+        if r.returncode != 0:
+            subprocess.run(["umount", "-l", str(disk)])
+
+
 def flush_failures(srv):
     return [ln for ln in srv.output().splitlines() if "writing a block failed" in ln]
 
@@ -315,14 +339,7 @@ def test_full_disk_answers_503_and_keeps_acknowledged(tmp_path, flush_after):
     # sent quickly.
     batches = [bulky_batch(i, rng) for i in range(400)]
     disk = tmp_path / "disk"
-    disk.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)],
-                       stderr=subprocess.PIPE)
-    if r.returncode != 0:
-        pytest.skip("cannot mount a tmpfs: " + r.stderr.decode(errors="replace"))
-    srv = None
-    try:
-        srv = Server(disk, None, "--flush-after", flush_after, "--compact-delay", "0s").start()
+    with server_on_tmpfs(disk, "2m", "--flush-after", flush_after, "--compact-delay", "0s") as srv:
         acked, refused = {}, {}
         t0 = time.monotonic()
         for i, (z, tot) in enumerate(batches):
@@ -398,12 +415,6 @@ def test_full_disk_answers_503_and_keeps_acknowledged(tmp_path, flush_after):
         srv.restart(signal.SIGTERM)
         assert total(srv) == sum(acked.values())
         assert metrics(srv)["ember_store_wal_skipped_records"] == 0
-    finally:
-        if srv:
-            srv.stop(signal.SIGKILL)
-        r = subprocess.run(["umount", str(disk)], stderr=subprocess.PIPE)
-        if r.returncode != 0:
-            subprocess.run(["umount", "-l", str(disk)])
 
 
 def test_full_disk_log_is_rate_limited_and_counts_what_it_left_out(tmp_path):
@@ -411,15 +422,7 @@ def test_full_disk_log_is_rate_limited_and_counts_what_it_left_out(tmp_path):
     each; on stopping, the server writes how many it left out."""
     rng = random.Random(99)
     batches = [bulky_batch(i, rng) for i in range(300)]
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)],
-                       stderr=subprocess.PIPE)
-    if r.returncode != 0:
-        pytest.skip("cannot mount a tmpfs: " + r.stderr.decode(errors="replace"))
-    srv = None
-    try:
-        srv = Server(disk, None, "--flush-after", "60s").start()
+    with server_on_tmpfs(tmp_path / "disk", "1m", "--flush-after", "60s") as srv:
         refused = 0
         for z, _ in batches:
             status = ingest(srv.url, z, compressed=True)[0]
@@ -437,12 +440,6 @@ def test_full_disk_log_is_rate_limited_and_counts_what_it_left_out(tmp_path):
         told = [ln for ln in lines if 'more like "ingest: %s" suppressed' in ln]
         assert told and told[0].split()[3] == str(refused - 3), told
         assert len(lines) < 30, lines
-    finally:
-        if srv:
-            srv.stop(signal.SIGKILL)
-        r = subprocess.run(["umount", str(disk)], stderr=subprocess.PIPE)
-        if r.returncode != 0:
-            subprocess.run(["umount", "-l", str(disk)])
 
 
 # --- 3. SIGKILL around flushes -------------------------------------------------------------

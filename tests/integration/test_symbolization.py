@@ -39,14 +39,23 @@ def names(tree):
     return out
 
 
-def test_upload_symbols_names_old_samples(server, agent_factory):
+def sample_stripped(server, agent_factory, seconds):
+    """Samples the stripped symbols_cpp for seconds with an agent that is
+    stopped once most samples are in (nothing new arrives after): the CEL
+    query of that binary."""
     require_root()
     agent = agent_factory(server.url, f"-on-cpu-sampling-rate={RATE}").start()
-    run_workload("symbols_cpp.stripped", 6)
+    run_workload("symbols_cpp.stripped", seconds)
     q = 'process.executable.name == "symbols_cpp.stripped"'
-    wait_until(lambda: server.flamegraph(q)["total"] > RATE * 6 * 0.8, 30, interval=1.0,
+    wait_until(lambda: server.flamegraph(q)["total"] > RATE * seconds * 0.8, 30, interval=1.0,
                what="samples of the stripped binary")
-    agent.stop()  # nothing new arrives: what follows renames stored samples
+    agent.stop()
+    return q
+
+
+def test_upload_symbols_names_old_samples(server, agent_factory):
+    # Nothing new arrives: what follows renames stored samples.
+    q = sample_stripped(server, agent_factory, 6)
     before = server.flamegraph(q)
     seen = names(before)
     assert any(n.startswith("symbols_cpp.stripped+0x") for n in seen), seen
@@ -185,13 +194,7 @@ def test_agent_dwarf_upload(server, agent_factory):
 def test_symbols_of_the_unstripped_build_serve_the_stripped_one(server, agent_factory):
     """Uploading only the unstripped build (another file, same GNU build
     ID) names the stripped binary that ran: symbols are found by build ID."""
-    require_root()
-    agent = agent_factory(server.url, f"-on-cpu-sampling-rate={RATE}").start()
-    run_workload("symbols_cpp.stripped", 4)
-    q = 'process.executable.name == "symbols_cpp.stripped"'
-    wait_until(lambda: server.flamegraph(q)["total"] > RATE * 4 * 0.8, 30, interval=1.0,
-               what="samples")
-    agent.stop()
+    q = sample_stripped(server, agent_factory, 4)
     assert "work::process_batch" not in names(server.flamegraph(q))
     r = subprocess.run([EMBER, "upload-symbols", "-e", server.url,
                         os.path.join(WORKLOADS, "symbols_cpp")],

@@ -56,6 +56,65 @@ def http(method, url, body=None, headers=None, timeout=30, context=None):
         return e.code, e.read()
 
 
+def metric(server, name):
+    """The value of one unlabelled counter or gauge in the server's
+    /metrics; an AssertionError when it is not there."""
+    status, body = http("GET", server.url + "/metrics")
+    assert status == 200, body
+    for line in body.decode().splitlines():
+        if line.startswith(name + " "):
+            return int(line.split()[1])
+    raise AssertionError(name + " missing from /metrics")
+
+
+# Server flags that write what it holds as a block file after a second and
+# compact a finished hour at once: a query then reads blocks, not the head.
+BLOCK_FLAGS = ("--flush-after", "1s", "--compact-delay", "0s")
+
+
+def wait_compacted(server, timeout=30):
+    """Waits until a server started with BLOCK_FLAGS has written every row
+    to blocks and compacted at least once."""
+    wait_until(lambda: metric(server, "ember_store_unflushed_rows") == 0 and
+               metric(server, "ember_store_compactions_total") >= 1, timeout,
+               what="the samples to be written and compacted")
+
+
+API = "/public/api/v1/project/{}/{}"
+
+
+def api_post(server, what, body, project=DEFAULT_PROJECT):
+    """POSTs a JSON body to the project's query API route `what`
+    ("top_functions", "flamegraph/json", ...): (status, parsed answer)."""
+    status, data = http("POST", server.url + API.format(project, what), body,
+                        {"Content-Type": "application/json"})
+    return status, json.loads(data)
+
+
+def json_call(opener, method, url, body=None, csrf=None):
+    """A JSON request as the web UI makes it, through a urllib opener that
+    keeps cookies; csrf: the X-Ember-CSRF header's value, if any.
+    Returns (status, parsed answer, None when empty); never raises for
+    HTTP errors."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method)
+    if csrf:
+        req.add_header("X-Ember-CSRF", csrf)
+    try:
+        with opener.open(req, timeout=30) as r:
+            return r.status, json.loads(r.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+def kill_if_running(p):
+    """Kills a subprocess.Popen that has not exited (a test's finally:)
+    and reaps it."""
+    if p.poll() is None:
+        p.kill()
+        p.wait()
+
+
 class Process:
     """A child process whose output goes to a log file under build/test-results."""
 

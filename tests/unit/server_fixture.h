@@ -1,12 +1,13 @@
 /* server_fixture.h - what the server's unit tests share: batches built
- * from stack specs, a store opened in a temporary directory, and a
- * "world" (store, symbols, projects) for the query tests. Each test file
+ * from stack specs, and (storefixture.h) a store opened in a temporary
+ * directory and a "world" (store, symbols) for the query tests. Each test file
  * uses part of it; the helpers are marked unused so each may. */
 #ifndef EMBER_TESTS_SERVER_FIXTURE_H
 #define EMBER_TESTS_SERVER_FIXTURE_H
 
 #include "testutil.h"
 #include "storeutil.h"
+#include "storefixture.h"
 #include "slicefixture.h"
 
 #include <dirent.h>
@@ -40,9 +41,6 @@
 #include "server/store/wal.h"
 #include "symfile.h"
 #include "util.h"
-
-
-#define T0 1700000000000LL
 
 /* Builds a batch: each stack is a list of names (outermost first);
  * "file:0x..." names a native frame of file id 0x11.. at that offset. */
@@ -109,20 +107,6 @@ static const struct spec sample_specs[] = {
 	{ { "main", "idle_loop", NULL }, "other", "main", 1 },
 };
 
-static __attribute__((unused)) void append(struct store *s, const struct buf *z)
-{
-	struct buf err = { 0 };
-	Ember__Ingest__V1__Batch *b = batch_decode(z->data, z->len, &err);
-	if (!b)
-		fail_msg("decode: %s", err.data);
-	int rc = batch_append(s, "00000000-0000-0000-0000-000000000000", b, z->data, z->len, &err);
-	if (rc != STORE_OK)
-		fail_msg("append returned %d: %s", rc, err.data);
-	batch_decode_free(b);
-	buf_free(&err);
-}
-
-static const char PROJECT[] = "00000000-0000-0000-0000-000000000000";
 
 /* Sum of the on-CPU values of the test project in [from, to). */
 static __attribute__((unused)) uint64_t total_range(struct store *s, int64_t from, int64_t to)
@@ -133,17 +117,6 @@ static __attribute__((unused)) uint64_t total_range(struct store *s, int64_t fro
 static __attribute__((unused)) uint64_t total(struct store *s)
 {
 	return total_range(s, 0, INT64_MAX / 2);
-}
-
-/* A store without its maintenance thread: the tests flush and compact. */
-static __attribute__((unused)) int open_store(const char *dir, struct store **s, struct buf *err)
-{
-	struct store_config cfg;
-	store_config_default(&cfg);
-	ingest_codecs(&cfg);
-	cfg.background = false;
-	cfg.time_window = false; /* fixed times, years ago */
-	return store_open(dir, &cfg, s, err);
 }
 
 static __attribute__((unused)) off_t file_size(const char *path)
@@ -219,45 +192,6 @@ static __attribute__((unused)) json_t *run_query_pruned(struct store *s, struct 
 static __attribute__((unused)) json_t *run_query(struct store *s, struct symbols *sym, const char *body)
 {
 	return run_query_pruned(s, sym, body, 0);
-}
-
-/* The fixture of the query tests: a store and symbols in a fresh
- * directory, closed and removed after the test (cmocka setup/teardown). */
-struct world {
-	char *dir;
-	struct store *s;
-	struct symbols *sym;
-};
-
-static __attribute__((unused)) int world_setup(void **state)
-{
-	struct world *w = xcalloc(1, sizeof(*w));
-	struct buf err = { 0 };
-	w->dir = make_temp_dir();
-	if (open_store(w->dir, &w->s, &err) < 0 || symbols_open(w->dir, &w->sym, &err) < 0) {
-		print_error("fixture: %s\n", err.data ? err.data : "?");
-		if (w->s)
-			store_close(w->s);
-		rm_rf(w->dir);
-		free(w->dir);
-		free(w);
-		buf_free(&err);
-		return -1;
-	}
-	buf_free(&err);
-	*state = w;
-	return 0;
-}
-
-static __attribute__((unused)) int world_teardown(void **state)
-{
-	struct world *w = *state;
-	symbols_close(w->sym);
-	store_close(w->s);
-	rm_rf(w->dir);
-	free(w->dir);
-	free(w);
-	return 0;
 }
 
 /* The flamegraph's root, as canonical JSON text. */

@@ -320,15 +320,18 @@ static char *replay_generation(struct sink *k)
 }
 
 /* This generation's log replays alone to the rows its batches gave the
- * live head (and, when want is set, to exactly want). */
-static void replay_check(struct sink *k, const char *want)
+ * live head (and, when b is set, to exactly batch b's rows). */
+static void replay_check(struct sink *k, const struct batch *b)
 {
 	char *c = replay_generation(k);
 	size_t *seen = NULL, nseen = 0;
 	char *live = canon_part(&k->live, &seen, &nseen);
 	assert_string_equal(c, live);
-	if (want)
+	if (b) {
+		char *want = canon_agent(b);
 		assert_string_equal(c, want);
+		free(want);
+	}
 	free(live);
 	free(seen);
 	free(c);
@@ -354,84 +357,116 @@ static int send_to(struct sessions *ss, const struct buf *z, struct sink *k)
 	return rc;
 }
 
+/* Checks that what the server stored last is batch b. */
+static void assert_stored(const struct sink *k, const struct batch *b)
+{
+	char *want = canon_agent(b);
+	assert_string_equal(k->last, want);
+	free(want);
+}
+
+/* The server's sessions with room enough for every test here. */
+static struct sessions *new_sessions(void)
+{
+	return sessions_new(64u << 20, 64u << 20, 60000);
+}
+
+/* One agent's session, the server's sessions and the store sink it sends
+ * to, and a buffer for the bytes on the wire: the cmocka fixture of the
+ * tests that follow one connection. */
+struct wire {
+	struct session s;
+	struct sessions *ss;
+	struct sink k;
+	struct buf z;
+};
+
+static int wire_setup(void **state)
+{
+	struct wire *w = xcalloc(1, sizeof(*w));
+	session_init(&w->s);
+	w->ss = new_sessions();
+	*state = w;
+	return 0;
+}
+
+/* Encodes b as batch seq of the wire's session and sends it to the
+ * server's sessions: send_to's answer. */
+static int wire_send(struct wire *w, const struct batch *b, uint64_t seq)
+{
+	encode(&w->s, b, seq, &w->z);
+	return send_to(w->ss, &w->z, &w->k);
+}
+
+static int wire_teardown(void **state)
+{
+	struct wire *w = *state;
+	sink_free(&w->k);
+	buf_free(&w->z);
+	session_free(&w->s);
+	sessions_free(w->ss);
+	free(w);
+	return 0;
+}
+
 static void test_round_trip_and_definitions_once(void **state)
 {
-	(void)state;
-	struct session s;
-	session_init(&s);
-	struct sessions *ss = sessions_new(64u << 20, 64u << 20, 60000);
-	struct sink k = { 0 };
-	struct buf z = { 0 };
+	struct wire *w = *state;
 
 	struct batch *b1 = make(200, 1);
-	encode(&s, b1, 1, &z);
-	size_t first = z.len;
-	assert_int_equal(send_to(ss, &z, &k), 0);
-	char *want = canon_agent(b1);
-	assert_string_equal(k.last, want);
-	free(want);
-	assert_int_equal((int)k.seq, 1);
-	assert_string_equal(k.agent, "agent-a");
+	encode(&w->s, b1, 1, &w->z);
+	size_t first = w->z.len;
+	assert_int_equal(send_to(w->ss, &w->z, &w->k), 0);
+	assert_stored(&w->k, b1);
+	assert_int_equal((int)w->k.seq, 1);
+	assert_string_equal(w->k.agent, "agent-a");
 
 	/* The same stacks again: only samples travel. */
-	encode(&s, b1, 2, &z);
-	size_t again = z.len;
-	assert_int_equal(send_to(ss, &z, &k), 0);
+	encode(&w->s, b1, 2, &w->z);
+	size_t again = w->z.len;
+	assert_int_equal(send_to(w->ss, &w->z, &w->k), 0);
 	assert_true(again * 4 < first);
 
 	/* Half new stacks: new definitions, old ones by id. */
 	struct batch *b3 = make(300, 1);
-	encode(&s, b3, 3, &z);
-	assert_int_equal(send_to(ss, &z, &k), 0);
-	want = canon_agent(b3);
-	assert_string_equal(k.last, want);
-	free(want);
+	assert_int_equal(wire_send(w, b3, 3), 0);
+	assert_stored(&w->k, b3);
 
 	/* A retry of the same bytes (the answer was lost) is recognized. */
-	int calls = k.calls;
-	assert_int_equal(send_to(ss, &z, &k), SESSION_SEEN);
-	assert_int_equal(k.calls, calls);
+	int calls = w->k.calls;
+	assert_int_equal(send_to(w->ss, &w->z, &w->k), SESSION_SEEN);
+	assert_int_equal(w->k.calls, calls);
 
 	/* The store seals its head: a new log file, which must replay alone,
 	 * so the first batch after it carries every definition it uses. */
-	replay_check(&k, NULL);
-	sink_seal(&k, true);
-	encode(&s, b1, 4, &z);
-	size_t after_seal = z.len;
-	assert_int_equal(send_to(ss, &z, &k), 0);
-	want = canon_agent(b1);
-	assert_string_equal(k.last, want);
-	replay_check(&k, want);
-	free(want);
+	replay_check(&w->k, NULL);
+	sink_seal(&w->k, true);
+	encode(&w->s, b1, 4, &w->z);
+	size_t after_seal = w->z.len;
+	assert_int_equal(send_to(w->ss, &w->z, &w->k), 0);
+	assert_stored(&w->k, b1);
+	replay_check(&w->k, b1);
 	assert_true(after_seal * 4 < first); /* the wire still sends ids only */
-	encode(&s, b3, 5, &z);
-	assert_int_equal(send_to(ss, &z, &k), 0);
-	replay_check(&k, NULL);
+	assert_int_equal(wire_send(w, b3, 5), 0);
+	replay_check(&w->k, NULL);
 	/* A head that starts with its predecessor's dictionaries: the
 	 * session's ids still map, and the new log still replays alone. */
-	size_t nodes = k.live.nnodes;
-	sink_seal(&k, false);
-	assert_int_equal(k.live.nnodes, nodes);
-	encode(&s, b3, 6, &z);
-	assert_int_equal(send_to(ss, &z, &k), 0);
-	assert_int_equal(k.live.nnodes, nodes); /* nothing added again */
-	want = canon_agent(b3);
-	assert_string_equal(k.last, want);
-	replay_check(&k, want);
-	free(want);
+	size_t nodes = w->k.live.nnodes;
+	sink_seal(&w->k, false);
+	assert_int_equal(w->k.live.nnodes, nodes);
+	assert_int_equal(wire_send(w, b3, 6), 0);
+	assert_int_equal(w->k.live.nnodes, nodes); /* nothing added again */
+	assert_stored(&w->k, b3);
+	replay_check(&w->k, b3);
 
 	/* A reset gives the memory back (the agent resets a session that grew
 	 * past its limit; the next must start small). */
-	assert_true(session_memory(&s) > 8192);
-	session_reset(&s);
-	assert_true(session_memory(&s) < 4096);
+	assert_true(session_memory(&w->s) > 8192);
+	session_reset(&w->s);
+	assert_true(session_memory(&w->s) < 4096);
 
 	free_batch(b1);
 	free_batch(b3);
-	sink_free(&k);
-	buf_free(&z);
-	session_free(&s);
-	sessions_free(ss);
 }
 
 /* Sends b in s and checks what the server stored; returns the decoded
@@ -448,9 +483,7 @@ static void memo_step(struct session *s, struct sessions *ss, struct sink *k, st
 	*nodes = m->n_node_parents;
 	session_batch_free(m);
 	assert_int_equal(send_to(ss, &z, k), 0);
-	char *want = canon_agent(b);
-	assert_string_equal(k->last, want);
-	free(want);
+	assert_stored(k, b);
 	buf_free(&z);
 	buf_free(&err);
 }
@@ -460,18 +493,14 @@ static void memo_step(struct session *s, struct sessions *ss, struct sink *k, st
  * differs in content is new. */
 static void test_memo_across_batches(void **state)
 {
-	(void)state;
-	struct session s;
-	session_init(&s);
-	struct sessions *ss = sessions_new(64u << 20, 64u << 20, 60000);
-	struct sink k = { 0 };
+	struct wire *w = *state;
 	size_t strings, frames, nodes;
 
 	struct batch *b1 = make_batch(60, 1, false, 0, 4, 0x1000);
-	memo_step(&s, ss, &k, b1, 1, &strings, &frames, &nodes);
-	assert_int_equal(s.stack_memo.n, 60);
-	assert_int_equal(s.res_memo.n, 3);
-	size_t had_nodes = s.nnodes;
+	memo_step(&w->s, w->ss, &w->k, b1, 1, &strings, &frames, &nodes);
+	assert_int_equal(w->s.stack_memo.n, 60);
+	assert_int_equal(w->s.res_memo.n, 3);
+	size_t had_nodes = w->s.nnodes;
 
 	/* The same content under other batch ids: every stack and resource
 	 * from the memos, nothing defined (not even "unrelated", which no
@@ -479,38 +508,38 @@ static void test_memo_across_batches(void **state)
 	struct batch *b2 = make_batch(60, 1, true, 0, 4, 0x1000);
 	assert_int_not_equal(strtab_lookup(&b2->strings, "main", 4), strtab_lookup(&b1->strings, "main", 4));
 	assert_int_not_equal(b2->frames[b2->stack_ids[2]].name, b1->frames[b1->stack_ids[2]].name);
-	memo_step(&s, ss, &k, b2, 2, &strings, &frames, &nodes);
+	memo_step(&w->s, w->ss, &w->k, b2, 2, &strings, &frames, &nodes);
 	assert_int_equal(strings + frames + nodes, 0);
-	assert_int_equal(s.stack_memo.n, 60);
-	assert_int_equal(s.res_memo.n, 3);
+	assert_int_equal(w->s.stack_memo.n, 60);
+	assert_int_equal(w->s.res_memo.n, 3);
 
 	/* The leaf address in another file (another registry index): new
 	 * leaves under the nodes already sent. */
 	struct batch *b3 = make_batch(60, 1, false, 1, 4, 0x1000);
-	memo_step(&s, ss, &k, b3, 3, &strings, &frames, &nodes);
+	memo_step(&w->s, w->ss, &w->k, b3, 3, &strings, &frames, &nodes);
 	assert_int_equal(frames, 60);
 	assert_int_equal(nodes, 60);
-	assert_int_equal(s.stack_memo.n, 120);
-	assert_int_equal(s.nnodes, had_nodes + 60);
+	assert_int_equal(w->s.stack_memo.n, 120);
+	assert_int_equal(w->s.nnodes, had_nodes + 60);
 
 	/* Stacks that stop one frame short: new to the memo, but their nodes
 	 * are all there (each names an inner node). */
 	struct batch *b4 = make_batch(60, 1, true, 0, 3, 0x1000);
-	memo_step(&s, ss, &k, b4, 4, &strings, &frames, &nodes);
+	memo_step(&w->s, w->ss, &w->k, b4, 4, &strings, &frames, &nodes);
 	assert_int_equal(strings + frames + nodes, 0);
-	assert_int_equal(s.stack_memo.n, 180);
-	assert_int_equal(s.nnodes, had_nodes + 60);
+	assert_int_equal(w->s.stack_memo.n, 180);
+	assert_int_equal(w->s.nnodes, had_nodes + 60);
 
 	/* Other leaf names: new frames and nodes, the resources known. */
 	struct batch *b5 = make_batch(60, 2, false, 0, 4, 0x1000);
-	memo_step(&s, ss, &k, b5, 5, &strings, &frames, &nodes);
+	memo_step(&w->s, w->ss, &w->k, b5, 5, &strings, &frames, &nodes);
 	assert_int_equal(strings, 60);
 	assert_int_equal(nodes, 120);
-	assert_int_equal(s.res_memo.n, 3);
+	assert_int_equal(w->s.res_memo.n, 3);
 
 	/* Other leaf instructions, all else the same: new leaves. */
 	struct batch *b6 = make_batch(60, 1, true, 0, 4, 0x2000);
-	memo_step(&s, ss, &k, b6, 6, &strings, &frames, &nodes);
+	memo_step(&w->s, w->ss, &w->k, b6, 6, &strings, &frames, &nodes);
 	assert_int_equal(strings, 0);
 	assert_int_equal(frames, 60);
 	assert_int_equal(nodes, 60);
@@ -518,25 +547,25 @@ static void test_memo_across_batches(void **state)
 	/* At its bound the memo is emptied and refilled; a batch with more
 	 * stacks than it could ever hold does without it. Either way the
 	 * stacks are found node by node and nothing is defined again. */
-	s.stack_memo.max_slots = 256; /* room for 192 */
-	memo_step(&s, ss, &k, b2, 7, &strings, &frames, &nodes);
+	w->s.stack_memo.max_slots = 256; /* room for 192 */
+	memo_step(&w->s, w->ss, &w->k, b2, 7, &strings, &frames, &nodes);
 	assert_int_equal(strings + frames + nodes, 0);
-	assert_int_equal(s.stack_memo.flushes, 1);
-	assert_int_equal(s.stack_memo.n, 60);
+	assert_int_equal(w->s.stack_memo.flushes, 1);
+	assert_int_equal(w->s.stack_memo.n, 60);
 	struct batch *big = make_batch(200, 1, false, 0, 4, 0x1000);
-	memo_step(&s, ss, &k, big, 8, &strings, &frames, &nodes);
-	assert_int_equal(s.stack_memo.flushes, 1);
-	assert_int_equal(s.stack_memo.n, 60);
+	memo_step(&w->s, w->ss, &w->k, big, 8, &strings, &frames, &nodes);
+	assert_int_equal(w->s.stack_memo.flushes, 1);
+	assert_int_equal(w->s.stack_memo.n, 60);
 	assert_int_equal(frames, 280); /* stacks 60 to 199: their g names and leaf addresses */
-	memo_step(&s, ss, &k, b6, 9, &strings, &frames, &nodes);
+	memo_step(&w->s, w->ss, &w->k, b6, 9, &strings, &frames, &nodes);
 	assert_int_equal(strings + frames + nodes, 0);
-	assert_int_equal(s.stack_memo.n, 120);
+	assert_int_equal(w->s.stack_memo.n, 120);
 	free_batch(big);
 
 	/* A new session forgets the memos with everything else. */
-	session_reset(&s);
-	assert_int_equal(s.stack_memo.n + s.res_memo.n, 0);
-	assert_int_equal(s.stack_memo.max_slots, 256);
+	session_reset(&w->s);
+	assert_int_equal(w->s.stack_memo.n + w->s.res_memo.n, 0);
+	assert_int_equal(w->s.stack_memo.max_slots, 256);
 
 	free_batch(b1);
 	free_batch(b2);
@@ -544,94 +573,60 @@ static void test_memo_across_batches(void **state)
 	free_batch(b4);
 	free_batch(b5);
 	free_batch(b6);
-	sink_free(&k);
-	session_free(&s);
-	sessions_free(ss);
 }
 
 static void test_lost_batch_and_restart_resync(void **state)
 {
-	(void)state;
-	struct session s;
-	session_init(&s);
-	struct sessions *ss = sessions_new(64u << 20, 64u << 20, 60000);
-	struct sink k = { 0 };
-	struct buf z = { 0 };
+	struct wire *w = *state;
 	struct batch *b1 = make(50, 1), *b2 = make(80, 2), *b3 = make(80, 3);
 
-	encode(&s, b1, 1, &z);
-	assert_int_equal(send_to(ss, &z, &k), 0);
+	assert_int_equal(wire_send(w, b1, 1), 0);
 	/* Batch 2 is encoded but never arrives: batch 3 is out of step. */
-	encode(&s, b2, 2, &z);
-	encode(&s, b3, 3, &z);
-	assert_int_equal(send_to(ss, &z, &k), SESSION_RESYNC);
+	encode(&w->s, b2, 2, &w->z);
+	assert_int_equal(wire_send(w, b3, 3), SESSION_RESYNC);
 	/* The agent starts a new session and encodes batch 3 again. */
-	session_reset(&s);
-	encode(&s, b3, 3, &z);
-	assert_int_equal(send_to(ss, &z, &k), 0);
-	char *want = canon_agent(b3);
-	assert_string_equal(k.last, want);
-	free(want);
+	session_reset(&w->s);
+	assert_int_equal(wire_send(w, b3, 3), 0);
+	assert_stored(&w->k, b3);
 
 	/* The server restarts: its sessions are gone. */
-	sessions_free(ss);
-	ss = sessions_new(64u << 20, 64u << 20, 60000);
-	encode(&s, b1, 4, &z);
-	assert_int_equal(send_to(ss, &z, &k), SESSION_RESYNC);
-	session_reset(&s);
-	encode(&s, b1, 4, &z);
-	assert_int_equal(send_to(ss, &z, &k), 0);
-	want = canon_agent(b1);
-	assert_string_equal(k.last, want);
-	free(want);
+	sessions_free(w->ss);
+	w->ss = new_sessions();
+	assert_int_equal(wire_send(w, b1, 4), SESSION_RESYNC);
+	session_reset(&w->s);
+	assert_int_equal(wire_send(w, b1, 4), 0);
+	assert_stored(&w->k, b1);
 	struct sessions_stats st;
-	sessions_get_stats(ss, &st);
+	sessions_get_stats(w->ss, &st);
 	assert_int_equal((int)st.resyncs, 1);
 	assert_int_equal((int)st.count, 1);
 
 	free_batch(b1);
 	free_batch(b2);
 	free_batch(b3);
-	sink_free(&k);
-	buf_free(&z);
-	session_free(&s);
-	sessions_free(ss);
 }
 
 /* A store that fails takes the batch's definitions back: the agent's retry
  * of the same bytes fits, and later batches stay in step. */
 static void test_failed_store_rolls_back(void **state)
 {
-	(void)state;
-	struct session s;
-	session_init(&s);
-	struct sessions *ss = sessions_new(64u << 20, 64u << 20, 60000);
-	struct sink k = { 0 };
-	struct buf z = { 0 };
+	struct wire *w = *state;
 	struct batch *b1 = make(40, 1), *b2 = make(90, 2);
-	encode(&s, b1, 1, &z);
-	assert_int_equal(send_to(ss, &z, &k), 0);
-	encode(&s, b2, 2, &z);
-	k.rc = STORE_BUSY;
-	assert_int_equal(send_to(ss, &z, &k), STORE_BUSY);
-	k.rc = STORE_OK;
-	assert_int_equal(send_to(ss, &z, &k), STORE_OK);
-	char *want = canon_agent(b2);
-	assert_string_equal(k.last, want);
-	free(want);
+	assert_int_equal(wire_send(w, b1, 1), 0);
+	encode(&w->s, b2, 2, &w->z);
+	w->k.rc = STORE_BUSY;
+	assert_int_equal(send_to(w->ss, &w->z, &w->k), STORE_BUSY);
+	w->k.rc = STORE_OK;
+	assert_int_equal(send_to(w->ss, &w->z, &w->k), STORE_OK);
+	assert_stored(&w->k, b2);
 	/* The store already had it (a retry across a server restart): fine. */
-	encode(&s, b1, 3, &z);
-	k.rc = STORE_DUPLICATE;
-	assert_int_equal(send_to(ss, &z, &k), STORE_DUPLICATE);
-	k.rc = STORE_OK;
-	encode(&s, b2, 4, &z);
-	assert_int_equal(send_to(ss, &z, &k), 0);
+	encode(&w->s, b1, 3, &w->z);
+	w->k.rc = STORE_DUPLICATE;
+	assert_int_equal(send_to(w->ss, &w->z, &w->k), STORE_DUPLICATE);
+	w->k.rc = STORE_OK;
+	assert_int_equal(wire_send(w, b2, 4), 0);
 	free_batch(b1);
 	free_batch(b2);
-	sink_free(&k);
-	buf_free(&z);
-	session_free(&s);
-	sessions_free(ss);
 }
 
 /* Hostile batches: built by hand, each gets SESSION_INVALID and leaves the
@@ -639,7 +634,7 @@ static void test_failed_store_rolls_back(void **state)
 static void test_hostile_batches(void **state)
 {
 	(void)state;
-	struct sessions *ss = sessions_new(64u << 20, 64u << 20, 60000);
+	struct sessions *ss = new_sessions();
 	struct sink k = { 0 };
 	struct buf err = { 0 };
 	char *strings[] = { "", "main", "app", "process.executable.name" };
@@ -766,7 +761,7 @@ static void test_memory_bounds(void **state)
 	session_init(&a);
 	session_init(&c);
 	/* What one session of this batch holds, with its store maps. */
-	struct sessions *ss = sessions_new(64u << 20, 64u << 20, 60000);
+	struct sessions *ss = new_sessions();
 	encode(&a, b, 1, &z);
 	assert_int_equal(send_to(ss, &z, &k), 0);
 	struct sessions_stats st;
@@ -947,7 +942,7 @@ static void test_store_replays_sessions_across_seals(void **state)
 	struct store *st;
 	struct buf err = { 0 }, z = { 0 };
 	assert_int_equal(store_open(dir, &cfg, &st, &err), 0);
-	struct sessions *ss = sessions_new(64u << 20, 64u << 20, 60000);
+	struct sessions *ss = new_sessions();
 	struct session a, c;
 	session_init(&a);
 	session_init(&c);
@@ -982,7 +977,7 @@ static void test_store_replays_sessions_across_seals(void **state)
 			assert_int_equal(store_flush(st, &err), 0);
 			/* The server restarted: the agents start new sessions. */
 			sessions_free(ss);
-			ss = sessions_new(64u << 20, 64u << 20, 60000);
+			ss = new_sessions();
 			session_reset(&a);
 			session_reset(&c);
 		} else if (round == 2 || round == 4) {
@@ -1018,7 +1013,7 @@ static void test_store_replays_sessions_across_seals(void **state)
 	}
 	/* A retry of the last batch is a duplicate. */
 	sessions_free(ss);
-	ss = sessions_new(64u << 20, 64u << 20, 60000);
+	ss = new_sessions();
 	session_reset(&c);
 	struct batch_meta meta = { "agent-c", seq, "default", T0 + (int64_t)seq * 5000,
 				   T0 + (int64_t)seq * 5000 + 5000, 19, 4 };
@@ -1043,10 +1038,10 @@ static void test_store_replays_sessions_across_seals(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_round_trip_and_definitions_once),
-		cmocka_unit_test(test_memo_across_batches),
-		cmocka_unit_test(test_lost_batch_and_restart_resync),
-		cmocka_unit_test(test_failed_store_rolls_back),
+		cmocka_unit_test_setup_teardown(test_round_trip_and_definitions_once, wire_setup, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_memo_across_batches, wire_setup, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_lost_batch_and_restart_resync, wire_setup, wire_teardown),
+		cmocka_unit_test_setup_teardown(test_failed_store_rolls_back, wire_setup, wire_teardown),
 		cmocka_unit_test(test_hostile_batches),
 		cmocka_unit_test(test_memory_bounds),
 		cmocka_unit_test(test_node_index),

@@ -187,12 +187,9 @@ static void test_queries_over_slices(void **state)
 			free(mem[i][k]);
 			free(blk[i][k]);
 		}
-	store_close(s);
-	symbols_close(sym);
 	buf_free(&z);
 	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	close_store_dir(dir, s, sym);
 }
 
 /* --- queries over heads and the blocks written from them ----------------- */
@@ -316,11 +313,8 @@ static void test_queries_fold_heads_once(void **state)
 	assert_int_equal(st.blocks, 1);
 	query_answers(s, sym, bodies, NB, 1u << (NB - 1), blk, &distinct[1], &parts[1]);
 	assert_same_answers(mem, blk, NQ);
-	store_close(s);
-	symbols_close(sym);
 	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	close_store_dir(dir, s, sym);
 }
 
 /* Blocks written from sealed heads fold together with the head that has
@@ -383,11 +377,8 @@ static void carry_blocks(int64_t t0, bool compact)
 	else
 		assert_int_equal(distinct[0], distinct[1]);
 	assert_same_answers(live, blk, NQ);
-	store_close(s);
-	symbols_close(sym);
 	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	close_store_dir(dir, s, sym);
 }
 
 static void test_queries_carry_blocks(void **state)
@@ -496,11 +487,8 @@ static void carry_around(enum carry_case c)
 	query_answers(s, sym, bodies, NB, 0, blk, &distinct[1], &parts[1]);
 	assert_int_equal(distinct[0], distinct[1]);
 	assert_same_answers(live, blk, NQ);
-	store_close(s);
-	symbols_close(sym);
 	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	close_store_dir(dir, s, sym);
 }
 
 static void test_queries_carry_around_other_parts(void **state)

@@ -5,6 +5,7 @@
  * recommendations built from them (savings, cost, ranking); the state
  * database (dismiss, restore, history, refusals). */
 #include "testutil.h"
+#include "storefixture.h"
 
 #include <math.h>
 #include <sqlite3.h>
@@ -19,8 +20,6 @@
 #include "server/store/store.h"
 #include "server/symbols/symbols.h"
 #include "util.h"
-
-#define PROJECT "00000000-0000-0000-0000-000000000000"
 
 /* --- synthetic traces ------------------------------------------------------ */
 
@@ -403,56 +402,6 @@ static void make_batch(const struct sspec *specs, size_t n, uint64_t seq, int64_
 	batch_free(&b);
 }
 
-static void append(struct store *s, const struct buf *z)
-{
-	struct buf err = { 0 };
-	Ember__Ingest__V1__Batch *b = batch_decode(z->data, z->len, &err);
-	if (!b)
-		fail_msg("decode: %s", err.data);
-	if (batch_append(s, PROJECT, b, z->data, z->len, &err) != STORE_OK)
-		fail_msg("append: %s", err.data);
-	batch_decode_free(b);
-	buf_free(&err);
-}
-
-struct world {
-	char *dir;
-	struct store *s;
-	struct symbols *sym;
-	int64_t t0;
-};
-
-static int world_setup(void **state)
-{
-	struct world *w = xcalloc(1, sizeof(*w));
-	struct buf err = { 0 };
-	w->dir = make_temp_dir();
-	struct store_config cfg;
-	store_config_default(&cfg);
-	ingest_codecs(&cfg);
-	cfg.background = false;
-	cfg.time_window = false;
-	if (store_open(w->dir, &cfg, &w->s, &err) < 0 || symbols_open(w->dir, &w->sym, &err) < 0) {
-		print_error("fixture: %s\n", err.data ? err.data : "?");
-		return -1;
-	}
-	buf_free(&err);
-	w->t0 = 1700000000000LL;
-	*state = w;
-	return 0;
-}
-
-static int world_teardown(void **state)
-{
-	struct world *w = *state;
-	symbols_close(w->sym);
-	store_close(w->s);
-	rm_rf(w->dir);
-	free(w->dir);
-	free(w);
-	return 0;
-}
-
 /* 1000 samples: a web deployment compiling regexes (600) and formatting
  * (100), a batch container compressing at level 9 (290), and a rare trace
  * (4: 0.4 %, below the 0.5 % threshold). */
@@ -468,10 +417,10 @@ static void test_hottraces_store(void **state)
 {
 	struct world *w = *state;
 	struct buf z = { 0 }, err = { 0 };
-	make_batch(shop, ARRAY_SIZE(shop), 1, w->t0, EK_ON_CPU, &z);
+	make_batch(shop, ARRAY_SIZE(shop), 1, T0, EK_ON_CPU, &z);
 	append(w->s, &z);
 	buf_free(&z);
-	struct ht_params p = { .project_id = PROJECT, .kind = SEK_ON_CPU, .end_ms = w->t0 + 3600000,
+	struct ht_params p = { .project_id = PROJECT, .kind = SEK_ON_CPU, .end_ms = T0 + 3600000,
 			       .window_ms = HT_DEFAULT_WINDOW_MS, .min_share = HT_DEFAULT_MIN_SHARE };
 	struct ht_result r;
 	assert_int_equal(hottraces_compute(w->s, w->sym, &p, &r, &err), 0);
@@ -543,7 +492,7 @@ static void test_hottraces_store(void **state)
 	ht_result_free(&r);
 
 	/* A window that ends before the data: nothing. */
-	p.end_ms = w->t0 - 1;
+	p.end_ms = T0 - 1;
 	assert_int_equal(hottraces_compute(w->s, w->sym, &p, &r, &err), 0);
 	assert_int_equal(r.napps, 0);
 	ht_result_free(&r);
@@ -556,12 +505,12 @@ static void test_hottraces_batches(void **state)
 	struct world *w = *state;
 	struct buf z = { 0 }, err = { 0 };
 	for (int i = 0; i < 3; i++) {
-		make_batch(shop, ARRAY_SIZE(shop), (uint64_t)i + 1, w->t0 + i * 60000, EK_ON_CPU, &z);
+		make_batch(shop, ARRAY_SIZE(shop), (uint64_t)i + 1, T0 + i * 60000, EK_ON_CPU, &z);
 		append(w->s, &z);
 		buf_reset(&z);
 	}
 	buf_free(&z);
-	struct ht_params p = { .project_id = PROJECT, .kind = SEK_ON_CPU, .end_ms = w->t0 + 3600000,
+	struct ht_params p = { .project_id = PROJECT, .kind = SEK_ON_CPU, .end_ms = T0 + 3600000,
 			       .window_ms = HT_DEFAULT_WINDOW_MS, .min_share = HT_DEFAULT_MIN_SHARE };
 	struct ht_result r;
 	assert_int_equal(hottraces_compute(w->s, w->sym, &p, &r, &err), 0);

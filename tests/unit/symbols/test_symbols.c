@@ -233,6 +233,18 @@ static void test_dwarf_inlines_and_lines(void **state)
 	buf_free(&data);
 }
 
+/* Extracts fd's symbols with the DWARF of its debug file dfd into data:
+ * the symbol file parses (into v) and has line tables. */
+static void extract_with_debug_file(int fd, int dfd, struct buf *data, struct symfile_view *v)
+{
+	assert_true(elfsyms_has_dwarf(dfd));
+	struct elfsyms_opts o = { .dwarf = true };
+	const char *err = NULL;
+	assert_true(elfsyms_extract(fd, dfd, &o, data, &err) > 0);
+	assert_int_equal(symfile_parse(data->data, data->len, v, &err), 0);
+	assert_true(v->flags & SYMFILE_HAS_LINES);
+}
+
 static void test_separate_debug_file(void **state)
 {
 	(void)state;
@@ -252,14 +264,9 @@ static void test_separate_debug_file(void **state)
 	assert_int_equal(elfsyms_debuglink(fd, link, sizeof(link)), 0);
 	assert_string_equal(link, "symbols_cpp.debug");
 	assert_false(elfsyms_has_dwarf(fd));
-	assert_true(elfsyms_has_dwarf(dfd));
-	struct elfsyms_opts o = { .dwarf = true };
 	struct buf data = { 0 };
-	const char *err = NULL;
-	assert_true(elfsyms_extract(fd, dfd, &o, &data, &err) > 0);
 	struct symfile_view v;
-	assert_int_equal(symfile_parse(data.data, data.len, &v, &err), 0);
-	assert_true(v.flags & SYMFILE_HAS_LINES);
+	extract_with_debug_file(fd, dfd, &data, &v);
 	/* The segments are the stripped executable's: the debug file's own
 	 * program headers carry no file offsets. */
 	struct elf_segment segs[4];
@@ -321,14 +328,9 @@ static void test_local_debug_file(void **state)
 	int dfd = elfsyms_open_debug_file(fd, exe, root, found, sizeof(found));
 	assert_true(dfd >= 0);
 	assert_string_equal(found, byid);
-	assert_true(elfsyms_has_dwarf(dfd));
-	struct elfsyms_opts o = { .dwarf = true };
 	struct buf data = { 0 };
-	const char *err = NULL;
-	assert_true(elfsyms_extract(fd, dfd, &o, &data, &err) > 0);
 	struct symfile_view v;
-	assert_int_equal(symfile_parse(data.data, data.len, &v, &err), 0);
-	assert_true(v.flags & SYMFILE_HAS_LINES);
+	extract_with_debug_file(fd, dfd, &data, &v);
 	buf_free(&data);
 	close(dfd);
 	/* Another build's file under the build ID's name: refused. */

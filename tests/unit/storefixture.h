@@ -1,0 +1,101 @@
+/* storefixture.h - a store of the test project for the query tests: one
+ * opened without its maintenance thread (the tests flush and compact),
+ * batches appended to it, and a "world" (store and symbols in a fresh
+ * directory) as cmocka setup/teardown. Shared by server_fixture.h and
+ * the tests that build their own batches (test_recs.c); the helpers are
+ * marked unused so each may use part of it. */
+#ifndef EMBER_TESTS_STOREFIXTURE_H
+#define EMBER_TESTS_STOREFIXTURE_H
+
+#include "testutil.h"
+
+#include "buf.h"
+#include "server/ingest/batch_decode.h"
+#include "server/ingest/codecs.h"
+#include "server/store/store.h"
+#include "server/symbols/symbols.h"
+#include "util.h"
+
+/* The start of the tests' data: fixed, years ago (store_open's time window
+ * is off). */
+#define T0 1700000000000LL
+
+/* The project every batch goes to (the default project). */
+#define PROJECT "00000000-0000-0000-0000-000000000000"
+
+/* Decodes an encoded batch and appends it to the test project; fails the
+ * test on any error. */
+static __attribute__((unused)) void append(struct store *s, const struct buf *z)
+{
+	struct buf err = { 0 };
+	Ember__Ingest__V1__Batch *b = batch_decode(z->data, z->len, &err);
+	if (!b)
+		fail_msg("decode: %s", err.data);
+	int rc = batch_append(s, PROJECT, b, z->data, z->len, &err);
+	if (rc != STORE_OK)
+		fail_msg("append returned %d: %s", rc, err.data);
+	batch_decode_free(b);
+	buf_free(&err);
+}
+
+/* A store without its maintenance thread: the tests flush and compact. */
+static __attribute__((unused)) int open_store(const char *dir, struct store **s, struct buf *err)
+{
+	struct store_config cfg;
+	store_config_default(&cfg);
+	ingest_codecs(&cfg);
+	cfg.background = false;
+	cfg.time_window = false; /* fixed times, years ago */
+	return store_open(dir, &cfg, s, err);
+}
+
+/* Closes what a test opened in dir (its store and symbols), removes the
+ * directory and frees its name. */
+static __attribute__((unused)) void close_store_dir(char *dir, struct store *s, struct symbols *sym)
+{
+	store_close(s);
+	symbols_close(sym);
+	rm_rf(dir);
+	free(dir);
+}
+
+/* The fixture of the query tests: a store and symbols in a fresh
+ * directory, closed and removed after the test (cmocka setup/teardown). */
+struct world {
+	char *dir;
+	struct store *s;
+	struct symbols *sym;
+};
+
+static __attribute__((unused)) int world_setup(void **state)
+{
+	struct world *w = xcalloc(1, sizeof(*w));
+	struct buf err = { 0 };
+	w->dir = make_temp_dir();
+	if (open_store(w->dir, &w->s, &err) < 0 || symbols_open(w->dir, &w->sym, &err) < 0) {
+		print_error("fixture: %s\n", err.data ? err.data : "?");
+		if (w->s)
+			store_close(w->s);
+		rm_rf(w->dir);
+		free(w->dir);
+		free(w);
+		buf_free(&err);
+		return -1;
+	}
+	buf_free(&err);
+	*state = w;
+	return 0;
+}
+
+static __attribute__((unused)) int world_teardown(void **state)
+{
+	struct world *w = *state;
+	symbols_close(w->sym);
+	store_close(w->s);
+	rm_rf(w->dir);
+	free(w->dir);
+	free(w);
+	return 0;
+}
+
+#endif
