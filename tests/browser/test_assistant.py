@@ -1,0 +1,92 @@
+"""Browser tests of the AI assistant (web/view_assistant.js): its page
+and the flamegraph's panel, against a real ember-server whose LLM is the
+test-only provider stand-in (tests/llm_provider/provider.py, OpenAI's
+shape): a question is sent, the model calls a real MCP tool
+(top_functions), the answer and the tool call with its result are shown;
+the flamegraph's AI assistant button opens the panel with the graph's
+context. Screenshots in build/test-artifacts/screenshots/assistant_*.png.
+
+Run from the repository root after building ember-server:
+    /usr/bin/python3 -m pytest -q tests/browser/test_assistant.py
+"""
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+import pytest
+
+from conftest import HERE, PROJECT, no_errors, open_ui, shot, wait_state
+from ember_batch import Batch, send_batch
+from harness import Server
+
+sys.path.insert(0, os.path.join(HERE, "..", "llm_provider"))
+from provider import Provider  # noqa: E402
+
+KEY = "sk-browser-test-key-0123456789"
+
+
+@pytest.fixture(scope="module")
+def env(request):
+    prov = Provider("openai", KEY, path_prefix="/v1")
+    request.addfinalizer(prov.stop)
+    data_dir = tempfile.mkdtemp(prefix="ember-browser-test-")
+    request.addfinalizer(lambda: shutil.rmtree(data_dir, ignore_errors=True))
+    key = os.path.join(data_dir, "key")
+    with open(key, "w") as f:
+        f.write(KEY)
+    srv = Server(os.path.join(data_dir, "data"), None, "--llm-provider=openai", f"--llm-base-url={prov.base_url}",
+                 f"--llm-api-key-file={key}", "--llm-model-examine=test-model", "--llm-recommendations=false")
+    request.addfinalizer(srv.stop)
+    srv.start()
+    srv.base = srv.url
+    now = int(time.time() * 1000)
+    b = Batch(agent_instance="7e1d2c3b-0000-4000-8000-0000000000dd", sample_rate_hz=19, host_cpus=8)
+    web = {"host.name": "web-1", "process.executable.name": "shop"}
+    b.add(["main", "handle_request", "validate_email", "pcre2_compile_8", "compile_branch"], web, 3000, binary="shop")
+    b.add(["main", "handle_request", "render", "vsnprintf"], web, 600, binary="shop")
+    assert send_batch(srv.base, b.encode(sequence=1, start_ms=now - 120_000, end_ms=now - 115_000))["stored"]
+    return srv, prov
+
+
+def test_assistant_page(env, page):
+    srv, prov = env
+    prov.script = [prov.tool_call("top_functions", {"project": PROJECT, "range": "1h", "limit": 5}, "c1",
+                                  "Reading the top functions."),
+                   prov.text("Most CPU time is in compile_branch under validate_email: compile the "
+                             "regular expression once instead of on every request.")]
+    open_ui(page, srv.base, "/?view=assistant")
+    assert "test-model" in page.evaluate("document.querySelector('#view-assistant .asst-note').textContent")
+    page.evaluate("document.querySelector('#view-assistant textarea').value = 'Where is the CPU time going?'")
+    page.evaluate("document.querySelector('#view-assistant .asst-form button[type=submit]').click()")
+    page.wait_for("!!document.querySelector('#view-assistant .asst-assistant')", timeout=30)
+    step = page.evaluate("(() => { const d = document.querySelector('#view-assistant .asst-step'); d.open = true; "
+                         "return {tool: d.dataset.tool, text: d.innerText}; })()")
+    assert step["tool"] == "top_functions" and "compile_branch" in step["text"], step
+    answer = page.evaluate("document.querySelector('#view-assistant .asst-assistant .asst-text').innerText")
+    assert "compile the regular expression once" in answer
+    assert "1 tool call" in page.evaluate("document.querySelector('#view-assistant .asst-status').textContent")
+    assert prov.problems == []
+    shot(page, "assistant_page")
+    no_errors(page)
+
+
+def test_flamegraph_panel(env, page):
+    srv, prov = env
+    prov.script = [prov.text("compile_branch is PCRE2 compiling a pattern; it runs per request here.")]
+    open_ui(page, srv.base, "/?range=1h")
+    page.wait_for("!document.getElementById('assistant-button').hidden")
+    page.evaluate("document.getElementById('assistant-button').click()")
+    page.wait_for("!!document.querySelector('#assistant-panel .asst-form')")
+    ctx = page.evaluate("document.querySelector('#assistant-panel .asst-context').innerText")
+    assert "Flamegraph of On-CPU" in ctx and "Heaviest functions under it" in ctx, ctx
+    page.evaluate("document.querySelector('#assistant-panel .asst-chip').click()")
+    page.wait_for("!!document.querySelector('#assistant-panel .asst-assistant')", timeout=30)
+    assert "PCRE2" in page.evaluate("document.querySelector('#assistant-panel .asst-assistant').innerText")
+    # The context went to the model in the system prompt.
+    assert "Heaviest functions under it" in prov.prompt_text(prov.requests[-1])
+    assert prov.problems == []
+    shot(page, "assistant_flamegraph_panel")
+    no_errors(page)
