@@ -90,3 +90,26 @@ def test_flamegraph_panel(env, page):
     assert prov.problems == []
     shot(page, "assistant_flamegraph_panel")
     no_errors(page)
+
+
+def test_explain_this_frame(env, page):
+    srv, prov = env
+    prov.script = [prov.text("validate_email compiles its pattern on each call.")]
+    open_ui(page, srv.base, "/?range=1h")
+    page.wait_for("!document.getElementById('assistant-button').hidden")
+    f = next(x for x in page.evaluate("window.emberFlamegraph.frames") if x["name"] == "validate_email")
+    r = page.evaluate("(() => { const r = document.getElementById('flamegraph').getBoundingClientRect(); "
+                      "return {x: r.left, y: r.top}; })()")
+    page.right_click(r["x"] + f["x"] + f["width"] / 2, r["y"] + f["depth"] * 18 + 9)
+    page.wait_for("!document.getElementById('context-menu').hidden")
+    page.evaluate("[...document.querySelectorAll('#context-menu [role=menuitem]')]"
+                  ".find(li => li.innerText.startsWith('Explain this')).click()")
+    page.wait_for("!!document.querySelector('#assistant-panel .asst-assistant')", timeout=30)
+    ctx = page.evaluate("document.querySelector('#assistant-panel .asst-context').innerText")
+    assert "Selected frame: validate_email" in ctx and "main > handle_request > validate_email" in ctx, ctx
+    assert "compile_branch" in ctx
+    asked = page.evaluate("document.querySelector('#assistant-panel .asst-user').innerText")
+    assert asked.startswith("Explain what validate_email does"), asked
+    assert prov.problems == []
+    shot(page, "assistant_explain_frame")
+    no_errors(page)
