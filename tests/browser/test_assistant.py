@@ -113,3 +113,47 @@ def test_explain_this_frame(env, page):
     assert prov.problems == []
     shot(page, "assistant_explain_frame")
     no_errors(page)
+
+
+def test_recommendation_llm_analysis(request, page):
+    """The recommendations' LLM mode: the model's analysis beside the built-in one."""
+    import json
+    import urllib.request
+    prov = Provider("anthropic", KEY)
+    request.addfinalizer(prov.stop)
+    data_dir = tempfile.mkdtemp(prefix="ember-browser-test-")
+    request.addfinalizer(lambda: shutil.rmtree(data_dir, ignore_errors=True))
+    key = os.path.join(data_dir, "key")
+    with open(key, "w") as f:
+        f.write(KEY)
+    srv = Server(os.path.join(data_dir, "data"), None, "--llm-provider=anthropic", f"--llm-base-url={prov.base_url}",
+                 f"--llm-api-key-file={key}", "--llm-model-examine=big", "--llm-model-summarize=small",
+                 "--recs-step=1h")
+    request.addfinalizer(srv.stop)
+    srv.start()
+    now = int(time.time() * 1000)
+    b = Batch(agent_instance="7e1d2c3b-0000-4000-8000-0000000000ee", sample_rate_hz=19, host_cpus=8)
+    b.add(["main", "handle_request", "validate_email", "pcre2_compile_8", "compile_branch"],
+          {"host.name": "web-1", "process.executable.name": "shop"}, 3000, binary="shop")
+    assert send_batch(srv.url, b.encode(sequence=1, start_ms=now - 120_000, end_ms=now - 115_000))["stored"]
+    exam = {"diagnosis": "validate_email compiles its pattern with pcre2_compile_8 on every request.",
+            "actions": [{"title": "Compile the pattern once", "detail": "Keep the compiled pcre2_code in a static.",
+                         "source": "validate.c:31", "savings_share": 0.9}],
+            "confidence": "high", "lower_priority": []}
+    summ = {"title": "Per-request regex compilation", "description": "The e-mail check compiles its regex each call.",
+            "tags": ["regex"]}
+    prov.script = [prov.text(json.dumps(exam)), prov.text(json.dumps(summ))]
+    req = urllib.request.Request(f"{srv.url}/public/api/v1/project/{PROJECT}/recommendations/refresh", method="POST")
+    with urllib.request.urlopen(req, timeout=60) as r:
+        assert json.loads(r.read())["recommendations"][0]["llm"]["status"] == "ok"
+    open_ui(page, srv.url, "/?view=recs")
+    page.evaluate("document.querySelector('#view-recs .recs-card').click()")
+    wait_state(page, "ready")
+    page.wait_for("!!document.querySelector('#view-recs [data-section=llm]')")
+    text = page.evaluate("document.querySelector('#view-recs [data-section=llm]').innerText")
+    assert "Per-request regex compilation" in text and "validate.c:31" in text and "big / small" in text, text
+    # The built-in analysis is still there.
+    assert page.evaluate("!!document.querySelector('#view-recs [data-section=actions] .recs-actions')")
+    assert prov.problems == []
+    shot(page, "assistant_recs_llm", full_page=True)
+    no_errors(page)
