@@ -466,6 +466,7 @@ int main(int argc, char **argv, char **envp)
 			.model_examine = cfg.llm_model_examine, .model_summarize = cfg.llm_model_summarize,
 			.max_input_tokens_hour = cfg.llm_max_in, .max_output_tokens_hour = cfg.llm_max_out,
 			.timeout_ms = cfg.llm_timeout_ms, .max_retries = (unsigned)cfg.llm_max_retries,
+			.recommendations = cfg.llm_recommendations, .data_dir = cfg.data_dir,
 		};
 		if (*cfg.llm_provider && curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
 			log_error("--llm-provider: libcurl could not start");
@@ -476,11 +477,12 @@ int main(int argc, char **argv, char **envp)
 			goto out;
 		}
 		if (srv.llm) {
-			if (cfg.llm_recommendations)
-				recs_set_analyzer(srv.recs, llm_recs_analyze, srv.llm);
+			/* Always set: the settings may turn the LLM mode on or off. */
+			recs_set_analyzer(srv.recs, llm_recs_analyze, srv.llm);
+			char mex[LLM_MAX_MODEL], msu[LLM_MAX_MODEL];
 			log_info("llm: %s, models %s and %s; recommendations in LLM mode: %s",
-				 llm_provider_name(srv.llm), llm_model(srv.llm, false), llm_model(srv.llm, true),
-				 cfg.llm_recommendations ? "on" : "off");
+				 llm_provider_name(srv.llm), llm_model(srv.llm, false, mex), llm_model(srv.llm, true, msu),
+				 llm_recs_enabled(srv.llm) ? "on" : "off");
 		}
 	}
 	if (recs_start(srv.recs, srv.store, srv.symbols, srv.projects, &err) < 0) {

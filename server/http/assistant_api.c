@@ -178,7 +178,8 @@ void handle_assistant(struct server *srv, const struct http_req *req, struct htt
 	json_t *tools = tools_of();
 	struct buf steps = { 0 }, answer = { 0 };
 	const char *stopped = "max_steps";
-	const char *model = llm_model(srv->llm, false);
+	char model[LLM_MAX_MODEL];
+	llm_model(srv->llm, false, model);
 	uint64_t in = 0, outt = 0;
 	unsigned calls = 0, nsteps = 0;
 	int status = 200;
@@ -298,6 +299,37 @@ void handle_assistant(struct server *srv, const struct http_req *req, struct htt
 	buf_free(&sys);
 out:
 	json_decref(conv);
+	json_decref(doc);
+	buf_free(&err);
+}
+
+/* GET/PUT /public/api/v1/settings/llm (admin:settings:read/update): the
+ * models, token limits and the recommendations' LLM mode (llm.h); never
+ * the key. */
+void handle_llm_settings_get(struct server *srv, const struct http_req *req, struct http_resp *resp)
+{
+	(void)req;
+	llm_settings_json(srv->llm, &resp->body);
+	buf_puts(&resp->body, "\n");
+	http_json(resp, 200);
+}
+
+void handle_llm_settings_put(struct server *srv, const struct http_req *req, struct http_resp *resp)
+{
+	if (!srv->llm) {
+		http_error(resp, 409, "this server has no LLM: start it with --llm-provider (docs/assistant.md)");
+		return;
+	}
+	struct buf err = { 0 };
+	json_t *doc = req_load(req->body, req->body_len, &err);
+	int rc = doc ? llm_settings_put(srv->llm, doc, &err) : -1;
+	if (rc < 0) {
+		http_error(resp, rc == -2 ? 500 : 400, "%s", err.data ? err.data : "expected a JSON object");
+	} else {
+		llm_settings_json(srv->llm, &resp->body);
+		buf_puts(&resp->body, "\n");
+		http_json(resp, 200);
+	}
 	json_decref(doc);
 	buf_free(&err);
 }

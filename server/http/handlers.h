@@ -63,6 +63,8 @@ void handle_recs_settings_put(struct server *srv, const struct http_req *req, st
 /* server/http/assistant_api.c: the AI assistant (docs/assistant.md). */
 void handle_assistant(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_assistant_config(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_llm_settings_get(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_llm_settings_put(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_asset(struct server *srv, const struct http_req *req, struct http_resp *resp);
 
 #endif

@@ -1,6 +1,8 @@
 /* llm.c - the LLM clients (contract in llm.h). */
 #include <curl/curl.h>
 #include <ctype.h>
+#include <errno.h>
+#include <unistd.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,8 +22,16 @@ struct usage_bucket {
 
 struct llm {
 	enum llm_provider provider;
-	char *base_url, *key, *key_source, *model_examine, *model_summarize;
+	char *base_url, *key, *key_source;
+	/* The flags' values, and what the settings made of them (under mu). */
+	char flag_examine[LLM_MAX_MODEL], flag_summarize[LLM_MAX_MODEL];
+	uint64_t flag_max_in, flag_max_out;
+	bool flag_recs;
+	char model_examine[LLM_MAX_MODEL], model_summarize[LLM_MAX_MODEL];
 	uint64_t max_in, max_out;
+	bool recs;
+	json_t *saved; /* the settings file's object; NULL: none */
+	char *settings_path;
 	int64_t timeout_ms;
 	unsigned max_retries;
 	/* The usage of the last hour, one bucket a minute; under mu. */
@@ -37,9 +47,20 @@ static const char *const default_envs[] = { "ANTHROPIC_API_KEY", "OPENAI_API_KEY
 
 enum llm_provider llm_provider_of(const struct llm *l) { return l->provider; }
 const char *llm_provider_name(const struct llm *l) { return provider_names[l->provider]; }
-const char *llm_model(const struct llm *l, bool summarize)
+const char *llm_model(struct llm *l, bool summarize, char out[LLM_MAX_MODEL])
 {
-	return summarize ? l->model_summarize : l->model_examine;
+	pthread_mutex_lock(&l->mu);
+	snprintf(out, LLM_MAX_MODEL, "%s", summarize ? l->model_summarize : l->model_examine);
+	pthread_mutex_unlock(&l->mu);
+	return out;
+}
+
+bool llm_recs_enabled(struct llm *l)
+{
+	pthread_mutex_lock(&l->mu);
+	bool on = l->recs;
+	pthread_mutex_unlock(&l->mu);
+	return on;
 }
 
 /* Strips the key of surrounding white space; false when what is left is
@@ -88,6 +109,11 @@ int llm_open(const struct llm_config *c, struct llm **out, struct buf *err)
 		buf_puts(err, "--llm-model-examine: name the model (e.g. the provider's strongest)");
 		return -1;
 	}
+	if (strlen(c->model_examine) >= LLM_MAX_MODEL ||
+	    (c->model_summarize && strlen(c->model_summarize) >= LLM_MAX_MODEL)) {
+		buf_printf(err, "--llm-model-examine/--llm-model-summarize: at most %d bytes", LLM_MAX_MODEL - 1);
+		return -1;
+	}
 	char *key = NULL;
 	struct buf src = { 0 };
 	if (c->api_key_file && *c->api_key_file) {
@@ -127,14 +153,24 @@ int llm_open(const struct llm_config *c, struct llm **out, struct buf *err)
 		l->base_url[--bl] = 0;
 	l->key = key;
 	l->key_source = src.data;
-	l->model_examine = xstrdup(c->model_examine);
-	l->model_summarize = xstrdup(c->model_summarize && *c->model_summarize ? c->model_summarize
-										 : c->model_examine);
-	l->max_in = c->max_input_tokens_hour;
-	l->max_out = c->max_output_tokens_hour;
+	snprintf(l->flag_examine, sizeof(l->flag_examine), "%s", c->model_examine);
+	snprintf(l->flag_summarize, sizeof(l->flag_summarize), "%s",
+		 c->model_summarize && *c->model_summarize ? c->model_summarize : c->model_examine);
+	l->flag_max_in = c->max_input_tokens_hour;
+	l->flag_max_out = c->max_output_tokens_hour;
+	l->flag_recs = c->recommendations;
+	memcpy(l->model_examine, l->flag_examine, sizeof(l->model_examine));
+	memcpy(l->model_summarize, l->flag_summarize, sizeof(l->model_summarize));
+	l->max_in = l->flag_max_in;
+	l->max_out = l->flag_max_out;
+	l->recs = l->flag_recs;
 	l->timeout_ms = c->timeout_ms > 0 ? c->timeout_ms : 120000;
 	l->max_retries = c->max_retries;
 	pthread_mutex_init(&l->mu, NULL);
+	if (c->data_dir && llm_settings_load(l, c->data_dir, err) < 0) {
+		llm_close(l);
+		return -1;
+	}
 	*out = l;
 	return 0;
 }
@@ -152,8 +188,8 @@ void llm_close(struct llm *l)
 	free(l->key);
 	free(l->base_url);
 	free(l->key_source);
-	free(l->model_examine);
-	free(l->model_summarize);
+	json_decref(l->saved);
+	free(l->settings_path);
 	pthread_mutex_destroy(&l->mu);
 	free(l);
 }
@@ -636,6 +672,7 @@ int llm_chat(struct llm *l, const char *model, const char *system, const json_t 
 	/* The limits are checked before anything is sent. */
 	int64_t minute = now_unix_ms() / 60000;
 	pthread_mutex_lock(&l->mu);
+	uint64_t max_in = l->max_in, max_out = l->max_out;
 	uint64_t used_in, used_out;
 	usage_sum(l, minute, &used_in, &used_out);
 	bool over_in = l->max_in && used_in + est_in > l->max_in;
@@ -648,11 +685,11 @@ int llm_chat(struct llm *l, const char *model, const char *system, const json_t 
 			buf_printf(err, "token limit: this request needs about %llu input tokens and %llu of the "
 					"%llu input tokens an hour are used (--llm-max-input-tokens-per-hour)",
 				   (unsigned long long)est_in, (unsigned long long)used_in,
-				   (unsigned long long)l->max_in);
+				   (unsigned long long)max_in);
 		else
 			buf_printf(err, "token limit: this request may answer %u output tokens and %llu of the "
 					"%llu output tokens an hour are used (--llm-max-output-tokens-per-hour)",
-				   max_tokens, (unsigned long long)used_out, (unsigned long long)l->max_out);
+				   max_tokens, (unsigned long long)used_out, (unsigned long long)max_out);
 		free(text);
 		return LLM_REFUSED;
 	}
@@ -768,6 +805,7 @@ void llm_status_json(struct llm *l, struct buf *out)
 	pthread_mutex_lock(&l->mu);
 	usage_sum(l, now_unix_ms() / 60000, &in, &o);
 	pthread_mutex_unlock(&l->mu);
+	pthread_mutex_lock(&l->mu);
 	json_t *d = json_pack("{s:s, s:s, s:{s:s, s:s}, s:s, s:{s:o, s:o}, s:{s:I, s:I}, s:I, s:i}", "provider",
 			      provider_names[l->provider], "base_url", l->base_url, "models", "examine",
 			      l->model_examine, "summarize", l->model_summarize, "key_source", l->key_source,
@@ -776,8 +814,188 @@ void llm_status_json(struct llm *l, struct buf *out)
 			      l->max_out ? json_integer((json_int_t)l->max_out) : json_null(), "usage_last_hour",
 			      "input_tokens", (json_int_t)in, "output_tokens", (json_int_t)o, "timeout_ms",
 			      (json_int_t)l->timeout_ms, "max_retries", (int)l->max_retries);
+	pthread_mutex_unlock(&l->mu);
 	char *s = json_dumps(d, JSON_COMPACT);
 	json_decref(d);
 	buf_puts(out, s ? s : "{}");
 	free(s);
+}
+
+/* --- settings ------------------------------------------------------------------- */
+
+static bool model_valid(const char *m)
+{
+	size_t n = strlen(m);
+	if (!n || n >= LLM_MAX_MODEL)
+		return false;
+	for (const char *p = m; *p; p++)
+		if (!isalnum((unsigned char)*p) && !strchr("._:/@-", *p))
+			return false;
+	return true;
+}
+
+static const char *const settable[] = { "model_examine", "model_summarize", "max_input_tokens_per_hour",
+					"max_output_tokens_per_hour", "recommendations", NULL };
+
+/* Checks doc (every key) and, with apply, applies it over the flags'
+ * values (mu held by the caller when applying). */
+static int settings_check(const json_t *doc, struct buf *err)
+{
+	if (!json_is_object(doc)) {
+		buf_puts(err, "expected a JSON object");
+		return -1;
+	}
+	const char *k;
+	json_t *v;
+	json_object_foreach((json_t *)doc, k, v) {
+		size_t i = 0;
+		while (settable[i] && strcmp(settable[i], k) != 0)
+			i++;
+		if (!settable[i]) {
+			if (strstr(k, "key"))
+				buf_printf(err, "%.40s: the API key is set only by --llm-api-key-file or its environment "
+						"variable, never through the API", k);
+			else if (strcmp(k, "provider") == 0 || strcmp(k, "base_url") == 0)
+				buf_printf(err, "%s: set by --llm-%s (with its key) when the server starts", k,
+					   k[0] == 'p' ? "provider" : "base-url");
+			else
+				buf_printf(err, "%.60s: not a setting (expected one of model_examine, model_summarize, "
+						"max_input_tokens_per_hour, max_output_tokens_per_hour, recommendations)", k);
+			return -1;
+		}
+		if (json_is_null(v))
+			continue;
+		if (i < 2 && (!json_is_string(v) || !model_valid(json_string_value(v)))) {
+			buf_printf(err, "%s: expected a model name of 1 to %d letters, digits and ._:/@-", k,
+				   LLM_MAX_MODEL - 1);
+			return -1;
+		}
+		if ((i == 2 || i == 3) &&
+		    (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > (1LL << 40))) {
+			buf_printf(err, "%s: expected an integer from 0 (no limit) to %lld, or null", k, 1LL << 40);
+			return -1;
+		}
+		if (i == 4 && !json_is_boolean(v)) {
+			buf_printf(err, "%s: expected true or false, or null", k);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* The flags' values with saved over them; mu held. */
+static void settings_apply(struct llm *l)
+{
+	memcpy(l->model_examine, l->flag_examine, sizeof(l->model_examine));
+	memcpy(l->model_summarize, l->flag_summarize, sizeof(l->model_summarize));
+	l->max_in = l->flag_max_in;
+	l->max_out = l->flag_max_out;
+	l->recs = l->flag_recs;
+	json_t *v;
+	if ((v = json_object_get(l->saved, "model_examine")) && json_is_string(v))
+		snprintf(l->model_examine, sizeof(l->model_examine), "%s", json_string_value(v));
+	if ((v = json_object_get(l->saved, "model_summarize")) && json_is_string(v))
+		snprintf(l->model_summarize, sizeof(l->model_summarize), "%s", json_string_value(v));
+	if ((v = json_object_get(l->saved, "max_input_tokens_per_hour")) && json_is_integer(v))
+		l->max_in = (uint64_t)json_integer_value(v);
+	if ((v = json_object_get(l->saved, "max_output_tokens_per_hour")) && json_is_integer(v))
+		l->max_out = (uint64_t)json_integer_value(v);
+	if ((v = json_object_get(l->saved, "recommendations")) && json_is_boolean(v))
+		l->recs = json_is_true(v);
+}
+
+int llm_settings_load(struct llm *l, const char *data_dir, struct buf *err)
+{
+	struct buf p = { 0 };
+	buf_printf(&p, "%s/llm-settings.json", data_dir);
+	free(l->settings_path);
+	l->settings_path = p.data;
+	char *text = NULL;
+	size_t n;
+	int rc = read_file(l->settings_path, 1 << 20, &text, &n);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc < 0) {
+		buf_printf(err, "%s: cannot read it: %s", l->settings_path, strerror(-rc));
+		return -1;
+	}
+	json_t *doc = json_loadb(text, n, 0, NULL);
+	free(text);
+	struct buf why = { 0 };
+	if (!doc || settings_check(doc, &why) < 0) {
+		buf_printf(err, "%s: %s (fix or delete the file)", l->settings_path, why.data ? why.data : "not JSON");
+		buf_free(&why);
+		json_decref(doc);
+		return -1;
+	}
+	pthread_mutex_lock(&l->mu);
+	json_decref(l->saved);
+	l->saved = doc;
+	settings_apply(l);
+	pthread_mutex_unlock(&l->mu);
+	return 0;
+}
+
+void llm_settings_json(struct llm *l, struct buf *out)
+{
+	if (!l) {
+		buf_puts(out, "{\"provider\":null}");
+		return;
+	}
+	pthread_mutex_lock(&l->mu);
+	json_t *over = json_array();
+	const char *k;
+	json_t *v;
+	json_object_foreach(l->saved, k, v) json_array_append_new(over, json_string(k));
+	json_t *d = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:b, s:{s:s, s:s, s:I, s:I, s:b}, s:o}",
+			      "provider", provider_names[l->provider], "base_url", l->base_url, "key_source",
+			      l->key_source, "model_examine", l->model_examine, "model_summarize",
+			      l->model_summarize, "max_input_tokens_per_hour", (json_int_t)l->max_in,
+			      "max_output_tokens_per_hour", (json_int_t)l->max_out, "recommendations", l->recs,
+			      "defaults", "model_examine", l->flag_examine, "model_summarize", l->flag_summarize,
+			      "max_input_tokens_per_hour", (json_int_t)l->flag_max_in, "max_output_tokens_per_hour",
+			      (json_int_t)l->flag_max_out, "recommendations", l->flag_recs, "overridden", over);
+	pthread_mutex_unlock(&l->mu);
+	char *s = json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(d);
+	buf_puts(out, s ? s : "{}");
+	free(s);
+}
+
+int llm_settings_put(struct llm *l, const json_t *doc, struct buf *err)
+{
+	if (settings_check(doc, err) < 0)
+		return -1;
+	pthread_mutex_lock(&l->mu);
+	json_t *next = l->saved ? json_deep_copy(l->saved) : json_object();
+	const char *k;
+	json_t *v;
+	json_object_foreach((json_t *)doc, k, v) {
+		if (json_is_null(v))
+			json_object_del(next, k);
+		else
+			json_object_set(next, k, v);
+	}
+	int rc = 0;
+	if (l->settings_path) {
+		struct buf tmp = { 0 };
+		buf_printf(&tmp, "%s.tmp", l->settings_path);
+		/* Written whole, then renamed over: never half a file. */
+		if (json_dump_file(next, tmp.data, JSON_COMPACT | JSON_SORT_KEYS) < 0 ||
+		    rename(tmp.data, l->settings_path) < 0) {
+			buf_printf(err, "%s: cannot write it", l->settings_path);
+			unlink(tmp.data);
+			rc = -2;
+		}
+		buf_free(&tmp);
+	}
+	if (rc == 0) {
+		json_decref(l->saved);
+		l->saved = next;
+		settings_apply(l);
+	} else {
+		json_decref(next);
+	}
+	pthread_mutex_unlock(&l->mu);
+	return rc;
 }

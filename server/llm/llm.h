@@ -50,6 +50,7 @@
 #define LLM_MAX_RESPONSE (4u << 20)
 #define LLM_MAX_RETRY_WAIT_S 30
 #define LLM_MAX_KEY 4096
+#define LLM_MAX_MODEL 128
 
 enum llm_provider { LLM_ANTHROPIC, LLM_OPENAI, LLM_GEMINI, LLM_COMPATIBLE };
 
@@ -63,6 +64,8 @@ struct llm_config {
 	uint64_t max_input_tokens_hour, max_output_tokens_hour; /* 0: no limit */
 	int64_t timeout_ms;          /* --llm-timeout */
 	unsigned max_retries;        /* --llm-max-retries */
+	bool recommendations;        /* --llm-recommendations */
+	const char *data_dir;        /* where llm-settings.json is; NULL: no settings file */
 };
 
 /* One answer of the model. */
@@ -84,7 +87,11 @@ void llm_close(struct llm *l);
 
 enum llm_provider llm_provider_of(const struct llm *l);
 const char *llm_provider_name(const struct llm *l);
-const char *llm_model(const struct llm *l, bool summarize);
+/* The model of a step, copied into out (the settings may change it). */
+const char *llm_model(struct llm *l, bool summarize, char out[LLM_MAX_MODEL]);
+/* Whether the recommendations' LLM mode is on (--llm-recommendations, or
+ * the settings). */
+bool llm_recs_enabled(struct llm *l);
 
 /* Sends system + messages (+ tools, may be NULL) to model, asking for at
  * most max_tokens; with json the model is asked for a JSON object (the
@@ -101,6 +108,22 @@ void llm_reply_free(struct llm_reply *r);
  * "usage_last_hour":{"input_tokens","output_tokens"},"timeout_ms",
  * "max_retries"}; with l NULL: {"provider":null}. Never the key. */
 void llm_status_json(struct llm *l, struct buf *out);
+
+/* Settings (GET/PUT /public/api/v1/settings/llm; the Settings page):
+ * the models, the token limits and the recommendations' LLM mode change
+ * at runtime, saved in DATA_DIR/llm-settings.json over the flags; the
+ * provider, its URL and the key are the flags' only (the key is never
+ * settable through the API). llm_settings_json: {"provider","base_url",
+ * "key_source","model_examine","model_summarize",
+ * "max_input_tokens_per_hour","max_output_tokens_per_hour",
+ * "recommendations","saved"}. llm_settings_put: any of the five
+ * changeable keys (null: the flag's value), checked whole first; 0, -1
+ * with a message for the client, or -2 (the file could not be written). */
+void llm_settings_json(struct llm *l, struct buf *out);
+int llm_settings_put(struct llm *l, const json_t *doc, struct buf *err);
+/* Reads DATA_DIR/llm-settings.json when there is one (llm_open calls it
+ * when data_dir is set). 0, or -1 with err. */
+int llm_settings_load(struct llm *l, const char *data_dir, struct buf *err);
 
 /* Replaces every copy of the key in s (in place) with "[api key]". */
 void llm_scrub(const struct llm *l, struct buf *s);

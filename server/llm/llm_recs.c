@@ -290,7 +290,12 @@ static json_t *failed(const char *status, const char *step, const struct step_re
 json_t *llm_recs_analyze(void *ctx, const char *project, const json_t *rec)
 {
 	struct llm *l = ctx;
+	if (!llm_recs_enabled(l))
+		return NULL;
 	uint64_t in = 0, out = 0;
+	char mex[LLM_MAX_MODEL], msu[LLM_MAX_MODEL];
+	llm_model(l, false, mex);
+	llm_model(l, true, msu);
 	struct buf user = { 0 };
 	prompt_of(rec, &user);
 	char sys[sizeof(LLM_EXAMINE_SCHEMA) + 600];
@@ -302,7 +307,7 @@ json_t *llm_recs_analyze(void *ctx, const char *project, const json_t *rec)
 		 LLM_EXAMINE_SCHEMA);
 	struct step_result ex = { 0 }, su = { 0 };
 	json_t *res;
-	run_step(l, llm_model(l, false), sys, user.data, LLM_EXAMINE_SCHEMA, EXAMINE_TOKENS, &in, &out, &ex);
+	run_step(l, mex, sys, user.data, LLM_EXAMINE_SCHEMA, EXAMINE_TOKENS, &in, &out, &ex);
 	if (ex.status != LLM_OK) {
 		res = failed(ex.status == LLM_REFUSED ? "refused" : "error", "examine", &ex);
 		goto done;
@@ -317,7 +322,7 @@ json_t *llm_recs_analyze(void *ctx, const char *project, const json_t *rec)
 		 "else, valid against this JSON Schema: %s. The title names the problem in a few words; tags "
 		 "are short lower-case classes (e.g. allocation, regex, compression, locking, io, gpu).",
 		 LLM_SUMMARY_SCHEMA);
-	run_step(l, llm_model(l, true), sys, user.data, LLM_SUMMARY_SCHEMA, SUMMARY_TOKENS, &in, &out, &su);
+	run_step(l, msu, sys, user.data, LLM_SUMMARY_SCHEMA, SUMMARY_TOKENS, &in, &out, &su);
 	if (su.status != LLM_OK) {
 		res = failed(su.status == LLM_REFUSED ? "refused" : "error", "summarize", &su);
 		goto done;
@@ -334,8 +339,8 @@ json_t *llm_recs_analyze(void *ctx, const char *project, const json_t *rec)
 	}
 	json_t *lower = json_object_get(ex.doc, "lower_priority");
 	res = json_pack("{s:s, s:s, s:{s:s, s:s}, s:O, s:O, s:O, s:O, s:o, s:O, s:o, s:{s:I, s:I}}", "status", "ok",
-			"provider", llm_provider_name(l), "models", "examine", llm_model(l, false), "summarize",
-			llm_model(l, true), "title", json_object_get(su.doc, "title"), "description",
+			"provider", llm_provider_name(l), "models", "examine", mex, "summarize",
+			msu, "title", json_object_get(su.doc, "title"), "description",
 			json_object_get(su.doc, "description"), "tags", json_object_get(su.doc, "tags"),
 			"diagnosis", json_object_get(ex.doc, "diagnosis"), "actions", acts, "confidence",
 			json_object_get(ex.doc, "confidence"), "lower_priority",

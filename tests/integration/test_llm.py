@@ -265,3 +265,37 @@ def test_bad_flags(tmp_path):
         while s.running() and time.time() < deadline:
             time.sleep(0.1)
         assert not s.running() and want in s.output(), s.output()
+
+
+def test_llm_settings(env):
+    p, s = env("anthropic")
+    path = "/public/api/v1/settings/llm"
+    st, cfg = call(s, "GET", path)
+    assert st == 200 and cfg["model_examine"] == "big-model" and cfg["model_summarize"] == "small-model"
+    assert cfg["overridden"] == [] and cfg["recommendations"] is True and cfg["key_source"].startswith("file ")
+    for bad, word in (({"api_key": "sk-x"}, "never through the API"), ({"model_examine": ""}, "model name"),
+                      ({"model_examine": "a b"}, "model name"), ({"max_input_tokens_per_hour": -1}, "integer"),
+                      ({"provider": "openai"}, "--llm-provider"), ({"recommendations": 1}, "true or false"),
+                      ([1], "object")):
+        st, out = call(s, "PUT", path, bad)
+        assert st == 400 and word in out["error"], (bad, out)
+    st, out = call(s, "PUT", path, {"model_examine": "other-model", "max_input_tokens_per_hour": 200})
+    assert st == 200 and out["model_examine"] == "other-model" and sorted(out["overridden"]) == [
+        "max_input_tokens_per_hour", "model_examine"]
+    # In effect at once: the limit refuses before sending.
+    send_profile(s, [(REGEX, "web", 600)])
+    st, doc = call(s, "POST", BASE + "/recommendations/refresh")
+    assert web_rec(doc)["llm"]["status"] == "refused" and p.requests == []
+    # Kept across a restart, over the flags; null goes back to the flag.
+    s.restart()
+    st, cfg = call(s, "GET", path)
+    assert cfg["model_examine"] == "other-model" and cfg["max_input_tokens_per_hour"] == 200
+    st, out = call(s, "PUT", path, {"max_input_tokens_per_hour": None, "recommendations": False})
+    assert st == 200 and out["max_input_tokens_per_hour"] == 0 and out["recommendations"] is False
+    st, doc = call(s, "POST", BASE + "/recommendations/refresh")
+    assert "llm" not in web_rec(doc) and p.requests == []
+    st, out = call(s, "PUT", path, {"recommendations": None})
+    p.script = [p.text(json.dumps(EXAMINE)), p.text(json.dumps(SUMMARY))]
+    st, doc = call(s, "POST", BASE + "/recommendations/refresh")
+    assert web_rec(doc)["llm"]["models"]["examine"] == "other-model"
+    assert p.model_of(p.requests[0]) == "other-model" and p.problems == []
