@@ -157,3 +157,26 @@ def test_recommendation_llm_analysis(request, page):
     assert prov.problems == []
     shot(page, "assistant_recs_llm", full_page=True)
     no_errors(page)
+
+
+def test_settings_ai_configuration(env, page):
+    srv, prov = env
+    open_ui(page, srv.base, "/?view=settings")
+    page.wait_for("!!document.querySelector('#view-settings .settings-llm input[name=model_summarize]')")
+    text = page.evaluate("document.querySelector('#view-settings .settings-llm').innerText")
+    assert "openai" in text and "file " in text and KEY not in page.evaluate("document.body.innerHTML"), text
+    page.evaluate("""(() => { const f = document.querySelector('#view-settings .settings-llm');
+        f.elements.model_summarize.value = 'small-model'; f.elements.max_output_tokens_per_hour.value = '50000';
+        f.querySelector('button[type=submit]').click(); })()""")
+    page.wait_for("document.querySelector('#view-settings .settings-llm-status') && "
+                  "document.querySelector('#view-settings .settings-llm-status').textContent === 'Saved.'")
+    import json
+    import urllib.request
+    with urllib.request.urlopen(srv.base + "/public/api/v1/settings/llm", timeout=10) as r:
+        s = json.loads(r.read())
+    assert s["model_summarize"] == "small-model" and s["max_output_tokens_per_hour"] == 50000
+    assert page.evaluate("!!document.querySelector('#view-settings [data-llm-reset=model_summarize]')")
+    shot(page, "assistant_settings", full_page=True)
+    page.evaluate("document.querySelector('#view-settings [data-llm-reset=model_summarize]').click()")
+    page.wait_for("!document.querySelector('#view-settings [data-llm-reset=model_summarize]')")
+    no_errors(page)
