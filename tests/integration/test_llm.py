@@ -200,7 +200,8 @@ def test_assistant_tool_loop(env, kind):
         assert "compile_branch" in results, results
         return prov.text("Most CPU time is in compile_branch (pcre2): compile the regex once.")
     p.script = [p.tool_call("list_projects", {}, "c1", "Let me look."),
-                p.tool_call("top_functions", {"project": DEFAULT_PROJECT, "range": "24h", "limit": 5}, "c2"),
+                p.tool_calls([("top_functions", {"project": DEFAULT_PROJECT, "range": "24h", "limit": 5}, "c2"),
+                              ("top_entities", {"project": DEFAULT_PROJECT, "range": "24h"}, "c3")]),
                 final]
     st, out = call(s, "POST", BASE + "/assistant",
                    {"messages": [{"role": "user", "content": "Where is the CPU time going?"}],
@@ -208,7 +209,10 @@ def test_assistant_tool_loop(env, kind):
     assert st == 200, out
     assert p.problems == []
     assert out["stopped"] == "done" and "compile_branch" in out["answer"]
-    assert [x["tool"] for x in out["steps"]] == ["list_projects", "top_functions"]
+    # Two tool calls in one answer: both results go back in one message
+    # (the provider checks the roles and that each result answers a call).
+    assert [x["tool"] for x in out["steps"]] == ["list_projects", "top_functions", "top_entities"]
+    assert len(p.tool_results(p.requests[-1])) == 3
     assert not any(x["is_error"] for x in out["steps"]), out["steps"]
     assert "default" in out["steps"][0]["result"]
     assert "compile_branch" in out["steps"][1]["result"]

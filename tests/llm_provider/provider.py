@@ -285,20 +285,24 @@ class Provider:
         return {"status": 200, "body": body}
 
     def tool_call(self, name, args, call_id="call_1", text=""):
+        return self.tool_calls([(name, args, call_id)], text)
+
+    def tool_calls(self, calls, text=""):
+        """An answer asking for several tools at once: [(name, args, id)]."""
         if self.kind == "anthropic":
             content = ([{"type": "text", "text": text}] if text else []) + \
-                [{"type": "tool_use", "id": call_id, "name": name, "input": args}]
+                [{"type": "tool_use", "id": i, "name": n, "input": a} for n, a, i in calls]
             body = {"id": "msg_2", "type": "message", "role": "assistant", "content": content,
                     "stop_reason": "tool_use", "usage": {"input_tokens": 200, "output_tokens": 20}}
         elif self.kind == "gemini":
-            parts = ([{"text": text}] if text else []) + [{"functionCall": {"name": name, "args": args}}]
+            parts = ([{"text": text}] if text else []) + [{"functionCall": {"name": n, "args": a}} for n, a, _ in calls]
             body = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}],
                     "usageMetadata": {"promptTokenCount": 200, "candidatesTokenCount": 20}}
         else:
             body = {"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
                 "role": "assistant", "content": text or None,
-                "tool_calls": [{"id": call_id, "type": "function",
-                                "function": {"name": name, "arguments": json.dumps(args)}}]}}],
+                "tool_calls": [{"id": i, "type": "function",
+                                "function": {"name": n, "arguments": json.dumps(a)}} for n, a, i in calls]}}],
                 "usage": {"prompt_tokens": 200, "completion_tokens": 20}}
         return {"status": 200, "body": body}
 
