@@ -458,6 +458,12 @@ void llm_reply_free(struct llm_reply *r)
 	memset(r, 0, sizeof(*r));
 }
 
+/* A new reference: v when it is an object, else an empty object. */
+static json_t *object_or_empty(json_t *v)
+{
+	return json_is_object(v) ? json_incref(v) : json_object();
+}
+
 static uint64_t unum(const json_t *o, const char *k)
 {
 	json_int_t v = json_integer_value(json_object_get(o, k));
@@ -493,11 +499,9 @@ int llm_parse_reply(const struct llm *l, const char *body, size_t len, struct ll
 			if (strcmp(type, "text") == 0)
 				buf_puts(&text, jstr(p, "text"));
 			else if (strcmp(type, "tool_use") == 0 && *jstr(p, "name"))
-				json_array_append_new(calls, json_pack("{s:s, s:s, s:O}", "id", jstr(p, "id"), "name",
+				json_array_append_new(calls, json_pack("{s:s, s:s, s:o}", "id", jstr(p, "id"), "name",
 								       jstr(p, "name"), "arguments",
-								       json_is_object(json_object_get(p, "input"))
-									       ? json_object_get(p, "input")
-									       : json_object()));
+								       object_or_empty(json_object_get(p, "input"))));
 		}
 		snprintf(out->stop, sizeof(out->stop), "%s", jstr(doc, "stop_reason"));
 		json_t *u = json_object_get(doc, "usage");
@@ -554,10 +558,9 @@ int llm_parse_reply(const struct llm *l, const char *body, size_t len, struct ll
 				char id[32];
 				snprintf(id, sizeof(id), "call_%zu", json_array_size(calls) + 1);
 				json_t *a = json_object_get(fc, "args");
-				json_array_append_new(calls, json_pack("{s:s, s:s, s:O}", "id",
+				json_array_append_new(calls, json_pack("{s:s, s:s, s:o}", "id",
 								       *jstr(fc, "id") ? jstr(fc, "id") : id, "name",
-								       jstr(fc, "name"), "arguments",
-								       json_is_object(a) ? a : json_object()));
+								       jstr(fc, "name"), "arguments", object_or_empty(a)));
 			}
 		}
 		snprintf(out->stop, sizeof(out->stop), "%s", jstr(cand, "finishReason"));

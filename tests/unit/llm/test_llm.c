@@ -152,6 +152,11 @@ static void test_replies(void **state)
 	parse_ok("gemini", "{\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"a\"},{\"text\":\"b\"}]}}],"
 			   "\"usageMetadata\":{\"promptTokenCount\":3}}",
 		 "ab", NULL, 3);
+	/* A call without its arguments: an empty object (and nothing leaked). */
+	parse_ok("anthropic", "{\"content\":[{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"events\"}]}", "",
+		 "events", 0);
+	parse_ok("gemini", "{\"candidates\":[{\"content\":{\"parts\":[{\"functionCall\":{\"name\":\"f\"}}]}}]}",
+		 "", "f", 0);
 	parse_bad("anthropic", "{\"content\":\"x\"}");
 	parse_bad("openai", "{\"choices\":[]}");
 	parse_bad("gemini", "{\"promptFeedback\":{\"blockReason\":\"SAFETY\"}}");
