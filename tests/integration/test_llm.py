@@ -303,3 +303,47 @@ def test_llm_settings(env):
     st, doc = call(s, "POST", BASE + "/recommendations/refresh")
     assert web_rec(doc)["llm"]["models"]["examine"] == "other-model"
     assert p.model_of(p.requests[0]) == "other-model" and p.problems == []
+
+
+def test_assistant_tools_run_as_the_caller(tmp_path):
+    """With --auth local, each tool call has the caller's permissions: a
+    token that reads project alpha only gets a tool error for beta, and
+    list_projects lists alpha alone."""
+    sys.path.insert(0, os.path.dirname(__file__))
+    from test_auth import ADMIN, PASSWORD, Session, bearer
+    from test_mcp import ingest
+    p = Provider("openai", KEY, path_prefix="/v1")
+    pw = tmp_path / "admin-password"
+    pw.write_text(PASSWORD + "\n")
+    s = start(tmp_path, p, "--auth", "local", "--admin-email", ADMIN, "--admin-password-file", str(pw),
+              "--llm-recommendations=false")
+    try:
+        sess = Session(s)
+        admin = sess.login(ADMIN, PASSWORD)[1]["access_token"]
+        for name in ("alpha", "beta"):
+            ingest(s, admin, name)
+        ids = {x["name"]: x["id"] for x in bearer(s, "GET", "/public/api/v1/projects", admin)[1]["projects"]}
+        st, tok = sess.call("POST", "/public/api/v1/service-tokens",
+                            {"name": "asst", "scopes": ["project:read"], "project_ids": [ids["alpha"]]})
+        assert st == 201, tok
+        token = tok["token"]
+        body = {"messages": [{"role": "user", "content": "compare alpha and beta"}]}
+        assert http("POST", f"{s.url}/public/api/v1/project/{ids['alpha']}/assistant", json.dumps(body).encode(),
+                    {"Content-Type": "application/json"})[0] == 401
+        st, out = bearer(s, "POST", f"/public/api/v1/project/{ids['beta']}/assistant", token, body)
+        assert st == 403, out
+        p.script = [p.tool_calls([("top_functions", {"project": "beta"}, "c1"),
+                                  ("top_functions", {"project": "alpha"}, "c2"),
+                                  ("list_projects", {}, "c3")]),
+                    p.text("alpha only")]
+        st, out = bearer(s, "POST", f"/public/api/v1/project/{ids['alpha']}/assistant", token, body)
+        assert st == 200, out
+        beta, alpha, lst = out["steps"]
+        assert beta["is_error"] and "project:read" in beta["result"] and "beta" in beta["result"], beta
+        assert not alpha["is_error"] and "work_b" in alpha["result"], alpha
+        assert "alpha" in lst["result"] and "beta" not in lst["result"], lst
+        assert p.problems == []
+    finally:
+        s.stop()
+        p.stop()
+    assert KEY not in s.output()
