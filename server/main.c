@@ -23,6 +23,7 @@
 #include "server/notify/slack.h"
 #include "server/llm/llm.h"
 #include "server/llm/llm_recs.h"
+#include "server/llm/mcp_remote.h"
 #include "server/query/recommend.h"
 #include "server/http/otlp_grpc.h"
 #include "server/http/server.h"
@@ -72,6 +73,7 @@ struct server_config {
 	uint64_t llm_max_in, llm_max_out, llm_max_retries;
 	int64_t llm_timeout_ms;
 	bool llm_recommendations;
+	char *assistant_mcp_servers_file;
 	bool verbose;
 	bool json_log;
 	bool help;
@@ -161,6 +163,8 @@ static const struct flag_def defs[] = {
 	  "retries of an LLM request answered 429 or 5xx (after its Retry-After)" },
 	{ "llm-recommendations", FLAG_BOOL, "true", OFF(llm_recommendations), 0, 0,
 	  "with --llm-provider: the LLM also examines the recommendations (LLM mode)" },
+	{ "assistant-mcp-servers-file", FLAG_STRING, "", OFF(assistant_mcp_servers_file), 0, 0,
+	  "JSON file of the assistant's external MCP servers: [{\"name\",\"endpoint\",\"auth-token\"}]" },
 	{ "public-url", FLAG_STRING, "", OFF(public_url), 0, 0,
 	  "the address users reach the UI at, for links in notifications (default: http(s)://--listen)" },
 	{ "tls-cert", FLAG_STRING, "", OFF(tls_cert), 0, 0,
@@ -476,6 +480,10 @@ int main(int argc, char **argv, char **envp)
 			log_error("%s", err.data);
 			goto out;
 		}
+		if (mcp_remotes_open(cfg.assistant_mcp_servers_file, &srv.mcp_remotes, &err) < 0) {
+			log_error("%s", err.data);
+			goto out;
+		}
 		if (srv.llm) {
 			/* Always set: the settings may turn the LLM mode on or off. */
 			recs_set_analyzer(srv.recs, llm_recs_analyze, srv.llm);
@@ -627,6 +635,7 @@ out:
 	recs_close(srv.recs); /* its thread tells slack: first */
 	slack_stop(slack);
 	llm_close(srv.llm); /* after recs_close: its thread uses it */
+	mcp_remotes_free(srv.mcp_remotes);
 	sessions_free(srv.sessions);
 	auth_close(srv.auth);
 	projects_close(srv.projects);

@@ -27,6 +27,7 @@
 #include "mcp.h"
 #include "server/auth/authz.h"
 #include "server/llm/llm.h"
+#include "server/llm/mcp_remote.h"
 #include "server/query/request.h"
 #include "server/store/projects.h"
 #include "util.h"
@@ -176,6 +177,8 @@ void handle_assistant(struct server *srv, const struct http_req *req, struct htt
 	if (json_is_string(ctx))
 		buf_printf(&sys, "\n\nThe user is looking at this (from the UI):\n%s", json_string_value(ctx));
 	json_t *tools = tools_of();
+	struct buf notes = { 0 };
+	mcp_remotes_tools(srv->mcp_remotes, tools, &notes);
 	struct buf steps = { 0 }, answer = { 0 };
 	const char *stopped = "max_steps";
 	char model[LLM_MAX_MODEL];
@@ -224,6 +227,15 @@ void handle_assistant(struct server *srv, const struct http_req *req, struct htt
 			char *a = json_dumps(args, JSON_COMPACT);
 			if (a && strlen(a) > MCP_MAX_ARGS) {
 				buf_printf(&text, "arguments: %zu bytes, at most %u", strlen(a), MCP_MAX_ARGS);
+			} else if (mcp_remotes_owns(srv->mcp_remotes, name)) {
+				/* An external server's tool: it answers with its own
+				 * credentials (auth-token), not the caller's. */
+				if (mcp_remotes_call(srv->mcp_remotes, name, args, &res, &terr) < 0)
+					buf_printf(&text, "%s", terr.data ? terr.data : "the MCP server failed");
+				else {
+					result_text(res, &text);
+					is_error = json_is_true(json_object_get(res, "isError"));
+				}
 			} else if (mcp_tool_call(srv, who, name, args, &res, &terr) < 0) {
 				buf_printf(&text, "%s", terr.data ? terr.data : "unknown tool");
 			} else {
@@ -285,6 +297,11 @@ void handle_assistant(struct server *srv, const struct http_req *req, struct htt
 	jsonw_str(&resp->body, stopped);
 	buf_puts(&resp->body, ",");
 	answer_steps(&resp->body, &steps);
+	if (notes.len) {
+		buf_puts(&resp->body, ",");
+		jsonw_key(&resp->body, "notes");
+		jsonw_str(&resp->body, notes.data);
+	}
 	buf_puts(&resp->body, ",\"usage\":{\"input_tokens\":");
 	jsonw_u64(&resp->body, in);
 	buf_puts(&resp->body, ",\"output_tokens\":");
@@ -294,6 +311,7 @@ void handle_assistant(struct server *srv, const struct http_req *req, struct htt
 	buf_puts(&resp->body, "}}\n");
 	http_json(resp, status);
 	json_decref(tools);
+	buf_free(&notes);
 	buf_free(&steps);
 	buf_free(&answer);
 	buf_free(&sys);

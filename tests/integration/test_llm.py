@@ -347,3 +347,101 @@ def test_assistant_tools_run_as_the_caller(tmp_path):
         s.stop()
         p.stop()
     assert KEY not in s.output()
+
+
+class McpStub:
+    """A test-only external MCP server (Streamable HTTP): initialize with a
+    session id, tools/list with one tool, tools/call answered as an SSE
+    stream; every request must carry the bearer token and, after
+    initialize, the session id."""
+
+    def __init__(self, token):
+        import http.server as hs
+        import threading
+        self.calls, self.problems = [], []
+        outer = self
+
+        class H(hs.BaseHTTPRequestHandler):
+            def do_POST(self):
+                msg = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+                if self.headers.get("Authorization") != "Bearer " + token:
+                    outer.problems.append("no bearer token")
+                m = msg.get("method")
+                if m != "initialize" and self.headers.get("Mcp-Session-Id") != "sess-1":
+                    outer.problems.append(f"{m}: no session id")
+                if "id" not in msg:
+                    self.send_response(202)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                sse = False
+                if m == "initialize":
+                    res = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                           "serverInfo": {"name": "stub", "version": "1"}}
+                elif m == "tools/list":
+                    res = {"tools": [{"name": "lookup_ticket", "description": "A ticket by id",
+                                      "inputSchema": {"type": "object", "properties": {"id": {"type": "string"}},
+                                                      "required": ["id"]}}]}
+                elif m == "tools/call":
+                    outer.calls.append(msg["params"])
+                    res = {"content": [{"type": "text", "text": f"ticket {msg['params']['arguments'].get('id')}: "
+                                        "slow deploy since the regex change"}], "isError": False}
+                    sse = True
+                else:
+                    res = {}
+                data = json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": res})
+                body = (f"event: message\ndata: {data}\n\n" if sse else data).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream" if sse else "application/json")
+                self.send_header("Mcp-Session-Id", "sess-1")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        self.srv = hs.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.port = self.srv.server_address[1]
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+def test_assistant_external_mcp_server(tmp_path):
+    token = "mcp-secret-token-77"
+    stub = McpStub(token)
+    cfg = tmp_path / "mcp.json"
+    cfg.write_text(json.dumps([{"name": "tickets", "endpoint": f"http://127.0.0.1:{stub.port}/mcp", "auth-token": token},
+                               {"name": "down", "endpoint": "http://127.0.0.1:1/mcp"}]))
+    p = Provider("anthropic", KEY)
+    s = start(tmp_path, p, f"--assistant-mcp-servers-file={cfg}", "--llm-recommendations=false")
+    try:
+        p.script = [p.tool_calls([("tickets__lookup_ticket", {"id": "T-1"}, "c1"),
+                                  ("list_projects", {}, "c2")]),
+                    p.text("T-1 says the regex change slowed deploys.")]
+        st, out = call(s, "POST", BASE + "/assistant", {"messages": [{"role": "user", "content": "any tickets?"}]})
+        assert st == 200, out
+        ext, own = out["steps"]
+        assert ext["tool"] == "tickets__lookup_ticket" and not ext["is_error"] and "slow deploy" in ext["result"], ext
+        assert not own["is_error"] and "default" in own["result"]
+        assert stub.calls == [{"name": "lookup_ticket", "arguments": {"id": "T-1"}}] and stub.problems == []
+        assert "down" in out["notes"], out
+        offered = [t["name"] for t in p.requests[0][3]["tools"]]
+        assert "tickets__lookup_ticket" in offered and "list_projects" in offered
+        assert p.problems == [] and token not in json.dumps(out)
+    finally:
+        s.stop()
+        p.stop()
+        stub.stop()
+    assert token not in s.output() and KEY not in s.output()
+    bad = tmp_path / "bad.json"
+    bad.write_text('[{"name": "a__b", "endpoint": "http://x"}]')
+    s2 = Server(tmp_path / "d2", None, f"--assistant-mcp-servers-file={bad}")
+    s2.start(wait=False)
+    deadline = time.time() + 10
+    while s2.running() and time.time() < deadline:
+        time.sleep(0.1)
+    assert not s2.running() and "--assistant-mcp-servers-file" in s2.output()
