@@ -445,3 +445,33 @@ def test_assistant_external_mcp_server(tmp_path):
     while s2.running() and time.time() < deadline:
         time.sleep(0.1)
     assert not s2.running() and "--assistant-mcp-servers-file" in s2.output()
+
+
+def test_answers_match_openapi(env):
+    """The assistant's, the LLM settings' and an LLM-mode recommendation's
+    answers against openapi.json (objects read as closed)."""
+    sys.path.insert(0, os.path.dirname(__file__))
+    from test_openapi import Document
+    doc = Document()
+    p, s = env("gemini")
+    send_profile(s, [(REGEX, "web", 600)])
+    p.script = [p.text(json.dumps(EXAMINE)), p.text(json.dumps(SUMMARY))]
+
+    def check(method, path, body=None, want=200):
+        st, out = http(method, s.url + path, None if body is None else json.dumps(body).encode(),
+                       {"Content-Type": "application/json"}, timeout=60)
+        assert st == want, out
+        doc.check(method, path, st, "application/json", out)
+        return json.loads(out)
+    check("POST", BASE + "/recommendations/refresh")
+    assert check("GET", BASE + "/recommendations")["recommendations"][0]["llm"]["status"] == "ok"
+    p.script = [p.error(400, "bad")]
+    check("POST", BASE + "/recommendations/regenerate")  # an llm error answer
+    p.script = [p.tool_call("top_functions", {"project": DEFAULT_PROJECT}, "c1"), p.text("done")]
+    check("POST", BASE + "/assistant", {"messages": [{"role": "user", "content": "x"}]})
+    p.script = [p.error(503, "down")] * 4
+    check("POST", BASE + "/assistant", {"messages": [{"role": "user", "content": "x"}]}, 502)
+    check("GET", "/public/api/v1/assistant/config")
+    check("GET", "/public/api/v1/settings/llm")
+    check("PUT", "/public/api/v1/settings/llm", {"model_summarize": "small-2"})
+    check("PUT", "/public/api/v1/settings/llm", {"api_key": "x"}, 400)
