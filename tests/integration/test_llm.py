@@ -475,3 +475,16 @@ def test_answers_match_openapi(env):
     check("GET", "/public/api/v1/settings/llm")
     check("PUT", "/public/api/v1/settings/llm", {"model_summarize": "small-2"})
     check("PUT", "/public/api/v1/settings/llm", {"api_key": "x"}, 400)
+
+
+def test_timeout(env):
+    p, s = env("openai-compatible", "--llm-timeout=1s", "--llm-max-retries=0", "--llm-recommendations=false")
+
+    def slow(prov, body):
+        time.sleep(2.5)
+        return prov.text("late")
+    p.script = [slow]
+    t0 = time.time()
+    st, out = call(s, "POST", BASE + "/assistant", {"messages": [{"role": "user", "content": "x"}]})
+    assert st == 502 and "could not be reached" in out["error"] and "imeout" in out["error"], out
+    assert time.time() - t0 < 2.4
