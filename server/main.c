@@ -22,6 +22,9 @@
 #include "server/http/mcp.h"
 #include "pidlock.h"
 #include "server/notify/slack.h"
+#include "server/llm/llm.h"
+#include "server/llm/llm_recs.h"
+#include "server/llm/mcp_remote.h"
 #include "server/query/recommend.h"
 #include "server/http/otlp_grpc.h"
 #include "server/http/server.h"
@@ -66,6 +69,12 @@ struct server_config {
 	char *slack_webhook_url_file, *public_url;
 	uint64_t slack_max_messages;
 	int64_t slack_rate_window_ms;
+	char *llm_provider, *llm_base_url, *llm_api_key_file, *llm_api_key_env;
+	char *llm_model_examine, *llm_model_summarize;
+	uint64_t llm_max_in, llm_max_out, llm_max_retries;
+	int64_t llm_timeout_ms;
+	bool llm_recommendations;
+	char *assistant_mcp_servers_file;
 	bool verbose;
 	bool json_log;
 	bool help;
@@ -131,6 +140,32 @@ static const struct flag_def defs[] = {
 	  "Slack: at most this many messages per --slack-rate-window; the rest wait and go out grouped" },
 	{ "slack-rate-window", FLAG_DURATION, "10m", OFF(slack_rate_window_ms), 1000, 86400000,
 	  "Slack: the window of --slack-max-messages" },
+	{ "llm-provider", FLAG_STRING, "", OFF(llm_provider), 0, 0,
+	  "the LLM of the assistant and of LLM-mode recommendations: anthropic, openai, gemini or "
+	  "openai-compatible (empty: none)" },
+	{ "llm-base-url", FLAG_STRING, "", OFF(llm_base_url), 0, 0,
+	  "the provider's API URL (openai-compatible: its chat completions URL; empty: the provider's)" },
+	{ "llm-api-key-file", FLAG_STRING, "", OFF(llm_api_key_file), 0, 0,
+	  "file holding the LLM API key (else the variable of --llm-api-key-env)" },
+	{ "llm-api-key-env", FLAG_STRING, "", OFF(llm_api_key_env), 0, 0,
+	  "environment variable holding the LLM API key (empty: ANTHROPIC_API_KEY, OPENAI_API_KEY, "
+	  "GEMINI_API_KEY or CUSTOM_LLM_API_KEY)" },
+	{ "llm-model-examine", FLAG_STRING, "", OFF(llm_model_examine), 0, 0,
+	  "the model of trace examination and of the assistant" },
+	{ "llm-model-summarize", FLAG_STRING, "", OFF(llm_model_summarize), 0, 0,
+	  "the model of summary and classification (empty: --llm-model-examine)" },
+	{ "llm-max-input-tokens-per-hour", FLAG_UINT, "0", OFF(llm_max_in), 0, 1ULL << 40,
+	  "LLM input tokens allowed per hour, checked before each request (0: no limit)" },
+	{ "llm-max-output-tokens-per-hour", FLAG_UINT, "0", OFF(llm_max_out), 0, 1ULL << 40,
+	  "LLM output tokens allowed per hour, checked before each request (0: no limit)" },
+	{ "llm-timeout", FLAG_DURATION, "120s", OFF(llm_timeout_ms), 1000, 3600000,
+	  "the time limit of one LLM request" },
+	{ "llm-max-retries", FLAG_UINT, "3", OFF(llm_max_retries), 0, 10,
+	  "retries of an LLM request answered 429 or 5xx (after its Retry-After)" },
+	{ "llm-recommendations", FLAG_BOOL, "true", OFF(llm_recommendations), 0, 0,
+	  "with --llm-provider: the LLM also examines the recommendations (LLM mode)" },
+	{ "assistant-mcp-servers-file", FLAG_STRING, "", OFF(assistant_mcp_servers_file), 0, 0,
+	  "JSON file of the assistant's external MCP servers: [{\"name\",\"endpoint\",\"auth-token\"}]" },
 	{ "public-url", FLAG_STRING, "", OFF(public_url), 0, 0,
 	  "the address users reach the UI at, for links in notifications (default: http(s)://--listen)" },
 	{ "tls-cert", FLAG_STRING, "", OFF(tls_cert), 0, 0,
@@ -430,6 +465,36 @@ int main(int argc, char **argv, char **envp)
 		log_info("slack: notifications on (at most %llu messages per %lld s)",
 			 (unsigned long long)cfg.slack_max_messages, (long long)(cfg.slack_rate_window_ms / 1000));
 	}
+	{
+		struct llm_config lc = {
+			.provider = cfg.llm_provider, .base_url = cfg.llm_base_url,
+			.api_key_file = cfg.llm_api_key_file, .api_key_env = cfg.llm_api_key_env,
+			.model_examine = cfg.llm_model_examine, .model_summarize = cfg.llm_model_summarize,
+			.max_input_tokens_hour = cfg.llm_max_in, .max_output_tokens_hour = cfg.llm_max_out,
+			.timeout_ms = cfg.llm_timeout_ms, .max_retries = (unsigned)cfg.llm_max_retries,
+			.recommendations = cfg.llm_recommendations, .data_dir = cfg.data_dir,
+		};
+		if (*cfg.llm_provider && curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+			log_error("--llm-provider: libcurl could not start");
+			goto out;
+		}
+		if (llm_open(&lc, &srv.llm, &err) < 0) {
+			log_error("%s", err.data);
+			goto out;
+		}
+		if (mcp_remotes_open(cfg.assistant_mcp_servers_file, &srv.mcp_remotes, &err) < 0) {
+			log_error("%s", err.data);
+			goto out;
+		}
+		if (srv.llm) {
+			/* Always set: the settings may turn the LLM mode on or off. */
+			recs_set_analyzer(srv.recs, llm_recs_analyze, srv.llm);
+			char mex[LLM_MAX_MODEL], msu[LLM_MAX_MODEL];
+			log_info("llm: %s, models %s and %s; recommendations in LLM mode: %s",
+				 llm_provider_name(srv.llm), llm_model(srv.llm, false, mex), llm_model(srv.llm, true, msu),
+				 llm_recs_enabled(srv.llm) ? "on" : "off");
+		}
+	}
 	if (recs_start(srv.recs, srv.store, srv.symbols, srv.projects, &err) < 0) {
 		log_error("%s", err.data);
 		goto out;
@@ -571,6 +636,8 @@ out:
 	fetcher_stop(srv.fetcher);
 	recs_close(srv.recs); /* its thread tells slack: first */
 	slack_stop(slack);
+	llm_close(srv.llm); /* after recs_close: its thread uses it */
+	mcp_remotes_free(srv.mcp_remotes);
 	sessions_free(srv.sessions);
 	auth_close(srv.auth);
 	projects_close(srv.projects);

@@ -20,6 +20,7 @@ const VIEWS = {
 	diff: 'Diff',
 	metrics: 'Metrics',
 	recs: 'Recommendations',
+	assistant: 'AI assistant',
 	settings: 'Settings',
 	// Reached from the user menu (session.js), not the views' tabs.
 	account: 'Account',
@@ -880,9 +881,48 @@ function menuItems(i) {
 		items.push(['Search for this function', () => setSearchTerm(name)]);
 		items.push(['Show only stacks through this function', () => onlyThrough(name)]);
 	}
+	if (assistantOn && i !== 0) items.push(['Explain this (AI assistant)', () => explainFrame(i)]);
 	items.push(['Copy name', () => copyText(name)]);
 	return items;
 }
+
+// --- the AI assistant's panel (view_assistant.js) -----------------------------------
+
+let assistantOn = false; // the server has an LLM (GET /public/api/v1/assistant/config)
+
+// What the model reads of frame i: its path from the root, its numbers,
+// the heaviest functions under it, the range, the query and the kind.
+function frameContext(i) {
+	const path = [];
+	for (let j = i, d = fg.depth[i]; j >= 0 && d >= 0; j--) {
+		if (fg.depth[j] === d && fg.next[j] > i) {
+			path.unshift(j);
+			d--;
+		}
+	}
+	const whole = fg.total[0] || 1;
+	const n = fg.node(i);
+	const lines = [`Flamegraph of ${KINDS[state.kind] || state.kind} over ${rangeText(state.range, state.from, state.to)}${state.q ? `, query ${state.q}` : ''}.`,
+		`Selected frame: ${n.name} (${fg.typeName(i)}${n.binary ? `, ${n.binary}` : ''}${n.file ? `, ${n.file}${n.line ? ':' + n.line : ''}` : ''}): ${fmtPct((100 * fg.total[i]) / whole)} of the total, ${fmtPct((100 * fg.self[i]) / whole)} self.`,
+		'Path from the root: ' + path.filter((j) => j !== 0).map((j) => String(fg.node(j).name)).join(' > '),
+		'Heaviest functions under it (self % of the total): ' + functionsUnder(i).slice(0, 8).map((r) => `${r.name} ${fmtPct((100 * r.self) / whole)}`).join(', ')];
+	return lines.join('\n');
+}
+
+async function openAssistant(context, first) {
+	const m = await import('./view_assistant.js');
+	m.openPanel($('assistant-panel'), state.project, context, first);
+}
+
+function explainFrame(i) {
+	openAssistant(frameContext(i), `Explain what ${fg.node(i).name} does here, why it costs this much, and how to make it cheaper.`);
+}
+
+import('./view_assistant.js').then((m) => m.assistantConfig()).then((c) => {
+	assistantOn = !!(c && c.enabled);
+	$('assistant-button').hidden = !assistantOn;
+});
+$('assistant-button').addEventListener('click', () => openAssistant(fg && fg.total && fg.total.length ? frameContext(fg.focus || 0) : null, null));
 
 // The group-by level of a synthetic frame (its depth among the levels).
 function groupLevelOf(i) {

@@ -256,6 +256,22 @@ function frameHTML(f) {
 	return `<li class="recs-frame${f.role ? ' ' + f.role : ''}"><code>${escapeHTML(f.name)}</code> <span class="recs-ftype">${escapeHTML(f.type)}</span> <span class="recs-bin">${escapeHTML(f.binary)}</span>${where}${f.role ? ` <span class="recs-role">${f.role}</span>` : ''}</li>`;
 }
 
+// The LLM mode's analysis (docs/recommendations.md), beside the built-in
+// one: ok, or the error / refusal (never the model's raw text).
+function llmHTML(r) {
+	const l = r.llm;
+	if (!l) return '';
+	if (l.status !== 'ok') {
+		return `<section data-section="llm" class="recs-llm bad"><h3>LLM analysis</h3><p>${l.status === 'refused' ? 'Not asked: ' : 'Failed'} (${escapeHTML(l.step || '')}${l.attempts ? `, ${l.attempts} attempts` : ''}): ${escapeHTML(l.error)}. The built-in analysis below stands.</p></section>`;
+	}
+	return `<section data-section="llm" class="recs-llm"><h3>LLM analysis: ${escapeHTML(l.title)}</h3>
+	<p>${escapeHTML(l.description)}</p>
+	<p class="recs-muted">${l.tags.map((t) => `<span class="recs-src">${escapeHTML(t)}</span>`).join(' ')} \u00b7 confidence ${escapeHTML(l.confidence)} \u00b7 ${escapeHTML(l.provider)}: ${escapeHTML(l.models.examine)} / ${escapeHTML(l.models.summarize)} \u00b7 ${l.usage.input_tokens + l.usage.output_tokens} tokens</p>
+	<h4>Diagnosis</h4><p>${escapeHTML(l.diagnosis)}</p>
+	<ol class="recs-actions">${l.actions.map((a) => `<li><div class="recs-action-head"><b>${escapeHTML(a.title)}</b><span class="recs-save">saves ${escapeHTML(fmtAmount(a.savings, r.unit))}</span></div><p>${escapeHTML(a.detail)}</p>${a.source ? `<div class="recs-why">At <code>${escapeHTML(a.source)}</code></div>` : ''}</li>`).join('')}</ol>
+	${l.lower_priority.length ? `<h4>Lower-priority ideas</h4><ul>${l.lower_priority.map((x) => `<li>${escapeHTML(x)}</li>`).join('')}</ul>` : ''}</section>`;
+}
+
 function detailHTML(r) {
 	const attr = { deployment: 'k8s.deployment.name', container: 'container.name', executable: 'process.executable.name' }[r.application_source] || 'process.executable.name';
 	// A script's application is "train.py (python3.11)": filter by the script.
@@ -280,10 +296,11 @@ function detailHTML(r) {
 	<div><span>Estimated savings</span><b>${escapeHTML(fmtSavings(r.savings))}</b></div><div><span>Confidence</span><b>${escapeHTML(tech.confidence)}</b></div></div>
 	<section data-section="issue"><h3>Issue detected</h3><p>${escapeHTML(r.issue)}</p><p class="recs-muted">Application <b>${escapeHTML(r.application)}</b> (${escapeHTML(r.application_source)}) \u00b7 ${escapeHTML(window)}</p></section>
 	<section data-section="usage"><h3>Usage over time</h3>${usageSVG(r)}</section>
+	${llmHTML(r)}
 	<section data-section="actions"><h3>Recommended actions</h3>${actions}</section>
 	<section data-section="analysis"><h3>Analysis</h3>${analysis || '<p>\u2013</p>'}</section>
 	<section data-section="entities"><h3>Affected entities</h3>${ents}</section>
-	<section data-section="technical"><h3>Technical details</h3><p>Analyzer: ${escapeHTML(tech.analyzer)} (no LLM) \u00b7 confidence ${escapeHTML(tech.confidence)}</p>
+	<section data-section="technical"><h3>Technical details</h3><p>Analyzer: ${escapeHTML(tech.analyzer)}${r.llm ? ', and the LLM above' : ' (no LLM)'} \u00b7 confidence ${escapeHTML(tech.confidence)}</p>
 	${tech.lower_priority.length ? `<h4>Lower-priority ideas</h4><ul>${tech.lower_priority.map((s) => `<li>${escapeHTML(s)}</li>`).join('')}</ul>` : ''}
 	<h4>Hot traces analyzed</h4>${traces}</section>`;
 }

@@ -19,6 +19,73 @@ const FIELDS = [
 	{ key: 'cost_per_gpu_hour', label: 'Price of a GPU-hour', unit: 'USD', help: 'Turns the GPU time a recommendation saves into an annual cost.', toForm: (v) => v, toApi: (v) => v, step: '0.01', min: '0', max: '1000000' },
 ];
 const PATH = '/public/api/v1/settings/recommendations';
+const LLM_PATH = '/public/api/v1/settings/llm';
+
+// The AI configuration (GET/PUT /public/api/v1/settings/llm): the models
+// and token limits change here; the provider, its URL and the key are the
+// server's flags only (the key is never sent to or from the browser).
+function llmHTML(l) {
+	if (!l.provider) return `<h2>AI configuration</h2><p class="settings-help">No LLM: the built-in analyzer writes every recommendation and the AI assistant is off. Start ember-server with <code>--llm-provider</code>, <code>--llm-model-examine</code> and the key in <code>--llm-api-key-file</code> or its environment variable (docs/assistant.md).</p>`;
+	const over = (k) => l.overridden.includes(k);
+	const text = (k, label, help) => `<div class="settings-field" data-field="${k}"><label for="set-${k}">${escapeHTML(label)}</label>
+	<div class="settings-input"><input id="set-${k}" name="${k}" type="text" value="${escapeHTML(l[k])}" required>${over(k) ? ` <button type="button" class="settings-reset" data-llm-reset="${k}" title="Back to the server's flag value">Reset</button>` : ''}</div>
+	<p class="settings-help">${escapeHTML(help)} ${over(k) ? `<b>Saved here</b> (flag: ${escapeHTML(l.defaults[k])})` : 'From the server\u2019s flag.'}</p></div>`;
+	const num = (k, label, help) => `<div class="settings-field" data-field="${k}"><label for="set-${k}">${escapeHTML(label)}</label>
+	<div class="settings-input"><input id="set-${k}" name="${k}" type="number" min="0" step="1000" value="${l[k] || ''}" placeholder="no limit"> <span>tokens / hour</span>${over(k) ? ` <button type="button" class="settings-reset" data-llm-reset="${k}" title="Back to the server's flag value">Reset</button>` : ''}</div>
+	<p class="settings-help">${escapeHTML(help)}</p></div>`;
+	return `<h2>AI configuration</h2>
+	<p class="settings-help">Provider <b>${escapeHTML(l.provider)}</b> at <code>${escapeHTML(l.base_url)}</code>; key from the ${escapeHTML(l.key_source)} (set only on the server, never here).</p>
+	<div class="settings-field"><label><input type="checkbox" name="recommendations"${l.recommendations ? ' checked' : ''}> LLM analysis of recommendations</label><p class="settings-help">The model examines each new or changed recommendation beside the built-in analyzer.</p></div>
+	${text('model_examine', 'Model: trace examination and assistant', 'The in-depth analysis and the AI assistant.')}
+	${text('model_summarize', 'Model: summary and classification', 'A smaller, cheaper model is enough for the short title, description and tags.')}
+	${num('max_input_tokens_per_hour', 'Input token limit', 'Checked before each request; empty: no limit.')}
+	${num('max_output_tokens_per_hour', 'Output token limit', 'Checked before each request; empty: no limit.')}
+	<div class="settings-actions"><button type="submit" class="primary">Save AI configuration</button><span class="settings-llm-status" role="status"></span></div>`;
+}
+
+async function loadLLM(mine) {
+	const el = root.querySelector('.settings-llm');
+	if (!el) return;
+	try {
+		const l = await apiJSON('GET', LLM_PATH);
+		if (mine !== seq) return;
+		el.innerHTML = llmHTML(l);
+		el.onsubmit = (ev) => {
+			ev.preventDefault();
+			const f = el.elements;
+			const doc = {};
+			for (const k of ['model_examine', 'model_summarize']) if (f[k].value !== l[k]) doc[k] = f[k].value;
+			for (const k of ['max_input_tokens_per_hour', 'max_output_tokens_per_hour']) {
+				const v = f[k].value === '' ? 0 : Number(f[k].value);
+				if (v !== l[k]) doc[k] = v;
+			}
+			if (f.recommendations.checked !== l.recommendations) doc.recommendations = f.recommendations.checked;
+			saveLLM(doc);
+		};
+		el.onclick = (ev) => {
+			const b = ev.target.closest('[data-llm-reset]');
+			if (b) saveLLM({ [b.dataset.llmReset]: null });
+		};
+	} catch (e) {
+		if (mine === seq) el.innerHTML = `<h2>AI configuration</h2>${apiErrorHTML(e)}`;
+	}
+}
+
+async function saveLLM(doc) {
+	const st = () => root.querySelector('.settings-llm-status');
+	if (!Object.keys(doc).length) {
+		st().textContent = 'Nothing changed.';
+		return;
+	}
+	try {
+		await apiJSON('PUT', LLM_PATH, doc);
+		await loadLLM(seq);
+		st().textContent = 'Saved.';
+	} catch (e) {
+		st().textContent = e.message || 'Could not save';
+		st().classList.add('bad');
+	}
+}
 
 let root = null;
 let ctx = null;
@@ -54,8 +121,9 @@ async function load() {
 	${FIELDS.slice(3).map((f) => fieldHTML(f, s)).join('')}
 	<div class="settings-actions"><button type="submit" class="primary">Save</button><span class="settings-status" role="status"></span></div>
 </form>
+<form class="settings-llm settings-form panel" novalidate><h2>AI configuration</h2>${messageHTML('info', 'Loading\u2026')}</form>
 <div class="settings-hist panel"><h2>Recommendations history</h2><div class="settings-hist-body">Loading\u2026</div></div>`;
-		const form = body.querySelector('form');
+		const form = body.querySelector('form.settings-form:not(.settings-llm)');
 		form.addEventListener('submit', (ev) => {
 			ev.preventDefault();
 			const doc = {};
@@ -76,6 +144,7 @@ async function load() {
 			if (b) save({ [b.dataset.reset]: null });
 		});
 		ctx.setState('ready');
+		loadLLM(mine);
 		loadHistory(mine);
 	} catch (e) {
 		if (mine !== seq) return;

@@ -60,6 +60,11 @@ void handle_recommendations_suppressed(struct server *srv, const struct http_req
 void handle_recommendations_history(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_recs_settings_get(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_recs_settings_put(struct server *srv, const struct http_req *req, struct http_resp *resp);
+/* server/http/assistant_api.c: the AI assistant (docs/assistant.md). */
+void handle_assistant(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_assistant_config(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_llm_settings_get(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_llm_settings_put(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_asset(struct server *srv, const struct http_req *req, struct http_resp *resp);
 
 #endif

@@ -77,6 +77,13 @@ const struct route server_routes[] = {
 	/* Recommendations and cost settings, stored in recs.db over the flags: admins. */
 	{ "GET", "/public/api/v1/settings/recommendations", handle_recs_settings_get, 0, 0, GLOBAL("admin:settings:read") },
 	{ "PUT", "/public/api/v1/settings/recommendations", handle_recs_settings_put, 64 * KiB, 0, GLOBAL("admin:settings:update") },
+	/* The AI assistant (docs/assistant.md): a tool-calling loop over the MCP
+	 * tools, each run as the caller; the config says whether there is one. */
+	{ "POST", "/public/api/v1/project/{project_id}/assistant", handle_assistant, 1 * MiB, Q, IN_PROJECT("project:read") },
+	{ "GET", "/public/api/v1/assistant/config", handle_assistant_config, 0, 0, ME },
+	/* The LLM's models, token limits and LLM mode (never its key): admins. */
+	{ "GET", "/public/api/v1/settings/llm", handle_llm_settings_get, 0, 0, GLOBAL("admin:settings:read") },
+	{ "PUT", "/public/api/v1/settings/llm", handle_llm_settings_put, 64 * KiB, 0, GLOBAL("admin:settings:update") },
 	/* MCP (server/http/mcp.h): any credential; each tool checks project:read. */
 	{ "POST", "/mcp", handle_mcp_post, MCP_MAX_BODY, Q, ME },
 	{ "GET", "/mcp", handle_mcp_get, 0, 0, ME },

@@ -55,6 +55,8 @@ struct server {
 	struct fetcher *fetcher; /* global symbolization; NULL when not configured */
 	struct mcp *mcp; /* the MCP endpoint's sessions and allowed hosts; NULL: no /mcp */
 	struct recs *recs;       /* recommendations (recommend.h); NULL: answered 503 */
+	struct llm *llm;         /* the LLM client (server/llm/llm.h); NULL: no assistant, no LLM mode */
+	struct mcp_remotes *mcp_remotes; /* the assistant's external MCP servers; NULL: none */
 	struct server_counters counters;
 	int64_t started_ms;
 	const char *data_dir; /* --data-dir; decompressed symbol uploads go to files in it */

@@ -51,6 +51,8 @@ struct recs {
 	struct cache_slot cache[CACHE_SLOTS];
 	void (*listener)(void *ctx, const struct recs_event *ev);
 	void *listener_ctx;
+	recs_analyzer_fn analyzer; /* set before the thread starts, then read only */
+	void *analyzer_ctx;
 	/* The background thread (recs_start). */
 	pthread_t thread;
 	bool started, stop, kick; /* kick: start a pass now (settings changed) */
@@ -215,6 +217,53 @@ void recs_set_listener(struct recs *r, void (*fn)(void *ctx, const struct recs_e
 {
 	r->listener = fn;
 	r->listener_ctx = ctx;
+}
+
+void recs_set_analyzer(struct recs *r, recs_analyzer_fn fn, void *ctx)
+{
+	r->analyzer = fn;
+	r->analyzer_ctx = ctx;
+}
+
+static const char *jstr(const json_t *o, const char *key);
+static struct cache_slot *slot_find(struct recs *r, const char *project);
+
+/* The analyzer's answers of a generation (gen_mu held): the previous
+ * answer of an unchanged recommendation is kept, the others are asked
+ * for (at most RECS_ANALYZER_MAX). */
+static void analyze_extra(struct recs *r, const char *project, const char *trigger, json_t *arr)
+{
+	if (!r->analyzer || strcmp(trigger, "request") == 0)
+		return;
+	bool again = strcmp(trigger, "regenerate") == 0 || strcmp(trigger, "refresh") == 0;
+	unsigned asked = 0;
+	for (size_t i = 0; i < json_array_size(arr); i++) {
+		json_t *rec = json_array_get(arr, i);
+		json_t *prev = NULL;
+		pthread_mutex_lock(&r->mu);
+		struct cache_slot *old = slot_find(r, project);
+		for (size_t j = 0; old && j < json_array_size(old->recs) && !prev; j++) {
+			json_t *o = json_array_get(old->recs, j);
+			if (strcmp(jstr(o, "id"), jstr(rec, "id")) == 0 && json_object_get(o, "llm"))
+				prev = json_deep_copy(json_object_get(o, "llm"));
+		}
+		pthread_mutex_unlock(&r->mu);
+		bool ok = prev && strcmp(jstr(prev, "status"), "ok") == 0;
+		if (!again && ok && strcmp(jstr(rec, "status"), "unchanged") == 0) {
+			json_object_set_new(rec, "llm", prev);
+			continue;
+		}
+		if (asked >= RECS_ANALYZER_MAX) {
+			if (prev)
+				json_object_set_new(rec, "llm", prev);
+			continue;
+		}
+		json_decref(prev);
+		asked++;
+		json_t *res = r->analyzer(r->analyzer_ctx, project, rec);
+		if (res)
+			json_object_set_new(rec, "llm", res);
+	}
 }
 
 void recs_config_get(struct recs *r, struct recs_config *out)
@@ -778,6 +827,7 @@ static int generate_locked(struct recs *r, struct store *st, struct symbols *sym
 								       "peak", pi->peak));
 	}
 	free(prev);
+	analyze_extra(r, project, trigger, arr);
 	int64_t elapsed_ms = (int64_t)((now_mono_ns() - t0) / 1000000);
 	if (store_generation(r, project, seq, now_ms, trigger, elapsed_ms, arr, err) < 0) {
 		if (fresh)
@@ -994,7 +1044,8 @@ int recs_query(struct recs *r, struct store *st, struct symbols *sym, const char
 	json_t *doc = json_pack("{s:o, s:o, s:{s:f, s:f, s:I, s:f, s:I, s:s}}", "recommendations", sorted,
 				"generation", gen, "settings", "cost_per_core_hour", c.cost_per_core_hour,
 				"cost_per_gpu_hour", c.cost_per_gpu_hour, "window_ms", (json_int_t)c.window_ms,
-				"min_share", c.min_share, "step_ms", (json_int_t)c.stale_ms, "analyzer", "built-in");
+				"min_share", c.min_share, "step_ms", (json_int_t)c.stale_ms, "analyzer",
+				r->analyzer ? "built-in+llm" : "built-in");
 	char *s = json_dumps(doc, JSON_COMPACT);
 	json_decref(doc);
 	if (!s) {

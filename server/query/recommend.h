@@ -101,6 +101,19 @@ int recs_start(struct recs *r, struct store *st, struct symbols *sym, struct pro
 void recs_set_listener(struct recs *r, void (*fn)(void *ctx, const struct recs_event *ev),
 		       void *ctx);
 
+/* An analyzer beside the built-in one (the LLM mode: server/llm/llm_recs.h).
+ * Called on the generating thread, gen_mu held, for at most
+ * RECS_ANALYZER_MAX recommendations of a generation: those that are new or
+ * worsened, those of a regenerate or refresh, and those the previous
+ * generation has no "ok" answer for (an "unchanged" one keeps its
+ * previous answer); never in a generation a request started (its answer
+ * would wait for the model). It returns a new object, stored as the
+ * recommendation's "llm" field beside the built-in analysis, which stays
+ * the default and the fallback. Set it before recs_start. */
+#define RECS_ANALYZER_MAX 8
+typedef json_t *(*recs_analyzer_fn)(void *ctx, const char *project, const json_t *rec);
+void recs_set_analyzer(struct recs *r, recs_analyzer_fn fn, void *ctx);
+
 /* Appends {"recommendations":[...], ...} for kind "cpu", "cuda" or
  * "all" (sorted by peak, descending) to out. Returns 0, or -1 with err. */
 int recs_query(struct recs *r, struct store *st, struct symbols *sym, const char *project,

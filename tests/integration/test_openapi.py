@@ -396,6 +396,11 @@ def test_every_route_answers_as_documented(local, doc):
     c.call("PUT", settings, {"cost_per_core_hour": 0.05}, expect=200)
     c.call("PUT", settings, {"min_share": 5}, expect=400)
     c.call("PUT", settings, {"cost_per_core_hour": None}, expect=200)
+    # The assistant: this server has no LLM (tests/integration/test_llm.py has one).
+    c.call("GET", "/public/api/v1/assistant/config", expect=200)
+    c.call("POST", q("assistant"), {"messages": [{"role": "user", "content": "hi"}]}, expect=503)
+    c.call("GET", "/public/api/v1/settings/llm", expect=200)
+    c.call("PUT", "/public/api/v1/settings/llm", {"model_examine": "m"}, expect=409)
 
     # --- MCP --------------------------------------------------------------------
     st, init, hd = c.call("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "initialize",
