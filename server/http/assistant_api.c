@@ -42,14 +42,18 @@
 void handle_assistant_config(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
 	(void)req;
-	buf_puts(&resp->body, "{\"enabled\":");
-	buf_puts(&resp->body, srv->llm ? "true" : "false");
-	buf_puts(&resp->body, ",\"max_steps\":");
-	jsonw_u64(&resp->body, ASSISTANT_MAX_STEPS);
-	buf_puts(&resp->body, ",\"llm\":");
-	llm_status_json(srv->llm, &resp->body);
-	buf_puts(&resp->body, "}\n");
-	http_json(resp, 200);
+	struct buf status = { 0 };
+	llm_status_json(srv->llm, &status);
+	struct jsonw w;
+	http_json_begin(resp, &w);
+	jsonw_begin_object(&w);
+	jsonw_kv_bool(&w, "enabled", srv->llm != NULL);
+	jsonw_kv_u64(&w, "max_steps", ASSISTANT_MAX_STEPS);
+	jsonw_key(&w, "llm");
+	jsonw_raw(&w, status.data, status.len);
+	jsonw_end_object(&w);
+	http_json_end(resp, &w, 200);
+	buf_free(&status);
 }
 
 /* The conversation of the request, validated, as llm.h messages. */
@@ -118,14 +122,6 @@ static void result_text(const json_t *res, struct buf *out)
 		buf_puts(out, "");
 }
 
-static void answer_steps(struct buf *b, const struct buf *steps)
-{
-	buf_puts(b, "\"steps\":[");
-	if (steps->data)
-		buf_append(b, steps->data, steps->len);
-	buf_puts(b, "]");
-}
-
 void handle_assistant(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
 	const char *project = req->params[0];
@@ -179,7 +175,11 @@ void handle_assistant(struct server *srv, const struct http_req *req, struct htt
 	json_t *tools = tools_of();
 	struct buf notes = { 0 };
 	mcp_remotes_tools(srv->mcp_remotes, tools, &notes);
+	/* Every tool call and its result, as the answer's "steps". */
 	struct buf steps = { 0 }, answer = { 0 };
+	struct jsonw sw;
+	jsonw_init(&sw, &steps);
+	jsonw_begin_array(&sw);
 	const char *stopped = "max_steps";
 	char model[LLM_MAX_MODEL];
 	llm_model(srv->llm, false, model);
@@ -243,23 +243,17 @@ void handle_assistant(struct server *srv, const struct http_req *req, struct htt
 				is_error = json_is_true(json_object_get(res, "isError"));
 			}
 			nsteps++;
-			if (steps.len)
-				buf_puts(&steps, ",");
-			buf_puts(&steps, "{\"step\":");
-			jsonw_u64(&steps, s + 1);
-			buf_puts(&steps, ",");
-			jsonw_key(&steps, "tool");
-			jsonw_str(&steps, name);
-			buf_puts(&steps, ",");
-			jsonw_key(&steps, "arguments");
-			buf_puts(&steps, a ? a : "{}");
-			buf_puts(&steps, ",");
-			jsonw_key(&steps, "is_error");
-			buf_puts(&steps, is_error ? "true" : "false");
-			buf_puts(&steps, ",");
-			jsonw_key(&steps, "result");
-			jsonw_str(&steps, text.data);
-			buf_puts(&steps, "}");
+			jsonw_begin_object(&sw);
+			jsonw_kv_u64(&sw, "step", s + 1);
+			jsonw_kv_str(&sw, "tool", name);
+			jsonw_key(&sw, "arguments");
+			if (a)
+				jsonw_raw(&sw, a, strlen(a));
+			else
+				jsonw_raw(&sw, "{}", 2);
+			jsonw_kv_bool(&sw, "is_error", is_error);
+			jsonw_kv_str(&sw, "result", text.data);
+			jsonw_end_object(&sw);
 			if (text.len > ASSISTANT_TOOL_CHARS) {
 				text.len = ASSISTANT_TOOL_CHARS;
 				text.data[text.len] = 0;
@@ -277,39 +271,33 @@ void handle_assistant(struct server *srv, const struct http_req *req, struct htt
 		llm_reply_free(&r);
 	}
 	(void)nsteps;
+	jsonw_end_array(&sw);
+	if (jsonw_finish(&sw) != 0) {
+		buf_reset(&steps);
+		buf_puts(&steps, "[]");
+	}
 	buf_reset(&resp->body);
-	buf_puts(&resp->body, "{");
-	if (status != 200) {
-		jsonw_key(&resp->body, "error");
-		jsonw_str(&resp->body, err.data ? err.data : "error");
-		buf_puts(&resp->body, ",");
-	}
-	jsonw_key(&resp->body, "answer");
-	jsonw_str(&resp->body, answer.data);
-	buf_puts(&resp->body, ",");
-	jsonw_key(&resp->body, "provider");
-	jsonw_str(&resp->body, llm_provider_name(srv->llm));
-	buf_puts(&resp->body, ",");
-	jsonw_key(&resp->body, "model");
-	jsonw_str(&resp->body, model);
-	buf_puts(&resp->body, ",");
-	jsonw_key(&resp->body, "stopped");
-	jsonw_str(&resp->body, stopped);
-	buf_puts(&resp->body, ",");
-	answer_steps(&resp->body, &steps);
-	if (notes.len) {
-		buf_puts(&resp->body, ",");
-		jsonw_key(&resp->body, "notes");
-		jsonw_str(&resp->body, notes.data);
-	}
-	buf_puts(&resp->body, ",\"usage\":{\"input_tokens\":");
-	jsonw_u64(&resp->body, in);
-	buf_puts(&resp->body, ",\"output_tokens\":");
-	jsonw_u64(&resp->body, outt);
-	buf_puts(&resp->body, ",\"model_calls\":");
-	jsonw_u64(&resp->body, calls);
-	buf_puts(&resp->body, "}}\n");
-	http_json(resp, status);
+	struct jsonw w;
+	http_json_begin(resp, &w);
+	jsonw_begin_object(&w);
+	if (status != 200)
+		jsonw_kv_str(&w, "error", err.data ? err.data : "error");
+	jsonw_kv_str(&w, "answer", answer.data);
+	jsonw_kv_str(&w, "provider", llm_provider_name(srv->llm));
+	jsonw_kv_str(&w, "model", model);
+	jsonw_kv_str(&w, "stopped", stopped);
+	jsonw_key(&w, "steps");
+	jsonw_raw(&w, steps.data, steps.len);
+	if (notes.len)
+		jsonw_kv_str(&w, "notes", notes.data);
+	jsonw_key(&w, "usage");
+	jsonw_begin_object(&w);
+	jsonw_kv_u64(&w, "input_tokens", in);
+	jsonw_kv_u64(&w, "output_tokens", outt);
+	jsonw_kv_u64(&w, "model_calls", calls);
+	jsonw_end_object(&w);
+	jsonw_end_object(&w);
+	http_json_end(resp, &w, status);
 	json_decref(tools);
 	buf_free(&notes);
 	buf_free(&steps);
