@@ -34,6 +34,7 @@ static uint64_t key_hash(const struct cuda_agg_key *k)
 		uint64_t stack_id;
 		uint32_t tid, device, stream, context;
 		uint64_t api;
+		uint64_t stall, cubin_id, pc_offset;
 		uint16_t kind;
 	} fixed;
 	memset(&fixed, 0, sizeof(fixed));
@@ -44,6 +45,9 @@ static uint64_t key_hash(const struct cuda_agg_key *k)
 	fixed.context = k->context;
 	fixed.api = (uint64_t)(uintptr_t)k->api;
 	fixed.kind = k->kind;
+	fixed.stall = (uint64_t)(uintptr_t)k->stall;
+	fixed.cubin_id = k->stall ? k->cubin_id : 0;
+	fixed.pc_offset = k->stall ? k->pc_offset : 0;
 	return XXH3_64bits_withSeed(k->name, k->name_len, XXH3_64bits(&fixed, sizeof(fixed)));
 }
 
@@ -51,7 +55,9 @@ static int key_equal(const struct agg_entry *e, const struct cuda_agg_key *k)
 {
 	return e->key.stack_id == k->stack_id && e->key.tid == k->tid && e->key.kind == k->kind &&
 	       e->key.device == k->device && e->key.stream == k->stream && e->key.context == k->context &&
-	       e->key.api == k->api && e->key.name_len == k->name_len && memcmp(e->name, k->name, k->name_len) == 0;
+	       e->key.api == k->api && e->key.stall == k->stall &&
+	       (!k->stall || (e->key.cubin_id == k->cubin_id && e->key.pc_offset == k->pc_offset)) &&
+	       e->key.name_len == k->name_len && memcmp(e->name, k->name, k->name_len) == 0;
 }
 
 struct cuda_agg *cuda_agg_new(unsigned capacity)
@@ -122,6 +128,9 @@ static void add_other(struct cuda_agg *agg, const struct cuda_agg_key *key, uint
 		o->key.context = 0;
 		o->key.name = other_name;
 		o->key.name_len = sizeof(other_name) - 1;
+		o->key.stall = NULL; /* the detail is what overflows */
+		o->key.stall_len = 0;
+		o->key.cubin_id = o->key.pc_offset = 0;
 	}
 	o->total_ns += ns;
 	o->count += count;
@@ -136,6 +145,13 @@ static int add(struct cuda_agg *agg, const struct cuda_agg_key *key_in, uint64_t
 		return -1;
 	if (key.name_len > CUDA_WIRE_NAME_MAX)
 		key.name_len = CUDA_WIRE_NAME_MAX;
+	if (key.stall && (key.stall_len == 0 || key.stall_len > CUDA_WIRE_STALL_MAX ||
+			  (key.kind != CUDA_WIRE_KIND_KERNEL && key.kind != CUDA_WIRE_KIND_GRAPH)))
+		return -1;
+	if (!key.stall) {
+		key.stall_len = 0;
+		key.cubin_id = key.pc_offset = 0;
+	}
 	uint64_t h = key_hash(&key);
 	unsigned mask = agg->nslots - 1;
 	for (unsigned i = (unsigned)h & mask, n = 0; n < agg->nslots; i = (i + 1) & mask, n++) {
@@ -343,11 +359,60 @@ static int builder_add(struct builder *b, const void *fixed, size_t fixed_len, c
 	return 0;
 }
 
+/* Appends fixed part + three strings, padded, to a message of `type`
+ * (the message being filled is sent first when it is of another type). */
+static int builder_add3(struct builder *b, uint16_t type, const void *fixed, size_t fixed_len, const char *s1,
+			size_t l1, const char *s2, size_t l2, const char *s3, size_t l3)
+{
+	if (b->type != type) {
+		if (builder_flush(b) < 0)
+			return -1;
+		b->type = type;
+	}
+	size_t need = pad8(fixed_len + l1 + l2 + l3);
+	if (b->len + need > sizeof(b->buf) && builder_flush(b) < 0)
+		return -1;
+	unsigned char *p = b->buf + b->len;
+	memcpy(p, fixed, fixed_len);
+	memcpy(p + fixed_len, s1, l1);
+	memcpy(p + fixed_len + l1, s2, l2);
+	memcpy(p + fixed_len + l1 + l2, s3, l3);
+	memset(p + fixed_len + l1 + l2 + l3, 0, need - (fixed_len + l1 + l2 + l3));
+	b->len += need;
+	b->count++;
+	b->last = b->pos;
+	return 0;
+}
+
 static int encode_agg_entry(struct builder *b, const struct agg_entry *e)
 {
 	size_t api_len = strnlen(e->key.api, CUDA_WIRE_API_MAX);
 	if (api_len == 0)
 		return 0;
+	if (e->key.stall) {
+		struct cuda_wire_pc w = {
+			.stack_id = e->key.stack_id,
+			.total_ns = e->total_ns,
+			.count = e->count,
+			.tid = e->key.tid,
+			.kind = e->key.kind,
+			.api_len = (uint16_t)api_len,
+			.device = e->key.device,
+			.stream = e->key.stream,
+			.context = e->key.context,
+			.name_len = (uint16_t)e->key.name_len,
+			.stall_len = (uint16_t)e->key.stall_len,
+			.cubin_id = e->key.cubin_id,
+			.pc_offset = e->key.pc_offset,
+		};
+		return builder_add3(b, CUDA_WIRE_PC, &w, sizeof(w), e->key.api, api_len, e->key.name,
+				    e->key.name_len, e->key.stall, e->key.stall_len);
+	}
+	if (b->type != CUDA_WIRE_AGG) {
+		if (builder_flush(b) < 0)
+			return -1;
+		b->type = CUDA_WIRE_AGG;
+	}
 	struct cuda_wire_agg w = {
 		.stack_id = e->key.stack_id,
 		.total_ns = e->total_ns,
@@ -417,4 +482,222 @@ int cuda_spans_encode(const struct cuda_spans *s, cuda_emit_fn emit, void *ctx)
 	int sent = b->sent;
 	free(b);
 	return rc < 0 ? -1 : sent;
+}
+
+/* --- PC samples -------------------------------------------------------------- */
+
+struct pc_entry {
+	char *name; /* owned */
+	size_t name_len;
+	uint64_t name_hash, hash;
+	uint64_t cubin_id, pc_offset;
+	const char *stall;
+	uint64_t samples;
+	unsigned used, taken; /* taken: its kernel had time in the report */
+};
+
+struct cuda_pcs {
+	struct pc_entry *slots;
+	unsigned nslots, capacity, entries;
+	uint64_t refused;
+};
+
+struct cuda_pcs *cuda_pcs_new(unsigned capacity)
+{
+	if (capacity == 0 || capacity > (1u << 20))
+		return NULL;
+	unsigned nslots = 16;
+	while (nslots < capacity * 2)
+		nslots <<= 1;
+	struct cuda_pcs *pcs = calloc(1, sizeof(*pcs));
+	if (!pcs)
+		return NULL;
+	pcs->slots = calloc(nslots, sizeof(*pcs->slots));
+	if (!pcs->slots) {
+		free(pcs);
+		return NULL;
+	}
+	pcs->nslots = nslots;
+	pcs->capacity = capacity;
+	return pcs;
+}
+
+void cuda_pcs_reset(struct cuda_pcs *pcs)
+{
+	if (!pcs)
+		return;
+	for (unsigned i = 0; i < pcs->nslots; i++)
+		if (pcs->slots[i].used)
+			free(pcs->slots[i].name);
+	memset(pcs->slots, 0, pcs->nslots * sizeof(*pcs->slots));
+	pcs->entries = 0;
+}
+
+void cuda_pcs_free(struct cuda_pcs *pcs)
+{
+	if (!pcs)
+		return;
+	cuda_pcs_reset(pcs);
+	free(pcs->slots);
+	free(pcs);
+}
+
+unsigned cuda_pcs_entries(const struct cuda_pcs *pcs)
+{
+	return pcs->entries;
+}
+
+uint64_t cuda_pcs_refused(const struct cuda_pcs *pcs)
+{
+	return pcs->refused;
+}
+
+int cuda_pcs_add(struct cuda_pcs *pcs, const char *name, size_t name_len, uint64_t cubin_id, uint64_t pc_offset,
+		 const char *stall, uint64_t samples)
+{
+	if (!name || name_len == 0 || !stall || samples == 0)
+		return -1;
+	size_t stall_len = strnlen(stall, CUDA_WIRE_STALL_MAX + 1);
+	if (stall_len == 0 || stall_len > CUDA_WIRE_STALL_MAX)
+		return -1;
+	if (name_len > CUDA_WIRE_NAME_MAX)
+		name_len = CUDA_WIRE_NAME_MAX;
+	uint64_t nh = XXH3_64bits(name, name_len);
+	uint64_t fixed[3] = { cubin_id, pc_offset, (uint64_t)(uintptr_t)stall };
+	uint64_t h = XXH3_64bits_withSeed(fixed, sizeof(fixed), nh);
+	unsigned mask = pcs->nslots - 1;
+	for (unsigned i = (unsigned)h & mask, n = 0; n < pcs->nslots; i = (i + 1) & mask, n++) {
+		struct pc_entry *e = &pcs->slots[i];
+		if (!e->used) {
+			if (pcs->entries >= pcs->capacity)
+				break;
+			e->name = malloc(name_len);
+			if (!e->name)
+				return -1;
+			memcpy(e->name, name, name_len);
+			e->name_len = name_len;
+			e->name_hash = nh;
+			e->hash = h;
+			e->cubin_id = cubin_id;
+			e->pc_offset = pc_offset;
+			e->stall = stall;
+			e->samples = samples;
+			e->used = 1;
+			pcs->entries++;
+			return 0;
+		}
+		if (e->hash == h && e->cubin_id == cubin_id && e->pc_offset == pc_offset && e->stall == stall &&
+		    e->name_len == name_len && memcmp(e->name, name, name_len) == 0) {
+			e->samples += samples;
+			return 0;
+		}
+	}
+	pcs->refused += samples;
+	return 1;
+}
+
+int cuda_split(uint64_t total, const uint64_t *weights, size_t n, uint64_t *parts)
+{
+	if (n == 0)
+		return -1;
+	unsigned __int128 sum = 0;
+	for (size_t i = 0; i < n; i++)
+		sum += weights[i];
+	if (sum == 0)
+		return -1;
+	uint64_t given = 0;
+	for (size_t i = 0; i < n; i++) {
+		parts[i] = (uint64_t)((unsigned __int128)total * weights[i] / sum);
+		given += parts[i];
+	}
+	/* total - given < n: one unit each to the largest remainders. */
+	for (uint64_t left = total - given; left > 0; left--) {
+		size_t best = n;
+		unsigned __int128 best_rem = 0;
+		for (size_t i = 0; i < n; i++) {
+			unsigned __int128 rem = (unsigned __int128)total * weights[i] % sum;
+			/* a part already given its unit is out of the running */
+			if (parts[i] != (uint64_t)((unsigned __int128)total * weights[i] / sum))
+				continue;
+			if (best == n || rem > best_rem) {
+				best = i;
+				best_rem = rem;
+			}
+		}
+		parts[best]++;
+	}
+	return 0;
+}
+
+/* The samples of one kernel entry's name, split over its time into dst. */
+static int split_entry(struct cuda_agg *dst, const struct agg_entry *e, struct cuda_pcs *pcs, uint64_t nh)
+{
+	size_t n = 0;
+	for (unsigned i = 0; i < pcs->nslots; i++) {
+		const struct pc_entry *p = &pcs->slots[i];
+		if (p->used && p->name_hash == nh && p->name_len == e->key.name_len &&
+		    memcmp(p->name, e->key.name, p->name_len) == 0)
+			n++;
+	}
+	if (n == 0)
+		return add(dst, &e->key, e->total_ns, e->count) < 0 ? -1 : 0;
+	uint64_t *w = malloc(2 * n * sizeof(*w));
+	struct pc_entry **which = malloc(n * sizeof(*which));
+	if (!w || !which) {
+		free(w);
+		free(which);
+		return -1;
+	}
+	n = 0;
+	for (unsigned i = 0; i < pcs->nslots; i++) {
+		struct pc_entry *p = &pcs->slots[i];
+		if (p->used && p->name_hash == nh && p->name_len == e->key.name_len &&
+		    memcmp(p->name, e->key.name, p->name_len) == 0) {
+			p->taken = 1;
+			which[n] = p;
+			w[n++] = p->samples;
+		}
+	}
+	uint64_t *parts = w + n;
+	int rc = cuda_split(e->total_ns, w, n, parts);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		struct cuda_agg_key k = e->key;
+		k.stall = which[i]->stall;
+		k.stall_len = strnlen(k.stall, CUDA_WIRE_STALL_MAX);
+		k.cubin_id = which[i]->cubin_id;
+		k.pc_offset = which[i]->pc_offset;
+		if (add(dst, &k, parts[i], which[i]->samples) < 0)
+			rc = -1;
+	}
+	free(w);
+	free(which);
+	return rc;
+}
+
+int cuda_agg_apply_pcs(struct cuda_agg *dst, const struct cuda_agg *src, struct cuda_pcs *pcs, struct cuda_pcs *keep)
+{
+	int rc = 0;
+	for (unsigned i = 0; i < src->nslots + CUDA_WIRE_KIND_MAX; i++) {
+		const struct agg_entry *e = i < src->nslots ? &src->slots[i] : &src->other[i - src->nslots + 1];
+		if (!e->used)
+			continue;
+		if (i < src->nslots && (e->key.kind == CUDA_WIRE_KIND_KERNEL || e->key.kind == CUDA_WIRE_KIND_GRAPH) &&
+		    !e->key.stall && pcs->entries > 0) {
+			if (split_entry(dst, e, pcs, XXH3_64bits(e->key.name, e->key.name_len)) < 0)
+				rc = -1;
+		} else if (i < src->nslots) {
+			if (add(dst, &e->key, e->total_ns, e->count) < 0)
+				rc = -1;
+		} else {
+			add_other(dst, &e->key, e->total_ns, e->count);
+		}
+	}
+	for (unsigned i = 0; keep && i < pcs->nslots; i++) {
+		const struct pc_entry *p = &pcs->slots[i];
+		if (p->used && !p->taken &&
+		    cuda_pcs_add(keep, p->name, p->name_len, p->cubin_id, p->pc_offset, p->stall, p->samples) < 0)
+			rc = -1;
+	}
+	cuda_pcs_reset(pcs);
+	return rc;
 }
