@@ -187,12 +187,25 @@ int cuda_agg_add(struct cuda_agg *agg, const struct cuda_agg_key *key, uint64_t 
 	return add(agg, key, ns, 1);
 }
 
+/* Encoding positions: the AGG entries first (slot i at i, the overflow
+ * entries at nslots + kind), then the PC entries (slot i at pc_base + i),
+ * so that each type goes in as few messages as possible. */
+static unsigned pc_base(const struct cuda_agg *agg)
+{
+	return agg->nslots + CUDA_WIRE_KIND_MAX + 1;
+}
+
+static unsigned slot_pos(const struct cuda_agg *agg, unsigned i)
+{
+	return agg->slots[i].key.stall ? pc_base(agg) + i : i;
+}
+
 int cuda_agg_carry(struct cuda_agg *dst, const struct cuda_agg *src, unsigned from)
 {
 	int rc = 0;
-	for (unsigned i = from; i < src->nslots; i++) {
+	for (unsigned i = 0; i < src->nslots; i++) {
 		const struct agg_entry *e = &src->slots[i];
-		if (e->used && add(dst, &e->key, e->total_ns, e->count) < 0)
+		if (e->used && slot_pos(src, i) >= from && add(dst, &e->key, e->total_ns, e->count) < 0)
 			rc = -1;
 	}
 	for (unsigned k = 1; k <= CUDA_WIRE_KIND_MAX; k++) {
@@ -443,7 +456,7 @@ int cuda_agg_encode(const struct cuda_agg *agg, cuda_emit_fn emit, void *ctx, un
 	int rc = 0;
 	for (unsigned i = from; rc == 0 && i < agg->nslots; i++) {
 		b->pos = i;
-		if (agg->slots[i].used)
+		if (agg->slots[i].used && !agg->slots[i].key.stall)
 			rc = encode_agg_entry(b, &agg->slots[i]);
 	}
 	for (unsigned k = 1; rc == 0 && k <= CUDA_WIRE_KIND_MAX; k++) {
@@ -451,10 +464,15 @@ int cuda_agg_encode(const struct cuda_agg *agg, cuda_emit_fn emit, void *ctx, un
 		if (agg->other[k].used && b->pos >= from)
 			rc = encode_agg_entry(b, &agg->other[k]);
 	}
+	for (unsigned i = 0; rc == 0 && i < agg->nslots; i++) {
+		b->pos = pc_base(agg) + i;
+		if (agg->slots[i].used && agg->slots[i].key.stall && b->pos >= from)
+			rc = encode_agg_entry(b, &agg->slots[i]);
+	}
 	if (rc == 0)
 		rc = builder_flush(b);
 	if (rc == 0)
-		b->next = agg->nslots + CUDA_WIRE_KIND_MAX + 1;
+		b->next = pc_base(agg) + agg->nslots;
 	if (next)
 		*next = b->next;
 	int sent = b->sent;

@@ -116,7 +116,8 @@ size_t cuda_msg_single(void *buf, enum cuda_wire_type type, const void *body, si
 /* Every entry of the table as AGG messages (PC messages for the entries
  * with a stall key), of the spans as SPAN messages.
  * Returns the number of messages emitted, or -1 when emit refused one.
- * The AGG entries go out in a fixed order of positions: `from` is where
+ * The entries go out in a fixed order of positions (the AGG ones, then
+ * the PC ones, so that each type fills as few messages as it can): `from` is where
  * to start (0: the first), and *next (when not NULL) is set to the
  * position after the last entry of the last message emitted, so that a
  * second call from there, or cuda_agg_carry from there, goes on exactly
