@@ -614,6 +614,19 @@ int cuda_pcs_add(struct cuda_pcs *pcs, const char *name, size_t name_len, uint64
 	return 1;
 }
 
+struct split_rem {
+	unsigned __int128 rem;
+	size_t i;
+};
+
+static int cmp_rem(const void *a, const void *b)
+{
+	const struct split_rem *x = a, *y = b;
+	if (x->rem != y->rem)
+		return x->rem > y->rem ? -1 : 1;
+	return x->i < y->i ? -1 : x->i > y->i;
+}
+
 int cuda_split(uint64_t total, const uint64_t *weights, size_t n, uint64_t *parts)
 {
 	if (n == 0)
@@ -628,57 +641,107 @@ int cuda_split(uint64_t total, const uint64_t *weights, size_t n, uint64_t *part
 		parts[i] = (uint64_t)((unsigned __int128)total * weights[i] / sum);
 		given += parts[i];
 	}
-	/* total - given < n: one unit each to the largest remainders. */
-	for (uint64_t left = total - given; left > 0; left--) {
-		size_t best = n;
-		unsigned __int128 best_rem = 0;
-		for (size_t i = 0; i < n; i++) {
-			unsigned __int128 rem = (unsigned __int128)total * weights[i] % sum;
-			/* a part already given its unit is out of the running */
-			if (parts[i] != (uint64_t)((unsigned __int128)total * weights[i] / sum))
-				continue;
-			if (best == n || rem > best_rem) {
-				best = i;
-				best_rem = rem;
-			}
-		}
-		parts[best]++;
+	uint64_t left = total - given; /* < n */
+	if (left == 0)
+		return 0;
+	/* One unit each to the largest remainders, the lower index first:
+	 * sorted, O(n log n). */
+	struct split_rem *r = malloc(n * sizeof(*r));
+	if (!r)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		r[i].rem = (unsigned __int128)total * weights[i] % sum;
+		r[i].i = i;
 	}
+	qsort(r, n, sizeof(*r), cmp_rem);
+	for (size_t k = 0; k < left; k++)
+		parts[r[k].i]++;
+	free(r);
 	return 0;
 }
 
-/* The samples of one kernel entry's name, split over its time into dst. */
-static int split_entry(struct cuda_agg *dst, const struct agg_entry *e, struct cuda_pcs *pcs, uint64_t nh)
+/* By name hash, then samples (most first), then offset: a name's entries
+ * are together, its busiest first. */
+static int cmp_pc_name(const void *a, const void *b)
 {
+	const struct pc_entry *x = *(const struct pc_entry *const *)a, *y = *(const struct pc_entry *const *)b;
+	if (x->name_hash != y->name_hash)
+		return x->name_hash < y->name_hash ? -1 : 1;
+	if (x->samples != y->samples)
+		return x->samples > y->samples ? -1 : 1;
+	if (x->pc_offset != y->pc_offset)
+		return x->pc_offset < y->pc_offset ? -1 : 1;
+	return x->stall < y->stall ? -1 : x->stall > y->stall;
+}
+
+/* The used entries of a cuda_pcs in cmp_pc_name's order, and for each
+ * run of one name hash (at its first position): where it ends, its
+ * samples, and whether every entry in it has the same name (two names
+ * with one 64-bit hash: the run is walked entry by entry). */
+struct pc_index {
+	struct pc_entry **e;
+	size_t n;
+	size_t *run_end;
+	uint64_t *run_sum;
+	unsigned char *run_same, *run_taken;
+};
+
+/* The samples of one kernel entry's name, split over its time into dst:
+ * one part for each of the name's CUDA_PC_PARTS_MAX busiest (offset,
+ * stall) keys, and one for the rest of its samples, which stays on the
+ * kernel. */
+static int split_entry(struct cuda_agg *dst, const struct agg_entry *e, struct pc_index *x, uint64_t nh)
+{
+	size_t lo = 0, hi = x->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (x->e[mid]->name_hash < nh)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	struct pc_entry *which[CUDA_PC_PARTS_MAX];
+	uint64_t w[CUDA_PC_PARTS_MAX + 1], parts[CUDA_PC_PARTS_MAX + 1];
 	size_t n = 0;
-	for (unsigned i = 0; i < pcs->nslots; i++) {
-		const struct pc_entry *p = &pcs->slots[i];
-		if (p->used && p->name_hash == nh && p->name_len == e->key.name_len &&
-		    memcmp(p->name, e->key.name, p->name_len) == 0)
-			n++;
+	uint64_t rest = 0;
+	if (lo < x->n && x->e[lo]->name_hash == nh && x->run_same[lo]) {
+		/* one name in the run: its first entries are the busiest */
+		struct pc_entry *p = x->e[lo];
+		if (p->name_len != e->key.name_len || memcmp(p->name, e->key.name, p->name_len) != 0)
+			return add(dst, &e->key, e->total_ns, e->count) < 0 ? -1 : 0;
+		uint64_t kept = 0;
+		for (size_t j = lo; j < x->run_end[lo] && n < CUDA_PC_PARTS_MAX; j++) {
+			which[n] = x->e[j];
+			w[n++] = x->e[j]->samples;
+			kept += x->e[j]->samples;
+		}
+		rest = x->run_sum[lo] - kept;
+		if (!x->run_taken[lo]) {
+			x->run_taken[lo] = 1;
+			for (size_t j = lo; j < x->run_end[lo]; j++)
+				x->e[j]->taken = 1;
+		}
+	} else {
+		for (size_t j = lo; j < x->n && x->e[j]->name_hash == nh; j++) {
+			struct pc_entry *p = x->e[j];
+			if (p->name_len != e->key.name_len || memcmp(p->name, e->key.name, p->name_len) != 0)
+				continue;
+			p->taken = 1;
+			if (n < CUDA_PC_PARTS_MAX) {
+				which[n] = p;
+				w[n++] = p->samples;
+			} else {
+				rest += p->samples;
+			}
+		}
 	}
 	if (n == 0)
 		return add(dst, &e->key, e->total_ns, e->count) < 0 ? -1 : 0;
-	uint64_t *w = malloc(2 * n * sizeof(*w));
-	struct pc_entry **which = malloc(n * sizeof(*which));
-	if (!w || !which) {
-		free(w);
-		free(which);
+	w[n] = rest;
+	if (cuda_split(e->total_ns, w, n + 1, parts) < 0)
 		return -1;
-	}
-	n = 0;
-	for (unsigned i = 0; i < pcs->nslots; i++) {
-		struct pc_entry *p = &pcs->slots[i];
-		if (p->used && p->name_hash == nh && p->name_len == e->key.name_len &&
-		    memcmp(p->name, e->key.name, p->name_len) == 0) {
-			p->taken = 1;
-			which[n] = p;
-			w[n++] = p->samples;
-		}
-	}
-	uint64_t *parts = w + n;
-	int rc = cuda_split(e->total_ns, w, n, parts);
-	for (size_t i = 0; rc == 0 && i < n; i++) {
+	int rc = 0;
+	for (size_t i = 0; i < n; i++) {
 		struct cuda_agg_key k = e->key;
 		k.stall = which[i]->stall;
 		k.stall_len = strnlen(k.stall, CUDA_WIRE_STALL_MAX);
@@ -687,21 +750,65 @@ static int split_entry(struct cuda_agg *dst, const struct agg_entry *e, struct c
 		if (add(dst, &k, parts[i], which[i]->samples) < 0)
 			rc = -1;
 	}
-	free(w);
-	free(which);
+	if (rest && add(dst, &e->key, parts[n], e->count) < 0)
+		rc = -1;
 	return rc;
+}
+
+static void pc_index_free(struct pc_index *x)
+{
+	free(x->e);
+	free(x->run_end);
+	free(x->run_sum);
+	free(x->run_same);
+	free(x->run_taken);
+}
+
+static int pc_index_build(struct pc_index *x, struct cuda_pcs *pcs)
+{
+	memset(x, 0, sizeof(*x));
+	size_t cap = pcs->entries ? pcs->entries : 1;
+	x->e = malloc(cap * sizeof(*x->e));
+	x->run_end = malloc(cap * sizeof(*x->run_end));
+	x->run_sum = malloc(cap * sizeof(*x->run_sum));
+	x->run_same = malloc(cap);
+	x->run_taken = calloc(cap, 1);
+	if (!x->e || !x->run_end || !x->run_sum || !x->run_same || !x->run_taken) {
+		pc_index_free(x);
+		return -1;
+	}
+	for (unsigned i = 0; i < pcs->nslots; i++)
+		if (pcs->slots[i].used)
+			x->e[x->n++] = &pcs->slots[i];
+	qsort(x->e, x->n, sizeof(*x->e), cmp_pc_name);
+	for (size_t lo = 0, end; lo < x->n; lo = end) {
+		uint64_t sum = 0;
+		unsigned char same = 1;
+		for (end = lo; end < x->n && x->e[end]->name_hash == x->e[lo]->name_hash; end++) {
+			sum += x->e[end]->samples;
+			same &= x->e[end]->name_len == x->e[lo]->name_len &&
+				memcmp(x->e[end]->name, x->e[lo]->name, x->e[lo]->name_len) == 0;
+		}
+		x->run_end[lo] = end;
+		x->run_sum[lo] = sum;
+		x->run_same[lo] = same;
+	}
+	return 0;
 }
 
 int cuda_agg_apply_pcs(struct cuda_agg *dst, const struct cuda_agg *src, struct cuda_pcs *pcs, struct cuda_pcs *keep)
 {
 	int rc = 0;
+	struct pc_index x;
+	if (pc_index_build(&x, pcs) < 0)
+		return -1;
 	for (unsigned i = 0; i < src->nslots + CUDA_WIRE_KIND_MAX; i++) {
 		const struct agg_entry *e = i < src->nslots ? &src->slots[i] : &src->other[i - src->nslots + 1];
 		if (!e->used)
 			continue;
 		if (i < src->nslots && (e->key.kind == CUDA_WIRE_KIND_KERNEL || e->key.kind == CUDA_WIRE_KIND_GRAPH) &&
 		    !e->key.stall && pcs->entries > 0) {
-			if (split_entry(dst, e, pcs, XXH3_64bits(e->key.name, e->key.name_len)) < 0)
+			if (split_entry(dst, e, &x, XXH3_64bits(e->key.name, e->key.name_len)) < 0)
 				rc = -1;
 		} else if (i < src->nslots) {
 			if (add(dst, &e->key, e->total_ns, e->count) < 0)
@@ -716,6 +823,7 @@ int cuda_agg_apply_pcs(struct cuda_agg *dst, const struct cuda_agg *src, struct 
 		    cuda_pcs_add(keep, p->name, p->name_len, p->cubin_id, p->pc_offset, p->stall, p->samples) < 0)
 			rc = -1;
 	}
+	pc_index_free(&x);
 	cuda_pcs_reset(pcs);
 	return rc;
 }

@@ -92,15 +92,21 @@ uint64_t cuda_pcs_refused(const struct cuda_pcs *pcs);
  * part i = floor(total * w_i / W), and the total's remainder goes one
  * unit each to the parts with the largest fractional remainders (the
  * lower index first among equal ones), so the parts sum to total exactly.
- * Exact in 128-bit arithmetic. Returns 0, or -1 when n is 0 or every
- * weight is 0. */
+ * Exact in 128-bit arithmetic. O(n log n). Returns 0, or -1 when n is 0, every
+ * weight is 0, or out of memory. */
 int cuda_split(uint64_t total, const uint64_t *weights, size_t n, uint64_t *parts);
+
+/* The (offset, stall) parts one kernel entry is split into, at most: the
+ * busiest; the share of the name's other samples stays on the kernel.
+ * Bounds the split's work (entries x parts) and output. */
+#define CUDA_PC_PARTS_MAX 128
 
 /* Adds every entry of src into dst. A KERNEL or GRAPH entry without a
  * stall key whose name has samples in pcs is split (cuda_split) over
- * them: one PC entry per (cubin, offset, stall), count = its samples. The
- * other entries go as they are (a kernel without samples keeps its time
- * on the kernel). Then the samples of names that took no kernel time in
+ * them: one PC entry per (cubin, offset, stall) of the name's
+ * CUDA_PC_PARTS_MAX busiest, count = its samples, and the share of the
+ * rest as a plain kernel entry. The other entries go as they are (a
+ * kernel without samples keeps its time on the kernel). Then the samples of names that took no kernel time in
  * src are added into `keep` (they wait for their kernel's time in the
  * next report; keep may be NULL: dropped), and pcs is reset. Returns 0,
  * or -1 when out of memory (the entries that could not be added are

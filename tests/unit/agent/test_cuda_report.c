@@ -499,6 +499,46 @@ static void test_apply_pcs(void **state)
 	assert_int_equal(seen.entries, 1);
 	sink_free(&s);
 
+	/* More (offset, stall) keys than CUDA_PC_PARTS_MAX: the busiest get
+	 * parts, the share of the others stays on the kernel; exact sum. */
+	struct cuda_agg *many = cuda_agg_new(1024), *one = cuda_agg_new(4);
+	struct cuda_pcs *lots = cuda_pcs_new(1024);
+	assert_int_equal(cuda_agg_add(one, &k, 1000000007), 0);
+	for (unsigned i = 0; i < CUDA_PC_PARTS_MAX + 10; i++)
+		assert_int_equal(cuda_pcs_add(lots, "gemm", 4, 0xc0b1, 16 * i, stall_ls, i < 10 ? 1 : 100 + i), 0);
+	assert_int_equal(cuda_agg_apply_pcs(many, one, lots, NULL), 0);
+	assert_int_equal(cuda_agg_entries(many), CUDA_PC_PARTS_MAX + 1);
+	assert_int_equal(cuda_agg_encode(many, sink_emit, &s, 0, NULL), 2);
+	uint64_t pc_ns = 0, kernel_ns = 0;
+	unsigned pcs_seen = 0;
+	for (int i = 0; i < s.n; i++) {
+		struct cuda_wire_hdr h;
+		memcpy(&h, s.msgs[i], sizeof(h));
+		size_t off = sizeof(h);
+		for (uint32_t j = 0; j < h.count; j++) {
+			if (h.type == CUDA_WIRE_PC) {
+				struct cuda_wire_pc w;
+				memcpy(&w, s.msgs[i] + off, sizeof(w));
+				assert_true(w.pc_offset >= 16 * 10); /* the ten least sampled left out */
+				pc_ns += w.total_ns;
+				pcs_seen++;
+				off += (sizeof(w) + w.api_len + w.name_len + w.stall_len + 7) & ~(size_t)7;
+			} else {
+				struct cuda_wire_agg w;
+				memcpy(&w, s.msgs[i] + off, sizeof(w));
+				kernel_ns += w.total_ns;
+				off += (sizeof(w) + w.api_len + w.name_len + 7) & ~(size_t)7;
+			}
+		}
+	}
+	assert_int_equal(pcs_seen, CUDA_PC_PARTS_MAX);
+	assert_true(kernel_ns > 0 && kernel_ns < 1000000007 / 100);
+	assert_true(pc_ns + kernel_ns == 1000000007);
+	sink_free(&s);
+	cuda_agg_free(many);
+	cuda_agg_free(one);
+	cuda_pcs_free(lots);
+
 	cuda_agg_free(small);
 	cuda_agg_free(again);
 	cuda_agg_free(agg);
