@@ -1075,6 +1075,25 @@ static void test_collect_cuda(void **state)
 		st = b.samples[b.nsamples - 1].stack;
 		assert_int_equal(b.frames[b.stack_ids[b.stack_off[st + 1] - 1]].type, leaf[i].type);
 	}
+	/* A PC entry: the kernel, then the instruction (no name; the cubin
+	 * as its binary, the offset as its address), then the stall reason. */
+	char kname[] = "_Z4gemmPf", api3[] = "cuLaunchKernel", stall[] = LS;
+	struct cuda_work w3 = { .pid = 4242, .start_ticks = 500, .total_ns = 420, .count = 3,
+				.kind = CUDA_WIRE_KIND_KERNEL, .api = api3, .name = kname, .stall = stall,
+				.cubin_id = 0x5eed0000c0b1ull, .pc_offset = 0x1a0 };
+	collect_cuda(&c, &w3, NULL, 0, 1210);
+	st = b.samples[b.nsamples - 1].stack;
+	ids = b.stack_ids + b.stack_off[st];
+	assert_int_equal(b.stack_off[st + 1] - b.stack_off[st], 5);
+	assert_int_equal(b.frames[ids[2]].type, FT_CUDA_KERNEL);
+	assert_int_equal(b.frames[ids[3]].type, FT_CUDA_SASS);
+	assert_int_equal(b.frames[ids[3]].name, 0);
+	assert_int_equal(b.frames[ids[3]].address, 0x1a0);
+	assert_string_equal(strtab_get(&b.strings, b.frames[ids[3]].binary), "cubin:00005eed0000c0b1");
+	assert_int_equal(b.frames[ids[4]].type, FT_CUDA_STALL);
+	assert_string_equal(strtab_get(&b.strings, b.frames[ids[4]].name), LS);
+	assert_int_equal(b.samples[b.nsamples - 1].value, 420);
+
 	/* A launch stack that stopped for want of a table (the program's
 	 * file: its last frame) asks for that table as the record arrives. */
 	c.want_table = want;
@@ -1093,7 +1112,7 @@ static void test_collect_cuda(void **state)
 	assert_string_equal(strtab_get(&b.strings, b.frames[b.stack_ids[b.stack_off[st]]].name),
 			    "[launch not sampled]");
 	assert_int_equal(c.stats.malformed, 1);
-	assert_int_equal(c.stats.cuda_samples, 6);
+	assert_int_equal(c.stats.cuda_samples, 7);
 
 	batch_free(&b);
 	proc_table_free(&procs);
