@@ -304,6 +304,11 @@ $(BUILD)/tests/cel_sql_tool: $(call obj,tests/tools/cel_sql_tool.c) $(SERVER_OBJ
 	@mkdir -p $(@D)
 	$(call say,CC,$@)$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
+# The library's split at its limits: gpu/cuda_report.c is not in libember.a.
+$(BUILD)/bench/pcsplit_bench: bench/pcsplit_bench.c gpu/cuda_report.c gpu/cuda_report.h lib/cuda_wire.h
+	@mkdir -p $(@D)
+	$(call say,CC,$@)$(CC) -std=gnu11 $(WARN) -O2 -D_GNU_SOURCE -Ilib -Igpu $< gpu/cuda_report.c -o $@
+
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 

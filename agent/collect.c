@@ -504,7 +504,7 @@ void collect_cuda(struct collector *c, const struct cuda_work *w, const void *re
 	} else {
 		p = proc_table_get(c->procs, w->pid, w->start_ticks, PROC_EXEC_UNKNOWN, "", now_ns);
 	}
-	uint32_t stack[MAX_STACK + 2];
+	uint32_t stack[MAX_STACK + 4];
 	size_t n = 0;
 	if (s) {
 		const __u64 *uframes = s->frames + s->kstack_len;
@@ -562,6 +562,17 @@ void collect_cuda(struct collector *c, const struct cuda_work *w, const void *re
 	stack[n++] = batch_frame(c->batch, &launch);
 	struct bframe leaf = { .type = cuda_leaf_type(w->kind), .name = str(c, w->name) };
 	stack[n++] = batch_frame(c->batch, &leaf);
+	if (w->stall) {
+		/* PC sampling: the instruction (cubin and offset, named at
+		 * query time: "cubin:<crc>+0x<offset>" until then), then the
+		 * stall reason. */
+		char cubin[32];
+		snprintf(cubin, sizeof(cubin), "cubin:%016llx", (unsigned long long)w->cubin_id);
+		struct bframe sass = { .type = FT_CUDA_SASS, .binary = str(c, cubin), .address = w->pc_offset };
+		stack[n++] = batch_frame(c->batch, &sass);
+		struct bframe stall = { .type = FT_CUDA_STALL, .name = str(c, w->stall) };
+		stack[n++] = batch_frame(c->batch, &stall);
+	}
 	uint32_t st = batch_stack(c->batch, stack, n);
 
 	char dev[16], stream[16], ctx[16];

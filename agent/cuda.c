@@ -79,6 +79,7 @@ struct cuda {
 	size_t npending, cappending;
 	uint8_t *msg; /* receive buffer: CUDA_WIRE_MAX_MSG + 1 bytes */
 	struct cuda_wire_stats closed_lib; /* the last STATS of closed connections, summed */
+	uint64_t closed_pc_refused;        /* closed connections whose PC sampling was refused */
 	double tokens;      /* AGG entries all connections may still send (< 0: lent, see handle) */
 	uint64_t tokens_ns;
 	bool tokens_set;
@@ -204,6 +205,7 @@ static void free_work(struct cuda_work *w)
 {
 	free(w->api);
 	free(w->name);
+	free(w->stall);
 }
 
 static void close_conn(struct cuda *c, struct conn *k)
@@ -212,6 +214,8 @@ static void close_conn(struct cuda *c, struct conn *k)
 	c->closed_lib.launches_sampled += k->lib.launches_sampled;
 	c->closed_lib.records_dropped += k->lib.records_dropped;
 	c->closed_lib.messages_dropped += k->lib.messages_dropped;
+	c->closed_lib.pc_samples += k->lib.pc_samples;
+	c->closed_pc_refused += k->lib.pc_state == CUDA_WIRE_PC_REFUSED;
 	if (k->hello)
 		c->nhello--;
 	if (k->fd >= 0) {
@@ -275,6 +279,8 @@ void cuda_get_stats(const struct cuda *c, struct cuda_stats *out)
 	out->lib_sampled = c->closed_lib.launches_sampled;
 	out->lib_records_dropped = c->closed_lib.records_dropped;
 	out->lib_messages_dropped = c->closed_lib.messages_dropped;
+	out->lib_pc_samples = c->closed_lib.pc_samples;
+	out->lib_pc_refused = c->closed_pc_refused;
 	for (size_t i = 0; i < CUDA_MAX_CONNS; i++) {
 		const struct conn *k = &c->conns[i];
 		if (!k->used)
@@ -283,6 +289,8 @@ void cuda_get_stats(const struct cuda *c, struct cuda_stats *out)
 		out->lib_sampled += k->lib.launches_sampled;
 		out->lib_records_dropped += k->lib.records_dropped;
 		out->lib_messages_dropped += k->lib.messages_dropped;
+		out->lib_pc_samples += k->lib.pc_samples;
+		out->lib_pc_refused += k->lib.pc_state == CUDA_WIRE_PC_REFUSED;
 	}
 }
 
@@ -485,8 +493,13 @@ static void add_work(struct cuda *c, const struct conn *k, const struct cuda_agg
 		.kind = v->a.kind,
 		.api = xstrndup(v->api, v->a.api_len),
 		.name = xstrndup(v->name, v->a.name_len),
+		.stall = v->stall ? xstrndup(v->stall, v->stall_len) : NULL,
+		.cubin_id = v->cubin_id,
+		.pc_offset = v->pc_offset,
 		.arrived_ns = now_ns,
 	};
+	if (w.stall)
+		c->stats.pc_entries++;
 	const struct cuda_wire_device *d = find_device(k, w.device);
 	if (d) {
 		snprintf(w.gpu_name, sizeof(w.gpu_name), "%s", d->name);
@@ -566,7 +579,7 @@ static void handle(struct cuda *c, struct conn *k, const void *msg, size_t len, 
 	enum cuda_wire_reject why = cuda_wire_check(msg, len, &type, &count);
 	if (why == CWR_OK && (type == CUDA_WIRE_HELLO) == k->hello)
 		why = CWR_ORDER; /* HELLO first, and once */
-	if (why == CWR_OK && type == CUDA_WIRE_AGG) {
+	if (why == CWR_OK && (type == CUDA_WIRE_AGG || type == CUDA_WIRE_PC)) {
 		if (!c->tokens_set) {
 			c->tokens = 2.0 * CUDA_MAX_ENTRIES_PER_SEC;
 			c->tokens_ns = now_ns;
@@ -628,6 +641,13 @@ static void handle(struct cuda *c, struct conn *k, const void *msg, size_t len, 
 		size_t off = 0;
 		struct cuda_agg_view v;
 		while (cuda_wire_next_agg(msg, len, &off, &v))
+			add_work(c, k, &v, now_ns);
+		break;
+	}
+	case CUDA_WIRE_PC: {
+		size_t off = 0;
+		struct cuda_agg_view v;
+		while (cuda_wire_next_pc(msg, len, &off, &v))
 			add_work(c, k, &v, now_ns);
 		break;
 	}

@@ -75,6 +75,8 @@ struct cuda_work {
 	uint16_t kind;        /* enum cuda_wire_kind */
 	char *api;            /* NUL-terminated copies, owned by the work */
 	char *name;
+	char *stall;          /* a PC entry's stall reason (owned), NULL for an AGG entry */
+	uint64_t cubin_id, pc_offset; /* a PC entry's instruction */
 	char gpu_name[64];    /* from the connection's DEVICE; "" = unknown */
 	char gpu_uuid[48];    /* "GPU-xxxxxxxx-xxxx-..."; "" = unknown */
 	uint64_t arrived_ns;
@@ -100,6 +102,9 @@ struct cuda_stats {
 	/* The libraries' own counters (STATS): the latest of each connection,
 	 * summed over every connection there was. */
 	uint64_t lib_launches, lib_sampled, lib_records_dropped, lib_messages_dropped;
+	uint64_t lib_pc_samples;         /* PC samples the libraries received */
+	uint64_t lib_pc_refused;         /* processes whose CUPTI refused PC sampling (privileges) */
+	uint64_t pc_entries;             /* PC entries received (of entries) */
 };
 
 struct cuda;

@@ -107,6 +107,31 @@ static enum cuda_wire_reject check_agg(const uint8_t *p, size_t len, uint32_t co
 	return off == len ? CWR_OK : CWR_LENGTH;
 }
 
+static enum cuda_wire_reject check_pc(const uint8_t *p, size_t len, uint32_t count)
+{
+	size_t off = sizeof(struct cuda_wire_hdr);
+	for (uint32_t i = 0; i < count; i++) {
+		struct cuda_wire_pc a;
+		if (len - off < sizeof(a))
+			return CWR_SHORT;
+		memcpy(&a, p + off, sizeof(a));
+		if (a.kind != CUDA_WIRE_KIND_KERNEL && a.kind != CUDA_WIRE_KIND_GRAPH)
+			return CWR_KIND;
+		if (a.api_len < 1 || a.api_len > CUDA_WIRE_API_MAX || a.name_len < 1 ||
+		    a.name_len > CUDA_WIRE_NAME_MAX || a.stall_len < 1 || a.stall_len > CUDA_WIRE_STALL_MAX)
+			return CWR_STRING;
+		if (a.count < 1 || a.count > CUDA_WIRE_MAX_COUNT || a.total_ns > CUDA_WIRE_MAX_TOTAL_NS)
+			return CWR_VALUE;
+		enum cuda_wire_reject why = CWR_OK;
+		off = check_strings(p, len, off, sizeof(a), (size_t)a.api_len + a.name_len + a.stall_len, &why);
+		if (!off)
+			return why;
+		if (off == len && i + 1 < count)
+			return CWR_COUNT;
+	}
+	return off == len ? CWR_OK : CWR_LENGTH;
+}
+
 static enum cuda_wire_reject check_span(const uint8_t *p, size_t len, uint32_t count)
 {
 	size_t off = sizeof(struct cuda_wire_hdr);
@@ -144,7 +169,7 @@ enum cuda_wire_reject cuda_wire_check(const void *data, size_t len, uint16_t *ty
 		return CWR_MAGIC;
 	if (h.version != CUDA_WIRE_VERSION)
 		return CWR_VERSION;
-	if (h.type < CUDA_WIRE_HELLO || h.type > CUDA_WIRE_STATS)
+	if (h.type < CUDA_WIRE_HELLO || h.type > CUDA_WIRE_TYPE_MAX)
 		return CWR_TYPE;
 	if (h.length != len)
 		return CWR_LENGTH;
@@ -177,11 +202,23 @@ enum cuda_wire_reject cuda_wire_check(const void *data, size_t len, uint16_t *ty
 			return CWR_STRING;
 		break;
 	}
-	case CUDA_WIRE_STATS:
+	case CUDA_WIRE_STATS: {
+		struct cuda_wire_stats m;
 		if (h.count != 1)
 			return CWR_COUNT;
-		if (body != sizeof(struct cuda_wire_stats))
-			return body < sizeof(struct cuda_wire_stats) ? CWR_SHORT : CWR_LENGTH;
+		if (body != sizeof(m))
+			return body < sizeof(m) ? CWR_SHORT : CWR_LENGTH;
+		memcpy(&m, p + sizeof(h), sizeof(m));
+		if (m.reserved)
+			return CWR_RESERVED;
+		if (m.pc_state > CUDA_WIRE_PC_STATE_MAX)
+			return CWR_VALUE;
+		break;
+	}
+	case CUDA_WIRE_PC:
+		if (h.count < 1 || h.count > body / (sizeof(struct cuda_wire_pc) + 8))
+			return CWR_COUNT;
+		why = check_pc(p, len, h.count);
 		break;
 	case CUDA_WIRE_AGG:
 		/* Each entry takes at least its struct and 8 bytes of strings. */
@@ -212,7 +249,40 @@ bool cuda_wire_next_agg(const void *msg, size_t len, size_t *off, struct cuda_ag
 	memcpy(&out->a, p + *off, sizeof(out->a));
 	out->api = (const char *)p + *off + sizeof(out->a);
 	out->name = out->api + out->a.api_len;
+	out->stall = NULL;
+	out->stall_len = 0;
+	out->cubin_id = out->pc_offset = 0;
 	*off = pad8(*off + sizeof(out->a) + out->a.api_len + out->a.name_len);
+	return true;
+}
+
+bool cuda_wire_next_pc(const void *msg, size_t len, size_t *off, struct cuda_agg_view *out)
+{
+	const uint8_t *p = msg;
+	struct cuda_wire_pc w;
+	if (*off == 0)
+		*off = sizeof(struct cuda_wire_hdr);
+	if (*off + sizeof(w) > len)
+		return false;
+	memcpy(&w, p + *off, sizeof(w));
+	memset(&out->a, 0, sizeof(out->a));
+	out->a.stack_id = w.stack_id;
+	out->a.total_ns = w.total_ns;
+	out->a.count = w.count;
+	out->a.tid = w.tid;
+	out->a.kind = w.kind;
+	out->a.api_len = w.api_len;
+	out->a.device = w.device;
+	out->a.stream = w.stream;
+	out->a.context = w.context;
+	out->a.name_len = w.name_len;
+	out->api = (const char *)p + *off + sizeof(w);
+	out->name = out->api + w.api_len;
+	out->stall = out->name + w.name_len;
+	out->stall_len = w.stall_len;
+	out->cubin_id = w.cubin_id;
+	out->pc_offset = w.pc_offset;
+	*off = pad8(*off + sizeof(w) + w.api_len + w.name_len + w.stall_len);
 	return true;
 }
 

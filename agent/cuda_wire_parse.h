@@ -5,7 +5,8 @@
  * connect to the agent's socket. cuda_wire_check() accepts a datagram only
  * when all of it is as lib/cuda_wire.h says: magic, version, a known type,
  * the declared length equal to the datagram's, a count that fits the
- * datagram (exactly 1 for HELLO, DEVICE and STATS), each entry's kind and
+ * datagram (exactly 1 for HELLO, DEVICE and STATS), each entry's kind (a
+ * PC entry's: KERNEL or GRAPH) and
  * string lengths within their limits, strings of printable ASCII, zero
  * reserved fields and zero padding, NUL-padded fixed strings, no bytes
  * after the last entry. It returns why it refused (enum cuda_wire_reject),
@@ -59,11 +60,20 @@ struct cuda_agg_view {
 	struct cuda_wire_agg a;
 	const char *api;
 	const char *name;
+	/* A PC entry's (cuda_wire_next_pc): the stall reason (NULL for an
+	 * AGG entry), its length, and the instruction. */
+	const char *stall;
+	uint16_t stall_len;
+	uint64_t cubin_id, pc_offset;
 };
 
 /* The entry at *off (start with *off = 0) of a checked AGG message of len
  * bytes; advances *off. Returns false after the last. */
 bool cuda_wire_next_agg(const void *msg, size_t len, size_t *off, struct cuda_agg_view *out);
+
+/* The same for a checked PC message: the AGG fields in out->a (count is
+ * the PC samples), and the stall reason and instruction. */
+bool cuda_wire_next_pc(const void *msg, size_t len, size_t *off, struct cuda_agg_view *out);
 
 /* The single entry of a checked HELLO, DEVICE or STATS message. */
 void cuda_wire_hello(const void *msg, struct cuda_wire_hello *out);

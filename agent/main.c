@@ -637,6 +637,9 @@ static void take_stats(struct agent *a, struct selfstats_values *s)
 		v[SS_CUDA_LIB_SAMPLED] = c.lib_sampled;
 		v[SS_CUDA_LIB_RECORDS_DROPPED] = c.lib_records_dropped;
 		v[SS_CUDA_LIB_MESSAGES_DROPPED] = c.lib_messages_dropped;
+		v[SS_CUDA_LIB_PC_SAMPLES] = c.lib_pc_samples;
+		v[SS_CUDA_LIB_PC_REFUSED] = c.lib_pc_refused;
+		v[SS_CUDA_PC_ENTRIES] = c.pc_entries;
 	}
 	v[SS_CUDA_PROBED_FILES] = a->ncuda_probed;
 	v[SS_CUDA_MARKER_HITS] = bpf[ONCPU_STAT_CUDA_HITS];

@@ -33,6 +33,14 @@ struct cuda_agg_key {
 	const char *api;     /* not copied: must live as long as the table (static names) */
 	const char *name;    /* copied; cut to CUDA_WIRE_NAME_MAX bytes */
 	size_t name_len;
+	/* A part of a kernel's time attributed by PC sampling (a PC entry on
+	 * the wire) when stall is not NULL; then cubin_id and pc_offset name
+	 * the instruction. stall is not copied (the library's table of
+	 * reason names lives as long as the process); at most
+	 * CUDA_WIRE_STALL_MAX bytes. */
+	const char *stall;
+	size_t stall_len;
+	uint64_t cubin_id, pc_offset;
 };
 
 struct cuda_agg;
@@ -57,15 +65,65 @@ unsigned cuda_spans_count(const struct cuda_spans *spans);
 uint64_t cuda_spans_refused(const struct cuda_spans *spans);
 void cuda_spans_reset(struct cuda_spans *spans);
 
+/* --- PC samples ------------------------------------------------------------
+ *
+ *   cuda_pcs      PC samples summed by (kernel name, cubin, offset, stall
+ *                 reason), at most `capacity` keys a report (further ones
+ *                 are counted in `refused`, not kept).
+ *   cuda_split    the exact integer split of a total in proportion to
+ *                 weights.
+ *   cuda_agg_apply_pcs   moves a report's table into another, each kernel
+ *                 entry split over its name's samples.
+ */
+struct cuda_pcs;
+struct cuda_pcs *cuda_pcs_new(unsigned capacity);
+void cuda_pcs_free(struct cuda_pcs *pcs);
+void cuda_pcs_reset(struct cuda_pcs *pcs);
+/* Adds `samples` (> 0) samples of (name, cubin, offset, stall). stall is
+ * kept as a pointer (static lifetime, as cuda_agg_key.stall); name is
+ * copied, cut to CUDA_WIRE_NAME_MAX. Returns 0, 1 when the table was full
+ * (counted), -1 on a bad argument or out of memory. */
+int cuda_pcs_add(struct cuda_pcs *pcs, const char *name, size_t name_len, uint64_t cubin_id, uint64_t pc_offset,
+		 const char *stall, uint64_t samples);
+unsigned cuda_pcs_entries(const struct cuda_pcs *pcs);
+uint64_t cuda_pcs_refused(const struct cuda_pcs *pcs);
+
+/* Splits total into n parts proportional to weights (their sum > 0):
+ * part i = floor(total * w_i / W), and the total's remainder goes one
+ * unit each to the parts with the largest fractional remainders (the
+ * lower index first among equal ones), so the parts sum to total exactly.
+ * Exact in 128-bit arithmetic. O(n log n). Returns 0, or -1 when n is 0, every
+ * weight is 0, or out of memory. */
+int cuda_split(uint64_t total, const uint64_t *weights, size_t n, uint64_t *parts);
+
+/* The (offset, stall) parts one kernel entry is split into, at most: the
+ * busiest; the share of the name's other samples stays on the kernel.
+ * Bounds the split's work (entries x parts) and output. */
+#define CUDA_PC_PARTS_MAX 128
+
+/* Adds every entry of src into dst. A KERNEL or GRAPH entry without a
+ * stall key whose name has samples in pcs is split (cuda_split) over
+ * them: one PC entry per (cubin, offset, stall) of the name's
+ * CUDA_PC_PARTS_MAX busiest, count = its samples, and the share of the
+ * rest as a plain kernel entry. The other entries go as they are (a
+ * kernel without samples keeps its time on the kernel). Then the samples of names that took no kernel time in
+ * src are added into `keep` (they wait for their kernel's time in the
+ * next report; keep may be NULL: dropped), and pcs is reset. Returns 0,
+ * or -1 when out of memory (the entries that could not be added are
+ * lost, as cuda_agg_carry's). */
+int cuda_agg_apply_pcs(struct cuda_agg *dst, const struct cuda_agg *src, struct cuda_pcs *pcs, struct cuda_pcs *keep);
+
 /* Receives one finished datagram; returns 0, or -1 to stop encoding. */
 typedef int (*cuda_emit_fn)(const void *msg, size_t len, void *ctx);
 
 /* Single-entry messages (HELLO, DEVICE, STATS): writes header + body into
  * buf (CUDA_WIRE_MAX_MSG bytes) and returns the length. */
 size_t cuda_msg_single(void *buf, enum cuda_wire_type type, const void *body, size_t body_len);
-/* Every entry of the table as AGG messages, of the spans as SPAN messages.
+/* Every entry of the table as AGG messages (PC messages for the entries
+ * with a stall key), of the spans as SPAN messages.
  * Returns the number of messages emitted, or -1 when emit refused one.
- * The AGG entries go out in a fixed order of positions: `from` is where
+ * The entries go out in a fixed order of positions (the AGG ones, then
+ * the PC ones, so that each type fills as few messages as it can): `from` is where
  * to start (0: the first), and *next (when not NULL) is set to the
  * position after the last entry of the last message emitted, so that a
  * second call from there, or cuda_agg_carry from there, goes on exactly

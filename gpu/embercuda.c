@@ -37,6 +37,7 @@
 #include <cupti_version.h>
 #include <cupti_callbacks.h>
 #include <cupti_activity.h>
+#include <cupti_pcsampling.h>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -610,12 +611,18 @@ static void on_launch_enter(int domain, CUpti_CallbackId cbid, enum cls c, const
 	}
 }
 
+static void on_resource(CUpti_CallbackId cbid, const CUpti_ResourceData *rd);
+
 static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *data)
 {
 	(void)userdata;
 	if (!atomic_load_explicit(&g.active, memory_order_relaxed) || !data || cbid >= MAX_CBID)
 		return;
 	int d;
+	if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
+		on_resource(cbid, data);
+		return;
+	}
 	if (domain == CUPTI_CB_DOMAIN_DRIVER_API)
 		d = 0;
 	else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API)
@@ -640,6 +647,329 @@ static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_C
 		ts.depth--;
 	}
 	atomic_fetch_add_explicit(&g.n.overhead_ns, now_ns(CLOCK_MONOTONIC) - t0, memory_order_relaxed);
+}
+
+/* --- PC sampling (EMBER_CUDA_ENABLE_PC_SAMPLING) --------------------------------------------
+ *
+ * CUPTI's PC Sampling API in continuous mode (kernels are not serialised):
+ * enabled on each context at CONTEXT_CREATED, drained with
+ * cuptiPCSamplingGetData by the report thread before each report and at
+ * CONTEXT_DESTROY_STARTING (then disabled). Each PC record's (function,
+ * cubin CRC, offset, stall reason, samples) goes into g.pcs; the report
+ * splits each kernel's time over its name's samples (cuda_agg_apply_pcs).
+ * Every PC sampling function is optional: without them, or when CUPTI
+ * refuses (CUPTI_ERROR_INSUFFICIENT_PRIVILEGES: profiling restricted to
+ * admin users), the library says so once and profiles kernels without. */
+
+#define PC_MAX_CTX 16           /* contexts sampled at once */
+#define PC_MAX_PCS 2048         /* PC records per cuptiPCSamplingGetData */
+#define PC_MAX_STALLS 64        /* stall reasons a device may name */
+#define PC_MAX_NAMES 256        /* distinct stall reason names kept */
+#define PC_TABLE 16384          /* (kernel, offset, reason) keys per report */
+#define PC_DRAINS 64            /* GetData calls per context per report, at most */
+#define PC_API_CORRELATION 22   /* CUPTI 12.4: CUpti_PCSamplingPCData gained correlationId */
+
+#define PC_FUNCS(X)                                                                                    \
+	X(cuptiPCSamplingEnable)                                                                       \
+	X(cuptiPCSamplingDisable)                                                                      \
+	X(cuptiPCSamplingSetConfigurationAttribute)                                                    \
+	X(cuptiPCSamplingGetData)                                                                      \
+	X(cuptiPCSamplingGetNumStallReasons)                                                           \
+	X(cuptiPCSamplingGetStallReasons)
+
+/* CUpti_PCSamplingPCData as CUPTI 12.4 and later lay it out. */
+struct pc_data_v22 {
+	CUpti_PCSamplingPCData base;
+	uint32_t correlation_id;
+	uint32_t pad;
+};
+
+struct pc_ctx {
+	CUcontext ctx;
+	CUpti_PCSamplingData out;   /* what GetData fills */
+	CUpti_PCSamplingData conf;  /* the configured buffer CUPTI's threads write */
+	unsigned char *out_pcs, *conf_pcs;
+	CUpti_PCSamplingStallReason *out_stalls, *conf_stalls;
+	size_t nstalls;
+	uint32_t index[PC_MAX_STALLS];
+	const char *name[PC_MAX_STALLS]; /* interned: one pointer per name */
+};
+
+static struct {
+	int on;                     /* asked for and the API is there (init) */
+	int state;                  /* enum cuda_wire_pc_state (lock) */
+	int said;                   /* the refusal was said (lock) */
+	size_t stride;              /* bytes of one CUpti_PCSamplingPCData (init) */
+#define X(name) __typeof__(name) *name;
+	PC_FUNCS(X)
+#undef X
+	pthread_mutex_t lock;       /* guards ctx, nctx, names, and the drains */
+	struct pc_ctx *ctx[PC_MAX_CTX];
+	unsigned nctx;
+	char *names[PC_MAX_NAMES];  /* owned; live as long as the process (agg keys point at them) */
+	unsigned nnames;
+	struct cuda_pcs *pcs, *spare; /* under g.lock, swapped by the report */
+	atomic_uint_fast64_t samples;
+} pc = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* Says it once even when quiet: the user asked for PC sampling. */
+static void pc_refused(int state, const char *what, CUptiResult r)
+{
+	if (!pc.said) {
+		pc.said = 1;
+		if (state == CUDA_WIRE_PC_REFUSED)
+			fprintf(stderr,
+				"ember-cuda[%d]: PC sampling refused: %s (%s): profiling GPU counters is restricted to "
+				"admin users on this host (NVreg_RestrictProfilingToAdminUsers=1); run as root, or load the "
+				"nvidia module with NVreg_RestrictProfilingToAdminUsers=0; kernels are profiled without "
+				"PC sampling\n",
+				(int)getpid(), what, result_string(r));
+		else
+			fprintf(stderr, "ember-cuda[%d]: PC sampling unavailable: %s (%s); kernels are profiled without it\n",
+				(int)getpid(), what, result_string(r));
+	}
+	if (pc.state != CUDA_WIRE_PC_ON)
+		pc.state = state;
+}
+
+static const char *pc_intern(const char *name)
+{
+	size_t n = strnlen(name, CUDA_WIRE_STALL_MAX + 1);
+	if (n == 0 || n > CUDA_WIRE_STALL_MAX)
+		return NULL;
+	for (unsigned i = 0; i < pc.nnames; i++)
+		if (strcmp(pc.names[i], name) == 0)
+			return pc.names[i];
+	if (pc.nnames >= PC_MAX_NAMES)
+		return NULL;
+	char *c = strndup(name, n);
+	if (c)
+		pc.names[pc.nnames++] = c;
+	return c;
+}
+
+static void pc_free_ctx(struct pc_ctx *c)
+{
+	free(c->out_pcs);
+	free(c->conf_pcs);
+	free(c->out_stalls);
+	free(c->conf_stalls);
+	free(c);
+}
+
+/* A PCSamplingData of PC_MAX_PCS records, each with room for every stall
+ * reason. */
+static int pc_buffer(CUpti_PCSamplingData *d, unsigned char **pcs, CUpti_PCSamplingStallReason **stalls,
+		     size_t nstalls)
+{
+	*pcs = calloc(PC_MAX_PCS, pc.stride);
+	*stalls = calloc((size_t)PC_MAX_PCS * nstalls, sizeof(**stalls));
+	if (!*pcs || !*stalls)
+		return -1;
+	memset(d, 0, sizeof(*d));
+	d->size = sizeof(*d);
+	d->collectNumPcs = PC_MAX_PCS;
+	d->pPcData = (CUpti_PCSamplingPCData *)(void *)*pcs;
+	for (size_t i = 0; i < PC_MAX_PCS; i++) {
+		CUpti_PCSamplingPCData *p = (CUpti_PCSamplingPCData *)(void *)(*pcs + i * pc.stride);
+		p->size = pc.stride;
+		p->stallReason = *stalls + i * nstalls;
+	}
+	return 0;
+}
+
+/* Called with pc.lock held. */
+static void pc_enable(CUcontext ctx)
+{
+	if (pc.nctx >= PC_MAX_CTX)
+		return;
+	CUpti_PCSamplingEnableParams ep = { .size = sizeof(ep), .ctx = ctx };
+	CUptiResult r = pc.cuptiPCSamplingEnable(&ep);
+	if (r != CUPTI_SUCCESS) {
+		pc_refused(r == CUPTI_ERROR_INSUFFICIENT_PRIVILEGES ||
+					   r == CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES
+				   ? CUDA_WIRE_PC_REFUSED
+				   : CUDA_WIRE_PC_UNAVAILABLE,
+			   "cuptiPCSamplingEnable", r);
+		return;
+	}
+	struct pc_ctx *c = calloc(1, sizeof(*c));
+	size_t n = 0;
+	const char *what = "out of memory";
+	r = CUPTI_ERROR_OUT_OF_MEMORY;
+	if (!c)
+		goto fail;
+	c->ctx = ctx;
+	CUpti_PCSamplingGetNumStallReasonsParams np = { .size = sizeof(np), .ctx = ctx, .numStallReasons = &n };
+	what = "cuptiPCSamplingGetNumStallReasons";
+	if ((r = pc.cuptiPCSamplingGetNumStallReasons(&np)) != CUPTI_SUCCESS)
+		goto fail;
+	if (n == 0 || n > PC_MAX_STALLS) {
+		r = CUPTI_ERROR_NOT_SUPPORTED;
+		goto fail;
+	}
+	char *names[PC_MAX_STALLS];
+	char store[PC_MAX_STALLS][CUPTI_STALL_REASON_STRING_SIZE];
+	memset(store, 0, sizeof(store));
+	for (size_t i = 0; i < n; i++)
+		names[i] = store[i];
+	CUpti_PCSamplingGetStallReasonsParams sp = {
+		.size = sizeof(sp), .ctx = ctx, .numStallReasons = n, .stallReasonIndex = c->index, .stallReasons = names
+	};
+	what = "cuptiPCSamplingGetStallReasons";
+	if ((r = pc.cuptiPCSamplingGetStallReasons(&sp)) != CUPTI_SUCCESS)
+		goto fail;
+	c->nstalls = n;
+	for (size_t i = 0; i < n; i++) {
+		store[i][CUPTI_STALL_REASON_STRING_SIZE - 1] = '\0';
+		c->name[i] = pc_intern(store[i]);
+	}
+	what = "out of memory";
+	r = CUPTI_ERROR_OUT_OF_MEMORY;
+	if (pc_buffer(&c->out, &c->out_pcs, &c->out_stalls, n) < 0 ||
+	    pc_buffer(&c->conf, &c->conf_pcs, &c->conf_stalls, n) < 0)
+		goto fail;
+	CUpti_PCSamplingConfigurationInfo info[4];
+	memset(info, 0, sizeof(info));
+	info[0].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_COLLECTION_MODE;
+	info[0].attributeData.collectionModeData.collectionMode = CUPTI_PC_SAMPLING_COLLECTION_MODE_CONTINUOUS;
+	info[1].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_STALL_REASON;
+	info[1].attributeData.stallReasonData.stallReasonCount = n;
+	info[1].attributeData.stallReasonData.pStallReasonIndex = c->index;
+	info[2].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_DATA_BUFFER;
+	info[2].attributeData.samplingDataBufferData.samplingDataBuffer = &c->conf;
+	info[3].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_ENABLE_START_STOP_CONTROL;
+	info[3].attributeData.enableStartStopControlData.enableStartStopControl = 0;
+	CUpti_PCSamplingConfigurationInfoParams cp = {
+		.size = sizeof(cp), .ctx = ctx, .numAttributes = 4, .pPCSamplingConfigurationInfo = info
+	};
+	what = "cuptiPCSamplingSetConfigurationAttribute";
+	if ((r = pc.cuptiPCSamplingSetConfigurationAttribute(&cp)) != CUPTI_SUCCESS)
+		goto fail;
+	pc.ctx[pc.nctx++] = c;
+	pc.state = CUDA_WIRE_PC_ON;
+	say("PC sampling on (context %p, %zu stall reasons)", (void *)ctx, n);
+	return;
+fail:
+	pc_refused(r == CUPTI_ERROR_INSUFFICIENT_PRIVILEGES ? CUDA_WIRE_PC_REFUSED : CUDA_WIRE_PC_UNAVAILABLE, what, r);
+	if (c)
+		pc_free_ctx(c);
+	CUpti_PCSamplingDisableParams dp = { .size = sizeof(dp), .ctx = ctx };
+	(void)pc.cuptiPCSamplingDisable(&dp);
+}
+
+/* The records in d (filled by CUPTI) into g.pcs. */
+static void pc_take(const struct pc_ctx *c, const CUpti_PCSamplingData *d)
+{
+	size_t n = d->totalNumPcs < PC_MAX_PCS ? d->totalNumPcs : PC_MAX_PCS;
+	uint64_t got = 0;
+	pthread_mutex_lock(&g.lock);
+	for (size_t i = 0; i < n; i++) {
+		const CUpti_PCSamplingPCData *p =
+			(const CUpti_PCSamplingPCData *)(const void *)((const unsigned char *)d->pPcData + i * pc.stride);
+		if (!p->functionName || !p->stallReason)
+			continue;
+		size_t ns = p->stallReasonCount < c->nstalls ? p->stallReasonCount : c->nstalls;
+		for (size_t j = 0; j < ns; j++) {
+			const CUpti_PCSamplingStallReason *sr = &p->stallReason[j];
+			const char *name = NULL;
+			for (size_t k = 0; k < c->nstalls; k++)
+				if (c->index[k] == sr->pcSamplingStallReasonIndex)
+					name = c->name[k];
+			if (!name || sr->samples == 0)
+				continue;
+			got += sr->samples;
+			(void)cuda_pcs_add(pc.pcs, p->functionName, strnlen(p->functionName, CUDA_WIRE_NAME_MAX),
+					   p->cubinCrc, p->pcOffset, name, sr->samples);
+		}
+	}
+	pthread_mutex_unlock(&g.lock);
+	atomic_fetch_add(&pc.samples, got);
+}
+
+/* Drains one context. Called with pc.lock held. */
+static void pc_drain(struct pc_ctx *c)
+{
+	for (int i = 0; i < PC_DRAINS; i++) {
+		c->out.totalNumPcs = 0;
+		c->out.remainingNumPcs = 0;
+		CUpti_PCSamplingGetDataParams gp = { .size = sizeof(gp), .ctx = c->ctx, .pcSamplingData = &c->out };
+		if (pc.cuptiPCSamplingGetData(&gp) != CUPTI_SUCCESS)
+			return;
+		pc_take(c, &c->out);
+		if (c->out.remainingNumPcs == 0)
+			return;
+	}
+}
+
+static void pc_drain_all(void)
+{
+	if (!pc.on)
+		return;
+	pthread_mutex_lock(&pc.lock);
+	for (unsigned i = 0; i < pc.nctx; i++)
+		pc_drain(pc.ctx[i]);
+	pthread_mutex_unlock(&pc.lock);
+}
+
+/* The context goes: what CUPTI holds of it (GetData, then the configured
+ * buffer that Disable flushes into), then the context's state. */
+static void pc_context_destroyed(CUcontext ctx)
+{
+	pthread_mutex_lock(&pc.lock);
+	for (unsigned i = 0; i < pc.nctx; i++) {
+		struct pc_ctx *c = pc.ctx[i];
+		if (c->ctx != ctx)
+			continue;
+		pc_drain(c);
+		c->conf.totalNumPcs = 0;
+		CUpti_PCSamplingDisableParams dp = { .size = sizeof(dp), .ctx = ctx };
+		if (pc.cuptiPCSamplingDisable(&dp) == CUPTI_SUCCESS)
+			pc_take(c, &c->conf);
+		pc.ctx[i] = pc.ctx[--pc.nctx];
+		pc_free_ctx(c);
+		break;
+	}
+	pthread_mutex_unlock(&pc.lock);
+}
+
+static void on_resource(CUpti_CallbackId cbid, const CUpti_ResourceData *rd)
+{
+	if (!pc.on || !rd)
+		return;
+	if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
+		pthread_mutex_lock(&pc.lock);
+		pc_enable(rd->context);
+		pthread_mutex_unlock(&pc.lock);
+	} else if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
+		pc_context_destroyed(rd->context);
+	}
+}
+
+/* At init: the API, the callbacks and the tables. */
+static void pc_init(void)
+{
+#define X(name)                                                                                         \
+	pc.name = (__typeof__(name) *)dlsym(g.cupti_handle, #name);                                     \
+	if (!pc.name) {                                                                                 \
+		pc_refused(CUDA_WIRE_PC_UNAVAILABLE, g.cupti_path[0] ? g.cupti_path : "libcupti",       \
+			   CUPTI_ERROR_NOT_SUPPORTED);                                                  \
+		return;                                                                                 \
+	}
+	PC_FUNCS(X)
+#undef X
+	pc.stride = g.cupti_version >= PC_API_CORRELATION ? sizeof(struct pc_data_v22) : sizeof(CUpti_PCSamplingPCData);
+	pc.pcs = cuda_pcs_new(PC_TABLE);
+	pc.spare = cuda_pcs_new(PC_TABLE);
+	if (!pc.pcs || !pc.spare ||
+	    g.cupti.cuptiEnableCallback(1, g.subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED) !=
+		    CUPTI_SUCCESS ||
+	    g.cupti.cuptiEnableCallback(1, g.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+					CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) != CUPTI_SUCCESS) {
+		pc_refused(CUDA_WIRE_PC_UNAVAILABLE, "the context callbacks", CUPTI_ERROR_UNKNOWN);
+		return;
+	}
+	pc.on = 1;
 }
 
 /* --- activity buffers (CUPTI's thread) ------------------------------------------------------ */
@@ -920,6 +1250,11 @@ static void fill_stats(struct cuda_wire_stats *s)
 	s->records_dropped = atomic_load(&g.n.records_dropped);
 	s->messages_dropped = atomic_load(&g.n.messages_dropped);
 	s->overhead_ns = atomic_load(&g.n.overhead_ns);
+	s->pc_samples = atomic_load(&pc.samples);
+	pthread_mutex_lock(&pc.lock);
+	s->pc_state = (uint32_t)pc.state;
+	pthread_mutex_unlock(&pc.lock);
+	s->reserved = 0;
 }
 
 static void print_stats(const char *when)
@@ -991,19 +1326,39 @@ static void report(int final)
 	if (g.pid != getpid())
 		return; /* a forked child: the parent's state is not ours */
 	g.cupti.cuptiActivityFlushAll(final ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+	pc_drain_all();
 	int64_t offset = measure_clock_offset();
 
 	pthread_mutex_lock(&g.lock);
 	struct cuda_agg *agg = g.agg;
 	struct cuda_spans *spans = g.spans;
+	struct cuda_pcs *pcs = pc.pcs;
+	struct cuda_agg *split = NULL, *out = agg;
 	g.agg = g.agg_spare;
 	g.spans = g.spans_spare;
 	g.agg_spare = agg;
 	g.spans_spare = spans;
+	if (pcs) {
+		pc.pcs = pc.spare;
+		pc.spare = pcs;
+	}
 	uint64_t seen = g.devices_seen;
 	if (offset)
 		g.clock_offset = offset;
 	pthread_mutex_unlock(&g.lock);
+	if (pcs && cuda_pcs_entries(pcs) > 0) {
+		/* Each kernel's time split over its samples; the samples of
+		 * kernels without time in this report wait for the next. The
+		 * split goes through the spare table, which becomes this
+		 * report's. */
+		split = cuda_agg_new(AGG_CAPACITY + PC_TABLE);
+		if (split) {
+			pthread_mutex_lock(&g.lock);
+			(void)cuda_agg_apply_pcs(split, agg, pcs, pc.pcs);
+			pthread_mutex_unlock(&g.lock);
+			out = split;
+		}
+	}
 
 	unsigned from = 0;
 	if (!g.gave_up) {
@@ -1011,14 +1366,15 @@ static void report(int final)
 		/* A connection found broken (the agent restarted since the
 		 * last report) is made again at once, and the report goes on
 		 * where it stopped. */
-		if (send_report(agg, &from, spans, seen) < 0 && had && g.fd < 0)
-			(void)send_report(agg, &from, spans, seen);
+		if (send_report(out, &from, spans, seen) < 0 && had && g.fd < 0)
+			(void)send_report(out, &from, spans, seen);
 	}
 	if (!g.gave_up) {
 		pthread_mutex_lock(&g.lock);
-		(void)cuda_agg_carry(g.agg, agg, from); /* out of memory: as cuda_agg_add, not added */
+		(void)cuda_agg_carry(g.agg, out, from); /* out of memory: as cuda_agg_add, not added */
 		pthread_mutex_unlock(&g.lock);
 	}
+	cuda_agg_free(split);
 	cuda_agg_reset(agg);
 	cuda_spans_reset(spans);
 
@@ -1102,8 +1458,6 @@ EMBERCUDA_EXPORT int InitializeInjection(void)
 	if (g.cfg.noop)
 		return 1;
 	g.pid = getpid();
-	if (g.cfg.enable_pc_sampling)
-		say("PC sampling is not supported by this version; profiling without it");
 	if (socket_path(g.cfg.socket_path, sizeof(g.cfg.socket_path)) < 0) {
 		say("the agent's socket path is too long; not profiling");
 		return 1;
@@ -1183,6 +1537,8 @@ EMBERCUDA_EXPORT int InitializeInjection(void)
 	}
 	if (g.cfg.profile_sync && (r = g.cupti.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)) != CUPTI_SUCCESS)
 		say("cuptiActivityEnable(SYNCHRONIZATION): %s; syncs are not profiled", result_string(r));
+	if (g.cfg.enable_pc_sampling)
+		pc_init();
 
 	g.clock_offset = measure_clock_offset();
 	g.next_stats_ns = now_ns(CLOCK_MONOTONIC) + (uint64_t)(g.cfg.stats_interval * 1e9);

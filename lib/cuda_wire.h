@@ -25,7 +25,7 @@
  *
  * Layout: little-endian, the structs below with no padding holes (each is
  * a multiple of 8 bytes). A message is a cuda_wire_hdr followed by `count`
- * entries of the type's struct; entries of types with strings (AGG, SPAN)
+ * entries of the type's struct; entries of types with strings (AGG, SPAN, PC)
  * are followed by their strings' bytes (no NUL), then zero padding up to
  * the next multiple of 8.
  */
@@ -39,6 +39,7 @@
 #define CUDA_WIRE_MAX_MSG 65536     /* bytes in one datagram, header included */
 #define CUDA_WIRE_NAME_MAX 1024     /* bytes of a kernel name; longer ones are cut */
 #define CUDA_WIRE_API_MAX 64        /* bytes of an API name */
+#define CUDA_WIRE_STALL_MAX 128     /* bytes of a stall reason's name (CUPTI_STALL_REASON_STRING_SIZE) */
 #define CUDA_WIRE_SOCKET_NAME "agent.sock"
 #define CUDA_WIRE_MARKER "ember_cuda_launch_marker"
 
@@ -48,6 +49,8 @@ enum cuda_wire_type {
 	CUDA_WIRE_AGG = 3,    /* count cuda_wire_agg: GPU time since the last flush */
 	CUDA_WIRE_SPAN = 4,   /* count cuda_wire_span: single activities, for a timeline */
 	CUDA_WIRE_STATS = 5,  /* one cuda_wire_stats: the library's counters (cumulative) */
+	CUDA_WIRE_PC = 6,     /* count cuda_wire_pc: a kernel's GPU time split by PC samples */
+	CUDA_WIRE_TYPE_MAX = 6,
 };
 
 /* What kind of GPU work; decides the leaf frame's type. */
@@ -110,6 +113,42 @@ struct cuda_wire_agg {
 	uint16_t reserved;
 };
 
+/* A part of a kernel's GPU time (an AGG entry of kind KERNEL or GRAPH)
+ * that PC sampling (EMBER_CUDA_ENABLE_PC_SAMPLING) attributed to one
+ * instruction and one warp stall reason: the library splits each kernel
+ * entry's total_ns over the PC samples it holds for that kernel's name, in
+ * proportion to their counts, exactly (the parts sum to the entry's
+ * total). The agent puts it under the kernel frame as a cuda_sass frame
+ * (cubin_id, pc_offset) and a cuda_stall frame (the reason as CUPTI names
+ * it, "smsp__pcsamp_warps_issue_stalled_long_scoreboard"). The fields up
+ * to name_len are an AGG entry's; count is the PC samples of that
+ * (offset, reason). Followed by api_len bytes of the API, name_len of the
+ * kernel's name, stall_len of the reason, then padding. */
+struct cuda_wire_pc {
+	uint64_t stack_id;
+	uint64_t total_ns;   /* this part of the kernel's time */
+	uint64_t count;      /* PC samples of this (offset, reason), >= 1 */
+	uint32_t tid;
+	uint16_t kind;       /* CUDA_WIRE_KIND_KERNEL or _GRAPH */
+	uint16_t api_len;    /* 1..CUDA_WIRE_API_MAX */
+	uint32_t device;
+	uint32_t stream;
+	uint32_t context;
+	uint16_t name_len;   /* 1..CUDA_WIRE_NAME_MAX */
+	uint16_t stall_len;  /* 1..CUDA_WIRE_STALL_MAX */
+	uint64_t cubin_id;   /* CUPTI's cubin CRC */
+	uint64_t pc_offset;  /* the instruction's offset in the function */
+};
+
+/* What became of PC sampling in the process (cuda_wire_stats.pc_state). */
+enum cuda_wire_pc_state {
+	CUDA_WIRE_PC_OFF = 0,         /* not asked for */
+	CUDA_WIRE_PC_ON = 1,          /* enabled on at least one context */
+	CUDA_WIRE_PC_REFUSED = 2,     /* CUPTI_ERROR_INSUFFICIENT_PRIVILEGES (admin-only profiling) */
+	CUDA_WIRE_PC_UNAVAILABLE = 3, /* no PC sampling API, or it failed otherwise */
+	CUDA_WIRE_PC_STATE_MAX = 3,
+};
+
 /* One activity with its times (CLOCK_REALTIME ns), at most a bounded
  * number per second, for the per-device, per-stream timeline. Followed by
  * name_len bytes of the name, then padding. */
@@ -132,6 +171,9 @@ struct cuda_wire_stats {
 	uint64_t records_dropped;   /* CUPTI's dropped-record count, summed */
 	uint64_t messages_dropped;  /* sends the socket refused (agent busy or gone); an AGG's time is sent later */
 	uint64_t overhead_ns;       /* time spent in the library's callbacks */
+	uint64_t pc_samples;        /* PC samples received from CUPTI */
+	uint32_t pc_state;          /* enum cuda_wire_pc_state */
+	uint32_t reserved;          /* 0 */
 };
 
 _Static_assert(sizeof(struct cuda_wire_hdr) == 16, "wire header is 16 bytes");
@@ -139,6 +181,7 @@ _Static_assert(sizeof(struct cuda_wire_hello) == 64, "hello is 64 bytes");
 _Static_assert(sizeof(struct cuda_wire_device) == 88, "device is 88 bytes");
 _Static_assert(sizeof(struct cuda_wire_agg) == 48, "agg is 48 bytes");
 _Static_assert(sizeof(struct cuda_wire_span) == 40, "span is 40 bytes");
-_Static_assert(sizeof(struct cuda_wire_stats) == 48, "stats is 48 bytes");
+_Static_assert(sizeof(struct cuda_wire_stats) == 64, "stats is 64 bytes");
+_Static_assert(sizeof(struct cuda_wire_pc) == 64, "pc is 64 bytes");
 
 #endif

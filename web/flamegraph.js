@@ -42,7 +42,8 @@ export const FRAME_TYPES = {
 	cuda_launch: [150, 50, 60, 'CUDA launch'],
 	cuda_kernel: [88, 62, 52, 'CUDA kernel'],
 	cuda_sass: [128, 38, 66, 'CUDA SASS'],
-	cuda_stall: [58, 70, 60, 'CUDA stall'],
+	// apart from native's yellow: a stall leaf sits beside native-heavy stacks
+	cuda_stall: [318, 55, 76, 'CUDA stall'],
 	cuda_memcpy: [172, 55, 58, 'CUDA memcpy'],
 	cuda_memset: [196, 45, 64, 'CUDA memset'],
 	cuda_sync: [28, 65, 64, 'CUDA sync'],

@@ -38,6 +38,7 @@ static fakecupti_next_corr_fn hook_corr;
 static fakecupti_api_fn hook_api;
 static fakecupti_record_fn hook_record;
 static fakecupti_enabled_fn hook_enabled;
+static fakecupti_context_fn hook_context; /* optional */
 static uint64_t stream_end[STREAMS];        /* the fake GPU's clock per stream (lock) */
 static struct CUfunc_st functions[KERNELS]; /* by name (lock) */
 static unsigned nfunctions;
@@ -110,6 +111,7 @@ EXPORT CUresult cuInit(unsigned flags)
 		hook_api = (fakecupti_api_fn)dlsym(cupti, "fakecupti_api");
 		hook_record = (fakecupti_record_fn)dlsym(cupti, "fakecupti_record");
 		hook_enabled = (fakecupti_enabled_fn)dlsym(cupti, "fakecupti_enabled");
+		hook_context = (fakecupti_context_fn)dlsym(cupti, "fakecupti_context");
 		if (!hook_corr || !hook_api || !hook_record || !hook_enabled)
 			hook_corr = NULL;
 	}
@@ -235,6 +237,12 @@ static void launch(int runtime, uint32_t cbid, const char *api, const struct CUf
 {
 	if (!hook_corr)
 		return;
+	/* The primary context is made at the first launch, as the runtime
+	 * makes it lazily. */
+	static int ctx_made;
+	static char ctx_object;
+	if (hook_context && !__atomic_exchange_n(&ctx_made, 1, __ATOMIC_ACQ_REL))
+		hook_context(1, &ctx_object);
 	uint32_t corr = hook_corr();
 	uint32_t record_corr = corr;
 	hook_api(runtime, cbid, 0, corr, api, f->name);

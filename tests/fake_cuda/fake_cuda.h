@@ -26,6 +26,9 @@
  *   FAKE_CUDA_RECORDS_PER_BUFFER=N     records before a buffer is handed back
  *   FAKE_CUPTI_SUBSCRIBE_ERROR=code    cuptiSubscribe fails with it
  *   FAKE_CUPTI_VERSION=N               cuptiGetVersion's answer (default 18)
+ *   FAKE_CUDA_PCSAMPLES="k:off:reason:n,..."  PC samples each kernel record
+ *                                      of k adds (fake_cupti.c: PC sampling)
+ *   FAKE_CUPTI_PCSAMPLING_ERROR=code   cuptiPCSamplingEnable fails with it
  */
 #ifndef EMBER_FAKE_CUDA_H
 #define EMBER_FAKE_CUDA_H
@@ -43,5 +46,7 @@ typedef void (*fakecupti_api_fn)(int runtime, uint32_t cbid, int site, uint32_t 
 typedef void (*fakecupti_record_fn)(const void *record, size_t size);
 /* 1 when activity records of `kind` are enabled. */
 typedef int (*fakecupti_enabled_fn)(int kind);
+/* Fires CONTEXT_CREATED (created 1) or CONTEXT_DESTROY_STARTING. */
+typedef void (*fakecupti_context_fn)(int created, void *ctx);
 
 #endif

@@ -12,6 +12,8 @@
 #include <cupti_driver_cbid.h>
 #include <cupti_runtime_cbid.h>
 #include <cupti_activity.h>
+#include <cupti_pcsampling.h>
+#include <stdio.h>
 
 #include "fake_cuda.h"
 
@@ -25,6 +27,7 @@ static void *subscriber_data;
 static int subscribed;
 static unsigned char enabled_cb[2][MAX_CBID];
 static unsigned char enabled_kind[64];
+static unsigned char enabled_res[8];
 static CUpti_BuffersCallbackRequestFunc buf_request;
 static CUpti_BuffersCallbackCompleteFunc buf_complete;
 static uint8_t *cur;           /* the buffer being filled (lock) */
@@ -149,6 +152,12 @@ EXPORT CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle s
 {
 	if (!subscriber || !subscribed || cbid >= MAX_CBID)
 		return CUPTI_ERROR_INVALID_PARAMETER;
+	if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
+		if (cbid != CUPTI_CBID_RESOURCE_CONTEXT_CREATED && cbid != CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING)
+			return CUPTI_ERROR_INVALID_PARAMETER;
+		__atomic_store_n(&enabled_res[cbid], enable ? 1 : 0, __ATOMIC_RELEASE);
+		return CUPTI_SUCCESS;
+	}
 	if (domain != CUPTI_CB_DOMAIN_DRIVER_API && domain != CUPTI_CB_DOMAIN_RUNTIME_API)
 		return CUPTI_ERROR_INVALID_PARAMETER;
 	__atomic_store_n(&enabled_cb[domain == CUPTI_CB_DOMAIN_RUNTIME_API][cbid], enable ? 1 : 0, __ATOMIC_RELEASE);
@@ -311,6 +320,198 @@ EXPORT CUptiResult cuptiFinalize(void)
 	return CUPTI_SUCCESS;
 }
 
+/* --- PC sampling: a scripted sequence replayed ---
+ *
+ * FAKE_CUDA_PCSAMPLES="kernel:offset:reason:samples,..." (offset in hex
+ * or decimal, reason a short name of the table below): each kernel record
+ * of that name adds those samples, which cuptiPCSamplingGetData hands
+ * back (at most collectNumPcs records a call, the rest said in
+ * remainingNumPcs) and cuptiPCSamplingDisable flushes into the configured
+ * buffer. FAKE_CUPTI_PCSAMPLING_ERROR=code: cuptiPCSamplingEnable fails
+ * with it (35: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES). */
+
+#define PCS_SCRIPT 64
+#define PCS_PENDING 4096
+#define FAKE_CUBIN_CRC 0x5eed0000c0b1ull
+
+/* Hardware indices as a device names them: not 0..n-1. */
+static const struct {
+	uint32_t index;
+	const char *name;
+} stall_table[] = {
+	{ 2, "smsp__pcsamp_warps_issue_stalled_barrier" },
+	{ 4, "smsp__pcsamp_warps_issue_stalled_long_scoreboard" },
+	{ 7, "smsp__pcsamp_warps_issue_stalled_math_pipe_throttle" },
+	{ 9, "smsp__pcsamp_warps_issue_stalled_short_scoreboard" },
+	{ 12, "smsp__pcsamp_warps_issue_stalled_selected" },
+	{ 15, "smsp__pcsamp_warps_issue_stalled_wait" },
+};
+#define NSTALLS (sizeof(stall_table) / sizeof(stall_table[0]))
+
+static struct {
+	char *name;
+	uint64_t offset;
+	uint32_t stall;
+	uint32_t samples;
+} script[PCS_SCRIPT];
+static unsigned nscript;
+static struct {
+	char *name; /* the script's: one pointer per function, as CUPTI's */
+	uint64_t offset;
+	uint32_t stall;
+	uint64_t samples;
+} pending[PCS_PENDING];
+static unsigned npending;
+static int pcs_enabled;
+static CUpti_PCSamplingData *pcs_conf;
+
+static void pcs_read_script(void)
+{
+	const char *v = getenv("FAKE_CUDA_PCSAMPLES");
+	if (!v)
+		return;
+	char *copy = strdup(v), *save = NULL;
+	for (char *t = strtok_r(copy, ",", &save); t && nscript < PCS_SCRIPT; t = strtok_r(NULL, ",", &save)) {
+		char name[256], reason[128];
+		unsigned long long off;
+		unsigned n;
+		if (sscanf(t, "%255[^:]:%lli:%127[^:]:%u", name, (long long *)&off, reason, &n) != 4)
+			continue;
+		for (size_t i = 0; i < NSTALLS; i++) {
+			if (strcmp(stall_table[i].name + strlen("smsp__pcsamp_warps_issue_stalled_"), reason) == 0) {
+				script[nscript].name = strdup(name);
+				script[nscript].offset = off;
+				script[nscript].stall = stall_table[i].index;
+				script[nscript].samples = n;
+				nscript++;
+			}
+		}
+	}
+	free(copy);
+}
+
+static void pcs_kernel_ran(const char *name)
+{
+	pthread_mutex_lock(&lock);
+	for (unsigned i = 0; pcs_enabled && name && i < nscript; i++) {
+		if (strcmp(script[i].name, name) != 0)
+			continue;
+		unsigned j;
+		for (j = 0; j < npending; j++)
+			if (pending[j].name == script[i].name && pending[j].offset == script[i].offset &&
+			    pending[j].stall == script[i].stall)
+				break;
+		if (j == npending) {
+			if (npending >= PCS_PENDING)
+				continue;
+			pending[npending].name = script[i].name;
+			pending[npending].offset = script[i].offset;
+			pending[npending].stall = script[i].stall;
+			pending[npending].samples = 0;
+			npending++;
+		}
+		pending[j].samples += script[i].samples;
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+EXPORT CUptiResult cuptiPCSamplingEnable(CUpti_PCSamplingEnableParams *p)
+{
+	unsigned err = env_uint("FAKE_CUPTI_PCSAMPLING_ERROR", 0);
+	if (err)
+		return (CUptiResult)err;
+	if (!p || p->size != sizeof(*p) || !p->ctx)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	pthread_mutex_lock(&lock);
+	if (!pcs_enabled && nscript == 0)
+		pcs_read_script();
+	pcs_enabled = 1;
+	pthread_mutex_unlock(&lock);
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiPCSamplingGetNumStallReasons(CUpti_PCSamplingGetNumStallReasonsParams *p)
+{
+	if (!p || !p->numStallReasons || !p->ctx)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	*p->numStallReasons = NSTALLS;
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiPCSamplingGetStallReasons(CUpti_PCSamplingGetStallReasonsParams *p)
+{
+	if (!p || p->numStallReasons != NSTALLS || !p->stallReasonIndex || !p->stallReasons)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	for (size_t i = 0; i < NSTALLS; i++) {
+		p->stallReasonIndex[i] = stall_table[i].index;
+		snprintf(p->stallReasons[i], CUPTI_STALL_REASON_STRING_SIZE, "%s", stall_table[i].name);
+	}
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiPCSamplingSetConfigurationAttribute(CUpti_PCSamplingConfigurationInfoParams *p)
+{
+	if (!p || !p->ctx || !p->pPCSamplingConfigurationInfo)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	for (size_t i = 0; i < p->numAttributes; i++) {
+		CUpti_PCSamplingConfigurationInfo *c = &p->pPCSamplingConfigurationInfo[i];
+		if (c->attributeType == CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_DATA_BUFFER)
+			pcs_conf = c->attributeData.samplingDataBufferData.samplingDataBuffer;
+		if (c->attributeType == CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_COLLECTION_MODE &&
+		    c->attributeData.collectionModeData.collectionMode != CUPTI_PC_SAMPLING_COLLECTION_MODE_CONTINUOUS)
+			return CUPTI_ERROR_NOT_SUPPORTED;
+	}
+	return CUPTI_SUCCESS;
+}
+
+/* Moves pending records into d, as many as it holds. */
+static void pcs_fill(CUpti_PCSamplingData *d)
+{
+	size_t n = 0;
+	while (n < d->collectNumPcs && npending > 0) {
+		CUpti_PCSamplingPCData *o = &d->pPcData[n++];
+		unsigned j = --npending;
+		o->cubinCrc = FAKE_CUBIN_CRC;
+		o->pcOffset = pending[j].offset;
+		o->functionIndex = 0;
+		o->functionName = pending[j].name;
+		o->stallReasonCount = 1;
+		o->stallReason[0].pcSamplingStallReasonIndex = pending[j].stall;
+		o->stallReason[0].samples = (uint32_t)pending[j].samples;
+	}
+	d->totalNumPcs = n;
+	d->remainingNumPcs = npending;
+}
+
+EXPORT CUptiResult cuptiPCSamplingGetData(CUpti_PCSamplingGetDataParams *p)
+{
+	if (!p || !p->pcSamplingData)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	CUpti_PCSamplingData *d = p->pcSamplingData;
+	if (d->size != sizeof(*d) || !d->pPcData || d->pPcData[0].size != sizeof(CUpti_PCSamplingPCData))
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	pthread_mutex_lock(&lock);
+	if (!pcs_enabled) {
+		pthread_mutex_unlock(&lock);
+		return CUPTI_ERROR_INVALID_OPERATION;
+	}
+	pcs_fill(d);
+	pthread_mutex_unlock(&lock);
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiPCSamplingDisable(CUpti_PCSamplingDisableParams *p)
+{
+	if (!p)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	pthread_mutex_lock(&lock);
+	if (pcs_enabled && pcs_conf)
+		pcs_fill(pcs_conf);
+	pcs_enabled = 0;
+	pthread_mutex_unlock(&lock);
+	return CUPTI_SUCCESS;
+}
+
 /* --- the hooks the fake driver calls --- */
 
 EXPORT uint32_t fakecupti_next_corr(void)
@@ -362,4 +563,21 @@ EXPORT void fakecupti_record(const void *rec, size_t size)
 	uint8_t *full = append(rec, size, &used, &bsize);
 	pthread_mutex_unlock(&lock);
 	complete(full, used, bsize);
+	const CUpti_Activity *a = rec;
+	if (a->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+		pcs_kernel_ran(((const CUpti_ActivityKernel8 *)rec)->name);
+}
+
+/* Fires the resource callback of a context made (created 1) or about to
+ * go (0), if enabled. */
+EXPORT void fakecupti_context(int created, void *ctx)
+{
+	uint32_t cbid = created ? CUPTI_CBID_RESOURCE_CONTEXT_CREATED : CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING;
+	if (!__atomic_load_n(&enabled_res[cbid], __ATOMIC_ACQUIRE))
+		return;
+	CUpti_CallbackFunc fn = __atomic_load_n(&subscriber_fn, __ATOMIC_ACQUIRE);
+	if (!fn)
+		return;
+	CUpti_ResourceData d = { .context = (CUcontext)ctx };
+	fn(subscriber_data, CUPTI_CB_DOMAIN_RESOURCE, cbid, &d);
 }

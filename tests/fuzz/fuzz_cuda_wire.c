@@ -8,8 +8,8 @@
  * length and that many bytes: tag bit 7 clear, a datagram from process
  * (tag & 3) + 1; set, a launch record (struct oncpu_sample bytes, its
  * kind forced to ONCPU_KIND_CUDA_LAUNCH). Checked: nothing reads out of
- * bounds (ASan); every accepted AGG's entries read back within the
- * message; and no GPU time is lost or made up: after a final join past the
+ * bounds (ASan); every accepted AGG's and PC's entries read back within
+ * the message; and no GPU time is lost or made up: after a final join past the
  * hold time, the time emitted equals the sum of the accepted entries'. */
 #include <stdbool.h>
 #include <stdint.h>
@@ -46,6 +46,8 @@ static void on_emit(void *ctx, const struct cuda_work *w, const void *rec, size_
 	struct run *r = ctx;
 	if (strlen(w->api) < 1 || strlen(w->api) > CUDA_WIRE_API_MAX || strlen(w->name) < 1 ||
 	    strlen(w->name) > CUDA_WIRE_NAME_MAX || w->kind < 1 || w->kind > CUDA_WIRE_KIND_MAX)
+		abort();
+	if (w->stall && (strlen(w->stall) < 1 || strlen(w->stall) > CUDA_WIRE_STALL_MAX))
 		abort();
 	r->emitted_ns += w->total_ns;
 	r->emitted++;
@@ -101,12 +103,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		uint32_t count;
 		struct cuda_stats before;
 		cuda_get_stats(cu, &before);
-		if (cuda_wire_check(item, n, &type, &count) == CWR_OK && type == CUDA_WIRE_AGG) {
+		if (cuda_wire_check(item, n, &type, &count) == CWR_OK &&
+		    (type == CUDA_WIRE_AGG || type == CUDA_WIRE_PC)) {
 			size_t o = 0, k = 0;
 			uint64_t ns = 0;
 			struct cuda_agg_view v;
-			while (cuda_wire_next_agg(item, n, &o, &v)) {
+			while (type == CUDA_WIRE_AGG ? cuda_wire_next_agg(item, n, &o, &v)
+						     : cuda_wire_next_pc(item, n, &o, &v)) {
 				if (v.api < (const char *)item || v.name + v.a.name_len > (const char *)item + n)
+					abort();
+				if (type == CUDA_WIRE_PC &&
+				    (!v.stall || v.stall_len < 1 || v.stall + v.stall_len > (const char *)item + n ||
+				     (v.a.kind != CUDA_WIRE_KIND_KERNEL && v.a.kind != CUDA_WIRE_KIND_GRAPH)))
 					abort();
 				ns += v.a.total_ns;
 				k++;

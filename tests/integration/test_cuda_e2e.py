@@ -156,3 +156,86 @@ def test_python_program_on_the_fake_driver(server, agent_factory, tmp_path):
         assert got + sum(t for _, t in early) == steps * ns and got >= 0.95 * steps * ns, (leaf, got, early)
     module = find(tree["root"], "<module>")
     assert module is not None and module["frame_type"] == "cpython", module
+
+
+# PC sampling (EMBER_CUDA_ENABLE_PC_SAMPLING) replayed through the fake
+# CUPTI: each kernel record adds these samples (kernel:offset:reason:n).
+PC_SCRIPT = ("k_big:0x1a0:long_scoreboard:3,k_big:0x1c0:math_pipe_throttle:1,k_big:0x200:selected:1,"
+             "k_small:0x80:wait:1,k_small:0x90:short_scoreboard:3")
+FAKE_CUBIN = "cubin:00005eed0000c0b1"
+STALL = "smsp__pcsamp_warps_issue_stalled_"
+
+
+def pc_leaves(tree):
+    """(kernel, sass frame, stall frame) -> GPU time, and the kernels' self time."""
+    out, kernel_self = {}, 0
+    for path, n in walk(tree["root"]):
+        if n["frame_type"] == "cuda_kernel":
+            kernel_self += n["self"]
+        if n["frame_type"] == "cuda_stall":
+            k = (path[-3], path[-2], path[-1])
+            out[k] = out.get(k, 0) + n["total"]
+    return out, kernel_self
+
+
+def test_pc_sampling_on_the_fake_driver(server, agent_factory, tmp_path):
+    require_root()
+    agent, lib = start_agent(agent_factory, server, tmp_path)
+    steps = 2000
+    env = cuda_env(lib)
+    env.update(EMBER_CUDA_ENABLE_PC_SAMPLING="true", FAKE_CUDA_PCSAMPLES=PC_SCRIPT)
+    r = subprocess.run([LAUNCHER, str(steps), "1", "4"], env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == f"done {steps} 1", (r.stdout, r.stderr)
+    assert "PC sampling" not in r.stderr, r.stderr  # quiet: nothing said when it works
+    want = steps * (BIG_NS + SMALL_NS + COPY_NS + SET_NS + SYNC_NS)
+    tree = gpu_settled(server, 'process.executable.name == "cuda_launch"', want)
+    check_tree(tree["root"])
+    assert tree["total"] == want, (tree["total"], want)
+    # Each kernel's time split over its samples exactly (3:1:1 and 1:3),
+    # under kernel -> instruction (cubin + offset, unsymbolized) -> stall
+    # reason as CUPTI names it; no time left on the kernels themselves.
+    leaves, kernel_self = pc_leaves(tree)
+    assert leaves == {
+        ("k_big", f"{FAKE_CUBIN}+0x1a0", STALL + "long_scoreboard"): steps * BIG_NS * 3 // 5,
+        ("k_big", f"{FAKE_CUBIN}+0x1c0", STALL + "math_pipe_throttle"): steps * BIG_NS // 5,
+        ("k_big", f"{FAKE_CUBIN}+0x200", STALL + "selected"): steps * BIG_NS // 5,
+        ("k_small", f"{FAKE_CUBIN}+0x80", STALL + "wait"): steps * SMALL_NS // 4,
+        ("k_small", f"{FAKE_CUBIN}+0x90", STALL + "short_scoreboard"): steps * SMALL_NS * 3 // 4,
+    }, leaves
+    assert kernel_self == 0, kernel_self
+    sass = find(tree["root"], f"{FAKE_CUBIN}+0x1a0")
+    assert sass is not None and sass["frame_type"] == "cuda_sass", sass
+    # Copies, sets and syncs are not split.
+    assert gpu_leaves(tree)[("HtoD", "cuda_memcpy")] == steps * COPY_NS
+    with urllib.request.urlopen(f"http://127.0.0.1:{agent.stats_port}/debug/stats", timeout=10) as s:
+        stats = json.load(s)
+    assert stats["cuda_library_pc_samples_total"] == steps * 9, stats["cuda_library_pc_samples_total"]
+    assert stats["cuda_pc_entries_total"] > 0 and stats["cuda_library_pc_sampling_refused"] == 0
+
+
+def test_pc_sampling_refused(server, agent_factory, tmp_path):
+    """CUPTI refuses PC sampling (CUPTI_ERROR_INSUFFICIENT_PRIVILEGES, 35):
+    said once on stderr even though the library is quiet, counted by the
+    agent, and the kernels are profiled as without it."""
+    require_root()
+    agent, lib = start_agent(agent_factory, server, tmp_path)
+    steps = 1000
+    env = cuda_env(lib)
+    env.update(EMBER_CUDA_ENABLE_PC_SAMPLING="true", FAKE_CUDA_PCSAMPLES=PC_SCRIPT,
+               FAKE_CUPTI_PCSAMPLING_ERROR="35")
+    r = subprocess.run([LAUNCHER, str(steps), "1", "3"], env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == f"done {steps} 1", (r.stdout, r.stderr)
+    assert r.stderr.count("PC sampling refused") == 1, r.stderr
+    assert "NVreg_RestrictProfilingToAdminUsers" in r.stderr, r.stderr
+    want = steps * (BIG_NS + SMALL_NS + COPY_NS + SET_NS + SYNC_NS)
+    tree = gpu_settled(server, 'process.executable.name == "cuda_launch"', want)
+    assert tree["total"] == want, (tree["total"], want)
+    assert gpu_leaves(tree)[("k_big", "cuda_kernel")] == steps * BIG_NS
+    leaves, kernel_self = pc_leaves(tree)
+    assert leaves == {} and kernel_self == steps * (BIG_NS + SMALL_NS), (leaves, kernel_self)
+    with urllib.request.urlopen(f"http://127.0.0.1:{agent.stats_port}/debug/stats", timeout=10) as s:
+        stats = json.load(s)
+    assert stats["cuda_library_pc_sampling_refused"] == 1, stats["cuda_library_pc_sampling_refused"]
+    assert stats["cuda_library_pc_samples_total"] == 0

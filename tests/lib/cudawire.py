@@ -15,7 +15,7 @@ VERSION = 1
 MAX_MSG = 65536
 NAME_MAX = 1024
 API_MAX = 64
-HELLO, DEVICE, AGG, SPAN, STATS = 1, 2, 3, 4, 5
+HELLO, DEVICE, AGG, SPAN, STATS, PC = 1, 2, 3, 4, 5, 6
 KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_SYNC, KIND_GRAPH = 1, 2, 3, 4, 5
 
 HDR = struct.Struct("<IHHII")
@@ -23,8 +23,11 @@ HELLO_S = struct.Struct("<IIIIQQ32s")
 DEVICE_S = struct.Struct("<II16s64s")
 AGG_S = struct.Struct("<QQQIHHIIIHH")
 SPAN_S = struct.Struct("<QQQIHHII")
-STATS_S = struct.Struct("<QQQQQQ")
-assert (HDR.size, HELLO_S.size, DEVICE_S.size, AGG_S.size, SPAN_S.size, STATS_S.size) == (16, 64, 88, 48, 40, 48)
+STATS_S = struct.Struct("<QQQQQQQII")
+PC_S = struct.Struct("<QQQIHHIIIHHQQ")
+STALL_MAX = 128
+assert (HDR.size, HELLO_S.size, DEVICE_S.size, AGG_S.size, SPAN_S.size, STATS_S.size, PC_S.size) == \
+    (16, 64, 88, 48, 40, 64, 64)
 
 
 def _pad8(n):
@@ -57,12 +60,36 @@ def parse(data):
             e = dict(index=v[0], uuid=v[2], name=_cstr(v[3]))
         else:
             e = dict(zip(["launches", "launches_sampled", "activities", "records_dropped",
-                          "messages_dropped", "overhead_ns"], v))
+                          "messages_dropped", "overhead_ns", "pc_samples", "pc_state", "reserved"], v))
+            if e["reserved"] or e["pc_state"] > 3:
+                raise ValueError(f"STATS pc_state {e['pc_state']} reserved {e['reserved']}")
         return mtype, [e]
-    if mtype not in (AGG, SPAN) or count == 0:
+    if mtype not in (AGG, SPAN, PC) or count == 0:
         raise ValueError(f"type {mtype} count {count}")
     entries, off = [], 0
     for _ in range(count):
+        if mtype == PC:
+            if off + PC_S.size > len(body):
+                raise ValueError("truncated PC")
+            (stack_id, total_ns, cnt, tid, kind, api_len, device, stream, context, name_len, stall_len, cubin_id,
+             pc_offset) = PC_S.unpack_from(body, off)
+            if not (1 <= api_len <= API_MAX and 1 <= name_len <= NAME_MAX and 1 <= stall_len <= STALL_MAX
+                    and kind in (1, 5) and cnt >= 1):
+                raise ValueError(f"PC api_len {api_len} name_len {name_len} stall_len {stall_len} kind {kind}")
+            p = off + PC_S.size
+            end = p + api_len + name_len + stall_len
+            if end > len(body):
+                raise ValueError("PC strings past the end")
+            nxt = off + _pad8(PC_S.size + api_len + name_len + stall_len)
+            if any(body[end:nxt]):
+                raise ValueError("non-zero padding")
+            entries.append(dict(stack_id=stack_id, total_ns=total_ns, count=cnt, tid=tid, kind=kind, device=device,
+                                stream=stream, context=context, api=body[p:p + api_len].decode(),
+                                name=body[p + api_len:p + api_len + name_len].decode(),
+                                stall=body[p + api_len + name_len:end].decode(), cubin_id=cubin_id,
+                                pc_offset=pc_offset))
+            off = nxt
+            continue
         if mtype == AGG:
             if off + AGG_S.size > len(body):
                 raise ValueError("truncated AGG")

@@ -115,6 +115,16 @@ class Batch:
             self.frames.append(k)
         return self._frame_ids[k]
 
+    def sass_frame(self, cubin, offset):
+        """A cuda_sass frame as ember-agent sends PC sampling's instructions:
+        no name, the cubin ("cubin:<crc>") as its binary, the PC offset as
+        its address (the server names it "<binary>+0x<offset>")."""
+        k = (FRAME_TYPES["cuda_sass"], 0, self.string(cubin), 0, offset)
+        if k not in self._frame_ids:
+            self._frame_ids[k] = len(self.frames)
+            self.frames.append(k)
+        return self._frame_ids[k]
+
     def stack(self, frames, binary="myapp"):
         """frames: outermost first; each a name (a native frame in binary),
         a (name, type) or a (name, type, binary) tuple, or a frame index

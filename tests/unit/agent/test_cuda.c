@@ -107,6 +107,133 @@ static void set_agg_field(struct msg *m, size_t field_off, const void *v, size_t
 	memcpy(m->b + sizeof(struct cuda_wire_hdr) + field_off, v, n);
 }
 
+
+/* A PC entry (lib/cuda_wire.h): a part of a kernel's time at one
+ * instruction and stall reason. */
+static void msg_pc(struct msg *m, uint64_t stack_id, uint64_t ns, uint16_t kind, const char *name,
+		   const char *stall, uint64_t offset)
+{
+	const char *api = "cuLaunchKernel";
+	struct cuda_wire_pc a = { .stack_id = stack_id, .total_ns = ns, .count = 3, .tid = 11,
+				  .kind = kind, .api_len = (uint16_t)strlen(api), .stream = 7, .context = 2,
+				  .name_len = (uint16_t)strlen(name), .stall_len = (uint16_t)strlen(stall),
+				  .cubin_id = 0xc0b1, .pc_offset = offset };
+	memcpy(m->b + m->len, &a, sizeof(a));
+	m->len += sizeof(a);
+	memcpy(m->b + m->len, api, a.api_len);
+	m->len += a.api_len;
+	memcpy(m->b + m->len, name, a.name_len);
+	m->len += a.name_len;
+	memcpy(m->b + m->len, stall, a.stall_len);
+	m->len += a.stall_len;
+	while (m->len % 8)
+		m->b[m->len++] = 0;
+	m->count++;
+}
+
+#define LS "smsp__pcsamp_warps_issue_stalled_long_scoreboard"
+
+static void good_pc(struct msg *m)
+{
+	msg_start(m);
+	msg_pc(m, 0, 420000, CUDA_WIRE_KIND_KERNEL, "_Z4gemmPf", LS, 0x1a0);
+	msg_pc(m, 0, 140000, CUDA_WIRE_KIND_GRAPH, "_Z4gemmPf", "smsp__pcsamp_warps_issue_stalled_selected", 0x200);
+	msg_end(m, CUDA_WIRE_PC);
+}
+
+/* PC messages: accepted whole, or refused by reason (truncated, forged
+ * lengths, oversized, wrong kind, unprintable reason, no samples, bytes
+ * in the padding); read back with the reason and the instruction. */
+static void test_wire_pc(void **state)
+{
+	(void)state;
+	struct msg m;
+	uint16_t type;
+	uint32_t count;
+	good_pc(&m);
+	assert_int_equal(cuda_wire_check(m.b, m.len, &type, &count), CWR_OK);
+	assert_int_equal(type, CUDA_WIRE_PC);
+	assert_int_equal(count, 2);
+	size_t off = 0;
+	struct cuda_agg_view v;
+	assert_true(cuda_wire_next_pc(m.b, m.len, &off, &v));
+	assert_int_equal(v.a.total_ns, 420000);
+	assert_int_equal(v.a.kind, CUDA_WIRE_KIND_KERNEL);
+	assert_int_equal(v.pc_offset, 0x1a0);
+	assert_int_equal(v.cubin_id, 0xc0b1);
+	assert_int_equal(v.stall_len, strlen(LS));
+	assert_memory_equal(v.stall, LS, v.stall_len);
+	assert_memory_equal(v.name, "_Z4gemmPf", v.a.name_len);
+	assert_true(cuda_wire_next_pc(m.b, m.len, &off, &v));
+	assert_int_equal(v.pc_offset, 0x200);
+	assert_false(cuda_wire_next_pc(m.b, m.len, &off, &v));
+	assert_int_equal(off, m.len);
+
+	const size_t e0 = sizeof(struct cuda_wire_hdr);
+	/* truncated: the last entry's strings cut */
+	assert_int_equal(cuda_wire_check(m.b, m.len - 24, &type, &count), CWR_LENGTH);
+	struct cuda_wire_hdr h;
+	memcpy(&h, m.b, sizeof(h));
+	h.length = (uint32_t)(m.len - 24);
+	memcpy(m.b, &h, sizeof(h));
+	assert_int_equal(cuda_wire_check(m.b, m.len - 24, &type, &count), CWR_SHORT);
+	/* a forged stall length past the message, or over the limit, or 0 */
+	uint16_t l = 4000;
+	good_pc(&m);
+	memcpy(m.b + e0 + offsetof(struct cuda_wire_pc, stall_len), &l, 2);
+	assert_int_equal(check(&m), CWR_STRING);
+	l = 0;
+	memcpy(m.b + e0 + offsetof(struct cuda_wire_pc, stall_len), &l, 2);
+	assert_int_equal(check(&m), CWR_STRING);
+	l = 120; /* within the limit: over the next entry's binary fields */
+	memcpy(m.b + e0 + offsetof(struct cuda_wire_pc, stall_len), &l, 2);
+	assert_int_equal(check(&m), CWR_STRING);
+	good_pc(&m); /* the last entry's: past the message */
+	memcpy(m.b + e0 + 136 + offsetof(struct cuda_wire_pc, stall_len), &l, 2);
+	assert_int_equal(check(&m), CWR_SHORT);
+	/* a copy has no instructions */
+	uint16_t kind = CUDA_WIRE_KIND_MEMCPY;
+	good_pc(&m);
+	memcpy(m.b + e0 + offsetof(struct cuda_wire_pc, kind), &kind, 2);
+	assert_int_equal(check(&m), CWR_KIND);
+	/* an unprintable reason */
+	good_pc(&m);
+	m.b[e0 + sizeof(struct cuda_wire_pc) + strlen("cuLaunchKernel") + strlen("_Z4gemmPf") + 3] = '\n';
+	assert_int_equal(check(&m), CWR_STRING);
+	/* no samples */
+	uint64_t zero = 0;
+	good_pc(&m);
+	memcpy(m.b + e0 + offsetof(struct cuda_wire_pc, count), &zero, 8);
+	assert_int_equal(check(&m), CWR_VALUE);
+	/* more entries declared than there are; padding not zero */
+	good_pc(&m);
+	memcpy(&h, m.b, sizeof(h));
+	h.count = 3;
+	memcpy(m.b, &h, sizeof(h));
+	assert_int_equal(check(&m), CWR_COUNT);
+	msg_start(&m);
+	msg_pc(&m, 0, 5, CUDA_WIRE_KIND_KERNEL, "kk", "s", 0); /* 64 + 14 + 2 + 1: 7 bytes of padding */
+	msg_end(&m, CUDA_WIRE_PC);
+	assert_int_equal(check(&m), CWR_OK);
+	m.b[m.len - 1] = 1;
+	assert_int_equal(check(&m), CWR_RESERVED);
+	/* STATS: the PC state in range, the reserved word zero */
+	msg_start(&m);
+	struct cuda_wire_stats st = { .pc_samples = 9, .pc_state = CUDA_WIRE_PC_REFUSED };
+	memcpy(m.b + m.len, &st, sizeof(st));
+	m.len += sizeof(st);
+	m.count = 1;
+	msg_end(&m, CUDA_WIRE_STATS);
+	assert_int_equal(check(&m), CWR_OK);
+	st.pc_state = CUDA_WIRE_PC_STATE_MAX + 1;
+	memcpy(m.b + e0, &st, sizeof(st));
+	assert_int_equal(check(&m), CWR_VALUE);
+	st.pc_state = 0;
+	st.reserved = 1;
+	memcpy(m.b + e0, &st, sizeof(st));
+	assert_int_equal(check(&m), CWR_RESERVED);
+}
+
 static void test_wire_check(void **state)
 {
 	(void)state;
@@ -948,6 +1075,25 @@ static void test_collect_cuda(void **state)
 		st = b.samples[b.nsamples - 1].stack;
 		assert_int_equal(b.frames[b.stack_ids[b.stack_off[st + 1] - 1]].type, leaf[i].type);
 	}
+	/* A PC entry: the kernel, then the instruction (no name; the cubin
+	 * as its binary, the offset as its address), then the stall reason. */
+	char kname[] = "_Z4gemmPf", api3[] = "cuLaunchKernel", stall[] = LS;
+	struct cuda_work w3 = { .pid = 4242, .start_ticks = 500, .total_ns = 420, .count = 3,
+				.kind = CUDA_WIRE_KIND_KERNEL, .api = api3, .name = kname, .stall = stall,
+				.cubin_id = 0x5eed0000c0b1ull, .pc_offset = 0x1a0 };
+	collect_cuda(&c, &w3, NULL, 0, 1210);
+	st = b.samples[b.nsamples - 1].stack;
+	ids = b.stack_ids + b.stack_off[st];
+	assert_int_equal(b.stack_off[st + 1] - b.stack_off[st], 5);
+	assert_int_equal(b.frames[ids[2]].type, FT_CUDA_KERNEL);
+	assert_int_equal(b.frames[ids[3]].type, FT_CUDA_SASS);
+	assert_int_equal(b.frames[ids[3]].name, 0);
+	assert_int_equal(b.frames[ids[3]].address, 0x1a0);
+	assert_string_equal(strtab_get(&b.strings, b.frames[ids[3]].binary), "cubin:00005eed0000c0b1");
+	assert_int_equal(b.frames[ids[4]].type, FT_CUDA_STALL);
+	assert_string_equal(strtab_get(&b.strings, b.frames[ids[4]].name), LS);
+	assert_int_equal(b.samples[b.nsamples - 1].value, 420);
+
 	/* A launch stack that stopped for want of a table (the program's
 	 * file: its last frame) asks for that table as the record arrives. */
 	c.want_table = want;
@@ -966,7 +1112,7 @@ static void test_collect_cuda(void **state)
 	assert_string_equal(strtab_get(&b.strings, b.frames[b.stack_ids[b.stack_off[st]]].name),
 			    "[launch not sampled]");
 	assert_int_equal(c.stats.malformed, 1);
-	assert_int_equal(c.stats.cuda_samples, 6);
+	assert_int_equal(c.stats.cuda_samples, 7);
 
 	batch_free(&b);
 	proc_table_free(&procs);
@@ -1124,6 +1270,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_wire_check),
+		cmocka_unit_test(test_wire_pc),
 		cmocka_unit_test(test_join),
 		cmocka_unit_test(test_join_awaited),
 		cmocka_unit_test(test_stack_eviction),

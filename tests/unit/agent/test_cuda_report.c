@@ -303,6 +303,250 @@ static void test_single_messages(void **state)
 	assert_int_equal(h.length, n);
 }
 
+
+/* The exact split: parts proportional, remainders to the largest
+ * fractions (the lower index among equal ones), summing to the total. */
+static void test_split(void **state)
+{
+	(void)state;
+	uint64_t parts[4];
+	const uint64_t w311[3] = { 3, 1, 1 };
+	assert_int_equal(cuda_split(700000, w311, 3, parts), 0);
+	assert_int_equal(parts[0], 420000);
+	assert_int_equal(parts[1], 140000);
+	assert_int_equal(parts[2], 140000);
+	const uint64_t w111[3] = { 1, 1, 1 };
+	assert_int_equal(cuda_split(10, w111, 3, parts), 0);
+	assert_int_equal(parts[0], 4);
+	assert_int_equal(parts[1], 3);
+	assert_int_equal(parts[2], 3);
+	const uint64_t w12[2] = { 1, 2 };
+	assert_int_equal(cuda_split(7, w12, 2, parts), 0); /* 2.33, 4.67 */
+	assert_int_equal(parts[0], 2);
+	assert_int_equal(parts[1], 5);
+	/* no overflow: total * weight needs 128 bits */
+	const uint64_t big[3] = { UINT64_MAX / 2, UINT64_MAX / 3, 7 };
+	uint64_t total = UINT64_MAX - 5;
+	assert_int_equal(cuda_split(total, big, 3, parts), 0);
+	assert_true(parts[0] + parts[1] + parts[2] == total);
+	assert_true(parts[0] > parts[1] && parts[1] > parts[2]);
+	/* a zero weight takes nothing; every one zero, or none: refused */
+	const uint64_t w0[4] = { 0, 5, 0, 5 };
+	assert_int_equal(cuda_split(11, w0, 4, parts), 0);
+	assert_int_equal(parts[0], 0);
+	assert_int_equal(parts[1], 6);
+	assert_int_equal(parts[2], 0);
+	assert_int_equal(parts[3], 5);
+	const uint64_t zeros[2] = { 0, 0 };
+	assert_int_equal(cuda_split(11, zeros, 2, parts), -1);
+	assert_int_equal(cuda_split(11, w0, 0, parts), -1);
+	/* many random cases: the sum is exact and no part strays more than one
+	 * unit from its share */
+	uint64_t x = 88172645463325252ull;
+	for (int round = 0; round < 2000; round++) {
+		uint64_t w[7];
+		size_t n = 1 + (size_t)(round % 7);
+		uint64_t sum = 0;
+		for (size_t i = 0; i < n; i++) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			w[i] = x % 1000;
+			sum += w[i];
+		}
+		if (sum == 0)
+			continue;
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		uint64_t t = x % 100000000000ull, got = 0;
+		uint64_t p[7];
+		assert_int_equal(cuda_split(t, w, n, p), 0);
+		for (size_t i = 0; i < n; i++) {
+			unsigned __int128 share = (unsigned __int128)t * w[i] / sum;
+			assert_true(p[i] == (uint64_t)share || p[i] == (uint64_t)share + 1);
+			got += p[i];
+		}
+		assert_true(got == t);
+	}
+}
+
+struct pc_seen {
+	unsigned entries;
+	uint64_t ns[8];
+	char stall[8][64];
+	uint64_t offset[8], cubin[8], count[8];
+};
+
+/* Decodes the PC messages of the sink. */
+static void decode_pcs(struct sink *s, struct pc_seen *out)
+{
+	memset(out, 0, sizeof(*out));
+	for (int i = 0; i < s->n; i++) {
+		struct cuda_wire_hdr h;
+		memcpy(&h, s->msgs[i], sizeof(h));
+		if (h.type != CUDA_WIRE_PC)
+			continue;
+		size_t off = sizeof(h);
+		for (uint32_t j = 0; j < h.count; j++) {
+			struct cuda_wire_pc w;
+			assert_true(off + sizeof(w) <= h.length);
+			memcpy(&w, s->msgs[i] + off, sizeof(w));
+			const char *api = (const char *)s->msgs[i] + off + sizeof(w);
+			assert_memory_equal(api, "cuLaunchKernel", w.api_len);
+			assert_memory_equal(api + w.api_len, "gemm", w.name_len);
+			assert_true(out->entries < 8 && w.stall_len < 64);
+			unsigned e = out->entries++;
+			memcpy(out->stall[e], api + w.api_len + w.name_len, w.stall_len);
+			out->ns[e] = w.total_ns;
+			out->offset[e] = w.pc_offset;
+			out->cubin[e] = w.cubin_id;
+			out->count[e] = w.count;
+			off += (sizeof(w) + w.api_len + w.name_len + w.stall_len + 7) & ~(size_t)7;
+		}
+		assert_int_equal(off, h.length);
+	}
+}
+
+static const char stall_ls[] = "smsp__pcsamp_warps_issue_stalled_long_scoreboard";
+static const char stall_mt[] = "smsp__pcsamp_warps_issue_stalled_math_pipe_throttle";
+
+/* A report's kernel entry split over its samples into PC entries (sent in
+ * PC messages), a copy left alone, and the samples of a kernel without
+ * time in the report kept for the next. */
+static void test_apply_pcs(void **state)
+{
+	(void)state;
+	struct cuda_agg *agg = cuda_agg_new(16), *out = cuda_agg_new(64);
+	struct cuda_pcs *pcs = cuda_pcs_new(16), *keep = cuda_pcs_new(16);
+	assert_non_null(agg);
+	assert_non_null(out);
+	assert_non_null(pcs);
+	assert_non_null(keep);
+	struct cuda_agg_key k = { .stack_id = 5, .tid = 1, .kind = CUDA_WIRE_KIND_KERNEL, .api = "cuLaunchKernel",
+				  .name = "gemm", .name_len = 4 };
+	assert_int_equal(cuda_agg_add(agg, &k, 600), 0);
+	assert_int_equal(cuda_agg_add(agg, &k, 401), 0); /* 1001 ns, 2 launches */
+	struct cuda_agg_key copy = { .stack_id = 5, .tid = 1, .kind = CUDA_WIRE_KIND_MEMCPY, .api = "cuMemcpy",
+				     .name = "HtoD", .name_len = 4 };
+	assert_int_equal(cuda_agg_add(agg, &copy, 50), 0);
+	assert_int_equal(cuda_pcs_add(pcs, "gemm", 4, 0xc0b1, 0x1a0, stall_ls, 2), 0);
+	assert_int_equal(cuda_pcs_add(pcs, "gemm", 4, 0xc0b1, 0x1a0, stall_ls, 1), 0); /* summed: 3 */
+	assert_int_equal(cuda_pcs_add(pcs, "gemm", 4, 0xc0b1, 0x1c0, stall_mt, 1), 0);
+	assert_int_equal(cuda_pcs_add(pcs, "softmax", 7, 0xc0b1, 0x40, stall_ls, 4), 0);
+	assert_int_equal(cuda_pcs_add(pcs, "gemm", 4, 0xc0b1, 0x40, NULL, 4), -1);
+	assert_int_equal(cuda_pcs_add(pcs, "gemm", 4, 0xc0b1, 0x40, stall_ls, 0), -1);
+	assert_int_equal(cuda_pcs_entries(pcs), 3);
+
+	assert_int_equal(cuda_agg_apply_pcs(out, agg, pcs, keep), 0);
+	assert_int_equal(cuda_pcs_entries(pcs), 0);
+	assert_int_equal(cuda_pcs_entries(keep), 1); /* softmax waits */
+	assert_int_equal(cuda_agg_entries(out), 3);  /* two PC parts and the copy */
+
+	struct sink s = { .refuse_after = -1 };
+	assert_int_equal(cuda_agg_encode(out, sink_emit, &s, 0, NULL), 2); /* an AGG and a PC message */
+	struct pc_seen seen;
+	decode_pcs(&s, &seen);
+	assert_int_equal(seen.entries, 2);
+	uint64_t sum = 0;
+	for (unsigned i = 0; i < seen.entries; i++) {
+		sum += seen.ns[i];
+		assert_int_equal(seen.cubin[i], 0xc0b1);
+		if (seen.offset[i] == 0x1a0) {
+			assert_string_equal(seen.stall[i], stall_ls);
+			assert_int_equal(seen.ns[i], 751); /* 1001 * 3/4 = 750.75 */
+			assert_int_equal(seen.count[i], 3);
+		} else {
+			assert_int_equal(seen.offset[i], 0x1c0);
+			assert_string_equal(seen.stall[i], stall_mt);
+			assert_int_equal(seen.ns[i], 250);
+			assert_int_equal(seen.count[i], 1);
+		}
+	}
+	assert_int_equal(sum, 1001);
+	unsigned aggs = 0;
+	for (int i = 0; i < s.n; i++) {
+		struct cuda_wire_hdr h;
+		memcpy(&h, s.msgs[i], sizeof(h));
+		aggs += h.type == CUDA_WIRE_AGG ? h.count : 0;
+	}
+	assert_int_equal(aggs, 1); /* the copy, whole */
+	sink_free(&s);
+
+	/* A PC entry carried to the next report stays a PC entry: applying
+	 * again with no samples changes nothing. */
+	struct cuda_agg *again = cuda_agg_new(64);
+	assert_int_equal(cuda_agg_carry(again, out, 0), 0);
+	cuda_agg_reset(agg);
+	assert_int_equal(cuda_agg_apply_pcs(agg, again, keep, NULL), 0);
+	assert_int_equal(cuda_agg_entries(agg), 3);
+	assert_int_equal(cuda_pcs_entries(keep), 0); /* no softmax time: dropped with keep NULL */
+	assert_int_equal(cuda_agg_encode(agg, sink_emit, &s, 0, NULL), 2);
+	decode_pcs(&s, &seen);
+	assert_int_equal(seen.entries, 2);
+	assert_int_equal(seen.ns[0] + seen.ns[1], 1001);
+	sink_free(&s);
+
+	/* A full table: the parts that do not fit keep their time under
+	 * [other] (as a plain kernel entry). */
+	struct cuda_agg *small = cuda_agg_new(1);
+	cuda_agg_reset(agg);
+	assert_int_equal(cuda_agg_add(agg, &k, 1001), 0);
+	assert_int_equal(cuda_pcs_add(pcs, "gemm", 4, 0xc0b1, 0x1a0, stall_ls, 3), 0);
+	assert_int_equal(cuda_pcs_add(pcs, "gemm", 4, 0xc0b1, 0x1c0, stall_mt, 1), 0);
+	assert_int_equal(cuda_agg_apply_pcs(small, agg, pcs, NULL), 0);
+	assert_int_equal(cuda_agg_entries(small), 1);
+	/* (the part that did not fit counts its samples) */
+	assert_true(cuda_agg_overflowed(small) == 1 || cuda_agg_overflowed(small) == 3);
+	assert_int_equal(cuda_agg_encode(small, sink_emit, &s, 0, NULL), 2);
+	decode_pcs(&s, &seen);
+	assert_int_equal(seen.entries, 1);
+	sink_free(&s);
+
+	/* More (offset, stall) keys than CUDA_PC_PARTS_MAX: the busiest get
+	 * parts, the share of the others stays on the kernel; exact sum. */
+	struct cuda_agg *many = cuda_agg_new(1024), *one = cuda_agg_new(4);
+	struct cuda_pcs *lots = cuda_pcs_new(1024);
+	assert_int_equal(cuda_agg_add(one, &k, 1000000007), 0);
+	for (unsigned i = 0; i < CUDA_PC_PARTS_MAX + 10; i++)
+		assert_int_equal(cuda_pcs_add(lots, "gemm", 4, 0xc0b1, 16 * i, stall_ls, i < 10 ? 1 : 100 + i), 0);
+	assert_int_equal(cuda_agg_apply_pcs(many, one, lots, NULL), 0);
+	assert_int_equal(cuda_agg_entries(many), CUDA_PC_PARTS_MAX + 1);
+	assert_int_equal(cuda_agg_encode(many, sink_emit, &s, 0, NULL), 2);
+	uint64_t pc_ns = 0, kernel_ns = 0;
+	unsigned pcs_seen = 0;
+	for (int i = 0; i < s.n; i++) {
+		struct cuda_wire_hdr h;
+		memcpy(&h, s.msgs[i], sizeof(h));
+		size_t off = sizeof(h);
+		for (uint32_t j = 0; j < h.count; j++) {
+			if (h.type == CUDA_WIRE_PC) {
+				struct cuda_wire_pc w;
+				memcpy(&w, s.msgs[i] + off, sizeof(w));
+				assert_true(w.pc_offset >= 16 * 10); /* the ten least sampled left out */
+				pc_ns += w.total_ns;
+				pcs_seen++;
+				off += (sizeof(w) + w.api_len + w.name_len + w.stall_len + 7) & ~(size_t)7;
+			} else {
+				struct cuda_wire_agg w;
+				memcpy(&w, s.msgs[i] + off, sizeof(w));
+				kernel_ns += w.total_ns;
+				off += (sizeof(w) + w.api_len + w.name_len + 7) & ~(size_t)7;
+			}
+		}
+	}
+	assert_int_equal(pcs_seen, CUDA_PC_PARTS_MAX);
+	assert_true(kernel_ns > 0 && kernel_ns < 1000000007 / 100);
+	assert_true(pc_ns + kernel_ns == 1000000007);
+	sink_free(&s);
+	cuda_agg_free(many);
+	cuda_agg_free(one);
+	cuda_pcs_free(lots);
+
+	cuda_agg_free(small);
+	cuda_agg_free(again);
+	cuda_agg_free(agg);
+	cuda_agg_free(out);
+	cuda_pcs_free(pcs);
+	cuda_pcs_free(keep);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -311,6 +555,8 @@ int main(void)
 		cmocka_unit_test(test_agg_carry_what_was_not_sent),
 		cmocka_unit_test(test_spans_capped_and_encoded),
 		cmocka_unit_test(test_single_messages),
+		cmocka_unit_test(test_split),
+		cmocka_unit_test(test_apply_pcs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

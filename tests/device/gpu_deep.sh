@@ -1,0 +1,39 @@
+#!/bin/bash
+# gpu_deep.sh - PC sampling on a real NVIDIA GPU: ember-server and
+# ember-agent on the GPU machine (from build/devbundle: scripts/device-bundle.sh),
+# libembercuda.so installed by the agent, and tests/device/pc_deep.cu (built
+# here with nvcc): a memory-bound kernel (a dependent random walk through
+# 64 MiB) and a compute-bound one (dependent FMAs in registers), run with
+# EMBER_CUDA_ENABLE_PC_SAMPLING=true. Checked (tests/device/gpu_deep.py):
+# both kernels have cuda_sass -> cuda_stall leaves carrying all their GPU
+# time; the memory-bound kernel's top stall reason is a memory one and the
+# compute-bound kernel's is not; the PC-sampling overhead (each kernel's
+# median CUDA-event time with sampling on against off, in %). One run:
+# about 3 minutes. PC sampling needs the profiling privilege (root, or
+# NVreg_RestrictProfilingToAdminUsers=0): the run says so when refused.
+#
+# Prepare here: make all gpu-test && scripts/device-bundle.sh,
+# then on the device machine carry build/devbundle, build/lib and
+# build/workloads and run: tests/device/gpu_deep.sh   (results in $OUT)
+#
+# EMBER_E2E_FAKE=1 runs the same script on this machine on the TEST-ONLY
+# fake driver and CUPTI (tests/fake_cuda/), whose scripted samples stand
+# for the two kernels, to check the script itself (no overhead figure).
+set -u
+cd "$(dirname "$0")/../.."
+export OUT=${OUT:-/tmp/ember-gpu-deep}
+mkdir -p "$OUT"
+[ -x build/devbundle/bin/ember-server ] || { echo "no build/devbundle (scripts/device-bundle.sh)"; exit 1; }
+if [ "${EMBER_E2E_FAKE:-0}" != 1 ]; then
+  nvidia-smi -L | tee "$OUT/gpus.txt" || exit 1
+  nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+  [ -n "$nvcc" ] || { echo "no nvcc"; exit 1; }
+  "$nvcc" -O2 -g -lineinfo -o "$OUT/pc_deep" tests/device/pc_deep.cu || exit 1
+  cupti=$(find /usr/local/cuda*/extras/CUPTI/lib64 /usr/local/cuda*/lib64 \
+            $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null) \
+            -name 'libcupti.so*' 2>/dev/null | head -1)
+  echo "libcupti: ${cupti:-none found}"
+  [ -n "$cupti" ] && export LD_LIBRARY_PATH="$(dirname "$cupti")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+python3 tests/device/gpu_deep.py 2>&1 | tee "$OUT/gpu_deep.log"
+exit "${PIPESTATUS[0]}"
