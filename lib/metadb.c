@@ -26,6 +26,26 @@ int metadb_open(const char *url, const char *password, struct metadb **out, stru
 	return db->ops->open(db, url, password, err);
 }
 
+int metadb_read_password(const char *path, char **out, struct buf *err)
+{
+	char *data = NULL;
+	size_t n = 0;
+	*out = NULL;
+	int rc = read_file(path, 64 << 10, &data, &n);
+	if (rc < 0) {
+		buf_printf(err, "cannot read the password file %s: %s", path, strerror(-rc));
+		return -1;
+	}
+	data[strcspn(data, "\r\n")] = 0;
+	if (!*data) {
+		buf_printf(err, "the password file %s is empty", path);
+		free(data);
+		return -1;
+	}
+	*out = data;
+	return 0;
+}
+
 void metadb_close(struct metadb *db)
 {
 	if (!db)
@@ -80,6 +100,58 @@ int metadb_exec_ddl(struct metadb *db, const char *sql, struct buf *err)
 	int rc = metadb_exec(db, out.data ? out.data : "", err);
 	buf_free(&out);
 	return rc;
+}
+
+int metadb_migrate(struct metadb *db, const char *component, int64_t version, const char *ddl,
+		   struct buf *err)
+{
+	if (metadb_begin(db, err) < 0)
+		return -1;
+	struct metadb_stmt *st = NULL;
+	int64_t have = 0;
+	/* 0x656d626572 is "ember": one lock for every component's migration. */
+	int rc = db->dialect == METADB_POSTGRES ? metadb_exec(db, "SELECT pg_advisory_xact_lock(435727311218)", err) : 0;
+	if (!rc)
+		rc = metadb_exec_ddl(db, "CREATE TABLE IF NOT EXISTS schema_version ("
+					 " component TEXT PRIMARY KEY, version {int} NOT NULL, applied_ms {int} NOT NULL)",
+				     err);
+	if (!rc)
+		rc = metadb_prepare(db, "SELECT version FROM schema_version WHERE component = ?", &st, err);
+	if (!rc) {
+		metadb_bind_text(st, 1, component);
+		int s = metadb_step(st, err);
+		if (s < 0)
+			rc = -1;
+		else if (s == 1)
+			have = metadb_int64(st, 0);
+		metadb_finalize(st);
+		st = NULL;
+	}
+	if (!rc && have > version) {
+		buf_printf(err, "%s: the %s tables are at version %lld, newer than this ember's %lld",
+			   db->name, component, (long long)have, (long long)version);
+		rc = -1;
+	}
+	if (!rc && have < version) {
+		rc = metadb_exec_ddl(db, ddl, err);
+		if (!rc)
+			rc = metadb_prepare(db, "INSERT INTO schema_version(component, version, applied_ms)"
+						" VALUES (?, ?, ?) ON CONFLICT(component) DO UPDATE SET"
+						" version = excluded.version, applied_ms = excluded.applied_ms",
+					    &st, err);
+		if (!rc) {
+			metadb_bind_text(st, 1, component);
+			metadb_bind_int64(st, 2, version);
+			metadb_bind_int64(st, 3, now_unix_ms());
+			rc = metadb_step(st, err) < 0 ? -1 : 0;
+			metadb_finalize(st);
+		}
+	}
+	if (rc) {
+		metadb_rollback(db);
+		return -1;
+	}
+	return metadb_commit(db, err);
 }
 
 int metadb_begin(struct metadb *db, struct buf *err)

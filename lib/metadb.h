@@ -59,6 +59,9 @@ bool metadb_url_is_postgres(const char *url);
  * has none. A PostgreSQL server that does not answer is an error here. */
 int metadb_open(const char *url, const char *password, struct metadb **out, struct buf *err);
 void metadb_close(struct metadb *db);
+/* The first line of a password file (--metadata-password-file), at most
+ * 64 KiB, not empty; *out is the caller's to free. */
+int metadb_read_password(const char *path, char **out, struct buf *err);
 enum metadb_dialect metadb_dialect(const struct metadb *db);
 /* A name for messages: the SQLite file's base name, or "postgres" and
  * the database's name (never the password). */
@@ -69,6 +72,15 @@ bool metadb_unavailable(const struct metadb *db);
 int metadb_exec(struct metadb *db, const char *sql, struct buf *err);
 /* metadb_exec after the {int}/{serial}/{blob}/{nocase} substitution. */
 int metadb_exec_ddl(struct metadb *db, const char *sql, struct buf *err);
+/* Brings component's tables to version: in one transaction (on
+ * PostgreSQL under an advisory lock, so replicas starting together take
+ * turns), reads schema_version's row for component (creating the table
+ * when absent); below version it runs ddl (through metadb_exec_ddl: write
+ * it idempotent, CREATE ... IF NOT EXISTS, since a file made before
+ * schema_version existed has no row) and records version; at version it
+ * does nothing; above it fails (a newer ember wrote this database). */
+int metadb_migrate(struct metadb *db, const char *component, int64_t version, const char *ddl,
+		   struct buf *err);
 int metadb_begin(struct metadb *db, struct buf *err);
 int metadb_commit(struct metadb *db, struct buf *err);
 /* Never fails the caller: an error (the connection lost) is ignored, the
