@@ -30,11 +30,12 @@ PASSWORD = "correct horse battery staple"
 
 
 @pytest.fixture
-def local(tmp_path):
+def local(tmp_path, metadata_flags):
+    """--auth local, with the metadata in SQLite and, again, in PostgreSQL."""
     pw = tmp_path / "admin-password"
     pw.write_text(PASSWORD + "\n")
     srv = Server(tmp_path / "data", None, "--auth", "local", "--admin-email", ADMIN,
-                 "--admin-password-file", str(pw)).start()
+                 "--admin-password-file", str(pw), *metadata_flags).start()
     yield srv
     srv.stop()
 
