@@ -97,6 +97,40 @@ static int load(struct projects *p, const char *column, const char *value, struc
 	return rc < 0 ? -1 : 0;
 }
 
+/* Whether s holds only well-formed UTF-8 (no overlong forms, no
+ * surrogates, nothing above U+10FFFF: RFC 3629). */
+static bool utf8_ok(const unsigned char *s)
+{
+	while (*s) {
+		unsigned c = *s, n = c < 0x80 ? 0 : (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2
+					  : (c & 0xF8) == 0xF0 ? 3 : 4;
+		if (n == 4 || (n == 1 && c < 0xC2) || (n == 3 && c > 0xF4))
+			return false;
+		for (unsigned i = 1; i <= n; i++)
+			if ((s[i] & 0xC0) != 0x80)
+				return false;
+		if ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] > 0x9F) || (c == 0xF0 && s[1] < 0x90) ||
+		    (c == 0xF4 && s[1] > 0x8F))
+			return false;
+		s += n + 1;
+	}
+	return true;
+}
+
+int projects_name_check(const char *name, struct buf *err)
+{
+	size_t n = name ? strlen(name) : 0;
+	if (n == 0 || n > 128) {
+		buf_puts(err, "project: expected a name of 1 to 128 bytes");
+		return -1;
+	}
+	if (!utf8_ok((const unsigned char *)name)) {
+		buf_puts(err, "project: the name is not valid UTF-8");
+		return -1;
+	}
+	return 0;
+}
+
 int projects_open_url(const char *url, const char *password, struct projects **out,
 		      struct buf *err)
 {

@@ -24,6 +24,10 @@
 
 struct projects;
 
+/* Whether name may name a project: 1 to 128 bytes of valid UTF-8 (what
+ * PostgreSQL's text holds; the same rule on SQLite). On failure -1 with
+ * "project: ..." in err, for a 400. */
+int projects_name_check(const char *name, struct buf *err);
 /* DIR/meta.db. */
 int projects_open(const char *dir, struct projects **out, struct buf *err);
 /* A metadata URL (metadb_open: a path or postgres://...); password for
