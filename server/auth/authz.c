@@ -244,15 +244,30 @@ static int bootstrap_admin(struct auth *a, struct buf *err)
 	int rc = identity_user_by_email(a->id, email, &u, err);
 	if (rc == 1) {
 		rc = identity_user_create(a->id, email, password, "", "", &u, err);
-		if (rc == 0) {
+		struct buf again = { 0 };
+		bool raced = false;
+		/* Replicas on one PostgreSQL starting together: another made the
+		 * admin between the lookup and the insert (the unique email
+		 * refused this one). Its user is the admin; the roles are set
+		 * again, the same. */
+		if (rc < 0 && identity_user_by_email(a->id, email, &u, &again) == 0) {
+			buf_reset(err);
+			raced = true;
+			rc = identity_roles_set(a->id, u.id, (const char *[]){ "System Admin" }, 1, err);
+			if (rc == 0)
+				log_info("auth: the admin user %s (%s) was created by another server", email, u.id);
+			else
+				rc = -1;
+		} else if (rc == 0) {
 			const char *roles[] = { "System Admin" };
 			rc = identity_roles_set(a->id, u.id, roles, 1, err);
 		}
-		if (rc == 0) {
+		if (rc == 0 && !raced) {
 			identity_audit(a->id, "server", "cli", "user.create", u.id, "ok",
 				       "the admin user, created at start");
 			log_info("auth: created the admin user %s (%s)", email, u.id);
 		}
+		buf_free(&again);
 	}
 	if (rc == 0 && fallback) {
 		struct user_info tmp;

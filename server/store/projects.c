@@ -136,7 +136,8 @@ int projects_open_url(const char *url, const char *password, struct projects **o
 {
 	struct projects *p = xcalloc(1, sizeof(*p));
 	pthread_mutex_init(&p->mu, NULL);
-	if (metadb_open(url, password, &p->db, err) < 0 || metadb_exec_ddl(p->db, schema_sql, err) < 0 ||
+	if (metadb_open(url, password, &p->db, err) < 0 ||
+	    metadb_migrate(p->db, "projects", 1, schema_sql, err) < 0 ||
 	    insert(p, DEFAULT_PROJECT_ID, DEFAULT_PROJECT_NAME, now_unix_ms(), err) < 0 ||
 	    load(p, NULL, NULL, err) < 0) {
 		projects_close(p);

@@ -31,23 +31,30 @@ def test_metadb_unit_tests_on_postgres(postgres_server):
     assert "PASSED" in r.stdout and "3 test(s)" in r.stdout, r.stdout
 
 
-def replica(tmp_path, name, url, pwfile):
+def replica(tmp_path, name, url, pwfile, wait=True):
     return Server(tmp_path / name, None, "--auth", "local", "--admin-email", ADMIN,
-                  "--admin-password-file", str(pwfile), "--metadata", url).start()
+                  "--admin-password-file", str(pwfile), "--metadata", url).start(wait)
 
 
 def test_two_replicas_share_the_metadata(postgres_server, tmp_path):
     url = pg_database(postgres_server)
     pw = tmp_path / "admin-password"
     pw.write_text(PASSWORD + "\n")
-    a = replica(tmp_path, "a", url, pw)
-    b = replica(tmp_path, "b", url, pw)
+    # Started together on an empty database: the schema, the admin and the
+    # key pair are made once (an advisory lock; the unique email; one
+    # jwt_keys row), and both come up.
+    a = replica(tmp_path, "a", url, pw, wait=False)
+    b = replica(tmp_path, "b", url, pw, wait=False)
     try:
+        wait_until(a.healthy, 20, what="replica a")
+        wait_until(b.healthy, 20, what="replica b")
         # One admin, made by whichever started first; both sign it in.
         sa, sb = Session(a), Session(b)
         st, la = sa.login(ADMIN, PASSWORD)
         assert st == 200, la
         assert sb.login(ADMIN, PASSWORD)[0] == 200
+        st, users = sa.call("GET", "/public/api/v1/users?include_roles=true")
+        assert st == 200 and [u["email"] for u in users["users"]] == [ADMIN], users
         # A session signed by A is valid on B (one key pair, in the database).
         st, me = bearer(b, "GET", "/api/v1/auth/me", la["access_token"])
         assert st == 200 and me["user"]["email"] == ADMIN, me
