@@ -219,10 +219,11 @@ void projects_list_json(struct projects *p, bool (*keep)(const char *id, void *c
 			struct buf *out)
 {
 	pthread_mutex_lock(&p->mu);
-	/* Projects other replicas created since; on a failure the list is
-	 * the ones known here. */
+	/* On PostgreSQL, projects other replicas created since; on a failure
+	 * the list is the ones known here. An SQLite file has one server (the
+	 * data dir's lock), whose cache holds every project. */
 	struct buf err = { 0 };
-	if (load(p, NULL, NULL, &err) < 0)
+	if (metadb_dialect(p->db) == METADB_POSTGRES && load(p, NULL, NULL, &err) < 0)
 		log_warn("projects: cannot read the list: %s", err.data);
 	buf_free(&err);
 	buf_putc(out, '[');
