@@ -49,13 +49,17 @@ static void test_two_connections(void **state)
 	char ida[37], idb[37];
 	assert_int_equal(projects_by_name(a, "x 'y'", false, ida, &err), 1);
 	assert_int_equal(projects_by_name(a, "x 'y'", true, ida, &err), 0);
-	/* b never saw it made: found through the database, same id. */
-	assert_true(projects_exists(b, ida));
+	/* b never saw them made: found through the database, same ids; made
+	 * through b again, a's row, not a second one. */
 	assert_int_equal(projects_by_name(b, "x 'y'", false, idb, &err), 0);
 	assert_string_equal(ida, idb);
-	/* Creating it through b again gives a's row, not a second one. */
-	assert_int_equal(projects_by_name(b, "x 'y'", true, idb, &err), 0);
-	assert_string_equal(ida, idb);
+	char idz[37], idz2[37];
+	assert_int_equal(projects_by_name(a, "z", true, idz, &err), 0);
+	assert_int_equal(projects_by_name(b, "z", true, idz2, &err), 0);
+	assert_string_equal(idz, idz2);
+	char idw[37];
+	assert_int_equal(projects_by_name(a, "w", true, idw, &err), 0);
+	assert_true(projects_exists(b, idw));
 	char upper[37];
 	for (int i = 0; i < 37; i++)
 		upper[i] = (char)toupper((unsigned char)ida[i]);
