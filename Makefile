@@ -16,7 +16,8 @@ SOURCE  := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 ARCH    := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
 
 PKGS := libbpf libelf libdw zlib libzstd libmicrohttpd jansson libcurl sqlite3 \
-        libprotobuf-c libpcre2-8 libcrypto libxxhash libdebuginfod libsodium libnghttp2 gnutls
+        libprotobuf-c libpcre2-8 libcrypto libxxhash libdebuginfod libsodium libnghttp2 gnutls \
+        libpq
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "metadb.h"
 #include "server/auth/identity.h"
 #include "server/auth/password.h"
 #include "util.h"
@@ -22,13 +23,15 @@
 #define DEFAULT_PAGE_SIZE 20
 #define MAX_PAGE_SIZE 100
 
+static void wipe(char *s);
+
 enum cmd { USER_CREATE, USER_LIST, USER_RESET_PASSWORD, ROLES_LIST, ROLES_SET };
 
 #define F(c) (1u << (c))
 
 struct opts {
 	enum cmd cmd;
-	const char *data_dir, *email, *password, *given, *family, *query, *user_id;
+	const char *data_dir, *metadata, *metadata_password_file, *email, *password, *given, *family, *query, *user_id;
 	bool include_roles, admin;
 	uint64_t page, page_size;
 	const char **names; /* roles list --name */
@@ -47,6 +50,11 @@ static const struct flag {
 } flags[] = {
 	{ "data-dir", FLAG_VALUE, F(USER_CREATE) | F(USER_LIST) | F(USER_RESET_PASSWORD) | F(ROLES_LIST) | F(ROLES_SET),
 	  offsetof(struct opts, data_dir) },
+	{ "metadata", FLAG_VALUE, F(USER_CREATE) | F(USER_LIST) | F(USER_RESET_PASSWORD) | F(ROLES_LIST) | F(ROLES_SET),
+	  offsetof(struct opts, metadata) },
+	{ "metadata-password-file", FLAG_VALUE,
+	  F(USER_CREATE) | F(USER_LIST) | F(USER_RESET_PASSWORD) | F(ROLES_LIST) | F(ROLES_SET),
+	  offsetof(struct opts, metadata_password_file) },
 	{ "email", FLAG_VALUE, F(USER_CREATE), offsetof(struct opts, email) },
 	{ "password", FLAG_VALUE, F(USER_CREATE) | F(USER_RESET_PASSWORD), offsetof(struct opts, password) },
 	{ "given-name", FLAG_VALUE, F(USER_CREATE), offsetof(struct opts, given) },
@@ -72,7 +80,8 @@ void cmd_identity_usage(FILE *f)
 	      "  manages the users and roles of an ember-server with --auth on this host, without\n"
 	      "  signing in: it opens DIR/identity.db in the server's data directory (safe while the\n"
 	      "  server runs; it sees each change on its next request). Every action is audited\n"
-	      "  with origin=cli.\n"
+	      "  with origin=cli. A server with --metadata postgres://... is managed with the same\n"
+	      "  --metadata URL (and --metadata-password-file FILE) instead of --data-dir.\n"
 	      "  --data-dir DIR         the server's --data-dir (default $EMBER_DATA_DIR, else\n"
 	      "                         $EMBER_SERVER_DATA_DIR, else ./data)\n"
 	      "  --password PW          without it, read from stdin: a hidden prompt on a terminal,\n"
@@ -577,9 +586,37 @@ int cmd_identity(int argc, char **argv)
 	}
 	if (rc)
 		goto out;
+	struct buf path = { 0 }, err = { 0 };
+	struct identity *id = NULL;
+	bool pg = o.metadata && metadb_url_is_postgres(o.metadata);
+	if (o.metadata && !pg && strcmp(o.metadata, "sqlite") != 0) {
+		fprintf(stderr, "Error: --metadata: expected sqlite or postgres://USER@HOST:PORT/DB\n");
+		rc = 2;
+		goto out;
+	}
+	if (pg) {
+		char *pw = NULL;
+		if (o.metadata_password_file &&
+		    metadb_read_password(o.metadata_password_file, &pw, &err) < 0) {
+			fprintf(stderr, "Error: --metadata-password-file: %s\n", err.data);
+			buf_free(&err);
+			rc = 1;
+			goto out;
+		}
+		rc = identity_open_url(o.metadata, pw, &id, &err);
+		if (pw)
+			wipe(pw);
+		if (rc < 0) {
+			/* The message names the database, never the URL (a password). */
+			fprintf(stderr, "Error: cannot open the identity store: %s\n", err.data ? err.data : "");
+			buf_free(&err);
+			rc = 1;
+			goto out;
+		}
+		goto opened;
+	}
 	/* Never create a store: a wrong --data-dir would otherwise make an
 	 * empty one the server never reads. */
-	struct buf path = { 0 }, err = { 0 };
 	buf_printf(&path, "%s/identity.db", o.data_dir);
 	struct stat st;
 	if (stat(path.data, &st) < 0) {
@@ -601,7 +638,6 @@ int cmd_identity(int argc, char **argv)
 		goto out;
 	}
 	buf_free(&path);
-	struct identity *id = NULL;
 	if (identity_open(o.data_dir, &id, &err) < 0) {
 		fprintf(stderr, "Error: cannot open the identity store in %s: %s\n", o.data_dir,
 			err.data ? err.data : "");
@@ -609,6 +645,7 @@ int cmd_identity(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
+opened:
 	buf_free(&err);
 	static int (*const cmds[])(struct identity *, const struct opts *, struct held *) = {
 		[USER_CREATE] = user_create,       [USER_LIST] = user_list,

@@ -1,8 +1,9 @@
 /* sqldb.h - the few SQLite calls every ember database makes, with errors
  * as messages.
  *
- * ember keeps its metadata (meta.db: projects) and host metrics
- * (metrics.db) in SQLite. Each database is opened the same way: created
+ * ember keeps host metrics (metrics.db) and recommendation states
+ * (recs.db) in SQLite, and its metadata (meta.db, identity.db) there by
+ * default through metadb.h, which opens SQLite files with sqldb_open. Each database is opened the same way: created
  * when absent, serialised connections (SQLITE_OPEN_FULLMUTEX), a 10 s
  * busy timeout, write-ahead logging and synchronous=FULL, so a committed
  * transaction survives a crash and readers never block the writer.

@@ -23,6 +23,8 @@ run_packages=(
   # libraries the binaries link
   libelf-dev libdw-dev zlib1g-dev libzstd-dev libssl-dev libxxhash-dev libsodium-dev
   libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev libsqlite3-dev
+  # metadata on PostgreSQL (--metadata postgres://...)
+  libpq-dev
   # OTLP over gRPC: HTTP/2 (nghttp2) and TLS (GnuTLS, as libmicrohttpd's HTTPS)
   libnghttp2-dev libgnutls28-dev
   libprotobuf-c-dev protobuf-c-compiler libpcre2-dev libiberty-dev libdebuginfod-dev

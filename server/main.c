@@ -18,6 +18,7 @@
 #include "server/symbols/debuginfod.h"
 #include "server/http/http.h"
 #include "log.h"
+#include "metadb.h"
 #include "server/metrics/metrics.h"
 #include "server/http/mcp.h"
 #include "pidlock.h"
@@ -42,6 +43,7 @@ struct server_config {
 	char *mcp_allowed_hosts;
 	char *otlp_grpc_listen;
 	char *data_dir;
+	char *metadata, *metadata_password_file;
 	char *debuginfod_urls;
 	char *config;
 	int64_t retention_ms;
@@ -106,6 +108,11 @@ static const struct flag_def defs[] = {
 	  "address to receive OTLP Profiles over gRPC on (\"\" turns it off; TLS and tokens as on HTTP)" },
 	{ "data-dir", FLAG_STRING, "./data", OFF(data_dir), 0, 0,
 	  "directory of the store, symbols and metadata" },
+	{ "metadata", FLAG_STRING, "sqlite", OFF(metadata), 0, 0,
+	  "where projects, users, roles, tokens and the audit log live: sqlite (DATA_DIR/meta.db and "
+	  "identity.db) or postgres://USER@HOST:PORT/DB, shared by every replica (docs/internals/metadata.md)" },
+	{ "metadata-password-file", FLAG_STRING, "", OFF(metadata_password_file), 0, 0,
+	  "file whose first line is the PostgreSQL password of --metadata (or use the URL's or libpq's own forms)" },
 	{ "debuginfod-urls", FLAG_STRING, "", OFF(debuginfod_urls), 0, 0,
 	  "space-separated debuginfod servers to fetch symbols from by build ID (global symbolization)" },
 	{ "retention", FLAG_DURATION, "14d", OFF(retention_ms), 3600000, 3650ULL * 86400000,
@@ -389,6 +396,10 @@ int main(int argc, char **argv, char **envp)
 	 * first is writing. */
 	int lock_fd = -1;
 	struct buf lock_path = { 0 };
+	/* --metadata: NULL for SQLite in the data dir, else the PostgreSQL URL
+	 * (never logged: it may hold a password) and its password. */
+	const char *metadata_url = NULL;
+	char *metadata_pw = NULL;
 	buf_printf(&lock_path, "%s/lock", cfg.data_dir);
 	if (mkdir(cfg.data_dir, 0755) < 0 && errno != EEXIST) {
 		log_error("--data-dir %s: cannot create it: %s", cfg.data_dir, strerror(errno));
@@ -420,9 +431,21 @@ int main(int argc, char **argv, char **envp)
 	sc.late_data_wait_ms = cfg.compact_delay_ms;
 	ingest_codecs(&sc);
 	srv.data_dir = cfg.data_dir;
+	if (metadb_url_is_postgres(cfg.metadata)) {
+		metadata_url = cfg.metadata;
+		if (*cfg.metadata_password_file &&
+		    metadb_read_password(cfg.metadata_password_file, &metadata_pw, &err) < 0) {
+			log_error("--metadata-password-file: %s", err.data);
+			goto out;
+		}
+	} else if (strcmp(cfg.metadata, "sqlite") != 0) {
+		log_error("--metadata: expected sqlite or postgres://USER@HOST:PORT/DB");
+		goto out;
+	}
 	if (store_open(cfg.data_dir, &sc, &srv.store, &err) < 0 ||
 	    symbols_open(cfg.data_dir, &srv.symbols, &err) < 0 ||
-	    projects_open(cfg.data_dir, &srv.projects, &err) < 0 ||
+	    (metadata_url ? projects_open_url(metadata_url, metadata_pw, &srv.projects, &err)
+			  : projects_open(cfg.data_dir, &srv.projects, &err)) < 0 ||
 	    metrics_open(cfg.data_dir, cfg.retention_ms, &srv.metrics, &err) < 0) {
 		log_error("%s", err.data);
 		goto out;
@@ -553,6 +576,8 @@ int main(int argc, char **argv, char **envp)
 	struct auth_settings as = {
 		.mode = mode,
 		.data_dir = cfg.data_dir,
+		.metadata_url = metadata_url,
+		.metadata_password = metadata_pw,
 		.issuer = cfg.jwt_issuer,
 		.jwt_private_key = cfg.jwt_private_key,
 		.jwt_public_key = cfg.jwt_public_key,
@@ -647,6 +672,9 @@ out:
 	pidlock_release(lock_fd); /* after everything in the dir is closed */
 	log_flush_suppressed();
 	buf_free(&lock_path);
+	if (metadata_pw)
+		explicit_bzero(metadata_pw, strlen(metadata_pw));
+	free(metadata_pw);
 	flags_free(&server_flags, &cfg);
 	buf_free(&err);
 	return rc;

@@ -244,15 +244,30 @@ static int bootstrap_admin(struct auth *a, struct buf *err)
 	int rc = identity_user_by_email(a->id, email, &u, err);
 	if (rc == 1) {
 		rc = identity_user_create(a->id, email, password, "", "", &u, err);
-		if (rc == 0) {
+		struct buf again = { 0 };
+		bool raced = false;
+		/* Replicas on one PostgreSQL starting together: another made the
+		 * admin between the lookup and the insert (the unique email
+		 * refused this one). Its user is the admin; the roles are set
+		 * again, the same. */
+		if (rc < 0 && identity_user_by_email(a->id, email, &u, &again) == 0) {
+			buf_reset(err);
+			raced = true;
+			rc = identity_roles_set(a->id, u.id, (const char *[]){ "System Admin" }, 1, err);
+			if (rc == 0)
+				log_info("auth: the admin user %s (%s) was created by another server", email, u.id);
+			else
+				rc = -1;
+		} else if (rc == 0) {
 			const char *roles[] = { "System Admin" };
 			rc = identity_roles_set(a->id, u.id, roles, 1, err);
 		}
-		if (rc == 0) {
+		if (rc == 0 && !raced) {
 			identity_audit(a->id, "server", "cli", "user.create", u.id, "ok",
 				       "the admin user, created at start");
 			log_info("auth: created the admin user %s (%s)", email, u.id);
 		}
+		buf_free(&again);
 	}
 	if (rc == 0 && fallback) {
 		struct user_info tmp;
@@ -267,6 +282,29 @@ static int bootstrap_admin(struct auth *a, struct buf *err)
 	return rc == 0 ? 0 : -1;
 }
 
+/* With the metadata on PostgreSQL every replica signs and checks session
+ * tokens with one key pair, kept in the database: the first replica to
+ * start stores the pair it generated, every other reads that one. */
+static int shared_keys(struct auth *a, struct buf *err)
+{
+	char *npriv = NULL, *npub = NULL, *priv = NULL, *pub = NULL;
+	int rc = jwt_keys_generate_pem(&npriv, &npub, err);
+	if (!rc)
+		rc = identity_jwt_keys(a->id, npriv, npub, &priv, &pub, err) < 0 ? -1 : 0;
+	if (!rc)
+		rc = jwt_keys_from_pem("the metadata database's jwt_keys", priv, pub, &a->keys, err);
+	/* Private keys leave no copy in freed memory. */
+	if (npriv)
+		OPENSSL_cleanse(npriv, strlen(npriv));
+	if (priv)
+		OPENSSL_cleanse(priv, strlen(priv));
+	free(npriv);
+	free(npub);
+	free(priv);
+	free(pub);
+	return rc;
+}
+
 int auth_open(const struct auth_settings *s, struct auth **out, struct buf *err)
 {
 	struct auth *a = xcalloc(1, sizeof(*a));
@@ -279,8 +317,16 @@ int auth_open(const struct auth_settings *s, struct auth **out, struct buf *err)
 		a->s.cookie_same_site = "Lax";
 	snprintf(a->issuer, sizeof(a->issuer), "%s", s->issuer && *s->issuer ? s->issuer : "ember");
 	a->s.issuer = a->issuer;
-	if (load_seeded(a, s->ingest_tokens, err) < 0 || identity_open(s->data_dir, &a->id, err) < 0)
+	bool shared = s->metadata_url && *s->metadata_url;
+	if (load_seeded(a, s->ingest_tokens, err) < 0 ||
+	    (shared ? identity_open_url(s->metadata_url, s->metadata_password, &a->id, err)
+		    : identity_open(s->data_dir, &a->id, err)) < 0)
 		goto fail;
+	if (shared && (!s->jwt_private_key || !*s->jwt_private_key)) {
+		if (shared_keys(a, err) < 0)
+			goto fail;
+		goto keys_done;
+	}
 	struct buf priv = { 0 }, pub = { 0 };
 	if (s->jwt_private_key && *s->jwt_private_key)
 		buf_puts(&priv, s->jwt_private_key);
@@ -295,6 +341,7 @@ int auth_open(const struct auth_settings *s, struct auth **out, struct buf *err)
 	buf_free(&pub);
 	if (rc < 0)
 		goto fail;
+keys_done:
 	if (s->mode == AUTH_BASIC) {
 		if (!s->basic_user || !*s->basic_user || !s->basic_password_file || !*s->basic_password_file) {
 			buf_puts(err, "--auth basic needs --basic-user and --basic-password-file");

@@ -74,6 +74,11 @@ void principal_free(struct principal *p);
 struct auth_settings {
 	enum auth_mode mode;
 	const char *data_dir;
+	/* The metadata database (metadb.h): NULL or "" for DATA_DIR/identity.db,
+	 * else a postgres://... URL (with metadata_password when its URL has
+	 * none), where the session signing keys are kept too unless
+	 * jwt_private_key names files. */
+	const char *metadata_url, *metadata_password;
 	const char *issuer;        /* JWT iss; default "ember" */
 	const char *jwt_private_key, *jwt_public_key; /* PEM paths; default DATA_DIR/jwt-*.pem */
 	const char *admin_email, *admin_password_file;

@@ -14,18 +14,18 @@
 #include "log.h"
 #include "password.h"
 #include "perm.h"
-#include "sqldb.h"
+#include "metadb.h"
 #include "util.h"
 
 struct identity {
 	pthread_mutex_t mu; /* one statement sequence at a time (transactions) */
-	sqlite3 *db;
+	struct metadb *db;
 	/* The audit log's own connection to the same file, committing without
 	 * an fsync each (synchronous=NORMAL: in WAL mode durable at the next
 	 * synced commit or checkpoint), so a flood of denied requests neither
 	 * waits for the disk nor holds up the checks of others (mu). */
 	pthread_mutex_t amu;
-	sqlite3 *adb;
+	struct metadb *adb;
 	/* Refusals ("denied", "failed") are written at most AUDIT_REFUSALS_PER_S
 	 * a second; the rest are counted and the next written one says how
 	 * many were not (guarded by amu). */
@@ -43,27 +43,40 @@ struct identity {
  * request would cost a synced transaction each). */
 #define LAST_USED_EVERY_MS 60000
 
+/* The tables, in metadb_exec_ddl's words ({int}, {serial}, {nocase}):
+ * on SQLite exactly the text they were made with before metadb. */
 static const char *const schema =
 	"CREATE TABLE IF NOT EXISTS users ("
-	" id TEXT PRIMARY KEY, email TEXT NOT NULL UNIQUE COLLATE NOCASE,"
+	" id TEXT PRIMARY KEY, email TEXT NOT NULL UNIQUE {nocase},"
 	" given_name TEXT NOT NULL DEFAULT '', family_name TEXT NOT NULL DEFAULT '',"
-	" password TEXT, created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL);"
+	" password TEXT, created_ms {int} NOT NULL, updated_ms {int} NOT NULL);"
 	"CREATE TABLE IF NOT EXISTS roles ("
-	" id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, locked INTEGER NOT NULL,"
-	" patterns TEXT NOT NULL, projects TEXT NOT NULL, created_ms INTEGER NOT NULL);"
+	" id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, locked {int} NOT NULL,"
+	" patterns TEXT NOT NULL, projects TEXT NOT NULL, created_ms {int} NOT NULL);"
 	"CREATE TABLE IF NOT EXISTS user_roles ("
 	" user_id TEXT NOT NULL, role_id TEXT NOT NULL, PRIMARY KEY (user_id, role_id));"
 	"CREATE TABLE IF NOT EXISTS tokens ("
 	" id TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, owner TEXT NOT NULL, name TEXT NOT NULL,"
-	" scopes TEXT NOT NULL, projects TEXT NOT NULL, created_ms INTEGER NOT NULL,"
-	" expires_ms INTEGER NOT NULL, last_used_ms INTEGER NOT NULL DEFAULT 0, revoked_ms INTEGER);"
+	" scopes TEXT NOT NULL, projects TEXT NOT NULL, created_ms {int} NOT NULL,"
+	" expires_ms {int} NOT NULL, last_used_ms {int} NOT NULL DEFAULT 0, revoked_ms {int});"
 	"CREATE TABLE IF NOT EXISTS sessions ("
-	" id TEXT PRIMARY KEY, user_id TEXT NOT NULL, created_ms INTEGER NOT NULL,"
-	" expires_ms INTEGER NOT NULL, ended_ms INTEGER);"
+	" id TEXT PRIMARY KEY, user_id TEXT NOT NULL, created_ms {int} NOT NULL,"
+	" expires_ms {int} NOT NULL, ended_ms {int});"
 	"CREATE TABLE IF NOT EXISTS audit ("
-	" id INTEGER PRIMARY KEY AUTOINCREMENT, ts_ms INTEGER NOT NULL, actor TEXT NOT NULL,"
+	" id {serial}, ts_ms {int} NOT NULL, actor TEXT NOT NULL,"
 	" origin TEXT NOT NULL, action TEXT NOT NULL, target TEXT NOT NULL, outcome TEXT NOT NULL,"
 	" detail TEXT NOT NULL);";
+
+/* On PostgreSQL, beside: emails unique and looked up by lower() (it has
+ * no NOCASE), and the session signing keys (every replica signs and
+ * checks with the same pair; identity_jwt_keys). */
+static const char *const schema_pg =
+	"CREATE UNIQUE INDEX IF NOT EXISTS users_email_lower ON users (lower(email));"
+	"CREATE TABLE IF NOT EXISTS jwt_keys ("
+	" id {int} PRIMARY KEY, private_pem TEXT NOT NULL, public_pem TEXT NOT NULL,"
+	" created_ms {int} NOT NULL);";
+
+#define IDENTITY_SCHEMA_VERSION 1
 
 struct builtin {
 	const char *id, *name, *patterns, *projects;
@@ -140,16 +153,22 @@ static void grants_add_json(struct grants *g, const char *patterns, const char *
 
 /* --- helpers -------------------------------------------------------------- */
 
-static int storage(struct identity *id, struct buf *err)
+static const char *col(struct metadb_stmt *st, int i)
 {
-	sqldb_error(id->db, err);
-	return -2;
+	return metadb_text(st, i);
 }
 
-static const char *col(sqlite3_stmt *st, int i)
+/* The length of s cut to at most max bytes, not within a UTF-8 character
+ * (PostgreSQL refuses a text that is not UTF-8). */
+static size_t utf8_cut(const char *s, size_t max)
 {
-	const char *s = (const char *)sqlite3_column_text(st, i);
-	return s ? s : "";
+	size_t n = strlen(s);
+	if (n <= max)
+		return n;
+	n = max;
+	while (n && ((unsigned char)s[n] & 0xC0) == 0x80)
+		n--;
+	return n;
 }
 
 static void copy(char *dst, size_t n, const char *src)
@@ -213,9 +232,14 @@ static void sha256_hex(const char *s, char out[65])
 	hex_encode(d, sizeof(d), out);
 }
 
-static int exec(struct identity *id, const char *sql, struct buf *err)
+static int begin(struct identity *id, struct buf *err)
 {
-	return sqldb_exec(id->db, sql, err) < 0 ? -2 : 0;
+	return metadb_begin(id->db, err) < 0 ? -2 : 0;
+}
+
+static int commit(struct identity *id, struct buf *err)
+{
+	return metadb_commit(id->db, err) < 0 ? -2 : 0;
 }
 
 /* Prepares sql on db and binds its parameters in order as types says, a
@@ -224,23 +248,23 @@ static int exec(struct identity *id, const char *sql, struct buf *err)
  * it) and returns 0. Without, runs it once: 1 when it gave a row, 0 when
  * it ended (*changes, when not NULL, the rows it changed). -2 with err
  * set when it could not be prepared or failed. Called with db's lock held. */
-static int run(sqlite3 *db, sqlite3_stmt **st, long *changes, struct buf *err, const char *sql,
+static int run(struct metadb *db, struct metadb_stmt **st, long *changes, struct buf *err, const char *sql,
 	       const char *types, ...)
 {
-	sqlite3_stmt *s;
-	if (sqldb_prepare(db, sql, &s, err) < 0)
+	struct metadb_stmt *s;
+	if (metadb_prepare(db, sql, &s, err) < 0)
 		return -2;
 	va_list ap;
 	va_start(ap, types);
 	for (int i = 0; types[i]; i++) {
 		if (types[i] == 'i') {
-			sqlite3_bind_int64(s, i + 1, va_arg(ap, int64_t));
+			metadb_bind_int64(s, i + 1, va_arg(ap, int64_t));
 		} else {
 			const char *v = va_arg(ap, const char *);
 			if (v)
-				sqlite3_bind_text(s, i + 1, v, -1, SQLITE_STATIC);
+				metadb_bind_text(s, i + 1, v);
 			else
-				sqlite3_bind_null(s, i + 1);
+				metadb_bind_null(s, i + 1);
 		}
 	}
 	va_end(ap);
@@ -248,37 +272,37 @@ static int run(sqlite3 *db, sqlite3_stmt **st, long *changes, struct buf *err, c
 		*st = s;
 		return 0;
 	}
-	int rc = sqlite3_step(s);
-	if (rc == SQLITE_ROW || rc == SQLITE_DONE) {
-		rc = rc == SQLITE_ROW;
-		if (changes)
-			*changes = (long)sqlite3_changes(db);
-	} else {
-		sqldb_error(db, err);
+	int rc = metadb_step(s, err);
+	if (rc < 0)
 		rc = -2;
-	}
-	sqlite3_finalize(s);
+	else if (changes)
+		*changes = metadb_changes(s);
+	metadb_finalize(s);
 	return rc;
 }
 
 /* One row of a statement as a JSON object (NULL: the row is left out). */
-typedef json_t *(*row_json)(sqlite3_stmt *st, const void *ctx);
+typedef json_t *(*row_json)(struct metadb_stmt *st, const void *ctx);
 
 /* The rows of st (from run; NULL when it failed) as an array of row's
  * objects, then st finalized and mu, held by the caller, unlocked. 0 with
- * *out set, or -2 when st is NULL. */
-static int rows_json(pthread_mutex_t *mu, sqlite3_stmt *st, row_json row, const void *ctx, json_t **out)
+ * *out set, or -2 when st is NULL or a step failed (err says why). */
+static int rows_json(pthread_mutex_t *mu, struct metadb_stmt *st, row_json row, const void *ctx,
+		     json_t **out, struct buf *err)
 {
 	json_t *arr = st ? json_array() : NULL;
-	while (st && sqlite3_step(st) == SQLITE_ROW) {
+	int s = 0;
+	while (st && (s = metadb_step(st, err)) == 1) {
 		json_t *o = row(st, ctx);
 		if (o)
 			json_array_append_new(arr, o);
 	}
-	sqlite3_finalize(st);
+	metadb_finalize(st);
 	pthread_mutex_unlock(mu);
-	if (!arr)
+	if (!arr || s < 0) {
+		json_decref(arr);
 		return -2;
+	}
 	*out = arr;
 	return 0;
 }
@@ -298,18 +322,33 @@ static long stamp(struct identity *id, const char *sql, const char *key, struct 
 
 int identity_open(const char *data_dir, struct identity **out, struct buf *err)
 {
+	struct buf path = { 0 };
+	buf_printf(&path, "%s/identity.db", data_dir);
+	int rc = identity_open_url(path.data, NULL, out, err);
+	buf_free(&path);
+	return rc;
+}
+
+int identity_open_url(const char *url, const char *password, struct identity **out,
+		      struct buf *err)
+{
 	struct identity *id = xcalloc(1, sizeof(*id));
 	pthread_mutex_init(&id->mu, NULL);
 	pthread_mutex_init(&id->amu, NULL);
-	struct buf path = { 0 };
-	buf_printf(&path, "%s/identity.db", data_dir);
-	int rc = sqldb_open(path.data, &id->db, err);
-	if (rc == 0 && sqldb_exec(id->db, schema, err) == 0)
-		rc = sqldb_open(path.data, &id->adb, err);
-	else
-		rc = -1;
-	buf_free(&path);
-	if (rc < 0 || sqldb_exec(id->adb, "PRAGMA synchronous=NORMAL", err) < 0) {
+	struct buf ddl = { 0 };
+	int rc = metadb_open(url, password, &id->db, err);
+	if (rc == 0) {
+		buf_puts(&ddl, schema);
+		if (metadb_dialect(id->db) == METADB_POSTGRES)
+			buf_puts(&ddl, schema_pg);
+		rc = metadb_migrate(id->db, "identity", IDENTITY_SCHEMA_VERSION, ddl.data, err);
+	}
+	buf_free(&ddl);
+	if (rc == 0)
+		rc = metadb_open(url, password, &id->adb, err);
+	if (rc == 0 && metadb_dialect(id->adb) == METADB_SQLITE)
+		rc = metadb_exec(id->adb, "PRAGMA synchronous=NORMAL", err);
+	if (rc < 0) {
 		identity_close(id);
 		return -1;
 	}
@@ -340,23 +379,56 @@ void identity_close(struct identity *id)
 {
 	if (!id)
 		return;
-	sqlite3_close(id->db);
-	sqlite3_close(id->adb);
+	metadb_close(id->db);
+	metadb_close(id->adb);
 	pthread_mutex_destroy(&id->mu);
 	pthread_mutex_destroy(&id->amu);
 	free(id);
 }
 
+/* --- session signing keys ------------------------------------------------------ */
+
+int identity_jwt_keys(struct identity *id, const char *new_priv, const char *new_pub, char **priv,
+		      char **pub, struct buf *err)
+{
+	*priv = *pub = NULL;
+	if (metadb_dialect(id->db) != METADB_POSTGRES) {
+		buf_puts(err, "the signing keys are kept in the store only on PostgreSQL");
+		return -1;
+	}
+	pthread_mutex_lock(&id->mu);
+	int rc = run(id->db, NULL, NULL, err, "INSERT INTO jwt_keys(id, private_pem, public_pem, created_ms)"
+					" VALUES (1, ?, ?, ?) ON CONFLICT DO NOTHING",
+		     "tti", new_priv, new_pub, now_unix_ms());
+	struct metadb_stmt *st = NULL;
+	if (!rc)
+		rc = run(id->db, &st, NULL, err, "SELECT private_pem, public_pem FROM jwt_keys WHERE id = 1", "");
+	if (!rc) {
+		int s = metadb_step(st, err);
+		if (s == 1) {
+			*priv = xstrdup(col(st, 0));
+			*pub = xstrdup(col(st, 1));
+		} else {
+			if (s == 0)
+				buf_puts(err, "the signing keys were not stored");
+			rc = -2;
+		}
+	}
+	metadb_finalize(st);
+	pthread_mutex_unlock(&id->mu);
+	return rc;
+}
+
 /* --- users ------------------------------------------------------------------ */
 
-static void user_row(sqlite3_stmt *st, struct user_info *u)
+static void user_row(struct metadb_stmt *st, struct user_info *u)
 {
 	copy(u->id, sizeof(u->id), col(st, 0));
 	copy(u->email, sizeof(u->email), col(st, 1));
 	copy(u->given_name, sizeof(u->given_name), col(st, 2));
 	copy(u->family_name, sizeof(u->family_name), col(st, 3));
-	u->created_ms = sqlite3_column_int64(st, 4);
-	u->updated_ms = sqlite3_column_int64(st, 5);
+	u->created_ms = metadb_int64(st, 4);
+	u->updated_ms = metadb_int64(st, 5);
 }
 
 #define USER_COLS "id, email, given_name, family_name, created_ms, updated_ms"
@@ -365,25 +437,30 @@ static int user_lookup(struct identity *id, const char *where, const char *arg,
 		       struct user_info *out, char **password, struct buf *err)
 {
 	struct buf sql = { 0 };
-	buf_printf(&sql, "SELECT " USER_COLS ", password FROM users WHERE %s = ?", where);
-	sqlite3_stmt *st;
-	int rc = sqldb_prepare(id->db, sql.data, &st, err);
+	/* Emails match without regard to case: SQLite's column is NOCASE,
+	 * PostgreSQL's index is on lower(email). */
+	if (!strcmp(where, "email") && metadb_dialect(id->db) == METADB_POSTGRES)
+		buf_puts(&sql, "SELECT " USER_COLS ", password FROM users WHERE lower(email) = lower(?)");
+	else
+		buf_printf(&sql, "SELECT " USER_COLS ", password FROM users WHERE %s = ?", where);
+	struct metadb_stmt *st;
+	int rc = metadb_prepare(id->db, sql.data, &st, err);
 	buf_free(&sql);
 	if (rc < 0)
 		return -2;
-	sqlite3_bind_text(st, 1, arg, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
+	metadb_bind_text(st, 1, arg);
+	rc = metadb_step(st, err);
+	if (rc == 1) {
 		user_row(st, out);
 		if (password)
-			*password = sqlite3_column_type(st, 6) == SQLITE_NULL ? NULL : xstrdup(col(st, 6));
+			*password = metadb_is_null(st, 6) ? NULL : xstrdup(col(st, 6));
 		rc = 0;
-	} else if (rc == SQLITE_DONE) {
+	} else if (rc == 0) {
 		rc = 1;
 	} else {
-		rc = storage(id, err);
+		rc = -2;
 	}
-	sqlite3_finalize(st);
+	metadb_finalize(st);
 	return rc;
 }
 
@@ -443,7 +520,7 @@ int identity_user_create(struct identity *id, const char *email, const char *pas
 	copy(u.family_name, sizeof(u.family_name), family);
 	u.created_ms = u.updated_ms = now_unix_ms();
 	pthread_mutex_lock(&id->mu);
-	int rc = exec(id, "BEGIN IMMEDIATE", err);
+	int rc = begin(id, err);
 	if (!rc) {
 		struct user_info had;
 		rc = user_lookup(id, "email", email, &had, NULL, err);
@@ -462,9 +539,9 @@ int identity_user_create(struct identity *id, const char *email, const char *pas
 		rc = run(id->db, NULL, NULL, err, "INSERT INTO user_roles(user_id, role_id) VALUES (?, ?)", "tt",
 			 u.id, ROLE_DEFAULT_PROJECT_VIEWER);
 	if (!rc)
-		rc = exec(id, "COMMIT", err);
+		rc = commit(id, err);
 	if (rc)
-		sqlite3_exec(id->db, "ROLLBACK", NULL, NULL, NULL);
+		metadb_rollback(id->db);
 	pthread_mutex_unlock(&id->mu);
 	if (!rc && out)
 		*out = u;
@@ -528,31 +605,36 @@ int identity_users_json(struct identity *id, const char *query, unsigned page,
 	}
 	buf_putc(&like, '%');
 	pthread_mutex_lock(&id->mu);
-	sqlite3_stmt *st = NULL, *rs = NULL;
+	struct metadb_stmt *st = NULL, *rs = NULL;
 	int rc = 0;
 	json_t *arr = json_array();
-	if (sqldb_prepare(id->db, "SELECT count(*) FROM users WHERE email LIKE ? ESCAPE '\\'", &st,
+	if (metadb_prepare(id->db, "SELECT count(*) FROM users WHERE lower(email) LIKE lower(?) ESCAPE '\\'", &st,
 			  err) < 0) {
 		rc = -2;
 		goto out;
 	}
-	sqlite3_bind_text(st, 1, like.data, -1, SQLITE_STATIC);
-	*total = sqlite3_step(st) == SQLITE_ROW ? (size_t)sqlite3_column_int64(st, 0) : 0;
-	sqlite3_finalize(st);
+	metadb_bind_text(st, 1, like.data);
+	int s = metadb_step(st, err);
+	if (s < 0) {
+		rc = -2;
+		goto out;
+	}
+	*total = s == 1 ? (size_t)metadb_int64(st, 0) : 0;
+	metadb_finalize(st);
 	st = NULL;
-	if (sqldb_prepare(id->db, "SELECT " USER_COLS " FROM users WHERE email LIKE ? ESCAPE '\\'"
+	if (metadb_prepare(id->db, "SELECT " USER_COLS " FROM users WHERE lower(email) LIKE lower(?) ESCAPE '\\'"
 				  " ORDER BY created_ms, id LIMIT ? OFFSET ?",
 			  &st, err) < 0 ||
-	    sqldb_prepare(id->db, "SELECT r.name FROM roles r JOIN user_roles ur ON ur.role_id = r.id"
+	    metadb_prepare(id->db, "SELECT r.name FROM roles r JOIN user_roles ur ON ur.role_id = r.id"
 				  " WHERE ur.user_id = ? ORDER BY r.name",
 			  &rs, err) < 0) {
 		rc = -2;
 		goto out;
 	}
-	sqlite3_bind_text(st, 1, like.data, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, page_size);
-	sqlite3_bind_int64(st, 3, (int64_t)page * page_size);
-	while (sqlite3_step(st) == SQLITE_ROW) {
+	metadb_bind_text(st, 1, like.data);
+	metadb_bind_int64(st, 2, page_size);
+	metadb_bind_int64(st, 3, (int64_t)page * page_size);
+	while ((s = metadb_step(st, err)) == 1) {
 		struct user_info u;
 		user_row(st, &u);
 		json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I}", "id", u.id, "email", u.email,
@@ -561,18 +643,25 @@ int identity_users_json(struct identity *id, const char *query, unsigned page,
 				      (json_int_t)u.updated_ms);
 		if (with_roles && o) {
 			json_t *roles = json_array();
-			sqlite3_reset(rs);
-			sqlite3_bind_text(rs, 1, u.id, -1, SQLITE_TRANSIENT);
-			while (sqlite3_step(rs) == SQLITE_ROW)
+			metadb_reset(rs);
+			metadb_bind_text(rs, 1, u.id);
+			int r;
+			while ((r = metadb_step(rs, err)) == 1)
 				json_array_append_new(roles, json_string(col(rs, 0)));
 			json_object_set_new(o, "roles", roles);
+			if (r < 0)
+				s = -1;
 		}
 		if (o)
 			json_array_append_new(arr, o);
+		if (s < 0)
+			break;
 	}
+	if (s < 0)
+		rc = -2;
 out:
-	sqlite3_finalize(st);
-	sqlite3_finalize(rs);
+	metadb_finalize(st);
+	metadb_finalize(rs);
 	pthread_mutex_unlock(&id->mu);
 	buf_free(&like);
 	if (rc) {
@@ -593,7 +682,7 @@ int identity_roles_set(struct identity *id, const char *user_id, const char *con
 		return -1;
 	}
 	pthread_mutex_lock(&id->mu);
-	int rc = exec(id, "BEGIN IMMEDIATE", err);
+	int rc = begin(id, err);
 	char(*ids)[IDENTITY_ID_LEN] = xcalloc(n + 1, sizeof(*ids));
 	struct user_info u;
 	if (!rc) {
@@ -605,17 +694,20 @@ int identity_roles_set(struct identity *id, const char *user_id, const char *con
 	}
 	struct buf missing = { 0 };
 	for (size_t i = 0; !rc && i < n; i++) {
-		sqlite3_stmt *st;
-		if (sqldb_prepare(id->db, "SELECT id FROM roles WHERE name = ?", &st, err) < 0) {
+		struct metadb_stmt *st;
+		if (metadb_prepare(id->db, "SELECT id FROM roles WHERE name = ?", &st, err) < 0) {
 			rc = -2;
 			break;
 		}
-		sqlite3_bind_text(st, 1, names[i], -1, SQLITE_STATIC);
-		if (sqlite3_step(st) == SQLITE_ROW)
+		metadb_bind_text(st, 1, names[i]);
+		int s = metadb_step(st, err);
+		if (s == 1)
 			copy(ids[i], IDENTITY_ID_LEN, col(st, 0));
-		else
+		else if (s == 0)
 			buf_printf(&missing, "%s%s", missing.len ? ", " : "", names[i]);
-		sqlite3_finalize(st);
+		else
+			rc = -2;
+		metadb_finalize(st);
 	}
 	if (!rc && missing.len) {
 		buf_printf(err, "roles not found: %s", missing.data);
@@ -625,15 +717,15 @@ int identity_roles_set(struct identity *id, const char *user_id, const char *con
 	if (!rc)
 		rc = run(id->db, NULL, NULL, err, "DELETE FROM user_roles WHERE user_id = ?", "t", user_id);
 	for (size_t i = 0; !rc && i < n; i++)
-		rc = run(id->db, NULL, NULL, err, "INSERT OR IGNORE INTO user_roles(user_id, role_id) VALUES (?, ?)",
+		rc = run(id->db, NULL, NULL, err, "INSERT INTO user_roles(user_id, role_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
 			 "tt", user_id, ids[i]);
 	if (!rc)
 		rc = run(id->db, NULL, NULL, err, "UPDATE users SET updated_ms = ? WHERE id = ?", "it",
 			 now_unix_ms(), user_id);
 	if (!rc)
-		rc = exec(id, "COMMIT", err);
+		rc = commit(id, err);
 	if (rc)
-		sqlite3_exec(id->db, "ROLLBACK", NULL, NULL, NULL);
+		metadb_rollback(id->db);
 	pthread_mutex_unlock(&id->mu);
 	free(ids);
 	return rc;
@@ -654,7 +746,7 @@ struct role_names {
 	size_t n;
 };
 
-static json_t *role_row(sqlite3_stmt *st, const void *ctx)
+static json_t *role_row(struct metadb_stmt *st, const void *ctx)
 {
 	const struct role_names *want = ctx;
 	const char *name = col(st, 1);
@@ -664,7 +756,7 @@ static json_t *role_row(sqlite3_stmt *st, const void *ctx)
 	if (!listed)
 		return NULL;
 	return json_pack("{s:s, s:s, s:b, s:I, s:o, s:o}", "id", col(st, 0), "name", name, "is_locked",
-			 sqlite3_column_int(st, 2) != 0, "users", (json_int_t)sqlite3_column_int64(st, 5),
+			 metadb_int64(st, 2) != 0, "users", (json_int_t)metadb_int64(st, 5),
 			 "patterns", json_list(col(st, 3)), "project_ids", json_list(col(st, 4)));
 }
 
@@ -672,7 +764,7 @@ int identity_roles_json(struct identity *id, const char *user_id, const char *co
 			size_t nnames, json_t **out, struct buf *err)
 {
 	pthread_mutex_lock(&id->mu);
-	sqlite3_stmt *st = NULL;
+	struct metadb_stmt *st = NULL;
 	const char *sql =
 		user_id ? "SELECT r.id, r.name, r.locked, r.patterns, r.projects,"
 			  " (SELECT count(*) FROM user_roles x WHERE x.role_id = r.id)"
@@ -683,7 +775,7 @@ int identity_roles_json(struct identity *id, const char *user_id, const char *co
 			  " FROM roles r ORDER BY r.id";
 	run(id->db, &st, NULL, err, sql, user_id ? "t" : "", user_id);
 	struct role_names want = { names, nnames };
-	return rows_json(&id->mu, st, role_row, &want, out);
+	return rows_json(&id->mu, st, role_row, &want, out, err);
 }
 
 int identity_role_put(struct identity *id, const char *role_id, const char *name,
@@ -710,19 +802,20 @@ int identity_role_put(struct identity *id, const char *role_id, const char *name
 	else
 		uuid_v4(rid);
 	pthread_mutex_lock(&id->mu);
-	int rc = exec(id, "BEGIN IMMEDIATE", err);
-	sqlite3_stmt *st = NULL;
-	if (!rc && sqldb_prepare(id->db, "SELECT locked, id FROM roles WHERE id = ? OR name = ?", &st,
+	int rc = begin(id, err);
+	struct metadb_stmt *st = NULL;
+	if (!rc && metadb_prepare(id->db, "SELECT locked, id FROM roles WHERE id = ? OR name = ?", &st,
 				 err) < 0)
 		rc = -2;
 	if (!rc) {
-		sqlite3_bind_text(st, 1, rid, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+		metadb_bind_text(st, 1, rid);
+		metadb_bind_text(st, 2, name);
 		bool found = false;
-		while (!rc && sqlite3_step(st) == SQLITE_ROW) {
+		int s;
+		while (!rc && (s = metadb_step(st, err)) == 1) {
 			bool same = !strcmp(col(st, 1), rid);
 			found |= same;
-			if (sqlite3_column_int(st, 0) && same) {
+			if (metadb_int64(st, 0) && same) {
 				buf_printf(err, "role %s is built in and locked", rid);
 				rc = -1;
 			} else if (!same) {
@@ -730,8 +823,10 @@ int identity_role_put(struct identity *id, const char *role_id, const char *name
 				rc = -1;
 			}
 		}
-		sqlite3_finalize(st);
+		metadb_finalize(st);
 		st = NULL;
+		if (!rc && s < 0)
+			rc = -2;
 		if (!rc && role_id && !found) {
 			buf_printf(err, "no role with id %.40s", role_id);
 			rc = -1;
@@ -745,9 +840,9 @@ int identity_role_put(struct identity *id, const char *role_id, const char *name
 			 " projects = excluded.projects",
 			 "tttti", rid, name, pj, prj, now_unix_ms());
 	if (!rc)
-		rc = exec(id, "COMMIT", err);
+		rc = commit(id, err);
 	if (rc)
-		sqlite3_exec(id->db, "ROLLBACK", NULL, NULL, NULL);
+		metadb_rollback(id->db);
 	pthread_mutex_unlock(&id->mu);
 	free(pj);
 	free(prj);
@@ -759,30 +854,32 @@ int identity_role_put(struct identity *id, const char *role_id, const char *name
 int identity_role_delete(struct identity *id, const char *role_id, struct buf *err)
 {
 	pthread_mutex_lock(&id->mu);
-	int rc = exec(id, "BEGIN IMMEDIATE", err);
-	sqlite3_stmt *st = NULL;
-	if (!rc && sqldb_prepare(id->db, "SELECT locked FROM roles WHERE id = ?", &st, err) < 0)
+	int rc = begin(id, err);
+	struct metadb_stmt *st = NULL;
+	if (!rc && metadb_prepare(id->db, "SELECT locked FROM roles WHERE id = ?", &st, err) < 0)
 		rc = -2;
 	if (!rc) {
-		sqlite3_bind_text(st, 1, role_id, -1, SQLITE_STATIC);
-		int s = sqlite3_step(st);
-		if (s != SQLITE_ROW) {
+		metadb_bind_text(st, 1, role_id);
+		int s = metadb_step(st, err);
+		if (s < 0) {
+			rc = -2;
+		} else if (s == 0) {
 			buf_printf(err, "no role with id %.40s", role_id);
 			rc = -1;
-		} else if (sqlite3_column_int(st, 0)) {
+		} else if (metadb_int64(st, 0)) {
 			buf_printf(err, "role %.40s is built in and locked", role_id);
 			rc = -1;
 		}
-		sqlite3_finalize(st);
+		metadb_finalize(st);
 	}
 	if (!rc)
 		rc = run(id->db, NULL, NULL, err, "DELETE FROM user_roles WHERE role_id = ?1;", "t", role_id);
 	if (!rc)
 		rc = run(id->db, NULL, NULL, err, "DELETE FROM roles WHERE id = ?1", "t", role_id);
 	if (!rc)
-		rc = exec(id, "COMMIT", err);
+		rc = commit(id, err);
 	if (rc)
-		sqlite3_exec(id->db, "ROLLBACK", NULL, NULL, NULL);
+		metadb_rollback(id->db);
 	pthread_mutex_unlock(&id->mu);
 	return rc;
 }
@@ -790,17 +887,17 @@ int identity_role_delete(struct identity *id, const char *role_id, struct buf *e
 static int user_grants_locked(struct identity *id, const char *user_id, struct grants *out,
 			      struct buf *err)
 {
-	sqlite3_stmt *st;
-	if (sqldb_prepare(id->db, "SELECT r.patterns, r.projects FROM roles r JOIN user_roles ur"
+	struct metadb_stmt *st;
+	if (metadb_prepare(id->db, "SELECT r.patterns, r.projects FROM roles r JOIN user_roles ur"
 				  " ON ur.role_id = r.id WHERE ur.user_id = ?",
 			  &st, err) < 0)
 		return -2;
-	sqlite3_bind_text(st, 1, user_id, -1, SQLITE_STATIC);
+	metadb_bind_text(st, 1, user_id);
 	int s;
-	while ((s = sqlite3_step(st)) == SQLITE_ROW)
+	while ((s = metadb_step(st, err)) == 1)
 		grants_add_json(out, col(st, 0), col(st, 1));
-	sqlite3_finalize(st);
-	return s == SQLITE_DONE ? 0 : storage(id, err);
+	metadb_finalize(st);
+	return s == 0 ? 0 : -2;
 }
 
 int identity_user_grants(struct identity *id, const char *user_id, struct grants *out,
@@ -881,38 +978,38 @@ int identity_token_check(struct identity *id, const char *secret, int64_t now_ms
 	char hash[65];
 	sha256_hex(secret, hash);
 	pthread_mutex_lock(&id->mu);
-	sqlite3_stmt *st;
+	struct metadb_stmt *st;
 	int rc;
-	if (sqldb_prepare(id->db, "SELECT id, owner, name, scopes, projects, created_ms, expires_ms,"
+	if (metadb_prepare(id->db, "SELECT id, owner, name, scopes, projects, created_ms, expires_ms,"
 				  " last_used_ms, revoked_ms FROM tokens WHERE hash = ?",
 			  &st, err) < 0) {
 		pthread_mutex_unlock(&id->mu);
 		return -2;
 	}
-	sqlite3_bind_text(st, 1, hash, -1, SQLITE_STATIC);
-	int s = sqlite3_step(st);
-	if (s == SQLITE_DONE) {
+	metadb_bind_text(st, 1, hash);
+	int s = metadb_step(st, err);
+	if (s == 0) {
 		buf_puts(err, "not a token this server issued");
 		rc = 1;
-	} else if (s != SQLITE_ROW) {
-		rc = storage(id, err);
-	} else if (sqlite3_column_type(st, 8) != SQLITE_NULL) {
+	} else if (s != 1) {
+		rc = -2;
+	} else if (!metadb_is_null(st, 8)) {
 		buf_puts(err, "the token was revoked");
 		rc = 1;
-	} else if (sqlite3_column_int64(st, 6) && sqlite3_column_int64(st, 6) <= now_ms) {
+	} else if (metadb_int64(st, 6) && metadb_int64(st, 6) <= now_ms) {
 		buf_puts(err, "the token expired");
 		rc = 1;
 	} else {
 		copy(out->id, sizeof(out->id), col(st, 0));
 		copy(out->owner, sizeof(out->owner), col(st, 1));
 		copy(out->name, sizeof(out->name), col(st, 2));
-		out->created_ms = sqlite3_column_int64(st, 5);
-		out->expires_ms = sqlite3_column_int64(st, 6);
-		out->last_used_ms = sqlite3_column_int64(st, 7);
+		out->created_ms = metadb_int64(st, 5);
+		out->expires_ms = metadb_int64(st, 6);
+		out->last_used_ms = metadb_int64(st, 7);
 		grants_add_json(scope, col(st, 3), col(st, 4));
 		rc = 0;
 	}
-	sqlite3_finalize(st);
+	metadb_finalize(st);
 	if (rc == 0 && now_ms - out->last_used_ms >= LAST_USED_EVERY_MS) {
 		struct buf why = { 0 };
 		if (run(id->db, NULL, NULL, &why, "UPDATE tokens SET last_used_ms = ? WHERE id = ?", "it", now_ms,
@@ -932,14 +1029,14 @@ int identity_token_revoke(struct identity *id, const char *token_id, struct buf 
 	return n < 0 ? (int)n : n == 0 ? 1 : 0;
 }
 
-static json_t *token_row(sqlite3_stmt *st, const void *ctx)
+static json_t *token_row(struct metadb_stmt *st, const void *ctx)
 {
 	(void)ctx;
-	int64_t exp = sqlite3_column_int64(st, 6), used = sqlite3_column_int64(st, 7);
+	int64_t exp = metadb_int64(st, 6), used = metadb_int64(st, 7);
 	return json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:I, s:o, s:o}", "id", col(st, 0), "owner",
 			 col(st, 1), "name", col(st, 2), "type", "service", "scopes", json_list(col(st, 3)),
 			 "project_ids", json_list(col(st, 4)), "created_at",
-			 (json_int_t)sqlite3_column_int64(st, 5), "expires_at",
+			 (json_int_t)metadb_int64(st, 5), "expires_at",
 			 exp ? json_integer(exp) : json_null(), "last_used_at",
 			 used ? json_integer(used) : json_null());
 }
@@ -947,14 +1044,14 @@ static json_t *token_row(sqlite3_stmt *st, const void *ctx)
 int identity_tokens_json(struct identity *id, const char *owner, json_t **out, struct buf *err)
 {
 	pthread_mutex_lock(&id->mu);
-	sqlite3_stmt *st = NULL;
+	struct metadb_stmt *st = NULL;
 	const char *sql = owner ? "SELECT id, owner, name, scopes, projects, created_ms, expires_ms,"
 				  " last_used_ms FROM tokens WHERE revoked_ms IS NULL AND owner = ?"
 				  " ORDER BY created_ms, id"
 				: "SELECT id, owner, name, scopes, projects, created_ms, expires_ms,"
 				  " last_used_ms FROM tokens WHERE revoked_ms IS NULL ORDER BY created_ms, id";
 	run(id->db, &st, NULL, err, sql, owner ? "t" : "", owner);
-	return rows_json(&id->mu, st, token_row, NULL, out);
+	return rows_json(&id->mu, st, token_row, NULL, out, err);
 }
 
 /* --- refresh sessions ------------------------------------------------------------ */
@@ -982,26 +1079,26 @@ int identity_session_check(struct identity *id, const char *session_id, int64_t 
 			   char user_id[IDENTITY_ID_LEN], struct buf *err)
 {
 	pthread_mutex_lock(&id->mu);
-	sqlite3_stmt *st;
+	struct metadb_stmt *st;
 	int rc;
-	if (sqldb_prepare(id->db, "SELECT user_id, expires_ms, ended_ms FROM sessions WHERE id = ?",
+	if (metadb_prepare(id->db, "SELECT user_id, expires_ms, ended_ms FROM sessions WHERE id = ?",
 			  &st, err) < 0) {
 		pthread_mutex_unlock(&id->mu);
 		return -2;
 	}
-	sqlite3_bind_text(st, 1, session_id, -1, SQLITE_STATIC);
-	int s = sqlite3_step(st);
-	if (s == SQLITE_ROW && sqlite3_column_type(st, 2) == SQLITE_NULL &&
-	    sqlite3_column_int64(st, 1) > now_ms) {
+	metadb_bind_text(st, 1, session_id);
+	int s = metadb_step(st, err);
+	if (s == 1 && metadb_is_null(st, 2) &&
+	    metadb_int64(st, 1) > now_ms) {
 		copy(user_id, IDENTITY_ID_LEN, col(st, 0));
 		rc = 0;
-	} else if (s == SQLITE_ROW || s == SQLITE_DONE) {
+	} else if (s == 1 || s == 0) {
 		buf_puts(err, "the session ended");
 		rc = 1;
 	} else {
-		rc = storage(id, err);
+		rc = -2;
 	}
-	sqlite3_finalize(st);
+	metadb_finalize(st);
 	pthread_mutex_unlock(&id->mu);
 	return rc;
 }
@@ -1049,18 +1146,17 @@ void identity_audit(struct identity *id, const char *actor, const char *origin,
 			id->suppressed = 0;
 		}
 	}
-	sqlite3_stmt *st;
-	if (sqldb_prepare(id->adb, "INSERT INTO audit(ts_ms, actor, origin, action, target, outcome,"
+	struct metadb_stmt *st;
+	if (metadb_prepare(id->adb, "INSERT INTO audit(ts_ms, actor, origin, action, target, outcome,"
 				   " detail) VALUES (?,?,?,?,?,?,?)",
 			  &st, &err) == 0) {
-		sqlite3_bind_int64(st, 1, now);
+		metadb_bind_int64(st, 1, now);
 		const char *v[] = { actor, origin, action, target, outcome, detail };
 		for (int i = 0; i < 6; i++)
-			sqlite3_bind_text(st, i + 2, v[i] ? v[i] : "", (int)MIN(strlen(v[i] ? v[i] : ""), 1024u),
-					  SQLITE_TRANSIENT);
-		if (sqlite3_step(st) != SQLITE_DONE)
-			sqldb_error(id->adb, &err);
-		sqlite3_finalize(st);
+			metadb_bind_textn(st, i + 2, v[i] ? v[i] : "", utf8_cut(v[i] ? v[i] : "", 1024));
+		if (metadb_step(st, &err) < 0 && metadb_unavailable(id->adb))
+			buf_puts(&err, " (the database is out of reach)");
+		metadb_finalize(st);
 	}
 	/* Old entries go once an hour (the first entry of each hour). */
 	if (!err.len && now / 3600000 != id->pruned_hour) {
@@ -1078,12 +1174,12 @@ void identity_audit(struct identity *id, const char *actor, const char *origin,
 	buf_free(&more);
 }
 
-static json_t *audit_row(sqlite3_stmt *st, const void *ctx)
+static json_t *audit_row(struct metadb_stmt *st, const void *ctx)
 {
 	(void)ctx;
 	return json_pack("{s:I, s:I, s:s, s:s, s:s, s:s, s:s, s:s}", "id",
-			 (json_int_t)sqlite3_column_int64(st, 0), "time",
-			 (json_int_t)sqlite3_column_int64(st, 1), "actor", col(st, 2), "origin",
+			 (json_int_t)metadb_int64(st, 0), "time",
+			 (json_int_t)metadb_int64(st, 1), "actor", col(st, 2), "origin",
 			 col(st, 3), "action", col(st, 4), "target", col(st, 5), "outcome", col(st, 6),
 			 "detail", col(st, 7));
 }
@@ -1096,9 +1192,9 @@ int identity_audit_json(struct identity *id, int64_t before_id, unsigned limit, 
 		return -1;
 	}
 	pthread_mutex_lock(&id->amu);
-	sqlite3_stmt *st = NULL;
+	struct metadb_stmt *st = NULL;
 	run(id->adb, &st, NULL, err, "SELECT id, ts_ms, actor, origin, action, target, outcome, detail"
 				     " FROM audit WHERE (?1 = 0 OR id < ?1) ORDER BY id DESC LIMIT ?2",
 	    "ii", before_id, (int64_t)limit);
-	return rows_json(&id->amu, st, audit_row, NULL, out);
+	return rows_json(&id->amu, st, audit_row, NULL, out, err);
 }

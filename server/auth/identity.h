@@ -1,5 +1,9 @@
 /* identity.h - users, roles, service tokens, refresh sessions and the
- * audit log, kept in SQLite (DATA_DIR/identity.db).
+ * audit log, kept in the metadata database (metadb.h): SQLite
+ * DATA_DIR/identity.db by default, or PostgreSQL (--metadata
+ * postgres://...), which any number of replicas share. Nothing is cached
+ * in the process: every check reads the database, so a change made
+ * through one replica holds on every other at its next request.
  *
  * The model is the reference's RBAC: a user holds roles; a role holds
  * permission patterns (perm.h) and, when project-scoped, the projects it
@@ -17,12 +21,13 @@
  * roles. Revocation and expiry take effect on the next request: every
  * check reads the store (one indexed SELECT, see docs/performance.md).
  *
- * Several processes may open the same file (the server, and `ember
- * identity` on the same host): SQLite's locking and WAL keep them
- * consistent, and the server sees a change on its next request.
+ * Several processes may open the same database (servers, and `ember
+ * identity`): SQLite's locking and WAL or PostgreSQL's transactions keep
+ * them consistent, and a server sees a change on its next request.
  *
  * Errors: -1 with a message in err (a caller's mistake: "unknown role",
- * "email already in use" ...), -2 for a storage failure. Every function is
+ * "email already in use" ...), -2 for a storage failure (the database
+ * out of reach included: callers answer 503). Every function is
  * thread-safe (one serialised connection). Every text from a caller is
  * length-checked (IDENTITY_MAX_*). Times are Unix milliseconds. */
 #ifndef EMBER_SERVER_AUTH_IDENTITY_H
@@ -66,7 +71,19 @@ void grants_free(struct grants *g);
  * any project, which only grants without a project list give). */
 bool grants_allow(const struct grants *g, const char *permission, const char *project);
 
+/* DATA_DIR/identity.db. */
 int identity_open(const char *data_dir, struct identity **out, struct buf *err);
+/* A metadata URL (metadb.h: a path, or postgres://... shared by every
+ * replica); password for PostgreSQL when the URL has none (NULL: none). */
+int identity_open_url(const char *url, const char *password, struct identity **out,
+		      struct buf *err);
+/* The session signing key pair kept in the store (PostgreSQL: one pair
+ * for every replica): the stored pair, or, when there is none, the pair
+ * given (new_priv/new_pub, PEM) stored and returned; whichever replica
+ * stores first wins and every other reads its pair. *priv and *pub are
+ * the caller's to free. */
+int identity_jwt_keys(struct identity *id, const char *new_priv, const char *new_pub, char **priv,
+		      char **pub, struct buf *err);
 void identity_close(struct identity *id);
 
 /* --- users ------------------------------------------------------------ */

@@ -49,6 +49,9 @@ static int no_passphrase(char *b, int size, int rw, void *u)
 	return -1;
 }
 
+static int parse_key(const char *path, const char *data, size_t len, bool private, EVP_PKEY **out,
+		     struct buf *err);
+
 /* 0 and the key, 1 when the file does not exist, -1 with err set. */
 static int load_key(const char *path, bool private, EVP_PKEY **out, struct buf *err)
 {
@@ -62,13 +65,21 @@ static int load_key(const char *path, bool private, EVP_PKEY **out, struct buf *
 			   rc == -EFBIG ? "larger than 64 KiB" : strerror(-rc));
 		return -1;
 	}
+	rc = parse_key(path, data, len, private, out, err);
+	free(data);
+	return rc;
+}
+
+/* The key in the PEM text data (named path in messages): 0, or -1. */
+static int parse_key(const char *path, const char *data, size_t len, bool private, EVP_PKEY **out,
+		     struct buf *err)
+{
 	BIO *b = BIO_new_mem_buf(data, (int)len);
 	EVP_PKEY *k = NULL;
 	if (b)
 		k = private ? PEM_read_bio_PrivateKey(b, NULL, no_passphrase, NULL)
 			    : PEM_read_bio_PUBKEY(b, NULL, no_passphrase, NULL);
 	BIO_free(b);
-	free(data);
 	if (!k) {
 		buf_printf(err, "%s holds no %s", path,
 			   private ? "unencrypted PEM private key (\"PRIVATE KEY\")" : "PEM public key (\"PUBLIC KEY\")");
@@ -436,5 +447,67 @@ int jwt_verify(const struct jwt_keys *k, const char *token, size_t len, const ch
 	if (t.exp <= t.iat)
 		return fail(c, err, "expires before it was issued");
 	*c = t;
+	return 0;
+}
+
+static char *pem_of(EVP_PKEY *k, bool private)
+{
+	BIO *mem = BIO_new(BIO_s_mem());
+	int ok = mem && (private ? PEM_write_bio_PrivateKey(mem, k, NULL, NULL, 0, NULL, NULL)
+				 : PEM_write_bio_PUBKEY(mem, k));
+	char *out = NULL;
+	if (ok) {
+		char *pem;
+		long n = BIO_get_mem_data(mem, &pem);
+		out = xmalloc((size_t)n + 1);
+		memcpy(out, pem, (size_t)n);
+		out[n] = 0;
+	}
+	BIO_free(mem);
+	return out;
+}
+
+int jwt_keys_generate_pem(char **priv, char **pub, struct buf *err)
+{
+	*priv = *pub = NULL;
+	EVP_PKEY *k = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
+	if (k) {
+		*priv = pem_of(k, true);
+		*pub = pem_of(k, false);
+	}
+	EVP_PKEY_free(k);
+	if (!*priv || !*pub) {
+		free(*priv);
+		free(*pub);
+		*priv = *pub = NULL;
+		buf_puts(err, "cannot generate an Ed25519 key pair");
+		ossl_reason(err);
+		return -1;
+	}
+	return 0;
+}
+
+int jwt_keys_from_pem(const char *what, const char *private_pem, const char *public_pem,
+		      struct jwt_keys **out, struct buf *err)
+{
+	*out = NULL;
+	EVP_PKEY *priv = NULL, *pub = NULL;
+	if (parse_key(what, private_pem, strlen(private_pem), true, &priv, err) < 0)
+		return -1;
+	if (parse_key(what, public_pem, strlen(public_pem), false, &pub, err) < 0) {
+		EVP_PKEY_free(priv);
+		return -1;
+	}
+	if (EVP_PKEY_eq(priv, pub) != 1) {
+		buf_printf(err, "%s: the public key is not the one of the private key", what);
+		ERR_clear_error();
+		EVP_PKEY_free(priv);
+		EVP_PKEY_free(pub);
+		return -1;
+	}
+	struct jwt_keys *k = xcalloc(1, sizeof(*k));
+	k->priv = priv;
+	k->pub = pub;
+	*out = k;
 	return 0;
 }

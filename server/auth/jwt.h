@@ -44,6 +44,13 @@ struct jwt_claims {
 int jwt_keys_load(const char *private_pem, const char *public_pem, bool generate,
 		  struct jwt_keys **out, struct buf *err);
 void jwt_keys_free(struct jwt_keys *k);
+/* A new pair as PEM texts (*private_pem, *public_pem: the caller frees),
+ * for a store that keeps them (identity_jwt_keys). */
+int jwt_keys_generate_pem(char **private_pem, char **public_pem, struct buf *err);
+/* A pair from PEM texts, checked as jwt_keys_load checks files (what
+ * names them in messages). */
+int jwt_keys_from_pem(const char *what, const char *private_pem, const char *public_pem,
+		      struct jwt_keys **out, struct buf *err);
 
 /* Signs c (every string claim set, exp > iat). 0, or -1 with err set. */
 int jwt_sign(const struct jwt_keys *k, const struct jwt_claims *c, struct buf *out, struct buf *err);

@@ -22,6 +22,7 @@
 #include "server/metrics/metrics.h"
 #include "server/ingest/otlp.h"
 #include "server/auth/authz.h"
+#include "server/store/projects.h"
 #include "server/ingest/sessions.h"
 #include "util.h"
 
@@ -383,12 +384,12 @@ void handle_otlp_profiles(struct server *srv, const struct http_req *req, struct
 	const char *project = http_query_arg(req, "project");
 	if (!project)
 		project = "default";
-	size_t plen = strlen(project);
-	if (plen == 0 || plen > 128) {
-		http_error(resp, 400, "project: expected a name of 1 to 128 bytes");
+	struct buf err = { 0 };
+	if (projects_name_check(project, &err) < 0) {
+		http_error(resp, 400, "%s", err.data);
+		buf_free(&err);
 		return;
 	}
-	struct buf err = { 0 };
 	int too_large;
 	Ember__Otlp__ExportProfilesServiceRequest *r =
 		json ? otlp_decode_json(req->body, req->body_len, gzip, &too_large, &err)

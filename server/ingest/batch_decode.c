@@ -8,6 +8,7 @@
 
 #include "compress.h"
 #include "pbarena.h"
+#include "server/store/projects.h"
 #include "fileid.h"
 #include "util.h"
 
@@ -15,11 +16,8 @@
 
 int batch_validate_meta(const Ember__Ingest__V1__Batch *b, struct buf *err)
 {
-	size_t plen = strlen(b->project);
-	if (plen == 0 || plen > 128) {
-		buf_puts(err, "project: expected a name of 1 to 128 bytes");
+	if (projects_name_check(b->project, err) < 0)
 		return -1;
-	}
 	if (strlen(b->agent_instance) > 64) {
 		buf_puts(err, "agent_instance: longer than 64 bytes");
 		return -1;

@@ -65,6 +65,25 @@ def clickhouse_cluster():
         cl.cleanup()
 
 
+def pg_database(pg):
+    """A fresh, empty database on pg for one test: its --metadata URL."""
+    import uuid
+    name = "ember_" + uuid.uuid4().hex[:12]
+    pg.psql(f"CREATE DATABASE {name}")
+    return f"postgres://postgres@127.0.0.1:{pg.port}/{name}"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def metadata_flags(request):
+    """The ember-server flags for each metadata backend: none (SQLite in
+    the data dir), or --metadata with a fresh database on the module's
+    real PostgreSQL (never skipped: PostgreSQL is a test dependency)."""
+    if request.param == "sqlite":
+        return []
+    pg = request.getfixturevalue("postgres_server")
+    return ["--metadata", pg_database(pg)]
+
+
 @pytest.fixture(scope="module")
 def postgres_server():
     """A real PostgreSQL (initdb in a tmp dir, pg_ctl on a free port)."""

@@ -17,11 +17,25 @@ import threading
 import time
 import urllib.request
 
+import pytest
+
 from conftest import ADMIN, PASSWORD, require_root
 from harness import (BUILD, DEFAULT_PROJECT, Agent, Server, find, http, json_call, wait_until,
                      walk)
 
 import test_otlp
+
+
+@pytest.fixture
+def local(tmp_path, metadata_flags):
+    """--auth local (conftest.py's), with the metadata in SQLite and, again,
+    in PostgreSQL."""
+    pw = tmp_path / "admin-password"
+    pw.write_text(PASSWORD + "\n")
+    srv = Server(tmp_path / "data", None, "--auth", "local", "--admin-email", ADMIN,
+                 "--admin-password-file", str(pw), *metadata_flags).start()
+    yield srv
+    srv.stop()
 
 
 class Session:

@@ -21,16 +21,20 @@ QUERY = {"filter": {"start_ts": 946684800000, "end_ts": 4102444800000, "event_ki
 
 
 @pytest.fixture
-def local(tmp_path):
-    srv = Server(tmp_path / "data", None, "--auth", "local").start()
+def local(tmp_path, metadata_flags):
+    """--auth local, with the metadata in SQLite and, again, in PostgreSQL."""
+    srv = Server(tmp_path / "data", None, "--auth", "local", *metadata_flags).start()
+    srv.metadata = metadata_flags
     yield srv
     srv.stop()
 
 
 def ember(server, *args, stdin=""):
-    """Runs `ember identity ARGS` on the server's data directory."""
+    """Runs `ember identity ARGS` on the server's data directory, or on its
+    --metadata database."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
-    return subprocess.run([EMBER, "identity", *args, "--data-dir", server.data_dir],
+    where = getattr(server, "metadata", None) or ["--data-dir", server.data_dir]
+    return subprocess.run([EMBER, "identity", *args, *where],
                           input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True, timeout=60, env=env)
 
@@ -208,7 +212,7 @@ def test_a_password_typed_at_a_terminal_is_not_shown(local):
     master, slave = pty.openpty()
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
     p = subprocess.Popen([EMBER, "identity", "user", "create", "--email", "tty@example.com",
-                          "--data-dir", local.data_dir], stdin=slave, stderr=slave,
+                          *(local.metadata or ["--data-dir", local.data_dir])], stdin=slave, stderr=slave,
                          stdout=subprocess.PIPE, text=True, env=env)
     os.close(slave)
     seen = b""
