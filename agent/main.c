@@ -44,7 +44,7 @@
 #include "version.h"
 
 /* How often the ring buffer is read when no sample asks for it sooner
- * (bpf/oncpu.bpf.c: a new process, a ring a quarter full). Each wakeup
+ * (bpf/record.bpf.h: a new process, a ring a quarter full). Each wakeup
  * costs the agent tens of microseconds whatever it finds. */
 #define DRAIN_INTERVAL_MS 1000
 #define SWEEP_INTERVAL_NS (10ull * 1000000000ull)

@@ -14,7 +14,7 @@
 #include <bpf/libbpf.h>
 
 #include "log.h"
-#include "oncpu.skel.h"
+#include "ember.skel.h"
 #include "util.h"
 
 #define MAX_CPUS 4096
@@ -24,7 +24,7 @@
 #define OFFCPU_RECORDS_PER_CPU 4u
 
 struct oncpu {
-	struct oncpu_bpf *skel;
+	struct ember_bpf *skel;
 	struct ring_buffer *rb;
 	int *fds;
 	struct bpf_link **links;
@@ -120,10 +120,10 @@ static const char *offcpu_unsupported(bool has_task_pt_regs)
 /* Opens the skeleton and loads it, with the off-CPU programs and maps
  * when offcpu_hz > 0 and without them otherwise. Returns the loaded
  * skeleton, or NULL with the reason in err. */
-static struct oncpu_bpf *load_skel(struct oncpu *o, size_t rb, uint32_t unwind_entries, int ncpu,
+static struct ember_bpf *load_skel(struct oncpu *o, size_t rb, uint32_t unwind_entries, int ncpu,
 				   uint64_t offcpu_hz, struct buf *err)
 {
-	struct oncpu_bpf *skel = oncpu_bpf__open();
+	struct ember_bpf *skel = ember_bpf__open();
 	if (!skel) {
 		buf_printf(err, "opening the BPF object failed: %s", strerror(errno));
 		return NULL;
@@ -148,9 +148,9 @@ static struct oncpu_bpf *load_skel(struct oncpu *o, size_t rb, uint32_t unwind_e
 		bpf_map__set_autocreate(off_maps[i], offcpu_hz > 0);
 	bpf_map__set_max_entries(skel->maps.offcpu_scratch,
 				 MIN(MAX((uint32_t)ncpu * OFFCPU_RECORDS_PER_CPU, 64u), 4096u));
-	if (oncpu_bpf__load(skel) != 0) {
+	if (ember_bpf__load(skel) != 0) {
 		buf_printf(err, "loading the BPF program failed (%s)", strerror(errno));
-		oncpu_bpf__destroy(skel);
+		ember_bpf__destroy(skel);
 		return NULL;
 	}
 	return skel;
@@ -507,6 +507,6 @@ void oncpu_close(struct oncpu *o)
 	free(o->links);
 	free(o->fds);
 	ring_buffer__free(o->rb);
-	oncpu_bpf__destroy(o->skel);
+	ember_bpf__destroy(o->skel);
 	free(o);
 }

@@ -1,5 +1,5 @@
 /* unwind_types.h - the tables ember's native unwinder reads, shared by the
- * BPF programs (bpf/oncpu.bpf.c) and the agent that fills them
+ * BPF programs (bpf/unwind.bpf.c) and the agent that fills them
  * (agent/unwinder.c, agent/unwind_table.c).
  *
  * For every executable file the agent turns its call-frame information
