@@ -38,7 +38,7 @@
 #include "selfstats.h"
 #include "symupload.h"
 #include "unwind_types.h"
-#include "unwinder.h"
+#include "unwind.h"
 #include "util.h"
 #include "vdso.h"
 #include "version.h"
@@ -93,7 +93,7 @@ struct agent {
 	struct oncpu *oncpu;
 	struct reporter *reporter;
 	struct symupload *symupload;
-	struct unwinder *unwinder;
+	struct unwind *unwind;
 	struct rawstack rawstack; /* unwinds raw stacks (rawstack.h) */
 	/* CPython: the interpreter files seen (few: one per installed
 	 * version), the symbolizer, and the walker's process map. */
@@ -138,10 +138,10 @@ static void on_new_file(void *ctx, uint32_t index, const struct agent_file *f, i
 			  (pf.version >> 16) & 0xff,
 			  pf.debug_offsets ? "offsets from its _Py_DebugOffsets" : "ember's fixed layout");
 	}
-	int fd2 = a->unwinder ? dup(fd) : -1;
+	int fd2 = a->unwind ? dup(fd) : -1;
 	symupload_add(a->symupload, &f->id, f->name, f->path, fd);
 	if (fd2 >= 0)
-		unwinder_add_file(a->unwinder, index, &f->id, f->name, fd2, f->ino != 0);
+		unwind_add_file(a->unwind, index, &f->id, f->name, fd2, f->ino != 0);
 }
 
 /* Tells the Python walker and symbolizer whether p runs a CPython
@@ -215,7 +215,7 @@ static void on_proc_maps(void *ctx, const struct proc *p)
 	struct agent *a = ctx;
 	if (a->cuda && p->live)
 		find_cuda_library(a, p);
-	if (!a->unwinder || !p->live)
+	if (!a->unwind || !p->live)
 		return;
 	size_t n = MIN(p->nmaps, (size_t)UNWIND_MAX_MAPPINGS);
 	struct unwind_mapping *maps = xcalloc(n ? n : 1, sizeof(*maps));
@@ -231,7 +231,7 @@ static void on_proc_maps(void *ctx, const struct proc *p)
 			maps[i].bias = bias;
 		}
 	}
-	int rc = unwinder_set_process(a->unwinder, (uint32_t)p->pid, p->start_time, p->exec_id,
+	int rc = unwind_set_process(a->unwind, (uint32_t)p->pid, p->start_time, p->exec_id,
 				      maps, n);
 	if (rc < 0)
 		log_debug("cannot describe pid %d to the unwinder: %s", p->pid, strerror(-rc));
@@ -242,8 +242,8 @@ static void on_proc_maps(void *ctx, const struct proc *p)
 static void on_proc_gone(void *ctx, int32_t pid)
 {
 	struct agent *a = ctx;
-	if (a->unwinder)
-		unwinder_remove_process(a->unwinder, (uint32_t)pid);
+	if (a->unwind)
+		unwind_remove_process(a->unwind, (uint32_t)pid);
 	uint32_t key = (uint32_t)pid;
 	(void)bpf_map_delete_elem(a->py_procs_fd, &key); /* may never have been written */
 	python_set_process(a->python, pid, 0, 0, NULL, 0);
@@ -252,8 +252,8 @@ static void on_proc_gone(void *ctx, int32_t pid)
 static void want_table(void *ctx, uint32_t file)
 {
 	struct agent *a = ctx;
-	if (a->unwinder)
-		unwinder_prioritize(a->unwinder, file);
+	if (a->unwind)
+		unwind_prioritize(a->unwind, file);
 }
 
 /* A launch stack for the join: as BPF sent it, or unwound by the agent
@@ -545,8 +545,8 @@ static void take_stats(struct agent *a, struct selfstats_values *s)
 	v[SS_RAW_PENDING_BYTES] = a->collector.pending_bytes;
 	v[SS_PROCESSES] = proc_table_count(&a->procs);
 	v[SS_FILES] = a->files.count;
-	struct unwinder_stats ws;
-	unwinder_get_stats(a->unwinder, &ws);
+	struct unwind_stats ws;
+	unwind_get_stats(a->unwind, &ws);
 	v[SS_TABLES_QUEUED] = ws.files_queued;
 	v[SS_TABLES_LOADED] = ws.files_loaded;
 	v[SS_TABLES_SHARED] = ws.files_shared;
@@ -911,8 +911,8 @@ int main(int argc, char **argv, char **envp)
 	oncpu_unwind_maps(a.oncpu, &fds);
 	a.py_procs_fd = oncpu_python_map(a.oncpu);
 	a.collector.py_procs_fd = a.py_procs_fd;
-	a.unwinder = unwinder_start(&fds, &err);
-	if (!a.unwinder) {
+	a.unwind = unwind_start(&fds, &err);
+	if (!a.unwind) {
 		log_error("%s", err.data);
 		return 1;
 	}
@@ -1012,8 +1012,8 @@ int main(int argc, char **argv, char **envp)
 			next_drain = now + DRAIN_INTERVAL_MS * 1000000ull;
 			/* Tables no process maps go back; evicted ones that
 			 * were sampled since come back. */
-			if (a.unwinder)
-				unwinder_tick(a.unwinder, now_mono_ns());
+			if (a.unwind)
+				unwind_tick(a.unwind, now_mono_ns());
 		}
 		if (report) {
 			flush_batch(&a);
@@ -1059,7 +1059,7 @@ int main(int argc, char **argv, char **envp)
 	selfstats_stop(a.stats_srv);
 	kubelet_stop(a.kubelet);
 	rawstack_close(&a.rawstack);
-	unwinder_stop(a.unwinder); /* before the maps it writes are closed */
+	unwind_stop(a.unwind); /* before the maps it writes are closed */
 	python_free(a.python);
 	free(a.pyfiles);
 	oncpu_close(a.oncpu);

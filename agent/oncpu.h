@@ -5,7 +5,7 @@
  * attaches the off-CPU programs (tp_btf/sched_switch, tp_btf/sys_exit) too,
  * or says in the log why it cannot and goes on with on-CPU sampling only.
  * Drains the ring buffer both write to. The unwinder's maps are filled by
- * agent/unwinder.c.
+ * agent/unwind.c.
  *
  * cpu-clock is a software event, so sampling works on virtual machines
  * without a PMU; the period is exact (1e9 / Hz nanoseconds of CPU time).
@@ -25,7 +25,7 @@
 struct oncpu;
 typedef void (*oncpu_sample_fn)(void *ctx, const void *data, size_t size);
 
-/* The BPF maps ember's unwinder reads, for agent/unwinder.c to fill. */
+/* The BPF maps ember's unwinder reads, for agent/unwind.c to fill. */
 struct unwind_map_fds {
 	int rules, entries, files, procs, seen, wanted;
 	uint32_t rules_cap, entries_cap, files_cap;

@@ -77,7 +77,7 @@ enum selfstat {
 	/* processes and files (proc.h, files.h) */
 	SS_PROCESSES,
 	SS_FILES,
-	/* unwind tables (unwinder.h) */
+	/* unwind tables (unwind.h) */
 	SS_TABLES_QUEUED,
 	SS_TABLES_LOADED,
 	SS_TABLES_SHARED,
