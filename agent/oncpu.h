@@ -2,8 +2,8 @@
  * linked into one: build/bpf/ember.skel.h), opens one cpu-clock perf
  * event per online CPU at the configured rate and attaches the on-CPU
  * program (bpf/oncpu.bpf.c) to each; with off-CPU sampling asked for,
- * attaches the off-CPU programs (tp_btf/sched_switch, tp_btf/sys_exit) too,
- * or says in the log why it cannot and goes on with on-CPU sampling only.
+ * attaches the off-CPU programs too (agent/offcpu.h), or says in the log
+ * why it cannot and goes on with on-CPU sampling only.
  * Drains the ring buffer both write to. The unwinder's maps are filled by
  * agent/unwind.c.
  *
