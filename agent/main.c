@@ -490,57 +490,20 @@ static void take_stats(struct agent *a, struct selfstats_values *s)
 	uint64_t *v = s->v;
 	s->time_unix_ms = now_unix_ms();
 	const struct collector_stats *cs = &a->collector.stats;
-	v[SS_SAMPLES] = cs->samples;
-	v[SS_FRAMES] = cs->frames;
-	v[SS_ERROR_STACKS] = cs->unknown_frames;
-	v[SS_TRUNCATED] = cs->truncated;
-	v[SS_MALFORMED] = cs->malformed;
-	v[SS_CFI_STACKS] = cs->cfi_stacks;
-	v[SS_FP_STACKS] = cs->fp_stacks;
-	v[SS_PY_FRAMES] = cs->python_frames;
-	v[SS_PY_UNNAMED] = cs->python_unknown;
-	v[SS_OFFCPU_SAMPLES] = cs->offcpu_samples;
-	v[SS_OFFCPU_NS] = cs->offcpu_ns;
 	uint64_t bpf[ONCPU_STAT_MAX];
 	oncpu_read_stats(a->oncpu, bpf);
-	v[SS_BPF_SAMPLES] = bpf[ONCPU_STAT_SAMPLES];
-	v[SS_BPF_IDLE] = bpf[ONCPU_STAT_IDLE];
-	v[SS_LOST] = bpf[ONCPU_STAT_RB_FULL];
-	v[SS_BPF_USTACK_ERR] = bpf[ONCPU_STAT_USTACK_ERR];
-	v[SS_BPF_KSTACK_ERR] = bpf[ONCPU_STAT_KSTACK_ERR];
-	v[SS_BPF_KERNEL_FP] = bpf[ONCPU_STAT_KERNEL_FP];
-	v[SS_BPF_CFI] = bpf[ONCPU_STAT_CFI];
-	v[SS_BPF_CFI_FRAMES] = bpf[ONCPU_STAT_CFI_FRAMES];
-	v[SS_BPF_FP_FRAMES] = bpf[ONCPU_STAT_FP_FRAMES];
-	v[SS_BPF_TAIL_CALLS] = bpf[ONCPU_STAT_TAIL_CALLS];
-	v[SS_BPF_PY_STACKS] = bpf[ONCPU_STAT_PY_STACKS];
-	v[SS_BPF_PY_NO_THREAD] = bpf[ONCPU_STAT_PY_NO_THREAD];
-	v[SS_BPF_PY_FRAMES] = bpf[ONCPU_STAT_PY_FRAMES];
-	v[SS_BPF_PY_READ_ERR] = bpf[ONCPU_STAT_PY_READ_ERR];
+	/* The collector's and the BPF programs' counters (counters.h). */
+#define COPY_C(id, field, ...) v[SS_##id] = cs->field;
+#define COPY_B(id, stat, ...) v[SS_##id] = bpf[ONCPU_STAT_##stat];
+	AGENT_COUNTERS(COUNTERS_NONE, COPY_C, COPY_B, COUNTERS_NONE)
+#undef COPY_C
+#undef COPY_B
 	v[SS_BPF_STOP_NO_MAPPING] = bpf[ONCPU_STAT_ERR_BASE + UWE_NO_MAPPING];
 	v[SS_BPF_STOP_READ] = bpf[ONCPU_STAT_ERR_BASE + UWE_READ];
 	v[SS_BPF_STOP_NO_PROGRESS] = bpf[ONCPU_STAT_ERR_BASE + UWE_NO_PROGRESS];
 	v[SS_BPF_STOP_TRUNCATED] = bpf[ONCPU_STAT_ERR_BASE + UWE_TRUNCATED];
 	v[SS_BPF_STOP_NO_FP] = bpf[ONCPU_STAT_ERR_BASE + UWE_NO_FP];
-	v[SS_BPF_OFFCPU_WAITS] = bpf[ONCPU_STAT_OFFCPU_WAITS];
-	v[SS_BPF_OFFCPU_SAMPLED] = bpf[ONCPU_STAT_OFFCPU_SAMPLED];
-	v[SS_BPF_OFFCPU_SAMPLES] = bpf[ONCPU_STAT_OFFCPU_SAMPLES];
-	v[SS_OFFCPU_LOST] = bpf[ONCPU_STAT_OFFCPU_RB_FULL];
-	v[SS_BPF_OFFCPU_NO_SCRATCH] = bpf[ONCPU_STAT_OFFCPU_NO_SCRATCH];
-	v[SS_BPF_RING_WAKES] = bpf[ONCPU_STAT_RING_WAKES];
-	v[SS_BPF_RAW_STACKS] = bpf[ONCPU_STAT_RAW_STACKS];
-	v[SS_BPF_RAW_SKIPPED] = bpf[ONCPU_STAT_RAW_SKIPPED];
-	v[SS_RAW_STACKS] = cs->raw_stacks;
-	v[SS_RAW_UNWOUND] = cs->raw_unwound;
-	v[SS_RAW_UNWOUND_LATE] = cs->raw_unwound_late;
-	v[SS_RAW_EXPIRED] = cs->raw_expired;
-	v[SS_RAW_FALLBACK] = cs->raw_fallback;
 	v[SS_RAW_PENDING] = a->collector.npending;
-	v[SS_CUDA_RAW_STACKS] = cs->cuda_raw_stacks;
-	v[SS_CUDA_RAW_UNWOUND] = cs->cuda_raw_unwound;
-	v[SS_CUDA_RAW_UNWOUND_LATE] = cs->cuda_raw_unwound_late;
-	v[SS_CUDA_RAW_EXPIRED] = cs->cuda_raw_expired;
-	v[SS_CUDA_RAW_FALLBACK] = cs->cuda_raw_fallback;
 	v[SS_CUDA_RAW_PENDING] = a->collector.ncuda_pending;
 	v[SS_RAW_PENDING_BYTES] = a->collector.pending_bytes;
 	v[SS_PROCESSES] = proc_table_count(&a->procs);
@@ -639,8 +602,6 @@ static void take_stats(struct agent *a, struct selfstats_values *s)
 		v[SS_CUDA_LIB_MESSAGES_DROPPED] = c.lib_messages_dropped;
 	}
 	v[SS_CUDA_PROBED_FILES] = a->ncuda_probed;
-	v[SS_CUDA_MARKER_HITS] = bpf[ONCPU_STAT_CUDA_HITS];
-	v[SS_CUDA_STACKS_LOST] = bpf[ONCPU_STAT_CUDA_RB_FULL];
 	v[SS_SAMPLING] = a->sampling;
 	v[SS_OFFCPU_SAMPLING] = oncpu_offcpu_active(a->oncpu);
 	v[SS_START_TIME] = (uint64_t)MAX(a->start_unix_ms / 1000, (int64_t)0);
@@ -662,37 +623,12 @@ static void log_stats(struct agent *a)
 	struct selfstats_values s;
 	take_stats(a, &s);
 	const uint64_t *v = s.v;
-#define U(i) ((unsigned long long)v[i])
-	log_info("stats: samples=%llu lost=%llu off_cpu_samples=%llu off_cpu_lost=%llu "
-		 "cfi_stacks=%llu fp_stacks=%llu errors=%llu truncated=%llu "
-		 "processes=%llu files=%llu tables=%llu shared=%llu failed=%llu prioritized=%llu rows=%llu/%llu rules=%llu "
-		 "batches_sent=%llu bytes_sent=%llu encode_us=%llu queued=%llu dropped=%llu resyncs=%llu sessions=%llu session_bytes=%llu "
-		 "symbols_uploaded=%llu symbols_present=%llu python_stacks=%llu python_frames=%llu "
-		 "python_unnamed=%llu python_stale=%llu python_no_thread=%llu python_read_errors=%llu "
-		 "python_processes=%llu metrics_points=%llu metrics_batches_sent=%llu metrics_dropped=%llu "
-		 "metrics_collect_us=%llu metrics_processes_dropped=%llu raw_stacks=%llu "
-		 "raw_skipped=%llu raw_unwound=%llu raw_unwound_late=%llu raw_expired=%llu "
-		 "raw_fallback=%llu raw_pending=%llu "
-		 "rss_kb=%llu rss_peak_kb=%llu mem_unwind_build_kb=%llu mem_symbols_kb=%llu "
-		 "mem_processes_kb=%llu mem_files_kb=%llu mem_sample_cache_kb=%llu mem_python_kb=%llu "
-		 "mem_kernel_symbols_kb=%llu",
-		 U(SS_SAMPLES), U(SS_LOST), U(SS_OFFCPU_SAMPLES), U(SS_OFFCPU_LOST), U(SS_CFI_STACKS),
-		 U(SS_FP_STACKS), U(SS_ERROR_STACKS),
-		 U(SS_TRUNCATED), U(SS_PROCESSES), U(SS_FILES), U(SS_TABLES_LOADED), U(SS_TABLES_SHARED),
-		 U(SS_TABLES_FAILED), U(SS_TABLES_PRIORITIZED), U(SS_TABLE_ENTRIES_USED),
-		 U(SS_TABLE_ENTRIES_CAP), U(SS_TABLE_RULES), U(SS_BATCHES_SENT), U(SS_BYTES_SENT),
-		 U(SS_ENCODE_NS) / 1000, U(SS_QUEUED_BATCHES), U(SS_BATCHES_DROPPED), U(SS_RESYNCS),
-		 U(SS_SESSIONS), U(SS_SESSION_BYTES), U(SS_SYM_UPLOADED), U(SS_SYM_PRESENT),
-		 U(SS_BPF_PY_STACKS), U(SS_PY_FRAMES), U(SS_PY_UNNAMED), U(SS_PY_STALE),
-		 U(SS_BPF_PY_NO_THREAD), U(SS_BPF_PY_READ_ERR), U(SS_PY_PROCESSES),
-		 U(SS_MET_POINTS), U(SS_MET_BATCHES_SENT), U(SS_MET_BATCHES_DROPPED),
-		 U(SS_MET_COLLECT_NS) / 1000, U(SS_MET_PROCESSES_DROPPED), U(SS_RAW_STACKS),
-		 U(SS_BPF_RAW_SKIPPED), U(SS_RAW_UNWOUND), U(SS_RAW_UNWOUND_LATE), U(SS_RAW_EXPIRED),
-		 U(SS_RAW_FALLBACK), U(SS_RAW_PENDING),
-		 U(SS_MEM_RSS) / 1024, U(SS_MEM_RSS_PEAK) / 1024, U(SS_MEM_UNWIND_BUILD) / 1024,
-		 U(SS_MEM_SYMBOLS) / 1024, U(SS_MEM_PROCESSES) / 1024, U(SS_MEM_FILES) / 1024,
-		 U(SS_MEM_SAMPLE_CACHE) / 1024, U(SS_MEM_PYTHON) / 1024, U(SS_MEM_KERNEL_SYMBOLS) / 1024);
-#undef U
+	struct buf line = { 0 };
+#define LINE_ITEM(text, id, div) buf_printf(&line, "%s%llu", text, (unsigned long long)(v[SS_##id] / div));
+	AGENT_STATS_LINE(LINE_ITEM)
+#undef LINE_ITEM
+	log_info("stats: %s", line.data);
+	buf_free(&line);
 	selfstats_publish(a->stats_srv, &s);
 }
 
