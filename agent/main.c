@@ -664,7 +664,7 @@ static int take_host_lock(const char *path)
 	}
 	long holder = 0;
 	int fd = pidlock_take(path, &holder, &err);
-	if (fd == -2) {
+	if (fd == PIDLOCK_HELD) {
 		char pid[32] = "";
 		if (holder)
 			snprintf(pid, sizeof(pid), " (pid %ld)", holder);
@@ -724,15 +724,16 @@ int main(int argc, char **argv, char **envp)
 		/* The CUDA injection library this agent was built with, where
 		 * workloads can load it (agent/cudaship.h). */
 		size_t len = (size_t)(ember_cuda_lib_end - ember_cuda_lib_start);
-		int w = cudaship_install(a.cfg.cuda_profiler_dir, ember_cuda_lib_start, len, &err);
-		if (w < 0) {
+		enum cudaship_result w =
+			cudaship_install(a.cfg.cuda_profiler_dir, ember_cuda_lib_start, len, &err);
+		if (w == CUDASHIP_FAILED) {
 			log_warn("-cuda-profiler-dir: cannot install %s (%zu KiB) in %s: %s; CUDA programs "
 				 "cannot load the profiler from there (CPU profiling goes on)",
 				 CUDASHIP_NAME, (len + 1023) / 1024, a.cfg.cuda_profiler_dir, err.data);
 			buf_reset(&err);
 		} else {
 			log_info("cuda: %s %s/%s; start CUDA programs with CUDA_INJECTION64_PATH=%s/%s",
-				 w ? "installed" : "already installed:", a.cfg.cuda_profiler_dir,
+				 w == CUDASHIP_WRITTEN ? "installed" : "already installed:", a.cfg.cuda_profiler_dir,
 				 CUDASHIP_NAME, a.cfg.cuda_profiler_dir, CUDASHIP_NAME);
 		}
 	}
