@@ -66,14 +66,7 @@ static __always_inline void offcpu_begin(struct task_struct *next, __u32 tid, __
 	fill_header(s, next, next->tgid, next->pid, now, ONCPU_KIND_OFF_CPU,
 		    value < OFFCPU_MAX_VALUE_NS ? value : OFFCPU_MAX_VALUE_NS);
 	bpf_probe_read_kernel(s->comm, sizeof(s->comm), next->comm);
-	long kn = bpf_get_task_stack(next, s->frames, ONCPU_MAX_KFRAMES * sizeof(__u64), 0);
-	if (kn < 0) {
-		count(ONCPU_STAT_KSTACK_ERR, 1);
-		s->kstack_len = (__s32)kn;
-	} else {
-		__u32 nk = (__u32)kn / sizeof(__u64);
-		s->kstack_len = (__s32)(nk > ONCPU_MAX_KFRAMES ? ONCPU_MAX_KFRAMES : nk);
-	}
+	set_kstack_len(s, bpf_get_task_stack(next, s->frames, ONCPU_MAX_KFRAMES * sizeof(__u64), 0));
 	if (bpf_map_update_elem(&offcpu_scratch, &tid, sc, BPF_ANY) != 0) {
 		count(ONCPU_STAT_OFFCPU_NO_SCRATCH, 1);
 		return;

@@ -307,26 +307,6 @@ back:
 	return 0;
 }
 
-/* The tail-call targets PROG_PYTHON: the on-CPU path's (unwind_progs). */
-SEC("perf_event")
-int oncpu_python(struct bpf_perf_event_data *ctx)
-{
-	struct scratch *sc = cpu_scratch();
-	return sc ? python_body(ctx, sc, &unwind_progs, PATH_ON) : 0;
-}
-
-/* ... the off-CPU path's (offcpu_progs), never attached. */
-SEC("tp_btf/sys_exit")
-int offcpu_python(__u64 *ctx)
-{
-	struct scratch *sc = thread_scratch();
-	return sc ? python_body(ctx, sc, &offcpu_progs, PATH_OFF) : 0;
-}
-
-/* ... the CUDA launch path's (cuda_progs), never attached. */
-SEC("uprobe")
-int cuda_python(struct pt_regs *ctx)
-{
-	struct scratch *sc = launch_scratch();
-	return sc ? python_body(ctx, sc, &cuda_progs, PATH_CUDA) : 0;
-}
+/* The tail-call targets PROG_PYTHON of the three paths: oncpu_python,
+ * offcpu_python, cuda_python (record.bpf.h). */
+WALKER_PROGRAMS(python, python_body)

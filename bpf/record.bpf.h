@@ -201,6 +201,22 @@ static __always_inline void reset_walk(struct scratch *sc)
 	sc->py_emitted = 0;
 }
 
+/* Notes the kernel stack the kernel's walk wrote into the record's frames
+ * (kn: its bytes, or < 0: an error, counted); returns its frames. */
+static __always_inline __u32 set_kstack_len(struct oncpu_sample *s, long kn)
+{
+	if (kn < 0) {
+		count(ONCPU_STAT_KSTACK_ERR, 1);
+		s->kstack_len = (__s32)kn;
+		return 0;
+	}
+	__u32 nk = (__u32)kn / sizeof(__u64);
+	if (nk > ONCPU_MAX_KFRAMES)
+		nk = ONCPU_MAX_KFRAMES;
+	s->kstack_len = (__s32)nk;
+	return nk;
+}
+
 /* Fills the record's header for the current thread and its kernel stack;
  * returns the number of kernel frames. */
 static __always_inline __u32 begin_sample(void *ctx, struct scratch *sc, __u64 now, __u32 kind,
@@ -213,18 +229,7 @@ static __always_inline __u32 begin_sample(void *ctx, struct scratch *sc, __u64 n
 	reset_walk(sc);
 	bpf_get_current_comm(s->comm, sizeof(s->comm));
 
-	long kn = bpf_get_stack(ctx, s->frames, ONCPU_MAX_KFRAMES * sizeof(__u64), 0);
-	__u32 nk = 0;
-	if (kn < 0) {
-		count(ONCPU_STAT_KSTACK_ERR, 1);
-		s->kstack_len = (__s32)kn;
-	} else {
-		nk = (__u32)kn / sizeof(__u64);
-		if (nk > ONCPU_MAX_KFRAMES)
-			nk = ONCPU_MAX_KFRAMES;
-		s->kstack_len = (__s32)nk;
-	}
-	return nk;
+	return set_kstack_len(s, bpf_get_stack(ctx, s->frames, ONCPU_MAX_KFRAMES * sizeof(__u64), 0));
 }
 
 /* Takes the user stack from sc->regs (has_regs = 0: none, a kernel
@@ -295,5 +300,33 @@ static __always_inline struct scratch *launch_scratch(void)
 	__u32 zero = 0;
 	return bpf_map_lookup_elem(&cuda_scratch, &zero);
 }
+
+/* The programs of a walker (unwind.bpf.c, python.bpf.c), one per path,
+ * each running body(ctx, its path's scratch record, its path's tail-call
+ * array, its path): tail calls only reach programs of the caller's type
+ * (and, for tracing programs, of its attach target). For name unwind:
+ * oncpu_unwind (perf_event, in unwind_progs), offcpu_unwind
+ * (tp_btf/sys_exit, in offcpu_progs) and cuda_unwind (uprobe, in
+ * cuda_progs); the last two are loaded like their callers, offcpu_sample
+ * and cuda_marker, and never attached. */
+#define WALKER_PROGRAMS(name, body)                                          \
+	SEC("perf_event")                                                    \
+	int oncpu_##name(struct bpf_perf_event_data *ctx)                    \
+	{                                                                    \
+		struct scratch *sc = cpu_scratch();                          \
+		return sc ? body(ctx, sc, &unwind_progs, PATH_ON) : 0;       \
+	}                                                                    \
+	SEC("tp_btf/sys_exit")                                               \
+	int offcpu_##name(__u64 *ctx)                                        \
+	{                                                                    \
+		struct scratch *sc = thread_scratch();                       \
+		return sc ? body(ctx, sc, &offcpu_progs, PATH_OFF) : 0;      \
+	}                                                                    \
+	SEC("uprobe")                                                        \
+	int cuda_##name(struct pt_regs *ctx)                                 \
+	{                                                                    \
+		struct scratch *sc = launch_scratch();                       \
+		return sc ? body(ctx, sc, &cuda_progs, PATH_CUDA) : 0;       \
+	}
 
 #endif

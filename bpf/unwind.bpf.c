@@ -182,28 +182,6 @@ static __always_inline int unwind_body(void *ctx, struct scratch *sc, void *prog
 	return 0;
 }
 
-/* The tail-call targets PROG_UNWIND: the on-CPU path's (unwind_progs). */
-SEC("perf_event")
-int oncpu_unwind(struct bpf_perf_event_data *ctx)
-{
-	struct scratch *sc = cpu_scratch();
-	return sc ? unwind_body(ctx, sc, &unwind_progs, PATH_ON) : 0;
-}
-
-/* ... the off-CPU path's (offcpu_progs): loaded as tp_btf/sys_exit
- * programs, like their caller offcpu_sample, and never attached. */
-SEC("tp_btf/sys_exit")
-int offcpu_unwind(__u64 *ctx)
-{
-	struct scratch *sc = thread_scratch();
-	return sc ? unwind_body(ctx, sc, &offcpu_progs, PATH_OFF) : 0;
-}
-
-/* ... the CUDA launch path's (cuda_progs): loaded as uprobe programs,
- * like their caller cuda_marker, and never attached. */
-SEC("uprobe")
-int cuda_unwind(struct pt_regs *ctx)
-{
-	struct scratch *sc = launch_scratch();
-	return sc ? unwind_body(ctx, sc, &cuda_progs, PATH_CUDA) : 0;
-}
+/* The tail-call targets PROG_UNWIND of the three paths: oncpu_unwind,
+ * offcpu_unwind, cuda_unwind (record.bpf.h). */
+WALKER_PROGRAMS(unwind, unwind_body)
