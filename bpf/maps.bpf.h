@@ -5,11 +5,11 @@
  * The programs are compiled one file a feature (oncpu, offcpu, unwind,
  * python, cuda) and linked into one object by `bpftool gen object`
  * (libbpf's static linker; Makefile), from which one skeleton is made
- * (build/bpf/ember.skel.h, struct ember_bpf). Each map and variable is
- * defined here once, __weak: every object that includes this header
- * carries the same definition, and the linker resolves them to one map
- * (it refuses definitions that differ). A variable is defined in one file
- * and declared extern here when others read it. Functions shared by
+ * (build/bpf/ember.skel.h, struct ember_bpf). Each map is defined here
+ * once, __weak: every object that includes this header carries the same
+ * definition, and the linker resolves them to one map (it refuses
+ * definitions that differ). A variable is defined in the one file that
+ * owns it, and declared extern here when others read it. Functions shared by
  * several programs are static __always_inline (record.bpf.h, this file),
  * except the few global (__noinline) functions the verifier checks once,
  * each defined in one file and declared where it is called (a call into
@@ -17,8 +17,9 @@
  *
  * The agent side: agent/oncpu.c loads the object (sampling, the ring
  * buffer), agent/offcpu.c attaches the off-CPU programs, agent/unwind.c
- * fills the unwinder's maps, agent/python.c py_procs, agent/cuda.c
- * attaches cuda_marker. */
+ * fills the unwinder's maps, agent/python.c py_procs, and
+ * oncpu_attach_cuda_marker (agent/oncpu.c) attaches cuda_marker to each
+ * copy of libembercuda.so the agent finds. */
 #ifndef EMBER_BPF_MAPS_BPF_H
 #define EMBER_BPF_MAPS_BPF_H
 

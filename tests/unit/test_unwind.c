@@ -785,7 +785,7 @@ static void set_seen(struct e2e *e, uint32_t slot, uint64_t t)
 /* Load, evict the least recently sampled table for a new one, reload it
  * when it is sampled again, give back a table no process maps, and load a
  * file given back again (opened anew through /proc/self/map_files). */
-static void test_unwinder_evict_reload_reclaim(void **state)
+static void test_unwind_evict_reload_reclaim(void **state)
 {
 	(void)state;
 	rule_set_free(&rules);
@@ -881,7 +881,7 @@ static void test_unwinder_evict_reload_reclaim(void **state)
 /* A file larger than the room left beside tables sampled now is loaded in
  * part, then gets the pages samples wanted; with no room at all it is
  * refused (and frames in it are unwound by frame pointer). */
-static void test_unwinder_partial_and_refused(void **state)
+static void test_unwind_partial_and_refused(void **state)
 {
 	(void)state;
 	rule_set_free(&rules);
@@ -945,7 +945,7 @@ static void test_unwinder_partial_and_refused(void **state)
 /* The tick keeps 1/16 of the array free: a table no process maps goes at
  * once, not after UNWIND_KEEP_NS, when the free pages fall below that;
  * a mapped one stays. */
-static void test_unwinder_headroom(void **state)
+static void test_unwind_headroom(void **state)
 {
 	(void)state;
 	rule_set_free(&rules);
@@ -1405,9 +1405,9 @@ int main(void)
 		cmocka_unit_test(test_mem_alloc_free_reuse),
 		cmocka_unit_test(test_mem_victims_lru),
 		cmocka_unit_test(test_mem_no_fragmentation),
-		cmocka_unit_test(test_unwinder_evict_reload_reclaim),
-		cmocka_unit_test(test_unwinder_partial_and_refused),
-		cmocka_unit_test(test_unwinder_headroom),
+		cmocka_unit_test(test_unwind_evict_reload_reclaim),
+		cmocka_unit_test(test_unwind_partial_and_refused),
+		cmocka_unit_test(test_unwind_headroom),
 		cmocka_unit_test(test_rawstack_stopped_workload),
 		cmocka_unit_test(test_c_without_frame_pointers),
 		cmocka_unit_test(test_recursion_200_deep),
