@@ -44,8 +44,11 @@ LIB_SRCS    := $(wildcard lib/*.c)
 AGENT_SRCS  := $(filter-out agent/main.c,$(wildcard agent/*.c))
 SERVER_SRCS := $(filter-out server/main.c,$(wildcard server/*/*.c server/store/clickhouse/*.c))
 CLI_SRCS    := $(filter-out cli/main.c,$(wildcard cli/*.c))
+# The BPF programs, one file a feature, linked into one object with one
+# skeleton (bpf/maps.bpf.h says how they share maps).
 BPF_SRCS    := $(wildcard bpf/*.bpf.c)
-SKELS       := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.skel.h,$(BPF_SRCS))
+BPF_OBJS    := $(patsubst bpf/%.bpf.c,$(BUILD)/bpf/%.bpf.o,$(BPF_SRCS))
+SKELS       := $(BUILD)/bpf/ember.skel.h
 GEN_SRCS    := $(BUILD)/gen/ingest.pb-c.c $(BUILD)/gen/otlp_profiles.pb-c.c $(BUILD)/gen/containerd.pb-c.c $(BUILD)/gen/pprof_profile.pb-c.c
 ASSET_SRC   := $(BUILD)/gen/assets.c
 WEB_FILES   := $(sort $(wildcard web/*.html web/*.js web/*.css web/*.svg)) server/http/openapi.json
@@ -97,8 +100,12 @@ $(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c $(wildcard bpf/*.h) $(BUILD)/vmlinux.h
 	@mkdir -p $(@D)
 	$(call say,BPF,$@)$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(BUILD) -Ibpf -Wall -Werror -c $< -o $@
 
-$(BUILD)/bpf/%.skel.h: $(BUILD)/bpf/%.bpf.o
-	$(call say,SKEL,$@)$(BPFTOOL) gen skeleton $< name $*_bpf > $@
+# libbpf's static linker: one object, its shared maps and variables merged.
+$(BUILD)/bpf/ember.o: $(BPF_OBJS)
+	$(call say,BPFLINK,$@)$(BPFTOOL) gen object $@ $^
+
+$(BUILD)/bpf/ember.skel.h: $(BUILD)/bpf/ember.o
+	$(call say,SKEL,$@)$(BPFTOOL) gen skeleton $< name ember_bpf > $@
 
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: lib/proto/%.proto
 	@mkdir -p $(BUILD)/gen

@@ -22,6 +22,7 @@
 #include "batch.h"
 #include "files.h"
 #include "kallsyms.h"
+#include "counters.h"
 #include "kubelet.h"
 #include "proc.h"
 #include "samplecache.h"
@@ -30,30 +31,13 @@
 struct oncpu_raw_sample;
 struct rawstack;
 
+/* The collector's counters: a field for each C row of agent/counters.h
+ * (what each counts is said there), and the GPU time samples. */
 struct collector_stats {
-	uint64_t samples;        /* on-CPU samples */
-	uint64_t offcpu_samples; /* off-CPU samples */
-	uint64_t offcpu_ns;      /* the nanoseconds they stand for */
-	uint64_t frames;
-	uint64_t unknown_frames;
-	uint64_t truncated;
-	uint64_t malformed;
-	uint64_t cfi_stacks; /* user stacks from ember's unwinder */
-	uint64_t fp_stacks;  /* user stacks from the kernel's frame-pointer walk */
-	uint64_t python_frames, python_unknown; /* Python frames named, not named */
+#define COLLECTOR_FIELD(id, field, ...) uint64_t field;
+	AGENT_COUNTERS(COUNTERS_NONE, COLLECTOR_FIELD, COUNTERS_NONE, COUNTERS_NONE)
+#undef COLLECTOR_FIELD
 	uint64_t cuda_samples, cuda_ns; /* GPU time samples (collect_cuda) and their nanoseconds */
-	/* Samples of processes not described to the unwinder yet, sent with
-	 * their raw user stack (rawstack.h): */
-	uint64_t raw_stacks;       /* received */
-	uint64_t raw_unwound;      /* unwound by CFI at once */
-	uint64_t raw_unwound_late; /* unwound by CFI once a table they waited for was in */
-	uint64_t raw_expired;      /* waited COLLECT_RAW_WAIT_NS (or found the queue full):
-				      unwound with the tables there were */
-	uint64_t raw_fallback;     /* of a process the agent could not read (gone): the
-				      frame-pointer walk they carry was kept */
-	/* The same for CUDA launch records (collect_cuda_raw): */
-	uint64_t cuda_raw_stacks, cuda_raw_unwound, cuda_raw_unwound_late, cuda_raw_expired,
-		cuda_raw_fallback;
 };
 
 /* Raw samples waiting for a table: at most COLLECT_RAW_MAX_PENDING, each

@@ -12,7 +12,7 @@
  * connection must start with HELLO.
  *
  * Launch stacks. cuda_add_stack() keeps the raw record of each marker hit
- * (bpf/oncpu.bpf.c cuda_marker, kind ONCPU_KIND_CUDA_LAUNCH) under (pid,
+ * (bpf/cuda.bpf.c cuda_marker, kind ONCPU_KIND_CUDA_LAUNCH) under (pid,
  * stack_id), at most CUDA_MAX_STACKS records and CUDA_MAX_STACK_BYTES; the
  * oldest go first (counted). One process keeps at most
  * CUDA_MAX_STACKS_PER_PROC: past that its own oldest go, so a process that

@@ -63,27 +63,27 @@ static bool same_file(const char *path, const void *lib, size_t len)
 	return same;
 }
 
-int cudaship_install(const char *dir, const void *lib, size_t len, struct buf *err)
+enum cudaship_result cudaship_install(const char *dir, const void *lib, size_t len, struct buf *err)
 {
 	if (len == 0) {
 		buf_printf(err, "this ember-agent was built without libembercuda.so");
-		return -1;
+		return CUDASHIP_FAILED;
 	}
 	if (make_dirs(dir, err) < 0)
-		return -1;
+		return CUDASHIP_FAILED;
 	char path[PATH_MAX], tmp[PATH_MAX];
 	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, CUDASHIP_NAME) >= sizeof(path) ||
 	    (size_t)snprintf(tmp, sizeof(tmp), "%s/.%s.%ld", dir, CUDASHIP_NAME, (long)getpid()) >=
 		    sizeof(tmp)) {
 		buf_printf(err, "%s: path too long", dir);
-		return -1;
+		return CUDASHIP_FAILED;
 	}
 	if (same_file(path, lib, len))
-		return 0;
+		return CUDASHIP_SAME;
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0755);
 	if (fd < 0) {
 		buf_printf(err, "cannot create %s: %s", tmp, strerror(errno));
-		return -1;
+		return CUDASHIP_FAILED;
 	}
 	const unsigned char *p = lib;
 	size_t left = len;
@@ -95,7 +95,7 @@ int cudaship_install(const char *dir, const void *lib, size_t len, struct buf *e
 			buf_printf(err, "cannot write %s: %s", tmp, w < 0 ? strerror(errno) : "short write");
 			close(fd);
 			unlink(tmp);
-			return -1;
+			return CUDASHIP_FAILED;
 		}
 		p += w;
 		left -= (size_t)w;
@@ -105,12 +105,12 @@ int cudaship_install(const char *dir, const void *lib, size_t len, struct buf *e
 	if (fchmod(fd, 0755) < 0 || fsync(fd) < 0 || close(fd) < 0) {
 		buf_printf(err, "cannot finish %s: %s", tmp, strerror(errno));
 		unlink(tmp);
-		return -1;
+		return CUDASHIP_FAILED;
 	}
 	if (rename(tmp, path) < 0) {
 		buf_printf(err, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
 		unlink(tmp);
-		return -1;
+		return CUDASHIP_FAILED;
 	}
-	return 1;
+	return CUDASHIP_WRITTEN;
 }

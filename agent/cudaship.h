@@ -20,11 +20,15 @@
 
 #define CUDASHIP_NAME "libembercuda.so"
 
+enum cudaship_result {
+	CUDASHIP_FAILED = -1, /* with a message in err */
+	CUDASHIP_SAME = 0,    /* the file there was already the same */
+	CUDASHIP_WRITTEN = 1, /* the file was written */
+};
+
 /* Creates dir (0755, and its parents) when missing and makes
- * dir/libembercuda.so hold the len bytes at lib (mode 0755). Returns 1
- * when it wrote the file, 0 when the file there was already the same, -1
- * with a message in err. */
-int cudaship_install(const char *dir, const void *lib, size_t len, struct buf *err);
+ * dir/libembercuda.so hold the len bytes at lib (mode 0755). */
+enum cudaship_result cudaship_install(const char *dir, const void *lib, size_t len, struct buf *err);
 
 /* The library ember-agent was built with (agent/cuda_blob.S). Linked into
  * ember-agent only. */

@@ -46,7 +46,14 @@
 
 /* gRPC status codes ember looks at. */
 #define GRPC_STATUS_OK 0
+#define GRPC_STATUS_DEADLINE_EXCEEDED 4
 #define GRPC_STATUS_NOT_FOUND 5
+#define GRPC_STATUS_PERMISSION_DENIED 7
+#define GRPC_STATUS_RESOURCE_EXHAUSTED 8
+#define GRPC_STATUS_ABORTED 10
+#define GRPC_STATUS_INTERNAL 13
+#define GRPC_STATUS_UNAVAILABLE 14
+#define GRPC_STATUS_UNAUTHENTICATED 16
 
 enum grpc_result {
 	GRPC_OK = 0,         /* grpc-status 0 and one message (in msg/len) */

@@ -38,13 +38,13 @@
 #include "selfstats.h"
 #include "symupload.h"
 #include "unwind_types.h"
-#include "unwinder.h"
+#include "unwind.h"
 #include "util.h"
 #include "vdso.h"
 #include "version.h"
 
 /* How often the ring buffer is read when no sample asks for it sooner
- * (bpf/oncpu.bpf.c: a new process, a ring a quarter full). Each wakeup
+ * (bpf/record.bpf.h: a new process, a ring a quarter full). Each wakeup
  * costs the agent tens of microseconds whatever it finds. */
 #define DRAIN_INTERVAL_MS 1000
 #define SWEEP_INTERVAL_NS (10ull * 1000000000ull)
@@ -93,7 +93,7 @@ struct agent {
 	struct oncpu *oncpu;
 	struct reporter *reporter;
 	struct symupload *symupload;
-	struct unwinder *unwinder;
+	struct unwind *unwind;
 	struct rawstack rawstack; /* unwinds raw stacks (rawstack.h) */
 	/* CPython: the interpreter files seen (few: one per installed
 	 * version), the symbolizer, and the walker's process map. */
@@ -138,10 +138,10 @@ static void on_new_file(void *ctx, uint32_t index, const struct agent_file *f, i
 			  (pf.version >> 16) & 0xff,
 			  pf.debug_offsets ? "offsets from its _Py_DebugOffsets" : "ember's fixed layout");
 	}
-	int fd2 = a->unwinder ? dup(fd) : -1;
+	int fd2 = a->unwind ? dup(fd) : -1;
 	symupload_add(a->symupload, &f->id, f->name, f->path, fd);
 	if (fd2 >= 0)
-		unwinder_add_file(a->unwinder, index, &f->id, f->name, fd2, f->ino != 0);
+		unwind_add_file(a->unwind, index, &f->id, f->name, fd2, f->ino != 0);
 }
 
 /* Tells the Python walker and symbolizer whether p runs a CPython
@@ -215,7 +215,7 @@ static void on_proc_maps(void *ctx, const struct proc *p)
 	struct agent *a = ctx;
 	if (a->cuda && p->live)
 		find_cuda_library(a, p);
-	if (!a->unwinder || !p->live)
+	if (!a->unwind || !p->live)
 		return;
 	size_t n = MIN(p->nmaps, (size_t)UNWIND_MAX_MAPPINGS);
 	struct unwind_mapping *maps = xcalloc(n ? n : 1, sizeof(*maps));
@@ -231,7 +231,7 @@ static void on_proc_maps(void *ctx, const struct proc *p)
 			maps[i].bias = bias;
 		}
 	}
-	int rc = unwinder_set_process(a->unwinder, (uint32_t)p->pid, p->start_time, p->exec_id,
+	int rc = unwind_set_process(a->unwind, (uint32_t)p->pid, p->start_time, p->exec_id,
 				      maps, n);
 	if (rc < 0)
 		log_debug("cannot describe pid %d to the unwinder: %s", p->pid, strerror(-rc));
@@ -242,8 +242,8 @@ static void on_proc_maps(void *ctx, const struct proc *p)
 static void on_proc_gone(void *ctx, int32_t pid)
 {
 	struct agent *a = ctx;
-	if (a->unwinder)
-		unwinder_remove_process(a->unwinder, (uint32_t)pid);
+	if (a->unwind)
+		unwind_remove_process(a->unwind, (uint32_t)pid);
 	uint32_t key = (uint32_t)pid;
 	(void)bpf_map_delete_elem(a->py_procs_fd, &key); /* may never have been written */
 	python_set_process(a->python, pid, 0, 0, NULL, 0);
@@ -252,8 +252,8 @@ static void on_proc_gone(void *ctx, int32_t pid)
 static void want_table(void *ctx, uint32_t file)
 {
 	struct agent *a = ctx;
-	if (a->unwinder)
-		unwinder_prioritize(a->unwinder, file);
+	if (a->unwind)
+		unwind_prioritize(a->unwind, file);
 }
 
 /* A launch stack for the join: as BPF sent it, or unwound by the agent
@@ -490,63 +490,26 @@ static void take_stats(struct agent *a, struct selfstats_values *s)
 	uint64_t *v = s->v;
 	s->time_unix_ms = now_unix_ms();
 	const struct collector_stats *cs = &a->collector.stats;
-	v[SS_SAMPLES] = cs->samples;
-	v[SS_FRAMES] = cs->frames;
-	v[SS_ERROR_STACKS] = cs->unknown_frames;
-	v[SS_TRUNCATED] = cs->truncated;
-	v[SS_MALFORMED] = cs->malformed;
-	v[SS_CFI_STACKS] = cs->cfi_stacks;
-	v[SS_FP_STACKS] = cs->fp_stacks;
-	v[SS_PY_FRAMES] = cs->python_frames;
-	v[SS_PY_UNNAMED] = cs->python_unknown;
-	v[SS_OFFCPU_SAMPLES] = cs->offcpu_samples;
-	v[SS_OFFCPU_NS] = cs->offcpu_ns;
 	uint64_t bpf[ONCPU_STAT_MAX];
 	oncpu_read_stats(a->oncpu, bpf);
-	v[SS_BPF_SAMPLES] = bpf[ONCPU_STAT_SAMPLES];
-	v[SS_BPF_IDLE] = bpf[ONCPU_STAT_IDLE];
-	v[SS_LOST] = bpf[ONCPU_STAT_RB_FULL];
-	v[SS_BPF_USTACK_ERR] = bpf[ONCPU_STAT_USTACK_ERR];
-	v[SS_BPF_KSTACK_ERR] = bpf[ONCPU_STAT_KSTACK_ERR];
-	v[SS_BPF_KERNEL_FP] = bpf[ONCPU_STAT_KERNEL_FP];
-	v[SS_BPF_CFI] = bpf[ONCPU_STAT_CFI];
-	v[SS_BPF_CFI_FRAMES] = bpf[ONCPU_STAT_CFI_FRAMES];
-	v[SS_BPF_FP_FRAMES] = bpf[ONCPU_STAT_FP_FRAMES];
-	v[SS_BPF_TAIL_CALLS] = bpf[ONCPU_STAT_TAIL_CALLS];
-	v[SS_BPF_PY_STACKS] = bpf[ONCPU_STAT_PY_STACKS];
-	v[SS_BPF_PY_NO_THREAD] = bpf[ONCPU_STAT_PY_NO_THREAD];
-	v[SS_BPF_PY_FRAMES] = bpf[ONCPU_STAT_PY_FRAMES];
-	v[SS_BPF_PY_READ_ERR] = bpf[ONCPU_STAT_PY_READ_ERR];
+	/* The collector's and the BPF programs' counters (counters.h). */
+#define COPY_C(id, field, ...) v[SS_##id] = cs->field;
+#define COPY_B(id, stat, ...) v[SS_##id] = bpf[ONCPU_STAT_##stat];
+	AGENT_COUNTERS(COUNTERS_NONE, COPY_C, COPY_B, COUNTERS_NONE)
+#undef COPY_C
+#undef COPY_B
 	v[SS_BPF_STOP_NO_MAPPING] = bpf[ONCPU_STAT_ERR_BASE + UWE_NO_MAPPING];
 	v[SS_BPF_STOP_READ] = bpf[ONCPU_STAT_ERR_BASE + UWE_READ];
 	v[SS_BPF_STOP_NO_PROGRESS] = bpf[ONCPU_STAT_ERR_BASE + UWE_NO_PROGRESS];
 	v[SS_BPF_STOP_TRUNCATED] = bpf[ONCPU_STAT_ERR_BASE + UWE_TRUNCATED];
 	v[SS_BPF_STOP_NO_FP] = bpf[ONCPU_STAT_ERR_BASE + UWE_NO_FP];
-	v[SS_BPF_OFFCPU_WAITS] = bpf[ONCPU_STAT_OFFCPU_WAITS];
-	v[SS_BPF_OFFCPU_SAMPLED] = bpf[ONCPU_STAT_OFFCPU_SAMPLED];
-	v[SS_BPF_OFFCPU_SAMPLES] = bpf[ONCPU_STAT_OFFCPU_SAMPLES];
-	v[SS_OFFCPU_LOST] = bpf[ONCPU_STAT_OFFCPU_RB_FULL];
-	v[SS_BPF_OFFCPU_NO_SCRATCH] = bpf[ONCPU_STAT_OFFCPU_NO_SCRATCH];
-	v[SS_BPF_RING_WAKES] = bpf[ONCPU_STAT_RING_WAKES];
-	v[SS_BPF_RAW_STACKS] = bpf[ONCPU_STAT_RAW_STACKS];
-	v[SS_BPF_RAW_SKIPPED] = bpf[ONCPU_STAT_RAW_SKIPPED];
-	v[SS_RAW_STACKS] = cs->raw_stacks;
-	v[SS_RAW_UNWOUND] = cs->raw_unwound;
-	v[SS_RAW_UNWOUND_LATE] = cs->raw_unwound_late;
-	v[SS_RAW_EXPIRED] = cs->raw_expired;
-	v[SS_RAW_FALLBACK] = cs->raw_fallback;
 	v[SS_RAW_PENDING] = a->collector.npending;
-	v[SS_CUDA_RAW_STACKS] = cs->cuda_raw_stacks;
-	v[SS_CUDA_RAW_UNWOUND] = cs->cuda_raw_unwound;
-	v[SS_CUDA_RAW_UNWOUND_LATE] = cs->cuda_raw_unwound_late;
-	v[SS_CUDA_RAW_EXPIRED] = cs->cuda_raw_expired;
-	v[SS_CUDA_RAW_FALLBACK] = cs->cuda_raw_fallback;
 	v[SS_CUDA_RAW_PENDING] = a->collector.ncuda_pending;
 	v[SS_RAW_PENDING_BYTES] = a->collector.pending_bytes;
 	v[SS_PROCESSES] = proc_table_count(&a->procs);
 	v[SS_FILES] = a->files.count;
-	struct unwinder_stats ws;
-	unwinder_get_stats(a->unwinder, &ws);
+	struct unwind_stats ws;
+	unwind_get_stats(a->unwind, &ws);
 	v[SS_TABLES_QUEUED] = ws.files_queued;
 	v[SS_TABLES_LOADED] = ws.files_loaded;
 	v[SS_TABLES_SHARED] = ws.files_shared;
@@ -642,8 +605,6 @@ static void take_stats(struct agent *a, struct selfstats_values *s)
 		v[SS_CUDA_PC_ENTRIES] = c.pc_entries;
 	}
 	v[SS_CUDA_PROBED_FILES] = a->ncuda_probed;
-	v[SS_CUDA_MARKER_HITS] = bpf[ONCPU_STAT_CUDA_HITS];
-	v[SS_CUDA_STACKS_LOST] = bpf[ONCPU_STAT_CUDA_RB_FULL];
 	v[SS_SAMPLING] = a->sampling;
 	v[SS_OFFCPU_SAMPLING] = oncpu_offcpu_active(a->oncpu);
 	v[SS_START_TIME] = (uint64_t)MAX(a->start_unix_ms / 1000, (int64_t)0);
@@ -665,37 +626,12 @@ static void log_stats(struct agent *a)
 	struct selfstats_values s;
 	take_stats(a, &s);
 	const uint64_t *v = s.v;
-#define U(i) ((unsigned long long)v[i])
-	log_info("stats: samples=%llu lost=%llu off_cpu_samples=%llu off_cpu_lost=%llu "
-		 "cfi_stacks=%llu fp_stacks=%llu errors=%llu truncated=%llu "
-		 "processes=%llu files=%llu tables=%llu shared=%llu failed=%llu prioritized=%llu rows=%llu/%llu rules=%llu "
-		 "batches_sent=%llu bytes_sent=%llu encode_us=%llu queued=%llu dropped=%llu resyncs=%llu sessions=%llu session_bytes=%llu "
-		 "symbols_uploaded=%llu symbols_present=%llu python_stacks=%llu python_frames=%llu "
-		 "python_unnamed=%llu python_stale=%llu python_no_thread=%llu python_read_errors=%llu "
-		 "python_processes=%llu metrics_points=%llu metrics_batches_sent=%llu metrics_dropped=%llu "
-		 "metrics_collect_us=%llu metrics_processes_dropped=%llu raw_stacks=%llu "
-		 "raw_skipped=%llu raw_unwound=%llu raw_unwound_late=%llu raw_expired=%llu "
-		 "raw_fallback=%llu raw_pending=%llu "
-		 "rss_kb=%llu rss_peak_kb=%llu mem_unwind_build_kb=%llu mem_symbols_kb=%llu "
-		 "mem_processes_kb=%llu mem_files_kb=%llu mem_sample_cache_kb=%llu mem_python_kb=%llu "
-		 "mem_kernel_symbols_kb=%llu",
-		 U(SS_SAMPLES), U(SS_LOST), U(SS_OFFCPU_SAMPLES), U(SS_OFFCPU_LOST), U(SS_CFI_STACKS),
-		 U(SS_FP_STACKS), U(SS_ERROR_STACKS),
-		 U(SS_TRUNCATED), U(SS_PROCESSES), U(SS_FILES), U(SS_TABLES_LOADED), U(SS_TABLES_SHARED),
-		 U(SS_TABLES_FAILED), U(SS_TABLES_PRIORITIZED), U(SS_TABLE_ENTRIES_USED),
-		 U(SS_TABLE_ENTRIES_CAP), U(SS_TABLE_RULES), U(SS_BATCHES_SENT), U(SS_BYTES_SENT),
-		 U(SS_ENCODE_NS) / 1000, U(SS_QUEUED_BATCHES), U(SS_BATCHES_DROPPED), U(SS_RESYNCS),
-		 U(SS_SESSIONS), U(SS_SESSION_BYTES), U(SS_SYM_UPLOADED), U(SS_SYM_PRESENT),
-		 U(SS_BPF_PY_STACKS), U(SS_PY_FRAMES), U(SS_PY_UNNAMED), U(SS_PY_STALE),
-		 U(SS_BPF_PY_NO_THREAD), U(SS_BPF_PY_READ_ERR), U(SS_PY_PROCESSES),
-		 U(SS_MET_POINTS), U(SS_MET_BATCHES_SENT), U(SS_MET_BATCHES_DROPPED),
-		 U(SS_MET_COLLECT_NS) / 1000, U(SS_MET_PROCESSES_DROPPED), U(SS_RAW_STACKS),
-		 U(SS_BPF_RAW_SKIPPED), U(SS_RAW_UNWOUND), U(SS_RAW_UNWOUND_LATE), U(SS_RAW_EXPIRED),
-		 U(SS_RAW_FALLBACK), U(SS_RAW_PENDING),
-		 U(SS_MEM_RSS) / 1024, U(SS_MEM_RSS_PEAK) / 1024, U(SS_MEM_UNWIND_BUILD) / 1024,
-		 U(SS_MEM_SYMBOLS) / 1024, U(SS_MEM_PROCESSES) / 1024, U(SS_MEM_FILES) / 1024,
-		 U(SS_MEM_SAMPLE_CACHE) / 1024, U(SS_MEM_PYTHON) / 1024, U(SS_MEM_KERNEL_SYMBOLS) / 1024);
-#undef U
+	struct buf line = { 0 };
+#define LINE_ITEM(text, id, div) buf_printf(&line, "%s%llu", text, (unsigned long long)(v[SS_##id] / div));
+	AGENT_STATS_LINE(LINE_ITEM)
+#undef LINE_ITEM
+	log_info("stats: %s", line.data);
+	buf_free(&line);
 	selfstats_publish(a->stats_srv, &s);
 }
 
@@ -731,7 +667,7 @@ static int take_host_lock(const char *path)
 	}
 	long holder = 0;
 	int fd = pidlock_take(path, &holder, &err);
-	if (fd == -2) {
+	if (fd == PIDLOCK_HELD) {
 		char pid[32] = "";
 		if (holder)
 			snprintf(pid, sizeof(pid), " (pid %ld)", holder);
@@ -791,15 +727,16 @@ int main(int argc, char **argv, char **envp)
 		/* The CUDA injection library this agent was built with, where
 		 * workloads can load it (agent/cudaship.h). */
 		size_t len = (size_t)(ember_cuda_lib_end - ember_cuda_lib_start);
-		int w = cudaship_install(a.cfg.cuda_profiler_dir, ember_cuda_lib_start, len, &err);
-		if (w < 0) {
+		enum cudaship_result w =
+			cudaship_install(a.cfg.cuda_profiler_dir, ember_cuda_lib_start, len, &err);
+		if (w == CUDASHIP_FAILED) {
 			log_warn("-cuda-profiler-dir: cannot install %s (%zu KiB) in %s: %s; CUDA programs "
 				 "cannot load the profiler from there (CPU profiling goes on)",
 				 CUDASHIP_NAME, (len + 1023) / 1024, a.cfg.cuda_profiler_dir, err.data);
 			buf_reset(&err);
 		} else {
 			log_info("cuda: %s %s/%s; start CUDA programs with CUDA_INJECTION64_PATH=%s/%s",
-				 w ? "installed" : "already installed:", a.cfg.cuda_profiler_dir,
+				 w == CUDASHIP_WRITTEN ? "installed" : "already installed:", a.cfg.cuda_profiler_dir,
 				 CUDASHIP_NAME, a.cfg.cuda_profiler_dir, CUDASHIP_NAME);
 		}
 	}
@@ -914,8 +851,8 @@ int main(int argc, char **argv, char **envp)
 	oncpu_unwind_maps(a.oncpu, &fds);
 	a.py_procs_fd = oncpu_python_map(a.oncpu);
 	a.collector.py_procs_fd = a.py_procs_fd;
-	a.unwinder = unwinder_start(&fds, &err);
-	if (!a.unwinder) {
+	a.unwind = unwind_start(&fds, &err);
+	if (!a.unwind) {
 		log_error("%s", err.data);
 		return 1;
 	}
@@ -1015,8 +952,8 @@ int main(int argc, char **argv, char **envp)
 			next_drain = now + DRAIN_INTERVAL_MS * 1000000ull;
 			/* Tables no process maps go back; evicted ones that
 			 * were sampled since come back. */
-			if (a.unwinder)
-				unwinder_tick(a.unwinder, now_mono_ns());
+			if (a.unwind)
+				unwind_tick(a.unwind, now_mono_ns());
 		}
 		if (report) {
 			flush_batch(&a);
@@ -1062,7 +999,7 @@ int main(int argc, char **argv, char **envp)
 	selfstats_stop(a.stats_srv);
 	kubelet_stop(a.kubelet);
 	rawstack_close(&a.rawstack);
-	unwinder_stop(a.unwinder); /* before the maps it writes are closed */
+	unwind_stop(a.unwind); /* before the maps it writes are closed */
 	python_free(a.python);
 	free(a.pyfiles);
 	oncpu_close(a.oncpu);

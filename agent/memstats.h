@@ -6,7 +6,7 @@
  * subtract what they allocate here, so that the agent's counters
  * (selfstats.c) can show each part while it is held.
  *
- * Budget: building the unwind table of a large file (agent/unwinder.c's
+ * Budget: building the unwind table of a large file (agent/unwind.c's
  * thread) and extracting its symbols (agent/symupload.c's thread) each
  * hold tens of MB for a second or two. Each job first reserves an estimate
  * of its peak from one process-wide budget of MEMSTATS_BUDGET bytes and

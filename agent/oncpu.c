@@ -14,17 +14,13 @@
 #include <bpf/libbpf.h>
 
 #include "log.h"
-#include "oncpu.skel.h"
+#include "offcpu.h"
+#include "ember.skel.h"
 #include "util.h"
 
 #define MAX_CPUS 4096
-/* Off-CPU records in progress per CPU (4.2 KB each, preallocated; a
- * record lives from a switch-in to the end of a system call:
- * microseconds). */
-#define OFFCPU_RECORDS_PER_CPU 4u
-
 struct oncpu {
-	struct oncpu_bpf *skel;
+	struct ember_bpf *skel;
 	struct ring_buffer *rb;
 	int *fds;
 	struct bpf_link **links;
@@ -33,8 +29,7 @@ struct oncpu {
 	void *ctx;
 	bool has_task_pt_regs;
 	uint64_t offcpu_hz;            /* 0: off-CPU sampling off or unavailable */
-	struct bpf_link *off_links[4]; /* tp_btf/sched_process_fork, sys_exit, sched_process_exit,
-					  sched_switch; NULL: detached */
+	struct offcpu off;             /* its hooks (offcpu.h) */
 	bool cuda_ok;                  /* cuda_progs filled: the marker uprobe may be attached */
 	struct bpf_link *cuda_links[ONCPU_MAX_CUDA_FILES]; /* one per copy of the library */
 	int ncuda_links;
@@ -100,30 +95,13 @@ static size_t next_pow2(size_t v)
 	return p;
 }
 
-/* Why this kernel cannot do off-CPU sampling, or NULL when it looks able
- * to (the load and the attach may still fail; they are logged too). */
-static const char *offcpu_unsupported(bool has_task_pt_regs)
-{
-	if (!has_task_pt_regs)
-		return "it needs bpf_task_pt_regs (Linux >= 5.15) to find the user registers of a thread inside the kernel";
-	if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_TASK_STORAGE, NULL) != 1)
-		return "it needs BPF task storage (Linux >= 5.11)";
-	if (libbpf_find_vmlinux_btf_id("sched_switch", BPF_TRACE_RAW_TP) < 0)
-		return "the kernel's BTF has no sched_switch tracepoint for tp_btf";
-	if (libbpf_find_vmlinux_btf_id("sys_exit", BPF_TRACE_RAW_TP) < 0)
-		return "the kernel's BTF has no sys_exit tracepoint for tp_btf";
-	if (libbpf_find_vmlinux_btf_id("sched_process_fork", BPF_TRACE_RAW_TP) < 0)
-		return "the kernel's BTF has no sched_process_fork tracepoint for tp_btf";
-	return NULL;
-}
-
 /* Opens the skeleton and loads it, with the off-CPU programs and maps
  * when offcpu_hz > 0 and without them otherwise. Returns the loaded
  * skeleton, or NULL with the reason in err. */
-static struct oncpu_bpf *load_skel(struct oncpu *o, size_t rb, uint32_t unwind_entries, int ncpu,
+static struct ember_bpf *load_skel(struct oncpu *o, size_t rb, uint32_t unwind_entries, int ncpu,
 				   uint64_t offcpu_hz, struct buf *err)
 {
-	struct oncpu_bpf *skel = oncpu_bpf__open();
+	struct ember_bpf *skel = ember_bpf__open();
 	if (!skel) {
 		buf_printf(err, "opening the BPF object failed: %s", strerror(errno));
 		return NULL;
@@ -133,24 +111,11 @@ static struct oncpu_bpf *load_skel(struct oncpu *o, size_t rb, uint32_t unwind_e
 	long tck = sysconf(_SC_CLK_TCK);
 	skel->rodata->ns_per_tick = tck > 0 ? 1000000000ull / (uint64_t)tck : 10000000ull;
 	skel->rodata->has_task_pt_regs = o->has_task_pt_regs;
-	skel->rodata->offcpu_period_ns = 1000000000ull / (offcpu_hz ? offcpu_hz : 1);
 	skel->rodata->ring_wake_bytes = rb / 4;
-	struct bpf_program *off_progs[] = { skel->progs.offcpu_switch, skel->progs.offcpu_sample,
-					    skel->progs.offcpu_unwind, skel->progs.offcpu_python,
-					    skel->progs.offcpu_exit, skel->progs.offcpu_fork,
-					    skel->progs.offcpu_threads };
-	for (size_t i = 0; i < ARRAY_SIZE(off_progs); i++)
-		bpf_program__set_autoload(off_progs[i], offcpu_hz > 0);
-	/* The off-CPU maps take kernel memory only when off-CPU is on. */
-	struct bpf_map *off_maps[] = { skel->maps.offcpu_scratch, skel->maps.offcpu_stage,
-				       skel->maps.offcpu_waits };
-	for (size_t i = 0; i < ARRAY_SIZE(off_maps); i++)
-		bpf_map__set_autocreate(off_maps[i], offcpu_hz > 0);
-	bpf_map__set_max_entries(skel->maps.offcpu_scratch,
-				 MIN(MAX((uint32_t)ncpu * OFFCPU_RECORDS_PER_CPU, 64u), 4096u));
-	if (oncpu_bpf__load(skel) != 0) {
+	offcpu_configure(skel, offcpu_hz, ncpu);
+	if (ember_bpf__load(skel) != 0) {
 		buf_printf(err, "loading the BPF program failed (%s)", strerror(errno));
-		oncpu_bpf__destroy(skel);
+		ember_bpf__destroy(skel);
 		return NULL;
 	}
 	return skel;
@@ -167,83 +132,6 @@ static int install_tail_calls(struct bpf_map *map, struct bpf_program *unwind,
 				   strerror(errno));
 			return -1;
 		}
-	return 0;
-}
-
-static void offcpu_detach(struct oncpu *o)
-{
-	for (size_t i = 0; i < ARRAY_SIZE(o->off_links); i++) {
-		bpf_link__destroy(o->off_links[i]);
-		o->off_links[i] = NULL;
-	}
-}
-
-/* Runs the task iterator offcpu_threads once: every thread there is gets
- * its slot for switch-out times. Returns 0, or -1 with errno set and the
- * reason in err. */
-static int offcpu_adopt_threads(struct oncpu *o, struct buf *err)
-{
-	struct bpf_link *link = bpf_program__attach_iter(o->skel->progs.offcpu_threads, NULL);
-	if (!link) {
-		int e = errno;
-		buf_printf(err, "attaching the task iterator (iter/task) failed: %s", strerror(e));
-		errno = e;
-		return -1;
-	}
-	int rc = 0, e = 0;
-	int fd = bpf_iter_create(bpf_link__fd(link));
-	if (fd < 0) {
-		e = errno;
-		buf_printf(err, "starting the task iterator failed: %s", strerror(e));
-		rc = -1;
-	} else {
-		char sink[64]; /* the program writes nothing: read() ends at once */
-		ssize_t n;
-		while ((n = read(fd, sink, sizeof(sink))) != 0)
-			if (n < 0 && errno != EINTR) {
-				e = errno;
-				buf_printf(err, "running the task iterator failed: %s", strerror(e));
-				rc = -1;
-				break;
-			}
-		close(fd);
-	}
-	bpf_link__destroy(link);
-	errno = e;
-	return rc;
-}
-
-/* Attaches the off-CPU programs; waits that began before now are not
- * measured. Returns 0, or -1 with errno set and the reason in err. */
-static int offcpu_attach(struct oncpu *o, struct buf *err)
-{
-	if (o->off_links[0])
-		return 0;
-	o->skel->bss->offcpu_since_ns = now_mono_ns(); /* bpf_ktime_get_ns's clock */
-	/* New threads get their slot from the fork hook, then the threads
-	 * there are from the iterator; then the hooks that finish records,
-	 * so that every record the switch hook starts is finished. */
-	struct bpf_program *progs[] = { o->skel->progs.offcpu_fork, o->skel->progs.offcpu_sample,
-					o->skel->progs.offcpu_exit, o->skel->progs.offcpu_switch };
-	const char *names[] = { "tp_btf/sched_process_fork", "tp_btf/sys_exit",
-				"tp_btf/sched_process_exit", "tp_btf/sched_switch" };
-	_Static_assert(ARRAY_SIZE(progs) == ARRAY_SIZE(((struct oncpu *)0)->off_links), "a link per program");
-	for (size_t i = 0; i < ARRAY_SIZE(progs); i++) {
-		o->off_links[i] = bpf_program__attach(progs[i]);
-		if (!o->off_links[i]) {
-			int e = errno;
-			buf_printf(err, "attaching %s failed: %s", names[i], strerror(e));
-			offcpu_detach(o);
-			errno = e;
-			return -1;
-		}
-		if (i == 0 && offcpu_adopt_threads(o, err) < 0) {
-			int e = errno;
-			offcpu_detach(o);
-			errno = e;
-			return -1;
-		}
-	}
 	return 0;
 }
 
@@ -307,6 +195,7 @@ int oncpu_open(struct oncpu **out, uint64_t hz, uint64_t offcpu_hz, uint32_t unw
 		buf_free(&why);
 		goto fail;
 	}
+	o->off.skel = o->skel;
 	/* The tail-call targets, at PROG_UNWIND and PROG_PYTHON. */
 	if (install_tail_calls(o->skel->maps.unwind_progs, o->skel->progs.oncpu_unwind,
 			       o->skel->progs.oncpu_python, err) < 0)
@@ -315,7 +204,7 @@ int oncpu_open(struct oncpu **out, uint64_t hz, uint64_t offcpu_hz, uint32_t unw
 		buf_reset(&why);
 		if (install_tail_calls(o->skel->maps.offcpu_progs, o->skel->progs.offcpu_unwind,
 				       o->skel->progs.offcpu_python, &why) < 0 ||
-		    offcpu_attach(o, &why) < 0) {
+		    offcpu_attach(&o->off, &why) < 0) {
 			log_warn("off-CPU profiling is off: %s; sampling on-CPU only", why.data);
 			offcpu_hz = 0;
 		}
@@ -386,7 +275,7 @@ fail:
 
 bool oncpu_offcpu_active(const struct oncpu *o)
 {
-	return o->off_links[0] != NULL;
+	return offcpu_attached(&o->off);
 }
 
 int oncpu_set_enabled(struct oncpu *o, bool on)
@@ -400,14 +289,14 @@ int oncpu_set_enabled(struct oncpu *o, bool on)
 		}
 	if (o->offcpu_hz && on) {
 		struct buf why = { 0 };
-		if (offcpu_attach(o, &why) < 0) {
+		if (offcpu_attach(&o->off, &why) < 0) {
 			e = errno;
 			log_warn("off-CPU sampling: %s", why.data);
 			rc = -1;
 		}
 		buf_free(&why);
 	} else if (o->offcpu_hz) {
-		offcpu_detach(o);
+		offcpu_detach(&o->off);
 	}
 	if (rc < 0)
 		errno = e;
@@ -495,7 +384,7 @@ void oncpu_close(struct oncpu *o)
 {
 	if (!o)
 		return;
-	offcpu_detach(o);
+	offcpu_detach(&o->off);
 	for (int i = 0; i < o->ncuda_links; i++)
 		bpf_link__destroy(o->cuda_links[i]);
 	for (int i = 0; i < o->ncpu; i++) {
@@ -507,6 +396,6 @@ void oncpu_close(struct oncpu *o)
 	free(o->links);
 	free(o->fds);
 	ring_buffer__free(o->rb);
-	oncpu_bpf__destroy(o->skel);
+	ember_bpf__destroy(o->skel);
 	free(o);
 }

@@ -1,10 +1,11 @@
-/* oncpu.h - sampling: loads bpf/oncpu.bpf.c, opens one cpu-clock perf
+/* oncpu.h - sampling: loads ember's BPF object (the programs of bpf/,
+ * linked into one: build/bpf/ember.skel.h), opens one cpu-clock perf
  * event per online CPU at the configured rate and attaches the on-CPU
- * program to each; with off-CPU sampling asked for, attaches the off-CPU
- * programs (tp_btf/sched_switch, tp_btf/sys_exit) too, or says in the log
- * why it cannot and goes on with on-CPU sampling only. Drains the ring
- * buffer both write to. The unwinder's maps are filled by
- * agent/unwinder.c.
+ * program (bpf/oncpu.bpf.c) to each; with off-CPU sampling asked for,
+ * attaches the off-CPU programs too (agent/offcpu.h), or says in the log
+ * why it cannot and goes on with on-CPU sampling only.
+ * Drains the ring buffer both write to. The unwinder's maps are filled by
+ * agent/unwind.c.
  *
  * cpu-clock is a software event, so sampling works on virtual machines
  * without a PMU; the period is exact (1e9 / Hz nanoseconds of CPU time).
@@ -24,7 +25,7 @@
 struct oncpu;
 typedef void (*oncpu_sample_fn)(void *ctx, const void *data, size_t size);
 
-/* The BPF maps ember's unwinder reads, for agent/unwinder.c to fill. */
+/* The BPF maps ember's unwinder reads, for agent/unwind.c to fill. */
 struct unwind_map_fds {
 	int rules, entries, files, procs, seen, wanted;
 	uint32_t rules_cap, entries_cap, files_cap;
@@ -57,7 +58,7 @@ int oncpu_epoll_fd(const struct oncpu *o);
 
 /* Most copies of libembercuda.so (distinct files) probed at once. */
 #define ONCPU_MAX_CUDA_FILES 64
-/* Attaches the CUDA launch-stack program (bpf/oncpu.bpf.c cuda_marker) as
+/* Attaches the CUDA launch-stack program (bpf/cuda.bpf.c cuda_marker) as
  * a uprobe on function func of the ELF file at path, for every process
  * that maps it (the kernel keys uprobes by inode: once per file, not per
  * process). Records of kind ONCPU_KIND_CUDA_LAUNCH then arrive with the

@@ -499,18 +499,22 @@ static char *read_str(int32_t pid, const struct py_layout *l, uint64_t addr)
 	return out;
 }
 
+enum code_read {
+	CODE_OK = 0,
+	CODE_UNREADABLE = -1, /* the memory cannot be read (the process may be gone) */
+	CODE_NOT_CODE = -2,   /* not a code object (any more) */
+};
+
 /* The code object's header, checked to be a code object; fp gets the
- * fields that tell one code object from another. Returns 0, -1 when the
- * memory cannot be read (the process may be gone), -2 when it is not a
- * code object (any more). */
-static int read_code(int32_t pid, const struct pyproc *p, uint64_t addr, uint64_t fp[5])
+ * fields that tell one code object from another. */
+static enum code_read read_code(int32_t pid, const struct pyproc *p, uint64_t addr, uint64_t fp[5])
 {
 	const struct py_layout *l = &p->l;
 	uint8_t hdr[CODE_HEADER];
 	if (rd(pid, addr, hdr, sizeof(hdr)) < 0)
-		return -1;
+		return CODE_UNREADABLE;
 	if (p->code_type && u64_at(hdr, 8) != p->code_type)
-		return -2; /* ob_type: not (or no longer) a code object */
+		return CODE_NOT_CODE; /* ob_type: not (or no longer) a code object */
 	int32_t first;
 	memcpy(&first, hdr + l->code_firstlineno, sizeof(first));
 	fp[0] = u64_at(hdr, l->code_filename);
@@ -518,7 +522,7 @@ static int read_code(int32_t pid, const struct pyproc *p, uint64_t addr, uint64_
 	fp[2] = u64_at(hdr, l->off.code_qualname);
 	fp[3] = u64_at(hdr, l->code_linetable);
 	fp[4] = (uint64_t)(uint32_t)first;
-	return 0;
+	return CODE_OK;
 }
 
 static int fill_entry(int32_t pid, const struct pyproc *p, struct code_entry *e)
@@ -576,12 +580,12 @@ int python_symbolize(struct python *py, int32_t pid, uint64_t slot, uint64_t qua
 			/* Once per generation: is it still the same code object? */
 			uint64_t fp[5];
 			py->stats.revalidated++;
-			int rc = read_code(pid, p, addr, fp);
-			if (rc == -2 && e->fp[2] != qualname) {
+			enum code_read rc = read_code(pid, p, addr, fp);
+			if (rc == CODE_NOT_CODE && e->fp[2] != qualname) {
 				py->stats.stale++;
 				return -1; /* freed, and something else lives there */
 			}
-			if (rc < 0) {
+			if (rc != CODE_OK) {
 				/* Unreadable now (most often: the process has
 				 * exited since the sample), or no longer a code
 				 * object while the sample saw the cached one's
@@ -629,7 +633,7 @@ int python_symbolize(struct python *py, int32_t pid, uint64_t slot, uint64_t qua
 		}
 	} else {
 		uint64_t fp[5];
-		if (read_code(pid, p, addr, fp) < 0) {
+		if (read_code(pid, p, addr, fp) != CODE_OK) {
 			py->stats.read_errors++;
 			return -1;
 		}

@@ -30,7 +30,7 @@
 
 /* Row pages of unwind_entries mapped into the agent, each used for
  * RAWSTACK_PAGE_NS after it was mapped: well within the 20 ms a page given
- * back stays out of use (agent/unwinder.c), so a page in use is never
+ * back stays out of use (agent/unwind.c), so a page in use is never
  * another table's. */
 #define RAWSTACK_PAGES 32
 #define RAWSTACK_PAGE_NS 5000000ull

@@ -165,11 +165,13 @@ static enum outcome deliver_grpc(struct reporter *r, struct pending *p, struct b
 	if (rc == GRPC_OK) {
 		result = DELIVERED;
 	} else if (rc == GRPC_STATUS) {
-		/* 4 deadline, 7 permission, 8 exhausted, 10 aborted, 13 internal,
-		 * 14 unavailable, 16 unauthenticated: the server may take it
-		 * later (as HTTP's 401, 403, 429 and 5xx). */
-		bool retry = a.status == 4 || a.status == 7 || a.status == 8 || a.status == 10 ||
-			     a.status == 13 || a.status == 14 || a.status == 16;
+		/* The server may take it later (as HTTP's 401, 403, 429 and
+		 * 5xx). */
+		bool retry = a.status == GRPC_STATUS_DEADLINE_EXCEEDED ||
+			     a.status == GRPC_STATUS_PERMISSION_DENIED ||
+			     a.status == GRPC_STATUS_RESOURCE_EXHAUSTED || a.status == GRPC_STATUS_ABORTED ||
+			     a.status == GRPC_STATUS_INTERNAL || a.status == GRPC_STATUS_UNAVAILABLE ||
+			     a.status == GRPC_STATUS_UNAUTHENTICATED;
 		buf_printf(why, "server answered gRPC status %d: %.200s", a.status, a.message);
 		result = retry ? RETRY : DROP;
 	} else {

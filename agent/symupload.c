@@ -214,12 +214,17 @@ static uint64_t symbols_estimate(int fd, int dfd)
 	return size < MEMSTATS_SMALL_FILE ? 0 : size / 5;
 }
 
-/* Returns 1 uploaded, 0 retry, -1 give up. */
-static int upload(struct symupload *u, struct job *j)
+enum upload_result {
+	UPLOAD_GIVE_UP = -1, /* refused, or cannot be sent: not tried again */
+	UPLOAD_RETRY = 0,    /* the server failed: tried again later */
+	UPLOAD_DONE = 1,
+};
+
+static enum upload_result upload(struct symupload *u, struct job *j)
 {
 	struct buf z = { 0 }, resp = { 0 }, err = { 0 }, path = { 0 };
 	const char *why = NULL;
-	int result = -1;
+	enum upload_result result = UPLOAD_GIVE_UP;
 	struct elfsyms_opts eo = { u->opts.dwarf, u->opts.max_input, now_mono_ns() + 30000000000ull };
 	/* A local debug file of the same build (a -dbgsym/-dbg package's, or
 	 * one split off by the user) names what the stripped file cannot. */
@@ -286,15 +291,15 @@ static int upload(struct symupload *u, struct job *j)
 		pthread_mutex_lock(&u->lock);
 		u->stats.uploaded_bytes += z.len;
 		pthread_mutex_unlock(&u->lock);
-		result = 1;
+		result = UPLOAD_DONE;
 	} else if (status < 0 || status >= 500 || status == 429) {
 		log_warn("uploading symbols of %s: %s", j->name,
 			 status < 0 ? err.data : "server error");
-		result = 0;
+		result = UPLOAD_RETRY;
 	} else {
 		log_warn("server refused symbols of %s (%d): %.200s", j->name, status,
 			 resp.data ? resp.data : "");
-		result = -1;
+		result = UPLOAD_GIVE_UP;
 	}
 out:
 	memstats_add(MEM_SYMBOLS, -(int64_t)z.cap);
@@ -332,19 +337,19 @@ static void *run(void *arg)
 			retry = n;
 		} else {
 			for (size_t i = 0; i < n; i++) {
-				int r = missing[i] ? upload(u, &work[i]) : 1;
+				enum upload_result r = missing[i] ? upload(u, &work[i]) : UPLOAD_DONE;
 				pthread_mutex_lock(&u->lock);
 				u->stats.checked++;
 				if (!missing[i])
 					u->stats.present++;
-				else if (r == 1)
+				else if (r == UPLOAD_DONE)
 					u->stats.uploaded++;
 				pthread_mutex_unlock(&u->lock);
-				if (r == 0 && ++work[i].attempts < MAX_ATTEMPTS) {
+				if (r == UPLOAD_RETRY && ++work[i].attempts < MAX_ATTEMPTS) {
 					work[retry++] = work[i];
 					continue;
 				}
-				if (r != 1) {
+				if (r != UPLOAD_DONE) {
 					pthread_mutex_lock(&u->lock);
 					u->stats.failed++;
 					pthread_mutex_unlock(&u->lock);

@@ -1,6 +1,6 @@
 /* unwind_mem.h - the memory of the BPF unwinder's row table: fixed-size
  * pages, table slots, and which table gives its pages back when the table
- * is full. No BPF here (agent/unwinder.c does the map writes), so the
+ * is full. No BPF here (agent/unwind.c does the map writes), so the
  * policy is unit-tested on its own (tests/unit/agent/test_unwind.c).
  *
  * Pages: the shared entry array (bpf/unwind_types.h) is cut into pages of
@@ -25,7 +25,7 @@
  * now, so that a table that does not fit waits (or is loaded in part)
  * instead of pushing out what runs, which would push it out in turn.
  *
- * Not thread-safe: agent/unwinder.c calls it under its mutex.
+ * Not thread-safe: agent/unwind.c calls it under its mutex.
  */
 #ifndef EMBER_AGENT_UNWIND_MEM_H
 #define EMBER_AGENT_UNWIND_MEM_H

@@ -1,5 +1,6 @@
-/* oncpu_types.h - the record the samplers of oncpu.bpf.c (on-CPU and
- * off-CPU) send to the agent (agent/oncpu.c) through the ring buffer.
+/* oncpu_types.h - the record the samplers (bpf/oncpu.bpf.c on-CPU,
+ * offcpu.bpf.c off-CPU, cuda.bpf.c CUDA launches) send to the agent
+ * (agent/oncpu.c) through the ring buffer.
  * Shared by both sides, so it uses only fixed-width kernel types. */
 #ifndef EMBER_BPF_ONCPU_TYPES_H
 #define EMBER_BPF_ONCPU_TYPES_H

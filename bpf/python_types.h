@@ -1,4 +1,4 @@
-/* python_types.h - what ember's BPF CPython walker (oncpu.bpf.c) knows of
+/* python_types.h - what ember's BPF CPython walker (bpf/python.bpf.c) knows of
  * a Python process, shared with the agent (agent/python.c), and how a
  * Python frame travels in a sample.
  *

@@ -1,7 +1,7 @@
 /* unwind_step.h - one step of ember's native unwinder: from the registers
  * of one frame, the registers of its caller.
  *
- * The same code runs in the BPF program (bpf/oncpu.bpf.c) and, compiled as
+ * The same code runs in the BPF program (bpf/unwind.bpf.c) and, compiled as
  * ordinary C, in the tests that replay a stopped process's memory
  * (tests/unit/agent/test_unwind.c). The includer provides:
  *   UW_INLINE                     how to declare the functions here

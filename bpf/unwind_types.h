@@ -1,6 +1,6 @@
 /* unwind_types.h - the tables ember's native unwinder reads, shared by the
- * BPF programs (bpf/oncpu.bpf.c) and the agent that fills them
- * (agent/unwinder.c, agent/unwind_table.c).
+ * BPF programs (bpf/unwind.bpf.c) and the agent that fills them
+ * (agent/unwind.c, agent/unwind_table.c).
  *
  * For every executable file the agent turns its call-frame information
  * (.eh_frame, or .debug_frame) into a sorted array of (address, rule id)

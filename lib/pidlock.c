@@ -16,7 +16,7 @@ int pidlock_take(const char *path, long *holder, struct buf *err)
 	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (fd < 0) {
 		buf_printf(err, "cannot open the lock file %s: %s", path, strerror(errno));
-		return -1;
+		return PIDLOCK_FAILED;
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		int e = errno;
@@ -30,18 +30,18 @@ int pidlock_take(const char *path, long *holder, struct buf *err)
 				*holder = pid > 0 && (*end == '\n' || *end == 0) ? pid : 0;
 			}
 			close(fd);
-			return -2;
+			return PIDLOCK_HELD;
 		}
 		buf_printf(err, "cannot lock %s: %s", path, strerror(e));
 		close(fd);
-		return -1;
+		return PIDLOCK_FAILED;
 	}
 	char text[32];
 	int n = snprintf(text, sizeof(text), "%ld\n", (long)getpid());
 	if (ftruncate(fd, 0) < 0 || pwrite(fd, text, (size_t)n, 0) != n) {
 		buf_printf(err, "cannot write the lock file %s: %s", path, strerror(errno));
 		close(fd);
-		return -1;
+		return PIDLOCK_FAILED;
 	}
 	return fd;
 }

@@ -13,11 +13,17 @@
 
 #include "buf.h"
 
+/* What pidlock_take returns instead of a descriptor. */
+enum {
+	PIDLOCK_FAILED = -1, /* with a message in err */
+	PIDLOCK_HELD = -2,   /* another process holds it */
+};
+
 /* Opens (creating, 0644) path, takes the lock without waiting and writes
  * this process's pid into it. Returns the descriptor (close-on-exec; keep
  * it open while the lock is needed). When another process holds it:
- * -2, with *holder its pid as the file names it (0 when unreadable).
- * Other failures: -1 with a message in err. */
+ * PIDLOCK_HELD, with *holder its pid as the file names it (0 when
+ * unreadable). Other failures: PIDLOCK_FAILED with a message in err. */
 int pidlock_take(const char *path, long *holder, struct buf *err);
 /* Closes fd (may be -1): the lock is released. */
 void pidlock_release(int fd);

@@ -1767,7 +1767,7 @@ static void test_cudaship_install(void **state)
 		lib[i] = (unsigned char)(i * 31 + 7);
 	struct buf err = { 0 };
 	mode_t old = umask(077);
-	assert_int_equal(cudaship_install(dir, lib, sizeof(lib), &err), 1);
+	assert_int_equal(cudaship_install(dir, lib, sizeof(lib), &err), CUDASHIP_WRITTEN);
 	umask(old);
 	struct stat st;
 	assert_int_equal(stat(path, &st), 0);
@@ -1775,12 +1775,12 @@ static void test_cudaship_install(void **state)
 	assert_int_equal((size_t)st.st_size, sizeof(lib));
 	ino_t ino = st.st_ino;
 	/* The same bytes: not written again (the inode stays). */
-	assert_int_equal(cudaship_install(dir, lib, sizeof(lib), &err), 0);
+	assert_int_equal(cudaship_install(dir, lib, sizeof(lib), &err), CUDASHIP_SAME);
 	assert_int_equal(stat(path, &st), 0);
 	assert_true(st.st_ino == ino);
 	/* One byte different: replaced by a new file. */
 	lib[sizeof(lib) - 1] ^= 1;
-	assert_int_equal(cudaship_install(dir, lib, sizeof(lib), &err), 1);
+	assert_int_equal(cudaship_install(dir, lib, sizeof(lib), &err), CUDASHIP_WRITTEN);
 	assert_int_equal(stat(path, &st), 0);
 	assert_true(st.st_ino != ino);
 	FILE *f = fopen(path, "rb");
@@ -1796,10 +1796,10 @@ static void test_cudaship_install(void **state)
 	/* A file where the directory should be; an agent built without it. */
 	char file_dir[600];
 	snprintf(file_dir, sizeof(file_dir), "%s/libembercuda.so", dir);
-	assert_int_equal(cudaship_install(file_dir, lib, sizeof(lib), &err), -1);
+	assert_int_equal(cudaship_install(file_dir, lib, sizeof(lib), &err), CUDASHIP_FAILED);
 	assert_non_null(strstr(err.data, "not a directory"));
 	buf_reset(&err);
-	assert_int_equal(cudaship_install(dir, lib, 0, &err), -1);
+	assert_int_equal(cudaship_install(dir, lib, 0, &err), CUDASHIP_FAILED);
 	assert_non_null(strstr(err.data, "built without"));
 	buf_free(&err);
 	rm_rf(d);

@@ -28,7 +28,7 @@
 #include "agent/unwind_mem.h"
 #include "agent/memstats.h"
 #include "agent/unwind_table.h"
-#include "agent/unwinder.h"
+#include "agent/unwind.h"
 #include "cuda_wire.h"
 #include "elfsyms.h"
 #include "python_types.h"
@@ -83,7 +83,7 @@ struct symbols_of {
 };
 static struct symbols_of syms[4096];
 
-/* Lays a table out the way agent/unwinder.c does: in pages of
+/* Lays a table out the way agent/unwind.c does: in pages of
  * UNWIND_PAGE_ROWS entries, with a directory when it has more than one
  * row page. The pages of each table are handed out in reverse order, so
  * nothing may assume a table's pages are adjacent or ascending. Row pages
@@ -122,7 +122,7 @@ static void lay_out(struct unwind_file_info *fi, const struct unwind_rows *rows,
 
 /* The unwinder of test_rawstack_stopped_workload, which the files the
  * agent's registry meets are registered with too; NULL elsewhere. */
-static struct unwinder *raw_unwinder;
+static struct unwind *raw_unwinder;
 
 static void on_new_file(void *ctx, uint32_t index, const struct agent_file *f, int fd)
 {
@@ -130,7 +130,7 @@ static void on_new_file(void *ctx, uint32_t index, const struct agent_file *f, i
 	if (raw_unwinder) {
 		int fd2 = dup(fd);
 		assert_true(fd2 >= 0);
-		unwinder_add_file(raw_unwinder, index, &f->id, f->name, fd2, true);
+		unwind_add_file(raw_unwinder, index, &f->id, f->name, fd2, true);
 	}
 	struct unwind_rows rows;
 	struct buf err = { 0 };
@@ -643,7 +643,7 @@ static void test_mem_no_fragmentation(void **state)
 
 struct e2e {
 	struct unwind_map_fds fds;
-	struct unwinder *u;
+	struct unwind *u;
 };
 
 static void e2e_open(struct e2e *e, uint32_t pages)
@@ -664,14 +664,14 @@ static void e2e_open(struct e2e *e, uint32_t pages)
 	assert_true(e->fds.rules >= 0 && e->fds.entries >= 0 && e->fds.files >= 0 &&
 		    e->fds.procs >= 0 && e->fds.seen >= 0 && e->fds.wanted >= 0);
 	struct buf err = { 0 };
-	e->u = unwinder_start(&e->fds, &err);
+	e->u = unwind_start(&e->fds, &err);
 	assert_non_null(e->u);
 	buf_free(&err);
 }
 
 static void e2e_close(struct e2e *e)
 {
-	unwinder_stop(e->u);
+	unwind_stop(e->u);
 	close(e->fds.rules);
 	close(e->fds.entries);
 	close(e->fds.files);
@@ -680,10 +680,10 @@ static void e2e_close(struct e2e *e)
 	close(e->fds.wanted);
 }
 
-static struct unwinder_stats e2e_stats(struct e2e *e)
+static struct unwind_stats e2e_stats(struct e2e *e)
 {
-	struct unwinder_stats st;
-	unwinder_get_stats(e->u, &st);
+	struct unwind_stats st;
+	unwind_get_stats(e->u, &st);
 	return st;
 }
 
@@ -721,7 +721,7 @@ static void lib_register(struct e2e *e, uint32_t index, const struct lib *l)
 {
 	int fd = open(l->path, O_RDONLY | O_CLOEXEC);
 	assert_true(fd >= 0);
-	unwinder_add_file(e->u, index, &l->id, l->path, fd, true);
+	unwind_add_file(e->u, index, &l->id, l->path, fd, true);
 }
 
 /* A process (a made-up pid) mapping the file of registry index at one
@@ -729,7 +729,7 @@ static void lib_register(struct e2e *e, uint32_t index, const struct lib *l)
 static void map_proc(struct e2e *e, uint32_t pid, uint32_t index)
 {
 	struct unwind_mapping m = { .start = 0x10000000, .end = 0x7f0000000000, .bias = 0, .file = index };
-	assert_int_equal(unwinder_set_process(e->u, pid, 1, 1, &m, 1), 0);
+	assert_int_equal(unwind_set_process(e->u, pid, 1, 1, &m, 1), 0);
 }
 
 static uint32_t slot_of_pid(struct e2e *e, uint32_t pid)
@@ -785,7 +785,7 @@ static void set_seen(struct e2e *e, uint32_t slot, uint64_t t)
 /* Load, evict the least recently sampled table for a new one, reload it
  * when it is sampled again, give back a table no process maps, and load a
  * file given back again (opened anew through /proc/self/map_files). */
-static void test_unwinder_evict_reload_reclaim(void **state)
+static void test_unwind_evict_reload_reclaim(void **state)
 {
 	(void)state;
 	rule_set_free(&rules);
@@ -822,10 +822,10 @@ static void test_unwinder_evict_reload_reclaim(void **state)
 
 	/* A sample in libc: reloaded at the next tick, in place of libstdc++. */
 	set_seen(&e, s_libc, now_mono_ns());
-	unwinder_tick(e.u, now_mono_ns()); /* not within 2 s of its last load */
+	unwind_tick(e.u, now_mono_ns()); /* not within 2 s of its last load */
 	usleep(100000);
 	assert_int_equal(e2e_stats(&e).files_reloaded, 0);
-	unwinder_tick(e.u, now_mono_ns() + 3000000000ull);
+	unwind_tick(e.u, now_mono_ns() + 3000000000ull);
 	E2E_WAIT(&e, files_reloaded, 1);
 	assert_int_equal(e2e_stats(&e).files_evicted, 2);
 	fi = e2e_load(&e, s_libc);
@@ -834,15 +834,15 @@ static void test_unwinder_evict_reload_reclaim(void **state)
 	assert_int_equal(e2e_load(&e, s_cxx).count, 0);
 
 	/* The process of libstdc++ exits: its table goes back after
-	 * UNWINDER_KEEP_NS, and its slot with it. */
-	unwinder_remove_process(e.u, 1001);
-	unwinder_tick(e.u, now_mono_ns());
+	 * UNWIND_KEEP_NS, and its slot with it. */
+	unwind_remove_process(e.u, 1001);
+	unwind_tick(e.u, now_mono_ns());
 	assert_int_equal(e2e_stats(&e).files_reclaimed, 0); /* kept a while */
-	unwinder_tick(e.u, now_mono_ns() + UNWINDER_KEEP_NS + 1000000000ull);
+	unwind_tick(e.u, now_mono_ns() + UNWIND_KEEP_NS + 1000000000ull);
 	assert_int_equal(e2e_stats(&e).files_reclaimed, 0); /* it had no rows */
 	assert_int_equal(e2e_stats(&e).entries_used, (uint64_t)libc.pages * UNWIND_PAGE_ROWS);
-	unwinder_remove_process(e.u, 1000);
-	unwinder_tick(e.u, now_mono_ns() + UNWINDER_KEEP_NS + 1000000000ull);
+	unwind_remove_process(e.u, 1000);
+	unwind_tick(e.u, now_mono_ns() + UNWIND_KEEP_NS + 1000000000ull);
 	assert_int_equal(e2e_stats(&e).files_reclaimed, 1);
 	assert_int_equal(e2e_stats(&e).entries_used, 0);
 	assert_int_equal(e2e_stats(&e).tables, 0);
@@ -867,12 +867,12 @@ static void test_unwinder_evict_reload_reclaim(void **state)
 		fclose(maps);
 	assert_true(m.start != 0);
 	usleep(60000); /* the slots' quarantine */
-	assert_int_equal(unwinder_set_process(e.u, (uint32_t)getpid(), 1, 1, &m, 1), 0);
+	assert_int_equal(unwind_set_process(e.u, (uint32_t)getpid(), 1, 1, &m, 1), 0);
 	E2E_WAIT(&e, files_loaded, 3);
 	fi = e2e_load(&e, slot_of_pid(&e, (uint32_t)getpid()));
 	check_rows(&e, &fi, &libc, &right, &missing);
 	assert_int_equal(right, libc.rows.count);
-	unwinder_remove_process(e.u, (uint32_t)getpid());
+	unwind_remove_process(e.u, (uint32_t)getpid());
 	e2e_close(&e);
 	unwind_rows_free(&libc.rows);
 	unwind_rows_free(&cxx.rows);
@@ -881,7 +881,7 @@ static void test_unwinder_evict_reload_reclaim(void **state)
 /* A file larger than the room left beside tables sampled now is loaded in
  * part, then gets the pages samples wanted; with no room at all it is
  * refused (and frames in it are unwound by frame pointer). */
-static void test_unwinder_partial_and_refused(void **state)
+static void test_unwind_partial_and_refused(void **state)
 {
 	(void)state;
 	rule_set_free(&rules);
@@ -913,7 +913,7 @@ static void test_unwinder_partial_and_refused(void **state)
 	uint64_t key = (uint64_t)s_cxx << 32 | last, now = now_mono_ns();
 	assert_int_equal(bpf_map_update_elem(e.fds.wanted, &key, &now, BPF_ANY), 0);
 	usleep(10000);
-	unwinder_tick(e.u, now_mono_ns() + 3000000000ull);
+	unwind_tick(e.u, now_mono_ns() + 3000000000ull);
 	E2E_WAIT(&e, files_partial, 2);
 	fi = e2e_load(&e, s_cxx);
 	assert_true(uw_find_rule_id(&fi, unwind_row_vaddr(&cxx.rows, (size_t)last * UNWIND_PAGE_ROWS)) >= 0);
@@ -943,9 +943,9 @@ static void test_unwinder_partial_and_refused(void **state)
 
 
 /* The tick keeps 1/16 of the array free: a table no process maps goes at
- * once, not after UNWINDER_KEEP_NS, when the free pages fall below that;
+ * once, not after UNWIND_KEEP_NS, when the free pages fall below that;
  * a mapped one stays. */
-static void test_unwinder_headroom(void **state)
+static void test_unwind_headroom(void **state)
 {
 	(void)state;
 	rule_set_free(&rules);
@@ -960,10 +960,10 @@ static void test_unwinder_headroom(void **state)
 	lib_register(&e, 1, &cxx);
 	map_proc(&e, 1001, 1);
 	E2E_WAIT(&e, files_loaded, 2);
-	unwinder_tick(e.u, now_mono_ns());
+	unwind_tick(e.u, now_mono_ns());
 	assert_int_equal(e2e_stats(&e).files_reclaimed, 0); /* both mapped */
-	unwinder_remove_process(e.u, 1001);
-	unwinder_tick(e.u, now_mono_ns());
+	unwind_remove_process(e.u, 1001);
+	unwind_tick(e.u, now_mono_ns());
 	assert_int_equal(e2e_stats(&e).files_reclaimed, 1);
 	assert_int_equal(e2e_stats(&e).entries_used, (uint64_t)libc.pages * UNWIND_PAGE_ROWS);
 	assert_int_equal(e2e_stats(&e).tables, 1);
@@ -1162,7 +1162,7 @@ static void test_rawstack_stopped_workload(void **state)
 		}
 	}
 	assert_true(bin != UNWIND_NO_FILE);
-	assert_int_equal(unwinder_set_process(e.u, (uint32_t)pid, 7, 1, maps, n), 0);
+	assert_int_equal(unwind_set_process(e.u, (uint32_t)pid, 7, 1, maps, n), 0);
 	for (int i = 0; i < 2000 && e2e_stats(&e).files_loaded + e2e_stats(&e).files_failed < files.count; i++)
 		usleep(10000);
 	assert_true(e2e_stats(&e).files_loaded >= 2); /* unwind_c and libc at least */
@@ -1255,7 +1255,7 @@ static void test_rawstack_stopped_workload(void **state)
 		 * collector reads the process with. */
 		struct proc *live = proc_table_get(&procs, pid, 0, 0, "w", 0);
 		uint64_t start = live->start_time;
-		assert_int_equal(unwinder_set_process(e.u, (uint32_t)pid, start, 0, maps, n), 0);
+		assert_int_equal(unwind_set_process(e.u, (uint32_t)pid, start, 0, maps, n), 0);
 		struct oncpu_raw_sample *rec = xcalloc(1, sizeof(*rec));
 		rec->s.kind = ONCPU_KIND_CUDA_LAUNCH;
 		rec->s.value = 99;
@@ -1405,9 +1405,9 @@ int main(void)
 		cmocka_unit_test(test_mem_alloc_free_reuse),
 		cmocka_unit_test(test_mem_victims_lru),
 		cmocka_unit_test(test_mem_no_fragmentation),
-		cmocka_unit_test(test_unwinder_evict_reload_reclaim),
-		cmocka_unit_test(test_unwinder_partial_and_refused),
-		cmocka_unit_test(test_unwinder_headroom),
+		cmocka_unit_test(test_unwind_evict_reload_reclaim),
+		cmocka_unit_test(test_unwind_partial_and_refused),
+		cmocka_unit_test(test_unwind_headroom),
 		cmocka_unit_test(test_rawstack_stopped_workload),
 		cmocka_unit_test(test_c_without_frame_pointers),
 		cmocka_unit_test(test_recursion_200_deep),

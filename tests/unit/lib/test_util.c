@@ -474,7 +474,7 @@ static void test_pidlock(void **state)
 	assert_int_equal(strtol(text, NULL, 10), (long)getpid());
 	free(text);
 	/* A second open file, even in this process, is refused. */
-	assert_int_equal(pidlock_take(path, &holder, &err), -2);
+	assert_int_equal(pidlock_take(path, &holder, &err), PIDLOCK_HELD);
 	assert_int_equal(holder, (long)getpid());
 	assert_null(err.data);
 	pidlock_release(fd);
@@ -483,7 +483,7 @@ static void test_pidlock(void **state)
 	pidlock_release(fd);
 	/* A directory that does not exist: a message. */
 	snprintf(path, sizeof(path), "%s/none/lock", dir);
-	assert_int_equal(pidlock_take(path, &holder, &err), -1);
+	assert_int_equal(pidlock_take(path, &holder, &err), PIDLOCK_FAILED);
 	assert_non_null(strstr(err.data, "none/lock"));
 	buf_free(&err);
 	rm_rf(dir);

@@ -1,5 +1,5 @@
-/* unwinder.c - see unwinder.h. */
-#include "unwinder.h"
+/* unwind.c - see unwind.h. */
+#include "unwind.h"
 
 #include <bpf/bpf.h>
 #include <errno.h>
@@ -87,13 +87,13 @@ struct proc_refs {
 	uint32_t n;
 };
 
-struct unwinder {
+struct unwind {
 	struct unwind_map_fds fds;
 	pthread_t thread;
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
 	bool stopping;
-	struct unwinder_stats stats;
+	struct unwind_stats stats;
 	/* under mu: */
 	struct job *jobs;
 	size_t njobs, capjobs;
@@ -114,14 +114,14 @@ struct unwinder {
 
 static bool eq_id(const void *ctx, uint32_t idx)
 {
-	const struct unwinder *u = ((const void *const *)ctx)[0];
+	const struct unwind *u = ((const void *const *)ctx)[0];
 	const struct file_id *id = ((const void *const *)ctx)[1];
 	return u->mem.slots[idx].used && fileid_equal(&u->tables[idx].id, id);
 }
 
 static bool eq_pid(const void *ctx, uint32_t idx)
 {
-	const struct unwinder *u = ((const void *const *)ctx)[0];
+	const struct unwind *u = ((const void *const *)ctx)[0];
 	return u->procs[idx].pid == *(const uint32_t *)((const void *const *)ctx)[1];
 }
 
@@ -130,7 +130,7 @@ static uint64_t id_hash(const struct file_id *id)
 	return hash_bytes(id->b, FILE_ID_LEN);
 }
 
-static uint32_t find_slot(struct unwinder *u, const struct file_id *id)
+static uint32_t find_slot(struct unwind *u, const struct file_id *id)
 {
 	const void *ctx[2] = { u, id };
 	uint32_t s;
@@ -138,7 +138,7 @@ static uint32_t find_slot(struct unwinder *u, const struct file_id *id)
 }
 
 /* Writes rules the map does not have yet. */
-static int push_rules(struct unwinder *u)
+static int push_rules(struct unwind *u)
 {
 	for (; u->rules_pushed < u->rules.count; u->rules_pushed++) {
 		uint32_t key = (uint32_t)u->rules_pushed;
@@ -148,7 +148,7 @@ static int push_rules(struct unwinder *u)
 	return 0;
 }
 
-static int write_batch(struct unwinder *u, uint32_t *keys, struct unwind_entry *vals, uint32_t n)
+static int write_batch(struct unwind *u, uint32_t *keys, struct unwind_entry *vals, uint32_t n)
 {
 	uint32_t count = n;
 	if (n == 0 || bpf_map_update_batch(u->fds.entries, keys, vals, &count, NULL) == 0)
@@ -161,14 +161,14 @@ static int write_batch(struct unwinder *u, uint32_t *keys, struct unwind_entry *
 }
 
 /* Writes unwind_files[slot]: a table, or none (count 0). */
-static void write_info(struct unwinder *u, uint32_t slot, const struct unwind_file_info *info)
+static void write_info(struct unwind *u, uint32_t slot, const struct unwind_file_info *info)
 {
 	if (bpf_map_update_elem(u->fds.files, &slot, info, BPF_ANY) != 0)
 		log_warn("unwinder: cannot write the table of slot %u: %s", slot, strerror(errno));
 }
 
 /* Takes the table out of BPF's sight: first, before its pages go back. */
-static void unpublish(struct unwinder *u, uint32_t slot)
+static void unpublish(struct unwind *u, uint32_t slot)
 {
 	struct table *t = &u->tables[slot];
 	if (!t->published)
@@ -178,7 +178,7 @@ static void unpublish(struct unwinder *u, uint32_t slot)
 	t->published = false;
 }
 
-static void push_job(struct unwinder *u, uint32_t slot, bool front)
+static void push_job(struct unwind *u, uint32_t slot, bool front)
 {
 	struct table *t = &u->tables[slot];
 	if (t->queued || u->njobs >= MAX_JOBS || u->stopping) {
@@ -201,7 +201,7 @@ static void push_job(struct unwinder *u, uint32_t slot, bool front)
 }
 
 /* Gives a slot back whole (no process maps it). */
-static void free_slot(struct unwinder *u, uint32_t slot, uint64_t now)
+static void free_slot(struct unwind *u, uint32_t slot, uint64_t now)
 {
 	struct table *t = &u->tables[slot];
 	unpublish(u, slot);
@@ -214,7 +214,7 @@ static void free_slot(struct unwinder *u, uint32_t slot, uint64_t now)
 }
 
 /* Gives back the pages of a victim of um_victims. */
-static void evict(struct unwinder *u, uint32_t slot, uint64_t now)
+static void evict(struct unwind *u, uint32_t slot, uint64_t now)
 {
 	struct table *t = &u->tables[slot];
 	struct um_slot *sl = um_slot(&u->mem, slot);
@@ -234,7 +234,7 @@ static void evict(struct unwinder *u, uint32_t slot, uint64_t now)
 }
 
 /* Copies when each loaded table was last sampled from BPF. */
-static void refresh_seen(struct unwinder *u)
+static void refresh_seen(struct unwind *u)
 {
 	for (uint32_t s = 0; s < u->mem.nslots; s++) {
 		struct um_slot *sl = &u->mem.slots[s];
@@ -246,7 +246,7 @@ static void refresh_seen(struct unwinder *u)
 	}
 }
 
-static uint64_t seen_of(struct unwinder *u, uint32_t slot)
+static uint64_t seen_of(struct unwind *u, uint32_t slot)
 {
 	uint64_t seen = 0;
 	if (bpf_map_lookup_elem(u->fds.seen, &slot, &seen) != 0)
@@ -255,7 +255,7 @@ static uint64_t seen_of(struct unwinder *u, uint32_t slot)
 }
 
 /* Waits (mu held) until t or a stop; false when stopping. */
-static bool wait_until_ns(struct unwinder *u, uint64_t t)
+static bool wait_until_ns(struct unwind *u, uint64_t t)
 {
 	while (!u->stopping && now_mono_ns() < t) {
 		struct timespec ts;
@@ -274,7 +274,7 @@ static bool wait_until_ns(struct unwinder *u, uint64_t t)
 
 /* Gets pages for a table of need pages (mu held): from free pages, then by
  * evicting others. Returns how many it got (0 when none), in pages. */
-static uint32_t reserve(struct unwinder *u, uint32_t slot, uint32_t need, uint32_t min,
+static uint32_t reserve(struct unwind *u, uint32_t slot, uint32_t need, uint32_t min,
 			uint32_t *pages)
 {
 	uint64_t now = now_mono_ns();
@@ -319,10 +319,10 @@ static uint64_t table_estimate(int fd)
 	return (uint64_t)st.st_size / 5;
 }
 
-static void build_reserved(struct unwinder *u, struct job *j, int fd, uint8_t prev);
+static void build_reserved(struct unwind *u, struct job *j, int fd, uint8_t prev);
 
 /* Builds and loads the table of a slot (the worker thread). */
-static void build(struct unwinder *u, struct job *j)
+static void build(struct unwind *u, struct job *j)
 {
 	pthread_mutex_lock(&u->mu);
 	struct um_slot *sl = um_slot(&u->mem, j->slot);
@@ -352,7 +352,7 @@ static void build(struct unwinder *u, struct job *j)
 		memstats_trim();
 }
 
-static void build_reserved(struct unwinder *u, struct job *j, int fd, uint8_t prev)
+static void build_reserved(struct unwind *u, struct job *j, int fd, uint8_t prev)
 {
 	pthread_mutex_lock(&u->mu);
 	struct um_slot *sl = um_slot(&u->mem, j->slot);
@@ -512,7 +512,7 @@ static void build_reserved(struct unwinder *u, struct job *j, int fd, uint8_t pr
 
 static void *run(void *arg)
 {
-	struct unwinder *u = arg;
+	struct unwind *u = arg;
 	pthread_mutex_lock(&u->mu);
 	while (!u->stopping) {
 		if (!u->njobs) {
@@ -531,9 +531,9 @@ static void *run(void *arg)
 	return NULL;
 }
 
-struct unwinder *unwinder_start(const struct unwind_map_fds *fds, struct buf *err)
+struct unwind *unwind_start(const struct unwind_map_fds *fds, struct buf *err)
 {
-	struct unwinder *u = xcalloc(1, sizeof(*u));
+	struct unwind *u = xcalloc(1, sizeof(*u));
 	u->fds = *fds;
 	uint32_t npages = fds->entries_cap / UNWIND_PAGE_ROWS;
 	u->stats.entries_cap = (uint64_t)npages * UNWIND_PAGE_ROWS;
@@ -556,7 +556,7 @@ struct unwinder *unwinder_start(const struct unwind_map_fds *fds, struct buf *er
 	return u;
 }
 
-void unwinder_stop(struct unwinder *u)
+void unwind_stop(struct unwind *u)
 {
 	if (!u)
 		return;
@@ -589,7 +589,7 @@ void unwinder_stop(struct unwinder *u)
 
 /* A new slot for a file, with its descriptor (taken), queued for a
  * build; UM_NONE when no slot is left. mu held. */
-static uint32_t new_slot(struct unwinder *u, const struct file_id *id, const char *name, int fd,
+static uint32_t new_slot(struct unwind *u, const struct file_id *id, const char *name, int fd,
 			 bool reopenable, uint64_t now)
 {
 	uint32_t s = um_slot_alloc(&u->mem, now);
@@ -625,7 +625,7 @@ static uint32_t new_slot(struct unwinder *u, const struct file_id *id, const cha
 	return s;
 }
 
-void unwinder_add_file(struct unwinder *u, uint32_t index, const struct file_id *id,
+void unwind_add_file(struct unwind *u, uint32_t index, const struct file_id *id,
 		       const char *name, int fd, bool reopenable)
 {
 	pthread_mutex_lock(&u->mu);
@@ -663,7 +663,7 @@ void unwinder_add_file(struct unwinder *u, uint32_t index, const struct file_id 
 
 /* The slot of registry index r for a mapping of pid, made (and the file
  * opened again) when the table was given back. mu held. */
-static uint32_t slot_of(struct unwinder *u, uint32_t index, uint32_t pid,
+static uint32_t slot_of(struct unwind *u, uint32_t index, uint32_t pid,
 			const struct unwind_mapping *m, uint64_t now)
 {
 	if (index >= u->nregs || !u->regs[index].known)
@@ -692,7 +692,7 @@ static uint32_t slot_of(struct unwinder *u, uint32_t index, uint32_t pid,
 	return s;
 }
 
-static struct proc_refs *find_proc(struct unwinder *u, uint32_t pid)
+static struct proc_refs *find_proc(struct unwind *u, uint32_t pid)
 {
 	const void *ctx[2] = { u, &pid };
 	uint32_t i;
@@ -700,7 +700,7 @@ static struct proc_refs *find_proc(struct unwinder *u, uint32_t pid)
 }
 
 /* Replaces the slots a process holds (mu held). */
-static void set_refs(struct unwinder *u, uint32_t pid, uint32_t *slots, uint32_t n, uint64_t now)
+static void set_refs(struct unwind *u, uint32_t pid, uint32_t *slots, uint32_t n, uint64_t now)
 {
 	struct proc_refs *p = find_proc(u, pid);
 	if (p) {
@@ -735,7 +735,7 @@ static void set_refs(struct unwinder *u, uint32_t pid, uint32_t *slots, uint32_t
 	hmap_insert(&u->by_pid, hash_u64(pid), idx);
 }
 
-void unwinder_prioritize(struct unwinder *u, uint32_t index)
+void unwind_prioritize(struct unwind *u, uint32_t index)
 {
 	pthread_mutex_lock(&u->mu);
 	uint32_t s = index < u->nregs ? u->regs[index].slot : UM_NONE;
@@ -762,7 +762,7 @@ void unwinder_prioritize(struct unwinder *u, uint32_t index)
 	pthread_mutex_unlock(&u->mu);
 }
 
-int unwinder_set_process(struct unwinder *u, uint32_t pid, uint64_t start_ticks,
+int unwind_set_process(struct unwind *u, uint32_t pid, uint64_t start_ticks,
 			 uint64_t exec_id, const struct unwind_mapping *maps, size_t n)
 {
 	/* The value is 8 KiB: built on the heap, not the stack. */
@@ -804,7 +804,7 @@ int unwinder_set_process(struct unwinder *u, uint32_t pid, uint64_t start_ticks,
 	return rc;
 }
 
-void unwinder_remove_process(struct unwinder *u, uint32_t pid)
+void unwind_remove_process(struct unwind *u, uint32_t pid)
 {
 	(void)bpf_map_delete_elem(u->fds.procs, &pid); /* may never have been written */
 	pthread_mutex_lock(&u->mu);
@@ -813,7 +813,7 @@ void unwinder_remove_process(struct unwinder *u, uint32_t pid)
 }
 
 /* The row pages that samples wanted in tables loaded in part. mu held. */
-static void collect_wanted(struct unwinder *u)
+static void collect_wanted(struct unwind *u)
 {
 	uint64_t key, next, at;
 	const void *prev = NULL;
@@ -835,7 +835,7 @@ static void collect_wanted(struct unwinder *u)
 	}
 }
 
-void unwinder_tick(struct unwinder *u, uint64_t now)
+void unwind_tick(struct unwind *u, uint64_t now)
 {
 	pthread_mutex_lock(&u->mu);
 	bool partial = false;
@@ -845,7 +845,7 @@ void unwinder_tick(struct unwinder *u, uint64_t now)
 		if (!sl->used || sl->loading)
 			continue;
 		if (!sl->refs && t->reopenable && now > sl->unref_since &&
-		    now - sl->unref_since >= UNWINDER_KEEP_NS) {
+		    now - sl->unref_since >= UNWIND_KEEP_NS) {
 			bool had = sl->npages > 0;
 			free_slot(u, s, now);
 			if (had)
@@ -886,7 +886,7 @@ void unwinder_tick(struct unwinder *u, uint64_t now)
 	pthread_mutex_unlock(&u->mu);
 }
 
-void unwinder_get_stats(struct unwinder *u, struct unwinder_stats *out)
+void unwind_get_stats(struct unwind *u, struct unwind_stats *out)
 {
 	pthread_mutex_lock(&u->mu);
 	*out = u->stats;

@@ -1,4 +1,4 @@
-/* unwinder.h - keeps the BPF unwinder's tables (bpf/unwind_types.h) in step
+/* unwind.h - keeps the BPF unwinder's tables (bpf/unwind_types.h) in step
  * with what the agent knows.
  *
  * Files: every executable file the agent sees is queued here; a worker
@@ -10,7 +10,7 @@
  * several containers) share one. Until a file's table is published, frames
  * in it are unwound by frame pointer.
  *
- * Processes: unwinder_set_process writes a process's executable mappings
+ * Processes: unwind_set_process writes a process's executable mappings
  * (each naming its table's slot, with the mapping's bias) into
  * unwind_procs, tagged with the exec they belong to; from then on its
  * samples use the CFI unwinder, until the process execs (BPF sees another
@@ -18,8 +18,8 @@
  *
  * Memory (docs/internals/unwinding.md): the entry array has a fixed size
  * (-unwind-table-rows). A table no process maps any more is kept for
- * UNWINDER_KEEP_NS (the next run of the same program needs it: compilers,
- * scripts) and then given back by unwinder_tick; when the array is full,
+ * UNWIND_KEEP_NS (the next run of the same program needs it: compilers,
+ * scripts) and then given back by unwind_tick; when the array is full,
  * tables no process maps are given back first, then the tables least
  * recently sampled are evicted. An evicted table that is sampled again is
  * reloaded. A file too large for the space there is is loaded in part:
@@ -28,8 +28,8 @@
  * fifth of its size from the memory budget shared with the symbol
  * uploader (memstats.h), and the heap is trimmed after it.
  */
-#ifndef EMBER_AGENT_UNWINDER_H
-#define EMBER_AGENT_UNWINDER_H
+#ifndef EMBER_AGENT_UNWIND_H
+#define EMBER_AGENT_UNWIND_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -43,9 +43,9 @@
 #include "unwind_types.h"
 
 /* How long a table no process maps stays loaded. */
-#define UNWINDER_KEEP_NS (60ull * 1000000000ull)
+#define UNWIND_KEEP_NS (60ull * 1000000000ull)
 
-struct unwinder_stats {
+struct unwind_stats {
 	uint64_t files_queued, files_loaded, files_shared, files_failed, files_skipped,
 		 files_prioritized;
 	uint64_t files_reclaimed; /* tables no process mapped, given back */
@@ -61,31 +61,31 @@ struct unwinder_stats {
 	uint64_t build_ns; /* total time spent building tables */
 };
 
-struct unwinder;
+struct unwind;
 
-struct unwinder *unwinder_start(const struct unwind_map_fds *fds, struct buf *err);
-void unwinder_stop(struct unwinder *u);
+struct unwind *unwind_start(const struct unwind_map_fds *fds, struct buf *err);
+void unwind_stop(struct unwind *u);
 /* Registers the file with this registry index and queues its table's
  * build; takes ownership of fd. reopenable: the file can be opened again
  * through a process's /proc/PID/map_files when its table is needed after
  * it was given back (false for the vDSO image: its descriptor is kept). */
-void unwinder_add_file(struct unwinder *u, uint32_t index, const struct file_id *id,
+void unwind_add_file(struct unwind *u, uint32_t index, const struct file_id *id,
 		       const char *name, int fd, bool reopenable);
 /* Moves the table of the file at this registry index to the front of the
  * queue, when it is still waiting, or queues its reload when it was given
  * back: a sample needed it. */
-void unwinder_prioritize(struct unwinder *u, uint32_t index);
+void unwind_prioritize(struct unwind *u, uint32_t index);
 /* Describes a process's executable mappings (sorted by start; at most
  * UNWIND_MAX_MAPPINGS are used). maps[i].file is the file's registry
  * index (or UNWIND_NO_FILE); the unwinder replaces it with the table's
  * slot. Returns 0 or -errno. */
-int unwinder_set_process(struct unwinder *u, uint32_t pid, uint64_t start_ticks,
+int unwind_set_process(struct unwind *u, uint32_t pid, uint64_t start_ticks,
 			 uint64_t exec_id, const struct unwind_mapping *maps, size_t n);
-void unwinder_remove_process(struct unwinder *u, uint32_t pid);
+void unwind_remove_process(struct unwind *u, uint32_t pid);
 /* Housekeeping, about once a second (the main loop): gives back tables no
- * process mapped for UNWINDER_KEEP_NS; queues the reload of evicted
+ * process mapped for UNWIND_KEEP_NS; queues the reload of evicted
  * tables sampled since, and of the missing pages of partial ones. */
-void unwinder_tick(struct unwinder *u, uint64_t now_ns);
-void unwinder_get_stats(struct unwinder *u, struct unwinder_stats *out);
+void unwind_tick(struct unwind *u, uint64_t now_ns);
+void unwind_get_stats(struct unwind *u, struct unwind_stats *out);
 
 #endif
