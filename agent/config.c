@@ -87,10 +87,7 @@ static const struct flag_def defs[] = {
 	  "profile in this percentage of probabilistic intervals, chosen at random (100: always)" },
 	{ "probabilistic-interval", FLAG_DURATION, "1m", OFF(probabilistic_interval_ms), 1000,
 	  7ULL * 86400000, "how long each probabilistic on/off decision lasts" },
-	{ "log-rate-limit-interval", FLAG_DURATION, "1m", OFF(log_rate_limit_ms), 0, 86400000,
-	  "window in which one log statement is written at most 3 times (0: everything; -v: off)" },
-	{ "v", FLAG_BOOL, "false", OFF(verbose), 0, 0, "verbose (debug) logging" },
-	{ "json-log", FLAG_BOOL, "false", OFF(json_log), 0, 0, "log one JSON object per line" },
+	FLAG_DEFS_LOG(struct agent_config),
 	{ "dwarf", FLAG_BOOL, "false", OFF(dwarf), 0, 0,
 	  "upload source lines and inlined functions (DWARF) with the symbols" },
 	{ "max-input-file-size", FLAG_UINT, "2147483648", OFF(max_input_file_size), 1, UINT64_MAX,
@@ -100,11 +97,8 @@ static const struct flag_def defs[] = {
 	{ "lock-file", FLAG_STRING, "/run/ember/agent.lock", OFF(lock_file), 0, 0,
 	  "file the agent locks (and writes its pid in) while it runs, so that a second agent on the "
 	  "host refuses to start instead of reporting every sample twice; empty: no lock" },
-	{ "config", FLAG_STRING, "", OFF(config_path), 0, 0,
-	  "file of 'name value' lines with lower-precedence settings" },
-	{ "help", FLAG_BOOL, "false", OFF(help), 0, 0, "print this help and exit" },
-	{ "version", FLAG_BOOL, "false", OFF(version), 0, 0,
-	  "print the version and the binary's build ID and exit" },
+	FLAG_DEF_CONFIG(struct agent_config, config_path),
+	FLAG_DEFS_HELP_VERSION(struct agent_config),
 };
 
 static const struct flag_set agent_flags = {

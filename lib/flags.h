@@ -33,6 +33,25 @@ struct flag_def {
 	const char *help;
 };
 
+/* The rows every ember daemon shares, word for word, for a config struct
+ * T with fields log_rate_limit_ms, verbose and json_log (FLAG_DEFS_LOG),
+ * help and version (FLAG_DEFS_HELP_VERSION), and the config file's path
+ * in field (FLAG_DEF_CONFIG). Each program places them in its table where
+ * its -help lists them. */
+#define FLAG_DEFS_LOG(T)                                                                      \
+	{ "log-rate-limit-interval", FLAG_DURATION, "1m", offsetof(T, log_rate_limit_ms), 0,  \
+	  86400000,                                                                           \
+	  "window in which one log statement is written at most 3 times (0: everything; -v: off)" }, \
+	{ "v", FLAG_BOOL, "false", offsetof(T, verbose), 0, 0, "verbose (debug) logging" },   \
+	{ "json-log", FLAG_BOOL, "false", offsetof(T, json_log), 0, 0, "log one JSON object per line" }
+#define FLAG_DEF_CONFIG(T, field)                                    \
+	{ "config", FLAG_STRING, "", offsetof(T, field), 0, 0,       \
+	  "file of 'name value' lines with lower-precedence settings" }
+#define FLAG_DEFS_HELP_VERSION(T)                                                        \
+	{ "help", FLAG_BOOL, "false", offsetof(T, help), 0, 0, "print this help and exit" }, \
+	{ "version", FLAG_BOOL, "false", offsetof(T, version), 0, 0,                     \
+	  "print the version and the binary's build ID and exit" }
+
 struct flag_set {
 	const char *program;     /* "ember-agent" */
 	const char *env_prefix;  /* "EMBER_" */

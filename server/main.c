@@ -241,15 +241,9 @@ static const struct flag_def defs[] = {
 	  "threads that store ingest requests and symbol uploads" },
 	{ "ingest-queue", FLAG_UINT, "256", OFF(ingest_queue), 0, 100000,
 	  "ingest requests that may wait for an ingest thread; beyond them 503 with Retry-After" },
-	{ "config", FLAG_STRING, "", OFF(config), 0, 0,
-	  "file of 'name value' lines with lower-precedence settings" },
-	{ "log-rate-limit-interval", FLAG_DURATION, "1m", OFF(log_rate_limit_ms), 0, 86400000,
-	  "window in which one log statement is written at most 3 times (0: everything; -v: off)" },
-	{ "v", FLAG_BOOL, "false", OFF(verbose), 0, 0, "verbose (debug) logging" },
-	{ "json-log", FLAG_BOOL, "false", OFF(json_log), 0, 0, "log one JSON object per line" },
-	{ "help", FLAG_BOOL, "false", OFF(help), 0, 0, "print this help and exit" },
-	{ "version", FLAG_BOOL, "false", OFF(version), 0, 0,
-	  "print the version and the binary's build ID and exit" },
+	FLAG_DEF_CONFIG(struct server_config, config),
+	FLAG_DEFS_LOG(struct server_config),
+	FLAG_DEFS_HELP_VERSION(struct server_config),
 };
 
 static const struct flag_set server_flags = {

@@ -8,6 +8,11 @@
 #include "http.h"
 #include "server.h"
 
+/* The project of a /project/{project_id}/... request (req->params[0]),
+ * lower-cased into out, or false with the error answered (400 not a UUID,
+ * 404 no such project). Shared by query_api.c and recs_api.c. */
+bool handler_project(struct server *srv, const struct http_req *req, struct http_resp *resp,
+		     char out[37]);
 
 void handle_ingest_batch(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_otlp_profiles(struct server *srv, const struct http_req *req, struct http_resp *resp);

@@ -125,10 +125,8 @@ void handle_projects(struct server *srv, const struct http_req *req, struct http
 	http_json_end(resp, &w, 200);
 }
 
-/* The project of a /project/{project_id}/... request, lower-cased, or
- * false with the error answered. */
-static bool project_of(struct server *srv, const struct http_req *req, struct http_resp *resp,
-		       char out[37])
+bool handler_project(struct server *srv, const struct http_req *req, struct http_resp *resp,
+		     char out[37])
 {
 	const char *project = req->params[0];
 	if (!uuid_valid(project)) {
@@ -174,7 +172,7 @@ static void metrics_answer(struct server *srv, struct http_resp *resp, int statu
 void handle_metrics_query(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
 	char project[37];
-	if (!project_of(srv, req, resp, project))
+	if (!handler_project(srv, req, resp, project))
 		return;
 	struct buf err = { 0 };
 	int status = metrics_query(srv->metrics, project, req->body, req->body_len, &resp->body, &err);
@@ -184,7 +182,7 @@ void handle_metrics_query(struct server *srv, const struct http_req *req, struct
 void handle_metrics_names(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
 	char project[37];
-	if (!project_of(srv, req, resp, project))
+	if (!handler_project(srv, req, resp, project))
 		return;
 	struct buf err = { 0 };
 	int status = metrics_names(srv->metrics, project, req->body, req->body_len, &resp->body, &err);
@@ -194,7 +192,7 @@ void handle_metrics_names(struct server *srv, const struct http_req *req, struct
 void handle_flamegraph(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
 	char project[37];
-	if (!project_of(srv, req, resp, project))
+	if (!handler_project(srv, req, resp, project))
 		return;
 	/* The {format} segment: json (the flamegraph itself) or an export. */
 	int format = req->nparams > 1 ? fg_format_parse(req->params[1]) : FG_FORMAT_JSON;
@@ -228,7 +226,7 @@ static void functions(struct server *srv, const struct http_req *req, struct htt
 		      enum fn_query what)
 {
 	char project[37];
-	if (!project_of(srv, req, resp, project))
+	if (!handler_project(srv, req, resp, project))
 		return;
 	struct fn_request r;
 	struct buf err = { 0 };
@@ -261,7 +259,7 @@ static void entities(struct server *srv, const struct http_req *req, struct http
 		     enum ent_query what)
 {
 	char project[37];
-	if (!project_of(srv, req, resp, project))
+	if (!handler_project(srv, req, resp, project))
 		return;
 	struct ent_request r;
 	struct buf err = { 0 };
@@ -292,7 +290,7 @@ void handle_timeseries(struct server *srv, const struct http_req *req, struct ht
 void handle_events(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
 	char project[37];
-	if (!project_of(srv, req, resp, project))
+	if (!handler_project(srv, req, resp, project))
 		return;
 	struct ev_request r;
 	struct buf err = { 0 };

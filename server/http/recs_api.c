@@ -13,36 +13,73 @@
 #include "jsonw.h"
 #include "util.h"
 
-/* The project of a /project/{project_id}/... request, lower-cased, or
- * false with the error answered. */
-static bool project_of(struct server *srv, const struct http_req *req, struct http_resp *resp,
-		       char out[37])
+/* Whether this server has recommendations, else false with 503 answered. */
+static bool recs_ready(struct server *srv, struct http_resp *resp)
 {
-	const char *project = req->params[0];
-	if (!uuid_valid(project)) {
-		http_error(resp, 400, "project id: expected a UUID, got \"%s\"", project);
+	if (!srv->recs) {
+		http_error(resp, 503, "recommendations are not available on this server");
 		return false;
 	}
-	if (!projects_exists(srv->projects, project)) {
-		http_error(resp, 404, "no project with id %s", project);
-		return false;
-	}
-	snprintf(out, 37, "%s", project);
-	for (char *p = out; *p; p++)
-		if (*p >= 'A' && *p <= 'F')
-			*p = (char)(*p - 'A' + 'a');
 	return true;
+}
+
+/* The project of a /project/{project_id}/... request on a server with
+ * recommendations, or false with the error answered. */
+static bool recs_project(struct server *srv, const struct http_req *req, struct http_resp *resp,
+			 char out[37])
+{
+	return handler_project(srv, req, resp, out) && recs_ready(srv, resp);
+}
+
+/* Answers what a query wrote into resp->body (rc >= 0), or 500 with err;
+ * frees err. Returns whether it succeeded. */
+static bool answer_body(struct http_resp *resp, int rc, struct buf *err)
+{
+	if (rc < 0) {
+		buf_reset(&resp->body);
+		http_error(resp, 500, "%s", err->data ? err->data : "error");
+	} else {
+		http_json(resp, 200);
+	}
+	buf_free(err);
+	return rc >= 0;
+}
+
+/* Answers a failed change (rc < 0): -1 400 (a bad request), -3 404 (no
+ * such thing), else 500, with err's message. Returns whether rc failed. */
+static bool change_failed(struct http_resp *resp, int rc, const struct buf *err)
+{
+	if (rc == -1)
+		http_error(resp, 400, "%s", err->data);
+	else if (rc == -3)
+		http_error(resp, 404, "%s", err->data);
+	else if (rc < 0)
+		http_error(resp, 500, "%s", err->data ? err->data : "error");
+	return rc < 0;
+}
+
+/* Answers {key: id, "state": state}. */
+static void answer_state(struct http_resp *resp, const char *key, const char *id, const char *state)
+{
+	struct jsonw w;
+	http_json_begin(resp, &w);
+	jsonw_begin_object(&w);
+	jsonw_kv_str(&w, key, id);
+	jsonw_kv_str(&w, "state", state);
+	jsonw_end_object(&w);
+	http_json_end(resp, &w, 200);
+}
+
+static const char *actor_of(const struct http_req *req)
+{
+	return req->who && req->who->actor[0] ? req->who->actor : "anonymous";
 }
 
 void handle_recommendations(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
 	char project[37];
-	if (!project_of(srv, req, resp, project))
+	if (!recs_project(srv, req, resp, project))
 		return;
-	if (!srv->recs) {
-		http_error(resp, 503, "recommendations are not available on this server");
-		return;
-	}
 	const char *kind = http_query_arg(req, "kind");
 	if (!kind || !*kind)
 		kind = "all";
@@ -51,27 +88,18 @@ void handle_recommendations(struct server *srv, const struct http_req *req, stru
 		return;
 	}
 	struct buf err = { 0 };
-	if (recs_query(srv->recs, srv->store, symbols_for_query(srv->symbols, project), project, kind,
-		       now_unix_ms(), &resp->body, &err) < 0) {
-		buf_reset(&resp->body);
-		http_error(resp, 500, "%s", err.data ? err.data : "error");
-	} else {
+	int rc = recs_query(srv->recs, srv->store, symbols_for_query(srv->symbols, project), project,
+			    kind, now_unix_ms(), &resp->body, &err);
+	if (answer_body(resp, rc, &err))
 		__atomic_add_fetch(&srv->counters.queries, 1, __ATOMIC_RELAXED);
-		http_json(resp, 200);
-	}
-	buf_free(&err);
 }
 
 void handle_recommendation_state(struct server *srv, const struct http_req *req,
 				 struct http_resp *resp)
 {
 	char project[37];
-	if (!project_of(srv, req, resp, project))
+	if (!recs_project(srv, req, resp, project))
 		return;
-	if (!srv->recs) {
-		http_error(resp, 503, "recommendations are not available on this server");
-		return;
-	}
 	struct buf err = { 0 };
 	json_t *doc = req_load(req->body, req->body_len, &err);
 	char *state = NULL;
@@ -79,30 +107,14 @@ void handle_recommendation_state(struct server *srv, const struct http_req *req,
 		http_error(resp, 400, "%s", err.data ? err.data : "state: expected \"dismissed\" or \"active\"");
 		goto out;
 	}
-	const char *actor = req->who && req->who->actor[0] ? req->who->actor : "anonymous";
-	int rc = recs_set_state(srv->recs, project, req->params[1], state, actor, now_unix_ms(), &err);
-	if (rc == -1) {
-		http_error(resp, 400, "%s", err.data);
-	} else if (rc < 0) {
-		http_error(resp, 500, "%s", err.data ? err.data : "error");
-	} else {
-		struct jsonw w;
-		http_json_begin(resp, &w);
-		jsonw_begin_object(&w);
-		jsonw_kv_str(&w, "id", req->params[1]);
-		jsonw_kv_str(&w, "state", state);
-		jsonw_end_object(&w);
-		http_json_end(resp, &w, 200);
-	}
+	int rc = recs_set_state(srv->recs, project, req->params[1], state, actor_of(req), now_unix_ms(),
+				&err);
+	if (!change_failed(resp, rc, &err))
+		answer_state(resp, "id", req->params[1], state);
 out:
 	free(state);
 	json_decref(doc);
 	buf_free(&err);
-}
-
-static const char *actor_of(const struct http_req *req)
-{
-	return req->who && req->who->actor[0] ? req->who->actor : "anonymous";
 }
 
 /* POST .../recommendations/regenerate and .../refresh: a new generation
@@ -110,23 +122,15 @@ static const char *actor_of(const struct http_req *req)
 static void regenerate(struct server *srv, const struct http_req *req, struct http_resp *resp, bool refresh)
 {
 	char project[37];
-	if (!project_of(srv, req, resp, project))
+	if (!recs_project(srv, req, resp, project))
 		return;
-	if (!srv->recs) {
-		http_error(resp, 503, "recommendations are not available on this server");
-		return;
-	}
 	struct buf err = { 0 };
 	struct symbols *sym = symbols_for_query(srv->symbols, project);
 	int64_t now = now_unix_ms();
-	if (recs_regenerate(srv->recs, srv->store, sym, project, refresh, actor_of(req), now, &err) < 0 ||
-	    recs_query(srv->recs, srv->store, sym, project, "all", now, &resp->body, &err) < 0) {
-		buf_reset(&resp->body);
-		http_error(resp, 500, "%s", err.data ? err.data : "error");
-	} else {
-		http_json(resp, 200);
-	}
-	buf_free(&err);
+	int rc = recs_regenerate(srv->recs, srv->store, sym, project, refresh, actor_of(req), now, &err);
+	if (rc >= 0)
+		rc = recs_query(srv->recs, srv->store, sym, project, "all", now, &resp->body, &err);
+	answer_body(resp, rc, &err);
 }
 
 void handle_recommendations_regenerate(struct server *srv, const struct http_req *req, struct http_resp *resp)
@@ -143,31 +147,14 @@ void handle_recommendations_refresh(struct server *srv, const struct http_req *r
 static void suppress(struct server *srv, const struct http_req *req, struct http_resp *resp, bool on)
 {
 	char project[37];
-	if (!project_of(srv, req, resp, project))
+	if (!recs_project(srv, req, resp, project))
 		return;
-	if (!srv->recs) {
-		http_error(resp, 503, "recommendations are not available on this server");
-		return;
-	}
 	struct buf err = { 0 };
 	const char *tid = req->params[1];
 	int rc = recs_suppress(srv->recs, srv->store, symbols_for_query(srv->symbols, project), project, tid,
 			       on, actor_of(req), now_unix_ms(), &err);
-	if (rc == -1) {
-		http_error(resp, 400, "%s", err.data);
-	} else if (rc == -3) {
-		http_error(resp, 404, "%s", err.data);
-	} else if (rc < 0) {
-		http_error(resp, 500, "%s", err.data ? err.data : "error");
-	} else {
-		struct jsonw w;
-		http_json_begin(resp, &w);
-		jsonw_begin_object(&w);
-		jsonw_kv_str(&w, "trace_id", tid);
-		jsonw_kv_str(&w, "state", on ? "suppressed" : "active");
-		jsonw_end_object(&w);
-		http_json_end(resp, &w, 200);
-	}
+	if (!change_failed(resp, rc, &err))
+		answer_state(resp, "trace_id", tid, on ? "suppressed" : "active");
 	buf_free(&err);
 }
 
@@ -184,32 +171,18 @@ void handle_hot_trace_unsuppress(struct server *srv, const struct http_req *req,
 void handle_recommendations_suppressed(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
 	char project[37];
-	if (!project_of(srv, req, resp, project))
+	if (!recs_project(srv, req, resp, project))
 		return;
-	if (!srv->recs) {
-		http_error(resp, 503, "recommendations are not available on this server");
-		return;
-	}
 	struct buf err = { 0 };
-	if (recs_suppressed_json(srv->recs, project, &resp->body, &err) < 0) {
-		buf_reset(&resp->body);
-		http_error(resp, 500, "%s", err.data ? err.data : "error");
-	} else {
-		http_json(resp, 200);
-	}
-	buf_free(&err);
+	answer_body(resp, recs_suppressed_json(srv->recs, project, &resp->body, &err), &err);
 }
 
 /* GET .../recommendations/history?limit=N (1..1000, default 100) */
 void handle_recommendations_history(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
 	char project[37];
-	if (!project_of(srv, req, resp, project))
+	if (!recs_project(srv, req, resp, project))
 		return;
-	if (!srv->recs) {
-		http_error(resp, 503, "recommendations are not available on this server");
-		return;
-	}
 	long limit = 100;
 	const char *l = http_query_arg(req, "limit");
 	if (l && *l) {
@@ -221,33 +194,23 @@ void handle_recommendations_history(struct server *srv, const struct http_req *r
 		}
 	}
 	struct buf err = { 0 };
-	if (recs_history_json(srv->recs, project, (int)limit, &resp->body, &err) < 0) {
-		buf_reset(&resp->body);
-		http_error(resp, 500, "%s", err.data ? err.data : "error");
-	} else {
-		http_json(resp, 200);
-	}
-	buf_free(&err);
+	answer_body(resp, recs_history_json(srv->recs, project, (int)limit, &resp->body, &err), &err);
 }
 
 /* GET and PUT /public/api/v1/settings/recommendations */
 void handle_recs_settings_get(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
 	(void)req;
-	if (!srv->recs) {
-		http_error(resp, 503, "recommendations are not available on this server");
+	if (!recs_ready(srv, resp))
 		return;
-	}
 	recs_settings_json(srv->recs, &resp->body);
 	http_json(resp, 200);
 }
 
 void handle_recs_settings_put(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
-	if (!srv->recs) {
-		http_error(resp, 503, "recommendations are not available on this server");
+	if (!recs_ready(srv, resp))
 		return;
-	}
 	struct buf err = { 0 };
 	json_t *doc = req_load(req->body, req->body_len, &err);
 	if (!doc) {
@@ -255,11 +218,7 @@ void handle_recs_settings_put(struct server *srv, const struct http_req *req, st
 		goto out;
 	}
 	int rc = recs_settings_put(srv->recs, doc, actor_of(req), now_unix_ms(), &err);
-	if (rc == -1) {
-		http_error(resp, 400, "%s", err.data);
-	} else if (rc < 0) {
-		http_error(resp, 500, "%s", err.data ? err.data : "error");
-	} else {
+	if (!change_failed(resp, rc, &err)) {
 		recs_settings_json(srv->recs, &resp->body);
 		http_json(resp, 200);
 	}

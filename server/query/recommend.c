@@ -679,15 +679,48 @@ static const char *status_of(const struct prev_item *prev, double savings, doubl
 	return "unchanged";
 }
 
-static int store_generation(struct recs *r, const char *project, uint64_t seq, int64_t now_ms,
-			    const char *trigger, int64_t elapsed_ms, const json_t *arr, struct buf *err)
+/* Takes db_mu and begins a write transaction on the one connection.
+ * Returns 0, or -1 with err and db_mu released. */
+static int tx_begin(struct recs *r, struct buf *err)
 {
-	sqlite3_stmt *q = NULL;
 	pthread_mutex_lock(&r->db_mu);
 	if (sqldb_exec(r->db, "BEGIN IMMEDIATE", err) < 0) {
 		pthread_mutex_unlock(&r->db_mu);
 		return -1;
 	}
+	return 0;
+}
+
+/* Ends tx_begin's transaction: finalizes q, commits when rc is 0 (else
+ * rolls back, err keeping the first failure's message) and releases
+ * db_mu. Returns rc, or failed when the commit itself failed. */
+static int tx_end(struct recs *r, sqlite3_stmt *q, int rc, int failed, struct buf *err)
+{
+	sqlite3_finalize(q);
+	struct buf ignored = { 0 };
+	if (sqldb_exec(r->db, rc == 0 ? "COMMIT" : "ROLLBACK", rc == 0 ? err : &ignored) < 0 && rc == 0)
+		rc = failed;
+	buf_free(&ignored);
+	pthread_mutex_unlock(&r->db_mu);
+	return rc;
+}
+
+/* Runs q to its end: 0, or -1 with the database's message in err. */
+static int step_done(struct recs *r, sqlite3_stmt *q, struct buf *err)
+{
+	if (sqlite3_step(q) != SQLITE_DONE) {
+		sqldb_error(r->db, err);
+		return -1;
+	}
+	return 0;
+}
+
+static int store_generation(struct recs *r, const char *project, uint64_t seq, int64_t now_ms,
+			    const char *trigger, int64_t elapsed_ms, const json_t *arr, struct buf *err)
+{
+	sqlite3_stmt *q = NULL;
+	if (tx_begin(r, err) < 0)
+		return -1;
 	int rc = -1;
 	if (sqldb_prepare(r->db, "INSERT OR REPLACE INTO rec_generation (project, seq, generated_ms, trigger, "
 				 "elapsed_ms) VALUES (?1, ?2, ?3, ?4, ?5)", &q, err) < 0)
@@ -697,10 +730,8 @@ static int store_generation(struct recs *r, const char *project, uint64_t seq, i
 	sqlite3_bind_int64(q, 3, now_ms);
 	sqlite3_bind_text(q, 4, trigger, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(q, 5, elapsed_ms);
-	if (sqlite3_step(q) != SQLITE_DONE) {
-		sqldb_error(r->db, err);
+	if (step_done(r, q, err) < 0)
 		goto out;
-	}
 	sqlite3_finalize(q);
 	q = NULL;
 	if (sqldb_prepare(r->db, "INSERT OR REPLACE INTO rec_gen_item (project, seq, id, kind, savings, peak, "
@@ -717,42 +748,26 @@ static int store_generation(struct recs *r, const char *project, uint64_t seq, i
 		sqlite3_bind_double(q, 6, jnum(rec, "peak"));
 		sqlite3_bind_double(q, 7, jnum(json_object_get(rec, "savings"), "annual_cost"));
 		sqlite3_bind_text(q, 8, jstr(rec, "status"), -1, SQLITE_STATIC);
-		if (sqlite3_step(q) != SQLITE_DONE) {
-			sqldb_error(r->db, err);
+		if (step_done(r, q, err) < 0)
 			goto out;
-		}
 	}
-	sqlite3_finalize(q);
-	q = NULL;
-	if (seq > RECS_KEEP_GENERATIONS) {
-		if (sqldb_prepare(r->db, "DELETE FROM rec_gen_item WHERE project = ?1 AND seq <= ?2", &q, err) < 0)
-			goto out;
-		sqlite3_bind_text(q, 1, project, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(q, 2, (sqlite3_int64)(seq - RECS_KEEP_GENERATIONS));
-		if (sqlite3_step(q) != SQLITE_DONE) {
-			sqldb_error(r->db, err);
-			goto out;
-		}
+	static const char *const drop[] = {
+		"DELETE FROM rec_gen_item WHERE project = ?1 AND seq <= ?2",
+		"DELETE FROM rec_generation WHERE project = ?1 AND seq <= ?2",
+	};
+	for (size_t i = 0; seq > RECS_KEEP_GENERATIONS && i < ARRAY_SIZE(drop); i++) {
 		sqlite3_finalize(q);
 		q = NULL;
-		if (sqldb_prepare(r->db, "DELETE FROM rec_generation WHERE project = ?1 AND seq <= ?2", &q, err) < 0)
+		if (sqldb_prepare(r->db, drop[i], &q, err) < 0)
 			goto out;
 		sqlite3_bind_text(q, 1, project, -1, SQLITE_STATIC);
 		sqlite3_bind_int64(q, 2, (sqlite3_int64)(seq - RECS_KEEP_GENERATIONS));
-		if (sqlite3_step(q) != SQLITE_DONE) {
-			sqldb_error(r->db, err);
+		if (step_done(r, q, err) < 0)
 			goto out;
-		}
 	}
 	rc = 0;
 out:
-	sqlite3_finalize(q);
-	struct buf ignored = { 0 };
-	if (sqldb_exec(r->db, rc == 0 ? "COMMIT" : "ROLLBACK", rc == 0 ? err : &ignored) < 0 && rc == 0)
-		rc = -1;
-	buf_free(&ignored);
-	pthread_mutex_unlock(&r->db_mu);
-	return rc;
+	return tx_end(r, q, rc, -1, err);
 }
 
 /* The slot of a project (under mu), or NULL. */
@@ -1076,11 +1091,7 @@ static int history_add(struct recs *r, const char *project, const char *id, cons
 	sqlite3_bind_text(q, 5, from, -1, SQLITE_STATIC);
 	sqlite3_bind_text(q, 6, to, -1, SQLITE_STATIC);
 	sqlite3_bind_text(q, 7, action, -1, SQLITE_STATIC);
-	int rc = 0;
-	if (sqlite3_step(q) != SQLITE_DONE) {
-		sqldb_error(r->db, err);
-		rc = -1;
-	}
+	int rc = step_done(r, q, err);
 	sqlite3_finalize(q);
 	return rc;
 }
@@ -1108,11 +1119,8 @@ int recs_set_state(struct recs *r, const char *project, const char *id, const ch
 	}
 	const char *from = state_of(r, project, id);
 	sqlite3_stmt *q = NULL;
-	pthread_mutex_lock(&r->db_mu);
-	if (sqldb_exec(r->db, "BEGIN IMMEDIATE", err) < 0) {
-		pthread_mutex_unlock(&r->db_mu);
+	if (tx_begin(r, err) < 0)
 		return -2;
-	}
 	int rc = -2;
 	if (sqldb_prepare(r->db, "INSERT INTO rec_state (project, id, state, updated_ms) VALUES (?1, ?2, ?3, ?4) "
 				 "ON CONFLICT (project, id) DO UPDATE SET state = ?3, updated_ms = ?4", &q, err) < 0)
@@ -1121,21 +1129,13 @@ int recs_set_state(struct recs *r, const char *project, const char *id, const ch
 	sqlite3_bind_text(q, 2, id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(q, 3, state, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(q, 4, now_ms);
-	if (sqlite3_step(q) != SQLITE_DONE) {
-		sqldb_error(r->db, err);
+	if (step_done(r, q, err) < 0)
 		goto out;
-	}
 	if (history_add(r, project, id, "state", actor, from, state, now_ms, err) < 0)
 		goto out;
 	rc = 0;
 out:
-	sqlite3_finalize(q);
-	struct buf ignored = { 0 };
-	if (sqldb_exec(r->db, rc == 0 ? "COMMIT" : "ROLLBACK", rc == 0 ? err : &ignored) < 0 && rc == 0)
-		rc = -2;
-	buf_free(&ignored);
-	pthread_mutex_unlock(&r->db_mu);
-	return rc;
+	return tx_end(r, q, rc, -2, err);
 }
 
 int recs_regenerate(struct recs *r, struct store *st, struct symbols *sym, const char *project,
@@ -1190,11 +1190,8 @@ int recs_suppress(struct recs *r, struct store *st, struct symbols *sym, const c
 	}
 	sqlite3_stmt *q = NULL;
 	int rc = -2, changes = 0;
-	pthread_mutex_lock(&r->db_mu);
-	if (sqldb_exec(r->db, "BEGIN IMMEDIATE", err) < 0) {
-		pthread_mutex_unlock(&r->db_mu);
+	if (tx_begin(r, err) < 0)
 		return -2;
-	}
 	if (sqldb_prepare(r->db, suppress ? "INSERT OR REPLACE INTO rec_suppressed (project, trace_id, application, "
 					    "leaf, actor, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
 					  : "DELETE FROM rec_suppressed WHERE project = ?1 AND trace_id = ?2",
@@ -1208,10 +1205,8 @@ int recs_suppress(struct recs *r, struct store *st, struct symbols *sym, const c
 		sqlite3_bind_text(q, 5, actor && *actor ? actor : "anonymous", -1, SQLITE_STATIC);
 		sqlite3_bind_int64(q, 6, now_ms);
 	}
-	if (sqlite3_step(q) != SQLITE_DONE) {
-		sqldb_error(r->db, err);
+	if (step_done(r, q, err) < 0)
 		goto out;
-	}
 	changes = sqlite3_changes(r->db);
 	if (!suppress && !changes) {
 		buf_printf(err, "hot trace %s of project %s is not suppressed", trace_id, project);
@@ -1223,12 +1218,7 @@ int recs_suppress(struct recs *r, struct store *st, struct symbols *sym, const c
 		goto out;
 	rc = 0;
 out:
-	sqlite3_finalize(q);
-	struct buf ignored = { 0 };
-	if (sqldb_exec(r->db, rc == 0 ? "COMMIT" : "ROLLBACK", rc == 0 ? err : &ignored) < 0 && rc == 0)
-		rc = -2;
-	buf_free(&ignored);
-	pthread_mutex_unlock(&r->db_mu);
+	rc = tx_end(r, q, rc, -2, err);
 	if (rc < 0)
 		return rc;
 	/* The traces read again: the trace leaves (or comes back) now. */
@@ -1361,11 +1351,8 @@ int recs_settings_put(struct recs *r, const json_t *doc, const char *actor, int6
 			return -1;
 		}
 	}
-	pthread_mutex_lock(&r->db_mu);
-	if (sqldb_exec(r->db, "BEGIN IMMEDIATE", err) < 0) {
-		pthread_mutex_unlock(&r->db_mu);
+	if (tx_begin(r, err) < 0)
 		return -2;
-	}
 	int rc = -2;
 	sqlite3_stmt *q = NULL;
 	json_object_foreach((json_t *)doc, key, val) {
@@ -1378,10 +1365,8 @@ int recs_settings_put(struct recs *r, const json_t *doc, const char *actor, int6
 		sqlite3_bind_text(q, 1, key, -1, SQLITE_STATIC);
 		if (!json_is_null(val))
 			sqlite3_bind_double(q, 2, json_number_value(val));
-		if (sqlite3_step(q) != SQLITE_DONE) {
-			sqldb_error(r->db, err);
+		if (step_done(r, q, err) < 0)
 			goto out;
-		}
 		char to[64];
 		if (json_is_null(val))
 			snprintf(to, sizeof(to), "default");
@@ -1392,12 +1377,7 @@ int recs_settings_put(struct recs *r, const json_t *doc, const char *actor, int6
 	}
 	rc = 0;
 out:
-	sqlite3_finalize(q);
-	struct buf ignored = { 0 };
-	if (sqldb_exec(r->db, rc == 0 ? "COMMIT" : "ROLLBACK", rc == 0 ? err : &ignored) < 0 && rc == 0)
-		rc = -2;
-	buf_free(&ignored);
-	pthread_mutex_unlock(&r->db_mu);
+	rc = tx_end(r, q, rc, -2, err);
 	if (rc < 0)
 		return rc;
 	/* In effect at once; the thread starts a pass with them. */
