@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "httpc.h"
 #include "llm.h"
 #include "log.h"
 #include "util.h"
@@ -598,20 +599,8 @@ static void error_message(const char *body, size_t len, struct buf *out)
 
 struct resp {
 	struct buf body;
-	bool too_big;
 	long retry_after_s; /* -1: not sent */
 };
-
-static size_t on_body(char *p, size_t sz, size_t n, void *ctx)
-{
-	struct resp *r = ctx;
-	if (r->body.len + sz * n > LLM_MAX_RESPONSE) {
-		r->too_big = true;
-		return 0;
-	}
-	buf_append(&r->body, p, sz * n);
-	return sz * n;
-}
 
 static size_t on_header(char *p, size_t sz, size_t n, void *ctx)
 {
@@ -716,9 +705,10 @@ int llm_chat(struct llm *l, const char *model, const char *system, const json_t 
 	int rc = LLM_ERROR;
 	long status = 0;
 	struct resp r = { 0 };
+	struct http_sink sink = { &r.body, LLM_MAX_RESPONSE, false };
 	for (unsigned attempt = 0;; attempt++) {
 		buf_reset(&r.body);
-		r.too_big = false;
+		sink.over = false;
 		r.retry_after_s = -1;
 		CURL *c = curl_easy_init();
 		if (!c) {
@@ -733,8 +723,8 @@ int llm_chat(struct llm *l, const char *model, const char *system, const json_t 
 		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)l->timeout_ms);
 		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
 		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-		curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
+		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, http_sink_write);
+		curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
 		curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
 		curl_easy_setopt(c, CURLOPT_HEADERDATA, &r);
 		CURLcode cc = curl_easy_perform(c);
@@ -743,7 +733,7 @@ int llm_chat(struct llm *l, const char *model, const char *system, const json_t 
 		curl_easy_cleanup(c);
 		if (cc != CURLE_OK) {
 			buf_reset(err);
-			if (r.too_big)
+			if (sink.over)
 				buf_printf(err, "the provider's answer is larger than %u bytes", LLM_MAX_RESPONSE);
 			else
 				buf_printf(err, "the provider could not be reached: %s", curl_easy_strerror(cc));

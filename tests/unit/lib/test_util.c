@@ -3,6 +3,7 @@
 
 #include "buf.h"
 #include "hmap.h"
+#include "httpc.h"
 #include "log.h"
 #include "pidlock.h"
 #include "sort.h"
@@ -490,6 +491,25 @@ static void test_pidlock(void **state)
 	free(dir);
 }
 
+/* The capped response sink: appends up to max bytes; a write that would
+ * pass max is refused whole (libcurl then aborts) and marks over. */
+static void test_http_sink(void **state)
+{
+	(void)state;
+	struct buf b = { 0 };
+	struct http_sink s = { &b, 8, false };
+	char text[] = "abcdefghij";
+	assert_int_equal(http_sink_write(text, 1, 5, &s), 5);
+	assert_int_equal(http_sink_write(text + 5, 3, 1, &s), 3);
+	assert_false(s.over);
+	assert_int_equal(b.len, 8);
+	assert_memory_equal(b.data, "abcdefgh", 8);
+	assert_int_equal(http_sink_write(text, 1, 1, &s), 0);
+	assert_true(s.over);
+	assert_int_equal(b.len, 8);
+	buf_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -507,6 +527,7 @@ int main(void)
 		cmocka_unit_test(test_strtab),
 		cmocka_unit_test(test_read_file_limit),
 		cmocka_unit_test(test_unnamed_file),
+		cmocka_unit_test(test_http_sink),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
