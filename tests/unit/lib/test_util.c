@@ -510,6 +510,27 @@ static void test_http_sink(void **state)
 	buf_free(&b);
 }
 
+/* pwrite_exact writes at an offset (a hole before it reads as zeros);
+ * pread_exact reads it back, and past the end fails with EIO. */
+static void test_pio_exact(void **state)
+{
+	(void)state;
+	FILE *f = tmpfile();
+	assert_non_null(f);
+	int fd = fileno(f);
+	assert_int_equal(pwrite_exact(fd, "hello", 5, 100), 0);
+	char got[8] = { 1 };
+	assert_int_equal(pread_exact(fd, got, 5, 100), 0);
+	assert_memory_equal(got, "hello", 5);
+	assert_int_equal(pread_exact(fd, got, 2, 0), 0);
+	assert_int_equal(got[0], 0);
+	assert_int_equal(got[1], 0);
+	errno = 0;
+	assert_int_equal(pread_exact(fd, got, 8, 100), -1);
+	assert_int_equal(errno, EIO);
+	fclose(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -528,6 +549,7 @@ int main(void)
 		cmocka_unit_test(test_read_file_limit),
 		cmocka_unit_test(test_unnamed_file),
 		cmocka_unit_test(test_http_sink),
+		cmocka_unit_test(test_pio_exact),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
