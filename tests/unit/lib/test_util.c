@@ -491,6 +491,47 @@ static void test_pidlock(void **state)
 	free(dir);
 }
 
+static void library_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void library_line(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	log_vlibrary(LOG_WARN, "lib", fmt, ap);
+	va_end(ap);
+}
+
+/* A library's line: after its prefix, without its trailing newlines, rate
+ * limited as one statement whatever its format. */
+static void test_log_library(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/ember-log-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	int saved = dup(STDERR_FILENO);
+	dup2(fd, STDERR_FILENO);
+	log_init("test", LOG_INFO, false);
+	log_set_rate_limit(60000);
+	library_line("first %d\n\n", 1);
+	library_line("second\n");
+	library_line("third %s\n", "x");
+	library_line("fourth\n");
+	log_set_rate_limit(0);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	char *text;
+	size_t len;
+	assert_int_equal(read_file(path, 1 << 20, &text, &len), 0);
+	unlink(path);
+	close(fd);
+	assert_non_null(strstr(text, "lib: first 1\n"));
+	assert_null(strstr(text, "first 1\n\n"));
+	assert_non_null(strstr(text, "lib: second\n"));
+	assert_non_null(strstr(text, "lib: third x\n"));
+	assert_null(strstr(text, "fourth"));
+	free(text);
+}
+
 /* The capped response sink: appends up to max bytes; a write that would
  * pass max is refused whole (libcurl then aborts) and marks over. */
 static void test_http_sink(void **state)
@@ -550,6 +591,7 @@ int main(void)
 		cmocka_unit_test(test_unnamed_file),
 		cmocka_unit_test(test_http_sink),
 		cmocka_unit_test(test_pio_exact),
+		cmocka_unit_test(test_log_library),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
