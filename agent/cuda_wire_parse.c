@@ -1,6 +1,7 @@
 /* cuda_wire_parse.c - see cuda_wire_parse.h. */
 #include "cuda_wire_parse.h"
 
+#include <stddef.h>
 #include <string.h>
 
 static const char *const reject_names[CWR_MAX] = {
@@ -106,36 +107,41 @@ static enum cuda_wire_reject check_entries(const uint8_t *p, size_t len, uint32_
 	return off == len ? CWR_OK : CWR_LENGTH;
 }
 
-static enum cuda_wire_reject check_agg(const uint8_t *e, size_t *slen)
+/* A PC entry's fields up to name_len are an AGG entry's; its stall_len
+ * stands where an AGG entry's reserved field does. */
+_Static_assert(offsetof(struct cuda_wire_pc, name_len) == offsetof(struct cuda_wire_agg, name_len) &&
+		       offsetof(struct cuda_wire_pc, stall_len) == offsetof(struct cuda_wire_agg, reserved) &&
+		       sizeof(struct cuda_wire_pc) >= sizeof(struct cuda_wire_agg),
+	       "a PC entry begins as an AGG entry");
+
+/* An AGG entry, or with pc a PC entry (read through its AGG prefix). */
+static enum cuda_wire_reject check_counted(const uint8_t *e, size_t *slen, bool pc)
 {
 	struct cuda_wire_agg a;
 	memcpy(&a, e, sizeof(a));
-	if (a.kind < CUDA_WIRE_KIND_KERNEL || a.kind > CUDA_WIRE_KIND_MAX)
+	uint16_t stall_len = pc ? a.reserved : 0;
+	if (pc ? a.kind != CUDA_WIRE_KIND_KERNEL && a.kind != CUDA_WIRE_KIND_GRAPH
+	       : a.kind < CUDA_WIRE_KIND_KERNEL || a.kind > CUDA_WIRE_KIND_MAX)
 		return CWR_KIND;
-	if (a.api_len < 1 || a.api_len > CUDA_WIRE_API_MAX || a.name_len < 1 ||
-	    a.name_len > CUDA_WIRE_NAME_MAX)
+	if (a.api_len < 1 || a.api_len > CUDA_WIRE_API_MAX || a.name_len < 1 || a.name_len > CUDA_WIRE_NAME_MAX ||
+	    (pc && (stall_len < 1 || stall_len > CUDA_WIRE_STALL_MAX)))
 		return CWR_STRING;
-	if (a.reserved)
+	if (!pc && a.reserved)
 		return CWR_RESERVED;
 	if (a.count < 1 || a.count > CUDA_WIRE_MAX_COUNT || a.total_ns > CUDA_WIRE_MAX_TOTAL_NS)
 		return CWR_VALUE;
-	*slen = (size_t)a.api_len + a.name_len;
+	*slen = (size_t)a.api_len + a.name_len + stall_len;
 	return CWR_OK;
+}
+
+static enum cuda_wire_reject check_agg(const uint8_t *e, size_t *slen)
+{
+	return check_counted(e, slen, false);
 }
 
 static enum cuda_wire_reject check_pc(const uint8_t *e, size_t *slen)
 {
-	struct cuda_wire_pc a;
-	memcpy(&a, e, sizeof(a));
-	if (a.kind != CUDA_WIRE_KIND_KERNEL && a.kind != CUDA_WIRE_KIND_GRAPH)
-		return CWR_KIND;
-	if (a.api_len < 1 || a.api_len > CUDA_WIRE_API_MAX || a.name_len < 1 ||
-	    a.name_len > CUDA_WIRE_NAME_MAX || a.stall_len < 1 || a.stall_len > CUDA_WIRE_STALL_MAX)
-		return CWR_STRING;
-	if (a.count < 1 || a.count > CUDA_WIRE_MAX_COUNT || a.total_ns > CUDA_WIRE_MAX_TOTAL_NS)
-		return CWR_VALUE;
-	*slen = (size_t)a.api_len + a.name_len + a.stall_len;
-	return CWR_OK;
+	return check_counted(e, slen, true);
 }
 
 static enum cuda_wire_reject check_span(const uint8_t *e, size_t *slen)
