@@ -395,17 +395,42 @@ static void test_read_file_limit(void **state)
 }
 
 
+/* The log (at LOG_INFO, as text) written to a file instead of stderr
+ * until captured_text gives it back (the caller frees it). */
+struct captured {
+	char path[32];
+	int fd, saved;
+};
+
+static void capture_log(struct captured *c)
+{
+	snprintf(c->path, sizeof(c->path), "/tmp/ember-log-XXXXXX");
+	c->fd = mkstemp(c->path);
+	assert_true(c->fd >= 0);
+	c->saved = dup(STDERR_FILENO);
+	dup2(c->fd, STDERR_FILENO);
+	log_init("test", LOG_INFO, false);
+}
+
+static char *captured_text(struct captured *c)
+{
+	dup2(c->saved, STDERR_FILENO);
+	close(c->saved);
+	char *text;
+	size_t len;
+	assert_int_equal(read_file(c->path, 1 << 20, &text, &len), 0);
+	unlink(c->path);
+	close(c->fd);
+	return text;
+}
+
 /* Rate limiting: one statement at most LOG_RATE_BURST times per window,
  * then a count of what was dropped; other statements are not affected. */
 static void test_log_rate_limit(void **state)
 {
 	(void)state;
-	char path[] = "/tmp/ember-log-XXXXXX";
-	int fd = mkstemp(path);
-	assert_true(fd >= 0);
-	int saved = dup(STDERR_FILENO);
-	dup2(fd, STDERR_FILENO);
-	log_init("test", LOG_INFO, false);
+	struct captured cap;
+	capture_log(&cap);
 	log_set_rate_limit(300);
 	for (int i = 0; i < 10; i++)
 		log_warn("repeated %d", i);
@@ -427,13 +452,7 @@ static void test_log_rate_limit(void **state)
 	log_set_rate_limit(0);
 	for (int i = 0; i < 5; i++)
 		log_info("unlimited");
-	dup2(saved, STDERR_FILENO);
-	close(saved);
-	char *text;
-	size_t len;
-	assert_int_equal(read_file(path, 1 << 20, &text, &len), 0);
-	unlink(path);
-	close(fd);
+	char *text = captured_text(&cap);
 	assert_non_null(strstr(text, "repeated 2\n"));
 	assert_null(strstr(text, "repeated 3"));
 	assert_non_null(strstr(text, "another statement"));
@@ -505,25 +524,15 @@ static void library_line(const char *fmt, ...)
 static void test_log_library(void **state)
 {
 	(void)state;
-	char path[] = "/tmp/ember-log-XXXXXX";
-	int fd = mkstemp(path);
-	assert_true(fd >= 0);
-	int saved = dup(STDERR_FILENO);
-	dup2(fd, STDERR_FILENO);
-	log_init("test", LOG_INFO, false);
+	struct captured cap;
+	capture_log(&cap);
 	log_set_rate_limit(60000);
 	library_line("first %d\n\n", 1);
 	library_line("second\n");
 	library_line("third %s\n", "x");
 	library_line("fourth\n");
 	log_set_rate_limit(0);
-	dup2(saved, STDERR_FILENO);
-	close(saved);
-	char *text;
-	size_t len;
-	assert_int_equal(read_file(path, 1 << 20, &text, &len), 0);
-	unlink(path);
-	close(fd);
+	char *text = captured_text(&cap);
 	assert_non_null(strstr(text, "lib: first 1\n"));
 	assert_null(strstr(text, "first 1\n\n"));
 	assert_non_null(strstr(text, "lib: second\n"));
