@@ -81,6 +81,20 @@ static size_t check_strings(const uint8_t *p, size_t len, size_t off, size_t ent
 	return padded;
 }
 
+/* A message of one entry of size bytes (HELLO, DEVICE, STATS), copied to
+ * m: CWR_OK, or why it is refused. */
+static enum cuda_wire_reject one_entry(const struct cuda_wire_hdr *h, const uint8_t *p, size_t len, void *m,
+				       size_t size)
+{
+	size_t body = len - sizeof(*h);
+	if (h->count != 1)
+		return CWR_COUNT;
+	if (body != size)
+		return body < size ? CWR_SHORT : CWR_LENGTH;
+	memcpy(m, p + sizeof(*h), size);
+	return CWR_OK;
+}
+
 /* One entry's fixed part (entry_size bytes at e, unaligned): CWR_OK with
  * the length of the strings after it in *slen, or why it is refused. */
 typedef enum cuda_wire_reject (*entry_check)(const uint8_t *e, size_t *slen);
@@ -91,6 +105,9 @@ static enum cuda_wire_reject check_entries(const uint8_t *p, size_t len, uint32_
 					   entry_check check)
 {
 	size_t off = sizeof(struct cuda_wire_hdr);
+	/* Each entry takes at least its struct and 8 bytes of strings. */
+	if (count < 1 || count > (len - off) / (entry_size + 8))
+		return CWR_COUNT;
 	for (uint32_t i = 0; i < count; i++) {
 		if (len - off < entry_size)
 			return CWR_SHORT;
@@ -175,16 +192,12 @@ enum cuda_wire_reject cuda_wire_check(const void *data, size_t len, uint16_t *ty
 		return CWR_TYPE;
 	if (h.length != len)
 		return CWR_LENGTH;
-	size_t body = len - sizeof(h);
 	enum cuda_wire_reject why = CWR_OK;
 	switch (h.type) {
 	case CUDA_WIRE_HELLO: {
 		struct cuda_wire_hello m;
-		if (h.count != 1)
-			return CWR_COUNT;
-		if (body != sizeof(m))
-			return body < sizeof(m) ? CWR_SHORT : CWR_LENGTH;
-		memcpy(&m, p + sizeof(h), sizeof(m));
+		if ((why = one_entry(&h, p, len, &m, sizeof(m))) != CWR_OK)
+			return why;
 		if (m.flags)
 			return CWR_RESERVED;
 		if (!nul_padded(m.lib_version, sizeof(m.lib_version)))
@@ -193,11 +206,8 @@ enum cuda_wire_reject cuda_wire_check(const void *data, size_t len, uint16_t *ty
 	}
 	case CUDA_WIRE_DEVICE: {
 		struct cuda_wire_device m;
-		if (h.count != 1)
-			return CWR_COUNT;
-		if (body != sizeof(m))
-			return body < sizeof(m) ? CWR_SHORT : CWR_LENGTH;
-		memcpy(&m, p + sizeof(h), sizeof(m));
+		if ((why = one_entry(&h, p, len, &m, sizeof(m))) != CWR_OK)
+			return why;
 		if (m.reserved)
 			return CWR_RESERVED;
 		if (!nul_padded(m.name, sizeof(m.name)))
@@ -206,11 +216,8 @@ enum cuda_wire_reject cuda_wire_check(const void *data, size_t len, uint16_t *ty
 	}
 	case CUDA_WIRE_STATS: {
 		struct cuda_wire_stats m;
-		if (h.count != 1)
-			return CWR_COUNT;
-		if (body != sizeof(m))
-			return body < sizeof(m) ? CWR_SHORT : CWR_LENGTH;
-		memcpy(&m, p + sizeof(h), sizeof(m));
+		if ((why = one_entry(&h, p, len, &m, sizeof(m))) != CWR_OK)
+			return why;
 		if (m.reserved)
 			return CWR_RESERVED;
 		if (m.pc_state > CUDA_WIRE_PC_STATE_MAX)
@@ -218,19 +225,12 @@ enum cuda_wire_reject cuda_wire_check(const void *data, size_t len, uint16_t *ty
 		break;
 	}
 	case CUDA_WIRE_PC:
-		if (h.count < 1 || h.count > body / (sizeof(struct cuda_wire_pc) + 8))
-			return CWR_COUNT;
 		why = check_entries(p, len, h.count, sizeof(struct cuda_wire_pc), check_pc);
 		break;
 	case CUDA_WIRE_AGG:
-		/* Each entry takes at least its struct and 8 bytes of strings. */
-		if (h.count < 1 || h.count > body / (sizeof(struct cuda_wire_agg) + 8))
-			return CWR_COUNT;
 		why = check_entries(p, len, h.count, sizeof(struct cuda_wire_agg), check_agg);
 		break;
 	case CUDA_WIRE_SPAN:
-		if (h.count < 1 || h.count > body / (sizeof(struct cuda_wire_span) + 8))
-			return CWR_COUNT;
 		why = check_entries(p, len, h.count, sizeof(struct cuda_wire_span), check_span);
 		break;
 	}
