@@ -1,6 +1,7 @@
 /* cuda_wire_parse.c - see cuda_wire_parse.h. */
 #include "cuda_wire_parse.h"
 
+#include <stddef.h>
 #include <string.h>
 
 static const char *const reject_names[CWR_MAX] = {
@@ -80,25 +81,41 @@ static size_t check_strings(const uint8_t *p, size_t len, size_t off, size_t ent
 	return padded;
 }
 
-static enum cuda_wire_reject check_agg(const uint8_t *p, size_t len, uint32_t count)
+/* A message of one entry of size bytes (HELLO, DEVICE, STATS), copied to
+ * m: CWR_OK, or why it is refused. */
+static enum cuda_wire_reject one_entry(const struct cuda_wire_hdr *h, const uint8_t *p, size_t len, void *m,
+				       size_t size)
+{
+	size_t body = len - sizeof(*h);
+	if (h->count != 1)
+		return CWR_COUNT;
+	if (body != size)
+		return body < size ? CWR_SHORT : CWR_LENGTH;
+	memcpy(m, p + sizeof(*h), size);
+	return CWR_OK;
+}
+
+/* One entry's fixed part (entry_size bytes at e, unaligned): CWR_OK with
+ * the length of the strings after it in *slen, or why it is refused. */
+typedef enum cuda_wire_reject (*entry_check)(const uint8_t *e, size_t *slen);
+
+/* count entries of entry_size bytes after the header, each followed by its
+ * strings and padding, filling the message exactly. */
+static enum cuda_wire_reject check_entries(const uint8_t *p, size_t len, uint32_t count, size_t entry_size,
+					   entry_check check)
 {
 	size_t off = sizeof(struct cuda_wire_hdr);
+	/* Each entry takes at least its struct and 8 bytes of strings. */
+	if (count < 1 || count > (len - off) / (entry_size + 8))
+		return CWR_COUNT;
 	for (uint32_t i = 0; i < count; i++) {
-		struct cuda_wire_agg a;
-		if (len - off < sizeof(a))
+		if (len - off < entry_size)
 			return CWR_SHORT;
-		memcpy(&a, p + off, sizeof(a));
-		if (a.kind < CUDA_WIRE_KIND_KERNEL || a.kind > CUDA_WIRE_KIND_MAX)
-			return CWR_KIND;
-		if (a.api_len < 1 || a.api_len > CUDA_WIRE_API_MAX || a.name_len < 1 ||
-		    a.name_len > CUDA_WIRE_NAME_MAX)
-			return CWR_STRING;
-		if (a.reserved)
-			return CWR_RESERVED;
-		if (a.count < 1 || a.count > CUDA_WIRE_MAX_COUNT || a.total_ns > CUDA_WIRE_MAX_TOTAL_NS)
-			return CWR_VALUE;
-		enum cuda_wire_reject why = CWR_OK;
-		off = check_strings(p, len, off, sizeof(a), (size_t)a.api_len + a.name_len, &why);
+		size_t slen = 0;
+		enum cuda_wire_reject why = check(p + off, &slen);
+		if (why != CWR_OK)
+			return why;
+		off = check_strings(p, len, off, entry_size, slen, &why);
 		if (!off)
 			return why;
 		if (off == len && i + 1 < count)
@@ -107,53 +124,55 @@ static enum cuda_wire_reject check_agg(const uint8_t *p, size_t len, uint32_t co
 	return off == len ? CWR_OK : CWR_LENGTH;
 }
 
-static enum cuda_wire_reject check_pc(const uint8_t *p, size_t len, uint32_t count)
+/* A PC entry's fields up to name_len are an AGG entry's; its stall_len
+ * stands where an AGG entry's reserved field does. */
+_Static_assert(offsetof(struct cuda_wire_pc, name_len) == offsetof(struct cuda_wire_agg, name_len) &&
+		       offsetof(struct cuda_wire_pc, stall_len) == offsetof(struct cuda_wire_agg, reserved) &&
+		       sizeof(struct cuda_wire_pc) >= sizeof(struct cuda_wire_agg),
+	       "a PC entry begins as an AGG entry");
+
+/* An AGG entry, or with pc a PC entry (read through its AGG prefix). */
+static enum cuda_wire_reject check_counted(const uint8_t *e, size_t *slen, bool pc)
 {
-	size_t off = sizeof(struct cuda_wire_hdr);
-	for (uint32_t i = 0; i < count; i++) {
-		struct cuda_wire_pc a;
-		if (len - off < sizeof(a))
-			return CWR_SHORT;
-		memcpy(&a, p + off, sizeof(a));
-		if (a.kind != CUDA_WIRE_KIND_KERNEL && a.kind != CUDA_WIRE_KIND_GRAPH)
-			return CWR_KIND;
-		if (a.api_len < 1 || a.api_len > CUDA_WIRE_API_MAX || a.name_len < 1 ||
-		    a.name_len > CUDA_WIRE_NAME_MAX || a.stall_len < 1 || a.stall_len > CUDA_WIRE_STALL_MAX)
-			return CWR_STRING;
-		if (a.count < 1 || a.count > CUDA_WIRE_MAX_COUNT || a.total_ns > CUDA_WIRE_MAX_TOTAL_NS)
-			return CWR_VALUE;
-		enum cuda_wire_reject why = CWR_OK;
-		off = check_strings(p, len, off, sizeof(a), (size_t)a.api_len + a.name_len + a.stall_len, &why);
-		if (!off)
-			return why;
-		if (off == len && i + 1 < count)
-			return CWR_COUNT;
-	}
-	return off == len ? CWR_OK : CWR_LENGTH;
+	struct cuda_wire_agg a;
+	memcpy(&a, e, sizeof(a));
+	uint16_t stall_len = pc ? a.reserved : 0;
+	if (pc ? a.kind != CUDA_WIRE_KIND_KERNEL && a.kind != CUDA_WIRE_KIND_GRAPH
+	       : a.kind < CUDA_WIRE_KIND_KERNEL || a.kind > CUDA_WIRE_KIND_MAX)
+		return CWR_KIND;
+	if (a.api_len < 1 || a.api_len > CUDA_WIRE_API_MAX || a.name_len < 1 || a.name_len > CUDA_WIRE_NAME_MAX ||
+	    (pc && (stall_len < 1 || stall_len > CUDA_WIRE_STALL_MAX)))
+		return CWR_STRING;
+	if (!pc && a.reserved)
+		return CWR_RESERVED;
+	if (a.count < 1 || a.count > CUDA_WIRE_MAX_COUNT || a.total_ns > CUDA_WIRE_MAX_TOTAL_NS)
+		return CWR_VALUE;
+	*slen = (size_t)a.api_len + a.name_len + stall_len;
+	return CWR_OK;
 }
 
-static enum cuda_wire_reject check_span(const uint8_t *p, size_t len, uint32_t count)
+static enum cuda_wire_reject check_agg(const uint8_t *e, size_t *slen)
 {
-	size_t off = sizeof(struct cuda_wire_hdr);
-	for (uint32_t i = 0; i < count; i++) {
-		struct cuda_wire_span s;
-		if (len - off < sizeof(s))
-			return CWR_SHORT;
-		memcpy(&s, p + off, sizeof(s));
-		if (s.kind < CUDA_WIRE_KIND_KERNEL || s.kind > CUDA_WIRE_KIND_MAX)
-			return CWR_KIND;
-		if (s.name_len < 1 || s.name_len > CUDA_WIRE_NAME_MAX)
-			return CWR_STRING;
-		if (s.end_ns < s.start_ns || s.end_ns - s.start_ns > CUDA_WIRE_MAX_TOTAL_NS)
-			return CWR_VALUE;
-		enum cuda_wire_reject why = CWR_OK;
-		off = check_strings(p, len, off, sizeof(s), s.name_len, &why);
-		if (!off)
-			return why;
-		if (off == len && i + 1 < count)
-			return CWR_COUNT;
-	}
-	return off == len ? CWR_OK : CWR_LENGTH;
+	return check_counted(e, slen, false);
+}
+
+static enum cuda_wire_reject check_pc(const uint8_t *e, size_t *slen)
+{
+	return check_counted(e, slen, true);
+}
+
+static enum cuda_wire_reject check_span(const uint8_t *e, size_t *slen)
+{
+	struct cuda_wire_span s;
+	memcpy(&s, e, sizeof(s));
+	if (s.kind < CUDA_WIRE_KIND_KERNEL || s.kind > CUDA_WIRE_KIND_MAX)
+		return CWR_KIND;
+	if (s.name_len < 1 || s.name_len > CUDA_WIRE_NAME_MAX)
+		return CWR_STRING;
+	if (s.end_ns < s.start_ns || s.end_ns - s.start_ns > CUDA_WIRE_MAX_TOTAL_NS)
+		return CWR_VALUE;
+	*slen = s.name_len;
+	return CWR_OK;
 }
 
 enum cuda_wire_reject cuda_wire_check(const void *data, size_t len, uint16_t *type, uint32_t *count)
@@ -173,16 +192,12 @@ enum cuda_wire_reject cuda_wire_check(const void *data, size_t len, uint16_t *ty
 		return CWR_TYPE;
 	if (h.length != len)
 		return CWR_LENGTH;
-	size_t body = len - sizeof(h);
 	enum cuda_wire_reject why = CWR_OK;
 	switch (h.type) {
 	case CUDA_WIRE_HELLO: {
 		struct cuda_wire_hello m;
-		if (h.count != 1)
-			return CWR_COUNT;
-		if (body != sizeof(m))
-			return body < sizeof(m) ? CWR_SHORT : CWR_LENGTH;
-		memcpy(&m, p + sizeof(h), sizeof(m));
+		if ((why = one_entry(&h, p, len, &m, sizeof(m))) != CWR_OK)
+			return why;
 		if (m.flags)
 			return CWR_RESERVED;
 		if (!nul_padded(m.lib_version, sizeof(m.lib_version)))
@@ -191,11 +206,8 @@ enum cuda_wire_reject cuda_wire_check(const void *data, size_t len, uint16_t *ty
 	}
 	case CUDA_WIRE_DEVICE: {
 		struct cuda_wire_device m;
-		if (h.count != 1)
-			return CWR_COUNT;
-		if (body != sizeof(m))
-			return body < sizeof(m) ? CWR_SHORT : CWR_LENGTH;
-		memcpy(&m, p + sizeof(h), sizeof(m));
+		if ((why = one_entry(&h, p, len, &m, sizeof(m))) != CWR_OK)
+			return why;
 		if (m.reserved)
 			return CWR_RESERVED;
 		if (!nul_padded(m.name, sizeof(m.name)))
@@ -204,11 +216,8 @@ enum cuda_wire_reject cuda_wire_check(const void *data, size_t len, uint16_t *ty
 	}
 	case CUDA_WIRE_STATS: {
 		struct cuda_wire_stats m;
-		if (h.count != 1)
-			return CWR_COUNT;
-		if (body != sizeof(m))
-			return body < sizeof(m) ? CWR_SHORT : CWR_LENGTH;
-		memcpy(&m, p + sizeof(h), sizeof(m));
+		if ((why = one_entry(&h, p, len, &m, sizeof(m))) != CWR_OK)
+			return why;
 		if (m.reserved)
 			return CWR_RESERVED;
 		if (m.pc_state > CUDA_WIRE_PC_STATE_MAX)
@@ -216,20 +225,13 @@ enum cuda_wire_reject cuda_wire_check(const void *data, size_t len, uint16_t *ty
 		break;
 	}
 	case CUDA_WIRE_PC:
-		if (h.count < 1 || h.count > body / (sizeof(struct cuda_wire_pc) + 8))
-			return CWR_COUNT;
-		why = check_pc(p, len, h.count);
+		why = check_entries(p, len, h.count, sizeof(struct cuda_wire_pc), check_pc);
 		break;
 	case CUDA_WIRE_AGG:
-		/* Each entry takes at least its struct and 8 bytes of strings. */
-		if (h.count < 1 || h.count > body / (sizeof(struct cuda_wire_agg) + 8))
-			return CWR_COUNT;
-		why = check_agg(p, len, h.count);
+		why = check_entries(p, len, h.count, sizeof(struct cuda_wire_agg), check_agg);
 		break;
 	case CUDA_WIRE_SPAN:
-		if (h.count < 1 || h.count > body / (sizeof(struct cuda_wire_span) + 8))
-			return CWR_COUNT;
-		why = check_span(p, len, h.count);
+		why = check_entries(p, len, h.count, sizeof(struct cuda_wire_span), check_span);
 		break;
 	}
 	if (why == CWR_OK) {

@@ -226,12 +226,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	(void)cls;
-	struct buf b = { 0 };
-	buf_vprintf(&b, fmt, ap);
-	while (b.len && b.data[b.len - 1] == '\n')
-		b.data[--b.len] = '\0';
-	log_debug("-pprof server: %s", b.data);
-	buf_free(&b);
+	log_vlibrary(LOG_DEBUG, "-pprof server", fmt, ap);
 }
 
 struct selfstats_server *selfstats_start(const char *addr, struct buf *err)

@@ -60,22 +60,39 @@ static int key_equal(const struct agg_entry *e, const struct cuda_agg_key *k)
 	       e->key.name_len == k->name_len && memcmp(e->name, k->name, k->name_len) == 0;
 }
 
+/* The zeroed slots of an open-addressed table for capacity entries (1 to
+ * max): a power of two at least twice capacity, at least 16, in *nslots;
+ * NULL when capacity is out of range or memory is short. */
+static void *slots_new(unsigned capacity, unsigned max, size_t slot_size, unsigned *nslots)
+{
+	if (capacity == 0 || capacity > max)
+		return NULL;
+	unsigned n = 16;
+	while (n < capacity * 2)
+		n <<= 1;
+	*nslots = n;
+	return calloc(n, slot_size);
+}
+
+/* A copy of name's name_len bytes (not terminated), or NULL. */
+static char *name_copy(const char *name, size_t name_len)
+{
+	char *c = malloc(name_len);
+	if (c)
+		memcpy(c, name, name_len);
+	return c;
+}
+
 struct cuda_agg *cuda_agg_new(unsigned capacity)
 {
-	if (capacity == 0 || capacity > (1u << 24))
-		return NULL;
-	unsigned nslots = 16;
-	while (nslots < capacity * 2)
-		nslots <<= 1;
 	struct cuda_agg *agg = calloc(1, sizeof(*agg));
 	if (!agg)
 		return NULL;
-	agg->slots = calloc(nslots, sizeof(*agg->slots));
+	agg->slots = slots_new(capacity, 1u << 24, sizeof(*agg->slots), &agg->nslots);
 	if (!agg->slots) {
 		free(agg);
 		return NULL;
 	}
-	agg->nslots = nslots;
 	agg->capacity = capacity;
 	return agg;
 }
@@ -159,10 +176,9 @@ static int add(struct cuda_agg *agg, const struct cuda_agg_key *key_in, uint64_t
 		if (!e->used) {
 			if (agg->entries >= agg->capacity)
 				break;
-			e->name = malloc(key.name_len);
+			e->name = name_copy(key.name, key.name_len);
 			if (!e->name)
 				return -1;
-			memcpy(e->name, key.name, key.name_len);
 			e->key = key;
 			e->key.name = e->name;
 			e->hash = h;
@@ -273,10 +289,9 @@ int cuda_spans_add(struct cuda_spans *s, const struct cuda_wire_span *span, cons
 	}
 	if (name_len > CUDA_WIRE_NAME_MAX)
 		name_len = CUDA_WIRE_NAME_MAX;
-	char *copy = malloc(name_len);
+	char *copy = name_copy(name, name_len);
 	if (!copy)
 		return -1;
-	memcpy(copy, name, name_len);
 	struct span_entry *e = &s->items[s->count++];
 	e->span = *span;
 	e->span.name_len = (uint16_t)name_len;
@@ -522,20 +537,14 @@ struct cuda_pcs {
 
 struct cuda_pcs *cuda_pcs_new(unsigned capacity)
 {
-	if (capacity == 0 || capacity > (1u << 20))
-		return NULL;
-	unsigned nslots = 16;
-	while (nslots < capacity * 2)
-		nslots <<= 1;
 	struct cuda_pcs *pcs = calloc(1, sizeof(*pcs));
 	if (!pcs)
 		return NULL;
-	pcs->slots = calloc(nslots, sizeof(*pcs->slots));
+	pcs->slots = slots_new(capacity, 1u << 20, sizeof(*pcs->slots), &pcs->nslots);
 	if (!pcs->slots) {
 		free(pcs);
 		return NULL;
 	}
-	pcs->nslots = nslots;
 	pcs->capacity = capacity;
 	return pcs;
 }
@@ -589,10 +598,9 @@ int cuda_pcs_add(struct cuda_pcs *pcs, const char *name, size_t name_len, uint64
 		if (!e->used) {
 			if (pcs->entries >= pcs->capacity)
 				break;
-			e->name = malloc(name_len);
+			e->name = name_copy(name, name_len);
 			if (!e->name)
 				return -1;
-			memcpy(e->name, name, name_len);
 			e->name_len = name_len;
 			e->name_hash = nh;
 			e->hash = h;

@@ -99,17 +99,14 @@ void http_client_free(struct http_client *c)
 	free(c);
 }
 
-struct sink {
-	struct buf *b;
-	size_t max;
-};
-
-static size_t on_data(char *p, size_t size, size_t n, void *ud)
+size_t http_sink_write(char *p, size_t size, size_t n, void *sink)
 {
-	struct sink *s = ud;
+	struct http_sink *s = sink;
 	size_t len = size * n;
-	if (s->b->len + len > s->max)
+	if (s->b->len + len > s->max) {
+		s->over = true;
 		return 0; /* aborts the transfer */
+	}
 	buf_append(s->b, p, len);
 	return len;
 }
@@ -149,7 +146,7 @@ int http_send(struct http_client *c, const char *method, const char *path,
 	buf_free(&line);
 
 	buf_reset(resp);
-	struct sink sink = { resp, c->max_response };
+	struct http_sink sink = { resp, c->max_response, false };
 	char errbuf[CURL_ERROR_SIZE] = "";
 	curl_easy_setopt(h, CURLOPT_URL, url.data);
 	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
@@ -158,7 +155,7 @@ int http_send(struct http_client *c, const char *method, const char *path,
 		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
 	}
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, http_sink_write);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->timeout_ms);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, MIN(c->timeout_ms, 10000L));

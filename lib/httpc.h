@@ -53,6 +53,16 @@ int http_send(struct http_client *c, const char *method, const char *path,
 	      const char *content_type, const char *content_encoding, const void *body,
 	      size_t len, struct buf *resp, struct buf *err);
 
+/* A capped response body: a libcurl write callback (CURLOPT_WRITEFUNCTION,
+ * with the sink as CURLOPT_WRITEDATA) that appends to b and aborts the
+ * transfer, setting over, once b would pass max bytes. */
+struct http_sink {
+	struct buf *b;
+	size_t max;
+	bool over;
+};
+size_t http_sink_write(char *p, size_t size, size_t n, void *sink);
+
 /* Whether a libcurl failure (its CURLcode and error message) is a TLS
  * handshake answered in plain HTTP ("SSL routines::wrong version number"). */
 bool http_plain_answer(int curl_code, const char *message);

@@ -150,22 +150,38 @@ bool log_enabled(enum log_level level)
 	return level <= log_cfg.level;
 }
 
-void log_msg(enum log_level level, const char *fmt, ...)
+/* log_msg and log_vlibrary: fmt with ap (after "prefix: " when prefix is
+ * not NULL, then without trailing newlines), rate limited by key. */
+static void vlog(enum log_level level, const char *key, const char *prefix, const char *fmt, va_list ap)
 {
 	if (!log_enabled(level))
 		return;
 	unsigned suppressed;
-	if (!rate_allows(fmt, &suppressed))
+	if (!rate_allows(key, &suppressed))
 		return;
 	struct buf msg = { 0 };
-	va_list ap;
-	va_start(ap, fmt);
+	if (prefix)
+		buf_printf(&msg, "%s: ", prefix);
 	buf_vprintf(&msg, fmt, ap);
-	va_end(ap);
+	while (prefix && msg.len && msg.data[msg.len - 1] == '\n')
+		msg.data[--msg.len] = '\0';
 	if (suppressed)
 		buf_printf(&msg, " (%u more like this suppressed)", suppressed);
 	write_line(level, msg.data ? msg.data : "", msg.len);
 	buf_free(&msg);
+}
+
+void log_msg(enum log_level level, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vlog(level, fmt, NULL, fmt, ap);
+	va_end(ap);
+}
+
+void log_vlibrary(enum log_level level, const char *prefix, const char *fmt, va_list ap)
+{
+	vlog(level, prefix, prefix, fmt, ap);
 }
 
 static void write_line(enum log_level level, const char *text, size_t len)

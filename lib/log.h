@@ -17,6 +17,7 @@
 #ifndef EMBER_LOG_H
 #define EMBER_LOG_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 
 enum log_level { LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3 };
@@ -33,6 +34,11 @@ void log_flush_suppressed(void);
 /* Lines suppressed since the process started. */
 unsigned long long log_suppressed_total(void);
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A line another library formats (libmicrohttpd's external logger): fmt
+ * with ap after "prefix: ", its trailing newlines dropped; rate limited as
+ * one statement per prefix. */
+void log_vlibrary(enum log_level level, const char *prefix, const char *fmt, va_list ap)
+	__attribute__((format(printf, 3, 0)));
 
 #define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)

@@ -103,6 +103,21 @@ static bool broken(struct metadb *db)
 	return PQstatus(db->conn) != CONNECTION_OK;
 }
 
+/* After a command failed on attempt (0 or 1): 0 to send it again (the
+ * connection broke on the first attempt, outside a transaction: ready()
+ * reconnects), else -1 with err set. */
+static int failed(struct metadb *db, int attempt, struct buf *err)
+{
+	if (broken(db)) {
+		if (attempt == 0 && !db->in_tx)
+			return 0;
+		return unreachable(db, err);
+	}
+	db->unavailable = false;
+	message(db, NULL, err);
+	return -1;
+}
+
 static int pg_exec(struct metadb *db, const char *sql, struct buf *err)
 {
 	for (int attempt = 0;; attempt++) {
@@ -115,14 +130,8 @@ static int pg_exec(struct metadb *db, const char *sql, struct buf *err)
 			return 0;
 		}
 		PQclear(r);
-		if (broken(db)) {
-			if (attempt == 0 && !db->in_tx)
-				continue;
-			return unreachable(db, err);
-		}
-		db->unavailable = false;
-		message(db, NULL, err);
-		return -1;
+		if (failed(db, attempt, err) < 0)
+			return -1;
 	}
 }
 
@@ -222,14 +231,8 @@ static int pg_step(struct metadb_stmt *st, struct buf *err)
 			return 0;
 		}
 		PQclear(r);
-		if (broken(db)) {
-			if (attempt == 0 && !db->in_tx)
-				continue;
-			return unreachable(db, err);
-		}
-		db->unavailable = false;
-		message(db, NULL, err);
-		return -1;
+		if (failed(db, attempt, err) < 0)
+			return -1;
 	}
 }
 

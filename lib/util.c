@@ -250,11 +250,14 @@ int write_exact(int fd, const void *p, size_t n)
 	return 0;
 }
 
-int pread_exact(int fd, void *p, size_t n, uint64_t off)
+/* pread_exact and pwrite_exact: pread (or, writing, pwrite: p is only
+ * read then) until n bytes, through EINTR and short counts. */
+static int pio_exact(int fd, void *p, size_t n, uint64_t off, bool writing)
 {
 	size_t done = 0;
 	while (done < n) {
-		ssize_t r = pread(fd, (char *)p + done, n - done, (off_t)(off + done));
+		ssize_t r = writing ? pwrite(fd, (char *)p + done, n - done, (off_t)(off + done))
+				    : pread(fd, (char *)p + done, n - done, (off_t)(off + done));
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0) {
@@ -265,6 +268,16 @@ int pread_exact(int fd, void *p, size_t n, uint64_t off)
 		done += (size_t)r;
 	}
 	return 0;
+}
+
+int pread_exact(int fd, void *p, size_t n, uint64_t off)
+{
+	return pio_exact(fd, p, n, off, false);
+}
+
+int pwrite_exact(int fd, const void *p, size_t n, uint64_t off)
+{
+	return pio_exact(fd, (void *)p, n, off, true);
 }
 
 int read_file(const char *path, size_t max, char **out, size_t *len)

@@ -84,6 +84,9 @@ int write_exact(int fd, const void *p, size_t n);
 /* Reads exactly n bytes at offset off: 0, or -1 with errno set (EIO when
  * the file ends first). */
 int pread_exact(int fd, void *p, size_t n, uint64_t off);
+/* Writes all n bytes at offset off (retrying short writes and EINTR): 0,
+ * or -1 with errno set (EIO when pwrite wrote nothing). */
+int pwrite_exact(int fd, const void *p, size_t n, uint64_t off);
 /* A file with no name in directory dir, open for reading and writing, gone
  * when closed (O_TMPFILE; on a file system without it, a file created and
  * unlinked at once). Returns the descriptor, or -1 with errno set. */

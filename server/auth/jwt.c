@@ -177,6 +177,23 @@ static int write_key(const char *path, EVP_PKEY *k, bool private, struct buf *er
 	return rc;
 }
 
+/* The pair as *out (0) when pub is priv's public key; else both freed and
+ * -1, the caller saying why. */
+static int keep_pair(EVP_PKEY *priv, EVP_PKEY *pub, struct jwt_keys **out)
+{
+	if (EVP_PKEY_eq(priv, pub) != 1) {
+		ERR_clear_error();
+		EVP_PKEY_free(priv);
+		EVP_PKEY_free(pub);
+		return -1;
+	}
+	struct jwt_keys *k = xcalloc(1, sizeof(*k));
+	k->priv = priv;
+	k->pub = pub;
+	*out = k;
+	return 0;
+}
+
 int jwt_keys_load(const char *private_pem, const char *public_pem, bool generate, struct jwt_keys **out,
 		  struct buf *err)
 {
@@ -226,18 +243,12 @@ int jwt_keys_load(const char *private_pem, const char *public_pem, bool generate
 		EVP_PKEY_free(priv);
 		EVP_PKEY_free(pub);
 		return -1;
-	} else if (EVP_PKEY_eq(priv, pub) != 1) {
+	}
+	if (keep_pair(priv, pub, out) < 0) {
 		buf_printf(err, "the public key in %s is not the one of the private key in %s", public_pem,
 			   private_pem);
-		ERR_clear_error();
-		EVP_PKEY_free(priv);
-		EVP_PKEY_free(pub);
 		return -1;
 	}
-	struct jwt_keys *k = xcalloc(1, sizeof(*k));
-	k->priv = priv;
-	k->pub = pub;
-	*out = k;
 	return 0;
 }
 
@@ -498,16 +509,9 @@ int jwt_keys_from_pem(const char *what, const char *private_pem, const char *pub
 		EVP_PKEY_free(priv);
 		return -1;
 	}
-	if (EVP_PKEY_eq(priv, pub) != 1) {
+	if (keep_pair(priv, pub, out) < 0) {
 		buf_printf(err, "%s: the public key is not the one of the private key", what);
-		ERR_clear_error();
-		EVP_PKEY_free(priv);
-		EVP_PKEY_free(pub);
 		return -1;
 	}
-	struct jwt_keys *k = xcalloc(1, sizeof(*k));
-	k->priv = priv;
-	k->pub = pub;
-	*out = k;
 	return 0;
 }

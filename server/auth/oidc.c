@@ -24,6 +24,7 @@
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 
+#include "httpc.h"
 #include "log.h"
 #include "util.h"
 
@@ -292,23 +293,6 @@ uint64_t oidc_jwks_fetches(struct oidc *o)
 
 /* --- HTTP ------------------------------------------------------------------- */
 
-struct sink {
-	struct buf *b;
-	bool over;
-};
-
-static size_t on_data(char *p, size_t sz, size_t n, void *u)
-{
-	struct sink *s = u;
-	size_t len = sz * n;
-	if (s->b->len + len > OIDC_MAX_DOC) {
-		s->over = true;
-		return 0;
-	}
-	buf_append(s->b, p, len);
-	return len;
-}
-
 /* GET url, or POST form (with the client's credentials as HTTP Basic when
  * basic). The status, or -1 with err set; the body in resp. */
 static long fetch(const struct oidc *o, const char *url, const char *form, bool basic,
@@ -320,7 +304,7 @@ static long fetch(const struct oidc *o, const char *url, const char *form, bool 
 		return -1;
 	}
 	char ebuf[CURL_ERROR_SIZE] = "";
-	struct sink s = { resp, false };
+	struct http_sink s = { resp, OIDC_MAX_DOC, false };
 	struct curl_slist *hdr = curl_slist_append(NULL, "Accept: application/json");
 	char *user = NULL, *pass = NULL;
 	curl_easy_setopt(c, CURLOPT_URL, url);
@@ -332,7 +316,7 @@ static long fetch(const struct oidc *o, const char *url, const char *form, bool 
 	curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)OIDC_MAX_DOC);
 	curl_easy_setopt(c, CURLOPT_USERAGENT, "ember-server");
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, http_sink_write);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, ebuf);
 	if (form) {

@@ -774,12 +774,7 @@ static void *reaper(void *arg)
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	(void)cls;
-	struct buf b = { 0 };
-	buf_vprintf(&b, fmt, ap);
-	while (b.len && b.data[b.len - 1] == '\n')
-		b.data[--b.len] = '\0';
-	log_warn("http: %s", b.data);
-	buf_free(&b);
+	log_vlibrary(LOG_WARN, "http", fmt, ap);
 }
 
 void http_limits_default(struct http_limits *l)

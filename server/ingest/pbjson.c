@@ -432,53 +432,65 @@ static const ProtobufCFieldDescriptor *field_by_key(const ProtobufCMessageDescri
 	return NULL;
 }
 
+/* An integer value of field f into out: signed or not, 64 bits (wide) or
+ * 32, refused outside that type's range. */
+static int decode_int(struct dec *d, const ProtobufCFieldDescriptor *f, json_t *v, void *out,
+		      const struct seg *at, bool is_signed, bool wide)
+{
+	int rc;
+	if (is_signed) {
+		int64_t i;
+		if ((rc = get_i64(v, wide ? INT64_MIN : INT32_MIN, wide ? INT64_MAX : INT32_MAX, &i)) != NUM_OK)
+			return num_fail(d, at, f, rc, "an integer");
+		if (wide)
+			*(int64_t *)out = i;
+		else
+			*(int32_t *)out = (int32_t)i;
+	} else {
+		uint64_t u;
+		if ((rc = get_u64(v, wide ? UINT64_MAX : UINT32_MAX, &u)) != NUM_OK)
+			return num_fail(d, at, f, rc, "an integer");
+		if (wide)
+			*(uint64_t *)out = u;
+		else
+			*(uint32_t *)out = (uint32_t)u;
+	}
+	return 0;
+}
+
 /* One value of field f (an element when f is repeated) into out. */
 static int decode_value(struct dec *d, const ProtobufCMessageDescriptor *desc,
 			const ProtobufCFieldDescriptor *f, json_t *v, void *out,
 			const struct seg *at, unsigned depth)
 {
-	int64_t i;
-	uint64_t u;
 	double x;
 	int rc;
 	switch (f->type) {
 	case PROTOBUF_C_TYPE_INT32:
 	case PROTOBUF_C_TYPE_SINT32:
 	case PROTOBUF_C_TYPE_SFIXED32:
-		if ((rc = get_i64(v, INT32_MIN, INT32_MAX, &i)) != NUM_OK)
-			return num_fail(d, at, f, rc, "an integer");
-		*(int32_t *)out = (int32_t)i;
-		return 0;
+		return decode_int(d, f, v, out, at, true, false);
 	case PROTOBUF_C_TYPE_INT64:
 	case PROTOBUF_C_TYPE_SINT64:
 	case PROTOBUF_C_TYPE_SFIXED64:
-		if ((rc = get_i64(v, INT64_MIN, INT64_MAX, &i)) != NUM_OK)
-			return num_fail(d, at, f, rc, "an integer");
-		*(int64_t *)out = i;
-		return 0;
+		return decode_int(d, f, v, out, at, true, true);
 	case PROTOBUF_C_TYPE_UINT32:
 	case PROTOBUF_C_TYPE_FIXED32:
-		if ((rc = get_u64(v, UINT32_MAX, &u)) != NUM_OK)
-			return num_fail(d, at, f, rc, "an integer");
-		*(uint32_t *)out = (uint32_t)u;
-		return 0;
+		return decode_int(d, f, v, out, at, false, false);
 	case PROTOBUF_C_TYPE_UINT64:
 	case PROTOBUF_C_TYPE_FIXED64:
-		if ((rc = get_u64(v, UINT64_MAX, &u)) != NUM_OK)
-			return num_fail(d, at, f, rc, "an integer");
-		*(uint64_t *)out = u;
-		return 0;
+		return decode_int(d, f, v, out, at, false, true);
 	case PROTOBUF_C_TYPE_FLOAT:
-		if ((rc = get_double(v, &x)) != NUM_OK)
-			return num_fail(d, at, f, rc, "a number");
-		if (isfinite(x) && fabs(x) > FLT_MAX)
-			return num_fail(d, at, f, NUM_RANGE, "");
-		*(float *)out = (float)x;
-		return 0;
 	case PROTOBUF_C_TYPE_DOUBLE:
 		if ((rc = get_double(v, &x)) != NUM_OK)
 			return num_fail(d, at, f, rc, "a number");
-		*(double *)out = x;
+		if (f->type == PROTOBUF_C_TYPE_DOUBLE) {
+			*(double *)out = x;
+			return 0;
+		}
+		if (isfinite(x) && fabs(x) > FLT_MAX)
+			return num_fail(d, at, f, NUM_RANGE, "");
+		*(float *)out = (float)x;
 		return 0;
 	case PROTOBUF_C_TYPE_BOOL:
 		if (!json_is_boolean(v))
@@ -501,6 +513,7 @@ static int decode_value(struct dec *d, const ProtobufCMessageDescriptor *desc,
 		}
 		if (!json_is_number(v) && !json_is_string(v))
 			return fail(d, at, "expected an enum value's name or number");
+		int64_t i;
 		if ((rc = get_i64(v, INT32_MIN, INT32_MAX, &i)) != NUM_OK)
 			return num_fail(d, at, f, rc, "an enum value's name or number");
 		*(int32_t *)out = (int32_t)i;

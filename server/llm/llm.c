@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "httpc.h"
 #include "llm.h"
 #include "log.h"
 #include "util.h"
@@ -283,39 +284,72 @@ static json_t *gemini_schema(const json_t *s)
 	return o;
 }
 
-static json_t *body_anthropic(const char *model, const char *system, const json_t *msgs, const json_t *tools,
-			      unsigned max_tokens)
+/* How an API that alternates roles (Anthropic's Messages, Gemini's
+ * contents) writes a conversation: each message one turn of parts under
+ * key, the assistant's role named assistant, and one part for a tool's
+ * result, a text and a tool call. */
+struct turns_style {
+	const char *assistant, *key;
+	json_t *(*tool_result)(const json_t *m);
+	json_t *(*text)(const char *text);
+	json_t *(*tool_call)(const json_t *c);
+};
+
+/* The messages as turns in style st: consecutive messages of one role
+ * (tool results after each other) become one turn. */
+static json_t *turns(const json_t *msgs, const struct turns_style *st)
 {
 	json_t *out = json_array();
 	size_t i;
 	json_t *m;
 	json_array_foreach(msgs, i, m) {
 		const char *role = jstr(m, "role");
-		json_t *blocks = json_array();
-		const char *want = strcmp(role, "assistant") == 0 ? "assistant" : "user";
+		json_t *parts = json_array();
+		const char *want = strcmp(role, "assistant") == 0 ? st->assistant : "user";
 		if (strcmp(role, "tool") == 0) {
-			json_array_append_new(blocks, json_pack("{s:s, s:s, s:s}", "type", "tool_result", "tool_use_id",
-								jstr(m, "tool_call_id"), "content", jstr(m, "content")));
+			json_array_append_new(parts, st->tool_result(m));
 		} else {
 			if (*jstr(m, "content"))
-				json_array_append_new(blocks, json_pack("{s:s, s:s}", "type", "text", "text",
-									jstr(m, "content")));
+				json_array_append_new(parts, st->text(jstr(m, "content")));
 			size_t j;
 			json_t *c;
 			json_array_foreach(json_object_get(m, "tool_calls"), j, c)
-				json_array_append_new(blocks, json_pack("{s:s, s:s, s:s, s:o}", "type", "tool_use", "id",
-									jstr(c, "id"), "name", jstr(c, "name"),
-									"input", args_of(c)));
+				json_array_append_new(parts, st->tool_call(c));
 		}
-		/* The Messages API alternates roles: consecutive messages of one
-		 * role (tool results after each other) become one. */
 		json_t *last = json_array_get(out, json_array_size(out) - 1);
 		if (last && strcmp(jstr(last, "role"), want) == 0)
-			json_array_extend(json_object_get(last, "content"), blocks);
+			json_array_extend(json_object_get(last, st->key), parts);
 		else
-			json_array_append_new(out, json_pack("{s:s, s:O}", "role", want, "content", blocks));
-		json_decref(blocks);
+			json_array_append_new(out, json_pack("{s:s, s:O}", "role", want, st->key, parts));
+		json_decref(parts);
 	}
+	return out;
+}
+
+static json_t *anthropic_tool_result(const json_t *m)
+{
+	return json_pack("{s:s, s:s, s:s}", "type", "tool_result", "tool_use_id", jstr(m, "tool_call_id"), "content",
+			 jstr(m, "content"));
+}
+
+static json_t *anthropic_text(const char *text)
+{
+	return json_pack("{s:s, s:s}", "type", "text", "text", text);
+}
+
+static json_t *anthropic_tool_call(const json_t *c)
+{
+	return json_pack("{s:s, s:s, s:s, s:o}", "type", "tool_use", "id", jstr(c, "id"), "name", jstr(c, "name"),
+			 "input", args_of(c));
+}
+
+static json_t *body_anthropic(const char *model, const char *system, const json_t *msgs, const json_t *tools,
+			      unsigned max_tokens)
+{
+	static const struct turns_style style = { "assistant", "content", anthropic_tool_result, anthropic_text,
+						  anthropic_tool_call };
+	json_t *out = turns(msgs, &style);
+	size_t i;
 	json_t *b = json_pack("{s:s, s:i, s:o}", "model", model, "max_tokens", (int)max_tokens, "messages", out);
 	if (system && *system)
 		json_object_set_new(b, "system", json_string(system));
@@ -382,36 +416,29 @@ static json_t *body_openai(bool compatible, const char *model, const char *syste
 	return b;
 }
 
+static json_t *gemini_tool_result(const json_t *m)
+{
+	return json_pack("{s:{s:s, s:{s:s}}}", "functionResponse", "name", jstr(m, "name"), "response", "content",
+			 jstr(m, "content"));
+}
+
+static json_t *gemini_text(const char *text)
+{
+	return json_pack("{s:s}", "text", text);
+}
+
+static json_t *gemini_tool_call(const json_t *c)
+{
+	return json_pack("{s:{s:s, s:o}}", "functionCall", "name", jstr(c, "name"), "args", args_of(c));
+}
+
 static json_t *body_gemini(const char *system, const json_t *msgs, const json_t *tools, unsigned max_tokens,
 			   bool json)
 {
-	json_t *out = json_array();
+	static const struct turns_style style = { "model", "parts", gemini_tool_result, gemini_text,
+						  gemini_tool_call };
+	json_t *out = turns(msgs, &style);
 	size_t i;
-	json_t *m;
-	json_array_foreach(msgs, i, m) {
-		const char *role = jstr(m, "role");
-		json_t *parts = json_array();
-		const char *want = strcmp(role, "assistant") == 0 ? "model" : "user";
-		if (strcmp(role, "tool") == 0) {
-			json_array_append_new(parts, json_pack("{s:{s:s, s:{s:s}}}", "functionResponse", "name",
-							       jstr(m, "name"), "response", "content",
-							       jstr(m, "content")));
-		} else {
-			if (*jstr(m, "content"))
-				json_array_append_new(parts, json_pack("{s:s}", "text", jstr(m, "content")));
-			size_t j;
-			json_t *c;
-			json_array_foreach(json_object_get(m, "tool_calls"), j, c)
-				json_array_append_new(parts, json_pack("{s:{s:s, s:o}}", "functionCall", "name",
-								       jstr(c, "name"), "args", args_of(c)));
-		}
-		json_t *last = json_array_get(out, json_array_size(out) - 1);
-		if (last && strcmp(jstr(last, "role"), want) == 0)
-			json_array_extend(json_object_get(last, "parts"), parts);
-		else
-			json_array_append_new(out, json_pack("{s:s, s:O}", "role", want, "parts", parts));
-		json_decref(parts);
-	}
 	json_t *gc = json_pack("{s:i}", "maxOutputTokens", (int)max_tokens);
 	if (json)
 		json_object_set_new(gc, "responseMimeType", json_string("application/json"));
@@ -598,20 +625,8 @@ static void error_message(const char *body, size_t len, struct buf *out)
 
 struct resp {
 	struct buf body;
-	bool too_big;
 	long retry_after_s; /* -1: not sent */
 };
-
-static size_t on_body(char *p, size_t sz, size_t n, void *ctx)
-{
-	struct resp *r = ctx;
-	if (r->body.len + sz * n > LLM_MAX_RESPONSE) {
-		r->too_big = true;
-		return 0;
-	}
-	buf_append(&r->body, p, sz * n);
-	return sz * n;
-}
 
 static size_t on_header(char *p, size_t sz, size_t n, void *ctx)
 {
@@ -716,9 +731,10 @@ int llm_chat(struct llm *l, const char *model, const char *system, const json_t 
 	int rc = LLM_ERROR;
 	long status = 0;
 	struct resp r = { 0 };
+	struct http_sink sink = { &r.body, LLM_MAX_RESPONSE, false };
 	for (unsigned attempt = 0;; attempt++) {
 		buf_reset(&r.body);
-		r.too_big = false;
+		sink.over = false;
 		r.retry_after_s = -1;
 		CURL *c = curl_easy_init();
 		if (!c) {
@@ -733,8 +749,8 @@ int llm_chat(struct llm *l, const char *model, const char *system, const json_t 
 		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)l->timeout_ms);
 		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
 		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-		curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
+		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, http_sink_write);
+		curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
 		curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
 		curl_easy_setopt(c, CURLOPT_HEADERDATA, &r);
 		CURLcode cc = curl_easy_perform(c);
@@ -743,7 +759,7 @@ int llm_chat(struct llm *l, const char *model, const char *system, const json_t 
 		curl_easy_cleanup(c);
 		if (cc != CURLE_OK) {
 			buf_reset(err);
-			if (r.too_big)
+			if (sink.over)
 				buf_printf(err, "the provider's answer is larger than %u bytes", LLM_MAX_RESPONSE);
 			else
 				buf_printf(err, "the provider could not be reached: %s", curl_easy_strerror(cc));

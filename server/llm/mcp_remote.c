@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "mcp_remote.h"
+#include "httpc.h"
 #include "util.h"
 
 #define MAX_ANSWER (4u << 20)
@@ -96,19 +97,7 @@ void mcp_remotes_free(struct mcp_remotes *m)
 struct answer {
 	struct buf body;
 	char session[160];
-	bool too_big;
 };
-
-static size_t on_body(char *p, size_t sz, size_t n, void *ctx)
-{
-	struct answer *a = ctx;
-	if (a->body.len + sz * n > MAX_ANSWER) {
-		a->too_big = true;
-		return 0;
-	}
-	buf_append(&a->body, p, sz * n);
-	return sz * n;
-}
 
 static size_t on_header(char *p, size_t sz, size_t n, void *ctx)
 {
@@ -181,6 +170,7 @@ static int rpc(const struct remote *r, char session[160], const char *method, js
 		h = curl_slist_append(h, hdr.data);
 	}
 	struct answer a = { 0 };
+	struct http_sink sink = { &a.body, MAX_ANSWER, false };
 	CURL *c = curl_easy_init();
 	int rc = -1;
 	if (!c || !text) {
@@ -193,15 +183,15 @@ static int rpc(const struct remote *r, char session[160], const char *method, js
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 30000L);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, http_sink_write);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
 	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, &a);
 	CURLcode cc = curl_easy_perform(c);
 	long status = 0;
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
 	if (cc != CURLE_OK) {
-		buf_printf(err, "MCP server %s: %s", r->name, a.too_big ? "answer too large" : curl_easy_strerror(cc));
+		buf_printf(err, "MCP server %s: %s", r->name, sink.over ? "answer too large" : curl_easy_strerror(cc));
 		goto out;
 	}
 	if (a.session[0])

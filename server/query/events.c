@@ -197,15 +197,8 @@ int events_query(struct store *st, struct symbols *sym, const struct ev_request 
 			break;
 	}
 	int rc = scan_check(scan, err);
-	if (rc) {
-		for (size_t i = 0; i < nev; i++)
-			free(ev[i].json);
-		free(ev);
-		free(c);
-		scan_close(scan);
-		display_free(d);
-		return rc;
-	}
+	if (rc)
+		goto out;
 	xqsort(ev, nev, sizeof(*ev), cmp_events);
 	struct jsonw w;
 	jsonw_init(&w, out);
@@ -229,6 +222,7 @@ int events_query(struct store *st, struct symbols *sym, const struct ev_request 
 		buf_puts(err, "internal error: an event was not written as valid JSON");
 		rc = JSONW_RC;
 	}
+out:
 	for (size_t i = 0; i < nev; i++)
 		free(ev[i].json);
 	free(ev);

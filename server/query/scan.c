@@ -387,18 +387,16 @@ void scan_stats_json(const struct scan *s, uint64_t start_ns, struct jsonw *w)
 /* How many stacks ahead the sums are prefetched. */
 #define SUMS_AHEAD 16
 
-void stack_sums_add_series(struct stack_sums *ss, struct scan *scan, const struct store_segment *p,
-			   uint32_t series)
+/* Adds n stacks' sums (stacks in the part's ids, mapped by ids) to ss,
+ * with their hz, growing ss to the ids' count. */
+static void add_sums(struct stack_sums *ss, const struct scan_ids *ids, const uint32_t *stacks,
+		     const uint64_t *sums, long n, uint16_t hz)
 {
-	const struct scan_ids ids = scan->ids;
-	if (ss->cap < ids.count + 1) {
+	if (ss->cap < ids->count + 1) {
 		size_t old = ss->cap;
-		xgrow((void **)&ss->v, &ss->cap, ids.count + 1, sizeof(uint64_t));
+		xgrow((void **)&ss->v, &ss->cap, ids->count + 1, sizeof(uint64_t));
 		memset(ss->v + old, 0, (ss->cap - old) * sizeof(uint64_t));
 	}
-	const uint32_t *stacks;
-	const uint64_t *sums;
-	long n = scan_sums(scan, series, &stacks, &sums);
 	if (n <= 0)
 		return;
 	uint64_t value = 0;
@@ -407,10 +405,10 @@ void stack_sums_add_series(struct stack_sums *ss, struct scan *scan, const struc
 		 * but far apart: each value waits for memory unless asked for
 		 * ahead. */
 		if (i + SUMS_AHEAD < n)
-			prefetch(&ss->v[scan_id(&ids, stacks[i + SUMS_AHEAD])]);
+			prefetch(&ss->v[scan_id(ids, stacks[i + SUMS_AHEAD])]);
 		if (!sums[i])
 			continue;
-		uint32_t stack = scan_id(&ids, stacks[i]);
+		uint32_t stack = scan_id(ids, stacks[i]);
 		if (!ss->v[stack]) {
 			xgrow((void **)&ss->leaves, &ss->capleaves, ss->n + 1, sizeof(uint32_t));
 			ss->leaves[ss->n++] = stack;
@@ -419,7 +417,17 @@ void stack_sums_add_series(struct stack_sums *ss, struct scan *scan, const struc
 		value += sums[i];
 	}
 	ss->total += value;
-	hz_vote_add(&ss->hz, p->series[series].hz, value);
+	hz_vote_add(&ss->hz, hz, value);
+}
+
+void stack_sums_add_series(struct stack_sums *ss, struct scan *scan, const struct store_segment *p,
+			   uint32_t series)
+{
+	const struct scan_ids ids = scan->ids;
+	const uint32_t *stacks;
+	const uint64_t *sums;
+	long n = scan_sums(scan, series, &stacks, &sums);
+	add_sums(ss, &ids, stacks, sums, n, p->series[series].hz);
 }
 
 void stack_sums_add_part(struct stack_sums *ss, struct scan *scan, const struct store_segment *p)
@@ -430,25 +438,7 @@ void stack_sums_add_part(struct stack_sums *ss, struct scan *scan, const struct 
 	long n = scan_rollup_sums(scan, &stacks, &sums, &hz);
 	if (n >= 0) {
 		const struct scan_ids ids = scan->ids;
-		if (ss->cap < ids.count + 1) {
-			size_t old = ss->cap;
-			xgrow((void **)&ss->v, &ss->cap, ids.count + 1, sizeof(uint64_t));
-			memset(ss->v + old, 0, (ss->cap - old) * sizeof(uint64_t));
-		}
-		uint64_t value = 0;
-		for (long i = 0; i < n; i++) {
-			if (!sums[i])
-				continue;
-			uint32_t stack = scan_id(&ids, stacks[i]);
-			if (!ss->v[stack]) {
-				xgrow((void **)&ss->leaves, &ss->capleaves, ss->n + 1, sizeof(uint32_t));
-				ss->leaves[ss->n++] = stack;
-			}
-			ss->v[stack] += sums[i];
-			value += sums[i];
-		}
-		ss->total += value;
-		hz_vote_add(&ss->hz, hz, value);
+		add_sums(ss, &ids, stacks, sums, n, hz);
 		return;
 	}
 	for (uint32_t s = 0; s < p->nseries; s++)

@@ -115,19 +115,6 @@ struct sorted_kids {
 #define KEPT 1
 #define HAS_OTHER 2
 
-static void write_other(struct jsonw *w, uint64_t total)
-{
-	jsonw_begin_object(w);
-	jsonw_kv_str(w, "name", "[other]");
-	jsonw_kv_str(w, "frame_type", "synthetic");
-	jsonw_kv_u64(w, "self", total);
-	jsonw_kv_u64(w, "total", total);
-	jsonw_key(w, "children");
-	jsonw_begin_array(w);
-	jsonw_end_array(w);
-	jsonw_end_object(w);
-}
-
 /* The total of n's children that are not written: their [other]. */
 static uint64_t other_of(const struct otree *t, const uint32_t *kids, size_t nc)
 {
@@ -136,41 +123,6 @@ static uint64_t other_of(const struct otree *t, const uint32_t *kids, size_t nc)
 		if (!(t->kept[kids[i]] & KEPT))
 			other += t->nodes[kids[i]].total;
 	return other;
-}
-
-static void write_node(struct otree *t, const struct display *d, uint32_t n, struct jsonw *w,
-		       int depth)
-{
-	const struct tnode *tn = &t->nodes[n];
-	t->written++;
-	jsonw_begin_object(w);
-	display_frame_json(w, d, tn->key, tn->line);
-	jsonw_kv_u64(w, "self", tn->self);
-	jsonw_kv_u64(w, "total", tn->total);
-	jsonw_key(w, "children");
-	jsonw_begin_array(w);
-	const struct sorted_kids *sk = t->sorted;
-	size_t nc = sk->first[n + 1] - sk->first[n];
-	/* Deeper than any stack can be: only a bug would get here. */
-	if (nc && depth < DISPLAY_MAX_DEPTH * 2) {
-		const uint32_t *kids = sk->kids + sk->first[n];
-		uint64_t other = other_of(t, kids, nc);
-		for (size_t i = 0; i <= nc; i++) {
-			if (i < nc && !(t->kept[kids[i]] & KEPT))
-				continue;
-			/* [other] where its total sorts it, after equal totals. */
-			if (other && (i == nc || t->nodes[kids[i]].total < other)) {
-				write_other(w, other);
-				t->written++;
-				other = 0;
-			}
-			if (i == nc)
-				break;
-			write_node(t, d, kids[i], w, depth + 1);
-		}
-	}
-	jsonw_end_array(w);
-	jsonw_end_object(w);
 }
 
 /* The k-th largest (0-based) of v[0..n), reordering v: quickselect. */
@@ -352,7 +304,7 @@ static void sort_kids(struct otree *t, const struct display *d, struct sorted_ki
 				cmp_nodes, &sc);
 }
 
-/* Visits node n (kept) as write_node does, in the same order, so that
+/* Walks node n (kept) as visit_node does, in the same order, so that
  * keep() decides ties at the smallest total kept the same way: marks its
  * kept children KEPT and n HAS_OTHER when it gets an "[other]" child.
  * Returns the nodes written below n, "[other]" nodes included. */
@@ -363,7 +315,7 @@ static size_t plan_node(struct otree *t, const struct sorted_kids *sk, uint32_t 
 	bool other = false;
 	kept[n] = KEPT;
 	if (depth >= DISPLAY_MAX_DEPTH * 2)
-		return 0; /* write_node writes no children there */
+		return 0; /* visit_node visits no children there */
 	for (uint32_t i = sk->first[n]; i < sk->first[n + 1]; i++) {
 		uint32_t c = sk->kids[i];
 		const struct tnode *o = &t->nodes[c];
@@ -420,23 +372,8 @@ static uint8_t *plan(struct otree *t, const struct display *d, size_t max_nodes,
 	return kept;
 }
 
-size_t otree_write(struct otree *t, const struct display *d, size_t max_nodes, struct jsonw *w)
-{
-	struct sorted_kids sk;
-	uint8_t *kept = plan(t, d, max_nodes, &sk);
-	t->kept = kept;
-	t->sorted = &sk;
-	t->written = 0;
-	write_node(t, d, 0, w, 0);
-	t->kept = NULL;
-	t->sorted = NULL;
-	free(kept);
-	free(sk.first);
-	free(sk.kids);
-	return t->written;
-}
-
-/* As write_node, calling the visitor instead of writing JSON. */
+/* Hands node n (kept) to the visitor, then its kept children and their
+ * "[other]" where its total sorts it (after equal totals). */
 static void visit_node(struct otree *t, uint32_t n, const struct otree_visitor *v, void *ctx,
 		       int depth)
 {
@@ -445,6 +382,7 @@ static void visit_node(struct otree *t, uint32_t n, const struct otree_visitor *
 	v->enter(ctx, tn->key, tn->self, tn->total, tn->line);
 	const struct sorted_kids *sk = t->sorted;
 	size_t nc = sk->first[n + 1] - sk->first[n];
+	/* Deeper than any stack can be: only a bug would get here. */
 	if (nc && depth < DISPLAY_MAX_DEPTH * 2) {
 		const uint32_t *kids = sk->kids + sk->first[n];
 		uint64_t other = other_of(t, kids, nc);
@@ -479,4 +417,41 @@ size_t otree_visit(struct otree *t, const struct display *d, size_t max_nodes,
 	free(sk.first);
 	free(sk.kids);
 	return t->written;
+}
+
+/* otree_write's visitor: each node one JSON object, its children in its
+ * "children" array. */
+struct json_visit {
+	struct jsonw *w;
+	const struct display *d;
+};
+
+static void json_enter(void *ctx, uint32_t key, uint64_t self, uint64_t total, uint32_t line)
+{
+	struct json_visit *x = ctx;
+	jsonw_begin_object(x->w);
+	if (key == OTREE_OTHER) {
+		jsonw_kv_str(x->w, "name", "[other]");
+		jsonw_kv_str(x->w, "frame_type", "synthetic");
+	} else {
+		display_frame_json(x->w, x->d, key, line);
+	}
+	jsonw_kv_u64(x->w, "self", self);
+	jsonw_kv_u64(x->w, "total", total);
+	jsonw_key(x->w, "children");
+	jsonw_begin_array(x->w);
+}
+
+static void json_leave(void *ctx)
+{
+	struct json_visit *x = ctx;
+	jsonw_end_array(x->w);
+	jsonw_end_object(x->w);
+}
+
+size_t otree_write(struct otree *t, const struct display *d, size_t max_nodes, struct jsonw *w)
+{
+	static const struct otree_visitor json = { json_enter, json_leave };
+	struct json_visit x = { w, d };
+	return otree_visit(t, d, max_nodes, &json, &x);
 }

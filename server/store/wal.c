@@ -221,15 +221,9 @@ static int write_zeros(int fd, uint64_t from, uint64_t to)
 	static const uint8_t zeros[65536]; /* read only */
 	while (from < to) {
 		size_t n = (size_t)MIN((uint64_t)sizeof(zeros), to - from);
-		ssize_t r = pwrite(fd, zeros, n, (off_t)from);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			if (r == 0)
-				errno = EIO;
+		if (pwrite_exact(fd, zeros, n, from) < 0)
 			return -1;
-		}
-		from += (uint64_t)r;
+		from += n;
 	}
 	return 0;
 }

@@ -3,6 +3,7 @@
 
 #include "buf.h"
 #include "hmap.h"
+#include "httpc.h"
 #include "log.h"
 #include "pidlock.h"
 #include "sort.h"
@@ -394,17 +395,42 @@ static void test_read_file_limit(void **state)
 }
 
 
+/* The log (at LOG_INFO, as text) written to a file instead of stderr
+ * until captured_text gives it back (the caller frees it). */
+struct captured {
+	char path[32];
+	int fd, saved;
+};
+
+static void capture_log(struct captured *c)
+{
+	snprintf(c->path, sizeof(c->path), "/tmp/ember-log-XXXXXX");
+	c->fd = mkstemp(c->path);
+	assert_true(c->fd >= 0);
+	c->saved = dup(STDERR_FILENO);
+	dup2(c->fd, STDERR_FILENO);
+	log_init("test", LOG_INFO, false);
+}
+
+static char *captured_text(struct captured *c)
+{
+	dup2(c->saved, STDERR_FILENO);
+	close(c->saved);
+	char *text;
+	size_t len;
+	assert_int_equal(read_file(c->path, 1 << 20, &text, &len), 0);
+	unlink(c->path);
+	close(c->fd);
+	return text;
+}
+
 /* Rate limiting: one statement at most LOG_RATE_BURST times per window,
  * then a count of what was dropped; other statements are not affected. */
 static void test_log_rate_limit(void **state)
 {
 	(void)state;
-	char path[] = "/tmp/ember-log-XXXXXX";
-	int fd = mkstemp(path);
-	assert_true(fd >= 0);
-	int saved = dup(STDERR_FILENO);
-	dup2(fd, STDERR_FILENO);
-	log_init("test", LOG_INFO, false);
+	struct captured cap;
+	capture_log(&cap);
 	log_set_rate_limit(300);
 	for (int i = 0; i < 10; i++)
 		log_warn("repeated %d", i);
@@ -426,13 +452,7 @@ static void test_log_rate_limit(void **state)
 	log_set_rate_limit(0);
 	for (int i = 0; i < 5; i++)
 		log_info("unlimited");
-	dup2(saved, STDERR_FILENO);
-	close(saved);
-	char *text;
-	size_t len;
-	assert_int_equal(read_file(path, 1 << 20, &text, &len), 0);
-	unlink(path);
-	close(fd);
+	char *text = captured_text(&cap);
 	assert_non_null(strstr(text, "repeated 2\n"));
 	assert_null(strstr(text, "repeated 3"));
 	assert_non_null(strstr(text, "another statement"));
@@ -490,6 +510,77 @@ static void test_pidlock(void **state)
 	free(dir);
 }
 
+static void library_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void library_line(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	log_vlibrary(LOG_WARN, "lib", fmt, ap);
+	va_end(ap);
+}
+
+/* A library's line: after its prefix, without its trailing newlines, rate
+ * limited as one statement whatever its format. */
+static void test_log_library(void **state)
+{
+	(void)state;
+	struct captured cap;
+	capture_log(&cap);
+	log_set_rate_limit(60000);
+	library_line("first %d\n\n", 1);
+	library_line("second\n");
+	library_line("third %s\n", "x");
+	library_line("fourth\n");
+	log_set_rate_limit(0);
+	char *text = captured_text(&cap);
+	assert_non_null(strstr(text, "lib: first 1\n"));
+	assert_null(strstr(text, "first 1\n\n"));
+	assert_non_null(strstr(text, "lib: second\n"));
+	assert_non_null(strstr(text, "lib: third x\n"));
+	assert_null(strstr(text, "fourth"));
+	free(text);
+}
+
+/* The capped response sink: appends up to max bytes; a write that would
+ * pass max is refused whole (libcurl then aborts) and marks over. */
+static void test_http_sink(void **state)
+{
+	(void)state;
+	struct buf b = { 0 };
+	struct http_sink s = { &b, 8, false };
+	char text[] = "abcdefghij";
+	assert_int_equal(http_sink_write(text, 1, 5, &s), 5);
+	assert_int_equal(http_sink_write(text + 5, 3, 1, &s), 3);
+	assert_false(s.over);
+	assert_int_equal(b.len, 8);
+	assert_memory_equal(b.data, "abcdefgh", 8);
+	assert_int_equal(http_sink_write(text, 1, 1, &s), 0);
+	assert_true(s.over);
+	assert_int_equal(b.len, 8);
+	buf_free(&b);
+}
+
+/* pwrite_exact writes at an offset (a hole before it reads as zeros);
+ * pread_exact reads it back, and past the end fails with EIO. */
+static void test_pio_exact(void **state)
+{
+	(void)state;
+	FILE *f = tmpfile();
+	assert_non_null(f);
+	int fd = fileno(f);
+	assert_int_equal(pwrite_exact(fd, "hello", 5, 100), 0);
+	char got[8] = { 1 };
+	assert_int_equal(pread_exact(fd, got, 5, 100), 0);
+	assert_memory_equal(got, "hello", 5);
+	assert_int_equal(pread_exact(fd, got, 2, 0), 0);
+	assert_int_equal(got[0], 0);
+	assert_int_equal(got[1], 0);
+	errno = 0;
+	assert_int_equal(pread_exact(fd, got, 8, 100), -1);
+	assert_int_equal(errno, EIO);
+	fclose(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -507,6 +598,9 @@ int main(void)
 		cmocka_unit_test(test_strtab),
 		cmocka_unit_test(test_read_file_limit),
 		cmocka_unit_test(test_unnamed_file),
+		cmocka_unit_test(test_http_sink),
+		cmocka_unit_test(test_pio_exact),
+		cmocka_unit_test(test_log_library),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
