@@ -38,6 +38,23 @@
 #include "otlp_profiles.pb-c.h"
 #include "util.h"
 
+/* Loads argv into *cfg and asserts that it succeeds, showing the error if not. */
+static void load_ok(struct agent_config *cfg, int argc, char **argv, char **envp)
+{
+	struct buf err = { 0 };
+	int rc = agent_config_load(cfg, argc, argv, envp, &err);
+	if (rc != 0)
+		fail_msg("agent_config_load returned %d: %s", rc, err.data ? err.data : "");
+	buf_free(&err);
+}
+
+/* Loads the smallest valid command line: the defaults. */
+static void load_defaults(struct agent_config *cfg, char **envp)
+{
+	char *argv[] = { "a", "-collection-agent=h:1", NULL };
+	load_ok(cfg, 2, argv, envp);
+}
+
 static void test_config_precedence(void **state)
 {
 	(void)state;
@@ -56,8 +73,7 @@ static void test_config_precedence(void **state)
 	char *envp[] = { "EMBER_PROJECT=from-env", "EMBER_REPORTER_INTERVAL=20s",
 			 "EMBER_COLLECTION_AGENT=env:2", NULL };
 	struct agent_config cfg;
-	struct buf err = { 0 };
-	assert_int_equal(agent_config_load(&cfg, 5, argv, envp, &err), 0);
+	load_ok(&cfg, 5, argv, envp);
 	assert_string_equal(cfg.project, "from-cli");         /* cli > env > file */
 	assert_int_equal(cfg.reporter_interval_ms, 20000);    /* env > file */
 	assert_string_equal(cfg.collection_agent, "env:2");
@@ -65,7 +81,6 @@ static void test_config_precedence(void **state)
 	assert_true(cfg.disable_tls);
 	assert_true(cfg.verbose);
 	agent_config_free(&cfg);
-	buf_free(&err);
 	rm_rf(dir);
 	free(dir);
 }
@@ -86,9 +101,7 @@ static void test_metrics_flags(void **state)
 	(void)state;
 	char *envp[] = { NULL };
 	struct agent_config cfg;
-	struct buf err = { 0 };
-	char *d[] = { "a", "-collection-agent=h:1", NULL };
-	assert_int_equal(agent_config_load(&cfg, 2, d, envp, &err), 0);
+	load_defaults(&cfg, envp);
 	assert_int_equal(cfg.metrics_interval_ms, 30000);
 	assert_true(cfg.host_metrics);
 	assert_true(cfg.gpu_metrics);
@@ -98,14 +111,13 @@ static void test_metrics_flags(void **state)
 	char *e[] = { "EMBER_COLLECT_METRICS_INTERVAL=5s", "EMBER_ENABLE_GPU_METRICS=false",
 		      "EMBER_NVML_PATH=/opt/nv/libnvidia-ml.so.1", NULL };
 	char *s[] = { "a", "-collection-agent=h:1", "--enable-host-metrics=false", "-nvml-auto-scan", NULL };
-	assert_int_equal(agent_config_load(&cfg, 4, s, e, &err), 0);
+	load_ok(&cfg, 4, s, e);
 	assert_int_equal(cfg.metrics_interval_ms, 5000);
 	assert_false(cfg.host_metrics);
 	assert_false(cfg.gpu_metrics);
 	assert_true(cfg.nvml_auto_scan);
 	assert_string_equal(cfg.nvml_path, "/opt/nv/libnvidia-ml.so.1");
 	agent_config_free(&cfg);
-	buf_free(&err);
 	char *b1[] = { "a", "-collection-agent=h:1", "-collect-metrics-interval=500ms", NULL };
 	expect_error(b1, 3, envp, "-collect-metrics-interval");
 	char *b2[] = { "a", "-collection-agent=h:1", "-collect-metrics-interval=2h", NULL };
@@ -148,20 +160,17 @@ static void test_config_errors(void **state)
 	char *a11b[] = { "a", "-collection-agent=h:1", "-tracers=python,cobol", NULL };
 	expect_error(a11b, 3, envp, "unknown tracer \"cobol\"");
 	struct agent_config cfg;
-	struct buf err = { 0 };
 	char *t1[] = { "a", "-collection-agent=h:1", "-tracers=none", NULL };
-	assert_int_equal(agent_config_load(&cfg, 3, t1, envp, &err), 0);
+	load_ok(&cfg, 3, t1, envp);
 	assert_false(cfg.trace_python);
 	agent_config_free(&cfg);
 	char *t2[] = { "a", "-collection-agent=h:1", "-tracers=nodejs,python", NULL };
-	assert_int_equal(agent_config_load(&cfg, 3, t2, envp, &err), 0);
+	load_ok(&cfg, 3, t2, envp);
 	assert_true(cfg.trace_python);
 	agent_config_free(&cfg);
-	char *t3[] = { "a", "-collection-agent=h:1", NULL };
-	assert_int_equal(agent_config_load(&cfg, 2, t3, envp, &err), 0);
+	load_defaults(&cfg, envp);
 	assert_true(cfg.trace_python);
 	agent_config_free(&cfg);
-	buf_free(&err);
 	char long_type[160];
 	memset(long_type, 'x', sizeof(long_type) - 1);
 	long_type[sizeof(long_type) - 1] = '\0';
@@ -1229,7 +1238,7 @@ static void test_tags_flag(void **state)
 	struct agent_config cfg;
 	struct buf err = { 0 };
 	char *argv[] = { "ember-agent", "-collection-agent=h:1", "-tags=region:us-east;prod;gpu_type:h100", NULL };
-	assert_int_equal(agent_config_load(&cfg, 3, argv, NULL, &err), 0);
+	load_ok(&cfg, 3, argv, NULL);
 	assert_int_equal((int)cfg.ntag_kv, 6);
 	assert_string_equal(cfg.tag_kv[0], "user.tag");
 	assert_string_equal(cfg.tag_kv[1], "gpu_type:h100;prod;region:us-east");
@@ -1250,10 +1259,8 @@ static void test_pprof_and_pod_label_flags(void **state)
 	(void)state;
 	char *envp[] = { NULL };
 	struct agent_config cfg;
-	struct buf err = { 0 };
 	/* Defaults: both off, the kubelet's authenticated port. */
-	char *d[] = { "a", "-collection-agent=h:1", NULL };
-	assert_int_equal(agent_config_load(&cfg, 2, d, envp, &err), 0);
+	load_defaults(&cfg, envp);
 	assert_string_equal(cfg.pprof, "");
 	assert_int_equal((int)cfg.npod_labels, 0);
 	assert_string_equal(cfg.kubelet_url, "https://127.0.0.1:10250");
@@ -1265,7 +1272,7 @@ static void test_pprof_and_pod_label_flags(void **state)
 	char *e1[] = { "EMBER_PPROF=127.0.0.1:6060", "EMBER_KUBELET_URL=http://10.0.0.7:10255/", NULL };
 	char *a1[] = { "a", "-collection-agent=h:1", "--k8s-pod-labels", " app, tier ,app,app.kubernetes.io/name,",
 		       "-kubelet-insecure", NULL };
-	assert_int_equal(agent_config_load(&cfg, 5, a1, e1, &err), 0);
+	load_ok(&cfg, 5, a1, e1);
 	assert_string_equal(cfg.pprof, "127.0.0.1:6060");
 	assert_string_equal(cfg.kubelet_url, "http://10.0.0.7:10255/");
 	assert_true(cfg.kubelet_insecure);
@@ -1278,7 +1285,7 @@ static void test_pprof_and_pod_label_flags(void **state)
 				    "-pprof=0.0.0.0:65535" };
 	for (size_t i = 0; i < ARRAY_SIZE(good_addr); i++) {
 		char *g[] = { "a", "-collection-agent=h:1", (char *)good_addr[i], NULL };
-		assert_int_equal(agent_config_load(&cfg, 3, g, envp, &err), 0);
+		load_ok(&cfg, 3, g, envp);
 		agent_config_free(&cfg);
 	}
 	/* Bad values name the flag. */
@@ -1322,14 +1329,13 @@ static void test_pprof_and_pod_label_flags(void **state)
 	write_text(path, "k8s-pod-labels team,app\npprof 127.0.0.1:7070\n");
 	snprintf(cfgarg, sizeof(cfgarg), "-config=%s", path);
 	char *c[] = { "a", "-collection-agent=h:1", cfgarg, NULL };
-	assert_int_equal(agent_config_load(&cfg, 3, c, envp, &err), 0);
+	load_ok(&cfg, 3, c, envp);
 	assert_string_equal(cfg.pprof, "127.0.0.1:7070");
 	assert_int_equal((int)cfg.npod_labels, 2);
 	assert_string_equal(cfg.pod_labels[0], "team");
 	agent_config_free(&cfg);
 	rm_rf(dir);
 	free(dir);
-	buf_free(&err);
 }
 
 static void test_kubelet_pods(void **state)
