@@ -1,6 +1,7 @@
 /* Unit tests: the agent's parsers, configuration, queue, batch builder and
  * the conversion of raw BPF samples into batch stacks. */
 #include "testutil.h"
+#include "procfixture.h"
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
@@ -360,21 +361,16 @@ static void on_new_file(void *ctx, uint32_t index, const struct agent_file *f, i
  * 0x1000), anonymous code at 0x700000 and a vDSO. */
 static void write_fake_app(const char *root)
 {
-	char path[512], exe[512];
+	char exe[512];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	assert_true(n > 0);
 	exe[n] = '\0';
 	struct stat st;
 	assert_int_equal(stat(exe, &st), 0);
 
-	snprintf(path, sizeof(path), "%s/4242", root);
-	mkdir(path, 0755);
-	snprintf(path, sizeof(path), "%s/4242/stat", root);
-	write_text(path, "4242 (worker) R 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 500 0 0\n");
-	snprintf(path, sizeof(path), "%s/4242/exe", root);
-	assert_int_equal(symlink("/opt/app/bin/fake_app", path), 0);
-	snprintf(path, sizeof(path), "%s/4242/root", root);
-	assert_int_equal(symlink("/", path), 0);
+	fake_proc(root, 4242, "worker", 'R', 500);
+	fake_proc_link(root, 4242, "exe", "/opt/app/bin/fake_app");
+	fake_proc_link(root, 4242, "root", "/");
 	char maps[2048];
 	snprintf(maps, sizeof(maps),
 		 "00400000-00500000 r-xp 00001000 %02x:%02x %llu %s\n"
@@ -382,8 +378,7 @@ static void write_fake_app(const char *root)
 		 "00700000-00710000 r-xp 00000000 00:00 0\n"
 		 "7fff00000000-7fff00002000 r-xp 00000000 00:00 0 [vdso]\n",
 		 major(st.st_dev), minor(st.st_dev), (unsigned long long)st.st_ino, exe);
-	snprintf(path, sizeof(path), "%s/4242/maps", root);
-	write_text(path, maps);
+	fake_proc_file(root, 4242, "maps", maps);
 }
 
 /* An on-CPU record of thread "worker-1" of write_fake_app's process,
@@ -853,15 +848,9 @@ static void test_collect_off_cpu(void **state)
 {
 	(void)state;
 	char *root = make_temp_dir();
-	char path[512];
-	snprintf(path, sizeof(path), "%s/77", root);
-	mkdir(path, 0755);
-	snprintf(path, sizeof(path), "%s/77/stat", root);
-	write_text(path, "77 (sleeper) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 500 0 0\n");
-	snprintf(path, sizeof(path), "%s/77/exe", root);
-	assert_int_equal(symlink("/opt/app/bin/sleeper", path), 0);
-	snprintf(path, sizeof(path), "%s/77/maps", root);
-	write_text(path, "00700000-00710000 r-xp 00000000 00:00 0\n");
+	fake_proc(root, 77, "sleeper", 'S', 500);
+	fake_proc_link(root, 77, "exe", "/opt/app/bin/sleeper");
+	fake_proc_file(root, 77, "maps", "00700000-00710000 r-xp 00000000 00:00 0\n");
 
 	struct kallsyms k = { 0 };
 	kallsyms_parse(&k, kallsyms_text, sizeof(kallsyms_text) - 1);
@@ -1118,8 +1107,7 @@ static void test_attrib_absent_values(void **state)
 	write_bytes(path, env12, sizeof(env12) - 1);
 	snprintf(path, sizeof(path), "%s/12/cmdline", root);
 	write_bytes(path, "python3", 7);
-	snprintf(path, sizeof(path), "%s/12/cgroup", root);
-	write_text(path, "0::");
+	fake_proc_file(root, 12, "cgroup", "0::");
 	/* pid 13: SLURM and the job tag first, then 1 MiB of variables, then
 	 * a SLURM_JOB_ID the 64 KiB prefix does not reach. */
 	snprintf(path, sizeof(path), "%s/13", root);
@@ -1196,8 +1184,7 @@ static void test_attrib_absent_values(void **state)
 	assert_string_equal(exe, "tab?here?");
 	snprintf(path, sizeof(path), "%s/20", root);
 	assert_int_equal(mkdir(path, 0755), 0);
-	snprintf(path, sizeof(path), "%s/20/exe", root);
-	assert_int_equal(symlink("/opt/new\nline\x7f (deleted)", path), 0);
+	fake_proc_link(root, 20, "exe", "/opt/new\nline\x7f (deleted)");
 	proc_exe_name(root, 20, "x", exe, sizeof(exe));
 	assert_string_equal(exe, "new?line?");
 	rm_rf(root);

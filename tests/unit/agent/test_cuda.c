@@ -3,6 +3,7 @@
  * GPU time with launch stacks (holding, falling back, never dropping), the
  * socket itself, and the samples collect_cuda() makes of it. */
 #include "testutil.h"
+#include "procfixture.h"
 
 #include <linux/types.h>
 #include <sys/socket.h>
@@ -961,7 +962,7 @@ static void test_collect_cuda(void **state)
 {
 	(void)state;
 	char *root = make_temp_dir();
-	char path[600], app[600], lib[600];
+	char app[600], lib[600];
 	snprintf(app, sizeof(app), "%s/trainer", root);
 	snprintf(lib, sizeof(lib), "%s/libembercuda.so", root);
 	copy_self(app);
@@ -969,22 +970,16 @@ static void test_collect_cuda(void **state)
 	struct stat sa, sl;
 	assert_int_equal(stat(app, &sa), 0);
 	assert_int_equal(stat(lib, &sl), 0);
-	snprintf(path, sizeof(path), "%s/4242", root);
-	mkdir(path, 0755);
-	snprintf(path, sizeof(path), "%s/4242/stat", root);
-	write_text(path, "4242 (trainer) R 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 500 0 0\n");
-	snprintf(path, sizeof(path), "%s/4242/exe", root);
-	assert_int_equal(symlink(app, path), 0);
-	snprintf(path, sizeof(path), "%s/4242/root", root);
-	assert_int_equal(symlink("/", path), 0);
+	fake_proc(root, 4242, "trainer", 'R', 500);
+	fake_proc_link(root, 4242, "exe", app);
+	fake_proc_link(root, 4242, "root", "/");
 	char maps[2048];
 	snprintf(maps, sizeof(maps),
 		 "00400000-00500000 r-xp 00001000 %02x:%02x %llu %s\n"
 		 "00800000-00900000 r-xp 00001000 %02x:%02x %llu %s\n",
 		 major(sa.st_dev), minor(sa.st_dev), (unsigned long long)sa.st_ino, app,
 		 major(sl.st_dev), minor(sl.st_dev), (unsigned long long)sl.st_ino, lib);
-	snprintf(path, sizeof(path), "%s/4242/maps", root);
-	write_text(path, maps);
+	fake_proc_file(root, 4242, "maps", maps);
 
 	struct kallsyms k = { 0 };
 	struct vdso v;
@@ -1140,13 +1135,8 @@ static void test_proc_refresh(void **state)
 {
 	(void)state;
 	char *root = make_temp_dir();
-	char path[600];
-	snprintf(path, sizeof(path), "%s/77", root);
-	mkdir(path, 0755);
-	snprintf(path, sizeof(path), "%s/77/stat", root);
-	write_text(path, "77 (python3) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 500 0 0\n");
-	snprintf(path, sizeof(path), "%s/77/maps", root);
-	write_text(path, "00700000-00710000 r-xp 00000000 00:00 0\n");
+	fake_proc(root, 77, "python3", 'S', 500);
+	fake_proc_file(root, 77, "maps", "00700000-00710000 r-xp 00000000 00:00 0\n");
 	struct file_registry files;
 	files_init(&files, root, NULL, NULL);
 	struct proc_table procs;
@@ -1156,20 +1146,16 @@ static void test_proc_refresh(void **state)
 	struct proc *p = proc_table_get(&procs, 77, 500, 3, "python3", 1000);
 	assert_int_equal(maps_calls, 1);
 	assert_int_equal(p->nmaps, 1);
-	write_text(path, "00700000-00710000 r-xp 00000000 00:00 0\n"
-			 "00800000-00810000 r-xp 00000000 00:00 0\n");
+	fake_proc_file(root, 77, "maps", "00700000-00710000 r-xp 00000000 00:00 0\n"
+					 "00800000-00810000 r-xp 00000000 00:00 0\n");
 	proc_table_refresh(&procs, 77, 500, 2000);
 	assert_int_equal(maps_calls, 2);
 	assert_int_equal(maps_n, 2);
 	assert_int_equal(maps_exec, 3); /* known: kept */
 
 	/* First seen at its hello: exec count unknown until a record says. */
-	snprintf(path, sizeof(path), "%s/88", root);
-	mkdir(path, 0755);
-	snprintf(path, sizeof(path), "%s/88/stat", root);
-	write_text(path, "88 (trainer) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 600 0 0\n");
-	snprintf(path, sizeof(path), "%s/88/maps", root);
-	write_text(path, "00700000-00710000 r-xp 00000000 00:00 0\n");
+	fake_proc(root, 88, "trainer", 'S', 600);
+	fake_proc_file(root, 88, "maps", "00700000-00710000 r-xp 00000000 00:00 0\n");
 	proc_table_refresh(&procs, 88, 600, 3000);
 	assert_int_equal(maps_calls, 3);
 	assert_true(maps_exec == PROC_EXEC_UNKNOWN);
