@@ -425,6 +425,32 @@ static void on_emit(void *ctx, const struct cuda_work *w, const void *rec, size_
 	e->n++;
 }
 
+/* A cuda listening in a fresh temporary directory, emitting into e, with
+ * its /proc at proc_root (NULL: that directory); cuda_env_close undoes it. */
+struct cuda_env {
+	char *dir;
+	struct buf err;
+	struct cuda *c;
+};
+
+static struct cuda *cuda_env_open(struct cuda_env *env, const char *proc_root, struct emitted *e)
+{
+	env->dir = make_temp_dir();
+	memset(&env->err, 0, sizeof(env->err));
+	env->c = cuda_open(env->dir, proc_root ? proc_root : env->dir, NULL, on_emit, e, &env->err);
+	if (!env->c)
+		fail_msg("cuda_open: %s", env->err.data ? env->err.data : "");
+	return env->c;
+}
+
+static void cuda_env_close(struct cuda_env *env)
+{
+	cuda_close(env->c);
+	buf_free(&env->err);
+	rm_rf(env->dir);
+	free(env->dir);
+}
+
 static void launch_rec(struct oncpu_sample *s, uint32_t pid, uint64_t stack_id)
 {
 	memset(s, 0, sizeof(*s));
@@ -440,11 +466,9 @@ static void launch_rec(struct oncpu_sample *s, uint32_t pid, uint64_t stack_id)
 static void test_join(void **state)
 {
 	(void)state;
-	char *dir = make_temp_dir();
 	struct emitted e = { 0 };
-	struct buf err = { 0 };
-	struct cuda *c = cuda_open(dir, dir, NULL, on_emit, &e, &err);
-	assert_non_null(c);
+	struct cuda_env env;
+	struct cuda *c = cuda_env_open(&env, NULL, &e);
 	struct cuda_stats st;
 	struct msg m;
 	const uint64_t t0 = 1000000000000ull;
@@ -546,10 +570,7 @@ static void test_join(void **state)
 	cuda_add_stack(c, &s, ONCPU_HDR_SIZE - 1);
 	cuda_get_stats(c, &st);
 	assert_int_equal(st.stacks_malformed, 2);
-	cuda_close(c);
-	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	cuda_env_close(&env);
 }
 
 /* Many connections flooding within their own budgets spend everyone's:
@@ -559,11 +580,9 @@ static void test_join(void **state)
 static void test_flood_leaves_a_library_its_share(void **state)
 {
 	(void)state;
-	char *dir = make_temp_dir();
 	struct emitted e = { 0 };
-	struct buf err = { 0 };
-	struct cuda *c = cuda_open(dir, dir, NULL, on_emit, &e, &err);
-	assert_non_null(c);
+	struct cuda_env env;
+	struct cuda *c = cuda_env_open(&env, NULL, &e);
 	const uint64_t t0 = 1000000000000ull;
 	struct msg hello, flood, lib;
 	msg_hello(&hello);
@@ -614,10 +633,7 @@ static void test_flood_leaves_a_library_its_share(void **state)
 	}
 	uint64_t flooded = st.entries - 5 * 2;
 	assert_true(flooded <= 7 * CUDA_MAX_ENTRIES_PER_SEC + flooders * 500);
-	cuda_close(c);
-	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	cuda_env_close(&env);
 }
 
 /* The launch stack test_join_awaited says is on its way (a raw one the
@@ -638,11 +654,9 @@ static bool on_awaited(void *ctx, int32_t pid, uint64_t stack_id)
 static void test_join_awaited(void **state)
 {
 	(void)state;
-	char *dir = make_temp_dir();
 	struct emitted e = { 0 };
-	struct buf err = { 0 };
-	struct cuda *c = cuda_open(dir, dir, NULL, on_emit, &e, &err);
-	assert_non_null(c);
+	struct cuda_env env;
+	struct cuda *c = cuda_env_open(&env, NULL, &e);
 	cuda_set_awaited(c, on_awaited);
 	struct msg m;
 	const uint64_t t0 = 1000000000000ull;
@@ -694,10 +708,7 @@ static void test_join_awaited(void **state)
 	assert_int_equal(st.gpu_ns, 1077 + 1078 + 1079 + 5);
 	awaited_pid = 0;
 	awaited_id = 0;
-	cuda_close(c);
-	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	cuda_env_close(&env);
 }
 
 /* Whether (pid, id)'s stack is kept: an AGG for it is joined at once. */
@@ -720,11 +731,9 @@ static bool kept(struct cuda *c, struct emitted *e, int32_t pid, uint64_t id)
 static void test_stack_eviction(void **state)
 {
 	(void)state;
-	char *dir = make_temp_dir();
 	struct emitted e = { 0 };
-	struct buf err = { 0 };
-	struct cuda *c = cuda_open(dir, dir, NULL, on_emit, &e, &err);
-	assert_non_null(c);
+	struct cuda_env env;
+	struct cuda *c = cuda_env_open(&env, NULL, &e);
 	struct msg m;
 	msg_hello(&m);
 	for (int32_t pid = 1; pid <= 9; pid++)
@@ -767,10 +776,7 @@ static void test_stack_eviction(void **state)
 	assert_true(kept(c, &e, 9, over - 10 + 3));
 	assert_true(kept(c, &e, 1, 1));
 	assert_true(kept(c, &e, 4, per));
-	cuda_close(c);
-	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	cuda_env_close(&env);
 }
 
 /* The real socket: permissions, a stale socket, SO_PEERCRED, oversized
@@ -880,13 +886,11 @@ static void test_socket(void **state)
 static void test_stop_reads_everything_sent(void **state)
 {
 	(void)state;
-	char *root = make_temp_dir();
-	char sock[96];
-	snprintf(sock, sizeof(sock), "%s/agent.sock", root);
 	struct emitted e = { 0 };
-	struct buf err = { 0 };
-	struct cuda *c = cuda_open(root, "/proc", NULL, on_emit, &e, &err);
-	assert_non_null(c);
+	struct cuda_env env;
+	struct cuda *c = cuda_env_open(&env, "/proc", &e);
+	char sock[96];
+	snprintf(sock, sizeof(sock), "%s/agent.sock", env.dir);
 
 	int fd = connect_to(sock);
 	int big = 1 << 20;
@@ -926,10 +930,7 @@ static void test_stop_reads_everything_sent(void **state)
 	close(fd3);
 	close(fd);
 	close(fd2);
-	cuda_close(c);
-	buf_free(&err);
-	rm_rf(root);
-	free(root);
+	cuda_env_close(&env);
 }
 
 /* --- collect_cuda: the samples ------------------------------------------ */
