@@ -521,19 +521,37 @@ static void test_hottraces_batches(void **state)
 	buf_free(&err);
 }
 
+/* Appends the shop's samples a minute before now. */
+static void append_shop(struct world *w, int64_t now)
+{
+	struct buf z = { 0 };
+	make_batch(shop, ARRAY_SIZE(shop), 1, now - 60000, EK_ON_CPU, &z);
+	append(w->s, &z);
+	buf_free(&z);
+}
+
+/* Recommendations with the default configuration in the world's
+ * directory, over the shop's samples a minute before now. */
+static struct recs *open_shop_recs(struct world *w, int64_t now)
+{
+	append_shop(w, now);
+	struct recs_config c;
+	recs_config_default(&c);
+	struct recs *r;
+	struct buf err = { 0 };
+	if (recs_open(w->dir, &c, &r, &err) != 0)
+		fail_msg("recs_open: %s", err.data ? err.data : "");
+	buf_free(&err);
+	return r;
+}
+
 /* recs_query answers kinds, sorted by peak; states persist with history. */
 static void test_recs_state(void **state)
 {
 	struct world *w = *state;
-	struct buf z = { 0 }, err = { 0 }, out = { 0 };
+	struct buf err = { 0 }, out = { 0 };
 	int64_t now = now_unix_ms();
-	make_batch(shop, ARRAY_SIZE(shop), 1, now - 60000, EK_ON_CPU, &z);
-	append(w->s, &z);
-	buf_free(&z);
-	struct recs_config c;
-	recs_config_default(&c);
-	struct recs *r;
-	assert_int_equal(recs_open(w->dir, &c, &r, &err), 0);
+	struct recs *r = open_shop_recs(w, now);
 	assert_int_equal(recs_query(r, w->s, w->sym, PROJECT, "bogus", now, &out, &err), -1);
 	buf_reset(&err);
 	assert_int_equal(recs_query(r, w->s, w->sym, PROJECT, "cuda", now, &out, &err), 0);
@@ -629,6 +647,11 @@ static const json_t *rec_of(const json_t *d, const char *app)
 	return NULL;
 }
 
+static const json_t *hot_traces_of(const json_t *d, const char *app)
+{
+	return json_object_get(json_object_get(rec_of(d, app), "technical"), "hot_traces");
+}
+
 static const char *status_of_app(const json_t *d, const char *app)
 {
 	const json_t *r = rec_of(d, app);
@@ -643,13 +666,7 @@ static void test_recs_generations(void **state)
 	struct world *w = *state;
 	struct buf z = { 0 }, err = { 0 };
 	int64_t now = now_unix_ms();
-	make_batch(shop, ARRAY_SIZE(shop), 1, now - 60000, EK_ON_CPU, &z);
-	append(w->s, &z);
-	buf_free(&z);
-	struct recs_config c;
-	recs_config_default(&c);
-	struct recs *r;
-	assert_int_equal(recs_open(w->dir, &c, &r, &err), 0);
+	struct recs *r = open_shop_recs(w, now);
 	struct heard h = { 0 };
 	recs_set_listener(r, listen_ev, &h);
 	json_t *d = answer(r, w, now);
@@ -733,17 +750,11 @@ static void test_recs_generations(void **state)
 static void test_recs_suppress(void **state)
 {
 	struct world *w = *state;
-	struct buf z = { 0 }, err = { 0 }, out = { 0 };
+	struct buf err = { 0 }, out = { 0 };
 	int64_t now = now_unix_ms();
-	make_batch(shop, ARRAY_SIZE(shop), 1, now - 60000, EK_ON_CPU, &z);
-	append(w->s, &z);
-	buf_free(&z);
-	struct recs_config c;
-	recs_config_default(&c);
-	struct recs *r;
-	assert_int_equal(recs_open(w->dir, &c, &r, &err), 0);
+	struct recs *r = open_shop_recs(w, now);
 	json_t *d = answer(r, w, now);
-	const json_t *traces = json_object_get(json_object_get(rec_of(d, "web-dep"), "technical"), "hot_traces");
+	const json_t *traces = hot_traces_of(d, "web-dep");
 	assert_int_equal(json_array_size(traces), 2);
 	char tid[17];
 	snprintf(tid, sizeof(tid), "%s", json_string_value(json_object_get(json_array_get(traces, 0), "id")));
@@ -757,7 +768,7 @@ static void test_recs_suppress(void **state)
 	buf_reset(&err);
 	assert_int_equal(recs_suppress(r, w->s, w->sym, PROJECT, tid, true, "u2", now + 1, &err), 0);
 	d = answer(r, w, now + 1);
-	traces = json_object_get(json_object_get(rec_of(d, "web-dep"), "technical"), "hot_traces");
+	traces = hot_traces_of(d, "web-dep");
 	assert_int_equal(json_array_size(traces), 1);
 	assert_string_not_equal(json_string_value(json_object_get(json_array_get(traces, 0), "id")), tid);
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(d, "generation"), "suppressed_traces")), 1);
@@ -765,7 +776,7 @@ static void test_recs_suppress(void **state)
 	/* Still out after a refresh, and listed with who suppressed it. */
 	assert_int_equal(recs_regenerate(r, w->s, w->sym, PROJECT, true, "u2", now + 2, &err), 0);
 	d = answer(r, w, now + 2);
-	traces = json_object_get(json_object_get(rec_of(d, "web-dep"), "technical"), "hot_traces");
+	traces = hot_traces_of(d, "web-dep");
 	assert_int_equal(json_array_size(traces), 1);
 	json_decref(d);
 	assert_int_equal(recs_suppressed_json(r, PROJECT, &out, &err), 0);
@@ -779,7 +790,7 @@ static void test_recs_suppress(void **state)
 	/* Back. */
 	assert_int_equal(recs_suppress(r, w->s, w->sym, PROJECT, tid, false, "u3", now + 3, &err), 0);
 	d = answer(r, w, now + 3);
-	traces = json_object_get(json_object_get(rec_of(d, "web-dep"), "technical"), "hot_traces");
+	traces = hot_traces_of(d, "web-dep");
 	assert_int_equal(json_array_size(traces), 2);
 	json_decref(d);
 	buf_reset(&out);
@@ -846,11 +857,9 @@ static void test_recs_settings(void **state)
 static void test_recs_thread(void **state)
 {
 	struct world *w = *state;
-	struct buf z = { 0 }, err = { 0 };
+	struct buf err = { 0 };
 	int64_t now = now_unix_ms();
-	make_batch(shop, ARRAY_SIZE(shop), 1, now - 60000, EK_ON_CPU, &z);
-	append(w->s, &z);
-	buf_free(&z);
+	append_shop(w, now);
 	struct projects *pj;
 	assert_int_equal(projects_open(w->dir, &pj, &err), 0);
 	struct recs_config c;
