@@ -652,6 +652,25 @@ static const json_t *hot_traces_of(const json_t *d, const char *app)
 	return json_object_get(json_object_get(rec_of(d, app), "technical"), "hot_traces");
 }
 
+/* The history, newest first, at most limit entries. */
+static json_t *history_of(struct recs *r, int limit)
+{
+	struct buf out = { 0 }, err = { 0 };
+	if (recs_history_json(r, PROJECT, limit, &out, &err) != 0)
+		fail_msg("history: %s", err.data ? err.data : "");
+	json_t *d = json_loads(out.data, 0, NULL);
+	assert_non_null(d);
+	buf_free(&out);
+	buf_free(&err);
+	return d;
+}
+
+/* The string key of history entry i. */
+static const char *history_str(const json_t *d, size_t i, const char *key)
+{
+	return json_string_value(json_object_get(json_array_get(json_object_get(d, "history"), i), key));
+}
+
 static const char *status_of_app(const json_t *d, const char *app)
 {
 	const json_t *r = rec_of(d, app);
@@ -715,17 +734,13 @@ static void test_recs_generations(void **state)
 	json_decref(d);
 	assert_int_equal(h.nworse, 1);
 	/* Each generation is stored; the history names who did what. */
-	struct buf out = { 0 };
-	assert_int_equal(recs_history_json(r, PROJECT, 100, &out, &err), 0);
-	d = json_loads(out.data, 0, NULL);
-	const json_t *hist = json_object_get(d, "history");
-	assert_int_equal(json_array_size(hist), 5);
-	assert_string_equal(json_string_value(json_object_get(json_array_get(hist, 0), "action")), "refresh");
-	assert_string_equal(json_string_value(json_object_get(json_array_get(hist, 0), "actor")), "u1");
-	assert_string_equal(json_string_value(json_object_get(json_array_get(hist, 1), "action")), "state");
-	assert_string_equal(json_string_value(json_object_get(json_array_get(hist, 4), "action")), "regenerate");
+	d = history_of(r, 100);
+	assert_int_equal(json_array_size(json_object_get(d, "history")), 5);
+	assert_string_equal(history_str(d, 0, "action"), "refresh");
+	assert_string_equal(history_str(d, 0, "actor"), "u1");
+	assert_string_equal(history_str(d, 1, "action"), "state");
+	assert_string_equal(history_str(d, 4, "action"), "regenerate");
 	json_decref(d);
-	buf_free(&out);
 	recs_close(r);
 	char path[512];
 	snprintf(path, sizeof(path), "%s/recs.db", w->dir);
@@ -793,11 +808,9 @@ static void test_recs_suppress(void **state)
 	traces = hot_traces_of(d, "web-dep");
 	assert_int_equal(json_array_size(traces), 2);
 	json_decref(d);
-	buf_reset(&out);
-	assert_int_equal(recs_history_json(r, PROJECT, 2, &out, &err), 0);
-	d = json_loads(out.data, 0, NULL);
-	assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(d, "history"), 0), "action")), "unsuppress");
-	assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(d, "history"), 0), "actor")), "u3");
+	d = history_of(r, 2);
+	assert_string_equal(history_str(d, 0, "action"), "unsuppress");
+	assert_string_equal(history_str(d, 0, "actor"), "u3");
 	json_decref(d);
 	recs_close(r);
 	buf_free(&out);
