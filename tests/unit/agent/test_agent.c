@@ -356,6 +356,50 @@ static void on_new_file(void *ctx, uint32_t index, const struct agent_file *f, i
 	close(fd);
 }
 
+/* A collector over the fake /proc under root, with its own file registry,
+ * process table and batch; fixture_close frees them. */
+struct collect_fixture {
+	struct new_files nf;
+	struct file_registry files;
+	struct proc_table procs;
+	struct batch b;
+	struct collector c;
+};
+
+static void fixture_open(struct collect_fixture *f, const char *root, const struct kallsyms *k,
+			 const struct vdso *v)
+{
+	memset(f, 0, sizeof(*f));
+	files_init(&f->files, root, on_new_file, &f->nf);
+	proc_table_init(&f->procs, &f->files, root);
+	batch_init(&f->b);
+	f->c = (struct collector){ .batch = &f->b, .procs = &f->procs, .files = &f->files,
+				   .ksyms = k, .vdso = v, .host_name = "h", .host_arch = "amd64",
+				   .ns_per_tick = 10000000 };
+}
+
+static void fixture_close(struct collect_fixture *f)
+{
+	collector_free(&f->c);
+	batch_free(&f->b);
+	proc_table_free(&f->procs);
+	files_free(&f->files);
+}
+
+/* The kernel symbols of kallsyms_text and this process's vDSO. */
+static void kernel_open(struct kallsyms *k, struct vdso *v)
+{
+	memset(k, 0, sizeof(*k));
+	kallsyms_parse(k, kallsyms_text, sizeof(kallsyms_text) - 1);
+	vdso_load(v);
+}
+
+static void kernel_close(struct kallsyms *k, struct vdso *v)
+{
+	vdso_free(v);
+	kallsyms_free(k);
+}
+
 /* A fake /proc under root with process 4242 (started at tick 500,
  * executable "fake_app"): this test binary mapped at 0x400000 (file offset
  * 0x1000), anonymous code at 0x700000 and a vDSO. */
@@ -402,22 +446,17 @@ static void test_collect(void **state)
 	char path[512];
 	write_fake_app(root);
 
-	struct kallsyms k = { 0 };
-	kallsyms_parse(&k, kallsyms_text, sizeof(kallsyms_text) - 1);
+	struct kallsyms k;
 	struct vdso v;
-	vdso_load(&v);
-	struct new_files nf = { 0 };
-	struct file_registry files;
-	files_init(&files, root, on_new_file, &nf);
-	struct proc_table procs;
-	proc_table_init(&procs, &files, root);
-	struct batch b;
-	batch_init(&b);
+	kernel_open(&k, &v);
+	struct collect_fixture f;
+	fixture_open(&f, root, &k, &v);
 	static const char *const host_kv[] = { "cluster.name", "c1", "host.type", "" };
-	struct collector c = { .batch = &b, .procs = &procs, .files = &files, .ksyms = &k, .vdso = &v,
-			       .host_name = "testhost", .host_arch = "amd64", .host_kv = host_kv,
-			       .nhost_kv = 4,
-			       .ns_per_tick = 10000000 };
+	f.c.host_name = "testhost";
+	f.c.host_kv = host_kv;
+	f.c.nhost_kv = 4;
+	struct collector *c = &f.c;
+	struct batch *b = &f.b;
 
 	struct oncpu_sample s;
 	worker_sample(&s);
@@ -431,33 +470,33 @@ static void test_collect(void **state)
 	s.frames[4] = 0x700010; /* anonymous executable memory */
 	s.frames[5] = 0x900000; /* in no mapping: the stack broke here */
 	size_t size = ONCPU_HDR_SIZE + 6 * sizeof(__u64);
-	collect_sample(&c, &s, size, 1000);
-	collect_sample(&c, &s, size, 2000);
+	collect_sample(c, &s, size, 1000);
+	collect_sample(c, &s, size, 2000);
 	/* A truncated record is counted, not used. */
-	collect_sample(&c, &s, ONCPU_HDR_SIZE + 8, 3000);
-	assert_int_equal(c.stats.samples, 2);
-	assert_int_equal(c.stats.malformed, 1);
-	assert_int_equal(c.stats.cfi_stacks, 2);
-	assert_int_equal(c.stats.unknown_frames, 4); /* per sample: anonymous code, broken stack */
-	assert_int_equal(nf.count, 1);
-	assert_int_equal(batch_samples(&b), 1);
-	assert_int_equal(b.samples[0].value, 2);
+	collect_sample(c, &s, ONCPU_HDR_SIZE + 8, 3000);
+	assert_int_equal(c->stats.samples, 2);
+	assert_int_equal(c->stats.malformed, 1);
+	assert_int_equal(c->stats.cfi_stacks, 2);
+	assert_int_equal(c->stats.unknown_frames, 4); /* per sample: anonymous code, broken stack */
+	assert_int_equal(f.nf.count, 1);
+	assert_int_equal(batch_samples(b), 1);
+	assert_int_equal(b->samples[0].value, 2);
 
 	/* The stack, outermost first. */
-	uint32_t st_idx = b.samples[0].stack;
-	uint32_t *ids = b.stack_ids + b.stack_off[st_idx];
-	size_t depth = b.stack_off[st_idx + 1] - b.stack_off[st_idx];
+	uint32_t st_idx = b->samples[0].stack;
+	uint32_t *ids = b->stack_ids + b->stack_off[st_idx];
+	size_t depth = b->stack_off[st_idx + 1] - b->stack_off[st_idx];
 	assert_int_equal(depth, 6);
-	assert_int_equal(b.frames[ids[0]].type, FT_ERROR);
-	assert_string_equal(strtab_get(&b.strings, b.frames[ids[0]].name), "[unknown mapping]");
-	assert_string_equal(strtab_get(&b.strings, b.frames[ids[1]].name), "[anonymous code]");
-	assert_int_equal(b.frames[ids[2]].type, FT_NATIVE);
-	assert_int_equal(b.frames[ids[2]].address, 0x400200 - 0x400000 + 0x1000);
-	assert_int_equal(b.frames[ids[3]].address, 0x400100 - 0x400000 + 0x1000);
-	assert_int_equal(b.frames[ids[2]].file, 1);
-	assert_string_equal(strtab_get(&b.strings, b.frames[ids[4]].name), "outer_fn");
-	assert_string_equal(strtab_get(&b.strings, b.frames[ids[5]].name), "leaf_fn");
-	assert_string_equal(strtab_get(&b.strings, b.frames[ids[5]].binary), "vmlinux");
+	assert_int_equal(b->frames[ids[0]].type, FT_ERROR);
+	assert_string_equal(strtab_get(&b->strings, b->frames[ids[0]].name), "[unknown mapping]");
+	assert_string_equal(strtab_get(&b->strings, b->frames[ids[1]].name), "[anonymous code]");
+	assert_int_equal(b->frames[ids[2]].type, FT_NATIVE);
+	assert_int_equal(b->frames[ids[2]].address, 0x400200 - 0x400000 + 0x1000);
+	assert_int_equal(b->frames[ids[3]].address, 0x400100 - 0x400000 + 0x1000);
+	assert_int_equal(b->frames[ids[2]].file, 1);
+	assert_string_equal(strtab_get(&b->strings, b->frames[ids[4]].name), "outer_fn");
+	assert_string_equal(strtab_get(&b->strings, b->frames[ids[5]].name), "leaf_fn");
+	assert_string_equal(strtab_get(&b->strings, b->frames[ids[5]].binary), "vmlinux");
 
 	/* A broken chain in the middle: the frames beyond it are dropped under
 	 * one error frame, not shown as a ladder of garbage. */
@@ -469,12 +508,12 @@ static void test_collect(void **state)
 	s2.frames[1] = 0x900000;
 	s2.frames[2] = 0x400201;
 	s2.frames[3] = 0x900010;
-	collect_sample(&c, &s2, ONCPU_HDR_SIZE + 4 * sizeof(__u64), 2500);
-	uint32_t st2 = b.samples[1].stack;
-	uint32_t *ids2 = b.stack_ids + b.stack_off[st2];
-	assert_int_equal(b.stack_off[st2 + 1] - b.stack_off[st2], 2);
-	assert_string_equal(strtab_get(&b.strings, b.frames[ids2[0]].name), "[unknown mapping]");
-	assert_int_equal(b.frames[ids2[1]].address, 0x1100);
+	collect_sample(c, &s2, ONCPU_HDR_SIZE + 4 * sizeof(__u64), 2500);
+	uint32_t st2 = b->samples[1].stack;
+	uint32_t *ids2 = b->stack_ids + b->stack_off[st2];
+	assert_int_equal(b->stack_off[st2 + 1] - b->stack_off[st2], 2);
+	assert_string_equal(strtab_get(&b->strings, b->frames[ids2[0]].name), "[unknown mapping]");
+	assert_int_equal(b->frames[ids2[1]].address, 0x1100);
 
 	/* The BPF unwinder reports why it stopped: an error frame says so. */
 	struct oncpu_sample s3 = s;
@@ -482,18 +521,18 @@ static void test_collect(void **state)
 	s3.ustack_len = 1;
 	s3.frames[0] = 0x400100;
 	s3.unwind_error = UWE_TRUNCATED;
-	collect_sample(&c, &s3, ONCPU_HDR_SIZE + sizeof(__u64), 2600);
-	uint32_t st3 = b.samples[2].stack;
-	uint32_t *ids3 = b.stack_ids + b.stack_off[st3];
-	assert_string_equal(strtab_get(&b.strings, b.frames[ids3[0]].name), "[truncated stack]");
-	assert_int_equal(c.stats.truncated, 1);
+	collect_sample(c, &s3, ONCPU_HDR_SIZE + sizeof(__u64), 2600);
+	uint32_t st3 = b->samples[2].stack;
+	uint32_t *ids3 = b->stack_ids + b->stack_off[st3];
+	assert_string_equal(strtab_get(&b->strings, b->frames[ids3[0]].name), "[truncated stack]");
+	assert_int_equal(c->stats.truncated, 1);
 
 	/* The resource names the executable and the thread. */
-	uint32_t r = b.samples[0].resource;
+	uint32_t r = b->samples[0].resource;
 	bool saw_exe = false, saw_thread = false, saw_cluster = false, saw_type = false;
-	for (uint32_t i = b.res_off[r]; i < b.res_off[r + 1]; i += 2) {
-		const char *key = strtab_get(&b.strings, b.res_ids[i]);
-		const char *val = strtab_get(&b.strings, b.res_ids[i + 1]);
+	for (uint32_t i = b->res_off[r]; i < b->res_off[r + 1]; i += 2) {
+		const char *key = strtab_get(&b->strings, b->res_ids[i]);
+		const char *val = strtab_get(&b->strings, b->res_ids[i + 1]);
 		/* Host attributes from flags: set ones only. */
 		if (strcmp(key, "cluster.name") == 0) {
 			assert_string_equal(val, "c1");
@@ -516,46 +555,43 @@ static void test_collect(void **state)
 	unlink(path);
 	assert_int_equal(symlink("/usr/bin/other", path), 0);
 	s.proc_start_ns = 900ull * 10000000ull;
-	struct proc *p = proc_table_get(&procs, 4242, 900, 0, "x", 5000);
+	struct proc *p = proc_table_get(&f.procs, 4242, 900, 0, "x", 5000);
 	assert_string_equal(p->exe_name, "other");
-	assert_int_equal(proc_table_count(&procs), 1);
+	assert_int_equal(proc_table_count(&f.procs), 1);
 
 	/* The process (its /proc start time is 500) execs a third program: a
 	 * sample with a higher exec count has it read again at once, an
 	 * older or equal one does not. */
 	unlink(path);
 	assert_int_equal(symlink("/usr/bin/third", path), 0);
-	p = proc_table_get(&procs, 4242, 500, 0, "x", 5001);
+	p = proc_table_get(&f.procs, 4242, 500, 0, "x", 5001);
 	assert_string_equal(p->exe_name, "other");
-	p = proc_table_get(&procs, 4242, 500, 3, "x", 5002);
+	p = proc_table_get(&f.procs, 4242, 500, 3, "x", 5002);
 	assert_string_equal(p->exe_name, "third");
 	assert_int_equal(p->exec_id, 3);
 	assert_int_equal(p->maps_read_ns, 5002);
-	p = proc_table_get(&procs, 4242, 500, 2, "x", 5003);
+	p = proc_table_get(&f.procs, 4242, 500, 2, "x", 5003);
 	assert_int_equal(p->exec_id, 3);
 	assert_int_equal(p->maps_read_ns, 5002);
-	assert_int_equal(proc_table_count(&procs), 1);
+	assert_int_equal(proc_table_count(&f.procs), 1);
 
 	/* A live process whose last sample came after the sweep's clock was
 	 * read (samples drained in between) is kept, not taken for idle. */
-	proc_table_sweep(&procs, 5000, 1000000000ull);
-	assert_int_equal(proc_table_count(&procs), 1);
+	proc_table_sweep(&f.procs, 5000, 1000000000ull);
+	assert_int_equal(proc_table_count(&f.procs), 1);
 
 	/* Exited processes are swept: one sampled since the previous sweep
 	 * is not looked up in /proc yet, the next sweep finds it gone. */
 	snprintf(path, sizeof(path), "rm -rf %s/4242", root);
 	assert_int_equal(system(path), 0);
-	proc_table_get(&procs, 4242, 500, 3, "x", 5500);
-	proc_table_sweep(&procs, 6000, 1000000000ull);
-	assert_int_equal(proc_table_count(&procs), 1);
-	proc_table_sweep(&procs, 7000, 1000000000ull);
-	assert_int_equal(proc_table_count(&procs), 0);
+	proc_table_get(&f.procs, 4242, 500, 3, "x", 5500);
+	proc_table_sweep(&f.procs, 6000, 1000000000ull);
+	assert_int_equal(proc_table_count(&f.procs), 1);
+	proc_table_sweep(&f.procs, 7000, 1000000000ull);
+	assert_int_equal(proc_table_count(&f.procs), 0);
 
-	batch_free(&b);
-	proc_table_free(&procs);
-	files_free(&files);
-	vdso_free(&v);
-	kallsyms_free(&k);
+	fixture_close(&f);
+	kernel_close(&k, &v);
 	rm_rf(root);
 	free(root);
 }
@@ -581,34 +617,6 @@ static bool off_cpu_loads(int argc, char **argv, char **envp, bool *on, uint64_t
 /* Two collectors over the same samples, one caching repeats (its batch set
  * by collector_set_batch), one not: the batches and counters must be the
  * same, and repeats must have been found. */
-struct collect_fixture {
-	struct new_files nf;
-	struct file_registry files;
-	struct proc_table procs;
-	struct batch b;
-	struct collector c;
-};
-
-static void fixture_open(struct collect_fixture *f, const char *root, const struct kallsyms *k,
-			 const struct vdso *v)
-{
-	memset(f, 0, sizeof(*f));
-	files_init(&f->files, root, on_new_file, &f->nf);
-	proc_table_init(&f->procs, &f->files, root);
-	batch_init(&f->b);
-	f->c = (struct collector){ .batch = &f->b, .procs = &f->procs, .files = &f->files,
-				   .ksyms = k, .vdso = v, .host_name = "h", .host_arch = "amd64",
-				   .ns_per_tick = 10000000 };
-}
-
-static void fixture_close(struct collect_fixture *f)
-{
-	collector_free(&f->c);
-	batch_free(&f->b);
-	proc_table_free(&f->procs);
-	files_free(&f->files);
-}
-
 static void assert_same_batches(const struct batch *a, const struct batch *b)
 {
 	assert_int_equal(a->nsamples, b->nsamples);
@@ -635,10 +643,9 @@ static void test_collect_repeats(void **state)
 	(void)state;
 	char *root = make_temp_dir();
 	write_fake_app(root);
-	struct kallsyms k = { 0 };
-	kallsyms_parse(&k, kallsyms_text, sizeof(kallsyms_text) - 1);
+	struct kallsyms k;
 	struct vdso v;
-	vdso_load(&v);
+	kernel_open(&k, &v);
 	struct collect_fixture cached, plain;
 	fixture_open(&cached, root, &k, &v);
 	fixture_open(&plain, root, &k, &v);
@@ -752,8 +759,7 @@ static void test_collect_repeats(void **state)
 	batch_free(&p2);
 	fixture_close(&cached);
 	fixture_close(&plain);
-	vdso_free(&v);
-	kallsyms_free(&k);
+	kernel_close(&k, &v);
 	rm_rf(root);
 	free(root);
 }
@@ -852,19 +858,13 @@ static void test_collect_off_cpu(void **state)
 	fake_proc_link(root, 77, "exe", "/opt/app/bin/sleeper");
 	fake_proc_file(root, 77, "maps", "00700000-00710000 r-xp 00000000 00:00 0\n");
 
-	struct kallsyms k = { 0 };
-	kallsyms_parse(&k, kallsyms_text, sizeof(kallsyms_text) - 1);
+	struct kallsyms k;
 	struct vdso v;
-	vdso_load(&v);
-	struct new_files nf = { 0 };
-	struct file_registry files;
-	files_init(&files, root, on_new_file, &nf);
-	struct proc_table procs;
-	proc_table_init(&procs, &files, root);
-	struct batch b;
-	batch_init(&b);
-	struct collector c = { .batch = &b, .procs = &procs, .files = &files, .ksyms = &k, .vdso = &v,
-			       .host_name = "h", .host_arch = "amd64", .ns_per_tick = 10000000 };
+	kernel_open(&k, &v);
+	struct collect_fixture f;
+	fixture_open(&f, root, &k, &v);
+	struct collector *c = &f.c;
+	struct batch *b = &f.b;
 
 	struct oncpu_sample s;
 	memset(&s, 0, sizeof(s));
@@ -880,21 +880,21 @@ static void test_collect_off_cpu(void **state)
 	size_t size = ONCPU_HDR_SIZE + 2 * sizeof(__u64);
 	s.kind = ONCPU_KIND_OFF_CPU;
 	s.value = 30000000; /* 30 ms */
-	collect_sample(&c, &s, size, 1000);
+	collect_sample(c, &s, size, 1000);
 	s.value = 52631578;
-	collect_sample(&c, &s, size, 1100);
+	collect_sample(c, &s, size, 1100);
 	s.kind = ONCPU_KIND_ON_CPU;
 	s.value = 1;
-	collect_sample(&c, &s, size, 1200);
-	assert_int_equal(c.stats.samples, 1);
-	assert_int_equal(c.stats.offcpu_samples, 2);
-	assert_int_equal(c.stats.offcpu_ns, 30000000 + 52631578);
-	assert_int_equal(batch_samples(&b), 2);
-	assert_int_equal(b.samples[0].kind, EK_OFF_CPU);
-	assert_int_equal(b.samples[0].value, 30000000 + 52631578);
-	assert_int_equal(b.samples[1].kind, EK_ON_CPU);
-	assert_int_equal(b.samples[1].value, 1);
-	assert_int_equal(b.samples[0].stack, b.samples[1].stack);
+	collect_sample(c, &s, size, 1200);
+	assert_int_equal(c->stats.samples, 1);
+	assert_int_equal(c->stats.offcpu_samples, 2);
+	assert_int_equal(c->stats.offcpu_ns, 30000000 + 52631578);
+	assert_int_equal(batch_samples(b), 2);
+	assert_int_equal(b->samples[0].kind, EK_OFF_CPU);
+	assert_int_equal(b->samples[0].value, 30000000 + 52631578);
+	assert_int_equal(b->samples[1].kind, EK_ON_CPU);
+	assert_int_equal(b->samples[1].value, 1);
+	assert_int_equal(b->samples[0].stack, b->samples[1].stack);
 
 	/* Malformed: no kind, an unknown kind, an on-CPU record not worth one
 	 * sample, an off-CPU record of 0 ns or of more than a day. */
@@ -905,20 +905,17 @@ static void test_collect_off_cpu(void **state)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		s.kind = bad[i].kind;
 		s.value = bad[i].value;
-		collect_sample(&c, &s, size, 1300);
+		collect_sample(c, &s, size, 1300);
 	}
-	assert_int_equal(c.stats.malformed, 5);
-	assert_int_equal(batch_samples(&b), 2);
+	assert_int_equal(c->stats.malformed, 5);
+	assert_int_equal(batch_samples(b), 2);
 	s.kind = ONCPU_KIND_OFF_CPU;
 	s.value = OFFCPU_MAX_VALUE_NS;
-	collect_sample(&c, &s, size, 1400);
-	assert_int_equal(c.stats.offcpu_samples, 3);
+	collect_sample(c, &s, size, 1400);
+	assert_int_equal(c->stats.offcpu_samples, 3);
 
-	batch_free(&b);
-	proc_table_free(&procs);
-	files_free(&files);
-	vdso_free(&v);
-	kallsyms_free(&k);
+	fixture_close(&f);
+	kernel_close(&k, &v);
 	rm_rf(root);
 	free(root);
 }
