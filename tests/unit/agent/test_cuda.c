@@ -46,21 +46,31 @@ static void msg_end(struct msg *m, uint16_t type)
 	memcpy(m->b, &h, sizeof(h));
 }
 
+/* Appends n bytes at p to m. */
+static void msg_put(struct msg *m, const void *p, size_t n)
+{
+	memcpy(m->b + m->len, p, n);
+	m->len += n;
+}
+
+/* Ends an entry: padded to 8 bytes, counted. */
+static void msg_entry_end(struct msg *m)
+{
+	while (m->len % 8)
+		m->b[m->len++] = 0;
+	m->count++;
+}
+
 static void msg_agg(struct msg *m, uint64_t stack_id, uint64_t ns, uint16_t kind, const char *api,
 		    const char *name)
 {
 	struct cuda_wire_agg a = { .stack_id = stack_id, .total_ns = ns, .count = 3, .tid = 11,
 				   .kind = kind, .api_len = (uint16_t)strlen(api), .device = 0,
 				   .stream = 7, .context = 2, .name_len = (uint16_t)strlen(name) };
-	memcpy(m->b + m->len, &a, sizeof(a));
-	m->len += sizeof(a);
-	memcpy(m->b + m->len, api, a.api_len);
-	m->len += a.api_len;
-	memcpy(m->b + m->len, name, a.name_len);
-	m->len += a.name_len;
-	while (m->len % 8)
-		m->b[m->len++] = 0;
-	m->count++;
+	msg_put(m, &a, sizeof(a));
+	msg_put(m, api, a.api_len);
+	msg_put(m, name, a.name_len);
+	msg_entry_end(m);
 }
 
 static void msg_hello(struct msg *m)
@@ -68,8 +78,7 @@ static void msg_hello(struct msg *m)
 	msg_start(m);
 	struct cuda_wire_hello h = { .pid = 1, .cupti_version = 18 };
 	snprintf(h.lib_version, sizeof(h.lib_version), "0.1.0");
-	memcpy(m->b + m->len, &h, sizeof(h));
-	m->len += sizeof(h);
+	msg_put(m, &h, sizeof(h));
 	m->count = 1;
 	msg_end(m, CUDA_WIRE_HELLO);
 }
@@ -81,8 +90,7 @@ static void msg_device(struct msg *m)
 	for (int i = 0; i < 16; i++)
 		d.uuid[i] = (uint8_t)(0xa0 + i);
 	snprintf(d.name, sizeof(d.name), "NVIDIA H100 80GB HBM3");
-	memcpy(m->b + m->len, &d, sizeof(d));
-	m->len += sizeof(d);
+	msg_put(m, &d, sizeof(d));
 	m->count = 1;
 	msg_end(m, CUDA_WIRE_DEVICE);
 }
@@ -119,17 +127,11 @@ static void msg_pc(struct msg *m, uint64_t stack_id, uint64_t ns, uint16_t kind,
 				  .kind = kind, .api_len = (uint16_t)strlen(api), .stream = 7, .context = 2,
 				  .name_len = (uint16_t)strlen(name), .stall_len = (uint16_t)strlen(stall),
 				  .cubin_id = 0xc0b1, .pc_offset = offset };
-	memcpy(m->b + m->len, &a, sizeof(a));
-	m->len += sizeof(a);
-	memcpy(m->b + m->len, api, a.api_len);
-	m->len += a.api_len;
-	memcpy(m->b + m->len, name, a.name_len);
-	m->len += a.name_len;
-	memcpy(m->b + m->len, stall, a.stall_len);
-	m->len += a.stall_len;
-	while (m->len % 8)
-		m->b[m->len++] = 0;
-	m->count++;
+	msg_put(m, &a, sizeof(a));
+	msg_put(m, api, a.api_len);
+	msg_put(m, name, a.name_len);
+	msg_put(m, stall, a.stall_len);
+	msg_entry_end(m);
 }
 
 #define LS "smsp__pcsamp_warps_issue_stalled_long_scoreboard"
