@@ -413,17 +413,39 @@ static const struct sspec shop[] = {
 	{ { "main", "misc", NULL }, "tool", NULL, NULL, 6 },
 };
 
+/* Appends the shop's samples as batch seq, starting at start_ms. */
+static void append_shop_at(struct world *w, uint64_t seq, int64_t start_ms)
+{
+	struct buf z = { 0 };
+	make_batch(shop, ARRAY_SIZE(shop), seq, start_ms, EK_ON_CPU, &z);
+	append(w->s, &z);
+	buf_free(&z);
+}
+
+/* Appends the shop's samples a minute before now. */
+static void append_shop(struct world *w, int64_t now)
+{
+	append_shop_at(w, 1, now - 60000);
+}
+
+/* The project's on-CPU hot traces up to end_ms, with the default window
+ * and share. */
+static void hottraces_until(struct world *w, int64_t end_ms, struct ht_result *r)
+{
+	struct ht_params p = { .project_id = PROJECT, .kind = SEK_ON_CPU, .end_ms = end_ms,
+			       .window_ms = HT_DEFAULT_WINDOW_MS, .min_share = HT_DEFAULT_MIN_SHARE };
+	struct buf err = { 0 };
+	if (hottraces_compute(w->s, w->sym, &p, r, &err) != 0)
+		fail_msg("hottraces_compute: %s", err.data ? err.data : "");
+	buf_free(&err);
+}
+
 static void test_hottraces_store(void **state)
 {
 	struct world *w = *state;
-	struct buf z = { 0 }, err = { 0 };
-	make_batch(shop, ARRAY_SIZE(shop), 1, T0, EK_ON_CPU, &z);
-	append(w->s, &z);
-	buf_free(&z);
-	struct ht_params p = { .project_id = PROJECT, .kind = SEK_ON_CPU, .end_ms = T0 + 3600000,
-			       .window_ms = HT_DEFAULT_WINDOW_MS, .min_share = HT_DEFAULT_MIN_SHARE };
+	append_shop_at(w, 1, T0);
 	struct ht_result r;
-	assert_int_equal(hottraces_compute(w->s, w->sym, &p, &r, &err), 0);
+	hottraces_until(w, T0 + 3600000, &r);
 	assert_true(fabs(r.total_seconds - 1000.0 / 19) < 1e-6);
 	/* web-dep (deployment), batch-c (container), tool (executable). */
 	assert_int_equal(r.napps, 3);
@@ -492,42 +514,23 @@ static void test_hottraces_store(void **state)
 	ht_result_free(&r);
 
 	/* A window that ends before the data: nothing. */
-	p.end_ms = T0 - 1;
-	assert_int_equal(hottraces_compute(w->s, w->sym, &p, &r, &err), 0);
+	hottraces_until(w, T0 - 1, &r);
 	assert_int_equal(r.napps, 0);
 	ht_result_free(&r);
-	buf_free(&err);
 }
 
 /* Several batches, a minute apart: every one counts. */
 static void test_hottraces_batches(void **state)
 {
 	struct world *w = *state;
-	struct buf z = { 0 }, err = { 0 };
-	for (int i = 0; i < 3; i++) {
-		make_batch(shop, ARRAY_SIZE(shop), (uint64_t)i + 1, T0 + i * 60000, EK_ON_CPU, &z);
-		append(w->s, &z);
-		buf_reset(&z);
-	}
-	buf_free(&z);
-	struct ht_params p = { .project_id = PROJECT, .kind = SEK_ON_CPU, .end_ms = T0 + 3600000,
-			       .window_ms = HT_DEFAULT_WINDOW_MS, .min_share = HT_DEFAULT_MIN_SHARE };
+	for (int i = 0; i < 3; i++)
+		append_shop_at(w, (uint64_t)i + 1, T0 + i * 60000);
 	struct ht_result r;
-	assert_int_equal(hottraces_compute(w->s, w->sym, &p, &r, &err), 0);
+	hottraces_until(w, T0 + 3600000, &r);
 	assert_true(fabs(r.total_seconds - 3000.0 / 19) < 1e-6);
 	assert_int_equal(r.napps, 3);
 	assert_true(fabs(r.apps[0].traces[0].seconds - 1800.0 / 19) < 1e-6);
 	ht_result_free(&r);
-	buf_free(&err);
-}
-
-/* Appends the shop's samples a minute before now. */
-static void append_shop(struct world *w, int64_t now)
-{
-	struct buf z = { 0 };
-	make_batch(shop, ARRAY_SIZE(shop), 1, now - 60000, EK_ON_CPU, &z);
-	append(w->s, &z);
-	buf_free(&z);
 }
 
 /* Recommendations with the default configuration in the world's
