@@ -1,6 +1,7 @@
 /* Unit tests: the agent's parsers, configuration, queue, batch builder and
  * the conversion of raw BPF samples into batch stacks. */
 #include "testutil.h"
+#include "otlpfixture.h"
 #include "procfixture.h"
 
 #include <arpa/inet.h>
@@ -957,13 +958,8 @@ static void test_otlp_off_cpu(void **state)
 	batch_add(&b, st, res2, EK_OFF_CPU, 5000);
 	batch_add(&b, st, res, EK_ON_CPU, 3);
 	batch_add(&b, st, res, EK_OFF_CPU, 123456789);
-	struct batch_meta meta = { "inst", 1, "default", 1700000000000, 1700000005000, 19 };
-	struct buf z = { 0 }, raw = { 0 }, err = { 0 };
-	assert_int_equal(otlp_encode(&b, &meta, &z), 0);
-	assert_int_equal(gzip_decompress_bounded(z.data, z.len, 1 << 20, &raw), 0);
-	Ember__Otlp__ExportProfilesServiceRequest *req =
-		ember__otlp__export_profiles_service_request__unpack(NULL, raw.len, (const uint8_t *)raw.data);
-	assert_non_null(req);
+	Ember__Otlp__ExportProfilesServiceRequest *req = otlp_roundtrip(&b);
+	struct buf err = { 0 };
 	/* One ResourceProfiles per process, in the order of their resources:
 	 * pid 7, then pid 8 (off-CPU only). */
 	assert_int_equal(req->n_resource_profiles, 2);
@@ -997,8 +993,6 @@ static void test_otlp_off_cpu(void **state)
 	buf_free(&ores.message);
 	ember__otlp__export_profiles_service_request__free_unpacked(req, NULL);
 	batch_free(&b);
-	buf_free(&z);
-	buf_free(&raw);
 	buf_free(&err);
 }
 

@@ -3,6 +3,7 @@
  * GPU time with launch stacks (holding, falling back, never dropping), the
  * socket itself, and the samples collect_cuda() makes of it. */
 #include "testutil.h"
+#include "otlpfixture.h"
 #include "procfixture.h"
 
 #include <linux/types.h>
@@ -1224,13 +1225,8 @@ static void test_otlp_cuda(void **state)
 	uint32_t kv[] = { batch_string(&b, "process.pid", 11), batch_string(&b, "7", 1),
 			  batch_string(&b, "gpu.device.index", 16), batch_string(&b, "0", 1) };
 	batch_add(&b, st, batch_resource(&b, kv, 4), EK_CUDA, 50000000);
-	struct batch_meta meta = { "inst", 1, "default", 1700000000000, 1700000005000, 19 };
-	struct buf z = { 0 }, raw = { 0 }, err = { 0 };
-	assert_int_equal(otlp_encode(&b, &meta, &z), 0);
-	assert_int_equal(gzip_decompress_bounded(z.data, z.len, 1 << 20, &raw), 0);
-	Ember__Otlp__ExportProfilesServiceRequest *req =
-		ember__otlp__export_profiles_service_request__unpack(NULL, raw.len, (const uint8_t *)raw.data);
-	assert_non_null(req);
+	Ember__Otlp__ExportProfilesServiceRequest *req = otlp_roundtrip(&b);
+	struct buf err = { 0 };
 	const char *const *strs = (const char *const *)req->dictionary->string_table;
 	const Ember__Otlp__ScopeProfiles *sp = req->resource_profiles[0]->scope_profiles[0];
 	assert_int_equal(sp->n_profiles, 1);
@@ -1250,8 +1246,6 @@ static void test_otlp_cuda(void **state)
 	buf_free(&ores.message);
 	ember__otlp__export_profiles_service_request__free_unpacked(req, NULL);
 	batch_free(&b);
-	buf_free(&z);
-	buf_free(&raw);
 	buf_free(&err);
 }
 
