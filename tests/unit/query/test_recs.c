@@ -413,6 +413,17 @@ static const struct sspec shop[] = {
 	{ { "main", "misc", NULL }, "tool", NULL, NULL, 6 },
 };
 
+/* The recommendations' database in the world's directory, opened beside
+ * the recs that write it. */
+static sqlite3 *open_recs_db(struct world *w)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/recs.db", w->dir);
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	return db;
+}
+
 /* Appends the shop's samples as batch seq, starting at start_ms. */
 static void append_shop_at(struct world *w, uint64_t seq, int64_t start_ms)
 {
@@ -593,10 +604,7 @@ static void test_recs_state(void **state)
 	assert_int_equal(recs_set_state(r, PROJECT, id, "active", "user-1", now + 2, &err), 0);
 	recs_close(r);
 	/* Reopened: the state and the history survived. */
-	char path[512];
-	snprintf(path, sizeof(path), "%s/recs.db", w->dir);
-	sqlite3 *db;
-	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	sqlite3 *db = open_recs_db(w);
 	sqlite3_stmt *q;
 	assert_int_equal(sqlite3_prepare_v2(db, "SELECT group_concat(from_state || '>' || to_state, ',') FROM rec_history WHERE id = ?1", -1, &q, NULL), SQLITE_OK);
 	sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
@@ -745,10 +753,7 @@ static void test_recs_generations(void **state)
 	assert_string_equal(history_str(d, 4, "action"), "regenerate");
 	json_decref(d);
 	recs_close(r);
-	char path[512];
-	snprintf(path, sizeof(path), "%s/recs.db", w->dir);
-	sqlite3 *db;
-	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	sqlite3 *db = open_recs_db(w);
 	sqlite3_stmt *q;
 	assert_int_equal(sqlite3_prepare_v2(db, "SELECT count(*), max(seq) FROM rec_generation", -1, &q, NULL), SQLITE_OK);
 	assert_int_equal(sqlite3_step(q), SQLITE_ROW);
@@ -886,10 +891,7 @@ static void test_recs_thread(void **state)
 	struct heard h = { 0 };
 	recs_set_listener(r, listen_ev, &h);
 	assert_int_equal(recs_start(r, w->s, w->sym, pj, &err), 0);
-	char path[512];
-	snprintf(path, sizeof(path), "%s/recs.db", w->dir);
-	sqlite3 *db;
-	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	sqlite3 *db = open_recs_db(w);
 	sqlite3_busy_timeout(db, 5000);
 	int n = 0;
 	for (int i = 0; i < 100 && n < 2; i++) {
