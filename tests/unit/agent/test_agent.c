@@ -83,8 +83,7 @@ static void test_config_precedence(void **state)
 	assert_true(cfg.disable_tls);
 	assert_true(cfg.verbose);
 	agent_config_free(&cfg);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 static void expect_error(char **argv, int argc, char **envp, const char *needle)
@@ -593,8 +592,7 @@ static void test_collect(void **state)
 
 	fixture_close(&f);
 	kernel_close(&k, &v);
-	rm_rf(root);
-	free(root);
+	rm_temp_dir(root);
 }
 
 
@@ -761,8 +759,7 @@ static void test_collect_repeats(void **state)
 	fixture_close(&cached);
 	fixture_close(&plain);
 	kernel_close(&k, &v);
-	rm_rf(root);
-	free(root);
+	rm_temp_dir(root);
 }
 
 static void test_off_cpu_flags(void **state)
@@ -824,8 +821,7 @@ static void test_off_cpu_flags(void **state)
 	assert_true(off_cpu_loads(3, c1, envp, &on, &hz));
 	assert_true(on);
 	assert_int_equal(hz, 19);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 
 	/* Errors name the flag and what it expects. */
 	char *b1[] = { "a", "-collection-agent=h:1", "-enable-off-cpu", "-off-cpu-sampling-rate=0", NULL };
@@ -917,8 +913,7 @@ static void test_collect_off_cpu(void **state)
 
 	fixture_close(&f);
 	kernel_close(&k, &v);
-	rm_rf(root);
-	free(root);
+	rm_temp_dir(root);
 }
 
 /* Keeps the converted batches' samples: (kind, value) pairs. */
@@ -1178,8 +1173,7 @@ static void test_attrib_absent_values(void **state)
 	fake_proc_link(root, 20, "exe", "/opt/new\nline\x7f (deleted)");
 	proc_exe_name(root, 20, "x", exe, sizeof(exe));
 	assert_string_equal(exe, "new?line?");
-	rm_rf(root);
-	free(root);
+	rm_temp_dir(root);
 }
 
 /* The symbol uploader keeps where each file was mapped from (for its
@@ -1312,8 +1306,7 @@ static void test_pprof_and_pod_label_flags(void **state)
 	assert_int_equal((int)cfg.npod_labels, 2);
 	assert_string_equal(cfg.pod_labels[0], "team");
 	agent_config_free(&cfg);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 static void test_kubelet_pods(void **state)
@@ -1655,8 +1648,7 @@ static void test_kubelet_client(void **state)
 	kubelet_stop(k);
 	kubelet_stop(NULL);
 	MHD_stop_daemon(d);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 /* Line tables and the line of every code unit, from CPython itself
@@ -1786,8 +1778,7 @@ static void test_cudaship_install(void **state)
 	assert_int_equal(cudaship_install(dir, lib, 0, &err), CUDASHIP_FAILED);
 	assert_non_null(strstr(err.data, "built without"));
 	buf_free(&err);
-	rm_rf(d);
-	free(d);
+	rm_temp_dir(d);
 }
 
 static void test_python_symbolize(void **state)

@@ -878,8 +878,7 @@ static void test_socket(void **state)
 	cuda_close(c);
 	assert_int_equal(access(sock, F_OK), -1); /* removed */
 	buf_free(&err);
-	rm_rf(root);
-	free(root);
+	rm_temp_dir(root);
 }
 
 /* The agent stops (cuda_stop): every datagram a library sent before is
@@ -1117,8 +1116,7 @@ static void test_collect_cuda(void **state)
 	proc_table_free(&procs);
 	files_free(&files);
 	vdso_free(&v);
-	rm_rf(root);
-	free(root);
+	rm_temp_dir(root);
 }
 
 static int maps_calls;
@@ -1176,8 +1174,7 @@ static void test_proc_refresh(void **state)
 
 	proc_table_free(&procs);
 	files_free(&files);
-	rm_rf(root);
-	free(root);
+	rm_temp_dir(root);
 }
 
 /* What the server made of the OTLP request: each sample's kind, value and

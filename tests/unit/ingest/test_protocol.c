@@ -1034,8 +1034,7 @@ static void test_store_replays_sessions_across_seals(void **state)
 	session_free(&c);
 	buf_free(&z);
 	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 int main(void)

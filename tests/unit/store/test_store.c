@@ -141,8 +141,7 @@ static void test_store_durable_and_dedup(void **state)
 	buf_free(&z1);
 	buf_free(&z2);
 	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 /* The log files of the store in dir, sorted, each read whole. */
@@ -248,8 +247,7 @@ static void test_store_flush_of_several_logs(void **state)
 	buf_free(&z1);
 	buf_free(&z2);
 	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 static void wait_flushes(struct store *s, uint64_t n)
@@ -372,8 +370,7 @@ static void test_store_shared_log(void **state)
 	buf_free(&z1);
 	buf_free(&z2);
 	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 /* The blocks of a log that is still there are merged among themselves
@@ -433,8 +430,7 @@ static void test_store_compacts_a_logs_blocks(void **state)
 	store_close(s);
 	buf_free(&z);
 	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 static void test_store_torn_and_corrupt(void **state)
@@ -485,8 +481,7 @@ static void test_store_torn_and_corrupt(void **state)
 	expect_reopened_total(dir, 180);
 	buf_free(&z);
 	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 /* The names of the block files of the store in dir, sorted. */
@@ -623,8 +618,7 @@ static void test_store_blocks(void **state)
 	symbols_close(sym);
 	buf_free(&z);
 	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 /* The head writer over a part: a frame by its text is the frame of its
@@ -855,8 +849,7 @@ static void test_store_codecs(void **state)
 	store_close(s);
 	buf_free(&z);
 	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 int main(void)
