@@ -49,6 +49,17 @@ static __attribute__((unused)) int open_store(const char *dir, struct store **s,
 	return store_open(dir, &cfg, s, err);
 }
 
+/* open_store and symbols, in dir; close_store_dir closes both. */
+static __attribute__((unused)) struct store *open_store_symbols(const char *dir, struct symbols **sym)
+{
+	struct store *s;
+	struct buf err = { 0 };
+	if (open_store(dir, &s, &err) != 0 || symbols_open(dir, sym, &err) != 0)
+		fail_msg("open in %s: %s", dir, err.data ? err.data : "");
+	buf_free(&err);
+	return s;
+}
+
 /* Closes what a test opened in dir (its store and symbols), removes the
  * directory and frees its name. */
 static __attribute__((unused)) void close_store_dir(char *dir, struct store *s, struct symbols *sym)

@@ -32,6 +32,13 @@ static inline void rm_rf(const char *dir)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* Removes a directory from make_temp_dir and frees its name. */
+static inline void rm_temp_dir(char *dir)
+{
+	rm_rf(dir);
+	free(dir);
+}
+
 static inline void write_text(const char *path, const char *text)
 {
 	FILE *f = fopen(path, "w");

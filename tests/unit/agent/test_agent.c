@@ -1,6 +1,8 @@
 /* Unit tests: the agent's parsers, configuration, queue, batch builder and
  * the conversion of raw BPF samples into batch stacks. */
 #include "testutil.h"
+#include "otlpfixture.h"
+#include "procfixture.h"
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
@@ -38,6 +40,23 @@
 #include "otlp_profiles.pb-c.h"
 #include "util.h"
 
+/* Loads argv into *cfg and asserts that it succeeds, showing the error if not. */
+static void load_ok(struct agent_config *cfg, int argc, char **argv, char **envp)
+{
+	struct buf err = { 0 };
+	int rc = agent_config_load(cfg, argc, argv, envp, &err);
+	if (rc != 0)
+		fail_msg("agent_config_load returned %d: %s", rc, err.data ? err.data : "");
+	buf_free(&err);
+}
+
+/* Loads the smallest valid command line: the defaults. */
+static void load_defaults(struct agent_config *cfg, char **envp)
+{
+	char *argv[] = { "a", "-collection-agent=h:1", NULL };
+	load_ok(cfg, 2, argv, envp);
+}
+
 static void test_config_precedence(void **state)
 {
 	(void)state;
@@ -56,8 +75,7 @@ static void test_config_precedence(void **state)
 	char *envp[] = { "EMBER_PROJECT=from-env", "EMBER_REPORTER_INTERVAL=20s",
 			 "EMBER_COLLECTION_AGENT=env:2", NULL };
 	struct agent_config cfg;
-	struct buf err = { 0 };
-	assert_int_equal(agent_config_load(&cfg, 5, argv, envp, &err), 0);
+	load_ok(&cfg, 5, argv, envp);
 	assert_string_equal(cfg.project, "from-cli");         /* cli > env > file */
 	assert_int_equal(cfg.reporter_interval_ms, 20000);    /* env > file */
 	assert_string_equal(cfg.collection_agent, "env:2");
@@ -65,9 +83,7 @@ static void test_config_precedence(void **state)
 	assert_true(cfg.disable_tls);
 	assert_true(cfg.verbose);
 	agent_config_free(&cfg);
-	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 static void expect_error(char **argv, int argc, char **envp, const char *needle)
@@ -86,9 +102,7 @@ static void test_metrics_flags(void **state)
 	(void)state;
 	char *envp[] = { NULL };
 	struct agent_config cfg;
-	struct buf err = { 0 };
-	char *d[] = { "a", "-collection-agent=h:1", NULL };
-	assert_int_equal(agent_config_load(&cfg, 2, d, envp, &err), 0);
+	load_defaults(&cfg, envp);
 	assert_int_equal(cfg.metrics_interval_ms, 30000);
 	assert_true(cfg.host_metrics);
 	assert_true(cfg.gpu_metrics);
@@ -98,14 +112,13 @@ static void test_metrics_flags(void **state)
 	char *e[] = { "EMBER_COLLECT_METRICS_INTERVAL=5s", "EMBER_ENABLE_GPU_METRICS=false",
 		      "EMBER_NVML_PATH=/opt/nv/libnvidia-ml.so.1", NULL };
 	char *s[] = { "a", "-collection-agent=h:1", "--enable-host-metrics=false", "-nvml-auto-scan", NULL };
-	assert_int_equal(agent_config_load(&cfg, 4, s, e, &err), 0);
+	load_ok(&cfg, 4, s, e);
 	assert_int_equal(cfg.metrics_interval_ms, 5000);
 	assert_false(cfg.host_metrics);
 	assert_false(cfg.gpu_metrics);
 	assert_true(cfg.nvml_auto_scan);
 	assert_string_equal(cfg.nvml_path, "/opt/nv/libnvidia-ml.so.1");
 	agent_config_free(&cfg);
-	buf_free(&err);
 	char *b1[] = { "a", "-collection-agent=h:1", "-collect-metrics-interval=500ms", NULL };
 	expect_error(b1, 3, envp, "-collect-metrics-interval");
 	char *b2[] = { "a", "-collection-agent=h:1", "-collect-metrics-interval=2h", NULL };
@@ -148,20 +161,17 @@ static void test_config_errors(void **state)
 	char *a11b[] = { "a", "-collection-agent=h:1", "-tracers=python,cobol", NULL };
 	expect_error(a11b, 3, envp, "unknown tracer \"cobol\"");
 	struct agent_config cfg;
-	struct buf err = { 0 };
 	char *t1[] = { "a", "-collection-agent=h:1", "-tracers=none", NULL };
-	assert_int_equal(agent_config_load(&cfg, 3, t1, envp, &err), 0);
+	load_ok(&cfg, 3, t1, envp);
 	assert_false(cfg.trace_python);
 	agent_config_free(&cfg);
 	char *t2[] = { "a", "-collection-agent=h:1", "-tracers=nodejs,python", NULL };
-	assert_int_equal(agent_config_load(&cfg, 3, t2, envp, &err), 0);
+	load_ok(&cfg, 3, t2, envp);
 	assert_true(cfg.trace_python);
 	agent_config_free(&cfg);
-	char *t3[] = { "a", "-collection-agent=h:1", NULL };
-	assert_int_equal(agent_config_load(&cfg, 2, t3, envp, &err), 0);
+	load_defaults(&cfg, envp);
 	assert_true(cfg.trace_python);
 	agent_config_free(&cfg);
-	buf_free(&err);
 	char long_type[160];
 	memset(long_type, 'x', sizeof(long_type) - 1);
 	long_type[sizeof(long_type) - 1] = '\0';
@@ -346,237 +356,8 @@ static void on_new_file(void *ctx, uint32_t index, const struct agent_file *f, i
 	close(fd);
 }
 
-/* A fake /proc under root with process 4242 (started at tick 500,
- * executable "fake_app"): this test binary mapped at 0x400000 (file offset
- * 0x1000), anonymous code at 0x700000 and a vDSO. */
-static void write_fake_app(const char *root)
-{
-	char path[512], exe[512];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	assert_true(n > 0);
-	exe[n] = '\0';
-	struct stat st;
-	assert_int_equal(stat(exe, &st), 0);
-
-	snprintf(path, sizeof(path), "%s/4242", root);
-	mkdir(path, 0755);
-	snprintf(path, sizeof(path), "%s/4242/stat", root);
-	write_text(path, "4242 (worker) R 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 500 0 0\n");
-	snprintf(path, sizeof(path), "%s/4242/exe", root);
-	assert_int_equal(symlink("/opt/app/bin/fake_app", path), 0);
-	snprintf(path, sizeof(path), "%s/4242/root", root);
-	assert_int_equal(symlink("/", path), 0);
-	char maps[2048];
-	snprintf(maps, sizeof(maps),
-		 "00400000-00500000 r-xp 00001000 %02x:%02x %llu %s\n"
-		 "00600000-00601000 rw-p 00000000 00:00 0\n"
-		 "00700000-00710000 r-xp 00000000 00:00 0\n"
-		 "7fff00000000-7fff00002000 r-xp 00000000 00:00 0 [vdso]\n",
-		 major(st.st_dev), minor(st.st_dev), (unsigned long long)st.st_ino, exe);
-	snprintf(path, sizeof(path), "%s/4242/maps", root);
-	write_text(path, maps);
-}
-
-/* An on-CPU record of thread "worker-1" of write_fake_app's process,
- * without frames. */
-static void worker_sample(struct oncpu_sample *s)
-{
-	memset(s, 0, sizeof(*s));
-	s->kind = ONCPU_KIND_ON_CPU;
-	s->value = 1;
-	s->pid = 4242;
-	s->tid = 4243;
-	s->proc_start_ns = 500ull * 10000000ull;
-	memcpy(s->comm, "worker-1", 9);
-	s->unwind_mode = UWM_CFI;
-}
-
-static void test_collect(void **state)
-{
-	(void)state;
-	char *root = make_temp_dir();
-	char path[512];
-	write_fake_app(root);
-
-	struct kallsyms k = { 0 };
-	kallsyms_parse(&k, kallsyms_text, sizeof(kallsyms_text) - 1);
-	struct vdso v;
-	vdso_load(&v);
-	struct new_files nf = { 0 };
-	struct file_registry files;
-	files_init(&files, root, on_new_file, &nf);
-	struct proc_table procs;
-	proc_table_init(&procs, &files, root);
-	struct batch b;
-	batch_init(&b);
-	static const char *const host_kv[] = { "cluster.name", "c1", "host.type", "" };
-	struct collector c = { .batch = &b, .procs = &procs, .files = &files, .ksyms = &k, .vdso = &v,
-			       .host_name = "testhost", .host_arch = "amd64", .host_kv = host_kv,
-			       .nhost_kv = 4,
-			       .ns_per_tick = 10000000 };
-
-	struct oncpu_sample s;
-	worker_sample(&s);
-	/* Kernel frames first, then user frames, each innermost first. */
-	s.kstack_len = 2;
-	s.frames[0] = 0xffffffff81000110; /* leaf_fn */
-	s.frames[1] = 0xffffffff81000201; /* returns into outer_fn */
-	s.ustack_len = 4;
-	s.frames[2] = 0x400100; /* leaf: exact address */
-	s.frames[3] = 0x400201; /* return address: looked up at - 1 */
-	s.frames[4] = 0x700010; /* anonymous executable memory */
-	s.frames[5] = 0x900000; /* in no mapping: the stack broke here */
-	size_t size = ONCPU_HDR_SIZE + 6 * sizeof(__u64);
-	collect_sample(&c, &s, size, 1000);
-	collect_sample(&c, &s, size, 2000);
-	/* A truncated record is counted, not used. */
-	collect_sample(&c, &s, ONCPU_HDR_SIZE + 8, 3000);
-	assert_int_equal(c.stats.samples, 2);
-	assert_int_equal(c.stats.malformed, 1);
-	assert_int_equal(c.stats.cfi_stacks, 2);
-	assert_int_equal(c.stats.unknown_frames, 4); /* per sample: anonymous code, broken stack */
-	assert_int_equal(nf.count, 1);
-	assert_int_equal(batch_samples(&b), 1);
-	assert_int_equal(b.samples[0].value, 2);
-
-	/* The stack, outermost first. */
-	uint32_t st_idx = b.samples[0].stack;
-	uint32_t *ids = b.stack_ids + b.stack_off[st_idx];
-	size_t depth = b.stack_off[st_idx + 1] - b.stack_off[st_idx];
-	assert_int_equal(depth, 6);
-	assert_int_equal(b.frames[ids[0]].type, FT_ERROR);
-	assert_string_equal(strtab_get(&b.strings, b.frames[ids[0]].name), "[unknown mapping]");
-	assert_string_equal(strtab_get(&b.strings, b.frames[ids[1]].name), "[anonymous code]");
-	assert_int_equal(b.frames[ids[2]].type, FT_NATIVE);
-	assert_int_equal(b.frames[ids[2]].address, 0x400200 - 0x400000 + 0x1000);
-	assert_int_equal(b.frames[ids[3]].address, 0x400100 - 0x400000 + 0x1000);
-	assert_int_equal(b.frames[ids[2]].file, 1);
-	assert_string_equal(strtab_get(&b.strings, b.frames[ids[4]].name), "outer_fn");
-	assert_string_equal(strtab_get(&b.strings, b.frames[ids[5]].name), "leaf_fn");
-	assert_string_equal(strtab_get(&b.strings, b.frames[ids[5]].binary), "vmlinux");
-
-	/* A broken chain in the middle: the frames beyond it are dropped under
-	 * one error frame, not shown as a ladder of garbage. */
-	struct oncpu_sample s2 = s;
-	s2.unwind_mode = UWM_KERNEL_FP;
-	s2.kstack_len = 0;
-	s2.ustack_len = 4;
-	s2.frames[0] = 0x400100;
-	s2.frames[1] = 0x900000;
-	s2.frames[2] = 0x400201;
-	s2.frames[3] = 0x900010;
-	collect_sample(&c, &s2, ONCPU_HDR_SIZE + 4 * sizeof(__u64), 2500);
-	uint32_t st2 = b.samples[1].stack;
-	uint32_t *ids2 = b.stack_ids + b.stack_off[st2];
-	assert_int_equal(b.stack_off[st2 + 1] - b.stack_off[st2], 2);
-	assert_string_equal(strtab_get(&b.strings, b.frames[ids2[0]].name), "[unknown mapping]");
-	assert_int_equal(b.frames[ids2[1]].address, 0x1100);
-
-	/* The BPF unwinder reports why it stopped: an error frame says so. */
-	struct oncpu_sample s3 = s;
-	s3.kstack_len = 0;
-	s3.ustack_len = 1;
-	s3.frames[0] = 0x400100;
-	s3.unwind_error = UWE_TRUNCATED;
-	collect_sample(&c, &s3, ONCPU_HDR_SIZE + sizeof(__u64), 2600);
-	uint32_t st3 = b.samples[2].stack;
-	uint32_t *ids3 = b.stack_ids + b.stack_off[st3];
-	assert_string_equal(strtab_get(&b.strings, b.frames[ids3[0]].name), "[truncated stack]");
-	assert_int_equal(c.stats.truncated, 1);
-
-	/* The resource names the executable and the thread. */
-	uint32_t r = b.samples[0].resource;
-	bool saw_exe = false, saw_thread = false, saw_cluster = false, saw_type = false;
-	for (uint32_t i = b.res_off[r]; i < b.res_off[r + 1]; i += 2) {
-		const char *key = strtab_get(&b.strings, b.res_ids[i]);
-		const char *val = strtab_get(&b.strings, b.res_ids[i + 1]);
-		/* Host attributes from flags: set ones only. */
-		if (strcmp(key, "cluster.name") == 0) {
-			assert_string_equal(val, "c1");
-			saw_cluster = true;
-		}
-		saw_type |= strcmp(key, "host.type") == 0;
-		if (strcmp(key, "process.executable.name") == 0) {
-			assert_string_equal(val, "fake_app");
-			saw_exe = true;
-		}
-		if (strcmp(key, "thread.name") == 0) {
-			assert_string_equal(val, "worker-1");
-			saw_thread = true;
-		}
-	}
-	assert_true(saw_exe && saw_thread && saw_cluster && !saw_type);
-
-	/* The pid is reused by another program: the entry is replaced. */
-	snprintf(path, sizeof(path), "%s/4242/exe", root);
-	unlink(path);
-	assert_int_equal(symlink("/usr/bin/other", path), 0);
-	s.proc_start_ns = 900ull * 10000000ull;
-	struct proc *p = proc_table_get(&procs, 4242, 900, 0, "x", 5000);
-	assert_string_equal(p->exe_name, "other");
-	assert_int_equal(proc_table_count(&procs), 1);
-
-	/* The process (its /proc start time is 500) execs a third program: a
-	 * sample with a higher exec count has it read again at once, an
-	 * older or equal one does not. */
-	unlink(path);
-	assert_int_equal(symlink("/usr/bin/third", path), 0);
-	p = proc_table_get(&procs, 4242, 500, 0, "x", 5001);
-	assert_string_equal(p->exe_name, "other");
-	p = proc_table_get(&procs, 4242, 500, 3, "x", 5002);
-	assert_string_equal(p->exe_name, "third");
-	assert_int_equal(p->exec_id, 3);
-	assert_int_equal(p->maps_read_ns, 5002);
-	p = proc_table_get(&procs, 4242, 500, 2, "x", 5003);
-	assert_int_equal(p->exec_id, 3);
-	assert_int_equal(p->maps_read_ns, 5002);
-	assert_int_equal(proc_table_count(&procs), 1);
-
-	/* A live process whose last sample came after the sweep's clock was
-	 * read (samples drained in between) is kept, not taken for idle. */
-	proc_table_sweep(&procs, 5000, 1000000000ull);
-	assert_int_equal(proc_table_count(&procs), 1);
-
-	/* Exited processes are swept: one sampled since the previous sweep
-	 * is not looked up in /proc yet, the next sweep finds it gone. */
-	snprintf(path, sizeof(path), "rm -rf %s/4242", root);
-	assert_int_equal(system(path), 0);
-	proc_table_get(&procs, 4242, 500, 3, "x", 5500);
-	proc_table_sweep(&procs, 6000, 1000000000ull);
-	assert_int_equal(proc_table_count(&procs), 1);
-	proc_table_sweep(&procs, 7000, 1000000000ull);
-	assert_int_equal(proc_table_count(&procs), 0);
-
-	batch_free(&b);
-	proc_table_free(&procs);
-	files_free(&files);
-	vdso_free(&v);
-	kallsyms_free(&k);
-	rm_rf(root);
-	free(root);
-}
-
-
-/* -enable-off-cpu and -off-cpu-sampling-rate: off by default; the flag, or
- * a non-zero rate set explicitly (command line, environment or config
- * file, even to the default value), turns it on. */
-static bool off_cpu_loads(int argc, char **argv, char **envp, bool *on, uint64_t *hz)
-{
-	struct agent_config cfg;
-	struct buf err = { 0 };
-	int rc = agent_config_load(&cfg, argc, argv, envp, &err);
-	if (rc == 0) {
-		*on = cfg.off_cpu;
-		*hz = cfg.off_cpu_hz;
-	}
-	agent_config_free(&cfg);
-	buf_free(&err);
-	return rc == 0;
-}
-
-/* Two collectors over the same samples, one caching repeats (its batch set
- * by collector_set_batch), one not: the batches and counters must be the
- * same, and repeats must have been found. */
+/* A collector over the fake /proc under root, with its own file registry,
+ * process table and batch; fixture_close frees them. */
 struct collect_fixture {
 	struct new_files nf;
 	struct file_registry files;
@@ -605,6 +386,236 @@ static void fixture_close(struct collect_fixture *f)
 	files_free(&f->files);
 }
 
+/* The kernel symbols of kallsyms_text and this process's vDSO. */
+static void kernel_open(struct kallsyms *k, struct vdso *v)
+{
+	memset(k, 0, sizeof(*k));
+	kallsyms_parse(k, kallsyms_text, sizeof(kallsyms_text) - 1);
+	vdso_load(v);
+}
+
+static void kernel_close(struct kallsyms *k, struct vdso *v)
+{
+	vdso_free(v);
+	kallsyms_free(k);
+}
+
+/* A fake /proc under root with process 4242 (started at tick 500,
+ * executable "fake_app"): this test binary mapped at 0x400000 (file offset
+ * 0x1000), anonymous code at 0x700000 and a vDSO. */
+static void write_fake_app(const char *root)
+{
+	char exe[512];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	assert_true(n > 0);
+	exe[n] = '\0';
+	struct stat st;
+	assert_int_equal(stat(exe, &st), 0);
+
+	fake_proc(root, 4242, "worker", 'R', 500);
+	fake_proc_link(root, 4242, "exe", "/opt/app/bin/fake_app");
+	fake_proc_link(root, 4242, "root", "/");
+	char maps[2048];
+	snprintf(maps, sizeof(maps),
+		 "00400000-00500000 r-xp 00001000 %02x:%02x %llu %s\n"
+		 "00600000-00601000 rw-p 00000000 00:00 0\n"
+		 "00700000-00710000 r-xp 00000000 00:00 0\n"
+		 "7fff00000000-7fff00002000 r-xp 00000000 00:00 0 [vdso]\n",
+		 major(st.st_dev), minor(st.st_dev), (unsigned long long)st.st_ino, exe);
+	fake_proc_file(root, 4242, "maps", maps);
+}
+
+/* An on-CPU record of thread "worker-1" of write_fake_app's process,
+ * without frames. */
+static void worker_sample(struct oncpu_sample *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->kind = ONCPU_KIND_ON_CPU;
+	s->value = 1;
+	s->pid = 4242;
+	s->tid = 4243;
+	s->proc_start_ns = 500ull * 10000000ull;
+	memcpy(s->comm, "worker-1", 9);
+	s->unwind_mode = UWM_CFI;
+}
+
+static void test_collect(void **state)
+{
+	(void)state;
+	char *root = make_temp_dir();
+	char path[512];
+	write_fake_app(root);
+
+	struct kallsyms k;
+	struct vdso v;
+	kernel_open(&k, &v);
+	struct collect_fixture f;
+	fixture_open(&f, root, &k, &v);
+	static const char *const host_kv[] = { "cluster.name", "c1", "host.type", "" };
+	f.c.host_name = "testhost";
+	f.c.host_kv = host_kv;
+	f.c.nhost_kv = 4;
+	struct collector *c = &f.c;
+	struct batch *b = &f.b;
+
+	struct oncpu_sample s;
+	worker_sample(&s);
+	/* Kernel frames first, then user frames, each innermost first. */
+	s.kstack_len = 2;
+	s.frames[0] = 0xffffffff81000110; /* leaf_fn */
+	s.frames[1] = 0xffffffff81000201; /* returns into outer_fn */
+	s.ustack_len = 4;
+	s.frames[2] = 0x400100; /* leaf: exact address */
+	s.frames[3] = 0x400201; /* return address: looked up at - 1 */
+	s.frames[4] = 0x700010; /* anonymous executable memory */
+	s.frames[5] = 0x900000; /* in no mapping: the stack broke here */
+	size_t size = ONCPU_HDR_SIZE + 6 * sizeof(__u64);
+	collect_sample(c, &s, size, 1000);
+	collect_sample(c, &s, size, 2000);
+	/* A truncated record is counted, not used. */
+	collect_sample(c, &s, ONCPU_HDR_SIZE + 8, 3000);
+	assert_int_equal(c->stats.samples, 2);
+	assert_int_equal(c->stats.malformed, 1);
+	assert_int_equal(c->stats.cfi_stacks, 2);
+	assert_int_equal(c->stats.unknown_frames, 4); /* per sample: anonymous code, broken stack */
+	assert_int_equal(f.nf.count, 1);
+	assert_int_equal(batch_samples(b), 1);
+	assert_int_equal(b->samples[0].value, 2);
+
+	/* The stack, outermost first. */
+	uint32_t st_idx = b->samples[0].stack;
+	uint32_t *ids = b->stack_ids + b->stack_off[st_idx];
+	size_t depth = b->stack_off[st_idx + 1] - b->stack_off[st_idx];
+	assert_int_equal(depth, 6);
+	assert_int_equal(b->frames[ids[0]].type, FT_ERROR);
+	assert_string_equal(strtab_get(&b->strings, b->frames[ids[0]].name), "[unknown mapping]");
+	assert_string_equal(strtab_get(&b->strings, b->frames[ids[1]].name), "[anonymous code]");
+	assert_int_equal(b->frames[ids[2]].type, FT_NATIVE);
+	assert_int_equal(b->frames[ids[2]].address, 0x400200 - 0x400000 + 0x1000);
+	assert_int_equal(b->frames[ids[3]].address, 0x400100 - 0x400000 + 0x1000);
+	assert_int_equal(b->frames[ids[2]].file, 1);
+	assert_string_equal(strtab_get(&b->strings, b->frames[ids[4]].name), "outer_fn");
+	assert_string_equal(strtab_get(&b->strings, b->frames[ids[5]].name), "leaf_fn");
+	assert_string_equal(strtab_get(&b->strings, b->frames[ids[5]].binary), "vmlinux");
+
+	/* A broken chain in the middle: the frames beyond it are dropped under
+	 * one error frame, not shown as a ladder of garbage. */
+	struct oncpu_sample s2 = s;
+	s2.unwind_mode = UWM_KERNEL_FP;
+	s2.kstack_len = 0;
+	s2.ustack_len = 4;
+	s2.frames[0] = 0x400100;
+	s2.frames[1] = 0x900000;
+	s2.frames[2] = 0x400201;
+	s2.frames[3] = 0x900010;
+	collect_sample(c, &s2, ONCPU_HDR_SIZE + 4 * sizeof(__u64), 2500);
+	uint32_t st2 = b->samples[1].stack;
+	uint32_t *ids2 = b->stack_ids + b->stack_off[st2];
+	assert_int_equal(b->stack_off[st2 + 1] - b->stack_off[st2], 2);
+	assert_string_equal(strtab_get(&b->strings, b->frames[ids2[0]].name), "[unknown mapping]");
+	assert_int_equal(b->frames[ids2[1]].address, 0x1100);
+
+	/* The BPF unwinder reports why it stopped: an error frame says so. */
+	struct oncpu_sample s3 = s;
+	s3.kstack_len = 0;
+	s3.ustack_len = 1;
+	s3.frames[0] = 0x400100;
+	s3.unwind_error = UWE_TRUNCATED;
+	collect_sample(c, &s3, ONCPU_HDR_SIZE + sizeof(__u64), 2600);
+	uint32_t st3 = b->samples[2].stack;
+	uint32_t *ids3 = b->stack_ids + b->stack_off[st3];
+	assert_string_equal(strtab_get(&b->strings, b->frames[ids3[0]].name), "[truncated stack]");
+	assert_int_equal(c->stats.truncated, 1);
+
+	/* The resource names the executable and the thread. */
+	uint32_t r = b->samples[0].resource;
+	bool saw_exe = false, saw_thread = false, saw_cluster = false, saw_type = false;
+	for (uint32_t i = b->res_off[r]; i < b->res_off[r + 1]; i += 2) {
+		const char *key = strtab_get(&b->strings, b->res_ids[i]);
+		const char *val = strtab_get(&b->strings, b->res_ids[i + 1]);
+		/* Host attributes from flags: set ones only. */
+		if (strcmp(key, "cluster.name") == 0) {
+			assert_string_equal(val, "c1");
+			saw_cluster = true;
+		}
+		saw_type |= strcmp(key, "host.type") == 0;
+		if (strcmp(key, "process.executable.name") == 0) {
+			assert_string_equal(val, "fake_app");
+			saw_exe = true;
+		}
+		if (strcmp(key, "thread.name") == 0) {
+			assert_string_equal(val, "worker-1");
+			saw_thread = true;
+		}
+	}
+	assert_true(saw_exe && saw_thread && saw_cluster && !saw_type);
+
+	/* The pid is reused by another program: the entry is replaced. */
+	snprintf(path, sizeof(path), "%s/4242/exe", root);
+	unlink(path);
+	assert_int_equal(symlink("/usr/bin/other", path), 0);
+	s.proc_start_ns = 900ull * 10000000ull;
+	struct proc *p = proc_table_get(&f.procs, 4242, 900, 0, "x", 5000);
+	assert_string_equal(p->exe_name, "other");
+	assert_int_equal(proc_table_count(&f.procs), 1);
+
+	/* The process (its /proc start time is 500) execs a third program: a
+	 * sample with a higher exec count has it read again at once, an
+	 * older or equal one does not. */
+	unlink(path);
+	assert_int_equal(symlink("/usr/bin/third", path), 0);
+	p = proc_table_get(&f.procs, 4242, 500, 0, "x", 5001);
+	assert_string_equal(p->exe_name, "other");
+	p = proc_table_get(&f.procs, 4242, 500, 3, "x", 5002);
+	assert_string_equal(p->exe_name, "third");
+	assert_int_equal(p->exec_id, 3);
+	assert_int_equal(p->maps_read_ns, 5002);
+	p = proc_table_get(&f.procs, 4242, 500, 2, "x", 5003);
+	assert_int_equal(p->exec_id, 3);
+	assert_int_equal(p->maps_read_ns, 5002);
+	assert_int_equal(proc_table_count(&f.procs), 1);
+
+	/* A live process whose last sample came after the sweep's clock was
+	 * read (samples drained in between) is kept, not taken for idle. */
+	proc_table_sweep(&f.procs, 5000, 1000000000ull);
+	assert_int_equal(proc_table_count(&f.procs), 1);
+
+	/* Exited processes are swept: one sampled since the previous sweep
+	 * is not looked up in /proc yet, the next sweep finds it gone. */
+	snprintf(path, sizeof(path), "rm -rf %s/4242", root);
+	assert_int_equal(system(path), 0);
+	proc_table_get(&f.procs, 4242, 500, 3, "x", 5500);
+	proc_table_sweep(&f.procs, 6000, 1000000000ull);
+	assert_int_equal(proc_table_count(&f.procs), 1);
+	proc_table_sweep(&f.procs, 7000, 1000000000ull);
+	assert_int_equal(proc_table_count(&f.procs), 0);
+
+	fixture_close(&f);
+	kernel_close(&k, &v);
+	rm_temp_dir(root);
+}
+
+
+/* -enable-off-cpu and -off-cpu-sampling-rate: off by default; the flag, or
+ * a non-zero rate set explicitly (command line, environment or config
+ * file, even to the default value), turns it on. */
+static bool off_cpu_loads(int argc, char **argv, char **envp, bool *on, uint64_t *hz)
+{
+	struct agent_config cfg;
+	struct buf err = { 0 };
+	int rc = agent_config_load(&cfg, argc, argv, envp, &err);
+	if (rc == 0) {
+		*on = cfg.off_cpu;
+		*hz = cfg.off_cpu_hz;
+	}
+	agent_config_free(&cfg);
+	buf_free(&err);
+	return rc == 0;
+}
+
+/* Two collectors over the same samples, one caching repeats (its batch set
+ * by collector_set_batch), one not: the batches and counters must be the
+ * same, and repeats must have been found. */
 static void assert_same_batches(const struct batch *a, const struct batch *b)
 {
 	assert_int_equal(a->nsamples, b->nsamples);
@@ -631,10 +642,9 @@ static void test_collect_repeats(void **state)
 	(void)state;
 	char *root = make_temp_dir();
 	write_fake_app(root);
-	struct kallsyms k = { 0 };
-	kallsyms_parse(&k, kallsyms_text, sizeof(kallsyms_text) - 1);
+	struct kallsyms k;
 	struct vdso v;
-	vdso_load(&v);
+	kernel_open(&k, &v);
 	struct collect_fixture cached, plain;
 	fixture_open(&cached, root, &k, &v);
 	fixture_open(&plain, root, &k, &v);
@@ -748,10 +758,8 @@ static void test_collect_repeats(void **state)
 	batch_free(&p2);
 	fixture_close(&cached);
 	fixture_close(&plain);
-	vdso_free(&v);
-	kallsyms_free(&k);
-	rm_rf(root);
-	free(root);
+	kernel_close(&k, &v);
+	rm_temp_dir(root);
 }
 
 static void test_off_cpu_flags(void **state)
@@ -813,8 +821,7 @@ static void test_off_cpu_flags(void **state)
 	assert_true(off_cpu_loads(3, c1, envp, &on, &hz));
 	assert_true(on);
 	assert_int_equal(hz, 19);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 
 	/* Errors name the flag and what it expects. */
 	char *b1[] = { "a", "-collection-agent=h:1", "-enable-off-cpu", "-off-cpu-sampling-rate=0", NULL };
@@ -844,29 +851,17 @@ static void test_collect_off_cpu(void **state)
 {
 	(void)state;
 	char *root = make_temp_dir();
-	char path[512];
-	snprintf(path, sizeof(path), "%s/77", root);
-	mkdir(path, 0755);
-	snprintf(path, sizeof(path), "%s/77/stat", root);
-	write_text(path, "77 (sleeper) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 500 0 0\n");
-	snprintf(path, sizeof(path), "%s/77/exe", root);
-	assert_int_equal(symlink("/opt/app/bin/sleeper", path), 0);
-	snprintf(path, sizeof(path), "%s/77/maps", root);
-	write_text(path, "00700000-00710000 r-xp 00000000 00:00 0\n");
+	fake_proc(root, 77, "sleeper", 'S', 500);
+	fake_proc_link(root, 77, "exe", "/opt/app/bin/sleeper");
+	fake_proc_file(root, 77, "maps", "00700000-00710000 r-xp 00000000 00:00 0\n");
 
-	struct kallsyms k = { 0 };
-	kallsyms_parse(&k, kallsyms_text, sizeof(kallsyms_text) - 1);
+	struct kallsyms k;
 	struct vdso v;
-	vdso_load(&v);
-	struct new_files nf = { 0 };
-	struct file_registry files;
-	files_init(&files, root, on_new_file, &nf);
-	struct proc_table procs;
-	proc_table_init(&procs, &files, root);
-	struct batch b;
-	batch_init(&b);
-	struct collector c = { .batch = &b, .procs = &procs, .files = &files, .ksyms = &k, .vdso = &v,
-			       .host_name = "h", .host_arch = "amd64", .ns_per_tick = 10000000 };
+	kernel_open(&k, &v);
+	struct collect_fixture f;
+	fixture_open(&f, root, &k, &v);
+	struct collector *c = &f.c;
+	struct batch *b = &f.b;
 
 	struct oncpu_sample s;
 	memset(&s, 0, sizeof(s));
@@ -882,21 +877,21 @@ static void test_collect_off_cpu(void **state)
 	size_t size = ONCPU_HDR_SIZE + 2 * sizeof(__u64);
 	s.kind = ONCPU_KIND_OFF_CPU;
 	s.value = 30000000; /* 30 ms */
-	collect_sample(&c, &s, size, 1000);
+	collect_sample(c, &s, size, 1000);
 	s.value = 52631578;
-	collect_sample(&c, &s, size, 1100);
+	collect_sample(c, &s, size, 1100);
 	s.kind = ONCPU_KIND_ON_CPU;
 	s.value = 1;
-	collect_sample(&c, &s, size, 1200);
-	assert_int_equal(c.stats.samples, 1);
-	assert_int_equal(c.stats.offcpu_samples, 2);
-	assert_int_equal(c.stats.offcpu_ns, 30000000 + 52631578);
-	assert_int_equal(batch_samples(&b), 2);
-	assert_int_equal(b.samples[0].kind, EK_OFF_CPU);
-	assert_int_equal(b.samples[0].value, 30000000 + 52631578);
-	assert_int_equal(b.samples[1].kind, EK_ON_CPU);
-	assert_int_equal(b.samples[1].value, 1);
-	assert_int_equal(b.samples[0].stack, b.samples[1].stack);
+	collect_sample(c, &s, size, 1200);
+	assert_int_equal(c->stats.samples, 1);
+	assert_int_equal(c->stats.offcpu_samples, 2);
+	assert_int_equal(c->stats.offcpu_ns, 30000000 + 52631578);
+	assert_int_equal(batch_samples(b), 2);
+	assert_int_equal(b->samples[0].kind, EK_OFF_CPU);
+	assert_int_equal(b->samples[0].value, 30000000 + 52631578);
+	assert_int_equal(b->samples[1].kind, EK_ON_CPU);
+	assert_int_equal(b->samples[1].value, 1);
+	assert_int_equal(b->samples[0].stack, b->samples[1].stack);
 
 	/* Malformed: no kind, an unknown kind, an on-CPU record not worth one
 	 * sample, an off-CPU record of 0 ns or of more than a day. */
@@ -907,22 +902,18 @@ static void test_collect_off_cpu(void **state)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		s.kind = bad[i].kind;
 		s.value = bad[i].value;
-		collect_sample(&c, &s, size, 1300);
+		collect_sample(c, &s, size, 1300);
 	}
-	assert_int_equal(c.stats.malformed, 5);
-	assert_int_equal(batch_samples(&b), 2);
+	assert_int_equal(c->stats.malformed, 5);
+	assert_int_equal(batch_samples(b), 2);
 	s.kind = ONCPU_KIND_OFF_CPU;
 	s.value = OFFCPU_MAX_VALUE_NS;
-	collect_sample(&c, &s, size, 1400);
-	assert_int_equal(c.stats.offcpu_samples, 3);
+	collect_sample(c, &s, size, 1400);
+	assert_int_equal(c->stats.offcpu_samples, 3);
 
-	batch_free(&b);
-	proc_table_free(&procs);
-	files_free(&files);
-	vdso_free(&v);
-	kallsyms_free(&k);
-	rm_rf(root);
-	free(root);
+	fixture_close(&f);
+	kernel_close(&k, &v);
+	rm_temp_dir(root);
 }
 
 /* Keeps the converted batches' samples: (kind, value) pairs. */
@@ -962,13 +953,8 @@ static void test_otlp_off_cpu(void **state)
 	batch_add(&b, st, res2, EK_OFF_CPU, 5000);
 	batch_add(&b, st, res, EK_ON_CPU, 3);
 	batch_add(&b, st, res, EK_OFF_CPU, 123456789);
-	struct batch_meta meta = { "inst", 1, "default", 1700000000000, 1700000005000, 19 };
-	struct buf z = { 0 }, raw = { 0 }, err = { 0 };
-	assert_int_equal(otlp_encode(&b, &meta, &z), 0);
-	assert_int_equal(gzip_decompress_bounded(z.data, z.len, 1 << 20, &raw), 0);
-	Ember__Otlp__ExportProfilesServiceRequest *req =
-		ember__otlp__export_profiles_service_request__unpack(NULL, raw.len, (const uint8_t *)raw.data);
-	assert_non_null(req);
+	Ember__Otlp__ExportProfilesServiceRequest *req = otlp_roundtrip(&b);
+	struct buf err = { 0 };
 	/* One ResourceProfiles per process, in the order of their resources:
 	 * pid 7, then pid 8 (off-CPU only). */
 	assert_int_equal(req->n_resource_profiles, 2);
@@ -1002,8 +988,6 @@ static void test_otlp_off_cpu(void **state)
 	buf_free(&ores.message);
 	ember__otlp__export_profiles_service_request__free_unpacked(req, NULL);
 	batch_free(&b);
-	buf_free(&z);
-	buf_free(&raw);
 	buf_free(&err);
 }
 
@@ -1109,8 +1093,7 @@ static void test_attrib_absent_values(void **state)
 	write_bytes(path, env12, sizeof(env12) - 1);
 	snprintf(path, sizeof(path), "%s/12/cmdline", root);
 	write_bytes(path, "python3", 7);
-	snprintf(path, sizeof(path), "%s/12/cgroup", root);
-	write_text(path, "0::");
+	fake_proc_file(root, 12, "cgroup", "0::");
 	/* pid 13: SLURM and the job tag first, then 1 MiB of variables, then
 	 * a SLURM_JOB_ID the 64 KiB prefix does not reach. */
 	snprintf(path, sizeof(path), "%s/13", root);
@@ -1187,12 +1170,10 @@ static void test_attrib_absent_values(void **state)
 	assert_string_equal(exe, "tab?here?");
 	snprintf(path, sizeof(path), "%s/20", root);
 	assert_int_equal(mkdir(path, 0755), 0);
-	snprintf(path, sizeof(path), "%s/20/exe", root);
-	assert_int_equal(symlink("/opt/new\nline\x7f (deleted)", path), 0);
+	fake_proc_link(root, 20, "exe", "/opt/new\nline\x7f (deleted)");
 	proc_exe_name(root, 20, "x", exe, sizeof(exe));
 	assert_string_equal(exe, "new?line?");
-	rm_rf(root);
-	free(root);
+	rm_temp_dir(root);
 }
 
 /* The symbol uploader keeps where each file was mapped from (for its
@@ -1229,7 +1210,7 @@ static void test_tags_flag(void **state)
 	struct agent_config cfg;
 	struct buf err = { 0 };
 	char *argv[] = { "ember-agent", "-collection-agent=h:1", "-tags=region:us-east;prod;gpu_type:h100", NULL };
-	assert_int_equal(agent_config_load(&cfg, 3, argv, NULL, &err), 0);
+	load_ok(&cfg, 3, argv, NULL);
 	assert_int_equal((int)cfg.ntag_kv, 6);
 	assert_string_equal(cfg.tag_kv[0], "user.tag");
 	assert_string_equal(cfg.tag_kv[1], "gpu_type:h100;prod;region:us-east");
@@ -1250,10 +1231,8 @@ static void test_pprof_and_pod_label_flags(void **state)
 	(void)state;
 	char *envp[] = { NULL };
 	struct agent_config cfg;
-	struct buf err = { 0 };
 	/* Defaults: both off, the kubelet's authenticated port. */
-	char *d[] = { "a", "-collection-agent=h:1", NULL };
-	assert_int_equal(agent_config_load(&cfg, 2, d, envp, &err), 0);
+	load_defaults(&cfg, envp);
 	assert_string_equal(cfg.pprof, "");
 	assert_int_equal((int)cfg.npod_labels, 0);
 	assert_string_equal(cfg.kubelet_url, "https://127.0.0.1:10250");
@@ -1265,7 +1244,7 @@ static void test_pprof_and_pod_label_flags(void **state)
 	char *e1[] = { "EMBER_PPROF=127.0.0.1:6060", "EMBER_KUBELET_URL=http://10.0.0.7:10255/", NULL };
 	char *a1[] = { "a", "-collection-agent=h:1", "--k8s-pod-labels", " app, tier ,app,app.kubernetes.io/name,",
 		       "-kubelet-insecure", NULL };
-	assert_int_equal(agent_config_load(&cfg, 5, a1, e1, &err), 0);
+	load_ok(&cfg, 5, a1, e1);
 	assert_string_equal(cfg.pprof, "127.0.0.1:6060");
 	assert_string_equal(cfg.kubelet_url, "http://10.0.0.7:10255/");
 	assert_true(cfg.kubelet_insecure);
@@ -1278,7 +1257,7 @@ static void test_pprof_and_pod_label_flags(void **state)
 				    "-pprof=0.0.0.0:65535" };
 	for (size_t i = 0; i < ARRAY_SIZE(good_addr); i++) {
 		char *g[] = { "a", "-collection-agent=h:1", (char *)good_addr[i], NULL };
-		assert_int_equal(agent_config_load(&cfg, 3, g, envp, &err), 0);
+		load_ok(&cfg, 3, g, envp);
 		agent_config_free(&cfg);
 	}
 	/* Bad values name the flag. */
@@ -1322,14 +1301,12 @@ static void test_pprof_and_pod_label_flags(void **state)
 	write_text(path, "k8s-pod-labels team,app\npprof 127.0.0.1:7070\n");
 	snprintf(cfgarg, sizeof(cfgarg), "-config=%s", path);
 	char *c[] = { "a", "-collection-agent=h:1", cfgarg, NULL };
-	assert_int_equal(agent_config_load(&cfg, 3, c, envp, &err), 0);
+	load_ok(&cfg, 3, c, envp);
 	assert_string_equal(cfg.pprof, "127.0.0.1:7070");
 	assert_int_equal((int)cfg.npod_labels, 2);
 	assert_string_equal(cfg.pod_labels[0], "team");
 	agent_config_free(&cfg);
-	rm_rf(dir);
-	free(dir);
-	buf_free(&err);
+	rm_temp_dir(dir);
 }
 
 static void test_kubelet_pods(void **state)
@@ -1671,8 +1648,7 @@ static void test_kubelet_client(void **state)
 	kubelet_stop(k);
 	kubelet_stop(NULL);
 	MHD_stop_daemon(d);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 /* Line tables and the line of every code unit, from CPython itself
@@ -1802,8 +1778,7 @@ static void test_cudaship_install(void **state)
 	assert_int_equal(cudaship_install(dir, lib, 0, &err), CUDASHIP_FAILED);
 	assert_non_null(strstr(err.data, "built without"));
 	buf_free(&err);
-	rm_rf(d);
-	free(d);
+	rm_temp_dir(d);
 }
 
 static void test_python_symbolize(void **state)

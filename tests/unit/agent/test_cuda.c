@@ -3,6 +3,8 @@
  * GPU time with launch stacks (holding, falling back, never dropping), the
  * socket itself, and the samples collect_cuda() makes of it. */
 #include "testutil.h"
+#include "otlpfixture.h"
+#include "procfixture.h"
 
 #include <linux/types.h>
 #include <sys/socket.h>
@@ -45,21 +47,31 @@ static void msg_end(struct msg *m, uint16_t type)
 	memcpy(m->b, &h, sizeof(h));
 }
 
+/* Appends n bytes at p to m. */
+static void msg_put(struct msg *m, const void *p, size_t n)
+{
+	memcpy(m->b + m->len, p, n);
+	m->len += n;
+}
+
+/* Ends an entry: padded to 8 bytes, counted. */
+static void msg_entry_end(struct msg *m)
+{
+	while (m->len % 8)
+		m->b[m->len++] = 0;
+	m->count++;
+}
+
 static void msg_agg(struct msg *m, uint64_t stack_id, uint64_t ns, uint16_t kind, const char *api,
 		    const char *name)
 {
 	struct cuda_wire_agg a = { .stack_id = stack_id, .total_ns = ns, .count = 3, .tid = 11,
 				   .kind = kind, .api_len = (uint16_t)strlen(api), .device = 0,
 				   .stream = 7, .context = 2, .name_len = (uint16_t)strlen(name) };
-	memcpy(m->b + m->len, &a, sizeof(a));
-	m->len += sizeof(a);
-	memcpy(m->b + m->len, api, a.api_len);
-	m->len += a.api_len;
-	memcpy(m->b + m->len, name, a.name_len);
-	m->len += a.name_len;
-	while (m->len % 8)
-		m->b[m->len++] = 0;
-	m->count++;
+	msg_put(m, &a, sizeof(a));
+	msg_put(m, api, a.api_len);
+	msg_put(m, name, a.name_len);
+	msg_entry_end(m);
 }
 
 static void msg_hello(struct msg *m)
@@ -67,8 +79,7 @@ static void msg_hello(struct msg *m)
 	msg_start(m);
 	struct cuda_wire_hello h = { .pid = 1, .cupti_version = 18 };
 	snprintf(h.lib_version, sizeof(h.lib_version), "0.1.0");
-	memcpy(m->b + m->len, &h, sizeof(h));
-	m->len += sizeof(h);
+	msg_put(m, &h, sizeof(h));
 	m->count = 1;
 	msg_end(m, CUDA_WIRE_HELLO);
 }
@@ -80,8 +91,7 @@ static void msg_device(struct msg *m)
 	for (int i = 0; i < 16; i++)
 		d.uuid[i] = (uint8_t)(0xa0 + i);
 	snprintf(d.name, sizeof(d.name), "NVIDIA H100 80GB HBM3");
-	memcpy(m->b + m->len, &d, sizeof(d));
-	m->len += sizeof(d);
+	msg_put(m, &d, sizeof(d));
 	m->count = 1;
 	msg_end(m, CUDA_WIRE_DEVICE);
 }
@@ -118,17 +128,11 @@ static void msg_pc(struct msg *m, uint64_t stack_id, uint64_t ns, uint16_t kind,
 				  .kind = kind, .api_len = (uint16_t)strlen(api), .stream = 7, .context = 2,
 				  .name_len = (uint16_t)strlen(name), .stall_len = (uint16_t)strlen(stall),
 				  .cubin_id = 0xc0b1, .pc_offset = offset };
-	memcpy(m->b + m->len, &a, sizeof(a));
-	m->len += sizeof(a);
-	memcpy(m->b + m->len, api, a.api_len);
-	m->len += a.api_len;
-	memcpy(m->b + m->len, name, a.name_len);
-	m->len += a.name_len;
-	memcpy(m->b + m->len, stall, a.stall_len);
-	m->len += a.stall_len;
-	while (m->len % 8)
-		m->b[m->len++] = 0;
-	m->count++;
+	msg_put(m, &a, sizeof(a));
+	msg_put(m, api, a.api_len);
+	msg_put(m, name, a.name_len);
+	msg_put(m, stall, a.stall_len);
+	msg_entry_end(m);
 }
 
 #define LS "smsp__pcsamp_warps_issue_stalled_long_scoreboard"
@@ -424,6 +428,32 @@ static void on_emit(void *ctx, const struct cuda_work *w, const void *rec, size_
 	e->n++;
 }
 
+/* A cuda listening in a fresh temporary directory, emitting into e, with
+ * its /proc at proc_root (NULL: that directory); cuda_env_close undoes it. */
+struct cuda_env {
+	char *dir;
+	struct buf err;
+	struct cuda *c;
+};
+
+static struct cuda *cuda_env_open(struct cuda_env *env, const char *proc_root, struct emitted *e)
+{
+	env->dir = make_temp_dir();
+	memset(&env->err, 0, sizeof(env->err));
+	env->c = cuda_open(env->dir, proc_root ? proc_root : env->dir, NULL, on_emit, e, &env->err);
+	if (!env->c)
+		fail_msg("cuda_open: %s", env->err.data ? env->err.data : "");
+	return env->c;
+}
+
+static void cuda_env_close(struct cuda_env *env)
+{
+	cuda_close(env->c);
+	buf_free(&env->err);
+	rm_rf(env->dir);
+	free(env->dir);
+}
+
 static void launch_rec(struct oncpu_sample *s, uint32_t pid, uint64_t stack_id)
 {
 	memset(s, 0, sizeof(*s));
@@ -439,11 +469,9 @@ static void launch_rec(struct oncpu_sample *s, uint32_t pid, uint64_t stack_id)
 static void test_join(void **state)
 {
 	(void)state;
-	char *dir = make_temp_dir();
 	struct emitted e = { 0 };
-	struct buf err = { 0 };
-	struct cuda *c = cuda_open(dir, dir, NULL, on_emit, &e, &err);
-	assert_non_null(c);
+	struct cuda_env env;
+	struct cuda *c = cuda_env_open(&env, NULL, &e);
 	struct cuda_stats st;
 	struct msg m;
 	const uint64_t t0 = 1000000000000ull;
@@ -545,10 +573,7 @@ static void test_join(void **state)
 	cuda_add_stack(c, &s, ONCPU_HDR_SIZE - 1);
 	cuda_get_stats(c, &st);
 	assert_int_equal(st.stacks_malformed, 2);
-	cuda_close(c);
-	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	cuda_env_close(&env);
 }
 
 /* Many connections flooding within their own budgets spend everyone's:
@@ -558,11 +583,9 @@ static void test_join(void **state)
 static void test_flood_leaves_a_library_its_share(void **state)
 {
 	(void)state;
-	char *dir = make_temp_dir();
 	struct emitted e = { 0 };
-	struct buf err = { 0 };
-	struct cuda *c = cuda_open(dir, dir, NULL, on_emit, &e, &err);
-	assert_non_null(c);
+	struct cuda_env env;
+	struct cuda *c = cuda_env_open(&env, NULL, &e);
 	const uint64_t t0 = 1000000000000ull;
 	struct msg hello, flood, lib;
 	msg_hello(&hello);
@@ -613,10 +636,7 @@ static void test_flood_leaves_a_library_its_share(void **state)
 	}
 	uint64_t flooded = st.entries - 5 * 2;
 	assert_true(flooded <= 7 * CUDA_MAX_ENTRIES_PER_SEC + flooders * 500);
-	cuda_close(c);
-	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	cuda_env_close(&env);
 }
 
 /* The launch stack test_join_awaited says is on its way (a raw one the
@@ -637,11 +657,9 @@ static bool on_awaited(void *ctx, int32_t pid, uint64_t stack_id)
 static void test_join_awaited(void **state)
 {
 	(void)state;
-	char *dir = make_temp_dir();
 	struct emitted e = { 0 };
-	struct buf err = { 0 };
-	struct cuda *c = cuda_open(dir, dir, NULL, on_emit, &e, &err);
-	assert_non_null(c);
+	struct cuda_env env;
+	struct cuda *c = cuda_env_open(&env, NULL, &e);
 	cuda_set_awaited(c, on_awaited);
 	struct msg m;
 	const uint64_t t0 = 1000000000000ull;
@@ -693,10 +711,7 @@ static void test_join_awaited(void **state)
 	assert_int_equal(st.gpu_ns, 1077 + 1078 + 1079 + 5);
 	awaited_pid = 0;
 	awaited_id = 0;
-	cuda_close(c);
-	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	cuda_env_close(&env);
 }
 
 /* Whether (pid, id)'s stack is kept: an AGG for it is joined at once. */
@@ -719,11 +734,9 @@ static bool kept(struct cuda *c, struct emitted *e, int32_t pid, uint64_t id)
 static void test_stack_eviction(void **state)
 {
 	(void)state;
-	char *dir = make_temp_dir();
 	struct emitted e = { 0 };
-	struct buf err = { 0 };
-	struct cuda *c = cuda_open(dir, dir, NULL, on_emit, &e, &err);
-	assert_non_null(c);
+	struct cuda_env env;
+	struct cuda *c = cuda_env_open(&env, NULL, &e);
 	struct msg m;
 	msg_hello(&m);
 	for (int32_t pid = 1; pid <= 9; pid++)
@@ -766,10 +779,7 @@ static void test_stack_eviction(void **state)
 	assert_true(kept(c, &e, 9, over - 10 + 3));
 	assert_true(kept(c, &e, 1, 1));
 	assert_true(kept(c, &e, 4, per));
-	cuda_close(c);
-	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	cuda_env_close(&env);
 }
 
 /* The real socket: permissions, a stale socket, SO_PEERCRED, oversized
@@ -868,8 +878,7 @@ static void test_socket(void **state)
 	cuda_close(c);
 	assert_int_equal(access(sock, F_OK), -1); /* removed */
 	buf_free(&err);
-	rm_rf(root);
-	free(root);
+	rm_temp_dir(root);
 }
 
 /* The agent stops (cuda_stop): every datagram a library sent before is
@@ -879,13 +888,11 @@ static void test_socket(void **state)
 static void test_stop_reads_everything_sent(void **state)
 {
 	(void)state;
-	char *root = make_temp_dir();
-	char sock[96];
-	snprintf(sock, sizeof(sock), "%s/agent.sock", root);
 	struct emitted e = { 0 };
-	struct buf err = { 0 };
-	struct cuda *c = cuda_open(root, "/proc", NULL, on_emit, &e, &err);
-	assert_non_null(c);
+	struct cuda_env env;
+	struct cuda *c = cuda_env_open(&env, "/proc", &e);
+	char sock[96];
+	snprintf(sock, sizeof(sock), "%s/agent.sock", env.dir);
 
 	int fd = connect_to(sock);
 	int big = 1 << 20;
@@ -925,10 +932,7 @@ static void test_stop_reads_everything_sent(void **state)
 	close(fd3);
 	close(fd);
 	close(fd2);
-	cuda_close(c);
-	buf_free(&err);
-	rm_rf(root);
-	free(root);
+	cuda_env_close(&env);
 }
 
 /* --- collect_cuda: the samples ------------------------------------------ */
@@ -961,7 +965,7 @@ static void test_collect_cuda(void **state)
 {
 	(void)state;
 	char *root = make_temp_dir();
-	char path[600], app[600], lib[600];
+	char app[600], lib[600];
 	snprintf(app, sizeof(app), "%s/trainer", root);
 	snprintf(lib, sizeof(lib), "%s/libembercuda.so", root);
 	copy_self(app);
@@ -969,22 +973,16 @@ static void test_collect_cuda(void **state)
 	struct stat sa, sl;
 	assert_int_equal(stat(app, &sa), 0);
 	assert_int_equal(stat(lib, &sl), 0);
-	snprintf(path, sizeof(path), "%s/4242", root);
-	mkdir(path, 0755);
-	snprintf(path, sizeof(path), "%s/4242/stat", root);
-	write_text(path, "4242 (trainer) R 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 500 0 0\n");
-	snprintf(path, sizeof(path), "%s/4242/exe", root);
-	assert_int_equal(symlink(app, path), 0);
-	snprintf(path, sizeof(path), "%s/4242/root", root);
-	assert_int_equal(symlink("/", path), 0);
+	fake_proc(root, 4242, "trainer", 'R', 500);
+	fake_proc_link(root, 4242, "exe", app);
+	fake_proc_link(root, 4242, "root", "/");
 	char maps[2048];
 	snprintf(maps, sizeof(maps),
 		 "00400000-00500000 r-xp 00001000 %02x:%02x %llu %s\n"
 		 "00800000-00900000 r-xp 00001000 %02x:%02x %llu %s\n",
 		 major(sa.st_dev), minor(sa.st_dev), (unsigned long long)sa.st_ino, app,
 		 major(sl.st_dev), minor(sl.st_dev), (unsigned long long)sl.st_ino, lib);
-	snprintf(path, sizeof(path), "%s/4242/maps", root);
-	write_text(path, maps);
+	fake_proc_file(root, 4242, "maps", maps);
 
 	struct kallsyms k = { 0 };
 	struct vdso v;
@@ -1118,8 +1116,7 @@ static void test_collect_cuda(void **state)
 	proc_table_free(&procs);
 	files_free(&files);
 	vdso_free(&v);
-	rm_rf(root);
-	free(root);
+	rm_temp_dir(root);
 }
 
 static int maps_calls;
@@ -1140,13 +1137,8 @@ static void test_proc_refresh(void **state)
 {
 	(void)state;
 	char *root = make_temp_dir();
-	char path[600];
-	snprintf(path, sizeof(path), "%s/77", root);
-	mkdir(path, 0755);
-	snprintf(path, sizeof(path), "%s/77/stat", root);
-	write_text(path, "77 (python3) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 500 0 0\n");
-	snprintf(path, sizeof(path), "%s/77/maps", root);
-	write_text(path, "00700000-00710000 r-xp 00000000 00:00 0\n");
+	fake_proc(root, 77, "python3", 'S', 500);
+	fake_proc_file(root, 77, "maps", "00700000-00710000 r-xp 00000000 00:00 0\n");
 	struct file_registry files;
 	files_init(&files, root, NULL, NULL);
 	struct proc_table procs;
@@ -1156,20 +1148,16 @@ static void test_proc_refresh(void **state)
 	struct proc *p = proc_table_get(&procs, 77, 500, 3, "python3", 1000);
 	assert_int_equal(maps_calls, 1);
 	assert_int_equal(p->nmaps, 1);
-	write_text(path, "00700000-00710000 r-xp 00000000 00:00 0\n"
-			 "00800000-00810000 r-xp 00000000 00:00 0\n");
+	fake_proc_file(root, 77, "maps", "00700000-00710000 r-xp 00000000 00:00 0\n"
+					 "00800000-00810000 r-xp 00000000 00:00 0\n");
 	proc_table_refresh(&procs, 77, 500, 2000);
 	assert_int_equal(maps_calls, 2);
 	assert_int_equal(maps_n, 2);
 	assert_int_equal(maps_exec, 3); /* known: kept */
 
 	/* First seen at its hello: exec count unknown until a record says. */
-	snprintf(path, sizeof(path), "%s/88", root);
-	mkdir(path, 0755);
-	snprintf(path, sizeof(path), "%s/88/stat", root);
-	write_text(path, "88 (trainer) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 600 0 0\n");
-	snprintf(path, sizeof(path), "%s/88/maps", root);
-	write_text(path, "00700000-00710000 r-xp 00000000 00:00 0\n");
+	fake_proc(root, 88, "trainer", 'S', 600);
+	fake_proc_file(root, 88, "maps", "00700000-00710000 r-xp 00000000 00:00 0\n");
 	proc_table_refresh(&procs, 88, 600, 3000);
 	assert_int_equal(maps_calls, 3);
 	assert_true(maps_exec == PROC_EXEC_UNKNOWN);
@@ -1186,8 +1174,7 @@ static void test_proc_refresh(void **state)
 
 	proc_table_free(&procs);
 	files_free(&files);
-	rm_rf(root);
-	free(root);
+	rm_temp_dir(root);
 }
 
 /* What the server made of the OTLP request: each sample's kind, value and
@@ -1235,13 +1222,8 @@ static void test_otlp_cuda(void **state)
 	uint32_t kv[] = { batch_string(&b, "process.pid", 11), batch_string(&b, "7", 1),
 			  batch_string(&b, "gpu.device.index", 16), batch_string(&b, "0", 1) };
 	batch_add(&b, st, batch_resource(&b, kv, 4), EK_CUDA, 50000000);
-	struct batch_meta meta = { "inst", 1, "default", 1700000000000, 1700000005000, 19 };
-	struct buf z = { 0 }, raw = { 0 }, err = { 0 };
-	assert_int_equal(otlp_encode(&b, &meta, &z), 0);
-	assert_int_equal(gzip_decompress_bounded(z.data, z.len, 1 << 20, &raw), 0);
-	Ember__Otlp__ExportProfilesServiceRequest *req =
-		ember__otlp__export_profiles_service_request__unpack(NULL, raw.len, (const uint8_t *)raw.data);
-	assert_non_null(req);
+	Ember__Otlp__ExportProfilesServiceRequest *req = otlp_roundtrip(&b);
+	struct buf err = { 0 };
 	const char *const *strs = (const char *const *)req->dictionary->string_table;
 	const Ember__Otlp__ScopeProfiles *sp = req->resource_profiles[0]->scope_profiles[0];
 	assert_int_equal(sp->n_profiles, 1);
@@ -1261,8 +1243,6 @@ static void test_otlp_cuda(void **state)
 	buf_free(&ores.message);
 	ember__otlp__export_profiles_service_request__free_unpacked(req, NULL);
 	batch_free(&b);
-	buf_free(&z);
-	buf_free(&raw);
 	buf_free(&err);
 }
 

@@ -717,6 +717,22 @@ static void lib_open(struct lib *l, const char *path)
 	l->pages = nrp + (nrp > 1 ? (nrp + UNWIND_PAGE_ROWS - 1) / UNWIND_PAGE_ROWS : 0);
 }
 
+/* Fresh rules, then libc's and libstdc++'s tables built with them;
+ * libs_free gives the rows back. */
+static void libs_open(struct lib *libc, struct lib *cxx)
+{
+	rule_set_free(&rules);
+	rule_set_init(&rules, 16384);
+	lib_open(libc, "/lib/x86_64-linux-gnu/libc.so.6");
+	lib_open(cxx, "/lib/x86_64-linux-gnu/libstdc++.so.6");
+}
+
+static void libs_free(struct lib *libc, struct lib *cxx)
+{
+	unwind_rows_free(&libc->rows);
+	unwind_rows_free(&cxx->rows);
+}
+
 static void lib_register(struct e2e *e, uint32_t index, const struct lib *l)
 {
 	int fd = open(l->path, O_RDONLY | O_CLOEXEC);
@@ -788,11 +804,8 @@ static void set_seen(struct e2e *e, uint32_t slot, uint64_t t)
 static void test_unwind_evict_reload_reclaim(void **state)
 {
 	(void)state;
-	rule_set_free(&rules);
-	rule_set_init(&rules, 16384);
 	struct lib libc, cxx;
-	lib_open(&libc, "/lib/x86_64-linux-gnu/libc.so.6");
-	lib_open(&cxx, "/lib/x86_64-linux-gnu/libstdc++.so.6");
+	libs_open(&libc, &cxx);
 	struct e2e e;
 	e2e_open(&e, libc.pages + cxx.pages - 4); /* not both */
 	size_t right, missing;
@@ -874,8 +887,7 @@ static void test_unwind_evict_reload_reclaim(void **state)
 	assert_int_equal(right, libc.rows.count);
 	unwind_remove_process(e.u, (uint32_t)getpid());
 	e2e_close(&e);
-	unwind_rows_free(&libc.rows);
-	unwind_rows_free(&cxx.rows);
+	libs_free(&libc, &cxx);
 }
 
 /* A file larger than the room left beside tables sampled now is loaded in
@@ -884,11 +896,8 @@ static void test_unwind_evict_reload_reclaim(void **state)
 static void test_unwind_partial_and_refused(void **state)
 {
 	(void)state;
-	rule_set_free(&rules);
-	rule_set_init(&rules, 16384);
 	struct lib libc, cxx;
-	lib_open(&libc, "/lib/x86_64-linux-gnu/libc.so.6");
-	lib_open(&cxx, "/lib/x86_64-linux-gnu/libstdc++.so.6");
+	libs_open(&libc, &cxx);
 	assert_true(cxx.pages > 12);
 	struct e2e e;
 	e2e_open(&e, libc.pages + 6);
@@ -937,8 +946,7 @@ static void test_unwind_partial_and_refused(void **state)
 	assert_int_equal(e2e_load(&e, slot_of_pid(&e, 1001)).count, 0);
 	assert_int_equal(e2e_stats(&e).files_evicted, 0);
 	e2e_close(&e);
-	unwind_rows_free(&libc.rows);
-	unwind_rows_free(&cxx.rows);
+	libs_free(&libc, &cxx);
 }
 
 
@@ -948,11 +956,8 @@ static void test_unwind_partial_and_refused(void **state)
 static void test_unwind_headroom(void **state)
 {
 	(void)state;
-	rule_set_free(&rules);
-	rule_set_init(&rules, 16384);
 	struct lib libc, cxx;
-	lib_open(&libc, "/lib/x86_64-linux-gnu/libc.so.6");
-	lib_open(&cxx, "/lib/x86_64-linux-gnu/libstdc++.so.6");
+	libs_open(&libc, &cxx);
 	struct e2e e;
 	e2e_open(&e, libc.pages + cxx.pages + 1); /* 1 page free, < 1/16 */
 	lib_register(&e, 0, &libc);
@@ -968,8 +973,7 @@ static void test_unwind_headroom(void **state)
 	assert_int_equal(e2e_stats(&e).entries_used, (uint64_t)libc.pages * UNWIND_PAGE_ROWS);
 	assert_int_equal(e2e_stats(&e).tables, 1);
 	e2e_close(&e);
-	unwind_rows_free(&libc.rows);
-	unwind_rows_free(&cxx.rows);
+	libs_free(&libc, &cxx);
 }
 
 /* The paged layout itself: every row of libc found through the directory

@@ -469,23 +469,26 @@ static void test_round_trip_and_definitions_once(void **state)
 	free_batch(b3);
 }
 
-/* Sends b in s and checks what the server stored; returns the decoded
- * batch's counts of definitions (strings, frames, nodes). */
-static void memo_step(struct session *s, struct sessions *ss, struct sink *k, struct batch *b,
-		      uint64_t seq, size_t *strings, size_t *frames, size_t *nodes)
+/* What a batch defined: its decoded counts of strings, frames and nodes. */
+struct defs {
+	size_t strings, frames, nodes;
+};
+
+/* Sends b in w's session and checks what the server stored; returns what
+ * the encoded batch defined. */
+static struct defs memo_step(struct wire *w, struct batch *b, uint64_t seq)
 {
 	struct buf z = { 0 }, err = { 0 };
-	encode(s, b, seq, &z);
+	encode(&w->s, b, seq, &z);
 	Ember__Ingest__V1__SessionBatch *m = session_batch_decode(z.data, z.len, &err);
 	assert_non_null(m);
-	*strings = m->n_strings;
-	*frames = m->n_frame_types;
-	*nodes = m->n_node_parents;
+	struct defs d = { m->n_strings, m->n_frame_types, m->n_node_parents };
 	session_batch_free(m);
-	assert_int_equal(send_to(ss, &z, k), 0);
-	assert_stored(k, b);
+	assert_int_equal(send_to(w->ss, &z, &w->k), 0);
+	assert_stored(&w->k, b);
 	buf_free(&z);
 	buf_free(&err);
+	return d;
 }
 
 /* The session's memos: a stack or resource placed in an earlier batch is
@@ -494,10 +497,10 @@ static void memo_step(struct session *s, struct sessions *ss, struct sink *k, st
 static void test_memo_across_batches(void **state)
 {
 	struct wire *w = *state;
-	size_t strings, frames, nodes;
+	struct defs d;
 
 	struct batch *b1 = make_batch(60, 1, false, 0, 4, 0x1000);
-	memo_step(&w->s, w->ss, &w->k, b1, 1, &strings, &frames, &nodes);
+	d = memo_step(w, b1, 1);
 	assert_int_equal(w->s.stack_memo.n, 60);
 	assert_int_equal(w->s.res_memo.n, 3);
 	size_t had_nodes = w->s.nnodes;
@@ -508,57 +511,57 @@ static void test_memo_across_batches(void **state)
 	struct batch *b2 = make_batch(60, 1, true, 0, 4, 0x1000);
 	assert_int_not_equal(strtab_lookup(&b2->strings, "main", 4), strtab_lookup(&b1->strings, "main", 4));
 	assert_int_not_equal(b2->frames[b2->stack_ids[2]].name, b1->frames[b1->stack_ids[2]].name);
-	memo_step(&w->s, w->ss, &w->k, b2, 2, &strings, &frames, &nodes);
-	assert_int_equal(strings + frames + nodes, 0);
+	d = memo_step(w, b2, 2);
+	assert_int_equal(d.strings + d.frames + d.nodes, 0);
 	assert_int_equal(w->s.stack_memo.n, 60);
 	assert_int_equal(w->s.res_memo.n, 3);
 
 	/* The leaf address in another file (another registry index): new
 	 * leaves under the nodes already sent. */
 	struct batch *b3 = make_batch(60, 1, false, 1, 4, 0x1000);
-	memo_step(&w->s, w->ss, &w->k, b3, 3, &strings, &frames, &nodes);
-	assert_int_equal(frames, 60);
-	assert_int_equal(nodes, 60);
+	d = memo_step(w, b3, 3);
+	assert_int_equal(d.frames, 60);
+	assert_int_equal(d.nodes, 60);
 	assert_int_equal(w->s.stack_memo.n, 120);
 	assert_int_equal(w->s.nnodes, had_nodes + 60);
 
 	/* Stacks that stop one frame short: new to the memo, but their nodes
 	 * are all there (each names an inner node). */
 	struct batch *b4 = make_batch(60, 1, true, 0, 3, 0x1000);
-	memo_step(&w->s, w->ss, &w->k, b4, 4, &strings, &frames, &nodes);
-	assert_int_equal(strings + frames + nodes, 0);
+	d = memo_step(w, b4, 4);
+	assert_int_equal(d.strings + d.frames + d.nodes, 0);
 	assert_int_equal(w->s.stack_memo.n, 180);
 	assert_int_equal(w->s.nnodes, had_nodes + 60);
 
 	/* Other leaf names: new frames and nodes, the resources known. */
 	struct batch *b5 = make_batch(60, 2, false, 0, 4, 0x1000);
-	memo_step(&w->s, w->ss, &w->k, b5, 5, &strings, &frames, &nodes);
-	assert_int_equal(strings, 60);
-	assert_int_equal(nodes, 120);
+	d = memo_step(w, b5, 5);
+	assert_int_equal(d.strings, 60);
+	assert_int_equal(d.nodes, 120);
 	assert_int_equal(w->s.res_memo.n, 3);
 
 	/* Other leaf instructions, all else the same: new leaves. */
 	struct batch *b6 = make_batch(60, 1, true, 0, 4, 0x2000);
-	memo_step(&w->s, w->ss, &w->k, b6, 6, &strings, &frames, &nodes);
-	assert_int_equal(strings, 0);
-	assert_int_equal(frames, 60);
-	assert_int_equal(nodes, 60);
+	d = memo_step(w, b6, 6);
+	assert_int_equal(d.strings, 0);
+	assert_int_equal(d.frames, 60);
+	assert_int_equal(d.nodes, 60);
 
 	/* At its bound the memo is emptied and refilled; a batch with more
 	 * stacks than it could ever hold does without it. Either way the
 	 * stacks are found node by node and nothing is defined again. */
 	w->s.stack_memo.max_slots = 256; /* room for 192 */
-	memo_step(&w->s, w->ss, &w->k, b2, 7, &strings, &frames, &nodes);
-	assert_int_equal(strings + frames + nodes, 0);
+	d = memo_step(w, b2, 7);
+	assert_int_equal(d.strings + d.frames + d.nodes, 0);
 	assert_int_equal(w->s.stack_memo.flushes, 1);
 	assert_int_equal(w->s.stack_memo.n, 60);
 	struct batch *big = make_batch(200, 1, false, 0, 4, 0x1000);
-	memo_step(&w->s, w->ss, &w->k, big, 8, &strings, &frames, &nodes);
+	d = memo_step(w, big, 8);
 	assert_int_equal(w->s.stack_memo.flushes, 1);
 	assert_int_equal(w->s.stack_memo.n, 60);
-	assert_int_equal(frames, 280); /* stacks 60 to 199: their g names and leaf addresses */
-	memo_step(&w->s, w->ss, &w->k, b6, 9, &strings, &frames, &nodes);
-	assert_int_equal(strings + frames + nodes, 0);
+	assert_int_equal(d.frames, 280); /* stacks 60 to 199: their g names and leaf addresses */
+	d = memo_step(w, b6, 9);
+	assert_int_equal(d.strings + d.frames + d.nodes, 0);
 	assert_int_equal(w->s.stack_memo.n, 120);
 	free_batch(big);
 
@@ -1031,8 +1034,7 @@ static void test_store_replays_sessions_across_seals(void **state)
 	session_free(&c);
 	buf_free(&z);
 	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 int main(void)

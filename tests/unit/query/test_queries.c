@@ -119,11 +119,9 @@ static void test_queries_over_slices(void **state)
 {
 	(void)state;
 	char *dir = make_temp_dir();
-	struct store *s;
 	struct symbols *sym;
+	struct store *s = open_store_symbols(dir, &sym);
 	struct buf err = { 0 }, z = { 0 };
-	assert_int_equal(open_store(dir, &s, &err), 0);
-	assert_int_equal(symbols_open(dir, &sym, &err), 0);
 	for (uint64_t k = 0; k < 90; k++) {
 		buf_reset(&z);
 		make_batch(sample_specs + k % 3, 5 - k % 3, k + 1, T0 + (int64_t)k * 20000, &z);

@@ -413,17 +413,50 @@ static const struct sspec shop[] = {
 	{ { "main", "misc", NULL }, "tool", NULL, NULL, 6 },
 };
 
+/* The recommendations' database in the world's directory, opened beside
+ * the recs that write it. */
+static sqlite3 *open_recs_db(struct world *w)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/recs.db", w->dir);
+	sqlite3 *db;
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	return db;
+}
+
+/* Appends the shop's samples as batch seq, starting at start_ms. */
+static void append_shop_at(struct world *w, uint64_t seq, int64_t start_ms)
+{
+	struct buf z = { 0 };
+	make_batch(shop, ARRAY_SIZE(shop), seq, start_ms, EK_ON_CPU, &z);
+	append(w->s, &z);
+	buf_free(&z);
+}
+
+/* Appends the shop's samples a minute before now. */
+static void append_shop(struct world *w, int64_t now)
+{
+	append_shop_at(w, 1, now - 60000);
+}
+
+/* The project's on-CPU hot traces up to end_ms, with the default window
+ * and share. */
+static void hottraces_until(struct world *w, int64_t end_ms, struct ht_result *r)
+{
+	struct ht_params p = { .project_id = PROJECT, .kind = SEK_ON_CPU, .end_ms = end_ms,
+			       .window_ms = HT_DEFAULT_WINDOW_MS, .min_share = HT_DEFAULT_MIN_SHARE };
+	struct buf err = { 0 };
+	if (hottraces_compute(w->s, w->sym, &p, r, &err) != 0)
+		fail_msg("hottraces_compute: %s", err.data ? err.data : "");
+	buf_free(&err);
+}
+
 static void test_hottraces_store(void **state)
 {
 	struct world *w = *state;
-	struct buf z = { 0 }, err = { 0 };
-	make_batch(shop, ARRAY_SIZE(shop), 1, T0, EK_ON_CPU, &z);
-	append(w->s, &z);
-	buf_free(&z);
-	struct ht_params p = { .project_id = PROJECT, .kind = SEK_ON_CPU, .end_ms = T0 + 3600000,
-			       .window_ms = HT_DEFAULT_WINDOW_MS, .min_share = HT_DEFAULT_MIN_SHARE };
+	append_shop_at(w, 1, T0);
 	struct ht_result r;
-	assert_int_equal(hottraces_compute(w->s, w->sym, &p, &r, &err), 0);
+	hottraces_until(w, T0 + 3600000, &r);
 	assert_true(fabs(r.total_seconds - 1000.0 / 19) < 1e-6);
 	/* web-dep (deployment), batch-c (container), tool (executable). */
 	assert_int_equal(r.napps, 3);
@@ -492,48 +525,47 @@ static void test_hottraces_store(void **state)
 	ht_result_free(&r);
 
 	/* A window that ends before the data: nothing. */
-	p.end_ms = T0 - 1;
-	assert_int_equal(hottraces_compute(w->s, w->sym, &p, &r, &err), 0);
+	hottraces_until(w, T0 - 1, &r);
 	assert_int_equal(r.napps, 0);
 	ht_result_free(&r);
-	buf_free(&err);
 }
 
 /* Several batches, a minute apart: every one counts. */
 static void test_hottraces_batches(void **state)
 {
 	struct world *w = *state;
-	struct buf z = { 0 }, err = { 0 };
-	for (int i = 0; i < 3; i++) {
-		make_batch(shop, ARRAY_SIZE(shop), (uint64_t)i + 1, T0 + i * 60000, EK_ON_CPU, &z);
-		append(w->s, &z);
-		buf_reset(&z);
-	}
-	buf_free(&z);
-	struct ht_params p = { .project_id = PROJECT, .kind = SEK_ON_CPU, .end_ms = T0 + 3600000,
-			       .window_ms = HT_DEFAULT_WINDOW_MS, .min_share = HT_DEFAULT_MIN_SHARE };
+	for (int i = 0; i < 3; i++)
+		append_shop_at(w, (uint64_t)i + 1, T0 + i * 60000);
 	struct ht_result r;
-	assert_int_equal(hottraces_compute(w->s, w->sym, &p, &r, &err), 0);
+	hottraces_until(w, T0 + 3600000, &r);
 	assert_true(fabs(r.total_seconds - 3000.0 / 19) < 1e-6);
 	assert_int_equal(r.napps, 3);
 	assert_true(fabs(r.apps[0].traces[0].seconds - 1800.0 / 19) < 1e-6);
 	ht_result_free(&r);
+}
+
+/* Recommendations with the default configuration in the world's
+ * directory, over the shop's samples a minute before now. */
+static struct recs *open_shop_recs(struct world *w, int64_t now)
+{
+	append_shop(w, now);
+	struct recs_config c;
+	recs_config_default(&c);
+	struct recs *r;
+	struct buf err = { 0 };
+	if (recs_open(w->dir, &c, &r, &err) != 0)
+		fail_msg("recs_open: %s", err.data ? err.data : "");
 	buf_free(&err);
+	return r;
 }
 
 /* recs_query answers kinds, sorted by peak; states persist with history. */
 static void test_recs_state(void **state)
 {
 	struct world *w = *state;
-	struct buf z = { 0 }, err = { 0 }, out = { 0 };
+	struct buf err = { 0 }, out = { 0 };
 	int64_t now = now_unix_ms();
-	make_batch(shop, ARRAY_SIZE(shop), 1, now - 60000, EK_ON_CPU, &z);
-	append(w->s, &z);
-	buf_free(&z);
-	struct recs_config c;
-	recs_config_default(&c);
-	struct recs *r;
-	assert_int_equal(recs_open(w->dir, &c, &r, &err), 0);
+	struct recs *r = open_shop_recs(w, now);
 	assert_int_equal(recs_query(r, w->s, w->sym, PROJECT, "bogus", now, &out, &err), -1);
 	buf_reset(&err);
 	assert_int_equal(recs_query(r, w->s, w->sym, PROJECT, "cuda", now, &out, &err), 0);
@@ -572,10 +604,7 @@ static void test_recs_state(void **state)
 	assert_int_equal(recs_set_state(r, PROJECT, id, "active", "user-1", now + 2, &err), 0);
 	recs_close(r);
 	/* Reopened: the state and the history survived. */
-	char path[512];
-	snprintf(path, sizeof(path), "%s/recs.db", w->dir);
-	sqlite3 *db;
-	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	sqlite3 *db = open_recs_db(w);
 	sqlite3_stmt *q;
 	assert_int_equal(sqlite3_prepare_v2(db, "SELECT group_concat(from_state || '>' || to_state, ',') FROM rec_history WHERE id = ?1", -1, &q, NULL), SQLITE_OK);
 	sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
@@ -629,6 +658,30 @@ static const json_t *rec_of(const json_t *d, const char *app)
 	return NULL;
 }
 
+static const json_t *hot_traces_of(const json_t *d, const char *app)
+{
+	return json_object_get(json_object_get(rec_of(d, app), "technical"), "hot_traces");
+}
+
+/* The history, newest first, at most limit entries. */
+static json_t *history_of(struct recs *r, int limit)
+{
+	struct buf out = { 0 }, err = { 0 };
+	if (recs_history_json(r, PROJECT, limit, &out, &err) != 0)
+		fail_msg("history: %s", err.data ? err.data : "");
+	json_t *d = json_loads(out.data, 0, NULL);
+	assert_non_null(d);
+	buf_free(&out);
+	buf_free(&err);
+	return d;
+}
+
+/* The string key of history entry i. */
+static const char *history_str(const json_t *d, size_t i, const char *key)
+{
+	return json_string_value(json_object_get(json_array_get(json_object_get(d, "history"), i), key));
+}
+
 static const char *status_of_app(const json_t *d, const char *app)
 {
 	const json_t *r = rec_of(d, app);
@@ -643,13 +696,7 @@ static void test_recs_generations(void **state)
 	struct world *w = *state;
 	struct buf z = { 0 }, err = { 0 };
 	int64_t now = now_unix_ms();
-	make_batch(shop, ARRAY_SIZE(shop), 1, now - 60000, EK_ON_CPU, &z);
-	append(w->s, &z);
-	buf_free(&z);
-	struct recs_config c;
-	recs_config_default(&c);
-	struct recs *r;
-	assert_int_equal(recs_open(w->dir, &c, &r, &err), 0);
+	struct recs *r = open_shop_recs(w, now);
 	struct heard h = { 0 };
 	recs_set_listener(r, listen_ev, &h);
 	json_t *d = answer(r, w, now);
@@ -698,22 +745,15 @@ static void test_recs_generations(void **state)
 	json_decref(d);
 	assert_int_equal(h.nworse, 1);
 	/* Each generation is stored; the history names who did what. */
-	struct buf out = { 0 };
-	assert_int_equal(recs_history_json(r, PROJECT, 100, &out, &err), 0);
-	d = json_loads(out.data, 0, NULL);
-	const json_t *hist = json_object_get(d, "history");
-	assert_int_equal(json_array_size(hist), 5);
-	assert_string_equal(json_string_value(json_object_get(json_array_get(hist, 0), "action")), "refresh");
-	assert_string_equal(json_string_value(json_object_get(json_array_get(hist, 0), "actor")), "u1");
-	assert_string_equal(json_string_value(json_object_get(json_array_get(hist, 1), "action")), "state");
-	assert_string_equal(json_string_value(json_object_get(json_array_get(hist, 4), "action")), "regenerate");
+	d = history_of(r, 100);
+	assert_int_equal(json_array_size(json_object_get(d, "history")), 5);
+	assert_string_equal(history_str(d, 0, "action"), "refresh");
+	assert_string_equal(history_str(d, 0, "actor"), "u1");
+	assert_string_equal(history_str(d, 1, "action"), "state");
+	assert_string_equal(history_str(d, 4, "action"), "regenerate");
 	json_decref(d);
-	buf_free(&out);
 	recs_close(r);
-	char path[512];
-	snprintf(path, sizeof(path), "%s/recs.db", w->dir);
-	sqlite3 *db;
-	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	sqlite3 *db = open_recs_db(w);
 	sqlite3_stmt *q;
 	assert_int_equal(sqlite3_prepare_v2(db, "SELECT count(*), max(seq) FROM rec_generation", -1, &q, NULL), SQLITE_OK);
 	assert_int_equal(sqlite3_step(q), SQLITE_ROW);
@@ -733,17 +773,11 @@ static void test_recs_generations(void **state)
 static void test_recs_suppress(void **state)
 {
 	struct world *w = *state;
-	struct buf z = { 0 }, err = { 0 }, out = { 0 };
+	struct buf err = { 0 }, out = { 0 };
 	int64_t now = now_unix_ms();
-	make_batch(shop, ARRAY_SIZE(shop), 1, now - 60000, EK_ON_CPU, &z);
-	append(w->s, &z);
-	buf_free(&z);
-	struct recs_config c;
-	recs_config_default(&c);
-	struct recs *r;
-	assert_int_equal(recs_open(w->dir, &c, &r, &err), 0);
+	struct recs *r = open_shop_recs(w, now);
 	json_t *d = answer(r, w, now);
-	const json_t *traces = json_object_get(json_object_get(rec_of(d, "web-dep"), "technical"), "hot_traces");
+	const json_t *traces = hot_traces_of(d, "web-dep");
 	assert_int_equal(json_array_size(traces), 2);
 	char tid[17];
 	snprintf(tid, sizeof(tid), "%s", json_string_value(json_object_get(json_array_get(traces, 0), "id")));
@@ -757,7 +791,7 @@ static void test_recs_suppress(void **state)
 	buf_reset(&err);
 	assert_int_equal(recs_suppress(r, w->s, w->sym, PROJECT, tid, true, "u2", now + 1, &err), 0);
 	d = answer(r, w, now + 1);
-	traces = json_object_get(json_object_get(rec_of(d, "web-dep"), "technical"), "hot_traces");
+	traces = hot_traces_of(d, "web-dep");
 	assert_int_equal(json_array_size(traces), 1);
 	assert_string_not_equal(json_string_value(json_object_get(json_array_get(traces, 0), "id")), tid);
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(d, "generation"), "suppressed_traces")), 1);
@@ -765,7 +799,7 @@ static void test_recs_suppress(void **state)
 	/* Still out after a refresh, and listed with who suppressed it. */
 	assert_int_equal(recs_regenerate(r, w->s, w->sym, PROJECT, true, "u2", now + 2, &err), 0);
 	d = answer(r, w, now + 2);
-	traces = json_object_get(json_object_get(rec_of(d, "web-dep"), "technical"), "hot_traces");
+	traces = hot_traces_of(d, "web-dep");
 	assert_int_equal(json_array_size(traces), 1);
 	json_decref(d);
 	assert_int_equal(recs_suppressed_json(r, PROJECT, &out, &err), 0);
@@ -779,14 +813,12 @@ static void test_recs_suppress(void **state)
 	/* Back. */
 	assert_int_equal(recs_suppress(r, w->s, w->sym, PROJECT, tid, false, "u3", now + 3, &err), 0);
 	d = answer(r, w, now + 3);
-	traces = json_object_get(json_object_get(rec_of(d, "web-dep"), "technical"), "hot_traces");
+	traces = hot_traces_of(d, "web-dep");
 	assert_int_equal(json_array_size(traces), 2);
 	json_decref(d);
-	buf_reset(&out);
-	assert_int_equal(recs_history_json(r, PROJECT, 2, &out, &err), 0);
-	d = json_loads(out.data, 0, NULL);
-	assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(d, "history"), 0), "action")), "unsuppress");
-	assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(d, "history"), 0), "actor")), "u3");
+	d = history_of(r, 2);
+	assert_string_equal(history_str(d, 0, "action"), "unsuppress");
+	assert_string_equal(history_str(d, 0, "actor"), "u3");
 	json_decref(d);
 	recs_close(r);
 	buf_free(&out);
@@ -846,11 +878,9 @@ static void test_recs_settings(void **state)
 static void test_recs_thread(void **state)
 {
 	struct world *w = *state;
-	struct buf z = { 0 }, err = { 0 };
+	struct buf err = { 0 };
 	int64_t now = now_unix_ms();
-	make_batch(shop, ARRAY_SIZE(shop), 1, now - 60000, EK_ON_CPU, &z);
-	append(w->s, &z);
-	buf_free(&z);
+	append_shop(w, now);
 	struct projects *pj;
 	assert_int_equal(projects_open(w->dir, &pj, &err), 0);
 	struct recs_config c;
@@ -861,10 +891,7 @@ static void test_recs_thread(void **state)
 	struct heard h = { 0 };
 	recs_set_listener(r, listen_ev, &h);
 	assert_int_equal(recs_start(r, w->s, w->sym, pj, &err), 0);
-	char path[512];
-	snprintf(path, sizeof(path), "%s/recs.db", w->dir);
-	sqlite3 *db;
-	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	sqlite3 *db = open_recs_db(w);
 	sqlite3_busy_timeout(db, 5000);
 	int n = 0;
 	for (int i = 0; i < 100 && n < 2; i++) {

@@ -141,8 +141,7 @@ static void test_store_durable_and_dedup(void **state)
 	buf_free(&z1);
 	buf_free(&z2);
 	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 /* The log files of the store in dir, sorted, each read whole. */
@@ -171,6 +170,26 @@ static void save_logs(const char *dir, struct saved_logs *out)
 		snprintf(path, sizeof(path), "%s/%s", wdir, out->names[i]);
 		assert_int_equal(read_file(path, 16 << 20, &out->data[i], &out->len[i]), 0);
 	}
+}
+
+/* Frees what save_logs read. */
+static void saved_logs_free(struct saved_logs *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->data[i]);
+}
+
+/* Opens the store in dir again (open_store), checks that it holds want in
+ * all, and closes it. */
+static void expect_reopened_total(const char *dir, uint64_t want)
+{
+	struct store *s;
+	struct buf err = { 0 };
+	if (open_store(dir, &s, &err) != 0)
+		fail_msg("open_store %s: %s", dir, err.data ? err.data : "");
+	assert_int_equal(total(s), want);
+	store_close(s);
+	buf_free(&err);
 }
 
 /* Puts back the saved logs from the from-th on, as they were. */
@@ -216,29 +235,19 @@ static void test_store_flush_of_several_logs(void **state)
 
 	/* The first log deleted, then the crash. */
 	restore_logs(dir, &logs, 1);
-	assert_int_equal(open_store(dir, &s, &err), 0);
-	assert_int_equal(total(s), 190);
-	store_close(s);
-	assert_int_equal(open_store(dir, &s, &err), 0); /* and stays so */
-	assert_int_equal(total(s), 190);
-	store_close(s);
+	expect_reopened_total(dir, 190);
+	expect_reopened_total(dir, 190); /* and stays so */
 
 	/* The crash before the first deletion. */
 	restore_logs(dir, &logs, 0);
-	assert_int_equal(open_store(dir, &s, &err), 0);
-	assert_int_equal(total(s), 190);
-	store_close(s);
-	assert_int_equal(open_store(dir, &s, &err), 0);
-	assert_int_equal(total(s), 190);
-	store_close(s);
+	expect_reopened_total(dir, 190);
+	expect_reopened_total(dir, 190);
 
-	for (size_t i = 0; i < logs.n; i++)
-		free(logs.data[i]);
+	saved_logs_free(&logs);
 	buf_free(&z1);
 	buf_free(&z2);
 	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 static void wait_flushes(struct store *s, uint64_t n)
@@ -289,8 +298,7 @@ static void test_store_shared_log(void **state)
 	struct saved_logs logs;
 	save_logs(dir, &logs);
 	assert_int_equal(logs.n, 1); /* both heads wrote to one log, still there */
-	for (size_t i = 0; i < logs.n; i++)
-		free(logs.data[i]);
+	saved_logs_free(&logs);
 	store_get_stats(s, &st);
 	assert_int_equal(st.blocks, 2);
 	assert_int_equal(total(s), 190);
@@ -311,8 +319,7 @@ static void test_store_shared_log(void **state)
 	assert_int_equal(store_flush(s, &err), 0);
 	save_logs(dir, &logs);
 	assert_int_equal(logs.n, 1); /* only the new current log */
-	for (size_t i = 0; i < logs.n; i++)
-		free(logs.data[i]);
+	saved_logs_free(&logs);
 	assert_int_equal(total(s), 190);
 	store_close(s);
 	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
@@ -363,8 +370,7 @@ static void test_store_shared_log(void **state)
 	buf_free(&z1);
 	buf_free(&z2);
 	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 /* The blocks of a log that is still there are merged among themselves
@@ -403,8 +409,7 @@ static void test_store_compacts_a_logs_blocks(void **state)
 	struct saved_logs logs;
 	save_logs(dir, &logs);
 	assert_int_equal(logs.n, 1); /* the log is still there: nothing is committed */
-	for (size_t i = 0; i < logs.n; i++)
-		free(logs.data[i]);
+	saved_logs_free(&logs);
 	assert_int_equal(store_retention(s, INT64_MAX / 2, &err), 0);
 	assert_int_equal(total(s), want);
 	store_close(s); /* as a crash leaves it */
@@ -425,8 +430,7 @@ static void test_store_compacts_a_logs_blocks(void **state)
 	store_close(s);
 	buf_free(&z);
 	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 static void test_store_torn_and_corrupt(void **state)
@@ -452,9 +456,7 @@ static void test_store_torn_and_corrupt(void **state)
 	int fd = open(wal, O_WRONLY | O_APPEND);
 	assert_int_equal(write(fd, "EMBWxxxxxxx", 11), 11);
 	close(fd);
-	assert_int_equal(open_store(dir, &s, &err), 0);
-	assert_int_equal(total(s), 180);
-	store_close(s);
+	expect_reopened_total(dir, 180);
 	assert_int_equal(file_size(wal), size);
 
 	/* A flipped byte inside the second record: its checksum fails, it is
@@ -476,13 +478,10 @@ static void test_store_torn_and_corrupt(void **state)
 	append(s, &z);
 	assert_int_equal(total(s), 180);
 	store_close(s);
-	assert_int_equal(open_store(dir, &s, &err), 0);
-	assert_int_equal(total(s), 180);
-	store_close(s);
+	expect_reopened_total(dir, 180);
 	buf_free(&z);
 	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 /* The names of the block files of the store in dir, sorted. */
@@ -519,11 +518,9 @@ static void test_store_blocks(void **state)
 {
 	(void)state;
 	char *dir = make_temp_dir();
-	struct store *s;
 	struct symbols *sym;
+	struct store *s = open_store_symbols(dir, &sym);
 	struct buf err = { 0 }, z = { 0 };
-	assert_int_equal(open_store(dir, &s, &err), 0);
-	assert_int_equal(symbols_open(dir, &sym, &err), 0);
 	/* Six batches half an hour apart: four hour partitions. */
 	for (uint64_t k = 0; k < 6; k++) {
 		buf_reset(&z);
@@ -621,8 +618,7 @@ static void test_store_blocks(void **state)
 	symbols_close(sym);
 	buf_free(&z);
 	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 /* The head writer over a part: a frame by its text is the frame of its
@@ -853,8 +849,7 @@ static void test_store_codecs(void **state)
 	store_close(s);
 	buf_free(&z);
 	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 int main(void)
