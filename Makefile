@@ -176,7 +176,7 @@ $$(BUILD)/tests/$(basename $(notdir $(1))): $(1) $$(UNIT_HDRS) $$(ASAN_LIB)
 	@mkdir -p $$(@D)
 	$$(call say,CC,$$@)$$(CC) $$(ALL_CFLAGS) $$(SAN) $$(STRICT) -O1 -Itests/unit $$< -o $$@ $$(ASAN_LIB) $$(LDLIBS) -lcmocka
 endef
-$(foreach s,$(filter-out %/test_cuda_report.c,$(UNIT_SRCS)),$(eval $(call unit_rule,$(s))))
+$(foreach s,$(filter-out %/test_cuda_report.c %/test_nvtx_ranges.c,$(UNIT_SRCS)),$(eval $(call unit_rule,$(s))))
 
 # A stand-in for NVML with known readings, which test_metrics loads
 # (tests/unit/fake_nvml.c); built plain: it is dlopen'ed, never linked.
@@ -424,3 +424,8 @@ gpu-test: $(GPU_LIB) $(FAKE_CUDA) $(BUILD)/workloads/cuda_launch
 $(BUILD)/tests/test_cuda_report: tests/unit/agent/test_cuda_report.c gpu/cuda_report.c gpu/cuda_report.h lib/cuda_wire.h tests/unit/testutil.h
 	@mkdir -p $(@D)
 	$(call say,CC,$@)$(CC) -std=gnu11 $(WARN) -g $(SAN) -O1 -D_GNU_SOURCE -Ilib -Igpu -Itests/unit $< gpu/cuda_report.c -o $@ -lcmocka
+
+# The library's NVTX range stack at its limits (gpu/nvtx_ranges.c).
+$(BUILD)/tests/test_nvtx_ranges: tests/unit/agent/test_nvtx_ranges.c gpu/nvtx_ranges.c gpu/nvtx_ranges.h lib/cuda_wire.h tests/unit/testutil.h
+	@mkdir -p $(@D)
+	$(call say,CC,$@)$(CC) -std=gnu11 $(WARN) -g $(SAN) -O1 -D_GNU_SOURCE -Ilib -Igpu -Itests/unit $< gpu/nvtx_ranges.c -o $@ -lcmocka

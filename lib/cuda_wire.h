@@ -40,6 +40,8 @@
 #define CUDA_WIRE_NAME_MAX 1024     /* bytes of a kernel name; longer ones are cut */
 #define CUDA_WIRE_API_MAX 64        /* bytes of an API name */
 #define CUDA_WIRE_STALL_MAX 128     /* bytes of a stall reason's name (CUPTI_STALL_REASON_STRING_SIZE) */
+#define CUDA_WIRE_NVTX_DEPTH_MAX 8    /* NVTX ranges kept per launch, outermost first */
+#define CUDA_WIRE_NVTX_NAME_MAX 64    /* bytes of an NVTX range's name; longer ones are cut */
 #define CUDA_WIRE_SOCKET_NAME "agent.sock"
 #define CUDA_WIRE_MARKER "ember_cuda_launch_marker"
 
