@@ -18,6 +18,7 @@ static const char *const reject_names[CWR_MAX] = {
 	[CWR_VALUE] = "value",
 	[CWR_ORDER] = "order",
 	[CWR_RATE] = "rate",
+	[CWR_NVTX] = "nvtx",
 };
 
 const char *cuda_wire_reject_name(enum cuda_wire_reject r)
@@ -54,13 +55,42 @@ static bool nul_padded(const char *s, size_t cap)
 	return n < cap && printable((const uint8_t *)s, n) && all_zero((const uint8_t *)s + n, cap - n);
 }
 
-/* The strings and padding after an entry of entry_size bytes at off:
+/* An NVTX path (lib/cuda_wire.h): 1..CUDA_WIRE_NVTX_DEPTH_MAX ranges, each
+ * a length 1..CUDA_WIRE_NVTX_NAME_MAX and that many printable bytes,
+ * filling exactly n bytes. */
+static bool nvtx_path_ok(const uint8_t *s, size_t n)
+{
+	size_t off = 0;
+	unsigned depth = 0;
+	while (off < n) {
+		size_t l = s[off];
+		if (l < 1 || l > CUDA_WIRE_NVTX_NAME_MAX || l > n - off - 1 || ++depth > CUDA_WIRE_NVTX_DEPTH_MAX ||
+		    !printable(s + off + 1, l))
+			return false;
+		off += 1 + l;
+	}
+	return depth > 0;
+}
+
+bool cuda_wire_nvtx_next(const char *path, size_t len, size_t *off, const char **name, size_t *name_len)
+{
+	if (!path || *off >= len)
+		return false;
+	size_t l = (uint8_t)path[*off];
+	*name = path + *off + 1;
+	*name_len = l;
+	*off += 1 + l;
+	return true;
+}
+
+/* The strings (slen bytes, printable), `extra` bytes checked by the caller,
+ * and padding after an entry of entry_size bytes at off:
  * returns the offset after them, or 0 with *why set. */
 static size_t check_strings(const uint8_t *p, size_t len, size_t off, size_t entry_size,
-			    size_t slen, enum cuda_wire_reject *why)
+			    size_t slen, size_t extra, enum cuda_wire_reject *why)
 {
 	size_t start = off + entry_size;
-	if (slen > len - start) {
+	if (slen + extra > len - start) {
 		*why = CWR_SHORT;
 		return 0;
 	}
@@ -68,7 +98,7 @@ static size_t check_strings(const uint8_t *p, size_t len, size_t off, size_t ent
 		*why = CWR_STRING;
 		return 0;
 	}
-	size_t end = start + slen, padded = pad8(end);
+	size_t end = start + slen + extra, padded = pad8(end);
 	if (padded > len) {
 		*why = CWR_SHORT;
 		return 0;
@@ -93,12 +123,15 @@ static enum cuda_wire_reject check_agg(const uint8_t *p, size_t len, uint32_t co
 		if (a.api_len < 1 || a.api_len > CUDA_WIRE_API_MAX || a.name_len < 1 ||
 		    a.name_len > CUDA_WIRE_NAME_MAX)
 			return CWR_STRING;
-		if (a.reserved)
-			return CWR_RESERVED;
+		if (a.nvtx_len > CUDA_WIRE_NVTX_BYTES_MAX)
+			return CWR_NVTX;
 		if (a.count < 1 || a.count > CUDA_WIRE_MAX_COUNT || a.total_ns > CUDA_WIRE_MAX_TOTAL_NS)
 			return CWR_VALUE;
 		enum cuda_wire_reject why = CWR_OK;
-		off = check_strings(p, len, off, sizeof(a), (size_t)a.api_len + a.name_len, &why);
+		size_t strings = (size_t)a.api_len + a.name_len, path = off + sizeof(a) + strings;
+		if (a.nvtx_len && (path + a.nvtx_len > len || !nvtx_path_ok(p + path, a.nvtx_len)))
+			return path + a.nvtx_len > len ? CWR_SHORT : CWR_NVTX;
+		off = check_strings(p, len, off, sizeof(a), strings, a.nvtx_len, &why);
 		if (!off)
 			return why;
 		if (off == len && i + 1 < count)
@@ -123,7 +156,7 @@ static enum cuda_wire_reject check_pc(const uint8_t *p, size_t len, uint32_t cou
 		if (a.count < 1 || a.count > CUDA_WIRE_MAX_COUNT || a.total_ns > CUDA_WIRE_MAX_TOTAL_NS)
 			return CWR_VALUE;
 		enum cuda_wire_reject why = CWR_OK;
-		off = check_strings(p, len, off, sizeof(a), (size_t)a.api_len + a.name_len + a.stall_len, &why);
+		off = check_strings(p, len, off, sizeof(a), (size_t)a.api_len + a.name_len + a.stall_len, 0, &why);
 		if (!off)
 			return why;
 		if (off == len && i + 1 < count)
@@ -147,7 +180,7 @@ static enum cuda_wire_reject check_span(const uint8_t *p, size_t len, uint32_t c
 		if (s.end_ns < s.start_ns || s.end_ns - s.start_ns > CUDA_WIRE_MAX_TOTAL_NS)
 			return CWR_VALUE;
 		enum cuda_wire_reject why = CWR_OK;
-		off = check_strings(p, len, off, sizeof(s), s.name_len, &why);
+		off = check_strings(p, len, off, sizeof(s), s.name_len, 0, &why);
 		if (!off)
 			return why;
 		if (off == len && i + 1 < count)
@@ -249,10 +282,11 @@ bool cuda_wire_next_agg(const void *msg, size_t len, size_t *off, struct cuda_ag
 	memcpy(&out->a, p + *off, sizeof(out->a));
 	out->api = (const char *)p + *off + sizeof(out->a);
 	out->name = out->api + out->a.api_len;
+	out->nvtx = out->a.nvtx_len ? out->name + out->a.name_len : NULL;
 	out->stall = NULL;
 	out->stall_len = 0;
 	out->cubin_id = out->pc_offset = 0;
-	*off = pad8(*off + sizeof(out->a) + out->a.api_len + out->a.name_len);
+	*off = pad8(*off + sizeof(out->a) + out->a.api_len + out->a.name_len + out->a.nvtx_len);
 	return true;
 }
 
@@ -278,6 +312,7 @@ bool cuda_wire_next_pc(const void *msg, size_t len, size_t *off, struct cuda_agg
 	out->a.name_len = w.name_len;
 	out->api = (const char *)p + *off + sizeof(w);
 	out->name = out->api + w.api_len;
+	out->nvtx = NULL;
 	out->stall = out->name + w.name_len;
 	out->stall_len = w.stall_len;
 	out->cubin_id = w.cubin_id;

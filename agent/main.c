@@ -57,8 +57,8 @@
 #define CUDA_RETRY_NS 100000000ull /* GPU time waiting for its launch stack: looked at again */
 
 _Static_assert(PROC_EXEC_UNKNOWN == UNWIND_EXEC_ANY, "the unwinder reads the agent's unknown exec count");
-_Static_assert(SS_CUDA_REJ_RATE - SS_CUDA_REJ_SHORT == CWR_RATE - CWR_SHORT &&
-		       CWR_RATE + 1 == CWR_MAX,
+_Static_assert(SS_CUDA_REJ_NVTX - SS_CUDA_REJ_SHORT == CWR_NVTX - CWR_SHORT &&
+		       CWR_NVTX + 1 == CWR_MAX,
 	       "one counter per reason a CUDA message is refused, in enum cuda_wire_reject's order");
 
 /* Set from the signal handler, read by the main loop: the only way a
