@@ -416,6 +416,17 @@ $(BUILD)/workloads/cuda_launch: tests/workloads/cuda_launch.c Makefile
 	@mkdir -p $(@D)
 	$(call say,CC,$@)$(CC) -std=gnu11 -O1 -g -fno-omit-frame-pointer -fno-inline $(WARN) $< -o $@ -ldl -lpthread
 
+# The NVTX workload, built against NVIDIA's nvtx3 headers (header-only;
+# TEST-ONLY, fetched into $(BUILD)/nvtx by scripts/install-test-nvtx.sh).
+WORKLOADS    += $(BUILD)/workloads/cuda_nvtx
+
+$(BUILD)/nvtx/include/nvtx3/nvToolsExt.h:
+	$(call say,FETCH,$(BUILD)/nvtx)scripts/install-test-nvtx.sh
+
+$(BUILD)/workloads/cuda_nvtx: tests/workloads/cuda_nvtx.c Makefile | $(BUILD)/nvtx/include/nvtx3/nvToolsExt.h
+	@mkdir -p $(@D)
+	$(call say,CC,$@)$(CC) -std=gnu11 -O1 -g -fno-omit-frame-pointer -fno-inline $(WARN) -isystem $(BUILD)/nvtx/include $< -o $@ -ldl
+
 .PHONY: gpu-test
 gpu-test: $(GPU_LIB) $(FAKE_CUDA) $(BUILD)/workloads/cuda_launch
 
