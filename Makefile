@@ -334,6 +334,7 @@ run: deps-run
 test: deps
 	@scripts/install-test-pydeps.sh
 	@scripts/install-test-cudatools.sh
+	@scripts/install-test-nvtx.sh
 	@scripts/install-test-python.sh
 	@$(MAKE) --no-print-directory all $(UNIT_BINS) $(FUZZ_BINS) $(WORKLOADS) $(BUILD)/bench/clickhouse_bench $(BUILD)/tests/cel_sql_tool
 	@$(MAKE) --no-print-directory $(BUILD)/oidc_provider || echo "oidc_provider not built: tests/integration/test_oidc.py will skip"
