@@ -176,7 +176,7 @@ $$(BUILD)/tests/$(basename $(notdir $(1))): $(1) $$(UNIT_HDRS) $$(ASAN_LIB)
 	@mkdir -p $$(@D)
 	$$(call say,CC,$$@)$$(CC) $$(ALL_CFLAGS) $$(SAN) $$(STRICT) -O1 -Itests/unit $$< -o $$@ $$(ASAN_LIB) $$(LDLIBS) -lcmocka
 endef
-$(foreach s,$(filter-out %/test_cuda_report.c,$(UNIT_SRCS)),$(eval $(call unit_rule,$(s))))
+$(foreach s,$(filter-out %/test_cuda_report.c %/test_nvtx_ranges.c,$(UNIT_SRCS)),$(eval $(call unit_rule,$(s))))
 
 # A stand-in for NVML with known readings, which test_metrics loads
 # (tests/unit/fake_nvml.c); built plain: it is dlopen'ed, never linked.
@@ -334,6 +334,7 @@ run: deps-run
 test: deps
 	@scripts/install-test-pydeps.sh
 	@scripts/install-test-cudatools.sh
+	@scripts/install-test-nvtx.sh
 	@scripts/install-test-python.sh
 	@$(MAKE) --no-print-directory all $(UNIT_BINS) $(FUZZ_BINS) $(WORKLOADS) $(BUILD)/bench/clickhouse_bench $(BUILD)/tests/cel_sql_tool
 	@$(MAKE) --no-print-directory $(BUILD)/oidc_provider || echo "oidc_provider not built: tests/integration/test_oidc.py will skip"
@@ -416,6 +417,17 @@ $(BUILD)/workloads/cuda_launch: tests/workloads/cuda_launch.c Makefile
 	@mkdir -p $(@D)
 	$(call say,CC,$@)$(CC) -std=gnu11 -O1 -g -fno-omit-frame-pointer -fno-inline $(WARN) $< -o $@ -ldl -lpthread
 
+# The NVTX workload, built against NVIDIA's nvtx3 headers (header-only;
+# TEST-ONLY, fetched into $(BUILD)/nvtx by scripts/install-test-nvtx.sh).
+WORKLOADS    += $(BUILD)/workloads/cuda_nvtx
+
+$(BUILD)/nvtx/include/nvtx3/nvToolsExt.h:
+	$(call say,FETCH,$(BUILD)/nvtx)scripts/install-test-nvtx.sh
+
+$(BUILD)/workloads/cuda_nvtx: tests/workloads/cuda_nvtx.c Makefile | $(BUILD)/nvtx/include/nvtx3/nvToolsExt.h
+	@mkdir -p $(@D)
+	$(call say,CC,$@)$(CC) -std=gnu11 -O1 -g -fno-omit-frame-pointer -fno-inline $(WARN) -isystem $(BUILD)/nvtx/include $< -o $@ -ldl
+
 .PHONY: gpu-test
 gpu-test: $(GPU_LIB) $(FAKE_CUDA) $(BUILD)/workloads/cuda_launch
 
@@ -424,3 +436,8 @@ gpu-test: $(GPU_LIB) $(FAKE_CUDA) $(BUILD)/workloads/cuda_launch
 $(BUILD)/tests/test_cuda_report: tests/unit/agent/test_cuda_report.c gpu/cuda_report.c gpu/cuda_report.h lib/cuda_wire.h tests/unit/testutil.h
 	@mkdir -p $(@D)
 	$(call say,CC,$@)$(CC) -std=gnu11 $(WARN) -g $(SAN) -O1 -D_GNU_SOURCE -Ilib -Igpu -Itests/unit $< gpu/cuda_report.c -o $@ -lcmocka
+
+# The library's NVTX range stack at its limits (gpu/nvtx_ranges.c).
+$(BUILD)/tests/test_nvtx_ranges: tests/unit/agent/test_nvtx_ranges.c gpu/nvtx_ranges.c gpu/nvtx_ranges.h lib/cuda_wire.h tests/unit/testutil.h
+	@mkdir -p $(@D)
+	$(call say,CC,$@)$(CC) -std=gnu11 $(WARN) -g $(SAN) -O1 -D_GNU_SOURCE -Ilib -Igpu -Itests/unit $< gpu/nvtx_ranges.c -o $@ -lcmocka

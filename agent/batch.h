@@ -22,7 +22,8 @@
 /* Values match ember.ingest.v1.FrameType / EventKind. */
 enum frame_type {
 	FT_KERNEL = 1, FT_NATIVE = 2, FT_CPYTHON = 3, FT_CUDA_LAUNCH = 11, FT_CUDA_KERNEL = 12,
-	FT_CUDA_SASS = 13, FT_CUDA_STALL = 14, FT_ERROR = 15, FT_CUDA_MEMCPY = 16, FT_CUDA_MEMSET = 17, FT_CUDA_SYNC = 18
+	FT_CUDA_SASS = 13, FT_CUDA_STALL = 14, FT_ERROR = 15, FT_CUDA_MEMCPY = 16, FT_CUDA_MEMSET = 17, FT_CUDA_SYNC = 18,
+	FT_NVTX = 19
 };
 enum event_kind { EK_ON_CPU = 1, EK_OFF_CPU = 2, EK_CUDA = 3 };
 

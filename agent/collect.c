@@ -504,7 +504,7 @@ void collect_cuda(struct collector *c, const struct cuda_work *w, const void *re
 	} else {
 		p = proc_table_get(c->procs, w->pid, w->start_ticks, PROC_EXEC_UNKNOWN, "", now_ns);
 	}
-	uint32_t stack[MAX_STACK + 4];
+	uint32_t stack[MAX_STACK + 4 + CUDA_WIRE_NVTX_DEPTH_MAX];
 	size_t n = 0;
 	if (s) {
 		const __u64 *uframes = s->frames + s->kstack_len;
@@ -557,6 +557,16 @@ void collect_cuda(struct collector *c, const struct cuda_work *w, const void *re
 			stack[n++] = user[i];
 	} else {
 		stack[n++] = error_frame(c, "[launch not sampled]");
+	}
+	/* The NVTX ranges open at the launch, outermost first. */
+	const char *rname;
+	size_t rlen, roff = 0;
+	for (unsigned d = 0; d < CUDA_WIRE_NVTX_DEPTH_MAX && cuda_wire_nvtx_next(w->nvtx, w->nvtx_len, &roff, &rname, &rlen); d++) {
+		char name[CUDA_WIRE_NVTX_NAME_MAX + 1];
+		memcpy(name, rname, rlen);
+		name[rlen] = '\0';
+		struct bframe range = { .type = FT_NVTX, .name = str(c, name) };
+		stack[n++] = batch_frame(c->batch, &range);
 	}
 	struct bframe launch = { .type = FT_CUDA_LAUNCH, .name = str(c, w->api) };
 	stack[n++] = batch_frame(c->batch, &launch);

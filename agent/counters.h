@@ -163,6 +163,7 @@
 	L(CUDA_REJ_VALUE, "cuda_messages_rejected_total", COUNTER, NULL, "reason", "value") \
 	L(CUDA_REJ_ORDER, "cuda_messages_rejected_total", COUNTER, NULL, "reason", "order") \
 	L(CUDA_REJ_RATE, "cuda_messages_rejected_total", COUNTER, NULL, "reason", "rate") \
+	L(CUDA_REJ_NVTX, "cuda_messages_rejected_total", COUNTER, NULL, "reason", "nvtx") \
 	X(CUDA_PROBED_FILES, "cuda_probed_libraries", GAUGE, "Copies of libembercuda.so with the launch-marker uprobe attached.") \
 	B(CUDA_MARKER_HITS, CUDA_HITS, "bpf_cuda_marker_hits_total", COUNTER, "Calls of ember_cuda_launch_marker the uprobe saw.") \
 	X(CUDA_STACKS, "cuda_launch_stacks_total", COUNTER, "Launch stacks recorded by the uprobe and kept for the join.") \

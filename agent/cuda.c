@@ -206,6 +206,7 @@ static void free_work(struct cuda_work *w)
 	free(w->api);
 	free(w->name);
 	free(w->stall);
+	free(w->nvtx);
 }
 
 static void close_conn(struct cuda *c, struct conn *k)
@@ -494,6 +495,8 @@ static void add_work(struct cuda *c, const struct conn *k, const struct cuda_agg
 		.api = xstrndup(v->api, v->a.api_len),
 		.name = xstrndup(v->name, v->a.name_len),
 		.stall = v->stall ? xstrndup(v->stall, v->stall_len) : NULL,
+		.nvtx = v->nvtx ? xstrndup(v->nvtx, v->a.nvtx_len) /* no NUL in a checked path */ : NULL,
+		.nvtx_len = v->nvtx ? v->a.nvtx_len : 0,
 		.cubin_id = v->cubin_id,
 		.pc_offset = v->pc_offset,
 		.arrived_ns = now_ns,

@@ -76,6 +76,8 @@ struct cuda_work {
 	char *api;            /* NUL-terminated copies, owned by the work */
 	char *name;
 	char *stall;          /* a PC entry's stall reason (owned), NULL for an AGG entry */
+	char *nvtx;           /* an AGG entry's checked NVTX path (owned, lib/cuda_wire.h), NULL: none */
+	uint16_t nvtx_len;
 	uint64_t cubin_id, pc_offset; /* a PC entry's instruction */
 	char gpu_name[64];    /* from the connection's DEVICE; "" = unknown */
 	char gpu_uuid[48];    /* "GPU-xxxxxxxx-xxxx-..."; "" = unknown */

@@ -1,7 +1,6 @@
 /* cuda_wire_parse.c - see cuda_wire_parse.h. */
 #include "cuda_wire_parse.h"
 
-#include <stddef.h>
 #include <string.h>
 
 static const char *const reject_names[CWR_MAX] = {
@@ -19,6 +18,7 @@ static const char *const reject_names[CWR_MAX] = {
 	[CWR_VALUE] = "value",
 	[CWR_ORDER] = "order",
 	[CWR_RATE] = "rate",
+	[CWR_NVTX] = "nvtx",
 };
 
 const char *cuda_wire_reject_name(enum cuda_wire_reject r)
@@ -55,13 +55,42 @@ static bool nul_padded(const char *s, size_t cap)
 	return n < cap && printable((const uint8_t *)s, n) && all_zero((const uint8_t *)s + n, cap - n);
 }
 
-/* The strings and padding after an entry of entry_size bytes at off:
+/* An NVTX path (lib/cuda_wire.h): 1..CUDA_WIRE_NVTX_DEPTH_MAX ranges, each
+ * a length 1..CUDA_WIRE_NVTX_NAME_MAX and that many printable bytes,
+ * filling exactly n bytes. */
+static bool nvtx_path_ok(const uint8_t *s, size_t n)
+{
+	size_t off = 0;
+	unsigned depth = 0;
+	while (off < n) {
+		size_t l = s[off];
+		if (l < 1 || l > CUDA_WIRE_NVTX_NAME_MAX || l > n - off - 1 || ++depth > CUDA_WIRE_NVTX_DEPTH_MAX ||
+		    !printable(s + off + 1, l))
+			return false;
+		off += 1 + l;
+	}
+	return depth > 0;
+}
+
+bool cuda_wire_nvtx_next(const char *path, size_t len, size_t *off, const char **name, size_t *name_len)
+{
+	if (!path || *off >= len)
+		return false;
+	size_t l = (uint8_t)path[*off];
+	*name = path + *off + 1;
+	*name_len = l;
+	*off += 1 + l;
+	return true;
+}
+
+/* The strings (slen bytes, printable), `extra` bytes checked by the caller,
+ * and padding after an entry of entry_size bytes at off:
  * returns the offset after them, or 0 with *why set. */
 static size_t check_strings(const uint8_t *p, size_t len, size_t off, size_t entry_size,
-			    size_t slen, enum cuda_wire_reject *why)
+			    size_t slen, size_t extra, enum cuda_wire_reject *why)
 {
 	size_t start = off + entry_size;
-	if (slen > len - start) {
+	if (slen + extra > len - start) {
 		*why = CWR_SHORT;
 		return 0;
 	}
@@ -69,7 +98,7 @@ static size_t check_strings(const uint8_t *p, size_t len, size_t off, size_t ent
 		*why = CWR_STRING;
 		return 0;
 	}
-	size_t end = start + slen, padded = pad8(end);
+	size_t end = start + slen + extra, padded = pad8(end);
 	if (padded > len) {
 		*why = CWR_SHORT;
 		return 0;
@@ -81,41 +110,28 @@ static size_t check_strings(const uint8_t *p, size_t len, size_t off, size_t ent
 	return padded;
 }
 
-/* A message of one entry of size bytes (HELLO, DEVICE, STATS), copied to
- * m: CWR_OK, or why it is refused. */
-static enum cuda_wire_reject one_entry(const struct cuda_wire_hdr *h, const uint8_t *p, size_t len, void *m,
-				       size_t size)
-{
-	size_t body = len - sizeof(*h);
-	if (h->count != 1)
-		return CWR_COUNT;
-	if (body != size)
-		return body < size ? CWR_SHORT : CWR_LENGTH;
-	memcpy(m, p + sizeof(*h), size);
-	return CWR_OK;
-}
-
-/* One entry's fixed part (entry_size bytes at e, unaligned): CWR_OK with
- * the length of the strings after it in *slen, or why it is refused. */
-typedef enum cuda_wire_reject (*entry_check)(const uint8_t *e, size_t *slen);
-
-/* count entries of entry_size bytes after the header, each followed by its
- * strings and padding, filling the message exactly. */
-static enum cuda_wire_reject check_entries(const uint8_t *p, size_t len, uint32_t count, size_t entry_size,
-					   entry_check check)
+static enum cuda_wire_reject check_agg(const uint8_t *p, size_t len, uint32_t count)
 {
 	size_t off = sizeof(struct cuda_wire_hdr);
-	/* Each entry takes at least its struct and 8 bytes of strings. */
-	if (count < 1 || count > (len - off) / (entry_size + 8))
-		return CWR_COUNT;
 	for (uint32_t i = 0; i < count; i++) {
-		if (len - off < entry_size)
+		struct cuda_wire_agg a;
+		if (len - off < sizeof(a))
 			return CWR_SHORT;
-		size_t slen = 0;
-		enum cuda_wire_reject why = check(p + off, &slen);
-		if (why != CWR_OK)
-			return why;
-		off = check_strings(p, len, off, entry_size, slen, &why);
+		memcpy(&a, p + off, sizeof(a));
+		if (a.kind < CUDA_WIRE_KIND_KERNEL || a.kind > CUDA_WIRE_KIND_MAX)
+			return CWR_KIND;
+		if (a.api_len < 1 || a.api_len > CUDA_WIRE_API_MAX || a.name_len < 1 ||
+		    a.name_len > CUDA_WIRE_NAME_MAX)
+			return CWR_STRING;
+		if (a.nvtx_len > CUDA_WIRE_NVTX_BYTES_MAX)
+			return CWR_NVTX;
+		if (a.count < 1 || a.count > CUDA_WIRE_MAX_COUNT || a.total_ns > CUDA_WIRE_MAX_TOTAL_NS)
+			return CWR_VALUE;
+		enum cuda_wire_reject why = CWR_OK;
+		size_t strings = (size_t)a.api_len + a.name_len, path = off + sizeof(a) + strings;
+		if (a.nvtx_len && (path + a.nvtx_len > len || !nvtx_path_ok(p + path, a.nvtx_len)))
+			return path + a.nvtx_len > len ? CWR_SHORT : CWR_NVTX;
+		off = check_strings(p, len, off, sizeof(a), strings, a.nvtx_len, &why);
 		if (!off)
 			return why;
 		if (off == len && i + 1 < count)
@@ -124,55 +140,53 @@ static enum cuda_wire_reject check_entries(const uint8_t *p, size_t len, uint32_
 	return off == len ? CWR_OK : CWR_LENGTH;
 }
 
-/* A PC entry's fields up to name_len are an AGG entry's; its stall_len
- * stands where an AGG entry's reserved field does. */
-_Static_assert(offsetof(struct cuda_wire_pc, name_len) == offsetof(struct cuda_wire_agg, name_len) &&
-		       offsetof(struct cuda_wire_pc, stall_len) == offsetof(struct cuda_wire_agg, reserved) &&
-		       sizeof(struct cuda_wire_pc) >= sizeof(struct cuda_wire_agg),
-	       "a PC entry begins as an AGG entry");
-
-/* An AGG entry, or with pc a PC entry (read through its AGG prefix). */
-static enum cuda_wire_reject check_counted(const uint8_t *e, size_t *slen, bool pc)
+static enum cuda_wire_reject check_pc(const uint8_t *p, size_t len, uint32_t count)
 {
-	struct cuda_wire_agg a;
-	memcpy(&a, e, sizeof(a));
-	uint16_t stall_len = pc ? a.reserved : 0;
-	if (pc ? a.kind != CUDA_WIRE_KIND_KERNEL && a.kind != CUDA_WIRE_KIND_GRAPH
-	       : a.kind < CUDA_WIRE_KIND_KERNEL || a.kind > CUDA_WIRE_KIND_MAX)
-		return CWR_KIND;
-	if (a.api_len < 1 || a.api_len > CUDA_WIRE_API_MAX || a.name_len < 1 || a.name_len > CUDA_WIRE_NAME_MAX ||
-	    (pc && (stall_len < 1 || stall_len > CUDA_WIRE_STALL_MAX)))
-		return CWR_STRING;
-	if (!pc && a.reserved)
-		return CWR_RESERVED;
-	if (a.count < 1 || a.count > CUDA_WIRE_MAX_COUNT || a.total_ns > CUDA_WIRE_MAX_TOTAL_NS)
-		return CWR_VALUE;
-	*slen = (size_t)a.api_len + a.name_len + stall_len;
-	return CWR_OK;
+	size_t off = sizeof(struct cuda_wire_hdr);
+	for (uint32_t i = 0; i < count; i++) {
+		struct cuda_wire_pc a;
+		if (len - off < sizeof(a))
+			return CWR_SHORT;
+		memcpy(&a, p + off, sizeof(a));
+		if (a.kind != CUDA_WIRE_KIND_KERNEL && a.kind != CUDA_WIRE_KIND_GRAPH)
+			return CWR_KIND;
+		if (a.api_len < 1 || a.api_len > CUDA_WIRE_API_MAX || a.name_len < 1 ||
+		    a.name_len > CUDA_WIRE_NAME_MAX || a.stall_len < 1 || a.stall_len > CUDA_WIRE_STALL_MAX)
+			return CWR_STRING;
+		if (a.count < 1 || a.count > CUDA_WIRE_MAX_COUNT || a.total_ns > CUDA_WIRE_MAX_TOTAL_NS)
+			return CWR_VALUE;
+		enum cuda_wire_reject why = CWR_OK;
+		off = check_strings(p, len, off, sizeof(a), (size_t)a.api_len + a.name_len + a.stall_len, 0, &why);
+		if (!off)
+			return why;
+		if (off == len && i + 1 < count)
+			return CWR_COUNT;
+	}
+	return off == len ? CWR_OK : CWR_LENGTH;
 }
 
-static enum cuda_wire_reject check_agg(const uint8_t *e, size_t *slen)
+static enum cuda_wire_reject check_span(const uint8_t *p, size_t len, uint32_t count)
 {
-	return check_counted(e, slen, false);
-}
-
-static enum cuda_wire_reject check_pc(const uint8_t *e, size_t *slen)
-{
-	return check_counted(e, slen, true);
-}
-
-static enum cuda_wire_reject check_span(const uint8_t *e, size_t *slen)
-{
-	struct cuda_wire_span s;
-	memcpy(&s, e, sizeof(s));
-	if (s.kind < CUDA_WIRE_KIND_KERNEL || s.kind > CUDA_WIRE_KIND_MAX)
-		return CWR_KIND;
-	if (s.name_len < 1 || s.name_len > CUDA_WIRE_NAME_MAX)
-		return CWR_STRING;
-	if (s.end_ns < s.start_ns || s.end_ns - s.start_ns > CUDA_WIRE_MAX_TOTAL_NS)
-		return CWR_VALUE;
-	*slen = s.name_len;
-	return CWR_OK;
+	size_t off = sizeof(struct cuda_wire_hdr);
+	for (uint32_t i = 0; i < count; i++) {
+		struct cuda_wire_span s;
+		if (len - off < sizeof(s))
+			return CWR_SHORT;
+		memcpy(&s, p + off, sizeof(s));
+		if (s.kind < CUDA_WIRE_KIND_KERNEL || s.kind > CUDA_WIRE_KIND_MAX)
+			return CWR_KIND;
+		if (s.name_len < 1 || s.name_len > CUDA_WIRE_NAME_MAX)
+			return CWR_STRING;
+		if (s.end_ns < s.start_ns || s.end_ns - s.start_ns > CUDA_WIRE_MAX_TOTAL_NS)
+			return CWR_VALUE;
+		enum cuda_wire_reject why = CWR_OK;
+		off = check_strings(p, len, off, sizeof(s), s.name_len, 0, &why);
+		if (!off)
+			return why;
+		if (off == len && i + 1 < count)
+			return CWR_COUNT;
+	}
+	return off == len ? CWR_OK : CWR_LENGTH;
 }
 
 enum cuda_wire_reject cuda_wire_check(const void *data, size_t len, uint16_t *type, uint32_t *count)
@@ -192,12 +206,16 @@ enum cuda_wire_reject cuda_wire_check(const void *data, size_t len, uint16_t *ty
 		return CWR_TYPE;
 	if (h.length != len)
 		return CWR_LENGTH;
+	size_t body = len - sizeof(h);
 	enum cuda_wire_reject why = CWR_OK;
 	switch (h.type) {
 	case CUDA_WIRE_HELLO: {
 		struct cuda_wire_hello m;
-		if ((why = one_entry(&h, p, len, &m, sizeof(m))) != CWR_OK)
-			return why;
+		if (h.count != 1)
+			return CWR_COUNT;
+		if (body != sizeof(m))
+			return body < sizeof(m) ? CWR_SHORT : CWR_LENGTH;
+		memcpy(&m, p + sizeof(h), sizeof(m));
 		if (m.flags)
 			return CWR_RESERVED;
 		if (!nul_padded(m.lib_version, sizeof(m.lib_version)))
@@ -206,8 +224,11 @@ enum cuda_wire_reject cuda_wire_check(const void *data, size_t len, uint16_t *ty
 	}
 	case CUDA_WIRE_DEVICE: {
 		struct cuda_wire_device m;
-		if ((why = one_entry(&h, p, len, &m, sizeof(m))) != CWR_OK)
-			return why;
+		if (h.count != 1)
+			return CWR_COUNT;
+		if (body != sizeof(m))
+			return body < sizeof(m) ? CWR_SHORT : CWR_LENGTH;
+		memcpy(&m, p + sizeof(h), sizeof(m));
 		if (m.reserved)
 			return CWR_RESERVED;
 		if (!nul_padded(m.name, sizeof(m.name)))
@@ -216,8 +237,11 @@ enum cuda_wire_reject cuda_wire_check(const void *data, size_t len, uint16_t *ty
 	}
 	case CUDA_WIRE_STATS: {
 		struct cuda_wire_stats m;
-		if ((why = one_entry(&h, p, len, &m, sizeof(m))) != CWR_OK)
-			return why;
+		if (h.count != 1)
+			return CWR_COUNT;
+		if (body != sizeof(m))
+			return body < sizeof(m) ? CWR_SHORT : CWR_LENGTH;
+		memcpy(&m, p + sizeof(h), sizeof(m));
 		if (m.reserved)
 			return CWR_RESERVED;
 		if (m.pc_state > CUDA_WIRE_PC_STATE_MAX)
@@ -225,13 +249,20 @@ enum cuda_wire_reject cuda_wire_check(const void *data, size_t len, uint16_t *ty
 		break;
 	}
 	case CUDA_WIRE_PC:
-		why = check_entries(p, len, h.count, sizeof(struct cuda_wire_pc), check_pc);
+		if (h.count < 1 || h.count > body / (sizeof(struct cuda_wire_pc) + 8))
+			return CWR_COUNT;
+		why = check_pc(p, len, h.count);
 		break;
 	case CUDA_WIRE_AGG:
-		why = check_entries(p, len, h.count, sizeof(struct cuda_wire_agg), check_agg);
+		/* Each entry takes at least its struct and 8 bytes of strings. */
+		if (h.count < 1 || h.count > body / (sizeof(struct cuda_wire_agg) + 8))
+			return CWR_COUNT;
+		why = check_agg(p, len, h.count);
 		break;
 	case CUDA_WIRE_SPAN:
-		why = check_entries(p, len, h.count, sizeof(struct cuda_wire_span), check_span);
+		if (h.count < 1 || h.count > body / (sizeof(struct cuda_wire_span) + 8))
+			return CWR_COUNT;
+		why = check_span(p, len, h.count);
 		break;
 	}
 	if (why == CWR_OK) {
@@ -251,10 +282,11 @@ bool cuda_wire_next_agg(const void *msg, size_t len, size_t *off, struct cuda_ag
 	memcpy(&out->a, p + *off, sizeof(out->a));
 	out->api = (const char *)p + *off + sizeof(out->a);
 	out->name = out->api + out->a.api_len;
+	out->nvtx = out->a.nvtx_len ? out->name + out->a.name_len : NULL;
 	out->stall = NULL;
 	out->stall_len = 0;
 	out->cubin_id = out->pc_offset = 0;
-	*off = pad8(*off + sizeof(out->a) + out->a.api_len + out->a.name_len);
+	*off = pad8(*off + sizeof(out->a) + out->a.api_len + out->a.name_len + out->a.nvtx_len);
 	return true;
 }
 
@@ -280,6 +312,7 @@ bool cuda_wire_next_pc(const void *msg, size_t len, size_t *off, struct cuda_agg
 	out->a.name_len = w.name_len;
 	out->api = (const char *)p + *off + sizeof(w);
 	out->name = out->api + w.api_len;
+	out->nvtx = NULL;
 	out->stall = out->name + w.name_len;
 	out->stall_len = w.stall_len;
 	out->cubin_id = w.cubin_id;

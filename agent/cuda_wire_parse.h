@@ -38,6 +38,7 @@ enum cuda_wire_reject {
 	CWR_VALUE,    /* a value out of range (time, count, span end before start) */
 	CWR_ORDER,    /* valid, but not where it came: no HELLO first, or a second HELLO */
 	CWR_RATE,     /* valid, but over the agent's budget of entries per second (cuda.h) */
+	CWR_NVTX,     /* an AGG entry's NVTX path too long, too deep, cut short, or not printable */
 	CWR_MAX
 };
 
@@ -60,6 +61,9 @@ struct cuda_agg_view {
 	struct cuda_wire_agg a;
 	const char *api;
 	const char *name;
+	/* An AGG entry's NVTX path (lib/cuda_wire.h), a.nvtx_len bytes, checked;
+	 * NULL when none. cuda_wire_nvtx_next walks its ranges. */
+	const char *nvtx;
 	/* A PC entry's (cuda_wire_next_pc): the stall reason (NULL for an
 	 * AGG entry), its length, and the instruction. */
 	const char *stall;
@@ -70,6 +74,10 @@ struct cuda_agg_view {
 /* The entry at *off (start with *off = 0) of a checked AGG message of len
  * bytes; advances *off. Returns false after the last. */
 bool cuda_wire_next_agg(const void *msg, size_t len, size_t *off, struct cuda_agg_view *out);
+
+/* The next range of a checked NVTX path of len bytes at *off (start with
+ * *off = 0), outermost first: its name and length. false after the last. */
+bool cuda_wire_nvtx_next(const char *path, size_t len, size_t *off, const char **name, size_t *name_len);
 
 /* The same for a checked PC message: the AGG fields in out->a (count is
  * the PC samples), and the stall reason and instruction. */

@@ -57,8 +57,8 @@
 #define CUDA_RETRY_NS 100000000ull /* GPU time waiting for its launch stack: looked at again */
 
 _Static_assert(PROC_EXEC_UNKNOWN == UNWIND_EXEC_ANY, "the unwinder reads the agent's unknown exec count");
-_Static_assert(SS_CUDA_REJ_RATE - SS_CUDA_REJ_SHORT == CWR_RATE - CWR_SHORT &&
-		       CWR_RATE + 1 == CWR_MAX,
+_Static_assert(SS_CUDA_REJ_NVTX - SS_CUDA_REJ_SHORT == CWR_NVTX - CWR_SHORT &&
+		       CWR_NVTX + 1 == CWR_MAX,
 	       "one counter per reason a CUDA message is refused, in enum cuda_wire_reject's order");
 
 /* Set from the signal handler, read by the main loop: the only way a
@@ -326,8 +326,9 @@ static void start_cuda(struct agent *a)
 	struct stat st;
 	if (stat(lib, &st) == 0 && S_ISREG(st.st_mode)) {
 		probe_cuda_file(a, (uint64_t)major(st.st_dev) << 32 | minor(st.st_dev), st.st_ino, lib);
-		log_info("CUDA profiling: GPU time from programs started with CUDA_INJECTION64_PATH=%s, "
-			 "reported on %s", lib, cuda_socket_path(a->cuda));
+		log_info("CUDA profiling: GPU time from programs started with CUDA_INJECTION64_PATH=%s "
+			 "(and NVTX_INJECTION64_PATH=%s for their NVTX ranges), reported on %s", lib, lib,
+			 cuda_socket_path(a->cuda));
 	} else {
 		/* Not installed (said above): never point users at a file
 		 * that is not there. */
@@ -735,9 +736,11 @@ int main(int argc, char **argv, char **envp)
 				 CUDASHIP_NAME, (len + 1023) / 1024, a.cfg.cuda_profiler_dir, err.data);
 			buf_reset(&err);
 		} else {
-			log_info("cuda: %s %s/%s; start CUDA programs with CUDA_INJECTION64_PATH=%s/%s",
+			log_info("cuda: %s %s/%s; start CUDA programs with CUDA_INJECTION64_PATH=%s/%s "
+				 "(NVTX ranges: NVTX_INJECTION64_PATH=%s/%s too)",
 				 w == CUDASHIP_WRITTEN ? "installed" : "already installed:", a.cfg.cuda_profiler_dir,
-				 CUDASHIP_NAME, a.cfg.cuda_profiler_dir, CUDASHIP_NAME);
+				 CUDASHIP_NAME, a.cfg.cuda_profiler_dir, CUDASHIP_NAME, a.cfg.cuda_profiler_dir,
+				 CUDASHIP_NAME);
 		}
 	}
 	a.start_unix_ms = now_unix_ms();

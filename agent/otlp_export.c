@@ -13,6 +13,7 @@ static const char *const type_names[] = {
 	[6] = "v8js", [7] = "ruby", [8] = "php", [9] = "perl", [10] = "dotnet",
 	[FT_CUDA_LAUNCH] = "cuda_launch", [FT_CUDA_KERNEL] = "cuda_kernel", [FT_ERROR] = "error",
 	[FT_CUDA_MEMCPY] = "cuda_memcpy", [FT_CUDA_MEMSET] = "cuda_memset", [FT_CUDA_SYNC] = "cuda_sync",
+	[FT_NVTX] = "nvtx",
 };
 
 /* Everything one request points to, freed together. */

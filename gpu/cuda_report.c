@@ -11,7 +11,7 @@
 #include <xxhash.h>
 
 struct agg_entry {
-	struct cuda_agg_key key; /* key.name points at `name` below */
+	struct cuda_agg_key key; /* key.name points at `name` below, key.nvtx after it */
 	uint64_t hash;
 	uint64_t total_ns;
 	uint64_t count;
@@ -48,7 +48,8 @@ static uint64_t key_hash(const struct cuda_agg_key *k)
 	fixed.stall = (uint64_t)(uintptr_t)k->stall;
 	fixed.cubin_id = k->stall ? k->cubin_id : 0;
 	fixed.pc_offset = k->stall ? k->pc_offset : 0;
-	return XXH3_64bits_withSeed(k->name, k->name_len, XXH3_64bits(&fixed, sizeof(fixed)));
+	uint64_t h = XXH3_64bits_withSeed(k->name, k->name_len, XXH3_64bits(&fixed, sizeof(fixed)));
+	return k->nvtx_len ? XXH3_64bits_withSeed(k->nvtx, k->nvtx_len, h) : h;
 }
 
 static int key_equal(const struct agg_entry *e, const struct cuda_agg_key *k)
@@ -57,7 +58,8 @@ static int key_equal(const struct agg_entry *e, const struct cuda_agg_key *k)
 	       e->key.device == k->device && e->key.stream == k->stream && e->key.context == k->context &&
 	       e->key.api == k->api && e->key.stall == k->stall &&
 	       (!k->stall || (e->key.cubin_id == k->cubin_id && e->key.pc_offset == k->pc_offset)) &&
-	       e->key.name_len == k->name_len && memcmp(e->name, k->name, k->name_len) == 0;
+	       e->key.name_len == k->name_len && memcmp(e->name, k->name, k->name_len) == 0 &&
+	       e->key.nvtx_len == k->nvtx_len && (!k->nvtx_len || memcmp(e->key.nvtx, k->nvtx, k->nvtx_len) == 0);
 }
 
 /* The zeroed slots of an open-addressed table for capacity entries (1 to
@@ -148,6 +150,8 @@ static void add_other(struct cuda_agg *agg, const struct cuda_agg_key *key, uint
 		o->key.stall = NULL; /* the detail is what overflows */
 		o->key.stall_len = 0;
 		o->key.cubin_id = o->key.pc_offset = 0;
+		o->key.nvtx = NULL;
+		o->key.nvtx_len = 0;
 	}
 	o->total_ns += ns;
 	o->count += count;
@@ -169,6 +173,12 @@ static int add(struct cuda_agg *agg, const struct cuda_agg_key *key_in, uint64_t
 		key.stall_len = 0;
 		key.cubin_id = key.pc_offset = 0;
 	}
+	if (key.nvtx_len > CUDA_WIRE_NVTX_BYTES_MAX || (key.nvtx_len && !key.nvtx))
+		return -1;
+	if (key.stall || !key.nvtx)
+		key.nvtx_len = 0;
+	if (!key.nvtx_len)
+		key.nvtx = NULL;
 	uint64_t h = key_hash(&key);
 	unsigned mask = agg->nslots - 1;
 	for (unsigned i = (unsigned)h & mask, n = 0; n < agg->nslots; i = (i + 1) & mask, n++) {
@@ -176,11 +186,15 @@ static int add(struct cuda_agg *agg, const struct cuda_agg_key *key_in, uint64_t
 		if (!e->used) {
 			if (agg->entries >= agg->capacity)
 				break;
-			e->name = name_copy(key.name, key.name_len);
+			e->name = malloc(key.name_len + key.nvtx_len);
 			if (!e->name)
 				return -1;
+			memcpy(e->name, key.name, key.name_len);
+			if (key.nvtx_len)
+				memcpy(e->name + key.name_len, key.nvtx, key.nvtx_len);
 			e->key = key;
 			e->key.name = e->name;
+			e->key.nvtx = key.nvtx_len ? e->name + key.name_len : NULL;
 			e->hash = h;
 			e->used = 1;
 			e->total_ns = ns;
@@ -404,7 +418,8 @@ static int builder_add3(struct builder *b, uint16_t type, const void *fixed, siz
 	memcpy(p, fixed, fixed_len);
 	memcpy(p + fixed_len, s1, l1);
 	memcpy(p + fixed_len + l1, s2, l2);
-	memcpy(p + fixed_len + l1 + l2, s3, l3);
+	if (l3)
+		memcpy(p + fixed_len + l1 + l2, s3, l3);
 	memset(p + fixed_len + l1 + l2 + l3, 0, need - (fixed_len + l1 + l2 + l3));
 	b->len += need;
 	b->count++;
@@ -452,8 +467,10 @@ static int encode_agg_entry(struct builder *b, const struct agg_entry *e)
 		.stream = e->key.stream,
 		.context = e->key.context,
 		.name_len = (uint16_t)e->key.name_len,
+		.nvtx_len = (uint16_t)e->key.nvtx_len,
 	};
-	return builder_add(b, &w, sizeof(w), e->key.api, api_len, e->key.name, e->key.name_len);
+	return builder_add3(b, CUDA_WIRE_AGG, &w, sizeof(w), e->key.api, api_len, e->key.name, e->key.name_len,
+			    e->key.nvtx, e->key.nvtx_len);
 }
 
 int cuda_agg_encode(const struct cuda_agg *agg, cuda_emit_fn emit, void *ctx, unsigned from, unsigned *next)

@@ -40,6 +40,12 @@ struct cuda_agg_key {
 	 * CUDA_WIRE_STALL_MAX bytes. */
 	const char *stall;
 	size_t stall_len;
+	/* The launch's NVTX path as the wire carries it (lib/cuda_wire.h),
+	 * copied, part of the key (an AGG entry's only; ignored with stall);
+	 * NULL or nvtx_len 0: none. At most CUDA_WIRE_NVTX_BYTES_MAX bytes,
+	 * else refused. */
+	const char *nvtx;
+	size_t nvtx_len;
 	uint64_t cubin_id, pc_offset;
 };
 

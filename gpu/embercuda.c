@@ -44,6 +44,7 @@
 
 #include "cuda_report.h"
 #include "cuda_wire.h"
+#include "nvtx_ranges.h"
 
 #ifndef EMBERCUDA_VERSION
 #define EMBERCUDA_VERSION "unknown"
@@ -63,6 +64,7 @@ const char ember_cuda_version[] = EMBERCUDA_VERSION;
 #define MAX_ACTIVITY_NS (3600ull * 1000000000ull) /* longer is a broken timestamp */
 #define DEFAULT_AGENT_RETRIES 10     /* failed connects in a row before going quiet */
 #define MAX_CONNECTIONS 1000         /* connections in a process's life */
+#define NVTX_SLOTS 4096              /* sampled launches whose NVTX path is remembered */
 
 /* --- the marker --------------------------------------------------------- */
 
@@ -134,6 +136,18 @@ struct corr_slot {
 	uint16_t kind;
 };
 
+/* The NVTX path (wire form, lib/cuda_wire.h) of a sampled launch, by its
+ * stack id: written by the launching thread, read where its activities
+ * are aggregated. A seqlock: seq is odd while a writer holds the slot
+ * (taken with a compare-and-swap, so two writers never share it); a
+ * reader that sees it change, or another stack id, goes without. */
+struct nvtx_slot {
+	atomic_uint seq;
+	uint32_t stack_id;
+	uint16_t len;
+	char path[CUDA_WIRE_NVTX_BYTES_MAX];
+};
+
 struct counters {
 	atomic_uint_fast64_t launches, sampled, activities, bad_timestamps, unmatched, records_dropped,
 		buffers_refused, messages_sent, messages_dropped, overhead_ns, connections;
@@ -157,6 +171,7 @@ static struct {
 
 	atomic_int active;          /* callbacks record; 0 once the library stepped aside or went quiet */
 	struct corr_slot *corr;     /* CORR_SLOTS, lock-free */
+	struct nvtx_slot *nvtx;     /* NVTX_SLOTS, seqlocked; NULL when EMBER_CUDA_ENABLE_NVTX is off */
 	struct counters n;
 	atomic_int buffers_out;
 
@@ -569,6 +584,45 @@ static int take_sample(enum cls c, uint64_t now)
 	return 1;
 }
 
+/* Keeps the thread's NVTX path for the sampled launch stack_id. */
+static void nvtx_put(uint32_t stack_id, const struct nvtx_ranges *r)
+{
+	struct nvtx_slot *s = &g.nvtx[stack_id % NVTX_SLOTS];
+	unsigned seq = atomic_load_explicit(&s->seq, memory_order_relaxed);
+	if ((seq & 1) || !atomic_compare_exchange_strong_explicit(&s->seq, &seq, seq + 1, memory_order_acquire,
+								  memory_order_relaxed))
+		return; /* another thread is writing it: this launch goes without its path */
+	atomic_thread_fence(memory_order_release);
+	size_t len = 0;
+	for (unsigned i = 0, n = nvtx_ranges_kept(r); i < n; i++) {
+		s->path[len++] = (char)r->len[i];
+		memcpy(s->path + len, r->name[i], r->len[i]);
+		len += r->len[i];
+	}
+	s->stack_id = stack_id;
+	s->len = (uint16_t)len;
+	atomic_store_explicit(&s->seq, seq + 2, memory_order_release);
+}
+
+/* Copies the NVTX path of stack_id into out; returns its length, 0 when
+ * none (or no longer there). */
+static size_t nvtx_get(uint32_t stack_id, char *out)
+{
+	if (!g.nvtx || !stack_id)
+		return 0;
+	struct nvtx_slot *s = &g.nvtx[stack_id % NVTX_SLOTS];
+	unsigned seq = atomic_load_explicit(&s->seq, memory_order_acquire);
+	if (seq & 1)
+		return 0;
+	uint32_t id = s->stack_id;
+	size_t len = s->len;
+	if (id != stack_id || len > CUDA_WIRE_NVTX_BYTES_MAX)
+		return 0;
+	memcpy(out, s->path, len);
+	atomic_thread_fence(memory_order_acquire);
+	return atomic_load_explicit(&s->seq, memory_order_relaxed) == seq ? len : 0;
+}
+
 /* The outermost launch call of a thread, at its entry -- before CUPTI
  * can have a record of it, so its record always finds it in the table. */
 static void on_launch_enter(int domain, CUpti_CallbackId cbid, enum cls c, const CUpti_CallbackData *cb)
@@ -586,6 +640,10 @@ static void on_launch_enter(int domain, CUpti_CallbackId cbid, enum cls c, const
 		h = XXH3_64bits(cb->symbolName, strnlen(cb->symbolName, CUDA_WIRE_NAME_MAX));
 	else
 		h = XXH3_64bits(&api, sizeof(api)) ^ 0x9e3779b97f4a7c15ull;
+	/* ... under the same NVTX ranges: a launch under other ranges never
+	 * takes a stack (and its path) sampled under these */
+	uint64_t nvtx_hash = g.nvtx ? nvtx_ranges_hash(ember_nvtx_ranges()) : 0;
+	h ^= nvtx_hash * 0xff51afd7ed558ccdull;
 	if (h == 0)
 		h = 1;
 	unsigned slot = (unsigned)(h & (LAST_SLOTS - 1));
@@ -600,6 +658,8 @@ static void on_launch_enter(int domain, CUpti_CallbackId cbid, enum cls c, const
 		stack_id = ts.last[slot].stack_id;
 	}
 	corr_put(corr, tid, stack_id, api, kind);
+	if (sampled && nvtx_hash)
+		nvtx_put(corr, ember_nvtx_ranges());
 	ts.outer_corr = corr;
 	ts.outer_stack = stack_id;
 	ts.outer_api = api;
@@ -1050,6 +1110,9 @@ static void add_activity(uint16_t kind, uint64_t start, uint64_t end, uint32_t c
 		.name = name,
 		.name_len = strnlen(name, CUDA_WIRE_NAME_MAX),
 	};
+	char nvtx[CUDA_WIRE_NVTX_BYTES_MAX];
+	key.nvtx_len = nvtx_get(launch.stack_id, nvtx);
+	key.nvtx = key.nvtx_len ? nvtx : NULL;
 	if (key.name_len == 0) {
 		key.name = "[unnamed]";
 		key.name_len = strlen(key.name);
@@ -1491,6 +1554,11 @@ EMBERCUDA_EXPORT int InitializeInjection(void)
 	}
 
 	g.corr = calloc(CORR_SLOTS, sizeof(*g.corr));
+	/* about 2 MB of address space; pages are touched only as paths come */
+	if (g.cfg.enable_nvtx && !(g.nvtx = calloc(NVTX_SLOTS, sizeof(*g.nvtx)))) {
+		say("out of memory; not profiling");
+		return 1;
+	}
 	g.agg = cuda_agg_new(AGG_CAPACITY);
 	g.agg_spare = cuda_agg_new(AGG_CAPACITY);
 	g.spans = cuda_spans_new(SPANS_PER_REPORT);

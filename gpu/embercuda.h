@@ -31,6 +31,18 @@ EMBERCUDA_EXPORT int InitializeInjection(void);
  * Does nothing; ember-agent puts a uprobe on it (lib/cuda_wire.h). */
 EMBERCUDA_EXPORT void ember_cuda_launch_marker(uint64_t stack_id, uint32_t kind);
 
+/* Called by NVTX v3 (NVIDIA's nvtx3 headers, in the program) once, at the
+ * program's first NVTX call, when NVTX_INJECTION64_PATH names this library:
+ * fills NVTX's push/pop slots (gpu/nvtx_inject.c). Returns 1, or 0 (NVTX
+ * then makes its calls no-ops) when EMBER_CUDA_ENABLE_NVTX is off,
+ * EMBER_CUDA_NOOP is on, or the export table lacks what it needs. */
+struct nvtx_ranges;
+EMBERCUDA_EXPORT int InitializeInjectionNvtx2(const void *(*get_export_table)(uint32_t id));
+
+/* The calling thread's open NVTX ranges (never NULL; empty when NVTX is
+ * off or unused). Not exported. */
+const struct nvtx_ranges *ember_nvtx_ranges(void);
+
 /* The library's version, NUL-terminated (also sent in HELLO). */
 EMBERCUDA_EXPORT extern const char ember_cuda_version[];
 

@@ -40,6 +40,8 @@
 #define CUDA_WIRE_NAME_MAX 1024     /* bytes of a kernel name; longer ones are cut */
 #define CUDA_WIRE_API_MAX 64        /* bytes of an API name */
 #define CUDA_WIRE_STALL_MAX 128     /* bytes of a stall reason's name (CUPTI_STALL_REASON_STRING_SIZE) */
+#define CUDA_WIRE_NVTX_DEPTH_MAX 8    /* NVTX ranges kept per launch, outermost first */
+#define CUDA_WIRE_NVTX_NAME_MAX 64    /* bytes of an NVTX range's name; longer ones are cut */
 #define CUDA_WIRE_SOCKET_NAME "agent.sock"
 #define CUDA_WIRE_MARKER "ember_cuda_launch_marker"
 
@@ -92,7 +94,7 @@ struct cuda_wire_device {
 };
 
 /* Time of GPU work since the last flush, pre-aggregated by
- * (stack_id, tid, kind, device, stream, context, api, name). stack_id 0:
+ * (stack_id, tid, kind, device, stream, context, api, name, NVTX path). stack_id 0:
  * no sampled launch of this (thread, name) yet; the agent puts such time
  * under a "[launch not sampled]" frame. Followed by api_len bytes of the
  * launching API's name ("cudaLaunchKernel", "cuMemcpyHtoDAsync", ...) and
@@ -110,8 +112,19 @@ struct cuda_wire_agg {
 	uint32_t stream;
 	uint32_t context;
 	uint16_t name_len;   /* 1..CUDA_WIRE_NAME_MAX */
-	uint16_t reserved;
+	uint16_t nvtx_len;   /* 0..CUDA_WIRE_NVTX_BYTES_MAX: bytes of the NVTX path after the name */
 };
+
+/* The NVTX path of an AGG entry (EMBER_CUDA_ENABLE_NVTX): the NVTX ranges
+ * open on the launching thread at its sampled launch, outermost first, at
+ * most CUDA_WIRE_NVTX_DEPTH_MAX of them, each as one byte of length
+ * (1..CUDA_WIRE_NVTX_NAME_MAX) then that many printable ASCII bytes. It
+ * follows the entry's name (before the padding); nvtx_len 0: none. The
+ * library's "last sampled stack" of a (thread, kernel) is per NVTX path,
+ * so an entry's stack_id and path always belong together. The agent puts
+ * one nvtx frame per range between the CPU stack and the cuda_launch
+ * frame. */
+#define CUDA_WIRE_NVTX_BYTES_MAX (CUDA_WIRE_NVTX_DEPTH_MAX * (1 + CUDA_WIRE_NVTX_NAME_MAX))
 
 /* A part of a kernel's GPU time (an AGG entry of kind KERNEL or GRAPH)
  * that PC sampling (EMBER_CUDA_ENABLE_PC_SAMPLING) attributed to one

@@ -12,6 +12,7 @@ and the stacks from main / <module> down to the launch and the kernel."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import urllib.request
@@ -239,3 +240,82 @@ def test_pc_sampling_refused(server, agent_factory, tmp_path):
         stats = json.load(s)
     assert stats["cuda_library_pc_sampling_refused"] == 1, stats["cuda_library_pc_sampling_refused"]
     assert stats["cuda_library_pc_samples_total"] == 0
+
+
+NVTX_LAUNCHER = os.path.join(WORKLOADS, "cuda_nvtx")
+
+
+def run_nvtx(lib, epochs, steps, exe=NVTX_LAUNCHER, **extra):
+    env = cuda_env(lib)
+    env["NVTX_INJECTION64_PATH"] = lib
+    env.update(extra)
+    r = subprocess.run([exe, str(epochs), str(steps)], env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == f"done {epochs} {steps}", (r.stdout, r.stderr)
+
+
+def nvtx_paths(tree):
+    """GPU time of each leaf by the nvtx frames above it, outermost first."""
+    out = {}
+    for path, n in walk(tree["root"]):
+        if n["frame_type"] not in GPU_LEAF_TYPES:
+            continue
+        ranges = tuple(p for p, t in zip(path, frame_types(tree, path)) if t == "nvtx")
+        out[(ranges, path[-1])] = out.get((ranges, path[-1]), 0) + n["total"]
+    return out
+
+
+def frame_types(tree, path):
+    node, types = tree["root"], [tree["root"]["frame_type"]]
+    for name in path[1:]:
+        node = next(c for c in node["children"] if c["name"] == name)
+        types.append(node["frame_type"])
+    return types
+
+
+def test_nvtx_ranges_between_the_stack_and_the_launch(server, agent_factory, tmp_path):
+    """NVTX ranges the program pushes (through NVIDIA's own nvtx3 loader,
+    NVTX_INJECTION64_PATH = the agent-installed library) are frames between
+    the CPU stack and the launch: main -> train -> step_launch -> nvtx
+    "epoch" -> nvtx "train_step" -> cuLaunchKernel -> k_big, with exact GPU
+    time. The same kernel under other ranges (eval_launch, in "epoch" only)
+    stays apart."""
+    require_root()
+    agent, lib = start_agent(agent_factory, server, tmp_path)
+    assert f"NVTX_INJECTION64_PATH={lib}" in agent.output()
+    epochs, steps = 30, 100
+    run_nvtx(lib, epochs, steps)
+    want = 2 * epochs * steps * BIG_NS
+    tree = gpu_settled(server, 'process.executable.name == "cuda_nvtx"', want)
+    check_tree(tree["root"])
+    assert tree["total"] == want, (tree["total"], want)
+    assert nvtx_paths(tree) == {
+        (("epoch", "train_step"), "k_big"): epochs * steps * BIG_NS,
+        (("epoch",), "k_big"): epochs * steps * BIG_NS,
+    }, nvtx_paths(tree)
+    # In order: CPU frames, then the ranges, then the launch and the kernel.
+    for path, n in walk(tree["root"]):
+        if n["frame_type"] == "cuda_kernel":
+            types = frame_types(tree, path)
+            i = types.index("cuda_launch")
+            assert types[i + 1] == "cuda_kernel", (path, types)
+            k = [j for j, t in enumerate(types) if t == "nvtx"]
+            assert k and k == list(range(k[0], i)), (path, types)
+    whole = under_path(tree, ("train", "epoch", "train_step", "cuLaunchKernel"), "k_big")
+    assert whole >= 0.98 * epochs * steps * BIG_NS, whole
+
+
+def test_nvtx_off(server, agent_factory, tmp_path):
+    """EMBER_CUDA_ENABLE_NVTX=false: the same program, no nvtx frame, the
+    same GPU time."""
+    require_root()
+    agent, lib = start_agent(agent_factory, server, tmp_path)
+    epochs, steps = 10, 100
+    # its own executable name: the server may hold the other test's samples
+    exe = str(tmp_path / "cuda_nvtx_off")
+    shutil.copy(NVTX_LAUNCHER, exe)
+    run_nvtx(lib, epochs, steps, exe=exe, EMBER_CUDA_ENABLE_NVTX="false")
+    want = 2 * epochs * steps * BIG_NS
+    tree = gpu_settled(server, 'process.executable.name == "cuda_nvtx_off"', want)
+    assert tree["total"] == want, (tree["total"], want)
+    assert nvtx_paths(tree) == {((), "k_big"): want}, nvtx_paths(tree)

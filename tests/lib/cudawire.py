@@ -94,17 +94,22 @@ def parse(data):
             if off + AGG_S.size > len(body):
                 raise ValueError("truncated AGG")
             (stack_id, total_ns, cnt, tid, kind, api_len, device, stream, context, name_len,
-             reserved) = AGG_S.unpack_from(body, off)
+             nvtx_len) = AGG_S.unpack_from(body, off)
             if not (1 <= api_len <= API_MAX and 1 <= name_len <= NAME_MAX and 1 <= kind <= 5):
                 raise ValueError(f"AGG api_len {api_len} name_len {name_len} kind {kind}")
             p = off + AGG_S.size
             end = p + api_len + name_len
-            if end > len(body):
+            if end + nvtx_len > len(body):
                 raise ValueError("AGG strings past the end")
+            nvtx, q = [], end  # the NVTX path: ranges as (length byte, name)
+            while q < end + nvtx_len:
+                nvtx.append(body[q + 1:q + 1 + body[q]].decode())
+                q += 1 + body[q]
             entries.append(dict(stack_id=stack_id, total_ns=total_ns, count=cnt, tid=tid, kind=kind,
                                 device=device, stream=stream, context=context,
-                                api=body[p:p + api_len].decode(), name=body[p + api_len:end].decode()))
-            nxt = off + _pad8(AGG_S.size + api_len + name_len)
+                                api=body[p:p + api_len].decode(), name=body[p + api_len:end].decode(),
+                                nvtx=nvtx))
+            nxt = off + _pad8(AGG_S.size + api_len + name_len + nvtx_len)
         else:
             if off + SPAN_S.size > len(body):
                 raise ValueError("truncated SPAN")
@@ -118,7 +123,7 @@ def parse(data):
                                 device=device, stream=stream, name=body[p:p + name_len].decode()))
             nxt = off + _pad8(SPAN_S.size + name_len)
         if any(body[off + (AGG_S.size if mtype == AGG else SPAN_S.size) +
-                    (api_len + name_len if mtype == AGG else name_len):nxt]):
+                    (api_len + name_len + nvtx_len if mtype == AGG else name_len):nxt]):
             raise ValueError("non-zero padding")
         off = nxt
     if off != len(body):

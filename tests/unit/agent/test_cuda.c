@@ -117,6 +117,90 @@ static void set_agg_field(struct msg *m, size_t field_off, const void *v, size_t
 	memcpy(m->b + sizeof(struct cuda_wire_hdr) + field_off, v, n);
 }
 
+/* An AGG entry with an NVTX path of raw bytes (lib/cuda_wire.h). */
+static void msg_agg_nvtx(struct msg *m, const char *name, const uint8_t *path, uint16_t path_len)
+{
+	const char *api = "cudaLaunchKernel";
+	struct cuda_wire_agg a = { .stack_id = 77, .total_ns = 1000, .count = 1, .tid = 11,
+				   .kind = CUDA_WIRE_KIND_KERNEL, .api_len = (uint16_t)strlen(api),
+				   .name_len = (uint16_t)strlen(name), .nvtx_len = path_len };
+	memcpy(m->b + m->len, &a, sizeof(a));
+	m->len += sizeof(a);
+	memcpy(m->b + m->len, api, a.api_len);
+	m->len += a.api_len;
+	memcpy(m->b + m->len, name, a.name_len);
+	m->len += a.name_len;
+	memcpy(m->b + m->len, path, path_len);
+	m->len += path_len;
+	while (m->len % 8)
+		m->b[m->len++] = 0;
+	m->count++;
+}
+
+/* NVTX paths: read back range by range; every malformed one refused as
+ * "nvtx" (or "short" when it runs past the datagram). */
+static void test_wire_nvtx(void **state)
+{
+	(void)state;
+	struct msg m;
+	static const uint8_t good[] = "\x05" "epoch" "\x0a" "train_step";
+	msg_start(&m);
+	msg_agg_nvtx(&m, "_Z4stepv", good, sizeof(good) - 1);
+	msg_agg(&m, 5, 10, CUDA_WIRE_KIND_KERNEL, "cuLaunchKernel", "k");
+	msg_end(&m, CUDA_WIRE_AGG);
+	assert_int_equal(check(&m), CWR_OK);
+	struct cuda_agg_view v;
+	size_t off = 0, roff = 0, rlen;
+	const char *r;
+	assert_true(cuda_wire_next_agg(m.b, m.len, &off, &v));
+	assert_int_equal(v.a.nvtx_len, sizeof(good) - 1);
+	assert_true(cuda_wire_nvtx_next(v.nvtx, v.a.nvtx_len, &roff, &r, &rlen));
+	assert_int_equal(rlen, 5);
+	assert_memory_equal(r, "epoch", 5);
+	assert_true(cuda_wire_nvtx_next(v.nvtx, v.a.nvtx_len, &roff, &r, &rlen));
+	assert_int_equal(rlen, 10);
+	assert_memory_equal(r, "train_step", 10);
+	assert_false(cuda_wire_nvtx_next(v.nvtx, v.a.nvtx_len, &roff, &r, &rlen));
+	assert_true(cuda_wire_next_agg(m.b, m.len, &off, &v)); /* the next entry, after the path */
+	assert_null(v.nvtx);
+	assert_int_equal(v.a.stack_id, 5);
+
+	static const struct {
+		const char *bytes;
+		uint16_t len;
+	} bad[] = {
+		{ "\x06" "epoch", 6 },          /* a range's length past the path */
+		{ "\x00", 1 },               /* an empty range */
+		{ "\x41", 1 },               /* 65 bytes: longer than a name may be */
+		{ "\x03" "a\nb", 4 },          /* a control byte */
+		{ "\x02" "ab\x01", 4 },        /* the last range cut short */
+		{ "\x01" "a\x01" "b\x01" "c\x01" "d\x01" "e\x01" "f\x01" "g\x01" "h\x01" "i", 18 }, /* 9 ranges */
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		msg_start(&m);
+		msg_agg_nvtx(&m, "k", (const uint8_t *)bad[i].bytes, bad[i].len);
+		msg_end(&m, CUDA_WIRE_AGG);
+		assert_int_equal(check(&m), CWR_NVTX);
+	}
+	/* eight ranges of 64 bytes: the most there is, accepted */
+	uint8_t most[CUDA_WIRE_NVTX_BYTES_MAX];
+	for (int i = 0; i < CUDA_WIRE_NVTX_DEPTH_MAX; i++) {
+		most[i * 65] = 64;
+		memset(most + i * 65 + 1, 'a' + i, 64);
+	}
+	msg_start(&m);
+	msg_agg_nvtx(&m, "k", most, sizeof(most));
+	msg_end(&m, CUDA_WIRE_AGG);
+	assert_int_equal(check(&m), CWR_OK);
+	/* a path declared past the datagram's end */
+	msg_start(&m);
+	msg_agg_nvtx(&m, "k", good, sizeof(good) - 1);
+	msg_end(&m, CUDA_WIRE_AGG);
+	uint16_t u16 = 200;
+	set_agg_field(&m, offsetof(struct cuda_wire_agg, nvtx_len), &u16, 2);
+	assert_int_equal(check(&m), CWR_SHORT);
+}
+
 
 /* A PC entry (lib/cuda_wire.h): a part of a kernel's time at one
  * instruction and stall reason. */
@@ -330,8 +414,9 @@ static void test_wire_check(void **state)
 	/* reserved and padding */
 	good_agg(&m);
 	u16 = 1;
-	set_agg_field(&m, offsetof(struct cuda_wire_agg, reserved), &u16, 2);
-	assert_int_equal(check(&m), CWR_RESERVED);
+	u16 = CUDA_WIRE_NVTX_BYTES_MAX + 1;
+	set_agg_field(&m, offsetof(struct cuda_wire_agg, nvtx_len), &u16, 2);
+	assert_int_equal(check(&m), CWR_NVTX);
 	good_agg(&m);
 	/* entry 1: 48 + 16 + 9 bytes = 73, padded to 80 */
 	m.b[16 + 79] = 1;
@@ -1052,6 +1137,26 @@ static void test_collect_cuda(void **state)
 				.kind = CUDA_WIRE_KIND_MEMCPY, .api = api2, .name = copy };
 	collect_cuda(&c, &w2, NULL, 0, 1100);
 	assert_int_equal(batch_samples(&b), 2);
+
+	/* NVTX ranges: one nvtx frame each, outermost first, between the
+	 * CPU frames and the launch. */
+	char nvtx_path[] = "\x05" "epoch" "\x0a" "train_step";
+	struct cuda_work wn = w;
+	wn.nvtx = nvtx_path;
+	wn.nvtx_len = sizeof(nvtx_path) - 1;
+	collect_cuda(&c, &wn, &s, size, 1200);
+	assert_int_equal(batch_samples(&b), 3);
+	st = b.samples[2].stack;
+	ids = b.stack_ids + b.stack_off[st];
+	assert_int_equal(b.stack_off[st + 1] - b.stack_off[st], 7);
+	assert_int_equal(b.frames[ids[2]].address, 0x400300 - 0x400000 + 0x1000); /* launch_gemm */
+	assert_int_equal(b.frames[ids[3]].type, FT_NVTX);
+	assert_string_equal(strtab_get(&b.strings, b.frames[ids[3]].name), "epoch");
+	assert_int_equal(b.frames[ids[4]].type, FT_NVTX);
+	assert_string_equal(strtab_get(&b.strings, b.frames[ids[4]].name), "train_step");
+	assert_int_equal(b.frames[ids[5]].type, FT_CUDA_LAUNCH);
+	assert_int_equal(b.frames[ids[6]].type, FT_CUDA_KERNEL);
+
 	st = b.samples[1].stack;
 	ids = b.stack_ids + b.stack_off[st];
 	assert_int_equal(b.stack_off[st + 1] - b.stack_off[st], 3);
@@ -1110,7 +1215,7 @@ static void test_collect_cuda(void **state)
 	assert_string_equal(strtab_get(&b.strings, b.frames[b.stack_ids[b.stack_off[st]]].name),
 			    "[launch not sampled]");
 	assert_int_equal(c.stats.malformed, 1);
-	assert_int_equal(c.stats.cuda_samples, 7);
+	assert_int_equal(c.stats.cuda_samples, 8);
 
 	batch_free(&b);
 	proc_table_free(&procs);
@@ -1251,6 +1356,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_wire_check),
 		cmocka_unit_test(test_wire_pc),
+		cmocka_unit_test(test_wire_nvtx),
 		cmocka_unit_test(test_join),
 		cmocka_unit_test(test_join_awaited),
 		cmocka_unit_test(test_stack_eviction),

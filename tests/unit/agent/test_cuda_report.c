@@ -55,9 +55,10 @@ static unsigned decode_aggs(struct sink *s, void (*fn)(const struct cuda_wire_ag
 			assert_true(a.api_len >= 1 && a.api_len <= CUDA_WIRE_API_MAX);
 			assert_true(a.name_len >= 1 && a.name_len <= CUDA_WIRE_NAME_MAX);
 			size_t strings = off + sizeof(a);
-			size_t next = off + ((sizeof(a) + a.api_len + a.name_len + 7) & ~(size_t)7);
+			assert_true(a.nvtx_len <= CUDA_WIRE_NVTX_BYTES_MAX);
+			size_t next = off + ((sizeof(a) + a.api_len + a.name_len + a.nvtx_len + 7) & ~(size_t)7);
 			assert_true(next <= s->lens[i]);
-			for (size_t p = strings + a.api_len + a.name_len; p < next; p++)
+			for (size_t p = strings + a.api_len + a.name_len + a.nvtx_len; p < next; p++)
 				assert_int_equal(s->msgs[i][p], 0);
 			char api[CUDA_WIRE_API_MAX + 1], name[CUDA_WIRE_NAME_MAX + 1];
 			memcpy(api, s->msgs[i] + strings, a.api_len);
@@ -80,6 +81,59 @@ static struct cuda_agg_key key(uint64_t stack, uint32_t tid, const char *name)
 		.context = 1, .api = "cudaLaunchKernel", .name = name, .name_len = strlen(name),
 	};
 	return k;
+}
+
+/* The NVTX path is part of the key: the same launch under other ranges is
+ * another entry, and the path travels after the name. */
+struct nvtx_seen {
+	unsigned with_path[3];
+	uint64_t ns[3];
+};
+
+static void on_nvtx_entry(const struct cuda_wire_agg *a, const char *api, const char *name, void *ctx)
+{
+	(void)api;
+	(void)name;
+	struct nvtx_seen *seen = ctx;
+	unsigned which = a->nvtx_len == 0 ? 0 : a->nvtx_len == 6 ? 1 : 2;
+	seen->with_path[which]++;
+	seen->ns[which] += a->total_ns;
+}
+
+static void test_agg_nvtx_path(void **state)
+{
+	(void)state;
+	struct cuda_agg *agg = cuda_agg_new(64);
+	assert_non_null(agg);
+	static const char outer[] = "\x05" "epoch", both[] = "\x05" "epoch" "\x0a" "train_step";
+	struct cuda_agg_key k = key(9, 1, "_Z4stepv");
+	assert_int_equal(cuda_agg_add(agg, &k, 10), 0);
+	k.nvtx = outer;
+	k.nvtx_len = sizeof(outer) - 1;
+	assert_int_equal(cuda_agg_add(agg, &k, 20), 0);
+	assert_int_equal(cuda_agg_add(agg, &k, 1), 0);
+	k.nvtx = both;
+	k.nvtx_len = sizeof(both) - 1;
+	assert_int_equal(cuda_agg_add(agg, &k, 300), 0);
+	assert_int_equal(cuda_agg_entries(agg), 3);
+	k.nvtx_len = CUDA_WIRE_NVTX_BYTES_MAX + 1; /* longer than the wire allows */
+	assert_int_equal(cuda_agg_add(agg, &k, 1), -1);
+	struct sink s = { .refuse_after = -1 };
+	unsigned next = 0;
+	assert_int_equal(cuda_agg_encode(agg, sink_emit, &s, 0, &next), 1);
+	struct nvtx_seen seen = { { 0 }, { 0 } };
+	assert_int_equal(decode_aggs(&s, on_nvtx_entry, &seen), 3);
+	assert_int_equal(seen.ns[0], 10);
+	assert_int_equal(seen.ns[1], 21);
+	assert_int_equal(seen.ns[2], 300);
+	/* the bytes themselves */
+	const unsigned char *m = s.msgs[0];
+	int found = 0;
+	for (size_t i = 0; i + 8 + sizeof(both) - 1 <= s.lens[0]; i++)
+		found |= memcmp(m + i, "_Z4stepv" "\x05" "epoch" "\x0a" "train_step", 8 + sizeof(both) - 1) == 0;
+	assert_true(found);
+	sink_free(&s);
+	cuda_agg_free(agg);
 }
 
 struct sums {
@@ -551,6 +605,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_agg_sums_by_key),
+		cmocka_unit_test(test_agg_nvtx_path),
 		cmocka_unit_test(test_agg_overflow_and_split),
 		cmocka_unit_test(test_agg_carry_what_was_not_sent),
 		cmocka_unit_test(test_spans_capped_and_encoded),
