@@ -245,11 +245,13 @@ def test_pc_sampling_refused(server, agent_factory, tmp_path):
 NVTX_LAUNCHER = os.path.join(WORKLOADS, "cuda_nvtx")
 
 
-def run_nvtx(lib, epochs, steps, exe=NVTX_LAUNCHER, **extra):
+def run_nvtx(lib, epochs, steps, exe=NVTX_LAUNCHER, seconds=4, **extra):
+    """The NVTX workload, its epochs spread over seconds (the agent reads a
+    process while it runs: one that ends in milliseconds may be gone first)."""
     env = cuda_env(lib)
     env["NVTX_INJECTION64_PATH"] = lib
     env.update(extra)
-    r = subprocess.run([exe, str(epochs), str(steps)], env=env, stdout=subprocess.PIPE,
+    r = subprocess.run([exe, str(epochs), str(steps), str(seconds)], env=env, stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == f"done {epochs} {steps}", (r.stdout, r.stderr)
 

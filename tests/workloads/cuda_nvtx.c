@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include <nvtx3/nvToolsExt.h>
 
@@ -42,7 +43,19 @@ NOINLINE static void eval_launch(void)
 		failures++;
 }
 
-NOINLINE static void train(long epochs, long steps)
+/* Spreads the epochs over seconds (0: as fast as it goes), as a training
+ * loop does: the agent reads the process while it runs, as in production. */
+static void pace(long e, long epochs, double seconds)
+{
+	if (seconds <= 0)
+		return;
+	double each = seconds / (double)epochs;
+	struct timespec ts = { (time_t)each, (long)((each - (double)(time_t)each) * 1e9) };
+	(void)e;
+	nanosleep(&ts, NULL);
+}
+
+NOINLINE static void train(long epochs, long steps, double seconds)
 {
 	nvtxEventAttributes_t step = { 0 };
 	step.version = NVTX_VERSION;
@@ -58,17 +71,19 @@ NOINLINE static void train(long epochs, long steps)
 			eval_launch();
 		}
 		nvtxRangePop();
+		pace(e, epochs, seconds);
 	}
 }
 
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: cuda_nvtx EPOCHS STEPS\n");
+		fprintf(stderr, "usage: cuda_nvtx EPOCHS STEPS [SECONDS]\n");
 		return 2;
 	}
 	long epochs = atol(argv[1]), steps = atol(argv[2]);
-	if (epochs < 0 || steps < 0) {
+	double seconds = argc > 3 ? atof(argv[3]) : 0;
+	if (epochs < 0 || steps < 0 || seconds < 0 || seconds > 600) {
 		fprintf(stderr, "cuda_nvtx: bad arguments\n");
 		return 2;
 	}
@@ -85,7 +100,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cuda_nvtx: no fake driver\n");
 		return 1;
 	}
-	train(epochs, steps);
+	train(epochs, steps, seconds);
 	if (failures) {
 		fprintf(stderr, "cuda_nvtx: %d launches failed\n", failures);
 		return 1;
