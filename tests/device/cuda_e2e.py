@@ -27,37 +27,14 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
-from harness import (GPU_LEAF_TYPES, WORKLOADS, Agent, Server, check_tree, fake_cuda_env,  # noqa: E402
-                     gpu_flamegraph, wait_until, walk)
+sys.path.insert(0, HERE)
+from harness import GPU_LEAF_TYPES, WORKLOADS, check_tree, fake_cuda_env, wait_until, walk  # noqa: E402
+from devrun import FAKE, check, failures, results, settled, start  # noqa: E402
 
-FAKE = os.environ.get("EMBER_E2E_FAKE") == "1"
 OUT = os.environ.get("OUT", "/tmp/ember-cuda-e2e")
-BUNDLE = os.path.join(ROOT, "build", "devbundle", "bin")
-results, failures = {"fake_driver": FAKE}, []
 
 
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        failures.append(what)
 
-
-def bundled(proc):
-    """Runs the process's program from the bundle (its own libraries)."""
-    proc.argv = [os.path.join(BUNDLE, os.path.basename(proc.argv[0]))] + proc.argv[1:]
-    return proc
-
-
-def settled(server, query, timeout=90):
-    """The GPU flamegraph once its total is non-zero and the same three
-    seconds in a row."""
-    hist = []
-
-    def done():
-        hist.append(gpu_flamegraph(server, query)["total"])
-        return hist[-1] > 0 and hist[-3:] == [hist[-1]] * 3
-    wait_until(done, timeout, interval=1.0, what=f"GPU time of {query}")
-    return gpu_flamegraph(server, query)
 
 
 def kernel_time(tree, key):
@@ -95,9 +72,7 @@ def run(cmd, env, timeout=300):
 
 
 os.makedirs(OUT, exist_ok=True)
-server = bundled(Server(os.path.join(OUT, "data"))).start()
-agent = bundled(Agent(server.url, f"-cuda-profiler-dir={os.path.join(OUT, 'profiler')}")).start()
-lib = os.path.join(OUT, "profiler", "libembercuda.so")
+server, agent, lib = start(OUT)
 try:
     wait_until(lambda: os.path.exists(lib) and f"CUDA_INJECTION64_PATH={lib}" in agent.output(), 30,
                what="the agent to install the library")

@@ -27,35 +27,16 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
-from harness import WORKLOADS, Agent, Server, fake_cuda_env, gpu_flamegraph, wait_until, walk  # noqa: E402
+sys.path.insert(0, HERE)
+from harness import WORKLOADS, fake_cuda_env, wait_until, walk  # noqa: E402
+from devrun import FAKE, check, failures, results, settled, start  # noqa: E402
 
-FAKE = os.environ.get("EMBER_E2E_FAKE") == "1"
 OUT = os.environ.get("OUT", "/tmp/ember-gpu-deep")
-BUNDLE = os.path.join(ROOT, "build", "devbundle", "bin")
 PREFIX = "smsp__pcsamp_warps_issue_stalled_"
 MEMORY = {"long_scoreboard", "lg_throttle", "tex_throttle", "drain", "membar", "short_scoreboard", "mio_throttle"}
-results, failures = {"fake_driver": FAKE}, []
 
 
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        failures.append(what)
 
-
-def bundled(proc):
-    proc.argv = [os.path.join(BUNDLE, os.path.basename(proc.argv[0]))] + proc.argv[1:]
-    return proc
-
-
-def settled(server, query, timeout=120):
-    hist = []
-
-    def done():
-        hist.append(gpu_flamegraph(server, query)["total"])
-        return hist[-1] > 0 and hist[-3:] == [hist[-1]] * 3
-    wait_until(done, timeout, interval=1.0, what=f"GPU time of {query}")
-    return gpu_flamegraph(server, query)
 
 
 def reason(name):
@@ -100,9 +81,7 @@ def env_for(lib, pc):
 
 
 os.makedirs(OUT, exist_ok=True)
-server = bundled(Server(os.path.join(OUT, "data"))).start()
-agent = bundled(Agent(server.url, f"-cuda-profiler-dir={os.path.join(OUT, 'profiler')}")).start()
-lib = os.path.join(OUT, "profiler", "libembercuda.so")
+server, agent, lib = start(OUT)
 try:
     wait_until(lambda: os.path.exists(lib) and f"CUDA_INJECTION64_PATH={lib}" in agent.output(), 30,
                what="the agent to install the library")
@@ -119,7 +98,7 @@ try:
     check("PC sampling refused" not in r.stderr and "PC sampling unavailable" not in r.stderr,
           "CUPTI allowed PC sampling (else: run as root or NVreg_RestrictProfilingToAdminUsers=0)")
     on = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 and not FAKE else {}
-    tree = settled(server, f'process.executable.name == "{prog}"')
+    tree = settled(server, f'process.executable.name == "{prog}"', timeout=120)
     for k, memory in zip(kernels, (True, False)):
         total, per = stalls(tree, k)
         top = max(per, key=per.get) if per else None
