@@ -304,7 +304,46 @@ static int fde_starts_from_debug_frame(Elf *elf, uint64_t **out, size_t *n)
 	return cnt ? 0 : -1;
 }
 
-static int walk(Dwarf_CFI *cfi, uint64_t *starts, size_t nstarts, struct rule_set *rs,
+/* Where the CFI comes from: .eh_frame (a Dwarf_CFI of the ELF file) or
+ * .debug_frame (one owned by a Dwarf handle). libdw caches every FDE it
+ * looks up until the handle ends, which for a large library (a 550 MB one
+ * has hundreds of thousands) is tens of MB held at once; walk() reopens
+ * the handle every CFI_CHUNK functions so the cache stays small. */
+struct cfi_src {
+	Elf *elf;
+	bool debug_frame;
+	Dwarf *dw;
+	Dwarf_CFI *cfi;
+};
+
+enum { CFI_CHUNK = 2048 };
+
+static void cfi_close(struct cfi_src *s)
+{
+	if (s->debug_frame) {
+		if (s->dw)
+			dwarf_end(s->dw); /* owns its CFI */
+	} else if (s->cfi) {
+		dwarf_cfi_end(s->cfi);
+	}
+	s->dw = NULL;
+	s->cfi = NULL;
+}
+
+static bool cfi_open(struct cfi_src *s)
+{
+	if (!s->debug_frame)
+		return (s->cfi = dwarf_getcfi_elf(s->elf)) != NULL;
+	s->dw = dwarf_begin_elf(s->elf, DWARF_C_READ, NULL);
+	s->cfi = s->dw ? dwarf_getcfi(s->dw) : NULL;
+	if (!s->cfi)
+		cfi_close(s);
+	return s->cfi != NULL;
+}
+
+/* The rows of every function in starts, reading the CFI from src (open on
+ * entry, open or closed on return: the caller closes it). */
+static int walk(struct cfi_src *src, uint64_t *starts, size_t nstarts, struct rule_set *rs,
 		const struct unwind_budget *budget, struct unwind_rows *out, struct buf *err)
 {
 	struct unwind_rule invalid = { 0 };
@@ -313,6 +352,14 @@ static int walk(Dwarf_CFI *cfi, uint64_t *starts, size_t nstarts, struct rule_se
 	for (size_t i = 0; i < nstarts; i++) {
 		if (i && starts[i] == starts[i - 1])
 			continue;
+		if (i && i % CFI_CHUNK == 0) {
+			cfi_close(src);
+			if (!cfi_open(src)) {
+				buf_puts(err, "the call-frame information could not be reopened");
+				return -1;
+			}
+		}
+		Dwarf_CFI *cfi = src->cfi;
 		uint64_t addr = starts[i];
 		uint64_t limit = i + 1 < nstarts ? starts[i + 1] : UINT64_MAX;
 		while (addr < limit) {
@@ -522,9 +569,8 @@ int unwind_table_build(int fd, struct rule_set *rs, const struct unwind_budget *
 	uint64_t *starts = NULL;
 	size_t nstarts = 0;
 	int rc = -1;
-	Dwarf *dw = NULL;
-	Dwarf_CFI *cfi = NULL;
-	bool eh = fde_starts_from_hdr(elf, &starts, &nstarts) == 0 && (cfi = dwarf_getcfi_elf(elf));
+	struct cfi_src src = { .elf = elf };
+	bool eh = fde_starts_from_hdr(elf, &starts, &nstarts) == 0 && cfi_open(&src);
 	if (!eh) {
 		free(starts);
 		starts = NULL;
@@ -533,25 +579,23 @@ int unwind_table_build(int fd, struct rule_set *rs, const struct unwind_budget *
 	if (eh) {
 		memstats_add(MEM_UNWIND_BUILD, (int64_t)(nstarts * sizeof(uint64_t)));
 		out->source = ".eh_frame";
-		rc = walk(cfi, starts, nstarts, rs, budget, out, err);
-		dwarf_cfi_end(cfi);
+		rc = walk(&src, starts, nstarts, rs, budget, out, err);
 	} else if (rows_from_gopclntab(elf, rs, out) == 0) {
 		out->source = ".gopclntab";
 		rc = 0;
 	} else {
 		unwind_rows_free(out);
-		if (fde_starts_from_debug_frame(elf, &starts, &nstarts) == 0 &&
-		    (dw = dwarf_begin_elf(elf, DWARF_C_READ, NULL)) && (cfi = dwarf_getcfi(dw))) {
+		src.debug_frame = true;
+		if (fde_starts_from_debug_frame(elf, &starts, &nstarts) == 0 && cfi_open(&src)) {
 			memstats_add(MEM_UNWIND_BUILD, (int64_t)(nstarts * sizeof(uint64_t)));
 			out->source = ".debug_frame";
-			rc = walk(cfi, starts, nstarts, rs, budget, out, err);
+			rc = walk(&src, starts, nstarts, rs, budget, out, err);
 		} else {
 			buf_puts(err, "no call-frame information (.eh_frame_hdr or .debug_frame)");
 			memstats_add(MEM_UNWIND_BUILD, (int64_t)(nstarts * sizeof(uint64_t)));
 		}
-		if (dw)
-			dwarf_end(dw);
 	}
+	cfi_close(&src);
 	starts_free(starts, nstarts);
 	if (rc == 0 && out->too_wide) {
 		buf_puts(err, "more than 4 GiB of code");

@@ -19,7 +19,9 @@
  * file; a file over budget gets no table (and is unwound by frame
  * pointers). Rules are interned in a rule_set shared by all files.
  * Memory: the rows being built (8 bytes each) and libdw's cache of the
- * FDEs walked are counted in memstats' MEM_UNWIND_BUILD (the rows until
+ * FDEs walked (a few thousand functions' worth at most: the CFI handle is
+ * reopened as the walk goes, so a 500 MB library costs little more than
+ * its rows) are counted in memstats' MEM_UNWIND_BUILD (the rows until
  * unwind_rows_free); the symbol table is read only for Go programs.
  * Functions known to be the bottom of a stack without saying so in their
  * CFI (the Go runtime's goexit, mstart, rt0_go) get the UW_STOP rule.

@@ -12,7 +12,8 @@ import time
 import os
 
 from conftest import require_root
-from harness import WORKLOADS, Server, http, rss_kib, run_workload, settled_total, wait_until
+from harness import (WORKLOADS, Server, growth_kib, http, rss_kib, run_workload, settled_total,
+                     wait_until)
 
 
 def agent_samples(agent):
@@ -83,15 +84,17 @@ def test_server_down_two_minutes(tmp_path, agent_factory):
     rss = []
     try:
         while time.time() - t_down < OUTAGE_S:
-            rss.append(rss_kib(agent.proc.pid))
+            rss.append(rss_kib(agent.proc.pid, "RssAnon"))
             time.sleep(5)
     finally:
         stop.set()
         worker.join()
     assert agent.running()
-    # Memory stays bounded: the first and the last minute look alike.
+    # The agent's own memory stays bounded: the first and the last minute
+    # look alike (a peak in between, such as an unwind table being built
+    # for a large library some process on the host loaded, comes and goes).
     assert max(rss) < 100 * 1024, rss
-    assert max(rss) - min(rss) < 24 * 1024, rss
+    assert growth_kib(rss) < 24 * 1024, rss
     out = agent.output()
     assert out.count("cannot deliver batch") <= 1 + OUTAGE_S // 60, out
     server.start()

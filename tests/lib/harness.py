@@ -226,13 +226,25 @@ def run_workload(name, *args, timeout=120):
     return json.loads(out)
 
 
-def rss_kib(pid):
-    """Resident memory of a process, KiB."""
+def rss_kib(pid, field="VmRSS"):
+    """Resident memory of a process, KiB: all of it (VmRSS), or only its own
+    anonymous memory (RssAnon), without the pages of files it has mapped
+    (the page cache's, which the kernel takes back at will)."""
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
     return 0
+
+
+def growth_kib(series):
+    """How much a series of memory readings grew: the median of its last
+    third over the median of its first. A leak or an unbounded buffer grows
+    it; a transient peak (the agent building the unwind table of a 500 MB
+    library another process loaded, then freeing it) does not."""
+    k = max(1, len(series) // 3)
+    head, tail = sorted(series[:k]), sorted(series[-k:])
+    return tail[len(tail) // 2] - head[len(head) // 2]
 
 
 def settled_total(server):
