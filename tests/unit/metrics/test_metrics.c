@@ -893,6 +893,79 @@ static void test_nvml_fake(void **state)
 	buf_free(&why);
 }
 
+/* Topology from the fake (FAKE_NVML_TOPOLOGY: three GPUs): each GPU's
+ * NUMA node, near CPUs and NVLinks; each pair's path (NV2 between GPUs 0
+ * and 1, the PCIe path for GPU 2 whose links are all down); the process
+ * FAKE_NVML_FEEDER_PID names as GPU 2's, with the CPUs it may run on,
+ * and the compute process of GPU 0; Cpus_allowed_list parsed from
+ * /proc/PID/status text, refused when absent or malformed. */
+static void test_nvml_topology(void **state)
+{
+	(void)state;
+	struct cpuset cs;
+	assert_int_equal(gpu_parse_cpus_allowed("Name:\tx\nCpus_allowed:\t3\nCpus_allowed_list:\t0-1,5\nMems:\t1\n", &cs), 0);
+	assert_int_equal(cpuset_count(&cs), 3);
+	assert_true(cpuset_has(&cs, 5) && !cpuset_has(&cs, 2));
+	assert_int_equal(gpu_parse_cpus_allowed("Cpus_allowed_list:\t0-1\n", &cs), -1); /* not at a line start */
+	assert_int_equal(gpu_parse_cpus_allowed("x\nCpus_allowed_list:\t9-2\n", &cs), -1);
+	assert_int_equal(gpu_parse_cpus_allowed("x\nCpus_allowed_list:\t\n", &cs), -1);
+
+	char lib[4096];
+	ssize_t n = readlink("/proc/self/exe", lib, sizeof(lib) - 32);
+	assert_true(n > 0);
+	lib[n] = '\0';
+	strcpy(strrchr(lib, '/') + 1, "libfake-nvml.so");
+	char pid[16];
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	setenv("FAKE_NVML_TOPOLOGY", "1", 1);
+	setenv("FAKE_NVML_FEEDER_PID", pid, 1);
+	setenv("FAKE_NVML_XID_AFTER_MS", "3600000", 1);
+	struct buf why = { 0 };
+	struct gpumetrics *g = gpumetrics_open(lib, false, &why);
+	assert_non_null(g);
+	assert_int_equal(gpumetrics_devices(g), 6); /* three GPUs, three MIG devices */
+	char *dir = make_temp_dir();
+	struct hostmetrics_opts o = { .proc_root = "/proc", .cgroup_root = dir, .sys_block = dir,
+				      .host_name = "h1", .host_arch = "amd64" };
+	struct hostmetrics *h = hostmetrics_new(&o);
+	struct metric_batch b;
+	metric_batch_init(&b);
+	gpumetrics_collect(g, h, &b, 5000);
+	assert_true(VAL(&b, "hw.gpu.topology.device", "gpu.index", "0", "gpu.cpus", "0", "gpu.pci.bus_id",
+			"00000000:18:00.0", "gpu.nvlink.links", "18", "gpu.nvlink.active", "2") == 0.0);
+	assert_true(VAL(&b, "hw.gpu.topology.device", "gpu.index", "1", "gpu.cpus", "1") == 1.0);
+	assert_true(VAL(&b, "hw.gpu.topology.device", "gpu.index", "2", "gpu.cpus", "1", "gpu.nvlink.links", "18",
+			"gpu.nvlink.active", "0") == 1.0);
+	size_t cnt;
+	value_kv(&b, "hw.gpu.topology.device", &cnt, (const char *const[]){ "host.name", "h1", NULL });
+	assert_int_equal(cnt, 3); /* GPUs only, not their MIG devices */
+	assert_true(VAL(&b, "hw.gpu.topology.link", "gpu.index", "0", "gpu.peer.index", "1", "gpu.topology.path", "NV2",
+			"gpu.topology.pcie", "SYS") == 2.0);
+	assert_true(VAL(&b, "hw.gpu.topology.link", "gpu.index", "0", "gpu.peer.index", "2", "gpu.topology.path", "SYS") == 0.0);
+	assert_true(VAL(&b, "hw.gpu.topology.link", "gpu.index", "1", "gpu.peer.index", "2", "gpu.topology.path", "NODE") == 0.0);
+	value_kv(&b, "hw.gpu.topology.link", &cnt, (const char *const[]){ "host.name", "h1", NULL });
+	assert_int_equal(cnt, 3); /* each pair once */
+	struct cpuset mine;
+	char *status = NULL;
+	assert_int_equal(read_file("/proc/self/status", 1 << 16, &status, NULL), 0);
+	assert_int_equal(gpu_parse_cpus_allowed(status, &mine), 0);
+	free(status);
+	struct buf list = { 0 };
+	cpuset_format(&mine, &list);
+	assert_true(VAL(&b, "hw.gpu.topology.process", "gpu.index", "2", "process.pid", pid, "process.cpus_allowed",
+			list.data) == (double)cpuset_count(&mine));
+	assert_false(isnan(VAL(&b, "hw.gpu.topology.process", "gpu.index", "0", "process.pid", pid)));
+	buf_free(&list);
+	metric_batch_free(&b);
+	hostmetrics_free(h);
+	gpumetrics_close(g);
+	rm_temp_dir(dir);
+	unsetenv("FAKE_NVML_TOPOLOGY");
+	unsetenv("FAKE_NVML_FEEDER_PID");
+	unsetenv("FAKE_NVML_XID_AFTER_MS");
+	buf_free(&why);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -905,6 +978,7 @@ int main(void)
 		cmocka_unit_test(test_decoder_bounds),
 		cmocka_unit_test(test_nvml_missing),
 		cmocka_unit_test(test_nvml_fake),
+		cmocka_unit_test(test_nvml_topology),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
