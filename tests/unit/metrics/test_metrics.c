@@ -420,6 +420,37 @@ static void test_store_queries(void **state)
 	assert_true(point(d, 0, 0, NULL) == 9.0);
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(d, "stats"), "series_matched")), 2);
 	json_decref(d);
+	/* percentiles: over the stored points of each group (nearest rank),
+	 * not over its buckets */
+	const char *qp = "{\"filter\":{\"start_ts\":%lld,\"end_ts\":%lld},\"metric\":\"cpu\",\"group_by\":%s,"
+			 "\"num_buckets\":2,\"percentiles\":true}";
+	d = run_query(st, qp, s0, e0, "\"host.name\"");
+	json_t *p0 = json_object_get(json_array_get(json_object_get(d, "series"), 0), "percentiles");
+	assert_true(json_number_value(json_object_get(p0, "p50")) == 3.0); /* h0: 1 3 5 */
+	assert_true(json_number_value(json_object_get(p0, "p95")) == 5.0);
+	assert_int_equal(json_integer_value(json_object_get(p0, "points")), 3);
+	json_t *p1 = json_object_get(json_array_get(json_object_get(d, "series"), 1), "percentiles");
+	assert_true(json_number_value(json_object_get(p1, "p50")) == 2.0); /* h1: 2 4 */
+	assert_true(json_number_value(json_object_get(p1, "p99")) == 4.0);
+	json_decref(d);
+	d = run_query(st, qp, s0, e0, "null");
+	p0 = json_object_get(json_array_get(json_object_get(d, "series"), 0), "percentiles");
+	assert_true(json_number_value(json_object_get(p0, "p50")) == 3.0); /* 1 2 3 4 5 10 */
+	assert_true(json_number_value(json_object_get(p0, "p95")) == 10.0);
+	assert_true(json_number_value(json_object_get(p0, "p99")) == 10.0);
+	json_decref(d);
+	d = run_query(st, q, s0, e0, "null", "null", "avg", "sum", 2); /* not asked: none */
+	assert_null(json_object_get(json_array_get(json_object_get(d, "series"), 0), "percentiles"));
+	json_decref(d);
+	double hundred[100];
+	for (int i = 0; i < 100; i++)
+		hundred[i] = i + 1;
+	assert_true(metrics_percentile(hundred, 100, 50) == 50.0);
+	assert_true(metrics_percentile(hundred, 100, 95) == 95.0);
+	assert_true(metrics_percentile(hundred, 100, 99) == 99.0);
+	assert_true(metrics_percentile(hundred, 1, 99) == 1.0);
+	assert_true(metrics_percentile(hundred, 3, 50) == 2.0);
+
 	/* a range holding nothing of a known metric: empty, not an error */
 	d = run_query(st, q, s0 - 100000, s0 - 50000, "null", "null", "avg", "sum", 10);
 	assert_int_equal(json_array_size(json_object_get(d, "series")), 0);
