@@ -157,6 +157,8 @@ function panelsFor(by, names) {
 		metrics: [{ metric: p.metric, group_by: gpuBy, spatial: p.spatial }],
 		attr: gpuBy,
 		display: gpuName,
+		// p50/p95/p99 of each GPU (or host) under the chart.
+		percentiles: true,
 	}));
 	gpu.push(
 		{
@@ -355,7 +357,7 @@ async function run() {
 			const answers = await Promise.all(
 				p.metrics.map((m) =>
 					s.names.has(m.metric)
-						? ask('metrics', { metric: m.metric, group_by: m.group_by || null, temporal: 'avg', spatial: m.spatial || 'sum', num_buckets }).catch((e) => {
+						? ask('metrics', { metric: m.metric, group_by: m.group_by || null, temporal: 'avg', spatial: m.spatial || 'sum', num_buckets, ...(p.percentiles ? { percentiles: true } : {}) }).catch((e) => {
 								// A metric the project never had: nothing to draw.
 								if (e instanceof ApiError && e.status === 404) return null;
 								throw e;
@@ -366,6 +368,7 @@ async function run() {
 			if (p.gpu) s.marks = await marksP;
 			if (s !== v) return;
 			s.data[p.id] = seriesOf(p, answers, filter, num_buckets);
+			if (p.percentiles) s.data[p.id].percentiles = percentilesOf(p, answers[0]);
 			renderPanel(p);
 		} catch (e) {
 			if (e.name === 'AbortError' || s !== v) return;
@@ -571,6 +574,32 @@ function renderPanel(p) {
 	});
 	v.charts[p.id].el = body;
 	if (p.id === 'cpu') cpuSummary(p, d);
+	if (d.percentiles) percentileTable(p, d);
+}
+
+// The server's p50/p95/p99 of each group of a panel's metric: over the
+// stored points themselves (every collection), which the chart's bucket
+// averages would smooth away. [{ group, name, p50, p95, p99, points }].
+function percentilesOf(p, answer) {
+	if (!answer) return [];
+	return (answer.series || [])
+		.filter((s) => s.percentiles)
+		.map((s) => ({ group: s.group, name: displayName(p, s.group), ...s.percentiles }));
+}
+
+// The percentiles under a chart, one row per GPU (or host).
+function percentileTable(p, d) {
+	const u = unitOf(d.unit);
+	const rows = d.percentiles;
+	const extra = p.el.querySelector('.met-extra');
+	if (!rows.length) return (extra.innerHTML = '');
+	extra.innerHTML = `<table class="met-pct" aria-label="${escapeHTML(p.title)} percentiles">
+		<thead><tr><th></th><th>p50</th><th>p95</th><th>p99</th><th class="muted">points</th></tr></thead>
+		<tbody>${rows
+			.map(
+				(r) => `<tr><th scope="row">${escapeHTML(r.name)}</th><td>${escapeHTML(u.fmt(r.p50))}</td><td>${escapeHTML(u.fmt(r.p95))}</td><td>${escapeHTML(u.fmt(r.p99))}</td><td class="muted">${r.points}</td></tr>`
+			)
+			.join('')}</tbody></table>`;
 }
 
 // The sum of the shown series per bucket (null where none has a value).
@@ -787,7 +816,7 @@ function expose() {
 		panels: Object.fromEntries(
 			Object.entries(v.data)
 				.filter(([, d]) => d)
-				.map(([id, d]) => [id, { unit: d.unit, bucket_ms: d.bucket_ms, start_ts: d.start_ts, series: d.series.map((s) => ({ name: s.name, group: s.group, values: s.values })) }])
+				.map(([id, d]) => [id, { unit: d.unit, bucket_ms: d.bucket_ms, start_ts: d.start_ts, series: d.series.map((s) => ({ name: s.name, group: s.group, values: s.values })), percentiles: d.percentiles || null }])
 		),
 		charts: v.charts,
 		xids: (v.marks || []).map((m) => ({ ...m })),
