@@ -221,7 +221,8 @@ function render(t) {
 	}
 	const gpus = t.gpus || [];
 	const pairs = (t.links || []).filter((k) => k.nvlinks > 0).length;
-	body.innerHTML = `<p class="topo-summary">${gpus.length} GPU${gpus.length === 1 ? '' : 's'} on ${(t.numa_nodes || []).length} NUMA node${(t.numa_nodes || []).length === 1 ? '' : 's'}, ${pairs} NVLink pair${pairs === 1 ? '' : 's'}; reported ${escapeHTML(new Date(t.ts).toLocaleString())}.</p>
+	const metricsHref = v.ctx.href('metrics', { q: `host.name == ${JSON.stringify(t.host)}` });
+	body.innerHTML = `<p class="topo-summary">${gpus.length} GPU${gpus.length === 1 ? '' : 's'} on ${(t.numa_nodes || []).length} NUMA node${(t.numa_nodes || []).length === 1 ? '' : 's'}, ${pairs} NVLink pair${pairs === 1 ? '' : 's'}; reported ${escapeHTML(new Date(t.ts).toLocaleString())}. <a class="topo-metrics" href="${escapeHTML(metricsHref)}">GPU metrics of ${escapeHTML(t.host)}</a></p>
 		<section class="panel topo-findings-panel"><h2>Findings</h2>${findingsHTML(t)}</section>
 		<section class="panel"><h2>NUMA nodes, GPUs and links</h2><div class="topo-drawing"></div>
 		<p class="topo-legend"><span class="topo-key" style="background:${COLORS.nvlink}"></span>NVLink <span class="topo-key" style="background:${COLORS.pcie}"></span>PCIe <span class="topo-key topo-key-dash" style="background:${COLORS.fallback}"></span>PCIe although NVLink exists <span class="topo-key" style="background:${COLORS.near}"></span>process near its GPU <span class="topo-key" style="background:${COLORS.far}"></span>process on the far node</p></section>

@@ -10,6 +10,7 @@ Screenshots land in build/test-artifacts/screenshots/topology-*.png."""
 
 import json
 import time
+import urllib.parse
 
 import pytest
 
@@ -132,6 +133,9 @@ def test_findings_drawing_matrix_and_screenshot(server, page):
     x, y = center(page, "#view-topology [data-pid='77'] rect")
     assert colored(pixel(x, y), COLORS["near"]), pixel(x, y)
     shot(page, "topology-g1-full", full_page=True)
+    # The host's GPU metrics are a link away.
+    href = page.evaluate("document.querySelector('#view-topology .topo-metrics').href")
+    assert "view=metrics" in href and "host.name" in urllib.parse.unquote(href) and "g1" in href, href
     no_errors(page)
 
 
