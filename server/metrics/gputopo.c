@@ -375,7 +375,8 @@ static void write_host(const struct topo_host *h, struct jsonw *w)
 		else
 			jsonw_null(w);
 		struct cpuset c;
-		if (gpu_cpus(h, g, &c))
+		bool known = gpu_cpus(h, g, &c);
+		if (known)
 			kv_cpus(w, "cpus", &c);
 		jsonw_kv_u64(w, "nvlink_links", g->nvl_links);
 		jsonw_kv_u64(w, "nvlink_active", g->nvl_active);
@@ -392,7 +393,8 @@ static void write_host(const struct topo_host *h, struct jsonw *w)
 			jsonw_kv_str(w, "name", p->name);
 			kv_cpus(w, "cpus_allowed", &p->cpus);
 			jsonw_kv_str(w, "numa_nodes", nodes.data ? nodes.data : "");
-			jsonw_kv_bool(w, "near", cpuset_common(&p->cpus, &c) > 0 || !gpu_cpus(h, g, &c));
+			/* Unknown near CPUs: nothing says it is far. */
+			jsonw_kv_bool(w, "near", !known || cpuset_common(&p->cpus, &c) > 0);
 			jsonw_end_object(w);
 			buf_free(&nodes);
 		}
