@@ -263,7 +263,7 @@ function build(root) {
 		${panelHTML('consumers')}
 		<div class="met-grid">${panelHTML('rss')}${panelHTML('wss')}</div>
 		<div class="met-grid">${panelHTML('read')}${panelHTML('write')}</div>
-		<h2 class="met-section">GPU</h2>
+		<h2 class="met-section">GPU <a class="met-topo-link" href="./?view=topology">GPU topology and findings</a></h2>
 		<div class="met-gpu-empty" hidden></div>
 		<div class="met-gpu">
 			<div class="met-grid">${panelHTML('gpu_util')}${panelHTML('gpu_mem')}</div>
@@ -340,6 +340,7 @@ async function run() {
 	const { panels, gpu } = panelsFor(s.params.by, s.names);
 	const hasGPU = [...s.names.keys()].some((n) => n.startsWith('hw.gpu.'));
 	s.els.gpu.hidden = !hasGPU;
+	s.els.root.querySelector('.met-topo-link').href = ctx.href('topology', {});
 	s.els.gpuEmpty.hidden = hasGPU;
 	if (!hasGPU) s.els.gpuEmpty.innerHTML = noGPUHTML(ctx);
 	const all = hasGPU ? panels.concat(gpu) : panels;

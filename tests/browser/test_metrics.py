@@ -351,6 +351,8 @@ def test_gpu_section_with_nvml_metrics(server, page):
     assert pct == [["GPU 0", "300 W", "300 W", "300 W", "20"], ["GPU 1", "100 W", "100 W", "500 W", "20"]], pct
     assert page.evaluate("""emberMetrics.requests.filter((r) => r.metric === 'hw.gpu.power')
         .map((r) => r.percentiles)""") == [True]
+    href = page.evaluate("document.querySelector('#view-metrics .met-topo-link').href")
+    assert "view=topology" in href and server.gpu_project in href, href
     temp = page.evaluate("""[...document.querySelectorAll('#view-metrics [data-panel="gpu_temp"] .met-pct tbody tr')]
         .map((r) => r.cells[2].textContent)""")
     assert temp == ["70 \u00b0C", "50 \u00b0C"], temp
