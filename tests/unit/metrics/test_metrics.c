@@ -754,6 +754,23 @@ static size_t xid_points(const struct metric_batch *b, int64_t since)
 	return n;
 }
 
+/* The fake NVML, built beside this test. */
+static void fake_nvml_path(char *lib, size_t size)
+{
+	ssize_t n = readlink("/proc/self/exe", lib, size - 32);
+	assert_true(n > 0);
+	lib[n] = '\0';
+	strcpy(strrchr(lib, '/') + 1, "libfake-nvml.so");
+}
+
+/* A collector of host h1 whose cgroup and block trees are dir (empty). */
+static struct hostmetrics *host_h1(const char *dir)
+{
+	struct hostmetrics_opts o = { .proc_root = "/proc", .cgroup_root = dir, .sys_block = dir,
+				      .host_name = "h1", .host_arch = "amd64" };
+	return hostmetrics_new(&o);
+}
+
 /* gpumetrics against tests/unit/fake_nvml.c (built beside this test as
  * libfake-nvml.so, the scripted two H100s): every reading lands as the
  * metric key it is documented as (docs/internals/metrics.md), on the
@@ -769,10 +786,7 @@ static void test_nvml_fake(void **state)
 {
 	(void)state;
 	char lib[4096];
-	ssize_t n = readlink("/proc/self/exe", lib, sizeof(lib) - 32);
-	assert_true(n > 0);
-	lib[n] = '\0';
-	strcpy(strrchr(lib, '/') + 1, "libfake-nvml.so");
+	fake_nvml_path(lib, sizeof(lib));
 	struct buf why = { 0 };
 	setenv("FAKE_NVML_XID_AFTER_MS", "300", 1); /* after the first two collections */
 	setenv("FAKE_NVML_ECC_AFTER_MS", "0", 1);
@@ -782,9 +796,7 @@ static void test_nvml_fake(void **state)
 	assert_string_equal(gpumetrics_library(g), lib);
 
 	char *dir = make_temp_dir();
-	struct hostmetrics_opts o = { .proc_root = "/proc", .cgroup_root = dir, .sys_block = dir,
-				      .host_name = "h1", .host_arch = "amd64" };
-	struct hostmetrics *h = hostmetrics_new(&o);
+	struct hostmetrics *h = host_h1(dir);
 	struct metric_batch b;
 	metric_batch_init(&b);
 	int64_t before = now_unix_ms();
@@ -903,7 +915,7 @@ static void test_nvml_fake(void **state)
 	setenv("FAKE_NVML_XID_AFTER_MS", "600000", 1);
 	g = gpumetrics_open(lib, false, &why);
 	assert_non_null(g);
-	h = hostmetrics_new(&o);
+	h = host_h1("/nonexistent"); /* no cgroup or block tree */
 	metric_batch_init(&b);
 	gpumetrics_collect(g, h, &b, 5000);
 	assert_true(VAL(&b, "hw.gpu.ecc.errors", "gpu.index", "0", "error.type", "corrected", "gpu.ecc.counter", "volatile") == 0.0);
@@ -942,10 +954,7 @@ static void test_nvml_topology(void **state)
 	assert_int_equal(gpu_parse_cpus_allowed("x\nCpus_allowed_list:\t\n", &cs), -1);
 
 	char lib[4096];
-	ssize_t n = readlink("/proc/self/exe", lib, sizeof(lib) - 32);
-	assert_true(n > 0);
-	lib[n] = '\0';
-	strcpy(strrchr(lib, '/') + 1, "libfake-nvml.so");
+	fake_nvml_path(lib, sizeof(lib));
 	char pid[16];
 	snprintf(pid, sizeof(pid), "%d", (int)getpid());
 	setenv("FAKE_NVML_TOPOLOGY", "1", 1);
@@ -956,9 +965,7 @@ static void test_nvml_topology(void **state)
 	assert_non_null(g);
 	assert_int_equal(gpumetrics_devices(g), 6); /* three GPUs, three MIG devices */
 	char *dir = make_temp_dir();
-	struct hostmetrics_opts o = { .proc_root = "/proc", .cgroup_root = dir, .sys_block = dir,
-				      .host_name = "h1", .host_arch = "amd64" };
-	struct hostmetrics *h = hostmetrics_new(&o);
+	struct hostmetrics *h = host_h1(dir);
 	struct metric_batch b;
 	metric_batch_init(&b);
 	gpumetrics_collect(g, h, &b, 5000);
