@@ -594,7 +594,11 @@ function percentileTable(p, d) {
 	const rows = d.percentiles;
 	const extra = p.el.querySelector('.met-extra');
 	if (!rows.length) return (extra.innerHTML = '');
+	// Over the readings themselves: grouped by host, every reading of
+	// every GPU of the host counts (not the host's sum or maximum).
+	const of = p.attr === 'host.name' ? 'every reading of the host\u2019s GPUs' : 'every reading of the GPU';
 	extra.innerHTML = `<table class="met-pct" aria-label="${escapeHTML(p.title)} percentiles">
+		<caption>Percentiles of ${of} in the range</caption>
 		<thead><tr><th></th><th>p50</th><th>p95</th><th>p99</th><th class="muted">points</th></tr></thead>
 		<tbody>${rows
 			.map(

@@ -367,6 +367,12 @@ def test_gpu_section_with_nvml_metrics(server, page):
     page.wait_for("emberMetrics.panels.gpu_power !== undefined")
     assert legend(page, "gpu_power") == ["g1"]
     assert "g1 400 W" in hover(page, "gpu_power", ms)
+    # Its percentiles pool every reading of the host's GPUs, and say so.
+    cap = page.evaluate("""document.querySelector('#view-metrics [data-panel="gpu_power"] .met-pct caption').textContent""")
+    assert cap == "Percentiles of every reading of the host\u2019s GPUs in the range", cap
+    row = page.evaluate("""[...document.querySelector('#view-metrics [data-panel="gpu_power"] .met-pct tbody tr').cells]
+        .map((c) => c.textContent)""")
+    assert row == ["g1", "300 W", "300 W", "500 W", "40"], row
     page.mouse_move(5, 5)
     shot(page, "metrics-gpu", full_page=True)
     no_errors(page)
