@@ -1,6 +1,7 @@
 /* gpumetrics.c - see gpumetrics.h. */
 #include "gpumetrics.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <glob.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cpulist.h"
 #include "util.h"
 
 /* Every NVML function ember calls, as a pointer of the type nvml.h
@@ -57,6 +59,9 @@ struct nvml_api {
 	NVML_FN(nvmlDeviceRegisterEvents);
 	NVML_FN(nvmlEventSetWait_v2);
 	NVML_FN(nvmlEventSetFree);
+	NVML_FN(nvmlDeviceGetCpuAffinity);
+	NVML_FN(nvmlDeviceGetMemoryAffinity);
+	NVML_FN(nvmlDeviceGetTopologyCommonAncestor);
 };
 
 #define NO_ID 0xFFFFFFFFu /* NVML's "no GPU/compute instance" */
@@ -75,6 +80,16 @@ struct gpu_dev {
 	/* The other end of each link, asked once ("" = unknown). */
 	char nvl_peer[NVML_NVLINK_MAX_LINKS][NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
 	bool nvl_peer_asked[NVML_NVLINK_MAX_LINKS];
+	/* This collection's NVLink: links the GPU has, those up. */
+	bool nvl_up[NVML_NVLINK_MAX_LINKS];
+	unsigned nvl_links, nvl_active;
+	/* Topology, asked once: the NUMA node (-1 unknown) and the CPUs near
+	 * the GPU as a CPU list ("" unknown). */
+	int numa;
+	char cpus[MB_MAX_STRING];
+	/* The compute processes of this collection. */
+	unsigned pids[GPU_MAX_PROCS];
+	unsigned npids;
 	/* GPM: two samples, the newer one at gpm[gpm_new]; metrics need both. */
 	nvmlGpmSample_t gpm[2];
 	int gpm_new;
@@ -104,6 +119,10 @@ struct gpumetrics {
 	unsigned nxid;
 	unsigned long long dropped;
 };
+
+/* Where processes' CPU affinity and the NUMA nodes are read. */
+#define GPU_PROC "/proc"
+#define GPU_NODE_DIR "/sys/devices/system/node"
 
 /* The usual homes of the driver's user-space libraries. */
 static const char *const GPU_SCAN_DIRS[] = {
@@ -203,6 +222,9 @@ static int try_load(struct gpumetrics *g, const char *path, struct buf *why)
 	LOAD(a, lib, nvmlDeviceRegisterEvents);
 	LOAD(a, lib, nvmlEventSetWait_v2);
 	LOAD(a, lib, nvmlEventSetFree);
+	LOAD(a, lib, nvmlDeviceGetCpuAffinity);
+	LOAD(a, lib, nvmlDeviceGetMemoryAffinity);
+	LOAD(a, lib, nvmlDeviceGetTopologyCommonAncestor);
 	if (!a.nvmlInit_v2 || !a.nvmlShutdown || !a.nvmlDeviceGetCount_v2 || !a.nvmlDeviceGetHandleByIndex_v2) {
 		buf_printf(why, "%s%s (not NVML: nvmlInit_v2 or nvmlDeviceGetCount_v2 missing)",
 			   why->len ? "; " : "", path);
@@ -229,6 +251,36 @@ static void names_of(struct gpumetrics *g, struct gpu_dev *d)
 	if (!g->api.nvmlDeviceGetUUID || g->api.nvmlDeviceGetUUID(d->h, d->uuid, sizeof(d->uuid)) != NVML_SUCCESS)
 		d->uuid[0] = '\0';
 	d->name[sizeof(d->name) - 1] = d->uuid[sizeof(d->uuid) - 1] = '\0';
+}
+
+/* The GPU's NUMA node (the first node of its memory affinity) and the
+ * CPUs of that node (its CPU affinity), as NVML tells them. A list too
+ * long for a label is left out rather than cut. */
+static void affinity_of(struct gpumetrics *g, struct gpu_dev *d)
+{
+	const struct nvml_api *a = &g->api;
+	unsigned long set[CPULIST_MAX_ID / (8 * sizeof(unsigned long))];
+	const unsigned words = ARRAY_SIZE(set), bits = 8 * sizeof(unsigned long);
+	d->numa = -1;
+	d->cpus[0] = '\0';
+	memset(set, 0, sizeof(set));
+	if (a->nvmlDeviceGetMemoryAffinity &&
+	    a->nvmlDeviceGetMemoryAffinity(d->h, words, set, NVML_AFFINITY_SCOPE_NODE) == NVML_SUCCESS)
+		for (unsigned i = 0; i < words * bits && d->numa < 0; i++)
+			if (set[i / bits] >> (i % bits) & 1)
+				d->numa = (int)i;
+	memset(set, 0, sizeof(set));
+	if (!a->nvmlDeviceGetCpuAffinity || a->nvmlDeviceGetCpuAffinity(d->h, words, set) != NVML_SUCCESS)
+		return;
+	struct cpuset cs = { 0 };
+	for (unsigned i = 0; i < words * bits; i++)
+		if (set[i / bits] >> (i % bits) & 1)
+			cpuset_add(&cs, (int)i);
+	struct buf t = { 0 };
+	cpuset_format(&cs, &t);
+	if (t.len && t.len < sizeof(d->cpus))
+		memcpy(d->cpus, t.data, t.len + 1);
+	buf_free(&t);
 }
 
 /* GPM needs two samples per device; a device without GPM gets none. */
@@ -393,6 +445,7 @@ struct gpumetrics *gpumetrics_open(const char *path, bool auto_scan, struct buf 
 			snprintf(d->bus, sizeof(d->bus), "%s", pci.busId);
 		}
 		gpm_setup(g, d);
+		affinity_of(g, d);
 		gpus[ngpu++] = g->ndev++;
 	}
 	for (unsigned i = 0; i < ngpu; i++)
@@ -447,44 +500,69 @@ static size_t dev_kv(const struct gpumetrics *g, const struct gpu_dev *d, const 
 	return n;
 }
 
+/* The most extra pairs a point of this file carries. */
+#define EXTRA_KV 10
+
+/* The host's labels, the device's, and the extra pairs (n strings, at most
+ * EXTRA_KV; a pair whose key is NULL is left out). */
+static uint32_t labels_kv(const struct gpumetrics *g, const struct gpu_dev *d, struct hostmetrics *hm,
+			  struct metric_batch *b, const char *const *extra, size_t nextra)
+{
+	const char *kv[DEV_KV + EXTRA_KV];
+	size_t n = dev_kv(g, d, kv);
+	for (size_t i = 0; i + 1 < nextra && i + 1 < EXTRA_KV; i += 2)
+		if (extra[i])
+			kv[n++] = extra[i], kv[n++] = extra[i + 1];
+	return hostmetrics_host_labels(hm, b, kv, n);
+}
+
 /* The host's labels, the device's, and up to two more pairs. */
 static uint32_t labels(const struct gpumetrics *g, const struct gpu_dev *d, struct hostmetrics *hm,
 		       struct metric_batch *b, const char *k1, const char *v1, const char *k2, const char *v2)
 {
-	const char *kv[DEV_KV + 4];
-	size_t n = dev_kv(g, d, kv);
-	if (k1)
-		kv[n++] = k1, kv[n++] = v1;
-	if (k2)
-		kv[n++] = k2, kv[n++] = v2;
-	return hostmetrics_host_labels(hm, b, kv, n);
+	const char *extra[4] = { k1, v1, k2, v2 };
+	return labels_kv(g, d, hm, b, extra, 4);
 }
 
-/* A process's labels (hostmetrics.h) and the device's on top. */
-static uint32_t proc_gpu_labels(const struct gpumetrics *g, const struct gpu_dev *d, struct hostmetrics *hm,
-				struct metric_batch *b, unsigned int pid)
+/* A process's labels (hostmetrics.h), the device's on top, and the extra
+ * pairs (as labels_kv). */
+static uint32_t proc_gpu_labels_kv(const struct gpumetrics *g, const struct gpu_dev *d, struct hostmetrics *hm,
+				   struct metric_batch *b, unsigned int pid, const char *const *extra, size_t nextra)
 {
 	uint32_t ls = hostmetrics_process_labels(hm, b, (int32_t)MIN(pid, (unsigned)INT32_MAX));
 	uint32_t kv[2 * MB_MAX_LABELS];
-	size_t nkv = MIN((size_t)b->set_lengths[ls], ARRAY_SIZE(kv) - DEV_KV);
+	size_t nkv = MIN((size_t)b->set_lengths[ls], ARRAY_SIZE(kv) - DEV_KV - EXTRA_KV);
 	memcpy(kv, b->set_strings + b->set_offsets[ls], nkv * sizeof(uint32_t));
 	const char *dkv[DEV_KV];
 	size_t nd = dev_kv(g, d, dkv);
 	for (size_t k = 0; k < nd; k++)
 		kv[nkv++] = metric_batch_str(b, dkv[k]);
+	for (size_t i = 0; i + 1 < nextra && i + 1 < EXTRA_KV; i += 2)
+		if (extra[i]) {
+			kv[nkv++] = metric_batch_str(b, extra[i]);
+			kv[nkv++] = metric_batch_str(b, extra[i + 1]);
+		}
 	return metric_batch_labels(b, kv, nkv);
+}
+
+static uint32_t proc_gpu_labels(const struct gpumetrics *g, const struct gpu_dev *d, struct hostmetrics *hm,
+				struct metric_batch *b, unsigned int pid)
+{
+	return proc_gpu_labels_kv(g, d, hm, b, pid, NULL, 0);
 }
 
 static void process_points(struct gpumetrics *g, struct gpu_dev *d, struct hostmetrics *hm,
 			   struct metric_batch *b, int64_t ts, unsigned long long mem_total)
 {
 	const struct nvml_api *a = &g->api;
+	d->npids = 0;
 	/* Memory per process. */
 	if (a->nvmlDeviceGetComputeRunningProcesses_v3) {
 		nvmlProcessInfo_t *pi = xcalloc(GPU_MAX_PROCS, sizeof(*pi));
 		unsigned int n = GPU_MAX_PROCS;
 		if (a->nvmlDeviceGetComputeRunningProcesses_v3(d->h, &n, pi) == NVML_SUCCESS) {
 			for (unsigned int i = 0; i < n && i < GPU_MAX_PROCS; i++) {
+				d->pids[d->npids++] = pi[i].pid;
 				/* NVML_VALUE_NOT_AVAILABLE (~0) without the rights to see it. */
 				if (pi[i].usedGpuMemory == (unsigned long long)NVML_VALUE_NOT_AVAILABLE)
 					continue;
@@ -560,6 +638,8 @@ static void nvlink_points(struct gpumetrics *g, struct gpu_dev *d, struct hostme
 			  struct metric_batch *b, int64_t ts)
 {
 	const struct nvml_api *a = &g->api;
+	memset(d->nvl_up, 0, sizeof(d->nvl_up));
+	d->nvl_links = d->nvl_active = 0;
 	if (!a->nvmlDeviceGetNvLinkState)
 		return;
 	for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS; link++) {
@@ -567,8 +647,12 @@ static void nvlink_points(struct gpumetrics *g, struct gpu_dev *d, struct hostme
 		nvmlReturn_t rc = a->nvmlDeviceGetNvLinkState(d->h, link, &on);
 		if (rc == NVML_ERROR_NOT_SUPPORTED || rc == NVML_ERROR_INVALID_ARGUMENT)
 			break; /* no NVLink, or no more links */
+		if (rc == NVML_SUCCESS)
+			d->nvl_links++;
 		if (rc != NVML_SUCCESS || on != NVML_FEATURE_ENABLED)
 			continue;
+		d->nvl_up[link] = true;
+		d->nvl_active++;
 		char ln[12];
 		snprintf(ln, sizeof(ln), "%u", link);
 		if (!d->nvl_peer_asked[link]) {
@@ -741,10 +825,163 @@ static void device_points(struct gpumetrics *g, struct gpu_dev *d, struct hostme
 	process_points(g, d, hm, b, ts, m.total);
 }
 
+/* --- topology ---------------------------------------------------------------- */
+
+int gpu_parse_cpus_allowed(const char *status, struct cpuset *out)
+{
+	static const char KEY[] = "\nCpus_allowed_list:";
+	const char *p = strstr(status, KEY);
+	if (!p)
+		return -1;
+	p += sizeof(KEY) - 1;
+	p += strspn(p, " \t");
+	return cpuset_parse(p, out) > 0 ? 0 : -1;
+}
+
+/* The PCIe path between two GPUs in nvidia-smi topo -m's words. */
+static const char *pcie_path(nvmlGpuTopologyLevel_t l)
+{
+	switch (l) {
+	case NVML_TOPOLOGY_INTERNAL:
+	case NVML_TOPOLOGY_SINGLE: return "PIX";
+	case NVML_TOPOLOGY_MULTIPLE: return "PXB";
+	case NVML_TOPOLOGY_HOSTBRIDGE: return "PHB";
+	case NVML_TOPOLOGY_NODE: return "NODE";
+	case NVML_TOPOLOGY_SYSTEM: return "SYS";
+	}
+	return NULL;
+}
+
+/* A process feeding a GPU: where it may run (Cpus_allowed_list), so that
+ * the server can tell a process fed from the far NUMA node. */
+static void feeder_point(struct gpumetrics *g, struct gpu_dev *d, struct hostmetrics *hm, struct metric_batch *b,
+			 int64_t ts, unsigned pid)
+{
+	char path[64], *text = NULL;
+	snprintf(path, sizeof(path), "%s/%u/status", GPU_PROC, pid);
+	if (read_file(path, 1 << 16, &text, NULL) < 0)
+		return; /* gone, or not ours to read */
+	struct cpuset cs;
+	int ok = gpu_parse_cpus_allowed(text, &cs);
+	free(text);
+	if (ok < 0)
+		return;
+	struct buf list = { 0 };
+	cpuset_format(&cs, &list);
+	if (list.len < MB_MAX_STRING) {
+		const char *extra[] = { "process.cpus_allowed", list.data };
+		metric_batch_add(b, "hw.gpu.topology.process", "1",
+				 proc_gpu_labels_kv(g, d, hm, b, pid, extra, ARRAY_SIZE(extra)), ts,
+				 (double)cpuset_count(&cs));
+	}
+	buf_free(&list);
+}
+
+/* The host's NUMA nodes and their CPUs (/sys/devices/system/node). */
+static void numa_points(struct hostmetrics *hm, struct metric_batch *b, int64_t ts)
+{
+	DIR *dir = opendir(GPU_NODE_DIR);
+	if (!dir)
+		return; /* no NUMA in this kernel: the GPUs' own affinity stands */
+	struct dirent *e;
+	unsigned seen = 0;
+	while ((e = readdir(dir)) && seen < CPULIST_MAX_ID) {
+		char *end;
+		if (strncmp(e->d_name, "node", 4) != 0)
+			continue;
+		errno = 0;
+		long id = strtol(e->d_name + 4, &end, 10);
+		if (end == e->d_name + 4 || *end || errno || id < 0 || id >= CPULIST_MAX_ID)
+			continue;
+		seen++;
+		char path[300], *text = NULL, node[16];
+		snprintf(path, sizeof(path), "%s/%s/cpulist", GPU_NODE_DIR, e->d_name);
+		if (read_file(path, 1 << 16, &text, NULL) < 0)
+			continue;
+		struct cpuset cs;
+		struct buf list = { 0 };
+		if (cpuset_parse(text, &cs) >= 0) {
+			cpuset_format(&cs, &list);
+			snprintf(node, sizeof(node), "%ld", id);
+			const char *kv[] = { "numa.node", node, "numa.node.cpus", list.data ? list.data : "" };
+			if (list.len < MB_MAX_STRING)
+				metric_batch_add(b, "hw.numa.node.cpus", "1", hostmetrics_host_labels(hm, b, kv, 4), ts,
+						 (double)cpuset_count(&cs));
+		}
+		buf_free(&list);
+		free(text);
+	}
+	closedir(dir);
+}
+
+/* Links up to something that is not a GPU of this host (an NVSwitch). */
+static unsigned switch_links(const struct gpumetrics *g, const struct gpu_dev *d)
+{
+	unsigned n = 0;
+	for (unsigned l = 0; l < NVML_NVLINK_MAX_LINKS; l++) {
+		bool gpu = false;
+		for (unsigned i = 0; i < g->ndev && d->nvl_up[l] && d->nvl_peer[l][0] && !gpu; i++)
+			gpu = g->dev[i].parent < 0 && strcmp(d->nvl_peer[l], g->dev[i].index) == 0;
+		n += d->nvl_up[l] && d->nvl_peer[l][0] && !gpu;
+	}
+	return n;
+}
+
+/* Each GPU's place (NUMA node, near CPUs, NVLinks), each pair's link
+ * (NVLinks between them, else the PCIe path), each process feeding a GPU
+ * and where it may run: hw.gpu.topology.* (docs/internals/metrics.md). */
+static void topology_points(struct gpumetrics *g, struct hostmetrics *hm, struct metric_batch *b, int64_t ts)
+{
+	const struct nvml_api *a = &g->api;
+	for (unsigned i = 0; i < g->ndev; i++) {
+		struct gpu_dev *d = &g->dev[i];
+		struct gpu_dev *gpu = d->parent >= 0 ? &g->dev[d->parent] : d;
+		for (unsigned k = 0; k < d->npids; k++)
+			feeder_point(g, gpu, hm, b, ts, d->pids[k]);
+		if (d->parent >= 0)
+			continue;
+		char links[12], active[12];
+		snprintf(links, sizeof(links), "%u", d->nvl_links);
+		snprintf(active, sizeof(active), "%u", d->nvl_active);
+		const char *extra[] = { d->bus[0] ? "gpu.pci.bus_id" : NULL, d->bus, d->cpus[0] ? "gpu.cpus" : NULL,
+					d->cpus, "gpu.nvlink.links", links, "gpu.nvlink.active", active };
+		metric_batch_add(b, "hw.gpu.topology.device", "1", labels_kv(g, d, hm, b, extra, ARRAY_SIZE(extra)), ts,
+				 (double)d->numa);
+		for (unsigned j = i + 1; j < g->ndev; j++) {
+			struct gpu_dev *p = &g->dev[j];
+			if (p->parent >= 0)
+				continue;
+			unsigned nv = 0;
+			for (unsigned l = 0; l < NVML_NVLINK_MAX_LINKS; l++)
+				nv += d->nvl_up[l] && strcmp(d->nvl_peer[l], p->index) == 0;
+			/* Through NVSwitches (links to no GPU of this host), as
+			 * nvidia-smi counts them: the fewer of the two GPUs' links. */
+			if (!nv)
+				nv = MIN(switch_links(g, d), switch_links(g, p));
+			char path[16];
+			const char *via = NULL;
+			nvmlGpuTopologyLevel_t lvl;
+			if (a->nvmlDeviceGetTopologyCommonAncestor &&
+			    a->nvmlDeviceGetTopologyCommonAncestor(d->h, p->h, &lvl) == NVML_SUCCESS)
+				via = pcie_path(lvl);
+			if (nv)
+				snprintf(path, sizeof(path), "NV%u", nv);
+			else
+				snprintf(path, sizeof(path), "%s", via ? via : "unknown");
+			const char *pe[] = { "gpu.peer.index", p->index, "gpu.peer.uuid", p->uuid, "gpu.topology.path", path,
+					     via ? "gpu.topology.pcie" : NULL, via ? via : "" };
+			metric_batch_add(b, "hw.gpu.topology.link", "1", labels_kv(g, d, hm, b, pe, ARRAY_SIZE(pe)), ts,
+					 (double)nv);
+		}
+	}
+	numa_points(hm, b, ts);
+}
+
 void gpumetrics_collect(struct gpumetrics *g, struct hostmetrics *hm, struct metric_batch *b, int64_t ts)
 {
 	for (unsigned i = 0; i < g->ndev; i++)
 		device_points(g, &g->dev[i], hm, b, ts);
+	topology_points(g, hm, b, ts);
 	/* The XIDs that arrived since the last collection, at their times. */
 	struct xid_event xs[GPU_MAX_XIDS];
 	unsigned n;

@@ -30,6 +30,14 @@
  * devices, GPU_MAX_PROCS processes per device and GPU_MAX_XIDS queued
  * XIDs (more are counted in hw.gpu.xid.dropped). A function NVML lacks or
  * that fails leaves its metric out.
+ * Topology, each collection (hw.gpu.topology.*): per GPU its NUMA node
+ * and near CPUs (NVML's memory and CPU affinity, asked once) and its
+ * NVLinks; per pair of GPUs the NVLinks between them (NV<n>) or else the
+ * PCIe path (nvmlDeviceGetTopologyCommonAncestor, as PIX/PXB/PHB/NODE/
+ * SYS); per process feeding a GPU (a compute process of the GPU or of one
+ * of its MIG devices) its Cpus_allowed_list from /proc/PID/status; per
+ * NUMA node of the host its CPUs (/sys/devices/system/node). The server
+ * draws the findings from these (server/metrics/gputopo.h).
  * Ownership: the handle owns the library and its event thread; one thread
  * calls gpumetrics_collect.
  */
@@ -40,6 +48,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "cpulist.h"
 #include "hostmetrics.h"
 #include "metricbatch.h"
 
@@ -64,5 +73,8 @@ void gpumetrics_collect(struct gpumetrics *g, struct hostmetrics *hm, struct met
 /* The meaning of XID code (a short phrase), or NULL when ember's table of
  * common XIDs does not have it. */
 const char *gpumetrics_xid_meaning(unsigned long long code);
+/* The CPUs of Cpus_allowed_list in the text of /proc/PID/status: 0, or
+ * -1 when absent, malformed or empty. Exposed for tests. */
+int gpu_parse_cpus_allowed(const char *status, struct cpuset *out);
 
 #endif

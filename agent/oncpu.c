@@ -13,12 +13,13 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "cpulist.h"
 #include "log.h"
 #include "offcpu.h"
 #include "ember.skel.h"
 #include "util.h"
 
-#define MAX_CPUS 4096
+#define MAX_CPUS CPULIST_MAX_ID
 struct oncpu {
 	struct ember_bpf *skel;
 	struct ring_buffer *rb;
@@ -34,38 +35,6 @@ struct oncpu {
 	struct bpf_link *cuda_links[ONCPU_MAX_CUDA_FILES]; /* one per copy of the library */
 	int ncuda_links;
 };
-
-int parse_cpu_list(const char *s, int *ids, int max)
-{
-	int n = 0;
-	const char *p = s;
-	while (*p && *p != '\n') {
-		char *end;
-		errno = 0;
-		long a = strtol(p, &end, 10);
-		if (end == p || errno || a < 0 || a >= MAX_CPUS)
-			return -1;
-		long b = a;
-		p = end;
-		if (*p == '-') {
-			p++;
-			b = strtol(p, &end, 10);
-			if (end == p || errno || b < a || b >= MAX_CPUS)
-				return -1;
-			p = end;
-		}
-		for (long c = a; c <= b; c++) {
-			if (n >= max)
-				return -1;
-			ids[n++] = (int)c;
-		}
-		if (*p == ',')
-			p++;
-		else if (*p && *p != '\n')
-			return -1;
-	}
-	return n;
-}
 
 static int on_event(void *ctx, void *data, size_t size)
 {

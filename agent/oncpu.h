@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "cpulist.h"
 
 #include <linux/types.h>
 #include "oncpu_types.h"
@@ -75,8 +76,5 @@ void oncpu_read_stats(struct oncpu *o, uint64_t out[ONCPU_STAT_MAX]);
 int oncpu_cpu_count(const struct oncpu *o);
 void oncpu_close(struct oncpu *o);
 
-/* Parses a CPU list such as "0-3,8,10-11" into ids (at most max).
- * Returns the count, or -1 when malformed. Exposed for tests. */
-int parse_cpu_list(const char *s, int *ids, int max);
 
 #endif

@@ -19,6 +19,7 @@ const VIEWS = {
 	entities: 'Top entities',
 	diff: 'Diff',
 	metrics: 'Metrics',
+	topology: 'GPU topology',
 	recs: 'Recommendations',
 	assistant: 'AI assistant',
 	settings: 'Settings',

@@ -157,6 +157,8 @@ function panelsFor(by, names) {
 		metrics: [{ metric: p.metric, group_by: gpuBy, spatial: p.spatial }],
 		attr: gpuBy,
 		display: gpuName,
+		// p50/p95/p99 of each GPU (or host) under the chart.
+		percentiles: true,
 	}));
 	gpu.push(
 		{
@@ -261,7 +263,7 @@ function build(root) {
 		${panelHTML('consumers')}
 		<div class="met-grid">${panelHTML('rss')}${panelHTML('wss')}</div>
 		<div class="met-grid">${panelHTML('read')}${panelHTML('write')}</div>
-		<h2 class="met-section">GPU</h2>
+		<h2 class="met-section">GPU <a class="met-topo-link" href="./?view=topology">GPU topology and findings</a></h2>
 		<div class="met-gpu-empty" hidden></div>
 		<div class="met-gpu">
 			<div class="met-grid">${panelHTML('gpu_util')}${panelHTML('gpu_mem')}</div>
@@ -338,6 +340,7 @@ async function run() {
 	const { panels, gpu } = panelsFor(s.params.by, s.names);
 	const hasGPU = [...s.names.keys()].some((n) => n.startsWith('hw.gpu.'));
 	s.els.gpu.hidden = !hasGPU;
+	s.els.root.querySelector('.met-topo-link').href = ctx.href('topology', {});
 	s.els.gpuEmpty.hidden = hasGPU;
 	if (!hasGPU) s.els.gpuEmpty.innerHTML = noGPUHTML(ctx);
 	const all = hasGPU ? panels.concat(gpu) : panels;
@@ -355,7 +358,7 @@ async function run() {
 			const answers = await Promise.all(
 				p.metrics.map((m) =>
 					s.names.has(m.metric)
-						? ask('metrics', { metric: m.metric, group_by: m.group_by || null, temporal: 'avg', spatial: m.spatial || 'sum', num_buckets }).catch((e) => {
+						? ask('metrics', { metric: m.metric, group_by: m.group_by || null, temporal: 'avg', spatial: m.spatial || 'sum', num_buckets, ...(p.percentiles ? { percentiles: true } : {}) }).catch((e) => {
 								// A metric the project never had: nothing to draw.
 								if (e instanceof ApiError && e.status === 404) return null;
 								throw e;
@@ -366,6 +369,7 @@ async function run() {
 			if (p.gpu) s.marks = await marksP;
 			if (s !== v) return;
 			s.data[p.id] = seriesOf(p, answers, filter, num_buckets);
+			if (p.percentiles) s.data[p.id].percentiles = percentilesOf(p, answers[0]);
 			renderPanel(p);
 		} catch (e) {
 			if (e.name === 'AbortError' || s !== v) return;
@@ -571,6 +575,36 @@ function renderPanel(p) {
 	});
 	v.charts[p.id].el = body;
 	if (p.id === 'cpu') cpuSummary(p, d);
+	if (d.percentiles) percentileTable(p, d);
+}
+
+// The server's p50/p95/p99 of each group of a panel's metric: over the
+// stored points themselves (every collection), which the chart's bucket
+// averages would smooth away. [{ group, name, p50, p95, p99, points }].
+function percentilesOf(p, answer) {
+	if (!answer) return [];
+	return (answer.series || [])
+		.filter((s) => s.percentiles)
+		.map((s) => ({ group: s.group, name: displayName(p, s.group), ...s.percentiles }));
+}
+
+// The percentiles under a chart, one row per GPU (or host).
+function percentileTable(p, d) {
+	const u = unitOf(d.unit);
+	const rows = d.percentiles;
+	const extra = p.el.querySelector('.met-extra');
+	if (!rows.length) return (extra.innerHTML = '');
+	// Over the readings themselves: grouped by host, every reading of
+	// every GPU of the host counts (not the host's sum or maximum).
+	const of = p.attr === 'host.name' ? 'every reading of the host\u2019s GPUs' : 'every reading of the GPU';
+	extra.innerHTML = `<table class="met-pct" aria-label="${escapeHTML(p.title)} percentiles">
+		<caption>Percentiles of ${of} in the range</caption>
+		<thead><tr><th></th><th>p50</th><th>p95</th><th>p99</th><th class="muted">points</th></tr></thead>
+		<tbody>${rows
+			.map(
+				(r) => `<tr><th scope="row">${escapeHTML(r.name)}</th><td>${escapeHTML(u.fmt(r.p50))}</td><td>${escapeHTML(u.fmt(r.p95))}</td><td>${escapeHTML(u.fmt(r.p99))}</td><td class="muted">${r.points}</td></tr>`
+			)
+			.join('')}</tbody></table>`;
 }
 
 // The sum of the shown series per bucket (null where none has a value).
@@ -787,7 +821,7 @@ function expose() {
 		panels: Object.fromEntries(
 			Object.entries(v.data)
 				.filter(([, d]) => d)
-				.map(([id, d]) => [id, { unit: d.unit, bucket_ms: d.bucket_ms, start_ts: d.start_ts, series: d.series.map((s) => ({ name: s.name, group: s.group, values: s.values })) }])
+				.map(([id, d]) => [id, { unit: d.unit, bucket_ms: d.bucket_ms, start_ts: d.start_ts, series: d.series.map((s) => ({ name: s.name, group: s.group, values: s.values })), percentiles: d.percentiles || null }])
 		),
 		charts: v.charts,
 		xids: (v.marks || []).map((m) => ({ ...m })),

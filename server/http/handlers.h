@@ -35,6 +35,7 @@ void handle_timeseries(struct server *srv, const struct http_req *req, struct ht
 void handle_events(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_metrics_query(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_metrics_names(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_gpu_topology(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_auth_login(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_auth_refresh(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_auth_logout(struct server *srv, const struct http_req *req, struct http_resp *resp);

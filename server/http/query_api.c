@@ -13,6 +13,7 @@
 #include "server/auth/authz.h"
 #include "jsonw.h"
 #include "log.h"
+#include "server/metrics/gputopo.h"
 #include "server/metrics/metrics.h"
 #include "server/ingest/sessions.h"
 #include "server/query/uregex.h"
@@ -169,24 +170,33 @@ static void metrics_answer(struct server *srv, struct http_resp *resp, int statu
 	buf_free(err);
 }
 
-void handle_metrics_query(struct server *srv, const struct http_req *req, struct http_resp *resp)
+/* The metrics queries share one shape: project, body in, JSON out. */
+typedef int (*metrics_fn)(struct metrics_store *m, const char *project_id, const char *body, size_t len,
+			  struct buf *out, struct buf *err);
+
+static void metrics_handler(struct server *srv, const struct http_req *req, struct http_resp *resp, metrics_fn fn)
 {
 	char project[37];
 	if (!handler_project(srv, req, resp, project))
 		return;
 	struct buf err = { 0 };
-	int status = metrics_query(srv->metrics, project, req->body, req->body_len, &resp->body, &err);
+	int status = fn(srv->metrics, project, req->body, req->body_len, &resp->body, &err);
 	metrics_answer(srv, resp, status, &err);
+}
+
+void handle_metrics_query(struct server *srv, const struct http_req *req, struct http_resp *resp)
+{
+	metrics_handler(srv, req, resp, metrics_query);
 }
 
 void handle_metrics_names(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
-	char project[37];
-	if (!handler_project(srv, req, resp, project))
-		return;
-	struct buf err = { 0 };
-	int status = metrics_names(srv->metrics, project, req->body, req->body_len, &resp->body, &err);
-	metrics_answer(srv, resp, status, &err);
+	metrics_handler(srv, req, resp, metrics_names);
+}
+
+void handle_gpu_topology(struct server *srv, const struct http_req *req, struct http_resp *resp)
+{
+	metrics_handler(srv, req, resp, gputopo_query);
 }
 
 void handle_flamegraph(struct server *srv, const struct http_req *req, struct http_resp *resp)

@@ -62,6 +62,7 @@ const struct route server_routes[] = {
 	{ "POST", "/public/api/v1/project/{project_id}/events", handle_events, 1 * MiB, Q, IN_PROJECT("project:read") },
 	{ "POST", "/public/api/v1/project/{project_id}/metrics", handle_metrics_query, 1 * MiB, Q, IN_PROJECT("project:read") },
 	{ "POST", "/public/api/v1/project/{project_id}/metrics/names", handle_metrics_names, 1 * MiB, Q, IN_PROJECT("project:read") },
+	{ "POST", "/public/api/v1/project/{project_id}/gpu/topology", handle_gpu_topology, 1 * MiB, Q, IN_PROJECT("project:read") },
 	/* ?kind=cpu|cuda|all (server/query/recommend.h). */
 	{ "GET", "/public/api/v1/project/{project_id}/recommendations", handle_recommendations, 0, Q, IN_PROJECT("project:read") },
 	{ "POST", "/public/api/v1/project/{project_id}/recommendations/{rec_id}/state", handle_recommendation_state, 64 * KiB, 0, IN_PROJECT("project:update") },

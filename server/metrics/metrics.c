@@ -612,6 +612,7 @@ struct mquery {
 	char *group_by; /* or NULL */
 	int temporal, spatial;
 	uint64_t buckets;
+	bool percentiles;
 };
 
 /* The filter every query takes (scope_parse); event_kind means nothing
@@ -681,6 +682,8 @@ static int mquery_parse(const char *body, size_t len, struct mquery *q, struct b
 		rc = parse_agg(doc, "spatial", true, AGG_SUM, &q->spatial, err);
 	if (rc == 0)
 		rc = req_count(doc, "num_buckets", MET_MAX_BUCKETS, &q->buckets, err);
+	if (rc == 0)
+		rc = req_bool(doc, "percentiles", &q->percentiles, err);
 	json_decref(doc);
 	return rc;
 }
@@ -700,7 +703,23 @@ struct group {
 	char *name;
 	double *v;     /* per bucket */
 	uint32_t *n;   /* series with a value in the bucket */
+	double *raw;   /* every point of its series, for percentiles */
+	size_t nraw, capraw;
 };
+
+/* The p-th percentile (nearest rank) of v[0..n), sorted ascending, n > 0. */
+double metrics_percentile(const double *v, size_t n, double p)
+{
+	double rank = ceil(p / 100.0 * (double)n);
+	size_t i = rank < 1 ? 0 : (size_t)rank - 1;
+	return v[MIN(i, n - 1)];
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
 
 static int cmp_group(const void *a, const void *b)
 {
@@ -744,7 +763,7 @@ int metrics_query(struct metrics_store *m, const char *project, const char *body
 	double *sv = xcalloc(nb, sizeof(*sv));
 	uint32_t *sn = xcalloc(nb, sizeof(*sn));
 	char *unit = NULL;
-	uint64_t scanned = 0, matched = 0, points = 0;
+	uint64_t scanned = 0, matched = 0, points = 0, kept = 0;
 	struct mpoint *cp = NULL; /* a chunk's points */
 	size_t capcp = 0;
 	sqlite3_stmt *ss = NULL, *ps = NULL;
@@ -817,6 +836,17 @@ int metrics_query(struct metrics_store *m, const char *project, const char *body
 				if (bi >= nb)
 					continue;
 				points++;
+				if (q.percentiles && status == 0) {
+					if (++kept > MET_MAX_PERCENTILE_POINTS) {
+						buf_printf(err, "more than %u points of %s for percentiles: narrow the range or the filter",
+							   MET_MAX_PERCENTILE_POINTS, q.metric);
+						status = 400;
+					} else {
+						struct group *pg = &groups[gi];
+						xgrow((void **)&pg->raw, &pg->capraw, pg->nraw + 1, sizeof(*pg->raw));
+						pg->raw[pg->nraw++] = v;
+					}
+				}
 				if (q.temporal == AGG_MAX)
 					sv[bi] = sn[bi] ? MAX(sv[bi], v) : v;
 				else
@@ -901,6 +931,18 @@ done:
 				jsonw_end_array(&w);
 			}
 			jsonw_end_array(&w);
+			if (q.percentiles && g->nraw) {
+				/* Over the stored points themselves, not the buckets:
+				 * a bucket's average would hide the spikes p99 is for. */
+				xqsort(g->raw, g->nraw, sizeof(*g->raw), cmp_double);
+				jsonw_key(&w, "percentiles");
+				jsonw_begin_object(&w);
+				jsonw_kv_double(&w, "p50", metrics_percentile(g->raw, g->nraw, 50));
+				jsonw_kv_double(&w, "p95", metrics_percentile(g->raw, g->nraw, 95));
+				jsonw_kv_double(&w, "p99", metrics_percentile(g->raw, g->nraw, 99));
+				jsonw_kv_u64(&w, "points", g->nraw);
+				jsonw_end_object(&w);
+			}
 			jsonw_end_object(&w);
 		}
 		jsonw_end_array(&w);
@@ -919,6 +961,7 @@ done:
 		free(groups[i].name);
 		free(groups[i].v);
 		free(groups[i].n);
+		free(groups[i].raw);
 	}
 	free(groups);
 	free(sv);
@@ -1043,6 +1086,54 @@ int metrics_points(struct metrics_store *m, const char *name, int64_t from_ms, i
 	}
 	free(pts);
 	sqlite3_finalize(q);
+	pthread_mutex_unlock(&m->rmu);
+	return rc;
+}
+
+int metrics_latest(struct metrics_store *m, const char *project, const char *name, int64_t from_ms, int64_t to_ms,
+		   size_t max_series, metrics_point_fn fn, void *ctx, struct buf *err)
+{
+	sqlite3_stmt *ss = NULL, *cs = NULL;
+	struct mpoint *pts = NULL;
+	size_t cap = 0, seen = 0;
+	pthread_mutex_lock(&m->rmu);
+	int rc = sqldb_prepare(m->r, "SELECT id, labels FROM series WHERE project = ? AND name = ? "
+				     "AND last_ms >= ? AND first_ms < ?", &ss, err);
+	if (rc == 0)
+		rc = sqldb_prepare(m->r, "SELECT start_ms, data FROM chunks WHERE series = ? AND start_ms < ? "
+					 "ORDER BY start_ms DESC LIMIT 1", &cs, err);
+	if (rc == 0) {
+		(void)sqlite3_exec(m->r, "BEGIN", NULL, NULL, NULL);
+		sqlite3_bind_text(ss, 1, project, -1, SQLITE_STATIC);
+		sqlite3_bind_text(ss, 2, name, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(ss, 3, from_ms);
+		sqlite3_bind_int64(ss, 4, to_ms);
+		while (rc == 0 && sqlite3_step(ss) == SQLITE_ROW) {
+			if (++seen > max_series) {
+				buf_printf(err, "more than %zu series of %s in the range: narrow it", max_series, name);
+				rc = -1;
+				break;
+			}
+			const char *labels = (const char *)sqlite3_column_text(ss, 1);
+			sqlite3_bind_int64(cs, 1, sqlite3_column_int64(ss, 0));
+			sqlite3_bind_int64(cs, 2, to_ms);
+			if (sqlite3_step(cs) == SQLITE_ROW) {
+				long np = chunk_decode(sqlite3_column_int64(cs, 0), sqlite3_column_blob(cs, 1),
+						       (size_t)sqlite3_column_bytes(cs, 1), &pts, &cap);
+				long last = -1;
+				for (long i = 0; i < np; i++) /* sorted by time */
+					if (pts[i].ts >= from_ms && pts[i].ts < to_ms)
+						last = i;
+				if (last >= 0)
+					fn(ctx, project, labels ? labels : "{}", pts[last].ts, pts[last].v);
+			}
+			sqlite3_reset(cs);
+		}
+		(void)sqlite3_exec(m->r, "COMMIT", NULL, NULL, NULL);
+	}
+	free(pts);
+	sqlite3_finalize(ss);
+	sqlite3_finalize(cs);
 	pthread_mutex_unlock(&m->rmu);
 	return rc;
 }

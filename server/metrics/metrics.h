@@ -45,6 +45,7 @@
 #define MET_MAX_QUERY_SERIES 200000
 #define METRICS_RETENTION_EVERY_MS 600000
 #define METRICS_CHUNK_MAX_POINTS 65536 /* points of one series in one hour */
+#define MET_MAX_PERCENTILE_POINTS 4000000u /* points kept for one query's percentiles */
 
 struct metrics_store;
 
@@ -75,6 +76,10 @@ int metrics_retention(struct metrics_store *m, int64_t now_ms, struct buf *err);
  * out, or an HTTP status (400, 404, 500) with a message in err. */
 int metrics_query(struct metrics_store *m, const char *project_id, const char *body, size_t len,
 		  struct buf *out, struct buf *err);
+/* The p-th percentile (nearest rank: the smallest value with at least p %
+ * of the values at or below it) of v[0..n), sorted ascending, n > 0.
+ * metrics_query answers p50/p95/p99 per group with "percentiles": true. */
+double metrics_percentile(const double *v, size_t n, double p);
 int metrics_names(struct metrics_store *m, const char *project_id, const char *body, size_t len,
 		  struct buf *out, struct buf *err);
 
@@ -87,5 +92,12 @@ typedef void (*metrics_point_fn)(void *ctx, const char *project, const char *lab
 				 double value);
 int metrics_points(struct metrics_store *m, const char *name, int64_t from_ms, int64_t to_ms,
 		   size_t max_points, metrics_point_fn fn, void *ctx, struct buf *err);
+
+/* Calls fn once for each series of metric name in project that has a
+ * point in from_ms <= ts < to_ms, with that series' latest such point
+ * (read from its newest chunk before to_ms). More than max_series series
+ * is an error (-1 with err); 0 otherwise. */
+int metrics_latest(struct metrics_store *m, const char *project, const char *name, int64_t from_ms, int64_t to_ms,
+		   size_t max_series, metrics_point_fn fn, void *ctx, struct buf *err);
 
 #endif

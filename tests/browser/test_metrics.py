@@ -83,7 +83,9 @@ def gpu_batch(now):
         labels = {**host_labels("g1"), "gpu.index": idx, "gpu.uuid": f"GPU-0000-{idx}", "gpu.name": "NVIDIA H100"}
         b.add("hw.gpu.utilization", "%", labels, const(util))
         b.add("hw.gpu.memory.utilization", "%", labels, const(mem))
-        b.add("hw.gpu.power", "W", labels, const(watts))
+        # GPU 1 draws 500 W once, at the last collection: p99 sees it.
+        b.add("hw.gpu.power", "W", labels, [(t, 500 if idx == "1" and k == N_POINTS - 1 else watts)
+                                            for k, t in enumerate(ts)])
         b.add("hw.gpu.temp", "Cel", labels, const(temp))
         # The health metrics of the complete NVML collection.
         b.add("hw.gpu.clock.sm", "MHz", labels, const(1980 if idx == "0" else 1755))
@@ -342,6 +344,18 @@ def test_gpu_section_with_nvml_metrics(server, page):
     assert "GPU 0 80%" in text and "GPU 1 20%" in text, text
     assert "100%" in axis_labels(page, "gpu_util")
     assert "GPU 0 300 W" in hover(page, "gpu_power", ms)
+    # p50/p95/p99 under each GPU chart, from the server, over the stored
+    # points: GPU 1's one 500 W collection is its p99 only.
+    pct = page.evaluate("""[...document.querySelectorAll('#view-metrics [data-panel="gpu_power"] .met-pct tbody tr')]
+        .map((r) => [...r.cells].map((c) => c.textContent))""")
+    assert pct == [["GPU 0", "300 W", "300 W", "300 W", "20"], ["GPU 1", "100 W", "100 W", "500 W", "20"]], pct
+    assert page.evaluate("""emberMetrics.requests.filter((r) => r.metric === 'hw.gpu.power')
+        .map((r) => r.percentiles)""") == [True]
+    href = page.evaluate("document.querySelector('#view-metrics .met-topo-link').href")
+    assert "view=topology" in href and server.gpu_project in href, href
+    temp = page.evaluate("""[...document.querySelectorAll('#view-metrics [data-panel="gpu_temp"] .met-pct tbody tr')]
+        .map((r) => r.cells[2].textContent)""")
+    assert temp == ["70 \u00b0C", "50 \u00b0C"], temp
     assert "GPU 0 70 \u00b0C" in hover(page, "gpu_temp", ms)
     assert "trainer 75%" in hover(page, "gpu_proc", ms)
     page.mouse_move(5, 5)
@@ -353,6 +367,12 @@ def test_gpu_section_with_nvml_metrics(server, page):
     page.wait_for("emberMetrics.panels.gpu_power !== undefined")
     assert legend(page, "gpu_power") == ["g1"]
     assert "g1 400 W" in hover(page, "gpu_power", ms)
+    # Its percentiles pool every reading of the host's GPUs, and say so.
+    cap = page.evaluate("""document.querySelector('#view-metrics [data-panel="gpu_power"] .met-pct caption').textContent""")
+    assert cap == "Percentiles of every reading of the host\u2019s GPUs in the range", cap
+    row = page.evaluate("""[...document.querySelector('#view-metrics [data-panel="gpu_power"] .met-pct tbody tr').cells]
+        .map((c) => c.textContent)""")
+    assert row == ["g1", "300 W", "300 W", "500 W", "40"], row
     page.mouse_move(5, 5)
     shot(page, "metrics-gpu", full_page=True)
     no_errors(page)

@@ -75,9 +75,11 @@ REQUIRED = {
     "hw.gpu.ecc.errors", "hw.gpu.remapped_rows", "hw.gpu.remapped_rows.pending", "hw.gpu.remapped_rows.failure",
     "hw.gpu.sm.efficiency", "hw.gpu.sm.occupancy", "hw.gpu.tensor_util", "hw.gpu.dram_bw_util",
     "hw.gpu.process.utilization", "hw.gpu.process.memory.utilization", "hw.gpu.process.memory.usage",
+    "hw.gpu.topology.device", "hw.gpu.topology.process",
 }
+# A pair's link needs two GPUs.
 OPTIONAL = {"hw.gpu.nvlink.tx", "hw.gpu.nvlink.rx", "hw.gpu.nvlink.errors", "hw.gpu.retired_pages",
-            "hw.gpu.xid", "hw.gpu.xid.dropped"}
+            "hw.gpu.xid", "hw.gpu.xid.dropped", "hw.gpu.topology.link"}
 check("GPU metric keys stored", REQUIRED <= set(gpu_names) and set(gpu_names) <= REQUIRED | OPTIONAL,
       f"missing {sorted(REQUIRED - set(gpu_names))}, unexpected {sorted(set(gpu_names) - REQUIRED - OPTIONAL)}, "
       f"optional present {sorted(set(gpu_names) & OPTIONAL)}")
@@ -129,6 +131,19 @@ exe = metric("hw.gpu.process.utilization", *busy, q=f'process.pid == "{pid}"',
 check("the process series carry the process's attributes", any(k.startswith("python") for k in exe), exe)
 gn = metric("hw.gpu.utilization", *busy, group_by="gpu.name")
 check("gpu.name label", any("H200" in k or "H100" in k for k in gn), list(gn))
+
+# The topology of the load's host: the GPU with its NUMA node and near CPUs
+# (NVML's affinity), the load among the processes feeding it with the CPUs
+# it may run on; not pinned, so no NUMA finding about it.
+topo = post("gpu/topology", {"filter": {"start_ts": busy[0], "end_ts": busy[1]}})
+tg = topo.get("gpus") or []
+fed = {p["pid"]: p for g in tg for p in g.get("processes", [])}
+check("topology: the GPU with its NUMA node and near CPUs", len(tg) >= 1 and all(g.get("cpus") for g in tg),
+      [(g["index"], g["name"], g.get("numa_node"), g.get("cpus"), g["nvlink_active"], g["nvlink_links"]) for g in tg])
+check("topology: the load feeds the GPU", pid in fed and fed[pid]["cpus_allowed"], fed.get(pid))
+check("topology: no NUMA finding for the unpinned load",
+      not [f for f in topo.get("findings", []) if f["kind"] == "numa_placement" and f.get("pid") == pid],
+      topo.get("findings"))
 
 # Its CPU profile, from the same agent.
 fg = post("flamegraph/json", {"filter": {"start_ts": busy[0], "end_ts": busy[1], "event_kind": "on_cpu",

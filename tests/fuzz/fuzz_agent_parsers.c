@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "agent/attrib.h"
+#include "agent/gpumetrics.h"
 #include "agent/hostmetrics.h"
 #include "agent/kallsyms.h"
 #include "agent/kubelet.h"
@@ -86,6 +87,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		s[n] = '\0';
 		int ids[64];
 		parse_cpu_list(s, ids, 64);
+		/* The same text as a set, as /proc/PID/status's Cpus_allowed_list
+		 * (agent/gpumetrics.h) and written back: the list re-reads as
+		 * the same set. */
+		struct cpuset cs, again;
+		if (cpuset_parse(s, &cs) >= 0 || gpu_parse_cpus_allowed(s, &cs) == 0) {
+			struct buf out = { 0 };
+			cpuset_format(&cs, &out);
+			if (cpuset_parse(out.data ? out.data : "", &again) != cpuset_count(&cs) ||
+			    memcmp(&cs, &again, sizeof(cs)) != 0)
+				abort();
+			buf_free(&out);
+		}
 		free(s);
 		break;
 	}

@@ -1,7 +1,8 @@
 /* Fuzz target: the server's metrics ingest (server/metrics/metrics.h). Any body
  * (zstd, or 'R' + raw protobuf) is decoded and validated; a batch that
  * passes must have every index inside its tables, and must store into an
- * in-memory-sized database without error and answer a query. */
+ * in-memory-sized database without error and answer a query (with
+ * percentiles too) and the GPU topology route's function. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "fuzz_check.h"
+#include "server/metrics/gputopo.h"
 #include "server/metrics/metrics.h"
 #include "util.h"
 
@@ -62,6 +64,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		const char *q = "{\"filter\":{\"start_ts\":0,\"end_ts\":4102444800000},\"metric\":\"m\",\"group_by\":\"k\",\"num_buckets\":10}";
 		int rc = metrics_query(store, "fuzz", q, strlen(q), &out, &err);
 		if (rc != 0 && rc != 404)
+			abort();
+		/* The same with percentiles, and the GPU topology of whatever
+		 * was stored (labels as hostile as the batch). */
+		const char *qp = "{\"filter\":{\"start_ts\":0,\"end_ts\":4102444800000},\"metric\":\"m\",\"percentiles\":true}";
+		buf_reset(&out);
+		rc = metrics_query(store, "fuzz", qp, strlen(qp), &out, &err);
+		if (rc != 0 && rc != 404)
+			abort();
+		const char *qt = "{\"filter\":{\"start_ts\":0,\"end_ts\":4102444800000}}";
+		buf_reset(&out);
+		rc = gputopo_query(store, "fuzz", qt, strlen(qt), &out, &err);
+		if (rc != 0 && rc != 400)
 			abort();
 		metrics_decode_free(b);
 	} else if (!err.len) {

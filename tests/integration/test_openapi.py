@@ -370,6 +370,10 @@ def test_every_route_answers_as_documented(local, doc):
     c.call("POST", q("metrics"), dict(mf, metric="no.such.metric"), expect=404)
     c.call("POST", q("metrics/names"), mf, expect=200)
     c.call("POST", q("metrics/names"), {"filter": {"start_ts": 5}}, expect=400)
+    c.call("POST", q("metrics"), dict(mf, metric="test.metric", percentiles=True), expect=200)
+    c.call("POST", q("gpu/topology"), mf, expect=200)
+    c.call("POST", q("gpu/topology"), dict(mf, host="no-such-host"), expect=404)
+    c.call("POST", q("gpu/topology"), {"filter": {"start_ts": 5}}, expect=400)
 
     # --- recommendations ------------------------------------------------------
     deadline, rs = time.monotonic() + 20, []

@@ -34,6 +34,14 @@
  *     instance 1, 40 GiB, 10 GiB used), mig1 "... MIG 2g.20gb" (GI 5,
  *     20 GiB, 5 GiB used), mig2 "... MIG 1g.10gb" (GI 13, 10 GiB, 1 GiB
  *     used); a MIG device reports its names and memory, nothing else.
+ * Topology: GPU 0 on NUMA node 0 near CPU 0, GPU 1 on node 1 near CPU 1;
+ * between them NVLink (NV2) and, as PCIe, SYS.
+ * With FAKE_NVML_TOPOLOGY set, a third GPU: GPU 2 "NVIDIA H100 80GB HBM3"
+ *   (GPU-fake-2, bus 00000000:9A:00.0), as GPU 1 but not in MIG mode,
+ *   on node 1 near CPU 1, with 18 NVLinks all down (so it talks to GPU 0
+ *   over SYS and to GPU 1 over NODE although it has NVLink), and, when
+ *   FAKE_NVML_FEEDER_PID is set, that process as its compute process
+ *   (4 GiB), the one a test pins to CPU 0: the far node.
  * nvmlDeviceGetMemoryInfo_v2 refuses a wrong struct version. With
  * FAKE_NVML_INIT_FAIL set, nvmlInit_v2 fails as with no driver.
  */
@@ -52,14 +60,14 @@ struct fake_dev {
 	int gpu; /* 0 or 1 */
 	int mig; /* -1 for a GPU */
 };
-static struct fake_dev devs[2] = { { 0, -1 }, { 1, -1 } };
+static struct fake_dev devs[3] = { { 0, -1 }, { 1, -1 }, { 2, -1 } };
 static struct fake_dev migs[NMIG] = { { 1, 0 }, { 1, 1 }, { 1, 2 } };
 static const unsigned mig_gi[NMIG] = { 1, 5, 13 };
 static const char *const mig_name[NMIG] = { "NVIDIA H100 80GB HBM3 MIG 3g.40gb", "NVIDIA H100 80GB HBM3 MIG 2g.20gb",
 					    "NVIDIA H100 80GB HBM3 MIG 1g.10gb" };
 static const unsigned long long mig_total[NMIG] = { 40 * GIB, 20 * GIB, 10 * GIB };
 static const unsigned long long mig_used[NMIG] = { 10 * GIB, 5 * GIB, 1 * GIB };
-static const char *const bus[2] = { "00000000:18:00.0", "00000000:1B:00.0" };
+static const char *const bus[3] = { "00000000:18:00.0", "00000000:1B:00.0", "00000000:9A:00.0" };
 
 /* The fake's state, global as NVML's own is (one library per process):
  * the scripted clock (microseconds of nvmlInit_v2), whether the XID was
@@ -112,14 +120,18 @@ const char *nvmlErrorString(nvmlReturn_t r)
 {
 	return r == NVML_ERROR_DRIVER_NOT_LOADED ? "Driver Not Loaded" : "Unknown Error";
 }
+static unsigned ngpus(void)
+{
+	return getenv("FAKE_NVML_TOPOLOGY") ? 3 : 2;
+}
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *n)
 {
-	*n = 2;
+	*n = ngpus();
 	return NVML_SUCCESS;
 }
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvmlDevice_t *d)
 {
-	if (i >= 2)
+	if (i >= ngpus())
 		return NVML_ERROR_INVALID_ARGUMENT;
 	*d = (nvmlDevice_t)&devs[i];
 	return NVML_SUCCESS;
@@ -244,12 +256,12 @@ nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t d, unsigned int link, nvmlEna
 		return NVML_ERROR_NOT_SUPPORTED;
 	if (link >= NVML_NVLINK_MAX_LINKS)
 		return NVML_ERROR_INVALID_ARGUMENT;
-	*on = link < 2 ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+	*on = link < 2 && of(d)->gpu < 2 ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
 	return NVML_SUCCESS;
 }
 nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t d, unsigned int link, nvmlPciInfo_t *p)
 {
-	if (is_mig(d) || link >= 2)
+	if (is_mig(d) || link >= 2 || of(d)->gpu == 2)
 		return NVML_ERROR_NOT_SUPPORTED;
 	memset(p, 0, sizeof(*p));
 	snprintf(p->busId, sizeof(p->busId), "%s", bus[1 - of(d)->gpu]);
@@ -322,6 +334,17 @@ nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t d, unsigned int *corr, unsig
 }
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *n, nvmlProcessInfo_t *p)
 {
+	const char *feeder = getenv("FAKE_NVML_FEEDER_PID");
+	if (is_gpu(d, 2) && feeder) {
+		if (*n < 1) {
+			*n = 1;
+			return NVML_ERROR_INSUFFICIENT_SIZE;
+		}
+		*n = 1;
+		p[0] = (nvmlProcessInfo_t){ .pid = (unsigned int)atoi(feeder), .usedGpuMemory = 4 * GIB,
+					    .gpuInstanceId = 0xFFFFFFFF, .computeInstanceId = 0xFFFFFFFF };
+		return NVML_SUCCESS;
+	}
 	if (!is_gpu(d, 0))
 		return NVML_ERROR_NOT_SUPPORTED;
 	if (*n < 1) {
@@ -356,14 +379,14 @@ nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned int *cur, unsigned in
 {
 	if (is_mig(d))
 		return NVML_ERROR_NOT_SUPPORTED;
-	*cur = *pending = of(d)->gpu ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
+	*cur = *pending = of(d)->gpu == 1 ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
 	return NVML_SUCCESS;
 }
 nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t d, unsigned int *n)
 {
 	if (is_mig(d))
 		return NVML_ERROR_NOT_SUPPORTED;
-	*n = of(d)->gpu ? 7 : 0;
+	*n = of(d)->gpu == 1 ? 7 : 0;
 	return NVML_SUCCESS;
 }
 nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t d, unsigned int i, nvmlDevice_t *mig)
@@ -382,6 +405,33 @@ nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t d, unsigned int *id)
 	if (!is_mig(d))
 		return NVML_ERROR_NOT_SUPPORTED;
 	*id = mig_gi[of(d)->mig];
+	return NVML_SUCCESS;
+}
+
+/* Topology: GPU 0 on node 0 near CPU 0, the others on node 1 near CPU 1;
+ * two GPUs on one node share it (NODE), else SYS. */
+static nvmlReturn_t one_bit(nvmlDevice_t d, unsigned int size, unsigned long *set)
+{
+	if (is_mig(d) || size < 1)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	memset(set, 0, size * sizeof(*set));
+	set[0] = of(d)->gpu ? 2 : 1;
+	return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetCpuAffinity(nvmlDevice_t d, unsigned int size, unsigned long *set)
+{
+	return one_bit(d, size, set);
+}
+nvmlReturn_t nvmlDeviceGetMemoryAffinity(nvmlDevice_t d, unsigned int size, unsigned long *set,
+					 nvmlAffinityScope_t scope)
+{
+	return scope == NVML_AFFINITY_SCOPE_NODE ? one_bit(d, size, set) : NVML_ERROR_NOT_SUPPORTED;
+}
+nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevice_t b, nvmlGpuTopologyLevel_t *l)
+{
+	if (is_mig(a) || is_mig(b))
+		return NVML_ERROR_NOT_SUPPORTED;
+	*l = (of(a)->gpu ? 1 : 0) == (of(b)->gpu ? 1 : 0) ? NVML_TOPOLOGY_NODE : NVML_TOPOLOGY_SYSTEM;
 	return NVML_SUCCESS;
 }
 

@@ -420,6 +420,37 @@ static void test_store_queries(void **state)
 	assert_true(point(d, 0, 0, NULL) == 9.0);
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(d, "stats"), "series_matched")), 2);
 	json_decref(d);
+	/* percentiles: over the stored points of each group (nearest rank),
+	 * not over its buckets */
+	const char *qp = "{\"filter\":{\"start_ts\":%lld,\"end_ts\":%lld},\"metric\":\"cpu\",\"group_by\":%s,"
+			 "\"num_buckets\":2,\"percentiles\":true}";
+	d = run_query(st, qp, s0, e0, "\"host.name\"");
+	json_t *p0 = json_object_get(json_array_get(json_object_get(d, "series"), 0), "percentiles");
+	assert_true(json_number_value(json_object_get(p0, "p50")) == 3.0); /* h0: 1 3 5 */
+	assert_true(json_number_value(json_object_get(p0, "p95")) == 5.0);
+	assert_int_equal(json_integer_value(json_object_get(p0, "points")), 3);
+	json_t *p1 = json_object_get(json_array_get(json_object_get(d, "series"), 1), "percentiles");
+	assert_true(json_number_value(json_object_get(p1, "p50")) == 2.0); /* h1: 2 4 */
+	assert_true(json_number_value(json_object_get(p1, "p99")) == 4.0);
+	json_decref(d);
+	d = run_query(st, qp, s0, e0, "null");
+	p0 = json_object_get(json_array_get(json_object_get(d, "series"), 0), "percentiles");
+	assert_true(json_number_value(json_object_get(p0, "p50")) == 3.0); /* 1 2 3 4 5 10 */
+	assert_true(json_number_value(json_object_get(p0, "p95")) == 10.0);
+	assert_true(json_number_value(json_object_get(p0, "p99")) == 10.0);
+	json_decref(d);
+	d = run_query(st, q, s0, e0, "null", "null", "avg", "sum", 2); /* not asked: none */
+	assert_null(json_object_get(json_array_get(json_object_get(d, "series"), 0), "percentiles"));
+	json_decref(d);
+	double hundred[100];
+	for (int i = 0; i < 100; i++)
+		hundred[i] = i + 1;
+	assert_true(metrics_percentile(hundred, 100, 50) == 50.0);
+	assert_true(metrics_percentile(hundred, 100, 95) == 95.0);
+	assert_true(metrics_percentile(hundred, 100, 99) == 99.0);
+	assert_true(metrics_percentile(hundred, 1, 99) == 1.0);
+	assert_true(metrics_percentile(hundred, 3, 50) == 2.0);
+
 	/* a range holding nothing of a known metric: empty, not an error */
 	d = run_query(st, q, s0 - 100000, s0 - 50000, "null", "null", "avg", "sum", 10);
 	assert_int_equal(json_array_size(json_object_get(d, "series")), 0);
@@ -723,6 +754,23 @@ static size_t xid_points(const struct metric_batch *b, int64_t since)
 	return n;
 }
 
+/* The fake NVML, built beside this test. */
+static void fake_nvml_path(char *lib, size_t size)
+{
+	ssize_t n = readlink("/proc/self/exe", lib, size - 32);
+	assert_true(n > 0);
+	lib[n] = '\0';
+	strcpy(strrchr(lib, '/') + 1, "libfake-nvml.so");
+}
+
+/* A collector of host h1 whose cgroup and block trees are dir (empty). */
+static struct hostmetrics *host_h1(const char *dir)
+{
+	struct hostmetrics_opts o = { .proc_root = "/proc", .cgroup_root = dir, .sys_block = dir,
+				      .host_name = "h1", .host_arch = "amd64" };
+	return hostmetrics_new(&o);
+}
+
 /* gpumetrics against tests/unit/fake_nvml.c (built beside this test as
  * libfake-nvml.so, the scripted two H100s): every reading lands as the
  * metric key it is documented as (docs/internals/metrics.md), on the
@@ -738,10 +786,7 @@ static void test_nvml_fake(void **state)
 {
 	(void)state;
 	char lib[4096];
-	ssize_t n = readlink("/proc/self/exe", lib, sizeof(lib) - 32);
-	assert_true(n > 0);
-	lib[n] = '\0';
-	strcpy(strrchr(lib, '/') + 1, "libfake-nvml.so");
+	fake_nvml_path(lib, sizeof(lib));
 	struct buf why = { 0 };
 	setenv("FAKE_NVML_XID_AFTER_MS", "300", 1); /* after the first two collections */
 	setenv("FAKE_NVML_ECC_AFTER_MS", "0", 1);
@@ -751,9 +796,7 @@ static void test_nvml_fake(void **state)
 	assert_string_equal(gpumetrics_library(g), lib);
 
 	char *dir = make_temp_dir();
-	struct hostmetrics_opts o = { .proc_root = "/proc", .cgroup_root = dir, .sys_block = dir,
-				      .host_name = "h1", .host_arch = "amd64" };
-	struct hostmetrics *h = hostmetrics_new(&o);
+	struct hostmetrics *h = host_h1(dir);
 	struct metric_batch b;
 	metric_batch_init(&b);
 	int64_t before = now_unix_ms();
@@ -872,7 +915,7 @@ static void test_nvml_fake(void **state)
 	setenv("FAKE_NVML_XID_AFTER_MS", "600000", 1);
 	g = gpumetrics_open(lib, false, &why);
 	assert_non_null(g);
-	h = hostmetrics_new(&o);
+	h = host_h1("/nonexistent"); /* no cgroup or block tree */
 	metric_batch_init(&b);
 	gpumetrics_collect(g, h, &b, 5000);
 	assert_true(VAL(&b, "hw.gpu.ecc.errors", "gpu.index", "0", "error.type", "corrected", "gpu.ecc.counter", "volatile") == 0.0);
@@ -893,6 +936,74 @@ static void test_nvml_fake(void **state)
 	buf_free(&why);
 }
 
+/* Topology from the fake (FAKE_NVML_TOPOLOGY: three GPUs): each GPU's
+ * NUMA node, near CPUs and NVLinks; each pair's path (NV2 between GPUs 0
+ * and 1, the PCIe path for GPU 2 whose links are all down); the process
+ * FAKE_NVML_FEEDER_PID names as GPU 2's, with the CPUs it may run on,
+ * and the compute process of GPU 0; Cpus_allowed_list parsed from
+ * /proc/PID/status text, refused when absent or malformed. */
+static void test_nvml_topology(void **state)
+{
+	(void)state;
+	struct cpuset cs;
+	assert_int_equal(gpu_parse_cpus_allowed("Name:\tx\nCpus_allowed:\t3\nCpus_allowed_list:\t0-1,5\nMems:\t1\n", &cs), 0);
+	assert_int_equal(cpuset_count(&cs), 3);
+	assert_true(cpuset_has(&cs, 5) && !cpuset_has(&cs, 2));
+	assert_int_equal(gpu_parse_cpus_allowed("Cpus_allowed_list:\t0-1\n", &cs), -1); /* not at a line start */
+	assert_int_equal(gpu_parse_cpus_allowed("x\nCpus_allowed_list:\t9-2\n", &cs), -1);
+	assert_int_equal(gpu_parse_cpus_allowed("x\nCpus_allowed_list:\t\n", &cs), -1);
+
+	char lib[4096];
+	fake_nvml_path(lib, sizeof(lib));
+	char pid[16];
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	setenv("FAKE_NVML_TOPOLOGY", "1", 1);
+	setenv("FAKE_NVML_FEEDER_PID", pid, 1);
+	setenv("FAKE_NVML_XID_AFTER_MS", "3600000", 1);
+	struct buf why = { 0 };
+	struct gpumetrics *g = gpumetrics_open(lib, false, &why);
+	assert_non_null(g);
+	assert_int_equal(gpumetrics_devices(g), 6); /* three GPUs, three MIG devices */
+	char *dir = make_temp_dir();
+	struct hostmetrics *h = host_h1(dir);
+	struct metric_batch b;
+	metric_batch_init(&b);
+	gpumetrics_collect(g, h, &b, 5000);
+	assert_true(VAL(&b, "hw.gpu.topology.device", "gpu.index", "0", "gpu.cpus", "0", "gpu.pci.bus_id",
+			"00000000:18:00.0", "gpu.nvlink.links", "18", "gpu.nvlink.active", "2") == 0.0);
+	assert_true(VAL(&b, "hw.gpu.topology.device", "gpu.index", "1", "gpu.cpus", "1") == 1.0);
+	assert_true(VAL(&b, "hw.gpu.topology.device", "gpu.index", "2", "gpu.cpus", "1", "gpu.nvlink.links", "18",
+			"gpu.nvlink.active", "0") == 1.0);
+	size_t cnt;
+	value_kv(&b, "hw.gpu.topology.device", &cnt, (const char *const[]){ "host.name", "h1", NULL });
+	assert_int_equal(cnt, 3); /* GPUs only, not their MIG devices */
+	assert_true(VAL(&b, "hw.gpu.topology.link", "gpu.index", "0", "gpu.peer.index", "1", "gpu.topology.path", "NV2",
+			"gpu.topology.pcie", "SYS") == 2.0);
+	assert_true(VAL(&b, "hw.gpu.topology.link", "gpu.index", "0", "gpu.peer.index", "2", "gpu.topology.path", "SYS") == 0.0);
+	assert_true(VAL(&b, "hw.gpu.topology.link", "gpu.index", "1", "gpu.peer.index", "2", "gpu.topology.path", "NODE") == 0.0);
+	value_kv(&b, "hw.gpu.topology.link", &cnt, (const char *const[]){ "host.name", "h1", NULL });
+	assert_int_equal(cnt, 3); /* each pair once */
+	struct cpuset mine;
+	char *status = NULL;
+	assert_int_equal(read_file("/proc/self/status", 1 << 16, &status, NULL), 0);
+	assert_int_equal(gpu_parse_cpus_allowed(status, &mine), 0);
+	free(status);
+	struct buf list = { 0 };
+	cpuset_format(&mine, &list);
+	assert_true(VAL(&b, "hw.gpu.topology.process", "gpu.index", "2", "process.pid", pid, "process.cpus_allowed",
+			list.data) == (double)cpuset_count(&mine));
+	assert_false(isnan(VAL(&b, "hw.gpu.topology.process", "gpu.index", "0", "process.pid", pid)));
+	buf_free(&list);
+	metric_batch_free(&b);
+	hostmetrics_free(h);
+	gpumetrics_close(g);
+	rm_temp_dir(dir);
+	unsetenv("FAKE_NVML_TOPOLOGY");
+	unsetenv("FAKE_NVML_FEEDER_PID");
+	unsetenv("FAKE_NVML_XID_AFTER_MS");
+	buf_free(&why);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -905,6 +1016,7 @@ int main(void)
 		cmocka_unit_test(test_decoder_bounds),
 		cmocka_unit_test(test_nvml_missing),
 		cmocka_unit_test(test_nvml_fake),
+		cmocka_unit_test(test_nvml_topology),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
