@@ -53,14 +53,14 @@ def stale_library(installed):
     return None
 
 
-def start(out):
-    """ember-server and ember-agent from the bundle, data and the CUDA
-    profiler directory under out; the library the agent installs. Exits
-    at once when the bundle is not this build's."""
+def start(out, *server_flags):
+    """ember-server (with server_flags) and ember-agent from the bundle,
+    data and the CUDA profiler directory under out; the library the agent
+    installs. Exits at once when the bundle is not this build's."""
     why = stale_bundle()
     if why:
         sys.exit(f"FAIL stale bundle: {why}; rerun: make all gpu-test && scripts/device-bundle.sh")
-    server = bundled(Server(os.path.join(out, "data"))).start()
+    server = bundled(Server(os.path.join(out, "data"), None, *server_flags)).start()
     agent = bundled(Agent(server.url, f"-cuda-profiler-dir={os.path.join(out, 'profiler')}")).start()
     lib = os.path.join(out, "profiler", "libembercuda.so")
     try:

@@ -30,7 +30,8 @@ def test_gpu_deep_on_the_fake_driver(tmp_path):
     r = subprocess.run([os.path.join(ROOT, "tests", "device", "gpu_deep.sh")], cwd=ROOT, env=env,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.rstrip().endswith("ALL OK"), r.stdout[-4000:]
-    assert "ok   k_big: 100.0 % of its time under cuda_sass -> cuda_stall" in r.stdout, r.stdout[-4000:]
+    assert "ok   mem_bound: 100.0 % of its time under cuda_sass -> cuda_stall" in r.stdout, r.stdout[-4000:]
+    assert "ok   mem_bound: every cuda_sass frame named by its mnemonic" in r.stdout, r.stdout[-4000:]
     assert "ok   the library said PC sampling is on" in r.stdout, r.stdout[-4000:]
 
 
