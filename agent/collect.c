@@ -573,12 +573,14 @@ void collect_cuda(struct collector *c, const struct cuda_work *w, const void *re
 	struct bframe leaf = { .type = cuda_leaf_type(w->kind), .name = str(c, w->name) };
 	stack[n++] = batch_frame(c->batch, &leaf);
 	if (w->stall) {
-		/* PC sampling: the instruction (cubin and offset, named at
-		 * query time: "cubin:<crc>+0x<offset>" until then), then the
-		 * stall reason. */
+		/* PC sampling: the instruction (its cubin, its function and
+		 * its offset in the function, named at query time:
+		 * "cubin:<crc>+0x<offset>" until then), then the stall
+		 * reason. */
 		char cubin[32];
 		snprintf(cubin, sizeof(cubin), "cubin:%016llx", (unsigned long long)w->cubin_id);
-		struct bframe sass = { .type = FT_CUDA_SASS, .binary = str(c, cubin), .address = w->pc_offset };
+		struct bframe sass = { .type = FT_CUDA_SASS, .name = str(c, w->name), .binary = str(c, cubin),
+				       .address = w->pc_offset };
 		stack[n++] = batch_frame(c->batch, &sass);
 		struct bframe stall = { .type = FT_CUDA_STALL, .name = str(c, w->stall) };
 		stack[n++] = batch_frame(c->batch, &stall);

@@ -3,6 +3,7 @@
  * sample takes, and agent/config.h for the flags. */
 #include <bpf/bpf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -93,6 +94,10 @@ struct agent {
 	struct oncpu *oncpu;
 	struct reporter *reporter;
 	struct symupload *symupload;
+	/* The cubins handed to symupload (by CRC), so each goes once; only
+	 * the CUDA callbacks' thread touches it. At most MAX_CUBINS. */
+	uint64_t *cubins_sent;
+	size_t ncubins_sent, capcubins_sent;
 	struct unwind *unwind;
 	struct rawstack rawstack; /* unwinds raw stacks (rawstack.h) */
 	/* CPython: the interpreter files seen (few: one per installed
@@ -299,9 +304,40 @@ static void on_cuda_hello(void *ctx, int32_t pid, uint64_t start_ticks)
 	proc_table_refresh(&a->procs, pid, start_ticks, now_mono_ns());
 }
 
+#define MAX_CUBINS 4096
+#define CUBIN_DIR "cubins" /* in -cuda-profiler-dir: where the library saves them (gpu/embercuda.c) */
+
+/* The first PC entry naming a cubin sends it for the server to name its
+ * instructions; the library saved it when the program loaded it. Not
+ * there (yet): asked again with the next entry. */
+static void send_cubin(struct agent *a, uint64_t crc)
+{
+	for (size_t i = 0; i < a->ncubins_sent; i++)
+		if (a->cubins_sent[i] == crc)
+			return;
+	if (a->ncubins_sent >= MAX_CUBINS)
+		return;
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/" CUBIN_DIR "/%016llx.cubin", a->cfg.cuda_profiler_dir,
+		 (unsigned long long)crc);
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	struct stat st;
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return;
+	}
+	xgrow((void **)&a->cubins_sent, &a->capcubins_sent, a->ncubins_sent + 1, sizeof(*a->cubins_sent));
+	a->cubins_sent[a->ncubins_sent++] = crc;
+	symupload_add_cubin(a->symupload, crc, fd);
+}
+
 static void on_cuda_work(void *ctx, const struct cuda_work *w, const void *rec, size_t size)
 {
 	struct agent *a = ctx;
+	if (w->stall)
+		send_cubin(a, w->cubin_id);
 	collect_cuda(&a->collector, w, rec, size, now_mono_ns());
 }
 
@@ -321,6 +357,13 @@ static void start_cuda(struct agent *a)
 	}
 	cuda_set_awaited(a->cuda, launch_stack_awaited);
 	buf_free(&err);
+	/* Where the library saves the cubins programs load, for every user's
+	 * programs (sticky: none replaces another's file). */
+	char cubins[4200];
+	snprintf(cubins, sizeof(cubins), "%s/" CUBIN_DIR, a->cfg.cuda_profiler_dir);
+	if ((mkdir(cubins, 01777) < 0 && errno != EEXIST) || chmod(cubins, 01777) < 0)
+		log_warn("CUDA profiling: cannot make %s (%s): PC samples keep their cubin+offset names", cubins,
+			 strerror(errno));
 	char lib[256];
 	snprintf(lib, sizeof(lib), "%s/libembercuda.so", a->cfg.cuda_profiler_dir);
 	struct stat st;
@@ -1005,6 +1048,7 @@ int main(int argc, char **argv, char **envp)
 	unwind_stop(a.unwind); /* before the maps it writes are closed */
 	python_free(a.python);
 	free(a.pyfiles);
+	free(a.cubins_sent);
 	oncpu_close(a.oncpu);
 	reporter_stop(a.reporter, 5000);
 	symupload_stop(a.symupload);

@@ -30,6 +30,8 @@ struct job {
 	char *path; /* where the file was mapped from (for its debug file), or NULL; owned */
 	int fd;
 	int attempts;
+	bool cubin;         /* a cubin to PUT /ingest/v1/cubins/{crc} as it is */
+	uint64_t cubin_crc;
 };
 
 static void job_done(struct job *j)
@@ -85,6 +87,8 @@ static int query_missing(struct symupload *u, struct job *jobs, size_t n, char *
 {
 	json_t *ids = json_array();
 	for (size_t i = 0; i < n; i++) {
+		if (jobs[i].cubin)
+			continue; /* the server keeps one image per CRC: no question */
 		char hex[FILE_ID_HEX_LEN + 1];
 		fileid_hex(&jobs[i].id, hex);
 		json_array_append_new(ids, json_string(hex));
@@ -119,7 +123,8 @@ static int query_missing(struct symupload *u, struct job *jobs, size_t n, char *
 		json_decref(doc);
 		goto out;
 	}
-	memset(missing, 0, n);
+	for (size_t i = 0; i < n; i++)
+		missing[i] = jobs[i].cubin;
 	size_t k;
 	json_t *v;
 	json_array_foreach(arr, k, v)
@@ -220,8 +225,56 @@ enum upload_result {
 	UPLOAD_DONE = 1,
 };
 
+/* How the server took an upload (status < 0: not reached). */
+static enum upload_result upload_answer(int status, const char *what, const struct buf *resp,
+					const struct buf *err)
+{
+	if (status >= 200 && status < 300)
+		return UPLOAD_DONE;
+	if (status < 0 || status >= 500 || status == 429) {
+		log_warn("uploading %s: %s", what, status < 0 ? err->data : "server error");
+		return UPLOAD_RETRY;
+	}
+	log_warn("server refused %s (%d): %.200s", what, status, resp->data ? resp->data : "");
+	return UPLOAD_GIVE_UP;
+}
+
+/* A cubin, read whole (at most MAX_SYMFILE bytes) and sent as it is. */
+static enum upload_result upload_cubin(struct symupload *u, struct job *j)
+{
+	struct buf data = { 0 }, resp = { 0 }, err = { 0 }, path = { 0 };
+	enum upload_result result = UPLOAD_GIVE_UP;
+	char chunk[65536];
+	ssize_t got;
+	while ((got = read(j->fd, chunk, sizeof(chunk))) > 0 && data.len + (size_t)got <= MAX_SYMFILE)
+		buf_append(&data, chunk, (size_t)got);
+	if (got != 0 || data.len == 0) {
+		log_warn("cubin %s: unreadable, empty or larger than %u bytes", j->name, MAX_SYMFILE);
+		goto out;
+	}
+	buf_printf(&path, "/ingest/v1/cubins/%016llx%s%s", (unsigned long long)j->cubin_crc,
+		   *u->project_q ? "?" : "", u->project_q);
+	int status = http_send(u->http, "PUT", path.data, "application/octet-stream", NULL, data.data, data.len,
+			       &resp, &err);
+	result = upload_answer(status, j->name, &resp, &err);
+	if (result == UPLOAD_DONE) {
+		log_debug("uploaded cubin %s (%zu bytes)", j->name, data.len);
+		pthread_mutex_lock(&u->lock);
+		u->stats.uploaded_bytes += data.len;
+		pthread_mutex_unlock(&u->lock);
+	}
+out:
+	buf_free(&data);
+	buf_free(&resp);
+	buf_free(&err);
+	buf_free(&path);
+	return result;
+}
+
 static enum upload_result upload(struct symupload *u, struct job *j)
 {
+	if (j->cubin)
+		return upload_cubin(u, j);
 	struct buf z = { 0 }, resp = { 0 }, err = { 0 }, path = { 0 };
 	const char *why = NULL;
 	enum upload_result result = UPLOAD_GIVE_UP;
@@ -286,20 +339,12 @@ static enum upload_result upload(struct symupload *u, struct job *j)
 	}
 	int status = http_send(u->http, "PUT", path.data, "application/x-ember-symfile", "zstd",
 			       z.data, z.len, &resp, &err);
-	if (status >= 200 && status < 300) {
+	result = upload_answer(status, j->name, &resp, &err);
+	if (result == UPLOAD_DONE) {
 		log_debug("uploaded %ld symbols of %s (%s, %zu bytes)", n, j->name, hex, z.len);
 		pthread_mutex_lock(&u->lock);
 		u->stats.uploaded_bytes += z.len;
 		pthread_mutex_unlock(&u->lock);
-		result = UPLOAD_DONE;
-	} else if (status < 0 || status >= 500 || status == 429) {
-		log_warn("uploading symbols of %s: %s", j->name,
-			 status < 0 ? err.data : "server error");
-		result = UPLOAD_RETRY;
-	} else {
-		log_warn("server refused symbols of %s (%d): %.200s", j->name, status,
-			 resp.data ? resp.data : "");
-		result = UPLOAD_GIVE_UP;
 	}
 out:
 	memstats_add(MEM_SYMBOLS, -(int64_t)z.cap);
@@ -418,26 +463,38 @@ struct symupload *symupload_start(const struct http_opts *opts, const struct sym
 	return u;
 }
 
-void symupload_add(struct symupload *u, const struct file_id *id, const char *name,
-		   const char *path, int fd)
+/* Queues j (its fd owned from here). */
+static void add_job(struct symupload *u, const struct job *j)
 {
 	pthread_mutex_lock(&u->lock);
 	if (u->njobs >= MAX_JOBS || u->stopping) {
 		u->stats.skipped++;
 		pthread_mutex_unlock(&u->lock);
-		close(fd);
+		close(j->fd);
+		free(j->path);
 		return;
 	}
 	xgrow((void **)&u->jobs, &u->capjobs, u->njobs + 1, sizeof(*u->jobs));
-	struct job *j = &u->jobs[u->njobs++];
-	memset(j, 0, sizeof(*j));
-	j->id = *id;
-	snprintf(j->name, sizeof(j->name), "%s", name);
-	j->path = path && path[0] == '/' ? xstrndup(path, strnlen(path, 4095)) : NULL;
-	j->fd = fd;
+	u->jobs[u->njobs++] = *j;
 	u->stats.queued++;
 	pthread_cond_signal(&u->cond);
 	pthread_mutex_unlock(&u->lock);
+}
+
+void symupload_add(struct symupload *u, const struct file_id *id, const char *name,
+		   const char *path, int fd)
+{
+	struct job j = { .id = *id, .fd = fd };
+	snprintf(j.name, sizeof(j.name), "%s", name);
+	j.path = path && path[0] == '/' ? xstrndup(path, strnlen(path, 4095)) : NULL;
+	add_job(u, &j);
+}
+
+void symupload_add_cubin(struct symupload *u, uint64_t crc, int fd)
+{
+	struct job j = { .fd = fd, .cubin = true, .cubin_crc = crc };
+	snprintf(j.name, sizeof(j.name), "cubin:%016llx", (unsigned long long)crc);
+	add_job(u, &j);
 }
 
 void symupload_get_stats(struct symupload *u, struct symupload_stats *out)

@@ -55,6 +55,11 @@ struct symupload *symupload_start(const struct http_opts *opts, const struct sym
  * is looked up beside it. */
 void symupload_add(struct symupload *u, const struct file_id *id, const char *name,
 		   const char *path, int fd);
+/* Takes ownership of fd: a cubin (libembercuda.so saved it from a program
+ * that loaded it; CUPTI's CRC names it) that PC samples point into, sent
+ * as it is to PUT /ingest/v1/cubins/{crc} for the server to name their
+ * instructions (no "missing" question: the server keeps one per CRC). */
+void symupload_add_cubin(struct symupload *u, uint64_t crc, int fd);
 void symupload_get_stats(struct symupload *u, struct symupload_stats *out);
 void symupload_stop(struct symupload *u);
 

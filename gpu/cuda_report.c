@@ -10,20 +10,97 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-struct agg_entry {
-	struct cuda_agg_key key; /* key.name points at `name` below, key.nvtx after it */
-	uint64_t hash;
-	uint64_t total_ns;
-	uint64_t count;
-	char *name;              /* owned */
+/* --- the open-addressed tables (struct cuda_agg, struct cuda_pcs) --------
+ *
+ * Both are a struct table first (seen through a union with their typed
+ * slots), whose slots begin with a struct slot_head: one sizing, one
+ * reset and one free for both. */
+struct slot_head {
+	char *name; /* owned */
 	unsigned used;
 };
 
-struct cuda_agg {
-	struct agg_entry *slots; /* open addressing, `nslots` a power of two */
+struct table {
+	void *slots;      /* nslots (a power of two) slots, each starting with a struct slot_head */
 	unsigned nslots;
-	unsigned capacity;       /* keys before overflow */
+	unsigned capacity; /* keys it takes */
 	unsigned entries;
+};
+
+/* The typed view of a table's fields, first in each table's struct. */
+#define TABLE_OF(entry_type)                          \
+	union {                                       \
+		struct table table;                   \
+		struct {                              \
+			entry_type *slots;            \
+			unsigned nslots;              \
+			unsigned capacity;            \
+			unsigned entries;             \
+		};                                    \
+	}
+
+/* The zeroed slots of an open-addressed table for capacity entries (1 to
+ * max): a power of two at least twice capacity, at least 16, in *nslots;
+ * NULL when capacity is out of range or memory is short. */
+static void *slots_new(unsigned capacity, unsigned max, size_t slot_size, unsigned *nslots)
+{
+	if (capacity == 0 || capacity > max)
+		return NULL;
+	unsigned n = 16;
+	while (n < capacity * 2)
+		n <<= 1;
+	*nslots = n;
+	return calloc(n, slot_size);
+}
+
+/* A zeroed struct of `size` bytes that starts with a table of capacity
+ * keys (1 to max) of slot_size bytes, or NULL. */
+static void *table_new(size_t size, unsigned capacity, unsigned max, size_t slot_size)
+{
+	struct table *t = calloc(1, size);
+	if (!t)
+		return NULL;
+	t->slots = slots_new(capacity, max, slot_size, &t->nslots);
+	if (!t->slots) {
+		free(t);
+		return NULL;
+	}
+	t->capacity = capacity;
+	return t;
+}
+
+/* Empties the table: its names freed, its slots zeroed. */
+static void table_reset(struct table *t, size_t slot_size)
+{
+	for (unsigned i = 0; i < t->nslots; i++) {
+		struct slot_head *h = (struct slot_head *)(void *)((char *)t->slots + (size_t)i * slot_size);
+		if (h->used)
+			free(h->name);
+	}
+	memset(t->slots, 0, (size_t)t->nslots * slot_size);
+	t->entries = 0;
+}
+
+/* Frees what table_new made (NULL: nothing). */
+static void table_free(struct table *t, size_t slot_size)
+{
+	if (!t)
+		return;
+	table_reset(t, slot_size);
+	free(t->slots);
+	free(t);
+}
+
+struct agg_entry {
+	struct slot_head h;      /* first: the table's */
+	struct cuda_agg_key key; /* key.name points at h.name, key.nvtx after it */
+	uint64_t hash;
+	uint64_t total_ns;
+	uint64_t count;
+};
+
+struct cuda_agg {
+	TABLE_OF(struct agg_entry); /* first: table_new's; capacity: keys before overflow */
 	uint64_t overflowed;
 	struct agg_entry other[CUDA_WIRE_KIND_MAX + 1]; /* overflow, per kind */
 };
@@ -58,22 +135,8 @@ static int key_equal(const struct agg_entry *e, const struct cuda_agg_key *k)
 	       e->key.device == k->device && e->key.stream == k->stream && e->key.context == k->context &&
 	       e->key.api == k->api && e->key.stall == k->stall &&
 	       (!k->stall || (e->key.cubin_id == k->cubin_id && e->key.pc_offset == k->pc_offset)) &&
-	       e->key.name_len == k->name_len && memcmp(e->name, k->name, k->name_len) == 0 &&
+	       e->key.name_len == k->name_len && memcmp(e->h.name, k->name, k->name_len) == 0 &&
 	       e->key.nvtx_len == k->nvtx_len && (!k->nvtx_len || memcmp(e->key.nvtx, k->nvtx, k->nvtx_len) == 0);
-}
-
-/* The zeroed slots of an open-addressed table for capacity entries (1 to
- * max): a power of two at least twice capacity, at least 16, in *nslots;
- * NULL when capacity is out of range or memory is short. */
-static void *slots_new(unsigned capacity, unsigned max, size_t slot_size, unsigned *nslots)
-{
-	if (capacity == 0 || capacity > max)
-		return NULL;
-	unsigned n = 16;
-	while (n < capacity * 2)
-		n <<= 1;
-	*nslots = n;
-	return calloc(n, slot_size);
 }
 
 /* A copy of name's name_len bytes (not terminated), or NULL. */
@@ -87,38 +150,20 @@ static char *name_copy(const char *name, size_t name_len)
 
 struct cuda_agg *cuda_agg_new(unsigned capacity)
 {
-	struct cuda_agg *agg = calloc(1, sizeof(*agg));
-	if (!agg)
-		return NULL;
-	agg->slots = slots_new(capacity, 1u << 24, sizeof(*agg->slots), &agg->nslots);
-	if (!agg->slots) {
-		free(agg);
-		return NULL;
-	}
-	agg->capacity = capacity;
-	return agg;
+	return table_new(sizeof(struct cuda_agg), capacity, 1u << 24, sizeof(struct agg_entry));
 }
 
 void cuda_agg_reset(struct cuda_agg *agg)
 {
 	if (!agg)
 		return;
-	for (unsigned i = 0; i < agg->nslots; i++) {
-		if (agg->slots[i].used)
-			free(agg->slots[i].name);
-	}
-	memset(agg->slots, 0, agg->nslots * sizeof(*agg->slots));
+	table_reset(&agg->table, sizeof(*agg->slots));
 	memset(agg->other, 0, sizeof(agg->other));
-	agg->entries = 0;
 }
 
 void cuda_agg_free(struct cuda_agg *agg)
 {
-	if (!agg)
-		return;
-	cuda_agg_reset(agg);
-	free(agg->slots);
-	free(agg);
+	table_free(agg ? &agg->table : NULL, sizeof(struct agg_entry));
 }
 
 unsigned cuda_agg_entries(const struct cuda_agg *agg)
@@ -137,8 +182,8 @@ static const char other_name[] = "[other]";
 static void add_other(struct cuda_agg *agg, const struct cuda_agg_key *key, uint64_t ns, uint64_t count)
 {
 	struct agg_entry *o = &agg->other[key->kind];
-	if (!o->used) {
-		o->used = 1;
+	if (!o->h.used) {
+		o->h.used = 1;
 		o->key = *key;
 		o->key.stack_id = 0;
 		o->key.tid = 0;
@@ -183,20 +228,20 @@ static int add(struct cuda_agg *agg, const struct cuda_agg_key *key_in, uint64_t
 	unsigned mask = agg->nslots - 1;
 	for (unsigned i = (unsigned)h & mask, n = 0; n < agg->nslots; i = (i + 1) & mask, n++) {
 		struct agg_entry *e = &agg->slots[i];
-		if (!e->used) {
+		if (!e->h.used) {
 			if (agg->entries >= agg->capacity)
 				break;
-			e->name = malloc(key.name_len + key.nvtx_len);
-			if (!e->name)
+			e->h.name = malloc(key.name_len + key.nvtx_len);
+			if (!e->h.name)
 				return -1;
-			memcpy(e->name, key.name, key.name_len);
+			memcpy(e->h.name, key.name, key.name_len);
 			if (key.nvtx_len)
-				memcpy(e->name + key.name_len, key.nvtx, key.nvtx_len);
+				memcpy(e->h.name + key.name_len, key.nvtx, key.nvtx_len);
 			e->key = key;
-			e->key.name = e->name;
-			e->key.nvtx = key.nvtx_len ? e->name + key.name_len : NULL;
+			e->key.name = e->h.name;
+			e->key.nvtx = key.nvtx_len ? e->h.name + key.name_len : NULL;
 			e->hash = h;
-			e->used = 1;
+			e->h.used = 1;
 			e->total_ns = ns;
 			e->count = count;
 			agg->entries++;
@@ -235,12 +280,12 @@ int cuda_agg_carry(struct cuda_agg *dst, const struct cuda_agg *src, unsigned fr
 	int rc = 0;
 	for (unsigned i = 0; i < src->nslots; i++) {
 		const struct agg_entry *e = &src->slots[i];
-		if (e->used && slot_pos(src, i) >= from && add(dst, &e->key, e->total_ns, e->count) < 0)
+		if (e->h.used && slot_pos(src, i) >= from && add(dst, &e->key, e->total_ns, e->count) < 0)
 			rc = -1;
 	}
 	for (unsigned k = 1; k <= CUDA_WIRE_KIND_MAX; k++) {
 		const struct agg_entry *o = &src->other[k];
-		if (o->used && src->nslots + k >= from)
+		if (o->h.used && src->nslots + k >= from)
 			add_other(dst, &o->key, o->total_ns, o->count);
 	}
 	return rc;
@@ -488,17 +533,17 @@ int cuda_agg_encode(const struct cuda_agg *agg, cuda_emit_fn emit, void *ctx, un
 	int rc = 0;
 	for (unsigned i = from; rc == 0 && i < agg->nslots; i++) {
 		b->pos = i;
-		if (agg->slots[i].used && !agg->slots[i].key.stall)
+		if (agg->slots[i].h.used && !agg->slots[i].key.stall)
 			rc = encode_agg_entry(b, &agg->slots[i]);
 	}
 	for (unsigned k = 1; rc == 0 && k <= CUDA_WIRE_KIND_MAX; k++) {
 		b->pos = agg->nslots + k;
-		if (agg->other[k].used && b->pos >= from)
+		if (agg->other[k].h.used && b->pos >= from)
 			rc = encode_agg_entry(b, &agg->other[k]);
 	}
 	for (unsigned i = 0; rc == 0 && i < agg->nslots; i++) {
 		b->pos = pc_base(agg) + i;
-		if (agg->slots[i].used && agg->slots[i].key.stall && b->pos >= from)
+		if (agg->slots[i].h.used && agg->slots[i].key.stall && b->pos >= from)
 			rc = encode_agg_entry(b, &agg->slots[i]);
 	}
 	if (rc == 0)
@@ -537,53 +582,34 @@ int cuda_spans_encode(const struct cuda_spans *s, cuda_emit_fn emit, void *ctx)
 /* --- PC samples -------------------------------------------------------------- */
 
 struct pc_entry {
-	char *name; /* owned */
+	struct slot_head h; /* first: the table's */
 	size_t name_len;
 	uint64_t name_hash, hash;
 	uint64_t cubin_id, pc_offset;
 	const char *stall;
 	uint64_t samples;
-	unsigned used, taken; /* taken: its kernel had time in the report */
+	unsigned taken; /* its kernel had time in the report */
 };
 
 struct cuda_pcs {
-	struct pc_entry *slots;
-	unsigned nslots, capacity, entries;
+	TABLE_OF(struct pc_entry); /* first: table_new's */
 	uint64_t refused;
 };
 
 struct cuda_pcs *cuda_pcs_new(unsigned capacity)
 {
-	struct cuda_pcs *pcs = calloc(1, sizeof(*pcs));
-	if (!pcs)
-		return NULL;
-	pcs->slots = slots_new(capacity, 1u << 20, sizeof(*pcs->slots), &pcs->nslots);
-	if (!pcs->slots) {
-		free(pcs);
-		return NULL;
-	}
-	pcs->capacity = capacity;
-	return pcs;
+	return table_new(sizeof(struct cuda_pcs), capacity, 1u << 20, sizeof(struct pc_entry));
 }
 
 void cuda_pcs_reset(struct cuda_pcs *pcs)
 {
-	if (!pcs)
-		return;
-	for (unsigned i = 0; i < pcs->nslots; i++)
-		if (pcs->slots[i].used)
-			free(pcs->slots[i].name);
-	memset(pcs->slots, 0, pcs->nslots * sizeof(*pcs->slots));
-	pcs->entries = 0;
+	if (pcs)
+		table_reset(&pcs->table, sizeof(*pcs->slots));
 }
 
 void cuda_pcs_free(struct cuda_pcs *pcs)
 {
-	if (!pcs)
-		return;
-	cuda_pcs_reset(pcs);
-	free(pcs->slots);
-	free(pcs);
+	table_free(pcs ? &pcs->table : NULL, sizeof(struct pc_entry));
 }
 
 unsigned cuda_pcs_entries(const struct cuda_pcs *pcs)
@@ -612,11 +638,11 @@ int cuda_pcs_add(struct cuda_pcs *pcs, const char *name, size_t name_len, uint64
 	unsigned mask = pcs->nslots - 1;
 	for (unsigned i = (unsigned)h & mask, n = 0; n < pcs->nslots; i = (i + 1) & mask, n++) {
 		struct pc_entry *e = &pcs->slots[i];
-		if (!e->used) {
+		if (!e->h.used) {
 			if (pcs->entries >= pcs->capacity)
 				break;
-			e->name = name_copy(name, name_len);
-			if (!e->name)
+			e->h.name = name_copy(name, name_len);
+			if (!e->h.name)
 				return -1;
 			e->name_len = name_len;
 			e->name_hash = nh;
@@ -625,12 +651,12 @@ int cuda_pcs_add(struct cuda_pcs *pcs, const char *name, size_t name_len, uint64
 			e->pc_offset = pc_offset;
 			e->stall = stall;
 			e->samples = samples;
-			e->used = 1;
+			e->h.used = 1;
 			pcs->entries++;
 			return 0;
 		}
 		if (e->hash == h && e->cubin_id == cubin_id && e->pc_offset == pc_offset && e->stall == stall &&
-		    e->name_len == name_len && memcmp(e->name, name, name_len) == 0) {
+		    e->name_len == name_len && memcmp(e->h.name, name, name_len) == 0) {
 			e->samples += samples;
 			return 0;
 		}
@@ -732,7 +758,7 @@ static int split_entry(struct cuda_agg *dst, const struct agg_entry *e, struct p
 	if (lo < x->n && x->e[lo]->name_hash == nh && x->run_same[lo]) {
 		/* one name in the run: its first entries are the busiest */
 		struct pc_entry *p = x->e[lo];
-		if (p->name_len != e->key.name_len || memcmp(p->name, e->key.name, p->name_len) != 0)
+		if (p->name_len != e->key.name_len || memcmp(p->h.name, e->key.name, p->name_len) != 0)
 			return add(dst, &e->key, e->total_ns, e->count) < 0 ? -1 : 0;
 		uint64_t kept = 0;
 		for (size_t j = lo; j < x->run_end[lo] && n < CUDA_PC_PARTS_MAX; j++) {
@@ -749,7 +775,7 @@ static int split_entry(struct cuda_agg *dst, const struct agg_entry *e, struct p
 	} else {
 		for (size_t j = lo; j < x->n && x->e[j]->name_hash == nh; j++) {
 			struct pc_entry *p = x->e[j];
-			if (p->name_len != e->key.name_len || memcmp(p->name, e->key.name, p->name_len) != 0)
+			if (p->name_len != e->key.name_len || memcmp(p->h.name, e->key.name, p->name_len) != 0)
 				continue;
 			p->taken = 1;
 			if (n < CUDA_PC_PARTS_MAX) {
@@ -803,7 +829,7 @@ static int pc_index_build(struct pc_index *x, struct cuda_pcs *pcs)
 		return -1;
 	}
 	for (unsigned i = 0; i < pcs->nslots; i++)
-		if (pcs->slots[i].used)
+		if (pcs->slots[i].h.used)
 			x->e[x->n++] = &pcs->slots[i];
 	qsort(x->e, x->n, sizeof(*x->e), cmp_pc_name);
 	for (size_t lo = 0, end; lo < x->n; lo = end) {
@@ -812,7 +838,7 @@ static int pc_index_build(struct pc_index *x, struct cuda_pcs *pcs)
 		for (end = lo; end < x->n && x->e[end]->name_hash == x->e[lo]->name_hash; end++) {
 			sum += x->e[end]->samples;
 			same &= x->e[end]->name_len == x->e[lo]->name_len &&
-				memcmp(x->e[end]->name, x->e[lo]->name, x->e[lo]->name_len) == 0;
+				memcmp(x->e[end]->h.name, x->e[lo]->h.name, x->e[lo]->name_len) == 0;
 		}
 		x->run_end[lo] = end;
 		x->run_sum[lo] = sum;
@@ -829,7 +855,7 @@ int cuda_agg_apply_pcs(struct cuda_agg *dst, const struct cuda_agg *src, struct 
 		return -1;
 	for (unsigned i = 0; i < src->nslots + CUDA_WIRE_KIND_MAX; i++) {
 		const struct agg_entry *e = i < src->nslots ? &src->slots[i] : &src->other[i - src->nslots + 1];
-		if (!e->used)
+		if (!e->h.used)
 			continue;
 		if (i < src->nslots && (e->key.kind == CUDA_WIRE_KIND_KERNEL || e->key.kind == CUDA_WIRE_KIND_GRAPH) &&
 		    !e->key.stall && pcs->entries > 0) {
@@ -844,8 +870,8 @@ int cuda_agg_apply_pcs(struct cuda_agg *dst, const struct cuda_agg *src, struct 
 	}
 	for (unsigned i = 0; keep && i < pcs->nslots; i++) {
 		const struct pc_entry *p = &pcs->slots[i];
-		if (p->used && !p->taken &&
-		    cuda_pcs_add(keep, p->name, p->name_len, p->cubin_id, p->pc_offset, p->stall, p->samples) < 0)
+		if (p->h.used && !p->taken &&
+		    cuda_pcs_add(keep, p->h.name, p->name_len, p->cubin_id, p->pc_offset, p->stall, p->samples) < 0)
 			rc = -1;
 	}
 	pc_index_free(&x);

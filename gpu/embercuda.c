@@ -766,6 +766,7 @@ static struct {
 	pthread_mutex_t lock;       /* guards ctx, nctx, names, and the drains */
 	struct pc_ctx *ctx[PC_MAX_CTX];
 	unsigned nctx;
+	__typeof__(cuptiGetCubinCrc) *cuptiGetCubinCrc; /* optional: without it, no cubins saved */
 	char *names[PC_MAX_NAMES];  /* owned; live as long as the process (agg keys point at them) */
 	unsigned nnames;
 	struct cuda_pcs *pcs, *spare; /* under g.lock, swapped by the report */
@@ -993,11 +994,63 @@ static void pc_context_destroyed(CUcontext ctx)
 	pthread_mutex_unlock(&pc.lock);
 }
 
+/* --- cubins: the images PC samples point into ---------------------------------------------
+ *
+ * Each module the program loads (CUPTI's MODULE_LOADED resource callback
+ * hands over its image) is written once to CUBIN_DIR next to the agent's
+ * socket as <crc>.cubin, crc in 16 hex digits as cuptiGetCubinCrc
+ * computes it: the cubinCrc that PC records carry. A file already there is
+ * not written again (the cache by hash, shared by every process the agent
+ * serves). The agent uploads a cubin to the server when a PC entry names
+ * it, and the server names the instructions at query time
+ * (docs/internals/gpu.md). Only where the agent made CUBIN_DIR. */
+#define CUBIN_DIR "cubins"
+#define CUBIN_MAX (256u << 20) /* bytes: larger images are not saved */
+
+static void cubin_save(const void *image, size_t size)
+{
+	if (!pc.cuptiGetCubinCrc || !image || size < 64 || size > CUBIN_MAX)
+		return;
+	CUpti_GetCubinCrcParams cp = { .size = CUpti_GetCubinCrcParamsSize, .cubinSize = size, .cubin = image };
+	if (pc.cuptiGetCubinCrc(&cp) != CUPTI_SUCCESS)
+		return;
+	char dir[sizeof(g.cfg.socket_path)], path[sizeof(dir) + 64], tmp[sizeof(path) + 32];
+	memcpy(dir, g.cfg.socket_path, sizeof(dir));
+	int n = snprintf(path, sizeof(path), "%s/" CUBIN_DIR "/%016llx.cubin", dirname(dir),
+			 (unsigned long long)cp.cubinCrc);
+	if (n < 0 || (size_t)n >= sizeof(path) || access(path, F_OK) == 0)
+		return;
+	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0)
+		return; /* no CUBIN_DIR (an older agent), or not ours to write */
+	const char *p = image;
+	size_t left = size;
+	while (left > 0) {
+		ssize_t w = write(fd, p, left);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break;
+		p += w;
+		left -= (size_t)w;
+	}
+	if (close(fd) < 0 || left > 0 || rename(tmp, path) < 0) {
+		(void)unlink(tmp);
+		return;
+	}
+	say("cubin %016llx (%zu bytes) saved for the agent", (unsigned long long)cp.cubinCrc, size);
+}
+
 static void on_resource(CUpti_CallbackId cbid, const CUpti_ResourceData *rd)
 {
 	if (!pc.on || !rd)
 		return;
-	if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
+	if (cbid == CUPTI_CBID_RESOURCE_MODULE_LOADED) {
+		const CUpti_ModuleResourceData *m = rd->resourceDescriptor;
+		if (m)
+			cubin_save(m->pCubin, m->cubinSize);
+	} else if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
 		pthread_mutex_lock(&pc.lock);
 		pc_enable(rd->context);
 		pthread_mutex_unlock(&pc.lock);
@@ -1018,6 +1071,11 @@ static void pc_init(void)
 	}
 	PC_FUNCS(X)
 #undef X
+	pc.cuptiGetCubinCrc = (__typeof__(cuptiGetCubinCrc) *)dlsym(g.cupti_handle, "cuptiGetCubinCrc");
+	if (pc.cuptiGetCubinCrc &&
+	    g.cupti.cuptiEnableCallback(1, g.subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_LOADED) !=
+		    CUPTI_SUCCESS)
+		pc.cuptiGetCubinCrc = NULL; /* PC sampling without instruction names */
 	pc.stride = g.cupti_version >= PC_API_CORRELATION ? sizeof(struct pc_data_v22) : sizeof(CUpti_PCSamplingPCData);
 	pc.pcs = cuda_pcs_new(PC_TABLE);
 	pc.spare = cuda_pcs_new(PC_TABLE);

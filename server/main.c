@@ -45,6 +45,7 @@ struct server_config {
 	char *data_dir;
 	char *metadata, *metadata_password_file;
 	char *debuginfod_urls;
+	char *nvdisasm;
 	char *config;
 	int64_t retention_ms;
 	int64_t block_resolution_ms;
@@ -115,6 +116,9 @@ static const struct flag_def defs[] = {
 	  "file whose first line is the PostgreSQL password of --metadata (or use the URL's or libpq's own forms)" },
 	{ "debuginfod-urls", FLAG_STRING, "", OFF(debuginfod_urls), 0, 0,
 	  "space-separated debuginfod servers to fetch symbols from by build ID (global symbolization)" },
+	{ "nvdisasm", FLAG_STRING, "", OFF(nvdisasm), 0, 0,
+	  "NVIDIA's nvdisasm, which names PC sampling's SASS instructions from the cubins agents upload "
+	  "(\"\": found on PATH or in /usr/local/cuda/bin; \"none\": instructions keep their cubin+offset names)" },
 	{ "retention", FLAG_DURATION, "14d", OFF(retention_ms), 3600000, 3650ULL * 86400000,
 	  "how long samples are kept (partitions older than this are deleted)" },
 	{ "block-resolution", FLAG_DURATION, "10s", OFF(block_resolution_ms), 1, 3600000,
@@ -346,6 +350,29 @@ static int migrate_main(int argc, char **argv)
 	return rc == CH_OK ? 0 : 1;
 }
 
+/* The nvdisasm -nvdisasm names: the flag's path, else the first
+ * executable one on PATH or in /usr/local/cuda/bin; false for none. */
+static bool find_nvdisasm(const char *flag, char *out, size_t cap)
+{
+	if (!strcmp(flag, "none"))
+		return false;
+	if (*flag) {
+		snprintf(out, cap, "%s", flag);
+		return true;
+	}
+	const char *env = getenv("PATH");
+	char *dirs = xstrdup(env && *env ? env : "/usr/bin:/bin"), *save = NULL;
+	bool found = false;
+	for (char *d = strtok_r(dirs, ":", &save); d && !found; d = strtok_r(NULL, ":", &save)) {
+		int n = snprintf(out, cap, "%s/nvdisasm", d);
+		found = n > 0 && (size_t)n < cap && access(out, X_OK) == 0;
+	}
+	free(dirs);
+	if (!found)
+		found = snprintf(out, cap, "/usr/local/cuda/bin/nvdisasm") > 0 && access(out, X_OK) == 0;
+	return found;
+}
+
 int main(int argc, char **argv, char **envp)
 {
 	struct server_config cfg = { 0 };
@@ -519,6 +546,11 @@ int main(int argc, char **argv, char **envp)
 	srv.sessions = sessions_new(cfg.session_memory_mib << 20,
 				    MIN(cfg.session_memory_mib << 20, (uint64_t)SESSION_MAX_BYTES),
 				    cfg.session_idle_ms);
+	char nvdisasm[4096];
+	if (find_nvdisasm(cfg.nvdisasm, nvdisasm, sizeof(nvdisasm))) {
+		symbols_set_nvdisasm(srv.symbols, nvdisasm);
+		log_info("SASS instructions named by %s", nvdisasm);
+	}
 	if (*cfg.debuginfod_urls) {
 		srv.fetcher = fetcher_start(srv.symbols, cfg.debuginfod_urls, cfg.data_dir, &err);
 		if (!srv.fetcher) {

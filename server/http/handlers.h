@@ -21,6 +21,7 @@ void handle_ingest_session_batch(struct server *srv, const struct http_req *req,
 void handle_ingest_metrics(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_symbols_missing(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_symbols_put(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_cubin_put(struct server *srv, const struct http_req *req, struct http_resp *resp);
 
 void handle_healthz(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_metrics(struct server *srv, const struct http_req *req, struct http_resp *resp);

@@ -520,6 +520,19 @@ void handle_symbols_missing(struct server *srv, const struct http_req *req, stru
 	http_json_end(resp, &w, 200);
 }
 
+/* An upload the store did not take: -1 invalid (400), else storage (503). */
+static void refuse_upload(struct server *srv, struct http_resp *resp, int rc, const char *what, const struct buf *err)
+{
+	if (rc == -1) {
+		count(&srv->counters.symbols_rejected, 1);
+		http_error(resp, 400, "%s", err->data);
+		return;
+	}
+	log_error("%s: %s", what, err->data);
+	http_error(resp, 503, "%s could not be stored: %s", what, err->data);
+	resp->retry_after = "30";
+}
+
 void handle_symbols_put(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
 	struct file_id id;
@@ -597,13 +610,8 @@ void handle_symbols_put(struct server *srv, const struct http_req *req, struct h
 		jsonw_kv_str(&w, "kept", "the stored symbols are at least as complete");
 		jsonw_end_object(&w);
 		http_json_end(resp, &w, 200);
-	} else if (rc == -1) {
-		count(&srv->counters.symbols_rejected, 1);
-		http_error(resp, 400, "%s", err.data);
 	} else if (rc < 0) {
-		log_error("symbols: %s", err.data);
-		http_error(resp, 503, "the symbol file could not be stored: %s", err.data);
-		resp->retry_after = "30";
+		refuse_upload(srv, resp, rc, "the symbol file", &err);
 	} else {
 		count(&srv->counters.symbols_uploaded, 1);
 		const char *name = http_query_arg(req, "name");
@@ -613,5 +621,38 @@ void handle_symbols_put(struct server *srv, const struct http_req *req, struct h
 	}
 	if (map)
 		munmap(map, len);
+	buf_free(&err);
+}
+
+void handle_cubin_put(struct server *srv, const struct http_req *req, struct http_resp *resp)
+{
+	const char *hex = req->params[0];
+	uint8_t raw[8];
+	if (strlen(hex) != 16 || hex_decode(hex, 16, raw, sizeof(raw)) < 0) {
+		http_error(resp, 400, "cubin CRC: expected 16 hex digits");
+		return;
+	}
+	uint64_t crc = 0;
+	for (size_t i = 0; i < sizeof(raw); i++)
+		crc = crc << 8 | raw[i];
+	const char *enc = http_header(req, "Content-Encoding");
+	if (enc && strcmp(enc, "identity") != 0) {
+		http_error(resp, 415, "unsupported Content-Encoding %s (send the cubin as it is)", enc);
+		return;
+	}
+	struct symbols *sym = symbol_scope(srv, req, resp);
+	if (!sym)
+		return;
+	struct buf err = { 0 };
+	int rc = symbols_put_cubin(sym, crc, req->body, req->body_len, &err);
+	if (rc == 1) {
+		http_json_bool(resp, 200, "stored", false);
+	} else if (rc < 0) {
+		refuse_upload(srv, resp, rc, "the cubin", &err);
+	} else {
+		count(&srv->counters.symbols_uploaded, 1);
+		log_debug("cubin %s stored (%zu bytes)", hex, req->body_len);
+		http_json_bool(resp, 201, "stored", true);
+	}
 	buf_free(&err);
 }

@@ -31,6 +31,7 @@ const struct route server_routes[] = {
 	{ "POST", "/ingest/v1/metrics", handle_ingest_metrics, MET_MAX_COMPRESSED, IN, IN_BODY("ingest:metrics:write") },
 	{ "POST", "/ingest/v1/symbols/missing", handle_symbols_missing, 8 * MiB, IN, IN_BODY("ingest:symbols:write") },
 	{ "PUT", "/ingest/v1/symbols/{file_id}", handle_symbols_put, 256 * MiB, IN | HTTP_SPOOL, IN_BODY("ingest:symbols:write") },
+	{ "PUT", "/ingest/v1/cubins/{crc}", handle_cubin_put, 256 * MiB, IN | HTTP_SPOOL, IN_BODY("ingest:symbols:write") },
 	{ "POST", "/api/v1/auth/login", handle_auth_login, 64 * KiB, 0, PUB },
 	{ "POST", "/api/v1/auth/refresh", handle_auth_refresh, 0, 0, PUB },
 	{ "POST", "/api/v1/auth/logout", handle_auth_logout, 0, 0, PUB },

@@ -257,6 +257,29 @@ static void push_run(struct display *d, uint32_t key, uint32_t line)
 	d->runs[d->nruns++] = (struct drun){ key, line };
 }
 
+/* A PC-sampled instruction: its cubin ("cubin:<crc>") as the binary, its
+ * function as the name, its offset in the function as the address. Named
+ * "MNEMONIC +0xOFFSET" once the server has the cubin and nvdisasm
+ * (symbols_sass), "cubin:<crc>+0xOFFSET" until then. */
+static void symbolize_sass(struct display *d, const struct store_frame_info *f, const char *binary)
+{
+	struct buf *name = &d->name;
+	buf_reset(name);
+	unsigned long long crc;
+	int used = 0;
+	const char *m = NULL;
+	if (f->name && sscanf(binary, "cubin:%16llx%n", &crc, &used) == 1 && used == 22 && !binary[used])
+		m = symbols_sass(d->sym, crc, f->name, f->address);
+	if (m)
+		buf_printf(name, "%s +0x%llx", m, (unsigned long long)f->address);
+	else
+		buf_printf(name, "%s+0x%llx", *binary ? binary : "[unknown]", (unsigned long long)f->address);
+	uint32_t key = display_key(d, f->type, name->data, binary, NULL);
+	if (!m)
+		display_mark_unsymbolized(d, key, f->address);
+	push_run(d, key, 0);
+}
+
 static void symbolize(struct display *d, const struct store_frame_info *f)
 {
 	const char *binary = f->binary ? f->binary : "";
@@ -275,6 +298,10 @@ static void symbolize(struct display *d, const struct store_frame_info *f)
 		push_run(d, display_key(d, f->type, f->name, base ? base + 1 : src,
 					src),
 			 (uint32_t)MIN(f->address, (uint64_t)UINT32_MAX));
+		return;
+	}
+	if (f->type == SFT_CUDA_SASS) {
+		symbolize_sass(d, f, binary);
 		return;
 	}
 	if (f->name) {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "hmap.h"
+#include "sass.h"
 #include "log.h"
 #include "util.h"
 
@@ -58,6 +59,15 @@ struct symbols {
 	struct bid *bids; /* build ID -> file id */
 	size_t nbids, capbids;
 	struct hmap bid_index;
+	/* Cubins (symbols_put_cubin) disassembled on first use, by CRC;
+	 * under mu. The tables never change once added. */
+	struct cubin {
+		uint64_t crc;
+		struct sass_table *t; /* NULL: nvdisasm failed at failed_ms */
+		int64_t failed_ms;
+	} *cubins;
+	size_t ncubins, capcubins;
+	char *nvdisasm; /* the global store's (symbols_set_nvdisasm); NULL: none */
 	struct retired *retired; /* replaced mappings, unmapped at close */
 	size_t nretired, capretired;
 	/* uploads on their way (symbols_expect): a fixed table, slot by id
@@ -246,6 +256,12 @@ void symbols_close(struct symbols *s)
 	for (size_t i = 0; i < s->nretired; i++)
 		munmap(s->retired[i].map, s->retired[i].len);
 	free(s->retired);
+	for (size_t i = 0; i < s->ncubins; i++) {
+		sass_free(s->cubins[i].t);
+		free(s->cubins[i].t);
+	}
+	free(s->cubins);
+	free(s->nvdisasm);
 	free(s->entries);
 	hmap_free(&s->index);
 	free(s->bids);
@@ -305,6 +321,30 @@ static void save_bid(struct symbols *s, const uint8_t *bid, int len, const struc
 static int quality_any_one(struct symbols *s, const struct file_id *id, const uint8_t *build_id,
 			   int build_id_len);
 
+/* Writes len bytes to tmp, fsyncs and renames it to final: a reader sees
+ * the whole file or none. Returns 0, or -1 with err set. */
+static int store_whole(const char *tmp, const char *final, const void *data, size_t len, struct buf *err)
+{
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		buf_printf(err, "cannot create %s: %s", tmp, strerror(errno));
+		return -1;
+	}
+	if (write_exact(fd, data, len) < 0 || fsync(fd) < 0) {
+		buf_printf(err, "cannot write %s: %s", tmp, strerror(errno));
+		close(fd);
+		unlink(tmp);
+		return -1;
+	}
+	close(fd);
+	if (rename(tmp, final) < 0) {
+		buf_printf(err, "cannot rename %s: %s", tmp, strerror(errno));
+		unlink(tmp);
+		return -1;
+	}
+	return 0;
+}
+
 int symbols_put(struct symbols *s, const struct file_id *id, const uint8_t *build_id,
 		int build_id_len, const void *data, size_t len, struct buf *err)
 {
@@ -334,23 +374,8 @@ int symbols_put(struct symbols *s, const struct file_id *id, const uint8_t *buil
 		rc = 1; /* what is stored is at least as good */
 		goto out;
 	}
-	int fd = open(tmp.data, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		buf_printf(err, "cannot create %s: %s", tmp.data, strerror(errno));
+	if (store_whole(tmp.data, final.data, data, len, err) < 0)
 		goto out;
-	}
-	if (write_exact(fd, data, len) < 0 || fsync(fd) < 0) {
-		buf_printf(err, "cannot write %s: %s", tmp.data, strerror(errno));
-		close(fd);
-		unlink(tmp.data);
-		goto out;
-	}
-	close(fd);
-	if (rename(tmp.data, final.data) < 0) {
-		buf_printf(err, "cannot rename %s: %s", tmp.data, strerror(errno));
-		unlink(tmp.data);
-		goto out;
-	}
 	if (!e) {
 		e = add(s, id);
 	} else if (e->map) {
@@ -544,4 +569,127 @@ int symbols_lookup(struct symbols *s, const struct file_id *id, const uint8_t *b
 			return lookup_one(s->parent, id, build_id, build_id_len, offset, out, max);
 	}
 	return lookup_one(s, id, build_id, build_id_len, offset, out, max);
+}
+
+/* --- cubins ------------------------------------------------------------------ */
+
+#define CUBIN_RETRY_MS 60000 /* a cubin nvdisasm failed on is tried again after */
+#define CUBIN_DISASM_MS 20000
+#define CUBIN_DISASM_OUT (256u << 20)
+#define EM_CUDA_MACHINE 190
+
+void symbols_set_nvdisasm(struct symbols *s, const char *path)
+{
+	pthread_mutex_lock(&s->mu);
+	free(s->nvdisasm);
+	s->nvdisasm = path && *path ? xstrdup(path) : NULL;
+	pthread_mutex_unlock(&s->mu);
+}
+
+static void cubin_path(const struct symbols *s, uint64_t crc, const char *ext, struct buf *out)
+{
+	buf_printf(out, "%s/cubins/%016llx%s", s->dir, (unsigned long long)crc, ext);
+}
+
+int symbols_put_cubin(struct symbols *s, uint64_t crc, const void *data, size_t len, struct buf *err)
+{
+	const unsigned char *b = data;
+	/* A 64-bit little-endian ELF for NVIDIA's CUDA machine: what nvdisasm
+	 * reads. Its parser sees the rest, in a child process. */
+	if (len < 64 || len > SYMBOLS_MAX_CUBIN || memcmp(b, "\177ELF", 4) != 0 || b[4] != 2 || b[5] != 1 ||
+	    (b[18] | b[19] << 8) != EM_CUDA_MACHINE) {
+		buf_printf(err, "not a cubin (a 64-bit little-endian CUDA ELF of at most %u bytes)",
+			   SYMBOLS_MAX_CUBIN);
+		return -1;
+	}
+	struct buf dir = { 0 }, tmp = { 0 }, final = { 0 };
+	buf_printf(&dir, "%s/cubins", s->dir);
+	cubin_path(s, crc, ".tmp", &tmp);
+	cubin_path(s, crc, ".cubin", &final);
+	int rc = -2;
+	pthread_mutex_lock(&s->mu);
+	if (access(final.data, F_OK) == 0)
+		rc = 1; /* named by its CRC: the same image */
+	else if (mkdir(dir.data, 0755) < 0 && errno != EEXIST)
+		buf_printf(err, "cannot create %s: %s", dir.data, strerror(errno));
+	else if (store_whole(tmp.data, final.data, data, len, err) == 0)
+		rc = 0;
+	pthread_mutex_unlock(&s->mu);
+	buf_free(&dir);
+	buf_free(&tmp);
+	buf_free(&final);
+	return rc;
+}
+
+static struct cubin *find_cubin(struct symbols *s, uint64_t crc)
+{
+	for (size_t i = 0; i < s->ncubins; i++)
+		if (s->cubins[i].crc == crc)
+			return &s->cubins[i];
+	return NULL;
+}
+
+/* The mnemonic from this store's cubin, disassembled on first use (outside
+ * the lock: nvdisasm may take a while). */
+static const char *sass_one(struct symbols *s, const char *nvdisasm, uint64_t crc, const char *func,
+			    uint64_t offset)
+{
+	pthread_mutex_lock(&s->mu);
+	struct cubin *c = find_cubin(s, crc);
+	int64_t now = now_unix_ms();
+	if (c && (c->t || now - c->failed_ms < CUBIN_RETRY_MS)) {
+		const char *m = c->t ? sass_lookup(c->t, func, offset) : NULL;
+		pthread_mutex_unlock(&s->mu);
+		return m;
+	}
+	pthread_mutex_unlock(&s->mu);
+	struct buf path = { 0 }, err = { 0 };
+	cubin_path(s, crc, ".cubin", &path);
+	if (access(path.data, R_OK) != 0) {
+		buf_free(&path);
+		return NULL; /* not uploaded (yet) */
+	}
+	struct sass_table *t = xcalloc(1, sizeof(*t));
+	if (sass_disassemble(nvdisasm, path.data, CUBIN_DISASM_MS, CUBIN_DISASM_OUT, t, &err) < 0) {
+		log_warn("SASS of cubin %016llx: %s", (unsigned long long)crc, err.data);
+		sass_free(t);
+		free(t);
+		t = NULL;
+	}
+	buf_free(&path);
+	buf_free(&err);
+	pthread_mutex_lock(&s->mu);
+	c = find_cubin(s, crc);
+	if (!c) {
+		xgrow((void **)&s->cubins, &s->capcubins, s->ncubins + 1, sizeof(*s->cubins));
+		c = &s->cubins[s->ncubins++];
+		*c = (struct cubin){ .crc = crc };
+	}
+	if (!c->t) {
+		c->t = t;
+		c->failed_ms = t ? 0 : now;
+		t = NULL;
+	}
+	const char *m = c->t ? sass_lookup(c->t, func, offset) : NULL;
+	pthread_mutex_unlock(&s->mu);
+	if (t) { /* another query disassembled it first */
+		sass_free(t);
+		free(t);
+	}
+	return m;
+}
+
+const char *symbols_sass(struct symbols *s, uint64_t crc, const char *func, uint64_t offset)
+{
+	struct symbols *g = s->parent ? s->parent : s;
+	pthread_mutex_lock(&g->mu);
+	char *tool = g->nvdisasm ? xstrdup(g->nvdisasm) : NULL;
+	pthread_mutex_unlock(&g->mu);
+	if (!tool)
+		return NULL;
+	const char *m = sass_one(s, tool, crc, func, offset);
+	if (!m && s->parent)
+		m = sass_one(s->parent, tool, crc, func, offset);
+	free(tool);
+	return m;
 }

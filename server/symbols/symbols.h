@@ -65,6 +65,26 @@ int symbols_quality_any(struct symbols *s, const struct file_id *id, const uint8
 			int build_id_len);
 size_t symbols_count(struct symbols *s);
 
+/* --- cubins: the SASS names of PC sampling's cuda_sass frames ------------
+ * A cubin (a CUDA ELF image the agent found a program loading) is stored
+ * as DATA_DIR/symbols[/projects/<id>]/cubins/<crc>.cubin, crc as CUPTI
+ * computes it (16 hex digits), the name its PC samples carry. At query
+ * time symbols_sass() names an instruction by its function and offset:
+ * the cubin is disassembled once, on first use, by NVIDIA's nvdisasm
+ * (symbols_set_nvdisasm, server flag -nvdisasm; sass.h), and its table
+ * kept while the server runs (one that failed is tried again after a
+ * minute). Without nvdisasm, or before the cubin is uploaded, frames keep
+ * their cubin+offset name. */
+#define SYMBOLS_MAX_CUBIN (256u << 20)
+/* Path of nvdisasm for every store (set on the global one); NULL or "": none. */
+void symbols_set_nvdisasm(struct symbols *s, const char *path);
+/* Stores a cubin (a 64-bit CUDA ELF; else -1 with err). Returns 0 stored,
+ * 1 already stored (a CRC names one image), -1 invalid, -2 storage failure. */
+int symbols_put_cubin(struct symbols *s, uint64_t crc, const void *data, size_t len, struct buf *err);
+/* The mnemonic of func's instruction at offset in cubin crc (the store's
+ * own, else the global one's), valid until symbols_close; NULL when unknown. */
+const char *symbols_sass(struct symbols *s, uint64_t crc, const char *func, uint64_t offset);
+
 /* The store of project's own uploads (opened on first use; owned by s,
  * closed with it), which reads through to s; project NULL: s itself.
  * NULL with err set when its folder cannot be made. */

@@ -28,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 sys.path.insert(0, HERE)
-from harness import GPU_LEAF_TYPES, WORKLOADS, check_tree, fake_cuda_env, wait_until, walk  # noqa: E402
+from harness import GPU_LEAF_TYPES, WORKLOADS, check_tree, fake_cuda_env, walk  # noqa: E402
 from devrun import FAKE, check, failures, results, settled, start  # noqa: E402
 
 OUT = os.environ.get("OUT", "/tmp/ember-cuda-e2e")
@@ -74,9 +74,6 @@ def run(cmd, env, timeout=300):
 os.makedirs(OUT, exist_ok=True)
 server, agent, lib = start(OUT)
 try:
-    wait_until(lambda: os.path.exists(lib) and f"CUDA_INJECTION64_PATH={lib}" in agent.output(), 30,
-               what="the agent to install the library")
-
     # 1. the C program's split and stacks
     if FAKE:
         steps = 3000

@@ -3,6 +3,7 @@ server and agent run from build/devbundle (scripts/device-bundle.sh), the
 checks they print and count, and the GPU flamegraph once it has settled.
 EMBER_E2E_FAKE=1 runs a script on the TEST-ONLY fake driver instead."""
 
+import filecmp
 import os
 import sys
 
@@ -28,12 +29,53 @@ def bundled(proc):
     return proc
 
 
-def start(out):
-    """ember-server and ember-agent from the bundle, data and the CUDA
-    profiler directory under out; the library the agent installs."""
-    server = bundled(Server(os.path.join(out, "data"))).start()
+def stale_bundle():
+    """Why build/devbundle is not the build it is run with, or None. A
+    bundle made before the last build runs an older agent, whose library
+    may lack what the script checks (a bundle from before PC sampling made
+    gpu_deep.sh see 0 % of kernel time under cuda_sass): its binaries must
+    be build/bin's (where this checkout has them; the GPU machine gets the
+    bundle alone)."""
+    for prog in ("ember-server", "ember-agent"):
+        built = os.path.join(ROOT, "build", "bin", prog)
+        packed = os.path.join(ROOT, "build", "devbundle", "real", prog)
+        if os.path.exists(built) and not filecmp.cmp(built, packed, shallow=False):
+            return f"build/devbundle/real/{prog} is not build/bin/{prog}"
+    return None
+
+
+def stale_library(installed):
+    """Why the library the bundle's agent installed is not build/lib's
+    (the one this checkout built, carried to the GPU machine), or None."""
+    built = os.path.join(ROOT, "build", "lib", "libembercuda.so")
+    if not filecmp.cmp(built, installed, shallow=False):
+        return f"the agent installed another libembercuda.so than {built}"
+    return None
+
+
+def start(out, *server_flags):
+    """ember-server (with server_flags) and ember-agent from the bundle,
+    data and the CUDA profiler directory under out; the library the agent
+    installs. Exits at once when the bundle is not this build's."""
+    why = stale_bundle()
+    if why:
+        sys.exit(f"FAIL stale bundle: {why}; rerun: make all gpu-test && scripts/device-bundle.sh")
+    server = bundled(Server(os.path.join(out, "data"), None, *server_flags)).start()
     agent = bundled(Agent(server.url, f"-cuda-profiler-dir={os.path.join(out, 'profiler')}")).start()
-    return server, agent, os.path.join(out, "profiler", "libembercuda.so")
+    lib = os.path.join(out, "profiler", "libembercuda.so")
+    try:
+        wait_until(lambda: os.path.exists(lib) and f"CUDA_INJECTION64_PATH={lib}" in agent.output(), 30,
+                   what="the agent to install the library")
+        why = stale_library(lib)
+    except BaseException:
+        agent.stop()
+        server.stop()
+        raise
+    if why:
+        agent.stop()
+        server.stop()
+        sys.exit(f"FAIL stale bundle: {why}; rerun: make all gpu-test && scripts/device-bundle.sh")
+    return server, agent, lib
 
 
 def settled(server, query, timeout=90):

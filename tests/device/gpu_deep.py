@@ -8,18 +8,25 @@ library the agent installs, and pc_deep (tests/device/pc_deep.cu):
      memory one (long_scoreboard, lg_throttle, tex_throttle, drain, membar,
      short_scoreboard, mio_throttle), compute_bound's is not; the library
      did not say PC sampling was refused;
-  2. overhead: each kernel's median CUDA-event time with sampling on
+  2. SASS names (where EMBER_NVDISASM names an nvdisasm for the server):
+     every cuda_sass frame under the two kernels is named by its mnemonic
+     ("LDG.E +0xc0"): the library saved the cubin the program loaded, the
+     agent uploaded it, the server disassembled it;
+  3. overhead: each kernel's median CUDA-event time with sampling on
      against the same program injected with sampling off, in % (reported,
      and at most 50 % for the check; the figure goes to docs/performance.md).
 
 With EMBER_E2E_FAKE=1 the program is the fake-driver workload
-(build/workloads/cuda_launch) whose kernels k_big and k_small get scripted
-samples standing for a memory-bound and a compute-bound kernel, to check
-this script where there is no GPU; step 2 is left out there. Prints RESULT
+(build/workloads/cuda_launch) launching the kernels mem_bound and
+compute_bound of the checked-in tests/data/sass/pc_kernels_sm90.cubin
+(which the fake driver loads), with scripted samples at its memory and
+arithmetic instructions, to check this script where there is no GPU; step
+3 is left out there. Prints RESULT
 lines, writes $OUT/gpu_deep.json; exit status 1 when a check fails."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -28,11 +35,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 sys.path.insert(0, HERE)
-from harness import WORKLOADS, fake_cuda_env, wait_until, walk  # noqa: E402
+from harness import WORKLOADS, fake_cuda_env, gpu_flamegraph, wait_until, walk  # noqa: E402
 from devrun import FAKE, check, failures, results, settled, start  # noqa: E402
 
 OUT = os.environ.get("OUT", "/tmp/ember-gpu-deep")
 PREFIX = "smsp__pcsamp_warps_issue_stalled_"
+MNEMONIC = re.compile(r"^[A-Z][A-Z0-9_.]* \+0x[0-9a-f]+$")
+FAKE_CUBIN = os.path.join(ROOT, "tests", "data", "sass", "pc_kernels_sm90.cubin")
+# nvdisasm for the server: gpu_deep.sh names the CUDA toolkit's (the
+# test-only one in build/cudatools in fake mode); none: no names checked.
+NVDISASM = os.environ.get("EMBER_NVDISASM", "")
 MEMORY = {"long_scoreboard", "lg_throttle", "tex_throttle", "drain", "membar", "short_scoreboard", "mio_throttle"}
 
 
@@ -43,6 +55,17 @@ def reason(name):
     """The short reason of a CUPTI stall name (..._not_issued counts as its reason)."""
     r = name[len(PREFIX):] if name.startswith(PREFIX) else name
     return r[:-len("_not_issued")] if r.endswith("_not_issued") else r
+
+
+def named_sass(tree, kernel):
+    """kernel's time under cuda_sass frames: in all, and under those named
+    by a mnemonic ("LDG.E +0xc0", not "cubin:<crc>+0xc0")."""
+    total = named = 0
+    for path, n in walk(tree["root"]):
+        if n["frame_type"] == "cuda_sass" and len(path) >= 2 and kernel in path[-2]:
+            total += n["total"]
+            named += n["total"] if MNEMONIC.match(n["name"]) else 0
+    return total, named
 
 
 def stalls(tree, kernel):
@@ -68,10 +91,13 @@ def run(cmd, env, timeout=400):
 
 def env_for(lib, pc):
     if FAKE:
-        env = fake_cuda_env(lib, "k_big=700000,k_small=300000")
-        env["FAKE_CUDA_PCSAMPLES"] = ("k_big:0x90:long_scoreboard:6,k_big:0xa0:selected:1,k_big:0xb0:wait:1,"
-                                      "k_small:0x40:math_pipe_throttle:3,k_small:0x50:wait:2,"
-                                      "k_small:0x60:long_scoreboard:1")
+        # The checked-in cubin's kernels, sampled at its real instructions
+        # (tests/data/sass/pc_kernels_sm90.mnemonics.tsv).
+        env = fake_cuda_env(lib, "mem_bound=700000,compute_bound=300000",
+                            CUDA_LAUNCH_KERNELS="mem_bound,compute_bound", FAKE_CUDA_CUBIN=FAKE_CUBIN)
+        env["FAKE_CUDA_PCSAMPLES"] = ("mem_bound:0xc0:long_scoreboard:6,mem_bound:0xe0:selected:1,"
+                                      "mem_bound:0xf0:wait:1,compute_bound:0x90:math_pipe_throttle:3,"
+                                      "compute_bound:0xb0:wait:2,compute_bound:0xa0:long_scoreboard:1")
     else:
         env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_CUDA_")}
         env["CUDA_INJECTION64_PATH"] = lib
@@ -81,22 +107,20 @@ def env_for(lib, pc):
 
 
 os.makedirs(OUT, exist_ok=True)
-server, agent, lib = start(OUT)
+server, agent, lib = start(OUT, f"-nvdisasm={NVDISASM or 'none'}")
 try:
-    wait_until(lambda: os.path.exists(lib) and f"CUDA_INJECTION64_PATH={lib}" in agent.output(), 30,
-               what="the agent to install the library")
+    kernels = ("mem_bound", "compute_bound")
     if FAKE:
-        prog, kernels = "cuda_launch", ("k_big", "k_small")
-        cmd = [os.path.join(WORKLOADS, "cuda_launch"), "2000", "1", "4"]
+        prog, cmd = "cuda_launch", [os.path.join(WORKLOADS, "cuda_launch"), "2000", "1", "4"]
     else:
-        prog, kernels = "pc_deep", ("mem_bound", "compute_bound")
-        cmd = [os.path.join(OUT, "pc_deep"), "400"]
+        prog, cmd = "pc_deep", [os.path.join(OUT, "pc_deep"), "400"]
 
     # 1. stall reasons
     r = run(cmd, env_for(lib, True))
     check(r.returncode == 0, f"{prog} ran with PC sampling on")
     check("PC sampling refused" not in r.stderr and "PC sampling unavailable" not in r.stderr,
           "CUPTI allowed PC sampling (else: run as root or NVreg_RestrictProfilingToAdminUsers=0)")
+    check("PC sampling on (" in r.stderr, "the library said PC sampling is on")
     on = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 and not FAKE else {}
     tree = settled(server, f'process.executable.name == "{prog}"', timeout=120)
     for k, memory in zip(kernels, (True, False)):
@@ -113,7 +137,28 @@ try:
         else:
             check(top is not None and top not in MEMORY, f"{k}: top stall reason {top} is not a memory one")
 
-    # 2. overhead: the same program, sampling off
+    # 2. SASS names: the program's cubins saved by the library, uploaded
+    # by the agent, disassembled by the server's nvdisasm
+    if NVDISASM:
+        def all_named():
+            t = gpu_flamegraph(server, f'process.executable.name == "{prog}"')
+            return all(named_sass(t, k)[0] > 0 and named_sass(t, k)[1] == named_sass(t, k)[0] for k in kernels)
+        try:
+            wait_until(all_named, 60, what="mnemonics on every cuda_sass frame")
+        except AssertionError:
+            pass
+        tree = gpu_flamegraph(server, f'process.executable.name == "{prog}"')
+        for k in kernels:
+            total, named = named_sass(tree, k)
+            top = sorted(((n["total"], n["name"]) for path, n in walk(tree["root"])
+                          if n["frame_type"] == "cuda_sass" and len(path) >= 2 and k in path[-2]), reverse=True)[:3]
+            results[f"{k}_sass_named_ns"] = named
+            print(f"RESULT {k} sass_named_pct={100 * named / max(1, total):.1f} top_instructions={top}")
+            check(total > 0 and named == total, f"{k}: every cuda_sass frame named by its mnemonic")
+    else:
+        print("RESULT no nvdisasm (EMBER_NVDISASM): SASS names not checked")
+
+    # 3. overhead: the same program, sampling off
     if not FAKE and on:
         r = run(cmd, env_for(lib, False))
         check(r.returncode == 0, f"{prog} ran with PC sampling off")

@@ -7,7 +7,8 @@
 # EMBER_CUDA_ENABLE_PC_SAMPLING=true. Checked (tests/device/gpu_deep.py):
 # both kernels have cuda_sass -> cuda_stall leaves carrying all their GPU
 # time; the memory-bound kernel's top stall reason is a memory one and the
-# compute-bound kernel's is not; the PC-sampling overhead (each kernel's
+# compute-bound kernel's is not; every cuda_sass frame named by its SASS
+# mnemonic; the PC-sampling overhead (each kernel's
 # median CUDA-event time with sampling on against off, in %). One run:
 # about 3 minutes. PC sampling needs the profiling privilege (root, or
 # NVreg_RestrictProfilingToAdminUsers=0): the run says so when refused.
@@ -17,8 +18,11 @@
 # build/workloads and run: tests/device/gpu_deep.sh   (results in $OUT)
 #
 # EMBER_E2E_FAKE=1 runs the same script on this machine on the TEST-ONLY
-# fake driver and CUPTI (tests/fake_cuda/), whose scripted samples stand
-# for the two kernels, to check the script itself (no overhead figure).
+# fake driver and CUPTI (tests/fake_cuda/), which load the checked-in
+# tests/data/sass cubin of the same two kernels and replay scripted samples
+# at its instructions, to check the script itself (no overhead figure).
+# The SASS names need nvdisasm: the toolkit's beside nvcc here, the
+# test-only build/cudatools one in fake mode.
 set -u
 cd "$(dirname "$0")/../.."
 export OUT=${OUT:-/tmp/ember-gpu-deep}
@@ -29,11 +33,14 @@ if [ "${EMBER_E2E_FAKE:-0}" != 1 ]; then
   nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
   [ -n "$nvcc" ] || { echo "no nvcc"; exit 1; }
   "$nvcc" -O2 -g -lineinfo -o "$OUT/pc_deep" tests/device/pc_deep.cu || exit 1
+  [ -x "$(dirname "$nvcc")/nvdisasm" ] && export EMBER_NVDISASM="$(dirname "$nvcc")/nvdisasm"
   cupti=$(find /usr/local/cuda*/extras/CUPTI/lib64 /usr/local/cuda*/lib64 \
             $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null) \
             -name 'libcupti.so*' 2>/dev/null | head -1)
   echo "libcupti: ${cupti:-none found}"
   [ -n "$cupti" ] && export LD_LIBRARY_PATH="$(dirname "$cupti")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
+[ "${EMBER_E2E_FAKE:-0}" = 1 ] && export EMBER_NVDISASM="$PWD/build/cudatools/nvidia/cu13/bin/nvdisasm"
+echo "nvdisasm: ${EMBER_NVDISASM:-none found (SASS names not checked)}"
 python3 tests/device/gpu_deep.py 2>&1 | tee "$OUT/gpu_deep.log"
 exit "${PIPESTATUS[0]}"

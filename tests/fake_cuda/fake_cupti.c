@@ -153,7 +153,8 @@ EXPORT CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle s
 	if (!subscriber || !subscribed || cbid >= MAX_CBID)
 		return CUPTI_ERROR_INVALID_PARAMETER;
 	if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
-		if (cbid != CUPTI_CBID_RESOURCE_CONTEXT_CREATED && cbid != CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING)
+		if (cbid != CUPTI_CBID_RESOURCE_CONTEXT_CREATED && cbid != CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING &&
+		    cbid != CUPTI_CBID_RESOURCE_MODULE_LOADED)
 			return CUPTI_ERROR_INVALID_PARAMETER;
 		__atomic_store_n(&enabled_res[cbid], enable ? 1 : 0, __ATOMIC_RELEASE);
 		return CUPTI_SUCCESS;
@@ -355,6 +356,9 @@ static struct {
 	uint32_t samples;
 } script[PCS_SCRIPT];
 static unsigned nscript;
+/* FAKE_CUDA_CUBIN=path: the module each context loads (its image handed
+ * to MODULE_LOADED); PC records then name its CRC. */
+static uint64_t cubin_crc = FAKE_CUBIN_CRC;
 static struct {
 	char *name; /* the script's: one pointer per function, as CUPTI's */
 	uint64_t offset;
@@ -471,7 +475,7 @@ static void pcs_fill(CUpti_PCSamplingData *d)
 	while (n < d->collectNumPcs && npending > 0) {
 		CUpti_PCSamplingPCData *o = &d->pPcData[n++];
 		unsigned j = --npending;
-		o->cubinCrc = FAKE_CUBIN_CRC;
+		o->cubinCrc = cubin_crc;
 		o->pcOffset = pending[j].offset;
 		o->functionIndex = 0;
 		o->functionName = pending[j].name;
@@ -568,8 +572,44 @@ EXPORT void fakecupti_record(const void *rec, size_t size)
 		pcs_kernel_ran(((const CUpti_ActivityKernel8 *)rec)->name);
 }
 
+/* The fake's own CRC of a cubin (FNV-1a, 64 bits): opaque to the library,
+ * as CUPTI's is. */
+EXPORT CUptiResult cuptiGetCubinCrc(CUpti_GetCubinCrcParams *p)
+{
+	if (!p || p->size == 0 || !p->cubin || p->cubinSize == 0)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (size_t i = 0; i < p->cubinSize; i++)
+		h = (h ^ ((const unsigned char *)p->cubin)[i]) * 0x100000001b3ull;
+	p->cubinCrc = h;
+	return CUPTI_SUCCESS;
+}
+
+/* The context's module: FAKE_CUDA_CUBIN's image to MODULE_LOADED. */
+static void load_module(CUcontext ctx, CUpti_CallbackFunc fn)
+{
+	const char *path = getenv("FAKE_CUDA_CUBIN");
+	FILE *f = path && *path ? fopen(path, "rb") : NULL;
+	if (!f)
+		return;
+	static char image[1 << 20];
+	size_t n = fread(image, 1, sizeof(image), f);
+	fclose(f);
+	CUpti_GetCubinCrcParams cp = { .size = sizeof(cp), .cubinSize = n, .cubin = image };
+	if (n == 0 || cuptiGetCubinCrc(&cp) != CUPTI_SUCCESS)
+		return;
+	pthread_mutex_lock(&lock);
+	cubin_crc = cp.cubinCrc;
+	pthread_mutex_unlock(&lock);
+	if (!__atomic_load_n(&enabled_res[CUPTI_CBID_RESOURCE_MODULE_LOADED], __ATOMIC_ACQUIRE))
+		return;
+	CUpti_ModuleResourceData m = { .moduleId = 1, .cubinSize = n, .pCubin = image };
+	CUpti_ResourceData d = { .context = ctx, .resourceDescriptor = &m };
+	fn(subscriber_data, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_LOADED, &d);
+}
+
 /* Fires the resource callback of a context made (created 1) or about to
- * go (0), if enabled. */
+ * go (0), if enabled; a context made loads FAKE_CUDA_CUBIN's module. */
 EXPORT void fakecupti_context(int created, void *ctx)
 {
 	uint32_t cbid = created ? CUPTI_CBID_RESOURCE_CONTEXT_CREATED : CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING;
@@ -580,4 +620,6 @@ EXPORT void fakecupti_context(int created, void *ctx)
 		return;
 	CUpti_ResourceData d = { .context = (CUcontext)ctx };
 	fn(subscriber_data, CUPTI_CB_DOMAIN_RESOURCE, cbid, &d);
+	if (created)
+		load_module((CUcontext)ctx, fn);
 }

@@ -17,9 +17,10 @@ import subprocess
 import sys
 import urllib.request
 
+import pytest
 from conftest import require_root
-from harness import (BUILD, GPU_LEAF_TYPES, ROOT, WORKLOADS, check_tree, fake_cuda_env, find, free_port,
-                     gpu_flamegraph, gpu_leaves, gpu_settled, walk)
+from harness import (BUILD, GPU_LEAF_TYPES, ROOT, WORKLOADS, Agent, Server, check_tree, fake_cuda_env, find,
+                     free_port, gpu_flamegraph, gpu_leaves, gpu_settled, wait_until, walk)
 
 LAUNCHER = os.path.join(WORKLOADS, "cuda_launch")
 PY_LAUNCHER = os.path.join(ROOT, "tests", "workloads", "py_cuda_launch.py")
@@ -213,6 +214,71 @@ def test_pc_sampling_on_the_fake_driver(server, agent_factory, tmp_path):
         stats = json.load(s)
     assert stats["cuda_library_pc_samples_total"] == steps * 9, stats["cuda_library_pc_samples_total"]
     assert stats["cuda_pc_entries_total"] > 0 and stats["cuda_library_pc_sampling_refused"] == 0
+
+
+SASS_DATA = os.path.join(ROOT, "tests", "data", "sass")
+NVDISASM = os.path.join(BUILD, "cudatools", "nvidia", "cu13", "bin", "nvdisasm")
+
+
+def test_pc_sampling_names_sass_instructions(tmp_path):
+    """The whole SASS path on the fake driver: the program loads a real
+    cubin (tests/data/sass, ptxas for sm_90) whose kernels it launches;
+    the library saves the image CUPTI hands to MODULE_LOADED under its CRC
+    in the agent's directory, the agent uploads it when the first PC entry
+    names it, and the server names each sampled instruction with
+    nvdisasm at query time: the exact mnemonics of the test data's
+    nvdisasm listing under each kernel, the time split as the samples."""
+    require_root()
+    if not os.access(NVDISASM, os.X_OK):
+        pytest.skip("no nvdisasm (scripts/install-test-cudatools.sh, run by make test)")
+    server = Server(tmp_path / "data", None, f"-nvdisasm={NVDISASM}").start()
+    agent = None
+    try:
+        agent = Agent(server.url, f"-cuda-profiler-dir={tmp_path / 'profiler'}").start()
+        lib = str(tmp_path / "profiler" / "libembercuda.so")
+        wait_until(lambda: f"CUDA_INJECTION64_PATH={lib}" in agent.output(), 30, what="the library installed")
+        steps = 1000
+        cubin = os.path.join(SASS_DATA, "pc_kernels_sm90.cubin")
+        env = fake_cuda_env(lib, f"mem_bound={BIG_NS},compute_bound={SMALL_NS}",
+                            EMBER_CUDA_ENABLE_PC_SAMPLING="true", FAKE_CUDA_CUBIN=cubin,
+                            CUDA_LAUNCH_KERNELS="mem_bound,compute_bound",
+                            FAKE_CUDA_PCSAMPLES="mem_bound:0xc0:long_scoreboard:3,mem_bound:0xe0:wait:1,"
+                                                "mem_bound:0xf0:long_scoreboard:1,"
+                                                "compute_bound:0x90:math_pipe_throttle:3,compute_bound:0xa0:wait:1")
+        r = subprocess.run([LAUNCHER, str(steps), "1", "3"], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=60)
+        assert r.returncode == 0 and r.stdout.strip() == f"done {steps} 1", (r.stdout, r.stderr)
+        # Saved once, under the CRC the fake CUPTI computes (FNV-1a: its own, as CUPTI's is).
+        saved = os.listdir(tmp_path / "profiler" / "cubins")
+        assert len(saved) == 1 and saved[0].endswith(".cubin"), saved
+        with open(tmp_path / "profiler" / "cubins" / saved[0], "rb") as a, open(cubin, "rb") as b:
+            assert a.read() == b.read()
+        crc = saved[0][:-len(".cubin")]
+        want = {
+            ("mem_bound", "LDG.E +0xc0", STALL + "long_scoreboard"): steps * BIG_NS * 3 // 5,
+            ("mem_bound", "FADD +0xe0", STALL + "wait"): steps * BIG_NS // 5,
+            ("mem_bound", "STG.E +0xf0", STALL + "long_scoreboard"): steps * BIG_NS // 5,
+            ("compute_bound", "FFMA +0x90", STALL + "math_pipe_throttle"): steps * SMALL_NS * 3 // 4,
+            ("compute_bound", "ISETP.GE.U32.AND +0xa0", STALL + "wait"): steps * SMALL_NS // 4,
+        }
+        query = 'process.executable.name == "cuda_launch"'
+        total = steps * (BIG_NS + SMALL_NS + COPY_NS + SET_NS + SYNC_NS)
+        got = {}
+
+        def named():
+            nonlocal got
+            got = pc_leaves(gpu_flamegraph(server, query))
+            return got[0] == want
+        wait_until(named, 60, what=f"the SASS names of cubin {crc}")
+        assert got[1] == 0, got
+        tree = gpu_flamegraph(server, query)
+        assert tree["total"] == total, (tree["total"], total)
+        sass = find(tree["root"], "LDG.E +0xc0")
+        assert sass is not None and sass["frame_type"] == "cuda_sass", sass
+    finally:
+        if agent:
+            agent.stop()
+        server.stop()
 
 
 def test_pc_sampling_refused(server, agent_factory, tmp_path):

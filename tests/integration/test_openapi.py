@@ -274,6 +274,16 @@ def ingest_profiles(c):
            expect=200)
     c.call("PUT", "/ingest/v1/symbols/xyz", symfile, {"Content-Type": "application/octet-stream"},
            expect=400)
+    # cubins (PC sampling's SASS names)
+    with open(os.path.join(ROOT, "tests", "data", "sass", "pc_kernels_sm90.cubin"), "rb") as f:
+        cubin = f.read()
+    c.call("PUT", "/ingest/v1/cubins/00000000c0b1c0b1", cubin, {"Content-Type": "application/octet-stream"},
+           expect=201)
+    c.call("PUT", "/ingest/v1/cubins/00000000c0b1c0b1", cubin, {"Content-Type": "application/octet-stream"},
+           expect=200)
+    c.call("PUT", "/ingest/v1/cubins/00000000c0b1c0b1", b"\x7fELF not a cubin", {"Content-Type": "application/octet-stream"},
+           expect=400)
+    c.call("PUT", "/ingest/v1/cubins/xyz", cubin, {"Content-Type": "application/octet-stream"}, expect=400)
     return now
 
 

@@ -17,13 +17,15 @@
  *   replay_graph  cuGraphLaunch of a graph of "g_a" and "g_b" on stream 3
  *                 (made with the fake driver's fakecuda_graph)
  * With FAKE_CUDA_KERNEL_NS="k_big=700000,k_small=300000" the kernels'
- * GPU time splits 70/30. Prints "done STEPS THREADS" at the end.
+ * GPU time splits 70/30. CUDA_LAUNCH_KERNELS="BIG,SMALL" names the two
+ * kernels otherwise (the functions of a test cubin: FAKE_CUDA_CUBIN). Prints "done STEPS THREADS" at the end.
  */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 typedef struct {
@@ -164,7 +166,13 @@ int main(int argc, char **argv)
 	SYM(cu_memcpy_htod_async, "cuMemcpyHtoDAsync_v2");
 	SYM(cu_memset_d8_async, "cuMemsetD8Async");
 	SYM(cu_stream_synchronize, "cuStreamSynchronize");
-	if (cu_init(0) != 0 || cu_module_get_function(&k_big, NULL, "k_big") != 0) {
+	static char names[256] = "k_big,k_small";
+	const char *want = getenv("CUDA_LAUNCH_KERNELS");
+	if (want && strchr(want, ',') && strlen(want) < sizeof(names))
+		strcpy(names, want);
+	char *small_name = strchr(names, ',');
+	*small_name++ = '\0';
+	if (cu_init(0) != 0 || cu_module_get_function(&k_big, NULL, names) != 0) {
 		fprintf(stderr, "cuda_launch: cuInit failed\n");
 		return 1;
 	}
@@ -177,8 +185,8 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	cuda_register_function(NULL, (const char *)k_small_stub, (char *)"k_small", "k_small", -1, NULL, NULL, NULL,
-			       NULL, NULL);
+	cuda_register_function(NULL, (const char *)k_small_stub, small_name, small_name, -1, NULL, NULL, NULL, NULL,
+			       NULL);
 
 	pthread_t tids[256];
 	for (int i = 0; i < threads; i++) {

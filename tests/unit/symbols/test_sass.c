@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "server/symbols/sass.h"
+#include "server/symbols/symbols.h"
 #include "util.h"
 
 #define DATA "tests/data/sass/"
@@ -188,6 +189,62 @@ static void test_child_limits(void **state)
 	free(dir);
 }
 
+/* The server's cubin store: hostile uploads refused, one image per CRC,
+ * instructions named at lookup by nvdisasm (none without it), a project's
+ * store reading through to the global one. */
+static void test_cubin_store(void **state)
+{
+	(void)state;
+	const char *nv = nvdisasm_path();
+	if (!nv)
+		fail_msg("no nvdisasm: scripts/install-test-cudatools.sh puts one in build/cudatools");
+	char *dir = make_temp_dir();
+	struct symbols *s = NULL;
+	struct buf err = { 0 };
+	assert_int_equal(symbols_open(dir, &s, &err), 0);
+	size_t len = 0;
+	char *cubin = slurp(DATA "pc_kernels_sm90.cubin", &len);
+	/* not a cubin: short, not ELF, another machine */
+	assert_int_equal(symbols_put_cubin(s, 1, cubin, 63, &err), -1);
+	assert_non_null(strstr(err.data, "not a cubin"));
+	assert_int_equal(symbols_put_cubin(s, 1, "not an ELF image at all, but long enough to be one: 0123456789abcdef", 68, &err), -1);
+	char *other = malloc(len);
+	memcpy(other, cubin, len);
+	other[18] = 62; /* x86-64 */
+	assert_int_equal(symbols_put_cubin(s, 1, other, len, &err), -1);
+	free(other);
+	/* stored once */
+	assert_int_equal(symbols_put_cubin(s, 0xc0b1, cubin, len, &err), 0);
+	assert_int_equal(symbols_put_cubin(s, 0xc0b1, cubin, len, &err), 1);
+	/* no nvdisasm: no names */
+	assert_null(symbols_sass(s, 0xc0b1, "mem_bound", 0xc0));
+	symbols_set_nvdisasm(s, nv);
+	assert_string_equal(symbols_sass(s, 0xc0b1, "mem_bound", 0xc0), "LDG.E");
+	assert_string_equal(symbols_sass(s, 0xc0b1, "compute_bound", 0xa0), "ISETP.GE.U32.AND");
+	assert_null(symbols_sass(s, 0xc0b1, "mem_bound", 0xc8));   /* not an instruction's offset */
+	assert_null(symbols_sass(s, 0xc0b1, "no_such_kernel", 0xc0));
+	assert_null(symbols_sass(s, 0xc0b2, "mem_bound", 0xc0));   /* no such cubin */
+	/* a project's store: its own cubins, and the global ones */
+	struct symbols *p = symbols_scope(s, "11111111-2222-3333-4444-555555555555", &err);
+	assert_non_null(p);
+	assert_string_equal(symbols_sass(p, 0xc0b1, "mem_bound", 0xf0), "STG.E");
+	assert_int_equal(symbols_put_cubin(p, 0xc0b3, cubin, len, &err), 0);
+	assert_string_equal(symbols_sass(p, 0xc0b3, "mem_bound", 0xe0), "FADD");
+	assert_null(symbols_sass(s, 0xc0b3, "mem_bound", 0xe0)); /* not the other projects' */
+	/* a cubin nvdisasm cannot read: no names, no crash */
+	char *junk = malloc(len);
+	memcpy(junk, cubin, 64);
+	memset(junk + 64, 0xff, len - 64);
+	assert_int_equal(symbols_put_cubin(s, 0xbad, junk, len, &err), 0);
+	assert_null(symbols_sass(s, 0xbad, "mem_bound", 0xc0));
+	free(junk);
+	free(cubin);
+	symbols_close(s);
+	buf_free(&err);
+	rm_rf(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -195,6 +252,7 @@ int main(void)
 		cmocka_unit_test(test_parse_hostile),
 		cmocka_unit_test(test_disassemble_live),
 		cmocka_unit_test(test_child_limits),
+		cmocka_unit_test(test_cubin_store),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
