@@ -21,19 +21,14 @@
 # for the two kernels, to check the script itself (no overhead figure).
 set -u
 cd "$(dirname "$0")/../.."
+. tests/device/devenv.sh
 export OUT=${OUT:-/tmp/ember-gpu-deep}
 mkdir -p "$OUT"
 [ -x build/devbundle/bin/ember-server ] || { echo "no build/devbundle (scripts/device-bundle.sh)"; exit 1; }
 if [ "${EMBER_E2E_FAKE:-0}" != 1 ]; then
   nvidia-smi -L | tee "$OUT/gpus.txt" || exit 1
-  nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
-  [ -n "$nvcc" ] || { echo "no nvcc"; exit 1; }
-  "$nvcc" -O2 -g -lineinfo -o "$OUT/pc_deep" tests/device/pc_deep.cu || exit 1
-  cupti=$(find /usr/local/cuda*/extras/CUPTI/lib64 /usr/local/cuda*/lib64 \
-            $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null) \
-            -name 'libcupti.so*' 2>/dev/null | head -1)
-  echo "libcupti: ${cupti:-none found}"
-  [ -n "$cupti" ] && export LD_LIBRARY_PATH="$(dirname "$cupti")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  nvcc_build "$OUT/pc_deep" tests/device/pc_deep.cu -O2 -g -lineinfo || exit 1
+  use_cupti
 fi
 python3 tests/device/gpu_deep.py 2>&1 | tee "$OUT/gpu_deep.log"
 exit "${PIPESTATUS[0]}"
