@@ -17,16 +17,5 @@
 # EMBER_E2E_FAKE=1 runs the same script on this machine on the TEST-ONLY
 # fake driver and CUPTI (tests/fake_cuda/) with the fake-driver workloads in
 # place of nvcc's and PyTorch's programs, to check the script itself.
-set -u
-cd "$(dirname "$0")/../.."
-. tests/device/devenv.sh
-export OUT=${OUT:-/tmp/ember-cuda-e2e}
-mkdir -p "$OUT"
-[ -x build/devbundle/bin/ember-server ] || { echo "no build/devbundle (scripts/device-bundle.sh)"; exit 1; }
-if [ "${EMBER_E2E_FAKE:-0}" != 1 ]; then
-  nvidia-smi -L | tee "$OUT/gpus.txt" || exit 1
-  nvcc_build "$OUT/cuda_split" tests/device/cuda_split.cu -O2 -g || exit 1
-  use_cupti
-fi
-python3 tests/device/cuda_e2e.py 2>&1 | tee "$OUT/cuda_e2e.log"
-exit "${PIPESTATUS[0]}"
+. "$(dirname "$0")/devenv.sh"
+bundle_check cuda_e2e cuda_split -O2 -g

@@ -11,9 +11,7 @@
 # in the CUDA toolkit and in PyTorch's wheels. Results in $OUT (default
 # /tmp/ember-cuda-lib). One run takes about 2 minutes.
 # Usage: tests/device/cuda_lib.sh   (from the repository root)
-set -u
-cd "$(dirname "$0")/../.."
-. tests/device/devenv.sh
+. "$(dirname "$0")/devenv.sh"
 export OUT=${OUT:-/tmp/ember-cuda-lib}
 mkdir -p "$OUT"
 nvidia-smi -L | tee "$OUT/gpus.txt" || exit 1

@@ -19,16 +19,5 @@
 # EMBER_E2E_FAKE=1 runs the same script on this machine on the TEST-ONLY
 # fake driver and CUPTI (tests/fake_cuda/), whose scripted samples stand
 # for the two kernels, to check the script itself (no overhead figure).
-set -u
-cd "$(dirname "$0")/../.."
-. tests/device/devenv.sh
-export OUT=${OUT:-/tmp/ember-gpu-deep}
-mkdir -p "$OUT"
-[ -x build/devbundle/bin/ember-server ] || { echo "no build/devbundle (scripts/device-bundle.sh)"; exit 1; }
-if [ "${EMBER_E2E_FAKE:-0}" != 1 ]; then
-  nvidia-smi -L | tee "$OUT/gpus.txt" || exit 1
-  nvcc_build "$OUT/pc_deep" tests/device/pc_deep.cu -O2 -g -lineinfo || exit 1
-  use_cupti
-fi
-python3 tests/device/gpu_deep.py 2>&1 | tee "$OUT/gpu_deep.log"
-exit "${PIPESTATUS[0]}"
+. "$(dirname "$0")/devenv.sh"
+bundle_check gpu_deep pc_deep -O2 -g -lineinfo
