@@ -419,7 +419,7 @@ void part_add_minute(struct part_series *s, int64_t minute_ms, uint64_t value)
 	}
 	xgrow((void **)&s->minutes, &s->capminutes, s->nminutes + 1, sizeof(*s->minutes));
 	memmove(s->minutes + i + 1, s->minutes + i, (s->nminutes - i) * sizeof(*s->minutes));
-	s->minutes[i] = (struct part_minute){ minute_ms, value };
+	s->minutes[i] = (struct store_minute){ minute_ms, value };
 	s->nminutes++;
 }
 
@@ -465,7 +465,7 @@ static void add_row(struct part *p, struct part_series *s, int64_t ts_ms, uint32
 {
 	int64_t ts = floor_to(ts_ms, p->granularity_ms);
 	xgrow((void **)&s->rows, &s->caprows, s->nrows + 1, sizeof(*s->rows));
-	s->rows[s->nrows++] = (struct part_row){ .ts_ms = ts, .value = value, .stack = stack };
+	s->rows[s->nrows++] = (struct store_row){ .ts_ms = ts, .value = value, .stack = stack };
 	s->total += value;
 	s->min_ts = MIN(s->min_ts, ts);
 	s->max_ts = MAX(s->max_ts, ts);
@@ -753,8 +753,8 @@ size_t part_memory(const struct part *p)
 	for (size_t i = 0; i < ARRAY_SIZE(maps); i++)
 		m += hmap_bytes(maps[i]);
 	for (size_t i = 0; i < p->nseries; i++)
-		m += p->series[i].caprows * sizeof(struct part_row) +
-		     p->series[i].capminutes * sizeof(struct part_minute);
+		m += p->series[i].caprows * sizeof(struct store_row) +
+		     p->series[i].capminutes * sizeof(struct store_minute);
 	for (size_t i = 0; i < p->nrollups; i++)
 		m += MAX(p->rollups[i].n, p->rollups[i].capstacks) * 12 + p->rollups[i].capacc * 8 +
 		     p->rollups[i].cappos * 4;

@@ -91,7 +91,7 @@ static void test_part_sort_nodes(void **state)
 	assert_preorder(&out);
 	struct block *blk;
 	assert_int_equal(block_open(fin, &blk, &err), 0);
-	const struct part_row *rows;
+	const struct store_row *rows;
 	uint64_t bytes = 0;
 	assert_int_equal(block_rows(blk, &out, &out.series[0], INT64_MIN, &scratch, &rows, &bytes, &err), (long)ns);
 	for (size_t r = 0; r < ns; r++) {
@@ -158,7 +158,7 @@ static char *expected_text(const struct part *mem, unsigned mask, int64_t from, 
 		if (!(mask & (1u << s)))
 			continue;
 		for (size_t r = 0; r < mem->series[s].nrows; r++) {
-			const struct part_row *row = &mem->series[s].rows[r];
+			const struct store_row *row = &mem->series[s].rows[r];
 			int64_t t = row->ts_ms - row->ts_ms % 10000;
 			if (t >= from && t < to)
 				v[row->stack] += row->value;
@@ -366,7 +366,7 @@ static void test_block_row_order(void **state)
 	assert_int_equal(block_load(blk, &p, &err), 0);
 	assert_int_equal(p.nseries, 2);
 	for (uint32_t s = 0; s < 2; s++) {
-		const struct part_row *rows;
+		const struct store_row *rows;
 		uint64_t bytes = 0;
 		long n = block_rows(blk, &p, &p.series[s], INT64_MIN, &scratch, &rows, &bytes, &err);
 		assert_true(n > 0);
@@ -426,7 +426,7 @@ static void test_block_v3(void **state)
 	assert_int_equal(block_rollup_sums(blk, &p, &p.rollups[0], T_SLICE, T_SLICE + 60000, &scratch,
 					   &acc, &stacks, &sums, &st, &err),
 			 -1);
-	const struct part_row *rows;
+	const struct store_row *rows;
 	uint64_t bytes = 0, total = 0;
 	for (uint32_t s = 0; s < p.nseries; s++) {
 		long n = block_rows(blk, &p, &p.series[s], INT64_MIN, &scratch, &rows, &bytes, &err);
