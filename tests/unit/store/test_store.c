@@ -274,6 +274,41 @@ static void config_seal_each_batch(struct store_config *cfg)
 	cfg->head_max_rows = 1;
 }
 
+/* Opens the store in dir as a crash left it, its log still there: the
+ * log's blocks are dropped and the log replayed into the head, each of
+ * the want samples counted once; then writes the head out. */
+static struct store *reopen_replayed(const char *dir, struct store_config *cfg, uint64_t want)
+{
+	struct store *s;
+	struct store_stats st;
+	struct buf err = { 0 };
+	cfg->background = false;
+	cfg->head_max_rows = 1000; /* the replay keeps the rows in its head */
+	assert_int_equal(store_open(dir, cfg, &s, &err), 0);
+	store_get_stats(s, &st);
+	assert_int_equal(st.blocks, 0);
+	assert_int_equal(total(s), want);
+	assert_int_equal(store_flush(s, &err), 0);
+	assert_int_equal(total(s), want);
+	buf_free(&err);
+	return s;
+}
+
+/* Opens the store in dir again: nothing to replay, the want samples all
+ * in committed blocks. */
+static void check_committed(const char *dir, uint64_t want)
+{
+	struct store *s;
+	struct store_stats st;
+	struct buf err = { 0 };
+	assert_int_equal(open_store(dir, &s, &err), 0);
+	store_get_stats(s, &st);
+	assert_int_equal(st.unflushed_rows, 0);
+	assert_int_equal(total(s), want);
+	store_close(s);
+	buf_free(&err);
+}
+
 /* Heads share a log until it holds max_unflushed_rows rows (each agent
  * session writes its definitions into every new log again). The blocks of
  * a log that still exists are not committed: compaction and retention
@@ -310,17 +345,10 @@ static void test_store_shared_log(void **state)
 	assert_int_equal(total(s), 190);
 	store_close(s); /* as a crash leaves it: the log is still there */
 
-	cfg.background = false;
-	cfg.head_max_rows = 1000; /* the replay keeps the rows in its head */
-	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
-	store_get_stats(s, &st);
-	assert_int_equal(st.blocks, 0); /* dropped: the log is replayed */
-	assert_int_equal(total(s), 190);
-	assert_int_equal(store_flush(s, &err), 0);
+	s = reopen_replayed(dir, &cfg, 190);
 	save_logs(dir, &logs);
 	assert_int_equal(logs.n, 1); /* only the new current log */
 	saved_logs_free(&logs);
-	assert_int_equal(total(s), 190);
 	store_close(s);
 	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
 	store_get_stats(s, &st);
@@ -360,12 +388,7 @@ static void test_store_shared_log(void **state)
 		usleep(10000);
 	}
 	store_close(s);
-	cfg.background = false;
-	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
-	store_get_stats(s, &st);
-	assert_int_equal(st.unflushed_rows, 0); /* nothing replayed: the block is committed */
-	assert_int_equal(total(s), t3);
-	store_close(s);
+	check_committed(dir, t3); /* nothing replayed: the block is committed */
 
 	buf_free(&z1);
 	buf_free(&z2);
@@ -414,20 +437,8 @@ static void test_store_compacts_a_logs_blocks(void **state)
 	assert_int_equal(total(s), want);
 	store_close(s); /* as a crash leaves it */
 
-	cfg.background = false;
-	cfg.head_max_rows = 1000;
-	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
-	store_get_stats(s, &st);
-	assert_int_equal(st.blocks, 0); /* the merged block went; the log is replayed */
-	assert_int_equal(total(s), want);
-	assert_int_equal(store_flush(s, &err), 0);
-	assert_int_equal(total(s), want);
-	store_close(s);
-	assert_int_equal(open_store(dir, &s, &err), 0);
-	store_get_stats(s, &st);
-	assert_int_equal(st.unflushed_rows, 0);
-	assert_int_equal(total(s), want);
-	store_close(s);
+	store_close(reopen_replayed(dir, &cfg, want)); /* the merged block went */
+	check_committed(dir, want);
 	buf_free(&z);
 	buf_free(&err);
 	rm_temp_dir(dir);
