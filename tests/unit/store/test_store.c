@@ -680,6 +680,32 @@ static void test_head_writer(void **state)
 	part_free(&p);
 }
 
+/* A part's hosts and agents: one record per name, keeping the most CPUs
+ * and the highest sequence number noted. */
+static void test_part_hosts_and_agents(void **state)
+{
+	(void)state;
+	struct part p;
+	part_init(&p, 1);
+	uint32_t h1 = strtab_intern_cstr(&p.lstr, "h1"), h2 = strtab_intern_cstr(&p.lstr, "h2");
+	uint32_t a1 = strtab_intern_cstr(&p.lstr, "agent-1"), a2 = strtab_intern_cstr(&p.lstr, "agent-2");
+	for (uint32_t i = 0; i < 100; i++) {
+		part_note_host(&p, i % 2 ? h2 : h1, i % 2 ? 100 - i : i);
+		part_note_agent(&p, i % 2 ? a1 : a2, i % 2 ? 1000 - i : 10 * i);
+	}
+	assert_int_equal(p.nhosts, 2);
+	assert_int_equal(p.hosts[0].name, h1);
+	assert_int_equal(p.hosts[0].cpus, 98);
+	assert_int_equal(p.hosts[1].name, h2);
+	assert_int_equal(p.hosts[1].cpus, 99);
+	assert_int_equal(p.nagents, 2);
+	assert_int_equal(part_agent_seq(&p, "agent-1"), 999);
+	assert_int_equal(part_agent_seq(&p, "agent-2"), 980);
+	assert_int_equal(part_agent_seq(&p, "agent-3"), 0);
+	assert_int_equal(part_agent_seq(&p, "h1"), 0); /* a string, not an agent */
+	part_free(&p);
+}
+
 /* --- codecs: a record type the store knows only through its codec ---------------- */
 
 /* A probe record: one sample of value at ts on the stack main;work of
@@ -875,6 +901,7 @@ int main(void)
 		cmocka_unit_test(test_store_compacts_a_logs_blocks),
 		cmocka_unit_test(test_store_blocks),
 		cmocka_unit_test(test_head_writer),
+		cmocka_unit_test(test_part_hosts_and_agents),
 		cmocka_unit_test(test_store_codecs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
