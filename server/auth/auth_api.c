@@ -414,6 +414,14 @@ struct grant_req {
 	size_t npatterns, nprojects;
 };
 
+static void grant_free(struct grant_req *g)
+{
+	free(g->name);
+	free(g->patterns);
+	free(g->projects);
+	json_decref(g->doc);
+}
+
 /* Reads g from req's body: 0, or -1 with a 400 answered. */
 static int grant_parse(struct server *srv, const struct http_req *req, const char *patterns_key,
 		       struct grant_req *g, struct http_resp *resp)
@@ -435,14 +443,6 @@ static int grant_parse(struct server *srv, const struct http_req *req, const cha
 			return -1;
 		}
 	return 0;
-}
-
-static void grant_free(struct grant_req *g)
-{
-	free(g->name);
-	free(g->patterns);
-	free(g->projects);
-	json_decref(g->doc);
 }
 
 void handle_tokens_create(struct server *srv, const struct http_req *req, struct http_resp *resp)
