@@ -706,6 +706,18 @@ static int tx_end(struct recs *r, sqlite3_stmt *q, int rc, int failed, struct bu
 	return rc;
 }
 
+/* tx_begin, then sql prepared as *q: 0, or -1 with the transaction rolled
+ * back and err saying why. */
+static int tx_prepare(struct recs *r, const char *sql, sqlite3_stmt **q, struct buf *err)
+{
+	*q = NULL;
+	if (tx_begin(r, err) < 0)
+		return -1;
+	if (sqldb_prepare(r->db, sql, q, err) < 0)
+		return tx_end(r, NULL, -1, -1, err);
+	return 0;
+}
+
 /* Binds q's parameters ?1, ?2, ... in order, one per character of types:
  * 't' a string (const char *, kept by the caller until the statement is
  * reset; NULL binds NULL), 'i' an int64_t, 'd' a double. */
@@ -742,13 +754,11 @@ static int step_done(struct recs *r, sqlite3_stmt *q, struct buf *err)
 static int store_generation(struct recs *r, const char *project, uint64_t seq, int64_t now_ms,
 			    const char *trigger, int64_t elapsed_ms, const json_t *arr, struct buf *err)
 {
-	sqlite3_stmt *q = NULL;
-	if (tx_begin(r, err) < 0)
+	sqlite3_stmt *q;
+	if (tx_prepare(r, "INSERT OR REPLACE INTO rec_generation (project, seq, generated_ms, trigger, "
+			  "elapsed_ms) VALUES (?1, ?2, ?3, ?4, ?5)", &q, err) < 0)
 		return -1;
 	int rc = -1;
-	if (sqldb_prepare(r->db, "INSERT OR REPLACE INTO rec_generation (project, seq, generated_ms, trigger, "
-				 "elapsed_ms) VALUES (?1, ?2, ?3, ?4, ?5)", &q, err) < 0)
-		goto out;
 	bind_row(q, "tiiti", project, (int64_t)seq, now_ms, trigger, elapsed_ms);
 	if (step_done(r, q, err) < 0)
 		goto out;
@@ -1125,13 +1135,11 @@ int recs_set_state(struct recs *r, const char *project, const char *id, const ch
 		return -1;
 	}
 	const char *from = state_of(r, project, id);
-	sqlite3_stmt *q = NULL;
-	if (tx_begin(r, err) < 0)
+	sqlite3_stmt *q;
+	if (tx_prepare(r, "INSERT INTO rec_state (project, id, state, updated_ms) VALUES (?1, ?2, ?3, ?4) "
+			  "ON CONFLICT (project, id) DO UPDATE SET state = ?3, updated_ms = ?4", &q, err) < 0)
 		return -2;
 	int rc = -2;
-	if (sqldb_prepare(r->db, "INSERT INTO rec_state (project, id, state, updated_ms) VALUES (?1, ?2, ?3, ?4) "
-				 "ON CONFLICT (project, id) DO UPDATE SET state = ?3, updated_ms = ?4", &q, err) < 0)
-		goto out;
 	bind_row(q, "ttti", project, id, state, now_ms);
 	if (step_done(r, q, err) < 0)
 		goto out;
@@ -1192,15 +1200,13 @@ int recs_suppress(struct recs *r, struct store *st, struct symbols *sym, const c
 			return -3;
 		}
 	}
-	sqlite3_stmt *q = NULL;
-	int rc = -2, changes = 0;
-	if (tx_begin(r, err) < 0)
+	sqlite3_stmt *q;
+	if (tx_prepare(r, suppress ? "INSERT OR REPLACE INTO rec_suppressed (project, trace_id, application, "
+				     "leaf, actor, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+				   : "DELETE FROM rec_suppressed WHERE project = ?1 AND trace_id = ?2",
+		       &q, err) < 0)
 		return -2;
-	if (sqldb_prepare(r->db, suppress ? "INSERT OR REPLACE INTO rec_suppressed (project, trace_id, application, "
-					    "leaf, actor, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
-					  : "DELETE FROM rec_suppressed WHERE project = ?1 AND trace_id = ?2",
-			  &q, err) < 0)
-		goto out;
+	int rc = -2, changes = 0;
 	if (suppress)
 		bind_row(q, "ttttti", project, trace_id, app, leaf, actor && *actor ? actor : "anonymous", now_ms);
 	else
