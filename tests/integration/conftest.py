@@ -3,6 +3,7 @@ binaries from build/bin, each test with its own data directory and port."""
 
 import os
 import sys
+import threading
 
 import pytest
 
@@ -94,3 +95,31 @@ def postgres_server():
         yield pg
     finally:
         pg.cleanup()
+
+
+class MuteListener:
+    """A hung server: accepts every connection on the listening socket
+    sock and never answers; the connections (accepted) stay open until
+    close(), which closes them and sock."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.accepted = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self):
+        self.sock.settimeout(0.2)
+        while not self._stop.is_set():
+            try:
+                self.accepted.append(self.sock.accept()[0])
+            except OSError:  # the timeout too
+                pass
+
+    def close(self):
+        self._stop.set()
+        self._thread.join(5)
+        for c in self.accepted:
+            c.close()
+        self.sock.close()
