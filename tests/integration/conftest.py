@@ -4,6 +4,7 @@ binaries from build/bin, each test with its own data directory and port."""
 import os
 import sys
 import threading
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -123,3 +124,21 @@ class MuteListener:
         for c in self.accepted:
             c.close()
         self.sock.close()
+
+
+class StubHandler(BaseHTTPRequestHandler):
+    """The handler of the tests' stand-in servers (a container runtime, an
+    MCP server, a webhook): reply() sends one answer; nothing is logged."""
+
+    def reply(self, status, body=b"", content_type="application/json", headers=()):
+        self.send_response(status)
+        if content_type:
+            self.send_header("Content-Type", content_type)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
