@@ -404,6 +404,47 @@ void handle_tokens_list(struct server *srv, const struct http_req *req, struct h
 	buf_free(&err);
 }
 
+/* What a token or a role is made of, from a request body: its name, its
+ * permission patterns (under patterns_key) and the projects it is limited
+ * to (project_ids, each an existing project). */
+struct grant_req {
+	json_t *doc;
+	char *name;
+	const char **patterns, **projects;
+	size_t npatterns, nprojects;
+};
+
+static void grant_free(struct grant_req *g)
+{
+	free(g->name);
+	free(g->patterns);
+	free(g->projects);
+	json_decref(g->doc);
+}
+
+/* Reads g from req's body: 0, or -1 with a 400 answered. */
+static int grant_parse(struct server *srv, const struct http_req *req, const char *patterns_key,
+		       struct grant_req *g, struct http_resp *resp)
+{
+	struct buf err = { 0 };
+	memset(g, 0, sizeof(*g));
+	g->doc = req_load(req->body, req->body_len, &err);
+	if (!g->doc || req_string(g->doc, "name", IDENTITY_MAX_NAME, &g->name, &err) < 0 ||
+	    string_list(g->doc, patterns_key, IDENTITY_MAX_PATTERNS, &g->patterns, &g->npatterns, &err) < 0 ||
+	    string_list(g->doc, "project_ids", IDENTITY_MAX_PROJECTS, &g->projects, &g->nprojects, &err) < 0) {
+		http_error(resp, 400, "%s", err.data);
+		buf_free(&err);
+		return -1;
+	}
+	buf_free(&err);
+	for (size_t i = 0; i < g->nprojects; i++)
+		if (!uuid_valid(g->projects[i]) || !projects_exists(srv->projects, g->projects[i])) {
+			http_error(resp, 400, "project_ids[%zu]: no project with id %.64s", i, g->projects[i]);
+			return -1;
+		}
+	return 0;
+}
+
 void handle_tokens_create(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
 	struct auth *a = auth_of(srv, resp);
@@ -417,17 +458,10 @@ void handle_tokens_create(struct server *srv, const struct http_req *req, struct
 		return;
 	}
 	struct buf err = { 0 };
-	char *name = NULL;
-	const char **scopes = NULL, **projects = NULL;
-	size_t nscopes = 0, nprojects = 0;
-	json_t *doc = req_load(req->body, req->body_len, &err);
-	if (!doc || req_string(doc, "name", IDENTITY_MAX_NAME, &name, &err) < 0 ||
-	    string_list(doc, "scopes", IDENTITY_MAX_PATTERNS, &scopes, &nscopes, &err) < 0 ||
-	    string_list(doc, "project_ids", IDENTITY_MAX_PROJECTS, &projects, &nprojects, &err) < 0) {
-		http_error(resp, 400, "%s", err.data);
+	struct grant_req g;
+	if (grant_parse(srv, req, "scopes", &g, resp) < 0)
 		goto out;
-	}
-	json_t *ev = json_object_get(doc, "expires_at");
+	json_t *ev = json_object_get(g.doc, "expires_at");
 	int64_t expires = 0;
 	if (ev && !json_is_null(ev)) {
 		if (!json_is_integer(ev) || json_integer_value(ev) <= 0) {
@@ -436,34 +470,26 @@ void handle_tokens_create(struct server *srv, const struct http_req *req, struct
 		}
 		expires = json_integer_value(ev);
 	}
-	for (size_t i = 0; i < nprojects; i++)
-		if (!uuid_valid(projects[i]) || !projects_exists(srv->projects, projects[i])) {
-			http_error(resp, 400, "project_ids[%zu]: no project with id %.64s", i, projects[i]);
-			goto out;
-		}
 	struct token_info t;
 	char secret[IDENTITY_TOKEN_LEN];
-	int rc = identity_token_create(a->id, owner_of(req->who), name ? name : "", scopes, nscopes,
-				       projects, nprojects, expires, &t, secret, &err);
+	int rc = identity_token_create(a->id, owner_of(req->who), g.name ? g.name : "", g.patterns, g.npatterns,
+				       g.projects, g.nprojects, expires, &t, secret, &err);
 	if (rc < 0) {
 		store_error(resp, rc, &err);
 		goto out;
 	}
 	audit(a, req, "token.create", t.id, "ok", t.name);
 	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:O, s:O, s:I, s:o}", "id", t.id, "token", secret,
-			      "name", t.name, "owner", t.owner, "scopes", json_object_get(doc, "scopes"),
+			      "name", t.name, "owner", t.owner, "scopes", json_object_get(g.doc, "scopes"),
 			      "project_ids",
-			      json_object_get(doc, "project_ids") ? json_object_get(doc, "project_ids")
-								  : json_array(),
+			      json_object_get(g.doc, "project_ids") ? json_object_get(g.doc, "project_ids")
+								    : json_array(),
 			      "created_at", (json_int_t)t.created_ms, "expires_at",
 			      expires ? json_integer(expires) : json_null());
 	memset(secret, 0, sizeof(secret));
 	answer_json(resp, 201, o);
 out:
-	free(name);
-	free(scopes);
-	free(projects);
-	json_decref(doc);
+	grant_free(&g);
 	buf_free(&err);
 }
 
@@ -626,40 +652,25 @@ static void role_put(struct server *srv, const struct http_req *req, struct http
 	if (!a)
 		return;
 	struct buf err = { 0 };
-	char *name = NULL;
-	const char **patterns = NULL, **projects = NULL;
-	size_t np = 0, nj = 0;
-	json_t *doc = req_load(req->body, req->body_len, &err);
-	if (!doc || req_string(doc, "name", IDENTITY_MAX_NAME, &name, &err) < 0 ||
-	    string_list(doc, "patterns", IDENTITY_MAX_PATTERNS, &patterns, &np, &err) < 0 ||
-	    string_list(doc, "project_ids", IDENTITY_MAX_PROJECTS, &projects, &nj, &err) < 0) {
-		http_error(resp, 400, "%s", err.data);
+	struct grant_req g;
+	if (grant_parse(srv, req, "patterns", &g, resp) < 0)
 		goto out;
-	}
-	for (size_t i = 0; i < nj; i++)
-		if (!uuid_valid(projects[i]) || !projects_exists(srv->projects, projects[i])) {
-			http_error(resp, 400, "project_ids[%zu]: no project with id %.64s", i, projects[i]);
-			goto out;
-		}
 	char id[IDENTITY_ID_LEN];
-	int rc = identity_role_put(a->id, role_id, name, patterns, np, projects, nj, id, &err);
+	int rc = identity_role_put(a->id, role_id, g.name, g.patterns, g.npatterns, g.projects, g.nprojects, id, &err);
 	if (rc < 0) {
 		store_error(resp, rc, &err);
 		goto out;
 	}
-	audit(a, req, role_id ? "role.update" : "role.create", id, "ok", name ? name : "");
+	audit(a, req, role_id ? "role.update" : "role.create", id, "ok", g.name ? g.name : "");
 	json_t *arr;
-	const char *names[] = { name };
+	const char *names[] = { g.name };
 	if (identity_roles_json(a->id, NULL, names, 1, &arr, &err) < 0)
 		arr = json_array();
 	json_t *one = json_array_get(arr, 0);
 	answer_json(resp, role_id ? 200 : 201, one ? json_incref(one) : json_object());
 	json_decref(arr);
 out:
-	free(name);
-	free(patterns);
-	free(projects);
-	json_decref(doc);
+	grant_free(&g);
 	buf_free(&err);
 }
 

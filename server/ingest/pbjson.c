@@ -209,41 +209,64 @@ static int get_double(json_t *v, double *out)
 	return NUM_OK;
 }
 
-/* The integer in v as a double that must be integral, for reals and
- * numeric strings with a fraction or exponent ("1e2", "5.0"). */
-static int integral_double(json_t *v, double *x)
+/* The integer in v as a double that must be integral and in [lo, hi), for
+ * reals and numeric strings with a fraction or exponent ("1e2", "5.0"). */
+static int integral_double(json_t *v, double lo, double hi, double *x)
 {
 	int rc = get_double(v, x);
 	if (rc != NUM_OK)
 		return rc;
 	if (!isfinite(*x) || *x != trunc(*x))
 		return NUM_TYPE;
+	if (!(*x >= lo && *x < hi))
+		return NUM_RANGE;
+	return NUM_OK;
+}
+
+/* v's text when v is a JSON string holding an integer in decimal
+ * ("-12", not "1e2"), else NULL. */
+static const char *integer_string(json_t *v)
+{
+	bool integral_form = false;
+	if (json_is_string(v) && number_syntax(json_string_value(v), json_string_length(v), &integral_form) &&
+	    integral_form)
+		return json_string_value(v);
+	return NULL;
+}
+
+/* The integer in v (a JSON integer, a decimal string, or an integral real
+ * or numeric string) as int64_t (is_signed) or uint64_t, its bits in *out. */
+static int get_integer(json_t *v, bool is_signed, uint64_t *out)
+{
+	const char *s;
+	if (json_is_integer(v)) {
+		if (!is_signed && json_integer_value(v) < 0)
+			return NUM_RANGE;
+		*out = (uint64_t)json_integer_value(v);
+	} else if ((s = integer_string(v))) {
+		if (!is_signed && s[0] == '-' && strcmp(s, "-0") != 0)
+			return NUM_RANGE;
+		errno = 0;
+		*out = is_signed ? (uint64_t)strtoll(s, NULL, 10) : strtoull(s, NULL, 10);
+		if (errno == ERANGE)
+			return NUM_RANGE;
+	} else {
+		double d; /* -0 passes as 0 */
+		int rc = integral_double(v, is_signed ? -0x1p63 : 0, is_signed ? 0x1p63 : 0x1p64, &d);
+		if (rc != NUM_OK)
+			return rc;
+		*out = is_signed ? (uint64_t)(int64_t)d : (uint64_t)d;
+	}
 	return NUM_OK;
 }
 
 static int get_i64(json_t *v, int64_t lo, int64_t hi, int64_t *out)
 {
-	int64_t x;
-	bool integral_form = false;
-	if (json_is_integer(v)) {
-		x = json_integer_value(v);
-	} else if (json_is_string(v) &&
-		   number_syntax(json_string_value(v), json_string_length(v), &integral_form) &&
-		   integral_form) {
-		errno = 0;
-		long long l = strtoll(json_string_value(v), NULL, 10);
-		if (errno == ERANGE)
-			return NUM_RANGE;
-		x = l;
-	} else {
-		double d;
-		int rc = integral_double(v, &d);
-		if (rc != NUM_OK)
-			return rc;
-		if (!(d >= -0x1p63 && d < 0x1p63))
-			return NUM_RANGE;
-		x = (int64_t)d;
-	}
+	uint64_t bits;
+	int rc = get_integer(v, true, &bits);
+	if (rc != NUM_OK)
+		return rc;
+	int64_t x = (int64_t)bits;
 	if (x < lo || x > hi)
 		return NUM_RANGE;
 	*out = x;
@@ -253,33 +276,9 @@ static int get_i64(json_t *v, int64_t lo, int64_t hi, int64_t *out)
 static int get_u64(json_t *v, uint64_t hi, uint64_t *out)
 {
 	uint64_t x;
-	bool integral_form = false;
-	if (json_is_integer(v)) {
-		if (json_integer_value(v) < 0)
-			return NUM_RANGE;
-		x = (uint64_t)json_integer_value(v);
-	} else if (json_is_string(v) &&
-		   number_syntax(json_string_value(v), json_string_length(v), &integral_form) &&
-		   integral_form) {
-		const char *s = json_string_value(v);
-		if (s[0] == '-' && strcmp(s, "-0") != 0)
-			return NUM_RANGE;
-		errno = 0;
-		unsigned long long l = strtoull(s, NULL, 10);
-		if (errno == ERANGE)
-			return NUM_RANGE;
-		x = l;
-	} else {
-		double d;
-		int rc = integral_double(v, &d);
-		if (rc != NUM_OK)
-			return rc;
-		if (d == 0)
-			d = 0; /* -0 */
-		if (!(d >= 0 && d < 0x1p64))
-			return NUM_RANGE;
-		x = (uint64_t)d;
-	}
+	int rc = get_integer(v, false, &x);
+	if (rc != NUM_OK)
+		return rc;
 	if (x > hi)
 		return NUM_RANGE;
 	*out = x;
@@ -499,10 +498,7 @@ static int decode_value(struct dec *d, const ProtobufCMessageDescriptor *desc,
 		return 0;
 	case PROTOBUF_C_TYPE_ENUM: {
 		const ProtobufCEnumDescriptor *ed = f->descriptor;
-		bool integral_form = false;
-		if (json_is_string(v) &&
-		    !(number_syntax(json_string_value(v), json_string_length(v), &integral_form) &&
-		      integral_form)) {
+		if (json_is_string(v) && !integer_string(v)) {
 			const ProtobufCEnumValue *ev =
 				protobuf_c_enum_descriptor_get_value_by_name(ed, json_string_value(v));
 			if (!ev)

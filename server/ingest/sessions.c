@@ -1010,27 +1010,46 @@ struct mapper {
 	size_t capchain;
 };
 
-static uint32_t map_string(struct mapper *x, int t, uint32_t id)
+/* Session entry id of pm type t (defined as def_t) in this head: true when
+ * answered, *pid its head id when mapped for this head already, MAP_FAIL
+ * when the session never defined it; false when it is to be mapped now and
+ * remembered in *e (memo_put). */
+static bool memo_done(struct mapper *x, int t, int def_t, uint32_t id, uint64_t **e, uint32_t *pid)
 {
-	uint64_t *e = &x->s->pm[t][id];
-	if (*e >> 32 == x->gen)
-		return (uint32_t)*e;
-	if (!defined(x->s, T_STR, id))
-		return MAP_FAIL;
-	const char *str = x->s->sbytes.data + x->s->soff[id];
-	uint32_t pid = store_head_string(x->h, t == T_LSTR ? STORE_LABEL_STRINGS : STORE_SYMBOL_STRINGS,
-					 str, strlen(str));
+	*e = &x->s->pm[t][id];
+	if (**e >> 32 == x->gen) {
+		*pid = (uint32_t)**e;
+		return true;
+	}
+	*pid = MAP_FAIL;
+	return !defined(x->s, def_t, id);
+}
+
+/* Remembers pid as e's head id in this head; returns it. */
+static uint32_t memo_put(struct mapper *x, uint64_t *e, uint32_t pid)
+{
 	*e = (uint64_t)x->gen << 32 | pid;
 	return pid;
 }
 
+static uint32_t map_string(struct mapper *x, int t, uint32_t id)
+{
+	uint64_t *e;
+	uint32_t done;
+	if (memo_done(x, t, T_STR, id, &e, &done))
+		return done;
+	const char *str = x->s->sbytes.data + x->s->soff[id];
+	uint32_t pid = store_head_string(x->h, t == T_LSTR ? STORE_LABEL_STRINGS : STORE_SYMBOL_STRINGS,
+					 str, strlen(str));
+	return memo_put(x, e, pid);
+}
+
 static uint32_t map_file(struct mapper *x, uint32_t id)
 {
-	uint64_t *e = &x->s->pm[T_FILE][id];
-	if (*e >> 32 == x->gen)
-		return (uint32_t)*e;
-	if (!defined(x->s, T_FILE, id))
-		return MAP_FAIL;
+	uint64_t *e;
+	uint32_t done;
+	if (memo_done(x, T_FILE, T_FILE, id, &e, &done))
+		return done;
 	const struct sfile *f = &x->s->files[id];
 	struct store_file sf = { .name = map_string(x, T_STR, f->name) };
 	if (sf.name == MAP_FAIL)
@@ -1041,17 +1060,15 @@ static uint32_t map_file(struct mapper *x, uint32_t id)
 	sf.nsegs = MIN(f->nsegs, STORE_FILE_SEGMENTS);
 	memcpy(sf.segs, f->segs, (size_t)sf.nsegs * 3 * sizeof(uint64_t));
 	uint32_t pid = store_head_file(x->h, &sf);
-	*e = (uint64_t)x->gen << 32 | pid;
-	return pid;
+	return memo_put(x, e, pid);
 }
 
 static uint32_t map_frame(struct mapper *x, uint32_t id)
 {
-	uint64_t *e = &x->s->pm[T_FRAME][id];
-	if (*e >> 32 == x->gen)
-		return (uint32_t)*e;
-	if (!defined(x->s, T_FRAME, id))
-		return MAP_FAIL;
+	uint64_t *e;
+	uint32_t done;
+	if (memo_done(x, T_FRAME, T_FRAME, id, &e, &done))
+		return done;
 	const struct sframe *f = &x->s->frames[id];
 	struct store_frame sf = { .type = f->type, .address = f->address };
 	uint32_t file = f->file ? map_file(x, f->file - 1) : 0;
@@ -1061,8 +1078,7 @@ static uint32_t map_frame(struct mapper *x, uint32_t id)
 		return MAP_FAIL;
 	sf.file = f->file ? file + 1 : 0;
 	uint32_t pid = store_head_frame(x->h, &sf);
-	*e = (uint64_t)x->gen << 32 | pid;
-	return pid;
+	return memo_put(x, e, pid);
 }
 
 /* The head's stack (leaf node) of session node id: one lookup of its
@@ -1072,16 +1088,14 @@ static uint32_t map_frame(struct mapper *x, uint32_t id)
  * nodes samples name are kept in pm. */
 static uint32_t map_node(struct mapper *x, uint32_t id)
 {
-	uint64_t *e = &x->s->pm[T_STACK][id];
-	if (*e >> 32 == x->gen)
-		return (uint32_t)*e;
-	if (!defined(x->s, T_STACK, id))
-		return MAP_FAIL;
+	uint64_t *e;
+	uint32_t done;
+	if (memo_done(x, T_STACK, T_STACK, id, &e, &done))
+		return done;
 	uint64_t lo = x->s->node_h[2 * (size_t)id], hi = x->s->node_h[2 * (size_t)id + 1];
 	uint32_t leaf = store_head_stack_by_hash(x->h, lo, hi);
 	if (leaf != UINT32_MAX) {
-		*e = (uint64_t)x->gen << 32 | leaf;
-		return leaf;
+		return memo_put(x, e, leaf);
 	}
 	size_t n = 0;
 	for (uint32_t nd = id + 1; nd; nd = x->s->node_parent[nd - 1]) {
@@ -1096,18 +1110,16 @@ static uint32_t map_node(struct mapper *x, uint32_t id)
 			return MAP_FAIL;
 	leaf = store_head_stack(x->h, x->chain, n);
 	store_head_note_stack_hash(x->h, lo, hi, leaf);
-	*e = (uint64_t)x->gen << 32 | leaf;
-	return leaf;
+	return memo_put(x, e, leaf);
 }
 
 /* The head's label set of session resource id. */
 static uint32_t map_resource(struct mapper *x, uint32_t id, uint32_t host_cpus)
 {
-	uint64_t *e = &x->s->pm[T_RES][id];
-	if (*e >> 32 == x->gen)
-		return (uint32_t)*e;
-	if (!defined(x->s, T_RES, id))
-		return MAP_FAIL;
+	uint64_t *e;
+	uint32_t done;
+	if (memo_done(x, T_RES, T_RES, id, &e, &done))
+		return done;
 	uint32_t kv[2 * BATCH_MAX_ATTRIBUTES];
 	uint32_t n = MIN(x->s->res.len[id], 2 * BATCH_MAX_ATTRIBUTES);
 	const uint32_t *ids = x->s->res.ids + x->s->res.start[id];
@@ -1115,8 +1127,7 @@ static uint32_t map_resource(struct mapper *x, uint32_t id, uint32_t host_cpus)
 		if ((kv[j] = map_string(x, T_LSTR, ids[j])) == MAP_FAIL)
 			return MAP_FAIL;
 	uint32_t labels = store_head_labels(x->h, kv, n / 2, host_cpus);
-	*e = (uint64_t)x->gen << 32 | labels;
-	return labels;
+	return memo_put(x, e, labels);
 }
 
 /* Adds m's samples to h, the head numbered gen. Every entry is

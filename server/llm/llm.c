@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "httpc.h"
+#include "jsonpost.h"
 #include "llm.h"
 #include "log.h"
 #include "util.h"
@@ -623,26 +623,15 @@ static void error_message(const char *body, size_t len, struct buf *out)
 
 /* --- transport ------------------------------------------------------------------ */
 
-struct resp {
-	struct buf body;
-	long retry_after_s; /* -1: not sent */
-};
-
-static size_t on_header(char *p, size_t sz, size_t n, void *ctx)
+/* The seconds of a Retry-After header's value (delta-seconds), capped at
+ * a day; -1 when absent or not a number. */
+static long retry_after_s(const char *v)
 {
-	struct resp *r = ctx;
-	size_t len = sz * n;
-	if (len > 12 && strncasecmp(p, "retry-after:", 12) == 0) {
-		char tmp[32];
-		size_t k = len - 12 < sizeof(tmp) - 1 ? len - 12 : sizeof(tmp) - 1;
-		memcpy(tmp, p + 12, k);
-		tmp[k] = 0;
-		char *end;
-		double v = strtod(tmp, &end);
-		if (end != tmp && v >= 0)
-			r->retry_after_s = v > 86400 ? 86400 : (long)(v + 0.999);
-	}
-	return len;
+	char *end;
+	double x = strtod(v, &end);
+	if (end == v || !(x >= 0))
+		return -1;
+	return x > 86400 ? 86400 : (long)(x + 0.999);
 }
 
 static void url_of(const struct llm *l, const char *model, struct buf *url)
@@ -730,36 +719,20 @@ int llm_chat(struct llm *l, const char *model, const char *system, const json_t 
 	h = curl_slist_append(h, hdr.data);
 	int rc = LLM_ERROR;
 	long status = 0;
-	struct resp r = { 0 };
-	struct http_sink sink = { &r.body, LLM_MAX_RESPONSE, false };
+	struct json_answer r = { 0 };
+	struct json_post post = { .url = url.data, .body = text, .headers = h, .timeout_ms = (long)l->timeout_ms,
+				  .connect_timeout_ms = 10000, .max_answer = LLM_MAX_RESPONSE,
+				  .want_header = "retry-after" };
 	for (unsigned attempt = 0;; attempt++) {
-		buf_reset(&r.body);
-		sink.over = false;
-		r.retry_after_s = -1;
-		CURL *c = curl_easy_init();
-		if (!c) {
+		CURLcode cc = json_post(&post, &r);
+		if (cc == CURLE_FAILED_INIT) {
 			buf_puts(err, "libcurl could not start a request");
 			break;
 		}
-		curl_easy_setopt(c, CURLOPT_URL, url.data);
-		curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, text);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)blen);
-		curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)l->timeout_ms);
-		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, http_sink_write);
-		curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
-		curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-		curl_easy_setopt(c, CURLOPT_HEADERDATA, &r);
-		CURLcode cc = curl_easy_perform(c);
-		status = 0;
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-		curl_easy_cleanup(c);
+		status = r.status;
 		if (cc != CURLE_OK) {
 			buf_reset(err);
-			if (sink.over)
+			if (r.over)
 				buf_printf(err, "the provider's answer is larger than %u bytes", LLM_MAX_RESPONSE);
 			else
 				buf_printf(err, "the provider could not be reached: %s", curl_easy_strerror(cc));
@@ -777,7 +750,9 @@ int llm_chat(struct llm *l, const char *model, const char *system, const json_t 
 		error_message(r.body.data ? r.body.data : "", r.body.len, err);
 		if (!retryable(status) || attempt >= l->max_retries)
 			break;
-		long wait = r.retry_after_s >= 0 ? r.retry_after_s : (1L << (attempt < 5 ? attempt : 5));
+		long wait = retry_after_s(r.header);
+		if (wait < 0)
+			wait = 1L << (attempt < 5 ? attempt : 5);
 		if (wait > LLM_MAX_RETRY_WAIT_S) {
 			buf_printf(err, " (it asked to retry after %ld s, more than the %d s ember waits)", wait,
 				   LLM_MAX_RETRY_WAIT_S);

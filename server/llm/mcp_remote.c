@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "mcp_remote.h"
-#include "httpc.h"
+#include "jsonpost.h"
 #include "util.h"
 
 #define MAX_ANSWER (4u << 20)
@@ -94,33 +94,6 @@ void mcp_remotes_free(struct mcp_remotes *m)
 
 /* --- one server ------------------------------------------------------------- */
 
-struct answer {
-	struct buf body;
-	char session[160];
-};
-
-static size_t on_header(char *p, size_t sz, size_t n, void *ctx)
-{
-	struct answer *a = ctx;
-	size_t len = sz * n;
-	static const char h[] = "mcp-session-id:";
-	if (len > sizeof(h) - 1 && strncasecmp(p, h, sizeof(h) - 1) == 0) {
-		const char *v = p + sizeof(h) - 1;
-		size_t k = len - (sizeof(h) - 1);
-		while (k && (*v == ' ' || *v == '\t')) {
-			v++;
-			k--;
-		}
-		while (k && (v[k - 1] == '\r' || v[k - 1] == '\n' || v[k - 1] == ' '))
-			k--;
-		if (k < sizeof(a->session)) {
-			memcpy(a->session, v, k);
-			a->session[k] = 0;
-		}
-	}
-	return len;
-}
-
 /* The JSON-RPC response in an answer: the body, or the data of an SSE
  * event that holds one. */
 static json_t *response_of(const struct buf *b)
@@ -169,33 +142,22 @@ static int rpc(const struct remote *r, char session[160], const char *method, js
 		buf_printf(&hdr, "Mcp-Session-Id: %s", session);
 		h = curl_slist_append(h, hdr.data);
 	}
-	struct answer a = { 0 };
-	struct http_sink sink = { &a.body, MAX_ANSWER, false };
-	CURL *c = curl_easy_init();
+	struct json_answer a = { 0 };
+	struct json_post post = { .url = r->endpoint, .body = text, .headers = h, .timeout_ms = 30000,
+				  .max_answer = MAX_ANSWER, .want_header = "mcp-session-id" };
 	int rc = -1;
-	if (!c || !text) {
+	if (!text) {
 		buf_puts(err, "out of memory");
 		goto out;
 	}
-	curl_easy_setopt(c, CURLOPT_URL, r->endpoint);
-	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(c, CURLOPT_POSTFIELDS, text);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 30000L);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, http_sink_write);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
-	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-	curl_easy_setopt(c, CURLOPT_HEADERDATA, &a);
-	CURLcode cc = curl_easy_perform(c);
-	long status = 0;
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	CURLcode cc = json_post(&post, &a);
+	long status = a.status;
 	if (cc != CURLE_OK) {
-		buf_printf(err, "MCP server %s: %s", r->name, sink.over ? "answer too large" : curl_easy_strerror(cc));
+		buf_printf(err, "MCP server %s: %s", r->name, a.over ? "answer too large" : curl_easy_strerror(cc));
 		goto out;
 	}
-	if (a.session[0])
-		snprintf(session, 160, "%s", a.session);
+	if (a.header[0])
+		snprintf(session, 160, "%s", a.header);
 	if (id < 0) {
 		rc = status >= 200 && status < 300 ? 0 : -1;
 		if (rc < 0)
@@ -217,8 +179,6 @@ static int rpc(const struct remote *r, char session[160], const char *method, js
 	json_decref(doc);
 	rc = 0;
 out:
-	if (c)
-		curl_easy_cleanup(c);
 	curl_slist_free_all(h);
 	buf_free(&hdr);
 	buf_free(&a.body);

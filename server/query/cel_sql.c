@@ -162,6 +162,17 @@ static int translate_dollars(struct emit *e, const char *re, struct buf *out)
 	return 0;
 }
 
+/* A two-operand form: open, side(a), mid, side(b), close. */
+static void infix(struct emit *e, void (*side)(struct emit *, int), const char *open, int a, const char *mid,
+		  int b, const char *close)
+{
+	buf_puts(e->out, open);
+	side(e, a);
+	buf_puts(e->out, mid);
+	side(e, b);
+	buf_puts(e->out, close);
+}
+
 static void emit(struct emit *e, int n)
 {
 	if (e->failed)
@@ -178,19 +189,11 @@ static void emit(struct emit *e, int n)
 		return;
 	case N_AND:
 	case N_OR:
-		buf_puts(o, "(");
-		emit(e, nd->a);
-		buf_puts(o, nd->kind == N_AND ? " AND " : " OR ");
-		emit(e, nd->b);
-		buf_puts(o, ")");
+		infix(e, emit, "(", nd->a, nd->kind == N_AND ? " AND " : " OR ", nd->b, ")");
 		return;
 	case N_EQ:
 	case N_NE:
-		buf_puts(o, "(");
-		value(e, nd->a);
-		buf_puts(o, nd->kind == N_EQ ? " = " : " != ");
-		value(e, nd->b);
-		buf_puts(o, ")");
+		infix(e, value, "(", nd->a, nd->kind == N_EQ ? " = " : " != ", nd->b, ")");
 		return;
 	case N_LT:
 	case N_LE:
@@ -200,15 +203,8 @@ static void emit(struct emit *e, int n)
 	case N_NUM_NE: {
 		static const char *ops[] = { [N_LT] = " < ", [N_LE] = " <= ", [N_GT] = " > ",
 					     [N_GE] = " >= ", [N_NUM_EQ] = " = ", [N_NUM_NE] = " != " };
-		buf_puts(o, "(");
-		is_number(e, nd->a);
-		buf_puts(o, " AND ");
-		is_number(e, nd->b);
-		buf_puts(o, " AND ");
-		number(e, nd->a);
-		buf_puts(o, ops[nd->kind]);
-		number(e, nd->b);
-		buf_puts(o, ")");
+		infix(e, is_number, "(", nd->a, " AND ", nd->b, " AND ");
+		infix(e, number, "", nd->a, ops[nd->kind], nd->b, ")");
 		return;
 	}
 	case N_IN:
@@ -252,18 +248,10 @@ static void emit(struct emit *e, int n)
 	}
 	case N_STARTS:
 	case N_ENDS:
-		buf_puts(o, nd->kind == N_STARTS ? "startsWith(" : "endsWith(");
-		value(e, nd->a);
-		buf_puts(o, ", ");
-		value(e, nd->b);
-		buf_puts(o, ")");
+		infix(e, value, nd->kind == N_STARTS ? "startsWith(" : "endsWith(", nd->a, ", ", nd->b, ")");
 		return;
 	case N_CONTAINS:
-		buf_puts(o, "(position(");
-		value(e, nd->a);
-		buf_puts(o, ", ");
-		value(e, nd->b);
-		buf_puts(o, ") > 0)");
+		infix(e, value, "(position(", nd->a, ", ", nd->b, ") > 0)");
 		return;
 	case N_ATTR:
 	case N_STR:

@@ -229,6 +229,21 @@ static bool stack_matches(struct fg *q, const struct store_segment *p, uint32_t 
 	return m == 2;
 }
 
+/* Adds n stack totals (the stacks under the scan's ids; zeros passed
+ * over) to the scratch tree; their sum. */
+static uint64_t add_sums(struct fg *q, const struct scan_ids *ids, long n, const uint32_t *stacks,
+			 const uint64_t *sums)
+{
+	uint64_t value = 0;
+	for (long i = 0; i < n; i++) {
+		if (!sums[i])
+			continue;
+		add_leaf(q, scan_id(ids, stacks[i]), sums[i]);
+		value += sums[i];
+	}
+	return value;
+}
+
 /* Adds one selected series to the scratch tree: its stack totals when
  * neither sampling nor time buckets need its rows. */
 static void add_series(struct fg *q, const struct store_segment *p, uint32_t series)
@@ -240,14 +255,7 @@ static void add_series(struct fg *q, const struct store_segment *p, uint32_t ser
 		const uint32_t *stacks;
 		const uint64_t *sums;
 		long n = scan_sums(q->scan, series, &stacks, &sums);
-		uint64_t value = 0;
-		for (long i = 0; i < n; i++) {
-			if (!sums[i])
-				continue;
-			add_leaf(q, scan_id(&ids, stacks[i]), sums[i]);
-			value += sums[i];
-		}
-		hz_vote_add(&q->hz, ps->hz, value);
+		hz_vote_add(&q->hz, ps->hz, add_sums(q, &ids, n, stacks, sums));
 		return;
 	}
 	const struct store_row *rows;
@@ -458,14 +466,7 @@ static void do_part(struct fg *q, const struct store_segment *p, bool carry)
 	long n;
 	if (!q->r->nsynthetic && q->keep_threshold == UINT64_MAX && !q->buckets &&
 	    (n = scan_rollup_sums(q->scan, &stacks, &sums, &hz)) >= 0) {
-		uint64_t value = 0;
-		for (long i = 0; i < n; i++) {
-			if (!sums[i])
-				continue;
-			add_leaf(q, scan_id(&ids, stacks[i]), sums[i]);
-			value += sums[i];
-		}
-		hz_vote_add(&q->hz, hz, value);
+		hz_vote_add(&q->hz, hz, add_sums(q, &ids, n, stacks, sums));
 		if (!carry)
 			fold_group(q, p, 0);
 		return;

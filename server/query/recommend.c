@@ -2,6 +2,7 @@
 #include "recommend.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -705,6 +706,41 @@ static int tx_end(struct recs *r, sqlite3_stmt *q, int rc, int failed, struct bu
 	return rc;
 }
 
+/* tx_begin, then sql prepared as *q: 0, or -1 with the transaction rolled
+ * back and err saying why. */
+static int tx_prepare(struct recs *r, const char *sql, sqlite3_stmt **q, struct buf *err)
+{
+	*q = NULL;
+	if (tx_begin(r, err) < 0)
+		return -1;
+	if (sqldb_prepare(r->db, sql, q, err) < 0)
+		return tx_end(r, NULL, -1, -1, err);
+	return 0;
+}
+
+/* Binds q's parameters ?1, ?2, ... in order, one per character of types:
+ * 't' a string (const char *, kept by the caller until the statement is
+ * reset; NULL binds NULL), 'i' an int64_t, 'd' a double. */
+static void bind_row(sqlite3_stmt *q, const char *types, ...)
+{
+	va_list ap;
+	va_start(ap, types);
+	for (int i = 1; *types; types++, i++) {
+		switch (*types) {
+		case 't':
+			sqlite3_bind_text(q, i, va_arg(ap, const char *), -1, SQLITE_STATIC);
+			break;
+		case 'i':
+			sqlite3_bind_int64(q, i, (sqlite3_int64)va_arg(ap, int64_t));
+			break;
+		case 'd':
+			sqlite3_bind_double(q, i, va_arg(ap, double));
+			break;
+		}
+	}
+	va_end(ap);
+}
+
 /* Runs q to its end: 0, or -1 with the database's message in err. */
 static int step_done(struct recs *r, sqlite3_stmt *q, struct buf *err)
 {
@@ -718,18 +754,12 @@ static int step_done(struct recs *r, sqlite3_stmt *q, struct buf *err)
 static int store_generation(struct recs *r, const char *project, uint64_t seq, int64_t now_ms,
 			    const char *trigger, int64_t elapsed_ms, const json_t *arr, struct buf *err)
 {
-	sqlite3_stmt *q = NULL;
-	if (tx_begin(r, err) < 0)
+	sqlite3_stmt *q;
+	if (tx_prepare(r, "INSERT OR REPLACE INTO rec_generation (project, seq, generated_ms, trigger, "
+			  "elapsed_ms) VALUES (?1, ?2, ?3, ?4, ?5)", &q, err) < 0)
 		return -1;
 	int rc = -1;
-	if (sqldb_prepare(r->db, "INSERT OR REPLACE INTO rec_generation (project, seq, generated_ms, trigger, "
-				 "elapsed_ms) VALUES (?1, ?2, ?3, ?4, ?5)", &q, err) < 0)
-		goto out;
-	sqlite3_bind_text(q, 1, project, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(q, 2, (sqlite3_int64)seq);
-	sqlite3_bind_int64(q, 3, now_ms);
-	sqlite3_bind_text(q, 4, trigger, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(q, 5, elapsed_ms);
+	bind_row(q, "tiiti", project, (int64_t)seq, now_ms, trigger, elapsed_ms);
 	if (step_done(r, q, err) < 0)
 		goto out;
 	sqlite3_finalize(q);
@@ -740,14 +770,8 @@ static int store_generation(struct recs *r, const char *project, uint64_t seq, i
 	for (size_t i = 0; i < json_array_size(arr); i++) {
 		const json_t *rec = json_array_get(arr, i);
 		sqlite3_reset(q);
-		sqlite3_bind_text(q, 1, project, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(q, 2, (sqlite3_int64)seq);
-		sqlite3_bind_text(q, 3, jstr(rec, "id"), -1, SQLITE_STATIC);
-		sqlite3_bind_text(q, 4, jstr(rec, "kind"), -1, SQLITE_STATIC);
-		sqlite3_bind_double(q, 5, rec_amount(rec));
-		sqlite3_bind_double(q, 6, jnum(rec, "peak"));
-		sqlite3_bind_double(q, 7, jnum(json_object_get(rec, "savings"), "annual_cost"));
-		sqlite3_bind_text(q, 8, jstr(rec, "status"), -1, SQLITE_STATIC);
+		bind_row(q, "tittdddt", project, (int64_t)seq, jstr(rec, "id"), jstr(rec, "kind"), rec_amount(rec),
+			 jnum(rec, "peak"), jnum(json_object_get(rec, "savings"), "annual_cost"), jstr(rec, "status"));
 		if (step_done(r, q, err) < 0)
 			goto out;
 	}
@@ -760,8 +784,7 @@ static int store_generation(struct recs *r, const char *project, uint64_t seq, i
 		q = NULL;
 		if (sqldb_prepare(r->db, drop[i], &q, err) < 0)
 			goto out;
-		sqlite3_bind_text(q, 1, project, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(q, 2, (sqlite3_int64)(seq - RECS_KEEP_GENERATIONS));
+		bind_row(q, "ti", project, (int64_t)(seq - RECS_KEEP_GENERATIONS));
 		if (step_done(r, q, err) < 0)
 			goto out;
 	}
@@ -1084,13 +1107,7 @@ static int history_add(struct recs *r, const char *project, const char *id, cons
 	if (sqldb_prepare(r->db, "INSERT INTO rec_history (project, id, at_ms, actor, from_state, to_state, action) "
 				 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", &q, err) < 0)
 		return -1;
-	sqlite3_bind_text(q, 1, project, -1, SQLITE_STATIC);
-	sqlite3_bind_text(q, 2, id, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(q, 3, now_ms);
-	sqlite3_bind_text(q, 4, actor && *actor ? actor : "anonymous", -1, SQLITE_STATIC);
-	sqlite3_bind_text(q, 5, from, -1, SQLITE_STATIC);
-	sqlite3_bind_text(q, 6, to, -1, SQLITE_STATIC);
-	sqlite3_bind_text(q, 7, action, -1, SQLITE_STATIC);
+	bind_row(q, "ttitttt", project, id, now_ms, actor && *actor ? actor : "anonymous", from, to, action);
 	int rc = step_done(r, q, err);
 	sqlite3_finalize(q);
 	return rc;
@@ -1118,17 +1135,12 @@ int recs_set_state(struct recs *r, const char *project, const char *id, const ch
 		return -1;
 	}
 	const char *from = state_of(r, project, id);
-	sqlite3_stmt *q = NULL;
-	if (tx_begin(r, err) < 0)
+	sqlite3_stmt *q;
+	if (tx_prepare(r, "INSERT INTO rec_state (project, id, state, updated_ms) VALUES (?1, ?2, ?3, ?4) "
+			  "ON CONFLICT (project, id) DO UPDATE SET state = ?3, updated_ms = ?4", &q, err) < 0)
 		return -2;
 	int rc = -2;
-	if (sqldb_prepare(r->db, "INSERT INTO rec_state (project, id, state, updated_ms) VALUES (?1, ?2, ?3, ?4) "
-				 "ON CONFLICT (project, id) DO UPDATE SET state = ?3, updated_ms = ?4", &q, err) < 0)
-		goto out;
-	sqlite3_bind_text(q, 1, project, -1, SQLITE_STATIC);
-	sqlite3_bind_text(q, 2, id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(q, 3, state, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(q, 4, now_ms);
+	bind_row(q, "ttti", project, id, state, now_ms);
 	if (step_done(r, q, err) < 0)
 		goto out;
 	if (history_add(r, project, id, "state", actor, from, state, now_ms, err) < 0)
@@ -1188,23 +1200,17 @@ int recs_suppress(struct recs *r, struct store *st, struct symbols *sym, const c
 			return -3;
 		}
 	}
-	sqlite3_stmt *q = NULL;
-	int rc = -2, changes = 0;
-	if (tx_begin(r, err) < 0)
+	sqlite3_stmt *q;
+	if (tx_prepare(r, suppress ? "INSERT OR REPLACE INTO rec_suppressed (project, trace_id, application, "
+				     "leaf, actor, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+				   : "DELETE FROM rec_suppressed WHERE project = ?1 AND trace_id = ?2",
+		       &q, err) < 0)
 		return -2;
-	if (sqldb_prepare(r->db, suppress ? "INSERT OR REPLACE INTO rec_suppressed (project, trace_id, application, "
-					    "leaf, actor, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
-					  : "DELETE FROM rec_suppressed WHERE project = ?1 AND trace_id = ?2",
-			  &q, err) < 0)
-		goto out;
-	sqlite3_bind_text(q, 1, project, -1, SQLITE_STATIC);
-	sqlite3_bind_text(q, 2, trace_id, -1, SQLITE_STATIC);
-	if (suppress) {
-		sqlite3_bind_text(q, 3, app, -1, SQLITE_STATIC);
-		sqlite3_bind_text(q, 4, leaf, -1, SQLITE_STATIC);
-		sqlite3_bind_text(q, 5, actor && *actor ? actor : "anonymous", -1, SQLITE_STATIC);
-		sqlite3_bind_int64(q, 6, now_ms);
-	}
+	int rc = -2, changes = 0;
+	if (suppress)
+		bind_row(q, "ttttti", project, trace_id, app, leaf, actor && *actor ? actor : "anonymous", now_ms);
+	else
+		bind_row(q, "tt", project, trace_id);
 	if (step_done(r, q, err) < 0)
 		goto out;
 	changes = sqlite3_changes(r->db);

@@ -90,7 +90,7 @@ int block_load(struct block *b, struct part *p, struct buf *err);
  * with them). Adds the compressed bytes read to *bytes_read. Returns the
  * row count, or -1 (err set). */
 long block_rows(struct block *b, const struct part *p, const struct part_series *s,
-		int64_t since_ms, struct buf *scratch, const struct part_row **rows,
+		int64_t since_ms, struct buf *scratch, const struct store_row **rows,
 		uint64_t *bytes_read, struct buf *err);
 
 /* The distinct stacks of series s with the sum of their rows in
@@ -142,7 +142,7 @@ struct block_writer *block_writer_create(const char *tmp_path, struct buf *err);
  * sums wait in hash tables (about 12 bytes per distinct stack per slice)
  * until block_writer_finish. rows is reordered. */
 int block_writer_chunk(struct block_writer *w, struct part *dst, uint32_t series,
-		       struct part_row *rows, size_t n, struct buf *err);
+		       struct store_row *rows, size_t n, struct buf *err);
 /* Writes dst's dictionaries and the footer, fsyncs, renames the file to
  * final_path and fsyncs its directory. The writer is freed either way. */
 int block_writer_finish(struct block_writer *w, struct part *dst,

@@ -311,7 +311,7 @@ static int load_tables(struct part *p, int id, struct cursor *c, const struct bl
 					t = mm * 60000;
 				}
 				s->minutes[s->nminutes++] =
-					(struct part_minute){ t, varint_get(c) };
+					(struct store_minute){ t, varint_get(c) };
 			}
 		}
 		return c->bad ? -1 : 0;
@@ -421,7 +421,7 @@ static int read_at(struct block *b, void *z, uint64_t len, uint64_t off, uint64_
 struct series_view {
 	uint32_t *dict;
 	uint64_t *sums;
-	struct part_row *rows;
+	struct store_row *rows;
 	size_t nrows;
 };
 
@@ -442,7 +442,7 @@ static bool slice_meets(const struct part *p, const struct part_series *s,
 /* Decodes one slice's rows frame: groups of one time, the first time
  * counted from the series' first. Every time must lie in the slice. */
 static int decode_slice(const struct part *p, const struct part_series *s,
-			const struct part_slice *sl, const uint8_t *raw, struct part_row *out)
+			const struct part_slice *sl, const uint8_t *raw, struct store_row *out)
 {
 	int64_t lo, hi;
 	slice_bounds(p, s, sl, &lo, &hi);
@@ -463,7 +463,7 @@ static int decode_slice(const struct part *p, const struct part_series *s,
 				break;
 			}
 			/* The local index, until the caller maps it. */
-			out[n + j] = (struct part_row){ .ts_ms = ts, .stack = (uint32_t)local };
+			out[n + j] = (struct store_row){ .ts_ms = ts, .stack = (uint32_t)local };
 		}
 		for (uint64_t j = 0; j < k && !c.bad; j++)
 			out[n + j].value = varint_get(&c);
@@ -504,14 +504,14 @@ static int read_series(struct block *b, const struct part *p, const struct part_
 		zmax = MAX(zmax, run);
 	}
 	size_t nstacks = want == WANT_ROWS ? 0 : s->nstacks;
-	size_t rows_bytes = nrows * sizeof(struct part_row);
+	size_t rows_bytes = nrows * sizeof(struct store_row);
 	size_t dict_bytes = (nstacks * sizeof(uint32_t) + 7) & ~(size_t)7;
 	size_t sums_bytes = nstacks * sizeof(uint64_t);
 	size_t raw_head = want == WANT_ROWS ? 0 : ((s->stacks_raw + s->sums_raw + 7) & ~(size_t)7);
 	buf_reset(scratch);
 	buf_reserve(scratch, rows_bytes + dict_bytes + sums_bytes + raw_head + raw_rows + zmax + 16);
 	char *at = scratch->data;
-	v->rows = (struct part_row *)at;
+	v->rows = (struct store_row *)at;
 	v->nrows = nrows;
 	v->dict = (uint32_t *)(at += rows_bytes);
 	v->sums = (uint64_t *)(at += dict_bytes);
@@ -572,7 +572,7 @@ static int read_series(struct block *b, const struct part *p, const struct part_
 }
 
 long block_rows(struct block *b, const struct part *p, const struct part_series *s,
-		int64_t since_ms, struct buf *scratch, const struct part_row **rows,
+		int64_t since_ms, struct buf *scratch, const struct store_row **rows,
 		uint64_t *bytes_read, struct buf *err)
 {
 	range_t all = { since_ms, INT64_MAX };

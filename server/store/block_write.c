@@ -43,7 +43,7 @@ struct block_writer {
 	struct buf raw;
 	uint32_t *dict, *local;
 	uint64_t *sums, *keys;
-	struct part_row *rtmp;
+	struct store_row *rtmp;
 	size_t capdict, caplocal, capsums, capkeys, caprtmp;
 	struct slice_acc *accs;
 	size_t naccs, capaccs;
@@ -146,7 +146,7 @@ static int emit(struct block_writer *w, struct section_ref *ref, struct buf *err
 
 static int cmp_row(const void *a, const void *b)
 {
-	const struct part_row *x = a, *y = b;
+	const struct store_row *x = a, *y = b;
 	if (x->ts_ms != y->ts_ms)
 		return x->ts_ms < y->ts_ms ? -1 : 1;
 	return x->stack < y->stack ? -1 : x->stack > y->stack;
@@ -202,7 +202,7 @@ static void slice_acc_add(struct slice_acc *a, uint32_t stack, uint64_t value)
  * lie in time order unless the sources overlap), so each run of one time
  * is put in stack order by a radix sort of (stack, index) keys; rows out
  * of time order (overlapping sources, late data) are sorted by qsort. */
-static void sort_rows(struct block_writer *w, struct part_row *rows, size_t n)
+static void sort_rows(struct block_writer *w, struct store_row *rows, size_t n)
 {
 	for (size_t i = 1; i < n; i++)
 		if (rows[i].ts_ms < rows[i - 1].ts_ms) {
@@ -218,7 +218,7 @@ static void sort_rows(struct block_writer *w, struct part_row *rows, size_t n)
 		if (i >= k)
 			continue; /* already in stack order (a block's own rows are) */
 		xgrow((void **)&w->keys, &w->capkeys, 2 * k, sizeof(uint64_t));
-		xgrow((void **)&w->rtmp, &w->caprtmp, k, sizeof(struct part_row));
+		xgrow((void **)&w->rtmp, &w->caprtmp, k, sizeof(struct store_row));
 		for (i = 0; i < k; i++)
 			w->keys[i] = (uint64_t)rows[a + i].stack << 32 | i;
 		sort_u64_by_high(w->keys, k, w->keys + k);
@@ -229,7 +229,7 @@ static void sort_rows(struct block_writer *w, struct part_row *rows, size_t n)
 }
 
 int block_writer_chunk(struct block_writer *w, struct part *dst, uint32_t series,
-		       struct part_row *rows, size_t n, struct buf *err)
+		       struct store_row *rows, size_t n, struct buf *err)
 {
 	struct part_series *s = &dst->series[series];
 	int64_t g = dst->granularity_ms;

@@ -223,7 +223,7 @@ int merge_write(const struct merge_source *src, size_t nsrc, const struct merge_
 
 	int rc = -1;
 	struct block_writer *w = block_writer_create(t->tmp_path, err);
-	struct part_row *rows = NULL;
+	struct store_row *rows = NULL;
 	size_t caprows = 0;
 	uint32_t *chain = NULL;
 	size_t capchain = 0;
@@ -237,7 +237,7 @@ int merge_write(const struct merge_source *src, size_t nsrc, const struct merge_
 		for (; i < npicks && picks[i].dst_series == d; i++) {
 			struct src_map *m = &maps[picks[i].src];
 			const struct part_series *ps = &m->p->series[picks[i].src_series];
-			const struct part_row *in = ps->rows;
+			const struct store_row *in = ps->rows;
 			long nin = (long)ps->nrows;
 			struct merge_source s = src[picks[i].src];
 			if (s.blk) {
@@ -257,7 +257,7 @@ int merge_write(const struct merge_source *src, size_t nsrc, const struct merge_
 			for (long r = 0; r < nin; r++) {
 				if (in[r].ts_ms < t->from_ms || in[r].ts_ms >= t->to_ms)
 					continue;
-				rows[n++] = (struct part_row){
+				rows[n++] = (struct store_row){
 					.ts_ms = in[r].ts_ms,
 					.value = in[r].value,
 					.stack = map_node(dst, m, in[r].stack, &chain, &capchain),

@@ -1,6 +1,7 @@
 /* part.c - see part.h. */
 #include "part.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -419,7 +420,7 @@ void part_add_minute(struct part_series *s, int64_t minute_ms, uint64_t value)
 	}
 	xgrow((void **)&s->minutes, &s->capminutes, s->nminutes + 1, sizeof(*s->minutes));
 	memmove(s->minutes + i + 1, s->minutes + i, (s->nminutes - i) * sizeof(*s->minutes));
-	s->minutes[i] = (struct part_minute){ minute_ms, value };
+	s->minutes[i] = (struct store_minute){ minute_ms, value };
 	s->nminutes++;
 }
 
@@ -465,7 +466,7 @@ static void add_row(struct part *p, struct part_series *s, int64_t ts_ms, uint32
 {
 	int64_t ts = floor_to(ts_ms, p->granularity_ms);
 	xgrow((void **)&s->rows, &s->caprows, s->nrows + 1, sizeof(*s->rows));
-	s->rows[s->nrows++] = (struct part_row){ .ts_ms = ts, .value = value, .stack = stack };
+	s->rows[s->nrows++] = (struct store_row){ .ts_ms = ts, .value = value, .stack = stack };
 	s->total += value;
 	s->min_ts = MIN(s->min_ts, ts);
 	s->max_ts = MAX(s->max_ts, ts);
@@ -520,56 +521,56 @@ void part_add_rows(struct part *p, const uint32_t *series, int64_t ts_ms, const 
 	}
 }
 
-struct host_key {
-	const struct part *p;
-	uint32_t name;
+/* Hosts and agents: records keyed by a uint32_t lstr id, their first
+ * field, found through an index. */
+_Static_assert(offsetof(struct part_host, name) == 0 && offsetof(struct part_agent, instance) == 0,
+	       "a keyed record starts with its key");
+
+struct record_key {
+	const void *records;
+	size_t size;
+	uint32_t key;
 };
 
-static bool eq_host(const void *ctx, uint32_t idx)
+static bool eq_record(const void *ctx, uint32_t idx)
 {
-	const struct host_key *k = ctx;
-	return k->p->hosts[idx].name == k->name;
+	const struct record_key *k = ctx;
+	uint32_t have;
+	memcpy(&have, (const char *)k->records + (size_t)idx * k->size, sizeof(have));
+	return have == k->key;
+}
+
+/* The index of the record keyed key in *records (n of them, size bytes
+ * each), appended zeroed but for its key when there is none. */
+static uint32_t keyed_record(struct hmap *index, void **records, size_t *n, size_t *cap, size_t size,
+			     uint32_t key)
+{
+	struct record_key k = { *records, size, key };
+	uint64_t h = hash_u64(key);
+	uint32_t idx;
+	if (hmap_find(index, h, eq_record, &k, &idx))
+		return idx;
+	xgrow(records, cap, *n + 1, size);
+	idx = (uint32_t)(*n)++;
+	char *r = (char *)*records + (size_t)idx * size;
+	memset(r, 0, size);
+	memcpy(r, &key, sizeof(key));
+	hmap_insert(index, h, idx);
+	return idx;
 }
 
 void part_note_host(struct part *p, uint32_t name, uint32_t cpus)
 {
-	struct host_key k = { p, name };
-	uint64_t h = hash_u64(name);
-	uint32_t idx;
-	if (hmap_find(&p->host_index, h, eq_host, &k, &idx)) {
-		p->hosts[idx].cpus = MAX(p->hosts[idx].cpus, cpus);
-		return;
-	}
-	xgrow((void **)&p->hosts, &p->caphosts, p->nhosts + 1, sizeof(*p->hosts));
-	idx = (uint32_t)p->nhosts++;
-	p->hosts[idx] = (struct part_host){ name, cpus };
-	hmap_insert(&p->host_index, h, idx);
-}
-
-struct agent_key {
-	const struct part *p;
-	uint32_t instance;
-};
-
-static bool eq_agent(const void *ctx, uint32_t idx)
-{
-	const struct agent_key *k = ctx;
-	return k->p->agents[idx].instance == k->instance;
+	uint32_t i = keyed_record(&p->host_index, (void **)&p->hosts, &p->nhosts, &p->caphosts,
+				  sizeof(*p->hosts), name);
+	p->hosts[i].cpus = MAX(p->hosts[i].cpus, cpus);
 }
 
 void part_note_agent(struct part *p, uint32_t instance, uint64_t seq)
 {
-	struct agent_key k = { p, instance };
-	uint64_t h = hash_u64(instance);
-	uint32_t idx;
-	if (hmap_find(&p->agent_index, h, eq_agent, &k, &idx)) {
-		p->agents[idx].seq = MAX(p->agents[idx].seq, seq);
-		return;
-	}
-	xgrow((void **)&p->agents, &p->capagents, p->nagents + 1, sizeof(*p->agents));
-	idx = (uint32_t)p->nagents++;
-	p->agents[idx] = (struct part_agent){ instance, seq };
-	hmap_insert(&p->agent_index, h, idx);
+	uint32_t i = keyed_record(&p->agent_index, (void **)&p->agents, &p->nagents, &p->capagents,
+				  sizeof(*p->agents), instance);
+	p->agents[i].seq = MAX(p->agents[i].seq, seq);
 }
 
 uint64_t part_agent_seq(const struct part *p, const char *instance)
@@ -577,9 +578,9 @@ uint64_t part_agent_seq(const struct part *p, const char *instance)
 	uint32_t id = strtab_lookup(&p->lstr, instance, strlen(instance));
 	if (id == UINT32_MAX)
 		return 0;
-	struct agent_key k = { p, id };
+	struct record_key k = { p->agents, sizeof(*p->agents), id };
 	uint32_t idx;
-	if (hmap_find(&p->agent_index, hash_u64(id), eq_agent, &k, &idx))
+	if (hmap_find(&p->agent_index, hash_u64(id), eq_record, &k, &idx))
 		return p->agents[idx].seq;
 	return 0;
 }
@@ -753,8 +754,8 @@ size_t part_memory(const struct part *p)
 	for (size_t i = 0; i < ARRAY_SIZE(maps); i++)
 		m += hmap_bytes(maps[i]);
 	for (size_t i = 0; i < p->nseries; i++)
-		m += p->series[i].caprows * sizeof(struct part_row) +
-		     p->series[i].capminutes * sizeof(struct part_minute);
+		m += p->series[i].caprows * sizeof(struct store_row) +
+		     p->series[i].capminutes * sizeof(struct store_minute);
 	for (size_t i = 0; i < p->nrollups; i++)
 		m += MAX(p->rollups[i].n, p->rollups[i].capstacks) * 12 + p->rollups[i].capacc * 8 +
 		     p->rollups[i].cappos * 4;

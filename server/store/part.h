@@ -44,18 +44,8 @@
 #include "store.h"
 #include "strtab.h"
 
-struct part_row {
-	int64_t ts_ms;
-	uint64_t value;
-	uint32_t stack;
-	uint32_t pad;
-};
-
-struct part_minute {
-	int64_t minute_ms; /* start of the minute */
-	uint64_t value;
-};
-
+/* Rows and minutes are the interface's struct store_row and store_minute
+ * (store.h): readers get them as they lie in parts. */
 struct part_series {
 	uint32_t project; /* lstr id of the project's UUID */
 	uint32_t labels;  /* label set id */
@@ -63,10 +53,10 @@ struct part_series {
 	uint16_t hz;      /* sample rate of its batches */
 	int64_t min_ts, max_ts;
 	uint64_t total, nrows;
-	struct part_minute *minutes; /* sorted by minute */
+	struct store_minute *minutes; /* sorted by minute */
 	size_t nminutes, capminutes;
 	/* rows in memory (a part being built) */
-	struct part_row *rows;
+	struct store_row *rows;
 	size_t caprows;
 	/* rows in a block file: zstd frames, adjacent. The first holds the
 	 * series' distinct stacks (nstacks of them), the second their totals;

@@ -12,18 +12,6 @@
 #include "log.h"
 #include "util.h"
 
-/* Rows, minutes and frames are handed to readers as they lie in parts. */
-_Static_assert(sizeof(struct store_row) == sizeof(struct part_row) &&
-		       offsetof(struct store_row, ts_ms) == offsetof(struct part_row, ts_ms) &&
-		       offsetof(struct store_row, value) == offsetof(struct part_row, value) &&
-		       offsetof(struct store_row, stack) == offsetof(struct part_row, stack),
-	       "store_row is part_row");
-_Static_assert(sizeof(struct store_minute) == sizeof(struct part_minute) &&
-		       offsetof(struct store_minute, minute_ms) ==
-			       offsetof(struct part_minute, minute_ms) &&
-		       offsetof(struct store_minute, value) == offsetof(struct part_minute, value),
-	       "store_minute is part_minute");
-
 /* --- views ---------------------------------------------------------------------------- */
 
 /* A part's lineage as the view found it (a block may be adopted later). */
@@ -240,7 +228,7 @@ static const struct store_segment *fill_segment(struct emb_view *v, size_t i, co
 		g->series[j] = (struct store_series){
 			.project = ps->project, .labels = ps->labels, .kind = ps->kind,
 			.hz = ps->hz, .min_ts = ps->min_ts, .max_ts = ps->max_ts, .total = ps->total,
-			.nrows = ps->nrows, .minutes = (const struct store_minute *)ps->minutes,
+			.nrows = ps->nrows, .minutes = ps->minutes,
 			.nminutes = ps->nminutes
 		};
 	}
@@ -303,12 +291,11 @@ static const struct part_series *series_of(struct emb_view *v, size_t pos, uint3
 }
 
 static long emb_rows(struct store_view *bv, size_t pos, uint32_t series, int64_t since_ms,
-		     const struct store_row **out)
+		     const struct store_row **rows)
 {
 	struct emb_view *v = (struct emb_view *)bv;
 	struct sref *r;
 	const struct part_series *s = series_of(v, pos, series, &r);
-	const struct part_row **rows = (const struct part_row **)out;
 	v->stats.series_read++;
 	if (!r->blk) {
 		*rows = s->rows;

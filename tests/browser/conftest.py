@@ -110,6 +110,18 @@ def no_errors(page, allow=()):
     assert not errors, "console errors or uncaught exceptions:\n" + "\n".join(map(str, errors))
 
 
+def focus(page, selector):
+    """Gives the keyboard focus to the element the CSS selector names."""
+    page.evaluate(f"document.querySelector({json.dumps(selector)}).focus()")
+
+
+def type_in(page, selector, text):
+    """Types text into the element the CSS selector names, as a user does
+    (focus, then the keys)."""
+    focus(page, selector)
+    page.insert_text(text)
+
+
 def open_ui(page, base, path="/", state="ready"):
     page.navigate(base + path)
     return wait_state(page, state)

@@ -28,20 +28,29 @@ from provider import Provider  # noqa: E402
 KEY = "sk-browser-test-key-0123456789"
 
 
-@pytest.fixture(scope="module")
-def env(request):
-    prov = Provider("openai", KEY, path_prefix="/v1")
+def llm_server(request, provider, *flags, **provider_args):
+    """A scripted LLM provider (provider.py) and an ember-server using it
+    with the API key in a file and more flags; both stop, and the data
+    directory goes away, when the requesting test or fixture ends."""
+    prov = Provider(provider, KEY, **provider_args)
     request.addfinalizer(prov.stop)
     data_dir = tempfile.mkdtemp(prefix="ember-browser-test-")
     request.addfinalizer(lambda: shutil.rmtree(data_dir, ignore_errors=True))
     key = os.path.join(data_dir, "key")
     with open(key, "w") as f:
         f.write(KEY)
-    srv = Server(os.path.join(data_dir, "data"), None, "--llm-provider=openai", f"--llm-base-url={prov.base_url}",
-                 f"--llm-api-key-file={key}", "--llm-model-examine=test-model", "--llm-recommendations=false")
+    srv = Server(os.path.join(data_dir, "data"), None, f"--llm-provider={provider}",
+                 f"--llm-base-url={prov.base_url}", f"--llm-api-key-file={key}", *flags)
     request.addfinalizer(srv.stop)
     srv.start()
     srv.base = srv.url
+    return srv, prov
+
+
+@pytest.fixture(scope="module")
+def env(request):
+    srv, prov = llm_server(request, "openai", "--llm-model-examine=test-model", "--llm-recommendations=false",
+                           path_prefix="/v1")
     now = int(time.time() * 1000)
     b = Batch(agent_instance="7e1d2c3b-0000-4000-8000-0000000000dd", sample_rate_hz=19, host_cpus=8)
     web = {"host.name": "web-1", "process.executable.name": "shop"}
@@ -49,6 +58,20 @@ def env(request):
     b.add(["main", "handle_request", "render", "vsnprintf"], web, 600, binary="shop")
     assert send_batch(srv.base, b.encode(sequence=1, start_ms=now - 120_000, end_ms=now - 115_000))["stored"]
     return srv, prov
+
+
+def open_flamegraph(page, srv):
+    """The flamegraph page, once its assistant button shows."""
+    open_ui(page, srv.base, "/?range=1h")
+    page.wait_for("!document.getElementById('assistant-button').hidden")
+
+
+def finished(page, prov, name, **shot_args):
+    """The provider saw only well-formed requests; the page is shot as
+    name and logged no error."""
+    assert prov.problems == []
+    shot(page, name, **shot_args)
+    no_errors(page)
 
 
 def test_assistant_page(env, page):
@@ -68,16 +91,13 @@ def test_assistant_page(env, page):
     answer = page.evaluate("document.querySelector('#view-assistant .asst-assistant .asst-text').innerText")
     assert "compile the regular expression once" in answer
     assert "1 tool call" in page.evaluate("document.querySelector('#view-assistant .asst-status').textContent")
-    assert prov.problems == []
-    shot(page, "assistant_page")
-    no_errors(page)
+    finished(page, prov, "assistant_page")
 
 
 def test_flamegraph_panel(env, page):
     srv, prov = env
     prov.script = [prov.text("compile_branch is PCRE2 compiling a pattern; it runs per request here.")]
-    open_ui(page, srv.base, "/?range=1h")
-    page.wait_for("!document.getElementById('assistant-button').hidden")
+    open_flamegraph(page, srv)
     page.evaluate("document.getElementById('assistant-button').click()")
     page.wait_for("!!document.querySelector('#assistant-panel .asst-form')")
     ctx = page.evaluate("document.querySelector('#assistant-panel .asst-context').innerText")
@@ -87,16 +107,13 @@ def test_flamegraph_panel(env, page):
     assert "PCRE2" in page.evaluate("document.querySelector('#assistant-panel .asst-assistant').innerText")
     # The context went to the model in the system prompt.
     assert "Heaviest functions under it" in prov.prompt_text(prov.requests[-1])
-    assert prov.problems == []
-    shot(page, "assistant_flamegraph_panel")
-    no_errors(page)
+    finished(page, prov, "assistant_flamegraph_panel")
 
 
 def test_explain_this_frame(env, page):
     srv, prov = env
     prov.script = [prov.text("validate_email compiles its pattern on each call.")]
-    open_ui(page, srv.base, "/?range=1h")
-    page.wait_for("!document.getElementById('assistant-button').hidden")
+    open_flamegraph(page, srv)
     f = next(x for x in page.evaluate("window.emberFlamegraph.frames") if x["name"] == "validate_email")
     r = page.evaluate("(() => { const r = document.getElementById('flamegraph').getBoundingClientRect(); "
                       "return {x: r.left, y: r.top}; })()")
@@ -110,27 +127,15 @@ def test_explain_this_frame(env, page):
     assert "compile_branch" in ctx
     asked = page.evaluate("document.querySelector('#assistant-panel .asst-user').innerText")
     assert asked.startswith("Explain what validate_email does"), asked
-    assert prov.problems == []
-    shot(page, "assistant_explain_frame")
-    no_errors(page)
+    finished(page, prov, "assistant_explain_frame")
 
 
 def test_recommendation_llm_analysis(request, page):
     """The recommendations' LLM mode: the model's analysis beside the built-in one."""
     import json
     import urllib.request
-    prov = Provider("anthropic", KEY)
-    request.addfinalizer(prov.stop)
-    data_dir = tempfile.mkdtemp(prefix="ember-browser-test-")
-    request.addfinalizer(lambda: shutil.rmtree(data_dir, ignore_errors=True))
-    key = os.path.join(data_dir, "key")
-    with open(key, "w") as f:
-        f.write(KEY)
-    srv = Server(os.path.join(data_dir, "data"), None, "--llm-provider=anthropic", f"--llm-base-url={prov.base_url}",
-                 f"--llm-api-key-file={key}", "--llm-model-examine=big", "--llm-model-summarize=small",
-                 "--recs-step=1h")
-    request.addfinalizer(srv.stop)
-    srv.start()
+    srv, prov = llm_server(request, "anthropic", "--llm-model-examine=big", "--llm-model-summarize=small",
+                           "--recs-step=1h")
     now = int(time.time() * 1000)
     b = Batch(agent_instance="7e1d2c3b-0000-4000-8000-0000000000ee", sample_rate_hz=19, host_cpus=8)
     b.add(["main", "handle_request", "validate_email", "pcre2_compile_8", "compile_branch"],
@@ -154,9 +159,7 @@ def test_recommendation_llm_analysis(request, page):
     assert "Per-request regex compilation" in text and "validate.c:31" in text and "big / small" in text, text
     # The built-in analysis is still there.
     assert page.evaluate("!!document.querySelector('#view-recs [data-section=actions] .recs-actions')")
-    assert prov.problems == []
-    shot(page, "assistant_recs_llm", full_page=True)
-    no_errors(page)
+    finished(page, prov, "assistant_recs_llm", full_page=True)
 
 
 def test_settings_ai_configuration(env, page):

@@ -13,7 +13,7 @@ import urllib.parse
 
 import pytest
 
-from conftest import no_errors, open_ui, search_params, shot, start_server, wait_state  # noqa: F401
+from conftest import focus, no_errors, open_ui, search_params, shot, start_server, type_in, wait_state  # noqa: F401
 from ember_batch import Batch, send_batch  # (tests/lib)
 
 HZ = 20
@@ -175,8 +175,7 @@ def test_total_toggle_sorting_and_search(server, page):
     assert [r["name"] for r in rows(page)] == sorted(names)
 
     # The search box narrows the table as one types, and lands in the URL.
-    page.evaluate("document.querySelector('#view-diff input[name=\"find\"]').focus()")
-    page.insert_text("s")
+    type_in(page, '#view-diff input[name="find"]', "s")
     page.wait_for("document.querySelectorAll('#view-diff .diff-data tbody tr').length === 4")
     assert {r["name"] for r in rows(page)} == {"slow", "fast", "steady", "fresh"}
     page.insert_text("l")
@@ -234,7 +233,7 @@ def test_trend_panel_and_copied_link(server, page):
         page.browser.close_page(other)
 
     # Escape closes the panel.
-    page.evaluate("document.querySelector('#view-diff tr.selected').focus()")
+    focus(page, "#view-diff tr.selected")
     page.press("Escape")
     page.wait_for("document.querySelector('#view-diff .diff-trend').hidden")
     assert "fn" not in search_params(page)

@@ -13,7 +13,8 @@ import urllib.parse
 
 import pytest
 
-from conftest import PROJECT, api_query, no_errors, open_ui, search_params, shot, start_server, wait_state  # noqa: F401
+from conftest import (PROJECT, api_query, no_errors, open_ui, search_params, shot, start_server,  # noqa: F401
+                      type_in, wait_state)
 from ember_batch import Batch, send_batch  # (tests/lib, on the path through conftest)
 
 HZ = 19
@@ -176,8 +177,7 @@ def test_executables_threads_and_the_name_filter(server, page):
     assert "CPUs" not in rows[0]
 
     # The name filter narrows the rows as one types, and stays in the URL.
-    page.evaluate("document.getElementById('ent-match').focus()")
-    page.insert_text("GIN")
+    type_in(page, "#ent-match", "GIN")
     page.wait_for("document.querySelectorAll('.ent-content tbody tr').length === 1")
     assert [r["Executable"] for r in table(page)] == ["nginx"]
     page.wait_for("location.search.includes('match=GIN')")

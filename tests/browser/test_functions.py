@@ -12,8 +12,8 @@ import urllib.parse
 
 import pytest
 
-from conftest import (api_query, no_errors, open_ui, populated_server, search_params, shot, start_server,
-                      wait_state)
+from conftest import (api_query, focus, no_errors, open_ui, populated_server, search_params, shot, start_server,
+                      type_in, wait_state)
 from ember_batch import Batch, send_batch  # (tests/lib, on the path through conftest)
 
 HZ = 20
@@ -219,7 +219,7 @@ def test_sorting_by_total_and_back(server, page):
     wait_ready(page)
     page.wait_for("document.querySelector('#view-functions .fn-table tbody tr')?.cells[0].innerText.trim() === 'compress_block'")
     # And with the keyboard: Enter on a header.
-    page.evaluate("document.querySelector('#view-functions th[data-key=total_percent]').focus()")
+    focus(page, "#view-functions th[data-key=total_percent]")
     page.press("Enter")
     page.wait_for("new URLSearchParams(location.search).get('sort') === 'total'")
     wait_ready(page)
@@ -229,8 +229,7 @@ def test_sorting_by_total_and_back(server, page):
 
 def test_search_narrows_the_list(server, page):
     open_functions(page, server.base)
-    page.evaluate("document.getElementById('fn-search').focus()")
-    page.insert_text("HUFF")
+    type_in(page, "#fn-search", "HUFF")
     page.wait_for("new URLSearchParams(location.search).get('search') === 'HUFF'")
     wait_ready(page)
     page.wait_for("document.querySelectorAll('#view-functions .fn-table tbody tr').length === 1")
@@ -262,7 +261,7 @@ def test_search_narrows_the_list(server, page):
     assert "not a valid regular expression" in text and "search:" in text
     assert page.evaluate("document.getElementById('fn-search').classList.contains('invalid')")
     # Escape clears the search: every function again.
-    page.evaluate("document.getElementById('fn-search').focus()")
+    focus(page, "#fn-search")
     page.press("Escape")
     page.wait_for("!new URLSearchParams(location.search).has('search')")
     wait_ready(page)
@@ -380,7 +379,7 @@ def test_sandwich_shows_callers_and_callees(server, page):
 def test_keyboard_opens_the_sandwich(server, page):
     open_functions(page, server.base)
     # Rows are in the tab order; arrows move between them; Enter opens.
-    page.evaluate("document.querySelector('#view-functions .fn-table tbody tr').focus()")
+    focus(page, "#view-functions .fn-table tbody tr")
     page.press("ArrowDown")
     page.press("ArrowDown")
     assert page.evaluate("document.activeElement.cells[0].innerText.trim()") == "parse_request"

@@ -9,7 +9,7 @@ import urllib.parse
 
 import pytest
 
-from conftest import no_errors, open_ui, search_params, shot, start_server, wait_state
+from conftest import no_errors, open_ui, search_params, shot, start_server, type_in, wait_state
 from harness import Agent, WORKLOADS, wait_until, walk
 
 QUERY = 'process.executable.name == "cpu_split"'
@@ -57,8 +57,7 @@ def test_the_hot_function_is_visible_named_searched_and_focused(profiled, page):
         assert any(f["name"] == name for f in frames), name
     shot(page, "real_flamegraph")
     # Search highlights it.
-    page.evaluate("document.getElementById('search').focus()")
-    page.insert_text("hot_a")
+    type_in(page, "#search", "hot_a")
     page.wait_for("emberFlamegraph.matches > 0")
     assert abs(page.evaluate("emberFlamegraph.matchedShare") - profiled.hot_a / profiled.total) < 0.01
     assert all(f["matched"] for f in page.evaluate("emberFlamegraph.frames") if f["name"] == "hot_a")

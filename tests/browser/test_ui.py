@@ -16,8 +16,8 @@ import urllib.parse
 
 import pytest
 
-from conftest import (PROJECT, SHOTS, api_query, no_errors, open_ui, populated_server,  # noqa: F401
-                      search_params, shot, start_server, wait_state)
+from conftest import (PROJECT, SHOTS, api_query, focus, no_errors, open_ui, populated_server,  # noqa: F401
+                      search_params, shot, start_server, type_in, wait_state)
 from conftest import flamegraph_frame as frame
 from conftest import flamegraph_frames as frames
 from ember_batch import Batch, send_batch  # (tests/lib, on the path through conftest)
@@ -131,8 +131,7 @@ def test_flamegraph_shows_the_profile(server, page):
 
 def test_search_highlights_matches(server, page):
     open_ui(page, server.base)
-    page.evaluate("document.getElementById('search').focus()")
-    page.insert_text("COMP")
+    type_in(page, "#search", "COMP")
     page.wait_for("emberFlamegraph.matches === 1")
     fg = page.evaluate("({m: emberFlamegraph.matchedShare, t: emberFlamegraph.matchedTotal})")
     assert fg["t"] == 600 and fg["m"] == pytest.approx(0.6)
@@ -208,7 +207,7 @@ def test_click_zooms_and_the_url_keeps_the_focus(server, page):
 
 def test_keyboard_selects_and_zooms(server, page):
     open_ui(page, server.base)
-    page.evaluate("document.getElementById('flamegraph').focus()")
+    focus(page, "#flamegraph")
     for key in ("ArrowDown", "ArrowDown", "ArrowDown", "ArrowDown", "ArrowRight"):
         page.press(key)
     text = page.wait_for("!tooltip.hidden && tooltip.innerText")
@@ -226,8 +225,7 @@ def test_query_and_group_by(server, page):
     assert threads == {"main": 700, "worker-1": 300}
 
     # A CEL query (Enter applies) keeps one thread.
-    page.evaluate("document.getElementById('query').focus()")
-    page.insert_text('thread.name == "worker-1"')
+    type_in(page, "#query", 'thread.name == "worker-1"')
     page.press("Enter")
     page.wait_for("emberFlamegraph.total === 300")
     assert search_params(page)["q"] == ['thread.name == "worker-1"']
@@ -246,8 +244,7 @@ def test_bad_query_shows_the_server_error(server, page):
     bad = "process.executable.name =="
     status, answer = flamegraph(server.base, query=bad)
     assert status == 400
-    page.evaluate("document.getElementById('query').focus()")
-    page.insert_text(bad)
+    type_in(page, "#query", bad)
     page.press("Enter")
     page.wait_for("document.body.dataset.state === 'error'")
     message = page.evaluate("document.getElementById('message').innerText")
@@ -598,8 +595,7 @@ def suggestions(page):
 
 def test_query_autocompletion(server, page):
     open_ui(page, server.base)
-    page.evaluate("document.getElementById('query').focus()")
-    page.insert_text("thr")
+    type_in(page, "#query", "thr")
     page.wait_for("!document.getElementById('query-suggest').hidden")
     got = suggestions(page)
     assert got and got[0].startswith("thread.name") and "2 values" in got[0], got
@@ -662,8 +658,7 @@ def test_custom_time_range(server, page):
 def test_search_can_filter_the_stacks(server, page):
     open_ui(page, server.base)
     # Highlight only: every sample still counts.
-    page.evaluate("document.getElementById('search').focus()")
-    page.insert_text("read_input")
+    type_in(page, "#search", "read_input")
     page.wait_for("emberFlamegraph.matches > 0")
     assert page.evaluate("emberFlamegraph.total") == 1000
     # Only matching stacks: the server keeps the 170 through read_input.

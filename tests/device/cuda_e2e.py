@@ -22,14 +22,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 sys.path.insert(0, HERE)
 from harness import GPU_LEAF_TYPES, WORKLOADS, check_tree, fake_cuda_env, walk  # noqa: E402
-from devrun import FAKE, check, failures, results, settled, start  # noqa: E402
+from devrun import FAKE, check, failures, finish, injected_env, results, run, settled, start  # noqa: E402
 
 OUT = os.environ.get("OUT", "/tmp/ember-cuda-e2e")
 
@@ -55,23 +54,9 @@ def under(tree, names, key):
 
 
 def program_env(lib, kernels):
-    if FAKE:
-        return fake_cuda_env(lib, kernels)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_CUDA_")}
-    env["CUDA_INJECTION64_PATH"] = lib
-    return env
+    return fake_cuda_env(lib, kernels) if FAKE else injected_env(lib)
 
 
-def run(cmd, env, timeout=300):
-    t0 = time.monotonic()
-    r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
-    print(f"$ {' '.join(cmd)[:90]} ({time.monotonic() - t0:.1f} s, exit {r.returncode})", flush=True)
-    if r.returncode != 0:
-        print(r.stderr[-3000:])
-    return r
-
-
-os.makedirs(OUT, exist_ok=True)
 server, agent, lib = start(OUT)
 try:
     # 1. the C program's split and stacks
@@ -163,10 +148,6 @@ try:
             check(False, "empty-kernel runs")
     results["agent_tail"] = agent.output()[-3000:]
 finally:
-    agent.stop()
-    server.stop()
-    results["failures"] = failures
-    with open(os.path.join(OUT, "cuda_e2e.json"), "w") as f:
-        json.dump(results, f, indent=1, default=str)
+    finish(server, agent, os.path.join(OUT, "cuda_e2e.json"))
 print(f"{len(failures)} failed")
 sys.exit(1 if failures else 0)

@@ -17,21 +17,5 @@
 # EMBER_E2E_FAKE=1 runs the same script on this machine on the TEST-ONLY
 # fake driver and CUPTI (tests/fake_cuda/) with the fake-driver workloads in
 # place of nvcc's and PyTorch's programs, to check the script itself.
-set -u
-cd "$(dirname "$0")/../.."
-export OUT=${OUT:-/tmp/ember-cuda-e2e}
-mkdir -p "$OUT"
-[ -x build/devbundle/bin/ember-server ] || { echo "no build/devbundle (scripts/device-bundle.sh)"; exit 1; }
-if [ "${EMBER_E2E_FAKE:-0}" != 1 ]; then
-  nvidia-smi -L | tee "$OUT/gpus.txt" || exit 1
-  nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
-  [ -n "$nvcc" ] || { echo "no nvcc"; exit 1; }
-  "$nvcc" -O2 -g -o "$OUT/cuda_split" tests/device/cuda_split.cu || exit 1
-  cupti=$(find /usr/local/cuda*/extras/CUPTI/lib64 /usr/local/cuda*/lib64 \
-            $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null) \
-            -name 'libcupti.so*' 2>/dev/null | head -1)
-  echo "libcupti: ${cupti:-none found}"
-  [ -n "$cupti" ] && export LD_LIBRARY_PATH="$(dirname "$cupti")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
-python3 tests/device/cuda_e2e.py 2>&1 | tee "$OUT/cuda_e2e.log"
-exit "${PIPESTATUS[0]}"
+. "$(dirname "$0")/devenv.sh"
+bundle_check cuda_e2e cuda_split -O2 -g

@@ -11,8 +11,7 @@
 # in the CUDA toolkit and in PyTorch's wheels. Results in $OUT (default
 # /tmp/ember-cuda-lib). One run takes about 2 minutes.
 # Usage: tests/device/cuda_lib.sh   (from the repository root)
-set -u
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/devenv.sh"
 export OUT=${OUT:-/tmp/ember-cuda-lib}
 mkdir -p "$OUT"
 nvidia-smi -L | tee "$OUT/gpus.txt" || exit 1
@@ -21,14 +20,7 @@ if [ ! -f build/lib/libembercuda.so ]; then
   [ -n "$inc" ] || inc=$(dirname "$(find / -name cupti_activity.h 2>/dev/null | head -1)")
   make CUDA_HEADERS="$inc" gpu || exit 1
 fi
-nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
-[ -n "$nvcc" ] || { echo "no nvcc"; exit 1; }
-"$nvcc" -O2 -o "$OUT/cuda_split" tests/device/cuda_split.cu || exit 1
-# libcupti for the C program (PyTorch brings its own)
-cupti=$(find /usr/local/cuda*/extras/CUPTI/lib64 /usr/local/cuda*/lib64 \
-          $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null) \
-          -name 'libcupti.so*' 2>/dev/null | head -1)
-echo "libcupti: ${cupti:-none found}"
-[ -n "$cupti" ] && export LD_LIBRARY_PATH="$(dirname "$cupti")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+nvcc_build "$OUT/cuda_split" tests/device/cuda_split.cu -O2 || exit 1
+use_cupti
 python3 tests/device/cuda_lib.py "$OUT/cuda_split" 2>&1 | tee "$OUT/cuda_lib.log"
 exit "${PIPESTATUS[0]}"

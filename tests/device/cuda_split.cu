@@ -18,14 +18,7 @@
 
 #include <cuda_runtime.h>
 
-#define CHECK(x)                                                                                  \
-	do {                                                                                      \
-		cudaError_t e_ = (x);                                                             \
-		if (e_ != cudaSuccess) {                                                          \
-			fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                   \
-			exit(1);                                                                  \
-		}                                                                                 \
-	} while (0)
+#include "cuda_check.h"
 
 __device__ unsigned long long globaltimer()
 {

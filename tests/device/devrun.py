@@ -1,11 +1,16 @@
 """What the GPU-machine scripts (cuda_e2e.py, gpu_deep.py) share: ember's
 server and agent run from build/devbundle (scripts/device-bundle.sh), the
-checks they print and count, and the GPU flamegraph once it has settled.
+programs they run injected with the library the agent installs, the checks
+they print and count, the GPU flamegraph once it has settled, and the
+results file they end with.
 EMBER_E2E_FAKE=1 runs a script on the TEST-ONLY fake driver instead."""
 
 import filecmp
+import json
 import os
+import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -60,6 +65,7 @@ def start(out, *server_flags):
     why = stale_bundle()
     if why:
         sys.exit(f"FAIL stale bundle: {why}; rerun: make all gpu-test && scripts/device-bundle.sh")
+    os.makedirs(out, exist_ok=True)
     server = bundled(Server(os.path.join(out, "data"), None, *server_flags)).start()
     agent = bundled(Agent(server.url, f"-cuda-profiler-dir={os.path.join(out, 'profiler')}")).start()
     lib = os.path.join(out, "profiler", "libembercuda.so")
@@ -76,6 +82,35 @@ def start(out, *server_flags):
         server.stop()
         sys.exit(f"FAIL stale bundle: {why}; rerun: make all gpu-test && scripts/device-bundle.sh")
     return server, agent, lib
+
+
+def injected_env(lib):
+    """This environment without EMBER_CUDA_* settings, the real driver
+    loading lib as its injection library."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_CUDA_")}
+    env["CUDA_INJECTION64_PATH"] = lib
+    return env
+
+
+def run(cmd, env, timeout=300, show_stderr=lambda r: r.returncode != 0):
+    """Runs cmd, printing it with its time and exit status, and the tail of
+    its stderr where show_stderr(result) says so."""
+    t0 = time.monotonic()
+    r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+    print(f"$ {' '.join(cmd)[:90]} ({time.monotonic() - t0:.1f} s, exit {r.returncode})", flush=True)
+    if show_stderr(r):
+        print(r.stderr[-3000:])
+    return r
+
+
+def finish(server, agent, path):
+    """Stops the agent and the server and writes results (with the failed
+    checks) to path."""
+    agent.stop()
+    server.stop()
+    results["failures"] = failures
+    with open(path, "w") as f:
+        json.dump(results, f, indent=1, default=str)
 
 
 def settled(server, query, timeout=90):

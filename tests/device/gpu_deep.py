@@ -27,16 +27,14 @@ lines, writes $OUT/gpu_deep.json; exit status 1 when a check fails."""
 import json
 import os
 import re
-import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 sys.path.insert(0, HERE)
 from harness import WORKLOADS, fake_cuda_env, gpu_flamegraph, wait_until, walk  # noqa: E402
-from devrun import FAKE, check, failures, results, settled, start  # noqa: E402
+from devrun import FAKE, check, failures, finish, injected_env, results, run, settled, start  # noqa: E402
 
 OUT = os.environ.get("OUT", "/tmp/ember-gpu-deep")
 PREFIX = "smsp__pcsamp_warps_issue_stalled_"
@@ -80,13 +78,9 @@ def stalls(tree, kernel):
     return total, per
 
 
-def run(cmd, env, timeout=400):
-    t0 = time.monotonic()
-    r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
-    print(f"$ {' '.join(cmd)[:90]} ({time.monotonic() - t0:.1f} s, exit {r.returncode})", flush=True)
-    if r.returncode != 0 or "PC sampling" in r.stderr:
-        print(r.stderr[-3000:])
-    return r
+def run_pc(cmd, env):
+    """run, showing stderr also where the library spoke of PC sampling."""
+    return run(cmd, env, 400, show_stderr=lambda r: r.returncode != 0 or "PC sampling" in r.stderr)
 
 
 def env_for(lib, pc):
@@ -99,14 +93,12 @@ def env_for(lib, pc):
                                       "mem_bound:0xf0:wait:1,compute_bound:0x90:math_pipe_throttle:3,"
                                       "compute_bound:0xb0:wait:2,compute_bound:0xa0:long_scoreboard:1")
     else:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_CUDA_")}
-        env["CUDA_INJECTION64_PATH"] = lib
+        env = injected_env(lib)
     env["EMBER_CUDA_ENABLE_PC_SAMPLING"] = "true" if pc else "false"
     env["EMBER_CUDA_QUIET"] = "false"
     return env
 
 
-os.makedirs(OUT, exist_ok=True)
 server, agent, lib = start(OUT, f"-nvdisasm={NVDISASM or 'none'}")
 try:
     kernels = ("mem_bound", "compute_bound")
@@ -116,7 +108,7 @@ try:
         prog, cmd = "pc_deep", [os.path.join(OUT, "pc_deep"), "400"]
 
     # 1. stall reasons
-    r = run(cmd, env_for(lib, True))
+    r = run_pc(cmd, env_for(lib, True))
     check(r.returncode == 0, f"{prog} ran with PC sampling on")
     check("PC sampling refused" not in r.stderr and "PC sampling unavailable" not in r.stderr,
           "CUPTI allowed PC sampling (else: run as root or NVreg_RestrictProfilingToAdminUsers=0)")
@@ -160,7 +152,7 @@ try:
 
     # 3. overhead: the same program, sampling off
     if not FAKE and on:
-        r = run(cmd, env_for(lib, False))
+        r = run_pc(cmd, env_for(lib, False))
         check(r.returncode == 0, f"{prog} ran with PC sampling off")
         off = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else {}
         for key in ("mem_ms_median", "compute_ms_median"):
@@ -170,10 +162,6 @@ try:
                 print(f"RESULT pc_sampling_slowdown {key} on={on[key]:.4f} off={off[key]:.4f} ms: {slow:+.1f} %")
                 check(slow <= 50, f"{key}: PC sampling slows the kernel by {slow:+.1f} % (<= 50 %)")
 finally:
-    agent.stop()
-    server.stop()
-    results["failures"] = failures
-    with open(os.path.join(OUT, "gpu_deep.json"), "w") as f:
-        json.dump(results, f, indent=1)
+    finish(server, agent, os.path.join(OUT, "gpu_deep.json"))
 print("FAILED: " + "; ".join(failures) if failures else "ALL OK")
 sys.exit(1 if failures else 0)

@@ -21,26 +21,14 @@
 # fake driver and CUPTI (tests/fake_cuda/), which load the checked-in
 # tests/data/sass cubin of the same two kernels and replay scripted samples
 # at its instructions, to check the script itself (no overhead figure).
-# The SASS names need nvdisasm: the toolkit's beside nvcc here, the
-# test-only build/cudatools one in fake mode.
-set -u
-cd "$(dirname "$0")/../.."
-export OUT=${OUT:-/tmp/ember-gpu-deep}
-mkdir -p "$OUT"
-[ -x build/devbundle/bin/ember-server ] || { echo "no build/devbundle (scripts/device-bundle.sh)"; exit 1; }
-if [ "${EMBER_E2E_FAKE:-0}" != 1 ]; then
-  nvidia-smi -L | tee "$OUT/gpus.txt" || exit 1
+. "$(dirname "$0")/devenv.sh"
+# The SASS names need nvdisasm: the toolkit's beside nvcc on a GPU machine,
+# the test-only build/cudatools one in fake mode.
+if [ "${EMBER_E2E_FAKE:-0}" = 1 ]; then
+  export EMBER_NVDISASM="$PWD/build/cudatools/nvidia/cu13/bin/nvdisasm"
+else
   nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
-  [ -n "$nvcc" ] || { echo "no nvcc"; exit 1; }
-  "$nvcc" -O2 -g -lineinfo -o "$OUT/pc_deep" tests/device/pc_deep.cu || exit 1
-  [ -x "$(dirname "$nvcc")/nvdisasm" ] && export EMBER_NVDISASM="$(dirname "$nvcc")/nvdisasm"
-  cupti=$(find /usr/local/cuda*/extras/CUPTI/lib64 /usr/local/cuda*/lib64 \
-            $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null) \
-            -name 'libcupti.so*' 2>/dev/null | head -1)
-  echo "libcupti: ${cupti:-none found}"
-  [ -n "$cupti" ] && export LD_LIBRARY_PATH="$(dirname "$cupti")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  [ -n "$nvcc" ] && [ -x "$(dirname "$nvcc")/nvdisasm" ] && export EMBER_NVDISASM="$(dirname "$nvcc")/nvdisasm"
 fi
-[ "${EMBER_E2E_FAKE:-0}" = 1 ] && export EMBER_NVDISASM="$PWD/build/cudatools/nvidia/cu13/bin/nvdisasm"
 echo "nvdisasm: ${EMBER_NVDISASM:-none found (SASS names not checked)}"
-python3 tests/device/gpu_deep.py 2>&1 | tee "$OUT/gpu_deep.log"
-exit "${PIPESTATUS[0]}"
+bundle_check gpu_deep pc_deep -O2 -g -lineinfo

@@ -16,14 +16,7 @@
 
 #include <cuda_runtime.h>
 
-#define CHECK(x)                                                                                  \
-	do {                                                                                      \
-		cudaError_t e_ = (x);                                                             \
-		if (e_ != cudaSuccess) {                                                          \
-			fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                   \
-			exit(1);                                                                  \
-		}                                                                                 \
-	} while (0)
+#include "cuda_check.h"
 
 #define N_ELEMS (1u << 24) /* 64 MiB of indices: more than any L2 */
 #define HOPS 64

@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (block_load(b, &p, &err) == 0) {
 			uint64_t bytes = 0, rows_read = 0;
 			for (size_t i = 0; i < p.nseries; i++) {
-				const struct part_row *rows;
+				const struct store_row *rows;
 				long n = block_rows(b, &p, &p.series[i], INT64_MIN, &scratch, &rows, &bytes, &err);
 				for (long j = 0; j < n; j++)
 					if (rows[j].stack >= p.nnodes)

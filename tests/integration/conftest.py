@@ -3,6 +3,8 @@ binaries from build/bin, each test with its own data directory and port."""
 
 import os
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -94,3 +96,49 @@ def postgres_server():
         yield pg
     finally:
         pg.cleanup()
+
+
+class MuteListener:
+    """A hung server: accepts every connection on the listening socket
+    sock and never answers; the connections (accepted) stay open until
+    close(), which closes them and sock."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.accepted = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self):
+        self.sock.settimeout(0.2)
+        while not self._stop.is_set():
+            try:
+                self.accepted.append(self.sock.accept()[0])
+            except OSError:  # the timeout too
+                pass
+
+    def close(self):
+        self._stop.set()
+        self._thread.join(5)
+        for c in self.accepted:
+            c.close()
+        self.sock.close()
+
+
+class StubHandler(BaseHTTPRequestHandler):
+    """The handler of the tests' stand-in servers (a container runtime, an
+    MCP server, a webhook): reply() sends one answer; nothing is logged."""
+
+    def reply(self, status, body=b"", content_type="application/json", headers=()):
+        self.send_response(status)
+        if content_type:
+            self.send_header("Content-Type", content_type)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass

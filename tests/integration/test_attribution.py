@@ -12,9 +12,9 @@ import socket
 import subprocess
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import HTTPServer
 
-from conftest import require_root
+from conftest import StubHandler, require_root
 from harness import DEFAULT_PROJECT, WORKLOADS, free_port, http, wait_until
 
 CID = "c0ffee" + "0123456789abcdef" * 3 + "0123456789"  # 64 hex digits
@@ -31,19 +31,8 @@ class UnixHTTPServer(HTTPServer):
         return conn, ("unix", 0)
 
 
-class FakeAPI(BaseHTTPRequestHandler):
-    """A fake runtime or kubelet API: reply() sends one JSON answer;
-    nothing is logged."""
-
-    def reply(self, status, body):
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+class FakeAPI(StubHandler):
+    """A fake runtime or kubelet API: reply() sends one JSON answer."""
 
 
 def rmdirs(*paths):

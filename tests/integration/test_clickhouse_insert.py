@@ -8,10 +8,10 @@ shard is back."""
 import os
 import socket
 import subprocess
-import threading
 
 import pytest
 
+from conftest import MuteListener
 from harness import BUILD, BIN
 
 BENCH = os.path.join(BUILD, "bench", "clickhouse_bench")
@@ -107,29 +107,14 @@ def test_a_server_that_never_answers_is_unavailable():
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(8)
-    held = []
-    stop = threading.Event()
-
-    def accept():
-        srv.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                held.append(srv.accept()[0])
-            except OSError:
-                pass
-    t = threading.Thread(target=accept, daemon=True)
-    t.start()
+    mute = MuteListener(srv)
     try:
         port = srv.getsockname()[1]
         rc, out, err = run_bench(f"http://127.0.0.1:{port}", "--batches", "1", "--rows", "10",
                                  "--timeout-ms", "700")
         assert rc == 3 and "unavailable" in err and "timed out" in err, (rc, err)
     finally:
-        stop.set()
-        t.join()
-        for c in held:
-            c.close()
-        srv.close()
+        mute.close()
 
 
 def test_a_rejected_query_is_not_unavailable(migrated):

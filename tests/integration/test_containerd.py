@@ -20,12 +20,11 @@ import socket
 import struct
 import subprocess
 import tempfile
-import threading
 import time
 
 import pytest
 
-from conftest import require_root
+from conftest import MuteListener, require_root
 from harness import WORKLOADS, kill_if_running, wait_until
 from test_attribution import rmdirs, sample_container, start_in_cgroup
 
@@ -212,19 +211,7 @@ def test_containerd_hung(server, agent_factory):
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(sock)
     listener.listen(64)
-    accepted = []
-    stop = threading.Event()
-
-    def mute():
-        listener.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                c, _ = listener.accept()
-                accepted.append(c)
-            except (socket.timeout, OSError):
-                pass
-    t = threading.Thread(target=mute, daemon=True)
-    t.start()
+    mute = MuteListener(listener)
     tag = f"ember-test-ctrd-hung-{os.getpid()}"
     root = f"/sys/fs/cgroup/unified/{tag}"
     cg = f"{root}/cri-containerd-{CID_K8S}.scope"
@@ -235,12 +222,8 @@ def test_containerd_hung(server, agent_factory):
         # Asked once per table (one connection each: a lookup stops at the
         # first timeout and the failure is cached; the profiler's process
         # table and the host metrics' keep a table each).
-        assert 1 <= len(accepted) <= 2, len(accepted)
+        assert 1 <= len(mute.accepted) <= 2, len(mute.accepted)
     finally:
-        stop.set()
-        t.join(5)
-        for c in accepted:
-            c.close()
-        listener.close()
+        mute.close()
         shutil.rmtree(d, ignore_errors=True)
         rmdirs(cg, root)

@@ -22,6 +22,7 @@ import time
 
 import pytest
 
+from conftest import StubHandler
 from ember_batch import Batch, send_batch  # tests/lib
 from harness import DEFAULT_PROJECT, Server, http
 
@@ -361,7 +362,7 @@ class McpStub:
         self.calls, self.problems = [], []
         outer = self
 
-        class H(hs.BaseHTTPRequestHandler):
+        class H(StubHandler):
             def do_POST(self):
                 msg = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
                 if self.headers.get("Authorization") != "Bearer " + token:
@@ -370,9 +371,7 @@ class McpStub:
                 if m != "initialize" and self.headers.get("Mcp-Session-Id") != "sess-1":
                     outer.problems.append(f"{m}: no session id")
                 if "id" not in msg:
-                    self.send_response(202)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
+                    self.reply(202, content_type=None)
                     return
                 sse = False
                 if m == "initialize":
@@ -391,15 +390,8 @@ class McpStub:
                     res = {}
                 data = json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": res})
                 body = (f"event: message\ndata: {data}\n\n" if sse else data).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream" if sse else "application/json")
-                self.send_header("Mcp-Session-Id", "sess-1")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *a):
-                pass
+                self.reply(200, body, "text/event-stream" if sse else "application/json",
+                           [("Mcp-Session-Id", "sess-1")])
 
         self.srv = hs.ThreadingHTTPServer(("127.0.0.1", 0), H)
         self.port = self.srv.server_address[1]

@@ -21,6 +21,7 @@ import time
 
 import pytest
 
+from conftest import StubHandler
 from ember_batch import Batch, send_batch  # tests/lib
 from harness import DEFAULT_PROJECT, Server, free_port, http, wait_until
 from metrics_batch import MetricsBatch, post as post_metrics  # tests/lib
@@ -63,18 +64,12 @@ class Receiver:
         self.posts = []
         outer = self
 
-        class H(httpserver.BaseHTTPRequestHandler):
+        class H(StubHandler):
             def do_POST(self):
                 n = int(self.headers.get("Content-Length", "0"))
                 data = self.rfile.read(n)
                 outer.posts.append((time.time(), self.path, self.headers.get("Content-Type"), json.loads(data)))
-                self.send_response(200)
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok")
-
-            def log_message(self, *a):
-                pass
+                self.reply(200, b"ok", content_type=None)
 
         self.port = free_port()
         self.srv = httpserver.ThreadingHTTPServer(("127.0.0.1", self.port), H)

@@ -158,6 +158,16 @@ nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *s, unsigned int n)
 		snprintf(u, sizeof(u), "GPU-fake-%d", of(d)->gpu);
 	return put(s, n, u);
 }
+/* A value only a whole GPU has: a MIG device answers not supported. */
+#define WHOLE_GPU_VALUE(fn, type, value)                 \
+	nvmlReturn_t fn(nvmlDevice_t d, type *out)        \
+	{                                                 \
+		if (is_mig(d))                            \
+			return NVML_ERROR_NOT_SUPPORTED;  \
+		*out = (value);                           \
+		return NVML_SUCCESS;                      \
+	}
+
 nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *p)
 {
 	if (is_mig(d))
@@ -205,20 +215,8 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t *m)
 	m->free = total - used - GIB;
 	return NVML_SUCCESS;
 }
-nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned int *mw)
-{
-	if (is_mig(d))
-		return NVML_ERROR_NOT_SUPPORTED;
-	*mw = of(d)->gpu ? 300000 : 512345;
-	return NVML_SUCCESS;
-}
-nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t d, unsigned int *mw)
-{
-	if (is_mig(d))
-		return NVML_ERROR_NOT_SUPPORTED;
-	*mw = 700000;
-	return NVML_SUCCESS;
-}
+WHOLE_GPU_VALUE(nvmlDeviceGetPowerUsage, unsigned int, of(d)->gpu ? 300000 : 512345)
+WHOLE_GPU_VALUE(nvmlDeviceGetEnforcedPowerLimit, unsigned int, 700000)
 nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, nvmlTemperatureSensors_t sensor, unsigned int *c)
 {
 	if (is_mig(d) || sensor != NVML_TEMPERATURE_GPU)
@@ -233,14 +231,9 @@ nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, nvmlClockType_t type, unsign
 	*mhz = type == NVML_CLOCK_MEM ? 2619 : of(d)->gpu ? 1755 : 1980;
 	return NVML_SUCCESS;
 }
-nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t d, unsigned long long *r)
-{
-	if (is_mig(d))
-		return NVML_ERROR_NOT_SUPPORTED;
-	*r = of(d)->gpu ? nvmlClocksThrottleReasonGpuIdle
-			: nvmlClocksThrottleReasonSwPowerCap | nvmlClocksThrottleReasonSwThermalSlowdown;
-	return NVML_SUCCESS;
-}
+WHOLE_GPU_VALUE(nvmlDeviceGetCurrentClocksThrottleReasons, unsigned long long,
+		of(d)->gpu ? nvmlClocksThrottleReasonGpuIdle
+			   : nvmlClocksThrottleReasonSwPowerCap | nvmlClocksThrottleReasonSwThermalSlowdown)
 nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t d, nvmlPcieUtilCounter_t c, unsigned int *kbs)
 {
 	if (is_mig(d))
@@ -382,13 +375,7 @@ nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned int *cur, unsigned in
 	*cur = *pending = of(d)->gpu == 1 ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
 	return NVML_SUCCESS;
 }
-nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t d, unsigned int *n)
-{
-	if (is_mig(d))
-		return NVML_ERROR_NOT_SUPPORTED;
-	*n = of(d)->gpu == 1 ? 7 : 0;
-	return NVML_SUCCESS;
-}
+WHOLE_GPU_VALUE(nvmlDeviceGetMaxMigDeviceCount, unsigned int, of(d)->gpu == 1 ? 7 : 0)
 nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t d, unsigned int i, nvmlDevice_t *mig)
 {
 	if (!is_gpu(d, 1))

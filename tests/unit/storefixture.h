@@ -66,8 +66,7 @@ static __attribute__((unused)) void close_store_dir(char *dir, struct store *s, 
 {
 	store_close(s);
 	symbols_close(sym);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 /* The fixture of the query tests: a store and symbols in a fresh

@@ -38,8 +38,7 @@ static void close_db(struct metadb *db, char *dir)
 {
 	metadb_close(db);
 	if (dir) {
-		rm_rf(dir);
-		free(dir);
+		rm_temp_dir(dir);
 	}
 }
 

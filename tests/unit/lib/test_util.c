@@ -373,8 +373,7 @@ static void test_unnamed_file(void **state)
 	assert_int_equal(entries, 0);
 	close(fd);
 	assert_int_equal(unnamed_file("/nonexistent/dir"), -1);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 static void test_read_file_limit(void **state)
@@ -390,8 +389,7 @@ static void test_read_file_limit(void **state)
 	assert_int_equal(len, 10);
 	free(data);
 	assert_int_equal(read_file(path, 5, &data, &len), -EFBIG);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 
@@ -506,8 +504,7 @@ static void test_pidlock(void **state)
 	assert_int_equal(pidlock_take(path, &holder, &err), PIDLOCK_FAILED);
 	assert_non_null(strstr(err.data, "none/lock"));
 	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 static void library_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -252,8 +252,7 @@ static void test_collector(void **state)
 	buf_free(&out);
 	metric_batch_free(&b);
 	hostmetrics_free(h);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 /* A label with control characters (a process named "a\nb") is sent with
@@ -501,8 +500,7 @@ static void test_store_queries(void **state)
 	buf_free(&out);
 	buf_free(&err);
 	metrics_close(st);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 /* A series' points of an hour are one chunk: points on both sides of an
@@ -598,8 +596,7 @@ static void test_store_chunks(void **state)
 	json_decref(d);
 	buf_free(&err);
 	metrics_close(st);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 static void test_decoder_bounds(void **state)
@@ -907,8 +904,7 @@ static void test_nvml_fake(void **state)
 	assert_null(gpumetrics_xid_meaning(99999));
 	hostmetrics_free(h);
 	gpumetrics_close(g);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 
 	/* ECC scripted for later: no error yet. */
 	setenv("FAKE_NVML_ECC_AFTER_MS", "600000", 1);

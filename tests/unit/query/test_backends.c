@@ -346,8 +346,7 @@ static void test_backends_answer_alike(void **state)
 	memstore_free(m);
 	symbols_close(sym);
 	store_close(s);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 	buf_free(&err);
 }
 
@@ -376,8 +375,7 @@ static void test_backends_differ_when_data_differs(void **state)
 	memstore_free(m);
 	symbols_close(sym);
 	store_close(s);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 int main(void)

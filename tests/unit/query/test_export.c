@@ -5,6 +5,7 @@
  * stacks leaf first, functions and locations shared, sample types by
  * event kind); the node limit holds for every format. */
 #include "testutil.h"
+#include "displayfixture.h"
 
 #include <jansson.h>
 
@@ -81,11 +82,7 @@ static void add(struct otree *t, const uint32_t *path, size_t n, uint64_t v)
 
 static void make_tree(struct fixture *f)
 {
-	struct buf err = { 0 };
-	struct display_opts dopts = { 0 };
-	f->d = display_new(NULL, NULL, &dopts, "masks", &err);
-	assert_non_null(f->d);
-	buf_free(&err);
+	f->d = bare_display();
 	otree_init(&f->t, display_key(f->d, DT_ROOT, "root", "", NULL));
 	uint32_t main_ = otree_child(&f->t, 0, display_key(f->d, SFT_NATIVE, "main", "bin", NULL));
 	uint32_t work = otree_child(&f->t, main_, display_key(f->d, SFT_NATIVE, "work", "bin", NULL));
@@ -261,9 +258,7 @@ static void test_deep_stacks_bounded(void **state)
 {
 	(void)state;
 	struct buf err = { 0 };
-	struct display_opts dopts = { 0 };
-	struct display *d = display_new(NULL, NULL, &dopts, "masks", &err);
-	assert_non_null(d);
+	struct display *d = bare_display();
 	struct otree t;
 	otree_init(&t, display_key(d, DT_ROOT, "root", "", NULL));
 	uint32_t fn = display_key(d, SFT_NATIVE, "recurse", "bin", NULL);

@@ -1,5 +1,6 @@
 /* Unit tests: the flamegraph query: symbols pending, the ordered tree, pruning, sparse and dense answers, request errors, user regexes. */
 #include "server_fixture.h"
+#include "displayfixture.h"
 
 /* "symbols_pending": frames without a name whose file an agent was just
  * told to upload count until the symbols arrive (or the expectation
@@ -237,10 +238,7 @@ static size_t check_node_sums(json_t *n)
 static void test_otree_write_budget(void **state)
 {
 	(void)state;
-	struct buf err = { 0 };
-	struct display_opts dopts = { 0 };
-	struct display *d = display_new(NULL, NULL, &dopts, "masks", &err);
-	assert_non_null(d);
+	struct display *d = bare_display();
 	uint32_t root_key = display_key(d, SFT_NATIVE, "root", "", NULL);
 	struct otree t;
 	otree_init(&t, root_key);
@@ -301,7 +299,6 @@ static void test_otree_write_budget(void **state)
 	}
 	otree_free(&t);
 	display_free(d);
-	buf_free(&err);
 }
 
 /* Ties at the smallest total kept are decided by the written order
@@ -310,10 +307,7 @@ static void test_otree_write_budget(void **state)
 static void test_otree_write_ties(void **state)
 {
 	(void)state;
-	struct buf err = { 0 };
-	struct display_opts dopts = { 0 };
-	struct display *d = display_new(NULL, NULL, &dopts, "masks", &err);
-	assert_non_null(d);
+	struct display *d = bare_display();
 	struct otree t[2];
 	char name[32];
 	for (int which = 0; which < 2; which++) {
@@ -348,7 +342,6 @@ static void test_otree_write_ties(void **state)
 	otree_free(&t[0]);
 	otree_free(&t[1]);
 	display_free(d);
-	buf_free(&err);
 }
 
 /* A tree's children: each found as the same node, in a list of 16 or in

@@ -91,7 +91,7 @@ static void test_part_sort_nodes(void **state)
 	assert_preorder(&out);
 	struct block *blk;
 	assert_int_equal(block_open(fin, &blk, &err), 0);
-	const struct part_row *rows;
+	const struct store_row *rows;
 	uint64_t bytes = 0;
 	assert_int_equal(block_rows(blk, &out, &out.series[0], INT64_MIN, &scratch, &rows, &bytes, &err), (long)ns);
 	for (size_t r = 0; r < ns; r++) {
@@ -109,8 +109,7 @@ static void test_part_sort_nodes(void **state)
 	free(map);
 	buf_free(&err);
 	buf_free(&scratch);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 /* --- blocks by time slice -------------------------------------------------- */
@@ -158,7 +157,7 @@ static char *expected_text(const struct part *mem, unsigned mask, int64_t from, 
 		if (!(mask & (1u << s)))
 			continue;
 		for (size_t r = 0; r < mem->series[s].nrows; r++) {
-			const struct part_row *row = &mem->series[s].rows[r];
+			const struct store_row *row = &mem->series[s].rows[r];
 			int64_t t = row->ts_ms - row->ts_ms % 10000;
 			if (t >= from && t < to)
 				v[row->stack] += row->value;
@@ -241,49 +240,74 @@ static struct block *write_test_block(struct part *mem, const char *dir, struct 
 	return blk;
 }
 
+/* A part written as a block and loaded back: the block, the part
+ * merge_write made of it and the part block_load reads. */
+struct written {
+	char *dir;
+	struct block *blk;
+	struct part out, p;
+};
+
+static void written_open(struct written *w, struct part *mem)
+{
+	w->dir = make_temp_dir();
+	w->blk = write_test_block(mem, w->dir, &w->out);
+	struct buf err = { 0 };
+	assert_int_equal(block_load(w->blk, &w->p, &err), 0);
+	buf_free(&err);
+}
+
+/* Closes the block, frees the parts (mem too) and removes the directory. */
+static void written_close(struct written *w, struct part *mem)
+{
+	block_close(w->blk);
+	part_free(&w->p);
+	part_free(&w->out);
+	part_free(mem);
+	rm_temp_dir(w->dir);
+}
+
 static void test_block_slices(void **state)
 {
 	(void)state;
 	struct part mem;
 	slice_fixture(&mem);
-	char *dir = make_temp_dir();
-	struct part out, p;
+	struct written w;
+	written_open(&w, &mem);
 	struct buf err = { 0 }, scratch = { 0 }, acc = { 0 };
-	struct block *blk = write_test_block(&mem, dir, &out);
-	assert_int_equal(block_info(blk)->slice_ms, BLOCK_SLICE_MS);
-	assert_int_equal(block_load(blk, &p, &err), 0);
+	assert_int_equal(block_info(w.blk)->slice_ms, BLOCK_SLICE_MS);
 	/* 50 minutes of rows: 25 slices per series; two rollups (on_cpu at
 	 * 19 Hz, off_cpu) sliced alike; the loaded part as the written one. */
-	assert_int_equal(p.nseries, 3);
-	assert_int_equal(p.nrollups, 2);
+	assert_int_equal(w.p.nseries, 3);
+	assert_int_equal(w.p.nrollups, 2);
 	for (uint32_t s = 0; s < 3; s++) {
-		assert_int_equal(p.series[s].nslices, 25);
-		assert_int_equal(out.series[s].nslices, 25);
-		assert_memory_equal(p.slices + p.series[s].slice0, out.slices + out.series[s].slice0,
+		assert_int_equal(w.p.series[s].nslices, 25);
+		assert_int_equal(w.out.series[s].nslices, 25);
+		assert_memory_equal(w.p.slices + w.p.series[s].slice0, w.out.slices + w.out.series[s].slice0,
 				    25 * sizeof(struct part_slice));
 	}
 	for (size_t r = 0; r < 2; r++)
-		assert_int_equal(p.rollups[r].nslices, 25);
-	const struct part_rollup *cpu = part_rollup_get(&p, p.series[0].project, SEK_ON_CPU, 19);
-	const struct part_rollup *off = part_rollup_get(&p, p.series[0].project, SEK_OFF_CPU, 0);
+		assert_int_equal(w.p.rollups[r].nslices, 25);
+	const struct part_rollup *cpu = part_rollup_get(&w.p, w.p.series[0].project, SEK_ON_CPU, 19);
+	const struct part_rollup *off = part_rollup_get(&w.p, w.p.series[0].project, SEK_OFF_CPU, 0);
 	int64_t ranges[40][2];
 	size_t nr = slice_ranges(ranges, 40);
 	for (size_t i = 0; i < nr; i++) {
 		int64_t from = ranges[i][0], to = ranges[i][1];
-		check_series_sums(blk, &p, &mem, from, to);
+		check_series_sums(w.blk, &w.p, &mem, from, to);
 		const struct part_rollup *rs[2] = { cpu, off };
 		unsigned masks[2] = { 3, 4 };
 		for (int k = 0; k < 2; k++) {
 			const uint32_t *stacks;
 			const uint64_t *sums;
 			struct block_read_stats st = { 0 };
-			long n = block_rollup_sums(blk, &p, rs[k], from, to, &scratch, &acc, &stacks,
+			long n = block_rollup_sums(w.blk, &w.p, rs[k], from, to, &scratch, &acc, &stacks,
 						   &sums, &st, &err);
 			assert_true(n >= 0);
 			assert_int_equal(err.len, 0);
 			for (long j = 1; j < n; j++)
 				assert_true(stacks[j - 1] < stacks[j]);
-			char *got = sums_text(&p, stacks, sums, n),
+			char *got = sums_text(&w.p, stacks, sums, n),
 			     *want = expected_text(&mem, masks[k], from, to);
 			if (strcmp(got, want) != 0)
 				print_message("rollup %d [%lld, %lld):\ngot\n%swant\n%s", k,
@@ -297,9 +321,9 @@ static void test_block_slices(void **state)
 			for (uint32_t s = 0; s < 3; s++) {
 				if (!(masks[k] & (1u << s)))
 					continue;
-				const struct part_slice *sl = p.slices + p.series[s].slice0;
+				const struct part_slice *sl = w.p.slices + w.p.series[s].slice0;
 				uint64_t big[2] = { 0, 0 };
-				for (uint32_t j = 0; j < p.series[s].nslices; j++)
+				for (uint32_t j = 0; j < w.p.series[s].nslices; j++)
 					if (sl[j].n > big[0])
 						big[1] = big[0], big[0] = sl[j].n;
 					else if (sl[j].n > big[1])
@@ -309,15 +333,10 @@ static void test_block_slices(void **state)
 			assert_true(st.rows_read <= most);
 		}
 	}
-	block_close(blk);
-	part_free(&p);
-	part_free(&out);
-	part_free(&mem);
 	buf_free(&err);
 	buf_free(&scratch);
 	buf_free(&acc);
-	rm_rf(dir);
-	free(dir);
+	written_close(&w, &mem);
 }
 
 /* A block's rows come out in (time, stack) order with one row per pair
@@ -359,19 +378,17 @@ static void test_block_row_order(void **state)
 				part_add_row(&mem, series[sr], T_SLICE + tt * 10000 + (int64_t)(x % 7), leaf[st], v);
 				want[sr][tt][st] += v;
 			}
-	char *dir = make_temp_dir();
-	struct part out, p;
+	struct written w;
+	written_open(&w, &mem);
 	struct buf err = { 0 }, scratch = { 0 };
-	struct block *blk = write_test_block(&mem, dir, &out);
-	assert_int_equal(block_load(blk, &p, &err), 0);
-	assert_int_equal(p.nseries, 2);
+	assert_int_equal(w.p.nseries, 2);
 	for (uint32_t s = 0; s < 2; s++) {
-		const struct part_row *rows;
+		const struct store_row *rows;
 		uint64_t bytes = 0;
-		long n = block_rows(blk, &p, &p.series[s], INT64_MIN, &scratch, &rows, &bytes, &err);
+		long n = block_rows(w.blk, &w.p, &w.p.series[s], INT64_MIN, &scratch, &rows, &bytes, &err);
 		assert_true(n > 0);
 		/* which input series this is: by its host label */
-		int sr = strcmp(strtab_get(&p.lstr, p.label_kv[p.label_off[p.series[s].labels] + 1]), "b") == 0;
+		int sr = strcmp(strtab_get(&w.p.lstr, w.p.label_kv[w.p.label_off[w.p.series[s].labels] + 1]), "b") == 0;
 		static uint64_t got[TIMES][STACKS];
 		memset(got, 0, sizeof(got));
 		for (long i = 0; i < n; i++) {
@@ -381,8 +398,8 @@ static void test_block_row_order(void **state)
 			long t = (rows[i].ts_ms - T_SLICE) / 10000;
 			assert_true(t >= 0 && t < TIMES);
 			/* the block numbers its nodes anew: the stack by its frame's name */
-			assert_true(rows[i].stack < p.nnodes);
-			const char *nm = strtab_get(&p.sstr, p.frames[p.node_frame[rows[i].stack]].name);
+			assert_true(rows[i].stack < w.p.nnodes);
+			const char *nm = strtab_get(&w.p.sstr, w.p.frames[w.p.node_frame[rows[i].stack]].name);
 			assert_true(nm[0] == 'g');
 			uint32_t st = (uint32_t)atoi(nm + 1);
 			assert_true(st < STACKS);
@@ -390,14 +407,9 @@ static void test_block_row_order(void **state)
 		}
 		assert_memory_equal(got, want[sr], sizeof(got));
 	}
-	block_close(blk);
-	part_free(&p);
-	part_free(&out);
-	part_free(&mem);
 	buf_free(&err);
 	buf_free(&scratch);
-	rm_rf(dir);
-	free(dir);
+	written_close(&w, &mem);
 }
 
 /* A block written before slices (version 3, tests/data/block-v3.blk, the
@@ -426,7 +438,7 @@ static void test_block_v3(void **state)
 	assert_int_equal(block_rollup_sums(blk, &p, &p.rollups[0], T_SLICE, T_SLICE + 60000, &scratch,
 					   &acc, &stacks, &sums, &st, &err),
 			 -1);
-	const struct part_row *rows;
+	const struct store_row *rows;
 	uint64_t bytes = 0, total = 0;
 	for (uint32_t s = 0; s < p.nseries; s++) {
 		long n = block_rows(blk, &p, &p.series[s], INT64_MIN, &scratch, &rows, &bytes, &err);

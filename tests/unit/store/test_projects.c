@@ -84,8 +84,7 @@ static void test_two_connections(void **state)
 	assert_string_equal(ida, idb);
 	projects_close(a);
 	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 int main(void)

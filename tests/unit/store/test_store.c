@@ -274,6 +274,41 @@ static void config_seal_each_batch(struct store_config *cfg)
 	cfg->head_max_rows = 1;
 }
 
+/* Opens the store in dir as a crash left it, its log still there: the
+ * log's blocks are dropped and the log replayed into the head, each of
+ * the want samples counted once; then writes the head out. */
+static struct store *reopen_replayed(const char *dir, struct store_config *cfg, uint64_t want)
+{
+	struct store *s;
+	struct store_stats st;
+	struct buf err = { 0 };
+	cfg->background = false;
+	cfg->head_max_rows = 1000; /* the replay keeps the rows in its head */
+	assert_int_equal(store_open(dir, cfg, &s, &err), 0);
+	store_get_stats(s, &st);
+	assert_int_equal(st.blocks, 0);
+	assert_int_equal(total(s), want);
+	assert_int_equal(store_flush(s, &err), 0);
+	assert_int_equal(total(s), want);
+	buf_free(&err);
+	return s;
+}
+
+/* Opens the store in dir again: nothing to replay, the want samples all
+ * in committed blocks. */
+static void check_committed(const char *dir, uint64_t want)
+{
+	struct store *s;
+	struct store_stats st;
+	struct buf err = { 0 };
+	assert_int_equal(open_store(dir, &s, &err), 0);
+	store_get_stats(s, &st);
+	assert_int_equal(st.unflushed_rows, 0);
+	assert_int_equal(total(s), want);
+	store_close(s);
+	buf_free(&err);
+}
+
 /* Heads share a log until it holds max_unflushed_rows rows (each agent
  * session writes its definitions into every new log again). The blocks of
  * a log that still exists are not committed: compaction and retention
@@ -310,17 +345,10 @@ static void test_store_shared_log(void **state)
 	assert_int_equal(total(s), 190);
 	store_close(s); /* as a crash leaves it: the log is still there */
 
-	cfg.background = false;
-	cfg.head_max_rows = 1000; /* the replay keeps the rows in its head */
-	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
-	store_get_stats(s, &st);
-	assert_int_equal(st.blocks, 0); /* dropped: the log is replayed */
-	assert_int_equal(total(s), 190);
-	assert_int_equal(store_flush(s, &err), 0);
+	s = reopen_replayed(dir, &cfg, 190);
 	save_logs(dir, &logs);
 	assert_int_equal(logs.n, 1); /* only the new current log */
 	saved_logs_free(&logs);
-	assert_int_equal(total(s), 190);
 	store_close(s);
 	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
 	store_get_stats(s, &st);
@@ -360,12 +388,7 @@ static void test_store_shared_log(void **state)
 		usleep(10000);
 	}
 	store_close(s);
-	cfg.background = false;
-	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
-	store_get_stats(s, &st);
-	assert_int_equal(st.unflushed_rows, 0); /* nothing replayed: the block is committed */
-	assert_int_equal(total(s), t3);
-	store_close(s);
+	check_committed(dir, t3); /* nothing replayed: the block is committed */
 
 	buf_free(&z1);
 	buf_free(&z2);
@@ -414,20 +437,8 @@ static void test_store_compacts_a_logs_blocks(void **state)
 	assert_int_equal(total(s), want);
 	store_close(s); /* as a crash leaves it */
 
-	cfg.background = false;
-	cfg.head_max_rows = 1000;
-	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
-	store_get_stats(s, &st);
-	assert_int_equal(st.blocks, 0); /* the merged block went; the log is replayed */
-	assert_int_equal(total(s), want);
-	assert_int_equal(store_flush(s, &err), 0);
-	assert_int_equal(total(s), want);
-	store_close(s);
-	assert_int_equal(open_store(dir, &s, &err), 0);
-	store_get_stats(s, &st);
-	assert_int_equal(st.unflushed_rows, 0);
-	assert_int_equal(total(s), want);
-	store_close(s);
+	store_close(reopen_replayed(dir, &cfg, want)); /* the merged block went */
+	check_committed(dir, want);
 	buf_free(&z);
 	buf_free(&err);
 	rm_temp_dir(dir);
@@ -669,6 +680,32 @@ static void test_head_writer(void **state)
 	part_free(&p);
 }
 
+/* A part's hosts and agents: one record per name, keeping the most CPUs
+ * and the highest sequence number noted. */
+static void test_part_hosts_and_agents(void **state)
+{
+	(void)state;
+	struct part p;
+	part_init(&p, 1);
+	uint32_t h1 = strtab_intern_cstr(&p.lstr, "h1"), h2 = strtab_intern_cstr(&p.lstr, "h2");
+	uint32_t a1 = strtab_intern_cstr(&p.lstr, "agent-1"), a2 = strtab_intern_cstr(&p.lstr, "agent-2");
+	for (uint32_t i = 0; i < 100; i++) {
+		part_note_host(&p, i % 2 ? h2 : h1, i % 2 ? 100 - i : i);
+		part_note_agent(&p, i % 2 ? a1 : a2, i % 2 ? 1000 - i : 10 * i);
+	}
+	assert_int_equal(p.nhosts, 2);
+	assert_int_equal(p.hosts[0].name, h1);
+	assert_int_equal(p.hosts[0].cpus, 98);
+	assert_int_equal(p.hosts[1].name, h2);
+	assert_int_equal(p.hosts[1].cpus, 99);
+	assert_int_equal(p.nagents, 2);
+	assert_int_equal(part_agent_seq(&p, "agent-1"), 999);
+	assert_int_equal(part_agent_seq(&p, "agent-2"), 980);
+	assert_int_equal(part_agent_seq(&p, "agent-3"), 0);
+	assert_int_equal(part_agent_seq(&p, "h1"), 0); /* a string, not an agent */
+	part_free(&p);
+}
+
 /* --- codecs: a record type the store knows only through its codec ---------------- */
 
 /* A probe record: one sample of value at ts on the stack main;work of
@@ -864,6 +901,7 @@ int main(void)
 		cmocka_unit_test(test_store_compacts_a_logs_blocks),
 		cmocka_unit_test(test_store_blocks),
 		cmocka_unit_test(test_head_writer),
+		cmocka_unit_test(test_part_hosts_and_agents),
 		cmocka_unit_test(test_store_codecs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

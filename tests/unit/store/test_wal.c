@@ -108,8 +108,7 @@ static void test_wal_written_ahead(void **state)
 
 	free(img);
 	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 int main(void)

@@ -185,8 +185,7 @@ static void test_child_limits(void **state)
 	assert_int_equal(t.ninsns, 0);
 	sass_free(&t);
 	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 /* The server's cubin store: hostile uploads refused, one image per CRC,

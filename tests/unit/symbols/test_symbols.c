@@ -278,8 +278,7 @@ static void test_separate_debug_file(void **state)
 	close(fd);
 	close(dfd);
 	buf_free(&data);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 /* Local debug files, found as gdb finds them: by build ID under a root,
@@ -383,8 +382,7 @@ static void test_local_debug_file(void **state)
 	assert_int_equal(system(cmd), 0);
 	assert_int_equal(elfsyms_open_debug_file(fd, exe, root, found, sizeof(found)), -1);
 	close(fd);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 struct go_seen {
@@ -508,8 +506,7 @@ static void test_fileid(void **state)
 	 * head == tail == the file: printf 'hellohello\0\0\0\0\0\0\0\5' | sha256sum */
 	assert_string_equal(hex, "b2c90e0c61910efa8c079b70039694de");
 	assert_int_equal(fileid_from_path("/nonexistent/file", &ia), -ENOENT);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 static void test_compress(void **state)
@@ -708,8 +705,7 @@ static void test_symbol_store(void **state)
 	buf_free(&rich);
 	buf_free(&poor);
 	buf_free(&err);
-	rm_rf(dir);
-	free(dir);
+	rm_temp_dir(dir);
 }
 
 int main(void)
