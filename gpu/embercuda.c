@@ -1119,16 +1119,8 @@ static void add_activity(uint16_t kind, uint64_t start, uint64_t end, uint32_t c
 	}
 	if (cuda_agg_add(g.agg, &key, end - start) >= 0)
 		atomic_fetch_add_explicit(&g.n.activities, 1, memory_order_relaxed);
-	struct cuda_wire_span span = {
-		.start_ns = (uint64_t)((int64_t)start + g.clock_offset),
-		.end_ns = (uint64_t)((int64_t)end + g.clock_offset),
-		.stack_id = launch.stack_id,
-		.tid = launch.tid,
-		.kind = kind,
-		.device = device,
-		.stream = stream,
-	};
-	cuda_spans_add(g.spans, &span, key.name, key.name_len);
+	cuda_spans_add(g.spans, (uint64_t)((int64_t)start + g.clock_offset), (uint64_t)((int64_t)end + g.clock_offset),
+		       &key);
 }
 
 static void add_record(const CUpti_Activity *rec)
