@@ -308,6 +308,36 @@ def test_nvtx_ranges_between_the_stack_and_the_launch(server, agent_factory, tmp
     assert whole >= 0.98 * epochs * steps * BIG_NS, whole
 
 
+def test_nvtx_ranges_of_unsampled_launches(server, agent_factory, tmp_path):
+    """A launch that gets no stack keeps the NVTX ranges it was launched
+    under. With one stack a hundred seconds, only the very first launch (a
+    step_launch under "epoch" / "train_step") is sampled: the other step
+    launches inherit its stack under the same ranges, and every
+    eval_launch -- under "epoch" alone, where no launch was ever sampled --
+    is under [launch not sampled] and still under "epoch", never at the
+    root: the split per range is exact."""
+    require_root()
+    agent, lib = start_agent(agent_factory, server, tmp_path)
+    epochs, steps = 10, 50
+    exe = str(tmp_path / "cuda_nvtx_rare")  # its own name: the server holds the other tests' samples
+    shutil.copy(NVTX_LAUNCHER, exe)
+    run_nvtx(lib, epochs, steps, exe=exe, seconds=2, EMBER_CUDA_STACK_TRACE_SAMPLING_TARGET="1",
+             EMBER_CUDA_STACK_TRACE_SAMPLING_WINDOW_SIZE="100")
+    want = 2 * epochs * steps * BIG_NS
+    tree = gpu_settled(server, 'process.executable.name == "cuda_nvtx_rare"', want)
+    check_tree(tree["root"])
+    assert tree["total"] == want, (tree["total"], want)
+    assert nvtx_paths(tree) == {
+        (("epoch", "train_step"), "k_big"): epochs * steps * BIG_NS,
+        (("epoch",), "k_big"): epochs * steps * BIG_NS,
+    }, nvtx_paths(tree)
+    assert under_path(tree, ("[launch not sampled]", "epoch", "cuLaunchKernel"), "k_big") == epochs * steps * BIG_NS
+    assert under_path(tree, ("epoch", "train_step", "cuLaunchKernel"), "k_big") == epochs * steps * BIG_NS
+    with urllib.request.urlopen(f"http://127.0.0.1:{agent.stats_port}/debug/stats", timeout=10) as r:
+        stats = json.load(r)
+    assert stats["cuda_library_launches_sampled_total"] == 1, stats["cuda_library_launches_sampled_total"]
+
+
 def test_nvtx_off(server, agent_factory, tmp_path):
     """EMBER_CUDA_ENABLE_NVTX=false: the same program, no nvtx frame, the
     same GPU time."""
