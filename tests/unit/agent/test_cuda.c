@@ -1173,6 +1173,25 @@ static void test_collect_cuda(void **state)
 	assert_int_equal(b.frames[ids[5]].type, FT_CUDA_LAUNCH);
 	assert_int_equal(b.frames[ids[6]].type, FT_CUDA_KERNEL);
 
+	/* A span: no sample (its time is the AGG entries'), a span under the
+	 * very stack the sample with the same launch has, its resource too. */
+	struct cuda_work ws = wn;
+	ws.span = true;
+	ws.count = 1;
+	ws.start_ns = 1700000000000000000ull;
+	ws.end_ns = ws.start_ns + 700000;
+	ws.total_ns = 700000;
+	collect_cuda(&c, &ws, &s, size, 1250);
+	assert_int_equal(batch_samples(&b), 3);
+	assert_int_equal(b.nspans, 1);
+	assert_int_equal(b.spans[0].stack, b.samples[2].stack);
+	assert_int_equal(b.spans[0].resource, b.samples[2].resource);
+	assert_int_equal(b.spans[0].kind, CUDA_WIRE_KIND_KERNEL);
+	assert_int_equal(b.spans[0].device, 1);
+	assert_int_equal(b.spans[0].stream, 7);
+	assert_int_equal(b.spans[0].start_ns, 1700000000000000000ull);
+	assert_int_equal(b.spans[0].end_ns, 1700000000000700000ull);
+
 	st = b.samples[1].stack;
 	ids = b.stack_ids + b.stack_off[st];
 	assert_int_equal(b.stack_off[st + 1] - b.stack_off[st], 3);
