@@ -276,6 +276,21 @@ def frame_types(tree, path):
     return types
 
 
+def nvtx_split_settled(server, exe, epochs, steps):
+    """The GPU flamegraph of the NVTX workload run as exe, once all its GPU
+    time is in: k_big's time split exactly between "epoch" / "train_step"
+    (step_launch) and "epoch" alone (eval_launch)."""
+    want = 2 * epochs * steps * BIG_NS
+    tree = gpu_settled(server, f'process.executable.name == "{exe}"', want)
+    check_tree(tree["root"])
+    assert tree["total"] == want, (tree["total"], want)
+    assert nvtx_paths(tree) == {
+        (("epoch", "train_step"), "k_big"): epochs * steps * BIG_NS,
+        (("epoch",), "k_big"): epochs * steps * BIG_NS,
+    }, nvtx_paths(tree)
+    return tree
+
+
 def test_nvtx_ranges_between_the_stack_and_the_launch(server, agent_factory, tmp_path):
     """NVTX ranges the program pushes (through NVIDIA's own nvtx3 loader,
     NVTX_INJECTION64_PATH = the agent-installed library) are frames between
@@ -288,14 +303,7 @@ def test_nvtx_ranges_between_the_stack_and_the_launch(server, agent_factory, tmp
     assert f"NVTX_INJECTION64_PATH={lib}" in agent.output()
     epochs, steps = 30, 100
     run_nvtx(lib, epochs, steps)
-    want = 2 * epochs * steps * BIG_NS
-    tree = gpu_settled(server, 'process.executable.name == "cuda_nvtx"', want)
-    check_tree(tree["root"])
-    assert tree["total"] == want, (tree["total"], want)
-    assert nvtx_paths(tree) == {
-        (("epoch", "train_step"), "k_big"): epochs * steps * BIG_NS,
-        (("epoch",), "k_big"): epochs * steps * BIG_NS,
-    }, nvtx_paths(tree)
+    tree = nvtx_split_settled(server, "cuda_nvtx", epochs, steps)
     # In order: CPU frames, then the ranges, then the launch and the kernel.
     for path, n in walk(tree["root"]):
         if n["frame_type"] == "cuda_kernel":
@@ -323,14 +331,7 @@ def test_nvtx_ranges_of_unsampled_launches(server, agent_factory, tmp_path):
     shutil.copy(NVTX_LAUNCHER, exe)
     run_nvtx(lib, epochs, steps, exe=exe, seconds=2, EMBER_CUDA_STACK_TRACE_SAMPLING_TARGET="1",
              EMBER_CUDA_STACK_TRACE_SAMPLING_WINDOW_SIZE="100")
-    want = 2 * epochs * steps * BIG_NS
-    tree = gpu_settled(server, 'process.executable.name == "cuda_nvtx_rare"', want)
-    check_tree(tree["root"])
-    assert tree["total"] == want, (tree["total"], want)
-    assert nvtx_paths(tree) == {
-        (("epoch", "train_step"), "k_big"): epochs * steps * BIG_NS,
-        (("epoch",), "k_big"): epochs * steps * BIG_NS,
-    }, nvtx_paths(tree)
+    tree = nvtx_split_settled(server, "cuda_nvtx_rare", epochs, steps)
     assert under_path(tree, ("[launch not sampled]", "epoch", "cuLaunchKernel"), "k_big") == epochs * steps * BIG_NS
     assert under_path(tree, ("epoch", "train_step", "cuLaunchKernel"), "k_big") == epochs * steps * BIG_NS
     with urllib.request.urlopen(f"http://127.0.0.1:{agent.stats_port}/debug/stats", timeout=10) as r:

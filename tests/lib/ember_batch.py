@@ -254,17 +254,13 @@ def zstd_compress(data):
 
 def send_session_batch(base_url, raw, timeout=10):
     """POSTs an encoded SessionBatch (protocol version 2); its JSON answer."""
-    req = urllib.request.Request(
-        base_url.rstrip("/") + "/ingest/v2/batch", data=zstd_compress(raw), method="POST",
-        headers={"Content-Type": "application/x-protobuf", "Content-Encoding": "zstd"})
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
-        return json.loads(resp.read())
+    return send_batch(base_url, raw, timeout, route="/ingest/v2/batch")
 
 
-def send_batch(base_url, raw, timeout=10):
+def send_batch(base_url, raw, timeout=10, route="/ingest/v1/batch"):
     """POSTs an encoded batch to ember-server; returns its JSON answer."""
     req = urllib.request.Request(
-        base_url.rstrip("/") + "/ingest/v1/batch", data=zstd_compress(raw), method="POST",
+        base_url.rstrip("/") + route, data=zstd_compress(raw), method="POST",
         headers={"Content-Type": "application/x-protobuf", "Content-Encoding": "zstd"})
     with urllib.request.urlopen(req, timeout=timeout) as resp:
         return json.loads(resp.read())
