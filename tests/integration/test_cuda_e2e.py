@@ -431,3 +431,8 @@ def test_timeline_spans_on_the_fake_driver(server, agent_factory, tmp_path):
             assert any(p[-len(stack):] == tuple(stack) for p in paths), stack
     assert whole >= 0.5 * 3 * steps, whole
     print(f"{whole} of {3 * steps} spans under whole stacks")
+    # the agent's counters: every span sent once, most with their stack
+    with urllib.request.urlopen(f"http://127.0.0.1:{agent.stats_port}/debug/stats", timeout=10) as r:
+        stats = json.load(r)
+    assert stats["cuda_spans_total"] == 5 * steps, stats["cuda_spans_total"]
+    assert whole <= stats["cuda_spans_joined_total"] <= 5 * steps, stats["cuda_spans_joined_total"]
