@@ -21,6 +21,13 @@ void tl_request_free(struct tl_request *r)
 	scope_free(&r->scope);
 }
 
+/* Unix milliseconds as nanoseconds, past 2262 (a filter may reach the
+ * year 3000) as INT64_MAX. */
+static int64_t ms_to_ns(int64_t ms)
+{
+	return ms > INT64_MAX / 1000000 ? INT64_MAX : ms * 1000000;
+}
+
 static const char *kind_name(uint8_t kind)
 {
 	static const char *const names[] = { "", "kernel", "memcpy", "memset", "sync", "graph" };
@@ -157,8 +164,8 @@ int timeline_query(struct gpuspans *g, struct symbols *sym, const struct tl_requ
 		cel_free(t.cel);
 		return -1;
 	}
-	t.from_ns = r->scope.start_ms * 1000000;
-	t.to_ns = r->scope.end_ms * 1000000;
+	t.from_ns = ms_to_ns(r->scope.start_ms);
+	t.to_ns = ms_to_ns(r->scope.end_ms);
 	t.keys = xmalloc(DISPLAY_MAX_DEPTH * sizeof(uint32_t));
 	t.lines = xmalloc(DISPLAY_MAX_DEPTH * sizeof(uint32_t));
 	jsonw_init(&t.ws, &t.stacks);

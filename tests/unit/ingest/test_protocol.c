@@ -886,6 +886,16 @@ static void test_spans_to_the_timeline(void **state)
 	assert_true(json_is_true(json_object_get(doc, "truncated")));
 	json_decref(doc);
 	tl_request_free(&r);
+	/* a range to the year 3000 (past what nanoseconds hold) */
+	snprintf(body, sizeof(body), "{\"filter\":{\"start_ts\":0,\"end_ts\":32503680000000}}");
+	assert_int_equal(tl_request_parse(&r, body, strlen(body), &err), 0);
+	memcpy(r.scope.project_id, PROJECT_ID, 37);
+	buf_reset(&out);
+	assert_int_equal(timeline_query(sk.g, NULL, &r, T0, &out, &err), 0);
+	doc = json_loads(out.data, 0, NULL);
+	assert_int_equal(json_array_size(json_object_get(doc, "spans")), 3);
+	json_decref(doc);
+	tl_request_free(&r);
 	/* another project's timeline is empty */
 	snprintf(body, sizeof(body), "{\"filter\":{\"start_ts\":%lld,\"end_ts\":%lld}}", (long long)T0 - 1000,
 		 (long long)T0 + 1000);
