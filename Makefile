@@ -433,9 +433,9 @@ gpu-test: $(GPU_LIB) $(FAKE_CUDA) $(BUILD)/workloads/cuda_launch
 
 # The library's pure part (aggregation, spans, wire encoding), unit-tested
 # with the sanitizers like the rest; its own rule: it is not in libember.a.
-$(BUILD)/tests/test_cuda_report: tests/unit/agent/test_cuda_report.c gpu/cuda_report.c gpu/cuda_report.h lib/cuda_wire.h tests/unit/testutil.h
+$(BUILD)/tests/test_cuda_report: tests/unit/agent/test_cuda_report.c gpu/cuda_report.c gpu/cuda_report.h lib/cuda_wire.h tests/unit/testutil.h agent/cuda_wire_parse.c agent/cuda_wire_parse.h
 	@mkdir -p $(@D)
-	$(call say,CC,$@)$(CC) -std=gnu11 $(WARN) -g $(SAN) -O1 -D_GNU_SOURCE -Ilib -Igpu -Itests/unit $< gpu/cuda_report.c -o $@ -lcmocka
+	$(call say,CC,$@)$(CC) -std=gnu11 $(WARN) -g $(SAN) -O1 -D_GNU_SOURCE -Ilib -Igpu -Iagent -Itests/unit $< gpu/cuda_report.c agent/cuda_wire_parse.c -o $@ -lcmocka
 
 # The library's NVTX range stack at its limits (gpu/nvtx_ranges.c).
 $(BUILD)/tests/test_nvtx_ranges: tests/unit/agent/test_nvtx_ranges.c gpu/nvtx_ranges.c gpu/nvtx_ranges.h lib/cuda_wire.h tests/unit/testutil.h

@@ -29,6 +29,7 @@ void batch_free(struct batch *b)
 	hmap_free(&b->res_index);
 	free(b->samples);
 	hmap_free(&b->sample_index);
+	free(b->spans);
 	memset(b, 0, sizeof(*b));
 }
 
@@ -47,6 +48,7 @@ void batch_reset(struct batch *b)
 	b->nsamples = 0;
 	hmap_clear(&b->sample_index);
 	b->total_value = 0;
+	b->nspans = 0;
 }
 
 void batch_freeze(struct batch *b)
@@ -67,7 +69,7 @@ size_t batch_memory(const struct batch *b)
 	       b->capstacks * sizeof(uint32_t) + hmap_bytes(&b->stack_index) +
 	       b->capres_ids * sizeof(uint32_t) + b->capres * sizeof(uint32_t) +
 	       hmap_bytes(&b->res_index) + b->capsamples * sizeof(*b->samples) +
-	       hmap_bytes(&b->sample_index);
+	       hmap_bytes(&b->sample_index) + b->capspans * sizeof(*b->spans);
 }
 
 uint32_t batch_string(struct batch *b, const char *s, size_t n)
@@ -212,6 +214,15 @@ uint32_t batch_add(struct batch *b, uint32_t stack, uint32_t resource, uint8_t k
 	b->samples[idx] = (struct bsample){ stack, resource, kind, value };
 	hmap_insert(&b->sample_index, h, idx);
 	return idx;
+}
+
+bool batch_add_span(struct batch *b, const struct bspan *span)
+{
+	if (b->nspans >= BATCH_MAX_SPANS)
+		return false;
+	xgrow((void **)&b->spans, &b->capspans, b->nspans + 1, sizeof(*b->spans));
+	b->spans[b->nspans++] = *span;
+	return true;
 }
 
 void batch_add_to_row(struct batch *b, uint32_t row, uint64_t value)

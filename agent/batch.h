@@ -5,12 +5,14 @@
  * frames, stacks and resources are interned in per-batch tables, so equal
  * stacks are stored and sent once with a count. batch_encode() writes the
  * tables as one ember.ingest.v1.Batch protobuf, compressed with zstd
- * (docs/protocol.md). batch_reset() empties the tables for the next
+ * (docs/protocol.md). Timeline spans of GPU work (batch_add_span) ride
+ * along, by stack and resource. batch_reset() empties the tables for the next
  * interval and keeps their memory.
  */
 #ifndef EMBER_AGENT_BATCH_H
 #define EMBER_AGENT_BATCH_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "buf.h"
@@ -51,6 +53,15 @@ struct bsample {
 	uint64_t value;
 };
 
+/* One GPU activity for the timeline (kept apart from the samples: its
+ * time is in a cuda sample already). */
+struct bspan {
+	uint32_t stack, resource;
+	uint8_t kind;   /* enum cuda_wire_kind */
+	uint32_t device, stream;
+	uint64_t start_ns, end_ns; /* CLOCK_REALTIME */
+};
+
 struct batch {
 	struct strtab strings;
 	struct bfile *files;
@@ -75,6 +86,8 @@ struct batch {
 	size_t nsamples, capsamples;
 	struct hmap sample_index;
 	uint64_t total_value;
+	struct bspan *spans; /* the interval's timeline spans (protocol version 2 only) */
+	size_t nspans, capspans;
 };
 
 struct batch_meta {
@@ -103,6 +116,10 @@ uint32_t batch_resource(struct batch *b, const uint32_t *kv, size_t n);
 /* Adds value to the row of (stack, resource, kind), made if new; returns
  * the row's index (stable until batch_reset). */
 uint32_t batch_add(struct batch *b, uint32_t stack, uint32_t resource, uint8_t kind, uint64_t value);
+/* Keeps one timeline span; at most BATCH_MAX_SPANS an interval, the rest
+ * are dropped and counted (returns false). */
+#define BATCH_MAX_SPANS 65536
+bool batch_add_span(struct batch *b, const struct bspan *span);
 /* Adds value to a row batch_add() returned. */
 void batch_add_to_row(struct batch *b, uint32_t row, uint64_t value);
 static inline size_t batch_samples(const struct batch *b) { return b->nsamples; }

@@ -610,6 +610,14 @@ void collect_cuda(struct collector *c, const struct cuda_work *w, const void *re
 	bool cacheable;
 	uint32_t res = process_resource(c, (uint32_t)w->pid, p,
 					*comm ? comm : NULL, extra, ne, now_ns, &cacheable);
+	if (w->span) {
+		struct bspan sp = { .stack = st, .resource = res, .kind = (uint8_t)w->kind,
+				    .device = w->device, .stream = w->stream,
+				    .start_ns = w->start_ns, .end_ns = w->end_ns };
+		if (!batch_add_span(c->batch, &sp))
+			c->stats.cuda_spans_dropped++;
+		return;
+	}
 	batch_add(c->batch, st, res, EK_CUDA, w->total_ns);
 	c->stats.cuda_samples++;
 	c->stats.cuda_ns += w->total_ns;

@@ -38,6 +38,7 @@ struct collector_stats {
 	AGENT_COUNTERS(COUNTERS_NONE, COLLECTOR_FIELD, COUNTERS_NONE, COUNTERS_NONE)
 #undef COLLECTOR_FIELD
 	uint64_t cuda_samples, cuda_ns; /* GPU time samples (collect_cuda) and their nanoseconds */
+	uint64_t cuda_spans_dropped;    /* timeline spans over BATCH_MAX_SPANS in an interval */
 };
 
 /* Raw samples waiting for a table: at most COLLECT_RAW_MAX_PENDING, each

@@ -191,6 +191,8 @@
 	X(CUDA_LIB_PC_SAMPLES, "cuda_library_pc_samples_total", COUNTER, "PC samples the libraries received from CUPTI (EMBER_CUDA_ENABLE_PC_SAMPLING).") \
 	X(CUDA_LIB_PC_REFUSED, "cuda_library_pc_sampling_refused", GAUGE, "Processes whose CUPTI refused PC sampling for want of privileges (NVreg_RestrictProfilingToAdminUsers).") \
 	X(CUDA_PC_ENTRIES, "cuda_pc_entries_total", COUNTER, "Parts of kernels' GPU time attributed to an instruction and stall reason by PC sampling.") \
+	X(CUDA_SPANS, "cuda_spans_total", COUNTER, "Single GPU activities (kernels, copies, sets, syncs) sent to the server for the timeline.") \
+	X(CUDA_SPANS_JOINED, "cuda_spans_joined_total", COUNTER, "Timeline spans sent with their launch stack.") \
 	/* the agent */ \
 	X(SAMPLING, "sampling", GAUGE, "1 while sampling, 0 while probabilistic profiling has it off.") \
 	X(OFFCPU_SAMPLING, "off_cpu_sampling", GAUGE, "1 while off-CPU sampling is attached, 0 otherwise.") \

@@ -428,11 +428,16 @@ static const struct stack_rec *find_stack(const struct cuda *c, int32_t pid, uin
 
 static void emit(struct cuda *c, const struct cuda_work *w, const struct stack_rec *r)
 {
-	c->stats.gpu_ns += w->total_ns;
-	if (r) {
-		c->stats.joined++;
+	if (w->span) {
+		/* a timeline span: its time is in the AGG entries already */
+		c->stats.spans++;
+		c->stats.spans_joined += r != NULL;
 	} else {
-		c->stats.not_sampled_ns += w->total_ns;
+		c->stats.gpu_ns += w->total_ns;
+		if (r)
+			c->stats.joined++;
+		else
+			c->stats.not_sampled_ns += w->total_ns;
 	}
 	c->emit(c->ctx, w, r ? r->rec : NULL, r ? r->size : 0);
 }
@@ -462,7 +467,7 @@ void cuda_join(struct cuda *c, uint64_t now_ns)
 			c->pending[keep++] = *w;
 			continue;
 		}
-		if (!r)
+		if (!r && !w->span)
 			c->stats.unknown_stack++;
 		emit(c, w, r);
 		free_work(w);
@@ -500,6 +505,9 @@ static void add_work(struct cuda *c, const struct conn *k, const struct cuda_agg
 		.cubin_id = v->cubin_id,
 		.pc_offset = v->pc_offset,
 		.arrived_ns = now_ns,
+		.span = v->span,
+		.start_ns = v->start_ns,
+		.end_ns = v->end_ns,
 	};
 	if (w.stall)
 		c->stats.pc_entries++;
@@ -508,16 +516,17 @@ static void add_work(struct cuda *c, const struct conn *k, const struct cuda_agg
 		snprintf(w.gpu_name, sizeof(w.gpu_name), "%s", d->name);
 		cuda_format_uuid(d->uuid, w.gpu_uuid);
 	}
-	c->stats.entries++;
+	if (!w.span)
+		c->stats.entries++;
 	if (w.stack_id == 0) {
-		c->stats.not_sampled++;
+		c->stats.not_sampled += !w.span;
 		emit(c, &w, NULL);
 		free_work(&w);
 		return;
 	}
 	const struct stack_rec *r = find_stack(c, w.pid, w.stack_id);
 	if (r || c->npending >= CUDA_MAX_PENDING) {
-		if (!r)
+		if (!r && !w.span)
 			c->stats.pending_overflow++;
 		emit(c, &w, r);
 		free_work(&w);
@@ -582,7 +591,7 @@ static void handle(struct cuda *c, struct conn *k, const void *msg, size_t len, 
 	enum cuda_wire_reject why = cuda_wire_check(msg, len, &type, &count);
 	if (why == CWR_OK && (type == CUDA_WIRE_HELLO) == k->hello)
 		why = CWR_ORDER; /* HELLO first, and once */
-	if (why == CWR_OK && (type == CUDA_WIRE_AGG || type == CUDA_WIRE_PC)) {
+	if (why == CWR_OK && (type == CUDA_WIRE_AGG || type == CUDA_WIRE_PC || type == CUDA_WIRE_SPAN)) {
 		if (!c->tokens_set) {
 			c->tokens = 2.0 * CUDA_MAX_ENTRIES_PER_SEC;
 			c->tokens_ns = now_ns;
@@ -657,8 +666,13 @@ static void handle(struct cuda *c, struct conn *k, const void *msg, size_t len, 
 	case CUDA_WIRE_STATS:
 		cuda_wire_stats(msg, &k->lib);
 		break;
-	default: /* SPAN: checked; the timeline is not stored yet */
+	case CUDA_WIRE_SPAN: {
+		size_t off = 0;
+		struct cuda_agg_view v;
+		while (cuda_wire_next_span(msg, len, &off, &v))
+			add_work(c, k, &v, now_ns);
 		break;
+	}
 	}
 }
 

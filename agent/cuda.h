@@ -20,7 +20,7 @@
  * puts the time of unsampled launches under the last sampled stack_id of
  * the same thread and kernel, again and again.
  *
- * Join. Each AGG entry becomes a struct cuda_work, waiting (at most
+ * Join. Each AGG entry (and each SPAN entry, with its times) becomes a struct cuda_work, waiting (at most
  * CUDA_MAX_PENDING) until cuda_join() finds its stack: then the emit
  * callback gets the work and the stack record. stack_id 0 is emitted at
  * once without a stack; an unknown stack_id waits up to CUDA_HOLD_NS (the
@@ -79,6 +79,11 @@ struct cuda_work {
 	char *nvtx;           /* an AGG entry's checked NVTX path (owned, lib/cuda_wire.h), NULL: none */
 	uint16_t nvtx_len;
 	uint64_t cubin_id, pc_offset; /* a PC entry's instruction */
+	/* A SPAN entry (one activity for the timeline, total_ns its length,
+	 * count 1): its times, CLOCK_REALTIME ns. Its GPU time is in the AGG
+	 * entries already: the emit callback keeps it as a span only. */
+	bool span;
+	uint64_t start_ns, end_ns;
 	char gpu_name[64];    /* from the connection's DEVICE; "" = unknown */
 	char gpu_uuid[48];    /* "GPU-xxxxxxxx-xxxx-..."; "" = unknown */
 	uint64_t arrived_ns;
@@ -107,6 +112,8 @@ struct cuda_stats {
 	uint64_t lib_pc_samples;         /* PC samples the libraries received */
 	uint64_t lib_pc_refused;         /* processes whose CUPTI refused PC sampling (privileges) */
 	uint64_t pc_entries;             /* PC entries received (of entries) */
+	uint64_t spans;                  /* timeline spans emitted (not in entries) */
+	uint64_t spans_joined;           /* ... of which with their launch stack */
 };
 
 struct cuda;

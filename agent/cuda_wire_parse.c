@@ -110,6 +110,28 @@ static size_t check_strings(const uint8_t *p, size_t len, size_t off, size_t ent
 	return padded;
 }
 
+/* The launch an AGG or SPAN entry of entry_size bytes at off names: its
+ * API, name and NVTX path (lib/cuda_wire.h), then padding. Returns the
+ * offset after them, or 0 with *why set. */
+static size_t check_launch(const uint8_t *p, size_t len, size_t off, size_t entry_size, uint16_t api_len,
+			   uint16_t name_len, uint16_t nvtx_len, enum cuda_wire_reject *why)
+{
+	if (api_len < 1 || api_len > CUDA_WIRE_API_MAX || name_len < 1 || name_len > CUDA_WIRE_NAME_MAX) {
+		*why = CWR_STRING;
+		return 0;
+	}
+	if (nvtx_len > CUDA_WIRE_NVTX_BYTES_MAX) {
+		*why = CWR_NVTX;
+		return 0;
+	}
+	size_t strings = (size_t)api_len + name_len, path = off + entry_size + strings;
+	if (nvtx_len && (path + nvtx_len > len || !nvtx_path_ok(p + path, nvtx_len))) {
+		*why = path + nvtx_len > len ? CWR_SHORT : CWR_NVTX;
+		return 0;
+	}
+	return check_strings(p, len, off, entry_size, strings, nvtx_len, why);
+}
+
 static enum cuda_wire_reject check_agg(const uint8_t *p, size_t len, uint32_t count)
 {
 	size_t off = sizeof(struct cuda_wire_hdr);
@@ -120,18 +142,10 @@ static enum cuda_wire_reject check_agg(const uint8_t *p, size_t len, uint32_t co
 		memcpy(&a, p + off, sizeof(a));
 		if (a.kind < CUDA_WIRE_KIND_KERNEL || a.kind > CUDA_WIRE_KIND_MAX)
 			return CWR_KIND;
-		if (a.api_len < 1 || a.api_len > CUDA_WIRE_API_MAX || a.name_len < 1 ||
-		    a.name_len > CUDA_WIRE_NAME_MAX)
-			return CWR_STRING;
-		if (a.nvtx_len > CUDA_WIRE_NVTX_BYTES_MAX)
-			return CWR_NVTX;
 		if (a.count < 1 || a.count > CUDA_WIRE_MAX_COUNT || a.total_ns > CUDA_WIRE_MAX_TOTAL_NS)
 			return CWR_VALUE;
 		enum cuda_wire_reject why = CWR_OK;
-		size_t strings = (size_t)a.api_len + a.name_len, path = off + sizeof(a) + strings;
-		if (a.nvtx_len && (path + a.nvtx_len > len || !nvtx_path_ok(p + path, a.nvtx_len)))
-			return path + a.nvtx_len > len ? CWR_SHORT : CWR_NVTX;
-		off = check_strings(p, len, off, sizeof(a), strings, a.nvtx_len, &why);
+		off = check_launch(p, len, off, sizeof(a), a.api_len, a.name_len, a.nvtx_len, &why);
 		if (!off)
 			return why;
 		if (off == len && i + 1 < count)
@@ -175,12 +189,10 @@ static enum cuda_wire_reject check_span(const uint8_t *p, size_t len, uint32_t c
 		memcpy(&s, p + off, sizeof(s));
 		if (s.kind < CUDA_WIRE_KIND_KERNEL || s.kind > CUDA_WIRE_KIND_MAX)
 			return CWR_KIND;
-		if (s.name_len < 1 || s.name_len > CUDA_WIRE_NAME_MAX)
-			return CWR_STRING;
 		if (s.end_ns < s.start_ns || s.end_ns - s.start_ns > CUDA_WIRE_MAX_TOTAL_NS)
 			return CWR_VALUE;
 		enum cuda_wire_reject why = CWR_OK;
-		off = check_strings(p, len, off, sizeof(s), s.name_len, 0, &why);
+		off = check_launch(p, len, off, sizeof(s), s.api_len, s.name_len, s.nvtx_len, &why);
 		if (!off)
 			return why;
 		if (off == len && i + 1 < count)
@@ -286,7 +298,47 @@ bool cuda_wire_next_agg(const void *msg, size_t len, size_t *off, struct cuda_ag
 	out->stall = NULL;
 	out->stall_len = 0;
 	out->cubin_id = out->pc_offset = 0;
+	out->span = false;
+	out->start_ns = out->end_ns = 0;
 	*off = pad8(*off + sizeof(out->a) + out->a.api_len + out->a.name_len + out->a.nvtx_len);
+	return true;
+}
+
+/* The launch fields a PC or SPAN entry w shares with an AGG entry (they
+ * have the same names), into out->a. */
+#define LAUNCH_VIEW(out, w)                    \
+	do {                                   \
+		(out)->a.stack_id = (w).stack_id; \
+		(out)->a.tid = (w).tid;           \
+		(out)->a.kind = (w).kind;         \
+		(out)->a.api_len = (w).api_len;   \
+		(out)->a.device = (w).device;     \
+		(out)->a.stream = (w).stream;     \
+		(out)->a.context = (w).context;   \
+		(out)->a.name_len = (w).name_len; \
+	} while (0)
+
+bool cuda_wire_next_span(const void *msg, size_t len, size_t *off, struct cuda_agg_view *out)
+{
+	const uint8_t *p = msg;
+	struct cuda_wire_span w;
+	if (*off == 0)
+		*off = sizeof(struct cuda_wire_hdr);
+	if (*off + sizeof(w) > len)
+		return false;
+	memcpy(&w, p + *off, sizeof(w));
+	memset(out, 0, sizeof(*out));
+	LAUNCH_VIEW(out, w);
+	out->a.total_ns = w.end_ns - w.start_ns;
+	out->a.count = 1;
+	out->a.nvtx_len = w.nvtx_len;
+	out->api = (const char *)p + *off + sizeof(w);
+	out->name = out->api + w.api_len;
+	out->nvtx = w.nvtx_len ? out->name + w.name_len : NULL;
+	out->span = true;
+	out->start_ns = w.start_ns;
+	out->end_ns = w.end_ns;
+	*off = pad8(*off + sizeof(w) + w.api_len + w.name_len + w.nvtx_len);
 	return true;
 }
 
@@ -300,16 +352,9 @@ bool cuda_wire_next_pc(const void *msg, size_t len, size_t *off, struct cuda_agg
 		return false;
 	memcpy(&w, p + *off, sizeof(w));
 	memset(&out->a, 0, sizeof(out->a));
-	out->a.stack_id = w.stack_id;
+	LAUNCH_VIEW(out, w);
 	out->a.total_ns = w.total_ns;
 	out->a.count = w.count;
-	out->a.tid = w.tid;
-	out->a.kind = w.kind;
-	out->a.api_len = w.api_len;
-	out->a.device = w.device;
-	out->a.stream = w.stream;
-	out->a.context = w.context;
-	out->a.name_len = w.name_len;
 	out->api = (const char *)p + *off + sizeof(w);
 	out->name = out->api + w.api_len;
 	out->nvtx = NULL;
@@ -317,6 +362,8 @@ bool cuda_wire_next_pc(const void *msg, size_t len, size_t *off, struct cuda_agg
 	out->stall_len = w.stall_len;
 	out->cubin_id = w.cubin_id;
 	out->pc_offset = w.pc_offset;
+	out->span = false;
+	out->start_ns = out->end_ns = 0;
 	*off = pad8(*off + sizeof(w) + w.api_len + w.name_len + w.stall_len);
 	return true;
 }

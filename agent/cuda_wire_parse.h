@@ -69,6 +69,10 @@ struct cuda_agg_view {
 	const char *stall;
 	uint16_t stall_len;
 	uint64_t cubin_id, pc_offset;
+	/* A SPAN entry's (cuda_wire_next_span): one activity, its times
+	 * (CLOCK_REALTIME ns; a.total_ns is end - start, a.count 1). */
+	bool span;
+	uint64_t start_ns, end_ns;
 };
 
 /* The entry at *off (start with *off = 0) of a checked AGG message of len
@@ -82,6 +86,11 @@ bool cuda_wire_nvtx_next(const char *path, size_t len, size_t *off, const char *
 /* The same for a checked PC message: the AGG fields in out->a (count is
  * the PC samples), and the stall reason and instruction. */
 bool cuda_wire_next_pc(const void *msg, size_t len, size_t *off, struct cuda_agg_view *out);
+
+/* The same for a checked SPAN message: the launch in out->a (as an AGG
+ * entry's, with total_ns = end - start and count 1), the API, name and
+ * NVTX path, and the span's times. */
+bool cuda_wire_next_span(const void *msg, size_t len, size_t *off, struct cuda_agg_view *out);
 
 /* The single entry of a checked HELLO, DEVICE or STATS message. */
 void cuda_wire_hello(const void *msg, struct cuda_wire_hello *out);

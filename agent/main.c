@@ -384,7 +384,7 @@ static void start_cuda(struct agent *a)
 static void flush_batch(struct agent *a)
 {
 	int64_t now = now_unix_ms();
-	if (batch_samples(a->batch) == 0) {
+	if (batch_samples(a->batch) == 0 && a->batch->nspans == 0) {
 		a->interval_start_ms = now;
 		return;
 	}
@@ -647,6 +647,8 @@ static void take_stats(struct agent *a, struct selfstats_values *s)
 		v[SS_CUDA_LIB_PC_SAMPLES] = c.lib_pc_samples;
 		v[SS_CUDA_LIB_PC_REFUSED] = c.lib_pc_refused;
 		v[SS_CUDA_PC_ENTRIES] = c.pc_entries;
+		v[SS_CUDA_SPANS] = c.spans;
+		v[SS_CUDA_SPANS_JOINED] = c.spans_joined;
 	}
 	v[SS_CUDA_PROBED_FILES] = a->ncuda_probed;
 	v[SS_SAMPLING] = a->sampling;

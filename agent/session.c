@@ -529,6 +529,31 @@ int session_encode(struct session *s, const struct batch *b, const struct batch_
 	free(order);
 	free(rows);
 
+	/* Timeline spans, by the same nodes and resources as the samples. */
+	size_t nsp = 0;
+	msg.span_nodes = xmalloc((b->nspans + 1) * sizeof(uint32_t));
+	msg.span_resources = xmalloc((b->nspans + 1) * sizeof(uint32_t));
+	msg.span_starts_ns = xmalloc((b->nspans + 1) * sizeof(uint64_t));
+	msg.span_ends_ns = xmalloc((b->nspans + 1) * sizeof(uint64_t));
+	msg.span_kinds = xmalloc((b->nspans + 1) * sizeof(uint32_t));
+	msg.span_devices = xmalloc((b->nspans + 1) * sizeof(uint32_t));
+	msg.span_streams = xmalloc((b->nspans + 1) * sizeof(uint32_t));
+	for (size_t i = 0; i < b->nspans; i++) {
+		const struct bspan *sp = &b->spans[i];
+		if (m.stack[sp->stack] == UINT32_MAX)
+			continue;
+		msg.span_nodes[nsp] = m.stack[sp->stack];
+		msg.span_resources[nsp] = m.res[sp->resource];
+		msg.span_starts_ns[nsp] = sp->start_ns;
+		msg.span_ends_ns[nsp] = sp->end_ns;
+		msg.span_kinds[nsp] = sp->kind;
+		msg.span_devices[nsp] = sp->device;
+		msg.span_streams[nsp] = sp->stream;
+		nsp++;
+	}
+	msg.n_span_nodes = msg.n_span_resources = msg.n_span_starts_ns = msg.n_span_ends_ns =
+		msg.n_span_kinds = msg.n_span_devices = msg.n_span_streams = nsp;
+
 	size_t len = ember__ingest__v1__session_batch__get_packed_size(&msg);
 	uint8_t *raw = xmalloc(len + 1);
 	ember__ingest__v1__session_batch__pack(&msg, raw);
@@ -555,6 +580,13 @@ int session_encode(struct session *s, const struct batch *b, const struct batch_
 	free(msg.sample_resources);
 	free(msg.sample_kinds);
 	free(msg.sample_values);
+	free(msg.span_nodes);
+	free(msg.span_resources);
+	free(msg.span_starts_ns);
+	free(msg.span_ends_ns);
+	free(msg.span_kinds);
+	free(msg.span_devices);
+	free(msg.span_streams);
 	idmap_free(&m);
 	return rc;
 }

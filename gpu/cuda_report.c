@@ -295,7 +295,7 @@ int cuda_agg_carry(struct cuda_agg *dst, const struct cuda_agg *src, unsigned fr
 
 struct span_entry {
 	struct cuda_wire_span span;
-	char *name; /* owned */
+	char *strings; /* owned: the api, name and NVTX path bytes, one after the other */
 };
 
 struct cuda_spans {
@@ -325,7 +325,7 @@ void cuda_spans_reset(struct cuda_spans *s)
 	if (!s)
 		return;
 	for (unsigned i = 0; i < s->count; i++)
-		free(s->items[i].name);
+		free(s->items[i].strings);
 	s->count = 0;
 }
 
@@ -338,23 +338,39 @@ void cuda_spans_free(struct cuda_spans *s)
 	free(s);
 }
 
-int cuda_spans_add(struct cuda_spans *s, const struct cuda_wire_span *span, const char *name, size_t name_len)
+int cuda_spans_add(struct cuda_spans *s, uint64_t start_ns, uint64_t end_ns, const struct cuda_agg_key *key)
 {
-	if (name_len == 0 || !name)
+	size_t api_len = key->api ? strnlen(key->api, CUDA_WIRE_API_MAX) : 0;
+	size_t name_len = key->name_len > CUDA_WIRE_NAME_MAX ? CUDA_WIRE_NAME_MAX : key->name_len;
+	size_t nvtx_len = key->nvtx ? key->nvtx_len : 0;
+	if (name_len == 0 || !key->name || api_len == 0 || nvtx_len > CUDA_WIRE_NVTX_BYTES_MAX)
 		return -1;
 	if (s->count >= s->capacity) {
 		s->refused++;
 		return 1;
 	}
-	if (name_len > CUDA_WIRE_NAME_MAX)
-		name_len = CUDA_WIRE_NAME_MAX;
-	char *copy = name_copy(name, name_len);
+	char *copy = malloc(api_len + name_len + nvtx_len);
 	if (!copy)
 		return -1;
+	memcpy(copy, key->api, api_len);
+	memcpy(copy + api_len, key->name, name_len);
+	if (nvtx_len)
+		memcpy(copy + api_len + name_len, key->nvtx, nvtx_len);
 	struct span_entry *e = &s->items[s->count++];
-	e->span = *span;
-	e->span.name_len = (uint16_t)name_len;
-	e->name = copy;
+	e->span = (struct cuda_wire_span){
+		.start_ns = start_ns,
+		.end_ns = end_ns,
+		.stack_id = key->stack_id,
+		.tid = key->tid,
+		.kind = key->kind,
+		.name_len = (uint16_t)name_len,
+		.device = key->device,
+		.stream = key->stream,
+		.context = key->context,
+		.api_len = (uint16_t)api_len,
+		.nvtx_len = (uint16_t)nvtx_len,
+	};
+	e->strings = copy;
 	return 0;
 }
 
@@ -423,26 +439,6 @@ static int builder_flush(struct builder *b)
 		return -1;
 	b->sent++;
 	b->next = b->last + 1;
-	return 0;
-}
-
-/* Appends fixed part + two strings (the second may be empty), padded. */
-static int builder_add(struct builder *b, const void *fixed, size_t fixed_len, const char *s1, size_t l1,
-		       const char *s2, size_t l2)
-{
-	size_t need = pad8(fixed_len + l1 + l2);
-	if (b->len + need > sizeof(b->buf) && builder_flush(b) < 0)
-		return -1;
-	unsigned char *p = b->buf + b->len;
-	memcpy(p, fixed, fixed_len);
-	if (l1)
-		memcpy(p + fixed_len, s1, l1);
-	if (l2)
-		memcpy(p + fixed_len + l1, s2, l2);
-	memset(p + fixed_len + l1 + l2, 0, need - (fixed_len + l1 + l2));
-	b->len += need;
-	b->count++;
-	b->last = b->pos;
 	return 0;
 }
 
@@ -569,9 +565,12 @@ int cuda_spans_encode(const struct cuda_spans *s, cuda_emit_fn emit, void *ctx)
 	b->ctx = ctx;
 	b->sent = 0;
 	int rc = 0;
-	for (unsigned i = 0; rc == 0 && i < s->count; i++)
-		rc = builder_add(b, &s->items[i].span, sizeof(s->items[i].span), s->items[i].name,
-				 s->items[i].span.name_len, NULL, 0);
+	for (unsigned i = 0; rc == 0 && i < s->count; i++) {
+		const struct span_entry *e = &s->items[i];
+		rc = builder_add3(b, CUDA_WIRE_SPAN, &e->span, sizeof(e->span), e->strings, e->span.api_len,
+				  e->strings + e->span.api_len, e->span.name_len,
+				  e->strings + e->span.api_len + e->span.name_len, e->span.nvtx_len);
+	}
 	if (rc == 0)
 		rc = builder_flush(b);
 	int sent = b->sent;

@@ -65,8 +65,12 @@ void cuda_agg_reset(struct cuda_agg *agg);
 struct cuda_spans;
 struct cuda_spans *cuda_spans_new(unsigned capacity);
 void cuda_spans_free(struct cuda_spans *spans);
-/* Keeps one span; returns 0, or 1 when the report is full (counted). */
-int cuda_spans_add(struct cuda_spans *spans, const struct cuda_wire_span *span, const char *name, size_t name_len);
+/* Keeps one span: its times (CLOCK_REALTIME ns) and its launch as the
+ * AGG key names it (stack id, thread, kind, device, stream, context, API,
+ * name cut to CUDA_WIRE_NAME_MAX, NVTX path; strings copied). Returns 0,
+ * 1 when the report is full (counted), -1 for a key without API or name,
+ * or out of memory. */
+int cuda_spans_add(struct cuda_spans *spans, uint64_t start_ns, uint64_t end_ns, const struct cuda_agg_key *key);
 unsigned cuda_spans_count(const struct cuda_spans *spans);
 uint64_t cuda_spans_refused(const struct cuda_spans *spans);
 void cuda_spans_reset(struct cuda_spans *spans);

@@ -64,7 +64,7 @@ const char ember_cuda_version[] = EMBERCUDA_VERSION;
 #define MAX_ACTIVITY_NS (3600ull * 1000000000ull) /* longer is a broken timestamp */
 #define DEFAULT_AGENT_RETRIES 10     /* failed connects in a row before going quiet */
 #define MAX_CONNECTIONS 1000         /* connections in a process's life */
-#define NVTX_SLOTS 4096              /* sampled launches whose NVTX path is remembered */
+#define NVTX_SLOTS 4096              /* NVTX paths remembered, by their hash */
 
 /* --- the marker --------------------------------------------------------- */
 
@@ -134,23 +134,28 @@ struct corr_slot {
 	uint32_t stack_id;
 	uint16_t api;      /* domain << 12 | cbid */
 	uint16_t kind;
+	uint64_t nvtx;     /* the launch's own NVTX path, by its hash (nvtx_slot); 0: none */
 };
 
-/* The NVTX path (wire form, lib/cuda_wire.h) of a sampled launch, by its
- * stack id: written by the launching thread, read where its activities
- * are aggregated. A seqlock: seq is odd while a writer holds the slot
- * (taken with a compare-and-swap, so two writers never share it); a
- * reader that sees it change, or another stack id, goes without. */
+/* An NVTX path (wire form, lib/cuda_wire.h) by its hash
+ * (nvtx_ranges_hash): written by a launching thread the first time a
+ * launch runs under it (and again only when another path took the slot),
+ * read where the launch's activities are aggregated, so every launch --
+ * sampled or not -- keeps the ranges it was launched under. A seqlock: seq
+ * is odd while a writer holds the slot (taken with a compare-and-swap, so
+ * two writers never share it); a reader that sees it change, or another
+ * hash, goes without (counted in nvtx_lost). */
 struct nvtx_slot {
 	atomic_uint seq;
-	uint32_t stack_id;
 	uint16_t len;
+	uint64_t hash;
 	char path[CUDA_WIRE_NVTX_BYTES_MAX];
 };
 
 struct counters {
 	atomic_uint_fast64_t launches, sampled, activities, bad_timestamps, unmatched, records_dropped,
-		buffers_refused, messages_sent, messages_dropped, overhead_ns, connections;
+		buffers_refused, messages_sent, messages_dropped, overhead_ns, connections,
+		nvtx_lost; /* activities whose launch's NVTX path another path had displaced */
 };
 
 /* The library's one instance. Global because CUPTI's callbacks carry no
@@ -206,7 +211,8 @@ static struct {
 struct thread_state {
 	uint32_t tid;
 	int depth;              /* launch callbacks open on this thread (runtime wraps driver) */
-	uint32_t outer_corr;    /* the open launch's id, stack id, API and kind */
+	uint32_t outer_corr;    /* the open launch's id, stack id, API, kind and NVTX path hash */
+	uint64_t outer_nvtx;
 	uint32_t outer_stack;
 	uint16_t outer_api;
 	uint16_t outer_kind;
@@ -489,7 +495,7 @@ static int enable_callbacks(void)
 
 /* --- the correlation table ------------------------------------------------------------ */
 
-static void corr_put(uint32_t corr, uint32_t tid, uint32_t stack_id, uint16_t api, uint16_t kind)
+static void corr_put(uint32_t corr, uint32_t tid, uint32_t stack_id, uint16_t api, uint16_t kind, uint64_t nvtx)
 {
 	struct corr_slot *s = &g.corr[corr & (CORR_SLOTS - 1)];
 	__atomic_store_n(&s->corr, 0, __ATOMIC_RELAXED);
@@ -498,6 +504,7 @@ static void corr_put(uint32_t corr, uint32_t tid, uint32_t stack_id, uint16_t ap
 	__atomic_store_n(&s->stack_id, stack_id, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->api, api, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->kind, kind, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->nvtx, nvtx, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->corr, corr, __ATOMIC_RELEASE);
 }
 
@@ -512,6 +519,7 @@ static int corr_get(uint32_t corr, struct corr_slot *out)
 	out->stack_id = __atomic_load_n(&s->stack_id, __ATOMIC_RELAXED);
 	out->api = __atomic_load_n(&s->api, __ATOMIC_RELAXED);
 	out->kind = __atomic_load_n(&s->kind, __ATOMIC_RELAXED);
+	out->nvtx = __atomic_load_n(&s->nvtx, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	if (__atomic_load_n(&s->corr, __ATOMIC_RELAXED) != corr)
 		return 0;
@@ -584,14 +592,17 @@ static int take_sample(enum cls c, uint64_t now)
 	return 1;
 }
 
-/* Keeps the thread's NVTX path for the sampled launch stack_id. */
-static void nvtx_put(uint32_t stack_id, const struct nvtx_ranges *r)
+/* Keeps the thread's NVTX path r, whose hash is hash, unless its slot
+ * holds it already (a launch's usual case: one read). */
+static void nvtx_put(uint64_t hash, const struct nvtx_ranges *r)
 {
-	struct nvtx_slot *s = &g.nvtx[stack_id % NVTX_SLOTS];
-	unsigned seq = atomic_load_explicit(&s->seq, memory_order_relaxed);
+	struct nvtx_slot *s = &g.nvtx[hash % NVTX_SLOTS];
+	unsigned seq = atomic_load_explicit(&s->seq, memory_order_acquire);
+	if (!(seq & 1) && __atomic_load_n(&s->hash, __ATOMIC_RELAXED) == hash)
+		return;
 	if ((seq & 1) || !atomic_compare_exchange_strong_explicit(&s->seq, &seq, seq + 1, memory_order_acquire,
 								  memory_order_relaxed))
-		return; /* another thread is writing it: this launch goes without its path */
+		return; /* another thread is writing it: this launch may go without its path */
 	atomic_thread_fence(memory_order_release);
 	size_t len = 0;
 	for (unsigned i = 0, n = nvtx_ranges_kept(r); i < n; i++) {
@@ -599,28 +610,30 @@ static void nvtx_put(uint32_t stack_id, const struct nvtx_ranges *r)
 		memcpy(s->path + len, r->name[i], r->len[i]);
 		len += r->len[i];
 	}
-	s->stack_id = stack_id;
+	__atomic_store_n(&s->hash, hash, __ATOMIC_RELAXED);
 	s->len = (uint16_t)len;
 	atomic_store_explicit(&s->seq, seq + 2, memory_order_release);
 }
 
-/* Copies the NVTX path of stack_id into out; returns its length, 0 when
- * none (or no longer there). */
-static size_t nvtx_get(uint32_t stack_id, char *out)
+/* Copies the NVTX path of hash into out; returns its length, 0 when none
+ * (hash 0), or no longer there (another path took its slot: counted). */
+static size_t nvtx_get(uint64_t hash, char *out)
 {
-	if (!g.nvtx || !stack_id)
+	if (!g.nvtx || !hash)
 		return 0;
-	struct nvtx_slot *s = &g.nvtx[stack_id % NVTX_SLOTS];
+	struct nvtx_slot *s = &g.nvtx[hash % NVTX_SLOTS];
 	unsigned seq = atomic_load_explicit(&s->seq, memory_order_acquire);
-	if (seq & 1)
-		return 0;
-	uint32_t id = s->stack_id;
 	size_t len = s->len;
-	if (id != stack_id || len > CUDA_WIRE_NVTX_BYTES_MAX)
+	if ((seq & 1) || __atomic_load_n(&s->hash, __ATOMIC_RELAXED) != hash || len > CUDA_WIRE_NVTX_BYTES_MAX) {
+		atomic_fetch_add_explicit(&g.n.nvtx_lost, 1, memory_order_relaxed);
 		return 0;
+	}
 	memcpy(out, s->path, len);
 	atomic_thread_fence(memory_order_acquire);
-	return atomic_load_explicit(&s->seq, memory_order_relaxed) == seq ? len : 0;
+	if (atomic_load_explicit(&s->seq, memory_order_relaxed) == seq)
+		return len;
+	atomic_fetch_add_explicit(&g.n.nvtx_lost, 1, memory_order_relaxed);
+	return 0;
 }
 
 /* The outermost launch call of a thread, at its entry -- before CUPTI
@@ -657,10 +670,13 @@ static void on_launch_enter(int domain, CUpti_CallbackId cbid, enum cls c, const
 	} else if (ts.last[slot].hash == h) {
 		stack_id = ts.last[slot].stack_id;
 	}
-	corr_put(corr, tid, stack_id, api, kind);
-	if (sampled && nvtx_hash)
-		nvtx_put(corr, ember_nvtx_ranges());
+	/* the launch's own ranges, sampled or not: its time goes under
+	 * them even without a stack (stack id 0) */
+	if (nvtx_hash)
+		nvtx_put(nvtx_hash, ember_nvtx_ranges());
+	corr_put(corr, tid, stack_id, api, kind, nvtx_hash);
 	ts.outer_corr = corr;
+	ts.outer_nvtx = nvtx_hash;
 	ts.outer_stack = stack_id;
 	ts.outer_api = api;
 	ts.outer_kind = kind;
@@ -701,7 +717,7 @@ static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_C
 			/* A call nested in the launch (the driver's, inside the
 			 * runtime's) with an id of its own: its records belong to
 			 * the outer launch. */
-			corr_put(cb->correlationId, my_tid(), ts.outer_stack, ts.outer_api, ts.outer_kind);
+			corr_put(cb->correlationId, my_tid(), ts.outer_stack, ts.outer_api, ts.outer_kind, ts.outer_nvtx);
 		}
 	} else if (ts.depth > 0) {
 		ts.depth--;
@@ -1169,7 +1185,7 @@ static void add_activity(uint16_t kind, uint64_t start, uint64_t end, uint32_t c
 		.name_len = strnlen(name, CUDA_WIRE_NAME_MAX),
 	};
 	char nvtx[CUDA_WIRE_NVTX_BYTES_MAX];
-	key.nvtx_len = nvtx_get(launch.stack_id, nvtx);
+	key.nvtx_len = nvtx_get(launch.nvtx, nvtx);
 	key.nvtx = key.nvtx_len ? nvtx : NULL;
 	if (key.name_len == 0) {
 		key.name = "[unnamed]";
@@ -1177,16 +1193,8 @@ static void add_activity(uint16_t kind, uint64_t start, uint64_t end, uint32_t c
 	}
 	if (cuda_agg_add(g.agg, &key, end - start) >= 0)
 		atomic_fetch_add_explicit(&g.n.activities, 1, memory_order_relaxed);
-	struct cuda_wire_span span = {
-		.start_ns = (uint64_t)((int64_t)start + g.clock_offset),
-		.end_ns = (uint64_t)((int64_t)end + g.clock_offset),
-		.stack_id = launch.stack_id,
-		.tid = launch.tid,
-		.kind = kind,
-		.device = device,
-		.stream = stream,
-	};
-	cuda_spans_add(g.spans, &span, key.name, key.name_len);
+	cuda_spans_add(g.spans, (uint64_t)((int64_t)start + g.clock_offset), (uint64_t)((int64_t)end + g.clock_offset),
+		       &key);
 }
 
 static void add_record(const CUpti_Activity *rec)
@@ -1385,7 +1393,7 @@ static void print_stats(const char *when)
 	fprintf(stderr,
 		"ember-cuda[%d]: stats%s: launches=%llu sampled=%llu activities=%llu bad_timestamps=%llu "
 		"unmatched=%llu records_dropped=%llu buffers_refused=%llu messages_sent=%llu "
-		"messages_dropped=%llu connections=%llu agent=%s\n",
+		"messages_dropped=%llu connections=%llu nvtx_lost=%llu agent=%s\n",
 		(int)getpid(), when, (unsigned long long)atomic_load(&g.n.launches),
 		(unsigned long long)atomic_load(&g.n.sampled), (unsigned long long)atomic_load(&g.n.activities),
 		(unsigned long long)atomic_load(&g.n.bad_timestamps), (unsigned long long)atomic_load(&g.n.unmatched),
@@ -1393,7 +1401,7 @@ static void print_stats(const char *when)
 		(unsigned long long)atomic_load(&g.n.buffers_refused),
 		(unsigned long long)atomic_load(&g.n.messages_sent),
 		(unsigned long long)atomic_load(&g.n.messages_dropped),
-		(unsigned long long)atomic_load(&g.n.connections),
+		(unsigned long long)atomic_load(&g.n.connections), (unsigned long long)atomic_load(&g.n.nvtx_lost),
 		g.fd >= 0 ? "connected" : (g.gave_up ? "gave up" : "not connected"));
 }
 

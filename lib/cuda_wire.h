@@ -163,17 +163,24 @@ enum cuda_wire_pc_state {
 };
 
 /* One activity with its times (CLOCK_REALTIME ns), at most a bounded
- * number per second, for the per-device, per-stream timeline. Followed by
- * name_len bytes of the name, then padding. */
+ * number per second (the first 256 records of each report), for the
+ * per-device, per-stream timeline. Its launch is named as an AGG entry's
+ * is (stack_id, tid, api, NVTX path: the agent resolves the stack the same
+ * way), so the timeline's bar and the flamegraph's time share one stack.
+ * Followed by api_len bytes of the API, name_len of the name, nvtx_len of
+ * the NVTX path (as an AGG entry's), then padding. */
 struct cuda_wire_span {
 	uint64_t start_ns;
 	uint64_t end_ns;
-	uint64_t stack_id;   /* 0: not sampled */
+	uint64_t stack_id;   /* 0: no sampled launch of this (thread, name, path) yet */
 	uint32_t tid;
 	uint16_t kind;
 	uint16_t name_len;   /* 1..CUDA_WIRE_NAME_MAX */
 	uint32_t device;
 	uint32_t stream;
+	uint32_t context;
+	uint16_t api_len;    /* 1..CUDA_WIRE_API_MAX */
+	uint16_t nvtx_len;   /* 0..CUDA_WIRE_NVTX_BYTES_MAX */
 };
 
 /* Cumulative counters of the library, sent with each flush. */
@@ -193,7 +200,7 @@ _Static_assert(sizeof(struct cuda_wire_hdr) == 16, "wire header is 16 bytes");
 _Static_assert(sizeof(struct cuda_wire_hello) == 64, "hello is 64 bytes");
 _Static_assert(sizeof(struct cuda_wire_device) == 88, "device is 88 bytes");
 _Static_assert(sizeof(struct cuda_wire_agg) == 48, "agg is 48 bytes");
-_Static_assert(sizeof(struct cuda_wire_span) == 40, "span is 40 bytes");
+_Static_assert(sizeof(struct cuda_wire_span) == 48, "span is 48 bytes");
 _Static_assert(sizeof(struct cuda_wire_stats) == 64, "stats is 64 bytes");
 _Static_assert(sizeof(struct cuda_wire_pc) == 64, "pc is 64 bytes");
 

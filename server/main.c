@@ -31,6 +31,7 @@
 #include "server/http/server.h"
 #include "server/auth/authz.h"
 #include "server/store/clickhouse/schema.h"
+#include "server/store/gpuspans.h"
 #include "util.h"
 #include "version.h"
 
@@ -63,6 +64,8 @@ struct server_config {
 	char *oidc_scopes, *oidc_extra_params;
 	bool cookie_secure, public_metrics;
 	int64_t session_idle_ms;
+	int64_t gpu_span_retention_ms;
+	uint64_t gpu_span_max;
 	int64_t log_rate_limit_ms;
 	uint64_t max_connections, per_client_connections, max_upload_mib;
 	uint64_t query_threads, query_queue, ingest_threads, ingest_queue;
@@ -224,6 +227,10 @@ static const struct flag_def defs[] = {
 	  "MiB of agent sessions (protocol version 2 dictionaries); the least recently used are forgotten beyond it" },
 	{ "session-idle", FLAG_DURATION, "30m", OFF(session_idle_ms), 10000, 7ULL * 86400000,
 	  "forget an agent session unused this long" },
+	{ "gpu-span-retention", FLAG_DURATION, "30m", OFF(gpu_span_retention_ms), 60000, 7ULL * 86400000,
+	  "keep the GPU timeline's spans (single kernels and copies, in memory) this long" },
+	{ "gpu-span-max", FLAG_UINT, "4194304", OFF(gpu_span_max), 65536, 1ULL << 32,
+	  "GPU timeline spans kept in all (about 100 bytes each); the oldest go first beyond it" },
 	{ "max-connections", FLAG_UINT, "1024", OFF(max_connections), 16, 1000000,
 	  "HTTP connections open at once, in all (the open-file limit is raised to allow them); OTLP gRPC ones too, counted apart" },
 	{ "max-connections-per-client", FLAG_UINT, "128", OFF(per_client_connections), 1, 1000000,
@@ -551,6 +558,7 @@ int main(int argc, char **argv, char **envp)
 		symbols_set_nvdisasm(srv.symbols, nvdisasm);
 		log_info("SASS instructions named by %s", nvdisasm);
 	}
+	srv.gpuspans = gpuspans_new(cfg.gpu_span_retention_ms, cfg.gpu_span_max);
 	if (*cfg.debuginfod_urls) {
 		srv.fetcher = fetcher_start(srv.symbols, cfg.debuginfod_urls, cfg.data_dir, &err);
 		if (!srv.fetcher) {
@@ -690,6 +698,7 @@ out:
 	llm_close(srv.llm); /* after recs_close: its thread uses it */
 	mcp_remotes_free(srv.mcp_remotes);
 	sessions_free(srv.sessions);
+	gpuspans_free(srv.gpuspans);
 	auth_close(srv.auth);
 	projects_close(srv.projects);
 	metrics_close(srv.metrics);

@@ -1,115 +1,104 @@
 // gpu_timeline.js - the GPU timeline of the Efficiency IQ GPU tab: one row
-// per (host, GPU device, CUDA stream), the GPU work of the newest GPU-time
-// samples (the events API with event_kind cuda) as bars along time, and a
-// click on a bar shows its kernel and the CPU stack that launched it.
+// per (host, GPU device, CUDA stream), each kernel, copy, memset and sync
+// the profiled programs ran as a bar from its start to its end, and a click
+// on a bar shows what ran and the CPU stack that launched it.
 //
-// What a bar is: the store keeps samples, not single kernel runs. One event
-// is the GPU time of one stack (CPU frames -> launch API -> kernel, copy,
-// memset or sync) on one device and stream in one agent interval, at the
-// interval's start. A stream runs its work one piece at a time, so a row
-// lays its events out back to back from their interval's start: a bar
-// starts at max(its timestamp, the end of the previous bar of its row) and
-// lasts its GPU time. Bars keep their true lengths; where an interval held
-// more work than fits before the next one, the row runs on past it.
+// The bars are the spans of POST .../gpu/timeline (server/query/timeline.h):
+// single GPU activities with their own start and end (Unix nanoseconds),
+// device and stream, as the CUDA profiler recorded them (its first 256
+// activities a second per process), and an index into the answer's stacks
+// (outermost frame first) and label sets (the process's attributes).
 //
-// renderTimeline(container, events, { onSelect }) draws into container
-// (replacing its content) and answers { rows, bars } for tests; events are
-// the events API's (ts in Unix ms, value in nanoseconds, labels, stack
-// outermost first).
+// renderTimeline(container, answer, { onSelect }) draws into container
+// (replacing its content) and answers { rows, bars } for tests.
 
 import { escapeHTML, fmtWaited } from './common.js';
 import { baseColor, typeLabel } from './flamegraph.js';
 
 const NONE = '\u2013';
+const LEAF_TYPES = { kernel: 'cuda_kernel', graph: 'cuda_kernel', memcpy: 'cuda_memcpy', memset: 'cuda_memset', sync: 'cuda_sync' };
 
-// The row of an event: its host, device and stream, and their label.
-function rowOf(labels) {
+// The row of a span: its host, device and stream, and their label.
+function rowOf(span, labels) {
 	const host = labels['host.name'] || '';
-	const dev = labels['gpu.device.index'] ?? '';
-	const stream = labels['cuda.stream.id'] ?? '';
+	const dev = String(span.device);
+	const stream = String(span.stream);
 	const key = JSON.stringify([host, dev, stream]);
-	const devText = dev === '' ? 'GPU ?' : `GPU ${dev}`;
-	return { key, host, dev, stream, label: `${host || '[no host]'} \u00b7 ${devText} \u00b7 stream ${stream === '' ? '?' : stream}`, gpuName: labels['gpu.name'] || '' };
+	return { key, host, dev, stream, label: `${host || '[no host]'} \u00b7 GPU ${dev} \u00b7 stream ${stream}`, gpuName: labels['gpu.name'] || '' };
 }
 
-// Sorts rows by host, then device and stream as numbers where they are.
+// Rows by host, then device and stream as numbers.
 function rowOrder(a, b) {
-	const num = (s) => (/^\d+$/.test(s) ? Number(s) : NaN);
-	const cmp = (x, y) => {
-		const nx = num(x), ny = num(y);
-		if (!Number.isNaN(nx) && !Number.isNaN(ny)) return nx - ny;
-		return String(x).localeCompare(String(y));
-	};
-	return cmp(a.host, b.host) || cmp(a.dev, b.dev) || cmp(a.stream, b.stream);
+	return a.host.localeCompare(b.host) || Number(a.dev) - Number(b.dev) || Number(a.stream) - Number(b.stream);
 }
 
-// The bars of the events, laid out per row (see the top of the file).
-export function layout(events) {
+// The bars of the answer's spans, by row.
+export function layout(answer) {
+	const sets = answer.label_sets || [];
+	const stacks = answer.stacks || [];
 	const rows = new Map();
-	for (const e of events) {
-		if (!(e.value > 0)) continue;
-		const r = rowOf(e.labels || {});
-		let row = rows.get(r.key);
-		if (!row) rows.set(r.key, (row = { ...r, events: [] }));
-		row.events.push(e);
+	const pending = [];
+	for (const s of answer.spans || []) {
+		if (!(s.end_ns >= s.start_ns)) continue;
+		const labels = sets[s.labels] || {};
+		const r = rowOf(s, labels);
+		if (!rows.has(r.key)) rows.set(r.key, r);
+		pending.push({ key: r.key, span: s, labels, stack: stacks[s.stack] || [] });
 	}
 	const list = [...rows.values()].sort(rowOrder);
-	const bars = [];
+	const index = new Map(list.map((r, i) => [r.key, i]));
 	let t0 = Infinity, t1 = -Infinity;
-	list.forEach((row, ri) => {
-		// Oldest first; in one interval, the longest first (stable).
-		row.events.sort((x, y) => x.ts - y.ts || y.value - x.value);
-		let end = -Infinity;
-		for (const e of row.events) {
-			const start = Math.max(e.ts, end);
-			end = start + e.value / 1e6;
-			const leaf = (e.stack || [])[e.stack.length - 1] || { name: '?', frame_type: 'cuda_kernel' };
-			bars.push({ row: ri, start, end, event: e, leaf });
-			t0 = Math.min(t0, start);
-			t1 = Math.max(t1, end);
-		}
+	const bars = pending.map((p) => {
+		// milliseconds for the axis (a double holds them to a fraction of a microsecond)
+		const start = p.span.start_ns / 1e6, end = p.span.end_ns / 1e6;
+		t0 = Math.min(t0, start);
+		t1 = Math.max(t1, end);
+		const leafType = LEAF_TYPES[p.span.kind] || 'cuda_kernel';
+		return { row: index.get(p.key), start, end, span: p.span, labels: p.labels, stack: p.stack, leaf: { name: p.span.name || '?', frame_type: leafType } };
 	});
 	return { rows: list, bars, t0, t1 };
 }
 
-function fmtClock(ms) {
-	return new Date(ms).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23' });
+function fmtClock(ms, precise) {
+	const d = new Date(ms);
+	const hms = d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23' });
+	return precise ? `${hms}.${String(d.getMilliseconds()).padStart(3, '0')}` : hms;
 }
 
 // The details of one bar: the GPU work and the stack that launched it.
 export function detailsHTML(bar, row) {
-	const e = bar.event;
-	const stack = e.stack || [];
+	const s = bar.span;
+	const stack = bar.stack;
 	const frames = stack
 		.map((f, i) => `<li class="tl-frame${i === stack.length - 1 ? ' tl-leaf' : ''}"><span class="swatch" style="background:${baseColor(f.frame_type)}" aria-hidden="true"></span>` +
 			`<span class="tl-frame-name">${escapeHTML(f.name)}</span> <span class="muted">${escapeHTML(typeLabel(f.frame_type))}${f.binary ? ` \u00b7 ${escapeHTML(f.binary)}` : ''}</span></li>`)
 		.join('');
-	const lab = e.labels || {};
+	const lab = bar.labels;
 	const dd = (k, v) => `<dt>${escapeHTML(k)}</dt><dd>${escapeHTML(v || NONE)}</dd>`;
 	return `<div class="tl-detail-head"><strong class="tl-detail-name">${escapeHTML(bar.leaf.name)}</strong> <span class="muted">${escapeHTML(typeLabel(bar.leaf.frame_type))}</span></div>
-		<dl class="tl-detail-facts">${dd('GPU time', fmtWaited(e.value))}${dd('Interval', fmtClock(e.ts))}${dd('Host', row.host)}${dd('Device', `${row.dev === '' ? '?' : `GPU ${row.dev}`}${row.gpuName ? ` (${row.gpuName})` : ''}`)}${dd('Stream', row.stream)}${dd('Process', [lab['process.executable.name'], lab['process.pid'] ? `PID ${lab['process.pid']}` : ''].filter(Boolean).join(' \u00b7 '))}</dl>
+		<dl class="tl-detail-facts">${dd('Duration', fmtWaited(s.end_ns - s.start_ns))}${dd('Start', fmtClock(bar.start, true))}${dd('Host', row.host)}${dd('Device', `GPU ${row.dev}${row.gpuName ? ` (${row.gpuName})` : ''}`)}${dd('Stream', row.stream)}${dd('Process', [lab['process.executable.name'], lab['process.pid'] ? `PID ${lab['process.pid']}` : ''].filter(Boolean).join(' \u00b7 '))}</dl>
 		<p class="tl-stack-title">Launched from (outermost caller first):</p>
-		<ol class="tl-stack">${frames}</ol>`;
+		<ol class="tl-stack">${frames || `<li class="muted">${NONE}</li>`}</ol>`;
 }
 
-// Ticks for [t0, t1]: about five, on whole seconds, minutes or hours.
+// Ticks for [t0, t1]: about five, on whole milliseconds, seconds or minutes.
 function ticks(t0, t1) {
-	const span = Math.max(t1 - t0, 1);
-	const steps = [1e3, 2e3, 5e3, 10e3, 15e3, 30e3, 60e3, 120e3, 300e3, 600e3, 900e3, 1800e3, 3600e3];
+	const span = Math.max(t1 - t0, 1e-3);
+	const steps = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 10e3, 15e3, 30e3, 60e3, 120e3, 300e3, 600e3, 900e3, 1800e3, 3600e3];
 	const step = steps.find((s) => span / s <= 6) || 3600e3;
 	const out = [];
-	for (let t = Math.ceil(t0 / step) * step; t <= t1; t += step) out.push(t);
+	for (let t = Math.ceil(t0 / step) * step; t <= t1; t += step) out.push({ t, precise: step < 1e3 });
 	return out;
 }
 
-export function renderTimeline(container, events, { onSelect } = {}) {
-	const { rows, bars, t0, t1 } = layout(events);
+export function renderTimeline(container, answer, { onSelect } = {}) {
+	const { rows, bars, t0, t1 } = layout(answer);
 	container.replaceChildren();
 	if (!bars.length) {
-		container.innerHTML = '<p class="iq-none">No GPU work in this range.</p>';
+		container.innerHTML = '<p class="iq-none">No GPU spans in this range. The CUDA profiler sends its first 256 kernels, copies and syncs a second per process; the server keeps them for the last minutes (<code>--gpu-span-retention</code>).</p>';
 		return { rows: [], bars: [] };
 	}
-	const pad = Math.max((t1 - t0) * 0.03, 500);
+	const pad = Math.max((t1 - t0) * 0.03, 0.01);
 	const a = t0 - pad, b = t1 + pad;
 	const x = (t) => (100 * (t - a)) / (b - a);
 	const grid = document.createElement('div');
@@ -117,7 +106,7 @@ export function renderTimeline(container, events, { onSelect } = {}) {
 	const axis = document.createElement('div');
 	axis.className = 'tl-row tl-axis';
 	axis.innerHTML = `<span class="tl-label"></span><span class="tl-track">${ticks(a, b)
-		.map((t) => `<span class="tl-tick" style="left:${x(t).toFixed(3)}%">${escapeHTML(fmtClock(t))}</span>`)
+		.map((k) => `<span class="tl-tick" style="left:${x(k.t).toFixed(3)}%">${escapeHTML(fmtClock(k.t, k.precise))}</span>`)
 		.join('')}</span>`;
 	grid.append(axis);
 	const tracks = rows.map((row) => {
@@ -146,8 +135,9 @@ export function renderTimeline(container, events, { onSelect } = {}) {
 		el.style.width = `max(3px, ${(x(bar.end) - x(bar.start)).toFixed(4)}%)`;
 		el.style.background = baseColor(bar.leaf.frame_type);
 		el.dataset.name = bar.leaf.name;
-		el.title = `${bar.leaf.name} \u00b7 ${fmtWaited(bar.event.value)} \u00b7 ${fmtClock(bar.event.ts)}`;
-		el.setAttribute('aria-label', `${bar.leaf.name}, ${fmtWaited(bar.event.value)} of GPU time on ${rows[bar.row].label}: show the stack that launched it`);
+		const dur = fmtWaited(bar.span.end_ns - bar.span.start_ns);
+		el.title = `${bar.leaf.name} \u00b7 ${dur} \u00b7 ${fmtClock(bar.start, true)}`;
+		el.setAttribute('aria-label', `${bar.leaf.name}, ${dur} on ${rows[bar.row].label}: show the stack that launched it`);
 		el.addEventListener('click', () => {
 			if (selected) selected.classList.remove('selected');
 			selected = el;
@@ -159,5 +149,9 @@ export function renderTimeline(container, events, { onSelect } = {}) {
 		tracks[bar.row].append(el);
 	}
 	container.append(grid, details);
-	return { rows: rows.map((r) => r.label), bars: bars.map((b) => ({ row: rows[b.row].label, name: b.leaf.name, start: b.start, end: b.end })) };
+	return {
+		rows: rows.map((r) => r.label),
+		bars: bars.map((b) => ({ row: rows[b.row].label, name: b.leaf.name, kind: b.span.kind, start_ns: b.span.start_ns, end_ns: b.span.end_ns })),
+		truncated: !!answer.truncated,
+	};
 }

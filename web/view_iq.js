@@ -51,7 +51,7 @@ const MODE_NOTE = {
 };
 const GPU_NOTE = 'GPU percentages are shares of all GPU time profiled in the project in this time range; values are GPUs busy on average (GPU-seconds per second).';
 const PANELS = ['series', 'hosts', 'functions', 'entities'];
-const TIMELINE_EVENTS = 2000; // the newest GPU-time events the timeline draws
+const TIMELINE_SPANS = 5000; // the newest GPU spans the timeline draws
 
 let v = null; // the view's state while shown (see show)
 
@@ -137,9 +137,9 @@ function build(root) {
 		</div>
 		<section class="panel iq-timeline" hidden>
 			<div class="iq-panel-head">
-				<h2>GPU timeline <span class="iq-h2-sub">per device and stream, the newest ${TIMELINE_EVENTS} samples</span></h2>
+				<h2>GPU timeline <span class="iq-h2-sub">per device and stream, the newest ${TIMELINE_SPANS} kernels and copies</span></h2>
 			</div>
-			<p class="iq-hint">Each bar is the GPU time of one kernel, copy, memset or sync from one launching stack in one agent interval, laid out back to back on its stream from the interval's start. Click a bar for the CPU stack that launched it.</p>
+			<p class="iq-hint">Each bar is one kernel, copy, memset or sync as it ran on its GPU and stream, from its start to its end. Click a bar for the CPU stack that launched it.</p>
 			<div class="iq-body" data-panel="timeline"></div>
 		</section>
 	</div>
@@ -672,7 +672,7 @@ async function loadNvml(filter) {
 	expose();
 }
 
-// The GPU tab's timeline: the newest GPU-time events (its own request,
+// The GPU tab's timeline: the newest GPU spans (its own request,
 // apart from the four panels: the page is ready without it).
 async function loadTimeline(filter) {
 	const s = v;
@@ -686,9 +686,9 @@ async function loadTimeline(filter) {
 	const body = box.querySelector('.iq-body');
 	body.innerHTML = '<p class="iq-loading">Loading\u2026</p>';
 	try {
-		const d = await s.ctx.api('events', { filter, limit: TIMELINE_EVENTS }, ctl.signal);
+		const d = await s.ctx.api('gpu/timeline', { filter, limit: TIMELINE_SPANS }, ctl.signal);
 		if (s !== v || s.tlCtl !== ctl) return;
-		s.timeline = renderTimeline(body, d.events || []);
+		s.timeline = renderTimeline(body, d);
 	} catch (e) {
 		if (e.name === 'AbortError' || s !== v || s.tlCtl !== ctl) return;
 		body.innerHTML = apiErrorHTML(e);

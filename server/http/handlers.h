@@ -34,6 +34,7 @@ void handle_top_entities(struct server *srv, const struct http_req *req, struct 
 void handle_labels(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_timeseries(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_events(struct server *srv, const struct http_req *req, struct http_resp *resp);
+void handle_gpu_timeline(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_metrics_query(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_metrics_names(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_gpu_topology(struct server *srv, const struct http_req *req, struct http_resp *resp);

@@ -24,6 +24,7 @@
 #include "server/auth/authz.h"
 #include "server/store/projects.h"
 #include "server/ingest/sessions.h"
+#include "server/store/gpuspans.h"
 #include "util.h"
 
 #define MAX_MISSING_QUERY 100000
@@ -230,6 +231,12 @@ struct v2_store {
 	bool denied;
 };
 
+static void keep_span(void *ctx, const struct gpuspan_in *span)
+{
+	struct v2_store *st = ctx;
+	gpuspans_add(st->srv->gpuspans, st->project, span, 1, now_unix_ms());
+}
+
 static int store_session(void *ctx, const char *project_name, struct store_entry *e)
 {
 	struct v2_store *st = ctx;
@@ -240,7 +247,12 @@ static int store_session(void *ctx, const char *project_name, struct store_entry
 		return STORE_FAILED;
 	}
 	e->project = st->project;
-	return store_append_entry(st->srv->store, e, st->err);
+	rc = store_append_entry(st->srv->store, e, st->err);
+	/* The batch's GPU spans, once it is stored (a duplicate's were kept
+	 * the first time). */
+	if (rc == STORE_OK && st->srv->gpuspans)
+		sessions_spans(e, keep_span, st);
+	return rc;
 }
 
 void handle_ingest_session_batch(struct server *srv, const struct http_req *req,

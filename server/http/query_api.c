@@ -9,6 +9,7 @@
 #include "server/query/events.h"
 #include "server/query/flamegraph.h"
 #include "server/query/functions.h"
+#include "server/query/timeline.h"
 #include "handlers.h"
 #include "server/auth/authz.h"
 #include "jsonw.h"
@@ -311,6 +312,29 @@ void handle_events(struct server *srv, const struct http_req *req, struct http_r
 	memcpy(r.scope.project_id, project, sizeof(project));
 	answer(srv, resp, events_query(srv->store, symbols_for_query(srv->symbols, project), &r, &resp->body, &err), &err);
 	ev_request_free(&r);
+}
+
+void handle_gpu_timeline(struct server *srv, const struct http_req *req, struct http_resp *resp)
+{
+	char project[37];
+	if (!handler_project(srv, req, resp, project))
+		return;
+	if (!srv->gpuspans) {
+		http_error(resp, 503, "GPU spans are not kept by this server");
+		return;
+	}
+	struct tl_request r;
+	struct buf err = { 0 };
+	if (tl_request_parse(&r, req->body, req->body_len, &err) < 0) {
+		answer(srv, resp, -1, &err);
+		return;
+	}
+	memcpy(r.scope.project_id, project, sizeof(project));
+	answer(srv, resp,
+	       timeline_query(srv->gpuspans, symbols_for_query(srv->symbols, project), &r, now_unix_ms(),
+			      &resp->body, &err),
+	       &err);
+	tl_request_free(&r);
 }
 
 const struct asset *asset_find(const char *path)

@@ -61,6 +61,8 @@ const struct route server_routes[] = {
 	{ "POST", "/public/api/v1/project/{project_id}/labels", handle_labels, 1 * MiB, Q, IN_PROJECT("project:read") },
 	{ "POST", "/public/api/v1/project/{project_id}/timeseries", handle_timeseries, 1 * MiB, Q, IN_PROJECT("project:read") },
 	{ "POST", "/public/api/v1/project/{project_id}/events", handle_events, 1 * MiB, Q, IN_PROJECT("project:read") },
+	/* The GPU timeline: single kernels and copies with their launch stacks (query/timeline.h). */
+	{ "POST", "/public/api/v1/project/{project_id}/gpu/timeline", handle_gpu_timeline, 1 * MiB, Q, IN_PROJECT("project:read") },
 	{ "POST", "/public/api/v1/project/{project_id}/metrics", handle_metrics_query, 1 * MiB, Q, IN_PROJECT("project:read") },
 	{ "POST", "/public/api/v1/project/{project_id}/metrics/names", handle_metrics_names, 1 * MiB, Q, IN_PROJECT("project:read") },
 	{ "POST", "/public/api/v1/project/{project_id}/gpu/topology", handle_gpu_topology, 1 * MiB, Q, IN_PROJECT("project:read") },

@@ -42,6 +42,7 @@ struct mcp;
 struct metrics_store;
 struct recs;
 struct sessions;
+struct gpuspans;
 
 struct server {
 	struct store *store;
@@ -49,6 +50,7 @@ struct server {
 	struct projects *projects;
 	struct sessions *sessions; /* protocol version 2 */
 	struct metrics_store *metrics; /* host and GPU metrics (metrics.h) */
+	struct gpuspans *gpuspans; /* the GPU timeline's spans (store/gpuspans.h); NULL: not kept */
 	/* Users, roles, tokens and the audit log (auth/authz.h); NULL in
 	 * in-process tests, where every request is open. */
 	struct auth *auth;

@@ -12,6 +12,7 @@
 #include "compress.h"
 #include "fileid.h"
 #include "hmap.h"
+#include "server/store/gpuspans.h"
 #include "util.h"
 
 #define MAX_TABLE (16u << 20)
@@ -279,6 +280,16 @@ static int check_shape(const Ember__Ingest__V1__SessionBatch *m, struct buf *err
 	if (m->n_sample_resources != n || (m->n_sample_kinds != n && m->n_sample_kinds != 0) ||
 	    m->n_sample_values != n) {
 		buf_puts(err, "sample_*: the sample arrays differ in length");
+		return -1;
+	}
+	size_t nsp = m->n_span_nodes;
+	if (m->n_span_resources != nsp || m->n_span_starts_ns != nsp || m->n_span_ends_ns != nsp ||
+	    m->n_span_kinds != nsp || m->n_span_devices != nsp || m->n_span_streams != nsp) {
+		buf_puts(err, "span_*: the span arrays differ in length");
+		return -1;
+	}
+	if (nsp > SESSION_MAX_SPANS) {
+		buf_printf(err, "span_*: more than %u spans in one batch", SESSION_MAX_SPANS);
 		return -1;
 	}
 	if (m->n_node_parents != m->n_node_frames) {
@@ -638,6 +649,21 @@ static int check_samples(const struct sess *s, const Ember__Ingest__V1__SessionB
 		}
 		if (m->sample_values[i] == 0 || m->sample_values[i] > (1ull << 48)) {
 			buf_printf(err, "samples[%zu]: value out of range", i);
+			return -1;
+		}
+	}
+	for (size_t i = 0; i < m->n_span_nodes; i++) {
+		if (!defined(s, T_STACK, m->span_nodes[i]) || !defined(s, T_RES, m->span_resources[i])) {
+			buf_printf(err, "spans[%zu]: node or resource not defined in the session", i);
+			return -1;
+		}
+		if (m->span_kinds[i] < 1 || m->span_kinds[i] > SESSION_SPAN_KIND_MAX) {
+			buf_printf(err, "spans[%zu]: unknown kind %u", i, m->span_kinds[i]);
+			return -1;
+		}
+		uint64_t a = m->span_starts_ns[i], b = m->span_ends_ns[i];
+		if (a == 0 || a > (uint64_t)INT64_MAX || b < a || b - a > SESSION_SPAN_MAX_NS) {
+			buf_printf(err, "spans[%zu]: start and end out of range", i);
 			return -1;
 		}
 	}
@@ -1296,6 +1322,70 @@ int sessions_ingest(struct sessions *ss, const Ember__Ingest__V1__SessionBatch *
 	pthread_mutex_unlock(&s->mu);
 	release(ss, s, now_ms);
 	return rc;
+}
+
+/* --- timeline spans ------------------------------------------------------------- */
+
+void sessions_spans(const struct store_entry *e, session_span_fn fn, void *ctx)
+{
+	const struct v2_entry *v = e->ctx;
+	const struct sess *s = v->s;
+	const Ember__Ingest__V1__SessionBatch *m = v->m;
+	if (m->n_span_nodes == 0)
+		return;
+	struct store_frame_info *frames = xmalloc(GPUSPANS_MAX_DEPTH * sizeof(*frames));
+	struct store_file *files = xmalloc(GPUSPANS_MAX_DEPTH * sizeof(*files));
+	const char *labels[2 * BATCH_MAX_ATTRIBUTES];
+	for (size_t i = 0; i < m->n_span_nodes; i++) {
+		/* the stack, leaf first, then turned outermost first */
+		size_t n = 0;
+		for (uint32_t node = m->span_nodes[i] + 1; node && n < GPUSPANS_MAX_DEPTH; node = s->node_parent[node - 1]) {
+			const struct sframe *f = &s->frames[s->node_frame[node - 1]];
+			struct store_frame_info *fi = &frames[n];
+			*fi = (struct store_frame_info){
+				.type = f->type,
+				.address = f->address,
+				.name = f->name ? s->sbytes.data + s->soff[f->name] : NULL,
+				.binary = f->binary ? s->sbytes.data + s->soff[f->binary] : NULL,
+			};
+			if (f->file) {
+				const struct sfile *sf = &s->files[f->file - 1];
+				struct store_file *out = &files[n];
+				memset(out, 0, sizeof(*out));
+				memcpy(out->id.b, sf->id, FILE_ID_LEN);
+				memcpy(out->build_id, sf->build_id, sf->build_id_len);
+				out->build_id_len = sf->build_id_len;
+				out->nsegs = MIN(sf->nsegs, STORE_FILE_SEGMENTS);
+				memcpy(out->segs, sf->segs, (size_t)out->nsegs * 3 * sizeof(uint64_t));
+				fi->file = out;
+				fi->file_name = s->sbytes.data + s->soff[sf->name];
+			}
+			n++;
+		}
+		for (size_t a = 0, b = n; a + 1 < b; a++, b--) {
+			struct store_frame_info t = frames[a];
+			frames[a] = frames[b - 1];
+			frames[b - 1] = t;
+		}
+		uint32_t r = m->span_resources[i];
+		size_t nl = MIN((size_t)s->res.len[r], 2 * (size_t)BATCH_MAX_ATTRIBUTES);
+		for (size_t j = 0; j < nl; j++)
+			labels[j] = s->sbytes.data + s->soff[s->res.ids[s->res.start[r] + j]];
+		struct gpuspan_in in = {
+			.start_ns = (int64_t)m->span_starts_ns[i],
+			.end_ns = (int64_t)m->span_ends_ns[i],
+			.device = m->span_devices[i],
+			.stream = m->span_streams[i],
+			.kind = (uint8_t)m->span_kinds[i],
+			.frames = frames,
+			.nframes = n,
+			.labels = labels,
+			.nlabels = nl / 2,
+		};
+		fn(ctx, &in);
+	}
+	free(frames);
+	free(files);
 }
 
 /* --- replaying log records ------------------------------------------------------- */

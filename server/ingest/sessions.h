@@ -69,6 +69,24 @@ int sessions_ingest(struct sessions *ss, const Ember__Ingest__V1__SessionBatch *
 		    const void *zbody, size_t zlen, int64_t now_ms, session_store_fn store, void *ctx,
 		    struct buf *err);
 
+/* Timeline spans (SessionBatch span_*): at most SESSION_MAX_SPANS a
+ * batch, each checked by sessions_ingest (node and resource defined, kind
+ * 1..SESSION_SPAN_KIND_MAX as lib/cuda_wire.h, 0 < start <= end, at most
+ * SESSION_SPAN_MAX_NS long) before anything is stored. */
+#define SESSION_MAX_SPANS (1u << 20)
+#define SESSION_SPAN_KIND_MAX 5
+#define SESSION_SPAN_MAX_NS (86400ull * 1000000000ull)
+
+struct gpuspan_in;
+typedef void (*session_span_fn)(void *ctx, const struct gpuspan_in *span);
+
+/* Calls fn with each span of the batch of e, a store entry sessions_ingest
+ * gave the store function (call it from there, once store_append_entry
+ * stored it: the session is locked then), its launch stack resolved into
+ * frames (outermost first) and its resource into key/value strings, all
+ * valid during the call only. */
+void sessions_spans(const struct store_entry *e, session_span_fn fn, void *ctx);
+
 /* Replaying the log at start: the sessions rebuilt from the records, in
  * log order, whose definitions are sparse (only what the records carry). */
 struct session_replay;

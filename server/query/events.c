@@ -1,33 +1,18 @@
 /* events.c - see events.h. */
 #include "events.h"
 
-#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "display.h"
 #include "jsonw.h"
-#include "request.h"
 #include "util.h"
 
 int ev_request_parse(struct ev_request *r, const char *body, size_t len, struct buf *err)
 {
 	memset(r, 0, sizeof(*r));
 	r->limit = EVENTS_DEFAULT_LIMIT;
-	json_t *doc = req_load(body, len, err);
-	if (!doc)
-		return -1;
-	uint64_t limit = r->limit;
-	int rc = scope_parse(json_object_get(doc, "filter"), "filter", &r->scope, err) < 0 ||
-			 req_count(doc, "limit", EVENTS_MAX_LIMIT, &limit, err) < 0 ||
-			 req_bool(doc, "raw_names", &r->raw_names, err) < 0
-		 ? -1
-		 : 0;
-	r->limit = (uint32_t)limit;
-	json_decref(doc);
-	if (rc < 0)
-		ev_request_free(r);
-	return rc;
+	return scope_limit_parse(body, len, &r->scope, &r->limit, EVENTS_MAX_LIMIT, &r->raw_names, err);
 }
 
 void ev_request_free(struct ev_request *r)

@@ -6,6 +6,7 @@
 
 #include "cel.h"
 #include "jsonw.h"
+#include "request.h"
 #include "strtab.h"
 #include "util.h"
 
@@ -133,6 +134,26 @@ int scope_parse(const json_t *filter, const char *what, struct scope *sc, struct
 			sc->query = xstrdup(qs);
 	}
 	return 0;
+}
+
+int scope_limit_parse(const char *body, size_t len, struct scope *sc, uint32_t *limit, uint32_t max,
+		      bool *raw_names, struct buf *err)
+{
+	memset(sc, 0, sizeof(*sc));
+	json_t *doc = req_load(body, len, err);
+	if (!doc)
+		return -1;
+	uint64_t l = *limit;
+	int rc = scope_parse(json_object_get(doc, "filter"), "filter", sc, err) < 0 ||
+			 req_count(doc, "limit", max, &l, err) < 0 ||
+			 req_bool(doc, "raw_names", raw_names, err) < 0
+		 ? -1
+		 : 0;
+	*limit = (uint32_t)l;
+	json_decref(doc);
+	if (rc < 0)
+		scope_free(sc);
+	return rc;
 }
 
 void scope_free(struct scope *sc)
@@ -286,12 +307,16 @@ bool scan_selected(struct scan *s, uint32_t series)
 	if (ps->labels >= p->nlabels)
 		return false;
 	int8_t *ok = &s->label_ok[ps->labels];
-	if (*ok < 0) {
-		struct lookup_ctx c = { p, NULL, 0 };
-		c.n = store_seg_label_pairs(p, ps->labels, &c.kv);
-		*ok = cel_eval(s->cel, label_lookup, &c) ? 1 : 0;
-	}
+	if (*ok < 0)
+		*ok = scan_labels_match(s->cel, p, ps->labels) ? 1 : 0;
 	return *ok == 1;
+}
+
+bool scan_labels_match(const struct cel_program *cel, const struct store_segment *p, uint32_t labels)
+{
+	struct lookup_ctx c = { p, NULL, 0 };
+	c.n = store_seg_label_pairs(p, labels, &c.kv);
+	return cel_eval(cel, label_lookup, &c);
 }
 
 bool scan_series_inside(const struct scan *s, const struct store_series *ps)

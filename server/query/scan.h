@@ -49,6 +49,15 @@ struct scope {
  * caller. Returns 0, or -1 with a message for the client in err. */
 int scope_parse(const json_t *filter, const char *what, struct scope *sc, struct buf *err);
 void scope_free(struct scope *sc);
+/* A request body of {"filter", "limit", "raw_names"}: the filter into sc,
+ * the limit (1..max; *limit is the default) and raw_names (default as
+ * given). Returns 0, or -1 with a message in err (sc freed). */
+int scope_limit_parse(const char *body, size_t len, struct scope *sc, uint32_t *limit, uint32_t max,
+		      bool *raw_names, struct buf *err);
+
+struct cel_program;
+/* Whether label set `labels` of segment p satisfies the CEL program. */
+bool scan_labels_match(const struct cel_program *cel, const struct store_segment *p, uint32_t labels);
 
 /* Event kinds: name ("on_cpu") and unit ("samples"). */
 const char *event_kind_name(uint8_t kind);

@@ -18,8 +18,8 @@ import urllib.parse
 import pytest
 
 from conftest import flamegraph_frame as frame
-from conftest import no_errors, open_ui, search_params, shot, start_server, wait_state
-from ember_batch import Batch, send_batch
+from conftest import api_query, no_errors, png_pixels, open_ui, search_params, shot, start_server, wait_state
+from ember_batch import Batch, send_batch, send_session_batch
 from metrics_batch import MetricsBatch, post as post_metrics
 
 S = 1_000_000_000  # nanoseconds
@@ -272,23 +272,33 @@ def test_diff_over_gpu_time(server, page):
 
 @pytest.fixture(scope="module")
 def timeline_server(request):
-    """Three agent intervals 20 s apart of GPU work on three streams."""
+    """GPU spans on three streams of two hosts, sent as ember-agent sends
+    them (protocol version 2, span_*), beside their GPU time."""
     srv = start_server(request)
-    srv.first = int(time.time() * 1000) - 120_000
+    now = int(time.time() * 1000)
+    srv.first = (now - 60_000) * 1_000_000  # ns
+    b = Batch(agent_instance="6a7b8c9d-0000-4000-8000-0000000000c2", sample_rate_hz=19)
+    sgemm = ["main", "train_step", LAUNCH, ("sgemm_kernel", "cuda_kernel", "")]
+    copy = ["main", "load_batch", ("cudaMemcpyAsync", "cuda_launch", ""), ("HtoD", "cuda_memcpy", "")]
+    evals = ["main", "eval_step", LAUNCH, ("softmax_kernel", "cuda_kernel", "")]
+    serve = ["main", "serve", LAUNCH, ("softmax_kernel", "cuda_kernel", "")]
+    srv.spans = []
     for i in range(3):
-        b = Batch(agent_instance="6a7b8c9d-0000-4000-8000-0000000000c2", sample_rate_hz=19)
-        b.add(["main", "train_step", LAUNCH, ("sgemm_kernel", "cuda_kernel", "")], gpu("gpu1", 100, 0, 7, H100), 2 * S, kind="cuda")
-        b.add(["main", "load_batch", ("cudaMemcpyAsync", "cuda_launch", ""), ("HtoD", "cuda_memcpy", "")],
-              gpu("gpu1", 100, 0, 7, H100), S // 2, kind="cuda")
-        b.add(["main", "eval_step", LAUNCH, ("softmax_kernel", "cuda_kernel", "")], gpu("gpu1", 100, 1, 8, H100), S, kind="cuda")
-        b.add(["main", "serve", LAUNCH, ("softmax_kernel", "cuda_kernel", "")], gpu("gpu2", 200, 0, 3, A10G), 3 * S, kind="cuda")
-        start = srv.first + i * 20_000
-        assert send_batch(srv.base, b.encode(sequence=i + 1, start_ms=start, end_ms=start + 5_000))["stored"]
+        t = srv.first + i * 2 * S  # a step every 2 s: a 1 s sgemm, then a 0.25 s copy on stream 7
+        for frames, attrs, start, ns, kind in ((sgemm, gpu("gpu1", 100, 0, 7, H100), t, S, "kernel"),
+                                               (copy, gpu("gpu1", 100, 0, 7, H100), t + S, S // 4, "memcpy"),
+                                               (evals, gpu("gpu1", 100, 1, 8, H100), t + S // 2, S // 2, "kernel"),
+                                               (serve, gpu("gpu2", 200, 0, 3, A10G), t, 3 * S // 2, "kernel")):
+            b.add_span(frames, attrs, start, start + ns, kind, int(attrs["gpu.device.index"]),
+                       int(attrs["cuda.stream.id"]))
+            b.add(frames, attrs, ns, kind="cuda")
+            srv.spans.append((attrs["host.name"], frames[-1][0], start, start + ns))
+    assert send_session_batch(srv.base, b.encode_session(sequence=1, start_ms=now - 60_000, end_ms=now - 55_000))["stored"]
     # NVML's utilization of gpu1's two GPUs: 60% and 80% busy.
     m = MetricsBatch()
     for idx, util in (("0", 60.0), ("1", 80.0)):
         labels = {"host.name": "gpu1", "gpu.index": idx, "gpu.uuid": f"GPU-gpu1-{idx}", "gpu.name": H100}
-        m.add("hw.gpu.utilization", "%", labels, [(srv.first + i * 20_000, util) for i in range(3)])
+        m.add("hw.gpu.utilization", "%", labels, [(now - 60_000 + i * 20_000, util) for i in range(3)])
     assert post_metrics(srv.base, m)["stored"]
     return srv
 
@@ -300,22 +310,31 @@ def test_gpu_timeline_per_device_and_stream(timeline_server, page):
     tl = page.evaluate("emberIQ.timeline")
     assert tl["rows"] == ["gpu1 \u00b7 GPU 0 \u00b7 stream 7", "gpu1 \u00b7 GPU 1 \u00b7 stream 8",
                           "gpu2 \u00b7 GPU 0 \u00b7 stream 3"]
-    # A stream runs its work one piece after the other: in each interval,
-    # the 2 s sgemm first, then the 0.5 s copy.
-    row0 = sorted((b["start"], b["end"], b["name"]) for b in tl["bars"] if b["row"] == tl["rows"][0])
-    want = []
-    for i in range(3):
-        t = srv.first + i * 20_000
-        want += [(t, t + 2000, "sgemm_kernel"), (t + 2000, t + 2500, "HtoD")]
-    assert row0 == want
-    assert len(tl["bars"]) == 12
+    # Each span as it ran: its own start and end (the API's to the
+    # nanosecond; the page's doubles to a fraction of a microsecond).
+    got = sorted((b["start_ns"], b["end_ns"], b["name"]) for b in tl["bars"] if b["row"] == tl["rows"][0])
+    want = sorted((a, z, n) for h, n, a, z in srv.spans if h == "gpu1" and n in ("sgemm_kernel", "HtoD"))
+    assert [n for _, _, n in got] == [n for _, _, n in want]
+    assert all(abs(g[0] - w[0]) < 1000 and abs(g[1] - w[1]) < 1000 for g, w in zip(got, want)), (got, want)
+    status, api = api_query(srv.base, "gpu/timeline", seconds=3600)
+    assert status == 200, api
+    assert sorted((s["start_ns"], s["end_ns"], s["name"]) for s in api["spans"]) == \
+        sorted((a, z, n) for _, n, a, z in srv.spans)
+    assert len(tl["bars"]) == 12 and not tl["truncated"]
     drawn = page.evaluate("[...document.querySelectorAll('.iq-timeline .tl-row[data-row]')].map(r => [r.dataset.row, r.querySelectorAll('.tl-bar').length])")
     assert drawn == [[tl["rows"][0], 6], [tl["rows"][1], 3], [tl["rows"][2], 3]]
-    # Wider bars for longer work: a 3 s softmax on gpu2 against a 1 s one.
-    w = page.evaluate("""[...document.querySelectorAll('.iq-timeline .tl-row[data-row]')].map(r =>
-        r.querySelector('.tl-bar').getBoundingClientRect().width)""")
-    assert w[2] == pytest.approx(3 * w[1], rel=0.05)
-    # A click shows the kernel and the stack that launched it.
+    # Bars as long as the work and where it ran: the 1.5 s softmax on gpu2
+    # three times the 0.5 s one on GPU 1, which starts half a second after
+    # the sgemm of its step; the copy starts where the sgemm ends.
+    box = page.evaluate("""[...document.querySelectorAll('.iq-timeline .tl-row[data-row]')].map(r =>
+        [...r.querySelectorAll('.tl-bar')].map(b => { const x = b.getBoundingClientRect(); return [b.dataset.name, x.left, x.width]; })
+        .sort((p, q) => p[1] - q[1]))""")
+    sg, cp, ev, sv = box[0][0], box[0][1], box[1][0], box[2][0]
+    assert (sg[0], cp[0], ev[0], sv[0]) == ("sgemm_kernel", "HtoD", "softmax_kernel", "softmax_kernel")
+    assert sv[2] == pytest.approx(3 * ev[2], rel=0.05)
+    assert cp[1] == pytest.approx(sg[1] + sg[2], abs=1.5)
+    assert ev[1] == pytest.approx(sg[1] + sg[2] / 2, abs=1.5)
+    # A click shows what ran and the stack that launched it.
     page.evaluate("""[...document.querySelectorAll('.iq-timeline .tl-row[data-row]')][0]
         .querySelectorAll('.tl-bar[data-name="HtoD"]')[1].click()""")
     page.wait_for("!document.querySelector('.iq-timeline .tl-details').hidden")
@@ -324,10 +343,37 @@ def test_gpu_timeline_per_device_and_stream(timeline_server, page):
     facts = page.evaluate("""Object.fromEntries([...document.querySelectorAll('.tl-detail-facts dt')]
         .map((dt) => [dt.textContent, dt.nextElementSibling.textContent]))""")
     assert name == "HtoD" and stack == ["main", "load_batch", "cudaMemcpyAsync", "HtoD"]
-    assert facts["GPU time"] == "500 ms" and facts["Stream"] == "7" and facts["Device"] == f"GPU 0 ({H100})", facts
+    assert facts["Duration"] == "250 ms" and facts["Stream"] == "7" and facts["Device"] == f"GPU 0 ({H100})", facts
     assert facts["Process"] == "trainer \u00b7 PID 100"
+    assert page.evaluate("document.querySelectorAll('.iq-timeline .tl-bar.selected').length") == 1
+    # A filter narrows the spans like every panel.
+    open_ui(page, srv.base, "/?view=iq&tab=gpu&q=" + urllib.parse.quote('host.name == "gpu2"'))
+    page.wait_for("emberIQ.timeline && emberIQ.timeline.bars")
+    assert page.evaluate("emberIQ.timeline.rows") == ["gpu2 \u00b7 GPU 0 \u00b7 stream 3"]
+    open_ui(page, srv.base, "/?view=iq&tab=gpu")
+    page.wait_for("emberIQ.timeline && emberIQ.timeline.bars")
+    page.evaluate("""[...document.querySelectorAll('.iq-timeline .tl-row[data-row]')][0]
+        .querySelectorAll('.tl-bar[data-name="HtoD"]')[1].click()""")
+    page.wait_for("!document.querySelector('.iq-timeline .tl-details').hidden")
     page.evaluate("document.querySelector('.iq-timeline').scrollIntoView()")
-    shot(page, "gpu-timeline")
+    path = shot(page, "gpu-timeline")
+    # The screenshot shows the bars in their kind's colour where the page
+    # put them, the clicked one outlined, and the stack under them.
+    _, _, px = png_pixels(path)
+    bars = page.evaluate("""[...document.querySelectorAll('.iq-timeline .tl-bar')].map(b => {
+        const r = b.getBoundingClientRect(), c = getComputedStyle(b).backgroundColor.match(/\\d+/g).map(Number);
+        return [b.dataset.name, b.classList.contains('selected'), Math.round(r.left + r.width / 2),
+                Math.round(r.top + r.height / 2), c.slice(0, 3), Math.round(r.left), Math.round(r.top)]; })""")
+    assert len(bars) == 12
+    for name, sel, cx, cy, rgb, left, top in bars:
+        assert all(abs(p - q) <= 8 for p, q in zip(px[cy][cx], rgb)), (name, px[cy][cx], rgb)
+        if sel:  # an outline darker than the bar at its top edge
+            assert sum(px[top][cx]) < sum(rgb) - 150, (px[top][cx], rgb)
+    kinds = {name: tuple(rgb) for name, _, _, _, rgb, _, _ in bars}
+    assert kinds["HtoD"] != kinds["sgemm_kernel"] and kinds["sgemm_kernel"] == kinds["softmax_kernel"]
+    head = page.evaluate("(() => { const r = document.querySelector('.tl-stack .tl-leaf').getBoundingClientRect(); return [Math.round(r.left + 4), Math.round(r.top + r.height / 2)]; })()")
+    assert px[head[1]][head[0]] == kinds["HtoD"] or any(
+        abs(sum(px[head[1]][x]) - sum(kinds["HtoD"])) < 24 for x in range(head[0], head[0] + 16)), "the leaf's swatch"
     # NVML: busy and idle (70% busy on average over the two GPUs).
     page.wait_for("emberIQ.nvml !== undefined && emberIQ.nvml !== null")
     card = page.evaluate("""(() => { const c = document.querySelector('#view-iq .iq-card[data-card="share"]');

@@ -39,6 +39,7 @@ struct run {
 	struct collector *c;
 	uint64_t emitted_ns;
 	size_t emitted;
+	size_t spans; /* timeline spans emitted (not in emitted) */
 };
 
 static void on_emit(void *ctx, const struct cuda_work *w, const void *rec, size_t size)
@@ -49,8 +50,12 @@ static void on_emit(void *ctx, const struct cuda_work *w, const void *rec, size_
 		abort();
 	if (w->stall && (strlen(w->stall) < 1 || strlen(w->stall) > CUDA_WIRE_STALL_MAX))
 		abort();
-	r->emitted_ns += w->total_ns;
-	r->emitted++;
+	if (w->span) {
+		r->spans++;
+	} else {
+		r->emitted_ns += w->total_ns;
+		r->emitted++;
+	}
 	collect_cuda(r->c, w, rec, size, 1000);
 }
 
@@ -78,7 +83,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!cu)
 		abort();
 	uint64_t accepted_ns = 0;
-	size_t accepted = 0;
+	size_t accepted = 0, accepted_spans = 0;
 	size_t off = 0;
 	static uint8_t item[CUDA_WIRE_MAX_MSG];
 	static struct oncpu_sample rec;
@@ -104,14 +109,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct cuda_stats before;
 		cuda_get_stats(cu, &before);
 		if (cuda_wire_check(item, n, &type, &count) == CWR_OK &&
-		    (type == CUDA_WIRE_AGG || type == CUDA_WIRE_PC)) {
+		    (type == CUDA_WIRE_AGG || type == CUDA_WIRE_PC || type == CUDA_WIRE_SPAN)) {
 			size_t o = 0, k = 0;
 			uint64_t ns = 0;
 			struct cuda_agg_view v;
-			while (type == CUDA_WIRE_AGG ? cuda_wire_next_agg(item, n, &o, &v)
-						     : cuda_wire_next_pc(item, n, &o, &v)) {
-				if (v.api < (const char *)item || v.name + v.a.name_len > (const char *)item + n)
+			while (type == CUDA_WIRE_AGG  ? cuda_wire_next_agg(item, n, &o, &v)
+			       : type == CUDA_WIRE_PC ? cuda_wire_next_pc(item, n, &o, &v)
+						      : cuda_wire_next_span(item, n, &o, &v)) {
+				if (v.api < (const char *)item || v.name + v.a.name_len > (const char *)item + n ||
+				    (v.nvtx && v.nvtx + v.a.nvtx_len > (const char *)item + n))
 					abort();
+				if (type == CUDA_WIRE_SPAN) { /* a timeline span: its time is the AGG entries' */
+					if (!v.span || v.end_ns < v.start_ns || v.a.total_ns != v.end_ns - v.start_ns)
+						abort();
+					k++;
+					continue;
+				}
 				if (type == CUDA_WIRE_PC &&
 				    (!v.stall || v.stall_len < 1 || v.stall + v.stall_len > (const char *)item + n ||
 				     (v.a.kind != CUDA_WIRE_KIND_KERNEL && v.a.kind != CUDA_WIRE_KIND_GRAPH)))
@@ -127,13 +140,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (after.entries > before.entries) { /* taken, not refused for order */
 				accepted_ns += ns;
 				accepted += k;
+			} else if (type == CUDA_WIRE_SPAN && after.messages > before.messages) {
+				accepted_spans += k;
 			}
 		} else {
 			cuda_handle_message(cu, (tag & 3) + 1, item, n, 1000);
 		}
 	}
 	cuda_join(cu, 1000 + CUDA_HOLD_NS);
-	if (cuda_pending(cu) != 0 || r.emitted != accepted || r.emitted_ns != accepted_ns)
+	if (cuda_pending(cu) != 0 || r.emitted != accepted || r.emitted_ns != accepted_ns ||
+	    r.spans != accepted_spans)
 		abort();
 	struct cuda_stats st;
 	cuda_get_stats(cu, &st);

@@ -16,6 +16,7 @@
 #include "server/ingest/batch_decode.h"
 #include "server/store/part.h"
 #include "server/ingest/sessions.h"
+#include "server/store/gpuspans.h"
 
 /* Across inputs (see above): the sessions, the head and its replay, and
  * the generation, advanced (a new head) every 512 batches to bound memory. */
@@ -29,6 +30,24 @@ static struct session_replay *raw_replay;
 static struct part raw_part;
 
 #define PROJECT_ID "0b7a8f6e-1c2d-4e3f-8a9b-0c1d2e3f4a5b"
+
+/* A span store bounded small, so that chunks are dropped as they fill. */
+static struct gpuspans *spans;
+
+static void keep_span(void *ctx, const struct gpuspan_in *span)
+{
+	(void)ctx;
+	if (span->end_ns < span->start_ns || span->kind < 1 || span->kind > SESSION_SPAN_KIND_MAX ||
+	    span->nframes > GPUSPANS_MAX_DEPTH || span->nlabels > BATCH_MAX_ATTRIBUTES)
+		abort(); /* sessions_ingest checked every span */
+	for (size_t i = 0; i < span->nframes; i++)
+		if ((span->frames[i].name && strlen(span->frames[i].name) > (1u << 24)) ||
+		    (span->frames[i].file && !span->frames[i].file_name))
+			abort();
+	if (!spans)
+		spans = gpuspans_new(60000, 100000);
+	gpuspans_add(spans, PROJECT_ID, span, 1, 1700000000000LL);
+}
 
 static int store(void *ctx, const char *project_name, struct store_entry *e)
 {
@@ -62,6 +81,8 @@ static int store(void *ctx, const char *project_name, struct store_entry *e)
 		abort();
 	buf_free(&head);
 	buf_free(&err);
+	/* the batch's GPU spans into a span store, as the HTTP layer does */
+	sessions_spans(e, keep_span, NULL);
 	return 0;
 }
 

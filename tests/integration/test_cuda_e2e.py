@@ -15,12 +15,13 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import urllib.request
 
 import pytest
 from conftest import require_root
-from harness import (BUILD, GPU_LEAF_TYPES, ROOT, WORKLOADS, Agent, Server, check_tree, fake_cuda_env, find,
-                     free_port, gpu_flamegraph, gpu_leaves, gpu_settled, wait_until, walk)
+from harness import (BUILD, GPU_LEAF_TYPES, ROOT, WORKLOADS, Agent, Server, api_post, check_tree, fake_cuda_env,
+                     find, free_port, gpu_flamegraph, gpu_leaves, gpu_settled, wait_until, walk)
 
 LAUNCHER = os.path.join(WORKLOADS, "cuda_launch")
 PY_LAUNCHER = os.path.join(ROOT, "tests", "workloads", "py_cuda_launch.py")
@@ -341,6 +342,21 @@ def frame_types(tree, path):
     return types
 
 
+def nvtx_split_settled(server, exe, epochs, steps):
+    """The GPU flamegraph of the NVTX workload run as exe, once all its GPU
+    time is in: k_big's time split exactly between "epoch" / "train_step"
+    (step_launch) and "epoch" alone (eval_launch)."""
+    want = 2 * epochs * steps * BIG_NS
+    tree = gpu_settled(server, f'process.executable.name == "{exe}"', want)
+    check_tree(tree["root"])
+    assert tree["total"] == want, (tree["total"], want)
+    assert nvtx_paths(tree) == {
+        (("epoch", "train_step"), "k_big"): epochs * steps * BIG_NS,
+        (("epoch",), "k_big"): epochs * steps * BIG_NS,
+    }, nvtx_paths(tree)
+    return tree
+
+
 def test_nvtx_ranges_between_the_stack_and_the_launch(server, agent_factory, tmp_path):
     """NVTX ranges the program pushes (through NVIDIA's own nvtx3 loader,
     NVTX_INJECTION64_PATH = the agent-installed library) are frames between
@@ -353,14 +369,7 @@ def test_nvtx_ranges_between_the_stack_and_the_launch(server, agent_factory, tmp
     assert f"NVTX_INJECTION64_PATH={lib}" in agent.output()
     epochs, steps = 30, 100
     run_nvtx(lib, epochs, steps)
-    want = 2 * epochs * steps * BIG_NS
-    tree = gpu_settled(server, 'process.executable.name == "cuda_nvtx"', want)
-    check_tree(tree["root"])
-    assert tree["total"] == want, (tree["total"], want)
-    assert nvtx_paths(tree) == {
-        (("epoch", "train_step"), "k_big"): epochs * steps * BIG_NS,
-        (("epoch",), "k_big"): epochs * steps * BIG_NS,
-    }, nvtx_paths(tree)
+    tree = nvtx_split_settled(server, "cuda_nvtx", epochs, steps)
     # In order: CPU frames, then the ranges, then the launch and the kernel.
     for path, n in walk(tree["root"]):
         if n["frame_type"] == "cuda_kernel":
@@ -371,6 +380,29 @@ def test_nvtx_ranges_between_the_stack_and_the_launch(server, agent_factory, tmp
             assert k and k == list(range(k[0], i)), (path, types)
     whole = under_path(tree, ("train", "epoch", "train_step", "cuLaunchKernel"), "k_big")
     assert whole >= 0.98 * epochs * steps * BIG_NS, whole
+
+
+def test_nvtx_ranges_of_unsampled_launches(server, agent_factory, tmp_path):
+    """A launch that gets no stack keeps the NVTX ranges it was launched
+    under. With one stack a hundred seconds, only the very first launch (a
+    step_launch under "epoch" / "train_step") is sampled: the other step
+    launches inherit its stack under the same ranges, and every
+    eval_launch -- under "epoch" alone, where no launch was ever sampled --
+    is under [launch not sampled] and still under "epoch", never at the
+    root: the split per range is exact."""
+    require_root()
+    agent, lib = start_agent(agent_factory, server, tmp_path)
+    epochs, steps = 10, 50
+    exe = str(tmp_path / "cuda_nvtx_rare")  # its own name: the server holds the other tests' samples
+    shutil.copy(NVTX_LAUNCHER, exe)
+    run_nvtx(lib, epochs, steps, exe=exe, seconds=2, EMBER_CUDA_STACK_TRACE_SAMPLING_TARGET="1",
+             EMBER_CUDA_STACK_TRACE_SAMPLING_WINDOW_SIZE="100")
+    tree = nvtx_split_settled(server, "cuda_nvtx_rare", epochs, steps)
+    assert under_path(tree, ("[launch not sampled]", "epoch", "cuLaunchKernel"), "k_big") == epochs * steps * BIG_NS
+    assert under_path(tree, ("epoch", "train_step", "cuLaunchKernel"), "k_big") == epochs * steps * BIG_NS
+    with urllib.request.urlopen(f"http://127.0.0.1:{agent.stats_port}/debug/stats", timeout=10) as r:
+        stats = json.load(r)
+    assert stats["cuda_library_launches_sampled_total"] == 1, stats["cuda_library_launches_sampled_total"]
 
 
 def test_nvtx_off(server, agent_factory, tmp_path):
@@ -387,3 +419,86 @@ def test_nvtx_off(server, agent_factory, tmp_path):
     tree = gpu_settled(server, 'process.executable.name == "cuda_nvtx_off"', want)
     assert tree["total"] == want, (tree["total"], want)
     assert nvtx_paths(tree) == {((), "k_big"): want}, nvtx_paths(tree)
+
+
+# --- the timeline: single activities with their launch stacks --------------------
+
+def timeline(server, query, limit=20000):
+    status, t = api_post(server, "gpu/timeline", {"filter": {"start_ts": 946684800000, "end_ts": 4102444800000,
+                                                             "query": query}, "limit": limit})
+    assert status == 200, t
+    return t
+
+
+def test_timeline_spans_on_the_fake_driver(server, agent_factory, tmp_path):
+    """Every activity of a short run (under the library's 256 spans a
+    report) comes back as a span: exactly the scripted durations, kinds,
+    devices and streams, one after the other on each stream as the fake GPU
+    runs them, inside the run's wall time (the fake's GPU clock is
+    CLOCK_MONOTONIC: the library converted), each with the stack that
+    launched it -- the same path the flamegraph shows that time under."""
+    require_root()
+    agent, lib = start_agent(agent_factory, server, tmp_path)
+    steps = 20
+    t0 = time.time_ns()
+    r = subprocess.run([LAUNCHER, str(steps), "1", "2"], env=cuda_env(lib), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=60)
+    t1 = time.time_ns()
+    assert r.returncode == 0 and r.stdout.strip() == f"done {steps} 1", (r.stdout, r.stderr)
+    query = 'process.executable.name == "cuda_launch"'
+    gpu_settled(server, query, steps * (BIG_NS + SMALL_NS + COPY_NS + SET_NS + SYNC_NS))
+    want = {("k_big", "kernel", BIG_NS, 1), ("k_small", "kernel", SMALL_NS, 2), ("HtoD", "memcpy", COPY_NS, 1),
+            ("memset", "memset", SET_NS, 1)}
+    got = {}
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        t = timeline(server, query)
+        got = {}
+        for s in t["spans"]:
+            got.setdefault(s["name"], []).append(s)
+        if sum(len(v) for v in got.values()) >= 5 * steps:
+            break
+        time.sleep(1)
+    assert sorted(got) == ["HtoD", "cuStreamSynchronize", "k_big", "k_small", "memset"], sorted(got)
+    assert all(len(v) == steps for v in got.values()), {k: len(v) for k, v in got.items()}
+    assert not t["truncated"]
+    for name, kind, ns, stream in want:
+        for s in got[name]:
+            assert (s["kind"], s["end_ns"] - s["start_ns"], s["device"], s["stream"]) == (kind, ns, 0, stream), s
+    for s in got["cuStreamSynchronize"]:
+        assert s["kind"] == "sync" and s["end_ns"] - s["start_ns"] == SYNC_NS, s
+    for s in t["spans"]:
+        assert t0 <= s["start_ns"] < s["end_ns"] <= t1, (t0, s, t1)
+    # the fake GPU runs a stream's work back to back: no overlap on a stream
+    for stream in (1, 2):
+        on = sorted((s["start_ns"], s["end_ns"]) for s in t["spans"] if s["stream"] == stream and s["kind"] != "sync")
+        assert all(a[1] <= b[0] for a, b in zip(on, on[1:])), stream
+    # the attributes of the process, for the filter and the tooltip
+    assert all(t["label_sets"][s["labels"]]["process.executable.name"] == "cuda_launch" for s in t["spans"])
+    assert timeline(server, query + ' && cuda.stream.id == "2"')["spans"] and \
+        {s["name"] for s in timeline(server, query + ' && cuda.stream.id == "2"')["spans"]} == {"k_small"}
+    # the launching stacks: the whole path, or an error frame that says why
+    # it ends early (a launch before the agent had read the process), and
+    # never another function; the flamegraph holds the same paths
+    tree = gpu_flamegraph(server, query)
+    paths = {tuple(p) for p, n in walk(tree["root"]) if n["frame_type"] in GPU_LEAF_TYPES}
+    whole = 0
+    for fn, api, leaf in (("launch_big", "cuLaunchKernel", "k_big"), ("launch_small", "cudaLaunchKernel", "k_small"),
+                          ("copy_inputs", "cuMemcpyHtoDAsync", "HtoD")):
+        for s in got[leaf]:
+            stack = [f["name"] for f in t["stacks"][s["stack"]]]
+            assert stack[-2:] == [api, leaf], stack
+            assert t["stacks"][s["stack"]][-2]["frame_type"] == "cuda_launch"
+            it = iter(stack)
+            if all(any(f == w for f in it) for w in ("start_thread", "train", "train_step", fn, api)):
+                whole += 1
+            else:
+                assert any(f.startswith("[") for f in stack), stack
+            assert any(p[-len(stack):] == tuple(stack) for p in paths), stack
+    assert whole >= 0.5 * 3 * steps, whole
+    print(f"{whole} of {3 * steps} spans under whole stacks")
+    # the agent's counters: every span sent once, most with their stack
+    with urllib.request.urlopen(f"http://127.0.0.1:{agent.stats_port}/debug/stats", timeout=10) as r:
+        stats = json.load(r)
+    assert stats["cuda_spans_total"] == 5 * steps, stats["cuda_spans_total"]
+    assert whole <= stats["cuda_spans_joined_total"] <= 5 * steps, stats["cuda_spans_joined_total"]

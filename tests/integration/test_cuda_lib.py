@@ -148,6 +148,11 @@ def test_c_launcher_exact_totals_stacks_and_rate_limit(listener):
     for s in spans:
         assert now - 120e9 < s["start_ns"] <= s["end_ns"] <= now + 5e9, s
     assert max(len(es) for ty, es in msgs if ty == SPAN) <= 256
+    # each names its launch as the AGG entries do (stack, API, kernel), so
+    # the agent resolves the same stack for the bar and for the time
+    launches = {(a["stack_id"], a["tid"], a["api"], a["name"]) for a in entries(msgs, AGG)}
+    for s in spans:
+        assert (s["stack_id"], s["tid"], s["api"], s["name"]) in launches, s
 
 
 def test_python_launcher_from_module_and_train_step(listener):

@@ -373,6 +373,9 @@ def test_every_route_answers_as_documented(local, doc):
         c.call("POST", q("timeseries"), dict(f, group_by="process.executable.name",
                                              num_buckets=10), expect=200)
         c.call("POST", q("events"), dict(f, limit=5), expect=200)
+    st, tl, _ = c.call("POST", q("gpu/timeline"), {"filter": WIDE, "limit": 10}, expect=200)
+    assert tl["spans"] == [] and tl["truncated"] is False  # no CUDA agent here
+    c.call("POST", q("gpu/timeline"), {"filter": dict(WIDE, query="host.name ==")}, expect=400)
     c.call("POST", q("sandwich"), {"filter": WIDE}, expect=400)
     c.call("POST", q("top_functions"), b"{not json", expect=400)
     mf = {"filter": {"start_ts": now - 1000, "end_ts": now}}

@@ -22,12 +22,12 @@ HDR = struct.Struct("<IHHII")
 HELLO_S = struct.Struct("<IIIIQQ32s")
 DEVICE_S = struct.Struct("<II16s64s")
 AGG_S = struct.Struct("<QQQIHHIIIHH")
-SPAN_S = struct.Struct("<QQQIHHII")
+SPAN_S = struct.Struct("<QQQIHHIIIHH")
 STATS_S = struct.Struct("<QQQQQQQII")
 PC_S = struct.Struct("<QQQIHHIIIHHQQ")
 STALL_MAX = 128
 assert (HDR.size, HELLO_S.size, DEVICE_S.size, AGG_S.size, SPAN_S.size, STATS_S.size, PC_S.size) == \
-    (16, 64, 88, 48, 40, 64, 64)
+    (16, 64, 88, 48, 48, 64, 64)
 
 
 def _pad8(n):
@@ -90,40 +90,33 @@ def parse(data):
                                 pc_offset=pc_offset))
             off = nxt
             continue
+        if off + AGG_S.size > len(body):  # AGG and SPAN entries are both 48 bytes
+            raise ValueError(f"truncated {'AGG' if mtype == AGG else 'SPAN'}")
         if mtype == AGG:
-            if off + AGG_S.size > len(body):
-                raise ValueError("truncated AGG")
             (stack_id, total_ns, cnt, tid, kind, api_len, device, stream, context, name_len,
              nvtx_len) = AGG_S.unpack_from(body, off)
-            if not (1 <= api_len <= API_MAX and 1 <= name_len <= NAME_MAX and 1 <= kind <= 5):
-                raise ValueError(f"AGG api_len {api_len} name_len {name_len} kind {kind}")
-            p = off + AGG_S.size
-            end = p + api_len + name_len
-            if end + nvtx_len > len(body):
-                raise ValueError("AGG strings past the end")
-            nvtx, q = [], end  # the NVTX path: ranges as (length byte, name)
-            while q < end + nvtx_len:
-                nvtx.append(body[q + 1:q + 1 + body[q]].decode())
-                q += 1 + body[q]
-            entries.append(dict(stack_id=stack_id, total_ns=total_ns, count=cnt, tid=tid, kind=kind,
-                                device=device, stream=stream, context=context,
-                                api=body[p:p + api_len].decode(), name=body[p + api_len:end].decode(),
-                                nvtx=nvtx))
-            nxt = off + _pad8(AGG_S.size + api_len + name_len + nvtx_len)
+            e = dict(stack_id=stack_id, total_ns=total_ns, count=cnt, tid=tid, kind=kind,
+                     device=device, stream=stream, context=context)
         else:
-            if off + SPAN_S.size > len(body):
-                raise ValueError("truncated SPAN")
-            start, end_ns, stack_id, tid, kind, name_len, device, stream = SPAN_S.unpack_from(body, off)
-            if not (1 <= name_len <= NAME_MAX and 1 <= kind <= 5):
-                raise ValueError("SPAN name_len/kind")
-            p = off + SPAN_S.size
-            if p + name_len > len(body):
-                raise ValueError("SPAN name past the end")
-            entries.append(dict(start_ns=start, end_ns=end_ns, stack_id=stack_id, tid=tid, kind=kind,
-                                device=device, stream=stream, name=body[p:p + name_len].decode()))
-            nxt = off + _pad8(SPAN_S.size + name_len)
-        if any(body[off + (AGG_S.size if mtype == AGG else SPAN_S.size) +
-                    (api_len + name_len + nvtx_len if mtype == AGG else name_len):nxt]):
+            (start, end_ns, stack_id, tid, kind, name_len, device, stream, context, api_len,
+             nvtx_len) = SPAN_S.unpack_from(body, off)
+            e = dict(start_ns=start, end_ns=end_ns, stack_id=stack_id, tid=tid, kind=kind,
+                     device=device, stream=stream, context=context)
+        if not (1 <= api_len <= API_MAX and 1 <= name_len <= NAME_MAX and 1 <= kind <= 5):
+            raise ValueError(f"api_len {api_len} name_len {name_len} kind {kind}")
+        # the launch: API, name, NVTX path (ranges as a length byte and the name)
+        p = off + AGG_S.size
+        end = p + api_len + name_len
+        if end + nvtx_len > len(body):
+            raise ValueError("strings past the end")
+        nvtx, q = [], end
+        while q < end + nvtx_len:
+            nvtx.append(body[q + 1:q + 1 + body[q]].decode())
+            q += 1 + body[q]
+        e.update(api=body[p:p + api_len].decode(), name=body[p + api_len:end].decode(), nvtx=nvtx)
+        entries.append(e)
+        nxt = off + _pad8(AGG_S.size + api_len + name_len + nvtx_len)
+        if any(body[end + nvtx_len:nxt]):
             raise ValueError("non-zero padding")
         off = nxt
     if off != len(body):

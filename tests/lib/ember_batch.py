@@ -27,6 +27,9 @@ FRAME_TYPES = {
 # enum EventKind
 EVENT_KINDS = {"on_cpu": 1, "off_cpu": 2, "cuda": 3, "alloc": 4}
 
+# a GPU span's kind (lib/cuda_wire.h enum cuda_wire_kind)
+SPAN_KINDS = {"kernel": 1, "memcpy": 2, "memset": 3, "sync": 4, "graph": 5}
+
 VARINT, LEN = 0, 2
 
 
@@ -87,6 +90,7 @@ class Batch:
         self.resources = []  # tuples of string ids: key, value, key, value, ...
         self._resource_ids = {}
         self.samples = []  # (stack, resource, kind, value)
+        self.spans = []  # (stack, resource, start_ns, end_ns, kind, device, stream)
 
     def string(self, s):
         if s not in self._string_ids:
@@ -156,6 +160,60 @@ class Batch:
         self.samples.append((self.stack(frames, binary), self.resource(attributes),
                              EVENT_KINDS[kind], value))
 
+    def add_span(self, frames, attributes, start_ns, end_ns, kind, device, stream, binary="myapp"):
+        """A GPU timeline span (protocol version 2 only: encode_session):
+        kind is a SPAN_KINDS name; frames its launching stack."""
+        self.spans.append((self.stack(frames, binary), self.resource(attributes), start_ns, end_ns,
+                           SPAN_KINDS[kind], device, stream))
+
+    def encode_session(self, sequence=1, session=None, start_ms=None, end_ms=None):
+        """The batch as the first ember.ingest.v1.SessionBatch of a new
+        session (every table's base 0, as ember-agent sends it after a
+        start or a resync): stacks become a tree of nodes, samples are in
+        node order (their node ids as deltas), spans name their nodes."""
+        now = int(time.time() * 1000)
+        end_ms = now if end_ms is None else end_ms
+        start_ms = end_ms - 5000 if start_ms is None else start_ms
+        nodes, node_ids, leaf = [], {}, []
+        for frames in self.stacks:
+            parent = 0  # parent node id + 1; 0: outermost
+            for f in frames:
+                if (parent, f) not in node_ids:
+                    node_ids[(parent, f)] = len(nodes)
+                    nodes.append((parent, f))
+                parent = node_ids[(parent, f)] + 1
+            leaf.append(parent - 1)
+        out = [
+            field_string(1, session or str(uuid.uuid4())),
+            field_string(2, self.agent_instance),
+            field_varint(3, sequence),
+            field_string(4, self.project),
+            field_varint(5, start_ms),
+            field_varint(6, end_ms),
+            field_varint(7, self.sample_rate_hz),
+            field_varint(8, self.host_cpus),
+        ]
+        out += [field_bytes(10, s.encode()) for s in self.strings]
+        for fid, name in self.files:
+            out.append(field_bytes(12, field_bytes(1, fid) + field_varint(2, name)))
+        frames = [(f[0], f[1], f[2], f[3] if len(f) > 3 else 0, f[4] if len(f) > 3 else 0) for f in self.frames]
+        out += [field_packed(14, [f[0] for f in frames]), field_packed(15, [f[3] for f in frames]),
+                field_packed(16, [f[4] for f in frames]), field_packed(17, [f[1] for f in frames]),
+                field_packed(18, [f[2] for f in frames])]
+        out += [field_packed(20, [n[0] for n in nodes]), field_packed(21, [n[1] for n in nodes])]
+        out += [field_packed(23, [len(r) for r in self.resources]),
+                field_packed(24, [i for r in self.resources for i in r])]
+        rows = sorted((leaf[st], res, kind, value) for st, res, kind, value in self.samples)
+        prev, deltas = 0, []
+        for node, *_ in rows:
+            deltas.append(node - prev)
+            prev = node
+        out += [field_packed(25, deltas), field_packed(26, [r[1] for r in rows]),
+                field_packed(27, [r[2] for r in rows]), field_packed(28, [r[3] for r in rows])]
+        sp = self.spans
+        out += [field_packed(29 + i, [x[i] if i else leaf[x[0]] for x in sp]) for i in range(7)]
+        return b"".join(out)
+
     def encode(self, sequence, start_ms=None, end_ms=None):
         """The Batch message, uncompressed."""
         now = int(time.time() * 1000)
@@ -194,10 +252,15 @@ def zstd_compress(data):
                           check=True).stdout
 
 
-def send_batch(base_url, raw, timeout=10):
+def send_session_batch(base_url, raw, timeout=10):
+    """POSTs an encoded SessionBatch (protocol version 2); its JSON answer."""
+    return send_batch(base_url, raw, timeout, route="/ingest/v2/batch")
+
+
+def send_batch(base_url, raw, timeout=10, route="/ingest/v1/batch"):
     """POSTs an encoded batch to ember-server; returns its JSON answer."""
     req = urllib.request.Request(
-        base_url.rstrip("/") + "/ingest/v1/batch", data=zstd_compress(raw), method="POST",
+        base_url.rstrip("/") + route, data=zstd_compress(raw), method="POST",
         headers={"Content-Type": "application/x-protobuf", "Content-Encoding": "zstd"})
     with urllib.request.urlopen(req, timeout=timeout) as resp:
         return json.loads(resp.read())

@@ -461,15 +461,31 @@ static void test_wire_check(void **state)
 	m.b[16 + offsetof(struct cuda_wire_device, name)] = 1;
 	assert_int_equal(check(&m), CWR_STRING);
 
-	/* SPAN: end before start */
+	/* SPAN: the launch's API, name and NVTX path as an AGG entry's; end before start */
 	msg_start(&m);
-	struct cuda_wire_span s = { .start_ns = 10, .end_ns = 20, .kind = 1, .name_len = 3 };
+	struct cuda_wire_span s = { .start_ns = 10, .end_ns = 20, .kind = 1, .api_len = 2, .name_len = 3,
+				    .nvtx_len = 3 };
 	memcpy(m.b + m.len, &s, sizeof(s));
-	memcpy(m.b + m.len + sizeof(s), "abc", 3);
+	memcpy(m.b + m.len + sizeof(s), "cuabc\x02xy", 8);
 	m.len += sizeof(s) + 8;
 	m.count = 1;
 	msg_end(&m, CUDA_WIRE_SPAN);
 	assert_int_equal(check(&m), CWR_OK);
+	m.b[16 + sizeof(s) + 5] = 3; /* a range longer than the path */
+	assert_int_equal(check(&m), CWR_NVTX);
+	s.nvtx_len = 9; /* a path past the message */
+	memcpy(m.b + 16, &s, sizeof(s));
+	assert_int_equal(check(&m), CWR_SHORT);
+	s.nvtx_len = 3;
+	memcpy(m.b + 16, &s, sizeof(s));
+	m.b[16 + sizeof(s) + 5] = 2;
+	m.b[16 + sizeof(s) + 6] = 1; /* not printable */
+	assert_int_equal(check(&m), CWR_NVTX);
+	m.b[16 + sizeof(s) + 6] = 'x';
+	s.api_len = 0;
+	memcpy(m.b + 16, &s, sizeof(s));
+	assert_int_equal(check(&m), CWR_STRING);
+	s.api_len = 2;
 	s.end_ns = 5;
 	memcpy(m.b + 16, &s, sizeof(s));
 	assert_int_equal(check(&m), CWR_VALUE);
@@ -1156,6 +1172,25 @@ static void test_collect_cuda(void **state)
 	assert_string_equal(strtab_get(&b.strings, b.frames[ids[4]].name), "train_step");
 	assert_int_equal(b.frames[ids[5]].type, FT_CUDA_LAUNCH);
 	assert_int_equal(b.frames[ids[6]].type, FT_CUDA_KERNEL);
+
+	/* A span: no sample (its time is the AGG entries'), a span under the
+	 * very stack the sample with the same launch has, its resource too. */
+	struct cuda_work ws = wn;
+	ws.span = true;
+	ws.count = 1;
+	ws.start_ns = 1700000000000000000ull;
+	ws.end_ns = ws.start_ns + 700000;
+	ws.total_ns = 700000;
+	collect_cuda(&c, &ws, &s, size, 1250);
+	assert_int_equal(batch_samples(&b), 3);
+	assert_int_equal(b.nspans, 1);
+	assert_int_equal(b.spans[0].stack, b.samples[2].stack);
+	assert_int_equal(b.spans[0].resource, b.samples[2].resource);
+	assert_int_equal(b.spans[0].kind, CUDA_WIRE_KIND_KERNEL);
+	assert_int_equal(b.spans[0].device, 1);
+	assert_int_equal(b.spans[0].stream, 7);
+	assert_int_equal(b.spans[0].start_ns, 1700000000000000000ull);
+	assert_int_equal(b.spans[0].end_ns, 1700000000000700000ull);
 
 	st = b.samples[1].stack;
 	ids = b.stack_ids + b.stack_off[st];

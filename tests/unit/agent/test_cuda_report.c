@@ -3,6 +3,7 @@
 #include "testutil.h"
 
 #include "../../gpu/cuda_report.h"
+#include "../../agent/cuda_wire_parse.h"
 
 /* Collected datagrams. */
 struct sink {
@@ -318,10 +319,16 @@ static void test_spans_capped_and_encoded(void **state)
 	(void)state;
 	struct cuda_spans *sp = cuda_spans_new(3);
 	assert_non_null(sp);
-	struct cuda_wire_span w = { .start_ns = 10, .end_ns = 20, .stack_id = 4, .tid = 9,
-				    .kind = CUDA_WIRE_KIND_MEMCPY, .device = 1, .stream = 2 };
+	/* the launch as the AGG key names it: API, name and NVTX path go out */
+	const char path[] = "\x05" "epoch";
+	struct cuda_agg_key k = { .stack_id = 4, .tid = 9, .kind = CUDA_WIRE_KIND_MEMCPY, .device = 1,
+				  .stream = 2, .context = 3, .api = "cuMemcpyHtoDAsync", .name = "HtoD",
+				  .name_len = 4, .nvtx = path, .nvtx_len = 6 };
 	for (int i = 0; i < 5; i++)
-		assert_int_equal(cuda_spans_add(sp, &w, "HtoD", 4), i < 3 ? 0 : 1);
+		assert_int_equal(cuda_spans_add(sp, 10 + (uint64_t)i, 20 + (uint64_t)i, &k), i < 3 ? 0 : 1);
+	struct cuda_agg_key noapi = k;
+	noapi.api = NULL;
+	assert_int_equal(cuda_spans_add(sp, 10, 20, &noapi), -1);
 	assert_int_equal(cuda_spans_count(sp), 3);
 	assert_int_equal(cuda_spans_refused(sp), 2);
 	struct sink s = { .refuse_after = -1 };
@@ -330,12 +337,39 @@ static void test_spans_capped_and_encoded(void **state)
 	memcpy(&h, s.msgs[0], sizeof(h));
 	assert_int_equal(h.type, CUDA_WIRE_SPAN);
 	assert_int_equal(h.count, 3);
-	assert_int_equal(h.length, sizeof(h) + 3 * (sizeof(w) + 8));
+	struct cuda_wire_span w;
+	size_t entry = sizeof(w) + 32; /* 17 + 4 + 6 bytes of strings, padded to 32 */
+	assert_int_equal(h.length, sizeof(h) + 3 * entry);
 	struct cuda_wire_span back;
-	memcpy(&back, s.msgs[0] + sizeof(h) + sizeof(w) + 8, sizeof(back));
+	memcpy(&back, s.msgs[0] + sizeof(h) + entry, sizeof(back));
+	assert_int_equal(back.start_ns, 11);
+	assert_int_equal(back.end_ns, 21);
 	assert_int_equal(back.stack_id, 4);
+	assert_int_equal(back.tid, 9);
+	assert_int_equal(back.context, 3);
+	assert_int_equal(back.api_len, 17);
 	assert_int_equal(back.name_len, 4);
-	assert_memory_equal(s.msgs[0] + sizeof(h) + 2 * (sizeof(w) + 8) + sizeof(w), "HtoD\0\0\0\0", 8);
+	assert_int_equal(back.nvtx_len, 6);
+	assert_memory_equal(s.msgs[0] + sizeof(h) + 2 * entry + sizeof(w),
+			    "cuMemcpyHtoDAsyncHtoD\x05" "epoch\0\0\0\0\0", 32);
+	/* what the agent reads back */
+	uint16_t type;
+	uint32_t count;
+	assert_int_equal(cuda_wire_check(s.msgs[0], h.length, &type, &count), CWR_OK);
+	size_t off = 0;
+	struct cuda_agg_view v;
+	unsigned n = 0;
+	while (cuda_wire_next_span(s.msgs[0], h.length, &off, &v)) {
+		assert_int_equal(v.start_ns, 10 + n);
+		assert_int_equal(v.end_ns, 20 + n);
+		assert_int_equal(v.a.total_ns, 10);
+		assert_int_equal(v.a.count, 1);
+		assert_memory_equal(v.api, "cuMemcpyHtoDAsync", 17);
+		assert_memory_equal(v.name, "HtoD", 4);
+		assert_memory_equal(v.nvtx, path, 6);
+		n++;
+	}
+	assert_int_equal(n, 3);
 	sink_free(&s);
 	cuda_spans_reset(sp);
 	assert_int_equal(cuda_spans_count(sp), 0);

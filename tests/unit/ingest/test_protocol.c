@@ -4,6 +4,7 @@
  * duplicates, lost batches, restarts, failed stores, hostile input and the
  * memory bounds. */
 #include "testutil.h"
+#include <jansson.h>
 #include "storeutil.h"
 
 #include "agent/batch.h"
@@ -13,6 +14,8 @@
 #include "server/store/part.h"
 #include "server/query/scan.h"
 #include "server/ingest/sessions.h"
+#include "server/query/timeline.h"
+#include "server/store/gpuspans.h"
 #include "server/store/store.h"
 #include "strtab.h"
 #include "util.h"
@@ -345,16 +348,21 @@ static void encode(struct session *s, const struct batch *b, uint64_t seq, struc
 	assert_int_equal(session_encode(s, b, &meta, z), 0);
 }
 
-/* Decodes z and gives it to the server's sessions. */
-static int send_to(struct sessions *ss, const struct buf *z, struct sink *k)
+/* Decodes z and gives it to the server's sessions, storing through store. */
+static int send_to_fn(struct sessions *ss, const struct buf *z, session_store_fn store, void *ctx)
 {
 	struct buf err = { 0 };
 	Ember__Ingest__V1__SessionBatch *m = session_batch_decode(z->data, z->len, &err);
 	assert_non_null(m);
-	int rc = sessions_ingest(ss, m, z->data, z->len, T0, sink_store, k, &err);
+	int rc = sessions_ingest(ss, m, z->data, z->len, T0, store, ctx, &err);
 	session_batch_free(m);
 	buf_free(&err);
 	return rc;
+}
+
+static int send_to(struct sessions *ss, const struct buf *z, struct sink *k)
+{
+	return send_to_fn(ss, z, sink_store, k);
 }
 
 /* Checks that what the server stored last is batch b. */
@@ -716,6 +724,23 @@ static void test_hostile_batches(void **state)
 	BAD(m.frame_types = badtype, "frame type");
 	BAD(m.sample_rate_hz = 0, "sample_rate_hz");
 	BAD(m.project = "", "project");
+	/* timeline spans: parallel arrays, defined node and resource, a known
+	 * kind, an end at or after a start */
+	uint32_t spnode[] = { 0 }, spres[] = { 0 }, spkind[] = { 1 }, spdev[] = { 0 }, spstream[] = { 7 };
+	uint64_t spstart[] = { 1000 }, spend[] = { 2000 };
+#define SPANS(x)                                                                             \
+	(x.n_span_nodes = x.n_span_resources = x.n_span_starts_ns = x.n_span_ends_ns = x.n_span_kinds = \
+		 x.n_span_devices = x.n_span_streams = 1,                                   \
+	 x.span_nodes = spnode, x.span_resources = spres, x.span_starts_ns = spstart,        \
+	 x.span_ends_ns = spend, x.span_kinds = spkind, x.span_devices = spdev, x.span_streams = spstream)
+	BAD((SPANS(m), m.n_span_streams = 0), "span arrays differ");
+	BAD((SPANS(m), m.span_nodes = badnode), "spans[0]: node or resource not defined");
+	BAD((SPANS(m), m.span_resources = badnode), "spans[0]: node or resource not defined");
+	uint32_t spbadkind[] = { 6 };
+	BAD((SPANS(m), m.span_kinds = spbadkind), "spans[0]: unknown kind 6");
+	uint64_t spearly[] = { 999 };
+	BAD((SPANS(m), m.span_ends_ns = spearly), "spans[0]: start and end");
+	BAD((SPANS(m), m.span_starts_ns = zero, m.span_ends_ns = zero), "spans[0]: start and end");
 	assert_int_equal(k.calls, 0);
 
 	/* A chain of nodes deeper than a stack may be. */
@@ -747,9 +772,148 @@ static void test_hostile_batches(void **state)
 	m.session = "00000000-1111-4222-8333-444444444444";
 	assert_int_equal(sessions_ingest(ss, &m, NULL, 0, T0, sink_store, &k, &err), SESSION_RESYNC);
 #undef BAD
+#undef SPANS
 	sink_free(&k);
 	buf_free(&err);
 	sessions_free(ss);
+}
+
+/* The store function of the HTTP layer's ingest (server/http/ingest_api.c):
+ * the sink's, then the batch's spans into a span store. */
+struct span_sink {
+	struct sink k;
+	struct gpuspans *g;
+};
+
+static void keep_span(void *ctx, const struct gpuspan_in *span)
+{
+	struct span_sink *ss = ctx;
+	gpuspans_add(ss->g, PROJECT_ID, span, 1, T0);
+}
+
+static int span_store(void *ctx, const char *project_name, struct store_entry *e)
+{
+	struct span_sink *ss = ctx;
+	int rc = sink_store(&ss->k, project_name, e);
+	if (rc == STORE_OK)
+		sessions_spans(e, keep_span, ss);
+	return rc;
+}
+
+/* Spans the agent added to its batch reach the span store with their
+ * launch stacks (as the samples') and resources, exactly; the timeline
+ * answers them by start, each stack and label set written once. */
+static void test_spans_to_the_timeline(void **state)
+{
+	(void)state;
+	struct session s;
+	session_init(&s);
+	struct sessions *ss = new_sessions();
+	struct span_sink sk = { .g = gpuspans_new(0, 0) };
+	struct batch *b = xmalloc(sizeof(*b));
+	batch_init(b);
+	const char *names[] = { "main", "train", "cudaLaunchKernel", "k_big" };
+	uint8_t types[] = { FT_NATIVE, FT_CPYTHON, FT_CUDA_LAUNCH, FT_CUDA_KERNEL };
+	uint32_t frames[4];
+	for (int i = 0; i < 4; i++) {
+		struct bframe f = { .type = types[i], .name = batch_string(b, names[i], strlen(names[i])),
+				    .binary = i == 1 ? batch_string(b, "train.py", 8) : 0 };
+		frames[i] = batch_frame(b, &f);
+	}
+	uint32_t stack = batch_stack(b, frames, 4), other = batch_stack(b, frames, 2);
+	uint32_t kv[] = { batch_string(b, "process.pid", 11), batch_string(b, "42", 2),
+			  batch_string(b, "gpu.device.index", 16), batch_string(b, "1", 1) };
+	uint32_t res = batch_resource(b, kv, 4), res2 = batch_resource(b, kv, 2);
+	batch_add(b, stack, res, EK_CUDA, 3000);
+	int64_t base = T0 * 1000000 + 5;
+	assert_true(batch_add_span(b, &(struct bspan){ stack, res, 1, 1, 7, base + 2000, base + 3000 }));
+	assert_true(batch_add_span(b, &(struct bspan){ stack, res, 1, 1, 7, base, base + 2000 }));
+	assert_true(batch_add_span(b, &(struct bspan){ other, res2, 2, 0, 9, base + 500, base + 600 }));
+	struct buf z = { 0 };
+	encode(&s, b, 1, &z);
+	assert_int_equal(send_to_fn(ss, &z, span_store, &sk), 0);
+
+	struct tl_request r;
+	struct buf err = { 0 }, out = { 0 };
+	char body[256];
+	snprintf(body, sizeof(body), "{\"filter\":{\"start_ts\":%lld,\"end_ts\":%lld}}", (long long)T0 - 1000,
+		 (long long)T0 + 1000);
+	assert_int_equal(tl_request_parse(&r, body, strlen(body), &err), 0);
+	memcpy(r.scope.project_id, PROJECT_ID, 37);
+	assert_int_equal(timeline_query(sk.g, NULL, &r, T0, &out, &err), 0);
+	json_t *doc = json_loads(out.data, 0, NULL);
+	assert_non_null(doc);
+	json_t *sp = json_object_get(doc, "spans");
+	assert_int_equal(json_array_size(sp), 3);
+	int64_t want_start[] = { base, base + 500, base + 2000 }, want_end[] = { base + 2000, base + 600, base + 3000 };
+	const char *want_kind[] = { "kernel", "memcpy", "kernel" }, *want_name[] = { "k_big", "train", "k_big" };
+	for (size_t i = 0; i < 3; i++) {
+		json_t *o = json_array_get(sp, i);
+		assert_int_equal(json_integer_value(json_object_get(o, "start_ns")), want_start[i]);
+		assert_int_equal(json_integer_value(json_object_get(o, "end_ns")), want_end[i]);
+		assert_string_equal(json_string_value(json_object_get(o, "kind")), want_kind[i]);
+		assert_string_equal(json_string_value(json_object_get(o, "name")), want_name[i]);
+		assert_int_equal(json_integer_value(json_object_get(o, "device")), i == 1 ? 0 : 1);
+		assert_int_equal(json_integer_value(json_object_get(o, "stream")), i == 1 ? 9 : 7);
+	}
+	/* one stack and one label set for both k_big spans */
+	assert_int_equal(json_array_size(json_object_get(doc, "stacks")), 2);
+	assert_int_equal(json_array_size(json_object_get(doc, "label_sets")), 2);
+	json_t *st = json_array_get(json_object_get(doc, "stacks"),
+				    (size_t)json_integer_value(json_object_get(json_array_get(sp, 0), "stack")));
+	assert_int_equal(json_array_size(st), 4);
+	for (size_t i = 0; i < 4; i++)
+		assert_string_equal(json_string_value(json_object_get(json_array_get(st, i), "name")), names[i]);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(st, 2), "frame_type")), "cuda_launch");
+	json_t *ls = json_array_get(json_object_get(doc, "label_sets"),
+				    (size_t)json_integer_value(json_object_get(json_array_get(sp, 0), "labels")));
+	assert_string_equal(json_string_value(json_object_get(ls, "process.pid")), "42");
+	assert_string_equal(json_string_value(json_object_get(ls, "gpu.device.index")), "1");
+	assert_true(json_is_false(json_object_get(doc, "truncated")));
+	json_decref(doc);
+	tl_request_free(&r);
+
+	/* CEL over the spans' attributes, and the limit */
+	snprintf(body, sizeof(body),
+		 "{\"filter\":{\"start_ts\":%lld,\"end_ts\":%lld,\"query\":\"gpu.device.index == 1\"},\"limit\":1}",
+		 (long long)T0 - 1000, (long long)T0 + 1000);
+	assert_int_equal(tl_request_parse(&r, body, strlen(body), &err), 0);
+	memcpy(r.scope.project_id, PROJECT_ID, 37);
+	buf_reset(&out);
+	assert_int_equal(timeline_query(sk.g, NULL, &r, T0, &out, &err), 0);
+	doc = json_loads(out.data, 0, NULL);
+	assert_int_equal(json_array_size(json_object_get(doc, "spans")), 1);
+	assert_true(json_is_true(json_object_get(doc, "truncated")));
+	json_decref(doc);
+	tl_request_free(&r);
+	/* a range to the year 3000 (past what nanoseconds hold) */
+	snprintf(body, sizeof(body), "{\"filter\":{\"start_ts\":0,\"end_ts\":32503680000000}}");
+	assert_int_equal(tl_request_parse(&r, body, strlen(body), &err), 0);
+	memcpy(r.scope.project_id, PROJECT_ID, 37);
+	buf_reset(&out);
+	assert_int_equal(timeline_query(sk.g, NULL, &r, T0, &out, &err), 0);
+	doc = json_loads(out.data, 0, NULL);
+	assert_int_equal(json_array_size(json_object_get(doc, "spans")), 3);
+	json_decref(doc);
+	tl_request_free(&r);
+	/* another project's timeline is empty */
+	snprintf(body, sizeof(body), "{\"filter\":{\"start_ts\":%lld,\"end_ts\":%lld}}", (long long)T0 - 1000,
+		 (long long)T0 + 1000);
+	assert_int_equal(tl_request_parse(&r, body, strlen(body), &err), 0);
+	memcpy(r.scope.project_id, "11111111-1111-4111-8111-111111111111", 37);
+	buf_reset(&out);
+	assert_int_equal(timeline_query(sk.g, NULL, &r, T0, &out, &err), 0);
+	assert_non_null(strstr(out.data, "\"spans\":[]"));
+	tl_request_free(&r);
+
+	buf_free(&out);
+	buf_free(&err);
+	buf_free(&z);
+	free_batch(b);
+	sink_free(&sk.k);
+	gpuspans_free(sk.g);
+	sessions_free(ss);
+	session_free(&s);
 }
 
 /* Sessions beyond the memory budget, or idle too long, are forgotten
@@ -1045,6 +1209,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_lost_batch_and_restart_resync, wire_setup, wire_teardown),
 		cmocka_unit_test_setup_teardown(test_failed_store_rolls_back, wire_setup, wire_teardown),
 		cmocka_unit_test(test_hostile_batches),
+		cmocka_unit_test(test_spans_to_the_timeline),
 		cmocka_unit_test(test_memory_bounds),
 		cmocka_unit_test(test_node_index),
 		cmocka_unit_test(test_store_replays_sessions_across_seals),
