@@ -465,9 +465,16 @@ static int compact_partition(struct store *s, int64_t partition, bool all, struc
 		struct block_meta meta = { .gen = gen, .partition_ms = partition, .level = level + 1,
 					   .wal_lo = g.lo, .wal_hi = g.hi, .sources = gens, .nsources = n };
 		damaged = xcalloc(n, sizeof(bool));
-		/* A closed hour's block keeps no ids in the heads' dictionaries:
-		 * it stays for days, and so would they. */
-		struct sref *out = write_block(s, ms, srcs, n, !closed, partition,
+		/* A closed hour's committed block keeps no ids in the heads'
+		 * dictionaries: it stays for days, and so would they (4 bytes
+		 * a node). A merge of a log's blocks (g.lo) keeps them even
+		 * for a closed hour: those are late rows, flushed from the
+		 * heads, and the block lasts only until its log goes and the
+		 * hour is compacted again (late_data_wait later, or at
+		 * compact_after blocks); without the ids a query folded it
+		 * alone beside the hour's committed block: 3 folds where 2
+		 * were due. */
+		struct sref *out = write_block(s, ms, srcs, n, !closed || g.lo, partition,
 					       partition + STORE_PARTITION_MS,
 					       s->cfg.block_granularity_ms, &meta, damaged, err);
 		if (!out) {
