@@ -444,11 +444,9 @@ static void test_store_forgets_a_closed_hours_ids(void **state)
 	(void)state;
 	char *dir = make_temp_dir();
 	struct store_config cfg;
-	store_config_default(&cfg);
-	ingest_codecs(&cfg);
-	cfg.background = false;
-	cfg.time_window = false;
-	cfg.retention_ms = INT64_MAX / 4;
+	config_seal_each_batch(&cfg);
+	cfg.background = false; /* seals, flushes and merges as the test asks */
+	cfg.head_max_rows = 1000;
 	cfg.compact_after = 2;
 	cfg.late_data_wait_ms = 0;
 	struct store *s;
