@@ -34,7 +34,13 @@
  * EMBER_BENCH_SESSION_MIB sets the agent sessions' limit (ember-agent's:
  * 32 MiB), to see what starting sessions over costs the server.
  * EMBER_BENCH_COMPACT_AFTER=N merges a partition's blocks once N wait
- * (the store's compact_after; default 8).
+ * (the store's compact_after; default 4).
+ * EMBER_BENCH_HEAD_ROWS=N seals a head at N rows and holds at most 2N
+ * unflushed (the store's head_max_rows and max_unflushed_rows: 8 M and
+ * 16 M), so a log (3 x the unflushed limit) fills sooner: a short run
+ * started ten or more minutes past the hour then writes the hour
+ * before's rows, all late (the hour closed), through several logs, as
+ * a run of a whole fleet's hour does.
  * With EMBER_BENCH_REPLAY=1 the store is closed after ingest as a crash
  * leaves it and opened again (the logs replayed), and that start timed.
  * EMBER_BENCH_LIVE_EVERY=N times a live flamegraph of the whole range every
@@ -722,6 +728,11 @@ int main(int argc, char **argv)
 	const char *ca = getenv("EMBER_BENCH_COMPACT_AFTER");
 	if (ca && atoi(ca) >= 2)
 		cfg.compact_after = (uint32_t)atoi(ca);
+	const char *hr = getenv("EMBER_BENCH_HEAD_ROWS");
+	if (hr && atoll(hr) >= 1000) {
+		cfg.head_max_rows = (uint64_t)atoll(hr);
+		cfg.max_unflushed_rows = 2 * cfg.head_max_rows;
+	}
 	struct store *st;
 	struct symbols *sym;
 	struct buf err = { 0 };

@@ -402,6 +402,26 @@ static bool in_group(const struct sref *r, uint64_t lowest, struct log_range g)
 	return !st_committed(r, lowest) && in->wal_lo == g.lo && in->wal_hi == g.hi;
 }
 
+/* Forgets the ids in the heads' dictionaries that block r (a closed,
+ * settled hour's only committed block) kept: no merge will drop them now,
+ * and the block stays for days (a closed hour whose rows all came late,
+ * in one log: the merge of that log's blocks kept them). It then folds
+ * alone, the one fold its hour costs. Only while no view holds the block
+ * (views read the ids as they were when opened); else at a later round.
+ * The caller holds a reference and maint_mu. */
+static void forget_ids(struct store *s, struct sref *r)
+{
+	pthread_mutex_lock(&s->list_mu);
+	if (r->lineage_ids && r->refs == 2) { /* the list's and the caller's */
+		free(r->lineage_ids);
+		r->lineage_ids = NULL;
+		r->lineage = 0;
+		r->nlineage_ids = r->lineage_nnodes = 0;
+		r->adopt_tried = true; /* a closed hour's block is not adopted either */
+	}
+	pthread_mutex_unlock(&s->list_mu);
+}
+
 /* Merges blocks of one partition: the committed ones (g = {0, 0}), or the
  * uncommitted ones of log range g, which only their own kind joins: the
  * merged block names the same logs, so a crash before they go drops it
@@ -443,6 +463,8 @@ static int compact_partition(struct store *s, int64_t partition, bool all, struc
 	if (g.lo) /* a log's one-minute blocks, merged while the log stays */
 		want = n >= 2 && n >= s->cfg.compact_after;
 	int rc = 0;
+	if (!want && !g.lo && n == 1 && closed && settled)
+		forget_ids(s, srcs[0]);
 	if (!want)
 		goto out;
 	struct merge_source *ms = xcalloc(n, sizeof(*ms));
@@ -465,9 +487,16 @@ static int compact_partition(struct store *s, int64_t partition, bool all, struc
 		struct block_meta meta = { .gen = gen, .partition_ms = partition, .level = level + 1,
 					   .wal_lo = g.lo, .wal_hi = g.hi, .sources = gens, .nsources = n };
 		damaged = xcalloc(n, sizeof(bool));
-		/* A closed hour's block keeps no ids in the heads' dictionaries:
-		 * it stays for days, and so would they. */
-		struct sref *out = write_block(s, ms, srcs, n, !closed, partition,
+		/* A closed hour's committed block keeps no ids in the heads'
+		 * dictionaries: it stays for days, and so would they (4 bytes
+		 * a node). A merge of a log's blocks (g.lo) keeps them even
+		 * for a closed hour: those are late rows, flushed from the
+		 * heads, and the block lasts only until its log goes and the
+		 * hour is compacted again (late_data_wait later, or at
+		 * compact_after blocks); without the ids a query folded it
+		 * alone beside the hour's committed block: 3 folds where 2
+		 * were due. */
+		struct sref *out = write_block(s, ms, srcs, n, !closed || g.lo, partition,
 					       partition + STORE_PARTITION_MS,
 					       s->cfg.block_granularity_ms, &meta, damaged, err);
 		if (!out) {

@@ -43,7 +43,9 @@ struct sref {
 	 * that still has those dictionaries (view.c, lineage()). Set before
 	 * the block is listed, or once later (adopt_live_blocks) under
 	 * maint_mu and list_mu; views read them as they were when opened.
-	 * Not evicted with the dictionaries. */
+	 * Not evicted with the dictionaries; dropped (forget_ids, under
+	 * both locks, while no view holds the block) from a closed hour's
+	 * only committed block. */
 	uint64_t lineage;
 	uint32_t *lineage_ids;
 	size_t nlineage_ids, lineage_nnodes;

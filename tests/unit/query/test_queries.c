@@ -497,6 +497,80 @@ static void test_queries_carry_around_other_parts(void **state)
 	carry_around(HEAD_EMPTY);
 }
 
+/* Late data: rows of an hour that closed arrive after it closed. The
+ * closed hour is one committed block (merged at its close: no ids in the
+ * heads' dictionaries); the late rows are flushed from heads into blocks
+ * whose log stays (the head writes into it still), and those blocks are
+ * merged by log range (compact_after 2). That merge keeps the heads' ids
+ * as long as the log is there, so a whole-range query folds the closed
+ * hour's block alone and the log range's block with the head (which
+ * holds the open hour's rows): 2 folds, where a merge without ids made 3
+ * (store_bench's late-data runs). Every round uses the stacks of round 1
+ * or a subset of them, so the distinct stacks of 2 folds are those of
+ * the same rows compacted (the closed hour's block and the open hour's),
+ * and every answer is the same. */
+static void test_queries_carry_late_data(void **state)
+{
+	(void)state;
+	char *dir = make_temp_dir();
+	struct symbols *sym;
+	struct store *s = open_test_store(dir, 2, &sym);
+	struct buf err = { 0 };
+	int64_t hour = now_unix_ms() / 3600000 * 3600000;
+	uint64_t seq = 1;
+	for (uint64_t k = 0; k < 2; k++, seq += 2) { /* the closed hour (2023), on time */
+		append_round_seq(s, T0, k, seq);
+		assert_int_equal(store_flush(s, &err), 0);
+	}
+	assert_int_equal(store_compact(s, true, &err), 0);
+	struct store_stats st;
+	store_get_stats(s, &st);
+	assert_int_equal(st.blocks, 1);
+	/* Its late rows, ten minutes on: two heads sealed into the same log
+	 * and written, their blocks not committed (the log stays, the head
+	 * writes into it), then merged by their log range. */
+	for (uint64_t k = 0; k < 2; k++, seq += 2) {
+		append_round_seq(s, T0 + 600000, 1, seq);
+		assert_int_equal(store_seal(s, false, &err), 0);
+		assert_int_equal(store_write_sealed(s, &err), 0);
+	}
+	store_get_stats(s, &st);
+	assert_int_equal(st.blocks, 3);
+	assert_int_equal(st.unflushed_rows, 0);
+	assert_int_equal(store_compact(s, false, &err), 0);
+	store_get_stats(s, &st);
+	assert_int_equal(st.blocks, 2); /* the committed block and the log range's */
+	append_round_seq(s, hour, 1, seq); /* the open hour, in the head */
+	store_get_stats(s, &st);
+	assert_true(st.head_rows > 0);
+	size_t nparts;
+	size_t folds = carry_folds(s, 1, 4102444800000LL, &nparts);
+	assert_int_equal(nparts, 3);
+	if (folds != 2)
+		print_message("late data: %zu folds of %zu parts\n", folds, nparts);
+	assert_int_equal(folds, 2);
+	const char *bodies[] = {
+		"{\"filter\":{" WHOLE "}}",
+		"{\"filter\":{" WHOLE "," MAIN_THREAD "}}",
+		"{\"filter\":{" WHOLE "},\"search\":\"hot_\"}",
+	};
+	enum { NB = ARRAY_SIZE(bodies), NQ = NB + 2 };
+	char *live[NQ], *blk[NQ];
+	json_int_t distinct[2], parts[2];
+	query_answers(s, sym, bodies, NB, 0, live, &distinct[0], &parts[0]);
+	assert_int_equal(parts[0], 3);
+	assert_int_equal(store_flush(s, &err), 0);
+	assert_int_equal(store_compact(s, true, &err), 0);
+	store_get_stats(s, &st);
+	assert_int_equal(st.unflushed_rows, 0);
+	assert_int_equal(st.blocks, 2); /* one per hour */
+	query_answers(s, sym, bodies, NB, 0, blk, &distinct[1], &parts[1]);
+	assert_int_equal(distinct[0], distinct[1]);
+	assert_same_answers(live, blk, NQ);
+	buf_free(&err);
+	close_store_dir(dir, s, sym);
+}
+
 static void test_offcpu_queries(void **state)
 {
 	struct world *w = *state;
@@ -618,6 +692,7 @@ int main(void)
 		cmocka_unit_test(test_queries_fold_heads_once),
 		cmocka_unit_test(test_queries_carry_blocks),
 		cmocka_unit_test(test_queries_carry_around_other_parts),
+		cmocka_unit_test(test_queries_carry_late_data),
 		cmocka_unit_test_setup_teardown(test_offcpu_queries, world_setup, world_teardown),
 		cmocka_unit_test_setup_teardown(test_functions_tie_order, world_setup, world_teardown),
 	};

@@ -444,6 +444,69 @@ static void test_store_compacts_a_logs_blocks(void **state)
 	rm_temp_dir(dir);
 }
 
+/* The ids in the heads' dictionaries that a merge of a log's blocks keeps
+ * for a closed hour (its late rows fold with the heads while the log
+ * stays) are forgotten once that block is the hour's only committed one
+ * and the hour has settled: no merge would drop them, and the block stays
+ * for days. Not while a view holds the block: it reads them as they were
+ * when it was opened. */
+static void test_store_forgets_a_closed_hours_ids(void **state)
+{
+	(void)state;
+	char *dir = make_temp_dir();
+	struct store_config cfg;
+	config_seal_each_batch(&cfg);
+	cfg.background = false; /* seals, flushes and merges as the test asks */
+	cfg.head_max_rows = 1000;
+	cfg.compact_after = 2;
+	cfg.late_data_wait_ms = 0;
+	struct store *s;
+	struct store_stats st;
+	struct buf err = { 0 }, z = { 0 };
+	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
+	/* Every row of the hour (2023: closed) comes late, from two heads
+	 * sealed into one log, whose blocks are merged by its range. */
+	for (uint64_t k = 0; k < 2; k++) {
+		buf_reset(&z);
+		make_batch(sample_specs, 5 - k, k + 1, T0 + (int64_t)k * 5000, &z);
+		append(s, &z);
+		assert_int_equal(store_seal(s, false, &err), 0);
+		assert_int_equal(store_write_sealed(s, &err), 0);
+	}
+	assert_int_equal(store_compact(s, false, &err), 0);
+	store_get_stats(s, &st);
+	assert_int_equal(st.blocks, 1);
+	assert_int_equal(st.compactions, 1);
+	assert_int_equal(store_flush(s, &err), 0); /* the log goes: committed */
+	store_get_stats(s, &st);
+	uint64_t with_ids = st.memory_bytes;
+	struct store_view *v = store_view_open(s, 0, INT64_MAX / 2);
+	assert_int_equal(store_view_count(v), 2); /* the block and the head */
+	assert_int_equal(store_compact(s, false, &err), 0);
+	store_get_stats(s, &st);
+	assert_int_equal(st.memory_bytes, with_ids); /* a view holds the block */
+	store_view_carry(v); /* reads the block's ids as the view found them */
+	for (size_t i = 0; i < 2; i++) {
+		const struct store_segment *g = store_view_begin(v, i);
+		assert_non_null(g);
+		uint64_t sum = 0;
+		for (uint32_t j = 0; g->stack_map && j < g->stack_nown; j++)
+			sum += g->stack_map[j];
+		assert_true(sum < UINT64_MAX);
+		store_view_end(v, i);
+	}
+	store_view_close(v);
+	assert_int_equal(store_compact(s, false, &err), 0);
+	store_get_stats(s, &st);
+	assert_int_equal(st.compactions, 1); /* nothing merged: the ids went */
+	assert_true(st.memory_bytes < with_ids);
+	assert_int_equal(total(s), 100 + 99);
+	store_close(s);
+	buf_free(&z);
+	buf_free(&err);
+	rm_temp_dir(dir);
+}
+
 static void test_store_torn_and_corrupt(void **state)
 {
 	(void)state;
@@ -899,6 +962,7 @@ int main(void)
 		cmocka_unit_test(test_store_flush_of_several_logs),
 		cmocka_unit_test(test_store_shared_log),
 		cmocka_unit_test(test_store_compacts_a_logs_blocks),
+		cmocka_unit_test(test_store_forgets_a_closed_hours_ids),
 		cmocka_unit_test(test_store_blocks),
 		cmocka_unit_test(test_head_writer),
 		cmocka_unit_test(test_part_hosts_and_agents),
