@@ -34,6 +34,8 @@ static void fail_commit(struct store *s, struct commit *q)
 
 int store_append_entry(struct store *s, const struct store_entry *e, struct buf *err)
 {
+	if (s->backend.write)
+		return s->backend.write->append(s, e, err);
 	size_t plen = strlen(e->project);
 	if (plen == 0 || plen > 255) {
 		buf_puts(err, "invalid project id");

@@ -40,8 +40,8 @@ def test_migrate_two_shards_idempotent(clickhouse_cluster, tmp_path):
             "--clickhouse-user", "ember", "--clickhouse-password-file", str(pw)]
     r = migrate(*args)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.count("schema 0 -> 1") == 2, r.stdout
-    names = {"samples", "stacks", "frames", "strings", "label_sets", "batches"}
+    assert r.stdout.count("schema 0 -> 2") == 2, r.stdout
+    names = {"samples", "stacks", "frames", "strings", "label_sets", "batches", "hosts"}
     before = []
     for s in (a, b):
         t = tables(s, "ember")
@@ -61,7 +61,7 @@ def test_migrate_two_shards_idempotent(clickhouse_cluster, tmp_path):
     assert r.stdout.count("nothing to do") == 2, r.stdout
     for s, t in zip((a, b), before):
         assert tables(s, "ember") == t
-        assert s.query("SELECT count(), max(version) FROM ember.schema_version").strip() == "1\t1"
+        assert s.query("SELECT count(), max(version) FROM ember.schema_version").strip() == "1\t2"
     # a Distributed table reaches both shards
     a.query("INSERT INTO ember.strings_local VALUES (1, 'a')")
     b.query("INSERT INTO ember.strings_local VALUES (2, 'b')")
@@ -113,7 +113,7 @@ def test_every_statement_runs_on_current_clickhouse(tmp_path):
             if stmt.startswith("CREATE") and "ENGINE = Distributed" not in stmt:
                 s.query(stmt, "CSV")
         assert str(s.query("SELECT count() FROM system.tables WHERE database = 'plain'",
-                           "CSV")).strip() == "7"
+                           "CSV")).strip() == "8"
         # ch_schema_ttl's text (its bytes checked in test_clickhouse_rowbinary.c)
         s.query("ALTER TABLE sharded.samples_local MODIFY TTL ts + INTERVAL 14 DAY", "CSV")
     finally:

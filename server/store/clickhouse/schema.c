@@ -7,32 +7,38 @@
 #include <time.h>
 
 struct table {
+	int since; /* the schema version that added it */
 	const char *name;
 	const char *columns;
 	const char *engine;   /* everything after ENGINE = */
 	const char *shard_by; /* the Distributed sharding key */
 };
 
-/* Version 1. A later version appends its own statements (ALTER TABLE ...
- * ADD COLUMN IF NOT EXISTS, new tables) to ch_schema_statements. */
+/* Each table with the version that added it: a migrate from version N
+ * creates the tables added after N (a later version's ALTER TABLE ...
+ * ADD COLUMN statements would go beside them, in 18.16's dialect). */
 static const struct table tables[] = {
-	{ "samples",
+	{ 1, "samples",
 	  "project String, kind String, ts DateTime, stack UInt64, labels UInt64, hz UInt32, "
 	  "value UInt64, batch UInt64",
 	  "MergeTree() PARTITION BY toDate(ts) ORDER BY (project, kind, ts, stack, labels) "
 	  "SETTINGS index_granularity = 8192",
 	  "batch" },
-	{ "stacks", "hash UInt64, frames Array(UInt64)", "ReplacingMergeTree() ORDER BY hash", "hash" },
-	{ "frames",
+	{ 1, "stacks", "hash UInt64, frames Array(UInt64)", "ReplacingMergeTree() ORDER BY hash", "hash" },
+	{ 1, "frames",
 	  "hash UInt64, type UInt8, address UInt64, function UInt64, binary UInt64, build_id UInt64",
 	  "ReplacingMergeTree() ORDER BY hash", "hash" },
-	{ "strings", "hash UInt64, value String", "ReplacingMergeTree() ORDER BY hash", "hash" },
-	{ "label_sets", "hash UInt64, keys Array(String), values Array(String)",
+	{ 1, "strings", "hash UInt64, value String", "ReplacingMergeTree() ORDER BY hash", "hash" },
+	{ 1, "label_sets", "hash UInt64, keys Array(String), values Array(String)",
 	  "ReplacingMergeTree() ORDER BY hash", "hash" },
-	{ "batches",
+	{ 1, "batches",
 	  "batch UInt64, project String, agent String, sequence UInt64, rows UInt64, "
 	  "ts_min DateTime, ts_max DateTime, inserted DateTime",
 	  "ReplacingMergeTree() PARTITION BY toYYYYMM(inserted) ORDER BY batch", "batch" },
+	/* Version 2: each host's logical CPUs (absolute CPU mode), the most
+	 * seen kept when parts merge. */
+	{ 2, "hosts", "name String, cpus UInt32, seen DateTime",
+	  "ReplacingMergeTree(cpus) ORDER BY name", "cityHash64(name)" },
 };
 
 static bool clustered(const struct ch_schema *s)
@@ -57,12 +63,16 @@ int ch_schema_statements(const struct ch_schema *s, int from, struct buf *out)
 	}
 	const size_t nt = sizeof(tables) / sizeof(tables[0]);
 	for (size_t i = 0; i < nt; i++) {
+		if (tables[i].since <= from)
+			continue;
 		buf_printf(out, "CREATE TABLE IF NOT EXISTS %s.%s%s (%s) ENGINE = %s", s->database,
 			   tables[i].name, clustered(s) ? "_local" : "", tables[i].columns, tables[i].engine);
 		stmt_end(out, &n);
 	}
 	if (clustered(s)) {
 		for (size_t i = 0; i < nt; i++) {
+			if (tables[i].since <= from)
+				continue;
 			buf_printf(out,
 				   "CREATE TABLE IF NOT EXISTS %s.%s AS %s.%s_local "
 				   "ENGINE = Distributed(%s, %s, %s_local, %s)",

@@ -13,6 +13,7 @@
  *                                                              ReplacingMergeTree by hash
  *   batches     (batch, project, agent, sequence, rows, ts_min, ts_max, inserted)
  *                                                              ReplacingMergeTree by batch
+ *   hosts       (name, cpus, seen) (version 2)  ReplacingMergeTree(cpus) by name
  *   schema_version (version, applied)                          TinyLog, per server
  * With a cluster (--clickhouse-cluster NAME), each of these (but
  * schema_version) is created as NAME_local on every server of
@@ -37,7 +38,7 @@
 #include "chttp.h"
 
 /* The version this build's schema is at. */
-#define CH_SCHEMA_VERSION 1
+#define CH_SCHEMA_VERSION 2
 
 enum ch_table_kind { CH_TABLE_PLAIN, CH_TABLE_LOCAL, CH_TABLE_DISTRIBUTED };
 

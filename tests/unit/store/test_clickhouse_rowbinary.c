@@ -169,10 +169,15 @@ static void test_schema_statements(void **state)
 	(void)state;
 	struct ch_schema plain = { .database = "ember" }, sharded = { .database = "ember", .cluster = "c" };
 	struct buf b = { 0 };
-	assert_int_equal(ch_schema_statements(&plain, 0, &b), 1 + 6);
+	assert_int_equal(ch_schema_statements(&plain, 0, &b), 1 + 7);
 	assert_non_null(strstr(b.data + strlen(b.data) + 1, "ember.samples ("));
 	buf_reset(&b);
-	assert_int_equal(ch_schema_statements(&sharded, 0, &b), 1 + 12);
+	assert_int_equal(ch_schema_statements(&sharded, 0, &b), 1 + 14);
+	buf_reset(&b);
+	/* from version 1: the hosts table alone (local, then Distributed) */
+	assert_int_equal(ch_schema_statements(&sharded, 1, &b), 2);
+	assert_string_equal(b.data, "CREATE TABLE IF NOT EXISTS ember.hosts_local (name String, "
+				    "cpus UInt32, seen DateTime) ENGINE = ReplacingMergeTree(cpus) ORDER BY name");
 	buf_reset(&b);
 	assert_int_equal(ch_schema_statements(&sharded, CH_SCHEMA_VERSION, &b), 0);
 	assert_int_equal(ch_schema_drop_partition(&sharded, "2026-12-06", &b), 0);

