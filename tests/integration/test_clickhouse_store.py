@@ -17,8 +17,14 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
 from ember_batch import Batch, send_batch  # noqa: E402
-from harness import BIN, DEFAULT_PROJECT, Server, http  # noqa: E402
+from harness import BIN, ROOT, Server, http  # noqa: E402
 from harness import api_post as post  # noqa: E402
+
+sys.path.insert(0, os.path.join(ROOT, "build", "pydeps"))
+from opentelemetry.proto.collector.profiles.v1development import profiles_service_pb2 as svc  # noqa: E402,I100
+from opentelemetry.proto.common.v1 import common_pb2  # noqa: E402
+from opentelemetry.proto.profiles.v1development import profiles_pb2 as pb  # noqa: E402
+from otlp_build import cpu_profile, dictionary  # noqa: E402
 
 HOUR = 3600000
 T0 = (int(time.time() * 1000) // HOUR - 2) * HOUR
@@ -37,7 +43,8 @@ HOSTS = {
                                "weird": "it's \\ \"quoted\"\nnewline"},
                 stacks=[(["main", "work", "compute"], 50), (["main", "rec", "rec", "rec"], 10)]),
 }
-TOTAL = BATCHES * sum(v for h in HOSTS.values() for _, v in h["stacks"])
+FILE_FRAME = 15  # ch2 also sends an unnamed frame in a file (by file id), as the agent does
+TOTAL = BATCHES * (sum(v for h in HOSTS.values() for _, v in h["stacks"]) + FILE_FRAME)
 
 
 def migrate(*args):
@@ -53,8 +60,54 @@ def batch(host, i, agent_prefix="agent-"):
     attrs = dict(spec["attrs"], **{"host.name": host})
     for frames, value in spec["stacks"]:
         b.add(frames, attrs, value=value)
+    if host == "ch2":
+        b.add(["main", b.file_frame("00112233445566778899aabbccddeeff", "libfoo.so", 0x1234)],
+              attrs, value=FILE_FRAME)
     start = T0 + i * 10000
     return b.encode(sequence=i + 1, start_ms=start, end_ms=start + 10000)
+
+
+def otlp_request():
+    """An OTLP request without an agent instance: a native frame in a
+    mapped file (name, build id, an address to symbolize), a Python frame,
+    inlined functions."""
+    d, s = dictionary(pb)
+
+    def fn(name, filename="app.py"):
+        d.function_table.add(name_strindex=s(name), filename_strindex=s(filename))
+        return len(d.function_table) - 1
+
+    def loc(*fns, mapping=0, address=0, kind=None):
+        lo = d.location_table.add(mapping_index=mapping, address=address)
+        for f in fns:
+            lo.lines.add(function_index=f, line=7)
+        lo.attribute_indices.append(1)
+        if kind:
+            a = d.attribute_table.add(key_strindex=s("profile.frame.type"))
+            a.value.string_value = kind
+            lo.attribute_indices[0] = len(d.attribute_table) - 1
+        return len(d.location_table) - 1
+
+    d.mapping_table.add(memory_start=0x400000, memory_limit=0x500000, file_offset=0x1000,
+                        filename_strindex=s("/usr/lib/libz.so.1"))
+    bid = d.attribute_table.add(key_strindex=s("process.executable.build_id.gnu"))
+    bid.value.string_value = "0123456789abcdef0123"
+    d.mapping_table[1].attribute_indices.append(len(d.attribute_table) - 1)
+    main = loc(fn("main"))
+    inl = loc(fn("helper_inlined"), fn("work"))
+    py = loc(fn("handler", "server.py"), kind="cpython")
+    raw = loc(mapping=1, address=0x401234)
+    prof = cpu_profile(pb, s, 1_000_000_000 // 20, (T0 + 20000) * 1_000_000)
+    for stack, n in (([inl, main], 70), ([py, main], 9), ([raw, main], 5)):
+        d.stack_table.add(location_indices=stack)
+        prof.samples.add(stack_index=len(d.stack_table) - 1, values=[n])
+    req = svc.ExportProfilesServiceRequest()
+    req.dictionary.CopyFrom(d)
+    rp = req.resource_profiles.add()
+    for k, v in (("host.name", "otlp-host"), ("process.executable.name", "otlp_app")):
+        rp.resource.attributes.add(key=k, value=common_pb2.AnyValue(string_value=v))
+    rp.scope_profiles.add().profiles.append(prof)
+    return req.SerializeToString()
 
 
 @pytest.fixture(scope="module")
@@ -70,10 +123,14 @@ def servers(clickhouse_cluster, tmp_path_factory):
                  "--clickhouse-url", f"{a.url},{b.url}", "--clickhouse-database", "fleet",
                  "--clickhouse-cluster", "ember_test")
     started = [s.start() for s in (emb, one, two)]
+    otlp = otlp_request()
     for s in started:
         for host in HOSTS:
             for i in range(BATCHES):
                 assert send_batch(s.url, batch(host, i))["stored"]
+        status, body = http("POST", s.url + "/v1development/profiles", otlp,
+                            {"Content-Type": "application/x-protobuf"})
+        assert status == 200, body
     yield {"embedded": emb, "clickhouse": one, "two shards": two}
     for s in started:
         s.stop()
@@ -99,6 +156,8 @@ QUERIES = [
     ("flamegraph/json", {"filter": flt('host.name.matches("^ch[23]$")'),
                          "synthetic_frames": ["host"]}),
     ("flamegraph/json", {"filter": flt(start=T0 + 10000, end=T0 + 20000)}),
+    ("flamegraph/json", {"filter": flt('host.name == "otlp-host"'),
+                         "synthetic_frames": ["executable"]}),
     # a form cel_sql refuses (RE2 has no lookahead): not pushed down, filtered in ember
     ("flamegraph/json", {"filter": flt('host.name.matches("ch(?=[12])")')}),
     ("top_functions", {"filter": flt(), "sort": "total", "limit": 50}),
@@ -112,6 +171,8 @@ QUERIES = [
     ("top_entities", {"filter": flt(), "entity": "host", "cpu_mode": "absolute"}),
     ("top_entities", {"filter": flt(), "entity": "pod"}),
     ("top_entities", {"filter": flt(), "entity": "shared_object"}),
+    ("top_functions", {"filter": flt('host.name == "otlp-host"'), "sort": "total"}),
+    ("events", {"filter": flt('host.name == "otlp-host"'), "limit": 20}),
     ("labels", {"filter": flt()}),
     ("sandwich", {"filter": flt(), "function": "serve"}),
     ("diff", {"baseline": flt('host.name == "ch1"'), "comparison": flt('host.name == "ch2"')}),
@@ -131,10 +192,18 @@ def test_same_answers(servers, what, body):
 
 def test_the_answers_hold_the_data(servers):
     # Not equal by being empty: the totals are the batches'.
-    status, ans = post(servers["clickhouse"], "top_functions", {"filter": flt(), "sort": "total"})
+    status, ans = post(servers["clickhouse"], "top_functions",
+                       {"filter": flt("!(host.name == 'otlp-host')"), "sort": "total"})
     assert status == 200 and ans["total"] == TOTAL
+    tree = servers["clickhouse"].flamegraph(start_ms=T0, end_ms=T0 + HOUR,
+                                            query='host.name == "otlp-host"')
+    assert tree["total"] == 84
+    names = json.dumps(tree)
+    assert "libz.so.1" in names and "helper_inlined" in names and "handler" in names
     tree = servers["two shards"].flamegraph(start_ms=T0, end_ms=T0 + HOUR, query='host.name == "ch3"')
     assert tree["total"] == BATCHES * 60
+    tree = servers["two shards"].flamegraph(start_ms=T0, end_ms=T0 + HOUR, query='host.name == "ch2"')
+    assert "libfoo.so" in json.dumps(tree)
 
 
 def test_the_filter_is_pushed_down(servers):
@@ -154,7 +223,9 @@ def test_retried_batch_counts_once(servers, clickhouse_cluster):
     s = servers["two shards"]
     ans = send_batch(s.url, batch("ch1", 0))
     assert ans.get("duplicate") or ans.get("stored"), ans
-    assert a.query("SELECT sum(value) FROM fleet.samples").strip() == str(TOTAL)
+    assert a.query("SELECT sum(value) FROM fleet.samples WHERE labels GLOBAL IN (SELECT hash "
+                   "FROM fleet.label_sets WHERE has(values, 'ch1'))").strip() == \
+        str(BATCHES * 100)
 
 
 def send_status(url, raw):

@@ -95,7 +95,7 @@ static void conn_put(struct chs *s, struct ch_conn *c, bool pooled)
 struct enc {
 	const struct part *p;
 	struct ch_batch *b;
-	uint64_t *sstr, *frame, *node, *labels;
+	uint64_t *sstr, *frame, *node, *labels, *file;
 };
 
 static uint64_t enc_sstr(struct enc *x, uint32_t id)
@@ -104,6 +104,18 @@ static uint64_t enc_sstr(struct enc *x, uint32_t id)
 		x->sstr[id] = ch_batch_string(x->b, strtab_get(&x->p->sstr, id),
 					      strtab_len(&x->p->sstr, id));
 	return x->sstr[id];
+}
+
+static uint64_t enc_file(struct enc *x, uint32_t i)
+{
+	if (x->file[i])
+		return x->file[i];
+	const struct store_file *f = &x->p->files[i];
+	struct ch_file cf = { .id = f->id.b, .name = strtab_get(&x->p->sstr, f->name),
+			      .name_len = strtab_len(&x->p->sstr, f->name), .build_id = f->build_id,
+			      .build_id_len = MIN(f->build_id_len, sizeof(f->build_id)),
+			      .segs = &f->segs[0][0], .nsegs = MIN(f->nsegs, STORE_FILE_SEGMENTS) };
+	return x->file[i] = ch_batch_file(x->b, &cf);
 }
 
 static uint64_t enc_frame(struct enc *x, uint32_t id)
@@ -117,6 +129,7 @@ static uint64_t enc_frame(struct enc *x, uint32_t id)
 	if (f->file && f->file <= x->p->nfiles) {
 		const struct store_file *file = &x->p->files[f->file - 1];
 		cf.build_id = ch_batch_string(x->b, (const char *)file->build_id, file->build_id_len);
+		cf.file = enc_file(x, f->file - 1);
 	}
 	return x->frame[id] = ch_batch_frame(x->b, &cf);
 }
@@ -172,6 +185,7 @@ static int encode_part(const struct part *p, struct ch_batch *b, struct buf *err
 	x.frame = xcalloc(p->nframes + 1, sizeof(uint64_t));
 	x.node = xcalloc(p->nnodes + 1, sizeof(uint64_t));
 	x.labels = xcalloc(p->nlabels + 1, sizeof(uint64_t));
+	x.file = xcalloc(p->nfiles + 1, sizeof(uint64_t));
 	uint64_t *path = NULL;
 	size_t cap = 0;
 	int rc = 0;
@@ -206,6 +220,7 @@ static int encode_part(const struct part *p, struct ch_batch *b, struct buf *err
 	free(x.frame);
 	free(x.node);
 	free(x.labels);
+	free(x.file);
 	return rc;
 }
 
@@ -453,6 +468,7 @@ struct chv_frame {
 	uint8_t type;
 	uint64_t address;
 	uint32_t name, binary; /* string ids, 0: none */
+	uint32_t file;         /* an index in files plus one, 0: none */
 };
 
 struct chv {
@@ -479,6 +495,10 @@ struct chv {
 	/* frames and the stack tree */
 	struct chv_frame *frames;
 	size_t nframes, capframes;
+	struct store_file *files; /* name: a string id */
+	uint64_t *file_hash;
+	size_t nfiles, capfiles;
+	struct hmap file_index;
 	uint64_t *frame_hash;
 	struct hmap frame_index;
 	uint32_t *parent, *frame;
@@ -822,11 +842,46 @@ static int load_stacks(struct chv *v, struct buf *ans)
 		str_id[nstr] = strtab_intern(&v->strs, s, len);
 		hmap_insert(&str_index, hash_u64(h), (uint32_t)nstr++);
 	}
+	/* files */
+	if (rc == 0 && !r.bad) {
+		q.len = 0;
+		buf_printf(&q, "SELECT hash, any(id), any(name), any(build_id), any(segs) FROM %s.files "
+			       "WHERE hash GLOBAL IN (SELECT file FROM %s.frames WHERE hash GLOBAL IN (SELECT "
+			       "arrayJoin(frames) FROM %s.stacks WHERE hash GLOBAL IN (%s))) GROUP BY hash "
+			       "FORMAT RowBinary", d, d, d, sub.data);
+		rc = chv_query(v, q.data, ans);
+		r = (struct rb){ (const uint8_t *)ans->data, (const uint8_t *)ans->data + ans->len, false };
+	}
+	while (rc == 0 && rb_more(&r)) {
+		uint64_t h = rb_int(&r, 8);
+		size_t idlen, nlen, blen;
+		const char *id = rb_str(&r, &idlen), *name = rb_str(&r, &nlen);
+		const char *bid = rb_str(&r, &blen);
+		uint64_t nsegs = rb_varint(&r);
+		struct store_file f = { .build_id_len = (uint8_t)MIN(blen, sizeof(f.build_id)) };
+		if (idlen != FILE_ID_LEN || nsegs % 3 || nsegs / 3 > STORE_FILE_SEGMENTS)
+			r.bad = true;
+		for (uint64_t k = 0; k < nsegs && !r.bad; k++)
+			f.segs[k / 3][k % 3] = rb_int(&r, 8);
+		if (r.bad)
+			break;
+		memcpy(f.id.b, id, FILE_ID_LEN);
+		memcpy(f.build_id, bid, f.build_id_len);
+		f.nsegs = (uint8_t)(nsegs / 3);
+		f.name = strtab_intern(&v->strs, name, nlen);
+		size_t cap = v->capfiles;
+		xgrow((void **)&v->files, &v->capfiles, v->nfiles + 1, sizeof(*v->files));
+		if (cap != v->capfiles)
+			v->file_hash = xrealloc(v->file_hash, v->capfiles * sizeof(uint64_t));
+		v->files[v->nfiles] = f;
+		v->file_hash[v->nfiles] = h;
+		hmap_insert(&v->file_index, hash_u64(h), (uint32_t)v->nfiles++);
+	}
 	/* frames */
 	if (rc == 0 && !r.bad) {
 		q.len = 0;
-		buf_printf(&q, "SELECT hash, any(type), any(address), any(function), any(binary) FROM "
-			       "%s.frames WHERE hash GLOBAL IN (SELECT arrayJoin(frames) FROM %s.stacks "
+		buf_printf(&q, "SELECT hash, any(type), any(address), any(function), any(binary), any(file) "
+			       "FROM %s.frames WHERE hash GLOBAL IN (SELECT arrayJoin(frames) FROM %s.stacks "
 			       "WHERE hash GLOBAL IN (%s)) GROUP BY hash FORMAT RowBinary", d, d, sub.data);
 		rc = chv_query(v, q.data, ans);
 		r = (struct rb){ (const uint8_t *)ans->data, (const uint8_t *)ans->data + ans->len, false };
@@ -835,8 +890,10 @@ static int load_stacks(struct chv *v, struct buf *ans)
 		uint64_t h = rb_int(&r, 8);
 		uint8_t type = (uint8_t)rb_int(&r, 1);
 		uint64_t addr = rb_int(&r, 8), fn = rb_int(&r, 8), bin = rb_int(&r, 8);
+		uint64_t file = rb_int(&r, 8);
 		if (r.bad)
 			break;
+		uint32_t fl = file ? find_u64(&v->file_index, v->file_hash, file) : UINT32_MAX;
 		size_t cap = v->capframes;
 		xgrow((void **)&v->frames, &v->capframes, v->nframes + 1, sizeof(*v->frames));
 		if (cap != v->capframes)
@@ -844,7 +901,7 @@ static int load_stacks(struct chv *v, struct buf *ans)
 		uint32_t fi = find_u64(&str_index, str_hash, fn), bi = find_u64(&str_index, str_hash, bin);
 		v->frames[v->nframes] = (struct chv_frame){
 			.type = type, .address = addr, .name = fi == UINT32_MAX ? 0 : str_id[fi],
-			.binary = bi == UINT32_MAX ? 0 : str_id[bi]
+			.binary = bi == UINT32_MAX ? 0 : str_id[bi], .file = fl == UINT32_MAX ? 0 : fl + 1
 		};
 		v->frame_hash[v->nframes] = h;
 		hmap_insert(&v->frame_index, hash_u64(h), (uint32_t)v->nframes++);
@@ -1217,6 +1274,9 @@ static void chv_close(struct store_view *bv)
 	free(v->frames);
 	free(v->frame_hash);
 	hmap_free(&v->frame_index);
+	free(v->files);
+	free(v->file_hash);
+	hmap_free(&v->file_index);
 	free(v->parent);
 	free(v->frame);
 	hmap_free(&v->node_index);
@@ -1263,6 +1323,8 @@ static int chv_frame(const struct store_segment *g, uint32_t frame, struct store
 		.type = f->type, .address = f->address,
 		.name = f->name ? strtab_get(&v->strs, f->name) : NULL,
 		.binary = f->binary ? strtab_get(&v->strs, f->binary) : NULL,
+		.file = f->file ? &v->files[f->file - 1] : NULL,
+		.file_name = f->file ? strtab_get(&v->strs, v->files[f->file - 1].name) : NULL,
 	};
 	return 0;
 }

@@ -1,6 +1,8 @@
 /* rowbinary.c - RowBinary rows and the insert of one batch: see rowbinary.h. */
 #include "rowbinary.h"
 
+#include "fileid.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,8 +64,36 @@ uint64_t ch_string_hash(const char *s, size_t n)
 
 uint64_t ch_frame_hash(const struct ch_frame *f)
 {
-	uint64_t v[5] = { f->type, f->address, f->function, f->binary, f->build_id };
-	return XXH3_64bits_withSeed(v, sizeof(v), CH_SEED_FRAME);
+	uint64_t v[6] = { f->type, f->address, f->function, f->binary, f->build_id, f->file };
+	return XXH3_64bits_withSeed(v, (f->file ? 6 : 5) * sizeof(uint64_t), CH_SEED_FRAME);
+}
+
+uint64_t ch_file_hash(const struct ch_file *f)
+{
+	XXH3_state_t st;
+	XXH3_64bits_reset_withSeed(&st, CH_SEED_FILE);
+	uint64_t n[3] = { f->name_len, f->build_id_len, f->nsegs };
+	XXH3_64bits_update(&st, n, sizeof(n));
+	XXH3_64bits_update(&st, f->id, FILE_ID_LEN);
+	XXH3_64bits_update(&st, f->name, f->name_len);
+	XXH3_64bits_update(&st, f->build_id, f->build_id_len);
+	XXH3_64bits_update(&st, f->segs, 3 * f->nsegs * sizeof(uint64_t));
+	uint64_t h = XXH3_64bits_digest(&st);
+	return h ? h : 1; /* 0 means none */
+}
+
+uint64_t ch_batch_file(struct ch_batch *b, const struct ch_file *f)
+{
+	uint64_t h = ch_file_hash(f);
+	ch_rb_u64(&b->files, h);
+	ch_rb_string(&b->files, (const char *)f->id, FILE_ID_LEN);
+	ch_rb_string(&b->files, f->name, f->name_len);
+	ch_rb_string(&b->files, (const char *)f->build_id, f->build_id_len);
+	ch_rb_varint(&b->files, 3 * f->nsegs);
+	for (size_t i = 0; i < 3 * f->nsegs; i++)
+		ch_rb_u64(&b->files, f->segs[i]);
+	b->n_files++;
+	return h;
 }
 
 uint64_t ch_stack_hash(const uint64_t *frames, size_t n)
@@ -119,6 +149,7 @@ void ch_batch_free(struct ch_batch *b)
 	buf_free(&b->frames);
 	buf_free(&b->strings);
 	buf_free(&b->label_sets);
+	buf_free(&b->files);
 }
 
 int ch_batch_sample(struct ch_batch *b, const struct ch_sample *s)
@@ -155,6 +186,7 @@ uint64_t ch_batch_frame(struct ch_batch *b, const struct ch_frame *f)
 	ch_rb_u64(&b->frames, f->function);
 	ch_rb_u64(&b->frames, f->binary);
 	ch_rb_u64(&b->frames, f->build_id);
+	ch_rb_u64(&b->frames, f->file);
 	b->n_frames++;
 	return h;
 }
@@ -283,7 +315,9 @@ enum ch_rc ch_insert_batch(struct ch_conn *c, struct ch_batch *b, enum ch_insert
 	}
 	/* Dictionaries before the samples that name them. */
 	if ((rc = insert(c, "strings", "hash, value", &b->strings, err)) != CH_OK ||
-	    (rc = insert(c, "frames", "hash, type, address, function, binary, build_id", &b->frames, err)) != CH_OK ||
+	    (rc = insert(c, "files", "hash, id, name, build_id, segs", &b->files, err)) != CH_OK ||
+	    (rc = insert(c, "frames", "hash, type, address, function, binary, build_id, file", &b->frames,
+			 err)) != CH_OK ||
 	    (rc = insert(c, "stacks", "hash, frames", &b->stacks, err)) != CH_OK ||
 	    (rc = insert(c, "label_sets", "hash, keys, values", &b->label_sets, err)) != CH_OK ||
 	    (rc = insert(c, "samples", "project, kind, ts, stack, labels, hz, value, batch", &b->samples,

@@ -26,7 +26,8 @@ static const struct table tables[] = {
 	  "batch" },
 	{ 1, "stacks", "hash UInt64, frames Array(UInt64)", "ReplacingMergeTree() ORDER BY hash", "hash" },
 	{ 1, "frames",
-	  "hash UInt64, type UInt8, address UInt64, function UInt64, binary UInt64, build_id UInt64",
+	  "hash UInt64, type UInt8, address UInt64, function UInt64, binary UInt64, build_id UInt64, "
+	  "file UInt64",
 	  "ReplacingMergeTree() ORDER BY hash", "hash" },
 	{ 1, "strings", "hash UInt64, value String", "ReplacingMergeTree() ORDER BY hash", "hash" },
 	{ 1, "label_sets", "hash UInt64, keys Array(String), values Array(String)",
@@ -39,6 +40,22 @@ static const struct table tables[] = {
 	 * seen kept when parts merge. */
 	{ 2, "hosts", "name String, cpus UInt32, seen DateTime",
 	  "ReplacingMergeTree(cpus) ORDER BY name", "cityHash64(name)" },
+	/* Version 2: executables and libraries (file id, name, build id,
+	 * executable segments as offset/vaddr/size triples), which frames name
+	 * by hash (frames.file, below), as the embedded store's frames do. */
+	{ 2, "files", "hash UInt64, id String, name String, build_id String, segs Array(UInt64)",
+	  "ReplacingMergeTree() ORDER BY hash", "hash" },
+};
+
+/* Columns added to a table that existed before: a migrate from a version
+ * below `since` (that already has the table) adds them. 18.16 has no ADD
+ * COLUMN IF NOT EXISTS: the version row, written after the statements,
+ * is what keeps them from running twice. */
+static const struct column_add {
+	int since;
+	const char *table, *column;
+} column_adds[] = {
+	{ 2, "frames", "file UInt64" },
 };
 
 static bool clustered(const struct ch_schema *s)
@@ -68,6 +85,19 @@ int ch_schema_statements(const struct ch_schema *s, int from, struct buf *out)
 		buf_printf(out, "CREATE TABLE IF NOT EXISTS %s.%s%s (%s) ENGINE = %s", s->database,
 			   tables[i].name, clustered(s) ? "_local" : "", tables[i].columns, tables[i].engine);
 		stmt_end(out, &n);
+	}
+	/* columns of tables the server has (from >= 1) */
+	for (size_t i = 0; from >= 1 && i < sizeof(column_adds) / sizeof(column_adds[0]); i++) {
+		if (column_adds[i].since <= from)
+			continue;
+		buf_printf(out, "ALTER TABLE %s.%s%s ADD COLUMN %s", s->database, column_adds[i].table,
+			   clustered(s) ? "_local" : "", column_adds[i].column);
+		stmt_end(out, &n);
+		if (clustered(s)) {
+			buf_printf(out, "ALTER TABLE %s.%s ADD COLUMN %s", s->database,
+				   column_adds[i].table, column_adds[i].column);
+			stmt_end(out, &n);
+		}
 	}
 	if (clustered(s)) {
 		for (size_t i = 0; i < nt; i++) {
