@@ -283,3 +283,46 @@ def test_a_shard_stopped_mid_ingest(clickhouse_cluster, tmp_path):
         s.stop()
         if b.proc is None:
             b.start()
+
+
+def test_a_real_agent_into_clickhouse(clickhouse_cluster, agent_factory, tmp_path):
+    """ember-agent's session batches (the protocol it speaks: definitions
+    once per session) into a --store clickhouse server on two shards: the
+    cpu_split workload's call chain arrives whole and symbolized (the
+    server names native frames from the files' symbols the agent uploads,
+    which needs each frame's file stored in ClickHouse)."""
+    from conftest import require_root
+    from harness import find, run_workload, subtree_total, wait_until
+    require_root()
+    a, b = clickhouse_cluster.servers
+    if b.proc is None:
+        b.start()
+    migrate("--clickhouse-url", f"{a.url},{b.url}", "--clickhouse-database", "agent",
+            "--clickhouse-cluster", "ember_test")
+    s = Server(tmp_path / "srv", None, "--store", "clickhouse", "--clickhouse-url",
+               f"{a.url},{b.url}", "--clickhouse-database", "agent",
+               "--clickhouse-cluster", "ember_test").start()
+    try:
+        agent_factory(s.url, "-on-cpu-sampling-rate=97").start()
+        run_workload("cpu_split", 6)
+
+        def main():
+            tree = s.flamegraph(query='process.executable.name == "cpu_split"')
+            return find(tree["root"], "main", binary="cpu_split")
+
+        def settled():
+            m = main()
+            settled.history.append(m["total"] if m else 0)
+            return settled.history[-1] > 0 and settled.history[-3:] == [settled.history[-1]] * 3
+        settled.history = []
+        wait_until(settled, 40, interval=1.0, what="the workload's samples in ClickHouse")
+        m = main()
+        assert m["total"] > 300, m["total"]
+        chain = m
+        for name in ("run_workload", "run_cycle", "run_slot"):
+            chain = next((c for c in chain["children"] if c["name"] == name), None)
+            assert chain is not None, f"{name} missing from the call chain"
+            assert chain["frame_type"] == "native" and chain["binary"] == "cpu_split"
+        assert subtree_total(m, "hot_a") > 0 and subtree_total(m, "hot_b") > 0
+    finally:
+        s.stop()
