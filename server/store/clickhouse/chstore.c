@@ -18,6 +18,20 @@
 
 #define CH_READ_MAX_RESPONSE (512u << 20) /* a view's answers: bounded, large */
 
+/* Content hashes of dictionary rows (strings, files, frames, stacks,
+ * label sets) ClickHouse acknowledged: a batch leaves them out, as the
+ * wire protocol sends each stack once. A cache, not a record: cleared
+ * when it holds SENT_MAX, after which rows are sent again (harmless:
+ * ReplacingMergeTree folds them). The seeds per table keep the hashes of
+ * two tables apart. */
+#define SENT_MAX (1u << 20)
+struct sent {
+	pthread_mutex_t mu;
+	struct hmap index;
+	uint64_t *h;
+	size_t n, cap;
+};
+
 struct chs {
 	struct store_backend backend; /* first: a struct store's handle begins so */
 	struct ch_conn_opts copts;    /* strings below are owned */
@@ -34,6 +48,7 @@ struct chs {
 	/* Hosts whose CPU count was sent (by name, the count beside), so a
 	 * batch sends a host only when it is new or has more CPUs; cleared
 	 * when it grows past HOSTS_SENT_MAX. Under hosts_mu. */
+	struct sent sent;
 	pthread_mutex_t hosts_mu;
 	struct strtab hosts_sent;
 	uint32_t *hosts_cpus;
@@ -41,6 +56,7 @@ struct chs {
 };
 
 #define HOSTS_SENT_MAX 100000
+
 
 static const char *const kind_names[] = { "on_cpu", "off_cpu", "cuda", "alloc" };
 
@@ -90,20 +106,79 @@ static void conn_put(struct chs *s, struct ch_conn *c, bool pooled)
 
 /* --- writing -------------------------------------------------------------------- */
 
+struct sent_key {
+	const struct sent *s;
+	uint64_t h;
+};
+
+static bool eq_sent(const void *ctx, uint32_t idx)
+{
+	const struct sent_key *k = ctx;
+	return k->s->h[idx] == k->h;
+}
+
+static bool sent_has(struct sent *s, uint64_t h)
+{
+	struct sent_key k = { s, h };
+	uint32_t idx;
+	pthread_mutex_lock(&s->mu);
+	bool found = hmap_find(&s->index, hash_u64(h), eq_sent, &k, &idx);
+	pthread_mutex_unlock(&s->mu);
+	return found;
+}
+
+/* Notes hashes as acknowledged. */
+static void sent_add(struct sent *s, const uint64_t *h, size_t n)
+{
+	pthread_mutex_lock(&s->mu);
+	if (s->n + n > SENT_MAX) {
+		hmap_clear(&s->index);
+		s->n = 0;
+	}
+	for (size_t i = 0; i < n && s->n < SENT_MAX; i++) {
+		struct sent_key k = { s, h[i] };
+		uint32_t idx;
+		if (hmap_find(&s->index, hash_u64(h[i]), eq_sent, &k, &idx))
+			continue;
+		xgrow((void **)&s->h, &s->cap, s->n + 1, sizeof(uint64_t));
+		s->h[s->n] = h[i];
+		hmap_insert(&s->index, hash_u64(h[i]), (uint32_t)s->n++);
+	}
+	pthread_mutex_unlock(&s->mu);
+}
+
 /* One head's content as a batch: per-id hashes of what was sent (0: not
  * yet), so each string, frame, stack and label set goes once. */
 struct enc {
 	const struct part *p;
 	struct ch_batch *b;
+	struct sent *sent;
+	uint64_t *added; /* hashes of the dictionary rows this batch sends */
+	size_t nadded, capadded;
 	uint64_t *sstr, *frame, *node, *labels, *file;
 };
 
+/* Whether the row of hash h is to be sent: not acknowledged before;
+ * noted as this batch's. */
+static bool enc_new(struct enc *x, uint64_t h)
+{
+	if (sent_has(x->sent, h))
+		return false;
+	xgrow((void **)&x->added, &x->capadded, x->nadded + 1, sizeof(uint64_t));
+	x->added[x->nadded++] = h;
+	return true;
+}
+
 static uint64_t enc_sstr(struct enc *x, uint32_t id)
 {
-	if (!x->sstr[id])
-		x->sstr[id] = ch_batch_string(x->b, strtab_get(&x->p->sstr, id),
-					      strtab_len(&x->p->sstr, id));
-	return x->sstr[id];
+	if (x->sstr[id])
+		return x->sstr[id];
+	const char *s = strtab_get(&x->p->sstr, id);
+	size_t n = strtab_len(&x->p->sstr, id);
+	uint64_t h = ch_string_hash(s, n);
+	if (enc_new(x, h))
+		ch_batch_string(x->b, s, n);
+	return x->sstr[id] = h;
 }
 
 static uint64_t enc_file(struct enc *x, uint32_t i)
@@ -115,7 +190,10 @@ static uint64_t enc_file(struct enc *x, uint32_t i)
 			      .name_len = strtab_len(&x->p->sstr, f->name), .build_id = f->build_id,
 			      .build_id_len = MIN(f->build_id_len, sizeof(f->build_id)),
 			      .segs = &f->segs[0][0], .nsegs = MIN(f->nsegs, STORE_FILE_SEGMENTS) };
-	return x->file[i] = ch_batch_file(x->b, &cf);
+	uint64_t h = ch_file_hash(&cf);
+	if (enc_new(x, h))
+		ch_batch_file(x->b, &cf);
+	return x->file[i] = h;
 }
 
 static uint64_t enc_frame(struct enc *x, uint32_t id)
@@ -128,10 +206,17 @@ static uint64_t enc_frame(struct enc *x, uint32_t id)
 			       .build_id = enc_sstr(x, 0) };
 	if (f->file && f->file <= x->p->nfiles) {
 		const struct store_file *file = &x->p->files[f->file - 1];
-		cf.build_id = ch_batch_string(x->b, (const char *)file->build_id, file->build_id_len);
+		const char *bid = (const char *)file->build_id;
+		size_t blen = MIN(file->build_id_len, sizeof(file->build_id));
+		cf.build_id = ch_string_hash(bid, blen);
+		if (enc_new(x, cf.build_id))
+			ch_batch_string(x->b, bid, blen);
 		cf.file = enc_file(x, f->file - 1);
 	}
-	return x->frame[id] = ch_batch_frame(x->b, &cf);
+	uint64_t h = ch_frame_hash(&cf);
+	if (enc_new(x, h))
+		ch_batch_frame(x->b, &cf);
+	return x->frame[id] = h;
 }
 
 static uint64_t enc_stack(struct enc *x, uint32_t node, uint64_t **path, size_t *cap)
@@ -147,7 +232,10 @@ static uint64_t enc_stack(struct enc *x, uint32_t node, uint64_t **path, size_t 
 	size_t d = depth;
 	for (uint32_t n = node; n; n = x->p->node_parent[n])
 		(*path)[--d] = enc_frame(x, x->p->node_frame[n]);
-	return x->node[node] = ch_batch_stack(x->b, *path, depth);
+	uint64_t h = ch_stack_hash(*path, depth);
+	if (enc_new(x, h))
+		ch_batch_stack(x->b, *path, depth);
+	return x->node[node] = h;
 }
 
 static int cmp_kv_key(const void *a, const void *b, void *ctx)
@@ -170,7 +258,9 @@ static uint64_t enc_labels(struct enc *x, uint32_t id)
 		k[i] = strtab_get(&x->p->lstr, sorted[2 * i]);
 		v[i] = strtab_get(&x->p->lstr, sorted[2 * i + 1]);
 	}
-	x->labels[id] = ch_batch_label_set(x->b, k, v, n);
+	x->labels[id] = ch_labels_hash(k, v, n);
+	if (enc_new(x, x->labels[id]))
+		ch_batch_label_set(x->b, k, v, n);
 	free(k);
 	free(sorted);
 	return x->labels[id];
@@ -178,9 +268,11 @@ static uint64_t enc_labels(struct enc *x, uint32_t id)
 
 /* The head's rows into b; -1 when a row's time does not fit DateTime or
  * the batch is over CH_MAX_BATCH_ROWS. */
-static int encode_part(const struct part *p, struct ch_batch *b, struct buf *err)
+static int encode_part(struct enc *xp, struct buf *err)
 {
-	struct enc x = { .p = p, .b = b };
+	struct enc x = *xp;
+	const struct part *p = x.p;
+	struct ch_batch *b = x.b;
 	x.sstr = xcalloc(strtab_count(&p->sstr) + 1, sizeof(uint64_t));
 	x.frame = xcalloc(p->nframes + 1, sizeof(uint64_t));
 	x.node = xcalloc(p->nnodes + 1, sizeof(uint64_t));
@@ -221,6 +313,8 @@ static int encode_part(const struct part *p, struct ch_batch *b, struct buf *err
 	free(x.node);
 	free(x.labels);
 	free(x.file);
+	xp->added = x.added;
+	xp->nadded = x.nadded;
 	return rc;
 }
 
@@ -344,7 +438,9 @@ static int chs_append(struct store *st, const struct store_entry *e, struct buf 
 	}
 	struct ch_batch b;
 	ch_batch_init(&b, e->project, agent, e->sequence);
-	int rc = encode_part(&p, &b, err) < 0 ? STORE_FAILED : STORE_OK;
+	b.unique = agent == anon;
+	struct enc x = { .p = &p, .b = &b, .sent = &s->sent };
+	int rc = encode_part(&x, err) < 0 ? STORE_FAILED : STORE_OK;
 	uint64_t rows = p.rows, samples = p.samples;
 	if (rc == STORE_OK) {
 		struct ch_conn *c = conn_get(s, 0, err);
@@ -359,6 +455,7 @@ static int chs_append(struct store *st, const struct store_entry *e, struct buf 
 		} else if (res == CH_DUPLICATE) {
 			rc = STORE_DUPLICATE;
 		} else {
+			sent_add(&s->sent, x.added, x.nadded);
 			pthread_mutex_lock(&s->stats_mu);
 			s->stats.batches++;
 			s->stats.rows += rows;
@@ -368,6 +465,7 @@ static int chs_append(struct store *st, const struct store_entry *e, struct buf 
 	}
 	ch_batch_free(&b);
 	part_free(&p);
+	free(x.added);
 	return rc;
 }
 
@@ -389,6 +487,9 @@ static void chs_close(struct store *st)
 	pthread_mutex_destroy(&s->index_mu);
 	pthread_mutex_destroy(&s->stats_mu);
 	pthread_mutex_destroy(&s->hosts_mu);
+	pthread_mutex_destroy(&s->sent.mu);
+	hmap_free(&s->sent.index);
+	free(s->sent.h);
 	strtab_free(&s->hosts_sent);
 	free(s->hosts_cpus);
 	free(s->urls);
@@ -1384,6 +1485,7 @@ int ch_store_open(const struct ch_store_opts *o, const struct store_config *cfg,
 	pthread_mutex_init(&s->index_mu, NULL);
 	pthread_mutex_init(&s->stats_mu, NULL);
 	pthread_mutex_init(&s->hosts_mu, NULL);
+	pthread_mutex_init(&s->sent.mu, NULL);
 	strtab_init(&s->hosts_sent);
 	struct store *st = (struct store *)s;
 	struct ch_conn *c = conn_get(s, 0, err);

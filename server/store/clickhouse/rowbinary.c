@@ -299,15 +299,18 @@ enum ch_rc ch_insert_batch(struct ch_conn *c, struct ch_batch *b, enum ch_insert
 	/* Stored before? The batches row is written last, so a batch whose
 	 * samples landed but whose row did not (the answer lost between the
 	 * two) is found by its samples: they went in one block, whole. */
-	long long n = count_of(c, b, 0, &rc, err);
-	if (rc != CH_OK)
-		return rc;
-	if (n == 0 && b->n_samples) {
-		n = count_of(c, b, 1, &rc, err);
+	long long n = 0;
+	if (!b->unique) {
+		n = count_of(c, b, 0, &rc, err);
 		if (rc != CH_OK)
 			return rc;
-		if (n > 0 && (rc = record(c, b, err)) != CH_OK)
-			return rc;
+		if (n == 0 && b->n_samples) {
+			n = count_of(c, b, 1, &rc, err);
+			if (rc != CH_OK)
+				return rc;
+			if (n > 0 && (rc = record(c, b, err)) != CH_OK)
+				return rc;
+		}
 	}
 	if (n > 0) {
 		*result = CH_DUPLICATE;

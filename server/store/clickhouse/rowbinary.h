@@ -97,6 +97,8 @@ struct ch_batch {
 	uint64_t sequence;
 	uint64_t id;                 /* ch_batch_id(agent, sequence) */
 	uint32_t ts_min, ts_max;
+	int unique;                  /* the id cannot have been stored (a random one):
+				      * ch_insert_batch skips the dedup look-ups */
 	struct buf samples, stacks, frames, strings, label_sets, files;
 	size_t n_samples, n_stacks, n_frames, n_strings, n_label_sets, n_files;
 };
