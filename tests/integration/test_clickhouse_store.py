@@ -54,7 +54,7 @@ def migrate(*args):
     return r
 
 
-def batch(host, i, agent_prefix="agent-"):
+def batch(host, i, agent_prefix="agent-", extra=None):
     spec = HOSTS[host]
     b = Batch(agent_instance=agent_prefix + host, host_cpus=spec["cpus"], sample_rate_hz=HZ)
     attrs = dict(spec["attrs"], **{"host.name": host})
@@ -63,6 +63,8 @@ def batch(host, i, agent_prefix="agent-"):
     if host == "ch2":
         b.add(["main", b.file_frame("00112233445566778899aabbccddeeff", "libfoo.so", 0x1234)],
               attrs, value=FILE_FRAME)
+    if extra:  # a stack no batch before named: new dictionary rows
+        b.add(["main", extra], attrs, value=1)
     start = T0 + i * 10000
     return b.encode(sequence=i + 1, start_ms=start, end_ms=start + 10000)
 
@@ -255,8 +257,11 @@ def test_a_shard_stopped_mid_ingest(clickhouse_cluster, tmp_path):
                f"{a.url},{b.url}", "--clickhouse-database", "fault",
                "--clickhouse-cluster", "ember_test").start()
     try:
-        pending = [batch(h, i, "fault-") for i in range(BATCHES) for h in HOSTS]
-        half = len(pending) // 2
+        half = BATCHES // 2 * len(HOSTS)
+        # the second half (sent while the shard is down) names new stacks
+        pending = [batch(h, i, "fault-", f"late_{h}_{i}" if i >= BATCHES // 2 else None)
+                   for i in range(BATCHES) for h in HOSTS]
+        want = TOTAL + (len(pending) - half)
         for raw in pending[:half]:
             assert send_status(s.url, raw)[0] == 200
         b.stop()
@@ -275,10 +280,21 @@ def test_a_shard_stopped_mid_ingest(clickhouse_cluster, tmp_path):
                     break
                 time.sleep(0.2)
             assert status == 200 and (ans["stored"] or ans["duplicate"]), ans
-        assert a.query("SELECT sum(value) FROM fault.samples").strip() == str(TOTAL)
+        assert a.query("SELECT sum(value) FROM fault.samples").strip() == str(want)
         assert a.query("SELECT count() FROM fault.batches").strip() == str(len(pending))
+        # every dictionary row a sample needs is there: rows a failed batch
+        # did not get acknowledged were sent again with its retry
+        assert a.query("SELECT count() FROM fault.samples WHERE stack GLOBAL NOT IN "
+                       "(SELECT hash FROM fault.stacks)").strip() == "0"
+        assert a.query("SELECT count() FROM fault.samples WHERE labels GLOBAL NOT IN "
+                       "(SELECT hash FROM fault.label_sets)").strip() == "0"
+        assert a.query("SELECT count() FROM (SELECT arrayJoin(frames) AS f FROM fault.stacks) "
+                       "WHERE f GLOBAL NOT IN (SELECT hash FROM fault.frames)").strip() == "0"
+        assert a.query("SELECT count() FROM fault.frames WHERE file != 0 AND file GLOBAL NOT IN "
+                       "(SELECT hash FROM fault.files)").strip() == "0"
         status, ans = post(s, "top_functions", {"filter": flt()})
-        assert status == 200 and ans["total"] == TOTAL
+        assert status == 200 and ans["total"] == want
+        assert any(f["name"] == "late_ch3_3" for f in ans["functions"])
     finally:
         s.stop()
         if b.proc is None:
