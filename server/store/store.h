@@ -270,6 +270,12 @@ enum store_record_type {
  * record type without a registered codec is refused (STORE_FAILED): what
  * is acknowledged must replay. */
 int store_append_entry(struct store *s, const struct store_entry *e, struct buf *err);
+/* What every backend's append checks first: a project id of 1 to 255
+ * bytes, a codec for the record type (codecs: by type, 256 of them), and
+ * with cfg->time_window a time within the retention and at most a day
+ * ahead. STORE_OK, STORE_FAILED or STORE_REFUSED (err says why). */
+int store_entry_admit(const struct store_config *cfg, const struct store_codec *const *codecs,
+		      const struct store_entry *e, struct buf *err);
 
 /* --- codecs: reading the log back ----------------------------------------------
  *

@@ -387,25 +387,9 @@ static void count_stat(struct chs *s, uint64_t *field, uint64_t n)
 static int chs_append(struct store *st, const struct store_entry *e, struct buf *err)
 {
 	struct chs *s = (struct chs *)st;
-	size_t plen = strlen(e->project);
-	if (plen == 0 || plen > 255) {
-		buf_puts(err, "invalid project id");
-		return STORE_FAILED;
-	}
-	if (!s->codecs[e->record_type]) {
-		buf_printf(err, "no codec reads records of type %u (store_config.codecs)",
-			   e->record_type);
-		return STORE_FAILED;
-	}
-	if (s->cfg.time_window) {
-		int64_t now = now_unix_ms();
-		if (e->start_unix_ms < now - s->cfg.retention_ms || e->start_unix_ms > now + 86400000) {
-			buf_printf(err, "the batch's time (%lld ms) lies outside what this server keeps "
-				   "(the last %lld days, up to a day ahead): check the agent's clock",
-				   (long long)e->start_unix_ms, (long long)(s->cfg.retention_ms / 86400000));
-			return STORE_REFUSED;
-		}
-	}
+	int arc = store_entry_admit(&s->cfg, s->codecs, e, err);
+	if (arc != STORE_OK)
+		return arc;
 	/* A head of its own, filled by the entry's index() as the embedded
 	 * store's would be; its dictionaries are new, so a codec's cached ids
 	 * (keyed by store_head_dictionaries) do not apply to it. */
