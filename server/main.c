@@ -324,6 +324,7 @@ static int migrate_main(int argc, char **argv)
 		struct buf sql = { 0 };
 		int n = ch_schema_statements(&s, 0, &sql);
 		n += ch_schema_query_texts(&s, &sql);
+		n += ch_store_query_texts(s.database, &sql);
 		for (const char *p = sql.data; n-- > 0; p += strlen(p) + 1)
 			printf("%s;\n", p);
 		buf_free(&sql);

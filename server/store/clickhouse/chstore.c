@@ -620,9 +620,11 @@ static struct chv *chv_of(const struct store_segment *g)
 /* A query over the view's connection; the answer in out. */
 static int chv_query(struct chv *v, const char *sql, struct buf *out)
 {
-	struct buf err = { 0 };
+	struct buf err = { 0 }, q = { 0 };
 	out->len = 0;
-	enum ch_rc rc = ch_query(v->c, 0, sql, NULL, 0, 0, 0, NULL, out, &err);
+	buf_printf(&q, "%s FORMAT RowBinary", sql);
+	enum ch_rc rc = ch_query(v->c, 0, q.data, NULL, 0, 0, 0, NULL, out, &err);
+	buf_free(&q);
 	if (rc != CH_OK)
 		log_error("clickhouse store: a query failed: %s", err.data ? err.data : "");
 	buf_free(&err);
@@ -716,17 +718,174 @@ static uint32_t chv_node(struct chv *v, uint32_t parent, uint32_t frame)
 	return (uint32_t)v->nnodes++;
 }
 
+/* --- reading: the query texts (one builder each, shared with
+ * ch_store_query_texts; chv_query adds the FORMAT) --------------------------- */
+
+/* The series of where (the scope's condition) in the range, by minute. */
+static void sql_series(struct buf *q, const char *d, const char *where, int64_t from_ms,
+		       int64_t to_ms)
+{
+	buf_printf(q, "SELECT project, kind, labels, hz, toUInt32(intDiv(toUInt32(ts), 60)) AS m, "
+		      "toUInt32(min(ts)), toUInt32(max(ts)), sum(value), count() FROM %s.samples "
+		      "WHERE %s", d, where);
+	where_time(q, from_ms, to_ms);
+	buf_puts(q, " GROUP BY project, kind, labels, hz, m ORDER BY project, kind, labels, hz, m");
+}
+
+static void sql_labels(struct buf *q, const char *d, const char *where, int64_t from_ms,
+		       int64_t to_ms)
+{
+	buf_printf(q, "SELECT hash, any(keys), any(values) FROM %s.label_sets WHERE hash GLOBAL IN "
+		      "(SELECT labels FROM %s.samples WHERE %s", d, d, where);
+	where_time(q, from_ms, to_ms);
+	buf_puts(q, ") GROUP BY hash");
+}
+
+static void sql_hosts(struct buf *q, const char *d, const char *where, int64_t from_ms,
+		      int64_t to_ms)
+{
+	buf_printf(q, "SELECT name, max(cpus) FROM %s.hosts WHERE name GLOBAL IN (SELECT "
+		      "values[indexOf(keys, 'host.name')] FROM %s.label_sets WHERE hash GLOBAL IN "
+		      "(SELECT labels FROM %s.samples WHERE %s", d, d, d, where);
+	where_time(q, from_ms, to_ms);
+	buf_puts(q, ")) GROUP BY name");
+}
+
+/* The stacks the scope's samples name (a subquery). */
+static void sql_stacks_of(struct buf *q, const char *d, const char *where, int64_t from_ms,
+			  int64_t to_ms)
+{
+	buf_printf(q, "SELECT stack FROM %s.samples WHERE %s", d, where);
+	where_time(q, from_ms, to_ms);
+}
+
+enum dict_query { DQ_STRINGS, DQ_FILES, DQ_FRAMES, DQ_STACKS };
+
+/* A dictionary table's rows that the stacks of subquery sub name. */
+static void sql_dict(struct buf *q, enum dict_query t, const char *d, const char *sub)
+{
+	switch (t) {
+	case DQ_STRINGS:
+		buf_printf(q, "SELECT hash, any(value) FROM %s.strings WHERE hash GLOBAL IN (SELECT "
+			      "arrayJoin([function, binary]) FROM %s.frames WHERE hash GLOBAL IN (SELECT "
+			      "arrayJoin(frames) FROM %s.stacks WHERE hash GLOBAL IN (%s))) GROUP BY hash",
+			   d, d, d, sub);
+		break;
+	case DQ_FILES:
+		buf_printf(q, "SELECT hash, any(id), any(name), any(build_id), any(segs) FROM %s.files "
+			      "WHERE hash GLOBAL IN (SELECT file FROM %s.frames WHERE hash GLOBAL IN (SELECT "
+			      "arrayJoin(frames) FROM %s.stacks WHERE hash GLOBAL IN (%s))) GROUP BY hash",
+			   d, d, d, sub);
+		break;
+	case DQ_FRAMES:
+		buf_printf(q, "SELECT hash, any(type), any(address), any(function), any(binary), any(file) "
+			      "FROM %s.frames WHERE hash GLOBAL IN (SELECT arrayJoin(frames) FROM %s.stacks "
+			      "WHERE hash GLOBAL IN (%s)) GROUP BY hash", d, d, sub);
+		break;
+	case DQ_STACKS:
+		buf_printf(q, "SELECT hash, any(frames) FROM %s.stacks WHERE hash GLOBAL IN (%s) "
+			      "GROUP BY hash", d, sub);
+		break;
+	}
+}
+
+/* Every series' per-stack sums. */
+static void sql_sums(struct buf *q, const char *d, const char *where, int64_t from_ms,
+		     int64_t to_ms)
+{
+	buf_printf(q, "SELECT project, kind, labels, hz, stack, sum(value) FROM %s.samples WHERE %s",
+		   d, where);
+	where_time(q, from_ms, to_ms);
+	buf_puts(q, " GROUP BY project, kind, labels, hz, stack");
+}
+
+/* One series' rows (where_series: its condition), or its total. */
+static void sql_rows(struct buf *q, const char *d, const char *where_series, int64_t from_ms,
+		     int64_t to_ms)
+{
+	buf_printf(q, "SELECT toUInt32(ts), stack, sum(value) FROM %s.samples WHERE %s", d,
+		   where_series);
+	where_time(q, from_ms, to_ms);
+	buf_puts(q, " GROUP BY ts, stack");
+}
+
+static void sql_total(struct buf *q, const char *d, const char *where_series, int64_t from_ms,
+		      int64_t to_ms)
+{
+	buf_printf(q, "SELECT sum(value) FROM %s.samples WHERE %s", d, where_series);
+	where_time(q, from_ms, to_ms);
+}
+
+/* The scope's condition over samples (without time). */
+static void sql_scope(struct buf *q, const char *d, const struct store_view_scope *scope)
+{
+	buf_puts(q, "1");
+	if (scope && scope->project) {
+		buf_puts(q, " AND project = ");
+		ch_sql_string(q, scope->project, strlen(scope->project));
+	}
+	if (scope && scope->kind) {
+		buf_puts(q, " AND kind = ");
+		const char *k = kind_name(scope->kind);
+		ch_sql_string(q, k, strlen(k));
+	}
+	if (scope && scope->label_sql)
+		buf_printf(q, " AND labels GLOBAL IN (SELECT hash FROM %s.label_sets WHERE %s)", d,
+			   scope->label_sql);
+}
+
+/* One series' condition: the scope's, narrowed to it. */
+static void sql_series_where(struct buf *q, const char *where, const char *project, uint8_t kind,
+			     uint64_t labels, uint16_t hz)
+{
+	buf_puts(q, where);
+	buf_puts(q, " AND project = ");
+	ch_sql_string(q, project, strlen(project));
+	buf_puts(q, " AND kind = ");
+	ch_sql_string(q, kind_name(kind), strlen(kind_name(kind)));
+	buf_printf(q, " AND labels = %llu AND hz = %u", (unsigned long long)labels, (unsigned)hz);
+}
+
+int ch_store_query_texts(const char *database, struct buf *out)
+{
+	const char *d = database;
+	struct buf where = { 0 }, series = { 0 }, sub = { 0 };
+	struct store_view_scope scope = { .project = "p", .kind = SEK_ON_CPU,
+					  .label_sql = "values[indexOf(keys, 'host.name')] = 'h'" };
+	sql_scope(&where, d, &scope);
+	sql_series_where(&series, where.data, "p", SEK_ON_CPU, 1, 19);
+	int64_t from = 1796554800000, to = from + 3600000;
+	sql_stacks_of(&sub, d, where.data, from, to);
+	int n = 0;
+	void (*const range[])(struct buf *, const char *, const char *, int64_t, int64_t) = {
+		sql_series, sql_labels, sql_hosts, sql_sums,
+	};
+	for (size_t i = 0; i < sizeof(range) / sizeof(range[0]); i++, n++) {
+		range[i](out, d, where.data, from, to);
+		buf_putc(out, '\0');
+	}
+	for (int t = DQ_STRINGS; t <= DQ_STACKS; t++, n++) {
+		sql_dict(out, (enum dict_query)t, d, sub.data);
+		buf_putc(out, '\0');
+	}
+	sql_rows(out, d, series.data, from, to);
+	buf_putc(out, '\0');
+	sql_total(out, d, series.data, from, to);
+	buf_putc(out, '\0');
+	buf_printf(out, "INSERT INTO %s.hosts (name, cpus, seen) VALUES ('h', 8, now())", d);
+	buf_putc(out, '\0');
+	buf_free(&where);
+	buf_free(&series);
+	buf_free(&sub);
+	return n + 3;
+}
+
 /* Q1: the scope's series, with per-minute totals. */
 static int load_series(struct chv *v, struct buf *ans)
 {
 	const char *d = v->s->database;
 	struct buf q = { 0 };
-	buf_printf(&q, "SELECT project, kind, labels, hz, toUInt32(intDiv(toUInt32(ts), 60)) AS m, "
-		       "toUInt32(min(ts)), toUInt32(max(ts)), sum(value), count() FROM %s.samples "
-		       "WHERE %s", d, v->where.data);
-	where_time(&q, v->from_ms, v->to_ms);
-	buf_puts(&q, " GROUP BY project, kind, labels, hz, m ORDER BY project, kind, labels, hz, m "
-		     "FORMAT RowBinary");
+	sql_series(&q, d, v->where.data, v->from_ms, v->to_ms);
 	int rc = chv_query(v, q.data, ans);
 	buf_free(&q);
 	if (rc < 0)
@@ -797,10 +956,7 @@ static int load_labels(struct chv *v, struct buf *ans)
 {
 	const char *d = v->s->database;
 	struct buf q = { 0 };
-	buf_printf(&q, "SELECT hash, any(keys), any(values) FROM %s.label_sets WHERE hash GLOBAL IN "
-		       "(SELECT labels FROM %s.samples WHERE %s", d, d, v->where.data);
-	where_time(&q, v->from_ms, v->to_ms);
-	buf_puts(&q, ") GROUP BY hash FORMAT RowBinary");
+	sql_labels(&q, d, v->where.data, v->from_ms, v->to_ms);
 	int rc = chv_query(v, q.data, ans);
 	buf_free(&q);
 	if (rc < 0)
@@ -862,11 +1018,7 @@ static int load_hosts(struct chv *v, struct buf *ans)
 {
 	const char *d = v->s->database;
 	struct buf q = { 0 };
-	buf_printf(&q, "SELECT name, max(cpus) FROM %s.hosts WHERE name GLOBAL IN (SELECT "
-		       "values[indexOf(keys, 'host.name')] FROM %s.label_sets WHERE hash GLOBAL IN "
-		       "(SELECT labels FROM %s.samples WHERE %s", d, d, d, v->where.data);
-	where_time(&q, v->from_ms, v->to_ms);
-	buf_puts(&q, ")) GROUP BY name FORMAT RowBinary");
+	sql_hosts(&q, d, v->where.data, v->from_ms, v->to_ms);
 	int rc = chv_query(v, q.data, ans);
 	buf_free(&q);
 	if (rc < 0)
@@ -889,24 +1041,15 @@ static int load_hosts(struct chv *v, struct buf *ans)
 	return 0;
 }
 
-/* The subquery of the stacks the scope's samples name. */
-static void stacks_subquery(struct chv *v, struct buf *q)
-{
-	buf_printf(q, "SELECT stack FROM %s.samples WHERE %s", v->s->database, v->where.data);
-	where_time(q, v->from_ms, v->to_ms);
-}
 
 /* Q3-Q5: the strings, frames and stacks those samples name; the tree. */
 static int load_stacks(struct chv *v, struct buf *ans)
 {
 	const char *d = v->s->database;
 	struct buf sub = { 0 }, q = { 0 };
-	stacks_subquery(v, &sub);
+	sql_stacks_of(&sub, d, v->where.data, v->from_ms, v->to_ms);
 	/* strings */
-	buf_printf(&q, "SELECT hash, any(value) FROM %s.strings WHERE hash GLOBAL IN (SELECT "
-		       "arrayJoin([function, binary]) FROM %s.frames WHERE hash GLOBAL IN (SELECT "
-		       "arrayJoin(frames) FROM %s.stacks WHERE hash GLOBAL IN (%s))) GROUP BY hash "
-		       "FORMAT RowBinary", d, d, d, sub.data);
+	sql_dict(&q, DQ_STRINGS, d, sub.data);
 	int rc = chv_query(v, q.data, ans);
 	struct hmap str_index = { 0 };
 	uint64_t *str_hash = NULL;
@@ -930,10 +1073,7 @@ static int load_stacks(struct chv *v, struct buf *ans)
 	/* files */
 	if (rc == 0 && !r.bad) {
 		q.len = 0;
-		buf_printf(&q, "SELECT hash, any(id), any(name), any(build_id), any(segs) FROM %s.files "
-			       "WHERE hash GLOBAL IN (SELECT file FROM %s.frames WHERE hash GLOBAL IN (SELECT "
-			       "arrayJoin(frames) FROM %s.stacks WHERE hash GLOBAL IN (%s))) GROUP BY hash "
-			       "FORMAT RowBinary", d, d, d, sub.data);
+		sql_dict(&q, DQ_FILES, d, sub.data);
 		rc = chv_query(v, q.data, ans);
 		r = (struct rb){ (const uint8_t *)ans->data, (const uint8_t *)ans->data + ans->len, false };
 	}
@@ -965,9 +1105,7 @@ static int load_stacks(struct chv *v, struct buf *ans)
 	/* frames */
 	if (rc == 0 && !r.bad) {
 		q.len = 0;
-		buf_printf(&q, "SELECT hash, any(type), any(address), any(function), any(binary), any(file) "
-			       "FROM %s.frames WHERE hash GLOBAL IN (SELECT arrayJoin(frames) FROM %s.stacks "
-			       "WHERE hash GLOBAL IN (%s)) GROUP BY hash FORMAT RowBinary", d, d, sub.data);
+		sql_dict(&q, DQ_FRAMES, d, sub.data);
 		rc = chv_query(v, q.data, ans);
 		r = (struct rb){ (const uint8_t *)ans->data, (const uint8_t *)ans->data + ans->len, false };
 	}
@@ -997,8 +1135,7 @@ static int load_stacks(struct chv *v, struct buf *ans)
 	/* stacks, each into the tree */
 	if (rc == 0 && !r.bad) {
 		q.len = 0;
-		buf_printf(&q, "SELECT hash, any(frames) FROM %s.stacks WHERE hash GLOBAL IN (%s) "
-			       "GROUP BY hash FORMAT RowBinary", d, sub.data);
+		sql_dict(&q, DQ_STACKS, d, sub.data);
 		rc = chv_query(v, q.data, ans);
 		r = (struct rb){ (const uint8_t *)ans->data, (const uint8_t *)ans->data + ans->len, false };
 	}
@@ -1059,19 +1196,7 @@ static struct store_view *chs_view_open(struct store *st, int64_t from_ms, int64
 	v->capnodes = 1;
 	v->parent = xcalloc(1, sizeof(uint32_t));
 	v->frame = xcalloc(1, sizeof(uint32_t));
-	buf_puts(&v->where, "1");
-	if (scope && scope->project) {
-		buf_puts(&v->where, " AND project = ");
-		ch_sql_string(&v->where, scope->project, strlen(scope->project));
-	}
-	if (scope && scope->kind) {
-		buf_puts(&v->where, " AND kind = ");
-		const char *k = kind_name(scope->kind);
-		ch_sql_string(&v->where, k, strlen(k));
-	}
-	if (scope && scope->label_sql)
-		buf_printf(&v->where, " AND labels GLOBAL IN (SELECT hash FROM %s.label_sets WHERE %s)",
-			   s->database, scope->label_sql);
+	sql_scope(&v->where, s->database, scope);
 	v->pub = (struct store_segment){ .ops = &chs_read, .min_ts = INT64_MAX, .max_ts = INT64_MIN };
 	return &v->base;
 }
@@ -1142,14 +1267,8 @@ static int cmp_row(const void *a, const void *b)
 static void where_series(const struct chv *v, uint32_t series, struct buf *q)
 {
 	const struct store_series *x = &v->series[series];
-	buf_puts(q, v->where.data);
-	buf_puts(q, " AND project = ");
-	const char *p = strtab_get(&v->strs, x->project);
-	ch_sql_string(q, p, strlen(p));
-	buf_puts(q, " AND kind = ");
-	ch_sql_string(q, kind_name(x->kind), strlen(kind_name(x->kind)));
-	buf_printf(q, " AND labels = %llu AND hz = %u", (unsigned long long)v->series_labels[series],
-		   (unsigned)x->hz);
+	sql_series_where(q, v->where.data, strtab_get(&v->strs, x->project), x->kind,
+			 v->series_labels[series], x->hz);
 }
 
 static long chv_rows(struct store_view *bv, size_t i, uint32_t series, int64_t since_ms,
@@ -1159,12 +1278,11 @@ static long chv_rows(struct store_view *bv, size_t i, uint32_t series, int64_t s
 	(void)i;
 	if (series >= v->nseries)
 		return -1;
-	struct buf q = { 0 }, ans = { 0 };
-	buf_puts(&q, "SELECT toUInt32(ts), stack, sum(value) FROM ");
-	buf_printf(&q, "%s.samples WHERE ", v->s->database);
-	where_series(v, series, &q);
-	where_time(&q, since_ms == INT64_MIN ? v->from_ms : MAX(since_ms, v->from_ms), v->to_ms);
-	buf_puts(&q, " GROUP BY ts, stack FORMAT RowBinary");
+	struct buf w = { 0 }, q = { 0 }, ans = { 0 };
+	where_series(v, series, &w);
+	sql_rows(&q, v->s->database, w.data,
+		 since_ms == INT64_MIN ? v->from_ms : MAX(since_ms, v->from_ms), v->to_ms);
+	buf_free(&w);
 	int rc = chv_query(v, q.data, &ans);
 	buf_free(&q);
 	long n = 0;
@@ -1202,10 +1320,7 @@ static int load_sums(struct chv *v, int64_t from_ms, int64_t to_ms)
 	memset(v->ser_n, 0, (v->nseries + 1) * sizeof(size_t));
 	v->sums_ok = false;
 	struct buf q = { 0 }, ans = { 0 };
-	buf_printf(&q, "SELECT project, kind, labels, hz, stack, sum(value) FROM %s.samples WHERE %s",
-		   v->s->database, v->where.data);
-	where_time(&q, MAX(from_ms, v->from_ms), MIN(to_ms, v->to_ms));
-	buf_puts(&q, " GROUP BY project, kind, labels, hz, stack FORMAT RowBinary");
+	sql_sums(&q, v->s->database, v->where.data, MAX(from_ms, v->from_ms), MIN(to_ms, v->to_ms));
 	int rc = chv_query(v, q.data, &ans);
 	buf_free(&q);
 	struct rb r = { (const uint8_t *)ans.data, (const uint8_t *)ans.data + ans.len, false };
@@ -1283,11 +1398,10 @@ static int64_t chv_total(struct store_view *bv, size_t i, uint32_t series, int64
 	v->stats.series_read++;
 	if (from_ms <= x->min_ts && to_ms > x->max_ts)
 		return (int64_t)x->total;
-	struct buf q = { 0 }, ans = { 0 };
-	buf_printf(&q, "SELECT sum(value) FROM %s.samples WHERE ", v->s->database);
-	where_series(v, series, &q);
-	where_time(&q, from_ms, to_ms);
-	buf_puts(&q, " FORMAT RowBinary");
+	struct buf w = { 0 }, q = { 0 }, ans = { 0 };
+	where_series(v, series, &w);
+	sql_total(&q, v->s->database, w.data, from_ms, to_ms);
+	buf_free(&w);
 	int rc = chv_query(v, q.data, &ans);
 	buf_free(&q);
 	struct rb r = { (const uint8_t *)ans.data, (const uint8_t *)ans.data + ans.len, false };
