@@ -342,3 +342,30 @@ def test_a_real_agent_into_clickhouse(clickhouse_cluster, agent_factory, tmp_pat
         assert subtree_total(m, "hot_a") > 0 and subtree_total(m, "hot_b") > 0
     finally:
         s.stop()
+
+
+def test_retention_drops_old_days(clickhouse_cluster, tmp_path):
+    """--retention on --store clickhouse: the server drops the samples' day
+    partitions wholly past it when it starts (and hourly), on every shard;
+    the newer days stay."""
+    a, b = clickhouse_cluster.servers
+    if b.proc is None:
+        b.start()
+    args = ["--clickhouse-url", f"{a.url},{b.url}", "--clickhouse-database", "ret",
+            "--clickhouse-cluster", "ember_test"]
+    migrate(*args)
+    now = int(time.time())
+    for srv in (a, b):
+        for age_days in (5, 3, 0):
+            srv.query(f"INSERT INTO ret.samples_local (project, kind, ts, stack, labels, hz, value, "
+                      f"batch) VALUES ('p', 'on_cpu', toDateTime({now - age_days * 86400}), 1, 1, "
+                      f"19, {age_days + 1}, 1)")
+    s = Server(tmp_path / "srv", None, "--store", "clickhouse", "--retention", "2d", *args).start()
+    try:
+        def dropped():
+            return all(x.query("SELECT groupArray(value) FROM ret.samples_local").strip() == "[1]"
+                       for x in (a, b))
+        from harness import wait_until
+        wait_until(dropped, 20, what="the days past the retention to be dropped")
+    finally:
+        s.stop()

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 
 #include "chttp.h"
 #include "hmap.h"
@@ -49,6 +50,12 @@ struct chs {
 	 * batch sends a host only when it is new or has more CPUs; cleared
 	 * when it grows past HOSTS_SENT_MAX. Under hosts_mu. */
 	struct sent sent;
+	/* The retention thread (cfg.background): drops the day partitions
+	 * older than cfg.retention_ms at the start and then hourly. */
+	pthread_t retention;
+	bool retention_started, stop;
+	pthread_mutex_t stop_mu;
+	pthread_cond_t stop_cv;
 	pthread_mutex_t hosts_mu;
 	struct strtab hosts_sent;
 	uint32_t *hosts_cpus;
@@ -464,6 +471,15 @@ static void chs_stats(struct store *st, struct store_stats *out)
 static void chs_close(struct store *st)
 {
 	struct chs *s = (struct chs *)st;
+	if (s->retention_started) {
+		pthread_mutex_lock(&s->stop_mu);
+		s->stop = true;
+		pthread_cond_signal(&s->stop_cv);
+		pthread_mutex_unlock(&s->stop_mu);
+		pthread_join(s->retention, NULL);
+	}
+	pthread_mutex_destroy(&s->stop_mu);
+	pthread_cond_destroy(&s->stop_cv);
 	for (size_t i = 0; i < s->npool; i++)
 		ch_conn_free(s->pool[i]);
 	free(s->pool);
@@ -1555,6 +1571,38 @@ static const struct store_read_ops chs_read = {
 	.host_cpus = chv_host_cpus,
 };
 
+/* --- retention ----------------------------------------------------------------------- */
+
+#define RETENTION_EVERY_MS 3600000
+
+static void *retention_main(void *arg)
+{
+	struct chs *s = arg;
+	for (;;) {
+		struct buf err = { 0 };
+		struct ch_conn *c = conn_get(s, 0, &err);
+		int dropped = 0;
+		int64_t cutoff_s = (now_unix_ms() - s->cfg.retention_ms) / 1000;
+		if (!c || ch_retention(c, s->cluster, cutoff_s, &dropped, &err) != CH_OK)
+			log_error("clickhouse store: retention: %s", err.data ? err.data : "failed");
+		else if (dropped)
+			log_info("clickhouse store: retention dropped %d day partitions", dropped);
+		count_stat(s, &s->stats.retention_deleted, (uint64_t)dropped);
+		conn_put(s, c, true);
+		buf_free(&err);
+		pthread_mutex_lock(&s->stop_mu);
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += RETENTION_EVERY_MS / 1000;
+		while (!s->stop && pthread_cond_timedwait(&s->stop_cv, &s->stop_mu, &until) == 0)
+			;
+		bool stop = s->stop;
+		pthread_mutex_unlock(&s->stop_mu);
+		if (stop)
+			return NULL;
+	}
+}
+
 /* --- opening ----------------------------------------------------------------------------- */
 
 static char *dup_or_null(const char *s)
@@ -1584,6 +1632,8 @@ int ch_store_open(const struct ch_store_opts *o, const struct store_config *cfg,
 	pthread_mutex_init(&s->stats_mu, NULL);
 	pthread_mutex_init(&s->hosts_mu, NULL);
 	pthread_mutex_init(&s->sent.mu, NULL);
+	pthread_mutex_init(&s->stop_mu, NULL);
+	pthread_cond_init(&s->stop_cv, NULL);
 	strtab_init(&s->hosts_sent);
 	struct store *st = (struct store *)s;
 	struct ch_conn *c = conn_get(s, 0, err);
@@ -1612,6 +1662,14 @@ int ch_store_open(const struct ch_store_opts *o, const struct store_config *cfg,
 	buf_free(&sql);
 	buf_free(&ans);
 	conn_put(s, c, true);
+	if (rc == 0 && cfg->background) {
+		if (pthread_create(&s->retention, NULL, retention_main, s) != 0) {
+			buf_puts(err, "cannot start the retention thread");
+			rc = -1;
+		} else {
+			s->retention_started = true;
+		}
+	}
 	if (rc < 0) {
 		chs_close(st);
 		return -1;

@@ -23,6 +23,9 @@
  * (GROUP BY stack, for every series of the scope in one query), rows of
  * a series by (second, stack). A view holds one connection while open.
  *
+ * Retention: with cfg.background a thread drops the samples' day
+ * partitions past cfg.retention_ms (ch_retention) at the start and hourly.
+ *
  * Threading: every function may be called from any thread; appends run
  * their inserts in parallel (a connection each, from a pool), their
  * index() one at a time (a session's state is shared between its
