@@ -126,6 +126,14 @@ enum ch_insert_result { CH_INSERTED, CH_DUPLICATE };
  * CH_FAILED, err saying why. */
 enum ch_rc ch_insert_batch(struct ch_conn *c, struct ch_batch *b, enum ch_insert_result *result,
 			   struct buf *err);
+/* The same for n batches at once (a group of concurrent appends): the
+ * dedup look-ups in one query each, each table's rows of every new batch
+ * in one insert (on a cluster each shard gets its batches' rows in one
+ * block, so each batch is still whole on one shard), then their batches
+ * rows. result[i] for each; the return is the group's (on an error none
+ * of them counts yet). At most CH_MAX_BATCH_ROWS samples in all. */
+enum ch_rc ch_insert_batches(struct ch_conn *c, struct ch_batch *const *b, size_t n,
+			     enum ch_insert_result *result, struct buf *err);
 
 /* SQL string literal of s[0..n) between single quotes, every byte that
  * is not printable ASCII, and \ and ', escaped (\\, \', \xHH): safe for

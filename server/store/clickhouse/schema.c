@@ -133,13 +133,12 @@ int ch_schema_query_texts(const struct ch_schema *s, struct buf *out)
 	stmt_end(out, &n);
 	buf_puts(out, "SELECT version()");
 	stmt_end(out, &n);
-	buf_printf(out,
-		   "SELECT count() FROM %s.batches WHERE batch = 1",
-		   d);
+	buf_printf(out, "SELECT batch FROM %s.batches WHERE batch IN (1, 2)", d);
 	stmt_end(out, &n);
 	buf_printf(out,
-		   "SELECT count() FROM %s.samples WHERE project = 'p' AND ts >= toDateTime(0) "
-		   "AND ts <= toDateTime(1) AND batch = 1", d);
+		   "SELECT DISTINCT batch FROM %s.samples WHERE (project = 'p' AND ts >= toDateTime(0) "
+		   "AND ts <= toDateTime(1) AND batch = 1) OR (project = 'q' AND ts >= toDateTime(0) "
+		   "AND ts <= toDateTime(1) AND batch = 2)", d);
 	stmt_end(out, &n);
 	buf_printf(out,
 		   "SELECT partition, sum(rows) FROM system.parts WHERE database = '%s' AND "
