@@ -372,3 +372,46 @@ def test_retention_drops_old_days(clickhouse_cluster, tmp_path):
         wait_until(dropped, 20, what="the days past the retention to be dropped")
     finally:
         s.stop()
+
+
+def test_concurrent_batches_and_resends_count_once(clickhouse_cluster, tmp_path):
+    """Many clients at once (the backend sends concurrent batches as one
+    group): every batch counts once, also when the same batch is sent twice
+    at the same time."""
+    import threading
+    a, b = clickhouse_cluster.servers
+    if b.proc is None:
+        b.start()
+    args = ["--clickhouse-url", f"{a.url},{b.url}", "--clickhouse-database", "conc",
+            "--clickhouse-cluster", "ember_test"]
+    migrate(*args)
+    s = Server(tmp_path / "srv", None, "--store", "clickhouse", *args).start()
+    try:
+        raws = [batch(h, i, f"conc{k}-") for k in range(4) for h in HOSTS for i in range(BATCHES)]
+        errors = []
+
+        together = threading.Barrier(3)
+
+        def client():
+            # three clients send each batch at the same instant
+            for raw in raws:
+                together.wait()
+                for _ in range(50):
+                    status, _, ans = send_status(s.url, raw)
+                    if status != 503:
+                        break
+                    time.sleep(0.1)
+                if status != 200:
+                    errors.append((status, ans))
+        th = [threading.Thread(target=client) for _ in range(3)]
+        for t in th:
+            t.start()
+        for t in th:
+            t.join()
+        assert not errors, errors[:3]
+        assert a.query("SELECT sum(value), uniqExact(batch) FROM conc.samples").strip() == \
+            f"{4 * TOTAL}\t{len(raws)}"
+        status, ans = post(s, "top_functions", {"filter": flt()})
+        assert status == 200 and ans["total"] == 4 * TOTAL
+    finally:
+        s.stop()

@@ -33,6 +33,19 @@ struct sent {
 	size_t n, cap;
 };
 
+#define CH_SENDERS 4
+
+/* One append waiting in the group commit queue. */
+struct pending {
+	const struct part *p;
+	struct ch_batch *b;
+	enum ch_rc rc;
+	enum ch_insert_result res;
+	struct buf err;
+	bool done;
+	struct pending *next;
+};
+
 struct chs {
 	struct store_backend backend; /* first: a struct store's handle begins so */
 	struct ch_conn_opts copts;    /* strings below are owned */
@@ -50,6 +63,18 @@ struct chs {
 	 * batch sends a host only when it is new or has more CPUs; cleared
 	 * when it grows past HOSTS_SENT_MAX. Under hosts_mu. */
 	struct sent sent;
+	/* Group commit: appends queue their encoded batches; up to
+	 * CH_SENDERS threads at a time each take what is queued (up to
+	 * CH_MAX_BATCH_ROWS samples) and send it as one group
+	 * (ch_insert_batches). Under q_mu. */
+	pthread_mutex_t q_mu;
+	pthread_cond_t q_cv;
+	struct pending *queue, **queue_tail;
+	int senders;
+	/* the ids of the batches being sent (not random ones): a batch of
+	 * the same id waits for them, so its dedup look-up sees them */
+	uint64_t *inflight;
+	size_t ninflight, capinflight;
 	/* The retention thread (cfg.background): drops the day partitions
 	 * older than cfg.retention_ms at the start and then hourly. */
 	pthread_t retention;
@@ -364,24 +389,116 @@ static void hosts_sent(struct chs *s, const struct part *p)
 	pthread_mutex_unlock(&s->hosts_mu);
 }
 
-/* Sends b, and before it the hosts of p not sent yet. */
-static enum ch_rc send_batch(struct chs *s, struct ch_conn *c, const struct part *p,
-			     struct ch_batch *b, enum ch_insert_result *res, struct buf *err)
+/* Sends a group of n queued batches (linked by next), and before them
+ * the hosts of their heads not sent yet; sets each one's rc, res, err. */
+static void send_group(struct chs *s, struct pending *group, size_t n)
 {
-	struct buf rows = { 0 }, sql = { 0 };
-	enum ch_rc r = CH_OK;
-	if (hosts_rows(s, p, &rows)) {
+	struct buf rows = { 0 }, sql = { 0 }, err = { 0 };
+	struct ch_batch **b = xcalloc(n + 1, sizeof(*b));
+	enum ch_insert_result *res = xcalloc(n + 1, sizeof(*res));
+	size_t i = 0;
+	for (struct pending *q = group; q; q = q->next)
+		b[i++] = q->b;
+	struct ch_conn *c = conn_get(s, 0, &err);
+	enum ch_rc r = c ? CH_OK : CH_FAILED;
+	size_t nhosts = 0;
+	for (struct pending *q = group; q; q = q->next)
+		nhosts += hosts_rows(s, q->p, &rows);
+	if (r == CH_OK && nhosts) {
 		buf_printf(&sql, "INSERT INTO %s.hosts (name, cpus, seen) FORMAT RowBinary", s->database);
 		r = ch_query(c, 0, sql.data, rows.data, rows.len, 1, 0, "insert_distributed_sync=1",
-			     NULL, err);
+			     NULL, &err);
 	}
+	if (r == CH_OK)
+		r = ch_insert_batches(c, b, n, res, &err);
+	conn_put(s, c, true);
+	i = 0;
+	for (struct pending *q = group; q; q = q->next, i++) {
+		if (r == CH_OK)
+			hosts_sent(s, q->p);
+		q->rc = r;
+		q->res = res[i];
+		if (r != CH_OK)
+			buf_puts(&q->err, err.data ? err.data : "clickhouse: failed");
+	}
+	free(b);
+	free(res);
 	buf_free(&rows);
 	buf_free(&sql);
-	if (r == CH_OK)
-		r = ch_insert_batch(c, b, res, err);
-	if (r == CH_OK)
-		hosts_sent(s, p);
-	return r;
+	buf_free(&err);
+}
+
+static bool in_flight(const struct chs *s, const struct ch_batch *b)
+{
+	for (size_t i = 0; !b->unique && i < s->ninflight; i++)
+		if (s->inflight[i] == b->id)
+			return true;
+	return false;
+}
+
+/* Queues me and returns once its group was sent (by this thread or
+ * another). */
+static void group_commit(struct chs *s, struct pending *me)
+{
+	pthread_mutex_lock(&s->q_mu);
+	*s->queue_tail = me;
+	s->queue_tail = &me->next;
+	while (!me->done) {
+		/* Lead: take what is queued, in order, up to the row limit,
+		 * but a batch whose id another sender has in flight. */
+		struct pending *group = NULL, **gt = &group;
+		size_t n = 0, rows = 0;
+		for (struct pending **pp = &s->queue; s->senders < CH_SENDERS && *pp;) {
+			struct pending *q = *pp;
+			if ((n && rows + q->b->n_samples > CH_MAX_BATCH_ROWS) || in_flight(s, q->b)) {
+				pp = &q->next;
+				continue;
+			}
+			*pp = q->next;
+			q->next = NULL;
+			*gt = q;
+			gt = &q->next;
+			n++;
+			rows += q->b->n_samples;
+		}
+		s->queue_tail = &s->queue;
+		while (*s->queue_tail)
+			s->queue_tail = &(*s->queue_tail)->next;
+		if (!n) {
+			pthread_cond_wait(&s->q_cv, &s->q_mu);
+			continue;
+		}
+		size_t first = s->ninflight;
+		for (struct pending *q = group; q; q = q->next)
+			if (!q->b->unique) {
+				xgrow((void **)&s->inflight, &s->capinflight, s->ninflight + 1,
+				      sizeof(uint64_t));
+				s->inflight[s->ninflight++] = q->b->id;
+			}
+		size_t mine = s->ninflight - first;
+		s->senders++;
+		pthread_mutex_unlock(&s->q_mu);
+		send_group(s, group, n);
+		pthread_mutex_lock(&s->q_mu);
+		/* this group's ids leave the in-flight list (others' may have
+		 * been added after them: remove by value) */
+		for (struct pending *q = group; q && mine; q = q->next) {
+			for (size_t i = 0; !q->b->unique && i < s->ninflight; i++)
+				if (s->inflight[i] == q->b->id) {
+					s->inflight[i] = s->inflight[--s->ninflight];
+					mine--;
+					break;
+				}
+		}
+		/* done last: a follower may return (its entry gone) once it sees it */
+		for (struct pending *q = group, *next; q; q = next) {
+			next = q->next;
+			q->done = true;
+		}
+		s->senders--;
+		pthread_cond_broadcast(&s->q_cv);
+	}
+	pthread_mutex_unlock(&s->q_mu);
 }
 
 static void count_stat(struct chs *s, uint64_t *field, uint64_t n)
@@ -434,10 +551,13 @@ static int chs_append(struct store *st, const struct store_entry *e, struct buf 
 	int rc = encode_part(&x, err) < 0 ? STORE_FAILED : STORE_OK;
 	uint64_t rows = p.rows, samples = p.samples;
 	if (rc == STORE_OK) {
-		struct ch_conn *c = conn_get(s, 0, err);
-		enum ch_insert_result res = CH_INSERTED;
-		enum ch_rc r = c ? send_batch(s, c, &p, &b, &res, err) : CH_FAILED;
-		conn_put(s, c, true);
+		struct pending me = { .p = &p, .b = &b };
+		group_commit(s, &me);
+		enum ch_rc r = me.rc;
+		enum ch_insert_result res = me.res;
+		if (me.err.len)
+			buf_puts(err, me.err.data);
+		buf_free(&me.err);
 		if (r == CH_UNAVAILABLE) {
 			count_stat(s, &s->stats.refused_busy, 1);
 			rc = STORE_BUSY;
@@ -479,6 +599,9 @@ static void chs_close(struct store *st)
 		pthread_join(s->retention, NULL);
 	}
 	pthread_mutex_destroy(&s->stop_mu);
+	pthread_mutex_destroy(&s->q_mu);
+	free(s->inflight);
+	pthread_cond_destroy(&s->q_cv);
 	pthread_cond_destroy(&s->stop_cv);
 	for (size_t i = 0; i < s->npool; i++)
 		ch_conn_free(s->pool[i]);
@@ -1636,6 +1759,9 @@ int ch_store_open(const struct ch_store_opts *o, const struct store_config *cfg,
 	pthread_mutex_init(&s->hosts_mu, NULL);
 	pthread_mutex_init(&s->sent.mu, NULL);
 	pthread_mutex_init(&s->stop_mu, NULL);
+	pthread_mutex_init(&s->q_mu, NULL);
+	pthread_cond_init(&s->q_cv, NULL);
+	s->queue_tail = &s->queue;
 	pthread_cond_init(&s->stop_cv, NULL);
 	strtab_init(&s->hosts_sent);
 	struct store *st = (struct store *)s;

@@ -335,6 +335,12 @@ enum ch_rc ch_insert_batches(struct ch_conn *c, struct ch_batch *const *b, size_
 		result[i] = CH_INSERTED;
 		want[i] = !b[i]->unique;
 	}
+	/* the same id twice in the group: the later one is the duplicate */
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < i && want[i] && !found[i]; j++)
+			found[i] = want[j] && b[j]->id == b[i]->id;
+	for (size_t i = 0; i < n; i++)
+		want[i] = want[i] && !found[i];
 	rc = stored(c, b, n, want, 0, found, err);
 	for (size_t i = 0; i < n; i++)
 		want[i] = want[i] && !found[i] && b[i]->n_samples;
