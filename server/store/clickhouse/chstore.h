@@ -26,10 +26,11 @@
  * Retention: with cfg.background a thread drops the samples' day
  * partitions past cfg.retention_ms (ch_retention) at the start and hourly.
  *
- * Threading: every function may be called from any thread; appends run
- * their inserts in parallel (a connection each, from a pool), their
- * index() one at a time (a session's state is shared between its
- * batches).
+ * Threading: every function may be called from any thread. Appends run
+ * their index() one at a time (a session's state is shared between its
+ * batches), encode in parallel, and are sent in groups (group commit:
+ * up to CH_SENDERS groups at once, a connection each from a pool); a
+ * batch whose id a group has in flight waits for it.
  */
 #ifndef EMBER_STORE_CH_STORE_H
 #define EMBER_STORE_CH_STORE_H
