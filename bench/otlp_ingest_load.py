@@ -12,6 +12,10 @@ The client runs on the same host: on a small host it competes with the
 server for the cores, so the CPU per sample is the figure that carries.
 
 usage: bench/otlp_ingest_load.py [SECONDS] [CLIENTS] [SAMPLES_PER_REQUEST] [ENCODING]
+
+EMBER_SERVER_FLAGS (split at spaces) are added to the server's flags, e.g.
+"--store clickhouse --clickhouse-url http://127.0.0.1:8123" to measure
+ingest into ClickHouse (after `ember-server migrate`).
 """
 import gzip
 import http.client
@@ -94,7 +98,8 @@ def run(transport, seconds, clients, bodies, zip_it):
     port, gport = free_port(), free_port()
     srv = subprocess.Popen([os.path.join(ROOT, "build", "bin", "ember-server"), "--listen",
                             f"127.0.0.1:{port}", "--otlp-grpc-listen", f"127.0.0.1:{gport}",
-                            "--data-dir", tmp], stderr=subprocess.DEVNULL)
+                            "--data-dir", tmp, *os.environ.get("EMBER_SERVER_FLAGS", "").split()],
+                           stderr=subprocess.DEVNULL)
     try:
         for _ in range(100):
             try:

@@ -30,6 +30,7 @@
 #include "server/http/otlp_grpc.h"
 #include "server/http/server.h"
 #include "server/auth/authz.h"
+#include "server/store/clickhouse/chstore.h"
 #include "server/store/clickhouse/schema.h"
 #include "server/store/gpuspans.h"
 #include "util.h"
@@ -45,6 +46,8 @@ struct server_config {
 	char *otlp_grpc_listen;
 	char *data_dir;
 	char *metadata, *metadata_password_file;
+	char *store, *clickhouse_url, *clickhouse_database, *clickhouse_cluster;
+	char *clickhouse_user, *clickhouse_password_file;
 	char *debuginfod_urls;
 	char *nvdisasm;
 	char *config;
@@ -117,6 +120,20 @@ static const struct flag_def defs[] = {
 	  "identity.db) or postgres://USER@HOST:PORT/DB, shared by every replica (docs/internals/metadata.md)" },
 	{ "metadata-password-file", FLAG_STRING, "", OFF(metadata_password_file), 0, 0,
 	  "file whose first line is the PostgreSQL password of --metadata (or use the URL's or libpq's own forms)" },
+	{ "store", FLAG_STRING, "embedded", OFF(store), 0, 0,
+	  "where samples live: embedded (block files in --data-dir) or clickhouse (the fleet store: "
+	  "--clickhouse-url, after `ember-server migrate`; docs/internals/clickhouse.md)" },
+	{ "clickhouse-url", FLAG_STRING, "", OFF(clickhouse_url), 0, 0,
+	  "ClickHouse's HTTP interface for --store clickhouse (http[s]://HOST:8123; with a cluster, "
+	  "a comma-separated list of every shard's server: inserts and queries go to the first)" },
+	{ "clickhouse-database", FLAG_STRING, "ember", OFF(clickhouse_database), 0, 0,
+	  "the ClickHouse database of --store clickhouse" },
+	{ "clickhouse-cluster", FLAG_STRING, "", OFF(clickhouse_cluster), 0, 0,
+	  "the remote_servers cluster migrate made Distributed tables over (\"\": one server)" },
+	{ "clickhouse-user", FLAG_STRING, "", OFF(clickhouse_user), 0, 0,
+	  "ClickHouse user (HTTP basic auth; \"\": ClickHouse's default user)" },
+	{ "clickhouse-password-file", FLAG_STRING, "", OFF(clickhouse_password_file), 0, 0,
+	  "file whose first line is the ClickHouse user's password" },
 	{ "debuginfod-urls", FLAG_STRING, "", OFF(debuginfod_urls), 0, 0,
 	  "space-separated debuginfod servers to fetch symbols from by build ID (global symbolization)" },
 	{ "nvdisasm", FLAG_STRING, "", OFF(nvdisasm), 0, 0,
@@ -318,6 +335,7 @@ static int migrate_main(int argc, char **argv)
 		struct buf sql = { 0 };
 		int n = ch_schema_statements(&s, 0, &sql);
 		n += ch_schema_query_texts(&s, &sql);
+		n += ch_store_query_texts(s.database, &sql);
 		for (const char *p = sql.data; n-- > 0; p += strlen(p) + 1)
 			printf("%s;\n", p);
 		buf_free(&sql);
@@ -470,7 +488,22 @@ int main(int argc, char **argv, char **envp)
 		log_error("--metadata: expected sqlite or postgres://USER@HOST:PORT/DB");
 		goto out;
 	}
-	if (store_open(cfg.data_dir, &sc, &srv.store, &err) < 0 ||
+	struct ch_store_opts cho = {
+		.urls = cfg.clickhouse_url, .database = cfg.clickhouse_database,
+		.cluster = cfg.clickhouse_cluster, .user = cfg.clickhouse_user,
+		.password_file = cfg.clickhouse_password_file,
+	};
+	bool clickhouse = !strcmp(cfg.store, "clickhouse");
+	if (!clickhouse && strcmp(cfg.store, "embedded") != 0) {
+		log_error("--store: expected embedded or clickhouse");
+		goto out;
+	}
+	if (clickhouse && !*cfg.clickhouse_url) {
+		log_error("--store clickhouse needs --clickhouse-url");
+		goto out;
+	}
+	if ((clickhouse ? ch_store_open(&cho, &sc, &srv.store, &err)
+			: store_open(cfg.data_dir, &sc, &srv.store, &err)) < 0 ||
 	    symbols_open(cfg.data_dir, &srv.symbols, &err) < 0 ||
 	    (metadata_url ? projects_open_url(metadata_url, metadata_pw, &srv.projects, &err)
 			  : projects_open(cfg.data_dir, &srv.projects, &err)) < 0 ||

@@ -109,7 +109,10 @@ static void answer(struct server *srv, int rc, uint64_t samples, const struct ki
 	}
 	if (rc == STORE_BUSY) {
 		count(&srv->counters.ingest_failed, 1);
-		http_error(resp, 503, "the server is busy writing earlier data; retry later");
+		/* the store says why: behind writing blocks, or ClickHouse
+		 * down or slow (--store clickhouse) */
+		http_error(resp, 503, "the store cannot take data now (%s); retry later",
+			   err->data ? err->data : "busy");
 		resp->retry_after = "2";
 		return;
 	}

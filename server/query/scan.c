@@ -1,5 +1,6 @@
 /* scan.c - see scan.h. */
 #include "scan.h"
+#include "cel_sql.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -205,7 +206,16 @@ struct scan *scan_open(struct store *st, const struct scope *sc, struct buf *err
 	struct scan *s = xcalloc(1, sizeof(*s));
 	s->sc = sc;
 	s->cel = cel;
-	s->view = store_view_open(st, sc->start_ms, sc->end_ms);
+	/* The filter as SQL lets a backend that speaks it (ClickHouse) read
+	 * only the label sets it selects; the filter still runs here on what
+	 * comes back, so a form cel_sql refuses just reads more. */
+	struct buf label_sql = { 0 }, e = { 0 };
+	struct store_view_scope scope = { .project = sc->project_id, .kind = sc->kind };
+	if (cel && cel_sql(cel, "keys", "values", &label_sql, &e) == 0)
+		scope.label_sql = label_sql.data;
+	s->view = store_view_open_scoped(st, sc->start_ms, sc->end_ms, &scope);
+	buf_free(&label_sql);
+	buf_free(&e);
 	return s;
 }
 

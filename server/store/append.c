@@ -32,28 +32,39 @@ static void fail_commit(struct store *s, struct commit *q)
 		q->e->failed(q->e->ctx);
 }
 
-int store_append_entry(struct store *s, const struct store_entry *e, struct buf *err)
+int store_entry_admit(const struct store_config *cfg, const struct store_codec *const *codecs,
+		      const struct store_entry *e, struct buf *err)
 {
 	size_t plen = strlen(e->project);
 	if (plen == 0 || plen > 255) {
 		buf_puts(err, "invalid project id");
 		return STORE_FAILED;
 	}
-	if (!s->codecs[e->record_type]) {
+	if (!codecs[e->record_type]) {
 		buf_printf(err, "no codec reads log records of type %u (store_config.codecs)",
 			   e->record_type);
 		return STORE_FAILED;
 	}
-	if (s->cfg.time_window) {
+	if (cfg->time_window) {
 		int64_t now = now_unix_ms();
-		if (e->start_unix_ms < now - s->cfg.retention_ms ||
-		    e->start_unix_ms > now + 86400000) {
+		if (e->start_unix_ms < now - cfg->retention_ms || e->start_unix_ms > now + 86400000) {
 			buf_printf(err, "the batch's time (%lld ms) lies outside what this server keeps "
 				   "(the last %lld days, up to a day ahead): check the agent's clock",
-				   (long long)e->start_unix_ms, (long long)(s->cfg.retention_ms / 86400000));
+				   (long long)e->start_unix_ms, (long long)(cfg->retention_ms / 86400000));
 			return STORE_REFUSED;
 		}
 	}
+	return STORE_OK;
+}
+
+int store_append_entry(struct store *s, const struct store_entry *e, struct buf *err)
+{
+	if (s->backend.write)
+		return s->backend.write->append(s, e, err);
+	int arc = store_entry_admit(&s->cfg, s->codecs, e, err);
+	if (arc != STORE_OK)
+		return arc;
+	size_t plen = strlen(e->project);
 	pthread_mutex_lock(&s->mu);
 	while (s->sealing)
 		pthread_cond_wait(&s->cv, &s->mu);

@@ -815,6 +815,10 @@ void *st_maintenance(void *arg)
 
 void store_get_stats(struct store *s, struct store_stats *out)
 {
+	if (s->backend.write) {
+		s->backend.write->stats(s, out);
+		return;
+	}
 	pthread_mutex_lock(&s->list_mu);
 	*out = s->stats;
 	out->cache_bytes = s->cache_used;

@@ -484,6 +484,10 @@ void store_close(struct store *s)
 {
 	if (!s)
 		return;
+	if (s->backend.write) {
+		s->backend.write->close(s);
+		return;
+	}
 	if (s->thread_started) {
 		pthread_mutex_lock(&s->stop_mu);
 		s->stop = true;

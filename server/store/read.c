@@ -5,11 +5,17 @@
 #include <string.h>
 
 /* Every backend's handle begins with a struct store_backend (store.h). */
-struct store_view *store_view_open(struct store *s, int64_t from_ms, int64_t to_ms)
+struct store_view *store_view_open_scoped(struct store *s, int64_t from_ms, int64_t to_ms,
+					  const struct store_view_scope *scope)
 {
 	const struct store_backend *b = (const struct store_backend *)s;
 	const struct store_read_ops *ops = b->read ? b->read : &store_embedded_read;
-	return ops->view_open(s, from_ms, to_ms);
+	return ops->view_open(s, from_ms, to_ms, scope);
+}
+
+struct store_view *store_view_open(struct store *s, int64_t from_ms, int64_t to_ms)
+{
+	return store_view_open_scoped(s, from_ms, to_ms, NULL);
 }
 
 void store_view_close(struct store_view *v)

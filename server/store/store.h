@@ -270,6 +270,12 @@ enum store_record_type {
  * record type without a registered codec is refused (STORE_FAILED): what
  * is acknowledged must replay. */
 int store_append_entry(struct store *s, const struct store_entry *e, struct buf *err);
+/* What every backend's append checks first: a project id of 1 to 255
+ * bytes, a codec for the record type (codecs: by type, 256 of them), and
+ * with cfg->time_window a time within the retention and at most a day
+ * ahead. STORE_OK, STORE_FAILED or STORE_REFUSED (err says why). */
+int store_entry_admit(const struct store_config *cfg, const struct store_codec *const *codecs,
+		      const struct store_entry *e, struct buf *err);
 
 /* --- codecs: reading the log back ----------------------------------------------
  *
@@ -431,17 +437,49 @@ struct store_view {
 	const struct store_read_ops *ops;
 };
 
-/* What every backend's handle begins with: its reading operations. NULL
- * is the embedded store's own (store_open zero-fills the handle). */
+/* A backend's writing half (besides the embedded store's, whose handle
+ * leaves it NULL): store_append_entry, store_get_stats and store_close
+ * dispatch on it. append keeps every guarantee listed at the top of this
+ * file ("durable before acknowledged", duplicates, busy, refused,
+ * codecs), its own way: the ClickHouse backend
+ * (server/store/clickhouse/chstore.h) calls the entry's index() into a
+ * head of its own and sends that head's rows, never calling record().
+ * The maintenance calls (store_flush and the rest) are the embedded
+ * store's alone. */
+struct store_write_ops {
+	const char *name;
+	int (*append)(struct store *s, const struct store_entry *e, struct buf *err);
+	void (*stats)(struct store *s, struct store_stats *out);
+	void (*close)(struct store *s);
+};
+
+/* What every backend's handle begins with: its reading and writing
+ * operations. NULL is the embedded store's own (store_open zero-fills
+ * the handle; a test's in-memory double sets read alone). */
 struct store_backend {
 	const struct store_read_ops *read;
+	const struct store_write_ops *write;
+};
+
+/* What a query will select of a view (store_view_open_scoped): a hint a
+ * backend may use to read less; the query still selects series itself
+ * (project, kind, CEL over the label sets), so a backend may give more
+ * than the scope but never less. */
+struct store_view_scope {
+	const char *project;   /* the project's id; NULL: any */
+	uint8_t kind;          /* enum store_event_kind; 0: any */
+	/* NULL, or a ClickHouse SQL condition over the columns `keys` and
+	 * `values` of a label set (server/query/cel_sql.h) that holds for
+	 * every label set the query's filter selects */
+	const char *label_sql;
 };
 
 /* A backend's reading half. Every function is required; the public
  * functions below document each. */
 struct store_read_ops {
 	const char *name;
-	struct store_view *(*view_open)(struct store *s, int64_t from_ms, int64_t to_ms);
+	struct store_view *(*view_open)(struct store *s, int64_t from_ms, int64_t to_ms,
+					const struct store_view_scope *scope);
 	size_t (*count)(const struct store_view *v);
 	void (*carry)(struct store_view *v);
 	bool (*same_ids)(const struct store_view *v, size_t i, size_t j);
@@ -472,6 +510,9 @@ extern const struct store_read_ops store_embedded_read;
 /* The segments holding rows in [from_ms, to_ms), pinned, in the order a
  * query reads them. */
 struct store_view *store_view_open(struct store *s, int64_t from_ms, int64_t to_ms);
+/* The same for a query that selects within scope (may be NULL: everything). */
+struct store_view *store_view_open_scoped(struct store *s, int64_t from_ms, int64_t to_ms,
+					  const struct store_view_scope *scope);
 static inline size_t store_view_count(const struct store_view *v)
 {
 	return v->ops->count(v);

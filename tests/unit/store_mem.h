@@ -148,9 +148,11 @@ static int mem_cmp_row(const void *a, const void *b)
 	return x->stack < y->stack ? -1 : x->stack > y->stack;
 }
 
-static struct store_view *mem_open(struct store *st, int64_t from_ms, int64_t to_ms)
+static struct store_view *mem_open(struct store *st, int64_t from_ms, int64_t to_ms,
+				   const struct store_view_scope *scope)
 {
 	(void)from_ms, (void)to_ms; /* rows outside the range may come: readers cut them */
+	(void)scope;
 	struct memstore *m = (struct memstore *)st;
 	struct mem_view *v = xcalloc(1, sizeof(*v));
 	v->base.ops = &mem_ops;

@@ -1,6 +1,10 @@
 /* rowbinary.c - RowBinary rows and the insert of one batch: see rowbinary.h. */
 #include "rowbinary.h"
 
+#include "fileid.h"
+#include "util.h"
+
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,8 +66,36 @@ uint64_t ch_string_hash(const char *s, size_t n)
 
 uint64_t ch_frame_hash(const struct ch_frame *f)
 {
-	uint64_t v[5] = { f->type, f->address, f->function, f->binary, f->build_id };
-	return XXH3_64bits_withSeed(v, sizeof(v), CH_SEED_FRAME);
+	uint64_t v[6] = { f->type, f->address, f->function, f->binary, f->build_id, f->file };
+	return XXH3_64bits_withSeed(v, (f->file ? 6 : 5) * sizeof(uint64_t), CH_SEED_FRAME);
+}
+
+uint64_t ch_file_hash(const struct ch_file *f)
+{
+	XXH3_state_t st;
+	XXH3_64bits_reset_withSeed(&st, CH_SEED_FILE);
+	uint64_t n[3] = { f->name_len, f->build_id_len, f->nsegs };
+	XXH3_64bits_update(&st, n, sizeof(n));
+	XXH3_64bits_update(&st, f->id, FILE_ID_LEN);
+	XXH3_64bits_update(&st, f->name, f->name_len);
+	XXH3_64bits_update(&st, f->build_id, f->build_id_len);
+	XXH3_64bits_update(&st, f->segs, 3 * f->nsegs * sizeof(uint64_t));
+	uint64_t h = XXH3_64bits_digest(&st);
+	return h ? h : 1; /* 0 means none */
+}
+
+uint64_t ch_batch_file(struct ch_batch *b, const struct ch_file *f)
+{
+	uint64_t h = ch_file_hash(f);
+	ch_rb_u64(&b->files, h);
+	ch_rb_string(&b->files, (const char *)f->id, FILE_ID_LEN);
+	ch_rb_string(&b->files, f->name, f->name_len);
+	ch_rb_string(&b->files, (const char *)f->build_id, f->build_id_len);
+	ch_rb_varint(&b->files, 3 * f->nsegs);
+	for (size_t i = 0; i < 3 * f->nsegs; i++)
+		ch_rb_u64(&b->files, f->segs[i]);
+	b->n_files++;
+	return h;
 }
 
 uint64_t ch_stack_hash(const uint64_t *frames, size_t n)
@@ -119,6 +151,7 @@ void ch_batch_free(struct ch_batch *b)
 	buf_free(&b->frames);
 	buf_free(&b->strings);
 	buf_free(&b->label_sets);
+	buf_free(&b->files);
 }
 
 int ch_batch_sample(struct ch_batch *b, const struct ch_sample *s)
@@ -155,6 +188,7 @@ uint64_t ch_batch_frame(struct ch_batch *b, const struct ch_frame *f)
 	ch_rb_u64(&b->frames, f->function);
 	ch_rb_u64(&b->frames, f->binary);
 	ch_rb_u64(&b->frames, f->build_id);
+	ch_rb_u64(&b->frames, f->file);
 	b->n_frames++;
 	return h;
 }
@@ -220,74 +254,136 @@ static enum ch_rc insert(struct ch_conn *c, const char *table, const char *colum
 	return rc;
 }
 
-/* How many rows of table hold batch b; -1 on an error (rc set). */
-static long long count_of(struct ch_conn *c, const struct ch_batch *b, int samples, enum ch_rc *rc,
-			  struct buf *err)
+/* The ids, of the batches b[i] with want[i] set, that the batches table
+ * (samples: 0) holds: found[i] set for each. */
+static enum ch_rc stored(struct ch_conn *c, struct ch_batch *const *b, size_t n, const bool *want,
+			 int samples, bool *found, struct buf *err)
 {
 	struct buf sql = { 0 }, ans = { 0 };
 	const char *d = ch_conn_database(c);
-	if (samples) {
-		buf_printf(&sql, "SELECT count() FROM %s.samples WHERE project = ", d);
-		ch_sql_string(&sql, b->project, strlen(b->project));
-		buf_printf(&sql, " AND ts >= toDateTime(%u) AND ts <= toDateTime(%u) AND batch = %llu",
-			   b->ts_min, b->ts_max, (unsigned long long)b->id);
-	} else {
-		buf_printf(&sql, "SELECT count() FROM %s.batches WHERE batch = %llu", d,
-			   (unsigned long long)b->id);
+	size_t k = 0;
+	if (samples)
+		buf_printf(&sql, "SELECT DISTINCT batch FROM %s.samples WHERE ", d);
+	else
+		buf_printf(&sql, "SELECT batch FROM %s.batches WHERE batch IN (", d);
+	for (size_t i = 0; i < n; i++) {
+		if (!want[i])
+			continue;
+		if (samples) {
+			/* the primary key's prefix bounds the read */
+			buf_puts(&sql, k ? " OR (project = " : "(project = ");
+			ch_sql_string(&sql, b[i]->project, strlen(b[i]->project));
+			buf_printf(&sql, " AND ts >= toDateTime(%u) AND ts <= toDateTime(%u) AND batch = %llu)",
+				   b[i]->ts_min, b[i]->ts_max, (unsigned long long)b[i]->id);
+		} else {
+			buf_printf(&sql, "%s%llu", k ? ", " : "", (unsigned long long)b[i]->id);
+		}
+		k++;
 	}
-	*rc = ch_query(c, 0, sql.data, NULL, 0, 0, 0, NULL, &ans, err);
-	long long n = *rc == CH_OK && ans.data ? strtoll(ans.data, NULL, 10) : -1;
+	if (!samples)
+		buf_putc(&sql, ')');
+	enum ch_rc rc = k ? ch_query(c, 0, sql.data, NULL, 0, 0, 0, NULL, &ans, err) : CH_OK;
+	for (const char *p = ans.data; rc == CH_OK && p && *p;) {
+		char *end;
+		unsigned long long id = strtoull(p, &end, 10);
+		if (end == p)
+			break;
+		for (size_t i = 0; i < n; i++)
+			if (want[i] && b[i]->id == id)
+				found[i] = true;
+		p = *end ? end + 1 : end;
+	}
 	buf_free(&sql);
 	buf_free(&ans);
-	return n;
+	return rc;
 }
 
-static enum ch_rc record(struct ch_conn *c, const struct ch_batch *b, struct buf *err)
+static void batch_row(struct buf *row, const struct ch_batch *b)
 {
-	struct buf row = { 0 };
-	ch_rb_u64(&row, b->id);
-	ch_rb_string(&row, b->project, strlen(b->project));
-	ch_rb_string(&row, b->agent, strlen(b->agent));
-	ch_rb_u64(&row, b->sequence);
-	ch_rb_u64(&row, b->n_samples);
-	ch_rb_u32(&row, b->ts_min);
-	ch_rb_u32(&row, b->ts_max);
-	ch_rb_u32(&row, (uint32_t)time(NULL));
-	enum ch_rc rc = insert(c, "batches", "batch, project, agent, sequence, rows, ts_min, ts_max, inserted",
-			       &row, err);
-	buf_free(&row);
-	return rc;
+	ch_rb_u64(row, b->id);
+	ch_rb_string(row, b->project, strlen(b->project));
+	ch_rb_string(row, b->agent, strlen(b->agent));
+	ch_rb_u64(row, b->sequence);
+	ch_rb_u64(row, b->n_samples);
+	ch_rb_u32(row, b->ts_min);
+	ch_rb_u32(row, b->ts_max);
+	ch_rb_u32(row, (uint32_t)time(NULL));
+}
+
+static enum ch_rc record(struct ch_conn *c, const struct buf *rows, struct buf *err)
+{
+	return insert(c, "batches", "batch, project, agent, sequence, rows, ts_min, ts_max, inserted",
+		      rows, err);
 }
 
 enum ch_rc ch_insert_batch(struct ch_conn *c, struct ch_batch *b, enum ch_insert_result *result,
 			   struct buf *err)
 {
-	enum ch_rc rc;
-	*result = CH_INSERTED;
+	return ch_insert_batches(c, &b, 1, result, err);
+}
+
+enum ch_rc ch_insert_batches(struct ch_conn *c, struct ch_batch *const *b, size_t n,
+			     enum ch_insert_result *result, struct buf *err)
+{
+	enum ch_rc rc = CH_OK;
+	bool *want = xcalloc(2 * n + 1, sizeof(bool)), *found = want + n;
+	struct buf rows = { 0 };
 	/* Stored before? The batches row is written last, so a batch whose
 	 * samples landed but whose row did not (the answer lost between the
 	 * two) is found by its samples: they went in one block, whole. */
-	long long n = count_of(c, b, 0, &rc, err);
-	if (rc != CH_OK)
-		return rc;
-	if (n == 0 && b->n_samples) {
-		n = count_of(c, b, 1, &rc, err);
-		if (rc != CH_OK)
-			return rc;
-		if (n > 0 && (rc = record(c, b, err)) != CH_OK)
-			return rc;
+	for (size_t i = 0; i < n; i++) {
+		result[i] = CH_INSERTED;
+		want[i] = !b[i]->unique;
 	}
-	if (n > 0) {
-		*result = CH_DUPLICATE;
-		return CH_OK;
+	/* the same id twice in the group: the later one is the duplicate */
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < i && want[i] && !found[i]; j++)
+			found[i] = want[j] && b[j]->id == b[i]->id;
+	for (size_t i = 0; i < n; i++)
+		want[i] = want[i] && !found[i];
+	rc = stored(c, b, n, want, 0, found, err);
+	for (size_t i = 0; i < n; i++)
+		want[i] = want[i] && !found[i] && b[i]->n_samples;
+	if (rc == CH_OK)
+		rc = stored(c, b, n, want, 1, found, err);
+	for (size_t i = 0; rc == CH_OK && i < n; i++)
+		if (want[i] && found[i])
+			batch_row(&rows, b[i]);
+	if (rc == CH_OK)
+		rc = record(c, &rows, err);
+	/* Dictionaries before the samples that name them: every new batch's
+	 * rows of a table in one insert (RowBinary bodies concatenate). */
+	static const struct { const char *table, *columns; size_t off; } tables[] = {
+		{ "strings", "hash, value", offsetof(struct ch_batch, strings) },
+		{ "files", "hash, id, name, build_id, segs", offsetof(struct ch_batch, files) },
+		{ "frames", "hash, type, address, function, binary, build_id, file",
+		  offsetof(struct ch_batch, frames) },
+		{ "stacks", "hash, frames", offsetof(struct ch_batch, stacks) },
+		{ "label_sets", "hash, keys, values", offsetof(struct ch_batch, label_sets) },
+		{ "samples", "project, kind, ts, stack, labels, hz, value, batch",
+		  offsetof(struct ch_batch, samples) },
+	};
+	struct buf body = { 0 };
+	for (size_t t = 0; rc == CH_OK && t < sizeof(tables) / sizeof(tables[0]); t++) {
+		body.len = 0;
+		for (size_t i = 0; i < n; i++) {
+			const struct buf *part = (const struct buf *)((const char *)b[i] + tables[t].off);
+			if (!found[i] && part->len)
+				buf_append(&body, part->data, part->len);
+		}
+		rc = insert(c, tables[t].table, tables[t].columns, &body, err);
 	}
-	/* Dictionaries before the samples that name them. */
-	if ((rc = insert(c, "strings", "hash, value", &b->strings, err)) != CH_OK ||
-	    (rc = insert(c, "frames", "hash, type, address, function, binary, build_id", &b->frames, err)) != CH_OK ||
-	    (rc = insert(c, "stacks", "hash, frames", &b->stacks, err)) != CH_OK ||
-	    (rc = insert(c, "label_sets", "hash, keys, values", &b->label_sets, err)) != CH_OK ||
-	    (rc = insert(c, "samples", "project, kind, ts, stack, labels, hz, value, batch", &b->samples,
-			 err)) != CH_OK)
-		return rc;
-	return record(c, b, err);
+	rows.len = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (found[i])
+			result[i] = CH_DUPLICATE;
+		else
+			batch_row(&rows, b[i]);
+	}
+	if (rc == CH_OK)
+		rc = record(c, &rows, err);
+	buf_free(&body);
+	buf_free(&rows);
+	free(want);
+	return rc;
 }

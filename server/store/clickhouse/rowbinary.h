@@ -40,6 +40,7 @@ enum ch_hash_seed {
 	CH_SEED_STACK = 3,
 	CH_SEED_LABELS = 4,
 	CH_SEED_BATCH = 5,
+	CH_SEED_FILE = 6,
 };
 
 struct ch_sample {
@@ -59,6 +60,18 @@ struct ch_frame {
 	uint64_t function;   /* ch_string_hash of each */
 	uint64_t binary;
 	uint64_t build_id;
+	uint64_t file;       /* ch_file_hash, 0: none (schema version 2) */
+};
+
+/* An executable or library (the embedded store's struct store_file). */
+struct ch_file {
+	const uint8_t *id;         /* FILE_ID_LEN bytes */
+	const char *name;
+	size_t name_len;
+	const uint8_t *build_id;
+	size_t build_id_len;
+	const uint64_t *segs;      /* nsegs (offset, vaddr, size) triples */
+	size_t nsegs;
 };
 
 /* RowBinary primitives (exposed for the unit test). */
@@ -69,7 +82,9 @@ void ch_rb_varint(struct buf *b, uint64_t v);
 void ch_rb_string(struct buf *b, const char *s, size_t n);
 
 uint64_t ch_string_hash(const char *s, size_t n);
+/* A frame without a file hashes as in schema version 1. */
 uint64_t ch_frame_hash(const struct ch_frame *f);
+uint64_t ch_file_hash(const struct ch_file *f);
 uint64_t ch_stack_hash(const uint64_t *frames, size_t n);
 /* keys and values sorted by key (the caller's order is kept). */
 uint64_t ch_labels_hash(const char *const *keys, const char *const *values, size_t n);
@@ -82,8 +97,10 @@ struct ch_batch {
 	uint64_t sequence;
 	uint64_t id;                 /* ch_batch_id(agent, sequence) */
 	uint32_t ts_min, ts_max;
-	struct buf samples, stacks, frames, strings, label_sets;
-	size_t n_samples, n_stacks, n_frames, n_strings, n_label_sets;
+	int unique;                  /* the id cannot have been stored (a random one):
+				      * ch_insert_batch skips the dedup look-ups */
+	struct buf samples, stacks, frames, strings, label_sets, files;
+	size_t n_samples, n_stacks, n_frames, n_strings, n_label_sets, n_files;
 };
 
 void ch_batch_init(struct ch_batch *b, const char *project, const char *agent, uint64_t sequence);
@@ -93,6 +110,7 @@ void ch_batch_free(struct ch_batch *b);
 int ch_batch_sample(struct ch_batch *b, const struct ch_sample *s);
 uint64_t ch_batch_string(struct ch_batch *b, const char *s, size_t n);
 uint64_t ch_batch_frame(struct ch_batch *b, const struct ch_frame *f);
+uint64_t ch_batch_file(struct ch_batch *b, const struct ch_file *f);
 uint64_t ch_batch_stack(struct ch_batch *b, const uint64_t *frames, size_t n);
 uint64_t ch_batch_label_set(struct ch_batch *b, const char *const *keys, const char *const *values,
 			    size_t n);
@@ -108,6 +126,14 @@ enum ch_insert_result { CH_INSERTED, CH_DUPLICATE };
  * CH_FAILED, err saying why. */
 enum ch_rc ch_insert_batch(struct ch_conn *c, struct ch_batch *b, enum ch_insert_result *result,
 			   struct buf *err);
+/* The same for n batches at once (a group of concurrent appends): the
+ * dedup look-ups in one query each, each table's rows of every new batch
+ * in one insert (on a cluster each shard gets its batches' rows in one
+ * block, so each batch is still whole on one shard), then their batches
+ * rows. result[i] for each; the return is the group's (on an error none
+ * of them counts yet). At most CH_MAX_BATCH_ROWS samples in all. */
+enum ch_rc ch_insert_batches(struct ch_conn *c, struct ch_batch *const *b, size_t n,
+			     enum ch_insert_result *result, struct buf *err);
 
 /* SQL string literal of s[0..n) between single quotes, every byte that
  * is not printable ASCII, and \ and ', escaped (\\, \', \xHH): safe for

@@ -7,32 +7,55 @@
 #include <time.h>
 
 struct table {
+	int since; /* the schema version that added it */
 	const char *name;
 	const char *columns;
 	const char *engine;   /* everything after ENGINE = */
 	const char *shard_by; /* the Distributed sharding key */
 };
 
-/* Version 1. A later version appends its own statements (ALTER TABLE ...
- * ADD COLUMN IF NOT EXISTS, new tables) to ch_schema_statements. */
+/* Each table with the version that added it: a migrate from version N
+ * creates the tables added after N (a later version's ALTER TABLE ...
+ * ADD COLUMN statements would go beside them, in 18.16's dialect). */
 static const struct table tables[] = {
-	{ "samples",
+	{ 1, "samples",
 	  "project String, kind String, ts DateTime, stack UInt64, labels UInt64, hz UInt32, "
 	  "value UInt64, batch UInt64",
 	  "MergeTree() PARTITION BY toDate(ts) ORDER BY (project, kind, ts, stack, labels) "
 	  "SETTINGS index_granularity = 8192",
 	  "batch" },
-	{ "stacks", "hash UInt64, frames Array(UInt64)", "ReplacingMergeTree() ORDER BY hash", "hash" },
-	{ "frames",
-	  "hash UInt64, type UInt8, address UInt64, function UInt64, binary UInt64, build_id UInt64",
+	{ 1, "stacks", "hash UInt64, frames Array(UInt64)", "ReplacingMergeTree() ORDER BY hash", "hash" },
+	{ 1, "frames",
+	  "hash UInt64, type UInt8, address UInt64, function UInt64, binary UInt64, build_id UInt64, "
+	  "file UInt64",
 	  "ReplacingMergeTree() ORDER BY hash", "hash" },
-	{ "strings", "hash UInt64, value String", "ReplacingMergeTree() ORDER BY hash", "hash" },
-	{ "label_sets", "hash UInt64, keys Array(String), values Array(String)",
+	{ 1, "strings", "hash UInt64, value String", "ReplacingMergeTree() ORDER BY hash", "hash" },
+	{ 1, "label_sets", "hash UInt64, keys Array(String), values Array(String)",
 	  "ReplacingMergeTree() ORDER BY hash", "hash" },
-	{ "batches",
+	{ 1, "batches",
 	  "batch UInt64, project String, agent String, sequence UInt64, rows UInt64, "
 	  "ts_min DateTime, ts_max DateTime, inserted DateTime",
 	  "ReplacingMergeTree() PARTITION BY toYYYYMM(inserted) ORDER BY batch", "batch" },
+	/* Version 2: each host's logical CPUs (absolute CPU mode), the most
+	 * seen kept when parts merge. */
+	{ 2, "hosts", "name String, cpus UInt32, seen DateTime",
+	  "ReplacingMergeTree(cpus) ORDER BY name", "cityHash64(name)" },
+	/* Version 2: executables and libraries (file id, name, build id,
+	 * executable segments as offset/vaddr/size triples), which frames name
+	 * by hash (frames.file, below), as the embedded store's frames do. */
+	{ 2, "files", "hash UInt64, id String, name String, build_id String, segs Array(UInt64)",
+	  "ReplacingMergeTree() ORDER BY hash", "hash" },
+};
+
+/* Columns added to a table that existed before: a migrate from a version
+ * below `since` (that already has the table) adds them. 18.16 has no ADD
+ * COLUMN IF NOT EXISTS: the version row, written after the statements,
+ * is what keeps them from running twice. */
+static const struct column_add {
+	int since;
+	const char *table, *column;
+} column_adds[] = {
+	{ 2, "frames", "file UInt64" },
 };
 
 static bool clustered(const struct ch_schema *s)
@@ -57,12 +80,29 @@ int ch_schema_statements(const struct ch_schema *s, int from, struct buf *out)
 	}
 	const size_t nt = sizeof(tables) / sizeof(tables[0]);
 	for (size_t i = 0; i < nt; i++) {
+		if (tables[i].since <= from)
+			continue;
 		buf_printf(out, "CREATE TABLE IF NOT EXISTS %s.%s%s (%s) ENGINE = %s", s->database,
 			   tables[i].name, clustered(s) ? "_local" : "", tables[i].columns, tables[i].engine);
 		stmt_end(out, &n);
 	}
+	/* columns of tables the server has (from >= 1) */
+	for (size_t i = 0; from >= 1 && i < sizeof(column_adds) / sizeof(column_adds[0]); i++) {
+		if (column_adds[i].since <= from)
+			continue;
+		buf_printf(out, "ALTER TABLE %s.%s%s ADD COLUMN %s", s->database, column_adds[i].table,
+			   clustered(s) ? "_local" : "", column_adds[i].column);
+		stmt_end(out, &n);
+		if (clustered(s)) {
+			buf_printf(out, "ALTER TABLE %s.%s ADD COLUMN %s", s->database,
+				   column_adds[i].table, column_adds[i].column);
+			stmt_end(out, &n);
+		}
+	}
 	if (clustered(s)) {
 		for (size_t i = 0; i < nt; i++) {
+			if (tables[i].since <= from)
+				continue;
 			buf_printf(out,
 				   "CREATE TABLE IF NOT EXISTS %s.%s AS %s.%s_local "
 				   "ENGINE = Distributed(%s, %s, %s_local, %s)",
@@ -93,13 +133,12 @@ int ch_schema_query_texts(const struct ch_schema *s, struct buf *out)
 	stmt_end(out, &n);
 	buf_puts(out, "SELECT version()");
 	stmt_end(out, &n);
-	buf_printf(out,
-		   "SELECT count() FROM %s.batches WHERE batch = 1",
-		   d);
+	buf_printf(out, "SELECT batch FROM %s.batches WHERE batch IN (1, 2)", d);
 	stmt_end(out, &n);
 	buf_printf(out,
-		   "SELECT count() FROM %s.samples WHERE project = 'p' AND ts >= toDateTime(0) "
-		   "AND ts <= toDateTime(1) AND batch = 1", d);
+		   "SELECT DISTINCT batch FROM %s.samples WHERE (project = 'p' AND ts >= toDateTime(0) "
+		   "AND ts <= toDateTime(1) AND batch = 1) OR (project = 'q' AND ts >= toDateTime(0) "
+		   "AND ts <= toDateTime(1) AND batch = 2)", d);
 	stmt_end(out, &n);
 	buf_printf(out,
 		   "SELECT partition, sum(rows) FROM system.parts WHERE database = '%s' AND "

@@ -6,13 +6,16 @@
  *               MergeTree, PARTITION BY toDate(ts),
  *               ORDER BY (project, kind, ts, stack, labels)
  *   stacks      (hash, frames Array(UInt64) root first)       ReplacingMergeTree by hash
- *   frames      (hash, type, address, function, binary, build_id: strings' hashes)
+ *   frames      (hash, type, address, function, binary, build_id: strings' hashes,
+ *                file: a files hash, 0 none (version 2))
  *                                                              ReplacingMergeTree by hash
  *   strings     (hash, value)                                  ReplacingMergeTree by hash
  *   label_sets  (hash, keys Array(String), values Array(String), sorted by key)
  *                                                              ReplacingMergeTree by hash
  *   batches     (batch, project, agent, sequence, rows, ts_min, ts_max, inserted)
  *                                                              ReplacingMergeTree by batch
+ *   hosts       (name, cpus, seen) (version 2)  ReplacingMergeTree(cpus) by name
+ *   files       (hash, id, name, build_id, segs) (version 2)  ReplacingMergeTree by hash
  *   schema_version (version, applied)                          TinyLog, per server
  * With a cluster (--clickhouse-cluster NAME), each of these (but
  * schema_version) is created as NAME_local on every server of
@@ -37,7 +40,7 @@
 #include "chttp.h"
 
 /* The version this build's schema is at. */
-#define CH_SCHEMA_VERSION 1
+#define CH_SCHEMA_VERSION 2
 
 enum ch_table_kind { CH_TABLE_PLAIN, CH_TABLE_LOCAL, CH_TABLE_DISTRIBUTED };
 

@@ -169,10 +169,25 @@ static void test_schema_statements(void **state)
 	(void)state;
 	struct ch_schema plain = { .database = "ember" }, sharded = { .database = "ember", .cluster = "c" };
 	struct buf b = { 0 };
-	assert_int_equal(ch_schema_statements(&plain, 0, &b), 1 + 6);
+	assert_int_equal(ch_schema_statements(&plain, 0, &b), 1 + 8);
 	assert_non_null(strstr(b.data + strlen(b.data) + 1, "ember.samples ("));
 	buf_reset(&b);
-	assert_int_equal(ch_schema_statements(&sharded, 0, &b), 1 + 12);
+	assert_int_equal(ch_schema_statements(&sharded, 0, &b), 1 + 16);
+	buf_reset(&b);
+	/* from version 1: the tables of version 2 (local), frames.file on
+	 * both frames tables, then the new Distributed tables */
+	assert_int_equal(ch_schema_statements(&sharded, 1, &b), 6);
+	const char *st = b.data;
+	assert_string_equal(st, "CREATE TABLE IF NOT EXISTS ember.hosts_local (name String, "
+				"cpus UInt32, seen DateTime) ENGINE = ReplacingMergeTree(cpus) ORDER BY name");
+	st += strlen(st) + 1;
+	assert_non_null(strstr(st, "ember.files_local (hash UInt64, id String"));
+	st += strlen(st) + 1;
+	assert_string_equal(st, "ALTER TABLE ember.frames_local ADD COLUMN file UInt64");
+	st += strlen(st) + 1;
+	assert_string_equal(st, "ALTER TABLE ember.frames ADD COLUMN file UInt64");
+	buf_reset(&b);
+	assert_int_equal(ch_schema_statements(&plain, 1, &b), 3);
 	buf_reset(&b);
 	assert_int_equal(ch_schema_statements(&sharded, CH_SCHEMA_VERSION, &b), 0);
 	assert_int_equal(ch_schema_drop_partition(&sharded, "2026-12-06", &b), 0);

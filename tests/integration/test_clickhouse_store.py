@@ -1,0 +1,417 @@
+"""ember-server --store clickhouse (server/store/clickhouse/chstore.c) against
+the embedded store: the same batches into an embedded server, a server on
+one ClickHouse 18.16 and a server on two shards behind Distributed tables
+answer every query the same, byte for byte but for query statistics; and
+a ClickHouse stopped mid-ingest makes ingest answer 503 with Retry-After,
+the client retries, and after the restart nothing is lost or counted
+twice."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+
+from ember_batch import Batch, send_batch  # noqa: E402
+from harness import BIN, ROOT, Server, http  # noqa: E402
+from harness import api_post as post  # noqa: E402
+
+sys.path.insert(0, os.path.join(ROOT, "build", "pydeps"))
+from opentelemetry.proto.collector.profiles.v1development import profiles_service_pb2 as svc  # noqa: E402,I100
+from opentelemetry.proto.common.v1 import common_pb2  # noqa: E402
+from opentelemetry.proto.profiles.v1development import profiles_pb2 as pb  # noqa: E402
+from otlp_build import cpu_profile, dictionary  # noqa: E402
+
+HOUR = 3600000
+T0 = (int(time.time() * 1000) // HOUR - 2) * HOUR
+BATCHES = 4
+HZ = 19
+HOSTS = {
+    "ch1": dict(cpus=16, attrs={"process.executable.name": "api", "k8s.namespace.name": "prod",
+                                "k8s.pod.name": "api-1"},
+                stacks=[(["main", "serve", "parse"], 30), (["main", "serve", "compute"], 60),
+                        (["main", "gc"], 10)]),
+    "ch2": dict(cpus=8, attrs={"process.executable.name": "api", "k8s.namespace.name": "prod",
+                               "k8s.pod.name": "api-2"},
+                stacks=[(["main", "serve", "parse"], 20),
+                        (["main", "serve", "compress", ("deflate", "native", "libz.so.1")], 40)]),
+    "ch3": dict(cpus=4, attrs={"process.executable.name": "batch", "k8s.namespace.name": "dev",
+                               "weird": "it's \\ \"quoted\"\nnewline"},
+                stacks=[(["main", "work", "compute"], 50), (["main", "rec", "rec", "rec"], 10)]),
+}
+FILE_FRAME = 15  # ch2 also sends an unnamed frame in a file (by file id), as the agent does
+TOTAL = BATCHES * (sum(v for h in HOSTS.values() for _, v in h["stacks"]) + FILE_FRAME)
+
+
+def migrate(*args):
+    r = subprocess.run([os.path.join(BIN, "ember-server"), "migrate", *args],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+def batch(host, i, agent_prefix="agent-", extra=None):
+    spec = HOSTS[host]
+    b = Batch(agent_instance=agent_prefix + host, host_cpus=spec["cpus"], sample_rate_hz=HZ)
+    attrs = dict(spec["attrs"], **{"host.name": host})
+    for frames, value in spec["stacks"]:
+        b.add(frames, attrs, value=value)
+    if host == "ch2":
+        b.add(["main", b.file_frame("00112233445566778899aabbccddeeff", "libfoo.so", 0x1234)],
+              attrs, value=FILE_FRAME)
+    if extra:  # a stack no batch before named: new dictionary rows
+        b.add(["main", extra], attrs, value=1)
+    start = T0 + i * 10000
+    return b.encode(sequence=i + 1, start_ms=start, end_ms=start + 10000)
+
+
+def otlp_request():
+    """An OTLP request without an agent instance: a native frame in a
+    mapped file (name, build id, an address to symbolize), a Python frame,
+    inlined functions."""
+    d, s = dictionary(pb)
+
+    def fn(name, filename="app.py"):
+        d.function_table.add(name_strindex=s(name), filename_strindex=s(filename))
+        return len(d.function_table) - 1
+
+    def loc(*fns, mapping=0, address=0, kind=None):
+        lo = d.location_table.add(mapping_index=mapping, address=address)
+        for f in fns:
+            lo.lines.add(function_index=f, line=7)
+        lo.attribute_indices.append(1)
+        if kind:
+            a = d.attribute_table.add(key_strindex=s("profile.frame.type"))
+            a.value.string_value = kind
+            lo.attribute_indices[0] = len(d.attribute_table) - 1
+        return len(d.location_table) - 1
+
+    d.mapping_table.add(memory_start=0x400000, memory_limit=0x500000, file_offset=0x1000,
+                        filename_strindex=s("/usr/lib/libz.so.1"))
+    bid = d.attribute_table.add(key_strindex=s("process.executable.build_id.gnu"))
+    bid.value.string_value = "0123456789abcdef0123"
+    d.mapping_table[1].attribute_indices.append(len(d.attribute_table) - 1)
+    main = loc(fn("main"))
+    inl = loc(fn("helper_inlined"), fn("work"))
+    py = loc(fn("handler", "server.py"), kind="cpython")
+    raw = loc(mapping=1, address=0x401234)
+    prof = cpu_profile(pb, s, 1_000_000_000 // 20, (T0 + 20000) * 1_000_000)
+    for stack, n in (([inl, main], 70), ([py, main], 9), ([raw, main], 5)):
+        d.stack_table.add(location_indices=stack)
+        prof.samples.add(stack_index=len(d.stack_table) - 1, values=[n])
+    req = svc.ExportProfilesServiceRequest()
+    req.dictionary.CopyFrom(d)
+    rp = req.resource_profiles.add()
+    for k, v in (("host.name", "otlp-host"), ("process.executable.name", "otlp_app")):
+        rp.resource.attributes.add(key=k, value=common_pb2.AnyValue(string_value=v))
+    rp.scope_profiles.add().profiles.append(prof)
+    return req.SerializeToString()
+
+
+@pytest.fixture(scope="module")
+def servers(clickhouse_cluster, tmp_path_factory):
+    a, b = clickhouse_cluster.servers
+    migrate("--clickhouse-url", a.url, "--clickhouse-database", "single")
+    migrate("--clickhouse-url", f"{a.url},{b.url}", "--clickhouse-database", "fleet",
+            "--clickhouse-cluster", "ember_test")
+    emb = Server(tmp_path_factory.mktemp("emb"))
+    one = Server(tmp_path_factory.mktemp("ch1"), None, "--store", "clickhouse",
+                 "--clickhouse-url", a.url, "--clickhouse-database", "single")
+    two = Server(tmp_path_factory.mktemp("ch2"), None, "--store", "clickhouse",
+                 "--clickhouse-url", f"{a.url},{b.url}", "--clickhouse-database", "fleet",
+                 "--clickhouse-cluster", "ember_test")
+    started = [s.start() for s in (emb, one, two)]
+    otlp = otlp_request()
+    for s in started:
+        for host in HOSTS:
+            for i in range(BATCHES):
+                assert send_batch(s.url, batch(host, i))["stored"]
+        status, body = http("POST", s.url + "/v1development/profiles", otlp,
+                            {"Content-Type": "application/x-protobuf"})
+        assert status == 200, body
+    yield {"embedded": emb, "clickhouse": one, "two shards": two}
+    for s in started:
+        s.stop()
+
+
+def strip_stats(x):
+    if isinstance(x, dict):
+        return {k: strip_stats(v) for k, v in x.items() if not k.endswith("query_stats")}
+    if isinstance(x, list):
+        return [strip_stats(v) for v in x]
+    return x
+
+
+def flt(query=None, start=T0, end=T0 + HOUR):
+    return {"start_ts": start, "end_ts": end, "event_kind": "on_cpu", "query": query}
+
+
+QUERIES = [
+    ("flamegraph/json", {"filter": flt()}),
+    ("flamegraph/json", {"filter": flt('host.name == "ch1"')}),
+    ("flamegraph/json", {"filter": flt('k8s.pod.name.startsWith("api") && host.name != "ch2"')}),
+    ("flamegraph/json", {"filter": flt('weird.contains("quoted")')}),
+    ("flamegraph/json", {"filter": flt('host.name.matches("^ch[23]$")'),
+                         "synthetic_frames": ["host"]}),
+    ("flamegraph/json", {"filter": flt(start=T0 + 10000, end=T0 + 20000)}),
+    ("flamegraph/json", {"filter": flt('host.name == "otlp-host"'),
+                         "synthetic_frames": ["executable"]}),
+    # a filter whose SQL is longer than a URL may be (4000 bytes, each escaped as \\xHH):
+    # sent in the query's body
+    ("flamegraph/json", {"filter": flt('host.name != "' + "\u00e9" * 2000 + '"')}),
+    # a form cel_sql refuses (RE2 has no lookahead): not pushed down, filtered in ember
+    ("flamegraph/json", {"filter": flt('host.name.matches("ch(?=[12])")')}),
+    ("top_functions", {"filter": flt(), "sort": "total", "limit": 50}),
+    ("top_functions", {"filter": flt('k8s.namespace.name == "prod"')}),
+    ("top_functions", {"filter": flt(), "cpu_mode": "absolute"}),
+    ("timeseries", {"filter": flt(end=T0 + 60000), "group_by": "host", "num_buckets": 6}),
+    ("timeseries", {"filter": flt(), "num_buckets": 60}),
+    ("timeseries", {"filter": flt(start=T0 + 5000, end=T0 + 35000), "group_by": "executable",
+                    "num_buckets": 4}),
+    ("top_entities", {"filter": flt(), "entity": "host"}),
+    ("top_entities", {"filter": flt(), "entity": "host", "cpu_mode": "absolute"}),
+    ("top_entities", {"filter": flt(), "entity": "pod"}),
+    ("top_entities", {"filter": flt(), "entity": "shared_object"}),
+    ("top_functions", {"filter": flt('host.name == "otlp-host"'), "sort": "total"}),
+    ("events", {"filter": flt('host.name == "otlp-host"'), "limit": 20}),
+    ("labels", {"filter": flt()}),
+    ("sandwich", {"filter": flt(), "function": "serve"}),
+    ("diff", {"baseline": flt('host.name == "ch1"'), "comparison": flt('host.name == "ch2"')}),
+]
+
+
+@pytest.mark.parametrize("what,body", QUERIES, ids=[f"{w}-{i}" for i, (w, _) in enumerate(QUERIES)])
+def test_same_answers(servers, what, body):
+    answers = {}
+    for name, s in servers.items():
+        status, ans = post(s, what, body)
+        assert status == 200, (name, ans)
+        answers[name] = json.dumps(strip_stats(ans), sort_keys=True)
+    assert answers["clickhouse"] == answers["embedded"]
+    assert answers["two shards"] == answers["embedded"]
+
+
+def test_the_answers_hold_the_data(servers):
+    # Not equal by being empty: the totals are the batches'.
+    status, ans = post(servers["clickhouse"], "top_functions",
+                       {"filter": flt("!(host.name == 'otlp-host')"), "sort": "total"})
+    assert status == 200 and ans["total"] == TOTAL
+    tree = servers["clickhouse"].flamegraph(start_ms=T0, end_ms=T0 + HOUR,
+                                            query='host.name == "otlp-host"')
+    assert tree["total"] == 84
+    names = json.dumps(tree)
+    assert "libz.so.1" in names and "helper_inlined" in names and "handler" in names
+    tree = servers["two shards"].flamegraph(start_ms=T0, end_ms=T0 + HOUR, query='host.name == "ch3"')
+    assert tree["total"] == BATCHES * 60
+    tree = servers["two shards"].flamegraph(start_ms=T0, end_ms=T0 + HOUR, query='host.name == "ch2"')
+    assert "libfoo.so" in json.dumps(tree)
+
+
+def test_the_filter_is_pushed_down(servers):
+    # ClickHouse answers only what the filter selects: fewer bytes come
+    # back for one host than for all (without the pushdown, the same).
+    s = servers["two shards"]
+    read = {}
+    for q in (None, 'host.name == "ch1"'):
+        status, ans = post(s, "flamegraph/json", {"filter": flt(q)})
+        assert status == 200
+        read[q] = ans["query_stats"]["bytes_read"]
+    assert 0 < read['host.name == "ch1"'] < read[None] * 0.6, read
+
+
+def test_retried_batch_counts_once(servers, clickhouse_cluster):
+    a, _ = clickhouse_cluster.servers
+    s = servers["two shards"]
+    ans = send_batch(s.url, batch("ch1", 0))
+    assert ans.get("duplicate") or ans.get("stored"), ans
+    assert a.query("SELECT sum(value) FROM fleet.samples WHERE labels GLOBAL IN (SELECT hash "
+                   "FROM fleet.label_sets WHERE has(values, 'ch1'))").strip() == \
+        str(BATCHES * 100)
+
+
+def send_status(url, raw):
+    """POSTs a batch; (status, Retry-After, answer)."""
+    import urllib.error
+    import urllib.request
+    from ember_batch import zstd_compress
+    req = urllib.request.Request(
+        url + "/ingest/v1/batch", data=zstd_compress(raw), method="POST",
+        headers={"Content-Type": "application/x-protobuf", "Content-Encoding": "zstd"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, None, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers.get("Retry-After"), json.loads(e.read())
+
+
+def test_a_shard_stopped_mid_ingest(clickhouse_cluster, tmp_path):
+    """Last in the module: it stops and restarts a shard. Batches sent while
+    it is down get 503 with Retry-After; the client retries them (and
+    resends some that were stored) after it returns: every batch counts
+    once, in ClickHouse and in ember's answers."""
+    a, b = clickhouse_cluster.servers
+    migrate("--clickhouse-url", f"{a.url},{b.url}", "--clickhouse-database", "fault",
+            "--clickhouse-cluster", "ember_test")
+    s = Server(tmp_path / "srv", None, "--store", "clickhouse", "--clickhouse-url",
+               f"{a.url},{b.url}", "--clickhouse-database", "fault",
+               "--clickhouse-cluster", "ember_test").start()
+    try:
+        half = BATCHES // 2 * len(HOSTS)
+        # the second half (sent while the shard is down) names new stacks
+        pending = [batch(h, i, "fault-", f"late_{h}_{i}" if i >= BATCHES // 2 else None)
+                   for i in range(BATCHES) for h in HOSTS]
+        want = TOTAL + (len(pending) - half)
+        for raw in pending[:half]:
+            assert send_status(s.url, raw)[0] == 200
+        b.stop()
+        refused = []
+        for raw in pending[half:]:
+            status, retry_after, ans = send_status(s.url, raw)
+            assert status == 503 and retry_after and int(retry_after) > 0, (status, ans)
+            assert "error" in ans
+            refused.append(raw)
+        b.start()
+        # the agent's retry, and a resend of batches it had stored
+        for raw in refused + pending[:half]:
+            for _ in range(50):
+                status, retry_after, ans = send_status(s.url, raw)
+                if status != 503:
+                    break
+                time.sleep(0.2)
+            assert status == 200 and (ans["stored"] or ans["duplicate"]), ans
+        assert a.query("SELECT sum(value) FROM fault.samples").strip() == str(want)
+        assert a.query("SELECT count() FROM fault.batches").strip() == str(len(pending))
+        # every dictionary row a sample needs is there: rows a failed batch
+        # did not get acknowledged were sent again with its retry
+        assert a.query("SELECT count() FROM fault.samples WHERE stack GLOBAL NOT IN "
+                       "(SELECT hash FROM fault.stacks)").strip() == "0"
+        assert a.query("SELECT count() FROM fault.samples WHERE labels GLOBAL NOT IN "
+                       "(SELECT hash FROM fault.label_sets)").strip() == "0"
+        assert a.query("SELECT count() FROM (SELECT arrayJoin(frames) AS f FROM fault.stacks) "
+                       "WHERE f GLOBAL NOT IN (SELECT hash FROM fault.frames)").strip() == "0"
+        assert a.query("SELECT count() FROM fault.frames WHERE file != 0 AND file GLOBAL NOT IN "
+                       "(SELECT hash FROM fault.files)").strip() == "0"
+        status, ans = post(s, "top_functions", {"filter": flt()})
+        assert status == 200 and ans["total"] == want
+        assert any(f["name"] == "late_ch3_3" for f in ans["functions"])
+    finally:
+        s.stop()
+        if b.proc is None:
+            b.start()
+
+
+def test_a_real_agent_into_clickhouse(clickhouse_cluster, agent_factory, tmp_path):
+    """ember-agent's session batches (the protocol it speaks: definitions
+    once per session) into a --store clickhouse server on two shards: the
+    cpu_split workload's call chain arrives whole and symbolized (the
+    server names native frames from the files' symbols the agent uploads,
+    which needs each frame's file stored in ClickHouse)."""
+    from conftest import require_root
+    from harness import find, run_workload, subtree_total, wait_until
+    require_root()
+    a, b = clickhouse_cluster.servers
+    if b.proc is None:
+        b.start()
+    migrate("--clickhouse-url", f"{a.url},{b.url}", "--clickhouse-database", "agent",
+            "--clickhouse-cluster", "ember_test")
+    s = Server(tmp_path / "srv", None, "--store", "clickhouse", "--clickhouse-url",
+               f"{a.url},{b.url}", "--clickhouse-database", "agent",
+               "--clickhouse-cluster", "ember_test").start()
+    try:
+        agent_factory(s.url, "-on-cpu-sampling-rate=97").start()
+        run_workload("cpu_split", 6)
+
+        def main():
+            tree = s.flamegraph(query='process.executable.name == "cpu_split"')
+            return find(tree["root"], "main", binary="cpu_split")
+
+        def settled():
+            m = main()
+            settled.history.append(m["total"] if m else 0)
+            return settled.history[-1] > 0 and settled.history[-3:] == [settled.history[-1]] * 3
+        settled.history = []
+        wait_until(settled, 40, interval=1.0, what="the workload's samples in ClickHouse")
+        m = main()
+        assert m["total"] > 300, m["total"]
+        chain = m
+        for name in ("run_workload", "run_cycle", "run_slot"):
+            chain = next((c for c in chain["children"] if c["name"] == name), None)
+            assert chain is not None, f"{name} missing from the call chain"
+            assert chain["frame_type"] == "native" and chain["binary"] == "cpu_split"
+        assert subtree_total(m, "hot_a") > 0 and subtree_total(m, "hot_b") > 0
+    finally:
+        s.stop()
+
+
+def test_retention_drops_old_days(clickhouse_cluster, tmp_path):
+    """--retention on --store clickhouse: the server drops the samples' day
+    partitions wholly past it when it starts (and hourly), on every shard;
+    the newer days stay."""
+    a, b = clickhouse_cluster.servers
+    if b.proc is None:
+        b.start()
+    args = ["--clickhouse-url", f"{a.url},{b.url}", "--clickhouse-database", "ret",
+            "--clickhouse-cluster", "ember_test"]
+    migrate(*args)
+    now = int(time.time())
+    for srv in (a, b):
+        for age_days in (5, 3, 0):
+            srv.query(f"INSERT INTO ret.samples_local (project, kind, ts, stack, labels, hz, value, "
+                      f"batch) VALUES ('p', 'on_cpu', toDateTime({now - age_days * 86400}), 1, 1, "
+                      f"19, {age_days + 1}, 1)")
+    s = Server(tmp_path / "srv", None, "--store", "clickhouse", "--retention", "2d", *args).start()
+    try:
+        def dropped():
+            return all(x.query("SELECT groupArray(value) FROM ret.samples_local").strip() == "[1]"
+                       for x in (a, b))
+        from harness import wait_until
+        wait_until(dropped, 20, what="the days past the retention to be dropped")
+    finally:
+        s.stop()
+
+
+def test_concurrent_batches_and_resends_count_once(clickhouse_cluster, tmp_path):
+    """Many clients at once (the backend sends concurrent batches as one
+    group): every batch counts once, also when the same batch is sent twice
+    at the same time."""
+    import threading
+    a, b = clickhouse_cluster.servers
+    if b.proc is None:
+        b.start()
+    args = ["--clickhouse-url", f"{a.url},{b.url}", "--clickhouse-database", "conc",
+            "--clickhouse-cluster", "ember_test"]
+    migrate(*args)
+    s = Server(tmp_path / "srv", None, "--store", "clickhouse", *args).start()
+    try:
+        raws = [batch(h, i, f"conc{k}-") for k in range(4) for h in HOSTS for i in range(BATCHES)]
+        errors = []
+
+        together = threading.Barrier(3)
+
+        def client():
+            # three clients send each batch at the same instant
+            for raw in raws:
+                together.wait()
+                for _ in range(50):
+                    status, _, ans = send_status(s.url, raw)
+                    if status != 503:
+                        break
+                    time.sleep(0.1)
+                if status != 200:
+                    errors.append((status, ans))
+        th = [threading.Thread(target=client) for _ in range(3)]
+        for t in th:
+            t.start()
+        for t in th:
+            t.join()
+        assert not errors, errors[:3]
+        assert a.query("SELECT sum(value), uniqExact(batch) FROM conc.samples").strip() == \
+            f"{4 * TOTAL}\t{len(raws)}"
+        status, ans = post(s, "top_functions", {"filter": flt()})
+        assert status == 200 and ans["total"] == 4 * TOTAL
+    finally:
+        s.stop()
