@@ -493,27 +493,28 @@ static void take_stats(struct agent *a, struct selfstats_values *s)
 	const struct collector_stats *cs = &a->collector.stats;
 	uint64_t bpf[ONCPU_STAT_MAX];
 	oncpu_read_stats(a->oncpu, bpf);
-	/* The threads' statistics, each read once (struct OWNER_stats as
-	 * OWNER_get_stats fills it: counters.h's O rows); a CUDA server that
-	 * is not running leaves its counters at 0. */
-	struct unwind_stats unwind_st;
-	unwind_get_stats(a->unwind, &unwind_st);
-	struct reporter_stats reporter_st;
-	reporter_get_stats(a->reporter, &reporter_st);
-	struct symupload_stats symupload_st;
-	symupload_get_stats(a->symupload, &symupload_st);
-	struct python_stats python_st;
-	python_get_stats(a->python, &python_st);
-	struct kubelet_stats kubelet_st;
-	kubelet_get_stats(a->kubelet, &kubelet_st);
-	struct metricsender_stats metricsender_st;
-	metricsender_get_stats(a->metrics, &metricsender_st);
-	struct cuda_stats cuda_st = { 0 };
-	if (a->cuda)
-		cuda_get_stats(a->cuda, &cuda_st);
+	/* The threads' statistics, each read once: struct OWNER_stats as
+	 * OWNER_get_stats fills it from a->HANDLE (counters.h's O rows copy
+	 * their fields); a thread that is not running (no kubelet, no CUDA
+	 * server) leaves its counters at 0. */
+#define STAT_OWNERS(X) \
+	X(unwind, unwind) X(reporter, reporter) X(symupload, symupload) X(python, python) \
+	X(kubelet, kubelet) X(metricsender, metrics) X(cuda, cuda)
+#define OWNER_STATS(owner, handle) struct owner##_stats owner;
+#define OWNER_READ(owner, handle) \
+	if (a->handle)            \
+		owner##_get_stats(a->handle, &st.owner);
+	struct {
+		STAT_OWNERS(OWNER_STATS)
+	} st;
+	memset(&st, 0, sizeof(st));
+	STAT_OWNERS(OWNER_READ)
+#undef OWNER_STATS
+#undef OWNER_READ
+#undef STAT_OWNERS
 	/* The collector's, the BPF programs' and the threads' counters
 	 * (counters.h). */
-#define COPY_O(id, owner, field, ...) v[SS_##id] = owner##_st.field;
+#define COPY_O(id, owner, field, ...) v[SS_##id] = st.owner.field;
 #define COPY_C(id, field, ...) v[SS_##id] = cs->field;
 #define COPY_B(id, stat, ...) v[SS_##id] = bpf[ONCPU_STAT_##stat];
 	AGENT_COUNTERS(COUNTERS_NONE, COPY_O, COPY_C, COPY_B, COUNTERS_NONE)
@@ -532,7 +533,7 @@ static void take_stats(struct agent *a, struct selfstats_values *s)
 	v[SS_FILES] = a->files.count;
 	if (a->cuda) {
 		for (int r = CWR_SHORT; r < CWR_MAX; r++)
-			v[SS_CUDA_REJ_SHORT + r - CWR_SHORT] = cuda_st.rejected[r];
+			v[SS_CUDA_REJ_SHORT + r - CWR_SHORT] = st.cuda.rejected[r];
 		v[SS_CUDA_PENDING] = cuda_pending(a->cuda);
 	}
 	v[SS_CUDA_PROBED_FILES] = a->ncuda_probed;
