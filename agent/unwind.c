@@ -260,13 +260,7 @@ static bool wait_until_ns(struct unwind *u, uint64_t t)
 	while (!u->stopping && now_mono_ns() < t) {
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
-		uint64_t d = t - now_mono_ns() + 1000000;
-		ts.tv_sec += (time_t)(d / 1000000000ull);
-		ts.tv_nsec += (long)(d % 1000000000ull);
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		timespec_add_ns(&ts, t - now_mono_ns() + 1000000);
 		pthread_cond_timedwait(&u->cond, &u->mu, &ts);
 	}
 	return !u->stopping;

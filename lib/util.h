@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <pthread.h>
+#include <time.h>
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
@@ -66,6 +68,15 @@ int64_t now_unix_ms(void);
 uint64_t now_mono_ns(void);
 /* CPU time the calling thread has used, in nanoseconds. */
 uint64_t now_thread_cpu_ns(void);
+
+/* Timed waits of a thread that sleeps between rounds and is woken to stop:
+ * cond_init_monotonic initialises c so that pthread_cond_timedwait reads
+ * its deadline on CLOCK_MONOTONIC (the wall clock may jump); deadline_in_ms
+ * sets ts to that clock's now plus ms; timespec_add_ns moves ts on by ns,
+ * tv_nsec kept below one second. */
+void cond_init_monotonic(pthread_cond_t *c);
+void deadline_in_ms(struct timespec *ts, uint64_t ms);
+void timespec_add_ns(struct timespec *ts, uint64_t ns);
 
 /* Lower-case hex of n bytes into out (2n+1 bytes, NUL-terminated). */
 void hex_encode(const uint8_t *in, size_t n, char *out);
