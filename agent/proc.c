@@ -249,14 +249,7 @@ struct proc *proc_table_get(struct proc_table *t, int32_t pid, uint64_t start_ti
 
 static const struct mapping *search(const struct proc *p, uint64_t addr)
 {
-	size_t lo = 0, hi = p->nmaps;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (p->maps[mid].start <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = PARTITION_POINT(p->nmaps, i, p->maps[i].start <= addr);
 	if (lo == 0 || addr >= p->maps[lo - 1].end)
 		return NULL;
 	return &p->maps[lo - 1];

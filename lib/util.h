@@ -20,6 +20,24 @@
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
 
+/* A binary search over n entries for which pred (an expression of the
+ * index named i) holds on a first run and then never again, as "entry i
+ * starts at or below x" does on entries sorted by their start: the number
+ * of entries it holds for (0 to n; the last is that minus 1). pred is
+ * evaluated about log2(n) times. */
+#define PARTITION_POINT(n, i, pred)                       \
+	({                                                \
+		size_t pp_lo_ = 0, pp_hi_ = (n);          \
+		while (pp_lo_ < pp_hi_) {                 \
+			size_t i = pp_lo_ + (pp_hi_ - pp_lo_) / 2; \
+			if (pred)                         \
+				pp_lo_ = i + 1;           \
+			else                              \
+				pp_hi_ = i;               \
+		}                                         \
+		pp_lo_;                                   \
+	})
+
 /* a / b and a rounded down to a multiple of b, toward minus infinity
  * (times before 1970 included); b > 0. */
 static inline int64_t floor_div(int64_t a, int64_t b)
