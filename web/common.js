@@ -259,6 +259,18 @@ export function fmtCoreUnits(c) {
 	return m < 0.01 ? `${c < 0 ? '>-' : '<'}0.01 mc` : `${sign}${Number(m.toPrecision(3))} mc`;
 }
 
+// Sets URL parameters for a view whose state (view.ctx, view.own) tells
+// its show(), which the page runs again for the change, that the view
+// made it itself: view.own is true while ctx.setParams runs.
+export function setOwnParams(view, obj, push) {
+	view.own = true;
+	try {
+		view.ctx.setParams(obj, push);
+	} finally {
+		view.own = false;
+	}
+}
+
 // The message box of a view: kind is info, empty or error.
 export function messageHTML(kind, html) {
 	return `<div class="message message-${kind}" role="status">${html}</div>`;
