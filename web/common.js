@@ -327,6 +327,12 @@ export function gpuHowHTML(host) {
 		<pre><code>${escapeHTML(agent)}\n${escapeHTML(prog)}</code></pre>`;
 }
 
+// A rate in words: four significant digits and what, or 'unknown'.
+const rateText = (what) => (c) => (c === null || c === undefined || !Number.isFinite(c) ? 'unknown' : `${Number(c.toPrecision(4))} ${what}`);
+// Nanoseconds of a scope per second of it: how many (GPUs, threads) were
+// busy on average; null without the scope's length.
+const nsPerSecond = (ns, scope) => (scope && scope.seconds ? ns / 1e9 / scope.seconds : null);
+
 // The event kinds of the Show switch: what their values are and how a view
 // names and formats them. On-CPU values are samples (cores = samples ÷ rate
 // ÷ seconds); off-CPU values are nanoseconds waited (threads waiting on
@@ -341,9 +347,9 @@ export function kindInfo(kind) {
 			label: 'GPU time',
 			rate: 'GPUs busy', Rate: 'GPUs busy',
 			pct: 'GPU %', valueWord: 'GPU time', ValueWord: 'GPU time',
-			rateOf: (ns, scope) => (scope && scope.seconds ? ns / 1e9 / scope.seconds : null),
+			rateOf: nsPerSecond,
 			fmtRate: fmtGpus,
-			rateText: (c) => (c === null || c === undefined || !Number.isFinite(c) ? 'unknown' : `${Number(c.toPrecision(4))} GPUs busy on average`),
+			rateText: rateText('GPUs busy on average'),
 			fmtValue: (ns) => fmtWaited(ns),
 		};
 	}
@@ -353,10 +359,9 @@ export function kindInfo(kind) {
 			label: 'Off-CPU',
 			rate: 'threads waiting', Rate: 'Threads waiting',
 			pct: 'Wait %', valueWord: 'time waited', ValueWord: 'Waited',
-			// threads waiting on average, from nanoseconds and a scope
-			rateOf: (ns, scope) => (scope && scope.seconds ? ns / 1e9 / scope.seconds : null),
+			rateOf: nsPerSecond, // threads waiting on average
 			fmtRate: fmtThreads,
-			rateText: (c) => (c === null || c === undefined || !Number.isFinite(c) ? 'unknown' : `${Number(c.toPrecision(4))} threads waiting on average`),
+			rateText: rateText('threads waiting on average'),
 			fmtValue: (ns) => `${fmtWaited(ns)} waited`,
 		};
 	}
@@ -367,7 +372,7 @@ export function kindInfo(kind) {
 		pct: 'CPU %', valueWord: 'samples', ValueWord: 'Samples',
 		rateOf: (samples, scope) => (scope && scope.sample_rate_hz && scope.seconds ? samples / scope.sample_rate_hz / scope.seconds : null),
 		fmtRate: fmtCoreUnits,
-		rateText: (c) => (c === null || c === undefined || !Number.isFinite(c) ? 'unknown' : `${Number(c.toPrecision(4))} cores`),
+		rateText: rateText('cores'),
 		fmtValue: fmtSamples,
 	};
 }

@@ -124,6 +124,23 @@ function showFormError(form, e) {
 	p.hidden = false;
 }
 
+// Submitting form runs send (async: checks the fields and calls the API,
+// throwing an Error to refuse); a refusal is shown in the form, else slot
+// (where the form stands) is emptied and done runs with send's answer.
+function onFormSubmit(form, slot, send, done) {
+	form.addEventListener('submit', async (ev) => {
+		ev.preventDefault();
+		let answer;
+		try {
+			answer = await send();
+		} catch (e) {
+			return showFormError(form, e);
+		}
+		slot.replaceChildren();
+		done(answer);
+	});
+}
+
 // A question with two buttons, as a modal dialog: resolves true when the
 // user confirms.
 function confirmDialog(title, text, okLabel) {
@@ -302,25 +319,18 @@ function renderTokens(body) {
 			h('div', { class: 'acc-actions' },
 				h('button', { type: 'submit', class: 'primary', text: 'Create Token' }),
 				h('button', { type: 'button', text: 'Cancel', onclick: () => formSlot.replaceChildren() })));
-		form.addEventListener('submit', async (ev) => {
-			ev.preventDefault();
+		onFormSubmit(form, formSlot, () => {
 			const preset = SCOPE_PRESETS.find((p) => p.id === form.elements.preset.value) || SCOPE_PRESETS[0];
 			const scopes = preset.scopes || patternsOf(custom.value);
-			if (!scopes.length) return showFormError(form, new Error('Enter at least one permission pattern.'));
+			if (!scopes.length) throw new Error('Enter at least one permission pattern.');
 			const exp = form.elements.expiry.value;
-			const body = {
+			return apiJSON('POST', '/public/api/v1/service-tokens', {
 				name: form.elements.name.value.trim(),
 				scopes,
 				project_ids: checkedValues(form, 'projects'),
 				expires_at: exp === 'never' ? null : Date.now() + Number(exp) * 86400000,
-			};
-			let made;
-			try {
-				made = await apiJSON('POST', '/public/api/v1/service-tokens', body);
-			} catch (e) {
-				return showFormError(form, e);
-			}
-			formSlot.replaceChildren();
+			});
+		}, (made) => {
 			showSecret(made);
 			reload();
 		});
@@ -400,20 +410,13 @@ function renderUsers(body) {
 			h('div', { class: 'acc-actions' },
 				h('button', { type: 'submit', class: 'primary', text: 'Create User' }),
 				h('button', { type: 'button', text: 'Cancel', onclick: () => formSlot.replaceChildren() })));
-		form.addEventListener('submit', async (ev) => {
-			ev.preventDefault();
+		onFormSubmit(form, formSlot, () => {
 			const f = form.elements;
-			try {
-				await apiJSON('POST', '/public/api/v1/users', {
-					email: f.email.value.trim(), password: f.password.value,
-					given_name: f.given_name.value.trim(), family_name: f.family_name.value.trim(),
-				});
-			} catch (e) {
-				return showFormError(form, e);
-			}
-			formSlot.replaceChildren();
-			reload();
-		});
+			return apiJSON('POST', '/public/api/v1/users', {
+				email: f.email.value.trim(), password: f.password.value,
+				given_name: f.given_name.value.trim(), family_name: f.family_name.value.trim(),
+			});
+		}, reload);
 		formSlot.append(form);
 		form.elements.email.focus();
 	}
@@ -429,16 +432,9 @@ function renderUsers(body) {
 			h('div', { class: 'acc-actions' },
 				h('button', { type: 'submit', class: 'primary', text: 'Save' }),
 				h('button', { type: 'button', text: 'Cancel', onclick: () => editSlot.replaceChildren() })));
-		form.addEventListener('submit', async (ev) => {
-			ev.preventDefault();
-			try {
-				await apiJSON('PUT', `/public/api/v1/users/${encodeURIComponent(u.id)}/roles`, { roles: checkedValues(form, 'role') });
-			} catch (e) {
-				return showFormError(form, e);
-			}
-			editSlot.replaceChildren();
-			reload();
-		});
+		onFormSubmit(form, editSlot,
+			() => apiJSON('PUT', `/public/api/v1/users/${encodeURIComponent(u.id)}/roles`, { roles: checkedValues(form, 'role') }),
+			reload);
 		editSlot.replaceChildren(form);
 		form.querySelector('input')?.focus();
 	}
@@ -501,18 +497,11 @@ function renderRoles(body) {
 			h('div', { class: 'acc-actions' },
 				h('button', { type: 'submit', class: 'primary', text: role ? 'Save' : 'Add Role' }),
 				h('button', { type: 'button', text: 'Cancel', onclick: () => formSlot.replaceChildren() })));
-		form.addEventListener('submit', async (ev) => {
-			ev.preventDefault();
+		onFormSubmit(form, formSlot, () => {
 			const body = { name: form.elements.name.value.trim(), patterns: patternsOf(form.elements.patterns.value), project_ids: checkedValues(form, 'projects') };
-			try {
-				if (role) await apiJSON('PUT', `/public/api/v1/roles/${encodeURIComponent(role.id)}`, body);
-				else await apiJSON('POST', '/public/api/v1/roles', body);
-			} catch (e) {
-				return showFormError(form, e);
-			}
-			formSlot.replaceChildren();
-			reload();
-		});
+			return role ? apiJSON('PUT', `/public/api/v1/roles/${encodeURIComponent(role.id)}`, body)
+				: apiJSON('POST', '/public/api/v1/roles', body);
+		}, reload);
 		formSlot.replaceChildren(form);
 		form.elements.name.focus();
 	}
