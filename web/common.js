@@ -271,6 +271,24 @@ export function setOwnParams(view, obj, push) {
 	}
 }
 
+// An element: attrs (class, text, value, on* handlers, DOM properties given
+// other than as strings, other attributes) and children (arrays flattened;
+// null, undefined and false left out).
+export function h(tag, attrs = {}, ...children) {
+	const e = document.createElement(tag);
+	for (const [k, v] of Object.entries(attrs)) {
+		if (v === null || v === undefined || v === false) continue;
+		if (k === 'class') e.className = v;
+		else if (k === 'text') e.textContent = v;
+		else if (k === 'value') e.value = v;
+		else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+		else if (k in e && typeof v !== 'string') e[k] = v;
+		else e.setAttribute(k, v === true ? '' : v);
+	}
+	for (const c of children.flat()) if (c !== null && c !== undefined && c !== false) e.append(c);
+	return e;
+}
+
 // The message box of a view: kind is info, empty or error.
 export function messageHTML(kind, html) {
 	return `<div class="message message-${kind}" role="status">${html}</div>`;

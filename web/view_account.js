@@ -5,7 +5,7 @@
 // permission it needs (auth.can); the server refuses the calls anyway.
 // Every call goes through common.js's apiJSON (CSRF header, refresh).
 
-import { apiJSON, apiErrorHTML, auth, loadStylesheet, messageHTML } from './common.js';
+import { apiJSON, apiErrorHTML, auth, h, loadStylesheet, messageHTML } from './common.js';
 import { signOut } from './session.js';
 
 const TABS = [
@@ -38,22 +38,6 @@ let shownTab = '';
 let seq = 0; // bumped when another tab shows: late answers are dropped
 
 // --- small DOM helpers -------------------------------------------------------------
-
-// An element: attrs (class, text, on* handlers, other attributes) and children.
-function h(tag, attrs = {}, ...children) {
-	const e = document.createElement(tag);
-	for (const [k, v] of Object.entries(attrs)) {
-		if (v === null || v === undefined || v === false) continue;
-		if (k === 'class') e.className = v;
-		else if (k === 'text') e.textContent = v;
-		else if (k === 'value') e.value = v;
-		else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
-		else if (k in e && typeof v !== 'string') e[k] = v;
-		else e.setAttribute(k, v === true ? '' : v);
-	}
-	for (const c of children.flat()) if (c !== null && c !== undefined && c !== false) e.append(c);
-	return e;
-}
 
 function fmtTime(ms) {
 	return ms ? new Date(ms).toLocaleString() : '';
