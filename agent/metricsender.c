@@ -200,11 +200,7 @@ void metricsender_stop(struct metricsender *s)
 {
 	if (!s)
 		return;
-	pthread_mutex_lock(&s->lock);
-	s->stopping = true;
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
-	pthread_join(s->thread, NULL);
+	thread_stop_join(s->thread, &s->lock, &s->cond, &s->stopping);
 	if (s->q.count)
 		log_warn("metrics: stopping with %zu batch(es) not delivered", s->q.count);
 	sendq_free(&s->q);

@@ -49,7 +49,7 @@ struct symupload {
 	struct symupload_opts opts;
 	char *project_q; /* "project=<name, percent-encoded>" or "" */
 	struct symupload_stats stats;
-	int stopping;
+	bool stopping;
 	bool check_failing; /* only the uploader thread touches it */
 };
 
@@ -441,11 +441,7 @@ void symupload_stop(struct symupload *u)
 {
 	if (!u)
 		return;
-	pthread_mutex_lock(&u->lock);
-	u->stopping = 1;
-	pthread_cond_broadcast(&u->cond);
-	pthread_mutex_unlock(&u->lock);
-	pthread_join(u->thread, NULL);
+	thread_stop_join(u->thread, &u->lock, &u->cond, &u->stopping);
 	http_client_free(u->http);
 	free(u->project_q);
 	free((char *)u->opts.debug_dir);

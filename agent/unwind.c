@@ -548,11 +548,7 @@ void unwind_stop(struct unwind *u)
 {
 	if (!u)
 		return;
-	pthread_mutex_lock(&u->mu);
-	u->stopping = true;
-	pthread_cond_broadcast(&u->cond);
-	pthread_mutex_unlock(&u->mu);
-	pthread_join(u->thread, NULL);
+	thread_stop_join(u->thread, &u->mu, &u->cond, &u->stopping);
 	rule_set_free(&u->rules);
 	free(u->jobs);
 	for (uint32_t i = 0; i < u->mem.nslots; i++)

@@ -174,6 +174,15 @@ void timespec_add_ns(struct timespec *ts, uint64_t ns)
 	}
 }
 
+void thread_stop_join(pthread_t thread, pthread_mutex_t *mu, pthread_cond_t *cond, bool *stopping)
+{
+	pthread_mutex_lock(mu);
+	*stopping = true;
+	pthread_cond_broadcast(cond);
+	pthread_mutex_unlock(mu);
+	pthread_join(thread, NULL);
+}
+
 void deadline_in_ms(struct timespec *ts, uint64_t ms)
 {
 	clock_gettime(CLOCK_MONOTONIC, ts);

@@ -95,6 +95,9 @@ uint64_t now_thread_cpu_ns(void);
 void cond_init_monotonic(pthread_cond_t *c);
 void deadline_in_ms(struct timespec *ts, uint64_t ms);
 void timespec_add_ns(struct timespec *ts, uint64_t ns);
+/* Stops such a thread: sets *stopping with mu held, wakes every waiter of
+ * cond and joins the thread (which returns once it sees *stopping). */
+void thread_stop_join(pthread_t thread, pthread_mutex_t *mu, pthread_cond_t *cond, bool *stopping);
 
 /* Lower-case hex of n bytes into out (2n+1 bytes, NUL-terminated). */
 void hex_encode(const uint8_t *in, size_t n, char *out);
