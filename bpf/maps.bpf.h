@@ -258,6 +258,21 @@ static __always_inline void count(__u32 stat, __u64 n)
 		*v += n;
 }
 
+/* Whether a sample's walk may go into the Python walker: room for that
+ * tail call and the one back to the native unwinder. */
+static __always_inline bool py_call_room(const struct scratch *sc)
+{
+	return sc->tail_calls + 2 < UNWIND_MAX_TAIL_CALLS;
+}
+
+/* Tail-calls program prog of progs, counted in the sample's budget;
+ * returns only when the call failed. */
+static __always_inline void tail_call_counted(void *ctx, struct scratch *sc, void *progs, __u32 prog)
+{
+	sc->tail_calls++;
+	bpf_tail_call(ctx, progs, prog);
+}
+
 static __always_inline int read_u64(__u64 addr, __u64 *out)
 {
 	return bpf_probe_read_user(out, sizeof(*out), (const void *)addr) ? 1 : 0;
