@@ -597,18 +597,17 @@ static void test_collect(void **state)
 /* -enable-off-cpu and -off-cpu-sampling-rate: off by default; the flag, or
  * a non-zero rate set explicitly (command line, environment or config
  * file, even to the default value), turns it on. */
-static bool off_cpu_loads(int argc, char **argv, char **envp, bool *on, uint64_t *hz)
+static void expect_off_cpu(int argc, char **argv, char **envp, bool want_on, uint64_t want_hz)
 {
 	struct agent_config cfg;
 	struct buf err = { 0 };
 	int rc = agent_config_load(&cfg, argc, argv, envp, &err);
-	if (rc == 0) {
-		*on = cfg.off_cpu;
-		*hz = cfg.off_cpu_hz;
-	}
+	if (rc != 0)
+		fail_msg("agent_config_load returned %d: %s", rc, err.data ? err.data : "");
+	assert_int_equal(cfg.off_cpu, want_on);
+	assert_int_equal(cfg.off_cpu_hz, want_hz);
 	agent_config_free(&cfg);
 	buf_free(&err);
-	return rc == 0;
 }
 
 /* Two collectors over the same samples, one caching repeats (its batch set
@@ -764,44 +763,27 @@ static void test_off_cpu_flags(void **state)
 {
 	(void)state;
 	char *envp[] = { NULL };
-	bool on = true;
-	uint64_t hz = 0;
 	char *d[] = { "a", "-collection-agent=h:1", NULL };
-	assert_true(off_cpu_loads(2, d, envp, &on, &hz));
-	assert_false(on);
-	assert_int_equal(hz, 19);
+	expect_off_cpu(2, d, envp, false, 19);
 	char *a1[] = { "a", "-collection-agent=h:1", "-enable-off-cpu", NULL };
-	assert_true(off_cpu_loads(3, a1, envp, &on, &hz));
-	assert_true(on);
-	assert_int_equal(hz, 19);
+	expect_off_cpu(3, a1, envp, true, 19);
 	char *a2[] = { "a", "-collection-agent=h:1", "--off-cpu-sampling-rate", "50", NULL };
-	assert_true(off_cpu_loads(4, a2, envp, &on, &hz));
-	assert_true(on);
-	assert_int_equal(hz, 50);
+	expect_off_cpu(4, a2, envp, true, 50);
 	/* Explicit, even at the default value. */
 	char *a3[] = { "a", "-collection-agent=h:1", "-off-cpu-sampling-rate=19", NULL };
-	assert_true(off_cpu_loads(3, a3, envp, &on, &hz));
-	assert_true(on);
+	expect_off_cpu(3, a3, envp, true, 19);
 	/* 0 alone: off, not an error. */
 	char *a4[] = { "a", "-collection-agent=h:1", "-off-cpu-sampling-rate=0", NULL };
-	assert_true(off_cpu_loads(3, a4, envp, &on, &hz));
-	assert_false(on);
-	assert_int_equal(hz, 0);
+	expect_off_cpu(3, a4, envp, false, 0);
 	/* -enable-off-cpu=false with a rate: the rate still enables it, as
 	 * the reference's flags do. */
 	char *a5[] = { "a", "-collection-agent=h:1", "-enable-off-cpu=false", "-off-cpu-sampling-rate=7", NULL };
-	assert_true(off_cpu_loads(4, a5, envp, &on, &hz));
-	assert_true(on);
-	assert_int_equal(hz, 7);
+	expect_off_cpu(4, a5, envp, true, 7);
 	/* From the environment. */
 	char *e1[] = { "EMBER_OFF_CPU_SAMPLING_RATE=33", NULL };
-	assert_true(off_cpu_loads(2, d, e1, &on, &hz));
-	assert_true(on);
-	assert_int_equal(hz, 33);
+	expect_off_cpu(2, d, e1, true, 33);
 	char *e2[] = { "EMBER_ENABLE_OFF_CPU=true", NULL };
-	assert_true(off_cpu_loads(2, d, e2, &on, &hz));
-	assert_true(on);
-	assert_int_equal(hz, 19);
+	expect_off_cpu(2, d, e2, true, 19);
 	/* From the config file; the command line still wins. */
 	char *dir = make_temp_dir();
 	char path[256], cfgarg[300];
@@ -809,16 +791,11 @@ static void test_off_cpu_flags(void **state)
 	write_text(path, "off-cpu-sampling-rate 5\n");
 	snprintf(cfgarg, sizeof(cfgarg), "-config=%s", path);
 	char *c1[] = { "a", "-collection-agent=h:1", cfgarg, NULL };
-	assert_true(off_cpu_loads(3, c1, envp, &on, &hz));
-	assert_true(on);
-	assert_int_equal(hz, 5);
+	expect_off_cpu(3, c1, envp, true, 5);
 	char *c2[] = { "a", "-collection-agent=h:1", cfgarg, "-off-cpu-sampling-rate=0", NULL };
-	assert_true(off_cpu_loads(4, c2, envp, &on, &hz));
-	assert_false(on);
+	expect_off_cpu(4, c2, envp, false, 0);
 	write_text(path, "enable-off-cpu\n");
-	assert_true(off_cpu_loads(3, c1, envp, &on, &hz));
-	assert_true(on);
-	assert_int_equal(hz, 19);
+	expect_off_cpu(3, c1, envp, true, 19);
 	rm_temp_dir(dir);
 
 	/* Errors name the flag and what it expects. */
