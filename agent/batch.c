@@ -246,13 +246,7 @@ void batch_file_message(const struct bfile *f, Ember__Ingest__V1__File *out)
 int batch_encode(const struct batch *b, const struct batch_meta *meta, struct buf *out)
 {
 	Ember__Ingest__V1__Batch msg = EMBER__INGEST__V1__BATCH__INIT;
-	msg.agent_instance = (char *)meta->agent_instance;
-	msg.sequence = meta->sequence;
-	msg.project = (char *)meta->project;
-	msg.start_unix_ms = meta->start_unix_ms;
-	msg.end_unix_ms = meta->end_unix_ms;
-	msg.sample_rate_hz = meta->sample_rate_hz;
-	msg.host_cpus = meta->host_cpus;
+	BATCH_META_TO_MSG(&msg, meta);
 
 	size_t ns = strtab_count(&b->strings);
 	char **strings = xmalloc(ns * sizeof(char *));

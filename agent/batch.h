@@ -99,6 +99,20 @@ struct batch_meta {
 	uint32_t host_cpus; /* logical CPUs of the host, 0 = unknown */
 };
 
+/* Sets the header fields of msg, a Batch or a SessionBatch message (both
+ * carry meta's fields under the same names), from meta; the strings are
+ * borrowed. */
+#define BATCH_META_TO_MSG(msg, meta)                                    \
+	do {                                                            \
+		(msg)->agent_instance = (char *)(meta)->agent_instance; \
+		(msg)->sequence = (meta)->sequence;                     \
+		(msg)->project = (char *)(meta)->project;               \
+		(msg)->start_unix_ms = (meta)->start_unix_ms;           \
+		(msg)->end_unix_ms = (meta)->end_unix_ms;               \
+		(msg)->sample_rate_hz = (meta)->sample_rate_hz;         \
+		(msg)->host_cpus = (meta)->host_cpus;                   \
+	} while (0)
+
 void batch_init(struct batch *b);
 void batch_free(struct batch *b);
 void batch_reset(struct batch *b);

@@ -35,7 +35,7 @@ struct rawstack;
  * (what each counts is said there), and the GPU time samples. */
 struct collector_stats {
 #define COLLECTOR_FIELD(id, field, ...) uint64_t field;
-	AGENT_COUNTERS(COUNTERS_NONE, COLLECTOR_FIELD, COUNTERS_NONE, COUNTERS_NONE)
+	AGENT_COUNTERS(COUNTERS_NONE, COUNTERS_NONE, COLLECTOR_FIELD, COUNTERS_NONE, COUNTERS_NONE)
 #undef COLLECTOR_FIELD
 	uint64_t cuda_samples, cuda_ns; /* GPU time samples (collect_cuda) and their nanoseconds */
 	uint64_t cuda_spans_dropped;    /* timeline spans over BATCH_MAX_SPANS in an interval */

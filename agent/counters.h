@@ -2,15 +2,21 @@
  * from which the agent generates the enum of its counters (enum selfstat,
  * selfstats.h), their metric names, types and help (the -pprof server's
  * /metrics and /debug/stats, selfstats.c), the collector's counters
- * (struct collector_stats, collect.h) and the copies of the collector's
- * and the BPF programs' counters into the published values (main.c).
+ * (struct collector_stats, collect.h) and the copies of the collector's,
+ * the BPF programs' and the agent's threads' counters into the published
+ * values (main.c's take_stats).
  * The once-a-minute stats: line (main.c) is generated from
  * AGENT_STATS_LINE below.
  *
- * AGENT_COUNTERS(X, C, B, L) calls, in the order the metrics are
+ * AGENT_COUNTERS(X, O, C, B, L) calls, in the order the metrics are
  * published (rows of one labelled family consecutive):
- *   X(ID, name, kind, help)           a counter its owner's statistics give
- *                                     (copied in main.c's take_stats)
+ *   X(ID, name, kind, help)           a value main.c's take_stats computes
+ *                                     on its own (a gauge, a table's size)
+ *   O(ID, owner, field, name, kind, help)  a field of an agent thread's
+ *                                     statistics: struct owner_stats as
+ *                                     owner_get_stats() fills it (unwind.h,
+ *                                     reporter.h, symupload.h, python.h,
+ *                                     kubelet.h, metricsender.h, cuda.h)
  *   C(ID, field, name, kind, help)    the collector's: struct collector_stats
  *                                     has field, copied as it is
  *   B(ID, STAT, name, kind, help)     the BPF programs': bpf[ONCPU_STAT_STAT]
@@ -28,7 +34,7 @@
 
 #define COUNTERS_NONE(...)
 
-#define AGENT_COUNTERS(X, C, B, L) \
+#define AGENT_COUNTERS(X, O, C, B, L) \
 	/* samples (collect.h) */ \
 	C(SAMPLES, samples, "samples_total", COUNTER, "On-CPU samples added to batches (what the server stores once they are sent).") \
 	C(FRAMES, frames, "frames_total", COUNTER, "User and kernel frames of those samples.") \
@@ -82,73 +88,73 @@
 	X(PROCESSES, "processes", GAUGE, "Processes in the agent's table.") \
 	X(FILES, "files", GAUGE, "Distinct executable files seen.") \
 	/* unwind tables (unwind.h) */ \
-	X(TABLES_QUEUED, "unwind_tables_queued_total", COUNTER, "Files queued for an unwind table.") \
-	X(TABLES_LOADED, "unwind_tables_loaded_total", COUNTER, "Unwind tables built and loaded.") \
-	X(TABLES_SHARED, "unwind_tables_shared_total", COUNTER, "Files that reused an identical file's table.") \
-	X(TABLES_FAILED, "unwind_tables_failed_total", COUNTER, "Files whose table could not be built or loaded.") \
-	X(TABLES_SKIPPED, "unwind_tables_skipped_total", COUNTER, "Files not queued (queue full).") \
-	X(TABLES_PRIORITIZED, "unwind_tables_prioritized_total", COUNTER, "Tables moved to the front of the queue because a sample needed them.") \
-	X(TABLES_RECLAIMED, "unwind_tables_reclaimed_total", COUNTER, "Unwind tables given back because no process mapped their file any more.") \
-	X(TABLES_EVICTED, "unwind_tables_evicted_total", COUNTER, "Unwind tables of mapped files given back to make room (least recently sampled first).") \
-	X(TABLES_RELOADED, "unwind_tables_reloaded_total", COUNTER, "Evicted or partial unwind tables loaded again because samples needed them.") \
-	X(TABLES_REFUSED, "unwind_tables_refused_total", COUNTER, "Unwind tables that found no room at all, even after evicting others.") \
-	X(TABLES_PARTIAL, "unwind_tables_partial_total", COUNTER, "Unwind tables too large for the room left, loaded in part (the pages samples fell in first).") \
-	X(TABLES_RESIDENT, "unwind_tables", GAUGE, "Unwind tables loaded now.") \
-	X(TABLE_ROWS, "unwind_table_rows_total", COUNTER, "Rows of the tables built.") \
-	X(TABLE_ENTRIES_USED, "unwind_table_entries", GAUGE, "Entries of the shared BPF unwind array held by tables (whole pages of 1024).") \
-	X(TABLE_ENTRIES_CAP, "unwind_table_entries_capacity", GAUGE, "Entries of the shared BPF unwind array.") \
-	X(TABLE_RULES, "unwind_rules", GAUGE, "Distinct unwind rules in the BPF map.") \
-	X(UNWIND_PROC_UPDATES, "unwind_process_updates_total", COUNTER, "Processes described to the unwinder.") \
-	X(UNWIND_PROC_FAILURES, "unwind_process_failures_total", COUNTER, "Processes that could not be described to the unwinder.") \
-	X(TABLE_BUILD_NS, "unwind_table_build_seconds_total", SECONDS, "CPU time the unwind thread spent building unwind tables (its own CPU clock, not wall time).") \
+	O(TABLES_QUEUED, unwind, files_queued, "unwind_tables_queued_total", COUNTER, "Files queued for an unwind table.") \
+	O(TABLES_LOADED, unwind, files_loaded, "unwind_tables_loaded_total", COUNTER, "Unwind tables built and loaded.") \
+	O(TABLES_SHARED, unwind, files_shared, "unwind_tables_shared_total", COUNTER, "Files that reused an identical file's table.") \
+	O(TABLES_FAILED, unwind, files_failed, "unwind_tables_failed_total", COUNTER, "Files whose table could not be built or loaded.") \
+	O(TABLES_SKIPPED, unwind, files_skipped, "unwind_tables_skipped_total", COUNTER, "Files not queued (queue full).") \
+	O(TABLES_PRIORITIZED, unwind, files_prioritized, "unwind_tables_prioritized_total", COUNTER, "Tables moved to the front of the queue because a sample needed them.") \
+	O(TABLES_RECLAIMED, unwind, files_reclaimed, "unwind_tables_reclaimed_total", COUNTER, "Unwind tables given back because no process mapped their file any more.") \
+	O(TABLES_EVICTED, unwind, files_evicted, "unwind_tables_evicted_total", COUNTER, "Unwind tables of mapped files given back to make room (least recently sampled first).") \
+	O(TABLES_RELOADED, unwind, files_reloaded, "unwind_tables_reloaded_total", COUNTER, "Evicted or partial unwind tables loaded again because samples needed them.") \
+	O(TABLES_REFUSED, unwind, files_refused, "unwind_tables_refused_total", COUNTER, "Unwind tables that found no room at all, even after evicting others.") \
+	O(TABLES_PARTIAL, unwind, files_partial, "unwind_tables_partial_total", COUNTER, "Unwind tables too large for the room left, loaded in part (the pages samples fell in first).") \
+	O(TABLES_RESIDENT, unwind, tables, "unwind_tables", GAUGE, "Unwind tables loaded now.") \
+	O(TABLE_ROWS, unwind, rows, "unwind_table_rows_total", COUNTER, "Rows of the tables built.") \
+	O(TABLE_ENTRIES_USED, unwind, entries_used, "unwind_table_entries", GAUGE, "Entries of the shared BPF unwind array held by tables (whole pages of 1024).") \
+	O(TABLE_ENTRIES_CAP, unwind, entries_cap, "unwind_table_entries_capacity", GAUGE, "Entries of the shared BPF unwind array.") \
+	O(TABLE_RULES, unwind, rules, "unwind_rules", GAUGE, "Distinct unwind rules in the BPF map.") \
+	O(UNWIND_PROC_UPDATES, unwind, proc_updates, "unwind_process_updates_total", COUNTER, "Processes described to the unwinder.") \
+	O(UNWIND_PROC_FAILURES, unwind, proc_failures, "unwind_process_failures_total", COUNTER, "Processes that could not be described to the unwinder.") \
+	O(TABLE_BUILD_NS, unwind, build_ns, "unwind_table_build_seconds_total", SECONDS, "CPU time the unwind thread spent building unwind tables (its own CPU clock, not wall time).") \
 	/* delivery (reporter.h) */ \
-	X(BATCHES_SENT, "batches_sent_total", COUNTER, "Batches the server accepted.") \
-	X(BYTES_SENT, "bytes_sent_total", COUNTER, "Bytes of the batches the server accepted.") \
-	X(SEND_FAILURES, "send_failures_total", COUNTER, "Delivery attempts that failed and will be retried.") \
-	X(BATCHES_REJECTED, "batches_rejected_total", COUNTER, "Batches the server refused for good.") \
-	X(BATCHES_DROPPED, "batches_dropped_total", COUNTER, "Batches dropped because the send queue was full.") \
-	X(BYTES_DROPPED, "bytes_dropped_total", COUNTER, "Memory of the batches dropped because the send queue was full.") \
-	X(RESYNCS, "resyncs_total", COUNTER, "409 answers: the server lost the session.") \
-	X(SESSIONS, "sessions_total", COUNTER, "Protocol sessions started.") \
-	X(QUEUED_BATCHES, "queued_batches", GAUGE, "Batches waiting to be sent.") \
-	X(QUEUED_BYTES, "queued_bytes", GAUGE, "Memory of the batches waiting to be sent.") \
-	X(SESSION_BYTES, "session_dictionary_bytes", GAUGE, "Size of the current session's dictionary.") \
-	X(ENCODE_NS, "encode_seconds_total", SECONDS, "CPU time spent encoding batches.") \
+	O(BATCHES_SENT, reporter, sent_batches, "batches_sent_total", COUNTER, "Batches the server accepted.") \
+	O(BYTES_SENT, reporter, sent_bytes, "bytes_sent_total", COUNTER, "Bytes of the batches the server accepted.") \
+	O(SEND_FAILURES, reporter, failed_attempts, "send_failures_total", COUNTER, "Delivery attempts that failed and will be retried.") \
+	O(BATCHES_REJECTED, reporter, rejected_batches, "batches_rejected_total", COUNTER, "Batches the server refused for good.") \
+	O(BATCHES_DROPPED, reporter, dropped_batches, "batches_dropped_total", COUNTER, "Batches dropped because the send queue was full.") \
+	O(BYTES_DROPPED, reporter, dropped_bytes, "bytes_dropped_total", COUNTER, "Memory of the batches dropped because the send queue was full.") \
+	O(RESYNCS, reporter, resyncs, "resyncs_total", COUNTER, "409 answers: the server lost the session.") \
+	O(SESSIONS, reporter, sessions, "sessions_total", COUNTER, "Protocol sessions started.") \
+	O(QUEUED_BATCHES, reporter, queued_batches, "queued_batches", GAUGE, "Batches waiting to be sent.") \
+	O(QUEUED_BYTES, reporter, queued_bytes, "queued_bytes", GAUGE, "Memory of the batches waiting to be sent.") \
+	O(SESSION_BYTES, reporter, session_bytes, "session_dictionary_bytes", GAUGE, "Size of the current session's dictionary.") \
+	O(ENCODE_NS, reporter, encode_ns, "encode_seconds_total", SECONDS, "CPU time spent encoding batches.") \
 	/* symbol upload (symupload.h) */ \
-	X(SYM_QUEUED, "symbol_files_queued_total", COUNTER, "Files queued for the symbol uploader.") \
-	X(SYM_CHECKED, "symbol_files_checked_total", COUNTER, "Files the server was asked about.") \
-	X(SYM_UPLOADED, "symbol_files_uploaded_total", COUNTER, "Symbol files uploaded.") \
-	X(SYM_PRESENT, "symbol_files_present_total", COUNTER, "Files whose symbols the server already had.") \
-	X(SYM_FAILED, "symbol_files_failed_total", COUNTER, "Symbol uploads that failed.") \
-	X(SYM_SKIPPED, "symbol_files_skipped_total", COUNTER, "Files skipped (queue full, no symbols, too large).") \
-	X(SYM_UPLOADED_BYTES, "symbol_bytes_uploaded_total", COUNTER, "Bytes of the symbol files uploaded.") \
+	O(SYM_QUEUED, symupload, queued, "symbol_files_queued_total", COUNTER, "Files queued for the symbol uploader.") \
+	O(SYM_CHECKED, symupload, checked, "symbol_files_checked_total", COUNTER, "Files the server was asked about.") \
+	O(SYM_UPLOADED, symupload, uploaded, "symbol_files_uploaded_total", COUNTER, "Symbol files uploaded.") \
+	O(SYM_PRESENT, symupload, present, "symbol_files_present_total", COUNTER, "Files whose symbols the server already had.") \
+	O(SYM_FAILED, symupload, failed, "symbol_files_failed_total", COUNTER, "Symbol uploads that failed.") \
+	O(SYM_SKIPPED, symupload, skipped, "symbol_files_skipped_total", COUNTER, "Files skipped (queue full, no symbols, too large).") \
+	O(SYM_UPLOADED_BYTES, symupload, uploaded_bytes, "symbol_bytes_uploaded_total", COUNTER, "Bytes of the symbol files uploaded.") \
 	/* the Python symbolizer (python.h) */ \
-	X(PY_SYMBOLIZED, "python_symbolized_total", COUNTER, "Python code objects named.") \
-	X(PY_CACHE_HITS, "python_cache_hits_total", COUNTER, "Python frames named from the cache.") \
-	X(PY_REVALIDATED, "python_revalidated_total", COUNTER, "Cached Python code objects checked again.") \
-	X(PY_READ_ERRORS, "python_read_errors_total", COUNTER, "Python code objects that could not be read.") \
-	X(PY_STALE, "python_stale_frames_total", COUNTER, "Python frames whose code object was freed before the agent read it.") \
-	X(PY_PROCESSES, "python_processes", GAUGE, "CPython processes being walked.") \
+	O(PY_SYMBOLIZED, python, symbolized, "python_symbolized_total", COUNTER, "Python code objects named.") \
+	O(PY_CACHE_HITS, python, cache_hits, "python_cache_hits_total", COUNTER, "Python frames named from the cache.") \
+	O(PY_REVALIDATED, python, revalidated, "python_revalidated_total", COUNTER, "Cached Python code objects checked again.") \
+	O(PY_READ_ERRORS, python, read_errors, "python_read_errors_total", COUNTER, "Python code objects that could not be read.") \
+	O(PY_STALE, python, stale, "python_stale_frames_total", COUNTER, "Python frames whose code object was freed before the agent read it.") \
+	O(PY_PROCESSES, python, processes, "python_processes", GAUGE, "CPython processes being walked.") \
 	/* the kubelet's pod list (kubelet.h) */ \
-	X(KUBELET_FETCHES, "kubelet_fetches_total", COUNTER, "Pod lists read from the kubelet (-k8s-pod-labels).") \
-	X(KUBELET_ERRORS, "kubelet_fetch_errors_total", COUNTER, "Pod list requests that failed.") \
-	X(KUBELET_PODS, "kubelet_pods", GAUGE, "Pods in the last pod list.") \
+	O(KUBELET_FETCHES, kubelet, fetches, "kubelet_fetches_total", COUNTER, "Pod lists read from the kubelet (-k8s-pod-labels).") \
+	O(KUBELET_ERRORS, kubelet, errors, "kubelet_fetch_errors_total", COUNTER, "Pod list requests that failed.") \
+	O(KUBELET_PODS, kubelet, pods, "kubelet_pods", GAUGE, "Pods in the last pod list.") \
 	/* host and GPU metrics (metricsender.h) */ \
-	X(MET_COLLECTIONS, "metrics_collections_total", COUNTER, "Host and GPU metrics collections (-collect-metrics-interval).") \
-	X(MET_POINTS, "metrics_points_total", COUNTER, "Metric points collected.") \
-	X(MET_BATCHES_SENT, "metrics_batches_sent_total", COUNTER, "Metrics batches the server stored.") \
-	X(MET_BYTES_SENT, "metrics_bytes_sent_total", COUNTER, "Bytes of the metrics batches sent (compressed).") \
-	X(MET_SEND_FAILURES, "metrics_send_failures_total", COUNTER, "Metrics sends that failed and will be retried.") \
-	X(MET_BATCHES_REJECTED, "metrics_batches_rejected_total", COUNTER, "Metrics batches the server refused (4xx): dropped.") \
-	X(MET_BATCHES_DROPPED, "metrics_batches_dropped_total", COUNTER, "Metrics batches dropped, oldest first, while the queue was full.") \
-	X(MET_COLLECT_NS, "metrics_last_collect_ns", GAUGE, "What the last metrics collection cost, in nanoseconds.") \
-	X(MET_PROCESSES_DROPPED, "metrics_processes_dropped", GAUGE, "Processes left out of the last collection (beyond the per-interval bound).") \
+	O(MET_COLLECTIONS, metricsender, collections, "metrics_collections_total", COUNTER, "Host and GPU metrics collections (-collect-metrics-interval).") \
+	O(MET_POINTS, metricsender, points, "metrics_points_total", COUNTER, "Metric points collected.") \
+	O(MET_BATCHES_SENT, metricsender, batches_sent, "metrics_batches_sent_total", COUNTER, "Metrics batches the server stored.") \
+	O(MET_BYTES_SENT, metricsender, bytes_sent, "metrics_bytes_sent_total", COUNTER, "Bytes of the metrics batches sent (compressed).") \
+	O(MET_SEND_FAILURES, metricsender, send_failures, "metrics_send_failures_total", COUNTER, "Metrics sends that failed and will be retried.") \
+	O(MET_BATCHES_REJECTED, metricsender, rejected_batches, "metrics_batches_rejected_total", COUNTER, "Metrics batches the server refused (4xx): dropped.") \
+	O(MET_BATCHES_DROPPED, metricsender, dropped_batches, "metrics_batches_dropped_total", COUNTER, "Metrics batches dropped, oldest first, while the queue was full.") \
+	O(MET_COLLECT_NS, metricsender, last_collect_ns, "metrics_last_collect_ns", GAUGE, "What the last metrics collection cost, in nanoseconds.") \
+	O(MET_PROCESSES_DROPPED, metricsender, processes_dropped, "metrics_processes_dropped", GAUGE, "Processes left out of the last collection (beyond the per-interval bound).") \
 	/* GPU time from libembercuda.so (cuda.h) */ \
-	X(CUDA_CONNECTIONS, "cuda_connections_total", COUNTER, "Connections of libembercuda.so accepted on the agent's socket (-cuda-profiler-dir).") \
-	X(CUDA_CONNS_REFUSED, "cuda_connections_refused_total", COUNTER, "Connections refused: too many open, or no peer process.") \
-	X(CUDA_CONNS_OPEN, "cuda_connections", GAUGE, "Connections of libembercuda.so open now.") \
-	X(CUDA_PROCESSES, "cuda_processes_injected_total", COUNTER, "CUDA processes whose libembercuda.so said hello.") \
-	X(CUDA_MESSAGES, "cuda_messages_total", COUNTER, "Messages from libembercuda.so accepted.") \
+	O(CUDA_CONNECTIONS, cuda, connections, "cuda_connections_total", COUNTER, "Connections of libembercuda.so accepted on the agent's socket (-cuda-profiler-dir).") \
+	O(CUDA_CONNS_REFUSED, cuda, connections_refused, "cuda_connections_refused_total", COUNTER, "Connections refused: too many open, or no peer process.") \
+	O(CUDA_CONNS_OPEN, cuda, connections_open, "cuda_connections", GAUGE, "Connections of libembercuda.so open now.") \
+	O(CUDA_PROCESSES, cuda, processes, "cuda_processes_injected_total", COUNTER, "CUDA processes whose libembercuda.so said hello.") \
+	O(CUDA_MESSAGES, cuda, messages, "cuda_messages_total", COUNTER, "Messages from libembercuda.so accepted.") \
 	/* messages refused, per enum cuda_wire_reject, in its order */ \
 	L(CUDA_REJ_SHORT, "cuda_messages_rejected_total", COUNTER, "Messages from libembercuda.so refused, by reason.", "reason", "short") \
 	L(CUDA_REJ_OVERSIZE, "cuda_messages_rejected_total", COUNTER, NULL, "reason", "oversize") \
@@ -166,9 +172,9 @@
 	L(CUDA_REJ_NVTX, "cuda_messages_rejected_total", COUNTER, NULL, "reason", "nvtx") \
 	X(CUDA_PROBED_FILES, "cuda_probed_libraries", GAUGE, "Copies of libembercuda.so with the launch-marker uprobe attached.") \
 	B(CUDA_MARKER_HITS, CUDA_HITS, "bpf_cuda_marker_hits_total", COUNTER, "Calls of ember_cuda_launch_marker the uprobe saw.") \
-	X(CUDA_STACKS, "cuda_launch_stacks_total", COUNTER, "Launch stacks recorded by the uprobe and kept for the join.") \
+	O(CUDA_STACKS, cuda, stacks, "cuda_launch_stacks_total", COUNTER, "Launch stacks recorded by the uprobe and kept for the join.") \
 	B(CUDA_STACKS_LOST, CUDA_RB_FULL, "cuda_launch_stacks_lost_total", COUNTER, "Launch stacks lost because the ring buffer was full.") \
-	X(CUDA_STACKS_EVICTED, "cuda_launch_stacks_evicted_total", COUNTER, "Launch stacks dropped, oldest first, to keep the table bounded.") \
+	O(CUDA_STACKS_EVICTED, cuda, stacks_evicted, "cuda_launch_stacks_evicted_total", COUNTER, "Launch stacks dropped, oldest first, to keep the table bounded.") \
 	/* launch records with a raw stack (collect_cuda_raw) */ \
 	C(CUDA_RAW_STACKS, cuda_raw_stacks, "cuda_raw_launch_stacks_total", COUNTER, "Launch records of processes not described to the unwinder yet (or young ones whose walk broke), received with their raw user stack.") \
 	C(CUDA_RAW_UNWOUND, cuda_raw_unwound, "cuda_raw_launch_stacks_unwound_total", COUNTER, "Raw launch stacks unwound by CFI as they came.") \
@@ -176,23 +182,23 @@
 	C(CUDA_RAW_EXPIRED, cuda_raw_expired, "cuda_raw_launch_stacks_expired_total", COUNTER, "Raw launch stacks that waited the longest time (5 s) or found their queue full (128), unwound with the tables there were (frame pointers where one was missing).") \
 	C(CUDA_RAW_FALLBACK, cuda_raw_fallback, "cuda_raw_launch_stacks_fallback_total", COUNTER, "Raw launch stacks of processes the agent could not read: the frame-pointer walk kept.") \
 	X(CUDA_RAW_PENDING, "cuda_raw_launch_stacks_pending", GAUGE, "Raw launch stacks waiting for a table (at most 128); their GPU time waits with them (at most 8 s).") \
-	X(CUDA_ENTRIES, "cuda_entries_total", COUNTER, "Aggregates of GPU time received (one per stack, thread, kernel, device, stream).") \
-	X(CUDA_JOINED, "cuda_entries_joined_total", COUNTER, "Of those, emitted under the CPU stack of their launch.") \
-	X(CUDA_NOT_SAMPLED, "cuda_entries_not_sampled_total", COUNTER, "Of those, emitted under [launch not sampled]: the library had no sampled launch for them (stack id 0).") \
-	X(CUDA_UNKNOWN_STACK, "cuda_entries_unknown_stack_total", COUNTER, "Of those, emitted under [launch not sampled]: no launch stack arrived within the hold time.") \
-	X(CUDA_PENDING_OVERFLOW, "cuda_entries_pending_overflow_total", COUNTER, "Of those, emitted under [launch not sampled] at once: too many entries were waiting for their stacks.") \
+	O(CUDA_ENTRIES, cuda, entries, "cuda_entries_total", COUNTER, "Aggregates of GPU time received (one per stack, thread, kernel, device, stream).") \
+	O(CUDA_JOINED, cuda, joined, "cuda_entries_joined_total", COUNTER, "Of those, emitted under the CPU stack of their launch.") \
+	O(CUDA_NOT_SAMPLED, cuda, not_sampled, "cuda_entries_not_sampled_total", COUNTER, "Of those, emitted under [launch not sampled]: the library had no sampled launch for them (stack id 0).") \
+	O(CUDA_UNKNOWN_STACK, cuda, unknown_stack, "cuda_entries_unknown_stack_total", COUNTER, "Of those, emitted under [launch not sampled]: no launch stack arrived within the hold time.") \
+	O(CUDA_PENDING_OVERFLOW, cuda, pending_overflow, "cuda_entries_pending_overflow_total", COUNTER, "Of those, emitted under [launch not sampled] at once: too many entries were waiting for their stacks.") \
 	X(CUDA_PENDING, "cuda_entries_pending", GAUGE, "Entries waiting for their launch stack now.") \
-	X(CUDA_GPU_NS, "cuda_gpu_seconds_total", SECONDS, "GPU time emitted as cuda samples.") \
-	X(CUDA_NOT_SAMPLED_NS, "cuda_not_sampled_seconds_total", SECONDS, "Of that, GPU time emitted under [launch not sampled].") \
-	X(CUDA_LIB_LAUNCHES, "cuda_library_launches_total", COUNTER, "Launches the libraries saw (each connection's latest STATS, summed).") \
-	X(CUDA_LIB_SAMPLED, "cuda_library_launches_sampled_total", COUNTER, "Of those, launches the marker was called for.") \
-	X(CUDA_LIB_RECORDS_DROPPED, "cuda_library_records_dropped_total", COUNTER, "Activity records CUPTI dropped in the libraries.") \
-	X(CUDA_LIB_MESSAGES_DROPPED, "cuda_library_messages_dropped_total", COUNTER, "Messages the libraries could not send (the agent was busy).") \
-	X(CUDA_LIB_PC_SAMPLES, "cuda_library_pc_samples_total", COUNTER, "PC samples the libraries received from CUPTI (EMBER_CUDA_ENABLE_PC_SAMPLING).") \
-	X(CUDA_LIB_PC_REFUSED, "cuda_library_pc_sampling_refused", GAUGE, "Processes whose CUPTI refused PC sampling for want of privileges (NVreg_RestrictProfilingToAdminUsers).") \
-	X(CUDA_PC_ENTRIES, "cuda_pc_entries_total", COUNTER, "Parts of kernels' GPU time attributed to an instruction and stall reason by PC sampling.") \
-	X(CUDA_SPANS, "cuda_spans_total", COUNTER, "Single GPU activities (kernels, copies, sets, syncs) sent to the server for the timeline.") \
-	X(CUDA_SPANS_JOINED, "cuda_spans_joined_total", COUNTER, "Timeline spans sent with their launch stack.") \
+	O(CUDA_GPU_NS, cuda, gpu_ns, "cuda_gpu_seconds_total", SECONDS, "GPU time emitted as cuda samples.") \
+	O(CUDA_NOT_SAMPLED_NS, cuda, not_sampled_ns, "cuda_not_sampled_seconds_total", SECONDS, "Of that, GPU time emitted under [launch not sampled].") \
+	O(CUDA_LIB_LAUNCHES, cuda, lib_launches, "cuda_library_launches_total", COUNTER, "Launches the libraries saw (each connection's latest STATS, summed).") \
+	O(CUDA_LIB_SAMPLED, cuda, lib_sampled, "cuda_library_launches_sampled_total", COUNTER, "Of those, launches the marker was called for.") \
+	O(CUDA_LIB_RECORDS_DROPPED, cuda, lib_records_dropped, "cuda_library_records_dropped_total", COUNTER, "Activity records CUPTI dropped in the libraries.") \
+	O(CUDA_LIB_MESSAGES_DROPPED, cuda, lib_messages_dropped, "cuda_library_messages_dropped_total", COUNTER, "Messages the libraries could not send (the agent was busy).") \
+	O(CUDA_LIB_PC_SAMPLES, cuda, lib_pc_samples, "cuda_library_pc_samples_total", COUNTER, "PC samples the libraries received from CUPTI (EMBER_CUDA_ENABLE_PC_SAMPLING).") \
+	O(CUDA_LIB_PC_REFUSED, cuda, lib_pc_refused, "cuda_library_pc_sampling_refused", GAUGE, "Processes whose CUPTI refused PC sampling for want of privileges (NVreg_RestrictProfilingToAdminUsers).") \
+	O(CUDA_PC_ENTRIES, cuda, pc_entries, "cuda_pc_entries_total", COUNTER, "Parts of kernels' GPU time attributed to an instruction and stall reason by PC sampling.") \
+	O(CUDA_SPANS, cuda, spans, "cuda_spans_total", COUNTER, "Single GPU activities (kernels, copies, sets, syncs) sent to the server for the timeline.") \
+	O(CUDA_SPANS_JOINED, cuda, spans_joined, "cuda_spans_joined_total", COUNTER, "Timeline spans sent with their launch stack.") \
 	/* the agent */ \
 	X(SAMPLING, "sampling", GAUGE, "1 while sampling, 0 while probabilistic profiling has it off.") \
 	X(OFFCPU_SAMPLING, "off_cpu_sampling", GAUGE, "1 while off-CPU sampling is attached, 0 otherwise.") \

@@ -340,21 +340,10 @@ void hostmetrics_free(struct hostmetrics *h)
 	free(h);
 }
 
-struct pid_key {
-	const struct hostmetrics *h;
-	int32_t pid;
-};
-
-static bool pid_eq(const void *ctx, uint32_t idx)
-{
-	const struct pid_key *k = ctx;
-	return k->h->procs[idx].pid == k->pid;
-}
-
 static struct hm_proc *lookup(struct hostmetrics *h, int32_t pid, uint32_t *slot)
 {
-	struct pid_key k = { h, pid };
-	return hmap_find(&h->index, hash_u64((uint64_t)pid), pid_eq, &k, slot) ? &h->procs[*slot]
+	struct hmap_field_key k = HMAP_FIELD_KEY(h->procs, pid, &pid);
+	return hmap_find(&h->index, hash_u64((uint64_t)pid), hmap_field_eq, &k, slot) ? &h->procs[*slot]
 									       : NULL;
 }
 
@@ -376,8 +365,8 @@ static uint32_t add_proc(struct hostmetrics *h, int32_t pid)
 static void forget(struct hostmetrics *h, uint32_t slot)
 {
 	struct hm_proc *p = &h->procs[slot];
-	struct pid_key k = { h, p->pid };
-	hmap_remove(&h->index, hash_u64((uint64_t)p->pid), pid_eq, &k);
+	struct hmap_field_key k = HMAP_FIELD_KEY(h->procs, pid, &p->pid);
+	hmap_remove(&h->index, hash_u64((uint64_t)p->pid), hmap_field_eq, &k);
 	proc_attrs_free(&p->attrs);
 	memset(p, 0, sizeof(*p));
 	xgrow((void **)&h->free_slots, &h->capfree, h->nfree + 1, sizeof(*h->free_slots));

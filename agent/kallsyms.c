@@ -83,14 +83,7 @@ int kallsyms_load(struct kallsyms *k, const char *path)
 
 const char *kallsyms_lookup(const struct kallsyms *k, uint64_t addr, const char **module)
 {
-	size_t lo = 0, hi = k->count;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (k->syms[mid].addr <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = PARTITION_POINT(k->count, i, k->syms[i].addr <= addr);
 	if (lo == 0)
 		return NULL;
 	const struct ksym *s = &k->syms[lo - 1];

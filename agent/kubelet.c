@@ -365,11 +365,7 @@ struct kubelet *kubelet_start(const struct kubelet_opts *o)
 		k->nlabels++;
 	}
 	pthread_mutex_init(&k->mu, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&k->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	cond_init_monotonic(&k->cond);
 	k->want = true; /* the first list at once */
 	int rc = pthread_create(&k->thread, NULL, run, k);
 	if (rc != 0) {

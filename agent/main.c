@@ -536,10 +536,32 @@ static void take_stats(struct agent *a, struct selfstats_values *s)
 	const struct collector_stats *cs = &a->collector.stats;
 	uint64_t bpf[ONCPU_STAT_MAX];
 	oncpu_read_stats(a->oncpu, bpf);
-	/* The collector's and the BPF programs' counters (counters.h). */
+	/* The threads' statistics, each read once: struct OWNER_stats as
+	 * OWNER_get_stats fills it from a->HANDLE (counters.h's O rows copy
+	 * their fields); a thread that is not running (no kubelet, no CUDA
+	 * server) leaves its counters at 0. */
+#define STAT_OWNERS(X) \
+	X(unwind, unwind) X(reporter, reporter) X(symupload, symupload) X(python, python) \
+	X(kubelet, kubelet) X(metricsender, metrics) X(cuda, cuda)
+#define OWNER_STATS(owner, handle) struct owner##_stats owner;
+#define OWNER_READ(owner, handle) \
+	if (a->handle)            \
+		owner##_get_stats(a->handle, &st.owner);
+	struct {
+		STAT_OWNERS(OWNER_STATS)
+	} st;
+	memset(&st, 0, sizeof(st));
+	STAT_OWNERS(OWNER_READ)
+#undef OWNER_STATS
+#undef OWNER_READ
+#undef STAT_OWNERS
+	/* The collector's, the BPF programs' and the threads' counters
+	 * (counters.h). */
+#define COPY_O(id, owner, field, ...) v[SS_##id] = st.owner.field;
 #define COPY_C(id, field, ...) v[SS_##id] = cs->field;
 #define COPY_B(id, stat, ...) v[SS_##id] = bpf[ONCPU_STAT_##stat];
-	AGENT_COUNTERS(COUNTERS_NONE, COPY_C, COPY_B, COUNTERS_NONE)
+	AGENT_COUNTERS(COUNTERS_NONE, COPY_O, COPY_C, COPY_B, COUNTERS_NONE)
+#undef COPY_O
 #undef COPY_C
 #undef COPY_B
 	v[SS_BPF_STOP_NO_MAPPING] = bpf[ONCPU_STAT_ERR_BASE + UWE_NO_MAPPING];
@@ -552,103 +574,10 @@ static void take_stats(struct agent *a, struct selfstats_values *s)
 	v[SS_RAW_PENDING_BYTES] = a->collector.pending_bytes;
 	v[SS_PROCESSES] = proc_table_count(&a->procs);
 	v[SS_FILES] = a->files.count;
-	struct unwind_stats ws;
-	unwind_get_stats(a->unwind, &ws);
-	v[SS_TABLES_QUEUED] = ws.files_queued;
-	v[SS_TABLES_LOADED] = ws.files_loaded;
-	v[SS_TABLES_SHARED] = ws.files_shared;
-	v[SS_TABLES_FAILED] = ws.files_failed;
-	v[SS_TABLES_SKIPPED] = ws.files_skipped;
-	v[SS_TABLES_PRIORITIZED] = ws.files_prioritized;
-	v[SS_TABLES_RECLAIMED] = ws.files_reclaimed;
-	v[SS_TABLES_EVICTED] = ws.files_evicted;
-	v[SS_TABLES_RELOADED] = ws.files_reloaded;
-	v[SS_TABLES_REFUSED] = ws.files_refused;
-	v[SS_TABLES_PARTIAL] = ws.files_partial;
-	v[SS_TABLES_RESIDENT] = ws.tables;
-	v[SS_TABLE_ROWS] = ws.rows;
-	v[SS_TABLE_ENTRIES_USED] = ws.entries_used;
-	v[SS_TABLE_ENTRIES_CAP] = ws.entries_cap;
-	v[SS_TABLE_RULES] = ws.rules;
-	v[SS_UNWIND_PROC_UPDATES] = ws.proc_updates;
-	v[SS_UNWIND_PROC_FAILURES] = ws.proc_failures;
-	v[SS_TABLE_BUILD_NS] = ws.build_ns;
-	struct reporter_stats rs;
-	reporter_get_stats(a->reporter, &rs);
-	v[SS_BATCHES_SENT] = rs.sent_batches;
-	v[SS_BYTES_SENT] = rs.sent_bytes;
-	v[SS_SEND_FAILURES] = rs.failed_attempts;
-	v[SS_BATCHES_REJECTED] = rs.rejected_batches;
-	v[SS_BATCHES_DROPPED] = rs.dropped_batches;
-	v[SS_BYTES_DROPPED] = rs.dropped_bytes;
-	v[SS_RESYNCS] = rs.resyncs;
-	v[SS_SESSIONS] = rs.sessions;
-	v[SS_QUEUED_BATCHES] = rs.queued_batches;
-	v[SS_QUEUED_BYTES] = rs.queued_bytes;
-	v[SS_SESSION_BYTES] = rs.session_bytes;
-	v[SS_ENCODE_NS] = rs.encode_ns;
-	struct symupload_stats us;
-	symupload_get_stats(a->symupload, &us);
-	v[SS_SYM_QUEUED] = us.queued;
-	v[SS_SYM_CHECKED] = us.checked;
-	v[SS_SYM_UPLOADED] = us.uploaded;
-	v[SS_SYM_PRESENT] = us.present;
-	v[SS_SYM_FAILED] = us.failed;
-	v[SS_SYM_SKIPPED] = us.skipped;
-	v[SS_SYM_UPLOADED_BYTES] = us.uploaded_bytes;
-	struct python_stats ps;
-	python_get_stats(a->python, &ps);
-	v[SS_PY_SYMBOLIZED] = ps.symbolized;
-	v[SS_PY_CACHE_HITS] = ps.cache_hits;
-	v[SS_PY_REVALIDATED] = ps.revalidated;
-	v[SS_PY_READ_ERRORS] = ps.read_errors;
-	v[SS_PY_STALE] = ps.stale;
-	v[SS_PY_PROCESSES] = ps.processes;
-	struct kubelet_stats ks;
-	kubelet_get_stats(a->kubelet, &ks);
-	v[SS_KUBELET_FETCHES] = ks.fetches;
-	v[SS_KUBELET_ERRORS] = ks.errors;
-	v[SS_KUBELET_PODS] = ks.pods;
-	struct metricsender_stats ms;
-	metricsender_get_stats(a->metrics, &ms);
-	v[SS_MET_COLLECTIONS] = ms.collections;
-	v[SS_MET_POINTS] = ms.points;
-	v[SS_MET_BATCHES_SENT] = ms.batches_sent;
-	v[SS_MET_BYTES_SENT] = ms.bytes_sent;
-	v[SS_MET_SEND_FAILURES] = ms.send_failures;
-	v[SS_MET_BATCHES_REJECTED] = ms.rejected_batches;
-	v[SS_MET_BATCHES_DROPPED] = ms.dropped_batches;
-	v[SS_MET_COLLECT_NS] = ms.last_collect_ns;
-	v[SS_MET_PROCESSES_DROPPED] = ms.processes_dropped;
 	if (a->cuda) {
-		struct cuda_stats c;
-		cuda_get_stats(a->cuda, &c);
-		v[SS_CUDA_CONNECTIONS] = c.connections;
-		v[SS_CUDA_CONNS_REFUSED] = c.connections_refused;
-		v[SS_CUDA_CONNS_OPEN] = c.connections_open;
-		v[SS_CUDA_PROCESSES] = c.processes;
-		v[SS_CUDA_MESSAGES] = c.messages;
 		for (int r = CWR_SHORT; r < CWR_MAX; r++)
-			v[SS_CUDA_REJ_SHORT + r - CWR_SHORT] = c.rejected[r];
-		v[SS_CUDA_STACKS] = c.stacks;
-		v[SS_CUDA_STACKS_EVICTED] = c.stacks_evicted;
-		v[SS_CUDA_ENTRIES] = c.entries;
-		v[SS_CUDA_JOINED] = c.joined;
-		v[SS_CUDA_NOT_SAMPLED] = c.not_sampled;
-		v[SS_CUDA_UNKNOWN_STACK] = c.unknown_stack;
-		v[SS_CUDA_PENDING_OVERFLOW] = c.pending_overflow;
+			v[SS_CUDA_REJ_SHORT + r - CWR_SHORT] = st.cuda.rejected[r];
 		v[SS_CUDA_PENDING] = cuda_pending(a->cuda);
-		v[SS_CUDA_GPU_NS] = c.gpu_ns;
-		v[SS_CUDA_NOT_SAMPLED_NS] = c.not_sampled_ns;
-		v[SS_CUDA_LIB_LAUNCHES] = c.lib_launches;
-		v[SS_CUDA_LIB_SAMPLED] = c.lib_sampled;
-		v[SS_CUDA_LIB_RECORDS_DROPPED] = c.lib_records_dropped;
-		v[SS_CUDA_LIB_MESSAGES_DROPPED] = c.lib_messages_dropped;
-		v[SS_CUDA_LIB_PC_SAMPLES] = c.lib_pc_samples;
-		v[SS_CUDA_LIB_PC_REFUSED] = c.lib_pc_refused;
-		v[SS_CUDA_PC_ENTRIES] = c.pc_entries;
-		v[SS_CUDA_SPANS] = c.spans;
-		v[SS_CUDA_SPANS_JOINED] = c.spans_joined;
 	}
 	v[SS_CUDA_PROBED_FILES] = a->ncuda_probed;
 	v[SS_SAMPLING] = a->sampling;

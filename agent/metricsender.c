@@ -132,12 +132,7 @@ static void *run(void *arg)
 	for (;;) {
 		collect(s);
 		send_queued(s);
-		next.tv_sec += s->o.interval_ms / 1000;
-		next.tv_nsec += (s->o.interval_ms % 1000) * 1000000L;
-		if (next.tv_nsec >= 1000000000L) {
-			next.tv_sec++;
-			next.tv_nsec -= 1000000000L;
-		}
+		timespec_add_ns(&next, (uint64_t)s->o.interval_ms * 1000000ull);
 		struct timespec now;
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		if (now.tv_sec > next.tv_sec + 1) /* fell behind (a slow send): start again from now */
@@ -176,11 +171,7 @@ struct metricsender *metricsender_start(const struct metricsender_opts *opts)
 	}
 	sendq_init(&s->q, opts->max_queue_bytes);
 	pthread_mutex_init(&s->lock, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&s->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	cond_init_monotonic(&s->cond);
 	if (pthread_create(&s->thread, NULL, run, s) != 0) {
 		http_client_free(s->http);
 		pthread_mutex_destroy(&s->lock);
@@ -209,11 +200,7 @@ void metricsender_stop(struct metricsender *s)
 {
 	if (!s)
 		return;
-	pthread_mutex_lock(&s->lock);
-	s->stopping = true;
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
-	pthread_join(s->thread, NULL);
+	thread_stop_join(s->thread, &s->lock, &s->cond, &s->stopping);
 	if (s->q.count)
 		log_warn("metrics: stopping with %zu batch(es) not delivered", s->q.count);
 	sendq_free(&s->q);

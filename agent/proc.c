@@ -20,17 +20,6 @@
 #define MAPS_REFRESH_FIRST_NS 10000000ull
 #define MAPS_REFRESH_NS 1000000000ull
 
-struct key {
-	const struct proc_table *t;
-	int32_t pid;
-};
-
-static bool eq_key(const void *ctx, uint32_t idx)
-{
-	const struct key *k = ctx;
-	return k->t->procs[idx].pid == k->pid;
-}
-
 void proc_table_init(struct proc_table *t, struct file_registry *files, const char *proc_root)
 {
 	memset(t, 0, sizeof(*t));
@@ -179,8 +168,8 @@ static uint32_t alloc_slot(struct proc_table *t)
 static void release(struct proc_table *t, uint32_t idx)
 {
 	struct proc *p = &t->procs[idx];
-	struct key k = { t, p->pid };
-	hmap_remove(&t->index, hash_u64((uint64_t)p->pid), eq_key, &k);
+	struct hmap_field_key k = HMAP_FIELD_KEY(t->procs, pid, &p->pid);
+	hmap_remove(&t->index, hash_u64((uint64_t)p->pid), hmap_field_eq, &k);
 	if (t->on_gone)
 		t->on_gone(t->hook_ctx, p->pid);
 	free(p->maps);
@@ -208,9 +197,9 @@ static void reread(struct proc_table *t, struct proc *p, uint64_t now_ns)
 struct proc *proc_table_get(struct proc_table *t, int32_t pid, uint64_t start_ticks,
 			    uint64_t exec_id, const char *comm, uint64_t now_ns)
 {
-	struct key k = { t, pid };
+	struct hmap_field_key k = HMAP_FIELD_KEY(t->procs, pid, &pid);
 	uint32_t idx;
-	if (hmap_find(&t->index, hash_u64((uint64_t)pid), eq_key, &k, &idx)) {
+	if (hmap_find(&t->index, hash_u64((uint64_t)pid), hmap_field_eq, &k, &idx)) {
 		struct proc *p = &t->procs[idx];
 		if (!p->live || p->start_time == start_ticks) {
 			p->last_sample_ns = now_ns;
@@ -249,14 +238,7 @@ struct proc *proc_table_get(struct proc_table *t, int32_t pid, uint64_t start_ti
 
 static const struct mapping *search(const struct proc *p, uint64_t addr)
 {
-	size_t lo = 0, hi = p->nmaps;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (p->maps[mid].start <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = PARTITION_POINT(p->nmaps, i, p->maps[i].start <= addr);
 	if (lo == 0 || addr >= p->maps[lo - 1].end)
 		return NULL;
 	return &p->maps[lo - 1];
@@ -299,9 +281,9 @@ void proc_table_sweep(struct proc_table *t, uint64_t now_ns, uint64_t idle_ns)
 
 void proc_table_refresh(struct proc_table *t, int32_t pid, uint64_t start_ticks, uint64_t now_ns)
 {
-	struct key k = { t, pid };
+	struct hmap_field_key k = HMAP_FIELD_KEY(t->procs, pid, &pid);
 	uint32_t idx;
-	bool known = hmap_find(&t->index, hash_u64((uint64_t)pid), eq_key, &k, &idx);
+	bool known = hmap_find(&t->index, hash_u64((uint64_t)pid), hmap_field_eq, &k, &idx);
 	struct proc *p = proc_table_get(t, pid, start_ticks, PROC_EXEC_UNKNOWN, "", now_ns);
 	/* Made just now: read already. */
 	if (known && p == &t->procs[idx] && p->live)

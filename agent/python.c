@@ -365,38 +365,27 @@ void python_free(struct python *py)
 	free(py);
 }
 
-struct pkey {
-	const struct python *py;
-	int32_t pid;
-};
-
-static bool eq_proc(const void *ctx, uint32_t idx)
-{
-	const struct pkey *k = ctx;
-	return k->py->procs[idx].pid == k->pid;
-}
-
 static struct pyproc *find_proc(struct python *py, int32_t pid)
 {
-	struct pkey k = { py, pid };
+	struct hmap_field_key k = HMAP_FIELD_KEY(py->procs, pid, &pid);
 	uint32_t idx;
-	return hmap_find(&py->index, hash_u64((uint64_t)pid), eq_proc, &k, &idx) ? &py->procs[idx] : NULL;
+	return hmap_find(&py->index, hash_u64((uint64_t)pid), hmap_field_eq, &k, &idx) ? &py->procs[idx] : NULL;
 }
 
 void python_set_process(struct python *py, int32_t pid, uint64_t start_ticks, uint64_t exec_id,
 			const struct py_file *f, uint64_t bias)
 {
-	struct pkey k = { py, pid };
+	struct hmap_field_key k = HMAP_FIELD_KEY(py->procs, pid, &pid);
 	uint32_t idx;
 	uint64_t h = hash_u64((uint64_t)pid);
 	const struct py_layout *l = f ? &f->layout : NULL;
 	uint64_t code_type = f && f->code_type ? f->code_type + bias : 0;
-	if (hmap_find(&py->index, h, eq_proc, &k, &idx)) {
+	if (hmap_find(&py->index, h, hmap_field_eq, &k, &idx)) {
 		struct pyproc *old = &py->procs[idx];
 		if (l && memcmp(&old->l, l, sizeof(*l)) == 0 && old->code_type == code_type &&
 		    old->start_ticks == start_ticks && old->exec_id == exec_id)
 			return; /* the same program, the same interpreter: the cache stands */
-		hmap_remove(&py->index, h, eq_proc, &k);
+		hmap_remove(&py->index, h, hmap_field_eq, &k);
 		proc_release(&py->procs[idx]);
 		xgrow((void **)&py->free_slots, &py->capfree, py->nfree + 1, sizeof(uint32_t));
 		py->free_slots[py->nfree++] = idx;
@@ -551,17 +540,6 @@ static int fill_entry(int32_t pid, const struct pyproc *p, struct code_entry *e)
 	return 0;
 }
 
-struct ckey {
-	const struct pyproc *p;
-	uint64_t addr;
-};
-
-static bool eq_code(const void *ctx, uint32_t idx)
-{
-	const struct ckey *k = ctx;
-	return k->p->codes[idx].addr == k->addr;
-}
-
 int python_symbolize(struct python *py, int32_t pid, uint64_t slot, uint64_t qualname,
 		     struct py_sym *out)
 {
@@ -570,11 +548,11 @@ int python_symbolize(struct python *py, int32_t pid, uint64_t slot, uint64_t qua
 		return -1;
 	uint64_t addr = slot & PY_FRAME_ADDR_MASK;
 	uint32_t instr = (uint32_t)((slot >> PY_FRAME_INSTR_SHIFT) & PY_FRAME_INSTR_MAX);
-	struct ckey k = { p, addr };
+	struct hmap_field_key k = HMAP_FIELD_KEY(p->codes, addr, &addr);
 	uint64_t h = hash_u64(addr);
 	uint32_t idx;
 	struct code_entry *e = NULL;
-	if (hmap_find(&p->index, h, eq_code, &k, &idx)) {
+	if (hmap_find(&p->index, h, hmap_field_eq, &k, &idx)) {
 		e = &p->codes[idx];
 		if (e->gen != py->gen || e->fp[2] != qualname || !e->name) {
 			/* Once per generation: is it still the same code object? */

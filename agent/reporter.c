@@ -80,17 +80,6 @@ static size_t pending_bytes(const struct pending *p)
 	return sizeof(*p) + batch_memory(p->b) + p->enc_len;
 }
 
-static void deadline_in(struct timespec *ts, long ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
 static void new_session(struct reporter *r)
 {
 	session_reset(&r->sess);
@@ -286,7 +275,7 @@ static void *run(void *arg)
 		if (r->stopping) {
 			/* Keep trying until the flush deadline, a little apart. */
 			struct timespec ts;
-			deadline_in(&ts, 200);
+			deadline_in_ms(&ts, 200);
 			pthread_cond_timedwait(&r->cond, &r->lock, &ts);
 			continue;
 		}
@@ -294,7 +283,7 @@ static void *run(void *arg)
 		/* Up to 20% jitter so a fleet does not retry in lockstep. */
 		long wait = backoff - (long)(now_mono_ns() % (uint64_t)(backoff / 5 + 1));
 		struct timespec ts;
-		deadline_in(&ts, wait);
+		deadline_in_ms(&ts, (uint64_t)wait);
 		while (!r->stopping) {
 			int rc = pthread_cond_timedwait(&r->cond, &r->lock, &ts);
 			if (rc == ETIMEDOUT)
@@ -365,11 +354,7 @@ struct reporter *reporter_start(const struct http_opts *opts, size_t max_queue_b
 	r->stats.sessions = 1;
 	r->max_session_bytes = max_session_bytes;
 	pthread_mutex_init(&r->lock, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&r->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	cond_init_monotonic(&r->cond);
 	if (pthread_create(&r->thread, NULL, run, r) != 0) {
 		grpc_client_free(r->grpc);
 		for (size_t i = 0; i < 3; i++)

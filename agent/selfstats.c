@@ -42,11 +42,13 @@ struct metric {
 #define ROW_L(id, name, kind, help, label, value) \
 	[SS_##id] = { name, KIND_##kind, help, label, value, SECONDS_##kind },
 #define ROW(id, name, kind, help) ROW_L(id, name, kind, help, NULL, NULL)
+#define ROW_O(id, owner, field, name, kind, help) ROW(id, name, kind, help)
 #define ROW_C(id, field, name, kind, help) ROW(id, name, kind, help)
 #define ROW_B(id, stat, name, kind, help) ROW(id, name, kind, help)
-static const struct metric metrics[SS_COUNT] = { AGENT_COUNTERS(ROW, ROW_C, ROW_B, ROW_L) };
+static const struct metric metrics[SS_COUNT] = { AGENT_COUNTERS(ROW, ROW_O, ROW_C, ROW_B, ROW_L) };
 #undef ROW_L
 #undef ROW
+#undef ROW_O
 #undef ROW_C
 #undef ROW_B
 

@@ -30,7 +30,7 @@
 /* One per counter, in the order of agent/counters.h's table. */
 enum selfstat {
 #define SS_ENUM(id, ...) SS_##id,
-	AGENT_COUNTERS(SS_ENUM, SS_ENUM, SS_ENUM, SS_ENUM)
+	AGENT_COUNTERS(SS_ENUM, SS_ENUM, SS_ENUM, SS_ENUM, SS_ENUM)
 #undef SS_ENUM
 	SS_COUNT
 };

@@ -135,13 +135,8 @@ void session_reset(struct session *s)
 {
 	/* Releases the memory too: a session is reset when it grew too large
 	 * (or was lost), and its successor starts small. */
-	batch_free(&s->dict);
+	session_free(s);
 	batch_init(&s->dict);
-	free(s->node_parent);
-	free(s->node_frame);
-	free(s->node_slots);
-	memo_free(&s->stack_memo);
-	memo_free(&s->res_memo);
 	s->node_parent = s->node_frame = s->node_slots = NULL;
 	s->nnodes = s->capnodes = s->node_mask = 0;
 	s->sent_strings = s->sent_files = s->sent_frames = s->sent_nodes = s->sent_res = 0;
@@ -440,13 +435,7 @@ int session_encode(struct session *s, const struct batch *b, const struct batch_
 
 	Ember__Ingest__V1__SessionBatch msg = EMBER__INGEST__V1__SESSION_BATCH__INIT;
 	msg.session = s->id;
-	msg.agent_instance = (char *)meta->agent_instance;
-	msg.sequence = meta->sequence;
-	msg.project = (char *)meta->project;
-	msg.start_unix_ms = meta->start_unix_ms;
-	msg.end_unix_ms = meta->end_unix_ms;
-	msg.sample_rate_hz = meta->sample_rate_hz;
-	msg.host_cpus = meta->host_cpus;
+	BATCH_META_TO_MSG(&msg, meta);
 
 	/* Definitions: everything the dictionary holds beyond what was sent. */
 	size_t ns = strtab_count(&d->strings);

@@ -51,7 +51,7 @@ struct symupload {
 	struct symupload_opts opts;
 	char *project_q; /* "project=<name, percent-encoded>" or "" */
 	struct symupload_stats stats;
-	int stopping;
+	bool stopping;
 	bool check_failing; /* only the uploader thread touches it */
 };
 
@@ -70,13 +70,7 @@ static void percent_encode(struct buf *out, const char *s)
 static void wait_ms(struct symupload *u, long ms)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	deadline_in_ms(&ts, (uint64_t)ms);
 	while (!u->stopping && pthread_cond_timedwait(&u->cond, &u->lock, &ts) != ETIMEDOUT)
 		;
 }
@@ -447,11 +441,7 @@ struct symupload *symupload_start(const struct http_opts *opts, const struct sym
 		return NULL;
 	}
 	pthread_mutex_init(&u->lock, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&u->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	cond_init_monotonic(&u->cond);
 	if (pthread_create(&u->thread, NULL, run, u) != 0) {
 		http_client_free(u->http);
 		free(u->project_q);
@@ -508,11 +498,7 @@ void symupload_stop(struct symupload *u)
 {
 	if (!u)
 		return;
-	pthread_mutex_lock(&u->lock);
-	u->stopping = 1;
-	pthread_cond_broadcast(&u->cond);
-	pthread_mutex_unlock(&u->lock);
-	pthread_join(u->thread, NULL);
+	thread_stop_join(u->thread, &u->lock, &u->cond, &u->stopping);
 	http_client_free(u->http);
 	free(u->project_q);
 	free((char *)u->opts.debug_dir);

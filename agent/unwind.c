@@ -119,12 +119,6 @@ static bool eq_id(const void *ctx, uint32_t idx)
 	return u->mem.slots[idx].used && fileid_equal(&u->tables[idx].id, id);
 }
 
-static bool eq_pid(const void *ctx, uint32_t idx)
-{
-	const struct unwind *u = ((const void *const *)ctx)[0];
-	return u->procs[idx].pid == *(const uint32_t *)((const void *const *)ctx)[1];
-}
-
 static uint64_t id_hash(const struct file_id *id)
 {
 	return hash_bytes(id->b, FILE_ID_LEN);
@@ -260,13 +254,7 @@ static bool wait_until_ns(struct unwind *u, uint64_t t)
 	while (!u->stopping && now_mono_ns() < t) {
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
-		uint64_t d = t - now_mono_ns() + 1000000;
-		ts.tv_sec += (time_t)(d / 1000000000ull);
-		ts.tv_nsec += (long)(d % 1000000000ull);
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		timespec_add_ns(&ts, t - now_mono_ns() + 1000000);
 		pthread_cond_timedwait(&u->cond, &u->mu, &ts);
 	}
 	return !u->stopping;
@@ -560,11 +548,7 @@ void unwind_stop(struct unwind *u)
 {
 	if (!u)
 		return;
-	pthread_mutex_lock(&u->mu);
-	u->stopping = true;
-	pthread_cond_broadcast(&u->cond);
-	pthread_mutex_unlock(&u->mu);
-	pthread_join(u->thread, NULL);
+	thread_stop_join(u->thread, &u->mu, &u->cond, &u->stopping);
 	rule_set_free(&u->rules);
 	free(u->jobs);
 	for (uint32_t i = 0; i < u->mem.nslots; i++)
@@ -694,9 +678,9 @@ static uint32_t slot_of(struct unwind *u, uint32_t index, uint32_t pid,
 
 static struct proc_refs *find_proc(struct unwind *u, uint32_t pid)
 {
-	const void *ctx[2] = { u, &pid };
+	struct hmap_field_key k = HMAP_FIELD_KEY(u->procs, pid, &pid);
 	uint32_t i;
-	return hmap_find(&u->by_pid, hash_u64(pid), eq_pid, ctx, &i) ? &u->procs[i] : NULL;
+	return hmap_find(&u->by_pid, hash_u64(pid), hmap_field_eq, &k, &i) ? &u->procs[i] : NULL;
 }
 
 /* Replaces the slots a process holds (mu held). */
@@ -710,9 +694,9 @@ static void set_refs(struct unwind *u, uint32_t pid, uint32_t *slots, uint32_t n
 		p->slots = slots;
 		p->n = n;
 		if (n == 0) {
-			const void *ctx[2] = { u, &pid };
+			struct hmap_field_key k = HMAP_FIELD_KEY(u->procs, pid, &pid);
 			uint32_t idx = (uint32_t)(p - u->procs);
-			hmap_remove(&u->by_pid, hash_u64(pid), eq_pid, ctx);
+			hmap_remove(&u->by_pid, hash_u64(pid), hmap_field_eq, &k);
 			free(p->slots);
 			*p = (struct proc_refs){ 0 };
 			xgrow((void **)&u->free_procs, &u->capfree_procs, u->nfree_procs + 1, sizeof(uint32_t));

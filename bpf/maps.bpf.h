@@ -49,6 +49,25 @@ _Static_assert(FRAME_INDEX_MASK + 1 >= ONCPU_MAX_FRAMES, "mask covers the frames
 #define PATH_CUDA 2 /* a CUDA launch stack: the uprobe on the marker */
 #define PF_KTHREAD 0x00200000
 
+/* A shared map (see above: __weak, one definition in every object that
+ * includes this header) of type, max_entries, key and value types, and
+ * map_flags for SHARED_MAP_FLAGS. */
+#define SHARED_MAP_FLAGS(name, map_type, entries, flags, key_type, value_type) \
+	struct {                                                               \
+		__uint(type, map_type);                                        \
+		__uint(max_entries, entries);                                  \
+		__uint(map_flags, flags);                                      \
+		__type(key, key_type);                                         \
+		__type(value, value_type);                                     \
+	} name __weak SEC(".maps")
+#define SHARED_MAP(name, map_type, entries, key_type, value_type) \
+	struct {                                                  \
+		__uint(type, map_type);                           \
+		__uint(max_entries, entries);                     \
+		__type(key, key_type);                            \
+		__type(value, value_type);                        \
+	} name __weak SEC(".maps")
+
 /* The variables more than one file reads, each defined (and described)
  * in the file named: set by the agent before load (oncpu.bpf.c), and the
  * off-CPU records in progress (offcpu.bpf.c). */
@@ -87,12 +106,7 @@ _Static_assert(__builtin_offsetof(struct oncpu_sample, frames) + (FRAME_INDEX_MA
 /* The on-CPU sampler's scratch record, per CPU: far too large for the
  * 512-byte BPF stack. Perf-event programs run in interrupt context, so
  * nothing else on the CPU uses it meanwhile. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct scratch);
-} scratch __weak SEC(".maps");
+SHARED_MAP(scratch, BPF_MAP_TYPE_PERCPU_ARRAY, 1, __u32, struct scratch);
 
 /* The off-CPU sampler's records in progress, per thread id: one is
  * started when the thread is switched in (on whichever CPU) and finished
@@ -101,21 +115,11 @@ struct {
  * in per-CPU memory. Preallocated: the switch hook runs with the run queue
  * locked, where allocating memory is not safe on every kernel. Sized by
  * the agent; a full map drops picked waits (counted). */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 256);
-	__type(key, __u32);
-	__type(value, struct scratch);
-} offcpu_scratch __weak SEC(".maps");
+SHARED_MAP(offcpu_scratch, BPF_MAP_TYPE_HASH, 256, __u32, struct scratch);
 
 /* Where the switch hook builds a record before it goes into
  * offcpu_scratch: per CPU, as that hook runs with interrupts off. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct scratch);
-} offcpu_stage __weak SEC(".maps");
+SHARED_MAP(offcpu_stage, BPF_MAP_TYPE_PERCPU_ARRAY, 1, __u32, struct scratch);
 
 /* Per user thread: when it was last switched out inside a system call, 0
  * = not waiting (offcpu_switch). Created outside the scheduler, which
@@ -131,131 +135,77 @@ struct {
 } offcpu_waits __weak SEC(".maps");
 
 /* Each CPU's last forced wakeup of the agent (wake_agent). */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64);
-} wake_times __weak SEC(".maps");
+SHARED_MAP(wake_times, BPF_MAP_TYPE_PERCPU_ARRAY, 1, __u32, __u64);
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, ONCPU_STAT_MAX);
-	__type(key, __u32);
-	__type(value, __u64);
-} oncpu_stats __weak SEC(".maps");
+SHARED_MAP(oncpu_stats, BPF_MAP_TYPE_PERCPU_ARRAY, ONCPU_STAT_MAX, __u32, __u64);
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, struct unwind_rule);
-} unwind_rules __weak SEC(".maps");
+SHARED_MAP(unwind_rules, BPF_MAP_TYPE_ARRAY, 16384, __u32, struct unwind_rule);
 
 /* The agent maps row pages of it read-only, a few milliseconds at a time,
  * to unwind the raw stacks of processes it had not described yet with the
- * same rows (agent/rawstack.h); lookups here are the same either way. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1 << 21); /* resized by the agent before load */
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, struct unwind_entry);
-} unwind_entries __weak SEC(".maps");
+ * same rows (agent/rawstack.h); lookups here are the same either way.
+ * Its 1 << 21 entries are resized by the agent before load. */
+SHARED_MAP_FLAGS(unwind_entries, BPF_MAP_TYPE_ARRAY, 1 << 21, BPF_F_MMAPABLE, __u32,
+		 struct unwind_entry);
 
 /* Indexed by the agent's table slot (agent/unwind_mem.h), not by file:
  * slots are given back and reused. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 32768);
-	__type(key, __u32);
-	__type(value, struct unwind_file_info);
-} unwind_files __weak SEC(".maps");
+SHARED_MAP(unwind_files, BPF_MAP_TYPE_ARRAY, 32768, __u32, struct unwind_file_info);
 
 /* slot -> when a frame was last looked up in it (bpf_ktime_get_ns, updated
  * at most every UNWIND_SEEN_NS): which tables are in use, for the agent's
  * choice of what to give back when the table is full, and which given-back
  * table a sample needs again. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 32768);
-	__type(key, __u32);
-	__type(value, __u64);
-} unwind_seen __weak SEC(".maps");
+SHARED_MAP(unwind_seen, BPF_MAP_TYPE_ARRAY, 32768, __u32, __u64);
 
 /* (slot << 32 | row page) -> when a frame fell in a row page of a table
  * loaded in part: the pages the agent loads first when it reloads it. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u64);
-	__type(value, __u64);
-} unwind_wanted __weak SEC(".maps");
+SHARED_MAP(unwind_wanted, BPF_MAP_TYPE_LRU_HASH, 4096, __u64, __u64);
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, __u32);
-	__type(value, struct unwind_proc);
-} unwind_procs __weak SEC(".maps");
+SHARED_MAP_FLAGS(unwind_procs, BPF_MAP_TYPE_HASH, 16384, BPF_F_NO_PREALLOC, __u32, struct unwind_proc);
 
 /* Tail calls only reach programs of the caller's type (and, for tracing
  * programs, of its attach target): the perf-event unwinder and the
  * tp_btf/sys_exit one each have their own array. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
-	__uint(max_entries, 2); /* PROG_UNWIND, PROG_PYTHON */
-	__type(key, __u32);
-	__type(value, __u32);
-} unwind_progs __weak SEC(".maps");
+SHARED_MAP(unwind_progs, BPF_MAP_TYPE_PROG_ARRAY, 2, __u32, __u32); /* PROG_UNWIND, PROG_PYTHON */
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
-	__uint(max_entries, 2); /* PROG_UNWIND, PROG_PYTHON of the off-CPU path */
-	__type(key, __u32);
-	__type(value, __u32);
-} offcpu_progs __weak SEC(".maps");
+/* PROG_UNWIND, PROG_PYTHON of the off-CPU path */
+SHARED_MAP(offcpu_progs, BPF_MAP_TYPE_PROG_ARRAY, 2, __u32, __u32);
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
-	__uint(max_entries, 2); /* PROG_UNWIND, PROG_PYTHON of the CUDA launch path */
-	__type(key, __u32);
-	__type(value, __u32);
-} cuda_progs __weak SEC(".maps");
+/* PROG_UNWIND, PROG_PYTHON of the CUDA launch path */
+SHARED_MAP(cuda_progs, BPF_MAP_TYPE_PROG_ARRAY, 2, __u32, __u32);
 
 /* The CUDA launch path's scratch record, per CPU. A uprobe program may be
  * preempted, but while one runs on a CPU the kernel runs no other
  * tracing program there (bpf_prog_active), so no second walk shares it. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct scratch);
-} cuda_scratch __weak SEC(".maps");
+SHARED_MAP(cuda_scratch, BPF_MAP_TYPE_PERCPU_ARRAY, 1, __u32, struct scratch);
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, __u32);
-	__type(value, struct py_proc);
-} py_procs __weak SEC(".maps");
+SHARED_MAP_FLAGS(py_procs, BPF_MAP_TYPE_HASH, 4096, BPF_F_NO_PREALLOC, __u32, struct py_proc);
 
 /* tid -> its PyThreadState, checked on every use (thread states are freed
  * and reused). */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, __u64);
-} py_threads __weak SEC(".maps");
+SHARED_MAP(py_threads, BPF_MAP_TYPE_LRU_HASH, 16384, __u32, __u64);
 
 static __always_inline void count(__u32 stat, __u64 n)
 {
 	__u64 *v = bpf_map_lookup_elem(&oncpu_stats, &stat);
 	if (v)
 		*v += n;
+}
+
+/* Whether a sample's walk may go into the Python walker: room for that
+ * tail call and the one back to the native unwinder. */
+static __always_inline bool py_call_room(const struct scratch *sc)
+{
+	return sc->tail_calls + 2 < UNWIND_MAX_TAIL_CALLS;
+}
+
+/* Tail-calls program prog of progs, counted in the sample's budget;
+ * returns only when the call failed. */
+static __always_inline void tail_call_counted(void *ctx, struct scratch *sc, void *progs, __u32 prog)
+{
+	sc->tail_calls++;
+	bpf_tail_call(ctx, progs, prog);
 }
 
 static __always_inline int read_u64(__u64 addr, __u64 *out)

@@ -266,10 +266,8 @@ static __always_inline int python_body(void *ctx, struct scratch *sc, void *prog
 		}
 	}
 	/* More frames in this invocation: go on. */
-	if (sc->py_frame && sc->tail_calls + 2 < UNWIND_MAX_TAIL_CALLS) {
-		sc->tail_calls++;
-		bpf_tail_call(ctx, progs, PROG_PYTHON);
-	}
+	if (sc->py_frame && py_call_room(sc))
+		tail_call_counted(ctx, sc, progs, PROG_PYTHON);
 	goto back;
 scan:
 	/* PY_F_ENTRY_ON_STACK: the next marker frame, which the native
@@ -289,10 +287,8 @@ scan:
 		if (read_ptr(f, py->off.frame_previous, &sc->py_scan))
 			goto lost;
 	}
-	if (sc->py_scan && sc->tail_calls + 2 < UNWIND_MAX_TAIL_CALLS) {
-		sc->tail_calls++;
-		bpf_tail_call(ctx, progs, PROG_PYTHON);
-	}
+	if (sc->py_scan && py_call_room(sc))
+		tail_call_counted(ctx, sc, progs, PROG_PYTHON);
 	goto no_marker;
 lost:
 	count(ONCPU_STAT_PY_READ_ERR, 1);
@@ -301,8 +297,7 @@ no_marker:
 	sc->py_scan = 0;
 	sc->py_marker = 0;
 back:
-	sc->tail_calls++;
-	bpf_tail_call(ctx, progs, PROG_UNWIND);
+	tail_call_counted(ctx, sc, progs, PROG_UNWIND);
 	stop_unwind(sc, UWE_TRUNCATED, off); /* the tail call failed */
 	return 0;
 }

@@ -128,18 +128,15 @@ static __always_inline int unwind_body(void *ctx, struct scratch *sc, void *prog
 		}
 		bool native = true, on_stack = py && (py->off.flags & PY_F_ENTRY_ON_STACK);
 		__u64 pc = sc->regs.pc;
-		if (on_stack && !sc->py_started && sc->tail_calls + 2 < UNWIND_MAX_TAIL_CALLS) {
+		if (on_stack && !sc->py_started && py_call_room(sc))
 			/* Find the thread's frames and the first marker. */
-			sc->tail_calls++;
-			bpf_tail_call(ctx, progs, PROG_PYTHON);
-		}
+			tail_call_counted(ctx, sc, progs, PROG_PYTHON);
 		if (py && !on_stack && ((pc >= py->eval_lo && pc < py->eval_hi) ||
 					(pc >= py->cold_lo && pc < py->cold_hi))) {
 			/* The interpreter loop: its Python frames instead, once. */
-			if (!sc->py_visited && sc->tail_calls + 2 < UNWIND_MAX_TAIL_CALLS) {
+			if (!sc->py_visited && py_call_room(sc)) {
 				sc->py_visited = 1;
-				sc->tail_calls++;
-				bpf_tail_call(ctx, progs, PROG_PYTHON);
+				tail_call_counted(ctx, sc, progs, PROG_PYTHON);
 			}
 			native = !sc->py_emitted;
 			sc->py_visited = 0;
@@ -160,7 +157,7 @@ static __always_inline int unwind_body(void *ctx, struct scratch *sc, void *prog
 			return 0;
 		}
 		if (on_stack && native && sc->py_marker >= sp && sc->py_marker < sc->regs.sp &&
-		    sc->tail_calls + 2 < UNWIND_MAX_TAIL_CALLS) {
+		    py_call_room(sc)) {
 			/* The frame just written holds the next marker: it is
 			 * the interpreter invocation whose Python frames
 			 * replace it. The walk goes on from its caller. */
@@ -168,8 +165,7 @@ static __always_inline int unwind_body(void *ctx, struct scratch *sc, void *prog
 			sc->py_marker = 0;
 			sc->py_emitted = 0;
 			sc->s.ustack_len = (__s32)nu;
-			sc->tail_calls++;
-			bpf_tail_call(ctx, progs, PROG_PYTHON);
+			tail_call_counted(ctx, sc, progs, PROG_PYTHON);
 		}
 	}
 	if (++sc->tail_calls > UNWIND_MAX_TAIL_CALLS) {

@@ -50,6 +50,29 @@ UW_INLINE int uw_find_mapping(const struct unwind_proc *p, __u64 pc)
 	return (int)idx;
 }
 
+/* How many of the hi sorted rows from entry index start have an address
+ * at or below rel: a binary search of at most 11 halvings (hi is at most
+ * UNWIND_PAGE_ROWS); 0 also when a row cannot be read, which the callers
+ * treat alike (no row). The callers make start opaque (UW_OPAQUE). */
+UW_INLINE __u32 uw_rows_at_or_below(__u32 start, __u32 hi, __u32 rel)
+{
+	__u32 lo = 0;
+	UW_OPAQUE(hi);
+	for (int i = 0; i < 11; i++) {
+		if (lo >= hi)
+			break;
+		__u32 mid = (lo + hi) / 2;
+		const struct unwind_entry *e = UW_ENTRY(start + mid);
+		if (!e)
+			return 0;
+		if (e->addr <= rel)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 /* Where the rows for rel (an address relative to the table's base) are:
  * (page << 32 | number of rows in it); -1 when the table has none; -2 - i
  * when rel lies in row page i, which is not loaded. */
@@ -81,25 +104,13 @@ UW_INLINE __s64 uw_find_row_page(const struct unwind_file_info *fi, __u32 rel)
 			dp = pk;
 		}
 	}
-	__u32 lo = 0, hi = np - k * UNWIND_PAGE_ROWS;
+	__u32 hi = np - k * UNWIND_PAGE_ROWS;
 	if (hi > UNWIND_PAGE_ROWS)
 		hi = UNWIND_PAGE_ROWS;
 	__u32 dstart = dp * UNWIND_PAGE_ROWS;
-	UW_OPAQUE(hi);
 	UW_OPAQUE(dstart);
 	UW_OPAQUE(k);
-	for (int i = 0; i < 11; i++) {
-		if (lo >= hi)
-			break;
-		__u32 mid = (lo + hi) / 2;
-		const struct unwind_entry *e = UW_ENTRY(dstart + mid);
-		if (!e)
-			return -1;
-		if (e->addr <= rel)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	__u32 lo = uw_rows_at_or_below(dstart, hi, rel);
 	if (lo == 0)
 		return -1;
 	__u32 d = k * UNWIND_PAGE_ROWS + lo - 1;
@@ -117,21 +128,9 @@ UW_INLINE int uw_search_page(__u32 page, __u32 n, __u32 rel)
 {
 	if (page == UNWIND_PAGE_NONE || n > UNWIND_PAGE_ROWS)
 		return -1;
-	__u32 start = page * UNWIND_PAGE_ROWS, lo = 0, hi = n;
-	UW_OPAQUE(hi);
+	__u32 start = page * UNWIND_PAGE_ROWS;
 	UW_OPAQUE(start);
-	for (int i = 0; i < 11; i++) {
-		if (lo >= hi)
-			break;
-		__u32 mid = (lo + hi) / 2;
-		const struct unwind_entry *e = UW_ENTRY(start + mid);
-		if (!e)
-			return -1;
-		if (e->addr <= rel)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	__u32 lo = uw_rows_at_or_below(start, n, rel);
 	if (lo == 0)
 		return -1;
 	const struct unwind_entry *e = UW_ENTRY(start + lo - 1);

@@ -186,6 +186,30 @@ static int parse_arg(const struct flag_set *fs, void *cfg, int argc, char **argv
 	return used;
 }
 
+/* Every argument of the command line through parse_arg (apply: see
+ * there). Returns 0 or -1. */
+static int parse_args(const struct flag_set *fs, void *cfg, int argc, char **argv, bool apply,
+		      struct buf *err)
+{
+	for (int i = 1; i < argc;) {
+		int used = parse_arg(fs, cfg, argc, argv, i, apply, err);
+		if (used < 0)
+			return -1;
+		i += used;
+	}
+	return 0;
+}
+
+/* Applies def's environment variable when it is set. Returns 0 or -1. */
+static int apply_env(const struct flag_set *fs, void *cfg, const struct flag_def *def, char **envp,
+		     struct buf *err)
+{
+	char name[96];
+	env_name(fs, def->name, name, sizeof(name));
+	const char *v = getenv_from(envp, name);
+	return v && set_flag(cfg, def, v, name, err) < 0 ? -1 : 0;
+}
+
 int flags_load(const struct flag_set *fs, void *cfg, int argc, char **argv, char **envp,
 	       struct buf *err)
 {
@@ -196,35 +220,16 @@ int flags_load(const struct flag_set *fs, void *cfg, int argc, char **argv, char
 	if (fs->config_flag) {
 		/* Where is the config file? The command line beats the environment. */
 		const struct flag_def *cf = find_flag(fs, fs->config_flag, strlen(fs->config_flag));
-		char name[96];
-		env_name(fs, cf->name, name, sizeof(name));
-		const char *v = getenv_from(envp, name);
-		if (v && set_flag(cfg, cf, v, name, err) < 0)
+		if (apply_env(fs, cfg, cf, envp, err) < 0 || parse_args(fs, cfg, argc, argv, false, err) < 0)
 			return -1;
-		for (int i = 1; i < argc;) {
-			int used = parse_arg(fs, cfg, argc, argv, i, false, err);
-			if (used < 0)
-				return -1;
-			i += used;
-		}
 		const char *path = *(char **)((char *)cfg + cf->offset);
 		if (path && *path && load_file(fs, cfg, path, err) < 0)
 			return -1;
 	}
-	for (size_t i = 0; i < fs->count; i++) {
-		char name[96];
-		env_name(fs, fs->defs[i].name, name, sizeof(name));
-		const char *v = getenv_from(envp, name);
-		if (v && set_flag(cfg, &fs->defs[i], v, name, err) < 0)
+	for (size_t i = 0; i < fs->count; i++)
+		if (apply_env(fs, cfg, &fs->defs[i], envp, err) < 0)
 			return -1;
-	}
-	for (int i = 1; i < argc;) {
-		int used = parse_arg(fs, cfg, argc, argv, i, true, err);
-		if (used < 0)
-			return -1;
-		i += used;
-	}
-	return 0;
+	return parse_args(fs, cfg, argc, argv, true, err);
 }
 
 void flags_free(const struct flag_set *fs, void *cfg)

@@ -130,6 +130,13 @@ void hmap_free(struct hmap *m)
 	memset(m, 0, sizeof(*m));
 }
 
+bool hmap_field_eq(const void *ctx, uint32_t idx)
+{
+	const struct hmap_field_key *k = ctx;
+	const char *rec = (const char *)k->base + (size_t)idx * k->size;
+	return memcmp(rec + k->off, k->want, k->width) == 0;
+}
+
 size_t hmap_bytes(const struct hmap *m)
 {
 	return m->slots ? (m->mask + 1) * sizeof(*m->slots) : 0;

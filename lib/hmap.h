@@ -31,6 +31,24 @@ struct hmap {
 /* Returns true when the entry with index idx equals the key in ctx. */
 typedef bool (*hmap_eq_fn)(const void *ctx, uint32_t idx);
 
+/* The key of a table whose entries are equal when one field is (a pid, an
+ * address): hmap_field_eq compares the field of record idx of an array
+ * with *want, byte for byte. Made by HMAP_FIELD_KEY(array, field, want)
+ * from the array as it is now (a key does not outlive a reallocation of
+ * it), want pointing to a value of the field's type (the compiler checks),
+ * e.g. HMAP_FIELD_KEY(t->procs, pid, &pid) with hmap_field_eq. */
+struct hmap_field_key {
+	const void *base;
+	size_t size, off, width;
+	const void *want;
+};
+bool hmap_field_eq(const void *ctx, uint32_t idx);
+#define HMAP_FIELD_KEY(array, field, want)                                          \
+	((struct hmap_field_key){ (array), sizeof(*(array)),                        \
+				  offsetof(__typeof__(*(array)), field),            \
+				  sizeof((array)->field),                           \
+				  (const void *)(1 ? (want) : &(array)->field) })
+
 bool hmap_find(const struct hmap *m, uint64_t hash, hmap_eq_fn eq, const void *ctx,
 	       uint32_t *idx_out);
 /* Adds (hash, idx); the caller has checked it is absent. */

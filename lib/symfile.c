@@ -125,14 +125,7 @@ int symfile_lookup(const struct symfile_view *v, uint64_t file_offset, struct sy
 	if (!mapped || v->nrow == 0 || va < v->vbase || va - v->vbase > UINT32_MAX)
 		return 0;
 	uint32_t rel = (uint32_t)(va - v->vbase);
-	uint32_t lo = 0, hi = v->nrow;
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (ld32(v->rows + (size_t)mid * ROW_LEN) <= rel)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = PARTITION_POINT(v->nrow, i, ld32(v->rows + i * ROW_LEN) <= rel);
 	if (lo == 0)
 		return 0;
 	uint32_t chain = ld32(v->rows + (size_t)(lo - 1) * ROW_LEN + 4);

@@ -155,6 +155,40 @@ uint64_t now_mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+void cond_init_monotonic(pthread_cond_t *c)
+{
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(c, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+void timespec_add_ns(struct timespec *ts, uint64_t ns)
+{
+	ts->tv_sec += (time_t)(ns / 1000000000ull);
+	ts->tv_nsec += (long)(ns % 1000000000ull);
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
+void thread_stop_join(pthread_t thread, pthread_mutex_t *mu, pthread_cond_t *cond, bool *stopping)
+{
+	pthread_mutex_lock(mu);
+	*stopping = true;
+	pthread_cond_broadcast(cond);
+	pthread_mutex_unlock(mu);
+	pthread_join(thread, NULL);
+}
+
+void deadline_in_ms(struct timespec *ts, uint64_t ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	timespec_add_ns(ts, ms * 1000000ull);
+}
+
 uint64_t now_thread_cpu_ns(void)
 {
 	struct timespec ts;

@@ -13,10 +13,30 @@
 #include <stdint.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <pthread.h>
+#include <time.h>
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* A binary search over n entries for which pred (an expression of the
+ * index named i) holds on a first run and then never again, as "entry i
+ * starts at or below x" does on entries sorted by their start: the number
+ * of entries it holds for (0 to n; the last is that minus 1). pred is
+ * evaluated about log2(n) times. */
+#define PARTITION_POINT(n, i, pred)                       \
+	({                                                \
+		size_t pp_lo_ = 0, pp_hi_ = (n);          \
+		while (pp_lo_ < pp_hi_) {                 \
+			size_t i = pp_lo_ + (pp_hi_ - pp_lo_) / 2; \
+			if (pred)                         \
+				pp_lo_ = i + 1;           \
+			else                              \
+				pp_hi_ = i;               \
+		}                                         \
+		pp_lo_;                                   \
+	})
 
 /* a / b and a rounded down to a multiple of b, toward minus infinity
  * (times before 1970 included); b > 0. */
@@ -66,6 +86,18 @@ int64_t now_unix_ms(void);
 uint64_t now_mono_ns(void);
 /* CPU time the calling thread has used, in nanoseconds. */
 uint64_t now_thread_cpu_ns(void);
+
+/* Timed waits of a thread that sleeps between rounds and is woken to stop:
+ * cond_init_monotonic initialises c so that pthread_cond_timedwait reads
+ * its deadline on CLOCK_MONOTONIC (the wall clock may jump); deadline_in_ms
+ * sets ts to that clock's now plus ms; timespec_add_ns moves ts on by ns,
+ * tv_nsec kept below one second. */
+void cond_init_monotonic(pthread_cond_t *c);
+void deadline_in_ms(struct timespec *ts, uint64_t ms);
+void timespec_add_ns(struct timespec *ts, uint64_t ns);
+/* Stops such a thread: sets *stopping with mu held, wakes every waiter of
+ * cond and joins the thread (which returns once it sees *stopping). */
+void thread_stop_join(pthread_t thread, pthread_mutex_t *mu, pthread_cond_t *cond, bool *stopping);
 
 /* Lower-case hex of n bytes into out (2n+1 bytes, NUL-terminated). */
 void hex_encode(const uint8_t *in, size_t n, char *out);

@@ -8,8 +8,6 @@
 target=build/cudatools
 want="nvidia-cuda-nvdisasm==13.5.37"
 installed "$target" "$want" && exit 0
-rm -rf "$target"
-/usr/bin/python3 -m pip install --quiet --disable-pip-version-check --no-warn-script-location \
-  --root-user-action=ignore --no-deps --target "$target" $want
+pip_target "$target" "$want" --no-deps
 test -x "$target/nvidia/cu13/bin/nvdisasm" || { echo "install-test-cudatools: no nvdisasm in the wheel" >&2; exit 1; }
 mark_installed "$target" "$want"

@@ -11,9 +11,7 @@
 target=build/nvtx
 want="nvidia-nvtx==13.4.92"
 installed "$target" "$want" && exit 0
-rm -rf "$target"
-/usr/bin/python3 -m pip install --quiet --disable-pip-version-check --no-warn-script-location \
-  --root-user-action=ignore --no-deps --target "$target" $want
+pip_target "$target" "$want" --no-deps
 hdr=$(find "$target" -path '*include/nvtx3/nvToolsExt.h' | head -1)
 test -n "$hdr" || { echo "install-test-nvtx: no include/nvtx3/nvToolsExt.h in the wheel" >&2; exit 1; }
 ln -sfn "$(dirname "$(dirname "${hdr#$target/}")")" "$target/include"

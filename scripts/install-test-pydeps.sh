@@ -13,12 +13,5 @@
 target=build/pydeps
 want="opentelemetry-proto==1.45.2 numpy==2.2.6 mcp==2.3.0 grpcio==1.85.1 chdb==4.4.0"
 installed "$target" "$want" && exit 0
-python=/usr/bin/python3
-if ! "$python" -m pip --version >/dev/null 2>&1; then
-  echo "install-test-pydeps: pip is missing (apt install python3-pip)" >&2
-  exit 1
-fi
-rm -rf "$target"
-"$python" -m pip install --quiet --disable-pip-version-check --no-warn-script-location --root-user-action=ignore \
-  --target "$target" $want
+pip_target "$target" "$want"
 mark_installed "$target" "$want"

@@ -259,6 +259,36 @@ export function fmtCoreUnits(c) {
 	return m < 0.01 ? `${c < 0 ? '>-' : '<'}0.01 mc` : `${sign}${Number(m.toPrecision(3))} mc`;
 }
 
+// Sets URL parameters for a view whose state (view.ctx, view.own) tells
+// its show(), which the page runs again for the change, that the view
+// made it itself: view.own is true while ctx.setParams runs.
+export function setOwnParams(view, obj, push) {
+	view.own = true;
+	try {
+		view.ctx.setParams(obj, push);
+	} finally {
+		view.own = false;
+	}
+}
+
+// An element: attrs (class, text, value, on* handlers, DOM properties given
+// other than as strings, other attributes) and children (arrays flattened;
+// null, undefined and false left out).
+export function h(tag, attrs = {}, ...children) {
+	const e = document.createElement(tag);
+	for (const [k, v] of Object.entries(attrs)) {
+		if (v === null || v === undefined || v === false) continue;
+		if (k === 'class') e.className = v;
+		else if (k === 'text') e.textContent = v;
+		else if (k === 'value') e.value = v;
+		else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+		else if (k in e && typeof v !== 'string') e[k] = v;
+		else e.setAttribute(k, v === true ? '' : v);
+	}
+	for (const c of children.flat()) if (c !== null && c !== undefined && c !== false) e.append(c);
+	return e;
+}
+
 // The message box of a view: kind is info, empty or error.
 export function messageHTML(kind, html) {
 	return `<div class="message message-${kind}" role="status">${html}</div>`;
@@ -315,6 +345,12 @@ export function gpuHowHTML(host) {
 		<pre><code>${escapeHTML(agent)}\n${escapeHTML(prog)}</code></pre>`;
 }
 
+// A rate in words: four significant digits and what, or 'unknown'.
+const rateText = (what) => (c) => (c === null || c === undefined || !Number.isFinite(c) ? 'unknown' : `${Number(c.toPrecision(4))} ${what}`);
+// Nanoseconds of a scope per second of it: how many (GPUs, threads) were
+// busy on average; null without the scope's length.
+const nsPerSecond = (ns, scope) => (scope && scope.seconds ? ns / 1e9 / scope.seconds : null);
+
 // The event kinds of the Show switch: what their values are and how a view
 // names and formats them. On-CPU values are samples (cores = samples ÷ rate
 // ÷ seconds); off-CPU values are nanoseconds waited (threads waiting on
@@ -329,9 +365,9 @@ export function kindInfo(kind) {
 			label: 'GPU time',
 			rate: 'GPUs busy', Rate: 'GPUs busy',
 			pct: 'GPU %', valueWord: 'GPU time', ValueWord: 'GPU time',
-			rateOf: (ns, scope) => (scope && scope.seconds ? ns / 1e9 / scope.seconds : null),
+			rateOf: nsPerSecond,
 			fmtRate: fmtGpus,
-			rateText: (c) => (c === null || c === undefined || !Number.isFinite(c) ? 'unknown' : `${Number(c.toPrecision(4))} GPUs busy on average`),
+			rateText: rateText('GPUs busy on average'),
 			fmtValue: (ns) => fmtWaited(ns),
 		};
 	}
@@ -341,10 +377,9 @@ export function kindInfo(kind) {
 			label: 'Off-CPU',
 			rate: 'threads waiting', Rate: 'Threads waiting',
 			pct: 'Wait %', valueWord: 'time waited', ValueWord: 'Waited',
-			// threads waiting on average, from nanoseconds and a scope
-			rateOf: (ns, scope) => (scope && scope.seconds ? ns / 1e9 / scope.seconds : null),
+			rateOf: nsPerSecond, // threads waiting on average
 			fmtRate: fmtThreads,
-			rateText: (c) => (c === null || c === undefined || !Number.isFinite(c) ? 'unknown' : `${Number(c.toPrecision(4))} threads waiting on average`),
+			rateText: rateText('threads waiting on average'),
 			fmtValue: (ns) => `${fmtWaited(ns)} waited`,
 		};
 	}
@@ -355,7 +390,7 @@ export function kindInfo(kind) {
 		pct: 'CPU %', valueWord: 'samples', ValueWord: 'Samples',
 		rateOf: (samples, scope) => (scope && scope.sample_rate_hz && scope.seconds ? samples / scope.sample_rate_hz / scope.seconds : null),
 		fmtRate: fmtCoreUnits,
-		rateText: (c) => (c === null || c === undefined || !Number.isFinite(c) ? 'unknown' : `${Number(c.toPrecision(4))} cores`),
+		rateText: rateText('cores'),
 		fmtValue: fmtSamples,
 	};
 }

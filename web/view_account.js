@@ -5,7 +5,7 @@
 // permission it needs (auth.can); the server refuses the calls anyway.
 // Every call goes through common.js's apiJSON (CSRF header, refresh).
 
-import { apiJSON, apiErrorHTML, auth, loadStylesheet, messageHTML } from './common.js';
+import { apiJSON, apiErrorHTML, auth, h, loadStylesheet, messageHTML } from './common.js';
 import { signOut } from './session.js';
 
 const TABS = [
@@ -38,22 +38,6 @@ let shownTab = '';
 let seq = 0; // bumped when another tab shows: late answers are dropped
 
 // --- small DOM helpers -------------------------------------------------------------
-
-// An element: attrs (class, text, on* handlers, other attributes) and children.
-function h(tag, attrs = {}, ...children) {
-	const e = document.createElement(tag);
-	for (const [k, v] of Object.entries(attrs)) {
-		if (v === null || v === undefined || v === false) continue;
-		if (k === 'class') e.className = v;
-		else if (k === 'text') e.textContent = v;
-		else if (k === 'value') e.value = v;
-		else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
-		else if (k in e && typeof v !== 'string') e[k] = v;
-		else e.setAttribute(k, v === true ? '' : v);
-	}
-	for (const c of children.flat()) if (c !== null && c !== undefined && c !== false) e.append(c);
-	return e;
-}
 
 function fmtTime(ms) {
 	return ms ? new Date(ms).toLocaleString() : '';
@@ -122,6 +106,23 @@ function showFormError(form, e) {
 	const p = formError(form);
 	p.textContent = e.message || String(e);
 	p.hidden = false;
+}
+
+// Submitting form runs send (async: checks the fields and calls the API,
+// throwing an Error to refuse); a refusal is shown in the form, else slot
+// (where the form stands) is emptied and done runs with send's answer.
+function onFormSubmit(form, slot, send, done) {
+	form.addEventListener('submit', async (ev) => {
+		ev.preventDefault();
+		let answer;
+		try {
+			answer = await send();
+		} catch (e) {
+			return showFormError(form, e);
+		}
+		slot.replaceChildren();
+		done(answer);
+	});
 }
 
 // A question with two buttons, as a modal dialog: resolves true when the
@@ -302,25 +303,18 @@ function renderTokens(body) {
 			h('div', { class: 'acc-actions' },
 				h('button', { type: 'submit', class: 'primary', text: 'Create Token' }),
 				h('button', { type: 'button', text: 'Cancel', onclick: () => formSlot.replaceChildren() })));
-		form.addEventListener('submit', async (ev) => {
-			ev.preventDefault();
+		onFormSubmit(form, formSlot, () => {
 			const preset = SCOPE_PRESETS.find((p) => p.id === form.elements.preset.value) || SCOPE_PRESETS[0];
 			const scopes = preset.scopes || patternsOf(custom.value);
-			if (!scopes.length) return showFormError(form, new Error('Enter at least one permission pattern.'));
+			if (!scopes.length) throw new Error('Enter at least one permission pattern.');
 			const exp = form.elements.expiry.value;
-			const body = {
+			return apiJSON('POST', '/public/api/v1/service-tokens', {
 				name: form.elements.name.value.trim(),
 				scopes,
 				project_ids: checkedValues(form, 'projects'),
 				expires_at: exp === 'never' ? null : Date.now() + Number(exp) * 86400000,
-			};
-			let made;
-			try {
-				made = await apiJSON('POST', '/public/api/v1/service-tokens', body);
-			} catch (e) {
-				return showFormError(form, e);
-			}
-			formSlot.replaceChildren();
+			});
+		}, (made) => {
 			showSecret(made);
 			reload();
 		});
@@ -400,20 +394,13 @@ function renderUsers(body) {
 			h('div', { class: 'acc-actions' },
 				h('button', { type: 'submit', class: 'primary', text: 'Create User' }),
 				h('button', { type: 'button', text: 'Cancel', onclick: () => formSlot.replaceChildren() })));
-		form.addEventListener('submit', async (ev) => {
-			ev.preventDefault();
+		onFormSubmit(form, formSlot, () => {
 			const f = form.elements;
-			try {
-				await apiJSON('POST', '/public/api/v1/users', {
-					email: f.email.value.trim(), password: f.password.value,
-					given_name: f.given_name.value.trim(), family_name: f.family_name.value.trim(),
-				});
-			} catch (e) {
-				return showFormError(form, e);
-			}
-			formSlot.replaceChildren();
-			reload();
-		});
+			return apiJSON('POST', '/public/api/v1/users', {
+				email: f.email.value.trim(), password: f.password.value,
+				given_name: f.given_name.value.trim(), family_name: f.family_name.value.trim(),
+			});
+		}, reload);
 		formSlot.append(form);
 		form.elements.email.focus();
 	}
@@ -429,16 +416,9 @@ function renderUsers(body) {
 			h('div', { class: 'acc-actions' },
 				h('button', { type: 'submit', class: 'primary', text: 'Save' }),
 				h('button', { type: 'button', text: 'Cancel', onclick: () => editSlot.replaceChildren() })));
-		form.addEventListener('submit', async (ev) => {
-			ev.preventDefault();
-			try {
-				await apiJSON('PUT', `/public/api/v1/users/${encodeURIComponent(u.id)}/roles`, { roles: checkedValues(form, 'role') });
-			} catch (e) {
-				return showFormError(form, e);
-			}
-			editSlot.replaceChildren();
-			reload();
-		});
+		onFormSubmit(form, editSlot,
+			() => apiJSON('PUT', `/public/api/v1/users/${encodeURIComponent(u.id)}/roles`, { roles: checkedValues(form, 'role') }),
+			reload);
 		editSlot.replaceChildren(form);
 		form.querySelector('input')?.focus();
 	}
@@ -501,18 +481,11 @@ function renderRoles(body) {
 			h('div', { class: 'acc-actions' },
 				h('button', { type: 'submit', class: 'primary', text: role ? 'Save' : 'Add Role' }),
 				h('button', { type: 'button', text: 'Cancel', onclick: () => formSlot.replaceChildren() })));
-		form.addEventListener('submit', async (ev) => {
-			ev.preventDefault();
+		onFormSubmit(form, formSlot, () => {
 			const body = { name: form.elements.name.value.trim(), patterns: patternsOf(form.elements.patterns.value), project_ids: checkedValues(form, 'projects') };
-			try {
-				if (role) await apiJSON('PUT', `/public/api/v1/roles/${encodeURIComponent(role.id)}`, body);
-				else await apiJSON('POST', '/public/api/v1/roles', body);
-			} catch (e) {
-				return showFormError(form, e);
-			}
-			formSlot.replaceChildren();
-			reload();
-		});
+			return role ? apiJSON('PUT', `/public/api/v1/roles/${encodeURIComponent(role.id)}`, body)
+				: apiJSON('POST', '/public/api/v1/roles', body);
+		}, reload);
 		formSlot.replaceChildren(form);
 		form.elements.name.focus();
 	}

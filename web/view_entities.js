@@ -15,7 +15,7 @@
 // URL parameters: entity (the tab, default host), name (an entity's page),
 // mode (relative | absolute CPU %), sort, match (the name filter).
 
-import { apiJSON, emptyHTML, apiErrorHTML, messageHTML, escapeHTML, withFilter, sortableTable, fmtCores, fmtPct, fmtInt, fmtSamples, kindInfo, loadStylesheet } from './common.js';
+import { apiJSON, emptyHTML, apiErrorHTML, messageHTML, escapeHTML, withFilter, sortableTable, fmtCores, fmtPct, fmtInt, fmtSamples, kindInfo, loadStylesheet, h as el } from './common.js';
 import { timeChart } from './chart.js';
 import { fmtMoney } from './view_recs.js';
 
@@ -62,19 +62,6 @@ let styled = false;
 function setState(name) {
 	lastState = name;
 	cur.setState(name);
-}
-
-function el(tag, attrs = {}, ...children) {
-	const e = document.createElement(tag);
-	for (const [k, v] of Object.entries(attrs)) {
-		if (v === null || v === undefined || v === false) continue;
-		if (k === 'class') e.className = v;
-		else if (k === 'text') e.textContent = v;
-		else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
-		else e.setAttribute(k, v === true ? '' : String(v));
-	}
-	for (const c of children) if (c !== null && c !== undefined && c !== false) e.append(c);
-	return e;
 }
 
 function button(text, title, onClick, cls = '') {

@@ -19,7 +19,7 @@
 // state; a change of mode, entity type or stacking refetches only the
 // panels it concerns.
 
-import { escapeHTML, fmtCores, fmtInt, fmtPct, fmtWaited, emptyHTML, apiErrorHTML, messageHTML, sortableTable, withFilter, ApiError, loadStylesheet, gpuHowHTML, KERNEL_TYPES } from './common.js';
+import { escapeHTML, fmtCores, fmtInt, fmtPct, fmtWaited, emptyHTML, apiErrorHTML, messageHTML, sortableTable, withFilter, ApiError, loadStylesheet, setOwnParams, gpuHowHTML, KERNEL_TYPES } from './common.js';
 import { timeChart } from './chart.js';
 import { renderTimeline } from './gpu_timeline.js';
 import { typeLabel } from './flamegraph.js';
@@ -198,12 +198,7 @@ function build(root) {
 
 // Sets this view's URL parameters (show() runs again, knowing it was us).
 function setParam(obj, push) {
-	v.own = true;
-	try {
-		v.ctx.setParams(obj, push);
-	} finally {
-		v.own = false;
-	}
+	setOwnParams(v, obj, push);
 }
 
 function syncControls() {

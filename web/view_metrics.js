@@ -15,7 +15,7 @@
 // default interval) so that each series has about one point per bucket;
 // a gap of one or two buckets inside a series is interpolated.
 
-import { escapeHTML, fmtCores, messageHTML, apiErrorHTML, sortableTable, withFilter, ApiError, loadStylesheet } from './common.js';
+import { escapeHTML, fmtCores, messageHTML, apiErrorHTML, sortableTable, withFilter, ApiError, loadStylesheet, setOwnParams } from './common.js';
 import { timeChart, niceTicks } from './chart.js';
 
 // The group-by choices: the label of the consumers, and the label the
@@ -222,13 +222,9 @@ function paramsOf(ctx) {
 	return { by, sort };
 }
 
+// Sets this view's URL parameters (show() runs again, knowing it was us).
 function setParam(obj, push) {
-	v.own = true;
-	try {
-		v.ctx.setParams(obj, push);
-	} finally {
-		v.own = false;
-	}
+	setOwnParams(v, obj, push);
 }
 
 // The number of buckets for a range: at least 30 s each, at most 120.

@@ -96,11 +96,28 @@ static void msg_device(struct msg *m)
 	msg_end(m, CUDA_WIRE_DEVICE);
 }
 
-static enum cuda_wire_reject check(const struct msg *m)
+/* cuda_wire_check of the first len bytes of a message. */
+static enum cuda_wire_reject check_len(const void *b, size_t len)
 {
 	uint16_t type;
 	uint32_t count;
-	return cuda_wire_check(m->b, m->len, &type, &count);
+	return cuda_wire_check(b, len, &type, &count);
+}
+
+static enum cuda_wire_reject check(const struct msg *m)
+{
+	return check_len(m->b, m->len);
+}
+
+/* m passes cuda_wire_check as a message of want_type with want_count
+ * entries. */
+static void expect_valid(const struct msg *m, uint16_t want_type, uint32_t want_count)
+{
+	uint16_t type = 0;
+	uint32_t count = 0;
+	assert_int_equal(cuda_wire_check(m->b, m->len, &type, &count), CWR_OK);
+	assert_int_equal(type, want_type);
+	assert_int_equal(count, want_count);
 }
 
 /* A valid AGG of two entries: its first entry's struct is at offset 16. */
@@ -236,12 +253,8 @@ static void test_wire_pc(void **state)
 {
 	(void)state;
 	struct msg m;
-	uint16_t type;
-	uint32_t count;
 	good_pc(&m);
-	assert_int_equal(cuda_wire_check(m.b, m.len, &type, &count), CWR_OK);
-	assert_int_equal(type, CUDA_WIRE_PC);
-	assert_int_equal(count, 2);
+	expect_valid(&m, CUDA_WIRE_PC, 2);
 	size_t off = 0;
 	struct cuda_agg_view v;
 	assert_true(cuda_wire_next_pc(m.b, m.len, &off, &v));
@@ -259,12 +272,12 @@ static void test_wire_pc(void **state)
 
 	const size_t e0 = sizeof(struct cuda_wire_hdr);
 	/* truncated: the last entry's strings cut */
-	assert_int_equal(cuda_wire_check(m.b, m.len - 24, &type, &count), CWR_LENGTH);
+	assert_int_equal(check_len(m.b, m.len - 24), CWR_LENGTH);
 	struct cuda_wire_hdr h;
 	memcpy(&h, m.b, sizeof(h));
 	h.length = (uint32_t)(m.len - 24);
 	memcpy(m.b, &h, sizeof(h));
-	assert_int_equal(cuda_wire_check(m.b, m.len - 24, &type, &count), CWR_SHORT);
+	assert_int_equal(check_len(m.b, m.len - 24), CWR_SHORT);
 	/* a forged stall length past the message, or over the limit, or 0 */
 	uint16_t l = 4000;
 	good_pc(&m);
@@ -326,12 +339,8 @@ static void test_wire_check(void **state)
 {
 	(void)state;
 	struct msg m;
-	uint16_t type = 0;
-	uint32_t count = 0;
 	good_agg(&m);
-	assert_int_equal(cuda_wire_check(m.b, m.len, &type, &count), CWR_OK);
-	assert_int_equal(type, CUDA_WIRE_AGG);
-	assert_int_equal(count, 2);
+	expect_valid(&m, CUDA_WIRE_AGG, 2);
 	size_t off = 0;
 	struct cuda_agg_view v;
 	assert_true(cuda_wire_next_agg(m.b, m.len, &off, &v));
@@ -350,8 +359,8 @@ static void test_wire_check(void **state)
 
 	/* Each corruption, its reason. */
 	good_agg(&m);
-	assert_int_equal(cuda_wire_check(m.b, 8, &type, &count), CWR_SHORT);
-	assert_int_equal(cuda_wire_check(m.b, CUDA_WIRE_MAX_MSG + 1, &type, &count), CWR_OVERSIZE);
+	assert_int_equal(check_len(m.b, 8), CWR_SHORT);
+	assert_int_equal(check_len(m.b, CUDA_WIRE_MAX_MSG + 1), CWR_OVERSIZE);
 	m.b[0] ^= 1;
 	assert_int_equal(check(&m), CWR_MAGIC);
 	good_agg(&m);
@@ -365,7 +374,7 @@ static void test_wire_check(void **state)
 	assert_int_equal(check(&m), CWR_TYPE);
 	/* the declared length is not the datagram's: longer, shorter, cut */
 	good_agg(&m);
-	assert_int_equal(cuda_wire_check(m.b, m.len - 8, &type, &count), CWR_LENGTH);
+	assert_int_equal(check_len(m.b, m.len - 8), CWR_LENGTH);
 	m.len += 8;
 	assert_int_equal(check(&m), CWR_LENGTH);
 	/* bytes after the last entry, with a length that says so */

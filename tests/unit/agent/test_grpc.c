@@ -93,6 +93,14 @@ static int answer(struct grpc_answer *a, size_t max, const char *const *lines, c
 	return grpc_answer_finish(a);
 }
 
+/* answer() of lines and body gives want; the answer is freed. */
+static void expect_answer(const char *const *lines, const void *body, size_t blen, int want)
+{
+	struct grpc_answer a;
+	assert_int_equal(answer(&a, 100, lines, body, blen), want);
+	grpc_answer_free(&a);
+}
+
 static void test_answer_ok(void **state)
 {
 	(void)state;
@@ -113,8 +121,7 @@ static void test_answer_ok(void **state)
 	grpc_answer_free(&a);
 	const char *lines3[] = { "HTTP/2 200\r\n", "content-type: application/grpc; charset=x\r\n",
 				 "grpc-status: 0\r\n", NULL };
-	assert_int_equal(answer(&a, 100, lines3, "\0\0\0\0\0", 5), GRPC_OK);
-	grpc_answer_free(&a);
+	expect_answer(lines3, "\0\0\0\0\0", 5, GRPC_OK);
 }
 
 static void test_answer_status(void **state)
@@ -155,8 +162,7 @@ static void test_answer_hostile(void **state)
 	const char *frame = "\0\0\0\0\x02hi";
 	/* no grpc-status at all (a server that closed mid-answer, or no gRPC) */
 	const char *no_status[] = { "HTTP/2 200\r\n", "content-type: application/grpc\r\n", NULL };
-	assert_int_equal(answer(&a, 100, no_status, frame, 7), GRPC_PROTOCOL);
-	grpc_answer_free(&a);
+	expect_answer(no_status, frame, 7, GRPC_PROTOCOL);
 	/* grpc-status that is no number, empty, too long, or said twice */
 	const char *bad[][5] = {
 		{ "HTTP/2 200\r\n", "content-type: application/grpc\r\n", "grpc-status: zero\r\n" },
@@ -166,40 +172,30 @@ static void test_answer_hostile(void **state)
 		{ "HTTP/2 200\r\n", "content-type: application/grpc\r\n", "grpc-status: 5\r\n",
 		  "grpc-status: 0\r\n" },
 	};
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		assert_int_equal(answer(&a, 100, bad[i], frame, 7), GRPC_PROTOCOL);
-		grpc_answer_free(&a);
-	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		expect_answer(bad[i], frame, 7, GRPC_PROTOCOL);
 	/* not gRPC's content type, or none */
 	const char *json[] = { "HTTP/2 200\r\n", "content-type: application/json\r\n",
 			       "grpc-status: 0\r\n", NULL };
-	assert_int_equal(answer(&a, 100, json, frame, 7), GRPC_PROTOCOL);
-	grpc_answer_free(&a);
+	expect_answer(json, frame, 7, GRPC_PROTOCOL);
 	const char *grpcx[] = { "HTTP/2 200\r\n", "content-type: application/grpcx\r\n",
 				"grpc-status: 0\r\n", NULL };
-	assert_int_equal(answer(&a, 100, grpcx, frame, 7), GRPC_PROTOCOL);
-	grpc_answer_free(&a);
+	expect_answer(grpcx, frame, 7, GRPC_PROTOCOL);
 	const char *no_type[] = { "HTTP/2 200\r\n", "grpc-status: 0\r\n", NULL };
-	assert_int_equal(answer(&a, 100, no_type, frame, 7), GRPC_PROTOCOL);
-	grpc_answer_free(&a);
+	expect_answer(no_type, frame, 7, GRPC_PROTOCOL);
 	/* an HTTP error, or no status line */
 	const char *http404[] = { "HTTP/2 404\r\n", "content-type: application/grpc\r\n",
 				  "grpc-status: 0\r\n", NULL };
-	assert_int_equal(answer(&a, 100, http404, frame, 7), GRPC_TRANSPORT);
-	grpc_answer_free(&a);
+	expect_answer(http404, frame, 7, GRPC_TRANSPORT);
 	const char *no_line[] = { "content-type: application/grpc\r\n", "grpc-status: 0\r\n",
 				  NULL };
-	assert_int_equal(answer(&a, 100, no_line, frame, 7), GRPC_TRANSPORT);
-	grpc_answer_free(&a);
+	expect_answer(no_line, frame, 7, GRPC_TRANSPORT);
 	/* status 0 without a message, a truncated one, a compressed one */
 	const char *ok[] = { "HTTP/2 200\r\n", "content-type: application/grpc\r\n",
 			     "grpc-status: 0\r\n", NULL };
-	assert_int_equal(answer(&a, 100, ok, NULL, 0), GRPC_PROTOCOL);
-	grpc_answer_free(&a);
-	assert_int_equal(answer(&a, 100, ok, "\0\0\0\0\x09hi", 7), GRPC_PROTOCOL);
-	grpc_answer_free(&a);
-	assert_int_equal(answer(&a, 100, ok, "\x01\0\0\0\x02hi", 7), GRPC_PROTOCOL);
-	grpc_answer_free(&a);
+	expect_answer(ok, NULL, 0, GRPC_PROTOCOL);
+	expect_answer(ok, "\0\0\0\0\x09hi", 7, GRPC_PROTOCOL);
+	expect_answer(ok, "\x01\0\0\0\x02hi", 7, GRPC_PROTOCOL);
 	/* a body past 5 + max bytes is cut off, not kept */
 	grpc_answer_init(&a, 4);
 	for (size_t i = 0; ok[i]; i++)
@@ -215,13 +211,11 @@ static void test_answer_hostile(void **state)
 	/* a 1xx answer before the real one: only the last one counts */
 	const char *cont[] = { "HTTP/2 100\r\n", "grpc-status: 5\r\n", "\r\n", "HTTP/2 200\r\n",
 			       "content-type: application/grpc\r\n", "grpc-status: 0\r\n", NULL };
-	assert_int_equal(answer(&a, 100, cont, frame, 7), GRPC_OK);
-	grpc_answer_free(&a);
+	expect_answer(cont, frame, 7, GRPC_OK);
 	/* lines of odd shapes are ignored */
 	const char *odd[] = { "HTTP/2 200\r\n", "content-type: application/grpc\r\n", ":\r\n",
 			      "grpc-status\r\n", "x", "", "grpc-status: 0\r\n", NULL };
-	assert_int_equal(answer(&a, 100, odd, frame, 7), GRPC_OK);
-	grpc_answer_free(&a);
+	expect_answer(odd, frame, 7, GRPC_OK);
 }
 
 /* --- a server that never answers ----------------------------------------------------- */

@@ -798,6 +798,16 @@ static void set_seen(struct e2e *e, uint32_t slot, uint64_t t)
 	assert_int_equal(bpf_map_update_elem(e->fds.seen, &slot, &t, BPF_ANY), 0);
 }
 
+/* Registers l as file index and maps it alone in process pid; returns its
+ * table's slot once loaded. */
+static uint32_t load_lib(struct e2e *e, uint32_t index, const struct lib *l, uint32_t pid)
+{
+	lib_register(e, index, l);
+	map_proc(e, pid, index);
+	E2E_WAIT(e, files_loaded, 1);
+	return slot_of_pid(e, pid);
+}
+
 /* Load, evict the least recently sampled table for a new one, reload it
  * when it is sampled again, give back a table no process maps, and load a
  * file given back again (opened anew through /proc/self/map_files). */
@@ -810,10 +820,7 @@ static void test_unwind_evict_reload_reclaim(void **state)
 	e2e_open(&e, libc.pages + cxx.pages - 4); /* not both */
 	size_t right, missing;
 
-	lib_register(&e, 0, &libc);
-	map_proc(&e, 1000, 0);
-	E2E_WAIT(&e, files_loaded, 1);
-	uint32_t s_libc = slot_of_pid(&e, 1000);
+	uint32_t s_libc = load_lib(&e, 0, &libc, 1000);
 	struct unwind_file_info fi = e2e_load(&e, s_libc);
 	check_rows(&e, &fi, &libc, &right, &missing);
 	assert_int_equal(right, libc.rows.count);
@@ -901,10 +908,7 @@ static void test_unwind_partial_and_refused(void **state)
 	assert_true(cxx.pages > 12);
 	struct e2e e;
 	e2e_open(&e, libc.pages + 6);
-	lib_register(&e, 0, &libc);
-	map_proc(&e, 1000, 0);
-	E2E_WAIT(&e, files_loaded, 1);
-	uint32_t s_libc = slot_of_pid(&e, 1000);
+	uint32_t s_libc = load_lib(&e, 0, &libc, 1000);
 	set_seen(&e, s_libc, now_mono_ns()); /* libc runs now */
 	lib_register(&e, 1, &cxx);
 	map_proc(&e, 1001, 1);
@@ -936,10 +940,7 @@ static void test_unwind_partial_and_refused(void **state)
 
 	/* One page free beside libc: not even a directory and a row page. */
 	e2e_open(&e, libc.pages + 1);
-	lib_register(&e, 0, &libc);
-	map_proc(&e, 1000, 0);
-	E2E_WAIT(&e, files_loaded, 1);
-	set_seen(&e, slot_of_pid(&e, 1000), now_mono_ns());
+	set_seen(&e, load_lib(&e, 0, &libc, 1000), now_mono_ns());
 	lib_register(&e, 1, &cxx);
 	map_proc(&e, 1001, 1);
 	E2E_WAIT(&e, files_refused, 1);
