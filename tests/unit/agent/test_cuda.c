@@ -1284,8 +1284,9 @@ static void test_collect_cuda(void **state)
 		st = b.samples[b.nsamples - 1].stack;
 		assert_int_equal(b.frames[b.stack_ids[b.stack_off[st + 1] - 1]].type, leaf[i].type);
 	}
-	/* A PC entry: the kernel, then the instruction (no name; the cubin
-	 * as its binary, the offset as its address), then the stall reason. */
+	/* A PC entry: the kernel, then the instruction (its function, the
+	 * kernel, as its name; the cubin as its binary, the offset as its
+	 * address), then the stall reason. */
 	char kname[] = "_Z4gemmPf", api3[] = "cuLaunchKernel", stall[] = LS;
 	struct cuda_work w3 = { .pid = 4242, .start_ticks = 500, .total_ns = 420, .count = 3,
 				.kind = CUDA_WIRE_KIND_KERNEL, .api = api3, .name = kname, .stall = stall,
@@ -1296,7 +1297,7 @@ static void test_collect_cuda(void **state)
 	assert_int_equal(b.stack_off[st + 1] - b.stack_off[st], 5);
 	assert_int_equal(b.frames[ids[2]].type, FT_CUDA_KERNEL);
 	assert_int_equal(b.frames[ids[3]].type, FT_CUDA_SASS);
-	assert_int_equal(b.frames[ids[3]].name, 0);
+	assert_string_equal(strtab_get(&b.strings, b.frames[ids[3]].name), "_Z4gemmPf");
 	assert_int_equal(b.frames[ids[3]].address, 0x1a0);
 	assert_string_equal(strtab_get(&b.strings, b.frames[ids[3]].binary), "cubin:00005eed0000c0b1");
 	assert_int_equal(b.frames[ids[4]].type, FT_CUDA_STALL);
