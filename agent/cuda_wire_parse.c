@@ -110,11 +110,13 @@ static size_t check_strings(const uint8_t *p, size_t len, size_t off, size_t ent
 	return padded;
 }
 
-/* The launch an AGG or SPAN entry of entry_size bytes at off names: its
- * API, name and NVTX path (lib/cuda_wire.h), then padding. Returns the
- * offset after them, or 0 with *why set. */
+/* The launch an AGG, SPAN or PC entry of entry_size bytes at off names:
+ * its API, name, `more` further printable bytes (a PC entry's stall
+ * reason, bounded by the caller; 0 for the others) and NVTX path
+ * (lib/cuda_wire.h), then padding. Returns the offset after them, or 0
+ * with *why set. */
 static size_t check_launch(const uint8_t *p, size_t len, size_t off, size_t entry_size, uint16_t api_len,
-			   uint16_t name_len, uint16_t nvtx_len, enum cuda_wire_reject *why)
+			   uint16_t name_len, size_t more, uint16_t nvtx_len, enum cuda_wire_reject *why)
 {
 	if (api_len < 1 || api_len > CUDA_WIRE_API_MAX || name_len < 1 || name_len > CUDA_WIRE_NAME_MAX) {
 		*why = CWR_STRING;
@@ -124,7 +126,7 @@ static size_t check_launch(const uint8_t *p, size_t len, size_t off, size_t entr
 		*why = CWR_NVTX;
 		return 0;
 	}
-	size_t strings = (size_t)api_len + name_len, path = off + entry_size + strings;
+	size_t strings = (size_t)api_len + name_len + more, path = off + entry_size + strings;
 	if (nvtx_len && (path + nvtx_len > len || !nvtx_path_ok(p + path, nvtx_len))) {
 		*why = path + nvtx_len > len ? CWR_SHORT : CWR_NVTX;
 		return 0;
@@ -145,7 +147,7 @@ static enum cuda_wire_reject check_agg(const uint8_t *p, size_t len, uint32_t co
 		if (a.count < 1 || a.count > CUDA_WIRE_MAX_COUNT || a.total_ns > CUDA_WIRE_MAX_TOTAL_NS)
 			return CWR_VALUE;
 		enum cuda_wire_reject why = CWR_OK;
-		off = check_launch(p, len, off, sizeof(a), a.api_len, a.name_len, a.nvtx_len, &why);
+		off = check_launch(p, len, off, sizeof(a), a.api_len, a.name_len, 0, a.nvtx_len, &why);
 		if (!off)
 			return why;
 		if (off == len && i + 1 < count)
@@ -164,13 +166,14 @@ static enum cuda_wire_reject check_pc(const uint8_t *p, size_t len, uint32_t cou
 		memcpy(&a, p + off, sizeof(a));
 		if (a.kind != CUDA_WIRE_KIND_KERNEL && a.kind != CUDA_WIRE_KIND_GRAPH)
 			return CWR_KIND;
-		if (a.api_len < 1 || a.api_len > CUDA_WIRE_API_MAX || a.name_len < 1 ||
-		    a.name_len > CUDA_WIRE_NAME_MAX || a.stall_len < 1 || a.stall_len > CUDA_WIRE_STALL_MAX)
+		if (a.stall_len < 1 || a.stall_len > CUDA_WIRE_STALL_MAX)
 			return CWR_STRING;
+		if (a.reserved16 || a.reserved)
+			return CWR_RESERVED;
 		if (a.count < 1 || a.count > CUDA_WIRE_MAX_COUNT || a.total_ns > CUDA_WIRE_MAX_TOTAL_NS)
 			return CWR_VALUE;
 		enum cuda_wire_reject why = CWR_OK;
-		off = check_strings(p, len, off, sizeof(a), (size_t)a.api_len + a.name_len + a.stall_len, 0, &why);
+		off = check_launch(p, len, off, sizeof(a), a.api_len, a.name_len, a.stall_len, a.nvtx_len, &why);
 		if (!off)
 			return why;
 		if (off == len && i + 1 < count)
@@ -192,7 +195,7 @@ static enum cuda_wire_reject check_span(const uint8_t *p, size_t len, uint32_t c
 		if (s.end_ns < s.start_ns || s.end_ns - s.start_ns > CUDA_WIRE_MAX_TOTAL_NS)
 			return CWR_VALUE;
 		enum cuda_wire_reject why = CWR_OK;
-		off = check_launch(p, len, off, sizeof(s), s.api_len, s.name_len, s.nvtx_len, &why);
+		off = check_launch(p, len, off, sizeof(s), s.api_len, s.name_len, 0, s.nvtx_len, &why);
 		if (!off)
 			return why;
 		if (off == len && i + 1 < count)
@@ -357,14 +360,15 @@ bool cuda_wire_next_pc(const void *msg, size_t len, size_t *off, struct cuda_agg
 	out->a.count = w.count;
 	out->api = (const char *)p + *off + sizeof(w);
 	out->name = out->api + w.api_len;
-	out->nvtx = NULL;
 	out->stall = out->name + w.name_len;
 	out->stall_len = w.stall_len;
+	out->a.nvtx_len = w.nvtx_len;
+	out->nvtx = w.nvtx_len ? out->stall + w.stall_len : NULL;
 	out->cubin_id = w.cubin_id;
 	out->pc_offset = w.pc_offset;
 	out->span = false;
 	out->start_ns = out->end_ns = 0;
-	*off = pad8(*off + sizeof(w) + w.api_len + w.name_len + w.stall_len);
+	*off = pad8(*off + sizeof(w) + w.api_len + w.name_len + w.stall_len + w.nvtx_len);
 	return true;
 }
 

@@ -61,7 +61,7 @@ struct cuda_agg_view {
 	struct cuda_wire_agg a;
 	const char *api;
 	const char *name;
-	/* An AGG entry's NVTX path (lib/cuda_wire.h), a.nvtx_len bytes, checked;
+	/* An AGG, SPAN or PC entry's NVTX path (lib/cuda_wire.h), a.nvtx_len bytes, checked;
 	 * NULL when none. cuda_wire_nvtx_next walks its ranges. */
 	const char *nvtx;
 	/* A PC entry's (cuda_wire_next_pc): the stall reason (NULL for an

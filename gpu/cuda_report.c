@@ -220,7 +220,7 @@ static int add(struct cuda_agg *agg, const struct cuda_agg_key *key_in, uint64_t
 	}
 	if (key.nvtx_len > CUDA_WIRE_NVTX_BYTES_MAX || (key.nvtx_len && !key.nvtx))
 		return -1;
-	if (key.stall || !key.nvtx)
+	if (!key.nvtx)
 		key.nvtx_len = 0;
 	if (!key.nvtx_len)
 		key.nvtx = NULL;
@@ -442,17 +442,18 @@ static int builder_flush(struct builder *b)
 	return 0;
 }
 
-/* Appends fixed part + three strings, padded, to a message of `type`
- * (the message being filled is sent first when it is of another type). */
-static int builder_add3(struct builder *b, uint16_t type, const void *fixed, size_t fixed_len, const char *s1,
-			size_t l1, const char *s2, size_t l2, const char *s3, size_t l3)
+/* Appends fixed part + up to four strings (l3, l4 may be 0), padded, to a
+ * message of `type` (the message being filled is sent first when it is of
+ * another type). */
+static int builder_add(struct builder *b, uint16_t type, const void *fixed, size_t fixed_len, const char *s1,
+		       size_t l1, const char *s2, size_t l2, const char *s3, size_t l3, const char *s4, size_t l4)
 {
 	if (b->type != type) {
 		if (builder_flush(b) < 0)
 			return -1;
 		b->type = type;
 	}
-	size_t need = pad8(fixed_len + l1 + l2 + l3);
+	size_t used = fixed_len + l1 + l2 + l3 + l4, need = pad8(used);
 	if (b->len + need > sizeof(b->buf) && builder_flush(b) < 0)
 		return -1;
 	unsigned char *p = b->buf + b->len;
@@ -461,7 +462,9 @@ static int builder_add3(struct builder *b, uint16_t type, const void *fixed, siz
 	memcpy(p + fixed_len + l1, s2, l2);
 	if (l3)
 		memcpy(p + fixed_len + l1 + l2, s3, l3);
-	memset(p + fixed_len + l1 + l2 + l3, 0, need - (fixed_len + l1 + l2 + l3));
+	if (l4)
+		memcpy(p + fixed_len + l1 + l2 + l3, s4, l4);
+	memset(p + used, 0, need - used);
 	b->len += need;
 	b->count++;
 	b->last = b->pos;
@@ -488,9 +491,10 @@ static int encode_agg_entry(struct builder *b, const struct agg_entry *e)
 			.stall_len = (uint16_t)e->key.stall_len,
 			.cubin_id = e->key.cubin_id,
 			.pc_offset = e->key.pc_offset,
+			.nvtx_len = (uint16_t)e->key.nvtx_len,
 		};
-		return builder_add3(b, CUDA_WIRE_PC, &w, sizeof(w), e->key.api, api_len, e->key.name,
-				    e->key.name_len, e->key.stall, e->key.stall_len);
+		return builder_add(b, CUDA_WIRE_PC, &w, sizeof(w), e->key.api, api_len, e->key.name,
+				   e->key.name_len, e->key.stall, e->key.stall_len, e->key.nvtx, e->key.nvtx_len);
 	}
 	if (b->type != CUDA_WIRE_AGG) {
 		if (builder_flush(b) < 0)
@@ -510,8 +514,8 @@ static int encode_agg_entry(struct builder *b, const struct agg_entry *e)
 		.name_len = (uint16_t)e->key.name_len,
 		.nvtx_len = (uint16_t)e->key.nvtx_len,
 	};
-	return builder_add3(b, CUDA_WIRE_AGG, &w, sizeof(w), e->key.api, api_len, e->key.name, e->key.name_len,
-			    e->key.nvtx, e->key.nvtx_len);
+	return builder_add(b, CUDA_WIRE_AGG, &w, sizeof(w), e->key.api, api_len, e->key.name, e->key.name_len,
+			   e->key.nvtx, e->key.nvtx_len, NULL, 0);
 }
 
 int cuda_agg_encode(const struct cuda_agg *agg, cuda_emit_fn emit, void *ctx, unsigned from, unsigned *next)
@@ -567,9 +571,9 @@ int cuda_spans_encode(const struct cuda_spans *s, cuda_emit_fn emit, void *ctx)
 	int rc = 0;
 	for (unsigned i = 0; rc == 0 && i < s->count; i++) {
 		const struct span_entry *e = &s->items[i];
-		rc = builder_add3(b, CUDA_WIRE_SPAN, &e->span, sizeof(e->span), e->strings, e->span.api_len,
-				  e->strings + e->span.api_len, e->span.name_len,
-				  e->strings + e->span.api_len + e->span.name_len, e->span.nvtx_len);
+		rc = builder_add(b, CUDA_WIRE_SPAN, &e->span, sizeof(e->span), e->strings, e->span.api_len,
+				 e->strings + e->span.api_len, e->span.name_len,
+				 e->strings + e->span.api_len + e->span.name_len, e->span.nvtx_len, NULL, 0);
 	}
 	if (rc == 0)
 		rc = builder_flush(b);

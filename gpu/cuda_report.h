@@ -41,7 +41,8 @@ struct cuda_agg_key {
 	const char *stall;
 	size_t stall_len;
 	/* The launch's NVTX path as the wire carries it (lib/cuda_wire.h),
-	 * copied, part of the key (an AGG entry's only; ignored with stall);
+	 * copied, part of the key (an AGG entry's, and a PC entry's, which
+	 * keeps the path of the kernel entry it was split from);
 	 * NULL or nvtx_len 0: none. At most CUDA_WIRE_NVTX_BYTES_MAX bytes,
 	 * else refused. */
 	const char *nvtx;
@@ -114,8 +115,9 @@ int cuda_split(uint64_t total, const uint64_t *weights, size_t n, uint64_t *part
 /* Adds every entry of src into dst. A KERNEL or GRAPH entry without a
  * stall key whose name has samples in pcs is split (cuda_split) over
  * them: one PC entry per (cubin, offset, stall) of the name's
- * CUDA_PC_PARTS_MAX busiest, count = its samples, and the share of the
- * rest as a plain kernel entry. The other entries go as they are (a
+ * CUDA_PC_PARTS_MAX busiest, count = its samples, with the entry's launch
+ * (stack id, thread, API, NVTX path), and the share of the rest as a
+ * plain kernel entry. The other entries go as they are (a
  * kernel without samples keeps its time on the kernel). Then the samples of names that took no kernel time in
  * src are added into `keep` (they wait for their kernel's time in the
  * next report; keep may be NULL: dropped), and pcs is reset. Returns 0,

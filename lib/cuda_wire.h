@@ -35,7 +35,7 @@
 #include <stdint.h>
 
 #define CUDA_WIRE_MAGIC 0x55434d45u /* "EMCU" in memory order */
-#define CUDA_WIRE_VERSION 1
+#define CUDA_WIRE_VERSION 2          /* 2: PC entries carry an NVTX path */
 #define CUDA_WIRE_MAX_MSG 65536     /* bytes in one datagram, header included */
 #define CUDA_WIRE_NAME_MAX 1024     /* bytes of a kernel name; longer ones are cut */
 #define CUDA_WIRE_API_MAX 64        /* bytes of an API name */
@@ -135,8 +135,12 @@ struct cuda_wire_agg {
  * (cubin_id, pc_offset) and a cuda_stall frame (the reason as CUPTI names
  * it, "smsp__pcsamp_warps_issue_stalled_long_scoreboard"). The fields up
  * to name_len are an AGG entry's; count is the PC samples of that
- * (offset, reason). Followed by api_len bytes of the API, name_len of the
- * kernel's name, stall_len of the reason, then padding. */
+ * (offset, reason). Its launch is named as its kernel's AGG entry's is
+ * (stack_id, tid, api, NVTX path), so the agent puts the parts under the
+ * same CPU stack, NVTX ranges, cuda_launch and kernel frames as the rest
+ * of the kernel's time (one kernel frame). Followed by api_len bytes of
+ * the API, name_len of the kernel's name, stall_len of the reason,
+ * nvtx_len of the NVTX path (as an AGG entry's), then padding. */
 struct cuda_wire_pc {
 	uint64_t stack_id;
 	uint64_t total_ns;   /* this part of the kernel's time */
@@ -151,6 +155,9 @@ struct cuda_wire_pc {
 	uint16_t stall_len;  /* 1..CUDA_WIRE_STALL_MAX */
 	uint64_t cubin_id;   /* CUPTI's cubin CRC */
 	uint64_t pc_offset;  /* the instruction's offset in the function */
+	uint16_t nvtx_len;   /* 0..CUDA_WIRE_NVTX_BYTES_MAX */
+	uint16_t reserved16; /* 0 */
+	uint32_t reserved;   /* 0 */
 };
 
 /* What became of PC sampling in the process (cuda_wire_stats.pc_state). */
@@ -202,6 +209,6 @@ _Static_assert(sizeof(struct cuda_wire_device) == 88, "device is 88 bytes");
 _Static_assert(sizeof(struct cuda_wire_agg) == 48, "agg is 48 bytes");
 _Static_assert(sizeof(struct cuda_wire_span) == 48, "span is 48 bytes");
 _Static_assert(sizeof(struct cuda_wire_stats) == 64, "stats is 64 bytes");
-_Static_assert(sizeof(struct cuda_wire_pc) == 64, "pc is 64 bytes");
+_Static_assert(sizeof(struct cuda_wire_pc) == 72, "pc is 72 bytes");
 
 #endif

@@ -421,6 +421,52 @@ def test_nvtx_off(server, agent_factory, tmp_path):
     assert nvtx_paths(tree) == {((), "k_big"): want}, nvtx_paths(tree)
 
 
+def test_pc_sampling_under_nvtx_ranges(server, agent_factory, tmp_path):
+    """NVTX and PC sampling together: a kernel launched inside NVTX ranges
+    has its instruction / stall leaves under those ranges -- CPU stack ->
+    nvtx frames -> cuLaunchKernel -> k_big -> cuda_sass -> cuda_stall --
+    its time split exactly 3:1:1 under each path, and no second k_big
+    frame without the ranges (the PC entries name their launch as the
+    kernel's AGG entries do: stack id, thread, NVTX path)."""
+    require_root()
+    agent, lib = start_agent(agent_factory, server, tmp_path)
+    epochs, steps = 20, 100
+    exe = str(tmp_path / "cuda_nvtx_pc")  # its own name: the server holds the other tests' samples
+    shutil.copy(NVTX_LAUNCHER, exe)
+    run_nvtx(lib, epochs, steps, exe=exe, EMBER_CUDA_ENABLE_PC_SAMPLING="true", FAKE_CUDA_PCSAMPLES=PC_SCRIPT)
+    want = 2 * epochs * steps * BIG_NS
+    tree = gpu_settled(server, 'process.executable.name == "cuda_nvtx_pc"', want)
+    check_tree(tree["root"])
+    assert tree["total"] == want, (tree["total"], want)
+    leaves, kernels, stacked = {}, [], 0
+    for path, n in walk(tree["root"]):
+        types = frame_types(tree, path)
+        ranges = tuple(p for p, t in zip(path, types) if t == "nvtx")
+        if n["frame_type"] == "cuda_kernel":
+            kernels.append((ranges, path, n["self"]))
+        if n["frame_type"] == "cuda_stall":
+            assert types[-4:] == ["cuda_launch", "cuda_kernel", "cuda_sass", "cuda_stall"], (path, types)
+            k = (ranges, path[-3], path[-2], path[-1])
+            leaves[k] = leaves.get(k, 0) + n["total"]
+            if ranges == ("epoch", "train_step") and "train" in path[:path.index("epoch")]:
+                stacked += n["total"]
+    each = epochs * steps * BIG_NS
+    assert leaves == {
+        (("epoch", "train_step"), "k_big", f"{FAKE_CUBIN}+0x1a0", STALL + "long_scoreboard"): each * 3 // 5,
+        (("epoch", "train_step"), "k_big", f"{FAKE_CUBIN}+0x1c0", STALL + "math_pipe_throttle"): each // 5,
+        (("epoch", "train_step"), "k_big", f"{FAKE_CUBIN}+0x200", STALL + "selected"): each // 5,
+        (("epoch",), "k_big", f"{FAKE_CUBIN}+0x1a0", STALL + "long_scoreboard"): each * 3 // 5,
+        (("epoch",), "k_big", f"{FAKE_CUBIN}+0x1c0", STALL + "math_pipe_throttle"): each // 5,
+        (("epoch",), "k_big", f"{FAKE_CUBIN}+0x200", STALL + "selected"): each // 5,
+    }, leaves
+    # Every kernel frame is under the ranges, with all its time on its
+    # instructions: no second kernel frame outside them.
+    assert kernels and all(r and s == 0 for r, _, s in kernels), kernels
+    # ... and under the launching CPU stack (main -> train), above the
+    # ranges (a loaded host may leave some launches without their stack).
+    assert stacked > 0, stacked
+
+
 # --- the timeline: single activities with their launch stacks --------------------
 
 def timeline(server, query, limit=20000):

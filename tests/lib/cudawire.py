@@ -11,7 +11,7 @@ import threading
 import time
 
 MAGIC = 0x55434D45
-VERSION = 1
+VERSION = 2
 MAX_MSG = 65536
 NAME_MAX = 1024
 API_MAX = 64
@@ -24,10 +24,10 @@ DEVICE_S = struct.Struct("<II16s64s")
 AGG_S = struct.Struct("<QQQIHHIIIHH")
 SPAN_S = struct.Struct("<QQQIHHIIIHH")
 STATS_S = struct.Struct("<QQQQQQQII")
-PC_S = struct.Struct("<QQQIHHIIIHHQQ")
+PC_S = struct.Struct("<QQQIHHIIIHHQQHHI")
 STALL_MAX = 128
 assert (HDR.size, HELLO_S.size, DEVICE_S.size, AGG_S.size, SPAN_S.size, STATS_S.size, PC_S.size) == \
-    (16, 64, 88, 48, 48, 64, 64)
+    (16, 64, 88, 48, 48, 64, 72)
 
 
 def _pad8(n):
@@ -72,22 +72,27 @@ def parse(data):
             if off + PC_S.size > len(body):
                 raise ValueError("truncated PC")
             (stack_id, total_ns, cnt, tid, kind, api_len, device, stream, context, name_len, stall_len, cubin_id,
-             pc_offset) = PC_S.unpack_from(body, off)
+             pc_offset, nvtx_len, reserved16, reserved) = PC_S.unpack_from(body, off)
             if not (1 <= api_len <= API_MAX and 1 <= name_len <= NAME_MAX and 1 <= stall_len <= STALL_MAX
-                    and kind in (1, 5) and cnt >= 1):
+                    and kind in (1, 5) and cnt >= 1) or reserved16 or reserved:
                 raise ValueError(f"PC api_len {api_len} name_len {name_len} stall_len {stall_len} kind {kind}")
+            # API, name, stall reason, then the launch's NVTX path (as an AGG entry's)
             p = off + PC_S.size
             end = p + api_len + name_len + stall_len
-            if end > len(body):
+            if end + nvtx_len > len(body):
                 raise ValueError("PC strings past the end")
-            nxt = off + _pad8(PC_S.size + api_len + name_len + stall_len)
-            if any(body[end:nxt]):
+            nvtx, q = [], end
+            while q < end + nvtx_len:
+                nvtx.append(body[q + 1:q + 1 + body[q]].decode())
+                q += 1 + body[q]
+            nxt = off + _pad8(PC_S.size + api_len + name_len + stall_len + nvtx_len)
+            if any(body[end + nvtx_len:nxt]):
                 raise ValueError("non-zero padding")
             entries.append(dict(stack_id=stack_id, total_ns=total_ns, count=cnt, tid=tid, kind=kind, device=device,
                                 stream=stream, context=context, api=body[p:p + api_len].decode(),
                                 name=body[p + api_len:p + api_len + name_len].decode(),
                                 stall=body[p + api_len + name_len:end].decode(), cubin_id=cubin_id,
-                                pc_offset=pc_offset))
+                                pc_offset=pc_offset, nvtx=nvtx))
             off = nxt
             continue
         if off + AGG_S.size > len(body):  # AGG and SPAN entries are both 48 bytes

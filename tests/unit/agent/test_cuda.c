@@ -221,19 +221,26 @@ static void test_wire_nvtx(void **state)
 
 /* A PC entry (lib/cuda_wire.h): a part of a kernel's time at one
  * instruction and stall reason. */
-static void msg_pc(struct msg *m, uint64_t stack_id, uint64_t ns, uint16_t kind, const char *name,
-		   const char *stall, uint64_t offset)
+static void msg_pc_nvtx(struct msg *m, uint64_t stack_id, uint64_t ns, uint16_t kind, const char *name,
+			const char *stall, uint64_t offset, const void *path, uint16_t path_len)
 {
 	const char *api = "cuLaunchKernel";
 	struct cuda_wire_pc a = { .stack_id = stack_id, .total_ns = ns, .count = 3, .tid = 11,
 				  .kind = kind, .api_len = (uint16_t)strlen(api), .stream = 7, .context = 2,
 				  .name_len = (uint16_t)strlen(name), .stall_len = (uint16_t)strlen(stall),
-				  .cubin_id = 0xc0b1, .pc_offset = offset };
+				  .cubin_id = 0xc0b1, .pc_offset = offset, .nvtx_len = path_len };
 	msg_put(m, &a, sizeof(a));
 	msg_put(m, api, a.api_len);
 	msg_put(m, name, a.name_len);
 	msg_put(m, stall, a.stall_len);
+	msg_put(m, path, path_len);
 	msg_entry_end(m);
+}
+
+static void msg_pc(struct msg *m, uint64_t stack_id, uint64_t ns, uint16_t kind, const char *name,
+		   const char *stall, uint64_t offset)
+{
+	msg_pc_nvtx(m, stack_id, ns, kind, name, stall, offset, "", 0);
 }
 
 #define LS "smsp__pcsamp_warps_issue_stalled_long_scoreboard"
@@ -290,7 +297,7 @@ static void test_wire_pc(void **state)
 	memcpy(m.b + e0 + offsetof(struct cuda_wire_pc, stall_len), &l, 2);
 	assert_int_equal(check(&m), CWR_STRING);
 	good_pc(&m); /* the last entry's: past the message */
-	memcpy(m.b + e0 + 136 + offsetof(struct cuda_wire_pc, stall_len), &l, 2);
+	memcpy(m.b + e0 + 144 + offsetof(struct cuda_wire_pc, stall_len), &l, 2);
 	assert_int_equal(check(&m), CWR_SHORT);
 	/* a copy has no instructions */
 	uint16_t kind = CUDA_WIRE_KIND_MEMCPY;
@@ -313,11 +320,75 @@ static void test_wire_pc(void **state)
 	memcpy(m.b, &h, sizeof(h));
 	assert_int_equal(check(&m), CWR_COUNT);
 	msg_start(&m);
-	msg_pc(&m, 0, 5, CUDA_WIRE_KIND_KERNEL, "kk", "s", 0); /* 64 + 14 + 2 + 1: 7 bytes of padding */
+	msg_pc(&m, 0, 5, CUDA_WIRE_KIND_KERNEL, "kk", "s", 0); /* 72 + 14 + 2 + 1: 7 bytes of padding */
 	msg_end(&m, CUDA_WIRE_PC);
 	assert_int_equal(check(&m), CWR_OK);
 	m.b[m.len - 1] = 1;
 	assert_int_equal(check(&m), CWR_RESERVED);
+	/* reserved words not zero */
+	uint16_t one16 = 1;
+	uint32_t one32 = 1;
+	good_pc(&m);
+	memcpy(m.b + e0 + offsetof(struct cuda_wire_pc, reserved16), &one16, 2);
+	assert_int_equal(check(&m), CWR_RESERVED);
+	good_pc(&m);
+	memcpy(m.b + e0 + offsetof(struct cuda_wire_pc, reserved), &one32, 4);
+	assert_int_equal(check(&m), CWR_RESERVED);
+
+	/* The NVTX path of a PC entry: after the reason, read back range by
+	 * range, the reason intact; a malformed, oversized or cut path is
+	 * refused as an AGG entry's is. */
+	static const char path[] = "\x05" "epoch" "\x0a" "train_step";
+	msg_start(&m);
+	msg_pc_nvtx(&m, 77, 420000, CUDA_WIRE_KIND_KERNEL, "_Z4gemmPf", LS, 0x1a0, path, sizeof(path) - 1);
+	msg_pc(&m, 78, 5, CUDA_WIRE_KIND_KERNEL, "_Z4gemmPf", LS, 0x1c0);
+	msg_end(&m, CUDA_WIRE_PC);
+	assert_int_equal(check(&m), CWR_OK);
+	off = 0;
+	assert_true(cuda_wire_next_pc(m.b, m.len, &off, &v));
+	assert_int_equal(v.a.stack_id, 77);
+	assert_int_equal(v.a.nvtx_len, sizeof(path) - 1);
+	assert_memory_equal(v.nvtx, path, sizeof(path) - 1);
+	assert_int_equal(v.stall_len, strlen(LS));
+	assert_memory_equal(v.stall, LS, v.stall_len);
+	size_t roff = 0, rlen;
+	const char *r;
+	assert_true(cuda_wire_nvtx_next(v.nvtx, v.a.nvtx_len, &roff, &r, &rlen));
+	assert_memory_equal(r, "epoch", rlen);
+	assert_true(cuda_wire_nvtx_next(v.nvtx, v.a.nvtx_len, &roff, &r, &rlen));
+	assert_memory_equal(r, "train_step", rlen);
+	assert_false(cuda_wire_nvtx_next(v.nvtx, v.a.nvtx_len, &roff, &r, &rlen));
+	assert_true(cuda_wire_next_pc(m.b, m.len, &off, &v));
+	assert_int_equal(v.a.stack_id, 78);
+	assert_null(v.nvtx);
+	assert_int_equal(v.a.nvtx_len, 0);
+	assert_false(cuda_wire_next_pc(m.b, m.len, &off, &v));
+	assert_int_equal(off, m.len);
+	static const struct {
+		const char *bytes;
+		uint16_t len;
+	} bad[] = {
+		{ "\x06" "epoch", 6 }, /* a range's length past the path */
+		{ "\x00", 1 },         /* an empty range */
+		{ "\x03" "a\nb", 4 },  /* a control byte */
+		{ "\x01" "a\x01" "b\x01" "c\x01" "d\x01" "e\x01" "f\x01" "g\x01" "h\x01" "i", 18 }, /* 9 ranges */
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		msg_start(&m);
+		msg_pc_nvtx(&m, 77, 5, CUDA_WIRE_KIND_KERNEL, "k", "s", 0, bad[i].bytes, bad[i].len);
+		msg_end(&m, CUDA_WIRE_PC);
+		assert_int_equal(check(&m), CWR_NVTX);
+	}
+	uint16_t u16 = CUDA_WIRE_NVTX_BYTES_MAX + 1; /* over the limit */
+	msg_start(&m);
+	msg_pc_nvtx(&m, 77, 5, CUDA_WIRE_KIND_KERNEL, "k", "s", 0, path, sizeof(path) - 1);
+	msg_end(&m, CUDA_WIRE_PC);
+	memcpy(m.b + e0 + offsetof(struct cuda_wire_pc, nvtx_len), &u16, 2);
+	assert_int_equal(check(&m), CWR_NVTX);
+	u16 = 200; /* past the datagram's end */
+	memcpy(m.b + e0 + offsetof(struct cuda_wire_pc, nvtx_len), &u16, 2);
+	assert_int_equal(check(&m), CWR_SHORT);
+
 	/* STATS: the PC state in range, the reserved word zero */
 	msg_start(&m);
 	struct cuda_wire_stats st = { .pc_samples = 9, .pc_state = CUDA_WIRE_PC_REFUSED };
@@ -364,7 +435,7 @@ static void test_wire_check(void **state)
 	m.b[0] ^= 1;
 	assert_int_equal(check(&m), CWR_MAGIC);
 	good_agg(&m);
-	m.b[4] = 2;
+	m.b[4] = CUDA_WIRE_VERSION + 1;
 	assert_int_equal(check(&m), CWR_VERSION);
 	good_agg(&m);
 	msg_end(&m, 9);
@@ -1222,8 +1293,9 @@ static void test_collect_cuda(void **state)
 		st = b.samples[b.nsamples - 1].stack;
 		assert_int_equal(b.frames[b.stack_ids[b.stack_off[st + 1] - 1]].type, leaf[i].type);
 	}
-	/* A PC entry: the kernel, then the instruction (no name; the cubin
-	 * as its binary, the offset as its address), then the stall reason. */
+	/* A PC entry: the kernel, then the instruction (its function, the
+	 * kernel, as its name; the cubin as its binary, the offset as its
+	 * address), then the stall reason. */
 	char kname[] = "_Z4gemmPf", api3[] = "cuLaunchKernel", stall[] = LS;
 	struct cuda_work w3 = { .pid = 4242, .start_ticks = 500, .total_ns = 420, .count = 3,
 				.kind = CUDA_WIRE_KIND_KERNEL, .api = api3, .name = kname, .stall = stall,
@@ -1234,7 +1306,7 @@ static void test_collect_cuda(void **state)
 	assert_int_equal(b.stack_off[st + 1] - b.stack_off[st], 5);
 	assert_int_equal(b.frames[ids[2]].type, FT_CUDA_KERNEL);
 	assert_int_equal(b.frames[ids[3]].type, FT_CUDA_SASS);
-	assert_int_equal(b.frames[ids[3]].name, 0);
+	assert_string_equal(strtab_get(&b.strings, b.frames[ids[3]].name), "_Z4gemmPf");
 	assert_int_equal(b.frames[ids[3]].address, 0x1a0);
 	assert_string_equal(strtab_get(&b.strings, b.frames[ids[3]].binary), "cubin:00005eed0000c0b1");
 	assert_int_equal(b.frames[ids[4]].type, FT_CUDA_STALL);

@@ -459,7 +459,8 @@ struct pc_seen {
 	unsigned entries;
 	uint64_t ns[8];
 	char stall[8][64];
-	uint64_t offset[8], cubin[8], count[8];
+	uint64_t offset[8], cubin[8], count[8], stack[8];
+	char nvtx[8][32]; /* the NVTX path's bytes, NUL-terminated */
 };
 
 /* Decodes the PC messages of the sink. */
@@ -486,9 +487,17 @@ static void decode_pcs(struct sink *s, struct pc_seen *out)
 			out->offset[e] = w.pc_offset;
 			out->cubin[e] = w.cubin_id;
 			out->count[e] = w.count;
-			off += (sizeof(w) + w.api_len + w.name_len + w.stall_len + 7) & ~(size_t)7;
+			out->stack[e] = w.stack_id;
+			assert_true(w.nvtx_len < sizeof(out->nvtx[e]));
+			memcpy(out->nvtx[e], api + w.api_len + w.name_len + w.stall_len, w.nvtx_len);
+			assert_int_equal(w.reserved16, 0);
+			assert_int_equal(w.reserved, 0);
+			off += (sizeof(w) + w.api_len + w.name_len + w.stall_len + w.nvtx_len + 7) & ~(size_t)7;
 		}
 		assert_int_equal(off, h.length);
+		uint16_t type;
+		uint32_t count;
+		assert_int_equal(cuda_wire_check(s->msgs[i], h.length, &type, &count), CWR_OK); /* as the agent reads it */
 	}
 }
 
@@ -610,7 +619,7 @@ static void test_apply_pcs(void **state)
 				assert_true(w.pc_offset >= 16 * 10); /* the ten least sampled left out */
 				pc_ns += w.total_ns;
 				pcs_seen++;
-				off += (sizeof(w) + w.api_len + w.name_len + w.stall_len + 7) & ~(size_t)7;
+				off += (sizeof(w) + w.api_len + w.name_len + w.stall_len + w.nvtx_len + 7) & ~(size_t)7;
 			} else {
 				struct cuda_wire_agg w;
 				memcpy(&w, s.msgs[i] + off, sizeof(w));
@@ -635,11 +644,63 @@ static void test_apply_pcs(void **state)
 	cuda_pcs_free(keep);
 }
 
+/* The PC entries of a kernel launched inside NVTX ranges name their
+ * launch as the kernel entry they were split from does (stack id, thread,
+ * NVTX path), so the agent joins them under the same ranges; each
+ * entry's time is split over the name's samples on its own path. */
+static void test_apply_pcs_keeps_nvtx_path(void **state)
+{
+	(void)state;
+	struct cuda_agg *agg = cuda_agg_new(16), *out = cuda_agg_new(64);
+	struct cuda_pcs *pcs = cuda_pcs_new(16);
+	assert_non_null(agg);
+	assert_non_null(out);
+	assert_non_null(pcs);
+	static const char path[] = "\x05" "epoch" "\x04" "step";
+	struct cuda_agg_key in = { .stack_id = 9, .tid = 1, .kind = CUDA_WIRE_KIND_KERNEL, .api = "cuLaunchKernel",
+				   .name = "gemm", .name_len = 4, .nvtx = path, .nvtx_len = sizeof(path) - 1 };
+	struct cuda_agg_key bare = in;
+	bare.stack_id = 5;
+	bare.nvtx = NULL;
+	bare.nvtx_len = 0;
+	assert_int_equal(cuda_agg_add(agg, &in, 4000), 0);
+	assert_int_equal(cuda_agg_add(agg, &bare, 400), 0);
+	assert_int_equal(cuda_pcs_add(pcs, "gemm", 4, 0xc0b1, 0x1a0, stall_ls, 3), 0);
+	assert_int_equal(cuda_pcs_add(pcs, "gemm", 4, 0xc0b1, 0x1c0, stall_mt, 1), 0);
+	assert_int_equal(cuda_agg_apply_pcs(out, agg, pcs, NULL), 0);
+	assert_int_equal(cuda_agg_entries(out), 4); /* two parts of each entry */
+
+	struct sink s = { .refuse_after = -1 };
+	assert_int_equal(cuda_agg_encode(out, sink_emit, &s, 0, NULL), 1); /* PC entries only */
+	struct pc_seen seen;
+	decode_pcs(&s, &seen);
+	assert_int_equal(seen.entries, 4);
+	uint64_t in_ns = 0, bare_ns = 0;
+	for (unsigned i = 0; i < seen.entries; i++) {
+		if (seen.stack[i] == 9) {
+			assert_string_equal(seen.nvtx[i], path);
+			in_ns += seen.ns[i];
+			assert_int_equal(seen.ns[i], seen.offset[i] == 0x1a0 ? 3000 : 1000);
+		} else {
+			assert_int_equal(seen.stack[i], 5);
+			assert_string_equal(seen.nvtx[i], "");
+			bare_ns += seen.ns[i];
+		}
+	}
+	assert_int_equal(in_ns, 4000);
+	assert_int_equal(bare_ns, 400);
+	sink_free(&s);
+	cuda_agg_free(agg);
+	cuda_agg_free(out);
+	cuda_pcs_free(pcs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_agg_sums_by_key),
 		cmocka_unit_test(test_agg_nvtx_path),
+		cmocka_unit_test(test_apply_pcs_keeps_nvtx_path),
 		cmocka_unit_test(test_agg_overflow_and_split),
 		cmocka_unit_test(test_agg_carry_what_was_not_sent),
 		cmocka_unit_test(test_spans_capped_and_encoded),
