@@ -62,9 +62,44 @@ cc1_src=$(readlink -f "$(gcc -print-prog-name=cc1)")
 as_src=$(readlink -f "$(command -v "$(gcc -print-prog-name=as)")")
 cp "$cc1_src" "$tmp/uw_cc1"
 cp "$as_src" "$tmp/uw_as"
+# A small parent (cputime) runs each and writes its CPU time, user and
+# system in microseconds from wait4 (`times` would cut each process to whole
+# ticks), to cpu/NAME.PID: the samples a profiler should see are their sum
+# by the rate.
+mkdir "$tmp/cpu"
+cat > "$tmp/cputime.c" <<'C'
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(int argc, char **argv)
+{
+	if (argc < 3)
+		return 2;
+	pid_t pid = fork();
+	if (pid < 0)
+		return 2;
+	if (pid == 0) {
+		execv(argv[2], argv + 2);
+		_exit(127);
+	}
+	int st;
+	struct rusage ru;
+	if (wait4(pid, &st, 0, &ru) != pid)
+		return 2;
+	FILE *f = fopen(argv[1], "w");
+	if (!f || fprintf(f, "%lld\n", (long long)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec +
+			  (long long)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec) < 0 || fclose(f))
+		return 2;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+}
+C
+gcc -O2 -o "$tmp/cputime" "$tmp/cputime.c"
 printf '%s\n' '#!/bin/sh' 'prog=$1; shift' 'case "$prog" in' \
-  "*/cc1) exec $tmp/uw_cc1 \"\$@\" ;;" "*/as|as) exec $tmp/uw_as \"\$@\" ;;" \
-  '*) exec "$prog" "$@" ;;' 'esac' > "$tmp/wrap"
+  "*/cc1) exe=uw_cc1 ;;" "*/as|as) exe=uw_as ;;" \
+  '*) exec "$prog" "$@" ;;' 'esac' \
+  "exec $tmp/cputime $tmp/cpu/\$exe.\$\$ $tmp/\$exe \"\$@\"" > "$tmp/wrap"
 chmod +x "$tmp/wrap"
 
 profiler=${EMBER_BENCH_PROFILER:-ember}
@@ -88,12 +123,10 @@ otel)
 esac
 sleep 10 # start-up: the host's files are read and their tables built (BPF loaded)
 
-# Two compilers at a time; each gcc's wall time is recorded, and the CPU time
-# of gcc with its cc1 and as (bash's `times`: its children's user and system).
+# Two compilers at a time; each gcc's wall time is recorded.
 start_ms=$(($(date +%s%N) / 1000000))
 ls "$tmp"/src/*.c | xargs -P 2 -I{} bash -c \
-  't0=$(date +%s%N); gcc -wrapper '"$tmp/wrap"' -O2 -c {} -o {}.o; t1=$(date +%s%N)
-   times > {}.times; echo $(((t1 - t0) / 1000000)) $(sed -n 2p {}.times)' > "$tmp/ms"
+  't0=$(date +%s%N); gcc -wrapper '"$tmp/wrap"' -O2 -c {} -o {}.o; echo $((($(date +%s%N) - t0) / 1000000))' > "$tmp/ms"
 end_ms=$(($(date +%s%N) / 1000000))
 sleep 6 # the last batches
 
@@ -105,16 +138,13 @@ profiler, tmp = sys.argv[5], sys.argv[6]
 # A frame's binary is the copy's name or, where the server knew the file by
 # its build id first, the name of the original.
 names = {"uw_cc1": {"uw_cc1", sys.argv[7]}, "uw_as": {"uw_as", sys.argv[8]}}
-def seconds(t):  # bash's times: 0m0.123s
-    m, s = t.rstrip("s").split("m")
-    return 60 * int(m) + float(s)
-rows = [line.split() for line in open(msfile)]
-ms = sorted(int(r[0]) for r in rows)
-cpu = sum(seconds(r[1]) + seconds(r[2]) for r in rows)
-rate = int(sys.argv[9])
+ms = sorted(int(x) for x in open(msfile))
 print(f"{len(ms)} compiles, gcc wall time median {ms[len(ms)//2]} ms, max {ms[-1]} ms, "
-      f"{sum(m < 1000 for m in ms)} under 1 s; gcc+cc1+as CPU {cpu:.1f} s "
-      f"(~{cpu * rate:.0f} samples at {rate} Hz)")
+      f"{sum(m < 1000 for m in ms)} under 1 s")
+rate = int(sys.argv[9])
+cpu = {"uw_cc1": 0.0, "uw_as": 0.0}
+for f in os.listdir(f"{tmp}/cpu"):
+    cpu[f.split(".")[0]] += int(open(f"{tmp}/cpu/{f}").read()) / 1e6
 def flame(q):
     body = {"filter": {"start_ts": start - 2000, "end_ts": end + 3000, "event_kind": "on_cpu",
                        "frame_mask": {"patterns": []}, "query": q}}
@@ -174,14 +204,17 @@ for exe in ("uw_cc1", "uw_as"):
     roots = t["root"]["children"]
     err = sum(c["total"] for c in roots if c["name"].startswith("["))
     ent = sum(c["total"] for c in roots if outermost_is_entry(exe, c))
-    print(f"{exe}: {t['total']} samples, {ent} reach the entry "
+    print(f"{exe}: CPU {cpu[exe]:.2f} s (~{cpu[exe] * rate:.0f} samples at {rate} Hz), "
+          f"{t['total']} samples, {ent} reach the entry "
           f"({100 * ent / max(t['total'], 1):.1f}%); {t['total'] - err} without an error frame "
           f"({100 * (t['total'] - err) / max(t['total'], 1):.1f}%)")
     print("  outermost frames: " + ", ".join(f"{label(c)} {c['total']}" for c in roots[:6]))
     tot += t["total"]
     whole += ent
     old += t["total"] - err
+want = sum(cpu.values()) * rate
 print(f"all ({profiler}): {whole}/{tot} samples of processes that lived under a second reach the "
       f"program's entry ({100 * whole / max(tot, 1):.1f}%); {old}/{tot} without an error frame "
-      f"({100 * old / max(tot, 1):.1f}%)")
+      f"({100 * old / max(tot, 1):.1f}%); {tot} of ~{want:.0f} samples their CPU time implies "
+      f"reported ({100 * tot / max(want, 1):.0f}%); whole ones are {100 * whole / max(want, 1):.1f}% of that")
 PY
