@@ -12,7 +12,8 @@
 # and its raw-stack counters. Needs root.
 # A stack counts as whole when its outermost frame is the program's entry:
 # within _start of uw_cc1/uw_as (read from the ELF header's e_entry, compared
-# with the root frame's binary and file offset, not its name) or in glibc's
+# with the root frame's binary and file offset, not its name), within the
+# dynamic loader's entry (a process still being loaded) or in glibc's
 # __libc_start_call_main/__libc_start_main. The same criterion serves the
 # OpenTelemetry eBPF profiler, which uploads no symbols; ember's older
 # criterion (no error frame at the root) is printed too.
@@ -176,6 +177,10 @@ for exe in ("uw_cc1", "uw_as"):
     path = f"{tmp}/{exe}"
     e = int(re.search(r"Entry point address:\s+(0x\w+)", readelf("-h", path)).group(1), 16)
     entry[exe] = offset_of(path, e)
+# Before the program's _start runs, the dynamic loader's does (ld.so's own
+# entry, whose frame roots the stacks of a process still being loaded).
+ldso = "/lib64/ld-linux-x86-64.so.2"
+ld_entry = offset_of(ldso, int(re.search(r"Entry point address:\s+(0x\w+)", readelf("-h", ldso)).group(1), 16))
 # glibc's start functions, from its separate debug file when there is one
 # (__libc_start_call_main is local) and its dynamic symbols otherwise.
 libc = "/lib/x86_64-linux-gnu/libc.so.6"
@@ -193,8 +198,10 @@ def outermost_is_entry(exe, node):
             return entry[exe] <= a < entry[exe] + 0x40
         if binary.startswith("libc.so"):
             return any(lo <= a < hi for lo, hi in starts)
+        if binary.startswith("ld-linux"):
+            return ld_entry <= a < ld_entry + 0x40
         return False
-    return name == "_start" or (binary.startswith("libc.so") and
+    return name in ("_start", "_dl_start_user") or (binary.startswith("libc.so") and
                                 name in ("__libc_start_call_main", "__libc_start_main"))
 def label(n):
     return n["name"] + (f" [{n.get('binary', '?')}]" if "address" in n else "")
