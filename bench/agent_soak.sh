@@ -73,7 +73,9 @@ alive() { [ "$(date +%s)" -lt "$deadline" ]; }
 
 # Distinct programs: short-lived mostly, every tenth a minute.
 ( k=0; while alive; do
-    if [ $((k % 10)) -eq 9 ]; then "$work/bin/soak$((k % distinct))" 60 & else
+    # (60 s of CPU each; bounded by the deadline, so none outlives the run)
+    if [ $((k % 10)) -eq 9 ]; then
+      timeout -s KILL $((deadline - $(date +%s) + 1)) "$work/bin/soak$((k % distinct))" 60 & else
       "$work/bin/soak$((k % distinct))" "0.$(( (k * 37) % 18 + 2 ))"; fi
     k=$((k + 1)); done; wait ) &
 pids+=($!)
