@@ -24,6 +24,7 @@ import time
 
 import pytest
 
+import cudawire
 from conftest import require_root
 from harness import (BUILD, WORKLOADS, check_tree, fake_cuda_env, free_port, gpu_leaves, gpu_settled, http,
                      kill_if_running, wait_until)
@@ -112,11 +113,11 @@ def test_library_reconnects_across_five_agent_restarts(server, agent_factory, tm
 
 FLOODER = r"""
 import os, random, socket, struct, sys, time
-path, seconds, valid = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+path, seconds, valid, version = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 HDR = struct.Struct("<IHHII")
 MAGIC = 0x55434D45
 def msg(mtype, body, count):
-    return HDR.pack(MAGIC, 1, mtype, HDR.size + len(body), count) + body
+    return HDR.pack(MAGIC, version, mtype, HDR.size + len(body), count) + body
 hello = msg(1, struct.pack("<IIIIQQ32s", os.getpid(), 18, 12040, 0, 1, time.time_ns(), b"flood"), 1)
 def agg(n):
     body = b""
@@ -163,7 +164,8 @@ def test_flooding_client_beside_a_real_library(server, agent_factory, tmp_path):
     agent = agent_factory(server.url, f"-cuda-profiler-dir={cuda_dir}", f"-pprof=127.0.0.1:{pport}").start()
     sock = os.path.join(cuda_dir, "agent.sock")
     seconds = 8
-    flood = subprocess.Popen([sys.executable, "-c", FLOODER, sock, str(seconds + 12), "8"], stdout=subprocess.PIPE,
+    flood = subprocess.Popen([sys.executable, "-c", FLOODER, sock, str(seconds + 12), "8",
+                              str(cudawire.VERSION)], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(1)
@@ -248,8 +250,10 @@ def test_full_profiler_dir(server, agent_factory, small_tmpfs):
         # Never the line to use a library that is not there.
         assert f"CUDA_INJECTION64_PATH={lib}" not in log, log
         assert f"no {lib} to load (not installed)" in log, log
-        # No partial file left behind; the socket is there.
-        assert sorted(os.listdir(d)) == ["agent.sock"], os.listdir(d)
+        # No partial file left behind; the socket is there, and the (empty)
+        # folder programs save their cubins in.
+        assert sorted(os.listdir(d)) == ["agent.sock", "cubins"], os.listdir(d)
+        assert os.listdir(os.path.join(d, "cubins")) == []
         cpu_profiled(server)
         # A program that loads a copy of its own reports to the socket.
         steps = 300
