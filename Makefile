@@ -366,12 +366,11 @@ GPU_CFLAGS   := -std=gnu11 $(WARN) $(CFLAGS) -D_GNU_SOURCE -fPIC -fvisibility=hi
 
 all: $(GPU_LIB)
 
-$(BUILD)/cuda-headers/include/cupti_activity.h:
-	$(call say,FETCH,$(BUILD)/cuda-headers)scripts/fetch-cuda-headers.sh
-
-# nvml.h (Debian's libnvidia-ml-dev, fetched with the CUPTI headers) for the
-# agent's GPU metrics, agent/gpumetrics.c: NVML is dlopen'ed, never linked.
-$(BUILD)/cuda-headers/include/nvml.h:
+# The CUPTI headers and nvml.h (Debian's libnvidia-ml-dev, for the agent's
+# GPU metrics, agent/gpumetrics.c: NVML is dlopen'ed, never linked) come
+# from one fetch: a grouped target, so that make -j runs it once (two runs
+# at once tore each other's folder down).
+$(BUILD)/cuda-headers/include/cupti_activity.h $(BUILD)/cuda-headers/include/nvml.h &:
 	$(call say,FETCH,$(BUILD)/cuda-headers)scripts/fetch-cuda-headers.sh
 
 NVML_USERS := $(call obj,agent/gpumetrics.c) $(call aobj,agent/gpumetrics.c) $(BUILD)/fuzz/obj/agent/gpumetrics.o
