@@ -55,7 +55,7 @@ int ch_store_open(const struct ch_store_opts *o, const struct store_config *cfg,
 		  struct store **out, struct buf *err);
 
 /* Every query text the backend sends besides ch_insert_batch's (the
- * view's reads with a placeholder scope, the hosts insert), each
+ * view's reads for an example scope (project "p", on-CPU), the hosts insert), each
  * NUL-terminated, for `migrate --print-sql` and the check of the current
  * dialect (tests/integration/test_clickhouse_schema.py). How many. */
 int ch_store_query_texts(const char *database, struct buf *out);
