@@ -123,14 +123,16 @@ void collector_set_batch(struct collector *c, struct batch *b)
 	}
 }
 
+static void drop_pending(struct collector *c, struct raw_pending *w);
+
 void collector_free(struct collector *c)
 {
 	sample_cache_free(&c->samples);
 	for (size_t i = 0; i < c->npending; i++)
-		free(c->pending[i].rec);
-	c->npending = 0;
-	c->ncuda_pending = 0;
-	c->pending_bytes = 0;
+		drop_pending(c, &c->pending[i]);
+	free(c->pending);
+	c->pending = NULL;
+	c->npending = c->cappending = 0;
 }
 
 static uint32_t kernel_frame_named(struct collector *c, uint64_t addr, const char *name,
@@ -625,20 +627,22 @@ void collect_cuda(struct collector *c, const struct cuda_work *w, const void *re
 
 /* --- raw stacks: samples of processes the unwinder did not know yet ---- */
 
-/* The bytes of a raw record worth keeping: all but the stack bytes not
- * copied. */
-static size_t raw_size(const struct oncpu_raw_sample *r)
+/* Frame slots a raw record uses: kernel frames, the frame-pointer walk,
+ * the Python slots after it (validated by collect_raw). */
+static uint32_t used_slots(const struct oncpu_sample *s)
 {
-	return offsetof(struct oncpu_raw_sample, raw.bytes) + r->raw.len;
+	uint32_t nk = s->kstack_len > 0 ? (uint32_t)s->kstack_len : 0;
+	uint32_t nu = s->ustack_len > 0 ? (uint32_t)s->ustack_len : 0;
+	return nk + nu + ((s->flags & ONCPU_F_RAW_PYTHON) ? s->raw_py : 0);
 }
 
-static bool is_launch(const struct oncpu_raw_sample *r)
+static bool is_launch(const struct oncpu_sample *s)
 {
-	return r->s.kind == ONCPU_KIND_CUDA_LAUNCH;
+	return s->kind == ONCPU_KIND_CUDA_LAUNCH;
 }
 
 /* Counts what became of a raw record in its kind's counter. */
-#define RAW_COUNT(c, r, field) ((void)(is_launch(r) ? (c)->stats.cuda_##field++ : (c)->stats.field++))
+#define RAW_COUNT(c, s, field) ((void)(is_launch(s) ? (c)->stats.cuda_##field++ : (c)->stats.field++))
 
 /* Adds an unwound (or as-sent) record: a sample to the batch, a launch
  * record to cuda_stack. */
@@ -653,62 +657,99 @@ static void deliver(struct collector *c, struct oncpu_sample *s, size_t size, ui
 }
 
 /* Adds the record with the frame-pointer walk it carries. */
-static void collect_as_sent(struct collector *c, const struct oncpu_raw_sample *r, uint64_t now_ns)
+static void collect_as_sent(struct collector *c, const struct oncpu_sample *r, uint64_t now_ns)
 {
 	struct oncpu_sample s;
-	uint32_t nk = r->s.kstack_len > 0 ? (uint32_t)r->s.kstack_len : 0;
-	uint32_t nu = r->s.ustack_len > 0 ? (uint32_t)r->s.ustack_len : 0;
-	if (r->s.flags & ONCPU_F_RAW_PYTHON)
-		nu = 0; /* its frames are Python frames, with nowhere to go */
+	uint32_t nk = r->kstack_len > 0 ? (uint32_t)r->kstack_len : 0;
+	uint32_t nu = r->ustack_len > 0 ? (uint32_t)r->ustack_len : 0;
 	size_t n = ONCPU_HDR_SIZE + (size_t)(nk + nu) * sizeof(__u64);
-	memcpy(&s, &r->s, n);
+	memcpy(&s, r, n);
 	s.flags = 0;
-	s.ustack_len = r->s.ustack_len < 0 ? r->s.ustack_len : (__s32)nu;
+	s.raw_py = 0;
 	deliver(c, &s, n, now_ns);
 }
 
-/* Puts the Python frames of a raw launch record (ONCPU_F_RAW_PYTHON: the
- * thread's frames when the launch was taken, each interpreter
- * invocation's run ended by ONCPU_RAW_PY_END) in place of the n
- * interpreter-loop frames of its native stack frames[] (innermost first),
- * one run for each, as the BPF walker does; at most max slots. Returns the
- * new count, n when the process's interpreter is not described; *trunc
- * when frames did not fit. */
-static uint32_t splice_python(struct collector *c, const struct oncpu_raw_sample *r, uint64_t ticks,
-			      __u64 *frames, uint32_t n, uint32_t max, bool *trunc)
+/* Appends the Python frames of chain[g..] up to the end of an invocation's
+ * run (ONCPU_RAW_PY_END, or the marker pair that follows it; *g is left
+ * after it) to out; returns the frames written, or -1 when they do not
+ * fit in max. */
+static int put_run(const __u64 *chain, uint32_t np, uint32_t *g, __u64 *out, uint32_t *o, uint32_t max)
+{
+	int emitted = 0;
+	for (; *g + 1 < np; *g += 2) {
+		if (chain[*g + 1] & ONCPU_RAW_PY_MARKER) {
+			*g += 2;
+			break;
+		}
+		if (!(chain[*g] & PY_FRAME_FLAG))
+			continue;
+		if (*o + 2 > max)
+			return -1;
+		out[(*o)++] = chain[*g];
+		out[(*o)++] = chain[*g + 1] & ~ONCPU_RAW_PY_END;
+		emitted++;
+		if (chain[*g + 1] & ONCPU_RAW_PY_END) {
+			*g += 2;
+			break;
+		}
+	}
+	return emitted;
+}
+
+/* The address of the next marker at or after chain[g] (3.12+), 0 if none. */
+static uint64_t next_marker(const __u64 *chain, uint32_t np, uint32_t g)
+{
+	for (; g + 1 < np; g += 2)
+		if (chain[g + 1] & ONCPU_RAW_PY_MARKER)
+			return chain[g];
+	return 0;
+}
+
+/* Puts the Python frames of a raw record (ONCPU_F_RAW_PYTHON: the thread's
+ * frames when the sample was taken, after its frame-pointer walk) in place
+ * of the interpreter invocations among the n native frames[] (innermost
+ * first) as the BPF walker does: up to 3.11, each frame in the
+ * interpreter loop's code takes the next run; 3.12+, the frame whose stack
+ * [SP, CFA) holds the next marker (cfa[i]: frame i's CFA, 0 when unknown;
+ * frame i's SP is sp0, then cfa[i - 1]). An invocation with no frames of
+ * its own keeps its native frame. At most max slots. Returns the new
+ * count, n when the process's interpreter is not described; *trunc when
+ * frames did not fit. */
+static uint32_t splice_python(struct collector *c, const struct oncpu_sample *r, uint64_t ticks,
+			      __u64 *frames, const __u64 *cfa, uint64_t sp0, uint32_t n, uint32_t max,
+			      bool *trunc)
 {
 	struct py_proc py;
-	uint32_t pid = r->s.pid;
+	uint32_t pid = r->pid;
+	*trunc = false;
 	if (c->py_procs_fd <= 0 || bpf_map_lookup_elem(c->py_procs_fd, &pid, &py) != 0 ||
-	    py.start_ticks != ticks || (py.exec_id != r->s.exec_id && py.exec_id != UNWIND_EXEC_ANY))
+	    py.start_ticks != ticks || (py.exec_id != r->exec_id && py.exec_id != UNWIND_EXEC_ANY))
 		return n;
-	const __u64 *chain = r->s.frames;
-	uint32_t np = r->s.ustack_len > 0 ? (uint32_t)r->s.ustack_len & ~1u : 0;
-	if (np > ONCPU_MAX_UFRAMES)
-		np = ONCPU_MAX_UFRAMES;
+	uint32_t nk = r->kstack_len > 0 ? (uint32_t)r->kstack_len : 0;
+	uint32_t nu = r->ustack_len > 0 ? (uint32_t)r->ustack_len : 0;
+	const __u64 *chain = r->frames + nk + nu;
+	uint32_t np = r->raw_py & ~1u;
+	bool on_stack = py.off.flags & PY_F_ENTRY_ON_STACK;
 	__u64 out[ONCPU_MAX_UFRAMES];
 	uint32_t o = 0, g = 0;
-	*trunc = false;
+	uint64_t marker = on_stack ? next_marker(chain, np, 0) : 0;
 	for (uint32_t i = 0; i < n; i++) {
-		uint64_t pc = frames[i];
-		if (((pc >= py.eval_lo && pc < py.eval_hi) || (pc >= py.cold_lo && pc < py.cold_hi)) &&
-		    g < np) {
-			uint32_t emitted = 0;
-			bool end = false;
-			for (; g + 1 < np && !end; g += 2) {
-				end = chain[g + 1] & ONCPU_RAW_PY_END;
-				if (!(chain[g] & PY_FRAME_FLAG))
-					continue;
-				if (o + 2 > max) {
-					*trunc = true;
-					goto done;
-				}
-				out[o++] = chain[g];
-				out[o++] = chain[g + 1] & ~ONCPU_RAW_PY_END;
-				emitted++;
+		uint64_t pc = frames[i], sp = i == 0 ? sp0 : cfa[i - 1];
+		bool here = on_stack ? marker && cfa[i] && marker >= sp && marker < cfa[i]
+				     : ((pc >= py.eval_lo && pc < py.eval_hi) ||
+					(pc >= py.cold_lo && pc < py.cold_hi)) && g < np;
+		if (here) {
+			uint32_t o0 = o;
+			int emitted = put_run(chain, np, &g, out, &o, max);
+			if (on_stack)
+				marker = next_marker(chain, np, g);
+			if (emitted < 0) {
+				*trunc = true;
+				o = o0;
+				break;
 			}
-			if (emitted)
-				continue; /* the loop's own frame gives way to them */
+			if (emitted > 0)
+				continue; /* the invocation's own frame gives way to them */
 		}
 		if (o >= max) {
 			*trunc = true;
@@ -716,7 +757,6 @@ static uint32_t splice_python(struct collector *c, const struct oncpu_raw_sample
 		}
 		out[o++] = pc;
 	}
-done:
 	memcpy(frames, out, o * sizeof(__u64));
 	return o;
 }
@@ -727,42 +767,42 @@ done:
  * no description). A walk that reached an address in no mapping of a live
  * process reads its maps again (rate-limited, proc.h) and, when they have
  * it now (a library mapped since), walks once more. */
-static enum rawstack_result unwind_raw(struct collector *c, const struct oncpu_raw_sample *r,
-				       bool final, uint64_t now_ns, struct oncpu_sample *s,
-				       size_t *size, uint64_t *stuck)
+static enum rawstack_result unwind_raw(struct collector *c, const struct oncpu_sample *r,
+				       const struct oncpu_raw_stack *raw, bool final, uint64_t now_ns,
+				       struct oncpu_sample *s, size_t *size, uint64_t *stuck)
 {
-	uint32_t nk = r->s.kstack_len > 0 ? (uint32_t)r->s.kstack_len : 0;
+	uint32_t nk = r->kstack_len > 0 ? (uint32_t)r->kstack_len : 0;
 	uint32_t n = 0;
 	uint16_t err = UWE_NONE;
-	uint64_t ticks = r->s.proc_start_ns / c->ns_per_tick;
+	uint64_t ticks = r->proc_start_ns / c->ns_per_tick;
 	uint32_t max = MIN((uint32_t)ONCPU_MAX_UFRAMES, (uint32_t)ONCPU_MAX_FRAMES - nk);
+	__u64 cfa[ONCPU_MAX_UFRAMES];
 	enum rawstack_result res;
 	for (int attempt = 0;; attempt++) {
-		res = rawstack_unwind(c->rawstack, r->s.pid, ticks, r->s.exec_id, &r->raw, final,
-				      s->frames + nk, max, &n, &err, stuck);
+		res = rawstack_unwind(c->rawstack, r->pid, ticks, r->exec_id, raw, final,
+				      s->frames + nk, cfa, max, &n, &err, stuck);
 		if (res != RAWSTACK_UNWOUND || err != UWE_NO_MAPPING || attempt > 0)
 			break;
 		char comm[ONCPU_COMM_LEN + 1];
-		memcpy(comm, r->s.comm, ONCPU_COMM_LEN);
+		memcpy(comm, r->comm, ONCPU_COMM_LEN);
 		comm[ONCPU_COMM_LEN] = '\0';
-		struct proc *p = proc_table_get(c->procs, (int32_t)r->s.pid, ticks, r->s.exec_id, comm,
+		struct proc *p = proc_table_get(c->procs, (int32_t)r->pid, ticks, r->exec_id, comm,
 						now_ns);
 		if (!p->live || !proc_find_mapping(c->procs, p, *stuck, now_ns))
 			break;
 	}
 	if (res != RAWSTACK_UNWOUND)
 		return res;
-	if (r->s.flags & ONCPU_F_RAW_PYTHON) {
-		/* Its Python frames in place of the interpreter's (a CUDA
-		 * launch record: no kernel frames before them). */
+	if (r->flags & ONCPU_F_RAW_PYTHON) {
 		bool trunc = false;
-		n = splice_python(c, r, ticks, s->frames + nk, n, max, &trunc);
+		n = splice_python(c, r, ticks, s->frames + nk, cfa, raw->sp, n, max, &trunc);
 		if (trunc)
 			err = UWE_TRUNCATED;
 	}
-	memcpy(s, &r->s, ONCPU_HDR_SIZE);
-	memcpy(s->frames, r->s.frames, nk * sizeof(__u64));
+	memcpy(s, r, ONCPU_HDR_SIZE);
+	memcpy(s->frames, r->frames, nk * sizeof(__u64));
 	s->flags = ONCPU_F_UNWOUND_RAW;
+	s->raw_py = 0;
 	s->unwind_mode = UWM_CFI;
 	s->unwind_error = err;
 	s->ustack_len = (__s32)n;
@@ -771,18 +811,50 @@ static enum rawstack_result unwind_raw(struct collector *c, const struct oncpu_r
 }
 
 /* Unwinds the raw sample and adds it to the batch; see unwind_raw. */
-static enum rawstack_result collect_unwound(struct collector *c, const struct oncpu_raw_sample *r,
-					    bool final, uint64_t now_ns, uint64_t *stuck)
+static enum rawstack_result collect_unwound(struct collector *c, const struct oncpu_sample *r,
+					    const struct oncpu_raw_stack *raw, bool final,
+					    uint64_t now_ns, uint64_t *stuck)
 {
 	struct oncpu_sample s;
 	size_t size = 0;
-	enum rawstack_result res = unwind_raw(c, r, final, now_ns, &s, &size, stuck);
-	if (res == RAWSTACK_UNWOUND) {
-		if (!is_launch(r))
-			s.flags = 0;
+	enum rawstack_result res = unwind_raw(c, r, raw, final, now_ns, &s, &size, stuck);
+	if (res == RAWSTACK_UNWOUND)
 		deliver(c, &s, size, now_ns);
-	}
 	return res;
+}
+
+/* Keeps a copy of the record, in the sizes it uses, until its table comes
+ * (collector_retry_raw); false when its kind's budget is spent. */
+static bool keep_raw(struct collector *c, const struct oncpu_raw_sample *r, uint64_t now_ns)
+{
+	size_t ns = ONCPU_HDR_SIZE + (size_t)used_slots(&r->s) * sizeof(__u64);
+	size_t nr = offsetof(struct oncpu_raw_stack, bytes) + r->raw.len;
+	bool launch = is_launch(&r->s);
+	size_t used = launch ? c->cuda_pending_bytes : c->pending_bytes - c->cuda_pending_bytes;
+	if (used + ns + nr > (launch ? COLLECT_CUDA_RAW_MAX_BYTES : COLLECT_RAW_MAX_BYTES))
+		return false;
+	struct raw_pending w = { xmalloc(ns), xmalloc(nr), ns + nr, now_ns + COLLECT_RAW_WAIT_NS };
+	memcpy(w.s, &r->s, ns);
+	memcpy(w.raw, &r->raw, nr);
+	xgrow((void **)&c->pending, &c->cappending, c->npending + 1, sizeof(*c->pending));
+	c->pending[c->npending++] = w;
+	c->pending_bytes += w.bytes;
+	if (launch) {
+		c->ncuda_pending++;
+		c->cuda_pending_bytes += w.bytes;
+	}
+	return true;
+}
+
+static void drop_pending(struct collector *c, struct raw_pending *w)
+{
+	c->pending_bytes -= w->bytes;
+	if (is_launch(w->s)) {
+		c->ncuda_pending--;
+		c->cuda_pending_bytes -= w->bytes;
+	}
+	free(w->s);
+	free(w->raw);
 }
 
 static void collect_raw(struct collector *c, const struct oncpu_raw_sample *r, size_t size,
@@ -790,15 +862,16 @@ static void collect_raw(struct collector *c, const struct oncpu_raw_sample *r, s
 {
 	uint32_t nk = r->s.kstack_len > 0 ? (uint32_t)r->s.kstack_len : 0;
 	uint32_t nu = r->s.ustack_len > 0 ? (uint32_t)r->s.ustack_len : 0;
+	uint32_t npy = (r->s.flags & ONCPU_F_RAW_PYTHON) ? r->s.raw_py : 0;
 	if (size != sizeof(*r) || r->raw.len > ONCPU_RAW_STACK_MAX || nk > ONCPU_MAX_KFRAMES ||
-	    nu > ONCPU_MAX_UFRAMES) {
+	    nu > ONCPU_MAX_UFRAMES || npy > ONCPU_RAW_PY_SLOTS || nk + nu + npy > ONCPU_MAX_FRAMES) {
 		c->stats.malformed++;
 		return;
 	}
-	RAW_COUNT(c, r, raw_stacks);
+	RAW_COUNT(c, &r->s, raw_stacks);
 	if (!c->rawstack || r->raw.len == 0) {
-		RAW_COUNT(c, r, raw_fallback);
-		collect_as_sent(c, r, now_ns);
+		RAW_COUNT(c, &r->s, raw_fallback);
+		collect_as_sent(c, &r->s, now_ns);
 		return;
 	}
 	/* Read the process now, while it may still run: its maps go to the
@@ -809,13 +882,13 @@ static void collect_raw(struct collector *c, const struct oncpu_raw_sample *r, s
 	struct proc *p = proc_table_get(c->procs, (int32_t)r->s.pid, r->s.proc_start_ns / c->ns_per_tick,
 					r->s.exec_id, comm, now_ns);
 	uint64_t stuck = 0;
-	switch (collect_unwound(c, r, false, now_ns, &stuck)) {
+	switch (collect_unwound(c, &r->s, &r->raw, false, now_ns, &stuck)) {
 	case RAWSTACK_UNWOUND:
-		RAW_COUNT(c, r, raw_unwound);
+		RAW_COUNT(c, &r->s, raw_unwound);
 		return;
 	case RAWSTACK_NO_PROCESS:
-		RAW_COUNT(c, r, raw_fallback);
-		collect_as_sent(c, r, now_ns);
+		RAW_COUNT(c, &r->s, raw_fallback);
+		collect_as_sent(c, &r->s, now_ns);
 		return;
 	case RAWSTACK_NO_TABLE:
 		break;
@@ -824,24 +897,16 @@ static void collect_raw(struct collector *c, const struct oncpu_raw_sample *r, s
 	const struct mapping *m = proc_find_mapping(c->procs, p, stuck, now_ns);
 	if (c->want_table && m && m->kind == MAPPING_FILE && m->file != FILE_NONE)
 		c->want_table(c->hook_ctx, m->file);
-	if (is_launch(r) ? c->ncuda_pending >= COLLECT_CUDA_RAW_MAX_PENDING
-			 : c->npending - c->ncuda_pending >= COLLECT_RAW_MAX_PENDING) {
-		RAW_COUNT(c, r, raw_expired);
-		collect_unwound(c, r, true, now_ns, &stuck);
-		return;
+	if (!keep_raw(c, r, now_ns)) {
+		RAW_COUNT(c, &r->s, raw_expired);
+		collect_unwound(c, &r->s, &r->raw, true, now_ns, &stuck);
 	}
-	size_t n = raw_size(r);
-	struct oncpu_raw_sample *copy = xmalloc(n);
-	memcpy(copy, r, n);
-	c->pending[c->npending++] = (struct raw_pending){ copy, now_ns + COLLECT_RAW_WAIT_NS };
-	c->ncuda_pending += is_launch(r);
-	c->pending_bytes += n;
 }
 
 void collect_cuda_raw(struct collector *c, const void *rec, size_t size, uint64_t now_ns)
 {
 	const struct oncpu_raw_sample *r = rec;
-	if (size != sizeof(*r) || !(r->s.flags & ONCPU_F_RAW_STACK) || !is_launch(r) ||
+	if (size != sizeof(*r) || !(r->s.flags & ONCPU_F_RAW_STACK) || !is_launch(&r->s) ||
 	    r->s.value == 0) {
 		c->stats.malformed++;
 		return;
@@ -852,8 +917,8 @@ void collect_cuda_raw(struct collector *c, const void *rec, size_t size, uint64_
 bool collector_cuda_raw_waiting(const struct collector *c, int32_t pid, uint64_t stack_id)
 {
 	for (size_t i = 0; c->ncuda_pending && i < c->npending; i++) {
-		const struct oncpu_raw_sample *r = c->pending[i].rec;
-		if (is_launch(r) && r->s.pid == (uint32_t)pid && r->s.value == stack_id)
+		const struct oncpu_sample *s = c->pending[i].s;
+		if (is_launch(s) && s->pid == (uint32_t)pid && s->value == stack_id)
 			return true;
 	}
 	return false;
@@ -863,18 +928,25 @@ void collector_retry_raw(struct collector *c, uint64_t now_ns, bool all)
 {
 	if (c->npending == 0 || (!all && now_ns - c->retried_ns < 10000000ull))
 		return;
+	/* Nothing to gain from another walk until a table comes in, or the
+	 * oldest wait ends (they end in the order they began). */
+	uint64_t tables = c->tables_published ? c->tables_published(c->hook_ctx) : 0;
+	if (!all && c->tables_published && tables == c->retried_tables &&
+	    now_ns < c->pending[0].deadline_ns)
+		return;
 	c->retried_ns = now_ns;
+	c->retried_tables = tables;
 	size_t kept = 0;
 	for (size_t i = 0; i < c->npending; i++) {
 		struct raw_pending *w = &c->pending[i];
 		uint64_t stuck = 0;
-		switch (collect_unwound(c, w->rec, false, now_ns, &stuck)) {
+		switch (collect_unwound(c, w->s, w->raw, false, now_ns, &stuck)) {
 		case RAWSTACK_UNWOUND:
-			RAW_COUNT(c, w->rec, raw_unwound_late);
+			RAW_COUNT(c, w->s, raw_unwound_late);
 			break;
 		case RAWSTACK_NO_PROCESS:
-			RAW_COUNT(c, w->rec, raw_fallback);
-			collect_as_sent(c, w->rec, now_ns);
+			RAW_COUNT(c, w->s, raw_fallback);
+			collect_as_sent(c, w->s, now_ns);
 			break;
 		case RAWSTACK_NO_TABLE:
 			if (!all && now_ns < w->deadline_ns) {
@@ -883,23 +955,21 @@ void collector_retry_raw(struct collector *c, uint64_t now_ns, bool all)
 			}
 			/* Waited long enough: frame pointers where a table
 			 * is missing, as the BPF program does. */
-			RAW_COUNT(c, w->rec, raw_expired);
+			RAW_COUNT(c, w->s, raw_expired);
 			if (log_enabled(LOG_DEBUG)) {
-				struct proc *p = proc_table_get(c->procs, (int32_t)w->rec->s.pid,
-								w->rec->s.proc_start_ns / c->ns_per_tick,
-								w->rec->s.exec_id, "", now_ns);
+				struct proc *p = proc_table_get(c->procs, (int32_t)w->s->pid,
+								w->s->proc_start_ns / c->ns_per_tick,
+								w->s->exec_id, "", now_ns);
 				const struct mapping *m = proc_find_mapping(c->procs, p, stuck, now_ns);
 				log_debug("raw stack of pid %u (%s): no table for %#llx (%s) after %llu ms",
-					  w->rec->s.pid, p->exe_name, (unsigned long long)stuck,
+					  w->s->pid, p->exe_name, (unsigned long long)stuck,
 					  m && m->file != FILE_NONE ? files_at(c->files, m->file)->name : "?",
 					  (unsigned long long)(COLLECT_RAW_WAIT_NS / 1000000));
 			}
-			collect_unwound(c, w->rec, true, now_ns, &stuck);
+			collect_unwound(c, w->s, w->raw, true, now_ns, &stuck);
 			break;
 		}
-		c->pending_bytes -= raw_size(w->rec);
-		c->ncuda_pending -= is_launch(w->rec);
-		free(w->rec);
+		drop_pending(c, w);
 	}
 	c->npending = kept;
 }

@@ -29,6 +29,8 @@
 #include "vdso.h"
 
 struct oncpu_raw_sample;
+struct oncpu_raw_stack;
+struct oncpu_sample;
 struct rawstack;
 
 /* The collector's counters: a field for each C row of agent/counters.h
@@ -41,15 +43,18 @@ struct collector_stats {
 	uint64_t cuda_spans_dropped;    /* timeline spans over BATCH_MAX_SPANS in an interval */
 };
 
-/* Raw samples waiting for a table: at most COLLECT_RAW_MAX_PENDING, each
- * kept at most COLLECT_RAW_WAIT_NS; each holds its header, frame slots and
- * the stack bytes BPF copied (at most ONCPU_RAW_STACK_MAX): all together
- * at most 128 x 20.6 KiB = 2.6 MiB. */
-#define COLLECT_RAW_MAX_PENDING 128
+/* Raw samples waiting for a table: each kept at most COLLECT_RAW_WAIT_NS,
+ * at most COLLECT_RAW_MAX_BYTES of them (their header, the frame slots
+ * they use and the stack bytes BPF copied: a sample of a Python main
+ * thread takes 3 to 10 KiB, one of another thread up to 20 KiB), so that
+ * a busy host's new processes wait seconds for their tables, not a
+ * fraction of one; a retry runs when a table was published since the
+ * last one (or a wait ended). */
+#define COLLECT_RAW_MAX_BYTES (8u << 20)
 #define COLLECT_RAW_WAIT_NS (5ull * 1000000000ull)
-/* CUDA launch records waiting for a table, in slots of their own (so CPU
- * samples cannot crowd them out), at most 128 x 16.6 KiB = 2.1 MiB more. */
-#define COLLECT_CUDA_RAW_MAX_PENDING 128
+/* CUDA launch records waiting for a table, in a budget of their own (so
+ * CPU samples cannot crowd them out). */
+#define COLLECT_CUDA_RAW_MAX_BYTES (2u << 20)
 
 /* Most host attribute ids (pairs x 2) a collector takes. */
 #define COLLECT_MAX_HOST_KV 96
@@ -125,18 +130,25 @@ struct collector {
 	 * know yet (rawstack.h); NULL = they are taken as the frame-pointer
 	 * walk they carry. */
 	struct rawstack *rawstack;
-	/* The py_procs map (bpf/python_types.h), whose interpreter-loop
-	 * ranges tell where the Python frames a raw launch record carries go
-	 * (ONCPU_F_RAW_PYTHON); 0 = none (they are left out). */
+	/* The py_procs map (bpf/python_types.h), whose layouts tell where the
+	 * Python frames a raw record carries go (ONCPU_F_RAW_PYTHON); 0 =
+	 * none (they are left out). */
 	int py_procs_fd;
-	/* Those waiting for a table, oldest first (collector_retry_raw). */
+	/* Called before a retry: a count that changes whenever a table is
+	 * published (unwind_publications); NULL = retry every 10 ms. */
+	uint64_t (*tables_published)(void *ctx);
+	uint64_t retried_tables; /* its value at the last retry */
+	/* Those waiting for a table, oldest first (collector_retry_raw),
+	 * each in two parts of the sizes they use. */
 	struct raw_pending {
-		struct oncpu_raw_sample *rec; /* header, frames, raw.len bytes: owned */
+		struct oncpu_sample *s;     /* header and used frame slots: owned */
+		struct oncpu_raw_stack *raw; /* registers and raw.len bytes: owned */
+		size_t bytes;
 		uint64_t deadline_ns;
-	} pending[COLLECT_RAW_MAX_PENDING + COLLECT_CUDA_RAW_MAX_PENDING];
-	size_t npending;      /* all of them */
-	size_t ncuda_pending; /* of which CUDA launch records */
-	size_t pending_bytes;
+	} *pending;
+	size_t npending, cappending; /* all of them */
+	size_t ncuda_pending;        /* of which CUDA launch records */
+	size_t pending_bytes, cuda_pending_bytes;
 	uint64_t retried_ns; /* the last retry (at most one every 10 ms) */
 };
 
@@ -167,7 +179,7 @@ void collector_retry_raw(struct collector *c, uint64_t now_ns, bool all);
 /* A CUDA launch record with ONCPU_F_RAW_STACK (struct oncpu_raw_sample of
  * kind ONCPU_KIND_CUDA_LAUNCH, size bytes): unwound as collect_sample
  * unwinds a raw CPU sample (waiting, bounded, in its own
- * COLLECT_CUDA_RAW_MAX_PENDING slots, for a table not loaded yet), then
+ * COLLECT_CUDA_RAW_MAX_BYTES, for a table not loaded yet), then
  * handed to cuda_stack with ONCPU_F_UNWOUND_RAW set; a process the agent
  * could not read keeps the frame-pointer walk the record carries. */
 void collect_cuda_raw(struct collector *c, const void *rec, size_t size, uint64_t now_ns);

@@ -254,6 +254,12 @@ static void on_proc_gone(void *ctx, int32_t pid)
 	python_set_process(a->python, pid, 0, 0, NULL, 0);
 }
 
+static uint64_t tables_published(void *ctx)
+{
+	struct agent *a = ctx;
+	return a->unwind ? unwind_publications(a->unwind) : 0;
+}
+
 static void want_table(void *ctx, uint32_t file)
 {
 	struct agent *a = ctx;
@@ -810,6 +816,7 @@ int main(int argc, char **argv, char **envp)
 		.nhost_kv = host_attributes(&a),
 		.ns_per_tick = ticks > 0 ? 1000000000ull / (uint64_t)ticks : 10000000ull,
 		.want_table = want_table,
+		.tables_published = tables_published,
 		.cuda_stack = on_launch_stack,
 		.hook_ctx = &a,
 		.kubelet = a.kubelet,

@@ -131,7 +131,7 @@ void rawstack_close(struct rawstack *r)
 
 enum rawstack_result rawstack_unwind(struct rawstack *r, uint32_t pid, uint64_t start_ticks,
 				     uint64_t exec_id, const struct oncpu_raw_stack *raw, bool final,
-				     __u64 *out, uint32_t max, uint32_t *n, uint16_t *err,
+				     __u64 *out, __u64 *cfa, uint32_t max, uint32_t *n, uint16_t *err,
 				     uint64_t *stuck)
 {
 	*n = 0;
@@ -158,10 +158,14 @@ enum rawstack_result rawstack_unwind(struct rawstack *r, uint32_t pid, uint64_t 
 			*err = UWE_TRUNCATED;
 			break;
 		}
+		if (cfa)
+			cfa[*n] = 0;
 		out[(*n)++] = regs.pc;
 		w.missing = false;
 		uint64_t pc = regs.pc;
 		int rc = uw_step(p, pid, &regs);
+		if (cfa && rc == UW_CONTINUE)
+			cfa[*n - 1] = regs.sp;
 		if (w.missing && !final) {
 			*stuck = pc;
 			res = RAWSTACK_NO_TABLE;

@@ -67,13 +67,15 @@ enum rawstack_result {
 };
 
 /* Unwinds the raw stack of process pid (start time in clock ticks, exec
- * id as the sample saw them) into out (at most max frames). With final,
+ * id as the sample saw them) into out (at most max frames); cfa (NULL, or
+ * max slots) gets each frame's CFA, its caller's SP (0 where the walk
+ * ended), which tells what stack each frame owns. With final,
  * a frame in a file without a loaded table is followed by its frame
  * pointer, as the BPF program does; without, the walk stops there and
  * says so (RAWSTACK_NO_TABLE), to be retried once the table is in. */
 enum rawstack_result rawstack_unwind(struct rawstack *r, uint32_t pid, uint64_t start_ticks,
 				     uint64_t exec_id, const struct oncpu_raw_stack *raw, bool final,
-				     __u64 *out, uint32_t max, uint32_t *n, uint16_t *err,
+				     __u64 *out, __u64 *cfa, uint32_t max, uint32_t *n, uint16_t *err,
 				     uint64_t *stuck);
 
 #endif

@@ -870,6 +870,15 @@ void unwind_tick(struct unwind *u, uint64_t now)
 	pthread_mutex_unlock(&u->mu);
 }
 
+uint64_t unwind_publications(struct unwind *u)
+{
+	pthread_mutex_lock(&u->mu);
+	uint64_t n = u->stats.files_loaded + u->stats.files_reloaded + u->stats.files_partial +
+		     u->stats.files_failed;
+	pthread_mutex_unlock(&u->mu);
+	return n;
+}
+
 void unwind_get_stats(struct unwind *u, struct unwind_stats *out)
 {
 	pthread_mutex_lock(&u->mu);

@@ -87,5 +87,9 @@ void unwind_remove_process(struct unwind *u, uint32_t pid);
  * tables sampled since, and of the missing pages of partial ones. */
 void unwind_tick(struct unwind *u, uint64_t now_ns);
 void unwind_get_stats(struct unwind *u, struct unwind_stats *out);
+/* A count that grows whenever a table is published (loaded, reloaded,
+ * loaded in part) or its build fails: what waits for a table looks again
+ * only when it changed. */
+uint64_t unwind_publications(struct unwind *u);
 
 #endif

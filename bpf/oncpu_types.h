@@ -42,7 +42,7 @@ struct oncpu_sample {
 	__u32 kind;          /* enum oncpu_kind */
 	__u32 arg;           /* ONCPU_KIND_CUDA_LAUNCH: the launch's kind; else 0 */
 	__u32 flags;         /* ONCPU_F_* */
-	__u32 reserved;      /* 0 */
+	__u32 raw_py;        /* ONCPU_F_RAW_PYTHON: Python slots after the user frames; else 0 */
 	char comm[ONCPU_COMM_LEN]; /* thread name */
 	/* kstack_len kernel frames, then ustack_len user frames; each run is
 	 * innermost (leaf) first. Only the used part is sent. */
@@ -58,17 +58,23 @@ struct oncpu_sample {
  * are those BPF read at the launch (ONCPU_F_RAW_PYTHON), for the copy
  * holds none the agent could read later. */
 #define ONCPU_F_UNWOUND_RAW 2u
-/* A raw CUDA launch record of a Python process (3.11 and older layouts):
- * its frames are not the frame-pointer walk but the thread's Python
- * frames when the launch was taken, innermost first, as (frame, qualname)
- * pairs like the walker's (python_types.h), the qualname word of each
- * interpreter invocation's last (outermost) frame or'd with
- * ONCPU_RAW_PY_END; the agent puts each invocation's run in place of the
- * interpreter-loop frame it unwinds for it. */
+/* A raw record of a Python process (any path): besides its frame-pointer
+ * walk, the thread's Python frames when the sample was taken, which the
+ * agent cannot read later (the thread has moved on by then). They follow
+ * the walk's frames: frames[kstack_len + ustack_len ..] holds raw_py slots,
+ * innermost first, as (frame, qualname) pairs like the walker's
+ * (python_types.h). Up to 3.11, the qualname word of each interpreter
+ * invocation's last (outermost) frame is or'd with ONCPU_RAW_PY_END, and
+ * the agent puts each invocation's run in place of the interpreter-loop
+ * frame it unwinds for it. 3.12+ (PY_F_ENTRY_ON_STACK): each invocation's
+ * run is followed by the pair (address of its marker frame,
+ * ONCPU_RAW_PY_MARKER), and its run takes the place of the native frame
+ * whose stack [SP, CFA) holds that address, as in the BPF walk. */
 #define ONCPU_F_RAW_PYTHON 4u
 #define ONCPU_RAW_PY_END (1ull << 63)
-/* The most Python frames such a record carries. */
-#define ONCPU_RAW_PY_FRAMES 64
+#define ONCPU_RAW_PY_MARKER (1ull << 62)
+/* The most Python slots (two a frame or marker) such a record carries. */
+#define ONCPU_RAW_PY_SLOTS 128
 
 /* Most bytes of user stack a raw record carries (from SP upwards). */
 #define ONCPU_RAW_STACK_MAX 16384u

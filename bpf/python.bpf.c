@@ -5,8 +5,8 @@
  * written into py_procs by agent/python.c). One program per path, each
  * the tail-call target PROG_PYTHON of its sampler, called by the native
  * unwinder (unwind.bpf.c) and going back to it: oncpu_python,
- * offcpu_python, cuda_python. And cuda_raw_python, the Python frames of a
- * CUDA launch sent raw. See docs/internals/python.md. */
+ * offcpu_python, cuda_python. And raw_python_on/_off/_cuda, the Python
+ * frames of a record sent raw. See docs/internals/python.md. */
 #include "record.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -70,33 +70,44 @@ static __always_inline __u64 py_current_frame(const struct py_proc *py, __u32 ti
 	return f;
 }
 
-/* The launching thread's Python frames, all its invocations'
- * (ONCPU_RAW_PY_FRAMES at most), into the frame slots of the launch record
- * in cuda_scratch, flagged ONCPU_F_RAW_PYTHON (oncpu_types.h), before
- * submit_raw copies it: returns how many slots, 0 (the record untouched) when the
- * process runs no Python ember knows, a layout that marks invocations on
- * the native stack (PY_F_ENTRY_ON_STACK, 3.12+), or no frame could be
- * read. A global function: verified once, not once per inlined copy of
- * submit_raw. */
-__noinline int cuda_raw_python(void)
+/* The thread's Python frames, all its invocations' (ONCPU_RAW_PY_SLOTS
+ * at most), into the frame slots after the user frames of the record in
+ * sc, flagged ONCPU_F_RAW_PYTHON (oncpu_types.h), before submit_raw copies
+ * it: the agent puts them in place once it has unwound the raw stack.
+ * Returns how many slots, 0 (the record untouched) when the process runs
+ * no Python ember knows (not described yet either) or nothing could be
+ * read. */
+static __always_inline int raw_python_body(struct scratch *sc)
 {
-	__u32 zero = 0;
-	struct scratch *sc = bpf_map_lookup_elem(&cuda_scratch, &zero);
-	if (!sc)
-		return 0;
 	__u32 pid = sc->s.pid;
 	const struct py_proc *py = bpf_map_lookup_elem(&py_procs, &pid);
 	if (!py || py->start_ticks != sc->s.proc_start_ns / ns_per_tick ||
-	    (py->exec_id != sc->s.exec_id && py->exec_id != UNWIND_EXEC_ANY) ||
-	    (py->off.flags & PY_F_ENTRY_ON_STACK))
+	    (py->exec_id != sc->s.exec_id && py->exec_id != UNWIND_EXEC_ANY))
+		return 0;
+	bool on_stack = py->off.flags & PY_F_ENTRY_ON_STACK;
+	__u32 nk = sc->s.kstack_len > 0 ? (__u32)sc->s.kstack_len : 0;
+	__u32 nu = sc->s.ustack_len > 0 ? (__u32)sc->s.ustack_len : 0;
+	__u32 base = nk + nu, n = 0;
+	if (base >= ONCPU_MAX_FRAMES)
 		return 0;
 	__u64 f = py_current_frame(py, sc->s.tid);
-	__u32 n = 0;
-	/* Two slots a frame, always: the walk's states stay few. */
-	for (__u32 i = 0; i < ONCPU_RAW_PY_FRAMES; i++) {
-		__u64 code = 0, instr = 0, prev = 0, qualname = 0, at = 0, end = 0;
-		if (!f)
+	/* Two slots a frame or marker, always: the walk's states stay few. */
+	for (__u32 i = 0; i < ONCPU_RAW_PY_SLOTS / 2; i++) {
+		__u64 code = 0, instr = 0, prev = 0, qualname = 0, at = 0, end = 0, first;
+		if (!f || base + 2 * i + 1 >= ONCPU_MAX_FRAMES)
 			break;
+		if (on_stack) {
+			__u8 owner = 0;
+			if (bpf_probe_read_user(&owner, 1, (const void *)(f + py->off.frame_owner)) ||
+			    read_ptr(f, py->off.frame_previous, &prev))
+				break;
+			if (owner >= PY_OWNED_BY_ENTRY) {
+				/* Where this invocation's native frame is. */
+				first = f;
+				end = ONCPU_RAW_PY_MARKER;
+				goto put;
+			}
+		}
 		if (read_ptr(f, py->off.frame_code, &code))
 			break;
 		code &= ~PY_CODE_TAG_MASK;
@@ -113,11 +124,11 @@ __noinline int cuda_raw_python(void)
 		} else {
 			if (read_ptr(f, py->off.frame_instr, &instr))
 				break;
-			__u64 first = code + py->off.code_adaptive;
-			if (instr > first)
-				at = (instr - first) / 2;
+			__u64 start = code + py->off.code_adaptive;
+			if (instr > start)
+				at = (instr - start) / 2;
 			__u8 is_entry = 0;
-			if (py->off.frame_is_entry != PY_NO_FIELD &&
+			if (!on_stack && py->off.frame_is_entry != PY_NO_FIELD &&
 			    bpf_probe_read_user(&is_entry, 1, (const void *)(f + py->off.frame_is_entry)))
 				break;
 			if (is_entry)
@@ -125,21 +136,44 @@ __noinline int cuda_raw_python(void)
 		}
 		if (at > PY_FRAME_INSTR_MAX)
 			at = PY_FRAME_INSTR_MAX;
-		__u32 k = 2 * i;
+		first = PY_FRAME_FLAG | at << PY_FRAME_INSTR_SHIFT | (code & PY_FRAME_ADDR_MASK);
+		end |= qualname & PY_FRAME_ADDR_MASK;
+put:;
+		__u32 k = base + 2 * i;
 		asm volatile("" : "+r"(k));
-		sc->s.frames[k & FRAME_INDEX_MASK] = PY_FRAME_FLAG | at << PY_FRAME_INSTR_SHIFT | (code & PY_FRAME_ADDR_MASK);
-		k = 2 * i + 1;
+		sc->s.frames[k & FRAME_INDEX_MASK] = first;
+		k = base + 2 * i + 1;
 		asm volatile("" : "+r"(k));
-		sc->s.frames[k & FRAME_INDEX_MASK] = (qualname & PY_FRAME_ADDR_MASK) | end;
+		sc->s.frames[k & FRAME_INDEX_MASK] = end;
 		n = 2 * i + 2;
 		f = prev;
 	}
 	if (n == 0)
 		return 0;
-	sc->s.kstack_len = 0;
-	sc->s.ustack_len = (__s32)n;
+	sc->s.raw_py = n;
 	sc->s.flags |= ONCPU_F_RAW_PYTHON;
 	return (int)n;
+}
+
+/* raw_python_body for each path's scratch record (record.bpf.h): global
+ * functions, each verified once, not once per inlined copy of submit_raw,
+ * and each referring only to its own path's maps. */
+__noinline int raw_python_on(void)
+{
+	struct scratch *sc = cpu_scratch();
+	return sc ? raw_python_body(sc) : 0;
+}
+
+__noinline int raw_python_off(void)
+{
+	struct scratch *sc = thread_scratch();
+	return sc ? raw_python_body(sc) : 0;
+}
+
+__noinline int raw_python_cuda(void)
+{
+	struct scratch *sc = launch_scratch();
+	return sc ? raw_python_body(sc) : 0;
 }
 
 /* PY_F_ENTRY_ON_STACK: an invocation with no Python frames of its own

@@ -66,9 +66,11 @@ static __always_inline void submit(struct scratch *sc, const int path)
  * (stop_unwind). */
 #define RAW_YOUNG_NS 2000000000ull
 
-/* The Python frames of a CUDA launch (python.bpf.c): a global function,
- * verified once. */
-__noinline int cuda_raw_python(void);
+/* The Python frames of a record sent raw, one global function per path
+ * (python.bpf.c). */
+__noinline int raw_python_on(void);
+__noinline int raw_python_off(void);
+__noinline int raw_python_cuda(void);
 
 /* Sends the sample with the user registers its walk began with and the
  * raw bytes of its user stack (struct oncpu_raw_sample), so that the agent
@@ -96,15 +98,20 @@ static __always_inline bool submit_raw(struct scratch *sc, const int path)
 		count(ONCPU_STAT_RAW_SKIPPED, 1);
 		return false;
 	}
-	/* A launch in a Python process: its Python frames, which the agent
-	 * cannot read later (the thread has moved on by then), in place of
-	 * the frame-pointer walk. */
+	/* A Python process: its Python frames, which the agent cannot read
+	 * later (the thread has moved on by then), after the user frames.
+	 * No branch on the answer here: the verifier walks the rest once. */
 	sc->s.flags = ONCPU_F_RAW_STACK;
+	sc->s.raw_py = 0;
 	if (path == PATH_CUDA)
-		cuda_raw_python(); /* no branch on its answer here: the verifier
-				      walks the rest once */
+		raw_python_cuda();
+	else if (path == PATH_OFF)
+		raw_python_off();
+	else
+		raw_python_on();
 	bpf_probe_read_kernel(&r->s, sizeof(r->s), &sc->s);
 	sc->s.flags = 0;
+	sc->s.raw_py = 0;
 	r->raw.pc = sc->regs0.pc;
 	r->raw.sp = sc->regs0.sp;
 	r->raw.bp = sc->regs0.bp;
@@ -185,6 +192,7 @@ static __always_inline void fill_header(struct oncpu_sample *s, struct task_stru
 	s->kind = kind;
 	s->arg = 0;
 	s->flags = 0;
+	s->raw_py = 0;
 	s->ustack_len = 0;
 }
 

@@ -12,12 +12,14 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
+import urllib.request
 
 import pytest
 
 from conftest import require_root
-from harness import ROOT, wait_until
+from harness import ROOT, free_port, wait_until
 
 RATE = 499  # high, so that sampling noise stays far below the tolerance
 SUPPORTED = {(3, 8), (3, 9), (3, 10), (3, 11), (3, 12), (3, 13), (3, 14)}
@@ -81,6 +83,19 @@ def total(node, name):
     return sum(total(c, name) for c in node["children"])
 
 
+def stacks_without(node, name, path=()):
+    """(samples, frames from the root) of every leaf-most stack that has no
+    frame called name, largest first: what to show when a test expects
+    every sample to pass through name."""
+    if node["name"] == name:
+        return []
+    here = path + (node["name"],)
+    out = [(node["self"], here)] if node.get("self") else []
+    for c in node["children"]:
+        out += stacks_without(c, name, here)
+    return sorted(out, reverse=True) if not path else out
+
+
 def source_line(path, text):
     with open(path) as f:
         for i, line in enumerate(f, 1):
@@ -141,7 +156,74 @@ def test_known_split_between_three_functions(server, agent_factory, python):
             assert node["line"] == source_line(script, call)
     module = total(root, "<module>")
     print(f"{module}/{tree['total']} samples reach <module>")
-    assert module / tree["total"] >= 0.95
+    assert module / tree["total"] >= 0.95, stacks_without(root, "<module>")[:8]
+
+
+def starve(pid, cpu, nice):
+    """Pins every thread of pid to cpu at the given nice value."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        os.sched_setaffinity(int(tid), {cpu})
+        os.setpriority(os.PRIO_PROCESS, int(tid), nice)
+
+
+def agent_metrics(port):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        return {line.split()[0][len("ember_agent_"):]: float(line.split()[1])
+                for line in r.read().decode().splitlines()
+                if line.startswith("ember_agent_") and "{" not in line}
+
+
+def version_of(ip):
+    return tuple(int(x) for x in ip[0].rsplit("-", 1)[1].split("."))
+
+
+# The newest interpreter up to 3.11 (its invocations told apart by the
+# interpreter loop's code) and the newest of 3.12+ (marked on the native
+# stack), other than Debian's python3, which runs this test: its tables
+# are loaded before the test begins.
+STARVED_PYTHONS = [max(group, key=version_of) for group in (
+    [ip for ip in PYTHONS if ip[1] != DEBIAN and version_of(ip) < (3, 12)],
+    [ip for ip in PYTHONS if ip[1] != DEBIAN and version_of(ip) >= (3, 12)]) if group]
+
+
+@pytest.mark.parametrize("python", [p for _, p in STARVED_PYTHONS], ids=[i for i, _ in STARVED_PYTHONS])
+def test_python_frames_of_samples_unwound_late(server, agent_factory, python):
+    """An agent starved of CPU (pinned beside a spinning program, niced)
+    has a new interpreter's tables seconds late: the samples taken
+    meanwhile travel raw with the thread's Python frames, which BPF read
+    when it took them, and get them back once the agent unwinds them.
+    Without them those samples (some hundreds) lose their Python frames."""
+    require_root()
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.fail("this test needs two CPUs (one for the starved agent, one for the workload)")
+    cpus = sorted(os.sched_getaffinity(0))
+    port = free_port()
+    agent = agent_factory(server.url, f"-on-cpu-sampling-rate={RATE}", f"-pprof=127.0.0.1:{port}").start()
+    wait_until(lambda: agent_metrics(port).get("samples_total", 0) > 0, 30, what="the agent's stats")
+    time.sleep(1)
+    spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        os.sched_setaffinity(spin.pid, {cpus[0]})
+        starve(agent.proc.pid, cpus[0], 10)
+        script = os.path.join(WORKLOADS, "py_split.py")
+        w = subprocess.Popen([python, script, "4"], stdout=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: os.sched_setaffinity(0, {cpus[1]}))
+        w.communicate(timeout=60)
+    finally:
+        spin.kill()
+        spin.wait()
+    starve(agent.proc.pid, cpus[0], 0)
+    os.sched_setaffinity(agent.proc.pid, set(cpus))
+    tree = settled(server, f'process.pid == "{w.pid}"')
+    m = agent_metrics(port)
+    module = total(tree["root"], "<module>")
+    lost = total(tree["root"], "[Python frames not unwound]")
+    print(f"{module}/{tree['total']} samples reach <module>, {lost} without Python frames; "
+          f"raw stacks unwound late {m.get('raw_stacks_unwound_late_total')}, "
+          f"expired {m.get('raw_stacks_expired_total')}")
+    assert m["raw_stacks_unwound_late_total"] >= 20, "the agent was not starved: nothing waited for a table"
+    assert lost == 0, stacks_without(tree["root"], "<module>")[:8]
+    assert module / tree["total"] >= 0.95, stacks_without(tree["root"], "<module>")[:8]
 
 
 def test_numpy_frames_under_the_python_frame_that_called_them(server, agent_factory):

@@ -1066,6 +1066,13 @@ struct launch_seen {
 	struct joined j;
 };
 
+/* collector.tables_published of a test where no table is published. */
+static uint64_t no_tables(void *ctx)
+{
+	(void)ctx;
+	return 0;
+}
+
 static void on_launch_stack(void *ctx, const void *rec, size_t size)
 {
 	struct launch_seen *ls = ctx;
@@ -1197,7 +1204,7 @@ static void test_rawstack_stopped_workload(void **state)
 		uint32_t nf = 0;
 		uint16_t err = 0;
 		uint64_t stuck = 0;
-		assert_int_equal(rawstack_unwind(&rs, (uint32_t)pid, 7, 1, raw, false, out, ONCPU_MAX_UFRAMES,
+		assert_int_equal(rawstack_unwind(&rs, (uint32_t)pid, 7, 1, raw, false, out, NULL, ONCPU_MAX_UFRAMES,
 						 &nf, &err, &stuck), RAWSTACK_UNWOUND);
 		assert_int_equal(err, UWE_NONE);
 		bool reached = false;
@@ -1208,12 +1215,12 @@ static void test_rawstack_stopped_workload(void **state)
 		assert_true(reached);
 		assert_true(nf >= 3);
 		/* Another exec (or a process not described): nothing to walk. */
-		assert_int_equal(rawstack_unwind(&rs, (uint32_t)pid, 7, 2, raw, false, out, ONCPU_MAX_UFRAMES,
+		assert_int_equal(rawstack_unwind(&rs, (uint32_t)pid, 7, 2, raw, false, out, NULL, ONCPU_MAX_UFRAMES,
 						 &nf, &err, &stuck), RAWSTACK_NO_PROCESS);
 		/* Only the bytes copied are read: none, unreadable at once. */
 		uint32_t len = raw->len;
 		raw->len = 0;
-		assert_int_equal(rawstack_unwind(&rs, (uint32_t)pid, 7, 1, raw, false, out, ONCPU_MAX_UFRAMES,
+		assert_int_equal(rawstack_unwind(&rs, (uint32_t)pid, 7, 1, raw, false, out, NULL, ONCPU_MAX_UFRAMES,
 						 &nf, &err, &stuck), RAWSTACK_UNWOUND);
 		assert_int_equal(err, UWE_READ);
 		raw->len = len;
@@ -1223,12 +1230,12 @@ static void test_rawstack_stopped_workload(void **state)
 		assert_int_equal(bpf_map_lookup_elem(e.fds.files, &slot, &fi), 0);
 		assert_int_equal(bpf_map_update_elem(e.fds.files, &slot, &none, BPF_ANY), 0);
 		enum rawstack_result r = rawstack_unwind(&rs, (uint32_t)pid, 7, 1, raw, false, out,
-							 ONCPU_MAX_UFRAMES, &nf, &err, &stuck);
+							 NULL, ONCPU_MAX_UFRAMES, &nf, &err, &stuck);
 		assert_int_equal(r, RAWSTACK_NO_TABLE);
 		const struct mapping *m = proc_find_mapping(&procs, p, stuck, 0);
 		assert_true(m && m->file == bin);
 		/* final: frame pointers there, as the BPF program does */
-		assert_int_equal(rawstack_unwind(&rs, (uint32_t)pid, 7, 1, raw, true, out, ONCPU_MAX_UFRAMES,
+		assert_int_equal(rawstack_unwind(&rs, (uint32_t)pid, 7, 1, raw, true, out, NULL, ONCPU_MAX_UFRAMES,
 						 &nf, &err, &stuck), RAWSTACK_UNWOUND);
 		assert_int_equal(bpf_map_update_elem(e.fds.files, &slot, &fi, BPF_ANY), 0);
 		assert_int_equal(ptrace(PTRACE_DETACH, pid, NULL, NULL), 0);
@@ -1320,8 +1327,8 @@ static void test_rawstack_stopped_workload(void **state)
 		assert_int_equal(seen.ls.j.ustack_len, seen.ls.last.ustack_len);
 		/* A launch in a Python process: the record carries the thread's
 		 * Python frames (two invocations' runs, each ended by
-		 * ONCPU_RAW_PY_END) instead of the frame-pointer walk; with
-		 * the process's interpreter loop at the stack's second frame
+		 * ONCPU_RAW_PY_END) after its frame-pointer walk; with the
+		 * process's interpreter loop at the stack's second frame
 		 * (py_procs), the first run takes that frame's place. */
 		__u64 native[ONCPU_MAX_UFRAMES];
 		int32_t nn = seen.ls.last.ustack_len;
@@ -1337,8 +1344,8 @@ static void test_rawstack_stopped_workload(void **state)
 					 0x4000 | ONCPU_RAW_PY_END, PY_FRAME_FLAG | 0x5000, 0x6000 | ONCPU_RAW_PY_END };
 		rec->s.flags = ONCPU_F_RAW_STACK | ONCPU_F_RAW_PYTHON;
 		rec->s.value = 100;
-		rec->s.ustack_len = 6;
-		memcpy(rec->s.frames, chain, sizeof(chain));
+		rec->s.raw_py = 6;
+		memcpy(rec->s.frames + 1, chain, sizeof(chain));
 		collect_cuda_raw(c, rec, sizeof(*rec), t0);
 		assert_int_equal(c->stats.cuda_raw_unwound, 1);
 		assert_int_equal(seen.ls.n, 2);
@@ -1349,6 +1356,44 @@ static void test_rawstack_stopped_workload(void **state)
 		assert_true(seen.ls.last.frames[3] == chain[2] && seen.ls.last.frames[4] == 0x4000);
 		for (int32_t i = 2; i < nn; i++)
 			assert_true(seen.ls.last.frames[i + 3] == native[i]);
+		/* 3.12+ (PY_F_ENTRY_ON_STACK): each run is followed by its
+		 * marker's address, and takes the place of the native frame
+		 * whose stack [SP, CFA) holds it: here the third frame's; the
+		 * second run's marker lies in no frame, so it stays out. */
+		__u64 cfa[ONCPU_MAX_UFRAMES], pcs[ONCPU_MAX_UFRAMES];
+		uint32_t nf = 0;
+		uint16_t uerr = 0;
+		uint64_t ustuck = 0;
+		assert_int_equal(rawstack_unwind(&rs, (uint32_t)pid, start, 0, &rec->raw, false, pcs, cfa,
+						 ONCPU_MAX_UFRAMES, &nf, &uerr, &ustuck), RAWSTACK_UNWOUND);
+		assert_int_equal((int32_t)nf, nn);
+		assert_true(cfa[0] > rec->raw.sp && cfa[1] > cfa[0] && cfa[2] > cfa[1]);
+		pyp.off.flags = PY_F_ENTRY_ON_STACK;
+		pyp.eval_lo = pyp.eval_hi = 0;
+		assert_int_equal(bpf_map_update_elem(py_fd, &(uint32_t){ (uint32_t)pid }, &pyp, BPF_ANY), 0);
+		const __u64 marked[8] = { PY_FRAME_FLAG | 0x1000, 0x2000, PY_FRAME_FLAG | 0x3000, 0x4000,
+					  cfa[1], ONCPU_RAW_PY_MARKER, PY_FRAME_FLAG | 0x5000, 0x6000 };
+		rec->s.raw_py = 8;
+		memcpy(rec->s.frames + 1, marked, sizeof(marked));
+		collect_cuda_raw(c, rec, sizeof(*rec), t0);
+		assert_int_equal(seen.ls.n, 3);
+		assert_int_equal(seen.ls.last.ustack_len, nn - 1 + 4);
+		assert_true(seen.ls.last.frames[0] == native[0] && seen.ls.last.frames[1] == native[1]);
+		assert_true(seen.ls.last.frames[2] == marked[0] && seen.ls.last.frames[5] == 0x4000);
+		for (int32_t i = 3; i < nn; i++)
+			assert_true(seen.ls.last.frames[i + 3] == native[i]);
+		/* A marker at the top of a frame's stack belongs to its caller. */
+		rec->s.frames[5] = cfa[2];
+		collect_cuda_raw(c, rec, sizeof(*rec), t0);
+		assert_true(seen.ls.last.frames[2] == native[2] && seen.ls.last.frames[3] == marked[0]);
+		/* More Python slots than a record holds: malformed. */
+		rec->s.raw_py = ONCPU_RAW_PY_SLOTS + 2;
+		collect_cuda_raw(c, rec, sizeof(*rec), t0);
+		assert_int_equal(c->stats.malformed, 2);
+		rec->s.raw_py = 8;
+		pyp.off.flags = 0;
+		pyp.eval_lo = native[1];
+		pyp.eval_hi = native[1] + 1;
 		/* Another exec of the process (or none described): left out. */
 		pyp.exec_id = 5;
 		assert_int_equal(bpf_map_update_elem(py_fd, &(uint32_t){ (uint32_t)pid }, &pyp, BPF_ANY), 0);
@@ -1360,25 +1405,35 @@ static void test_rawstack_stopped_workload(void **state)
 		rec->s.flags = ONCPU_F_RAW_STACK;
 		rec->s.ustack_len = 1;
 		rec->s.frames[0] = raw->pc;
-		/* At most COLLECT_CUDA_RAW_MAX_PENDING wait: the next is unwound
+		/* At most COLLECT_CUDA_RAW_MAX_BYTES wait: the next is unwound
 		 * at once with the tables there are (frame pointers where one
 		 * is missing) and counted. */
 		assert_int_equal(bpf_map_update_elem(e.fds.files, &slot, &none, BPF_ANY), 0);
-		for (uint64_t id = 1; id <= COLLECT_CUDA_RAW_MAX_PENDING + 1; id++) {
+		size_t each = ONCPU_HDR_SIZE + sizeof(__u64) + offsetof(struct oncpu_raw_stack, bytes) + raw->len;
+		size_t fit = COLLECT_CUDA_RAW_MAX_BYTES / each;
+		size_t before = seen.ls.n;
+		for (uint64_t id = 1; id <= fit + 1; id++) {
 			rec->s.value = 1000 + id;
 			collect_cuda_raw(c, rec, sizeof(*rec), t0);
 		}
-		assert_int_equal(c->ncuda_pending, COLLECT_CUDA_RAW_MAX_PENDING);
-		assert_int_equal(c->npending, COLLECT_CUDA_RAW_MAX_PENDING);
+		assert_int_equal(c->ncuda_pending, fit);
+		assert_int_equal(c->npending, fit);
 		assert_int_equal(c->stats.cuda_raw_expired, 1);
-		assert_int_equal(seen.ls.n, 4);
-		assert_true(c->pending_bytes <= COLLECT_CUDA_RAW_MAX_PENDING * sizeof(*rec));
+		assert_int_equal(seen.ls.n, before + 1);
+		assert_int_equal(c->pending_bytes, fit * each);
+		assert_int_equal(c->cuda_pending_bytes, fit * each);
+		/* No table came and no wait ended: no retry walks them. */
+		c->tables_published = no_tables;
+		collector_retry_raw(c, t0 + 20000000, false);
+		collector_retry_raw(c, t0 + 40000000, false);
+		assert_int_equal(c->npending, fit);
 		/* Waited COLLECT_RAW_WAIT_NS: all unwound with what there is. */
 		collector_retry_raw(c, t0 + COLLECT_RAW_WAIT_NS, false);
 		assert_int_equal(c->ncuda_pending, 0);
+		assert_int_equal(c->npending, 0);
 		assert_int_equal(c->pending_bytes, 0);
-		assert_int_equal(c->stats.cuda_raw_expired, 1 + COLLECT_CUDA_RAW_MAX_PENDING);
-		assert_int_equal(seen.ls.n, 4 + COLLECT_CUDA_RAW_MAX_PENDING);
+		assert_int_equal(c->stats.cuda_raw_expired, 1 + fit);
+		assert_int_equal(seen.ls.n, before + 1 + fit);
 		assert_int_equal(bpf_map_update_elem(e.fds.files, &slot, &fi, BPF_ANY), 0);
 		collector_free(c);
 		free(c);
