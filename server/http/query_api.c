@@ -18,6 +18,7 @@
 #include "server/metrics/metrics.h"
 #include "server/ingest/sessions.h"
 #include "server/query/uregex.h"
+#include "server/store/store.h"
 #include "util.h"
 
 void handle_healthz(struct server *srv, const struct http_req *req, struct http_resp *resp)
@@ -148,7 +149,12 @@ bool handler_project(struct server *srv, const struct http_req *req, struct http
 
 static void answer(struct server *srv, struct http_resp *resp, int rc, struct buf *err)
 {
-	if (rc < 0) {
+	if (rc == STORE_READ_RC) {
+		/* The store could not be read whole (a ClickHouse shard down):
+		 * no answer rather than a smaller one; the client retries. */
+		resp->retry_after = "5";
+		http_error(resp, 503, "%s", err->data);
+	} else if (rc < 0) {
 		/* UREGEX_RC: the request was valid but a pattern in it reached
 		 * its bounds on the data (server/query/uregex.h). */
 		http_error(resp, rc == UREGEX_RC ? 422 : rc == JSONW_RC ? 500 : 400, "%s", err->data);

@@ -428,9 +428,12 @@ int hottraces_compute(struct store *st, struct symbols *sym, const struct ht_par
 			read_part(&h, scan, part, &sc);
 			scan_end(scan, i);
 		}
+		/* A pattern that reached its bounds, a store read that failed:
+		 * no answer rather than a wrong one. */
+		rc = scan_check(scan, err);
 		scan_close(scan);
-		finish(&h, p, out);
-		rc = 0;
+		if (rc == 0)
+			finish(&h, p, out);
 	}
 	display_free(h.d);
 	for (size_t i = 0; i < h.capapp; i++)

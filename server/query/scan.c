@@ -221,6 +221,13 @@ struct scan *scan_open(struct store *st, const struct scope *sc, struct buf *err
 
 int scan_check(const struct scan *s, struct buf *err)
 {
+	if (store_view_failed(s->view, NULL)) {
+		if (err) {
+			buf_puts(err, "the store could not be read, so the answer would be incomplete: ");
+			store_view_failed(s->view, err);
+		}
+		return STORE_READ_RC;
+	}
 	return cel_check(s->cel, err);
 }
 

@@ -152,9 +152,12 @@ const struct scope *scan_scope(const struct scan *s);
 /* Counts rows a query used (the rest were read but outside the range or
  * left out by sampling). */
 void scan_count_matched(struct scan *s, uint64_t rows);
-/* 0, or UREGEX_RC (server/query/uregex.h) with the message appended to err
- * (may be NULL) when a matches() pattern of the query reached its
- * bounds: what was selected since is not to be trusted (answer 422). */
+/* 0, or with the message appended to err (may be NULL): STORE_READ_RC
+ * (server/store/store.h) when a read of the store failed (answer 503:
+ * what was read is not the whole answer), UREGEX_RC
+ * (server/query/uregex.h) when a matches() pattern of the query reached
+ * its bounds: what was selected since is not to be trusted (answer 422).
+ * Cheap: the loops over parts call it to stop early. */
 int scan_check(const struct scan *s, struct buf *err);
 /* Writes the statistics every answer carries as "query_stats", an
  * object, as one value at w's position (after its key), with the time

@@ -502,6 +502,10 @@ struct store_read_ops {
 	size_t (*label_pairs)(const struct store_segment *g, uint32_t labels, const uint32_t **kv);
 	int (*frame)(const struct store_segment *g, uint32_t frame, struct store_frame_info *out);
 	uint32_t (*host_cpus)(const struct store_segment *g, uint32_t name);
+	/* NULL, or whether a read of the view failed (store_view_failed);
+	 * the one optional function: a backend whose reads cannot fail for
+	 * a while (files on this machine) leaves it NULL. */
+	int (*failed)(const struct store_view *v, struct buf *why);
 };
 
 /* The embedded store's reading operations (view.c). */
@@ -588,6 +592,18 @@ static inline const struct store_view_stats *store_view_stats(const struct store
 	return v->ops->stats(v);
 }
 void store_view_close(struct store_view *v);
+/* Whether a read of the view failed for a while (ClickHouse unreachable,
+ * a shard down, a malformed answer): then a begin gave NULL or a read -1,
+ * and an answer made from the rest would be wrong, not smaller. Returns
+ * STORE_READ_RC with the first failure's message appended to why (may be
+ * NULL), or 0.
+ * The embedded store never fails this way: a damaged block is set aside
+ * for good and the rest served (logged and counted). */
+#define STORE_READ_RC (-8)
+static inline int store_view_failed(const struct store_view *v, struct buf *why)
+{
+	return v && v->ops->failed ? v->ops->failed(v, why) : 0;
+}
 
 /* A begun segment's dictionaries. Strings (label keys and values, project
  * ids, host names) by id: "" for an unknown id. */

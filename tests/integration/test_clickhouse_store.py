@@ -2,7 +2,8 @@
 the embedded store: the same batches into an embedded server, a server on
 one ClickHouse 18.16 and a server on two shards behind Distributed tables
 answer every query the same, byte for byte but for query statistics; and
-a ClickHouse stopped mid-ingest makes ingest answer 503 with Retry-After,
+a ClickHouse stopped mid-ingest makes ingest answer 503 with Retry-After
+(and every query, rather than answer from the shards that are left),
 the client retries, and after the restart nothing is lost or counted
 twice."""
 
@@ -274,6 +275,11 @@ def test_a_shard_stopped_mid_ingest(clickhouse_cluster, tmp_path):
             assert status == 503 and retry_after and int(retry_after) > 0, (status, ans)
             assert "error" in ans
             refused.append(raw)
+        # Every query while the shard is down: no answer (503, the reason
+        # named) rather than the other shard's half of one.
+        for what, body in QUERIES:
+            status, ans = post(s, what, body)
+            assert status == 503 and "clickhouse" in ans.get("error", ""), (what, body, status, ans)
         b.start()
         # the agent's retry, and a resend of batches it had stored
         for raw in refused + pending[:half]:

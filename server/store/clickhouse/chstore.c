@@ -702,6 +702,7 @@ struct chv {
 	struct buf where;  /* the scope's condition over samples, without time */
 	int64_t from_ms, to_ms;
 	bool loaded, failed;
+	struct buf read_err; /* the first read that failed, "" = none (chv_failed) */
 	struct store_segment pub;
 	struct strtab strs;
 	/* label sets: pairs of string ids, sorted by key id */
@@ -756,6 +757,13 @@ static struct chv *chv_of(const struct store_segment *g)
 	return (struct chv *)((char *)g - offsetof(struct chv, pub));
 }
 
+/* Notes the view's first failed read: its answer would be incomplete. */
+static void read_failed(struct chv *v, const char *why)
+{
+	if (!v->read_err.len)
+		buf_printf(&v->read_err, "clickhouse: %s", why);
+}
+
 /* A query over the view's connection; the answer in out. */
 static int chv_query(struct chv *v, const char *sql, struct buf *out)
 {
@@ -767,8 +775,10 @@ static int chv_query(struct chv *v, const char *sql, struct buf *out)
 	 * query parameter is empty; max_query_size still bounds it). */
 	enum ch_rc rc = ch_query(v->c, 0, "", q.data, q.len, 0, 0, NULL, out, &err);
 	buf_free(&q);
-	if (rc != CH_OK)
+	if (rc != CH_OK) {
 		log_error("clickhouse store: a query failed: %s", err.data ? err.data : "");
+		read_failed(v, err.data ? err.data : "a query failed");
+	}
 	buf_free(&err);
 	v->stats.bytes_read += out->len;
 	return rc == CH_OK ? 0 : -1;
@@ -1080,6 +1090,7 @@ static int load_series(struct chv *v, struct buf *ans)
 	}
 	if (r.bad) {
 		log_error("clickhouse store: a malformed answer (series)");
+		read_failed(v, "a malformed answer (series)");
 		return -1;
 	}
 	for (size_t i = 0; i < v->nseries; i++)
@@ -1146,6 +1157,7 @@ static int load_labels(struct chv *v, struct buf *ans)
 	free(kv);
 	if (r.bad) {
 		log_error("clickhouse store: a malformed answer (label sets)");
+		read_failed(v, "a malformed answer (label sets)");
 		return -1;
 	}
 	for (size_t i = 0; i < v->nseries; i++) {
@@ -1178,6 +1190,7 @@ static int load_hosts(struct chv *v, struct buf *ans)
 	}
 	if (r.bad) {
 		log_error("clickhouse store: a malformed answer (hosts)");
+		read_failed(v, "a malformed answer (hosts)");
 		return -1;
 	}
 	return 0;
@@ -1311,6 +1324,7 @@ static int load_stacks(struct chv *v, struct buf *ans)
 	buf_free(&sub);
 	if (rc == 0 && r.bad) {
 		log_error("clickhouse store: a malformed answer (stacks)");
+		read_failed(v, "a malformed answer (stacks)");
 		rc = -1;
 	}
 	return rc;
@@ -1368,8 +1382,10 @@ static const struct store_segment *chv_begin(struct store_view *bv, size_t i)
 		v->loaded = true;
 		struct buf err = { 0 };
 		v->c = conn_get(v->s, CH_READ_MAX_RESPONSE, &err);
-		if (!v->c)
+		if (!v->c) {
 			log_error("clickhouse store: %s", err.data ? err.data : "no connection");
+			read_failed(v, err.data ? err.data : "no connection");
+		}
 		buf_free(&err);
 		struct buf ans = { 0 };
 		v->failed = !v->c || load_series(v, &ans) < 0 ||
@@ -1438,6 +1454,8 @@ static long chv_rows(struct store_view *bv, size_t i, uint32_t series, int64_t s
 		v->rows[n++] = (struct store_row){ (int64_t)ts * 1000, val, leaf_of(v, h), 0 };
 	}
 	buf_free(&ans);
+	if (rc == 0 && r.bad)
+		read_failed(v, "a malformed answer (rows)");
 	if (rc < 0 || r.bad)
 		return -1;
 	qsort(v->rows, (size_t)n, sizeof(*v->rows), cmp_row);
@@ -1487,6 +1505,8 @@ static int load_sums(struct chv *v, int64_t from_ms, int64_t to_ms)
 		v->ser_sums[i][v->ser_n[i]++] = sum;
 	}
 	buf_free(&ans);
+	if (rc == 0 && r.bad)
+		read_failed(v, "a malformed answer (sums)");
 	if (rc < 0 || r.bad)
 		return -1;
 	v->sums_from = from_ms;
@@ -1549,6 +1569,8 @@ static int64_t chv_total(struct store_view *bv, size_t i, uint32_t series, int64
 	struct rb r = { (const uint8_t *)ans.data, (const uint8_t *)ans.data + ans.len, false };
 	uint64_t t = rc == 0 ? rb_int(&r, 8) : 0;
 	buf_free(&ans);
+	if (rc == 0 && r.bad)
+		read_failed(v, "a malformed answer (total)");
 	return rc < 0 || r.bad ? -1 : (int64_t)t;
 }
 
@@ -1586,10 +1608,21 @@ static const struct store_view_stats *chv_stats(const struct store_view *bv)
 	return &((const struct chv *)bv)->stats;
 }
 
+static int chv_failed(const struct store_view *bv, struct buf *why)
+{
+	const struct chv *v = (const struct chv *)bv;
+	if (!v->read_err.len && !v->failed)
+		return 0;
+	if (why)
+		buf_puts(why, v->read_err.len ? v->read_err.data : "clickhouse: a read failed");
+	return STORE_READ_RC;
+}
+
 static void chv_close(struct store_view *bv)
 {
 	struct chv *v = (struct chv *)bv;
 	conn_put(v->s, v->c, false);
+	buf_free(&v->read_err);
 	buf_free(&v->where);
 	strtab_free(&v->strs);
 	free(v->label_kv);
@@ -1695,6 +1728,7 @@ static const struct store_read_ops chs_read = {
 	.label_pairs = chv_label_pairs,
 	.frame = chv_frame,
 	.host_cpus = chv_host_cpus,
+	.failed = chv_failed,
 };
 
 /* --- retention ----------------------------------------------------------------------- */
