@@ -44,6 +44,7 @@ struct server_config {
 	char *listen;
 	char *mcp_allowed_hosts;
 	char *otlp_grpc_listen;
+	char *roles;
 	char *data_dir;
 	char *metadata, *metadata_password_file;
 	char *store, *clickhouse_url, *clickhouse_database, *clickhouse_cluster;
@@ -113,6 +114,11 @@ static const struct flag_def defs[] = {
 	  "against DNS rebinding: localhost, 127.0.0.1, [::1] and --listen's host always pass; * any)" },
 	{ "otlp-grpc-listen", FLAG_STRING, OTLP_GRPC_DEFAULT, OFF(otlp_grpc_listen), 0, 0,
 	  "address to receive OTLP Profiles over gRPC on (\"\" turns it off; TLS and tokens as on HTTP)" },
+	{ "roles", FLAG_STRING, "ingest,query,ui,symbols", OFF(roles), 0, 0,
+	  "what this server serves, comma-separated: ingest (agents' profiles and metrics, OTLP), "
+	  "query (the query, admin and MCP APIs, recommendations), ui (the web UI), symbols "
+	  "(symbol uploads); replicas on one ClickHouse and PostgreSQL can split them "
+	  "(docs/deploy/clickhouse.md)" },
 	{ "data-dir", FLAG_STRING, "./data", OFF(data_dir), 0, 0,
 	  "directory of the store, symbols and metadata" },
 	{ "metadata", FLAG_STRING, "sqlite", OFF(metadata), 0, 0,
@@ -446,6 +452,11 @@ int main(int argc, char **argv, char **envp)
 	 * (never logged: it may hold a password) and its password. */
 	const char *metadata_url = NULL;
 	char *metadata_pw = NULL;
+	unsigned roles = 0;
+	if (http_roles_parse(cfg.roles, &roles, &err) < 0) {
+		log_error("--roles: %s", err.data);
+		goto out;
+	}
 	buf_printf(&lock_path, "%s/lock", cfg.data_dir);
 	if (mkdir(cfg.data_dir, 0755) < 0 && errno != EEXIST) {
 		log_error("--data-dir %s: cannot create it: %s", cfg.data_dir, strerror(errno));
@@ -579,7 +590,9 @@ int main(int argc, char **argv, char **envp)
 				 llm_recs_enabled(srv.llm) ? "on" : "off");
 		}
 	}
-	if (recs_start(srv.recs, srv.store, srv.symbols, srv.projects, &err) < 0) {
+	/* Recommendations are made where they are asked for. */
+	if ((roles & HTTP_ROLE_QUERY) &&
+	    recs_start(srv.recs, srv.store, srv.symbols, srv.projects, &err) < 0) {
 		log_error("%s", err.data);
 		goto out;
 	}
@@ -685,13 +698,14 @@ int main(int argc, char **argv, char **envp)
 	lim.ingest_threads = (unsigned)cfg.ingest_threads;
 	lim.ingest_queue = (unsigned)cfg.ingest_queue;
 	lim.spool_dir = cfg.data_dir;
+	lim.roles = roles;
 	/* One budget of connections and body memory for both listeners. */
 	struct http_budget budget = { 0 };
 	lim.budget = &budget;
 	srv.mcp = mcp_new(cfg.mcp_allowed_hosts, cfg.listen);
 	http = http_start(cfg.listen, server_routes, server_route_count, &srv, cert ? &tls : NULL,
 			  &lim, &err);
-	if (http && *cfg.otlp_grpc_listen) {
+	if (http && *cfg.otlp_grpc_listen && (roles & HTTP_ROLE_INGEST)) {
 		struct buf gerr = { 0 };
 		grpc = otlp_grpc_start(cfg.otlp_grpc_listen, &srv, cert ? &tls : NULL, &lim, &gerr);
 		if (grpc) {
@@ -714,8 +728,8 @@ int main(int argc, char **argv, char **envp)
 		log_error("%s", err.data);
 		goto out;
 	}
-	log_info("ember-server listening on %s://%s (data in %s; --auth %s)%s",
-		 tls.cert_pem ? "https" : "http", cfg.listen, cfg.data_dir, cfg.auth,
+	log_info("ember-server listening on %s://%s (data in %s; --auth %s; --roles %s)%s",
+		 tls.cert_pem ? "https" : "http", cfg.listen, cfg.data_dir, cfg.auth, cfg.roles,
 		 *cfg.ingest_tokens ? "; agents must send a token" : "");
 	int sig = 0;
 	sigwait(&stop, &sig);

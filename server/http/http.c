@@ -489,6 +489,11 @@ static int on_headers(struct http_server *h, struct MHD_Connection *c, const cha
 			http_error(resp, 404, "no such endpoint: %s %s", method, url);
 		return 1;
 	}
+	if (cs->route->role && h->lim.roles && !(cs->route->role & h->lim.roles)) {
+		http_error(resp, 404, "%s %s is not served here: this ember-server's --roles leave out %s",
+			   method, url, http_role_name(cs->route->role));
+		return 1;
+	}
 	{
 		char params[HTTP_MAX_PARAMS][256];
 		struct http_req req;
@@ -775,6 +780,37 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	(void)cls;
 	log_vlibrary(LOG_WARN, "http", fmt, ap);
+}
+
+static const char *const role_names[] = { "ingest", "query", "ui", "symbols" };
+
+const char *http_role_name(unsigned role)
+{
+	for (unsigned i = 0; i < ARRAY_SIZE(role_names); i++)
+		if (role == 1u << i)
+			return role_names[i];
+	return "?";
+}
+
+int http_roles_parse(const char *s, unsigned *out, struct buf *err)
+{
+	*out = 0;
+	for (const char *p = s;;) {
+		size_t n = strcspn(p, ",");
+		unsigned i = 0;
+		while (i < ARRAY_SIZE(role_names) &&
+		       !(strlen(role_names[i]) == n && strncmp(role_names[i], p, n) == 0))
+			i++;
+		if (i == ARRAY_SIZE(role_names)) {
+			buf_printf(err, "unknown role \"%.*s\" (expected ingest, query, ui or symbols, "
+				   "comma-separated)", (int)MIN(n, (size_t)64), p);
+			return -1;
+		}
+		*out |= 1u << i;
+		if (!p[n])
+			return 0;
+		p += n + 1;
+	}
 }
 
 void http_limits_default(struct http_limits *l)

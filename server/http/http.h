@@ -98,7 +98,25 @@ struct route {
 	 * the headers alone, before a body byte is read. */
 	const char *perm;
 	int scope;
+	unsigned role; /* enum http_role that serves it; 0: every server (/healthz, /metrics) */
 };
+
+/* What one ember-server serves (--roles), so that a deployment can scale
+ * ingest, queries, the UI and symbol uploads apart behind one load
+ * balancer. A route of a role the server leaves out answers 404 naming
+ * the role, before its body is read. */
+enum http_role {
+	HTTP_ROLE_INGEST = 1,  /* profiles and metrics from agents (and OTLP over gRPC) */
+	HTTP_ROLE_QUERY = 2,   /* the query, admin, recommendation, assistant and MCP APIs */
+	HTTP_ROLE_UI = 4,      /* the web UI's files */
+	HTTP_ROLE_SYMBOLS = 8, /* symbol and cubin uploads */
+	HTTP_ROLES_ALL = 15,
+};
+/* Parses a comma-separated list of role names ("ingest,query") into
+ * *out; -1 with err set on an unknown or empty one. */
+int http_roles_parse(const char *s, unsigned *out, struct buf *err);
+/* The name of one role ("ingest"). */
+const char *http_role_name(unsigned role);
 
 struct http_server;
 
@@ -144,6 +162,7 @@ struct http_limits {
 	unsigned ingest_threads;
 	unsigned ingest_queue;
 	const char *spool_dir;      /* HTTP_SPOOL bodies (unlinked files) */
+	unsigned roles;             /* enum http_role served; 0: all */
 	struct http_budget *budget; /* shared by the listeners given it; NULL: one of their own */
 };
 

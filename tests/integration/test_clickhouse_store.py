@@ -310,6 +310,77 @@ def test_a_shard_stopped_mid_ingest(clickhouse_cluster, tmp_path):
             b.start()
 
 
+def test_replicas_split_by_role_one_of_each_killed(clickhouse_cluster, postgres_server, tmp_path):
+    """Stateless replicas on one ClickHouse (two shards) and one PostgreSQL:
+    two ingest replicas (--roles ingest,symbols) and two query replicas
+    (--roles query,ui). Each answers its roles alone (404 naming the role
+    left out, before the body). An ingest replica killed (SIGKILL) between
+    batches: the client sends the rest to the other and resends the last
+    one it had acknowledged (an agent's retry of a batch whose answer it
+    lost): every batch counts once. A query replica killed: the other
+    answers the same."""
+    import urllib.error
+    from conftest import pg_database
+    a, b = clickhouse_cluster.servers
+    migrate("--clickhouse-url", f"{a.url},{b.url}", "--clickhouse-database", "replicas",
+            "--clickhouse-cluster", "ember_test")
+    common = ("--store", "clickhouse", "--clickhouse-url", f"{a.url},{b.url}",
+              "--clickhouse-database", "replicas", "--clickhouse-cluster", "ember_test",
+              "--metadata", pg_database(postgres_server))
+    ing = [Server(tmp_path / f"ingest{k}", None, *common, "--roles", "ingest,symbols") for k in range(2)]
+    qry = [Server(tmp_path / f"query{k}", None, *common, "--roles", "query,ui") for k in range(2)]
+    started = []
+    try:
+        for s in ing + qry:
+            started.append(s.start())
+        pending = [batch(h, i, "replica-") for i in range(BATCHES) for h in HOSTS]
+        # Each serves its roles alone; /healthz and /metrics everywhere.
+        status, _, ans = send_status(qry[0].url, pending[0])
+        assert status == 404 and "--roles leave out ingest" in ans["error"], ans
+        status, ans = post(ing[0], "top_functions", {"filter": flt()})
+        assert status == 404 and "--roles leave out query" in ans["error"], ans
+        status, body = http("GET", ing[0].url + "/")
+        assert status == 404 and b"leave out ui" in body, body
+        status, body = http("PUT", qry[0].url + "/ingest/v1/symbols/00112233445566778899aabbccddeeff",
+                            b"x", {"Content-Type": "application/octet-stream"})
+        assert status == 404 and b"leave out symbols" in body, body
+        for s in ing + qry:
+            assert http("GET", s.url + "/healthz")[0] == 200
+        status, body = http("GET", qry[1].url + "/")
+        assert status == 200 and b"<html" in body.lower()
+        # Half the batches to the first ingest replica, which is then killed.
+        half = len(pending) // 2
+        for raw in pending[:half]:
+            assert send_status(ing[0].url, raw)[0] == 200
+        ing[0].proc.kill()
+        ing[0].proc.wait()
+        for raw in pending[half:]:
+            try:
+                send_status(ing[0].url, raw)
+                raise AssertionError("a killed replica answered")
+            except urllib.error.URLError:
+                pass
+            status, _, ans = send_status(ing[1].url, raw)
+            assert status == 200 and ans["stored"], ans
+        status, _, ans = send_status(ing[1].url, pending[half - 1])
+        assert status == 200 and ans["duplicate"], ans
+        answers = []
+        for s in qry:
+            status, ans = post(s, "top_functions", {"filter": flt()})
+            assert status == 200 and ans["total"] == TOTAL, ans
+            answers.append(strip_stats(ans))
+        assert answers[0] == answers[1]
+        qry[0].proc.kill()
+        qry[0].proc.wait()
+        status, ans = post(qry[1], "top_functions", {"filter": flt()})
+        assert status == 200 and strip_stats(ans) == answers[1]
+        status, fg = post(qry[1], "flamegraph/json", {"filter": flt()})
+        assert status == 200 and fg["total"] == TOTAL
+    finally:
+        for s in started:
+            s.stop()
+
+
 def test_a_real_agent_into_clickhouse(clickhouse_cluster, agent_factory, tmp_path):
     """ember-agent's session batches (the protocol it speaks: definitions
     once per session) into a --store clickhouse server on two shards: the
