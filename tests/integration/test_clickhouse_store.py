@@ -321,6 +321,9 @@ def test_replicas_split_by_role_one_of_each_killed(clickhouse_cluster, postgres_
     answers the same."""
     import urllib.error
     from conftest import pg_database
+    bad = subprocess.run([os.path.join(BIN, "ember-server"), "--roles", "ingest,qeury", "--data-dir",
+                          str(tmp_path / "bad")], stderr=subprocess.PIPE, text=True, timeout=30)
+    assert bad.returncode != 0 and '--roles: unknown role "qeury"' in bad.stderr, bad.stderr
     a, b = clickhouse_cluster.servers
     migrate("--clickhouse-url", f"{a.url},{b.url}", "--clickhouse-database", "replicas",
             "--clickhouse-cluster", "ember_test")
