@@ -503,6 +503,9 @@ int main(int argc, char **argv, char **envp)
 		.urls = cfg.clickhouse_url, .database = cfg.clickhouse_database,
 		.cluster = cfg.clickhouse_cluster, .user = cfg.clickhouse_user,
 		.password_file = cfg.clickhouse_password_file,
+		/* replicas share PostgreSQL: they claim a batch there before
+		 * they store it (one SQLite metadata means one replica) */
+		.claims_url = metadata_url, .claims_password = metadata_pw,
 	};
 	bool clickhouse = !strcmp(cfg.store, "clickhouse");
 	if (!clickhouse && strcmp(cfg.store, "embedded") != 0) {

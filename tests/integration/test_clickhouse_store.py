@@ -384,6 +384,72 @@ def test_replicas_split_by_role_one_of_each_killed(clickhouse_cluster, postgres_
             s.stop()
 
 
+def test_two_replicas_racing_one_batch_count_it_once(clickhouse_cluster, postgres_server, tmp_path):
+    """An agent's retry can reach a second replica while the first still
+    inserts the batch (a slow ClickHouse, a load balancer's retry). Each
+    batch here goes to two replicas at the same moment, 24 times: it is
+    stored once (the replicas claim a batch in PostgreSQL before they
+    insert it; the loser answers 503 and the retry then finds it stored).
+    PostgreSQL stopped: ingest answers 503 until it is back."""
+    import threading
+    from conftest import pg_database
+    a, b = clickhouse_cluster.servers
+    migrate("--clickhouse-url", f"{a.url},{b.url}", "--clickhouse-database", "race",
+            "--clickhouse-cluster", "ember_test")
+    common = ("--store", "clickhouse", "--clickhouse-url", f"{a.url},{b.url}",
+              "--clickhouse-database", "race", "--clickhouse-cluster", "ember_test",
+              "--metadata", pg_database(postgres_server))
+    reps = [Server(tmp_path / f"r{k}", None, *common) for k in range(2)]
+    started = []
+    try:
+        for s in reps:
+            started.append(s.start())
+        # two rounds of every batch, under agent ids of their own: 24 batches
+        pending = [batch(h, i, f"race{r}-") for r in range(2) for i in range(BATCHES) for h in HOSTS]
+        answers = []
+        for raw in pending:
+            got = [None, None]
+
+            def send(k, raw=raw, got=got):
+                for _ in range(200):
+                    status, _, ans = send_status(reps[k].url, raw)
+                    if status != 503:
+                        got[k] = (status, ans)
+                        return
+                    time.sleep(0.05)
+                got[k] = (503, None)
+            threads = [threading.Thread(target=send, args=(k,)) for k in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            answers.append(got)
+        for got in answers:
+            assert all(g[0] == 200 for g in got), got
+            assert sorted(bool(g[1]["stored"]) for g in got) == [False, True], got
+        assert a.query("SELECT count() FROM race.batches").strip() == str(len(pending))
+        status, ans = post(reps[0], "top_functions", {"filter": flt()})
+        assert status == 200 and ans["total"] == 2 * TOTAL, (ans.get("total"), 2 * TOTAL)
+        # PostgreSQL stopped: no claim, no insert (503, the agent keeps the
+        # batch); restarted: the next try stores it.
+        late = batch("ch1", 0, "race-late-")
+        postgres_server.stop()
+        try:
+            status, retry_after, ans = send_status(reps[0].url, late)
+            assert status == 503 and retry_after, (status, ans)
+        finally:
+            postgres_server.start()
+        for _ in range(100):
+            status, _, ans = send_status(reps[0].url, late)
+            if status != 503:
+                break
+            time.sleep(0.1)
+        assert status == 200 and ans["stored"], ans
+    finally:
+        for s in started:
+            s.stop()
+
+
 def test_a_real_agent_into_clickhouse(clickhouse_cluster, agent_factory, tmp_path):
     """ember-agent's session batches (the protocol it speaks: definitions
     once per session) into a --store clickhouse server on two shards: the

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "chttp.h"
+#include "claims.h"
 #include "hmap.h"
 #include "log.h"
 #include "rowbinary.h"
@@ -81,6 +82,7 @@ struct chs {
 	bool retention_started, stop;
 	pthread_mutex_t stop_mu;
 	pthread_cond_t stop_cv;
+	struct ch_claims *claims; /* NULL: one replica, no claims */
 	pthread_mutex_t hosts_mu;
 	struct strtab hosts_sent;
 	uint32_t *hosts_cpus;
@@ -550,6 +552,21 @@ static int chs_append(struct store *st, const struct store_entry *e, struct buf 
 	struct enc x = { .p = &p, .b = &b, .sent = &s->sent };
 	int rc = encode_part(&x, err) < 0 ? STORE_FAILED : STORE_OK;
 	uint64_t rows = p.rows, samples = p.samples;
+	/* Another replica may be storing this very batch now: the claim
+	 * tells (claims.h). */
+	struct buf claim_id = { 0 };
+	int64_t token = 0;
+	if (rc == STORE_OK && s->claims && !b.unique) {
+		bool unavailable = false;
+		buf_printf(&claim_id, "%s/%s/%llu", e->project, agent, (unsigned long long)e->sequence);
+		int got = ch_claims_take(s->claims, claim_id.data, now_unix_ms(), &token, &unavailable, err);
+		if (got <= 0) {
+			if (got == 0)
+				buf_puts(err, "another ember-server is storing this batch now; retry");
+			count_stat(s, &s->stats.refused_busy, 1);
+			rc = got == 0 || unavailable ? STORE_BUSY : STORE_FAILED;
+		}
+	}
 	if (rc == STORE_OK) {
 		struct pending me = { .p = &p, .b = &b };
 		group_commit(s, &me);
@@ -574,6 +591,9 @@ static int chs_append(struct store *st, const struct store_entry *e, struct buf 
 			pthread_mutex_unlock(&s->stats_mu);
 		}
 	}
+	if (token)
+		ch_claims_release(s->claims, claim_id.data, token);
+	buf_free(&claim_id);
 	ch_batch_free(&b);
 	part_free(&p);
 	free(x.added);
@@ -614,6 +634,7 @@ static void chs_close(struct store *st)
 	hmap_free(&s->sent.index);
 	free(s->sent.h);
 	strtab_free(&s->hosts_sent);
+	ch_claims_close(s->claims);
 	free(s->hosts_cpus);
 	free(s->urls);
 	free(s->database);
@@ -1749,6 +1770,8 @@ static void *retention_main(void *arg)
 			log_info("clickhouse store: retention dropped %d day partitions", dropped);
 		count_stat(s, &s->stats.retention_deleted, (uint64_t)dropped);
 		conn_put(s, c, true);
+		if (s->claims)
+			ch_claims_expire(s->claims, now_unix_ms() - RETENTION_EVERY_MS);
 		buf_free(&err);
 		pthread_mutex_lock(&s->stop_mu);
 		struct timespec until;
@@ -1799,6 +1822,10 @@ int ch_store_open(const struct ch_store_opts *o, const struct store_config *cfg,
 	pthread_cond_init(&s->stop_cv, NULL);
 	strtab_init(&s->hosts_sent);
 	struct store *st = (struct store *)s;
+	if (o->claims_url && ch_claims_open(o->claims_url, o->claims_password, &s->claims, err) < 0) {
+		chs_close(st);
+		return -1;
+	}
 	struct ch_conn *c = conn_get(s, 0, err);
 	if (!c) {
 		chs_close(st);

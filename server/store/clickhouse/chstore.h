@@ -13,7 +13,9 @@
  * with Retry-After: nothing of the batch counts until a retry completes
  * it), STORE_REFUSED outside the time window, STORE_FAILED otherwise. An
  * entry without an agent instance gets an id of its own (never a
- * duplicate).
+ * duplicate). With claims_url, a replica claims a batch's id before it
+ * sends it (claims.h): a batch another replica is storing now is
+ * STORE_BUSY.
  *
  * Reading (struct store_read_ops): a view is one segment built from
  * ClickHouse for the view's scope (project, event kind, the filter as
@@ -45,6 +47,11 @@ struct ch_store_opts {
 	const char *user;          /* NULL: ClickHouse's default */
 	const char *password_file; /* NULL: none */
 	long timeout_ms;           /* each request; 0: 10 s */
+	/* The metadata database every replica shares (postgres://…), where a
+	 * replica claims a batch before it inserts it (claims.h), so that two
+	 * replicas racing one batch store it once; NULL: no claims (one
+	 * replica). Its password, NULL: none. */
+	const char *claims_url, *claims_password;
 };
 
 /* Connects, checks that `ember-server migrate` brought the schema to this
