@@ -48,12 +48,22 @@
  * it makes, are counted every second anyway).
  * With EMBER_BENCH_ANSWERS=DIR each query's answer is written to
  * DIR/<query name>.json, its query_stats empty (to compare two builds).
+ * With EMBER_BENCH_CLICKHOUSE=URL[,URL...] the same batches go into the
+ * fleet store instead (ch_store_open, after `ember-server migrate`;
+ * EMBER_BENCH_CLICKHOUSE_DATABASE, default ember, and
+ * EMBER_BENCH_CLICKHOUSE_CLUSTER name its database and cluster): ingest
+ * as above, then the disk ClickHouse uses for the samples after its
+ * merges (system.parts of every server, OPTIMIZE … FINAL first) and the
+ * same queries; the embedded store's flush, compaction and reopen are
+ * left out. bench/clickhouse_compare.sh runs both on two shards.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "agent/batch.h"
@@ -66,6 +76,8 @@
 #include "server/query/flamegraph.h"
 #include "server/query/functions.h"
 #include "server/ingest/sessions.h"
+#include "server/store/clickhouse/chstore.h"
+#include "server/store/clickhouse/chttp.h"
 #include "server/store/store.h"
 #include "server/symbols/symbols.h"
 #include "util.h"
@@ -654,6 +666,8 @@ static double rss_mib(const char *field)
 
 static void run_queries(struct store *st, struct symbols *sym, int64_t start_ms, int64_t end_ms);
 static void run_live_queries(struct store *st, struct symbols *sym, int64_t start_ms, int64_t end_ms);
+struct gen;
+static int clickhouse_disk(const struct ch_store_opts *o, const struct gen *g);
 
 /* The range a run ingested, kept beside the store for --queries. */
 static int range_file(const char *dir, int64_t *start_ms, int64_t *end_ms, bool write)
@@ -736,8 +750,14 @@ int main(int argc, char **argv)
 	struct store *st;
 	struct symbols *sym;
 	struct buf err = { 0 };
-	if (store_open(dir, &cfg, &st, &err) < 0 || symbols_open(dir, &sym, &err) < 0) {
-		fprintf(stderr, "%s\n", err.data);
+	const char *chu = getenv("EMBER_BENCH_CLICKHOUSE");
+	struct ch_store_opts cho = { .urls = chu, .database = getenv("EMBER_BENCH_CLICKHOUSE_DATABASE"),
+				     .cluster = getenv("EMBER_BENCH_CLICKHOUSE_CLUSTER"),
+				     .timeout_ms = 60000 };
+	if ((mkdir(dir, 0755) < 0 && errno != EEXIST) ||
+	    (chu ? ch_store_open(&cho, &cfg, &st, &err) : store_open(dir, &cfg, &st, &err)) < 0 ||
+	    symbols_open(dir, &sym, &err) < 0) {
+		fprintf(stderr, "%s\n", err.data[0] ? err.data : strerror(errno));
 		return 1;
 	}
 	/* The simulated range ends at the last whole minute, so its partitions
@@ -934,6 +954,16 @@ int main(int argc, char **argv)
 		run_live_queries(st, sym, start_ms, end_ms);
 	}
 
+	if (chu) {
+		int rc = clickhouse_disk(&cho, &g) < 0;
+		run_queries(st, sym, start_ms, end_ms);
+		store_close(st);
+		sessions_free(sessions);
+		symbols_close(sym);
+		workload_free(&w);
+		buf_free(&err);
+		return rc;
+	}
 	t0 = now_mono_ns();
 	double c0 = bench_cpu_s();
 	if (store_flush(st, &err) < 0 || store_compact(st, true, &err) < 0) {
@@ -969,6 +999,58 @@ int main(int argc, char **argv)
 	workload_free(&w);
 	buf_free(&err);
 	return 0;
+}
+
+/* The fleet store's disk after the bench's batches: every server's active
+ * parts of the samples (and of all ember's tables), merged first as a day
+ * of background merges would. 0, or -1 (printed). */
+static int clickhouse_disk(const struct ch_store_opts *o, const struct gen *g)
+{
+	struct buf err = { 0 }, sql = { 0 }, ans = { 0 };
+	struct ch_conn_opts co = { .urls = o->urls, .database = o->database, .timeout_ms = 600000 };
+	struct ch_conn *c = ch_conn_new(&co, &err);
+	if (!c) {
+		fprintf(stderr, "%s\n", err.data);
+		return -1;
+	}
+	const char *db = ch_conn_database(c);
+	bool cl = o->cluster && *o->cluster;
+	uint64_t t0 = now_mono_ns();
+	unsigned long long sbytes = 0, srows = 0, all = 0;
+	int rc = 0;
+	for (int i = 0; i < ch_conn_servers(c) && rc == 0; i++) {
+		buf_reset(&sql);
+		buf_printf(&sql, "OPTIMIZE TABLE %s.samples%s FINAL", db, cl ? "_local" : "");
+		if (ch_query(c, i, sql.data, NULL, 0, 0, 0, NULL, NULL, &err) != CH_OK)
+			rc = -1;
+		buf_reset(&sql);
+		buf_reset(&ans);
+		buf_printf(&sql, "SELECT sumIf(bytes_on_disk, table = 'samples%s'), "
+			   "sumIf(rows, table = 'samples%s'), sum(bytes_on_disk) FROM system.parts "
+			   "WHERE database = '%s' AND active FORMAT TSV", cl ? "_local" : "",
+			   cl ? "_local" : "", db);
+		unsigned long long a = 0, b = 0, d = 0;
+		if (rc == 0 && (ch_query(c, i, sql.data, NULL, 0, 0, 0, NULL, &ans, &err) != CH_OK ||
+				sscanf(ans.data ? ans.data : "", "%llu %llu %llu", &a, &b, &d) != 3))
+			rc = -1;
+		sbytes += a;
+		srows += b;
+		all += d;
+	}
+	if (rc == 0)
+		printf("clickhouse disk after OPTIMIZE FINAL (%.1f s) on %d servers: samples %.1f MiB, "
+		       "%llu rows = %.2f bytes per sample, %.2f bytes per row; every ember table "
+		       "%.1f MiB = %.2f bytes per sample\n",
+		       ms_since(t0) / 1000.0, ch_conn_servers(c), (double)sbytes / 1048576.0, srows,
+		       (double)sbytes / (double)g->samples, srows ? (double)sbytes / (double)srows : 0.0,
+		       (double)all / 1048576.0, (double)all / (double)g->samples);
+	else
+		fprintf(stderr, "clickhouse disk: %s\n", err.data ? err.data : "an answer not understood");
+	ch_conn_free(c);
+	buf_free(&sql);
+	buf_free(&ans);
+	buf_free(&err);
+	return rc;
 }
 
 static void run_live_queries(struct store *st, struct symbols *sym, int64_t start_ms, int64_t end_ms)
