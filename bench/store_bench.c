@@ -55,7 +55,10 @@
  * as above, then the disk ClickHouse uses for the samples after its
  * merges (system.parts of every server, OPTIMIZE … FINAL first) and the
  * same queries; the embedded store's flush, compaction and reopen are
- * left out. bench/clickhouse_compare.sh runs both on two shards.
+ * left out. bench/clickhouse_compare.py runs both on two shards. With
+ * EMBER_BENCH_CLICKHOUSE_QUERIES=1 too, the ingest is skipped: the disk
+ * and the queries over what an earlier run stored (its range read from
+ * the samples).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -668,6 +671,8 @@ static void run_queries(struct store *st, struct symbols *sym, int64_t start_ms,
 static void run_live_queries(struct store *st, struct symbols *sym, int64_t start_ms, int64_t end_ms);
 struct gen;
 static int clickhouse_disk(const struct ch_store_opts *o, const struct gen *g);
+static int clickhouse_queries(const struct ch_store_opts *o, struct store *st, struct symbols *sym,
+			      int seconds);
 
 /* The range a run ingested, kept beside the store for --queries. */
 static int range_file(const char *dir, int64_t *start_ms, int64_t *end_ms, bool write)
@@ -764,6 +769,8 @@ int main(int argc, char **argv)
 	 * are live ones, and whole-minute queries cover whole series. */
 	int64_t end_ms = now_unix_ms() / 60000 * 60000;
 	int64_t start_ms = end_ms - (int64_t)seconds * 1000;
+	if (chu && getenv("EMBER_BENCH_CLICKHOUSE_QUERIES"))
+		return clickhouse_queries(&cho, st, sym, seconds);
 	struct queue q[INGEST_THREADS];
 	for (int i = 0; i < INGEST_THREADS; i++) {
 		memset(&q[i], 0, sizeof(q[i]));
@@ -1047,6 +1054,44 @@ static int clickhouse_disk(const struct ch_store_opts *o, const struct gen *g)
 	else
 		fprintf(stderr, "clickhouse disk: %s\n", err.data ? err.data : "an answer not understood");
 	ch_conn_free(c);
+	buf_free(&sql);
+	buf_free(&ans);
+	buf_free(&err);
+	return rc;
+}
+
+/* EMBER_BENCH_CLICKHOUSE_QUERIES: the disk and the queries over the
+ * samples an earlier run stored, whose range (whole minutes) is read from
+ * them; seconds long, as that run's. */
+static int clickhouse_queries(const struct ch_store_opts *o, struct store *st, struct symbols *sym,
+			      int seconds)
+{
+	struct buf err = { 0 }, sql = { 0 }, ans = { 0 };
+	struct ch_conn_opts co = { .urls = o->urls, .database = o->database, .timeout_ms = 600000 };
+	struct ch_conn *c = ch_conn_new(&co, &err);
+	unsigned long long max_s = 0, rows = 0, samples = 0;
+	if (c) {
+		buf_printf(&sql, "SELECT toUInt32(max(ts)), count(), sum(value) FROM %s.samples FORMAT TSV",
+			   ch_conn_database(c));
+		if (ch_query(c, 0, sql.data, NULL, 0, 0, 0, NULL, &ans, &err) != CH_OK ||
+		    sscanf(ans.data ? ans.data : "", "%llu %llu %llu", &max_s, &rows, &samples) != 3)
+			max_s = 0;
+		ch_conn_free(c);
+	}
+	if (!max_s) {
+		fprintf(stderr, "clickhouse: no samples to query: %s\n", err.data ? err.data : "");
+		return 1;
+	}
+	int64_t end_ms = ((int64_t)max_s * 1000 / 60000 + 1) * 60000;
+	int64_t start_ms = end_ms - (int64_t)seconds * 1000;
+	printf("clickhouse: %llu samples in %llu rows stored by an earlier run\n", samples, rows);
+	struct gen g = { .samples = samples };
+	int rc = clickhouse_disk(o, &g) < 0;
+	printf("queries over the whole hour, right after the rows' merges:\n");
+	run_live_queries(st, sym, start_ms, end_ms);
+	run_queries(st, sym, start_ms, end_ms);
+	store_close(st);
+	symbols_close(sym);
 	buf_free(&sql);
 	buf_free(&ans);
 	buf_free(&err);

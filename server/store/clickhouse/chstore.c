@@ -785,6 +785,12 @@ static void read_failed(struct chv *v, const char *why)
 		buf_printf(&v->read_err, "clickhouse: %s", why);
 }
 
+/* Read queries group by spilling to disk past this many bytes (ClickHouse's
+ * external GROUP BY) rather than fail at the server's memory limit: a
+ * per-series grouping of a whole fleet's hour (label sets times stacks)
+ * needs more than the 2 GiB a small server allows a query. */
+#define CH_READ_SETTINGS "max_bytes_before_external_group_by=536870912"
+
 /* A query over the view's connection; the answer in out. */
 static int chv_query(struct chv *v, const char *sql, struct buf *out)
 {
@@ -794,7 +800,7 @@ static int chv_query(struct chv *v, const char *sql, struct buf *out)
 	/* In the body, not the URL: a long filter (its literals) fits any
 	 * URL limit there (ClickHouse reads the body as the query when the
 	 * query parameter is empty; max_query_size still bounds it). */
-	enum ch_rc rc = ch_query(v->c, 0, "", q.data, q.len, 0, 0, NULL, out, &err);
+	enum ch_rc rc = ch_query(v->c, 0, "", q.data, q.len, 0, 0, CH_READ_SETTINGS, out, &err);
 	buf_free(&q);
 	if (rc != CH_OK) {
 		log_error("clickhouse store: a query failed: %s", err.data ? err.data : "");
@@ -972,6 +978,18 @@ static void sql_sums(struct buf *q, const char *d, const char *where, int64_t fr
 	buf_puts(q, " GROUP BY project, kind, labels, hz, stack");
 }
 
+/* Per-stack sums of every series of one project and kind (where: the
+ * scope's condition and theirs): grouped by stack alone, so a fleet's
+ * hour (thousands of label sets) groups into as many rows as it has
+ * stacks, not label sets times stacks. */
+static void sql_rollup(struct buf *q, const char *d, const char *where, int64_t from_ms,
+		       int64_t to_ms)
+{
+	buf_printf(q, "SELECT stack, sum(value) FROM %s.samples WHERE %s", d, where);
+	where_time(q, from_ms, to_ms);
+	buf_puts(q, " GROUP BY stack");
+}
+
 /* One series' rows (where_series: its condition), or its total. */
 static void sql_rows(struct buf *q, const char *d, const char *where_series, int64_t from_ms,
 		     int64_t to_ms)
@@ -1031,7 +1049,7 @@ int ch_store_query_texts(const char *database, struct buf *out)
 	sql_stacks_of(&sub, d, where.data, from, to);
 	int n = 0;
 	void (*const range[])(struct buf *, const char *, const char *, int64_t, int64_t) = {
-		sql_series, sql_labels, sql_hosts, sql_sums,
+		sql_series, sql_labels, sql_hosts, sql_sums, sql_rollup,
 	};
 	for (size_t i = 0; i < sizeof(range) / sizeof(range[0]); i++, n++) {
 		range[i](out, d, where.data, from, to);
@@ -1610,11 +1628,35 @@ static long chv_rollup_sums(struct store_view *bv, size_t i, uint32_t project, u
 			return -1; /* two rates: the series know which is which */
 		rate = x->hz;
 	}
-	if (!rate || load_sums(v, from_ms, to_ms) < 0)
+	if (!rate)
 		return -1;
+	struct buf w = { 0 }, q = { 0 }, ans = { 0 };
+	const char *pname = strtab_get(&v->strs, project), *kname = kind_name(kind);
+	buf_printf(&w, "%s AND project = ", v->where.data);
+	ch_sql_string(&w, pname, strlen(pname));
+	buf_puts(&w, " AND kind = ");
+	ch_sql_string(&w, kname, strlen(kname));
+	sql_rollup(&q, v->s->database, w.data, MAX(from_ms, v->from_ms), MIN(to_ms, v->to_ms));
+	buf_free(&w);
+	int rc = chv_query(v, q.data, &ans);
+	buf_free(&q);
+	struct rb r = { (const uint8_t *)ans.data, (const uint8_t *)ans.data + ans.len, false };
+	while (rc == 0 && rb_more(&r)) {
+		uint64_t h = rb_int(&r, 8), sum = rb_int(&r, 8);
+		if (r.bad)
+			break;
+		v->acc[leaf_of(v, h)] += sum;
+	}
+	buf_free(&ans);
+	if (rc == 0 && r.bad)
+		read_failed(v, "a malformed answer (rollup)");
+	if (rc < 0 || r.bad) {
+		memset(v->acc, 0, (v->nnodes + 1) * sizeof(uint64_t));
+		return -1;
+	}
 	for (size_t j = 0; j < v->nseries; j++)
 		if (v->series[j].project == project && v->series[j].kind == kind)
-			chv_add_series(v, (uint32_t)j);
+			v->stats.series_read++;
 	*hz = rate;
 	return chv_collect(v, stacks, sums);
 }
