@@ -310,6 +310,17 @@ def test_a_shard_stopped_mid_ingest(clickhouse_cluster, tmp_path):
             b.start()
 
 
+def replica_flags(cluster, postgres, database):
+    """The flags of replicas on both shards (database migrated) and a fresh
+    PostgreSQL database."""
+    from conftest import pg_database
+    urls = ",".join(s.url for s in cluster.servers)
+    migrate("--clickhouse-url", urls, "--clickhouse-database", database,
+            "--clickhouse-cluster", "ember_test")
+    return ("--store", "clickhouse", "--clickhouse-url", urls, "--clickhouse-database", database,
+            "--clickhouse-cluster", "ember_test", "--metadata", pg_database(postgres))
+
+
 def test_replicas_split_by_role_one_of_each_killed(clickhouse_cluster, postgres_server, tmp_path):
     """Stateless replicas on one ClickHouse (two shards) and one PostgreSQL:
     two ingest replicas (--roles ingest,symbols) and two query replicas
@@ -320,16 +331,10 @@ def test_replicas_split_by_role_one_of_each_killed(clickhouse_cluster, postgres_
     lost): every batch counts once. A query replica killed: the other
     answers the same."""
     import urllib.error
-    from conftest import pg_database
     bad = subprocess.run([os.path.join(BIN, "ember-server"), "--roles", "ingest,qeury", "--data-dir",
                           str(tmp_path / "bad")], stderr=subprocess.PIPE, text=True, timeout=30)
     assert bad.returncode != 0 and '--roles: unknown role "qeury"' in bad.stderr, bad.stderr
-    a, b = clickhouse_cluster.servers
-    migrate("--clickhouse-url", f"{a.url},{b.url}", "--clickhouse-database", "replicas",
-            "--clickhouse-cluster", "ember_test")
-    common = ("--store", "clickhouse", "--clickhouse-url", f"{a.url},{b.url}",
-              "--clickhouse-database", "replicas", "--clickhouse-cluster", "ember_test",
-              "--metadata", pg_database(postgres_server))
+    common = replica_flags(clickhouse_cluster, postgres_server, "replicas")
     ing = [Server(tmp_path / f"ingest{k}", None, *common, "--roles", "ingest,symbols") for k in range(2)]
     qry = [Server(tmp_path / f"query{k}", None, *common, "--roles", "query,ui") for k in range(2)]
     started = []
@@ -392,13 +397,8 @@ def test_two_replicas_racing_one_batch_count_it_once(clickhouse_cluster, postgre
     insert it; the loser answers 503 and the retry then finds it stored).
     PostgreSQL stopped: ingest answers 503 until it is back."""
     import threading
-    from conftest import pg_database
-    a, b = clickhouse_cluster.servers
-    migrate("--clickhouse-url", f"{a.url},{b.url}", "--clickhouse-database", "race",
-            "--clickhouse-cluster", "ember_test")
-    common = ("--store", "clickhouse", "--clickhouse-url", f"{a.url},{b.url}",
-              "--clickhouse-database", "race", "--clickhouse-cluster", "ember_test",
-              "--metadata", pg_database(postgres_server))
+    a = clickhouse_cluster.servers[0]
+    common = replica_flags(clickhouse_cluster, postgres_server, "race")
     reps = [Server(tmp_path / f"r{k}", None, *common) for k in range(2)]
     started = []
     try:
