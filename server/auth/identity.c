@@ -366,6 +366,16 @@ int identity_open_url(const char *url, const char *password, struct identity **o
 				   " name = excluded.name, locked = 1, patterns = excluded.patterns,"
 				   " projects = excluded.projects",
 				   "tttti", b->id, b->name, b->patterns, b->projects, now_unix_ms());
+		/* Another replica starting at the same moment wrote it first (on
+		 * PostgreSQL the name's unique index can refuse the second insert
+		 * before the upsert's id check sees the first): what it wrote is
+		 * the same row. */
+		if (same < 0 && run(id->db, NULL, NULL, err, "SELECT 1 FROM roles WHERE id = ? AND name = ?"
+				     " AND locked = 1 AND patterns = ? AND projects = ?",
+				     "tttt", b->id, b->name, b->patterns, b->projects) == 1) {
+			buf_reset(err);
+			same = 1;
+		}
 		if (same < 0) {
 			identity_close(id);
 			return -1;

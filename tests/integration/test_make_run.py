@@ -26,7 +26,7 @@ def test_make_run_end_to_end(tmp_path):
         st, body = http("GET", f"http://127.0.0.1:{port}/")
         assert st == 200 and b"<html" in body.lower()
         srv = Server(tmp_path / "unused", port=port)  # a handle to query the running server
-        run_workload("cpu_split", 2)
+        run_workload("cpu_split", 4)  # long enough for an agent still starting on a busy host
         wait_until(lambda: find(srv.flamegraph('process.executable.name == "cpu_split"')["root"],
                                 "hot_a"), 30, interval=1.0, what="samples from make run's agent")
     finally:
