@@ -180,6 +180,12 @@ static uint32_t kernel_frame_named(struct collector *c, uint64_t addr, const cha
 	return batch_frame(c->batch, &f);
 }
 
+/* A stack unwound by the agent from its raw copy, in the interpreter loop
+ * but without the Python frames BPF could not read when it took it
+ * (ONCPU_F_PY_MISSING): said, rather than its C frames shown as if they
+ * were the whole stack. */
+#define PY_MISSING_FRAME "[Python frames not unwound]"
+
 static const char *const unwind_errors[UWE_MAX] = {
 	[UWE_NONE] = NULL,
 	[UWE_NO_MAPPING] = "[unknown mapping]",
@@ -279,6 +285,8 @@ static uint32_t resolve_sample(struct collector *c, const struct oncpu_sample *s
 		why = "[user stack unreadable]";
 	else if (s->unwind_mode == UWM_KERNEL_FP && nu == ONCPU_MAX_KFRAMES)
 		why = unwind_errors[UWE_TRUNCATED];
+	else if (!why && (s->flags & ONCPU_F_PY_MISSING))
+		why = PY_MISSING_FRAME;
 	/* Resolve innermost first. An address in no executable mapping means
 	 * the stack broke there (a frame-pointer chain through code without
 	 * frame pointers): the frames beyond it are not trustworthy and are
@@ -515,13 +523,10 @@ void collect_cuda(struct collector *c, const struct cuda_work *w, const void *re
 		uint32_t nres = 0;
 		const char *why = s->unwind_error && s->unwind_error < UWE_MAX ? unwind_errors[s->unwind_error] : NULL;
 		bool top = true; /* still among the library frames at the top */
-		bool in_python = false; /* a native frame in the interpreter */
-		bool py_frames = false;
 		for (uint32_t i = 0; i < nu; i++) {
 			uint64_t a = uframes[i];
 			if (a & PY_FRAME_FLAG) {
 				top = false;
-				py_frames = true;
 				user[nres++] = python_frame(c, p, a, i + 1 < nu ? uframes[++i] : 0);
 				continue;
 			}
@@ -531,7 +536,6 @@ void collect_cuda(struct collector *c, const struct cuda_work *w, const void *re
 						   ? files_at(c->files, m->file)->name : NULL;
 			if (top && file && cuda_machinery(file))
 				continue;
-			in_python |= file && python_file_name(file);
 			top = false;
 			uint32_t f = user_frame(c, p, at, now_ns);
 			if (f == UINT32_MAX) {
@@ -546,11 +550,8 @@ void collect_cuda(struct collector *c, const struct cuda_work *w, const void *re
 		 * than show the launch at the root. */
 		if (!why && nres == 0)
 			why = "[launch stack not unwound]";
-		/* Unwound by the agent from the raw stack, which has no Python
-		 * frames: in an interpreter, say they are missing rather than
-		 * show its C frames as if they were the whole stack. */
-		if (!why && (s->flags & ONCPU_F_UNWOUND_RAW) && in_python && !py_frames)
-			why = "[Python frames not unwound]";
+		if (!why && (s->flags & ONCPU_F_PY_MISSING))
+			why = PY_MISSING_FRAME;
 		if (why) {
 			c->stats.unknown_frames++;
 			stack[n++] = error_frame(c, why);
@@ -714,30 +715,32 @@ static uint64_t next_marker(const __u64 *chain, uint32_t np, uint32_t g)
  * frame i's SP is sp0, then cfa[i - 1]). An invocation with no frames of
  * its own keeps its native frame. At most max slots. Returns the new
  * count, n when the process's interpreter is not described; *trunc when
- * frames did not fit. */
+ * frames did not fit; *missing when the stack runs the interpreter loop
+ * but the record brought no Python frame for it (BPF knew neither the
+ * process nor its executable when it took the sample, py_exes). */
 static uint32_t splice_python(struct collector *c, const struct oncpu_sample *r, uint64_t ticks,
 			      __u64 *frames, const __u64 *cfa, uint64_t sp0, uint32_t n, uint32_t max,
-			      bool *trunc)
+			      bool *trunc, bool *missing)
 {
 	struct py_proc py;
 	uint32_t pid = r->pid;
-	*trunc = false;
+	*trunc = *missing = false;
 	if (c->py_procs_fd <= 0 || bpf_map_lookup_elem(c->py_procs_fd, &pid, &py) != 0 ||
 	    py.start_ticks != ticks || (py.exec_id != r->exec_id && py.exec_id != UNWIND_EXEC_ANY))
 		return n;
 	uint32_t nk = r->kstack_len > 0 ? (uint32_t)r->kstack_len : 0;
 	uint32_t nu = r->ustack_len > 0 ? (uint32_t)r->ustack_len : 0;
 	const __u64 *chain = r->frames + nk + nu;
-	uint32_t np = r->raw_py & ~1u;
-	bool on_stack = py.off.flags & PY_F_ENTRY_ON_STACK;
+	uint32_t np = (r->flags & ONCPU_F_RAW_PYTHON) ? r->raw_py & ~1u : 0;
+	bool on_stack = py.off.flags & PY_F_ENTRY_ON_STACK, in_loop = false;
 	__u64 out[ONCPU_MAX_UFRAMES];
-	uint32_t o = 0, g = 0;
+	uint32_t o = 0, g = 0, spliced = 0;
 	uint64_t marker = on_stack ? next_marker(chain, np, 0) : 0;
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t pc = frames[i], sp = i == 0 ? sp0 : cfa[i - 1];
-		bool here = on_stack ? marker && cfa[i] && marker >= sp && marker < cfa[i]
-				     : ((pc >= py.eval_lo && pc < py.eval_hi) ||
-					(pc >= py.cold_lo && pc < py.cold_hi)) && g < np;
+		bool loop = (pc >= py.eval_lo && pc < py.eval_hi) || (pc >= py.cold_lo && pc < py.cold_hi);
+		bool here = on_stack ? marker && cfa[i] && marker >= sp && marker < cfa[i] : loop && g < np;
+		in_loop |= loop;
 		if (here) {
 			uint32_t o0 = o;
 			int emitted = put_run(chain, np, &g, out, &o, max);
@@ -748,6 +751,7 @@ static uint32_t splice_python(struct collector *c, const struct oncpu_sample *r,
 				o = o0;
 				break;
 			}
+			spliced += (uint32_t)emitted;
 			if (emitted > 0)
 				continue; /* the invocation's own frame gives way to them */
 		}
@@ -758,6 +762,7 @@ static uint32_t splice_python(struct collector *c, const struct oncpu_sample *r,
 		out[o++] = pc;
 	}
 	memcpy(frames, out, o * sizeof(__u64));
+	*missing = in_loop && !spliced && !*trunc;
 	return o;
 }
 
@@ -793,15 +798,13 @@ static enum rawstack_result unwind_raw(struct collector *c, const struct oncpu_s
 	}
 	if (res != RAWSTACK_UNWOUND)
 		return res;
-	if (r->flags & ONCPU_F_RAW_PYTHON) {
-		bool trunc = false;
-		n = splice_python(c, r, ticks, s->frames + nk, cfa, raw->sp, n, max, &trunc);
-		if (trunc)
-			err = UWE_TRUNCATED;
-	}
+	bool trunc, missing;
+	n = splice_python(c, r, ticks, s->frames + nk, cfa, raw->sp, n, max, &trunc, &missing);
+	if (trunc)
+		err = UWE_TRUNCATED;
 	memcpy(s, r, ONCPU_HDR_SIZE);
 	memcpy(s->frames, r->frames, nk * sizeof(__u64));
-	s->flags = ONCPU_F_UNWOUND_RAW;
+	s->flags = ONCPU_F_UNWOUND_RAW | (missing ? ONCPU_F_PY_MISSING : 0);
 	s->raw_py = 0;
 	s->unwind_mode = UWM_CFI;
 	s->unwind_error = err;

@@ -62,6 +62,7 @@
 	B(BPF_PY_NO_THREAD, PY_NO_THREAD, "bpf_python_no_thread_total", COUNTER, "Samples in the interpreter loop without a thread state or frame.") \
 	B(BPF_PY_FRAMES, PY_FRAMES, "bpf_python_frames_total", COUNTER, "Python frames the BPF walker wrote.") \
 	B(BPF_PY_READ_ERR, PY_READ_ERR, "bpf_python_read_errors_total", COUNTER, "Python walks cut short by unreadable memory.") \
+	B(BPF_PY_BY_EXE, PY_BY_EXE, "bpf_python_stacks_by_executable_total", COUNTER, "Raw stacks of processes not described yet whose Python frames were read through their interpreter executable.") \
 	/* stacks ended, per enum unwind_error */ \
 	L(BPF_STOP_NO_MAPPING, "bpf_unwind_stopped_total", COUNTER, "User stacks ember's unwinder ended early, by reason.", "reason", "no_mapping") \
 	L(BPF_STOP_READ, "bpf_unwind_stopped_total", COUNTER, NULL, "reason", "read") \
@@ -87,6 +88,7 @@
 	/* processes and files (proc.h, files.h) */ \
 	X(PROCESSES, "processes", GAUGE, "Processes in the agent's table.") \
 	X(FILES, "files", GAUGE, "Distinct executable files seen.") \
+	X(PY_INTERPRETERS, "python_interpreters", GAUGE, "CPython interpreter files read (a process of one has its Python frames before the agent reads the process).") \
 	/* unwind tables (unwind.h) */ \
 	O(TABLES_QUEUED, unwind, files_queued, "unwind_tables_queued_total", COUNTER, "Files queued for an unwind table.") \
 	O(TABLES_LOADED, unwind, files_loaded, "unwind_tables_loaded_total", COUNTER, "Unwind tables built and loaded.") \

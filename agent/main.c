@@ -105,7 +105,7 @@ struct agent {
 	struct py_seen { uint32_t index; struct py_file file; } *pyfiles;
 	size_t npyfiles, cappyfiles;
 	struct python *python;
-	int py_procs_fd;
+	int py_procs_fd, py_exes_fd;
 	uint64_t sequence;
 	int64_t interval_start_ms;
 	struct kubelet *kubelet;           /* -k8s-pod-labels; NULL = off */
@@ -132,6 +132,25 @@ static void publish_stats(struct agent *a)
 	selfstats_publish(a->stats_srv, &v);
 }
 
+/* Tells the Python walker of interpreter file f (an executable, or a
+ * library no executable file names: then never matched), so that a
+ * process it starts has its Python frames from its first raw sample, before
+ * the agent reads the process (py_exes, python_types.h). */
+static void describe_python_file(struct agent *a, const struct agent_file *f, const struct py_file *pf)
+{
+	if (a->py_exes_fd < 0 || !f->ino || f->nsegs == 0)
+		return;
+	struct py_exe rec = { .text_vaddr = UINT64_MAX };
+	for (int i = 0; i < f->nsegs; i++)
+		rec.text_vaddr = MIN(rec.text_vaddr, f->segs[i].vaddr);
+	python_describe(pf, 0, 0, 0, &rec.file);
+	/* files.h keys a device as major << 32 | minor; the kernel's is
+	 * major << 20 | minor. */
+	struct py_exe_key key = { .dev = (f->dev >> 32) << 20 | (f->dev & 0xfffff), .ino = f->ino };
+	if (bpf_map_update_elem(a->py_exes_fd, &key, &rec, BPF_ANY) != 0)
+		log_debug("cannot describe %s to the Python walker: %s", f->name, strerror(errno));
+}
+
 static void on_new_file(void *ctx, uint32_t index, const struct agent_file *f, int fd)
 {
 	struct agent *a = ctx;
@@ -139,6 +158,7 @@ static void on_new_file(void *ctx, uint32_t index, const struct agent_file *f, i
 	if (a->cfg.trace_python && python_file_name(f->name) && python_inspect_file(fd, f->name, &pf) == 0) {
 		xgrow((void **)&a->pyfiles, &a->cappyfiles, a->npyfiles + 1, sizeof(*a->pyfiles));
 		a->pyfiles[a->npyfiles++] = (struct py_seen){ index, pf };
+		describe_python_file(a, f, &pf);
 		log_debug("%s: CPython %u.%u interpreter (%s)", f->name, pf.version >> 24,
 			  (pf.version >> 16) & 0xff,
 			  pf.debug_offsets ? "offsets from its _Py_DebugOffsets" : "ember's fixed layout");
@@ -580,6 +600,7 @@ static void take_stats(struct agent *a, struct selfstats_values *s)
 	v[SS_RAW_PENDING_BYTES] = a->collector.pending_bytes;
 	v[SS_PROCESSES] = proc_table_count(&a->procs);
 	v[SS_FILES] = a->files.count;
+	v[SS_PY_INTERPRETERS] = a->npyfiles;
 	if (a->cuda) {
 		for (int r = CWR_SHORT; r < CWR_MAX; r++)
 			v[SS_CUDA_REJ_SHORT + r - CWR_SHORT] = st.cuda.rejected[r];
@@ -803,6 +824,7 @@ int main(int argc, char **argv, char **envp)
 	long ticks = sysconf(_SC_CLK_TCK);
 	a.python = python_new();
 	a.py_procs_fd = -1;
+	a.py_exes_fd = -1;
 	a.collector = (struct collector){
 		.python = a.python,
 		.batch = a.batch,
@@ -834,6 +856,7 @@ int main(int argc, char **argv, char **envp)
 	struct unwind_map_fds fds;
 	oncpu_unwind_maps(a.oncpu, &fds);
 	a.py_procs_fd = oncpu_python_map(a.oncpu);
+	a.py_exes_fd = oncpu_python_exes_map(a.oncpu);
 	a.collector.py_procs_fd = a.py_procs_fd;
 	a.unwind = unwind_start(&fds, &err);
 	if (!a.unwind) {

@@ -344,6 +344,11 @@ int oncpu_python_map(const struct oncpu *o)
 	return bpf_map__fd(o->skel->maps.py_procs);
 }
 
+int oncpu_python_exes_map(const struct oncpu *o)
+{
+	return bpf_map__fd(o->skel->maps.py_exes);
+}
+
 int oncpu_cpu_count(const struct oncpu *o)
 {
 	return o->ncpu;

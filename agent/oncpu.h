@@ -48,6 +48,10 @@ int oncpu_drain(struct oncpu *o);
 /* The map of Python processes the walker reads (py_procs: pid -> struct
  * py_proc, python_types.h). */
 int oncpu_python_map(const struct oncpu *o);
+/* The map of interpreter executables (py_exes: struct py_exe_key -> struct
+ * py_exe, python_types.h): a process not described yet is walked by its
+ * executable's entry. */
+int oncpu_python_exes_map(const struct oncpu *o);
 /* Waits up to timeout_ms for a sample that asks to wake the agent (one of
  * a process not described to the unwinder yet) and then hands every waiting
  * sample to fn; ordinary samples do not wake it. Returns how many samples

@@ -17,7 +17,7 @@
  *
  * The agent side: agent/oncpu.c loads the object (sampling, the ring
  * buffer), agent/offcpu.c attaches the off-CPU programs, agent/unwind.c
- * fills the unwinder's maps, agent/python.c py_procs, and
+ * fills the unwinder's maps, agent/main.c py_procs and py_exes, and
  * oncpu_attach_cuda_marker (agent/oncpu.c) attaches cuda_marker to each
  * copy of libembercuda.so the agent finds. */
 #ifndef EMBER_BPF_MAPS_BPF_H
@@ -181,6 +181,10 @@ SHARED_MAP(cuda_progs, BPF_MAP_TYPE_PROG_ARRAY, 2, __u32, __u32);
 SHARED_MAP(cuda_scratch, BPF_MAP_TYPE_PERCPU_ARRAY, 1, __u32, struct scratch);
 
 SHARED_MAP_FLAGS(py_procs, BPF_MAP_TYPE_HASH, 4096, BPF_F_NO_PREALLOC, __u32, struct py_proc);
+
+/* Interpreter executables the agent has read (struct py_exe): few, one per
+ * installed version. */
+SHARED_MAP_FLAGS(py_exes, BPF_MAP_TYPE_HASH, 64, BPF_F_NO_PREALLOC, struct py_exe_key, struct py_exe);
 
 /* tid -> its PyThreadState, checked on every use (thread states are freed
  * and reused). */

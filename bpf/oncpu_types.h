@@ -71,6 +71,9 @@ struct oncpu_sample {
  * ONCPU_RAW_PY_MARKER), and its run takes the place of the native frame
  * whose stack [SP, CFA) holds that address, as in the BPF walk. */
 #define ONCPU_F_RAW_PYTHON 4u
+/* Set by the agent with ONCPU_F_UNWOUND_RAW: the stack runs the
+ * interpreter loop, but the record brought no Python frame for it. */
+#define ONCPU_F_PY_MISSING 8u
 #define ONCPU_RAW_PY_END (1ull << 63)
 #define ONCPU_RAW_PY_MARKER (1ull << 62)
 /* The most Python slots (two a frame or marker) such a record carries. */
@@ -115,6 +118,7 @@ enum oncpu_stat {
 	ONCPU_STAT_PY_NO_THREAD,  /* in the interpreter loop, but no thread state or frame */
 	ONCPU_STAT_PY_FRAMES,     /* Python frames written */
 	ONCPU_STAT_PY_READ_ERR,   /* Python walks cut short by unreadable memory */
+	ONCPU_STAT_PY_BY_EXE,     /* raw stacks' Python frames read by their executable (py_exes) */
 	ONCPU_STAT_ERR_BASE,      /* + enum unwind_error: stacks ended by that error */
 	/* Off-CPU (-enable-off-cpu): */
 	ONCPU_STAT_OFFCPU_WAITS = ONCPU_STAT_ERR_BASE + 8, /* waits measured (switch-ins) */

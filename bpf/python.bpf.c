@@ -70,20 +70,54 @@ static __always_inline __u64 py_current_frame(const struct py_proc *py, __u32 ti
 	return f;
 }
 
+/* The current process's interpreter, found by its executable file
+ * (py_exes) when the agent has not described the process yet (a new one:
+ * the agent reads a process after its first samples), in the process's
+ * addresses, into out. False when the executable is no interpreter the
+ * agent has read (a libpython program's is a launcher: it waits for the
+ * agent). */
+static __always_inline bool py_from_exe(__u32 pid, struct py_proc *out)
+{
+	if (bpf_get_current_pid_tgid() >> 32 != pid)
+		return false;
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct py_exe_key key = {
+		.dev = BPF_CORE_READ(task, mm, exe_file, f_inode, i_sb, s_dev),
+		.ino = BPF_CORE_READ(task, mm, exe_file, f_inode, i_ino),
+	};
+	const struct py_exe *e = bpf_map_lookup_elem(&py_exes, &key);
+	if (!e)
+		return false;
+	__u64 bias = BPF_CORE_READ(task, mm, start_code) - e->text_vaddr;
+	*out = e->file;
+	out->runtime += bias;
+	out->eval_lo += bias;
+	out->eval_hi += bias;
+	if (out->cold_lo) {
+		out->cold_lo += bias;
+		out->cold_hi += bias;
+	}
+	return true;
+}
+
 /* The thread's Python frames, all its invocations' (ONCPU_RAW_PY_SLOTS
  * at most), into the frame slots after the user frames of the record in
  * sc, flagged ONCPU_F_RAW_PYTHON (oncpu_types.h), before submit_raw copies
  * it: the agent puts them in place once it has unwound the raw stack.
  * Returns how many slots, 0 (the record untouched) when the process runs
- * no Python ember knows (not described yet either) or nothing could be
- * read. */
+ * no Python ember knows (neither described nor its executable read, see
+ * py_from_exe) or nothing could be read. */
 static __always_inline int raw_python_body(struct scratch *sc)
 {
 	__u32 pid = sc->s.pid;
+	struct py_proc from_exe;
 	const struct py_proc *py = bpf_map_lookup_elem(&py_procs, &pid);
 	if (!py || py->start_ticks != sc->s.proc_start_ns / ns_per_tick ||
-	    (py->exec_id != sc->s.exec_id && py->exec_id != UNWIND_EXEC_ANY))
-		return 0;
+	    (py->exec_id != sc->s.exec_id && py->exec_id != UNWIND_EXEC_ANY)) {
+		if (!py_from_exe(pid, &from_exe))
+			return 0;
+		py = &from_exe;
+	}
 	bool on_stack = py->off.flags & PY_F_ENTRY_ON_STACK;
 	__u32 nk = sc->s.kstack_len > 0 ? (__u32)sc->s.kstack_len : 0;
 	__u32 nu = sc->s.ustack_len > 0 ? (__u32)sc->s.ustack_len : 0;
@@ -150,6 +184,8 @@ put:;
 	}
 	if (n == 0)
 		return 0;
+	if (py == &from_exe)
+		count(ONCPU_STAT_PY_BY_EXE, 1);
 	sc->s.raw_py = n;
 	sc->s.flags |= ONCPU_F_RAW_PYTHON;
 	return (int)n;

@@ -78,4 +78,20 @@ struct py_proc {
 	struct py_offsets off;
 };
 
+/* An interpreter executable (py_exes, keyed by its file: the kernel's
+ * device number, major << 20 | minor, and inode), for the processes the
+ * agent has not described yet: their raw stacks still carry their Python
+ * frames. Addresses are the file's; the load bias is the process's
+ * mm->start_code minus text_vaddr (the lowest executable segment's
+ * p_vaddr, which the kernel put at start_code). start_ticks and exec_id
+ * of file are unused. */
+struct py_exe_key {
+	__u64 dev, ino;
+};
+
+struct py_exe {
+	__u64 text_vaddr;
+	struct py_proc file;
+};
+
 #endif

@@ -11,6 +11,7 @@ import glob
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -229,6 +230,39 @@ def test_python_frames_of_samples_unwound_late(server, agent_factory, python):
     # no wait can mend. The agent before (128 samples waiting, no Python
     # frames in the copy) lost about a third.
     assert module / tree["total"] >= 0.90, stacks_without(tree["root"], "<module>")[:8]
+
+
+def test_python_frames_before_the_agent_reads_the_process(server, agent_factory):
+    """Once the agent has read an interpreter executable, a new process of
+    it has its Python frames from its first samples, taken while the agent
+    could not read the process (stopped): BPF finds the interpreter by the
+    process's executable (py_exes) and reads the frames into the raw
+    records. Without that, those samples (the ones the ring buffer keeps
+    raw) lose their Python frames."""
+    require_root()
+    port = free_port()
+    agent = agent_factory(server.url, f"-on-cpu-sampling-rate={RATE}", f"-pprof=127.0.0.1:{port}").start()
+    warm = subprocess.Popen([DEBIAN, "-c", "import time\nend = time.time() + 1\nwhile time.time() < end: pass"])
+    wait_until(lambda: agent_metrics(port).get("python_interpreters", 0) >= 1, 30,
+               what="the agent reading the interpreter")
+    warm.wait(10)
+    before = agent_metrics(port)["bpf_python_stacks_by_executable_total"]
+    script = os.path.join(WORKLOADS, "py_split.py")
+    os.kill(agent.proc.pid, signal.SIGSTOP)
+    try:
+        w = subprocess.Popen([DEBIAN, script, "2"], stdout=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+    finally:
+        os.kill(agent.proc.pid, signal.SIGCONT)
+    w.communicate(timeout=60)
+    tree = settled(server, f'process.pid == "{w.pid}"')
+    by_exe = agent_metrics(port)["bpf_python_stacks_by_executable_total"] - before
+    module = total(tree["root"], "<module>")
+    lost = total(tree["root"], "[Python frames not unwound]")
+    print(f"{module}/{tree['total']} samples reach <module>, {lost} without Python frames; "
+          f"{by_exe} raw stacks with Python frames read by the executable")
+    assert by_exe >= 10, "no raw stack of the new process had its frames read through its executable"
+    assert lost == 0, stacks_without(tree["root"], "<module>")[:8]
 
 
 def test_numpy_frames_under_the_python_frame_that_called_them(server, agent_factory):
