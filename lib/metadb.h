@@ -28,7 +28,8 @@
  * Values: texts are bound by copy (NUL-terminated, or with a length for
  * texts holding any byte but NUL); integers are 64-bit; blobs any bytes.
  * Column getters return the current row's value: texts NUL-terminated
- * ("" for NULL) and valid until the next step/reset/finalize.
+ * ("" for NULL) and valid until the next step/reset/finalize (a blob also
+ * until the next blob is read: copy one before reading another).
  *
  * Errors: -1 with "<database>: <message>" appended to err. After a failed
  * call metadb_unavailable says whether the database could not be reached

@@ -16,6 +16,7 @@
 #include "server/ingest/codecs.h"
 #include "server/ingest/sessions.h"
 #include "server/symbols/debuginfod.h"
+#include "server/symbols/symshare.h"
 #include "server/http/http.h"
 #include "log.h"
 #include "metadb.h"
@@ -76,6 +77,7 @@ struct server_config {
 	int64_t idle_timeout_ms, header_timeout_ms, body_timeout_ms;
 	char *cost_core_hour, *cost_gpu_hour, *recs_min_share;
 	int64_t recs_window_ms, recs_step_ms;
+	int64_t symbols_sync_ms;
 	char *slack_webhook_url_file, *public_url;
 	uint64_t slack_max_messages;
 	int64_t slack_rate_window_ms;
@@ -126,6 +128,9 @@ static const struct flag_def defs[] = {
 	  "identity.db) or postgres://USER@HOST:PORT/DB, shared by every replica (docs/internals/metadata.md)" },
 	{ "metadata-password-file", FLAG_STRING, "", OFF(metadata_password_file), 0, 0,
 	  "file whose first line is the PostgreSQL password of --metadata (or use the URL's or libpq's own forms)" },
+	{ "symbols-sync", FLAG_DURATION, "5s", OFF(symbols_sync_ms), 100, 3600000,
+	  "with --metadata postgres://: how often a replica copies the symbols other replicas stored "
+	  "(docs/internals/symbols.md)" },
 	{ "store", FLAG_STRING, "embedded", OFF(store), 0, 0,
 	  "where samples live: embedded (block files in --data-dir) or clickhouse (the fleet store: "
 	  "--clickhouse-url, after `ember-server migrate`; docs/internals/clickhouse.md)" },
@@ -443,6 +448,7 @@ int main(int argc, char **argv, char **envp)
 	struct http_server *http = NULL;
 	struct otlp_grpc *grpc = NULL;
 	struct slack *slack = NULL;
+	struct symshare *symshare = NULL;
 	/* One server per data dir, locked before anything in it is read or
 	 * written: a second one would replay the logs and delete blocks the
 	 * first is writing. */
@@ -608,6 +614,12 @@ int main(int argc, char **argv, char **envp)
 		log_info("SASS instructions named by %s", nvdisasm);
 	}
 	srv.gpuspans = gpuspans_new(cfg.gpu_span_retention_ms, cfg.gpu_span_max);
+	/* Replicas on one PostgreSQL share their symbols through it. */
+	if (metadata_url &&
+	    symshare_open(metadata_url, metadata_pw, srv.symbols, cfg.symbols_sync_ms, &symshare, &err) < 0) {
+		log_error("%s", err.data);
+		goto out;
+	}
 	if (*cfg.debuginfod_urls) {
 		srv.fetcher = fetcher_start(srv.symbols, cfg.debuginfod_urls, cfg.data_dir, &err);
 		if (!srv.fetcher) {
@@ -743,6 +755,7 @@ out:
 	http_stop(http);
 	mcp_free(srv.mcp);
 	fetcher_stop(srv.fetcher);
+	symshare_close(symshare);
 	recs_close(srv.recs); /* its thread tells slack: first */
 	slack_stop(slack);
 	llm_close(srv.llm); /* after recs_close: its thread uses it */

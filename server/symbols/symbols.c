@@ -47,6 +47,11 @@ struct scope {
 struct symbols {
 	pthread_mutex_t mu;
 	char *dir;
+	char project[37]; /* a project's own store: its id; the global one: "" */
+	/* The global store's: what also stores every upload in the store
+	 * the replicas share (symbols_set_publisher); NULL: none. */
+	symbols_publish_fn publish;
+	void *publish_ctx;
 	/* A project's own store (symbols_scope) reads through to its parent,
 	 * the global store; the global store owns its projects' stores. */
 	struct symbols *parent;
@@ -345,8 +350,52 @@ static int store_whole(const char *tmp, const char *final, const void *data, siz
 	return 0;
 }
 
+void symbols_set_publisher(struct symbols *s, symbols_publish_fn fn, void *ctx)
+{
+	pthread_mutex_lock(&s->mu);
+	s->publish = fn;
+	s->publish_ctx = ctx;
+	pthread_mutex_unlock(&s->mu);
+}
+
+int symbols_rank(int quality)
+{
+	return quality < 0 ? -1 : quality_rank(quality);
+}
+
+/* Hands what is about to be stored here to the global store's publisher
+ * first (a file the replicas share is never only here): 0 stored there
+ * or no publisher, -2 with err set when it failed. */
+static int publish(struct symbols *s, enum symbols_kind kind, const char *name, const uint8_t *build_id,
+		   int build_id_len, int rank, const void *data, size_t len, struct buf *err)
+{
+	struct symbols *g = s->parent ? s->parent : s;
+	pthread_mutex_lock(&g->mu);
+	symbols_publish_fn fn = g->publish;
+	void *ctx = g->publish_ctx;
+	pthread_mutex_unlock(&g->mu);
+	if (!fn)
+		return 0;
+	return fn(ctx, s->project, kind, name, build_id, build_id_len, rank, data, len, err) < 0 ? -2 : 0;
+}
+
+static int put_file(struct symbols *s, const struct file_id *id, const uint8_t *build_id,
+		    int build_id_len, const void *data, size_t len, bool shared, struct buf *err);
+
 int symbols_put(struct symbols *s, const struct file_id *id, const uint8_t *build_id,
 		int build_id_len, const void *data, size_t len, struct buf *err)
+{
+	return put_file(s, id, build_id, build_id_len, data, len, true, err);
+}
+
+int symbols_put_local(struct symbols *s, const struct file_id *id, const uint8_t *build_id,
+		      int build_id_len, const void *data, size_t len, struct buf *err)
+{
+	return put_file(s, id, build_id, build_id_len, data, len, false, err);
+}
+
+static int put_file(struct symbols *s, const struct file_id *id, const uint8_t *build_id,
+		    int build_id_len, const void *data, size_t len, bool shared, struct buf *err)
 {
 	struct symfile_view v;
 	const char *why;
@@ -362,6 +411,16 @@ int symbols_put(struct symbols *s, const struct file_id *id, const uint8_t *buil
 	int global = s->parent ? quality_any_one(s->parent, id, build_id, build_id_len) : -1;
 	if (global >= 0 && quality_rank(global) >= quality_rank((int)v.flags))
 		return 1;
+	if (shared) {
+		int here = quality_one(s, id);
+		if (here > 0 && quality_rank(here) >= quality_rank((int)v.flags))
+			return 1;
+		char hex[FILE_ID_HEX_LEN + 1];
+		fileid_hex(id, hex);
+		if (publish(s, SYMBOLS_KIND_FILE, hex, build_id, build_id_len, quality_rank((int)v.flags), data,
+			    len, err) < 0)
+			return -2;
+	}
 	struct buf tmp = { 0 }, final = { 0 };
 	path_of(s, id, ".tmp", &tmp);
 	path_of(s, id, ".sym", &final);
@@ -511,6 +570,7 @@ struct symbols *symbols_scope(struct symbols *s, const char *project, struct buf
 				buf_printf(err, "cannot create %s: %s", dir.data, strerror(errno));
 			else if (symbols_open(dir.data, &c, err) == 0) {
 				c->parent = s;
+				snprintf(c->project, sizeof(c->project), "%s", project);
 				xgrow((void **)&s->scopes, &s->capscopes, s->nscopes + 1, sizeof(*s->scopes));
 				snprintf(s->scopes[s->nscopes].project, 37, "%s", project);
 				s->scopes[s->nscopes++].s = c;
@@ -591,7 +651,30 @@ static void cubin_path(const struct symbols *s, uint64_t crc, const char *ext, s
 	buf_printf(out, "%s/cubins/%016llx%s", s->dir, (unsigned long long)crc, ext);
 }
 
+static int put_cubin(struct symbols *s, uint64_t crc, const void *data, size_t len, bool shared,
+		     struct buf *err);
+
 int symbols_put_cubin(struct symbols *s, uint64_t crc, const void *data, size_t len, struct buf *err)
+{
+	return put_cubin(s, crc, data, len, true, err);
+}
+
+int symbols_put_cubin_local(struct symbols *s, uint64_t crc, const void *data, size_t len, struct buf *err)
+{
+	return put_cubin(s, crc, data, len, false, err);
+}
+
+bool symbols_have_cubin(struct symbols *s, uint64_t crc)
+{
+	struct buf path = { 0 };
+	cubin_path(s, crc, ".cubin", &path);
+	bool have = access(path.data, F_OK) == 0;
+	buf_free(&path);
+	return have;
+}
+
+static int put_cubin(struct symbols *s, uint64_t crc, const void *data, size_t len, bool shared,
+		     struct buf *err)
 {
 	const unsigned char *b = data;
 	/* A 64-bit little-endian ELF for NVIDIA's CUDA machine: what nvdisasm
@@ -601,6 +684,14 @@ int symbols_put_cubin(struct symbols *s, uint64_t crc, const void *data, size_t 
 		buf_printf(err, "not a cubin (a 64-bit little-endian CUDA ELF of at most %u bytes)",
 			   SYMBOLS_MAX_CUBIN);
 		return -1;
+	}
+	if (shared) {
+		if (symbols_have_cubin(s, crc))
+			return 1; /* named by its CRC: the same image */
+		char hex[17];
+		snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)crc);
+		if (publish(s, SYMBOLS_KIND_CUBIN, hex, NULL, 0, 0, data, len, err) < 0)
+			return -2;
 	}
 	struct buf dir = { 0 }, tmp = { 0 }, final = { 0 };
 	buf_printf(&dir, "%s/cubins", s->dir);

@@ -55,6 +55,12 @@ static inline bool symbols_have(struct symbols *s, const struct file_id *id)
  * input (err set), -2 storage failure. */
 int symbols_put(struct symbols *s, const struct file_id *id, const uint8_t *build_id,
 		int build_id_len, const void *data, size_t len, struct buf *err);
+/* symbols_put without the publisher: a copy of what the shared store
+ * holds (symshare.h). */
+int symbols_put_local(struct symbols *s, const struct file_id *id, const uint8_t *build_id,
+		      int build_id_len, const void *data, size_t len, struct buf *err);
+/* How complete symbols of that quality are: the files' order (-1: none). */
+int symbols_rank(int quality);
 /* The frames at offset in the file, innermost first (at most max): from
  * the file id's symbol file, else from the build ID's. Returns how many; 0
  * when unknown. */
@@ -81,6 +87,8 @@ void symbols_set_nvdisasm(struct symbols *s, const char *path);
 /* Stores a cubin (a 64-bit CUDA ELF; else -1 with err). Returns 0 stored,
  * 1 already stored (a CRC names one image), -1 invalid, -2 storage failure. */
 int symbols_put_cubin(struct symbols *s, uint64_t crc, const void *data, size_t len, struct buf *err);
+int symbols_put_cubin_local(struct symbols *s, uint64_t crc, const void *data, size_t len, struct buf *err);
+bool symbols_have_cubin(struct symbols *s, uint64_t crc);
 /* The mnemonic of func's instruction at offset in cubin crc (the store's
  * own, else the global one's), valid until symbols_close; NULL when unknown. */
 const char *symbols_sass(struct symbols *s, uint64_t crc, const char *func, uint64_t offset);
@@ -92,6 +100,21 @@ struct symbols *symbols_scope(struct symbols *s, const char *project, struct buf
 /* The store a query of project reads: its scope, or s (logged) when the
  * scope cannot be opened. */
 struct symbols *symbols_for_query(struct symbols *s, const char *project);
+
+/* --- the store replicas share (symshare.h) ------------------------------------
+ * With a publisher set on the global store, symbols_put and
+ * symbols_put_cubin (of any scope) hand what they are about to store to
+ * it first: project is the scope's ("" for the global store), name the
+ * file id's or the CRC's hex digits, rank symbols_rank of the file's
+ * quality. It returns 0 stored (or already there at least as complete),
+ * -1 with err set: the upload then fails with -2 (storage failure) and
+ * nothing is stored here either. A file already here at least as complete
+ * is not handed over (1, kept). */
+enum symbols_kind { SYMBOLS_KIND_FILE = 0, SYMBOLS_KIND_CUBIN = 1 };
+typedef int (*symbols_publish_fn)(void *ctx, const char *project, enum symbols_kind kind,
+				  const char *name, const uint8_t *build_id, int build_id_len, int rank,
+				  const void *data, size_t len, struct buf *err);
+void symbols_set_publisher(struct symbols *s, symbols_publish_fn fn, void *ctx);
 
 /* Uploads on their way: the server told an agent that it has no symbol
  * file for id (POST /ingest/v1/symbols/missing), so the agent will upload

@@ -493,6 +493,64 @@ def test_a_real_agent_into_clickhouse(clickhouse_cluster, agent_factory, tmp_pat
         s.stop()
 
 
+def test_symbols_reach_every_replica(clickhouse_cluster, postgres_server, agent_factory, tmp_path):
+    """Two replicas on one ClickHouse and one PostgreSQL; the agent sends
+    its batches and uploads its symbol files to the first only. The second
+    names the same frames (it copies the symbols the first stored in
+    PostgreSQL, --symbols-sync), and so does a third started afterwards on
+    an empty data dir. With PostgreSQL stopped an upload is refused (503),
+    stored nowhere; once it is back the retry reaches every replica."""
+    from conftest import require_root
+    from harness import find, run_workload, tiny_symfile, wait_until
+    require_root()
+    a, b = clickhouse_cluster.servers
+    if b.proc is None:
+        b.start()
+    common = replica_flags(clickhouse_cluster, postgres_server, "symshare") + ("--symbols-sync", "500ms")
+    reps = [Server(tmp_path / "r0", None, *common), Server(tmp_path / "r1", None, *common)]
+    started = []
+    try:
+        for s in reps:
+            started.append(s.start())
+        agent_factory(reps[0].url, "-on-cpu-sampling-rate=97").start()
+        run_workload("cpu_split", 4)
+
+        def named(s):
+            tree = s.flamegraph(query='process.executable.name == "cpu_split"')
+            m = find(tree["root"], "main", binary="cpu_split")
+            return m is not None and find(m, "run_slot", binary="cpu_split") is not None
+        wait_until(lambda: named(reps[0]), 40, interval=1.0, what="the workload named on the replica it went to")
+        wait_until(lambda: reps[1].healthy() and named(reps[1]), 20, interval=0.5,
+                   what="the workload named on the other replica")
+        late = Server(tmp_path / "r2", None, *common)
+        started.append(late.start())
+        wait_until(lambda: named(late), 20, interval=0.5, what="the workload named on a replica started later")
+        # PostgreSQL stopped: an upload is refused (503) and stored nowhere;
+        # back, it is stored and copied to the other replicas.
+        fid, put = "cd" * 16, f"/ingest/v1/symbols/{'cd' * 16}?name=libw.so"
+
+        def missing(s):
+            return json.loads(http("POST", s.url + "/ingest/v1/symbols/missing", {"file_ids": [fid]})[1])["missing"]
+        postgres_server.stop()
+        try:
+            status, body = http("PUT", reps[0].url + put, tiny_symfile())
+            assert status == 503, (status, body)
+        finally:
+            postgres_server.start()
+        assert missing(reps[0]) == [fid]
+        for _ in range(100):
+            status, body = http("PUT", reps[0].url + put, tiny_symfile())
+            if status != 503:
+                break
+            time.sleep(0.1)
+        assert status == 201, (status, body)
+        for s in (reps[1], late):
+            wait_until(lambda s=s: missing(s) == [], 20, interval=0.5, what="the upload copied to every replica")
+    finally:
+        for s in started:
+            s.stop()
+
+
 def test_retention_drops_old_days(clickhouse_cluster, tmp_path):
     """--retention on --store clickhouse: the server drops the samples' day
     partitions wholly past it when it starts (and hourly), on every shard;

@@ -348,3 +348,14 @@ def check_tree(node):
     assert [c["total"] for c in kids] == sorted((c["total"] for c in kids), reverse=True)
     for c in kids:
         check_tree(c)
+
+
+def tiny_symfile(name=b"do_work"):
+    """A valid ember symbol file (EMSYM002) of one segment: [0x1000, 0x1100)
+    is the function name, the rest a gap."""
+    import struct
+    strtab = b"\x00" + name + b"\x00"
+    return (b"EMSYM002" + struct.pack("<IIIIQIIQ", 1, 2, 1, len(strtab), 0x1000, 0, 0, 0) +
+            struct.pack("<QQQ", 0x1000, 0x1000, 0x1000) +
+            struct.pack("<IIII", 0, 1, 0x100, 0) +
+            struct.pack("<IIII", 1, 0xffffffff, 0, 0) + strtab)
