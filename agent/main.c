@@ -771,6 +771,8 @@ int main(int argc, char **argv, char **envp)
 	if (vdso_load(&a.vdso) < 0)
 		log_warn("cannot read the vDSO's symbols: vDSO frames will have offsets only");
 
+	char user_agent[64];
+	snprintf(user_agent, sizeof(user_agent), "ember-agent/%s", ember_version());
 	struct http_opts hopts = {
 		.host_port = a.cfg.collection_agent,
 		.disable_tls = a.cfg.disable_tls,
@@ -778,6 +780,8 @@ int main(int argc, char **argv, char **envp)
 		.auth_token = a.cfg.auth_token,
 		.ca_file = a.cfg.tls_ca_file,
 		.timeout_ms = 10000,
+		.user_agent = user_agent,
+		.host_name = a.host_name,
 	};
 	/* -otlp-transport=grpc: -otlp-grpc-endpoint, or the OTLP port on the
 	 * server's host. */

@@ -2,10 +2,12 @@
 #include "httpc.h"
 
 #include <curl/curl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util.h"
+#include "version.h"
 
 #define MAX_RESPONSE (1u << 20)
 
@@ -15,6 +17,8 @@ struct http_client {
 	char *auth_header;
 	char *ca_file;
 	char *plain_hint; /* what to do when the server answers TLS in plain HTTP; NULL = https not used */
+	char *user_agent; /* NULL: "ember/VERSION" */
+	char *host_header; /* "X-Ember-Host: ..."; NULL: none */
 	long timeout_ms;
 	int insecure;
 	size_t max_response;
@@ -44,6 +48,12 @@ struct http_client *http_client_new(const struct http_opts *o)
 	if (o->auth_token && *o->auth_token) {
 		buf_printf(&b, "Authorization: Bearer %s", o->auth_token);
 		c->auth_header = buf_steal(&b, NULL);
+	}
+	if (o->user_agent)
+		c->user_agent = xstrdup(o->user_agent);
+	if (o->host_name && *o->host_name) {
+		buf_printf(&b, "X-Ember-Host: %s", o->host_name);
+		c->host_header = buf_steal(&b, NULL);
 	}
 	c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 30000;
 	c->insecure = o->insecure;
@@ -96,6 +106,8 @@ void http_client_free(struct http_client *c)
 	free(c->auth_header);
 	free(c->ca_file);
 	free(c->plain_hint);
+	free(c->user_agent);
+	free(c->host_header);
 	free(c);
 }
 
@@ -142,6 +154,8 @@ int http_send(struct http_client *c, const char *method, const char *path,
 	}
 	if (c->auth_header)
 		hdrs = curl_slist_append(hdrs, c->auth_header);
+	if (c->host_header)
+		hdrs = curl_slist_append(hdrs, c->host_header);
 	hdrs = curl_slist_append(hdrs, "Expect:");
 	buf_free(&line);
 
@@ -161,7 +175,9 @@ int http_send(struct http_client *c, const char *method, const char *path,
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, MIN(c->timeout_ms, 10000L));
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-	curl_easy_setopt(h, CURLOPT_USERAGENT, "ember/0.1");
+	char agent[64];
+	snprintf(agent, sizeof(agent), "ember/%s", ember_version());
+	curl_easy_setopt(h, CURLOPT_USERAGENT, c->user_agent ? c->user_agent : agent);
 	if (c->ca_file)
 		curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
 	if (c->insecure) {

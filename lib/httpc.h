@@ -25,6 +25,10 @@ struct http_opts {
 	const char *auth_token;
 	const char *ca_file;  /* CA certificates (PEM) to trust instead of the system's; NULL = system */
 	long timeout_ms;
+	/* Who sends (the server's profiler inventory): User-Agent, NULL =
+	 * "ember/VERSION"; X-Ember-Host, NULL = not sent. */
+	const char *user_agent;
+	const char *host_name;
 };
 
 /* Call once per process before any thread uses a client. */

@@ -330,3 +330,16 @@ const void *metadb_blob(struct metadb_stmt *st, int col)
 {
 	return st->db->ops->blob(st, col);
 }
+
+int metadb_open_schema(const char *url, const char *password, const char *component, int64_t version,
+		       const char *ddl, struct metadb **out, struct buf *err)
+{
+	*out = NULL;
+	struct metadb *db = NULL;
+	if (metadb_open(url, password, &db, err) < 0 || metadb_migrate(db, component, version, ddl, err) < 0) {
+		metadb_close(db);
+		return -1;
+	}
+	*out = db;
+	return 0;
+}

@@ -82,6 +82,11 @@ int metadb_exec_ddl(struct metadb *db, const char *sql, struct buf *err);
  * does nothing; above it fails (a newer ember wrote this database). */
 int metadb_migrate(struct metadb *db, const char *component, int64_t version, const char *ddl,
 		   struct buf *err);
+/* metadb_open, then metadb_migrate(component, version, ddl): the opening
+ * of every module that keeps tables of its own. On failure -1 with err
+ * set and nothing left open (*out NULL). */
+int metadb_open_schema(const char *url, const char *password, const char *component, int64_t version,
+		       const char *ddl, struct metadb **out, struct buf *err);
 int metadb_begin(struct metadb *db, struct buf *err);
 int metadb_commit(struct metadb *db, struct buf *err);
 /* Never fails the caller: an error (the connection lost) is ignored, the

@@ -33,6 +33,7 @@
 #include "server/auth/authz.h"
 #include "server/store/clickhouse/chstore.h"
 #include "server/store/clickhouse/schema.h"
+#include "server/store/agents.h"
 #include "server/store/gpuspans.h"
 #include "util.h"
 #include "version.h"
@@ -96,6 +97,20 @@ struct server_config {
 #define OFF(f) offsetof(struct server_config, f)
 
 /* A number from 0 to max (a price or a percentage flag). */
+/* The profiler inventory in the metadata database: url (PostgreSQL), or
+ * DATA_DIR/meta.db beside the projects. */
+static int open_agents(const char *url, const char *password, const char *data_dir, struct agents **out,
+		       struct buf *err)
+{
+	if (url)
+		return agents_open(url, password, out, err);
+	struct buf path = { 0 };
+	buf_printf(&path, "%s/meta.db", data_dir);
+	int rc = agents_open(path.data, NULL, out, err);
+	buf_free(&path);
+	return rc;
+}
+
 static int parse_price(const char *s, const char *flag, double max, double *out)
 {
 	char *end = NULL;
@@ -527,6 +542,7 @@ int main(int argc, char **argv, char **envp)
 	    symbols_open(cfg.data_dir, &srv.symbols, &err) < 0 ||
 	    (metadata_url ? projects_open_url(metadata_url, metadata_pw, &srv.projects, &err)
 			  : projects_open(cfg.data_dir, &srv.projects, &err)) < 0 ||
+	    open_agents(metadata_url, metadata_pw, cfg.data_dir, &srv.agents, &err) < 0 ||
 	    metrics_open(cfg.data_dir, cfg.retention_ms, &srv.metrics, &err) < 0) {
 		log_error("%s", err.data);
 		goto out;
@@ -764,6 +780,7 @@ out:
 	gpuspans_free(srv.gpuspans);
 	auth_close(srv.auth);
 	projects_close(srv.projects);
+	agents_close(srv.agents);
 	metrics_close(srv.metrics);
 	symbols_close(srv.symbols);
 	store_close(srv.store);

@@ -1,5 +1,7 @@
-// download.js - the flamegraph view's "Download" menu: the flamegraph the
-// view shows, saved as a file in one of the server's export formats
+// download.js - saving an answer as a file (downloadFile: the Settings
+// view's inventory CSV too), and the flamegraph view's "Download" menu:
+// the flamegraph the view shows, saved as a file in one of the server's
+// export formats
 // (docs/api.md, "Exports"): the same request body the view sent, POSTed
 // to .../flamegraph/{format}, its answer saved under the file name the
 // server gives (Content-Disposition).
@@ -23,13 +25,11 @@ function fileName(disposition) {
 	return m ? m[1] : '';
 }
 
-// Fetches the export and saves it. Throws an Error with the server's
-// message when it answers an error.
-export async function downloadFlamegraph(project, format, body) {
-	const f = FORMATS.find(x => x.value === format);
-	if (!f) throw new Error(`unknown format ${format}`);
-	const res = await request(`/public/api/v1/project/${encodeURIComponent(project)}/flamegraph/${format}`,
-		{ method: 'POST', body });
+// Fetches method url (body) and saves its answer as a file, named as the
+// server says (Content-Disposition) or fallback. Returns the name; throws
+// an Error with the server's message when it answers an error.
+export async function downloadFile(method, url, body, fallback) {
+	const res = await request(url, { method, body });
 	if (!res.ok) {
 		let msg = '';
 		try {
@@ -40,17 +40,25 @@ export async function downloadFlamegraph(project, format, body) {
 		throw new Error(msg || `HTTP ${res.status} ${res.statusText}`);
 	}
 	const blob = await res.blob();
-	const name = fileName(res.headers.get('Content-Disposition')) || `ember-flamegraph.${f.ext}`;
-	const url = URL.createObjectURL(blob);
+	const name = fileName(res.headers.get('Content-Disposition')) || fallback;
+	const href = URL.createObjectURL(blob);
 	const a = document.createElement('a');
-	a.href = url;
+	a.href = href;
 	a.download = name;
 	a.hidden = true;
 	document.body.appendChild(a);
 	a.click();
 	a.remove();
-	setTimeout(() => URL.revokeObjectURL(url), 30000);
+	setTimeout(() => URL.revokeObjectURL(href), 30000);
 	return name;
+}
+
+// Fetches the flamegraph export and saves it.
+export async function downloadFlamegraph(project, format, body) {
+	const f = FORMATS.find(x => x.value === format);
+	if (!f) throw new Error(`unknown format ${format}`);
+	return downloadFile('POST', `/public/api/v1/project/${encodeURIComponent(project)}/flamegraph/${format}`,
+		body, `ember-flamegraph.${f.ext}`);
 }
 
 // Makes `select` (a <select> whose first option is the "Download…"

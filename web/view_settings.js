@@ -5,9 +5,12 @@
 // a user without them sees the server's refusal). A value saved is kept
 // in the server's recs.db over its flag; "Reset" sends null for it (back
 // to the flag's value). The project's recent lifecycle history (who
-// dismissed, regenerated, suppressed or changed what) is listed below.
+// dismissed, regenerated, suppressed or changed what) is listed below,
+// and the profiler inventory (GET /public/api/v1/agents: every agent
+// that sent profiles, reporting or silent, with a CSV download).
 
 import { apiJSON, apiErrorHTML, escapeHTML, loadStylesheet, messageHTML } from './common.js';
+import { downloadFile } from './download.js';
 
 // Each field: the API key, its label, and how the form shows it (the API
 // keeps milliseconds and fractions).
@@ -101,6 +104,49 @@ function fieldHTML(f, s) {
 </div>`;
 }
 
+const AGENTS_PATH = '/public/api/v1/agents';
+
+// How long ago t (Unix ms) was, in the largest whole unit.
+function ago(t) {
+	const s = Math.max(0, Math.round((Date.now() - t) / 1000));
+	if (s < 90) return `${s} s ago`;
+	if (s < 5400) return `${Math.round(s / 60)} min ago`;
+	if (s < 129600) return `${Math.round(s / 3600)} h ago`;
+	return `${Math.round(s / 86400)} d ago`;
+}
+
+function inventoryHTML(d, names) {
+	const head = `<p class="settings-help"><b class="inventory-total">${d.total}</b> agent${d.total === 1 ? '' : 's'}, <b class="inventory-reporting">${d.reporting}</b> reporting (seen in the last ${Math.round(d.reporting_window_ms / 60000)} minutes). <button type="button" class="inventory-csv">Download CSV</button> <span class="inventory-status" role="status"></span></p>`;
+	if (!d.agents.length) return `${head}<p class="settings-help">No agent has sent profiles yet.</p>`;
+	const rows = d.agents.map((a) => `<tr data-instance="${escapeHTML(a.instance)}" class="${a.reporting ? 'reporting' : 'silent'}">
+	<td><span class="inventory-dot" title="${a.reporting ? 'reporting' : 'silent'}"></span>${a.reporting ? 'reporting' : 'silent'}</td>
+	<td>${escapeHTML(a.host || '\u2013')}</td><td>${escapeHTML(a.version || '\u2013')}</td>
+	<td title="${escapeHTML(a.project_id)}">${escapeHTML(names.get(a.project_id) || a.project_id)}</td><td>${escapeHTML(a.protocol)}</td><td>${escapeHTML(a.address || '\u2013')}</td>
+	<td title="${escapeHTML(new Date(a.last_seen_ms).toLocaleString())}">${escapeHTML(ago(a.last_seen_ms))}</td>
+	<td class="num">${a.samples.toLocaleString()}</td></tr>`).join('');
+	return `${head}<table class="settings-history inventory"><thead><tr><th>Status</th><th>Host</th><th>Version</th><th>Project</th><th>Protocol</th><th>Address</th><th>Last seen</th><th class="num">Samples</th></tr></thead><tbody>${rows}</tbody></table>`;
+}
+
+async function loadInventory(mine) {
+	const el = root.querySelector('.settings-inventory-body');
+	try {
+		const [d, p] = await Promise.all([apiJSON('GET', AGENTS_PATH),
+			apiJSON('GET', '/public/api/v1/projects').catch(() => ({ projects: [] }))]);
+		if (mine !== seq || !el) return;
+		el.innerHTML = inventoryHTML(d, new Map((p.projects || []).map((x) => [x.id, x.name])));
+		el.querySelector('.inventory-csv').addEventListener('click', async () => {
+			const st = el.querySelector('.inventory-status');
+			try {
+				st.textContent = `Saved ${await downloadFile('GET', `${AGENTS_PATH}?format=csv`, undefined, 'ember-agents.csv')}.`;
+			} catch (e) {
+				st.textContent = e.message || 'Could not download';
+			}
+		});
+	} catch (e) {
+		if (mine === seq && el) el.innerHTML = apiErrorHTML(e);
+	}
+}
+
 function historyHTML(hist) {
 	if (!hist.length) return '<p class="settings-help">No changes yet.</p>';
 	const what = { state: 'state', regenerate: 'regenerated', refresh: 'refreshed traces', suppress: 'suppressed hot trace', unsuppress: 'unsuppressed hot trace', settings: 'setting' };
@@ -122,7 +168,8 @@ async function load() {
 	<div class="settings-actions"><button type="submit" class="primary">Save</button><span class="settings-status" role="status"></span></div>
 </form>
 <form class="settings-llm settings-form panel" novalidate><h2>AI configuration</h2>${messageHTML('info', 'Loading\u2026')}</form>
-<div class="settings-hist panel"><h2>Recommendations history</h2><div class="settings-hist-body">Loading\u2026</div></div>`;
+<div class="settings-hist panel"><h2>Recommendations history</h2><div class="settings-hist-body">Loading\u2026</div></div>
+<div class="settings-hist settings-inventory panel"><h2>Profiler inventory</h2><div class="settings-inventory-body">Loading\u2026</div></div>`;
 		const form = body.querySelector('form.settings-form:not(.settings-llm)');
 		form.addEventListener('submit', (ev) => {
 			ev.preventDefault();
@@ -146,6 +193,7 @@ async function load() {
 		ctx.setState('ready');
 		loadLLM(mine);
 		loadHistory(mine);
+		loadInventory(mine);
 	} catch (e) {
 		if (mine !== seq) return;
 		body.innerHTML = apiErrorHTML(e);
@@ -190,7 +238,7 @@ function show(el, c) {
 	ctx = c;
 	if (!root.querySelector('.settings')) {
 		root.innerHTML = `<div class="view-body settings"><h1>Settings</h1>
-<p class="settings-note">How recommendations are found, and what their savings cost. Saved values override the server's flags until reset; they apply at once (every project is analyzed again).</p>
+<p class="settings-note">How recommendations are found, and what their savings cost. Saved values override the server's flags until reset; they apply at once (every project is analyzed again). Below: every agent that sends profiles.</p>
 <div class="settings-body">${messageHTML('info', 'Loading\u2026')}</div></div>`;
 	}
 	load();

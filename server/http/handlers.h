@@ -66,6 +66,8 @@ void handle_hot_trace_suppress(struct server *srv, const struct http_req *req, s
 void handle_hot_trace_unsuppress(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_recommendations_suppressed(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_recommendations_history(struct server *srv, const struct http_req *req, struct http_resp *resp);
+/* server/http/agents_api.c: the profiler inventory. */
+void handle_agents_list(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_recs_settings_get(struct server *srv, const struct http_req *req, struct http_resp *resp);
 void handle_recs_settings_put(struct server *srv, const struct http_req *req, struct http_resp *resp);
 /* server/http/assistant_api.c: the AI assistant (docs/assistant.md). */

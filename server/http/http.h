@@ -186,6 +186,9 @@ void http_stop(struct http_server *h);
 /* A request header (names compare without case) or query argument; NULL
  * when absent. */
 const char *http_header(const struct http_req *req, const char *name);
+/* The peer's IP address as text into out (n bytes: INET6_ADDRSTRLEN is
+ * enough); "" when unknown (a request made in-process). */
+void http_client_address(const struct http_req *req, char *out, size_t n);
 const char *http_query_arg(const struct http_req *req, const char *name);
 /* Sets a JSON error answer {"error": message}. */
 void http_error(struct http_resp *resp, int status, const char *fmt, ...)

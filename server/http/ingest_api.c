@@ -15,6 +15,7 @@
 
 #include "server/ingest/batch_decode.h"
 #include "server/ingest/codecs.h"
+#include "server/store/agents.h"
 #include "compress.h"
 #include "handlers.h"
 #include "jsonw.h"
@@ -156,6 +157,23 @@ static bool zstd_encoded(struct server *srv, const struct http_req *req, struct 
 	return false;
 }
 
+/* Tells the profiler inventory of the agent whose batch was stored (or
+ * was a duplicate: seen, no samples added). */
+static void note_agent(struct server *srv, const struct http_req *req, const char *instance,
+		       const char *project, const char *protocol, uint32_t host_cpus, uint64_t samples)
+{
+	if (!srv->agents)
+		return;
+	char addr[64];
+	http_client_address(req, addr, sizeof(addr));
+	struct agent_note n = {
+		.instance = instance, .project = project, .host = http_header(req, "X-Ember-Host"),
+		.version = http_header(req, "User-Agent"), .protocol = protocol, .address = addr,
+		.host_cpus = host_cpus, .samples = samples,
+	};
+	agents_seen(srv->agents, &n, now_unix_ms());
+}
+
 void handle_ingest_batch(struct server *srv, const struct http_req *req, struct http_resp *resp)
 {
 	if (!zstd_encoded(srv, req, resp))
@@ -177,6 +195,9 @@ void handle_ingest_batch(struct server *srv, const struct http_req *req, struct 
 		add_kind(&kv, b->samples[i]->kind, b->samples[i]->value);
 	}
 	answer(srv, rc, samples, &kv, req->body_len, project, &err, resp);
+	if (rc == STORE_OK || rc == STORE_DUPLICATE)
+		note_agent(srv, req, b->agent_instance, project, "ember v1", b->host_cpus,
+			   rc == STORE_OK ? samples : 0);
 	batch_decode_free(b);
 	buf_free(&err);
 }
@@ -301,6 +322,9 @@ void handle_ingest_session_batch(struct server *srv, const struct http_req *req,
 	} else {
 		answer(srv, rc == SESSION_SEEN ? STORE_DUPLICATE : rc, samples, &kv, req->body_len,
 		       st.project[0] ? st.project : NULL, &err, resp);
+		if ((rc == STORE_OK || rc == SESSION_SEEN) && st.project[0])
+			note_agent(srv, req, m->agent_instance, st.project, "ember v2", m->host_cpus,
+				   rc == STORE_OK ? samples : 0);
 	}
 	session_batch_free(m);
 	buf_free(&err);

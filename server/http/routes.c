@@ -83,6 +83,8 @@ const struct route server_routes[] = {
 	{ "DELETE", "/public/api/v1/project/{project_id}/recommendations/hot-traces/{trace_id}/suppress", handle_hot_trace_unsuppress, 0, Q, IN_PROJECT("project:update"), QRY },
 	{ "GET", "/public/api/v1/project/{project_id}/recommendations/suppressed", handle_recommendations_suppressed, 0, 0, IN_PROJECT("project:read"), QRY },
 	{ "GET", "/public/api/v1/project/{project_id}/recommendations/history", handle_recommendations_history, 0, 0, IN_PROJECT("project:read"), QRY },
+	/* The profiler inventory (metadata: every replica lists every agent): admins. */
+	{ "GET", "/public/api/v1/agents", handle_agents_list, 0, 0, GLOBAL("admin:settings:read"), QRY },
 	/* Recommendations and cost settings, stored in recs.db over the flags: admins. */
 	{ "GET", "/public/api/v1/settings/recommendations", handle_recs_settings_get, 0, 0, GLOBAL("admin:settings:read"), QRY },
 	{ "PUT", "/public/api/v1/settings/recommendations", handle_recs_settings_put, 64 * KiB, 0, GLOBAL("admin:settings:update"), QRY },

@@ -43,6 +43,7 @@ struct metrics_store;
 struct recs;
 struct sessions;
 struct gpuspans;
+struct agents;
 
 struct server {
 	struct store *store;
@@ -51,6 +52,7 @@ struct server {
 	struct sessions *sessions; /* protocol version 2 */
 	struct metrics_store *metrics; /* host and GPU metrics (metrics.h) */
 	struct gpuspans *gpuspans; /* the GPU timeline's spans (store/gpuspans.h); NULL: not kept */
+	struct agents *agents;     /* the profiler inventory (store/agents.h); NULL: not kept */
 	/* Users, roles, tokens and the audit log (auth/authz.h); NULL in
 	 * in-process tests, where every request is open. */
 	struct auth *auth;

@@ -212,8 +212,7 @@ int symshare_open(const char *url, const char *password, struct symbols *s, int6
 	pthread_mutex_init(&sh->pub_mu, NULL);
 	pthread_mutex_init(&sh->mu, NULL);
 	cond_init_monotonic(&sh->cv);
-	if (metadb_open(url, password, &sh->pub, err) < 0 ||
-	    metadb_migrate(sh->pub, "symbols", 1, symshare_ddl, err) < 0 ||
+	if (metadb_open_schema(url, password, "symbols", 1, symshare_ddl, &sh->pub, err) < 0 ||
 	    metadb_open(url, password, &sh->sync, err) < 0) {
 		symshare_close(sh);
 		return -1;

@@ -131,6 +131,34 @@ def test_settings_page(server, page):
     no_errors(page, allow=(lambda e: "400" in str(e),))
 
 
+def test_profiler_inventory(server, page):
+    """Settings lists every agent that sent profiles (the module's own and
+    one that says its host and version), reporting, with the project's
+    name; the CSV download saves the same list."""
+    b = Batch(agent_instance="7e1d2c3b-0000-4000-8000-0000000000dd", host_cpus=64)
+    b.add(["main", "train_step"], {"host.name": "gpu-node-3"}, 100, binary="trainer")
+    assert send_batch(server.base, b.encode(sequence=1),
+                      headers={"X-Ember-Host": "gpu-node-3", "User-Agent": "ember-agent/9.9.9"})["stored"]
+    for _ in range(50):  # written to the metadata database within a second
+        if api(server, "GET", "/public/api/v1/agents")["total"] == 2:
+            break
+        time.sleep(0.1)
+    open_ui(page, server.base, "/?view=settings")
+    row = "#view-settings .inventory tr[data-instance='7e1d2c3b-0000-4000-8000-0000000000dd']"
+    page.wait_for(f"!!document.querySelector(\"{row}\")")
+    cells = page.evaluate(f"[...document.querySelector(\"{row}\").cells].map(c => c.textContent.trim())")
+    assert cells == ["reporting", "gpu-node-3", "ember-agent/9.9.9", "default", "ember v1", "127.0.0.1",
+                     cells[6], "100"], cells
+    assert cells[6].endswith("s ago"), cells
+    assert page.evaluate("document.querySelector('#view-settings .inventory-total').textContent") == "2"
+    assert page.evaluate("document.querySelector('#view-settings .inventory-reporting').textContent") == "2"
+    page.evaluate("document.querySelector('#view-settings .inventory-csv').click()")
+    page.wait_for("document.querySelector('#view-settings .inventory-status').textContent === 'Saved ember-agents.csv.'")
+    page.evaluate("document.querySelector('#view-settings .settings-inventory').scrollIntoView()")
+    shot(page, "settings_inventory")
+    no_errors(page)
+
+
 def test_entity_page_cost(server, page):
     """A deployment's page: the annual cost at its rate, and the savings of
     the recommendations that name it; Open goes to the recommendation."""

@@ -408,6 +408,15 @@ def test_every_route_answers_as_documented(local, doc):
     c.call("DELETE", q(f"recommendations/hot-traces/{tid}/suppress"), expect=200)
     c.call("DELETE", q(f"recommendations/hot-traces/{tid}/suppress"), expect=404)
     c.call("GET", q("recommendations/history"), query="?limit=10", expect=200)
+    for _ in range(50):  # the inventory is written within a second
+        st, agents, _ = c.call("GET", "/public/api/v1/agents", expect=200)
+        if agents["total"]:
+            break
+        time.sleep(0.1)
+    assert agents["total"] >= 1 and agents["agents"][0]["reporting"], agents
+    st, csv, hd = c.call("GET", "/public/api/v1/agents", query="?format=csv", expect=200)
+    assert hd["Content-Type"].startswith("text/csv"), hd["Content-Type"]
+    c.call("GET", "/public/api/v1/agents", query="?format=xml", expect=400)
     settings = "/public/api/v1/settings/recommendations"
     c.call("GET", settings, expect=200)
     c.call("PUT", settings, {"cost_per_core_hour": 0.05}, expect=200)

@@ -257,10 +257,11 @@ def send_session_batch(base_url, raw, timeout=10):
     return send_batch(base_url, raw, timeout, route="/ingest/v2/batch")
 
 
-def send_batch(base_url, raw, timeout=10, route="/ingest/v1/batch"):
-    """POSTs an encoded batch to ember-server; returns its JSON answer."""
+def send_batch(base_url, raw, timeout=10, route="/ingest/v1/batch", headers=None):
+    """POSTs an encoded batch to ember-server (with more headers); returns
+    its JSON answer."""
     req = urllib.request.Request(
         base_url.rstrip("/") + route, data=zstd_compress(raw), method="POST",
-        headers={"Content-Type": "application/x-protobuf", "Content-Encoding": "zstd"})
+        headers={"Content-Type": "application/x-protobuf", "Content-Encoding": "zstd", **(headers or {})})
     with urllib.request.urlopen(req, timeout=timeout) as resp:
         return json.loads(resp.read())
