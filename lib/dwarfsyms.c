@@ -238,9 +238,7 @@ static long do_cu(Dwarf_Die *cudie, struct symfile_builder *b)
 		if (st.nodes[i].parent >= 0)
 			st.nodes[i].parent = (int)where[st.nodes[i].parent];
 	}
-	free(orig);
-	free(order);
-	free(where);
+	free_all(orig, order, where);
 
 	struct line *ls = xmalloc(nlines * sizeof(*ls));
 	size_t nl = 0;

@@ -102,13 +102,7 @@ void http_client_free(struct http_client *c)
 	if (!c)
 		return;
 	curl_easy_cleanup(c->curl);
-	free(c->base);
-	free(c->auth_header);
-	free(c->ca_file);
-	free(c->plain_hint);
-	free(c->user_agent);
-	free(c->host_header);
-	free(c);
+	free_all(c->base, c->auth_header, c->ca_file, c->plain_hint, c->user_agent, c->host_header, c);
 }
 
 size_t http_sink_write(char *p, size_t size, size_t n, void *sink)

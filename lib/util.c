@@ -42,6 +42,28 @@ void *xrealloc(void *p, size_t n)
 	return q;
 }
 
+void free_each(void *const *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(p[i]);
+}
+
+void free_array(void *v, size_t n)
+{
+	void **p = v;
+	for (size_t i = 0; i < n; i++)
+		free(p[i]);
+	free(p);
+}
+
+void free_secret(char *s)
+{
+	if (!s)
+		return;
+	explicit_bzero(s, strlen(s));
+	free(s);
+}
+
 void xgrow(void **p, size_t *cap, size_t need, size_t elem)
 {
 	if (need <= *cap)

@@ -53,6 +53,18 @@ static inline int64_t floor_to(int64_t a, int64_t b)
 void *xmalloc(size_t n);
 void *xcalloc(size_t count, size_t size);
 void *xrealloc(void *p, size_t n);
+/* free_all(a, b, ...): frees each of the pointers given, in order (any
+ * may be NULL). The arguments are all read before the first is freed, so
+ * an owner may come last after its members: free_all(s->a, s->b, s). */
+void free_each(void *const *p, size_t n);
+/* Frees the n pointers of array v, then v itself (v may be NULL when n is 0). */
+void free_array(void *v, size_t n);
+/* Overwrites a secret string (a password, a key) with zeros, then frees it;
+ * NULL is nothing. */
+void free_secret(char *s);
+#define free_all(...)                                                              \
+	free_each((void *const[]){ __VA_ARGS__ },                                  \
+		  sizeof((void *const[]){ __VA_ARGS__ }) / sizeof(void *))
 /* Grows *p (an array of elem-sized items with capacity *cap) so that it
  * holds at least need items. Doubles the capacity. */
 void xgrow(void **p, size_t *cap, size_t need, size_t elem);

@@ -416,9 +416,7 @@ struct grant_req {
 
 static void grant_free(struct grant_req *g)
 {
-	free(g->name);
-	free(g->patterns);
-	free(g->projects);
+	free_all(g->name, g->patterns, g->projects);
 	json_decref(g->doc);
 }
 
@@ -589,9 +587,7 @@ out:
 		memset(password, 0, strlen(password));
 		free(password);
 	}
-	free(email);
-	free(given);
-	free(family);
+	free_all(email, given, family);
 	json_decref(doc);
 	buf_free(&err);
 }

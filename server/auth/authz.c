@@ -298,10 +298,7 @@ static int shared_keys(struct auth *a, struct buf *err)
 		OPENSSL_cleanse(npriv, strlen(npriv));
 	if (priv)
 		OPENSSL_cleanse(priv, strlen(priv));
-	free(npriv);
-	free(npub);
-	free(priv);
-	free(pub);
+	free_all(npriv, npub, priv, pub);
 	return rc;
 }
 
@@ -367,14 +364,9 @@ void auth_close(struct auth *a)
 {
 	if (!a)
 		return;
-	for (size_t i = 0; i < a->nseeded; i++)
-		free(a->seeded[i]);
-	free(a->seeded);
+	free_array(a->seeded, a->nseeded);
 	free(a->basic_user);
-	if (a->basic_password) {
-		OPENSSL_cleanse(a->basic_password, strlen(a->basic_password));
-		free(a->basic_password);
-	}
+	free_secret(a->basic_password);
 	jwt_keys_free(a->keys);
 	oidc_free(a->oidc);
 	identity_close(a->id);

@@ -256,22 +256,13 @@ void oidc_free(struct oidc *o)
 {
 	if (!o)
 		return;
-	free(o->issuer);
-	free(o->client_id);
-	if (o->client_secret) {
-		OPENSSL_cleanse(o->client_secret, strlen(o->client_secret));
-		free(o->client_secret);
-	}
-	free(o->redirect_uri);
-	free(o->redirect_origin);
-	free(o->scopes);
+	free_secret(o->client_secret);
+	free_all(o->issuer, o->client_id, o->redirect_uri, o->redirect_origin, o->scopes);
 	for (size_t i = 0; i < o->nextra; i++) {
 		free(o->extra_keys[i]);
 		free(o->extra_values[i]);
 	}
-	free(o->authorization_endpoint);
-	free(o->token_endpoint);
-	free(o->jwks_uri);
+	free_all(o->authorization_endpoint, o->token_endpoint, o->jwks_uri);
 	free_keys(o->keys, o->nkeys);
 	OPENSSL_cleanse(o->flow_key, sizeof(o->flow_key));
 	pthread_mutex_destroy(&o->mu);
@@ -538,9 +529,7 @@ static int load_discovery(struct oidc *o, const char *data, size_t len, struct b
 	} else if (!endpoint_ok(o, az) || !endpoint_ok(o, tk) || !endpoint_ok(o, jw)) {
 		buf_puts(err, "the discovery document lacks an https authorization_endpoint, token_endpoint or jwks_uri");
 	} else {
-		free(o->authorization_endpoint);
-		free(o->token_endpoint);
-		free(o->jwks_uri);
+		free_all(o->authorization_endpoint, o->token_endpoint, o->jwks_uri);
 		o->authorization_endpoint = xstrdup(az);
 		o->token_endpoint = xstrdup(tk);
 		o->jwks_uri = xstrdup(jw);
@@ -994,8 +983,6 @@ out:
 	EVP_PKEY_free(k);
 	json_decref(h);
 	json_decref(c);
-	free(hraw);
-	free(craw);
-	free(sig);
+	free_all(hraw, craw, sig);
 	return rc;
 }

@@ -96,8 +96,7 @@ void mcp_free(struct mcp *m)
 {
 	if (!m)
 		return;
-	for (size_t i = 0; i < m->nhosts; i++)
-		free(m->hosts[i]);
+	free_each((void *const *)m->hosts, m->nhosts);
 	pthread_mutex_destroy(&m->lock);
 	free(m);
 }

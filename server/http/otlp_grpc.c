@@ -299,13 +299,7 @@ static void stream_free(struct otlp_grpc *g, struct gstream *s)
 	buf_free(&s->message);
 	buf_free(&s->message_enc);
 	buf_free(&s->reply);
-	free(s->authorization);
-	free(s->project);
-	free(s->encoding);
-	free(s->content_type);
-	free(s->path);
-	free(s->method);
-	free(s);
+	free_all(s->authorization, s->project, s->encoding, s->content_type, s->path, s->method, s);
 }
 
 static void stream_unlink(struct gconn *c, struct gstream *s)

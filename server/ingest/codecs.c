@@ -109,14 +109,7 @@ void batch_index(struct store_head *h, const char *project_id, const Ember__Inge
 #undef LSTR
 #undef SSTR
 #undef SLEN
-	free(slen);
-	free(known);
-	free(lmap);
-	free(fmap);
-	free(frmap);
-	free(stmap);
-	free(sermap);
-	free(labmap);
+	free_all(slen, known, lmap, fmap, frmap, stmap, sermap, labmap);
 }
 
 /* A version 1 batch: the record is the batch as received. */

@@ -722,17 +722,8 @@ static void conv_free(struct conv *c)
 	free(c->allocs);
 	free(c->strs.v);
 	buf_free(&c->strs.extra);
-	free(c->strs.extra_off);
-	free(c->map_file);
-	free(c->loc_first);
-	free(c->loc_count);
-	free(c->stack_map);
-	free(c->attr_key);
-	free(c->attr_val);
-	free(c->files);
-	free(c->frames);
-	free(c->stacks);
-	free(c->res);
+	free_all(c->strs.extra_off, c->map_file, c->loc_first, c->loc_count, c->stack_map,
+	         c->attr_key, c->attr_val, c->files, c->frames, c->stacks, c->res);
 	hmap_free(&c->res_index);
 	free(c->samples);
 }

@@ -136,9 +136,7 @@ static void sess_free(struct sess *s)
 	table_free(s->node_depth, s->capnodes, sizeof(uint16_t));
 	table_free(s->frame_h, s->capframe_h, sizeof(uint64_t));
 	table_free(s->node_h, s->capnode_h, sizeof(uint64_t));
-	free(s->res.ids);
-	free(s->res.start);
-	free(s->res.len);
+	free_all(s->res.ids, s->res.start, s->res.len);
 	for (int t = 0; t < T_COUNT; t++) {
 		table_free(s->logged[t], s->caplogged[t], sizeof(uint64_t));
 		table_free(s->defined[t], s->capdefined[t], 1);
@@ -867,14 +865,7 @@ static void pack_carry(struct carry *c, struct buf *out)
 	buf_reserve(out, out->len + len + 1);
 	ember__ingest__v1__session_carry__pack(&m, (uint8_t *)out->data + out->len);
 	out->len += len;
-	free(strings);
-	free(files);
-	free(filep);
-	free(u32);
-	free(addr);
-	free(types);
-	free(rlen);
-	free(rattr);
+	free_all(strings, files, filep, u32, addr, types, rlen, rattr);
 }
 
 /* A sample's node marks: its log mark, read here, and its head id, read

@@ -186,9 +186,7 @@ void llm_close(struct llm *l)
 		for (size_t i = 0; k[i]; i++)
 			k[i] = 0;
 	}
-	free(l->key);
-	free(l->base_url);
-	free(l->key_source);
+	free_all(l->key, l->base_url, l->key_source);
 	json_decref(l->saved);
 	free(l->settings_path);
 	pthread_mutex_destroy(&l->mu);

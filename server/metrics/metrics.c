@@ -463,14 +463,9 @@ static int store_locked(struct metrics_store *m, const char *project,
 		i = j;
 	}
 	buf_free(&blob);
-	free(pts);
-	free(old);
-	free(merged);
+	free_all(pts, old, merged);
 	buf_free(&labels);
-	free(offsets);
-	free(ids);
-	free(lo);
-	free(hi);
+	free_all(offsets, ids, lo, hi);
 	return rc;
 }
 
@@ -651,9 +646,7 @@ static int parse_agg(const json_t *doc, const char *name, bool allow_sum, int de
 
 static void mquery_free(struct mquery *q)
 {
-	free(q->cel);
-	free(q->metric);
-	free(q->group_by);
+	free_all(q->cel, q->metric, q->group_by);
 }
 
 static int mquery_parse(const char *body, size_t len, struct mquery *q, struct buf *err)
@@ -958,15 +951,9 @@ done:
 		status = end_answer(&w, out, err);
 	}
 	for (size_t i = 0; i < ngroups; i++) {
-		free(groups[i].name);
-		free(groups[i].v);
-		free(groups[i].n);
-		free(groups[i].raw);
+		free_all(groups[i].name, groups[i].v, groups[i].n, groups[i].raw);
 	}
-	free(groups);
-	free(sv);
-	free(sn);
-	free(unit);
+	free_all(groups, sv, sn, unit);
 	cel_free(cel);
 	mquery_free(&q);
 	return status;

@@ -78,9 +78,7 @@ int slack_read_url(const char *path, struct buf *out, struct buf *err)
 
 static void item_free(struct item *it)
 {
-	free(it->title);
-	free(it->detail);
-	free(it->link);
+	free_all(it->title, it->detail, it->link);
 	memset(it, 0, sizeof(*it));
 }
 
@@ -95,9 +93,7 @@ static void enqueue(struct slack *s, char *title, char *detail, char *link, bool
 	}
 	pthread_cond_signal(&s->wake);
 	pthread_mutex_unlock(&s->mu);
-	free(title);
-	free(detail);
-	free(link);
+	free_all(title, detail, link);
 }
 
 static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
@@ -436,10 +432,7 @@ struct slack *slack_start(const struct slack_config *c, struct metrics_store *me
 		buf_printf(err, "slack: %s", strerror(e));
 		pthread_mutex_destroy(&s->mu);
 		pthread_cond_destroy(&s->wake);
-		free(s->sent);
-		free(s->url);
-		free(s->public_url);
-		free(s);
+		free_all(s->sent, s->url, s->public_url, s);
 		return NULL;
 	}
 	pthread_setname_np(s->thread, "ember-slack");
@@ -450,11 +443,7 @@ void slack_stop(struct slack *s)
 {
 	if (!s)
 		return;
-	pthread_mutex_lock(&s->mu);
-	s->stop = true;
-	pthread_cond_signal(&s->wake);
-	pthread_mutex_unlock(&s->mu);
-	pthread_join(s->thread, NULL);
+	thread_stop_join(s->thread, &s->mu, &s->wake, &s->stop);
 	for (size_t i = 0; i < s->npending; i++)
 		item_free(&s->pending[i]);
 	if (s->messages || s->failures)
@@ -462,9 +451,5 @@ void slack_stop(struct slack *s)
 			 (unsigned long long)s->failures);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->wake);
-	free(s->seen);
-	free(s->sent);
-	free(s->url);
-	free(s->public_url);
-	free(s);
+	free_all(s->seen, s->sent, s->url, s->public_url, s);
 }

@@ -503,19 +503,7 @@ static int write_pprof(struct ex *x, struct buf *err)
 	int rc = gzip_compress_buf(raw, len, 6, x->out);
 	if (rc < 0)
 		buf_puts(err, "pprof: compressing the profile failed");
-	free(raw);
-	free(st);
-	free(mp);
-	free(mpp);
-	free(ln);
-	free(lnp);
-	free(loc);
-	free(locp);
-	free(fn);
-	free(fnp);
-	free(values);
-	free(smp);
-	free(smpp);
+	free_all(raw, st, mp, mpp, ln, lnp, loc, locp, fn, fnp, values, smp, smpp);
 	return rc < 0 ? -1 : 0;
 }
 
@@ -566,9 +554,6 @@ int export_tree(enum fg_format f, struct otree *t, const struct display *d, size
 	free(x.fns);
 	free(x.locs);
 	hmap_free(&x.loc_index);
-	free(x.mapping_of);
-	free(x.mapping_file);
-	free(x.smp);
-	free(x.locids);
+	free_all(x.mapping_of, x.mapping_file, x.smp, x.locids);
 	return rc;
 }

@@ -518,16 +518,8 @@ static void fg_free(struct fg *q)
 	scan_close(q->scan);
 	display_free(q->disp);
 	otree_free(&q->tree);
-	free(q->self);
-	free(q->tot);
-	free(q->out);
-	free(q->match);
-	free(q->smemo);
-	free(q->bits);
-	free(q->leaves);
-	free(q->group_of);
-	free(q->sel);
-	free(q->buckets);
+	free_all(q->self, q->tot, q->out, q->match, q->smemo, q->bits, q->leaves, q->group_of,
+	         q->sel, q->buckets);
 }
 
 int flamegraph_query(struct store *st, struct symbols *sym, struct fetcher *fetch,

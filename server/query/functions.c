@@ -126,9 +126,7 @@ void fn_request_free(struct fn_request *r)
 	for (size_t i = 0; i < r->nmasks; i++)
 		free(r->masks[i]);
 	r->nmasks = 0;
-	free(r->search);
-	free(r->function);
-	free(r->binary);
+	free_all(r->search, r->function, r->binary);
 	r->search = r->function = r->binary = NULL;
 }
 

@@ -250,9 +250,7 @@ static int cmp_entity(const void *a, const void *b)
 static void trace_free(struct ht_trace *t)
 {
 	for (size_t f = 0; f < t->nframes; f++) {
-		free(t->frames[f].name);
-		free(t->frames[f].binary);
-		free(t->frames[f].file);
+		free_all(t->frames[f].name, t->frames[f].binary, t->frames[f].file);
 	}
 	free(t->frames);
 }

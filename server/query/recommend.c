@@ -198,11 +198,7 @@ void recs_close(struct recs *r)
 	if (!r)
 		return;
 	if (r->started) {
-		pthread_mutex_lock(&r->mu);
-		r->stop = true;
-		pthread_cond_broadcast(&r->wake);
-		pthread_mutex_unlock(&r->mu);
-		pthread_join(r->thread, NULL);
+		thread_stop_join(r->thread, &r->mu, &r->wake, &r->stop);
 	}
 	for (size_t i = 0; i < CACHE_SLOTS; i++)
 		slot_clear(&r->cache[i]);

@@ -214,12 +214,7 @@ int timeline_query(struct gpuspans *g, struct symbols *sym, const struct tl_requ
 	buf_free(&t.stacks);
 	buf_free(&t.labels);
 	buf_free(&t.names);
-	free(t.spans);
-	free(t.node_map);
-	free(t.lab_map);
-	free(t.lab_ok);
-	free(t.keys);
-	free(t.lines);
+	free_all(t.spans, t.node_map, t.lab_map, t.lab_ok, t.keys, t.lines);
 	display_free(t.d);
 	cel_free(t.cel);
 	return rc;

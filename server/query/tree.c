@@ -413,9 +413,7 @@ size_t otree_visit(struct otree *t, const struct display *d, size_t max_nodes,
 	visit_node(t, 0, v, ctx, 0);
 	t->kept = NULL;
 	t->sorted = NULL;
-	free(kept);
-	free(sk.first);
-	free(sk.kids);
+	free_all(kept, sk.first, sk.kids);
 	return t->written;
 }
 

@@ -63,9 +63,7 @@ void uregex_free(struct uregex *re)
 	if (!re)
 		return;
 	pcre2_code_free(re->code);
-	free(re->pattern);
-	free(re->what);
-	free(re);
+	free_all(re->pattern, re->what, re);
 }
 
 struct uregex_matcher *uregex_matcher_new(uint64_t budget_ms)
@@ -95,11 +93,7 @@ void uregex_matcher_free(struct uregex_matcher *m)
 	pcre2_match_data_free(m->md);
 	pcre2_match_context_free(m->mctx);
 	pcre2_jit_stack_free(m->jit_stack);
-	free(m->limit);
-	free(m->what);
-	free(m->pattern);
-	free(m->subject);
-	free(m);
+	free_all(m->limit, m->what, m->pattern, m->subject, m);
 }
 
 static void trip(struct uregex_matcher *m, const struct uregex *re, const char *limit,

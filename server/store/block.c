@@ -140,10 +140,7 @@ void block_close(struct block *b)
 		close(b->fd);
 	for (size_t i = 0; i < b->info.nagents; i++)
 		free(b->info.agents[i].instance);
-	free(b->info.agents);
-	free(b->info.sources);
-	free(b->path);
-	free(b);
+	free_all(b->info.agents, b->info.sources, b->path, b);
 }
 
 const struct block_info *block_info(const struct block *b)

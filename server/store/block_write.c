@@ -100,12 +100,7 @@ static void writer_free(struct block_writer *w)
 	close(w->fd);
 	free(w->tmp_path);
 	buf_free(&w->raw);
-	free(w->dict);
-	free(w->local);
-	free(w->keys);
-	free(w->rtmp);
-	free(w->sums);
-	free(w);
+	free_all(w->dict, w->local, w->keys, w->rtmp, w->sums, w);
 }
 
 void block_writer_abort(struct block_writer *w)

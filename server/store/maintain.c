@@ -532,9 +532,7 @@ static int compact_partition(struct store *s, int64_t partition, bool all, struc
 	}
 	for (size_t i = 0; i < pinned; i++)
 		unpin(srcs[i]);
-	free(ms);
-	free(gens);
-	free(damaged);
+	free_all(ms, gens, damaged);
 out:
 	for (size_t i = 0; i < n; i++)
 		sref_put(s, srcs[i]);

@@ -35,12 +35,7 @@ static void map_init(struct src_map *m, const struct part *p)
 
 static void map_free(struct src_map *m)
 {
-	free(m->lstr);
-	free(m->sstr);
-	free(m->files);
-	free(m->frames);
-	free(m->nodes);
-	free(m->labels);
+	free_all(m->lstr, m->sstr, m->files, m->frames, m->nodes, m->labels);
 }
 
 static uint32_t map_lstr(struct part *dst, struct src_map *m, uint32_t id)
@@ -314,10 +309,7 @@ out:
 		part_free(dst);
 	for (size_t i = 0; i < nsrc; i++)
 		map_free(&maps[i]);
-	free(maps);
-	free(picks);
-	free(rows);
-	free(chain);
+	free_all(maps, picks, rows, chain);
 	buf_free(&scratch);
 	return rc;
 }

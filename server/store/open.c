@@ -195,9 +195,7 @@ int st_open_blocks(struct store *s, uint64_t *wals, size_t *nwals, struct buf *e
 		s->stats.block_samples += in->samples;
 	}
 	buf_free(&path);
-	free(superseded);
-	free(blks);
-	free(gens);
+	free_all(superseded, blks, gens);
 	if (s->nparts)
 		xqsort(s->parts, s->nparts, sizeof(*s->parts), st_cmp_sref_gen);
 	return 0;
@@ -489,11 +487,7 @@ void store_close(struct store *s)
 		return;
 	}
 	if (s->thread_started) {
-		pthread_mutex_lock(&s->stop_mu);
-		s->stop = true;
-		pthread_cond_signal(&s->stop_cv);
-		pthread_mutex_unlock(&s->stop_mu);
-		pthread_join(s->thread, NULL);
+		thread_stop_join(s->thread, &s->stop_mu, &s->stop_cv, &s->stop);
 	}
 	if (s->wal.path)
 		wal_close(&s->wal);
@@ -511,8 +505,5 @@ void store_close(struct store *s)
 	pthread_mutex_destroy(&s->maint_mu);
 	pthread_mutex_destroy(&s->stop_mu);
 	pthread_cond_destroy(&s->stop_cv);
-	free(s->dir);
-	free(s->blocks_dir);
-	free(s->wal_dir);
-	free(s);
+	free_all(s->dir, s->blocks_dir, s->wal_dir, s);
 }

@@ -34,19 +34,12 @@ void part_free(struct part *p)
 {
 	strtab_free(&p->lstr);
 	strtab_free(&p->sstr);
-	free(p->files);
-	free(p->frames);
-	free(p->node_parent);
-	free(p->node_frame);
-	free(p->label_kv);
-	free(p->label_off);
+	free_all(p->files, p->frames, p->node_parent, p->node_frame, p->label_kv, p->label_off);
 	for (size_t i = 0; i < p->nseries; i++) {
 		free(p->series[i].minutes);
 		free(p->series[i].rows);
 	}
-	free(p->series);
-	free(p->hosts);
-	free(p->agents);
+	free_all(p->series, p->hosts, p->agents);
 	hmap_free(&p->file_index);
 	hmap_free(&p->frame_index);
 	hmap_free(&p->node_index);
@@ -54,10 +47,8 @@ void part_free(struct part *p)
 	free(p->stack_keys);
 	free(p->frame_hi);
 	for (size_t i = 0; i < p->nrollups; i++) {
-		free(p->rollups[i].stacks);
-		free(p->rollups[i].sums);
-		free(p->rollups[i].acc);
-		free(p->rollups[i].pos);
+		free_all(p->rollups[i].stacks, p->rollups[i].sums, p->rollups[i].acc,
+		         p->rollups[i].pos);
 	}
 	free(p->rollups);
 	free(p->slices);
@@ -81,9 +72,7 @@ void part_copy_dictionaries(struct part *dst, const struct part *src)
 {
 	strtab_free(&dst->lstr);
 	strtab_free(&dst->sstr);
-	free(dst->node_parent);
-	free(dst->node_frame);
-	free(dst->label_off);
+	free_all(dst->node_parent, dst->node_frame, dst->label_off);
 	strtab_copy(&dst->lstr, &src->lstr);
 	strtab_copy(&dst->sstr, &src->sstr);
 	dst->files = dup_array(src->files, src->nfiles, sizeof(*src->files), &dst->capfiles);

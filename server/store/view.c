@@ -453,11 +453,7 @@ static void emb_close(struct store_view *bv)
 	struct store *s = v->s;
 	for (size_t i = 0; i < v->n; i++)
 		free(v->segs[i].series);
-	free(v->segs);
-	free(v->parts);
-	free(v->lin);
-	free(v->names);
-	free(v->order);
+	free_all(v->segs, v->parts, v->lin, v->names, v->order);
 	buf_free(&v->scratch);
 	buf_free(&v->acc);
 	free(v);

@@ -186,11 +186,7 @@ void fetcher_stop(struct fetcher *f)
 {
 	if (!f)
 		return;
-	pthread_mutex_lock(&f->mu);
-	f->stopping = true;
-	pthread_cond_broadcast(&f->cond);
-	pthread_mutex_unlock(&f->mu);
-	pthread_join(f->thread, NULL);
+	thread_stop_join(f->thread, &f->mu, &f->cond, &f->stopping);
 	free(f->queue);
 	free(f->known);
 	hmap_free(&f->known_index);

@@ -20,9 +20,7 @@ void sass_free(struct sass_table *t)
 {
 	if (!t)
 		return;
-	for (size_t i = 0; i < t->nfuncs; i++)
-		free(t->funcs[i]);
-	free(t->funcs);
+	free_array(t->funcs, t->nfuncs);
 	free(t->insns);
 	memset(t, 0, sizeof(*t));
 }

@@ -265,9 +265,7 @@ void symbols_close(struct symbols *s)
 		sass_free(s->cubins[i].t);
 		free(s->cubins[i].t);
 	}
-	free(s->cubins);
-	free(s->nvdisasm);
-	free(s->entries);
+	free_all(s->cubins, s->nvdisasm, s->entries);
 	hmap_free(&s->index);
 	free(s->bids);
 	hmap_free(&s->bid_index);

@@ -341,12 +341,7 @@ static int encode_part(struct enc *xp, struct buf *err)
 	}
 	if (b->ts_min == UINT32_MAX)
 		b->ts_min = 0;
-	free(path);
-	free(x.sstr);
-	free(x.frame);
-	free(x.node);
-	free(x.labels);
-	free(x.file);
+	free_all(path, x.sstr, x.frame, x.node, x.labels, x.file);
 	xp->added = x.added;
 	xp->nadded = x.nadded;
 	return rc;
@@ -612,11 +607,7 @@ static void chs_close(struct store *st)
 {
 	struct chs *s = (struct chs *)st;
 	if (s->retention_started) {
-		pthread_mutex_lock(&s->stop_mu);
-		s->stop = true;
-		pthread_cond_signal(&s->stop_cv);
-		pthread_mutex_unlock(&s->stop_mu);
-		pthread_join(s->retention, NULL);
+		thread_stop_join(s->retention, &s->stop_mu, &s->stop_cv, &s->stop);
 	}
 	pthread_mutex_destroy(&s->stop_mu);
 	pthread_mutex_destroy(&s->q_mu);
@@ -635,13 +626,7 @@ static void chs_close(struct store *st)
 	free(s->sent.h);
 	strtab_free(&s->hosts_sent);
 	ch_claims_close(s->claims);
-	free(s->hosts_cpus);
-	free(s->urls);
-	free(s->database);
-	free(s->user);
-	free(s->password_file);
-	free(s->cluster);
-	free(s);
+	free_all(s->hosts_cpus, s->urls, s->database, s->user, s->password_file, s->cluster, s);
 }
 
 static const struct store_write_ops chs_write = {
@@ -657,6 +642,12 @@ struct rb {
 	const uint8_t *p, *end;
 	bool bad;
 };
+
+/* A reader over a query's answer. */
+static struct rb rb_over(const struct buf *ans)
+{
+	return (struct rb){ (const uint8_t *)ans->data, (const uint8_t *)ans->data + ans->len, false };
+}
 
 static uint64_t rb_int(struct rb *r, size_t bytes)
 {
@@ -900,42 +891,62 @@ static uint32_t chv_node(struct chv *v, uint32_t parent, uint32_t frame)
 /* --- reading: the query texts (one builder each, shared with
  * ch_store_query_texts; chv_query adds the FORMAT) --------------------------- */
 
-/* The series of where (the scope's condition) in the range, by minute. */
-static void sql_series(struct buf *q, const char *d, const char *where, int64_t from_ms,
-		       int64_t to_ms)
+/* The queries over a range of samples: head, then "SELECT cols FROM
+ * d.samples WHERE where" with the time bound, then tail. head names the
+ * database (every %s in it is d). */
+enum range_query {
+	RQ_SERIES,   /* the series of the scope's condition, by minute */
+	RQ_LABELS,   /* their label sets */
+	RQ_HOSTS,    /* their hosts' CPU counts */
+	RQ_SUMS,     /* every series' per-stack sums */
+	RQ_ROLLUP,   /* per-stack sums of one project and kind, by stack alone */
+	RQ_ROWS,     /* one series' rows (where: its condition) */
+	RQ_TOTAL,    /* its total */
+	RQ_STACKS_OF /* the stacks the scope's samples name (a subquery) */
+};
+
+/* RQ_ROLLUP groups by stack alone, so a fleet's hour (thousands of label
+ * sets) groups into as many rows as it has stacks, not label sets times
+ * stacks. */
+static const struct {
+	const char *head, *cols, *tail;
+} range_sql[] = {
+	[RQ_SERIES] = { "", "project, kind, labels, hz, toUInt32(intDiv(toUInt32(ts), 60)) AS m, "
+			    "toUInt32(min(ts)), toUInt32(max(ts)), sum(value), count()",
+			" GROUP BY project, kind, labels, hz, m ORDER BY project, kind, labels, hz, m" },
+	[RQ_LABELS] = { "SELECT hash, any(keys), any(values) FROM %s.label_sets WHERE hash GLOBAL IN (",
+			"labels", ") GROUP BY hash" },
+	[RQ_HOSTS] = { "SELECT name, max(cpus) FROM %s.hosts WHERE name GLOBAL IN (SELECT "
+		       "values[indexOf(keys, 'host.name')] FROM %s.label_sets WHERE hash GLOBAL IN (",
+		       "labels", ")) GROUP BY name" },
+	[RQ_SUMS] = { "", "project, kind, labels, hz, stack, sum(value)",
+		      " GROUP BY project, kind, labels, hz, stack" },
+	[RQ_ROLLUP] = { "", "stack, sum(value)", " GROUP BY stack" },
+	[RQ_ROWS] = { "", "toUInt32(ts), stack, sum(value)", " GROUP BY ts, stack" },
+	[RQ_TOTAL] = { "", "sum(value)", "" },
+	[RQ_STACKS_OF] = { "", "stack", "" },
+};
+
+static void sql_range(struct buf *q, enum range_query t, const char *d, const char *where,
+		      int64_t from_ms, int64_t to_ms)
 {
-	buf_printf(q, "SELECT project, kind, labels, hz, toUInt32(intDiv(toUInt32(ts), 60)) AS m, "
-		      "toUInt32(min(ts)), toUInt32(max(ts)), sum(value), count() FROM %s.samples "
-		      "WHERE %s", d, where);
+	buf_printf(q, range_sql[t].head, d, d);
+	buf_printf(q, "SELECT %s FROM %s.samples WHERE %s", range_sql[t].cols, d, where);
 	where_time(q, from_ms, to_ms);
-	buf_puts(q, " GROUP BY project, kind, labels, hz, m ORDER BY project, kind, labels, hz, m");
+	buf_puts(q, range_sql[t].tail);
 }
 
-static void sql_labels(struct buf *q, const char *d, const char *where, int64_t from_ms,
-		       int64_t to_ms)
+/* Runs one range query of the view (where: its condition); the answer in
+ * ans, *r reads it. 0, or -1 with the view's read error set. */
+static int chv_range(struct chv *v, enum range_query t, const char *where, int64_t from_ms,
+		     int64_t to_ms, struct buf *ans, struct rb *r)
 {
-	buf_printf(q, "SELECT hash, any(keys), any(values) FROM %s.label_sets WHERE hash GLOBAL IN "
-		      "(SELECT labels FROM %s.samples WHERE %s", d, d, where);
-	where_time(q, from_ms, to_ms);
-	buf_puts(q, ") GROUP BY hash");
-}
-
-static void sql_hosts(struct buf *q, const char *d, const char *where, int64_t from_ms,
-		      int64_t to_ms)
-{
-	buf_printf(q, "SELECT name, max(cpus) FROM %s.hosts WHERE name GLOBAL IN (SELECT "
-		      "values[indexOf(keys, 'host.name')] FROM %s.label_sets WHERE hash GLOBAL IN "
-		      "(SELECT labels FROM %s.samples WHERE %s", d, d, d, where);
-	where_time(q, from_ms, to_ms);
-	buf_puts(q, ")) GROUP BY name");
-}
-
-/* The stacks the scope's samples name (a subquery). */
-static void sql_stacks_of(struct buf *q, const char *d, const char *where, int64_t from_ms,
-			  int64_t to_ms)
-{
-	buf_printf(q, "SELECT stack FROM %s.samples WHERE %s", d, where);
-	where_time(q, from_ms, to_ms);
+	struct buf q = { 0 };
+	sql_range(&q, t, v->s->database, where, from_ms, to_ms);
+	int rc = chv_query(v, q.data, ans);
+	buf_free(&q);
+	*r = rb_over(ans);
+	return rc;
 }
 
 enum dict_query { DQ_STRINGS, DQ_FILES, DQ_FRAMES, DQ_STACKS };
@@ -966,45 +977,6 @@ static void sql_dict(struct buf *q, enum dict_query t, const char *d, const char
 			      "GROUP BY hash", d, sub);
 		break;
 	}
-}
-
-/* Every series' per-stack sums. */
-static void sql_sums(struct buf *q, const char *d, const char *where, int64_t from_ms,
-		     int64_t to_ms)
-{
-	buf_printf(q, "SELECT project, kind, labels, hz, stack, sum(value) FROM %s.samples WHERE %s",
-		   d, where);
-	where_time(q, from_ms, to_ms);
-	buf_puts(q, " GROUP BY project, kind, labels, hz, stack");
-}
-
-/* Per-stack sums of every series of one project and kind (where: the
- * scope's condition and theirs): grouped by stack alone, so a fleet's
- * hour (thousands of label sets) groups into as many rows as it has
- * stacks, not label sets times stacks. */
-static void sql_rollup(struct buf *q, const char *d, const char *where, int64_t from_ms,
-		       int64_t to_ms)
-{
-	buf_printf(q, "SELECT stack, sum(value) FROM %s.samples WHERE %s", d, where);
-	where_time(q, from_ms, to_ms);
-	buf_puts(q, " GROUP BY stack");
-}
-
-/* One series' rows (where_series: its condition), or its total. */
-static void sql_rows(struct buf *q, const char *d, const char *where_series, int64_t from_ms,
-		     int64_t to_ms)
-{
-	buf_printf(q, "SELECT toUInt32(ts), stack, sum(value) FROM %s.samples WHERE %s", d,
-		   where_series);
-	where_time(q, from_ms, to_ms);
-	buf_puts(q, " GROUP BY ts, stack");
-}
-
-static void sql_total(struct buf *q, const char *d, const char *where_series, int64_t from_ms,
-		      int64_t to_ms)
-{
-	buf_printf(q, "SELECT sum(value) FROM %s.samples WHERE %s", d, where_series);
-	where_time(q, from_ms, to_ms);
 }
 
 /* The scope's condition over samples (without time). */
@@ -1046,22 +1018,19 @@ int ch_store_query_texts(const char *database, struct buf *out)
 	sql_scope(&where, d, &scope);
 	sql_series_where(&series, where.data, "p", SEK_ON_CPU, 1, 19);
 	int64_t from = 1796554800000, to = from + 3600000;
-	sql_stacks_of(&sub, d, where.data, from, to);
+	sql_range(&sub, RQ_STACKS_OF, d, where.data, from, to);
 	int n = 0;
-	void (*const range[])(struct buf *, const char *, const char *, int64_t, int64_t) = {
-		sql_series, sql_labels, sql_hosts, sql_sums, sql_rollup,
-	};
-	for (size_t i = 0; i < sizeof(range) / sizeof(range[0]); i++, n++) {
-		range[i](out, d, where.data, from, to);
+	for (int t = RQ_SERIES; t <= RQ_ROLLUP; t++, n++) {
+		sql_range(out, (enum range_query)t, d, where.data, from, to);
 		buf_putc(out, '\0');
 	}
 	for (int t = DQ_STRINGS; t <= DQ_STACKS; t++, n++) {
 		sql_dict(out, (enum dict_query)t, d, sub.data);
 		buf_putc(out, '\0');
 	}
-	sql_rows(out, d, series.data, from, to);
+	sql_range(out, RQ_ROWS, d, series.data, from, to);
 	buf_putc(out, '\0');
-	sql_total(out, d, series.data, from, to);
+	sql_range(out, RQ_TOTAL, d, series.data, from, to);
 	buf_putc(out, '\0');
 	buf_printf(out, "INSERT INTO %s.hosts (name, cpus, seen) VALUES ('h', 8, now())", d);
 	buf_putc(out, '\0');
@@ -1074,14 +1043,9 @@ int ch_store_query_texts(const char *database, struct buf *out)
 /* Q1: the scope's series, with per-minute totals. */
 static int load_series(struct chv *v, struct buf *ans)
 {
-	const char *d = v->s->database;
-	struct buf q = { 0 };
-	sql_series(&q, d, v->where.data, v->from_ms, v->to_ms);
-	int rc = chv_query(v, q.data, ans);
-	buf_free(&q);
-	if (rc < 0)
+	struct rb r;
+	if (chv_range(v, RQ_SERIES, v->where.data, v->from_ms, v->to_ms, ans, &r) < 0)
 		return -1;
-	struct rb r = { (const uint8_t *)ans->data, (const uint8_t *)ans->data + ans->len, false };
 	while (rb_more(&r)) {
 		size_t plen, klen;
 		const char *proj = rb_str(&r, &plen), *kind = rb_str(&r, &klen);
@@ -1146,14 +1110,9 @@ static int cmp_pair(const void *a, const void *b)
 /* Q2: the label sets the series name. */
 static int load_labels(struct chv *v, struct buf *ans)
 {
-	const char *d = v->s->database;
-	struct buf q = { 0 };
-	sql_labels(&q, d, v->where.data, v->from_ms, v->to_ms);
-	int rc = chv_query(v, q.data, ans);
-	buf_free(&q);
-	if (rc < 0)
+	struct rb r;
+	if (chv_range(v, RQ_LABELS, v->where.data, v->from_ms, v->to_ms, ans, &r) < 0)
 		return -1;
-	struct rb r = { (const uint8_t *)ans->data, (const uint8_t *)ans->data + ans->len, false };
 	uint32_t *kv = NULL;
 	size_t capkv = 0;
 	while (rb_more(&r)) {
@@ -1209,14 +1168,9 @@ static int load_labels(struct chv *v, struct buf *ans)
 /* The CPUs of the hosts the label sets name (host.name). */
 static int load_hosts(struct chv *v, struct buf *ans)
 {
-	const char *d = v->s->database;
-	struct buf q = { 0 };
-	sql_hosts(&q, d, v->where.data, v->from_ms, v->to_ms);
-	int rc = chv_query(v, q.data, ans);
-	buf_free(&q);
-	if (rc < 0)
+	struct rb r;
+	if (chv_range(v, RQ_HOSTS, v->where.data, v->from_ms, v->to_ms, ans, &r) < 0)
 		return -1;
-	struct rb r = { (const uint8_t *)ans->data, (const uint8_t *)ans->data + ans->len, false };
 	v->nhost_cpus = strtab_count(&v->strs);
 	v->host_cpus = xcalloc(v->nhost_cpus + 1, sizeof(uint32_t));
 	while (rb_more(&r)) {
@@ -1241,7 +1195,7 @@ static int load_stacks(struct chv *v, struct buf *ans)
 {
 	const char *d = v->s->database;
 	struct buf sub = { 0 }, q = { 0 };
-	sql_stacks_of(&sub, d, v->where.data, v->from_ms, v->to_ms);
+	sql_range(&sub, RQ_STACKS_OF, d, v->where.data, v->from_ms, v->to_ms);
 	/* strings */
 	sql_dict(&q, DQ_STRINGS, d, sub.data);
 	int rc = chv_query(v, q.data, ans);
@@ -1249,7 +1203,7 @@ static int load_stacks(struct chv *v, struct buf *ans)
 	uint64_t *str_hash = NULL;
 	uint32_t *str_id = NULL;
 	size_t nstr = 0, capstr = 0;
-	struct rb r = { (const uint8_t *)ans->data, (const uint8_t *)ans->data + ans->len, false };
+	struct rb r = rb_over(ans);
 	while (rc == 0 && rb_more(&r)) {
 		uint64_t h = rb_int(&r, 8);
 		size_t len;
@@ -1269,7 +1223,7 @@ static int load_stacks(struct chv *v, struct buf *ans)
 		q.len = 0;
 		sql_dict(&q, DQ_FILES, d, sub.data);
 		rc = chv_query(v, q.data, ans);
-		r = (struct rb){ (const uint8_t *)ans->data, (const uint8_t *)ans->data + ans->len, false };
+		r = rb_over(ans);
 	}
 	while (rc == 0 && rb_more(&r)) {
 		uint64_t h = rb_int(&r, 8);
@@ -1301,7 +1255,7 @@ static int load_stacks(struct chv *v, struct buf *ans)
 		q.len = 0;
 		sql_dict(&q, DQ_FRAMES, d, sub.data);
 		rc = chv_query(v, q.data, ans);
-		r = (struct rb){ (const uint8_t *)ans->data, (const uint8_t *)ans->data + ans->len, false };
+		r = rb_over(ans);
 	}
 	while (rc == 0 && rb_more(&r)) {
 		uint64_t h = rb_int(&r, 8);
@@ -1331,7 +1285,7 @@ static int load_stacks(struct chv *v, struct buf *ans)
 		q.len = 0;
 		sql_dict(&q, DQ_STACKS, d, sub.data);
 		rc = chv_query(v, q.data, ans);
-		r = (struct rb){ (const uint8_t *)ans->data, (const uint8_t *)ans->data + ans->len, false };
+		r = rb_over(ans);
 	}
 	while (rc == 0 && rb_more(&r)) {
 		uint64_t h = rb_int(&r, 8);
@@ -1475,15 +1429,13 @@ static long chv_rows(struct store_view *bv, size_t i, uint32_t series, int64_t s
 	(void)i;
 	if (series >= v->nseries)
 		return -1;
-	struct buf w = { 0 }, q = { 0 }, ans = { 0 };
+	struct buf w = { 0 }, ans = { 0 };
+	struct rb r;
 	where_series(v, series, &w);
-	sql_rows(&q, v->s->database, w.data,
-		 since_ms == INT64_MIN ? v->from_ms : MAX(since_ms, v->from_ms), v->to_ms);
+	int rc = chv_range(v, RQ_ROWS, w.data,
+			   since_ms == INT64_MIN ? v->from_ms : MAX(since_ms, v->from_ms), v->to_ms, &ans, &r);
 	buf_free(&w);
-	int rc = chv_query(v, q.data, &ans);
-	buf_free(&q);
 	long n = 0;
-	struct rb r = { (const uint8_t *)ans.data, (const uint8_t *)ans.data + ans.len, false };
 	while (rc == 0 && rb_more(&r)) {
 		uint32_t ts = (uint32_t)rb_int(&r, 4);
 		uint64_t h = rb_int(&r, 8), val = rb_int(&r, 8);
@@ -1518,11 +1470,10 @@ static int load_sums(struct chv *v, int64_t from_ms, int64_t to_ms)
 	}
 	memset(v->ser_n, 0, (v->nseries + 1) * sizeof(size_t));
 	v->sums_ok = false;
-	struct buf q = { 0 }, ans = { 0 };
-	sql_sums(&q, v->s->database, v->where.data, MAX(from_ms, v->from_ms), MIN(to_ms, v->to_ms));
-	int rc = chv_query(v, q.data, &ans);
-	buf_free(&q);
-	struct rb r = { (const uint8_t *)ans.data, (const uint8_t *)ans.data + ans.len, false };
+	struct buf ans = { 0 };
+	struct rb r;
+	int rc = chv_range(v, RQ_SUMS, v->where.data, MAX(from_ms, v->from_ms), MIN(to_ms, v->to_ms),
+			   &ans, &r);
 	while (rc == 0 && rb_more(&r)) {
 		size_t plen, klen;
 		const char *proj = rb_str(&r, &plen), *kind = rb_str(&r, &klen);
@@ -1599,13 +1550,11 @@ static int64_t chv_total(struct store_view *bv, size_t i, uint32_t series, int64
 	v->stats.series_read++;
 	if (from_ms <= x->min_ts && to_ms > x->max_ts)
 		return (int64_t)x->total;
-	struct buf w = { 0 }, q = { 0 }, ans = { 0 };
+	struct buf w = { 0 }, ans = { 0 };
+	struct rb r;
 	where_series(v, series, &w);
-	sql_total(&q, v->s->database, w.data, from_ms, to_ms);
+	int rc = chv_range(v, RQ_TOTAL, w.data, from_ms, to_ms, &ans, &r);
 	buf_free(&w);
-	int rc = chv_query(v, q.data, &ans);
-	buf_free(&q);
-	struct rb r = { (const uint8_t *)ans.data, (const uint8_t *)ans.data + ans.len, false };
 	uint64_t t = rc == 0 ? rb_int(&r, 8) : 0;
 	buf_free(&ans);
 	if (rc == 0 && r.bad)
@@ -1630,17 +1579,16 @@ static long chv_rollup_sums(struct store_view *bv, size_t i, uint32_t project, u
 	}
 	if (!rate)
 		return -1;
-	struct buf w = { 0 }, q = { 0 }, ans = { 0 };
+	struct buf w = { 0 }, ans = { 0 };
+	struct rb r;
 	const char *pname = strtab_get(&v->strs, project), *kname = kind_name(kind);
 	buf_printf(&w, "%s AND project = ", v->where.data);
 	ch_sql_string(&w, pname, strlen(pname));
 	buf_puts(&w, " AND kind = ");
 	ch_sql_string(&w, kname, strlen(kname));
-	sql_rollup(&q, v->s->database, w.data, MAX(from_ms, v->from_ms), MIN(to_ms, v->to_ms));
+	int rc = chv_range(v, RQ_ROLLUP, w.data, MAX(from_ms, v->from_ms), MIN(to_ms, v->to_ms),
+			   &ans, &r);
 	buf_free(&w);
-	int rc = chv_query(v, q.data, &ans);
-	buf_free(&q);
-	struct rb r = { (const uint8_t *)ans.data, (const uint8_t *)ans.data + ans.len, false };
 	while (rc == 0 && rb_more(&r)) {
 		uint64_t h = rb_int(&r, 8), sum = rb_int(&r, 8);
 		if (r.bad)
@@ -1688,9 +1636,7 @@ static void chv_close(struct store_view *bv)
 	buf_free(&v->read_err);
 	buf_free(&v->where);
 	strtab_free(&v->strs);
-	free(v->label_kv);
-	free(v->label_off);
-	free(v->label_hash);
+	free_all(v->label_kv, v->label_off, v->label_hash);
 	hmap_free(&v->label_index);
 	for (size_t i = 0; i < v->nseries; i++) {
 		free(v->minutes[i]);
@@ -1699,17 +1645,9 @@ static void chv_close(struct store_view *bv)
 			free(v->ser_sums[i]);
 		}
 	}
-	free(v->series);
-	free(v->minutes);
-	free(v->capminutes);
-	free(v->series_labels);
+	free_all(v->series, v->minutes, v->capminutes, v->series_labels);
 	hmap_free(&v->series_index);
-	free(v->ser_stacks);
-	free(v->ser_sums);
-	free(v->ser_n);
-	free(v->ser_cap);
-	free(v->frames);
-	free(v->frame_hash);
+	free_all(v->ser_stacks, v->ser_sums, v->ser_n, v->ser_cap, v->frames, v->frame_hash);
 	hmap_free(&v->frame_index);
 	free(v->files);
 	free(v->file_hash);
@@ -1720,12 +1658,7 @@ static void chv_close(struct store_view *bv)
 	free(v->stack_hash);
 	free(v->stack_leaf);
 	hmap_free(&v->stack_index);
-	free(v->acc);
-	free(v->out_stacks);
-	free(v->out_sums);
-	free(v->rows);
-	free(v->host_cpus);
-	free(v);
+	free_all(v->acc, v->out_stacks, v->out_sums, v->rows, v->host_cpus, v);
 }
 
 static const char *chv_str(const struct store_segment *g, uint32_t id)

@@ -110,14 +110,9 @@ void ch_conn_free(struct ch_conn *c)
 {
 	if (!c)
 		return;
-	for (int i = 0; i < c->n; i++)
-		free(c->urls[i]);
-	free(c->database);
-	free(c->user);
-	if (c->password) {
-		explicit_bzero(c->password, strlen(c->password));
-		free(c->password);
-	}
+	free_each((void *const *)c->urls, (size_t)c->n);
+	free_all(c->database, c->user);
+	free_secret(c->password);
 	if (c->curl)
 		curl_easy_cleanup(c->curl);
 	free(c);
