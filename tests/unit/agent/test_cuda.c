@@ -1467,21 +1467,16 @@ static void test_otlp_cuda(void **state)
 	buf_free(&err);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_wire_check),
-		cmocka_unit_test(test_wire_pc),
-		cmocka_unit_test(test_wire_nvtx),
-		cmocka_unit_test(test_join),
-		cmocka_unit_test(test_join_awaited),
-		cmocka_unit_test(test_stack_eviction),
-		cmocka_unit_test(test_flood_leaves_a_library_its_share),
-		cmocka_unit_test(test_socket),
-		cmocka_unit_test(test_stop_reads_everything_sent),
-		cmocka_unit_test(test_collect_cuda),
-		cmocka_unit_test(test_proc_refresh),
-		cmocka_unit_test(test_otlp_cuda),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_wire_check),
+	cmocka_unit_test(test_wire_pc),
+	cmocka_unit_test(test_wire_nvtx),
+	cmocka_unit_test(test_join),
+	cmocka_unit_test(test_join_awaited),
+	cmocka_unit_test(test_stack_eviction),
+	cmocka_unit_test(test_flood_leaves_a_library_its_share),
+	cmocka_unit_test(test_socket),
+	cmocka_unit_test(test_stop_reads_everything_sent),
+	cmocka_unit_test(test_collect_cuda),
+	cmocka_unit_test(test_proc_refresh),
+	cmocka_unit_test(test_otlp_cuda))

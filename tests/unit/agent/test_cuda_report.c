@@ -695,18 +695,13 @@ static void test_apply_pcs_keeps_nvtx_path(void **state)
 	cuda_pcs_free(pcs);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_agg_sums_by_key),
-		cmocka_unit_test(test_agg_nvtx_path),
-		cmocka_unit_test(test_apply_pcs_keeps_nvtx_path),
-		cmocka_unit_test(test_agg_overflow_and_split),
-		cmocka_unit_test(test_agg_carry_what_was_not_sent),
-		cmocka_unit_test(test_spans_capped_and_encoded),
-		cmocka_unit_test(test_single_messages),
-		cmocka_unit_test(test_split),
-		cmocka_unit_test(test_apply_pcs),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_agg_sums_by_key),
+	cmocka_unit_test(test_agg_nvtx_path),
+	cmocka_unit_test(test_apply_pcs_keeps_nvtx_path),
+	cmocka_unit_test(test_agg_overflow_and_split),
+	cmocka_unit_test(test_agg_carry_what_was_not_sent),
+	cmocka_unit_test(test_spans_capped_and_encoded),
+	cmocka_unit_test(test_single_messages),
+	cmocka_unit_test(test_split),
+	cmocka_unit_test(test_apply_pcs))

@@ -713,17 +713,12 @@ static void test_otlp_json_bounds(void **state)
 	buf_free(&err);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_otlp_json_equals_protobuf),
-		cmocka_unit_test(test_otlp_json_checked_like_protobuf),
-		cmocka_unit_test(test_enums_and_names),
-		cmocka_unit_test(test_scalars),
-		cmocka_unit_test(test_wrong_types),
-		cmocka_unit_test(test_bounds),
-		cmocka_unit_test(test_otlp_json_bounds),
-		cmocka_unit_test(test_protobuf_bounds),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_otlp_json_equals_protobuf),
+	cmocka_unit_test(test_otlp_json_checked_like_protobuf),
+	cmocka_unit_test(test_enums_and_names),
+	cmocka_unit_test(test_scalars),
+	cmocka_unit_test(test_wrong_types),
+	cmocka_unit_test(test_bounds),
+	cmocka_unit_test(test_otlp_json_bounds),
+	cmocka_unit_test(test_protobuf_bounds))

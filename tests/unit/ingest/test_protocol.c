@@ -1201,18 +1201,13 @@ static void test_store_replays_sessions_across_seals(void **state)
 	rm_temp_dir(dir);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_round_trip_and_definitions_once, wire_setup, wire_teardown),
-		cmocka_unit_test_setup_teardown(test_memo_across_batches, wire_setup, wire_teardown),
-		cmocka_unit_test_setup_teardown(test_lost_batch_and_restart_resync, wire_setup, wire_teardown),
-		cmocka_unit_test_setup_teardown(test_failed_store_rolls_back, wire_setup, wire_teardown),
-		cmocka_unit_test(test_hostile_batches),
-		cmocka_unit_test(test_spans_to_the_timeline),
-		cmocka_unit_test(test_memory_bounds),
-		cmocka_unit_test(test_node_index),
-		cmocka_unit_test(test_store_replays_sessions_across_seals),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test_setup_teardown(test_round_trip_and_definitions_once, wire_setup, wire_teardown),
+	cmocka_unit_test_setup_teardown(test_memo_across_batches, wire_setup, wire_teardown),
+	cmocka_unit_test_setup_teardown(test_lost_batch_and_restart_resync, wire_setup, wire_teardown),
+	cmocka_unit_test_setup_teardown(test_failed_store_rolls_back, wire_setup, wire_teardown),
+	cmocka_unit_test(test_hostile_batches),
+	cmocka_unit_test(test_spans_to_the_timeline),
+	cmocka_unit_test(test_memory_bounds),
+	cmocka_unit_test(test_node_index),
+	cmocka_unit_test(test_store_replays_sessions_across_seals))

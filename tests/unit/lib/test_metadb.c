@@ -174,12 +174,7 @@ static void test_conflicts_and_transactions(void **state)
 	close_db(db, dir);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_url_and_dialect),
-		cmocka_unit_test(test_roundtrip_hostile),
-		cmocka_unit_test(test_conflicts_and_transactions),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_url_and_dialect),
+	cmocka_unit_test(test_roundtrip_hostile),
+	cmocka_unit_test(test_conflicts_and_transactions))

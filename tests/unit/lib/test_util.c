@@ -578,26 +578,21 @@ static void test_pio_exact(void **state)
 	fclose(f);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_duration),
-		cmocka_unit_test(test_pidlock),
-		cmocka_unit_test(test_log_rate_limit),
-		cmocka_unit_test(test_numbers),
-		cmocka_unit_test(test_floor),
-		cmocka_unit_test(test_table_grow),
-		cmocka_unit_test(test_prefault_write),
-		cmocka_unit_test(test_radix_sorts),
-		cmocka_unit_test(test_hex_uuid),
-		cmocka_unit_test(test_strtab_copy),
-		cmocka_unit_test(test_hmap_against_reference),
-		cmocka_unit_test(test_strtab),
-		cmocka_unit_test(test_read_file_limit),
-		cmocka_unit_test(test_unnamed_file),
-		cmocka_unit_test(test_http_sink),
-		cmocka_unit_test(test_pio_exact),
-		cmocka_unit_test(test_log_library),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_duration),
+	cmocka_unit_test(test_pidlock),
+	cmocka_unit_test(test_log_rate_limit),
+	cmocka_unit_test(test_numbers),
+	cmocka_unit_test(test_floor),
+	cmocka_unit_test(test_table_grow),
+	cmocka_unit_test(test_prefault_write),
+	cmocka_unit_test(test_radix_sorts),
+	cmocka_unit_test(test_hex_uuid),
+	cmocka_unit_test(test_strtab_copy),
+	cmocka_unit_test(test_hmap_against_reference),
+	cmocka_unit_test(test_strtab),
+	cmocka_unit_test(test_read_file_limit),
+	cmocka_unit_test(test_unnamed_file),
+	cmocka_unit_test(test_http_sink),
+	cmocka_unit_test(test_pio_exact),
+	cmocka_unit_test(test_log_library))

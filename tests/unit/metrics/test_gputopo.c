@@ -262,11 +262,6 @@ static void test_query(void **state)
 	rm_temp_dir(dir);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_findings),
-		cmocka_unit_test(test_query),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_findings),
+	cmocka_unit_test(test_query))

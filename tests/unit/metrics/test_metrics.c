@@ -1000,19 +1000,14 @@ static void test_nvml_topology(void **state)
 	buf_free(&why);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_parsers),
-		cmocka_unit_test(test_collector),
-		cmocka_unit_test(test_metric_batch_bounds),
-		cmocka_unit_test(test_metric_batch_control_characters),
-		cmocka_unit_test(test_store_queries),
-		cmocka_unit_test(test_store_chunks),
-		cmocka_unit_test(test_decoder_bounds),
-		cmocka_unit_test(test_nvml_missing),
-		cmocka_unit_test(test_nvml_fake),
-		cmocka_unit_test(test_nvml_topology),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_parsers),
+	cmocka_unit_test(test_collector),
+	cmocka_unit_test(test_metric_batch_bounds),
+	cmocka_unit_test(test_metric_batch_control_characters),
+	cmocka_unit_test(test_store_queries),
+	cmocka_unit_test(test_store_chunks),
+	cmocka_unit_test(test_decoder_bounds),
+	cmocka_unit_test(test_nvml_missing),
+	cmocka_unit_test(test_nvml_fake),
+	cmocka_unit_test(test_nvml_topology))

@@ -378,11 +378,6 @@ static void test_backends_differ_when_data_differs(void **state)
 	rm_temp_dir(dir);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_backends_answer_alike),
-		cmocka_unit_test(test_backends_differ_when_data_differs),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_backends_answer_alike),
+	cmocka_unit_test(test_backends_differ_when_data_differs))

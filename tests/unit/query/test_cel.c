@@ -459,16 +459,11 @@ static void test_numeric(void **state)
 	cel_error("process.pid < > 3", "column 15: expected an attribute name, a string or a number");
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_basics),
-		cmocka_unit_test(test_in),
-		cmocka_unit_test(test_matches),
-		cmocka_unit_test(test_string_functions),
-		cmocka_unit_test(test_limits),
-		cmocka_unit_test(test_numeric),
-		cmocka_unit_test(test_eval_does_not_allocate),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_basics),
+	cmocka_unit_test(test_in),
+	cmocka_unit_test(test_matches),
+	cmocka_unit_test(test_string_functions),
+	cmocka_unit_test(test_limits),
+	cmocka_unit_test(test_numeric),
+	cmocka_unit_test(test_eval_does_not_allocate))

@@ -292,15 +292,10 @@ static void test_deep_stacks_bounded(void **state)
 	buf_free(&err);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_folded_escape),
-		cmocka_unit_test(test_format_names),
-		cmocka_unit_test(test_folded_tree),
-		cmocka_unit_test(test_speedscope_tree),
-		cmocka_unit_test(test_pprof_tree),
-		cmocka_unit_test(test_deep_stacks_bounded),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_folded_escape),
+	cmocka_unit_test(test_format_names),
+	cmocka_unit_test(test_folded_tree),
+	cmocka_unit_test(test_speedscope_tree),
+	cmocka_unit_test(test_pprof_tree),
+	cmocka_unit_test(test_deep_stacks_bounded))

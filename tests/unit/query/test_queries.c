@@ -685,16 +685,11 @@ static void test_offcpu_queries(void **state)
 	buf_free(&err);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_queries_over_slices),
-		cmocka_unit_test(test_queries_fold_heads_once),
-		cmocka_unit_test(test_queries_carry_blocks),
-		cmocka_unit_test(test_queries_carry_around_other_parts),
-		cmocka_unit_test(test_queries_carry_late_data),
-		cmocka_unit_test_setup_teardown(test_offcpu_queries, world_setup, world_teardown),
-		cmocka_unit_test_setup_teardown(test_functions_tie_order, world_setup, world_teardown),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_queries_over_slices),
+	cmocka_unit_test(test_queries_fold_heads_once),
+	cmocka_unit_test(test_queries_carry_blocks),
+	cmocka_unit_test(test_queries_carry_around_other_parts),
+	cmocka_unit_test(test_queries_carry_late_data),
+	cmocka_unit_test_setup_teardown(test_offcpu_queries, world_setup, world_teardown),
+	cmocka_unit_test_setup_teardown(test_functions_tie_order, world_setup, world_teardown))

@@ -952,21 +952,16 @@ static void test_store_codecs(void **state)
 	rm_temp_dir(dir);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_batch_rejects),
-		cmocka_unit_test(test_frame_type_names),
-		cmocka_unit_test(test_store_durable_and_dedup),
-		cmocka_unit_test(test_store_torn_and_corrupt),
-		cmocka_unit_test(test_store_flush_of_several_logs),
-		cmocka_unit_test(test_store_shared_log),
-		cmocka_unit_test(test_store_compacts_a_logs_blocks),
-		cmocka_unit_test(test_store_forgets_a_closed_hours_ids),
-		cmocka_unit_test(test_store_blocks),
-		cmocka_unit_test(test_head_writer),
-		cmocka_unit_test(test_part_hosts_and_agents),
-		cmocka_unit_test(test_store_codecs),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_batch_rejects),
+	cmocka_unit_test(test_frame_type_names),
+	cmocka_unit_test(test_store_durable_and_dedup),
+	cmocka_unit_test(test_store_torn_and_corrupt),
+	cmocka_unit_test(test_store_flush_of_several_logs),
+	cmocka_unit_test(test_store_shared_log),
+	cmocka_unit_test(test_store_compacts_a_logs_blocks),
+	cmocka_unit_test(test_store_forgets_a_closed_hours_ids),
+	cmocka_unit_test(test_store_blocks),
+	cmocka_unit_test(test_head_writer),
+	cmocka_unit_test(test_part_hosts_and_agents),
+	cmocka_unit_test(test_store_codecs))

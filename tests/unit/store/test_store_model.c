@@ -1030,13 +1030,8 @@ static void test_live_blocks_adopted_after_a_start(void **state)
 	world_close(w);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_series_spanning_an_empty_hour),
-		cmocka_unit_test(test_retry_after_compaction_and_restart),
-		cmocka_unit_test(test_live_blocks_adopted_after_a_start),
-		cmocka_unit_test(test_model),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_series_spanning_an_empty_hour),
+	cmocka_unit_test(test_retry_after_compaction_and_restart),
+	cmocka_unit_test(test_live_blocks_adopted_after_a_start),
+	cmocka_unit_test(test_model))

@@ -708,22 +708,17 @@ static void test_symbol_store(void **state)
 	rm_temp_dir(dir);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_symfile_roundtrip),
-		cmocka_unit_test(test_symfile_rejects_damage),
-		cmocka_unit_test(test_elfsyms_on_self),
-		cmocka_unit_test(test_dwarf_inlines_and_lines),
-		cmocka_unit_test(test_separate_debug_file),
-		cmocka_unit_test(test_local_debug_file),
-		cmocka_unit_test(test_gopclntab_stripped_go),
-		cmocka_unit_test(test_display_names),
-		cmocka_unit_test(test_fileid),
-		cmocka_unit_test(test_compress),
-		cmocka_unit_test(test_compress_stream),
-		cmocka_unit_test(test_elfsyms_chunks_and_stream),
-		cmocka_unit_test(test_symbol_store),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_symfile_roundtrip),
+	cmocka_unit_test(test_symfile_rejects_damage),
+	cmocka_unit_test(test_elfsyms_on_self),
+	cmocka_unit_test(test_dwarf_inlines_and_lines),
+	cmocka_unit_test(test_separate_debug_file),
+	cmocka_unit_test(test_local_debug_file),
+	cmocka_unit_test(test_gopclntab_stripped_go),
+	cmocka_unit_test(test_display_names),
+	cmocka_unit_test(test_fileid),
+	cmocka_unit_test(test_compress),
+	cmocka_unit_test(test_compress_stream),
+	cmocka_unit_test(test_elfsyms_chunks_and_stream),
+	cmocka_unit_test(test_symbol_store))

@@ -237,13 +237,8 @@ static void test_misuse_aborts_when_strict(void **state)
 	}
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_scalars),
-		cmocka_unit_test(test_nested),
-		cmocka_unit_test(test_misuse_flagged),
-		cmocka_unit_test(test_misuse_aborts_when_strict),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_scalars),
+	cmocka_unit_test(test_nested),
+	cmocka_unit_test(test_misuse_flagged),
+	cmocka_unit_test(test_misuse_aborts_when_strict))
