@@ -12,6 +12,7 @@
 #include "agent/hostmetrics.h"
 #include "agent/metricbatch.h"
 #include "compress.h"
+#include "metricsfixture.h"
 #include "server/metrics/metrics.h"
 #include "util.h"
 
@@ -21,12 +22,9 @@ static void test_parsers(void **state)
 	struct hm_cpu c;
 	const char *stat = "cpu  100 5 50 1000 7 1 2 3 0 0\ncpu0 50 2 25 500 3 0 1 1 0 0\nintr 1\n";
 	assert_int_equal(hm_parse_stat(stat, strlen(stat), &c), 0);
-	assert_int_equal(c.user, 100);
-	assert_int_equal(c.nice, 5);
-	assert_int_equal(c.system, 50);
-	assert_int_equal(c.idle, 1000);
-	assert_int_equal(c.iowait, 7);
-	assert_int_equal(c.steal, 3);
+	/* user nice system idle iowait irq softirq steal, all of them */
+	const struct hm_cpu want = { 100, 5, 50, 1000, 7, 1, 2, 3 };
+	assert_memory_equal(&c, &want, sizeof(c));
 	assert_int_equal(hm_parse_stat("cpu0 1 2 3 4\n", 13, &c), -1);
 	assert_int_equal(hm_parse_stat("cpu  1 2\n", 9, &c), -1);
 
@@ -336,19 +334,10 @@ static Ember__Ingest__V1__MetricsBatch *make_batch(const char *const *hosts, siz
 
 static json_t *run_query(struct metrics_store *st, const char *fmt, ...)
 {
-	char body[1024];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(body, sizeof(body), fmt, ap);
+	json_t *doc = metrics_fixture_vquery(metrics_query, st, 0, fmt, ap);
 	va_end(ap);
-	struct buf out = { 0 }, err = { 0 };
-	int rc = metrics_query(st, "p", body, strlen(body), &out, &err);
-	if (rc != 0)
-		fail_msg("query %s: %d %s", body, rc, err.data);
-	json_t *doc = json_loads(out.data, 0, NULL);
-	assert_non_null(doc);
-	buf_free(&out);
-	buf_free(&err);
 	return doc;
 }
 
@@ -364,10 +353,9 @@ static double point(json_t *doc, size_t group, size_t i, int64_t *ts)
 static void test_store_queries(void **state)
 {
 	(void)state;
-	char *dir = make_temp_dir();
-	struct metrics_store *st;
+	struct metrics_fixture fx;
+	struct metrics_store *st = metrics_fixture_open(&fx, 3600000);
 	struct buf err = { 0 };
-	assert_int_equal(metrics_open(dir, 3600000, &st, &err), 0);
 	int64_t t = now_unix_ms() - 60000;
 	t -= t % 1000;
 	const char *hosts[] = { "h0", "h1", "h2" };
@@ -499,8 +487,7 @@ static void test_store_queries(void **state)
 	assert_string_equal(out.data, "{\"names\":[]}\n");
 	buf_free(&out);
 	buf_free(&err);
-	metrics_close(st);
-	rm_temp_dir(dir);
+	metrics_fixture_close(&fx);
 }
 
 /* A series' points of an hour are one chunk: points on both sides of an
@@ -529,11 +516,10 @@ static void on_point(void *ctx, const char *project, const char *labels, int64_t
 static void test_store_chunks(void **state)
 {
 	(void)state;
-	char *dir = make_temp_dir();
-	struct metrics_store *st;
-	struct buf err = { 0 };
 	const int64_t day = 86400000;
-	assert_int_equal(metrics_open(dir, 10 * day, &st, &err), 0);
+	struct metrics_fixture fx;
+	struct metrics_store *st = metrics_fixture_open(&fx, 10 * day);
+	struct buf err = { 0 };
 	const int64_t H = 1796000400000LL; /* on the hour */
 	const char *hosts[] = { "h0" };
 	uint32_t se[] = { 0, 0, 0, 0 };
@@ -595,8 +581,7 @@ static void test_store_chunks(void **state)
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(d, "stats"), "points_read")), 2);
 	json_decref(d);
 	buf_free(&err);
-	metrics_close(st);
-	rm_temp_dir(dir);
+	metrics_fixture_close(&fx);
 }
 
 static void test_decoder_bounds(void **state)
