@@ -108,4 +108,7 @@ static __attribute__((unused)) int world_teardown(void **state)
 	return 0;
 }
 
+/* A test run in a world of its own. */
+#define WORLD_TEST(f) cmocka_unit_test_setup_teardown(f, world_setup, world_teardown)
+
 #endif

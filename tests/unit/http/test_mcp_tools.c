@@ -80,4 +80,4 @@ static void test_mcp_tools(void **state)
 }
 
 UNIT_TEST_MAIN(
-	cmocka_unit_test_setup_teardown(test_mcp_tools, world_setup, world_teardown))
+	WORLD_TEST(test_mcp_tools))

@@ -1201,11 +1201,14 @@ static void test_store_replays_sessions_across_seals(void **state)
 	rm_temp_dir(dir);
 }
 
+/* A test run with a wire of its own. */
+#define WIRE_TEST(f) cmocka_unit_test_setup_teardown(f, wire_setup, wire_teardown)
+
 UNIT_TEST_MAIN(
-	cmocka_unit_test_setup_teardown(test_round_trip_and_definitions_once, wire_setup, wire_teardown),
-	cmocka_unit_test_setup_teardown(test_memo_across_batches, wire_setup, wire_teardown),
-	cmocka_unit_test_setup_teardown(test_lost_batch_and_restart_resync, wire_setup, wire_teardown),
-	cmocka_unit_test_setup_teardown(test_failed_store_rolls_back, wire_setup, wire_teardown),
+	WIRE_TEST(test_round_trip_and_definitions_once),
+	WIRE_TEST(test_memo_across_batches),
+	WIRE_TEST(test_lost_batch_and_restart_resync),
+	WIRE_TEST(test_failed_store_rolls_back),
 	cmocka_unit_test(test_hostile_batches),
 	cmocka_unit_test(test_spans_to_the_timeline),
 	cmocka_unit_test(test_memory_bounds),

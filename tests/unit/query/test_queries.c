@@ -691,5 +691,5 @@ UNIT_TEST_MAIN(
 	cmocka_unit_test(test_queries_carry_blocks),
 	cmocka_unit_test(test_queries_carry_around_other_parts),
 	cmocka_unit_test(test_queries_carry_late_data),
-	cmocka_unit_test_setup_teardown(test_offcpu_queries, world_setup, world_teardown),
-	cmocka_unit_test_setup_teardown(test_functions_tie_order, world_setup, world_teardown))
+	WORLD_TEST(test_offcpu_queries),
+	WORLD_TEST(test_functions_tie_order))

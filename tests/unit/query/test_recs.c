@@ -927,10 +927,10 @@ UNIT_TEST_MAIN(
 	cmocka_unit_test(test_app_of),
 	cmocka_unit_test(test_min_share_summed),
 	cmocka_unit_test(test_empty_trace),
-	cmocka_unit_test_setup_teardown(test_hottraces_store, world_setup, world_teardown),
-	cmocka_unit_test_setup_teardown(test_hottraces_batches, world_setup, world_teardown),
-	cmocka_unit_test_setup_teardown(test_recs_state, world_setup, world_teardown),
-	cmocka_unit_test_setup_teardown(test_recs_generations, world_setup, world_teardown),
-	cmocka_unit_test_setup_teardown(test_recs_suppress, world_setup, world_teardown),
-	cmocka_unit_test_setup_teardown(test_recs_settings, world_setup, world_teardown),
-	cmocka_unit_test_setup_teardown(test_recs_thread, world_setup, world_teardown))
+	WORLD_TEST(test_hottraces_store),
+	WORLD_TEST(test_hottraces_batches),
+	WORLD_TEST(test_recs_state),
+	WORLD_TEST(test_recs_generations),
+	WORLD_TEST(test_recs_suppress),
+	WORLD_TEST(test_recs_settings),
+	WORLD_TEST(test_recs_thread))
