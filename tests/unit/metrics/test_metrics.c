@@ -99,11 +99,17 @@ static void put(const char *dir, const char *rel, const char *text)
 	write_text(path, text);
 }
 
+/* Makes the directory dir/rel; its path into path (n bytes). */
+static void sub_path(const char *dir, const char *rel, char *path, size_t n)
+{
+	snprintf(path, n, "%s/%s", dir, rel);
+	assert_int_equal(mkdir(path, 0755), 0);
+}
+
 static void sub(const char *dir, const char *rel)
 {
 	char path[512];
-	snprintf(path, sizeof(path), "%s/%s", dir, rel);
-	assert_int_equal(mkdir(path, 0755), 0);
+	sub_path(dir, rel, path, sizeof(path));
 }
 
 /* The value of metric name in b for the series whose labels hold k1=v1
@@ -165,12 +171,9 @@ static void test_collector(void **state)
 	(void)state;
 	char *dir = make_temp_dir();
 	char proc[300], cg[300], blk[300];
-	snprintf(proc, sizeof(proc), "%s/proc", dir);
-	snprintf(cg, sizeof(cg), "%s/cg", dir);
-	snprintf(blk, sizeof(blk), "%s/block", dir);
-	assert_int_equal(mkdir(proc, 0755), 0);
-	assert_int_equal(mkdir(cg, 0755), 0);
-	assert_int_equal(mkdir(blk, 0755), 0);
+	sub_path(dir, "proc", proc, sizeof(proc));
+	sub_path(dir, "cg", cg, sizeof(cg));
+	sub_path(dir, "block", blk, sizeof(blk));
 	sub(proc, "100");
 	sub(proc, "200");
 	sub(proc, "300");
