@@ -770,6 +770,30 @@ static void test_hostile_batches(void **state)
 	sessions_free(ss);
 }
 
+/* The timeline of project over the spans in g for the body
+ * printf(fmt, ...), parsed. */
+static json_t *__attribute__((format(printf, 3, 4)))
+timeline_of(struct gpuspans *g, const char *project, const char *fmt, ...)
+{
+	char body[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(body, sizeof(body), fmt, ap);
+	va_end(ap);
+	struct tl_request r;
+	struct buf err = { 0 }, out = { 0 };
+	if (tl_request_parse(&r, body, strlen(body), &err) != 0)
+		fail_msg("%s: %s", body, err.data);
+	memcpy(r.scope.project_id, project, 37);
+	assert_int_equal(timeline_query(g, NULL, &r, T0, &out, &err), 0);
+	json_t *doc = json_loads(out.data, 0, NULL);
+	assert_non_null(doc);
+	tl_request_free(&r);
+	buf_free(&out);
+	buf_free(&err);
+	return doc;
+}
+
 /* The store function of the HTTP layer's ingest (server/http/ingest_api.c):
  * the sink's, then the batch's spans into a span store. */
 struct span_sink {
@@ -795,30 +819,6 @@ static int span_store(void *ctx, const char *project_name, struct store_entry *e
 /* Spans the agent added to its batch reach the span store with their
  * launch stacks (as the samples') and resources, exactly; the timeline
  * answers them by start, each stack and label set written once. */
-/* The timeline of project over the spans in g for the body
- * printf(fmt, ...), parsed. */
-static json_t *__attribute__((format(printf, 3, 4)))
-timeline_of(struct gpuspans *g, const char *project, const char *fmt, ...)
-{
-	char body[256];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(body, sizeof(body), fmt, ap);
-	va_end(ap);
-	struct tl_request r;
-	struct buf err = { 0 }, out = { 0 };
-	if (tl_request_parse(&r, body, strlen(body), &err) != 0)
-		fail_msg("%s: %s", body, err.data);
-	memcpy(r.scope.project_id, project, 37);
-	assert_int_equal(timeline_query(g, NULL, &r, T0, &out, &err), 0);
-	json_t *doc = json_loads(out.data, 0, NULL);
-	assert_non_null(doc);
-	tl_request_free(&r);
-	buf_free(&out);
-	buf_free(&err);
-	return doc;
-}
-
 static void test_spans_to_the_timeline(void **state)
 {
 	(void)state;
