@@ -97,13 +97,19 @@ static __attribute__((unused)) int world_setup(void **state)
 	return 0;
 }
 
-static __attribute__((unused)) int world_teardown(void **state)
+/* Closes w's store and symbols and removes its directory. */
+static __attribute__((unused)) void world_close(struct world *w)
 {
-	struct world *w = *state;
 	symbols_close(w->sym);
 	store_close(w->s);
 	rm_rf(w->dir);
 	free(w->dir);
+}
+
+static __attribute__((unused)) int world_teardown(void **state)
+{
+	struct world *w = *state;
+	world_close(w);
 	free(w);
 	return 0;
 }
