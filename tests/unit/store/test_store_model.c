@@ -479,6 +479,16 @@ static bool q_selects(const struct q *q, const struct msample *s)
 	return true;
 }
 
+/* The model's next sample from *i on that q selects (*i past it), or
+ * NULL when none is left. */
+static const struct msample *next_selected(const struct world *w, const struct q *q, size_t *i)
+{
+	for (; *i < w->m.n; (*i)++)
+		if (q_selects(q, &w->m.s[*i]))
+			return &w->m.s[(*i)++];
+	return NULL;
+}
+
 static const char *const filters[] = { "null", "\"process.executable.name == \\\"exe_1\\\"\"",
 				       "\"thread.name != 't0'\"" };
 
@@ -563,10 +573,8 @@ static void check_flamegraph(struct world *w, const struct q *q, bool grouped)
 {
 	struct entries want = { 0 }, got = { 0 };
 	uint64_t total = 0;
-	for (size_t i = 0; i < w->m.n; i++) {
-		const struct msample *s = &w->m.s[i];
-		if (!q_selects(q, s))
-			continue;
+	const struct msample *s;
+	for (size_t i = 0; (s = next_selected(w, q, &i)) != NULL;) {
 		total += s->value;
 		char g[16] = "";
 		if (grouped) {
@@ -601,10 +609,8 @@ static void check_flamegraph(struct world *w, const struct q *q, bool grouped)
 static void check_functions(struct world *w, const struct q *q)
 {
 	struct entries want = { 0 }, got = { 0 };
-	for (size_t i = 0; i < w->m.n; i++) {
-		const struct msample *s = &w->m.s[i];
-		if (!q_selects(q, s))
-			continue;
+	const struct msample *s;
+	for (size_t i = 0; (s = next_selected(w, q, &i)) != NULL;) {
 		unsigned d = w->depth[s->stack];
 		for (unsigned j = 0; j < d; j++) {
 			char f[16];
@@ -629,10 +635,8 @@ static void check_by_executable(struct world *w, const struct q *q, http_handler
 				const char *extra, const char *list, const char *what)
 {
 	struct entries want = { 0 }, got = { 0 };
-	for (size_t i = 0; i < w->m.n; i++) {
-		const struct msample *s = &w->m.s[i];
-		if (!q_selects(q, s))
-			continue;
+	const struct msample *s;
+	for (size_t i = 0; (s = next_selected(w, q, &i)) != NULL;) {
 		char e[16];
 		snprintf(e, sizeof(e), "exe_%u", s->exe);
 		ent_add(&want, e, s->value, 0);
@@ -664,10 +668,8 @@ static void check_events(struct world *w, const struct q *q)
 {
 	struct entries want = { 0 }, got = { 0 };
 	size_t rows = 0;
-	for (size_t i = 0; i < w->m.n; i++) {
-		const struct msample *s = &w->m.s[i];
-		if (!q_selects(q, s))
-			continue;
+	const struct msample *s;
+	for (size_t i = 0; (s = next_selected(w, q, &i)) != NULL;) {
 		struct buf k = { 0 };
 		buf_printf(&k, "%lld exe_%u t%u ", (long long)s->ts, s->exe, s->thread);
 		path_of(w, s, w->depth[s->stack], &k);
