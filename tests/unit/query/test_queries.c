@@ -62,20 +62,6 @@ static const char *str_of(json_t *o, const char *key)
 #define OFF "{" RANGE_ALL ",\"event_kind\":\"off_cpu\",\"query\":null}"
 #define ON "{" RANGE_ALL ",\"event_kind\":\"on_cpu\",\"query\":null}"
 
-/* Flushes and compacts all of s: nothing left unflushed, want_blocks
- * blocks. */
-static void flush_compact(struct store *s, uint64_t want_blocks)
-{
-	struct buf err = { 0 };
-	struct store_stats st;
-	assert_int_equal(store_flush(s, &err), 0);
-	assert_int_equal(store_compact(s, true, &err), 0);
-	store_get_stats(s, &st);
-	assert_int_equal(st.unflushed_rows, 0);
-	assert_int_equal(st.blocks, want_blocks);
-	buf_free(&err);
-}
-
 /* Functions with equal values are listed by name, whatever order their
  * stacks were stored or read in. */
 static void test_functions_tie_order(void **state)
@@ -260,6 +246,20 @@ static void query_answers(struct store *s, struct symbols *sym, const char *cons
 					"\"comparison\":{" WHOLE ","
 					"\"query\":\"thread.name == \\\"worker\\\"\"}}"),
 				 "functions");
+}
+
+/* Flushes and compacts all of s: nothing left unflushed, want_blocks
+ * blocks. */
+static void flush_compact(struct store *s, uint64_t want_blocks)
+{
+	struct buf err = { 0 };
+	struct store_stats st;
+	assert_int_equal(store_flush(s, &err), 0);
+	assert_int_equal(store_compact(s, true, &err), 0);
+	store_get_stats(s, &st);
+	assert_int_equal(st.unflushed_rows, 0);
+	assert_int_equal(st.blocks, want_blocks);
+	buf_free(&err);
 }
 
 static void assert_same_answers(char **live, char **blocks, size_t n)
