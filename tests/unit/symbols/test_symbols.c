@@ -465,20 +465,24 @@ static void check_name(const char *raw, const char *binary, const char *want)
 static void test_display_names(void **state)
 {
 	(void)state;
+#define APP "app"
+#define LIBC "libc.so.6"
 	static const struct {
 		const char *raw, *binary, *want;
 	} names[] = {
-		{ "_ZN9SortStage7processERSt6vectorImSaImEE", "app", "SortStage::process" },
-		{ "_ZN11unwind_rust9mix_block17h1c0fac3cfcb01fe5E", "app", "unwind_rust::mix_block" },
-		{ "_RNvNtCsjrHSEGnQ3l9_3std2rt19lang_start_internal", "app", "std::rt::lang_start_internal" },
-		{ "__GI___libc_write", "libc.so.6", "write" },
-		{ "__memcpy_avx_unaligned_erms", "libc.so.6", "memcpy" },
-		{ "__read_nocancel", "libc.so.6", "read" },
-		{ "__libc_start_main", "libc.so.6", "start_main" },
-		{ "main", "app", "main" },
+		{ "_ZN9SortStage7processERSt6vectorImSaImEE", APP, "SortStage::process" },
+		{ "_ZN11unwind_rust9mix_block17h1c0fac3cfcb01fe5E", APP, "unwind_rust::mix_block" },
+		{ "_RNvNtCsjrHSEGnQ3l9_3std2rt19lang_start_internal", APP, "std::rt::lang_start_internal" },
+		{ "__GI___libc_write", LIBC, "write" },
+		{ "__memcpy_avx_unaligned_erms", LIBC, "memcpy" },
+		{ "__read_nocancel", LIBC, "read" },
+		{ "__libc_start_main", LIBC, "start_main" },
+		{ "main", APP, "main" },
 		{ "__GI___libc_write", "libfoo.so", "__GI___libc_write" }, /* only glibc */
-		{ "_Znot_really_mangled", "app", "_Znot_really_mangled" },
+		{ "_Znot_really_mangled", APP, "_Znot_really_mangled" },
 	};
+#undef APP
+#undef LIBC
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
 		check_name(names[i].raw, names[i].binary, names[i].want);
 	struct buf b = { 0 };
