@@ -61,6 +61,7 @@
  * the samples).
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -540,53 +541,31 @@ struct bench_ctx {
 typedef int (*bench_query_fn)(const struct bench_ctx *c, const char *body, struct buf *out,
 			      struct buf *err);
 
-static int q_flamegraph(const struct bench_ctx *c, const char *body, struct buf *out,
-			struct buf *err)
-{
-	struct fg_request r;
-	if (fg_request_parse(&r, body, strlen(body), err) < 0)
-		return -1;
-	strcpy(r.scope.project_id, PROJECT);
-	int rc = flamegraph_query(c->st, c->sym, NULL, &r, out, err);
-	fg_request_free(&r);
-	return rc;
-}
+/* q_<name>: parses body into a struct <req> (parse: the call, r and body
+ * in scope), scopes it to PROJECT, runs query into out, frees it. */
+#define BENCH_QUERY(name, req, parse, scope, query)                                      \
+	static int q_##name(const struct bench_ctx *c, const char *body, struct buf *out, \
+			    struct buf *err)                                                \
+	{                                                                                 \
+		struct req r;                                                             \
+		if (parse < 0)                                                            \
+			return -1;                                                        \
+		scope;                                                                    \
+		int rc = query;                                                           \
+		req##_free(&r);                                                           \
+		return rc;                                                                \
+	}
 
-static int q_functions(const struct bench_ctx *c, const char *body, struct buf *out,
-		       struct buf *err)
-{
-	struct fn_request r;
-	if (fn_request_parse(&r, (enum fn_query)c->kind, body, strlen(body), err) < 0)
-		return -1;
-	fn_request_set_project(&r, PROJECT);
-	int rc = functions_query(c->st, c->sym, NULL, &r, out, err);
-	fn_request_free(&r);
-	return rc;
-}
-
-static int q_entities(const struct bench_ctx *c, const char *body, struct buf *out,
-		      struct buf *err)
-{
-	struct ent_request r;
-	if (ent_request_parse(&r, (enum ent_query)c->kind, body, strlen(body), err) < 0)
-		return -1;
-	strcpy(r.scope.project_id, PROJECT);
-	int rc = entities_query(c->st, &r, out, err);
-	ent_request_free(&r);
-	return rc;
-}
-
-static int q_events(const struct bench_ctx *c, const char *body, struct buf *out,
-		    struct buf *err)
-{
-	struct ev_request r;
-	if (ev_request_parse(&r, body, strlen(body), err) < 0)
-		return -1;
-	strcpy(r.scope.project_id, PROJECT);
-	int rc = events_query(c->st, c->sym, &r, out, err);
-	ev_request_free(&r);
-	return rc;
-}
+BENCH_QUERY(flamegraph, fg_request, fg_request_parse(&r, body, strlen(body), err),
+	    strcpy(r.scope.project_id, PROJECT), flamegraph_query(c->st, c->sym, NULL, &r, out, err))
+BENCH_QUERY(functions, fn_request,
+	    fn_request_parse(&r, (enum fn_query)c->kind, body, strlen(body), err),
+	    fn_request_set_project(&r, PROJECT), functions_query(c->st, c->sym, NULL, &r, out, err))
+BENCH_QUERY(entities, ent_request,
+	    ent_request_parse(&r, (enum ent_query)c->kind, body, strlen(body), err),
+	    strcpy(r.scope.project_id, PROJECT), entities_query(c->st, &r, out, err))
+BENCH_QUERY(events, ev_request, ev_request_parse(&r, body, strlen(body), err),
+	    strcpy(r.scope.project_id, PROJECT), events_query(c->st, c->sym, &r, out, err))
 
 /* Runs a query twice (the first run loads block dictionaries) and prints
  * both times and the start of the answer (flamegraphs: their sizes). */
@@ -615,10 +594,21 @@ static void save_answer(const char *what, const struct buf *out)
 	fclose(f);
 }
 
-static void run(const struct bench_ctx *c, bench_query_fn fn, const char *what, const char *body)
+/* The body is printf(fmt, ...). */
+static void __attribute__((format(printf, 4, 5)))
+run(const struct bench_ctx *c, bench_query_fn fn, const char *what, const char *fmt, ...)
 {
 	if (!wanted(what))
 		return;
+	char body[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	int len = vsnprintf(body, sizeof(body), fmt, ap);
+	va_end(ap);
+	if (len < 0 || (size_t)len >= sizeof(body)) {
+		fprintf(stderr, "%s: body too long\n", what);
+		exit(1);
+	}
 	/* Wall time, and the CPU time of this thread, which a busy machine
 	 * inflates much less (the queries run on the calling thread). */
 	double ms[2], cpu[2];
@@ -1100,14 +1090,13 @@ static int clickhouse_queries(const struct ch_store_opts *o, struct store *st, s
 
 static void run_live_queries(struct store *st, struct symbols *sym, int64_t start_ms, int64_t end_ms)
 {
-	char body[512];
 	struct bench_ctx fg = { st, sym, 0 }, top = { st, sym, FN_TOP };
-	snprintf(body, sizeof(body), "{\"filter\":{\"start_ts\":%lld,\"end_ts\":%lld}}",
-		 (long long)start_ms, (long long)end_ms);
-	run(&fg, q_flamegraph, "flamegraph (all), live", body);
-	snprintf(body, sizeof(body), "{\"filter\":{\"start_ts\":%lld,\"end_ts\":%lld},\"limit\":100}",
-		 (long long)start_ms, (long long)end_ms);
-	run(&top, q_functions, "top functions, live", body);
+	run(&fg, q_flamegraph, "flamegraph (all), live",
+	    "{\"filter\":{\"start_ts\":%lld,\"end_ts\":%lld}}",
+	    (long long)start_ms, (long long)end_ms);
+	run(&top, q_functions, "top functions, live",
+	    "{\"filter\":{\"start_ts\":%lld,\"end_ts\":%lld},\"limit\":100}",
+	    (long long)start_ms, (long long)end_ms);
 }
 
 static void run_queries(struct store *st, struct symbols *sym, int64_t start_ms, int64_t end_ms)
@@ -1125,46 +1114,38 @@ static void run_queries(struct store *st, struct symbols *sym, int64_t start_ms,
 		 "{\"start_ts\":%lld,\"end_ts\":%lld,\"query\":\"k8s.namespace.name == \\\"prod\\\" && "
 		 "thread.name.startsWith(\\\"api-gateway\\\")\"}",
 		 (long long)start_ms, (long long)end_ms);
-	char body[2048];
 	struct bench_ctx fg = { st, sym, 0 }, top = { st, sym, FN_TOP }, diff = { st, sym, FN_DIFF },
 			 sand = { st, sym, FN_SANDWICH }, ent = { st, sym, ENT_TOP },
 			 ts = { st, sym, ENT_TIMESERIES }, lab = { st, sym, ENT_LABELS };
 	printf("queries over the whole range (%d s):\n", seconds);
-	snprintf(body, sizeof(body), "{\"filter\":%s}", all);
-	run(&fg, q_flamegraph, "flamegraph (all)", body);
-	snprintf(body, sizeof(body), "{\"filter\":%s}", cel);
-	run(&fg, q_flamegraph, "flamegraph, CEL filter", body);
-	snprintf(body, sizeof(body), "{\"filter\":%s,\"synthetic_frames\":[\"host\",\"executable\"]}", all);
-	run(&fg, q_flamegraph, "flamegraph by host, executable", body);
-	snprintf(body, sizeof(body), "{\"filter\":%s,\"limit\":100}", all);
-	run(&top, q_functions, "top functions", body);
+	run(&fg, q_flamegraph, "flamegraph (all)", "{\"filter\":%s}", all);
+	run(&fg, q_flamegraph, "flamegraph, CEL filter", "{\"filter\":%s}", cel);
+	run(&fg, q_flamegraph, "flamegraph by host, executable",
+	    "{\"filter\":%s,\"synthetic_frames\":[\"host\",\"executable\"]}", all);
+	run(&top, q_functions, "top functions", "{\"filter\":%s,\"limit\":100}", all);
 	char c0[512], c1[512];
 	snprintf(c0, sizeof(c0), "{\"start_ts\":%lld,\"end_ts\":%lld,\"query\":\"cluster.name == \\\"cluster-0\\\"\"}",
 		 (long long)start_ms, (long long)end_ms);
 	snprintf(c1, sizeof(c1), "{\"start_ts\":%lld,\"end_ts\":%lld,\"query\":\"cluster.name == \\\"cluster-1\\\"\"}",
 		 (long long)start_ms, (long long)end_ms);
-	snprintf(body, sizeof(body), "{\"baseline\":%s,\"comparison\":%s,\"limit\":100}", c0, c1);
-	run(&diff, q_functions, "diff (two clusters, whole range)", body);
-	snprintf(body, sizeof(body), "{\"baseline\":%s,\"comparison\":%s,\"limit\":100}", first, second);
-	run(&diff, q_functions, "diff (first vs second half)", body);
+	run(&diff, q_functions, "diff (two clusters, whole range)",
+	    "{\"baseline\":%s,\"comparison\":%s,\"limit\":100}", c0, c1);
+	run(&diff, q_functions, "diff (first vs second half)",
+	    "{\"baseline\":%s,\"comparison\":%s,\"limit\":100}", first, second);
 	/* The same off every minute and slice boundary: rows are read at
 	 * each end of both ranges. */
 	snprintf(first, sizeof(first), "{\"start_ts\":%lld,\"end_ts\":%lld}", (long long)start_ms + 13000,
 		 (long long)mid + 37000);
 	snprintf(second, sizeof(second), "{\"start_ts\":%lld,\"end_ts\":%lld}", (long long)mid + 37000,
 		 (long long)end_ms - 11000);
-	snprintf(body, sizeof(body), "{\"baseline\":%s,\"comparison\":%s,\"limit\":100}", first, second);
-	run(&diff, q_functions, "diff (halves, off the minute)", body);
-	snprintf(body, sizeof(body), "{\"filter\":%s,\"function\":\"checkout::fn_3\"}", all);
-	run(&sand, q_functions, "sandwich", body);
-	snprintf(body, sizeof(body), "{\"filter\":%s,\"entity\":\"pod\"}", all);
-	run(&ent, q_entities, "top entities (pods)", body);
-	snprintf(body, sizeof(body), "{\"filter\":%s,\"entity\":\"shared_object\"}", all);
-	run(&ent, q_entities, "top entities (shared objects)", body);
-	snprintf(body, sizeof(body), "{\"filter\":%s,\"group_by\":\"host\",\"num_buckets\":60}", all);
-	run(&ts, q_entities, "time series by host", body);
-	snprintf(body, sizeof(body), "{\"filter\":%s}", all);
-	run(&lab, q_entities, "label names", body);
-	snprintf(body, sizeof(body), "{\"filter\":%s,\"limit\":100}", all);
-	run(&fg, q_events, "raw events (newest 100)", body);
+	run(&diff, q_functions, "diff (halves, off the minute)",
+	    "{\"baseline\":%s,\"comparison\":%s,\"limit\":100}", first, second);
+	run(&sand, q_functions, "sandwich", "{\"filter\":%s,\"function\":\"checkout::fn_3\"}", all);
+	run(&ent, q_entities, "top entities (pods)", "{\"filter\":%s,\"entity\":\"pod\"}", all);
+	run(&ent, q_entities, "top entities (shared objects)",
+	    "{\"filter\":%s,\"entity\":\"shared_object\"}", all);
+	run(&ts, q_entities, "time series by host",
+	    "{\"filter\":%s,\"group_by\":\"host\",\"num_buckets\":60}", all);
+	run(&lab, q_entities, "label names", "{\"filter\":%s}", all);
+	run(&fg, q_events, "raw events (newest 100)", "{\"filter\":%s,\"limit\":100}", all);
 }

@@ -180,46 +180,7 @@ def search_params(page):
     return urllib.parse.parse_qs(urllib.parse.urlsplit(page.evaluate("location.href")).query)
 
 
-
-
 def read_png(path):
-    """Decodes a screenshot (8-bit RGB or RGBA, not interlaced, as Chromium
-    writes them) with zlib: (width, height, pixel(x, y) -> (r, g, b))."""
-    import struct
-    import zlib
-    with open(path, "rb") as f:
-        data = f.read()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n", path
-    pos, idat, width = 8, b"", 0
-    while pos < len(data):
-        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        chunk = data[pos + 8:pos + 8 + n]
-        if kind == b"IHDR":
-            width, height, depth, ctype, _, _, interlace = struct.unpack(">IIBBBBB", chunk)
-            assert depth == 8 and ctype in (2, 6) and not interlace, (depth, ctype, interlace)
-            bpp = 3 if ctype == 2 else 4
-        elif kind == b"IDAT":
-            idat += chunk
-        pos += 12 + n
-    raw = zlib.decompress(idat)
-    stride = width * bpp
-    rows, prev = [], bytearray(stride)
-    for y in range(height):
-        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
-        for i in range(stride):
-            a = line[i - bpp] if i >= bpp else 0
-            b = prev[i]
-            c = prev[i - bpp] if i >= bpp else 0
-            if f == 1:
-                line[i] = (line[i] + a) & 255
-            elif f == 2:
-                line[i] = (line[i] + b) & 255
-            elif f == 3:
-                line[i] = (line[i] + (a + b) // 2) & 255
-            elif f == 4:
-                p = a + b - c
-                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
-        rows.append(line)
-        prev = line
-    return width, height, lambda x, y: tuple(rows[y][x * bpp:x * bpp + 3])
+    """png_pixels as (width, height, pixel(x, y) -> (r, g, b))."""
+    width, height, rows = png_pixels(path)
+    return width, height, lambda x, y: rows[y][x]

@@ -20,8 +20,8 @@ import urllib.request
 import pytest
 
 from conftest import ADMIN, PASSWORD, require_root
-from harness import (BUILD, DEFAULT_PROJECT, Agent, Server, find, http, json_call, wait_until,
-                     walk)
+from harness import (BUILD, DEFAULT_PROJECT, Agent, Server, find, http, json_call, run_threads,
+                     wait_until, walk)
 
 import test_otlp
 
@@ -343,11 +343,7 @@ def test_a_flood_of_sign_ins_is_bounded(local):
         st, body = http("POST", local.url + "/api/v1/auth/login",
                         {"email": ADMIN, "password": "wrong password"})
         out.append((st, body))
-    threads = [threading.Thread(target=one) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(one, 8)
     statuses = sorted(st for st, _ in out)
     assert set(statuses) <= {401, 503} and 401 in statuses and 503 in statuses, out
     assert all(b"too many sign-ins" in b for st, b in out if st == 503)

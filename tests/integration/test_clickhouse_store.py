@@ -18,7 +18,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
 from ember_batch import Batch, send_batch  # noqa: E402
-from harness import BIN, ROOT, Server, http  # noqa: E402
+from harness import BIN, ROOT, Server, http, run_threads  # noqa: E402
 from harness import api_post as post  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "build", "pydeps"))
@@ -53,6 +53,18 @@ def migrate(*args):
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     return r
+
+
+def fleet_flags(cluster, database):
+    """Both shards running and database migrated on them (cluster
+    ember_test): the flags of a server that stores there."""
+    a, b = cluster.servers
+    if b.proc is None:
+        b.start()
+    args = ("--clickhouse-url", f"{a.url},{b.url}", "--clickhouse-database", database,
+            "--clickhouse-cluster", "ember_test")
+    migrate(*args)
+    return ("--store", "clickhouse") + args
 
 
 def batch(host, i, agent_prefix="agent-", extra=None):
@@ -255,11 +267,7 @@ def test_a_shard_stopped_mid_ingest(clickhouse_cluster, tmp_path):
     resends some that were stored) after it returns: every batch counts
     once, in ClickHouse and in ember's answers."""
     a, b = clickhouse_cluster.servers
-    migrate("--clickhouse-url", f"{a.url},{b.url}", "--clickhouse-database", "fault",
-            "--clickhouse-cluster", "ember_test")
-    s = Server(tmp_path / "srv", None, "--store", "clickhouse", "--clickhouse-url",
-               f"{a.url},{b.url}", "--clickhouse-database", "fault",
-               "--clickhouse-cluster", "ember_test").start()
+    s = Server(tmp_path / "srv", None, *fleet_flags(clickhouse_cluster, "fault")).start()
     try:
         half = BATCHES // 2 * len(HOSTS)
         # the second half (sent while the shard is down) names new stacks
@@ -314,11 +322,7 @@ def replica_flags(cluster, postgres, database):
     """The flags of replicas on both shards (database migrated) and a fresh
     PostgreSQL database."""
     from conftest import pg_database
-    urls = ",".join(s.url for s in cluster.servers)
-    migrate("--clickhouse-url", urls, "--clickhouse-database", database,
-            "--clickhouse-cluster", "ember_test")
-    return ("--store", "clickhouse", "--clickhouse-url", urls, "--clickhouse-database", database,
-            "--clickhouse-cluster", "ember_test", "--metadata", pg_database(postgres))
+    return fleet_flags(cluster, database) + ("--metadata", pg_database(postgres))
 
 
 def test_replicas_split_by_role_one_of_each_killed(clickhouse_cluster, postgres_server, tmp_path):
@@ -418,11 +422,7 @@ def test_two_replicas_racing_one_batch_count_it_once(clickhouse_cluster, postgre
                         return
                     time.sleep(0.05)
                 got[k] = (503, None)
-            threads = [threading.Thread(target=send, args=(k,)) for k in range(2)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
+            run_threads(send, 2, args=lambda k: (k,))
             answers.append(got)
         for got in answers:
             assert all(g[0] == 200 for g in got), got
@@ -459,14 +459,7 @@ def test_a_real_agent_into_clickhouse(clickhouse_cluster, agent_factory, tmp_pat
     from conftest import require_root
     from harness import find, run_workload, subtree_total, wait_until
     require_root()
-    a, b = clickhouse_cluster.servers
-    if b.proc is None:
-        b.start()
-    migrate("--clickhouse-url", f"{a.url},{b.url}", "--clickhouse-database", "agent",
-            "--clickhouse-cluster", "ember_test")
-    s = Server(tmp_path / "srv", None, "--store", "clickhouse", "--clickhouse-url",
-               f"{a.url},{b.url}", "--clickhouse-database", "agent",
-               "--clickhouse-cluster", "ember_test").start()
+    s = Server(tmp_path / "srv", None, *fleet_flags(clickhouse_cluster, "agent")).start()
     try:
         agent_factory(s.url, "-on-cpu-sampling-rate=97").start()
         run_workload("cpu_split", 6)
@@ -556,18 +549,14 @@ def test_retention_drops_old_days(clickhouse_cluster, tmp_path):
     partitions wholly past it when it starts (and hourly), on every shard;
     the newer days stay."""
     a, b = clickhouse_cluster.servers
-    if b.proc is None:
-        b.start()
-    args = ["--clickhouse-url", f"{a.url},{b.url}", "--clickhouse-database", "ret",
-            "--clickhouse-cluster", "ember_test"]
-    migrate(*args)
+    flags = fleet_flags(clickhouse_cluster, "ret")
     now = int(time.time())
     for srv in (a, b):
         for age_days in (5, 3, 0):
             srv.query(f"INSERT INTO ret.samples_local (project, kind, ts, stack, labels, hz, value, "
                       f"batch) VALUES ('p', 'on_cpu', toDateTime({now - age_days * 86400}), 1, 1, "
                       f"19, {age_days + 1}, 1)")
-    s = Server(tmp_path / "srv", None, "--store", "clickhouse", "--retention", "2d", *args).start()
+    s = Server(tmp_path / "srv", None, *flags, "--retention", "2d").start()
     try:
         def dropped():
             return all(x.query("SELECT groupArray(value) FROM ret.samples_local").strip() == "[1]"
@@ -583,13 +572,8 @@ def test_concurrent_batches_and_resends_count_once(clickhouse_cluster, tmp_path)
     group): every batch counts once, also when the same batch is sent twice
     at the same time."""
     import threading
-    a, b = clickhouse_cluster.servers
-    if b.proc is None:
-        b.start()
-    args = ["--clickhouse-url", f"{a.url},{b.url}", "--clickhouse-database", "conc",
-            "--clickhouse-cluster", "ember_test"]
-    migrate(*args)
-    s = Server(tmp_path / "srv", None, "--store", "clickhouse", *args).start()
+    a = clickhouse_cluster.servers[0]
+    s = Server(tmp_path / "srv", None, *fleet_flags(clickhouse_cluster, "conc")).start()
     try:
         raws = [batch(h, i, f"conc{k}-") for k in range(4) for h in HOSTS for i in range(BATCHES)]
         errors = []
@@ -607,11 +591,7 @@ def test_concurrent_batches_and_resends_count_once(clickhouse_cluster, tmp_path)
                     time.sleep(0.1)
                 if status != 200:
                     errors.append((status, ans))
-        th = [threading.Thread(target=client) for _ in range(3)]
-        for t in th:
-            t.start()
-        for t in th:
-            t.join()
+        run_threads(client, 3)
         assert not errors, errors[:3]
         assert a.query("SELECT sum(value), uniqExact(batch) FROM conc.samples").strip() == \
             f"{4 * TOTAL}\t{len(raws)}"

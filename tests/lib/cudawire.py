@@ -30,6 +30,16 @@ assert (HDR.size, HELLO_S.size, DEVICE_S.size, AGG_S.size, SPAN_S.size, STATS_S.
     (16, 64, 88, 48, 48, 64, 72)
 
 
+def _nvtx_ranges(body, start, n):
+    """The NVTX path in body[start:start + n] (each range a length byte and
+    its name): the ranges' names, outermost first."""
+    names, q = [], start
+    while q < start + n:
+        names.append(body[q + 1:q + 1 + body[q]].decode())
+        q += 1 + body[q]
+    return names
+
+
 def _pad8(n):
     return (n + 7) & ~7
 
@@ -81,10 +91,7 @@ def parse(data):
             end = p + api_len + name_len + stall_len
             if end + nvtx_len > len(body):
                 raise ValueError("PC strings past the end")
-            nvtx, q = [], end
-            while q < end + nvtx_len:
-                nvtx.append(body[q + 1:q + 1 + body[q]].decode())
-                q += 1 + body[q]
+            nvtx = _nvtx_ranges(body, end, nvtx_len)
             nxt = off + _pad8(PC_S.size + api_len + name_len + stall_len + nvtx_len)
             if any(body[end + nvtx_len:nxt]):
                 raise ValueError("non-zero padding")
@@ -114,10 +121,7 @@ def parse(data):
         end = p + api_len + name_len
         if end + nvtx_len > len(body):
             raise ValueError("strings past the end")
-        nvtx, q = [], end
-        while q < end + nvtx_len:
-            nvtx.append(body[q + 1:q + 1 + body[q]].decode())
-            q += 1 + body[q]
+        nvtx = _nvtx_ranges(body, end, nvtx_len)
         e.update(api=body[p:p + api_len].decode(), name=body[p + api_len:end].decode(), nvtx=nvtx)
         entries.append(e)
         nxt = off + _pad8(AGG_S.size + api_len + name_len + nvtx_len)

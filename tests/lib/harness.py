@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -42,6 +43,16 @@ def wait_until(pred, timeout, interval=0.1, what="condition"):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+def run_threads(target, n, args=lambda i: ()):
+    """Runs target(*args(i)) in n threads at once, i = 0 .. n-1, and waits
+    for them all."""
+    threads = [threading.Thread(target=target, args=args(i)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 def http(method, url, body=None, headers=None, timeout=30, context=None):

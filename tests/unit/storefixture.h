@@ -97,15 +97,24 @@ static __attribute__((unused)) int world_setup(void **state)
 	return 0;
 }
 
-static __attribute__((unused)) int world_teardown(void **state)
+/* Closes w's store and symbols and removes its directory. */
+static __attribute__((unused)) void world_close(struct world *w)
 {
-	struct world *w = *state;
 	symbols_close(w->sym);
 	store_close(w->s);
 	rm_rf(w->dir);
 	free(w->dir);
+}
+
+static __attribute__((unused)) int world_teardown(void **state)
+{
+	struct world *w = *state;
+	world_close(w);
 	free(w);
 	return 0;
 }
+
+/* A test run in a world of its own. */
+#define WORLD_TEST(f) cmocka_unit_test_setup_teardown(f, world_setup, world_teardown)
 
 #endif

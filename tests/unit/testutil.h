@@ -47,4 +47,13 @@ static inline void write_text(const char *path, const char *text)
 	fclose(f);
 }
 
+/* The main of a unit test that needs no set-up of its own: runs the
+ * cmocka_unit_test()s given as one group. */
+#define UNIT_TEST_MAIN(...)                                             \
+	int main(void)                                                  \
+	{                                                               \
+		const struct CMUnitTest tests[] = { __VA_ARGS__ };      \
+		return cmocka_run_group_tests(tests, NULL, NULL);       \
+	}
+
 #endif

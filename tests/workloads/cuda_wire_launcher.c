@@ -22,29 +22,19 @@ void wire_launch(uint64_t correlation_id, uint32_t kind);
 int wire_report(uint64_t base);
 void wire_close(void);
 
-__attribute__((noinline)) void launch_gemm(void)
-{
-	wire_launch(1001, CUDA_WIRE_KIND_KERNEL);
-	asm volatile("" ::: "memory");
-}
+/* A function of its own name (the frame the test finds on the launch's
+ * stack) that launches one activity. */
+#define LAUNCHER(name, correlation_id, kind)             \
+	__attribute__((noinline)) void name(void)        \
+	{                                                \
+		wire_launch(correlation_id, kind);       \
+		asm volatile("" ::: "memory");           \
+	}
 
-__attribute__((noinline)) void launch_softmax(void)
-{
-	wire_launch(1002, CUDA_WIRE_KIND_KERNEL);
-	asm volatile("" ::: "memory");
-}
-
-__attribute__((noinline)) void launch_copy(void)
-{
-	wire_launch(1003, CUDA_WIRE_KIND_MEMCPY);
-	asm volatile("" ::: "memory");
-}
-
-__attribute__((noinline)) void sync_stream(void)
-{
-	wire_launch(1004, CUDA_WIRE_KIND_SYNC);
-	asm volatile("" ::: "memory");
-}
+LAUNCHER(launch_gemm, 1001, CUDA_WIRE_KIND_KERNEL)
+LAUNCHER(launch_softmax, 1002, CUDA_WIRE_KIND_KERNEL)
+LAUNCHER(launch_copy, 1003, CUDA_WIRE_KIND_MEMCPY)
+LAUNCHER(sync_stream, 1004, CUDA_WIRE_KIND_SYNC)
 
 __attribute__((noinline)) void train_step(void)
 {

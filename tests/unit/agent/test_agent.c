@@ -57,21 +57,33 @@ static void load_defaults(struct agent_config *cfg, char **envp)
 	load_ok(cfg, 2, argv, envp);
 }
 
+/* An agent.conf in a fresh directory, and the -config= argument that
+ * names it; rm_temp_dir(c.dir) removes it. */
+struct conf_file {
+	char *dir;
+	char path[256];
+	char arg[300];
+};
+
+static void conf_file_open(struct conf_file *c, const char *text)
+{
+	c->dir = make_temp_dir();
+	snprintf(c->path, sizeof(c->path), "%s/agent.conf", c->dir);
+	snprintf(c->arg, sizeof(c->arg), "-config=%s", c->path);
+	write_text(c->path, text);
+}
+
 static void test_config_precedence(void **state)
 {
 	(void)state;
-	char *dir = make_temp_dir();
-	char path[256];
-	snprintf(path, sizeof(path), "%s/agent.conf", dir);
-	write_text(path, "# comment\n"
-			 "collection-agent file:1\n"
-			 "project from-file\n"
-			 "reporter-interval 10s   # trailing comment\n"
-			 "on-cpu-sampling-rate=7\n"
-			 "disable-tls\n");
-	char cfgarg[300];
-	snprintf(cfgarg, sizeof(cfgarg), "-config=%s", path);
-	char *argv[] = { "ember-agent", cfgarg, "--project", "from-cli", "-v", NULL };
+	struct conf_file cf;
+	conf_file_open(&cf, "# comment\n"
+			    "collection-agent file:1\n"
+			    "project from-file\n"
+			    "reporter-interval 10s   # trailing comment\n"
+			    "on-cpu-sampling-rate=7\n"
+			    "disable-tls\n");
+	char *argv[] = { "ember-agent", cf.arg, "--project", "from-cli", "-v", NULL };
 	char *envp[] = { "EMBER_PROJECT=from-env", "EMBER_REPORTER_INTERVAL=20s",
 			 "EMBER_COLLECTION_AGENT=env:2", NULL };
 	struct agent_config cfg;
@@ -83,7 +95,7 @@ static void test_config_precedence(void **state)
 	assert_true(cfg.disable_tls);
 	assert_true(cfg.verbose);
 	agent_config_free(&cfg);
-	rm_temp_dir(dir);
+	rm_temp_dir(cf.dir);
 }
 
 static void expect_error(char **argv, int argc, char **envp, const char *needle)
@@ -785,18 +797,15 @@ static void test_off_cpu_flags(void **state)
 	char *e2[] = { "EMBER_ENABLE_OFF_CPU=true", NULL };
 	expect_off_cpu(2, d, e2, true, 19);
 	/* From the config file; the command line still wins. */
-	char *dir = make_temp_dir();
-	char path[256], cfgarg[300];
-	snprintf(path, sizeof(path), "%s/agent.conf", dir);
-	write_text(path, "off-cpu-sampling-rate 5\n");
-	snprintf(cfgarg, sizeof(cfgarg), "-config=%s", path);
-	char *c1[] = { "a", "-collection-agent=h:1", cfgarg, NULL };
+	struct conf_file cf;
+	conf_file_open(&cf, "off-cpu-sampling-rate 5\n");
+	char *c1[] = { "a", "-collection-agent=h:1", cf.arg, NULL };
 	expect_off_cpu(3, c1, envp, true, 5);
-	char *c2[] = { "a", "-collection-agent=h:1", cfgarg, "-off-cpu-sampling-rate=0", NULL };
+	char *c2[] = { "a", "-collection-agent=h:1", cf.arg, "-off-cpu-sampling-rate=0", NULL };
 	expect_off_cpu(4, c2, envp, false, 0);
-	write_text(path, "enable-off-cpu\n");
+	write_text(cf.path, "enable-off-cpu\n");
 	expect_off_cpu(3, c1, envp, true, 19);
-	rm_temp_dir(dir);
+	rm_temp_dir(cf.dir);
 
 	/* Errors name the flag and what it expects. */
 	char *b1[] = { "a", "-collection-agent=h:1", "-enable-off-cpu", "-off-cpu-sampling-rate=0", NULL };
@@ -1259,18 +1268,15 @@ static void test_pprof_and_pod_label_flags(void **state)
 		expect_error(b, 4, envp, "-kubelet-url: expected");
 	}
 	/* From a config file. */
-	char *dir = make_temp_dir();
-	char path[256], cfgarg[300];
-	snprintf(path, sizeof(path), "%s/agent.conf", dir);
-	write_text(path, "k8s-pod-labels team,app\npprof 127.0.0.1:7070\n");
-	snprintf(cfgarg, sizeof(cfgarg), "-config=%s", path);
-	char *c[] = { "a", "-collection-agent=h:1", cfgarg, NULL };
+	struct conf_file cf;
+	conf_file_open(&cf, "k8s-pod-labels team,app\npprof 127.0.0.1:7070\n");
+	char *c[] = { "a", "-collection-agent=h:1", cf.arg, NULL };
 	load_ok(&cfg, 3, c, envp);
 	assert_string_equal(cfg.pprof, "127.0.0.1:7070");
 	assert_int_equal((int)cfg.npod_labels, 2);
 	assert_string_equal(cfg.pod_labels[0], "team");
 	agent_config_free(&cfg);
-	rm_temp_dir(dir);
+	rm_temp_dir(cf.dir);
 }
 
 static void test_kubelet_pods(void **state)
@@ -1656,26 +1662,33 @@ static void test_python_line(void **state)
 static void test_python_script(void **state)
 {
 	(void)state;
-	char out[129];
 #define ARGV(s) s, sizeof(s) - 1
-	assert_true(attrib_python_script(ARGV("/usr/bin/python3\0-u\0/srv/app/train.py\0--lr\0"), out, sizeof(out)));
-	assert_string_equal(out, "train.py");
-	assert_true(attrib_python_script(ARGV("python3.11\0-X\0dev\0-W\0ignore\0serve.py"), out, sizeof(out)));
-	assert_string_equal(out, "serve.py");
-	assert_true(attrib_python_script(ARGV("python\0-Wignore\0-OO\0job.py"), out, sizeof(out)));
-	assert_string_equal(out, "job.py");
-	assert_true(attrib_python_script(ARGV("python3\0-m\0torch.distributed.run\0--nproc\0"), out, sizeof(out)));
-	assert_string_equal(out, "torch.distributed.run");
-	assert_true(attrib_python_script(ARGV("python3\0-uc\0print(1)"), out, sizeof(out)));
-	assert_string_equal(out, "-c");
-	assert_true(attrib_python_script(ARGV("python3\0-\0"), out, sizeof(out)));
-	assert_string_equal(out, "-");
-	/* Not a Python interpreter, or no script (the interactive prompt). */
-	assert_false(attrib_python_script(ARGV("/usr/bin/perl\0x.py"), out, sizeof(out)));
-	assert_false(attrib_python_script(ARGV("python3\0-i"), out, sizeof(out)));
-	assert_false(attrib_python_script(ARGV("python3\0-m"), out, sizeof(out)));
-	assert_false(attrib_python_script("", 0, out, sizeof(out)));
+	static const struct {
+		const char *argv;
+		size_t len;
+		const char *want; /* NULL: not a Python script */
+	} cases[] = {
+		{ ARGV("/usr/bin/python3\0-u\0/srv/app/train.py\0--lr\0"), "train.py" },
+		{ ARGV("python3.11\0-X\0dev\0-W\0ignore\0serve.py"), "serve.py" },
+		{ ARGV("python\0-Wignore\0-OO\0job.py"), "job.py" },
+		{ ARGV("python3\0-m\0torch.distributed.run\0--nproc\0"), "torch.distributed.run" },
+		{ ARGV("python3\0-uc\0print(1)"), "-c" },
+		{ ARGV("python3\0-\0"), "-" },
+		/* Not a Python interpreter, or no script (the interactive prompt). */
+		{ ARGV("/usr/bin/perl\0x.py"), NULL },
+		{ ARGV("python3\0-i"), NULL },
+		{ ARGV("python3\0-m"), NULL },
+		{ "", 0, NULL },
+	};
 #undef ARGV
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char out[129];
+		bool found = attrib_python_script(cases[i].argv, cases[i].len, out, sizeof(out));
+		if (found != (cases[i].want != NULL))
+			fail_msg("case %zu: %s", i, found ? "a script" : "no script");
+		if (found)
+			assert_string_equal(out, cases[i].want);
+	}
 }
 
 /* A compact ASCII str object laid out as 3.11 has it (PyASCIIObject is 48
@@ -1967,37 +1980,32 @@ static void test_memstats_budget(void **state)
 	assert_true(rss > 1024 * 1024 && peak >= rss);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_config_precedence),
-		cmocka_unit_test(test_config_errors),
-		cmocka_unit_test(test_metrics_flags),
-		cmocka_unit_test(test_kallsyms),
-		cmocka_unit_test(test_maps_and_stat),
-		cmocka_unit_test(test_cpu_list),
-		cmocka_unit_test(test_sendq_drops_oldest),
-		cmocka_unit_test(test_batch_roundtrip),
-		cmocka_unit_test(test_collect),
-		cmocka_unit_test(test_collect_repeats),
-		cmocka_unit_test(test_collect_off_cpu),
-		cmocka_unit_test(test_otlp_off_cpu),
-		cmocka_unit_test(test_off_cpu_flags),
-		cmocka_unit_test(test_attrib_cgroup),
-		cmocka_unit_test(test_attrib_environ_and_deployment),
-		cmocka_unit_test(test_attrib_absent_values),
-		cmocka_unit_test(test_symupload_paths),
-		cmocka_unit_test(test_memstats_budget),
-		cmocka_unit_test(test_tags_flag),
-		cmocka_unit_test(test_pprof_and_pod_label_flags),
-		cmocka_unit_test(test_kubelet_pods),
-		cmocka_unit_test(test_kubelet_client),
-		cmocka_unit_test(test_selfstats),
-		cmocka_unit_test(test_selfstats_server),
-		cmocka_unit_test(test_python_line),
-		cmocka_unit_test(test_python_script),
-		cmocka_unit_test(test_python_symbolize),
-		cmocka_unit_test(test_cudaship_install),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_config_precedence),
+	cmocka_unit_test(test_config_errors),
+	cmocka_unit_test(test_metrics_flags),
+	cmocka_unit_test(test_kallsyms),
+	cmocka_unit_test(test_maps_and_stat),
+	cmocka_unit_test(test_cpu_list),
+	cmocka_unit_test(test_sendq_drops_oldest),
+	cmocka_unit_test(test_batch_roundtrip),
+	cmocka_unit_test(test_collect),
+	cmocka_unit_test(test_collect_repeats),
+	cmocka_unit_test(test_collect_off_cpu),
+	cmocka_unit_test(test_otlp_off_cpu),
+	cmocka_unit_test(test_off_cpu_flags),
+	cmocka_unit_test(test_attrib_cgroup),
+	cmocka_unit_test(test_attrib_environ_and_deployment),
+	cmocka_unit_test(test_attrib_absent_values),
+	cmocka_unit_test(test_symupload_paths),
+	cmocka_unit_test(test_memstats_budget),
+	cmocka_unit_test(test_tags_flag),
+	cmocka_unit_test(test_pprof_and_pod_label_flags),
+	cmocka_unit_test(test_kubelet_pods),
+	cmocka_unit_test(test_kubelet_client),
+	cmocka_unit_test(test_selfstats),
+	cmocka_unit_test(test_selfstats_server),
+	cmocka_unit_test(test_python_line),
+	cmocka_unit_test(test_python_script),
+	cmocka_unit_test(test_python_symbolize),
+	cmocka_unit_test(test_cudaship_install))

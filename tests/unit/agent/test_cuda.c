@@ -23,6 +23,7 @@
 #include "agent/otlp_export.h"
 #include "server/ingest/otlp.h"
 #include "compress.h"
+#include "util.h"
 #include "otlp_profiles.pb-c.h"
 #include "oncpu_types.h"
 #include "unwind_types.h"
@@ -129,9 +130,29 @@ static void good_agg(struct msg *m)
 	msg_end(m, CUDA_WIRE_AGG);
 }
 
-static void set_agg_field(struct msg *m, size_t field_off, const void *v, size_t n)
+/* Ends m as a message of type (its header written) and checks it. */
+static enum cuda_wire_reject check_ended(struct msg *m, uint16_t type)
 {
-	memcpy(m->b + sizeof(struct cuda_wire_hdr) + field_off, v, n);
+	msg_end(m, type);
+	return check(m);
+}
+
+/* Writes n bytes of v at offset off of the first entry (just after the
+ * header) and checks the message again. */
+static enum cuda_wire_reject check_set(struct msg *m, size_t off, const void *v, size_t n)
+{
+	memcpy(m->b + sizeof(struct cuda_wire_hdr) + off, v, n);
+	return check(m);
+}
+
+static enum cuda_wire_reject check_set16(struct msg *m, size_t off, uint16_t v)
+{
+	return check_set(m, off, &v, sizeof(v));
+}
+
+static enum cuda_wire_reject check_set64(struct msg *m, size_t off, uint64_t v)
+{
+	return check_set(m, off, &v, sizeof(v));
 }
 
 /* An AGG entry with an NVTX path of raw bytes (lib/cuda_wire.h). */
@@ -154,50 +175,61 @@ static void msg_agg_nvtx(struct msg *m, const char *name, const uint8_t *path, u
 	m->count++;
 }
 
+/* The NVTX path both tests write: "epoch", then "train_step". */
+static const uint8_t epoch_train_step[] = "\x05" "epoch" "\x0a" "train_step";
+
+/* v's NVTX path is epoch_train_step: its two ranges, then no more. */
+static void expect_epoch_train_step(const struct cuda_agg_view *v)
+{
+	static const char *const want[] = { "epoch", "train_step" };
+	size_t roff = 0, rlen;
+	const char *r;
+	assert_int_equal(v->a.nvtx_len, sizeof(epoch_train_step) - 1);
+	for (size_t i = 0; i < ARRAY_SIZE(want); i++) {
+		assert_true(cuda_wire_nvtx_next(v->nvtx, v->a.nvtx_len, &roff, &r, &rlen));
+		assert_int_equal(rlen, strlen(want[i]));
+		assert_memory_equal(r, want[i], rlen);
+	}
+	assert_false(cuda_wire_nvtx_next(v->nvtx, v->a.nvtx_len, &roff, &r, &rlen));
+}
+
+/* NVTX paths that are malformed, each refused as "nvtx" in an AGG entry
+ * and in a PC entry. */
+static const struct {
+	const char *bytes;
+	uint16_t len;
+} bad_paths[] = {
+	{ "\x06" "epoch", 6 },          /* a range's length past the path */
+	{ "\x00", 1 },               /* an empty range */
+	{ "\x41", 1 },               /* 65 bytes: longer than a name may be */
+	{ "\x03" "a\nb", 4 },          /* a control byte */
+	{ "\x02" "ab\x01", 4 },        /* the last range cut short */
+	{ "\x01" "a\x01" "b\x01" "c\x01" "d\x01" "e\x01" "f\x01" "g\x01" "h\x01" "i", 18 }, /* 9 ranges */
+};
+
 /* NVTX paths: read back range by range; every malformed one refused as
  * "nvtx" (or "short" when it runs past the datagram). */
 static void test_wire_nvtx(void **state)
 {
 	(void)state;
 	struct msg m;
-	static const uint8_t good[] = "\x05" "epoch" "\x0a" "train_step";
+	const uint8_t *good = epoch_train_step;
 	msg_start(&m);
-	msg_agg_nvtx(&m, "_Z4stepv", good, sizeof(good) - 1);
+	msg_agg_nvtx(&m, "_Z4stepv", good, sizeof(epoch_train_step) - 1);
 	msg_agg(&m, 5, 10, CUDA_WIRE_KIND_KERNEL, "cuLaunchKernel", "k");
-	msg_end(&m, CUDA_WIRE_AGG);
-	assert_int_equal(check(&m), CWR_OK);
+	assert_int_equal(check_ended(&m, CUDA_WIRE_AGG), CWR_OK);
 	struct cuda_agg_view v;
-	size_t off = 0, roff = 0, rlen;
-	const char *r;
+	size_t off = 0;
 	assert_true(cuda_wire_next_agg(m.b, m.len, &off, &v));
-	assert_int_equal(v.a.nvtx_len, sizeof(good) - 1);
-	assert_true(cuda_wire_nvtx_next(v.nvtx, v.a.nvtx_len, &roff, &r, &rlen));
-	assert_int_equal(rlen, 5);
-	assert_memory_equal(r, "epoch", 5);
-	assert_true(cuda_wire_nvtx_next(v.nvtx, v.a.nvtx_len, &roff, &r, &rlen));
-	assert_int_equal(rlen, 10);
-	assert_memory_equal(r, "train_step", 10);
-	assert_false(cuda_wire_nvtx_next(v.nvtx, v.a.nvtx_len, &roff, &r, &rlen));
+	expect_epoch_train_step(&v);
 	assert_true(cuda_wire_next_agg(m.b, m.len, &off, &v)); /* the next entry, after the path */
 	assert_null(v.nvtx);
 	assert_int_equal(v.a.stack_id, 5);
 
-	static const struct {
-		const char *bytes;
-		uint16_t len;
-	} bad[] = {
-		{ "\x06" "epoch", 6 },          /* a range's length past the path */
-		{ "\x00", 1 },               /* an empty range */
-		{ "\x41", 1 },               /* 65 bytes: longer than a name may be */
-		{ "\x03" "a\nb", 4 },          /* a control byte */
-		{ "\x02" "ab\x01", 4 },        /* the last range cut short */
-		{ "\x01" "a\x01" "b\x01" "c\x01" "d\x01" "e\x01" "f\x01" "g\x01" "h\x01" "i", 18 }, /* 9 ranges */
-	};
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(bad_paths); i++) {
 		msg_start(&m);
-		msg_agg_nvtx(&m, "k", (const uint8_t *)bad[i].bytes, bad[i].len);
-		msg_end(&m, CUDA_WIRE_AGG);
-		assert_int_equal(check(&m), CWR_NVTX);
+		msg_agg_nvtx(&m, "k", (const uint8_t *)bad_paths[i].bytes, bad_paths[i].len);
+		assert_int_equal(check_ended(&m, CUDA_WIRE_AGG), CWR_NVTX);
 	}
 	/* eight ranges of 64 bytes: the most there is, accepted */
 	uint8_t most[CUDA_WIRE_NVTX_BYTES_MAX];
@@ -207,15 +239,12 @@ static void test_wire_nvtx(void **state)
 	}
 	msg_start(&m);
 	msg_agg_nvtx(&m, "k", most, sizeof(most));
-	msg_end(&m, CUDA_WIRE_AGG);
-	assert_int_equal(check(&m), CWR_OK);
+	assert_int_equal(check_ended(&m, CUDA_WIRE_AGG), CWR_OK);
 	/* a path declared past the datagram's end */
 	msg_start(&m);
-	msg_agg_nvtx(&m, "k", good, sizeof(good) - 1);
+	msg_agg_nvtx(&m, "k", good, sizeof(epoch_train_step) - 1);
 	msg_end(&m, CUDA_WIRE_AGG);
-	uint16_t u16 = 200;
-	set_agg_field(&m, offsetof(struct cuda_wire_agg, nvtx_len), &u16, 2);
-	assert_int_equal(check(&m), CWR_SHORT);
+	assert_int_equal(check_set16(&m, offsetof(struct cuda_wire_agg, nvtx_len), 200), CWR_SHORT);
 }
 
 
@@ -286,33 +315,24 @@ static void test_wire_pc(void **state)
 	memcpy(m.b, &h, sizeof(h));
 	assert_int_equal(check_len(m.b, m.len - 24), CWR_SHORT);
 	/* a forged stall length past the message, or over the limit, or 0 */
-	uint16_t l = 4000;
+	const size_t stall_len = offsetof(struct cuda_wire_pc, stall_len);
 	good_pc(&m);
-	memcpy(m.b + e0 + offsetof(struct cuda_wire_pc, stall_len), &l, 2);
-	assert_int_equal(check(&m), CWR_STRING);
-	l = 0;
-	memcpy(m.b + e0 + offsetof(struct cuda_wire_pc, stall_len), &l, 2);
-	assert_int_equal(check(&m), CWR_STRING);
-	l = 120; /* within the limit: over the next entry's binary fields */
-	memcpy(m.b + e0 + offsetof(struct cuda_wire_pc, stall_len), &l, 2);
-	assert_int_equal(check(&m), CWR_STRING);
+	assert_int_equal(check_set16(&m, stall_len, 4000), CWR_STRING);
+	assert_int_equal(check_set16(&m, stall_len, 0), CWR_STRING);
+	/* within the limit: over the next entry's binary fields */
+	assert_int_equal(check_set16(&m, stall_len, 120), CWR_STRING);
 	good_pc(&m); /* the last entry's: past the message */
-	memcpy(m.b + e0 + 144 + offsetof(struct cuda_wire_pc, stall_len), &l, 2);
-	assert_int_equal(check(&m), CWR_SHORT);
+	assert_int_equal(check_set16(&m, 144 + stall_len, 120), CWR_SHORT);
 	/* a copy has no instructions */
-	uint16_t kind = CUDA_WIRE_KIND_MEMCPY;
 	good_pc(&m);
-	memcpy(m.b + e0 + offsetof(struct cuda_wire_pc, kind), &kind, 2);
-	assert_int_equal(check(&m), CWR_KIND);
+	assert_int_equal(check_set16(&m, offsetof(struct cuda_wire_pc, kind), CUDA_WIRE_KIND_MEMCPY), CWR_KIND);
 	/* an unprintable reason */
 	good_pc(&m);
 	m.b[e0 + sizeof(struct cuda_wire_pc) + strlen("cuLaunchKernel") + strlen("_Z4gemmPf") + 3] = '\n';
 	assert_int_equal(check(&m), CWR_STRING);
 	/* no samples */
-	uint64_t zero = 0;
 	good_pc(&m);
-	memcpy(m.b + e0 + offsetof(struct cuda_wire_pc, count), &zero, 8);
-	assert_int_equal(check(&m), CWR_VALUE);
+	assert_int_equal(check_set64(&m, offsetof(struct cuda_wire_pc, count), 0), CWR_VALUE);
 	/* more entries declared than there are; padding not zero */
 	good_pc(&m);
 	memcpy(&h, m.b, sizeof(h));
@@ -321,73 +341,49 @@ static void test_wire_pc(void **state)
 	assert_int_equal(check(&m), CWR_COUNT);
 	msg_start(&m);
 	msg_pc(&m, 0, 5, CUDA_WIRE_KIND_KERNEL, "kk", "s", 0); /* 72 + 14 + 2 + 1: 7 bytes of padding */
-	msg_end(&m, CUDA_WIRE_PC);
-	assert_int_equal(check(&m), CWR_OK);
+	assert_int_equal(check_ended(&m, CUDA_WIRE_PC), CWR_OK);
 	m.b[m.len - 1] = 1;
 	assert_int_equal(check(&m), CWR_RESERVED);
 	/* reserved words not zero */
-	uint16_t one16 = 1;
-	uint32_t one32 = 1;
+	const uint32_t one32 = 1;
 	good_pc(&m);
-	memcpy(m.b + e0 + offsetof(struct cuda_wire_pc, reserved16), &one16, 2);
-	assert_int_equal(check(&m), CWR_RESERVED);
+	assert_int_equal(check_set16(&m, offsetof(struct cuda_wire_pc, reserved16), 1), CWR_RESERVED);
 	good_pc(&m);
-	memcpy(m.b + e0 + offsetof(struct cuda_wire_pc, reserved), &one32, 4);
-	assert_int_equal(check(&m), CWR_RESERVED);
+	assert_int_equal(check_set(&m, offsetof(struct cuda_wire_pc, reserved), &one32, 4), CWR_RESERVED);
 
 	/* The NVTX path of a PC entry: after the reason, read back range by
 	 * range, the reason intact; a malformed, oversized or cut path is
 	 * refused as an AGG entry's is. */
-	static const char path[] = "\x05" "epoch" "\x0a" "train_step";
+	const char *path = (const char *)epoch_train_step;
+	const uint16_t path_len = sizeof(epoch_train_step) - 1;
 	msg_start(&m);
-	msg_pc_nvtx(&m, 77, 420000, CUDA_WIRE_KIND_KERNEL, "_Z4gemmPf", LS, 0x1a0, path, sizeof(path) - 1);
+	msg_pc_nvtx(&m, 77, 420000, CUDA_WIRE_KIND_KERNEL, "_Z4gemmPf", LS, 0x1a0, path, path_len);
 	msg_pc(&m, 78, 5, CUDA_WIRE_KIND_KERNEL, "_Z4gemmPf", LS, 0x1c0);
-	msg_end(&m, CUDA_WIRE_PC);
-	assert_int_equal(check(&m), CWR_OK);
+	assert_int_equal(check_ended(&m, CUDA_WIRE_PC), CWR_OK);
 	off = 0;
 	assert_true(cuda_wire_next_pc(m.b, m.len, &off, &v));
 	assert_int_equal(v.a.stack_id, 77);
-	assert_int_equal(v.a.nvtx_len, sizeof(path) - 1);
-	assert_memory_equal(v.nvtx, path, sizeof(path) - 1);
+	assert_memory_equal(v.nvtx, path, path_len);
 	assert_int_equal(v.stall_len, strlen(LS));
 	assert_memory_equal(v.stall, LS, v.stall_len);
-	size_t roff = 0, rlen;
-	const char *r;
-	assert_true(cuda_wire_nvtx_next(v.nvtx, v.a.nvtx_len, &roff, &r, &rlen));
-	assert_memory_equal(r, "epoch", rlen);
-	assert_true(cuda_wire_nvtx_next(v.nvtx, v.a.nvtx_len, &roff, &r, &rlen));
-	assert_memory_equal(r, "train_step", rlen);
-	assert_false(cuda_wire_nvtx_next(v.nvtx, v.a.nvtx_len, &roff, &r, &rlen));
+	expect_epoch_train_step(&v);
 	assert_true(cuda_wire_next_pc(m.b, m.len, &off, &v));
 	assert_int_equal(v.a.stack_id, 78);
 	assert_null(v.nvtx);
 	assert_int_equal(v.a.nvtx_len, 0);
 	assert_false(cuda_wire_next_pc(m.b, m.len, &off, &v));
 	assert_int_equal(off, m.len);
-	static const struct {
-		const char *bytes;
-		uint16_t len;
-	} bad[] = {
-		{ "\x06" "epoch", 6 }, /* a range's length past the path */
-		{ "\x00", 1 },         /* an empty range */
-		{ "\x03" "a\nb", 4 },  /* a control byte */
-		{ "\x01" "a\x01" "b\x01" "c\x01" "d\x01" "e\x01" "f\x01" "g\x01" "h\x01" "i", 18 }, /* 9 ranges */
-	};
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(bad_paths); i++) {
 		msg_start(&m);
-		msg_pc_nvtx(&m, 77, 5, CUDA_WIRE_KIND_KERNEL, "k", "s", 0, bad[i].bytes, bad[i].len);
-		msg_end(&m, CUDA_WIRE_PC);
-		assert_int_equal(check(&m), CWR_NVTX);
+		msg_pc_nvtx(&m, 77, 5, CUDA_WIRE_KIND_KERNEL, "k", "s", 0, bad_paths[i].bytes, bad_paths[i].len);
+		assert_int_equal(check_ended(&m, CUDA_WIRE_PC), CWR_NVTX);
 	}
-	uint16_t u16 = CUDA_WIRE_NVTX_BYTES_MAX + 1; /* over the limit */
 	msg_start(&m);
-	msg_pc_nvtx(&m, 77, 5, CUDA_WIRE_KIND_KERNEL, "k", "s", 0, path, sizeof(path) - 1);
+	msg_pc_nvtx(&m, 77, 5, CUDA_WIRE_KIND_KERNEL, "k", "s", 0, path, path_len);
 	msg_end(&m, CUDA_WIRE_PC);
-	memcpy(m.b + e0 + offsetof(struct cuda_wire_pc, nvtx_len), &u16, 2);
-	assert_int_equal(check(&m), CWR_NVTX);
-	u16 = 200; /* past the datagram's end */
-	memcpy(m.b + e0 + offsetof(struct cuda_wire_pc, nvtx_len), &u16, 2);
-	assert_int_equal(check(&m), CWR_SHORT);
+	const size_t nvtx_len = offsetof(struct cuda_wire_pc, nvtx_len);
+	assert_int_equal(check_set16(&m, nvtx_len, CUDA_WIRE_NVTX_BYTES_MAX + 1), CWR_NVTX); /* over the limit */
+	assert_int_equal(check_set16(&m, nvtx_len, 200), CWR_SHORT); /* past the datagram's end */
 
 	/* STATS: the PC state in range, the reserved word zero */
 	msg_start(&m);
@@ -395,25 +391,27 @@ static void test_wire_pc(void **state)
 	memcpy(m.b + m.len, &st, sizeof(st));
 	m.len += sizeof(st);
 	m.count = 1;
-	msg_end(&m, CUDA_WIRE_STATS);
-	assert_int_equal(check(&m), CWR_OK);
+	assert_int_equal(check_ended(&m, CUDA_WIRE_STATS), CWR_OK);
 	st.pc_state = CUDA_WIRE_PC_STATE_MAX + 1;
-	memcpy(m.b + e0, &st, sizeof(st));
-	assert_int_equal(check(&m), CWR_VALUE);
+	assert_int_equal(check_set(&m, 0, &st, sizeof(st)), CWR_VALUE);
 	st.pc_state = 0;
 	st.reserved = 1;
-	memcpy(m.b + e0, &st, sizeof(st));
-	assert_int_equal(check(&m), CWR_RESERVED);
+	assert_int_equal(check_set(&m, 0, &st, sizeof(st)), CWR_RESERVED);
 }
 
 static void test_wire_check(void **state)
 {
 	(void)state;
 	struct msg m;
-	good_agg(&m);
-	expect_valid(&m, CUDA_WIRE_AGG, 2);
 	size_t off = 0;
 	struct cuda_agg_view v;
+	msg_hello(&m);
+	assert_int_equal(check(&m), CWR_OK);
+	msg_device(&m);
+	assert_int_equal(check(&m), CWR_OK);
+
+	good_agg(&m);
+	expect_valid(&m, CUDA_WIRE_AGG, 2);
 	assert_true(cuda_wire_next_agg(m.b, m.len, &off, &v));
 	assert_int_equal(v.a.stack_id, 1001);
 	assert_int_equal(v.a.total_ns, 700000000);
@@ -422,11 +420,6 @@ static void test_wire_check(void **state)
 	assert_true(cuda_wire_next_agg(m.b, m.len, &off, &v));
 	assert_memory_equal(v.name, "HtoD", 4);
 	assert_false(cuda_wire_next_agg(m.b, m.len, &off, &v));
-
-	msg_hello(&m);
-	assert_int_equal(check(&m), CWR_OK);
-	msg_device(&m);
-	assert_int_equal(check(&m), CWR_OK);
 
 	/* Each corruption, its reason. */
 	good_agg(&m);
@@ -438,11 +431,9 @@ static void test_wire_check(void **state)
 	m.b[4] = CUDA_WIRE_VERSION + 1;
 	assert_int_equal(check(&m), CWR_VERSION);
 	good_agg(&m);
-	msg_end(&m, 9);
-	assert_int_equal(check(&m), CWR_TYPE);
+	assert_int_equal(check_ended(&m, 9), CWR_TYPE);
 	good_agg(&m);
-	msg_end(&m, 0);
-	assert_int_equal(check(&m), CWR_TYPE);
+	assert_int_equal(check_ended(&m, 0), CWR_TYPE);
 	/* the declared length is not the datagram's: longer, shorter, cut */
 	good_agg(&m);
 	assert_int_equal(check_len(m.b, m.len - 8), CWR_LENGTH);
@@ -451,79 +442,57 @@ static void test_wire_check(void **state)
 	/* bytes after the last entry, with a length that says so */
 	good_agg(&m);
 	m.len += 8;
-	msg_end(&m, CUDA_WIRE_AGG);
-	assert_int_equal(check(&m), CWR_LENGTH);
+	assert_int_equal(check_ended(&m, CUDA_WIRE_AGG), CWR_LENGTH);
 	/* counts: none, more than fit, more than there are */
 	good_agg(&m);
 	m.count = 0;
-	msg_end(&m, CUDA_WIRE_AGG);
-	assert_int_equal(check(&m), CWR_COUNT);
+	assert_int_equal(check_ended(&m, CUDA_WIRE_AGG), CWR_COUNT);
 	m.count = 100000;
-	msg_end(&m, CUDA_WIRE_AGG);
-	assert_int_equal(check(&m), CWR_COUNT);
+	assert_int_equal(check_ended(&m, CUDA_WIRE_AGG), CWR_COUNT);
 	m.count = 3;
-	msg_end(&m, CUDA_WIRE_AGG);
-	assert_int_equal(check(&m), CWR_COUNT);
+	assert_int_equal(check_ended(&m, CUDA_WIRE_AGG), CWR_COUNT);
 	/* kind */
-	uint16_t u16 = 0;
+	const size_t kind = offsetof(struct cuda_wire_agg, kind), api_len = offsetof(struct cuda_wire_agg, api_len),
+		     name_len = offsetof(struct cuda_wire_agg, name_len);
 	good_agg(&m);
-	set_agg_field(&m, offsetof(struct cuda_wire_agg, kind), &u16, 2);
-	assert_int_equal(check(&m), CWR_KIND);
-	u16 = CUDA_WIRE_KIND_MAX + 1;
-	set_agg_field(&m, offsetof(struct cuda_wire_agg, kind), &u16, 2);
-	assert_int_equal(check(&m), CWR_KIND);
+	assert_int_equal(check_set16(&m, kind, 0), CWR_KIND);
+	assert_int_equal(check_set16(&m, kind, CUDA_WIRE_KIND_MAX + 1), CWR_KIND);
 	/* string lengths: 0, over the limits, past the end */
 	good_agg(&m);
-	u16 = 0;
-	set_agg_field(&m, offsetof(struct cuda_wire_agg, api_len), &u16, 2);
-	assert_int_equal(check(&m), CWR_STRING);
-	u16 = CUDA_WIRE_API_MAX + 1;
-	set_agg_field(&m, offsetof(struct cuda_wire_agg, api_len), &u16, 2);
-	assert_int_equal(check(&m), CWR_STRING);
+	assert_int_equal(check_set16(&m, api_len, 0), CWR_STRING);
+	assert_int_equal(check_set16(&m, api_len, CUDA_WIRE_API_MAX + 1), CWR_STRING);
 	good_agg(&m);
-	u16 = CUDA_WIRE_NAME_MAX + 1;
-	set_agg_field(&m, offsetof(struct cuda_wire_agg, name_len), &u16, 2);
-	assert_int_equal(check(&m), CWR_STRING);
-	u16 = 900;
-	set_agg_field(&m, offsetof(struct cuda_wire_agg, name_len), &u16, 2);
-	assert_int_equal(check(&m), CWR_SHORT);
+	assert_int_equal(check_set16(&m, name_len, CUDA_WIRE_NAME_MAX + 1), CWR_STRING);
+	assert_int_equal(check_set16(&m, name_len, 900), CWR_SHORT);
 	/* a control byte in a name */
 	good_agg(&m);
 	m.b[16 + sizeof(struct cuda_wire_agg) + 17] = '\n';
 	assert_int_equal(check(&m), CWR_STRING);
 	/* reserved and padding */
 	good_agg(&m);
-	u16 = 1;
-	u16 = CUDA_WIRE_NVTX_BYTES_MAX + 1;
-	set_agg_field(&m, offsetof(struct cuda_wire_agg, nvtx_len), &u16, 2);
-	assert_int_equal(check(&m), CWR_NVTX);
+	assert_int_equal(check_set16(&m, offsetof(struct cuda_wire_agg, nvtx_len), CUDA_WIRE_NVTX_BYTES_MAX + 1),
+			 CWR_NVTX);
 	good_agg(&m);
 	/* entry 1: 48 + 16 + 9 bytes = 73, padded to 80 */
 	m.b[16 + 79] = 1;
 	assert_int_equal(check(&m), CWR_RESERVED);
 	/* values: no activities, more than a day of GPU time */
 	good_agg(&m);
-	uint64_t u64 = 0;
-	set_agg_field(&m, offsetof(struct cuda_wire_agg, count), &u64, 8);
-	assert_int_equal(check(&m), CWR_VALUE);
+	assert_int_equal(check_set64(&m, offsetof(struct cuda_wire_agg, count), 0), CWR_VALUE);
 	good_agg(&m);
-	u64 = CUDA_WIRE_MAX_TOTAL_NS + 1;
-	set_agg_field(&m, offsetof(struct cuda_wire_agg, total_ns), &u64, 8);
-	assert_int_equal(check(&m), CWR_VALUE);
+	assert_int_equal(check_set64(&m, offsetof(struct cuda_wire_agg, total_ns), CUDA_WIRE_MAX_TOTAL_NS + 1),
+			 CWR_VALUE);
 
 	/* HELLO: count, size, flags, its version string */
 	msg_hello(&m);
 	m.count = 2;
-	msg_end(&m, CUDA_WIRE_HELLO);
-	assert_int_equal(check(&m), CWR_COUNT);
+	assert_int_equal(check_ended(&m, CUDA_WIRE_HELLO), CWR_COUNT);
 	msg_hello(&m);
 	m.len += 8;
-	msg_end(&m, CUDA_WIRE_HELLO);
-	assert_int_equal(check(&m), CWR_LENGTH);
+	assert_int_equal(check_ended(&m, CUDA_WIRE_HELLO), CWR_LENGTH);
 	msg_hello(&m);
 	m.len -= 8;
-	msg_end(&m, CUDA_WIRE_HELLO);
-	assert_int_equal(check(&m), CWR_SHORT);
+	assert_int_equal(check_ended(&m, CUDA_WIRE_HELLO), CWR_SHORT);
 	msg_hello(&m);
 	m.b[16 + offsetof(struct cuda_wire_hello, flags)] = 1;
 	assert_int_equal(check(&m), CWR_RESERVED);
@@ -549,13 +518,11 @@ static void test_wire_check(void **state)
 	memcpy(m.b + m.len + sizeof(s), "cuabc\x02xy", 8);
 	m.len += sizeof(s) + 8;
 	m.count = 1;
-	msg_end(&m, CUDA_WIRE_SPAN);
-	assert_int_equal(check(&m), CWR_OK);
+	assert_int_equal(check_ended(&m, CUDA_WIRE_SPAN), CWR_OK);
 	m.b[16 + sizeof(s) + 5] = 3; /* a range longer than the path */
 	assert_int_equal(check(&m), CWR_NVTX);
 	s.nvtx_len = 9; /* a path past the message */
-	memcpy(m.b + 16, &s, sizeof(s));
-	assert_int_equal(check(&m), CWR_SHORT);
+	assert_int_equal(check_set(&m, 0, &s, sizeof(s)), CWR_SHORT);
 	s.nvtx_len = 3;
 	memcpy(m.b + 16, &s, sizeof(s));
 	m.b[16 + sizeof(s) + 5] = 2;
@@ -563,12 +530,10 @@ static void test_wire_check(void **state)
 	assert_int_equal(check(&m), CWR_NVTX);
 	m.b[16 + sizeof(s) + 6] = 'x';
 	s.api_len = 0;
-	memcpy(m.b + 16, &s, sizeof(s));
-	assert_int_equal(check(&m), CWR_STRING);
+	assert_int_equal(check_set(&m, 0, &s, sizeof(s)), CWR_STRING);
 	s.api_len = 2;
 	s.end_ns = 5;
-	memcpy(m.b + 16, &s, sizeof(s));
-	assert_int_equal(check(&m), CWR_VALUE);
+	assert_int_equal(check_set(&m, 0, &s, sizeof(s)), CWR_VALUE);
 
 	for (int r = 0; r < CWR_MAX; r++)
 		assert_string_not_equal(cuda_wire_reject_name((enum cuda_wire_reject)r), "unknown");
@@ -1467,21 +1432,16 @@ static void test_otlp_cuda(void **state)
 	buf_free(&err);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_wire_check),
-		cmocka_unit_test(test_wire_pc),
-		cmocka_unit_test(test_wire_nvtx),
-		cmocka_unit_test(test_join),
-		cmocka_unit_test(test_join_awaited),
-		cmocka_unit_test(test_stack_eviction),
-		cmocka_unit_test(test_flood_leaves_a_library_its_share),
-		cmocka_unit_test(test_socket),
-		cmocka_unit_test(test_stop_reads_everything_sent),
-		cmocka_unit_test(test_collect_cuda),
-		cmocka_unit_test(test_proc_refresh),
-		cmocka_unit_test(test_otlp_cuda),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_wire_check),
+	cmocka_unit_test(test_wire_pc),
+	cmocka_unit_test(test_wire_nvtx),
+	cmocka_unit_test(test_join),
+	cmocka_unit_test(test_join_awaited),
+	cmocka_unit_test(test_stack_eviction),
+	cmocka_unit_test(test_flood_leaves_a_library_its_share),
+	cmocka_unit_test(test_socket),
+	cmocka_unit_test(test_stop_reads_everything_sent),
+	cmocka_unit_test(test_collect_cuda),
+	cmocka_unit_test(test_proc_refresh),
+	cmocka_unit_test(test_otlp_cuda))

@@ -342,14 +342,11 @@ static void test_spans_capped_and_encoded(void **state)
 	assert_int_equal(h.length, sizeof(h) + 3 * entry);
 	struct cuda_wire_span back;
 	memcpy(&back, s.msgs[0] + sizeof(h) + entry, sizeof(back));
-	assert_int_equal(back.start_ns, 11);
-	assert_int_equal(back.end_ns, 21);
-	assert_int_equal(back.stack_id, 4);
-	assert_int_equal(back.tid, 9);
-	assert_int_equal(back.context, 3);
-	assert_int_equal(back.api_len, 17);
-	assert_int_equal(back.name_len, 4);
-	assert_int_equal(back.nvtx_len, 6);
+	/* every field of the second span (the struct has no padding) */
+	const struct cuda_wire_span want = { .start_ns = 11, .end_ns = 21, .stack_id = 4, .tid = 9,
+					     .kind = CUDA_WIRE_KIND_MEMCPY, .name_len = 4, .device = 1,
+					     .stream = 2, .context = 3, .api_len = 17, .nvtx_len = 6 };
+	assert_memory_equal(&back, &want, sizeof(back));
 	assert_memory_equal(s.msgs[0] + sizeof(h) + 2 * entry + sizeof(w),
 			    "cuMemcpyHtoDAsyncHtoD\x05" "epoch\0\0\0\0\0", 32);
 	/* what the agent reads back */
@@ -695,18 +692,13 @@ static void test_apply_pcs_keeps_nvtx_path(void **state)
 	cuda_pcs_free(pcs);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_agg_sums_by_key),
-		cmocka_unit_test(test_agg_nvtx_path),
-		cmocka_unit_test(test_apply_pcs_keeps_nvtx_path),
-		cmocka_unit_test(test_agg_overflow_and_split),
-		cmocka_unit_test(test_agg_carry_what_was_not_sent),
-		cmocka_unit_test(test_spans_capped_and_encoded),
-		cmocka_unit_test(test_single_messages),
-		cmocka_unit_test(test_split),
-		cmocka_unit_test(test_apply_pcs),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_agg_sums_by_key),
+	cmocka_unit_test(test_agg_nvtx_path),
+	cmocka_unit_test(test_apply_pcs_keeps_nvtx_path),
+	cmocka_unit_test(test_agg_overflow_and_split),
+	cmocka_unit_test(test_agg_carry_what_was_not_sent),
+	cmocka_unit_test(test_spans_capped_and_encoded),
+	cmocka_unit_test(test_single_messages),
+	cmocka_unit_test(test_split),
+	cmocka_unit_test(test_apply_pcs))

@@ -409,18 +409,13 @@ static void test_runtime_api(void **state)
 	assert_int_equal(attrib_runtime_api("/run/containerd/docker.sock"), ATTRIB_API_DOCKER);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_frame_roundtrip),
-		cmocka_unit_test(test_unframe_hostile),
-		cmocka_unit_test(test_answer_ok),
-		cmocka_unit_test(test_answer_status),
-		cmocka_unit_test(test_answer_hostile),
-		cmocka_unit_test(test_call_bounded),
-		cmocka_unit_test(test_containerd_request),
-		cmocka_unit_test(test_containerd_decode),
-		cmocka_unit_test(test_runtime_api),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_frame_roundtrip),
+	cmocka_unit_test(test_unframe_hostile),
+	cmocka_unit_test(test_answer_ok),
+	cmocka_unit_test(test_answer_status),
+	cmocka_unit_test(test_answer_hostile),
+	cmocka_unit_test(test_call_bounded),
+	cmocka_unit_test(test_containerd_request),
+	cmocka_unit_test(test_containerd_decode),
+	cmocka_unit_test(test_runtime_api))

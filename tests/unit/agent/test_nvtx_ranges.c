@@ -91,12 +91,7 @@ static void test_names_bounded_and_clean(void **state)
 	assert_int_equal(r.len[6], NVTX_RANGES_NAME_MAX);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_push_pop_nest),
-		cmocka_unit_test(test_depth_limit),
-		cmocka_unit_test(test_names_bounded_and_clean),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_push_pop_nest),
+	cmocka_unit_test(test_depth_limit),
+	cmocka_unit_test(test_names_bounded_and_clean))

@@ -1001,20 +1001,15 @@ static void test_cookie_set(void **state)
 	buf_free(&b);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_perm_match_table),
-		cmocka_unit_test(test_perm_check_pattern),
-		cmocka_unit_test(test_perm_catalogue),
-		cmocka_unit_test(test_jwt_round_trip),
-		cmocka_unit_test(test_jwt_tampering),
-		cmocka_unit_test(test_jwt_claims_checked),
-		cmocka_unit_test(test_jwt_keys),
-		cmocka_unit_test(test_jwt_threads),
-		cmocka_unit_test(test_password),
-		cmocka_unit_test(test_cookie_get),
-		cmocka_unit_test(test_cookie_set),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_perm_match_table),
+	cmocka_unit_test(test_perm_check_pattern),
+	cmocka_unit_test(test_perm_catalogue),
+	cmocka_unit_test(test_jwt_round_trip),
+	cmocka_unit_test(test_jwt_tampering),
+	cmocka_unit_test(test_jwt_claims_checked),
+	cmocka_unit_test(test_jwt_keys),
+	cmocka_unit_test(test_jwt_threads),
+	cmocka_unit_test(test_password),
+	cmocka_unit_test(test_cookie_get),
+	cmocka_unit_test(test_cookie_set))

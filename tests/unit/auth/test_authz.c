@@ -255,13 +255,8 @@ static void denials_are_audited(void **state)
 	teardown_world(&w);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(every_route_names_a_known_permission),
-		cmocka_unit_test(route_by_credential_matrix),
-		cmocka_unit_test(open_server),
-		cmocka_unit_test(denials_are_audited),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(every_route_names_a_known_permission),
+	cmocka_unit_test(route_by_credential_matrix),
+	cmocka_unit_test(open_server),
+	cmocka_unit_test(denials_are_audited))

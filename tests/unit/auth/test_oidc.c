@@ -452,15 +452,10 @@ static void test_settings_and_discovery(void **state)
 	buf_free(&err);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_id_token_algorithms, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_id_token_tampering, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_id_token_claims, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_unknown_kid_fetches_again, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_flow_cookie, setup, teardown),
-		cmocka_unit_test(test_settings_and_discovery),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test_setup_teardown(test_id_token_algorithms, setup, teardown),
+	cmocka_unit_test_setup_teardown(test_id_token_tampering, setup, teardown),
+	cmocka_unit_test_setup_teardown(test_id_token_claims, setup, teardown),
+	cmocka_unit_test_setup_teardown(test_unknown_kid_fetches_again, setup, teardown),
+	cmocka_unit_test_setup_teardown(test_flow_cookie, setup, teardown),
+	cmocka_unit_test(test_settings_and_discovery))

@@ -2,13 +2,8 @@
  * allowlist, and JSON-RPC handling in-process (initialize, sessions,
  * notifications, batches, errors, tools/list's schemas). The tools over a
  * store are tested end to end in tests/integration/test_mcp.py. */
-#include <stdarg.h>
-#include <stddef.h>
-#include <setjmp.h>
-#include <cmocka.h>
+#include "testutil.h"
 #include <jansson.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "server/http/http.h"
 #include "server/http/mcp.h"
@@ -196,12 +191,7 @@ static void test_sessions_bounded(void **state)
 	mcp_free(srv.mcp);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_host_allowlist),
-		cmocka_unit_test(test_jsonrpc),
-		cmocka_unit_test(test_sessions_bounded),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_host_allowlist),
+	cmocka_unit_test(test_jsonrpc),
+	cmocka_unit_test(test_sessions_bounded))

@@ -79,10 +79,5 @@ static void test_mcp_tools(void **state)
 	buf_free(&err);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_mcp_tools, world_setup, world_teardown),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	WORLD_TEST(test_mcp_tools))

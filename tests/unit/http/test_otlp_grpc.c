@@ -111,12 +111,7 @@ static void test_feed(void **state)
 	buf_free(&c);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_unframe),
-		cmocka_unit_test(test_percent_and_status),
-		cmocka_unit_test(test_feed),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_unframe),
+	cmocka_unit_test(test_percent_and_status),
+	cmocka_unit_test(test_feed))

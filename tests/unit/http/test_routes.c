@@ -18,10 +18,5 @@ static void test_route_match(void **state)
 	assert_true(http_match("*", "/anything", p, l, &n));
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_route_match),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_route_match))

@@ -88,6 +88,9 @@ static void assert_refused(const ProtobufCMessageDescriptor *desc, const char *t
 
 /* --- the OTLP request both ways ---------------------------------------------------- */
 
+/* A repeated field of a protobuf-c message: its count and its array. */
+#define SET_REPEATED(msg, field, arr) ((msg).n_##field = ARRAY_SIZE(arr), (msg).field = (arr))
+
 /* A small request made with protobuf-c, packed into out. */
 static void otlp_request(struct buf *out)
 {
@@ -103,8 +106,7 @@ static void otlp_request(struct buf *out)
 	Ember__Otlp__Line *lines[] = { &ln };
 	Ember__Otlp__Location l0 = EMBER__OTLP__LOCATION__INIT, l1 = EMBER__OTLP__LOCATION__INIT,
 			      l2 = EMBER__OTLP__LOCATION__INIT;
-	l1.n_lines = 1;
-	l1.lines = lines;
+	SET_REPEATED(l1, lines, lines);
 	l2.mapping_index = 1;
 	l2.address = 0x401234;
 	Ember__Otlp__Location *locs[] = { &l0, &l1, &l2 };
@@ -116,8 +118,7 @@ static void otlp_request(struct buf *out)
 	Ember__Otlp__Mapping *maps[] = { &m0, &m1 };
 	int32_t li[] = { 2, 1 };
 	Ember__Otlp__Stack s0 = EMBER__OTLP__STACK__INIT, s1 = EMBER__OTLP__STACK__INIT;
-	s1.n_location_indices = 2;
-	s1.location_indices = li;
+	SET_REPEATED(s1, location_indices, li);
 	Ember__Otlp__Stack *stacks[] = { &s0, &s1 };
 	Ember__Otlp__AnyValue av = EMBER__OTLP__ANY_VALUE__INIT;
 	av.value_case = EMBER__OTLP__ANY_VALUE__VALUE_STRING_VALUE_STRINDEX;
@@ -136,29 +137,20 @@ static void otlp_request(struct buf *out)
 	k1.span_id.len = sizeof(span);
 	Ember__Otlp__Link *links[] = { &k0, &k1 };
 	Ember__Otlp__ProfilesDictionary d = EMBER__OTLP__PROFILES_DICTIONARY__INIT;
-	d.n_string_table = ARRAY_SIZE(strings);
-	d.string_table = strings;
-	d.n_function_table = 2;
-	d.function_table = fns;
-	d.n_location_table = 3;
-	d.location_table = locs;
-	d.n_mapping_table = 2;
-	d.mapping_table = maps;
-	d.n_stack_table = 2;
-	d.stack_table = stacks;
-	d.n_attribute_table = 2;
-	d.attribute_table = attrs;
-	d.n_link_table = 2;
-	d.link_table = links;
+	SET_REPEATED(d, string_table, strings);
+	SET_REPEATED(d, function_table, fns);
+	SET_REPEATED(d, location_table, locs);
+	SET_REPEATED(d, mapping_table, maps);
+	SET_REPEATED(d, stack_table, stacks);
+	SET_REPEATED(d, attribute_table, attrs);
+	SET_REPEATED(d, link_table, links);
 
 	int64_t values[] = { 3, -1, 9000000000LL };
 	int32_t sattr[] = { 1 };
 	Ember__Otlp__Sample sm = EMBER__OTLP__SAMPLE__INIT;
 	sm.stack_index = 1;
-	sm.n_values = 3;
-	sm.values = values;
-	sm.n_attribute_indices = 1;
-	sm.attribute_indices = sattr;
+	SET_REPEATED(sm, values, values);
+	SET_REPEATED(sm, attribute_indices, sattr);
 	sm.link_index = 1;
 	Ember__Otlp__Sample *samples[] = { &sm };
 	Ember__Otlp__ValueType st = EMBER__OTLP__VALUE_TYPE__INIT, pt = EMBER__OTLP__VALUE_TYPE__INIT;
@@ -175,12 +167,10 @@ static void otlp_request(struct buf *out)
 	pr.duration_nano = 5000000000ULL;
 	pr.profile_id.data = pid;
 	pr.profile_id.len = sizeof(pid);
-	pr.n_samples = 1;
-	pr.samples = samples;
+	SET_REPEATED(pr, samples, samples);
 	Ember__Otlp__Profile *profiles[] = { &pr };
 	Ember__Otlp__ScopeProfiles sp = EMBER__OTLP__SCOPE_PROFILES__INIT;
-	sp.n_profiles = 1;
-	sp.profiles = profiles;
+	SET_REPEATED(sp, profiles, profiles);
 	Ember__Otlp__ScopeProfiles *sps[] = { &sp };
 
 	Ember__Otlp__AnyValue v_host = EMBER__OTLP__ANY_VALUE__INIT, v_pid = EMBER__OTLP__ANY_VALUE__INIT,
@@ -205,17 +195,14 @@ static void otlp_request(struct buf *out)
 	kv[3].value = &v_on;
 	Ember__Otlp__KeyValue *kvs[] = { &kv[0], &kv[1], &kv[2], &kv[3] };
 	Ember__Otlp__Resource res = EMBER__OTLP__RESOURCE__INIT;
-	res.n_attributes = 4;
-	res.attributes = kvs;
+	SET_REPEATED(res, attributes, kvs);
 	Ember__Otlp__ResourceProfiles rp = EMBER__OTLP__RESOURCE_PROFILES__INIT;
 	rp.resource = &res;
-	rp.n_scope_profiles = 1;
-	rp.scope_profiles = sps;
+	SET_REPEATED(rp, scope_profiles, sps);
 	Ember__Otlp__ResourceProfiles *rps[] = { &rp };
 	Ember__Otlp__ExportProfilesServiceRequest req =
 		EMBER__OTLP__EXPORT_PROFILES_SERVICE_REQUEST__INIT;
-	req.n_resource_profiles = 1;
-	req.resource_profiles = rps;
+	SET_REPEATED(req, resource_profiles, rps);
 	req.dictionary = &d;
 	pack(&req.base, out);
 }
@@ -402,24 +389,20 @@ static void test_enums_and_names(void **state)
 	b.sequence = UINT64_MAX;
 	b.start_unix_ms = INT64_MIN;
 	b.end_unix_ms = INT64_MAX;
-	b.n_strings = 3;
-	b.strings = strs;
+	SET_REPEATED(b, strings, strs);
 	uint8_t id[3] = { 0xfb, 0xff, 0x00 };
 	Ember__Ingest__V1__File file = EMBER__INGEST__V1__FILE__INIT;
 	file.file_id.data = id;
 	file.file_id.len = 3;
 	uint64_t seg[] = { 1, 2 };
-	file.n_exec_segments = 2;
-	file.exec_segments = seg;
+	SET_REPEATED(file, exec_segments, seg);
 	Ember__Ingest__V1__File *files[] = { &file };
-	b.n_files = 1;
-	b.files = files;
+	SET_REPEATED(b, files, files);
 	Ember__Ingest__V1__Sample s = EMBER__INGEST__V1__SAMPLE__INIT;
 	s.kind = EMBER__INGEST__V1__EVENT_KIND__ALLOC;
 	s.value = 5;
 	Ember__Ingest__V1__Sample *samples[] = { &s, &s };
-	b.n_samples = 2;
-	b.samples = samples;
+	SET_REPEATED(b, samples, samples);
 	pack(&b.base, &want);
 	assert_packs_to(BATCH,
 			"{'agentInstance': 'x', 'sequence': '18446744073709551615',"
@@ -487,47 +470,76 @@ static void test_scalars(void **state)
 static void test_wrong_types(void **state)
 {
 	(void)state;
-	assert_refused(ANYV, "[]", "(root): expected an object");
-	assert_refused(ANYV, "{'intValue': 'x'}", "intValue: expected an integer");
-	assert_refused(ANYV, "{'intValue': ''}", "intValue: expected an integer");
-	assert_refused(ANYV, "{'intValue': ' 1'}", "intValue: expected an integer");
-	assert_refused(ANYV, "{'intValue': '01'}", "intValue: expected an integer");
-	assert_refused(ANYV, "{'intValue': '0x10'}", "intValue: expected an integer");
-	assert_refused(ANYV, "{'intValue': 1.5}", "intValue: expected an integer");
-	assert_refused(ANYV, "{'intValue': true}", "intValue: expected an integer");
-	assert_refused(ANYV, "{'intValue': '9223372036854775808'}", "intValue: out of range for int64");
-	assert_refused(ANYV, "{'intValue': 1e19}", "intValue: out of range for int64");
-	assert_refused(ANYV, "{'stringValueStrindex': 2147483648}", "out of range for int32");
-	assert_refused(ANYV, "{'stringValueStrindex': '-2147483649'}", "out of range for int32");
-	assert_refused(ANYV, "{'boolValue': 1}", "boolValue: expected true or false");
-	assert_refused(ANYV, "{'boolValue': 'true'}", "boolValue: expected true or false");
-	assert_refused(ANYV, "{'stringValue': 5}", "stringValue: expected a string");
-	assert_refused(ANYV, "{'doubleValue': 'nan'}", "doubleValue: expected a number");
-	assert_refused(ANYV, "{'doubleValue': '1e999'}", "doubleValue: out of range for double");
-	assert_refused(ANYV, "{'bytesValue': 'a'}", "bytesValue: expected base64");
-	assert_refused(ANYV, "{'bytesValue': 'ab!d'}", "bytesValue: expected base64");
-	assert_refused(ANYV, "{'bytesValue': 'ab=d'}", "bytesValue: expected base64");
-	assert_refused(ANYV, "{'bytesValue': 7}", "bytesValue: expected a base64 string");
-	assert_refused(ANYV, "{'arrayValue': []}", "arrayValue: expected an object");
-	assert_refused(ANYV, "{'arrayValue': {'values': {}}}", "arrayValue.values: expected an array");
-	assert_refused(ANYV, "{'arrayValue': {'values': [{}, null]}}", "arrayValue.values[1]: null in a repeated field");
-	assert_refused(ANYV, "{'kvlistValue': {'values': [{'key': 'k', 'value': {'intValue': {}}}]}}",
-		       "kvlistValue.values[0].value.intValue: expected an integer");
-	assert_refused(ANYV, "{'stringValue': 'a', 'intValue': 1}", "intValue: a second member of the same oneof");
-	assert_refused(ANYV, "{'intValue': 1, 'int_value': 1}", "int_value: field int_value given twice");
-	assert_refused(ANYV, "{'intValue': 1, 'intValue': 2}", "not valid JSON: duplicate object key");
-	assert_refused(ANYV, "{'stringValue': '\\u0000'}", "not valid JSON");
-	assert_refused(ANYV, "{'stringValue': 'a'} x", "not valid JSON");
-	assert_refused(ANYV, "{'stringValue': 'a'", "not valid JSON");
-	assert_refused(ANYV, "", "not valid JSON");
-	assert_refused(ANYV, "{'intValue': 18446744073709551616}", "not valid JSON");
-	assert_refused(REQ, "{'resourceProfiles': [{'scopeProfiles': [{}, {'profiles': [{'samples': "
-			    "[{}, {}, {}, {'stackIndex': [1]}]}]}]}]}",
-		       "resourceProfiles[0].scopeProfiles[1].profiles[0].samples[3].stackIndex: expected an integer");
-	assert_refused(FRAME, "{'file': -1}", "file: out of range for uint32");
-	assert_refused(FRAME, "{'address': '-1'}", "address: out of range for uint64");
-	assert_refused(FRAME, "{'address': -1}", "address: out of range for uint64");
-	assert_refused(FRAME, "{'address': '18446744073709551616'}", "address: out of range for uint64");
+	const struct {
+		const ProtobufCMessageDescriptor *desc;
+		const char *text, *msg;
+	} cases[] = {
+		{ ANYV, "[]", "(root): expected an object" },
+		{ ANYV, "{'intValue': 'x'}", "intValue: expected an integer" },
+		{ ANYV, "{'intValue': ''}", "intValue: expected an integer" },
+		{ ANYV, "{'intValue': ' 1'}", "intValue: expected an integer" },
+		{ ANYV, "{'intValue': '01'}", "intValue: expected an integer" },
+		{ ANYV, "{'intValue': '0x10'}", "intValue: expected an integer" },
+		{ ANYV, "{'intValue': 1.5}", "intValue: expected an integer" },
+		{ ANYV, "{'intValue': true}", "intValue: expected an integer" },
+		{ ANYV, "{'intValue': '9223372036854775808'}", "intValue: out of range for int64" },
+		{ ANYV, "{'intValue': 1e19}", "intValue: out of range for int64" },
+		{ ANYV, "{'stringValueStrindex': 2147483648}", "out of range for int32" },
+		{ ANYV, "{'stringValueStrindex': '-2147483649'}", "out of range for int32" },
+		{ ANYV, "{'boolValue': 1}", "boolValue: expected true or false" },
+		{ ANYV, "{'boolValue': 'true'}", "boolValue: expected true or false" },
+		{ ANYV, "{'stringValue': 5}", "stringValue: expected a string" },
+		{ ANYV, "{'doubleValue': 'nan'}", "doubleValue: expected a number" },
+		{ ANYV, "{'doubleValue': '1e999'}", "doubleValue: out of range for double" },
+		{ ANYV, "{'bytesValue': 'a'}", "bytesValue: expected base64" },
+		{ ANYV, "{'bytesValue': 'ab!d'}", "bytesValue: expected base64" },
+		{ ANYV, "{'bytesValue': 'ab=d'}", "bytesValue: expected base64" },
+		{ ANYV, "{'bytesValue': 7}", "bytesValue: expected a base64 string" },
+		{ ANYV, "{'arrayValue': []}", "arrayValue: expected an object" },
+		{ ANYV, "{'arrayValue': {'values': {}}}", "arrayValue.values: expected an array" },
+		{ ANYV, "{'arrayValue': {'values': [{}, null]}}", "arrayValue.values[1]: null in a repeated field" },
+		{ ANYV, "{'kvlistValue': {'values': [{'key': 'k', 'value': {'intValue': {}}}]}}",
+		  "kvlistValue.values[0].value.intValue: expected an integer" },
+		{ ANYV, "{'stringValue': 'a', 'intValue': 1}", "intValue: a second member of the same oneof" },
+		{ ANYV, "{'intValue': 1, 'int_value': 1}", "int_value: field int_value given twice" },
+		{ ANYV, "{'intValue': 1, 'intValue': 2}", "not valid JSON: duplicate object key" },
+		{ ANYV, "{'stringValue': '\\u0000'}", "not valid JSON" },
+		{ ANYV, "{'stringValue': 'a'} x", "not valid JSON" },
+		{ ANYV, "{'stringValue': 'a'", "not valid JSON" },
+		{ ANYV, "", "not valid JSON" },
+		{ ANYV, "{'intValue': 18446744073709551616}", "not valid JSON" },
+		{ REQ,
+		  "{'resourceProfiles': [{'scopeProfiles': [{}, {'profiles': [{'samples': "
+		  "[{}, {}, {}, {'stackIndex': [1]}]}]}]}]}",
+		  "resourceProfiles[0].scopeProfiles[1].profiles[0].samples[3].stackIndex: expected an integer" },
+		{ FRAME, "{'file': -1}", "file: out of range for uint32" },
+		{ FRAME, "{'address': '-1'}", "address: out of range for uint64" },
+		{ FRAME, "{'address': -1}", "address: out of range for uint64" },
+		{ FRAME, "{'address': '18446744073709551616'}", "address: out of range for uint64" },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
+		assert_refused(cases[i].desc, cases[i].text, cases[i].msg);
+}
+
+/* text = open, then each n times, then close. */
+static void repeated(struct buf *text, const char *open, size_t n, const char *each, const char *close)
+{
+	buf_reset(text);
+	buf_puts(text, open);
+	for (size_t i = 0; i < n; i++)
+		buf_puts(text, each);
+	buf_puts(text, close);
+}
+
+/* An AnyValue text refused with exactly msg; too_large as said. */
+static void assert_refused_whole(const char *text, const char *msg, int too_large)
+{
+	struct buf err = { 0 };
+	int large = -1;
+	assert_null(dec(ANYV, text, &err, &large));
+	assert_string_equal(err.data, msg);
+	assert_int_equal(large, too_large);
+	buf_free(&err);
 }
 
 static void test_bounds(void **state)
@@ -563,56 +575,26 @@ static void test_bounds(void **state)
 		}
 	}
 	/* Deep nesting in a field nobody reads counts too. */
-	buf_reset(&text);
-	buf_puts(&text, "{'x': ");
-	for (int i = 0; i < 5000; i++)
-		buf_putc(&text, '[');
+	repeated(&text, "{'x': ", 5000, "[", "");
 	assert_null(dec(ANYV, text.data, &err, &too_large));
 	assert_non_null(strstr(err.data, "nested deeper"));
 	/* A huge array: refused as too large. */
-	buf_reset(&text);
-	buf_puts(&text, "{'arrayValue': {'values': [");
-	for (int i = 0; i < 1000; i++)
-		buf_puts(&text, "{},");
-	buf_puts(&text, "{}]}}");
-	assert_null(dec(ANYV, text.data, &err, &too_large));
-	assert_string_equal(err.data, "JSON with more than 100 objects and arrays");
-	assert_int_equal(too_large, 1);
-	buf_reset(&text);
-	buf_puts(&text, "{'x': [");
-	for (int i = 0; i < 1000; i++)
-		buf_puts(&text, "1,");
-	buf_puts(&text, "1]}");
-	assert_null(dec(ANYV, text.data, &err, &too_large));
-	assert_string_equal(err.data, "JSON with more than 1000 values");
-	assert_int_equal(too_large, 1);
+	repeated(&text, "{'arrayValue': {'values': [", 1000, "{},", "{}]}}");
+	assert_refused_whole(text.data, "JSON with more than 100 objects and arrays", 1);
+	repeated(&text, "{'x': [", 1000, "1,", "1]}");
+	assert_refused_whole(text.data, "JSON with more than 1000 values", 1);
 	/* Commas, brackets and colons inside strings are not counted. */
-	buf_reset(&text);
-	buf_puts(&text, "{'stringValue': '");
-	for (int i = 0; i < 12; i++)
-		buf_puts(&text, ",:[{\\'");
-	buf_puts(&text, "'}");
+	repeated(&text, "{'stringValue': '", 12, ",:[{\\'", "'}");
 	ProtobufCMessage *m = dec(ANYV, text.data, &err, &too_large);
 	if (!m)
 		fail_msg("%s", err.data);
 	assert_int_equal(strlen(((Ember__Otlp__AnyValue *)m)->string_value), 12 * 5);
 	pb_free(m);
 	/* Strings and bytes: at most max_string (64) bytes. */
-	buf_reset(&text);
-	buf_puts(&text, "{'stringValue': '");
-	for (int i = 0; i < 65; i++)
-		buf_putc(&text, 'a');
-	buf_puts(&text, "'}");
-	assert_null(dec(ANYV, text.data, &err, &too_large));
-	assert_string_equal(err.data, "stringValue: longer than 64 bytes");
-	assert_int_equal(too_large, 1);
-	buf_reset(&text);
-	buf_puts(&text, "{'bytesValue': '");
-	for (int i = 0; i < 88; i++)
-		buf_putc(&text, 'A');
-	buf_puts(&text, "'}");
-	assert_null(dec(ANYV, text.data, &err, &too_large));
-	assert_string_equal(err.data, "bytesValue: longer than 64 bytes");
+	repeated(&text, "{'stringValue': '", 65, "a", "'}");
+	assert_refused_whole(text.data, "stringValue: longer than 64 bytes", 1);
+	repeated(&text, "{'bytesValue': '", 88, "A", "'}");
+	assert_refused_whole(text.data, "bytesValue: longer than 64 bytes", 1);
 	buf_free(&text);
 	buf_free(&err);
 }
@@ -693,19 +675,12 @@ static void test_otlp_json_bounds(void **state)
 	(void)state;
 	struct buf text = { 0 }, err = { 0 };
 	int too_large;
-	buf_puts(&text, "{\"x\":[");
-	for (unsigned i = 0; i < OTLP_JSON_MAX_CONTAINERS; i++)
-		buf_puts(&text, "{},");
-	buf_puts(&text, "{}]}");
+	repeated(&text, "{\"x\":[", OTLP_JSON_MAX_CONTAINERS, "{},", "{}]}");
 	assert_null(otlp_decode_json(text.data, text.len, 0, &too_large, &err));
 	assert_int_equal(too_large, 1);
 	assert_string_equal(err.data, "JSON with more than 4194304 objects and arrays");
-	buf_reset(&text);
 	buf_reset(&err);
-	buf_puts(&text, "{\"x\":[");
-	for (unsigned i = 0; i < OTLP_JSON_MAX_VALUES; i++)
-		buf_puts(&text, "0,");
-	buf_puts(&text, "0]}");
+	repeated(&text, "{\"x\":[", OTLP_JSON_MAX_VALUES, "0,", "0]}");
 	assert_null(otlp_decode_json(text.data, text.len, 0, &too_large, &err));
 	assert_int_equal(too_large, 1);
 	assert_string_equal(err.data, "JSON with more than 16777216 values");
@@ -713,17 +688,12 @@ static void test_otlp_json_bounds(void **state)
 	buf_free(&err);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_otlp_json_equals_protobuf),
-		cmocka_unit_test(test_otlp_json_checked_like_protobuf),
-		cmocka_unit_test(test_enums_and_names),
-		cmocka_unit_test(test_scalars),
-		cmocka_unit_test(test_wrong_types),
-		cmocka_unit_test(test_bounds),
-		cmocka_unit_test(test_otlp_json_bounds),
-		cmocka_unit_test(test_protobuf_bounds),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_otlp_json_equals_protobuf),
+	cmocka_unit_test(test_otlp_json_checked_like_protobuf),
+	cmocka_unit_test(test_enums_and_names),
+	cmocka_unit_test(test_scalars),
+	cmocka_unit_test(test_wrong_types),
+	cmocka_unit_test(test_bounds),
+	cmocka_unit_test(test_otlp_json_bounds),
+	cmocka_unit_test(test_protobuf_bounds))

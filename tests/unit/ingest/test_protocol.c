@@ -703,25 +703,19 @@ static void test_hostile_batches(void **state)
 	BAD(m.n_frame_names = 0, "frame");
 	BAD(m.n_sample_values = 0, "sample");
 	BAD(m.strings = strings + 1, "empty string");
-	uint32_t badname[] = { 9 };
-	BAD(m.frame_names = badname, "not defined");
-	uint32_t badframe[] = { 5 };
-	BAD(m.node_frames = badframe, "not defined");
-	uint32_t badparent[] = { 2 };
-	BAD(m.node_parents = badparent, "not defined");
+	BAD(m.frame_names = (uint32_t[]){ 9 }, "not defined");
+	BAD(m.node_frames = (uint32_t[]){ 5 }, "not defined");
+	BAD(m.node_parents = (uint32_t[]){ 2 }, "not defined");
 	BAD(m.n_node_frames = 0, "node");
 	uint32_t badnode[] = { 1 };
 	BAD(m.sample_nodes = badnode, "not defined");
-	uint32_t oddlen[] = { 1 };
-	BAD(m.resource_lengths = oddlen, "pairs");
+	BAD(m.resource_lengths = (uint32_t[]){ 1 }, "pairs");
 	uint32_t emptykey[] = { 0, 2 };
 	BAD(m.resource_attributes = emptykey, "empty key");
-	Ember__Ingest__V1__EventKind badkind[] = { 77 };
-	BAD(m.sample_kinds = badkind, "event kind");
+	BAD(m.sample_kinds = (Ember__Ingest__V1__EventKind[]){ 77 }, "event kind");
 	uint64_t zero[] = { 0 };
 	BAD(m.sample_values = zero, "value");
-	Ember__Ingest__V1__FrameType badtype[] = { 99 };
-	BAD(m.frame_types = badtype, "frame type");
+	BAD(m.frame_types = (Ember__Ingest__V1__FrameType[]){ 99 }, "frame type");
 	BAD(m.sample_rate_hz = 0, "sample_rate_hz");
 	BAD(m.project = "", "project");
 	/* timeline spans: parallel arrays, defined node and resource, a known
@@ -736,10 +730,8 @@ static void test_hostile_batches(void **state)
 	BAD((SPANS(m), m.n_span_streams = 0), "span arrays differ");
 	BAD((SPANS(m), m.span_nodes = badnode), "spans[0]: node or resource not defined");
 	BAD((SPANS(m), m.span_resources = badnode), "spans[0]: node or resource not defined");
-	uint32_t spbadkind[] = { 6 };
-	BAD((SPANS(m), m.span_kinds = spbadkind), "spans[0]: unknown kind 6");
-	uint64_t spearly[] = { 999 };
-	BAD((SPANS(m), m.span_ends_ns = spearly), "spans[0]: start and end");
+	BAD((SPANS(m), m.span_kinds = (uint32_t[]){ 6 }), "spans[0]: unknown kind 6");
+	BAD((SPANS(m), m.span_ends_ns = (uint64_t[]){ 999 }), "spans[0]: start and end");
 	BAD((SPANS(m), m.span_starts_ns = zero, m.span_ends_ns = zero), "spans[0]: start and end");
 	assert_int_equal(k.calls, 0);
 
@@ -776,6 +768,30 @@ static void test_hostile_batches(void **state)
 	sink_free(&k);
 	buf_free(&err);
 	sessions_free(ss);
+}
+
+/* The timeline of project over the spans in g for the body
+ * printf(fmt, ...), parsed. */
+static json_t *__attribute__((format(printf, 3, 4)))
+timeline_of(struct gpuspans *g, const char *project, const char *fmt, ...)
+{
+	char body[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(body, sizeof(body), fmt, ap);
+	va_end(ap);
+	struct tl_request r;
+	struct buf err = { 0 }, out = { 0 };
+	if (tl_request_parse(&r, body, strlen(body), &err) != 0)
+		fail_msg("%s: %s", body, err.data);
+	memcpy(r.scope.project_id, project, 37);
+	assert_int_equal(timeline_query(g, NULL, &r, T0, &out, &err), 0);
+	json_t *doc = json_loads(out.data, 0, NULL);
+	assert_non_null(doc);
+	tl_request_free(&r);
+	buf_free(&out);
+	buf_free(&err);
+	return doc;
 }
 
 /* The store function of the HTTP layer's ingest (server/http/ingest_api.c):
@@ -833,16 +849,8 @@ static void test_spans_to_the_timeline(void **state)
 	encode(&s, b, 1, &z);
 	assert_int_equal(send_to_fn(ss, &z, span_store, &sk), 0);
 
-	struct tl_request r;
-	struct buf err = { 0 }, out = { 0 };
-	char body[256];
-	snprintf(body, sizeof(body), "{\"filter\":{\"start_ts\":%lld,\"end_ts\":%lld}}", (long long)T0 - 1000,
-		 (long long)T0 + 1000);
-	assert_int_equal(tl_request_parse(&r, body, strlen(body), &err), 0);
-	memcpy(r.scope.project_id, PROJECT_ID, 37);
-	assert_int_equal(timeline_query(sk.g, NULL, &r, T0, &out, &err), 0);
-	json_t *doc = json_loads(out.data, 0, NULL);
-	assert_non_null(doc);
+	const char *range = "{\"filter\":{\"start_ts\":%lld,\"end_ts\":%lld}}";
+	json_t *doc = timeline_of(sk.g, PROJECT_ID, range, (long long)T0 - 1000, (long long)T0 + 1000);
 	json_t *sp = json_object_get(doc, "spans");
 	assert_int_equal(json_array_size(sp), 3);
 	int64_t want_start[] = { base, base + 500, base + 2000 }, want_end[] = { base + 2000, base + 600, base + 3000 };
@@ -871,43 +879,26 @@ static void test_spans_to_the_timeline(void **state)
 	assert_string_equal(json_string_value(json_object_get(ls, "gpu.device.index")), "1");
 	assert_true(json_is_false(json_object_get(doc, "truncated")));
 	json_decref(doc);
-	tl_request_free(&r);
 
 	/* CEL over the spans' attributes, and the limit */
-	snprintf(body, sizeof(body),
-		 "{\"filter\":{\"start_ts\":%lld,\"end_ts\":%lld,\"query\":\"gpu.device.index == 1\"},\"limit\":1}",
-		 (long long)T0 - 1000, (long long)T0 + 1000);
-	assert_int_equal(tl_request_parse(&r, body, strlen(body), &err), 0);
-	memcpy(r.scope.project_id, PROJECT_ID, 37);
-	buf_reset(&out);
-	assert_int_equal(timeline_query(sk.g, NULL, &r, T0, &out, &err), 0);
-	doc = json_loads(out.data, 0, NULL);
+	doc = timeline_of(sk.g, PROJECT_ID,
+			  "{\"filter\":{\"start_ts\":%lld,\"end_ts\":%lld,\"query\":\"gpu.device.index == 1\"},"
+			  "\"limit\":1}",
+			  (long long)T0 - 1000, (long long)T0 + 1000);
 	assert_int_equal(json_array_size(json_object_get(doc, "spans")), 1);
 	assert_true(json_is_true(json_object_get(doc, "truncated")));
 	json_decref(doc);
-	tl_request_free(&r);
 	/* a range to the year 3000 (past what nanoseconds hold) */
-	snprintf(body, sizeof(body), "{\"filter\":{\"start_ts\":0,\"end_ts\":32503680000000}}");
-	assert_int_equal(tl_request_parse(&r, body, strlen(body), &err), 0);
-	memcpy(r.scope.project_id, PROJECT_ID, 37);
-	buf_reset(&out);
-	assert_int_equal(timeline_query(sk.g, NULL, &r, T0, &out, &err), 0);
-	doc = json_loads(out.data, 0, NULL);
+	doc = timeline_of(sk.g, PROJECT_ID, "{\"filter\":{\"start_ts\":0,\"end_ts\":32503680000000}}");
 	assert_int_equal(json_array_size(json_object_get(doc, "spans")), 3);
 	json_decref(doc);
-	tl_request_free(&r);
 	/* another project's timeline is empty */
-	snprintf(body, sizeof(body), "{\"filter\":{\"start_ts\":%lld,\"end_ts\":%lld}}", (long long)T0 - 1000,
-		 (long long)T0 + 1000);
-	assert_int_equal(tl_request_parse(&r, body, strlen(body), &err), 0);
-	memcpy(r.scope.project_id, "11111111-1111-4111-8111-111111111111", 37);
-	buf_reset(&out);
-	assert_int_equal(timeline_query(sk.g, NULL, &r, T0, &out, &err), 0);
-	assert_non_null(strstr(out.data, "\"spans\":[]"));
-	tl_request_free(&r);
+	doc = timeline_of(sk.g, "11111111-1111-4111-8111-111111111111", range, (long long)T0 - 1000,
+			  (long long)T0 + 1000);
+	assert_true(json_is_array(json_object_get(doc, "spans")));
+	assert_int_equal(json_array_size(json_object_get(doc, "spans")), 0);
+	json_decref(doc);
 
-	buf_free(&out);
-	buf_free(&err);
 	buf_free(&z);
 	free_batch(b);
 	sink_free(&sk.k);
@@ -1201,18 +1192,16 @@ static void test_store_replays_sessions_across_seals(void **state)
 	rm_temp_dir(dir);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_round_trip_and_definitions_once, wire_setup, wire_teardown),
-		cmocka_unit_test_setup_teardown(test_memo_across_batches, wire_setup, wire_teardown),
-		cmocka_unit_test_setup_teardown(test_lost_batch_and_restart_resync, wire_setup, wire_teardown),
-		cmocka_unit_test_setup_teardown(test_failed_store_rolls_back, wire_setup, wire_teardown),
-		cmocka_unit_test(test_hostile_batches),
-		cmocka_unit_test(test_spans_to_the_timeline),
-		cmocka_unit_test(test_memory_bounds),
-		cmocka_unit_test(test_node_index),
-		cmocka_unit_test(test_store_replays_sessions_across_seals),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+/* A test run with a wire of its own. */
+#define WIRE_TEST(f) cmocka_unit_test_setup_teardown(f, wire_setup, wire_teardown)
+
+UNIT_TEST_MAIN(
+	WIRE_TEST(test_round_trip_and_definitions_once),
+	WIRE_TEST(test_memo_across_batches),
+	WIRE_TEST(test_lost_batch_and_restart_resync),
+	WIRE_TEST(test_failed_store_rolls_back),
+	cmocka_unit_test(test_hostile_batches),
+	cmocka_unit_test(test_spans_to_the_timeline),
+	cmocka_unit_test(test_memory_bounds),
+	cmocka_unit_test(test_node_index),
+	cmocka_unit_test(test_store_replays_sessions_across_seals))

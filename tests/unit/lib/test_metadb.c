@@ -42,25 +42,43 @@ static void close_db(struct metadb *db, char *dir)
 	}
 }
 
+/* The database of a test (cmocka setup/teardown): open_db's, closed
+ * (and its directory removed) after the test. */
+struct dbfix {
+	char *dir;
+	struct metadb *db;
+};
+
+static int db_setup(void **state)
+{
+	struct dbfix *f = xcalloc(1, sizeof(*f));
+	f->db = open_db(&f->dir);
+	*state = f;
+	return 0;
+}
+
+static int db_teardown(void **state)
+{
+	struct dbfix *f = *state;
+	close_db(f->db, f->dir);
+	free(f);
+	return 0;
+}
+
 static void test_url_and_dialect(void **state)
 {
-	(void)state;
 	assert_true(metadb_url_is_postgres("postgres://u@h:5432/d"));
 	assert_true(metadb_url_is_postgres("postgresql://h/d"));
 	assert_false(metadb_url_is_postgres("/var/lib/ember/meta.db"));
 	assert_false(metadb_url_is_postgres("postgres.db"));
-	char *dir;
-	struct metadb *db = open_db(&dir);
+	struct metadb *db = ((struct dbfix *)*state)->db;
 	assert_int_equal(metadb_dialect(db), getenv("EMBER_TEST_PG_URL") ? METADB_POSTGRES : METADB_SQLITE);
 	assert_false(metadb_unavailable(db));
-	close_db(db, dir);
 }
 
 static void test_roundtrip_hostile(void **state)
 {
-	(void)state;
-	char *dir;
-	struct metadb *db = open_db(&dir);
+	struct metadb *db = ((struct dbfix *)*state)->db;
 	struct buf err = { 0 };
 	/* Quotes, a question mark and $1 in a value, a backslash, UTF-8, and a
 	 * long text: all parameters, never SQL. */
@@ -112,14 +130,11 @@ static void test_roundtrip_hostile(void **state)
 	metadb_finalize(st);
 	free(longtext);
 	buf_free(&err);
-	close_db(db, dir);
 }
 
 static void test_conflicts_and_transactions(void **state)
 {
-	(void)state;
-	char *dir;
-	struct metadb *db = open_db(&dir);
+	struct metadb *db = ((struct dbfix *)*state)->db;
 	struct buf err = { 0 };
 	struct metadb_stmt *st;
 	const char *ins = "INSERT INTO t(name, n) VALUES (?, ?) ON CONFLICT DO NOTHING";
@@ -171,15 +186,9 @@ static void test_conflicts_and_transactions(void **state)
 	assert_true(metadb_int64(st, 0) >= 2);
 	metadb_finalize(st);
 	buf_free(&err);
-	close_db(db, dir);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_url_and_dialect),
-		cmocka_unit_test(test_roundtrip_hostile),
-		cmocka_unit_test(test_conflicts_and_transactions),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test_setup_teardown(test_url_and_dialect, db_setup, db_teardown),
+	cmocka_unit_test_setup_teardown(test_roundtrip_hostile, db_setup, db_teardown),
+	cmocka_unit_test_setup_teardown(test_conflicts_and_transactions, db_setup, db_teardown))

@@ -18,22 +18,19 @@
 static void test_duration(void **state)
 {
 	(void)state;
+	static const struct {
+		const char *text;
+		int64_t ms;
+	} ok[] = { { "5s", 5000 }, { "250ms", 250 }, { "2m30s", 150000 }, { "1h", 3600000 }, { "0", 0 } };
+	static const char *const refused[] = { "", "5", "5x", "-5s", "99999999999999999999h" };
 	int64_t ms;
-	assert_int_equal(parse_duration_ms("5s", &ms), 0);
-	assert_int_equal(ms, 5000);
-	assert_int_equal(parse_duration_ms("250ms", &ms), 0);
-	assert_int_equal(ms, 250);
-	assert_int_equal(parse_duration_ms("2m30s", &ms), 0);
-	assert_int_equal(ms, 150000);
-	assert_int_equal(parse_duration_ms("1h", &ms), 0);
-	assert_int_equal(ms, 3600000);
-	assert_int_equal(parse_duration_ms("0", &ms), 0);
-	assert_int_equal(ms, 0);
-	assert_int_equal(parse_duration_ms("", &ms), -1);
-	assert_int_equal(parse_duration_ms("5", &ms), -1);
-	assert_int_equal(parse_duration_ms("5x", &ms), -1);
-	assert_int_equal(parse_duration_ms("-5s", &ms), -1);
-	assert_int_equal(parse_duration_ms("99999999999999999999h", &ms), -1);
+	for (size_t i = 0; i < ARRAY_SIZE(ok); i++) {
+		assert_int_equal(parse_duration_ms(ok[i].text, &ms), 0);
+		assert_int_equal(ms, ok[i].ms);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(refused); i++)
+		if (parse_duration_ms(refused[i], &ms) != -1)
+			fail_msg("duration \"%s\" accepted", refused[i]);
 }
 
 /* Rounding down goes toward minus infinity, before 1970 too. */
@@ -181,10 +178,10 @@ static void test_numbers(void **state)
 	bool b;
 	assert_int_equal(parse_u64("19", &v), 0);
 	assert_int_equal(v, 19);
-	assert_int_equal(parse_u64("-1", &v), -1);
-	assert_int_equal(parse_u64("1a", &v), -1);
-	assert_int_equal(parse_u64("", &v), -1);
-	assert_int_equal(parse_u64("99999999999999999999999", &v), -1);
+	static const char *const refused[] = { "-1", "1a", "", "99999999999999999999999" };
+	for (size_t i = 0; i < ARRAY_SIZE(refused); i++)
+		if (parse_u64(refused[i], &v) != -1)
+			fail_msg("number \"%s\" accepted", refused[i]);
 	assert_int_equal(parse_bool("true", &b), 0);
 	assert_true(b);
 	assert_int_equal(parse_bool("0", &b), 0);
@@ -578,26 +575,21 @@ static void test_pio_exact(void **state)
 	fclose(f);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_duration),
-		cmocka_unit_test(test_pidlock),
-		cmocka_unit_test(test_log_rate_limit),
-		cmocka_unit_test(test_numbers),
-		cmocka_unit_test(test_floor),
-		cmocka_unit_test(test_table_grow),
-		cmocka_unit_test(test_prefault_write),
-		cmocka_unit_test(test_radix_sorts),
-		cmocka_unit_test(test_hex_uuid),
-		cmocka_unit_test(test_strtab_copy),
-		cmocka_unit_test(test_hmap_against_reference),
-		cmocka_unit_test(test_strtab),
-		cmocka_unit_test(test_read_file_limit),
-		cmocka_unit_test(test_unnamed_file),
-		cmocka_unit_test(test_http_sink),
-		cmocka_unit_test(test_pio_exact),
-		cmocka_unit_test(test_log_library),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_duration),
+	cmocka_unit_test(test_pidlock),
+	cmocka_unit_test(test_log_rate_limit),
+	cmocka_unit_test(test_numbers),
+	cmocka_unit_test(test_floor),
+	cmocka_unit_test(test_table_grow),
+	cmocka_unit_test(test_prefault_write),
+	cmocka_unit_test(test_radix_sorts),
+	cmocka_unit_test(test_hex_uuid),
+	cmocka_unit_test(test_strtab_copy),
+	cmocka_unit_test(test_hmap_against_reference),
+	cmocka_unit_test(test_strtab),
+	cmocka_unit_test(test_read_file_limit),
+	cmocka_unit_test(test_unnamed_file),
+	cmocka_unit_test(test_http_sink),
+	cmocka_unit_test(test_pio_exact),
+	cmocka_unit_test(test_log_library))

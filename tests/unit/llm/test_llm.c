@@ -287,12 +287,10 @@ static void test_validate(void **state)
 	buf_free(&err);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_bodies),       cmocka_unit_test(test_replies),
-		cmocka_unit_test(test_config),       cmocka_unit_test(test_scrub_and_status),
-		cmocka_unit_test(test_token_limits), cmocka_unit_test(test_validate),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_bodies),
+	cmocka_unit_test(test_replies),
+	cmocka_unit_test(test_config),
+	cmocka_unit_test(test_scrub_and_status),
+	cmocka_unit_test(test_token_limits),
+	cmocka_unit_test(test_validate))

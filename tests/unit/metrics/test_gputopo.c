@@ -13,6 +13,7 @@
 
 #include "agent/metricbatch.h"
 #include "jsonw.h"
+#include "metricsfixture.h"
 #include "server/metrics/gputopo.h"
 #include "testutil.h"
 #include "util.h"
@@ -195,30 +196,19 @@ static void store_points(struct metrics_store *st, const char *host, int64_t ts,
 
 static json_t *topo_query(struct metrics_store *st, int want, const char *fmt, ...)
 {
-	char body[512];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(body, sizeof(body), fmt, ap);
+	json_t *doc = metrics_fixture_vquery(gputopo_query, st, want, fmt, ap);
 	va_end(ap);
-	struct buf out = { 0 }, err = { 0 };
-	int rc = gputopo_query(st, "p", body, strlen(body), &out, &err);
-	if (rc != want)
-		fail_msg("%s: %d %s", body, rc, err.data ? err.data : "");
-	json_t *doc = rc == 0 ? json_loads(out.data, 0, NULL) : json_pack("{s:s}", "error", err.data);
-	assert_non_null(doc);
-	buf_free(&out);
-	buf_free(&err);
 	return doc;
 }
 
 static void test_query(void **state)
 {
 	(void)state;
-	char *dir = make_temp_dir();
-	struct metrics_store *st;
-	struct buf err = { 0 };
-	assert_int_equal(metrics_open(dir, 3600000, &st, &err), 0);
 	int64_t t = now_unix_ms() - 60000;
+	struct metrics_fixture fx;
+	struct metrics_store *st = metrics_fixture_open(&fx, 3600000);
 	store_points(st, "hb", t, "0");        /* far */
 	store_points(st, "hb", t + 1000, "1"); /* then near: the latest */
 	store_points(st, "ha", t, "0");
@@ -257,16 +247,9 @@ static void test_query(void **state)
 	json_decref(d);
 	d = topo_query(st, 400, "[");
 	json_decref(d);
-	metrics_close(st);
-	buf_free(&err);
-	rm_temp_dir(dir);
+	metrics_fixture_close(&fx);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_findings),
-		cmocka_unit_test(test_query),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_findings),
+	cmocka_unit_test(test_query))

@@ -12,6 +12,7 @@
 #include "agent/hostmetrics.h"
 #include "agent/metricbatch.h"
 #include "compress.h"
+#include "metricsfixture.h"
 #include "server/metrics/metrics.h"
 #include "util.h"
 
@@ -21,12 +22,9 @@ static void test_parsers(void **state)
 	struct hm_cpu c;
 	const char *stat = "cpu  100 5 50 1000 7 1 2 3 0 0\ncpu0 50 2 25 500 3 0 1 1 0 0\nintr 1\n";
 	assert_int_equal(hm_parse_stat(stat, strlen(stat), &c), 0);
-	assert_int_equal(c.user, 100);
-	assert_int_equal(c.nice, 5);
-	assert_int_equal(c.system, 50);
-	assert_int_equal(c.idle, 1000);
-	assert_int_equal(c.iowait, 7);
-	assert_int_equal(c.steal, 3);
+	/* user nice system idle iowait irq softirq steal, all of them */
+	const struct hm_cpu want = { 100, 5, 50, 1000, 7, 1, 2, 3 };
+	assert_memory_equal(&c, &want, sizeof(c));
 	assert_int_equal(hm_parse_stat("cpu0 1 2 3 4\n", 13, &c), -1);
 	assert_int_equal(hm_parse_stat("cpu  1 2\n", 9, &c), -1);
 
@@ -101,11 +99,17 @@ static void put(const char *dir, const char *rel, const char *text)
 	write_text(path, text);
 }
 
+/* Makes the directory dir/rel; its path into path (n bytes). */
+static void sub_path(const char *dir, const char *rel, char *path, size_t n)
+{
+	snprintf(path, n, "%s/%s", dir, rel);
+	assert_int_equal(mkdir(path, 0755), 0);
+}
+
 static void sub(const char *dir, const char *rel)
 {
 	char path[512];
-	snprintf(path, sizeof(path), "%s/%s", dir, rel);
-	assert_int_equal(mkdir(path, 0755), 0);
+	sub_path(dir, rel, path, sizeof(path));
 }
 
 /* The value of metric name in b for the series whose labels hold k1=v1
@@ -167,12 +171,9 @@ static void test_collector(void **state)
 	(void)state;
 	char *dir = make_temp_dir();
 	char proc[300], cg[300], blk[300];
-	snprintf(proc, sizeof(proc), "%s/proc", dir);
-	snprintf(cg, sizeof(cg), "%s/cg", dir);
-	snprintf(blk, sizeof(blk), "%s/block", dir);
-	assert_int_equal(mkdir(proc, 0755), 0);
-	assert_int_equal(mkdir(cg, 0755), 0);
-	assert_int_equal(mkdir(blk, 0755), 0);
+	sub_path(dir, "proc", proc, sizeof(proc));
+	sub_path(dir, "cg", cg, sizeof(cg));
+	sub_path(dir, "block", blk, sizeof(blk));
 	sub(proc, "100");
 	sub(proc, "200");
 	sub(proc, "300");
@@ -336,19 +337,10 @@ static Ember__Ingest__V1__MetricsBatch *make_batch(const char *const *hosts, siz
 
 static json_t *run_query(struct metrics_store *st, const char *fmt, ...)
 {
-	char body[1024];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(body, sizeof(body), fmt, ap);
+	json_t *doc = metrics_fixture_vquery(metrics_query, st, 0, fmt, ap);
 	va_end(ap);
-	struct buf out = { 0 }, err = { 0 };
-	int rc = metrics_query(st, "p", body, strlen(body), &out, &err);
-	if (rc != 0)
-		fail_msg("query %s: %d %s", body, rc, err.data);
-	json_t *doc = json_loads(out.data, 0, NULL);
-	assert_non_null(doc);
-	buf_free(&out);
-	buf_free(&err);
 	return doc;
 }
 
@@ -364,10 +356,9 @@ static double point(json_t *doc, size_t group, size_t i, int64_t *ts)
 static void test_store_queries(void **state)
 {
 	(void)state;
-	char *dir = make_temp_dir();
-	struct metrics_store *st;
+	struct metrics_fixture fx;
+	struct metrics_store *st = metrics_fixture_open(&fx, 3600000);
 	struct buf err = { 0 };
-	assert_int_equal(metrics_open(dir, 3600000, &st, &err), 0);
 	int64_t t = now_unix_ms() - 60000;
 	t -= t % 1000;
 	const char *hosts[] = { "h0", "h1", "h2" };
@@ -499,8 +490,7 @@ static void test_store_queries(void **state)
 	assert_string_equal(out.data, "{\"names\":[]}\n");
 	buf_free(&out);
 	buf_free(&err);
-	metrics_close(st);
-	rm_temp_dir(dir);
+	metrics_fixture_close(&fx);
 }
 
 /* A series' points of an hour are one chunk: points on both sides of an
@@ -529,11 +519,10 @@ static void on_point(void *ctx, const char *project, const char *labels, int64_t
 static void test_store_chunks(void **state)
 {
 	(void)state;
-	char *dir = make_temp_dir();
-	struct metrics_store *st;
-	struct buf err = { 0 };
 	const int64_t day = 86400000;
-	assert_int_equal(metrics_open(dir, 10 * day, &st, &err), 0);
+	struct metrics_fixture fx;
+	struct metrics_store *st = metrics_fixture_open(&fx, 10 * day);
+	struct buf err = { 0 };
 	const int64_t H = 1796000400000LL; /* on the hour */
 	const char *hosts[] = { "h0" };
 	uint32_t se[] = { 0, 0, 0, 0 };
@@ -595,8 +584,7 @@ static void test_store_chunks(void **state)
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(d, "stats"), "points_read")), 2);
 	json_decref(d);
 	buf_free(&err);
-	metrics_close(st);
-	rm_temp_dir(dir);
+	metrics_fixture_close(&fx);
 }
 
 static void test_decoder_bounds(void **state)
@@ -1000,19 +988,14 @@ static void test_nvml_topology(void **state)
 	buf_free(&why);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_parsers),
-		cmocka_unit_test(test_collector),
-		cmocka_unit_test(test_metric_batch_bounds),
-		cmocka_unit_test(test_metric_batch_control_characters),
-		cmocka_unit_test(test_store_queries),
-		cmocka_unit_test(test_store_chunks),
-		cmocka_unit_test(test_decoder_bounds),
-		cmocka_unit_test(test_nvml_missing),
-		cmocka_unit_test(test_nvml_fake),
-		cmocka_unit_test(test_nvml_topology),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_parsers),
+	cmocka_unit_test(test_collector),
+	cmocka_unit_test(test_metric_batch_bounds),
+	cmocka_unit_test(test_metric_batch_control_characters),
+	cmocka_unit_test(test_store_queries),
+	cmocka_unit_test(test_store_chunks),
+	cmocka_unit_test(test_decoder_bounds),
+	cmocka_unit_test(test_nvml_missing),
+	cmocka_unit_test(test_nvml_fake),
+	cmocka_unit_test(test_nvml_topology))

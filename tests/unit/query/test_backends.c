@@ -199,11 +199,27 @@ static json_t *hot_json(struct store *st, struct symbols *sym, uint8_t kind, str
 	return d;
 }
 
+/* Parses the body into a struct req (parse: the call, r in scope),
+ * scopes it to PROJECT, runs query into rc, frees it. */
+#define RUN_REQUEST(req, parse, scope, query)                         \
+	do {                                                          \
+		struct req r;                                         \
+		if (parse < 0)                                        \
+			fail_msg("query %zu: %s", q, err.data);       \
+		scope;                                                \
+		rc = query;                                           \
+		req##_free(&r);                                       \
+	} while (0)
+
 /* The answer of query q over st, as canonical JSON text without what
  * tells how it was read (query_stats, distinct_stacks: the stacks folded,
  * counted per part that folds them). */
 static char *answer(struct store *st, struct symbols *sym, size_t q)
 {
+	static const enum fn_query fn_of[] = { [Q_TOP] = FN_TOP, [Q_SANDWICH] = FN_SANDWICH,
+					       [Q_DIFF] = FN_DIFF };
+	static const enum ent_query ent_of[] = { [Q_ENT] = ENT_TOP, [Q_LABELS] = ENT_LABELS,
+						 [Q_SERIES] = ENT_TIMESERIES };
 	const char *body = queries[q].body;
 	struct buf err = { 0 }, out = { 0 };
 	int rc = -1;
@@ -219,52 +235,26 @@ static char *answer(struct store *st, struct symbols *sym, size_t q)
 			rc = 0;
 		}
 		break;
-	case Q_FG: {
-		struct fg_request r;
-		if (fg_request_parse(&r, body, strlen(body), &err) < 0)
-			fail_msg("query %zu: %s", q, err.data);
-		strcpy(r.scope.project_id, PROJECT);
-		rc = flamegraph_query(st, sym, NULL, &r, &out, &err);
-		fg_request_free(&r);
+	case Q_FG:
+		RUN_REQUEST(fg_request, fg_request_parse(&r, body, strlen(body), &err),
+			    strcpy(r.scope.project_id, PROJECT), flamegraph_query(st, sym, NULL, &r, &out, &err));
 		break;
-	}
 	case Q_TOP:
 	case Q_SANDWICH:
-	case Q_DIFF: {
-		struct fn_request r;
-		enum fn_query what = queries[q].type == Q_TOP	     ? FN_TOP
-				     : queries[q].type == Q_SANDWICH ? FN_SANDWICH
-								     : FN_DIFF;
-		if (fn_request_parse(&r, what, body, strlen(body), &err) < 0)
-			fail_msg("query %zu: %s", q, err.data);
-		fn_request_set_project(&r, PROJECT);
-		rc = functions_query(st, sym, NULL, &r, &out, &err);
-		fn_request_free(&r);
+	case Q_DIFF:
+		RUN_REQUEST(fn_request, fn_request_parse(&r, fn_of[queries[q].type], body, strlen(body), &err),
+			    fn_request_set_project(&r, PROJECT), functions_query(st, sym, NULL, &r, &out, &err));
 		break;
-	}
 	case Q_ENT:
 	case Q_LABELS:
-	case Q_SERIES: {
-		struct ent_request r;
-		enum ent_query what = queries[q].type == Q_ENT	    ? ENT_TOP
-				      : queries[q].type == Q_LABELS ? ENT_LABELS
-								    : ENT_TIMESERIES;
-		if (ent_request_parse(&r, what, body, strlen(body), &err) < 0)
-			fail_msg("query %zu: %s", q, err.data);
-		strcpy(r.scope.project_id, PROJECT);
-		rc = entities_query(st, &r, &out, &err);
-		ent_request_free(&r);
+	case Q_SERIES:
+		RUN_REQUEST(ent_request, ent_request_parse(&r, ent_of[queries[q].type], body, strlen(body), &err),
+			    strcpy(r.scope.project_id, PROJECT), entities_query(st, &r, &out, &err));
 		break;
-	}
-	case Q_EVENTS: {
-		struct ev_request r;
-		if (ev_request_parse(&r, body, strlen(body), &err) < 0)
-			fail_msg("query %zu: %s", q, err.data);
-		strcpy(r.scope.project_id, PROJECT);
-		rc = events_query(st, sym, &r, &out, &err);
-		ev_request_free(&r);
+	case Q_EVENTS:
+		RUN_REQUEST(ev_request, ev_request_parse(&r, body, strlen(body), &err),
+			    strcpy(r.scope.project_id, PROJECT), events_query(st, sym, &r, &out, &err));
 		break;
-	}
 	}
 	if (rc < 0)
 		fail_msg("query %zu: %s", q, err.data);
@@ -319,16 +309,41 @@ static void assert_same(struct store *s, struct memstore *m, struct symbols *sym
 	}
 }
 
+/* The fixture: a world of the embedded store as open_test_store opens
+ * it, and a memstore, both empty (cmocka setup/teardown). */
+struct backends {
+	struct world w;
+	struct memstore *m;
+};
+
+static int backends_setup(void **state)
+{
+	struct backends *b = xcalloc(1, sizeof(*b));
+	b->w.dir = make_temp_dir();
+	b->w.s = open_test_store(b->w.dir, 0, &b->w.sym);
+	b->m = memstore_new();
+	*state = b;
+	return 0;
+}
+
+static int backends_teardown(void **state)
+{
+	struct backends *b = *state;
+	memstore_free(b->m);
+	world_close(&b->w);
+	free(b);
+	return 0;
+}
+
 /* The same samples, the same answers: in the embedded store's head,
  * then across blocks written from sealed heads and a new head (carried
  * into it), then in one compacted block. */
 static void test_backends_answer_alike(void **state)
 {
-	(void)state;
-	char *dir = make_temp_dir();
-	struct symbols *sym;
-	struct store *s = open_test_store(dir, 0, &sym);
-	struct memstore *m = memstore_new();
+	struct backends *fx = *state;
+	struct store *s = fx->w.s;
+	struct memstore *m = fx->m;
+	struct symbols *sym = fx->w.sym;
 	struct buf err = { 0 };
 	for (uint64_t k = 0; k < 4; k++)
 		load_round(s, m, k);
@@ -343,10 +358,6 @@ static void test_backends_answer_alike(void **state)
 	assert_int_equal(store_flush(s, &err), 0);
 	assert_int_equal(store_compact(s, true, &err), 0);
 	assert_same(s, m, sym, "compacted");
-	memstore_free(m);
-	symbols_close(sym);
-	store_close(s);
-	rm_temp_dir(dir);
 	buf_free(&err);
 }
 
@@ -354,12 +365,9 @@ static void test_backends_answer_alike(void **state)
  * depends on what was loaded differs when one sample is left out of it. */
 static void test_backends_differ_when_data_differs(void **state)
 {
-	(void)state;
-	char *dir = make_temp_dir();
-	struct symbols *sym;
-	struct store *s = open_test_store(dir, 0, &sym);
-	struct memstore *m = memstore_new();
-	load_round(s, m, 0);
+	struct backends *fx = *state;
+	struct memstore *m = fx->m;
+	load_round(fx->w.s, m, 0);
 	struct mem_frame f = mem_frame_of("extra", "app");
 	const char *kv[] = { "process.executable.name", "app", "thread.name", "main", "host.name",
 			     "h1" };
@@ -367,22 +375,14 @@ static void test_backends_differ_when_data_differs(void **state)
 	for (size_t q = 0; q < ARRAY_SIZE(queries); q++) {
 		if (q != 0 && !(queries[q].type == Q_TOP && strstr(queries[q].body, RANGE)))
 			continue; /* the ones that read round 0's on-CPU rows */
-		char *a = answer(s, sym, q), *b = answer(memstore_store(m), sym, q);
+		char *a = answer(fx->w.s, fx->w.sym, q), *b = answer(memstore_store(m), fx->w.sym, q);
 		assert_string_not_equal(a, b);
 		free(a);
 		free(b);
 	}
-	memstore_free(m);
-	symbols_close(sym);
-	store_close(s);
-	rm_temp_dir(dir);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_backends_answer_alike),
-		cmocka_unit_test(test_backends_differ_when_data_differs),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test_setup_teardown(test_backends_answer_alike, backends_setup, backends_teardown),
+	cmocka_unit_test_setup_teardown(test_backends_differ_when_data_differs, backends_setup,
+					backends_teardown))

@@ -2,14 +2,8 @@
  * Answers compared with cel_eval on real ClickHouse servers in
  * tests/integration/test_clickhouse_celsql.py; here, the exact text and
  * the hostile literals under ASan. */
-#include <stdarg.h>
-#include <stddef.h>
-#include <setjmp.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
 
-#include <cmocka.h>
+#include "testutil.h"
 
 #include "server/query/cel.h"
 #include "server/query/cel_sql.h"
@@ -101,13 +95,8 @@ static void test_unsupported_named(void **state)
 	}
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_forms),
-		cmocka_unit_test(test_numbers_false_when_not_numbers),
-		cmocka_unit_test(test_hostile_literals),
-		cmocka_unit_test(test_unsupported_named),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_forms),
+	cmocka_unit_test(test_numbers_false_when_not_numbers),
+	cmocka_unit_test(test_hostile_literals),
+	cmocka_unit_test(test_unsupported_named))

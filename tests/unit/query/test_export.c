@@ -16,6 +16,7 @@
 #include "server/query/export.h"
 #include "server/store/store.h"
 #include "server/query/tree.h"
+#include "util.h"
 
 static void folded(const char *name, const char *want)
 {
@@ -102,6 +103,22 @@ static void free_tree(struct fixture *f)
 	display_free(f->d);
 }
 
+/* The tree as a fixture (cmocka setup/teardown). */
+static int tree_setup(void **state)
+{
+	struct fixture *f = xcalloc(1, sizeof(*f));
+	make_tree(f);
+	*state = f;
+	return 0;
+}
+
+static int tree_teardown(void **state)
+{
+	free_tree(*state);
+	free(*state);
+	return 0;
+}
+
 static int run(struct fixture *f, enum fg_format fmt, uint8_t kind, size_t max_nodes, struct buf *out)
 {
 	struct buf err = { 0 };
@@ -114,11 +131,9 @@ static int run(struct fixture *f, enum fg_format fmt, uint8_t kind, size_t max_n
 
 static void test_folded_tree(void **state)
 {
-	(void)state;
-	struct fixture f;
-	make_tree(&f);
+	struct fixture *f = *state;
 	struct buf out = { 0 };
-	assert_int_equal(run(&f, FG_FORMAT_FOLDED, SEK_ON_CPU, 0, &out), 0);
+	assert_int_equal(run(f, FG_FORMAT_FOLDED, SEK_ON_CPU, 0, &out), 0);
 	/* Children by total, largest first; one line per node with self. */
 	assert_string_equal(out.data, "[no frames] 2\n"
 				      "main 3\n"
@@ -127,23 +142,20 @@ static void test_folded_tree(void **state)
 				      "main;a\\;b 5\n");
 	buf_reset(&out);
 	/* Bounded: root, main and one [other] for work and a;b. */
-	assert_int_equal(run(&f, FG_FORMAT_FOLDED, SEK_ON_CPU, 4, &out), 0);
+	assert_int_equal(run(f, FG_FORMAT_FOLDED, SEK_ON_CPU, 4, &out), 0);
 	assert_non_null(strstr(out.data, "main;[other] 55\n"));
 	uint64_t sum = 0;
 	for (char *line = strtok(out.data, "\n"); line; line = strtok(NULL, "\n"))
 		sum += strtoull(strrchr(line, ' ') + 1, NULL, 10);
 	assert_int_equal(sum, 60);
 	buf_free(&out);
-	free_tree(&f);
 }
 
 static void test_speedscope_tree(void **state)
 {
-	(void)state;
-	struct fixture f;
-	make_tree(&f);
+	struct fixture *f = *state;
 	struct buf out = { 0 };
-	assert_int_equal(run(&f, FG_FORMAT_SPEEDSCOPE, SEK_OFF_CPU, 0, &out), 0);
+	assert_int_equal(run(f, FG_FORMAT_SPEEDSCOPE, SEK_OFF_CPU, 0, &out), 0);
 	json_error_t je;
 	json_t *doc = json_loadb(out.data, out.len, 0, &je);
 	assert_non_null(doc);
@@ -168,7 +180,6 @@ static void test_speedscope_tree(void **state)
 	assert_int_equal(json_array_size(json_array_get(samples, 0)), 0); /* the root's own */
 	json_decref(doc);
 	buf_free(&out);
-	free_tree(&f);
 }
 
 static const char *str(const Perftools__Profiles__Profile *p, int64_t i)
@@ -179,11 +190,9 @@ static const char *str(const Perftools__Profiles__Profile *p, int64_t i)
 
 static void test_pprof_tree(void **state)
 {
-	(void)state;
-	struct fixture f;
-	make_tree(&f);
+	struct fixture *f = *state;
 	struct buf out = { 0 }, raw = { 0 };
-	assert_int_equal(run(&f, FG_FORMAT_PPROF, SEK_ON_CPU, 0, &out), 0);
+	assert_int_equal(run(f, FG_FORMAT_PPROF, SEK_ON_CPU, 0, &out), 0);
 	assert_int_equal(gzip_decompress_bounded(out.data, out.len, 1 << 20, &raw), 0);
 	Perftools__Profiles__Profile *p =
 		perftools__profiles__profile__unpack(NULL, raw.len, (const uint8_t *)raw.data);
@@ -233,7 +242,7 @@ static void test_pprof_tree(void **state)
 	/* off_cpu: one sample type, nanoseconds. */
 	buf_reset(&out);
 	buf_reset(&raw);
-	assert_int_equal(run(&f, FG_FORMAT_PPROF, SEK_OFF_CPU, 3, &out), 0);
+	assert_int_equal(run(f, FG_FORMAT_PPROF, SEK_OFF_CPU, 3, &out), 0);
 	assert_int_equal(gzip_decompress_bounded(out.data, out.len, 1 << 20, &raw), 0);
 	p = perftools__profiles__profile__unpack(NULL, raw.len, (const uint8_t *)raw.data);
 	assert_non_null(p);
@@ -248,7 +257,6 @@ static void test_pprof_tree(void **state)
 	perftools__profiles__profile__free_unpacked(p, NULL);
 	buf_free(&raw);
 	buf_free(&out);
-	free_tree(&f);
 }
 
 /* A recursion 3 000 deep with self value at every level: each stack
@@ -292,15 +300,10 @@ static void test_deep_stacks_bounded(void **state)
 	buf_free(&err);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_folded_escape),
-		cmocka_unit_test(test_format_names),
-		cmocka_unit_test(test_folded_tree),
-		cmocka_unit_test(test_speedscope_tree),
-		cmocka_unit_test(test_pprof_tree),
-		cmocka_unit_test(test_deep_stacks_bounded),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_folded_escape),
+	cmocka_unit_test(test_format_names),
+	cmocka_unit_test_setup_teardown(test_folded_tree, tree_setup, tree_teardown),
+	cmocka_unit_test_setup_teardown(test_speedscope_tree, tree_setup, tree_teardown),
+	cmocka_unit_test_setup_teardown(test_pprof_tree, tree_setup, tree_teardown),
+	cmocka_unit_test(test_deep_stacks_bounded))

@@ -664,19 +664,14 @@ static void test_queries_bound_user_regex(void **state)
 	buf_free(&z);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_flamegraph, world_setup, world_teardown),
-		cmocka_unit_test_setup_teardown(test_symbols_pending, world_setup, world_teardown),
-		cmocka_unit_test(test_otree_child),
-		cmocka_unit_test(test_otree_write_budget),
-		cmocka_unit_test(test_otree_write_ties),
-		cmocka_unit_test(test_stack_sums_order),
-		cmocka_unit_test_setup_teardown(test_flamegraph_pruning, world_setup, world_teardown),
-		cmocka_unit_test_setup_teardown(test_flamegraph_sparse_dense, world_setup, world_teardown),
-		cmocka_unit_test_setup_teardown(test_flamegraph_request_errors, world_setup, world_teardown),
-		cmocka_unit_test_setup_teardown(test_queries_bound_user_regex, world_setup, world_teardown),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	WORLD_TEST(test_flamegraph),
+	WORLD_TEST(test_symbols_pending),
+	cmocka_unit_test(test_otree_child),
+	cmocka_unit_test(test_otree_write_budget),
+	cmocka_unit_test(test_otree_write_ties),
+	cmocka_unit_test(test_stack_sums_order),
+	WORLD_TEST(test_flamegraph_pruning),
+	WORLD_TEST(test_flamegraph_sparse_dense),
+	WORLD_TEST(test_flamegraph_request_errors),
+	WORLD_TEST(test_queries_bound_user_regex))

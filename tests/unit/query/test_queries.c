@@ -248,6 +248,20 @@ static void query_answers(struct store *s, struct symbols *sym, const char *cons
 				 "functions");
 }
 
+/* Flushes and compacts all of s: nothing left unflushed, want_blocks
+ * blocks. */
+static void flush_compact(struct store *s, uint64_t want_blocks)
+{
+	struct buf err = { 0 };
+	struct store_stats st;
+	assert_int_equal(store_flush(s, &err), 0);
+	assert_int_equal(store_compact(s, true, &err), 0);
+	store_get_stats(s, &st);
+	assert_int_equal(st.unflushed_rows, 0);
+	assert_int_equal(st.blocks, want_blocks);
+	buf_free(&err);
+}
+
 static void assert_same_answers(char **live, char **blocks, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -304,11 +318,7 @@ static void test_queries_fold_heads_once(void **state)
 	query_answers(s, sym, bodies, NB, 1u << (NB - 1), mem, &distinct[0], &parts[0]);
 	assert_int_equal(unlink(blocks), 0);
 	assert_int_equal(rename(away, blocks), 0);
-	assert_int_equal(store_flush(s, &err), 0);
-	assert_int_equal(store_compact(s, true, &err), 0);
-	store_get_stats(s, &st);
-	assert_int_equal(st.unflushed_rows, 0);
-	assert_int_equal(st.blocks, 1);
+	flush_compact(s, 1);
 	query_answers(s, sym, bodies, NB, 1u << (NB - 1), blk, &distinct[1], &parts[1]);
 	assert_same_answers(mem, blk, NQ);
 	buf_free(&err);
@@ -362,11 +372,7 @@ static void carry_blocks(int64_t t0, bool compact)
 	 * closed hour's block): stacks counted once per part. */
 	uint32_t drop = compact && t0 == T0 ? ~0u : 3u << (NB - 2);
 	query_answers(s, sym, bodies, NB, drop, live, &distinct[0], &parts[0]);
-	assert_int_equal(store_flush(s, &err), 0);
-	assert_int_equal(store_compact(s, true, &err), 0);
-	store_get_stats(s, &st);
-	assert_int_equal(st.unflushed_rows, 0);
-	assert_int_equal(st.blocks, 1);
+	flush_compact(s, 1);
 	query_answers(s, sym, bodies, NB, drop, blk, &distinct[1], &parts[1]);
 	assert_int_equal(parts[0], compact ? 2 : 3); /* the blocks and the head */
 	/* A closed hour's compacted block folds alone: its stacks count apart. */
@@ -477,11 +483,7 @@ static void carry_around(enum carry_case c)
 	char *live[NQ], *blk[NQ];
 	json_int_t distinct[2], parts[2];
 	query_answers(s, sym, bodies, NB, 0, live, &distinct[0], &parts[0]);
-	assert_int_equal(store_flush(s, &err), 0);
-	assert_int_equal(store_compact(s, true, &err), 0);
-	store_get_stats(s, &st);
-	assert_int_equal(st.unflushed_rows, 0);
-	assert_int_equal(st.blocks, hours);
+	flush_compact(s, hours);
 	query_answers(s, sym, bodies, NB, 0, blk, &distinct[1], &parts[1]);
 	assert_int_equal(distinct[0], distinct[1]);
 	assert_same_answers(live, blk, NQ);
@@ -559,11 +561,7 @@ static void test_queries_carry_late_data(void **state)
 	json_int_t distinct[2], parts[2];
 	query_answers(s, sym, bodies, NB, 0, live, &distinct[0], &parts[0]);
 	assert_int_equal(parts[0], 3);
-	assert_int_equal(store_flush(s, &err), 0);
-	assert_int_equal(store_compact(s, true, &err), 0);
-	store_get_stats(s, &st);
-	assert_int_equal(st.unflushed_rows, 0);
-	assert_int_equal(st.blocks, 2); /* one per hour */
+	flush_compact(s, 2); /* one per hour */
 	query_answers(s, sym, bodies, NB, 0, blk, &distinct[1], &parts[1]);
 	assert_int_equal(distinct[0], distinct[1]);
 	assert_same_answers(live, blk, NQ);
@@ -685,16 +683,11 @@ static void test_offcpu_queries(void **state)
 	buf_free(&err);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_queries_over_slices),
-		cmocka_unit_test(test_queries_fold_heads_once),
-		cmocka_unit_test(test_queries_carry_blocks),
-		cmocka_unit_test(test_queries_carry_around_other_parts),
-		cmocka_unit_test(test_queries_carry_late_data),
-		cmocka_unit_test_setup_teardown(test_offcpu_queries, world_setup, world_teardown),
-		cmocka_unit_test_setup_teardown(test_functions_tie_order, world_setup, world_teardown),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_queries_over_slices),
+	cmocka_unit_test(test_queries_fold_heads_once),
+	cmocka_unit_test(test_queries_carry_blocks),
+	cmocka_unit_test(test_queries_carry_around_other_parts),
+	cmocka_unit_test(test_queries_carry_late_data),
+	WORLD_TEST(test_offcpu_queries),
+	WORLD_TEST(test_functions_tie_order))

@@ -688,13 +688,32 @@ static const char *status_of_app(const json_t *d, const char *app)
 	return r ? json_string_value(json_object_get(r, "status")) : "absent";
 }
 
+/* Runs one generation (refresh: the hot traces read again) at ms and
+ * answers the list as it stands then. */
+static json_t *regenerate(struct recs *r, struct world *w, bool refresh, int64_t ms)
+{
+	struct buf err = { 0 };
+	assert_int_equal(recs_regenerate(r, w->s, w->sym, PROJECT, refresh, "u1", ms, &err), 0);
+	buf_free(&err);
+	return answer(r, w, ms);
+}
+
+/* Adds the samples of specs as batch seq at ts. */
+static void add_batch(struct world *w, const struct sspec *specs, size_t n, uint64_t seq, int64_t ts)
+{
+	struct buf z = { 0 };
+	make_batch(specs, n, seq, ts, EK_ON_CPU, &z);
+	append(w->s, &z);
+	buf_free(&z);
+}
+
 /* Each generation marks its recommendations new, worsened or unchanged
  * against the previous one; regenerate analyses the same hot traces
  * again, refresh reads them again; the listener hears new and worse. */
 static void test_recs_generations(void **state)
 {
 	struct world *w = *state;
-	struct buf z = { 0 }, err = { 0 };
+	struct buf err = { 0 };
 	int64_t now = now_unix_ms();
 	struct recs *r = open_shop_recs(w, now);
 	struct heard h = { 0 };
@@ -707,8 +726,7 @@ static void test_recs_generations(void **state)
 	assert_int_equal(h.nnew, 3);
 	json_decref(d);
 	/* The same data: unchanged, nothing heard. */
-	assert_int_equal(recs_regenerate(r, w->s, w->sym, PROJECT, false, "u1", now + 1000, &err), 0);
-	d = answer(r, w, now + 1000);
+	d = regenerate(r, w, false, now + 1000);
 	assert_string_equal(status_of_app(d, "web-dep"), "unchanged");
 	assert_string_equal(status_of_app(d, "batch-c"), "unchanged");
 	json_decref(d);
@@ -717,15 +735,11 @@ static void test_recs_generations(void **state)
 	static const struct sspec more[] = {
 		{ { "main", "handle", "pcre2_compile_8", "compile_branch", NULL }, "web", "web-dep", "web-c", 1200 },
 	};
-	make_batch(more, ARRAY_SIZE(more), 2, now - 30000, EK_ON_CPU, &z);
-	append(w->s, &z);
-	buf_free(&z);
-	assert_int_equal(recs_regenerate(r, w->s, w->sym, PROJECT, false, "u1", now + 2000, &err), 0);
-	d = answer(r, w, now + 2000);
+	add_batch(w, more, ARRAY_SIZE(more), 2, now - 30000);
+	d = regenerate(r, w, false, now + 2000);
 	assert_string_equal(status_of_app(d, "web-dep"), "unchanged");
 	json_decref(d);
-	assert_int_equal(recs_regenerate(r, w->s, w->sym, PROJECT, true, "u1", now + 3000, &err), 0);
-	d = answer(r, w, now + 3000);
+	d = regenerate(r, w, true, now + 3000);
 	assert_string_equal(status_of_app(d, "web-dep"), "worsened");
 	assert_int_equal(h.nworse, 1);
 	assert_string_equal(h.worse_id, json_string_value(json_object_get(rec_of(d, "web-dep"), "id")));
@@ -733,14 +747,9 @@ static void test_recs_generations(void **state)
 	json_decref(d);
 	/* A dismissed recommendation that worsens is not heard. */
 	assert_int_equal(recs_set_state(r, PROJECT, h.worse_id, "dismissed", "u1", now + 3500, &err), 0);
-	make_batch(more, ARRAY_SIZE(more), 3, now - 20000, EK_ON_CPU, &z);
-	append(w->s, &z);
-	buf_free(&z);
-	make_batch(more, ARRAY_SIZE(more), 4, now - 10000, EK_ON_CPU, &z);
-	append(w->s, &z);
-	buf_free(&z);
-	assert_int_equal(recs_regenerate(r, w->s, w->sym, PROJECT, true, "u1", now + 4000, &err), 0);
-	d = answer(r, w, now + 4000);
+	add_batch(w, more, ARRAY_SIZE(more), 3, now - 20000);
+	add_batch(w, more, ARRAY_SIZE(more), 4, now - 10000);
+	d = regenerate(r, w, true, now + 4000);
 	assert_string_equal(status_of_app(d, "web-dep"), "worsened");
 	json_decref(d);
 	assert_int_equal(h.nworse, 1);
@@ -911,22 +920,17 @@ static void test_recs_thread(void **state)
 	buf_free(&err);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_patterns_compile),
-		cmocka_unit_test(test_patterns_each),
-		cmocka_unit_test(test_patterns_claim_once),
-		cmocka_unit_test(test_app_of),
-		cmocka_unit_test(test_min_share_summed),
-		cmocka_unit_test(test_empty_trace),
-		cmocka_unit_test_setup_teardown(test_hottraces_store, world_setup, world_teardown),
-		cmocka_unit_test_setup_teardown(test_hottraces_batches, world_setup, world_teardown),
-		cmocka_unit_test_setup_teardown(test_recs_state, world_setup, world_teardown),
-		cmocka_unit_test_setup_teardown(test_recs_generations, world_setup, world_teardown),
-		cmocka_unit_test_setup_teardown(test_recs_suppress, world_setup, world_teardown),
-		cmocka_unit_test_setup_teardown(test_recs_settings, world_setup, world_teardown),
-		cmocka_unit_test_setup_teardown(test_recs_thread, world_setup, world_teardown),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_patterns_compile),
+	cmocka_unit_test(test_patterns_each),
+	cmocka_unit_test(test_patterns_claim_once),
+	cmocka_unit_test(test_app_of),
+	cmocka_unit_test(test_min_share_summed),
+	cmocka_unit_test(test_empty_trace),
+	WORLD_TEST(test_hottraces_store),
+	WORLD_TEST(test_hottraces_batches),
+	WORLD_TEST(test_recs_state),
+	WORLD_TEST(test_recs_generations),
+	WORLD_TEST(test_recs_suppress),
+	WORLD_TEST(test_recs_settings),
+	WORLD_TEST(test_recs_thread))

@@ -114,12 +114,7 @@ static void test_time_budget(void **state)
 	uregex_matcher_free(m);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_honest_patterns),
-		cmocka_unit_test(test_match_limit),
-		cmocka_unit_test(test_time_budget),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_honest_patterns),
+	cmocka_unit_test(test_match_limit),
+	cmocka_unit_test(test_time_budget))

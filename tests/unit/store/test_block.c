@@ -455,13 +455,8 @@ static void test_block_v3(void **state)
 	buf_free(&acc);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_part_sort_nodes),
-		cmocka_unit_test(test_block_slices),
-		cmocka_unit_test(test_block_row_order),
-		cmocka_unit_test(test_block_v3),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_part_sort_nodes),
+	cmocka_unit_test(test_block_slices),
+	cmocka_unit_test(test_block_row_order),
+	cmocka_unit_test(test_block_v3))

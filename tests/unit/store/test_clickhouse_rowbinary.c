@@ -2,14 +2,8 @@
  * classification of ClickHouse's answers and the schema's statements
  * (server/store/clickhouse/). The inserts themselves run against real
  * servers in tests/integration/test_clickhouse_insert.py. */
-#include <stdarg.h>
-#include <stddef.h>
-#include <setjmp.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
 
-#include <cmocka.h>
+#include "testutil.h"
 #include <curl/curl.h>
 #include <zlib.h>
 
@@ -232,17 +226,12 @@ static void test_conn_options(void **state)
 	buf_free(&err);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_sample_row_byte_exact),
-		cmocka_unit_test(test_varint_and_long_string),
-		cmocka_unit_test(test_batch_rows),
-		cmocka_unit_test(test_sql_string_hostile),
-		cmocka_unit_test(test_classify),
-		cmocka_unit_test(test_gzip_round_trip),
-		cmocka_unit_test(test_schema_statements),
-		cmocka_unit_test(test_conn_options),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_sample_row_byte_exact),
+	cmocka_unit_test(test_varint_and_long_string),
+	cmocka_unit_test(test_batch_rows),
+	cmocka_unit_test(test_sql_string_hostile),
+	cmocka_unit_test(test_classify),
+	cmocka_unit_test(test_gzip_round_trip),
+	cmocka_unit_test(test_schema_statements),
+	cmocka_unit_test(test_conn_options))

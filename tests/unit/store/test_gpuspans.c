@@ -121,10 +121,5 @@ static void test_spans_chunks_and_bounds(void **state)
 	gpuspans_free(g);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_spans_chunks_and_bounds),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_spans_chunks_and_bounds))

@@ -87,11 +87,6 @@ static void test_two_connections(void **state)
 	rm_temp_dir(dir);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_name_check),
-		cmocka_unit_test(test_two_connections),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_name_check),
+	cmocka_unit_test(test_two_connections))

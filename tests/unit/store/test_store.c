@@ -1,6 +1,15 @@
 /* Unit tests: the store: batch validation, durability and dedup, replay of several logs, compaction, damage, blocks. */
 #include "server_fixture.h"
 
+/* Builds the first n of sample_specs as batch seq at start and appends it. */
+static void append_samples(struct store *s, size_t n, uint64_t seq, int64_t start)
+{
+	struct buf z = { 0 };
+	make_batch(sample_specs, n, seq, start, &z);
+	append(s, &z);
+	buf_free(&z);
+}
+
 /* The path of the oldest write-ahead log file of the store in dir. */
 static void first_wal(const char *dir, char *out, size_t n)
 {
@@ -216,14 +225,12 @@ static void test_store_flush_of_several_logs(void **state)
 	(void)state;
 	char *dir = make_temp_dir();
 	struct store *s;
-	struct buf err = { 0 }, z1 = { 0 }, z2 = { 0 };
+	struct buf err = { 0 };
 	assert_int_equal(open_store(dir, &s, &err), 0);
-	make_batch(sample_specs, 5, 1, T0, &z1);
-	append(s, &z1);
+	append_samples(s, 5, 1, T0);
 	store_close(s);
 	assert_int_equal(open_store(dir, &s, &err), 0);
-	make_batch(sample_specs, 2, 2, T0 + 5000, &z2);
-	append(s, &z2);
+	append_samples(s, 2, 2, T0 + 5000);
 	store_close(s);
 	assert_int_equal(open_store(dir, &s, &err), 0);
 	assert_int_equal(total(s), 190);
@@ -244,23 +251,30 @@ static void test_store_flush_of_several_logs(void **state)
 	expect_reopened_total(dir, 190);
 
 	saved_logs_free(&logs);
-	buf_free(&z1);
-	buf_free(&z2);
 	buf_free(&err);
 	rm_temp_dir(dir);
 }
 
-static void wait_flushes(struct store *s, uint64_t n)
+/* Waits (up to 10 s) until the store's stats count field (flushes,
+ * compactions) at n or more. */
+#define WAIT_STAT(s, field, n) wait_stat(s, offsetof(struct store_stats, field), #field, n)
+static void wait_stat(struct store *s, size_t off, const char *name, uint64_t n)
 {
 	struct store_stats st;
+	uint64_t v = 0;
 	for (int i = 0; i < 1000; i++) {
 		store_get_stats(s, &st);
-		if (st.flushes >= n)
+		memcpy(&v, (const char *)&st + off, sizeof(v));
+		if (v >= n)
 			return;
 		usleep(10000);
 	}
-	fail_msg("no flush after 10 s (%llu of %llu)", (unsigned long long)st.flushes,
-		 (unsigned long long)n);
+	fail_msg("%s: %llu of %llu after 10 s", name, (unsigned long long)v, (unsigned long long)n);
+}
+
+static void wait_flushes(struct store *s, uint64_t n)
+{
+	WAIT_STAT(s, flushes, n);
 }
 
 /* A store whose maintenance thread seals the head after every batch and
@@ -322,13 +336,11 @@ static void test_store_shared_log(void **state)
 	config_seal_each_batch(&cfg);
 	struct store *s;
 	struct store_stats st;
-	struct buf err = { 0 }, z1 = { 0 }, z2 = { 0 };
+	struct buf err = { 0 };
 	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
-	make_batch(sample_specs, 5, 1, T0, &z1);
-	append(s, &z1);
+	append_samples(s, 5, 1, T0);
 	wait_flushes(s, 1);
-	make_batch(sample_specs, 2, 2, T0 + 5000, &z2);
-	append(s, &z2);
+	append_samples(s, 2, 2, T0 + 5000);
 	wait_flushes(s, 2);
 	struct saved_logs logs;
 	save_logs(dir, &logs);
@@ -364,11 +376,9 @@ static void test_store_shared_log(void **state)
 	cfg.head_max_rows = 1;
 	cfg.head_max_age_ms = 200;
 	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
-	make_batch(sample_specs, 1, 3, T0 + 10000, &z1);
-	append(s, &z1);
+	append_samples(s, 1, 3, T0 + 10000);
 	wait_flushes(s, 1); /* in a new log: the start had a log to replay */
-	make_batch(sample_specs, 1, 4, T0 + 15000, &z2);
-	append(s, &z2);
+	append_samples(s, 1, 4, T0 + 15000);
 	wait_flushes(s, 2); /* in the same log as the head after it */
 	uint64_t t3 = total(s);
 	assert_true(t3 > 0);
@@ -390,8 +400,6 @@ static void test_store_shared_log(void **state)
 	store_close(s);
 	check_committed(dir, t3); /* nothing replayed: the block is committed */
 
-	buf_free(&z1);
-	buf_free(&z2);
 	buf_free(&err);
 	rm_temp_dir(dir);
 }
@@ -409,23 +417,15 @@ static void test_store_compacts_a_logs_blocks(void **state)
 	cfg.compact_after = 3;
 	struct store *s;
 	struct store_stats st;
-	struct buf err = { 0 }, z = { 0 };
+	struct buf err = { 0 };
 	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
 	uint64_t want = 0;
 	for (uint64_t k = 0; k < 3; k++) {
-		buf_reset(&z);
-		make_batch(sample_specs, 5 - k, k + 1, T0 + (int64_t)k * 5000, &z);
-		append(s, &z);
+		append_samples(s, 5 - k, k + 1, T0 + (int64_t)k * 5000);
 		wait_flushes(s, k + 1);
 		want += k == 0 ? 100 : k == 1 ? 99 : 95;
 	}
-	for (int i = 0; i < 1000; i++) {
-		store_get_stats(s, &st);
-		if (st.compactions >= 1)
-			break;
-		assert_true(i < 999);
-		usleep(10000);
-	}
+	WAIT_STAT(s, compactions, 1);
 	store_get_stats(s, &st);
 	assert_int_equal(st.blocks, 1);
 	assert_int_equal(total(s), want);
@@ -439,7 +439,6 @@ static void test_store_compacts_a_logs_blocks(void **state)
 
 	store_close(reopen_replayed(dir, &cfg, want)); /* the merged block went */
 	check_committed(dir, want);
-	buf_free(&z);
 	buf_free(&err);
 	rm_temp_dir(dir);
 }
@@ -462,14 +461,12 @@ static void test_store_forgets_a_closed_hours_ids(void **state)
 	cfg.late_data_wait_ms = 0;
 	struct store *s;
 	struct store_stats st;
-	struct buf err = { 0 }, z = { 0 };
+	struct buf err = { 0 };
 	assert_int_equal(store_open(dir, &cfg, &s, &err), 0);
 	/* Every row of the hour (2023: closed) comes late, from two heads
 	 * sealed into one log, whose blocks are merged by its range. */
 	for (uint64_t k = 0; k < 2; k++) {
-		buf_reset(&z);
-		make_batch(sample_specs, 5 - k, k + 1, T0 + (int64_t)k * 5000, &z);
-		append(s, &z);
+		append_samples(s, 5 - k, k + 1, T0 + (int64_t)k * 5000);
 		assert_int_equal(store_seal(s, false, &err), 0);
 		assert_int_equal(store_write_sealed(s, &err), 0);
 	}
@@ -502,7 +499,6 @@ static void test_store_forgets_a_closed_hours_ids(void **state)
 	assert_true(st.memory_bytes < with_ids);
 	assert_int_equal(total(s), 100 + 99);
 	store_close(s);
-	buf_free(&z);
 	buf_free(&err);
 	rm_temp_dir(dir);
 }
@@ -513,12 +509,10 @@ static void test_store_torn_and_corrupt(void **state)
 	char *dir = make_temp_dir();
 	char wal[512];
 	struct store *s;
-	struct buf err = { 0 }, z = { 0 };
+	struct buf err = { 0 };
 	assert_int_equal(open_store(dir, &s, &err), 0);
 	for (uint64_t seq = 1; seq <= 3; seq++) {
-		buf_reset(&z);
-		make_batch(sample_specs, 1, seq, T0 + (int64_t)seq * 5000, &z);
-		append(s, &z);
+		append_samples(s, 1, seq, T0 + (int64_t)seq * 5000);
 	}
 	store_close(s);
 	first_wal(dir, wal, sizeof(wal));
@@ -547,13 +541,10 @@ static void test_store_torn_and_corrupt(void **state)
 	store_get_stats(s, &st);
 	assert_int_equal(st.wal_skipped_records, 1);
 	/* And the store still takes new batches after the damage. */
-	buf_reset(&z);
-	make_batch(sample_specs, 1, 4, T0 + 20000, &z);
-	append(s, &z);
+	append_samples(s, 1, 4, T0 + 20000);
 	assert_int_equal(total(s), 180);
 	store_close(s);
 	expect_reopened_total(dir, 180);
-	buf_free(&z);
 	buf_free(&err);
 	rm_temp_dir(dir);
 }
@@ -594,12 +585,10 @@ static void test_store_blocks(void **state)
 	char *dir = make_temp_dir();
 	struct symbols *sym;
 	struct store *s = open_store_symbols(dir, &sym);
-	struct buf err = { 0 }, z = { 0 };
+	struct buf err = { 0 };
 	/* Six batches half an hour apart: four hour partitions. */
 	for (uint64_t k = 0; k < 6; k++) {
-		buf_reset(&z);
-		make_batch(sample_specs, 5, k + 1, T0 + (int64_t)k * 1800000, &z);
-		append(s, &z);
+		append_samples(s, 5, k + 1, T0 + (int64_t)k * 1800000);
 	}
 	const char *all = "{\"filter\":{\"start_ts\":1,\"end_ts\":4102444800000},"
 			  "\"synthetic_frames\":[\"thread\"]}";
@@ -622,9 +611,7 @@ static void test_store_blocks(void **state)
 
 	/* A late batch for the first hour makes a second block there;
 	 * compaction merges it back into one block per partition. */
-	buf_reset(&z);
-	make_batch(sample_specs, 5, 7, T0 + 1000, &z);
-	append(s, &z);
+	append_samples(s, 5, 7, T0 + 1000);
 	assert_int_equal(store_flush(s, &err), 0);
 	store_get_stats(s, &st);
 	assert_int_equal(st.blocks, partitions + 1);
@@ -665,9 +652,7 @@ static void test_store_blocks(void **state)
 	char aside[4][600];
 	assert_int_equal(list_blocks(dir, ".corrupt", aside, 4), 1);
 	/* And new batches are still taken. */
-	buf_reset(&z);
-	make_batch(sample_specs, 5, 8, T0 + 2000, &z);
-	append(s, &z);
+	append_samples(s, 5, 8, T0 + 2000);
 	assert_int_equal(total(s), left + 100);
 
 	/* Retention: partitions that ended before now - 14 days go. */
@@ -690,7 +675,6 @@ static void test_store_blocks(void **state)
 	free(compacted);
 	free(reopened);
 	symbols_close(sym);
-	buf_free(&z);
 	buf_free(&err);
 	rm_temp_dir(dir);
 }
@@ -952,21 +936,16 @@ static void test_store_codecs(void **state)
 	rm_temp_dir(dir);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_batch_rejects),
-		cmocka_unit_test(test_frame_type_names),
-		cmocka_unit_test(test_store_durable_and_dedup),
-		cmocka_unit_test(test_store_torn_and_corrupt),
-		cmocka_unit_test(test_store_flush_of_several_logs),
-		cmocka_unit_test(test_store_shared_log),
-		cmocka_unit_test(test_store_compacts_a_logs_blocks),
-		cmocka_unit_test(test_store_forgets_a_closed_hours_ids),
-		cmocka_unit_test(test_store_blocks),
-		cmocka_unit_test(test_head_writer),
-		cmocka_unit_test(test_part_hosts_and_agents),
-		cmocka_unit_test(test_store_codecs),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_batch_rejects),
+	cmocka_unit_test(test_frame_type_names),
+	cmocka_unit_test(test_store_durable_and_dedup),
+	cmocka_unit_test(test_store_torn_and_corrupt),
+	cmocka_unit_test(test_store_flush_of_several_logs),
+	cmocka_unit_test(test_store_shared_log),
+	cmocka_unit_test(test_store_compacts_a_logs_blocks),
+	cmocka_unit_test(test_store_forgets_a_closed_hours_ids),
+	cmocka_unit_test(test_store_blocks),
+	cmocka_unit_test(test_head_writer),
+	cmocka_unit_test(test_part_hosts_and_agents),
+	cmocka_unit_test(test_store_codecs))

@@ -207,6 +207,16 @@ static void fill_batch(struct world *w, struct batch *b, const struct msample *s
 
 static const char *const zstd_headers[] = { "Content-Encoding", "zstd", NULL };
 
+/* Posts the zstd body z to fn; fails the test (naming what) unless it
+ * answers 200. The answer into out. */
+static void post_zstd(struct world *w, http_handler fn, const struct buf *z, const char *what, struct buf *out)
+{
+	int status = call(w, fn, NULL, z->data, z->len, zstd_headers, NULL, out);
+	if (status != 200)
+		fail_msg("seed %llu step %ld: %s answered %d: %s", (unsigned long long)w->seed, w->step,
+			 what, status, out->data);
+}
+
 static void agent_batch(struct world *w)
 {
 	unsigned ai = pick(w, NAGENTS);
@@ -289,10 +299,7 @@ static bool send_v1_as(struct world *w, const char *instance, const struct msamp
 				   s[0].ts + 5000, 19, 4 };
 	struct buf z = { 0 }, out = { 0 };
 	assert_int_equal(batch_encode(&b, &meta, &z), 0);
-	int status = call(w, handle_ingest_batch, NULL, z.data, z.len, zstd_headers, NULL, &out);
-	if (status != 200)
-		fail_msg("seed %llu step %ld: v1 batch answered %d: %s", (unsigned long long)w->seed,
-			 w->step, status, out.data);
+	post_zstd(w, handle_ingest_batch, &z, "v1 batch", &out);
 	bool dup = strstr(out.data, "\"duplicate\":true") != NULL;
 	batch_free(&b);
 	buf_free(&z);
@@ -396,10 +403,7 @@ static void metrics_batch(struct world *w)
 					  proj_names[pick(w, NPROJ)], now - 2000, now };
 	struct buf z = { 0 }, out = { 0 };
 	assert_int_equal(metric_batch_encode(&b, &meta, &z), 0);
-	int status = call(w, handle_ingest_metrics, NULL, z.data, z.len, zstd_headers, NULL, &out);
-	if (status != 200)
-		fail_msg("seed %llu step %ld: metrics answered %d: %s", (unsigned long long)w->seed,
-			 w->step, status, out.data);
+	post_zstd(w, handle_ingest_metrics, &z, "metrics", &out);
 	w->n_metrics++;
 	metric_batch_free(&b);
 	buf_free(&z);
@@ -473,6 +477,16 @@ static bool q_selects(const struct q *q, const struct msample *s)
 	if (q->filter == 2)
 		return s->thread != 0;
 	return true;
+}
+
+/* The model's next sample from *i on that q selects (*i past it), or
+ * NULL when none is left. */
+static const struct msample *next_selected(const struct world *w, const struct q *q, size_t *i)
+{
+	for (; *i < w->m.n; (*i)++)
+		if (q_selects(q, &w->m.s[*i]))
+			return &w->m.s[(*i)++];
+	return NULL;
 }
 
 static const char *const filters[] = { "null", "\"process.executable.name == \\\"exe_1\\\"\"",
@@ -559,10 +573,8 @@ static void check_flamegraph(struct world *w, const struct q *q, bool grouped)
 {
 	struct entries want = { 0 }, got = { 0 };
 	uint64_t total = 0;
-	for (size_t i = 0; i < w->m.n; i++) {
-		const struct msample *s = &w->m.s[i];
-		if (!q_selects(q, s))
-			continue;
+	const struct msample *s;
+	for (size_t i = 0; (s = next_selected(w, q, &i)) != NULL;) {
 		total += s->value;
 		char g[16] = "";
 		if (grouped) {
@@ -597,10 +609,8 @@ static void check_flamegraph(struct world *w, const struct q *q, bool grouped)
 static void check_functions(struct world *w, const struct q *q)
 {
 	struct entries want = { 0 }, got = { 0 };
-	for (size_t i = 0; i < w->m.n; i++) {
-		const struct msample *s = &w->m.s[i];
-		if (!q_selects(q, s))
-			continue;
+	const struct msample *s;
+	for (size_t i = 0; (s = next_selected(w, q, &i)) != NULL;) {
 		unsigned d = w->depth[s->stack];
 		for (unsigned j = 0; j < d; j++) {
 			char f[16];
@@ -625,10 +635,8 @@ static void check_by_executable(struct world *w, const struct q *q, http_handler
 				const char *extra, const char *list, const char *what)
 {
 	struct entries want = { 0 }, got = { 0 };
-	for (size_t i = 0; i < w->m.n; i++) {
-		const struct msample *s = &w->m.s[i];
-		if (!q_selects(q, s))
-			continue;
+	const struct msample *s;
+	for (size_t i = 0; (s = next_selected(w, q, &i)) != NULL;) {
 		char e[16];
 		snprintf(e, sizeof(e), "exe_%u", s->exe);
 		ent_add(&want, e, s->value, 0);
@@ -660,10 +668,8 @@ static void check_events(struct world *w, const struct q *q)
 {
 	struct entries want = { 0 }, got = { 0 };
 	size_t rows = 0;
-	for (size_t i = 0; i < w->m.n; i++) {
-		const struct msample *s = &w->m.s[i];
-		if (!q_selects(q, s))
-			continue;
+	const struct msample *s;
+	for (size_t i = 0; (s = next_selected(w, q, &i)) != NULL;) {
 		struct buf k = { 0 };
 		buf_printf(&k, "%lld exe_%u t%u ", (long long)s->ts, s->exe, s->thread);
 		path_of(w, s, w->depth[s->stack], &k);
@@ -857,6 +863,14 @@ static struct world *world_new(uint64_t seed)
 	return w;
 }
 
+/* A world of seed, its server started. */
+static struct world *world_started(uint64_t seed)
+{
+	struct world *w = world_new(seed);
+	world_open(w);
+	return w;
+}
+
 static void check_all(struct world *w, uint8_t proj)
 {
 	struct q q = { proj, 1, T0 - 3600000, T0 + 4 * 3600000LL, 0 };
@@ -881,8 +895,7 @@ static void one_sample(struct world *w, int64_t ts, uint8_t exe, uint64_t value)
 static void test_series_spanning_an_empty_hour(void **state)
 {
 	(void)state;
-	struct world *w = world_new(7);
-	world_open(w);
+	struct world *w = world_started(7);
 	one_sample(w, T0 + 1800000, 0, 5);
 	one_sample(w, T0 + 2 * 3600000 + 1800000, 0, 7);
 	one_sample(w, T0 + 3600000 + 1800000, 1, 11);
@@ -905,8 +918,7 @@ static void test_series_spanning_an_empty_hour(void **state)
 static void test_retry_after_compaction_and_restart(void **state)
 {
 	(void)state;
-	struct world *w = world_new(8);
-	world_open(w);
+	struct world *w = world_started(8);
 	struct buf err = { 0 };
 	struct msample first = { .proj = 0, .kind = 1, .stack = 1, .exe = 2, .ts = T0 + 60000,
 				 .value = 3 };
@@ -923,6 +935,18 @@ static void test_retry_after_compaction_and_restart(void **state)
 	buf_free(&err);
 	world_close(w);
 }
+
+/* What a step of the model does, by a pick from 0 to 99: the first
+ * whose bound is above it. */
+static const struct {
+	unsigned below;
+	void (*run)(struct world *w);
+} actions[] = {
+	{ 30, agent_batch },	  { 36, v1_batch },	   { 48, otlp_request },
+	{ 51, metrics_batch },	  { 54, agent_resend },	   { 56, agent_restart },
+	{ 58, forget_sessions },  { 68, maintenance_step }, { 70, restart },
+	{ 100, query_step },
+};
 
 static void test_model(void **state)
 {
@@ -941,26 +965,10 @@ static void test_model(void **state)
 	world_open(w);
 	for (w->step = 0; w->step < steps; w->step++) {
 		unsigned r = pick(w, 100);
-		if (r < 30)
-			agent_batch(w);
-		else if (r < 36)
-			v1_batch(w);
-		else if (r < 48)
-			otlp_request(w);
-		else if (r < 51)
-			metrics_batch(w);
-		else if (r < 54)
-			agent_resend(w);
-		else if (r < 56)
-			agent_restart(w);
-		else if (r < 58)
-			forget_sessions(w);
-		else if (r < 68)
-			maintenance_step(w);
-		else if (r < 70)
-			restart(w);
-		else
-			query_step(w);
+		size_t a = 0;
+		while (r >= actions[a].below)
+			a++;
+		actions[a].run(w);
 		if (paranoid) {
 			fprintf(stderr, "# step %ld: %u\n", w->step, r);
 			for (uint8_t p = 0; p < NPROJ; p++)
@@ -990,8 +998,7 @@ static void test_model(void **state)
 static void test_live_blocks_adopted_after_a_start(void **state)
 {
 	(void)state;
-	struct world *w = world_new(9);
-	world_open(w);
+	struct world *w = world_started(9);
 	struct buf err = { 0 };
 	for (int round = 0; round < 4; round++) {
 		for (uint8_t k = 0; k < NSTACKS; k++) {
@@ -1030,13 +1037,8 @@ static void test_live_blocks_adopted_after_a_start(void **state)
 	world_close(w);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_series_spanning_an_empty_hour),
-		cmocka_unit_test(test_retry_after_compaction_and_restart),
-		cmocka_unit_test(test_live_blocks_adopted_after_a_start),
-		cmocka_unit_test(test_model),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_series_spanning_an_empty_hour),
+	cmocka_unit_test(test_retry_after_compaction_and_restart),
+	cmocka_unit_test(test_live_blocks_adopted_after_a_start),
+	cmocka_unit_test(test_model))

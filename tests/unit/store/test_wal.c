@@ -111,10 +111,5 @@ static void test_wal_written_ahead(void **state)
 	rm_temp_dir(dir);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_wal_written_ahead),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_wal_written_ahead))

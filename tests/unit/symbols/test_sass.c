@@ -244,14 +244,9 @@ static void test_cubin_store(void **state)
 	free(dir);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_parse_nvdisasm_output),
-		cmocka_unit_test(test_parse_hostile),
-		cmocka_unit_test(test_disassemble_live),
-		cmocka_unit_test(test_child_limits),
-		cmocka_unit_test(test_cubin_store),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_parse_nvdisasm_output),
+	cmocka_unit_test(test_parse_hostile),
+	cmocka_unit_test(test_disassemble_live),
+	cmocka_unit_test(test_child_limits),
+	cmocka_unit_test(test_cubin_store))

@@ -281,6 +281,19 @@ static void test_separate_debug_file(void **state)
 	rm_temp_dir(dir);
 }
 
+/* elfsyms_open_debug_file finds a debug file for fd: the one at want
+ * when want is not NULL. */
+static void expect_debug_file(int fd, const char *exe, const char *root, const char *want)
+{
+	char found[4400];
+	int dfd = elfsyms_open_debug_file(fd, exe, root, found, sizeof(found));
+	if (dfd < 0)
+		fail_msg("no debug file for %s (want %s)", exe, want ? want : "any");
+	if (want)
+		assert_string_equal(found, want);
+	close(dfd);
+}
+
 /* Local debug files, found as gdb finds them: by build ID under a root,
  * then by .gnu_debuglink beside the file, in .debug/ beside it and under
  * the root by directory; another build's file under the right name is
@@ -345,23 +358,14 @@ static void test_local_debug_file(void **state)
 	assert_int_equal(system(cmd), 0);
 	char want[1024];
 	snprintf(want, sizeof(want), "%s/bin/.debug/wl.debug", dir);
-	dfd = elfsyms_open_debug_file(fd, exe, root, found, sizeof(found));
-	assert_true(dfd >= 0);
-	assert_string_equal(found, want);
-	close(dfd);
+	expect_debug_file(fd, exe, root, want);
 	unlink(want);
 	snprintf(want, sizeof(want), "%s%s/bin/wl.debug", root, dir);
-	dfd = elfsyms_open_debug_file(fd, exe, root, found, sizeof(found));
-	assert_true(dfd >= 0);
-	assert_string_equal(found, want);
-	close(dfd);
+	expect_debug_file(fd, exe, root, want);
 	snprintf(cmd, sizeof(cmd), "cp %s/wl.debug %s/bin/", dir, dir);
 	assert_int_equal(system(cmd), 0);
 	snprintf(want, sizeof(want), "%s/bin/wl.debug", dir);
-	dfd = elfsyms_open_debug_file(fd, exe, root, found, sizeof(found));
-	assert_true(dfd >= 0);
-	assert_string_equal(found, want);
-	close(dfd);
+	expect_debug_file(fd, exe, root, want);
 	unlink(want);
 	/* No directory known: only the root's. */
 	assert_int_equal(elfsyms_open_debug_file(fd, NULL, root, found, sizeof(found)), -1);
@@ -375,9 +379,7 @@ static void test_local_debug_file(void **state)
 	assert_int_equal(elfsyms_build_id(fd, bid), 0);
 	snprintf(cmd, sizeof(cmd), "cp %s/nobuild.debug %s/bin/", dir, dir);
 	assert_int_equal(system(cmd), 0);
-	dfd = elfsyms_open_debug_file(fd, exe, root, found, sizeof(found));
-	assert_true(dfd >= 0);
-	close(dfd);
+	expect_debug_file(fd, exe, root, NULL);
 	snprintf(cmd, sizeof(cmd), "printf x >> %s/bin/nobuild.debug", dir);
 	assert_int_equal(system(cmd), 0);
 	assert_int_equal(elfsyms_open_debug_file(fd, exe, root, found, sizeof(found)), -1);
@@ -463,16 +465,26 @@ static void check_name(const char *raw, const char *binary, const char *want)
 static void test_display_names(void **state)
 {
 	(void)state;
-	check_name("_ZN9SortStage7processERSt6vectorImSaImEE", "app", "SortStage::process");
-	check_name("_ZN11unwind_rust9mix_block17h1c0fac3cfcb01fe5E", "app", "unwind_rust::mix_block");
-	check_name("_RNvNtCsjrHSEGnQ3l9_3std2rt19lang_start_internal", "app", "std::rt::lang_start_internal");
-	check_name("__GI___libc_write", "libc.so.6", "write");
-	check_name("__memcpy_avx_unaligned_erms", "libc.so.6", "memcpy");
-	check_name("__read_nocancel", "libc.so.6", "read");
-	check_name("__libc_start_main", "libc.so.6", "start_main");
-	check_name("main", "app", "main");
-	check_name("__GI___libc_write", "libfoo.so", "__GI___libc_write"); /* only glibc */
-	check_name("_Znot_really_mangled", "app", "_Znot_really_mangled");
+#define APP "app"
+#define LIBC "libc.so.6"
+	static const struct {
+		const char *raw, *binary, *want;
+	} names[] = {
+		{ "_ZN9SortStage7processERSt6vectorImSaImEE", APP, "SortStage::process" },
+		{ "_ZN11unwind_rust9mix_block17h1c0fac3cfcb01fe5E", APP, "unwind_rust::mix_block" },
+		{ "_RNvNtCsjrHSEGnQ3l9_3std2rt19lang_start_internal", APP, "std::rt::lang_start_internal" },
+		{ "__GI___libc_write", LIBC, "write" },
+		{ "__memcpy_avx_unaligned_erms", LIBC, "memcpy" },
+		{ "__read_nocancel", LIBC, "read" },
+		{ "__libc_start_main", LIBC, "start_main" },
+		{ "main", APP, "main" },
+		{ "__GI___libc_write", "libfoo.so", "__GI___libc_write" }, /* only glibc */
+		{ "_Znot_really_mangled", APP, "_Znot_really_mangled" },
+	};
+#undef APP
+#undef LIBC
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+		check_name(names[i].raw, names[i].binary, names[i].want);
 	struct buf b = { 0 };
 	display_name("_ZN9SortStage7processERSt6vectorImSaImEE", "app", false, true, &b);
 	assert_string_equal(b.data, "SortStage::process(std::vector<unsigned long, std::allocator<unsigned long> >&)");
@@ -708,22 +720,17 @@ static void test_symbol_store(void **state)
 	rm_temp_dir(dir);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_symfile_roundtrip),
-		cmocka_unit_test(test_symfile_rejects_damage),
-		cmocka_unit_test(test_elfsyms_on_self),
-		cmocka_unit_test(test_dwarf_inlines_and_lines),
-		cmocka_unit_test(test_separate_debug_file),
-		cmocka_unit_test(test_local_debug_file),
-		cmocka_unit_test(test_gopclntab_stripped_go),
-		cmocka_unit_test(test_display_names),
-		cmocka_unit_test(test_fileid),
-		cmocka_unit_test(test_compress),
-		cmocka_unit_test(test_compress_stream),
-		cmocka_unit_test(test_elfsyms_chunks_and_stream),
-		cmocka_unit_test(test_symbol_store),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_symfile_roundtrip),
+	cmocka_unit_test(test_symfile_rejects_damage),
+	cmocka_unit_test(test_elfsyms_on_self),
+	cmocka_unit_test(test_dwarf_inlines_and_lines),
+	cmocka_unit_test(test_separate_debug_file),
+	cmocka_unit_test(test_local_debug_file),
+	cmocka_unit_test(test_gopclntab_stripped_go),
+	cmocka_unit_test(test_display_names),
+	cmocka_unit_test(test_fileid),
+	cmocka_unit_test(test_compress),
+	cmocka_unit_test(test_compress_stream),
+	cmocka_unit_test(test_elfsyms_chunks_and_stream),
+	cmocka_unit_test(test_symbol_store))

@@ -6,6 +6,7 @@
 
 #include "buf.h"
 #include "jsonw.h"
+#include "util.h"
 
 static void test_scalars(void **state)
 {
@@ -106,88 +107,59 @@ static void test_nested(void **state)
 	buf_free(&b);
 }
 
-enum misuse_case {
-	M_VALUE_WITHOUT_KEY,
-	M_KEY_IN_ARRAY,
-	M_KEY_AT_TOP,
-	M_TWO_KEYS,
-	M_KEY_WITHOUT_VALUE,
-	M_END_WRONG_KIND_OBJ,
-	M_END_WRONG_KIND_ARR,
-	M_END_NOTHING_OPEN,
-	M_UNCLOSED,
-	M_NOTHING,
-	M_TWO_TOP_VALUES,
-	M_TOO_DEEP,
-	M_NCASES
+/* The misuses, each as the calls it makes: { } [ ] begin or end an
+ * object or an array, 1 writes the number 1, D opens one array more than
+ * JSONW_MAX_DEPTH and closes them, any other letter is a key of that name. */
+static const char *const misuses[] = {
+	"{1}",   /* a value without a key */
+	"[k1]",  /* a key in an array */
+	"k1",    /* a key at the top */
+	"{ab1}", /* two keys */
+	"{a}",   /* a key without a value */
+	"[}",    /* the end of the other kind */
+	"{]",
+	"1]",    /* an end with nothing open */
+	"{a[",   /* left open */
+	"",      /* nothing written */
+	"{}1",   /* two values at the top */
+	"D",     /* too deep */
 };
 
-/* Writes misuse case c; returns what jsonw_finish says. */
-static int write_misuse(enum misuse_case c, bool lenient, struct buf *b)
+/* Makes the calls of a misuse; returns what jsonw_finish says. */
+static int write_misuse(const char *calls, bool lenient, struct buf *b)
 {
 	struct jsonw w;
 	jsonw_init(&w, b);
 	w.lenient = lenient;
-	switch (c) {
-	case M_VALUE_WITHOUT_KEY:
-		jsonw_begin_object(&w);
-		jsonw_u64(&w, 1);
-		jsonw_end_object(&w);
-		break;
-	case M_KEY_IN_ARRAY:
-		jsonw_begin_array(&w);
-		jsonw_key(&w, "k");
-		jsonw_u64(&w, 1);
-		jsonw_end_array(&w);
-		break;
-	case M_KEY_AT_TOP:
-		jsonw_key(&w, "k");
-		jsonw_u64(&w, 1);
-		break;
-	case M_TWO_KEYS:
-		jsonw_begin_object(&w);
-		jsonw_key(&w, "a");
-		jsonw_key(&w, "b");
-		jsonw_u64(&w, 1);
-		jsonw_end_object(&w);
-		break;
-	case M_KEY_WITHOUT_VALUE:
-		jsonw_begin_object(&w);
-		jsonw_key(&w, "a");
-		jsonw_end_object(&w);
-		break;
-	case M_END_WRONG_KIND_OBJ:
-		jsonw_begin_array(&w);
-		jsonw_end_object(&w);
-		break;
-	case M_END_WRONG_KIND_ARR:
-		jsonw_begin_object(&w);
-		jsonw_end_array(&w);
-		break;
-	case M_END_NOTHING_OPEN:
-		jsonw_u64(&w, 1);
-		jsonw_end_array(&w);
-		break;
-	case M_UNCLOSED:
-		jsonw_begin_object(&w);
-		jsonw_key(&w, "a");
-		jsonw_begin_array(&w);
-		break;
-	case M_NOTHING:
-		break;
-	case M_TWO_TOP_VALUES:
-		jsonw_begin_object(&w);
-		jsonw_end_object(&w);
-		jsonw_u64(&w, 1);
-		break;
-	case M_TOO_DEEP:
-		for (int i = 0; i <= JSONW_MAX_DEPTH; i++)
+	for (const char *c = calls; *c; c++) {
+		switch (*c) {
+		case '{':
+			jsonw_begin_object(&w);
+			break;
+		case '}':
+			jsonw_end_object(&w);
+			break;
+		case '[':
 			jsonw_begin_array(&w);
-		for (int i = 0; i <= JSONW_MAX_DEPTH; i++)
+			break;
+		case ']':
 			jsonw_end_array(&w);
-		break;
-	case M_NCASES:
-		break;
+			break;
+		case '1':
+			jsonw_u64(&w, 1);
+			break;
+		case 'D':
+			for (int i = 0; i <= JSONW_MAX_DEPTH; i++)
+				jsonw_begin_array(&w);
+			for (int i = 0; i <= JSONW_MAX_DEPTH; i++)
+				jsonw_end_array(&w);
+			break;
+		default: {
+			const char key[2] = { *c, '\0' };
+			jsonw_key(&w, key);
+			break;
+		}
+		}
 	}
 	int rc = jsonw_finish(&w);
 	if (rc)
@@ -205,10 +177,10 @@ static int write_misuse(enum misuse_case c, bool lenient, struct buf *b)
 static void test_misuse_flagged(void **state)
 {
 	(void)state;
-	for (int c = 0; c < M_NCASES; c++) {
+	for (size_t c = 0; c < ARRAY_SIZE(misuses); c++) {
 		struct buf b = { 0 };
-		if (write_misuse((enum misuse_case)c, true, &b) != -1)
-			fail_msg("misuse case %d was not flagged (wrote %s)", c, b.data ? b.data : "");
+		if (write_misuse(misuses[c], true, &b) != -1)
+			fail_msg("misuse \"%s\" was not flagged (wrote %s)", misuses[c], b.data ? b.data : "");
 		buf_free(&b);
 	}
 }
@@ -218,7 +190,7 @@ static void test_misuse_flagged(void **state)
 static void test_misuse_aborts_when_strict(void **state)
 {
 	(void)state;
-	for (int c = 0; c < M_NCASES; c++) {
+	for (size_t c = 0; c < ARRAY_SIZE(misuses); c++) {
 		fflush(NULL);
 		pid_t pid = fork();
 		assert_true(pid >= 0);
@@ -227,23 +199,18 @@ static void test_misuse_aborts_when_strict(void **state)
 			if (!freopen("/dev/null", "w", stderr))
 				_exit(3);
 			struct buf b = { 0 };
-			write_misuse((enum misuse_case)c, false, &b);
+			write_misuse(misuses[c], false, &b);
 			_exit(0);
 		}
 		int st;
 		assert_int_equal(waitpid(pid, &st, 0), pid);
 		if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGABRT)
-			fail_msg("misuse case %d did not abort (status %d)", c, st);
+			fail_msg("misuse \"%s\" did not abort (status %d)", misuses[c], st);
 	}
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_scalars),
-		cmocka_unit_test(test_nested),
-		cmocka_unit_test(test_misuse_flagged),
-		cmocka_unit_test(test_misuse_aborts_when_strict),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+UNIT_TEST_MAIN(
+	cmocka_unit_test(test_scalars),
+	cmocka_unit_test(test_nested),
+	cmocka_unit_test(test_misuse_flagged),
+	cmocka_unit_test(test_misuse_aborts_when_strict))
