@@ -289,12 +289,6 @@ static uint32_t reserve(struct unwind *u, uint32_t slot, uint32_t need, uint32_t
 	return um_take(&u->mem, slot, want, now_mono_ns(), pages);
 }
 
-static int cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 /* What building the table of the file fd holds at its peak, estimated
  * from its size (the rows, libdw's cache of the FDEs, the pages of
  * .eh_frame read: ~1/5 of the file for libLLVM and librustc_driver): what

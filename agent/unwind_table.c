@@ -211,12 +211,6 @@ static void frame_rule(Dwarf_Frame *fr, bool signal, struct unwind_rule *r)
 	}
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 /* The section called name, or NULL. */
 static Elf_Scn *section_named(Elf *elf, const char *want, GElf_Shdr *sh)
 {

@@ -32,12 +32,6 @@
 
 #define MAX_COUNT 10000
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 static void print_points(const struct metric_batch *b)
 {
 	for (size_t i = 0; i < b->npoints; i++) {

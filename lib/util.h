@@ -111,6 +111,10 @@ void timespec_add_ns(struct timespec *ts, uint64_t ns);
  * cond and joins the thread (which returns once it sees *stopping). */
 void thread_stop_join(pthread_t thread, pthread_mutex_t *mu, pthread_cond_t *cond, bool *stopping);
 
+/* qsort's comparisons of two uint64_t, of two uint32_t, ascending. */
+int cmp_u64(const void *a, const void *b);
+int cmp_u32(const void *a, const void *b);
+
 /* Lower-case hex of n bytes into out (2n+1 bytes, NUL-terminated). */
 void hex_encode(const uint8_t *in, size_t n, char *out);
 /* Parses s[0..n) (1 to 16 hex digits, nothing else) as a number.

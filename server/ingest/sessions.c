@@ -743,12 +743,6 @@ static void take_frame_refs(struct carry *c, const struct sframe *f)
 	take(c, T_STR, f->binary);
 }
 
-static int cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 /* Sorts v[0..n), distinct ids below universe, ascending. A session's
  * first batch in a new log carries hundreds of thousands of nodes, and
  * a comparison sort of those took a third of the carry's time: a long list

@@ -301,12 +301,6 @@ static void make_trace(struct ht *h, const struct acc *a, const struct ht_result
 		t->series[b] = a->series[b] / r->bucket_seconds;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 static void finish(struct ht *h, const struct ht_params *p, struct ht_result *r)
 {
 	r->total_seconds = h->total;

@@ -541,12 +541,6 @@ void recs_build(const struct ht_result *h, const char *project, const struct rec
 		build_app(h, &h->apps[i], project, c, arr);
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 /* --- generations ------------------------------------------------------------ */
 
 static bool id_valid(const char *id)

@@ -488,12 +488,6 @@ void stack_sums_add_part(struct stack_sums *ss, struct scan *scan, const struct 
 			stack_sums_add_series(ss, scan, p, s);
 }
 
-static int cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 void stack_sums_order(struct stack_sums *ss, size_t nnodes)
 {
 	if (ss->n < 2)

@@ -973,12 +973,6 @@ static void test_memory_bounds(void **state)
 	session_free(&c);
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 /* The agent's node index: a tree of 4^8 stacks (every path of 8 levels,
  * 4 frames a level) has 87 380 nodes; each is defined once, the index
  * grows through several sizes on the way, and a node costs well under
