@@ -61,22 +61,8 @@ static __attribute__((unused)) void make_batch_kind(const struct spec *specs, si
 	for (size_t i = 0; i < n; i++) {
 		uint32_t ids[6];
 		size_t depth = 0;
-		for (; depth < 6 && specs[i].frames[depth]; depth++) {
-			const char *name = specs[i].frames[depth];
-			struct bframe f = { .type = FT_NATIVE };
-			if (strncmp(name, "file:", 5) == 0) {
-				f.file = batch_file(&b, 0, &fid, "libfoo.so", NULL, 0, NULL, 0);
-				f.address = strtoull(name + 5, NULL, 16);
-			} else if (strncmp(name, "k:", 2) == 0) {
-				f.type = FT_KERNEL;
-				f.name = batch_string(&b, name + 2, strlen(name + 2));
-				f.binary = batch_string(&b, "vmlinux", 7);
-			} else {
-				f.name = batch_string(&b, name, strlen(name));
-				f.binary = batch_string(&b, specs[i].exe, strlen(specs[i].exe));
-			}
-			ids[depth] = batch_frame(&b, &f);
-		}
+		for (; depth < 6 && specs[i].frames[depth]; depth++)
+			ids[depth] = spec_frame(&b, specs[i].frames[depth], specs[i].exe, &fid);
 		uint32_t kv[] = {
 			batch_string(&b, "process.executable.name", 23),
 			batch_string(&b, specs[i].exe, strlen(specs[i].exe)),
@@ -88,9 +74,7 @@ static __attribute__((unused)) void make_batch_kind(const struct spec *specs, si
 		batch_add(&b, batch_stack(&b, ids, depth), batch_resource(&b, kv, 6), kind,
 			  specs[i].value);
 	}
-	struct batch_meta meta = { "agent-1", seq, "default", start, start + 5000, 19 };
-	assert_int_equal(batch_encode(&b, &meta, out), 0);
-	batch_free(&b);
+	spec_batch_finish(&b, seq, start, out);
 }
 
 static __attribute__((unused)) void make_batch(const struct spec *specs, size_t n, uint64_t seq, int64_t start,

@@ -9,6 +9,7 @@
 
 #include "testutil.h"
 
+#include "agent/batch.h"
 #include "buf.h"
 #include "server/ingest/batch_decode.h"
 #include "server/ingest/codecs.h"
@@ -22,6 +23,37 @@
 
 /* The project every batch goes to (the default project). */
 #define PROJECT "00000000-0000-0000-0000-000000000000"
+
+/* A frame of a test stack, by its name: "k:name" a kernel frame of
+ * vmlinux, "file:0x..." (with fid) a native frame at that offset of the
+ * file libfoo.so whose id is fid, any other a native frame of exe. */
+static __attribute__((unused)) uint32_t spec_frame(struct batch *b, const char *name, const char *exe,
+						   const struct file_id *fid)
+{
+	struct bframe f = { .type = FT_NATIVE };
+	if (fid && strncmp(name, "file:", 5) == 0) {
+		f.file = batch_file(b, 0, fid, "libfoo.so", NULL, 0, NULL, 0);
+		f.address = strtoull(name + 5, NULL, 16);
+	} else if (strncmp(name, "k:", 2) == 0) {
+		f.type = FT_KERNEL;
+		f.name = batch_string(b, name + 2, strlen(name + 2));
+		f.binary = batch_string(b, "vmlinux", 7);
+	} else {
+		f.name = batch_string(b, name, strlen(name));
+		f.binary = batch_string(b, exe, strlen(exe));
+	}
+	return batch_frame(b, &f);
+}
+
+/* Encodes b as agent-1's batch seq of [start, start + 5 s) into out and
+ * frees b. */
+static __attribute__((unused)) void spec_batch_finish(struct batch *b, uint64_t seq, int64_t start,
+						      struct buf *out)
+{
+	struct batch_meta meta = { "agent-1", seq, "default", start, start + 5000, 19 };
+	assert_int_equal(batch_encode(b, &meta, out), 0);
+	batch_free(b);
+}
 
 /* Decodes an encoded batch and appends it to the test project; fails the
  * test on any error. */

@@ -6,6 +6,7 @@
 
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -45,6 +46,18 @@ static inline void write_text(const char *path, const char *text)
 	assert_non_null(f);
 	fputs(text, f);
 	fclose(f);
+}
+
+/* The first line the shell command cmd writes, into line (n bytes);
+ * false when it writes none. */
+static inline bool command_line(const char *cmd, char *line, size_t n)
+{
+	FILE *f = popen(cmd, "r");
+	if (!f)
+		return false;
+	bool got = fgets(line, (int)n, f) != NULL;
+	pclose(f);
+	return got;
 }
 
 /* The main of a unit test that needs no set-up of its own: runs the

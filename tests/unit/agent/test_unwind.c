@@ -406,13 +406,7 @@ static uint64_t symbol(const char *path, const char *name)
 	char cmd[512], line[256];
 	snprintf(cmd, sizeof(cmd), "readelf -sW %s | awk '$8==\"%s\" || index($8, \"%s@\")==1 {print $2; exit}'",
 		 path, name, name);
-	FILE *f = popen(cmd, "r");
-	uint64_t v = 0;
-	if (f && fgets(line, sizeof(line), f))
-		v = strtoull(line, NULL, 16);
-	if (f)
-		pclose(f);
-	return v;
+	return command_line(cmd, line, sizeof(line)) ? strtoull(line, NULL, 16) : 0;
 }
 
 static void test_table_properties_libc(void **state)

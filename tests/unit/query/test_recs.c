@@ -368,19 +368,8 @@ static void make_batch(const struct sspec *specs, size_t n, uint64_t seq, int64_
 	for (size_t i = 0; i < n; i++) {
 		uint32_t ids[8];
 		size_t depth = 0;
-		for (; depth < 8 && specs[i].frames[depth]; depth++) {
-			const char *name = specs[i].frames[depth];
-			struct bframe f = { .type = FT_NATIVE };
-			const char *bin = specs[i].exe;
-			if (strncmp(name, "k:", 2) == 0) {
-				f.type = FT_KERNEL;
-				name += 2;
-				bin = "vmlinux";
-			}
-			f.name = batch_string(&b, name, strlen(name));
-			f.binary = batch_string(&b, bin, strlen(bin));
-			ids[depth] = batch_frame(&b, &f);
-		}
+		for (; depth < 8 && specs[i].frames[depth]; depth++)
+			ids[depth] = spec_frame(&b, specs[i].frames[depth], specs[i].exe, NULL);
 		uint32_t kv[10];
 		size_t nkv = 0;
 		kv[nkv++] = batch_string(&b, "process.executable.name", 23);
@@ -397,9 +386,7 @@ static void make_batch(const struct sspec *specs, size_t n, uint64_t seq, int64_
 		}
 		batch_add(&b, batch_stack(&b, ids, depth), batch_resource(&b, kv, nkv), kind, specs[i].value);
 	}
-	struct batch_meta meta = { "agent-1", seq, "default", start, start + 5000, 19 };
-	assert_int_equal(batch_encode(&b, &meta, out), 0);
-	batch_free(&b);
+	spec_batch_finish(&b, seq, start, out);
 }
 
 /* 1000 samples: a web deployment compiling regexes (600) and formatting

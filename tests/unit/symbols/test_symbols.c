@@ -170,14 +170,11 @@ static uint64_t symbol_addr(const char *path, const char *name, uint64_t *size)
 {
 	char cmd[512], line[256];
 	snprintf(cmd, sizeof(cmd), "readelf -sW %s | awk '$8==\"%s\"{print $2, $3; exit}'", path, name);
-	FILE *f = popen(cmd, "r");
 	uint64_t v = 0;
 	unsigned long long sz = 0;
 	char hex[64] = "";
-	if (f && fgets(line, sizeof(line), f) && sscanf(line, "%63s %llu", hex, &sz) == 2)
+	if (command_line(cmd, line, sizeof(line)) && sscanf(line, "%63s %llu", hex, &sz) == 2)
 		v = strtoull(hex, NULL, 16);
-	if (f)
-		pclose(f);
 	*size = sz;
 	return v;
 }
