@@ -199,17 +199,6 @@ uint32_t part_frame(struct part *p, const struct store_frame *f)
 	return frame_find_or_add(p, h, f);
 }
 
-struct node_key {
-	const struct part *p;
-	uint32_t parent, frame;
-};
-
-static bool eq_node(const void *ctx, uint32_t idx)
-{
-	const struct node_key *k = ctx;
-	return k->p->node_parent[idx] == k->parent && k->p->node_frame[idx] == k->frame;
-}
-
 /* The node index of a part whose tree was renumbered (part_sort_nodes). */
 static void index_nodes(struct part *p)
 {
@@ -222,22 +211,8 @@ uint32_t part_node(struct part *p, uint32_t parent, uint32_t frame)
 {
 	if (!p->node_index.count && p->nnodes > 1)
 		index_nodes(p);
-	uint64_t h = hash_u64((uint64_t)parent << 32 | frame);
-	struct node_key k = { p, parent, frame };
-	uint32_t idx;
-	if (hmap_find(&p->node_index, h, eq_node, &k, &idx))
-		return idx;
-	if (p->nnodes == p->capnodes) {
-		size_t cap = p->capnodes;
-		xgrow((void **)&p->node_parent, &cap, p->nnodes + 1, sizeof(uint32_t));
-		p->node_frame = xrealloc(p->node_frame, cap * sizeof(uint32_t));
-		p->capnodes = cap;
-	}
-	idx = (uint32_t)p->nnodes++;
-	p->node_parent[idx] = parent;
-	p->node_frame[idx] = frame;
-	hmap_insert(&p->node_index, h, idx);
-	return idx;
+	return hmap_pair_intern(&p->node_index, hash_u64((uint64_t)parent << 32 | frame),
+				&p->node_parent, &p->node_frame, &p->nnodes, &p->capnodes, parent, frame);
 }
 
 /* Whole stacks are indexed by a 128-bit hash of their frame ids: 64 bits
@@ -332,25 +307,18 @@ uint32_t *part_sort_nodes(struct part *p)
 	return map;
 }
 
-struct label_key {
-	const struct part *p;
-	const uint32_t *kv;
-	size_t n;
-};
-
 static bool eq_labels(const void *ctx, uint32_t idx)
 {
-	const struct label_key *k = ctx;
-	size_t len = k->p->label_off[idx + 1] - k->p->label_off[idx];
-	return len == k->n && (k->n == 0 || memcmp(k->p->label_kv + k->p->label_off[idx], k->kv,
-						   k->n * sizeof(uint32_t)) == 0);
+	const struct part *p = ((const struct hmap_span_key *)ctx)->owner;
+	return hmap_span_is(ctx, p->label_kv + p->label_off[idx],
+			    p->label_off[idx + 1] - p->label_off[idx], sizeof(uint32_t));
 }
 
 uint32_t part_labels(struct part *p, const uint32_t *kv, size_t npairs)
 {
 	size_t n = 2 * npairs;
 	uint64_t h = hash_bytes(kv, n * sizeof(uint32_t));
-	struct label_key k = { p, kv, n };
+	struct hmap_span_key k = { p, kv, n };
 	uint32_t idx;
 	if (hmap_find(&p->label_index, h, eq_labels, &k, &idx))
 		return idx;

@@ -862,30 +862,10 @@ static uint32_t find_series(const struct chv *v, uint32_t project, uint8_t kind,
 	return hmap_find(&v->series_index, series_hash(&k), eq_series, &k, &idx) ? idx : UINT32_MAX;
 }
 
-struct node_key {
-	const struct chv *v;
-	uint32_t parent, frame;
-};
-
-static bool eq_node(const void *ctx, uint32_t idx)
-{
-	const struct node_key *k = ctx;
-	return k->v->parent[idx] == k->parent && k->v->frame[idx] == k->frame;
-}
-
 static uint32_t chv_node(struct chv *v, uint32_t parent, uint32_t frame)
 {
-	struct node_key k = { v, parent, frame };
-	uint64_t h = hash_mix(hash_u64(parent), frame);
-	uint32_t idx;
-	if (hmap_find(&v->node_index, h, eq_node, &k, &idx))
-		return idx;
-	xgrow((void **)&v->parent, &v->capnodes, v->nnodes + 1, sizeof(uint32_t));
-	v->frame = xrealloc(v->frame, v->capnodes * sizeof(uint32_t));
-	v->parent[v->nnodes] = parent;
-	v->frame[v->nnodes] = frame;
-	hmap_insert(&v->node_index, h, (uint32_t)v->nnodes);
-	return (uint32_t)v->nnodes++;
+	return hmap_pair_intern(&v->node_index, hash_mix(hash_u64(parent), frame), &v->parent,
+				&v->frame, &v->nnodes, &v->capnodes, parent, frame);
 }
 
 /* --- reading: the query texts (one builder each, shared with
@@ -1190,41 +1170,48 @@ static int load_hosts(struct chv *v, struct buf *ans)
 }
 
 
+/* The next dictionary query of load_stacks (t, over the stacks of
+ * subquery sub) when the one before went well (rc 0, *r read whole); *r
+ * then reads its answer. Returns rc, or the query's. */
+static int dict_next(struct chv *v, enum dict_query t, const char *sub, struct buf *ans,
+		     struct rb *r, int rc)
+{
+	if (rc || r->bad)
+		return rc;
+	struct buf q = { 0 };
+	sql_dict(&q, t, v->s->database, sub);
+	rc = chv_query(v, q.data, ans);
+	buf_free(&q);
+	*r = rb_over(ans);
+	return rc;
+}
+
 /* Q3-Q5: the strings, frames and stacks those samples name; the tree. */
 static int load_stacks(struct chv *v, struct buf *ans)
 {
-	const char *d = v->s->database;
-	struct buf sub = { 0 }, q = { 0 };
-	sql_range(&sub, RQ_STACKS_OF, d, v->where.data, v->from_ms, v->to_ms);
+	struct buf sub = { 0 };
+	sql_range(&sub, RQ_STACKS_OF, v->s->database, v->where.data, v->from_ms, v->to_ms);
 	/* strings */
-	sql_dict(&q, DQ_STRINGS, d, sub.data);
-	int rc = chv_query(v, q.data, ans);
+	struct rb r = { 0 };
+	int rc = dict_next(v, DQ_STRINGS, sub.data, ans, &r, 0);
 	struct hmap str_index = { 0 };
 	uint64_t *str_hash = NULL;
 	uint32_t *str_id = NULL;
 	size_t nstr = 0, capstr = 0;
-	struct rb r = rb_over(ans);
 	while (rc == 0 && rb_more(&r)) {
 		uint64_t h = rb_int(&r, 8);
 		size_t len;
 		const char *s = rb_str(&r, &len);
 		if (r.bad)
 			break;
-		size_t cap = capstr;
-		xgrow((void **)&str_hash, &capstr, nstr + 1, sizeof(uint64_t));
-		if (cap != capstr)
-			str_id = xrealloc(str_id, capstr * sizeof(uint32_t));
+		xgrow2((void **)&str_hash, (void **)&str_id, &capstr, nstr + 1,
+		       sizeof(uint64_t), sizeof(uint32_t));
 		str_hash[nstr] = h;
 		str_id[nstr] = strtab_intern(&v->strs, s, len);
 		hmap_insert(&str_index, hash_u64(h), (uint32_t)nstr++);
 	}
 	/* files */
-	if (rc == 0 && !r.bad) {
-		q.len = 0;
-		sql_dict(&q, DQ_FILES, d, sub.data);
-		rc = chv_query(v, q.data, ans);
-		r = rb_over(ans);
-	}
+	rc = dict_next(v, DQ_FILES, sub.data, ans, &r, rc);
 	while (rc == 0 && rb_more(&r)) {
 		uint64_t h = rb_int(&r, 8);
 		size_t idlen, nlen, blen;
@@ -1242,21 +1229,14 @@ static int load_stacks(struct chv *v, struct buf *ans)
 		memcpy(f.build_id, bid, f.build_id_len);
 		f.nsegs = (uint8_t)(nsegs / 3);
 		f.name = strtab_intern(&v->strs, name, nlen);
-		size_t cap = v->capfiles;
-		xgrow((void **)&v->files, &v->capfiles, v->nfiles + 1, sizeof(*v->files));
-		if (cap != v->capfiles)
-			v->file_hash = xrealloc(v->file_hash, v->capfiles * sizeof(uint64_t));
+		xgrow2((void **)&v->files, (void **)&v->file_hash, &v->capfiles, v->nfiles + 1,
+		       sizeof(*v->files), sizeof(uint64_t));
 		v->files[v->nfiles] = f;
 		v->file_hash[v->nfiles] = h;
 		hmap_insert(&v->file_index, hash_u64(h), (uint32_t)v->nfiles++);
 	}
 	/* frames */
-	if (rc == 0 && !r.bad) {
-		q.len = 0;
-		sql_dict(&q, DQ_FRAMES, d, sub.data);
-		rc = chv_query(v, q.data, ans);
-		r = rb_over(ans);
-	}
+	rc = dict_next(v, DQ_FRAMES, sub.data, ans, &r, rc);
 	while (rc == 0 && rb_more(&r)) {
 		uint64_t h = rb_int(&r, 8);
 		uint8_t type = (uint8_t)rb_int(&r, 1);
@@ -1265,10 +1245,8 @@ static int load_stacks(struct chv *v, struct buf *ans)
 		if (r.bad)
 			break;
 		uint32_t fl = file ? find_u64(&v->file_index, v->file_hash, file) : UINT32_MAX;
-		size_t cap = v->capframes;
-		xgrow((void **)&v->frames, &v->capframes, v->nframes + 1, sizeof(*v->frames));
-		if (cap != v->capframes)
-			v->frame_hash = xrealloc(v->frame_hash, v->capframes * sizeof(uint64_t));
+		xgrow2((void **)&v->frames, (void **)&v->frame_hash, &v->capframes, v->nframes + 1,
+		       sizeof(*v->frames), sizeof(uint64_t));
 		uint32_t fi = find_u64(&str_index, str_hash, fn), bi = find_u64(&str_index, str_hash, bin);
 		v->frames[v->nframes] = (struct chv_frame){
 			.type = type, .address = addr, .name = fi == UINT32_MAX ? 0 : str_id[fi],
@@ -1281,12 +1259,7 @@ static int load_stacks(struct chv *v, struct buf *ans)
 	free(str_id);
 	hmap_free(&str_index);
 	/* stacks, each into the tree */
-	if (rc == 0 && !r.bad) {
-		q.len = 0;
-		sql_dict(&q, DQ_STACKS, d, sub.data);
-		rc = chv_query(v, q.data, ans);
-		r = rb_over(ans);
-	}
+	rc = dict_next(v, DQ_STACKS, sub.data, ans, &r, rc);
 	while (rc == 0 && rb_more(&r)) {
 		uint64_t h = rb_int(&r, 8);
 		uint64_t n = rb_varint(&r);
@@ -1305,15 +1278,12 @@ static int load_stacks(struct chv *v, struct buf *ans)
 		}
 		if (r.bad)
 			break;
-		size_t cap = v->capstacks;
-		xgrow((void **)&v->stack_hash, &v->capstacks, v->nstacks + 1, sizeof(uint64_t));
-		if (cap != v->capstacks)
-			v->stack_leaf = xrealloc(v->stack_leaf, v->capstacks * sizeof(uint32_t));
+		xgrow2((void **)&v->stack_hash, (void **)&v->stack_leaf, &v->capstacks, v->nstacks + 1,
+		       sizeof(uint64_t), sizeof(uint32_t));
 		v->stack_hash[v->nstacks] = h;
 		v->stack_leaf[v->nstacks] = node;
 		hmap_insert(&v->stack_index, hash_u64(h), (uint32_t)v->nstacks++);
 	}
-	buf_free(&q);
 	buf_free(&sub);
 	if (rc == 0 && r.bad) {
 		log_error("clickhouse store: a malformed answer (stacks)");
@@ -1487,10 +1457,8 @@ static int load_sums(struct chv *v, int64_t from_ms, int64_t to_ms)
 			: find_series(v, project, kind_of(kind, klen), (uint16_t)MIN(hz, 65535u), labels);
 		if (i == UINT32_MAX)
 			continue; /* a series that arrived after the view was begun */
-		size_t cap = v->ser_cap[i];
-		xgrow((void **)&v->ser_stacks[i], &v->ser_cap[i], v->ser_n[i] + 1, sizeof(uint32_t));
-		if (cap != v->ser_cap[i])
-			v->ser_sums[i] = xrealloc(v->ser_sums[i], v->ser_cap[i] * sizeof(uint64_t));
+		xgrow2((void **)&v->ser_stacks[i], (void **)&v->ser_sums[i], &v->ser_cap[i], v->ser_n[i] + 1,
+		       sizeof(uint32_t), sizeof(uint64_t));
 		v->ser_stacks[i][v->ser_n[i]] = leaf_of(v, h);
 		v->ser_sums[i][v->ser_n[i]++] = sum;
 	}
