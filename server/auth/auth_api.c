@@ -259,10 +259,7 @@ void handle_auth_login(struct server *srv, const struct http_req *req, struct ht
 out:
 	if (counted)
 		__atomic_sub_fetch(&a->logins_running, 1, __ATOMIC_ACQ_REL);
-	if (password) {
-		memset(password, 0, strlen(password));
-		free(password);
-	}
+	free_secret(password);
 	free(email);
 	json_decref(doc);
 	buf_free(&err);
@@ -583,10 +580,7 @@ void handle_users_create(struct server *srv, const struct http_req *req, struct 
 	audit(a, req, "user.create", u.id, "ok", u.email);
 	answer_json(resp, 201, user_json(&u));
 out:
-	if (password) {
-		memset(password, 0, strlen(password));
-		free(password);
-	}
+	free_secret(password);
 	free_all(email, given, family);
 	json_decref(doc);
 	buf_free(&err);
