@@ -21,8 +21,7 @@ void strtab_init(struct strtab *t)
 void strtab_free(struct strtab *t)
 {
 	buf_free(&t->bytes);
-	free(t->offsets);
-	free(t->lengths);
+	free_all(t->offsets, t->lengths);
 	hmap_free(&t->index);
 	memset(t, 0, sizeof(*t));
 }

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -319,6 +320,20 @@ static int io_exact(int fd, void *p, size_t n, uint64_t off, enum io_op op)
 		done += (size_t)r;
 	}
 	return 0;
+}
+
+int fsync_dir_of(const char *path)
+{
+	char *copy = xstrdup(path);
+	int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	free(copy);
+	if (fd < 0)
+		return -1;
+	int rc = fsync(fd);
+	int e = errno;
+	close(fd);
+	errno = e;
+	return rc;
 }
 
 int write_exact(int fd, const void *p, size_t n)

@@ -128,6 +128,9 @@ int read_file(const char *path, size_t max, char **out, size_t *len);
 /* Writes all n bytes to fd (retrying short writes and EINTR): 0, or -1
  * with errno set (EIO when write wrote nothing). */
 int write_exact(int fd, const void *p, size_t n);
+/* fsync of the directory holding path (its entry's creation or removal
+ * made durable): 0, or -1 with errno set. */
+int fsync_dir_of(const char *path);
 /* Reads exactly n bytes at offset off: 0, or -1 with errno set (EIO when
  * the file ends first). */
 int pread_exact(int fd, void *p, size_t n, uint64_t off);

@@ -849,8 +849,7 @@ int identity_role_put(struct identity *id, const char *role_id, const char *name
 			 " projects = excluded.projects",
 			 "tttti", rid, name, pj, prj, now_unix_ms());
 	rc = tx_end(id, rc, err);
-	free(pj);
-	free(prj);
+	free_all(pj, prj);
 	if (!rc && out_id)
 		copy(out_id, IDENTITY_ID_LEN, rid);
 	return rc;
@@ -960,8 +959,7 @@ int identity_token_create(struct identity *id, const char *owner, const char *na
 					" created_ms, expires_ms) VALUES (?,?,?,?,?,?,?,?)",
 		     "ttttttii", t.id, hash, t.owner, t.name, sj, pj, t.created_ms, t.expires_ms);
 	pthread_mutex_unlock(&id->mu);
-	free(sj);
-	free(pj);
+	free_all(sj, pj);
 	if (rc)
 		secret[0] = 0;
 	else if (out)

@@ -712,8 +712,7 @@ static void conv_reset(struct conv *c)
 static void conv_free(struct conv *c)
 {
 	conv_reset(c);
-	free(c->allocs);
-	free(c->strs.v);
+	free_all(c->allocs, c->strs.v);
 	buf_free(&c->strs.extra);
 	free_all(c->strs.extra_off, c->map_file, c->loc_first, c->loc_count, c->stack_map,
 	         c->attr_key, c->attr_val, c->files, c->frames, c->stacks, c->res);

@@ -539,16 +539,14 @@ int export_tree(enum fg_format f, struct otree *t, const struct display *d, size
 		rc = write_speedscope(&x, err);
 	else if (f == FG_FORMAT_PPROF)
 		rc = write_pprof(&x, err);
-	free(x.ids);
-	free(x.plen);
+	free_all(x.ids, x.plen);
 	buf_free(&x.path);
 	free(x.frame_of);
 	buf_free(&x.frames);
 	buf_free(&x.samples);
 	buf_free(&x.weights);
 	strtab_free(&x.strs);
-	free(x.fns);
-	free(x.locs);
+	free_all(x.fns, x.locs);
 	hmap_free(&x.loc_index);
 	free_all(x.mapping_of, x.mapping_file, x.smp, x.locids);
 	return rc;

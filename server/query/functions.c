@@ -622,8 +622,7 @@ int functions_query(struct store *st, struct symbols *sym, struct fetcher *fetch
 		b = cmp.t;
 		stats_b = cmp.stats;
 		buf_free(&cmp.err);
-		free(cmp.f.stamp);
-		free(cmp.f.target);
+		free_all(cmp.f.stamp, cmp.f.target);
 		display_free(cmp.f.d);
 		if (rca < 0 || cmp.rc < 0) {
 			rc = rca < 0 ? rca : cmp.rc;
@@ -649,14 +648,12 @@ int functions_query(struct store *st, struct symbols *sym, struct fetcher *fetch
 	jsonw_end_object(&w);
 	rc = jsonw_finish_answer(&w, err);
 out:
-	free(a.v);
-	free(b.v);
+	free_all(a.v, b.v);
 	buf_free(&stats_a);
 	buf_free(&stats_b);
 	otree_free(&f.callers);
 	otree_free(&f.callees);
-	free(f.stamp);
-	free(f.target);
+	free_all(f.stamp, f.target);
 	display_free(f.d);
 	return rc;
 }

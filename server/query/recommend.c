@@ -442,8 +442,7 @@ static void build_app(const struct ht_result *h, const struct ht_app *app, const
 		json_decref(evidence);
 		json_decref(traces);
 		json_decref(usage);
-		free(m);
-		free(matched);
+		free_all(m, matched);
 		return;
 	}
 	qsort(f, nf, sizeof(*f), cmp_finding);
@@ -520,8 +519,7 @@ static void build_app(const struct ht_result *h, const struct ht_app *app, const
 		"technical", json_pack("{s:s, s:o, s:o, s:s}", "confidence", conf, "lower_priority", lower,
 				       "hot_traces", traces, "analyzer", "built-in"));
 	json_array_append_new(arr, rec);
-	free(m);
-	free(matched);
+	free_all(m, matched);
 }
 
 void recs_build(const struct ht_result *h, const char *project, const struct recs_config *c,

@@ -244,19 +244,15 @@ static struct chunk *chunk_new(const char *project, int64_t now_ms)
 static void chunk_free(struct chunk *c)
 {
 	strtab_free(&c->strs);
-	free(c->files);
-	free(c->file_names);
+	free_all(c->files, c->file_names);
 	hmap_free(&c->file_index);
 	free(c->frames);
 	hmap_free(&c->frame_index);
-	free(c->node_parent);
-	free(c->node_frame);
+	free_all(c->node_parent, c->node_frame);
 	hmap_free(&c->node_index);
-	free(c->lab_ids);
-	free(c->lab_off);
+	free_all(c->lab_ids, c->lab_off);
 	hmap_free(&c->lab_index);
-	free(c->spans);
-	free(c);
+	free_all(c->spans, c);
 }
 
 /* The segment of c as its dictionaries stand now. */

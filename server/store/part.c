@@ -36,22 +36,19 @@ void part_free(struct part *p)
 	strtab_free(&p->sstr);
 	free_all(p->files, p->frames, p->node_parent, p->node_frame, p->label_kv, p->label_off);
 	for (size_t i = 0; i < p->nseries; i++) {
-		free(p->series[i].minutes);
-		free(p->series[i].rows);
+		free_all(p->series[i].minutes, p->series[i].rows);
 	}
 	free_all(p->series, p->hosts, p->agents);
 	hmap_free(&p->file_index);
 	hmap_free(&p->frame_index);
 	hmap_free(&p->node_index);
 	hmap_free(&p->stack_index);
-	free(p->stack_keys);
-	free(p->frame_hi);
+	free_all(p->stack_keys, p->frame_hi);
 	for (size_t i = 0; i < p->nrollups; i++) {
 		free_all(p->rollups[i].stacks, p->rollups[i].sums, p->rollups[i].acc,
 		         p->rollups[i].pos);
 	}
-	free(p->rollups);
-	free(p->slices);
+	free_all(p->rollups, p->slices);
 	hmap_free(&p->label_index);
 	hmap_free(&p->series_index);
 	hmap_free(&p->host_index);
@@ -296,8 +293,7 @@ uint32_t *part_sort_nodes(struct part *p)
 		parent[map[i]] = map[p->node_parent[i]];
 		frame[map[i]] = p->node_frame[i];
 	}
-	free(p->node_parent);
-	free(p->node_frame);
+	free_all(p->node_parent, p->node_frame);
 	p->node_parent = parent;
 	p->node_frame = frame;
 	/* Its keys name parents by id: built again when next needed. */

@@ -204,8 +204,7 @@ static void emb_carry(struct store_view *bv)
 					order[k++] = i;
 	}
 	v->order = order;
-	free(end);
-	free(end_nodes);
+	free_all(end, end_nodes);
 }
 
 static bool emb_same_ids(const struct store_view *bv, size_t i, size_t j)

@@ -176,8 +176,7 @@ void fetcher_stop(struct fetcher *f)
 	if (!f)
 		return;
 	thread_stop_join(f->thread, &f->mu, &f->cond, &f->stopping);
-	free(f->queue);
-	free(f->known);
+	free_all(f->queue, f->known);
 	hmap_free(&f->known_index);
 	pthread_mutex_destroy(&f->mu);
 	pthread_cond_destroy(&f->cond);

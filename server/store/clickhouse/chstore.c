@@ -295,8 +295,7 @@ static uint64_t enc_labels(struct enc *x, uint32_t id)
 	x->labels[id] = ch_labels_hash(k, v, n);
 	if (enc_new(x, x->labels[id]))
 		ch_batch_label_set(x->b, k, v, n);
-	free(k);
-	free(sorted);
+	free_all(k, sorted);
 	return x->labels[id];
 }
 
@@ -418,8 +417,7 @@ static void send_group(struct chs *s, struct pending *group, size_t n)
 		if (r != CH_OK)
 			buf_puts(&q->err, err.data ? err.data : "clickhouse: failed");
 	}
-	free(b);
-	free(res);
+	free_all(b, res);
 	buf_free(&rows);
 	buf_free(&sql);
 	buf_free(&err);
@@ -1255,8 +1253,7 @@ static int load_stacks(struct chv *v, struct buf *ans)
 		v->frame_hash[v->nframes] = h;
 		hmap_insert(&v->frame_index, hash_u64(h), (uint32_t)v->nframes++);
 	}
-	free(str_hash);
-	free(str_id);
+	free_all(str_hash, str_id);
 	hmap_free(&str_index);
 	/* stacks, each into the tree */
 	rc = dict_next(v, DQ_STACKS, sub.data, ans, &r, rc);
@@ -1609,22 +1606,18 @@ static void chv_close(struct store_view *bv)
 	for (size_t i = 0; i < v->nseries; i++) {
 		free(v->minutes[i]);
 		if (v->ser_n) {
-			free(v->ser_stacks[i]);
-			free(v->ser_sums[i]);
+			free_all(v->ser_stacks[i], v->ser_sums[i]);
 		}
 	}
 	free_all(v->series, v->minutes, v->capminutes, v->series_labels);
 	hmap_free(&v->series_index);
 	free_all(v->ser_stacks, v->ser_sums, v->ser_n, v->ser_cap, v->frames, v->frame_hash);
 	hmap_free(&v->frame_index);
-	free(v->files);
-	free(v->file_hash);
+	free_all(v->files, v->file_hash);
 	hmap_free(&v->file_index);
-	free(v->parent);
-	free(v->frame);
+	free_all(v->parent, v->frame);
 	hmap_free(&v->node_index);
-	free(v->stack_hash);
-	free(v->stack_leaf);
+	free_all(v->stack_hash, v->stack_leaf);
 	hmap_free(&v->stack_index);
 	free_all(v->acc, v->out_stacks, v->out_sums, v->rows, v->host_cpus, v);
 }
