@@ -34,6 +34,14 @@ static void count(uint64_t *c, uint64_t v)
 	__atomic_add_fetch(c, v, __ATOMIC_RELAXED);
 }
 
+/* A body that does not decode (what names it): counted, 400, err freed. */
+static void refuse(uint64_t *counter, struct http_resp *resp, const char *what, struct buf *err)
+{
+	count(counter, 1);
+	http_error(resp, 400, "invalid %s: %s", what, err->data);
+	buf_free(err);
+}
+
 /* The id of the project called name, for a request by who that needs
  * permission there: a project is created on first use only by a principal
  * that holds permission in every project. Returns 0, -1 failed, or
@@ -154,14 +162,6 @@ static bool zstd_encoded(struct server *srv, const struct http_req *req, struct 
 	count(&srv->counters.ingest_rejected, 1);
 	http_error(resp, 415, "batches must be sent with Content-Encoding: zstd");
 	return false;
-}
-
-/* A body that does not decode (what names it): counted, 400, err freed. */
-static void refuse(uint64_t *counter, struct http_resp *resp, const char *what, struct buf *err)
-{
-	count(counter, 1);
-	http_error(resp, 400, "invalid %s: %s", what, err->data);
-	buf_free(err);
 }
 
 void handle_ingest_batch(struct server *srv, const struct http_req *req, struct http_resp *resp)

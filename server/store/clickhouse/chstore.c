@@ -1168,34 +1168,20 @@ static int load_hosts(struct chv *v, struct buf *ans)
 }
 
 
-/* The next dictionary query of load_stacks (t, over the stacks of
- * subquery sub) when the one before went well (rc 0, *r read whole); *r
- * then reads its answer. Returns rc, or the query's. */
-static int dict_next(struct chv *v, enum dict_query t, const char *sub, struct buf *ans,
-		     struct rb *r, int rc)
-{
-	if (rc || r->bad)
-		return rc;
-	struct buf q = { 0 };
-	sql_dict(&q, t, v->s->database, sub);
-	rc = chv_query(v, q.data, ans);
-	buf_free(&q);
-	*r = rb_over(ans);
-	return rc;
-}
-
 /* Q3-Q5: the strings, frames and stacks those samples name; the tree. */
 static int load_stacks(struct chv *v, struct buf *ans)
 {
-	struct buf sub = { 0 };
-	sql_range(&sub, RQ_STACKS_OF, v->s->database, v->where.data, v->from_ms, v->to_ms);
+	const char *d = v->s->database;
+	struct buf sub = { 0 }, q = { 0 };
+	sql_range(&sub, RQ_STACKS_OF, d, v->where.data, v->from_ms, v->to_ms);
 	/* strings */
-	struct rb r = { 0 };
-	int rc = dict_next(v, DQ_STRINGS, sub.data, ans, &r, 0);
+	sql_dict(&q, DQ_STRINGS, d, sub.data);
+	int rc = chv_query(v, q.data, ans);
 	struct hmap str_index = { 0 };
 	uint64_t *str_hash = NULL;
 	uint32_t *str_id = NULL;
 	size_t nstr = 0, capstr = 0;
+	struct rb r = rb_over(ans);
 	while (rc == 0 && rb_more(&r)) {
 		uint64_t h = rb_int(&r, 8);
 		size_t len;
@@ -1209,7 +1195,12 @@ static int load_stacks(struct chv *v, struct buf *ans)
 		hmap_insert(&str_index, hash_u64(h), (uint32_t)nstr++);
 	}
 	/* files */
-	rc = dict_next(v, DQ_FILES, sub.data, ans, &r, rc);
+	if (rc == 0 && !r.bad) {
+		q.len = 0;
+		sql_dict(&q, DQ_FILES, d, sub.data);
+		rc = chv_query(v, q.data, ans);
+		r = rb_over(ans);
+	}
 	while (rc == 0 && rb_more(&r)) {
 		uint64_t h = rb_int(&r, 8);
 		size_t idlen, nlen, blen;
@@ -1234,7 +1225,12 @@ static int load_stacks(struct chv *v, struct buf *ans)
 		hmap_insert(&v->file_index, hash_u64(h), (uint32_t)v->nfiles++);
 	}
 	/* frames */
-	rc = dict_next(v, DQ_FRAMES, sub.data, ans, &r, rc);
+	if (rc == 0 && !r.bad) {
+		q.len = 0;
+		sql_dict(&q, DQ_FRAMES, d, sub.data);
+		rc = chv_query(v, q.data, ans);
+		r = rb_over(ans);
+	}
 	while (rc == 0 && rb_more(&r)) {
 		uint64_t h = rb_int(&r, 8);
 		uint8_t type = (uint8_t)rb_int(&r, 1);
@@ -1256,7 +1252,12 @@ static int load_stacks(struct chv *v, struct buf *ans)
 	free_all(str_hash, str_id);
 	hmap_free(&str_index);
 	/* stacks, each into the tree */
-	rc = dict_next(v, DQ_STACKS, sub.data, ans, &r, rc);
+	if (rc == 0 && !r.bad) {
+		q.len = 0;
+		sql_dict(&q, DQ_STACKS, d, sub.data);
+		rc = chv_query(v, q.data, ans);
+		r = rb_over(ans);
+	}
 	while (rc == 0 && rb_more(&r)) {
 		uint64_t h = rb_int(&r, 8);
 		uint64_t n = rb_varint(&r);
@@ -1281,6 +1282,7 @@ static int load_stacks(struct chv *v, struct buf *ans)
 		v->stack_leaf[v->nstacks] = node;
 		hmap_insert(&v->stack_index, hash_u64(h), (uint32_t)v->nstacks++);
 	}
+	buf_free(&q);
 	buf_free(&sub);
 	if (rc == 0 && r.bad) {
 		log_error("clickhouse store: a malformed answer (stacks)");
