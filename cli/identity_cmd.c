@@ -664,7 +664,6 @@ opened:
 		rc = 1;
 	}
 out:
-	free(o.names);
-	free(o.roles);
+	free_all(o.names, o.roles);
 	return rc;
 }

@@ -136,8 +136,7 @@ static void print_top(json_t *node, double total, size_t limit)
 		       total > 0 ? 100.0 * (double)fns[k].total / total : 0.0, fns[k].self,
 		       fns[k].name, fns[k].binary ? "  [" : "", fns[k].binary ? fns[k].binary : "",
 		       fns[k].binary ? "]" : "");
-	free(fns);
-	free(path);
+	free_all(fns, path);
 }
 
 int cmd_flamegraph(const struct cli_opts *o, bool top)

@@ -25,18 +25,21 @@ static void set_unnamed(struct nvtx_ranges *r)
 	r->len[r->depth - 1] = sizeof(unnamed) - 1;
 }
 
-int nvtx_ranges_push(struct nvtx_ranges *r, const char *name)
+/* A push of the name given narrow or wide (the other NULL; both NULL:
+ * unnamed), printable ASCII kept and the rest '?'. */
+static int push(struct nvtx_ranges *r, const char *narrow, const wchar_t *wide)
 {
 	int before;
 	char *out = open_slot(r, &before);
 	if (!out)
 		return before;
 	size_t n = 0;
-	if (name)
-		for (; n < NVTX_RANGES_NAME_MAX && name[n]; n++) {
-			unsigned char c = (unsigned char)name[n];
-			out[n] = c >= 0x20 && c <= 0x7e ? (char)c : '?';
-		}
+	for (; n < NVTX_RANGES_NAME_MAX; n++) {
+		long c = narrow ? (unsigned char)narrow[n] : wide ? (long)wide[n] : 0;
+		if (!c)
+			break;
+		out[n] = c >= 0x20 && c <= 0x7e ? (char)c : '?';
+	}
 	if (!n)
 		set_unnamed(r);
 	else
@@ -44,21 +47,14 @@ int nvtx_ranges_push(struct nvtx_ranges *r, const char *name)
 	return before;
 }
 
+int nvtx_ranges_push(struct nvtx_ranges *r, const char *name)
+{
+	return push(r, name, NULL);
+}
+
 int nvtx_ranges_push_wide(struct nvtx_ranges *r, const wchar_t *name)
 {
-	int before;
-	char *out = open_slot(r, &before);
-	if (!out)
-		return before;
-	size_t n = 0;
-	if (name)
-		for (; n < NVTX_RANGES_NAME_MAX && name[n]; n++)
-			out[n] = name[n] >= 0x20 && name[n] <= 0x7e ? (char)name[n] : '?';
-	if (!n)
-		set_unnamed(r);
-	else
-		r->len[r->depth - 1] = (uint8_t)n;
-	return before;
+	return push(r, NULL, name);
 }
 
 int nvtx_ranges_pop(struct nvtx_ranges *r)

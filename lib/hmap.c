@@ -137,6 +137,32 @@ bool hmap_field_eq(const void *ctx, uint32_t idx)
 	return memcmp(rec + k->off, k->want, k->width) == 0;
 }
 
+struct pair_key {
+	const uint32_t *a, *b;
+	uint32_t x, y;
+};
+
+static bool pair_eq(const void *ctx, uint32_t idx)
+{
+	const struct pair_key *k = ctx;
+	return k->a[idx] == k->x && k->b[idx] == k->y;
+}
+
+uint32_t hmap_pair_intern(struct hmap *m, uint64_t h, uint32_t **a, uint32_t **b, size_t *n,
+			  size_t *cap, uint32_t x, uint32_t y)
+{
+	struct pair_key k = { *a, *b, x, y };
+	uint32_t idx;
+	if (hmap_find(m, h, pair_eq, &k, &idx))
+		return idx;
+	xgrow2((void **)a, (void **)b, cap, *n + 1, sizeof(uint32_t), sizeof(uint32_t));
+	idx = (uint32_t)(*n)++;
+	(*a)[idx] = x;
+	(*b)[idx] = y;
+	hmap_insert(m, h, idx);
+	return idx;
+}
+
 size_t hmap_bytes(const struct hmap *m)
 {
 	return m->slots ? (m->mask + 1) * sizeof(*m->slots) : 0;

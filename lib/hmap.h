@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 struct hmap_slot {
 	uint32_t idx; /* entry index + 1; 0 = empty slot */
@@ -48,6 +49,27 @@ bool hmap_field_eq(const void *ctx, uint32_t idx);
 				  offsetof(__typeof__(*(array)), field),            \
 				  sizeof((array)->field),                           \
 				  (const void *)(1 ? (want) : &(array)->field) })
+
+/* The key of a table whose entries are runs of items (a string's bytes, a
+ * label set's ids): owner is the table, data and n the run sought. The
+ * table's eq callback finds entry idx's run and answers hmap_span_is. */
+struct hmap_span_key {
+	const void *owner;
+	const void *data;
+	size_t n;
+};
+/* True when the run of n items of elem bytes at data is the key's. */
+static inline bool hmap_span_is(const struct hmap_span_key *k, const void *data, size_t n,
+				size_t elem)
+{
+	return n == k->n && (n == 0 || memcmp(data, k->data, n * elem) == 0);
+}
+
+/* A table of pairs held in two parallel arrays (a tree's nodes: parent[i],
+ * frame[i]) of *n entries and capacity *cap, indexed by m under the hash
+ * h of each pair: the index of (x, y), added when new. */
+uint32_t hmap_pair_intern(struct hmap *m, uint64_t h, uint32_t **a, uint32_t **b, size_t *n,
+			  size_t *cap, uint32_t x, uint32_t y);
 
 bool hmap_find(const struct hmap *m, uint64_t hash, hmap_eq_fn eq, const void *ctx,
 	       uint32_t *idx_out);

@@ -247,8 +247,7 @@ static void pg_finalize(struct metadb_stmt *st)
 	clear_result(p);
 	for (int i = 0; i < p->n; i++)
 		free(p->val[i]);
-	free(p->sql);
-	free(p);
+	free_all(p->sql, p);
 }
 
 static bool in_row(struct pg_stmt *p, int col)

@@ -6,17 +6,10 @@
 
 #include "util.h"
 
-struct key {
-	const struct strtab *t;
-	const char *s;
-	size_t n;
-};
-
 static bool eq_key(const void *ctx, uint32_t idx)
 {
-	const struct key *k = ctx;
-	return k->t->lengths[idx] == k->n &&
-	       memcmp(k->t->bytes.data + k->t->offsets[idx], k->s, k->n) == 0;
+	const struct strtab *t = ((const struct hmap_span_key *)ctx)->owner;
+	return hmap_span_is(ctx, t->bytes.data + t->offsets[idx], t->lengths[idx], 1);
 }
 
 void strtab_init(struct strtab *t)
@@ -28,8 +21,7 @@ void strtab_init(struct strtab *t)
 void strtab_free(struct strtab *t)
 {
 	buf_free(&t->bytes);
-	free(t->offsets);
-	free(t->lengths);
+	free_all(t->offsets, t->lengths);
 	hmap_free(&t->index);
 	memset(t, 0, sizeof(*t));
 }
@@ -56,7 +48,7 @@ void strtab_reset(struct strtab *t)
 
 uint32_t strtab_lookup(const struct strtab *t, const char *s, size_t n)
 {
-	struct key k = { t, s, n };
+	struct hmap_span_key k = { t, s, n };
 	uint32_t idx;
 	if (hmap_find(&t->index, hash_bytes(s, n), eq_key, &k, &idx))
 		return idx;
@@ -66,7 +58,7 @@ uint32_t strtab_lookup(const struct strtab *t, const char *s, size_t n)
 uint32_t strtab_intern(struct strtab *t, const char *s, size_t n)
 {
 	uint64_t h = hash_bytes(s, n);
-	struct key k = { t, s, n };
+	struct hmap_span_key k = { t, s, n };
 	uint32_t idx;
 	if (hmap_find(&t->index, h, eq_key, &k, &idx))
 		return idx;
@@ -75,12 +67,8 @@ uint32_t strtab_intern(struct strtab *t, const char *s, size_t n)
 		 * this, so reaching it is a bug, not an input error. */
 		abort();
 	}
-	if (t->count == t->cap) {
-		size_t cap = t->cap;
-		xgrow((void **)&t->offsets, &cap, t->count + 1, sizeof(uint32_t));
-		t->lengths = xrealloc(t->lengths, cap * sizeof(uint32_t));
-		t->cap = cap;
-	}
+	xgrow2((void **)&t->offsets, (void **)&t->lengths, &t->cap, t->count + 1, sizeof(uint32_t),
+	       sizeof(uint32_t));
 	idx = (uint32_t)t->count++;
 	t->offsets[idx] = (uint32_t)t->bytes.len;
 	t->lengths[idx] = (uint32_t)n;

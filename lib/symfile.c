@@ -182,13 +182,11 @@ void symfile_builder_free(struct symfile_builder *b)
 {
 	if (!b)
 		return;
-	free(b->ranges);
-	free(b->segs);
+	free_all(b->ranges, b->segs);
 	strtab_free(&b->strings);
 	free(b->chains);
 	hmap_free(&b->chain_index);
-	free(b->name_chain);
-	free(b);
+	free_all(b->name_chain, b);
 }
 
 void symfile_add_segment(struct symfile_builder *b, uint64_t file_offset, uint64_t vaddr,
@@ -337,8 +335,7 @@ static int finish_rows(struct symfile_builder *b, uint8_t **rowbuf_out, size_t *
 		nacc = n;
 		i = j;
 	}
-	free(tmp);
-	free(b->ranges);
+	free_all(tmp, b->ranges);
 	b->ranges = NULL;
 	b->nranges = b->capranges = 0;
 	uint64_t vbase = nacc ? acc[0].lo : 0;

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +87,14 @@ static size_t page_round(size_t n)
 {
 	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
 	return (n + pg - 1) / pg * pg;
+}
+
+void xgrow2(void **p, void **q, size_t *cap, size_t need, size_t elem, size_t qelem)
+{
+	size_t old = *cap;
+	xgrow(p, cap, need, elem);
+	if (*cap != old)
+		*q = xrealloc(*q, *cap * qelem);
 }
 
 void *table_grow(void *p, size_t n, size_t new_n, size_t elem)
@@ -288,32 +297,19 @@ int unnamed_file(const char *dir)
 	return fd;
 }
 
-int write_exact(int fd, const void *p, size_t n)
-{
-	const char *c = p;
-	while (n) {
-		ssize_t w = write(fd, c, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			if (w == 0)
-				errno = EIO;
-			return -1;
-		}
-		c += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
+enum io_op { IO_WRITE, IO_PREAD, IO_PWRITE };
 
-/* pread_exact and pwrite_exact: pread (or, writing, pwrite: p is only
- * read then) until n bytes, through EINTR and short counts. */
-static int pio_exact(int fd, void *p, size_t n, uint64_t off, bool writing)
+/* write_exact, pread_exact and pwrite_exact: write (at the file's offset),
+ * pread or pwrite (p is only read when writing) until n bytes, through
+ * EINTR and short counts. */
+static int io_exact(int fd, void *p, size_t n, uint64_t off, enum io_op op)
 {
 	size_t done = 0;
 	while (done < n) {
-		ssize_t r = writing ? pwrite(fd, (char *)p + done, n - done, (off_t)(off + done))
-				    : pread(fd, (char *)p + done, n - done, (off_t)(off + done));
+		char *at = (char *)p + done;
+		ssize_t r = op == IO_WRITE  ? write(fd, at, n - done)
+			    : op == IO_PREAD ? pread(fd, at, n - done, (off_t)(off + done))
+					     : pwrite(fd, at, n - done, (off_t)(off + done));
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0) {
@@ -326,14 +322,33 @@ static int pio_exact(int fd, void *p, size_t n, uint64_t off, bool writing)
 	return 0;
 }
 
+int fsync_dir_of(const char *path)
+{
+	char *copy = xstrdup(path);
+	int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	free(copy);
+	if (fd < 0)
+		return -1;
+	int rc = fsync(fd);
+	int e = errno;
+	close(fd);
+	errno = e;
+	return rc;
+}
+
+int write_exact(int fd, const void *p, size_t n)
+{
+	return io_exact(fd, (void *)p, n, 0, IO_WRITE);
+}
+
 int pread_exact(int fd, void *p, size_t n, uint64_t off)
 {
-	return pio_exact(fd, p, n, off, false);
+	return io_exact(fd, p, n, off, IO_PREAD);
 }
 
 int pwrite_exact(int fd, const void *p, size_t n, uint64_t off)
 {
-	return pio_exact(fd, (void *)p, n, off, true);
+	return io_exact(fd, (void *)p, n, off, IO_PWRITE);
 }
 
 int read_file(const char *path, size_t max, char **out, size_t *len)
@@ -397,25 +412,21 @@ int parse_duration_ms(const char *s, int64_t *out_ms)
 				return -1;
 			v = v * 10 + (*p++ - '0');
 		}
-		int64_t mult;
-		if (strncmp(p, "ms", 2) == 0) {
-			mult = 1;
-			p += 2;
-		} else if (*p == 's') {
-			mult = 1000;
-			p++;
-		} else if (*p == 'm') {
-			mult = 60000;
-			p++;
-		} else if (*p == 'h') {
-			mult = 3600000;
-			p++;
-		} else if (*p == 'd') {
-			mult = 86400000;
-			p++;
-		} else {
-			return -1;
+		/* The units, "ms" before "m". */
+		static const struct {
+			const char *unit;
+			int64_t ms;
+		} units[] = { { "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 }, { "d", 86400000 } };
+		int64_t mult = 0;
+		for (size_t i = 0; i < sizeof(units) / sizeof(units[0]) && !mult; i++) {
+			size_t n = strlen(units[i].unit);
+			if (strncmp(p, units[i].unit, n) == 0) {
+				mult = units[i].ms;
+				p += n;
+			}
 		}
+		if (!mult)
+			return -1;
 		if (v > (INT64_MAX - total) / mult)
 			return -1;
 		total += v * mult;

@@ -68,6 +68,9 @@ void free_secret(char *s);
 /* Grows *p (an array of elem-sized items with capacity *cap) so that it
  * holds at least need items. Doubles the capacity. */
 void xgrow(void **p, size_t *cap, size_t need, size_t elem);
+/* The same for two parallel arrays sharing the capacity *cap: *p of elem
+ * bytes an item and *q of qelem bytes. */
+void xgrow2(void **p, void **q, size_t *cap, size_t need, size_t elem, size_t qelem);
 /* Tables that grow large for hours (a server session's entries): one
  * of n items of elem bytes grows to new_n items. From 1 MiB on a table
  * is mapped on its own and grows by mremap, which moves its pages
@@ -129,6 +132,9 @@ int read_file(const char *path, size_t max, char **out, size_t *len);
 /* Writes all n bytes to fd (retrying short writes and EINTR): 0, or -1
  * with errno set (EIO when write wrote nothing). */
 int write_exact(int fd, const void *p, size_t n);
+/* fsync of the directory holding path (its entry's creation or removal
+ * made durable): 0, or -1 with errno set. */
+int fsync_dir_of(const char *path);
 /* Reads exactly n bytes at offset off: 0, or -1 with errno set (EIO when
  * the file ends first). */
 int pread_exact(int fd, void *p, size_t n, uint64_t off);

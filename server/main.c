@@ -657,8 +657,7 @@ int main(int argc, char **argv, char **envp)
 		if (rc1 < 0 || rc2 < 0) {
 			log_error("--tls-cert/--tls-key: cannot read %s: %s",
 				  rc1 < 0 ? cfg.tls_cert : cfg.tls_key, strerror(rc1 < 0 ? -rc1 : -rc2));
-			free(cert);
-			free(key);
+			free_all(cert, key);
 			goto out;
 		}
 		tls.cert_pem = cert;
@@ -667,21 +666,18 @@ int main(int argc, char **argv, char **envp)
 	enum auth_mode mode;
 	if (auth_mode_parse(cfg.auth, &mode) < 0) {
 		log_error("--auth: expected none, local, oidc or basic, not \"%s\"", cfg.auth);
-		free(cert);
-		free(key);
+		free_all(cert, key);
 		goto out;
 	}
 	if (mode == AUTH_OIDC && curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
 		log_error("--auth oidc: libcurl could not start");
-		free(cert);
-		free(key);
+		free_all(cert, key);
 		goto out;
 	}
 	if (strcmp(cfg.cookie_same_site, "Strict") && strcmp(cfg.cookie_same_site, "Lax") &&
 	    strcmp(cfg.cookie_same_site, "None")) {
 		log_error("--cookie-same-site: expected Strict, Lax or None");
-		free(cert);
-		free(key);
+		free_all(cert, key);
 		goto out;
 	}
 	struct auth_settings as = {
@@ -709,8 +705,7 @@ int main(int argc, char **argv, char **envp)
 	};
 	if (auth_open(&as, &srv.auth, &err) < 0) {
 		log_error("auth: %s", err.data);
-		free(cert);
-		free(key);
+		free_all(cert, key);
 		goto out;
 	}
 	if (mode == AUTH_NONE && !listen_is_loopback(cfg.listen))
@@ -746,15 +741,13 @@ int main(int argc, char **argv, char **envp)
 		} else {
 			log_error("%s", gerr.data);
 			buf_free(&gerr);
-			free(cert);
-			free(key);
+			free_all(cert, key);
 			goto out;
 		}
 		buf_free(&gerr);
 	}
 	/* libmicrohttpd and GnuTLS keep their own copies. */
-	free(cert);
-	free(key);
+	free_all(cert, key);
 	if (!http) {
 		log_error("%s", err.data);
 		goto out;

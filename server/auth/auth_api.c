@@ -30,20 +30,6 @@ static struct auth *auth_of(struct server *srv, struct http_resp *resp)
 	return srv->auth;
 }
 
-static void answer_json(struct http_resp *resp, int status, json_t *doc)
-{
-	char *s = json_dumps(doc, JSON_COMPACT);
-	json_decref(doc);
-	if (!s) {
-		http_error(resp, 500, "the answer could not be written");
-		return;
-	}
-	buf_puts(&resp->body, s);
-	buf_putc(&resp->body, '\n');
-	free(s);
-	http_json(resp, status);
-}
-
 static void store_error(struct http_resp *resp, int rc, const struct buf *err)
 {
 	if (rc == -1)
@@ -181,7 +167,7 @@ static int issue(struct auth *a, const struct user_info *u, const char *session,
 	}
 	json_t *o = json_pack("{s:o, s:s, s:I}", "user", user_json(u), "access_token", access.data,
 			      "expires_in", (json_int_t)a->s.access_ttl_s);
-	answer_json(resp, 200, o);
+	http_json_doc(resp, 200, o);
 	buf_free(&access);
 	return 0;
 }
@@ -259,10 +245,7 @@ void handle_auth_login(struct server *srv, const struct http_req *req, struct ht
 out:
 	if (counted)
 		__atomic_sub_fetch(&a->logins_running, 1, __ATOMIC_ACQ_REL);
-	if (password) {
-		memset(password, 0, strlen(password));
-		free(password);
-	}
+	free_secret(password);
 	free(email);
 	json_decref(doc);
 	buf_free(&err);
@@ -347,7 +330,7 @@ void handle_auth_config(struct server *srv, const struct http_req *req, struct h
 {
 	(void)req;
 	enum auth_mode m = auth_mode(srv->auth);
-	answer_json(resp, 200, json_pack("{s:s, s:b, s:b}", "mode", auth_mode_name(m), "password",
+	http_json_doc(resp, 200, json_pack("{s:s, s:b, s:b}", "mode", auth_mode_name(m), "password",
 					 m == AUTH_LOCAL || m == AUTH_OIDC, "oidc", m == AUTH_OIDC));
 }
 
@@ -368,7 +351,7 @@ void handle_auth_me(struct server *srv, const struct http_req *req, struct http_
 	else
 		json_object_set_new(o, "user", json_null());
 	buf_free(&err);
-	answer_json(resp, 200, o);
+	http_json_doc(resp, 200, o);
 }
 
 /* --- service tokens ----------------------------------------------------------- */
@@ -400,7 +383,7 @@ void handle_tokens_list(struct server *srv, const struct http_req *req, struct h
 	if (rc < 0)
 		store_error(resp, rc, &err);
 	else
-		answer_json(resp, 200, json_pack("{s:o}", "tokens", arr));
+		http_json_doc(resp, 200, json_pack("{s:o}", "tokens", arr));
 	buf_free(&err);
 }
 
@@ -485,7 +468,7 @@ void handle_tokens_create(struct server *srv, const struct http_req *req, struct
 			      "created_at", (json_int_t)t.created_ms, "expires_at",
 			      expires ? json_integer(expires) : json_null());
 	memset(secret, 0, sizeof(secret));
-	answer_json(resp, 201, o);
+	http_json_doc(resp, 201, o);
 out:
 	grant_free(&g);
 	buf_free(&err);
@@ -553,7 +536,7 @@ void handle_users_list(struct server *srv, const struct http_req *req, struct ht
 	if (rc < 0)
 		store_error(resp, rc, &err);
 	else
-		answer_json(resp, 200, json_pack("{s:o, s:I, s:I, s:I}", "users", arr, "total",
+		http_json_doc(resp, 200, json_pack("{s:o, s:I, s:I, s:I}", "users", arr, "total",
 						 (json_int_t)total, "page", (json_int_t)page, "pages",
 						 (json_int_t)((total + size - 1) / size)));
 	buf_free(&err);
@@ -581,12 +564,9 @@ void handle_users_create(struct server *srv, const struct http_req *req, struct 
 		goto out;
 	}
 	audit(a, req, "user.create", u.id, "ok", u.email);
-	answer_json(resp, 201, user_json(&u));
+	http_json_doc(resp, 201, user_json(&u));
 out:
-	if (password) {
-		memset(password, 0, strlen(password));
-		free(password);
-	}
+	free_secret(password);
 	free_all(email, given, family);
 	json_decref(doc);
 	buf_free(&err);
@@ -619,7 +599,7 @@ void handle_user_roles_set(struct server *srv, const struct http_req *req, struc
 	json_t *roles;
 	if (identity_roles_json(a->id, req->params[0], NULL, 0, &roles, &err) < 0)
 		roles = json_array();
-	answer_json(resp, 200, json_pack("{s:s, s:o}", "user_id", req->params[0], "roles", roles));
+	http_json_doc(resp, 200, json_pack("{s:s, s:o}", "user_id", req->params[0], "roles", roles));
 out:
 	free(names);
 	json_decref(doc);
@@ -637,7 +617,7 @@ void handle_roles_list(struct server *srv, const struct http_req *req, struct ht
 	if (rc < 0)
 		store_error(resp, rc, &err);
 	else
-		answer_json(resp, 200, json_pack("{s:o}", "roles", arr));
+		http_json_doc(resp, 200, json_pack("{s:o}", "roles", arr));
 	buf_free(&err);
 }
 
@@ -663,7 +643,7 @@ static void role_put(struct server *srv, const struct http_req *req, struct http
 	if (identity_roles_json(a->id, NULL, names, 1, &arr, &err) < 0)
 		arr = json_array();
 	json_t *one = json_array_get(arr, 0);
-	answer_json(resp, role_id ? 200 : 201, one ? json_incref(one) : json_object());
+	http_json_doc(resp, role_id ? 200 : 201, one ? json_incref(one) : json_object());
 	json_decref(arr);
 out:
 	grant_free(&g);
@@ -713,6 +693,6 @@ void handle_audit_list(struct server *srv, const struct http_req *req, struct ht
 	if (rc < 0)
 		store_error(resp, rc, &err);
 	else
-		answer_json(resp, 200, json_pack("{s:o}", "entries", arr));
+		http_json_doc(resp, 200, json_pack("{s:o}", "entries", arr));
 	buf_free(&err);
 }

@@ -65,7 +65,6 @@ int b64url_decode(const char *s, size_t n, enum b64url_mode mode, uint8_t *out, 
 	*outlen = len;
 	rc = 0;
 out:
-	free(std);
-	free(dec);
+	free_all(std, dec);
 	return rc;
 }

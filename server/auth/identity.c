@@ -237,9 +237,16 @@ static int begin(struct identity *id, struct buf *err)
 	return metadb_begin(id->db, err) < 0 ? -2 : 0;
 }
 
-static int commit(struct identity *id, struct buf *err)
+/* Ends the transaction begun under id->mu: commits it when rc is 0 (-2
+ * when that fails), else rolls it back; unlocks. Returns rc. */
+static int tx_end(struct identity *id, int rc, struct buf *err)
 {
-	return metadb_commit(id->db, err) < 0 ? -2 : 0;
+	if (!rc && metadb_commit(id->db, err) < 0)
+		rc = -2;
+	if (rc)
+		metadb_rollback(id->db);
+	pthread_mutex_unlock(&id->mu);
+	return rc;
 }
 
 /* Prepares sql on db and binds its parameters in order as types says, a
@@ -548,11 +555,7 @@ int identity_user_create(struct identity *id, const char *email, const char *pas
 	if (!rc)
 		rc = run(id->db, NULL, NULL, err, "INSERT INTO user_roles(user_id, role_id) VALUES (?, ?)", "tt",
 			 u.id, ROLE_DEFAULT_PROJECT_VIEWER);
-	if (!rc)
-		rc = commit(id, err);
-	if (rc)
-		metadb_rollback(id->db);
-	pthread_mutex_unlock(&id->mu);
+	rc = tx_end(id, rc, err);
 	if (!rc && out)
 		*out = u;
 	return rc;
@@ -732,11 +735,7 @@ int identity_roles_set(struct identity *id, const char *user_id, const char *con
 	if (!rc)
 		rc = run(id->db, NULL, NULL, err, "UPDATE users SET updated_ms = ? WHERE id = ?", "it",
 			 now_unix_ms(), user_id);
-	if (!rc)
-		rc = commit(id, err);
-	if (rc)
-		metadb_rollback(id->db);
-	pthread_mutex_unlock(&id->mu);
+	rc = tx_end(id, rc, err);
 	free(ids);
 	return rc;
 }
@@ -849,13 +848,8 @@ int identity_role_put(struct identity *id, const char *role_id, const char *name
 			 " name = excluded.name, patterns = excluded.patterns,"
 			 " projects = excluded.projects",
 			 "tttti", rid, name, pj, prj, now_unix_ms());
-	if (!rc)
-		rc = commit(id, err);
-	if (rc)
-		metadb_rollback(id->db);
-	pthread_mutex_unlock(&id->mu);
-	free(pj);
-	free(prj);
+	rc = tx_end(id, rc, err);
+	free_all(pj, prj);
 	if (!rc && out_id)
 		copy(out_id, IDENTITY_ID_LEN, rid);
 	return rc;
@@ -886,11 +880,7 @@ int identity_role_delete(struct identity *id, const char *role_id, struct buf *e
 		rc = run(id->db, NULL, NULL, err, "DELETE FROM user_roles WHERE role_id = ?1;", "t", role_id);
 	if (!rc)
 		rc = run(id->db, NULL, NULL, err, "DELETE FROM roles WHERE id = ?1", "t", role_id);
-	if (!rc)
-		rc = commit(id, err);
-	if (rc)
-		metadb_rollback(id->db);
-	pthread_mutex_unlock(&id->mu);
+	rc = tx_end(id, rc, err);
 	return rc;
 }
 
@@ -969,8 +959,7 @@ int identity_token_create(struct identity *id, const char *owner, const char *na
 					" created_ms, expires_ms) VALUES (?,?,?,?,?,?,?,?)",
 		     "ttttttii", t.id, hash, t.owner, t.name, sj, pj, t.created_ms, t.expires_ms);
 	pthread_mutex_unlock(&id->mu);
-	free(sj);
-	free(pj);
+	free_all(sj, pj);
 	if (rc)
 		secret[0] = 0;
 	else if (out)

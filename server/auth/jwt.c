@@ -97,25 +97,6 @@ static int parse_key(const char *path, const char *data, size_t len, bool privat
 	return 0;
 }
 
-static int fsync_dir_of(const char *path)
-{
-	char *dir = xstrdup(path);
-	char *slash = strrchr(dir, '/');
-	if (slash == dir)
-		slash[1] = '\0';
-	else if (slash)
-		*slash = '\0';
-	else
-		strcpy(dir, ".");
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	free(dir);
-	if (fd < 0)
-		return -1;
-	int rc = fsync(fd);
-	close(fd);
-	return rc;
-}
-
 /* Writes the PEM form of k to path atomically (a temporary file in the same
  * directory, mode 0600, synced, then renamed over path). 0 or -1. */
 static int write_key(const char *path, EVP_PKEY *k, bool private, struct buf *err)
@@ -488,8 +469,7 @@ int jwt_keys_generate_pem(char **priv, char **pub, struct buf *err)
 	}
 	EVP_PKEY_free(k);
 	if (!*priv || !*pub) {
-		free(*priv);
-		free(*pub);
+		free_all(*priv, *pub);
 		*priv = *pub = NULL;
 		buf_puts(err, "cannot generate an Ed25519 key pair");
 		ossl_reason(err);

@@ -259,8 +259,7 @@ void oidc_free(struct oidc *o)
 	free_secret(o->client_secret);
 	free_all(o->issuer, o->client_id, o->redirect_uri, o->redirect_origin, o->scopes);
 	for (size_t i = 0; i < o->nextra; i++) {
-		free(o->extra_keys[i]);
-		free(o->extra_values[i]);
+		free_all(o->extra_keys[i], o->extra_values[i]);
 	}
 	free_all(o->authorization_endpoint, o->token_endpoint, o->jwks_uri);
 	free_keys(o->keys, o->nkeys);
@@ -425,8 +424,7 @@ static int parse_jwk(json_t *k, struct jwk *out)
 				EVP_PKEY_CTX_free(ctx);
 			}
 		}
-		free(x);
-		free(y);
+		free_all(x, y);
 	} else if (!strcmp(kty, "OKP") && crv && !strcmp(crv, "Ed25519")) {
 		out->type = KEY_EDDSA;
 		const char *xs = json_string_value(json_object_get(k, "x"));

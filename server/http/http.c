@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -193,6 +194,20 @@ void http_json(struct http_resp *resp, int status)
 {
 	resp->status = status;
 	resp->content_type = "application/json";
+}
+
+void http_json_doc(struct http_resp *resp, int status, struct json_t *doc)
+{
+	char *s = json_dumps(doc, JSON_COMPACT);
+	json_decref(doc);
+	if (!s) {
+		http_error(resp, 500, "the answer could not be written");
+		return;
+	}
+	buf_puts(&resp->body, s);
+	buf_putc(&resp->body, '\n');
+	free(s);
+	http_json(resp, status);
 }
 
 void http_json_begin(struct http_resp *resp, struct jsonw *w)
@@ -921,8 +936,7 @@ static void server_free(struct http_server *h)
 		pthread_mutex_destroy(&h->pools[k].mu);
 		pthread_cond_destroy(&h->pools[k].cv);
 	}
-	free(h->spool_dir);
-	free(h);
+	free_all(h->spool_dir, h);
 }
 
 int http_listen_socket(const char *flag, const char *addr, struct buf *err)

@@ -200,6 +200,10 @@ void http_json(struct http_resp *resp, int status);
  * the writer was misused (a bug). */
 void http_json_begin(struct http_resp *resp, struct jsonw *w);
 void http_json_end(struct http_resp *resp, struct jsonw *w, int status);
+/* Answers the jansson document doc (json_t, taken: freed here), compact,
+ * with a final newline and status; 500 when it cannot be written. */
+struct json_t;
+void http_json_doc(struct http_resp *resp, int status, struct json_t *doc);
 /* Answers {"<key>": v} with status. */
 void http_json_bool(struct http_resp *resp, int status, const char *key, bool v);
 /* Adds a header to the answer (Set-Cookie may come several times). A value

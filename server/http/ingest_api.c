@@ -35,6 +35,14 @@ static void count(uint64_t *c, uint64_t v)
 	__atomic_add_fetch(c, v, __ATOMIC_RELAXED);
 }
 
+/* A body that does not decode (what names it): counted, 400, err freed. */
+static void refuse(uint64_t *counter, struct http_resp *resp, const char *what, struct buf *err)
+{
+	count(counter, 1);
+	http_error(resp, 400, "invalid %s: %s", what, err->data);
+	buf_free(err);
+}
+
 /* The id of the project called name, for a request by who that needs
  * permission there: a project is created on first use only by a principal
  * that holds permission in every project. Returns 0, -1 failed, or
@@ -181,9 +189,7 @@ void handle_ingest_batch(struct server *srv, const struct http_req *req, struct 
 	struct buf err = { 0 };
 	Ember__Ingest__V1__Batch *b = batch_decode(req->body, req->body_len, &err);
 	if (!b) {
-		count(&srv->counters.ingest_rejected, 1);
-		http_error(resp, 400, "invalid batch: %s", err.data);
-		buf_free(&err);
+		refuse(&srv->counters.ingest_rejected, resp, "batch", &err);
 		return;
 	}
 	char project[37];
@@ -212,9 +218,7 @@ void handle_ingest_metrics(struct server *srv, const struct http_req *req, struc
 	struct buf err = { 0 };
 	Ember__Ingest__V1__MetricsBatch *b = metrics_decode(req->body, req->body_len, &err);
 	if (!b) {
-		count(&srv->counters.metrics_rejected, 1);
-		http_error(resp, 400, "invalid metrics batch: %s", err.data);
-		buf_free(&err);
+		refuse(&srv->counters.metrics_rejected, resp, "metrics batch", &err);
 		return;
 	}
 	char project[37];
@@ -287,9 +291,7 @@ void handle_ingest_session_batch(struct server *srv, const struct http_req *req,
 	struct buf err = { 0 };
 	Ember__Ingest__V1__SessionBatch *m = session_batch_decode(req->body, req->body_len, &err);
 	if (!m) {
-		count(&srv->counters.ingest_rejected, 1);
-		http_error(resp, 400, "invalid batch: %s", err.data);
-		buf_free(&err);
+		refuse(&srv->counters.ingest_rejected, resp, "batch", &err);
 		return;
 	}
 	struct v2_store st = { .srv = srv, .who = req->who, .err = &err };

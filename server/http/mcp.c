@@ -386,19 +386,6 @@ static json_t *envelope(json_t *msg, const char **method, json_t **id, json_t **
 	return NULL;
 }
 
-static void answer_json(struct http_resp *resp, int status, json_t *body /* stolen */)
-{
-	char *s = json_dumps(body, JSON_COMPACT);
-	json_decref(body);
-	if (!s) {
-		http_error(resp, 500, "cannot encode the answer");
-		return;
-	}
-	buf_puts(&resp->body, s);
-	free(s);
-	http_json(resp, status);
-}
-
 static void add_session_header(struct http_resp *resp, const char *id)
 {
 	http_add_header(resp, "Mcp-Session-Id", "%s", id);
@@ -410,7 +397,7 @@ static void initialize(struct server *srv, const struct principal *who, json_t *
 {
 	json_t *pv = json_is_object(params) ? json_object_get(params, "protocolVersion") : NULL;
 	if (!json_is_string(pv)) {
-		answer_json(resp, 400, rpc_error(id, RPC_INVALID_PARAMS,
+		http_json_doc(resp, 400, rpc_error(id, RPC_INVALID_PARAMS,
 						 "params.protocolVersion: expected a string"));
 		return;
 	}
@@ -418,7 +405,7 @@ static void initialize(struct server *srv, const struct principal *who, json_t *
 								       : MCP_VERSION_LATEST;
 	char sid[SESSION_ID_LEN + 1];
 	if (session_open(srv->mcp, who, version, sid) < 0) {
-		answer_json(resp, 500, rpc_error(id, -32603, "no randomness for a session id"));
+		http_json_doc(resp, 500, rpc_error(id, -32603, "no randomness for a session id"));
 		return;
 	}
 	json_t *result = json_pack(
@@ -427,7 +414,7 @@ static void initialize(struct server *srv, const struct principal *who, json_t *
 		"listChanged", 0, "serverInfo", "name", "ember", "title", "ember profiler",
 		"version", ember_version(), "instructions", server_instructions);
 	add_session_header(resp, sid);
-	answer_json(resp, 200, rpc_result(id, result));
+	http_json_doc(resp, 200, rpc_result(id, result));
 }
 
 void handle_mcp_post(struct server *srv, const struct http_req *req, struct http_resp *resp)
@@ -444,14 +431,14 @@ void handle_mcp_post(struct server *srv, const struct http_req *req, struct http
 	json_t *doc = json_loadb(req->body ? req->body : "", req->body_len,
 				 JSON_REJECT_DUPLICATES, &jerr);
 	if (!doc) {
-		answer_json(resp, 400, rpc_error(NULL, RPC_PARSE_ERROR, "Parse error: %s (line %d)",
+		http_json_doc(resp, 400, rpc_error(NULL, RPC_PARSE_ERROR, "Parse error: %s (line %d)",
 						 jerr.text, jerr.line));
 		return;
 	}
 	bool batch = json_is_array(doc);
 	size_t n = batch ? json_array_size(doc) : 1;
 	if (batch && (n == 0 || n > MCP_MAX_BATCH)) {
-		answer_json(resp, 400, rpc_error(NULL, RPC_INVALID_REQUEST,
+		http_json_doc(resp, 400, rpc_error(NULL, RPC_INVALID_REQUEST,
 						 "Invalid Request: a batch holds 1 to %d messages, not %zu",
 						 MCP_MAX_BATCH, n));
 		json_decref(doc);
@@ -463,13 +450,13 @@ void handle_mcp_post(struct server *srv, const struct http_req *req, struct http
 		json_t *id, *params;
 		json_t *bad = envelope(doc, &method, &id, &params);
 		if (bad) {
-			answer_json(resp, 400, bad);
+			http_json_doc(resp, 400, bad);
 			json_decref(doc);
 			return;
 		}
 		if (method && strcmp(method, "initialize") == 0) {
 			if (!id)
-				answer_json(resp, 400, rpc_error(NULL, RPC_INVALID_REQUEST,
+				http_json_doc(resp, 400, rpc_error(NULL, RPC_INVALID_REQUEST,
 								 "initialize must be a request (with an id)"));
 			else
 				initialize(srv, who, id, params, resp);
@@ -480,21 +467,21 @@ void handle_mcp_post(struct server *srv, const struct http_req *req, struct http
 	const char *sid = http_header(req, "Mcp-Session-Id");
 	char version[16];
 	if (!sid || !*sid) {
-		answer_json(resp, 400, rpc_error(NULL, RPC_INVALID_REQUEST,
+		http_json_doc(resp, 400, rpc_error(NULL, RPC_INVALID_REQUEST,
 						 "Bad Request: the Mcp-Session-Id header is missing; "
 						 "send initialize first"));
 		json_decref(doc);
 		return;
 	}
 	if (!session_find(srv->mcp, who, sid, false, version)) {
-		answer_json(resp, 404, rpc_error(NULL, RPC_INVALID_REQUEST,
+		http_json_doc(resp, 404, rpc_error(NULL, RPC_INVALID_REQUEST,
 						 "Session not found: initialize a new session"));
 		json_decref(doc);
 		return;
 	}
 	const char *pv = http_header(req, "MCP-Protocol-Version");
 	if (pv && !version_supported(pv)) {
-		answer_json(resp, 400, rpc_error(NULL, RPC_INVALID_REQUEST,
+		http_json_doc(resp, 400, rpc_error(NULL, RPC_INVALID_REQUEST,
 						 "Bad Request: unsupported MCP-Protocol-Version \"%.40s\" "
 						 "(supported: %s, %s, %s)",
 						 pv, MCP_VERSION_LATEST, MCP_VERSION_PREVIOUS,
@@ -535,7 +522,7 @@ void handle_mcp_post(struct server *srv, const struct http_req *req, struct http
 		if (json_integer_value(code) == RPC_INVALID_REQUEST)
 			status = 400;
 	}
-	answer_json(resp, status, batch ? answers : json_incref(json_array_get(answers, 0)));
+	http_json_doc(resp, status, batch ? answers : json_incref(json_array_get(answers, 0)));
 	if (!batch)
 		json_decref(answers);
 }

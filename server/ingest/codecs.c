@@ -102,8 +102,7 @@ void batch_index(struct store_head *h, const char *project_id, const Ember__Inge
 		rvalues[i] = sm->value;
 	}
 	store_head_rows(h, rseries, b->start_unix_ms, rstacks, rvalues, b->n_samples);
-	free(rseries);
-	free(rvalues);
+	free_all(rseries, rvalues);
 	if (b->agent_instance[0])
 		store_head_note_agent(h, b->agent_instance, b->sequence);
 #undef LSTR

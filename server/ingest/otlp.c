@@ -645,17 +645,10 @@ static uint32_t stack_of(struct conv *c, int32_t si, struct buf *err)
 	return (uint32_t)c->nstacks++;
 }
 
-struct res_key {
-	const struct conv *c;
-	const uint32_t *kv;
-	size_t n;
-};
-
 static bool eq_res(const void *ctx, uint32_t idx)
 {
-	const struct res_key *k = ctx;
-	const Ember__Ingest__V1__Resource *r = k->c->res[idx];
-	return r->n_attributes == k->n && memcmp(r->attributes, k->kv, k->n * sizeof(uint32_t)) == 0;
+	const struct conv *c = ((const struct hmap_span_key *)ctx)->owner;
+	return hmap_span_is(ctx, c->res[idx]->attributes, c->res[idx]->n_attributes, sizeof(uint32_t));
 }
 
 static void fix_strings(struct conv *c)
@@ -669,7 +662,7 @@ static void fix_strings(struct conv *c)
 static uint32_t resource_of(struct conv *c, const struct pairs *p)
 {
 	uint64_t h = hash_bytes(p->kv, 2 * p->n * sizeof(uint32_t));
-	struct res_key k = { c, p->kv, 2 * p->n };
+	struct hmap_span_key k = { c, p->kv, 2 * p->n };
 	uint32_t idx;
 	if (hmap_find(&c->res_index, h, eq_res, &k, &idx))
 		return idx;
@@ -719,8 +712,7 @@ static void conv_reset(struct conv *c)
 static void conv_free(struct conv *c)
 {
 	conv_reset(c);
-	free(c->allocs);
-	free(c->strs.v);
+	free_all(c->allocs, c->strs.v);
 	buf_free(&c->strs.extra);
 	free_all(c->strs.extra_off, c->map_file, c->loc_first, c->loc_count, c->stack_map,
 	         c->attr_key, c->attr_val, c->files, c->frames, c->stacks, c->res);

@@ -125,8 +125,7 @@ struct sessions {
 
 static void sess_free(struct sess *s)
 {
-	free(s->project);
-	free(s->agent);
+	free_all(s->project, s->agent);
 	buf_free(&s->sbytes);
 	free(s->soff);
 	table_free(s->files, s->capfiles, sizeof(*s->files));
@@ -1188,8 +1187,7 @@ static int index_batch(struct sess *s, const Ember__Ingest__V1__SessionBatch *m,
 		if (m->agent_instance[0])
 			store_head_note_agent(h, m->agent_instance, m->sequence);
 	}
-	free(stack);
-	free(x.chain);
+	free_all(stack, x.chain);
 	return rc;
 }
 
@@ -1369,8 +1367,7 @@ void sessions_spans(const struct store_entry *e, session_span_fn fn, void *ctx)
 		};
 		fn(ctx, &in);
 	}
-	free(frames);
-	free(files);
+	free_all(frames, files);
 }
 
 /* --- replaying log records ------------------------------------------------------- */

@@ -34,21 +34,55 @@ const char LLM_SUMMARY_SCHEMA[] =
 
 /* --- validation --------------------------------------------------------------- */
 
+/* The schema's type names, each with the JSON types it admits. */
+#define JT(t) (1u << (t))
+static const struct {
+	const char *name;
+	unsigned types;
+} schema_types[] = {
+	{ "object", JT(JSON_OBJECT) },
+	{ "array", JT(JSON_ARRAY) },
+	{ "string", JT(JSON_STRING) },
+	{ "number", JT(JSON_INTEGER) | JT(JSON_REAL) },
+	{ "integer", JT(JSON_INTEGER) },
+	{ "boolean", JT(JSON_TRUE) | JT(JSON_FALSE) },
+};
+#undef JT
+
 static bool type_is(const char *t, const json_t *v)
 {
-	if (strcmp(t, "object") == 0)
-		return json_is_object(v);
-	if (strcmp(t, "array") == 0)
-		return json_is_array(v);
-	if (strcmp(t, "string") == 0)
-		return json_is_string(v);
-	if (strcmp(t, "number") == 0)
-		return json_is_number(v);
-	if (strcmp(t, "integer") == 0)
-		return json_is_integer(v);
-	if (strcmp(t, "boolean") == 0)
-		return json_is_boolean(v);
+	for (size_t i = 0; i < sizeof(schema_types) / sizeof(schema_types[0]); i++)
+		if (strcmp(t, schema_types[i].name) == 0)
+			return v && (schema_types[i].types >> json_typeof(v) & 1);
 	return false;
+}
+
+/* A schema's bounds on a size: a string's length, an array's items. */
+struct size_bounds {
+	const char *min_key, *max_key; /* the schema's keywords */
+	const char *fewer, *more, *unit; /* the words of the refusals */
+};
+static const struct size_bounds string_size = { "minLength", "maxLength", "shorter", "longer",
+						 "characters" };
+static const struct size_bounds array_size = { "minItems", "maxItems", "fewer", "more", "items" };
+
+/* n within the bounds schema s gives (b names them): 0, or -1 with err set. */
+static int check_size(const json_t *s, size_t n, const struct size_bounds *b, const char *at,
+		      struct buf *err)
+{
+	json_t *lim = json_object_get(s, b->min_key);
+	if (lim && n < (size_t)json_integer_value(lim)) {
+		buf_printf(err, "%s: %s than %lld %s", at, b->fewer, (long long)json_integer_value(lim),
+			   b->unit);
+		return -1;
+	}
+	lim = json_object_get(s, b->max_key);
+	if (lim && n > (size_t)json_integer_value(lim)) {
+		buf_printf(err, "%s: %s than %lld %s", at, b->more, (long long)json_integer_value(lim),
+			   b->unit);
+		return -1;
+	}
+	return 0;
 }
 
 static int validate_at(const json_t *s, const json_t *v, struct buf *path, struct buf *err)
@@ -71,17 +105,8 @@ static int validate_at(const json_t *s, const json_t *v, struct buf *path, struc
 		}
 	}
 	json_t *lim;
-	if (json_is_string(v)) {
-		size_t n = json_string_length(v);
-		if ((lim = json_object_get(s, "minLength")) && n < (size_t)json_integer_value(lim)) {
-			buf_printf(err, "%s: shorter than %lld characters", at, (long long)json_integer_value(lim));
-			return -1;
-		}
-		if ((lim = json_object_get(s, "maxLength")) && n > (size_t)json_integer_value(lim)) {
-			buf_printf(err, "%s: longer than %lld characters", at, (long long)json_integer_value(lim));
-			return -1;
-		}
-	}
+	if (json_is_string(v) && check_size(s, json_string_length(v), &string_size, at, err) < 0)
+		return -1;
 	if (json_is_number(v)) {
 		double x = json_number_value(v);
 		if (!isfinite(x) || ((lim = json_object_get(s, "minimum")) && x < json_number_value(lim)) ||
@@ -91,15 +116,8 @@ static int validate_at(const json_t *s, const json_t *v, struct buf *path, struc
 		}
 	}
 	if (json_is_array(v)) {
-		size_t n = json_array_size(v);
-		if ((lim = json_object_get(s, "minItems")) && n < (size_t)json_integer_value(lim)) {
-			buf_printf(err, "%s: fewer than %lld items", at, (long long)json_integer_value(lim));
+		if (check_size(s, json_array_size(v), &array_size, at, err) < 0)
 			return -1;
-		}
-		if ((lim = json_object_get(s, "maxItems")) && n > (size_t)json_integer_value(lim)) {
-			buf_printf(err, "%s: more than %lld items", at, (long long)json_integer_value(lim));
-			return -1;
-		}
 		json_t *items = json_object_get(s, "items");
 		size_t i;
 		json_t *e;

@@ -86,8 +86,7 @@ void mcp_remotes_free(struct mcp_remotes *m)
 	if (!m)
 		return;
 	for (size_t i = 0; i < m->n; i++) {
-		free(m->r[i].endpoint);
-		free(m->r[i].token);
+		free_all(m->r[i].endpoint, m->r[i].token);
 	}
 	free(m);
 }

@@ -21,8 +21,7 @@ void gputopo_init(struct gputopo *t)
 void gputopo_free(struct gputopo *t)
 {
 	for (size_t i = 0; i < t->nhosts; i++) {
-		free(t->hosts[i]->procs);
-		free(t->hosts[i]);
+		free_all(t->hosts[i]->procs, t->hosts[i]);
 	}
 	free(t->hosts);
 	memset(t, 0, sizeof(*t));

@@ -206,10 +206,8 @@ void metrics_close(struct metrics_store *m)
 	sqlite3_finalize(m->touch_series);
 	sqlite3_finalize(m->get_chunk);
 	sqlite3_finalize(m->put_chunk);
-	if (m->r)
-		sqlite3_close(m->r);
-	if (m->w)
-		sqlite3_close(m->w);
+	sqlite3_close(m->r); /* NULL: nothing */
+	sqlite3_close(m->w);
 	pthread_mutex_destroy(&m->wmu);
 	pthread_mutex_destroy(&m->rmu);
 	free(m);

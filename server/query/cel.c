@@ -78,30 +78,6 @@ static bool is_space(char c)
 	return c == ' ' || c == '\t' || c == '\r' || c == '\n';
 }
 
-static void skip_ws(struct parser *ps)
-{
-	while (ps->pos < ps->len && is_space(ps->src[ps->pos]))
-		ps->pos++;
-}
-
-static size_t ws_end(const struct parser *ps, size_t at)
-{
-	while (at < ps->len && is_space(ps->src[at]))
-		at++;
-	return at;
-}
-
-static bool eat(struct parser *ps, const char *tok)
-{
-	skip_ws(ps);
-	size_t n = strlen(tok);
-	if (ps->len - ps->pos >= n && memcmp(ps->src + ps->pos, tok, n) == 0) {
-		ps->pos += n;
-		return true;
-	}
-	return false;
-}
-
 static bool is_ident_start(char c)
 {
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
@@ -110,6 +86,43 @@ static bool is_ident_start(char c)
 static bool is_ident(char c)
 {
 	return is_ident_start(c) || (c >= '0' && c <= '9');
+}
+
+/* The end of the run of characters that are (is_space, is_ident) from at. */
+static size_t run_end(const struct parser *ps, size_t at, bool (*is)(char))
+{
+	while (at < ps->len && is(ps->src[at]))
+		at++;
+	return at;
+}
+
+static size_t ws_end(const struct parser *ps, size_t at)
+{
+	return run_end(ps, at, is_space);
+}
+
+static void skip_ws(struct parser *ps)
+{
+	ps->pos = ws_end(ps, ps->pos);
+}
+
+/* Eats tok after spaces; a word (whole) only when it is not the start of
+ * a longer identifier. */
+static bool eat_tok(struct parser *ps, const char *tok, bool whole)
+{
+	skip_ws(ps);
+	size_t n = strlen(tok);
+	if (ps->len - ps->pos >= n && memcmp(ps->src + ps->pos, tok, n) == 0 &&
+	    (!whole || ps->pos + n == ps->len || !is_ident(ps->src[ps->pos + n]))) {
+		ps->pos += n;
+		return true;
+	}
+	return false;
+}
+
+static bool eat(struct parser *ps, const char *tok)
+{
+	return eat_tok(ps, tok, false);
 }
 
 static bool is_digit(char c)
@@ -166,22 +179,13 @@ static bool parse_number(const char *s, double *out)
 
 static size_t ident_end(const struct parser *ps, size_t at)
 {
-	while (at < ps->len && is_ident(ps->src[at]))
-		at++;
-	return at;
+	return run_end(ps, at, is_ident);
 }
 
 /* Eats the word kw when it is not the start of a longer identifier. */
 static bool eat_keyword(struct parser *ps, const char *kw)
 {
-	skip_ws(ps);
-	size_t n = strlen(kw);
-	if (ps->len - ps->pos >= n && memcmp(ps->src + ps->pos, kw, n) == 0 &&
-	    (ps->pos + n == ps->len || !is_ident(ps->src[ps->pos + n]))) {
-		ps->pos += n;
-		return true;
-	}
-	return false;
+	return eat_tok(ps, kw, true);
 }
 
 static bool at_quote(const struct parser *ps)
@@ -577,29 +581,30 @@ static int unary(struct parser *ps)
 	return primary(ps);
 }
 
-static int and_expr(struct parser *ps)
+/* side (op side)*, left to right: nodes of kind k. */
+static int chain(struct parser *ps, int (*side)(struct parser *), const char *op,
+		 enum node_kind k)
 {
-	int l = unary(ps);
-	while (l >= 0 && eat(ps, "&&")) {
-		int r = unary(ps);
+	int l = side(ps);
+	while (l >= 0 && eat(ps, op)) {
+		int r = side(ps);
 		if (r < 0)
 			return -1;
-		l = new_node(ps, N_AND, l, r, NULL);
+		l = new_node(ps, k, l, r, NULL);
 	}
 	return l;
+}
+
+static int and_expr(struct parser *ps)
+{
+	return chain(ps, unary, "&&", N_AND);
 }
 
 static int expr(struct parser *ps)
 {
 	if (++ps->depth > CEL_MAX_DEPTH)
 		return fail(ps, "expression nested too deeply");
-	int l = and_expr(ps);
-	while (l >= 0 && eat(ps, "||")) {
-		int r = and_expr(ps);
-		if (r < 0)
-			return -1;
-		l = new_node(ps, N_OR, l, r, NULL);
-	}
+	int l = chain(ps, and_expr, "||", N_OR);
 	ps->depth--;
 	return l;
 }

@@ -123,8 +123,7 @@ void display_free(struct display *d)
 	strtab_free(&d->names);
 	free(d->keys);
 	hmap_free(&d->key_index);
-	free(d->frame_run);
-	free(d->runs);
+	free_all(d->frame_run, d->runs);
 	buf_free(&d->name);
 	free(d);
 }

@@ -463,8 +463,7 @@ static void write_timeseries(const struct ent_request *r, struct groups *gs, str
 	if (other_total)
 		write_series(w, "[other]", other, r->num_buckets, other_total);
 	jsonw_end_array(w);
-	free(other);
-	free(ids);
+	free_all(other, ids);
 }
 
 int entities_query(struct store *st, const struct ent_request *r, struct buf *out,

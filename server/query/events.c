@@ -113,8 +113,7 @@ static char *describe(struct display *d, const struct store_segment *p, const st
 	}
 	jsonw_end_array(&w);
 	jsonw_end_object(&w);
-	free(k);
-	free(l);
+	free_all(k, l);
 	if (jsonw_finish(&w)) {
 		/* A bug: the answer fails rather than splice bad JSON. */
 		buf_free(&b);
@@ -210,8 +209,7 @@ int events_query(struct store *st, struct symbols *sym, const struct ev_request 
 out:
 	for (size_t i = 0; i < nev; i++)
 		free(ev[i].json);
-	free(ev);
-	free(c);
+	free_all(ev, c);
 	scan_close(scan);
 	display_free(d);
 	return rc;

@@ -47,27 +47,18 @@ const char *fg_format_extension(enum fg_format f)
 void export_folded_frame(struct buf *out, const char *name)
 {
 	static const char hex[] = "0123456789abcdef";
+	/* \\, ; and line breaks escaped by name; other controls in hex. */
+	static const char named[] = "\\;\n\r", as[] = "\\;nr";
 	for (const unsigned char *s = (const unsigned char *)name; *s; s++) {
-		switch (*s) {
-		case '\\':
-			buf_puts(out, "\\\\");
-			break;
-		case ';':
-			buf_puts(out, "\\;");
-			break;
-		case '\n':
-			buf_puts(out, "\\n");
-			break;
-		case '\r':
-			buf_puts(out, "\\r");
-			break;
-		default:
-			if (*s < 0x20 || *s == 0x7f) {
-				char e[4] = { '\\', 'x', hex[*s >> 4], hex[*s & 15] };
-				buf_append(out, e, sizeof(e));
-			} else {
-				buf_putc(out, (char)*s);
-			}
+		const char *n = strchr(named, *s);
+		if (n) {
+			char e[2] = { '\\', as[n - named] };
+			buf_append(out, e, sizeof(e));
+		} else if (*s < 0x20 || *s == 0x7f) {
+			char e[4] = { '\\', 'x', hex[*s >> 4], hex[*s & 15] };
+			buf_append(out, e, sizeof(e));
+		} else {
+			buf_putc(out, (char)*s);
 		}
 	}
 }
@@ -122,21 +113,19 @@ struct ex {
 	size_t nlocids, caplocids;
 };
 
-static void frame_of_key(const struct ex *x, uint32_t key, const char **name, const char **type,
-			 const char **binary, const char **file)
+/* What the formats name a frame by. */
+struct frame_names {
+	const char *name, *type, *binary, *file; /* file: NULL when unknown */
+};
+
+static struct frame_names frame_of_key(const struct ex *x, uint32_t key)
 {
-	if (key == OTREE_OTHER) {
-		*name = "[other]";
-		*type = "synthetic";
-		*binary = "";
-		*file = NULL;
-		return;
-	}
+	if (key == OTREE_OTHER)
+		return (struct frame_names){ "[other]", "synthetic", "", NULL };
 	const struct dkey *k = display_get(x->d, key);
-	*name = display_str(x->d, k->name);
-	*type = frame_type_name(k->type);
-	*binary = display_str(x->d, k->binary);
-	*file = k->file ? display_str(x->d, k->file) : NULL;
+	return (struct frame_names){ display_str(x->d, k->name), frame_type_name(k->type),
+				     display_str(x->d, k->binary),
+				     k->file ? display_str(x->d, k->file) : NULL };
 }
 
 static size_t key_slot(const struct ex *x, uint32_t key)
@@ -144,23 +133,37 @@ static size_t key_slot(const struct ex *x, uint32_t key)
 	return key == OTREE_OTHER || key >= x->nkeys ? x->nkeys : key;
 }
 
+/* The frame index of key (speedscope's frames, pprof's functions): true
+ * when it has one; else it gets the next, *f names it for the caller to
+ * write, and false. */
+static bool known_frame(struct ex *x, uint32_t key, uint32_t *idx, struct frame_names *f)
+{
+	size_t slot = key_slot(x, key);
+	if (x->frame_of[slot]) {
+		*idx = x->frame_of[slot] - 1;
+		return true;
+	}
+	*f = frame_of_key(x, key);
+	x->frame_of[slot] = (uint32_t)++x->nframes;
+	*idx = (uint32_t)x->nframes - 1;
+	return false;
+}
+
 /* The speedscope frame index of key, written to x->frames when new. */
 static uint32_t speedscope_frame(struct ex *x, uint32_t key)
 {
-	size_t slot = key_slot(x, key);
-	if (x->frame_of[slot])
-		return x->frame_of[slot] - 1;
-	const char *name, *type, *binary, *file;
-	frame_of_key(x, key, &name, &type, &binary, &file);
+	uint32_t i;
+	struct frame_names f;
+	if (known_frame(x, key, &i, &f))
+		return i;
 	jsonw_begin_object(&x->fw);
-	jsonw_kv_str(&x->fw, "name", name);
-	if (file)
-		jsonw_kv_str(&x->fw, "file", file);
-	else if (*binary)
-		jsonw_kv_str(&x->fw, "file", binary);
+	jsonw_kv_str(&x->fw, "name", f.name);
+	if (f.file)
+		jsonw_kv_str(&x->fw, "file", f.file);
+	else if (*f.binary)
+		jsonw_kv_str(&x->fw, "file", f.binary);
 	jsonw_end_object(&x->fw);
-	x->frame_of[slot] = (uint32_t)++x->nframes;
-	return (uint32_t)x->nframes - 1;
+	return i;
 }
 
 static uint32_t intern(struct ex *x, const char *s)
@@ -189,21 +192,18 @@ static uint32_t pprof_mapping(struct ex *x, const char *binary)
 /* The pprof function index of key, made when new. */
 static uint32_t pprof_function(struct ex *x, uint32_t key)
 {
-	size_t slot = key_slot(x, key);
-	if (x->frame_of[slot])
-		return x->frame_of[slot] - 1;
-	const char *name, *type, *binary, *file;
-	frame_of_key(x, key, &name, &type, &binary, &file);
+	uint32_t i;
+	struct frame_names f;
+	if (known_frame(x, key, &i, &f))
+		return i;
 	struct buf sys = { 0 };
-	buf_printf(&sys, "%s:%s", type, name);
-	size_t i = x->nframes;
-	xgrow((void **)&x->fns, &x->capfn, i + 1, sizeof(*x->fns));
-	x->fns[i].name = intern(x, name);
+	buf_printf(&sys, "%s:%s", f.type, f.name);
+	xgrow((void **)&x->fns, &x->capfn, (size_t)i + 1, sizeof(*x->fns));
+	x->fns[i].name = intern(x, f.name);
 	x->fns[i].system = intern(x, sys.data);
-	x->fns[i].file = file ? intern(x, file) : 0;
+	x->fns[i].file = f.file ? intern(x, f.file) : 0;
 	buf_free(&sys);
-	x->frame_of[slot] = (uint32_t)++x->nframes;
-	return (uint32_t)i;
+	return i;
 }
 
 static bool eq_loc(const void *ctx, uint32_t idx)
@@ -223,9 +223,7 @@ static uint32_t pprof_location(struct ex *x, uint32_t key, uint32_t line)
 	uint32_t idx;
 	if (hmap_find(&x->loc_index, h, eq_loc, ctx, &idx))
 		return idx + 1;
-	const char *name, *type, *binary, *file;
-	frame_of_key(x, key, &name, &type, &binary, &file);
-	k.mapping = pprof_mapping(x, binary);
+	k.mapping = pprof_mapping(x, frame_of_key(x, key).binary);
 	xgrow((void **)&x->locs, &x->caplocs, x->nlocs + 1, sizeof(*x->locs));
 	x->locs[x->nlocs] = k;
 	hmap_insert(&x->loc_index, h, (uint32_t)x->nlocs);
@@ -281,11 +279,9 @@ static void enter(void *ctx, uint32_t key, uint64_t self, uint64_t total, uint32
 		x->plen[level] = x->path.len;
 		switch (x->f) {
 		case FG_FORMAT_FOLDED: {
-			const char *name, *type, *binary, *file;
-			frame_of_key(x, key, &name, &type, &binary, &file);
 			if (level)
 				buf_putc(&x->path, ';');
-			export_folded_frame(&x->path, name);
+			export_folded_frame(&x->path, frame_of_key(x, key).name);
 			break;
 		}
 		case FG_FORMAT_SPEEDSCOPE:
@@ -543,16 +539,14 @@ int export_tree(enum fg_format f, struct otree *t, const struct display *d, size
 		rc = write_speedscope(&x, err);
 	else if (f == FG_FORMAT_PPROF)
 		rc = write_pprof(&x, err);
-	free(x.ids);
-	free(x.plen);
+	free_all(x.ids, x.plen);
 	buf_free(&x.path);
 	free(x.frame_of);
 	buf_free(&x.frames);
 	buf_free(&x.samples);
 	buf_free(&x.weights);
 	strtab_free(&x.strs);
-	free(x.fns);
-	free(x.locs);
+	free_all(x.fns, x.locs);
 	hmap_free(&x.loc_index);
 	free_all(x.mapping_of, x.mapping_file, x.smp, x.locids);
 	return rc;

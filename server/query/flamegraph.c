@@ -66,7 +66,7 @@ int fg_request_parse(struct fg_request *r, const char *body, size_t len, struct 
 	if (scope_parse(filter, "filter", &r->scope, err) < 0 ||
 	    req_patterns(json_object_get(filter, "frame_mask"), "filter.frame_mask", FG_MAX_MASKS,
 			 r->masks, &r->nmasks, err) < 0 ||
-	    req_string(doc, "search", 1024, &r->search, err) < 0 ||
+	    req_search(doc, &r->search, err) < 0 ||
 	    req_count(doc, "num_samples", INT64_MAX, &r->num_samples, err) < 0 ||
 	    req_count(doc, "num_stat_buckets", 10000, &buckets, err) < 0 ||
 	    req_count(doc, "max_nodes", FG_LIMIT_MAX_NODES, &max_nodes, err) < 0 ||
@@ -80,10 +80,6 @@ int fg_request_parse(struct fg_request *r, const char *body, size_t len, struct 
 	}
 	r->num_stat_buckets = (uint32_t)buckets;
 	r->max_nodes = (uint32_t)max_nodes;
-	if (r->search && !*r->search) {
-		free(r->search);
-		r->search = NULL;
-	}
 	json_t *syn = json_object_get(doc, "synthetic_frames");
 	if (syn && !json_is_null(syn)) {
 		if (!json_is_array(syn) || json_array_size(syn) > FG_MAX_SYNTHETIC) {

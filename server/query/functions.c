@@ -78,7 +78,7 @@ int fn_request_parse(struct fn_request *r, enum fn_query what, const char *body,
 	if (frame_types_parse(json_object_get(doc, "frame_types"), &r->frame_types, err) < 0)
 		goto out;
 	uint64_t limit = r->limit, max_nodes = r->max_nodes;
-	if (req_string(doc, "search", 1024, &r->search, err) < 0 ||
+	if (req_search(doc, &r->search, err) < 0 ||
 	    req_bool(doc, "raw_names", &r->raw_names, err) < 0 ||
 	    req_bool(doc, "verbose_names", &r->verbose_names, err) < 0 ||
 	    req_choice(doc, "sort", "self", "total", &r->sort_total, err) < 0 ||
@@ -92,10 +92,6 @@ int fn_request_parse(struct fn_request *r, enum fn_query what, const char *body,
 	}
 	r->limit = (uint32_t)limit;
 	r->max_nodes = (uint32_t)max_nodes;
-	if (r->search && !*r->search) {
-		free(r->search);
-		r->search = NULL;
-	}
 	if (what == FN_SANDWICH) {
 		if (req_string(doc, "function", 4096, &r->function, err) < 0 ||
 		    req_string(doc, "binary", 4096, &r->binary, err) < 0)
@@ -626,8 +622,7 @@ int functions_query(struct store *st, struct symbols *sym, struct fetcher *fetch
 		b = cmp.t;
 		stats_b = cmp.stats;
 		buf_free(&cmp.err);
-		free(cmp.f.stamp);
-		free(cmp.f.target);
+		free_all(cmp.f.stamp, cmp.f.target);
 		display_free(cmp.f.d);
 		if (rca < 0 || cmp.rc < 0) {
 			rc = rca < 0 ? rca : cmp.rc;
@@ -653,14 +648,12 @@ int functions_query(struct store *st, struct symbols *sym, struct fetcher *fetch
 	jsonw_end_object(&w);
 	rc = jsonw_finish_answer(&w, err);
 out:
-	free(a.v);
-	free(b.v);
+	free_all(a.v, b.v);
 	buf_free(&stats_a);
 	buf_free(&stats_b);
 	otree_free(&f.callers);
 	otree_free(&f.callees);
-	free(f.stamp);
-	free(f.target);
+	free_all(f.stamp, f.target);
 	display_free(f.d);
 	return rc;
 }

@@ -262,8 +262,7 @@ static void app_free(struct ht_app *a)
 	free(a->traces);
 	for (size_t e = 0; e < a->nentities; e++)
 		free(a->entities[e].value);
-	free(a->entities);
-	free(a->name);
+	free_all(a->entities, a->name);
 }
 
 static void make_trace(struct ht *h, const struct acc *a, const struct ht_result *r,

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "display.h"
 #include "hmap.h"
 #include "jsonw.h"
 #include "log.h"
@@ -272,21 +273,10 @@ void recs_config_get(struct recs *r, struct recs_config *out)
 
 /* --- building ------------------------------------------------------------ */
 
+/* A stored frame type's name (display.h's), "unknown" for none. */
 static const char *type_name(uint8_t t)
 {
-	static const char *const names[] = {
-		[SFT_KERNEL] = "kernel",           [SFT_NATIVE] = "native",
-		[SFT_CPYTHON] = "cpython",         [SFT_GO] = "go",
-		[SFT_JVM] = "jvm",                 [SFT_V8] = "v8",
-		[SFT_RUBY] = "ruby",               [SFT_PHP] = "php",
-		[SFT_PERL] = "perl",               [SFT_DOTNET] = "dotnet",
-		[SFT_CUDA_LAUNCH] = "cuda_launch", [SFT_CUDA_KERNEL] = "cuda_kernel",
-		[SFT_CUDA_SASS] = "cuda_sass",     [SFT_CUDA_STALL] = "cuda_stall",
-		[SFT_ERROR] = "error",             [SFT_CUDA_MEMCPY] = "cuda_memcpy",
-		[SFT_CUDA_MEMSET] = "cuda_memset", [SFT_CUDA_SYNC] = "cuda_sync",
-		[SFT_NVTX] = "nvtx",
-	};
-	return t < ARRAY_SIZE(names) && names[t] ? names[t] : "unknown";
+	return t >= 1 && t <= SFT_MAX ? frame_type_name(t) : "unknown";
 }
 
 /* x to 6 significant digits: small averages (a minute of work in a 6 h
@@ -452,8 +442,7 @@ static void build_app(const struct ht_result *h, const struct ht_app *app, const
 		json_decref(evidence);
 		json_decref(traces);
 		json_decref(usage);
-		free(m);
-		free(matched);
+		free_all(m, matched);
 		return;
 	}
 	qsort(f, nf, sizeof(*f), cmp_finding);
@@ -530,8 +519,7 @@ static void build_app(const struct ht_result *h, const struct ht_app *app, const
 		"technical", json_pack("{s:s, s:o, s:o, s:s}", "confidence", conf, "lower_priority", lower,
 				       "hot_traces", traces, "analyzer", "built-in"));
 	json_array_append_new(arr, rec);
-	free(m);
-	free(matched);
+	free_all(m, matched);
 }
 
 void recs_build(const struct ht_result *h, const char *project, const struct recs_config *c,

@@ -70,6 +70,17 @@ int req_string(const json_t *doc, const char *name, size_t max, char **out, stru
 	return 0;
 }
 
+int req_search(const json_t *doc, char **out, struct buf *err)
+{
+	if (req_string(doc, "search", 1024, out, err) < 0)
+		return -1;
+	if (*out && !**out) {
+		free(*out);
+		*out = NULL;
+	}
+	return 0;
+}
+
 int req_choice(const json_t *doc, const char *name, const char *a, const char *b, bool *is_b,
 	       struct buf *err)
 {

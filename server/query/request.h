@@ -23,6 +23,8 @@ int req_count(const json_t *doc, const char *name, uint64_t max, uint64_t *out,
 	      struct buf *err);
 /* A string of at most max bytes, copied (the caller frees it). */
 int req_string(const json_t *doc, const char *name, size_t max, char **out, struct buf *err);
+/* "search": a string of at most 1 KiB; an empty one is none (*out NULL). */
+int req_search(const json_t *doc, char **out, struct buf *err);
 /* One of two words: *is_b tells which. */
 int req_choice(const json_t *doc, const char *name, const char *a, const char *b, bool *is_b,
 	       struct buf *err);

@@ -237,8 +237,7 @@ void scan_close(struct scan *s)
 		return;
 	store_view_close(s->view);
 	cel_free(s->cel);
-	free(s->label_ok);
-	free(s);
+	free_all(s->label_ok, s);
 }
 
 size_t scan_parts(const struct scan *s)
@@ -512,8 +511,7 @@ void stack_sums_clear(struct stack_sums *ss)
 
 void stack_sums_free(struct stack_sums *ss)
 {
-	free(ss->v);
-	free(ss->leaves);
+	free_all(ss->v, ss->leaves);
 	memset(ss, 0, sizeof(*ss));
 }
 

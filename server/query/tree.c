@@ -196,8 +196,7 @@ static void node_limit(struct otree *t, size_t max_nodes)
 	for (size_t i = 0; i < m; i++)
 		above += v[i] > t->min_total;
 	t->at_min_budget = max_nodes - above;
-	free(v);
-	free(count);
+	free_all(v, count);
 }
 
 uint32_t *otree_prune(struct otree *t, size_t keep_n, uint32_t other_key)

@@ -178,6 +178,16 @@ static void load_rollup_slices(struct part *p, struct part_rollup *r, struct cur
 	r->nslices = (uint32_t)(p->nslices - r->slice0);
 }
 
+/* A section's table: its count (bounded by the bytes left, each item
+ * taking at least min_bytes) into *n, and an array of that many zeroed
+ * items of elem bytes (one at least), its capacity in *cap. */
+static void *table_of(struct cursor *c, uint64_t min_bytes, size_t elem, size_t *cap, uint64_t *n)
+{
+	*n = varint_get_max(c, cursor_left(c) / min_bytes);
+	*cap = *n ? *n : 1;
+	return xcalloc(*cap, elem);
+}
+
 static int load_tables(struct part *p, int id, struct cursor *c, const struct block *b)
 {
 	const struct block_info *in = &b->info;
@@ -188,9 +198,7 @@ static int load_tables(struct part *p, int id, struct cursor *c, const struct bl
 	case SEC_SSTR:
 		return load_strings(&p->sstr, c);
 	case SEC_FILES:
-		n = varint_get_max(c, cursor_left(c) / 18);
-		p->files = xcalloc(n ? n : 1, sizeof(*p->files));
-		p->capfiles = n ? n : 1;
+		p->files = table_of(c, 18, sizeof(*p->files), &p->capfiles, &n);
 		for (uint64_t i = 0; i < n && !c->bad; i++) {
 			struct store_file *f = &p->files[p->nfiles++];
 			cursor_bytes(c, f->id.b, FILE_ID_LEN);
@@ -209,9 +217,7 @@ static int load_tables(struct part *p, int id, struct cursor *c, const struct bl
 		}
 		return c->bad ? -1 : 0;
 	case SEC_FRAMES:
-		n = varint_get_max(c, cursor_left(c) / 5);
-		p->frames = xcalloc(n ? n : 1, sizeof(*p->frames));
-		p->capframes = n ? n : 1;
+		p->frames = table_of(c, 5, sizeof(*p->frames), &p->capframes, &n);
 		for (uint64_t i = 0; i < n && !c->bad; i++) {
 			struct store_frame *f = &p->frames[p->nframes++];
 			f->type = cursor_u8(c);
@@ -253,9 +259,7 @@ static int load_tables(struct part *p, int id, struct cursor *c, const struct bl
 		}
 		return c->bad ? -1 : 0;
 	case SEC_SERIES:
-		n = varint_get_max(c, cursor_left(c) / 10);
-		p->series = xcalloc(n ? n : 1, sizeof(*p->series));
-		p->capseries = n ? n : 1;
+		p->series = table_of(c, 10, sizeof(*p->series), &p->capseries, &n);
 		for (uint64_t i = 0; i < n && !c->bad; i++) {
 			struct part_series *s = &p->series[p->nseries++];
 			s->project = (uint32_t)varint_get_max(c, strtab_count(&p->lstr) - 1);
@@ -294,9 +298,8 @@ static int load_tables(struct part *p, int id, struct cursor *c, const struct bl
 	case SEC_MINUTES:
 		for (size_t i = 0; i < p->nseries && !c->bad; i++) {
 			struct part_series *s = &p->series[i];
-			uint64_t m = varint_get_max(c, cursor_left(c) / 2);
-			s->minutes = xcalloc(m ? m : 1, sizeof(*s->minutes));
-			s->capminutes = m ? m : 1;
+			uint64_t m;
+			s->minutes = table_of(c, 2, sizeof(*s->minutes), &s->capminutes, &m);
 			/* Minutes lie within the block's time range. */
 			int64_t lo = in->min_ts / 60000 - 1, hi = in->max_ts / 60000 + 1;
 			int64_t mm = unzigzag(varint_get(c));

@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -91,8 +90,7 @@ struct block_writer *block_writer_create(const char *tmp_path, struct buf *err)
 static void writer_free(struct block_writer *w)
 {
 	for (size_t i = 0; i < w->naccs; i++) {
-		free(w->accs[i].keys);
-		free(w->accs[i].vals);
+		free_all(w->accs[i].keys, w->accs[i].vals);
 	}
 	free(w->accs);
 	ZSTD_freeCCtx(w->cctx);
@@ -180,8 +178,7 @@ static void slice_acc_add(struct slice_acc *a, uint32_t stack, uint64_t value)
 				keys[j] = a->keys[i];
 				vals[j] = a->vals[i];
 			}
-		free(a->keys);
-		free(a->vals);
+		free_all(a->keys, a->vals);
 		a->keys = keys;
 		a->vals = vals;
 		a->cap = cap;
@@ -562,8 +559,7 @@ static void finish_rollups(struct part *p)
 		size_t n = 0;
 		for (size_t j = 0; j < r->capacc; j++)
 			n += r->acc[j] != 0;
-		free(r->stacks);
-		free(r->sums);
+		free_all(r->stacks, r->sums);
 		r->stacks = xmalloc((n + 1) * sizeof(uint32_t));
 		r->sums = xmalloc((n + 1) * sizeof(uint64_t));
 		r->n = 0;
@@ -576,18 +572,6 @@ static void finish_rollups(struct part *p)
 		r->acc = NULL;
 		r->capacc = 0;
 	}
-}
-
-static int fsync_dir_of(const char *path)
-{
-	char *copy = xstrdup(path);
-	int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	free(copy);
-	if (fd < 0)
-		return -1;
-	int rc = fsync(fd);
-	close(fd);
-	return rc;
 }
 
 int block_writer_finish(struct block_writer *w, struct part *dst,

@@ -32,7 +32,7 @@ struct chunk {
 	size_t nframes, capframes;
 	struct hmap frame_index;
 	uint32_t *node_parent, *node_frame; /* node 0: the root */
-	size_t nnodes, capnodes, capnode_frame;
+	size_t nnodes, capnodes;
 	struct hmap node_index;
 	/* label sets: sorted (key, value) string-id pairs, set i at
 	 * lab_ids[lab_off[i] .. lab_off[i + 1]) */
@@ -182,44 +182,17 @@ static uint32_t intern_frame(struct chunk *c, const struct store_frame_info *fi)
 	return (uint32_t)c->nframes++;
 }
 
-struct node_key {
-	const struct chunk *c;
-	uint32_t parent, frame;
-};
-
-static bool eq_node(const void *ctx, uint32_t idx)
-{
-	const struct node_key *k = ctx;
-	return k->c->node_parent[idx] == k->parent && k->c->node_frame[idx] == k->frame;
-}
-
 static uint32_t intern_node(struct chunk *c, uint32_t parent, uint32_t frame)
 {
-	uint64_t h = hash_u64((uint64_t)parent << 32 | frame);
-	struct node_key k = { c, parent, frame };
-	uint32_t idx;
-	if (hmap_find(&c->node_index, h, eq_node, &k, &idx))
-		return idx;
-	xgrow((void **)&c->node_parent, &c->capnodes, c->nnodes + 1, sizeof(uint32_t));
-	xgrow((void **)&c->node_frame, &c->capnode_frame, c->nnodes + 1, sizeof(uint32_t));
-	c->node_parent[c->nnodes] = parent;
-	c->node_frame[c->nnodes] = frame;
-	hmap_insert(&c->node_index, h, (uint32_t)c->nnodes);
-	return (uint32_t)c->nnodes++;
+	return hmap_pair_intern(&c->node_index, hash_u64((uint64_t)parent << 32 | frame),
+				&c->node_parent, &c->node_frame, &c->nnodes, &c->capnodes, parent, frame);
 }
-
-struct lab_key {
-	const struct chunk *c;
-	const uint32_t *ids;
-	size_t n;
-};
 
 static bool eq_lab(const void *ctx, uint32_t idx)
 {
-	const struct lab_key *k = ctx;
-	const struct chunk *c = k->c;
-	size_t n = c->lab_off[idx + 1] - c->lab_off[idx];
-	return n == k->n && memcmp(c->lab_ids + c->lab_off[idx], k->ids, n * sizeof(uint32_t)) == 0;
+	const struct chunk *c = ((const struct hmap_span_key *)ctx)->owner;
+	return hmap_span_is(ctx, c->lab_ids + c->lab_off[idx], c->lab_off[idx + 1] - c->lab_off[idx],
+			    sizeof(uint32_t));
 }
 
 static int cmp_pair(const void *a, const void *b)
@@ -235,7 +208,7 @@ static uint32_t intern_labels(struct chunk *c, const char *const *kv, size_t npa
 		ids[i] = strtab_intern_cstr(&c->strs, kv[i] ? kv[i] : "");
 	xqsort(ids, npairs, 2 * sizeof(uint32_t), cmp_pair);
 	uint64_t h = hash_bytes(ids, 2 * npairs * sizeof(uint32_t));
-	struct lab_key k = { c, ids, 2 * npairs };
+	struct hmap_span_key k = { c, ids, 2 * npairs };
 	uint32_t idx;
 	if (!hmap_find(&c->lab_index, h, eq_lab, &k, &idx)) {
 		if (c->nlabs == 0) {
@@ -271,19 +244,15 @@ static struct chunk *chunk_new(const char *project, int64_t now_ms)
 static void chunk_free(struct chunk *c)
 {
 	strtab_free(&c->strs);
-	free(c->files);
-	free(c->file_names);
+	free_all(c->files, c->file_names);
 	hmap_free(&c->file_index);
 	free(c->frames);
 	hmap_free(&c->frame_index);
-	free(c->node_parent);
-	free(c->node_frame);
+	free_all(c->node_parent, c->node_frame);
 	hmap_free(&c->node_index);
-	free(c->lab_ids);
-	free(c->lab_off);
+	free_all(c->lab_ids, c->lab_off);
 	hmap_free(&c->lab_index);
-	free(c->spans);
-	free(c);
+	free_all(c->spans, c);
 }
 
 /* The segment of c as its dictionaries stand now. */

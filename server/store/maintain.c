@@ -234,8 +234,7 @@ static struct sref *write_block(struct store *s, struct merge_source *src,
 	}
 	buf_free(&tmp);
 	buf_free(&fin);
-	free(ids);
-	free(nids);
+	free_all(ids, nids);
 	return out;
 }
 

@@ -108,8 +108,7 @@ int st_open_blocks(struct store *s, uint64_t *wals, size_t *nwals, struct buf *e
 	uint64_t *tmps;
 	size_t ntmp;
 	if (list_gens(s->blocks_dir, ".tmp", &tmps, &ntmp, err) < 0) {
-		free(gens);
-		free(blks);
+		free_all(gens, blks);
 		return -1;
 	}
 	for (size_t i = 0; i < ntmp; i++) {
@@ -489,8 +488,7 @@ void store_close(struct store *s)
 		sref_put(s, s->head);
 	for (size_t i = 0; i < s->nparts; i++)
 		sref_put(s, s->parts[i]);
-	free(s->parts);
-	free(s->logs);
+	free_all(s->parts, s->logs);
 	strtab_free(&s->agent_names);
 	free(s->agent_seq);
 	pthread_mutex_destroy(&s->mu);

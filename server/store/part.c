@@ -36,22 +36,19 @@ void part_free(struct part *p)
 	strtab_free(&p->sstr);
 	free_all(p->files, p->frames, p->node_parent, p->node_frame, p->label_kv, p->label_off);
 	for (size_t i = 0; i < p->nseries; i++) {
-		free(p->series[i].minutes);
-		free(p->series[i].rows);
+		free_all(p->series[i].minutes, p->series[i].rows);
 	}
 	free_all(p->series, p->hosts, p->agents);
 	hmap_free(&p->file_index);
 	hmap_free(&p->frame_index);
 	hmap_free(&p->node_index);
 	hmap_free(&p->stack_index);
-	free(p->stack_keys);
-	free(p->frame_hi);
+	free_all(p->stack_keys, p->frame_hi);
 	for (size_t i = 0; i < p->nrollups; i++) {
 		free_all(p->rollups[i].stacks, p->rollups[i].sums, p->rollups[i].acc,
 		         p->rollups[i].pos);
 	}
-	free(p->rollups);
-	free(p->slices);
+	free_all(p->rollups, p->slices);
 	hmap_free(&p->label_index);
 	hmap_free(&p->series_index);
 	hmap_free(&p->host_index);
@@ -199,17 +196,6 @@ uint32_t part_frame(struct part *p, const struct store_frame *f)
 	return frame_find_or_add(p, h, f);
 }
 
-struct node_key {
-	const struct part *p;
-	uint32_t parent, frame;
-};
-
-static bool eq_node(const void *ctx, uint32_t idx)
-{
-	const struct node_key *k = ctx;
-	return k->p->node_parent[idx] == k->parent && k->p->node_frame[idx] == k->frame;
-}
-
 /* The node index of a part whose tree was renumbered (part_sort_nodes). */
 static void index_nodes(struct part *p)
 {
@@ -222,22 +208,8 @@ uint32_t part_node(struct part *p, uint32_t parent, uint32_t frame)
 {
 	if (!p->node_index.count && p->nnodes > 1)
 		index_nodes(p);
-	uint64_t h = hash_u64((uint64_t)parent << 32 | frame);
-	struct node_key k = { p, parent, frame };
-	uint32_t idx;
-	if (hmap_find(&p->node_index, h, eq_node, &k, &idx))
-		return idx;
-	if (p->nnodes == p->capnodes) {
-		size_t cap = p->capnodes;
-		xgrow((void **)&p->node_parent, &cap, p->nnodes + 1, sizeof(uint32_t));
-		p->node_frame = xrealloc(p->node_frame, cap * sizeof(uint32_t));
-		p->capnodes = cap;
-	}
-	idx = (uint32_t)p->nnodes++;
-	p->node_parent[idx] = parent;
-	p->node_frame[idx] = frame;
-	hmap_insert(&p->node_index, h, idx);
-	return idx;
+	return hmap_pair_intern(&p->node_index, hash_u64((uint64_t)parent << 32 | frame),
+				&p->node_parent, &p->node_frame, &p->nnodes, &p->capnodes, parent, frame);
 }
 
 /* Whole stacks are indexed by a 128-bit hash of their frame ids: 64 bits
@@ -321,8 +293,7 @@ uint32_t *part_sort_nodes(struct part *p)
 		parent[map[i]] = map[p->node_parent[i]];
 		frame[map[i]] = p->node_frame[i];
 	}
-	free(p->node_parent);
-	free(p->node_frame);
+	free_all(p->node_parent, p->node_frame);
 	p->node_parent = parent;
 	p->node_frame = frame;
 	/* Its keys name parents by id: built again when next needed. */
@@ -332,25 +303,18 @@ uint32_t *part_sort_nodes(struct part *p)
 	return map;
 }
 
-struct label_key {
-	const struct part *p;
-	const uint32_t *kv;
-	size_t n;
-};
-
 static bool eq_labels(const void *ctx, uint32_t idx)
 {
-	const struct label_key *k = ctx;
-	size_t len = k->p->label_off[idx + 1] - k->p->label_off[idx];
-	return len == k->n && (k->n == 0 || memcmp(k->p->label_kv + k->p->label_off[idx], k->kv,
-						   k->n * sizeof(uint32_t)) == 0);
+	const struct part *p = ((const struct hmap_span_key *)ctx)->owner;
+	return hmap_span_is(ctx, p->label_kv + p->label_off[idx],
+			    p->label_off[idx + 1] - p->label_off[idx], sizeof(uint32_t));
 }
 
 uint32_t part_labels(struct part *p, const uint32_t *kv, size_t npairs)
 {
 	size_t n = 2 * npairs;
 	uint64_t h = hash_bytes(kv, n * sizeof(uint32_t));
-	struct label_key k = { p, kv, n };
+	struct hmap_span_key k = { p, kv, n };
 	uint32_t idx;
 	if (hmap_find(&p->label_index, h, eq_labels, &k, &idx))
 		return idx;

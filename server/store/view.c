@@ -204,8 +204,7 @@ static void emb_carry(struct store_view *bv)
 					order[k++] = i;
 	}
 	v->order = order;
-	free(end);
-	free(end_nodes);
+	free_all(end, end_nodes);
 }
 
 static bool emb_same_ids(const struct store_view *bv, size_t i, size_t j)
@@ -277,10 +276,18 @@ static const struct store_segment *emb_begin(struct store_view *bv, size_t pos)
 }
 
 /* A series chunk that could not be read: logged, counted, skipped. */
-static void chunk_skipped(struct emb_view *v, const struct buf *err)
+/* What a block read answered (n, err freed here): a failure is logged and
+ * its rows skipped; n items read are added to *count (NULL: not counted). */
+static long block_answer(struct emb_view *v, long n, struct buf *err, uint64_t *count)
 {
-	log_error("store: %s; those rows are skipped", err->data);
-	v->stats.chunks_skipped++;
+	if (n < 0) {
+		log_error("store: %s; those rows are skipped", err->data);
+		v->stats.chunks_skipped++;
+	} else if (count) {
+		*count += (uint64_t)n;
+	}
+	buf_free(err);
+	return n;
 }
 
 /* The part begun at position pos and its series `series`. */
@@ -306,12 +313,7 @@ static long emb_rows(struct store_view *bv, size_t pos, uint32_t series, int64_t
 	}
 	struct buf err = { 0 };
 	long n = block_rows(r->blk, &r->part, s, since_ms, &v->scratch, rows, &v->stats.bytes_read, &err);
-	if (n < 0)
-		chunk_skipped(v, &err);
-	else
-		v->stats.rows_read += (uint64_t)n;
-	buf_free(&err);
-	return n;
+	return block_answer(v, n, &err, &v->stats.rows_read);
 }
 
 static long emb_sums(struct store_view *bv, size_t pos, uint32_t series, int64_t from_ms,
@@ -340,12 +342,7 @@ static long emb_sums(struct store_view *bv, size_t pos, uint32_t series, int64_t
 	struct buf err = { 0 };
 	long n = block_sums(r->blk, &r->part, s, from_ms, to_ms, &v->scratch, stacks, sums,
 			    &v->stats.rows_read, &v->stats.bytes_read, &err);
-	if (n < 0)
-		chunk_skipped(v, &err);
-	else
-		v->stats.stack_sums_read += (uint64_t)n;
-	buf_free(&err);
-	return n;
+	return block_answer(v, n, &err, &v->stats.stack_sums_read);
 }
 
 static int64_t emb_total(struct store_view *bv, size_t pos, uint32_t series, int64_t from_ms,
@@ -366,10 +363,7 @@ static int64_t emb_total(struct store_view *bv, size_t pos, uint32_t series, int
 	struct buf err = { 0 };
 	int64_t n = block_total(r->blk, &r->part, s, from_ms, to_ms, &v->scratch,
 				&v->stats.rows_read, &v->stats.bytes_read, &err);
-	if (n < 0)
-		chunk_skipped(v, &err);
-	buf_free(&err);
-	return n;
+	return block_answer(v, n, &err, NULL);
 }
 
 /* A part's rollup of (project, kind): the stack totals of all its series

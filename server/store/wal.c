@@ -85,6 +85,17 @@ static uint64_t resync(int fd, uint64_t from, uint64_t size)
 	return size;
 }
 
+/* A damaged record at off skipped, up to next (the next magic): logged as
+ * "<what> at offset <off><why>", counted in *skipped. Returns next. */
+static uint64_t skip_damage(const struct wal_file *w, uint64_t off, uint64_t next, const char *what,
+			    const char *why, uint64_t *skipped)
+{
+	log_error("%s: %s at offset %llu%s; skipping %llu bytes", w->path, what,
+		  (unsigned long long)off, why, (unsigned long long)(next - off));
+	(*skipped)++;
+	return next;
+}
+
 static int replay(struct wal_file *w, wal_record_fn fn, void *ctx, uint64_t *skipped,
 		  struct buf *err)
 {
@@ -117,11 +128,8 @@ static int replay(struct wal_file *w, wal_record_fn fn, void *ctx, uint64_t *ski
 		}
 		uint32_t len = get32(hdr + 4);
 		if (get32(hdr) != WAL_MAGIC || len > WAL_MAX_RECORD) {
-			uint64_t next = resync(w->fd, off + 1, (uint64_t)end);
-			log_error("%s: corrupt record at offset %llu (bad header); skipping %llu bytes",
-				  w->path, (unsigned long long)off, (unsigned long long)(next - off));
-			(*skipped)++;
-			off = next;
+			off = skip_damage(w, off, resync(w->fd, off + 1, (uint64_t)end), "corrupt record",
+					  " (bad header)", skipped);
 			continue;
 		}
 		if (off + WAL_HDR + len > size) {
@@ -130,11 +138,8 @@ static int replay(struct wal_file *w, wal_record_fn fn, void *ctx, uint64_t *ski
 			 * there would let the next append hide under it.) */
 			uint64_t next = resync(w->fd, off + 1, (uint64_t)end);
 			if (next < (uint64_t)end) {
-				log_error("%s: corrupt record at offset %llu (its length runs past the records after it); skipping %llu bytes",
-					  w->path, (unsigned long long)off,
-					  (unsigned long long)(next - off));
-				(*skipped)++;
-				off = next;
+				off = skip_damage(w, off, next, "corrupt record",
+						  " (its length runs past the records after it)", skipped);
 				continue;
 			}
 			log_warn("%s: record at offset %llu is cut short: truncating the unacknowledged tail",
@@ -157,11 +162,8 @@ static int replay(struct wal_file *w, wal_record_fn fn, void *ctx, uint64_t *ski
 					 w->path, (unsigned long long)off);
 				break;
 			}
-			uint64_t next = resync(w->fd, off + 1, (uint64_t)end);
-			log_error("%s: record at offset %llu fails its checksum; skipping %llu bytes",
-				  w->path, (unsigned long long)off, (unsigned long long)(next - off));
-			(*skipped)++;
-			off = next;
+			off = skip_damage(w, off, resync(w->fd, off + 1, (uint64_t)end), "record",
+					  " fails its checksum", skipped);
 			continue;
 		}
 		if (fn(ctx, payload, len) < 0) {

@@ -41,23 +41,12 @@ struct fetcher {
 	struct file_id current;
 };
 
-struct kkey {
-	const struct fetcher *f;
-	const struct file_id *id;
-};
-
-static bool eq_known(const void *ctx, uint32_t idx)
-{
-	const struct kkey *k = ctx;
-	return fileid_equal(&k->f->known[idx].id, k->id);
-}
-
 static struct known *known_entry(struct fetcher *f, const struct file_id *id, bool create)
 {
-	struct kkey k = { f, id };
+	struct hmap_field_key k = HMAP_FIELD_KEY(f->known, id, id);
 	uint32_t idx;
 	uint64_t h = hash_bytes(id->b, FILE_ID_LEN);
-	if (hmap_find(&f->known_index, h, eq_known, &k, &idx))
+	if (hmap_find(&f->known_index, h, hmap_field_eq, &k, &idx))
 		return &f->known[idx];
 	if (!create)
 		return NULL;
@@ -187,8 +176,7 @@ void fetcher_stop(struct fetcher *f)
 	if (!f)
 		return;
 	thread_stop_join(f->thread, &f->mu, &f->cond, &f->stopping);
-	free(f->queue);
-	free(f->known);
+	free_all(f->queue, f->known);
 	hmap_free(&f->known_index);
 	pthread_mutex_destroy(&f->mu);
 	pthread_cond_destroy(&f->cond);

@@ -205,23 +205,17 @@ long sass_disassemble(const char *nvdisasm, const char *cubin, unsigned timeout_
 		}
 		struct pollfd pfd = { .fd = fds[0], .events = POLLIN };
 		int n = poll(&pfd, 1, (int)((deadline - now) / 1000000ull) + 1);
-		if (n < 0 && errno == EINTR)
+		ssize_t got = n > 0 ? read(fds[0], chunk, sizeof(chunk)) : 0;
+		if ((n < 0 || got < 0) && errno == EINTR)
 			continue;
-		if (n < 0) {
-			why = "poll failed";
+		if (n < 0 || got < 0) {
+			why = n < 0 ? "poll failed" : "read failed";
 			break;
 		}
 		if (n == 0)
-			continue;
-		ssize_t got = read(fds[0], chunk, sizeof(chunk));
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got < 0) {
-			why = "read failed";
-			break;
-		}
+			continue; /* the time left is checked again */
 		if (got == 0)
-			break;
+			break; /* the end of its output */
 		if (out.len + (size_t)got > max_out) {
 			why = "wrote more than its limit";
 			break;

@@ -92,43 +92,26 @@ static size_t expect_slot(const struct file_id *id)
 	return (size_t)(hash_u64(h) % SYMBOLS_EXPECT_SLOTS);
 }
 
-struct key {
-	const struct symbols *s;
-	const struct file_id *id;
-};
-
-static bool eq_key(const void *ctx, uint32_t idx)
-{
-	const struct key *k = ctx;
-	return fileid_equal(&k->s->entries[idx].id, k->id);
-}
-
 static struct entry *find(struct symbols *s, const struct file_id *id)
 {
-	struct key k = { s, id };
+	struct hmap_field_key k = HMAP_FIELD_KEY(s->entries, id, id);
 	uint32_t idx;
-	if (hmap_find(&s->index, hash_bytes(id->b, FILE_ID_LEN), eq_key, &k, &idx))
+	if (hmap_find(&s->index, hash_bytes(id->b, FILE_ID_LEN), hmap_field_eq, &k, &idx))
 		return &s->entries[idx];
 	return NULL;
 }
 
-struct bkey {
-	const struct symbols *s;
-	const uint8_t *id;
-	int len;
-};
-
 static bool eq_bid(const void *ctx, uint32_t idx)
 {
-	const struct bkey *k = ctx;
-	return k->s->bids[idx].len == k->len && memcmp(k->s->bids[idx].id, k->id, (size_t)k->len) == 0;
+	const struct symbols *s = ((const struct hmap_span_key *)ctx)->owner;
+	return hmap_span_is(ctx, s->bids[idx].id, (size_t)s->bids[idx].len, 1);
 }
 
 static struct bid *find_bid(struct symbols *s, const uint8_t *id, int len)
 {
 	if (len <= 0 || len > 64)
 		return NULL;
-	struct bkey k = { s, id, len };
+	struct hmap_span_key k = { s, id, (size_t)len };
 	uint32_t idx;
 	if (hmap_find(&s->bid_index, hash_bytes(id, (size_t)len), eq_bid, &k, &idx))
 		return &s->bids[idx];

@@ -295,8 +295,7 @@ static uint64_t enc_labels(struct enc *x, uint32_t id)
 	x->labels[id] = ch_labels_hash(k, v, n);
 	if (enc_new(x, x->labels[id]))
 		ch_batch_label_set(x->b, k, v, n);
-	free(k);
-	free(sorted);
+	free_all(k, sorted);
 	return x->labels[id];
 }
 
@@ -418,8 +417,7 @@ static void send_group(struct chs *s, struct pending *group, size_t n)
 		if (r != CH_OK)
 			buf_puts(&q->err, err.data ? err.data : "clickhouse: failed");
 	}
-	free(b);
-	free(res);
+	free_all(b, res);
 	buf_free(&rows);
 	buf_free(&sql);
 	buf_free(&err);
@@ -864,30 +862,10 @@ static uint32_t find_series(const struct chv *v, uint32_t project, uint8_t kind,
 	return hmap_find(&v->series_index, series_hash(&k), eq_series, &k, &idx) ? idx : UINT32_MAX;
 }
 
-struct node_key {
-	const struct chv *v;
-	uint32_t parent, frame;
-};
-
-static bool eq_node(const void *ctx, uint32_t idx)
-{
-	const struct node_key *k = ctx;
-	return k->v->parent[idx] == k->parent && k->v->frame[idx] == k->frame;
-}
-
 static uint32_t chv_node(struct chv *v, uint32_t parent, uint32_t frame)
 {
-	struct node_key k = { v, parent, frame };
-	uint64_t h = hash_mix(hash_u64(parent), frame);
-	uint32_t idx;
-	if (hmap_find(&v->node_index, h, eq_node, &k, &idx))
-		return idx;
-	xgrow((void **)&v->parent, &v->capnodes, v->nnodes + 1, sizeof(uint32_t));
-	v->frame = xrealloc(v->frame, v->capnodes * sizeof(uint32_t));
-	v->parent[v->nnodes] = parent;
-	v->frame[v->nnodes] = frame;
-	hmap_insert(&v->node_index, h, (uint32_t)v->nnodes);
-	return (uint32_t)v->nnodes++;
+	return hmap_pair_intern(&v->node_index, hash_mix(hash_u64(parent), frame), &v->parent,
+				&v->frame, &v->nnodes, &v->capnodes, parent, frame);
 }
 
 /* --- reading: the query texts (one builder each, shared with
@@ -1330,10 +1308,8 @@ static int load_stacks(struct chv *v, struct buf *ans)
 		const char *s = rb_str(&r, &len);
 		if (r.bad)
 			break;
-		size_t cap = capstr;
-		xgrow((void **)&str_hash, &capstr, nstr + 1, sizeof(uint64_t));
-		if (cap != capstr)
-			str_id = xrealloc(str_id, capstr * sizeof(uint32_t));
+		xgrow2((void **)&str_hash, (void **)&str_id, &capstr, nstr + 1,
+		       sizeof(uint64_t), sizeof(uint32_t));
 		str_hash[nstr] = h;
 		str_id[nstr] = strtab_intern(&v->strs, s, len);
 		hmap_insert(&str_index, hash_u64(h), (uint32_t)nstr++);
@@ -1361,10 +1337,8 @@ static int load_stacks(struct chv *v, struct buf *ans)
 		memcpy(f.build_id, bid, f.build_id_len);
 		f.nsegs = (uint8_t)(nsegs / 3);
 		f.name = strtab_intern(&v->strs, name, nlen);
-		size_t cap = v->capfiles;
-		xgrow((void **)&v->files, &v->capfiles, v->nfiles + 1, sizeof(*v->files));
-		if (cap != v->capfiles)
-			v->file_hash = xrealloc(v->file_hash, v->capfiles * sizeof(uint64_t));
+		xgrow2((void **)&v->files, (void **)&v->file_hash, &v->capfiles, v->nfiles + 1,
+		       sizeof(*v->files), sizeof(uint64_t));
 		v->files[v->nfiles] = f;
 		v->file_hash[v->nfiles] = h;
 		hmap_insert(&v->file_index, hash_u64(h), (uint32_t)v->nfiles++);
@@ -1380,10 +1354,8 @@ static int load_stacks(struct chv *v, struct buf *ans)
 		if (r.bad)
 			break;
 		uint32_t fl = file ? find_u64(&v->file_index, v->file_hash, file) : UINT32_MAX;
-		size_t cap = v->capframes;
-		xgrow((void **)&v->frames, &v->capframes, v->nframes + 1, sizeof(*v->frames));
-		if (cap != v->capframes)
-			v->frame_hash = xrealloc(v->frame_hash, v->capframes * sizeof(uint64_t));
+		xgrow2((void **)&v->frames, (void **)&v->frame_hash, &v->capframes, v->nframes + 1,
+		       sizeof(*v->frames), sizeof(uint64_t));
 		uint32_t fi = find_u64(&str_index, str_hash, fn), bi = find_u64(&str_index, str_hash, bin);
 		v->frames[v->nframes] = (struct chv_frame){
 			.type = type, .address = addr, .name = fi == UINT32_MAX ? 0 : str_id[fi],
@@ -1392,8 +1364,7 @@ static int load_stacks(struct chv *v, struct buf *ans)
 		v->frame_hash[v->nframes] = h;
 		hmap_insert(&v->frame_index, hash_u64(h), (uint32_t)v->nframes++);
 	}
-	free(str_hash);
-	free(str_id);
+	free_all(str_hash, str_id);
 	hmap_free(&str_index);
 	/* stacks, each into the tree */
 	if (rc == 0 && !r.bad)
@@ -1416,10 +1387,8 @@ static int load_stacks(struct chv *v, struct buf *ans)
 		}
 		if (r.bad)
 			break;
-		size_t cap = v->capstacks;
-		xgrow((void **)&v->stack_hash, &v->capstacks, v->nstacks + 1, sizeof(uint64_t));
-		if (cap != v->capstacks)
-			v->stack_leaf = xrealloc(v->stack_leaf, v->capstacks * sizeof(uint32_t));
+		xgrow2((void **)&v->stack_hash, (void **)&v->stack_leaf, &v->capstacks, v->nstacks + 1,
+		       sizeof(uint64_t), sizeof(uint32_t));
 		v->stack_hash[v->nstacks] = h;
 		v->stack_leaf[v->nstacks] = node;
 		hmap_insert(&v->stack_index, hash_u64(h), (uint32_t)v->nstacks++);
@@ -1602,10 +1571,8 @@ static int load_sums(struct chv *v, int64_t from_ms, int64_t to_ms)
 			: find_series(v, project, kind_of(kind, klen), (uint16_t)MIN(hz, 65535u), labels);
 		if (i == UINT32_MAX)
 			continue; /* a series that arrived after the view was begun */
-		size_t cap = v->ser_cap[i];
-		xgrow((void **)&v->ser_stacks[i], &v->ser_cap[i], v->ser_n[i] + 1, sizeof(uint32_t));
-		if (cap != v->ser_cap[i])
-			v->ser_sums[i] = xrealloc(v->ser_sums[i], v->ser_cap[i] * sizeof(uint64_t));
+		xgrow2((void **)&v->ser_stacks[i], (void **)&v->ser_sums[i], &v->ser_cap[i], v->ser_n[i] + 1,
+		       sizeof(uint32_t), sizeof(uint64_t));
 		v->ser_stacks[i][v->ser_n[i]] = leaf_of(v, h);
 		v->ser_sums[i][v->ser_n[i]++] = sum;
 	}
@@ -1756,22 +1723,18 @@ static void chv_close(struct store_view *bv)
 	for (size_t i = 0; i < v->nseries; i++) {
 		free(v->minutes[i]);
 		if (v->ser_n) {
-			free(v->ser_stacks[i]);
-			free(v->ser_sums[i]);
+			free_all(v->ser_stacks[i], v->ser_sums[i]);
 		}
 	}
 	free_all(v->series, v->minutes, v->capminutes, v->series_labels);
 	hmap_free(&v->series_index);
 	free_all(v->ser_stacks, v->ser_sums, v->ser_n, v->ser_cap, v->frames, v->frame_hash);
 	hmap_free(&v->frame_index);
-	free(v->files);
-	free(v->file_hash);
+	free_all(v->files, v->file_hash);
 	hmap_free(&v->file_index);
-	free(v->parent);
-	free(v->frame);
+	free_all(v->parent, v->frame);
 	hmap_free(&v->node_index);
-	free(v->stack_hash);
-	free(v->stack_leaf);
+	free_all(v->stack_hash, v->stack_leaf);
 	hmap_free(&v->stack_index);
 	free_all(v->acc, v->out_stacks, v->out_sums, v->rows, v->host_cpus, v);
 }
