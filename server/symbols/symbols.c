@@ -392,10 +392,10 @@ static int put_file(struct symbols *s, const struct file_id *id, const uint8_t *
 	int global = s->parent ? quality_any_one(s->parent, id, build_id, build_id_len) : -1;
 	if (global >= 0 && quality_rank(global) >= quality_rank((int)v.flags))
 		return 1;
-	if (shared) {
-		int here = quality_one(s, id);
-		if (here > 0 && quality_rank(here) >= quality_rank((int)v.flags))
-			return 1;
+	/* Shared first, unless what is here is at least as good (then kept
+	 * below, with its build ID noted). */
+	int here = shared ? quality_one(s, id) : -1;
+	if (shared && !(here > 0 && quality_rank(here) >= quality_rank((int)v.flags))) {
 		char hex[FILE_ID_HEX_LEN + 1];
 		fileid_hex(id, hex);
 		if (publish(s, SYMBOLS_KIND_FILE, hex, build_id, build_id_len, quality_rank((int)v.flags), data,
