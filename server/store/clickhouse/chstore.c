@@ -778,9 +778,7 @@ static void read_failed(struct chv *v, const char *why)
  * external GROUP BY) rather than fail at the server's memory limit: a
  * per-series grouping of a whole fleet's hour (label sets times stacks)
  * needs more than the 2 GiB a small server allows a query. */
-/* A dictionary query's IN list of CH_IN_CHUNK hashes (some 700 KB of
- * text) passes the 256 KiB a query may have by default: 4 MiB here. */
-#define CH_READ_SETTINGS "max_bytes_before_external_group_by=536870912&max_query_size=4194304"
+#define CH_READ_SETTINGS "max_bytes_before_external_group_by=536870912"
 
 /* A query over the view's connection; the answer in out. */
 static int chv_query(struct chv *v, const char *sql, struct buf *out)
@@ -876,6 +874,8 @@ static uint32_t chv_node(struct chv *v, uint32_t parent, uint32_t frame)
  * database (every %s in it is d). */
 enum range_query {
 	RQ_SERIES,   /* the series of the scope's condition, by minute */
+	RQ_LABELS,   /* their label sets */
+	RQ_HOSTS,    /* their hosts' CPU counts */
 	RQ_SUMS,     /* every series' per-stack sums */
 	RQ_ROLLUP,   /* per-stack sums of one project and kind, by stack alone */
 	RQ_ROWS,     /* one series' rows (where: its condition) */
@@ -892,6 +892,11 @@ static const struct {
 	[RQ_SERIES] = { "", "project, kind, labels, hz, toUInt32(intDiv(toUInt32(ts), 60)) AS m, "
 			    "toUInt32(min(ts)), toUInt32(max(ts)), sum(value), count()",
 			" GROUP BY project, kind, labels, hz, m ORDER BY project, kind, labels, hz, m" },
+	[RQ_LABELS] = { "SELECT hash, any(keys), any(values) FROM %s.label_sets WHERE hash GLOBAL IN (",
+			"labels", ") GROUP BY hash" },
+	[RQ_HOSTS] = { "SELECT name, max(cpus) FROM %s.hosts WHERE name GLOBAL IN (SELECT "
+		       "values[indexOf(keys, 'host.name')] FROM %s.label_sets WHERE hash GLOBAL IN (",
+		       "labels", ")) GROUP BY name" },
 	[RQ_SUMS] = { "", "project, kind, labels, hz, stack, sum(value)",
 		      " GROUP BY project, kind, labels, hz, stack" },
 	[RQ_ROLLUP] = { "", "stack, sum(value)", " GROUP BY stack" },
@@ -922,68 +927,34 @@ static int chv_range(struct chv *v, enum range_query t, const char *where, int64
 	return rc;
 }
 
-enum dict_query { DQ_LABELS, DQ_STRINGS, DQ_FILES, DQ_FRAMES, DQ_STACKS };
+enum dict_query { DQ_STRINGS, DQ_FILES, DQ_FRAMES, DQ_STACKS };
 
-/* A dictionary table's rows whose hash meets cond: "GLOBAL IN (subquery)"
- * for the stacks the scope's samples name (the one dictionary query that
- * reads samples), "IN (h, ...)" for the label sets of the series read
- * and the frames, strings and files those stacks name (looked up by the
- * tables' key: no scan of the samples). */
-static void sql_dict(struct buf *q, enum dict_query t, const char *d, const char *cond)
+/* A dictionary table's rows that the stacks of subquery sub name. */
+static void sql_dict(struct buf *q, enum dict_query t, const char *d, const char *sub)
 {
-	static const char *const cols[] = {
-		[DQ_LABELS] = "any(keys), any(values) FROM %s.label_sets",
-		[DQ_STRINGS] = "any(value) FROM %s.strings",
-		[DQ_FILES] = "any(id), any(name), any(build_id), any(segs) FROM %s.files",
-		[DQ_FRAMES] = "any(type), any(address), any(function), any(binary), any(file) FROM %s.frames",
-		[DQ_STACKS] = "any(frames) FROM %s.stacks",
-	};
-	buf_puts(q, "SELECT hash, ");
-	buf_printf(q, cols[t], d);
-	buf_printf(q, " WHERE hash %s GROUP BY hash", cond);
-}
-
-/* The CPUs of the hosts whose name meets cond ("IN ('a', ...)"). */
-static void sql_hosts(struct buf *q, const char *d, const char *cond)
-{
-	buf_printf(q, "SELECT name, max(cpus) FROM %s.hosts WHERE name %s GROUP BY name", d, cond);
-}
-
-/* Hashes a dictionary query names at most, in one query's IN list (its
- * text, some 21 bytes a hash, under CH_READ_SETTINGS's max_query_size). */
-#define CH_IN_CHUNK 32768
-/* Host names a query names at most, in bytes of text. */
-#define CH_IN_BYTES (1u << 20)
-
-/* Appends to ans the rows of dictionary t whose hash is among h[0..n)
- * (sorted here, repeats dropped), CH_IN_CHUNK hashes a query. 0, or -1
- * with the view's read error set. */
-static int dict_by_hashes(struct chv *v, enum dict_query t, uint64_t *h, size_t n, struct buf *ans)
-{
-	qsort(h, n, sizeof(*h), cmp_u64);
-	struct buf q = { 0 }, cond = { 0 }, part = { 0 };
-	int rc = 0;
-	for (size_t i = 0; i < n && rc == 0;) {
-		buf_reset(&cond);
-		buf_puts(&cond, "IN (");
-		size_t k = 0;
-		for (; i < n && k < CH_IN_CHUNK; i++) {
-			if (i && h[i] == h[i - 1])
-				continue;
-			buf_printf(&cond, "%s%llu", k++ ? "," : "", (unsigned long long)h[i]);
-		}
-		buf_putc(&cond, ')');
-		if (!k)
-			break;
-		buf_reset(&q);
-		sql_dict(&q, t, v->s->database, cond.data);
-		rc = chv_query(v, q.data, &part);
-		buf_append(ans, part.data ? part.data : "", part.len);
+	switch (t) {
+	case DQ_STRINGS:
+		buf_printf(q, "SELECT hash, any(value) FROM %s.strings WHERE hash GLOBAL IN (SELECT "
+			      "arrayJoin([function, binary]) FROM %s.frames WHERE hash GLOBAL IN (SELECT "
+			      "arrayJoin(frames) FROM %s.stacks WHERE hash GLOBAL IN (%s))) GROUP BY hash",
+			   d, d, d, sub);
+		break;
+	case DQ_FILES:
+		buf_printf(q, "SELECT hash, any(id), any(name), any(build_id), any(segs) FROM %s.files "
+			      "WHERE hash GLOBAL IN (SELECT file FROM %s.frames WHERE hash GLOBAL IN (SELECT "
+			      "arrayJoin(frames) FROM %s.stacks WHERE hash GLOBAL IN (%s))) GROUP BY hash",
+			   d, d, d, sub);
+		break;
+	case DQ_FRAMES:
+		buf_printf(q, "SELECT hash, any(type), any(address), any(function), any(binary), any(file) "
+			      "FROM %s.frames WHERE hash GLOBAL IN (SELECT arrayJoin(frames) FROM %s.stacks "
+			      "WHERE hash GLOBAL IN (%s)) GROUP BY hash", d, d, sub);
+		break;
+	case DQ_STACKS:
+		buf_printf(q, "SELECT hash, any(frames) FROM %s.stacks WHERE hash GLOBAL IN (%s) "
+			      "GROUP BY hash", d, sub);
+		break;
 	}
-	buf_free(&q);
-	buf_free(&cond);
-	buf_free(&part);
-	return rc;
 }
 
 /* The scope's condition over samples (without time). */
@@ -1031,19 +1002,10 @@ int ch_store_query_texts(const char *database, struct buf *out)
 		sql_range(out, (enum range_query)t, d, where.data, from, to);
 		buf_putc(out, '\0');
 	}
-	for (int t = DQ_LABELS; t <= DQ_STACKS; t++, n++) {
-		struct buf cond = { 0 };
-		if (t == DQ_STACKS)
-			buf_printf(&cond, "GLOBAL IN (%s)", sub.data);
-		else
-			buf_puts(&cond, "IN (1,2,18446744073709551615)");
-		sql_dict(out, (enum dict_query)t, d, cond.data);
+	for (int t = DQ_STRINGS; t <= DQ_STACKS; t++, n++) {
+		sql_dict(out, (enum dict_query)t, d, sub.data);
 		buf_putc(out, '\0');
-		buf_free(&cond);
 	}
-	sql_hosts(out, d, "IN ('h1','h''2')");
-	buf_putc(out, '\0');
-	n++;
 	sql_range(out, RQ_ROWS, d, series.data, from, to);
 	buf_putc(out, '\0');
 	sql_range(out, RQ_TOTAL, d, series.data, from, to);
@@ -1126,14 +1088,9 @@ static int cmp_pair(const void *a, const void *b)
 /* Q2: the label sets the series name. */
 static int load_labels(struct chv *v, struct buf *ans)
 {
-	uint64_t *want = xmalloc(v->nseries * sizeof(uint64_t));
-	memcpy(want, v->series_labels, v->nseries * sizeof(uint64_t));
-	ans->len = 0;
-	int rc = dict_by_hashes(v, DQ_LABELS, want, v->nseries, ans);
-	free(want);
-	if (rc < 0)
+	struct rb r;
+	if (chv_range(v, RQ_LABELS, v->where.data, v->from_ms, v->to_ms, ans, &r) < 0)
 		return -1;
-	struct rb r = rb_over(ans);
 	uint32_t *kv = NULL;
 	size_t capkv = 0;
 	while (rb_more(&r)) {
@@ -1189,41 +1146,9 @@ static int load_labels(struct chv *v, struct buf *ans)
 /* The CPUs of the hosts the label sets name (host.name). */
 static int load_hosts(struct chv *v, struct buf *ans)
 {
-	/* Their names, each once, CH_IN_BYTES of text a query. */
-	uint32_t key = strtab_lookup(&v->strs, "host.name", 9);
-	uint32_t *names = xmalloc((v->nkv / 2 + 1) * sizeof(uint32_t));
-	size_t n = 0;
-	for (size_t i = 0; key != UINT32_MAX && i + 1 < v->nkv; i += 2)
-		if (v->label_kv[i] == key)
-			names[n++] = v->label_kv[i + 1];
-	qsort(names, n, sizeof(*names), cmp_u32);
-	struct buf cond = { 0 }, q = { 0 }, part = { 0 };
-	int rc = 0;
-	ans->len = 0;
-	for (size_t i = 0; i < n && rc == 0;) {
-		buf_reset(&cond);
-		buf_puts(&cond, "IN (");
-		for (bool first = true; i < n && cond.len < CH_IN_BYTES; i++) {
-			if (i && names[i] == names[i - 1])
-				continue;
-			if (!first)
-				buf_putc(&cond, ',');
-			first = false;
-			ch_sql_string(&cond, strtab_get(&v->strs, names[i]), strtab_len(&v->strs, names[i]));
-		}
-		buf_putc(&cond, ')');
-		buf_reset(&q);
-		sql_hosts(&q, v->s->database, cond.data);
-		rc = chv_query(v, q.data, &part);
-		buf_append(ans, part.data ? part.data : "", part.len);
-	}
-	free(names);
-	buf_free(&cond);
-	buf_free(&q);
-	buf_free(&part);
-	if (rc < 0)
+	struct rb r;
+	if (chv_range(v, RQ_HOSTS, v->where.data, v->from_ms, v->to_ms, ans, &r) < 0)
 		return -1;
-	struct rb r = rb_over(ans);
 	v->nhost_cpus = strtab_count(&v->strs);
 	v->host_cpus = xcalloc(v->nhost_cpus + 1, sizeof(uint32_t));
 	while (rb_more(&r)) {
@@ -1243,65 +1168,20 @@ static int load_hosts(struct chv *v, struct buf *ans)
 }
 
 
-/* Appends h to a growing array of hashes. */
-static void push_hash(uint64_t **arr, size_t *n, size_t *cap, uint64_t h)
-{
-	xgrow((void **)arr, cap, *n + 1, sizeof(uint64_t));
-	(*arr)[(*n)++] = h;
-}
-
-/* Q3-Q6: the stacks those samples name (the one dictionary query that
- * reads samples), then the frames those stacks name, the strings and
- * files those frames name, each looked up by hash; the tree. */
+/* Q3-Q5: the strings, frames and stacks those samples name; the tree. */
 static int load_stacks(struct chv *v, struct buf *ans)
 {
 	const char *d = v->s->database;
-	struct buf sub = { 0 }, q = { 0 }, stacks = { 0 }, frames = { 0 };
-	uint64_t *want = NULL, *want_files = NULL;
-	size_t nwant = 0, capwant = 0, nfiles = 0, capfiles = 0;
+	struct buf sub = { 0 }, q = { 0 };
 	sql_range(&sub, RQ_STACKS_OF, d, v->where.data, v->from_ms, v->to_ms);
-	buf_printf(&q, "GLOBAL IN (%s)", sub.data);
-	buf_free(&sub);
-	sql_dict(&sub, DQ_STACKS, d, q.data);
-	int rc = chv_query(v, sub.data, &stacks);
-	struct rb r = rb_over(&stacks);
-	while (rc == 0 && rb_more(&r)) {
-		(void)rb_int(&r, 8);
-		uint64_t n = rb_varint(&r);
-		if (n > (uint64_t)(r.end - r.p) / 8) {
-			r.bad = true;
-			break;
-		}
-		for (uint64_t i = 0; i < n; i++)
-			push_hash(&want, &nwant, &capwant, rb_int(&r, 8));
-	}
-	bool bad = r.bad; /* a malformed answer: nothing more is asked */
-	if (rc == 0 && !bad)
-		rc = dict_by_hashes(v, DQ_FRAMES, want, nwant, &frames);
-	nwant = 0;
-	r = rb_over(&frames);
-	r.bad = bad;
-	while (rc == 0 && rb_more(&r)) {
-		(void)rb_int(&r, 8);
-		(void)rb_int(&r, 1);
-		(void)rb_int(&r, 8);
-		push_hash(&want, &nwant, &capwant, rb_int(&r, 8)); /* function */
-		push_hash(&want, &nwant, &capwant, rb_int(&r, 8)); /* binary */
-		uint64_t file = rb_int(&r, 8);
-		if (file)
-			push_hash(&want_files, &nfiles, &capfiles, file);
-	}
 	/* strings */
-	ans->len = 0;
-	bad = r.bad;
-	if (rc == 0 && !bad)
-		rc = dict_by_hashes(v, DQ_STRINGS, want, nwant, ans);
-	r = rb_over(ans);
-	r.bad = bad;
+	sql_dict(&q, DQ_STRINGS, d, sub.data);
+	int rc = chv_query(v, q.data, ans);
 	struct hmap str_index = { 0 };
 	uint64_t *str_hash = NULL;
 	uint32_t *str_id = NULL;
 	size_t nstr = 0, capstr = 0;
+	struct rb r = rb_over(ans);
 	while (rc == 0 && rb_more(&r)) {
 		uint64_t h = rb_int(&r, 8);
 		size_t len;
@@ -1316,8 +1196,9 @@ static int load_stacks(struct chv *v, struct buf *ans)
 	}
 	/* files */
 	if (rc == 0 && !r.bad) {
-		ans->len = 0;
-		rc = dict_by_hashes(v, DQ_FILES, want_files, nfiles, ans);
+		q.len = 0;
+		sql_dict(&q, DQ_FILES, d, sub.data);
+		rc = chv_query(v, q.data, ans);
 		r = rb_over(ans);
 	}
 	while (rc == 0 && rb_more(&r)) {
@@ -1343,9 +1224,13 @@ static int load_stacks(struct chv *v, struct buf *ans)
 		v->file_hash[v->nfiles] = h;
 		hmap_insert(&v->file_index, hash_u64(h), (uint32_t)v->nfiles++);
 	}
-	/* frames, from the answer read before */
-	if (rc == 0 && !r.bad)
-		r = rb_over(&frames);
+	/* frames */
+	if (rc == 0 && !r.bad) {
+		q.len = 0;
+		sql_dict(&q, DQ_FRAMES, d, sub.data);
+		rc = chv_query(v, q.data, ans);
+		r = rb_over(ans);
+	}
 	while (rc == 0 && rb_more(&r)) {
 		uint64_t h = rb_int(&r, 8);
 		uint8_t type = (uint8_t)rb_int(&r, 1);
@@ -1367,8 +1252,12 @@ static int load_stacks(struct chv *v, struct buf *ans)
 	free_all(str_hash, str_id);
 	hmap_free(&str_index);
 	/* stacks, each into the tree */
-	if (rc == 0 && !r.bad)
-		r = rb_over(&stacks);
+	if (rc == 0 && !r.bad) {
+		q.len = 0;
+		sql_dict(&q, DQ_STACKS, d, sub.data);
+		rc = chv_query(v, q.data, ans);
+		r = rb_over(ans);
+	}
 	while (rc == 0 && rb_more(&r)) {
 		uint64_t h = rb_int(&r, 8);
 		uint64_t n = rb_varint(&r);
@@ -1395,10 +1284,6 @@ static int load_stacks(struct chv *v, struct buf *ans)
 	}
 	buf_free(&q);
 	buf_free(&sub);
-	buf_free(&stacks);
-	buf_free(&frames);
-	free(want);
-	free(want_files);
 	if (rc == 0 && r.bad) {
 		log_error("clickhouse store: a malformed answer (stacks)");
 		read_failed(v, "a malformed answer (stacks)");
