@@ -260,7 +260,8 @@ static size_t raw_key(const struct oncpu_sample *s, const char *comm, uint32_t n
 	key[1] = s->exec_id;
 	key[2] = (uint64_t)s->pid << 32 | s->kind;
 	key[3] = (uint64_t)(uint32_t)s->kstack_len << 32 | (uint32_t)s->ustack_len;
-	key[4] = (uint64_t)s->unwind_mode << 16 | s->unwind_error;
+	/* ONCPU_F_PY_MISSING adds an error frame: part of what resolves. */
+	key[4] = (uint64_t)(s->flags & ONCPU_F_PY_MISSING) << 32 | (uint64_t)s->unwind_mode << 16 | s->unwind_error;
 	memset(&key[5], 0, 2 * sizeof(uint64_t));
 	memcpy(&key[5], comm, strlen(comm));
 	memcpy(&key[RAW_KEY_WORDS], s->frames, nframes * sizeof(uint64_t));
