@@ -9,7 +9,8 @@
 static bool eq_key(const void *ctx, uint32_t idx)
 {
 	const struct strtab *t = ((const struct hmap_span_key *)ctx)->owner;
-	return hmap_span_is(ctx, t->bytes.data + t->offsets[idx], t->lengths[idx], 1);
+	const char *run = t->bytes.data ? t->bytes.data + t->offsets[idx] : NULL; /* only "" so far: none */
+	return hmap_span_is(ctx, run, t->lengths[idx], 1);
 }
 
 void strtab_init(struct strtab *t)

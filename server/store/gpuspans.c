@@ -191,8 +191,8 @@ static uint32_t intern_node(struct chunk *c, uint32_t parent, uint32_t frame)
 static bool eq_lab(const void *ctx, uint32_t idx)
 {
 	const struct chunk *c = ((const struct hmap_span_key *)ctx)->owner;
-	return hmap_span_is(ctx, c->lab_ids + c->lab_off[idx], c->lab_off[idx + 1] - c->lab_off[idx],
-			    sizeof(uint32_t));
+	const uint32_t *run = c->lab_ids ? c->lab_ids + c->lab_off[idx] : NULL; /* none yet: no array */
+	return hmap_span_is(ctx, run, c->lab_off[idx + 1] - c->lab_off[idx], sizeof(uint32_t));
 }
 
 static int cmp_pair(const void *a, const void *b)

@@ -306,8 +306,9 @@ uint32_t *part_sort_nodes(struct part *p)
 static bool eq_labels(const void *ctx, uint32_t idx)
 {
 	const struct part *p = ((const struct hmap_span_key *)ctx)->owner;
-	return hmap_span_is(ctx, p->label_kv + p->label_off[idx],
-			    p->label_off[idx + 1] - p->label_off[idx], sizeof(uint32_t));
+	/* No pairs yet (only empty label sets): no array to point into. */
+	const uint32_t *run = p->label_kv ? p->label_kv + p->label_off[idx] : NULL;
+	return hmap_span_is(ctx, run, p->label_off[idx + 1] - p->label_off[idx], sizeof(uint32_t));
 }
 
 uint32_t part_labels(struct part *p, const uint32_t *kv, size_t npairs)
