@@ -15,7 +15,7 @@ import time
 from http.server import HTTPServer
 
 from conftest import StubHandler, require_root
-from harness import DEFAULT_PROJECT, WORKLOADS, free_port, http, wait_until
+from harness import DEFAULT_PROJECT, WORKLOADS, free_port, http, settled_total, wait_until
 
 CID = "c0ffee" + "0123456789abcdef" * 3 + "0123456789"  # 64 hex digits
 
@@ -289,8 +289,7 @@ def test_k8s_pod_labels(tmp_path, server, agent_factory):
         def total(q):
             return server.flamegraph(q)["total"]
         in_web = f'k8s.pod.uid == "{POD_WEB}"'
-        wait_until(lambda: total(in_web) > 150, 30, what="the web pod's samples")
-        n = total(in_web)
+        n = settled_total(server, in_web, more_than=150)
         # Every sample of the pod carries its requested labels (the list
         # was there before the process started); the CEL map-key filter
         # selects them.
@@ -324,14 +323,13 @@ def test_k8s_pod_labels(tmp_path, server, agent_factory):
         # The pod listed later: labelled once the new list came (its first
         # drain or two may be without).
         in_batch = f'k8s.pod.uid == "{POD_BATCH}"'
-        wait_until(lambda: total(in_batch) > 150, 30, what="the batch pod's samples")
-        m = total(in_batch)
+        m = settled_total(server, in_batch, more_than=150)
         labelled = total(in_batch + ' && k8s.pod.label["app"] == "report"'
                          ' && k8s.namespace.name == "jobs" && k8s.pod.name == "nightly-report-28d9x"')
         assert m - 60 <= labelled <= m
         # The pod nobody lists: sampled, no labels.
         in_gone = f'k8s.pod.uid == "{POD_GONE}"'
-        wait_until(lambda: total(in_gone) > 100, 30, what="the unlisted pod's samples")
+        settled_total(server, in_gone, more_than=100)
         assert total(in_gone + ' && k8s.pod.label["app"] != ""') == 0
         assert total(in_gone + ' && k8s.namespace.name != ""') == 0
         # Bounded: the first list, one for the two new uids (or one each),

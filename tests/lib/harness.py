@@ -258,15 +258,15 @@ def growth_kib(series):
     return tail[len(tail) // 2] - head[len(head) // 2]
 
 
-def settled_total(server):
-    """The flamegraph total once ingest has settled: non-zero and the same
-    three seconds in a row."""
+def settled_total(server, query=None, more_than=0):
+    """The flamegraph total (of a CEL query, or of everything) once ingest
+    has settled: above more_than and the same three seconds in a row."""
     hist = []
 
     def settled():
-        hist.append(server.flamegraph()["total"])
-        return len(hist) >= 3 and hist[-1] > 0 and hist[-3:] == [hist[-1]] * 3
-    wait_until(settled, 30, interval=1.0, what="ingest to settle")
+        hist.append(server.flamegraph(query)["total"])
+        return len(hist) >= 3 and hist[-1] > more_than and hist[-3:] == [hist[-1]] * 3
+    wait_until(settled, 30, interval=1.0, what=f"ingest of {query or 'every sample'} to settle")
     return hist[-1]
 
 
