@@ -17,19 +17,12 @@ void batch_init(struct batch *b)
 void batch_free(struct batch *b)
 {
 	strtab_free(&b->strings);
-	free(b->files);
-	free(b->file_slot);
-	free(b->frames);
 	hmap_free(&b->frame_index);
-	free(b->stack_ids);
-	free(b->stack_off);
 	hmap_free(&b->stack_index);
-	free(b->res_ids);
-	free(b->res_off);
 	hmap_free(&b->res_index);
-	free(b->samples);
 	hmap_free(&b->sample_index);
-	free(b->spans);
+	free_all(b->files, b->file_slot, b->frames, b->stack_ids, b->stack_off, b->res_ids, b->res_off,
+		 b->samples, b->spans);
 	memset(b, 0, sizeof(*b));
 }
 

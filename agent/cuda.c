@@ -203,10 +203,7 @@ struct cuda *cuda_open(const char *dir, const char *proc_root, cuda_hello_fn hel
 
 static void free_work(struct cuda_work *w)
 {
-	free(w->api);
-	free(w->name);
-	free(w->stall);
-	free(w->nvtx);
+	free_all(w->api, w->name, w->stall, w->nvtx);
 }
 
 static void close_conn(struct cuda *c, struct conn *k)

@@ -18,15 +18,10 @@ void metric_batch_init(struct metric_batch *b)
 void metric_batch_free(struct metric_batch *b)
 {
 	strtab_free(&b->strings);
-	free(b->set_lengths);
-	free(b->set_strings);
-	free(b->set_offsets);
 	hmap_free(&b->set_index);
-	free(b->series);
 	hmap_free(&b->series_index);
-	free(b->point_series);
-	free(b->point_ms);
-	free(b->point_values);
+	free_all(b->set_lengths, b->set_strings, b->set_offsets, b->series, b->point_series, b->point_ms,
+		 b->point_values);
 	memset(b, 0, sizeof(*b));
 }
 

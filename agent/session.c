@@ -124,9 +124,7 @@ void session_init(struct session *s)
 void session_free(struct session *s)
 {
 	batch_free(&s->dict);
-	free(s->node_parent);
-	free(s->node_frame);
-	free(s->node_slots);
+	free_all(s->node_parent, s->node_frame, s->node_slots);
 	memo_free(&s->stack_memo);
 	memo_free(&s->res_memo);
 }

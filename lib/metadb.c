@@ -26,6 +26,15 @@ int metadb_open(const char *url, const char *password, struct metadb **out, stru
 	return db->ops->open(db, url, password, err);
 }
 
+void metadb_close(struct metadb *db)
+{
+	if (!db)
+		return;
+	if (db->conn)
+		db->ops->close(db);
+	free(db);
+}
+
 int metadb_read_password(const char *path, char **out, struct buf *err)
 {
 	char *data = NULL;
@@ -44,15 +53,6 @@ int metadb_read_password(const char *path, char **out, struct buf *err)
 	}
 	*out = data;
 	return 0;
-}
-
-void metadb_close(struct metadb *db)
-{
-	if (!db)
-		return;
-	if (db->conn)
-		db->ops->close(db);
-	free(db);
 }
 
 enum metadb_dialect metadb_dialect(const struct metadb *db)

@@ -327,6 +327,17 @@ static long stamp(struct identity *id, const char *sql, const char *key, struct 
 
 /* --- open / close ---------------------------------------------------------- */
 
+void identity_close(struct identity *id)
+{
+	if (!id)
+		return;
+	metadb_close(id->db);
+	metadb_close(id->adb);
+	pthread_mutex_destroy(&id->mu);
+	pthread_mutex_destroy(&id->amu);
+	free(id);
+}
+
 int identity_open(const char *data_dir, struct identity **out, struct buf *err)
 {
 	struct buf path = { 0 };
@@ -390,17 +401,6 @@ int identity_open_url(const char *url, const char *password, struct identity **o
 	}
 	*out = id;
 	return 0;
-}
-
-void identity_close(struct identity *id)
-{
-	if (!id)
-		return;
-	metadb_close(id->db);
-	metadb_close(id->adb);
-	pthread_mutex_destroy(&id->mu);
-	pthread_mutex_destroy(&id->amu);
-	free(id);
 }
 
 /* --- session signing keys ------------------------------------------------------ */

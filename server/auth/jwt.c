@@ -27,6 +27,15 @@ struct jwt_keys {
 	EVP_PKEY *priv, *pub;
 };
 
+void jwt_keys_free(struct jwt_keys *k)
+{
+	if (!k)
+		return;
+	EVP_PKEY_free(k->priv);
+	EVP_PKEY_free(k->pub);
+	free(k);
+}
+
 /* The one header jwt_sign writes, and the only one jwt_verify takes. */
 static const char HEADER_JSON[] = "{\"alg\":\"EdDSA\",\"typ\":\"JWT\"}";
 
@@ -231,15 +240,6 @@ int jwt_keys_load(const char *private_pem, const char *public_pem, bool generate
 		return -1;
 	}
 	return 0;
-}
-
-void jwt_keys_free(struct jwt_keys *k)
-{
-	if (!k)
-		return;
-	EVP_PKEY_free(k->priv);
-	EVP_PKEY_free(k->pub);
-	free(k);
 }
 
 /* --- signing ------------------------------------------------------------ */

@@ -147,6 +147,18 @@ static void sess_free(struct sess *s)
 	free(s);
 }
 
+void sessions_free(struct sessions *ss)
+{
+	if (!ss)
+		return;
+	for (size_t i = 0; i < ss->n; i++)
+		sess_free(ss->v[i]);
+	free(ss->v);
+	hmap_free(&ss->index);
+	pthread_mutex_destroy(&ss->mu);
+	free(ss);
+}
+
 static size_t sess_bytes(const struct sess *s)
 {
 	size_t b = sizeof(*s) + s->sbytes.cap + s->capsoff * 4 + s->capfiles * sizeof(struct sfile) +
@@ -229,18 +241,6 @@ struct sessions *sessions_new(size_t max_bytes, size_t max_session_bytes, int64_
 	ss->max_session_bytes = max_session_bytes;
 	ss->idle_ms = idle_ms;
 	return ss;
-}
-
-void sessions_free(struct sessions *ss)
-{
-	if (!ss)
-		return;
-	for (size_t i = 0; i < ss->n; i++)
-		sess_free(ss->v[i]);
-	free(ss->v);
-	hmap_free(&ss->index);
-	pthread_mutex_destroy(&ss->mu);
-	free(ss);
 }
 
 void sessions_get_stats(struct sessions *ss, struct sessions_stats *out)

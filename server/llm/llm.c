@@ -83,6 +83,23 @@ static bool key_clean(char *k)
 	return true;
 }
 
+void llm_close(struct llm *l)
+{
+	if (!l)
+		return;
+	if (l->key) {
+		/* The key does not outlive the client in freed memory. */
+		volatile char *k = l->key;
+		for (size_t i = 0; k[i]; i++)
+			k[i] = 0;
+	}
+	free_all(l->key, l->base_url, l->key_source);
+	json_decref(l->saved);
+	free(l->settings_path);
+	pthread_mutex_destroy(&l->mu);
+	free(l);
+}
+
 int llm_open(const struct llm_config *c, struct llm **out, struct buf *err)
 {
 	*out = NULL;
@@ -174,23 +191,6 @@ int llm_open(const struct llm_config *c, struct llm **out, struct buf *err)
 	}
 	*out = l;
 	return 0;
-}
-
-void llm_close(struct llm *l)
-{
-	if (!l)
-		return;
-	if (l->key) {
-		/* The key does not outlive the client in freed memory. */
-		volatile char *k = l->key;
-		for (size_t i = 0; k[i]; i++)
-			k[i] = 0;
-	}
-	free_all(l->key, l->base_url, l->key_source);
-	json_decref(l->saved);
-	free(l->settings_path);
-	pthread_mutex_destroy(&l->mu);
-	free(l);
 }
 
 void llm_scrub(const struct llm *l, struct buf *s)

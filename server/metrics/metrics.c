@@ -32,6 +32,22 @@ struct metrics_store {
 	struct metrics_stats stats; /* under wmu */
 };
 
+void metrics_close(struct metrics_store *m)
+{
+	if (!m)
+		return;
+	sqlite3_finalize(m->find_series);
+	sqlite3_finalize(m->add_series);
+	sqlite3_finalize(m->touch_series);
+	sqlite3_finalize(m->get_chunk);
+	sqlite3_finalize(m->put_chunk);
+	sqlite3_close(m->r); /* NULL: nothing */
+	sqlite3_close(m->w);
+	pthread_mutex_destroy(&m->wmu);
+	pthread_mutex_destroy(&m->rmu);
+	free(m);
+}
+
 /* --- decoding ------------------------------------------------------------------ */
 
 Ember__Ingest__V1__MetricsBatch *metrics_decode(const void *zbody, size_t len, struct buf *err)
@@ -195,22 +211,6 @@ int metrics_open(const char *dir, int64_t retention_ms, struct metrics_store **o
 	}
 	*out = m;
 	return 0;
-}
-
-void metrics_close(struct metrics_store *m)
-{
-	if (!m)
-		return;
-	sqlite3_finalize(m->find_series);
-	sqlite3_finalize(m->add_series);
-	sqlite3_finalize(m->touch_series);
-	sqlite3_finalize(m->get_chunk);
-	sqlite3_finalize(m->put_chunk);
-	sqlite3_close(m->r); /* NULL: nothing */
-	sqlite3_close(m->w);
-	pthread_mutex_destroy(&m->wmu);
-	pthread_mutex_destroy(&m->rmu);
-	free(m);
 }
 
 void metrics_get_stats(struct metrics_store *m, struct metrics_stats *out)

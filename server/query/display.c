@@ -75,6 +75,22 @@ struct display {
 	size_t npending;  /* keys marked pending */
 };
 
+void display_free(struct display *d)
+{
+	if (!d)
+		return;
+	for (size_t i = 0; i < d->nmasks; i++)
+		uregex_free(d->masks[i]);
+	uregex_free(d->search);
+	uregex_matcher_free(d->rm);
+	strtab_free(&d->names);
+	free(d->keys);
+	hmap_free(&d->key_index);
+	free_all(d->frame_run, d->runs);
+	buf_free(&d->name);
+	free(d);
+}
+
 static struct uregex *compile(const char *pat, const char *what, struct buf *err)
 {
 	char msg[256];
@@ -110,22 +126,6 @@ struct display *display_new(struct symbols *sym, struct fetcher *fetch,
 fail:
 	display_free(d);
 	return NULL;
-}
-
-void display_free(struct display *d)
-{
-	if (!d)
-		return;
-	for (size_t i = 0; i < d->nmasks; i++)
-		uregex_free(d->masks[i]);
-	uregex_free(d->search);
-	uregex_matcher_free(d->rm);
-	strtab_free(&d->names);
-	free(d->keys);
-	hmap_free(&d->key_index);
-	free_all(d->frame_run, d->runs);
-	buf_free(&d->name);
-	free(d);
 }
 
 struct key_ctx {

@@ -255,6 +255,17 @@ static void chunk_free(struct chunk *c)
 	free_all(c->spans, c);
 }
 
+void gpuspans_free(struct gpuspans *g)
+{
+	if (!g)
+		return;
+	for (size_t i = 0; i < g->nchunks; i++)
+		chunk_free(g->chunks[i]);
+	free(g->chunks);
+	pthread_mutex_destroy(&g->mu);
+	free(g);
+}
+
 /* The segment of c as its dictionaries stand now. */
 static const struct store_segment *chunk_segment(struct chunk *c)
 {
@@ -280,17 +291,6 @@ struct gpuspans *gpuspans_new(int64_t retention_ms, size_t max_spans)
 	g->retention_ms = retention_ms > 0 ? retention_ms : GPUSPANS_DEFAULT_RETENTION_MS;
 	g->max_spans = max_spans ? max_spans : GPUSPANS_DEFAULT_MAX;
 	return g;
-}
-
-void gpuspans_free(struct gpuspans *g)
-{
-	if (!g)
-		return;
-	for (size_t i = 0; i < g->nchunks; i++)
-		chunk_free(g->chunks[i]);
-	free(g->chunks);
-	pthread_mutex_destroy(&g->mu);
-	free(g);
 }
 
 static void drop_chunk(struct gpuspans *g, size_t i)

@@ -21,6 +21,18 @@ struct ch_conn {
 	CURL *curl;
 };
 
+void ch_conn_free(struct ch_conn *c)
+{
+	if (!c)
+		return;
+	free_each((void *const *)c->urls, (size_t)c->n);
+	free_all(c->database, c->user);
+	free_secret(c->password);
+	if (c->curl)
+		curl_easy_cleanup(c->curl);
+	free(c);
+}
+
 struct sink {
 	struct buf *b;
 	size_t max;
@@ -104,18 +116,6 @@ struct ch_conn *ch_conn_new(const struct ch_conn_opts *o, struct buf *err)
 fail:
 	ch_conn_free(c);
 	return NULL;
-}
-
-void ch_conn_free(struct ch_conn *c)
-{
-	if (!c)
-		return;
-	free_each((void *const *)c->urls, (size_t)c->n);
-	free_all(c->database, c->user);
-	free_secret(c->password);
-	if (c->curl)
-		curl_easy_cleanup(c->curl);
-	free(c);
 }
 
 int ch_conn_servers(const struct ch_conn *c)

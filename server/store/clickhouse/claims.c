@@ -20,6 +20,15 @@ static const char claims_ddl[] =
 	" token {int} NOT NULL,"
 	" claimed_ms {int} NOT NULL)";
 
+void ch_claims_close(struct ch_claims *c)
+{
+	if (!c)
+		return;
+	metadb_close(c->db);
+	pthread_mutex_destroy(&c->mu);
+	free(c);
+}
+
 int ch_claims_open(const char *url, const char *password, struct ch_claims **out,
 		   struct buf *err)
 {
@@ -33,15 +42,6 @@ int ch_claims_open(const char *url, const char *password, struct ch_claims **out
 	}
 	*out = c;
 	return 0;
-}
-
-void ch_claims_close(struct ch_claims *c)
-{
-	if (!c)
-		return;
-	metadb_close(c->db);
-	pthread_mutex_destroy(&c->mu);
-	free(c);
 }
 
 /* Runs one statement with up to three parameters (batch text, then

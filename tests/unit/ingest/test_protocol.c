@@ -230,10 +230,8 @@ static void sink_free(struct sink *k)
 	part_free(&k->live);
 	part_free(&k->replayed);
 	session_replay_free(k->replay);
-	free(k->seen_live);
-	free(k->seen_replayed);
 	buf_free(&k->log);
-	free(k->last);
+	free_all(k->seen_live, k->seen_replayed, k->last);
 	memset(k, 0, sizeof(*k));
 }
 
