@@ -80,8 +80,7 @@ def sample_container(server, agent_factory, sock, cg, cid, more_than):
     p = start_in_cgroup(cg, [os.path.join(WORKLOADS, "cpu_split"), "3"])
     assert p.wait(30) == 0
     q = f'container.id == "{cid}"'
-    wait_until(lambda: server.flamegraph(q)["total"] > more_than, 30,
-               what="the container's samples")
+    settled_total(server, q, more_than)
     return q
 
 
@@ -110,13 +109,12 @@ def test_container_slurm_and_tags(tmp_path, server, agent_factory):
         def total(q):
             return server.flamegraph(q)["total"]
 
-        def check_group(group, exe, attrs, what):
+        def check_group(group, exe, attrs):
             """Every sample of the workload exe carries the group (a
             container, a SLURM job) and its attrs; the group holds nothing
             else but, perhaps, a sample or two of the shell that waited in
             it and exec'd the workload (start_in_cgroup)."""
-            wait_until(lambda: total(group) > 150, 30, what=what)
-            n = total(group)
+            n = settled_total(server, group, more_than=150)
             workload = total(f'process.executable.name == "{exe}"')
             assert total(group + f' && process.executable.name == "{exe}"') == workload
             assert n - workload <= 3
@@ -126,11 +124,11 @@ def test_container_slurm_and_tags(tmp_path, server, agent_factory):
                     ' && container.name == "checkout-web"'
                     ' && k8s.pod.name == "checkout-7d9f8b6c5-x2x9k"'
                     ' && k8s.namespace.name == "shop" && k8s.container.name == "web"'
-                    ' && k8s.deployment.name == "checkout"', "the container's samples")
+                    ' && k8s.deployment.name == "checkout"')
         slurm = 'slurm.job.id == "4242"'
         check_group(slurm, "unwind_c",
                     ' && slurm.job.name == "train-llm" && slurm.job.user == "trainer"'
-                    ' && job.tag == "nightly"', "the SLURM job's samples")
+                    ' && job.tag == "nightly"')
         assert total(container + ' && ' + slurm) == 0
         # -tags on every sample.
         everything = server.flamegraph()["total"]

@@ -25,7 +25,7 @@ import time
 import pytest
 
 from conftest import MuteListener, require_root
-from harness import WORKLOADS, kill_if_running, wait_until
+from harness import WORKLOADS, kill_if_running, settled_total, wait_until
 from test_attribution import rmdirs, sample_container, start_in_cgroup
 
 from ember_batch import varint  # noqa: E402  (tests/lib)
@@ -179,7 +179,7 @@ def test_containerd_names(server, agent_factory):
         nerd = f'container.id == "{CID_NERD}"'
         unknown = f'container.id == "{CID_UNKNOWN}"'
         for q in (k8s, nerd, unknown):
-            wait_until(lambda: total(q) > 100, 30, what=f"samples of {q}")
+            settled_total(server, q, more_than=100)
         # Every sample of each container carries what containerd said (the
         # name is asked before the first sample is attributed).
         n = total(k8s)
