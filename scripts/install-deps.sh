@@ -37,6 +37,8 @@ run_packages=(
 test_only_packages=(
   # tests: unit framework, sanitizers and fuzzing runtimes, integration harness
   libcmocka-dev libclang-rt-14-dev python3 python3-pytest python3-websocket python3-pip
+  # test certificate authorities (tests/lib/harness.py make_ca)
+  openssl
   # npm: speedscope's published file-format schema (scripts/install-test-npm.sh)
   nodejs
   # the CPython headers the Python unwinder's layout check compiles against;

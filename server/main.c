@@ -31,6 +31,7 @@
 #include "server/http/otlp_grpc.h"
 #include "server/http/server.h"
 #include "server/auth/authz.h"
+#include "server/store/clickhouse/chspans.h"
 #include "server/store/clickhouse/chstore.h"
 #include "server/store/clickhouse/schema.h"
 #include "server/store/agents.h"
@@ -50,7 +51,7 @@ struct server_config {
 	char *data_dir;
 	char *metadata, *metadata_password_file;
 	char *store, *clickhouse_url, *clickhouse_database, *clickhouse_cluster;
-	char *clickhouse_user, *clickhouse_password_file;
+	char *clickhouse_user, *clickhouse_password_file, *clickhouse_ca_file;
 	char *debuginfod_urls;
 	char *nvdisasm;
 	char *config;
@@ -160,6 +161,9 @@ static const struct flag_def defs[] = {
 	  "ClickHouse user (HTTP basic auth; \"\": ClickHouse's default user)" },
 	{ "clickhouse-password-file", FLAG_STRING, "", OFF(clickhouse_password_file), 0, 0,
 	  "file whose first line is the ClickHouse user's password" },
+	{ "clickhouse-ca-file", FLAG_STRING, "", OFF(clickhouse_ca_file), 0, 0,
+	  "with https:// in --clickhouse-url: the PEM CA bundle that signs ClickHouse's certificates "
+	  "(\"\": the system's CAs; certificates are always verified)" },
 	{ "debuginfod-urls", FLAG_STRING, "", OFF(debuginfod_urls), 0, 0,
 	  "space-separated debuginfod servers to fetch symbols from by build ID (global symbolization)" },
 	{ "nvdisasm", FLAG_STRING, "", OFF(nvdisasm), 0, 0,
@@ -317,7 +321,7 @@ static bool listen_is_loopback(const char *addr)
 
 /* `ember-server migrate --clickhouse-url URL[,URL...] [--clickhouse-database
  * ember] [--clickhouse-cluster NAME] [--clickhouse-user U
- * --clickhouse-password-file F]`: creates or upgrades the fleet store's
+ * --clickhouse-password-file F] [--clickhouse-ca-file F]`: creates or upgrades the fleet store's
  * schema on every server named (docs/internals/clickhouse.md) and exits:
  * 0 done (or nothing to do), 1 a server failed, 2 bad flags. */
 static int migrate_main(int argc, char **argv)
@@ -328,6 +332,7 @@ static int migrate_main(int argc, char **argv)
 		{ "clickhouse-cluster", required_argument, NULL, 'c' },
 		{ "clickhouse-user", required_argument, NULL, 'U' },
 		{ "clickhouse-password-file", required_argument, NULL, 'p' },
+		{ "clickhouse-ca-file", required_argument, NULL, 'C' },
 		{ "print-sql", no_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -343,10 +348,12 @@ static int migrate_main(int argc, char **argv)
 		case 'c': cluster = optarg; break;
 		case 'U': o.user = optarg; break;
 		case 'p': o.password_file = optarg; break;
+		case 'C': o.ca_file = optarg; break;
 		case 'P': print_sql = 1; break;
 		case 'h':
 			puts("usage: ember-server migrate --clickhouse-url URL[,URL...] [--clickhouse-database ember]\n"
 			     "       [--clickhouse-cluster NAME] [--clickhouse-user U --clickhouse-password-file F]\n"
+			     "       [--clickhouse-ca-file F: the CA bundle of https:// servers]\n"
 			     "       [--print-sql: print every statement and query text, connect to nothing]");
 			return 0;
 		default:
@@ -523,7 +530,7 @@ int main(int argc, char **argv, char **envp)
 	struct ch_store_opts cho = {
 		.urls = cfg.clickhouse_url, .database = cfg.clickhouse_database,
 		.cluster = cfg.clickhouse_cluster, .user = cfg.clickhouse_user,
-		.password_file = cfg.clickhouse_password_file,
+		.password_file = cfg.clickhouse_password_file, .ca_file = cfg.clickhouse_ca_file,
 		/* replicas share PostgreSQL: they claim a batch there before
 		 * they store it (one SQLite metadata means one replica) */
 		.claims_url = metadata_url, .claims_password = metadata_pw,
@@ -630,6 +637,15 @@ int main(int argc, char **argv, char **envp)
 		log_info("SASS instructions named by %s", nvdisasm);
 	}
 	srv.gpuspans = gpuspans_new(cfg.gpu_span_retention_ms, cfg.gpu_span_max);
+	if (clickhouse) {
+		struct ch_conn_opts so = { .urls = cho.urls, .database = cho.database, .user = cho.user,
+					   .password_file = cho.password_file, .ca_file = cho.ca_file };
+		srv.chspans = chspans_open(&so, cho.cluster, cfg.gpu_span_retention_ms, &err);
+		if (!srv.chspans) {
+			log_error("%s", err.data);
+			goto out;
+		}
+	}
 	/* Replicas on one PostgreSQL share their symbols through it. */
 	if (metadata_url &&
 	    symshare_open(metadata_url, metadata_pw, srv.symbols, cfg.symbols_sync_ms, &symshare, &err) < 0) {
@@ -771,6 +787,7 @@ out:
 	mcp_remotes_free(srv.mcp_remotes);
 	sessions_free(srv.sessions);
 	gpuspans_free(srv.gpuspans);
+	chspans_close(srv.chspans);
 	auth_close(srv.auth);
 	projects_close(srv.projects);
 	agents_close(srv.agents);

@@ -148,7 +148,7 @@ static int read_chunk(void *ctx, const struct store_segment *seg, const struct g
 int timeline_query(struct gpuspans *g, struct symbols *sym, const struct tl_request *r, int64_t now_ms,
 		   struct buf *out, struct buf *err)
 {
-	struct tl_read t = { .r = r };
+	struct tl_read t = { .r = r, .truncated = r->source_truncated };
 	if (r->scope.query) {
 		struct buf e = { 0 };
 		t.cel = cel_compile(r->scope.query, &e);

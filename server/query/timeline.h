@@ -8,7 +8,8 @@
  * process attributes, once per attribute set; event_kind is ignored: spans
  * are GPU work). limit: at most TIMELINE_MAX_LIMIT spans (default
  * TIMELINE_DEFAULT_LIMIT), the newest chunks' first; "truncated" says
- * that more matched.
+ * that more matched. On the fleet store every replica reads the same spans
+ * from ClickHouse (server/store/clickhouse/chspans.h).
  *
  * Answer: {"spans": [{"start_ns", "end_ns", "device", "stream", "kind",
  * "name", "stack", "labels"}], "stacks": [[frame, ...]], "label_sets":
@@ -37,6 +38,9 @@ struct tl_request {
 	struct scope scope;
 	uint32_t limit;
 	bool raw_names;
+	/* set by the caller, not parsed: the spans given are the newest of
+	 * more (the fleet store read CHSPANS_READ_MAX): "truncated" */
+	bool source_truncated;
 };
 
 int tl_request_parse(struct tl_request *r, const char *body, size_t len, struct buf *err);

@@ -20,7 +20,9 @@
  * Bounds. A chunk whose newest span ended more than retention_ms ago is
  * dropped, as are the oldest chunks (of any project) while more than
  * max_spans spans are kept. Spans live in memory only: a restarted server
- * starts with an empty timeline.
+ * starts with an empty timeline. (On the fleet store they are kept in
+ * ClickHouse, server/store/clickhouse/chspans.h, and a query reads them
+ * into a struct gpuspans of its own.)
  *
  * Threading: one mutex; gpuspans_read holds it while its callback runs
  * (a query reads the chunks in place), so the callback must not call

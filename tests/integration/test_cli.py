@@ -6,7 +6,7 @@ import subprocess
 
 from ember_batch import Batch, send_batch
 from harness import BIN, WORKLOADS, Server
-from test_tls_auth import make_ca
+from harness import make_ca
 
 EMBER = os.path.join(BIN, "ember")
 

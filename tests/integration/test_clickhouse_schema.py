@@ -40,8 +40,9 @@ def test_migrate_two_shards_idempotent(clickhouse_cluster, tmp_path):
             "--clickhouse-user", "ember", "--clickhouse-password-file", str(pw)]
     r = migrate(*args)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.count("schema 0 -> 2") == 2, r.stdout
-    names = {"samples", "stacks", "frames", "strings", "label_sets", "batches", "hosts", "files"}
+    assert r.stdout.count("schema 0 -> 3") == 2, r.stdout
+    names = {"samples", "stacks", "frames", "strings", "label_sets", "batches", "hosts", "files",
+             "gpu_spans", "gpu_span_origins"}
     before = []
     for s in (a, b):
         t = tables(s, "ember")
@@ -61,7 +62,7 @@ def test_migrate_two_shards_idempotent(clickhouse_cluster, tmp_path):
     assert r.stdout.count("nothing to do") == 2, r.stdout
     for s, t in zip((a, b), before):
         assert tables(s, "ember") == t
-        assert s.query("SELECT count(), max(version) FROM ember.schema_version").strip() == "1\t2"
+        assert s.query("SELECT count(), max(version) FROM ember.schema_version").strip() == "1\t3"
     # a Distributed table reaches both shards
     a.query("INSERT INTO ember.strings_local VALUES (1, 'a')")
     b.query("INSERT INTO ember.strings_local VALUES (2, 'b')")
@@ -113,7 +114,7 @@ def test_every_statement_runs_on_current_clickhouse(tmp_path):
             if stmt.startswith("CREATE") and "ENGINE = Distributed" not in stmt:
                 s.query(stmt, "CSV")
         assert str(s.query("SELECT count() FROM system.tables WHERE database = 'plain'",
-                           "CSV")).strip() == "9"
+                           "CSV")).strip() == "11"
         # ch_schema_ttl's text (its bytes checked in test_clickhouse_rowbinary.c)
         s.query("ALTER TABLE sharded.samples_local MODIFY TTL ts + INTERVAL 14 DAY", "CSV")
     finally:
@@ -122,14 +123,15 @@ def test_every_statement_runs_on_current_clickhouse(tmp_path):
 
 def test_migrate_upgrades_version_1(clickhouse_cluster):
     """A database at schema version 1 (before hosts, files and frames.file)
-    gets exactly what version 2 added, on a shard pair with Distributed
-    tables, and keeps its rows."""
+    gets exactly what versions 2 and 3 (the GPU span tables) added, on a
+    shard pair with Distributed tables, and keeps its rows."""
     a, b = clickhouse_cluster.servers
     args = ["--clickhouse-url", f"{a.url},{b.url}", "--clickhouse-cluster", "ember_test",
             "--clickhouse-database", "upg"]
     assert migrate(*args).returncode == 0
     for s in (a, b):  # back to version 1
-        for t in ("hosts", "files", "hosts_local", "files_local"):
+        for t in ("hosts", "files", "hosts_local", "files_local", "gpu_spans", "gpu_spans_local",
+                  "gpu_span_origins", "gpu_span_origins_local"):
             s.query(f"DROP TABLE upg.{t}")
         for t in ("frames", "frames_local"):
             s.query(f"ALTER TABLE upg.{t} DROP COLUMN file")
@@ -139,10 +141,11 @@ def test_migrate_upgrades_version_1(clickhouse_cluster):
     a.query("INSERT INTO upg.frames_local (hash, type) VALUES (7, 2)")
     r = migrate(*args)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.count("schema 1 -> 2 (6 statements)") == 2, r.stdout
+    assert r.stdout.count("schema 1 -> 3 (10 statements)") == 2, r.stdout
     for s in (a, b):
         names = {line.split("\t")[0] for line in tables(s, "upg").strip().split("\n")}
-        assert {"hosts", "files", "hosts_local", "files_local"} <= names, names
+        assert {"hosts", "files", "hosts_local", "files_local", "gpu_spans", "gpu_spans_local",
+                "gpu_span_origins", "gpu_span_origins_local"} <= names, names
         assert s.query("SELECT count() FROM system.columns WHERE database = 'upg' AND "
                        "table IN ('frames', 'frames_local') AND name = 'file'").strip() == "2"
     assert a.query("SELECT hash, type, file FROM upg.frames").strip() == "7\t2\t0"

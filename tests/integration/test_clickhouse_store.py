@@ -17,7 +17,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
-from ember_batch import Batch, send_batch  # noqa: E402
+from ember_batch import Batch, send_batch, send_session_batch  # noqa: E402
 from harness import BIN, ROOT, Server, http, run_threads  # noqa: E402
 from harness import api_post as post  # noqa: E402
 
@@ -234,6 +234,46 @@ def test_the_filter_is_pushed_down(servers):
         assert status == 200
         read[q] = ans["query_stats"]["bytes_read"]
     assert 0 < read['host.name == "ch1"'] < read[None] * 0.6, read
+
+
+def test_tls_to_clickhouse(servers, clickhouse_cluster, tmp_path):
+    """--clickhouse-url https://…: both shards over TLS, their certificates
+    verified against --clickhouse-ca-file; every query answers as the
+    server on the same shards over plain HTTP does. Without the CA the
+    certificate does not verify: migrate and the server refuse, naming it,
+    and nothing is sent in the clear instead."""
+    a, b = clickhouse_cluster.servers
+    urls = ("--clickhouse-url", f"{a.https_url},{b.https_url}", "--clickhouse-database", "tls",
+            "--clickhouse-cluster", "ember_test")
+    ca = ("--clickhouse-ca-file", clickhouse_cluster.ca)
+    r = subprocess.run([os.path.join(BIN, "ember-server"), "migrate", *urls],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert r.returncode == 1 and "certificate" in r.stderr, r.stderr
+    r = subprocess.run([os.path.join(BIN, "ember-server"), "migrate", *urls,
+                        "--clickhouse-ca-file", str(tmp_path / "absent.pem")],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert r.returncode != 0 and "--clickhouse-ca-file" in r.stderr, r.stderr
+    migrate(*urls, *ca)
+    r = subprocess.run([os.path.join(BIN, "ember-server"), "--data-dir", str(tmp_path / "no-ca"),
+                        "--listen", "127.0.0.1:0", "--store", "clickhouse", *urls],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert r.returncode != 0 and "certificate" in r.stderr, r.stderr
+    s = Server(tmp_path / "srv", None, "--store", "clickhouse", *urls, *ca).start()
+    try:
+        for host in HOSTS:
+            for i in range(BATCHES):
+                assert send_batch(s.url, batch(host, i))["stored"]
+        status, body = http("POST", s.url + "/v1development/profiles", otlp_request(),
+                            {"Content-Type": "application/x-protobuf"})
+        assert status == 200, body
+        for what, body in QUERIES:
+            got, want = post(s, what, body), post(servers["two shards"], what, body)
+            assert got[0] == want[0] == 200, (what, got[1])
+            assert json.dumps(strip_stats(got[1]), sort_keys=True) == \
+                json.dumps(strip_stats(want[1]), sort_keys=True), (what, body)
+        assert s.flamegraph(start_ms=T0, end_ms=T0 + HOUR)["total"] == TOTAL + 84
+    finally:
+        s.stop()
 
 
 def test_retried_batch_counts_once(servers, clickhouse_cluster):
@@ -599,3 +639,125 @@ def test_concurrent_batches_and_resends_count_once(clickhouse_cluster, tmp_path)
         assert status == 200 and ans["total"] == 4 * TOTAL
     finally:
         s.stop()
+
+
+# --- the GPU timeline's spans on every replica ---------------------------------------
+
+SEC = 1_000_000_000
+LAUNCH = ("cudaLaunchKernel", "cuda_launch", "libcudart.so.12")
+
+
+def span_batch(seq, first_ns, agent="spans-agent", hosts=("g1", "g2"), per=20):
+    """A session batch of GPU spans (and their GPU time) from two hosts:
+    three launch stacks each (one through a library frame the server names
+    by file), kernels, copies and a sync on two devices and streams."""
+    b = Batch(agent_instance=agent, sample_rate_hz=19)
+    spans = 0
+    for h, host in enumerate(hosts):
+        attrs = {"host.name": host, "process.executable.name": "train",
+                 "gpu.device.index": str(h), "cuda.stream.id": str(7 + h)}
+        stacks = (
+            (["main", "train_step", LAUNCH, ("sgemm_kernel", "cuda_kernel", "")], "kernel"),
+            (["main", "load", ("cudaMemcpyAsync", "cuda_launch", ""), ("HtoD", "cuda_memcpy", "")],
+             "memcpy"),
+            (["main", b.file_frame("00112233445566778899aabbccddeeff", "libtorch.so", 0x4242),
+              ("cudaStreamSynchronize", "cuda_launch", "")], "sync"),
+        )
+        for i in range(per):
+            frames, kind = stacks[i % 3]
+            start = first_ns + (seq * 1000 + h * 100 + i) * 1_000_000
+            end = start + (i + 1) * 10_000
+            b.add_span(frames, attrs, start, end, kind, h, 7 + h)
+            b.add(frames, attrs, end - start, kind="cuda")
+            spans += 1
+    return b.encode_session(sequence=seq, start_ms=first_ns // 1_000_000,
+                            end_ms=first_ns // 1_000_000 + 5000), spans
+
+
+def timeline_of(server, query=None, start_ms=946684800000, end_ms=4102444800000):
+    """The timeline's spans as a sorted list of plain tuples: each span with
+    its stack's frames and its labels written out (the answer's numbering
+    of stacks and label sets is its own)."""
+    status, t = post(server, "gpu/timeline", {"filter": {"start_ts": start_ms, "end_ts": end_ms,
+                                                         "query": query}, "limit": 20000})
+    assert status == 200, t
+    assert not t["truncated"]
+    return sorted((s["start_ns"], s["end_ns"], s["device"], s["stream"], s["kind"], s["name"],
+                   json.dumps(t["stacks"][s["stack"]], sort_keys=True),
+                   json.dumps(t["label_sets"][s["labels"]], sort_keys=True))
+                  for s in t["spans"])
+
+
+def test_gpu_timeline_on_every_replica(clickhouse_cluster, tmp_path):
+    """With --store clickhouse the GPU timeline's spans are stored in
+    ClickHouse (gpu_spans, gpu_span_origins): two replicas each given
+    half of an agent's batches draw the same whole timeline, span for span
+    (stacks and attributes included), as an embedded server given all of
+    them; a resent batch adds nothing; a replica started afterwards on an
+    empty disk draws it too; spans past --gpu-span-retention are not
+    drawn."""
+    a_ch = clickhouse_cluster.servers[0]
+    flags = fleet_flags(clickhouse_cluster, "spans")
+    # an hour of spans stored five hours ago: the first insert's retention
+    # drops it, from both tables
+    old_hour = int(time.time()) // 3600 - 5
+    a_ch.query(f"INSERT INTO spans.gpu_spans_local VALUES ('p', {old_hour}, 1, 2, 0, 0, 1, 5)")
+    a_ch.query(f"INSERT INTO spans.gpu_span_origins_local VALUES ({old_hour}, 5, 'x')")
+
+    def old_parts():
+        return a_ch.query("SELECT count() FROM system.parts WHERE database = 'spans' AND active "
+                          f"AND partition = '{old_hour}'").strip()
+    assert old_parts() == "2"
+    emb = Server(tmp_path / "emb").start()
+    ra = Server(tmp_path / "ra", None, *flags).start()
+    rb = Server(tmp_path / "rb", None, *flags).start()
+    rc = None
+    try:
+        now_ns = time.time_ns()
+        first = now_ns - 60 * SEC
+        b1, n1 = span_batch(1, first)
+        b2, n2 = span_batch(2, first)
+        for s, raw in ((ra, b1), (emb, b1), (rb, b2), (emb, b2)):
+            assert send_session_batch(s.url, raw)["stored"]
+        want = timeline_of(emb)
+        assert len(want) == n1 + n2
+        assert old_parts() == "0"
+        status, text = http("GET", ra.url + "/metrics")
+        assert status == 200
+        text = text.decode() if isinstance(text, bytes) else text
+        assert f"ember_gpu_spans_stored_total {n1}" in text and "ember_gpu_spans_hours_dropped_total 2" in text
+        assert timeline_of(ra) == want and timeline_of(rb) == want
+        assert a_ch.query("SELECT count() FROM spans.gpu_spans").strip() == str(n1 + n2)
+        # each distinct origin (stack x attributes) once per batch
+        assert a_ch.query("SELECT count() FROM spans.gpu_span_origins").strip() == str(2 * 6)
+        # a filter over the spans' attributes, and a time range
+        q = 'host.name == "g2"'
+        assert timeline_of(ra, q) == timeline_of(emb, q) and len(timeline_of(ra, q)) == (n1 + n2) // 2
+        lo, hi = first // 1_000_000 + 1500, first // 1_000_000 + 2100
+        assert timeline_of(rb, None, lo, hi) == timeline_of(emb, None, lo, hi)
+        assert 0 < len(timeline_of(rb, None, lo, hi)) < n1 + n2
+        # a limit: the newest spans (by end), said to be truncated; with a
+        # filter, the newest of those it keeps
+        for query, limit in ((None, 10), ('host.name == "g1"', 5)):
+            status, t = post(ra, "gpu/timeline", {"filter": {"start_ts": 946684800000,
+                                                             "end_ts": 4102444800000,
+                                                             "query": query}, "limit": limit})
+            assert status == 200 and t["truncated"] and len(t["spans"]) == limit, t
+            ends = [x[1] for x in (timeline_of(emb, query))]
+            assert sorted(s["end_ns"] for s in t["spans"]) == sorted(ends)[-limit:]
+        # the first batch again (an agent's retry): a duplicate, nothing added
+        ans = send_session_batch(rb.url, b1)
+        assert ans.get("duplicate"), ans
+        assert timeline_of(ra) == want
+        # a replica started later, its disk empty
+        rc = Server(tmp_path / "rc", None, *flags).start()
+        assert timeline_of(rc) == want
+        # spans that ended two hours ago are past the retention (30 minutes)
+        old, _ = span_batch(3, now_ns - 7200 * SEC, agent="old-agent")
+        assert send_session_batch(ra.url, old)["stored"]
+        assert a_ch.query("SELECT count() FROM spans.gpu_spans").strip() == str(n1 + n2 + 40)
+        assert timeline_of(rb) == want
+    finally:
+        for s in (emb, ra, rb, rc):
+            if s:
+                s.stop()

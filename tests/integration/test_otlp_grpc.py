@@ -24,7 +24,7 @@ from opentelemetry.proto.collector.profiles.v1development import profiles_servic
 
 import test_auth  # noqa: E402
 import test_otlp  # noqa: E402
-from test_tls_auth import make_ca  # noqa: E402
+from harness import make_ca  # noqa: E402
 
 EXPORT = "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
 

@@ -4,26 +4,10 @@ signed, trusted through -tls-ca-file; refused without it; accepted with
 (401, nothing stored) and takes the right one."""
 
 import ssl
-import subprocess
 
 
 from conftest import require_root
-from harness import Server, http, run_workload, wait_until
-
-
-def make_ca(d):
-    """A CA and a server certificate for 127.0.0.1 signed by it."""
-    def sh(*args):
-        subprocess.run(args, check=True, cwd=d, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
-    sh("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-       "-keyout", "ca.key", "-out", "ca.pem", "-subj", "/CN=ember test CA")
-    sh("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key",
-       "-out", "server.csr", "-subj", "/CN=127.0.0.1")
-    (d / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    sh("openssl", "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-       "-CAcreateserial", "-days", "2", "-out", "server.pem", "-extfile", "ext.cnf")
-    return d / "ca.pem", d / "server.pem", d / "server.key"
+from harness import Server, http, make_ca, run_workload, wait_until
 
 
 def samples_of(server, exe):

@@ -3,7 +3,8 @@
 ClickHouseCluster starts two Debian clickhouse-server processes (not the
 system service: each has its own config, data and log dirs under a tmp
 dir and its own ports) as the two shards of a `remote_servers` cluster
-named `ember_test`, which both servers know. Postgres runs initdb into a
+named `ember_test`, which both servers know. Each also serves HTTPS
+(https_url) with a certificate the cluster's own test CA (`ca`) signed. Postgres runs initdb into a
 tmp dir and pg_ctl on a free port, as the `postgres` user (PostgreSQL
 refuses to run as root). Both are pytest-free; tests/integration/conftest.py
 wraps them in fixtures.
@@ -13,6 +14,7 @@ start-up, from spawning to the first answer.
 """
 
 import os
+import pathlib
 import pwd
 import shutil
 import socket
@@ -22,6 +24,8 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+
+from harness import make_ca
 
 CLICKHOUSE_SERVER = shutil.which("clickhouse-server") or "/usr/sbin/clickhouse-server"
 PG_BIN = "/usr/lib/postgresql/15/bin"
@@ -53,6 +57,10 @@ SERVER_XML = """<?xml version="1.0"?>
     <errorlog>{dir}/log/error.log</errorlog><size>10M</size><count>1</count></logger>
   <http_port>{http}</http_port>
   <tcp_port>{tcp}</tcp_port>
+  <https_port>{https}</https_port>
+  <openSSL><server><certificateFile>{cert}</certificateFile><privateKeyFile>{key}</privateKeyFile>
+    <verificationMode>none</verificationMode><loadDefaultCAFile>false</loadDefaultCAFile>
+    <disableProtocols>sslv2,sslv3,tlsv1,tlsv1_1</disableProtocols></server></openSSL>
   <interserver_http_port>{inter}</interserver_http_port>
   <listen_host>127.0.0.1</listen_host>
   <path>{dir}/data/</path>
@@ -93,9 +101,11 @@ SHARD_XML = """      <shard><replica><host>127.0.0.1</host><port>{tcp}</port>
 
 
 class ClickHouseServer:
-    def __init__(self, root, name, shards_xml, password):
+    def __init__(self, root, name, shards_xml, password, tls):
         self.dir = os.path.join(root, name)
+        self.tls = tls  # (ca.pem, server.pem, server.key) of harness.make_ca
         self.http = free_port()
+        self.https = free_port()
         self.tcp = free_port()
         self.inter = free_port()
         self.proc = None
@@ -108,6 +118,7 @@ class ClickHouseServer:
             os.makedirs(os.path.join(self.dir, d), exist_ok=True)
         with open(os.path.join(self.dir, "config.xml"), "w") as f:
             f.write(SERVER_XML.format(dir=self.dir, http=self.http, tcp=self.tcp, inter=self.inter,
+                                      https=self.https, cert=self.tls[1], key=self.tls[2],
                                       cluster=CLUSTER, shards=shards_xml))
         with open(os.path.join(self.dir, "users.xml"), "w") as f:
             f.write(USERS_XML.format(password=self.password))
@@ -115,6 +126,12 @@ class ClickHouseServer:
     @property
     def url(self):
         return f"http://127.0.0.1:{self.http}"
+
+    @property
+    def https_url(self):
+        """The same server over TLS, its certificate signed by the
+        cluster's test CA (ClickHouseCluster.ca)."""
+        return f"https://127.0.0.1:{self.https}"
 
     def start(self):
         t0 = time.monotonic()
@@ -172,7 +189,11 @@ class ClickHouseCluster:
     def __init__(self, root=None, password="ember-test-pw"):
         self.root = root or tempfile.mkdtemp(prefix="ember-ch-")
         self.password = password
-        self.servers = [ClickHouseServer(self.root, f"shard{i}", "", password) for i in (1, 2)]
+        tls_dir = pathlib.Path(self.root) / "tls"
+        tls_dir.mkdir(exist_ok=True)
+        tls = make_ca(tls_dir)
+        self.ca = str(tls[0])
+        self.servers = [ClickHouseServer(self.root, f"shard{i}", "", password, tls) for i in (1, 2)]
         shards = "\n".join(SHARD_XML.format(tcp=s.tcp) for s in self.servers)
         for s in self.servers:
             s.configure(shards)

@@ -370,3 +370,19 @@ def tiny_symfile(name=b"do_work"):
             struct.pack("<QQQ", 0x1000, 0x1000, 0x1000) +
             struct.pack("<IIII", 0, 1, 0x100, 0) +
             struct.pack("<IIII", 1, 0xffffffff, 0, 0) + strtab)
+
+
+def make_ca(d):
+    """A CA and a server certificate for 127.0.0.1 (and localhost) signed by
+    it, in the folder d (a pathlib.Path): (ca.pem, server.pem, server.key)."""
+    def sh(*args):
+        subprocess.run(args, check=True, cwd=d, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    sh("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+       "-keyout", "ca.key", "-out", "ca.pem", "-subj", "/CN=ember test CA")
+    sh("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key",
+       "-out", "server.csr", "-subj", "/CN=127.0.0.1")
+    (d / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    sh("openssl", "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+       "-CAcreateserial", "-days", "2", "-out", "server.pem", "-extfile", "ext.cnf")
+    return d / "ca.pem", d / "server.pem", d / "server.key"

@@ -50,7 +50,7 @@ struct pending {
 struct chs {
 	struct store_backend backend; /* first: a struct store's handle begins so */
 	struct ch_conn_opts copts;    /* strings below are owned */
-	char *urls, *database, *user, *password_file, *cluster;
+	char *urls, *database, *user, *password_file, *ca_file, *cluster;
 	struct store_config cfg;
 	const struct store_codec *codecs[256];
 	pthread_mutex_t pool_mu; /* idle connections */
@@ -624,7 +624,8 @@ static void chs_close(struct store *st)
 	free(s->sent.h);
 	strtab_free(&s->hosts_sent);
 	ch_claims_close(s->claims);
-	free_all(s->hosts_cpus, s->urls, s->database, s->user, s->password_file, s->cluster, s);
+	free_all(s->hosts_cpus, s->urls, s->database, s->user, s->password_file, s->ca_file, s->cluster,
+		 s);
 }
 
 static const struct store_write_ops chs_write = {
@@ -1741,9 +1742,10 @@ int ch_store_open(const struct ch_store_opts *o, const struct store_config *cfg,
 	s->database = xstrdup(o->database && *o->database ? o->database : "ember");
 	s->user = dup_or_null(o->user);
 	s->password_file = dup_or_null(o->password_file);
+	s->ca_file = dup_or_null(o->ca_file);
 	s->cluster = dup_or_null(o->cluster);
 	s->copts = (struct ch_conn_opts){ .urls = s->urls, .database = s->database, .user = s->user,
-					  .password_file = s->password_file,
+					  .password_file = s->password_file, .ca_file = s->ca_file,
 					  .timeout_ms = o->timeout_ms ? o->timeout_ms : 10000 };
 	s->cfg = *cfg;
 	for (size_t i = 0; i < cfg->ncodecs; i++)

@@ -46,6 +46,7 @@ struct ch_store_opts {
 	const char *cluster;       /* NULL or "": no cluster */
 	const char *user;          /* NULL: ClickHouse's default */
 	const char *password_file; /* NULL: none */
+	const char *ca_file;       /* https: the CA bundle to verify with; NULL: the system's */
 	long timeout_ms;           /* each request; 0: 10 s */
 	/* The metadata database every replica shares (postgres://…), where a
 	 * replica claims a batch before it inserts it (claims.h), so that two

@@ -2,8 +2,10 @@
 #include "chttp.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 #include <zlib.h>
@@ -16,6 +18,7 @@ struct ch_conn {
 	char *database;
 	char *user;
 	char *password;
+	char *ca_file; /* NULL: the system's CAs */
 	long timeout_ms;
 	size_t max_response;
 	CURL *curl;
@@ -26,7 +29,7 @@ void ch_conn_free(struct ch_conn *c)
 	if (!c)
 		return;
 	free_each((void *const *)c->urls, (size_t)c->n);
-	free_all(c->database, c->user);
+	free_all(c->database, c->user, c->ca_file);
 	free_secret(c->password);
 	if (c->curl)
 		curl_easy_cleanup(c->curl);
@@ -107,6 +110,13 @@ struct ch_conn *ch_conn_new(const struct ch_conn_opts *o, struct buf *err)
 		if (!c->user)
 			c->user = xstrdup("default");
 	}
+	if (o->ca_file && *o->ca_file) {
+		if (access(o->ca_file, R_OK) < 0) {
+			buf_printf(err, "--clickhouse-ca-file %s: %s", o->ca_file, strerror(errno));
+			goto fail;
+		}
+		c->ca_file = xstrdup(o->ca_file);
+	}
 	c->curl = curl_easy_init();
 	if (!c->curl) {
 		buf_puts(err, "clickhouse: curl_easy_init failed");
@@ -170,6 +180,11 @@ static const int transient_codes[] = {
 
 enum ch_rc ch_classify(int curl_code, long http_status, const char *body)
 {
+	/* A certificate that does not verify (or a CA file curl cannot use)
+	 * stays so until someone changes it. */
+	if (curl_code == CURLE_PEER_FAILED_VERIFICATION || curl_code == CURLE_SSL_CACERT_BADFILE ||
+	    curl_code == CURLE_SSL_CERTPROBLEM)
+		return CH_FAILED;
 	if (curl_code != CURLE_OK)
 		return CH_UNAVAILABLE;  /* no connection, a timeout, a reset */
 	if (http_status == 200)
@@ -235,6 +250,8 @@ enum ch_rc ch_query(struct ch_conn *c, int server, const char *sql, const void *
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->timeout_ms < 5000 ? c->timeout_ms : 5000L);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	if (c->ca_file)
+		curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
 	if (c->user) {
 		curl_easy_setopt(h, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
 		curl_easy_setopt(h, CURLOPT_USERNAME, c->user);

@@ -12,7 +12,8 @@
  * connection, a timeout, HTTP 503, or one of ClickHouse's network,
  * timeout, memory and too-many-queries exceptions): the caller answers
  * 503 with Retry-After and the agent retries; CH_FAILED for anything else
- * (a rejected query, bad credentials), which retrying will not fix.
+ * (a rejected query, bad credentials, a certificate that does not verify),
+ * which retrying will not fix.
  * Answers are capped at max_response bytes (a larger one is CH_FAILED).
  * A conn is used by one thread at a time (it owns one curl handle).
  */
@@ -37,14 +38,18 @@ struct ch_conn_opts {
 	const char *database;      /* NULL: "ember" */
 	const char *user;          /* NULL: ClickHouse's default user */
 	const char *password_file; /* NULL: no password; else its first line */
+	const char *ca_file;       /* https: the PEM CA bundle that signs the servers'
+				    * certificates; NULL: the system's CAs */
 	long timeout_ms;           /* whole request; 0: 30 s */
 	size_t max_response;       /* 0: 16 MiB */
 };
 
 struct ch_conn;
 
-/* NULL with a message in err for a bad URL list, database name or an
- * unreadable password file. */
+/* NULL with a message in err for a bad URL list, database name, an
+ * unreadable password file or CA file. With https URLs the servers'
+ * certificates are verified (against ca_file, else the system's CAs) and
+ * their names checked: there is no option to skip it. */
 struct ch_conn *ch_conn_new(const struct ch_conn_opts *o, struct buf *err);
 void ch_conn_free(struct ch_conn *c);
 int ch_conn_servers(const struct ch_conn *c);

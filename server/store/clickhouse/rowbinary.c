@@ -242,8 +242,8 @@ void ch_sql_string(struct buf *out, const char *s, size_t n)
 /* Synchronous Distributed inserts: acknowledged means on the shard. */
 #define INSERT_SETTINGS "insert_distributed_sync=1"
 
-static enum ch_rc insert(struct ch_conn *c, const char *table, const char *columns,
-			 const struct buf *body, struct buf *err)
+enum ch_rc ch_insert_rows(struct ch_conn *c, const char *table, const char *columns,
+			  const struct buf *body, struct buf *err)
 {
 	if (!body->len)
 		return CH_OK;
@@ -312,7 +312,7 @@ static void batch_row(struct buf *row, const struct ch_batch *b)
 
 static enum ch_rc record(struct ch_conn *c, const struct buf *rows, struct buf *err)
 {
-	return insert(c, "batches", "batch, project, agent, sequence, rows, ts_min, ts_max, inserted",
+	return ch_insert_rows(c, "batches", "batch, project, agent, sequence, rows, ts_min, ts_max, inserted",
 		      rows, err);
 }
 
@@ -371,7 +371,7 @@ enum ch_rc ch_insert_batches(struct ch_conn *c, struct ch_batch *const *b, size_
 			if (!found[i] && part->len)
 				buf_append(&body, part->data, part->len);
 		}
-		rc = insert(c, tables[t].table, tables[t].columns, &body, err);
+		rc = ch_insert_rows(c, tables[t].table, tables[t].columns, &body, err);
 	}
 	rows.len = 0;
 	for (size_t i = 0; i < n; i++) {

@@ -135,6 +135,12 @@ enum ch_rc ch_insert_batch(struct ch_conn *c, struct ch_batch *b, enum ch_insert
 enum ch_rc ch_insert_batches(struct ch_conn *c, struct ch_batch *const *b, size_t n,
 			     enum ch_insert_result *result, struct buf *err);
 
+/* INSERT INTO database.table (columns) FORMAT RowBinary with body (rows
+ * of those columns; nothing sent when empty), gzip-compressed, as a
+ * synchronous Distributed insert: CH_OK means on the shard. */
+enum ch_rc ch_insert_rows(struct ch_conn *c, const char *table, const char *columns,
+			  const struct buf *body, struct buf *err);
+
 /* SQL string literal of s[0..n) between single quotes, every byte that
  * is not printable ASCII, and \ and ', escaped (\\, \', \xHH): safe for
  * any bytes, NUL included. */

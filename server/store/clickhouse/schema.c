@@ -45,6 +45,16 @@ static const struct table tables[] = {
 	 * by hash (frames.file, below), as the embedded store's frames do. */
 	{ 2, "files", "hash UInt64, id String, name String, build_id String, segs Array(UInt64)",
 	  "ReplacingMergeTree() ORDER BY hash", "hash" },
+	/* Version 3: the GPU timeline's spans (chspans.h), partitioned by the
+	 * hour (Unix seconds / 3600) the server stored them in, so that
+	 * retention drops whole hours. */
+	{ 3, "gpu_spans",
+	  "project String, hour UInt32, start_ns Int64, end_ns Int64, device UInt32, stream UInt32, "
+	  "kind UInt8, origin UInt64",
+	  "MergeTree() PARTITION BY hour ORDER BY (project, end_ns) SETTINGS index_granularity = 8192",
+	  "rand()" },
+	{ 3, "gpu_span_origins", "hour UInt32, hash UInt64, data String",
+	  "ReplacingMergeTree() PARTITION BY hour ORDER BY hash", "hash" },
 };
 
 /* Columns added to a table that existed before: a migrate from a version
@@ -145,6 +155,20 @@ int ch_schema_query_texts(const struct ch_schema *s, struct buf *out)
 		   "table = '%s' AND active GROUP BY partition ORDER BY partition", d, samples_table(s));
 	stmt_end(out, &n);
 	ch_schema_drop_partition(s, "2026-01-02", out);
+	stmt_end(out, &n);
+	/* the GPU spans' (chspans.c) */
+	const char *local = clustered(s) ? "_local" : "";
+	buf_printf(out, "SELECT DISTINCT table, partition FROM system.parts WHERE database = '%s' AND "
+			"table IN ('gpu_spans%s', 'gpu_span_origins%s') AND active", d, local, local);
+	stmt_end(out, &n);
+	buf_printf(out, "ALTER TABLE %s.gpu_spans%s DROP PARTITION 491234", d, local);
+	stmt_end(out, &n);
+	buf_printf(out, "SELECT start_ns, end_ns, device, stream, kind, origin FROM %s.gpu_spans WHERE "
+			"project = 'p' AND hour >= 491233 AND end_ns > 0 AND start_ns < 9000000000000000000 "
+			"AND end_ns >= 1 ORDER BY end_ns DESC, start_ns DESC LIMIT 200001", d);
+	stmt_end(out, &n);
+	buf_printf(out, "SELECT hash, any(data) FROM %s.gpu_span_origins WHERE hour >= 491232 AND "
+			"hash IN (1, 18446744073709551615) GROUP BY hash", d);
 	stmt_end(out, &n);
 	return n;
 }

@@ -16,6 +16,10 @@
  *                                                              ReplacingMergeTree by batch
  *   hosts       (name, cpus, seen) (version 2)  ReplacingMergeTree(cpus) by name
  *   files       (hash, id, name, build_id, segs) (version 2)  ReplacingMergeTree by hash
+ *   gpu_spans   (project, hour, start_ns, end_ns, device, stream, kind, origin) (version 3)
+ *               MergeTree, PARTITION BY hour, ORDER BY (project, end_ns)
+ *   gpu_span_origins (hour, hash, data) (version 3)  ReplacingMergeTree by hash,
+ *               PARTITION BY hour (chspans.h)
  *   schema_version (version, applied)                          TinyLog, per server
  * With a cluster (--clickhouse-cluster NAME), each of these (but
  * schema_version) is created as NAME_local on every server of
@@ -40,7 +44,7 @@
 #include "chttp.h"
 
 /* The version this build's schema is at. */
-#define CH_SCHEMA_VERSION 2
+#define CH_SCHEMA_VERSION 3
 
 enum ch_table_kind { CH_TABLE_PLAIN, CH_TABLE_LOCAL, CH_TABLE_DISTRIBUTED };
 

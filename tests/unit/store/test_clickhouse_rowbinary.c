@@ -135,6 +135,10 @@ static void test_classify(void **state)
 	assert_int_equal(ch_classify(CURLE_OK, 400, "Code: 62, Syntax error"), CH_FAILED);
 	assert_int_equal(ch_classify(CURLE_OK, 516, "Code: 516, Authentication failed"), CH_FAILED);
 	assert_int_equal(ch_classify(CURLE_OK, 500, "no code at all"), CH_FAILED);
+	/* a certificate that does not verify is not a ClickHouse that is down */
+	assert_int_equal(ch_classify(CURLE_PEER_FAILED_VERIFICATION, 0, NULL), CH_FAILED);
+	assert_int_equal(ch_classify(CURLE_SSL_CACERT_BADFILE, 0, NULL), CH_FAILED);
+	assert_int_equal(ch_classify(CURLE_SSL_CONNECT_ERROR, 0, NULL), CH_UNAVAILABLE);
 }
 
 static void test_gzip_round_trip(void **state)
@@ -163,25 +167,36 @@ static void test_schema_statements(void **state)
 	(void)state;
 	struct ch_schema plain = { .database = "ember" }, sharded = { .database = "ember", .cluster = "c" };
 	struct buf b = { 0 };
-	assert_int_equal(ch_schema_statements(&plain, 0, &b), 1 + 8);
+	assert_int_equal(ch_schema_statements(&plain, 0, &b), 1 + 10);
 	assert_non_null(strstr(b.data + strlen(b.data) + 1, "ember.samples ("));
 	buf_reset(&b);
-	assert_int_equal(ch_schema_statements(&sharded, 0, &b), 1 + 16);
+	assert_int_equal(ch_schema_statements(&sharded, 0, &b), 1 + 20);
 	buf_reset(&b);
-	/* from version 1: the tables of version 2 (local), frames.file on
-	 * both frames tables, then the new Distributed tables */
-	assert_int_equal(ch_schema_statements(&sharded, 1, &b), 6);
+	/* from version 1: the tables of versions 2 and 3 (local), frames.file
+	 * on both frames tables, then the new Distributed tables */
+	assert_int_equal(ch_schema_statements(&sharded, 1, &b), 10);
 	const char *st = b.data;
 	assert_string_equal(st, "CREATE TABLE IF NOT EXISTS ember.hosts_local (name String, "
 				"cpus UInt32, seen DateTime) ENGINE = ReplacingMergeTree(cpus) ORDER BY name");
 	st += strlen(st) + 1;
 	assert_non_null(strstr(st, "ember.files_local (hash UInt64, id String"));
 	st += strlen(st) + 1;
+	assert_non_null(strstr(st, "ember.gpu_spans_local (project String, hour UInt32"));
+	assert_non_null(strstr(st, "PARTITION BY hour"));
+	st += strlen(st) + 1;
+	assert_non_null(strstr(st, "ember.gpu_span_origins_local (hour UInt32, hash UInt64, data String)"));
+	st += strlen(st) + 1;
 	assert_string_equal(st, "ALTER TABLE ember.frames_local ADD COLUMN file UInt64");
 	st += strlen(st) + 1;
 	assert_string_equal(st, "ALTER TABLE ember.frames ADD COLUMN file UInt64");
 	buf_reset(&b);
-	assert_int_equal(ch_schema_statements(&plain, 1, &b), 3);
+	assert_int_equal(ch_schema_statements(&plain, 1, &b), 5);
+	buf_reset(&b);
+	/* from version 2: the GPU span tables only */
+	assert_int_equal(ch_schema_statements(&sharded, 2, &b), 4);
+	assert_non_null(strstr(b.data, "ember.gpu_spans_local"));
+	buf_reset(&b);
+	assert_int_equal(ch_schema_statements(&plain, 2, &b), 2);
 	buf_reset(&b);
 	assert_int_equal(ch_schema_statements(&sharded, CH_SCHEMA_VERSION, &b), 0);
 	assert_int_equal(ch_schema_drop_partition(&sharded, "2026-12-06", &b), 0);
