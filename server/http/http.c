@@ -262,11 +262,16 @@ const char *http_header(const struct http_req *req, const char *name)
 
 void http_client_address(const struct http_req *req, char *out, size_t n)
 {
-	snprintf(out, n, "%s", "");
+	snprintf(out, n, "%s", !req->conn && req->peer ? req->peer : "");
 	if (!req->conn)
 		return;
 	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-	const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+	http_address_text(ci ? ci->client_addr : NULL, out, n);
+}
+
+void http_address_text(const struct sockaddr *sa, char *out, size_t n)
+{
+	snprintf(out, n, "%s", "");
 	if (sa && sa->sa_family == AF_INET)
 		inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, out, (socklen_t)n);
 	else if (sa && sa->sa_family == AF_INET6)

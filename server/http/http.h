@@ -58,6 +58,9 @@ struct http_req {
 	 * NULL-terminated name, value lists (either may be NULL). */
 	const char *const *headers;
 	const char *const *args;
+	/* With conn NULL: the client's address, when the in-process request
+	 * stands for one that came over a socket (OTLP over gRPC); NULL: none. */
+	const char *peer;
 	/* Who sent it (auth/authz.h): set by the route's check before the
 	 * body is read; handlers that learn a project from the body check it
 	 * with principal_can. */
@@ -187,8 +190,12 @@ void http_stop(struct http_server *h);
  * when absent. */
 const char *http_header(const struct http_req *req, const char *name);
 /* The peer's IP address as text into out (n bytes: INET6_ADDRSTRLEN is
- * enough); "" when unknown (a request made in-process). */
+ * enough); req->peer for a request made in-process, "" when unknown. */
 void http_client_address(const struct http_req *req, char *out, size_t n);
+/* An IPv4 or IPv6 socket address's IP as text into out; "" for another
+ * family or NULL. */
+struct sockaddr;
+void http_address_text(const struct sockaddr *sa, char *out, size_t n);
 const char *http_query_arg(const struct http_req *req, const char *name);
 /* Sets a JSON error answer {"error": message}. */
 void http_error(struct http_resp *resp, int status, const char *fmt, ...)

@@ -356,14 +356,55 @@ void handle_ingest_session_batch(struct server *srv, const struct http_req *req,
 	buf_free(&err);
 }
 
-/* OTLP: each converted profile is stored like a version 1 batch. */
+/* OTLP: each converted profile is stored like a version 1 batch. Its
+ * senders go to the profiler inventory by host.name (an OTLP profiler has
+ * no agent instance; a collector may forward many hosts in one request),
+ * at most OTLP_SENDERS_MAX a request. */
+#define OTLP_SENDERS_MAX 64
+
+struct otlp_sender {
+	char host[AGENTS_TEXT_MAX + 1];
+	uint64_t samples;
+};
+
 struct otlp_store {
 	struct server *srv;
 	const struct principal *who;
 	char project[37];
 	struct buf *err;
 	int last_rc;
+	struct otlp_sender senders[OTLP_SENDERS_MAX];
+	size_t nsenders;
 };
+
+static const char *resource_host(const Ember__Ingest__V1__Batch *b, uint32_t r)
+{
+	if (r >= b->n_resources)
+		return "";
+	const Ember__Ingest__V1__Resource *res = b->resources[r];
+	for (size_t i = 0; i + 1 < res->n_attributes; i += 2)
+		if (res->attributes[i] < b->n_strings && res->attributes[i + 1] < b->n_strings &&
+		    !strcmp(b->strings[res->attributes[i]], "host.name"))
+			return b->strings[res->attributes[i + 1]];
+	return "";
+}
+
+static void note_senders(struct otlp_store *st, const Ember__Ingest__V1__Batch *b)
+{
+	for (size_t i = 0; i < b->n_samples; i++) {
+		const char *host = resource_host(b, b->samples[i]->resource);
+		size_t k = 0;
+		while (k < st->nsenders && strncmp(st->senders[k].host, host, AGENTS_TEXT_MAX))
+			k++;
+		if (k == st->nsenders) {
+			if (k == OTLP_SENDERS_MAX)
+				continue;
+			snprintf(st->senders[k].host, sizeof(st->senders[k].host), "%s", host);
+			st->nsenders++;
+		}
+		st->senders[k].samples += b->samples[i]->value;
+	}
+}
 
 static int store_otlp(void *ctx, const Ember__Ingest__V1__Batch *b)
 {
@@ -376,7 +417,33 @@ static int store_otlp(void *ctx, const Ember__Ingest__V1__Batch *b)
 		buf_puts(st->err, "compressing the batch for the log failed");
 	buf_free(&z);
 	st->last_rc = rc;
+	if (rc == STORE_OK)
+		note_senders(st, b);
 	return rc < 0 ? -2 : 0; /* -1 is otlp_convert's "invalid" */
+}
+
+/* The inventory's rows of a stored request's senders: "otlp:HOST" (the
+ * client's address when a sample names no host). */
+static void note_otlp_senders(struct server *srv, const struct http_req *req, const struct otlp_store *st,
+			      bool json)
+{
+	if (!srv->agents)
+		return;
+	const char *grpc = http_header(req, "X-Ember-Otlp-Transport");
+	const char *protocol = grpc && !req->conn ? "otlp grpc" : json ? "otlp http json" : "otlp http";
+	char addr[64];
+	http_client_address(req, addr, sizeof(addr));
+	for (size_t i = 0; i < st->nsenders; i++) {
+		const char *host = st->senders[i].host;
+		char instance[AGENTS_TEXT_MAX + 8];
+		snprintf(instance, sizeof(instance), "otlp:%s", *host ? host : *addr ? addr : "unknown");
+		struct agent_note n = {
+			.instance = instance, .project = st->project, .host = host,
+			.version = http_header(req, "User-Agent"), .protocol = protocol, .address = addr,
+			.samples = st->senders[i].samples,
+		};
+		agents_seen(srv->agents, &n, now_unix_ms());
+	}
 }
 
 /* 200 with an ExportProfilesServiceResponse, in the request's encoding:
@@ -475,6 +542,7 @@ void handle_otlp_profiles(struct server *srv, const struct http_req *req, struct
 		answer(srv, st.last_rc, 0, NULL, req->body_len, NULL, &err, resp);
 	} else {
 		count(&srv->counters.otlp_requests, 1);
+		note_otlp_senders(srv, req, &st, json);
 		count(&srv->counters.ingest_batches, res.batches);
 		count_kinds(srv, res.kind_values);
 		count(&srv->counters.ingest_bytes, req->body_len);

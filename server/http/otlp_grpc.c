@@ -53,7 +53,8 @@ struct gstream {
 	size_t held;               /* bytes of the budget's memory the body holds */
 	struct principal *who;     /* authenticated on the headers */
 	size_t header_bytes;
-	char *authorization, *project, *encoding, *content_type, *path, *method;
+	char *authorization, *project, *encoding, *content_type, *path, *method, *user_agent;
+	char peer[64];             /* the client's address, as text */
 	bool complete;             /* END_STREAM seen */
 	bool answered;             /* a response was submitted (or is being made) */
 	bool queued;               /* a worker holds it */
@@ -234,8 +235,9 @@ int otlp_grpc_authenticate(struct server *srv, const char *authorization, struct
 }
 
 void otlp_grpc_export(struct server *srv, const struct principal *who, const char *project,
-		      const char *encoding, const uint8_t *body, size_t n, int *status,
-		      struct buf *message, struct buf *reply)
+		      const char *encoding, const char *user_agent, const char *peer,
+		      const uint8_t *body, size_t n, int *status, struct buf *message,
+		      struct buf *reply)
 {
 	const uint8_t *msg;
 	size_t len;
@@ -254,6 +256,8 @@ void otlp_grpc_export(struct server *srv, const struct principal *who, const cha
 	const char *headers[] = {
 		"Content-Type", "application/x-protobuf",
 		"Content-Encoding", compressed ? "gzip" : "identity",
+		"X-Ember-Otlp-Transport", "grpc",
+		"User-Agent", user_agent ? user_agent : "",
 		NULL, NULL,
 	};
 	const char *args[] = { "project", project ? project : "default", NULL, NULL };
@@ -264,6 +268,7 @@ void otlp_grpc_export(struct server *srv, const struct principal *who, const cha
 		.body_len = len,
 		.headers = headers,
 		.args = args,
+		.peer = peer,
 		.who = who,
 	};
 	struct http_resp resp = { .status = 200 };
@@ -299,7 +304,8 @@ static void stream_free(struct otlp_grpc *g, struct gstream *s)
 	buf_free(&s->message);
 	buf_free(&s->message_enc);
 	buf_free(&s->reply);
-	free_all(s->authorization, s->project, s->encoding, s->content_type, s->path, s->method, s);
+	free_all(s->authorization, s->project, s->encoding, s->content_type, s->path, s->method,
+		 s->user_agent, s);
 }
 
 static void stream_unlink(struct gconn *c, struct gstream *s)
@@ -454,7 +460,7 @@ static void *worker(void *arg)
 			g->qtail = NULL;
 		pthread_mutex_unlock(&g->mu);
 		if (!g->stop)
-			otlp_grpc_export(g->srv, s->who, s->project, s->encoding,
+			otlp_grpc_export(g->srv, s->who, s->project, s->encoding, s->user_agent, s->peer,
 					 (const uint8_t *)s->body.data, s->body.len, &s->status,
 					 &s->message, &s->reply);
 		else
@@ -484,6 +490,8 @@ static int on_begin_headers(nghttp2_session *h2, const nghttp2_frame *f, void *u
 	struct gstream *s = xcalloc(1, sizeof(*s));
 	s->id = f->hd.stream_id;
 	s->conn = c;
+	/* copied now: the stream may outlive its connection */
+	http_address_text(c->fd >= 0 ? (const struct sockaddr *)&c->peer : NULL, s->peer, sizeof(s->peer));
 	s->started_ms = now_unix_ms();
 	s->next = c->streams;
 	c->streams = s;
@@ -532,6 +540,8 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t 
 		set_field(&s->authorization, value, vl);
 	else if (IS("ember-project"))
 		set_field(&s->project, value, vl);
+	else if (IS("user-agent"))
+		set_field(&s->user_agent, value, vl);
 #undef IS
 	return 0;
 }

@@ -97,11 +97,14 @@ int otlp_grpc_authenticate(struct server *srv, const char *authorization, struct
 
 /* Answers one Export call of who (otlp_grpc_authenticate's) in the calling
  * thread, as a worker does: project is the metadata (NULL: absent), body
- * the request body. Sets *status, the error message (status != OK) or the
- * serialized response (OK). */
+ * the request body; user_agent (its metadata) and peer (the client's
+ * address) name the sender in the profiler inventory (NULL: unknown).
+ * Sets *status, the error message (status != OK) or the serialized
+ * response (OK). */
 void otlp_grpc_export(struct server *srv, const struct principal *who, const char *project,
-		      const char *encoding, const uint8_t *body, size_t n, int *status,
-		      struct buf *message, struct buf *reply);
+		      const char *encoding, const char *user_agent, const char *peer,
+		      const uint8_t *body, size_t n, int *status, struct buf *message,
+		      struct buf *reply);
 
 /* Runs bytes as a client's side of one connection through a server
  * session in memory, with complete requests only unframed and decoded,

@@ -91,6 +91,34 @@ def test_grpc_equals_http(pair):
     assert g.flamegraph()["total"] == 300
 
 
+def test_otlp_senders_in_the_inventory(pair):
+    """An OTLP profiler has no agent instance: the inventory lists it by
+    the host.name its profiles carry ("otlp:HOST"), with its transport,
+    user agent, address and samples, on gRPC as on HTTP; a second request
+    adds to the same row."""
+    g, h = pair
+    start = time.time_ns() - 60_000_000_000
+    with g.channel() as ch:
+        for req in requests_of(start)[:2]:
+            assert export(ch, req)[0] == grpc.StatusCode.OK
+    for req in requests_of(start)[:2]:
+        st, body = http("POST", h.url + "/v1development/profiles", req.SerializeToString(),
+                        {"Content-Type": "application/x-protobuf", "User-Agent": "otel-profiler/0.1"})
+        assert st == 200, body
+
+    def row(server):
+        status, body = http("GET", server.url + "/public/api/v1/agents")
+        assert status == 200, body
+        rows = [a for a in json.loads(body)["agents"] if a["instance"] == "otlp:otlp-host"]
+        return rows[0] if rows and rows[0]["samples"] == 200 else None
+    wait_until(lambda: row(g) and row(h), 20, what="the OTLP senders in the inventory")
+    a, b = row(g), row(h)
+    assert a["protocol"] == "otlp grpc" and a["version"].startswith("grpc-python"), a
+    assert b["protocol"] == "otlp http" and b["version"] == "otel-profiler/0.1", b
+    for r in (a, b):
+        assert r["host"] == "otlp-host" and r["address"] == "127.0.0.1" and r["batches"] == 2, r
+
+
 def test_partial_success_as_on_http(pair):
     """A profile of a sample type ember does not keep: the same
     partial_success over gRPC as over HTTP."""
