@@ -101,7 +101,7 @@ run_pytest() { # suite dir
     report "$suite" 0 0
     return
   fi
-  timeout 2400 "$python" -m pytest -v -p no:cacheprovider --junitxml="$xml" "$dir" >"$log" 2>&1
+  timeout 2400 "$python" -m pytest -v --durations=40 -p no:cacheprovider --junitxml="$xml" "$dir" >"$log" 2>&1
   local rc=$?
   local counts
   counts=$("$python" - "$xml" <<'PY'
