@@ -116,7 +116,11 @@ int main(int argc, char **argv)
 		return 1;
 	struct metrics_store *m;
 	struct buf err = { 0 };
-	if (metrics_open(dir, 14LL * 86400000, &m, &err) < 0) {
+	/* EMBER_BENCH_METRICS_URL=postgres://...: the store on a shared
+	 * PostgreSQL (an empty database) instead of DIR/metrics.db */
+	const char *url = getenv("EMBER_BENCH_METRICS_URL");
+	if ((url && *url ? metrics_open(url, NULL, 14LL * 86400000, &m, &err)
+			 : metrics_open_dir(dir, 14LL * 86400000, &m, &err)) < 0) {
 		fprintf(stderr, "%s\n", err.data);
 		return 1;
 	}
@@ -161,9 +165,12 @@ int main(int argc, char **argv)
 	       server_s, (double)points / server_s, server_s * 1e3 / (double)batches, wall);
 	printf("wire: %.2f bytes per point (%.1f KiB per batch)\n", (double)wire / (double)points,
 	       (double)wire / (double)batches / 1024);
-	printf("disk: %.1f MiB = %.1f bytes per point (metrics.db %.1f MiB + its WAL %.1f MiB)\n",
-	       (double)disk / 1048576, (double)disk / (double)points, (double)db / 1048576,
-	       (double)wal / 1048576);
+	if (url && *url)
+		printf("store: PostgreSQL (disk not measured here)\n");
+	else
+		printf("disk: %.1f MiB = %.1f bytes per point (metrics.db %.1f MiB + its WAL %.1f MiB)\n",
+		       (double)disk / 1048576, (double)disk / (double)points, (double)db / 1048576,
+		       (double)wal / 1048576);
 	printf("a fleet of that size at 30 s: %.0f points/s, %.1f GiB per day\n",
 	       (double)points / (minutes * 60.0), (double)disk / (minutes / 1440.0) / 1073741824.0);
 	char body[600];

@@ -38,5 +38,8 @@ echo
 echo "== offcpu_overhead (needs root)"
 bench/offcpu_overhead.sh
 echo
+echo "== unwind churn at full size (needs root): 150 binaries of 16 000 functions, then a fresh one"
+EMBER_CHURN_FUNCS=16000 /usr/bin/python3 -m pytest -q -s tests/integration/test_unwind_churn.py
+echo
 echo "== ui_render (headless Chromium)"
 /usr/bin/python3 bench/ui_render.py

@@ -100,14 +100,33 @@ struct server_config {
 /* A number from 0 to max (a price or a percentage flag). */
 /* The profiler inventory in the metadata database: url (PostgreSQL), or
  * DATA_DIR/meta.db beside the projects. */
+/* The metadata URL, or without one the SQLite file of the data dir
+ * (file, e.g. "meta.db"), into path. */
+static const char *db_url(const char *url, const char *data_dir, const char *file, struct buf *path)
+{
+	if (url)
+		return url;
+	buf_printf(path, "%s/%s", data_dir, file);
+	return path->data;
+}
+
 static int open_agents(const char *url, const char *password, const char *data_dir, struct agents **out,
 		       struct buf *err)
 {
-	if (url)
-		return agents_open(url, password, out, err);
 	struct buf path = { 0 };
-	buf_printf(&path, "%s/meta.db", data_dir);
-	int rc = agents_open(path.data, NULL, out, err);
+	int rc = agents_open(db_url(url, data_dir, "meta.db", &path), url ? password : NULL, out, err);
+	buf_free(&path);
+	return rc;
+}
+
+/* Metrics go with the metadata: on a shared PostgreSQL every replica
+ * reads every replica's (metrics.h). */
+static int open_metrics(const char *url, const char *password, const char *data_dir, int64_t retention_ms,
+			struct metrics_store **out, struct buf *err)
+{
+	struct buf path = { 0 };
+	int rc = metrics_open(db_url(url, data_dir, "metrics.db", &path), url ? password : NULL, retention_ms,
+			      out, err);
 	buf_free(&path);
 	return rc;
 }
@@ -550,7 +569,7 @@ int main(int argc, char **argv, char **envp)
 	    (metadata_url ? projects_open_url(metadata_url, metadata_pw, &srv.projects, &err)
 			  : projects_open(cfg.data_dir, &srv.projects, &err)) < 0 ||
 	    open_agents(metadata_url, metadata_pw, cfg.data_dir, &srv.agents, &err) < 0 ||
-	    metrics_open(cfg.data_dir, cfg.retention_ms, &srv.metrics, &err) < 0) {
+	    open_metrics(metadata_url, metadata_pw, cfg.data_dir, cfg.retention_ms, &srv.metrics, &err) < 0) {
 		log_error("%s", err.data);
 		goto out;
 	}

@@ -16,7 +16,8 @@
 #include "server/ingest/pbarena.h"
 #include "server/query/request.h"
 #include "server/query/scan.h"
-#include "sqldb.h"
+#include "hmap.h"
+#include "metadb.h"
 #include "util.h"
 
 /* Times outside 2000-01-01 .. 2100-01-01 are refused. */
@@ -26,8 +27,9 @@
 struct metrics_store {
 	int64_t retention_ms;
 	pthread_mutex_t wmu, rmu;
-	sqlite3 *w, *r;
-	sqlite3_stmt *find_series, *add_series, *touch_series, *get_chunk, *put_chunk;
+	struct metadb *w, *r; /* the writer's connection, the readers' */
+	struct metadb_stmt *find_series, *add_series, *touch_series, *get_chunk, *put_chunk;
+	bool postgres;
 	int64_t last_retention_ms;
 	struct metrics_stats stats; /* under wmu */
 };
@@ -36,13 +38,13 @@ void metrics_close(struct metrics_store *m)
 {
 	if (!m)
 		return;
-	sqlite3_finalize(m->find_series);
-	sqlite3_finalize(m->add_series);
-	sqlite3_finalize(m->touch_series);
-	sqlite3_finalize(m->get_chunk);
-	sqlite3_finalize(m->put_chunk);
-	sqlite3_close(m->r); /* NULL: nothing */
-	sqlite3_close(m->w);
+	metadb_finalize(m->find_series);
+	metadb_finalize(m->add_series);
+	metadb_finalize(m->touch_series);
+	metadb_finalize(m->get_chunk);
+	metadb_finalize(m->put_chunk);
+	metadb_close(m->r); /* NULL: nothing */
+	metadb_close(m->w);
 	pthread_mutex_destroy(&m->wmu);
 	pthread_mutex_destroy(&m->rmu);
 	free(m);
@@ -166,43 +168,50 @@ int metrics_validate(const Ember__Ingest__V1__MetricsBatch *b, struct buf *err)
 
 /* --- storing ------------------------------------------------------------------- */
 
-int metrics_open(const char *dir, int64_t retention_ms, struct metrics_store **out, struct buf *err)
+/* Version 1 is the schema every metrics.db had before schema_version: its
+ * DDL is idempotent. */
+static const char metrics_ddl[] =
+	"CREATE TABLE IF NOT EXISTS series ("
+	" id {serial}, project TEXT NOT NULL, name TEXT NOT NULL,"
+	" labels TEXT NOT NULL, unit TEXT NOT NULL,"
+	" first_ms {int} NOT NULL, last_ms {int} NOT NULL,"
+	" UNIQUE(project, name, labels));"
+	"CREATE TABLE IF NOT EXISTS chunks ("
+	" series {int} NOT NULL, start_ms {int} NOT NULL, data {blob} NOT NULL,"
+	" PRIMARY KEY(series, start_ms));";
+
+int metrics_open(const char *url, const char *password, int64_t retention_ms,
+		 struct metrics_store **out, struct buf *err)
 {
 	struct metrics_store *m = xcalloc(1, sizeof(*m));
 	pthread_mutex_init(&m->wmu, NULL);
 	pthread_mutex_init(&m->rmu, NULL);
 	m->retention_ms = retention_ms;
-	struct buf path = { 0 };
-	buf_printf(&path, "%s/metrics.db", dir);
-	int rc = sqldb_open(path.data, &m->w, err);
+	int rc = metadb_open_schema(url, password, "metrics", 1, metrics_ddl, &m->w, err);
 	if (rc == 0)
-		rc = sqldb_exec(m->w, "CREATE TABLE IF NOT EXISTS series ("
-				" id INTEGER PRIMARY KEY, project TEXT NOT NULL, name TEXT NOT NULL,"
-				" labels TEXT NOT NULL, unit TEXT NOT NULL,"
-				" first_ms INTEGER NOT NULL, last_ms INTEGER NOT NULL,"
-				" UNIQUE(project, name, labels));"
-				"CREATE TABLE IF NOT EXISTS chunks ("
-				" series INTEGER NOT NULL, start_ms INTEGER NOT NULL, data BLOB NOT NULL,"
-				" PRIMARY KEY(series, start_ms));",
-				err);
+		rc = metadb_open(url, password, &m->r, err);
+	m->postgres = rc == 0 && metadb_dialect(m->w) == METADB_POSTGRES;
 	if (rc == 0)
-		rc = sqldb_open(path.data, &m->r, err);
+		rc = metadb_prepare(m->w, "SELECT id FROM series WHERE project = ? AND name = ? AND labels = ?",
+				    &m->find_series, err);
+	/* ON CONFLICT: another replica may add the series at the same time */
 	if (rc == 0)
-		rc = sqldb_prepare(m->w, "SELECT id FROM series WHERE project = ? AND name = ? AND labels = ?",
-				   &m->find_series, err);
+		rc = metadb_prepare(m->w, "INSERT INTO series(project, name, labels, unit, first_ms, last_ms) "
+				    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(project, name, labels) DO NOTHING "
+				    "RETURNING id", &m->add_series, err);
 	if (rc == 0)
-		rc = sqldb_prepare(m->w, "INSERT INTO series(project, name, labels, unit, first_ms, last_ms) "
-				   "VALUES (?, ?, ?, ?, ?, ?)", &m->add_series, err);
+		rc = metadb_prepare(m->w, "UPDATE series SET unit = ?2, "
+				    "first_ms = CASE WHEN first_ms < ?3 THEN first_ms ELSE ?3 END, "
+				    "last_ms = CASE WHEN last_ms > ?4 THEN last_ms ELSE ?4 END WHERE id = ?1",
+				    &m->touch_series, err);
+	/* (on PostgreSQL a batch is stored by store_pg, below) */
 	if (rc == 0)
-		rc = sqldb_prepare(m->w, "UPDATE series SET unit = ?2, first_ms = MIN(first_ms, ?3), "
-				   "last_ms = MAX(last_ms, ?4) WHERE id = ?1", &m->touch_series, err);
+		rc = metadb_prepare(m->w, "SELECT data FROM chunks WHERE series = ? AND start_ms = ?",
+				    &m->get_chunk, err);
 	if (rc == 0)
-		rc = sqldb_prepare(m->w, "SELECT data FROM chunks WHERE series = ? AND start_ms = ?",
-				   &m->get_chunk, err);
-	if (rc == 0)
-		rc = sqldb_prepare(m->w, "INSERT OR REPLACE INTO chunks(series, start_ms, data) VALUES (?, ?, ?)",
-				   &m->put_chunk, err);
-	buf_free(&path);
+		rc = metadb_prepare(m->w, "INSERT INTO chunks(series, start_ms, data) VALUES (?, ?, ?) "
+				    "ON CONFLICT(series, start_ms) DO UPDATE SET data = excluded.data",
+				    &m->put_chunk, err);
 	if (rc == 0)
 		rc = metrics_retention(m, now_unix_ms(), err);
 	if (rc < 0) {
@@ -211,6 +220,15 @@ int metrics_open(const char *dir, int64_t retention_ms, struct metrics_store **o
 	}
 	*out = m;
 	return 0;
+}
+
+int metrics_open_dir(const char *dir, int64_t retention_ms, struct metrics_store **out, struct buf *err)
+{
+	struct buf path = { 0 };
+	buf_printf(&path, "%s/metrics.db", dir);
+	int rc = metrics_open(path.data, NULL, retention_ms, out, err);
+	buf_free(&path);
+	return rc;
 }
 
 void metrics_get_stats(struct metrics_store *m, struct metrics_stats *out)
@@ -249,13 +267,11 @@ static void canonical_labels(const Ember__Ingest__V1__MetricsBatch *b, const siz
 	(void)jsonw_finish(&w); /* one flat object: no misuse is possible */
 }
 
-static int step_done(sqlite3 *db, sqlite3_stmt *st, struct buf *err)
+static int step_done(struct metadb_stmt *st, struct buf *err)
 {
-	int rc = sqlite3_step(st);
-	sqlite3_reset(st);
-	if (rc != SQLITE_DONE && rc != SQLITE_ROW)
-		return sqldb_error(db, err);
-	return 0;
+	int rc = metadb_step(st, err);
+	metadb_reset(st);
+	return rc < 0 ? -1 : 0;
 }
 
 /* --- chunks --------------------------------------------------------------------
@@ -356,6 +372,9 @@ static size_t chunk_merge(const struct mpoint *old, size_t nold, const struct mp
 	return n;
 }
 
+static int store_pg(struct metrics_store *m, const char *project, const Ember__Ingest__V1__MetricsBatch *b,
+		    const size_t *offsets, const int64_t *lo, const int64_t *hi, struct buf *err);
+
 static int store_locked(struct metrics_store *m, const char *project,
 			const Ember__Ingest__V1__MetricsBatch *b, struct buf *err)
 {
@@ -376,6 +395,11 @@ static int store_locked(struct metrics_store *m, const char *project,
 		lo[s] = MIN(lo[s], b->point_times_ms[i]);
 		hi[s] = MAX(hi[s], b->point_times_ms[i]);
 	}
+	if (m->postgres) {
+		int prc = store_pg(m, project, b, offsets, lo, hi, err);
+		free_all(offsets, ids, lo, hi);
+		return prc;
+	}
 	struct buf labels = { 0 };
 	int rc = 0;
 	for (size_t i = 0; i < ns && rc == 0; i++) {
@@ -386,34 +410,48 @@ static int store_locked(struct metrics_store *m, const char *project,
 		canonical_labels(b, offsets, b->series_label_sets[i], &labels);
 		const char *name = b->strings[b->series_names[i]];
 		const char *unit = b->strings[b->series_units[i]];
-		sqlite3_stmt *f = m->find_series;
-		sqlite3_bind_text(f, 1, project, -1, SQLITE_STATIC);
-		sqlite3_bind_text(f, 2, name, -1, SQLITE_STATIC);
-		sqlite3_bind_text(f, 3, labels.data, (int)labels.len, SQLITE_STATIC);
-		int s = sqlite3_step(f);
-		if (s == SQLITE_ROW) {
-			ids[i] = sqlite3_column_int64(f, 0);
-			sqlite3_reset(f);
-			sqlite3_stmt *t = m->touch_series;
-			sqlite3_bind_int64(t, 1, ids[i]);
-			sqlite3_bind_text(t, 2, unit, -1, SQLITE_STATIC);
-			sqlite3_bind_int64(t, 3, lo[i]);
-			sqlite3_bind_int64(t, 4, hi[i]);
-			rc = step_done(m->w, t, err);
-		} else if (s == SQLITE_DONE) {
-			sqlite3_reset(f);
-			sqlite3_stmt *a = m->add_series;
-			sqlite3_bind_text(a, 1, project, -1, SQLITE_STATIC);
-			sqlite3_bind_text(a, 2, name, -1, SQLITE_STATIC);
-			sqlite3_bind_text(a, 3, labels.data, (int)labels.len, SQLITE_STATIC);
-			sqlite3_bind_text(a, 4, unit, -1, SQLITE_STATIC);
-			sqlite3_bind_int64(a, 5, lo[i]);
-			sqlite3_bind_int64(a, 6, hi[i]);
-			rc = step_done(m->w, a, err);
-			ids[i] = sqlite3_last_insert_rowid(m->w);
-		} else {
-			sqlite3_reset(f);
-			rc = sqldb_error(m->w, err);
+		struct metadb_stmt *f = m->find_series;
+		metadb_bind_text(f, 1, project);
+		metadb_bind_text(f, 2, name);
+		metadb_bind_textn(f, 3, labels.data, labels.len);
+		int s = metadb_step(f, err);
+		if (s == 1)
+			ids[i] = metadb_int64(f, 0);
+		metadb_reset(f);
+		if (s == 0) {
+			/* new: added, or (another replica was first) found again */
+			struct metadb_stmt *a = m->add_series;
+			metadb_bind_text(a, 1, project);
+			metadb_bind_text(a, 2, name);
+			metadb_bind_textn(a, 3, labels.data, labels.len);
+			metadb_bind_text(a, 4, unit);
+			metadb_bind_int64(a, 5, lo[i]);
+			metadb_bind_int64(a, 6, hi[i]);
+			s = metadb_step(a, err);
+			if (s == 1)
+				ids[i] = metadb_int64(a, 0);
+			metadb_reset(a);
+			if (s == 0) {
+				s = metadb_step(f, err);
+				if (s == 1)
+					ids[i] = metadb_int64(f, 0);
+				else if (s == 0)
+					buf_printf(err, "metrics: series %s vanished while being added", name);
+				metadb_reset(f);
+				s = s == 1 ? 2 : -1;
+			} else if (s == 1) {
+				s = 3; /* added with its range: nothing to touch */
+			}
+		}
+		if (s < 0) {
+			rc = -1;
+		} else if (s != 3) {
+			struct metadb_stmt *t = m->touch_series;
+			metadb_bind_int64(t, 1, ids[i]);
+			metadb_bind_text(t, 2, unit);
+			metadb_bind_int64(t, 3, lo[i]);
+			metadb_bind_int64(t, 4, hi[i]);
+			rc = step_done(t, err);
 		}
 	}
 	/* The points, by series and chunk, merged into the stored chunks. */
@@ -431,33 +469,32 @@ static int store_locked(struct metrics_store *m, const char *project,
 		while (j < np && pts[j].series == pts[i].series && chunk_start(pts[j].ts) == start)
 			j++;
 		int64_t id = ids[pts[i].series];
-		sqlite3_stmt *g = m->get_chunk;
-		sqlite3_bind_int64(g, 1, id);
-		sqlite3_bind_int64(g, 2, start);
+		struct metadb_stmt *g = m->get_chunk;
+		metadb_bind_int64(g, 1, id);
+		metadb_bind_int64(g, 2, start);
 		long nold = 0;
-		int st = sqlite3_step(g);
-		if (st == SQLITE_ROW) {
-			nold = chunk_decode(start, sqlite3_column_blob(g, 0), (size_t)sqlite3_column_bytes(g, 0),
-					    &old, &capold);
+		int st = metadb_step(g, err);
+		if (st == 1) {
+			nold = chunk_decode(start, metadb_blob(g, 0), metadb_bytes(g, 0), &old, &capold);
 			if (nold < 0) {
-				log_warn("metrics.db: series %lld's chunk at %lld is damaged: replaced",
+				log_warn("metrics: series %lld's chunk at %lld is damaged: replaced",
 					 (long long)id, (long long)start);
 				nold = 0;
 			}
-		} else if (st != SQLITE_DONE) {
-			rc = sqldb_error(m->w, err);
+		} else if (st < 0) {
+			rc = -1;
 		}
-		sqlite3_reset(g);
+		metadb_reset(g);
 		if (rc < 0)
 			break;
 		xgrow((void **)&merged, &capmerged, (size_t)nold + (j - i) + 1, sizeof(*merged));
 		size_t n = chunk_merge(old, (size_t)nold, pts + i, j - i, merged, &m->stats.points_refused);
 		chunk_encode(start, merged, n, &blob);
-		sqlite3_stmt *p = m->put_chunk;
-		sqlite3_bind_int64(p, 1, id);
-		sqlite3_bind_int64(p, 2, start);
-		sqlite3_bind_blob(p, 3, blob.data ? blob.data : "", (int)blob.len, SQLITE_STATIC);
-		rc = step_done(m->w, p, err);
+		struct metadb_stmt *p = m->put_chunk;
+		metadb_bind_int64(p, 1, id);
+		metadb_bind_int64(p, 2, start);
+		metadb_bind_blob(p, 3, blob.data ? blob.data : "", blob.len);
+		rc = step_done(p, err);
 		i = j;
 	}
 	buf_free(&blob);
@@ -467,17 +504,248 @@ static int store_locked(struct metrics_store *m, const char *project,
 	return rc;
 }
 
+/* --- storing on PostgreSQL -----------------------------------------------------
+ * One round trip per statement: a batch's series and chunks are read and
+ * written as arrays (unnest), five statements a batch whatever its size,
+ * where SQLite's path runs a few per series. Arrays are bound as their text
+ * form ({...}), never spliced into the SQL. */
+
+/* Appends s as an element of a PostgreSQL array literal: quoted, with
+ * backslash and double quote escaped. */
+static void pg_elem(struct buf *out, const char *s, size_t n)
+{
+	buf_putc(out, '"');
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '"' || s[i] == '\\')
+			buf_putc(out, '\\');
+		buf_putc(out, s[i]);
+	}
+	buf_putc(out, '"');
+}
+
+static void pg_sep(struct buf *out)
+{
+	buf_putc(out, out->len ? ',' : '{');
+}
+
+struct pg_run {
+	int64_t id, start;
+	size_t from, to; /* of the sorted points */
+	size_t old_off, old_len; /* the stored chunk's bytes in olds */
+	bool found;
+};
+
+struct pg_run_key {
+	const struct pg_run *runs;
+	int64_t id, start;
+};
+
+static bool eq_run(const void *ctx, uint32_t idx)
+{
+	const struct pg_run_key *k = ctx;
+	return k->runs[idx].id == k->id && k->runs[idx].start == k->start;
+}
+
+static uint64_t run_hash(int64_t id, int64_t start)
+{
+	return hash_mix(hash_u64((uint64_t)id), (uint64_t)start);
+}
+
+static int store_pg(struct metrics_store *m, const char *project, const Ember__Ingest__V1__MetricsBatch *b,
+		    const size_t *offsets, const int64_t *lo, const int64_t *hi, struct buf *err)
+{
+	size_t ns = b->n_series_names;
+	int64_t *ids = xcalloc(ns + 1, sizeof(*ids));
+	struct buf names = { 0 }, labels = { 0 }, units = { 0 }, los = { 0 }, his = { 0 }, one = { 0 };
+	size_t nwith = 0;
+	for (size_t i = 0; i < ns; i++) {
+		ids[i] = -1;
+		if (lo[i] > hi[i])
+			continue;
+		canonical_labels(b, offsets, b->series_label_sets[i], &one);
+		const char *name = b->strings[b->series_names[i]], *unit = b->strings[b->series_units[i]];
+		pg_sep(&names), pg_elem(&names, name, strlen(name));
+		pg_sep(&labels), pg_elem(&labels, one.data ? one.data : "", one.len);
+		pg_sep(&units), pg_elem(&units, unit, strlen(unit));
+		pg_sep(&los), buf_printf(&los, "%lld", (long long)lo[i]);
+		pg_sep(&his), buf_printf(&his, "%lld", (long long)hi[i]);
+		nwith++;
+	}
+	int rc = 0;
+	struct metadb_stmt *q = NULL;
+	if (nwith) {
+		struct buf *arr[] = { &names, &labels, &units, &los, &his };
+		for (size_t k = 0; k < ARRAY_SIZE(arr); k++)
+			buf_putc(arr[k], '}');
+		/* the series, added or widened; then their ids, by the
+		 * batch's order (WITH ORDINALITY) */
+		rc = metadb_prepare(m->w, "INSERT INTO series(project, name, labels, unit, first_ms, last_ms) "
+				    "SELECT ?1::text, u.n, u.l, u.u, u.a, u.b FROM unnest(?2::text[], ?3::text[], ?4::text[], "
+				    "?5::bigint[], ?6::bigint[]) AS u(n, l, u, a, b) ORDER BY u.n, u.l "
+				    "ON CONFLICT(project, name, labels) DO UPDATE SET unit = excluded.unit, "
+				    "first_ms = LEAST(series.first_ms, excluded.first_ms), "
+				    "last_ms = GREATEST(series.last_ms, excluded.last_ms)", &q, err);
+		if (rc == 0) {
+			metadb_bind_text(q, 1, project);
+			metadb_bind_textn(q, 2, names.data, names.len);
+			metadb_bind_textn(q, 3, labels.data, labels.len);
+			metadb_bind_textn(q, 4, units.data, units.len);
+			metadb_bind_textn(q, 5, los.data, los.len);
+			metadb_bind_textn(q, 6, his.data, his.len);
+			rc = step_done(q, err);
+		}
+		metadb_finalize(q);
+		q = NULL;
+		if (rc == 0)
+			rc = metadb_prepare(m->w, "SELECT u.o, s.id FROM unnest(?2::text[], ?3::text[]) WITH ORDINALITY "
+					    "AS u(n, l, o) JOIN series s ON s.project = ?1::text AND s.name = u.n AND "
+					    "s.labels = u.l", &q, err);
+		if (rc == 0) {
+			metadb_bind_text(q, 1, project);
+			metadb_bind_textn(q, 2, names.data, names.len);
+			metadb_bind_textn(q, 3, labels.data, labels.len);
+			/* ordinal k (1-based) is the k-th series with points */
+			size_t *which = xcalloc(nwith + 1, sizeof(*which));
+			for (size_t i = 0, k = 0; i < ns; i++)
+				if (lo[i] <= hi[i])
+					which[k++] = i;
+			int st;
+			while ((st = metadb_step(q, err)) == 1) {
+				int64_t o = metadb_int64(q, 0);
+				if (o >= 1 && (size_t)o <= nwith)
+					ids[which[o - 1]] = metadb_int64(q, 1);
+			}
+			if (st < 0)
+				rc = -1;
+			free(which);
+		}
+		metadb_finalize(q);
+		q = NULL;
+		for (size_t i = 0; rc == 0 && i < ns; i++)
+			if (lo[i] <= hi[i] && ids[i] < 0) {
+				buf_puts(err, "metrics: a series was not found after it was stored");
+				rc = -1;
+			}
+	}
+	/* The points by series and chunk: runs, their rows made and locked
+	 * (another replica's batch into the same chunk waits for this
+	 * commit), read, merged and written back. Rows are made and locked in
+	 * (series, start) order, series in (name, labels) order, so replicas
+	 * take their locks in one order. */
+	size_t np = b->n_point_series;
+	struct mpoint *pts = xcalloc(np + 1, sizeof(*pts)), *old = NULL, *merged = NULL;
+	size_t capold = 0, capmerged = 0;
+	for (size_t i = 0; i < np; i++)
+		pts[i] = (struct mpoint){ .ts = b->point_times_ms[i], .v = b->point_values[i],
+					  .series = b->point_series[i], .order = (uint32_t)i };
+	xqsort(pts, np, sizeof(*pts), cmp_batch_point);
+	struct pg_run *runs = NULL;
+	size_t nruns = 0, capruns = 0;
+	struct hmap index = { 0 };
+	struct buf rid = { 0 }, rstart = { 0 }, olds = { 0 }, blob = { 0 }, datas = { 0 };
+	for (size_t i = 0; i < np && rc == 0;) {
+		int64_t start = chunk_start(pts[i].ts);
+		size_t j = i;
+		while (j < np && pts[j].series == pts[i].series && chunk_start(pts[j].ts) == start)
+			j++;
+		xgrow((void **)&runs, &capruns, nruns + 1, sizeof(*runs));
+		runs[nruns] = (struct pg_run){ .id = ids[pts[i].series], .start = start, .from = i, .to = j };
+		hmap_insert(&index, run_hash(runs[nruns].id, start), (uint32_t)nruns);
+		pg_sep(&rid), buf_printf(&rid, "%lld", (long long)runs[nruns].id);
+		pg_sep(&rstart), buf_printf(&rstart, "%lld", (long long)start);
+		nruns++;
+		i = j;
+	}
+	if (rc == 0 && nruns) {
+		buf_putc(&rid, '}');
+		buf_putc(&rstart, '}');
+		rc = metadb_prepare(m->w, "INSERT INTO chunks(series, start_ms, data) SELECT u.s, u.t, ''::bytea "
+				    "FROM unnest(?1::bigint[], ?2::bigint[]) AS u(s, t) ORDER BY u.s, u.t "
+				    "ON CONFLICT(series, start_ms) DO NOTHING", &q, err);
+		if (rc == 0) {
+			metadb_bind_textn(q, 1, rid.data, rid.len);
+			metadb_bind_textn(q, 2, rstart.data, rstart.len);
+			rc = step_done(q, err);
+		}
+		metadb_finalize(q);
+		q = NULL;
+		if (rc == 0)
+			rc = metadb_prepare(m->w, "SELECT c.series, c.start_ms, c.data FROM chunks c JOIN "
+					    "unnest(?1::bigint[], ?2::bigint[]) AS u(s, t) ON c.series = u.s AND "
+					    "c.start_ms = u.t ORDER BY c.series, c.start_ms FOR UPDATE OF c", &q, err);
+		if (rc == 0) {
+			metadb_bind_textn(q, 1, rid.data, rid.len);
+			metadb_bind_textn(q, 2, rstart.data, rstart.len);
+			int st;
+			while ((st = metadb_step(q, err)) == 1) {
+				struct pg_run_key k = { runs, metadb_int64(q, 0), metadb_int64(q, 1) };
+				uint32_t idx;
+				if (!hmap_find(&index, run_hash(k.id, k.start), eq_run, &k, &idx))
+					continue;
+				runs[idx].found = true;
+				runs[idx].old_off = olds.len;
+				runs[idx].old_len = metadb_bytes(q, 2);
+				buf_append(&olds, metadb_blob(q, 2), runs[idx].old_len);
+			}
+			if (st < 0)
+				rc = -1;
+		}
+		metadb_finalize(q);
+		q = NULL;
+	}
+	for (size_t r = 0; rc == 0 && r < nruns; r++) {
+		long nold = 0;
+		if (runs[r].found && runs[r].old_len) {
+			nold = chunk_decode(runs[r].start, olds.data + runs[r].old_off, runs[r].old_len, &old, &capold);
+			if (nold < 0) {
+				log_warn("metrics: series %lld's chunk at %lld is damaged: replaced",
+					 (long long)runs[r].id, (long long)runs[r].start);
+				nold = 0;
+			}
+		}
+		size_t nadd = runs[r].to - runs[r].from;
+		xgrow((void **)&merged, &capmerged, (size_t)nold + nadd + 1, sizeof(*merged));
+		size_t n = chunk_merge(old, (size_t)nold, pts + runs[r].from, nadd, merged, &m->stats.points_refused);
+		chunk_encode(runs[r].start, merged, n, &blob);
+		/* bytea's text form, \x and hex digits, as an array element */
+		pg_sep(&datas);
+		buf_puts(&datas, "\"\\\\x");
+		for (size_t k = 0; k < blob.len; k++)
+			buf_printf(&datas, "%02x", (uint8_t)blob.data[k]);
+		buf_putc(&datas, '"');
+	}
+	if (rc == 0 && nruns) {
+		buf_putc(&datas, '}');
+		rc = metadb_prepare(m->w, "INSERT INTO chunks(series, start_ms, data) SELECT * FROM "
+				    "unnest(?1::bigint[], ?2::bigint[], ?3::bytea[]) "
+				    "ON CONFLICT(series, start_ms) DO UPDATE SET data = excluded.data", &q, err);
+		if (rc == 0) {
+			metadb_bind_textn(q, 1, rid.data, rid.len);
+			metadb_bind_textn(q, 2, rstart.data, rstart.len);
+			metadb_bind_textn(q, 3, datas.data, datas.len);
+			rc = step_done(q, err);
+		}
+		metadb_finalize(q);
+	}
+	hmap_free(&index);
+	struct buf *bufs[] = { &names, &labels, &units, &los, &his, &one, &rid, &rstart, &olds, &blob, &datas };
+	for (size_t k = 0; k < ARRAY_SIZE(bufs); k++)
+		buf_free(bufs[k]);
+	free_all(ids, pts, old, merged, runs);
+	return rc;
+}
+
 int metrics_store_batch(struct metrics_store *m, const char *project_id,
 			const Ember__Ingest__V1__MetricsBatch *b, int64_t now_ms, struct buf *err)
 {
 	pthread_mutex_lock(&m->wmu);
-	int rc = sqldb_exec(m->w, "BEGIN IMMEDIATE", err);
+	int rc = metadb_begin(m->w, err);
 	if (rc == 0) {
 		rc = store_locked(m, project_id, b, err);
 		if (rc == 0)
-			rc = sqldb_exec(m->w, "COMMIT", err);
+			rc = metadb_commit(m->w, err);
 		if (rc < 0)
-			(void)sqlite3_exec(m->w, "ROLLBACK", NULL, NULL, NULL); /* may have ended already */
+			metadb_rollback(m->w); /* may have ended already */
 	}
 	if (rc == 0) {
 		m->stats.batches++;
@@ -502,29 +770,29 @@ int metrics_retention(struct metrics_store *m, int64_t now_ms, struct buf *err)
 	/* Chunks wholly older than the cutoff go; the chunks it cuts keep their
 	 * points at or after it; series first start at it; series whose last
 	 * point is older go. */
-	sqlite3_stmt *count = NULL, *del = NULL, *cut = NULL, *first = NULL, *drop = NULL, *del1 = NULL;
-	int rc = sqldb_exec(m->w, "BEGIN IMMEDIATE", err);
+	struct metadb_stmt *count = NULL, *del = NULL, *cut = NULL, *first = NULL, *drop = NULL, *del1 = NULL;
+	int rc = metadb_begin(m->w, err);
 	if (rc == 0)
-		rc = sqldb_prepare(m->w, "SELECT COALESCE(SUM(length(data)), 0) FROM chunks WHERE start_ms <= ?",
+		rc = metadb_prepare(m->w, "SELECT COALESCE(SUM(length(data)), 0) FROM chunks WHERE start_ms <= ?",
 				   &count, err);
 	if (rc == 0)
-		rc = sqldb_prepare(m->w, "DELETE FROM chunks WHERE start_ms <= ?", &del, err);
+		rc = metadb_prepare(m->w, "DELETE FROM chunks WHERE start_ms <= ?", &del, err);
 	if (rc == 0)
-		rc = sqldb_prepare(m->w, "SELECT series, start_ms, data FROM chunks WHERE start_ms > ? AND start_ms < ?",
+		rc = metadb_prepare(m->w, "SELECT series, start_ms, data FROM chunks WHERE start_ms > ? AND start_ms < ?",
 				   &cut, err);
 	if (rc == 0)
-		rc = sqldb_prepare(m->w, "DELETE FROM chunks WHERE series = ? AND start_ms = ?", &del1, err);
+		rc = metadb_prepare(m->w, "DELETE FROM chunks WHERE series = ? AND start_ms = ?", &del1, err);
 	if (rc == 0)
-		rc = sqldb_prepare(m->w, "UPDATE series SET first_ms = ?1 WHERE first_ms < ?1", &first, err);
+		rc = metadb_prepare(m->w, "UPDATE series SET first_ms = ?1 WHERE first_ms < ?1", &first, err);
 	if (rc == 0)
-		rc = sqldb_prepare(m->w, "DELETE FROM series WHERE last_ms < ?", &drop, err);
+		rc = metadb_prepare(m->w, "DELETE FROM series WHERE last_ms < ?", &drop, err);
 	uint64_t deleted = 0;
 	if (rc == 0) {
-		sqlite3_bind_int64(count, 1, cutoff - CHUNK_MS);
-		if (sqlite3_step(count) == SQLITE_ROW)
-			deleted += (uint64_t)sqlite3_column_int64(count, 0) / POINT_BYTES;
-		sqlite3_bind_int64(del, 1, cutoff - CHUNK_MS);
-		rc = step_done(m->w, del, err);
+		metadb_bind_int64(count, 1, cutoff - CHUNK_MS);
+		if (metadb_step(count, err) == 1)
+			deleted += (uint64_t)metadb_int64(count, 0) / POINT_BYTES;
+		metadb_bind_int64(del, 1, cutoff - CHUNK_MS);
+		rc = step_done(del, err);
 	}
 	/* The chunks the cutoff falls in: read them all, then rewrite. */
 	struct cut_chunk {
@@ -534,19 +802,22 @@ int metrics_retention(struct metrics_store *m, int64_t now_ms, struct buf *err)
 	} *cuts = NULL;
 	size_t ncuts = 0, capcuts = 0;
 	if (rc == 0) {
-		sqlite3_bind_int64(cut, 1, cutoff - CHUNK_MS);
-		sqlite3_bind_int64(cut, 2, cutoff);
-		while (sqlite3_step(cut) == SQLITE_ROW) {
+		metadb_bind_int64(cut, 1, cutoff - CHUNK_MS);
+		metadb_bind_int64(cut, 2, cutoff);
+		int st;
+		while ((st = metadb_step(cut, err)) == 1) {
 			struct mpoint *p = NULL;
 			size_t cap = 0;
-			int64_t start = sqlite3_column_int64(cut, 1);
-			long n = chunk_decode(start, sqlite3_column_blob(cut, 2),
-					      (size_t)sqlite3_column_bytes(cut, 2), &p, &cap);
+			int64_t start = metadb_int64(cut, 1);
+			long n = chunk_decode(start, metadb_blob(cut, 2),
+					      metadb_bytes(cut, 2), &p, &cap);
 			xgrow((void **)&cuts, &capcuts, ncuts + 1, sizeof(*cuts));
-			cuts[ncuts++] = (struct cut_chunk){ sqlite3_column_int64(cut, 0), start, p,
+			cuts[ncuts++] = (struct cut_chunk){ metadb_int64(cut, 0), start, p,
 							    n < 0 ? 0 : (size_t)n };
 		}
-		sqlite3_reset(cut);
+		if (st < 0)
+			rc = -1;
+		metadb_reset(cut);
 	}
 	struct buf blob = { 0 };
 	for (size_t i = 0; i < ncuts; i++) {
@@ -555,46 +826,69 @@ int metrics_retention(struct metrics_store *m, int64_t now_ms, struct buf *err)
 			keep++;
 		deleted += keep;
 		if (rc == 0 && keep == cuts[i].n) { /* nothing left (or damaged): the row goes */
-			sqlite3_bind_int64(del1, 1, cuts[i].series);
-			sqlite3_bind_int64(del1, 2, cuts[i].start);
-			rc = step_done(m->w, del1, err);
+			metadb_bind_int64(del1, 1, cuts[i].series);
+			metadb_bind_int64(del1, 2, cuts[i].start);
+			rc = step_done(del1, err);
 		} else if (rc == 0 && keep) {
 			chunk_encode(cuts[i].start, cuts[i].p + keep, cuts[i].n - keep, &blob);
-			sqlite3_stmt *p = m->put_chunk;
-			sqlite3_bind_int64(p, 1, cuts[i].series);
-			sqlite3_bind_int64(p, 2, cuts[i].start);
-			sqlite3_bind_blob(p, 3, blob.data ? blob.data : "", (int)blob.len, SQLITE_STATIC);
-			rc = step_done(m->w, p, err);
+			struct metadb_stmt *p = m->put_chunk;
+			metadb_bind_int64(p, 1, cuts[i].series);
+			metadb_bind_int64(p, 2, cuts[i].start);
+			metadb_bind_blob(p, 3, blob.data ? blob.data : "", blob.len);
+			rc = step_done(p, err);
 		}
 		free(cuts[i].p);
 	}
 	free(cuts);
 	buf_free(&blob);
 	if (rc == 0) {
-		sqlite3_bind_int64(first, 1, cutoff);
-		rc = step_done(m->w, first, err);
+		metadb_bind_int64(first, 1, cutoff);
+		rc = step_done(first, err);
 	}
 	if (rc == 0) {
-		sqlite3_bind_int64(drop, 1, cutoff);
-		rc = step_done(m->w, drop, err);
+		metadb_bind_int64(drop, 1, cutoff);
+		rc = step_done(drop, err);
 	}
 	if (rc == 0)
-		rc = sqldb_exec(m->w, "COMMIT", err);
+		rc = metadb_commit(m->w, err);
 	else
-		(void)sqlite3_exec(m->w, "ROLLBACK", NULL, NULL, NULL); /* may not have begun */
+		metadb_rollback(m->w); /* may not have begun */
 	if (rc == 0)
 		m->stats.retention_deleted += deleted;
-	sqlite3_finalize(count);
-	sqlite3_finalize(del);
-	sqlite3_finalize(cut);
-	sqlite3_finalize(first);
-	sqlite3_finalize(drop);
-	sqlite3_finalize(del1);
+	metadb_finalize(count);
+	metadb_finalize(del);
+	metadb_finalize(cut);
+	metadb_finalize(first);
+	metadb_finalize(drop);
+	metadb_finalize(del1);
 	pthread_mutex_unlock(&m->wmu);
 	return rc;
 }
 
 /* --- queries ------------------------------------------------------------------- */
+
+/* A read transaction on the readers' connection (a consistent view of
+ * series and chunks); its failure only loses that consistency, and the
+ * statements that follow report a lost connection themselves. */
+static void read_begin(struct metrics_store *m)
+{
+	struct buf ignored = { 0 };
+	(void)metadb_exec(m->r, "BEGIN", &ignored);
+	buf_free(&ignored);
+}
+
+static void read_end(struct metrics_store *m)
+{
+	struct buf ignored = { 0 };
+	(void)metadb_exec(m->r, "COMMIT", &ignored);
+	buf_free(&ignored);
+}
+
+/* The HTTP status of a failed read: the database unreachable is 503. */
+static int read_failed(struct metrics_store *m)
+{
+	return metadb_unavailable(m->r) ? 503 : 500;
+}
 
 enum { AGG_AVG, AGG_MAX, AGG_SUM };
 
@@ -757,30 +1051,36 @@ int metrics_query(struct metrics_store *m, const char *project, const char *body
 	uint64_t scanned = 0, matched = 0, points = 0, kept = 0;
 	struct mpoint *cp = NULL; /* a chunk's points */
 	size_t capcp = 0;
-	sqlite3_stmt *ss = NULL, *ps = NULL;
+	struct metadb_stmt *ss = NULL, *ps = NULL;
 	pthread_mutex_lock(&m->rmu);
-	if (sqldb_prepare(m->r, "SELECT id, unit, labels FROM series WHERE project = ? AND name = ? "
-			  "AND last_ms >= ? AND first_ms < ?", &ss, err) < 0 ||
-	    sqldb_prepare(m->r, "SELECT start_ms, data FROM chunks WHERE series = ? AND start_ms > ? AND start_ms < ?",
+	/* by label set, byte for byte on both databases: sums add up in one
+	 * order wherever the series are */
+	if (metadb_prepare(m->r, m->postgres ? "SELECT id, unit, labels FROM series WHERE project = ? AND name = ? "
+					       "AND last_ms >= ? AND first_ms < ? ORDER BY labels COLLATE \"C\""
+					     : "SELECT id, unit, labels FROM series WHERE project = ? AND name = ? "
+					       "AND last_ms >= ? AND first_ms < ? ORDER BY labels",
+			  &ss, err) < 0 ||
+	    metadb_prepare(m->r, "SELECT start_ms, data FROM chunks WHERE series = ? AND start_ms > ? AND start_ms < ?",
 			  &ps, err) < 0) {
 		status = 500;
 		goto done;
 	}
 	/* One read transaction: a consistent view of series and points. */
-	(void)sqlite3_exec(m->r, "BEGIN", NULL, NULL, NULL);
-	sqlite3_bind_text(ss, 1, project, -1, SQLITE_STATIC);
-	sqlite3_bind_text(ss, 2, q.metric, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(ss, 3, q.start);
-	sqlite3_bind_int64(ss, 4, q.end);
-	while (status == 0 && sqlite3_step(ss) == SQLITE_ROW) {
+	read_begin(m);
+	metadb_bind_text(ss, 1, project);
+	metadb_bind_text(ss, 2, q.metric);
+	metadb_bind_int64(ss, 3, q.start);
+	metadb_bind_int64(ss, 4, q.end);
+	int srow = 0;
+	while (status == 0 && (srow = metadb_step(ss, err)) == 1) {
 		if (++scanned > MET_MAX_QUERY_SERIES) {
 			buf_printf(err, "more than %d series of %s in the range: narrow the filter",
 				   MET_MAX_QUERY_SERIES, q.metric);
 			status = 400;
 			break;
 		}
-		const char *u = (const char *)sqlite3_column_text(ss, 1);
-		const char *lt = (const char *)sqlite3_column_text(ss, 2);
+		const char *u = metadb_text(ss, 1);
+		const char *lt = metadb_text(ss, 2);
 		struct labels l = { json_loads(lt ? lt : "{}", 0, NULL) };
 		if (!l.doc || !json_is_object(l.doc) || (cel && !cel_eval(cel, lookup_label, &l))) {
 			json_decref(l.doc);
@@ -813,12 +1113,13 @@ int metrics_query(struct metrics_store *m, const char *project, const char *body
 		/* Temporal: this series' value in each bucket. */
 		memset(sv, 0, nb * sizeof(*sv));
 		memset(sn, 0, nb * sizeof(*sn));
-		sqlite3_bind_int64(ps, 1, sqlite3_column_int64(ss, 0));
-		sqlite3_bind_int64(ps, 2, q.start - CHUNK_MS);
-		sqlite3_bind_int64(ps, 3, q.end);
-		while (sqlite3_step(ps) == SQLITE_ROW) {
-			long n = chunk_decode(sqlite3_column_int64(ps, 0), sqlite3_column_blob(ps, 1),
-					      (size_t)sqlite3_column_bytes(ps, 1), &cp, &capcp);
+		metadb_bind_int64(ps, 1, metadb_int64(ss, 0));
+		metadb_bind_int64(ps, 2, q.start - CHUNK_MS);
+		metadb_bind_int64(ps, 3, q.end);
+		int pstep;
+		while ((pstep = metadb_step(ps, err)) == 1) {
+			long n = chunk_decode(metadb_int64(ps, 0), metadb_blob(ps, 1),
+					      metadb_bytes(ps, 1), &cp, &capcp);
 			for (long k = 0; k < n; k++) {
 				if (cp[k].ts < q.start || cp[k].ts >= q.end)
 					continue;
@@ -845,7 +1146,11 @@ int metrics_query(struct metrics_store *m, const char *project, const char *body
 				sn[bi]++;
 			}
 		}
-		sqlite3_reset(ps);
+		metadb_reset(ps);
+		if (pstep < 0) {
+			status = read_failed(m);
+			break;
+		}
 		/* Spatial: into the group. */
 		struct group *g = &groups[gi];
 		for (size_t i = 0; i < nb; i++) {
@@ -859,26 +1164,31 @@ int metrics_query(struct metrics_store *m, const char *project, const char *body
 			g->n[i]++;
 		}
 	}
-	sqlite3_reset(ss);
-	(void)sqlite3_exec(m->r, "COMMIT", NULL, NULL, NULL);
+	if (status == 0 && srow < 0)
+		status = read_failed(m);
+	metadb_reset(ss);
+	read_end(m);
 	if (status == 0 && scanned == 0) {
 		/* Nothing in the range: an unknown metric is an error, a quiet one is not. */
-		sqlite3_stmt *ex = NULL;
-		if (sqldb_prepare(m->r, "SELECT 1 FROM series WHERE project = ? AND name = ? LIMIT 1", &ex, err) < 0) {
+		struct metadb_stmt *ex = NULL;
+		if (metadb_prepare(m->r, "SELECT 1 FROM series WHERE project = ? AND name = ? LIMIT 1", &ex, err) < 0) {
 			status = 500;
 		} else {
-			sqlite3_bind_text(ex, 1, project, -1, SQLITE_STATIC);
-			sqlite3_bind_text(ex, 2, q.metric, -1, SQLITE_STATIC);
-			if (sqlite3_step(ex) != SQLITE_ROW) {
+			metadb_bind_text(ex, 1, project);
+			metadb_bind_text(ex, 2, q.metric);
+			int found = metadb_step(ex, err);
+			if (found < 0) {
+				status = read_failed(m);
+			} else if (found == 0) {
 				buf_printf(err, "no metric named \"%s\" in this project (see .../metrics/names)", q.metric);
 				status = 404;
 			}
 		}
-		sqlite3_finalize(ex);
+		metadb_finalize(ex);
 	}
 done:
-	sqlite3_finalize(ss);
-	sqlite3_finalize(ps);
+	metadb_finalize(ss);
+	metadb_finalize(ps);
 	pthread_mutex_unlock(&m->rmu);
 	free(cp);
 	if (status == 0 && cel_check(cel, err))
@@ -975,15 +1285,18 @@ int metrics_names(struct metrics_store *m, const char *project, const char *body
 		return 400;
 	}
 	int status = 0;
-	sqlite3_stmt *st = NULL;
+	struct metadb_stmt *st = NULL;
 	pthread_mutex_lock(&m->rmu);
-	if (sqldb_prepare(m->r, "SELECT name, unit, labels FROM series WHERE project = ? AND last_ms >= ? "
-			  "AND first_ms < ? ORDER BY name", &st, err) < 0) {
+	if (metadb_prepare(m->r, m->postgres ? "SELECT name, unit, labels FROM series WHERE project = ? AND last_ms >= ? "
+					       "AND first_ms < ? ORDER BY name COLLATE \"C\""
+					     : "SELECT name, unit, labels FROM series WHERE project = ? AND last_ms >= ? "
+					       "AND first_ms < ? ORDER BY name",
+			  &st, err) < 0) {
 		status = 500;
 	} else {
-		sqlite3_bind_text(st, 1, project, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 2, q.start);
-		sqlite3_bind_int64(st, 3, q.end);
+		metadb_bind_text(st, 1, project);
+		metadb_bind_int64(st, 2, q.start);
+		metadb_bind_int64(st, 3, q.end);
 		struct jsonw w;
 		jsonw_init(&w, out);
 		jsonw_begin_object(&w);
@@ -992,10 +1305,11 @@ int metrics_names(struct metrics_store *m, const char *project, const char *body
 		char last[256] = "";
 		uint64_t count = 0, scanned = 0;
 		bool any = false;
-		while (sqlite3_step(st) == SQLITE_ROW && ++scanned <= MET_MAX_QUERY_SERIES) {
-			const char *name = (const char *)sqlite3_column_text(st, 0);
-			const char *unit = (const char *)sqlite3_column_text(st, 1);
-			const char *lt = (const char *)sqlite3_column_text(st, 2);
+		int step = 0;
+		while ((step = metadb_step(st, err)) == 1 && ++scanned <= MET_MAX_QUERY_SERIES) {
+			const char *name = metadb_text(st, 0);
+			const char *unit = metadb_text(st, 1);
+			const char *lt = metadb_text(st, 2);
 			if (!name)
 				continue;
 			if (cel) {
@@ -1026,9 +1340,9 @@ int metrics_names(struct metrics_store *m, const char *project, const char *body
 		}
 		jsonw_end_array(&w);
 		jsonw_end_object(&w);
-		status = end_answer(&w, out, err);
+		status = step < 0 ? read_failed(m) : end_answer(&w, out, err);
 	}
-	sqlite3_finalize(st);
+	metadb_finalize(st);
 	pthread_mutex_unlock(&m->rmu);
 	if (status == 0 && cel_check(cel, err))
 		status = 422; /* a matches() pattern reached its bounds */
@@ -1042,25 +1356,25 @@ int metrics_names(struct metrics_store *m, const char *project, const char *body
 int metrics_points(struct metrics_store *m, const char *name, int64_t from_ms, int64_t to_ms,
 		   size_t max_points, metrics_point_fn fn, void *ctx, struct buf *err)
 {
-	sqlite3_stmt *q = NULL;
+	struct metadb_stmt *q = NULL;
 	pthread_mutex_lock(&m->rmu);
-	int rc = sqldb_prepare(m->r, "SELECT s.project, s.labels, c.start_ms, c.data FROM series s "
+	int rc = metadb_prepare(m->r, "SELECT s.project, s.labels, c.start_ms, c.data FROM series s "
 				     "JOIN chunks c ON c.series = s.id WHERE s.name = ?1 AND s.last_ms >= ?2 "
 				     "AND c.start_ms >= ?3 AND c.start_ms < ?4 ORDER BY c.start_ms, s.id",
 			       &q, err);
 	struct mpoint *pts = NULL;
 	size_t cap = 0, seen = 0;
 	if (rc == 0) {
-		sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(q, 2, from_ms);
-		sqlite3_bind_int64(q, 3, chunk_start(from_ms));
-		sqlite3_bind_int64(q, 4, to_ms);
-		int st;
-		while (seen < max_points && (st = sqlite3_step(q)) == SQLITE_ROW) {
-			const char *project = (const char *)sqlite3_column_text(q, 0);
-			const char *labels = (const char *)sqlite3_column_text(q, 1);
-			int64_t start = sqlite3_column_int64(q, 2);
-			long np = chunk_decode(start, sqlite3_column_blob(q, 3), (size_t)sqlite3_column_bytes(q, 3),
+		metadb_bind_text(q, 1, name);
+		metadb_bind_int64(q, 2, from_ms);
+		metadb_bind_int64(q, 3, chunk_start(from_ms));
+		metadb_bind_int64(q, 4, to_ms);
+		int st = 0;
+		while (seen < max_points && (st = metadb_step(q, err)) == 1) {
+			const char *project = metadb_text(q, 0);
+			const char *labels = metadb_text(q, 1);
+			int64_t start = metadb_int64(q, 2);
+			long np = chunk_decode(start, metadb_blob(q, 3), metadb_bytes(q, 3),
 					       &pts, &cap);
 			for (long i = 0; i < np && seen < max_points; i++)
 				if (pts[i].ts >= from_ms && pts[i].ts < to_ms) {
@@ -1068,9 +1382,11 @@ int metrics_points(struct metrics_store *m, const char *name, int64_t from_ms, i
 					seen++;
 				}
 		}
+		if (st < 0)
+			rc = -1;
 	}
 	free(pts);
-	sqlite3_finalize(q);
+	metadb_finalize(q);
 	pthread_mutex_unlock(&m->rmu);
 	return rc;
 }
@@ -1078,33 +1394,37 @@ int metrics_points(struct metrics_store *m, const char *name, int64_t from_ms, i
 int metrics_latest(struct metrics_store *m, const char *project, const char *name, int64_t from_ms, int64_t to_ms,
 		   size_t max_series, metrics_point_fn fn, void *ctx, struct buf *err)
 {
-	sqlite3_stmt *ss = NULL, *cs = NULL;
+	struct metadb_stmt *ss = NULL, *cs = NULL;
 	struct mpoint *pts = NULL;
 	size_t cap = 0, seen = 0;
 	pthread_mutex_lock(&m->rmu);
-	int rc = sqldb_prepare(m->r, "SELECT id, labels FROM series WHERE project = ? AND name = ? "
+	int rc = metadb_prepare(m->r, "SELECT id, labels FROM series WHERE project = ? AND name = ? "
 				     "AND last_ms >= ? AND first_ms < ?", &ss, err);
 	if (rc == 0)
-		rc = sqldb_prepare(m->r, "SELECT start_ms, data FROM chunks WHERE series = ? AND start_ms < ? "
+		rc = metadb_prepare(m->r, "SELECT start_ms, data FROM chunks WHERE series = ? AND start_ms < ? "
 					 "ORDER BY start_ms DESC LIMIT 1", &cs, err);
 	if (rc == 0) {
-		(void)sqlite3_exec(m->r, "BEGIN", NULL, NULL, NULL);
-		sqlite3_bind_text(ss, 1, project, -1, SQLITE_STATIC);
-		sqlite3_bind_text(ss, 2, name, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(ss, 3, from_ms);
-		sqlite3_bind_int64(ss, 4, to_ms);
-		while (rc == 0 && sqlite3_step(ss) == SQLITE_ROW) {
+		read_begin(m);
+		metadb_bind_text(ss, 1, project);
+		metadb_bind_text(ss, 2, name);
+		metadb_bind_int64(ss, 3, from_ms);
+		metadb_bind_int64(ss, 4, to_ms);
+		int step = 0;
+		while (rc == 0 && (step = metadb_step(ss, err)) == 1) {
 			if (++seen > max_series) {
 				buf_printf(err, "more than %zu series of %s in the range: narrow it", max_series, name);
 				rc = -1;
 				break;
 			}
-			const char *labels = (const char *)sqlite3_column_text(ss, 1);
-			sqlite3_bind_int64(cs, 1, sqlite3_column_int64(ss, 0));
-			sqlite3_bind_int64(cs, 2, to_ms);
-			if (sqlite3_step(cs) == SQLITE_ROW) {
-				long np = chunk_decode(sqlite3_column_int64(cs, 0), sqlite3_column_blob(cs, 1),
-						       (size_t)sqlite3_column_bytes(cs, 1), &pts, &cap);
+			const char *labels = metadb_text(ss, 1);
+			metadb_bind_int64(cs, 1, metadb_int64(ss, 0));
+			metadb_bind_int64(cs, 2, to_ms);
+			int cstep = metadb_step(cs, err);
+			if (cstep < 0)
+				rc = -1;
+			if (cstep == 1) {
+				long np = chunk_decode(metadb_int64(cs, 0), metadb_blob(cs, 1),
+						       metadb_bytes(cs, 1), &pts, &cap);
 				long last = -1;
 				for (long i = 0; i < np; i++) /* sorted by time */
 					if (pts[i].ts >= from_ms && pts[i].ts < to_ms)
@@ -1112,13 +1432,15 @@ int metrics_latest(struct metrics_store *m, const char *project, const char *nam
 				if (last >= 0)
 					fn(ctx, project, labels ? labels : "{}", pts[last].ts, pts[last].v);
 			}
-			sqlite3_reset(cs);
+			metadb_reset(cs);
 		}
-		(void)sqlite3_exec(m->r, "COMMIT", NULL, NULL, NULL);
+		if (step < 0)
+			rc = -1;
+		read_end(m);
 	}
 	free(pts);
-	sqlite3_finalize(ss);
-	sqlite3_finalize(cs);
+	metadb_finalize(ss);
+	metadb_finalize(cs);
 	pthread_mutex_unlock(&m->rmu);
 	return rc;
 }

@@ -1,5 +1,7 @@
 /* metrics.h - host and GPU metrics: the ingest decoder, the store
- * (SQLite, DATA_DIR/metrics.db) and the queries (docs/internals/metrics.md).
+ * (SQLite, DATA_DIR/metrics.db; or the shared PostgreSQL of
+ * --metadata postgres://..., so that every replica reads every replica's
+ * metrics) and the queries (docs/internals/metrics.md).
  *
  * Ingest: metrics_decode() decompresses (bounded) and unpacks a
  * MetricsBatch (lib/proto/ingest.proto) and checks every count, index,
@@ -14,6 +16,11 @@
  * Retention: points older than retention_ms are deleted, and series left
  * without points, by metrics_retention(), which metrics_store_batch runs
  * at most every METRICS_RETENTION_EVERY_MS (and metrics_open once).
+ *
+ * On PostgreSQL a batch is five statements over arrays (series upserted,
+ * their ids read, chunk rows made and locked with SELECT ... FOR UPDATE
+ * until the commit, chunks written back), so replicas storing into one
+ * chunk take turns; a series two replicas add at once is added once.
  *
  * Queries read through a second connection (WAL: readers do not wait for
  * the writer): the series of one metric in a range, filtered by a CEL
@@ -55,7 +62,12 @@ struct metrics_stats {
 	uint64_t points_refused;       /* past METRICS_CHUNK_MAX_POINTS in an hour */
 };
 
-int metrics_open(const char *dir, int64_t retention_ms, struct metrics_store **out, struct buf *err);
+/* url: an SQLite file's path (DATA_DIR/metrics.db) or postgres://...
+ * (password: NULL, or its password). -1 with err set. */
+int metrics_open(const char *url, const char *password, int64_t retention_ms,
+		 struct metrics_store **out, struct buf *err);
+/* metrics_open of dir/metrics.db. */
+int metrics_open_dir(const char *dir, int64_t retention_ms, struct metrics_store **out, struct buf *err);
 void metrics_close(struct metrics_store *m);
 void metrics_get_stats(struct metrics_store *m, struct metrics_stats *out);
 
@@ -73,7 +85,8 @@ int metrics_store_batch(struct metrics_store *m, const char *project_id,
 int metrics_retention(struct metrics_store *m, int64_t now_ms, struct buf *err);
 
 /* The query endpoints' answers (docs/api.md). Return 0 with the JSON in
- * out, or an HTTP status (400, 404, 500) with a message in err. */
+ * out, or an HTTP status (400, 404, 500; 503: the database could not be
+ * reached) with a message in err. */
 int metrics_query(struct metrics_store *m, const char *project_id, const char *body, size_t len,
 		  struct buf *out, struct buf *err);
 /* The p-th percentile (nearest rank: the smallest value with at least p %

@@ -78,7 +78,7 @@ static void setup(void)
 	cfg.background = false;
 	if (!mkdtemp(dir) || store_open(dir, &cfg, &srv.store, &err) < 0 ||
 	    symbols_open(dir, &srv.symbols, &err) < 0 || projects_open(dir, &srv.projects, &err) < 0 ||
-	    metrics_open(dir, 86400000, &srv.metrics, &err) < 0) {
+	    metrics_open_dir(dir, 86400000, &srv.metrics, &err) < 0) {
 		fprintf(stderr, "fuzz_mcp: %s\n", err.data ? err.data : dir);
 		abort();
 	}

@@ -37,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (!store) {
 		struct buf err = { 0 };
-		if (!mkdtemp(dir) || metrics_open(dir, 3600000, &store, &err) < 0)
+		if (!mkdtemp(dir) || metrics_open_dir(dir, 3600000, &store, &err) < 0)
 			abort();
 		buf_free(&err);
 		atexit(remove_store);

@@ -23,7 +23,7 @@ static inline struct metrics_store *metrics_fixture_open(struct metrics_fixture 
 {
 	struct buf err = { 0 };
 	f->dir = make_temp_dir();
-	if (metrics_open(f->dir, retention_ms, &f->st, &err) != 0)
+	if (metrics_open_dir(f->dir, retention_ms, &f->st, &err) != 0)
 		fail_msg("metrics_open: %s", err.data ? err.data : "?");
 	buf_free(&err);
 	return f->st;

@@ -26,7 +26,7 @@ static void test_mcp_tools(void **state)
 	struct server srv = { .store = w->s, .symbols = w->sym };
 	struct buf err = { 0 }, z = { 0 };
 	assert_int_equal(projects_open(w->dir, &srv.projects, &err), 0);
-	assert_int_equal(metrics_open(w->dir, 86400000, &srv.metrics, &err), 0);
+	assert_int_equal(metrics_open_dir(w->dir, 86400000, &srv.metrics, &err), 0);
 	make_batch(sample_specs, 5, 1, T0, &z);
 	append(w->s, &z);
 	char window[128];

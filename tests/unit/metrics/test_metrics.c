@@ -235,7 +235,7 @@ static void test_collector(void **state)
 	assert_int_equal(m->n_point_series, b.npoints);
 	assert_int_equal(m->n_label_set_lengths, sets);
 	struct metrics_store *st;
-	assert_int_equal(metrics_open(dir, 3600000, &st, &err), 0);
+	assert_int_equal(metrics_open_dir(dir, 3600000, &st, &err), 0);
 	assert_int_equal(metrics_store_batch(st, "p1", m, now, &err), 0);
 	char body[512];
 	snprintf(body, sizeof(body), "{\"filter\":{\"start_ts\":%lld,\"end_ts\":%lld,\"query\":\"process.executable.name == 'worker'\"},\"metric\":\"process.utime\",\"num_buckets\":1}",

@@ -122,7 +122,7 @@ static void server_up(struct world *w)
 	if (store_open(w->dir, &w->cfg, &w->srv.store, &err) < 0 ||
 	    symbols_open(w->dir, &w->srv.symbols, &err) < 0 ||
 	    projects_open(w->dir, &w->srv.projects, &err) < 0 ||
-	    metrics_open(w->dir, 14 * 86400000LL, &w->srv.metrics, &err) < 0)
+	    metrics_open_dir(w->dir, 14 * 86400000LL, &w->srv.metrics, &err) < 0)
 		fail_msg("seed %llu step %ld: opening the server: %s", (unsigned long long)w->seed,
 			 w->step, err.data);
 	w->srv.sessions = sessions_new(64u << 20, 64u << 20, 3600000);
