@@ -372,6 +372,18 @@ static size_t chunk_merge(const struct mpoint *old, size_t nold, const struct mp
 	return n;
 }
 
+/* The batch's points by series, then time (then their order in it). */
+static struct mpoint *sorted_points(const Ember__Ingest__V1__MetricsBatch *b)
+{
+	size_t np = b->n_point_series;
+	struct mpoint *pts = xcalloc(np + 1, sizeof(*pts));
+	for (size_t i = 0; i < np; i++)
+		pts[i] = (struct mpoint){ .ts = b->point_times_ms[i], .v = b->point_values[i],
+					  .series = b->point_series[i], .order = (uint32_t)i };
+	xqsort(pts, np, sizeof(*pts), cmp_batch_point);
+	return pts;
+}
+
 static int store_pg(struct metrics_store *m, const char *project, const Ember__Ingest__V1__MetricsBatch *b,
 		    const size_t *offsets, const int64_t *lo, const int64_t *hi, struct buf *err);
 
@@ -456,12 +468,8 @@ static int store_locked(struct metrics_store *m, const char *project,
 	}
 	/* The points, by series and chunk, merged into the stored chunks. */
 	size_t np = b->n_point_series;
-	struct mpoint *pts = xcalloc(np + 1, sizeof(*pts)), *old = NULL, *merged = NULL;
+	struct mpoint *pts = sorted_points(b), *old = NULL, *merged = NULL;
 	size_t capold = 0, capmerged = 0;
-	for (size_t i = 0; i < np; i++)
-		pts[i] = (struct mpoint){ .ts = b->point_times_ms[i], .v = b->point_values[i],
-					  .series = b->point_series[i], .order = (uint32_t)i };
-	xqsort(pts, np, sizeof(*pts), cmp_batch_point);
 	struct buf blob = { 0 };
 	for (size_t i = 0; i < np && rc == 0;) {
 		int64_t start = chunk_start(pts[i].ts);
@@ -528,6 +536,33 @@ static void pg_sep(struct buf *out)
 	buf_putc(out, out->len ? ',' : '{');
 }
 
+/* Prepares sql with ?1 bound to text (NULL: none; the arrays then start
+ * at ?1) and the next parameters to the array texts arrays[0..n). */
+static int pg_prepare_arrays(struct metadb *db, const char *sql, const char *text, const struct buf *const *arrays,
+			     size_t n, struct metadb_stmt **q, struct buf *err)
+{
+	if (metadb_prepare(db, sql, q, err) < 0)
+		return -1;
+	int i = 1;
+	if (text)
+		metadb_bind_text(*q, i++, text);
+	for (size_t k = 0; k < n; k++)
+		metadb_bind_textn(*q, i++, arrays[k]->data ? arrays[k]->data : "{}", arrays[k]->len);
+	return 0;
+}
+
+/* pg_prepare_arrays, one step, finalized. */
+static int pg_exec_arrays(struct metadb *db, const char *sql, const char *text, const struct buf *const *arrays,
+			  size_t n, struct buf *err)
+{
+	struct metadb_stmt *q = NULL;
+	int rc = pg_prepare_arrays(db, sql, text, arrays, n, &q, err);
+	if (rc == 0)
+		rc = step_done(q, err);
+	metadb_finalize(q);
+	return rc;
+}
+
 struct pg_run {
 	int64_t id, start;
 	size_t from, to; /* of the sorted points */
@@ -577,33 +612,21 @@ static int store_pg(struct metrics_store *m, const char *project, const Ember__I
 		struct buf *arr[] = { &names, &labels, &units, &los, &his };
 		for (size_t k = 0; k < ARRAY_SIZE(arr); k++)
 			buf_putc(arr[k], '}');
+		const struct buf *const *carr = (const struct buf *const *)arr;
 		/* the series, added or widened; then their ids, by the
 		 * batch's order (WITH ORDINALITY) */
-		rc = metadb_prepare(m->w, "INSERT INTO series(project, name, labels, unit, first_ms, last_ms) "
+		rc = pg_exec_arrays(m->w, "INSERT INTO series(project, name, labels, unit, first_ms, last_ms) "
 				    "SELECT ?1::text, u.n, u.l, u.u, u.a, u.b FROM unnest(?2::text[], ?3::text[], ?4::text[], "
 				    "?5::bigint[], ?6::bigint[]) AS u(n, l, u, a, b) ORDER BY u.n, u.l "
 				    "ON CONFLICT(project, name, labels) DO UPDATE SET unit = excluded.unit, "
 				    "first_ms = LEAST(series.first_ms, excluded.first_ms), "
-				    "last_ms = GREATEST(series.last_ms, excluded.last_ms)", &q, err);
-		if (rc == 0) {
-			metadb_bind_text(q, 1, project);
-			metadb_bind_textn(q, 2, names.data, names.len);
-			metadb_bind_textn(q, 3, labels.data, labels.len);
-			metadb_bind_textn(q, 4, units.data, units.len);
-			metadb_bind_textn(q, 5, los.data, los.len);
-			metadb_bind_textn(q, 6, his.data, his.len);
-			rc = step_done(q, err);
-		}
-		metadb_finalize(q);
-		q = NULL;
+				    "last_ms = GREATEST(series.last_ms, excluded.last_ms)",
+				    project, carr, ARRAY_SIZE(arr), err);
 		if (rc == 0)
-			rc = metadb_prepare(m->w, "SELECT u.o, s.id FROM unnest(?2::text[], ?3::text[]) WITH ORDINALITY "
-					    "AS u(n, l, o) JOIN series s ON s.project = ?1::text AND s.name = u.n AND "
-					    "s.labels = u.l", &q, err);
+			rc = pg_prepare_arrays(m->w, "SELECT u.o, s.id FROM unnest(?2::text[], ?3::text[]) WITH ORDINALITY "
+					       "AS u(n, l, o) JOIN series s ON s.project = ?1::text AND s.name = u.n AND "
+					       "s.labels = u.l", project, carr, 2, &q, err);
 		if (rc == 0) {
-			metadb_bind_text(q, 1, project);
-			metadb_bind_textn(q, 2, names.data, names.len);
-			metadb_bind_textn(q, 3, labels.data, labels.len);
 			/* ordinal k (1-based) is the k-th series with points */
 			size_t *which = xcalloc(nwith + 1, sizeof(*which));
 			for (size_t i = 0, k = 0; i < ns; i++)
@@ -633,12 +656,8 @@ static int store_pg(struct metrics_store *m, const char *project, const Ember__I
 	 * (series, start) order, series in (name, labels) order, so replicas
 	 * take their locks in one order. */
 	size_t np = b->n_point_series;
-	struct mpoint *pts = xcalloc(np + 1, sizeof(*pts)), *old = NULL, *merged = NULL;
+	struct mpoint *pts = sorted_points(b), *old = NULL, *merged = NULL;
 	size_t capold = 0, capmerged = 0;
-	for (size_t i = 0; i < np; i++)
-		pts[i] = (struct mpoint){ .ts = b->point_times_ms[i], .v = b->point_values[i],
-					  .series = b->point_series[i], .order = (uint32_t)i };
-	xqsort(pts, np, sizeof(*pts), cmp_batch_point);
 	struct pg_run *runs = NULL;
 	size_t nruns = 0, capruns = 0;
 	struct hmap index = { 0 };
@@ -659,23 +678,16 @@ static int store_pg(struct metrics_store *m, const char *project, const Ember__I
 	if (rc == 0 && nruns) {
 		buf_putc(&rid, '}');
 		buf_putc(&rstart, '}');
-		rc = metadb_prepare(m->w, "INSERT INTO chunks(series, start_ms, data) SELECT u.s, u.t, ''::bytea "
+		const struct buf *const keys[] = { &rid, &rstart };
+		rc = pg_exec_arrays(m->w, "INSERT INTO chunks(series, start_ms, data) SELECT u.s, u.t, ''::bytea "
 				    "FROM unnest(?1::bigint[], ?2::bigint[]) AS u(s, t) ORDER BY u.s, u.t "
-				    "ON CONFLICT(series, start_ms) DO NOTHING", &q, err);
-		if (rc == 0) {
-			metadb_bind_textn(q, 1, rid.data, rid.len);
-			metadb_bind_textn(q, 2, rstart.data, rstart.len);
-			rc = step_done(q, err);
-		}
-		metadb_finalize(q);
-		q = NULL;
+				    "ON CONFLICT(series, start_ms) DO NOTHING", NULL, keys, 2, err);
 		if (rc == 0)
-			rc = metadb_prepare(m->w, "SELECT c.series, c.start_ms, c.data FROM chunks c JOIN "
-					    "unnest(?1::bigint[], ?2::bigint[]) AS u(s, t) ON c.series = u.s AND "
-					    "c.start_ms = u.t ORDER BY c.series, c.start_ms FOR UPDATE OF c", &q, err);
+			rc = pg_prepare_arrays(m->w, "SELECT c.series, c.start_ms, c.data FROM chunks c JOIN "
+					       "unnest(?1::bigint[], ?2::bigint[]) AS u(s, t) ON c.series = u.s AND "
+					       "c.start_ms = u.t ORDER BY c.series, c.start_ms FOR UPDATE OF c", NULL, keys, 2,
+					       &q, err);
 		if (rc == 0) {
-			metadb_bind_textn(q, 1, rid.data, rid.len);
-			metadb_bind_textn(q, 2, rstart.data, rstart.len);
 			int st;
 			while ((st = metadb_step(q, err)) == 1) {
 				struct pg_run_key k = { runs, metadb_int64(q, 0), metadb_int64(q, 1) };
@@ -716,16 +728,10 @@ static int store_pg(struct metrics_store *m, const char *project, const Ember__I
 	}
 	if (rc == 0 && nruns) {
 		buf_putc(&datas, '}');
-		rc = metadb_prepare(m->w, "INSERT INTO chunks(series, start_ms, data) SELECT * FROM "
+		const struct buf *const rows[] = { &rid, &rstart, &datas };
+		rc = pg_exec_arrays(m->w, "INSERT INTO chunks(series, start_ms, data) SELECT * FROM "
 				    "unnest(?1::bigint[], ?2::bigint[], ?3::bytea[]) "
-				    "ON CONFLICT(series, start_ms) DO UPDATE SET data = excluded.data", &q, err);
-		if (rc == 0) {
-			metadb_bind_textn(q, 1, rid.data, rid.len);
-			metadb_bind_textn(q, 2, rstart.data, rstart.len);
-			metadb_bind_textn(q, 3, datas.data, datas.len);
-			rc = step_done(q, err);
-		}
-		metadb_finalize(q);
+				    "ON CONFLICT(series, start_ms) DO UPDATE SET data = excluded.data", NULL, rows, 3, err);
 	}
 	hmap_free(&index);
 	struct buf *bufs[] = { &names, &labels, &units, &los, &his, &one, &rid, &rstart, &olds, &blob, &datas };
