@@ -97,9 +97,6 @@ struct server_config {
 
 #define OFF(f) offsetof(struct server_config, f)
 
-/* A number from 0 to max (a price or a percentage flag). */
-/* The profiler inventory in the metadata database: url (PostgreSQL), or
- * DATA_DIR/meta.db beside the projects. */
 /* The metadata URL, or without one the SQLite file of the data dir
  * (file, e.g. "meta.db"), into path. */
 static const char *db_url(const char *url, const char *data_dir, const char *file, struct buf *path)
@@ -110,6 +107,8 @@ static const char *db_url(const char *url, const char *data_dir, const char *fil
 	return path->data;
 }
 
+/* The profiler inventory in the metadata database: url (PostgreSQL), or
+ * DATA_DIR/meta.db beside the projects. */
 static int open_agents(const char *url, const char *password, const char *data_dir, struct agents **out,
 		       struct buf *err)
 {
@@ -131,6 +130,7 @@ static int open_metrics(const char *url, const char *password, const char *data_
 	return rc;
 }
 
+/* A number from 0 to max (a price or a percentage flag). */
 static int parse_price(const char *s, const char *flag, double max, double *out)
 {
 	char *end = NULL;

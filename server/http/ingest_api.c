@@ -389,21 +389,32 @@ static const char *resource_host(const Ember__Ingest__V1__Batch *b, uint32_t r)
 	return "";
 }
 
+/* Each sample's host found once per resource, not once per sample. */
 static void note_senders(struct otlp_store *st, const Ember__Ingest__V1__Batch *b)
 {
+	size_t nr = b->n_resources;
+	int *sender_of = xmalloc((nr ? nr : 1) * sizeof(*sender_of)); /* -2: not looked up, -1: none */
+	for (size_t r = 0; r < nr; r++)
+		sender_of[r] = -2;
 	for (size_t i = 0; i < b->n_samples; i++) {
-		const char *host = resource_host(b, b->samples[i]->resource);
-		size_t k = 0;
-		while (k < st->nsenders && strncmp(st->senders[k].host, host, AGENTS_TEXT_MAX))
-			k++;
-		if (k == st->nsenders) {
-			if (k == OTLP_SENDERS_MAX)
-				continue;
-			snprintf(st->senders[k].host, sizeof(st->senders[k].host), "%s", host);
-			st->nsenders++;
+		uint32_t r = b->samples[i]->resource;
+		if (r >= nr)
+			continue;
+		if (sender_of[r] == -2) {
+			const char *host = resource_host(b, r);
+			size_t k = 0;
+			while (k < st->nsenders && strncmp(st->senders[k].host, host, AGENTS_TEXT_MAX))
+				k++;
+			if (k == st->nsenders && k < OTLP_SENDERS_MAX) {
+				snprintf(st->senders[k].host, sizeof(st->senders[k].host), "%s", host);
+				st->nsenders++;
+			}
+			sender_of[r] = k < st->nsenders ? (int)k : -1;
 		}
-		st->senders[k].samples += b->samples[i]->value;
+		if (sender_of[r] >= 0)
+			st->senders[sender_of[r]].samples += b->samples[i]->value;
 	}
+	free(sender_of);
 }
 
 static int store_otlp(void *ctx, const Ember__Ingest__V1__Batch *b)
