@@ -16,7 +16,9 @@
 # in use and capacity, tables reclaimed / evicted / reloaded / refused /
 # loaded in part (the agent's -pprof counters), the agent's RSS and peak
 # (VmHWM) and its CPU in the interval. The figures are in
-# docs/performance.md ("A soak of process churn").
+# docs/performance.md ("A soak of process churn"). Exits 1 when the agent
+# dies (the end of its log on stderr). tests/integration/test_agent_soak.py
+# runs it for 2 minutes.
 #
 # usage: bench/agent_soak.sh [MINUTES] [DISTINCT]   (defaults 30, 300)
 set -euo pipefail
@@ -94,9 +96,10 @@ pids+=($!)
   done ) &
 pids+=($!)
 
-python3 - "$port" "$pport" "$agent" "$interval" "$deadline" <<'PY'
+python3 - "$port" "$pport" "$agent" "$interval" "$deadline" "$work/agent.log" <<'PY'
 import json, sys, time, urllib.request
 port, pport, agent, interval, deadline = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+agent_log = sys.argv[6]
 hz = 100.0
 
 def post(path, body):
@@ -116,6 +119,9 @@ def counters():
 
 def proc():
     st = open(f"/proc/{agent}/stat").read().rsplit(")", 1)[1].split()
+    if st[0] in "ZX":  # exited: a zombie of this script until it waits
+        tail = open(agent_log, errors="replace").read().splitlines()[-20:]
+        sys.exit("agent_soak: the agent died; the end of its log:\n" + "\n".join(tail))
     cpu = (int(st[11]) + int(st[12])) / hz
     rss = hwm = 0
     for line in open(f"/proc/{agent}/status"):

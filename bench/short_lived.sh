@@ -18,6 +18,12 @@
 # OpenTelemetry eBPF profiler, which uploads no symbols; ember's older
 # criterion (no error frame at the root) is printed too.
 # usage: bench/short_lived.sh [FILES] [RATE]
+# EMBER_BENCH_PROJECT=ember builds a real C project instead of FILES
+# generated units: ember-server from this repository's HEAD (git archive),
+# with its own Makefile (make -j2, CC wrapped as below: ~120 compiles of
+# -O2 -g, some over a second). Either way the share is also reported for
+# the processes that really lived under a second (their wall time, taken
+# by the parent that ran each, and their pid).
 # EMBER_BENCH_AGENT names another agent binary (default build/bin/ember-agent).
 # EMBER_BENCH_PROFILER=otel runs the OpenTelemetry eBPF profiler (binary named
 # by EMBER_OTEL_PROFILER, default /tmp/otelprof/ebpf-profiler) at the same
@@ -43,7 +49,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The project: FILES translation units of a few dozen functions each.
+# The project: FILES translation units of a few dozen functions each, or
+# ember itself.
+project=${EMBER_BENCH_PROJECT:-generated}
+case "$project" in
+generated) ;;
+ember) mkdir "$tmp/proj" && git archive HEAD | tar -x -C "$tmp/proj"; files=0 ;;
+*) echo "EMBER_BENCH_PROJECT must be generated or ember" >&2; exit 2 ;;
+esac
 /usr/bin/python3 - "$tmp/src" "$files" <<'PY'
 import os, sys
 d, n = sys.argv[1], int(sys.argv[2])
@@ -65,19 +78,27 @@ cp "$cc1_src" "$tmp/uw_cc1"
 cp "$as_src" "$tmp/uw_as"
 # A small parent (cputime) runs each and writes its CPU time, user and
 # system in microseconds from wait4 (`times` would cut each process to whole
-# ticks), to cpu/NAME.PID: the samples a profiler should see are their sum
-# by the rate.
+# ticks), its wall time in microseconds and its pid to cpu/NAME.PID: the
+# samples a profiler should see are the CPU times' sum by the rate.
 mkdir "$tmp/cpu"
 cat > "$tmp/cputime.c" <<'C'
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+static long long now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
 int main(int argc, char **argv)
 {
 	if (argc < 3)
 		return 2;
+	long long t0 = now_us();
 	pid_t pid = fork();
 	if (pid < 0)
 		return 2;
@@ -89,9 +110,10 @@ int main(int argc, char **argv)
 	struct rusage ru;
 	if (wait4(pid, &st, 0, &ru) != pid)
 		return 2;
+	long long wall = now_us() - t0;
 	FILE *f = fopen(argv[1], "w");
-	if (!f || fprintf(f, "%lld\n", (long long)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec +
-			  (long long)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec) < 0 || fclose(f))
+	if (!f || fprintf(f, "%lld %lld %d\n", (long long)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec +
+			  (long long)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec, wall, (int)pid) < 0 || fclose(f))
 		return 2;
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
 }
@@ -126,8 +148,14 @@ sleep 10 # start-up: the host's files are read and their tables built (BPF loade
 
 # Two compilers at a time; each gcc's wall time is recorded.
 start_ms=$(($(date +%s%N) / 1000000))
-ls "$tmp"/src/*.c | xargs -P 2 -I{} bash -c \
-  't0=$(date +%s%N); gcc -wrapper '"$tmp/wrap"' -O2 -c {} -o {}.o; echo $((($(date +%s%N) - t0) / 1000000))' > "$tmp/ms"
+if [ "$project" = ember ]; then
+  make -C "$tmp/proj" -j2 CC="gcc -wrapper $tmp/wrap" build/bin/ember-server >"$tmp/make.log" 2>&1 ||
+    { tail -20 "$tmp/make.log" >&2; exit 1; }
+  : > "$tmp/ms"
+else
+  ls "$tmp"/src/*.c | xargs -P 2 -I{} bash -c \
+    't0=$(date +%s%N); gcc -wrapper '"$tmp/wrap"' -O2 -c {} -o {}.o; echo $((($(date +%s%N) - t0) / 1000000))' > "$tmp/ms"
+fi
 end_ms=$(($(date +%s%N) / 1000000))
 sleep 6 # the last batches
 
@@ -140,12 +168,19 @@ profiler, tmp = sys.argv[5], sys.argv[6]
 # its build id first, the name of the original.
 names = {"uw_cc1": {"uw_cc1", sys.argv[7]}, "uw_as": {"uw_as", sys.argv[8]}}
 ms = sorted(int(x) for x in open(msfile))
-print(f"{len(ms)} compiles, gcc wall time median {ms[len(ms)//2]} ms, max {ms[-1]} ms, "
-      f"{sum(m < 1000 for m in ms)} under 1 s")
+if ms:
+    print(f"{len(ms)} compiles, gcc wall time median {ms[len(ms)//2]} ms, max {ms[-1]} ms, "
+          f"{sum(m < 1000 for m in ms)} under 1 s")
 rate = int(sys.argv[9])
 cpu = {"uw_cc1": 0.0, "uw_as": 0.0}
+procs = []  # (exe, pid, wall seconds)
 for f in os.listdir(f"{tmp}/cpu"):
-    cpu[f.split(".")[0]] += int(open(f"{tmp}/cpu/{f}").read()) / 1e6
+    us, wall, pid = open(f"{tmp}/cpu/{f}").read().split()
+    cpu[f.split(".")[0]] += int(us) / 1e6
+    procs.append((f.split(".")[0], int(pid), int(wall) / 1e6))
+walls = sorted(w for _, _, w in procs)
+print(f"{len(procs)} cc1 and as processes, wall time median {walls[len(walls) // 2]:.2f} s, "
+      f"max {walls[-1]:.2f} s, {sum(w < 1 for w in walls)} under 1 s")
 def flame(q):
     body = {"filter": {"start_ts": start - 2000, "end_ts": end + 3000, "event_kind": "on_cpu",
                        "frame_mask": {"patterns": []}, "query": q}}
@@ -220,8 +255,18 @@ for exe in ("uw_cc1", "uw_as"):
     whole += ent
     old += t["total"] - err
 want = sum(cpu.values()) * rate
-print(f"all ({profiler}): {whole}/{tot} samples of processes that lived under a second reach the "
+print(f"all ({profiler}): {whole}/{tot} samples of uw_cc1 and uw_as reach the "
       f"program's entry ({100 * whole / max(tot, 1):.1f}%); {old}/{tot} without an error frame "
       f"({100 * old / max(tot, 1):.1f}%); {tot} of ~{want:.0f} samples their CPU time implies "
       f"reported ({100 * tot / max(want, 1):.0f}%); whole ones are {100 * whole / max(want, 1):.1f}% of that")
+# The processes that lived under a second, one by one.
+stot = swhole = 0
+for exe, pid, wall in procs:
+    if wall >= 1:
+        continue
+    t = flame(f'process.executable.name == "{exe}" && process.pid == "{pid}"')
+    stot += t["total"]
+    swhole += sum(c["total"] for c in t["root"]["children"] if outermost_is_entry(exe, c))
+print(f"under 1 s ({profiler}): {swhole}/{stot} samples of the {sum(w < 1 for w in walls)} cc1 and as "
+      f"processes that lived under a second reach the program's entry ({100 * swhole / max(stot, 1):.1f}%)")
 PY
