@@ -246,7 +246,7 @@ function usageSVG(r) {
 	return `<svg class="recs-usage" viewBox="0 0 ${w} ${h}" role="img" aria-label="Usage over time">
 	<line x1="${pad}" y1="${h - 18}" x2="${w - 8}" y2="${h - 18}" stroke="#ccc"/>
 	<text x="2" y="${y(max) + 4}" font-size="10">${fmtCores(max)}</text><text x="2" y="${h - 18}" font-size="10">0</text>
-	<text x="${pad}" y="${h - 4}" font-size="10">${t(start)}</text><text x="${w - 40}" y="${h - 4}" font-size="10">${t(end)}</text>
+	<text x="${pad}" y="${h - 4}" font-size="10">${t(start)}</text><text x="${w - 8}" y="${h - 4}" font-size="10" text-anchor="end">${t(end)}</text>
 	${paths}</svg>
 	<div class="recs-legend">${lines.map((l, k) => `<span><i style="background:${COLORS[k % COLORS.length]}"></i>${l.name}</span>`).join('')} <span class="recs-unit">${r.unit === 'gpus' ? 'GPUs busy' : r.unit === 'threads' ? 'threads waiting' : 'cores'}</span></div>`;
 }

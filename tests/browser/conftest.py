@@ -184,3 +184,63 @@ def read_png(path):
     """png_pixels as (width, height, pixel(x, y) -> (r, g, b))."""
     width, height, rows = png_pixels(path)
     return width, height, lambda x, y: rows[y][x]
+
+
+# Checking what a viewport screenshot shows: points in device pixels,
+# colours as (r, g, b).
+
+def colored(pixel, want, tol=40):
+    return all(abs(a - b) <= tol for a, b in zip(pixel, want))
+
+
+def along(page, selector, fractions):
+    """Viewport pixels (device pixels) along an SVG path or polyline at
+    fractions of its length."""
+    return page.evaluate(f"""(() => {{
+        const p = document.querySelector({json.dumps(selector)});
+        const m = p.getScreenCTM(), len = p.getTotalLength(), dpr = window.devicePixelRatio;
+        return {json.dumps(fractions)}.map((f) => {{
+            const q = p.getPointAtLength(len * f);
+            return [Math.round((m.a * q.x + m.c * q.y + m.e) * dpr), Math.round((m.b * q.x + m.d * q.y + m.f) * dpr)];
+        }}); }})()""")
+
+
+def center(page, selector):
+    return page.evaluate(f"""(() => {{ const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect();
+        const dpr = window.devicePixelRatio;
+        return [Math.round((r.left + r.width / 2) * dpr), Math.round((r.top + r.height / 2) * dpr)]; }})()""")
+
+
+def inked(pixel, want, bg=(255, 255, 255), cover=0.5):
+    """pixel is want drawn over bg with at least cover of the pixel (an
+    anti-aliased line): each channel the same blend of the two."""
+    alphas = [(b - p) / (b - w) for p, w, b in zip(pixel, want, bg) if abs(b - w) > 30]
+    return bool(alphas) and min(alphas) >= cover and max(alphas) - min(alphas) <= 0.15
+
+
+def hits(pixel, points, want, bg=None):
+    """How many points have a pixel of colour want within one pixel (or,
+    with bg, of want blended over bg: a thin line)."""
+    match = (lambda p: inked(p, want, bg)) if bg else (lambda p: colored(p, want))
+    return sum(any(match(pixel(x + dx, y + dy)) for dx in (-1, 0, 1) for dy in (-1, 0, 1))
+               for x, y in points)
+
+
+def backgrounds(page, selector, inset=3):
+    """For each element matching selector: a device pixel inside it (inset
+    CSS pixels from its left edge, halfway down: padding, not text) and its
+    computed background colour, [[x, y], [r, g, b]]; an element with a
+    transparent background fails."""
+    probes = page.evaluate(f"""[...document.querySelectorAll({json.dumps(selector)})].map((e) => {{
+        const r = e.getBoundingClientRect(), dpr = window.devicePixelRatio;
+        const c = getComputedStyle(e).backgroundColor.match(/[\\d.]+/g).map(Number);
+        return [[Math.round((r.left + {inset}) * dpr), Math.round((r.top + r.height / 2) * dpr)], c]; }})""")
+    assert probes, selector
+    for _, c in probes:
+        assert len(c) == 3 or c[3] == 1, (selector, c)
+    return [(xy, tuple(c[:3])) for xy, c in probes]
+
+
+def painted(pixel, probes, tol=8):
+    """The probes (backgrounds) whose pixel is not their colour."""
+    return [(xy, want, pixel(*xy)) for xy, want in probes if not colored(pixel(*xy), want, tol)]

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import HERE, PROJECT, no_errors, open_ui, shot, wait_state
+from conftest import HERE, PROJECT, backgrounds, colored, no_errors, open_ui, painted, read_png, shot, wait_state
 from ember_batch import Batch, send_batch
 from harness import Server
 
@@ -26,6 +26,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "llm_provider"))
 from provider import Provider  # noqa: E402
 
 KEY = "sk-browser-test-key-0123456789"
+USER_BUBBLE = (0xEE, 0xF2, 0xFF)  # .asst-user (web/view_assistant.css)
 
 
 def llm_server(request, provider, *flags, **provider_args):
@@ -70,8 +71,9 @@ def finished(page, prov, name, **shot_args):
     """The provider saw only well-formed requests; the page is shot as
     name and logged no error."""
     assert prov.problems == []
-    shot(page, name, **shot_args)
+    path = shot(page, name, **shot_args)
     no_errors(page)
+    return read_png(path)[2]
 
 
 def test_assistant_page(env, page):
@@ -91,7 +93,10 @@ def test_assistant_page(env, page):
     answer = page.evaluate("document.querySelector('#view-assistant .asst-assistant .asst-text').innerText")
     assert "compile the regular expression once" in answer
     assert "1 tool call" in page.evaluate("document.querySelector('#view-assistant .asst-status').textContent")
-    finished(page, prov, "assistant_page")
+    pixel = finished(page, prov, "assistant_page")
+    # The screenshot shows the question in its bubble.
+    bubble = backgrounds(page, "#view-assistant .asst-user")
+    assert not painted(pixel, bubble) and bubble[0][1] == USER_BUBBLE, (bubble, painted(pixel, bubble))
 
 
 def test_flamegraph_panel(env, page):
@@ -107,7 +112,20 @@ def test_flamegraph_panel(env, page):
     assert "PCRE2" in page.evaluate("document.querySelector('#assistant-panel .asst-assistant').innerText")
     # The context went to the model in the system prompt.
     assert "Heaviest functions under it" in prov.prompt_text(prov.requests[-1])
-    finished(page, prov, "assistant_flamegraph_panel")
+    pixel = finished(page, prov, "assistant_flamegraph_panel")
+    # The screenshot shows the panel over the page's right side, the
+    # question in its bubble, and the flamegraph beside it as its canvas
+    # drew it: validate_email's frame in a frame's colour, not the page's.
+    probes = backgrounds(page, "#assistant-panel") + backgrounds(page, "#assistant-panel .asst-user")
+    assert not painted(pixel, probes) and probes[1][1] == USER_BUBBLE, (probes, painted(pixel, probes))
+    f = next(x for x in page.evaluate("window.emberFlamegraph.frames") if x["name"] == "validate_email")
+    drawn = page.evaluate(f"""(() => {{ const c = document.getElementById('flamegraph'), r = c.getBoundingClientRect();
+        const dpr = window.devicePixelRatio, x = {f["x"]} + 4, y = {f["depth"]} * 18 + 9;
+        const d = c.getContext('2d').getImageData(Math.round(x * dpr), Math.round(y * dpr), 1, 1).data;
+        return [[Math.round((r.left + x) * dpr), Math.round((r.top + y) * dpr)], [d[0], d[1], d[2]]]; }})()""")
+    (x, y), rgb = drawn
+    assert x < probes[0][0][0], (drawn, probes)  # left of the panel
+    assert colored(pixel(x, y), rgb, 8) and not colored(rgb, (255, 255, 255), 30), (pixel(x, y), rgb)
 
 
 def test_explain_this_frame(env, page):

@@ -15,10 +15,13 @@ import time
 
 import pytest
 
-from conftest import no_errors, open_ui, search_params, shot, start_server, wait_state
+from conftest import (along, backgrounds, colored, hits, no_errors, open_ui, painted, read_png, search_params, shot,
+                      start_server, wait_state)
 from ember_batch import Batch, send_batch
 
 RATE = 19
+SPARK = (0xC2, 0x41, 0x0C)  # the sparkline's and the usage total's colour (web/view_recs.js)
+WHITE = (255, 255, 255)
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +59,16 @@ def test_list_tabs_detail_dismiss(server, page):
     assert set(apps) == {"shop-api", "archiver", "trainer"}, apps
     assert apps.index("shop-api") < apps.index("archiver")
     assert "Regular expression" in all_cards[apps.index("shop-api")]["title"]
-    shot(page, "recs_list")
+    _, _, pixel = read_png(shot(page, "recs_list"))
+    # The screenshot, checked: each card's badge in its kind's colour (CPU
+    # and CUDA apart), each card's sparkline drawn in the line's colour.
+    badges = backgrounds(page, "#view-recs .recs-badge")
+    assert not painted(pixel, badges), painted(pixel, badges)
+    assert len({c for _, c in badges}) == 2, badges
+    fr = [0.1, 0.3, 0.5, 0.7, 0.9, 0.97]
+    for i in range(len(all_cards)):
+        pts = along(page, f"#view-recs .recs-card:nth-child({i + 1}) .recs-spark polyline", fr)
+        assert hits(pixel, pts, SPARK, WHITE) == len(pts), (i, [pixel(x, y) for x, y in pts])
 
     # The CUDA tab: only the trainer, its synchronous copies first.
     page.evaluate("document.querySelector('#view-recs .recs-tabs [data-tab=cuda]').click()")
@@ -85,6 +97,17 @@ def test_list_tabs_detail_dismiss(server, page):
     assert actions[0].startswith("Regular expression compiled"), actions
     assert page.evaluate("document.querySelectorAll('#view-recs .recs-usage polyline').length") >= 2
     shot(page, "recs_detail", full_page=True)
+    # The usage chart, shot where it is: the total's line where the chart
+    # puts it (its rise to the peak, where no trace's line lies over it)
+    # and the legend's swatches in the lines' colours.
+    page.evaluate("document.querySelector('#view-recs .recs-usage').scrollIntoView({block: 'center'})")
+    page.pump(0.2)
+    _, _, pixel = read_png(shot(page, "recs_usage"))
+    pts = along(page, "#view-recs .recs-usage polyline", [0.93, 0.95, 0.97, 0.99])
+    assert hits(pixel, pts, SPARK, WHITE) == len(pts), [pixel(x, y) for x, y in pts]
+    swatches = backgrounds(page, "#view-recs .recs-legend i", inset=5)
+    assert not painted(pixel, swatches), painted(pixel, swatches)
+    assert swatches[0][1] == SPARK and len({c for _, c in swatches}) == len(swatches), swatches
 
     # Dismiss: gone from the list (kept on the server); Show dismissed and
     # Restore bring it back.

@@ -14,7 +14,7 @@ import urllib.parse
 
 import pytest
 
-from conftest import no_errors, read_png, shot, start_server, wait_state
+from conftest import along, center, colored, hits, no_errors, read_png, shot, start_server, wait_state
 from metrics_batch import MetricsBatch, post
 
 COLORS = {"nvlink": (0x2F, 0x9E, 0x44), "fallback": (0xE0, 0x31, 0x31), "pcie": (0x86, 0x8E, 0x96),
@@ -59,33 +59,6 @@ def open_topology(page, base, query="", state="ready"):
     page.navigate(base + "/?view=topology" + ("&" + query if query else ""))
     page.wait_for("document.body.dataset.state !== 'loading' && window.emberTopology !== undefined")
     return wait_state(page, state)
-
-
-def colored(pixel, want, tol=40):
-    return all(abs(a - b) <= tol for a, b in zip(pixel, want))
-
-
-def along(page, selector, fractions):
-    """Viewport pixels (device pixels) along an SVG path at fractions of its length."""
-    return page.evaluate(f"""(() => {{
-        const p = document.querySelector({json.dumps(selector)});
-        const m = p.getScreenCTM(), len = p.getTotalLength(), dpr = window.devicePixelRatio;
-        return {json.dumps(fractions)}.map((f) => {{
-            const q = p.getPointAtLength(len * f);
-            return [Math.round((m.a * q.x + m.c * q.y + m.e) * dpr), Math.round((m.b * q.x + m.d * q.y + m.f) * dpr)];
-        }}); }})()""")
-
-
-def center(page, selector):
-    return page.evaluate(f"""(() => {{ const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect();
-        const dpr = window.devicePixelRatio;
-        return [Math.round((r.left + r.width / 2) * dpr), Math.round((r.top + r.height / 2) * dpr)]; }})()""")
-
-
-def hits(pixel, points, want):
-    """How many points have a pixel of colour want within one pixel."""
-    return sum(any(colored(pixel(x + dx, y + dy), want) for dx in (-1, 0, 1) for dy in (-1, 0, 1))
-               for x, y in points)
 
 
 def test_findings_drawing_matrix_and_screenshot(server, page):
