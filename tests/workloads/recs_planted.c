@@ -9,8 +9,11 @@
  *
  * runs the planted code (or with "fixed", the same work done the way the
  * recommendation says) for SECONDS and prints
- * {"iterations": N, "cpu_s": S, "wall_s": W, "cpu_us_per_iteration": U}:
- * the truth the recommendation's savings are checked against. zlib and
+ * {"iterations": N, "cpu_s": S, "wall_s": W, "cpu_us_per_iteration": U}: the
+ * truth the recommendation's savings are checked against; the lock convoy
+ * adds "blocked_threads" (its workers asleep on average: neither running
+ * nor runnable, from each thread's schedstat) and "asleep_threads" (every
+ * thread's, the main thread's wait for the workers included). zlib and
  * PCRE2 are linked statically so that their internal functions
  * (deflate_slow, ...) have symbols. */
 #define _GNU_SOURCE
@@ -140,9 +143,25 @@ __attribute__((noinline)) static void add_sample(int t, uint64_t v)
 	counts[t][0]++;
 }
 
+static double thread_blocked[THREADS];
+static double blocked_s, asleep_s; /* summed over the threads */
+
+/* The seconds this thread has been asleep since t0: its wall time less its
+ * time on a CPU and waiting for one (/proc/thread-self/schedstat). */
+static double asleep_since(double t0)
+{
+	unsigned long long run = 0, wait = 0;
+	FILE *f = fopen("/proc/thread-self/schedstat", "r");
+	if (!f || fscanf(f, "%llu %llu", &run, &wait) != 2)
+		abort();
+	fclose(f);
+	return now_s() - t0 - (double)(run + wait) / 1e9;
+}
+
 static void *worker(void *arg)
 {
 	int t = (int)(intptr_t)arg;
+	double t0 = now_s();
 	uint64_t n = 0;
 	while (!stop) {
 		add_sample(t, n++);
@@ -151,21 +170,26 @@ static void *worker(void *arg)
 				sink += n * (uint64_t)i;
 	}
 	counts[t][1] = n;
+	thread_blocked[t] = asleep_since(t0);
 	return NULL;
 }
 
 static uint64_t run(double seconds)
 {
 	pthread_t th[THREADS];
+	double t0 = now_s();
 	for (int i = 0; i < THREADS; i++)
 		pthread_create(&th[i], NULL, worker, (void *)(intptr_t)i);
 	usleep((useconds_t)(seconds * 1e6));
 	stop = 1;
+	asleep_s = asleep_since(t0);
 	uint64_t n = 0;
 	for (int i = 0; i < THREADS; i++) {
 		pthread_join(th[i], NULL);
 		n += counts[i][1];
+		blocked_s += thread_blocked[i] > 0 ? thread_blocked[i] : 0;
 	}
+	asleep_s += blocked_s;
 	return n;
 }
 #endif
@@ -215,7 +239,11 @@ int main(int argc, char **argv)
 	double w0 = now_s(), c0 = cpu_s();
 	uint64_t n = run(seconds);
 	double wall = now_s() - w0, cpu = cpu_s() - c0;
-	printf("{\"iterations\": %llu, \"cpu_s\": %.4f, \"wall_s\": %.4f, \"cpu_us_per_iteration\": %.6f}\n",
+	printf("{\"iterations\": %llu, \"cpu_s\": %.4f, \"wall_s\": %.4f, \"cpu_us_per_iteration\": %.6f",
 	       (unsigned long long)n, cpu, wall, n ? cpu * 1e6 / (double)n : 0.0);
+#ifdef PLANT_LOCK
+	printf(", \"blocked_threads\": %.4f, \"asleep_threads\": %.4f", blocked_s / wall, asleep_s / wall);
+#endif
+	printf("}\n");
 	return 0;
 }
