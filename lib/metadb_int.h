@@ -5,7 +5,7 @@
 
 #include "metadb.h"
 
-enum metadb_type { MT_NULL, MT_TEXT, MT_INT, MT_BLOB };
+enum metadb_type { MT_NULL, MT_TEXT, MT_INT, MT_BLOB, MT_REAL }; /* MT_REAL: p points to the double */
 
 struct metadb_ops {
 	int (*open)(struct metadb *db, const char *url, const char *password, struct buf *err);
@@ -23,6 +23,7 @@ struct metadb_ops {
 	const char *(*text)(struct metadb_stmt *st, int col);
 	size_t (*bytes)(struct metadb_stmt *st, int col);
 	int64_t (*int64)(struct metadb_stmt *st, int col);
+	double (*real)(struct metadb_stmt *st, int col);
 	const void *(*blob)(struct metadb_stmt *st, int col);
 };
 

@@ -20,6 +20,7 @@
 
 #define PG_INT8OID 20
 #define PG_BYTEAOID 17
+#define PG_FLOAT8OID 701
 #define PG_MAX_PARAMS 64
 
 struct pg_stmt {
@@ -195,6 +196,11 @@ static void pg_bind(struct metadb_stmt *st, int i, enum metadb_type t, const voi
 		p->fmt[i] = 1;
 		p->type[i] = PG_BYTEAOID;
 		break;
+	case MT_REAL:
+		p->val[i] = xmalloc(32);
+		snprintf(p->val[i], 32, "%.17g", *(const double *)v);
+		p->type[i] = PG_FLOAT8OID;
+		break;
 	}
 }
 
@@ -313,6 +319,14 @@ static int64_t pgm_int64(struct metadb_stmt *st, int col)
 	return strtoll(PQgetvalue(p->res, p->row, col), NULL, 10);
 }
 
+static double pgm_real(struct metadb_stmt *st, int col)
+{
+	struct pg_stmt *p = st->impl;
+	if (!in_row(p, col) || PQgetisnull(p->res, p->row, col))
+		return 0;
+	return strtod(PQgetvalue(p->res, p->row, col), NULL);
+}
+
 const struct metadb_ops metadb_pg_ops = {
 	.open = pg_open,
 	.close = pg_close,
@@ -327,5 +341,6 @@ const struct metadb_ops metadb_pg_ops = {
 	.text = pg_text,
 	.bytes = pg_bytes,
 	.int64 = pgm_int64,
+	.real = pgm_real,
 	.blob = pg_blob,
 };

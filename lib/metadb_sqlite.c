@@ -71,6 +71,9 @@ static void s_bind(struct metadb_stmt *st, int i, enum metadb_type t, const void
 	case MT_BLOB:
 		sqlite3_bind_blob64(s, i, n ? p : "", n, SQLITE_TRANSIENT);
 		break;
+	case MT_REAL:
+		sqlite3_bind_double(s, i, *(const double *)p);
+		break;
 	}
 }
 
@@ -121,6 +124,11 @@ static int64_t s_int64(struct metadb_stmt *st, int col)
 	return sqlite3_column_int64(st->impl, col);
 }
 
+static double s_real(struct metadb_stmt *st, int col)
+{
+	return sqlite3_column_double(st->impl, col);
+}
+
 static const void *s_blob(struct metadb_stmt *st, int col)
 {
 	return sqlite3_column_blob(st->impl, col);
@@ -140,5 +148,6 @@ const struct metadb_ops metadb_sqlite_ops = {
 	.text = s_text,
 	.bytes = s_bytes,
 	.int64 = s_int64,
+	.real = s_real,
 	.blob = s_blob,
 };

@@ -582,7 +582,11 @@ int main(int argc, char **argv, char **envp)
 	rc_cfg.min_share /= 100;
 	rc_cfg.window_ms = cfg.recs_window_ms;
 	rc_cfg.stale_ms = cfg.recs_step_ms;
-	if (recs_open(cfg.data_dir, &rc_cfg, &srv.recs, &err) < 0) {
+	struct buf recs_path = { 0 };
+	int recs_rc = recs_open(db_url(metadata_url, cfg.data_dir, "recs.db", &recs_path),
+				metadata_url ? metadata_pw : NULL, &rc_cfg, &srv.recs, &err);
+	buf_free(&recs_path);
+	if (recs_rc < 0) {
 		log_error("%s", err.data);
 		goto out;
 	}

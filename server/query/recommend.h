@@ -85,8 +85,19 @@ void recs_config_default(struct recs_config *c);
 
 struct recs;
 
-/* Opens (creates) dir/recs.db. Returns 0, or -1 with err set. */
-int recs_open(const char *dir, const struct recs_config *c, struct recs **out, struct buf *err);
+/* Opens url (lib/metadb.h: an SQLite file, created when absent, or a
+ * PostgreSQL database shared by every replica; password for PostgreSQL
+ * when the URL has none) and creates the tables. On a shared database the
+ * states, suppressed traces, settings and history are every replica's:
+ * each replica generates from the shared store, the first to store a
+ * generation's number keeps it and tells its listener (the others' of
+ * the same number are not stored), and settings another replica changed
+ * are read at the next pass (a step) and on every settings request.
+ * Returns 0, or -1 with err set and nothing open. */
+int recs_open(const char *url, const char *password, const struct recs_config *c, struct recs **out,
+	      struct buf *err);
+/* recs_open of dir/recs.db. */
+int recs_open_dir(const char *dir, const struct recs_config *c, struct recs **out, struct buf *err);
 void recs_close(struct recs *r);
 
 /* Starts the background thread over every project of pj (a

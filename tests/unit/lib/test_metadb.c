@@ -128,6 +128,25 @@ static void test_roundtrip_hostile(void **state)
 	assert_int_equal(metadb_step(st, &err), 1);
 	assert_string_equal(metadb_text(st, 0), "abc");
 	metadb_finalize(st);
+	/* Doubles come back exact, through a {real} column. */
+	assert_int_equal(metadb_exec_ddl(db, "CREATE TABLE IF NOT EXISTS reals (v {real} NOT NULL)", &err), 0);
+	const double reals[] = { 0.1, -2.5e-300, 1.7976931348623157e308, 1.0 / 3, 0 };
+	for (size_t i = 0; i < ARRAY_SIZE(reals); i++) {
+		assert_int_equal(metadb_prepare(db, "INSERT INTO reals (v) VALUES (?)", &st, &err), 0);
+		metadb_bind_double(st, 1, reals[i]);
+		assert_int_equal(metadb_step(st, &err), 0);
+		metadb_finalize(st);
+	}
+	assert_int_equal(metadb_prepare(db, "SELECT v FROM reals", &st, &err), 0);
+	for (size_t i = 0; i < ARRAY_SIZE(reals); i++) {
+		assert_int_equal(metadb_step(st, &err), 1);
+		bool found = false;
+		for (size_t j = 0; j < ARRAY_SIZE(reals); j++)
+			found |= metadb_double(st, 0) == reals[j];
+		assert_true(found);
+	}
+	assert_int_equal(metadb_step(st, &err), 0);
+	metadb_finalize(st);
 	free(longtext);
 	buf_free(&err);
 }

@@ -540,7 +540,7 @@ static struct recs *open_shop_recs(struct world *w, int64_t now)
 	recs_config_default(&c);
 	struct recs *r;
 	struct buf err = { 0 };
-	if (recs_open(w->dir, &c, &r, &err) != 0)
+	if (recs_open_dir(w->dir, &c, &r, &err) != 0)
 		fail_msg("recs_open: %s", err.data ? err.data : "");
 	buf_free(&err);
 	return r;
@@ -829,7 +829,7 @@ static void test_recs_settings(void **state)
 	struct recs_config c;
 	recs_config_default(&c);
 	struct recs *r;
-	assert_int_equal(recs_open(w->dir, &c, &r, &err), 0);
+	assert_int_equal(recs_open_dir(w->dir, &c, &r, &err), 0);
 	json_t *bad[] = { json_pack("{s:f}", "window_ms", 1.0), json_pack("{s:s}", "step_ms", "1m"),
 			  json_pack("{s:f}", "nope", 1.0), json_pack("{s:f}", "min_share", 2.0),
 			  json_pack("{s:f, s:f}", "cost_per_core_hour", 1.0, "cost_per_gpu_hour", -1.0), json_array() };
@@ -849,7 +849,7 @@ static void test_recs_settings(void **state)
 	recs_close(r);
 	/* Reopened with other flags: the stored values win. */
 	c.stale_ms = 5000;
-	assert_int_equal(recs_open(w->dir, &c, &r, &err), 0);
+	assert_int_equal(recs_open_dir(w->dir, &c, &r, &err), 0);
 	recs_config_get(r, &got);
 	assert_true(got.cost_per_core_hour == 1.5);
 	assert_int_equal(got.window_ms, 3600000);
@@ -883,7 +883,7 @@ static void test_recs_thread(void **state)
 	recs_config_default(&c);
 	c.stale_ms = 1000;
 	struct recs *r;
-	assert_int_equal(recs_open(w->dir, &c, &r, &err), 0);
+	assert_int_equal(recs_open_dir(w->dir, &c, &r, &err), 0);
 	struct heard h = { 0 };
 	recs_set_listener(r, listen_ev, &h);
 	assert_int_equal(recs_start(r, w->s, w->sym, pj, &err), 0);
