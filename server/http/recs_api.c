@@ -46,15 +46,21 @@ static bool answer_body(struct http_resp *resp, int rc, struct buf *err)
 }
 
 /* Answers a failed change (rc < 0): -1 400 (a bad request), -3 404 (no
- * such thing), else 500, with err's message. Returns whether rc failed. */
-static bool change_failed(struct http_resp *resp, int rc, const struct buf *err)
+ * such thing), 503 when the database could not be reached, else 500, with
+ * err's message. Returns whether rc failed. */
+static bool change_failed(struct server *srv, struct http_resp *resp, int rc, const struct buf *err)
 {
-	if (rc == -1)
+	if (rc == -1) {
 		http_error(resp, 400, "%s", err->data);
-	else if (rc == -3)
+	} else if (rc == -3) {
 		http_error(resp, 404, "%s", err->data);
-	else if (rc < 0)
+	} else if (rc < 0 && recs_unavailable(srv->recs)) {
+		http_error(resp, 503, "the recommendations' database cannot be reached: %s",
+			   err->data ? err->data : "error");
+		resp->retry_after = "5";
+	} else if (rc < 0) {
 		http_error(resp, 500, "%s", err->data ? err->data : "error");
+	}
 	return rc < 0;
 }
 
@@ -109,7 +115,7 @@ void handle_recommendation_state(struct server *srv, const struct http_req *req,
 	}
 	int rc = recs_set_state(srv->recs, project, req->params[1], state, actor_of(req), now_unix_ms(),
 				&err);
-	if (!change_failed(resp, rc, &err))
+	if (!change_failed(srv, resp, rc, &err))
 		answer_state(resp, "id", req->params[1], state);
 out:
 	free(state);
@@ -153,7 +159,7 @@ static void suppress(struct server *srv, const struct http_req *req, struct http
 	const char *tid = req->params[1];
 	int rc = recs_suppress(srv->recs, srv->store, symbols_for_query(srv->symbols, project), project, tid,
 			       on, actor_of(req), now_unix_ms(), &err);
-	if (!change_failed(resp, rc, &err))
+	if (!change_failed(srv, resp, rc, &err))
 		answer_state(resp, "trace_id", tid, on ? "suppressed" : "active");
 	buf_free(&err);
 }
@@ -218,7 +224,7 @@ void handle_recs_settings_put(struct server *srv, const struct http_req *req, st
 		goto out;
 	}
 	int rc = recs_settings_put(srv->recs, doc, actor_of(req), now_unix_ms(), &err);
-	if (!change_failed(resp, rc, &err)) {
+	if (!change_failed(srv, resp, rc, &err)) {
 		recs_settings_json(srv->recs, &resp->body);
 		http_json(resp, 200);
 	}

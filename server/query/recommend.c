@@ -229,6 +229,14 @@ int recs_open(const char *url, const char *password, const struct recs_config *c
 	return 0;
 }
 
+bool recs_unavailable(struct recs *r)
+{
+	pthread_mutex_lock(&r->db_mu);
+	bool u = metadb_unavailable(r->db);
+	pthread_mutex_unlock(&r->db_mu);
+	return u;
+}
+
 int recs_open_dir(const char *dir, const struct recs_config *c, struct recs **out, struct buf *err)
 {
 	struct buf path = { 0 };

@@ -96,6 +96,9 @@ struct recs;
  * Returns 0, or -1 with err set and nothing open. */
 int recs_open(const char *url, const char *password, const struct recs_config *c, struct recs **out,
 	      struct buf *err);
+/* True when the last failed call could not reach the database (PostgreSQL
+ * down: a caller answers 503; the next call reconnects). */
+bool recs_unavailable(struct recs *r);
 /* recs_open of dir/recs.db. */
 int recs_open_dir(const char *dir, const struct recs_config *c, struct recs **out, struct buf *err);
 void recs_close(struct recs *r);

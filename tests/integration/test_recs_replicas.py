@@ -88,3 +88,35 @@ def test_replicas_share_recommendations_on_postgres(postgres_server, tmp_path):
     finally:
         a.stop()
         b.stop()
+
+
+def test_postgres_restarted_under_replicas(tmp_path):
+    """PostgreSQL down: a dismiss answers 503 (never a crash, never a
+    state half kept); back: the next dismiss holds on both replicas."""
+    from clickhouse import Postgres
+    pg = Postgres()
+    pg.start()
+    try:
+        url = pg_database(pg)
+        a = Server(tmp_path / "a", None, "--metadata", url).start()
+        b = Server(tmp_path / "b", None, "--metadata", url).start()
+        try:
+            batch = Batch()
+            batch.add(REGEX, {"process.executable.name": "web", "host.name": "h1"}, 600, binary="web")
+            for s in (a, b):
+                assert send_batch(s.url, batch.encode(1))["stored"]
+            web = by_app(call(a, BASE))["web"]["id"]
+            pg.stop()
+            st, body = http("POST", f"{a.url}{BASE}/{web}/state", json.dumps({"state": "dismissed"}).encode(),
+                            {"Content-Type": "application/json"})
+            assert st == 503, (st, body)
+            assert a.running() and b.running()
+            pg.start()
+            call(a, f"{BASE}/{web}/state", "POST", {"state": "dismissed"})
+            assert by_app(call(b, BASE))["web"]["state"] == "dismissed"
+            assert [h["action"] for h in call(b, BASE + "/history")["history"]] == ["state"]
+        finally:
+            a.stop()
+            b.stop()
+    finally:
+        pg.cleanup()
