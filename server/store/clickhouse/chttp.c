@@ -201,8 +201,65 @@ enum ch_rc ch_classify(int curl_code, long http_status, const char *body)
 	return CH_FAILED;
 }
 
-enum ch_rc ch_query(struct ch_conn *c, int server, const char *sql, const void *body, size_t len,
-		    int gzip, int use_db, const char *settings, struct buf *out, struct buf *err)
+/* The external tables' URL parameters appended to url and their parts in
+ * a new *mime; 0, or -1 with err set (a bound broken, a curl failure). */
+static int ext_parts(CURL *h, const struct ch_ext_table *ext, size_t next, struct buf *url,
+		     curl_mime **mime, struct buf *err)
+{
+	*mime = NULL;
+	if (next < 1 || next > CH_MAX_EXT_TABLES) {
+		buf_printf(err, "clickhouse: %zu external tables (1 to %d)", next, CH_MAX_EXT_TABLES);
+		return -1;
+	}
+	for (size_t i = 0; i < next; i++) {
+		const struct ch_ext_table *t = &ext[i];
+		if (!t->name || !name_ok(t->name) || !t->format || !name_ok(t->format) ||
+		    !t->structure || !*t->structure || strlen(t->structure) > CH_MAX_EXT_STRUCTURE ||
+		    t->len > CH_MAX_EXT_BYTES || (t->len && !t->data)) {
+			buf_printf(err, "clickhouse: external table %zu: a bad name, structure, format or size", i);
+			return -1;
+		}
+		for (size_t j = 0; j < i; j++)
+			if (!strcmp(ext[j].name, t->name)) {
+				buf_printf(err, "clickhouse: external table %s named twice", t->name);
+				return -1;
+			}
+	}
+	curl_mime *m = curl_mime_init(h);
+	if (!m) {
+		buf_puts(err, "clickhouse: curl_mime_init failed");
+		return -1;
+	}
+	for (size_t i = 0; i < next; i++) {
+		const struct ch_ext_table *t = &ext[i];
+		char *st = curl_easy_escape(h, t->structure, 0);
+		if (!st) {
+			buf_puts(err, "clickhouse: cannot escape an external table's structure");
+			curl_mime_free(m);
+			return -1;
+		}
+		buf_printf(url, "&%s_structure=%s&%s_format=%s", t->name, st, t->name, t->format);
+		curl_free(st);
+		/* A file part (a filename): ClickHouse takes only those as tables. */
+		curl_mimepart *part = curl_mime_addpart(m);
+		if (!part || curl_mime_name(part, t->name) != CURLE_OK ||
+		    curl_mime_filename(part, t->name) != CURLE_OK ||
+		    curl_mime_type(part, "application/octet-stream") != CURLE_OK ||
+		    curl_mime_data(part, t->len ? (const char *)t->data : "", t->len) != CURLE_OK) {
+			buf_printf(err, "clickhouse: cannot build external table %s's part", t->name);
+			curl_mime_free(m);
+			return -1;
+		}
+	}
+	*mime = m;
+	return 0;
+}
+
+/* One request: sql in the URL; as its body, either body (may be NULL) or
+ * the external tables ext[0..next) when next is not 0. */
+static enum ch_rc ch_request(struct ch_conn *c, int server, const char *sql, const void *body,
+			     size_t len, int gzip, const struct ch_ext_table *ext, size_t next,
+			     int use_db, const char *settings, struct buf *out, struct buf *err)
 {
 	if (server < 0 || server >= c->n) {
 		buf_puts(err, "clickhouse: no such server");
@@ -222,10 +279,16 @@ enum ch_rc ch_query(struct ch_conn *c, int server, const char *sql, const void *
 		buf_printf(&url, "&database=%s", c->database);
 	if (settings && *settings)
 		buf_printf(&url, "&%s", settings);
+	curl_mime *mime = NULL;
+	if (next && ext_parts(h, ext, next, &url, &mime, err) < 0) {
+		buf_free(&url);
+		return CH_FAILED;
+	}
 	struct curl_slist *hdr = NULL;
-	hdr = curl_slist_append(hdr, "Content-Type: application/octet-stream");
+	if (!mime) /* a multipart body: curl names its Content-Type and boundary */
+		hdr = curl_slist_append(hdr, "Content-Type: application/octet-stream");
 	hdr = curl_slist_append(hdr, "Expect:");
-	if (body && gzip) {
+	if (!mime && body && gzip) {
 		if (ch_gzip(body, len, &zbody) < 0) {
 			buf_puts(err, "clickhouse: gzip failed");
 			curl_slist_free_all(hdr);
@@ -239,9 +302,19 @@ enum ch_rc ch_query(struct ch_conn *c, int server, const char *sql, const void *
 	struct sink s = { .b = &resp, .max = c->max_response };
 	char ebuf[CURL_ERROR_SIZE] = "";
 	curl_easy_setopt(h, CURLOPT_URL, url.data);
-	curl_easy_setopt(h, CURLOPT_POST, 1L);
-	curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? (const char *)body : "");
-	curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(body ? len : 0));
+	if (mime) {
+		if (curl_easy_setopt(h, CURLOPT_MIMEPOST, mime) != CURLE_OK) {
+			buf_puts(err, "clickhouse: cannot set the multipart body");
+			curl_mime_free(mime);
+			curl_slist_free_all(hdr);
+			buf_free(&url);
+			return CH_FAILED;
+		}
+	} else {
+		curl_easy_setopt(h, CURLOPT_POST, 1L);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? (const char *)body : "");
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(body ? len : 0));
+	}
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, &s);
@@ -260,6 +333,10 @@ enum ch_rc ch_query(struct ch_conn *c, int server, const char *sql, const void *
 	CURLcode cc = curl_easy_perform(h);
 	long status = 0;
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	/* The handle keeps pointers to the mime and headers: drop them first. */
+	curl_easy_setopt(h, CURLOPT_MIMEPOST, (curl_mime *)NULL);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, (struct curl_slist *)NULL);
+	curl_mime_free(mime);
 	curl_slist_free_all(hdr);
 	buf_free(&url);
 	buf_free(&zbody);
@@ -282,4 +359,25 @@ enum ch_rc ch_query(struct ch_conn *c, int server, const char *sql, const void *
 	}
 	buf_free(&resp);
 	return rc;
+}
+
+enum ch_rc ch_query(struct ch_conn *c, int server, const char *sql, const void *body, size_t len,
+		    int gzip, int use_db, const char *settings, struct buf *out, struct buf *err)
+{
+	return ch_request(c, server, sql, body, len, gzip, NULL, 0, use_db, settings, out, err);
+}
+
+enum ch_rc ch_query_ext(struct ch_conn *c, int server, const char *sql,
+			const struct ch_ext_table *ext, size_t next, int use_db, const char *settings,
+			struct buf *out, struct buf *err)
+{
+	if (!sql || strlen(sql) > CH_MAX_EXT_QUERY) {
+		buf_printf(err, "clickhouse: a query with external tables over %d bytes", CH_MAX_EXT_QUERY);
+		return CH_FAILED;
+	}
+	if (next < 1) {
+		buf_puts(err, "clickhouse: no external table");
+		return CH_FAILED;
+	}
+	return ch_request(c, server, sql, NULL, 0, 0, ext, next, use_db, settings, out, err);
 }

@@ -15,6 +15,7 @@
  * (a rejected query, bad credentials, a certificate that does not verify),
  * which retrying will not fix.
  * Answers are capped at max_response bytes (a larger one is CH_FAILED).
+ * ch_query_ext sends external tables with a query (see there).
  * A conn is used by one thread at a time (it owns one curl handle).
  */
 #ifndef EMBER_STORE_CH_HTTP_H
@@ -63,6 +64,33 @@ const char *ch_conn_database(const struct ch_conn *c);
  * (may be NULL); on an error, err gets ClickHouse's message. */
 enum ch_rc ch_query(struct ch_conn *c, int server, const char *sql, const void *body, size_t len,
 		    int gzip, int use_db, const char *settings, struct buf *out, struct buf *err);
+
+/* An external table sent beside a query (ClickHouse's "external data": a
+ * multipart/form-data body with one file part per table, its columns and
+ * format as NAME_structure and NAME_format URL parameters). The query names
+ * it as a table: `x IN name`, or `x GLOBAL IN name` over a Distributed
+ * table, which ships it to the shards (ClickHouse 18.16 takes both). It is
+ * data, never parsed as SQL. */
+#define CH_MAX_EXT_TABLES 8
+#define CH_MAX_EXT_STRUCTURE 256 /* bytes of structure */
+#define CH_MAX_EXT_BYTES (256u << 20)
+#define CH_MAX_EXT_QUERY 4096    /* bytes of sql: it goes in the URL */
+
+struct ch_ext_table {
+	const char *name;      /* letters, digits and _ (at most 64, not first a digit) */
+	const char *structure; /* its columns: "h UInt64" */
+	const char *format;    /* of data: "RowBinary", "TSV" (letters, digits and _) */
+	const void *data;      /* may be NULL when len is 0: an empty table */
+	size_t len;            /* at most CH_MAX_EXT_BYTES */
+};
+
+/* As ch_query without a body: sql (at most CH_MAX_EXT_QUERY bytes, sent in
+ * the URL) with next (1 ≤ next ≤ CH_MAX_EXT_TABLES) external tables ext[]
+ * as the request's body. A table that breaks the bounds above, or two of
+ * one name, is CH_FAILED with nothing sent. */
+enum ch_rc ch_query_ext(struct ch_conn *c, int server, const char *sql,
+			const struct ch_ext_table *ext, size_t next, int use_db, const char *settings,
+			struct buf *out, struct buf *err);
 
 /* The classification of one answer (exposed for the unit test): curl's
  * result (0 = CURLE_OK), the HTTP status, and the body ClickHouse sent. */

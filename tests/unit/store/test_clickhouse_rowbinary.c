@@ -241,6 +241,54 @@ static void test_conn_options(void **state)
 	buf_free(&err);
 }
 
+/* ch_query_ext refuses a table that breaks its bounds before it sends
+ * anything (CH_FAILED); a good one goes out (here to a closed port on
+ * loopback: CH_UNAVAILABLE). */
+static void test_query_ext_bounds(void **state)
+{
+	(void)state;
+	struct buf err = { 0 };
+	struct ch_conn_opts o = { .urls = "http://127.0.0.1:1", .timeout_ms = 2000 };
+	struct ch_conn *c = ch_conn_new(&o, &err);
+	assert_non_null(c);
+	const uint8_t ids[16] = { 1, 0, 0, 0, 0, 0, 0, 0, 2 };
+	struct ch_ext_table t[2] = {
+		{ .name = "ids", .structure = "h UInt64", .format = "RowBinary", .data = ids, .len = 16 },
+		{ .name = "none", .structure = "h UInt64", .format = "RowBinary" },
+	};
+	assert_int_equal(ch_query_ext(c, 0, "SELECT 1 FROM ids, none", t, 2, 0, NULL, NULL, &err),
+			 CH_UNAVAILABLE);
+	struct ch_ext_table bad = t[0];
+	bad.name = "x&y=1";
+	assert_int_equal(ch_query_ext(c, 0, "SELECT 1", &bad, 1, 0, NULL, NULL, &err), CH_FAILED);
+	bad = t[0];
+	bad.format = "Row Binary";
+	assert_int_equal(ch_query_ext(c, 0, "SELECT 1", &bad, 1, 0, NULL, NULL, &err), CH_FAILED);
+	bad = t[0];
+	bad.structure = "";
+	assert_int_equal(ch_query_ext(c, 0, "SELECT 1", &bad, 1, 0, NULL, NULL, &err), CH_FAILED);
+	bad = t[0];
+	bad.len = (size_t)CH_MAX_EXT_BYTES + 1;
+	assert_int_equal(ch_query_ext(c, 0, "SELECT 1", &bad, 1, 0, NULL, NULL, &err), CH_FAILED);
+	bad = t[0];
+	bad.data = NULL;
+	assert_int_equal(ch_query_ext(c, 0, "SELECT 1", &bad, 1, 0, NULL, NULL, &err), CH_FAILED);
+	struct ch_ext_table twice[2] = { t[0], t[0] };
+	assert_int_equal(ch_query_ext(c, 0, "SELECT 1", twice, 2, 0, NULL, NULL, &err), CH_FAILED);
+	assert_int_equal(ch_query_ext(c, 0, "SELECT 1", t, 0, 0, NULL, NULL, &err), CH_FAILED);
+	assert_int_equal(ch_query_ext(c, 0, "SELECT 1", t, CH_MAX_EXT_TABLES + 1, 0, NULL, NULL, &err),
+			 CH_FAILED);
+	char *long_sql = malloc(CH_MAX_EXT_QUERY + 2);
+	assert_non_null(long_sql);
+	memset(long_sql, ' ', CH_MAX_EXT_QUERY + 1);
+	long_sql[CH_MAX_EXT_QUERY + 1] = 0;
+	assert_int_equal(ch_query_ext(c, 0, long_sql, t, 1, 0, NULL, NULL, &err), CH_FAILED);
+	free(long_sql);
+	assert_int_equal(ch_query_ext(c, 1, "SELECT 1", t, 1, 0, NULL, NULL, &err), CH_FAILED);
+	ch_conn_free(c);
+	buf_free(&err);
+}
+
 UNIT_TEST_MAIN(
 	cmocka_unit_test(test_sample_row_byte_exact),
 	cmocka_unit_test(test_varint_and_long_string),
@@ -249,4 +297,5 @@ UNIT_TEST_MAIN(
 	cmocka_unit_test(test_classify),
 	cmocka_unit_test(test_gzip_round_trip),
 	cmocka_unit_test(test_schema_statements),
-	cmocka_unit_test(test_conn_options))
+	cmocka_unit_test(test_conn_options),
+	cmocka_unit_test(test_query_ext_bounds))
