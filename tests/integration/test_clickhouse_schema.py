@@ -89,10 +89,30 @@ def test_migrate_failures_are_reported(clickhouse_cluster, tmp_path):
     assert got["samples"] == "MergeTree" and got["stacks"] == "ReplacingMergeTree", got
 
 
+# The external tables the fleet store sends beside its dictionary queries
+# (chstore.c: EXT_IDS, EXT_NAMES), with a row each.
+EXTERNAL = {"ember_ids": ("h UInt64", b"1\n"), "ember_names": ("name String", b"h\n")}
+
+
+def external_of(stmt):
+    return {k: v for k, v in EXTERNAL.items() if k in stmt} or None
+
+
 def test_every_statement_runs_on_18_16(clickhouse_cluster):
-    a, _ = clickhouse_cluster.servers
+    """Both ways: one server's plain tables, and the Distributed tables of
+    two shards (where GLOBAL IN ships an external table to the shards)."""
+    a, b = clickhouse_cluster.servers
     for stmt in print_sql("--clickhouse-database", "dialect"):
-        a.query(stmt)
+        a.query(stmt, external=external_of(stmt))
+    assert migrate("--clickhouse-url", f"{a.url},{b.url}", "--clickhouse-cluster", "ember_test",
+                   "--clickhouse-database", "dialect_sharded").returncode == 0
+    n = 0
+    for stmt in print_sql("--clickhouse-database", "dialect_sharded", "--clickhouse-cluster",
+                          "ember_test"):
+        if not stmt.startswith("CREATE") and not stmt.startswith("ALTER"):
+            a.query(stmt, external=external_of(stmt))
+            n += external_of(stmt) is not None
+    assert n == 5, n
 
 
 def test_every_statement_runs_on_current_clickhouse(tmp_path):
@@ -108,6 +128,9 @@ def test_every_statement_runs_on_current_clickhouse(tmp_path):
     try:
         version = str(s.query("SELECT version()", "CSV")).strip().strip('"')
         assert int(version.split(".")[0]) >= 24, version
+        # the external tables, as tables of the session's database
+        s.query("CREATE TABLE ember_ids (h UInt64) ENGINE = Memory", "CSV")
+        s.query("CREATE TABLE ember_names (name String) ENGINE = Memory", "CSV")
         for stmt in print_sql("--clickhouse-database", "plain"):
             s.query(stmt, "CSV")
         for stmt in print_sql("--clickhouse-database", "sharded", "--clickhouse-cluster", "x"):

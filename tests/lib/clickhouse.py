@@ -167,15 +167,29 @@ class ClickHouseServer:
             self.out.close()
             self.out = None
 
-    def query(self, sql, data=None, user="default", password=""):
+    def query(self, sql, data=None, user="default", password="", external=None):
         """Runs sql (with data as the body after it, for INSERT ... FORMAT),
         returns the answer's text; raises RuntimeError with ClickHouse's
-        message on an error."""
+        message on an error. external: {name: (structure, TSV bytes)}, the
+        external tables sent beside sql (multipart/form-data; no data)."""
         params = {"query": sql, "user": user}
         if password:
             params["password"] = password
+        headers = {}
+        if external:
+            boundary = "ember-external-" + os.urandom(8).hex()
+            parts = []
+            for name, (structure, rows) in external.items():
+                params[name + "_structure"] = structure
+                params[name + "_format"] = "TSV"
+                parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; '
+                             f'filename="{name}"\r\nContent-Type: application/octet-stream\r\n\r\n'
+                             .encode() + rows + b"\r\n")
+            data = b"".join(parts) + f"--{boundary}--\r\n".encode()
+            headers["Content-Type"] = f"multipart/form-data; boundary={boundary}"
         req = urllib.request.Request(self.url + "/?" + urllib.parse.urlencode(params),
-                                     data=data if data is not None else b"", method="POST")
+                                     data=data if data is not None else b"", method="POST",
+                                     headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=60) as r:
                 return r.read().decode()

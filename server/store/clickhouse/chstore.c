@@ -801,6 +801,48 @@ static int chv_query(struct chv *v, const char *sql, struct buf *out)
 	return rc == CH_OK ? 0 : -1;
 }
 
+/* The external table of the dictionary queries: the hashes (or host names)
+ * ember already holds, sent beside the query (ch_query_ext) rather than
+ * found again by a subquery over the samples. */
+#define EXT_IDS "ember_ids"     /* h UInt64 */
+#define EXT_NAMES "ember_names" /* name String */
+
+/* A query with one external table (name, structure; data in RowBinary)
+ * over the view's connection; the answer in out. The query goes in the
+ * URL (the body is the table), so it is one of the short dictionary
+ * queries, never the scope's filter. */
+static int chv_query_ext(struct chv *v, const char *sql, const char *name, const char *structure,
+			 const struct buf *data, struct buf *out)
+{
+	struct buf err = { 0 }, q = { 0 };
+	out->len = 0;
+	buf_printf(&q, "%s FORMAT RowBinary", sql);
+	struct ch_ext_table t = { .name = name, .structure = structure, .format = "RowBinary",
+				  .data = data->data, .len = data->len };
+	enum ch_rc rc = ch_query_ext(v->c, 0, q.data, &t, 1, 0, CH_READ_SETTINGS, out, &err);
+	buf_free(&q);
+	if (rc != CH_OK) {
+		log_error("clickhouse store: a query failed: %s", err.data ? err.data : "");
+		read_failed(v, err.data ? err.data : "a query failed");
+	}
+	buf_free(&err);
+	v->stats.bytes_read += out->len;
+	return rc == CH_OK ? 0 : -1;
+}
+
+/* ids[0..n) sorted, without repeats, as an external table's RowBinary
+ * (UInt64 each) in out. */
+static void ids_rowbinary(uint64_t *ids, size_t n, struct buf *out)
+{
+	out->len = 0;
+	if (n)
+		qsort(ids, n, sizeof(uint64_t), cmp_u64);
+	buf_reserve(out, n * 8 + 1);
+	for (size_t i = 0; i < n; i++)
+		if (!i || ids[i] != ids[i - 1])
+			ch_rb_u64(out, ids[i]);
+}
+
 static void where_time(struct buf *q, int64_t from_ms, int64_t to_ms)
 {
 	int64_t from = from_ms <= 0 ? 0 : from_ms / 1000;
@@ -872,11 +914,9 @@ static uint32_t chv_node(struct chv *v, uint32_t parent, uint32_t frame)
 
 /* The queries over a range of samples: head, then "SELECT cols FROM
  * d.samples WHERE where" with the time bound, then tail. head names the
- * database (every %s in it is d). */
+ * database (its %s is d). */
 enum range_query {
 	RQ_SERIES,   /* the series of the scope's condition, by minute */
-	RQ_LABELS,   /* their label sets */
-	RQ_HOSTS,    /* their hosts' CPU counts */
 	RQ_SUMS,     /* every series' per-stack sums */
 	RQ_ROLLUP,   /* per-stack sums of one project and kind, by stack alone */
 	RQ_ROWS,     /* one series' rows (where: its condition) */
@@ -893,11 +933,6 @@ static const struct {
 	[RQ_SERIES] = { "", "project, kind, labels, hz, toUInt32(intDiv(toUInt32(ts), 60)) AS m, "
 			    "toUInt32(min(ts)), toUInt32(max(ts)), sum(value), count()",
 			" GROUP BY project, kind, labels, hz, m ORDER BY project, kind, labels, hz, m" },
-	[RQ_LABELS] = { "SELECT hash, any(keys), any(values) FROM %s.label_sets WHERE hash GLOBAL IN (",
-			"labels", ") GROUP BY hash" },
-	[RQ_HOSTS] = { "SELECT name, max(cpus) FROM %s.hosts WHERE name GLOBAL IN (SELECT "
-		       "values[indexOf(keys, 'host.name')] FROM %s.label_sets WHERE hash GLOBAL IN (",
-		       "labels", ")) GROUP BY name" },
 	[RQ_SUMS] = { "", "project, kind, labels, hz, stack, sum(value)",
 		      " GROUP BY project, kind, labels, hz, stack" },
 	[RQ_ROLLUP] = { "", "stack, sum(value)", " GROUP BY stack" },
@@ -909,7 +944,7 @@ static const struct {
 static void sql_range(struct buf *q, enum range_query t, const char *d, const char *where,
 		      int64_t from_ms, int64_t to_ms)
 {
-	buf_printf(q, range_sql[t].head, d, d);
+	buf_printf(q, range_sql[t].head, d);
 	buf_printf(q, "SELECT %s FROM %s.samples WHERE %s", range_sql[t].cols, d, where);
 	where_time(q, from_ms, to_ms);
 	buf_puts(q, range_sql[t].tail);
@@ -928,34 +963,54 @@ static int chv_range(struct chv *v, enum range_query t, const char *where, int64
 	return rc;
 }
 
-enum dict_query { DQ_STRINGS, DQ_FILES, DQ_FRAMES, DQ_STACKS };
+/* The dictionaries' rows a view needs. DQ_STACKS reads the samples once
+ * (the stacks of subquery sub); every other one takes the hashes ember
+ * already holds as the external table EXT_IDS (EXT_NAMES for DQ_HOSTS):
+ * the series' label sets, the frames those stacks name, the strings and
+ * files those frames name, the hosts those label sets name. GLOBAL IN
+ * ships the table to the shards under a Distributed table (and is IN
+ * without one), so no query but two scans the samples. */
+enum dict_query { DQ_STACKS, DQ_FRAMES, DQ_STRINGS, DQ_FILES, DQ_LABELS, DQ_HOSTS };
 
-/* A dictionary table's rows that the stacks of subquery sub name. */
 static void sql_dict(struct buf *q, enum dict_query t, const char *d, const char *sub)
 {
 	switch (t) {
-	case DQ_STRINGS:
-		buf_printf(q, "SELECT hash, any(value) FROM %s.strings WHERE hash GLOBAL IN (SELECT "
-			      "arrayJoin([function, binary]) FROM %s.frames WHERE hash GLOBAL IN (SELECT "
-			      "arrayJoin(frames) FROM %s.stacks WHERE hash GLOBAL IN (%s))) GROUP BY hash",
-			   d, d, d, sub);
-		break;
-	case DQ_FILES:
-		buf_printf(q, "SELECT hash, any(id), any(name), any(build_id), any(segs) FROM %s.files "
-			      "WHERE hash GLOBAL IN (SELECT file FROM %s.frames WHERE hash GLOBAL IN (SELECT "
-			      "arrayJoin(frames) FROM %s.stacks WHERE hash GLOBAL IN (%s))) GROUP BY hash",
-			   d, d, d, sub);
-		break;
-	case DQ_FRAMES:
-		buf_printf(q, "SELECT hash, any(type), any(address), any(function), any(binary), any(file) "
-			      "FROM %s.frames WHERE hash GLOBAL IN (SELECT arrayJoin(frames) FROM %s.stacks "
-			      "WHERE hash GLOBAL IN (%s)) GROUP BY hash", d, d, sub);
-		break;
 	case DQ_STACKS:
 		buf_printf(q, "SELECT hash, any(frames) FROM %s.stacks WHERE hash GLOBAL IN (%s) "
 			      "GROUP BY hash", d, sub);
 		break;
+	case DQ_FRAMES:
+		buf_printf(q, "SELECT hash, any(type), any(address), any(function), any(binary), any(file) "
+			      "FROM %s.frames WHERE hash GLOBAL IN " EXT_IDS " GROUP BY hash", d);
+		break;
+	case DQ_STRINGS:
+		buf_printf(q, "SELECT hash, any(value) FROM %s.strings WHERE hash GLOBAL IN " EXT_IDS
+			      " GROUP BY hash", d);
+		break;
+	case DQ_FILES:
+		buf_printf(q, "SELECT hash, any(id), any(name), any(build_id), any(segs) FROM %s.files "
+			      "WHERE hash GLOBAL IN " EXT_IDS " GROUP BY hash", d);
+		break;
+	case DQ_LABELS:
+		buf_printf(q, "SELECT hash, any(keys), any(values) FROM %s.label_sets WHERE hash GLOBAL IN "
+			      EXT_IDS " GROUP BY hash", d);
+		break;
+	case DQ_HOSTS:
+		buf_printf(q, "SELECT name, max(cpus) FROM %s.hosts WHERE name GLOBAL IN " EXT_NAMES
+			      " GROUP BY name", d);
+		break;
 	}
+}
+
+/* Runs dictionary query t with ext (RowBinary) as its external table. */
+static int chv_dict(struct chv *v, enum dict_query t, const struct buf *ext, struct buf *ans)
+{
+	struct buf q = { 0 };
+	sql_dict(&q, t, v->s->database, "");
+	int rc = chv_query_ext(v, q.data, t == DQ_HOSTS ? EXT_NAMES : EXT_IDS,
+			       t == DQ_HOSTS ? "name String" : "h UInt64", ext, ans);
+	buf_free(&q);
+	return rc;
 }
 
 /* The scope's condition over samples (without time). */
@@ -1003,7 +1058,9 @@ int ch_store_query_texts(const char *database, struct buf *out)
 		sql_range(out, (enum range_query)t, d, where.data, from, to);
 		buf_putc(out, '\0');
 	}
-	for (int t = DQ_STRINGS; t <= DQ_STACKS; t++, n++) {
+	/* All but DQ_STACKS name an external table (EXT_IDS, EXT_NAMES):
+	 * whoever runs them gives it (tests/integration/test_clickhouse_schema.py). */
+	for (int t = DQ_STACKS; t <= DQ_HOSTS; t++, n++) {
 		sql_dict(out, (enum dict_query)t, d, sub.data);
 		buf_putc(out, '\0');
 	}
@@ -1086,12 +1143,19 @@ static int cmp_pair(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Q2: the label sets the series name. */
+/* Q2: the label sets the series name (their hashes sent along). */
 static int load_labels(struct chv *v, struct buf *ans)
 {
-	struct rb r;
-	if (chv_range(v, RQ_LABELS, v->where.data, v->from_ms, v->to_ms, ans, &r) < 0)
+	struct buf ids = { 0 };
+	uint64_t *h0 = xmalloc((v->nseries + 1) * sizeof(uint64_t));
+	memcpy(h0, v->series_labels, v->nseries * sizeof(uint64_t));
+	ids_rowbinary(h0, v->nseries, &ids);
+	free(h0);
+	int rc = chv_dict(v, DQ_LABELS, &ids, ans);
+	buf_free(&ids);
+	if (rc < 0)
 		return -1;
+	struct rb r = rb_over(ans);
 	uint32_t *kv = NULL;
 	size_t capkv = 0;
 	while (rb_more(&r)) {
@@ -1144,12 +1208,32 @@ static int load_labels(struct chv *v, struct buf *ans)
 	return 0;
 }
 
-/* The CPUs of the hosts the label sets name (host.name). */
+/* The CPUs of the hosts the label sets name (host.name; "" for a set
+ * without one, as ClickHouse's values[indexOf(keys, 'host.name')]). */
 static int load_hosts(struct chv *v, struct buf *ans)
 {
-	struct rb r;
-	if (chv_range(v, RQ_HOSTS, v->where.data, v->from_ms, v->to_ms, ans, &r) < 0)
+	struct buf names = { 0 };
+	uint32_t key = strtab_lookup(&v->strs, "host.name", 9);
+	size_t nstrs = strtab_count(&v->strs);
+	uint8_t *seen = xcalloc(nstrs + 1, 1);
+	for (size_t i = 0; i < v->nlabels; i++) {
+		uint32_t val = 0; /* id 0: "" */
+		for (uint32_t k = v->label_off[i]; k < v->label_off[i + 1]; k += 2)
+			if (v->label_kv[k] == key) {
+				val = v->label_kv[k + 1];
+				break;
+			}
+		if (val < nstrs && !seen[val]) {
+			seen[val] = 1;
+			ch_rb_string(&names, strtab_get(&v->strs, val), strtab_len(&v->strs, val));
+		}
+	}
+	free(seen);
+	int rc = chv_dict(v, DQ_HOSTS, &names, ans);
+	buf_free(&names);
+	if (rc < 0)
 		return -1;
+	struct rb r = rb_over(ans);
 	v->nhost_cpus = strtab_count(&v->strs);
 	v->host_cpus = xcalloc(v->nhost_cpus + 1, sizeof(uint32_t));
 	while (rb_more(&r)) {
@@ -1169,20 +1253,65 @@ static int load_hosts(struct chv *v, struct buf *ans)
 }
 
 
-/* Q3-Q5: the strings, frames and stacks those samples name; the tree. */
+/* Q3-Q6: the stacks those samples name (one scan of them), the frames
+ * those stacks name, the strings and files those frames name (each by the
+ * hashes the answer before gave); then the tree. */
 static int load_stacks(struct chv *v, struct buf *ans)
 {
 	const char *d = v->s->database;
-	struct buf sub = { 0 }, q = { 0 };
+	struct buf sub = { 0 }, q = { 0 }, stacks = { 0 }, frames = { 0 }, ids = { 0 };
+	uint64_t *hs = NULL;
+	size_t nh = 0, caph = 0;
 	sql_range(&sub, RQ_STACKS_OF, d, v->where.data, v->from_ms, v->to_ms);
+	sql_dict(&q, DQ_STACKS, d, sub.data);
+	int rc = chv_query(v, q.data, &stacks);
+	/* the frames the stacks name */
+	struct rb r = rb_over(&stacks);
+	while (rc == 0 && rb_more(&r)) {
+		rb_int(&r, 8);
+		uint64_t n = rb_varint(&r);
+		if (n > (uint64_t)(r.end - r.p) / 8) {
+			r.bad = true;
+			break;
+		}
+		xgrow((void **)&hs, &caph, nh + n + 1, sizeof(uint64_t));
+		for (uint64_t i = 0; i < n; i++)
+			hs[nh++] = rb_int(&r, 8);
+	}
+	if (rc == 0 && !r.bad) {
+		ids_rowbinary(hs, nh, &ids);
+		rc = chv_dict(v, DQ_FRAMES, &ids, &frames);
+		r = rb_over(&frames);
+	}
+	/* the strings and files those frames name */
+	nh = 0;
+	size_t nfile = 0;
+	uint64_t *fh = NULL;
+	size_t capfh = 0;
+	while (rc == 0 && rb_more(&r)) {
+		rb_int(&r, 8);
+		rb_int(&r, 1);
+		rb_int(&r, 8);
+		uint64_t fn = rb_int(&r, 8), bin = rb_int(&r, 8), file = rb_int(&r, 8);
+		if (r.bad)
+			break;
+		xgrow((void **)&hs, &caph, nh + 2, sizeof(uint64_t));
+		hs[nh++] = fn;
+		hs[nh++] = bin;
+		xgrow((void **)&fh, &capfh, nfile + 1, sizeof(uint64_t));
+		fh[nfile++] = file;
+	}
 	/* strings */
-	sql_dict(&q, DQ_STRINGS, d, sub.data);
-	int rc = chv_query(v, q.data, ans);
+	if (rc == 0 && !r.bad) {
+		ids_rowbinary(hs, nh, &ids);
+		rc = chv_dict(v, DQ_STRINGS, &ids, ans);
+		r = rb_over(ans);
+	}
+	free(hs);
 	struct hmap str_index = { 0 };
 	uint64_t *str_hash = NULL;
 	uint32_t *str_id = NULL;
 	size_t nstr = 0, capstr = 0;
-	struct rb r = rb_over(ans);
 	while (rc == 0 && rb_more(&r)) {
 		uint64_t h = rb_int(&r, 8);
 		size_t len;
@@ -1197,11 +1326,12 @@ static int load_stacks(struct chv *v, struct buf *ans)
 	}
 	/* files */
 	if (rc == 0 && !r.bad) {
-		q.len = 0;
-		sql_dict(&q, DQ_FILES, d, sub.data);
-		rc = chv_query(v, q.data, ans);
+		ids_rowbinary(fh, nfile, &ids);
+		rc = chv_dict(v, DQ_FILES, &ids, ans);
 		r = rb_over(ans);
 	}
+	free(fh);
+	buf_free(&ids);
 	while (rc == 0 && rb_more(&r)) {
 		uint64_t h = rb_int(&r, 8);
 		size_t idlen, nlen, blen;
@@ -1225,13 +1355,9 @@ static int load_stacks(struct chv *v, struct buf *ans)
 		v->file_hash[v->nfiles] = h;
 		hmap_insert(&v->file_index, hash_u64(h), (uint32_t)v->nfiles++);
 	}
-	/* frames */
-	if (rc == 0 && !r.bad) {
-		q.len = 0;
-		sql_dict(&q, DQ_FRAMES, d, sub.data);
-		rc = chv_query(v, q.data, ans);
-		r = rb_over(ans);
-	}
+	/* frames (their answer read above) */
+	if (rc == 0 && !r.bad)
+		r = rb_over(&frames);
 	while (rc == 0 && rb_more(&r)) {
 		uint64_t h = rb_int(&r, 8);
 		uint8_t type = (uint8_t)rb_int(&r, 1);
@@ -1252,13 +1378,9 @@ static int load_stacks(struct chv *v, struct buf *ans)
 	}
 	free_all(str_hash, str_id);
 	hmap_free(&str_index);
-	/* stacks, each into the tree */
-	if (rc == 0 && !r.bad) {
-		q.len = 0;
-		sql_dict(&q, DQ_STACKS, d, sub.data);
-		rc = chv_query(v, q.data, ans);
-		r = rb_over(ans);
-	}
+	/* stacks (their answer read first), each into the tree */
+	if (rc == 0 && !r.bad)
+		r = rb_over(&stacks);
 	while (rc == 0 && rb_more(&r)) {
 		uint64_t h = rb_int(&r, 8);
 		uint64_t n = rb_varint(&r);
@@ -1285,6 +1407,8 @@ static int load_stacks(struct chv *v, struct buf *ans)
 	}
 	buf_free(&q);
 	buf_free(&sub);
+	buf_free(&stacks);
+	buf_free(&frames);
 	if (rc == 0 && r.bad) {
 		log_error("clickhouse store: a malformed answer (stacks)");
 		read_failed(v, "a malformed answer (stacks)");
