@@ -830,19 +830,6 @@ static int chv_query_ext(struct chv *v, const char *sql, const char *name, const
 	return rc == CH_OK ? 0 : -1;
 }
 
-/* ids[0..n) sorted, without repeats, as an external table's RowBinary
- * (UInt64 each) in out. */
-static void ids_rowbinary(uint64_t *ids, size_t n, struct buf *out)
-{
-	out->len = 0;
-	if (n)
-		qsort(ids, n, sizeof(uint64_t), cmp_u64);
-	buf_reserve(out, n * 8 + 1);
-	for (size_t i = 0; i < n; i++)
-		if (!i || ids[i] != ids[i - 1])
-			ch_rb_u64(out, ids[i]);
-}
-
 static void where_time(struct buf *q, int64_t from_ms, int64_t to_ms)
 {
 	int64_t from = from_ms <= 0 ? 0 : from_ms / 1000;
@@ -872,6 +859,42 @@ static uint32_t find_u64(const struct hmap *m, const uint64_t *arr, uint64_t h)
 	struct u64_key k = { arr, h };
 	uint32_t idx;
 	return hmap_find(m, hash_u64(h), eq_u64, &k, &idx) ? idx : UINT32_MAX;
+}
+
+/* A set of hashes for an external table, each once (a stack's frames
+ * repeat across stacks: 2.5 M frame hashes name about 100 000 frames),
+ * in the order first added. */
+struct idset {
+	uint64_t *h;
+	size_t n, cap;
+	struct hmap index;
+};
+
+static void idset_add(struct idset *x, uint64_t h)
+{
+	if (find_u64(&x->index, x->h, h) != UINT32_MAX)
+		return;
+	xgrow((void **)&x->h, &x->cap, x->n + 1, sizeof(uint64_t));
+	x->h[x->n] = h;
+	hmap_insert(&x->index, hash_u64(h), (uint32_t)x->n++);
+}
+
+static void idset_free(struct idset *x)
+{
+	free(x->h);
+	hmap_free(&x->index);
+	*x = (struct idset){ 0 };
+}
+
+/* The set as an external table's RowBinary (UInt64 each) in out; the set
+ * freed (empty for the next use). */
+static void idset_take(struct idset *x, struct buf *out)
+{
+	out->len = 0;
+	buf_reserve(out, x->n * 8 + 1);
+	for (size_t i = 0; i < x->n; i++)
+		ch_rb_u64(out, x->h[i]);
+	idset_free(x);
 }
 
 struct series_key {
@@ -912,9 +935,8 @@ static uint32_t chv_node(struct chv *v, uint32_t parent, uint32_t frame)
 /* --- reading: the query texts (one builder each, shared with
  * ch_store_query_texts; chv_query adds the FORMAT) --------------------------- */
 
-/* The queries over a range of samples: head, then "SELECT cols FROM
- * d.samples WHERE where" with the time bound, then tail. head names the
- * database (its %s is d). */
+/* The queries over a range of samples: "SELECT cols FROM d.samples WHERE
+ * where" with the time bound, then tail. */
 enum range_query {
 	RQ_SERIES,   /* the series of the scope's condition, by minute */
 	RQ_SUMS,     /* every series' per-stack sums */
@@ -928,23 +950,22 @@ enum range_query {
  * sets) groups into as many rows as it has stacks, not label sets times
  * stacks. */
 static const struct {
-	const char *head, *cols, *tail;
+	const char *cols, *tail;
 } range_sql[] = {
-	[RQ_SERIES] = { "", "project, kind, labels, hz, toUInt32(intDiv(toUInt32(ts), 60)) AS m, "
-			    "toUInt32(min(ts)), toUInt32(max(ts)), sum(value), count()",
+	[RQ_SERIES] = { "project, kind, labels, hz, toUInt32(intDiv(toUInt32(ts), 60)) AS m, "
+			"toUInt32(min(ts)), toUInt32(max(ts)), sum(value), count()",
 			" GROUP BY project, kind, labels, hz, m ORDER BY project, kind, labels, hz, m" },
-	[RQ_SUMS] = { "", "project, kind, labels, hz, stack, sum(value)",
+	[RQ_SUMS] = { "project, kind, labels, hz, stack, sum(value)",
 		      " GROUP BY project, kind, labels, hz, stack" },
-	[RQ_ROLLUP] = { "", "stack, sum(value)", " GROUP BY stack" },
-	[RQ_ROWS] = { "", "toUInt32(ts), stack, sum(value)", " GROUP BY ts, stack" },
-	[RQ_TOTAL] = { "", "sum(value)", "" },
-	[RQ_STACKS_OF] = { "", "stack", "" },
+	[RQ_ROLLUP] = { "stack, sum(value)", " GROUP BY stack" },
+	[RQ_ROWS] = { "toUInt32(ts), stack, sum(value)", " GROUP BY ts, stack" },
+	[RQ_TOTAL] = { "sum(value)", "" },
+	[RQ_STACKS_OF] = { "stack", "" },
 };
 
 static void sql_range(struct buf *q, enum range_query t, const char *d, const char *where,
 		      int64_t from_ms, int64_t to_ms)
 {
-	buf_printf(q, range_sql[t].head, d);
 	buf_printf(q, "SELECT %s FROM %s.samples WHERE %s", range_sql[t].cols, d, where);
 	where_time(q, from_ms, to_ms);
 	buf_puts(q, range_sql[t].tail);
@@ -1147,10 +1168,10 @@ static int cmp_pair(const void *a, const void *b)
 static int load_labels(struct chv *v, struct buf *ans)
 {
 	struct buf ids = { 0 };
-	uint64_t *h0 = xmalloc((v->nseries + 1) * sizeof(uint64_t));
-	memcpy(h0, v->series_labels, v->nseries * sizeof(uint64_t));
-	ids_rowbinary(h0, v->nseries, &ids);
-	free(h0);
+	struct idset set = { 0 };
+	for (size_t i = 0; i < v->nseries; i++)
+		idset_add(&set, v->series_labels[i]);
+	idset_take(&set, &ids);
 	int rc = chv_dict(v, DQ_LABELS, &ids, ans);
 	buf_free(&ids);
 	if (rc < 0)
@@ -1260,8 +1281,7 @@ static int load_stacks(struct chv *v, struct buf *ans)
 {
 	const char *d = v->s->database;
 	struct buf sub = { 0 }, q = { 0 }, stacks = { 0 }, frames = { 0 }, ids = { 0 };
-	uint64_t *hs = NULL;
-	size_t nh = 0, caph = 0;
+	struct idset hs = { 0 }, fh = { 0 };
 	sql_range(&sub, RQ_STACKS_OF, d, v->where.data, v->from_ms, v->to_ms);
 	sql_dict(&q, DQ_STACKS, d, sub.data);
 	int rc = chv_query(v, q.data, &stacks);
@@ -1274,20 +1294,15 @@ static int load_stacks(struct chv *v, struct buf *ans)
 			r.bad = true;
 			break;
 		}
-		xgrow((void **)&hs, &caph, nh + n + 1, sizeof(uint64_t));
 		for (uint64_t i = 0; i < n; i++)
-			hs[nh++] = rb_int(&r, 8);
+			idset_add(&hs, rb_int(&r, 8));
 	}
 	if (rc == 0 && !r.bad) {
-		ids_rowbinary(hs, nh, &ids);
+		idset_take(&hs, &ids);
 		rc = chv_dict(v, DQ_FRAMES, &ids, &frames);
 		r = rb_over(&frames);
 	}
 	/* the strings and files those frames name */
-	nh = 0;
-	size_t nfile = 0;
-	uint64_t *fh = NULL;
-	size_t capfh = 0;
 	while (rc == 0 && rb_more(&r)) {
 		rb_int(&r, 8);
 		rb_int(&r, 1);
@@ -1295,19 +1310,17 @@ static int load_stacks(struct chv *v, struct buf *ans)
 		uint64_t fn = rb_int(&r, 8), bin = rb_int(&r, 8), file = rb_int(&r, 8);
 		if (r.bad)
 			break;
-		xgrow((void **)&hs, &caph, nh + 2, sizeof(uint64_t));
-		hs[nh++] = fn;
-		hs[nh++] = bin;
-		xgrow((void **)&fh, &capfh, nfile + 1, sizeof(uint64_t));
-		fh[nfile++] = file;
+		idset_add(&hs, fn);
+		idset_add(&hs, bin);
+		idset_add(&fh, file);
 	}
 	/* strings */
 	if (rc == 0 && !r.bad) {
-		ids_rowbinary(hs, nh, &ids);
+		idset_take(&hs, &ids);
 		rc = chv_dict(v, DQ_STRINGS, &ids, ans);
 		r = rb_over(ans);
 	}
-	free(hs);
+	idset_free(&hs); /* a failure above left it full */
 	struct hmap str_index = { 0 };
 	uint64_t *str_hash = NULL;
 	uint32_t *str_id = NULL;
@@ -1326,11 +1339,11 @@ static int load_stacks(struct chv *v, struct buf *ans)
 	}
 	/* files */
 	if (rc == 0 && !r.bad) {
-		ids_rowbinary(fh, nfile, &ids);
+		idset_take(&fh, &ids);
 		rc = chv_dict(v, DQ_FILES, &ids, ans);
 		r = rb_over(ans);
 	}
-	free(fh);
+	idset_free(&fh);
 	buf_free(&ids);
 	while (rc == 0 && rb_more(&r)) {
 		uint64_t h = rb_int(&r, 8);
