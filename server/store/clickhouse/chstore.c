@@ -782,6 +782,19 @@ static void read_failed(struct chv *v, const char *why)
 #define CH_READ_SETTINGS "max_bytes_before_external_group_by=536870912"
 
 /* A query over the view's connection; the answer in out. */
+/* The end of a view's query: a failure logged and kept as the view's read
+ * error, the bytes read counted; frees err. 0, or -1 when it failed. */
+static int chv_answered(struct chv *v, enum ch_rc rc, struct buf *err, const struct buf *out)
+{
+	if (rc != CH_OK) {
+		log_error("clickhouse store: a query failed: %s", err->data ? err->data : "");
+		read_failed(v, err->data ? err->data : "a query failed");
+	}
+	buf_free(err);
+	v->stats.bytes_read += out->len;
+	return rc == CH_OK ? 0 : -1;
+}
+
 static int chv_query(struct chv *v, const char *sql, struct buf *out)
 {
 	struct buf err = { 0 }, q = { 0 };
@@ -792,13 +805,7 @@ static int chv_query(struct chv *v, const char *sql, struct buf *out)
 	 * query parameter is empty; max_query_size still bounds it). */
 	enum ch_rc rc = ch_query(v->c, 0, "", q.data, q.len, 0, 0, CH_READ_SETTINGS, out, &err);
 	buf_free(&q);
-	if (rc != CH_OK) {
-		log_error("clickhouse store: a query failed: %s", err.data ? err.data : "");
-		read_failed(v, err.data ? err.data : "a query failed");
-	}
-	buf_free(&err);
-	v->stats.bytes_read += out->len;
-	return rc == CH_OK ? 0 : -1;
+	return chv_answered(v, rc, &err, out);
 }
 
 /* The external table of the dictionary queries: the hashes (or host names)
@@ -821,13 +828,7 @@ static int chv_query_ext(struct chv *v, const char *sql, const char *name, const
 				  .data = data->data, .len = data->len };
 	enum ch_rc rc = ch_query_ext(v->c, 0, q.data, &t, 1, 0, CH_READ_SETTINGS, out, &err);
 	buf_free(&q);
-	if (rc != CH_OK) {
-		log_error("clickhouse store: a query failed: %s", err.data ? err.data : "");
-		read_failed(v, err.data ? err.data : "a query failed");
-	}
-	buf_free(&err);
-	v->stats.bytes_read += out->len;
-	return rc == CH_OK ? 0 : -1;
+	return chv_answered(v, rc, &err, out);
 }
 
 static void where_time(struct buf *q, int64_t from_ms, int64_t to_ms)
