@@ -60,6 +60,7 @@ struct table {
 	bool reopenable;
 	bool queued;
 	bool published;   /* unwind_files[slot] has rows */
+	bool pending;     /* unwind_files[slot] says its first table is being built */
 	bool ever_loaded;
 	uint8_t state;
 	uint32_t nrowpages;
@@ -161,15 +162,17 @@ static void write_info(struct unwind *u, uint32_t slot, const struct unwind_file
 		log_warn("unwinder: cannot write the table of slot %u: %s", slot, strerror(errno));
 }
 
-/* Takes the table out of BPF's sight: first, before its pages go back. */
+/* Takes the table out of BPF's sight: first, before its pages go back.
+ * Also ends a pending mark (the table will not come now). */
 static void unpublish(struct unwind *u, uint32_t slot)
 {
 	struct table *t = &u->tables[slot];
-	if (!t->published)
+	if (!t->published && !t->pending)
 		return;
 	struct unwind_file_info none = { 0 };
 	write_info(u, slot, &none);
 	t->published = false;
+	t->pending = false;
 }
 
 static void push_job(struct unwind *u, uint32_t slot, bool front)
@@ -316,6 +319,7 @@ static void build(struct unwind *u, struct job *j)
 	t->queued = false;
 	int fd = t->fd >= 0 ? dup(t->fd) : -1;
 	if (fd < 0) {
+		unpublish(u, j->slot);
 		t->state = T_FAILED;
 		u->stats.files_failed++;
 		pthread_mutex_unlock(&u->mu);
@@ -363,6 +367,7 @@ static void build_reserved(struct unwind *u, struct job *j, int fd, uint8_t prev
 	sl = um_slot(&u->mem, j->slot);
 	if (rc < 0 || rows.count == 0) {
 		log_debug("unwinder: no table for %s: %s", name, why);
+		unpublish(u, j->slot);
 		t->state = T_FAILED;
 		sl->loading = false;
 		u->stats.files_failed++;
@@ -372,8 +377,10 @@ static void build_reserved(struct unwind *u, struct job *j, int fd, uint8_t prev
 		return;
 	}
 	buf_free(&err);
-	/* A partial table being reloaded with other pages: out of sight first. */
-	unpublish(u, j->slot);
+	/* A partial table being reloaded with other pages: out of sight first
+	 * (a pending mark stays while the pages are found and written). */
+	if (t->published)
+		unpublish(u, j->slot);
 	um_release(&u->mem, j->slot, now_mono_ns());
 
 	uint32_t nrp = (uint32_t)((rows.count + UNWIND_PAGE_ROWS - 1) / UNWIND_PAGE_ROWS);
@@ -385,6 +392,7 @@ static void build_reserved(struct unwind *u, struct job *j, int fd, uint8_t prev
 		if (!u->stopping)
 			log_info("unwinder: no room for the table of %s (%zu rows; %u of %u pages of %u rows held by tables sampled in the last seconds); unwound by frame pointer until room is made (-unwind-table-rows)",
 				 name, rows.count, u->mem.pages_used, u->mem.npages, UNWIND_PAGE_ROWS);
+		unpublish(u, j->slot);
 		t->state = T_EVICTED;
 		t->evicted_at = now;
 		t->retry_at = now + RELOAD_MIN_NS;
@@ -462,12 +470,14 @@ static void build_reserved(struct unwind *u, struct job *j, int fd, uint8_t prev
 	sl->loading = false;
 	if (e != 0) {
 		log_warn("unwinder: writing the table of %s failed: %s", name, strerror(-e));
+		unpublish(u, j->slot);
 		um_release(&u->mem, j->slot, now);
 		t->state = T_FAILED;
 		u->stats.files_failed++;
 	} else {
 		write_info(u, j->slot, &info);
 		t->published = true;
+		t->pending = false;
 		bool partial = nloaded < nrp;
 		t->state = partial ? T_PARTIAL : T_LOADED;
 		t->loaded_at = now;
@@ -600,6 +610,13 @@ static uint32_t new_slot(struct unwind *u, const struct file_id *id, const char 
 	(void)bpf_map_update_elem(u->fds.seen, &s, &zero, BPF_ANY);
 	hmap_insert(&u->by_id, id_hash(id), s);
 	push_job(u, s, false);
+	if (t->queued) {
+		/* BPF sends the raw stack of a walk that broke in this file,
+		 * at any age of its process, until the table is in. */
+		struct unwind_file_info mark = { .pending = 1 };
+		write_info(u, s, &mark);
+		t->pending = true;
+	}
 	return s;
 }
 

@@ -167,10 +167,14 @@ static __always_inline void stop_unwind(struct scratch *sc, int err, const int o
 	 * goes too, for the agent to unwind again once it has them. So does
 	 * one that ended quietly after following a frame pointer through a
 	 * file whose table was not loaded yet (a zero frame pointer there
-	 * is as likely a register in use as the outermost frame). Only
+	 * is as likely a register in use as the outermost frame). At any
+	 * age when the walk passed a table the agent is building (a busy
+	 * agent takes longer than RAW_YOUNG_NS over a large library). Only
 	 * then, never for a stack unwound by its tables. */
 	if (((err > 0 && err != UWE_TRUNCATED) || (err == 0 && sc->regs.no_table)) &&
-	    bpf_ktime_get_boot_ns() - sc->s.proc_start_ns < RAW_YOUNG_NS && submit_raw(sc, off))
+	    ((sc->regs.no_table & UW_TABLE_PENDING) ||
+	     bpf_ktime_get_boot_ns() - sc->s.proc_start_ns < RAW_YOUNG_NS) &&
+	    submit_raw(sc, off))
 		return;
 	submit(sc, off);
 }

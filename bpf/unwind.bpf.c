@@ -73,7 +73,8 @@ __noinline int uw_page_rule(__u32 page, __u32 n, __u32 rel)
 
 /* uw_find_rule_id, with the searches above; also notes that the table was
  * used (unwind_seen) and which missing row page was wanted. Returns -2
- * when the file's table, or the row page, is not loaded (yet). */
+ * when the file's table, or the row page, is not loaded, UW_ID_PENDING
+ * when the agent is building the table. */
 __noinline int uw_rule_id(__u32 file, __u64 vaddr)
 {
 	__u64 now = bpf_ktime_get_ns();
@@ -81,8 +82,10 @@ __noinline int uw_rule_id(__u32 file, __u64 vaddr)
 	if (seen && now - *seen >= UNWIND_SEEN_NS)
 		*seen = now;
 	const struct unwind_file_info *fi = file_at(file);
-	if (!fi || fi->count == 0)
+	if (!fi)
 		return -2;
+	if (fi->count == 0)
+		return fi->pending ? UW_ID_PENDING : -2;
 	if (vaddr < fi->base || vaddr - fi->base > 0xffffffffull)
 		return -1;
 	__u32 rel = (__u32)(vaddr - fi->base);

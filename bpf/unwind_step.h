@@ -169,7 +169,7 @@ UW_INLINE int uw_step(const struct unwind_proc *p, __u32 pid, struct unwind_regs
 		if (id >= 0)
 			rule = UW_RULE((__u32)id);
 		else if (id < -1)
-			r->no_table = 1;
+			r->no_table |= id == UW_ID_PENDING ? UW_NO_TABLE | UW_TABLE_PENDING : UW_NO_TABLE;
 	}
 	__u64 npc = 0, nsp = 0, nbp = r->bp, cfa = 0;
 	__u8 kind = rule ? rule->kind : UW_INVALID;

@@ -67,12 +67,14 @@ struct unwind_entry {
  * too large for the table is loaded in part) }. count = 0: no table (not
  * built yet, given back, or none). count is the last field: the agent
  * writes the value in one update, in address order, and the reader reads
- * count first. */
+ * count first. pending (count 0): the agent is building the file's first
+ * table (queued or in progress); 0 again once the table is published,
+ * cannot be built or finds no room. */
 struct unwind_file_info {
 	__u64 base;
 	__u32 dir[UNWIND_DIR_PAGES];
 	__u32 count;
-	__u32 pad;
+	__u32 pending;
 };
 
 #define UNWIND_MAX_MAPPINGS 256
@@ -103,9 +105,17 @@ struct unwind_regs {
 	/* Set by uw_step (never cleared by it) when a frame had no rule
 	 * because its file's table, or the row page, was not loaded yet
 	 * (UW_RULE_ID < -1): the frame pointer was followed instead, so a
-	 * walk that ended there may have ended early. */
+	 * walk that ended there may have ended early. UW_NO_TABLE, with
+	 * UW_TABLE_PENDING when the agent was building that table
+	 * (UW_RULE_ID == UW_ID_PENDING). */
 	__u32 no_table;
 };
+
+#define UW_NO_TABLE 1u
+#define UW_TABLE_PENDING 2u
+/* UW_RULE_ID's answer for a file whose first table the agent is
+ * building (unwind_file_info.pending). */
+#define UW_ID_PENDING (-3)
 
 /* Why a user stack ended early (struct oncpu_sample.unwind_error). */
 enum unwind_error {

@@ -938,7 +938,9 @@ static void test_unwind_partial_and_refused(void **state)
 	lib_register(&e, 1, &cxx);
 	map_proc(&e, 1001, 1);
 	E2E_WAIT(&e, files_refused, 1);
-	assert_int_equal(e2e_load(&e, slot_of_pid(&e, 1001)).count, 0);
+	fi = e2e_load(&e, slot_of_pid(&e, 1001));
+	assert_int_equal(fi.count, 0);
+	assert_int_equal(fi.pending, 0); /* BPF stops waiting for it */
 	assert_int_equal(e2e_stats(&e).files_evicted, 0);
 	e2e_close(&e);
 	libs_free(&libc, &cxx);
@@ -967,6 +969,50 @@ static void test_unwind_headroom(void **state)
 	assert_int_equal(e2e_stats(&e).files_reclaimed, 1);
 	assert_int_equal(e2e_stats(&e).entries_used, (uint64_t)libc.pages * UNWIND_PAGE_ROWS);
 	assert_int_equal(e2e_stats(&e).tables, 1);
+	e2e_close(&e);
+	libs_free(&libc, &cxx);
+}
+
+/* How many of the file slots BPF is told are being built; fails on a
+ * slot that says both pending and published. */
+static uint32_t pending_slots(struct e2e *e)
+{
+	uint32_t n = 0;
+	for (uint32_t s = 0; s < e->fds.files_cap; s++) {
+		struct unwind_file_info fi;
+		assert_int_equal(bpf_map_lookup_elem(e->fds.files, &s, &fi), 0);
+		assert_false(fi.pending && fi.count);
+		n += fi.pending != 0;
+	}
+	return n;
+}
+
+/* While a file's first table is queued or being built BPF is told so
+ * (unwind_file_info.pending: a walk that breaks there sends its raw stack
+ * whatever the process's age); the mark ends when the table is published
+ * and when none can be built. */
+static void test_unwind_pending_mark(void **state)
+{
+	(void)state;
+	struct lib libc, cxx;
+	libs_open(&libc, &cxx);
+	struct e2e e;
+	e2e_open(&e, libc.pages + cxx.pages + 16);
+	char path[] = "/tmp/ember-test-nocfi-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "not an ELF file\n", 16), 16);
+	struct file_id id;
+	assert_int_equal(fileid_from_fd(fd, &id), 0);
+	unlink(path);
+	/* libstdc++ first: the builder is busy with it while libc waits. */
+	lib_register(&e, 0, &cxx);
+	lib_register(&e, 1, &libc);
+	unwind_add_file(e.u, 2, &id, "nocfi", fd, false);
+	assert_true(pending_slots(&e) >= 2);
+	E2E_WAIT(&e, files_loaded, 2);
+	E2E_WAIT(&e, files_failed, 1);
+	assert_int_equal(pending_slots(&e), 0);
 	e2e_close(&e);
 	libs_free(&libc, &cxx);
 }
@@ -1462,6 +1508,7 @@ int main(void)
 		cmocka_unit_test(test_unwind_evict_reload_reclaim),
 		cmocka_unit_test(test_unwind_partial_and_refused),
 		cmocka_unit_test(test_unwind_headroom),
+		cmocka_unit_test(test_unwind_pending_mark),
 		cmocka_unit_test(test_rawstack_stopped_workload),
 		cmocka_unit_test(test_c_without_frame_pointers),
 		cmocka_unit_test(test_recursion_200_deep),
