@@ -1067,6 +1067,37 @@ static void test_paged_lookup_libc(void **state)
 
 /* Copies the stopped target's stack from SP up, as the BPF program does:
  * 16 KiB, or a quarter, or a sixteenth when that much is not mapped. */
+/* The process's initial stack pointer (field 28 of /proc/PID/stat, the
+ * kernel's mm->start_stack), or 0. */
+static uint64_t start_stack(pid_t pid)
+{
+	char path[64], text[4096];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	size_t len = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	text[len] = 0;
+	const char *s = strrchr(text, ')'); /* the name may hold spaces */
+	if (!s)
+		return 0;
+	/* After the name: field 3 (state) onwards; startstack is field 28. */
+	unsigned long long v = 0;
+	for (int field = 3; field <= 28 && s; field++) {
+		s = strchr(s + 1, ' ');
+		if (s && field == 28)
+			v = strtoull(s + 1, NULL, 10);
+	}
+	return v;
+}
+
+/* The stack bytes the BPF program would send: from SP up to the initial
+ * stack pointer when that is nearer than ONCPU_RAW_STACK_MAX, else that
+ * many, or a quarter, or a sixteenth when that much is not mapped. A copy
+ * of a fixed 16/4/1 KiB falls short of main's callers when the stack's top
+ * is 1-4 KiB above SP (the size of the environment decides), and the walk
+ * fails to read them. */
 static void copy_stack(struct oncpu_raw_stack *raw, const struct user_regs_struct *regs)
 {
 	memset(raw, 0, sizeof(*raw));
@@ -1074,7 +1105,11 @@ static void copy_stack(struct oncpu_raw_stack *raw, const struct user_regs_struc
 	raw->sp = regs->rsp;
 	raw->bp = regs->rbp;
 	raw->exact = 1;
-	for (uint32_t n = ONCPU_RAW_STACK_MAX; n >= ONCPU_RAW_STACK_MAX / 16; n /= 4) {
+	uint64_t top = start_stack(target) + 8;
+	uint32_t n = ONCPU_RAW_STACK_MAX;
+	if (top > regs->rsp && top - regs->rsp < n)
+		n = (uint32_t)(top - regs->rsp);
+	for (int i = 0; i < 3 && n; i++, n >>= 2) {
 		struct iovec local = { raw->bytes, n }, remote = { (void *)(uintptr_t)regs->rsp, n };
 		if (process_vm_readv(target, &local, 1, &remote, 1, 0) == (ssize_t)n) {
 			raw->len = n;
