@@ -83,8 +83,8 @@
 	C(RAW_UNWOUND_LATE, raw_unwound_late, "raw_stacks_unwound_late_total", COUNTER, "Raw user stacks unwound by CFI after waiting for a table to be loaded.") \
 	C(RAW_EXPIRED, raw_expired, "raw_stacks_expired_total", COUNTER, "Raw user stacks that waited the longest time (5 s) or found the queue full, unwound with the tables there were (frame pointers where one was missing).") \
 	C(RAW_FALLBACK, raw_fallback, "raw_stacks_fallback_total", COUNTER, "Raw user stacks of processes the agent could not read (gone before their maps were read): the frame-pointer walk kept.") \
-	X(RAW_PENDING, "raw_stacks_pending", GAUGE, "Raw user stacks waiting for a table: at most 128 samples and 128 CUDA launch records.") \
-	X(RAW_PENDING_BYTES, "raw_stacks_pending_bytes", GAUGE, "Bytes held by the raw user stacks waiting (at most 128 x 20.6 KiB and 128 x 16.6 KiB).") \
+	X(RAW_PENDING, "raw_stacks_pending", GAUGE, "Raw user stacks waiting for a table (samples in at most 8 MiB, CUDA launch records in at most 2 MiB; each at most 5 s).") \
+	X(RAW_PENDING_BYTES, "raw_stacks_pending_bytes", GAUGE, "Bytes held by the raw user stacks waiting (at most 8 MiB of samples and 2 MiB of CUDA launch records).") \
 	/* processes and files (proc.h, files.h) */ \
 	X(PROCESSES, "processes", GAUGE, "Processes in the agent's table.") \
 	X(FILES, "files", GAUGE, "Distinct executable files seen.") \
@@ -183,7 +183,7 @@
 	C(CUDA_RAW_UNWOUND_LATE, cuda_raw_unwound_late, "cuda_raw_launch_stacks_unwound_late_total", COUNTER, "Raw launch stacks unwound by CFI after waiting for a table to be loaded.") \
 	C(CUDA_RAW_EXPIRED, cuda_raw_expired, "cuda_raw_launch_stacks_expired_total", COUNTER, "Raw launch stacks that waited the longest time (5 s) or found their queue full (128), unwound with the tables there were (frame pointers where one was missing).") \
 	C(CUDA_RAW_FALLBACK, cuda_raw_fallback, "cuda_raw_launch_stacks_fallback_total", COUNTER, "Raw launch stacks of processes the agent could not read: the frame-pointer walk kept.") \
-	X(CUDA_RAW_PENDING, "cuda_raw_launch_stacks_pending", GAUGE, "Raw launch stacks waiting for a table (at most 128); their GPU time waits with them (at most 8 s).") \
+	X(CUDA_RAW_PENDING, "cuda_raw_launch_stacks_pending", GAUGE, "Raw launch stacks waiting for a table (in at most 2 MiB); their GPU time waits with them (at most 8 s).") \
 	O(CUDA_ENTRIES, cuda, entries, "cuda_entries_total", COUNTER, "Aggregates of GPU time received (one per stack, thread, kernel, device, stream).") \
 	O(CUDA_JOINED, cuda, joined, "cuda_entries_joined_total", COUNTER, "Of those, emitted under the CPU stack of their launch.") \
 	O(CUDA_NOT_SAMPLED, cuda, not_sampled, "cuda_entries_not_sampled_total", COUNTER, "Of those, emitted under [launch not sampled]: the library had no sampled launch for them (stack id 0).") \

@@ -138,6 +138,9 @@ def test_fresh_binary_unwound_after_150_binaries(server, agent_factory, tmp_path
             assert rc == 0
     before = stats(port)
     print("after the churn:", {k: v for k, v in before.items() if k.startswith("unwind_table")})
+    # What the walks broken in queued tables cost: raw stacks sent, skipped
+    # (ring buffer past a quarter), unwound late, expired.
+    print("raw stacks:", {k: v for k, v in before.items() if "raw_stacks" in k})
     # The agent has built the tables it was asked for (or refused them).
     def drained():
         s = stats(port)
