@@ -35,7 +35,7 @@
 #include "server/store/clickhouse/chstore.h"
 #include "server/store/clickhouse/schema.h"
 #include "server/store/agents.h"
-#include "server/store/gpuspans.h"
+#include "server/store/spanstore.h"
 #include "util.h"
 #include "version.h"
 
@@ -659,15 +659,16 @@ int main(int argc, char **argv, char **envp)
 		symbols_set_nvdisasm(srv.symbols, nvdisasm);
 		log_info("SASS instructions named by %s", nvdisasm);
 	}
-	srv.gpuspans = gpuspans_new(cfg.gpu_span_retention_ms, cfg.gpu_span_max);
 	if (clickhouse) {
 		struct ch_conn_opts so = { .urls = cho.urls, .database = cho.database, .user = cho.user,
 					   .password_file = cho.password_file, .ca_file = cho.ca_file };
-		srv.chspans = chspans_open(&so, cho.cluster, cfg.gpu_span_retention_ms, &err);
-		if (!srv.chspans) {
+		srv.spans = chspans_open(&so, cho.cluster, cfg.gpu_span_retention_ms, &err);
+		if (!srv.spans) {
 			log_error("%s", err.data);
 			goto out;
 		}
+	} else {
+		srv.spans = span_store_memory(cfg.gpu_span_retention_ms, cfg.gpu_span_max);
 	}
 	/* Replicas on one PostgreSQL share their symbols through it. */
 	if (metadata_url &&
@@ -809,8 +810,7 @@ out:
 	llm_close(srv.llm); /* after recs_close: its thread uses it */
 	mcp_remotes_free(srv.mcp_remotes);
 	sessions_free(srv.sessions);
-	gpuspans_free(srv.gpuspans);
-	chspans_close(srv.chspans);
+	span_store_close(srv.spans);
 	auth_close(srv.auth);
 	projects_close(srv.projects);
 	agents_close(srv.agents);

@@ -25,8 +25,7 @@
 #include "server/auth/authz.h"
 #include "server/store/projects.h"
 #include "server/ingest/sessions.h"
-#include "server/store/clickhouse/chspans.h"
-#include "server/store/gpuspans.h"
+#include "server/store/spanstore.h"
 #include "util.h"
 
 #define MAX_MISSING_QUERY 100000
@@ -260,31 +259,10 @@ struct v2_store {
 	bool denied;
 };
 
-static void keep_span(void *ctx, const struct gpuspan_in *span)
+/* The spans of a stored batch, for the span store to walk (spanstore.h). */
+static void entry_spans(const void *src, span_each_fn each, void *each_ctx)
 {
-	struct v2_store *st = ctx;
-	gpuspans_add(st->srv->gpuspans, st->project, span, 1, now_unix_ms());
-}
-
-static void gather_span(void *ctx, const struct gpuspan_in *span)
-{
-	chspans_batch_add(ctx, span);
-}
-
-/* The spans of a stored batch into ClickHouse, for every replica. A
- * failure is logged and counted, and the batch stays acknowledged: its
- * samples hold the GPU time the spans would draw (chspans.h). */
-static void keep_spans_in_clickhouse(struct v2_store *st, const struct store_entry *e)
-{
-	int64_t now = now_unix_ms();
-	struct chspans_batch b;
-	chspans_batch_init(&b, st->project, now);
-	sessions_spans(e, gather_span, &b);
-	struct buf err = { 0 };
-	if (chspans_insert(st->srv->chspans, &b, now, &err) < 0)
-		log_warn("%zu GPU spans of a stored batch not kept: %s", b.n, err.data ? err.data : "");
-	buf_free(&err);
-	chspans_batch_free(&b);
+	sessions_spans(src, each, each_ctx);
 }
 
 static int store_session(void *ctx, const char *project_name, struct store_entry *e)
@@ -300,10 +278,11 @@ static int store_session(void *ctx, const char *project_name, struct store_entry
 	rc = store_append_entry(st->srv->store, e, st->err);
 	/* The batch's GPU spans, once it is stored (a duplicate's were kept
 	 * the first time). */
-	if (rc == STORE_OK && st->srv->chspans)
-		keep_spans_in_clickhouse(st, e);
-	else if (rc == STORE_OK && st->srv->gpuspans)
-		sessions_spans(e, keep_span, st);
+	struct buf why = { 0 };
+	if (rc == STORE_OK && st->srv->spans &&
+	    span_store_add(st->srv->spans, st->project, entry_spans, e, now_unix_ms(), &why) < 0)
+		log_warn("a stored batch's GPU spans: %s", why.data ? why.data : "not kept");
+	buf_free(&why);
 	return rc;
 }
 

@@ -18,7 +18,7 @@
 #include "server/metrics/metrics.h"
 #include "server/ingest/sessions.h"
 #include "server/query/uregex.h"
-#include "server/store/clickhouse/chspans.h"
+#include "server/store/spanstore.h"
 #include "server/store/store.h"
 #include "util.h"
 
@@ -103,14 +103,16 @@ void handle_metrics(struct server *srv, const struct http_req *req, struct http_
 	metric(b, "ember_metrics_retention_deleted_total", "counter", "metric points deleted by the retention", ms.retention_deleted);
 	metric(b, "ember_metrics_points_refused_total", "counter", "metric points dropped past 65536 per series and hour", ms.points_refused);
 	metric(b, "ember_symbols_files", "gauge", "symbol files stored", symbols_count(srv->symbols));
-	if (srv->chspans) {
-		struct chspans_stats cs;
-		chspans_get_stats(srv->chspans, &cs);
-		metric(b, "ember_gpu_spans_stored_total", "counter", "GPU timeline spans stored in ClickHouse", cs.added);
-		metric(b, "ember_gpu_spans_insert_failed_total", "counter", "GPU timeline spans whose insert into ClickHouse failed (their batch's samples were stored)", cs.insert_failed);
-		metric(b, "ember_gpu_spans_read_failed_total", "counter", "GPU timeline reads from ClickHouse that failed (answered 503)", cs.read_failed);
-		metric(b, "ember_gpu_spans_hours_dropped_total", "counter", "hour partitions of GPU spans dropped past --gpu-span-retention", cs.hours_dropped);
-		metric(b, "ember_gpu_spans_orphans_total", "counter", "GPU spans read whose launch stack was not found (skipped)", cs.orphans);
+	if (srv->spans) {
+		struct span_store_stats ss;
+		span_store_get_stats(srv->spans, &ss);
+		metric(b, "ember_gpu_spans_stored_total", "counter", "GPU timeline spans stored", ss.stored);
+		metric(b, "ember_gpu_spans_insert_failed_total", "counter", "GPU timeline spans whose insert into ClickHouse failed (their batch's samples were stored)", ss.insert_failed);
+		metric(b, "ember_gpu_spans_read_failed_total", "counter", "GPU timeline reads from ClickHouse that failed (answered 503)", ss.read_failed);
+		metric(b, "ember_gpu_spans_expired_total", "counter", "GPU spans kept in memory dropped past --gpu-span-retention", ss.expired);
+		metric(b, "ember_gpu_spans_evicted_total", "counter", "GPU spans kept in memory dropped past --gpu-span-max", ss.evicted);
+		metric(b, "ember_gpu_spans_hours_dropped_total", "counter", "hour partitions of GPU spans in ClickHouse dropped past --gpu-span-retention", ss.hours_dropped);
+		metric(b, "ember_gpu_spans_orphans_total", "counter", "GPU spans read whose launch stack was not found (skipped)", ss.orphans);
 	}
 	struct fetcher_stats fs;
 	fetcher_get_stats(srv->fetcher, &fs);
@@ -335,7 +337,7 @@ void handle_gpu_timeline(struct server *srv, const struct http_req *req, struct 
 	char project[37];
 	if (!handler_project(srv, req, resp, project))
 		return;
-	if (!srv->gpuspans) {
+	if (!srv->spans) {
 		http_error(resp, 503, "GPU spans are not kept by this server");
 		return;
 	}
@@ -347,29 +349,21 @@ void handle_gpu_timeline(struct server *srv, const struct http_req *req, struct 
 	}
 	memcpy(r.scope.project_id, project, sizeof(project));
 	int64_t now = now_unix_ms();
-	struct gpuspans *g = srv->gpuspans;
-	if (srv->chspans) {
-		/* the fleet store's spans, read into memory for this query
-		 * (the read applied the retention; this one, longer than any
-		 * --gpu-span-retention, drops nothing) */
-		g = gpuspans_new(8 * 86400000LL, CHSPANS_READ_MAX);
-		int64_t from = r.scope.start_ms > INT64_MAX / 1000000 ? INT64_MAX : r.scope.start_ms * 1000000;
-		int64_t to = r.scope.end_ms > INT64_MAX / 1000000 ? INT64_MAX : r.scope.end_ms * 1000000;
-		/* a CEL filter is applied in ember: read all it may keep */
-		size_t max = r.scope.query ? CHSPANS_READ_MAX : r.limit;
-		if (chspans_read(srv->chspans, project, from, to, now, max, g, &r.source_truncated, &err) < 0) {
-			http_error(resp, 503, "%s", err.data ? err.data : "clickhouse: the GPU spans' read failed");
-			buf_free(&err);
-			gpuspans_free(g);
-			tl_request_free(&r);
-			return;
-		}
+	int64_t from = r.scope.start_ms > INT64_MAX / 1000000 ? INT64_MAX : r.scope.start_ms * 1000000;
+	int64_t to = r.scope.end_ms > INT64_MAX / 1000000 ? INT64_MAX : r.scope.end_ms * 1000000;
+	/* a CEL filter is applied in ember: read all it may keep */
+	size_t max = r.scope.query ? SIZE_MAX : r.limit;
+	struct gpuspans *g;
+	if (span_store_read(srv->spans, project, from, to, now, max, &g, &r.source_truncated, &err) < 0) {
+		http_error(resp, 503, "%s", err.data ? err.data : "the GPU spans' read failed");
+		buf_free(&err);
+		tl_request_free(&r);
+		return;
 	}
 	answer(srv, resp,
 	       timeline_query(g, symbols_for_query(srv->symbols, project), &r, now, &resp->body, &err),
 	       &err);
-	if (g != srv->gpuspans)
-		gpuspans_free(g);
+	span_store_release(srv->spans, g);
 	tl_request_free(&r);
 }
 

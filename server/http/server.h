@@ -42,8 +42,7 @@ struct mcp;
 struct metrics_store;
 struct recs;
 struct sessions;
-struct gpuspans;
-struct chspans;
+struct span_store;
 struct agents;
 
 struct server {
@@ -52,10 +51,9 @@ struct server {
 	struct projects *projects;
 	struct sessions *sessions; /* protocol version 2 */
 	struct metrics_store *metrics; /* host and GPU metrics (metrics.h) */
-	struct gpuspans *gpuspans; /* the GPU timeline's spans (store/gpuspans.h); NULL: not kept */
-	/* With --store clickhouse, the spans go there instead, for every
-	 * replica to read (store/clickhouse/chspans.h); NULL: in gpuspans. */
-	struct chspans *chspans;
+	/* The GPU timeline's spans (store/spanstore.h): in memory, or with
+	 * --store clickhouse in ClickHouse for every replica; NULL: not kept. */
+	struct span_store *spans;
 	struct agents *agents;     /* the profiler inventory (store/agents.h); NULL: not kept */
 	/* Users, roles, tokens and the audit log (auth/authz.h); NULL in
 	 * in-process tests, where every request is open. */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hmap.h"
 #include "log.h"
 #include "server/store/clickhouse/rowbinary.h"
 #include "server/store/spancodec.h"
@@ -17,6 +18,25 @@
 #define READ_MAX_RESPONSE (256u << 20)
 #define ORIGINS_PER_QUERY 4096
 #define SPAN_ROW 33 /* start_ns, end_ns, device, stream, kind, origin */
+
+struct chspans_stats {
+	uint64_t added;          /* spans inserted */
+	uint64_t insert_failed;  /* spans whose insert failed (logged) */
+	uint64_t read_failed;    /* timeline reads that failed (answered 503) */
+	uint64_t hours_dropped;  /* partitions retention dropped */
+	uint64_t orphans;        /* spans read whose origin was not found (skipped) */
+};
+
+/* The spans of one batch, gathered before one insert. */
+struct chspans_batch {
+	char project[40];
+	uint32_t hour;
+	size_t n;
+	struct buf spans, origins, blob;
+	struct hmap seen; /* origins of this batch, by hash */
+	uint64_t *hashes;
+	size_t nhashes, caphashes;
+};
 
 struct chspans {
 	struct ch_conn_opts copts; /* its strings are the owned copies below */
@@ -32,7 +52,7 @@ struct origin_hash {
 	uint64_t h;
 };
 
-void chspans_close(struct chspans *cs)
+static void chspans_close(struct chspans *cs)
 {
 	if (!cs)
 		return;
@@ -46,8 +66,8 @@ static char *dup_opt(const char *s)
 	return s && *s ? xstrdup(s) : NULL;
 }
 
-struct chspans *chspans_open(const struct ch_conn_opts *conn, const char *cluster,
-			     int64_t retention_ms, struct buf *err)
+static struct chspans *cs_open(const struct ch_conn_opts *conn, const char *cluster,
+				int64_t retention_ms, struct buf *err)
 {
 	struct chspans *cs = xcalloc(1, sizeof(*cs));
 	pthread_mutex_init(&cs->mu, NULL);
@@ -105,23 +125,28 @@ static void count(struct chspans *cs, uint64_t *field, uint64_t n)
 	pthread_mutex_unlock(&cs->mu);
 }
 
-void chspans_get_stats(struct chspans *cs, struct chspans_stats *out)
+static void cs_stats(void *impl, struct span_store_stats *out)
 {
+	struct chspans *cs = impl;
 	pthread_mutex_lock(&cs->mu);
-	*out = cs->stats;
+	out->stored = cs->stats.added;
+	out->insert_failed = cs->stats.insert_failed;
+	out->read_failed = cs->stats.read_failed;
+	out->hours_dropped = cs->stats.hours_dropped;
+	out->orphans = cs->stats.orphans;
 	pthread_mutex_unlock(&cs->mu);
 }
 
 /* --- a batch's spans ------------------------------------------------------------- */
 
-void chspans_batch_init(struct chspans_batch *b, const char *project, int64_t now_ms)
+static void chspans_batch_init(struct chspans_batch *b, const char *project, int64_t now_ms)
 {
 	memset(b, 0, sizeof(*b));
 	snprintf(b->project, sizeof(b->project), "%s", project);
 	b->hour = (uint32_t)(now_ms / HOUR_MS);
 }
 
-void chspans_batch_free(struct chspans_batch *b)
+static void chspans_batch_free(struct chspans_batch *b)
 {
 	buf_free(&b->spans);
 	buf_free(&b->origins);
@@ -131,7 +156,7 @@ void chspans_batch_free(struct chspans_batch *b)
 	memset(b, 0, sizeof(*b));
 }
 
-void chspans_batch_add(struct chspans_batch *b, const struct gpuspan_in *in)
+static void chspans_batch_add(struct chspans_batch *b, const struct gpuspan_in *in)
 {
 	b->blob.len = 0;
 	spancodec_encode(in, &b->blob);
@@ -219,7 +244,7 @@ static void retention(struct chspans *cs, struct ch_conn *c, int64_t now_ms)
 	buf_free(&err);
 }
 
-int chspans_insert(struct chspans *cs, const struct chspans_batch *b, int64_t now_ms, struct buf *err)
+static int chspans_insert(struct chspans *cs, const struct chspans_batch *b, int64_t now_ms, struct buf *err)
 {
 	if (!b->n)
 		return 0;
@@ -395,8 +420,8 @@ static void add_rows(struct chspans *cs, const char *project, const struct span_
 		count(cs, &cs->stats.orphans, orphans);
 }
 
-int chspans_read(struct chspans *cs, const char *project, int64_t from_ns, int64_t to_ns,
-		 int64_t now_ms, size_t max, struct gpuspans *into, bool *truncated, struct buf *err)
+static int chspans_read(struct chspans *cs, const char *project, int64_t from_ns, int64_t to_ns,
+			int64_t now_ms, size_t max, struct gpuspans *into, bool *truncated, struct buf *err)
 {
 	*truncated = false;
 	if (max > CHSPANS_READ_MAX)
@@ -450,4 +475,69 @@ int chspans_read(struct chspans *cs, const char *project, int64_t from_ns, int64
 	buf_free(&ans);
 	conn_put(cs, c, true);
 	return rc == CH_OK ? 0 : -1;
+}
+
+/* --- the span store ------------------------------------------------------------- */
+
+static void gather(void *ctx, const struct gpuspan_in *span)
+{
+	chspans_batch_add(ctx, span);
+}
+
+static int cs_add(void *impl, const char *project, span_iter_fn iter, const void *src, int64_t now_ms,
+		  struct buf *err)
+{
+	struct chspans_batch b;
+	chspans_batch_init(&b, project, now_ms);
+	iter(src, gather, &b);
+	struct buf why = { 0 };
+	int rc = chspans_insert(impl, &b, now_ms, &why);
+	if (rc < 0)
+		buf_printf(err, "%zu GPU spans not kept: %s", b.n, why.data ? why.data : "");
+	buf_free(&why);
+	chspans_batch_free(&b);
+	return rc;
+}
+
+/* The spans, read into memory for this call (the read applied the
+ * retention; the struct's own, longer than any --gpu-span-retention,
+ * drops nothing). */
+static int cs_read(void *impl, const char *project, int64_t from_ns, int64_t to_ns, int64_t now_ms,
+		   size_t max, struct gpuspans **out, bool *truncated, struct buf *err)
+{
+	struct gpuspans *g = gpuspans_new(8 * 86400000LL, CHSPANS_READ_MAX);
+	if (chspans_read(impl, project, from_ns, to_ns, now_ms, max, g, truncated, err) < 0) {
+		if (!err->len)
+			buf_puts(err, "clickhouse: the GPU spans' read failed");
+		gpuspans_free(g);
+		return -1;
+	}
+	*out = g;
+	return 0;
+}
+
+static void cs_release(void *impl, struct gpuspans *g)
+{
+	(void)impl;
+	gpuspans_free(g);
+}
+
+static void cs_close(void *impl)
+{
+	chspans_close(impl);
+}
+
+static const struct span_store_ops cs_ops = {
+	.add = cs_add,
+	.read = cs_read,
+	.release = cs_release,
+	.stats = cs_stats,
+	.close = cs_close,
+};
+
+struct span_store *chspans_open(const struct ch_conn_opts *conn, const char *cluster,
+				int64_t retention_ms, struct buf *err)
+{
+	struct chspans *cs = cs_open(conn, cluster, retention_ms, err);
+	return cs ? span_store_new(&cs_ops, cs) : NULL;
 }
