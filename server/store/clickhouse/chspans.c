@@ -39,11 +39,10 @@ struct chspans_batch {
 };
 
 struct chspans {
-	struct ch_conn_opts copts; /* its strings are the owned copies below */
-	char *urls, *database, *user, *password_file, *ca_file, *cluster;
+	struct ch_pool *pool; /* connections (chttp.h) */
+	char *database, *cluster;
 	int64_t retention_ms;
-	pthread_mutex_t mu; /* idle, last_retention_ms, stats */
-	struct ch_conn *idle;
+	pthread_mutex_t mu; /* last_retention_ms, stats */
 	int64_t last_retention_ms;
 	struct chspans_stats stats;
 };
@@ -56,9 +55,9 @@ static void chspans_close(struct chspans *cs)
 {
 	if (!cs)
 		return;
-	ch_conn_free(cs->idle);
+	ch_pool_free(cs->pool);
 	pthread_mutex_destroy(&cs->mu);
-	free_all(cs->urls, cs->database, cs->user, cs->password_file, cs->ca_file, cs->cluster, cs);
+	free_all(cs->database, cs->cluster, cs);
 }
 
 static char *dup_opt(const char *s)
@@ -71,51 +70,33 @@ static struct chspans *cs_open(const struct ch_conn_opts *conn, const char *clus
 {
 	struct chspans *cs = xcalloc(1, sizeof(*cs));
 	pthread_mutex_init(&cs->mu, NULL);
-	cs->urls = dup_opt(conn->urls);
 	cs->database = dup_opt(conn->database);
-	cs->user = dup_opt(conn->user);
-	cs->password_file = dup_opt(conn->password_file);
-	cs->ca_file = dup_opt(conn->ca_file);
 	cs->cluster = dup_opt(cluster);
 	cs->retention_ms = retention_ms;
-	cs->copts = (struct ch_conn_opts){ .urls = cs->urls, .database = cs->database,
-					   .user = cs->user, .password_file = cs->password_file,
-					   .ca_file = cs->ca_file, .timeout_ms = conn->timeout_ms };
-	cs->idle = ch_conn_new(&cs->copts, err);
-	if (!cs->idle) {
+	struct ch_conn_opts o = *conn;
+	o.database = cs->database;
+	o.max_response = 0;
+	cs->pool = ch_pool_new(&o);
+	/* the options checked now (the URLs, the files), not at the first batch */
+	struct ch_conn *c = ch_pool_get(cs->pool, 0, err);
+	if (!c) {
 		chspans_close(cs);
 		return NULL;
 	}
+	ch_pool_put(cs->pool, c, true);
 	return cs;
 }
 
-/* A connection for one call: the idle one, or a new one (reads: answers
- * up to READ_MAX_RESPONSE). */
+/* A connection for one call: an idle one, or a new one (reads: answers
+ * up to READ_MAX_RESPONSE, not kept). */
 static struct ch_conn *conn_get(struct chspans *cs, bool read, struct buf *err)
 {
-	struct ch_conn *c = NULL;
-	pthread_mutex_lock(&cs->mu);
-	if (!read) {
-		c = cs->idle;
-		cs->idle = NULL;
-	}
-	pthread_mutex_unlock(&cs->mu);
-	if (c)
-		return c;
-	struct ch_conn_opts o = cs->copts;
-	o.max_response = read ? READ_MAX_RESPONSE : 0;
-	return ch_conn_new(&o, err);
+	return ch_pool_get(cs->pool, read ? READ_MAX_RESPONSE : 0, err);
 }
 
 static void conn_put(struct chspans *cs, struct ch_conn *c, bool read)
 {
-	pthread_mutex_lock(&cs->mu);
-	if (!read && !cs->idle) {
-		cs->idle = c;
-		c = NULL;
-	}
-	pthread_mutex_unlock(&cs->mu);
-	ch_conn_free(c);
+	ch_pool_put(cs->pool, c, !read);
 }
 
 static void count(struct chspans *cs, uint64_t *field, uint64_t n)

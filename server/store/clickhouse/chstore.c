@@ -49,13 +49,10 @@ struct pending {
 
 struct chs {
 	struct store_backend backend; /* first: a struct store's handle begins so */
-	struct ch_conn_opts copts;    /* strings below are owned */
+	struct ch_pool *pool;         /* connections (chttp.h) */
 	char *urls, *database, *user, *password_file, *ca_file, *cluster;
 	struct store_config cfg;
 	const struct store_codec *codecs[256];
-	pthread_mutex_t pool_mu; /* idle connections */
-	struct ch_conn **pool;
-	size_t npool, cappool;
 	pthread_mutex_t index_mu; /* index() calls one at a time; gen below */
 	uint64_t gen;
 	pthread_mutex_t stats_mu;
@@ -111,31 +108,13 @@ static uint8_t kind_of(const char *s, size_t n)
 
 static struct ch_conn *conn_get(struct chs *s, size_t max_response, struct buf *err)
 {
-	pthread_mutex_lock(&s->pool_mu);
-	struct ch_conn *c = NULL;
-	if (!max_response && s->npool)
-		c = s->pool[--s->npool];
-	pthread_mutex_unlock(&s->pool_mu);
-	if (c)
-		return c;
-	struct ch_conn_opts o = s->copts;
-	o.max_response = max_response;
-	return ch_conn_new(&o, err);
+	return ch_pool_get(s->pool, max_response, err);
 }
 
 /* Pooled connections are the insert path's (default answer size). */
 static void conn_put(struct chs *s, struct ch_conn *c, bool pooled)
 {
-	if (!c)
-		return;
-	if (!pooled) {
-		ch_conn_free(c);
-		return;
-	}
-	pthread_mutex_lock(&s->pool_mu);
-	xgrow((void **)&s->pool, &s->cappool, s->npool + 1, sizeof(*s->pool));
-	s->pool[s->npool++] = c;
-	pthread_mutex_unlock(&s->pool_mu);
+	ch_pool_put(s->pool, c, pooled);
 }
 
 /* --- writing -------------------------------------------------------------------- */
@@ -612,10 +591,7 @@ static void chs_close(struct store *st)
 	free(s->inflight);
 	pthread_cond_destroy(&s->q_cv);
 	pthread_cond_destroy(&s->stop_cv);
-	for (size_t i = 0; i < s->npool; i++)
-		ch_conn_free(s->pool[i]);
-	free(s->pool);
-	pthread_mutex_destroy(&s->pool_mu);
+	ch_pool_free(s->pool);
 	pthread_mutex_destroy(&s->index_mu);
 	pthread_mutex_destroy(&s->stats_mu);
 	pthread_mutex_destroy(&s->hosts_mu);
@@ -1882,13 +1858,13 @@ int ch_store_open(const struct ch_store_opts *o, const struct store_config *cfg,
 	s->password_file = dup_or_null(o->password_file);
 	s->ca_file = dup_or_null(o->ca_file);
 	s->cluster = dup_or_null(o->cluster);
-	s->copts = (struct ch_conn_opts){ .urls = s->urls, .database = s->database, .user = s->user,
-					  .password_file = s->password_file, .ca_file = s->ca_file,
-					  .timeout_ms = o->timeout_ms ? o->timeout_ms : 10000 };
+	s->pool = ch_pool_new(&(struct ch_conn_opts){ .urls = s->urls, .database = s->database,
+						      .user = s->user, .password_file = s->password_file,
+						      .ca_file = s->ca_file,
+						      .timeout_ms = o->timeout_ms ? o->timeout_ms : 10000 });
 	s->cfg = *cfg;
 	for (size_t i = 0; i < cfg->ncodecs; i++)
 		s->codecs[cfg->codecs[i]->type] = cfg->codecs[i];
-	pthread_mutex_init(&s->pool_mu, NULL);
 	pthread_mutex_init(&s->index_mu, NULL);
 	pthread_mutex_init(&s->stats_mu, NULL);
 	pthread_mutex_init(&s->hosts_mu, NULL);

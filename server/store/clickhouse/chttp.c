@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -136,6 +137,74 @@ int ch_conn_servers(const struct ch_conn *c)
 const char *ch_conn_database(const struct ch_conn *c)
 {
 	return c->database;
+}
+
+/* --- the pool ------------------------------------------------------------------ */
+
+struct ch_pool {
+	struct ch_conn_opts o; /* its strings are the owned copies below */
+	char *urls, *database, *user, *password_file, *ca_file;
+	pthread_mutex_t mu; /* idle */
+	struct ch_conn **idle;
+	size_t nidle, capidle;
+};
+
+static char *pool_dup(const char *s)
+{
+	return s ? xstrdup(s) : NULL;
+}
+
+struct ch_pool *ch_pool_new(const struct ch_conn_opts *o)
+{
+	struct ch_pool *p = xcalloc(1, sizeof(*p));
+	p->urls = pool_dup(o->urls);
+	p->database = pool_dup(o->database);
+	p->user = pool_dup(o->user);
+	p->password_file = pool_dup(o->password_file);
+	p->ca_file = pool_dup(o->ca_file);
+	p->o = (struct ch_conn_opts){ .urls = p->urls, .database = p->database, .user = p->user,
+				      .password_file = p->password_file, .ca_file = p->ca_file,
+				      .timeout_ms = o->timeout_ms };
+	pthread_mutex_init(&p->mu, NULL);
+	return p;
+}
+
+void ch_pool_free(struct ch_pool *p)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; i < p->nidle; i++)
+		ch_conn_free(p->idle[i]);
+	pthread_mutex_destroy(&p->mu);
+	free_all(p->idle, p->urls, p->database, p->user, p->password_file, p->ca_file, p);
+}
+
+struct ch_conn *ch_pool_get(struct ch_pool *p, size_t max_response, struct buf *err)
+{
+	struct ch_conn *c = NULL;
+	pthread_mutex_lock(&p->mu);
+	if (!max_response && p->nidle)
+		c = p->idle[--p->nidle];
+	pthread_mutex_unlock(&p->mu);
+	if (c)
+		return c;
+	struct ch_conn_opts o = p->o;
+	o.max_response = max_response;
+	return ch_conn_new(&o, err);
+}
+
+void ch_pool_put(struct ch_pool *p, struct ch_conn *c, bool keep)
+{
+	if (!c)
+		return;
+	if (!keep) {
+		ch_conn_free(c);
+		return;
+	}
+	pthread_mutex_lock(&p->mu);
+	xgrow((void **)&p->idle, &p->capidle, p->nidle + 1, sizeof(*p->idle));
+	p->idle[p->nidle++] = c;
+	pthread_mutex_unlock(&p->mu);
 }
 
 int ch_gzip(const void *in, size_t n, struct buf *out)

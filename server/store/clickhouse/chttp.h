@@ -21,6 +21,7 @@
 #ifndef EMBER_STORE_CH_HTTP_H
 #define EMBER_STORE_CH_HTTP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "buf.h"
@@ -55,6 +56,19 @@ struct ch_conn *ch_conn_new(const struct ch_conn_opts *o, struct buf *err);
 void ch_conn_free(struct ch_conn *c);
 int ch_conn_servers(const struct ch_conn *c);
 const char *ch_conn_database(const struct ch_conn *c);
+
+/* Idle connections over one set of options (copied), for any number of
+ * threads: ch_pool_get gives an idle one when max_response is 0 (the
+ * default answer size: inserts, short queries), else a new one with that
+ * cap (a view's large answers); ch_pool_put keeps it idle when keep is
+ * set (a connection of the default size, its last call complete), else
+ * frees it. NULL from ch_pool_get with a message when a new connection
+ * cannot be made (ch_conn_new). */
+struct ch_pool;
+struct ch_pool *ch_pool_new(const struct ch_conn_opts *o);
+void ch_pool_free(struct ch_pool *p);
+struct ch_conn *ch_pool_get(struct ch_pool *p, size_t max_response, struct buf *err);
+void ch_pool_put(struct ch_pool *p, struct ch_conn *c, bool keep);
 
 /* Runs sql on server i (0 ≤ i < ch_conn_servers), with body (may be NULL)
  * as the request body after it (an INSERT's data; gzip-compressed on the
