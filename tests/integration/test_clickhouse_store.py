@@ -146,7 +146,18 @@ def servers(clickhouse_cluster, tmp_path_factory):
         status, body = http("POST", s.url + "/v1development/profiles", otlp,
                             {"Content-Type": "application/x-protobuf"})
         assert status == 200, body
-    yield {"embedded": emb, "clickhouse": one, "two shards": two}
+    # A replica on the same shards that reads every series' sums in pieces
+    # of 3 rows' worth (a fleet's hour goes in pieces of 4 M): by label
+    # set, each piece its own query.
+    os.environ["EMBER_CLICKHOUSE_SUMS_PIECE_ROWS"] = "3"
+    try:
+        pieces = Server(tmp_path_factory.mktemp("ch3"), None, "--store", "clickhouse",
+                        "--clickhouse-url", f"{a.url},{b.url}", "--clickhouse-database", "fleet",
+                        "--clickhouse-cluster", "ember_test").start()
+    finally:
+        del os.environ["EMBER_CLICKHOUSE_SUMS_PIECE_ROWS"]
+    started.append(pieces)
+    yield {"embedded": emb, "clickhouse": one, "two shards": two, "in pieces": pieces}
     for s in started:
         s.stop()
 
@@ -206,6 +217,7 @@ def test_same_answers(servers, what, body):
         answers[name] = json.dumps(strip_stats(ans), sort_keys=True)
     assert answers["clickhouse"] == answers["embedded"]
     assert answers["two shards"] == answers["embedded"]
+    assert answers["in pieces"] == answers["embedded"]
 
 
 def test_the_answers_hold_the_data(servers):

@@ -1,6 +1,8 @@
 /* chstore.c - the storage interface over ClickHouse: see chstore.h. */
 #include "chstore.h"
 
+#include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +52,7 @@ struct pending {
 struct chs {
 	struct store_backend backend; /* first: a struct store's handle begins so */
 	struct ch_pool *pool;         /* connections (chttp.h) */
+	uint64_t sums_piece_rows;     /* CH_SUMS_PIECE_ROWS, or the environment's */
 	char *urls, *database, *user, *password_file, *ca_file, *cluster;
 	struct store_config cfg;
 	const struct store_codec *codecs[256];
@@ -102,6 +105,29 @@ static uint8_t kind_of(const char *s, size_t n)
 		if (strlen(kind_names[k]) == n && !memcmp(kind_names[k], s, n))
 			return (uint8_t)(k + 1);
 	return 0;
+}
+
+/* A per-series read (load_sums) of more rows than this goes in pieces: 4 M
+ * groups hold a few hundred MiB in ClickHouse and answer in under
+ * CH_READ_MAX_RESPONSE (72 bytes a row). EMBER_CLICKHOUSE_SUMS_PIECE_ROWS
+ * sets another bound (a ClickHouse allowing a query less memory, or
+ * tests); read once, at open. */
+#define CH_SUMS_PIECE_ROWS 4000000ull
+
+static uint64_t sums_piece_rows(void)
+{
+	const char *e = getenv("EMBER_CLICKHOUSE_SUMS_PIECE_ROWS");
+	if (!e || !*e)
+		return CH_SUMS_PIECE_ROWS;
+	char *end;
+	errno = 0;
+	unsigned long long n = strtoull(e, &end, 10);
+	if (errno || *end || n == 0 || n > CH_SUMS_PIECE_ROWS * 1000) {
+		log_warn("EMBER_CLICKHOUSE_SUMS_PIECE_ROWS=%s: expected 1 to %llu rows; %llu used", e,
+			 CH_SUMS_PIECE_ROWS * 1000, CH_SUMS_PIECE_ROWS);
+		return CH_SUMS_PIECE_ROWS;
+	}
+	return n;
 }
 
 /* --- connections --------------------------------------------------------------- */
@@ -1041,6 +1067,16 @@ static void sql_series_where(struct buf *q, const char *where, const char *proje
 	buf_printf(q, " AND labels = %llu AND hz = %u", (unsigned long long)labels, (unsigned)hz);
 }
 
+/* The condition of piece `piece` of `pieces` of a per-series read
+ * (load_sums): the series whose label hash is piece modulo pieces. */
+static void sql_sums_where(struct buf *q, const char *where, uint64_t piece, uint64_t pieces)
+{
+	if (pieces > 1)
+		buf_printf(q, "(%s) AND labels %% %" PRIu64 " = %" PRIu64, where, pieces, piece);
+	else
+		buf_puts(q, where);
+}
+
 int ch_store_query_texts(const char *database, struct buf *out)
 {
 	const char *d = database;
@@ -1066,12 +1102,17 @@ int ch_store_query_texts(const char *database, struct buf *out)
 	buf_putc(out, '\0');
 	sql_range(out, RQ_TOTAL, d, series.data, from, to);
 	buf_putc(out, '\0');
+	struct buf piece = { 0 };
+	sql_sums_where(&piece, where.data, 3, 7);
+	sql_range(out, RQ_SUMS, d, piece.data, from, to);
+	buf_putc(out, '\0');
+	buf_free(&piece);
 	buf_printf(out, "INSERT INTO %s.hosts (name, cpus, seen) VALUES ('h', 8, now())", d);
 	buf_putc(out, '\0');
 	buf_free(&where);
 	buf_free(&series);
 	buf_free(&sub);
-	return n + 3;
+	return n + 4;
 }
 
 /* Q1: the scope's series, with per-minute totals. */
@@ -1540,24 +1581,17 @@ static long chv_rows(struct store_view *bv, size_t i, uint32_t series, int64_t s
 	return n;
 }
 
-/* Every series' per-stack sums in [from_ms, to_ms), aggregated in
- * ClickHouse in one query, kept for the next calls with that range. */
-static int load_sums(struct chv *v, int64_t from_ms, int64_t to_ms)
+/* One piece of load_sums: the per-stack sums of the series whose label
+ * hash is piece modulo pieces (all of them when pieces is 1) appended to
+ * each series' arrays. 0, or -1 with the view's read error set. */
+static int load_sums_piece(struct chv *v, int64_t from_ms, int64_t to_ms, uint64_t piece,
+			   uint64_t pieces)
 {
-	if (v->sums_ok && v->sums_from == from_ms && v->sums_to == to_ms)
-		return 0;
-	if (!v->ser_n) {
-		v->ser_stacks = xcalloc(v->nseries + 1, sizeof(*v->ser_stacks));
-		v->ser_sums = xcalloc(v->nseries + 1, sizeof(*v->ser_sums));
-		v->ser_n = xcalloc(v->nseries + 1, sizeof(size_t));
-		v->ser_cap = xcalloc(v->nseries + 1, sizeof(size_t));
-	}
-	memset(v->ser_n, 0, (v->nseries + 1) * sizeof(size_t));
-	v->sums_ok = false;
-	struct buf ans = { 0 };
+	struct buf where = { 0 }, ans = { 0 };
+	sql_sums_where(&where, v->where.data, piece, pieces);
 	struct rb r;
-	int rc = chv_range(v, RQ_SUMS, v->where.data, MAX(from_ms, v->from_ms), MIN(to_ms, v->to_ms),
-			   &ans, &r);
+	int rc = chv_range(v, RQ_SUMS, where.data, from_ms, to_ms, &ans, &r);
+	buf_free(&where);
 	while (rc == 0 && rb_more(&r)) {
 		size_t plen, klen;
 		const char *proj = rb_str(&r, &plen), *kind = rb_str(&r, &klen);
@@ -1579,8 +1613,41 @@ static int load_sums(struct chv *v, int64_t from_ms, int64_t to_ms)
 	buf_free(&ans);
 	if (rc == 0 && r.bad)
 		read_failed(v, "a malformed answer (sums)");
-	if (rc < 0 || r.bad)
-		return -1;
+	return rc < 0 || r.bad ? -1 : 0;
+}
+
+/* Every series' per-stack sums in [from_ms, to_ms), aggregated in
+ * ClickHouse, kept for the next calls with that range. A scope of more
+ * rows than sums_piece_rows is read in pieces, by label set (its hash
+ * modulo the number of pieces): each piece's groups (series x stack) and
+ * answer stay within what one ClickHouse query may hold and ember's
+ * answer cap, where one query over a fleet's hour (about 100 M groups)
+ * fails. Each piece scans the scope again; a scope under the bound is one
+ * query, as before. */
+static int load_sums(struct chv *v, int64_t from_ms, int64_t to_ms)
+{
+	if (v->sums_ok && v->sums_from == from_ms && v->sums_to == to_ms)
+		return 0;
+	if (!v->ser_n) {
+		v->ser_stacks = xcalloc(v->nseries + 1, sizeof(*v->ser_stacks));
+		v->ser_sums = xcalloc(v->nseries + 1, sizeof(*v->ser_sums));
+		v->ser_n = xcalloc(v->nseries + 1, sizeof(size_t));
+		v->ser_cap = xcalloc(v->nseries + 1, sizeof(size_t));
+	}
+	memset(v->ser_n, 0, (v->nseries + 1) * sizeof(size_t));
+	v->sums_ok = false;
+	/* the scope's rows bound its groups: the series' row counts */
+	uint64_t rows = 0;
+	for (size_t i = 0; i < v->nseries; i++)
+		rows += v->series[i].nrows;
+	uint64_t pieces = rows / v->s->sums_piece_rows + 1;
+	int64_t lo = MAX(from_ms, v->from_ms), hi = MIN(to_ms, v->to_ms);
+	for (uint64_t k = 0; k < pieces; k++)
+		if (load_sums_piece(v, lo, hi, k, pieces) < 0)
+			return -1;
+	if (pieces > 1)
+		log_debug("clickhouse store: per-series sums of %" PRIu64 " rows read in %" PRIu64 " pieces",
+			  rows, pieces);
 	v->sums_from = from_ms;
 	v->sums_to = to_ms;
 	v->sums_ok = true;
@@ -1862,6 +1929,7 @@ int ch_store_open(const struct ch_store_opts *o, const struct store_config *cfg,
 						      .user = s->user, .password_file = s->password_file,
 						      .ca_file = s->ca_file,
 						      .timeout_ms = o->timeout_ms ? o->timeout_ms : 10000 });
+	s->sums_piece_rows = sums_piece_rows();
 	s->cfg = *cfg;
 	for (size_t i = 0; i < cfg->ncodecs; i++)
 		s->codecs[cfg->codecs[i]->type] = cfg->codecs[i];
