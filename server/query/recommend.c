@@ -642,15 +642,16 @@ static const char *state_of(struct recs *r, const char *project, const char *id)
 	return state;
 }
 
-/* The suppressed trace ids of a project, sorted. */
-static int load_suppressed(struct recs *r, const char *project, uint64_t **out, size_t *n,
-			   struct buf *err)
+/* The 16-hex-digit ids a query of one column, with the project as ?1,
+ * answers (invalid ones skipped), sorted. */
+static int load_ids(struct recs *r, const char *sql, const char *project, uint64_t **out, size_t *n,
+		    struct buf *err)
 {
 	struct metadb_stmt *q = NULL;
 	*out = NULL;
 	*n = 0;
 	pthread_mutex_lock(&r->db_mu);
-	if (metadb_prepare(r->db, "SELECT trace_id FROM rec_suppressed WHERE project = ?1", &q, err) < 0) {
+	if (metadb_prepare(r->db, sql, &q, err) < 0) {
 		pthread_mutex_unlock(&r->db_mu);
 		return -1;
 	}
@@ -675,6 +676,32 @@ static int load_suppressed(struct recs *r, const char *project, uint64_t **out, 
 	if (*n)
 		qsort(*out, *n, sizeof(**out), cmp_u64);
 	return 0;
+}
+
+/* The suppressed trace ids of a project, sorted. */
+static int load_suppressed(struct recs *r, const char *project, uint64_t **out, size_t *n,
+			   struct buf *err)
+{
+	return load_ids(r, "SELECT trace_id FROM rec_suppressed WHERE project = ?1", project, out, n, err);
+}
+
+/* The ids of a project's dismissed recommendations, sorted: one query for
+ * a whole list, where state_of is one per recommendation. When the
+ * database cannot say, none (every recommendation "active", as state_of). */
+static void load_dismissed(struct recs *r, const char *project, uint64_t **out, size_t *n)
+{
+	struct buf ignored = { 0 };
+	(void)load_ids(r, "SELECT id FROM rec_state WHERE project = ?1 AND state = 'dismissed'", project,
+		       out, n, &ignored);
+	buf_free(&ignored);
+}
+
+static bool id_in(const uint64_t *ids, size_t n, const char *id)
+{
+	if (!id_valid(id))
+		return false;
+	uint64_t v = strtoull(id, NULL, 16);
+	return n && bsearch(&v, ids, n, sizeof(*ids), cmp_u64) != NULL;
 }
 
 struct prev_item {
@@ -978,10 +1005,14 @@ static int generate_locked(struct recs *r, struct store *st, struct symbols *sym
 	pthread_mutex_unlock(&r->mu);
 	/* Tell the listener of what is new or worse (not what a user
 	 * dismissed): the replica that stored the generation does. */
+	uint64_t *dismissed = NULL;
+	size_t ndismissed = 0;
+	if (stored && r->listener)
+		load_dismissed(r, project, &dismissed, &ndismissed);
 	for (size_t i = 0; stored && r->listener && i < json_array_size(arr); i++) {
 		const json_t *rec = json_array_get(arr, i);
 		const char *status = jstr(rec, "status");
-		if (strcmp(status, "unchanged") == 0 || strcmp(state_of(r, project, jstr(rec, "id")), "dismissed") == 0)
+		if (strcmp(status, "unchanged") == 0 || id_in(dismissed, ndismissed, jstr(rec, "id")))
 			continue;
 		struct recs_event ev = {
 			.project = project, .id = jstr(rec, "id"), .kind = jstr(rec, "kind"), .status = status,
@@ -992,6 +1023,7 @@ static int generate_locked(struct recs *r, struct store *st, struct symbols *sym
 		};
 		r->listener(r->listener_ctx, &ev);
 	}
+	free(dismissed);
 	json_decref(arr);
 	return 0;
 }
@@ -1150,10 +1182,16 @@ int recs_query(struct recs *r, struct store *st, struct symbols *sym, const char
 	}
 	qsort(v, nv, sizeof(*v), cmp_peak);
 	json_t *sorted = json_array();
+	uint64_t *dismissed = NULL;
+	size_t ndismissed = 0;
+	if (nv)
+		load_dismissed(r, project, &dismissed, &ndismissed);
 	for (size_t i = 0; i < nv; i++) {
-		json_object_set_new(v[i], "state", json_string(state_of(r, project, jstr(v[i], "id"))));
+		bool d = id_in(dismissed, ndismissed, jstr(v[i], "id"));
+		json_object_set_new(v[i], "state", json_string(d ? "dismissed" : "active"));
 		json_array_append(sorted, v[i]);
 	}
+	free(dismissed);
 	free(v);
 	json_decref(list);
 	json_t *doc = json_pack("{s:o, s:o, s:{s:f, s:f, s:I, s:f, s:I, s:s}}", "recommendations", sorted,
