@@ -2,6 +2,7 @@
 #include "metrics.h"
 
 #include <endian.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
@@ -1058,6 +1059,10 @@ int metrics_query(struct metrics_store *m, const char *project, const char *body
 	struct mpoint *cp = NULL; /* a chunk's points */
 	size_t capcp = 0;
 	struct metadb_stmt *ss = NULL, *ps = NULL;
+	/* the matched series (by label set), their group */
+	int64_t *mid = NULL;
+	size_t *mgroup = NULL, nm = 0, capm = 0, capg = 0;
+	struct buf ids = { 0 };
 	pthread_mutex_lock(&m->rmu);
 	/* by label set, byte for byte on both databases: sums add up in one
 	 * order wherever the series are */
@@ -1066,8 +1071,16 @@ int metrics_query(struct metrics_store *m, const char *project, const char *body
 					     : "SELECT id, unit, labels FROM series WHERE project = ? AND name = ? "
 					       "AND last_ms >= ? AND first_ms < ? ORDER BY labels",
 			  &ss, err) < 0 ||
-	    metadb_prepare(m->r, "SELECT start_ms, data FROM chunks WHERE series = ? AND start_ms > ? AND start_ms < ?",
-			  &ps, err) < 0) {
+	    /* every matched series' chunks in one query (a round trip per
+	     * series cost 0.1 ms on PostgreSQL), in the series' order */
+	    metadb_prepare(m->r, m->postgres
+			   ? "SELECT c.series, c.start_ms, c.data FROM chunks c JOIN series s ON s.id = c.series "
+			     "WHERE c.series IN (SELECT jsonb_array_elements_text(?::jsonb)::bigint) "
+			     "AND c.start_ms > ? AND c.start_ms < ? ORDER BY s.labels COLLATE \"C\", c.series, c.start_ms"
+			   : "SELECT c.series, c.start_ms, c.data FROM chunks c JOIN series s ON s.id = c.series "
+			     "WHERE c.series IN (SELECT value FROM json_each(?)) "
+			     "AND c.start_ms > ? AND c.start_ms < ? ORDER BY s.labels, c.series, c.start_ms",
+			   &ps, err) < 0) {
 		status = 500;
 		goto done;
 	}
@@ -1078,6 +1091,7 @@ int metrics_query(struct metrics_store *m, const char *project, const char *body
 	metadb_bind_int64(ss, 3, q.start);
 	metadb_bind_int64(ss, 4, q.end);
 	int srow = 0;
+	buf_putc(&ids, '[');
 	while (status == 0 && (srow = metadb_step(ss, err)) == 1) {
 		if (++scanned > MET_MAX_QUERY_SERIES) {
 			buf_printf(err, "more than %d series of %s in the range: narrow the filter",
@@ -1116,62 +1130,90 @@ int metrics_query(struct metrics_store *m, const char *project, const char *body
 							    xcalloc(nb, sizeof(uint32_t)) };
 		}
 		json_decref(l.doc);
-		/* Temporal: this series' value in each bucket. */
-		memset(sv, 0, nb * sizeof(*sv));
-		memset(sn, 0, nb * sizeof(*sn));
-		metadb_bind_int64(ps, 1, metadb_int64(ss, 0));
-		metadb_bind_int64(ps, 2, q.start - CHUNK_MS);
-		metadb_bind_int64(ps, 3, q.end);
-		int pstep;
-		while ((pstep = metadb_step(ps, err)) == 1) {
-			long n = chunk_decode(metadb_int64(ps, 0), metadb_blob(ps, 1),
-					      metadb_bytes(ps, 1), &cp, &capcp);
-			for (long k = 0; k < n; k++) {
-				if (cp[k].ts < q.start || cp[k].ts >= q.end)
-					continue;
-				size_t bi = (size_t)((cp[k].ts - q.start) / step);
-				double v = cp[k].v;
-				if (bi >= nb)
-					continue;
-				points++;
-				if (q.percentiles && status == 0) {
-					if (++kept > MET_MAX_PERCENTILE_POINTS) {
-						buf_printf(err, "more than %u points of %s for percentiles: narrow the range or the filter",
-							   MET_MAX_PERCENTILE_POINTS, q.metric);
-						status = 400;
-					} else {
-						struct group *pg = &groups[gi];
-						xgrow((void **)&pg->raw, &pg->capraw, pg->nraw + 1, sizeof(*pg->raw));
-						pg->raw[pg->nraw++] = v;
-					}
-				}
-				if (q.temporal == AGG_MAX)
-					sv[bi] = sn[bi] ? MAX(sv[bi], v) : v;
-				else
-					sv[bi] += v;
-				sn[bi]++;
-			}
-		}
-		metadb_reset(ps);
-		if (pstep < 0) {
-			status = read_failed(m);
-			break;
-		}
-		/* Spatial: into the group. */
-		struct group *g = &groups[gi];
-		for (size_t i = 0; i < nb; i++) {
-			if (!sn[i])
-				continue;
-			double v = q.temporal == AGG_AVG ? sv[i] / sn[i] : sv[i];
-			if (q.spatial == AGG_MAX)
-				g->v[i] = g->n[i] ? MAX(g->v[i], v) : v;
-			else
-				g->v[i] += v;
-			g->n[i]++;
-		}
+		xgrow((void **)&mid, &capm, nm + 1, sizeof(*mid));
+		xgrow((void **)&mgroup, &capg, nm + 1, sizeof(*mgroup));
+		mid[nm] = metadb_int64(ss, 0);
+		mgroup[nm] = gi;
+		buf_printf(&ids, "%s%" PRId64, nm ? "," : "", mid[nm]);
+		nm++;
 	}
+	buf_putc(&ids, ']');
 	if (status == 0 && srow < 0)
 		status = read_failed(m);
+	/* The chunks of the matched series, series after series in the
+	 * order above: each series' buckets (temporal), then into its group
+	 * (spatial). */
+	size_t cur = 0; /* the series being read: mid[cur] */
+	bool open = false;
+	if (status == 0 && nm) {
+		metadb_bind_text(ps, 1, ids.data);
+		metadb_bind_int64(ps, 2, q.start - CHUNK_MS);
+		metadb_bind_int64(ps, 3, q.end);
+	}
+	int pstep = 0;
+	while (status == 0 && nm && (pstep = metadb_step(ps, err)) >= 0) {
+		int64_t sid = pstep == 1 ? metadb_int64(ps, 0) : INT64_MIN;
+		if (open && (pstep == 0 || sid != mid[cur])) {
+			/* Spatial: the series read into its group. */
+			struct group *g = &groups[mgroup[cur]];
+			for (size_t i = 0; i < nb; i++) {
+				if (!sn[i])
+					continue;
+				double v = q.temporal == AGG_AVG ? sv[i] / sn[i] : sv[i];
+				if (q.spatial == AGG_MAX)
+					g->v[i] = g->n[i] ? MAX(g->v[i], v) : v;
+				else
+					g->v[i] += v;
+				g->n[i]++;
+			}
+			open = false;
+			cur++;
+		}
+		if (pstep == 0)
+			break;
+		while (cur < nm && mid[cur] != sid)
+			cur++; /* series without chunks in the range */
+		if (cur == nm) {
+			buf_puts(err, "metrics: chunks out of their series' order");
+			status = 500;
+			break;
+		}
+		if (!open) {
+			memset(sv, 0, nb * sizeof(*sv));
+			memset(sn, 0, nb * sizeof(*sn));
+			open = true;
+		}
+		size_t gi = mgroup[cur];
+		long n = chunk_decode(metadb_int64(ps, 1), metadb_blob(ps, 2), metadb_bytes(ps, 2), &cp, &capcp);
+		for (long k = 0; k < n; k++) {
+			if (cp[k].ts < q.start || cp[k].ts >= q.end)
+				continue;
+			size_t bi = (size_t)((cp[k].ts - q.start) / step);
+			double v = cp[k].v;
+			if (bi >= nb)
+				continue;
+			points++;
+			if (q.percentiles && status == 0) {
+				if (++kept > MET_MAX_PERCENTILE_POINTS) {
+					buf_printf(err, "more than %u points of %s for percentiles: narrow the range or the filter",
+						   MET_MAX_PERCENTILE_POINTS, q.metric);
+					status = 400;
+				} else {
+					struct group *pg = &groups[gi];
+					xgrow((void **)&pg->raw, &pg->capraw, pg->nraw + 1, sizeof(*pg->raw));
+					pg->raw[pg->nraw++] = v;
+				}
+			}
+			if (q.temporal == AGG_MAX)
+				sv[bi] = sn[bi] ? MAX(sv[bi], v) : v;
+			else
+				sv[bi] += v;
+			sn[bi]++;
+		}
+	}
+	if (status == 0 && nm && pstep < 0)
+		status = read_failed(m);
+	metadb_reset(ps);
 	metadb_reset(ss);
 	read_end(m);
 	if (status == 0 && scanned == 0) {
@@ -1267,7 +1309,8 @@ done:
 	for (size_t i = 0; i < ngroups; i++) {
 		free_all(groups[i].name, groups[i].v, groups[i].n, groups[i].raw);
 	}
-	free_all(groups, sv, sn, unit);
+	free_all(groups, sv, sn, unit, mid, mgroup);
+	buf_free(&ids);
 	cel_free(cel);
 	mquery_free(&q);
 	return status;
